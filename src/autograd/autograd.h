@@ -1,0 +1,136 @@
+/* autograd.h: the reverse-mode tape, every op (ag_*), and the public gradient check.
+ * Each ag_ op checks its shapes (aborting with the op and both shapes on misuse), allocates its
+ * output in the tape's step arena, runs its forward kernel at once, and appends a node to the
+ * tape. ag_backward() walks the nodes newest first; the order ops were called in is already a
+ * valid topological order, so no sort is needed (the idea of micrograd's engine, as a list).
+ * Not here: the math loops (../tensor/kernels.h) and modules with parameters (../nn).
+ * Read next: ops.def (the table of every op and its derivative), then tape.c. */
+#ifndef ATTOGRAD_AUTOGRAD_H
+#define ATTOGRAD_AUTOGRAD_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../tensor/rng.h"
+#include "../tensor/tensor.h"
+
+/* ---- the op table: AG_OP_ADD, AG_OP_MATMUL, ... come from ops.def ---- */
+typedef enum {
+#define AG_OP(NAME, name, derivative) AG_OP_##NAME,
+#include "ops.def"
+#undef AG_OP
+    AG_OP_COUNT
+} AgOp;
+
+const char *ag_op_name(AgOp op);        /* "matmul" */
+const char *ag_op_derivative(AgOp op);  /* the table's one-line derivative */
+
+#define AG_MAX_INPUTS 3
+
+/* One recorded op: its output, its inputs and what its backward needs. */
+typedef struct AgNode {
+    AgOp op;
+    Tensor *out;
+    Tensor *in[AG_MAX_INPUTS];
+    int n_in;
+    Tensor *saved;       /* an extra tensor kept for backward (row statistics, masks) */
+    const int *idx;      /* integer inputs (token ids, targets), copied into the step arena */
+    double f;            /* a scalar argument (scale factor, dropout probability) */
+    int i[4];            /* integer arguments (head count, ignore index, ...) */
+    uint64_t key;        /* a random key (dropout) */
+    struct AgNode *prev; /* the node recorded before this one */
+} AgNode;
+
+typedef struct Tape {
+    Arena *arena;   /* the step arena: outputs, saved tensors, nodes, intermediate gradients */
+    AgNode *last;   /* newest node; backward starts here */
+    int n_nodes;
+    int no_grad;    /* when set, ops compute but record nothing and dropout is the identity */
+    int backward_done;
+} Tape;
+
+Tape *ag_tape_new(Arena *step);
+void ag_tape_free(Tape *tape); /* frees the Tape, not its arena */
+/* Ends a step: forgets every node and resets the step arena. */
+void ag_tape_reset(Tape *tape);
+/* Turns no-grad mode on or off; returns the previous setting. */
+int ag_no_grad(Tape *tape, int on);
+/* Seeds d(loss)/d(loss) = 1 and runs every node's backward, newest first. Gradients
+ * accumulate (+=) into .grad, so a tensor used twice receives the sum. loss: one element. */
+void ag_backward(Tape *tape, Tensor *loss);
+/* Prints the tape in backward order: op, output shape, inputs. */
+void ag_tape_print(const Tape *tape, FILE *f);
+
+/* ---- ops. Shapes outermost first; "..." is any number of leading dimensions. ---- */
+
+/* Elementwise, same shapes: a, b (...) -> (...) */
+Tensor *ag_add(Tape *tape, Tensor *a, Tensor *b);
+Tensor *ag_sub(Tape *tape, Tensor *a, Tensor *b);
+Tensor *ag_mul(Tape *tape, Tensor *a, Tensor *b);
+/* x (..., C) + bias (C) broadcast over the leading dimensions -> (..., C) */
+Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias);
+/* s * x, s a constant: (...) -> (...) */
+Tensor *ag_scale(Tape *tape, Tensor *x, double s);
+/* max(x, 0): (...) -> (...) */
+Tensor *ag_relu(Tape *tape, Tensor *x);
+/* The exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default form. */
+Tensor *ag_gelu(Tape *tape, Tensor *x);
+/* Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
+ * The mask comes from a key drawn from rng, so the same rng state gives the same mask. In
+ * no-grad mode, or with p == 0, it returns x itself. (...) -> (...) */
+Tensor *ag_dropout(Tape *tape, Tensor *x, double p, Rng *rng);
+
+/* Matrix products. a (..., M, K) @ b (K, N) or (..., K, N) with the same leading dims. */
+Tensor *ag_matmul(Tape *tape, Tensor *a, Tensor *b);
+/* a (..., M, K) @ b^T where b is (N, K) or (..., N, K): no transpose is materialised.
+ * This is the Linear layer's x W^T and attention's Q K^T. -> (..., M, N) */
+Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b);
+/* Swaps the last two dimensions (a copy): (..., M, N) -> (..., N, M) */
+Tensor *ag_transpose(Tape *tape, Tensor *x);
+/* Same data, another shape with the same element count (no copy). */
+Tensor *ag_reshape(Tape *tape, Tensor *x, int ndim, const int *shape);
+/* (B, T, C) -> (B, NH, T, HS) with HS = C / NH, and back. */
+Tensor *ag_split_heads(Tape *tape, Tensor *x, int n_heads);
+Tensor *ag_merge_heads(Tape *tape, Tensor *x);
+
+/* Reductions over every element: (...) -> () */
+Tensor *ag_sum(Tape *tape, Tensor *x);
+Tensor *ag_mean(Tape *tape, Tensor *x);
+
+/* Over the last dimension, max-subtracted: (..., C) -> (..., C) */
+Tensor *ag_softmax(Tape *tape, Tensor *x);
+Tensor *ag_log_softmax(Tape *tape, Tensor *x);
+/* Mean cross-entropy of logits (..., V) against integer targets (one per row of the leading
+ * dimensions). Rows whose target is ignore_index are skipped and not counted; if every row is
+ * ignored the loss is 0 (PyTorch returns NaN there). A target outside [0, V) that is not
+ * ignore_index aborts. -> () */
+Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ignore_index);
+/* Rows of weight (V, C) picked by ids (B, T): -> (B, T, C). An id outside [0, V) aborts. */
+Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T);
+
+/* ---- gradient check (public: check your own ops with it) ----
+ * fn builds an output from the inputs on the tape. The check forms loss = sum(out * R) with a
+ * fixed random R (never all ones: with R = 1 a softmax gradient is zero and a broken backward
+ * passes), computes the analytic gradient by ag_backward, and compares it with central
+ * differences (loss(x + eps) - loss(x - eps)) / 2 eps for every element of every input that
+ * requires grad. Inputs must live outside the tape's arena (it is reset between evaluations). */
+typedef Tensor *(*AgGradcheckFn)(Tape *tape, Tensor **inputs, void *ctx);
+
+typedef struct AgGradcheckResult {
+    double max_err;   /* the worst |analytic - numeric| / max(1, |analytic|, |numeric|) */
+    int input;        /* where it was: input number and flat element index */
+    size_t index;
+    double analytic, numeric;
+    double max_abs_grad; /* the largest analytic gradient seen: 0 means nothing flowed */
+    size_t n_checked;
+} AgGradcheckResult;
+
+/* Defaults: eps 1e-6 and tolerance 1e-6 in the double build; 1e-2 and 2e-2 in the float one. */
+double ag_gradcheck_default_eps(void);
+double ag_gradcheck_default_tol(void);
+/* Returns 1 if max_err <= tol and some gradient is non-zero, else 0. res may be NULL. */
+int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n_inputs,
+                 double eps, double tol, AgGradcheckResult *res);
+void ag_gradcheck_print(const AgGradcheckResult *res, FILE *f);
+
+#endif

@@ -1,0 +1,29 @@
+/* ops_internal.h: what the op files share and users do not need. The backward of every op
+ * (declared from the table), the output allocator and the node recorder.
+ * Each op file has the same pattern, e.g. ops_matmul.c:
+ *     Tensor *ag_matmul(tape, a, b)   check shapes, out = ag_out(...), run k_ forward,
+ *                                     n = ag_record(...) and store in n what backward needs
+ *     void ag_matmul_backward(node)   run the k_ backward into the inputs' .grad (+=)
+ * Not here: the math (../tensor/kernels.h). */
+#ifndef ATTOGRAD_OPS_INTERNAL_H
+#define ATTOGRAD_OPS_INTERNAL_H
+
+#include "../tensor/kernels.h"
+#include "autograd.h"
+
+#define AG_OP(NAME, name, derivative) void ag_##name##_backward(AgNode *node);
+#include "ops.def"
+#undef AG_OP
+
+/* An output tensor in the step arena (data uninitialised), named after the op. */
+Tensor *ag_out(Tape *tape, AgOp op, int ndim, const int *shape);
+/* Records a node when grad mode is on and some input requires grad; marks out as requiring
+ * grad. Returns NULL when nothing is recorded (then the op needs to save nothing). */
+AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in);
+/* A copy of n ints in the step arena (integer inputs must outlive the caller's buffer). */
+const int *ag_save_ints(Tape *tape, const int *src, size_t n);
+
+/* Aborts (naming the op) when t is NULL; ops call it on every tensor argument. */
+#define AG_CHECK_TENSOR(op, t) AG_CHECK((t) != NULL, "%s: tensor argument '%s' is NULL", op, #t)
+
+#endif

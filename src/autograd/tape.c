@@ -1,0 +1,132 @@
+/* tape.c: the tape (a linked list of nodes in the step arena), recording, backward, printing.
+ * Not here: the ops themselves (ops_*.c) or the gradient check (gradcheck.c).
+ * Read next: ops_elementwise.c for the simplest ops, then ops_softmax.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_internal.h"
+
+static const char *const op_names[] = {
+#define AG_OP(NAME, name, derivative) #name,
+#include "ops.def"
+#undef AG_OP
+};
+
+static const char *const op_derivatives[] = {
+#define AG_OP(NAME, name, derivative) derivative,
+#include "ops.def"
+#undef AG_OP
+};
+
+typedef void (*BackwardFn)(AgNode *node);
+static const BackwardFn backward_fns[] = {
+#define AG_OP(NAME, name, derivative) ag_##name##_backward,
+#include "ops.def"
+#undef AG_OP
+};
+
+const char *ag_op_name(AgOp op) {
+    AG_CHECK(op >= 0 && op < AG_OP_COUNT, "ag_op_name: no op %d", (int)op);
+    return op_names[op];
+}
+
+const char *ag_op_derivative(AgOp op) {
+    AG_CHECK(op >= 0 && op < AG_OP_COUNT, "ag_op_derivative: no op %d", (int)op);
+    return op_derivatives[op];
+}
+
+Tape *ag_tape_new(Arena *step) {
+    AG_CHECK(step != NULL, "ag_tape_new: step arena is NULL");
+    Tape *t = calloc(1, sizeof *t);
+    AG_CHECK(t != NULL, "ag_tape_new: out of memory");
+    t->arena = step;
+    return t;
+}
+
+void ag_tape_free(Tape *tape) { free(tape); }
+
+void ag_tape_reset(Tape *tape) {
+    AG_CHECK(tape != NULL, "ag_tape_reset: tape is NULL");
+    tape->last = NULL;
+    tape->n_nodes = 0;
+    tape->backward_done = 0;
+    arena_reset(tape->arena);
+}
+
+int ag_no_grad(Tape *tape, int on) {
+    AG_CHECK(tape != NULL, "ag_no_grad: tape is NULL");
+    int prev = tape->no_grad;
+    tape->no_grad = on;
+    return prev;
+}
+
+Tensor *ag_out(Tape *tape, AgOp op, int ndim, const int *shape) {
+    return tensor_new(tape->arena, ndim, shape, op_names[op]);
+}
+
+AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in) {
+    if (tape->no_grad) return NULL;
+    int any = 0;
+    for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
+    if (!any) return NULL;
+    AG_CHECK(!tape->backward_done, "%s: recording on a tape after ag_backward; call "
+             "ag_tape_reset first", op_names[op]);
+    AgNode *n = arena_alloc(tape->arena, sizeof *n);
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->out = out;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->prev = tape->last;
+    tape->last = n;
+    tape->n_nodes++;
+    out->requires_grad = 1;
+    return n;
+}
+
+const int *ag_save_ints(Tape *tape, const int *src, size_t n) {
+    int *dst = arena_alloc(tape->arena, n * sizeof *dst);
+    memcpy(dst, src, n * sizeof *dst);
+    return dst;
+}
+
+/* A zeroed gradient for a tensor that has none yet (intermediates get theirs here, lazily). */
+static void ensure_grad(Tape *tape, Tensor *t) {
+    if (t->grad) return;
+    AG_CHECK(t->arena == tape->arena, "ag_backward: tensor '%s' %s requires grad but has no "
+             "gradient buffer; call tensor_requires_grad on it", t->name, tensor_shape_str(t));
+    t->grad = arena_alloc(tape->arena, t->size * sizeof(Real));
+    memset(t->grad, 0, t->size * sizeof(Real));
+}
+
+void ag_backward(Tape *tape, Tensor *loss) {
+    AG_CHECK(tape != NULL, "ag_backward: tape is NULL");
+    AG_CHECK(loss != NULL, "ag_backward: loss is NULL");
+    AG_CHECK(loss->size == 1, "ag_backward: loss '%s' %s is not a scalar (%zu elements); reduce it "
+             "with ag_sum or ag_mean first", loss->name, tensor_shape_str(loss), loss->size);
+    AG_CHECK(loss->requires_grad, "ag_backward: loss '%s' does not depend on any tensor that "
+             "requires grad (or was computed in no-grad mode)", loss->name);
+    AG_CHECK(!tape->backward_done, "ag_backward: called twice on one tape; call ag_tape_reset "
+             "between steps");
+    tape->backward_done = 1;
+    ensure_grad(tape, loss);
+    loss->grad[0] = 1;
+    for (AgNode *n = tape->last; n; n = n->prev) {
+        if (!n->out->grad) continue; /* nothing downstream used this output */
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]->requires_grad) ensure_grad(tape, n->in[i]);
+        backward_fns[n->op](n);
+    }
+}
+
+void ag_tape_print(const Tape *tape, FILE *f) {
+    AG_CHECK(tape != NULL && f != NULL, "ag_tape_print: NULL argument");
+    fprintf(f, "tape: %d nodes, backward order (newest first)\n", tape->n_nodes);
+    int k = tape->n_nodes;
+    for (const AgNode *n = tape->last; n; n = n->prev, k--) {
+        fprintf(f, "%4d %-14s -> %-16s <-", k, op_names[n->op], tensor_shape_str(n->out));
+        for (int i = 0; i < n->n_in; i++)
+            fprintf(f, " %s%s", n->in[i]->name, tensor_shape_str(n->in[i]));
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,129 @@
+/* k_elementwise.c: forward/backward pairs of the elementwise kernels (add, sub, mul, bias,
+ * scale, relu, gelu, dropout). Every output element depends on one input position, so the
+ * loops split freely across threads. Next: k_matmul.c. */
+#include <math.h>
+
+#include "kernels.h"
+#include "rng.h"
+
+#define PAR_FOR _Pragma("omp parallel for schedule(static) if (n >= K_PAR_MIN)")
+
+void k_add_forward(Real *y, const Real *a, const Real *b, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+/* forward: y = a + b, so dy/da = dy/db = 1: both inputs receive gy unchanged */
+void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        if (ga) ga[i] += gy[i];
+        if (gb) gb[i] += gy[i];
+    }
+}
+
+void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = a[i] - b[i];
+}
+/* forward: y = a - b, so a receives gy and b receives -gy */
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        if (ga) ga[i] += gy[i];
+        if (gb) gb[i] -= gy[i];
+    }
+}
+
+void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+/* forward: y = a * b, so dy/da = b and dy/db = a */
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        if (ga) ga[i] += gy[i] * b[i];
+        if (gb) gb[i] += gy[i] * a[i];
+    }
+}
+
+void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, int C) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) y[r * C + c] = x[r * C + c] + bias[c];
+}
+/* forward: y[r,c] = x[r,c] + bias[c]; x gets gy as is, bias[c] gets the sum of column c.
+ * Threads split the columns, each sums its columns over every row in row order. */
+void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C) {
+    size_t n = rows * (size_t)C;
+    if (gx) k_accumulate(gx, gy, n);
+    if (!gbias) return;
+#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
+    for (int c = 0; c < C; c++) {
+        Real s = 0;
+        for (size_t r = 0; r < rows; r++) s += gy[r * C + c];
+        gbias[c] += s;
+    }
+}
+
+void k_scale_forward(Real *y, const Real *x, Real s, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = s * x[i];
+}
+/* forward: y = s x, so gx = s gy */
+void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) gx[i] += s * gy[i];
+}
+
+void k_relu_forward(Real *y, const Real *x, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+}
+/* forward: y = max(x, 0); the slope is 1 where x > 0 (equivalently y > 0) and 0 elsewhere */
+void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++)
+        if (y[i] > 0) gx[i] += gy[i];
+}
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794
+
+void k_gelu_forward(Real *y, const Real *x, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i];
+        y[i] = (Real)(0.5 * v * (1.0 + erf(v * INV_SQRT2)));
+    }
+}
+/* forward: y = x Phi(x) with Phi the normal CDF (the exact erf form, not the tanh one);
+ * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi) the normal density */
+void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i];
+        double cdf = 0.5 * (1.0 + erf(v * INV_SQRT2));
+        double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
+        gx[i] += (Real)((double)gy[i] * (cdf + v * pdf));
+    }
+}
+
+/* keep element i when its hashed uniform in [0,1) is >= p: a pure function of (key, i) */
+static int dropout_keep(uint64_t key, size_t i, double p) {
+    return (double)(rng_hash(key, i) >> 11) * 0x1.0p-53 >= p;
+}
+
+void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n) {
+    Real scale = (Real)(1.0 / (1.0 - p));
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = dropout_keep(key, i, p) ? x[i] * scale : 0;
+}
+/* forward: y = x m / (1 - p) with m the 0/1 mask; the same mask, recomputed from the key,
+ * passes or stops each gradient with the same scale */
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n) {
+    Real scale = (Real)(1.0 / (1.0 - p));
+    PAR_FOR
+    for (size_t i = 0; i < n; i++)
+        if (dropout_keep(key, i, p)) gx[i] += gy[i] * scale;
+}

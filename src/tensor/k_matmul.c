@@ -1,0 +1,146 @@
+/* k_matmul.c: one GEMM (with transposes read in place) and the matmul, A @ B^T, transpose and
+ * head split/merge kernels built on it. The GEMM is the plain, readable version: rows of C are
+ * shared among threads and every C element sums over k in order within its thread. The speed
+ * issue replaces its inside with a packed, register-tiled kernel; the contract stays.
+ * Next: k_reduce.c. */
+#include <string.h>
+
+#include "kernels.h"
+
+void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+            int accumulate) {
+    size_t work = (size_t)M * (size_t)N * (size_t)K;
+#pragma omp parallel for schedule(static) if (work >= 4 * K_PAR_MIN)
+    for (int i = 0; i < M; i++) {
+        Real *c = C + (size_t)i * N;
+        if (!accumulate) memset(c, 0, (size_t)N * sizeof(Real));
+        if (!tb) {
+            /* C[i,:] += sum_k op(A)[i,k] B[k,:]: the inner loop runs along a row of B */
+            for (int k = 0; k < K; k++) {
+                Real a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
+                const Real *b = B + (size_t)k * N;
+                for (int j = 0; j < N; j++) c[j] += a * b[j];
+            }
+        } else {
+            /* C[i,j] += dot(op(A)[i,:], B[j,:]) with B stored (N,K) */
+            for (int j = 0; j < N; j++) {
+                const Real *b = B + (size_t)j * K;
+                Real s = 0;
+                if (!ta) {
+                    const Real *a = A + (size_t)i * K;
+                    for (int k = 0; k < K; k++) s += a[k] * b[k];
+                } else {
+                    for (int k = 0; k < K; k++) s += A[(size_t)k * M + i] * b[k];
+                }
+                c[j] += s;
+            }
+        }
+    }
+}
+
+void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                      int b_batched) {
+    if (!b_batched) { /* one GEMM over all BATCH*M rows */
+        k_gemm(0, 0, BATCH * M, N, K, a, b, y, 0);
+        return;
+    }
+    for (int p = 0; p < BATCH; p++)
+        k_gemm(0, 0, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N,
+               y + (size_t)p * M * N, 0);
+}
+/* forward: y = a b (per batch). So ga = gy b^T (M,N)x(N,K) and gb = a^T gy (K,M)x(M,N);
+ * a shared b sums its gradient over the batch, which is one GEMM with BATCH*M as inner dim. */
+void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
+                       int BATCH, int M, int K, int N, int b_batched) {
+    if (!b_batched) {
+        if (ga) k_gemm(0, 1, BATCH * M, K, N, gy, b, ga, 1);
+        if (gb) k_gemm(1, 0, K, N, BATCH * M, a, gy, gb, 1);
+        return;
+    }
+    for (int p = 0; p < BATCH; p++) {
+        const Real *ap = a + (size_t)p * M * K, *bp = b + (size_t)p * K * N;
+        const Real *gyp = gy + (size_t)p * M * N;
+        if (ga) k_gemm(0, 1, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
+        if (gb) k_gemm(1, 0, K, N, M, ap, gyp, gb + (size_t)p * K * N, 1);
+    }
+}
+
+void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                         int b_batched) {
+    if (!b_batched) {
+        k_gemm(0, 1, BATCH * M, N, K, a, b, y, 0);
+        return;
+    }
+    for (int p = 0; p < BATCH; p++)
+        k_gemm(0, 1, M, N, K, a + (size_t)p * M * K, b + (size_t)p * N * K,
+               y + (size_t)p * M * N, 0);
+}
+/* forward: y = a b^T with b (N,K). So ga = gy b (M,N)x(N,K) and gb = gy^T a (N,M)x(M,K). */
+void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
+                          int BATCH, int M, int K, int N, int b_batched) {
+    if (!b_batched) {
+        if (ga) k_gemm(0, 0, BATCH * M, K, N, gy, b, ga, 1);
+        if (gb) k_gemm(1, 0, N, K, BATCH * M, gy, a, gb, 1);
+        return;
+    }
+    for (int p = 0; p < BATCH; p++) {
+        const Real *ap = a + (size_t)p * M * K, *bp = b + (size_t)p * N * K;
+        const Real *gyp = gy + (size_t)p * M * N;
+        if (ga) k_gemm(0, 0, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
+        if (gb) k_gemm(1, 0, N, K, M, gyp, ap, gb + (size_t)p * N * K, 1);
+    }
+}
+
+void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {
+    size_t n = (size_t)BATCH * M * N;
+#pragma omp parallel for collapse(2) schedule(static) if (n >= K_PAR_MIN)
+    for (int p = 0; p < BATCH; p++)
+        for (int j = 0; j < N; j++)
+            for (int i = 0; i < M; i++)
+                y[((size_t)p * N + j) * M + i] = x[((size_t)p * M + i) * N + j];
+}
+/* forward: y[p,j,i] = x[p,i,j], so gx[p,i,j] += gy[p,j,i] */
+void k_transpose_backward(Real *gx, const Real *gy, int BATCH, int M, int N) {
+    size_t n = (size_t)BATCH * M * N;
+#pragma omp parallel for collapse(2) schedule(static) if (n >= K_PAR_MIN)
+    for (int p = 0; p < BATCH; p++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                gx[((size_t)p * M + i) * N + j] += gy[((size_t)p * N + j) * M + i];
+}
+
+/* The one permutation behind split and merge: (B,T,NH,HS) <-> (B,NH,T,HS).
+ * to_heads = 1 moves (B,T,C) rows into (B,NH,T,HS); 0 moves back. acc adds instead of copying. */
+static void permute_heads(Real *dst, const Real *src, int B, int T, int NH, int HS, int to_heads,
+                          int acc) {
+    size_t n = (size_t)B * T * NH * HS;
+#pragma omp parallel for collapse(3) schedule(static) if (n >= K_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t bt = (((size_t)b * T + t) * NH + h) * HS; /* in (B,T,NH,HS) */
+                size_t bh = (((size_t)b * NH + h) * T + t) * HS; /* in (B,NH,T,HS) */
+                Real *d = dst + (to_heads ? bh : bt);
+                const Real *s = src + (to_heads ? bt : bh);
+                if (acc)
+                    for (int i = 0; i < HS; i++) d[i] += s[i];
+                else
+                    memcpy(d, s, (size_t)HS * sizeof(Real));
+            }
+}
+
+void k_split_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS) {
+    permute_heads(y, x, B, T, NH, HS, 1, 0);
+}
+/* forward: y[b,h,t,:] = x[b,t,h*HS:(h+1)*HS], a pure move: gradients move back the same way */
+void k_split_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS) {
+    permute_heads(gx, gy, B, T, NH, HS, 0, 1);
+}
+
+void k_merge_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS) {
+    permute_heads(y, x, B, T, NH, HS, 0, 0);
+}
+/* forward: y[b,t,h*HS:(h+1)*HS] = x[b,h,t,:]; gradients move back into (B,NH,T,HS) */
+void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS) {
+    permute_heads(gx, gy, B, T, NH, HS, 1, 1);
+}

@@ -1,0 +1,98 @@
+/* k_softmax.c: softmax, log-softmax and cross-entropy over the last dimension, row by row.
+ * Rows are independent, so threads share rows; inside a row every sum runs in order.
+ * Every row subtracts its max before exp so that large logits cannot overflow.
+ * Next: k_embedding.c. */
+#include <math.h>
+
+#include "kernels.h"
+
+#define ROWS_PAR _Pragma("omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)")
+
+static Real row_max(const Real *x, int C) {
+    Real m = x[0];
+    for (int j = 1; j < C; j++)
+        if (x[j] > m) m = x[j];
+    return m;
+}
+
+void k_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
+    ROWS_PAR
+    for (size_t r = 0; r < rows; r++) {
+        const Real *xr = x + r * C;
+        Real *yr = y + r * C;
+        Real m = row_max(xr, C), s = 0;
+        for (int j = 0; j < C; j++) {
+            yr[j] = exp(xr[j] - m);
+            s += yr[j];
+        }
+        Real inv = 1 / s;
+        for (int j = 0; j < C; j++) yr[j] *= inv;
+    }
+}
+/* forward: y_i = e^(x_i) / sum_j e^(x_j), so dy_i/dx_k = y_i (delta_ik - y_k) and
+ * gx_k = sum_i gy_i y_i (delta_ik - y_k) = y_k (gy_k - sum_i gy_i y_i): only y is needed */
+void k_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C) {
+    ROWS_PAR
+    for (size_t r = 0; r < rows; r++) {
+        const Real *yr = y + r * C, *gr = gy + r * C;
+        Real dot = 0;
+        for (int j = 0; j < C; j++) dot += gr[j] * yr[j];
+        for (int j = 0; j < C; j++) gx[r * C + j] += yr[j] * (gr[j] - dot);
+    }
+}
+
+void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
+    ROWS_PAR
+    for (size_t r = 0; r < rows; r++) {
+        const Real *xr = x + r * C;
+        Real m = row_max(xr, C), s = 0;
+        for (int j = 0; j < C; j++) s += exp(xr[j] - m);
+        Real lse = m + log(s);
+        for (int j = 0; j < C; j++) y[r * C + j] = xr[j] - lse;
+    }
+}
+/* forward: y_i = x_i - log sum_j e^(x_j), so dy_i/dx_k = delta_ik - softmax_k and
+ * gx_k = gy_k - e^(y_k) sum_i gy_i (softmax recovered from the saved output as e^y) */
+void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C) {
+    ROWS_PAR
+    for (size_t r = 0; r < rows; r++) {
+        const Real *yr = y + r * C, *gr = gy + r * C;
+        Real s = 0;
+        for (int j = 0; j < C; j++) s += gr[j];
+        for (int j = 0; j < C; j++) gx[r * C + j] += gr[j] - exp(yr[j]) * s;
+    }
+}
+
+double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets,
+                               int ignore_index, size_t rows, int V, size_t *n_kept) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)V >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        const Real *xr = logits + r * V;
+        Real m = row_max(xr, V), s = 0;
+        for (int j = 0; j < V; j++) s += exp(xr[j] - m);
+        lse[r] = m + log(s);
+    }
+    /* the mean over kept rows, summed in row order on one thread */
+    double total = 0;
+    size_t kept = 0;
+    for (size_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index) continue;
+        total += (double)lse[r] - (double)logits[r * V + targets[r]];
+        kept++;
+    }
+    *n_kept = kept;
+    return kept ? total / (double)kept : 0.0;
+}
+/* forward: L = (1/n) sum_r (lse_r - x[r, t_r]) over kept rows, so
+ * dL/dx[r,j] = (softmax(x_r)_j - [j == t_r]) / n, with softmax_j = e^(x_j - lse_r) */
+void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse,
+                              const int *targets, int ignore_index, Real g, size_t rows, int V) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)V >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index) continue;
+        const Real *xr = logits + r * V;
+        Real *gr = glogits + r * V;
+        for (int j = 0; j < V; j++) gr[j] += g * exp(xr[j] - lse[r]);
+        gr[targets[r]] -= g;
+    }
+}

@@ -1,0 +1,93 @@
+/* kernels.h: every math loop of attograd, as forward/backward pairs on raw arrays.
+ * Kernels know nothing of tensors or tapes: they take pointers and sizes (B, T, C, NH, HS ...).
+ * Backward kernels accumulate (+=) into gradients, so a tensor used twice gets the sum.
+ * Threads: `#pragma omp` only here, only on loops where each output element is written by one
+ * thread, and every reduction runs in a fixed order inside one thread, so results are
+ * bit-identical for any OMP_NUM_THREADS. A gradient pointer may be NULL: that input needs none.
+ * Not here: shape checks (the ag_ ops do them). Read next: k_elementwise.c. */
+#ifndef ATTOGRAD_KERNELS_H
+#define ATTOGRAD_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+/* Below this many elements a loop runs on one thread: starting threads costs more.
+ * A variable so that tests can set it to 1 and split even tiny loops across threads. */
+extern size_t k_par_min;
+#define K_PAR_MIN k_par_min
+
+/* ---- elementwise, n elements (k_elementwise.c) ---- */
+void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
+void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n);
+void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n);
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n);
+void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n);
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n);
+/* x, y (rows, C), bias (C) */
+void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, int C);
+void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C);
+void k_scale_forward(Real *y, const Real *x, Real s, size_t n);
+void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n);
+void k_relu_forward(Real *y, const Real *x, size_t n);
+void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
+void k_gelu_forward(Real *y, const Real *x, size_t n);
+void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
+/* Element i is kept when rng_hash(key, i) maps to a uniform >= p; kept ones scale by 1/(1-p). */
+void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n);
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n);
+
+/* ---- matrix products (k_matmul.c) ----
+ * k_gemm: C (M,N) = op(A) op(B) (+ C when accumulate), op(A) (M,K), op(B) (K,N), row-major.
+ * ta: A is stored (K,M) and read transposed; tb: B is stored (N,K) and read transposed.
+ * Parallel over rows of C; every C element sums over k in order within one thread. */
+void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+            int accumulate);
+/* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
+void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                      int b_batched);
+void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
+                       int BATCH, int M, int K, int N, int b_batched);
+/* a (BATCH,M,K) @ b^T with b (N,K) or (BATCH,N,K) -> y (BATCH,M,N) */
+void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                         int b_batched);
+void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
+                          int BATCH, int M, int K, int N, int b_batched);
+/* x (BATCH,M,N) -> y (BATCH,N,M) */
+void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N);
+void k_transpose_backward(Real *gx, const Real *gy, int BATCH, int M, int N);
+/* x (B,T,NH*HS) -> y (B,NH,T,HS) */
+void k_split_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS);
+void k_split_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS);
+/* x (B,NH,T,HS) -> y (B,T,NH*HS) */
+void k_merge_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS);
+void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS);
+
+/* ---- reductions (k_reduce.c) ---- */
+/* The sum of n values, accumulated in double in index order (one thread). */
+double k_sum_forward(const Real *x, size_t n);
+/* gx_i += g for every i (the backward of sum; mean passes g = gy / n) */
+void k_sum_backward(Real *gx, Real g, size_t n);
+/* gx_i += gy_i: the backward of any op whose output is its input seen another way */
+void k_accumulate(Real *gx, const Real *gy, size_t n);
+
+/* ---- softmax family, rows of C (k_softmax.c) ---- */
+void k_softmax_forward(Real *y, const Real *x, size_t rows, int C);
+void k_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C);
+void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C);
+void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C);
+/* logits (rows, V), targets (rows). Writes lse (rows) = log sum_j e^(x_j) for backward, and
+ * returns the mean over kept rows of lse - x[target]; *n_kept gets the kept row count. */
+double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets,
+                               int ignore_index, size_t rows, int V, size_t *n_kept);
+/* gx (rows, V) += g (softmax(x) - onehot(target)) on kept rows, g = gy / n_kept */
+void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse,
+                              const int *targets, int ignore_index, Real g, size_t rows, int V);
+
+/* ---- lookup (k_embedding.c) ---- */
+/* weight (V,C), ids (N) -> y (N,C) */
+void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, int C);
+void k_embedding_backward(Real *gweight, const int *ids, const Real *gy, size_t N, int C);
+
+#endif

@@ -1,0 +1,148 @@
+/* cases.c: the op case table. Shapes include odd sizes (5, 7, 13, 17, 33) that divide no vector
+ * width, leading batch dimensions, shared and batched matmul operands. Integer inputs (ids,
+ * targets) are made from the case's arguments, with repeats and ignored rows on purpose. */
+#include "cases.h"
+
+#include <string.h>
+
+static Tensor *b_add(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_add(t, in[0], in[1]); }
+static Tensor *b_sub(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_sub(t, in[0], in[1]); }
+static Tensor *b_mul(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_mul(t, in[0], in[1]); }
+static Tensor *b_add_bias(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_add_bias(t, in[0], in[1]); }
+static Tensor *b_scale(Tape *t, Tensor **in, const GcCase *c) { return ag_scale(t, in[0], c->farg); }
+static Tensor *b_relu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_relu(t, in[0]); }
+static Tensor *b_gelu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_gelu(t, in[0]); }
+static Tensor *b_dropout(Tape *t, Tensor **in, const GcCase *c) {
+    Rng rng; /* the same key on every call, so every evaluation sees the same mask */
+    rng_seed(&rng, (uint64_t)c->arg[0]);
+    return ag_dropout(t, in[0], c->farg, &rng);
+}
+static Tensor *b_matmul(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_matmul(t, in[0], in[1]); }
+static Tensor *b_matmul_bt(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_matmul_bt(t, in[0], in[1]); }
+static Tensor *b_transpose(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_transpose(t, in[0]); }
+static Tensor *b_reshape(Tape *t, Tensor **in, const GcCase *c) {
+    int nd = c->arg[0];
+    return ag_reshape(t, in[0], nd, &c->arg[1]);
+}
+static Tensor *b_split_heads(Tape *t, Tensor **in, const GcCase *c) { return ag_split_heads(t, in[0], c->arg[0]); }
+static Tensor *b_merge_heads(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_merge_heads(t, in[0]); }
+static Tensor *b_sum(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_sum(t, in[0]); }
+static Tensor *b_mean(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_mean(t, in[0]); }
+static Tensor *b_softmax(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_softmax(t, in[0]); }
+static Tensor *b_log_softmax(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_log_softmax(t, in[0]); }
+
+/* targets: row r gets (3r + 1) mod V, and every arg[0]-th row (if arg[0] > 0) is ignored */
+static Tensor *b_cross_entropy(Tape *t, Tensor **in, const GcCase *c) {
+    Tensor *x = in[0];
+    size_t rows = tensor_rows(x);
+    int V = x->shape[x->ndim - 1];
+    int targets[256];
+    for (size_t r = 0; r < rows && r < 256; r++)
+        targets[r] = (c->arg[0] > 0 && r % (size_t)c->arg[0] == 1) ? -100 : (int)((3 * r + 1) % (size_t)V);
+    return ag_cross_entropy(t, x, targets, -100);
+}
+/* ids: position i picks (5i + 2) mod V, so rows repeat once positions exceed V */
+static Tensor *b_embedding(Tape *t, Tensor **in, const GcCase *c) {
+    int B = c->arg[0], T = c->arg[1], V = in[0]->shape[0];
+    int ids[256];
+    for (int i = 0; i < B * T && i < 256; i++) ids[i] = (5 * i + 2) % V;
+    return ag_embedding(t, in[0], ids, B, T);
+}
+
+#define S1(a) 1, {a}
+#define S2(a, b) 2, {a, b}
+#define S3(a, b, c) 3, {a, b, c}
+#define S4(a, b, c, d) 4, {a, b, c, d}
+
+static const GcCase cases[] = {
+    {"add (2,3,5)", 2, {3, 3}, {{2, 3, 5}, {2, 3, 5}}, b_add, {0}, 0, 0},
+    {"add (17)", 2, {1, 1}, {{17}, {17}}, b_add, {0}, 0, 0},
+    {"sub (4,7)", 2, {2, 2}, {{4, 7}, {4, 7}}, b_sub, {0}, 0, 0},
+    {"mul (3,13)", 2, {2, 2}, {{3, 13}, {3, 13}}, b_mul, {0}, 0, 0},
+    {"mul (2,2,3,5), only a needs grad", 2, {4, 4}, {{2, 2, 3, 5}, {2, 2, 3, 5}}, b_mul, {0}, 0, 2},
+    {"add_bias (2,3,5)+(5)", 2, {3, 1}, {{2, 3, 5}, {5}}, b_add_bias, {0}, 0, 0},
+    {"add_bias (7,33)+(33)", 2, {2, 1}, {{7, 33}, {33}}, b_add_bias, {0}, 0, 0},
+    {"scale (3,7) by -1.7", 1, {2}, {{3, 7}}, b_scale, {0}, -1.7, 0},
+    {"relu (5,13)", 1, {2}, {{5, 13}}, b_relu, {0}, 0, 0},
+    {"gelu (5,13)", 1, {2}, {{5, 13}}, b_gelu, {0}, 0, 0},
+    {"dropout p=0.3 (4,17)", 1, {2}, {{4, 17}}, b_dropout, {7}, 0.3, 0},
+    {"matmul (3,4)@(4,5)", 2, {2, 2}, {{3, 4}, {4, 5}}, b_matmul, {0}, 0, 0},
+    {"matmul (17,19)@(19,13)", 2, {2, 2}, {{17, 19}, {19, 13}}, b_matmul, {0}, 0, 0},
+    {"matmul (2,3,4)@(4,5) shared b", 2, {3, 2}, {{2, 3, 4}, {4, 5}}, b_matmul, {0}, 0, 0},
+    {"matmul (2,3,4)@(2,4,5) batched", 2, {3, 3}, {{2, 3, 4}, {2, 4, 5}}, b_matmul, {0}, 0, 0},
+    {"matmul (2,2,3,4)@(2,2,4,3) 4-D", 2, {4, 4}, {{2, 2, 3, 4}, {2, 2, 4, 3}}, b_matmul, {0}, 0, 0},
+    {"matmul_bt (3,4)@(5,4)^T", 2, {2, 2}, {{3, 4}, {5, 4}}, b_matmul_bt, {0}, 0, 0},
+    {"matmul_bt (2,7,5)@(3,5)^T shared b", 2, {3, 2}, {{2, 7, 5}, {3, 5}}, b_matmul_bt, {0}, 0, 0},
+    {"matmul_bt (2,2,3,4)@(2,2,5,4)^T batched", 2, {4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}}, b_matmul_bt, {0}, 0, 0},
+    {"transpose (3,5)", 1, {2}, {{3, 5}}, b_transpose, {0}, 0, 0},
+    {"transpose (2,3,7)", 1, {3}, {{2, 3, 7}}, b_transpose, {0}, 0, 0},
+    {"reshape (2,3,4)->(6,4)", 1, {3}, {{2, 3, 4}}, b_reshape, {2, 6, 4}, 0, 0},
+    {"reshape (5,6)->(2,3,5)", 1, {2}, {{5, 6}}, b_reshape, {3, 2, 3, 5}, 0, 0},
+    {"split_heads (2,3,6) NH=2", 1, {3}, {{2, 3, 6}}, b_split_heads, {2}, 0, 0},
+    {"split_heads (1,5,9) NH=3", 1, {3}, {{1, 5, 9}}, b_split_heads, {3}, 0, 0},
+    {"merge_heads (2,3,5,4)", 1, {4}, {{2, 3, 5, 4}}, b_merge_heads, {0}, 0, 0},
+    {"sum (3,5)", 1, {2}, {{3, 5}}, b_sum, {0}, 0, 0},
+    {"mean (2,3,7)", 1, {3}, {{2, 3, 7}}, b_mean, {0}, 0, 0},
+    {"softmax (4,7)", 1, {2}, {{4, 7}}, b_softmax, {0}, 0, 0},
+    {"softmax (2,3,33)", 1, {3}, {{2, 3, 33}}, b_softmax, {0}, 0, 0},
+    {"log_softmax (4,7)", 1, {2}, {{4, 7}}, b_log_softmax, {0}, 0, 0},
+    {"log_softmax (2,2,13)", 1, {3}, {{2, 2, 13}}, b_log_softmax, {0}, 0, 0},
+    {"cross_entropy (6,5)", 1, {2}, {{6, 5}}, b_cross_entropy, {0}, 0, 0},
+    {"cross_entropy (2,5,7) with ignored rows", 1, {3}, {{2, 5, 7}}, b_cross_entropy, {3}, 0, 0},
+    {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3}, 0, 0},
+    {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5}, 0, 0},
+};
+
+const GcCase *gc_cases(size_t *n) {
+    *n = sizeof cases / sizeof cases[0];
+    return cases;
+}
+
+const GcCase *gc_case(size_t k) {
+    AG_CHECK(k < sizeof cases / sizeof cases[0], "gc_case: no case %zu", k);
+    return &cases[k];
+}
+
+struct criterion_test_params gc_case_params(void) {
+    static size_t idx[sizeof cases / sizeof cases[0]];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) idx[k] = k;
+    return cr_make_param_array(size_t, idx, sizeof cases / sizeof cases[0]);
+}
+
+void gc_make_inputs(const GcCase *c, Arena *a, Tensor **in) {
+    Rng rng;
+    rng_seed(&rng, 1000u + (uint64_t)strlen(c->name));
+    for (int i = 0; i < c->n_in; i++) {
+        in[i] = tensor_new(a, c->ndim[i], c->shape[i], "in");
+        tensor_set_name(in[i], "in%d", i);
+        for (size_t j = 0; j < in[i]->size; j++) in[i]->data[j] = (Real)(float)rng_normal(&rng);
+        if (!(c->no_grad_inputs & (1u << i))) tensor_requires_grad(in[i]);
+    }
+}
+
+Tensor *gc_build_fn(Tape *tape, Tensor **in, void *ctx) {
+    const GcCase *c = ctx;
+    return c->build(tape, in, c);
+}
+
+Tensor *gc_forward_backward(const GcCase *c, Tape *tape, Tensor **in) {
+    for (int i = 0; i < c->n_in; i++) tensor_zero_grad(in[i]);
+    Tensor *out = c->build(tape, in, c);
+    Tensor *R = tensor_new(tape->arena, out->ndim, out->shape, "R");
+    Rng rng;
+    rng_seed(&rng, 77);
+    for (size_t j = 0; j < R->size; j++) R->data[j] = (Real)(float)rng_normal(&rng);
+    ag_backward(tape, ag_sum(tape, ag_mul(tape, out, R)));
+    return out;
+}
+
+TestEnv test_env_new(void) {
+    TestEnv e = {arena_new("inputs", 1 << 20), ag_tape_new(arena_new("step", 8 << 20))};
+    return e;
+}
+
+void test_env_free(TestEnv *e) {
+    arena_free(e->tape->arena);
+    ag_tape_free(e->tape);
+    arena_free(e->params);
+}
