@@ -108,6 +108,33 @@ Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ign
 /* Rows of weight (V, C) picked by ids (B, T): -> (B, T, C). An id outside [0, V) aborts. */
 Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T);
 
+/* ---- fused ops for the nn layers ---- */
+
+/* LayerNorm over the last dimension, one fused kernel pair: y = (x - mean) / sqrt(var + eps)
+ * * weight + bias, var the biased variance (as PyTorch). x (..., C), weight (C), bias (C) or
+ * NULL -> (..., C). Saves mean and 1/std per row for backward. */
+Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double eps);
+
+/* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS), masked
+ * scores set to -inf, softmax over keys, dropout on the probabilities, times v.
+ *   q (B, NH, Tq, HS); k, v (B, NKV, Tk, HS) with NH % NKV == 0: query head h reads key/value
+ *   head h / (NH / NKV) (grouped-query; NKV == 1 is multi-query, NKV == NH plain MHA).
+ *   causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end, so a query appended to a
+ *   key/value cache sees the whole cache; for Tq == Tk the usual lower triangle).
+ *   key_padding_mask: (B, Tk), 1 = "this key is padding" (PyTorch's key_padding_mask=True), or
+ *   NULL. A query row whose keys are all masked gets probabilities 0, output 0, gradient 0.
+ *   dropout_p: on the probabilities (inverted scaling), with a key drawn from rng; identity in
+ *   no-grad mode or when 0.
+ * -> (B, NH, Tq, HS). If probs is not NULL, *probs gets the probabilities (B, NH, Tq, Tk)
+ * before dropout, in the step arena, for inspection of heads. */
+Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
+                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
+                     Tensor **probs);
+
+/* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
+ * The gradient on gate is the head-importance score of Michel et al. 2019. */
+Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate);
+
 /* ---- gradient check (public: check your own ops with it) ----
  * fn builds an output from the inputs on the tape. The check forms loss = sum(out * R) with a
  * fixed random R (never all ones: with R = 1 a softmax gradient is zero and a broken backward
