@@ -67,7 +67,8 @@ void ag_tape_print(const Tape *tape, FILE *f);
 Tensor *ag_add(Tape *tape, Tensor *a, Tensor *b);
 Tensor *ag_sub(Tape *tape, Tensor *a, Tensor *b);
 Tensor *ag_mul(Tape *tape, Tensor *a, Tensor *b);
-/* x (..., C) + bias (C) broadcast over the leading dimensions -> (..., C) */
+/* x + bias broadcast over the leading dimensions; bias has x's trailing dims:
+ * x (..., C) + bias (C), or x (B, T, C) + bias (T, C) (positions) -> shape of x */
 Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias);
 /* s * x, s a constant: (...) -> (...) */
 Tensor *ag_scale(Tape *tape, Tensor *x, double s);
@@ -107,6 +108,10 @@ Tensor *ag_log_softmax(Tape *tape, Tensor *x);
 Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ignore_index);
 /* Rows of weight (V, C) picked by ids (B, T): -> (B, T, C). An id outside [0, V) aborts. */
 Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T);
+/* The same, but positions whose id is padding_idx send no gradient to that row (as PyTorch's
+ * nn.Embedding(padding_idx=...)); padding_idx -1 means none. */
+Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
+                            int padding_idx);
 
 /* ---- fused ops for the nn layers ---- */
 

@@ -51,19 +51,21 @@ Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias) {
     AG_CHECK(tape != NULL, "ag_add_bias: tape is NULL");
     AG_CHECK_TENSOR("ag_add_bias", x);
     AG_CHECK_TENSOR("ag_add_bias", bias);
-    AG_CHECK(x->ndim >= 1 && bias->ndim == 1 && bias->shape[0] == x->shape[x->ndim - 1],
-             "ag_add_bias: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s",
+    /* bias must equal the trailing dimensions of x: (C) or (T,C) for x (B,T,C) */
+    int ok = bias->ndim >= 1 && bias->ndim <= x->ndim;
+    for (int i = 1; ok && i <= bias->ndim; i++)
+        ok = bias->shape[bias->ndim - i] == x->shape[x->ndim - i];
+    AG_CHECK(ok, "ag_add_bias: bias must match the trailing dims of x: x %s %s vs bias %s %s",
              x->name, tensor_shape_str(x), bias->name, tensor_shape_str(bias));
     Tensor *y = ag_out(tape, AG_OP_ADD_BIAS, x->ndim, x->shape);
-    int C = bias->shape[0];
-    k_add_bias_forward(y->data, x->data, bias->data, tensor_rows(x), C);
+    k_add_bias_forward(y->data, x->data, bias->data, x->size / bias->size, (int)bias->size);
     ag_record(tape, AG_OP_ADD_BIAS, y, 2, (Tensor *[]){x, bias});
     return y;
 }
 void ag_add_bias_backward(AgNode *n) {
-    Tensor *x = n->in[0];
-    k_add_bias_backward(grad_if(x), grad_if(n->in[1]), n->out->grad, tensor_rows(x),
-                        x->shape[x->ndim - 1]);
+    Tensor *x = n->in[0], *bias = n->in[1];
+    k_add_bias_backward(grad_if(x), grad_if(bias), n->out->grad, x->size / bias->size,
+                        (int)bias->size);
 }
 
 Tensor *ag_scale(Tape *tape, Tensor *x, double s) {

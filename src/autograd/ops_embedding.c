@@ -3,6 +3,11 @@
 #include "ops_internal.h"
 
 Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T) {
+    return ag_embedding_padded(tape, weight, ids, B, T, -1);
+}
+
+Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
+                            int padding_idx) {
     AG_CHECK(tape != NULL, "ag_embedding: tape is NULL");
     AG_CHECK_TENSOR("ag_embedding", weight);
     AG_CHECK(weight->ndim == 2, "ag_embedding: weight must be (V,C): %s %s", weight->name,
@@ -21,11 +26,14 @@ Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T) {
     Tensor *y = ag_out(tape, AG_OP_EMBEDDING, 3, (int[]){B, T, C});
     k_embedding_forward(y->data, weight->data, ids, N, C);
     AgNode *n = ag_record(tape, AG_OP_EMBEDDING, y, 1, &weight);
-    if (n) n->idx = ag_save_ints(tape, ids, N);
+    if (n) {
+        n->idx = ag_save_ints(tape, ids, N);
+        n->i[0] = padding_idx;
+    }
     return y;
 }
 void ag_embedding_backward(AgNode *n) {
     Tensor *w = n->in[0];
-    k_embedding_backward(w->grad, n->idx, n->out->grad, n->out->size / (size_t)w->shape[1],
-                         w->shape[1]);
+    k_embedding_backward(w->grad, n->idx, n->i[0], n->out->grad,
+                         n->out->size / (size_t)w->shape[1], w->shape[1]);
 }

@@ -88,6 +88,8 @@ void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse
 /* ---- lookup (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */
 void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, int C);
-void k_embedding_backward(Real *gweight, const int *ids, const Real *gy, size_t N, int C);
+/* positions whose id is padding_idx (-1: none) add nothing */
+void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy,
+                          size_t N, int C);
 
 #endif

@@ -46,7 +46,7 @@ static Tensor *b_embedding(Tape *t, Tensor **in, const GcCase *c) {
     int B = c->arg[0], T = c->arg[1], V = in[0]->shape[0];
     int ids[256];
     for (int i = 0; i < B * T && i < 256; i++) ids[i] = (5 * i + 2) % V;
-    return ag_embedding(t, in[0], ids, B, T);
+    return ag_embedding_padded(t, in[0], ids, B, T, c->arg[2]);
 }
 
 #define S1(a) 1, {a}
@@ -62,6 +62,7 @@ static const GcCase cases[] = {
     {"mul (2,2,3,5), only a needs grad", 2, {4, 4}, {{2, 2, 3, 5}, {2, 2, 3, 5}}, b_mul, {0}, 0, 2},
     {"add_bias (2,3,5)+(5)", 2, {3, 1}, {{2, 3, 5}, {5}}, b_add_bias, {0}, 0, 0},
     {"add_bias (7,33)+(33)", 2, {2, 1}, {{7, 33}, {33}}, b_add_bias, {0}, 0, 0},
+    {"add_bias (2,5,3)+(5,3) positions", 2, {3, 2}, {{2, 5, 3}, {5, 3}}, b_add_bias, {0}, 0, 0},
     {"scale (3,7) by -1.7", 1, {2}, {{3, 7}}, b_scale, {0}, -1.7, 0},
     {"relu (5,13)", 1, {2}, {{5, 13}}, b_relu, {0}, 0, 0},
     {"gelu (5,13)", 1, {2}, {{5, 13}}, b_gelu, {0}, 0, 0},
@@ -89,8 +90,8 @@ static const GcCase cases[] = {
     {"log_softmax (2,2,13)", 1, {3}, {{2, 2, 13}}, b_log_softmax, {0}, 0, 0},
     {"cross_entropy (6,5)", 1, {2}, {{6, 5}}, b_cross_entropy, {0}, 0, 0},
     {"cross_entropy (2,5,7) with ignored rows", 1, {3}, {{2, 5, 7}}, b_cross_entropy, {3}, 0, 0},
-    {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3}, 0, 0},
-    {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5}, 0, 0},
+    {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
+    {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
 };
 
 const GcCase *gc_cases(size_t *n) {
