@@ -10,5 +10,6 @@
 #include "tensor/rng.h"
 #include "tensor/kernels.h"
 #include "autograd/autograd.h"
+#include "nn/nn.h"
 
 #endif

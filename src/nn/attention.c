@@ -1,0 +1,158 @@
+/* attention.c: multi-head attention, self and cross, with masks, grouped-query heads, head
+ * gates and the probabilities kept for inspection. Straight-line code over ag_ ops; the fused
+ * kernel is ag_attention (../autograd/ops_attention.c, then ../tensor/k_attention.c).
+ * Not here: the transformer layers (transformer.c). */
+#include "nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model,
+                 int n_heads, int n_kv_heads, int bias, double dropout) {
+    AG_CHECK(n_heads > 0 && d_model % n_heads == 0, "nn_mha_init: '%s': d_model %d is not "
+             "divisible by n_heads %d", prefix, d_model, n_heads);
+    AG_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "nn_mha_init: '%s': n_heads %d is not "
+             "divisible by n_kv_heads %d", prefix, n_heads, n_kv_heads);
+    AG_CHECK(dropout >= 0 && dropout < 1, "nn_mha_init: '%s': dropout %g outside [0, 1)", prefix,
+             dropout);
+    memset(m, 0, sizeof *m);
+    m->d_model = d_model;
+    m->n_heads = n_heads;
+    m->n_kv_heads = n_kv_heads;
+    m->head_dim = d_model / n_heads;
+    m->dropout = dropout;
+    int C = d_model, Ckv = n_kv_heads * m->head_dim;
+    char name[AG_NAME_LEN];
+    if (n_kv_heads == n_heads) {
+        /* PyTorch's layout: one (3C, C) matrix whose row blocks are W_q, W_k, W_v, initialised
+         * xavier_uniform over the whole (3C, C) matrix, biases 0 */
+        m->in_proj_weight = nn_param(b, prefix, "in_proj_weight", 2, (int[]){3 * C, C});
+        double bound = sqrt(6.0 / (double)(3 * C + C));
+        rng_fill_uniform(b->rng, m->in_proj_weight, -bound, bound);
+        if (bias) m->in_proj_bias = nn_param(b, prefix, "in_proj_bias", 1, (int[]){3 * C});
+        Linear *proj[3] = {&m->q_proj, &m->k_proj, &m->v_proj};
+        const char *names[3] = {"q_proj", "k_proj", "v_proj"};
+        for (int i = 0; i < 3; i++) {
+            proj[i]->in = proj[i]->out = C;
+            proj[i]->weight = nn_param_rows(b->arena, m->in_proj_weight, i * C, C,
+                                            nn_join(name, prefix, names[i]));
+            proj[i]->bias = bias ? nn_param_rows(b->arena, m->in_proj_bias, i * C, C, name) : NULL;
+        }
+    } else {
+        nn_linear_init(&m->q_proj, b, nn_join(name, prefix, "q_proj"), C, C, bias);
+        nn_linear_init(&m->k_proj, b, nn_join(name, prefix, "k_proj"), C, Ckv, bias);
+        nn_linear_init(&m->v_proj, b, nn_join(name, prefix, "v_proj"), C, Ckv, bias);
+    }
+    /* PyTorch's out_proj: NonDynamicallyQuantizableLinear, default Linear init, bias 0 */
+    nn_linear_init(&m->out_proj, b, nn_join(name, prefix, "out_proj"), C, C, bias);
+    if (m->out_proj.bias) tensor_fill(m->out_proj.bias, 0);
+    m->gate = tensor_new1(b->arena, n_heads, "head_gate");
+    tensor_set_name(m->gate, "%s", nn_join(name, prefix, "head_gate"));
+    tensor_fill(m->gate, 1);
+}
+
+void nn_mha_track_gates(MultiHeadAttention *m, int on) {
+    m->track_gates = on;
+    if (on) tensor_requires_grad(m->gate);
+    m->gate->requires_grad = on;
+}
+
+/* Are all gates 1 and untracked? Then the gate op is skipped. */
+static int gates_are_identity(const MultiHeadAttention *m) {
+    if (m->track_gates) return 0;
+    for (int h = 0; h < m->n_heads; h++)
+        if (m->gate->data[h] != 1) return 0;
+    return 1;
+}
+
+/* The part after the key/value projections: q from query, then attention over the given
+ * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
+static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
+                          const uint8_t *key_padding_mask, int causal, Rng *rng) {
+    Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
+    Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
+    /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
+    Tensor *o = ag_attention(t, qh, kh, vh, causal, key_padding_mask, m->dropout, rng,
+                             &m->last_probs);     /* (B, NH, Tq, HS) */
+    if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
+    Tensor *merged = ag_merge_heads(t, o);         /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, merged);     /* (B, Tq, C) */
+}
+
+static void check_input(const MultiHeadAttention *m, const Tensor *x, const char *what) {
+    AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == m->d_model,
+             "nn_mha_forward: %s %s %s must be (B,T,%d)", what, x ? x->name : "NULL",
+             tensor_shape_str(x), m->d_model);
+}
+
+Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+                       const uint8_t *key_padding_mask, int causal, Rng *rng) {
+    check_input(m, query, "query");
+    check_input(m, key_value, "key_value");
+    AG_CHECK(key_value->shape[0] == query->shape[0], "nn_mha_forward: batch sizes differ: "
+             "query %s %s vs key_value %s %s", query->name, tensor_shape_str(query),
+             key_value->name, tensor_shape_str(key_value));
+    Tensor *kh = nn_mha_project_kv(t, m, key_value, 0); /* (B, NKV, Tk, HS) */
+    Tensor *vh = nn_mha_project_kv(t, m, key_value, 1); /* (B, NKV, Tk, HS) */
+    return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
+}
+
+Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {
+    check_input(m, x, "key_value");
+    Tensor *p = nn_linear(t, which ? &m->v_proj : &m->k_proj, x); /* (B, Tk, NKV*HS) */
+    return ag_split_heads(t, p, m->n_kv_heads);                  /* (B, NKV, Tk, HS) */
+}
+
+Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
+                          const uint8_t *key_padding_mask, int causal, Rng *rng) {
+    check_input(m, query, "query");
+    return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
+}
+
+/* ---- key/value cache for incremental decoding ---- */
+
+void nn_kv_cache_init(NnKVCache *c, const MultiHeadAttention *m, int B, int max_T) {
+    AG_CHECK(B > 0 && max_T > 0, "nn_kv_cache_init: B %d and max_T %d must be > 0", B, max_T);
+    c->B = B;
+    c->NKV = m->n_kv_heads;
+    c->HS = m->head_dim;
+    c->max_T = max_T;
+    c->len = 0;
+    size_t n = (size_t)B * c->NKV * max_T * c->HS;
+    c->k = calloc(n, sizeof(Real));
+    c->v = calloc(n, sizeof(Real));
+    AG_CHECK(c->k && c->v, "nn_kv_cache_init: out of memory for %zu values", 2 * n);
+}
+
+void nn_kv_cache_free(NnKVCache *c) {
+    free(c->k);
+    free(c->v);
+    c->k = c->v = NULL;
+}
+
+/* Copies the first len positions of a (B, NKV, max_T, HS) cache into a (B, NKV, len, HS) tensor */
+static Tensor *cache_view(Tape *t, const NnKVCache *c, const Real *src) {
+    Tensor *x = tensor_new4(t->arena, c->B, c->NKV, c->len, c->HS, "kv_cache");
+    size_t row = (size_t)c->len * c->HS;
+    for (int bh = 0; bh < c->B * c->NKV; bh++)
+        memcpy(x->data + bh * row, src + (size_t)bh * c->max_T * c->HS, row * sizeof(Real));
+    return x;
+}
+
+Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tensor *x) {
+    check_input(m, x, "x");
+    AG_CHECK(x->shape[0] == c->B && c->len + x->shape[1] <= c->max_T,
+             "nn_mha_forward_cached: x %s does not fit the cache (B %d, %d of %d positions "
+             "used)", tensor_shape_str(x), c->B, c->len, c->max_T);
+    int T = x->shape[1];
+    Tensor *k = nn_mha_project_kv(t, m, x, 0), *v = nn_mha_project_kv(t, m, x, 1);
+    for (int bh = 0; bh < c->B * c->NKV; bh++) { /* append the new positions */
+        size_t dst = ((size_t)bh * c->max_T + c->len) * c->HS, src = (size_t)bh * T * c->HS;
+        memcpy(c->k + dst, k->data + src, (size_t)T * c->HS * sizeof(Real));
+        memcpy(c->v + dst, v->data + src, (size_t)T * c->HS * sizeof(Real));
+    }
+    c->len += T;
+    /* causal aligned at the end: new position i sees the cache and new positions <= i */
+    return mha_attend(t, m, x, cache_view(t, c, c->k), cache_view(t, c, c->v), NULL, 1, NULL);
+}

@@ -1,0 +1,188 @@
+/* nn.c: the parameter list and the small modules: Linear, LayerNorm, Embedding, positional
+ * encodings and the feed-forward block. Not here: attention (attention.c) and the transformer
+ * (transformer.c). */
+#include "nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- parameters ---- */
+
+char *nn_join(char *buf, const char *prefix, const char *name) {
+    if (prefix && *prefix)
+        snprintf(buf, AG_NAME_LEN, "%s.%s", prefix, name);
+    else
+        snprintf(buf, AG_NAME_LEN, "%s", name);
+    return buf;
+}
+
+void nn_params_init(ParamList *pl) { memset(pl, 0, sizeof *pl); }
+
+void nn_params_free(ParamList *pl) {
+    free(pl->items);
+    memset(pl, 0, sizeof *pl);
+}
+
+static void params_add(ParamList *pl, Tensor *t) {
+    AG_CHECK(nn_params_find(pl, t->name) == NULL, "nn_param: a parameter named '%s' exists",
+             t->name);
+    if (pl->n == pl->cap) {
+        int cap = pl->cap ? 2 * pl->cap : 64;
+        Tensor **items = realloc(pl->items, (size_t)cap * sizeof *items);
+        AG_CHECK(items != NULL, "nn_param: out of memory for the parameter list");
+        pl->items = items;
+        pl->cap = cap;
+    }
+    pl->items[pl->n++] = t;
+}
+
+Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape) {
+    AG_CHECK(b != NULL && b->arena != NULL && b->params != NULL, "nn_param: incomplete builder");
+    char full[AG_NAME_LEN];
+    Tensor *t = tensor_param(b->arena, ndim, shape, nn_join(full, prefix, name));
+    params_add(b->params, t);
+    return t;
+}
+
+Tensor *nn_params_find(const ParamList *pl, const char *name) {
+    for (int i = 0; i < pl->n; i++)
+        if (strcmp(pl->items[i]->name, name) == 0) return pl->items[i];
+    return NULL;
+}
+
+size_t nn_params_count(const ParamList *pl) {
+    size_t n = 0;
+    for (int i = 0; i < pl->n; i++) n += pl->items[i]->size;
+    return n;
+}
+
+void nn_params_zero_grad(const ParamList *pl) {
+    for (int i = 0; i < pl->n; i++) tensor_zero_grad(pl->items[i]);
+}
+
+void nn_params_print(const ParamList *pl, FILE *f) {
+    for (int i = 0; i < pl->n; i++)
+        fprintf(f, "%-56s %-16s %10zu\n", pl->items[i]->name, tensor_shape_str(pl->items[i]),
+                pl->items[i]->size);
+    fprintf(f, "%d tensors, %zu parameters\n", pl->n, nn_params_count(pl));
+}
+
+Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name) {
+    AG_CHECK(p != NULL && (p->ndim == 1 || p->ndim == 2), "nn_param_rows: '%s' %s is not 1-D or "
+             "2-D", p ? p->name : "NULL", tensor_shape_str(p));
+    AG_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= p->shape[0],
+             "nn_param_rows: rows [%d, %d) outside %s %s", row0, row0 + rows, p->name,
+             tensor_shape_str(p));
+    size_t row_size = p->ndim == 2 ? (size_t)p->shape[1] : 1;
+    Tensor *v = arena_alloc(a, sizeof *v);
+    *v = *p;
+    v->shape[0] = rows;
+    v->size = (size_t)rows * row_size;
+    v->data = p->data + (size_t)row0 * row_size;
+    v->grad = p->grad ? p->grad + (size_t)row0 * row_size : NULL;
+    v->arena = a;
+    snprintf(v->name, sizeof v->name, "%s", name);
+    return v;
+}
+
+/* ---- Linear ---- */
+
+void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out, int bias) {
+    l->in = in;
+    l->out = out;
+    l->weight = nn_param(b, prefix, "weight", 2, (int[]){out, in});
+    l->bias = bias ? nn_param(b, prefix, "bias", 1, (int[]){out}) : NULL;
+    double bound = 1.0 / sqrt((double)in);
+    rng_fill_uniform(b->rng, l->weight, -bound, bound);
+    if (l->bias) rng_fill_uniform(b->rng, l->bias, -bound, bound);
+}
+
+Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x) {
+    AG_CHECK(x != NULL && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in,
+             "nn_linear: x %s does not end in in_features = %d (weight '%s' %s)",
+             tensor_shape_str(x), l->in, l->weight->name, tensor_shape_str(l->weight));
+    Tensor *y = ag_matmul_bt(t, x, l->weight);
+    return l->bias ? ag_add_bias(t, y, l->bias) : y;
+}
+
+/* ---- LayerNorm ---- */
+
+void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps) {
+    ln->weight = nn_param(b, prefix, "weight", 1, (int[]){C});
+    ln->bias = nn_param(b, prefix, "bias", 1, (int[]){C});
+    tensor_fill(ln->weight, 1);
+    ln->eps = eps;
+}
+
+Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x) {
+    return ag_layernorm(t, x, ln->weight, ln->bias, ln->eps);
+}
+
+/* ---- Embedding ---- */
+
+void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,
+                       int padding_idx) {
+    AG_CHECK(padding_idx >= -1 && padding_idx < V, "nn_embedding_init: padding_idx %d outside "
+             "[0, %d) for '%s'", padding_idx, V, prefix);
+    e->weight = nn_param(b, prefix, "weight", 2, (int[]){V, C});
+    e->padding_idx = padding_idx;
+    rng_fill_normal(b->rng, e->weight, 0, 1);
+    if (padding_idx >= 0)
+        memset(e->weight->data + (size_t)padding_idx * C, 0, (size_t)C * sizeof(Real));
+}
+
+Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T) {
+    return ag_embedding_padded(t, e->weight, ids, B, T, e->padding_idx);
+}
+
+/* ---- positions ---- */
+
+void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix, int max_len,
+                        int C, int learned) {
+    pe->learned = learned;
+    pe->max_len = max_len;
+    if (learned) {
+        /* PyTorch has no such module; we name it like an nn.Parameter of the model */
+        pe->table = nn_param(b, prefix, "weight", 2, (int[]){max_len, C});
+        rng_fill_normal(b->rng, pe->table, 0, 0.02);
+        return;
+    }
+    pe->table = tensor_new2(b->arena, max_len, C, "sinusoidal_positions");
+    for (int pos = 0; pos < max_len; pos++)
+        for (int i = 0; i < C; i += 2) {
+            double angle = pos / pow(10000.0, (double)i / C);
+            pe->table->data[(size_t)pos * C + i] = (Real)sin(angle);
+            if (i + 1 < C) pe->table->data[(size_t)pos * C + i + 1] = (Real)cos(angle);
+        }
+}
+
+Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start) {
+    AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == pe->table->shape[1],
+             "nn_positional: x %s must be (B,T,%d)", tensor_shape_str(x), pe->table->shape[1]);
+    int T = x->shape[1];
+    AG_CHECK(start >= 0 && start + T <= pe->max_len, "nn_positional: positions [%d, %d) of x %s "
+             "exceed max_len %d", start, start + T, tensor_shape_str(x), pe->max_len);
+    Tensor *rows = nn_param_rows(t->arena, pe->table, start, T, "positions");
+    return ag_add_bias(t, x, rows);
+}
+
+/* ---- feed-forward ---- */
+
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff,
+                 NnActivation act, double dropout) {
+    char name[AG_NAME_LEN];
+    nn_join(name, prefix, "linear1");
+    nn_linear_init(&f->linear1, b, name, C, ff, 1);
+    nn_join(name, prefix, "linear2");
+    nn_linear_init(&f->linear2, b, name, ff, C, 1);
+    f->act = act;
+    f->dropout = dropout;
+}
+
+Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng) {
+    Tensor *h = nn_linear(t, &f->linear1, x);
+    h = f->act == NN_GELU ? ag_gelu(t, h) : ag_relu(t, h);
+    h = ag_dropout(t, h, f->dropout, rng);
+    return nn_linear(t, &f->linear2, h);
+}

@@ -1,0 +1,254 @@
+/* nn.h: modules that own parameters and compose ag_ ops: Linear, LayerNorm, Embedding,
+ * positional encodings, the feed-forward block, multi-head attention, transformer encoder and
+ * decoder layers and stacks, and the seq2seq model. Modules have no backward code: the tape
+ * differentiates them. Parameter names and shapes follow PyTorch's state_dict, so that weights
+ * move between the two (see nn_seq2seq_init for the full list).
+ * Not here: the math (../autograd) or optimizers (../optim). Read next: nn.c (Linear first),
+ * then attention.c (nn_mha_forward), then transformer.c. */
+#ifndef ATTOGRAD_NN_H
+#define ATTOGRAD_NN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../autograd/autograd.h"
+
+/* ---- parameters: a named list, in registration order ---- */
+typedef struct ParamList {
+    Tensor **items;
+    int n, cap;
+} ParamList;
+
+/* What a module's init needs: where parameters live, the list that names them, the RNG that
+ * initialises them. */
+typedef struct NnBuilder {
+    Arena *arena;
+    ParamList *params;
+    Rng *rng;
+} NnBuilder;
+
+void nn_params_init(ParamList *pl);
+void nn_params_free(ParamList *pl);
+/* A new parameter named "<prefix>.<name>" (or "<name>" when prefix is empty), zeroed. */
+Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape);
+/* Writes "<prefix>.<name>" (or "<name>" for an empty prefix) into buf (AG_NAME_LEN bytes). */
+char *nn_join(char *buf, const char *prefix, const char *name);
+/* A parameter by its dotted name, or NULL. */
+Tensor *nn_params_find(const ParamList *pl, const char *name);
+size_t nn_params_count(const ParamList *pl); /* total number of scalars */
+void nn_params_zero_grad(const ParamList *pl);
+/* One line per parameter: name, shape, count; then the total. */
+void nn_params_print(const ParamList *pl, FILE *f);
+/* A view on rows [row0, row0 + rows) of a 2-D or 1-D parameter: same data and gradient memory,
+ * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter. */
+Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);
+
+/* ---- Linear: y = x W^T + b, W (out, in), b (out) ----
+ * Initialised like PyTorch's nn.Linear: W and b uniform in [-1/sqrt(in), 1/sqrt(in)] (that is
+ * kaiming_uniform with a = sqrt(5) for W). */
+typedef struct Linear {
+    Tensor *weight, *bias; /* bias may be NULL */
+    int in, out;
+} Linear;
+void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out, int bias);
+/* x (..., in) -> (..., out) */
+Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x);
+
+/* ---- LayerNorm(C, eps): weight 1, bias 0 ---- */
+typedef struct LayerNorm {
+    Tensor *weight, *bias;
+    double eps;
+} LayerNorm;
+void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps);
+/* x (..., C) -> (..., C) */
+Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x);
+
+/* ---- Embedding(V, C): N(0, 1) like PyTorch; the padding row (if any) starts at 0 and
+ * receives no gradient ---- */
+typedef struct Embedding {
+    Tensor *weight;
+    int padding_idx; /* -1: none */
+} Embedding;
+void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,
+                       int padding_idx);
+/* ids (B, T) -> (B, T, C) */
+Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T);
+
+/* ---- positions: sinusoidal ("Attention Is All You Need", 3.5) or learned ----
+ * pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(pos / 10000^(2i/C)). */
+typedef struct PositionalEncoding {
+    Tensor *table; /* (max_len, C): a constant, or the parameter when learned */
+    int learned, max_len;
+} PositionalEncoding;
+void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix, int max_len,
+                        int C, int learned);
+/* x (B, T, C) + positions [start, start + T) -> (B, T, C); T + start <= max_len */
+Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start);
+
+/* ---- feed-forward: linear2(dropout(act(linear1(x)))) ---- */
+typedef enum { NN_RELU = 0, NN_GELU = 1 } NnActivation;
+typedef struct FeedForward {
+    Linear linear1, linear2;
+    NnActivation act;
+    double dropout;
+} FeedForward;
+/* names: <prefix>.linear1.*, <prefix>.linear2.* (attributes of PyTorch's transformer layers) */
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff,
+                 NnActivation act, double dropout);
+/* x (..., C) -> (..., C) */
+Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng);
+
+/* ---- multi-head attention ----
+ * n_kv_heads == n_heads: PyTorch's nn.MultiheadAttention layout, in_proj_weight (3C, C) and
+ * in_proj_bias (3C) (rows: q, k, v), out_proj.weight (C, C), out_proj.bias (C).
+ * n_kv_heads < n_heads (grouped-query; 1 is multi-query), which PyTorch's module lacks:
+ * q_proj (C, C), k_proj and v_proj (n_kv_heads * head_dim, C), out_proj.
+ * Head gates (NH), 1 by default, scale each head's output before out_proj; 0 ablates a head.
+ * They are not parameters (the optimizer does not see them); nn_mha_track_gates makes their
+ * gradient, the head-importance score of Michel et al. 2019, accumulate in gate->grad. */
+typedef struct MultiHeadAttention {
+    int d_model, n_heads, n_kv_heads, head_dim;
+    double dropout;
+    Tensor *in_proj_weight, *in_proj_bias; /* NULL for grouped-query */
+    Linear q_proj, k_proj, v_proj;         /* views into in_proj_* when it exists */
+    Linear out_proj;
+    Tensor *gate;       /* (NH) */
+    int track_gates;
+    Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena */
+} MultiHeadAttention;
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model,
+                 int n_heads, int n_kv_heads, int bias, double dropout);
+void nn_mha_track_gates(MultiHeadAttention *m, int on);
+/* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention),
+ * key_padding_mask (B, Tk) with 1 = padding, or NULL; causal as in ag_attention.
+ * -> (B, Tq, C); m->last_probs holds the attention probabilities. */
+Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+                       const uint8_t *key_padding_mask, int causal, Rng *rng);
+
+
+/* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
+ * a fixed memory while decoding): x (B, Tk, C) -> key (which 0) or value (which 1) heads
+ * (B, NKV, Tk, HS); then attention of query (B, Tq, C) over those heads -> (B, Tq, C). */
+Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which);
+Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
+                          const uint8_t *key_padding_mask, int causal, Rng *rng);
+
+/* A key/value cache for causal self-attention during incremental decoding: keys and values of
+ * every position decoded so far, (B, NKV, max_T, HS) each, owned by the cache (malloc). */
+typedef struct NnKVCache {
+    int B, NKV, HS, max_T, len;
+    Real *k, *v;
+} NnKVCache;
+void nn_kv_cache_init(NnKVCache *c, const MultiHeadAttention *m, int B, int max_T);
+void nn_kv_cache_free(NnKVCache *c);
+/* Causal self-attention of the new positions x (B, T, C) over the cache plus themselves;
+ * appends their keys and values. No dropout (decoding). -> (B, T, C) */
+Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tensor *x);
+
+/* ---- transformer layers (PyTorch's nn.TransformerEncoderLayer / DecoderLayer, batch_first)
+ * post-LN (PyTorch's default, norm_first=False):
+ *   encoder: x = norm1(x + drop(self_attn(x)));  x = norm2(x + drop(ffn(x)))
+ *   decoder: x = norm1(x + drop(self_attn(x, causal))); x = norm2(x + drop(cross(x, memory)));
+ *            x = norm3(x + drop(ffn(x)))
+ * pre-LN (norm_first=True): x = x + drop(self_attn(norm1(x))), and so on. */
+typedef struct TransformerConfig {
+    int d_model, n_heads, n_kv_heads, d_ff;
+    double dropout, ln_eps;
+    int pre_ln;
+    NnActivation act;
+} TransformerConfig;
+
+typedef struct EncoderLayer {
+    MultiHeadAttention self_attn;
+    FeedForward ffn;
+    LayerNorm norm1, norm2;
+    double dropout;
+    int pre_ln;
+} EncoderLayer;
+
+typedef struct DecoderLayer {
+    MultiHeadAttention self_attn, multihead_attn;
+    FeedForward ffn;
+    LayerNorm norm1, norm2, norm3;
+    double dropout;
+    int pre_ln;
+} DecoderLayer;
+
+void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
+                           const TransformerConfig *cfg);
+/* x (B, S, C), src_pad (B, S) 1 = padding or NULL -> (B, S, C) */
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const uint8_t *src_pad, Rng *rng);
+void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
+                           const TransformerConfig *cfg);
+/* x (B, T, C), memory (B, S, C), tgt_pad (B, T) and memory_pad (B, S) or NULL -> (B, T, C) */
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
+                         const uint8_t *tgt_pad, const uint8_t *memory_pad, Rng *rng);
+
+/* ---- the seq2seq model: embeddings * sqrt(d_model) + positions, encoder and decoder stacks
+ * with their final LayerNorms (encoder.norm, decoder.norm, as nn.Transformer), and a
+ * generator Linear to the target vocabulary (optionally tied to tgt_embed.weight). ---- */
+#define NN_MAX_LAYERS 16
+typedef struct Seq2SeqConfig {
+    int src_vocab, tgt_vocab;
+    int n_enc_layers, n_dec_layers;
+    int max_len;      /* longest sequence the positions cover */
+    int pad_id;       /* padding token in both vocabularies: masked keys, ignored targets */
+    int learned_pos;  /* 0: sinusoidal */
+    int tie_output;   /* generator.weight is tgt_embed.weight */
+    TransformerConfig layer;
+} Seq2SeqConfig;
+
+typedef struct Seq2Seq {
+    Seq2SeqConfig cfg;
+    ParamList params;
+    Embedding src_embed, tgt_embed;
+    PositionalEncoding src_pos, tgt_pos;
+    EncoderLayer enc[NN_MAX_LAYERS];
+    DecoderLayer dec[NN_MAX_LAYERS];
+    LayerNorm enc_norm, dec_norm;
+    Linear generator;
+} Seq2Seq;
+
+/* Sensible defaults for the fields not given (d_ff 4*d_model, eps 1e-5, ...). */
+Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_model, int n_heads,
+                                        int n_layers);
+/* Creates every parameter in arena a (registered in m->params), initialised from rng.
+ * Parameter names: src_embed.weight, tgt_embed.weight, [src_pos.weight, tgt_pos.weight,]
+ * encoder.layers.N.{self_attn.*, linear1.*, linear2.*, norm1.*, norm2.*}, encoder.norm.*,
+ * decoder.layers.N.{self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*},
+ * decoder.norm.*, generator.weight (unless tied), generator.bias. */
+void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg);
+void nn_seq2seq_free(Seq2Seq *m);
+/* A (B, T) padding mask of ids: 1 where ids == pad_id, in the tape's arena. */
+uint8_t *nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
+/* src (B, S) -> memory (B, S, C) */
+Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng);
+/* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
+Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
+                          const int *tgt_in, int B, int T, Rng *rng);
+/* Mean cross-entropy of the next-token logits against tgt_out (B, T), padding ignored. */
+Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
+                        const int *tgt_out, int B, int T, Rng *rng);
+
+/* ---- incremental decoding: one token per step, reusing cached keys and values ----
+ * nn_decode_begin projects the memory into every layer's cross-attention keys and values once
+ * (kept in the state's own arena); each nn_decode_step embeds one token per batch row at the
+ * next position and runs the decoder on it alone, attending over the cache. Greedy decoding of
+ * T tokens is then T steps of O(1) new positions each, and step i's logits equal position i of
+ * the full nn_seq2seq_decode. Steps run in no-grad mode; the caller may reset its tape between
+ * steps (the state does not live there). */
+typedef struct NnDecodeState {
+    int B, S, max_T, pos;
+    Arena *arena;
+    uint8_t *src_pad;
+    Tensor *mem_k[NN_MAX_LAYERS], *mem_v[NN_MAX_LAYERS];
+    NnKVCache self[NN_MAX_LAYERS];
+} NnDecodeState;
+/* memory (B, S, C) from nn_seq2seq_encode of src (B, S) */
+void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *src, int B, int S,
+                     int max_T);
+/* tokens (B): the token at position s->pos of each row -> logits (B, 1, V) */
+Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens);
+void nn_decode_end(NnDecodeState *s);
+
+#endif

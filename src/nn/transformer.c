@@ -1,0 +1,233 @@
+/* transformer.c: encoder and decoder layers (post-LN or pre-LN), the stacks with their final
+ * norms, and the seq2seq model with embeddings, positions and the generator. Names follow
+ * torch.nn.Transformer's state_dict. Not here: attention itself (attention.c). */
+#include "nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* x + dropout(f): the residual branch of every sub-layer */
+static Tensor *residual(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng) {
+    return ag_add(t, x, ag_dropout(t, f, p, rng));
+}
+
+void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
+                           const TransformerConfig *cfg) {
+    char name[AG_NAME_LEN];
+    nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
+                cfg->n_kv_heads, 1, cfg->dropout);
+    nn_ffn_init(&l->ffn, b, prefix, cfg->d_model, cfg->d_ff, cfg->act, cfg->dropout);
+    nn_layernorm_init(&l->norm1, b, nn_join(name, prefix, "norm1"), cfg->d_model, cfg->ln_eps);
+    nn_layernorm_init(&l->norm2, b, nn_join(name, prefix, "norm2"), cfg->d_model, cfg->ln_eps);
+    l->dropout = cfg->dropout;
+    l->pre_ln = cfg->pre_ln;
+}
+
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const uint8_t *src_pad, Rng *rng) {
+    Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
+    x = residual(t, x, nn_mha_forward(t, &l->self_attn, h, h, src_pad, 0, rng), l->dropout, rng);
+    if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
+    h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
+    x = residual(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng);
+    return l->pre_ln ? x : nn_layernorm(t, &l->norm2, x);
+}
+
+void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
+                           const TransformerConfig *cfg) {
+    char name[AG_NAME_LEN];
+    nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
+                cfg->n_kv_heads, 1, cfg->dropout);
+    nn_mha_init(&l->multihead_attn, b, nn_join(name, prefix, "multihead_attn"), cfg->d_model,
+                cfg->n_heads, cfg->n_kv_heads, 1, cfg->dropout);
+    nn_ffn_init(&l->ffn, b, prefix, cfg->d_model, cfg->d_ff, cfg->act, cfg->dropout);
+    nn_layernorm_init(&l->norm1, b, nn_join(name, prefix, "norm1"), cfg->d_model, cfg->ln_eps);
+    nn_layernorm_init(&l->norm2, b, nn_join(name, prefix, "norm2"), cfg->d_model, cfg->ln_eps);
+    nn_layernorm_init(&l->norm3, b, nn_join(name, prefix, "norm3"), cfg->d_model, cfg->ln_eps);
+    l->dropout = cfg->dropout;
+    l->pre_ln = cfg->pre_ln;
+}
+
+/* Where a decoder layer's keys and values come from: computed from the inputs (training, full
+ * sequences), or from a cache of earlier positions and precomputed memory heads (decoding). */
+typedef struct {
+    NnKVCache *cache;  /* self-attention cache, or NULL */
+    Tensor *mem_k, *mem_v; /* cross-attention heads (B, NKV, S, HS), or NULL */
+} KVSource;
+
+static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
+                             const uint8_t *tgt_pad, const uint8_t *memory_pad, KVSource kv,
+                             Rng *rng) {
+    double p = l->dropout;
+    Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
+    Tensor *a = kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
+                         : nn_mha_forward(t, &l->self_attn, h, h, tgt_pad, 1, rng);
+    x = residual(t, x, a, p, rng);
+    if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
+    h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
+    a = kv.mem_k ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0,
+                                     rng)
+                 : nn_mha_forward(t, &l->multihead_attn, h, memory, memory_pad, 0, rng);
+    x = residual(t, x, a, p, rng);
+    if (!l->pre_ln) x = nn_layernorm(t, &l->norm2, x);
+    h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
+    x = residual(t, x, nn_ffn(t, &l->ffn, h, rng), p, rng);
+    return l->pre_ln ? x : nn_layernorm(t, &l->norm3, x);
+}
+
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
+                         const uint8_t *tgt_pad, const uint8_t *memory_pad, Rng *rng) {
+    return decoder_layer(t, l, x, memory, tgt_pad, memory_pad, (KVSource){0}, rng);
+}
+
+/* ---- the seq2seq model ---- */
+
+Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_model, int n_heads,
+                                        int n_layers) {
+    Seq2SeqConfig c;
+    memset(&c, 0, sizeof c);
+    c.src_vocab = src_vocab;
+    c.tgt_vocab = tgt_vocab;
+    c.n_enc_layers = c.n_dec_layers = n_layers;
+    c.max_len = 128;
+    c.pad_id = 0;
+    c.layer.d_model = d_model;
+    c.layer.n_heads = c.layer.n_kv_heads = n_heads;
+    c.layer.d_ff = 4 * d_model;
+    c.layer.dropout = 0.1;
+    c.layer.ln_eps = 1e-5;
+    c.layer.act = NN_RELU;
+    return c;
+}
+
+void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
+    AG_CHECK(cfg->n_enc_layers >= 0 && cfg->n_enc_layers <= NN_MAX_LAYERS &&
+             cfg->n_dec_layers >= 1 && cfg->n_dec_layers <= NN_MAX_LAYERS,
+             "nn_seq2seq_init: layers %d+%d outside [0..%d]+[1..%d]", cfg->n_enc_layers,
+             cfg->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
+    AG_CHECK(cfg->pad_id >= 0 && cfg->pad_id < cfg->src_vocab && cfg->pad_id < cfg->tgt_vocab,
+             "nn_seq2seq_init: pad_id %d outside the vocabularies (%d, %d)", cfg->pad_id,
+             cfg->src_vocab, cfg->tgt_vocab);
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    nn_params_init(&m->params);
+    NnBuilder b = {a, &m->params, rng};
+    int C = cfg->layer.d_model;
+    nn_embedding_init(&m->src_embed, &b, "src_embed", cfg->src_vocab, C, cfg->pad_id);
+    nn_embedding_init(&m->tgt_embed, &b, "tgt_embed", cfg->tgt_vocab, C, cfg->pad_id);
+    nn_positional_init(&m->src_pos, &b, "src_pos", cfg->max_len, C, cfg->learned_pos);
+    nn_positional_init(&m->tgt_pos, &b, "tgt_pos", cfg->max_len, C, cfg->learned_pos);
+    char name[AG_NAME_LEN];
+    for (int i = 0; i < cfg->n_enc_layers; i++) {
+        snprintf(name, sizeof name, "encoder.layers.%d", i);
+        nn_encoder_layer_init(&m->enc[i], &b, name, &cfg->layer);
+    }
+    nn_layernorm_init(&m->enc_norm, &b, "encoder.norm", C, cfg->layer.ln_eps);
+    for (int i = 0; i < cfg->n_dec_layers; i++) {
+        snprintf(name, sizeof name, "decoder.layers.%d", i);
+        nn_decoder_layer_init(&m->dec[i], &b, name, &cfg->layer);
+    }
+    nn_layernorm_init(&m->dec_norm, &b, "decoder.norm", C, cfg->layer.ln_eps);
+    if (cfg->tie_output) {
+        /* generator.weight is the target embedding itself: one tensor, two uses, summed grads */
+        m->generator.in = C;
+        m->generator.out = cfg->tgt_vocab;
+        m->generator.weight = m->tgt_embed.weight;
+        m->generator.bias = nn_param(&b, "generator", "bias", 1, (int[]){cfg->tgt_vocab});
+    } else {
+        nn_linear_init(&m->generator, &b, "generator", C, cfg->tgt_vocab, 1);
+    }
+}
+
+void nn_seq2seq_free(Seq2Seq *m) { nn_params_free(&m->params); }
+
+uint8_t *nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
+    uint8_t *mask = arena_alloc(t->arena, (size_t)B * T);
+    for (size_t i = 0; i < (size_t)B * T; i++) mask[i] = ids[i] == pad_id;
+    return mask;
+}
+
+/* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4) */
+static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEncoding *pe,
+                     const int *ids, int B, int T, int start, Rng *rng) {
+    Tensor *x = nn_embedding(t, e, ids, B, T);
+    x = ag_scale(t, x, sqrt((double)m->cfg.layer.d_model));
+    x = nn_positional(t, pe, x, start);
+    return ag_dropout(t, x, m->cfg.layer.dropout, rng);
+}
+
+Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng) {
+    const uint8_t *src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
+    for (int i = 0; i < m->cfg.n_enc_layers; i++) x = nn_encoder_layer(t, &m->enc[i], x, src_pad, rng);
+    return nn_layernorm(t, &m->enc_norm, x);
+}
+
+Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
+                          const int *tgt_in, int B, int T, Rng *rng) {
+    const uint8_t *src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    const uint8_t *tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
+    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
+    for (int i = 0; i < m->cfg.n_dec_layers; i++)
+        x = nn_decoder_layer(t, &m->dec[i], x, memory, tgt_pad, src_pad, rng);
+    x = nn_layernorm(t, &m->dec_norm, x);
+    return nn_linear(t, &m->generator, x); /* (B, T, V) */
+}
+
+Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
+                        const int *tgt_out, int B, int T, Rng *rng) {
+    Tensor *memory = nn_seq2seq_encode(t, m, src, B, S, rng);
+    Tensor *logits = nn_seq2seq_decode(t, m, memory, src, S, tgt_in, B, T, rng);
+    return ag_cross_entropy(t, logits, tgt_out, m->cfg.pad_id);
+}
+
+/* ---- incremental decoding ---- */
+
+void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *src, int B, int S,
+                     int max_T) {
+    AG_CHECK(memory != NULL && memory->ndim == 3 && memory->shape[0] == B &&
+             memory->shape[1] == S && memory->shape[2] == m->cfg.layer.d_model,
+             "nn_decode_begin: memory %s must be (%d,%d,%d)", tensor_shape_str(memory), B, S,
+             m->cfg.layer.d_model);
+    AG_CHECK(max_T > 0 && max_T <= m->cfg.max_len, "nn_decode_begin: max_T %d outside [1, %d]",
+             max_T, m->cfg.max_len);
+    memset(s, 0, sizeof *s);
+    s->B = B;
+    s->S = S;
+    s->max_T = max_T;
+    int L = m->cfg.n_dec_layers;
+    /* memory heads of every layer, plus the projections they come from, plus the mask */
+    size_t bytes = (size_t)L * 6 * B * S * m->cfg.layer.d_model * sizeof(Real) + (1 << 16);
+    s->arena = arena_new("decode", bytes);
+    Tape *tape = ag_tape_new(s->arena);
+    ag_no_grad(tape, 1);
+    s->src_pad = nn_padding_mask(tape, src, B, S, m->cfg.pad_id);
+    for (int i = 0; i < L; i++) {
+        MultiHeadAttention *cross = &m->dec[i].multihead_attn;
+        s->mem_k[i] = nn_mha_project_kv(tape, cross, memory, 0);
+        s->mem_v[i] = nn_mha_project_kv(tape, cross, memory, 1);
+        nn_kv_cache_init(&s->self[i], &m->dec[i].self_attn, B, max_T);
+    }
+    ag_tape_free(tape);
+}
+
+Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens) {
+    AG_CHECK(s->pos < s->max_T, "nn_decode_step: all %d positions are used", s->max_T);
+    int prev = ag_no_grad(t, 1);
+    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
+    for (int i = 0; i < m->cfg.n_dec_layers; i++) {
+        KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i]};
+        x = decoder_layer(t, &m->dec[i], x, NULL, NULL, s->src_pad, kv, NULL);
+    }
+    x = nn_layernorm(t, &m->dec_norm, x);
+    Tensor *logits = nn_linear(t, &m->generator, x); /* (B, 1, V) */
+    s->pos++;
+    ag_no_grad(t, prev);
+    return logits;
+}
+
+void nn_decode_end(NnDecodeState *s) {
+    for (int i = 0; i < NN_MAX_LAYERS; i++) nn_kv_cache_free(&s->self[i]);
+    arena_free(s->arena);
+    s->arena = NULL;
+}

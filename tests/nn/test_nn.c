@@ -1,0 +1,419 @@
+/* test_nn.c: every module gradient-checked in the double build (inputs and all parameters),
+ * parameter names and shapes as in PyTorch's state_dict, and misuse of module constructors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "cases.h"
+
+#ifdef AG_REAL_DOUBLE
+#define EPS 1e-6
+#define TOL 1e-6
+#else
+#define EPS 1e-2
+#define TOL 5e-2
+#endif
+
+/* Everything a module check needs: a parameter arena and list, an rng, a tape. */
+typedef struct {
+    Arena *arena;
+    ParamList params;
+    Rng rng;
+    NnBuilder b;
+    Tape *tape;
+    Tensor *inputs[600];
+    int n_inputs;
+} ModEnv;
+
+static void env_init(ModEnv *e) {
+    memset(e, 0, sizeof *e);
+    e->arena = arena_new("params", 4 << 20);
+    nn_params_init(&e->params);
+    rng_seed(&e->rng, 123);
+    e->b = (NnBuilder){e->arena, &e->params, &e->rng};
+    e->tape = ag_tape_new(arena_new("step", 32 << 20));
+}
+
+static void env_free(ModEnv *e) {
+    arena_free(e->tape->arena);
+    ag_tape_free(e->tape);
+    nn_params_free(&e->params);
+    arena_free(e->arena);
+}
+
+static Tensor *env_input(ModEnv *e, int ndim, const int *shape) {
+    Tensor *x = tensor_new(e->arena, ndim, shape, "x");
+    rng_fill_normal(&e->rng, x, 0, 1);
+    tensor_requires_grad(x);
+    return x;
+}
+
+/* Checks d(sum(out * R))/d(every input and every parameter) against central differences.
+ * Parameters that are constant (LayerNorm weight 1, biases 0) are perturbed first so that no
+ * symmetry hides a wrong term. */
+static void check(ModEnv *e, AgGradcheckFn fn, void *ctx, const char *what) {
+    int n = 0;
+    for (int i = 0; i < e->n_inputs; i++) e->inputs[n++] = e->inputs[i];
+    for (int i = 0; i < e->params.n; i++) {
+        Tensor *p = e->params.items[i];
+        for (size_t j = 0; j < p->size; j++) p->data[j] += (Real)(0.1 * rng_normal(&e->rng));
+        e->inputs[n++] = p;
+    }
+    AgGradcheckResult r;
+    int ok = ag_gradcheck(e->tape, fn, ctx, e->inputs, n, EPS, TOL, &r);
+    cr_assert(ok, "%s: worst error %.3g at input %d (%s) element %zu: analytic %.10g numeric %.10g"
+              " (largest gradient %.3g)", what, r.max_err, r.input, e->inputs[r.input]->name,
+              r.index, r.analytic, r.numeric, r.max_abs_grad);
+    cr_log_info("%s: %zu elements, worst error %.2g", what, r.n_checked, r.max_err);
+}
+
+/* ---- Linear, LayerNorm, Embedding, positions, feed-forward ---- */
+
+typedef struct {
+    ModEnv *e;
+    Linear lin;
+    LayerNorm ln;
+    Embedding emb;
+    PositionalEncoding pe;
+    FeedForward ffn;
+    MultiHeadAttention mha;
+    EncoderLayer enc;
+    DecoderLayer dec;
+    const uint8_t *pad, *mem_pad;
+    int causal, ids[64], B, T;
+    uint64_t seed;
+} Ctx;
+
+static Tensor *f_linear(Tape *t, Tensor **in, void *ctx) {
+    return nn_linear(t, &((Ctx *)ctx)->lin, in[0]);
+}
+
+Test(nn_linear, grad_matches_finite_differences_with_and_without_bias) {
+    for (int bias = 0; bias <= 1; bias++) {
+        ModEnv e;
+        env_init(&e);
+        Ctx c = {.e = &e};
+        nn_linear_init(&c.lin, &e.b, "lin", 5, 3, bias);
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 5});
+        check(&e, f_linear, &c, bias ? "linear with bias" : "linear without bias");
+        env_free(&e);
+    }
+}
+
+Test(nn_linear, init_is_uniform_within_one_over_sqrt_in) {
+    ModEnv e;
+    env_init(&e);
+    Linear l;
+    nn_linear_init(&l, &e.b, "lin", 64, 32, 1);
+    double bound = 1 / sqrt(64.0), mx = 0;
+    for (size_t i = 0; i < l.weight->size; i++) mx = fmax(mx, fabs((double)l.weight->data[i]));
+    cr_assert(mx <= bound && mx > 0.9 * bound, "max |w| %g vs bound %g", mx, bound);
+    cr_assert(strcmp(l.weight->name, "lin.weight") == 0 && strcmp(l.bias->name, "lin.bias") == 0);
+    cr_assert(l.weight->shape[0] == 32 && l.weight->shape[1] == 64, "weight is (out, in)");
+    env_free(&e);
+}
+
+static Tensor *f_layernorm(Tape *t, Tensor **in, void *ctx) {
+    return nn_layernorm(t, &((Ctx *)ctx)->ln, in[0]);
+}
+
+Test(nn_layernorm, grad_matches_finite_differences) {
+    ModEnv e;
+    env_init(&e);
+    Ctx c = {.e = &e};
+    nn_layernorm_init(&c.ln, &e.b, "ln", 7, 1e-5);
+    e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 7});
+    check(&e, f_layernorm, &c, "layernorm");
+    env_free(&e);
+}
+
+static Tensor *f_embed_pos(Tape *t, Tensor **in, void *ctx) {
+    (void)in;
+    Ctx *c = ctx;
+    return nn_positional(t, &c->pe, nn_embedding(t, &c->emb, c->ids, c->B, c->T), 1);
+}
+
+Test(nn_embedding, embedding_and_learned_positions_grad_match) {
+    ModEnv e;
+    env_init(&e);
+    Ctx c = {.e = &e, .B = 2, .T = 4};
+    nn_embedding_init(&c.emb, &e.b, "emb", 6, 5, -1);
+    nn_positional_init(&c.pe, &e.b, "pos", 8, 5, 1);
+    for (int i = 0; i < 8; i++) c.ids[i] = (3 * i + 1) % 6;
+    check(&e, f_embed_pos, &c, "embedding + learned positions");
+    env_free(&e);
+}
+
+Test(nn_positional, sinusoidal_table_matches_the_formula) {
+    ModEnv e;
+    env_init(&e);
+    PositionalEncoding pe;
+    nn_positional_init(&pe, &e.b, "pos", 50, 16, 0);
+    cr_assert_eq(e.params.n, 0, "sinusoidal positions are not parameters");
+    for (int pos = 0; pos < 50; pos += 7)
+        for (int i = 0; i < 16; i += 2) {
+            double angle = pos / pow(10000.0, i / 16.0);
+            cr_assert(fabs((double)pe.table->data[pos * 16 + i] - sin(angle)) < 1e-6);
+            cr_assert(fabs((double)pe.table->data[pos * 16 + i + 1] - cos(angle)) < 1e-6);
+        }
+    env_free(&e);
+}
+
+static Tensor *f_ffn(Tape *t, Tensor **in, void *ctx) {
+    Ctx *c = ctx;
+    Rng rng;
+    rng_seed(&rng, c->seed);
+    return nn_ffn(t, &c->ffn, in[0], &rng);
+}
+
+Test(nn_ffn, relu_gelu_and_dropout_grad_match) {
+    for (int v = 0; v < 3; v++) {
+        ModEnv e;
+        env_init(&e);
+        Ctx c = {.e = &e, .seed = 5};
+        nn_ffn_init(&c.ffn, &e.b, "layer", 6, 11, v == 1 ? NN_GELU : NN_RELU, v == 2 ? 0.25 : 0);
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 6});
+        check(&e, f_ffn, &c, v == 0 ? "ffn relu" : v == 1 ? "ffn gelu" : "ffn dropout");
+        cr_assert(nn_params_find(&e.params, "layer.linear1.weight") != NULL);
+        cr_assert(nn_params_find(&e.params, "layer.linear2.bias") != NULL);
+        env_free(&e);
+    }
+}
+
+/* ---- multi-head attention ---- */
+
+static Tensor *f_mha(Tape *t, Tensor **in, void *ctx) {
+    Ctx *c = ctx;
+    Rng rng;
+    rng_seed(&rng, c->seed);
+    return nn_mha_forward(t, &c->mha, in[0], in[1], c->pad, c->causal, &rng);
+}
+
+typedef struct {
+    const char *name;
+    int B, Tq, Tk, C, NH, NKV, causal, pad, self, gates;
+    double dropout;
+} MhaCase;
+
+static const MhaCase mha_cases[] = {
+    {"self-attention", 2, 4, 4, 8, 2, 2, 0, 0, 1, 0, 0},
+    {"cross-attention Tq 3 != Tk 5", 2, 3, 5, 8, 2, 2, 0, 0, 0, 0, 0},
+    {"causal + padding", 2, 4, 4, 8, 2, 2, 1, 1, 1, 0, 0},
+    {"fully masked row", 2, 3, 4, 8, 2, 2, 0, 2, 0, 0, 0},
+    {"grouped-query NH 4 NKV 2", 2, 3, 5, 8, 4, 2, 0, 1, 0, 0, 0},
+    {"multi-query NH 4 NKV 1", 2, 4, 4, 8, 4, 1, 1, 0, 1, 0, 0},
+    {"head gates", 2, 3, 4, 8, 2, 2, 0, 1, 0, 1, 0},
+    {"attention dropout", 2, 4, 4, 8, 2, 2, 0, 0, 1, 0, 0.2},
+};
+
+Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
+    /* key padding: pad 1 masks the last key of batch 1; pad 2 masks every key of batch 1 */
+    static const uint8_t pad1[2][5] = {{0, 0, 0, 0, 0}, {0, 0, 0, 1, 1}};
+    static const uint8_t pad2[2][4] = {{0, 0, 1, 0}, {1, 1, 1, 1}};
+    for (size_t k = 0; k < sizeof mha_cases / sizeof mha_cases[0]; k++) {
+        const MhaCase *mc = &mha_cases[k];
+        ModEnv e;
+        env_init(&e);
+        Ctx c = {.e = &e, .causal = mc->causal, .seed = 9};
+        uint8_t pad[2 * 5];
+        for (int b = 0; b < mc->B; b++)
+            for (int j = 0; j < mc->Tk; j++)
+                pad[b * mc->Tk + j] = mc->pad == 1 ? pad1[b][j] : mc->pad == 2 ? pad2[b][j] : 0;
+        c.pad = mc->pad ? pad : NULL;
+        nn_mha_init(&c.mha, &e.b, "attn", mc->C, mc->NH, mc->NKV, 1, mc->dropout);
+        Tensor *q = env_input(&e, 3, (int[]){mc->B, mc->Tq, mc->C});
+        Tensor *kv = mc->self ? q : env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
+        e.inputs[e.n_inputs++] = q;
+        if (!mc->self) e.inputs[e.n_inputs++] = kv;
+        if (mc->gates) {
+            nn_mha_track_gates(&c.mha, 1);
+            c.mha.gate->data[0] = (Real)0.7;
+            c.mha.gate->data[1] = (Real)-1.3;
+            e.inputs[e.n_inputs++] = c.mha.gate;
+        }
+        check(&e, f_mha, &c, mc->name);
+        if (mc->pad == 2) { /* the fully masked query rows of batch 1: output is the out bias */
+            for (size_t i = 0; i < q->size; i++) cr_assert(isfinite((double)q->grad[i]));
+        }
+        env_free(&e);
+    }
+}
+
+Test(nn_mha, parameters_are_named_like_pytorch) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m, g;
+    nn_mha_init(&m, &e.b, "self_attn", 16, 4, 4, 1, 0);
+    nn_mha_init(&g, &e.b, "gqa", 16, 4, 2, 1, 0);
+    const char *names[] = {"self_attn.in_proj_weight", "self_attn.in_proj_bias",
+                           "self_attn.out_proj.weight", "self_attn.out_proj.bias",
+                           "gqa.q_proj.weight", "gqa.q_proj.bias", "gqa.k_proj.weight",
+                           "gqa.k_proj.bias", "gqa.v_proj.weight", "gqa.v_proj.bias",
+                           "gqa.out_proj.weight", "gqa.out_proj.bias"};
+    cr_assert_eq(e.params.n, 12);
+    for (int i = 0; i < 12; i++)
+        cr_assert_str_eq(e.params.items[i]->name, names[i]);
+    cr_assert_eq(e.params.items[0]->shape[0], 48);
+    cr_assert_eq(nn_params_find(&e.params, "gqa.k_proj.weight")->shape[0], 8);
+    env_free(&e);
+}
+
+Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", 8, 2, 2, 1, 0);
+    Tensor *x = env_input(&e, 3, (int[]){1, 3, 8});
+    ag_no_grad(e.tape, 1);
+    Tensor *y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
+    cr_assert(m.last_probs != NULL);
+    cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 && m.last_probs->shape[3] == 3);
+    cr_assert_eq(m.last_probs->data[1], 0, "causal: query 0 does not see key 1");
+    /* ablating both heads leaves only the output bias */
+    m.gate->data[0] = m.gate->data[1] = 0;
+    y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
+    for (int tq = 0; tq < 3; tq++)
+        for (int c = 0; c < 8; c++)
+            cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
+    env_free(&e);
+}
+
+Test(nn_mha, aborts_when_heads_do_not_divide, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", 10, 4, 4, 1, 0);
+}
+
+Test(nn_mha, aborts_when_kv_heads_do_not_divide_heads, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", 12, 4, 3, 1, 0);
+}
+
+/* ---- transformer layers and the seq2seq model ---- */
+
+static Tensor *f_enc(Tape *t, Tensor **in, void *ctx) {
+    Ctx *c = ctx;
+    Rng rng;
+    rng_seed(&rng, c->seed);
+    return nn_encoder_layer(t, &c->enc, in[0], c->pad, &rng);
+}
+
+static Tensor *f_dec(Tape *t, Tensor **in, void *ctx) {
+    Ctx *c = ctx;
+    Rng rng;
+    rng_seed(&rng, c->seed);
+    return nn_decoder_layer(t, &c->dec, in[0], in[1], c->pad, c->mem_pad, &rng);
+}
+
+Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
+    static const uint8_t tgt_pad[2 * 4] = {0, 0, 0, 0, 0, 0, 0, 1};
+    static const uint8_t src_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    for (int pre = 0; pre <= 1; pre++) {
+        TransformerConfig cfg = {8, 2, 2, 12, 0.1, 1e-5, pre, NN_RELU};
+        ModEnv e;
+        env_init(&e);
+        Ctx c = {.e = &e, .seed = 3, .pad = src_pad};
+        nn_encoder_layer_init(&c.enc, &e.b, "encoder.layers.0", &cfg);
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});
+        check(&e, f_enc, &c, pre ? "encoder layer pre-LN" : "encoder layer post-LN");
+        env_free(&e);
+
+        env_init(&e);
+        c = (Ctx){.e = &e, .seed = 4, .pad = tgt_pad, .mem_pad = src_pad};
+        nn_decoder_layer_init(&c.dec, &e.b, "decoder.layers.0", &cfg);
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 4, 8});
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});
+        check(&e, f_dec, &c, pre ? "decoder layer pre-LN" : "decoder layer post-LN");
+        env_free(&e);
+    }
+}
+
+typedef struct {
+    Seq2Seq *m;
+    int src[2 * 5], tgt_in[2 * 4], tgt_out[2 * 4];
+} S2SCtx;
+
+static Tensor *f_s2s(Tape *t, Tensor **in, void *ctx) {
+    (void)in;
+    S2SCtx *c = ctx;
+    Rng rng;
+    rng_seed(&rng, 17);
+    Tensor *loss = nn_seq2seq_loss(t, c->m, c->src, 5, c->tgt_in, c->tgt_out, 2, 4, &rng);
+    return ag_reshape(t, loss, 1, (int[]){1});
+}
+
+Test(nn_seq2seq, whole_loss_grad_matches_finite_differences) {
+    for (int variant = 0; variant < 2; variant++) {
+        Seq2SeqConfig cfg = nn_seq2seq_default_config(7, 6, 8, 2, 1);
+        cfg.layer.d_ff = 12;
+        cfg.max_len = 8;
+        cfg.layer.dropout = variant ? 0.1 : 0;
+        cfg.tie_output = variant;
+        cfg.learned_pos = variant;
+        cfg.layer.pre_ln = variant;
+        Arena *a = arena_new("params", 4 << 20);
+        Rng rng;
+        rng_seed(&rng, 1);
+        Seq2Seq m;
+        nn_seq2seq_init(&m, a, &rng, &cfg);
+        Tape *tape = ag_tape_new(arena_new("step", 32 << 20));
+        S2SCtx c = {&m, {3, 4, 5, 2, 1, 6, 2, 3, 0, 0}, {1, 3, 4, 5, 1, 2, 0, 0},
+                    {3, 4, 5, 2, 2, 2, 0, 0}};
+        Tensor *inputs[128];
+        for (int i = 0; i < m.params.n; i++) {
+            inputs[i] = m.params.items[i];
+            for (size_t j = 0; j < inputs[i]->size; j++)
+                inputs[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
+        }
+        AgGradcheckResult r;
+        int ok = ag_gradcheck(tape, f_s2s, &c, inputs, m.params.n, EPS, TOL, &r);
+        cr_assert(ok, "seq2seq variant %d: worst error %.3g at %s[%zu]: analytic %.10g numeric "
+                  "%.10g", variant, r.max_err, inputs[r.input]->name, r.index, r.analytic,
+                  r.numeric);
+        /* padding rows of the embeddings get no gradient */
+        for (int j = 0; j < 8; j++) cr_assert_eq(m.src_embed.weight->grad[j], 0);
+        arena_free(tape->arena);
+        ag_tape_free(tape);
+        nn_seq2seq_free(&m);
+        arena_free(a);
+    }
+}
+
+Test(nn_seq2seq, parameter_names_match_torch_nn_transformer) {
+    Seq2SeqConfig cfg = nn_seq2seq_default_config(10, 11, 16, 4, 1);
+    Arena *a = arena_new("params", 8 << 20);
+    Rng rng;
+    rng_seed(&rng, 1);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, a, &rng, &cfg);
+    const char *expect[] = {
+        "src_embed.weight", "tgt_embed.weight",
+        "encoder.layers.0.self_attn.in_proj_weight", "encoder.layers.0.self_attn.in_proj_bias",
+        "encoder.layers.0.self_attn.out_proj.weight", "encoder.layers.0.self_attn.out_proj.bias",
+        "encoder.layers.0.linear1.weight", "encoder.layers.0.linear1.bias",
+        "encoder.layers.0.linear2.weight", "encoder.layers.0.linear2.bias",
+        "encoder.layers.0.norm1.weight", "encoder.layers.0.norm1.bias",
+        "encoder.layers.0.norm2.weight", "encoder.layers.0.norm2.bias",
+        "encoder.norm.weight", "encoder.norm.bias",
+        "decoder.layers.0.self_attn.in_proj_weight", "decoder.layers.0.self_attn.in_proj_bias",
+        "decoder.layers.0.self_attn.out_proj.weight", "decoder.layers.0.self_attn.out_proj.bias",
+        "decoder.layers.0.multihead_attn.in_proj_weight",
+        "decoder.layers.0.multihead_attn.in_proj_bias",
+        "decoder.layers.0.multihead_attn.out_proj.weight",
+        "decoder.layers.0.multihead_attn.out_proj.bias",
+        "decoder.layers.0.linear1.weight", "decoder.layers.0.linear1.bias",
+        "decoder.layers.0.linear2.weight", "decoder.layers.0.linear2.bias",
+        "decoder.layers.0.norm1.weight", "decoder.layers.0.norm1.bias",
+        "decoder.layers.0.norm2.weight", "decoder.layers.0.norm2.bias",
+        "decoder.layers.0.norm3.weight", "decoder.layers.0.norm3.bias",
+        "decoder.norm.weight", "decoder.norm.bias", "generator.weight", "generator.bias"};
+    int n = (int)(sizeof expect / sizeof expect[0]);
+    cr_assert_eq(m.params.n, n, "%d parameters, expected %d", m.params.n, n);
+    for (int i = 0; i < n; i++) cr_assert_str_eq(m.params.items[i]->name, expect[i]);
+    cr_assert_eq(nn_params_find(&m.params, "encoder.layers.0.linear1.weight")->shape[0], 64);
+    nn_seq2seq_free(&m);
+    arena_free(a);
+}
