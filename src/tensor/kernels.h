@@ -85,6 +85,16 @@ double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets
 void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse,
                               const int *targets, int ignore_index, Real g, size_t rows, int V);
 
+/* ---- normalisation, rows of C (k_layernorm.c) ---- */
+/* x, y (rows, C); weight (C); bias (C) or NULL. y = (x - mean) rstd weight + bias per row with
+ * rstd = 1 / sqrt(var + eps), var biased; stats (rows, 2) gets (mean, rstd) of each row. */
+void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight,
+                         const Real *bias, double eps, size_t rows, int C);
+/* gx (rows, C), gweight (C), gbias (C), any may be NULL; stats as written by the forward. */
+void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
+                          const Real *weight, const Real *stats, const Real *gy, size_t rows,
+                          int C);
+
 /* ---- lookup (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */
 void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, int C);

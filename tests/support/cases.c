@@ -49,6 +49,16 @@ static Tensor *b_embedding(Tape *t, Tensor **in, const GcCase *c) {
     return ag_embedding_padded(t, in[0], ids, B, T, c->arg[2]);
 }
 
+/* layernorm with eps 1e-5; in[1] is the weight's offset from 1 (a weight around 1, as after
+ * initialisation, but not exactly 1: the weight gradient must matter); in[2], when the case has
+ * it, the bias */
+static Tensor *b_layernorm(Tape *t, Tensor **in, const GcCase *c) {
+    Tensor *ones = tensor_new(t->arena, in[1]->ndim, in[1]->shape, "ones");
+    tensor_fill(ones, 1);
+    Tensor *w = ag_add(t, in[1], ones);
+    return ag_layernorm(t, in[0], w, c->n_in == 3 ? in[2] : NULL, 1e-5);
+}
+
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
 #define S3(a, b, c) 3, {a, b, c}
@@ -90,6 +100,9 @@ static const GcCase cases[] = {
     {"log_softmax (2,2,13)", 1, {3}, {{2, 2, 13}}, b_log_softmax, {0}, 0, 0},
     {"cross_entropy (6,5)", 1, {2}, {{6, 5}}, b_cross_entropy, {0}, 0, 0},
     {"cross_entropy (2,5,7) with ignored rows", 1, {3}, {{2, 5, 7}}, b_cross_entropy, {3}, 0, 0},
+    {"layernorm (2,3,5) weight and bias", 3, {3, 1, 1}, {{2, 3, 5}, {5}, {5}}, b_layernorm, {0}, 0, 0},
+    {"layernorm (7,33) weight and bias", 3, {2, 1, 1}, {{7, 33}, {33}, {33}}, b_layernorm, {0}, 0, 0},
+    {"layernorm (4,6) no bias", 2, {2, 1}, {{4, 6}, {6}}, b_layernorm, {0}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
 };

@@ -1,0 +1,42 @@
+/* ops_layernorm.c: the fused LayerNorm op over the last dimension, as PyTorch's nn.LayerNorm
+ * (biased variance, eps inside the square root, weight and optional bias of size C). It saves
+ * only the mean and 1/std of each row, (rows, 2); backward recomputes the normalised x from
+ * them. Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
+ * Next: ops_embedding.c. */
+#include "ops_internal.h"
+
+static Real *grad_if(Tensor *t) { return t && t->requires_grad ? t->grad : NULL; }
+
+/* x (..., C), weight (C), bias (C) or NULL -> (..., C) */
+Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double eps) {
+    AG_CHECK(tape != NULL, "ag_layernorm: tape is NULL");
+    AG_CHECK_TENSOR("ag_layernorm", x);
+    AG_CHECK_TENSOR("ag_layernorm", weight);
+    AG_CHECK(x->ndim >= 1, "ag_layernorm: x must have a last dimension: x %s %s vs weight %s %s",
+             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    int C = x->shape[x->ndim - 1];
+    AG_CHECK(weight->ndim == 1 && weight->shape[0] == C,
+             "ag_layernorm: weight must be (C) with C the last dim of x: x %s %s vs weight %s %s",
+             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    AG_CHECK(bias == NULL || (bias->ndim == 1 && bias->shape[0] == C),
+             "ag_layernorm: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s",
+             x->name, tensor_shape_str(x), bias->name, tensor_shape_str(bias));
+    AG_CHECK(eps > 0, "ag_layernorm: eps = %g must be > 0 (x %s %s, weight %s %s)", eps, x->name,
+             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    size_t rows = tensor_rows(x);
+    Tensor *y = ag_out(tape, AG_OP_LAYERNORM, x->ndim, x->shape);
+    Tensor *stats = tensor_new2(tape->arena, (int)rows, 2, "layernorm_stats");
+    k_layernorm_forward(y->data, stats->data, x->data, weight->data, bias ? bias->data : NULL,
+                        eps, rows, C);
+    AgNode *n = ag_record(tape, AG_OP_LAYERNORM, y, bias ? 3 : 2, (Tensor *[]){x, weight, bias});
+    if (n) {
+        n->saved = stats;
+        n->f = eps;
+    }
+    return y;
+}
+void ag_layernorm_backward(AgNode *n) {
+    Tensor *x = n->in[0], *weight = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
+    k_layernorm_backward(grad_if(x), grad_if(weight), grad_if(bias), x->data, weight->data,
+                         n->saved->data, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1]);
+}
