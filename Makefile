@@ -65,7 +65,7 @@ TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_LIB_SRC := $(sort $(wildcard tests/support/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o) $(TEST_LIB_SRC:%.c=$(B)/obj/%.o)
 
-.PHONY: all lib test test-one deps-test install uninstall format clean help
+.PHONY: all lib test test-one test-torch deps-test install uninstall format clean help
 all: lib
 
 lib: $(B)/libattograd.a $(B)/libattograd.so
@@ -91,6 +91,10 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(B)/tests/torch_dump: $(B)/obj/tests/tools/torch_dump.o $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 deps-test:
 	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config
 
@@ -99,6 +103,11 @@ deps-test:
 test: deps-test
 	$(MAKE) --no-print-directory REAL=double test-one
 	$(MAKE) --no-print-directory REAL=float test-one
+	$(MAKE) --no-print-directory REAL=double test-torch
+
+# attograd vs PyTorch on the same weights (where python3-torch is installed)
+test-torch: $(B)/tests/torch_dump
+	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
 
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases
 	OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \

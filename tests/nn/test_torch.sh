@@ -1,0 +1,20 @@
+#!/bin/sh
+# test_torch.sh: compares attograd's MultiHeadAttention and a 1+1-layer transformer with
+# PyTorch's on the same weights and inputs (float64: outputs, probabilities, every gradient).
+# Runs where Debian's python3-torch is installed; otherwise says it was skipped and why.
+# Usage: tests/nn/test_torch.sh PATH/TO/torch_dump (a double build)
+set -u
+dump="$1"
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "torch comparison: SKIPPED (python3-torch is not installed; apt-get install python3-torch to run it)"
+    exit 0
+fi
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+"$dump" "$tmp/attograd.bin" || { echo "torch comparison: FAILED ($dump failed)"; exit 1; }
+if /usr/bin/python3 "$(dirname "$0")/torch_compare.py" "$tmp/attograd.bin"; then
+    echo "torch comparison: 1 passed, 0 failed"
+else
+    echo "torch comparison: 0 passed, 1 failed"
+    exit 1
+fi

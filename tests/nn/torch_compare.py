@@ -1,0 +1,93 @@
+"""torch_compare.py: rebuilds attograd's MultiHeadAttention and 1+1-layer transformer in PyTorch
+from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
+compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
+import struct
+import sys
+
+import torch
+
+TOL = 1e-10
+
+
+def read(path):
+    out = {}
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<I", data, pos); pos += 4
+        name = data[pos:pos + n].decode(); pos += n
+        (nd,) = struct.unpack_from("<I", data, pos); pos += 4
+        shape = struct.unpack_from("<%dI" % nd, data, pos); pos += 4 * nd
+        count = 1
+        for d in shape:
+            count *= d
+        vals = struct.unpack_from("<%dd" % count, data, pos); pos += 8 * count
+        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(shape)
+    return out
+
+
+def load(module, d, prefix):
+    state = {k: d[prefix + k] for k in module.state_dict().keys()}
+    module.load_state_dict(state)
+    return module
+
+
+worst = {}
+
+
+def compare(name, ours, theirs):
+    diff = (ours - theirs).abs().max().item()
+    worst[name] = diff
+    print("  %-40s max |diff| %.3e" % (name, diff))
+
+
+def main(path):
+    torch.manual_seed(0)
+    d = read(path)
+    print("torch", torch.__version__)
+    # 1. MultiheadAttention, cross-attention with key padding
+    C = d["mha.q"].shape[-1]
+    NH = d["mha.probs"].shape[1]
+    mha = torch.nn.MultiheadAttention(C, NH, batch_first=True, dtype=torch.float64)
+    load(mha, d, "mha.")
+    q = d["mha.q"].clone().requires_grad_()
+    kv = d["mha.kv"].clone().requires_grad_()
+    out, probs = mha(q, kv, kv, key_padding_mask=d["mha.key_padding_mask"].bool(),
+                     need_weights=True, average_attn_weights=False)
+    (out * d["mha.R"]).sum().backward()
+    print("MultiheadAttention (cross, key padding):")
+    compare("mha output", out.detach(), d["mha.out"])
+    compare("mha probabilities", probs.detach(), d["mha.probs"])
+    compare("mha grad query", q.grad, d["mha.grad.q"])
+    compare("mha grad key/value", kv.grad, d["mha.grad.kv"])
+    for k, p in mha.named_parameters():
+        compare("mha grad " + k, p.grad, d["grad.mha." + k])
+
+    # 2. nn.Transformer, 1+1 layers, post-LN, relu, no dropout
+    src, tgt = d["tf.src"].clone().requires_grad_(), d["tf.tgt"].clone().requires_grad_()
+    FF = d["tf.encoder.layers.0.linear1.weight"].shape[0]
+    tf = torch.nn.Transformer(d_model=C, nhead=NH, num_encoder_layers=1, num_decoder_layers=1,
+                              dim_feedforward=FF, dropout=0.0, batch_first=True,
+                              dtype=torch.float64)
+    load(tf, d, "tf.")
+    T = tgt.shape[1]
+    causal = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), diagonal=1)
+    src_pad = d["tf.src_key_padding_mask"].bool()
+    out = tf(src, tgt, tgt_mask=causal, src_key_padding_mask=src_pad,
+             tgt_key_padding_mask=d["tf.tgt_key_padding_mask"].bool(),
+             memory_key_padding_mask=src_pad)
+    (out * d["tf.R"]).sum().backward()
+    print("nn.Transformer (1+1 layers, post-LN, masks):")
+    compare("transformer output", out.detach(), d["tf.out"])
+    compare("transformer grad src", src.grad, d["tf.grad.src"])
+    compare("transformer grad tgt", tgt.grad, d["tf.grad.tgt"])
+    for k, p in tf.named_parameters():
+        compare("transformer grad " + k, p.grad, d["tf.grad." + k])
+    m = max(worst.values())
+    print("largest difference %.3e (tolerance %.0e)" % (m, TOL))
+    return 0 if m < TOL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,137 @@
+/* torch_dump.c: writes attograd's MultiHeadAttention and a 1+1-layer transformer (weights,
+ * inputs, outputs and gradients) to a file that tests/nn/torch_compare.py reads, rebuilds in
+ * PyTorch with the same weights, and compares (double build, float64 in PyTorch).
+ * File format: records of [u32 name length][name][u32 ndim][u32 shape...][f64 data...]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+
+static FILE *out;
+
+static void put(const char *name, const Tensor *t, const Real *values) {
+    uint32_t len = (uint32_t)strlen(name), nd = (uint32_t)t->ndim;
+    fwrite(&len, 4, 1, out);
+    fwrite(name, 1, len, out);
+    fwrite(&nd, 4, 1, out);
+    for (int i = 0; i < t->ndim; i++) {
+        uint32_t d = (uint32_t)t->shape[i];
+        fwrite(&d, 4, 1, out);
+    }
+    for (size_t i = 0; i < t->size; i++) {
+        double v = (double)values[i];
+        fwrite(&v, 8, 1, out);
+    }
+}
+
+static void put_params(const char *prefix, const ParamList *pl) {
+    char name[256];
+    for (int i = 0; i < pl->n; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, pl->items[i]->name);
+        put(name, pl->items[i], pl->items[i]->data);
+        snprintf(name, sizeof name, "%sgrad.%s", prefix, pl->items[i]->name);
+        put(name, pl->items[i], pl->items[i]->grad);
+    }
+}
+
+static Tensor *input(Arena *a, Rng *rng, int B, int T, int C, const char *name) {
+    Tensor *x = tensor_new3(a, B, T, C, name);
+    rng_fill_normal(rng, x, 0, 1);
+    tensor_requires_grad(x);
+    return x;
+}
+
+/* loss = sum(y * R) with R random; writes R so that PyTorch uses the same */
+static void backward_with_R(Tape *t, Tensor *y, Rng *rng, const char *name) {
+    Tensor *R = tensor_new(t->arena, y->ndim, y->shape, "R");
+    rng_fill_normal(rng, R, 0, 1);
+    put(name, R, R->data);
+    ag_backward(t, ag_sum(t, ag_mul(t, y, R)));
+}
+
+static void mask_tensor(Arena *a, const uint8_t *m, int B, int T, const char *name) {
+    Tensor *t = tensor_new2(a, B, T, name);
+    for (int i = 0; i < B * T; i++) t->data[i] = m[i];
+    put(name, t, t->data);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s OUTPUT\n", argv[0]);
+        return 2;
+    }
+    out = fopen(argv[1], "wb");
+    if (!out) {
+        perror(argv[1]);
+        return 1;
+    }
+    Arena *params = arena_new("params", 16 << 20);
+    Tape *t = ag_tape_new(arena_new("step", 64 << 20));
+    Rng rng;
+    rng_seed(&rng, 2024);
+    int B = 2, Tq = 5, Tk = 7, C = 16, NH = 4, FF = 24;
+
+    /* 1. MultiHeadAttention: cross-attention with key padding, and causal self-attention */
+    ParamList pl;
+    nn_params_init(&pl);
+    NnBuilder b = {params, &pl, &rng};
+    MultiHeadAttention mha;
+    nn_mha_init(&mha, &b, "mha", C, NH, NH, 1, 0);
+    for (size_t i = 0; i < mha.in_proj_bias->size; i++) /* non-zero biases to compare them too */
+        mha.in_proj_bias->data[i] = (Real)(0.1 * rng_normal(&rng));
+    for (size_t i = 0; i < mha.out_proj.bias->size; i++)
+        mha.out_proj.bias->data[i] = (Real)(0.1 * rng_normal(&rng));
+    Tensor *q = input(params, &rng, B, Tq, C, "q"), *kv = input(params, &rng, B, Tk, C, "kv");
+    uint8_t kpm[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    Tensor *y = nn_mha_forward(t, &mha, q, kv, kpm, 0, NULL);
+    put("mha.q", q, q->data);
+    put("mha.kv", kv, kv->data);
+    mask_tensor(params, kpm, B, Tk, "mha.key_padding_mask");
+    put("mha.out", y, y->data);
+    put("mha.probs", mha.last_probs, mha.last_probs->data);
+    backward_with_R(t, y, &rng, "mha.R");
+    put("mha.grad.q", q, q->grad);
+    put("mha.grad.kv", kv, kv->grad);
+    put_params("", &pl);
+    nn_params_free(&pl);
+
+    /* 2. a 1+1-layer post-LN transformer (encoder, decoder, final norms), gelu off, no dropout */
+    ag_tape_reset(t);
+    ParamList tp;
+    nn_params_init(&tp);
+    b.params = &tp;
+    TransformerConfig cfg = {C, NH, NH, FF, 0.0, 1e-5, 0, NN_RELU};
+    EncoderLayer enc;
+    DecoderLayer dec;
+    LayerNorm enc_norm, dec_norm;
+    nn_encoder_layer_init(&enc, &b, "encoder.layers.0", &cfg);
+    nn_layernorm_init(&enc_norm, &b, "encoder.norm", C, 1e-5);
+    nn_decoder_layer_init(&dec, &b, "decoder.layers.0", &cfg);
+    nn_layernorm_init(&dec_norm, &b, "decoder.norm", C, 1e-5);
+    for (int i = 0; i < tp.n; i++) /* move norms and biases off 1 and 0 */
+        if (strstr(tp.items[i]->name, "norm") || strstr(tp.items[i]->name, "bias"))
+            for (size_t j = 0; j < tp.items[i]->size; j++)
+                tp.items[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
+    Tensor *src = input(params, &rng, B, Tk, C, "src"), *tgt = input(params, &rng, B, Tq, C, "tgt");
+    uint8_t src_pad[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+    uint8_t tgt_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    Tensor *mem = nn_layernorm(t, &enc_norm, nn_encoder_layer(t, &enc, src, src_pad, NULL));
+    Tensor *o = nn_layernorm(t, &dec_norm, nn_decoder_layer(t, &dec, tgt, mem, tgt_pad, src_pad, NULL));
+    put("tf.src", src, src->data);
+    put("tf.tgt", tgt, tgt->data);
+    mask_tensor(params, src_pad, B, Tk, "tf.src_key_padding_mask");
+    mask_tensor(params, tgt_pad, B, Tq, "tf.tgt_key_padding_mask");
+    put("tf.out", o, o->data);
+    backward_with_R(t, o, &rng, "tf.R");
+    put("tf.grad.src", src, src->grad);
+    put("tf.grad.tgt", tgt, tgt->grad);
+    put_params("tf.", &tp);
+    nn_params_free(&tp);
+
+    fclose(out);
+    arena_free(t->arena);
+    ag_tape_free(t);
+    arena_free(params);
+    return 0;
+}
