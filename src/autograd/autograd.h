@@ -35,6 +35,7 @@ typedef struct AgNode {
     int n_in;
     Tensor *saved;       /* an extra tensor kept for backward (row statistics, masks) */
     const int *idx;      /* integer inputs (token ids, targets), copied into the step arena */
+    const uint8_t *bytes; /* byte inputs (a key padding mask), copied into the step arena */
     double f;            /* a scalar argument (scale factor, dropout probability) */
     int i[4];            /* integer arguments (head count, ignore index, ...) */
     uint64_t key;        /* a random key (dropout) */

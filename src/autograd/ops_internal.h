@@ -22,6 +22,8 @@ Tensor *ag_out(Tape *tape, AgOp op, int ndim, const int *shape);
 AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in);
 /* A copy of n ints in the step arena (integer inputs must outlive the caller's buffer). */
 const int *ag_save_ints(Tape *tape, const int *src, size_t n);
+/* The same for n bytes (masks). */
+const uint8_t *ag_save_bytes(Tape *tape, const uint8_t *src, size_t n);
 
 /* Aborts (naming the op) when t is NULL; ops call it on every tensor argument. */
 #define AG_CHECK_TENSOR(op, t) AG_CHECK((t) != NULL, "%s: tensor argument '%s' is NULL", op, #t)

@@ -90,6 +90,12 @@ const int *ag_save_ints(Tape *tape, const int *src, size_t n) {
     return dst;
 }
 
+const uint8_t *ag_save_bytes(Tape *tape, const uint8_t *src, size_t n) {
+    uint8_t *dst = arena_alloc(tape->arena, n);
+    memcpy(dst, src, n);
+    return dst;
+}
+
 /* A zeroed gradient for a tensor that has none yet (intermediates get theirs here, lazily). */
 static void ensure_grad(Tape *tape, Tensor *t) {
     if (t->grad) return;

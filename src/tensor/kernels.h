@@ -102,4 +102,28 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy,
                           size_t N, int C);
 
+/* ---- attention and head gate (k_attention.c) ---- */
+/* One attention call's sizes and options. q (B,NH,Tq,HS); k, v (B,NKV,Tk,HS), NH % NKV == 0,
+ * query head h reads key/value head h / (NH / NKV). causal: query i sees keys
+ * j <= i + Tk - Tq. mask (B,Tk), 1 = padding key, or NULL. p: dropout on the probabilities
+ * (0 = none), element e of P kept when rng_hash(key, e) maps to a uniform >= p. */
+typedef struct KAttention {
+    int B, NH, NKV, Tq, Tk, HS;
+    int causal;
+    const uint8_t *mask;
+    double p;
+    uint64_t key;
+} KAttention;
+/* P (B,NH,Tq,Tk) = softmax(q k^T / sqrt(HS)) over the visible keys (0 elsewhere; a row with
+ * no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
+void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
+                         const KAttention *a);
+/* From the saved P. dS (B,NH,Tq,Tk) is scratch: it gets the gradient of each raw q.k dot. */
+void k_attention_backward(Real *gq, Real *gk, Real *gv, Real *dS, const Real *q, const Real *k,
+                          const Real *v, const Real *P, const Real *gy, const KAttention *a);
+/* x, y (B,NH,T,HS), gate (NH): y[b,h] = gate[h] x[b,h] */
+void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH, int T, int HS);
+void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate, const Real *gy,
+                          int B, int NH, int T, int HS);
+
 #endif

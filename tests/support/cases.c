@@ -59,6 +59,34 @@ static Tensor *b_layernorm(Tape *t, Tensor **in, const GcCase *c) {
     return ag_layernorm(t, in[0], w, c->n_in == 3 ? in[2] : NULL, 1e-5);
 }
 
+/* Key padding masks for the attention cases, (B=2, Tk), chosen by arg[1] (0 = no mask). */
+static const struct {
+    int B, Tk;
+    uint8_t m[2 * 5];
+} attn_masks[] = {
+    {0, 0, {0}},
+    /* batch 1 pads its last two keys */
+    {2, 5, {0, 0, 0, 0, 0, /**/ 0, 0, 0, 1, 1}},
+    /* left padding in batch 1: with causal, its query 0 sees only a padded key */
+    {2, 3, {0, 0, 0, /**/ 1, 0, 0}},
+    /* batch 1 is all padding: every one of its query rows has no key */
+    {2, 5, {0, 1, 0, 0, 0, /**/ 1, 1, 1, 1, 1}},
+};
+/* q, k, v = in[0..2]; arg[0] causal, arg[1] mask, arg[2] rng seed for dropout p = farg */
+static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
+    const uint8_t *mask = NULL;
+    if (c->arg[1]) {
+        AG_CHECK(attn_masks[c->arg[1]].B == in[1]->shape[0] &&
+                 attn_masks[c->arg[1]].Tk == in[1]->shape[2], "%s: mask %d does not fit k %s",
+                 c->name, c->arg[1], tensor_shape_str(in[1]));
+        mask = attn_masks[c->arg[1]].m;
+    }
+    Rng rng; /* the same key on every call, so every evaluation sees the same dropout mask */
+    rng_seed(&rng, (uint64_t)c->arg[2]);
+    return ag_attention(t, in[0], in[1], in[2], c->arg[0], mask, c->farg, &rng, NULL);
+}
+static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }
+
 #define S1(a) 1, {a}
 #define S2(a, b) 2, {a, b}
 #define S3(a, b, c) 3, {a, b, c}
@@ -105,6 +133,18 @@ static const GcCase cases[] = {
     {"layernorm (4,6) no bias", 2, {2, 1}, {{4, 6}, {6}}, b_layernorm, {0}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
+    {"attention (2,2,3,4) self", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {0}, 0, 0},
+    {"attention (2,2,3,4) cross Tk=5", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0}, 0, 0},
+    {"attention (2,2,3,4) causal", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {1}, 0, 0},
+    {"attention (1,2,2,5) causal on a cache Tk=5", 3, {4, 4, 4}, {{1, 2, 2, 5}, {1, 2, 5, 5}, {1, 2, 5, 5}}, b_attention, {1}, 0, 0},
+    {"attention (2,2,3,4) cross key padding", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 1}, 0, 0},
+    {"attention (2,2,3,4) causal + left padding", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {1, 2}, 0, 0},
+    {"attention (2,2,3,4) batch 1 fully padded", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 3}, 0, 0},
+    {"attention (2,4,3,5) grouped-query NKV=2 causal", 3, {4, 4, 4}, {{2, 4, 3, 5}, {2, 2, 3, 5}, {2, 2, 3, 5}}, b_attention, {1}, 0, 0},
+    {"attention (2,4,3,4) multi-query NKV=1 padding", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 1, 5, 4}, {2, 1, 5, 4}}, b_attention, {0, 1}, 0, 0},
+    {"attention (2,2,5,4) dropout p=0.2", 3, {4, 4, 4}, {{2, 2, 5, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 0, 7}, 0.2, 0},
+    {"attention (2,4,3,4) GQA causal padding dropout p=0.3", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {1, 1, 11}, 0.3, 0},
+    {"head_gate (2,3,4,5) gate (3)", 2, {4, 1}, {{2, 3, 4, 5}, {3}}, b_head_gate, {0}, 0, 0},
 };
 
 const GcCase *gc_cases(size_t *n) {

@@ -1,0 +1,103 @@
+/* ops_attention.c: fused scaled dot-product attention and the per-head gate; each constructor
+ * followed by its backward. Attention saves its probabilities P (before dropout): backward
+ * needs only P, the inputs, the mask (copied into the step arena) and the dropout key, as the
+ * softmax backward needs only the softmax output. The probabilities handed out through *probs
+ * are for inspection: they are not on the tape, so no gradient flows back through them.
+ * Not here: the loops (../tensor/k_attention.c). Next: gradcheck.c. */
+#include "ops_internal.h"
+
+static Real *grad_if(Tensor *t) { return t->requires_grad ? t->grad : NULL; }
+
+/* The sizes of q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS), checked; mask, dropout left unset. */
+static KAttention attention_dims(const Tensor *q, const Tensor *k, const Tensor *v) {
+    const char *op = "ag_attention";
+    AG_CHECK(q != NULL && k != NULL && v != NULL, "%s: tensor argument is NULL (q %s, k %s, v %s)",
+             op, q ? q->name : "NULL", k ? k->name : "NULL", v ? v->name : "NULL");
+    AG_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4,
+             "%s: q, k, v must be 4-D (B,heads,T,HS): q %s %s, k %s %s, v %s %s", op, q->name,
+             tensor_shape_str(q), k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
+    AG_CHECK(tensor_same_shape(k, v), "%s: k and v shapes differ: k %s %s vs v %s %s", op,
+             k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
+    AG_CHECK(q->shape[0] == k->shape[0], "%s: batch sizes differ: q %s %s vs k %s %s", op,
+             q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    AG_CHECK(q->shape[3] == k->shape[3], "%s: head sizes (HS) differ: q %s %s vs k %s %s", op,
+             q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    AG_CHECK(q->shape[1] % k->shape[1] == 0,
+             "%s: query heads (%d) must be a multiple of key/value heads (%d): q %s %s vs k %s %s",
+             op, q->shape[1], k->shape[1], q->name, tensor_shape_str(q), k->name,
+             tensor_shape_str(k));
+    KAttention a = {0};
+    a.B = q->shape[0];
+    a.NH = q->shape[1];
+    a.Tq = q->shape[2];
+    a.HS = q->shape[3];
+    a.NKV = k->shape[1];
+    a.Tk = k->shape[2];
+    return a;
+}
+
+Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
+                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
+                     Tensor **probs) {
+    AG_CHECK(tape != NULL, "ag_attention: tape is NULL");
+    KAttention a = attention_dims(q, k, v);
+    AG_CHECK(dropout_p >= 0 && dropout_p < 1,
+             "ag_attention: dropout_p = %g must be in [0, 1) (q %s %s, k %s %s)", dropout_p,
+             q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    a.causal = causal != 0;
+    a.mask = key_padding_mask;
+    if (a.mask) /* (B,Tk) of 0/1: another value means the caller passed something else */
+        for (size_t e = 0; e < (size_t)a.B * a.Tk; e++)
+            AG_CHECK(a.mask[e] <= 1, "ag_attention: key_padding_mask (%d,%d) holds %d at (%zu,%zu);"
+                     " it must be 0 (attend) or 1 (padding) (k %s %s)", a.B, a.Tk, a.mask[e],
+                     e / (size_t)a.Tk, e % (size_t)a.Tk, k->name, tensor_shape_str(k));
+    if (!tape->no_grad && dropout_p > 0) {
+        AG_CHECK(rng != NULL, "ag_attention: rng is NULL (dropout_p = %g, q %s %s)", dropout_p,
+                 q->name, tensor_shape_str(q));
+        a.p = dropout_p;
+        a.key = rng_u64(rng); /* one draw per call: the key names this call's mask */
+    }
+    Tensor *P = tensor_new(tape->arena, 4, (int[]){a.B, a.NH, a.Tq, a.Tk}, "attention_probs");
+    Tensor *y = ag_out(tape, AG_OP_ATTENTION, 4, q->shape);
+    k_attention_forward(y->data, P->data, q->data, k->data, v->data, &a);
+    AgNode *n = ag_record(tape, AG_OP_ATTENTION, y, 3, (Tensor *[]){q, k, v});
+    if (n) {
+        n->saved = P;
+        n->bytes = a.mask ? ag_save_bytes(tape, a.mask, (size_t)a.B * a.Tk) : NULL;
+        n->i[0] = a.causal;
+        n->f = a.p;
+        n->key = a.key;
+    }
+    if (probs) *probs = P;
+    return y;
+}
+void ag_attention_backward(AgNode *n) {
+    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *P = n->saved;
+    KAttention a = attention_dims(q, k, v);
+    a.causal = n->i[0];
+    a.mask = n->bytes;
+    a.p = n->f;
+    a.key = n->key;
+    Real *dS = arena_alloc(n->out->arena, P->size * sizeof(Real)); /* scratch, step arena */
+    k_attention_backward(grad_if(q), grad_if(k), grad_if(v), dS, q->data, k->data, v->data,
+                         P->data, n->out->grad, &a);
+}
+
+Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {
+    AG_CHECK(tape != NULL, "ag_head_gate: tape is NULL");
+    AG_CHECK_TENSOR("ag_head_gate", x);
+    AG_CHECK_TENSOR("ag_head_gate", gate);
+    AG_CHECK(x->ndim == 4 && gate->ndim == 1 && gate->shape[0] == x->shape[1],
+             "ag_head_gate: x must be (B,NH,T,HS) and gate (NH): x %s %s vs gate %s %s", x->name,
+             tensor_shape_str(x), gate->name, tensor_shape_str(gate));
+    Tensor *y = ag_out(tape, AG_OP_HEAD_GATE, 4, x->shape);
+    k_head_gate_forward(y->data, x->data, gate->data, x->shape[0], x->shape[1], x->shape[2],
+                        x->shape[3]);
+    ag_record(tape, AG_OP_HEAD_GATE, y, 2, (Tensor *[]){x, gate});
+    return y;
+}
+void ag_head_gate_backward(AgNode *n) {
+    Tensor *x = n->in[0], *gate = n->in[1];
+    k_head_gate_backward(grad_if(x), grad_if(gate), x->data, gate->data, n->out->grad,
+                         x->shape[0], x->shape[1], x->shape[2], x->shape[3]);
+}

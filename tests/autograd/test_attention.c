@@ -1,0 +1,413 @@
+/* test_attention.c: the fused attention and head-gate ops against independent references:
+ * the composition of plain ops (matmul_bt, scale, softmax, matmul), explicit masks, repeated
+ * key/value heads for grouped-query attention, and the incremental-decoding property of the
+ * end-aligned causal mask. Gradients against finite differences are in test_gradcheck.c (the
+ * attention rows of tests/support/cases.c). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#include "cases.h"
+
+/* ~1e-12 in double, 1e-5 in float: the same math in another order */
+#define TOL (sizeof(Real) == sizeof(double) ? 1e-12 : 1e-5)
+
+static Tensor *randn4(Arena *a, int d0, int d1, int d2, int d3, const char *name, uint64_t seed) {
+    Tensor *t = tensor_new4(a, d0, d1, d2, d3, name);
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(float)rng_normal(&rng);
+    tensor_requires_grad(t);
+    return t;
+}
+
+/* max |x - y| / max(1, |y|) over n values */
+static double max_diff(const Real *x, const Real *y, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]) / fmax(1.0, fabs((double)y[i]));
+        if (!(d <= worst)) worst = d; /* a NaN is the worst */
+    }
+    return worst;
+}
+
+static int all_finite(const Real *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite((double)x[i])) return 0;
+    return 1;
+}
+
+/* backward of loss = sum(y * R) with a fixed random R */
+static void backward_weighted(Tape *tape, Tensor *y) {
+    Tensor *R = tensor_new(tape->arena, y->ndim, y->shape, "R");
+    Rng rng;
+    rng_seed(&rng, 99);
+    for (size_t i = 0; i < R->size; i++) R->data[i] = (Real)(float)rng_normal(&rng);
+    ag_backward(tape, ag_sum(tape, ag_mul(tape, y, R)));
+}
+
+static Real *copy_grad(Arena *a, const Tensor *t) {
+    Real *g = arena_alloc(a, t->size * sizeof(Real));
+    memcpy(g, t->grad, t->size * sizeof(Real));
+    return g;
+}
+
+static void zero_grads(Tensor *q, Tensor *k, Tensor *v) {
+    tensor_zero_grad(q);
+    tensor_zero_grad(k);
+    tensor_zero_grad(v);
+}
+
+Test(ag_attention, equals_the_composition_of_plain_ops) {
+    TestEnv env = test_env_new();
+    int B = 2, NH = 2, Tq = 3, Tk = 5, HS = 4;
+    Tensor *q = randn4(env.params, B, NH, Tq, HS, "q", 1);
+    Tensor *k = randn4(env.params, B, NH, Tk, HS, "k", 2);
+    Tensor *v = randn4(env.params, B, NH, Tk, HS, "v", 3);
+
+    Tensor *P;
+    Tensor *y = ag_attention(env.tape, q, k, v, 0, NULL, 0, NULL, &P);
+    backward_weighted(env.tape, y);
+    Real *yf = arena_alloc(env.params, y->size * sizeof(Real));
+    Real *pf = arena_alloc(env.params, P->size * sizeof(Real));
+    memcpy(yf, y->data, y->size * sizeof(Real));
+    memcpy(pf, P->data, P->size * sizeof(Real));
+    Real *gq = copy_grad(env.params, q), *gk = copy_grad(env.params, k);
+    Real *gv = copy_grad(env.params, v);
+
+    ag_tape_reset(env.tape);
+    zero_grads(q, k, v);
+    Tensor *S = ag_scale(env.tape, ag_matmul_bt(env.tape, q, k), 1.0 / sqrt((double)HS));
+    Tensor *Pc = ag_softmax(env.tape, S);
+    Tensor *yc = ag_matmul(env.tape, Pc, v);
+    backward_weighted(env.tape, yc);
+
+    cr_assert(max_diff(yf, yc->data, yc->size) < TOL, "output: %g",
+              max_diff(yf, yc->data, yc->size));
+    cr_assert(max_diff(pf, Pc->data, Pc->size) < TOL, "probs: %g",
+              max_diff(pf, Pc->data, Pc->size));
+    cr_assert(max_diff(gq, q->grad, q->size) < TOL, "dq: %g", max_diff(gq, q->grad, q->size));
+    cr_assert(max_diff(gk, k->grad, k->size) < TOL, "dk: %g", max_diff(gk, k->grad, k->size));
+    cr_assert(max_diff(gv, v->grad, v->size) < TOL, "dv: %g", max_diff(gv, v->grad, v->size));
+    test_env_free(&env);
+}
+
+/* Causal self-attention (T = 4) with left padding: batch 1 pads keys 0 and 1, so its query
+ * rows 0 and 1 see no key at all. */
+enum { MB = 2, MNH = 2, MT = 4, MHS = 3 };
+static const uint8_t left_pad[MB * MT] = {0, 0, 0, 0, /**/ 1, 1, 0, 0};
+
+static int mask_visible(int b, int i, int j) { return j <= i && !left_pad[b * MT + j]; }
+
+Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, MB, MNH, MT, MHS, "q", 4);
+    Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 5);
+    Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 6);
+    Tensor *P = NULL;
+    ag_attention(env.tape, q, k, v, 1, left_pad, 0, NULL, &P);
+    cr_assert(P != NULL);
+    cr_assert(P->ndim == 4 && P->shape[0] == MB && P->shape[1] == MNH && P->shape[2] == MT &&
+              P->shape[3] == MT, "probs shape %s", tensor_shape_str(P));
+    int n_empty = 0;
+    for (int b = 0; b < MB; b++)
+        for (int h = 0; h < MNH; h++)
+            for (int i = 0; i < MT; i++) {
+                const Real *row = P->data + (((size_t)b * MNH + h) * MT + i) * MT;
+                double s = 0;
+                int any = 0;
+                for (int j = 0; j < MT; j++) {
+                    if (!mask_visible(b, i, j))
+                        cr_assert(row[j] == 0, "P[%d,%d,%d,%d] = %g is masked", b, h, i, j,
+                                  (double)row[j]);
+                    else
+                        cr_assert(row[j] > 0, "P[%d,%d,%d,%d] = %g is visible", b, h, i, j,
+                                  (double)row[j]);
+                    any |= mask_visible(b, i, j);
+                    s += (double)row[j];
+                }
+                cr_assert(fabs(s - (any ? 1.0 : 0.0)) < 10 * TOL, "row (%d,%d,%d) sums to %.17g",
+                          b, h, i, s);
+                n_empty += !any;
+            }
+    cr_assert_eq(n_empty, 2 * MNH, "batch 1 rows 0 and 1 of each head have no key");
+    test_env_free(&env);
+}
+
+Test(ag_attention, causal_upper_triangle_is_exactly_zero) {
+    TestEnv env = test_env_new();
+    int T = 5;
+    Tensor *q = randn4(env.params, 1, 3, T, 4, "q", 7);
+    Tensor *k = randn4(env.params, 1, 3, T, 4, "k", 8);
+    Tensor *v = randn4(env.params, 1, 3, T, 4, "v", 9);
+    Tensor *P;
+    ag_attention(env.tape, q, k, v, 1, NULL, 0, NULL, &P);
+    for (int h = 0; h < 3; h++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                Real p = P->data[((size_t)h * T + i) * T + j];
+                if (j > i)
+                    cr_assert(p == 0, "P[%d,%d,%d] = %g above the diagonal", h, i, j, (double)p);
+                else
+                    cr_assert(p > 0);
+            }
+    /* the first query sees only itself */
+    cr_assert(P->data[0] == 1);
+    test_env_free(&env);
+}
+
+Test(ag_attention, fully_masked_rows_give_zero_output_and_gradient_without_nan) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, MB, MNH, MT, MHS, "q", 10);
+    Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 11);
+    Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 12);
+    Tensor *P;
+    Tensor *y = ag_attention(env.tape, q, k, v, 1, left_pad, 0, NULL, &P);
+    backward_weighted(env.tape, y);
+    cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
+    cr_assert(all_finite(q->grad, q->size) && all_finite(k->grad, k->size) &&
+              all_finite(v->grad, v->size), "a gradient is not finite");
+    for (int h = 0; h < MNH; h++)
+        for (int i = 0; i < 2; i++) { /* batch 1, query rows 0 and 1 */
+            size_t row = ((size_t)(1 * MNH + h) * MT + i) * MHS;
+            for (int d = 0; d < MHS; d++) {
+                cr_assert(y->data[row + d] == 0, "output of an empty row is %g",
+                          (double)y->data[row + d]);
+                cr_assert(q->grad[row + d] == 0, "dq of an empty row is %g",
+                          (double)q->grad[row + d]);
+            }
+            /* the padded keys 0 and 1 of batch 1 receive nothing */
+            for (int j = 0; j < 2; j++) {
+                size_t kr = ((size_t)(1 * MNH + h) * MT + j) * MHS;
+                for (int d = 0; d < MHS; d++)
+                    cr_assert(k->grad[kr + d] == 0 && v->grad[kr + d] == 0);
+            }
+        }
+    /* the other rows do get gradients */
+    double other = 0;
+    for (size_t e = 0; e < q->size; e++) other = fmax(other, fabs((double)q->grad[e]));
+    cr_assert(other > 0);
+    test_env_free(&env);
+}
+
+/* Grouped-query attention equals plain multi-head attention with each key/value head repeated
+ * for the query heads of its group; the gradient of a shared head is the sum over its copies. */
+static void check_gqa_against_repeated(int NKV) {
+    TestEnv env = test_env_new();
+    int B = 2, NH = 4, Tq = 3, Tk = 5, HS = 4, group = NH / NKV;
+    static const uint8_t pad[2 * 5] = {0, 0, 0, 0, 0, /**/ 0, 0, 1, 0, 1};
+    Tensor *q = randn4(env.params, B, NH, Tq, HS, "q", 13);
+    Tensor *k = randn4(env.params, B, NKV, Tk, HS, "k", 14);
+    Tensor *v = randn4(env.params, B, NKV, Tk, HS, "v", 15);
+    Tensor *kr = randn4(env.params, B, NH, Tk, HS, "k_repeated", 0);
+    Tensor *vr = randn4(env.params, B, NH, Tk, HS, "v_repeated", 0);
+    size_t blk = (size_t)Tk * HS;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t src = ((size_t)b * NKV + h / group) * blk, dst = ((size_t)b * NH + h) * blk;
+            memcpy(kr->data + dst, k->data + src, blk * sizeof(Real));
+            memcpy(vr->data + dst, v->data + src, blk * sizeof(Real));
+        }
+    Tensor *y = ag_attention(env.tape, q, k, v, 1, pad, 0, NULL, NULL);
+    backward_weighted(env.tape, y);
+    Real *yg = arena_alloc(env.params, y->size * sizeof(Real));
+    memcpy(yg, y->data, y->size * sizeof(Real));
+    Real *gq = copy_grad(env.params, q);
+
+    ag_tape_reset(env.tape);
+    tensor_zero_grad(q);
+    Tensor *yr = ag_attention(env.tape, q, kr, vr, 1, pad, 0, NULL, NULL);
+    backward_weighted(env.tape, yr);
+    cr_assert(max_diff(yg, yr->data, y->size) < TOL, "NKV=%d output: %g", NKV,
+              max_diff(yg, yr->data, y->size));
+    cr_assert(max_diff(gq, q->grad, q->size) < TOL, "NKV=%d dq", NKV);
+    /* dk of a shared head = the sum of its copies' dk, in head order */
+    Real *sk = arena_alloc(env.params, k->size * sizeof(Real));
+    Real *sv = arena_alloc(env.params, v->size * sizeof(Real));
+    memset(sk, 0, k->size * sizeof(Real));
+    memset(sv, 0, v->size * sizeof(Real));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t dst = ((size_t)b * NKV + h / group) * blk, src = ((size_t)b * NH + h) * blk;
+            for (size_t e = 0; e < blk; e++) {
+                sk[dst + e] += kr->grad[src + e];
+                sv[dst + e] += vr->grad[src + e];
+            }
+        }
+    cr_assert(max_diff(k->grad, sk, k->size) < 10 * TOL, "NKV=%d dk: %g", NKV,
+              max_diff(k->grad, sk, k->size));
+    cr_assert(max_diff(v->grad, sv, v->size) < 10 * TOL, "NKV=%d dv: %g", NKV,
+              max_diff(v->grad, sv, v->size));
+    double gmax = 0;
+    for (size_t e = 0; e < k->size; e++) gmax = fmax(gmax, fabs((double)k->grad[e]));
+    cr_assert(gmax > 0);
+    test_env_free(&env);
+}
+
+Test(ag_attention, multi_query_equals_mha_with_repeated_kv_heads) {
+    check_gqa_against_repeated(1);
+}
+Test(ag_attention, grouped_query_equals_mha_with_repeated_kv_heads) {
+    check_gqa_against_repeated(2);
+}
+
+Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, 2, 2, 3, 4, "q", 16);
+    Tensor *k = randn4(env.params, 2, 2, 3, 4, "k", 17);
+    Tensor *v = randn4(env.params, 2, 2, 3, 4, "v", 18);
+    Tensor *P0;
+    Tensor *y0 = ag_attention(env.tape, q, k, v, 1, NULL, 0, NULL, &P0);
+    int nodes = env.tape->n_nodes;
+    cr_assert_eq(nodes, 1);
+
+    int prev = ag_no_grad(env.tape, 1);
+    Rng rng;
+    rng_seed(&rng, 5);
+    Tensor *P = NULL;
+    Tensor *y = ag_attention(env.tape, q, k, v, 1, NULL, 0.5, &rng, &P);
+    ag_no_grad(env.tape, prev);
+    cr_assert_eq(env.tape->n_nodes, nodes, "no-grad mode recorded a node");
+    cr_assert(P != NULL && P != P0);
+    cr_assert(memcmp(P->data, P0->data, P->size * sizeof(Real)) == 0);
+    cr_assert(memcmp(y->data, y0->data, y->size * sizeof(Real)) == 0,
+              "dropout must be the identity in no-grad mode");
+    test_env_free(&env);
+}
+
+Test(ag_attention, dropout_zeroes_or_rescales_each_probability) {
+    TestEnv env = test_env_new();
+    int B = 2, NH = 2, T = 8, HS = 8; /* v = identity rows, so y = dropout(P) exactly */
+    Tensor *q = randn4(env.params, B, NH, T, HS, "q", 19);
+    Tensor *k = randn4(env.params, B, NH, T, HS, "k", 20);
+    Tensor *v = randn4(env.params, B, NH, T, HS, "v", 21);
+    for (size_t r = 0; r < (size_t)B * NH * T; r++)
+        for (int d = 0; d < HS; d++) v->data[r * HS + d] = (Real)((size_t)d == r % T);
+    Rng rng;
+    rng_seed(&rng, 3);
+    Tensor *P;
+    double p = 0.5;
+    Tensor *y = ag_attention(env.tape, q, k, v, 0, NULL, p, &rng, &P);
+    size_t dropped = 0;
+    for (size_t e = 0; e < P->size; e++) {
+        if (y->data[e] == 0) {
+            dropped++;
+        } else {
+            Real want = P->data[e] * (Real)(1.0 / (1.0 - p));
+            cr_assert(fabs((double)(y->data[e] - want)) <=
+                          4 * TOL * fmax(1.0, fabs((double)want)),
+                      "kept element %zu: %g, want %g", e, (double)y->data[e], (double)want);
+        }
+    }
+    /* 256 draws at p = 0.5: far outside [80, 176] only with a broken mask */
+    cr_assert(dropped > 80 && dropped < 176, "%zu of %zu dropped at p = 0.5", dropped, P->size);
+    /* the same rng state gives the same mask; the next draw another one */
+    Rng again;
+    rng_seed(&again, 3);
+    Tensor *y2 = ag_attention(env.tape, q, k, v, 0, NULL, p, &again, NULL);
+    cr_assert(memcmp(y->data, y2->data, y->size * sizeof(Real)) == 0);
+    Tensor *y3 = ag_attention(env.tape, q, k, v, 0, NULL, p, &again, NULL);
+    cr_assert(memcmp(y->data, y3->data, y->size * sizeof(Real)) != 0);
+    test_env_free(&env);
+}
+
+/* Decoding one token at a time: query t against the first t+1 keys and values (the cache) gives
+ * row t of the full causal computation, and so do the last m queries against all keys. */
+Test(ag_attention, causal_query_on_a_cache_equals_the_last_rows_of_the_full_pass) {
+    TestEnv env = test_env_new();
+    int NH = 2, T = 6, HS = 4;
+    Tensor *q = randn4(env.params, 1, NH, T, HS, "q", 22);
+    Tensor *k = randn4(env.params, 1, NH, T, HS, "k", 23);
+    Tensor *v = randn4(env.params, 1, NH, T, HS, "v", 24);
+    Tensor *y = ag_attention(env.tape, q, k, v, 1, NULL, 0, NULL, NULL);
+    ag_no_grad(env.tape, 1);
+    for (int t = 0; t < T; t++) { /* query t, cache of t+1 keys */
+        Tensor *qt = tensor_new4(env.tape->arena, 1, NH, 1, HS, "q_t");
+        Tensor *kc = tensor_new4(env.tape->arena, 1, NH, t + 1, HS, "k_cache");
+        Tensor *vc = tensor_new4(env.tape->arena, 1, NH, t + 1, HS, "v_cache");
+        for (int h = 0; h < NH; h++) {
+            memcpy(qt->data + (size_t)h * HS, q->data + ((size_t)h * T + t) * HS,
+                   (size_t)HS * sizeof(Real));
+            memcpy(kc->data + (size_t)h * (t + 1) * HS, k->data + (size_t)h * T * HS,
+                   (size_t)(t + 1) * HS * sizeof(Real));
+            memcpy(vc->data + (size_t)h * (t + 1) * HS, v->data + (size_t)h * T * HS,
+                   (size_t)(t + 1) * HS * sizeof(Real));
+        }
+        Tensor *yt = ag_attention(env.tape, qt, kc, vc, 1, NULL, 0, NULL, NULL);
+        for (int h = 0; h < NH; h++)
+            cr_assert(max_diff(yt->data + (size_t)h * HS, y->data + ((size_t)h * T + t) * HS,
+                               (size_t)HS) < TOL, "step %d head %d", t, h);
+    }
+    for (int m = 1; m <= 3; m++) { /* the last m queries against every key */
+        Tensor *qm = tensor_new4(env.tape->arena, 1, NH, m, HS, "q_last");
+        for (int h = 0; h < NH; h++)
+            memcpy(qm->data + (size_t)h * m * HS, q->data + ((size_t)h * T + T - m) * HS,
+                   (size_t)m * HS * sizeof(Real));
+        Tensor *ym = ag_attention(env.tape, qm, k, v, 1, NULL, 0, NULL, NULL);
+        for (int h = 0; h < NH; h++)
+            cr_assert(max_diff(ym->data + (size_t)h * m * HS,
+                               y->data + ((size_t)h * T + T - m) * HS, (size_t)m * HS) < TOL,
+                      "last %d rows, head %d", m, h);
+    }
+    test_env_free(&env);
+}
+
+Test(ag_head_gate, scales_each_head_by_its_gate) {
+    TestEnv env = test_env_new();
+    Tensor *x = randn4(env.params, 2, 3, 4, 5, "x", 25);
+    Tensor *g = tensor_new1(env.params, 3, "gate");
+    g->data[0] = 0.5;
+    g->data[1] = 0;
+    g->data[2] = -2;
+    Tensor *y = ag_head_gate(env.tape, x, g);
+    for (size_t e = 0; e < x->size; e++) {
+        int h = (int)(e / 20 % 3);
+        cr_assert(y->data[e] == g->data[h] * x->data[e]);
+    }
+    test_env_free(&env);
+}
+
+/* ---- misuse aborts ---- */
+static void attention_of(int q1, int q3, int k0, int k1, int v2, int causal, const uint8_t *mask,
+                         double p, int with_rng) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, 2, q1, 3, q3, "q", 1);
+    Tensor *k = randn4(env.params, k0, k1, 5, 4, "k", 2);
+    Tensor *v = randn4(env.params, k0, k1, v2, 4, "v", 3);
+    Rng rng;
+    rng_seed(&rng, 1);
+    ag_attention(env.tape, q, k, v, causal, mask, p, with_rng ? &rng : NULL, NULL);
+    test_env_free(&env); /* not reached when the call aborts */
+}
+
+Test(ag_attention, accepts_valid_arguments) { attention_of(4, 4, 2, 2, 5, 1, NULL, 0.1, 1); }
+Test(ag_attention, aborts_on_head_size_mismatch, .signal = SIGABRT) {
+    attention_of(2, 3, 2, 2, 5, 0, NULL, 0, 1);
+}
+Test(ag_attention, aborts_on_batch_mismatch, .signal = SIGABRT) {
+    attention_of(2, 4, 3, 2, 5, 0, NULL, 0, 1);
+}
+Test(ag_attention, aborts_when_k_and_v_differ, .signal = SIGABRT) {
+    attention_of(2, 4, 2, 2, 4, 0, NULL, 0, 1);
+}
+Test(ag_attention, aborts_when_heads_are_not_a_multiple_of_kv_heads, .signal = SIGABRT) {
+    attention_of(3, 4, 2, 2, 5, 0, NULL, 0, 1);
+}
+Test(ag_attention, aborts_on_dropout_p_of_one, .signal = SIGABRT) {
+    attention_of(2, 4, 2, 2, 5, 0, NULL, 1.0, 1);
+}
+Test(ag_attention, aborts_on_dropout_without_rng, .signal = SIGABRT) {
+    attention_of(2, 4, 2, 2, 5, 0, NULL, 0.1, 0);
+}
+Test(ag_attention, aborts_on_a_mask_value_other_than_0_or_1, .signal = SIGABRT) {
+    static const uint8_t bad[2 * 5] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
+    attention_of(2, 4, 2, 2, 5, 0, bad, 0, 1);
+}
+Test(ag_head_gate, aborts_when_gate_size_differs_from_heads, .signal = SIGABRT) {
+    TestEnv env = test_env_new();
+    Tensor *x = randn4(env.params, 2, 3, 4, 5, "x", 1);
+    Tensor *g = tensor_new1(env.params, 4, "gate");
+    ag_head_gate(env.tape, x, g);
+    test_env_free(&env);
+}
