@@ -2,17 +2,14 @@
  * parameter names and shapes as in PyTorch's state_dict, and misuse of module constructors. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 
 #include "cases.h"
 
-#ifdef AG_REAL_DOUBLE
+/* module gradient checks: double build, eps 1e-6, tolerance 1e-6 (see README) */
 #define EPS 1e-6
 #define TOL 1e-6
-#else
-#define EPS 1e-2
-#define TOL 5e-2
-#endif
 
 /* Everything a module check needs: a parameter arena and list, an rng, a tape. */
 typedef struct {
@@ -51,6 +48,7 @@ static Tensor *env_input(ModEnv *e, int ndim, const int *shape) {
 /* Checks d(sum(out * R))/d(every input and every parameter) against central differences.
  * Parameters that are constant (LayerNorm weight 1, biases 0) are perturbed first so that no
  * symmetry hides a wrong term. */
+#ifdef AG_REAL_DOUBLE
 static void check(ModEnv *e, AgGradcheckFn fn, void *ctx, const char *what) {
     int n = 0;
     for (int i = 0; i < e->n_inputs; i++) e->inputs[n++] = e->inputs[i];
@@ -66,6 +64,7 @@ static void check(ModEnv *e, AgGradcheckFn fn, void *ctx, const char *what) {
               r.index, r.analytic, r.numeric, r.max_abs_grad);
     cr_log_info("%s: %zu elements, worst error %.2g", what, r.n_checked, r.max_err);
 }
+#endif
 
 /* ---- Linear, LayerNorm, Embedding, positions, feed-forward ---- */
 
@@ -80,14 +79,17 @@ typedef struct {
     EncoderLayer enc;
     DecoderLayer dec;
     const uint8_t *pad, *mem_pad;
-    int causal, ids[64], B, T;
+    int causal, self, ids[64], B, T;
     uint64_t seed;
 } Ctx;
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_linear(Tape *t, Tensor **in, void *ctx) {
     return nn_linear(t, &((Ctx *)ctx)->lin, in[0]);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_linear, grad_matches_finite_differences_with_and_without_bias) {
     for (int bias = 0; bias <= 1; bias++) {
         ModEnv e;
@@ -99,6 +101,7 @@ Test(nn_linear, grad_matches_finite_differences_with_and_without_bias) {
         env_free(&e);
     }
 }
+#endif
 
 Test(nn_linear, init_is_uniform_within_one_over_sqrt_in) {
     ModEnv e;
@@ -113,10 +116,13 @@ Test(nn_linear, init_is_uniform_within_one_over_sqrt_in) {
     env_free(&e);
 }
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_layernorm(Tape *t, Tensor **in, void *ctx) {
     return nn_layernorm(t, &((Ctx *)ctx)->ln, in[0]);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_layernorm, grad_matches_finite_differences) {
     ModEnv e;
     env_init(&e);
@@ -126,13 +132,17 @@ Test(nn_layernorm, grad_matches_finite_differences) {
     check(&e, f_layernorm, &c, "layernorm");
     env_free(&e);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_embed_pos(Tape *t, Tensor **in, void *ctx) {
     (void)in;
     Ctx *c = ctx;
     return nn_positional(t, &c->pe, nn_embedding(t, &c->emb, c->ids, c->B, c->T), 1);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_embedding, embedding_and_learned_positions_grad_match) {
     ModEnv e;
     env_init(&e);
@@ -143,6 +153,7 @@ Test(nn_embedding, embedding_and_learned_positions_grad_match) {
     check(&e, f_embed_pos, &c, "embedding + learned positions");
     env_free(&e);
 }
+#endif
 
 Test(nn_positional, sinusoidal_table_matches_the_formula) {
     ModEnv e;
@@ -159,13 +170,16 @@ Test(nn_positional, sinusoidal_table_matches_the_formula) {
     env_free(&e);
 }
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_ffn(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
     return nn_ffn(t, &c->ffn, in[0], &rng);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_ffn, relu_gelu_and_dropout_grad_match) {
     for (int v = 0; v < 3; v++) {
         ModEnv e;
@@ -179,15 +193,18 @@ Test(nn_ffn, relu_gelu_and_dropout_grad_match) {
         env_free(&e);
     }
 }
+#endif
 
 /* ---- multi-head attention ---- */
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_mha(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
-    return nn_mha_forward(t, &c->mha, in[0], in[1], c->pad, c->causal, &rng);
+    return nn_mha_forward(t, &c->mha, in[0], c->self ? in[0] : in[1], c->pad, c->causal, &rng);
 }
+#endif
 
 typedef struct {
     const char *name;
@@ -195,6 +212,7 @@ typedef struct {
     double dropout;
 } MhaCase;
 
+#ifdef AG_REAL_DOUBLE
 static const MhaCase mha_cases[] = {
     {"self-attention", 2, 4, 4, 8, 2, 2, 0, 0, 1, 0, 0},
     {"cross-attention Tq 3 != Tk 5", 2, 3, 5, 8, 2, 2, 0, 0, 0, 0, 0},
@@ -205,7 +223,9 @@ static const MhaCase mha_cases[] = {
     {"head gates", 2, 3, 4, 8, 2, 2, 0, 1, 0, 1, 0},
     {"attention dropout", 2, 4, 4, 8, 2, 2, 0, 0, 1, 0, 0.2},
 };
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
     /* key padding: pad 1 masks the last key of batch 1; pad 2 masks every key of batch 1 */
     static const uint8_t pad1[2][5] = {{0, 0, 0, 0, 0}, {0, 0, 0, 1, 1}};
@@ -214,7 +234,7 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
         const MhaCase *mc = &mha_cases[k];
         ModEnv e;
         env_init(&e);
-        Ctx c = {.e = &e, .causal = mc->causal, .seed = 9};
+        Ctx c = {.e = &e, .causal = mc->causal, .self = mc->self, .seed = 9};
         uint8_t pad[2 * 5];
         for (int b = 0; b < mc->B; b++)
             for (int j = 0; j < mc->Tk; j++)
@@ -238,6 +258,7 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
         env_free(&e);
     }
 }
+#endif
 
 Test(nn_mha, parameters_are_named_like_pytorch) {
     ModEnv e;
@@ -294,20 +315,25 @@ Test(nn_mha, aborts_when_kv_heads_do_not_divide_heads, .signal = SIGABRT) {
 
 /* ---- transformer layers and the seq2seq model ---- */
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_enc(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
     return nn_encoder_layer(t, &c->enc, in[0], c->pad, &rng);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_dec(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
     return nn_decoder_layer(t, &c->dec, in[0], in[1], c->pad, c->mem_pad, &rng);
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
     static const uint8_t tgt_pad[2 * 4] = {0, 0, 0, 0, 0, 0, 0, 1};
     static const uint8_t src_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
@@ -330,12 +356,14 @@ Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
         env_free(&e);
     }
 }
+#endif
 
 typedef struct {
     Seq2Seq *m;
     int src[2 * 5], tgt_in[2 * 4], tgt_out[2 * 4];
 } S2SCtx;
 
+#ifdef AG_REAL_DOUBLE
 static Tensor *f_s2s(Tape *t, Tensor **in, void *ctx) {
     (void)in;
     S2SCtx *c = ctx;
@@ -344,7 +372,9 @@ static Tensor *f_s2s(Tape *t, Tensor **in, void *ctx) {
     Tensor *loss = nn_seq2seq_loss(t, c->m, c->src, 5, c->tgt_in, c->tgt_out, 2, 4, &rng);
     return ag_reshape(t, loss, 1, (int[]){1});
 }
+#endif
 
+#ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_seq2seq, whole_loss_grad_matches_finite_differences) {
     for (int variant = 0; variant < 2; variant++) {
         Seq2SeqConfig cfg = nn_seq2seq_default_config(7, 6, 8, 2, 1);
@@ -381,6 +411,7 @@ Test(nn_seq2seq, whole_loss_grad_matches_finite_differences) {
         arena_free(a);
     }
 }
+#endif
 
 Test(nn_seq2seq, parameter_names_match_torch_nn_transformer) {
     Seq2SeqConfig cfg = nn_seq2seq_default_config(10, 11, 16, 4, 1);
