@@ -5,7 +5,9 @@
 #   make DEBUG=1 test       with AddressSanitizer and UndefinedBehaviorSanitizer
 #   make REAL=double        the double build (in build/double)
 #   make install PREFIX=... static and shared library, headers, pkg-config file
-#   make format             clang-format every source file
+#   make test-install       installs into a temporary prefix and builds a program against it
+#   make format             clang-format every source file (format-check: only report)
+#   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
 
@@ -64,9 +66,16 @@ HEADERS := src/attograd.h $(sort $(wildcard src/*/*.h src/*/*.def))
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_LIB_SRC := $(sort $(wildcard tests/support/*.c))
 TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o) $(TEST_LIB_SRC:%.c=$(B)/obj/%.o)
+# every examples/NAME.c is one program, build/.../examples/NAME
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
+FORMAT_SRC = $(sort $(wildcard src/*.h src/*/*.c src/*/*.h tests/*/*.c tests/*/*.h examples/*.c \
+                               examples/*.h))
+VERSION := $(shell sed -n 's/^\#define ATTOGRAD_VERSION "\(.*\)"/\1/p' src/attograd.h)
 
-.PHONY: all lib test test-one test-torch deps-test install uninstall format clean help
-all: lib
+.PHONY: all lib examples test test-one test-torch deps-test install uninstall test-install \
+        format format-check clean help
+all: lib examples
 
 lib: $(B)/libattograd.a $(B)/libattograd.so
 
@@ -81,6 +90,14 @@ $(B)/libattograd.a: $(LIB_OBJ)
 
 $(B)/libattograd.so: $(LIB_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- examples: linked against the static library ----
+examples: $(EXAMPLES)
+.SECONDARY: $(EXAMPLE_SRC:%.c=$(B)/obj/%.o)
+
+$(B)/examples/%: $(B)/obj/examples/%.o $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(B)/libattograd.a $(LDLIBS)
 
 # ---- tests ----
 $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a
@@ -109,31 +126,72 @@ test: deps-test
 test-torch: $(B)/tests/torch_dump
 	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
 
-test-one: $(B)/tests/run_tests $(B)/tests/dump_cases
+# the examples are built too, so that a change that breaks them fails the suite
+test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
 	OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
 	    $(B)/tests/run_tests -j2 --short-filename
 
 # ---- install ----
+# Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
+# in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
+# PREFIX/lib/pkgconfig/attograd.pc. DESTDIR is prepended to every path (for packagers).
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+INCDIR := $(DESTDIR)$(PREFIX)/include/attograd
+PC_CFLAGS := $(if $(filter double,$(REAL)),-DAG_REAL_DOUBLE)
+PC_LIBS_PRIVATE := $(if $(filter 1,$(OMP)),-fopenmp )-lm
+
+ifeq ($(DEBUG),1)
+ifneq ($(filter install test-install,$(MAKECMDGOALS)),)
+$(error make install installs a release build: run it without DEBUG=1)
+endif
+endif
 install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
-	install -m 644 $(B)/libattograd.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/libattograd.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 src/attograd.h $(DESTDIR)$(PREFIX)/include/attograd/
-	for d in $(sort $(dir $(wildcard src/*/*.h))); do \
-	    install -d $(DESTDIR)$(PREFIX)/include/attograd/$${d#src/}; \
-	    install -m 644 $$d*.h $(wildcard $$d*.def) $(DESTDIR)$(PREFIX)/include/attograd/$${d#src/}; \
+	install -d "$(LIBDIR)/pkgconfig" "$(INCDIR)"
+	install -m 644 $(B)/libattograd.a "$(LIBDIR)/"
+	install -m 755 $(B)/libattograd.so "$(LIBDIR)/"
+	for f in $(HEADERS); do \
+	    d="$(INCDIR)/$$(dirname $${f#src/})"; \
+	    install -d "$$d" && install -m 644 $$f "$$d/" || exit 1; \
 	done
-	sed -e 's|@PREFIX@|$(PREFIX)|' \
-	    -e 's|@CFLAGS@|$(if $(filter double,$(REAL)),-DAG_REAL_DOUBLE)|' \
-	    -e 's|@LIBS_PRIVATE@|$(if $(filter 1,$(OMP)),-fopenmp) -lm|' \
-	    attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CFLAGS@|$(PC_CFLAGS)|' \
+	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' attograd.pc.in > "$(LIBDIR)/pkgconfig/attograd.pc"
 
 uninstall:
-	rm -rf $(DESTDIR)$(PREFIX)/include/attograd $(DESTDIR)$(PREFIX)/lib/libattograd.a \
-	       $(DESTDIR)$(PREFIX)/lib/libattograd.so $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	rm -rf "$(INCDIR)"
+	rm -f "$(LIBDIR)/libattograd.a" "$(LIBDIR)/libattograd.so" "$(LIBDIR)/pkgconfig/attograd.pc"
 
+# Installs into a temporary prefix, then builds and runs a program outside the tree with
+# pkg-config, linked statically and dynamically (tests/install/test_install.sh).
+test-install: deps-test
+	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) bash tests/install/test_install.sh
+
+# ---- formatting (.clang-format) ----
 format:
-	clang-format -i $(LIB_SRC) $(filter %.h,$(HEADERS)) $(wildcard tests/*/*.c tests/*/*.h examples/*.c)
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRC)
 
 clean:
 	rm -rf build
+
+help:
+	@echo 'attograd targets:'
+	@echo '  make                 the library ($(B)/libattograd.a, .so) and examples ($(B)/examples/)'
+	@echo '  make test            the test suite: double then float build, OMP_NUM_THREADS=$(THREADS)'
+	@echo '  make examples        only the programs in examples/'
+	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
+	@echo '  make uninstall       removes what make install put in PREFIX'
+	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
+	@echo '  make format          clang-format -i on src, tests and examples'
+	@echo '  make format-check    reports files clang-format would change, changes nothing'
+	@echo '  make clean           removes build/'
+	@echo 'variables (current value):'
+	@echo '  REAL=float|double    scalar type ($(REAL))'
+	@echo '  OMP=1|0              OpenMP on or off ($(OMP))'
+	@echo '  DEBUG=0|1            1: -O1, AddressSanitizer, UBSan, NaN-filled arenas ($(DEBUG))'
+	@echo '  ARCH=...             passed to -march= ($(ARCH))'
+	@echo '  PREFIX=...           install prefix ($(PREFIX))'
+	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
+	@echo '  CI=true              warnings are errors'
+	@echo 'each configuration builds in its own folder; this one is $(B)/'

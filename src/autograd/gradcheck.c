@@ -5,7 +5,7 @@
  * with the step measured after rounding to Real. The error of an element is
  * |analytic - numeric| / max(1, |analytic|, |numeric|): relative for large gradients, absolute
  * for small ones, so a gradient near zero does not blow up the measure.
- * Not here: the test cases (tests/autograd/cases_*.c). */
+ * Not here: the test cases (tests/support/cases.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
