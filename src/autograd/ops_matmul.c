@@ -13,7 +13,8 @@ typedef struct {
 } MatmulDims;
 
 static MatmulDims matmul_dims(const char *op, const Tensor *a, const Tensor *b, int bt) {
-    AG_CHECK(a != NULL && b != NULL, "%s: tensor argument is NULL", op);
+    AG_CHECK(a != NULL && b != NULL, "%s: tensor argument '%s' is NULL (other argument: %s %s)",
+             op, a ? "b" : "a", a ? a->name : b ? b->name : "NULL", tensor_shape_str(a ? a : b));
     AG_CHECK(a->ndim >= 2 && b->ndim >= 2, "%s: both operands need 2 or more dims: %s %s vs %s %s",
              op, a->name, tensor_shape_str(a), b->name, tensor_shape_str(b));
     MatmulDims d;

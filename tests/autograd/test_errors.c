@@ -1,0 +1,416 @@
+/* test_errors.c: every check of every ag_ op, misused on purpose. Each row of the table below
+ * runs one misuse in a child process (tests/support/expect_abort.h) and asserts that the child
+ * died by SIGABRT and that stderr reads "<file>.c:<line>: ag_<op>: ..." with the shapes (and ids,
+ * sizes, p) the row lists. The rows run as one parameterized test per op; an op of ops.def
+ * without rows here fails it (add rows when you add an op).
+ * Not here: misuse of the tape itself (test_tape.c) and of arenas and tensors
+ * (tests/tensor/test_arena.c). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "expect_abort.h"
+
+/* ---- the misuse cases. Each gets a fresh tape; tensors live in the tape's step arena. ---- */
+
+/* a zeroed tensor of up to 4 dims (ndim 0 is a scalar), named for the message */
+static Tensor *mk(Tape *tp, const char *name, int ndim, int d0, int d1, int d2, int d3) {
+    Tensor *t = tensor_zeros(tp->arena, ndim, (int[]){d0, d1, d2, d3}, name);
+    tensor_requires_grad(t);
+    return t;
+}
+#define T0(n) mk(tp, n, 0, 1, 1, 1, 1)
+#define T1(n, a) mk(tp, n, 1, a, 1, 1, 1)
+#define T2(n, a, b) mk(tp, n, 2, a, b, 1, 1)
+#define T3(n, a, b, c) mk(tp, n, 3, a, b, c, 1)
+#define T4(n, a, b, c, d) mk(tp, n, 4, a, b, c, d)
+
+/* elementwise: add, sub, mul share one check */
+static void add_shapes(Tape *tp) { ag_add(tp, T2("lhs", 2, 3), T2("rhs", 3, 2)); }
+static void add_ranks(Tape *tp) { ag_add(tp, T1("lhs", 6), T2("rhs", 2, 3)); }
+static void add_null(Tape *tp) { ag_add(tp, T2("lhs", 2, 3), NULL); }
+static void add_tape(Tape *tp) { ag_add(NULL, T2("lhs", 2, 3), T2("rhs", 2, 3)); }
+static void sub_shapes(Tape *tp) { ag_sub(tp, T3("lhs", 2, 4, 8), T3("rhs", 2, 8, 4)); }
+static void sub_null(Tape *tp) { ag_sub(tp, NULL, T2("rhs", 2, 3)); }
+static void sub_tape(Tape *tp) { ag_sub(NULL, T2("lhs", 2, 3), T2("rhs", 2, 3)); }
+static void mul_shapes(Tape *tp) { ag_mul(tp, T1("lhs", 5), T1("rhs", 4)); }
+static void mul_null(Tape *tp) { ag_mul(tp, T1("lhs", 5), NULL); }
+static void mul_tape(Tape *tp) { ag_mul(NULL, T1("lhs", 5), T1("rhs", 5)); }
+
+static void add_bias_len(Tape *tp) { ag_add_bias(tp, T3("x", 2, 3, 5), T1("bias", 4)); }
+static void add_bias_rank(Tape *tp) { ag_add_bias(tp, T2("x", 2, 5), T2("bias", 1, 5)); }
+static void add_bias_scalar_x(Tape *tp) { ag_add_bias(tp, T0("x"), T1("bias", 1)); }
+static void add_bias_null_x(Tape *tp) { ag_add_bias(tp, NULL, T1("bias", 5)); }
+static void add_bias_null_bias(Tape *tp) { ag_add_bias(tp, T2("x", 2, 5), NULL); }
+static void add_bias_tape(Tape *tp) { ag_add_bias(NULL, T2("x", 2, 5), T1("bias", 5)); }
+
+static void scale_null(Tape *tp) { ag_scale(tp, NULL, 2.0); }
+static void scale_tape(Tape *tp) { ag_scale(NULL, T1("x", 3), 2.0); }
+static void relu_null(Tape *tp) { ag_relu(tp, NULL); }
+static void relu_tape(Tape *tp) { ag_relu(NULL, T1("x", 3)); }
+static void gelu_null(Tape *tp) { ag_gelu(tp, NULL); }
+static void gelu_tape(Tape *tp) { ag_gelu(NULL, T1("x", 3)); }
+
+static void dropout_p(Tape *tp, double p) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    ag_dropout(tp, T2("x", 3, 4), p, &rng);
+}
+static void dropout_negative(Tape *tp) { dropout_p(tp, -0.25); }
+static void dropout_one(Tape *tp) { dropout_p(tp, 1.0); }
+static void dropout_above_one(Tape *tp) { dropout_p(tp, 1.5); }
+static void dropout_nan(Tape *tp) { dropout_p(tp, NAN); }
+/* the range check comes before the no-grad shortcut, so evaluation code is checked too */
+static void dropout_one_no_grad(Tape *tp) {
+    ag_no_grad(tp, 1);
+    dropout_p(tp, 1.0);
+}
+static void dropout_null_rng(Tape *tp) { ag_dropout(tp, T2("x", 3, 4), 0.5, NULL); }
+static void dropout_null(Tape *tp) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    ag_dropout(tp, NULL, 0.5, &rng);
+}
+static void dropout_tape(Tape *tp) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    ag_dropout(NULL, T2("x", 3, 4), 0.5, &rng);
+}
+
+/* matrix products and layout */
+static void matmul_inner(Tape *tp) { ag_matmul(tp, T3("q", 2, 4, 8), T3("k", 2, 5, 8)); }
+static void matmul_inner_2d(Tape *tp) { ag_matmul(tp, T2("a", 3, 4), T2("b", 5, 6)); }
+static void matmul_batch(Tape *tp) { ag_matmul(tp, T3("a", 2, 4, 8), T3("b", 3, 8, 5)); }
+static void matmul_batch_rank(Tape *tp) { ag_matmul(tp, T4("a", 2, 3, 4, 8), T3("b", 2, 8, 5)); }
+static void matmul_rank_a(Tape *tp) { ag_matmul(tp, T1("a", 8), T2("b", 8, 5)); }
+static void matmul_rank_b(Tape *tp) { ag_matmul(tp, T2("a", 3, 8), T1("b", 8)); }
+static void matmul_null_a(Tape *tp) { ag_matmul(tp, NULL, T2("b", 8, 5)); }
+static void matmul_null_b(Tape *tp) { ag_matmul(tp, T2("a", 3, 8), NULL); }
+static void matmul_tape(Tape *tp) { ag_matmul(NULL, T2("a", 3, 8), T2("b", 8, 5)); }
+
+static void matmul_bt_inner(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), T2("k", 5, 7)); }
+static void matmul_bt_batch(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), T3("k", 3, 5, 8)); }
+static void matmul_bt_rank(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), T1("k", 8)); }
+static void matmul_bt_null(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), NULL); }
+static void matmul_bt_tape(Tape *tp) { ag_matmul_bt(NULL, T2("q", 4, 8), T2("k", 5, 8)); }
+
+static void transpose_rank(Tape *tp) { ag_transpose(tp, T1("x", 5)); }
+static void transpose_scalar(Tape *tp) { ag_transpose(tp, T0("x")); }
+static void transpose_null(Tape *tp) { ag_transpose(tp, NULL); }
+static void transpose_tape(Tape *tp) { ag_transpose(NULL, T2("x", 2, 3)); }
+
+static void reshape_count(Tape *tp) { ag_reshape(tp, T3("x", 2, 3, 4), 2, (int[]){5, 5}); }
+static void reshape_zero_dim(Tape *tp) { ag_reshape(tp, T3("x", 2, 3, 4), 2, (int[]){0, 24}); }
+static void reshape_negative(Tape *tp) { ag_reshape(tp, T3("x", 2, 3, 4), 2, (int[]){-6, -4}); }
+static void reshape_too_many_dims(Tape *tp) {
+    ag_reshape(tp, T3("x", 2, 3, 4), 5, (int[]){1, 2, 3, 4, 1});
+}
+static void reshape_null(Tape *tp) { ag_reshape(tp, NULL, 2, (int[]){6, 4}); }
+static void reshape_tape(Tape *tp) { ag_reshape(NULL, T3("x", 2, 3, 4), 2, (int[]){6, 4}); }
+
+static void split_heads_divisible(Tape *tp) { ag_split_heads(tp, T3("x", 2, 3, 10), 4); }
+static void split_heads_zero(Tape *tp) { ag_split_heads(tp, T3("x", 2, 3, 10), 0); }
+static void split_heads_rank(Tape *tp) { ag_split_heads(tp, T2("x", 3, 10), 2); }
+static void split_heads_null(Tape *tp) { ag_split_heads(tp, NULL, 2); }
+static void split_heads_tape(Tape *tp) { ag_split_heads(NULL, T3("x", 2, 3, 10), 2); }
+static void merge_heads_rank(Tape *tp) { ag_merge_heads(tp, T3("x", 2, 3, 4)); }
+static void merge_heads_null(Tape *tp) { ag_merge_heads(tp, NULL); }
+static void merge_heads_tape(Tape *tp) { ag_merge_heads(NULL, T4("x", 2, 2, 3, 4)); }
+
+/* reductions */
+static void sum_null(Tape *tp) { ag_sum(tp, NULL); }
+static void sum_tape(Tape *tp) { ag_sum(NULL, T2("x", 2, 3)); }
+static void mean_null(Tape *tp) { ag_mean(tp, NULL); }
+static void mean_tape(Tape *tp) { ag_mean(NULL, T2("x", 2, 3)); }
+
+/* softmax family */
+static void softmax_scalar(Tape *tp) { ag_softmax(tp, T0("x")); }
+static void softmax_null(Tape *tp) { ag_softmax(tp, NULL); }
+static void softmax_tape(Tape *tp) { ag_softmax(NULL, T2("x", 2, 3)); }
+static void log_softmax_scalar(Tape *tp) { ag_log_softmax(tp, T0("x")); }
+static void log_softmax_null(Tape *tp) { ag_log_softmax(tp, NULL); }
+static void log_softmax_tape(Tape *tp) { ag_log_softmax(NULL, T2("x", 2, 3)); }
+
+static void cross_entropy_target_high(Tape *tp) {
+    ag_cross_entropy(tp, T2("logits", 3, 5), (int[]){0, 5, 1}, -100);
+}
+static void cross_entropy_target_negative(Tape *tp) {
+    ag_cross_entropy(tp, T3("logits", 2, 2, 7), (int[]){0, 6, -1, 2}, -100);
+}
+static void cross_entropy_null_targets(Tape *tp) {
+    ag_cross_entropy(tp, T2("logits", 3, 5), NULL, -100);
+}
+static void cross_entropy_scalar(Tape *tp) { ag_cross_entropy(tp, T0("logits"), (int[]){0}, -100); }
+static void cross_entropy_null(Tape *tp) { ag_cross_entropy(tp, NULL, (int[]){0, 1, 2}, -100); }
+static void cross_entropy_tape(Tape *tp) {
+    ag_cross_entropy(NULL, T2("logits", 3, 5), (int[]){0, 1, 2}, -100);
+}
+
+/* lookup */
+static void embedding_id_high(Tape *tp) {
+    ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1, 5, 2}, 2, 2);
+}
+static void embedding_id_negative(Tape *tp) {
+    ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1, 2, -3, 4, 0}, 2, 3);
+}
+static void embedding_rank(Tape *tp) { ag_embedding(tp, T3("wte", 2, 5, 4), (int[]){0, 1}, 1, 2); }
+static void embedding_null_ids(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), NULL, 1, 2); }
+static void embedding_bad_bt(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1}, 0, 2); }
+static void embedding_null(Tape *tp) { ag_embedding(tp, NULL, (int[]){0, 1}, 1, 2); }
+static void embedding_tape(Tape *tp) { ag_embedding(NULL, T2("wte", 5, 4), (int[]){0, 1}, 1, 2); }
+
+#define MAX_WANT 6
+
+typedef struct {
+    AgOp op;                     /* the op misused: the message must start with "ag_<op>: " */
+    const char *name;            /* what the misuse is */
+    void (*fn)(Tape *tp);
+    const char *want[MAX_WANT];  /* substrings the message must contain */
+} Misuse;
+
+static const Misuse misuses[] = {
+    {AG_OP_ADD, "shapes differ", add_shapes, {"shapes differ", "lhs (2,3)", "rhs (3,2)"}},
+    {AG_OP_ADD, "ranks differ", add_ranks, {"shapes differ", "lhs (6)", "rhs (2,3)"}},
+    {AG_OP_ADD, "NULL tensor", add_null, {"is NULL", "a lhs", "b NULL"}},
+    {AG_OP_ADD, "NULL tape", add_tape, {"tape is NULL"}},
+    {AG_OP_SUB, "shapes differ", sub_shapes, {"shapes differ", "lhs (2,4,8)", "rhs (2,8,4)"}},
+    {AG_OP_SUB, "NULL tensor", sub_null, {"is NULL", "a NULL", "b rhs"}},
+    {AG_OP_SUB, "NULL tape", sub_tape, {"tape is NULL"}},
+    {AG_OP_MUL, "shapes differ", mul_shapes, {"shapes differ", "lhs (5)", "rhs (4)"}},
+    {AG_OP_MUL, "NULL tensor", mul_null, {"is NULL", "b NULL"}},
+    {AG_OP_MUL, "NULL tape", mul_tape, {"tape is NULL"}},
+
+    {AG_OP_ADD_BIAS, "bias length", add_bias_len, {"x (2,3,5)", "bias (4)"}},
+    {AG_OP_ADD_BIAS, "bias rank", add_bias_rank, {"x (2,5)", "bias (1,5)"}},
+    {AG_OP_ADD_BIAS, "scalar x", add_bias_scalar_x, {"x ()", "bias (1)"}},
+    {AG_OP_ADD_BIAS, "NULL x", add_bias_null_x, {"'x' is NULL"}},
+    {AG_OP_ADD_BIAS, "NULL bias", add_bias_null_bias, {"'bias' is NULL"}},
+    {AG_OP_ADD_BIAS, "NULL tape", add_bias_tape, {"tape is NULL"}},
+
+    {AG_OP_SCALE, "NULL tensor", scale_null, {"'x' is NULL"}},
+    {AG_OP_SCALE, "NULL tape", scale_tape, {"tape is NULL"}},
+    {AG_OP_RELU, "NULL tensor", relu_null, {"'x' is NULL"}},
+    {AG_OP_RELU, "NULL tape", relu_tape, {"tape is NULL"}},
+    {AG_OP_GELU, "NULL tensor", gelu_null, {"'x' is NULL"}},
+    {AG_OP_GELU, "NULL tape", gelu_tape, {"tape is NULL"}},
+
+    {AG_OP_DROPOUT, "p < 0", dropout_negative, {"p = -0.25", "[0, 1)", "x (3,4)"}},
+    {AG_OP_DROPOUT, "p == 1", dropout_one, {"p = 1 ", "[0, 1)", "x (3,4)"}},
+    {AG_OP_DROPOUT, "p > 1", dropout_above_one, {"p = 1.5", "[0, 1)", "x (3,4)"}},
+    {AG_OP_DROPOUT, "p NaN", dropout_nan, {"p = nan", "[0, 1)", "x (3,4)"}},
+    {AG_OP_DROPOUT, "p == 1 in no-grad mode", dropout_one_no_grad, {"p = 1 ", "x (3,4)"}},
+    {AG_OP_DROPOUT, "NULL rng", dropout_null_rng, {"rng is NULL", "p = 0.5", "x (3,4)"}},
+    {AG_OP_DROPOUT, "NULL tensor", dropout_null, {"'x' is NULL"}},
+    {AG_OP_DROPOUT, "NULL tape", dropout_tape, {"tape is NULL"}},
+
+    {AG_OP_MATMUL, "inner dims (3-D)", matmul_inner, {"inner dimensions differ", "q (2,4,8)", "k (2,5,8)"}},
+    {AG_OP_MATMUL, "inner dims (2-D)", matmul_inner_2d, {"inner dimensions differ", "a (3,4)", "b (5,6)"}},
+    {AG_OP_MATMUL, "batch dims", matmul_batch, {"batch", "a (2,4,8)", "b (3,8,5)"}},
+    {AG_OP_MATMUL, "batch ranks", matmul_batch_rank, {"batch", "a (2,3,4,8)", "b (2,8,5)"}},
+    {AG_OP_MATMUL, "a of rank 1", matmul_rank_a, {"2 or more dims", "a (8)", "b (8,5)"}},
+    {AG_OP_MATMUL, "b of rank 1", matmul_rank_b, {"2 or more dims", "a (3,8)", "b (8)"}},
+    {AG_OP_MATMUL, "NULL a", matmul_null_a, {"'a' is NULL", "b (8,5)"}},
+    {AG_OP_MATMUL, "NULL b", matmul_null_b, {"'b' is NULL", "a (3,8)"}},
+    {AG_OP_MATMUL, "NULL tape", matmul_tape, {"tape is NULL"}},
+
+    {AG_OP_MATMUL_BT, "inner dims", matmul_bt_inner, {"inner dimensions differ", "q (2,4,8)", "k (5,7)"}},
+    {AG_OP_MATMUL_BT, "batch dims", matmul_bt_batch, {"batch", "q (2,4,8)", "k (3,5,8)"}},
+    {AG_OP_MATMUL_BT, "b of rank 1", matmul_bt_rank, {"2 or more dims", "q (2,4,8)", "k (8)"}},
+    {AG_OP_MATMUL_BT, "NULL b", matmul_bt_null, {"'b' is NULL", "q (2,4,8)"}},
+    {AG_OP_MATMUL_BT, "NULL tape", matmul_bt_tape, {"tape is NULL"}},
+
+    {AG_OP_TRANSPOSE, "rank 1", transpose_rank, {"2 or more dims", "x (5)"}},
+    {AG_OP_TRANSPOSE, "scalar", transpose_scalar, {"2 or more dims", "x ()"}},
+    {AG_OP_TRANSPOSE, "NULL tensor", transpose_null, {"'x' is NULL"}},
+    {AG_OP_TRANSPOSE, "NULL tape", transpose_tape, {"tape is NULL"}},
+
+    {AG_OP_RESHAPE, "element count", reshape_count, {"element counts differ", "x (2,3,4)", "(5,5)"}},
+    {AG_OP_RESHAPE, "a zero dim", reshape_zero_dim, {"element counts differ", "x (2,3,4)", "(0,24)"}},
+    {AG_OP_RESHAPE, "negative dims", reshape_negative, {"element counts differ", "x (2,3,4)", "(-6,-4)"}},
+    {AG_OP_RESHAPE, "5 dims", reshape_too_many_dims, {"x (2,3,4)", "to 5 dims"}},
+    {AG_OP_RESHAPE, "NULL tensor", reshape_null, {"'x' is NULL"}},
+    {AG_OP_RESHAPE, "NULL tape", reshape_tape, {"tape is NULL"}},
+
+    {AG_OP_SPLIT_HEADS, "heads do not divide C", split_heads_divisible, {"not divisible", "C = 10", "x (2,3,10)", "n_heads = 4"}},
+    {AG_OP_SPLIT_HEADS, "zero heads", split_heads_zero, {"x (2,3,10)", "n_heads = 0"}},
+    {AG_OP_SPLIT_HEADS, "rank 2", split_heads_rank, {"(B,T,C)", "x (3,10)"}},
+    {AG_OP_SPLIT_HEADS, "NULL tensor", split_heads_null, {"'x' is NULL"}},
+    {AG_OP_SPLIT_HEADS, "NULL tape", split_heads_tape, {"tape is NULL"}},
+    {AG_OP_MERGE_HEADS, "rank 3", merge_heads_rank, {"(B,NH,T,HS)", "x (2,3,4)"}},
+    {AG_OP_MERGE_HEADS, "NULL tensor", merge_heads_null, {"'x' is NULL"}},
+    {AG_OP_MERGE_HEADS, "NULL tape", merge_heads_tape, {"tape is NULL"}},
+
+    {AG_OP_SUM, "NULL tensor", sum_null, {"'x' is NULL"}},
+    {AG_OP_SUM, "NULL tape", sum_tape, {"tape is NULL"}},
+    {AG_OP_MEAN, "NULL tensor", mean_null, {"'x' is NULL"}},
+    {AG_OP_MEAN, "NULL tape", mean_tape, {"tape is NULL"}},
+
+    {AG_OP_SOFTMAX, "scalar", softmax_scalar, {"last dimension", "x ()"}},
+    {AG_OP_SOFTMAX, "NULL tensor", softmax_null, {"'x' is NULL"}},
+    {AG_OP_SOFTMAX, "NULL tape", softmax_tape, {"tape is NULL"}},
+    {AG_OP_LOG_SOFTMAX, "scalar", log_softmax_scalar, {"last dimension", "x ()"}},
+    {AG_OP_LOG_SOFTMAX, "NULL tensor", log_softmax_null, {"'x' is NULL"}},
+    {AG_OP_LOG_SOFTMAX, "NULL tape", log_softmax_tape, {"tape is NULL"}},
+
+    {AG_OP_CROSS_ENTROPY, "target >= V", cross_entropy_target_high, {"target 5 at row 1", "[0, 5)", "logits (3,5)", "ignore_index -100"}},
+    {AG_OP_CROSS_ENTROPY, "target < 0", cross_entropy_target_negative, {"target -1 at row 2", "[0, 7)", "logits (2,2,7)"}},
+    {AG_OP_CROSS_ENTROPY, "NULL targets", cross_entropy_null_targets, {"targets is NULL", "logits (3,5)"}},
+    {AG_OP_CROSS_ENTROPY, "scalar logits", cross_entropy_scalar, {"(..., V)", "logits ()"}},
+    {AG_OP_CROSS_ENTROPY, "NULL logits", cross_entropy_null, {"'logits' is NULL"}},
+    {AG_OP_CROSS_ENTROPY, "NULL tape", cross_entropy_tape, {"tape is NULL"}},
+
+    {AG_OP_EMBEDDING, "id >= V", embedding_id_high, {"id 5 at position (1,0)", "ids (2,2)", "vocabulary of size 5", "wte (5,4)"}},
+    {AG_OP_EMBEDDING, "id < 0", embedding_id_negative, {"id -3 at position (1,0)", "ids (2,3)", "vocabulary of size 5", "wte (5,4)"}},
+    {AG_OP_EMBEDDING, "weight of rank 3", embedding_rank, {"(V,C)", "wte (2,5,4)"}},
+    {AG_OP_EMBEDDING, "NULL ids", embedding_null_ids, {"ids is NULL", "wte (5,4)"}},
+    {AG_OP_EMBEDDING, "ids shape (0,2)", embedding_bad_bt, {"(0,2)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING, "NULL weight", embedding_null, {"'weight' is NULL"}},
+    {AG_OP_EMBEDDING, "NULL tape", embedding_tape, {"tape is NULL"}},
+};
+#define N_MISUSES (sizeof misuses / sizeof misuses[0])
+
+/* Runs in the child: a fresh tape over a small step arena, then the misuse. */
+static void run_misuse(void *ctx) {
+    const Misuse *m = ctx;
+    Tape *tp = ag_tape_new(arena_new("step", 1 << 16));
+    m->fn(tp);
+}
+
+/* Checks one row; returns 1 if the child aborted with the message the row wants. Failures are
+ * reported with cr_expect, so every failing row of an op shows, not just the first. */
+static int check_misuse(const Misuse *m) {
+    char op[64];
+    snprintf(op, sizeof op, "ag_%s: ", ag_op_name(m->op));
+    Capture c;
+    capture_run(run_misuse, (void *)m, &c);
+    if (!capture_aborted(&c)) {
+        cr_expect(0, "%s%s: did not abort (signal %d, exit %d); stderr: %s", op, m->name,
+                  c.signal, c.exit_code, c.err);
+        return 0;
+    }
+    const char *rest;
+    if (!capture_file_line(&c, NULL, 0, NULL, &rest)) {
+        cr_expect(0, "%s%s: message has no 'file.c:line: ' prefix: %s", op, m->name, c.err);
+        return 0;
+    }
+    int ok = strncmp(rest, op, strlen(op)) == 0;
+    cr_expect(ok, "%s%s: the message after file:line does not start with '%s': %s", op,
+              m->name, op, c.err);
+    for (int i = 0; i < MAX_WANT && m->want[i]; i++) {
+        int has = capture_has(&c, m->want[i]);
+        cr_expect(has, "%s%s: message lacks \"%s\": %s", op, m->name, m->want[i], c.err);
+        ok &= has;
+    }
+    return ok;
+}
+
+/* One test per op (the parameter is the op's number), running all of that op's rows. One
+ * process per op rather than per row: Criterion starts a process for each test, which costs
+ * about 25 ms, against about 1 ms for a row's fork. */
+ParameterizedTestParameters(ag_ops, misuse_aborts_naming_the_op_and_shapes) {
+    static size_t ops[AG_OP_COUNT];
+    for (size_t k = 0; k < AG_OP_COUNT; k++) ops[k] = k;
+    return cr_make_param_array(size_t, ops, AG_OP_COUNT);
+}
+
+ParameterizedTest(size_t *op, ag_ops, misuse_aborts_naming_the_op_and_shapes) {
+    int rows = 0, passed = 0;
+    for (size_t k = 0; k < N_MISUSES; k++) {
+        if (misuses[k].op != (AgOp)*op) continue;
+        rows++;
+        passed += check_misuse(&misuses[k]);
+    }
+    cr_assert_gt(rows, 0, "op '%s' has no misuse rows in tests/autograd/test_errors.c",
+                 ag_op_name((AgOp)*op));
+    cr_assert_eq(passed, rows, "ag_%s: %d of %d misuse rows failed", ag_op_name((AgOp)*op),
+                 rows - passed, rows);
+}
+
+Test(ag_ops, every_op_in_the_table_has_misuse_cases) {
+    int rows[AG_OP_COUNT] = {0}, tape_null[AG_OP_COUNT] = {0};
+    for (size_t k = 0; k < N_MISUSES; k++) {
+        rows[misuses[k].op]++;
+        if (strcmp(misuses[k].want[0], "tape is NULL") == 0) tape_null[misuses[k].op] = 1;
+    }
+    for (int op = 0; op < AG_OP_COUNT; op++) {
+        cr_expect(rows[op] >= 2, "op '%s' has %d misuse rows in tests/autograd/test_errors.c "
+                  "(want a NULL tape and every check it makes)", ag_op_name((AgOp)op), rows[op]);
+        cr_expect(tape_null[op], "op '%s' has no NULL-tape row", ag_op_name((AgOp)op));
+    }
+}
+
+/* The full prefix for one case: the file the check is in, a line number, then the message. */
+static void matmul_inner_mismatch(void *ctx) {
+    (void)ctx;
+    Tape *tp = ag_tape_new(arena_new("step", 1 << 16));
+    matmul_inner(tp);
+}
+
+Test(ag_abort, message_starts_with_file_and_line) {
+    Capture c;
+    capture_run(matmul_inner_mismatch, NULL, &c);
+    cr_assert(capture_aborted(&c), "stderr: %s", c.err);
+    char file[256];
+    int line = 0;
+    const char *rest;
+    cr_assert(capture_file_line(&c, file, sizeof file, &line, &rest), "no prefix: %s", c.err);
+    cr_assert_str_eq(file, "src/autograd/ops_matmul.c");
+    cr_assert(line > 1 && line < 1000, "line %d", line);
+    cr_assert_str_eq(rest, "ag_matmul: inner dimensions differ: q (2,4,8) vs k (2,5,8)\n");
+}
+
+/* The helper itself: a child that returns normally is reported as an exit, not an abort, so
+ * a check that stopped aborting would fail the table above. */
+static void does_nothing(void *ctx) {
+    (void)ctx;
+    fprintf(stderr, "still alive");
+}
+
+Test(expect_abort, reports_a_normal_exit_and_its_output) {
+    Capture c;
+    capture_run(does_nothing, NULL, &c);
+    cr_assert(!capture_aborted(&c));
+    cr_assert_eq(c.signal, 0);
+    cr_assert_eq(c.exit_code, 0);
+    cr_assert_str_eq(c.err, "still alive");
+    cr_assert(!capture_file_line(&c, NULL, 0, NULL, NULL));
+}
+
+static void killed_by_sigterm(void *ctx) {
+    (void)ctx;
+    raise(SIGTERM);
+}
+
+/* much more than CAPTURE_MAX bytes, then abort: the capture is cut, the child never blocks */
+static void floods_stderr_then_aborts(void *ctx) {
+    (void)ctx;
+    for (int i = 0; i < 2000; i++) fprintf(stderr, "line %04d of a long report................\n", i);
+    abort();
+}
+
+Test(expect_abort, tells_abort_from_other_signals_and_survives_long_output) {
+    Capture c;
+    capture_run(killed_by_sigterm, NULL, &c);
+    cr_assert_eq(c.signal, SIGTERM);
+    cr_assert(!capture_aborted(&c));
+    capture_run(floods_stderr_then_aborts, NULL, &c);
+    cr_assert(capture_aborted(&c), "signal %d", c.signal);
+    cr_assert_eq(c.err_len, CAPTURE_MAX - 1);
+    cr_assert_eq(strlen(c.err), CAPTURE_MAX - 1);
+    cr_assert(strncmp(c.err, "line 0000 of", 12) == 0);
+}
+
+/* Criterion's own way, as the style guide shows it: the test passes only if it aborts. */
+Test(ag_matmul, aborts_on_inner_dim_mismatch, .signal = SIGABRT) {
+    Tape *tp = ag_tape_new(arena_new("step", 1 << 16));
+    ag_matmul(tp, T3("q", 2, 4, 8), T3("k", 2, 5, 8));
+}
+
+Test(ag_embedding, aborts_on_id_outside_vocabulary, .signal = SIGABRT) {
+    Tape *tp = ag_tape_new(arena_new("step", 1 << 16));
+    ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 7}, 1, 2);
+}
