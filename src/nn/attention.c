@@ -69,11 +69,19 @@ static int gates_are_identity(const MultiHeadAttention *m) {
 /* The part after the key/value projections: q from query, then attention over the given
  * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const uint8_t *key_padding_mask, int causal, Rng *rng) {
+                          const NnMask *key_padding_mask, int causal, Rng *rng) {
+    int B = query->shape[0], Tk = kh->shape[2];
+    AG_CHECK(key_padding_mask == NULL ||
+             (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
+             "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
+             "and keys %s", key_padding_mask ? key_padding_mask->B : 0,
+             key_padding_mask ? key_padding_mask->T : 0, B, Tk, query->name,
+             tensor_shape_str(query), tensor_shape_str(kh));
+    const uint8_t *mask = key_padding_mask ? key_padding_mask->data : NULL;
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
-    Tensor *o = ag_attention(t, qh, kh, vh, causal, key_padding_mask, m->dropout, rng,
+    Tensor *o = ag_attention(t, qh, kh, vh, causal, mask, m->dropout, rng,
                              &m->last_probs);     /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
     Tensor *merged = ag_merge_heads(t, o);         /* (B, Tq, C) */
@@ -87,7 +95,7 @@ static void check_input(const MultiHeadAttention *m, const Tensor *x, const char
 }
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                       const uint8_t *key_padding_mask, int causal, Rng *rng) {
+                       const NnMask *key_padding_mask, int causal, Rng *rng) {
     check_input(m, query, "query");
     check_input(m, key_value, "key_value");
     AG_CHECK(key_value->shape[0] == query->shape[0], "nn_mha_forward: batch sizes differ: "
@@ -105,7 +113,7 @@ Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) 
 }
 
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const uint8_t *key_padding_mask, int causal, Rng *rng) {
+                          const NnMask *key_padding_mask, int causal, Rng *rng) {
     check_input(m, query, "query");
     return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
 }

@@ -98,6 +98,13 @@ void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff
 /* x (..., C) -> (..., C) */
 Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng);
 
+/* ---- masks: a (B, T) byte mask with its shape, so that a mismatch is caught ----
+ * 1 means "this key is padding" (PyTorch's key_padding_mask=True). */
+typedef struct NnMask {
+    const uint8_t *data;
+    int B, T;
+} NnMask;
+
 /* ---- multi-head attention ----
  * n_kv_heads == n_heads: PyTorch's nn.MultiheadAttention layout, in_proj_weight (3C, C) and
  * in_proj_bias (3C) (rows: q, k, v), out_proj.weight (C, C), out_proj.bias (C).
@@ -120,10 +127,11 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_
                  int n_heads, int n_kv_heads, int bias, double dropout);
 void nn_mha_track_gates(MultiHeadAttention *m, int on);
 /* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention),
- * key_padding_mask (B, Tk) with 1 = padding, or NULL; causal as in ag_attention.
+ * key_padding_mask (B, Tk) with 1 = padding, or NULL (a mask of another shape aborts);
+ * causal as in ag_attention.
  * -> (B, Tq, C); m->last_probs holds the attention probabilities. */
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                       const uint8_t *key_padding_mask, int causal, Rng *rng);
+                       const NnMask *key_padding_mask, int causal, Rng *rng);
 
 
 /* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
@@ -131,7 +139,7 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
  * (B, NKV, Tk, HS); then attention of query (B, Tq, C) over those heads -> (B, Tq, C). */
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which);
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const uint8_t *key_padding_mask, int causal, Rng *rng);
+                          const NnMask *key_padding_mask, int causal, Rng *rng);
 
 /* A key/value cache for causal self-attention during incremental decoding: keys and values of
  * every position decoded so far, (B, NKV, max_T, HS) each, owned by the cache (malloc). */
@@ -177,12 +185,12 @@ typedef struct DecoderLayer {
 void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg);
 /* x (B, S, C), src_pad (B, S) 1 = padding or NULL -> (B, S, C) */
-Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const uint8_t *src_pad, Rng *rng);
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng);
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg);
 /* x (B, T, C), memory (B, S, C), tgt_pad (B, T) and memory_pad (B, S) or NULL -> (B, T, C) */
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                         const uint8_t *tgt_pad, const uint8_t *memory_pad, Rng *rng);
+                         const NnMask *tgt_pad, const NnMask *memory_pad, Rng *rng);
 
 /* ---- the seq2seq model: embeddings * sqrt(d_model) + positions, encoder and decoder stacks
  * with their final LayerNorms (encoder.norm, decoder.norm, as nn.Transformer), and a
@@ -219,8 +227,8 @@ Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_mode
  * decoder.norm.*, generator.weight (unless tied), generator.bias. */
 void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg);
 void nn_seq2seq_free(Seq2Seq *m);
-/* A (B, T) padding mask of ids: 1 where ids == pad_id, in the tape's arena. */
-uint8_t *nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
+/* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
+NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */
 Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng);
 /* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
@@ -240,7 +248,7 @@ Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *t
 typedef struct NnDecodeState {
     int B, S, max_T, pos;
     Arena *arena;
-    uint8_t *src_pad;
+    NnMask src_pad;
     Tensor *mem_k[NN_MAX_LAYERS], *mem_v[NN_MAX_LAYERS];
     NnKVCache self[NN_MAX_LAYERS];
 } NnDecodeState;

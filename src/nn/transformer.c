@@ -24,7 +24,7 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
     l->pre_ln = cfg->pre_ln;
 }
 
-Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const uint8_t *src_pad, Rng *rng) {
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
     x = residual(t, x, nn_mha_forward(t, &l->self_attn, h, h, src_pad, 0, rng), l->dropout, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
@@ -56,7 +56,7 @@ typedef struct {
 } KVSource;
 
 static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                             const uint8_t *tgt_pad, const uint8_t *memory_pad, KVSource kv,
+                             const NnMask *tgt_pad, const NnMask *memory_pad, KVSource kv,
                              Rng *rng) {
     double p = l->dropout;
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
@@ -76,7 +76,7 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
 }
 
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                         const uint8_t *tgt_pad, const uint8_t *memory_pad, Rng *rng) {
+                         const NnMask *tgt_pad, const NnMask *memory_pad, Rng *rng) {
     return decoder_layer(t, l, x, memory, tgt_pad, memory_pad, (KVSource){0}, rng);
 }
 
@@ -141,10 +141,10 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
 
 void nn_seq2seq_free(Seq2Seq *m) { nn_params_free(&m->params); }
 
-uint8_t *nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
+NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     uint8_t *mask = arena_alloc(t->arena, (size_t)B * T);
     for (size_t i = 0; i < (size_t)B * T; i++) mask[i] = ids[i] == pad_id;
-    return mask;
+    return (NnMask){mask, B, T};
 }
 
 /* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4) */
@@ -157,19 +157,19 @@ static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEn
 }
 
 Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng) {
-    const uint8_t *src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
-    for (int i = 0; i < m->cfg.n_enc_layers; i++) x = nn_encoder_layer(t, &m->enc[i], x, src_pad, rng);
+    for (int i = 0; i < m->cfg.n_enc_layers; i++) x = nn_encoder_layer(t, &m->enc[i], x, &src_pad, rng);
     return nn_layernorm(t, &m->enc_norm, x);
 }
 
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
                           const int *tgt_in, int B, int T, Rng *rng) {
-    const uint8_t *src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
-    const uint8_t *tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
+    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
     for (int i = 0; i < m->cfg.n_dec_layers; i++)
-        x = nn_decoder_layer(t, &m->dec[i], x, memory, tgt_pad, src_pad, rng);
+        x = nn_decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, &src_pad, rng);
     x = nn_layernorm(t, &m->dec_norm, x);
     return nn_linear(t, &m->generator, x); /* (B, T, V) */
 }
@@ -217,7 +217,7 @@ Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens)
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
     for (int i = 0; i < m->cfg.n_dec_layers; i++) {
         KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i]};
-        x = decoder_layer(t, &m->dec[i], x, NULL, NULL, s->src_pad, kv, NULL);
+        x = decoder_layer(t, &m->dec[i], x, NULL, NULL, &s->src_pad, kv, NULL);
     }
     x = nn_layernorm(t, &m->dec_norm, x);
     Tensor *logits = nn_linear(t, &m->generator, x); /* (B, 1, V) */

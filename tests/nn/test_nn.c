@@ -78,7 +78,7 @@ typedef struct {
     MultiHeadAttention mha;
     EncoderLayer enc;
     DecoderLayer dec;
-    const uint8_t *pad, *mem_pad;
+    const NnMask *pad, *mem_pad;
     int causal, self, ids[64], B, T;
     uint64_t seed;
 } Ctx;
@@ -239,7 +239,8 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
         for (int b = 0; b < mc->B; b++)
             for (int j = 0; j < mc->Tk; j++)
                 pad[b * mc->Tk + j] = mc->pad == 1 ? pad1[b][j] : mc->pad == 2 ? pad2[b][j] : 0;
-        c.pad = mc->pad ? pad : NULL;
+        NnMask mask = {pad, mc->B, mc->Tk};
+        c.pad = mc->pad ? &mask : NULL;
         nn_mha_init(&c.mha, &e.b, "attn", mc->C, mc->NH, mc->NKV, 1, mc->dropout);
         Tensor *q = env_input(&e, 3, (int[]){mc->B, mc->Tq, mc->C});
         Tensor *kv = mc->self ? q : env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
@@ -299,6 +300,17 @@ Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
     env_free(&e);
 }
 
+Test(nn_mha, aborts_when_the_padding_mask_has_another_shape, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", 8, 2, 2, 1, 0);
+    Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *kv = env_input(&e, 3, (int[]){2, 5, 8});
+    static const uint8_t bytes[2 * 3] = {0};
+    NnMask wrong = {bytes, 2, 3}; /* (B, Tq) instead of (B, Tk) */
+    nn_mha_forward(e.tape, &m, q, kv, &wrong, 0, NULL);
+}
+
 Test(nn_mha, aborts_when_heads_do_not_divide, .signal = SIGABRT) {
     ModEnv e;
     env_init(&e);
@@ -335,20 +347,21 @@ static Tensor *f_dec(Tape *t, Tensor **in, void *ctx) {
 
 #ifdef AG_REAL_DOUBLE /* gradient checks run in the double build (make test runs both) */
 Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
-    static const uint8_t tgt_pad[2 * 4] = {0, 0, 0, 0, 0, 0, 0, 1};
-    static const uint8_t src_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    static const uint8_t tgt_bytes[2 * 4] = {0, 0, 0, 0, 0, 0, 0, 1};
+    static const uint8_t src_bytes[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    static const NnMask tgt_pad = {tgt_bytes, 2, 4}, src_pad = {src_bytes, 2, 5};
     for (int pre = 0; pre <= 1; pre++) {
         TransformerConfig cfg = {8, 2, 2, 12, 0.1, 1e-5, pre, NN_RELU};
         ModEnv e;
         env_init(&e);
-        Ctx c = {.e = &e, .seed = 3, .pad = src_pad};
+        Ctx c = {.e = &e, .seed = 3, .pad = &src_pad};
         nn_encoder_layer_init(&c.enc, &e.b, "encoder.layers.0", &cfg);
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});
         check(&e, f_enc, &c, pre ? "encoder layer pre-LN" : "encoder layer post-LN");
         env_free(&e);
 
         env_init(&e);
-        c = (Ctx){.e = &e, .seed = 4, .pad = tgt_pad, .mem_pad = src_pad};
+        c = (Ctx){.e = &e, .seed = 4, .pad = &tgt_pad, .mem_pad = &src_pad};
         nn_decoder_layer_init(&c.dec, &e.b, "decoder.layers.0", &cfg);
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 4, 8});
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});

@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
         mha.out_proj.bias->data[i] = (Real)(0.1 * rng_normal(&rng));
     Tensor *q = input(params, &rng, B, Tq, C, "q"), *kv = input(params, &rng, B, Tk, C, "kv");
     uint8_t kpm[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-    Tensor *y = nn_mha_forward(t, &mha, q, kv, kpm, 0, NULL);
+    Tensor *y = nn_mha_forward(t, &mha, q, kv, &(NnMask){kpm, B, Tk}, 0, NULL);
     put("mha.q", q, q->data);
     put("mha.kv", kv, kv->data);
     mask_tensor(params, kpm, B, Tk, "mha.key_padding_mask");
@@ -116,8 +116,9 @@ int main(int argc, char **argv) {
     Tensor *src = input(params, &rng, B, Tk, C, "src"), *tgt = input(params, &rng, B, Tq, C, "tgt");
     uint8_t src_pad[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
     uint8_t tgt_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    Tensor *mem = nn_layernorm(t, &enc_norm, nn_encoder_layer(t, &enc, src, src_pad, NULL));
-    Tensor *o = nn_layernorm(t, &dec_norm, nn_decoder_layer(t, &dec, tgt, mem, tgt_pad, src_pad, NULL));
+    NnMask sm = {src_pad, B, Tk}, tm = {tgt_pad, B, Tq};
+    Tensor *mem = nn_layernorm(t, &enc_norm, nn_encoder_layer(t, &enc, src, &sm, NULL));
+    Tensor *o = nn_layernorm(t, &dec_norm, nn_decoder_layer(t, &dec, tgt, mem, &tm, &sm, NULL));
     put("tf.src", src, src->data);
     put("tf.tgt", tgt, tgt->data);
     mask_tensor(params, src_pad, B, Tk, "tf.src_key_padding_mask");
