@@ -81,26 +81,23 @@ void ag_scale_backward(AgNode *n) {
     k_scale_backward(n->in[0]->grad, n->out->grad, (Real)n->f, n->out->size);
 }
 
-Tensor *ag_relu(Tape *tape, Tensor *x) {
-    AG_CHECK(tape != NULL, "ag_relu: tape is NULL");
-    AG_CHECK_TENSOR("ag_relu", x);
-    Tensor *y = ag_out(tape, AG_OP_RELU, x->ndim, x->shape);
-    k_relu_forward(y->data, x->data, x->size);
-    ag_record(tape, AG_OP_RELU, y, 1, &x);
+/* relu and gelu: one input, same shape out */
+static Tensor *unary(Tape *tape, AgOp op, const char *opname, Tensor *x,
+                     void (*fwd)(Real *, const Real *, size_t)) {
+    AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
+    AG_CHECK(x != NULL, "%s: tensor argument 'x' is NULL", opname);
+    Tensor *y = ag_out(tape, op, x->ndim, x->shape);
+    fwd(y->data, x->data, x->size);
+    ag_record(tape, op, y, 1, &x);
     return y;
 }
+
+Tensor *ag_relu(Tape *tape, Tensor *x) { return unary(tape, AG_OP_RELU, "ag_relu", x, k_relu_forward); }
 void ag_relu_backward(AgNode *n) {
     k_relu_backward(n->in[0]->grad, n->out->data, n->out->grad, n->out->size);
 }
 
-Tensor *ag_gelu(Tape *tape, Tensor *x) {
-    AG_CHECK(tape != NULL, "ag_gelu: tape is NULL");
-    AG_CHECK_TENSOR("ag_gelu", x);
-    Tensor *y = ag_out(tape, AG_OP_GELU, x->ndim, x->shape);
-    k_gelu_forward(y->data, x->data, x->size);
-    ag_record(tape, AG_OP_GELU, y, 1, &x);
-    return y;
-}
+Tensor *ag_gelu(Tape *tape, Tensor *x) { return unary(tape, AG_OP_GELU, "ag_gelu", x, k_gelu_forward); }
 void ag_gelu_backward(AgNode *n) {
     k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
 }

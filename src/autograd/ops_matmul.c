@@ -42,33 +42,33 @@ static Tensor *matmul_out(Tape *tape, AgOp op, const Tensor *a, int N) {
     return ag_out(tape, op, a->ndim, shape);
 }
 
-Tensor *ag_matmul(Tape *tape, Tensor *a, Tensor *b) {
-    AG_CHECK(tape != NULL, "ag_matmul: tape is NULL");
-    MatmulDims d = matmul_dims("ag_matmul", a, b, 0);
-    Tensor *y = matmul_out(tape, AG_OP_MATMUL, a, d.N);
-    k_matmul_forward(y->data, a->data, b->data, d.BATCH, d.M, d.K, d.N, d.b_batched);
-    ag_record(tape, AG_OP_MATMUL, y, 2, (Tensor *[]){a, b});
+/* matmul and matmul_bt differ only in how b is read (bt: stored (N, K)) */
+static Tensor *matmul_op(Tape *tape, AgOp op, const char *opname, Tensor *a, Tensor *b, int bt) {
+    AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
+    MatmulDims d = matmul_dims(opname, a, b, bt);
+    Tensor *y = matmul_out(tape, op, a, d.N);
+    (bt ? k_matmul_bt_forward : k_matmul_forward)(y->data, a->data, b->data, d.BATCH, d.M, d.K,
+                                                  d.N, d.b_batched);
+    ag_record(tape, op, y, 2, (Tensor *[]){a, b});
     return y;
-}
-void ag_matmul_backward(AgNode *n) {
-    MatmulDims d = matmul_dims("ag_matmul", n->in[0], n->in[1], 0);
-    k_matmul_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->in[0]->data, n->in[1]->data,
-                      n->out->grad, d.BATCH, d.M, d.K, d.N, d.b_batched);
 }
 
+static void matmul_op_backward(AgNode *n, const char *opname, int bt) {
+    MatmulDims d = matmul_dims(opname, n->in[0], n->in[1], bt);
+    (bt ? k_matmul_bt_backward : k_matmul_backward)(grad_if(n->in[0]), grad_if(n->in[1]),
+                                                    n->in[0]->data, n->in[1]->data, n->out->grad,
+                                                    d.BATCH, d.M, d.K, d.N, d.b_batched);
+}
+
+Tensor *ag_matmul(Tape *tape, Tensor *a, Tensor *b) {
+    return matmul_op(tape, AG_OP_MATMUL, "ag_matmul", a, b, 0);
+}
+void ag_matmul_backward(AgNode *n) { matmul_op_backward(n, "ag_matmul", 0); }
+
 Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b) {
-    AG_CHECK(tape != NULL, "ag_matmul_bt: tape is NULL");
-    MatmulDims d = matmul_dims("ag_matmul_bt", a, b, 1);
-    Tensor *y = matmul_out(tape, AG_OP_MATMUL_BT, a, d.N);
-    k_matmul_bt_forward(y->data, a->data, b->data, d.BATCH, d.M, d.K, d.N, d.b_batched);
-    ag_record(tape, AG_OP_MATMUL_BT, y, 2, (Tensor *[]){a, b});
-    return y;
+    return matmul_op(tape, AG_OP_MATMUL_BT, "ag_matmul_bt", a, b, 1);
 }
-void ag_matmul_bt_backward(AgNode *n) {
-    MatmulDims d = matmul_dims("ag_matmul_bt", n->in[0], n->in[1], 1);
-    k_matmul_bt_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->in[0]->data, n->in[1]->data,
-                         n->out->grad, d.BATCH, d.M, d.K, d.N, d.b_batched);
-}
+void ag_matmul_bt_backward(AgNode *n) { matmul_op_backward(n, "ag_matmul_bt", 1); }
 
 Tensor *ag_transpose(Tape *tape, Tensor *x) {
     AG_CHECK(tape != NULL, "ag_transpose: tape is NULL");

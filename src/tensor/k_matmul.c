@@ -38,15 +38,22 @@ void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, R
     }
 }
 
-void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
-                      int b_batched) {
-    if (!b_batched) { /* one GEMM over all BATCH*M rows */
-        k_gemm(0, 0, BATCH * M, N, K, a, b, y, 0);
+/* y (BATCH,M,N) = a (BATCH,M,K) times b read as (K,N), stored (K,N) or, when tb, (N,K);
+ * a 2-D b is shared by the whole batch: one GEMM over all BATCH*M rows */
+static void batched_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                            int b_batched, int tb) {
+    if (!b_batched) {
+        k_gemm(0, tb, BATCH * M, N, K, a, b, y, 0);
         return;
     }
     for (int p = 0; p < BATCH; p++)
-        k_gemm(0, 0, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N,
+        k_gemm(0, tb, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N,
                y + (size_t)p * M * N, 0);
+}
+
+void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
+                      int b_batched) {
+    batched_forward(y, a, b, BATCH, M, K, N, b_batched, 0);
 }
 /* forward: y = a b (per batch). So ga = gy b^T (M,N)x(N,K) and gb = a^T gy (K,M)x(M,N);
  * a shared b sums its gradient over the batch, which is one GEMM with BATCH*M as inner dim. */
@@ -67,13 +74,7 @@ void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const R
 
 void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                          int b_batched) {
-    if (!b_batched) {
-        k_gemm(0, 1, BATCH * M, N, K, a, b, y, 0);
-        return;
-    }
-    for (int p = 0; p < BATCH; p++)
-        k_gemm(0, 1, M, N, K, a + (size_t)p * M * K, b + (size_t)p * N * K,
-               y + (size_t)p * M * N, 0);
+    batched_forward(y, a, b, BATCH, M, K, N, b_batched, 1);
 }
 /* forward: y = a b^T with b (N,K). So ga = gy b (M,N)x(N,K) and gb = gy^T a (N,M)x(M,K). */
 void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
