@@ -52,8 +52,8 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
                      " it must be 0 (attend) or 1 (padding) (k %s %s)", a.B, a.Tk, a.mask[e],
                      e / (size_t)a.Tk, e % (size_t)a.Tk, k->name, tensor_shape_str(k));
     if (!tape->no_grad && dropout_p > 0) {
-        AG_CHECK(rng != NULL, "ag_attention: rng is NULL (dropout_p = %g, q %s %s)", dropout_p,
-                 q->name, tensor_shape_str(q));
+        AG_CHECK(rng != NULL, "ag_attention: rng is NULL (dropout_p = %g, q %s %s, k %s %s)",
+                 dropout_p, q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
         a.p = dropout_p;
         a.key = rng_u64(rng); /* one draw per call: the key names this call's mask */
     }

@@ -150,6 +150,35 @@ static void cross_entropy_tape(Tape *tp) {
     ag_cross_entropy(NULL, T2("logits", 3, 5), (int[]){0, 1, 2}, -100);
 }
 
+/* normalisation */
+static void layernorm_scalar(Tape *tp) { ag_layernorm(tp, T0("x"), T1("weight", 1), NULL, 1e-5); }
+static void layernorm_weight_len(Tape *tp) {
+    ag_layernorm(tp, T3("x", 2, 3, 4), T1("weight", 5), NULL, 1e-5);
+}
+static void layernorm_weight_rank(Tape *tp) {
+    ag_layernorm(tp, T2("x", 2, 4), T2("weight", 1, 4), NULL, 1e-5);
+}
+static void layernorm_bias_len(Tape *tp) {
+    ag_layernorm(tp, T3("x", 2, 3, 4), T1("weight", 4), T1("bias", 3), 1e-5);
+}
+static void layernorm_bias_rank(Tape *tp) {
+    ag_layernorm(tp, T2("x", 2, 4), T1("weight", 4), T2("bias", 2, 4), 1e-5);
+}
+static void layernorm_eps_zero(Tape *tp) {
+    ag_layernorm(tp, T2("x", 2, 4), T1("weight", 4), NULL, 0.0);
+}
+static void layernorm_eps_negative(Tape *tp) {
+    ag_layernorm(tp, T2("x", 2, 4), T1("weight", 4), T1("bias", 4), -0.5);
+}
+static void layernorm_eps_nan(Tape *tp) {
+    ag_layernorm(tp, T2("x", 2, 4), T1("weight", 4), NULL, NAN);
+}
+static void layernorm_null_x(Tape *tp) { ag_layernorm(tp, NULL, T1("weight", 4), NULL, 1e-5); }
+static void layernorm_null_weight(Tape *tp) { ag_layernorm(tp, T2("x", 2, 4), NULL, NULL, 1e-5); }
+static void layernorm_tape(Tape *tp) {
+    ag_layernorm(NULL, T2("x", 2, 4), T1("weight", 4), T1("bias", 4), 1e-5);
+}
+
 /* lookup */
 static void embedding_id_high(Tape *tp) {
     ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1, 5, 2}, 2, 2);
@@ -162,6 +191,66 @@ static void embedding_null_ids(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), NUL
 static void embedding_bad_bt(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1}, 0, 2); }
 static void embedding_null(Tape *tp) { ag_embedding(tp, NULL, (int[]){0, 1}, 1, 2); }
 static void embedding_tape(Tape *tp) { ag_embedding(NULL, T2("wte", 5, 4), (int[]){0, 1}, 1, 2); }
+
+/* attention: q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS); no causal mask, no probs out */
+static void att(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
+                Rng *rng) {
+    ag_attention(tp, q, k, v, 0, mask, p, rng, NULL);
+}
+#define Q T4("q", 2, 4, 3, 8)
+#define KV(n) T4(n, 2, 2, 3, 8)
+static void attention_null_q(Tape *tp) { att(tp, NULL, KV("k"), KV("v"), NULL, 0, NULL); }
+static void attention_null_k(Tape *tp) { att(tp, Q, NULL, KV("v"), NULL, 0, NULL); }
+static void attention_null_v(Tape *tp) { att(tp, Q, KV("k"), NULL, NULL, 0, NULL); }
+static void attention_q_rank(Tape *tp) {
+    att(tp, T3("q", 2, 4, 8), KV("k"), KV("v"), NULL, 0, NULL);
+}
+static void attention_v_rank(Tape *tp) { att(tp, Q, KV("k"), T3("v", 2, 3, 8), NULL, 0, NULL); }
+static void attention_kv_shapes(Tape *tp) {
+    att(tp, Q, KV("k"), T4("v", 2, 2, 5, 8), NULL, 0, NULL);
+}
+static void attention_batch(Tape *tp) {
+    att(tp, Q, T4("k", 3, 2, 3, 8), T4("v", 3, 2, 3, 8), NULL, 0, NULL);
+}
+static void attention_head_size(Tape *tp) {
+    att(tp, Q, T4("k", 2, 2, 3, 6), T4("v", 2, 2, 3, 6), NULL, 0, NULL);
+}
+static void attention_heads_multiple(Tape *tp) {
+    att(tp, Q, T4("k", 2, 3, 3, 8), T4("v", 2, 3, 3, 8), NULL, 0, NULL);
+}
+static void attention_more_kv_heads(Tape *tp) {
+    att(tp, T4("q", 2, 2, 3, 8), T4("k", 2, 4, 3, 8), T4("v", 2, 4, 3, 8), NULL, 0, NULL);
+}
+static void attention_p(Tape *tp, double p) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    att(tp, Q, KV("k"), KV("v"), NULL, p, &rng);
+}
+static void attention_p_negative(Tape *tp) { attention_p(tp, -0.25); }
+static void attention_p_one(Tape *tp) { attention_p(tp, 1.0); }
+static void attention_p_nan(Tape *tp) { attention_p(tp, NAN); }
+/* as for ag_dropout, the range check comes before the no-grad shortcut */
+static void attention_p_one_no_grad(Tape *tp) {
+    ag_no_grad(tp, 1);
+    attention_p(tp, 1.0);
+}
+/* (B,Tk) = (2,3); the 2 at (1,2) is not a 0/1 flag */
+static void attention_mask_value(Tape *tp) {
+    att(tp, Q, KV("k"), KV("v"), (const uint8_t[]){0, 0, 1, 0, 1, 2}, 0, NULL);
+}
+static void attention_null_rng(Tape *tp) { att(tp, Q, KV("k"), KV("v"), NULL, 0.5, NULL); }
+static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, NULL); }
+#undef Q
+#undef KV
+
+static void head_gate_x_rank(Tape *tp) { ag_head_gate(tp, T3("x", 2, 3, 4), T1("gate", 3)); }
+static void head_gate_gate_rank(Tape *tp) {
+    ag_head_gate(tp, T4("x", 2, 3, 4, 5), T2("gate", 1, 3));
+}
+static void head_gate_gate_len(Tape *tp) { ag_head_gate(tp, T4("x", 2, 3, 4, 5), T1("gate", 4)); }
+static void head_gate_null_x(Tape *tp) { ag_head_gate(tp, NULL, T1("gate", 3)); }
+static void head_gate_null_gate(Tape *tp) { ag_head_gate(tp, T4("x", 2, 3, 4, 5), NULL); }
+static void head_gate_tape(Tape *tp) { ag_head_gate(NULL, T4("x", 2, 3, 4, 5), T1("gate", 3)); }
 
 #define MAX_WANT 6
 
@@ -263,6 +352,18 @@ static const Misuse misuses[] = {
     {AG_OP_CROSS_ENTROPY, "NULL logits", cross_entropy_null, {"'logits' is NULL"}},
     {AG_OP_CROSS_ENTROPY, "NULL tape", cross_entropy_tape, {"tape is NULL"}},
 
+    {AG_OP_LAYERNORM, "scalar x", layernorm_scalar, {"last dimension", "x ()", "weight (1)"}},
+    {AG_OP_LAYERNORM, "weight length", layernorm_weight_len, {"weight must be (C)", "x (2,3,4)", "weight (5)"}},
+    {AG_OP_LAYERNORM, "weight rank", layernorm_weight_rank, {"weight must be (C)", "x (2,4)", "weight (1,4)"}},
+    {AG_OP_LAYERNORM, "bias length", layernorm_bias_len, {"bias must be (C)", "x (2,3,4)", "bias (3)"}},
+    {AG_OP_LAYERNORM, "bias rank", layernorm_bias_rank, {"bias must be (C)", "x (2,4)", "bias (2,4)"}},
+    {AG_OP_LAYERNORM, "eps == 0", layernorm_eps_zero, {"eps = 0 ", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_LAYERNORM, "eps < 0", layernorm_eps_negative, {"eps = -0.5", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_LAYERNORM, "eps NaN", layernorm_eps_nan, {"eps = nan", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_LAYERNORM, "NULL x", layernorm_null_x, {"'x' is NULL"}},
+    {AG_OP_LAYERNORM, "NULL weight", layernorm_null_weight, {"'weight' is NULL"}},
+    {AG_OP_LAYERNORM, "NULL tape", layernorm_tape, {"tape is NULL"}},
+
     {AG_OP_EMBEDDING, "id >= V", embedding_id_high, {"id 5 at position (1,0)", "ids (2,2)", "vocabulary of size 5", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "id < 0", embedding_id_negative, {"id -3 at position (1,0)", "ids (2,3)", "vocabulary of size 5", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "weight of rank 3", embedding_rank, {"(V,C)", "wte (2,5,4)"}},
@@ -270,6 +371,30 @@ static const Misuse misuses[] = {
     {AG_OP_EMBEDDING, "ids shape (0,2)", embedding_bad_bt, {"(0,2)", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "NULL weight", embedding_null, {"'weight' is NULL"}},
     {AG_OP_EMBEDDING, "NULL tape", embedding_tape, {"tape is NULL"}},
+
+    {AG_OP_ATTENTION, "NULL q", attention_null_q, {"is NULL", "q NULL", "k k", "v v"}},
+    {AG_OP_ATTENTION, "NULL k", attention_null_k, {"is NULL", "q q", "k NULL", "v v"}},
+    {AG_OP_ATTENTION, "NULL v", attention_null_v, {"is NULL", "q q", "k k", "v NULL"}},
+    {AG_OP_ATTENTION, "q of rank 3", attention_q_rank, {"4-D", "q (2,4,8)", "k (2,2,3,8)", "v (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "v of rank 3", attention_v_rank, {"4-D", "q (2,4,3,8)", "k (2,2,3,8)", "v (2,3,8)"}},
+    {AG_OP_ATTENTION, "k and v shapes", attention_kv_shapes, {"k and v shapes differ", "k (2,2,3,8)", "v (2,2,5,8)"}},
+    {AG_OP_ATTENTION, "batch sizes", attention_batch, {"batch sizes differ", "q (2,4,3,8)", "k (3,2,3,8)"}},
+    {AG_OP_ATTENTION, "head sizes", attention_head_size, {"head sizes (HS) differ", "q (2,4,3,8)", "k (2,2,3,6)"}},
+    {AG_OP_ATTENTION, "NH % NKV != 0", attention_heads_multiple, {"query heads (4)", "multiple of key/value heads (3)", "q (2,4,3,8)", "k (2,3,3,8)"}},
+    {AG_OP_ATTENTION, "NKV > NH", attention_more_kv_heads, {"query heads (2)", "multiple of key/value heads (4)", "q (2,2,3,8)", "k (2,4,3,8)"}},
+    {AG_OP_ATTENTION, "dropout_p < 0", attention_p_negative, {"dropout_p = -0.25", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "dropout_p == 1", attention_p_one, {"dropout_p = 1 ", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "dropout_p NaN", attention_p_nan, {"dropout_p = nan", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "dropout_p == 1 in no-grad mode", attention_p_one_no_grad, {"dropout_p = 1 ", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding_mask (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
+    {AG_OP_HEAD_GATE, "x of rank 3", head_gate_x_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4)", "gate (3)"}},
+    {AG_OP_HEAD_GATE, "gate of rank 2", head_gate_gate_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (1,3)"}},
+    {AG_OP_HEAD_GATE, "gate length", head_gate_gate_len, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (4)"}},
+    {AG_OP_HEAD_GATE, "NULL x", head_gate_null_x, {"'x' is NULL"}},
+    {AG_OP_HEAD_GATE, "NULL gate", head_gate_null_gate, {"'gate' is NULL"}},
+    {AG_OP_HEAD_GATE, "NULL tape", head_gate_tape, {"tape is NULL"}},
 };
 #define N_MISUSES (sizeof misuses / sizeof misuses[0])
 
