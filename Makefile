@@ -112,6 +112,10 @@ $(B)/tests/torch_dump: $(B)/obj/tests/tools/torch_dump.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(B)/tests/optim_dump: $(B)/obj/tests/tools/optim_dump.o $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 deps-test:
 	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config
 
@@ -122,9 +126,11 @@ test: deps-test
 	$(MAKE) --no-print-directory REAL=float test-one
 	$(MAKE) --no-print-directory REAL=double test-torch
 
-# attograd vs PyTorch on the same weights (where python3-torch is installed)
-test-torch: $(B)/tests/torch_dump
+# attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
+# optimizers and clipping
+test-torch: $(B)/tests/torch_dump $(B)/tests/optim_dump
 	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
+	OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump
 
 # the examples are built too, so that a change that breaks them fails the suite
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)

@@ -11,5 +11,6 @@
 #include "tensor/kernels.h"
 #include "autograd/autograd.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 
 #endif

@@ -126,4 +126,28 @@ void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH
 void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate, const Real *gy,
                           int B, int NH, int T, int HS);
 
+/* ---- optimizer updates, n elements of one parameter (k_optim.c) ----
+ * Not forward/backward pairs: in-place updates of a parameter and its state from its gradient.
+ * The scalars are computed once per step by optim_step (../optim/optim.c). */
+typedef struct KSgd {
+    Real lr, momentum, weight_decay;
+    int nesterov;
+    int first; /* the buffer's first step: buf = g */
+} KSgd;
+/* p, g, buf (n); buf NULL when momentum is 0. */
+void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h);
+typedef struct KAdam {
+    Real beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+    Real l2;        /* Adam's weight decay, added to g; 0 for AdamW */
+    Real decay;     /* AdamW's p *= decay (1 - lr wd) before the update; 1 for Adam */
+    Real step_size; /* lr / (1 - beta1^t) */
+    Real bc2_sqrt;  /* sqrt(1 - beta2^t) */
+} KAdam;
+/* p, g, m, v (n) */
+void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h);
+/* sum_i x_i^2 in double, in index order on one thread */
+double k_sum_squares(const Real *x, size_t n);
+/* x_i *= s */
+void k_scale_inplace(Real *x, Real s, size_t n);
+
 #endif

@@ -1,0 +1,244 @@
+/* optim.c: creating an optimizer (checking its configuration, allocating its state once),
+ * one step (the scalars of the step in double, then one k_ update per parameter), schedules
+ * and gradient clipping. Not here: the update loops (../tensor/k_optim.c). */
+#include "optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../tensor/kernels.h"
+
+#define OPTIM_PI 3.14159265358979323846
+
+static const char *kind_name(OptimKind k) {
+    switch (k) {
+    case OPTIM_SGD: return "sgd";
+    case OPTIM_ADAM: return "adam";
+    case OPTIM_ADAMW: return "adamw";
+    }
+    return "?";
+}
+
+/* ---- schedules ---- */
+
+static void check_schedule(const OptimSchedule *s, double base, const char *who) {
+    AG_CHECK(s != NULL, "%s: schedule is NULL", who);
+    switch (s->kind) {
+    case OPTIM_CONSTANT: break;
+    case OPTIM_WARMUP_INVSQRT:
+        AG_CHECK(s->warmup >= 1, "%s: warmup_invsqrt schedule needs warmup >= 1 (got %lld)", who,
+                 (long long)s->warmup);
+        break;
+    case OPTIM_WARMUP_COSINE:
+        AG_CHECK(s->warmup >= 0 && s->total > s->warmup,
+                 "%s: warmup_cosine schedule needs 0 <= warmup < total (got warmup %lld, total "
+                 "%lld)", who, (long long)s->warmup, (long long)s->total);
+        AG_CHECK(s->lr_min >= 0 && s->lr_min <= base,
+                 "%s: warmup_cosine schedule needs 0 <= lr_min <= lr (got lr_min %g, lr %g)", who,
+                 s->lr_min, base);
+        break;
+    default: AG_CHECK(0, "%s: unknown schedule kind %d", who, (int)s->kind);
+    }
+}
+
+double optim_schedule_lr(const OptimSchedule *s, double base, int64_t t) {
+    check_schedule(s, base, "optim_schedule_lr");
+    AG_CHECK(t >= 1, "optim_schedule_lr: steps count from 1 (got %lld)", (long long)t);
+    double td = (double)t, w = (double)s->warmup;
+    switch (s->kind) {
+    case OPTIM_WARMUP_INVSQRT: return base * fmin(td / w, sqrt(w / td));
+    case OPTIM_WARMUP_COSINE:
+        if (t <= s->warmup) return base * (td / w);
+        if (t >= s->total) return s->lr_min;
+        {
+            double progress = (td - w) / ((double)s->total - w);
+            return s->lr_min + (base - s->lr_min) * 0.5 * (1 + cos(OPTIM_PI * progress));
+        }
+    default: return base;
+    }
+}
+
+/* ---- creation ---- */
+
+OptimConfig optim_defaults(OptimKind kind) {
+    OptimConfig c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.lr = 1e-3;
+    c.beta1 = 0.9;
+    c.beta2 = 0.999;
+    c.eps = 1e-8;
+    c.weight_decay = kind == OPTIM_ADAMW ? 1e-2 : 0;
+    c.schedule.kind = OPTIM_CONSTANT;
+    return c;
+}
+
+static void check_config(const OptimConfig *c) {
+    AG_CHECK(c->kind == OPTIM_SGD || c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW,
+             "optim_new: unknown optimizer kind %d", (int)c->kind);
+    const char *k = kind_name(c->kind);
+    /* !(x >= 0) also catches NaN */
+    AG_CHECK(c->lr >= 0 && isfinite(c->lr), "optim_new (%s): invalid lr %g (must be >= 0)", k,
+             c->lr);
+    AG_CHECK(c->weight_decay >= 0 && isfinite(c->weight_decay),
+             "optim_new (%s): invalid weight_decay %g (must be >= 0)", k, c->weight_decay);
+    if (c->kind == OPTIM_SGD) {
+        AG_CHECK(c->momentum >= 0 && isfinite(c->momentum),
+                 "optim_new (sgd): invalid momentum %g (must be >= 0)", c->momentum);
+        AG_CHECK(!c->nesterov || c->momentum > 0,
+                 "optim_new (sgd): Nesterov momentum requires a momentum > 0 (got %g)",
+                 c->momentum);
+    } else {
+        AG_CHECK(c->beta1 >= 0 && c->beta1 < 1,
+                 "optim_new (%s): invalid beta1 %g (must be in [0, 1))", k, c->beta1);
+        AG_CHECK(c->beta2 >= 0 && c->beta2 < 1,
+                 "optim_new (%s): invalid beta2 %g (must be in [0, 1))", k, c->beta2);
+        AG_CHECK(c->eps > 0 && isfinite(c->eps), "optim_new (%s): invalid eps %g (must be > 0)",
+                 k, c->eps);
+    }
+    check_schedule(&c->schedule, c->lr, "optim_new");
+}
+
+/* A zeroed state tensor shaped as p, named "optim.<p>.<what>", appended to o->state. */
+static Tensor *state_tensor(Optimizer *o, Arena *a, const Tensor *p, const char *what) {
+    size_t len = strlen("optim.") + strlen(p->name) + 1 + strlen(what);
+    AG_CHECK(len < AG_NAME_LEN, "optim_new: state name 'optim.%s.%s' is longer than %d characters",
+             p->name, what, AG_NAME_LEN - 1);
+    Tensor *t = tensor_zeros(a, p->ndim, p->shape, "optim");
+    tensor_set_name(t, "optim.%s.%s", p->name, what);
+    o->state[o->n_state++] = t;
+    return t;
+}
+
+Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg) {
+    AG_CHECK(a != NULL && pl != NULL && cfg != NULL, "optim_new: arena, parameter list or "
+             "config is NULL");
+    check_config(cfg);
+    AG_CHECK(pl->n > 0, "optim_new: the parameter list is empty");
+    int n = pl->n;
+    Optimizer *o = arena_alloc(a, sizeof *o);
+    memset(o, 0, sizeof *o);
+    o->cfg = *cfg;
+    o->n_params = n;
+    size_t bytes = (size_t)n * sizeof(Tensor *);
+    o->params = arena_alloc(a, bytes);
+    o->exp_avg = arena_alloc(a, bytes);
+    o->exp_avg_sq = arena_alloc(a, bytes);
+    o->momentum_buffer = arena_alloc(a, bytes);
+    o->state = arena_alloc(a, 2 * bytes);
+    for (int i = 0; i < n; i++) {
+        Tensor *p = pl->items[i];
+        AG_CHECK(p != NULL && p->grad != NULL,
+                 "optim_new: parameter %d '%s' %s has no gradient (make it with nn_param or "
+                 "tensor_param)", i, p ? p->name : "NULL", tensor_shape_str(p));
+        for (int j = 0; j < i; j++)
+            AG_CHECK(o->params[j] != p, "optim_new: parameter '%s' is in the list twice", p->name);
+        o->params[i] = p;
+        o->exp_avg[i] = o->exp_avg_sq[i] = o->momentum_buffer[i] = NULL;
+        if (cfg->kind == OPTIM_SGD) {
+            if (cfg->momentum != 0)
+                o->momentum_buffer[i] = state_tensor(o, a, p, "momentum_buffer");
+        } else {
+            o->exp_avg[i] = state_tensor(o, a, p, "exp_avg");
+            o->exp_avg_sq[i] = state_tensor(o, a, p, "exp_avg_sq");
+        }
+    }
+    return o;
+}
+
+/* ---- the step ---- */
+
+double optim_lr(const Optimizer *o) {
+    AG_CHECK(o != NULL, "optim_lr: optimizer is NULL");
+    return optim_schedule_lr(&o->cfg.schedule, o->cfg.lr, o->step + 1);
+}
+
+void optim_step(Optimizer *o) {
+    AG_CHECK(o != NULL, "optim_step: optimizer is NULL");
+    const OptimConfig *c = &o->cfg;
+    int64_t t = o->step + 1;
+    double lr = optim_schedule_lr(&c->schedule, c->lr, t);
+    if (c->kind == OPTIM_SGD) {
+        KSgd h = {(Real)lr, (Real)c->momentum, (Real)c->weight_decay, c->nesterov, t == 1};
+        for (int i = 0; i < o->n_params; i++) {
+            Tensor *p = o->params[i];
+            Real *buf = o->momentum_buffer[i] ? o->momentum_buffer[i]->data : NULL;
+            k_sgd_step(p->data, p->grad, buf, p->size, &h);
+        }
+    } else {
+        /* torch: bias_correction1 = 1 - beta1 ** step; step_size = lr / bias_correction1;
+         * bias_correction2_sqrt = sqrt(1 - beta2 ** step), all in double */
+        double bc1 = 1 - pow(c->beta1, (double)t), bc2 = 1 - pow(c->beta2, (double)t);
+        int adamw = c->kind == OPTIM_ADAMW;
+        KAdam h = {
+            .beta1 = (Real)c->beta1,
+            .beta2 = (Real)c->beta2,
+            .one_minus_beta1 = (Real)(1 - c->beta1),
+            .one_minus_beta2 = (Real)(1 - c->beta2),
+            .eps = (Real)c->eps,
+            .l2 = adamw ? 0 : (Real)c->weight_decay,
+            .decay = adamw ? (Real)(1 - lr * c->weight_decay) : 1,
+            .step_size = (Real)(lr / bc1),
+            .bc2_sqrt = (Real)sqrt(bc2),
+        };
+        for (int i = 0; i < o->n_params; i++) {
+            Tensor *p = o->params[i];
+            k_adam_step(p->data, p->grad, o->exp_avg[i]->data, o->exp_avg_sq[i]->data, p->size,
+                        &h);
+        }
+    }
+    o->step = t;
+    o->last_lr = lr;
+}
+
+void optim_zero_grad(Optimizer *o) {
+    AG_CHECK(o != NULL, "optim_zero_grad: optimizer is NULL");
+    for (int i = 0; i < o->n_params; i++) tensor_zero_grad(o->params[i]);
+}
+
+/* ---- training state ---- */
+
+int optim_state_count(const Optimizer *o) {
+    AG_CHECK(o != NULL, "optim_state_count: optimizer is NULL");
+    return o->n_state;
+}
+
+Tensor *optim_state_tensor(const Optimizer *o, int i) {
+    AG_CHECK(o != NULL, "optim_state_tensor: optimizer is NULL");
+    AG_CHECK(i >= 0 && i < o->n_state, "optim_state_tensor: index %d outside [0, %d)", i,
+             o->n_state);
+    return o->state[i];
+}
+
+int64_t optim_get_step(const Optimizer *o) {
+    AG_CHECK(o != NULL, "optim_get_step: optimizer is NULL");
+    return o->step;
+}
+
+void optim_set_step(Optimizer *o, int64_t step) {
+    AG_CHECK(o != NULL, "optim_set_step: optimizer is NULL");
+    AG_CHECK(step >= 0, "optim_set_step: step %lld is negative", (long long)step);
+    o->step = step;
+}
+
+/* ---- clipping ---- */
+
+double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
+    AG_CHECK(pl != NULL, "optim_clip_grad_norm: parameter list is NULL");
+    AG_CHECK(max_norm > 0 && isfinite(max_norm),
+             "optim_clip_grad_norm: max_norm %g must be > 0 and finite", max_norm);
+    double sumsq = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const Tensor *p = pl->items[i];
+        if (p->grad) sumsq += k_sum_squares(p->grad, p->size);
+    }
+    double norm = sqrt(sumsq);
+    if (!isfinite(norm)) return norm;
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1)
+        for (int i = 0; i < pl->n; i++) {
+            Tensor *p = pl->items[i];
+            if (p->grad) k_scale_inplace(p->grad, (Real)coef, p->size);
+        }
+    return norm;
+}
