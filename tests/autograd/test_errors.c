@@ -163,6 +163,61 @@ static void embedding_bad_bt(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), (int[
 static void embedding_null(Tape *tp) { ag_embedding(tp, NULL, (int[]){0, 1}, 1, 2); }
 static void embedding_tape(Tape *tp) { ag_embedding(NULL, T2("wte", 5, 4), (int[]){0, 1}, 1, 2); }
 
+/* layernorm, attention, head gate */
+static void layernorm_weight_len(Tape *tp) {
+    ag_layernorm(tp, T3("x", 2, 3, 8), T1("weight", 7), T1("bias", 8), 1e-5);
+}
+static void layernorm_bias_len(Tape *tp) {
+    ag_layernorm(tp, T2("x", 3, 8), T1("weight", 8), T1("bias", 4), 1e-5);
+}
+static void layernorm_scalar(Tape *tp) { ag_layernorm(tp, T0("x"), T1("weight", 1), NULL, 1e-5); }
+static void layernorm_eps(Tape *tp) { ag_layernorm(tp, T2("x", 3, 8), T1("weight", 8), NULL, 0); }
+static void layernorm_null(Tape *tp) { ag_layernorm(tp, NULL, T1("weight", 8), NULL, 1e-5); }
+static void layernorm_tape(Tape *tp) { ag_layernorm(NULL, T2("x", 3, 8), T1("weight", 8), NULL, 1e-5); }
+
+static void attn(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
+                 int with_rng) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    ag_attention(tp, q, k, v, 0, mask, p, with_rng ? &rng : NULL, NULL);
+}
+static void attention_rank(Tape *tp) {
+    attn(tp, T3("q", 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+static void attention_kv(Tape *tp) {
+    attn(tp, T4("q", 2, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 5, 8), NULL, 0, 0);
+}
+static void attention_batch(Tape *tp) {
+    attn(tp, T4("q", 3, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+static void attention_hs(Tape *tp) {
+    attn(tp, T4("q", 2, 2, 4, 6), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+static void attention_heads(Tape *tp) {
+    attn(tp, T4("q", 2, 3, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+static void attention_p(Tape *tp) {
+    attn(tp, T4("q", 2, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 1.0, 1);
+}
+static void attention_mask(Tape *tp) {
+    static const uint8_t mask[8] = {0, 0, 1, 0, 0, 2, 0, 0};
+    attn(tp, T4("q", 2, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), mask, 0, 0);
+}
+static void attention_rng(Tape *tp) {
+    attn(tp, T4("q", 2, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0.5, 0);
+}
+static void attention_null(Tape *tp) {
+    attn(tp, T4("q", 2, 2, 4, 8), NULL, T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+static void attention_tape(Tape *tp) {
+    attn(NULL, T4("q", 2, 2, 4, 8), T4("k", 2, 2, 4, 8), T4("v", 2, 2, 4, 8), NULL, 0, 0);
+}
+
+static void head_gate_len(Tape *tp) { ag_head_gate(tp, T4("x", 2, 3, 4, 8), T1("gate", 4)); }
+static void head_gate_rank(Tape *tp) { ag_head_gate(tp, T3("x", 2, 3, 4), T1("gate", 2)); }
+static void head_gate_null(Tape *tp) { ag_head_gate(tp, T4("x", 2, 3, 4, 8), NULL); }
+static void head_gate_tape(Tape *tp) { ag_head_gate(NULL, T4("x", 2, 3, 4, 8), T1("gate", 3)); }
+
 #define MAX_WANT 6
 
 typedef struct {
@@ -270,6 +325,29 @@ static const Misuse misuses[] = {
     {AG_OP_EMBEDDING, "ids shape (0,2)", embedding_bad_bt, {"(0,2)", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "NULL weight", embedding_null, {"'weight' is NULL"}},
     {AG_OP_EMBEDDING, "NULL tape", embedding_tape, {"tape is NULL"}},
+
+    {AG_OP_LAYERNORM, "weight length", layernorm_weight_len, {"weight must be (C)", "x (2,3,8)", "weight (7)"}},
+    {AG_OP_LAYERNORM, "bias length", layernorm_bias_len, {"bias must be (C)", "x (3,8)", "bias (4)"}},
+    {AG_OP_LAYERNORM, "scalar x", layernorm_scalar, {"last dimension", "x ()", "weight (1)"}},
+    {AG_OP_LAYERNORM, "eps 0", layernorm_eps, {"eps = 0 must be > 0", "x (3,8)"}},
+    {AG_OP_LAYERNORM, "NULL x", layernorm_null, {"'x' is NULL"}},
+    {AG_OP_LAYERNORM, "NULL tape", layernorm_tape, {"tape is NULL"}},
+
+    {AG_OP_ATTENTION, "q of rank 3", attention_rank, {"must be 4-D", "q (2,4,8)", "k (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "k and v differ", attention_kv, {"k and v shapes differ", "k (2,2,4,8)", "v (2,2,5,8)"}},
+    {AG_OP_ATTENTION, "batch sizes", attention_batch, {"batch sizes differ", "q (3,2,4,8)", "k (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "head sizes", attention_hs, {"head sizes (HS) differ", "q (2,2,4,6)", "k (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "heads not a multiple", attention_heads, {"query heads (3)", "key/value heads (2)", "q (2,3,4,8)"}},
+    {AG_OP_ATTENTION, "dropout_p 1", attention_p, {"dropout_p = 1 must be in [0, 1)", "q (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "mask value 2", attention_mask, {"key_padding_mask (2,4) holds 2 at (1,1)", "k (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "NULL rng", attention_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,2,4,8)"}},
+    {AG_OP_ATTENTION, "NULL k", attention_null, {"tensor argument is NULL", "k NULL"}},
+    {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
+
+    {AG_OP_HEAD_GATE, "gate length", head_gate_len, {"(B,NH,T,HS)", "x (2,3,4,8)", "gate (4)"}},
+    {AG_OP_HEAD_GATE, "x of rank 3", head_gate_rank, {"(B,NH,T,HS)", "x (2,3,4)", "gate (2)"}},
+    {AG_OP_HEAD_GATE, "NULL gate", head_gate_null, {"'gate' is NULL"}},
+    {AG_OP_HEAD_GATE, "NULL tape", head_gate_tape, {"tape is NULL"}},
 };
 #define N_MISUSES (sizeof misuses / sizeof misuses[0])
 
