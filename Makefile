@@ -58,7 +58,8 @@ endif
 ifneq ($(CI),)
 CFLAGS += -Werror
 endif
-LDLIBS := -lm
+# zlib: the deflate streams and CRC-32 of .npz files (src/io)
+LDLIBS := -lm -lz
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
@@ -73,7 +74,7 @@ FORMAT_SRC = $(sort $(wildcard src/*.h src/*/*.c src/*/*.h tests/*/*.c tests/*/*
                                examples/*.h))
 VERSION := $(shell sed -n 's/^\#define ATTOGRAD_VERSION "\(.*\)"/\1/p' src/attograd.h)
 
-.PHONY: all lib examples test test-one test-torch deps-test install uninstall test-install \
+.PHONY: all lib examples test test-one test-torch test-numpy deps-test install uninstall test-install \
         format format-check clean help
 all: lib examples
 
@@ -108,11 +109,9 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/torch_dump: $(B)/obj/tests/tools/torch_dump.o $(B)/libattograd.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(B)/tests/optim_dump: $(B)/obj/tests/tools/optim_dump.o $(B)/libattograd.a
+# small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
+TOOLS := torch_dump optim_dump npz_tool
+$(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -125,12 +124,17 @@ test: deps-test
 	$(MAKE) --no-print-directory REAL=double test-one
 	$(MAKE) --no-print-directory REAL=float test-one
 	$(MAKE) --no-print-directory REAL=double test-torch
+	$(MAKE) --no-print-directory REAL=float test-numpy
 
 # attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
-# optimizers and clipping
-test-torch: $(B)/tests/torch_dump $(B)/tests/optim_dump
+# optimizers and clipping; then the .npz interop with numpy (where python3-numpy is installed),
+# which `make test` also runs in float
+test-torch: $(B)/tests/torch_dump $(B)/tests/optim_dump test-numpy
 	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
 	OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump
+
+test-numpy: $(B)/tests/npz_tool
+	tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
 
 # the examples are built too, so that a change that breaks them fails the suite
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
@@ -185,6 +189,7 @@ help:
 	@echo 'attograd targets:'
 	@echo '  make                 the library ($(B)/libattograd.a, .so) and examples ($(B)/examples/)'
 	@echo '  make test            the test suite: double then float build, OMP_NUM_THREADS=$(THREADS)'
+	@echo '  make test-numpy      .npz files between attograd and numpy, both ways (where numpy is)'
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'

@@ -1,6 +1,6 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, kernels), autograd (the tape, ops and gradcheck), and, as they
- * land, nn (modules) and optim (optimizers). */
+ * land, nn (modules), io (.npz files, checkpoints) and optim (optimizers). */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -12,5 +12,6 @@
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "io/npz.h"
 
 #endif

@@ -50,6 +50,7 @@ case "$cflags" in *-DAG_REAL_DOUBLE*) has_double=1 ;; *) has_double=0 ;; esac
 [ "$has_double" = "$([ "$REAL" = double ] && echo 1 || echo 0)" ] ||
     fail "Cflags '$cflags' do not match REAL=$REAL"
 case " $static_libs " in *" -lm "*) ;; *) fail "--static libs lack -lm: $static_libs" ;; esac
+case " $static_libs " in *" -lz "*) ;; *) fail "--static libs lack -lz (zlib): $static_libs" ;; esac
 case " $static_libs " in
     *" -fopenmp "*) [ "$OMP" = 1 ] || fail "OMP=0 but --static libs have -fopenmp" ;;
     *) [ "$OMP" = 0 ] || fail "OMP=1 but --static libs lack -fopenmp: $static_libs" ;;
