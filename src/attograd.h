@@ -13,5 +13,6 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "io/npz.h"
+#include "io/checkpoint.h"
 
 #endif
