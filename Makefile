@@ -110,7 +110,7 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
-TOOLS := torch_dump optim_dump npz_tool
+TOOLS := torch_dump torch_load optim_dump npz_tool
 $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -129,7 +129,7 @@ test: deps-test
 # attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
 # optimizers and clipping; then the .npz interop with numpy (where python3-numpy is installed),
 # which `make test` also runs in float
-test-torch: $(B)/tests/torch_dump $(B)/tests/optim_dump test-numpy
+test-torch: $(B)/tests/torch_dump $(B)/tests/torch_load $(B)/tests/optim_dump test-numpy
 	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
 	OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump
 
