@@ -58,5 +58,9 @@ int main(int argc, char **argv) {
     printf("  state_dict of %d tensors loaded; logits (%d,%d,%d): max |diff| %.3e\n", info.n_loaded,
            B, T, cfg.tgt_vocab, worst);
     npz_free(io);
+    arena_free(t->arena);
+    ag_tape_free(t);
+    nn_seq2seq_free(&m);
+    arena_free(a);
     return worst < 1e-10 ? 0 : 1;
 }
