@@ -220,7 +220,9 @@ typedef struct Seq2Seq {
 /* Sensible defaults for the fields not given (d_ff 4*d_model, eps 1e-5, ...). */
 Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_model, int n_heads,
                                         int n_layers);
-/* Creates every parameter in arena a (registered in m->params), initialised from rng.
+/* Creates every parameter in arena a (registered in m->params), initialised from rng (each
+ * module as its PyTorch counterpart, except the embeddings: N(0, 1/d_model), since the forward
+ * scales them by sqrt(d_model)).
  * Parameter names: src_embed.weight, tgt_embed.weight, [src_pos.weight, tgt_pos.weight,]
  * encoder.layers.N.{self_attn.*, linear1.*, linear2.*, norm1.*, norm2.*}, encoder.norm.*,
  * decoder.layers.N.{self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1..3.*},

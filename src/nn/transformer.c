@@ -115,6 +115,15 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
     int C = cfg->layer.d_model;
     nn_embedding_init(&m->src_embed, &b, "src_embed", cfg->src_vocab, C, cfg->pad_id);
     nn_embedding_init(&m->tgt_embed, &b, "tgt_embed", cfg->tgt_vocab, C, cfg->pad_id);
+    /* The forward scales embeddings by sqrt(d_model); with nn.Embedding's N(0, 1) that would
+     * make them sqrt(d_model) times larger than the positions and drown them (a measured 46%
+     * vs 92% exact match at step 1000 on the toy corpus, data/README.md). So the model starts
+     * them at N(0, 1/d_model), as fairseq does: after scaling, unit size like the positions. */
+    Embedding *embeds[2] = {&m->src_embed, &m->tgt_embed};
+    for (int i = 0; i < 2; i++) {
+        Tensor *w = embeds[i]->weight;
+        for (size_t j = 0; j < w->size; j++) w->data[j] /= (Real)sqrt((double)C);
+    }
     nn_positional_init(&m->src_pos, &b, "src_pos", cfg->max_len, C, cfg->learned_pos);
     nn_positional_init(&m->tgt_pos, &b, "tgt_pos", cfg->max_len, C, cfg->learned_pos);
     char name[AG_NAME_LEN];
