@@ -2,9 +2,12 @@
  * when the bench was built with it (see bench/README.md). One line per shape and thread count:
  *   bench gemm FORM MxKxN threads=<n> attograd_ms=<x> gflops=<g> pct_peak=<p>
  *       [openblas_ms=<y> ratio=<y/x>]
+ *       cpu_ms=<c>
  * ratio > 1 means attograd is faster. Times are the median of RUNS runs, attograd and OpenBLAS
  * alternating; each run repeats the product until it has taken at least MIN_RUN_MS. pct_peak is
  * against the FMA peak measured here first (one thread, registers only), times the threads.
+ * cpu_ms is the CPU time of all threads per product: on a machine shared with other programs,
+ * cpu_ms of one thread is the time the product takes when it has the core (ms is wall time).
  * Not here: a whole training step (bench_step.c). Build and run: make bench, then
  * build/bench/bench_gemm (or REAL=double). */
 #include <math.h>
@@ -59,9 +62,9 @@ static int cmp_double(const void *a, const void *b) {
  * this build's vector width (12 chains cover the FMA latency times the FMA units). Timed in
  * thread CPU time, so that other programs on the machine do not lower it. */
 static double measure_peak(void) {
-    const long iters = 20000000;
+    const long iters = 5000000;
     double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 15; rep++) {
         double t0 = clock_ms(CLOCK_THREAD_CPUTIME_ID), flops;
         Real sink;
 #if defined(__AVX512F__) && !defined(AG_REAL_DOUBLE)
@@ -130,13 +133,14 @@ static void set_threads(int n) {
 }
 
 /* ms per product: repeats it until MIN_RUN_MS has passed, returns the mean of that run */
-static double time_ours(const Shape *s, const Real *A, const Real *B, Real *C) {
+static double time_ours(const Shape *s, const Real *A, const Real *B, Real *C, double *cpu_ms) {
     int reps = 0;
-    double t0 = now_ms(), t;
+    double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t;
     do {
         k_gemm(s->ta, s->tb, s->M, s->N, s->K, A, B, C, 0);
         reps++;
     } while ((t = now_ms() - t0) < MIN_RUN_MS);
+    *cpu_ms = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
     return t / reps;
 }
 
@@ -169,17 +173,18 @@ int main(void) {
         double flops = 2.0 * s->M * s->K * s->N;
         for (int threads = 1; threads <= 2; threads++) {
             set_threads(threads);
-            double ours[RUNS];
+            double ours[RUNS], cpu[RUNS];
 #ifdef BENCH_OPENBLAS
             double ref[RUNS];
 #endif
             for (int r = 0; r < RUNS; r++) {
-                ours[r] = time_ours(s, A, B, C);
+                ours[r] = time_ours(s, A, B, C, &cpu[r]);
 #ifdef BENCH_OPENBLAS
                 ref[r] = time_ref(s, A, B, C2, threads);
 #endif
             }
             qsort(ours, RUNS, sizeof ours[0], cmp_double);
+            qsort(cpu, RUNS, sizeof cpu[0], cmp_double);
             double ms = ours[RUNS / 2], g = flops / (ms * 1e6);
             printf("bench gemm %s %dx%dx%d threads=%d attograd_ms=%.3f gflops=%.1f pct_peak=%.1f",
                    s->form, s->M, s->K, s->N, threads, ms, g, 100.0 * g / (peak * threads));
@@ -190,7 +195,7 @@ int main(void) {
             printf(" openblas_ms=%.3f ratio=%.2f max_abs_diff=%.1e", ref[RUNS / 2],
                    ref[RUNS / 2] / ms, diff);
 #endif
-            printf("\n");
+            printf(" cpu_ms=%.3f\n", cpu[RUNS / 2]);
             fflush(stdout);
         }
         free(A);

@@ -1,7 +1,8 @@
 /* bench_step.c: the time of one training step (forward and backward, no optimizer) of a small
  * seq2seq transformer: d_model 128, 4 heads, 2+2 layers, d_ff 512, no dropout, batch 64 of 20
  * source and 20 target tokens, vocabularies of 64. Prints the median of several steps for 1 and
- * 2 threads, `bench step threads=<n> ms=<x>`, or for the thread counts given as arguments.
+ * 2 threads, `bench step threads=<n> ms=<x> cpu_ms=<c> loss=<l>`, or for the thread counts given
+ * as arguments. ms is wall time, cpu_ms the CPU time of all threads (see bench_gemm.c).
  * Not here: the GEMM alone (bench_gemm.c). Build and run: make bench && build/bench/bench_step */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,9 @@
 
 enum { BATCH = 64, S = 20, T = 20, VOCAB = 64, RUNS = 7 };
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
@@ -51,19 +52,25 @@ int main(int argc, char **argv) {
 #else
         if (threads > 1) break;
 #endif
-        double ms[RUNS], loss = 0;
+        double ms[RUNS], cpu[RUNS], loss = 0;
         for (int r = 0; r < RUNS + 1; r++) {
-            double t0 = now_ms();
+            double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
             Tensor *l = nn_seq2seq_loss(tape, &m, src, S, tgt_in, tgt_out, BATCH, T, &rng);
             ag_backward(tape, l);
-            double dt = now_ms() - t0;
+            double dt = clock_ms(CLOCK_MONOTONIC) - t0;
+            double dc = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
             loss = l->data[0];
             ag_tape_reset(tape);
             nn_params_zero_grad(&m.params);
-            if (r > 0) ms[r - 1] = dt; /* the first step warms up caches and scratch */
+            if (r > 0) { /* the first step warms up caches and scratch */
+                ms[r - 1] = dt;
+                cpu[r - 1] = dc;
+            }
         }
         qsort(ms, RUNS, sizeof ms[0], cmp_double);
-        printf("bench step threads=%d ms=%.2f loss=%.6f\n", threads, ms[RUNS / 2], loss);
+        qsort(cpu, RUNS, sizeof cpu[0], cmp_double);
+        printf("bench step threads=%d ms=%.2f cpu_ms=%.2f loss=%.6f\n", threads, ms[RUNS / 2],
+               cpu[RUNS / 2], loss);
     }
     nn_seq2seq_free(&m);
     arena_free(tape->arena);
