@@ -169,6 +169,7 @@ static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
 #define KC GEMM_KC
 #define MC GEMM_MC
 #define NC GEMM_NC
+_Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiples of the tile");
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define UNROLL _Pragma("GCC unroll 16")
@@ -366,8 +367,10 @@ void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, R
         return;
     }
     int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
+    /* multiply-adds; below 64 K_PAR_MIN (1M by default, about 20 us on one core) one thread
+     * does it all: waking a team costs more than it saves */
     size_t work = (size_t)M * (size_t)N * (size_t)K;
-#pragma omp parallel if (work >= 64 * K_PAR_MIN && (size_t)mt * nt > 1)
+#pragma omp parallel if (work / 64 >= K_PAR_MIN && (size_t)mt * nt > 1)
     {
         int T = 1, t = 0;
 #ifdef _OPENMP

@@ -99,6 +99,7 @@ Test(k_gemm, matches_a_double_reference_across_every_block_boundary) {
         {mr, 5, nr},
         {mr + 1, 4, nr + 1},
         {mc - 1, 9, 2 * nr + 3},
+        {mc, 2, nc},
         {mc + 1, 7, nr - 1},
         {mr + 1, 6, nc - 1},
         {mr - 1, 5, nc + 1},
