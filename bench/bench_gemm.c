@@ -172,6 +172,9 @@ int main(void) {
         for (size_t i = 0; i < nb; i++) B[i] = (Real)rng_normal(&rng);
         double flops = 2.0 * s->M * s->K * s->N;
         for (int threads = 1; threads <= 2; threads++) {
+#ifndef _OPENMP
+            if (threads > 1) break; /* built without OpenMP: one thread only */
+#endif
             set_threads(threads);
             double ours[RUNS], cpu[RUNS];
 #ifdef BENCH_OPENBLAS
