@@ -7,6 +7,8 @@
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
 #   make format             clang-format every source file (format-check: only report)
+#   make bench              builds and runs bench/ (GEMM speed, vs OpenBLAS when installed)
+#   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -17,6 +19,7 @@ DEBUG ?= 0
 ARCH ?= native
 PREFIX ?= /usr/local
 THREADS ?= 2
+BLAS ?=
 
 ifneq ($(REAL),float)
 ifneq ($(REAL),double)
@@ -24,7 +27,7 @@ $(error REAL must be float or double, not '$(REAL)')
 endif
 endif
 
-SUFFIX := $(if $(filter 0,$(OMP)),-noomp)$(if $(filter 1,$(DEBUG)),-debug)
+SUFFIX := $(if $(filter 0,$(OMP)),-noomp)$(if $(filter 1,$(DEBUG)),-debug)$(if $(BLAS),-$(BLAS))
 VARIANT := $(REAL)$(SUFFIX)
 ifeq ($(VARIANT),float)
 B := build
@@ -60,6 +63,13 @@ CFLAGS += -Werror
 endif
 # zlib: the deflate streams and CRC-32 of .npz files (src/io)
 LDLIBS := -lm -lz
+# BLAS=openblas: k_gemm calls cblas_sgemm/dgemm (k_gemm.c); only to compare, never the default
+ifeq ($(BLAS),openblas)
+CFLAGS += -DAG_BLAS_OPENBLAS $(shell pkg-config --cflags openblas 2>/dev/null)
+LDLIBS += $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+else ifneq ($(BLAS),)
+$(error BLAS must be empty or openblas, not '$(BLAS)')
+endif
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
@@ -71,11 +81,11 @@ TEST_OBJ := $(TEST_SRC:%.c=$(B)/obj/%.o) $(TEST_LIB_SRC:%.c=$(B)/obj/%.o)
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(B)/examples/%)
 FORMAT_SRC = $(sort $(wildcard src/*.h src/*/*.c src/*/*.h tests/*/*.c tests/*/*.h examples/*.c \
-                               examples/*.h))
+                               examples/*.h bench/*.c))
 VERSION := $(shell sed -n 's/^\#define ATTOGRAD_VERSION "\(.*\)"/\1/p' src/attograd.h)
 
 .PHONY: all lib examples test test-one test-torch test-numpy deps-test install uninstall test-install \
-        format format-check clean help
+        format format-check clean help bench
 all: lib examples
 
 lib: $(B)/libattograd.a $(B)/libattograd.so
@@ -99,6 +109,38 @@ examples: $(EXAMPLES)
 $(B)/examples/%: $(B)/obj/examples/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(B)/libattograd.a $(LDLIBS)
+
+# ---- benchmarks (bench/README.md; not part of make test) ----
+# bench_gemm is compared with OpenBLAS when it is installed: bench/openblas_ref.c is then built
+# and linked into that program only, never into the library.
+BENCH := $(B)/bench/bench_gemm $(B)/bench/bench_step
+HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+ifeq ($(HAVE_OPENBLAS),)
+HAVE_OPENBLAS := $(if $(and $(wildcard /usr/include/x86_64-linux-gnu/cblas.h),$(wildcard \
+                   /usr/lib/x86_64-linux-gnu/libopenblas.so)),1)
+endif
+ifeq ($(HAVE_OPENBLAS),1)
+BENCH_REF_OBJ := $(B)/obj/bench/openblas_ref.o
+BENCH_REF_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+$(B)/obj/bench/bench_gemm.o: CFLAGS += -DBENCH_OPENBLAS
+$(B)/obj/bench/openblas_ref.o: CFLAGS += $(shell pkg-config --cflags openblas 2>/dev/null)
+endif
+# Debian's OpenBLAS 0.3.21 needs the core named on Zen 4; its OpenMP flavour shares our threads
+BENCH_ENV := OPENBLAS_CORETYPE=SkylakeX \
+    $(if $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
+.SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(BENCH_REF_OBJ)
+
+$(B)/bench/bench_gemm: $(B)/obj/bench/bench_gemm.o $(BENCH_REF_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_REF_LIBS) $(LDLIBS)
+
+$(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BENCH)
+	$(BENCH_ENV) $(B)/bench/bench_gemm
+	$(B)/bench/bench_step
 
 # ---- tests ----
 $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a
@@ -148,7 +190,7 @@ test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
 LIBDIR := $(DESTDIR)$(PREFIX)/lib
 INCDIR := $(DESTDIR)$(PREFIX)/include/attograd
 PC_CFLAGS := $(if $(filter double,$(REAL)),-DAG_REAL_DOUBLE)
-PC_LIBS_PRIVATE := $(if $(filter 1,$(OMP)),-fopenmp )-lm
+PC_LIBS_PRIVATE := $(if $(filter 1,$(OMP)),-fopenmp )$(if $(BLAS),-l$(BLAS) )-lm
 
 ifeq ($(DEBUG),1)
 ifneq ($(filter install test-install,$(MAKECMDGOALS)),)
@@ -195,6 +237,7 @@ help:
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
 	@echo '  make format          clang-format -i on src, tests and examples'
+	@echo '  make bench           GEMM and training-step benchmarks (bench/README.md)'
 	@echo '  make format-check    reports files clang-format would change, changes nothing'
 	@echo '  make clean           removes build/'
 	@echo 'variables (current value):'
@@ -204,5 +247,6 @@ help:
 	@echo '  ARCH=...             passed to -march= ($(ARCH))'
 	@echo '  PREFIX=...           install prefix ($(PREFIX))'
 	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
+	@echo '  BLAS=openblas        k_gemm calls OpenBLAS (to compare; default: our own kernel)'
 	@echo '  CI=true              warnings are errors'
 	@echo 'each configuration builds in its own folder; this one is $(B)/'

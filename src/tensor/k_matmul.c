@@ -1,42 +1,9 @@
-/* k_matmul.c: one GEMM (with transposes read in place) and the matmul, A @ B^T, transpose and
- * head split/merge kernels built on it. The GEMM is the plain, readable version: rows of C are
- * shared among threads and every C element sums over k in order within its thread. The speed
- * issue replaces its inside with a packed, register-tiled kernel; the contract stays.
- * Next: k_reduce.c. */
+/* k_matmul.c: the matmul and A @ B^T kernels, forward and backward, each one or a few calls of
+ * k_gemm (k_gemm.c, which reads transposed operands in place), and the transpose and head
+ * split/merge moves. Next: k_reduce.c. */
 #include <string.h>
 
 #include "kernels.h"
-
-void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-            int accumulate) {
-    size_t work = (size_t)M * (size_t)N * (size_t)K;
-#pragma omp parallel for schedule(static) if (work >= 4 * K_PAR_MIN)
-    for (int i = 0; i < M; i++) {
-        Real *c = C + (size_t)i * N;
-        if (!accumulate) memset(c, 0, (size_t)N * sizeof(Real));
-        if (!tb) {
-            /* C[i,:] += sum_k op(A)[i,k] B[k,:]: the inner loop runs along a row of B */
-            for (int k = 0; k < K; k++) {
-                Real a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
-                const Real *b = B + (size_t)k * N;
-                for (int j = 0; j < N; j++) c[j] += a * b[j];
-            }
-        } else {
-            /* C[i,j] += dot(op(A)[i,:], B[j,:]) with B stored (N,K) */
-            for (int j = 0; j < N; j++) {
-                const Real *b = B + (size_t)j * K;
-                Real s = 0;
-                if (!ta) {
-                    const Real *a = A + (size_t)i * K;
-                    for (int k = 0; k < K; k++) s += a[k] * b[k];
-                } else {
-                    for (int k = 0; k < K; k++) s += A[(size_t)k * M + i] * b[k];
-                }
-                c[j] += s;
-            }
-        }
-    }
-}
 
 /* y (BATCH,M,N) = a (BATCH,M,K) times b read as (K,N), stored (K,N) or, when tb, (N,K);
  * a 2-D b is shared by the whole batch: one GEMM over all BATCH*M rows */

@@ -41,9 +41,14 @@ void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t
 /* ---- matrix products (k_matmul.c) ----
  * k_gemm: C (M,N) = op(A) op(B) (+ C when accumulate), op(A) (M,K), op(B) (K,N), row-major.
  * ta: A is stored (K,M) and read transposed; tb: B is stored (N,K) and read transposed.
- * Parallel over rows of C; every C element sums over k in order within one thread. */
+ * Packed and cache-blocked (k_gemm.c). Threads split C into disjoint tiles; every C element
+ * sums its k in a fixed order (fixed blocks of k), so results do not depend on thread count. */
 void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
             int accumulate);
+/* The GEMM kernel this build uses: "avx512", "avx2", "portable" or "openblas". */
+const char *k_gemm_kernel_name(void);
+/* Its register tile (mr x nr) and blocks (kc of K, mc rows, nc columns), for tests and benches. */
+void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);

@@ -1,0 +1,419 @@
+/* k_gemm.c: the one matrix product every matmul runs on, C (M,N) = op(A) op(B) (+ C), as a packed,
+ * cache-blocked GEMM with a register-tiled micro-kernel (the design of Goto and van de Geijn,
+ * "Anatomy of high-performance matrix multiplication", 2008, and of BLIS).
+ *
+ * Three levels, from the inside out:
+ *   micro-kernel  an MR x NR tile of C held in vector registers; per step k it loads NR values of
+ *                 op(B), broadcasts MR values of op(A) and does MR * NR / VLEN fused multiply-adds.
+ *   packing       op(B) is copied into panels of NR columns, k-major ("for k: NR values"), and
+ *                 op(A) into strips of MR rows ("for k: MR values"), zero-padded to full panels
+ *                 and strips. Packed data is contiguous, so the micro-kernel streams it. The
+ *                 transposed forms are read in place while packing: no transpose is ever
+ *                 stored. A row-major A (not ta) is already contiguous in k, so its full strips
+ *                 are read where they are (MR short runs) and only a last, partial one is packed.
+ *   blocking      K is cut into blocks of KC, C into blocks of MC rows and NC columns, so that a
+ *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
+ *                 L1 while the kernel sweeps it across the B block.
+ * Scratch: each thread owns one buffer of (MC + NC) * KC values (MC*KC for A, KC*NC for B),
+ * allocated on its first call and kept for its life (freed when the thread exits), so a training
+ * loop mallocs nothing here after its first step.
+ *
+ * Determinism. Every element of C is computed the same way whoever computes it: its K values are
+ * summed block by block (the KC boundaries are fixed: 0, KC, 2KC, ...), inside a block by one FMA
+ * chain in k order started from 0, and the block's sum is then added to C (or stored, for the
+ * first block when not accumulating). Threads only split C into disjoint rectangles of whole
+ * tiles; they never split K. So the result is bit-identical for any thread count, even though the
+ * split itself depends on the thread count. Edge tiles run the same kernel on zero-padded data
+ * into a local tile, then add it to C element by element: the same two roundings.
+ *
+ * The kernel is chosen at compile time: AVX-512 (16 floats or 8 doubles a vector), AVX2 + FMA
+ * (8 or 4), or portable C (one value a "vector"; fma() where the hardware has it; forced with
+ * -DAG_GEMM_PORTABLE). All three do the same arithmetic per element, so the portable one gives
+ * the vector kernels' bits wherever fma() is a hardware instruction (FP_FAST_FMA).
+ * make BLAS=openblas instead calls cblas_?gemm (to compare; not thread-deterministic).
+ * Read next: k_matmul.c (the matmul kernels built on this one). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#ifdef AG_BLAS_OPENBLAS
+#include <cblas.h>
+
+void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+            int accumulate) {
+    if (M <= 0 || N <= 0) return;
+#ifdef AG_REAL_DOUBLE
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, 1.0, A, ta ? M : K, B, tb ? K : N, accumulate ? 1.0 : 0.0, C, N);
+#else
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, 1.0f, A, ta ? M : K, B, tb ? K : N, accumulate ? 1.0f : 0.0f, C, N);
+#endif
+}
+
+#else /* our own GEMM */
+
+#include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- the vector type of the build: Vec holds VLEN Reals ---- */
+#if !defined(AG_GEMM_PORTABLE) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
+#include <immintrin.h>
+#endif
+
+#if !defined(AG_GEMM_PORTABLE) && defined(__AVX512F__)
+#define GEMM_ISA "avx512"
+#ifdef AG_REAL_DOUBLE
+typedef __m512d Vec;
+#define VLEN 8
+#define vload _mm512_loadu_pd
+#define vstore _mm512_storeu_pd
+#define vset1 _mm512_set1_pd
+#define vzero _mm512_setzero_pd
+#define vadd _mm512_add_pd
+#define vfma _mm512_fmadd_pd
+#else
+typedef __m512 Vec;
+#define VLEN 16
+#define vload _mm512_loadu_ps
+#define vstore _mm512_storeu_ps
+#define vset1 _mm512_set1_ps
+#define vzero _mm512_setzero_ps
+#define vadd _mm512_add_ps
+#define vfma _mm512_fmadd_ps
+#endif
+/* 8 x 2 vectors: 16 accumulators of the 32 registers, 2 for op(B), 1 for a broadcast of op(A).
+ * Measured on Zen 4: 6 x 2 and 12 x 2 as fast, 14 x 2 and 4 x 4 slower. */
+#define MR 8
+#define NV 2
+
+#elif !defined(AG_GEMM_PORTABLE) && defined(__AVX2__) && defined(__FMA__)
+#define GEMM_ISA "avx2"
+#ifdef AG_REAL_DOUBLE
+typedef __m256d Vec;
+#define VLEN 4
+#define vload _mm256_loadu_pd
+#define vstore _mm256_storeu_pd
+#define vset1 _mm256_set1_pd
+#define vzero _mm256_setzero_pd
+#define vadd _mm256_add_pd
+#define vfma _mm256_fmadd_pd
+#else
+typedef __m256 Vec;
+#define VLEN 8
+#define vload _mm256_loadu_ps
+#define vstore _mm256_storeu_ps
+#define vset1 _mm256_set1_ps
+#define vzero _mm256_setzero_ps
+#define vadd _mm256_add_ps
+#define vfma _mm256_fmadd_ps
+#endif
+/* 6 x 2 vectors: 12 accumulators of the 16 registers */
+#define MR 6
+#define NV 2
+
+#else
+#define GEMM_ISA "portable"
+typedef Real Vec;
+#define VLEN 1
+static inline Vec vload(const Real *p) { return *p; }
+static inline void vstore(Real *p, Vec v) { *p = v; }
+static inline Vec vset1(Real x) { return x; }
+static inline Vec vzero(void) { return 0; }
+static inline Vec vadd(Vec a, Vec b) { return a + b; }
+/* a b + c: rounded once where the hardware fuses (as the vector kernels do), else twice */
+#ifdef AG_REAL_DOUBLE
+#ifdef FP_FAST_FMA
+static inline Vec vfma(Vec a, Vec b, Vec c) { return fma(a, b, c); }
+#else
+static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
+#endif
+#else
+#ifdef FP_FAST_FMAF
+static inline Vec vfma(Vec a, Vec b, Vec c) { return fmaf(a, b, c); }
+#else
+static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
+#endif
+#endif
+#define MR 4
+#define NV 8
+#endif
+
+#ifdef GEMM_MR /* tuning: -DGEMM_MR=.. -DGEMM_NV=.. */
+#undef MR
+#define MR GEMM_MR
+#endif
+#ifdef GEMM_NV
+#undef NV
+#define NV GEMM_NV
+#endif
+#define NR (NV * VLEN)
+
+/* ---- blocking: KC fixes the summation order (see the top); MC and NC only the speed ----
+ * A strip of A (MR x KC, 8 KiB of floats) stays in L1 and the packed B block (KC x NC, 512 KiB
+ * of floats) in L2. On the shapes of bench/ anything from KC 128..384, NC 256..1024 and MC
+ * 96..384 is within a few percent of these. */
+#ifndef GEMM_KC
+#define GEMM_KC 256
+#endif
+#ifndef GEMM_MC
+#define GEMM_MC (MR * 24)
+#endif
+#ifndef GEMM_NC
+#define GEMM_NC (NR * 16)
+#endif
+#define KC GEMM_KC
+#define MC GEMM_MC
+#define NC GEMM_NC
+_Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiples of the tile");
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define UNROLL _Pragma("GCC unroll 16")
+#else
+#define UNROLL
+#endif
+#ifdef __GNUC__
+#define PREFETCH_W(p) __builtin_prefetch((p), 1)
+#else
+#define PREFETCH_W(p) ((void)(p))
+#endif
+
+/* ---- per-thread scratch ---- */
+static _Thread_local Real *scratch; /* (MC + NC) * KC Reals, 64-byte aligned */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) { free(p); }
+static void scratch_key_init(void) {
+    AG_CHECK(pthread_key_create(&scratch_key, scratch_free) == 0,
+             "k_gemm: pthread_key_create failed");
+}
+
+static Real *gemm_scratch(void) {
+    if (!scratch) {
+        size_t bytes = (size_t)(MC + NC) * KC * sizeof(Real);
+        bytes = (bytes + 63) / 64 * 64;
+        scratch = aligned_alloc(64, bytes);
+        AG_CHECK(scratch, "k_gemm: cannot allocate %zu bytes of scratch", bytes);
+        /* the key's destructor frees the buffer when the thread ends */
+        pthread_once(&scratch_once, scratch_key_init);
+        pthread_setspecific(scratch_key, scratch);
+    }
+    return scratch;
+}
+
+/* ---- packing ----
+ * op(A)[i,k] = A[i*K + k], or A[k*M + i] when ta. A strip is rows [i, i+rows) of op(A), k in
+ * [k0, k0+kc), stored k-major: for each k the MR values of those rows (0 past the last row). */
+static void pack_a_strip(Real *d, const Real *A, int ta, int M, int K, int i, int rows, int k0,
+                         int kc) {
+    if (ta) {
+        const Real *a = A + (size_t)k0 * M + i;
+        if (rows == MR) {
+            for (int k = 0; k < kc; k++, a += M, d += MR) memcpy(d, a, MR * sizeof(Real));
+            return;
+        }
+        for (int k = 0; k < kc; k++, a += M, d += MR) {
+            for (int r = 0; r < rows; r++) d[r] = a[r];
+            for (int r = rows; r < MR; r++) d[r] = 0;
+        }
+        return;
+    }
+    for (int k = 0; k < kc; k++, d += MR) {
+        const Real *a = A + (size_t)i * K + k0 + k;
+        for (int r = 0; r < rows; r++) d[r] = a[(size_t)r * K];
+        for (int r = rows; r < MR; r++) d[r] = 0;
+    }
+}
+
+/* op(B)[k,j] = B[k*N + j], or B[j*K + k] when tb. A panel is columns [j, j+cols) of op(B), k in
+ * [k0, k0+kc), stored k-major: for each k the NR values of those columns (0 past the last). */
+static void pack_b_panel(Real *d, const Real *B, int tb, int N, int K, int k0, int kc, int j,
+                         int cols) {
+    if (!tb) {
+        const Real *b = B + (size_t)k0 * N + j;
+        if (cols == NR) {
+            for (int k = 0; k < kc; k++, b += N, d += NR) memcpy(d, b, NR * sizeof(Real));
+            return;
+        }
+        for (int k = 0; k < kc; k++, b += N, d += NR) {
+            for (int c = 0; c < cols; c++) d[c] = b[c];
+            for (int c = cols; c < NR; c++) d[c] = 0;
+        }
+        return;
+    }
+    /* B stored (N,K): column j of op(B) is row j of B. A transpose, done 8 k at a time so
+     * that the part of the panel being written (8 x NR) stays in L1. */
+    const Real *b = B + (size_t)j * K + k0;
+    for (int kb = 0; kb < kc; kb += 8) {
+        int kn = kc - kb < 8 ? kc - kb : 8;
+        Real *dk = d + (size_t)kb * NR;
+        for (int c = 0; c < cols; c++) {
+            const Real *bc = b + (size_t)c * K + kb;
+            for (int k = 0; k < kn; k++) dk[k * NR + c] = bc[k];
+        }
+        for (int c = cols; c < NR; c++)
+            for (int k = 0; k < kn; k++) dk[k * NR + c] = 0;
+    }
+}
+
+/* ---- the micro-kernel ----
+ * Sums the kc products of each of the MR x NR elements of a tile: a[i*rsa + k*csa] for row i at
+ * step k (a packed strip: rsa 1, csa MR; rows of A read in place: rsa K, csa 1) times b, a
+ * packed panel (kc x NR). Then C[0..mr, 0..nr) (row stride ldc) = that sum, plus C when add. */
+static inline __attribute__((always_inline)) void
+micro_kernel(int kc, const Real *restrict a, size_t rsa, size_t csa, const Real *restrict b,
+             Real *c, size_t ldc, int mr, int nr, int add) {
+    Vec acc[MR][NV];
+    UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vzero();
+    /* ask for the C tile now, so that it has arrived when the sums are added to it (C is often
+     * a gradient last touched long ago: +5-10% inside a training step) */
+    UNROLL for (int i = 0; i < MR; i++) {
+        PREFETCH_W(c + (size_t)i * ldc);
+        PREFETCH_W(c + (size_t)i * ldc + NR - 1);
+    }
+    for (int k = 0; k < kc; k++, a += csa, b += NR) {
+        Vec bv[NV];
+        UNROLL for (int v = 0; v < NV; v++) bv[v] = vload(b + v * VLEN);
+        UNROLL for (int i = 0; i < MR; i++) {
+            Vec ai = vset1(a[i * rsa]);
+            UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vfma(ai, bv[v], acc[i][v]);
+        }
+    }
+    if (mr == MR && nr == NR) {
+        UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) {
+            Real *p = c + (size_t)i * ldc + v * VLEN;
+            vstore(p, add ? vadd(vload(p), acc[i][v]) : acc[i][v]);
+        }
+        return;
+    }
+    Real tile[MR * NR];
+    UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++)
+        vstore(tile + i * NR + v * VLEN, acc[i][v]);
+    for (int i = 0; i < mr; i++) {
+        Real *p = c + (size_t)i * ldc;
+        for (int j = 0; j < nr; j++) p[j] = add ? p[j] + tile[i * NR + j] : tile[i * NR + j];
+    }
+}
+
+/* the two forms the blocked loop calls: a packed strip, or MR full rows of A read in place */
+static void micro_packed(int kc, const Real *a, const Real *b, Real *c, size_t ldc, int mr, int nr,
+                         int add) {
+    micro_kernel(kc, a, 1, MR, b, c, ldc, mr, nr, add);
+}
+static void micro_rows(int kc, const Real *a, size_t lda, const Real *b, Real *c, size_t ldc,
+                       int nr, int add) {
+    micro_kernel(kc, a, lda, 1, b, c, ldc, MR, nr, add);
+}
+
+/* ---- one thread's share: C[i0..i1, j0..j1) of the full product, blocked ----
+ * Rows of a row-major A (not ta) are contiguous in k already: full strips are read in place
+ * and only a last, partial strip is packed (with its zero rows). */
+static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                       int accumulate, int i0, int i1, int j0, int j1) {
+    Real *abuf = gemm_scratch(), *bbuf = abuf + (size_t)MC * KC;
+    for (int jc = j0; jc < j1; jc += NC) {
+        int nc = j1 - jc < NC ? j1 - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            int add = accumulate || pc > 0;
+            for (int jr = 0; jr < nc; jr += NR)
+                pack_b_panel(bbuf + (size_t)jr * kc, B, tb, N, K, pc, kc, jc + jr,
+                             nc - jr < NR ? nc - jr : NR);
+            for (int ic = i0; ic < i1; ic += MC) {
+                int mc = i1 - ic < MC ? i1 - ic : MC;
+                for (int ir = 0; ir < mc; ir += MR) {
+                    int mr = mc - ir < MR ? mc - ir : MR;
+                    if (ta || mr < MR)
+                        pack_a_strip(abuf + (size_t)ir * kc, A, ta, M, K, ic + ir, mr, pc, kc);
+                }
+                for (int ir = 0; ir < mc; ir += MR) {
+                    int mr = mc - ir < MR ? mc - ir : MR;
+                    int packed = ta || mr < MR;
+                    const Real *a =
+                        packed ? abuf + (size_t)ir * kc : A + (size_t)(ic + ir) * K + pc;
+                    for (int jr = 0; jr < nc; jr += NR) {
+                        int nr = nc - jr < NR ? nc - jr : NR;
+                        Real *c = C + (size_t)(ic + ir) * N + jc + jr;
+                        if (packed)
+                            micro_packed(kc, a, bbuf + (size_t)jr * kc, c, (size_t)N, mr, nr, add);
+                        else
+                            micro_rows(kc, a, (size_t)K, bbuf + (size_t)jr * kc, c, (size_t)N, nr,
+                                       add);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* How T threads cut C: into tm x tn rectangles of whole tiles (mt row strips, nt column
+ * panels), the factorisation with the least work on the busiest thread, counting the packing
+ * each thread repeats. Any choice gives the same numbers; this one only sets the speed. */
+static void split_threads(int T, int mt, int nt, int K, int *tm_out, int *tn_out) {
+    double best = -1;
+    for (int tm = 1; tm <= T; tm++) {
+        if (T % tm) continue;
+        int tn = T / tm;
+        double rows = (double)((mt + tm - 1) / tm) * MR, cols = (double)((nt + tn - 1) / tn) * NR;
+        double cost = rows * cols * K + 4.0 * K * (rows * ceil(cols / NC) + cols);
+        if (best < 0 || cost < best) {
+            best = cost;
+            *tm_out = tm;
+            *tn_out = tn;
+        }
+    }
+}
+
+void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+            int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int i = 0; i < M; i++) memset(C + (size_t)i * N, 0, (size_t)N * sizeof(Real));
+        return;
+    }
+    int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
+    /* multiply-adds; below 64 K_PAR_MIN (1M by default, about 20 us on one core) one thread
+     * does it all: waking a team costs more than it saves */
+    size_t work = (size_t)M * (size_t)N * (size_t)K;
+#pragma omp parallel if (work / 64 >= K_PAR_MIN && (size_t)mt * nt > 1)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        int tm = 1, tn = 1;
+        split_threads(T, mt, nt, K, &tm, &tn);
+        int ti = t / tn, tj = t % tn;
+        /* thread (ti, tj) gets row strips [ti*mt/tm, (ti+1)*mt/tm), panels likewise */
+        int i0 = (int)((long)ti * mt / tm) * MR, i1 = (int)((long)(ti + 1) * mt / tm) * MR;
+        int j0 = (int)((long)tj * nt / tn) * NR, j1 = (int)((long)(tj + 1) * nt / tn) * NR;
+        if (i1 > M) i1 = M;
+        if (j1 > N) j1 = N;
+        if (i0 < i1 && j0 < j1) gemm_block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
+    }
+}
+
+#endif /* AG_BLAS_OPENBLAS */
+
+const char *k_gemm_kernel_name(void) {
+#ifdef AG_BLAS_OPENBLAS
+    return "openblas";
+#else
+    return GEMM_ISA;
+#endif
+}
+
+void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc) {
+#ifdef AG_BLAS_OPENBLAS /* OpenBLAS blocks its own way; these only give tests some sizes */
+    *mr = 8, *nr = 16, *kc = 256, *mc = 128, *nc = 512;
+#else
+    *mr = MR, *nr = NR, *kc = KC, *mc = MC, *nc = NC;
+#endif
+}

@@ -1,0 +1,183 @@
+/* test_gemm.c: k_gemm, the packed and blocked matrix product under every matmul.
+ * Every form (NN, NT, TN, TT) with and without accumulate, on odd shapes and on shapes one below
+ * and one above each of the kernel's tile and block sizes (read from k_gemm_blocking, so every
+ * build is tested at its own boundaries), against a plain triple loop in double. The error of an
+ * element is measured against sum_k |a_ik b_kj| + |c_ij|, the size of what it sums, so that
+ * cancellation cannot hide or fake an error. Then: results are bit-identical for 1, 2 and 3
+ * threads at the default threshold and with every product split (k_par_min = 1), and K = 0, M = 0
+ * or N = 0 do what the contract says.
+ * Not here: the matmul ops built on k_gemm (tests/autograd/test_gradcheck.c). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "attograd.h"
+
+#ifdef AG_REAL_DOUBLE
+#define TOL 1e-12
+#else
+#define TOL 1e-5
+#endif
+
+typedef struct {
+    int M, K, N;
+} Dims;
+
+static Real *random_array(Rng *rng, size_t n) {
+    Real *x = malloc((n ? n : 1) * sizeof(Real));
+    cr_assert(x);
+    for (size_t i = 0; i < n; i++) x[i] = (Real)rng_normal(rng);
+    return x;
+}
+
+/* op(A)[i,k] and op(B)[k,j] as k_gemm reads them */
+static double at(const Real *A, int ta, int M, int K, int i, int k) {
+    return ta ? (double)A[(size_t)k * M + i] : (double)A[(size_t)i * K + k];
+}
+static double bt(const Real *B, int tb, int K, int N, int k, int j) {
+    return tb ? (double)B[(size_t)j * K + k] : (double)B[(size_t)k * N + j];
+}
+
+/* Runs one product and returns the largest error of an element relative to its size. */
+static double check_one(Rng *rng, int ta, int tb, int accumulate, Dims d) {
+    int M = d.M, K = d.K, N = d.N;
+    Real *A = random_array(rng, (size_t)M * K), *B = random_array(rng, (size_t)K * N);
+    Real *C = random_array(rng, (size_t)M * N);
+    Real *C0 = malloc(((size_t)M * N + 1) * sizeof(Real));
+    cr_assert(C0);
+    memcpy(C0, C, (size_t)M * N * sizeof(Real));
+    k_gemm(ta, tb, M, N, K, A, B, C, accumulate);
+    double worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = accumulate ? (double)C0[(size_t)i * N + j] : 0, mag = fabs(s);
+            for (int k = 0; k < K; k++) {
+                double p = at(A, ta, M, K, i, k) * bt(B, tb, K, N, k, j);
+                s += p;
+                mag += fabs(p);
+            }
+            double err = fabs((double)C[(size_t)i * N + j] - s) / (mag > 0 ? mag : 1);
+            if (err > worst) worst = err;
+        }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+    return worst;
+}
+
+static void check_shapes(const Dims *dims, int n) {
+    static const char *forms[4] = {"NN", "NT", "TN", "TT"};
+    Rng rng;
+    rng_seed(&rng, 11);
+    for (int s = 0; s < n; s++)
+        for (int f = 0; f < 4; f++)
+            for (int acc = 0; acc <= 1; acc++) {
+                double err = check_one(&rng, f >= 2, f % 2, acc, dims[s]);
+                cr_assert(err <= TOL, "%s %dx%dx%d accumulate=%d: relative error %.3g > %.0e",
+                          forms[f], dims[s].M, dims[s].K, dims[s].N, acc, err, TOL);
+            }
+}
+
+Test(k_gemm, matches_a_double_reference_on_odd_shapes) {
+    static const Dims dims[] = {{1, 1, 1},   {7, 13, 5},  {33, 65, 17}, {129, 31, 257},
+                                {1, 300, 1}, {2, 1, 300}, {300, 1, 2},  {64, 64, 64}};
+    check_shapes(dims, (int)(sizeof dims / sizeof dims[0]));
+}
+
+/* One below, at and one above each tile and block size: M around mr and mc, N around nr and nc,
+ * K around kc and 2 kc (where the sum goes on in C). */
+Test(k_gemm, matches_a_double_reference_across_every_block_boundary) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    const Dims dims[] = {
+        {mr - 1, 3, nr - 1},
+        {mr, 5, nr},
+        {mr + 1, 4, nr + 1},
+        {mc - 1, 9, 2 * nr + 3},
+        {mc, 2, nc},
+        {mc + 1, 7, nr - 1},
+        {mr + 1, 6, nc - 1},
+        {mr - 1, 5, nc + 1},
+        {5, kc - 1, 7},
+        {5, kc, 9},
+        {mr + 3, kc + 1, 11},
+        {9, 2 * kc + 1, nr + 5},
+        {mc + mr + 1, kc + 3, nc + nr + 1},
+    };
+    check_shapes(dims, (int)(sizeof dims / sizeof dims[0]));
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* The same product with 1, 2 and 3 threads must give the same bits, in every form and with
+ * accumulate (C starts from the same random values each time). */
+static void check_threads(Dims d) {
+    int M = d.M, K = d.K, N = d.N;
+    Rng rng;
+    rng_seed(&rng, 12);
+    Real *A = random_array(&rng, (size_t)M * K), *B = random_array(&rng, (size_t)K * N);
+    Real *C0 = random_array(&rng, (size_t)M * N);
+    size_t bytes = (size_t)M * N * sizeof(Real);
+    Real *one = malloc(bytes), *many = malloc(bytes);
+    cr_assert(one && many);
+    for (int f = 0; f < 4; f++)
+        for (int acc = 0; acc <= 1; acc++) {
+            int ta = f >= 2, tb = f % 2;
+            set_threads(1);
+            memcpy(one, C0, bytes);
+            k_gemm(ta, tb, M, N, K, A, B, one, acc);
+            for (int t = 2; t <= 3; t++) {
+                set_threads(t);
+                memcpy(many, C0, bytes);
+                k_gemm(ta, tb, M, N, K, A, B, many, acc);
+                cr_assert(memcmp(one, many, bytes) == 0,
+                          "form %d %dx%dx%d accumulate=%d: %d threads differ from 1", f, M, K, N,
+                          acc, t);
+            }
+        }
+    set_threads(2);
+    free(A);
+    free(B);
+    free(C0);
+    free(one);
+    free(many);
+}
+
+Test(k_gemm, bit_identical_for_1_2_and_3_threads_at_the_default_threshold) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    const Dims dims[] = {
+        {mc + 2 * mr + 3, kc + 7, 3 * nr + 5}, {2 * mr + 1, 2 * kc + 1, nc + 3}, {301, 64, 97}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) check_threads(dims[i]);
+}
+
+Test(k_gemm, bit_identical_for_1_2_and_3_threads_when_every_product_splits) {
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    const Dims dims[] = {{7, 13, 5}, {33, 65, 17}, {129, 31, 257}, {17, 300, 40}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) check_threads(dims[i]);
+    k_par_min = saved;
+}
+
+Test(k_gemm, empty_sum_sets_zero_or_leaves_c) {
+    Real A[1] = {1}, B[1] = {1}, C[6] = {1, 2, 3, 4, 5, 6};
+    k_gemm(0, 0, 2, 3, 0, A, B, C, 1); /* K = 0, accumulate: C + nothing */
+    for (int i = 0; i < 6; i++) cr_assert_eq(C[i], (Real)(i + 1));
+    k_gemm(1, 1, 2, 3, 0, A, B, C, 0); /* K = 0: C = an empty sum */
+    for (int i = 0; i < 6; i++) cr_assert_eq(C[i], (Real)0);
+    C[0] = 9;
+    k_gemm(0, 0, 0, 3, 4, A, B, C, 0); /* no rows, no columns: nothing is touched */
+    k_gemm(0, 0, 2, 0, 4, A, B, C, 0);
+    cr_assert_eq(C[0], (Real)9);
+}
