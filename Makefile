@@ -138,7 +138,7 @@ test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
 DATA_OBJ := $(B)/obj/data/corpus.o
 DATA_OUT := build/data
 TEST_OBJ += $(DATA_OBJ)
-FORMAT_SRC += data/*.c data/*.h
+FORMAT_SRC += $(wildcard data/*.c data/*.h)
 $(B)/tests/run_tests: $(DATA_OBJ)
 $(DATA_OBJ) $(B)/obj/data/gen.o $(B)/obj/tests/data/test_gen.o: data/corpus.h
 $(B)/obj/tests/data/test_gen.o: CFLAGS += -Idata

@@ -150,7 +150,7 @@ static const CorpusVerb VERBS[] = {
     ER("greet", "greets", "salu"),
 };
 
-/* Indices into NOUNS and ADJS; checked against the names by the tests (test_gen.c). */
+/* Indices into ADJS and NOUNS; test_gen.c checks them against the names in the comments. */
 static const CorpusHeldOut HELD_OUT[] = {
     {0, 3},   /* black horse: cheval noir, chevaux noirs */
     {1, 2},   /* white mouse: souris blanche */
@@ -260,7 +260,24 @@ static const Style IN_DIST = {
     .period = 500,
 };
 
-static const Style GEN_STYLE = {
+/* gen_test: 3 or 4 modifiers in at most CORPUS_MAX_LEN tokens, so short subjects and objects */
+static const Style GEN_DEEP = {
+    .coord_clause = 50,
+    .pronoun = 400,
+    .coord_subject = 50,
+    .negation = 300,
+    .det = {35, 25, 20, 20},
+    .pre_adj = 200,
+    .post_adj = 300,
+    .modifier = 800,
+    .mod_kind = {40, 30, 30},
+    .budget = CORPUS_GEN_MIN_MODS + 1,
+    .held_out = 350,
+    .period = 500,
+};
+
+/* gen_long: longer than anything in train */
+static const Style GEN_LONG = {
     .coord_clause = 300,
     .pronoun = 200,
     .coord_subject = 200,
@@ -570,7 +587,7 @@ static int set_add(StrSet *s, Tok t) {
 
 /* ---- splits ---- */
 
-static const char *const SPLIT_NAME[CORPUS_NSPLITS] = {"train", "valid", "test", "gen"};
+static const char *const SPLIT_NAME[CORPUS_NSPLITS] = {"train", "valid", "test", "gen", "gen_long"};
 
 CorpusConfig corpus_default_config(CorpusTask task) {
     CorpusConfig c = {.task = task, .seed = 1};
@@ -579,6 +596,7 @@ CorpusConfig corpus_default_config(CorpusTask task) {
         c.n[CORPUS_VALID] = 1000;
         c.n[CORPUS_TEST] = 2000;
         c.n[CORPUS_GEN] = 1000;
+        c.n[CORPUS_GEN_LONG] = 1000;
     } else {
         c.n[CORPUS_TRAIN] = 2000;
         c.n[CORPUS_VALID] = 200;
@@ -590,23 +608,23 @@ CorpusConfig corpus_default_config(CorpusTask task) {
 
 const char *corpus_file_name(CorpusTask task, int split) {
     static const char *const names[3][CORPUS_NSPLITS] = {
-        {"train.tsv", "valid.tsv", "test.tsv", "gen_test.tsv"},
-        {"copy_train.tsv", "copy_valid.tsv", "copy_test.tsv", "copy_gen.tsv"},
-        {"reverse_train.tsv", "reverse_valid.tsv", "reverse_test.tsv", "reverse_gen.tsv"},
+        {"train.tsv", "valid.tsv", "test.tsv", "gen_test.tsv", "gen_long.tsv"},
+        {"copy_train.tsv", "copy_valid.tsv", "copy_test.tsv", "copy_gen.tsv", NULL},
+        {"reverse_train.tsv", "reverse_valid.tsv", "reverse_test.tsv", "reverse_gen.tsv", NULL},
     };
     return names[task][split];
 }
 
 /* One translation pair drawn for split; 1 if it fits the split's limits. */
 static int draw_translation(Gen *g, int split, char **src, char **tgt) {
-    g->st = split == CORPUS_GEN ? &GEN_STYLE : &IN_DIST;
+    g->st = split == CORPUS_GEN ? &GEN_DEEP : split == CORPUS_GEN_LONG ? &GEN_LONG : &IN_DIST;
     gen_sentence(g);
     if (g->en.overflow || g->fr.overflow) return 0;
-    if (split == CORPUS_GEN) {
+    if (split >= CORPUS_GEN && (g->n_mod < CORPUS_GEN_MIN_MODS || g->n_held < 1)) return 0;
+    if (split == CORPUS_GEN_LONG) {
         int period = g->en.n > 0 && tok_is(g->en.t[g->en.n - 1], ".");
-        if (g->n_mod < CORPUS_GEN_MIN_MODS || g->n_held < 1 || g->en.n - period <= CORPUS_MAX_LEN ||
-            g->fr.n - period <= CORPUS_MAX_LEN || g->en.n > CORPUS_GEN_MAX_LEN ||
-            g->fr.n > CORPUS_GEN_MAX_LEN)
+        if (g->en.n - period <= CORPUS_MAX_LEN || g->fr.n - period <= CORPUS_MAX_LEN ||
+            g->en.n > CORPUS_GEN_MAX_LEN || g->fr.n > CORPUS_GEN_MAX_LEN)
             return 0;
     } else if (g->en.n > CORPUS_MAX_LEN || g->fr.n > CORPUS_MAX_LEN) {
         return 0;
@@ -654,13 +672,17 @@ int corpus_generate(const CorpusConfig *cfg, Corpus *c) {
         if (cfg->n[s] > CORPUS_MAX_SPLIT)
             return ag_fail(AG_ERR_ARG, "corpus: %zu %s pairs asked, at most %d", cfg->n[s],
                            SPLIT_NAME[s], CORPUS_MAX_SPLIT);
+        if (cfg->n[s] && !corpus_file_name(cfg->task, s))
+            return ag_fail(AG_ERR_ARG, "corpus: the %s task has no %s split",
+                           cfg->task == CORPUS_COPY ? "copy" : "reverse", SPLIT_NAME[s]);
         total += cfg->n[s];
     }
     StrSet seen;
     if (set_init(&seen, total) != 0) return ag_fail(AG_ERR_NOMEM, "corpus: out of memory");
-    /* test and valid first, then gen, then train: a split does not depend on the sizes of the
-     * splits made after it */
-    static const int order[CORPUS_NSPLITS] = {CORPUS_TEST, CORPUS_VALID, CORPUS_GEN, CORPUS_TRAIN};
+    /* test and valid first, then gen and gen_long, then train: a split does not depend on the
+     * sizes of the splits made after it */
+    static const int order[CORPUS_NSPLITS] = {CORPUS_TEST, CORPUS_VALID, CORPUS_GEN,
+                                              CORPUS_GEN_LONG, CORPUS_TRAIN};
     int rc = AG_OK;
     for (int k = 0; k < CORPUS_NSPLITS && rc == AG_OK; k++) {
         int s = order[k];
@@ -710,8 +732,10 @@ int corpus_write(const Corpus *c, const char *dir) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_fail(AG_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     for (int s = 0; s < CORPUS_NSPLITS; s++) {
+        const char *name = corpus_file_name(c->cfg.task, s);
+        if (!name) continue;
         char path[4096];
-        int len = snprintf(path, sizeof path, "%s/%s", dir, corpus_file_name(c->cfg.task, s));
+        int len = snprintf(path, sizeof path, "%s/%s", dir, name);
         if (len < 0 || (size_t)len >= sizeof path)
             return ag_fail(AG_ERR_IO, "cannot write into %s: path too long", dir);
         FILE *f = fopen(path, "w");
@@ -719,7 +743,7 @@ int corpus_write(const Corpus *c, const char *dir) {
         const CorpusSplit *sp = &c->split[s];
         for (size_t i = 0; i < sp->n; i++)
             if (fprintf(f, "%s\t%s\n", sp->pairs[i].src, sp->pairs[i].tgt) < 0) break;
-        int err = ferror(f) ? errno : 0;
+        int err = ferror(f) ? (errno ? errno : EIO) : 0;
         if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
         if (err) return ag_fail(AG_ERR_IO, "error writing %s: %s", path, strerror(err));
     }
@@ -730,16 +754,18 @@ int corpus_write(const Corpus *c, const char *dir) {
 
 static const char USAGE[] =
     "usage: gen [--out DIR] [--task translate|copy|reverse] [--seed N]\n"
-    "           [--train N] [--valid N] [--test N] [--gen N] [--stats]\n"
+    "           [--train N] [--valid N] [--test N] [--gen N] [--gen-long N] [--stats]\n"
     "Writes a toy corpus as TSV files (source<TAB>target, one pair a line) into DIR\n"
     "(default build/data; created if missing). The same seed gives the same files.\n"
-    "  --task translate  train.tsv valid.tsv test.tsv gen_test.tsv: English to French from a\n"
-    "                    small grammar (default sizes 30000 1000 2000 1000; see data/README.md)\n"
+    "  --task translate  train.tsv valid.tsv test.tsv gen_test.tsv gen_long.tsv: English to\n"
+    "                    French from a small grammar (default sizes 30000 1000 2000 1000 1000;\n"
+    "                    see data/README.md)\n"
     "  --task copy       copy_{train,valid,test,gen}.tsv: digit sequences and the same sequence\n"
     "  --task reverse    reverse_{train,valid,test,gen}.tsv: the sequence reversed\n"
     "                    (default sizes 2000 200 200 200; lengths 3-10, gen split 11-15)\n"
     "  --seed N          the seed (default 1)\n"
-    "  --train/--valid/--test/--gen N   pairs in that split (at most 1000000)\n"
+    "  --train/--valid/--test/--gen/--gen-long N   pairs in that split (at most 1000000;\n"
+    "                    --gen-long only for translate)\n"
     "  --stats           also print a histogram of the source lengths of each split\n"
     "  --help            this text\n"
     "Exit status: 0 done, 1 could not generate or write, 2 bad flags.\n";
@@ -774,6 +800,7 @@ static void print_summary(const Corpus *c, const char *dir, int stats) {
             tokens += strlen(c->split[s].pairs[i].src) + strlen(c->split[s].pairs[i].tgt);
     int have_vocab = set_init(&vocab[0], tokens) == 0 && set_init(&vocab[1], tokens) == 0;
     for (int s = 0; s < CORPUS_NSPLITS; s++) {
+        if (!corpus_file_name(c->cfg.task, s)) continue;
         const CorpusSplit *sp = &c->split[s];
         int lo[2] = {1 << 30, 1 << 30}, hi[2] = {0, 0}, hist[CORPUS_GEN_MAX_LEN + 2] = {0};
         double sum[2] = {0, 0};
@@ -816,7 +843,8 @@ int corpus_main(int argc, char **argv) {
     CorpusTask task = CORPUS_TRANSLATE;
     uint64_t seed = 1, size[CORPUS_NSPLITS] = {0};
     int size_set[CORPUS_NSPLITS] = {0}, stats = 0;
-    static const char *const size_flag[CORPUS_NSPLITS] = {"--train", "--valid", "--test", "--gen"};
+    static const char *const size_flag[CORPUS_NSPLITS] = {"--train", "--valid", "--test", "--gen",
+                                                          "--gen-long"};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -871,6 +899,10 @@ int corpus_main(int argc, char **argv) {
                 size_set[s] = 1;
             }
         }
+    }
+    if (task != CORPUS_TRANSLATE && size_set[CORPUS_GEN_LONG] && size[CORPUS_GEN_LONG]) {
+        fprintf(stderr, "gen: --gen-long is only for --task translate\n");
+        return 2;
     }
     CorpusConfig cfg = corpus_default_config(task);
     cfg.seed = seed;

@@ -39,7 +39,7 @@ typedef struct {
 } CorpusVerb;
 
 /* A held-out (adjective, noun) pair: never together in train, valid or test; every gen_test
- * sentence has at least one. Indices into the tables above. */
+ * and gen_long sentence has at least one. Indices into the tables above. */
 typedef struct {
     int adj, noun;
 } CorpusHeldOut;
@@ -56,8 +56,9 @@ int corpus_is_held_out(int adj, int noun);
 enum {
     CORPUS_MAX_LEN = 25,     /* train/valid/test: at most this many tokens on either side */
     CORPUS_MAX_MODS = 2,     /* train/valid/test: at most this many PPs + relative clauses */
-    CORPUS_GEN_MIN_MODS = 3, /* gen_test: at least this many PPs + relative clauses */
-    CORPUS_GEN_MAX_LEN = 40, /* gen_test: at most this many tokens on either side, and more than
+    CORPUS_GEN_MIN_MODS = 3, /* gen_test and gen_long: at least this many PPs + relative
+                                clauses; gen_test keeps to CORPUS_MAX_LEN tokens */
+    CORPUS_GEN_MAX_LEN = 40, /* gen_long: at most this many tokens on either side, and more than
                                 CORPUS_MAX_LEN words (the "." not counted) on both sides */
     CORPUS_COPY_MIN = 3,     /* copy/reverse: sequence lengths in train/valid/test */
     CORPUS_COPY_MAX = 10,
@@ -70,12 +71,14 @@ enum {
 
 typedef enum { CORPUS_TRANSLATE, CORPUS_COPY, CORPUS_REVERSE } CorpusTask;
 
-enum { CORPUS_TRAIN, CORPUS_VALID, CORPUS_TEST, CORPUS_GEN, CORPUS_NSPLITS };
+/* CORPUS_GEN: translate: deeper sentences with held-out pairs (gen_test.tsv); copy/reverse:
+ * longer sequences. CORPUS_GEN_LONG: translate only: also longer than train (gen_long.tsv). */
+enum { CORPUS_TRAIN, CORPUS_VALID, CORPUS_TEST, CORPUS_GEN, CORPUS_GEN_LONG, CORPUS_NSPLITS };
 
 typedef struct {
     CorpusTask task;
     uint64_t seed;
-    size_t n[CORPUS_NSPLITS]; /* pairs per split, indexed by CORPUS_TRAIN ... CORPUS_GEN */
+    size_t n[CORPUS_NSPLITS]; /* pairs per split, indexed by CORPUS_TRAIN ... CORPUS_GEN_LONG */
 } CorpusConfig;
 
 typedef struct {
@@ -99,17 +102,19 @@ CorpusConfig corpus_default_config(CorpusTask task);
  * twice in the whole corpus, so no valid/test/gen pair is in train. Each split draws from its
  * own stream (seeded by the seed and the split), and test, valid and gen are made before
  * train: changing the train size leaves the other splits unchanged.
- * Returns AG_OK; AG_ERR_ARG for a size over CORPUS_MAX_SPLIT, AG_ERR_RANGE when a split cannot
+ * Returns AG_OK; AG_ERR_ARG for a size over CORPUS_MAX_SPLIT or a gen_long split asked of copy
+ * or reverse, AG_ERR_RANGE when a split cannot
  * be filled with distinct pairs, AG_ERR_NOMEM; ag_last_error() then says more. On failure *c
  * holds nothing to free. */
 int corpus_generate(const CorpusConfig *cfg, Corpus *c);
 void corpus_free(Corpus *c);
 
-/* The file name of a split: train.tsv, valid.tsv, test.tsv, gen_test.tsv for translation,
- * copy_train.tsv ... copy_gen.tsv and reverse_... for the small tasks. */
+/* The file name of a split: train.tsv, valid.tsv, test.tsv, gen_test.tsv, gen_long.tsv for
+ * translation, copy_train.tsv ... copy_gen.tsv and reverse_... for the small tasks; NULL for a
+ * split the task does not have (copy/reverse have no gen_long). */
 const char *corpus_file_name(CorpusTask task, int split);
 
-/* Writes each split as "source<TAB>target\n" lines into dir (created if missing; its parent
+/* Writes each split of the task as "source<TAB>target\n" lines into dir (created if missing; its parent
  * must exist). Returns AG_OK, or AG_ERR_IO with ag_last_error() naming the path and the
  * reason. */
 int corpus_write(const Corpus *c, const char *dir);
