@@ -347,10 +347,10 @@ static int tok_is(Tok t, const char *s) {
 
 enum { NP_NEG_OBJECT = 1 };
 
-static void gen_np(Gen *g, int flags, int *person);
+static int gen_np(Gen *g, int flags);
 static int gen_subject(Gen *g, int allow_coordination);
 
-/* A French-initial adjective for this noun, never a held-out pair outside gen_test. */
+/* A pre- or post-noun adjective for this noun; a held-out pair only in gen_test and gen_long. */
 static int pick_adj(Gen *g, int noun, int pre) {
     for (;;) {
         int a = pick(g, COUNT(ADJS));
@@ -382,8 +382,7 @@ static void gen_verb(Gen *g, int person, int negated) {
 static void gen_vp(Gen *g, int person) {
     int negated = chance(g, g->st->negation);
     gen_verb(g, person, negated);
-    int object_person;
-    gen_np(g, negated ? NP_NEG_OBJECT : 0, &object_person);
+    gen_np(g, negated ? NP_NEG_OBJECT : 0);
 }
 
 static void gen_modifier(Gen *g, int head_person) {
@@ -392,8 +391,7 @@ static void gen_modifier(Gen *g, int head_person) {
         int p = pick(g, COUNT(PREP_EN));
         emit(&g->en, PREP_EN[p]);
         emit(&g->fr, PREP_FR[p]);
-        int person;
-        gen_np(g, 0, &person);
+        gen_np(g, 0);
     } else if (kind == 1) { /* that sees the dog -> qui voit le chien */
         emit(&g->en, "that");
         emit(&g->fr, "qui");
@@ -406,7 +404,8 @@ static void gen_modifier(Gen *g, int head_person) {
     }
 }
 
-static void gen_np(Gen *g, int flags, int *person) {
+/* Emits a noun phrase; returns its person as a subject: 2 (singular) or 5 (plural). */
+static int gen_np(Gen *g, int flags) {
     int noun, pre = -1, post = -1;
     if (g->st->held_out && chance(g, g->st->held_out)) {
         const CorpusHeldOut *h = &HELD_OUT[pick(g, COUNT(HELD_OUT))];
@@ -442,12 +441,13 @@ static void gen_np(Gen *g, int flags, int *person) {
     if (pre >= 0) emit(&g->fr, ADJS[pre].fr[agree]);
     emit(&g->fr, plural ? n->fr_pl : n->fr_sg);
     if (post >= 0) emit(&g->fr, ADJS[post].fr[agree]);
-    *person = plural ? 5 : 2;
+    int person = plural ? 5 : 2;
     if (g->budget > 0 && chance(g, g->st->modifier)) {
         g->budget--;
         g->n_mod++;
-        gen_modifier(g, *person);
+        gen_modifier(g, person);
     }
+    return person;
 }
 
 /* Emits a subject; returns its person (0..5). */
@@ -458,12 +458,11 @@ static int gen_subject(Gen *g, int allow_coordination) {
         emit(&g->fr, p->fr);
         return p->person;
     }
-    int person;
-    gen_np(g, 0, &person);
+    int person = gen_np(g, 0);
     if (allow_coordination && chance(g, g->st->coord_subject)) {
         emit(&g->en, "and");
         emit(&g->fr, "et");
-        gen_np(g, 0, &person);
+        gen_np(g, 0);
         person = 5; /* the cat and the dog see -> le chat et le chien voient */
     }
     return person;
