@@ -9,6 +9,7 @@
 #   make format             clang-format every source file (format-check: only report)
 #   make bench              builds and runs bench/ (GEMM speed, vs OpenBLAS when installed)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
+#   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -183,6 +184,27 @@ test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
 	OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
 	    $(B)/tests/run_tests -j2 --short-filename
 
+# ---- data: the toy corpus generator (data/README.md) ----
+# The tests call its functions directly (tests/data/test_gen.c), so corpus.o joins the suite.
+# make data builds build/.../data/gen and writes build/data/*.tsv with the default seed.
+DATA_OBJ := $(B)/obj/data/corpus.o
+DATA_OUT := build/data
+TEST_OBJ += $(DATA_OBJ)
+FORMAT_SRC += $(wildcard data/*.c data/*.h)
+$(B)/tests/run_tests: $(DATA_OBJ)
+$(DATA_OBJ) $(B)/obj/data/gen.o $(B)/obj/tests/data/test_gen.o: data/corpus.h
+$(B)/obj/tests/data/test_gen.o: CFLAGS += -Idata
+
+$(B)/data/gen: $(B)/obj/data/gen.o $(DATA_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+.PHONY: data
+data: $(B)/data/gen
+	$(B)/data/gen --out $(DATA_OUT) --task translate
+	$(B)/data/gen --out $(DATA_OUT) --task copy
+	$(B)/data/gen --out $(DATA_OUT) --task reverse
+
 # ---- install ----
 # Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
 # in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
@@ -233,6 +255,7 @@ help:
 	@echo '  make test            the test suite: double then float build, OMP_NUM_THREADS=$(THREADS)'
 	@echo '  make test-numpy      .npz files between attograd and numpy, both ways (where numpy is)'
 	@echo '  make examples        only the programs in examples/'
+	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
