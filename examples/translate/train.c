@@ -174,7 +174,7 @@ typedef struct {
     char *vocab_text;
     size_t vocab_len;
     int tty;
-    double t_start, t_row, t_bar;
+    double t_start, t_row, t_bar, last_tps;
     int64_t step_start;
 } Trainer;
 
@@ -270,6 +270,7 @@ static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
                norm, tps, eta);
         fflush(stdout);
     }
+    tr->last_tps = tps;
     p[POS_IV_LOSS] = dbits(0);
     p[POS_IV_NORM] = dbits(0);
     p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
@@ -289,7 +290,9 @@ static void progress(Trainer *tr, double loss, int force) {
     bar[20] = '\0';
     fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
     double n = tr->pos[POS_IV_STEPS] ? (double)tr->pos[POS_IV_STEPS] : 1;
-    double tps = t > tr->t_row ? (double)tr->pos[POS_IV_TOKENS] / (t - tr->t_row) : 0;
+    double tps = tr->pos[POS_IV_STEPS] && t > tr->t_row
+                     ? (double)tr->pos[POS_IV_TOKENS] / (t - tr->t_row)
+                     : tr->last_tps;
     if (tr->pos[POS_IV_STEPS]) loss = bitsd(tr->pos[POS_IV_LOSS]) / n;
     printf("\r[%s] step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
            (long long)tr->step, (long long)tr->total, epoch_of(tr), loss, tr->opt->last_lr, tps,
@@ -653,7 +656,7 @@ int tr_train(const TrTrainConfig *c) {
         }
     }
     end_bar(tr);
-    if (code == TR_EXIT_OK && (interrupted || (c->handle_signals && stop_requested()))) {
+    if (code == TR_EXIT_OK && interrupted) {
         int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
         if (!params_finite(tr)) {
             diverged(tr, tr->step, "a weight after the update", NAN);
