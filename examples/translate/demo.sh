@@ -20,7 +20,7 @@ done
 mkdir -p "$OUT"
 t0=$SECONDS
 
-echo "== 1. training (the progress goes to $OUT/log.csv too)"
+echo "== 1. training (log: $OUT/log.csv)"
 "$BIN" train --data "$DATA" --out "$OUT" --force "$@"
 t1=$SECONDS
 

@@ -577,7 +577,8 @@ int tr_train(const TrTrainConfig *c) {
     double vloss = 0, vexact = 0, last_loss = 0;
     /* a validation the previous run could not finish (it was interrupted during it) */
     if (code == TR_EXIT_OK && c->resume && tr->have_valid && tr->step > 0 &&
-        tr->pos[POS_LAST_VALID] < tr->step && tr->step % c->valid_every == 0) {
+        tr->pos[POS_LAST_VALID] < tr->step &&
+        (tr->step % c->valid_every == 0 || tr->step == tr->total)) {
         int v = validate(tr, &vloss, &vexact);
         if (v < 0)
             code = TR_EXIT_FAIL;
@@ -626,7 +627,13 @@ int tr_train(const TrTrainConfig *c) {
         p[POS_IV_TOKENS] += b->n_tgt_tokens;
         progress(tr, l, 0);
         int valid_due = tr->have_valid && (s % c->valid_every == 0 || s == tr->total);
-        int valid_ok = 0;
+        int save_due = s % save_every == 0 || s == tr->total, valid_ok = 0;
+        if ((valid_due || save_due) && !params_finite(tr)) {
+            /* an update overflowed: nothing is saved, the last good checkpoint stays */
+            diverged(tr, s, "a weight after the update", NAN);
+            code = TR_EXIT_FAIL;
+            break;
+        }
         if (valid_due) {
             int v = validate(tr, &vloss, &vexact);
             if (v < 0) {
@@ -643,16 +650,9 @@ int tr_train(const TrTrainConfig *c) {
             write_row(tr, valid_ok, vloss, vexact);
             progress(tr, l, 1);
         }
-        if (s % save_every == 0 || s == tr->total) {
-            if (!params_finite(tr)) { /* an update overflowed: keep the last good checkpoint */
-                diverged(tr, s, "a weight after the update", NAN);
-                code = TR_EXIT_FAIL;
-                break;
-            }
-            if (save(tr, tr->last_path) != AG_OK) {
-                code = TR_EXIT_FAIL;
-                break;
-            }
+        if (save_due && save(tr, tr->last_path) != AG_OK) {
+            code = TR_EXIT_FAIL;
+            break;
         }
     }
     end_bar(tr);

@@ -133,6 +133,8 @@ typedef struct Translator {
     TrVocab src, tgt;
     Arena *params; /* the parameters */
     Arena *step;   /* forward passes (tr_reserve sizes it) */
+    /* in no-grad mode; for a pass with gradients (head importance), call
+     * tr_reserve(..., grad = 1), then ag_no_grad(tape, 0) */
     Tape *tape;
     int64_t trained_steps; /* train.step of the checkpoint, 0 if it has none */
 } Translator;
