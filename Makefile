@@ -10,6 +10,7 @@
 #   make bench              builds and runs bench/ (GEMM speed, vs OpenBLAS when installed)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
+#   make demo               the translation example end to end (build/demo/)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -142,6 +143,40 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 bench: $(BENCH)
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
+# ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
+# main.c is the program; the other files are its library part, which the test suite links too
+# (tests/examples/test_translate.c calls the functions directly, and runs the program, found
+# through AG_TRANSLATE_BIN, for its command-line behaviour).
+TRANSLATE_SRC := $(sort $(wildcard examples/translate/*.c))
+TRANSLATE_OBJ := $(TRANSLATE_SRC:%.c=$(B)/obj/%.o)
+TRANSLATE_LIB_OBJ := $(filter-out %/main.o,$(TRANSLATE_OBJ))
+TRANSLATE_BIN := $(B)/examples/attograd-translate
+EXAMPLES += $(TRANSLATE_BIN)
+TEST_OBJ += $(TRANSLATE_LIB_OBJ)
+FORMAT_SRC += examples/translate/*.c examples/translate/*.h
+export AG_TRANSLATE_BIN := $(CURDIR)/$(TRANSLATE_BIN)
+examples: $(TRANSLATE_BIN)
+$(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h
+$(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
+
+$(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+# make demo: generates the toy corpus (make data), trains the default configuration, evaluates
+# on test and gen_test, translates a few sentences; everything goes to build/demo/. Extra
+# training flags: make demo DEMO_FLAGS="--steps 2000".
+DEMO_FLAGS ?=
+.PHONY: demo
+demo: $(TRANSLATE_BIN)
+	@if $(MAKE) --no-print-directory -n data >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory data; \
+	else \
+	    echo "make demo: data generator missing (there is no 'make data' target yet)" >&2; \
+	    exit 1; \
+	fi
+	@OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(THREADS)} examples/translate/demo.sh \
+	    $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
 
 # ---- tests ----
 $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a
@@ -256,6 +291,7 @@ help:
 	@echo '  make test-numpy      .npz files between attograd and numpy, both ways (where numpy is)'
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
+	@echo '  make demo            trains the toy translator, evaluates it: build/demo/ (README)'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'

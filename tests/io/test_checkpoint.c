@@ -322,6 +322,7 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     params_bytes(&w.m, &wafter, &nw);
     cr_assert(memcmp(wbefore, wafter, nw) == 0);
     cr_assert_eq(ckpt_load(wpath, &w.m, NULL), AG_OK, "weights only: %s", ag_last_error());
+    free(wafter);
     params_bytes(&w.m, &wafter, &nw);
     cr_assert(memcmp(pa, wafter, nw) == 0);
 
@@ -332,6 +333,7 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     cr_assert(system(cmd) == 0);
     cr_assert_neq(ckpt_load(tpath, &z.m, &st3), AG_OK);
     cr_assert(strstr(ag_last_error(), tpath), "%s", ag_last_error());
+    free(after);
     params_bytes(&z.m, &after, &nafter);
     cr_assert(memcmp(before, after, nbefore) == 0);
 

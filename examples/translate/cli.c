@@ -1,0 +1,512 @@
+/* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate),
+ * their flags from one table each (the help, with the defaults, is generated from it), and
+ * the exit codes (translate.h: 0 ok, 1 a failed run, 2 bad usage or data, 130/143 stopped by
+ * a signal with a checkpoint saved). Flags are --name VALUE or --name=VALUE.
+ * Not here: what the subcommands do (train.c, decode.c). */
+#include "translate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define PROG "attograd-translate"
+
+/* ---- a table-driven flag parser ---- */
+typedef enum { O_INT, O_I64, O_DOUBLE, O_STR, O_SET, O_CHOICE } OptType;
+
+typedef struct {
+    const char *name; /* without the leading "--" */
+    OptType type;
+    void *ptr;       /* int, int64_t, double, const char *, int (O_SET, O_CHOICE) */
+    const char *arg; /* the value's name in the help ("N", "PATH"); NULL for O_SET */
+    const char *help;
+    double lo, hi;              /* allowed range of a number; O_SET: the value it stores (lo) */
+    const char *const *choices; /* O_CHOICE: NULL-terminated names; *ptr = the index */
+    int set;                    /* given on the command line */
+} Opt;
+
+static void print_value(FILE *f, const Opt *o) {
+    switch (o->type) {
+    case O_INT: fprintf(f, "%d", *(int *)o->ptr); break;
+    case O_I64: fprintf(f, "%lld", (long long)*(int64_t *)o->ptr); break;
+    case O_DOUBLE: fprintf(f, "%g", *(double *)o->ptr); break;
+    case O_STR: fprintf(f, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); break;
+    case O_CHOICE: fprintf(f, "%s", o->choices[*(int *)o->ptr]); break;
+    case O_SET: break;
+    }
+}
+
+static void print_opts(FILE *f, const Opt *opts, int n) {
+    for (int i = 0; i < n; i++) {
+        const Opt *o = &opts[i];
+        char head[64];
+        snprintf(head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-22s %s", head, o->help);
+        if (o->type != O_SET && !strstr(o->help, "(default")) {
+            fprintf(f, " (");
+            print_value(f, o);
+            fprintf(f, ")");
+        }
+        fprintf(f, "\n");
+    }
+}
+
+static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "%s %s: ", PROG, cmd);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see %s %s --help)\n", PROG, cmd);
+    return TR_EXIT_USAGE;
+}
+
+/* Parses argv[0..argc) (after the subcommand). Positional arguments go to pos (*npos of them).
+ * Returns -1 if --help was asked, 0 if all is well, else TR_EXIT_USAGE (message printed). */
+static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char **pos, int *npos) {
+    *npos = 0;
+    int only_pos = 0;
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
+            pos[(*npos)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = 1;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return -1;
+        if (strncmp(a, "--", 2) != 0) return bad(cmd, "unknown flag '%s'%s", a, "");
+        const char *name = a + 2, *eq = strchr(name, '='), *val = NULL;
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        Opt *o = NULL;
+        for (int k = 0; k < n && !o; k++)
+            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0) o = &opts[k];
+        if (!o) return bad(cmd, "unknown flag '%s'%s", a, "");
+        if (o->type == O_SET) {
+            if (eq) return bad(cmd, "flag '--%s' takes no value%s", o->name, "");
+            *(int *)o->ptr = (int)o->lo;
+            o->set = 1;
+            continue;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else
+            return bad(cmd, "flag '--%s' needs a value (%s)", o->name, o->arg);
+        char *end = NULL;
+        errno = 0;
+        double x = 0;
+        switch (o->type) {
+        case O_INT:
+        case O_I64: {
+            long long v = strtoll(val, &end, 10);
+            if (!*val || *end || errno)
+                return bad(cmd, "'--%s %s' is not an integer", o->name, val);
+            x = (double)v;
+            if (x < o->lo || x > o->hi) break;
+            if (o->type == O_INT)
+                *(int *)o->ptr = (int)v;
+            else
+                *(int64_t *)o->ptr = v;
+            break;
+        }
+        case O_DOUBLE:
+            x = strtod(val, &end);
+            if (!*val || *end || errno || x != x)
+                return bad(cmd, "'--%s %s' is not a number", o->name, val);
+            if (x >= o->lo && x <= o->hi) *(double *)o->ptr = x;
+            break;
+        case O_STR: *(const char **)o->ptr = val; break;
+        case O_CHOICE: {
+            int k = 0;
+            while (o->choices[k] && strcmp(o->choices[k], val) != 0) k++;
+            if (!o->choices[k]) {
+                char list[256] = "";
+                for (int j = 0; o->choices[j]; j++) {
+                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+                    strncat(list, o->choices[j], sizeof list - strlen(list) - 1);
+                }
+                fprintf(stderr, "%s %s: '--%s %s': expected one of %s (see %s %s --help)\n", PROG,
+                        cmd, o->name, val, list, PROG, cmd);
+                return TR_EXIT_USAGE;
+            }
+            *(int *)o->ptr = k;
+            break;
+        }
+        case O_SET: break;
+        }
+        if ((o->type == O_INT || o->type == O_I64 || o->type == O_DOUBLE) &&
+            (x < o->lo || x > o->hi)) {
+            fprintf(stderr, "%s %s: '--%s %s' is out of range [%g, %g] (see %s %s --help)\n", PROG,
+                    cmd, o->name, val, o->lo, o->hi, PROG, cmd);
+            return TR_EXIT_USAGE;
+        }
+        o->set = 1;
+    }
+    return 0;
+}
+
+static Opt *find_opt(Opt *opts, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(opts[i].name, name) == 0) return &opts[i];
+    return NULL;
+}
+
+static void set_threads(int threads) {
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+}
+
+/* ---- train ---- */
+
+static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
+static const char *const schedule_names[] = {"constant", "invsqrt", "cosine", NULL};
+static const char *const act_names[] = {"relu", "gelu", NULL};
+
+#define BIG 1e18
+static int cmd_train(int argc, char **argv) {
+    TrTrainConfig c = tr_train_defaults();
+    const char *data = "build/data", *train = NULL, *valid = NULL;
+    int layers = c.model.n_enc_layers, enc = -1, dec = -1, optim = (int)c.optim.kind;
+    int schedule = (int)c.optim.schedule.kind, act = (int)c.model.layer.act, no_valid = 0;
+    int quiet = 0, kv_heads = 0;
+    int64_t warmup = c.optim.schedule.warmup;
+    Opt opts[] = {
+        {"data", O_STR, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
+        {"train", O_STR, &train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0, NULL, 0},
+        {"valid", O_STR, &valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0, NULL, 0},
+        {"no-valid", O_SET, &no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL, 0},
+        {"out", O_STR, &c.out_dir, "DIR", "where last.npz, best.npz and log.csv go", 0, 0, NULL, 0},
+        {"resume", O_SET, &c.resume, NULL, "continue the run in --out from its last.npz", 1, 0,
+         NULL, 0},
+        {"force", O_SET, &c.force, NULL, "start a new run even if --out holds one", 1, 0, NULL, 0},
+        {"d-model", O_INT, &c.model.layer.d_model, "N", "model width", 1, 8192, NULL, 0},
+        {"heads", O_INT, &c.model.layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
+        {"kv-heads", O_INT, &kv_heads, "N", "key/value heads, grouped-query (default: --heads)", 0,
+         1024, NULL, 0},
+        {"layers", O_INT, &layers, "N", "encoder and decoder layers", 1, NN_MAX_LAYERS, NULL, 0},
+        {"enc-layers", O_INT, &enc, "N", "encoder layers (default --layers)", 0, NN_MAX_LAYERS,
+         NULL, 0},
+        {"dec-layers", O_INT, &dec, "N", "decoder layers (default --layers)", 1, NN_MAX_LAYERS,
+         NULL, 0},
+        {"ff", O_INT, &c.model.layer.d_ff, "N", "feed-forward width", 1, 65536, NULL, 0},
+        {"act", O_CHOICE, &act, "relu|gelu", "feed-forward activation", 0, 0, act_names, 0},
+        {"dropout", O_DOUBLE, &c.model.layer.dropout, "P", "dropout", 0, 0.99, NULL, 0},
+        {"pre-ln", O_SET, &c.model.layer.pre_ln, NULL, "LayerNorm before each sub-layer", 1, 0,
+         NULL, 0},
+        {"post-ln", O_SET, &c.model.layer.pre_ln, NULL, "LayerNorm after (the default)", 0, 0, NULL,
+         0},
+        {"max-len", O_INT, &c.model.max_len, "N", "longest sequence, EOS/BOS included", 2, 4096,
+         NULL, 0},
+        {"learned-pos", O_SET, &c.model.learned_pos, NULL, "learned positions, not sinusoids", 1, 0,
+         NULL, 0},
+        {"tie-output", O_SET, &c.model.tie_output, NULL, "the generator shares tgt_embed", 1, 0,
+         NULL, 0},
+        {"optim", O_CHOICE, &optim, "NAME", "sgd, adam or adamw", 0, 0, optim_names, 0},
+        {"lr", O_DOUBLE, &c.optim.lr, "X", "peak learning rate", 0, BIG, NULL, 0},
+        {"beta1", O_DOUBLE, &c.optim.beta1, "X", "Adam's beta1", 0, 0.999999, NULL, 0},
+        {"beta2", O_DOUBLE, &c.optim.beta2, "X", "Adam's beta2", 0, 0.999999, NULL, 0},
+        {"weight-decay", O_DOUBLE, &c.optim.weight_decay, "X",
+         "weight decay (default 0, adamw 0.01)", 0, BIG, NULL, 0},
+        {"momentum", O_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
+        {"schedule", O_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0, 0,
+         schedule_names, 0},
+        {"warmup", O_I64, &warmup, "N", "warmup steps", 0, BIG, NULL, 0},
+        {"schedule-steps", O_I64, &c.optim.schedule.total, "N",
+         "steps the cosine spans (default --steps)", 0, BIG, NULL, 0},
+        {"lr-min", O_DOUBLE, &c.optim.schedule.lr_min, "X", "cosine: the final lr", 0, BIG, NULL,
+         0},
+        {"clip", O_DOUBLE, &c.clip, "X", "max gradient norm, 0: no clipping", 0, BIG, NULL, 0},
+        {"batch", O_INT, &c.batch, "N", "sentence pairs a batch", 1, 1 << 20, NULL, 0},
+        {"steps", O_I64, &c.steps, "N", "training steps", 1, BIG, NULL, 0},
+        {"epochs", O_INT, &c.epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL, 0},
+        {"seed", O_I64, &c.seed, "N", "weights, dropout and data order", 0, BIG, NULL, 0},
+        {"threads", O_INT, &c.threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
+         NULL, 0},
+        {"log-every", O_INT, &c.log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
+        {"valid-every", O_INT, &c.valid_every, "N", "steps between validations", 1, 1 << 30, NULL,
+         0},
+        {"save-every", O_INT, &c.save_every, "N", "steps between saves (default --valid-every)", 0,
+         1 << 30, NULL, 0},
+        {"valid-max", O_INT, &c.valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30, NULL,
+         0},
+        {"quiet", O_SET, &quiet, NULL, "print errors only", 1, 0, NULL, 0},
+        {"inject-nan", O_I64, &c.inject_nan, "STEP", "testing: poison a weight at STEP", 0, BIG,
+         NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("train", opts, n, argc, argv, pos, &npos);
+    if (rc == 0 && npos > 0) rc = bad("train", "unexpected argument '%s'%s", pos[0], "");
+    free(pos);
+    if (rc == -1) {
+        printf("usage: %s train [flags]\n"
+               "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated "
+               "by spaces).\nWrites --out/last.npz (latest), --out/best.npz (best validation) "
+               "and --out/log.csv\n(columns: %s).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
+               "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
+               "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
+               "state), 2 bad flags or data.\nflags (default):\n",
+               PROG, "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact");
+        print_opts(stdout, opts, n);
+        return TR_EXIT_OK;
+    }
+    if (rc) return rc;
+    if (find_opt(opts, n, "steps")->set && c.epochs > 0)
+        return bad("train", "give --steps or --epochs, not both%s%s", "", "");
+    if (c.epochs > 0) c.steps = 0;
+    c.model.n_enc_layers = enc >= 0 ? enc : layers;
+    c.model.n_dec_layers = dec >= 0 ? dec : layers;
+    c.model.layer.n_kv_heads = kv_heads > 0 ? kv_heads : c.model.layer.n_heads;
+    c.model.layer.act = (NnActivation)act;
+    c.optim.kind = (OptimKind)optim;
+    if (c.optim.kind == OPTIM_ADAMW && !find_opt(opts, n, "weight-decay")->set)
+        c.optim.weight_decay = 0.01;
+    c.optim.schedule.kind = (OptimScheduleKind)schedule;
+    c.optim.schedule.warmup = warmup;
+    if (c.optim.momentum == 0 && c.optim.nesterov) c.optim.nesterov = 0;
+    if (c.model.layer.d_model % c.model.layer.n_heads != 0) {
+        fprintf(stderr, "%s train: --heads %d does not divide --d-model %d\n", PROG,
+                c.model.layer.n_heads, c.model.layer.d_model);
+        return TR_EXIT_USAGE;
+    }
+    if (c.model.layer.n_heads % c.model.layer.n_kv_heads != 0) {
+        fprintf(stderr, "%s train: --kv-heads %d does not divide --heads %d\n", PROG,
+                c.model.layer.n_kv_heads, c.model.layer.n_heads);
+        return TR_EXIT_USAGE;
+    }
+    char train_path[600], valid_path[600];
+    snprintf(train_path, sizeof train_path, "%s/train.tsv", data);
+    snprintf(valid_path, sizeof valid_path, "%s/valid.tsv", data);
+    c.train_path = train ? train : train_path;
+    c.valid_path = no_valid ? NULL : valid ? valid : valid_path;
+    c.verbose = !quiet;
+    c.handle_signals = 1;
+    return tr_train(&c);
+}
+
+/* ---- eval ---- */
+
+static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
+    if (tr_load(tr, path) == AG_OK) return 0;
+    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return TR_EXIT_USAGE;
+}
+
+static int cmd_eval(int argc, char **argv) {
+    const char *ckpt = "build/translate/best.npz", *hyps_path = NULL;
+    int batch = 64, limit = 0, threads = 0;
+    Opt opts[] = {
+        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"batch", O_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
+        {"max", O_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30, NULL,
+         0},
+        {"hyps", O_STR, &hyps_path, "FILE",
+         "write source<TAB>reference<TAB>hypothesis lines "
+         "(default: none)",
+         0, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
+         NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("eval", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s eval [flags] FILE.tsv...\n"
+               "Greedy-decodes every source sentence of each file with the key/value cache and "
+               "prints\nexact match (whole sentences), token accuracy (reference positions "
+               "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
+               "brevity penalty).\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0 && npos == 0)
+        rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
+    if (rc) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("eval", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    FILE *hyps = NULL;
+    if (hyps_path && !(hyps = fopen(hyps_path, "w"))) {
+        fprintf(stderr, "%s eval: %s: cannot open for writing: %s\n", PROG, hyps_path,
+                strerror(errno));
+        rc = TR_EXIT_USAGE;
+    }
+    for (int i = 0; i < npos && rc == 0; i++) {
+        TrData d;
+        if (tr_data_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+            fprintf(stderr, "%s eval: %s\n", PROG, ag_last_error());
+            rc = TR_EXIT_USAGE;
+            break;
+        }
+        tr_reserve(&tr, batch, d.max_src + 1, d.max_tgt + 1, 0);
+        TrScore s;
+        double loss = 0;
+        tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src, &tr.tgt, NULL);
+        printf("%s: exact match %.2f%% (%ld/%ld), token accuracy %.2f%%, BLEU-4 %.2f, loss "
+               "%.4f\n",
+               pos[i], 100 * tr_score_exact(&s), s.n_exact, s.n_sent, 100 * tr_score_tokens(&s),
+               tr_score_bleu(&s), loss);
+        if (d.n_unk_src || d.n_unk_tgt)
+            printf("%s: %ld source and %ld target words are not in the vocabularies (<unk>)\n",
+                   pos[i], d.n_unk_src, d.n_unk_tgt);
+        fflush(stdout);
+        tr_data_free(&d);
+    }
+    if (hyps) {
+        if (fclose(hyps) != 0 && rc == 0) {
+            fprintf(stderr, "%s eval: %s: %s\n", PROG, hyps_path, strerror(errno));
+            rc = TR_EXIT_FAIL;
+        }
+    }
+    tr_free(&tr);
+    free(pos);
+    return rc;
+}
+
+/* ---- translate ---- */
+
+static void translate_line(Translator *tr, const char *text, int beam, double alpha,
+                           const char *label) {
+    int L = tr->model.cfg.max_len, n_unk = 0;
+    int *ids = malloc((size_t)L * sizeof(int)), *out = malloc((size_t)L * sizeof(int));
+    int n = tr_tokenize_src(tr, text, ids, L - 1, &n_unk, stderr);
+    if (n > L - 1) {
+        fprintf(stderr, "%s: %d words; the model reads at most %d: the rest is dropped\n", label, n,
+                L - 1);
+        n = L - 1;
+    }
+    if (n == 0) {
+        printf("\n");
+    } else {
+        int m = tr_translate_ids(tr, ids, n, beam, alpha, out, L);
+        size_t need = tr_detokenize(&tr->tgt, out, m, NULL, 0);
+        char *s = malloc(need + 1);
+        tr_detokenize(&tr->tgt, out, m, s, need + 1);
+        printf("%s\n", s);
+        free(s);
+    }
+    fflush(stdout);
+    free(out);
+    free(ids);
+}
+
+static int cmd_translate(int argc, char **argv) {
+    const char *ckpt = "build/translate/best.npz";
+    int beam = 1, threads = 0;
+    double alpha = 0.6;
+    Opt opts[] = {
+        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"beam", O_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
+        {"alpha", O_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL, 0},
+        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
+         NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("translate", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s translate [flags] [SENTENCE...]\n"
+               "Translates each SENTENCE, or each line of the standard input when there is "
+               "none, one\noutput line per input. Words split on blanks; unknown words are "
+               "named on stderr and\nread as <unk>. Greedy decoding with the key/value cache, "
+               "or --beam K.\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("translate", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    char label[64];
+    if (npos > 0) {
+        for (int i = 0; i < npos; i++) {
+            snprintf(label, sizeof label, "sentence %d", i + 1);
+            translate_line(&tr, pos[i], beam, alpha, label);
+        }
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        int k = 0;
+        while (getline(&line, &cap, stdin) >= 0) {
+            snprintf(label, sizeof label, "line %d", ++k);
+            translate_line(&tr, line, beam, alpha, label);
+        }
+        free(line);
+    }
+    tr_free(&tr);
+    free(pos);
+    return TR_EXIT_OK;
+}
+
+/* ---- the subcommands ---- */
+
+typedef struct {
+    const char *name, *what;
+    int (*run)(int argc, char **argv);
+} Command;
+
+/* `attention` and `heads` (plots of attention and head importance) are to come, on the
+ * functions of translate.h. */
+static const Command commands[] = {
+    {"train", "train a model on TSV sentence pairs", cmd_train},
+    {"eval", "exact match, token accuracy and BLEU-4 of a checkpoint on TSV files", cmd_eval},
+    {"translate", "translate sentences (arguments or stdin), greedy or beam search", cmd_translate},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: %s <command> [flags]   (%s <command> --help for its flags)\n"
+            "A transformer translator trained from scratch with attograd.\ncommands:\n",
+            PROG, PROG);
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "exit codes: 0 ok, 1 a run failed, 2 bad flags, files or data, 130/143 "
+               "interrupted (checkpoint saved)\n");
+}
+
+int tr_main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return TR_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (strcmp(cmd, "help") == 0 && argc > 2) {
+            for (int i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, argv[2]) == 0)
+                    return commands[i].run(1, (char *[]){"--help", NULL});
+        }
+        usage(stdout);
+        return TR_EXIT_OK;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, cmd) == 0) return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "%s: unknown command '%s'\n", PROG, cmd);
+    usage(stderr);
+    return TR_EXIT_USAGE;
+}

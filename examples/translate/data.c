@@ -1,0 +1,259 @@
+/* data.c: sentence pairs from TSV files, padded batches, and the loader that buckets pairs by
+ * length and shuffles the batches of each epoch from a seeded RNG (its position is two
+ * integers, saved in checkpoints). Not here: the vocabulary (vocab.c). Read next: decode.c. */
+#include "translate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xrealloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    AG_CHECK(q != NULL, "translate: out of memory (%zu bytes)", bytes);
+    return q;
+}
+
+/* Splits side s[0..len) on single spaces into ids (appended to *ids). Returns the word count,
+ * or -1 with a reason in why. */
+static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **ids, size_t *n_ids,
+                       size_t *cap, long *n_unk, const char **why) {
+    if (len == 0) {
+        *why = "is empty";
+        return -1;
+    }
+    int words = 0;
+    size_t i = 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && s[j] != ' ') j++;
+        if (j == i) {
+            *why = i == 0     ? "starts with a space"
+                   : j == len ? "ends with a space"
+                              : "has two spaces in a row";
+            return -1;
+        }
+        for (size_t k = i; k < j; k++)
+            if (s[k] == '\r' || s[k] == '\n' || s[k] == '\0' || s[k] == '\t') {
+                *why = s[k] == '\0' ? "contains a NUL byte" : "contains a control character";
+                return -1;
+            }
+        int id = grow ? tr_vocab_add(v, s + i, j - i) : tr_vocab_find(v, s + i, j - i);
+        if (id < 0) {
+            id = TR_UNK;
+            (*n_unk)++;
+        }
+        if (*n_ids == *cap) {
+            *cap = *cap ? 2 * *cap : 4096;
+            *ids = xrealloc(*ids, *cap * sizeof **ids);
+        }
+        (*ids)[(*n_ids)++] = id;
+        words++;
+        i = j + 1;
+    }
+    return words;
+}
+
+int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
+                 int max_tokens) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t line_cap = 0, n_ids = 0, ids_cap = 0;
+    int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK;
+    /* pairs point into ids, which moves while it grows: keep offsets, fix pointers at the end */
+    size_t *offsets = NULL;
+    ssize_t got;
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
+        lineno++;
+        size_t len = (size_t)got;
+        if (len && line[len - 1] == '\n') len--;
+        if (len && line[len - 1] == '\r') len--;
+        const char *tab = memchr(line, '\t', len), *why = NULL, *side = "source";
+        if (len == 0)
+            why = "is empty (one pair a line: source<TAB>target)";
+        else if (!tab)
+            why = "has no tab between source and target";
+        else if (memchr(tab + 1, '\t', len - (size_t)(tab + 1 - line)))
+            why = "has more than one tab (one pair a line: source<TAB>target)";
+        if (why) {
+            rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line %s", path, lineno, why);
+            break;
+        }
+        size_t off = n_ids;
+        int ns = encode_side(line, (size_t)(tab - line), src_v, grow, &ids, &n_ids, &ids_cap,
+                             &d->n_unk_src, &why);
+        int nt = -1;
+        if (ns > 0) {
+            side = "target";
+            nt = encode_side(tab + 1, len - (size_t)(tab + 1 - line), tgt_v, grow, &ids, &n_ids,
+                             &ids_cap, &d->n_unk_tgt, &why);
+        }
+        if (ns < 0 || nt < 0) {
+            rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the %s %s", path, lineno, side, why);
+            break;
+        }
+        if (max_tokens > 0 && (ns > max_tokens || nt > max_tokens)) {
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s:%d: the %s has %d tokens; the model allows %d "
+                         "(--max-len %d, with EOS or BOS)",
+                         path, lineno, ns > max_tokens ? "source" : "target",
+                         ns > max_tokens ? ns : nt, max_tokens, max_tokens + 1);
+            break;
+        }
+        if (d->n == cap_pairs) {
+            cap_pairs = cap_pairs ? 2 * cap_pairs : 1024;
+            d->pairs = xrealloc(d->pairs, (size_t)cap_pairs * sizeof *d->pairs);
+            offsets = xrealloc(offsets, (size_t)cap_pairs * sizeof *offsets);
+        }
+        offsets[d->n] = off;
+        d->pairs[d->n++] = (TrPair){NULL, NULL, ns, nt, lineno};
+        if (ns > d->max_src) d->max_src = ns;
+        if (nt > d->max_tgt) d->max_tgt = nt;
+    }
+    if (rc == AG_OK && ferror(f))
+        rc = ag_fail(AG_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    if (rc == AG_OK && d->n == 0) rc = ag_fail(AG_ERR_FORMAT, "%s: no sentence pairs", path);
+    free(line);
+    fclose(f);
+    d->ids = ids;
+    for (int i = 0; rc == AG_OK && i < d->n; i++) {
+        d->pairs[i].src = ids + offsets[i];
+        d->pairs[i].tgt = d->pairs[i].src + d->pairs[i].src_len;
+    }
+    free(offsets);
+    if (rc != AG_OK) tr_data_free(d);
+    return rc;
+}
+
+void tr_data_free(TrData *d) {
+    free(d->pairs);
+    free(d->ids);
+    d->pairs = NULL;
+    d->ids = NULL;
+    d->n = 0;
+}
+
+/* ---- batches ---- */
+
+void tr_batch_make(TrBatch *b, const TrData *d, const int *rows, int B) {
+    int S = 0, T = 0;
+    for (int r = 0; r < B; r++) {
+        const TrPair *p = &d->pairs[rows[r]];
+        if (p->src_len + 1 > S) S = p->src_len + 1;
+        if (p->tgt_len + 1 > T) T = p->tgt_len + 1;
+    }
+    size_t need = (size_t)B * (S + 2 * T + 1);
+    if (need > b->cap) {
+        free(b->src);
+        b->cap = need;
+        b->src = xrealloc(NULL, need * sizeof(int));
+    }
+    b->tgt_in = b->src + (size_t)B * S;
+    b->tgt_out = b->tgt_in + (size_t)B * T;
+    b->rows = b->tgt_out + (size_t)B * T;
+    b->B = B;
+    b->S = S;
+    b->T = T;
+    b->n_src_tokens = b->n_tgt_tokens = 0;
+    for (int r = 0; r < B; r++) {
+        const TrPair *p = &d->pairs[rows[r]];
+        int *s = b->src + (size_t)r * S, *ti = b->tgt_in + (size_t)r * T,
+            *to = b->tgt_out + (size_t)r * T;
+        for (int i = 0; i < S; i++) s[i] = i < p->src_len ? p->src[i] : TR_PAD;
+        s[p->src_len] = TR_EOS;
+        for (int i = 0; i < T; i++) {
+            ti[i] = i == 0 ? TR_BOS : i <= p->tgt_len ? p->tgt[i - 1] : TR_PAD;
+            to[i] = i < p->tgt_len ? p->tgt[i] : i == p->tgt_len ? TR_EOS : TR_PAD;
+        }
+        b->rows[r] = rows[r];
+        b->n_src_tokens += p->src_len + 1;
+        b->n_tgt_tokens += p->tgt_len + 1;
+    }
+}
+
+void tr_batch_free(TrBatch *b) {
+    free(b->src);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the loader ---- */
+
+typedef struct {
+    uint64_t key;
+    int index;
+} SortItem;
+
+static int cmp_items(const void *a, const void *b) {
+    const SortItem *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* The plan of epoch l->epoch: bucketed by length with random tie keys, batch order shuffled. */
+static void plan_epoch(TrLoader *l) {
+    const TrData *d = l->d;
+    Rng r;
+    rng_seed(&r, rng_hash(l->seed, (uint64_t)l->epoch));
+    SortItem *items = xrealloc(NULL, (size_t)d->n * sizeof *items);
+    for (int i = 0; i < d->n; i++) {
+        uint64_t ls = (uint64_t)d->pairs[i].src_len, lt = (uint64_t)d->pairs[i].tgt_len;
+        items[i].key = (ls << 48) | ((lt & 0xffff) << 32) | (rng_u64(&r) >> 32);
+        items[i].index = i;
+    }
+    qsort(items, (size_t)d->n, sizeof *items, cmp_items);
+    int *perm = xrealloc(NULL, (size_t)l->n_batches * sizeof *perm);
+    for (int i = 0; i < l->n_batches; i++) perm[i] = i;
+    for (int i = l->n_batches - 1; i > 0; i--) {
+        int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int pos = 0;
+    for (int k = 0; k < l->n_batches; k++) {
+        int first = perm[k] * l->batch_size, last = first + l->batch_size;
+        if (last > d->n) last = d->n;
+        l->start[k] = pos;
+        for (int i = first; i < last; i++) l->order[pos++] = items[i].index;
+    }
+    l->start[l->n_batches] = pos;
+    free(perm);
+    free(items);
+}
+
+void tr_loader_init(TrLoader *l, const TrData *d, int batch_size, uint64_t seed) {
+    AG_CHECK(batch_size > 0 && d->n > 0, "tr_loader_init: batch size %d, %d pairs", batch_size,
+             d->n);
+    memset(l, 0, sizeof *l);
+    l->d = d;
+    l->batch_size = batch_size;
+    l->n_batches = (d->n + batch_size - 1) / batch_size;
+    l->seed = seed;
+    l->order = xrealloc(NULL, (size_t)d->n * sizeof *l->order);
+    l->start = xrealloc(NULL, (size_t)(l->n_batches + 1) * sizeof *l->start);
+    plan_epoch(l);
+}
+
+void tr_loader_free(TrLoader *l) {
+    free(l->order);
+    free(l->start);
+    memset(l, 0, sizeof *l);
+}
+
+void tr_loader_seek(TrLoader *l, int64_t epoch, int64_t cursor) {
+    AG_CHECK(epoch >= 0 && cursor >= 0 && cursor <= l->n_batches,
+             "tr_loader_seek: epoch %lld cursor %lld (%d batches)", (long long)epoch,
+             (long long)cursor, l->n_batches);
+    if (epoch != l->epoch) {
+        l->epoch = epoch;
+        plan_epoch(l);
+    }
+    l->cursor = cursor;
+}
+
+void tr_loader_next(TrLoader *l, TrBatch *b) {
+    if (l->cursor == l->n_batches) tr_loader_seek(l, l->epoch + 1, 0);
+    int k = (int)l->cursor++;
+    tr_batch_make(b, l->d, l->order + l->start[k], l->start[k + 1] - l->start[k]);
+}

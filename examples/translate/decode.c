@@ -1,0 +1,453 @@
+/* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
+ * teacher-forced forward of one pair (for attention maps), greedy decoding of a batch and beam
+ * search of one sentence with the key/value cache (nn_decode_begin/step/end), the metrics
+ * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set.
+ * Not here: training (train.c). Read next: train.c. */
+#include "translate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    AG_CHECK(p != NULL, "translate: out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+/* ---- the step arena ----
+ * Floats kept per position by one forward, measured on the model (each encoder layer about
+ * 20 C + 4 FF + attention rows, each decoder layer 30 C + 4 FF, the generator 3 V), doubled
+ * for the gradients of a training pass, then doubled again as a margin. */
+size_t tr_arena_bytes(const Seq2SeqConfig *c, int B, int S, int T, int grad) {
+    double C = c->layer.d_model, FF = c->layer.d_ff, NH = c->layer.n_heads;
+    double per_src = 8 * C + c->n_enc_layers * (20 * C + 4 * FF + 3 * NH * S);
+    double per_tgt =
+        8 * C + 3.0 * c->tgt_vocab + c->n_dec_layers * (30 * C + 4 * FF + 3 * NH * (S + T));
+    double floats = (double)B * (S * per_src + T * per_tgt) * (grad ? 2 : 1) * 2;
+    return (size_t)(floats * sizeof(Real)) + ((size_t)32 << 20);
+}
+
+size_t tr_param_bytes(const Seq2SeqConfig *c, int with_optim) {
+    double C = c->layer.d_model, FF = c->layer.d_ff, V = c->src_vocab + c->tgt_vocab;
+    double enc = 4 * C * C + 2 * C * FF + 12 * C + FF, dec = 8 * C * C + 2 * C * FF + 20 * C + FF;
+    double n = V * C + 2.0 * c->max_len * C + c->n_enc_layers * enc + c->n_dec_layers * dec +
+               c->tgt_vocab * (C + 1) + 4 * C;
+    /* data and gradient (and Adam's two moments), plus 64-byte alignment of ~40 tensors a
+     * layer */
+    return (size_t)(n * sizeof(Real) * (with_optim ? 4 : 2) * 1.25) +
+           (size_t)(c->n_enc_layers + c->n_dec_layers + 2) * 40 * 4096 + ((size_t)4 << 20);
+}
+
+void tr_reserve(Translator *tr, int B, int S, int T, int grad) {
+    size_t need = tr_arena_bytes(&tr->model.cfg, B, S, T, grad);
+    if (tr->step && tr->step->cap >= need) return;
+    if (tr->tape) ag_tape_free(tr->tape);
+    if (tr->step) arena_free(tr->step);
+    tr->step = arena_new("step", need);
+    tr->tape = ag_tape_new(tr->step);
+    ag_no_grad(tr->tape, 1);
+}
+
+int tr_load(Translator *tr, const char *path) {
+    memset(tr, 0, sizeof *tr);
+    Seq2SeqConfig cfg;
+    int rc = ckpt_read_config(path, &cfg, NULL, NULL);
+    if (rc == AG_OK) rc = tr_check_config(&cfg, path);
+    if (rc != AG_OK) return rc;
+    tr->params = arena_new("params", tr_param_bytes(&cfg, 0));
+    Rng r;
+    rng_seed(&r, 0);
+    nn_seq2seq_init(&tr->model, tr->params, &r, &cfg);
+    CkptState st;
+    memset(&st, 0, sizeof st);
+    rc = ckpt_load(path, &tr->model, &st);
+    if (rc == AG_OK) rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, path);
+    free((void *)st.extra);
+    if (rc == AG_OK && (tr->src.n != cfg.src_vocab || tr->tgt.n != cfg.tgt_vocab))
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: the vocabularies (%d, %d words) do not match the "
+                     "model's (%d, %d)",
+                     path, tr->src.n, tr->tgt.n, cfg.src_vocab, cfg.tgt_vocab);
+    if (rc != AG_OK) {
+        tr_free(tr);
+        return rc;
+    }
+    /* the step count, for information (ckpt_load only restores it into an optimizer) */
+    NpzFile *f;
+    if (npz_read(path, &f, NULL) == AG_OK) {
+        const NpzEntry *e = npz_find(f, "train.step");
+        if (e && e->dtype == NPZ_I64 && e->ndim == 0) memcpy(&tr->trained_steps, e->data, 8);
+        npz_free(f);
+    }
+    tr_reserve(tr, 1, cfg.max_len, cfg.max_len, 0);
+    return AG_OK;
+}
+
+void tr_free(Translator *tr) {
+    if (tr->tape) ag_tape_free(tr->tape);
+    if (tr->step) arena_free(tr->step);
+    if (tr->params) {
+        nn_seq2seq_free(&tr->model);
+        arena_free(tr->params);
+    }
+    if (tr->src.words) tr_vocab_free(&tr->src);
+    if (tr->tgt.words) tr_vocab_free(&tr->tgt);
+    memset(tr, 0, sizeof *tr);
+}
+
+int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
+                    FILE *warn) {
+    return tr_tokenize(&tr->src, text, ids, cap, n_unk, warn);
+}
+
+Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T) {
+    int L = tr->model.cfg.max_len;
+    AG_CHECK(S >= 0 && T >= 0 && S + 1 <= L && T + 1 <= L,
+             "tr_forward_pair: %d source and %d target tokens, the model's max_len is %d", S, T, L);
+    tr_reserve(tr, 1, S + 1, T + 1, 0);
+    ag_tape_reset(tr->tape);
+    ag_no_grad(tr->tape, 1);
+    int *s = arena_alloc(tr->step, (size_t)(S + T + 2) * sizeof(int)), *ti = s + S + 1;
+    memcpy(s, src, (size_t)S * sizeof(int));
+    s[S] = TR_EOS;
+    ti[0] = TR_BOS;
+    memcpy(ti + 1, tgt, (size_t)T * sizeof(int));
+    Tensor *mem = nn_seq2seq_encode(tr->tape, &tr->model, s, 1, S + 1, NULL);
+    return nn_seq2seq_decode(tr->tape, &tr->model, mem, s, S + 1, ti, 1, T + 1, NULL);
+}
+
+int tr_max_decode(const Seq2SeqConfig *c, int S) {
+    int n = 2 * S + 10;
+    return n < c->max_len ? n : c->max_len;
+}
+
+/* ---- greedy ---- */
+
+/* The best token of a row of V logits, never PAD or BOS. */
+static int argmax_token(const Real *x, int V) {
+    int best = TR_EOS;
+    for (int v = TR_EOS + 1; v < V; v++)
+        if (x[v] > x[best]) best = v;
+    return best;
+}
+
+void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens) {
+    int prev = ag_no_grad(t, 1), V = m->cfg.tgt_vocab;
+    ag_tape_reset(t);
+    Tensor *mem = nn_seq2seq_encode(t, m, src, B, S, NULL);
+    NnDecodeState st;
+    nn_decode_begin(&st, m, mem, src, B, S, max_T);
+    int *tok = xmalloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
+    for (int b = 0; b < B; b++) {
+        tok[b] = TR_BOS;
+        done[b] = 0;
+        lens[b] = 0;
+    }
+    for (int pos = 0; pos < max_T && n_done < B; pos++) {
+        ag_tape_reset(t);
+        Tensor *logits = nn_decode_step(t, m, &st, tok); /* (B, 1, V) */
+        for (int b = 0; b < B; b++) {
+            if (done[b]) continue;
+            int y = argmax_token(logits->data + (size_t)b * V, V);
+            if (y == TR_EOS || pos == max_T - 1) {
+                done[b] = 1;
+                n_done++;
+            } else {
+                out[(size_t)b * max_T + lens[b]++] = y;
+            }
+            tok[b] = y;
+        }
+    }
+    free(tok);
+    nn_decode_end(&st);
+    ag_tape_reset(t);
+    ag_no_grad(t, prev);
+}
+
+/* ---- beam search ---- */
+
+static double length_penalty(int len, double alpha) {
+    return alpha == 0 ? 1.0 : pow((5.0 + len) / 6.0, alpha);
+}
+
+typedef struct {
+    double score;
+    int beam, token;
+} Cand;
+
+static int cmp_cand(const void *a, const void *b) {
+    const Cand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->beam != y->beam) return x->beam - y->beam;
+    return x->token - y->token;
+}
+
+/* Copies cache rows so that row j holds what row parent[j] held (first len positions). */
+static void reorder_cache(NnKVCache *c, const int *parent, int K, Real *tmp) {
+    size_t row = (size_t)c->NKV * c->max_T * c->HS;
+    Real *bufs[2] = {c->k, c->v};
+    for (int w = 0; w < 2; w++) {
+        memcpy(tmp, bufs[w], (size_t)K * row * sizeof(Real));
+        for (int j = 0; j < K; j++)
+            memcpy(bufs[w] + (size_t)j * row, tmp + (size_t)parent[j] * row, row * sizeof(Real));
+    }
+}
+
+int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out) {
+    AG_CHECK(K >= 1 && K <= 64, "tr_beam: K = %d outside [1, 64]", K);
+    int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1);
+    ag_tape_reset(t);
+    int *srcK = xmalloc((size_t)K * S * sizeof(int));
+    for (int k = 0; k < K; k++) memcpy(srcK + (size_t)k * S, src, (size_t)S * sizeof(int));
+    Tensor *mem = nn_seq2seq_encode(t, m, srcK, K, S, NULL);
+    NnDecodeState st;
+    nn_decode_begin(&st, m, mem, srcK, K, S, max_T);
+    int *hist = xmalloc((size_t)K * max_T * sizeof(int)),
+        *nhist = xmalloc((size_t)K * max_T * sizeof(int));
+    int *tok = xmalloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
+    double *score = xmalloc((size_t)K * sizeof(double));
+    Cand *cand = xmalloc((size_t)K * V * sizeof(Cand));
+    size_t cache_row = (size_t)st.self[0].NKV * max_T * st.self[0].HS;
+    Real *tmp = xmalloc((size_t)K * cache_row * sizeof(Real));
+    int *best = xmalloc((size_t)max_T * sizeof(int)), best_len = -1;
+    double best_score = -INFINITY;
+    int alive = 1; /* beams 0..alive-1 are live */
+    tok[0] = TR_BOS;
+    score[0] = 0;
+    for (int k = 1; k < K; k++) {
+        tok[k] = TR_BOS;
+        score[k] = -INFINITY;
+    }
+    for (int pos = 0; pos < max_T && alive > 0; pos++) {
+        ag_tape_reset(t);
+        Tensor *logits = nn_decode_step(t, m, &st, tok); /* (K, 1, V) */
+        int nc = 0;
+        for (int k = 0; k < alive; k++) {
+            const Real *x = logits->data + (size_t)k * V;
+            double mx = x[0], sum = 0;
+            for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+            for (int v = 0; v < V; v++) sum += exp((double)x[v] - mx);
+            double lse = mx + log(sum);
+            for (int v = TR_EOS; v < V; v++)
+                cand[nc++] = (Cand){score[k] + (double)x[v] - lse, k, v};
+        }
+        qsort(cand, (size_t)nc, sizeof *cand, cmp_cand);
+        int n_new = 0;
+        for (int c = 0; c < nc && n_new < K; c++) {
+            int len = pos + 1; /* tokens so far, this one included */
+            if (cand[c].token == TR_EOS || pos == max_T - 1) {
+                double s = cand[c].score / length_penalty(len, alpha);
+                if (s > best_score) {
+                    best_score = s;
+                    int n = cand[c].token == TR_EOS ? pos : pos + 1;
+                    memcpy(best, hist + (size_t)cand[c].beam * max_T, (size_t)pos * sizeof(int));
+                    if (n > pos) best[pos] = cand[c].token;
+                    best_len = n;
+                }
+                continue;
+            }
+            int *h = nhist + (size_t)n_new * max_T;
+            memcpy(h, hist + (size_t)cand[c].beam * max_T, (size_t)pos * sizeof(int));
+            h[pos] = cand[c].token;
+            parent[n_new] = cand[c].beam;
+            tok[n_new] = cand[c].token;
+            score[n_new] = cand[c].score;
+            n_new++;
+        }
+        alive = n_new;
+        for (int k = alive; k < K; k++) {
+            parent[k] = 0;
+            tok[k] = TR_EOS;
+            score[k] = -INFINITY;
+        }
+        int *sw = hist;
+        hist = nhist;
+        nhist = sw;
+        for (int l = 0; l < m->cfg.n_dec_layers; l++) reorder_cache(&st.self[l], parent, K, tmp);
+        /* stop when no live beam can beat the best finished one: scores only fall, and the
+         * length penalty is largest at max_T */
+        if (alive > 0 && best_len >= 0 && score[0] / length_penalty(max_T, alpha) <= best_score)
+            break;
+    }
+    if (best_len < 0) { /* nothing finished: the best live beam */
+        best_len = alive > 0 ? max_T : 0;
+        if (alive > 0) memcpy(best, hist, (size_t)max_T * sizeof(int));
+    }
+    memcpy(out, best, (size_t)best_len * sizeof(int));
+    free(best);
+    free(tmp);
+    free(cand);
+    free(score);
+    free(tok);
+    free(nhist);
+    free(hist);
+    free(srcK);
+    nn_decode_end(&st);
+    ag_tape_reset(t);
+    ag_no_grad(t, prev);
+    return best_len;
+}
+
+int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
+                     int cap) {
+    int L = tr->model.cfg.max_len;
+    if (S > L - 1) S = L - 1;
+    int *row = xmalloc((size_t)(S + 1) * sizeof(int));
+    memcpy(row, src, (size_t)S * sizeof(int));
+    row[S] = TR_EOS;
+    int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
+    tr_reserve(tr, K, S + 1, 1, 0);
+    int *hyp = xmalloc((size_t)max_T * sizeof(int)), n;
+    if (K == 1)
+        tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n);
+    else
+        n = tr_beam(&tr->model, tr->tape, row, S + 1, K, max_T, alpha, hyp);
+    if (n > cap) n = cap;
+    memcpy(out, hyp, (size_t)n * sizeof(int));
+    free(hyp);
+    free(row);
+    return n;
+}
+
+/* ---- metrics ---- */
+
+/* Occurrences of the n-gram a[0..n) in x[0..len). */
+static int count_ngram(const int *x, int len, const int *a, int n) {
+    int c = 0;
+    for (int i = 0; i + n <= len; i++) {
+        int k = 0;
+        while (k < n && x[i + k] == a[k]) k++;
+        c += k == n;
+    }
+    return c;
+}
+
+void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len) {
+    /* a reference UNK stands for a word outside the vocabulary: give it an id no hypothesis
+     * holds (-1) */
+    int *r = xmalloc((size_t)(ref_len + 1) * sizeof(int));
+    for (int i = 0; i < ref_len; i++) r[i] = ref[i] == TR_UNK ? -1 : ref[i];
+    int exact = hyp_len == ref_len;
+    for (int i = 0; i < ref_len; i++) {
+        int ok = i < hyp_len && hyp[i] == r[i];
+        s->tok_correct += ok;
+        exact = exact && ok;
+    }
+    s->n_sent++;
+    s->n_exact += exact;
+    s->ref_tokens += ref_len;
+    s->hyp_len += hyp_len;
+    s->ref_len += ref_len;
+    for (int n = 1; n <= 4; n++) {
+        if (hyp_len < n) break;
+        s->total[n - 1] += hyp_len - n + 1;
+        /* each distinct n-gram of hyp once (at its first occurrence): min(count in hyp, in ref) */
+        for (int i = 0; i + n <= hyp_len; i++) {
+            if (count_ngram(hyp, i + n - 1, hyp + i, n) > 0) continue; /* seen before */
+            int ch = count_ngram(hyp, hyp_len, hyp + i, n),
+                cr = count_ngram(r, ref_len, hyp + i, n);
+            s->match[n - 1] += ch < cr ? ch : cr;
+        }
+    }
+    free(r);
+}
+
+double tr_score_exact(const TrScore *s) {
+    return s->n_sent ? (double)s->n_exact / (double)s->n_sent : 0;
+}
+
+double tr_score_tokens(const TrScore *s) {
+    return s->ref_tokens ? (double)s->tok_correct / (double)s->ref_tokens : 0;
+}
+
+double tr_score_bleu(const TrScore *s) {
+    double log_sum = 0;
+    for (int n = 0; n < 4; n++) {
+        if (s->total[n] == 0 || s->match[n] == 0) return 0;
+        log_sum += log((double)s->match[n] / (double)s->total[n]);
+    }
+    double bp = s->hyp_len < s->ref_len ? exp(1.0 - (double)s->ref_len / (double)s->hyp_len) : 1;
+    return 100.0 * bp * exp(log_sum / 4);
+}
+
+/* ---- evaluation of a data set ---- */
+
+static const TrData *sort_data; /* qsort has no context argument */
+static int cmp_by_length(const void *a, const void *b) {
+    const TrPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
+    if (x->src_len != y->src_len) return x->src_len - y->src_len;
+    return *(const int *)a - *(const int *)b;
+}
+
+static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
+    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", tr_vocab_word(v, ids[i]));
+}
+
+int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
+                double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
+                int (*stop)(void)) {
+    int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
+    int *idx = xmalloc((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++) idx[i] = i;
+    sort_data = d;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
+    int *out = xmalloc((size_t)batch * L * sizeof(int)),
+        *lens = xmalloc((size_t)batch * sizeof(int));
+    int *hyp_len = xmalloc((size_t)n * sizeof(int)), *hyp = xmalloc((size_t)n * L * sizeof(int));
+    int *rank = xmalloc((size_t)d->n * sizeof(int)); /* file order -> decoded slot */
+    memset(score, 0, sizeof *score);
+    double loss_sum = 0;
+    long loss_tokens = 0;
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    int finished = 1, prev = ag_no_grad(t, 1);
+    for (int i0 = 0; i0 < n; i0 += batch) {
+        if (stop && stop()) {
+            finished = 0;
+            break;
+        }
+        int B = n - i0 < batch ? n - i0 : batch;
+        tr_batch_make(&b, d, idx + i0, B);
+        if (loss) {
+            ag_tape_reset(t);
+            Tensor *l = nn_seq2seq_loss(t, m, b.src, b.S, b.tgt_in, b.tgt_out, B, b.T, NULL);
+            loss_sum += (double)l->data[0] * (double)b.n_tgt_tokens;
+            loss_tokens += b.n_tgt_tokens;
+        }
+        int max_T = tr_max_decode(&m->cfg, b.S);
+        tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
+        for (int r = 0; r < B; r++) {
+            int k = i0 + r;
+            rank[idx[k]] = k;
+            hyp_len[k] = lens[r];
+            memcpy(hyp + (size_t)k * L, out + (size_t)r * max_T, (size_t)lens[r] * sizeof(int));
+        }
+    }
+    ag_tape_reset(t);
+    ag_no_grad(t, prev);
+    if (finished) {
+        for (int i = 0; i < n; i++) {
+            const TrPair *p = &d->pairs[i];
+            int k = rank[i];
+            tr_score_add(score, hyp + (size_t)k * L, hyp_len[k], p->tgt, p->tgt_len);
+            if (hyps) {
+                write_side(hyps, src, p->src, p->src_len);
+                fputc('\t', hyps);
+                write_side(hyps, tgt, p->tgt, p->tgt_len);
+                fputc('\t', hyps);
+                write_side(hyps, tgt, hyp + (size_t)k * L, hyp_len[k]);
+                fputc('\n', hyps);
+            }
+        }
+        if (loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
+    }
+    tr_batch_free(&b);
+    free(rank);
+    free(hyp);
+    free(hyp_len);
+    free(lens);
+    free(out);
+    free(idx);
+    return finished;
+}

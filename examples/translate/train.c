@@ -1,0 +1,690 @@
+/* train.c: the trainer. Reads the data, builds or resumes the model, and runs the loop: a
+ * length-bucketed batch, the loss, backward, clipping, an Adam step; a CSV row every
+ * log_every steps, validation (loss and greedy exact match) every valid_every steps, the
+ * latest and the best checkpoints, a progress bar on a terminal. SIGINT and SIGTERM set a
+ * flag checked between steps: the run saves and stops. A non-finite loss or gradient stops
+ * the run naming the step, keeping the last good checkpoint.
+ * Resuming is bit-exact: the checkpoint holds the weights, Adam's state and step, the dropout
+ * RNG and the loader's position (data.position, below), and an epoch's batches are a pure
+ * function of (seed, epoch). Not here: decoding and metrics (decode.c), flags (cli.c). */
+#include "translate.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+volatile sig_atomic_t tr_stop_signal = 0;
+
+/* data.position of a checkpoint: the loader, the best validation so far, the last validated
+ * step and the CSV row being accumulated (doubles stored as their bits) */
+enum {
+    POS_EPOCH,
+    POS_CURSOR,
+    POS_SEED,       /* the loader's seed */
+    POS_BATCH,      /* batch size */
+    POS_N_TRAIN,    /* pairs in the training file */
+    POS_BEST_STEP,  /* step of best.npz (0: none yet) */
+    POS_BEST_EXACT, /* its valid exact match (double bits) */
+    POS_BEST_LOSS,  /* its valid loss (double bits) */
+    POS_LAST_VALID, /* the last step whose validation finished */
+    POS_IV_LOSS,    /* sum of the losses since the last CSV row (double bits) */
+    POS_IV_NORM,    /* sum of the gradient norms since then (double bits) */
+    POS_IV_STEPS,   /* steps since then */
+    POS_IV_TOKENS,  /* target tokens since then */
+    POS_COUNT
+};
+
+static int64_t dbits(double x) {
+    int64_t i;
+    memcpy(&i, &x, sizeof i);
+    return i;
+}
+static double bitsd(int64_t i) {
+    double x;
+    memcpy(&x, &i, sizeof x);
+    return x;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+TrTrainConfig tr_train_defaults(void) {
+    TrTrainConfig c;
+    memset(&c, 0, sizeof c);
+    c.train_path = "build/data/train.tsv";
+    c.valid_path = "build/data/valid.tsv";
+    c.out_dir = "build/translate";
+    c.model = nn_seq2seq_default_config(0, 0, 128, 4, 2);
+    c.model.layer.d_ff = 512;
+    c.model.layer.dropout = 0.1;
+    c.model.max_len = 128;
+    c.optim = optim_defaults(OPTIM_ADAM);
+    c.optim.lr = 1e-3;
+    c.optim.beta2 = 0.98;
+    c.optim.eps = 1e-9;
+    c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 300, 0, 1e-5};
+    c.batch = 64;
+    c.steps = 3000;
+    c.clip = 1.0;
+    c.seed = 1;
+    c.log_every = 50;
+    c.valid_every = 500;
+    c.verbose = 1;
+    return c;
+}
+
+int tr_check_config(const Seq2SeqConfig *c, const char *what) {
+    const TransformerConfig *l = &c->layer;
+    const char *why = NULL;
+    char buf[160];
+    if (c->src_vocab <= TR_N_SPECIAL || c->tgt_vocab <= TR_N_SPECIAL || c->src_vocab > 10000000 ||
+        c->tgt_vocab > 10000000)
+        why = "the vocabulary sizes are out of range";
+    else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
+             c->n_dec_layers > NN_MAX_LAYERS) {
+        snprintf(buf, sizeof buf, "layers %d+%d: the encoder takes 0..%d, the decoder 1..%d",
+                 c->n_enc_layers, c->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
+        why = buf;
+    } else if (c->max_len < 2 || c->max_len > 4096)
+        why = "max_len must be in [2, 4096]";
+    else if (c->pad_id != TR_PAD)
+        why = "pad_id must be 0";
+    else if (l->d_model < 1 || l->d_model > 8192 || l->d_ff < 1 || l->d_ff > 65536)
+        why = "d_model must be in [1, 8192] and ff in [1, 65536]";
+    else if (l->n_heads < 1 || l->d_model % l->n_heads != 0) {
+        snprintf(buf, sizeof buf, "%d heads do not divide d_model %d", l->n_heads, l->d_model);
+        why = buf;
+    } else if (l->n_kv_heads < 1 || l->n_heads % l->n_kv_heads != 0) {
+        snprintf(buf, sizeof buf, "%d key/value heads do not divide %d heads", l->n_kv_heads,
+                 l->n_heads);
+        why = buf;
+    } else if (!(l->dropout >= 0 && l->dropout < 1))
+        why = "dropout must be in [0, 1)";
+    else if (!(l->ln_eps > 0) || (l->act != NN_RELU && l->act != NN_GELU))
+        why = "bad LayerNorm eps or activation";
+    if (!why) return AG_OK;
+    return ag_fail(AG_ERR_ARG, "%s: %s", what, why);
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat s;
+    if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
+        return ag_fail(AG_ERR_IO, "%s: not a folder", path);
+    return AG_OK;
+}
+
+static int file_exists(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+static void on_signal(int sig) {
+    if (tr_stop_signal) { /* a second signal: stop now, without saving */
+        static const char msg[] = "\nsecond signal: quitting without saving\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        _exit(128 + sig);
+    }
+    tr_stop_signal = sig;
+}
+
+static int stop_requested(void) { return tr_stop_signal != 0; }
+
+/* ---- the trainer's state ---- */
+typedef struct {
+    const TrTrainConfig *cfg;
+    TrVocab src, tgt;
+    TrData train, valid;
+    int have_valid;
+    Seq2Seq m;
+    Arena *params, *step_arena;
+    Tape *tape;
+    Optimizer *opt;
+    Rng rng;
+    TrLoader loader;
+    TrBatch batch;
+    int64_t step, total, saved_step;
+    int64_t pos[POS_COUNT];
+    char last_path[600], best_path[600], csv_path[600];
+    FILE *csv;
+    char *vocab_text;
+    size_t vocab_len;
+    int tty;
+    double t_start, t_row, t_bar, last_tps;
+    int64_t step_start;
+} Trainer;
+
+static void fmt_time(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 1e7) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+static int save(Trainer *tr, const char *path) {
+    tr->pos[POS_EPOCH] = tr->loader.epoch;
+    tr->pos[POS_CURSOR] = tr->loader.cursor;
+    CkptState st;
+    memset(&st, 0, sizeof st);
+    st.opt = tr->opt;
+    st.rng = &tr->rng;
+    memcpy(st.data, tr->pos, sizeof tr->pos);
+    st.n_data = POS_COUNT;
+    st.extra = tr->vocab_text;
+    st.extra_len = tr->vocab_len;
+    int rc = ckpt_save(path, &tr->m, &st, 0, NULL);
+    if (rc != AG_OK)
+        fprintf(stderr, "error: %s\n", ag_last_error());
+    else if (path == tr->last_path)
+        tr->saved_step = tr->step;
+    return rc;
+}
+
+/* ---- the CSV log ---- */
+static const char csv_header[] =
+    "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n";
+
+/* On resume: keeps the rows up to step (a crash may have left later ones), then appends. */
+static int open_csv(Trainer *tr, int resume) {
+    char *keep = NULL;
+    size_t keep_len = 0;
+    if (resume) {
+        FILE *f = fopen(tr->csv_path, "r");
+        if (f) {
+            char *line = NULL;
+            size_t cap = 0;
+            ssize_t n;
+            FILE *mem = open_memstream(&keep, &keep_len);
+            while ((n = getline(&line, &cap, f)) > 0) {
+                long long s;
+                if (strncmp(line, "step,", 5) == 0) continue;
+                if (sscanf(line, "%lld,", &s) == 1 && s <= tr->step)
+                    fwrite(line, 1, (size_t)n, mem);
+            }
+            fclose(mem);
+            free(line);
+            fclose(f);
+        }
+    }
+    tr->csv = fopen(tr->csv_path, "w");
+    if (!tr->csv) {
+        free(keep);
+        return ag_fail(AG_ERR_IO, "%s: cannot open for writing: %s", tr->csv_path, strerror(errno));
+    }
+    fputs(csv_header, tr->csv);
+    if (keep) fwrite(keep, 1, keep_len, tr->csv);
+    free(keep);
+    fflush(tr->csv);
+    return AG_OK;
+}
+
+static double epoch_of(const Trainer *tr) {
+    return (double)tr->loader.epoch + (double)tr->loader.cursor / tr->loader.n_batches;
+}
+
+/* One CSV row for the steps since the last one (and, if valid, the validation). */
+static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
+    int64_t *p = tr->pos;
+    double n = p[POS_IV_STEPS] > 0 ? (double)p[POS_IV_STEPS] : 1, t = now_s();
+    double loss = bitsd(p[POS_IV_LOSS]) / n, norm = bitsd(p[POS_IV_NORM]) / n;
+    double tps = t > tr->t_row ? (double)p[POS_IV_TOKENS] / (t - tr->t_row) : 0;
+    fprintf(tr->csv, "%lld,%.4f,%.6f,%.6e,%.6f,%.0f,", (long long)tr->step, epoch_of(tr), loss,
+            tr->opt->last_lr, norm, tps);
+    if (valid)
+        fprintf(tr->csv, "%.6f,%.6f\n", vloss, vexact);
+    else
+        fputs(",\n", tr->csv);
+    fflush(tr->csv);
+    if (tr->cfg->verbose && !tr->tty) {
+        char eta[32];
+        double spent = t - tr->t_start, per = spent / (double)(tr->step - tr->step_start);
+        fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
+        printf("step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  eta %s\n",
+               (long long)tr->step, (long long)tr->total, epoch_of(tr), loss, tr->opt->last_lr,
+               norm, tps, eta);
+        fflush(stdout);
+    }
+    tr->last_tps = tps;
+    p[POS_IV_LOSS] = dbits(0);
+    p[POS_IV_NORM] = dbits(0);
+    p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
+    tr->t_row = t;
+}
+
+/* The progress bar (a terminal only), at most 10 times a second. */
+static void progress(Trainer *tr, double loss, int force) {
+    if (!tr->cfg->verbose || !tr->tty) return;
+    double t = now_s();
+    if (!force && t - tr->t_bar < 0.1) return;
+    tr->t_bar = t;
+    double frac = (double)tr->step / (double)tr->total, spent = t - tr->t_start;
+    double per = spent / (double)(tr->step - tr->step_start);
+    char bar[21], eta[32];
+    for (int i = 0; i < 20; i++) bar[i] = i < (int)(frac * 20) ? '#' : '.';
+    bar[20] = '\0';
+    fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
+    double n = tr->pos[POS_IV_STEPS] ? (double)tr->pos[POS_IV_STEPS] : 1;
+    double tps = tr->pos[POS_IV_STEPS] && t > tr->t_row
+                     ? (double)tr->pos[POS_IV_TOKENS] / (t - tr->t_row)
+                     : tr->last_tps;
+    if (tr->pos[POS_IV_STEPS]) loss = bitsd(tr->pos[POS_IV_LOSS]) / n;
+    printf("\r[%s] step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
+           (long long)tr->step, (long long)tr->total, epoch_of(tr), loss, tr->opt->last_lr, tps,
+           eta);
+    fflush(stdout);
+}
+
+static void end_bar(Trainer *tr) {
+    if (tr->cfg->verbose && tr->tty) {
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
+static int params_finite(const Trainer *tr) {
+    for (int i = 0; i < tr->m.params.n; i++) {
+        const Tensor *p = tr->m.params.items[i];
+        for (size_t k = 0; k < p->size; k++)
+            if (!isfinite((double)p->data[k])) return 0;
+    }
+    return 1;
+}
+
+/* The message of a run that went non-finite at step s. */
+static void diverged(Trainer *tr, int64_t s, const char *what, double value) {
+    const char *v = isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+    end_bar(tr);
+    fprintf(stderr, "error: step %lld: %s is %s: training stopped. ", (long long)s, what, v);
+    fprintf(stderr, "The last good checkpoint is %s (step %lld)\n", tr->last_path,
+            (long long)tr->saved_step);
+}
+
+/* Validation: loss and greedy exact match on valid. Returns 0 if interrupted. */
+static int validate(Trainer *tr, double *vloss, double *vexact) {
+    TrScore sc;
+    int done =
+        tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->cfg->valid_max, tr->cfg->batch, &sc, vloss,
+                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? stop_requested : NULL);
+    if (!done) return 0;
+    *vexact = tr_score_exact(&sc);
+    int64_t *p = tr->pos;
+    int better = p[POS_BEST_STEP] == 0 || *vexact > bitsd(p[POS_BEST_EXACT]) ||
+                 (*vexact == bitsd(p[POS_BEST_EXACT]) && *vloss < bitsd(p[POS_BEST_LOSS]));
+    p[POS_LAST_VALID] = tr->step;
+    if (better) {
+        p[POS_BEST_STEP] = tr->step;
+        p[POS_BEST_EXACT] = dbits(*vexact);
+        p[POS_BEST_LOSS] = dbits(*vloss);
+    }
+    if (tr->cfg->verbose) {
+        end_bar(tr);
+        printf("valid at step %lld: loss %.4f, exact match %.2f%% (%ld sentences)%s\n",
+               (long long)tr->step, *vloss, 100 * *vexact, sc.n_sent,
+               better ? ", best so far" : "");
+        fflush(stdout);
+    }
+    if (better && save(tr, tr->best_path) != AG_OK) return -1;
+    return 1;
+}
+
+/* ---- setting up: a fresh run or a resumed one ---- */
+
+static int read_data(Trainer *tr, int grow) {
+    const TrTrainConfig *c = tr->cfg;
+    int max_tokens = tr->m.cfg.max_len > 0 ? tr->m.cfg.max_len - 1 : c->model.max_len - 1;
+    int rc = tr_data_read(c->train_path, &tr->train, &tr->src, &tr->tgt, grow, max_tokens);
+    if (rc != AG_OK) return rc;
+    if (c->valid_path && *c->valid_path) {
+        rc = tr_data_read(c->valid_path, &tr->valid, &tr->src, &tr->tgt, 0, max_tokens);
+        if (rc != AG_OK) return rc;
+        tr->have_valid = 1;
+    }
+    return AG_OK;
+}
+
+static void build(Trainer *tr, const Seq2SeqConfig *mc, const OptimConfig *oc, uint64_t seed) {
+    tr->params = arena_new("params", tr_param_bytes(mc, 1));
+    Rng init;
+    rng_seed(&init, seed);
+    nn_seq2seq_init(&tr->m, tr->params, &init, mc);
+    tr->opt = optim_new(tr->params, &tr->m.params, oc);
+    rng_seed(&tr->rng, rng_hash(seed, 1));
+}
+
+/* Steps of the run, from --steps or --epochs (batches per epoch known once data is read). */
+static int64_t total_steps(const TrTrainConfig *c, const TrData *train, int batch) {
+    if (c->epochs > 0) return (int64_t)c->epochs * ((train->n + batch - 1) / batch);
+    return c->steps;
+}
+
+static int setup_fresh(Trainer *tr) {
+    const TrTrainConfig *c = tr->cfg;
+    tr_vocab_init(&tr->src);
+    tr_vocab_init(&tr->tgt);
+    int rc = read_data(tr, 1);
+    if (rc != AG_OK) return rc;
+    Seq2SeqConfig mc = c->model;
+    mc.src_vocab = tr->src.n;
+    mc.tgt_vocab = tr->tgt.n;
+    mc.pad_id = TR_PAD;
+    rc = tr_check_config(&mc, "the model");
+    if (rc != AG_OK) return rc;
+    tr->total = total_steps(c, &tr->train, c->batch);
+    OptimConfig oc = c->optim;
+    if (oc.schedule.total == 0) oc.schedule.total = tr->total;
+    if (oc.schedule.kind == OPTIM_WARMUP_COSINE && oc.schedule.warmup >= oc.schedule.total)
+        return ag_fail(AG_ERR_ARG, "--warmup %lld must be below the number of steps %lld",
+                       (long long)oc.schedule.warmup, (long long)oc.schedule.total);
+    if (oc.schedule.kind == OPTIM_WARMUP_INVSQRT && oc.schedule.warmup < 1)
+        return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
+    build(tr, &mc, &oc, c->seed);
+    /* embeddings N(0, 1/d_model) instead of N(0, 1): times sqrt(d_model) in the model, they
+     * then have unit variance like the sinusoidal positions, which they would otherwise drown
+     * (the paper's scaling assumes this initialisation) */
+    Tensor *emb[2] = {tr->m.src_embed.weight, tr->m.tgt_embed.weight};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < emb[k]->size; i++)
+            emb[k]->data[i] *= (Real)(1.0 / sqrt((double)mc.layer.d_model));
+    tr_loader_init(&tr->loader, &tr->train, c->batch, rng_hash(c->seed, 2));
+    memset(tr->pos, 0, sizeof tr->pos);
+    tr->pos[POS_SEED] = (int64_t)tr->loader.seed;
+    tr->pos[POS_BATCH] = c->batch;
+    tr->pos[POS_N_TRAIN] = tr->train.n;
+    return AG_OK;
+}
+
+static int setup_resume(Trainer *tr) {
+    const TrTrainConfig *c = tr->cfg;
+    Seq2SeqConfig mc;
+    OptimConfig oc;
+    int has_optim = 0;
+    if (!file_exists(tr->last_path))
+        return ag_fail(AG_ERR_IO,
+                       "%s: no checkpoint to resume from (train without --resume "
+                       "first)",
+                       tr->last_path);
+    int rc = ckpt_read_config(tr->last_path, &mc, &oc, &has_optim);
+    if (rc != AG_OK) return rc;
+    if (!has_optim)
+        return ag_fail(AG_ERR_FORMAT, "%s: holds no optimizer state: cannot resume from it",
+                       tr->last_path);
+    rc = tr_check_config(&mc, tr->last_path);
+    if (rc != AG_OK) return rc;
+    build(tr, &mc, &oc, 0);
+    CkptState st;
+    memset(&st, 0, sizeof st);
+    st.opt = tr->opt;
+    st.rng = &tr->rng;
+    st.n_data = POS_COUNT;
+    rc = ckpt_load(tr->last_path, &tr->m, &st);
+    if (rc != AG_OK) return rc;
+    rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, tr->last_path);
+    free((void *)st.extra);
+    if (rc != AG_OK) return rc;
+    memcpy(tr->pos, st.data, sizeof tr->pos);
+    tr->step = optim_get_step(tr->opt);
+    rc = read_data(tr, 0);
+    if (rc != AG_OK) return rc;
+    if (tr->train.n != tr->pos[POS_N_TRAIN])
+        return ag_fail(AG_ERR_ARG,
+                       "%s has %d pairs; the checkpoint %s was trained on %lld: "
+                       "resume with the same data",
+                       c->train_path, tr->train.n, tr->last_path, (long long)tr->pos[POS_N_TRAIN]);
+    int batch = (int)tr->pos[POS_BATCH];
+    if (batch < 1) return ag_fail(AG_ERR_FORMAT, "%s: bad data position", tr->last_path);
+    tr_loader_init(&tr->loader, &tr->train, batch, (uint64_t)tr->pos[POS_SEED]);
+    if (tr->pos[POS_EPOCH] < 0 || tr->pos[POS_CURSOR] < 0 ||
+        tr->pos[POS_CURSOR] > tr->loader.n_batches)
+        return ag_fail(AG_ERR_FORMAT, "%s: bad data position", tr->last_path);
+    tr_loader_seek(&tr->loader, tr->pos[POS_EPOCH], tr->pos[POS_CURSOR]);
+    tr->saved_step = tr->step;
+    return AG_OK;
+}
+
+static void trainer_free(Trainer *tr) {
+    if (tr->csv) fclose(tr->csv);
+    tr_batch_free(&tr->batch);
+    if (tr->loader.order) tr_loader_free(&tr->loader);
+    if (tr->tape) ag_tape_free(tr->tape);
+    if (tr->step_arena) arena_free(tr->step_arena);
+    if (tr->params) {
+        nn_seq2seq_free(&tr->m);
+        arena_free(tr->params);
+    }
+    tr_data_free(&tr->train);
+    tr_data_free(&tr->valid);
+    if (tr->src.words) tr_vocab_free(&tr->src);
+    if (tr->tgt.words) tr_vocab_free(&tr->tgt);
+    free(tr->vocab_text);
+}
+
+/* Error codes of the setup -> exit codes: what the user gave is wrong (2), or the machine
+ * failed (1). */
+static int setup_exit(int rc) {
+    fprintf(stderr, "error: %s\n", ag_last_error());
+    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+}
+
+/* ---- the loop ---- */
+
+int tr_train(const TrTrainConfig *c) {
+    Trainer T;
+    Trainer *tr = &T;
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = c;
+#ifdef _OPENMP
+    if (c->threads > 0) omp_set_num_threads(c->threads);
+#endif
+    if (c->batch < 1 || (c->steps < 1 && c->epochs < 1) || c->log_every < 1 || c->valid_every < 1 ||
+        c->save_every < 0 || c->clip < 0) {
+        ag_fail(AG_ERR_ARG, "batch, steps or epochs, log, valid and save intervals must be "
+                            "positive and the clipping norm >= 0");
+        return setup_exit(AG_ERR_ARG);
+    }
+    snprintf(tr->last_path, sizeof tr->last_path, "%s/last.npz", c->out_dir);
+    snprintf(tr->best_path, sizeof tr->best_path, "%s/best.npz", c->out_dir);
+    snprintf(tr->csv_path, sizeof tr->csv_path, "%s/log.csv", c->out_dir);
+    int rc;
+    if (c->resume) {
+        rc = setup_resume(tr);
+        if (rc == AG_OK) tr->total = total_steps(c, &tr->train, tr->loader.batch_size);
+    } else if (!c->force && file_exists(tr->last_path)) {
+        rc = ag_fail(AG_ERR_ARG,
+                     "%s exists: continue that run with --resume, or start a new "
+                     "one over it with --force",
+                     tr->last_path);
+    } else {
+        rc = setup_fresh(tr);
+    }
+    if (rc == AG_OK) rc = make_dirs(c->out_dir);
+    if (rc != AG_OK) {
+        int code = setup_exit(rc);
+        trainer_free(tr);
+        return code;
+    }
+    tr->vocab_text = tr_vocab_pair_save(&tr->src, &tr->tgt, &tr->vocab_len);
+    int max_S = tr->train.max_src, max_T = tr->train.max_tgt;
+    if (tr->have_valid && tr->valid.max_src > max_S) max_S = tr->valid.max_src;
+    if (tr->have_valid && tr->valid.max_tgt > max_T) max_T = tr->valid.max_tgt;
+    tr->step_arena = arena_new(
+        "step", tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1));
+    tr->tape = ag_tape_new(tr->step_arena);
+    tr->tty = isatty(STDOUT_FILENO);
+    int code = TR_EXIT_OK;
+    if (open_csv(tr, c->resume) != AG_OK) {
+        fprintf(stderr, "error: %s\n", ag_last_error());
+        trainer_free(tr);
+        return TR_EXIT_FAIL;
+    }
+    if (c->verbose) {
+        const Seq2SeqConfig *m = &tr->m.cfg;
+        if (c->resume)
+            printf("resuming %s at step %lld (the model, optimizer, batch size and seed are the "
+                   "checkpoint's)\n",
+                   tr->last_path, (long long)tr->step);
+        printf("model: d_model %d, %d heads (%d key/value), %d+%d layers, ff %d, dropout %g, "
+               "%s; %zu parameters\n",
+               m->layer.d_model, m->layer.n_heads, m->layer.n_kv_heads, m->n_enc_layers,
+               m->n_dec_layers, m->layer.d_ff, m->layer.dropout,
+               m->layer.pre_ln ? "pre-LN" : "post-LN", nn_params_count(&tr->m.params));
+        printf("data: %d training pairs (%d batches of %d an epoch), %d valid pairs; "
+               "vocabularies %d source, %d target words\n",
+               tr->train.n, tr->loader.n_batches, tr->loader.batch_size,
+               tr->have_valid ? tr->valid.n : 0, tr->src.n, tr->tgt.n);
+        printf("training to step %lld; writing %s, %s and %s\n", (long long)tr->total,
+               tr->last_path, tr->best_path, tr->csv_path);
+        fflush(stdout);
+    }
+    struct sigaction sa, old_int, old_term;
+    if (c->handle_signals) {
+        tr_stop_signal = 0;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
+    tr->t_start = tr->t_row = tr->t_bar = now_s();
+    tr->step_start = tr->step;
+    if (!c->resume && save(tr, tr->last_path) != AG_OK) code = TR_EXIT_FAIL;
+    int interrupted = 0;
+    double vloss = 0, vexact = 0, last_loss = 0;
+    /* a validation the previous run could not finish (it was interrupted during it) */
+    if (code == TR_EXIT_OK && c->resume && tr->have_valid && tr->step > 0 &&
+        tr->pos[POS_LAST_VALID] < tr->step &&
+        (tr->step % c->valid_every == 0 || tr->step == tr->total)) {
+        int v = validate(tr, &vloss, &vexact);
+        if (v < 0)
+            code = TR_EXIT_FAIL;
+        else if (v == 0)
+            interrupted = 1;
+        else
+            write_row(tr, 1, vloss, vexact);
+    }
+    Tensor *poison =
+        c->inject_nan > 0 ? nn_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
+    int save_every = c->save_every > 0 ? c->save_every : c->valid_every;
+    while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
+        if (c->handle_signals && stop_requested()) {
+            interrupted = 1;
+            break;
+        }
+        int64_t s = tr->step + 1;
+        tr_loader_next(&tr->loader, &tr->batch);
+        TrBatch *b = &tr->batch;
+        ag_tape_reset(tr->tape);
+        optim_zero_grad(tr->opt);
+        if (poison && s == c->inject_nan) poison->data[0] = (Real)NAN;
+        Tensor *loss = nn_seq2seq_loss(tr->tape, &tr->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B,
+                                       b->T, &tr->rng);
+        double l = (double)loss->data[0], norm = 0;
+        const char *what = NULL;
+        if (!isfinite(l)) {
+            what = "the training loss";
+        } else {
+            ag_backward(tr->tape, loss);
+            norm = optim_clip_grad_norm(&tr->m.params, c->clip > 0 ? c->clip : DBL_MAX);
+            if (!isfinite(norm)) what = "the gradient norm";
+        }
+        if (what) {
+            diverged(tr, s, what, isfinite(l) ? norm : l);
+            code = TR_EXIT_FAIL;
+            break;
+        }
+        optim_step(tr->opt);
+        tr->step = s;
+        last_loss = l;
+        int64_t *p = tr->pos;
+        p[POS_IV_LOSS] = dbits(bitsd(p[POS_IV_LOSS]) + l);
+        p[POS_IV_NORM] = dbits(bitsd(p[POS_IV_NORM]) + norm);
+        p[POS_IV_STEPS]++;
+        p[POS_IV_TOKENS] += b->n_tgt_tokens;
+        progress(tr, l, 0);
+        int valid_due = tr->have_valid && (s % c->valid_every == 0 || s == tr->total);
+        int save_due = s % save_every == 0 || s == tr->total, valid_ok = 0;
+        if ((valid_due || save_due) && !params_finite(tr)) {
+            /* an update overflowed: nothing is saved, the last good checkpoint stays */
+            diverged(tr, s, "a weight after the update", NAN);
+            code = TR_EXIT_FAIL;
+            break;
+        }
+        if (valid_due) {
+            int v = validate(tr, &vloss, &vexact);
+            if (v < 0) {
+                code = TR_EXIT_FAIL;
+                break;
+            }
+            if (v == 0) {
+                interrupted = 1;
+                break;
+            }
+            valid_ok = 1;
+        }
+        if (s % c->log_every == 0 || valid_due || s == tr->total) {
+            write_row(tr, valid_ok, vloss, vexact);
+            progress(tr, l, 1);
+        }
+        if (save_due && save(tr, tr->last_path) != AG_OK) {
+            code = TR_EXIT_FAIL;
+            break;
+        }
+    }
+    end_bar(tr);
+    if (code == TR_EXIT_OK && interrupted) {
+        int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
+        if (!params_finite(tr)) {
+            diverged(tr, tr->step, "a weight after the update", NAN);
+            code = TR_EXIT_FAIL;
+        } else if (save(tr, tr->last_path) != AG_OK) {
+            code = TR_EXIT_FAIL;
+        } else {
+            fprintf(stderr, "interrupted by %s at step %lld: saved %s; continue with --resume\n",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)tr->step, tr->last_path);
+            code = sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
+        }
+    } else if (code == TR_EXIT_OK && c->verbose) {
+        double spent = now_s() - tr->t_start;
+        char t[32];
+        fmt_time(t, sizeof t, spent);
+        printf("done: step %lld, last loss %.4f, %s (%.1f steps/s)\n", (long long)tr->step,
+               last_loss, t, (double)(tr->step - tr->step_start) / (spent > 0 ? spent : 1));
+        if (tr->pos[POS_BEST_STEP] > 0)
+            printf("best: step %lld, valid exact match %.2f%%, loss %.4f -> %s\n",
+                   (long long)tr->pos[POS_BEST_STEP], 100 * bitsd(tr->pos[POS_BEST_EXACT]),
+                   bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
+        printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
+    }
+    if (c->handle_signals) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    fflush(stdout);
+    trainer_free(tr);
+    return code;
+}

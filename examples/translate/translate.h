@@ -1,0 +1,250 @@
+/* translate.h: the translation example as a library: word vocabularies, TSV data and length-
+ * bucketed batches, loading a checkpoint into a model, greedy and beam decoding with the
+ * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
+ * the command line. main.c only calls tr_main; the tests call these functions directly.
+ * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
+ * Read next: vocab.c, data.c, decode.c, train.c, then cli.c (the subcommands and their flags).
+ *
+ * Conventions of the example: token ids are ints; PAD is 0 in both vocabularies (the model's
+ * pad_id), then BOS, EOS, UNK. A source row is its tokens then EOS; the decoder reads BOS then
+ * the target tokens (tgt_in) and predicts the target tokens then EOS (tgt_out). Functions that
+ * touch files or data return AG_OK or an AG_ERR_* code with the message in ag_last_error();
+ * nothing here calls exit(). */
+#ifndef ATTOGRAD_TRANSLATE_H
+#define ATTOGRAD_TRANSLATE_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "attograd.h"
+
+/* ---- the program's exit codes (tr_main, tr_train) ---- */
+enum {
+    TR_EXIT_OK = 0,
+    TR_EXIT_FAIL = 1,      /* a run that failed: non-finite loss, a write error */
+    TR_EXIT_USAGE = 2,     /* bad flags, a missing file, malformed data */
+    TR_EXIT_SIGINT = 130,  /* interrupted by SIGINT (Ctrl-C), checkpoint saved (128 + 2) */
+    TR_EXIT_SIGTERM = 143, /* interrupted by SIGTERM, checkpoint saved (128 + 15) */
+};
+
+/* ---- vocabulary: words <-> ids ---- */
+enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
+
+typedef struct TrVocab {
+    int n, cap_words; /* ids 0..n-1; ids below TR_N_SPECIAL are <pad> <bos> <eos> <unk> */
+    char **words;     /* id -> word (each malloc'd) */
+    int *slots;       /* open addressing: id or -1; size n_slots, a power of two */
+    int n_slots;
+} TrVocab;
+
+/* A vocabulary holding only the four specials. */
+void tr_vocab_init(TrVocab *v);
+void tr_vocab_free(TrVocab *v);
+/* The id of word w[0..len) (added if new). Specials are never found by spelling: a word
+ * written "<unk>" in the data is an ordinary word. */
+int tr_vocab_add(TrVocab *v, const char *w, size_t len);
+/* The id of w[0..len), or -1. */
+int tr_vocab_find(const TrVocab *v, const char *w, size_t len);
+const char *tr_vocab_word(const TrVocab *v, int id); /* "<?>" outside [0, n) */
+
+/* Splits text on runs of blanks (space, tab, CR, LF) and writes the ids of the first cap words
+ * into ids; returns the number of words (which may exceed cap). Unknown words become TR_UNK,
+ * are counted in *n_unk (may be NULL) and, when warn is not NULL, named there one per line:
+ *   unknown word 'xyz' (mapped to <unk>) */
+int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn);
+/* The words of ids[0..n) joined by single spaces, stopping at EOS or PAD (BOS is skipped), into
+ * out (always NUL-terminated when cap > 0). Returns the length the full text needs. */
+size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t cap);
+
+/* Both vocabularies as text (the checkpoint's meta.extra bytes):
+ *   attograd-translate vocab 1\nsrc <n>\n<word>\n...tgt <n>\n<word>\n...
+ * listing the words of id TR_N_SPECIAL and up, in id order. Returns a malloc'd buffer. */
+char *tr_vocab_pair_save(const TrVocab *src, const TrVocab *tgt, size_t *len);
+/* Parses it into two fresh vocabularies; what names the source in messages. */
+int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt, const char *what);
+
+/* ---- data: sentence pairs from a TSV file ---- */
+typedef struct TrPair {
+    int *src, *tgt;       /* token ids without BOS/EOS, into TrData.ids */
+    int src_len, tgt_len; /* >= 1 */
+    int line;             /* 1-based line in the file */
+} TrPair;
+
+typedef struct TrData {
+    char path[512];
+    TrPair *pairs;
+    int n;
+    int *ids;                  /* every pair's tokens in one block */
+    long n_unk_src, n_unk_tgt; /* words not in the vocabularies (grow == 0) */
+    int max_src, max_tgt;      /* longest sides */
+} TrData;
+
+/* Reads path: one pair a line, source<TAB>target, tokens separated by single spaces, a final
+ * CR tolerated. With grow, new words are added to the vocabularies (the training set);
+ * otherwise they become TR_UNK and are counted. A side longer than max_tokens (0: no limit)
+ * is an error. Errors name the path, the line and the reason (AG_ERR_IO for a file that
+ * cannot be read, AG_ERR_FORMAT for a malformed line or an empty file):
+ *   data/train.tsv:12: no tab between source and target */
+int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
+                 int max_tokens);
+void tr_data_free(TrData *d);
+
+/* ---- batches: padded rows and the targets of the loss ---- */
+typedef struct TrBatch {
+    int B, S, T;       /* rows; source length (longest source + EOS); target length (+1) */
+    int *src;          /* (B, S): tokens, EOS, then PAD */
+    int *tgt_in;       /* (B, T): BOS, tokens, then PAD */
+    int *tgt_out;      /* (B, T): tokens, EOS, then PAD (PAD is ignored by the loss) */
+    int *rows;         /* (B): the pair index of each row */
+    long n_src_tokens; /* non-PAD entries of src */
+    long n_tgt_tokens; /* non-PAD entries of tgt_out: the tokens the loss averages over */
+    size_t cap;        /* the buffers' capacity in ints */
+} TrBatch;
+
+/* Fills b with pairs rows[0..B) of d (buffers grow as needed; start from a zeroed TrBatch). */
+void tr_batch_make(TrBatch *b, const TrData *d, const int *rows, int B);
+void tr_batch_free(TrBatch *b);
+
+/* An epoch's batches: the pairs sorted by (source length, target length, a random key), cut
+ * into batches of batch_size consecutive pairs (so a batch holds pairs of about one length and
+ * little padding), the batch order shuffled. The random keys and the shuffle come from an RNG
+ * seeded with (seed, epoch): the plan of an epoch is a pure function of them, so (epoch,
+ * cursor) is the whole position of the loader and a checkpoint restores it exactly. */
+typedef struct TrLoader {
+    const TrData *d;
+    int batch_size, n_batches; /* batches per epoch, the last may be smaller */
+    uint64_t seed;
+    int64_t epoch, cursor; /* the next batch: batch `cursor` of epoch `epoch` */
+    int *order;            /* (n): pairs of the epoch, batch after batch */
+    int *start;            /* (n_batches + 1): where each batch starts in order */
+} TrLoader;
+
+void tr_loader_init(TrLoader *l, const TrData *d, int batch_size, uint64_t seed);
+void tr_loader_free(TrLoader *l);
+/* Moves to batch cursor of epoch (0 <= cursor <= n_batches). */
+void tr_loader_seek(TrLoader *l, int64_t epoch, int64_t cursor);
+/* The batch at the position, then advances (to the next epoch after its last batch). */
+void tr_loader_next(TrLoader *l, TrBatch *b);
+
+/* ---- a trained model with its vocabularies ---- */
+typedef struct Translator {
+    Seq2Seq model;
+    TrVocab src, tgt;
+    Arena *params; /* the parameters */
+    Arena *step;   /* forward passes (tr_reserve sizes it) */
+    /* in no-grad mode; for a pass with gradients (head importance), call
+     * tr_reserve(..., grad = 1), then ag_no_grad(tape, 0) */
+    Tape *tape;
+    int64_t trained_steps; /* train.step of the checkpoint, 0 if it has none */
+} Translator;
+
+/* Loads a checkpoint written by the trainer (last.npz or best.npz): the configuration, the
+ * parameters and the vocabularies. The model is left in inference use (no dropout: every
+ * function below runs in no-grad mode). */
+int tr_load(Translator *tr, const char *ckpt_path);
+void tr_free(Translator *tr);
+/* Makes the step arena big enough for a forward of B rows of S source and T target
+ * positions (training, grad == 1, or inference). Replaces it, so call it between passes. */
+void tr_reserve(Translator *tr, int B, int S, int T, int grad);
+/* A generous estimate of the step-arena bytes of one such pass (pages are only touched when
+ * used, so a large reservation is cheap). */
+size_t tr_arena_bytes(const Seq2SeqConfig *c, int B, int S, int T, int grad);
+
+/* The bytes of the model's parameters and gradients (and, with_optim, Adam's state), with
+ * room to spare: the capacity of a params arena. */
+size_t tr_param_bytes(const Seq2SeqConfig *c, int with_optim);
+
+/* Tokenizes a source sentence with tr->src; at most cap ids (see tr_tokenize). */
+int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
+                    FILE *warn);
+
+/* One teacher-forced forward of a sentence pair in no-grad mode: src (S) and tgt (T) are
+ * token ids without specials; the model reads src + EOS and BOS + tgt. -> logits (1, T+1, V)
+ * in tr's step arena, where position i predicts tgt[i] (position T predicts EOS). Afterwards
+ * tr->model.dec[l].multihead_attn.last_probs is layer l's cross-attention (1, NH, T+1, S+1)
+ * and .self_attn.last_probs its self-attention (1, NH, T+1, T+1); likewise enc[l].self_attn
+ * (1, NH, S+1, S+1). Valid until the next call on tr. S + 1 and T + 1 <= max_len. */
+Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T);
+
+/* Greedy decoding of a batch with the key/value cache (nn_decode_*): src (B, S) rows as in a
+ * TrBatch (tokens, EOS, PAD). Each row gets at most max_T - 1 tokens (the last position is
+ * for EOS), without BOS/EOS, in out (B, max_T), its count in lens (B). max_T <= max_len.
+ * Resets tape t (no-grad); PAD and BOS are never chosen. */
+void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens);
+/* Beam search of one sentence, K beams (K = 1 is greedy), src (S) as one TrBatch row.
+ * Hypotheses end at EOS and are ranked by log-probability / ((5 + len) / 6)^alpha (GNMT's
+ * length penalty; alpha 0: plain log-probability). -> the best in out (max_T), its length. */
+int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out);
+/* Translates one tokenized sentence (ids without EOS), greedy (beam <= 1) or beam search.
+ * -> the number of target ids in out (at most cap). */
+int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
+                     int cap);
+/* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
+int tr_max_decode(const Seq2SeqConfig *c, int S);
+
+/* ---- metrics ---- */
+typedef struct TrScore {
+    long n_sent, n_exact;
+    long ref_tokens, tok_correct; /* token accuracy: position-wise matches / reference tokens */
+    long match[4], total[4];      /* BLEU: clipped n-gram matches, hypothesis n-grams, n = 1..4 */
+    long hyp_len, ref_len;
+} TrScore;
+
+/* Adds one sentence: hyp and ref are target ids without specials. A reference TR_UNK is a
+ * word outside the vocabulary and matches nothing (not even a hypothesis TR_UNK). */
+void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len);
+double tr_score_exact(const TrScore *s);  /* exact-match share, 0..1 */
+double tr_score_tokens(const TrScore *s); /* token accuracy, 0..1 */
+/* Corpus BLEU-4 (Papineni et al. 2002), 0..100: the geometric mean of the clipped n-gram
+ * precisions of the whole corpus for n = 1..4, times the brevity penalty exp(1 - r/c) when the
+ * hypotheses are shorter (c < r) than the references. 0 if any precision is 0. */
+double tr_score_bleu(const TrScore *s);
+
+/* Decodes pairs [0, limit) of d (limit <= 0: all) greedily in batches of batch rows, sorted by
+ * length, and scores them; with loss not NULL also the teacher-forced loss (mean over target
+ * tokens). hyps, when not NULL, gets one line per pair in file order:
+ * source<TAB>reference<TAB>hypothesis (tgt is then needed). stop, when not NULL, is polled
+ * between batches: when it returns 1 the evaluation stops and this returns 0 (else 1). */
+int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
+                double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
+                int (*stop)(void));
+
+/* ---- training ---- */
+typedef struct TrTrainConfig {
+    const char *train_path, *valid_path, *out_dir;
+    Seq2SeqConfig model; /* vocabulary sizes are filled from the data */
+    OptimConfig optim;   /* schedule.total is set from the steps when 0 */
+    int batch;
+    int64_t steps;                          /* steps to reach (a resumed run continues up to it) */
+    int epochs;                             /* when > 0, steps = epochs * batches per epoch */
+    double clip;                            /* max gradient norm, 0: none */
+    uint64_t seed;                          /* initial weights, dropout and data order */
+    int log_every, valid_every, save_every; /* steps; save_every 0: = valid_every */
+    int valid_max;                          /* valid pairs decoded for exact match (0: all) */
+    int threads;                            /* 0: leave OpenMP's default */
+    int resume;                             /* continue from out_dir/last.npz */
+    int force;                              /* start a new run even if out_dir/last.npz exists */
+    int verbose;                            /* 0: errors only, 1: lines and the progress bar */
+    int64_t inject_nan; /* testing: poison a weight before this step (0: never) */
+    int handle_signals; /* SIGINT/SIGTERM: save and stop (the program sets it) */
+} TrTrainConfig;
+
+/* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
+int tr_check_config(const Seq2SeqConfig *c, const char *what);
+/* The defaults of `attograd-translate train` (the demo's configuration). */
+TrTrainConfig tr_train_defaults(void);
+/* Trains, writing out_dir/{last.npz, best.npz, log.csv} (see README, "The translation
+ * example"). Returns an exit code: TR_EXIT_OK, TR_EXIT_USAGE (data or configuration),
+ * TR_EXIT_FAIL (non-finite loss or gradient: stops naming the step, the last good
+ * checkpoint stays; or a write error), TR_EXIT_SIGINT / TR_EXIT_SIGTERM (checkpoint saved). */
+int tr_train(const TrTrainConfig *cfg);
+
+/* Set by the SIGINT/SIGTERM handler (the signal number); checked between steps. */
+extern volatile sig_atomic_t tr_stop_signal;
+
+/* The command line: `attograd-translate <train|eval|translate> [flags]`. Returns the exit
+ * code. */
+int tr_main(int argc, char **argv);
+
+#endif

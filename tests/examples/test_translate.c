@@ -1,0 +1,941 @@
+/* test_translate.c: the translation example (examples/translate). The library part is called
+ * directly: the tokenizer round-trips, batches and masks are right, the loader buckets by
+ * length and covers every pair once an epoch, the metrics match hand computations, a tiny
+ * model learns copy and reverse to 100% exact match with diagonal / anti-diagonal
+ * cross-attention, and resume is bit-exact. The program itself (its path comes from
+ * AG_TRANSLATE_BIN, set by the Makefile) is run for what only a process shows: SIGINT and
+ * SIGTERM save and exit 130 / 143, a non-finite loss stops naming the step and keeps the last
+ * good checkpoint, and bad flags, missing files and malformed TSV lines exit 2 with a clear
+ * message. Data are tiny copy/reverse tasks generated here. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "translate.h"
+
+/* ---- temporary folders, files, generated tasks ---- */
+
+static void tmp_dir(char *dir, size_t n) {
+    snprintf(dir, n, "/tmp/attograd-translate.XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+/* removes dir and what it holds (files, and folders of files) */
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[1024];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat s;
+        if (stat(path, &s) == 0 && S_ISDIR(s.st_mode))
+            rm_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static char *join(char *buf, const char *dir, const char *name) {
+    snprintf(buf, 512, "%.250s/%.250s", dir, name);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert(fread(b, 1, (size_t)n, f) == (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+/* n pairs of random sequences of min_len..max_len symbols from the first `alphabet` letters;
+ * the target is the source (copy) or the source reversed */
+static void write_task(const char *path, int n, int reverse, uint64_t seed, int min_len,
+                       int max_len, int alphabet) {
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        int len = min_len + (int)rng_below(&r, (uint64_t)(max_len - min_len + 1));
+        char s[32];
+        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, (uint64_t)alphabet));
+        for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
+        fputc('\t', f);
+        for (int k = 0; k < len; k++)
+            fprintf(f, "%s%c", k ? " " : "", s[reverse ? len - 1 - k : k]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+/* a small model and run for the tests: quiet, no signal handlers, overwriting */
+static TrTrainConfig tiny_config(const char *dir, const char *train, const char *valid) {
+    TrTrainConfig c = tr_train_defaults();
+    c.train_path = train;
+    c.valid_path = valid;
+    c.out_dir = dir;
+    c.model.layer.d_model = 16;
+    c.model.layer.n_heads = c.model.layer.n_kv_heads = 2;
+    c.model.layer.d_ff = 32;
+    c.model.n_enc_layers = c.model.n_dec_layers = 1;
+    c.model.max_len = 24;
+    c.optim.lr = 1e-2;
+    c.optim.schedule.warmup = 5;
+    c.batch = 8;
+    c.steps = 20;
+    c.log_every = 5;
+    c.valid_every = 10;
+    c.verbose = 0;
+    c.force = 1;
+    /* one thread: Criterion runs two tests side by side (-j2), and these matrices are too
+     * small for threads to pay (results do not depend on the thread count anyway) */
+    c.threads = 1;
+    return c;
+}
+
+/* ---- the vocabulary and the tokenizer ---- */
+
+Test(tr_vocab, tokenize_round_trips) {
+    TrVocab v;
+    tr_vocab_init(&v);
+    cr_assert_eq(v.n, TR_N_SPECIAL);
+    const char *words[] = {"le", "chat", "noir", "dort", ".", "qu'", "<unk>"};
+    int ids[7];
+    for (int i = 0; i < 7; i++) ids[i] = tr_vocab_add(&v, words[i], strlen(words[i]));
+    for (int i = 0; i < 7; i++) {
+        cr_assert_eq(ids[i], TR_N_SPECIAL + i, "ids in order of first appearance");
+        cr_assert_eq(tr_vocab_add(&v, words[i], strlen(words[i])), ids[i], "no duplicates");
+        cr_assert_str_eq(tr_vocab_word(&v, ids[i]), words[i]);
+    }
+    /* "<unk>" written in the data is an ordinary word, not the special */
+    cr_assert_neq(tr_vocab_find(&v, "<unk>", 5), TR_UNK);
+    cr_assert_eq(tr_vocab_find(&v, "<pad>", 5), -1);
+    /* many words: the table grows and keeps every id */
+    char w[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(w, sizeof w, "w%d", i);
+        cr_assert_eq(tr_vocab_add(&v, w, strlen(w)), 11 + i);
+    }
+    for (int i = 0; i < 1000; i++) {
+        snprintf(w, sizeof w, "w%d", i);
+        cr_assert_eq(tr_vocab_find(&v, w, strlen(w)), 11 + i);
+    }
+    /* text -> ids -> text */
+    const char *text = "le chat noir dort w999 .";
+    int got[16], unk = -1;
+    int n = tr_tokenize(&v, "  le chat\tnoir dort w999 .\n", got, 16, &unk, NULL);
+    cr_assert_eq(n, 6);
+    cr_assert_eq(unk, 0);
+    char out[128];
+    size_t len = tr_detokenize(&v, got, n, out, sizeof out);
+    cr_assert_str_eq(out, text);
+    cr_assert_eq(len, strlen(text));
+    /* unknown words map to UNK, are counted and named */
+    char *msg = NULL;
+    size_t msg_len = 0;
+    FILE *warn = open_memstream(&msg, &msg_len);
+    n = tr_tokenize(&v, "le zèbre dort zzz", got, 16, &unk, warn);
+    fclose(warn);
+    cr_assert_eq(n, 4);
+    cr_assert_eq(unk, 2);
+    cr_assert(got[1] == TR_UNK && got[3] == TR_UNK && got[0] == ids[0]);
+    cr_assert(strstr(msg, "unknown word 'zèbre' (mapped to <unk>)") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "unknown word 'zzz'") != NULL, "%s", msg);
+    free(msg);
+    /* detokenize stops at EOS, skips BOS, truncates safely and reports the full length */
+    int seq[] = {TR_BOS, ids[0], ids[1], TR_EOS, ids[2]};
+    len = tr_detokenize(&v, seq, 5, out, sizeof out);
+    cr_assert_str_eq(out, "le chat");
+    cr_assert_eq(tr_detokenize(&v, seq, 5, out, 4), 7);
+    cr_assert_str_eq(out, "le ");
+    /* more words than room: the count is still returned */
+    cr_assert_eq(tr_tokenize(&v, "le le le le", got, 2, NULL, NULL), 4);
+    tr_vocab_free(&v);
+}
+
+Test(tr_vocab, pair_saves_and_loads) {
+    TrVocab s, t, s2, t2;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    tr_vocab_add(&s, "the", 3);
+    tr_vocab_add(&s, "cat", 3);
+    tr_vocab_add(&t, "le", 2);
+    size_t len;
+    char *b = tr_vocab_pair_save(&s, &t, &len);
+    cr_assert_eq(tr_vocab_pair_load(b, len, &s2, &t2, "x"), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(s2.n, s.n);
+    cr_assert_eq(t2.n, t.n);
+    for (int i = 0; i < s.n; i++) cr_assert_str_eq(s2.words[i], s.words[i]);
+    cr_assert_eq(tr_vocab_find(&t2, "le", 2), TR_N_SPECIAL);
+    tr_vocab_free(&s2);
+    tr_vocab_free(&t2);
+    /* damaged text: every cut fails with a message naming the source, never crashes */
+    for (size_t cut = 0; cut < len; cut++) {
+        cr_assert_neq(tr_vocab_pair_load(b, cut, &s2, &t2, "ckpt.npz"), AG_OK, "cut %zu", cut);
+        cr_assert(strstr(ag_last_error(), "ckpt.npz") != NULL);
+    }
+    cr_assert_neq(tr_vocab_pair_load(NULL, 0, &s2, &t2, "x"), AG_OK);
+    free(b);
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+}
+
+/* ---- data, batches, the loader ---- */
+
+Test(tr_data, reads_pairs) {
+    char dir[64], path[512];
+    tmp_dir(dir, sizeof dir);
+    join(path, dir, "d.tsv");
+    write_text(path, "a b c\tx y\r\nb\tz x y w\n");
+    TrVocab s, t;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    TrData d;
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(d.n, 2);
+    cr_assert_eq(d.pairs[0].src_len, 3);
+    cr_assert_eq(d.pairs[0].tgt_len, 2);
+    cr_assert_eq(d.pairs[1].src_len, 1);
+    cr_assert_eq(d.pairs[1].tgt_len, 4);
+    cr_assert_eq(d.pairs[1].line, 2);
+    cr_assert_eq(d.max_src, 3);
+    cr_assert_eq(d.max_tgt, 4);
+    cr_assert_eq(s.n, TR_N_SPECIAL + 3);
+    cr_assert_eq(t.n, TR_N_SPECIAL + 4);
+    cr_assert_eq(d.pairs[1].src[0], tr_vocab_find(&s, "b", 1));
+    cr_assert_eq(d.pairs[1].tgt[3], tr_vocab_find(&t, "w", 1));
+    tr_data_free(&d);
+    /* a fixed vocabulary: unknown words become UNK and are counted */
+    write_text(path, "a q\tx r s\n");
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 0, 0), AG_OK);
+    cr_assert_eq(d.pairs[0].src[1], TR_UNK);
+    cr_assert_eq(d.n_unk_src, 1);
+    cr_assert_eq(d.n_unk_tgt, 2);
+    cr_assert_eq(s.n, TR_N_SPECIAL + 3, "a fixed vocabulary does not grow");
+    tr_data_free(&d);
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+    rm_tree(dir);
+}
+
+Test(tr_data, malformed_lines_name_the_line) {
+    static const struct {
+        const char *text, *message;
+        int code;
+    } cases[] = {
+        {"a\tb\nc d\n", ":2: the line has no tab", AG_ERR_FORMAT},
+        {"a\tb\tc\n", ":1: the line has more than one tab", AG_ERR_FORMAT},
+        {"a\tb\n\nc\td\n", ":2: the line is empty", AG_ERR_FORMAT},
+        {"a  b\tc\n", ":1: the source has two spaces in a row", AG_ERR_FORMAT},
+        {"a b\t c\n", ":1: the target starts with a space", AG_ERR_FORMAT},
+        {"a\tb\na b \tc\n", ":2: the source ends with a space", AG_ERR_FORMAT},
+        {"\tb\n", ":1: the source is empty", AG_ERR_FORMAT},
+        {"a\t\n", ":1: the target is empty", AG_ERR_FORMAT},
+        {"a\tb\rc\n", ":1: the target contains a control character", AG_ERR_FORMAT},
+        {"a b c d e f\tb\n", ":1: the source has 6 tokens; the model allows 5", AG_ERR_FORMAT},
+        {"", ": no sentence pairs", AG_ERR_FORMAT},
+    };
+    char dir[64], path[512];
+    tmp_dir(dir, sizeof dir);
+    join(path, dir, "bad.tsv");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_text(path, cases[i].text);
+        TrVocab s, t;
+        tr_vocab_init(&s);
+        tr_vocab_init(&t);
+        TrData d;
+        int rc = tr_data_read(path, &d, &s, &t, 1, 5);
+        cr_assert_eq(rc, cases[i].code, "case %zu: %d", i, rc);
+        cr_assert(strstr(ag_last_error(), path) && strstr(ag_last_error(), cases[i].message),
+                  "case %zu: '%s' lacks '%s'", i, ag_last_error(), cases[i].message);
+        cr_assert(d.pairs == NULL && d.n == 0);
+        tr_vocab_free(&s);
+        tr_vocab_free(&t);
+    }
+    TrVocab s, t;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    TrData d;
+    join(path, dir, "missing.tsv");
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "missing.tsv: cannot open: No such file") != NULL, "%s",
+              ag_last_error());
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+    rm_tree(dir);
+}
+
+Test(tr_batch, pads_and_places_bos_eos) {
+    char dir[64], path[512];
+    tmp_dir(dir, sizeof dir);
+    join(path, dir, "d.tsv");
+    write_text(path, "a b c\tx y\nb\tz x y w\na b c d\tx\n");
+    TrVocab s, t;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    TrData d;
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    int rows[3] = {1, 0, 2};
+    tr_batch_make(&b, &d, rows, 3);
+    cr_assert_eq(b.B, 3);
+    cr_assert_eq(b.S, 5, "longest source (4) + EOS");
+    cr_assert_eq(b.T, 5, "longest target (4) + BOS/EOS");
+    int a = tr_vocab_find(&s, "a", 1), bb = tr_vocab_find(&s, "b", 1),
+        c = tr_vocab_find(&s, "c", 1), dd = tr_vocab_find(&s, "d", 1);
+    int x = tr_vocab_find(&t, "x", 1), y = tr_vocab_find(&t, "y", 1), z = tr_vocab_find(&t, "z", 1),
+        w = tr_vocab_find(&t, "w", 1);
+    const int P = TR_PAD, E = TR_EOS, O = TR_BOS;
+    int src[3][5] = {{bb, E, P, P, P}, {a, bb, c, E, P}, {a, bb, c, dd, E}};
+    int tin[3][5] = {{O, z, x, y, w}, {O, x, y, P, P}, {O, x, P, P, P}};
+    int tout[3][5] = {{z, x, y, w, E}, {x, y, E, P, P}, {x, E, P, P, P}};
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(b.rows[r], rows[r]);
+        for (int i = 0; i < 5; i++) {
+            cr_assert_eq(b.src[r * 5 + i], src[r][i], "src (%d,%d)", r, i);
+            cr_assert_eq(b.tgt_in[r * 5 + i], tin[r][i], "tgt_in (%d,%d)", r, i);
+            cr_assert_eq(b.tgt_out[r * 5 + i], tout[r][i], "tgt_out (%d,%d)", r, i);
+        }
+    }
+    cr_assert_eq(b.n_src_tokens, 2 + 4 + 5);
+    cr_assert_eq(b.n_tgt_tokens, 5 + 3 + 2);
+    /* the model's padding masks: 1 exactly past each row's length */
+    Arena *ar = arena_new("masks", 1 << 16);
+    Tape *tape = ag_tape_new(ar);
+    NnMask ms = nn_padding_mask(tape, b.src, b.B, b.S, TR_PAD);
+    NnMask mt = nn_padding_mask(tape, b.tgt_in, b.B, b.T, TR_PAD);
+    int src_len[3] = {2, 4, 5}, tgt_len[3] = {5, 3, 2};
+    cr_assert(ms.B == 3 && ms.T == 5 && mt.B == 3 && mt.T == 5);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 5; i++) {
+            cr_assert_eq(ms.data[r * 5 + i], i >= src_len[r], "source mask (%d,%d)", r, i);
+            cr_assert_eq(mt.data[r * 5 + i], i >= tgt_len[r], "target mask (%d,%d)", r, i);
+        }
+    ag_tape_free(tape);
+    arena_free(ar);
+    /* a smaller batch reuses the buffers */
+    tr_batch_make(&b, &d, rows + 1, 1);
+    cr_assert(b.B == 1 && b.S == 4 && b.T == 3);
+    tr_batch_free(&b);
+    tr_data_free(&d);
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+    rm_tree(dir);
+}
+
+Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
+    char dir[64], path[512];
+    tmp_dir(dir, sizeof dir);
+    join(path, dir, "d.tsv");
+    write_task(path, 203, 0, 5, 1, 12, 8);
+    TrVocab s, t;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    TrData d;
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
+    TrLoader l;
+    tr_loader_init(&l, &d, 16, 99);
+    cr_assert_eq(l.n_batches, 13, "ceil(203 / 16)");
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    int seen[203], first_rows[2][16], spread = 0, full = 0;
+    for (int e = 0; e < 2; e++) {
+        memset(seen, 0, sizeof seen);
+        for (int k = 0; k < l.n_batches; k++) {
+            tr_loader_next(&l, &b);
+            cr_assert_eq(l.epoch, e);
+            int lo = 1 << 30, hi = 0;
+            for (int r = 0; r < b.B; r++) {
+                seen[b.rows[r]]++;
+                int len = d.pairs[b.rows[r]].src_len;
+                lo = len < lo ? len : lo;
+                hi = len > hi ? len : hi;
+            }
+            if (b.B == 16) {
+                spread += hi - lo;
+                full++;
+            }
+            if (k == 0) memcpy(first_rows[e], b.rows, sizeof first_rows[e]);
+        }
+        for (int i = 0; i < 203; i++) cr_assert_eq(seen[i], 1, "epoch %d: pair %d", e, i);
+    }
+    cr_assert_eq(full, 24, "12 full batches an epoch, one of 11");
+    /* sorted by length: 203 pairs over 12 lengths, so a batch spans about one length */
+    cr_assert(spread <= full, "a batch of 16 spans %d lengths on average",
+              spread / (full ? full : 1));
+    cr_assert(memcmp(first_rows[0], first_rows[1], sizeof first_rows[0]) != 0,
+              "each epoch has another order");
+    /* the position is the whole state: seeking reproduces the batches; so does the seed */
+    tr_loader_seek(&l, 7, 5);
+    tr_loader_next(&l, &b);
+    int want[16], want_B = b.B;
+    memcpy(want, b.rows, (size_t)b.B * sizeof(int));
+    TrLoader l2;
+    tr_loader_init(&l2, &d, 16, 99);
+    for (int k = 0; k < 7 * 13 + 5; k++) tr_loader_next(&l2, &b);
+    tr_loader_next(&l2, &b);
+    cr_assert_eq(b.B, want_B);
+    cr_assert_arr_eq(b.rows, want, (size_t)b.B * sizeof(int));
+    tr_loader_free(&l2);
+    tr_loader_free(&l);
+    tr_batch_free(&b);
+    tr_data_free(&d);
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+    rm_tree(dir);
+}
+
+/* ---- metrics ---- */
+
+Test(tr_score, bleu_exact_and_token_accuracy_by_hand) {
+    enum { A = 4, B_, C, D, E, F };
+    int ref[] = {A, B_, C, D, F}, hyp[] = {A, B_, C, D, E};
+    TrScore s;
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, ref, 5, ref, 5);
+    cr_assert_float_eq(tr_score_bleu(&s), 100.0, 1e-9);
+    cr_assert_float_eq(tr_score_exact(&s), 1.0, 1e-12);
+    /* one wrong last word: precisions 4/5, 3/4, 2/3, 1/2 */
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, hyp, 5, ref, 5);
+    cr_assert_float_eq(tr_score_bleu(&s), 100 * pow(0.8 * 0.75 * (2.0 / 3) * 0.5, 0.25), 1e-9);
+    cr_assert_float_eq(tr_score_tokens(&s), 0.8, 1e-12);
+    cr_assert_eq(s.n_exact, 0);
+    /* corpus level: the counts add up over sentences before the ratios are taken */
+    tr_score_add(&s, ref, 5, ref, 5);
+    cr_assert_float_eq(tr_score_bleu(&s),
+                       100 * pow((9.0 / 10) * (7.0 / 8) * (5.0 / 6) * (3.0 / 4), 0.25), 1e-9);
+    cr_assert_float_eq(tr_score_exact(&s), 0.5, 1e-12);
+    cr_assert_float_eq(tr_score_tokens(&s), 0.9, 1e-12);
+    /* clipping: a word counts at most as often as in the reference */
+    int rep[] = {A, A, A, A}, ref4[] = {A, B_, A, C};
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, rep, 4, ref4, 4);
+    cr_assert_eq(s.match[0], 2);
+    cr_assert_eq(s.total[0], 4);
+    cr_assert_eq(s.match[1], 0);
+    cr_assert_float_eq(tr_score_bleu(&s), 0.0, 1e-12);
+    /* brevity penalty: a correct prefix of 4 words for a reference of 6 */
+    int ref6[] = {A, B_, C, D, E, F};
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, ref6, 4, ref6, 6);
+    cr_assert_float_eq(tr_score_bleu(&s), 100 * exp(1 - 6.0 / 4), 1e-9);
+    cr_assert_float_eq(tr_score_tokens(&s), 4.0 / 6, 1e-12);
+    /* a reference word outside the vocabulary (UNK) matches nothing, not even UNK */
+    int ru[] = {A, TR_UNK}, hu[] = {A, TR_UNK};
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, hu, 2, ru, 2);
+    cr_assert_eq(s.n_exact, 0);
+    cr_assert_float_eq(tr_score_tokens(&s), 0.5, 1e-12);
+    cr_assert_eq(s.match[0], 1);
+    /* an empty hypothesis */
+    memset(&s, 0, sizeof s);
+    tr_score_add(&s, hyp, 0, ref, 5);
+    cr_assert_float_eq(tr_score_bleu(&s), 0.0, 1e-12);
+    cr_assert_float_eq(tr_score_tokens(&s), 0.0, 1e-12);
+}
+
+/* ---- learning copy and reverse ---- */
+
+/* The share of target positions of the first n pairs whose cross-attention (averaged over
+ * heads, last decoder layer) peaks on the aligned source position. */
+static double alignment(Translator *tr, const TrData *d, int n, int reverse) {
+    int hits = 0, total = 0;
+    for (int i = 0; i < n && i < d->n; i++) {
+        const TrPair *p = &d->pairs[i];
+        tr_forward_pair(tr, p->src, p->src_len, p->tgt, p->tgt_len);
+        const Tensor *P = tr->model.dec[tr->model.cfg.n_dec_layers - 1].multihead_attn.last_probs;
+        int NH = P->shape[1], Tq = P->shape[2], Tk = P->shape[3];
+        cr_assert(Tq == p->tgt_len + 1 && Tk == p->src_len + 1);
+        for (int q = 0; q < p->tgt_len; q++) {
+            int best = 0;
+            double best_w = -1;
+            for (int k = 0; k < Tk; k++) {
+                double w = 0;
+                for (int h = 0; h < NH; h++) w += P->data[((size_t)h * Tq + q) * Tk + k];
+                if (w > best_w) {
+                    best_w = w;
+                    best = k;
+                }
+            }
+            hits += best == (reverse ? p->src_len - 1 - q : q);
+            total++;
+        }
+    }
+    return (double)hits / total;
+}
+
+/* Trains a 1+1-layer model on a generated copy or reverse task, then checks 100% exact match
+ * on a test set, the alignment of its cross-attention, and that beam search agrees. */
+static void learn_task(int reverse) {
+    char dir[64], train[512], valid[512], test[512], out[512], ckpt[512];
+    tmp_dir(dir, sizeof dir);
+    /* DEBUG builds (ASan) run about 5 times slower: a shorter, easier version of the task */
+#ifdef AG_DEBUG
+    int max_len = 5, alphabet = 6, steps = reverse ? 350 : 250, width = 16;
+#else
+    int max_len = 8, alphabet = 8, steps = reverse ? 600 : 300, width = 32;
+#endif
+    write_task(join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
+    write_task(join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
+    write_task(join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
+    TrTrainConfig c = tiny_config(join(out, dir, "run"), train, valid);
+    c.model.layer.d_model = width;
+    c.model.layer.d_ff = 2 * width;
+    c.model.layer.dropout = 0;
+    c.optim.schedule.warmup = 20;
+    c.batch = 32;
+    c.steps = steps;
+    c.log_every = 50;
+    c.valid_every = 100;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, join(ckpt, out, "best.npz")), AG_OK, "%s", ag_last_error());
+    TrData d;
+    cr_assert_eq(tr_data_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
+    TrScore s;
+    double loss;
+    tr_reserve(&tr, 64, d.max_src + 1, d.max_tgt + 1, 0);
+    tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
+    cr_log_info("%s: %d steps in %.1f s (%.0f steps/s): exact %.1f%%, BLEU %.1f, loss %.4f",
+                reverse ? "reverse" : "copy", steps, secs, steps / secs, 100 * tr_score_exact(&s),
+                tr_score_bleu(&s), loss);
+    cr_assert_eq(s.n_exact, d.n, "%s: exact match %ld/%ld", reverse ? "reverse" : "copy", s.n_exact,
+                 s.n_sent);
+    cr_assert_float_eq(tr_score_bleu(&s), 100.0, 1e-9);
+    double a = alignment(&tr, &d, 30, reverse);
+    cr_log_info("%s: cross-attention peaks on the aligned position at %.0f%% of positions",
+                reverse ? "reverse" : "copy", 100 * a);
+    cr_assert(a >= 0.8, "%s: the cross-attention is aligned at only %.0f%% of positions",
+              reverse ? "reverse (anti-diagonal)" : "copy (diagonal)", 100 * a);
+    /* beam search finds the same (correct) translations */
+    for (int i = 0; i < 10; i++) {
+        const TrPair *p = &d.pairs[i];
+        int hyp[64];
+        int n = tr_translate_ids(&tr, p->src, p->src_len, 3, 0.6, hyp, 64);
+        cr_assert_eq(n, p->tgt_len, "beam: pair %d", i);
+        cr_assert_arr_eq(hyp, p->tgt, (size_t)n * sizeof(int), "beam: pair %d", i);
+    }
+    tr_data_free(&d);
+    tr_free(&tr);
+    rm_tree(dir);
+}
+
+Test(tr_train, learns_copy_with_diagonal_cross_attention) { learn_task(0); }
+Test(tr_train, learns_reverse_with_antidiagonal_cross_attention) { learn_task(1); }
+
+/* ---- resume ---- */
+
+/* the CSV without its tokens_per_s column (a timing) */
+static char *csv_values(const char *path) {
+    char *text = read_text(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int col = 0;
+        for (char *p = line; *p; p++) {
+            if (*p == ',') col++;
+            if (col != 5 || *p == ',') *o++ = *p;
+        }
+        *o++ = '\n';
+    }
+    *o = '\0';
+    free(text);
+    return out;
+}
+
+Test(tr_train, resume_is_bit_exact) {
+    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    tmp_dir(dir, sizeof dir);
+    write_task(join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
+    write_task(join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
+    /* with dropout, 13 batches an epoch: the 24 steps cross an epoch boundary */
+    TrTrainConfig c = tiny_config(join(a, dir, "straight"), train, valid);
+    c.model.layer.dropout = 0.2;
+    c.steps = 24;
+    c.log_every = 3;
+    c.valid_every = 6;
+    c.optim.schedule.total = 24;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK);
+    c.out_dir = join(b, dir, "halves");
+    c.steps = 12;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK);
+    c.steps = 24;
+    c.resume = 1;
+    c.force = 0;
+    c.seed = 12345; /* ignored on resume: everything comes from the checkpoint */
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    const char *files[] = {"last.npz", "best.npz"};
+    for (int i = 0; i < 2; i++) {
+        size_t n1, n2;
+        char *x = read_text(join(p1, a, files[i]), &n1), *y = read_text(join(p2, b, files[i]), &n2);
+        cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
+        free(x);
+        free(y);
+    }
+    char *x = csv_values(join(p1, a, "log.csv")), *y = csv_values(join(p2, b, "log.csv"));
+    cr_assert_str_eq(x, y, "the CSV logs differ");
+    /* the header, 8 rows (every 3 steps), 4 of them without validation (3, 9, 15, 21) */
+    int rows = 0, no_valid = 0;
+    for (char *p = x; (p = strchr(p, '\n')); p++) rows++;
+    for (char *p = x; (p = strstr(p, ",,\n")); p++) no_valid++;
+    cr_assert_eq(rows, 9, "%s", x);
+    cr_assert_eq(no_valid, 4, "%s", x);
+    const char *head = "step,epoch,train_loss,lr,grad_norm,,valid_loss,valid_exact\n";
+    cr_assert(strncmp(x, head, strlen(head)) == 0, "%s", x);
+    free(x);
+    free(y);
+    rm_tree(dir);
+}
+
+/* ---- the program: signals, NaN, command-line errors ---- */
+
+typedef struct {
+    int code; /* exit status, or 128 + signal */
+    char *out, *err;
+} Run;
+
+static const char *binary(void) {
+    const char *b = getenv("AG_TRANSLATE_BIN");
+    cr_assert(b && *b && access(b, X_OK) == 0,
+              "AG_TRANSLATE_BIN is not set or not a program: run the suite with make test");
+    return b;
+}
+
+/* Starts the program with args (NULL-terminated) and stdin from in (or /dev/null); its output
+ * goes to files in dir. Returns the pid. */
+static pid_t start(const char *dir, const char *const *args, const char *in) {
+    char outp[512], errp[512], inp[512];
+    join(outp, dir, "stdout.txt");
+    join(errp, dir, "stderr.txt");
+    join(inp, dir, "stdin.txt");
+    write_text(inp, in ? in : "");
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = binary();
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fi = open(inp, O_RDONLY), fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fi < 0 || fo < 0 || fe < 0) _exit(99);
+        dup2(fi, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(98);
+    }
+    return pid;
+}
+
+static Run finish(const char *dir, pid_t pid) {
+    int status;
+    cr_assert(waitpid(pid, &status, 0) == pid);
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char p[512];
+    r.out = read_text(join(p, dir, "stdout.txt"), NULL);
+    r.err = read_text(join(p, dir, "stderr.txt"), NULL);
+    return r;
+}
+
+static Run run(const char *dir, const char *const *args, const char *in) {
+    return finish(dir, start(dir, args, in));
+}
+
+static void run_free(Run *r) {
+    free(r->out);
+    free(r->err);
+}
+
+static int64_t ckpt_step(const char *path) {
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, path), AG_OK, "%s", ag_last_error());
+    int64_t s = tr.trained_steps;
+    for (int i = 0; i < tr.model.params.n; i++) {
+        const Tensor *p = tr.model.params.items[i];
+        for (size_t k = 0; k < p->size; k++)
+            cr_assert(isfinite((double)p->data[k]), "%s holds a non-finite weight", path);
+    }
+    tr_free(&tr);
+    return s;
+}
+
+/* The flags of a tiny model for the program */
+#define TINY_FLAGS                                                                                 \
+    "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
+        "--max-len", "24", "--batch", "8", "--warmup", "2", "--quiet"
+
+static void interrupt_with(int sig, int want_code, const char *name) {
+    char dir[64], train[512], out[512], csv[512], last[512];
+    tmp_dir(dir, sizeof dir);
+    write_task(join(train, dir, "train.tsv"), 64, 0, 31, 2, 6, 6);
+    join(out, dir, "run");
+    join(csv, out, "log.csv");
+    const char *args[] = {"train",   "--train", train,         "--no-valid", "--out",    out,
+                          "--steps", "1000000", "--log-every", "1",          TINY_FLAGS, NULL};
+    pid_t pid = start(dir, args, NULL);
+    /* wait for a few CSV rows: the handlers are in place and steps are running */
+    int rows = 0;
+    for (int i = 0; i < 2000 && rows < 4; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        FILE *f = fopen(csv, "r");
+        if (!f) continue;
+        rows = 0;
+        for (int ch; (ch = fgetc(f)) != EOF;) rows += ch == '\n';
+        fclose(f);
+    }
+    cr_assert(rows >= 4, "the training never started");
+    kill(pid, sig);
+    Run r = finish(dir, pid);
+    cr_assert_eq(r.code, want_code, "%s: exit %d, stderr: %s", name, r.code, r.err);
+    char expect[128];
+    snprintf(expect, sizeof expect, "interrupted by %s at step ", name);
+    const char *m = strstr(r.err, expect);
+    cr_assert(m != NULL, "%s", r.err);
+    long long step = atoll(m + strlen(expect));
+    cr_assert(step >= 3, "%s", r.err);
+    cr_assert(strstr(r.err, "continue with --resume") != NULL, "%s", r.err);
+    cr_assert_eq(ckpt_step(join(last, out, "last.npz")), step, "the checkpoint is of step %lld",
+                 step);
+    run_free(&r);
+    /* and it continues from there */
+    char target[32];
+    snprintf(target, sizeof target, "%lld", step + 2);
+    const char *resume[] = {"train", "--train",  train,     "--no-valid", "--out",
+                            out,     "--resume", "--steps", target,       "--log-every",
+                            "1",     "--quiet",  NULL};
+    r = run(dir, resume, NULL);
+    cr_assert_eq(r.code, 0, "resume: %s", r.err);
+    cr_assert_eq(ckpt_step(last), step + 2);
+    char *text = read_text(csv, NULL);
+    char last_row[64];
+    snprintf(last_row, sizeof last_row, "\n%lld,", step + 2);
+    cr_assert(strstr(text, last_row) != NULL, "%s", text);
+    free(text);
+    run_free(&r);
+    rm_tree(dir);
+}
+
+Test(tr_cli, sigint_saves_a_checkpoint_and_exits_130) { interrupt_with(SIGINT, 130, "SIGINT"); }
+Test(tr_cli, sigterm_saves_a_checkpoint_and_exits_143) { interrupt_with(SIGTERM, 143, "SIGTERM"); }
+
+Test(tr_cli, non_finite_loss_stops_naming_the_step) {
+    char dir[64], train[512], out[512], last[512];
+    tmp_dir(dir, sizeof dir);
+    write_task(join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
+    join(out, dir, "run");
+    const char *args[] = {"train",    "--train", train,          "--no-valid", "--out",        out,
+                          "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7",
+                          TINY_FLAGS, NULL};
+    Run r = run(dir, args, NULL);
+    cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
+    char expect[700];
+    snprintf(expect, sizeof expect,
+             "step 7: the training loss is nan: training stopped. The "
+             "last good checkpoint is %s/last.npz (step 5)",
+             out);
+    cr_assert(strstr(r.err, expect) != NULL, "%s", r.err);
+    cr_assert_eq(ckpt_step(join(last, out, "last.npz")), 5);
+    run_free(&r);
+    /* a learning rate far too large: the run stops at a named step, the checkpoint stays good */
+    const char *wild[] = {"train",  "--train", train,      "--no-valid", "--out",
+                          out,      "--force", "--steps",  "200",        "--save-every",
+                          "1",      "--lr",    "1e6",      "--optim",    "sgd",
+                          "--clip", "0",       TINY_FLAGS, NULL};
+    r = run(dir, wild, NULL);
+    cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
+    const char *m = strstr(r.err, "error: step ");
+    cr_assert(m != NULL && strstr(r.err, "training stopped"), "%s", r.err);
+    long long bad_step = atoll(m + strlen("error: step "));
+    cr_assert_eq(ckpt_step(last), bad_step - 1);
+    run_free(&r);
+    rm_tree(dir);
+}
+
+Test(tr_cli, bad_usage_exits_2_with_a_message) {
+    char dir[64], train[512], bad[512], out[512], missing[512];
+    tmp_dir(dir, sizeof dir);
+    write_task(join(train, dir, "train.tsv"), 20, 0, 51, 2, 6, 6);
+    join(bad, dir, "bad.tsv");
+    write_text(bad, "a b\tb a\nc d\td c\ne f g\n");
+    join(out, dir, "run");
+    join(missing, dir, "nope.tsv");
+    char ckpt[512];
+    join(ckpt, out, "last.npz");
+    static const char *const none[] = {NULL};
+    const struct {
+        const char *const *args;
+        const char *message;
+    } cases[] = {
+        {none, "usage: attograd-translate <command>"},
+        {(const char *const[]){"fly", NULL}, "unknown command 'fly'"},
+        {(const char *const[]){"attention", NULL}, "unknown command 'attention'"},
+        {(const char *const[]){"train", "--bogus", NULL}, "unknown flag '--bogus'"},
+        {(const char *const[]){"train", "-x", NULL}, "unknown flag '-x'"},
+        {(const char *const[]){"train", "--steps", NULL}, "flag '--steps' needs a value"},
+        {(const char *const[]){"train", "--steps", "ten", NULL}, "'--steps ten' is not an integer"},
+        {(const char *const[]){"train", "--steps=0", NULL}, "'--steps 0' is out of range"},
+        {(const char *const[]){"train", "--dropout", "1.5", NULL},
+         "'--dropout 1.5' is out of range"},
+        {(const char *const[]){"train", "--lr", "fast", NULL}, "'--lr fast' is not a number"},
+        {(const char *const[]){"train", "--optim", "lion", NULL},
+         "'--optim lion': expected one of sgd, adam, adamw"},
+        {(const char *const[]){"train", "--resume=yes", NULL}, "flag '--resume' takes no value"},
+        {(const char *const[]){"train", "--steps", "5", "--epochs", "2", NULL},
+         "give --steps or --epochs, not both"},
+        {(const char *const[]){"train", "--heads", "3", NULL},
+         "--heads 3 does not divide --d-model 128"},
+        {(const char *const[]){"train", "--kv-heads", "3", NULL},
+         "--kv-heads 3 does not divide --heads 4"},
+        {(const char *const[]){"train", "stray", NULL}, "unexpected argument 'stray'"},
+        {(const char *const[]){"train", "--train", missing, "--no-valid", "--out", out, NULL},
+         "nope.tsv: cannot open: No such file or directory"},
+        {(const char *const[]){"train", "--train", bad, "--no-valid", "--out", out, NULL},
+         "bad.tsv:3: the line has no tab"},
+        {(const char *const[]){"train", "--train", train, "--valid", bad, "--out", out, NULL},
+         "bad.tsv:3: the line has no tab"},
+        {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--steps",
+                               "10", "--warmup", "10", NULL},
+         "--warmup 10 must be below the number of steps 10"},
+        {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--resume",
+                               NULL},
+         "last.npz: no checkpoint to resume from"},
+        {(const char *const[]){"eval", "--ckpt", ckpt, NULL}, "give one or more TSV files"},
+        {(const char *const[]){"eval", "--ckpt", ckpt, train, NULL}, "last.npz: cannot open"},
+        {(const char *const[]){"translate", "--ckpt", missing, "a b", NULL}, "nope.tsv"},
+        {(const char *const[]){"translate", "--beam", "0", NULL}, "'--beam 0' is out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r = run(dir, cases[i].args, NULL);
+        cr_assert_eq(r.code, 2, "case %zu (%s): exit %d, stderr: %s", i, cases[i].message, r.code,
+                     r.err);
+        cr_assert(strstr(r.err, cases[i].message) != NULL, "case %zu: '%s' lacks '%s'", i, r.err,
+                  cases[i].message);
+        run_free(&r);
+    }
+    /* with a checkpoint: a new run refuses to overwrite it; eval reports malformed data */
+    const char *make[] = {"train", "--train", train, "--no-valid", "--out",
+                          out,     "--steps", "3",   TINY_FLAGS,   NULL};
+    Run r = run(dir, make, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    const char *again[] = {"train", "--train", train, "--no-valid", "--out",
+                           out,     "--steps", "3",   TINY_FLAGS,   NULL};
+    r = run(dir, again, NULL);
+    cr_assert_eq(r.code, 2);
+    cr_assert(strstr(r.err, "exists: continue that run with --resume") != NULL, "%s", r.err);
+    run_free(&r);
+    const char *ev[] = {"eval", "--ckpt", ckpt, bad, NULL};
+    r = run(dir, ev, NULL);
+    cr_assert_eq(r.code, 2);
+    cr_assert(strstr(r.err, "bad.tsv:3: the line has no tab") != NULL, "%s", r.err);
+    run_free(&r);
+    /* a damaged checkpoint */
+    char broken[512];
+    write_text(join(broken, dir, "broken.npz"), "PK\003\004 not really");
+    const char *tb[] = {"translate", "--ckpt", broken, "a", NULL};
+    r = run(dir, tb, NULL);
+    cr_assert_eq(r.code, 2);
+    cr_assert(strstr(r.err, "broken.npz") != NULL, "%s", r.err);
+    run_free(&r);
+    rm_tree(dir);
+}
+
+Test(tr_cli, help_eval_and_translate) {
+    char dir[64], train[512], out[512], ckpt[512];
+    tmp_dir(dir, sizeof dir);
+    const char *help[] = {"--help", NULL};
+    Run r = run(dir, help, NULL);
+    cr_assert_eq(r.code, 0);
+    cr_assert(strstr(r.out, "train") && strstr(r.out, "eval") && strstr(r.out, "translate"));
+    run_free(&r);
+    const char *const subs[][3] = {{"train", "--help", NULL},
+                                   {"eval", "-h", NULL},
+                                   {"translate", "--help", NULL},
+                                   {"help", "train", NULL}};
+    for (int i = 0; i < 4; i++) {
+        r = run(dir, subs[i], NULL);
+        cr_assert_eq(r.code, 0);
+        cr_assert(strstr(r.out, "usage: attograd-translate ") && strstr(r.out, "--"), "%s", r.out);
+        run_free(&r);
+    }
+    write_task(join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
+    join(out, dir, "run");
+    const char *make[] = {"train", "--train", train, "--no-valid", "--out",
+                          out,     "--steps", "4",   TINY_FLAGS,   NULL};
+    r = run(dir, make, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    run_free(&r);
+    join(ckpt, out, "last.npz");
+    /* eval prints the three metrics */
+    char hyps[512];
+    join(hyps, dir, "hyps.tsv");
+    const char *ev[] = {"eval", "--ckpt", ckpt, "--hyps", hyps, train, NULL};
+    r = run(dir, ev, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "exact match") && strstr(r.out, "token accuracy") &&
+                  strstr(r.out, "BLEU-4"),
+              "%s", r.out);
+    run_free(&r);
+    char *h = read_text(hyps, NULL);
+    int lines = 0;
+    for (char *p = h; (p = strchr(p, '\n')); p++) lines++;
+    cr_assert_eq(lines, 40, "one hypothesis line per pair");
+    free(h);
+    /* translate: arguments, then stdin; unknown words named; long and empty input survive */
+    char longline[4096] = "";
+    for (int i = 0; i < 100; i++) strcat(longline, "a b ");
+    const char *tr_args[] = {"translate", "--ckpt", ckpt, "a b zzz", "", longline, NULL};
+    r = run(dir, tr_args, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "unknown word 'zzz' (mapped to <unk>)") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "sentence 3: 200 words; the model reads at most 23") != NULL, "%s",
+              r.err);
+    lines = 0;
+    for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
+    cr_assert_eq(lines, 3, "one line per sentence: %s", r.out);
+    run_free(&r);
+    const char *tr_stdin[] = {"translate", "--ckpt", ckpt, "--beam", "3", NULL};
+    r = run(dir, tr_stdin, "a b c\n\nqqq \xff\xfe\nd e\n");
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    lines = 0;
+    for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
+    cr_assert_eq(lines, 4, "one line per input line: %s", r.out);
+    cr_assert(strstr(r.err, "unknown word 'qqq'") != NULL, "%s", r.err);
+    run_free(&r);
+    rm_tree(dir);
+}
