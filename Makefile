@@ -46,7 +46,7 @@ CFLAGS += -O1 -g -DAG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=a
           -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 else
-CFLAGS += -O2 -g
+CFLAGS += -O2 -fvect-cost-model=dynamic -g
 endif
 ifeq ($(REAL),double)
 CFLAGS += -DAG_REAL_DOUBLE

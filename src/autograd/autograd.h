@@ -87,6 +87,10 @@ Tensor *ag_matmul(Tape *tape, Tensor *a, Tensor *b);
 /* a (..., M, K) @ b^T where b is (N, K) or (..., N, K): no transpose is materialised.
  * This is the Linear layer's x W^T and attention's Q K^T. -> (..., M, N) */
 Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b);
+/* The Linear layer in one op: x (..., in), W (out, in), b (out) or NULL -> (..., out) =
+ * x W^T + b. The same numbers as ag_add_bias(ag_matmul_bt(x, W), b) (up to the rounding of the
+ * bias, which starts the sums here) with one output and one gradient instead of two. */
+Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b);
 /* Swaps the last two dimensions (a copy): (..., M, N) -> (..., N, M) */
 Tensor *ag_transpose(Tape *tape, Tensor *x);
 /* Same data, another shape with the same element count (no copy). */
