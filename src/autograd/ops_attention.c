@@ -78,9 +78,8 @@ void ag_attention_backward(AgNode *n) {
     a.mask = n->bytes;
     a.p = n->f;
     a.key = n->key;
-    Real *dS = arena_alloc(n->out->arena, P->size * sizeof(Real)); /* scratch, step arena */
-    k_attention_backward(grad_if(q), grad_if(k), grad_if(v), dS, q->data, k->data, v->data,
-                         P->data, n->out->grad, &a);
+    k_attention_backward(grad_if(q), grad_if(k), grad_if(v), q->data, k->data, v->data, P->data,
+                         n->out->grad, &a);
 }
 
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {

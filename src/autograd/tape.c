@@ -1,6 +1,7 @@
 /* tape.c: the tape (a linked list of nodes in the step arena), recording, backward, printing.
  * Not here: the ops themselves (ops_*.c) or the gradient check (gradcheck.c).
  * Read next: ops_elementwise.c for the simplest ops, then ops_softmax.c. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ void ag_tape_reset(Tape *tape) {
     tape->last = NULL;
     tape->n_nodes = 0;
     tape->backward_done = 0;
+    tape->free_grads = NULL;
     arena_reset(tape->arena);
 }
 
@@ -96,13 +98,49 @@ const uint8_t *ag_save_bytes(Tape *tape, const uint8_t *src, size_t n) {
     return dst;
 }
 
+/* Gradient buffers of intermediates are recycled during backward: a released buffer goes on
+ * the tape's free list (its first bytes hold the list entry) and ensure_grad takes the
+ * smallest free buffer that is large enough before it asks the arena for a new one. Buffers
+ * come from arena_alloc, so each is at least 64 bytes and 64-byte aligned. */
+typedef struct FreeGrad {
+    size_t bytes;
+    struct FreeGrad *next;
+} FreeGrad;
+
 /* A zeroed gradient for a tensor that has none yet (intermediates get theirs here, lazily). */
 static void ensure_grad(Tape *tape, Tensor *t) {
     if (t->grad) return;
     AG_CHECK(t->arena == tape->arena, "ag_backward: tensor '%s' %s requires grad but has no "
              "gradient buffer; call tensor_requires_grad on it", t->name, tensor_shape_str(t));
-    t->grad = arena_alloc(tape->arena, t->size * sizeof(Real));
-    memset(t->grad, 0, t->size * sizeof(Real));
+    size_t bytes = t->size * sizeof(Real);
+    FreeGrad **best = NULL;
+    for (FreeGrad **f = (FreeGrad **)&tape->free_grads; *f; f = &(*f)->next)
+        if ((*f)->bytes >= bytes && (!best || (*f)->bytes < (*best)->bytes)) best = f;
+    if (best) {
+        t->grad = (Real *)*best;
+        *best = (*best)->next;
+    } else {
+        t->grad = arena_alloc(tape->arena, bytes);
+    }
+    memset(t->grad, 0, bytes);
+}
+
+/* After its op's backward nothing reads an intermediate's gradient again (every consumer of
+ * the output is newer, so it ran before): its buffer joins the free list. Leaves keep theirs. */
+static void release_grad(Tape *tape, AgNode *n) {
+    Tensor *t = n->out;
+    if (t->is_param || t->arena != tape->arena || !t->grad) return;
+    size_t bytes = (t->size * sizeof(Real) + 63) / 64 * 64; /* what arena_alloc reserved */
+    if (bytes < 64) bytes = 64;
+#ifdef AG_DEBUG
+    /* a stale pointer to this gradient now reads NaN */
+    for (size_t i = 0; i < t->size; i++) t->grad[i] = (Real)NAN;
+#endif
+    FreeGrad *f = (FreeGrad *)t->grad;
+    f->bytes = bytes;
+    f->next = tape->free_grads;
+    tape->free_grads = f;
+    t->grad = NULL;
 }
 
 void ag_backward(Tape *tape, Tensor *loss) {
@@ -122,6 +160,7 @@ void ag_backward(Tape *tape, Tensor *loss) {
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i]->requires_grad) ensure_grad(tape, n->in[i]);
         backward_fns[n->op](n);
+        release_grad(tape, n);
     }
 }
 

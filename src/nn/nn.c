@@ -102,8 +102,7 @@ Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x) {
     AG_CHECK(x != NULL && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in,
              "nn_linear: x %s does not end in in_features = %d (weight '%s' %s)",
              tensor_shape_str(x), l->in, l->weight->name, tensor_shape_str(l->weight));
-    Tensor *y = ag_matmul_bt(t, x, l->weight);
-    return l->bias ? ag_add_bias(t, y, l->bias) : y;
+    return ag_linear(t, x, l->weight, l->bias);
 }
 
 /* ---- LayerNorm ---- */

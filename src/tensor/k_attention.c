@@ -1,8 +1,14 @@
 /* k_attention.c: fused scaled dot-product attention (scores, mask, softmax, dropout, times v)
- * and the per-head gate. One query row of one head is the unit of work: the forward and the
- * q-gradient share rows among threads; the k- and v-gradients, where many query rows (and, with
- * grouped-query attention, several query heads) add into one key row, run in a second loop over
- * key rows that sums its terms in a fixed order, so no two threads write one element.
+ * and the per-head gate. The forward shares (batch, head) pairs among threads. The backward
+ * shares (batch, key/value head) pairs: one thread computes every query row of the heads that
+ * read that key/value head (all of them with grouped-query attention), so it alone writes their
+ * q-gradient rows and the key/value head's k- and v-gradients, and sums every term in a fixed
+ * order (keys in order for a query row, (head, query row) in order for a key row). No (B, NH,
+ * Tq, Tk) buffer of score gradients is needed: each query row's are used at once.
+ * Speed: the scores of a query row are its dots with every key. They are computed from a
+ * transposed copy of the head's keys (kt, HS x Tk, in per-thread scratch), summing over d in
+ * order as a plain dot would, but with the loop over keys innermost and contiguous, so that it
+ * runs in vector lanes; every other loop runs along HS or Tk, contiguous too.
  * Not here: shape checks (../autograd/ops_attention.c). Read the softmax pair in k_softmax.c
  * first: the backward below is its formula with the scores being q k^T / sqrt(HS). */
 #include <math.h>
@@ -25,132 +31,173 @@ static int key_end(const KAttention *a, int i) {
 
 static int visible(const uint8_t *pad, int end, int j) { return j < end && !(pad && pad[j]); }
 
-static Real dot(const Real *x, const Real *y, int n) {
-    Real s = 0;
-    for (int d = 0; d < n; d++) s += x[d] * y[d];
-    return s;
+/* Score tiles: S[i][j] = x_i . r_j for rows x_i (n x HS) and r_j (T x HS), given transposed
+ * and padded with zeros to TP = T rounded up to KB columns: rt (HS x TP). Each S[i][j] sums
+ * its HS products in d order from 0, exactly as a plain dot, but RB rows times KB keys are summed
+ * at once in registers (the loops over keys vectorize), so each value of rt loaded serves RB
+ * rows. */
+#define KB 32
+#define RB 4
+
+static int padded(int T) { return (T + KB - 1) / KB * KB; }
+
+/* rt (HS, TP) = r (T, HS) transposed, columns T..TP zero */
+static void transpose_padded(Real *restrict rt, const Real *restrict r, int T, int HS) {
+    int TP = padded(T);
+    for (int d = 0; d < HS; d++)
+        for (int j = T; j < TP; j++) rt[(size_t)d * TP + j] = 0;
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < HS; d++) rt[(size_t)d * TP + j] = r[(size_t)j * HS + d];
 }
 
-/* Query row i of head h of batch b: its probabilities P[row, :] and its output y[row, :]. */
-static void forward_row(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
-                        const KAttention *a, int b, int h, int i) {
+/* S (n, T) with row stride T = x (n, HS) times r^T, rt as above */
+static void score_tile(Real *restrict S, const Real *restrict x, int n, const Real *restrict rt,
+                       int T, int HS) {
+    int TP = padded(T);
+    for (int i0 = 0; i0 < n; i0 += RB) {
+        const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
+        for (int r = 0; r < RB; r++) xr[r] = x + (size_t)(i0 + r < n ? i0 + r : n - 1) * HS;
+        for (int j0 = 0; j0 < TP; j0 += KB) {
+            Real acc[RB][KB] = {{0}};
+            for (int d = 0; d < HS; d++) {
+                const Real *rd = rt + (size_t)d * TP + j0;
+                for (int r = 0; r < RB; r++) {
+                    Real xd = xr[r][d];
+                    for (int jj = 0; jj < KB; jj++) acc[r][jj] += xd * rd[jj];
+                }
+            }
+            int nj = T - j0 < KB ? T - j0 : KB;
+            for (int r = 0; r < RB && i0 + r < n; r++)
+                for (int jj = 0; jj < nj; jj++) S[(size_t)(i0 + r) * T + j0 + jj] = acc[r][jj];
+        }
+    }
+}
+
+/* y (HS) += w x (HS) */
+static void axpy(Real *restrict y, Real w, const Real *restrict x, int HS) {
+    for (int d = 0; d < HS; d++) y[d] += w * x[d];
+}
+
+/* Every query row i of head h of batch b: its probabilities P[row, :] and output y[row, :].
+ * kt: scratch for the head's keys transposed (HS x padded(Tk)). */
+static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
+                         const KAttention *a, int b, int h, Real *kt) {
     int Tk = a->Tk, HS = a->HS;
-    size_t row = ((size_t)b * a->NH + h) * a->Tq + i;
     size_t kv0 = ((size_t)b * a->NKV + h / (a->NH / a->NKV)) * Tk; /* key row 0 of the head */
-    const Real *qi = q + row * HS;
     const uint8_t *pad = a->mask ? a->mask + (size_t)b * Tk : NULL;
-    int end = key_end(a, i);
-    Real *pi = P + row * Tk, *yi = y + row * HS;
-    Real scale = (Real)(1.0 / sqrt((double)HS)), m = 0;
-    int any = 0;
-    /* scores of the visible keys and their max; masked keys never enter the softmax */
-    for (int j = 0; j < Tk; j++) {
-        pi[j] = 0;
-        if (!visible(pad, end, j)) continue;
-        pi[j] = dot(qi, k + (kv0 + j) * HS, HS) * scale;
-        if (!any || pi[j] > m) m = pi[j];
-        any = 1;
-    }
-    for (int d = 0; d < HS; d++) yi[d] = 0;
-    if (!any) return; /* every key masked: probabilities 0 and output 0, not 0/0 */
-    Real s = 0;
-    for (int j = 0; j < Tk; j++) {
-        if (!visible(pad, end, j)) continue;
-        pi[j] = exp(pi[j] - m);
-        s += pi[j];
-    }
-    Real inv = 1 / s, inv_keep = (Real)(1.0 / (1.0 - a->p));
-    for (int j = 0; j < Tk; j++) pi[j] *= inv;
-    /* y_i = sum_j dropout(P_ij) v_j, keys in order */
-    for (int j = 0; j < Tk; j++) {
-        if (!visible(pad, end, j) || !keep(a, row * Tk + j)) continue;
-        Real w = a->p == 0 ? pi[j] : pi[j] * inv_keep;
-        const Real *vj = v + (kv0 + j) * HS;
-        for (int d = 0; d < HS; d++) yi[d] += w * vj[d];
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+    size_t row0 = ((size_t)b * a->NH + h) * a->Tq;
+    transpose_padded(kt, k + kv0 * HS, Tk, HS);
+    score_tile(P + row0 * Tk, q + row0 * HS, a->Tq, kt, Tk, HS); /* raw dots, every key */
+    for (int i = 0; i < a->Tq; i++) {
+        size_t row = row0 + i;
+        Real *pi = P + row * Tk, *yi = y + row * HS;
+        int end = key_end(a, i);
+        /* scores of the visible keys and their max; masked keys never enter the softmax */
+        Real m = 0;
+        int any = 0;
+        for (int j = 0; j < Tk; j++) {
+            if (!visible(pad, end, j)) {
+                pi[j] = 0;
+                continue;
+            }
+            pi[j] *= scale;
+            if (!any || pi[j] > m) m = pi[j];
+            any = 1;
+        }
+        for (int d = 0; d < HS; d++) yi[d] = 0;
+        if (!any) continue; /* every key masked: probabilities 0 and output 0, not 0/0 */
+        Real s = 0;
+        for (int j = 0; j < Tk; j++) {
+            if (!visible(pad, end, j)) continue;
+            pi[j] = K_EXP(pi[j] - m);
+            s += pi[j];
+        }
+        Real inv = 1 / s;
+        for (int j = 0; j < Tk; j++) pi[j] *= inv;
+        /* y_i = sum_j dropout(P_ij) v_j, keys in order */
+        for (int j = 0; j < Tk; j++) {
+            if (pi[j] == 0 || !keep(a, row * Tk + j)) continue;
+            axpy(yi, a->p == 0 ? pi[j] : pi[j] * inv_keep, v + (kv0 + j) * HS, HS);
+        }
     }
 }
 
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a) {
-    int B = a->B, NH = a->NH, Tq = a->Tq;
-    size_t work = (size_t)B * NH * Tq * a->Tk * a->HS;
-#pragma omp parallel for collapse(3) schedule(static) if (work >= K_PAR_MIN)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < Tq; i++) forward_row(y, P, q, k, v, a, b, h, i);
+    int B = a->B, NH = a->NH;
+    size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
+#pragma omp parallel if (work >= K_PAR_MIN)
+    {
+        Real *kt = k_thread_scratch(K_SCRATCH_ATTENTION, (size_t)a->HS * padded(a->Tk));
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) forward_head(y, P, q, k, v, a, b, h, kt);
+    }
 }
 
 /* forward: s_ij = q_i.k_j / sqrt(HS), P = softmax over visible j, A = dropout(P), y = A v.
  * So gA_ij = gy_i.v_j, gP_ij = gA_ij m_ij / (1-p) (the same mask m), the softmax backward from
  * the saved output gs_ij = P_ij (gP_ij - sum_l gP_il P_il), and the raw dot's gradient is
- * G_ij = gs_ij / sqrt(HS). Then gq_i += sum_j G_ij k_j (here, by query rows),
- * gk_j += sum_ij G_ij q_i and gv_j += sum_i A_ij gy_i (below, by key rows).
- * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows. */
-static void backward_row(Real *gq, Real *dS, const Real *k, const Real *v, const Real *P,
-                         const Real *gy, const KAttention *a, int b, int h, int i) {
-    int Tk = a->Tk, HS = a->HS;
-    size_t row = ((size_t)b * a->NH + h) * a->Tq + i;
-    size_t kv0 = ((size_t)b * a->NKV + h / (a->NH / a->NKV)) * Tk;
-    const Real *pi = P + row * Tk, *gyi = gy + row * HS;
-    Real *gi = dS + row * Tk;
-    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
-    Real D = 0;
-    for (int j = 0; j < Tk; j++) { /* gP_ij, and D = sum_j gP_ij P_ij */
-        gi[j] = 0;
-        if (pi[j] == 0 || !keep(a, row * Tk + j)) continue;
-        gi[j] = dot(gyi, v + (kv0 + j) * HS, HS);
-        if (a->p != 0) gi[j] *= inv_keep;
-        D += gi[j] * pi[j];
-    }
-    for (int j = 0; j < Tk; j++) gi[j] = pi[j] * (gi[j] - D) * scale;
-    if (!gq) return;
-    Real *gqi = gq + row * HS;
-    for (int j = 0; j < Tk; j++) {
-        if (pi[j] == 0) continue;
-        const Real *kj = k + (kv0 + j) * HS;
-        for (int d = 0; d < HS; d++) gqi[d] += gi[j] * kj[d];
-    }
-}
-
-/* Key row j of key/value head g of batch b: the sums over the group's query heads and every
- * query row, in (head, row) order, added into gk[j] and gv[j]. */
-static void backward_key(Real *gk, Real *gv, const Real *dS, const Real *q, const Real *P,
-                         const Real *gy, const KAttention *a, int b, int g, int j) {
+ * G_ij = gs_ij / sqrt(HS). Then gq_i += sum_j G_ij k_j, gk_j += sum_i G_ij q_i and
+ * gv_j += sum_i A_ij gy_i.
+ * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows: those terms
+ * are skipped.
+ * Here for key/value head g of batch b and every query row of the heads that read it;
+ * vt (HS x padded(Tk)) and G (Tq x Tk) are scratch. */
+static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                           const Real *v, const Real *P, const Real *gy, const KAttention *a,
+                           int b, int g, Real *vt, Real *G) {
     int Tq = a->Tq, Tk = a->Tk, HS = a->HS, group = a->NH / a->NKV;
-    size_t kr = ((size_t)b * a->NKV + g) * Tk + j;
-    Real *gkj = gk ? gk + kr * HS : NULL, *gvj = gv ? gv + kr * HS : NULL;
-    Real inv_keep = (Real)(1.0 / (1.0 - a->p));
-    for (int h = g * group; h < (g + 1) * group; h++)
+    size_t kv0 = ((size_t)b * a->NKV + g) * Tk;
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+    if (gq || gk) transpose_padded(vt, v + kv0 * HS, Tk, HS);
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        size_t row0 = ((size_t)b * a->NH + h) * Tq;
+        if (gq || gk) score_tile(G, gy + row0 * HS, Tq, vt, Tk, HS); /* gA_ij = gy_i.v_j */
         for (int i = 0; i < Tq; i++) {
-            size_t row = ((size_t)b * a->NH + h) * Tq + i, e = row * Tk + j;
-            if (P[e] == 0) continue; /* masked (or underflowed): no term */
-            if (gkj) {
-                const Real *qi = q + row * HS;
-                for (int d = 0; d < HS; d++) gkj[d] += dS[e] * qi[d];
+            size_t row = row0 + i;
+            const Real *pi = P + row * Tk, *gyi = gy + row * HS;
+            if (gq || gk) {
+                Real *Gi = G + (size_t)i * Tk;
+                Real D = 0; /* sum_j gP_ij P_ij */
+                for (int j = 0; j < Tk; j++) {
+                    if (pi[j] == 0 || !keep(a, row * Tk + j)) {
+                        Gi[j] = 0;
+                        continue;
+                    }
+                    if (a->p != 0) Gi[j] *= inv_keep;
+                    D += Gi[j] * pi[j];
+                }
+                for (int j = 0; j < Tk; j++) Gi[j] = pi[j] * (Gi[j] - D) * scale;
+                for (int j = 0; j < Tk; j++) {
+                    if (pi[j] == 0) continue;
+                    if (gq) axpy(gq + row * HS, Gi[j], k + (kv0 + j) * HS, HS);
+                    if (gk) axpy(gk + (kv0 + j) * HS, Gi[j], q + row * HS, HS);
+                }
             }
-            if (gvj && keep(a, e)) {
-                Real w = a->p == 0 ? P[e] : P[e] * inv_keep;
-                const Real *gyi = gy + row * HS;
-                for (int d = 0; d < HS; d++) gvj[d] += w * gyi[d];
-            }
+            if (gv)
+                for (int j = 0; j < Tk; j++) {
+                    if (pi[j] == 0 || !keep(a, row * Tk + j)) continue;
+                    axpy(gv + (kv0 + j) * HS, a->p == 0 ? pi[j] : pi[j] * inv_keep, gyi, HS);
+                }
         }
+    }
 }
 
-void k_attention_backward(Real *gq, Real *gk, Real *gv, Real *dS, const Real *q, const Real *k,
+void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                           const Real *v, const Real *P, const Real *gy, const KAttention *a) {
-    int B = a->B, NH = a->NH, NKV = a->NKV, Tq = a->Tq, Tk = a->Tk;
-    size_t work = (size_t)B * NH * Tq * Tk * a->HS;
-    if (gq || gk) {
-#pragma omp parallel for collapse(3) schedule(static) if (work >= K_PAR_MIN)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++)
-                for (int i = 0; i < Tq; i++) backward_row(gq, dS, k, v, P, gy, a, b, h, i);
-    }
-    if (gk || gv) {
-#pragma omp parallel for collapse(3) schedule(static) if (work >= K_PAR_MIN)
+    int B = a->B, NKV = a->NKV, Tk = a->Tk;
+    size_t work = (size_t)B * a->NH * a->Tq * Tk * a->HS;
+    if (!gq && !gk && !gv) return;
+#pragma omp parallel if (work >= K_PAR_MIN)
+    {
+        size_t nvt = (size_t)a->HS * padded(Tk);
+        Real *vt = k_thread_scratch(K_SCRATCH_ATTENTION, nvt + (size_t)a->Tq * Tk);
+#pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++)
-                for (int j = 0; j < Tk; j++) backward_key(gk, gv, dS, q, P, gy, a, b, g, j);
+                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, vt, vt + nvt);
     }
 }
 

@@ -52,18 +52,11 @@ void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, i
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < C; c++) y[r * C + c] = x[r * C + c] + bias[c];
 }
-/* forward: y[r,c] = x[r,c] + bias[c]; x gets gy as is, bias[c] gets the sum of column c.
- * Threads split the columns, each sums its columns over every row in row order. */
+/* forward: y[r,c] = x[r,c] + bias[c]; x gets gy as is, bias[c] gets the sum of column c
+ * (k_sum_rows: threads split the columns, each sums its columns over the rows in row order) */
 void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C) {
-    size_t n = rows * (size_t)C;
-    if (gx) k_accumulate(gx, gy, n);
-    if (!gbias) return;
-#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
-    for (int c = 0; c < C; c++) {
-        Real s = 0;
-        for (size_t r = 0; r < rows; r++) s += gy[r * C + c];
-        gbias[c] += s;
-    }
+    if (gx) k_accumulate(gx, gy, rows * (size_t)C);
+    if (gbias) k_sum_rows(gbias, gy, rows, C);
 }
 
 void k_scale_forward(Real *y, const Real *x, Real s, size_t n) {

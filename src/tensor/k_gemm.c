@@ -15,8 +15,8 @@
  *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
  *                 L1 while the kernel sweeps it across the B block.
  * Scratch: each thread owns one buffer of (MC + NC) * KC values (MC*KC for A, KC*NC for B),
- * allocated on its first call and kept for its life (freed when the thread exits), so a training
- * loop mallocs nothing here after its first step.
+ * from k_thread_scratch (k_scratch.c): allocated on its first call and kept for its life (freed
+ * when the thread exits), so a training loop mallocs nothing here after its first step.
  *
  * Determinism. Every element of C is computed the same way whoever computes it: its K values are
  * summed block by block (the KC boundaries are fixed: 0, KC, 2KC, ...), inside a block by one FMA
@@ -55,7 +55,6 @@ void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, R
 
 #else /* our own GEMM */
 
-#include <pthread.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -182,30 +181,6 @@ _Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiple
 #define PREFETCH_W(p) ((void)(p))
 #endif
 
-/* ---- per-thread scratch ---- */
-static _Thread_local Real *scratch; /* (MC + NC) * KC Reals, 64-byte aligned */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p) { free(p); }
-static void scratch_key_init(void) {
-    AG_CHECK(pthread_key_create(&scratch_key, scratch_free) == 0,
-             "k_gemm: pthread_key_create failed");
-}
-
-static Real *gemm_scratch(void) {
-    if (!scratch) {
-        size_t bytes = (size_t)(MC + NC) * KC * sizeof(Real);
-        bytes = (bytes + 63) / 64 * 64;
-        scratch = aligned_alloc(64, bytes);
-        AG_CHECK(scratch, "k_gemm: cannot allocate %zu bytes of scratch", bytes);
-        /* the key's destructor frees the buffer when the thread ends */
-        pthread_once(&scratch_once, scratch_key_init);
-        pthread_setspecific(scratch_key, scratch);
-    }
-    return scratch;
-}
-
 /* ---- packing ----
  * op(A)[i,k] = A[i*K + k], or A[k*M + i] when ta. A strip is rows [i, i+rows) of op(A), k in
  * [k0, k0+kc), stored k-major: for each k the MR values of those rows (0 past the last row). */
@@ -315,7 +290,8 @@ static void micro_rows(int kc, const Real *a, size_t lda, const Real *b, Real *c
  * and only a last, partial strip is packed (with its zero rows). */
 static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                        int accumulate, int i0, int i1, int j0, int j1) {
-    Real *abuf = gemm_scratch(), *bbuf = abuf + (size_t)MC * KC;
+    Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, (size_t)(MC + NC) * KC);
+    Real *bbuf = abuf + (size_t)MC * KC;
     for (int jc = j0; jc < j1; jc += NC) {
         int nc = j1 - jc < NC ? j1 - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {

@@ -59,6 +59,23 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
     }
 }
 
+void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
+                      int out) {
+    if (bias) {
+#pragma omp parallel for schedule(static) if ((size_t)rows * out >= K_PAR_MIN)
+        for (int r = 0; r < rows; r++) memcpy(y + (size_t)r * out, bias, (size_t)out * sizeof(Real));
+    }
+    k_gemm(0, 1, rows, out, in, x, W, y, bias != NULL);
+}
+/* forward: y = x W^T + bias. So gx = gy W (rows,out)x(out,in), gW = gy^T x (out,rows)x(rows,in)
+ * and gbias = the column sums of gy. */
+void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                       const Real *gy, int rows, int in, int out) {
+    if (gx) k_gemm(0, 0, rows, in, out, gy, W, gx, 1);
+    if (gW) k_gemm(1, 0, out, in, rows, gy, x, gW, 1);
+    if (gbias) k_sum_rows(gbias, gy, (size_t)rows, out);
+}
+
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {
     size_t n = (size_t)BATCH * M * N;
 #pragma omp parallel for collapse(2) schedule(static) if (n >= K_PAR_MIN)

@@ -16,6 +16,34 @@ void k_sum_backward(Real *gx, Real g, size_t n) {
     for (size_t i = 0; i < n; i++) gx[i] += g;
 }
 
+/* columns per block of k_sum_rows: one thread sums a block over every row, reading each row's
+ * block contiguously, its sums held in a few vector registers */
+#define SUM_COL_BLOCK 64
+
+void k_sum_rows(Real *g, const Real *x, size_t rows, int C) {
+    int n_blocks = (C + SUM_COL_BLOCK - 1) / SUM_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN && n_blocks > 1)
+    for (int blk = 0; blk < n_blocks; blk++) {
+        int c0 = blk * SUM_COL_BLOCK;
+        if (C - c0 >= SUM_COL_BLOCK) { /* a full block: a fixed count the compiler unrolls */
+            Real s[SUM_COL_BLOCK] = {0};
+            for (size_t r = 0; r < rows; r++) {
+                const Real *xr = x + r * C + c0;
+                for (int c = 0; c < SUM_COL_BLOCK; c++) s[c] += xr[c];
+            }
+            for (int c = 0; c < SUM_COL_BLOCK; c++) g[c0 + c] += s[c];
+            continue;
+        }
+        Real s[SUM_COL_BLOCK] = {0};
+        int nc = C - c0;
+        for (size_t r = 0; r < rows; r++) {
+            const Real *xr = x + r * C + c0;
+            for (int c = 0; c < nc; c++) s[c] += xr[c];
+        }
+        for (int c = 0; c < nc; c++) g[c0 + c] += s[c];
+    }
+}
+
 void k_accumulate(Real *gx, const Real *gy, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
     for (size_t i = 0; i < n; i++) gx[i] += gy[i];

@@ -18,6 +18,22 @@
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
 
+/* exp in the build's precision: expf for float (as fast as the float math around it), exp for
+ * double */
+#ifdef AG_REAL_DOUBLE
+#define K_EXP exp
+#else
+#define K_EXP expf
+#endif
+
+/* ---- per-thread scratch (k_scratch.c) ----
+ * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
+ * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
+ * region, each thread its own. Freed when the thread ends. One slot per kernel family, so that
+ * a kernel's scratch survives the calls it makes to another. */
+enum { K_SCRATCH_GEMM, K_SCRATCH_ATTENTION, K_SCRATCH_SLOTS };
+Real *k_thread_scratch(int slot, size_t n);
+
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
 void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
 void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n);
@@ -59,6 +75,12 @@ void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M
                          int b_batched);
 void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
                           int BATCH, int M, int K, int N, int b_batched);
+/* The Linear layer: x (rows,in), W (out,in), bias (out) or NULL -> y (rows,out) = x W^T + bias.
+ * The bias is where the product's sums start (one GEMM, no second pass over y). */
+void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
+                      int out);
+void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                       const Real *gy, int rows, int in, int out);
 /* x (BATCH,M,N) -> y (BATCH,N,M) */
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N);
 void k_transpose_backward(Real *gx, const Real *gy, int BATCH, int M, int N);
@@ -74,6 +96,9 @@ void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int 
 double k_sum_forward(const Real *x, size_t n);
 /* gx_i += g for every i (the backward of sum; mean passes g = gy / n) */
 void k_sum_backward(Real *gx, Real g, size_t n);
+/* g (C) += the sum over rows of x (rows, C): each column summed in row order by one thread
+ * (threads share blocks of columns), so the same for any thread count */
+void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -123,8 +148,8 @@ typedef struct KAttention {
  * no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a);
-/* From the saved P. dS (B,NH,Tq,Tk) is scratch: it gets the gradient of each raw q.k dot. */
-void k_attention_backward(Real *gq, Real *gk, Real *gv, Real *dS, const Real *q, const Real *k,
+/* From the saved P (no other buffer: the score gradients of a query row are used at once). */
+void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                           const Real *v, const Real *P, const Real *gy, const KAttention *a);
 /* x, y (B,NH,T,HS), gate (NH): y[b,h] = gate[h] x[b,h] */
 void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH, int T, int HS);

@@ -59,9 +59,8 @@ static void zero_grads(Tensor *q, Tensor *k, Tensor *v) {
     tensor_zero_grad(v);
 }
 
-Test(ag_attention, equals_the_composition_of_plain_ops) {
+static void check_against_composition(int B, int NH, int Tq, int Tk, int HS) {
     TestEnv env = test_env_new();
-    int B = 2, NH = 2, Tq = 3, Tk = 5, HS = 4;
     Tensor *q = randn4(env.params, B, NH, Tq, HS, "q", 1);
     Tensor *k = randn4(env.params, B, NH, Tk, HS, "k", 2);
     Tensor *v = randn4(env.params, B, NH, Tk, HS, "v", 3);
@@ -91,6 +90,15 @@ Test(ag_attention, equals_the_composition_of_plain_ops) {
     cr_assert(max_diff(gk, k->grad, k->size) < TOL, "dk: %g", max_diff(gk, k->grad, k->size));
     cr_assert(max_diff(gv, v->grad, v->size) < TOL, "dv: %g", max_diff(gv, v->grad, v->size));
     test_env_free(&env);
+}
+
+Test(ag_attention, equals_the_composition_of_plain_ops) { check_against_composition(2, 2, 3, 5, 4); }
+
+/* The kernel sums scores in tiles of query rows and blocks of keys (k_attention.c): sizes that
+ * leave partial tiles and blocks on every side. */
+Test(ag_attention, equals_the_composition_across_tile_edges) {
+    check_against_composition(2, 3, 7, 37, 9);
+    check_against_composition(1, 2, 33, 64, 16);
 }
 
 /* Causal self-attention (T = 4) with left padding: batch 1 pads keys 0 and 1, so its query

@@ -98,6 +98,15 @@ static void matmul_bt_rank(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), T1("k"
 static void matmul_bt_null(Tape *tp) { ag_matmul_bt(tp, T3("q", 2, 4, 8), NULL); }
 static void matmul_bt_tape(Tape *tp) { ag_matmul_bt(NULL, T2("q", 4, 8), T2("k", 5, 8)); }
 
+static void linear_in(Tape *tp) { ag_linear(tp, T3("x", 2, 3, 4), T2("W", 5, 6), T1("b", 5)); }
+static void linear_w_rank(Tape *tp) { ag_linear(tp, T2("x", 3, 4), T1("W", 4), NULL); }
+static void linear_scalar_x(Tape *tp) { ag_linear(tp, T0("x"), T2("W", 5, 1), NULL); }
+static void linear_b_len(Tape *tp) { ag_linear(tp, T2("x", 3, 4), T2("W", 5, 4), T1("b", 4)); }
+static void linear_b_rank(Tape *tp) { ag_linear(tp, T2("x", 3, 4), T2("W", 5, 4), T2("b", 1, 5)); }
+static void linear_null_x(Tape *tp) { ag_linear(tp, NULL, T2("W", 5, 4), NULL); }
+static void linear_null_w(Tape *tp) { ag_linear(tp, T2("x", 3, 4), NULL, NULL); }
+static void linear_tape(Tape *tp) { ag_linear(NULL, T2("x", 3, 4), T2("W", 5, 4), NULL); }
+
 static void transpose_rank(Tape *tp) { ag_transpose(tp, T1("x", 5)); }
 static void transpose_scalar(Tape *tp) { ag_transpose(tp, T0("x")); }
 static void transpose_null(Tape *tp) { ag_transpose(tp, NULL); }
@@ -311,6 +320,15 @@ static const Misuse misuses[] = {
     {AG_OP_MATMUL_BT, "b of rank 1", matmul_bt_rank, {"2 or more dims", "q (2,4,8)", "k (8)"}},
     {AG_OP_MATMUL_BT, "NULL b", matmul_bt_null, {"'b' is NULL", "q (2,4,8)"}},
     {AG_OP_MATMUL_BT, "NULL tape", matmul_bt_tape, {"tape is NULL"}},
+
+    {AG_OP_LINEAR, "in features", linear_in, {"(..., in)", "W (out, in)", "x (2,3,4)", "W (5,6)"}},
+    {AG_OP_LINEAR, "W of rank 1", linear_w_rank, {"(..., in)", "x (3,4)", "W (4)"}},
+    {AG_OP_LINEAR, "scalar x", linear_scalar_x, {"(..., in)", "x ()", "W (5,1)"}},
+    {AG_OP_LINEAR, "b length", linear_b_len, {"b must be (out)", "W (5,4)", "b (4)"}},
+    {AG_OP_LINEAR, "b of rank 2", linear_b_rank, {"b must be (out)", "W (5,4)", "b (1,5)"}},
+    {AG_OP_LINEAR, "NULL x", linear_null_x, {"'x' is NULL"}},
+    {AG_OP_LINEAR, "NULL W", linear_null_w, {"'W' is NULL"}},
+    {AG_OP_LINEAR, "NULL tape", linear_tape, {"tape is NULL"}},
 
     {AG_OP_TRANSPOSE, "rank 1", transpose_rank, {"2 or more dims", "x (5)"}},
     {AG_OP_TRANSPOSE, "scalar", transpose_scalar, {"2 or more dims", "x ()"}},

@@ -1,7 +1,7 @@
 /* test_tape.c: the tape itself. Gradients of a tensor used twice add up; backward runs once per
  * step and only from a scalar; no-grad mode records nothing; reset empties the tape and its
  * arena; the printed tape lists ops newest first with shapes; a small chain matches gradients
- * worked out by hand; and a training-like loop stops growing its arenas after the first step.
+ * worked out by hand; intermediate gradient buffers are recycled during backward; and a training-like loop stops growing its arenas after the first step.
  * Not here: the gradient of each op (test_gradcheck.c) and op misuse (test_errors.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -89,6 +89,31 @@ static void backward_of_matrix(void *ctx) {
     Tensor *x = tensor_zeros(tape->arena, 2, (int[]){2, 3}, "x");
     tensor_requires_grad(x);
     ag_backward(tape, ag_relu(tape, x));
+}
+
+/* Backward recycles the gradient buffers of intermediates: a chain of 30 ops on 1000 values
+ * needs two gradient buffers at a time, not 30; the intermediates' grads are NULL afterwards
+ * (as PyTorch's non-leaf .grad is None) and the leaf's is right. */
+Test(ag_tape, intermediate_gradients_are_released_and_reused) {
+    Arena *params = arena_new("params", 1 << 14);
+    Tape *tape = ag_tape_new(arena_new("step", 1 << 20));
+    Tensor *x = tensor_new1(params, 1000, "x");
+    tensor_fill(x, 1);
+    tensor_requires_grad(x);
+    Tensor *h[31];
+    h[0] = x;
+    for (int i = 1; i <= 30; i++) h[i] = i % 2 ? ag_scale(tape, h[i - 1], 2) : ag_relu(tape, h[i - 1]);
+    Tensor *loss = ag_sum(tape, h[30]);
+    size_t forward = tape->arena->used, one = (1000 * sizeof(Real) + 63) / 64 * 64;
+    ag_backward(tape, loss);
+    cr_assert_leq(tape->arena->used - forward, 2 * one + 64, "backward took %zu bytes",
+                  tape->arena->used - forward);
+    for (int i = 1; i <= 30; i++) cr_assert_null(h[i]->grad, "h[%d] kept its gradient", i);
+    cr_assert_null(loss->grad);
+    for (size_t i = 0; i < x->size; i++) cr_assert_float_eq(x->grad[i], 32768.0, TOL);
+    arena_free(tape->arena);
+    ag_tape_free(tape);
+    arena_free(params);
 }
 
 Test(ag_backward, aborts_on_a_non_scalar_loss) {
