@@ -75,7 +75,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.optim.eps = 1e-9;
     c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 300, 0, 1e-5};
     c.batch = 64;
-    c.steps = 3000;
+    c.steps = 2000;
     c.clip = 1.0;
     c.seed = 1;
     c.log_every = 50;
