@@ -404,13 +404,7 @@ static int setup_fresh(Trainer *tr) {
     if (oc.schedule.kind == OPTIM_WARMUP_INVSQRT && oc.schedule.warmup < 1)
         return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
     build(tr, &mc, &oc, c->seed);
-    /* embeddings N(0, 1/d_model) instead of N(0, 1): times sqrt(d_model) in the model, they
-     * then have unit variance like the sinusoidal positions, which they would otherwise drown
-     * (the paper's scaling assumes this initialisation) */
-    Tensor *emb[2] = {tr->m.src_embed.weight, tr->m.tgt_embed.weight};
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < emb[k]->size; i++)
-            emb[k]->data[i] *= (Real)(1.0 / sqrt((double)mc.layer.d_model));
+    /* (embeddings start at N(0, 1/d_model): nn_seq2seq_init does it, see its comment) */
     tr_loader_init(&tr->loader, &tr->train, c->batch, rng_hash(c->seed, 2));
     memset(tr->pos, 0, sizeof tr->pos);
     tr->pos[POS_SEED] = (int64_t)tr->loader.seed;
