@@ -162,6 +162,7 @@ FORMAT_SRC += examples/translate/*.c examples/translate/*.h
 export AG_TRANSLATE_BIN := $(CURDIR)/$(TRANSLATE_BIN)
 examples: $(TRANSLATE_BIN)
 $(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
@@ -169,11 +170,15 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
-# on test and gen_test, translates a few sentences; everything goes to build/demo/. Extra
-# training flags: make demo DEMO_FLAGS="--steps 2000".
+# on test and gen_test, translates a few sentences, draws attention and head importance;
+# everything goes to build/demo/. Extra training flags: make demo DEMO_FLAGS="--steps 2000".
+# gnuplot draws the pictures (deps-demo installs it); without it they are skipped, said so.
 DEMO_FLAGS ?=
-.PHONY: demo
-demo: $(TRANSLATE_BIN)
+.PHONY: demo deps-demo
+deps-demo:
+	@scripts/deps.sh gnuplot-nox || echo "make demo: no gnuplot: the pictures will be skipped"
+
+demo: deps-demo $(TRANSLATE_BIN)
 	@if $(MAKE) --no-print-directory -n data >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory data; \
 	else \
@@ -198,8 +203,11 @@ $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/libattograd
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# gnuplot-nox draws the translation example's plots; optional (without it the tests that draw
+# PNGs check the "skipped" path only)
 deps-test:
 	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config
+	@scripts/deps.sh gnuplot-nox || echo "(no gnuplot-nox: the tests that draw PNGs are skipped)"
 
 # The double build runs first: the float suite compares its results with the double build's
 # (tests/autograd/test_precision.c runs build/double*/tests/dump_cases).

@@ -1,8 +1,9 @@
-/* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate),
- * their flags from one table each (the help, with the defaults, is generated from it), and
- * the exit codes (translate.h: 0 ok, 1 a failed run, 2 bad usage or data, 130/143 stopped by
- * a signal with a checkpoint saved). Flags are --name VALUE or --name=VALUE.
- * Not here: what the subcommands do (train.c, decode.c). */
+/* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate,
+ * attention, heads), their flags from one table each (the help, with the defaults, is
+ * generated from it), and the exit codes (translate.h: 0 ok, 1 a failed run, 2 bad usage or
+ * data, 130/143 stopped by a signal with a checkpoint saved). Flags are --name VALUE or
+ * --name=VALUE.
+ * Not here: what the subcommands do (train.c, decode.c, attention.c, heads.c, plot.c). */
 #include "translate.h"
 
 #include <errno.h>
@@ -250,7 +251,8 @@ static int cmd_train(int argc, char **argv) {
         printf("usage: %s train [flags]\n"
                "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated "
                "by spaces).\nWrites --out/last.npz (latest), --out/best.npz (best validation) "
-               "and --out/log.csv\n(columns: %s).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
+               "and --out/log.csv\n(columns: %s),\nand draws the curves in --out/loss.png "
+               "(gnuplot).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
                "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
                "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
                "state), 2 bad flags or data.\nflags (default):\n",
@@ -462,6 +464,187 @@ static int cmd_translate(int argc, char **argv) {
     return TR_EXIT_OK;
 }
 
+/* ---- attention and heads (attention.c, heads.c; pictures through plot.c) ---- */
+
+/* What a plot function returned, said on stdout (drawn, skipped) or stderr (failed). */
+static int report_plot(const char *cmd, int rc, const char *png) {
+    if (rc == TR_PLOT_DRAWN)
+        printf("  %s\n", png);
+    else if (rc == TR_PLOT_SKIPPED)
+        printf("  %s\n", ag_last_error());
+    else
+        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return rc == TR_PLOT_FAILED;
+}
+
+static int cmd_attention(int argc, char **argv) {
+    const char *ckpt = "build/translate/best.npz", *out = "build/attention", *sentence = NULL;
+    const char *target = NULL;
+    int threads = 0, no_plot = 0;
+    Opt opts[] = {
+        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"sentence", O_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0, 0,
+         NULL, 0},
+        {"target", O_STR, &target, "TEXT",
+         "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
+        {"out", O_STR, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0, NULL,
+         0},
+        {"no-plot", O_SET, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
+         NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("attention", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s attention [flags] SENTENCE\n"
+               "Translates SENTENCE greedily, runs the model once on it and its translation "
+               "(teacher-forced),\nand saves every head's attention: --out/attention.npz "
+               "(bertviz's layout: per block\n(1, heads, queries, keys), e.g. "
+               "encoder.layers.0.self_attn, decoder.layers.0.self_attn,\n"
+               "decoder.layers.0.multihead_attn; encoder_tokens and decoder_tokens as bytes) and "
+               "one picture\nper layer, --out/attention_layerN.png (gnuplot; skipped when it is "
+               "not installed).\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0 && npos > 0 && sentence)
+        rc = bad("attention", "give the sentence once: '%s' and --sentence '%s'", pos[0], sentence);
+    if (rc == 0 && npos > 1)
+        rc = bad("attention", "one sentence at a time (quote it): '%s' '%s'", pos[0], pos[1]);
+    if (rc == 0 && npos == 0 && !sentence)
+        rc = bad("attention", "give a sentence (argument or --sentence)%s%s", "", "");
+    if (rc) {
+        free(pos);
+        return rc;
+    }
+    if (!sentence) sentence = pos[0];
+    free(pos);
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("attention", &tr, ckpt)) != 0) return rc;
+    TrAttention a;
+    char path[700];
+    if (tr_attention_collect(&tr, sentence, target, &a, stderr) != AG_OK) {
+        fprintf(stderr, "%s attention: %s\n", PROG, ag_last_error());
+        tr_free(&tr);
+        return TR_EXIT_USAGE;
+    }
+    printf("source:      %s\ntranslation: %s%s\n", a.source, a.translation,
+           target ? " (given)" : " (greedy)");
+    snprintf(path, sizeof path, "%s/attention.npz", out);
+    if (tr_make_dirs(out) != AG_OK || tr_attention_save_npz(&a, path) != AG_OK) {
+        fprintf(stderr, "%s attention: %s\n", PROG, ag_last_error());
+        rc = TR_EXIT_FAIL;
+    } else {
+        printf("attention probabilities: %s\n", path);
+    }
+    int layers = a.n_enc > a.n_dec ? a.n_enc : a.n_dec, failed = 0;
+    if (rc == 0 && !no_plot) {
+        printf("pictures (gnuplot):\n");
+        for (int l = 0; l < layers; l++) {
+            snprintf(path, sizeof path, "%s/attention_layer%d.png", out, l);
+            failed |= report_plot("attention", tr_plot_attention_layer(&a, l, path), path);
+        }
+    }
+    fflush(stdout);
+    tr_attention_free(&a);
+    tr_free(&tr);
+    return rc ? rc : failed ? TR_EXIT_FAIL : TR_EXIT_OK;
+}
+
+static int cmd_heads(int argc, char **argv) {
+    const char *ckpt = "build/translate/best.npz", *data = "build/data/valid.tsv";
+    const char *out = "build/heads";
+    int threads = 0, limit = 0, batch = 64, no_plot = 0;
+    Opt opts[] = {
+        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"data", O_STR, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
+        {"max", O_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
+        {"batch", O_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
+        {"out", O_STR, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
+        {"no-plot", O_SET, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
+         NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("heads", opts, n, argc, argv, pos, &npos);
+    if (rc == 0 && npos > 0) rc = bad("heads", "unexpected argument '%s'%s", pos[0], "");
+    free(pos);
+    if (rc == -1) {
+        printf("usage: %s heads [flags]\n"
+               "How much each attention head matters, over --data (teacher-forced loss):\n"
+               "  loss_increase  the loss with the head masked (its gate at 0) minus the loss "
+               "with all heads\n  grad_score     Michel et al. 2019: the mean over batches of "
+               "|d loss / d gate|,\n                 divided by the L2 norm of its block's "
+               "heads (grad_raw: before)\nPrints the table, writes it to --out/heads.tsv and "
+               "draws --out/heads.png (gnuplot).\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        return TR_EXIT_OK;
+    }
+    if (rc) return rc;
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
+    TrData d;
+    if (tr_data_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
+        tr_free(&tr);
+        return TR_EXIT_USAGE;
+    }
+    TrHeadImportance h;
+    if (tr_head_importance(&tr, &d, limit, batch, &h, isatty(STDERR_FILENO) ? stderr : NULL) !=
+        AG_OK) {
+        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
+        tr_data_free(&d);
+        tr_free(&tr);
+        return TR_EXIT_USAGE;
+    }
+    printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_pairs, h.n_batches,
+           h.base_loss);
+    tr_heads_print(&h, stdout);
+    char path[700], title[700];
+    snprintf(path, sizeof path, "%s/heads.tsv", out);
+    FILE *f = NULL;
+    if (tr_make_dirs(out) != AG_OK) {
+        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
+        rc = TR_EXIT_FAIL;
+    } else if (!(f = fopen(path, "w"))) {
+        fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
+        rc = TR_EXIT_FAIL;
+    } else {
+        fprintf(f, "block\tlayer\thead\tloss_increase\tgrad_score\tgrad_raw\n");
+        for (int b = 0; b < h.n_blocks; b++)
+            for (int k = 0; k < h.NH; k++) {
+                size_t i = (size_t)b * h.NH + k;
+                fprintf(f, "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n", tr_block_kind_name(h.kind[b]),
+                        h.layer[b], k, h.loss_up[i], h.grad_score[i], h.grad_raw[i]);
+            }
+        if (fclose(f) != 0) {
+            fprintf(stderr, "%s heads: %s: %s\n", PROG, path, strerror(errno));
+            rc = TR_EXIT_FAIL;
+        } else {
+            printf("table: %s\n", path);
+        }
+    }
+    if (rc == 0 && !no_plot) {
+        snprintf(path, sizeof path, "%s/heads.png", out);
+        snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data,
+                 h.n_pairs, h.base_loss);
+        printf("picture (gnuplot):\n");
+        if (report_plot("heads", tr_plot_heads(&h, path, title), path)) rc = TR_EXIT_FAIL;
+    }
+    fflush(stdout);
+    tr_heads_free(&h);
+    tr_data_free(&d);
+    tr_free(&tr);
+    return rc;
+}
+
 /* ---- the subcommands ---- */
 
 typedef struct {
@@ -469,12 +652,12 @@ typedef struct {
     int (*run)(int argc, char **argv);
 } Command;
 
-/* `attention` and `heads` (plots of attention and head importance) are to come, on the
- * functions of translate.h. */
 static const Command commands[] = {
     {"train", "train a model on TSV sentence pairs", cmd_train},
     {"eval", "exact match, token accuracy and BLEU-4 of a checkpoint on TSV files", cmd_eval},
     {"translate", "translate sentences (arguments or stdin), greedy or beam search", cmd_translate},
+    {"attention", "every head's attention for one sentence: .npz and PNG grids", cmd_attention},
+    {"heads", "head importance: loss when masked, gate-gradient score; table and PNG", cmd_heads},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh: what `make demo` runs once the data exist. Trains the default configuration of
 # attograd-translate on the toy English-French corpus, evaluates the best checkpoint on test and
-# gen_test, translates a few test sentences, and says where every file went. The last line is
+# gen_test, translates a few test sentences, draws the attention of one sentence and the
+# importance of every head (gnuplot PNGs, skipped when it is missing), and says where every
+# file went. The last line is
 # the test exact match, e.g. "test exact-match: 98.7% (2000 sentences)".
 #   usage: demo.sh BIN DATA_DIR OUT_DIR [extra train flags...]
 set -euo pipefail
@@ -20,7 +22,8 @@ done
 mkdir -p "$OUT"
 t0=$SECONDS
 
-echo "== 1. training (log: $OUT/log.csv)"
+echo "== 1. training (the progress goes to $OUT/log.csv too)"
+rm -f "$OUT/loss.png" "$OUT/loss.gp"
 "$BIN" train --data "$DATA" --out "$OUT" --force "$@"
 t1=$SECONDS
 
@@ -41,13 +44,45 @@ paste -d '\n' "$OUT/sentences.txt" "$OUT/greedy.txt" "$OUT/beam.txt" /dev/null |
          NR % 4 == 3 { print "  beam:  " $0 } NR % 4 == 0 { print "" }' | tee "$OUT/translations.txt"
 t3=$SECONDS
 
+echo "== 4. attention of the first test sentence, head importance on valid.tsv"
+rm -rf "$OUT/attention" "$OUT/heads"
+"$BIN" attention --ckpt "$OUT/best.npz" --out "$OUT/attention" "$(head -n 1 "$OUT/sentences.txt")"
+"$BIN" heads --ckpt "$OUT/best.npz" --data "$DATA/valid.tsv" --out "$OUT/heads" > "$OUT/heads.txt"
+head -n 1 "$OUT/heads.txt"
+echo "the five heads whose masking costs most (every head: $OUT/heads/heads.tsv):"
+sed -n '2p' "$OUT/heads.txt" | sed 's/^/    /'
+sed -n '3,$p' "$OUT/heads.txt" | awk 'NF == 7' | sort -g -r -k 5 | head -n 5 | sed 's/^/    /'
+t4=$SECONDS
+
+# a file's line, in the column of the lines above; a picture that is not there says why
+W=$((${#OUT} + 28))
+file() { printf '  %-*s %s\n' $W "$1" "$2"; }
+picture() {
+    if [ -f "$1" ]; then
+        file "$1" "$2"
+    else
+        file "$1" "not drawn (no gnuplot: scripts/deps.sh gnuplot-nox)"
+    fi
+}
+
 echo "== files"
 echo "  $OUT/last.npz, $OUT/best.npz    checkpoints (latest; best on valid)"
 echo "  $OUT/log.csv                     training log: step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact"
 echo "  $OUT/eval.txt                    exact match, token accuracy, BLEU-4 on test and gen_test"
 echo "  $OUT/test_hyps.tsv, $OUT/gen_test_hyps.tsv   source<TAB>reference<TAB>hypothesis"
 echo "  $OUT/translations.txt            the sentences above"
-echo "time: training $((t1 - t0)) s, evaluation $((t2 - t1)) s, translation $((t3 - t2)) s, total $((t3 - t0)) s"
+file "$OUT/attention/attention.npz" "every head's attention for the first sentence (bertviz's layout)"
+file "$OUT/heads/heads.tsv" "head importance: loss increase when masked, gradient score"
+picture "$OUT/loss.png" "train and valid loss, valid exact match against the step"
+shopt -s nullglob
+grids=("$OUT"/attention/attention_layer*.png)
+[ ${#grids[@]} -gt 0 ] || grids=("$OUT/attention/attention_layerN.png")
+for f in "${grids[@]}"; do
+    picture "$f" "a layer's attention: a row per block, a column per head"
+done
+picture "$OUT/heads/heads.png" "head importance heatmap (rows: blocks, columns: heads)"
+[ ! -f "$OUT/loss.png" ] || echo "  (each picture's gnuplot script, its data inline, is next to it: NAME.gp)"
+echo "time: training $((t1 - t0)) s, evaluation $((t2 - t1)) s, translation $((t3 - t2)) s, analysis $((t4 - t3)) s, total $((t4 - t0)) s"
 # "DATA/test.tsv: exact match 98.70% (1974/2000), ..." -> "test exact-match: 98.7% (2000 sentences)"
 sed -n 's|^.*/test\.tsv: exact match [0-9.]*% (\([0-9]*\)/\([0-9]*\)).*$|\1 \2|p' "$OUT/eval.txt" |
     awk '{ printf "test exact-match: %.1f%% (%d sentences)\n", 100 * $1 / $2, $2 }'

@@ -275,6 +275,10 @@ static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
     p[POS_IV_NORM] = dbits(0);
     p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
     tr->t_row = t;
+    if (valid) { /* redraw loss.png (plot.c), outside the next row's tokens/s */
+        tr_train_plot(tr->csv_path, tr->cfg->verbose, 0);
+        tr->t_row = now_s();
+    }
 }
 
 /* The progress bar (a terminal only), at most 10 times a second. */
@@ -674,6 +678,7 @@ int tr_train(const TrTrainConfig *c) {
                    bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
         printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
     }
+    tr_train_plot(tr->csv_path, c->verbose, 1);
     if (c->handle_signals) {
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);

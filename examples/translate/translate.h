@@ -1,7 +1,9 @@
 /* translate.h: the translation example as a library: word vocabularies, TSV data and length-
  * bucketed batches, loading a checkpoint into a model, greedy and beam decoding with the
  * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
- * the command line. main.c only calls tr_main; the tests call these functions directly.
+ * the command line; attention maps, head importance and the plots drawn with gnuplot
+ * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
+ * directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
  * Read next: vocab.c, data.c, decode.c, train.c, then cli.c (the subcommands and their flags).
  *
@@ -243,8 +245,111 @@ int tr_train(const TrTrainConfig *cfg);
 /* Set by the SIGINT/SIGTERM handler (the signal number); checked between steps. */
 extern volatile sig_atomic_t tr_stop_signal;
 
-/* The command line: `attograd-translate <train|eval|translate> [flags]`. Returns the exit
- * code. */
+/* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
+ * translate, attention and heads. Returns the exit code. */
 int tr_main(int argc, char **argv);
+
+/* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
+ * Every plot function returns TR_PLOT_DRAWN, TR_PLOT_SKIPPED (gnuplot is not installed, or
+ * nothing to draw yet) or TR_PLOT_FAILED (gnuplot failed, or a file could not be written);
+ * for the last two ag_last_error() says why, starting with the PNG's path. The gnuplot script
+ * (its data inline) is kept next to the picture as NAME.gp. */
+enum { TR_PLOT_DRAWN = 0, TR_PLOT_SKIPPED = 1, TR_PLOT_FAILED = 2 };
+
+/* The gnuplot command: $AG_GNUPLOT when set (a path, or a name looked up in PATH), else
+ * "gnuplot". tr_gnuplot_available: 1 if it names an executable file. */
+const char *tr_gnuplot_command(void);
+int tr_gnuplot_available(void);
+/* Writes script to PNG-without-.png + ".gp" and runs gnuplot on it; the script must set its
+ * terminal, then `set output outfile` (tr_gp_begin does both). */
+int tr_plot_script(const char *script, const char *png);
+/* train and valid loss (left axis, log scale) and valid exact match (right axis, %) against
+ * the step, from the trainer's log.csv. */
+int tr_plot_loss(const char *csv_path, const char *png_path);
+/* The trainer's hook: redraws loss.png next to csv_path; says once when it was skipped
+ * (verbose) or failed (stderr); final: also prints the picture's path (verbose). */
+void tr_train_plot(const char *csv_path, int verbose, int final);
+
+/* mkdir -p path: AG_OK, or AG_ERR_IO naming the folder that could not be made. */
+int tr_make_dirs(const char *path);
+
+/* Building blocks of heatmap scripts (attention.c, heads.c). */
+typedef struct TrGpPanel {
+    int id;                                /* a number unique within the script */
+    const float *v;                        /* (rows, cols), row 0 at the top */
+    int rows, cols;                        /* queries, keys */
+    const char *const *xlab, *const *ylab; /* (cols) and (rows) tick labels, NULL: none */
+    const char *title;
+    double x0, x1, y0, y1; /* the plot area, screen fractions (0, 0: bottom left) */
+    double lo, hi;         /* the colour range */
+    int colorbox;          /* draw the colour bar at cb_x (width cb_w), as high as the panel */
+    double cb_x, cb_w;
+    int values;           /* > 0: print each value in its cell with this many digits */
+    int horizontal_xtics; /* 0: x labels rotated by 90 degrees */
+} TrGpPanel;
+/* set terminal pngcairo (width x height pixels, font size) and set output outfile */
+void tr_gp_begin(FILE *f, int width, int height, int font_size);
+/* s as a gnuplot string literal ('...'; a quote doubled, line breaks dropped) */
+void tr_gp_string(FILE *f, const char *s);
+/* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
+void tr_gp_panel(FILE *f, const TrGpPanel *p);
+
+/* ---- attention maps (attention.c) ---- */
+typedef struct TrAttention {
+    int n_enc, n_dec, NH; /* layers, heads */
+    int S, T;             /* encoder positions (source + <eos>), decoder ones (<bos> + target) */
+    char **src_tok;       /* (S) the encoder's tokens: the keys of every cross-attention */
+    char **dec_tok;       /* (T) the decoder's input tokens: <bos>, then the translation */
+    float *enc_self[NN_MAX_LAYERS]; /* (NH, S, S) per encoder layer */
+    float *dec_self[NN_MAX_LAYERS]; /* (NH, T, T) per decoder layer (causal: 0 above the
+                                       diagonal) */
+    float *cross[NN_MAX_LAYERS];    /* (NH, T, S) per decoder layer */
+    char *source, *translation;     /* the texts the model read (unknown words as <unk>) */
+    int n_unk;                      /* source words not in the vocabulary */
+} TrAttention;
+
+/* Tokenizes sentence (unknown words named on warn, may be NULL; over-long input cut to
+ * max_len - 1 words), translates it greedily (or takes target, a translation to
+ * teacher-force, when not NULL), runs one no-grad forward of the pair and copies every
+ * block's last_probs. AG_ERR_ARG for a sentence without words. */
+int tr_attention_collect(Translator *tr, const char *sentence, const char *target, TrAttention *a,
+                         FILE *warn);
+void tr_attention_free(TrAttention *a);
+/* bertviz's layout, float32, one entry per block: encoder.layers.L.self_attn (1, NH, S, S),
+ * decoder.layers.L.self_attn (1, NH, T, T), decoder.layers.L.multihead_attn (1, NH, T, S);
+ * encoder_tokens and decoder_tokens: the tokens as UTF-8 bytes joined by '\n'. */
+int tr_attention_save_npz(const TrAttention *a, const char *path);
+/* Layer l's grid: a row per block of that layer (encoder self, decoder self, cross), a column
+ * per head, queries down and keys across, tokens on the axes, probabilities 0 white to 1 blue. */
+int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png);
+
+/* ---- head importance (heads.c) ---- */
+enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };
+const char *tr_block_kind_name(int kind); /* "enc self", "dec self", "dec cross" */
+/* The attention module of a block: kind TR_BLOCK_*, layer in range (else aborts). */
+MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer);
+
+typedef struct TrHeadImportance {
+    int n_blocks, NH; /* blocks: enc self 0..Le-1, dec self 0..Ld-1, dec cross 0..Ld-1 */
+    int kind[3 * NN_MAX_LAYERS], layer[3 * NN_MAX_LAYERS];
+    double base_loss;   /* the teacher-forced loss with every head */
+    double *loss_up;    /* (n_blocks, NH): loss with the head's gate at 0, minus base_loss */
+    double *grad_raw;   /* (n_blocks, NH): mean over batches of |d batch loss / d gate| */
+    double *grad_score; /* (n_blocks, NH): grad_raw / its block's L2 norm (Michel et al.) */
+    int n_pairs, n_batches;
+} TrHeadImportance;
+
+/* The teacher-forced loss (mean over target tokens) of pairs [0, limit) of d (limit <= 0:
+ * all), in no-grad batches of batch pairs sorted by length. */
+double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch);
+/* Both measures over pairs [0, limit) of d; the gates are left as they were (1) and
+ * untracked. progress (may be NULL) gets a line of progress. */
+int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, TrHeadImportance *h,
+                       FILE *progress);
+void tr_heads_free(TrHeadImportance *h);
+/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head. */
+void tr_heads_print(const TrHeadImportance *h, FILE *f);
+/* Two heatmaps side by side (rows: blocks, columns: heads): the loss increase, the score. */
+int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title);
 
 #endif

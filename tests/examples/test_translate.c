@@ -803,7 +803,7 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
     } cases[] = {
         {none, "usage: attograd-translate <command>"},
         {(const char *const[]){"fly", NULL}, "unknown command 'fly'"},
-        {(const char *const[]){"attention", NULL}, "unknown command 'attention'"},
+        {(const char *const[]){"attention", NULL}, "give a sentence"},
         {(const char *const[]){"train", "--bogus", NULL}, "unknown flag '--bogus'"},
         {(const char *const[]){"train", "-x", NULL}, "unknown flag '-x'"},
         {(const char *const[]){"train", "--steps", NULL}, "flag '--steps' needs a value"},

@@ -1,0 +1,450 @@
+/* plot.c: the example's pictures, drawn by gnuplot (Debian's gnuplot-nox) through its cairo PNG
+ * terminal: the training curves from log.csv (train and valid loss, valid exact match against
+ * the step), and the helpers attention.c and heads.c draw their heatmaps with. Each picture is a
+ * self-contained gnuplot script, its data inline, kept next to the PNG as NAME.gp: `gnuplot
+ * NAME.gp` draws NAME.png again (edit it to restyle). gnuplot runs as a child process; when it
+ * is not installed (or AG_GNUPLOT names a command that does not exist) nothing is drawn and the
+ * caller is told the plot was skipped: training and the analyses never depend on it.
+ * Not here: what the pictures show (attention.c, heads.c, train.c writes log.csv).
+ * Read next: attention.c. */
+#include "translate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- finding and running gnuplot ---- */
+
+const char *tr_gnuplot_command(void) {
+    const char *g = getenv("AG_GNUPLOT");
+    return g && *g ? g : "gnuplot";
+}
+
+static int is_program(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISREG(s.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The program's path: cmd itself if it holds a '/', else the first match in PATH. */
+static int find_program(const char *cmd, char *out, size_t n) {
+    if (strchr(cmd, '/')) {
+        snprintf(out, n, "%s", cmd);
+        return is_program(out);
+    }
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        snprintf(out, n, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
+        if (is_program(out)) return 1;
+        if (!end) return 0;
+        p = end + 1;
+    }
+}
+
+int tr_gnuplot_available(void) {
+    char path[1024];
+    return find_program(tr_gnuplot_command(), path, sizeof path);
+}
+
+/* base of png: "dir/loss.png" -> "dir/loss" */
+static void strip_png(char *out, size_t n, const char *png) {
+    size_t len = strlen(png);
+    if (len > 4 && strcmp(png + len - 4, ".png") == 0) len -= 4;
+    snprintf(out, n, "%.*s", (int)len, png);
+}
+
+/* s as a gnuplot single-quoted string: '' stands for a quote, nothing else is special */
+void tr_gp_string(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        if (*s != '\n' && *s != '\r') fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* "name = 'value'" into out (value quoted as tr_gp_string does) */
+static void gp_assign(char *out, size_t n, const char *name, const char *value) {
+    size_t k = (size_t)snprintf(out, n, "%s = '", name);
+    for (const char *s = value; *s && k + 3 < n; s++) {
+        if (*s == '\'') out[k++] = '\'';
+        out[k++] = *s;
+    }
+    if (k + 2 <= n) {
+        out[k++] = '\'';
+        out[k] = '\0';
+    }
+}
+
+/* Keeps the first line of gnuplot's complaint that names a problem (for the message). */
+static void first_error(const char *log, char *out, size_t n) {
+    const char *p = log, *best = NULL;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > 0 && !best) best = p;
+        if (len > 0 && (strstr(p, "error") || strstr(p, "rror:"))) {
+            best = p;
+            break;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    if (!best) {
+        snprintf(out, n, "no message");
+        return;
+    }
+    const char *e = strchr(best, '\n');
+    snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - best) : strlen(best)), best);
+}
+
+int tr_plot_script(const char *script, const char *png) {
+    char exe[1024];
+    const char *cmd = tr_gnuplot_command();
+    if (!find_program(cmd, exe, sizeof exe)) {
+        ag_fail(AG_ERR_IO,
+                "%s: plot skipped: gnuplot not found (%s%s); install it with "
+                "scripts/deps.sh gnuplot-nox, or set AG_GNUPLOT to its path",
+                png, getenv("AG_GNUPLOT") && *getenv("AG_GNUPLOT") ? "AG_GNUPLOT=" : "command ",
+                cmd);
+        return TR_PLOT_SKIPPED;
+    }
+    /* the script next to the picture, then gnuplot draws into a temporary file that is renamed
+     * over png: a reader never sees half a picture */
+    char base[600], gp[620], tmp[640], setout[700];
+    strip_png(base, sizeof base, png);
+    snprintf(gp, sizeof gp, "%s.gp", base);
+    snprintf(tmp, sizeof tmp, "%s.png.tmp.%ld", base, (long)getpid());
+    FILE *f = fopen(gp, "w");
+    if (!f) {
+        ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
+        return TR_PLOT_FAILED;
+    }
+    fprintf(f, "# drawn by attograd-translate; `gnuplot %s` draws %s again\n", gp, png);
+    char def[700];
+    gp_assign(def, sizeof def, "outfile", png);
+    fprintf(f, "if (!exists('outfile')) %s\n", def);
+    fputs(script, f);
+    if (fclose(f) != 0) {
+        ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
+        return TR_PLOT_FAILED;
+    }
+    gp_assign(setout, sizeof setout, "outfile", tmp);
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        ag_fail(AG_ERR_IO, "%s: pipe: %s", png, strerror(errno));
+        return TR_PLOT_FAILED;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        ag_fail(AG_ERR_IO, "%s: fork: %s", png, strerror(errno));
+        return TR_PLOT_FAILED;
+    }
+    if (pid == 0) {
+        /* its own process group: Ctrl-C on the terminal is the trainer's to handle */
+        setpgid(0, 0);
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) {
+            dup2(in, 0);
+            close(in);
+        }
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl(exe, exe, "-e", setout, gp, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char log[4096];
+    size_t used = 0;
+    for (;;) {
+        char chunk[1024];
+        ssize_t r = read(pfd[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        size_t k = (size_t)r < sizeof log - 1 - used ? (size_t)r : sizeof log - 1 - used;
+        memcpy(log + used, chunk, k);
+        used += k;
+    }
+    log[used] = '\0';
+    close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    struct stat s;
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &s) == 0 && s.st_size > 0;
+    if (!ok) {
+        char why[256];
+        first_error(log, why, sizeof why);
+        unlink(tmp);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !*log)
+            ag_fail(AG_ERR_IO, "%s: plot failed: %s could not be started", png, exe);
+        else
+            ag_fail(AG_ERR_IO, "%s: plot failed: %s exited with %d: %s (the script is %s)", png,
+                    exe, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), why, gp);
+        return TR_PLOT_FAILED;
+    }
+    if (rename(tmp, png) != 0) {
+        ag_fail(AG_ERR_IO, "%s: cannot rename %s: %s", png, tmp, strerror(errno));
+        unlink(tmp);
+        return TR_PLOT_FAILED;
+    }
+    return TR_PLOT_DRAWN;
+}
+
+int tr_make_dirs(const char *path) {
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat s;
+    if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
+        return ag_fail(AG_ERR_IO, "%s: not a folder", path);
+    return AG_OK;
+}
+
+/* ---- heatmap panels (attention.c, heads.c) ---- */
+
+void tr_gp_begin(FILE *f, int width, int height, int font_size) {
+    fprintf(f,
+            "set terminal pngcairo size %d,%d font 'DejaVu Sans,%d' noenhanced background "
+            "'white'\n",
+            width, height, font_size);
+    fprintf(f, "set output outfile\n");
+}
+
+/* tics from labels: set xtics ('a' 0, 'b' 1, ...) */
+static void gp_tics(FILE *f, const char *axis, const char *const *labels, int n, const char *opt) {
+    fprintf(f, "set %s (", axis);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        tr_gp_string(f, labels[i]);
+        fprintf(f, " %d", i);
+    }
+    fprintf(f, ") %s\n", opt);
+}
+
+void tr_gp_panel(FILE *f, const TrGpPanel *p) {
+    int id = p->id;
+    fprintf(f, "$M%d << EOD\n", id);
+    for (int r = 0; r < p->rows; r++) {
+        for (int c = 0; c < p->cols; c++)
+            fprintf(f, "%s%.5g", c ? " " : "", p->v[(size_t)r * p->cols + c]);
+        fputc('\n', f);
+    }
+    fprintf(f, "EOD\n");
+    fprintf(f, "set lmargin at screen %.5f\nset rmargin at screen %.5f\n", p->x0, p->x1);
+    fprintf(f, "set bmargin at screen %.5f\nset tmargin at screen %.5f\n", p->y0, p->y1);
+    fprintf(f, "set xrange [-0.5:%g]\nset yrange [%g:-0.5]\n", p->cols - 0.5, p->rows - 0.5);
+    fprintf(f, "set cbrange [%.6g:%.6g]\n", p->lo, p->hi);
+    fprintf(f, "set title ");
+    tr_gp_string(f, p->title ? p->title : "");
+    fputc('\n', f);
+    if (p->xlab)
+        gp_tics(f, "xtics", p->xlab, p->cols,
+                p->horizontal_xtics ? "scale 0 font ',9'" : "rotate by 90 right scale 0 font ',8'");
+    else
+        fprintf(f, "unset xtics\n");
+    if (p->ylab)
+        gp_tics(f, "ytics", p->ylab, p->rows, "scale 0 font ',8'");
+    else
+        fprintf(f, "unset ytics\n");
+    if (p->colorbox)
+        fprintf(f,
+                "set colorbox user origin screen %.5f, screen %.5f size screen %.5f, screen "
+                "%.5f\n",
+                p->cb_x, p->y0, p->cb_w, p->y1 - p->y0);
+    else
+        fprintf(f, "unset colorbox\n");
+    if (p->values)
+        fprintf(f,
+                "plot $M%d matrix with image notitle, $M%d matrix using 1:2:(sprintf('%%.%dg', "
+                "$3)):($3 > %.6g ? 0xffffff : 0) with labels tc rgb variable font ',9' "
+                "notitle\n",
+                id, id, p->values, p->lo + 0.6 * (p->hi - p->lo));
+    else
+        fprintf(f, "plot $M%d matrix with image notitle\n", id);
+}
+
+/* ---- the training curves ---- */
+
+/* The columns of log.csv (by header name, so that appended columns change nothing). */
+typedef struct {
+    double *step, *train, *vloss, *vexact;
+    int n, n_valid;
+} LossLog;
+
+static void log_free(LossLog *l) {
+    free(l->step);
+    free(l->train);
+    free(l->vloss);
+    free(l->vexact);
+}
+
+/* field k (0-based) of a CSV line: its text in buf, "" if missing */
+static void csv_field(const char *line, int k, char *buf, size_t n) {
+    const char *p = line;
+    for (int i = 0; i < k && p; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    if (!p) {
+        buf[0] = '\0';
+        return;
+    }
+    size_t len = strcspn(p, ",\r\n");
+    snprintf(buf, n, "%.*s", (int)len, p);
+}
+
+static int read_log(const char *csv, LossLog *l) {
+    memset(l, 0, sizeof *l);
+    FILE *f = fopen(csv, "r");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int col[4] = {-1, -1, -1, -1}, cap_rows = 0, header = 0;
+    const char *names[4] = {"step", "train_loss", "valid_loss", "valid_exact"};
+    while (getline(&line, &cap, f) > 0) {
+        if (!header) {
+            for (int k = 0; k < 32; k++) {
+                char name[64];
+                csv_field(line, k, name, sizeof name);
+                for (int j = 0; j < 4; j++)
+                    if (strcmp(name, names[j]) == 0) col[j] = k;
+            }
+            header = 1;
+            if (col[0] < 0 || col[1] < 0) {
+                free(line);
+                fclose(f);
+                return ag_fail(AG_ERR_FORMAT, "%s: no step and train_loss columns in its header",
+                               csv);
+            }
+            continue;
+        }
+        if (l->n == cap_rows) {
+            cap_rows = cap_rows ? 2 * cap_rows : 256;
+            l->step = realloc(l->step, (size_t)cap_rows * sizeof(double));
+            l->train = realloc(l->train, (size_t)cap_rows * sizeof(double));
+            l->vloss = realloc(l->vloss, (size_t)cap_rows * sizeof(double));
+            l->vexact = realloc(l->vexact, (size_t)cap_rows * sizeof(double));
+            AG_CHECK(l->step && l->train && l->vloss && l->vexact, "plot: out of memory");
+        }
+        double v[4];
+        for (int j = 0; j < 4; j++) {
+            char buf[64], *end;
+            v[j] = NAN;
+            if (col[j] < 0) continue;
+            csv_field(line, col[j], buf, sizeof buf);
+            double x = strtod(buf, &end);
+            if (*buf && !*end) v[j] = x;
+        }
+        if (!isfinite(v[0])) continue; /* a line cut short by a crash */
+        l->step[l->n] = v[0];
+        l->train[l->n] = v[1];
+        l->vloss[l->n] = v[2];
+        l->vexact[l->n] = v[3];
+        l->n_valid += isfinite(v[2]) && isfinite(v[3]);
+        l->n++;
+    }
+    free(line);
+    fclose(f);
+    return AG_OK;
+}
+
+int tr_plot_loss(const char *csv_path, const char *png_path) {
+    LossLog l;
+    if (read_log(csv_path, &l) != AG_OK) return TR_PLOT_FAILED;
+    if (l.n == 0) {
+        log_free(&l);
+        ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png_path, csv_path);
+        return TR_PLOT_SKIPPED;
+    }
+    int positive = 1;
+    for (int i = 0; i < l.n; i++) {
+        if (isfinite(l.train[i]) && !(l.train[i] > 0)) positive = 0;
+        if (isfinite(l.vloss[i]) && !(l.vloss[i] > 0)) positive = 0;
+    }
+    char *script = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&script, &len);
+    tr_gp_begin(f, 960, 600, 11);
+    /* the key in one row above the plot (inside, it would hide a curve sooner or later); the
+     * log's path small at the bottom right */
+    char title[700];
+    snprintf(title, sizeof title, "training curves: %s", csv_path);
+    fprintf(f, "set label 99 ");
+    tr_gp_string(f, title);
+    fprintf(f, " at screen 0.99, screen 0.02 right font ',8' tc rgb '#666666'\n");
+    fprintf(f, "set xlabel 'step'\nset ylabel 'loss (cross-entropy per target token)'\n");
+    if (positive) fprintf(f, "set logscale y\nset mytics 10\n");
+    fprintf(f, "set grid xtics ytics mytics lt 1 lc rgb '#dddddd' lw 1, lt 1 lc rgb '#f0f0f0' "
+               "lw 1\nset ytics nomirror\nset xrange [0:*]\nset border 3\nset tmargin 3\n");
+    fprintf(f, "set key outside top center horizontal Left reverse samplen 3 width 2 maxrows 1 "
+               "font ',10'\n");
+    if (l.n_valid > 0)
+        fprintf(f, "set y2label 'valid exact match (%%)'\nset y2range [0:100]\n"
+                   "set y2tics 0,10,100\nset border 11\n");
+    fprintf(f, "$train << EOD\n");
+    for (int i = 0; i < l.n; i++)
+        if (isfinite(l.train[i])) fprintf(f, "%.10g %.8g\n", l.step[i], l.train[i]);
+    fprintf(f, "EOD\n$valid << EOD\n");
+    for (int i = 0; i < l.n; i++)
+        if (isfinite(l.vloss[i]) && isfinite(l.vexact[i]))
+            fprintf(f, "%.10g %.8g %.8g\n", l.step[i], l.vloss[i], 100 * l.vexact[i]);
+    fprintf(f, "EOD\n");
+    fprintf(f, "plot $train using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'train loss'");
+    if (l.n_valid > 0)
+        fprintf(f, ", \\\n  $valid using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb '#ff7f0e' "
+                   "title 'valid loss', \\\n  $valid using 1:3 axes x1y2 with linespoints lw 2 "
+                   "dt 2 pt 5 ps 0.8 lc rgb '#2ca02c' title 'valid exact match (right axis)'");
+    fprintf(f, "\n");
+    fclose(f);
+    log_free(&l);
+    int rc = tr_plot_script(script, png_path);
+    free(script);
+    return rc;
+}
+
+/* The trainer's hook (train.c, after a CSV row with a validation, and at the end): redraws
+ * loss.png next to log.csv. A skipped plot is said once (when verbose), a failed one once on
+ * stderr; training goes on either way. */
+void tr_train_plot(const char *csv_path, int verbose, int final) {
+    static int said = 0;
+    char png[700];
+    const char *slash = strrchr(csv_path, '/');
+    if (slash)
+        snprintf(png, sizeof png, "%.*s/loss.png", (int)(slash - csv_path), csv_path);
+    else
+        snprintf(png, sizeof png, "loss.png");
+    int rc = tr_plot_loss(csv_path, png);
+    if (rc == TR_PLOT_DRAWN) {
+        if (final && verbose) printf("loss plot: %s\n", png);
+    } else if (!said) {
+        if (rc == TR_PLOT_FAILED)
+            fprintf(stderr, "warning: %s\n", ag_last_error());
+        else if (verbose)
+            printf("%s\n", ag_last_error());
+        said = 1;
+    }
+    fflush(stdout);
+}

@@ -1,0 +1,522 @@
+/* test_translate_viz.c: the translation example's analyses and pictures (attention.c, heads.c,
+ * plot.c). The attention .npz has bertviz's entries and shapes, rows that are probability
+ * distributions, zeros above the diagonal of the decoder's self-attention, and the tokens; the
+ * head importance of a tiny trained copy model is finite, non-negative where it must be,
+ * restores the gates, agrees with masking done by hand, and finds the cross-attention
+ * indispensable; the plots give a PNG when gnuplot is there and a clear "skipped" when it is not
+ * (AG_GNUPLOT=/nonexistent), and training goes on without it. The command-line tests run the
+ * program (AG_TRANSLATE_BIN, set by the Makefile).
+ * The small helpers (temporary folders, generated copy tasks) repeat test_translate.c's. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "translate.h"
+
+/* ---- helpers ---- */
+
+static void tmp_dir(char *dir, size_t n) {
+    snprintf(dir, n, "/tmp/attograd-viz.XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[1024];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat s;
+        if (stat(path, &s) == 0 && S_ISDIR(s.st_mode))
+            rm_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static char *join(char *buf, const char *dir, const char *name) {
+    snprintf(buf, 512, "%.250s/%.250s", dir, name);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert(fread(b, 1, (size_t)n, f) == (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* 1 if path is a PNG file of at least min_bytes */
+static int is_png(const char *path, long min_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char sig[8] = {0};
+    size_t n = fread(sig, 1, 8, f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    return n == 8 && memcmp(sig, png, 8) == 0 && size >= min_bytes;
+}
+
+static int exists(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+/* n pairs of random sequences of min_len..max_len letters among the first `alphabet`; the
+ * target is the source (a copy task) */
+static void write_copy_task(const char *path, int n, uint64_t seed, int min_len, int max_len,
+                            int alphabet) {
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        int len = min_len + (int)rng_below(&r, (uint64_t)(max_len - min_len + 1));
+        char s[32];
+        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, (uint64_t)alphabet));
+        for (int side = 0; side < 2; side++) {
+            for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
+            fputc(side ? '\n' : '\t', f);
+        }
+    }
+    fclose(f);
+}
+
+/* Trains a 1+1-layer model with 2 heads on a copy task into dir/run (best.npz); steps decide
+ * how well it learns. */
+static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
+    char train[512], valid[512], out[512];
+    write_copy_task(join(train, dir, "train.tsv"), 1500, 21, 3, 6, 6);
+    write_copy_task(join(valid, dir, "valid.tsv"), 60, 22, 3, 6, 6);
+    TrTrainConfig c = tr_train_defaults();
+    c.train_path = train;
+    c.valid_path = valid;
+    c.out_dir = join(out, dir, "run");
+    c.model.layer.d_model = 32;
+    c.model.layer.n_heads = c.model.layer.n_kv_heads = 2;
+    c.model.layer.d_ff = 64;
+    c.model.layer.dropout = dropout;
+    c.model.n_enc_layers = c.model.n_dec_layers = 1;
+    c.model.max_len = 16;
+    c.optim.lr = 1e-2;
+    c.optim.schedule.warmup = 20;
+    c.batch = 32;
+    c.steps = steps;
+    c.log_every = 50;
+    c.valid_every = steps;
+    c.verbose = 0;
+    c.force = 1;
+    c.threads = 1;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    join(ckpt, out, "best.npz");
+}
+
+/* ---- attention ---- */
+
+/* the rows of a (rows, cols) block of probabilities each sum to 1 (a fully masked row: 0) */
+static void assert_rows_are_distributions(const float *p, int rows, int cols, const char *what) {
+    for (int r = 0; r < rows; r++) {
+        double sum = 0;
+        for (int c = 0; c < cols; c++) {
+            cr_assert(p[(size_t)r * cols + c] >= 0 && p[(size_t)r * cols + c] <= 1 + 1e-6,
+                      "%s: p[%d][%d] = %g", what, r, c, p[(size_t)r * cols + c]);
+            sum += p[(size_t)r * cols + c];
+        }
+        cr_assert(fabs(sum - 1) < 1e-5 || sum == 0, "%s: row %d sums to %.8f", what, r, sum);
+    }
+}
+
+static const NpzEntry *entry(const NpzFile *f, const char *name, int64_t d1, int64_t d2,
+                             int64_t d3) {
+    const NpzEntry *e = npz_find(f, name);
+    cr_assert(e != NULL, "%s: no entry '%s'", f->path, name);
+    cr_assert_eq(e->dtype, NPZ_F32, "%s: dtype %d", name, (int)e->dtype);
+    cr_assert_eq(e->ndim, 4, "%s: %d dimensions", name, e->ndim);
+    cr_assert(e->shape[0] == 1 && e->shape[1] == d1 && e->shape[2] == d2 && e->shape[3] == d3,
+              "%s: shape (%lld,%lld,%lld,%lld), expected (1,%lld,%lld,%lld)", name,
+              (long long)e->shape[0], (long long)e->shape[1], (long long)e->shape[2],
+              (long long)e->shape[3], (long long)d1, (long long)d2, (long long)d3);
+    return e;
+}
+
+Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
+    char dir[64], ckpt[512], npz[512];
+    tmp_dir(dir, sizeof dir);
+    train_copy(dir, 40, 0, ckpt);
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
+    TrAttention a;
+    /* "z" is not in the vocabulary: it stays a position (<unk>) */
+    cr_assert_eq(tr_attention_collect(&tr, "a b c z d", "a b", &a, NULL), AG_OK, "%s",
+                 ag_last_error());
+    cr_assert_eq(a.S, 6); /* 5 words + <eos> */
+    cr_assert_eq(a.T, 3); /* <bos> a b */
+    cr_assert_eq(a.n_unk, 1);
+    cr_assert_str_eq(a.source, "a b c <unk> d");
+    cr_assert_str_eq(a.translation, "a b");
+    cr_assert_eq(tr_attention_save_npz(&a, join(npz, dir, "attention.npz")), AG_OK, "%s",
+                 ag_last_error());
+    NpzFile *f;
+    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(f->n, 5, "entries: %d (1 encoder + 2 decoder blocks + 2 token lists)", f->n);
+    const NpzEntry *enc = entry(f, "encoder.layers.0.self_attn", 2, 6, 6);
+    const NpzEntry *dec = entry(f, "decoder.layers.0.self_attn", 2, 3, 3);
+    const NpzEntry *cross = entry(f, "decoder.layers.0.multihead_attn", 2, 3, 6);
+    assert_rows_are_distributions(enc->data, 2 * 6, 6, "encoder self");
+    assert_rows_are_distributions(dec->data, 2 * 3, 3, "decoder self");
+    assert_rows_are_distributions(cross->data, 2 * 3, 6, "cross");
+    /* the decoder's self-attention is causal; the file holds what the model computed */
+    const float *d = dec->data;
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 3; q++)
+            for (int k = q + 1; k < 3; k++)
+                cr_assert_eq(d[(h * 3 + q) * 3 + k], 0.0f, "head %d: q %d sees k %d", h, q, k);
+    cr_assert_arr_eq(cross->data, a.cross[0], cross->nbytes);
+    cr_assert_arr_eq(enc->data, a.enc_self[0], enc->nbytes);
+    const NpzEntry *et = npz_find(f, "encoder_tokens"), *dt = npz_find(f, "decoder_tokens");
+    cr_assert(et && dt && et->dtype == NPZ_U8 && dt->dtype == NPZ_U8);
+    const char want_src[] = "a\nb\nc\n<unk>\nd\n<eos>", want_dec[] = "<bos>\na\nb";
+    cr_assert_eq(et->count, strlen(want_src));
+    cr_assert_eq(memcmp(et->data, want_src, et->count), 0);
+    cr_assert_eq(dt->count, strlen(want_dec));
+    cr_assert_eq(memcmp(dt->data, want_dec, dt->count), 0);
+    npz_free(f);
+    /* without a target: the greedy translation, the same as `translate` gives */
+    TrAttention g;
+    cr_assert_eq(tr_attention_collect(&tr, "b a c", NULL, &g, NULL), AG_OK);
+    int src[3] = {tr_vocab_find(&tr.src, "b", 1), tr_vocab_find(&tr.src, "a", 1),
+                  tr_vocab_find(&tr.src, "c", 1)},
+        out[16];
+    int n = tr_translate_ids(&tr, src, 3, 1, 0, out, 16);
+    cr_assert_eq(g.T, n + 1);
+    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], tr_vocab_word(&tr.tgt, out[i]));
+    tr_attention_free(&g);
+    /* no words: an error, not a crash */
+    TrAttention e;
+    cr_assert_eq(tr_attention_collect(&tr, "   ", NULL, &e, NULL), AG_ERR_ARG);
+    cr_assert(strstr(ag_last_error(), "no words") != NULL, "%s", ag_last_error());
+    tr_attention_free(&e);
+    tr_attention_free(&a);
+    tr_free(&tr);
+    rm_tree(dir);
+}
+
+/* ---- head importance ---- */
+
+Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
+    char dir[64], ckpt[512], valid[512];
+    tmp_dir(dir, sizeof dir);
+#ifdef AG_DEBUG
+    int steps = 250; /* ASan runs about 5 times slower */
+#else
+    int steps = 400;
+#endif
+    train_copy(dir, steps, 0.1, ckpt); /* dropout: off while measuring, then back */
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
+    TrData d;
+    cr_assert_eq(tr_data_read(join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
+    TrHeadImportance h;
+    cr_assert_eq(tr_head_importance(&tr, &d, 0, 16, &h, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(h.n_blocks, 3);
+    cr_assert_eq(h.NH, 2);
+    cr_assert_eq(h.n_pairs, 60);
+    cr_assert_eq(h.n_batches, 4);
+    cr_assert(h.kind[0] == TR_BLOCK_ENC_SELF && h.kind[1] == TR_BLOCK_DEC_SELF &&
+              h.kind[2] == TR_BLOCK_DEC_CROSS);
+    cr_log_info("copy model after %d steps: loss %.4f", steps, h.base_loss);
+    cr_assert(h.base_loss < 0.2, "the copy model did not learn: loss %.4f", h.base_loss);
+    for (int b = 0; b < 3; b++) {
+        double norm = 0;
+        for (int k = 0; k < 2; k++) {
+            int i = b * 2 + k;
+            cr_log_info("%-9s head %d: loss %+.4f, grad score %.4f (raw %.3e)",
+                        tr_block_kind_name(h.kind[b]), k, h.loss_up[i], h.grad_score[i],
+                        h.grad_raw[i]);
+            cr_assert(isfinite(h.loss_up[i]) && isfinite(h.grad_raw[i]) &&
+                      isfinite(h.grad_score[i]));
+            cr_assert(h.grad_raw[i] >= 0 && h.grad_score[i] >= 0 && h.grad_score[i] <= 1 + 1e-12);
+            norm += h.grad_score[i] * h.grad_score[i];
+        }
+        cr_assert(fabs(norm - 1) < 1e-9, "block %d: the scores' L2 norm is %.12f", b, norm);
+    }
+    /* the gates are back at 1 and untracked, dropout back at 0.1: the loss is the same to the
+     * bit */
+    cr_assert(tr.model.cfg.layer.dropout == 0.1 && tr.model.enc[0].ffn.dropout == 0.1 &&
+              tr.model.dec[0].dropout == 0.1 && tr.model.dec[0].multihead_attn.dropout == 0.1);
+    for (int b = 0; b < 3; b++) {
+        MultiHeadAttention *m = tr_block(&tr.model, h.kind[b], h.layer[b]);
+        cr_assert_eq(m->track_gates, 0);
+        for (int k = 0; k < 2; k++) cr_assert_eq(m->gate->data[k], (Real)1);
+    }
+    cr_assert_eq(tr_data_loss(&tr.model, tr.tape, &d, 0, 16), h.base_loss);
+    /* masking by hand gives the table's number */
+    MultiHeadAttention *cross = tr_block(&tr.model, TR_BLOCK_DEC_CROSS, 0);
+    cross->gate->data[1] = 0;
+    double by_hand = tr_data_loss(&tr.model, tr.tape, &d, 0, 16) - h.base_loss;
+    cross->gate->data[1] = 1;
+    cr_assert_eq(by_hand, h.loss_up[2 * 2 + 1]);
+    /* without any cross-attention head the decoder cannot know what to copy */
+    cross->gate->data[0] = cross->gate->data[1] = 0;
+    double blind = tr_data_loss(&tr.model, tr.tape, &d, 0, 16);
+    cross->gate->data[0] = cross->gate->data[1] = 1;
+    cr_log_info("every cross-attention head masked: loss %.4f (with them %.4f)", blind,
+                h.base_loss);
+    cr_assert(blind > h.base_loss + 1.0, "masking the cross-attention: loss %.4f vs %.4f", blind,
+              h.base_loss);
+    /* the two measures rank the heads alike: Spearman's rank correlation of the loss increase
+     * and the raw gradient over the 6 heads (1: the same order) */
+    int r_up[6], r_grad[6];
+    for (int i = 0; i < 6; i++) {
+        r_up[i] = r_grad[i] = 0;
+        for (int j = 0; j < 6; j++) {
+            r_up[i] += h.loss_up[j] < h.loss_up[i] || (h.loss_up[j] == h.loss_up[i] && j < i);
+            r_grad[i] += h.grad_raw[j] < h.grad_raw[i] || (h.grad_raw[j] == h.grad_raw[i] && j < i);
+        }
+    }
+    double d2 = 0;
+    for (int i = 0; i < 6; i++) d2 += (double)(r_up[i] - r_grad[i]) * (r_up[i] - r_grad[i]);
+    double rho = 1 - 6 * d2 / (6.0 * 35);
+    cr_log_info("rank correlation of masking and gradient: %.2f", rho);
+    cr_assert(rho >= 0.5, "masking and the gradient rank the heads differently: rho %.2f", rho);
+    tr_heads_free(&h);
+    tr_data_free(&d);
+    tr_free(&tr);
+    rm_tree(dir);
+}
+
+/* ---- plots ---- */
+
+static const char csv[] = "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n"
+                          "10,0.1,3.5,1e-3,1.0,100,,\n"
+                          "20,0.2,2.5,1e-3,1.0,100,2.4,0.05\n"
+                          "30,0.3,1.5,1e-3,1.0,100,,\n"
+                          "40,0.4,0.8,1e-3,1.0,100,0.9,0.40\n";
+
+Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
+    if (!tr_gnuplot_available())
+        cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
+    char dir[64], path[512], png[512], gp[512];
+    tmp_dir(dir, sizeof dir);
+    write_text(join(path, dir, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(path, join(png, dir, "loss.png")), TR_PLOT_DRAWN, "%s",
+                 ag_last_error());
+    cr_assert(is_png(png, 2000), "%s is not a PNG", png);
+    char *script = read_text(join(gp, dir, "loss.gp"));
+    cr_assert(strstr(script, "pngcairo") && strstr(script, "valid exact match"));
+    free(script);
+    /* a quote in a path (gnuplot strings are quoted) */
+    char quoted[512], qcsv[512], qpng[512];
+    cr_assert_eq(mkdir(join(quoted, dir, "it's"), 0777), 0);
+    write_text(join(qcsv, quoted, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(qcsv, join(qpng, quoted, "loss.png")), TR_PLOT_DRAWN, "%s",
+                 ag_last_error());
+    cr_assert(is_png(qpng, 2000));
+    /* the header names the columns: an appended column changes nothing, a missing one fails */
+    write_text(path, "step,train_loss\n");
+    cr_assert_eq(tr_plot_loss(path, png), TR_PLOT_SKIPPED);
+    cr_assert(strstr(ag_last_error(), "no rows"), "%s", ag_last_error());
+    write_text(path, "when,what\n1,2\n");
+    cr_assert_eq(tr_plot_loss(path, png), TR_PLOT_FAILED);
+    cr_assert(strstr(ag_last_error(), "train_loss"), "%s", ag_last_error());
+    /* a script gnuplot rejects: failed, with gnuplot's complaint, and no PNG left behind */
+    cr_assert_eq(tr_plot_script("set terminal pngcairo\nset output outfile\nplot nonsense(\n",
+                                join(png, dir, "bad.png")),
+                 TR_PLOT_FAILED);
+    cr_assert(strstr(ag_last_error(), "plot failed"), "%s", ag_last_error());
+    cr_assert(!exists(png));
+    rm_tree(dir);
+}
+
+Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    cr_assert_eq(tr_gnuplot_available(), 0);
+    char dir[64], path[512], png[512];
+    tmp_dir(dir, sizeof dir);
+    write_text(join(path, dir, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(path, join(png, dir, "loss.png")), TR_PLOT_SKIPPED);
+    const char *msg = ag_last_error();
+    cr_assert(strstr(msg, "plot skipped") && strstr(msg, "gnuplot not found") &&
+                  strstr(msg, "AG_GNUPLOT=/nonexistent/gnuplot") && strstr(msg, "gnuplot-nox"),
+              "%s", msg);
+    cr_assert(!exists(png));
+    /* a command name is looked up in PATH */
+    setenv("AG_GNUPLOT", "no-such-gnuplot-here", 1);
+    cr_assert_eq(tr_gnuplot_available(), 0);
+    cr_assert_eq(tr_plot_loss(path, png), TR_PLOT_SKIPPED);
+    cr_assert(strstr(ag_last_error(), "no-such-gnuplot-here"), "%s", ag_last_error());
+    /* the heads heatmap likewise */
+    TrHeadImportance h;
+    memset(&h, 0, sizeof h);
+    double v[2] = {0.5, 0.1}, s[2] = {0.98, 0.2};
+    h.n_blocks = 1;
+    h.NH = 2;
+    h.kind[0] = TR_BLOCK_DEC_CROSS;
+    h.loss_up = v;
+    h.grad_score = s;
+    h.grad_raw = s;
+    cr_assert_eq(tr_plot_heads(&h, join(png, dir, "heads.png"), NULL), TR_PLOT_SKIPPED);
+    cr_assert(!exists(png));
+    rm_tree(dir);
+}
+
+/* ---- the program ---- */
+
+typedef struct {
+    int code;
+    char *out, *err;
+} Run;
+
+/* Runs the program with args (NULL-terminated), stdout and stderr into files of dir. */
+static Run run(const char *dir, const char *const *args) {
+    const char *bin = getenv("AG_TRANSLATE_BIN");
+    cr_assert(bin && access(bin, X_OK) == 0, "AG_TRANSLATE_BIN is not set: run make test");
+    char outp[512], errp[512];
+    join(outp, dir, "stdout.txt");
+    join(errp, dir, "stderr.txt");
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    fflush(stdout);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "r", stdin) || !freopen(outp, "w", stdout) ||
+            !freopen(errp, "w", stderr))
+            _exit(99);
+        execv(argv[0], (char *const *)argv);
+        _exit(98);
+    }
+    int status;
+    cr_assert(waitpid(pid, &status, 0) == pid);
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_text(outp);
+    r.err = read_text(errp);
+    return r;
+}
+
+static void run_free(Run *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define TINY_FLAGS                                                                                 \
+    "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
+        "--max-len", "16", "--batch", "16", "--warmup", "2", "--steps", "20", "--valid-every",     \
+        "10"
+
+/* trains with the program; AG_GNUPLOT as given (NULL: unset) */
+static Run train_program(const char *dir, const char *gnuplot) {
+    char train[512], valid[512], out[512];
+    write_copy_task(join(train, dir, "train.tsv"), 200, 31, 3, 6, 6);
+    write_copy_task(join(valid, dir, "valid.tsv"), 20, 32, 3, 6, 6);
+    if (gnuplot)
+        setenv("AG_GNUPLOT", gnuplot, 1);
+    else
+        unsetenv("AG_GNUPLOT");
+    const char *args[] = {
+        "train",    "--train", train, "--valid", valid, "--out", join(out, dir, "run"),
+        TINY_FLAGS, NULL};
+    return run(dir, args);
+}
+
+Test(tr_cli, training_without_gnuplot_says_the_plot_was_skipped) {
+    char dir[64], p[512];
+    tmp_dir(dir, sizeof dir);
+    Run r = train_program(dir, "/nonexistent");
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(exists(join(p, dir, "run/best.npz")) && exists(join(p, dir, "run/log.csv")));
+    cr_assert(!exists(join(p, dir, "run/loss.png")));
+    const char *m = strstr(r.out, "plot skipped: gnuplot not found (AG_GNUPLOT=/nonexistent)");
+    cr_assert(m != NULL, "stdout:\n%s", r.out);
+    cr_assert(strstr(m + 1, "plot skipped") == NULL, "said more than once:\n%s", r.out);
+    run_free(&r);
+    rm_tree(dir);
+}
+
+Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
+    if (!tr_gnuplot_available())
+        cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
+    char dir[64], p[512], ckpt[512], out[512], valid[512];
+    tmp_dir(dir, sizeof dir);
+    Run r = train_program(dir, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(is_png(join(p, dir, "run/loss.png"), 2000));
+    cr_assert(strstr(r.out, "loss plot: "), "%s", r.out);
+    run_free(&r);
+    join(ckpt, dir, "run/best.npz");
+    const char *att[] = {"attention",           "--ckpt", ckpt, "--out",
+                         join(out, dir, "att"), "a b c",  NULL};
+    r = run(dir, att);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(exists(join(p, out, "attention.npz")));
+    cr_assert(is_png(join(p, out, "attention_layer0.png"), 2000));
+    cr_assert(exists(join(p, out, "attention_layer0.gp")));
+    cr_assert(strstr(r.out, "attention_layer0.png"), "%s", r.out);
+    run_free(&r);
+    const char *heads[] = {"heads",
+                           "--ckpt",
+                           ckpt,
+                           "--data",
+                           join(valid, dir, "valid.tsv"),
+                           "--out",
+                           join(out, dir, "heads"),
+                           "--max",
+                           "10",
+                           NULL};
+    r = run(dir, heads);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(is_png(join(p, out, "heads.png"), 2000));
+    cr_assert(strstr(r.out, "dec cross") && strstr(r.out, "loss_increase"), "%s", r.out);
+    char *tsv = read_text(join(p, out, "heads.tsv"));
+    int lines = 0;
+    for (char *c = tsv; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1 + 3 * 2, "heads.tsv:\n%s", tsv); /* header + 3 blocks x 2 heads */
+    free(tsv);
+    run_free(&r);
+    /* without gnuplot: the numbers are still written, the pictures said to be skipped */
+    setenv("AG_GNUPLOT", "/nonexistent", 1);
+    const char *att2[] = {"attention",  "--ckpt", ckpt, "--out", join(out, dir, "att2"),
+                          "--sentence", "b a",    NULL};
+    r = run(dir, att2);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(exists(join(p, out, "attention.npz")));
+    cr_assert(!exists(join(p, out, "attention_layer0.png")));
+    cr_assert(strstr(r.out, "plot skipped: gnuplot not found"), "%s", r.out);
+    run_free(&r);
+    /* misuse */
+    const char *none[] = {"attention", "--ckpt", ckpt, NULL};
+    r = run(dir, none);
+    cr_assert_eq(r.code, 2);
+    cr_assert(strstr(r.err, "give a sentence"), "%s", r.err);
+    run_free(&r);
+    rm_tree(dir);
+}
