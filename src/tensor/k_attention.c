@@ -13,6 +13,7 @@
  * first: the backward below is its formula with the scores being q k^T / sqrt(HS). */
 #include <math.h>
 
+#include "k_math.h"
 #include "kernels.h"
 #include "rng.h"
 
@@ -93,12 +94,13 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
         size_t row = row0 + i;
         Real *pi = P + row * Tk, *yi = y + row * HS;
         int end = key_end(a, i);
-        /* scores of the visible keys and their max; masked keys never enter the softmax */
+        /* scores of the visible keys and their max; masked keys never enter the softmax: their
+         * score is -inf, so that their e^(s - m) is exactly 0 */
         Real m = 0;
         int any = 0;
         for (int j = 0; j < Tk; j++) {
             if (!visible(pad, end, j)) {
-                pi[j] = 0;
+                pi[j] = -(Real)INFINITY;
                 continue;
             }
             pi[j] *= scale;
@@ -106,13 +108,13 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
             any = 1;
         }
         for (int d = 0; d < HS; d++) yi[d] = 0;
-        if (!any) continue; /* every key masked: probabilities 0 and output 0, not 0/0 */
-        Real s = 0;
-        for (int j = 0; j < Tk; j++) {
-            if (!visible(pad, end, j)) continue;
-            pi[j] = K_EXP(pi[j] - m);
-            s += pi[j];
+        if (!any) { /* every key masked: probabilities 0 and output 0, not 0/0 */
+            for (int j = 0; j < Tk; j++) pi[j] = 0;
+            continue;
         }
+        for (int j = 0; j < Tk; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
+        Real s = 0;
+        for (int j = 0; j < Tk; j++) s += pi[j];
         Real inv = 1 / s;
         for (int j = 0; j < Tk; j++) pi[j] *= inv;
         /* y_i = sum_j dropout(P_ij) v_j, keys in order */

@@ -18,14 +18,6 @@
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
 
-/* exp in the build's precision: expf for float (as fast as the float math around it), exp for
- * double */
-#ifdef AG_REAL_DOUBLE
-#define K_EXP exp
-#else
-#define K_EXP expf
-#endif
-
 /* ---- per-thread scratch (k_scratch.c) ----
  * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
