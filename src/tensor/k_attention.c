@@ -120,10 +120,11 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ld
 /* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R */
 static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
     int RP = padded(R);
-    for (int c = 0; c < N; c++)
-        for (int r = R; r < RP; r++) dst[(size_t)c * RP + r] = 0;
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < N; c++) dst[(size_t)c * RP + r] = src[(size_t)r * ld + c];
+    for (int c = 0; c < N; c++) {
+        Real *d = dst + (size_t)c * RP;
+        for (int r = 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
+        for (int r = R; r < RP; r++) d[r] = 0;
+    }
 }
 
 /* dst (R, padded(N)) = src (R, N) (src rows ld apart), zero columns past N */
