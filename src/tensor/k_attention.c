@@ -38,7 +38,10 @@ static int visible(const uint8_t *pad, int end, int j) { return j < end && !(pad
  * padded(N) values. RB rows of C times KB columns are summed at once in registers: for each k
  * RB values of X are broadcast against KB values of Bp. Every C[i][j] sums its K products in k
  * order from 0 (then is stored, or added to C), so it is the same whichever thread computes it.
- * With GCC or clang the KB columns are vector-extension registers; otherwise plain arrays. */
+ * With AVX-512 the KB columns are 512-bit registers updated by fused multiply-adds (as k_gemm's
+ * kernel); with another GCC or clang target, vector-extension registers (multiply, then add);
+ * otherwise plain arrays. Every element of a tile takes the same path (Bp is padded: no scalar
+ * tail), so the choice never depends on where an element falls. */
 #define KB 32
 #define RB 4
 
@@ -51,16 +54,27 @@ static int padded(int N) { return (N + KB - 1) / KB * KB; }
 #else
 #define UNROLL _Pragma("GCC unroll 16")
 #endif
-#define VBYTES 64
-typedef Real Vec __attribute__((vector_size(VBYTES)));
-#define VL ((int)(VBYTES / sizeof(Real)))
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#ifdef AG_REAL_DOUBLE
+typedef __m512d Vec;
+#define VLOAD(v, p) ((v) = _mm512_loadu_pd(p))
+#define vzero _mm512_setzero_pd
+#define vfma(x, b, acc) _mm512_fmadd_pd(_mm512_set1_pd(x), b, acc)
+#else
+typedef __m512 Vec;
+#define VLOAD(v, p) ((v) = _mm512_loadu_ps(p))
+#define vzero _mm512_setzero_ps
+#define vfma(x, b, acc) _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc)
+#endif
+#else
+typedef Real Vec __attribute__((vector_size(64)));
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(Vec))
+#define vzero() ((Vec){0})
+#define vfma(x, b, acc) ((acc) + (x) * (b))
+#endif
+#define VL ((int)(sizeof(Vec) / sizeof(Real)))
 #define NV (KB / VL)
-
-static inline Vec vload(const Real *p) {
-    Vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ldx, int n, int K,
                  const Real *restrict Bp, int N, int add) {
@@ -71,14 +85,13 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ld
         for (int j0 = 0; j0 < NP; j0 += KB) {
             Vec acc[RB][NV];
             UNROLL for (int r = 0; r < RB; r++) UNROLL for (int v = 0; v < NV; v++)
-                acc[r][v] = (Vec){0};
+                acc[r][v] = vzero();
             for (int k = 0; k < K; k++) {
                 Vec bv[NV];
-                UNROLL for (int v = 0; v < NV; v++)
-                    bv[v] = vload(Bp + (size_t)k * NP + j0 + v * VL);
+                UNROLL for (int v = 0; v < NV; v++) VLOAD(bv[v], Bp + (size_t)k * NP + j0 + v * VL);
                 UNROLL for (int r = 0; r < RB; r++) {
                     Real x = xr[r][k];
-                    UNROLL for (int v = 0; v < NV; v++) acc[r][v] += x * bv[v];
+                    UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
                 }
             }
             int nj = N - j0 < KB ? N - j0 : KB;
