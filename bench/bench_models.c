@@ -134,8 +134,8 @@ static void mha_init(Bench *w) {
 
 /* ---- seq2seq ---- */
 static double seq2seq_step(Bench *w) {
-    Tensor *l = nn_seq2seq_loss(w->tape, &w->s2s, w->src, w->S, w->tgt_in, w->tgt_out, w->B,
-                                w->T, &w->rng);
+    Tensor *l =
+        nn_seq2seq_loss(w->tape, &w->s2s, w->src, w->S, w->tgt_in, w->tgt_out, w->B, w->T, &w->rng);
     ag_backward(w->tape, l);
     return l->data[0];
 }
@@ -195,17 +195,18 @@ static void gpt_init(Bench *w) {
     w->tgt_out = tokens(&w->rng, GB, GT, GV, 0);
     w->pl = &w->gpt_params;
     double rows = (double)GB * GT;
-    w->flops = train_flops(GL * (4 * rows * GC * GC + 2 * rows * GC * GFF +
-                                 2.0 * GB * GT * GT * GC) +
-                           rows * GC * GV);
+    w->flops = train_flops(
+        GL * (4 * rows * GC * GC + 2 * rows * GC * GFF + 2.0 * GB * GT * GT * GC) + rows * GC * GV);
     w->tokens = rows;
     w->step = gpt_step;
 }
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s gemm|mha|seq2seq-small|seq2seq-base|gpt-tiny THREADS "
-                        "[STEPS]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s gemm|mha|seq2seq-small|seq2seq-base|gpt-tiny THREADS "
+                "[STEPS]\n",
+                argv[0]);
         return 2;
     }
     const char *name = argv[1];
@@ -224,11 +225,16 @@ int main(int argc, char **argv) {
     w.params = arena_new("params", (size_t)1 << 30);
     w.tape = ag_tape_new(arena_new("step", (size_t)4 << 30));
     rng_seed(&w.rng, 1);
-    if (strcmp(name, "gemm") == 0) gemm_init(&w);
-    else if (strcmp(name, "mha") == 0) mha_init(&w);
-    else if (strcmp(name, "seq2seq-small") == 0) seq2seq_init(&w, 1);
-    else if (strcmp(name, "seq2seq-base") == 0) seq2seq_init(&w, 0);
-    else if (strcmp(name, "gpt-tiny") == 0) gpt_init(&w);
+    if (strcmp(name, "gemm") == 0)
+        gemm_init(&w);
+    else if (strcmp(name, "mha") == 0)
+        mha_init(&w);
+    else if (strcmp(name, "seq2seq-small") == 0)
+        seq2seq_init(&w, 1);
+    else if (strcmp(name, "seq2seq-base") == 0)
+        seq2seq_init(&w, 0);
+    else if (strcmp(name, "gpt-tiny") == 0)
+        gpt_init(&w);
     else {
         fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], name);
         return 2;
@@ -265,8 +271,10 @@ int main(int argc, char **argv) {
     free(w.ga);
     free(w.gb);
     free(w.gc);
-    if (w.pl == &w.s2s.params) nn_seq2seq_free(&w.s2s);
-    else if (w.pl) nn_params_free(w.pl);
+    if (w.pl == &w.s2s.params)
+        nn_seq2seq_free(&w.s2s);
+    else if (w.pl)
+        nn_params_free(w.pl);
     arena_free(w.tape->arena);
     ag_tape_free(w.tape);
     arena_free(w.params);

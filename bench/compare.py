@@ -15,8 +15,10 @@ attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gr
 Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
-    compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps 7] [--threads 1,2]
+    compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
                [workload ...]      (default: gemm mha seq2seq-small seq2seq-base gpt-tiny)
+
+STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
 Both run in the fair configuration: OMP_NUM_THREADS=n for each, and PyTorch on OpenBLAS's
 OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines,
@@ -30,6 +32,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-base", "gpt-tiny"]
+DEFAULT_STEPS = {"seq2seq-base": 3}
 OPENBLAS_OMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
 
@@ -83,7 +86,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", default="build/bench/bench_models")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
@@ -97,15 +100,17 @@ def main():
               f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
     else:
         print("# PyTorch not found (set TORCH_PYTHON): attograd only")
-    print(f"# {a.rounds} alternating runs of each, each the median of {a.steps} steps; "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"# {a.rounds} alternating runs of each, each the median of "
+          f"{a.steps or 'its'} steps; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     sys.stdout.flush()
     for name in a.workloads:
         for threads in [int(t) for t in a.threads.split(",")]:
             ours, theirs = [], []
-            ag_cmd = [a.bin, name, str(threads), str(a.steps)]
+            steps = a.steps or DEFAULT_STEPS.get(name, 7)
+            ag_cmd = [a.bin, name, str(threads), str(steps)]
             th_cmd = [py, os.path.join(HERE, "torch_bench.py"), name, str(threads),
-                      str(a.steps)] if py else None
+                      str(steps)] if py else None
             ag_env = dict(os.environ, OMP_NUM_THREADS=str(threads))
             for r in range(a.rounds):
                 order = [0, 1] if r % 2 == 0 else [1, 0]

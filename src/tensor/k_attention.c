@@ -84,8 +84,9 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ld
         for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * ldx;
         for (int j0 = 0; j0 < NP; j0 += KB) {
             Vec acc[RB][NV];
-            UNROLL for (int r = 0; r < RB; r++) UNROLL for (int v = 0; v < NV; v++)
-                acc[r][v] = vzero();
+            UNROLL for (int r = 0; r < RB; r++) {
+                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
+            }
             for (int k = 0; k < K; k++) {
                 Vec bv[NV];
                 UNROLL for (int v = 0; v < NV; v++) VLOAD(bv[v], Bp + (size_t)k * NP + j0 + v * VL);
@@ -243,8 +244,8 @@ static size_t backward_scratch(const KAttention *a) {
 }
 
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
-                           const Real *v, const Real *P, const Real *gy, const KAttention *a,
-                           int b, int g, Real *scratch) {
+                           const Real *v, const Real *P, const Real *gy, const KAttention *a, int b,
+                           int g, Real *scratch) {
     int Tq = a->Tq, Tk = a->Tk, HS = a->HS, group = a->NH / a->NKV;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(Tk), *G = kp + (size_t)Tk * padded(HS);
@@ -290,8 +291,8 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     }
 }
 
-void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
-                          const Real *v, const Real *P, const Real *gy, const KAttention *a) {
+void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
+                          const Real *P, const Real *gy, const KAttention *a) {
     int B = a->B, NKV = a->NKV;
     size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;
