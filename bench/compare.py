@@ -122,7 +122,10 @@ def main():
             med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
             ag_ms, gflop = med(ours, "ms"), float(ours[0]["gflop"])
             tokens = float(ours[0]["tokens"])
-            out = f"bench {name} threads={threads} attograd_ms={ag_ms:.2f}"
+            out = f"bench {name} threads={threads}"
+            if int(ours[0]["threads"]) != threads:  # a build without OpenMP runs one thread
+                out += f" attograd_threads={ours[0]['threads']}"
+            out += f" attograd_ms={ag_ms:.2f}"
             if theirs:
                 th_ms = med(theirs, "ms")
                 out += f" torch_ms={th_ms:.2f} speedup={th_ms / ag_ms:.2f}"
