@@ -7,7 +7,8 @@
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
 #   make format             clang-format every source file (format-check: only report)
-#   make bench              builds and runs bench/ (GEMM speed, vs OpenBLAS when installed)
+#   make bench              builds and runs bench/ (GEMM vs OpenBLAS, workloads vs PyTorch when
+#                           installed)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make demo               the translation example end to end (build/demo/)
@@ -41,8 +42,10 @@ DOUBLE_B := build/double$(SUFFIX)
 CC ?= cc
 # -std=c11 (not gnu11) also turns off FMA contraction: a multiply-add rounds the same way in a
 # vector lane and in a scalar tail, which keeps results identical for any thread split.
+# -fno-math-errno: sqrt and friends need not set errno, so a loop calling sqrt can run in
+# vector lanes (Adam's update); no result changes.
 CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
-          -fPIC -Isrc -march=$(ARCH)
+          -fPIC -Isrc -march=$(ARCH) -fno-math-errno
 ifeq ($(DEBUG),1)
 CFLAGS += -O1 -g -DAG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=all \
           -fno-omit-frame-pointer
@@ -120,7 +123,7 @@ $(B)/examples/%: $(B)/obj/examples/%.o $(B)/libattograd.a
 # ---- benchmarks (bench/README.md; not part of make test) ----
 # bench_gemm is compared with OpenBLAS when it is installed: bench/openblas_ref.c is then built
 # and linked into that program only, never into the library.
-BENCH := $(B)/bench/bench_gemm $(B)/bench/bench_step
+BENCH := $(B)/bench/bench_gemm $(B)/bench/bench_step $(B)/bench/bench_models
 HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
 ifeq ($(HAVE_OPENBLAS),)
 HAVE_OPENBLAS := $(if $(and $(wildcard /usr/include/x86_64-linux-gnu/cblas.h),$(wildcard \
@@ -135,7 +138,8 @@ endif
 # Debian's OpenBLAS 0.3.21 needs the core named on Zen 4; its OpenMP flavour shares our threads
 BENCH_ENV := OPENBLAS_CORETYPE=SkylakeX \
     $(if $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
-.SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(BENCH_REF_OBJ)
+.SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
+            $(BENCH_REF_OBJ)
 
 $(B)/bench/bench_gemm: $(B)/obj/bench/bench_gemm.o $(BENCH_REF_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
@@ -145,9 +149,16 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
+BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-base gpt-tiny
 bench: $(BENCH)
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
+	@if command -v python3 >/dev/null 2>&1; then \
+	    python3 bench/compare.py --bin $(B)/bench/bench_models $(BENCH_WORKLOADS); \
+	else \
+	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
+	fi
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found

@@ -1,9 +1,11 @@
 /* bench_step.c: the time of one training step (forward and backward, no optimizer) of a small
  * seq2seq transformer: d_model 128, 4 heads, 2+2 layers, d_ff 512, no dropout, batch 64 of 20
  * source and 20 target tokens, vocabularies of 64. Prints the median of several steps for 1 and
- * 2 threads, `bench step threads=<n> ms=<x> cpu_ms=<c> loss=<l>`, or for the thread counts given
- * as arguments. ms is wall time, cpu_ms the CPU time of all threads (see bench_gemm.c).
- * Not here: the GEMM alone (bench_gemm.c). Build and run: make bench && build/bench/bench_step */
+ * 2 threads, `bench step threads=<n> ms=<x> cpu_ms=<c> peak_mib=<p> loss=<l>`, or for the
+ * thread counts given as arguments. ms is wall time, cpu_ms the CPU time of all threads (see
+ * bench_gemm.c), peak_mib the step arena's peak (activations and gradients of a step).
+ * Not here: the GEMM alone (bench_gemm.c), the optimizer and PyTorch (bench_models.c,
+ * compare.py). Build and run: make bench && build/bench/bench_step */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -69,8 +71,8 @@ int main(int argc, char **argv) {
         }
         qsort(ms, RUNS, sizeof ms[0], cmp_double);
         qsort(cpu, RUNS, sizeof cpu[0], cmp_double);
-        printf("bench step threads=%d ms=%.2f cpu_ms=%.2f loss=%.6f\n", threads, ms[RUNS / 2],
-               cpu[RUNS / 2], loss);
+        printf("bench step threads=%d ms=%.2f cpu_ms=%.2f peak_mib=%.1f loss=%.6f\n", threads,
+               ms[RUNS / 2], cpu[RUNS / 2], (double)tape->arena->peak / (1024.0 * 1024.0), loss);
     }
     nn_seq2seq_free(&m);
     arena_free(tape->arena);

@@ -147,6 +147,22 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
                      const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
                      Tensor **probs);
 
+/* The same attention on projections as Linear layers leave them, heads side by side in the
+ * last dimension, so that no split or merge of heads is ever copied. q (B, Tq, *), k and v
+ * (B, Tk, *) of the same shape. Query head h is columns [q_col + h*HS, q_col + (h+1)*HS) of
+ * q, key/value head g columns [k_col + g*HS, ...) of k and [v_col + g*HS, ...) of v, with
+ * HS = head_size. q, k, v may be one tensor (a fused (B, T, 3C) projection: columns 0, C, 2C)
+ * and k, v may be one (a (B, Tk, 2C) projection of keys and values). Masks, dropout and probs
+ * as ag_attention, which this equals to the bit (the same kernel, other strides).
+ * -> (B, Tq, n_heads * head_size), the heads side by side: what the output projection reads. */
+typedef struct AgHeads {
+    int n_heads, n_kv_heads, head_size;
+    int q_col, k_col, v_col; /* the first column of the heads in q, k and v */
+} AgHeads;
+Tensor *ag_attention_cols(Tape *tape, Tensor *q, Tensor *k, Tensor *v, AgHeads heads, int causal,
+                          const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
+                          Tensor **probs);
+
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate);

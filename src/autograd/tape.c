@@ -122,7 +122,7 @@ static void ensure_grad(Tape *tape, Tensor *t) {
     } else {
         t->grad = arena_alloc(tape->arena, bytes);
     }
-    memset(t->grad, 0, bytes);
+    k_zero(t->grad, t->size);
 }
 
 /* After its op's backward nothing reads an intermediate's gradient again (every consumer of

@@ -39,6 +39,12 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_
                                             nn_join(name, prefix, names[i]));
             proj[i]->bias = bias ? nn_param_rows(b->arena, m->in_proj_bias, i * C, C, name) : NULL;
         }
+        m->kv_proj_weight = nn_param_rows(b->arena, m->in_proj_weight, C, 2 * C,
+                                          nn_join(name, prefix, "kv_proj.weight"));
+        m->kv_proj_bias =
+            bias ? nn_param_rows(b->arena, m->in_proj_bias, C, 2 * C,
+                                 nn_join(name, prefix, "kv_proj.bias"))
+                 : NULL;
     } else {
         nn_linear_init(&m->q_proj, b, nn_join(name, prefix, "q_proj"), C, C, bias);
         nn_linear_init(&m->k_proj, b, nn_join(name, prefix, "k_proj"), C, Ckv, bias);
@@ -66,18 +72,24 @@ static int gates_are_identity(const MultiHeadAttention *m) {
     return 1;
 }
 
-/* The part after the key/value projections: q from query, then attention over the given
- * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
-static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnMask *key_padding_mask, int causal, Rng *rng) {
-    int B = query->shape[0], Tk = kh->shape[2];
+/* The mask's bytes, once its shape is checked against (B, Tk). */
+static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *query, int Tk,
+                                 const Tensor *keys) {
+    int B = query->shape[0];
     AG_CHECK(key_padding_mask == NULL ||
              (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
              "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
              "and keys %s", key_padding_mask ? key_padding_mask->B : 0,
              key_padding_mask ? key_padding_mask->T : 0, B, Tk, query->name,
-             tensor_shape_str(query), tensor_shape_str(kh));
-    const uint8_t *mask = key_padding_mask ? key_padding_mask->data : NULL;
+             tensor_shape_str(query), tensor_shape_str(keys));
+    return key_padding_mask ? key_padding_mask->data : NULL;
+}
+
+/* The part after the key/value projections: q from query, then attention over the given
+ * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
+static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
+                          const NnMask *key_padding_mask, int causal, Rng *rng) {
+    const uint8_t *mask = mask_bytes(key_padding_mask, query, kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
@@ -94,6 +106,31 @@ static void check_input(const MultiHeadAttention *m, const Tensor *x, const char
              tensor_shape_str(x), m->d_model);
 }
 
+/* Without gates: projections stay (B, T, width), ag_attention_cols reads the heads in place
+ * and writes them side by side, which is what out_proj reads. No split or merge copies. */
+static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+                            const NnMask *key_padding_mask, int causal, Rng *rng) {
+    int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
+    const uint8_t *mask = mask_bytes(key_padding_mask, query, key_value->shape[1], key_value);
+    Tensor *o;
+    if (m->in_proj_weight && query == key_value) { /* q, k, v: one (B, T, 3C) product */
+        Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
+        o = ag_attention_cols(t, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C}, causal, mask,
+                              m->dropout, rng, &m->last_probs);
+    } else if (m->in_proj_weight) { /* q, then k and v in one (B, Tk, 2C) product */
+        Tensor *q = nn_linear(t, &m->q_proj, query);
+        Tensor *kv = ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias);
+        o = ag_attention_cols(t, q, kv, kv, (AgHeads){NH, NH, HS, 0, 0, C}, causal, mask,
+                              m->dropout, rng, &m->last_probs);
+    } else { /* grouped-query: three projections of their own sizes */
+        Tensor *q = nn_linear(t, &m->q_proj, query), *k = nn_linear(t, &m->k_proj, key_value);
+        Tensor *v = nn_linear(t, &m->v_proj, key_value);
+        o = ag_attention_cols(t, q, k, v, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, causal, mask,
+                              m->dropout, rng, &m->last_probs);
+    }
+    return nn_linear(t, &m->out_proj, o); /* (B, Tq, C) */
+}
+
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
                        const NnMask *key_padding_mask, int causal, Rng *rng) {
     check_input(m, query, "query");
@@ -101,6 +138,8 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     AG_CHECK(key_value->shape[0] == query->shape[0], "nn_mha_forward: batch sizes differ: "
              "query %s %s vs key_value %s %s", query->name, tensor_shape_str(query),
              key_value->name, tensor_shape_str(key_value));
+    if (gates_are_identity(m))
+        return mha_in_place(t, m, query, key_value, key_padding_mask, causal, rng);
     Tensor *kh = nn_mha_project_kv(t, m, key_value, 0); /* (B, NKV, Tk, HS) */
     Tensor *vh = nn_mha_project_kv(t, m, key_value, 1); /* (B, NKV, Tk, HS) */
     return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);

@@ -118,6 +118,8 @@ typedef struct MultiHeadAttention {
     double dropout;
     Tensor *in_proj_weight, *in_proj_bias; /* NULL for grouped-query */
     Linear q_proj, k_proj, v_proj;         /* views into in_proj_* when it exists */
+    Tensor *kv_proj_weight, *kv_proj_bias; /* rows [C, 3C) of in_proj_* (keys and values in
+                                            * one product), NULL for grouped-query */
     Linear out_proj;
     Tensor *gate;       /* (NH) */
     int track_gates;
@@ -129,7 +131,11 @@ void nn_mha_track_gates(MultiHeadAttention *m, int on);
 /* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention),
  * key_padding_mask (B, Tk) with 1 = padding, or NULL (a mask of another shape aborts);
  * causal as in ag_attention.
- * -> (B, Tq, C); m->last_probs holds the attention probabilities. */
+ * -> (B, Tq, C); m->last_probs holds the attention probabilities.
+ * While the head gates are all 1 and untracked, the projections stay (B, T, C) and
+ * ag_attention_cols reads the heads in place: self-attention projects q, k and v in one product
+ * (in_proj_weight), cross-attention k and v in one (kv_proj_weight). With gates the heads are
+ * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
                        const NnMask *key_padding_mask, int causal, Rng *rng);
 

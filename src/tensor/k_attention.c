@@ -3,16 +3,18 @@
  * shares (batch, key/value head) pairs: one thread computes every query row of the heads that
  * read that key/value head (all of them with grouped-query attention), so it alone writes their
  * q-gradient rows and the key/value head's k- and v-gradients, and sums every term in a fixed
- * order (keys in order for a query row, (head, query row) in order for a key row). No (B, NH,
- * Tq, Tk) buffer of score gradients is needed: each query row's are used at once.
- * Speed: the scores of a query row are its dots with every key. They are computed from a
- * transposed copy of the head's keys (kt, HS x Tk, in per-thread scratch), summing over d in
- * order as a plain dot would, but with the loop over keys innermost and contiguous, so that it
- * runs in vector lanes; every other loop runs along HS or Tk, contiguous too.
+ * order. No (B, NH, Tq, Tk) buffer of score gradients is needed: a head's are used at once.
+ * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
+ * small matrix product done by one register-tiled loop, tile() below, on operands copied into
+ * per-thread scratch where they need another layout. Heads are read through strides
+ * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
+ * (B, T, C) projections.
  * Not here: shape checks (../autograd/ops_attention.c). Read the softmax pair in k_softmax.c
  * first: the backward below is its formula with the scores being q k^T / sqrt(HS). */
 #include <math.h>
+#include <string.h>
 
+#include "k_math.h"
 #include "kernels.h"
 #include "rng.h"
 
@@ -31,96 +33,187 @@ static int key_end(const KAttention *a, int i) {
 
 static int visible(const uint8_t *pad, int end, int j) { return j < end && !(pad && pad[j]); }
 
-/* Score tiles: S[i][j] = x_i . r_j for rows x_i (n x HS) and r_j (T x HS), given transposed
- * and padded with zeros to TP = T rounded up to KB columns: rt (HS x TP). Each S[i][j] sums
- * its HS products in d order from 0, exactly as a plain dot, but RB rows times KB keys are summed
- * at once in registers (the loops over keys vectorize), so each value of rt loaded serves RB
- * rows. */
+/* ---- the small products ----
+ * tile: C (n, N) = or += X (n, K) times Bp (K, N), where Bp's rows are padded with zeros to
+ * padded(N) values. RB rows of C times KB columns are summed at once in registers: for each k
+ * RB values of X are broadcast against KB values of Bp. Every C[i][j] sums its K products in k
+ * order from 0 (then is stored, or added to C), so it is the same whichever thread computes it.
+ * With AVX-512 the KB columns are 512-bit registers updated by fused multiply-adds (as k_gemm's
+ * kernel); with another GCC or clang target, vector-extension registers (multiply, then add);
+ * otherwise plain arrays. Every element of a tile takes the same path (Bp is padded: no scalar
+ * tail), so the choice never depends on where an element falls. */
 #define KB 32
 #define RB 4
 
-static int padded(int T) { return (T + KB - 1) / KB * KB; }
+static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
-/* rt (HS, TP) = r (T, HS) transposed, columns T..TP zero */
-static void transpose_padded(Real *restrict rt, const Real *restrict r, int T, int HS) {
-    int TP = padded(T);
-    for (int d = 0; d < HS; d++)
-        for (int j = T; j < TP; j++) rt[(size_t)d * TP + j] = 0;
-    for (int j = 0; j < T; j++)
-        for (int d = 0; d < HS; d++) rt[(size_t)d * TP + j] = r[(size_t)j * HS + d];
-}
+#if defined(__GNUC__)
+/* the loops over the tile's registers unrolled, so that the accumulators stay in registers */
+#ifdef __clang__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 16")
+#endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#ifdef AG_REAL_DOUBLE
+typedef __m512d Vec;
+#define VLOAD(v, p) ((v) = _mm512_loadu_pd(p))
+#define vzero _mm512_setzero_pd
+#define vfma(x, b, acc) _mm512_fmadd_pd(_mm512_set1_pd(x), b, acc)
+#else
+typedef __m512 Vec;
+#define VLOAD(v, p) ((v) = _mm512_loadu_ps(p))
+#define vzero _mm512_setzero_ps
+#define vfma(x, b, acc) _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc)
+#endif
+#else
+typedef Real Vec __attribute__((vector_size(64)));
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(Vec))
+#define vzero() ((Vec){0})
+#define vfma(x, b, acc) ((acc) + (x) * (b))
+#endif
+#define VL ((int)(sizeof(Vec) / sizeof(Real)))
+#define NV (KB / VL)
 
-/* S (n, T) with row stride T = x (n, HS) times r^T, rt as above */
-static void score_tile(Real *restrict S, const Real *restrict x, int n, const Real *restrict rt,
-                       int T, int HS) {
-    int TP = padded(T);
+static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ldx, int n, int K,
+                 const Real *restrict Bp, int N, int add) {
+    int NP = padded(N);
     for (int i0 = 0; i0 < n; i0 += RB) {
         const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
-        for (int r = 0; r < RB; r++) xr[r] = x + (size_t)(i0 + r < n ? i0 + r : n - 1) * HS;
-        for (int j0 = 0; j0 < TP; j0 += KB) {
-            Real acc[RB][KB] = {{0}};
-            for (int d = 0; d < HS; d++) {
-                const Real *rd = rt + (size_t)d * TP + j0;
-                for (int r = 0; r < RB; r++) {
-                    Real xd = xr[r][d];
-                    for (int jj = 0; jj < KB; jj++) acc[r][jj] += xd * rd[jj];
+        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * ldx;
+        for (int j0 = 0; j0 < NP; j0 += KB) {
+            Vec acc[RB][NV];
+            UNROLL for (int r = 0; r < RB; r++) {
+                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
+            }
+            for (int k = 0; k < K; k++) {
+                Vec bv[NV];
+                UNROLL for (int v = 0; v < NV; v++) VLOAD(bv[v], Bp + (size_t)k * NP + j0 + v * VL);
+                UNROLL for (int r = 0; r < RB; r++) {
+                    Real x = xr[r][k];
+                    UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
                 }
             }
-            int nj = T - j0 < KB ? T - j0 : KB;
-            for (int r = 0; r < RB && i0 + r < n; r++)
-                for (int jj = 0; jj < nj; jj++) S[(size_t)(i0 + r) * T + j0 + jj] = acc[r][jj];
+            int nj = N - j0 < KB ? N - j0 : KB;
+            for (int r = 0; r < RB && i0 + r < n; r++) {
+                Real out[KB], *c = C + (size_t)(i0 + r) * ldc + j0;
+                memcpy(out, acc[r], sizeof out);
+                if (add)
+                    for (int j = 0; j < nj; j++) c[j] += out[j];
+                else
+                    for (int j = 0; j < nj; j++) c[j] = out[j];
+            }
         }
     }
 }
+#else
+static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ldx, int n, int K,
+                 const Real *restrict Bp, int N, int add) {
+    int NP = padded(N);
+    for (int i0 = 0; i0 < n; i0 += RB) {
+        const Real *xr[RB];
+        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * ldx;
+        for (int j0 = 0; j0 < NP; j0 += KB) {
+            Real acc[RB][KB] = {{0}};
+            for (int k = 0; k < K; k++) {
+                const Real *b = Bp + (size_t)k * NP + j0;
+                for (int r = 0; r < RB; r++)
+                    for (int j = 0; j < KB; j++) acc[r][j] += xr[r][k] * b[j];
+            }
+            int nj = N - j0 < KB ? N - j0 : KB;
+            for (int r = 0; r < RB && i0 + r < n; r++) {
+                Real *c = C + (size_t)(i0 + r) * ldc + j0;
+                for (int j = 0; j < nj; j++) c[j] = add ? c[j] + acc[r][j] : acc[r][j];
+            }
+        }
+    }
+}
+#endif
 
-/* y (HS) += w x (HS) */
-static void axpy(Real *restrict y, Real w, const Real *restrict x, int HS) {
-    for (int d = 0; d < HS; d++) y[d] += w * x[d];
+/* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R */
+static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
+    int RP = padded(R);
+    for (int c = 0; c < N; c++) {
+        Real *d = dst + (size_t)c * RP;
+        for (int r = 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
+        for (int r = R; r < RP; r++) d[r] = 0;
+    }
 }
 
-/* Every query row i of head h of batch b: its probabilities P[row, :] and output y[row, :].
- * kt: scratch for the head's keys transposed (HS x padded(Tk)). */
+/* dst (R, padded(N)) = src (R, N) (src rows ld apart), zero columns past N */
+static void copy_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
+    int NP = padded(N);
+    for (int r = 0; r < R; r++) {
+        memcpy(dst + (size_t)r * NP, src + (size_t)r * ld, (size_t)N * sizeof(Real));
+        for (int c = N; c < NP; c++) dst[(size_t)r * NP + c] = 0;
+    }
+}
+
+/* dst (N, R) = src (R, N) transposed (src rows ld apart), no padding */
+static void transpose(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c++) dst[(size_t)c * R + r] = src[(size_t)r * ld + c];
+}
+
+/* where head h (of q, y) or kv head g (of k, v) of batch b starts */
+static size_t at(const size_t *st, int b, int h) { return (size_t)b * st[0] + (size_t)h * st[1]; }
+
+/* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
+ * A (Tq x Tk) */
+static size_t forward_scratch(const KAttention *a) {
+    return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
+}
+
+/* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h]. */
 static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
-                         const KAttention *a, int b, int h, Real *kt) {
-    int Tk = a->Tk, HS = a->HS;
-    size_t kv0 = ((size_t)b * a->NKV + h / (a->NH / a->NKV)) * Tk; /* key row 0 of the head */
+                         const KAttention *a, int b, int h, Real *scratch) {
+    int Tq = a->Tq, Tk = a->Tk, HS = a->HS, g = h / (a->NH / a->NKV);
     const uint8_t *pad = a->mask ? a->mask + (size_t)b * Tk : NULL;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
-    size_t row0 = ((size_t)b * a->NH + h) * a->Tq;
-    transpose_padded(kt, k + kv0 * HS, Tk, HS);
-    score_tile(P + row0 * Tk, q + row0 * HS, a->Tq, kt, Tk, HS); /* raw dots, every key */
-    for (int i = 0; i < a->Tq; i++) {
-        size_t row = row0 + i;
-        Real *pi = P + row * Tk, *yi = y + row * HS;
+    Real *kt = scratch, *vp = kt + (size_t)HS * padded(Tk), *A = vp + (size_t)Tk * padded(HS);
+    size_t row0 = ((size_t)b * a->NH + h) * Tq; /* the head's first row of P */
+    Real *Ph = P + row0 * Tk;
+    transpose_pad(kt, k + at(a->ks, b, g), a->ks[2], Tk, HS);
+    tile(Ph, (size_t)Tk, q + at(a->qs, b, h), a->qs[2], Tq, HS, kt, Tk, 0); /* raw q.k dots */
+    for (int i = 0; i < Tq; i++) {
+        Real *pi = Ph + (size_t)i * Tk;
         int end = key_end(a, i);
-        /* scores of the visible keys and their max; masked keys never enter the softmax */
+        /* scores of the visible keys and their max; masked keys never enter the softmax: their
+         * score is -inf, so that their e^(s - m) is exactly 0 */
         Real m = 0;
         int any = 0;
         for (int j = 0; j < Tk; j++) {
             if (!visible(pad, end, j)) {
-                pi[j] = 0;
+                pi[j] = -(Real)INFINITY;
                 continue;
             }
             pi[j] *= scale;
             if (!any || pi[j] > m) m = pi[j];
             any = 1;
         }
-        for (int d = 0; d < HS; d++) yi[d] = 0;
-        if (!any) continue; /* every key masked: probabilities 0 and output 0, not 0/0 */
-        Real s = 0;
-        for (int j = 0; j < Tk; j++) {
-            if (!visible(pad, end, j)) continue;
-            pi[j] = K_EXP(pi[j] - m);
-            s += pi[j];
+        if (!any) { /* every key masked: probabilities 0 and so output 0, not 0/0 */
+            for (int j = 0; j < Tk; j++) pi[j] = 0;
+            continue;
         }
+        for (int j = 0; j < Tk; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
+        Real s = 0;
+        for (int j = 0; j < Tk; j++) s += pi[j];
         Real inv = 1 / s;
         for (int j = 0; j < Tk; j++) pi[j] *= inv;
-        /* y_i = sum_j dropout(P_ij) v_j, keys in order */
-        for (int j = 0; j < Tk; j++) {
-            if (pi[j] == 0 || !keep(a, row * Tk + j)) continue;
-            axpy(yi, a->p == 0 ? pi[j] : pi[j] * inv_keep, v + (kv0 + j) * HS, HS);
-        }
     }
+    /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
+    const Real *Ah = Ph;
+    if (a->p != 0) {
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) {
+                size_t e = (row0 + i) * Tk + j;
+                A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
+            }
+        Ah = A;
+    }
+    copy_pad(vp, v + at(a->ks, b, g), a->ks[2], Tk, HS);
+    tile(y + at(a->ys, b, h), a->ys[2], Ah, (size_t)Tk, Tq, Tk, vp, HS, 0);
 }
 
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
@@ -129,10 +222,10 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
     size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
-        Real *kt = k_thread_scratch(K_SCRATCH_ATTENTION, (size_t)a->HS * padded(a->Tk));
+        Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, forward_scratch(a));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) forward_head(y, P, q, k, v, a, b, h, kt);
+            for (int h = 0; h < NH; h++) forward_head(y, P, q, k, v, a, b, h, scratch);
     }
 }
 
@@ -140,29 +233,37 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
  * So gA_ij = gy_i.v_j, gP_ij = gA_ij m_ij / (1-p) (the same mask m), the softmax backward from
  * the saved output gs_ij = P_ij (gP_ij - sum_l gP_il P_il), and the raw dot's gradient is
  * G_ij = gs_ij / sqrt(HS). Then gq_i += sum_j G_ij k_j, gk_j += sum_i G_ij q_i and
- * gv_j += sum_i A_ij gy_i.
- * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows: those terms
- * are skipped.
- * Here for key/value head g of batch b and every query row of the heads that read it;
- * vt (HS x padded(Tk)) and G (Tq x Tk) are scratch. */
+ * gv_j += sum_i A_ij gy_i: as matrices gq += G k, gk += G^T q, gv += A^T gy.
+ * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows.
+ * Here for key/value head g of batch b and every head h that reads it, in order h = g*group,
+ * ..., so a key row's gradient adds one head's sum after the other. */
+static size_t backward_scratch(const KAttention *a) {
+    size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS;
+    /* vt, kp, G, Gt or At, qp or gyp */
+    return hs * padded(a->Tk) + tk * padded(a->HS) + tq * tk + tk * tq + tq * padded(a->HS);
+}
+
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
-                           const Real *v, const Real *P, const Real *gy, const KAttention *a,
-                           int b, int g, Real *vt, Real *G) {
+                           const Real *v, const Real *P, const Real *gy, const KAttention *a, int b,
+                           int g, Real *scratch) {
     int Tq = a->Tq, Tk = a->Tk, HS = a->HS, group = a->NH / a->NKV;
-    size_t kv0 = ((size_t)b * a->NKV + g) * Tk;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
-    if (gq || gk) transpose_padded(vt, v + kv0 * HS, Tk, HS);
+    Real *vt = scratch, *kp = vt + (size_t)HS * padded(Tk), *G = kp + (size_t)Tk * padded(HS);
+    Real *T = G + (size_t)Tq * Tk, *xp = T + (size_t)Tk * Tq;
+    size_t kv = at(a->ks, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2];
+    if (gq || gk) transpose_pad(vt, v + kv, lk, Tk, HS);
+    if (gq) copy_pad(kp, k + kv, lk, Tk, HS);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t row0 = ((size_t)b * a->NH + h) * Tq;
-        if (gq || gk) score_tile(G, gy + row0 * HS, Tq, vt, Tk, HS); /* gA_ij = gy_i.v_j */
-        for (int i = 0; i < Tq; i++) {
-            size_t row = row0 + i;
-            const Real *pi = P + row * Tk, *gyi = gy + row * HS;
-            if (gq || gk) {
+        const Real *Ph = P + row0 * Tk, *gyh = gy + at(a->ys, b, h);
+        if (gq || gk) {
+            tile(G, (size_t)Tk, gyh, ly, Tq, HS, vt, Tk, 0); /* gA = gy v^T */
+            for (int i = 0; i < Tq; i++) {
+                const Real *pi = Ph + (size_t)i * Tk;
                 Real *Gi = G + (size_t)i * Tk;
                 Real D = 0; /* sum_j gP_ij P_ij */
                 for (int j = 0; j < Tk; j++) {
-                    if (pi[j] == 0 || !keep(a, row * Tk + j)) {
+                    if (pi[j] == 0 || !keep(a, (row0 + i) * Tk + j)) {
                         Gi[j] = 0;
                         continue;
                     }
@@ -170,35 +271,46 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     D += Gi[j] * pi[j];
                 }
                 for (int j = 0; j < Tk; j++) Gi[j] = pi[j] * (Gi[j] - D) * scale;
-                for (int j = 0; j < Tk; j++) {
-                    if (pi[j] == 0) continue;
-                    if (gq) axpy(gq + row * HS, Gi[j], k + (kv0 + j) * HS, HS);
-                    if (gk) axpy(gk + (kv0 + j) * HS, Gi[j], q + row * HS, HS);
-                }
             }
-            if (gv)
-                for (int j = 0; j < Tk; j++) {
-                    if (pi[j] == 0 || !keep(a, row * Tk + j)) continue;
-                    axpy(gv + (kv0 + j) * HS, a->p == 0 ? pi[j] : pi[j] * inv_keep, gyi, HS);
+            if (gq) tile(gq + at(a->qs, b, h), lq, G, (size_t)Tk, Tq, Tk, kp, HS, 1);
+            if (gk) {
+                transpose(T, G, (size_t)Tk, Tq, Tk);
+                copy_pad(xp, q + at(a->qs, b, h), lq, Tq, HS);
+                tile(gk + kv, lk, T, (size_t)Tq, Tk, Tq, xp, HS, 1);
+            }
+        }
+        if (gv) { /* gv += A^T gy */
+            for (int j = 0; j < Tk; j++)
+                for (int i = 0; i < Tq; i++) {
+                    size_t e = (row0 + i) * Tk + j;
+                    T[(size_t)j * Tq + i] = a->p == 0 ? P[e] : keep(a, e) ? P[e] * inv_keep : 0;
                 }
+            copy_pad(xp, gyh, ly, Tq, HS);
+            tile(gv + kv, lk, T, (size_t)Tq, Tk, Tq, xp, HS, 1);
         }
     }
 }
 
-void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
-                          const Real *v, const Real *P, const Real *gy, const KAttention *a) {
-    int B = a->B, NKV = a->NKV, Tk = a->Tk;
-    size_t work = (size_t)B * a->NH * a->Tq * Tk * a->HS;
+void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
+                          const Real *P, const Real *gy, const KAttention *a) {
+    int B = a->B, NKV = a->NKV;
+    size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
-        size_t nvt = (size_t)a->HS * padded(Tk);
-        Real *vt = k_thread_scratch(K_SCRATCH_ATTENTION, nvt + (size_t)a->Tq * Tk);
+        Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++)
-                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, vt, vt + nvt);
+                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch);
     }
+}
+
+void k_attention_strides_heads(KAttention *a) {
+    size_t HS = (size_t)a->HS;
+    a->qs[0] = (size_t)a->NH * a->Tq * HS, a->qs[1] = (size_t)a->Tq * HS, a->qs[2] = HS;
+    a->ys[0] = a->qs[0], a->ys[1] = a->qs[1], a->ys[2] = HS;
+    a->ks[0] = (size_t)a->NKV * a->Tk * HS, a->ks[1] = (size_t)a->Tk * HS, a->ks[2] = HS;
 }
 
 void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH, int T, int HS) {

@@ -3,6 +3,7 @@
  * loops split freely across threads. Next: k_matmul.c. */
 #include <math.h>
 
+#include "k_math.h"
 #include "kernels.h"
 #include "rng.h"
 
@@ -80,25 +81,23 @@ void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n) {
         if (y[i] > 0) gx[i] += gy[i];
 }
 
-#define INV_SQRT2 0.70710678118654752440
-#define INV_SQRT_2PI 0.39894228040143267794
+#define INV_SQRT2 ((Real)0.70710678118654752440)
+#define INV_SQRT_2PI ((Real)0.39894228040143267794)
 
+/* in the build's precision: erff and expf in the float build (each within about an ulp) */
 void k_gelu_forward(Real *y, const Real *x, size_t n) {
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i];
-        y[i] = (Real)(0.5 * v * (1.0 + erf(v * INV_SQRT2)));
-    }
+    for (size_t i = 0; i < n; i++) y[i] = (Real)0.5 * x[i] * (1 + K_ERF(x[i] * INV_SQRT2));
 }
 /* forward: y = x Phi(x) with Phi the normal CDF (the exact erf form, not the tanh one);
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi) the normal density */
 void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i];
-        double cdf = 0.5 * (1.0 + erf(v * INV_SQRT2));
-        double pdf = INV_SQRT_2PI * exp(-0.5 * v * v);
-        gx[i] += (Real)((double)gy[i] * (cdf + v * pdf));
+        Real v = x[i];
+        Real cdf = (Real)0.5 * (1 + K_ERF(v * INV_SQRT2));
+        Real pdf = INV_SQRT_2PI * K_EXP((Real)-0.5 * v * v);
+        gx[i] += gy[i] * (cdf + v * pdf);
     }
 }
 

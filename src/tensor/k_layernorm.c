@@ -13,29 +13,76 @@
  * reading each row's block contiguously */
 #define LN_COL_BLOCK 32
 
+/* Row sums in double, in 8 interleaved partial sums (column c goes to sum c mod 8) added up in
+ * a fixed order at the end: the same result wherever it runs, and the 8 sums advance together
+ * in one vector register, where a single running sum would wait on each add. */
+#define LANES 8
+static double lanes_total(const double *acc) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* sum_c x_c and, given the mean, sum_c (x_c - mean)^2 */
+static double row_sum(const Real *x, int C) {
+    double acc[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += (double)x[c + l];
+    for (int l = 0; c + l < C; l++) acc[l] += (double)x[c + l];
+    return lanes_total(acc);
+}
+static double row_sq_dev(const Real *x, double mean, int C) {
+    double acc[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int l = 0; l < LANES; l++) {
+            double d = (double)x[c + l] - mean;
+            acc[l] += d * d;
+        }
+    for (int l = 0; c + l < C; l++) {
+        double d = (double)x[c + l] - mean;
+        acc[l] += d * d;
+    }
+    return lanes_total(acc);
+}
+
+/* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c */
+static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean, double rstd,
+                      int C, double *sum_d, double *sum_dx) {
+    double ad[LANES] = {0}, adx[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int l = 0; l < LANES; l++) {
+            double xhat = ((double)x[c + l] - mean) * rstd;
+            double dxhat = (double)gy[c + l] * (double)w[c + l];
+            ad[l] += dxhat;
+            adx[l] += dxhat * xhat;
+        }
+    for (int l = 0; c + l < C; l++) {
+        double xhat = ((double)x[c + l] - mean) * rstd;
+        double dxhat = (double)gy[c + l] * (double)w[c + l];
+        ad[l] += dxhat;
+        adx[l] += dxhat * xhat;
+    }
+    *sum_d = lanes_total(ad);
+    *sum_dx = lanes_total(adx);
+}
+
 void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight,
                          const Real *bias, double eps, size_t rows, int C) {
 #pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = x + r * C;
         Real *yr = y + r * C;
-        double s = 0;
-        for (int c = 0; c < C; c++) s += (double)xr[c];
-        double mean = s / C;
+        double mean = row_sum(xr, C) / C;
         /* two passes (sum of squared deviations from the mean), not E[x^2] - mean^2, which
          * cancels catastrophically when the row has a large offset */
-        double v = 0;
-        for (int c = 0; c < C; c++) {
-            double d = (double)xr[c] - mean;
-            v += d * d;
-        }
-        double rstd = 1.0 / sqrt(v / C + eps);
-        for (int c = 0; c < C; c++) {
-            double xhat = ((double)xr[c] - mean) * rstd;
-            double out = xhat * (double)weight[c];
-            if (bias) out += (double)bias[c];
-            yr[c] = (Real)out;
-        }
+        double rstd = 1.0 / sqrt(row_sq_dev(xr, mean, C) / C + eps);
+        if (bias) /* two loops, so that neither has a branch and both run in vector lanes */
+            for (int c = 0; c < C; c++)
+                yr[c] = (Real)(((double)xr[c] - mean) * rstd * (double)weight[c] + (double)bias[c]);
+        else
+            for (int c = 0; c < C; c++)
+                yr[c] = (Real)(((double)xr[c] - mean) * rstd * (double)weight[c]);
         stats[2 * r] = (Real)mean;
         stats[2 * r + 1] = (Real)rstd;
     }
@@ -61,13 +108,8 @@ void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
             const Real *xr = x + r * C, *gr = gy + r * C;
             Real *gxr = gx + r * C;
             double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
-            double sum_d = 0, sum_dx = 0;
-            for (int c = 0; c < C; c++) {
-                double xhat = ((double)xr[c] - mean) * rstd;
-                double dxhat = (double)gr[c] * (double)weight[c];
-                sum_d += dxhat;
-                sum_dx += dxhat * xhat;
-            }
+            double sum_d, sum_dx;
+            row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
             double mean_d = sum_d / C, mean_dx = sum_dx / C;
             for (int c = 0; c < C; c++) {
                 double xhat = ((double)xr[c] - mean) * rstd;

@@ -1,6 +1,8 @@
 /* k_reduce.c: full sums and the broadcast that is their backward. A sum runs in index order on
  * one thread, accumulated in double, so it is the same for any thread count.
  * Next: k_softmax.c. */
+#include <string.h>
+
 #include "kernels.h"
 
 size_t k_par_min = 16384;
@@ -41,6 +43,16 @@ void k_sum_rows(Real *g, const Real *x, size_t rows, int C) {
             for (int c = 0; c < nc; c++) s[c] += xr[c];
         }
         for (int c = 0; c < nc; c++) g[c0 + c] += s[c];
+    }
+}
+
+void k_zero(Real *x, size_t n) {
+    enum { CHUNK = 4096 }; /* one memset per chunk */
+    size_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
+    for (size_t c = 0; c < chunks; c++) {
+        size_t i0 = c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        memset(x + i0, 0, len * sizeof(Real));
     }
 }
 

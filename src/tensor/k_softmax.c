@@ -1,9 +1,12 @@
 /* k_softmax.c: softmax, log-softmax and cross-entropy over the last dimension, row by row.
  * Rows are independent, so threads share rows; inside a row every sum runs in order.
- * Every row subtracts its max before exp so that large logits cannot overflow.
+ * Every row subtracts its max before exp so that large logits cannot overflow. exp and log run
+ * in the build's precision (K_EXP, K_LOG of k_math.h: in the float build an exp the compiler
+ * vectorizes, and logf).
  * Next: k_embedding.c. */
 #include <math.h>
 
+#include "k_math.h"
 #include "kernels.h"
 
 #define ROWS_PAR _Pragma("omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)")
@@ -21,10 +24,8 @@ void k_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
         const Real *xr = x + r * C;
         Real *yr = y + r * C;
         Real m = row_max(xr, C), s = 0;
-        for (int j = 0; j < C; j++) {
-            yr[j] = exp(xr[j] - m);
-            s += yr[j];
-        }
+        for (int j = 0; j < C; j++) yr[j] = K_EXP(xr[j] - m);
+        for (int j = 0; j < C; j++) s += yr[j];
         Real inv = 1 / s;
         for (int j = 0; j < C; j++) yr[j] *= inv;
     }
@@ -46,8 +47,8 @@ void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = x + r * C;
         Real m = row_max(xr, C), s = 0;
-        for (int j = 0; j < C; j++) s += exp(xr[j] - m);
-        Real lse = m + log(s);
+        for (int j = 0; j < C; j++) s += K_EXP(xr[j] - m);
+        Real lse = m + K_LOG(s);
         for (int j = 0; j < C; j++) y[r * C + j] = xr[j] - lse;
     }
 }
@@ -59,7 +60,7 @@ void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows
         const Real *yr = y + r * C, *gr = gy + r * C;
         Real s = 0;
         for (int j = 0; j < C; j++) s += gr[j];
-        for (int j = 0; j < C; j++) gx[r * C + j] += gr[j] - exp(yr[j]) * s;
+        for (int j = 0; j < C; j++) gx[r * C + j] += gr[j] - K_EXP(yr[j]) * s;
     }
 }
 
@@ -69,8 +70,8 @@ double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = logits + r * V;
         Real m = row_max(xr, V), s = 0;
-        for (int j = 0; j < V; j++) s += exp(xr[j] - m);
-        lse[r] = m + log(s);
+        for (int j = 0; j < V; j++) s += K_EXP(xr[j] - m);
+        lse[r] = m + K_LOG(s);
     }
     /* the mean over kept rows, summed in row order on one thread */
     double total = 0;
@@ -92,7 +93,7 @@ void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse
         if (targets[r] == ignore_index) continue;
         const Real *xr = logits + r * V;
         Real *gr = glogits + r * V;
-        for (int j = 0; j < V; j++) gr[j] += g * exp(xr[j] - lse[r]);
+        for (int j = 0; j < V; j++) gr[j] += g * K_EXP(xr[j] - lse[r]);
         gr[targets[r]] -= g;
     }
 }

@@ -18,14 +18,6 @@
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
 
-/* exp in the build's precision: expf for float (as fast as the float math around it), exp for
- * double */
-#ifdef AG_REAL_DOUBLE
-#define K_EXP exp
-#else
-#define K_EXP expf
-#endif
-
 /* ---- per-thread scratch (k_scratch.c) ----
  * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
@@ -99,6 +91,8 @@ void k_sum_backward(Real *gx, Real g, size_t n);
 /* g (C) += the sum over rows of x (rows, C): each column summed in row order by one thread
  * (threads share blocks of columns), so the same for any thread count */
 void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
+/* x_i = 0 (threads share the range: zeroing gradients is a pass over memory like any other) */
+void k_zero(Real *x, size_t n);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -143,7 +137,13 @@ typedef struct KAttention {
     const uint8_t *mask;
     double p;
     uint64_t key;
+    /* Layout: row t of head h of batch b starts at q[b*qs[0] + h*qs[1] + t*qs[2]] (and so in
+     * gq), of y (and gy) at ys, of k and v (gk, gv) at ks. For (B, heads, T, HS) tensors call
+     * k_attention_strides_heads. P is always (B,NH,Tq,Tk). */
+    size_t qs[3], ks[3], ys[3];
 } KAttention;
+/* the strides of q, y (B,NH,Tq,HS) and k, v (B,NKV,Tk,HS), contiguous */
+void k_attention_strides_heads(KAttention *a);
 /* P (B,NH,Tq,Tk) = softmax(q k^T / sqrt(HS)) over the visible keys (0 elsewhere; a row with
  * no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,

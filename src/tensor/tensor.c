@@ -2,6 +2,8 @@
  * Not here: math (kernels in k_*.c), recording gradients (../autograd). Next: rng.c. */
 #include "tensor.h"
 
+#include "kernels.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -161,7 +163,7 @@ void tensor_requires_grad(Tensor *t) {
 
 void tensor_zero_grad(Tensor *t) {
     AG_CHECK(t != NULL, "tensor_zero_grad: tensor is NULL");
-    if (t->grad) memset(t->grad, 0, t->size * sizeof(Real));
+    if (t->grad) k_zero(t->grad, t->size);
 }
 
 void tensor_fill(Tensor *t, Real v) {

@@ -260,6 +260,91 @@ Test(ag_attention, grouped_query_equals_mha_with_repeated_kv_heads) {
     check_gqa_against_repeated(2);
 }
 
+/* ---- ag_attention_cols: the same kernel reading heads in place ---- */
+
+static Tensor *randn3(Arena *a, int d0, int d1, int d2, const char *name, uint64_t seed) {
+    Tensor *t = tensor_new3(a, d0, d1, d2, name);
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(float)rng_normal(&rng);
+    tensor_requires_grad(t);
+    return t;
+}
+
+static int same_bits(const Real *x, const Real *y, size_t n) {
+    return memcmp(x, y, n * sizeof(Real)) == 0;
+}
+
+/* q (B,Tq,NH*HS), k and v (B,Tk,NKV*HS): ag_attention_cols against split_heads, ag_attention,
+ * merge_heads on the same leaves: output, probabilities and all three gradients to the bit.
+ * Then once more with q, k, v packed side by side in one (B,T,3C) tensor (self-attention). */
+static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int HS, int causal,
+                                     const uint8_t *mask, double p) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn3(env.params, B, Tq, NH * HS, "q", 31);
+    Tensor *k = randn3(env.params, B, Tk, NKV * HS, "k", 32);
+    Tensor *v = randn3(env.params, B, Tk, NKV * HS, "v", 33);
+    Rng rng;
+    rng_seed(&rng, 4);
+    Tensor *P, *Pc;
+    Tensor *yh = ag_merge_heads(env.tape, ag_attention(env.tape, ag_split_heads(env.tape, q, NH),
+                                                       ag_split_heads(env.tape, k, NKV),
+                                                       ag_split_heads(env.tape, v, NKV), causal,
+                                                       mask, p, &rng, &P));
+    backward_weighted(env.tape, yh);
+    Real *y0 = arena_alloc(env.params, yh->size * sizeof(Real));
+    memcpy(y0, yh->data, yh->size * sizeof(Real));
+    Real *p0 = arena_alloc(env.params, P->size * sizeof(Real));
+    memcpy(p0, P->data, P->size * sizeof(Real));
+    Real *gq = copy_grad(env.params, q), *gk = copy_grad(env.params, k);
+    Real *gv = copy_grad(env.params, v);
+
+    ag_tape_reset(env.tape);
+    zero_grads(q, k, v);
+    rng_seed(&rng, 4);
+    Tensor *y = ag_attention_cols(env.tape, q, k, v, (AgHeads){NH, NKV, HS, 0, 0, 0}, causal,
+                                  mask, p, &rng, &Pc);
+    backward_weighted(env.tape, y);
+    cr_assert(y->ndim == 3 && y->shape[0] == B && y->shape[1] == Tq && y->shape[2] == NH * HS);
+    cr_assert(same_bits(y->data, y0, y->size), "output");
+    cr_assert(same_bits(Pc->data, p0, Pc->size), "probabilities");
+    cr_assert(same_bits(q->grad, gq, q->size), "dq");
+    cr_assert(same_bits(k->grad, gk, k->size), "dk");
+    cr_assert(same_bits(v->grad, gv, v->size), "dv");
+
+    if (NKV == NH && Tq == Tk) { /* one (B,T,3C) tensor holding q, k, v side by side */
+        int C = NH * HS;
+        Tensor *qkv = tensor_new3(env.params, B, Tq, 3 * C, "qkv");
+        for (size_t r = 0; r < (size_t)B * Tq; r++) {
+            memcpy(qkv->data + r * 3 * C, q->data + r * C, (size_t)C * sizeof(Real));
+            memcpy(qkv->data + r * 3 * C + C, k->data + r * C, (size_t)C * sizeof(Real));
+            memcpy(qkv->data + r * 3 * C + 2 * C, v->data + r * C, (size_t)C * sizeof(Real));
+        }
+        tensor_requires_grad(qkv);
+        ag_tape_reset(env.tape);
+        rng_seed(&rng, 4);
+        y = ag_attention_cols(env.tape, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C},
+                              causal, mask, p, &rng, NULL);
+        backward_weighted(env.tape, y);
+        cr_assert(same_bits(y->data, y0, y->size), "packed output");
+        for (size_t r = 0; r < (size_t)B * Tq; r++) {
+            const Real *g = qkv->grad + r * 3 * C;
+            cr_assert(same_bits(g, gq + r * C, (size_t)C), "packed dq, row %zu", r);
+            cr_assert(same_bits(g + C, gk + r * C, (size_t)C), "packed dk, row %zu", r);
+            cr_assert(same_bits(g + 2 * C, gv + r * C, (size_t)C), "packed dv, row %zu", r);
+        }
+    }
+    test_env_free(&env);
+}
+
+Test(ag_attention_cols, equals_split_attention_merge_to_the_bit) {
+    static const uint8_t pad[2 * 37] = {[30] = 1, [31] = 1, [37 + 0] = 1, [37 + 36] = 1};
+    check_cols_against_heads(2, 2, 2, 3, 5, 4, 0, NULL, 0);
+    check_cols_against_heads(2, 4, 2, 7, 7, 9, 1, NULL, 0);        /* grouped-query, causal */
+    check_cols_against_heads(2, 3, 3, 37, 37, 8, 1, pad, 0.25);     /* padding and dropout */
+    check_cols_against_heads(2, 4, 1, 5, 37, 16, 0, pad, 0);        /* multi-query, cross */
+}
+
 Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {
     TestEnv env = test_env_new();
     Tensor *q = randn4(env.params, 2, 2, 3, 4, "q", 16);

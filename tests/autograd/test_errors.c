@@ -252,6 +252,59 @@ static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, N
 #undef Q
 #undef KV
 
+static void cols(Tape *tp, Tensor *q, Tensor *k, Tensor *v, AgHeads h, double p, Rng *rng,
+                 const uint8_t *mask) {
+    ag_attention_cols(tp, q, k, v, h, 0, mask, p, rng, NULL);
+}
+static const AgHeads H24 = {2, 2, 4, 0, 8, 16};
+static void cols_rank(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    cols(tp, qkv, qkv, qkv, H24, 0, NULL, NULL);
+}
+static void cols_null(Tape *tp) {
+    Tensor *q = T3("q", 2, 3, 8);
+    cols(tp, q, NULL, q, H24, 0, NULL, NULL);
+}
+static void cols_kv_shapes(Tape *tp) {
+    cols(tp, T3("q", 2, 3, 8), T3("k", 2, 5, 8), T3("v", 2, 4, 8), (AgHeads){2, 2, 4, 0, 0, 0}, 0,
+         NULL, NULL);
+}
+static void cols_batch(Tape *tp) {
+    Tensor *kv = T3("kv", 3, 5, 16);
+    cols(tp, T3("q", 2, 3, 8), kv, kv, (AgHeads){2, 2, 4, 0, 0, 8}, 0, NULL, NULL);
+}
+static void cols_heads(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(tp, qkv, qkv, qkv, (AgHeads){3, 2, 4, 0, 8, 16}, 0, NULL, NULL);
+}
+static void cols_q_width(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(tp, qkv, qkv, qkv, (AgHeads){2, 2, 4, 20, 8, 16}, 0, NULL, NULL);
+}
+static void cols_v_width(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(tp, qkv, qkv, qkv, (AgHeads){2, 2, 4, 0, 8, 17}, 0, NULL, NULL);
+}
+static void cols_p(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    Rng rng;
+    rng_seed(&rng, 1);
+    cols(tp, qkv, qkv, qkv, H24, 1.0, &rng, NULL);
+}
+static void cols_mask(Tape *tp) {
+    static const uint8_t bad[6] = {0, 0, 0, 0, 3, 0};
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(tp, qkv, qkv, qkv, H24, 0, NULL, bad);
+}
+static void cols_rng(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(tp, qkv, qkv, qkv, H24, 0.5, NULL, NULL);
+}
+static void cols_tape(Tape *tp) {
+    Tensor *qkv = T3("qkv", 2, 3, 24);
+    cols(NULL, qkv, qkv, qkv, H24, 0, NULL, NULL);
+}
+
 static void head_gate_x_rank(Tape *tp) { ag_head_gate(tp, T3("x", 2, 3, 4), T1("gate", 3)); }
 static void head_gate_gate_rank(Tape *tp) {
     ag_head_gate(tp, T4("x", 2, 3, 4, 5), T2("gate", 1, 3));
@@ -407,6 +460,17 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding_mask (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION_COLS, "q of rank 2", cols_rank, {"3-D", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_COLS, "NULL k", cols_null, {"is NULL", "q q", "k NULL", "v q"}},
+    {AG_OP_ATTENTION_COLS, "k and v shapes", cols_kv_shapes, {"k and v shapes differ", "k (2,5,8)", "v (2,4,8)"}},
+    {AG_OP_ATTENTION_COLS, "batch sizes", cols_batch, {"batch sizes differ", "q (2,3,8)", "kv (3,5,16)"}},
+    {AG_OP_ATTENTION_COLS, "NH % NKV != 0", cols_heads, {"n_heads 3", "multiple of n_kv_heads 2", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "q's heads past its width", cols_q_width, {"q's heads, columns [20, 28)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "v's heads past its width", cols_v_width, {"v's heads, columns [17, 25)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "dropout_p == 1", cols_p, {"dropout_p = 1 ", "[0, 1)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "mask value 3", cols_mask, {"key_padding_mask (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "NULL rng", cols_rng, {"rng is NULL", "dropout_p = 0.5", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION_COLS, "NULL tape", cols_tape, {"tape is NULL"}},
     {AG_OP_HEAD_GATE, "x of rank 3", head_gate_x_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4)", "gate (3)"}},
     {AG_OP_HEAD_GATE, "gate of rank 2", head_gate_gate_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (1,3)"}},
     {AG_OP_HEAD_GATE, "gate length", head_gate_gate_len, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (4)"}},

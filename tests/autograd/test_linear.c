@@ -25,8 +25,8 @@ static void run(int fused, int rows, int K, int N, Result *r) {
         for (size_t i = 0; i < all[t]->size; i++) all[t]->data[i] = (Real)rng_normal(&rng);
         if (t < 3) tensor_requires_grad(all[t]);
     }
-    Tensor *y = fused ? ag_linear(e.tape, x, W, b)
-                      : ag_add_bias(e.tape, ag_matmul_bt(e.tape, x, W), b);
+    Tensor *y =
+        fused ? ag_linear(e.tape, x, W, b) : ag_add_bias(e.tape, ag_matmul_bt(e.tape, x, W), b);
     ag_backward(e.tape, ag_sum(e.tape, ag_mul(e.tape, y, R)));
     memcpy(r->y, y->data, y->size * sizeof(Real));
     memcpy(r->gx, x->grad, x->size * sizeof(Real));

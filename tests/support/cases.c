@@ -88,6 +88,32 @@ static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
     rng_seed(&rng, (uint64_t)c->arg[2]);
     return ag_attention(t, in[0], in[1], in[2], c->arg[0], mask, c->farg, &rng, NULL);
 }
+/* ag_attention_cols: where the heads sit (AgHeads), causal, an attn_masks row and the dropout
+ * seed (p = farg); one input is a fused q/k/v tensor, two are q and a fused k/v, three q, k, v */
+static const struct {
+    AgHeads heads;
+    int causal, mask, seed;
+} cols_variants[] = {
+    {{2, 2, 4, 0, 8, 16}, 0, 0, 0},  /* self-attention, qkv (B,T,3*8) */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0},   /* cross: q (B,Tq,8), kv (B,Tk,16), key padding */
+    {{4, 2, 2, 0, 0, 0}, 1, 0, 0},   /* grouped-query, causal: q (B,T,8), k and v (B,T,4) */
+    {{2, 2, 4, 3, 12, 21}, 1, 2, 7}, /* heads at odd columns of (B,T,30), causal + padding */
+};
+static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
+    int vi = c->arg[0];
+    Tensor *q = in[0], *k = in[c->n_in > 1 ? 1 : 0], *v = in[c->n_in - 1];
+    const uint8_t *mask = NULL;
+    if (cols_variants[vi].mask) {
+        int m = cols_variants[vi].mask;
+        AG_CHECK(attn_masks[m].B == k->shape[0] && attn_masks[m].Tk == k->shape[1],
+                 "%s: mask %d does not fit k %s", c->name, m, tensor_shape_str(k));
+        mask = attn_masks[m].m;
+    }
+    Rng rng;
+    rng_seed(&rng, (uint64_t)cols_variants[vi].seed);
+    return ag_attention_cols(t, q, k, v, cols_variants[vi].heads, cols_variants[vi].causal, mask,
+                             c->farg, &rng, NULL);
+}
 static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }
 
 #define S1(a) 1, {a}
@@ -151,6 +177,10 @@ static const GcCase cases[] = {
     {"attention (2,4,3,4) multi-query NKV=1 padding", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 1, 5, 4}, {2, 1, 5, 4}}, b_attention, {0, 1}, 0, 0},
     {"attention (2,2,5,4) dropout p=0.2", 3, {4, 4, 4}, {{2, 2, 5, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 0, 7}, 0.2, 0},
     {"attention (2,4,3,4) GQA causal padding dropout p=0.3", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {1, 1, 11}, 0.3, 0},
+    {"attention_cols self, one qkv (2,3,24)", 1, {3}, {{2, 3, 24}}, b_attention_cols, {0}, 0, 0},
+    {"attention_cols cross, q (2,3,8) kv (2,5,16) padding", 2, {3, 3}, {{2, 3, 8}, {2, 5, 16}}, b_attention_cols, {1}, 0, 0},
+    {"attention_cols grouped-query causal, q (2,3,8) k v (2,3,4)", 3, {3, 3, 3}, {{2, 3, 8}, {2, 3, 4}, {2, 3, 4}}, b_attention_cols, {2}, 0, 0},
+    {"attention_cols qkv (2,3,30) at columns 3,12,21 causal padding dropout p=0.2", 1, {3}, {{2, 3, 30}}, b_attention_cols, {3}, 0.2, 0},
     {"head_gate (2,3,4,5) gate (3)", 2, {4, 1}, {{2, 3, 4, 5}, {3}}, b_head_gate, {0}, 0, 0},
 };
 

@@ -1,0 +1,282 @@
+/* bench_models.c: the time and memory of whole workloads, the attograd half of
+ * bench/compare.py (bench/torch_bench.py is the PyTorch half, built to the same sizes).
+ *
+ *   bench_models WORKLOAD THREADS [STEPS]
+ *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> peak_mib=<p> state_mib=<s>
+ *      tokens=<t> loss=<l>
+ *
+ * Workloads (one step each; the models train: loss, backward and an Adam update):
+ *   gemm           C (1024,1024) = A B, k_gemm alone
+ *   mha            self-attention, d_model 256, 8 heads, x (32,64,256), forward and backward of
+ *                  sum(y * R) (PyTorch: nn.MultiheadAttention, batch_first)
+ *   seq2seq-small  nn_seq2seq: d 128, 4 heads, 2+2 layers, d_ff 512, vocabulary 64, batch 64,
+ *                  source and target length 20 with padding (row b has 20 - b % 9 tokens),
+ *                  post-LN, no dropout, cross-entropy ignoring padding, Adam
+ *   seq2seq-base   the same with d 512, 8 heads, 6+6 layers, d_ff 2048, vocabulary 1000,
+ *                  batch 16, length 32
+ *   gpt-tiny       decoder-only: embeddings + sinusoidal positions, 2 pre-LN layers of causal
+ *                  self-attention (nn_mha_forward, causal) and a GELU feed-forward, a final
+ *                  LayerNorm and an output Linear; d 128, 4 heads, d_ff 512, T 64, B 8,
+ *                  vocabulary 512, Adam
+ * ms is the median wall time of STEPS steps (default 7) after two warm-up steps, cpu_ms the
+ * median CPU time of all threads. gflop counts the multiply-adds of the products (2 flops each:
+ * the Linear layers, q k^T and P v, forward and the two backward products). peak_mib is the
+ * step arena's peak (activations and gradients of one step); state_mib the parameters, their
+ * gradients and Adam's moments. tokens is what one step processes (source + target).
+ * Not here: GEMM shapes one by one (bench_gemm.c). Build: make bench (bench/README.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "attograd.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static double clock_ms(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- one workload: what it owns and how it steps ---- */
+typedef struct Bench Bench;
+struct Bench {
+    Arena *params;
+    Tape *tape;
+    Rng rng;
+    ParamList *pl;  /* the trained parameters (NULL: nothing trained) */
+    Optimizer *opt; /* Adam over pl, or NULL */
+    double flops, tokens;
+    double (*step)(Bench *w); /* one step; returns the loss */
+    /* the workloads' state */
+    Seq2Seq s2s;
+    int B, S, T, V;
+    int *src, *tgt_in, *tgt_out;
+    Real *ga, *gb, *gc;
+    MultiHeadAttention mha;
+    Tensor *x, *r;
+    ParamList gpt_params;
+    Embedding embed;
+    PositionalEncoding pos;
+    EncoderLayer layers[2];
+    LayerNorm norm;
+    Linear head;
+};
+
+/* multiply-adds of the products, times 2 flops, times 3 (forward, and backward's two
+ * products per product) */
+static double train_flops(double macs) { return 2 * 3 * macs; }
+
+/* ids in [1, V) with row b of length T - b % 9 (the rest padding, id 0) when padded */
+static int *tokens(Rng *rng, int B, int T, int V, int padded) {
+    int *ids = malloc((size_t)B * T * sizeof *ids);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            ids[b * T + t] = padded && t >= T - b % 9 ? 0 : 1 + (int)rng_below(rng, V - 1);
+    return ids;
+}
+
+/* ---- gemm ---- */
+enum { GN = 1024 };
+static double gemm_step(Bench *w) {
+    k_gemm(0, 0, GN, GN, GN, w->ga, w->gb, w->gc, 0);
+    return w->gc[0];
+}
+static void gemm_init(Bench *w) {
+    size_t n = (size_t)GN * GN;
+    w->ga = malloc(n * sizeof(Real));
+    w->gb = malloc(n * sizeof(Real));
+    w->gc = malloc(n * sizeof(Real));
+    for (size_t i = 0; i < n; i++) {
+        w->ga[i] = (Real)rng_normal(&w->rng);
+        w->gb[i] = (Real)rng_normal(&w->rng);
+    }
+    w->flops = 2.0 * GN * GN * GN;
+    w->tokens = 0;
+    w->step = gemm_step;
+}
+
+/* ---- mha ---- */
+enum { MB = 32, MT = 64, MC = 256, MNH = 8 };
+static double mha_step(Bench *w) {
+    Tensor *y = nn_mha_forward(w->tape, &w->mha, w->x, w->x, NULL, 0, NULL);
+    Tensor *loss = ag_sum(w->tape, ag_mul(w->tape, y, w->r));
+    ag_backward(w->tape, loss);
+    tensor_zero_grad(w->x);
+    return loss->data[0];
+}
+static void mha_init(Bench *w) {
+    static ParamList pl;
+    nn_params_init(&pl);
+    NnBuilder b = {w->params, &pl, &w->rng};
+    nn_mha_init(&w->mha, &b, "mha", MC, MNH, MNH, 1, 0);
+    w->x = tensor_new3(w->params, MB, MT, MC, "x");
+    w->r = tensor_new3(w->params, MB, MT, MC, "R");
+    rng_fill_normal(&w->rng, w->x, 0, 1);
+    rng_fill_normal(&w->rng, w->r, 0, 1);
+    tensor_requires_grad(w->x);
+    w->pl = &pl;
+    double rows = (double)MB * MT;
+    w->flops = train_flops(4 * rows * MC * MC + 2.0 * MB * MT * MT * MC);
+    w->tokens = rows;
+    w->step = mha_step;
+}
+
+/* ---- seq2seq ---- */
+static double seq2seq_step(Bench *w) {
+    Tensor *l =
+        nn_seq2seq_loss(w->tape, &w->s2s, w->src, w->S, w->tgt_in, w->tgt_out, w->B, w->T, &w->rng);
+    ag_backward(w->tape, l);
+    return l->data[0];
+}
+static void seq2seq_init(Bench *w, int small) {
+    int V = small ? 64 : 1000, C = small ? 128 : 512, NH = small ? 4 : 8, L = small ? 2 : 6;
+    int FF = small ? 512 : 2048;
+    w->B = small ? 64 : 16;
+    w->S = w->T = small ? 20 : 32;
+    Seq2SeqConfig cfg = nn_seq2seq_default_config(V, V, C, NH, L);
+    cfg.layer.d_ff = FF;
+    cfg.layer.dropout = 0;
+    nn_seq2seq_init(&w->s2s, w->params, &w->rng, &cfg);
+    w->src = tokens(&w->rng, w->B, w->S, V, 1);
+    w->tgt_in = tokens(&w->rng, w->B, w->T, V, 1);
+    w->tgt_out = tokens(&w->rng, w->B, w->T, V, 1);
+    w->pl = &w->s2s.params;
+    double s = (double)w->B * w->S, t = (double)w->B * w->T; /* source and target rows */
+    double enc = 4 * s * C * C + 2 * s * C * FF + 2.0 * w->B * w->S * w->S * C;
+    double dec = 4 * t * C * C + 2 * t * C * C + 2 * s * C * C + 2 * t * C * FF +
+                 2.0 * w->B * w->T * w->T * C + 2.0 * w->B * w->T * w->S * C;
+    w->flops = train_flops(L * (enc + dec) + t * C * V);
+    w->tokens = s + t;
+    w->step = seq2seq_step;
+}
+
+/* ---- gpt-tiny ---- */
+enum { GV = 512, GC = 128, GNH = 4, GL = 2, GFF = 512, GT = 64, GB = 8 };
+static double gpt_step(Bench *w) {
+    Tape *t = w->tape;
+    Tensor *x = nn_positional(t, &w->pos, nn_embedding(t, &w->embed, w->src, GB, GT), 0);
+    for (int i = 0; i < GL; i++) { /* pre-LN: x += attn(ln1(x)); x += ffn(ln2(x)) */
+        EncoderLayer *l = &w->layers[i];
+        Tensor *h = nn_layernorm(t, &l->norm1, x);
+        x = ag_add(t, x, nn_mha_forward(t, &l->self_attn, h, h, NULL, 1, NULL));
+        h = nn_layernorm(t, &l->norm2, x);
+        x = ag_add(t, x, nn_ffn(t, &l->ffn, h, NULL));
+    }
+    Tensor *logits = nn_linear(t, &w->head, nn_layernorm(t, &w->norm, x));
+    Tensor *l = ag_cross_entropy(t, logits, w->tgt_out, -1);
+    ag_backward(t, l);
+    return l->data[0];
+}
+static void gpt_init(Bench *w) {
+    nn_params_init(&w->gpt_params);
+    NnBuilder b = {w->params, &w->gpt_params, &w->rng};
+    nn_embedding_init(&w->embed, &b, "embed", GV, GC, -1);
+    nn_positional_init(&w->pos, &b, "pos", 128, GC, 0);
+    TransformerConfig cfg = {GC, GNH, GNH, GFF, 0.0, 1e-5, 1, NN_GELU};
+    char name[32];
+    for (int i = 0; i < GL; i++) {
+        snprintf(name, sizeof name, "layers.%d", i);
+        nn_encoder_layer_init(&w->layers[i], &b, name, &cfg);
+    }
+    nn_layernorm_init(&w->norm, &b, "norm", GC, 1e-5);
+    nn_linear_init(&w->head, &b, "head", GC, GV, 1);
+    w->src = tokens(&w->rng, GB, GT, GV, 0);
+    w->tgt_out = tokens(&w->rng, GB, GT, GV, 0);
+    w->pl = &w->gpt_params;
+    double rows = (double)GB * GT;
+    w->flops = train_flops(
+        GL * (4 * rows * GC * GC + 2 * rows * GC * GFF + 2.0 * GB * GT * GT * GC) + rows * GC * GV);
+    w->tokens = rows;
+    w->step = gpt_step;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr,
+                "usage: %s gemm|mha|seq2seq-small|seq2seq-base|gpt-tiny THREADS "
+                "[STEPS]\n",
+                argv[0]);
+        return 2;
+    }
+    const char *name = argv[1];
+    int threads = atoi(argv[2]), steps = argc > 3 ? atoi(argv[3]) : 7;
+    if (steps < 1 || steps > 1000 || threads < 1) {
+        fprintf(stderr, "%s: bad THREADS or STEPS\n", argv[0]);
+        return 2;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    threads = 1;
+#endif
+    Bench w;
+    memset(&w, 0, sizeof w);
+    w.params = arena_new("params", (size_t)1 << 30);
+    w.tape = ag_tape_new(arena_new("step", (size_t)4 << 30));
+    rng_seed(&w.rng, 1);
+    if (strcmp(name, "gemm") == 0)
+        gemm_init(&w);
+    else if (strcmp(name, "mha") == 0)
+        mha_init(&w);
+    else if (strcmp(name, "seq2seq-small") == 0)
+        seq2seq_init(&w, 1);
+    else if (strcmp(name, "seq2seq-base") == 0)
+        seq2seq_init(&w, 0);
+    else if (strcmp(name, "gpt-tiny") == 0)
+        gpt_init(&w);
+    else {
+        fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], name);
+        return 2;
+    }
+    if (w.pl && strcmp(name, "mha") != 0) {
+        OptimConfig oc = optim_defaults(OPTIM_ADAM);
+        oc.lr = 1e-4;
+        w.opt = optim_new(w.params, w.pl, &oc);
+    }
+    double *ms = malloc((size_t)steps * sizeof *ms), *cpu = malloc((size_t)steps * sizeof *cpu);
+    double loss = 0;
+    for (int i = 0; i < steps + 2; i++) { /* two warm-up steps, as torch_bench.py */
+        double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        if (w.pl) nn_params_zero_grad(w.pl);
+        loss = w.step(&w);
+        if (w.opt) optim_step(w.opt);
+        ag_tape_reset(w.tape);
+        if (i >= 2) {
+            ms[i - 2] = clock_ms(CLOCK_MONOTONIC) - t0;
+            cpu[i - 2] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        }
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
+    printf("attograd workload=%s threads=%d ms=%.3f cpu_ms=%.3f gflop=%.4f peak_mib=%.1f "
+           "state_mib=%.1f tokens=%.0f loss=%.6f\n",
+           name, threads, ms[steps / 2], cpu[steps / 2], w.flops * 1e-9,
+           (double)w.tape->arena->peak / MIB, (double)w.params->used / MIB, w.tokens, loss);
+    free(ms);
+    free(cpu);
+    free(w.src);
+    free(w.tgt_in);
+    free(w.tgt_out);
+    free(w.ga);
+    free(w.gb);
+    free(w.gc);
+    if (w.pl == &w.s2s.params)
+        nn_seq2seq_free(&w.s2s);
+    else if (w.pl)
+        nn_params_free(w.pl);
+    arena_free(w.tape->arena);
+    ag_tape_free(w.tape);
+    arena_free(w.params);
+    return 0;
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""compare.py: attograd (bench_models) against PyTorch (torch_bench.py) on the same workloads,
+1 and 2 threads, in alternating runs; one line per workload and thread count:
+
+    bench <name> threads=<n> attograd_ms=<x> torch_ms=<y> speedup=<y/x> gflops=<g>
+        torch_gflops=<tg> tokens_per_s=<k> peak_mib=<p> state_mib=<s> torch_rss_mib=<r>
+        cpu_ms=<c>
+
+The torch fields are left out when no python3 with torch is found (TORCH_PYTHON names one).
+Times are medians over ROUNDS runs of each program, the two alternating (attograd first in odd
+rounds, torch first in even ones) so that both see the same load; each run reports the median
+of its own STEPS steps after two warm-up steps. speedup > 1 means attograd is faster.
+gflops counts the products' flops (bench_models.c) per second of each program; tokens_per_s is
+attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
+Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
+(its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
+
+    compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
+               [workload ...]      (default: gemm mha seq2seq-small seq2seq-base gpt-tiny)
+
+STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
+
+Both run in the fair configuration: OMP_NUM_THREADS=n for each, and PyTorch on OpenBLAS's
+OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines,
+LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist.
+Not here: the workloads (bench_models.c, torch_bench.py). See bench/README.md."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-base", "gpt-tiny"]
+DEFAULT_STEPS = {"seq2seq-base": 3}
+OPENBLAS_OMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+
+
+def fields(line):
+    """'attograd workload=x ms=1.5' -> {'workload': 'x', 'ms': '1.5'}"""
+    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+
+
+def has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+def torch_env(threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if has_avx512():
+        env["OPENBLAS_CORETYPE"] = "SkylakeX"
+    if os.path.isdir(OPENBLAS_OMP):
+        env["LD_LIBRARY_PATH"] = OPENBLAS_OMP + (
+            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def find_torch_python():
+    """a python3 that imports torch, or None"""
+    candidates = [os.environ.get("TORCH_PYTHON"), "python3", "/usr/bin/python3"]
+    for py in candidates:
+        if not py:
+            continue
+        try:
+            r = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=120,
+                               env=torch_env(1))
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0:
+            return py
+    return None
+
+
+def run(cmd, env):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"compare.py: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return fields(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="build/bench/bench_models")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("workloads", nargs="*", default=WORKLOADS)
+    a = ap.parse_args()
+    py = find_torch_python()
+    if py:
+        info = subprocess.run([py, os.path.join(HERE, "torch_bench.py"), "--info"],
+                              capture_output=True, text=True, env=torch_env(1)).stdout.strip()
+        print(f"# {info} (python: {py})")
+        env = torch_env(1)
+        print(f"# torch env: OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')} "
+              f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
+    else:
+        print("# PyTorch not found (set TORCH_PYTHON): attograd only")
+    print(f"# {a.rounds} alternating runs of each, each the median of "
+          f"{a.steps or 'its'} steps; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    sys.stdout.flush()
+    for name in a.workloads:
+        for threads in [int(t) for t in a.threads.split(",")]:
+            ours, theirs = [], []
+            steps = a.steps or DEFAULT_STEPS.get(name, 7)
+            ag_cmd = [a.bin, name, str(threads), str(steps)]
+            th_cmd = [py, os.path.join(HERE, "torch_bench.py"), name, str(threads),
+                      str(steps)] if py else None
+            ag_env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            for r in range(a.rounds):
+                order = [0, 1] if r % 2 == 0 else [1, 0]
+                for who in order:
+                    if who == 0:
+                        ours.append(run(ag_cmd, ag_env))
+                    elif th_cmd:
+                        theirs.append(run(th_cmd, torch_env(threads)))
+            med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
+            ag_ms, gflop = med(ours, "ms"), float(ours[0]["gflop"])
+            tokens = float(ours[0]["tokens"])
+            out = f"bench {name} threads={threads}"
+            if int(ours[0]["threads"]) != threads:  # a build without OpenMP runs one thread
+                out += f" attograd_threads={ours[0]['threads']}"
+            out += f" attograd_ms={ag_ms:.2f}"
+            if theirs:
+                th_ms = med(theirs, "ms")
+                out += f" torch_ms={th_ms:.2f} speedup={th_ms / ag_ms:.2f}"
+            out += f" gflops={gflop / ag_ms * 1e3:.1f}"
+            if theirs:
+                out += f" torch_gflops={gflop / th_ms * 1e3:.1f}"
+            if tokens > 0:
+                out += f" tokens_per_s={tokens / ag_ms * 1e3:.0f}"
+            out += f" peak_mib={ours[0]['peak_mib']} state_mib={ours[0]['state_mib']}"
+            if theirs:
+                out += f" torch_rss_mib={med(theirs, 'rss_mb'):.1f}"
+            out += f" cpu_ms={med(ours, 'cpu_ms'):.2f}"
+            print(out)
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
