@@ -159,6 +159,7 @@ bench: $(BENCH)
 	else \
 	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
 	fi
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found
