@@ -1,30 +1,15 @@
 """torch_compare.py: rebuilds attograd's MultiHeadAttention and 1+1-layer transformer in PyTorch
 from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
 compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
-import struct
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dumpfile import read  # noqa: E402
+
 TOL = 1e-10
-
-
-def read(path):
-    out = {}
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while pos < len(data):
-        (n,) = struct.unpack_from("<I", data, pos); pos += 4
-        name = data[pos:pos + n].decode(); pos += n
-        (nd,) = struct.unpack_from("<I", data, pos); pos += 4
-        shape = struct.unpack_from("<%dI" % nd, data, pos); pos += 4 * nd
-        count = 1
-        for d in shape:
-            count *= d
-        vals = struct.unpack_from("<%dd" % count, data, pos); pos += 8 * count
-        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(shape)
-    return out
 
 
 def load(module, d, prefix):

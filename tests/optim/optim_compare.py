@@ -5,32 +5,17 @@ before each step, as a scheduler does). Compares final parameters, optimizer sta
 (exp_avg, exp_avg_sq, momentum_buffer), the lrs, and torch.nn.utils.clip_grad_norm_ on one
 set of gradients. Exit 0 when every difference is under the tolerance."""
 import math
-import struct
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from dumpfile import read  # noqa: E402
+
 TOL = 1e-12
 KINDS = {0: "SGD", 1: "Adam", 2: "AdamW"}
 SCHEDULES = {0: "constant", 1: "warmup_invsqrt", 2: "warmup_cosine"}
-
-
-def read(path):
-    out = {}
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while pos < len(data):
-        (n,) = struct.unpack_from("<I", data, pos); pos += 4
-        name = data[pos:pos + n].decode(); pos += n
-        (nd,) = struct.unpack_from("<I", data, pos); pos += 4
-        shape = struct.unpack_from("<%dI" % nd, data, pos); pos += 4 * nd
-        count = 1
-        for d in shape:
-            count *= d
-        vals = struct.unpack_from("<%dd" % count, data, pos); pos += 8 * count
-        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(shape)
-    return out
 
 
 def schedule_lr(kind, base, t, warmup, total, lr_min):
