@@ -175,6 +175,7 @@ export AG_TRANSLATE_BIN := $(CURDIR)/$(TRANSLATE_BIN)
 examples: $(TRANSLATE_BIN)
 $(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a

@@ -241,6 +241,10 @@ static int cmd_train(int argc, char **argv) {
         {"quiet", O_SET, &quiet, NULL, "print errors only", 1, 0, NULL, 0},
         {"inject-nan", O_I64, &c.inject_nan, "STEP", "testing: poison a weight at STEP", 0, BIG,
          NULL, 0},
+        {"check-finite", O_SET, &c.check_finite, NULL,
+         "check every op's output and gradient: a divergence names the op", 1, 0, NULL, 0},
+        {"report-rss", O_I64, &c.report_rss, "STEP", "print the peak RSS after STEP and at the end",
+         0, BIG, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);

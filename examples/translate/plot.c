@@ -14,6 +14,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,6 +147,7 @@ int tr_plot_script(const char *script, const char *png) {
     }
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(pfd[0]);
@@ -154,6 +158,14 @@ int tr_plot_script(const char *script, const char *png) {
     if (pid == 0) {
         /* its own process group: Ctrl-C on the terminal is the trainer's to handle */
         setpgid(0, 0);
+#ifdef __linux__
+        /* but it dies with the trainer: after a kill -9 an orphan would still write its
+         * temporary PNG into the output folder, under a resumed run */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+#else
+        (void)parent;
+#endif
         int in = open("/dev/null", O_RDONLY);
         if (in >= 0) {
             dup2(in, 0);

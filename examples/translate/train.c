@@ -9,11 +9,13 @@
  * function of (seed, epoch). Not here: decoding and metrics (decode.c), flags (cli.c). */
 #include "translate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -210,37 +212,51 @@ static int save(Trainer *tr, const char *path) {
 static const char csv_header[] =
     "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n";
 
-/* On resume: keeps the rows up to step (a crash may have left later ones), then appends. */
+/* On resume: keeps the rows up to step (a crash may have left later ones, or half a row) by
+ * truncating the file after the last of them, then appends. Truncating needs no disk space and
+ * writes nothing, so a full disk or a failed write never loses the rows already there. */
 static int open_csv(Trainer *tr, int resume) {
-    char *keep = NULL;
-    size_t keep_len = 0;
-    if (resume) {
-        FILE *f = fopen(tr->csv_path, "r");
-        if (f) {
-            char *line = NULL;
-            size_t cap = 0;
-            ssize_t n;
-            FILE *mem = open_memstream(&keep, &keep_len);
-            while ((n = getline(&line, &cap, f)) > 0) {
-                long long s;
-                if (strncmp(line, "step,", 5) == 0) continue;
-                if (sscanf(line, "%lld,", &s) == 1 && s <= tr->step)
-                    fwrite(line, 1, (size_t)n, mem);
+    FILE *f = resume ? fopen(tr->csv_path, "r+") : NULL;
+    if (!f && resume && errno != ENOENT)
+        return ag_fail(AG_ERR_IO, "%s: cannot open for appending: %s", tr->csv_path,
+                       strerror(errno));
+    if (f) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        long keep = 0, at = 0;
+        int header = 0;
+        while ((n = getline(&line, &cap, f)) > 0) {
+            long long st;
+            at += (long)n;
+            if (line[n - 1] != '\n') break; /* a row cut short by a crash */
+            if (at == (long)n) {
+                header = strcmp(line, csv_header) == 0;
+                if (!header) break;
+            } else if (sscanf(line, "%lld,", &st) != 1 || st > tr->step) {
+                break;
             }
-            fclose(mem);
-            free(line);
-            fclose(f);
+            keep = at;
         }
+        free(line);
+        if (header) {
+            if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0) {
+                int e = errno;
+                fclose(f);
+                return ag_fail(AG_ERR_IO, "%s: cannot truncate after step %lld: %s",
+                               tr->csv_path, (long long)tr->step, strerror(e));
+            }
+            tr->csv = f;
+            return AG_OK;
+        }
+        fclose(f); /* not our log: start a new one */
     }
     tr->csv = fopen(tr->csv_path, "w");
-    if (!tr->csv) {
-        free(keep);
+    if (!tr->csv)
         return ag_fail(AG_ERR_IO, "%s: cannot open for writing: %s", tr->csv_path, strerror(errno));
-    }
     fputs(csv_header, tr->csv);
-    if (keep) fwrite(keep, 1, keep_len, tr->csv);
-    free(keep);
-    fflush(tr->csv);
+    if (fflush(tr->csv) != 0)
+        return ag_fail(AG_ERR_IO, "%s: cannot write: %s", tr->csv_path, strerror(errno));
     return AG_OK;
 }
 
@@ -248,8 +264,9 @@ static double epoch_of(const Trainer *tr) {
     return (double)tr->loader.epoch + (double)tr->loader.cursor / tr->loader.n_batches;
 }
 
-/* One CSV row for the steps since the last one (and, if valid, the validation). */
-static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
+/* One CSV row for the steps since the last one (and, if valid, the validation). A failed
+ * write (a full disk) is AG_ERR_IO naming the log: the run stops there. */
+static int write_row(Trainer *tr, int valid, double vloss, double vexact) {
     int64_t *p = tr->pos;
     double n = p[POS_IV_STEPS] > 0 ? (double)p[POS_IV_STEPS] : 1, t = now_s();
     double loss = bitsd(p[POS_IV_LOSS]) / n, norm = bitsd(p[POS_IV_NORM]) / n;
@@ -260,7 +277,9 @@ static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
         fprintf(tr->csv, "%.6f,%.6f\n", vloss, vexact);
     else
         fputs(",\n", tr->csv);
-    fflush(tr->csv);
+    if (fflush(tr->csv) != 0 || ferror(tr->csv))
+        return ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", tr->csv_path,
+                       strerror(errno ? errno : EIO));
     if (tr->cfg->verbose && !tr->tty) {
         char eta[32];
         double spent = t - tr->t_start, per = spent / (double)(tr->step - tr->step_start);
@@ -279,6 +298,7 @@ static void write_row(Trainer *tr, int valid, double vloss, double vexact) {
         tr_train_plot(tr->csv_path, tr->cfg->verbose, 0);
         tr->t_row = now_s();
     }
+    return AG_OK;
 }
 
 /* The progress bar (a terminal only), at most 10 times a second. */
@@ -320,13 +340,82 @@ static int params_finite(const Trainer *tr) {
     return 1;
 }
 
-/* The message of a run that went non-finite at step s. */
-static void diverged(Trainer *tr, int64_t s, const char *what, double value) {
+/* The message of a run that went non-finite at step s. from_tape: the loss or a gradient,
+ * which check mode traces to an op (else the optimizer's update overflowed a weight). */
+static void diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape) {
     const char *v = isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
     end_bar(tr);
     fprintf(stderr, "error: step %lld: %s is %s: training stopped. ", (long long)s, what, v);
     fprintf(stderr, "The last good checkpoint is %s (step %lld)\n", tr->last_path,
             (long long)tr->saved_step);
+    const AgNonFinite *r = ag_first_nonfinite(tr->tape);
+    if (!from_tape)
+        fprintf(stderr, "the loss and gradients were finite: the optimizer's update overflowed "
+                        "(try a smaller --lr, or --clip)\n");
+    else if (r)
+        fprintf(stderr, "the first non-finite value: %s\n", ag_nonfinite_message(r));
+    else if (!tr->tape->check_finite)
+        fprintf(stderr, "(run with --check-finite, or AG_CHECK_FINITE=1, to name the op where it "
+                        "first appeared)\n");
+}
+
+/* After a failed write (the message is printed): what is still safe on disk. */
+static void write_failed(Trainer *tr) {
+    end_bar(tr);
+    fprintf(stderr, "training stopped at step %lld; the last good checkpoint is %s (step %lld), "
+                    "unchanged\n",
+            (long long)tr->step, tr->last_path, (long long)tr->saved_step);
+}
+
+/* Peak and current resident memory in KiB (getrusage; VmRSS from /proc, -1 where absent). */
+static void memory_kib(long *peak, long *now) {
+    struct rusage ru;
+    *peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    *now = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", now) == 1) break;
+    fclose(f);
+}
+
+/* --report-rss: one line, to stdout (also with --quiet: it was asked for) */
+static void report_rss(const Trainer *tr, long *first) {
+    long peak, now;
+    memory_kib(&peak, &now);
+    printf("memory: peak RSS %ld KiB after step %lld (now %ld KiB)", peak, (long long)tr->step,
+           now);
+    if (*first >= 0) printf(", %+ld KiB since step %lld", peak - *first, (long long)tr->cfg->report_rss);
+    printf("\n");
+    fflush(stdout);
+    if (*first < 0) *first = peak;
+}
+
+/* 1 if name is "<file>.tmp.<digits>" for one of the files the trainer writes atomically */
+static int is_temp_of_ours(const char *name) {
+    static const char *const files[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp."};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(files[i]);
+        if (strncmp(name, files[i], n) != 0 || !name[n]) continue;
+        if (strspn(name + n, "0123456789") == strlen(name + n)) return 1;
+    }
+    return 0;
+}
+
+/* Temporary files of saves that a kill -9 interrupted ("last.npz.tmp.<pid>", also the loss
+ * plot's): never read, removed when a run starts in the folder. */
+static void remove_stale_temps(const Trainer *tr) {
+    DIR *d = opendir(tr->cfg->out_dir);
+    if (!d) return;
+    char path[1100];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_temp_of_ours(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", tr->cfg->out_dir, e->d_name);
+        if (unlink(path) == 0 && tr->cfg->verbose)
+            printf("removed %s (left by an interrupted save)\n", path);
+    }
+    closedir(d);
 }
 
 /* Validation: loss and greedy exact match on valid. Returns 0 if interrupted. */
@@ -533,7 +622,9 @@ int tr_train(const TrTrainConfig *c) {
     tr->step_arena = arena_new(
         "step", tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1));
     tr->tape = ag_tape_new(tr->step_arena);
+    if (c->check_finite) ag_check_finite(tr->tape, 1);
     tr->tty = isatty(STDOUT_FILENO);
+    remove_stale_temps(tr);
     int code = TR_EXIT_OK;
     if (open_csv(tr, c->resume) != AG_OK) {
         fprintf(stderr, "error: %s\n", ag_last_error());
@@ -572,6 +663,7 @@ int tr_train(const TrTrainConfig *c) {
     tr->step_start = tr->step;
     if (!c->resume && save(tr, tr->last_path) != AG_OK) code = TR_EXIT_FAIL;
     int interrupted = 0;
+    long rss_first = -1;
     double vloss = 0, vexact = 0, last_loss = 0;
     /* a validation the previous run could not finish (it was interrupted during it) */
     if (code == TR_EXIT_OK && c->resume && tr->have_valid && tr->step > 0 &&
@@ -582,8 +674,10 @@ int tr_train(const TrTrainConfig *c) {
             code = TR_EXIT_FAIL;
         else if (v == 0)
             interrupted = 1;
-        else
-            write_row(tr, 1, vloss, vexact);
+        else if (write_row(tr, 1, vloss, vexact) != AG_OK) {
+            fprintf(stderr, "error: %s\n", ag_last_error());
+            code = TR_EXIT_FAIL;
+        }
     }
     Tensor *poison =
         c->inject_nan > 0 ? nn_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
@@ -611,7 +705,7 @@ int tr_train(const TrTrainConfig *c) {
             if (!isfinite(norm)) what = "the gradient norm";
         }
         if (what) {
-            diverged(tr, s, what, isfinite(l) ? norm : l);
+            diverged(tr, s, what, isfinite(l) ? norm : l, 1);
             code = TR_EXIT_FAIL;
             break;
         }
@@ -628,13 +722,14 @@ int tr_train(const TrTrainConfig *c) {
         int save_due = s % save_every == 0 || s == tr->total, valid_ok = 0;
         if ((valid_due || save_due) && !params_finite(tr)) {
             /* an update overflowed: nothing is saved, the last good checkpoint stays */
-            diverged(tr, s, "a weight after the update", NAN);
+            diverged(tr, s, "a weight after the update", NAN, 0);
             code = TR_EXIT_FAIL;
             break;
         }
         if (valid_due) {
             int v = validate(tr, &vloss, &vexact);
             if (v < 0) {
+                write_failed(tr);
                 code = TR_EXIT_FAIL;
                 break;
             }
@@ -645,19 +740,26 @@ int tr_train(const TrTrainConfig *c) {
             valid_ok = 1;
         }
         if (s % c->log_every == 0 || valid_due || s == tr->total) {
-            write_row(tr, valid_ok, vloss, vexact);
+            if (write_row(tr, valid_ok, vloss, vexact) != AG_OK) {
+                fprintf(stderr, "error: %s\n", ag_last_error());
+                write_failed(tr);
+                code = TR_EXIT_FAIL;
+                break;
+            }
             progress(tr, l, 1);
         }
         if (save_due && save(tr, tr->last_path) != AG_OK) {
+            write_failed(tr);
             code = TR_EXIT_FAIL;
             break;
         }
+        if (c->report_rss > 0 && s == c->report_rss) report_rss(tr, &rss_first);
     }
     end_bar(tr);
     if (code == TR_EXIT_OK && interrupted) {
         int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
         if (!params_finite(tr)) {
-            diverged(tr, tr->step, "a weight after the update", NAN);
+            diverged(tr, tr->step, "a weight after the update", NAN, 0);
             code = TR_EXIT_FAIL;
         } else if (save(tr, tr->last_path) != AG_OK) {
             code = TR_EXIT_FAIL;
@@ -678,6 +780,7 @@ int tr_train(const TrTrainConfig *c) {
                    bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
         printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
     }
+    if (c->report_rss > 0 && rss_first >= 0) report_rss(tr, &rss_first);
     tr_train_plot(tr->csv_path, c->verbose, 1);
     if (c->handle_signals) {
         sigaction(SIGINT, &old_int, NULL);

@@ -230,6 +230,9 @@ typedef struct TrTrainConfig {
     int verbose;                            /* 0: errors only, 1: lines and the progress bar */
     int64_t inject_nan; /* testing: poison a weight before this step (0: never) */
     int handle_signals; /* SIGINT/SIGTERM: save and stop (the program sets it) */
+    int check_finite;   /* check mode (ag_check_finite): a non-finite loss or gradient names
+                         * the op where it appeared; also on with AG_CHECK_FINITE=1 */
+    int64_t report_rss; /* > 0: print the peak RSS after this step and at the end (soak) */
 } TrTrainConfig;
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */

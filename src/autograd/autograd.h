@@ -42,6 +42,21 @@ typedef struct AgNode {
     struct AgNode *prev; /* the node recorded before this one */
 } AgNode;
 
+/* The first NaN or inf that check mode saw on a tape (ag_check_finite, below). */
+typedef struct AgNonFinite {
+    int found;      /* 0: everything checked so far was finite */
+    int backward;   /* 0: an op's output in the forward pass; 1: a gradient in backward */
+    AgOp op;
+    int node;       /* the node's number as ag_tape_print counts (1 = the first op recorded) */
+    int input;      /* backward: which input's gradient (0..n_in-1); forward: -1 (the output) */
+    int bad_input;  /* forward: the first input already non-finite, or -1 if all were finite */
+    char tensor[AG_NAME_LEN]; /* the tensor whose values (or gradient) are non-finite */
+    int ndim, shape[AG_MAX_DIMS];
+    size_t index;   /* the first non-finite element (flat index) */
+    double value;   /* its value: nan, inf or -inf */
+    char message[640]; /* all of it in one sentence (ag_nonfinite_message) */
+} AgNonFinite;
+
 typedef struct Tape {
     Arena *arena;   /* the step arena: outputs, saved tensors, nodes, intermediate gradients */
     AgNode *last;   /* newest node; backward starts here */
@@ -49,6 +64,8 @@ typedef struct Tape {
     int no_grad;    /* when set, ops compute but record nothing and dropout is the identity */
     int backward_done;
     void *free_grads; /* gradient buffers that backward is done with, for reuse (tape.c) */
+    int check_finite;       /* check mode (ag_check_finite) */
+    AgNonFinite nonfinite;  /* what check mode found since the last reset */
 } Tape;
 
 Tape *ag_tape_new(Arena *step);
@@ -67,6 +84,22 @@ int ag_no_grad(Tape *tape, int on);
 void ag_backward(Tape *tape, Tensor *loss);
 /* Prints the tape in backward order: op, output shape, inputs. */
 void ag_tape_print(const Tape *tape, FILE *f);
+
+/* ---- check mode: which op made the first NaN or inf ----
+ * Off by default; on for every new tape when the environment has AG_CHECK_FINITE=1. When on,
+ * every op checks its output after its forward kernel ran, and ag_backward checks the
+ * gradients of a node's inputs after the node's backward ran. The first non-finite value is
+ * recorded on the tape (op, node number, tensor, shape, element, value) and later ones are
+ * ignored until ag_tape_reset; nothing aborts and no result changes (the checks only read).
+ * A forward report also says whether an input already held a non-finite value (a poisoned
+ * weight) or the op made it from finite inputs (an overflow). It costs one pass over each
+ * output and gradient. Returns the previous setting. */
+int ag_check_finite(Tape *tape, int on);
+/* The first non-finite value seen since the last reset, or NULL (none, or check mode off). */
+const AgNonFinite *ag_first_nonfinite(const Tape *tape);
+/* Its sentence, e.g. "backward of node 12 (softmax): the gradient of input 0 'matmul_bt'
+ * (8,2,7,7) holds nan at element 3". */
+const char *ag_nonfinite_message(const AgNonFinite *r);
 
 /* ---- ops. Shapes outermost first; "..." is any number of leading dimensions. ---- */
 

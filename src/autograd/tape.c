@@ -1,4 +1,5 @@
-/* tape.c: the tape (a linked list of nodes in the step arena), recording, backward, printing.
+/* tape.c: the tape (a linked list of nodes in the step arena), recording, backward, printing,
+ * and check mode (the first op whose output or gradient went non-finite).
  * Not here: the ops themselves (ops_*.c) or the gradient check (gradcheck.c).
  * Read next: ops_elementwise.c for the simplest ops, then ops_softmax.c. */
 #include <math.h>
@@ -41,6 +42,8 @@ Tape *ag_tape_new(Arena *step) {
     Tape *t = calloc(1, sizeof *t);
     AG_CHECK(t != NULL, "ag_tape_new: out of memory");
     t->arena = step;
+    const char *check = getenv("AG_CHECK_FINITE");
+    t->check_finite = check && *check && strcmp(check, "0") != 0;
     return t;
 }
 
@@ -52,6 +55,7 @@ void ag_tape_reset(Tape *tape) {
     tape->n_nodes = 0;
     tape->backward_done = 0;
     tape->free_grads = NULL;
+    tape->nonfinite.found = 0;
     arena_reset(tape->arena);
 }
 
@@ -62,11 +66,107 @@ int ag_no_grad(Tape *tape, int on) {
     return prev;
 }
 
+/* ---- check mode (autograd.h): the first NaN or inf, found where it appeared ---- */
+
+int ag_check_finite(Tape *tape, int on) {
+    AG_CHECK(tape != NULL, "ag_check_finite: tape is NULL");
+    int prev = tape->check_finite;
+    tape->check_finite = on != 0;
+    return prev;
+}
+
+const AgNonFinite *ag_first_nonfinite(const Tape *tape) {
+    AG_CHECK(tape != NULL, "ag_first_nonfinite: tape is NULL");
+    return tape->nonfinite.found ? &tape->nonfinite : NULL;
+}
+
+const char *ag_nonfinite_message(const AgNonFinite *r) {
+    AG_CHECK(r != NULL, "ag_nonfinite_message: report is NULL");
+    return r->found ? r->message : "every value checked is finite";
+}
+
+/* the index of the first NaN or inf of p[0..n), or n */
+static size_t first_nonfinite(const Real *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return i;
+    return n;
+}
+
+static const char *value_str(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+/* Fills the report's tensor fields from t, whose element i is non-finite. */
+static void note_tensor(AgNonFinite *r, const Tensor *t, size_t i, const Real *vals) {
+    r->found = 1;
+    snprintf(r->tensor, sizeof r->tensor, "%s", t->name);
+    r->ndim = t->ndim;
+    for (int d = 0; d < AG_MAX_DIMS; d++) r->shape[d] = d < t->ndim ? t->shape[d] : 0;
+    r->index = i;
+    r->value = (double)vals[i];
+}
+
+/* After op's forward kernel: is its output finite? If not, were its inputs? */
+static void check_forward(Tape *tape, AgOp op, const Tensor *out, int n_in, Tensor **in) {
+    size_t i = first_nonfinite(out->data, out->size);
+    if (i == out->size) return;
+    AgNonFinite *r = &tape->nonfinite;
+    note_tensor(r, out, i, out->data);
+    r->backward = 0;
+    r->op = op;
+    r->node = tape->n_nodes + 1;
+    r->input = -1;
+    r->bad_input = -1;
+    for (int k = 0; k < n_in && r->bad_input < 0; k++)
+        if (first_nonfinite(in[k]->data, in[k]->size) < in[k]->size) r->bad_input = k;
+    int len = snprintf(r->message, sizeof r->message,
+                       "forward of node %d (%s): its output '%s' %s holds %s at element %zu",
+                       r->node, op_names[op], out->name, tensor_shape_str(out),
+                       value_str(r->value), i);
+    size_t cap = sizeof r->message, at = len < 0 ? cap : (size_t)len;
+    if (r->bad_input >= 0) {
+        const Tensor *b = in[r->bad_input];
+        size_t j = first_nonfinite(b->data, b->size);
+        if (at < cap)
+            snprintf(r->message + at, cap - at, "; its input %d '%s' %s already held %s at "
+                     "element %zu", r->bad_input, b->name, tensor_shape_str(b),
+                     value_str((double)b->data[j]), j);
+    } else {
+        for (int k = 0; k < n_in && at < cap; k++) {
+            len = snprintf(r->message + at, cap - at, "%s '%s' %s", k ? "," : "; from finite inputs",
+                           in[k]->name, tensor_shape_str(in[k]));
+            at += len < 0 ? cap : (size_t)len;
+        }
+    }
+}
+
+/* After node n's backward (node number k): are the gradients of its inputs finite? */
+static void check_backward(Tape *tape, const AgNode *n, int k) {
+    for (int j = 0; j < n->n_in; j++) {
+        const Tensor *x = n->in[j];
+        if (!x->requires_grad || !x->grad) continue;
+        size_t i = first_nonfinite(x->grad, x->size);
+        if (i == x->size) continue;
+        AgNonFinite *r = &tape->nonfinite;
+        note_tensor(r, x, i, x->grad);
+        r->backward = 1;
+        r->op = n->op;
+        r->node = k;
+        r->input = j;
+        r->bad_input = -1;
+        snprintf(r->message, sizeof r->message,
+                 "backward of node %d (%s): the gradient of its input %d '%s' %s holds %s at "
+                 "element %zu (the gradient of its output '%s' %s was finite)",
+                 k, op_names[n->op], j, x->name, tensor_shape_str(x), value_str(r->value), i,
+                 n->out->name, tensor_shape_str(n->out));
+        return;
+    }
+}
+
 Tensor *ag_out(Tape *tape, AgOp op, int ndim, const int *shape) {
     return tensor_new(tape->arena, ndim, shape, op_names[op]);
 }
 
 AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in) {
+    if (tape->check_finite && !tape->nonfinite.found) check_forward(tape, op, out, n_in, in);
     if (tape->no_grad) return NULL;
     int any = 0;
     for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
@@ -155,11 +255,14 @@ void ag_backward(Tape *tape, Tensor *loss) {
     tape->backward_done = 1;
     ensure_grad(tape, loss);
     loss->grad[0] = 1;
+    int k = tape->n_nodes + 1; /* node numbers as ag_tape_print shows them */
     for (AgNode *n = tape->last; n; n = n->prev) {
+        k--;
         if (!n->out->grad) continue; /* nothing downstream used this output */
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i]->requires_grad) ensure_grad(tape, n->in[i]);
         backward_fns[n->op](n);
+        if (tape->check_finite && !tape->nonfinite.found) check_backward(tape, n, k);
         release_grad(tape, n);
     }
 }
