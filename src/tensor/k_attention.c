@@ -31,19 +31,26 @@ static int key_end(const KAttention *a, int i) {
     return end < 0 ? 0 : end;
 }
 
-static int visible(const uint8_t *pad, int end, int j) { return j < end && !(pad && pad[j]); }
 
 /* ---- the small products ----
- * tile: C (n, N) = or += X (n, K) times Bp (K, N), where Bp's rows are padded with zeros to
- * padded(N) values. RB rows of C times KB columns are summed at once in registers: for each k
- * RB values of X are broadcast against KB values of Bp. Every C[i][j] sums its K products in k
- * order from 0 (then is stored, or added to C), so it is the same whichever thread computes it.
+ * tile: C (n, N) = or += X (n, K) times Bp (K, N). X[i][k] is read at X[i*rsx + k*csx], so the
+ * same loop takes X as stored (rsx = row stride, csx = 1) or transposed (rsx = 1, csx = row
+ * stride of the stored matrix): G^T q and P^T gy need no transposed copy. Rows of Bp are ldb
+ * apart and hold padded(N) readable values (past N anything: those columns are computed and
+ * never stored), so a (K, N) matrix with N a multiple of KB is read in place.
+ * RB rows of C times KB columns are summed at once in registers: for each k RB values of X are
+ * broadcast against KB values of Bp. Every C[i][j] sums its K products in k order from 0 (then
+ * is stored, or added to C), so it is the same whichever thread computes it.
  * With AVX-512 the KB columns are 512-bit registers updated by fused multiply-adds (as k_gemm's
  * kernel); with another GCC or clang target, vector-extension registers (multiply, then add);
- * otherwise plain arrays. Every element of a tile takes the same path (Bp is padded: no scalar
- * tail), so the choice never depends on where an element falls. */
+ * otherwise plain arrays. Every element of a tile takes the same path (no scalar tail), so the
+ * choice never depends on where an element falls. */
 #define KB 32
+#if defined(__AVX512F__)
+#define RB 8 /* 16 of the 32 vector registers hold sums */
+#else
 #define RB 4
+#endif
 
 static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
@@ -59,67 +66,110 @@ static int padded(int N) { return (N + KB - 1) / KB * KB; }
 #ifdef AG_REAL_DOUBLE
 typedef __m512d Vec;
 #define VLOAD(v, p) ((v) = _mm512_loadu_pd(p))
+#define VSTORE _mm512_storeu_pd
+#define vadd _mm512_add_pd
 #define vzero _mm512_setzero_pd
 #define vfma(x, b, acc) _mm512_fmadd_pd(_mm512_set1_pd(x), b, acc)
 #else
 typedef __m512 Vec;
 #define VLOAD(v, p) ((v) = _mm512_loadu_ps(p))
+#define VSTORE _mm512_storeu_ps
+#define vadd _mm512_add_ps
 #define vzero _mm512_setzero_ps
 #define vfma(x, b, acc) _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc)
 #endif
+/* PIN(v): v stays in a register. Without it GCC 12 reads each vector of Bp from memory again
+ * in every fused multiply-add that uses it (RB loads instead of one): the tile is then bound by
+ * loads instead of multiply-adds (attention 10% slower). */
+#define PIN(v) __asm__("" : "+v"(v))
 #else
 typedef Real Vec __attribute__((vector_size(64)));
 #define VLOAD(v, p) memcpy(&(v), (p), sizeof(Vec))
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(Vec))
+#define vadd(a, b) ((a) + (b))
 #define vzero() ((Vec){0})
 #define vfma(x, b, acc) ((acc) + (x) * (b))
+#define PIN(v) ((void)0)
 #endif
 #define VL ((int)(sizeof(Vec) / sizeof(Real)))
 #define NV (KB / VL)
 
-static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ldx, int n, int K,
-                 const Real *restrict Bp, int N, int add) {
+/* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block. */
+static inline __attribute__((always_inline)) void
+tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx, int i0,
+          int n, int K, const Real *restrict Bp, size_t ldb, int N, int add, const int rb) {
     int NP = padded(N);
-    for (int i0 = 0; i0 < n; i0 += RB) {
-        const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
-        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * ldx;
-        for (int j0 = 0; j0 < NP; j0 += KB) {
-            Vec acc[RB][NV];
-            UNROLL for (int r = 0; r < RB; r++) {
-                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
+    const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
+    for (int r = 0; r < rb; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
+    for (int j0 = 0; j0 < NP; j0 += KB) {
+        Vec acc[RB][NV];
+        UNROLL for (int r = 0; r < rb; r++) {
+            UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
+        }
+        const Real *b = Bp + j0;
+        for (int k = 0; k < K; k++, b += ldb) {
+            Vec bv[NV];
+            UNROLL for (int v = 0; v < NV; v++) {
+                VLOAD(bv[v], b + v * VL);
+                PIN(bv[v]);
             }
-            for (int k = 0; k < K; k++) {
-                Vec bv[NV];
-                UNROLL for (int v = 0; v < NV; v++) VLOAD(bv[v], Bp + (size_t)k * NP + j0 + v * VL);
-                UNROLL for (int r = 0; r < RB; r++) {
-                    Real x = xr[r][k];
-                    UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
+            UNROLL for (int r = 0; r < rb; r++) {
+                Real x = xr[r][(size_t)k * csx];
+                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
+            }
+        }
+        int nj = N - j0 < KB ? N - j0 : KB;
+        if (nj == KB && i0 + rb <= n) { /* a full tile: straight from the registers */
+            UNROLL for (int r = 0; r < rb; r++) {
+                Real *c = C + (size_t)(i0 + r) * ldc + j0;
+                UNROLL for (int v = 0; v < NV; v++) {
+                    Vec cv = acc[r][v];
+                    if (add) {
+                        Vec old;
+                        VLOAD(old, c + v * VL);
+                        cv = vadd(old, cv);
+                    }
+                    VSTORE(c + v * VL, cv);
                 }
             }
-            int nj = N - j0 < KB ? N - j0 : KB;
-            for (int r = 0; r < RB && i0 + r < n; r++) {
-                Real out[KB], *c = C + (size_t)(i0 + r) * ldc + j0;
-                memcpy(out, acc[r], sizeof out);
-                if (add)
-                    for (int j = 0; j < nj; j++) c[j] += out[j];
-                else
-                    for (int j = 0; j < nj; j++) c[j] = out[j];
-            }
+            continue;
+        }
+        for (int r = 0; r < rb && i0 + r < n; r++) {
+            Real out[KB], *c = C + (size_t)(i0 + r) * ldc + j0;
+            memcpy(out, acc[r], sizeof out);
+            if (add)
+                for (int j = 0; j < nj; j++) c[j] += out[j];
+            else
+                for (int j = 0; j < nj; j++) c[j] = out[j];
         }
     }
 }
+
+static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx,
+                 int n, int K, const Real *restrict Bp, size_t ldb, int N, int add) {
+    /* ask for the rows of C now: they are often gradients not touched for a while, and the
+     * sums below take long enough for them to arrive */
+    if (add)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < N; j += 64 / (int)sizeof(Real))
+                __builtin_prefetch(C + (size_t)i * ldc + j, 1);
+    int i0 = 0;
+    for (; n - i0 > RB / 2; i0 += RB) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB);
+    if (i0 < n) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB / 2);
+}
 #else
-static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t ldx, int n, int K,
-                 const Real *restrict Bp, int N, int add) {
+static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx,
+                 int n, int K, const Real *restrict Bp, size_t ldb, int N, int add) {
     int NP = padded(N);
     for (int i0 = 0; i0 < n; i0 += RB) {
         const Real *xr[RB];
-        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * ldx;
+        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
         for (int j0 = 0; j0 < NP; j0 += KB) {
             Real acc[RB][KB] = {{0}};
             for (int k = 0; k < K; k++) {
-                const Real *b = Bp + (size_t)k * NP + j0;
+                const Real *b = Bp + (size_t)k * ldb + j0;
                 for (int r = 0; r < RB; r++)
-                    for (int j = 0; j < KB; j++) acc[r][j] += xr[r][k] * b[j];
+                    for (int j = 0; j < KB; j++) acc[r][j] += xr[r][(size_t)k * csx] * b[j];
             }
             int nj = N - j0 < KB ? N - j0 : KB;
             for (int r = 0; r < RB && i0 + r < n; r++) {
@@ -141,19 +191,60 @@ static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t l
     }
 }
 
-/* dst (R, padded(N)) = src (R, N) (src rows ld apart), zero columns past N */
-static void copy_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
+/* An operand of tile() with N columns (rows ld apart): itself when N is a multiple of KB (*ldb
+ * = ld), else copied into dst with rows of padded(N) values, zeros past N (*ldb = padded(N)). */
+static const Real *as_operand(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N,
+                              size_t *ldb) {
     int NP = padded(N);
+    if (NP == N) {
+        *ldb = ld;
+        return src;
+    }
     for (int r = 0; r < R; r++) {
         memcpy(dst + (size_t)r * NP, src + (size_t)r * ld, (size_t)N * sizeof(Real));
         for (int c = N; c < NP; c++) dst[(size_t)r * NP + c] = 0;
     }
+    *ldb = (size_t)NP;
+    return dst;
 }
 
-/* dst (N, R) = src (R, N) transposed (src rows ld apart), no padding */
-static void transpose(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < N; c++) dst[(size_t)c * R + r] = src[(size_t)r * ld + c];
+/* ---- row reductions in a fixed order: RL running values side by side (vector lanes), then
+ * combined from lane 0 up. The order depends only on n, never on threads. ---- */
+#define RL 16
+
+static Real row_max(const Real *x, int n) { /* max is exact: any order gives the same value */
+    Real m = -(Real)INFINITY;
+    int j = 0;
+    if (n >= RL) {
+        Real lane[RL];
+        for (int l = 0; l < RL; l++) lane[l] = x[l];
+        for (j = RL; j + RL <= n; j += RL)
+            for (int l = 0; l < RL; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+        for (int l = 0; l < RL; l++) m = lane[l] > m ? lane[l] : m;
+    }
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static Real row_sum(const Real *x, int n) {
+    Real lane[RL] = {0}, s = 0;
+    int j = 0;
+    for (; j + RL <= n; j += RL)
+        for (int l = 0; l < RL; l++) lane[l] += x[j + l];
+    for (int l = 0; l < RL; l++) s += lane[l];
+    for (; j < n; j++) s += x[j];
+    return s;
+}
+
+/* sum_j x_j y_j over the j where y_j != 0 */
+static Real row_dot_nz(const Real *x, const Real *y, int n) {
+    Real lane[RL] = {0}, s = 0;
+    int j = 0;
+    for (; j + RL <= n; j += RL)
+        for (int l = 0; l < RL; l++) lane[l] += y[j + l] != 0 ? x[j + l] * y[j + l] : 0;
+    for (int l = 0; l < RL; l++) s += lane[l];
+    for (; j < n; j++) s += y[j] != 0 ? x[j] * y[j] : 0;
+    return s;
 }
 
 /* where head h (of q, y) or kv head g (of k, v) of batch b starts */
@@ -163,6 +254,25 @@ static size_t at(const size_t *st, int b, int h) { return (size_t)b * st[0] + (s
  * A (Tq x Tk) */
 static size_t forward_scratch(const KAttention *a) {
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
+}
+
+/* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale, 0 elsewhere.
+ * Masked keys get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's
+ * value there); a row with no visible key is all 0 (not 0/0). */
+static void softmax_row(Real *pi, int Tk, int end, const uint8_t *pad, Real scale) {
+    const Real ninf = -(Real)INFINITY;
+    if (pad)
+        for (int j = 0; j < Tk; j++) pi[j] = j < end && !pad[j] ? pi[j] * scale : ninf;
+    else
+        for (int j = 0; j < Tk; j++) pi[j] = j < end ? pi[j] * scale : ninf;
+    Real m = row_max(pi, Tk);
+    if (m == ninf) {
+        for (int j = 0; j < Tk; j++) pi[j] = 0;
+        return;
+    }
+    for (int j = 0; j < Tk; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
+    Real inv = 1 / row_sum(pi, Tk);
+    for (int j = 0; j < Tk; j++) pi[j] *= inv;
 }
 
 /* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h]. */
@@ -175,33 +285,9 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     size_t row0 = ((size_t)b * a->NH + h) * Tq; /* the head's first row of P */
     Real *Ph = P + row0 * Tk;
     transpose_pad(kt, k + at(a->ks, b, g), a->ks[2], Tk, HS);
-    tile(Ph, (size_t)Tk, q + at(a->qs, b, h), a->qs[2], Tq, HS, kt, Tk, 0); /* raw q.k dots */
-    for (int i = 0; i < Tq; i++) {
-        Real *pi = Ph + (size_t)i * Tk;
-        int end = key_end(a, i);
-        /* scores of the visible keys and their max; masked keys never enter the softmax: their
-         * score is -inf, so that their e^(s - m) is exactly 0 */
-        Real m = 0;
-        int any = 0;
-        for (int j = 0; j < Tk; j++) {
-            if (!visible(pad, end, j)) {
-                pi[j] = -(Real)INFINITY;
-                continue;
-            }
-            pi[j] *= scale;
-            if (!any || pi[j] > m) m = pi[j];
-            any = 1;
-        }
-        if (!any) { /* every key masked: probabilities 0 and so output 0, not 0/0 */
-            for (int j = 0; j < Tk; j++) pi[j] = 0;
-            continue;
-        }
-        for (int j = 0; j < Tk; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
-        Real s = 0;
-        for (int j = 0; j < Tk; j++) s += pi[j];
-        Real inv = 1 / s;
-        for (int j = 0; j < Tk; j++) pi[j] *= inv;
-    }
+    tile(Ph, (size_t)Tk, q + at(a->qs, b, h), a->qs[2], 1, Tq, HS, kt, (size_t)padded(Tk), Tk,
+         0); /* raw q.k dots */
+    for (int i = 0; i < Tq; i++) softmax_row(Ph + (size_t)i * Tk, Tk, key_end(a, i), pad, scale);
     /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
     const Real *Ah = Ph;
     if (a->p != 0) {
@@ -212,8 +298,9 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
             }
         Ah = A;
     }
-    copy_pad(vp, v + at(a->ks, b, g), a->ks[2], Tk, HS);
-    tile(y + at(a->ys, b, h), a->ys[2], Ah, (size_t)Tk, Tq, Tk, vp, HS, 0);
+    size_t ldv;
+    const Real *vb = as_operand(vp, v + at(a->ks, b, g), a->ks[2], Tk, HS, &ldv);
+    tile(y + at(a->ys, b, h), a->ys[2], Ah, (size_t)Tk, 1, Tq, Tk, vb, ldv, HS, 0);
 }
 
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
@@ -238,9 +325,9 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
  * Here for key/value head g of batch b and every head h that reads it, in order h = g*group,
  * ..., so a key row's gradient adds one head's sum after the other. */
 static size_t backward_scratch(const KAttention *a) {
-    size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS;
-    /* vt, kp, G, Gt or At, qp or gyp */
-    return hs * padded(a->Tk) + tk * padded(a->HS) + tq * tk + tk * tq + tq * padded(a->HS);
+    size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS, hp = (size_t)padded(a->HS);
+    /* vt, kp, G, A (with dropout), qp or gyp */
+    return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
 }
 
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
@@ -249,44 +336,43 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     int Tq = a->Tq, Tk = a->Tk, HS = a->HS, group = a->NH / a->NKV;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(Tk), *G = kp + (size_t)Tk * padded(HS);
-    Real *T = G + (size_t)Tq * Tk, *xp = T + (size_t)Tk * Tq;
-    size_t kv = at(a->ks, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2];
+    Real *A = G + (size_t)Tq * Tk, *xp = A + (size_t)Tq * Tk;
+    size_t kv = at(a->ks, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
+    const Real *kb = NULL;
     if (gq || gk) transpose_pad(vt, v + kv, lk, Tk, HS);
-    if (gq) copy_pad(kp, k + kv, lk, Tk, HS);
+    if (gq) kb = as_operand(kp, k + kv, lk, Tk, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t row0 = ((size_t)b * a->NH + h) * Tq;
         const Real *Ph = P + row0 * Tk, *gyh = gy + at(a->ys, b, h);
         if (gq || gk) {
-            tile(G, (size_t)Tk, gyh, ly, Tq, HS, vt, Tk, 0); /* gA = gy v^T */
+            tile(G, (size_t)Tk, gyh, ly, 1, Tq, HS, vt, (size_t)padded(Tk), Tk, 0); /* gy v^T */
             for (int i = 0; i < Tq; i++) {
                 const Real *pi = Ph + (size_t)i * Tk;
                 Real *Gi = G + (size_t)i * Tk;
-                Real D = 0; /* sum_j gP_ij P_ij */
-                for (int j = 0; j < Tk; j++) {
-                    if (pi[j] == 0 || !keep(a, (row0 + i) * Tk + j)) {
-                        Gi[j] = 0;
-                        continue;
-                    }
-                    if (a->p != 0) Gi[j] *= inv_keep;
-                    D += Gi[j] * pi[j];
-                }
-                for (int j = 0; j < Tk; j++) Gi[j] = pi[j] * (Gi[j] - D) * scale;
+                if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
+                    for (int j = 0; j < Tk; j++)
+                        Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
+                Real D = row_dot_nz(Gi, pi, Tk); /* sum_j gP_ij P_ij */
+                for (int j = 0; j < Tk; j++) Gi[j] = pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
             }
-            if (gq) tile(gq + at(a->qs, b, h), lq, G, (size_t)Tk, Tq, Tk, kp, HS, 1);
-            if (gk) {
-                transpose(T, G, (size_t)Tk, Tq, Tk);
-                copy_pad(xp, q + at(a->qs, b, h), lq, Tq, HS);
-                tile(gk + kv, lk, T, (size_t)Tq, Tk, Tq, xp, HS, 1);
+            if (gq) tile(gq + at(a->qs, b, h), lq, G, (size_t)Tk, 1, Tq, Tk, kb, ldk, HS, 1);
+            if (gk) { /* gk += G^T q: G read transposed */
+                const Real *qb = as_operand(xp, q + at(a->qs, b, h), lq, Tq, HS, &ldx);
+                tile(gk + kv, lk, G, 1, (size_t)Tk, Tk, Tq, qb, ldx, HS, 1);
             }
         }
-        if (gv) { /* gv += A^T gy */
-            for (int j = 0; j < Tk; j++)
-                for (int i = 0; i < Tq; i++) {
-                    size_t e = (row0 + i) * Tk + j;
-                    T[(size_t)j * Tq + i] = a->p == 0 ? P[e] : keep(a, e) ? P[e] * inv_keep : 0;
-                }
-            copy_pad(xp, gyh, ly, Tq, HS);
-            tile(gv + kv, lk, T, (size_t)Tq, Tk, Tq, xp, HS, 1);
+        if (gv) { /* gv += A^T gy, A read transposed */
+            const Real *Ah = Ph;
+            if (a->p != 0) {
+                for (int i = 0; i < Tq; i++)
+                    for (int j = 0; j < Tk; j++) {
+                        size_t e = (row0 + i) * Tk + j;
+                        A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
+                    }
+                Ah = A;
+            }
+            const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
+            tile(gv + kv, lk, Ah, 1, (size_t)Tk, Tk, Tq, gyb, ldx, HS, 1);
         }
     }
 }

@@ -177,6 +177,10 @@ static const GcCase cases[] = {
     {"attention (2,4,3,4) multi-query NKV=1 padding", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 1, 5, 4}, {2, 1, 5, 4}}, b_attention, {0, 1}, 0, 0},
     {"attention (2,2,5,4) dropout p=0.2", 3, {4, 4, 4}, {{2, 2, 5, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 0, 7}, 0.2, 0},
     {"attention (2,4,3,4) GQA causal padding dropout p=0.3", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {1, 1, 11}, 0.3, 0},
+    /* head size 32: the 8-row tiles and operands read in place (k_attention.c); Tk 40 also a
+     * partial column block */
+    {"attention (2,2,9,32) causal, head size 32", 3, {4, 4, 4}, {{2, 2, 9, 32}, {2, 2, 9, 32}, {2, 2, 9, 32}}, b_attention, {1}, 0, 0},
+    {"attention (2,1,9,32) cross Tk=40 dropout p=0.2", 3, {4, 4, 4}, {{2, 1, 9, 32}, {2, 1, 40, 32}, {2, 1, 40, 32}}, b_attention, {0, 0, 5}, 0.2, 0},
     {"attention_cols self, one qkv (2,3,24)", 1, {3}, {{2, 3, 24}}, b_attention_cols, {0}, 0, 0},
     {"attention_cols cross, q (2,3,8) kv (2,5,16) padding", 2, {3, 3}, {{2, 3, 8}, {2, 5, 16}}, b_attention_cols, {1}, 0, 0},
     {"attention_cols grouped-query causal, q (2,3,8) k v (2,3,4)", 3, {3, 3, 3}, {{2, 3, 8}, {2, 3, 4}, {2, 3, 4}}, b_attention_cols, {2}, 0, 0},
