@@ -367,17 +367,21 @@ static void write_failed(Trainer *tr) {
             (long long)tr->step, tr->last_path, (long long)tr->saved_step);
 }
 
-/* Peak and current resident memory in KiB (getrusage; VmRSS from /proc, -1 where absent). */
+/* Peak and current resident memory in KiB: VmHWM and VmRSS of /proc/self/status, or where
+ * there is none getrusage's ru_maxrss (and -1 for the current figure). */
 static void memory_kib(long *peak, long *now) {
-    struct rusage ru;
-    *peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-    *now = -1;
+    *peak = *now = -1;
     FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", now) == 1) break;
-    fclose(f);
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "VmHWM: %ld", peak) == 1) continue;
+            sscanf(line, "VmRSS: %ld", now);
+        }
+        fclose(f);
+    }
+    struct rusage ru;
+    if (*peak < 0 && getrusage(RUSAGE_SELF, &ru) == 0) *peak = ru.ru_maxrss;
 }
 
 /* --report-rss: one line, to stdout (also with --quiet: it was asked for) */
