@@ -3,7 +3,10 @@
  * log_every steps, validation (loss and greedy exact match) every valid_every steps, the
  * latest and the best checkpoints, a progress bar on a terminal. SIGINT and SIGTERM set a
  * flag checked between steps: the run saves and stops. A non-finite loss or gradient stops
- * the run naming the step, keeping the last good checkpoint.
+ * the run naming the step (and, in check mode, the op), keeping the last good checkpoint. A
+ * failed write (a full disk, a read-only folder) stops it naming the file; checkpoints are
+ * written atomically and the log is synced before each save and cut back to the checkpoint's
+ * step on resume, so no fault loses a checkpoint or a logged row (README, "Faults").
  * Resuming is bit-exact: the checkpoint holds the weights, Adam's state and step, the dropout
  * RNG and the loader's position (data.position, below), and an epoch's batches are a pure
  * function of (seed, epoch). Not here: decoding and metrics (decode.c), flags (cli.c). */
@@ -190,6 +193,13 @@ static void fmt_time(char *buf, size_t n, double s) {
 }
 
 static int save(Trainer *tr, const char *path) {
+    /* the log's rows up to this step reach the disk before the checkpoint that --resume would
+     * start from: a power cut can then lose no row older than the checkpoint */
+    if (tr->csv && (fflush(tr->csv) != 0 || fsync(fileno(tr->csv)) != 0)) {
+        ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", tr->csv_path, strerror(errno));
+        fprintf(stderr, "error: %s\n", ag_last_error());
+        return AG_ERR_IO;
+    }
     tr->pos[POS_EPOCH] = tr->loader.epoch;
     tr->pos[POS_CURSOR] = tr->loader.cursor;
     CkptState st;
