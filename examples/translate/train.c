@@ -3,7 +3,10 @@
  * log_every steps, validation (loss and greedy exact match) every valid_every steps, the
  * latest and the best checkpoints, a progress bar on a terminal. SIGINT and SIGTERM set a
  * flag checked between steps: the run saves and stops. A non-finite loss or gradient stops
- * the run naming the step, keeping the last good checkpoint.
+ * the run naming the step (and, in check mode, the op), keeping the last good checkpoint. A
+ * failed write (a full disk, a read-only folder) stops it naming the file; checkpoints are
+ * written atomically and the log is synced before each save and cut back to the checkpoint's
+ * step on resume, so no fault loses a checkpoint or a logged row (README, "Faults").
  * Resuming is bit-exact: the checkpoint holds the weights, Adam's state and step, the dropout
  * RNG and the loader's position (data.position, below), and an epoch's batches are a pure
  * function of (seed, epoch). Not here: decoding and metrics (decode.c), flags (cli.c). */
@@ -190,6 +193,13 @@ static void fmt_time(char *buf, size_t n, double s) {
 }
 
 static int save(Trainer *tr, const char *path) {
+    /* the log's rows up to this step reach the disk before the checkpoint that --resume would
+     * start from: a power cut can then lose no row older than the checkpoint */
+    if (tr->csv && (fflush(tr->csv) != 0 || fsync(fileno(tr->csv)) != 0)) {
+        ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", tr->csv_path, strerror(errno));
+        fprintf(stderr, "error: %s\n", ag_last_error());
+        return AG_ERR_IO;
+    }
     tr->pos[POS_EPOCH] = tr->loader.epoch;
     tr->pos[POS_CURSOR] = tr->loader.cursor;
     CkptState st;
@@ -367,17 +377,21 @@ static void write_failed(Trainer *tr) {
             (long long)tr->step, tr->last_path, (long long)tr->saved_step);
 }
 
-/* Peak and current resident memory in KiB (getrusage; VmRSS from /proc, -1 where absent). */
+/* Peak and current resident memory in KiB: VmHWM and VmRSS of /proc/self/status, or where
+ * there is none getrusage's ru_maxrss (and -1 for the current figure). */
 static void memory_kib(long *peak, long *now) {
-    struct rusage ru;
-    *peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-    *now = -1;
+    *peak = *now = -1;
     FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", now) == 1) break;
-    fclose(f);
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "VmHWM: %ld", peak) == 1) continue;
+            sscanf(line, "VmRSS: %ld", now);
+        }
+        fclose(f);
+    }
+    struct rusage ru;
+    if (*peak < 0 && getrusage(RUSAGE_SELF, &ru) == 0) *peak = ru.ru_maxrss;
 }
 
 /* --report-rss: one line, to stdout (also with --quiet: it was asked for) */

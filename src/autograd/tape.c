@@ -38,7 +38,7 @@ const char *ag_op_derivative(AgOp op) {
 }
 
 Tape *ag_tape_new(Arena *step) {
-    AG_CHECK(step != NULL, "ag_tape_new: step arena is NULL");
+    AG_CHECK_ARG(step);
     Tape *t = calloc(1, sizeof *t);
     AG_CHECK(t != NULL, "ag_tape_new: out of memory");
     t->arena = step;
@@ -50,7 +50,7 @@ Tape *ag_tape_new(Arena *step) {
 void ag_tape_free(Tape *tape) { free(tape); }
 
 void ag_tape_reset(Tape *tape) {
-    AG_CHECK(tape != NULL, "ag_tape_reset: tape is NULL");
+    AG_CHECK_ARG(tape);
     tape->last = NULL;
     tape->n_nodes = 0;
     tape->backward_done = 0;
@@ -60,7 +60,7 @@ void ag_tape_reset(Tape *tape) {
 }
 
 int ag_no_grad(Tape *tape, int on) {
-    AG_CHECK(tape != NULL, "ag_no_grad: tape is NULL");
+    AG_CHECK_ARG(tape);
     int prev = tape->no_grad;
     tape->no_grad = on;
     return prev;
@@ -69,19 +69,19 @@ int ag_no_grad(Tape *tape, int on) {
 /* ---- check mode (autograd.h): the first NaN or inf, found where it appeared ---- */
 
 int ag_check_finite(Tape *tape, int on) {
-    AG_CHECK(tape != NULL, "ag_check_finite: tape is NULL");
+    AG_CHECK_ARG(tape);
     int prev = tape->check_finite;
     tape->check_finite = on != 0;
     return prev;
 }
 
 const AgNonFinite *ag_first_nonfinite(const Tape *tape) {
-    AG_CHECK(tape != NULL, "ag_first_nonfinite: tape is NULL");
+    AG_CHECK_ARG(tape);
     return tape->nonfinite.found ? &tape->nonfinite : NULL;
 }
 
 const char *ag_nonfinite_message(const AgNonFinite *r) {
-    AG_CHECK(r != NULL, "ag_nonfinite_message: report is NULL");
+    AG_CHECK_ARG(r);
     return r->found ? r->message : "every value checked is finite";
 }
 
@@ -244,8 +244,8 @@ static void release_grad(Tape *tape, AgNode *n) {
 }
 
 void ag_backward(Tape *tape, Tensor *loss) {
-    AG_CHECK(tape != NULL, "ag_backward: tape is NULL");
-    AG_CHECK(loss != NULL, "ag_backward: loss is NULL");
+    AG_CHECK_ARG(tape);
+    AG_CHECK_ARG(loss);
     AG_CHECK(loss->size == 1, "ag_backward: loss '%s' %s is not a scalar (%zu elements); reduce it "
              "with ag_sum or ag_mean first", loss->name, tensor_shape_str(loss), loss->size);
     AG_CHECK(loss->requires_grad, "ag_backward: loss '%s' does not depend on any tensor that "
@@ -268,7 +268,8 @@ void ag_backward(Tape *tape, Tensor *loss) {
 }
 
 void ag_tape_print(const Tape *tape, FILE *f) {
-    AG_CHECK(tape != NULL && f != NULL, "ag_tape_print: NULL argument");
+    AG_CHECK_ARG(tape);
+    AG_CHECK_ARG(f);
     fprintf(f, "tape: %d nodes, backward order (newest first)\n", tape->n_nodes);
     int k = tape->n_nodes;
     for (const AgNode *n = tape->last; n; n = n->prev, k--) {

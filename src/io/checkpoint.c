@@ -71,7 +71,8 @@ static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, in
 
 int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level,
               NpzStats *stats) {
-    AG_CHECK(path != NULL && m != NULL, "ckpt_save: NULL path or model");
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(m);
     NpzWriter *w = npz_writer_new();
     npz_add_params(w, &m->params, NPZ_REAL);
     int64_t cfg_i[N_CONFIG], opt_i[N_OPTIM], step = 0;
@@ -133,7 +134,8 @@ static int read_fields(const NpzFile *f, const char *prefix, const Field *fields
 
 int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
                      int *has_optim) {
-    AG_CHECK(path != NULL && cfg != NULL, "ckpt_read_config: NULL path or config");
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(cfg);
     NpzFile *f;
     int rc = npz_read(path, &f, NULL);
     if (rc != AG_OK) return rc;
@@ -182,7 +184,8 @@ static int check_ints(const NpzFile *f, const char *name, NpzDtype dtype, int64_
 }
 
 int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
-    AG_CHECK(path != NULL && m != NULL, "ckpt_load: NULL path or model");
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(m);
     NpzFile *f;
     int rc = npz_read(path, &f, NULL);
     if (rc != AG_OK) return rc;

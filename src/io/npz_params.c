@@ -9,7 +9,9 @@
 
 /* t (any shape) */
 int npz_entry_to_tensor(const NpzFile *f, const NpzEntry *e, Tensor *t, int *converted) {
-    AG_CHECK(f != NULL && e != NULL && t != NULL, "npz_entry_to_tensor: NULL argument");
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(e);
+    AG_CHECK_ARG(t);
     char fs[NPZ_MAX_DIMS * 24];
     int same = e->ndim == t->ndim;
     for (int i = 0; same && i < e->ndim; i++) same = e->shape[i] == t->shape[i];
@@ -31,6 +33,8 @@ int npz_entry_to_tensor(const NpzFile *f, const NpzEntry *e, Tensor *t, int *con
 }
 
 int npz_save_params(const ParamList *pl, const char *path, int level, NpzStats *stats) {
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(path);
     NpzWriter *w = npz_writer_new();
     npz_add_params(w, pl, NPZ_REAL);
     int rc = npz_write(w, path, level, stats);
@@ -46,7 +50,8 @@ static int reserved(const char *name) {
 }
 
 int npz_params_from_file(ParamList *pl, const NpzFile *f, NpzLoadInfo *info) {
-    AG_CHECK(pl != NULL && f != NULL, "npz_params_from_file: NULL argument");
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(f);
     if (info) memset(info, 0, sizeof *info);
     char fs[NPZ_MAX_DIMS * 24];
     /* 1. every parameter is there, with its shape and a float dtype */
@@ -99,6 +104,8 @@ int npz_params_from_file(ParamList *pl, const NpzFile *f, NpzLoadInfo *info) {
 }
 
 int npz_load_params(ParamList *pl, const char *path, NpzLoadInfo *info) {
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(path);
     if (info) memset(info, 0, sizeof *info);
     NpzFile *f = NULL;
     int rc = npz_read(path, &f, NULL);

@@ -676,7 +676,8 @@ static int load_entry(const Reader *r, const CdEntry *e, NpzEntry *out) {
 /* ---- npz_read ---- */
 
 int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
-    AG_CHECK(path != NULL && out != NULL, "npz_read: path or out is NULL");
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
     *out = NULL;
     Reader r = {.path = path, .fd = -1, .lim = lim ? *lim : npz_default_limits()};
     r.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* NONBLOCK: a FIFO must not hang */
@@ -726,7 +727,8 @@ int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
 }
 
 const NpzEntry *npz_find(const NpzFile *f, const char *name) {
-    AG_CHECK(f != NULL && name != NULL, "npz_find: file or name is NULL");
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(name);
     size_t len = strlen(name);
     if (len > 4 && strcmp(name + len - 4, ".npy") == 0) len -= 4;
     for (int i = 0; i < f->n; i++)

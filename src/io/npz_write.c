@@ -35,6 +35,9 @@ const char *npz_dtype_descr(NpzDtype d) {
 size_t npz_dtype_size(NpzDtype d) { return (unsigned)d < NPZ_N_DTYPES ? dtypes[d].size : 0; }
 
 const char *npz_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    AG_CHECK_ARG(buf);
+    AG_CHECK(ndim <= 0 || shape != NULL, "npz_shape_str: argument 'shape' is NULL for %d dims",
+             ndim);
     size_t n = (size_t)snprintf(buf, cap, "(");
     for (int i = 0; i < ndim && n < cap; i++)
         n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)shape[i]);
@@ -98,14 +101,15 @@ void npz_writer_free(NpzWriter *w) {
 }
 
 void npz_writer_force_zip64(NpzWriter *w, int on) {
-    AG_CHECK(w != NULL, "npz_writer_force_zip64: writer is NULL");
+    AG_CHECK_ARG(w);
     w->force_zip64 = on != 0;
 }
 
 static void add_entry(NpzWriter *w, const char *fn, const char *name, NpzDtype dtype, NpzDtype src,
                       int ndim, const int64_t *shape, const void *data) {
-    AG_CHECK(w != NULL, "%s: writer is NULL", fn);
-    AG_CHECK(name != NULL && name[0] != '\0', "%s: the name is NULL or empty", fn);
+    AG_CHECK(w != NULL, "%s: argument 'w' is NULL", fn);
+    AG_CHECK(name != NULL, "%s: argument 'name' is NULL", fn);
+    AG_CHECK(name[0] != '\0', "%s: the name is empty", fn);
     size_t len = strlen(name);
     AG_CHECK(len <= 4096, "%s: name '%.40s...' is %zu bytes long (4096 at most)", fn, name, len);
     AG_CHECK((unsigned)dtype < NPZ_N_DTYPES, "%s: '%s' has an unknown dtype %d", fn, name,
@@ -175,7 +179,8 @@ void npz_add_bytes(NpzWriter *w, const char *name, const void *bytes, size_t n) 
 
 /* t (any shape) */
 void npz_add_real_as(NpzWriter *w, const char *name, const Tensor *t, NpzDtype as) {
-    AG_CHECK(t != NULL, "npz_add_real: tensor '%s' is NULL", name ? name : "");
+    AG_CHECK_ARG(w);
+    AG_CHECK_ARG(t);
     AG_CHECK(as == NPZ_F32 || as == NPZ_F64,
              "npz_add_real_as: '%s' as '%s': only '<f4' or "
              "'<f8'",
@@ -185,10 +190,13 @@ void npz_add_real_as(NpzWriter *w, const char *name, const Tensor *t, NpzDtype a
     add_entry(w, "npz_add_real", name, as, NPZ_REAL, t->ndim, shape, t->data);
 }
 void npz_add_real(NpzWriter *w, const char *name, const Tensor *t) {
+    AG_CHECK_ARG(w);
+    AG_CHECK_ARG(t);
     npz_add_real_as(w, name, t, NPZ_REAL);
 }
 void npz_add_params(NpzWriter *w, const ParamList *pl, NpzDtype as) {
-    AG_CHECK(pl != NULL, "npz_add_params: parameter list is NULL");
+    AG_CHECK_ARG(w);
+    AG_CHECK_ARG(pl);
     for (int i = 0; i < pl->n; i++) npz_add_real_as(w, pl->items[i]->name, pl->items[i], as);
 }
 
@@ -547,7 +555,8 @@ static int sync_folder(const char *path) {
 }
 
 int npz_write(NpzWriter *w, const char *path, int level, NpzStats *stats) {
-    AG_CHECK(w != NULL && path != NULL, "npz_write: writer or path is NULL");
+    AG_CHECK_ARG(w);
+    AG_CHECK_ARG(path);
     if (stats) memset(stats, 0, sizeof *stats);
     if (level < 0 || level > 9)
         return ag_fail(AG_ERR_ARG, "%s: compression level %d outside 0..9", path, level);

@@ -10,6 +10,8 @@
 
 void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model,
                  int n_heads, int n_kv_heads, int bias, double dropout) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(b);
     AG_CHECK(n_heads > 0 && d_model % n_heads == 0, "nn_mha_init: '%s': d_model %d is not "
              "divisible by n_heads %d", prefix, d_model, n_heads);
     AG_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "nn_mha_init: '%s': n_heads %d is not "
@@ -59,6 +61,7 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_
 }
 
 void nn_mha_track_gates(MultiHeadAttention *m, int on) {
+    AG_CHECK_ARG(m);
     m->track_gates = on;
     if (on) tensor_requires_grad(m->gate);
     m->gate->requires_grad = on;
@@ -133,6 +136,10 @@ static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, Tenso
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
                        const NnMask *key_padding_mask, int causal, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(query);
+    AG_CHECK_ARG(key_value);
     check_input(m, query, "query");
     check_input(m, key_value, "key_value");
     AG_CHECK(key_value->shape[0] == query->shape[0], "nn_mha_forward: batch sizes differ: "
@@ -146,6 +153,9 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
 }
 
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(x);
     check_input(m, x, "key_value");
     Tensor *p = nn_linear(t, which ? &m->v_proj : &m->k_proj, x); /* (B, Tk, NKV*HS) */
     return ag_split_heads(t, p, m->n_kv_heads);                  /* (B, NKV, Tk, HS) */
@@ -153,6 +163,11 @@ Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) 
 
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
                           const NnMask *key_padding_mask, int causal, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(query);
+    AG_CHECK_ARG(kh);
+    AG_CHECK_ARG(vh);
     check_input(m, query, "query");
     return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
 }
@@ -160,6 +175,8 @@ Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
 /* ---- key/value cache for incremental decoding ---- */
 
 void nn_kv_cache_init(NnKVCache *c, const MultiHeadAttention *m, int B, int max_T) {
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(m);
     AG_CHECK(B > 0 && max_T > 0, "nn_kv_cache_init: B %d and max_T %d must be > 0", B, max_T);
     c->B = B;
     c->NKV = m->n_kv_heads;
@@ -173,6 +190,7 @@ void nn_kv_cache_init(NnKVCache *c, const MultiHeadAttention *m, int B, int max_
 }
 
 void nn_kv_cache_free(NnKVCache *c) {
+    AG_CHECK_ARG(c);
     free(c->k);
     free(c->v);
     c->k = c->v = NULL;
@@ -188,6 +206,10 @@ static Tensor *cache_view(Tape *t, const NnKVCache *c, const Real *src) {
 }
 
 Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tensor *x) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(x);
     check_input(m, x, "x");
     AG_CHECK(x->shape[0] == c->B && c->len + x->shape[1] <= c->max_T,
              "nn_mha_forward_cached: x %s does not fit the cache (B %d, %d of %d positions "

@@ -10,6 +10,8 @@
 /* ---- parameters ---- */
 
 char *nn_join(char *buf, const char *prefix, const char *name) {
+    AG_CHECK_ARG(buf);
+    AG_CHECK_ARG(name);
     if (prefix && *prefix)
         snprintf(buf, AG_NAME_LEN, "%s.%s", prefix, name);
     else
@@ -17,9 +19,13 @@ char *nn_join(char *buf, const char *prefix, const char *name) {
     return buf;
 }
 
-void nn_params_init(ParamList *pl) { memset(pl, 0, sizeof *pl); }
+void nn_params_init(ParamList *pl) {
+    AG_CHECK_ARG(pl);
+    memset(pl, 0, sizeof *pl);
+}
 
 void nn_params_free(ParamList *pl) {
+    AG_CHECK_ARG(pl);
     free(pl->items);
     memset(pl, 0, sizeof *pl);
 }
@@ -38,6 +44,8 @@ static void params_add(ParamList *pl, Tensor *t) {
 }
 
 Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(name);
     AG_CHECK(b != NULL && b->arena != NULL && b->params != NULL, "nn_param: incomplete builder");
     char full[AG_NAME_LEN];
     Tensor *t = tensor_param(b->arena, ndim, shape, nn_join(full, prefix, name));
@@ -46,22 +54,28 @@ Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, c
 }
 
 Tensor *nn_params_find(const ParamList *pl, const char *name) {
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(name);
     for (int i = 0; i < pl->n; i++)
         if (strcmp(pl->items[i]->name, name) == 0) return pl->items[i];
     return NULL;
 }
 
 size_t nn_params_count(const ParamList *pl) {
+    AG_CHECK_ARG(pl);
     size_t n = 0;
     for (int i = 0; i < pl->n; i++) n += pl->items[i]->size;
     return n;
 }
 
 void nn_params_zero_grad(const ParamList *pl) {
+    AG_CHECK_ARG(pl);
     for (int i = 0; i < pl->n; i++) tensor_zero_grad(pl->items[i]);
 }
 
 void nn_params_print(const ParamList *pl, FILE *f) {
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(f);
     for (int i = 0; i < pl->n; i++)
         fprintf(f, "%-56s %-16s %10zu\n", pl->items[i]->name, tensor_shape_str(pl->items[i]),
                 pl->items[i]->size);
@@ -69,6 +83,9 @@ void nn_params_print(const ParamList *pl, FILE *f) {
 }
 
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name) {
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(name);
     AG_CHECK(p != NULL && (p->ndim == 1 || p->ndim == 2), "nn_param_rows: '%s' %s is not 1-D or "
              "2-D", p ? p->name : "NULL", tensor_shape_str(p));
     AG_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= p->shape[0],
@@ -89,6 +106,8 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
 /* ---- Linear ---- */
 
 void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out, int bias) {
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(b);
     l->in = in;
     l->out = out;
     l->weight = nn_param(b, prefix, "weight", 2, (int[]){out, in});
@@ -99,6 +118,9 @@ void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out
 }
 
 Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(x);
     AG_CHECK(x != NULL && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in,
              "nn_linear: x %s does not end in in_features = %d (weight '%s' %s)",
              tensor_shape_str(x), l->in, l->weight->name, tensor_shape_str(l->weight));
@@ -108,6 +130,8 @@ Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x) {
 /* ---- LayerNorm ---- */
 
 void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps) {
+    AG_CHECK_ARG(ln);
+    AG_CHECK_ARG(b);
     ln->weight = nn_param(b, prefix, "weight", 1, (int[]){C});
     ln->bias = nn_param(b, prefix, "bias", 1, (int[]){C});
     tensor_fill(ln->weight, 1);
@@ -115,6 +139,9 @@ void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, d
 }
 
 Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(ln);
+    AG_CHECK_ARG(x);
     return ag_layernorm(t, x, ln->weight, ln->bias, ln->eps);
 }
 
@@ -122,6 +149,8 @@ Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x) {
 
 void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,
                        int padding_idx) {
+    AG_CHECK_ARG(e);
+    AG_CHECK_ARG(b);
     AG_CHECK(padding_idx >= -1 && padding_idx < V, "nn_embedding_init: padding_idx %d outside "
              "[0, %d) for '%s'", padding_idx, V, prefix);
     e->weight = nn_param(b, prefix, "weight", 2, (int[]){V, C});
@@ -132,6 +161,9 @@ void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, in
 }
 
 Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(e);
+    AG_CHECK_ARG(ids);
     return ag_embedding_padded(t, e->weight, ids, B, T, e->padding_idx);
 }
 
@@ -139,6 +171,8 @@ Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T) 
 
 void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix, int max_len,
                         int C, int learned) {
+    AG_CHECK_ARG(pe);
+    AG_CHECK_ARG(b);
     pe->learned = learned;
     pe->max_len = max_len;
     if (learned) {
@@ -157,6 +191,9 @@ void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix
 }
 
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(pe);
+    AG_CHECK_ARG(x);
     AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == pe->table->shape[1],
              "nn_positional: x %s must be (B,T,%d)", tensor_shape_str(x), pe->table->shape[1]);
     int T = x->shape[1];
@@ -170,6 +207,8 @@ Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int star
 
 void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff,
                  NnActivation act, double dropout) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(b);
     char name[AG_NAME_LEN];
     nn_join(name, prefix, "linear1");
     nn_linear_init(&f->linear1, b, name, C, ff, 1);
@@ -180,6 +219,9 @@ void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff
 }
 
 Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(x);
     Tensor *h = nn_linear(t, &f->linear1, x);
     h = f->act == NN_GELU ? ag_gelu(t, h) : ag_relu(t, h);
     h = ag_dropout(t, h, f->dropout, rng);

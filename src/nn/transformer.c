@@ -14,6 +14,9 @@ static Tensor *residual(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng) {
 
 void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg) {
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(cfg);
     char name[AG_NAME_LEN];
     nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
                 cfg->n_kv_heads, 1, cfg->dropout);
@@ -25,6 +28,9 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
 }
 
 Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(x);
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
     x = residual(t, x, nn_mha_forward(t, &l->self_attn, h, h, src_pad, 0, rng), l->dropout, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
@@ -35,6 +41,9 @@ Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_
 
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg) {
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(cfg);
     char name[AG_NAME_LEN];
     nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
                 cfg->n_kv_heads, 1, cfg->dropout);
@@ -77,6 +86,10 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
 
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
                          const NnMask *tgt_pad, const NnMask *memory_pad, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(x);
+    AG_CHECK_ARG(memory);
     return decoder_layer(t, l, x, memory, tgt_pad, memory_pad, (KVSource){0}, rng);
 }
 
@@ -101,6 +114,10 @@ Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_mode
 }
 
 void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(rng);
+    AG_CHECK_ARG(cfg);
     AG_CHECK(cfg->n_enc_layers >= 0 && cfg->n_enc_layers <= NN_MAX_LAYERS &&
              cfg->n_dec_layers >= 1 && cfg->n_dec_layers <= NN_MAX_LAYERS,
              "nn_seq2seq_init: layers %d+%d outside [0..%d]+[1..%d]", cfg->n_enc_layers,
@@ -148,9 +165,14 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
     }
 }
 
-void nn_seq2seq_free(Seq2Seq *m) { nn_params_free(&m->params); }
+void nn_seq2seq_free(Seq2Seq *m) {
+    AG_CHECK_ARG(m);
+    nn_params_free(&m->params);
+}
 
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(ids);
     uint8_t *mask = arena_alloc(t->arena, (size_t)B * T);
     for (size_t i = 0; i < (size_t)B * T; i++) mask[i] = ids[i] == pad_id;
     return (NnMask){mask, B, T};
@@ -166,6 +188,9 @@ static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEn
 }
 
 Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(src);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
     for (int i = 0; i < m->cfg.n_enc_layers; i++) x = nn_encoder_layer(t, &m->enc[i], x, &src_pad, rng);
@@ -174,6 +199,11 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
 
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
                           const int *tgt_in, int B, int T, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(memory);
+    AG_CHECK_ARG(src);
+    AG_CHECK_ARG(tgt_in);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
@@ -185,6 +215,11 @@ Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, i
 
 Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
                         const int *tgt_out, int B, int T, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(src);
+    AG_CHECK_ARG(tgt_in);
+    AG_CHECK_ARG(tgt_out);
     Tensor *memory = nn_seq2seq_encode(t, m, src, B, S, rng);
     Tensor *logits = nn_seq2seq_decode(t, m, memory, src, S, tgt_in, B, T, rng);
     return ag_cross_entropy(t, logits, tgt_out, m->cfg.pad_id);
@@ -194,6 +229,10 @@ Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *t
 
 void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *src, int B, int S,
                      int max_T) {
+    AG_CHECK_ARG(s);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(memory);
+    AG_CHECK_ARG(src);
     AG_CHECK(memory != NULL && memory->ndim == 3 && memory->shape[0] == B &&
              memory->shape[1] == S && memory->shape[2] == m->cfg.layer.d_model,
              "nn_decode_begin: memory %s must be (%d,%d,%d)", tensor_shape_str(memory), B, S,
@@ -221,6 +260,10 @@ void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *sr
 }
 
 Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(s);
+    AG_CHECK_ARG(tokens);
     AG_CHECK(s->pos < s->max_T, "nn_decode_step: all %d positions are used", s->max_T);
     int prev = ag_no_grad(t, 1);
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
@@ -236,6 +279,7 @@ Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens)
 }
 
 void nn_decode_end(NnDecodeState *s) {
+    AG_CHECK_ARG(s);
     for (int i = 0; i < NN_MAX_LAYERS; i++) nn_kv_cache_free(&s->self[i]);
     arena_free(s->arena);
     s->arena = NULL;

@@ -42,6 +42,7 @@ static void check_schedule(const OptimSchedule *s, double base, const char *who)
 }
 
 double optim_schedule_lr(const OptimSchedule *s, double base, int64_t t) {
+    AG_CHECK_ARG(s);
     check_schedule(s, base, "optim_schedule_lr");
     AG_CHECK(t >= 1, "optim_schedule_lr: steps count from 1 (got %lld)", (long long)t);
     double td = (double)t, w = (double)s->warmup;
@@ -111,8 +112,9 @@ static Tensor *state_tensor(Optimizer *o, Arena *a, const Tensor *p, const char 
 }
 
 Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg) {
-    AG_CHECK(a != NULL && pl != NULL && cfg != NULL, "optim_new: arena, parameter list or "
-             "config is NULL");
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(pl);
+    AG_CHECK_ARG(cfg);
     check_config(cfg);
     AG_CHECK(pl->n > 0, "optim_new: the parameter list is empty");
     int n = pl->n;
@@ -149,12 +151,12 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg) {
 /* ---- the step ---- */
 
 double optim_lr(const Optimizer *o) {
-    AG_CHECK(o != NULL, "optim_lr: optimizer is NULL");
+    AG_CHECK_ARG(o);
     return optim_schedule_lr(&o->cfg.schedule, o->cfg.lr, o->step + 1);
 }
 
 void optim_step(Optimizer *o) {
-    AG_CHECK(o != NULL, "optim_step: optimizer is NULL");
+    AG_CHECK_ARG(o);
     const OptimConfig *c = &o->cfg;
     int64_t t = o->step + 1;
     double lr = optim_schedule_lr(&c->schedule, c->lr, t);
@@ -192,31 +194,31 @@ void optim_step(Optimizer *o) {
 }
 
 void optim_zero_grad(Optimizer *o) {
-    AG_CHECK(o != NULL, "optim_zero_grad: optimizer is NULL");
+    AG_CHECK_ARG(o);
     for (int i = 0; i < o->n_params; i++) tensor_zero_grad(o->params[i]);
 }
 
 /* ---- training state ---- */
 
 int optim_state_count(const Optimizer *o) {
-    AG_CHECK(o != NULL, "optim_state_count: optimizer is NULL");
+    AG_CHECK_ARG(o);
     return o->n_state;
 }
 
 Tensor *optim_state_tensor(const Optimizer *o, int i) {
-    AG_CHECK(o != NULL, "optim_state_tensor: optimizer is NULL");
+    AG_CHECK_ARG(o);
     AG_CHECK(i >= 0 && i < o->n_state, "optim_state_tensor: index %d outside [0, %d)", i,
              o->n_state);
     return o->state[i];
 }
 
 int64_t optim_get_step(const Optimizer *o) {
-    AG_CHECK(o != NULL, "optim_get_step: optimizer is NULL");
+    AG_CHECK_ARG(o);
     return o->step;
 }
 
 void optim_set_step(Optimizer *o, int64_t step) {
-    AG_CHECK(o != NULL, "optim_set_step: optimizer is NULL");
+    AG_CHECK_ARG(o);
     AG_CHECK(step >= 0, "optim_set_step: step %lld is negative", (long long)step);
     o->step = step;
 }
@@ -224,7 +226,7 @@ void optim_set_step(Optimizer *o, int64_t step) {
 /* ---- clipping ---- */
 
 double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
-    AG_CHECK(pl != NULL, "optim_clip_grad_norm: parameter list is NULL");
+    AG_CHECK_ARG(pl);
     AG_CHECK(max_norm > 0 && isfinite(max_norm),
              "optim_clip_grad_norm: max_norm %g must be > 0 and finite", max_norm);
     double sumsq = 0;

@@ -1,8 +1,9 @@
 /* k_scratch.c: per-thread scratch buffers for kernels that need a little working memory per
  * thread (a packed GEMM block, a transposed key block). Each thread owns one buffer per slot,
  * allocated on first use, grown (never shrunk) when a call needs more, reused by every later
- * call, and freed when the thread ends; so a training loop mallocs nothing here after its first
- * step. The contents are never kept between calls: a kernel writes before it reads.
+ * call, and freed when the thread ends (the thread that calls exit: at exit); so a training
+ * loop mallocs nothing here after its first step. The contents are never kept between calls:
+ * a kernel writes before it reads.
  * Not here: tensor memory (arenas, tensor.c). Next: k_gemm.c. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,15 +19,23 @@ static _Thread_local ThreadScratch *mine;
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
-/* run by pthreads when a thread that used scratch ends (the main thread's buffers stay
- * reachable from its thread-local pointer until the process exits) */
+/* run by pthreads when a thread that used scratch ends */
 static void release(void *p) {
     ThreadScratch *s = p;
     for (int i = 0; i < K_SCRATCH_SLOTS; i++) free(s->buf[i]);
     free(s);
 }
+/* at exit, for the thread calling exit (the main thread returning from main gets no pthread
+ * destructor): its buffers are freed too, so that valgrind sees every byte freed */
+static void release_at_exit(void) {
+    if (!mine) return;
+    pthread_setspecific(key, NULL);
+    release(mine);
+    mine = NULL;
+}
 static void key_init(void) {
     AG_CHECK(pthread_key_create(&key, release) == 0, "k_thread_scratch: pthread_key_create failed");
+    atexit(release_at_exit);
 }
 
 Real *k_thread_scratch(int slot, size_t n) {

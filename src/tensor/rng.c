@@ -14,12 +14,13 @@ static uint64_t splitmix64(uint64_t *x) {
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void rng_seed(Rng *r, uint64_t seed) {
-    AG_CHECK(r != NULL, "rng_seed: rng is NULL");
+    AG_CHECK_ARG(r);
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
 }
 
 uint64_t rng_u64(Rng *r) {
+    AG_CHECK_ARG(r);
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -32,9 +33,13 @@ uint64_t rng_u64(Rng *r) {
     return result;
 }
 
-double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+double rng_uniform(Rng *r) {
+    AG_CHECK_ARG(r);
+    return (double)(rng_u64(r) >> 11) * 0x1.0p-53;
+}
 
 double rng_normal(Rng *r) {
+    AG_CHECK_ARG(r);
     /* 1 - u is in (0, 1], so the log is finite. */
     double u1 = 1.0 - rng_uniform(r);
     double u2 = rng_uniform(r);
@@ -42,6 +47,7 @@ double rng_normal(Rng *r) {
 }
 
 uint64_t rng_below(Rng *r, uint64_t n) {
+    AG_CHECK_ARG(r);
     AG_CHECK(n > 0, "rng_below: n must be > 0");
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
@@ -56,11 +62,13 @@ uint64_t rng_hash(uint64_t key, uint64_t counter) {
 }
 
 void rng_fill_uniform(Rng *r, Tensor *t, double lo, double hi) {
-    AG_CHECK(r != NULL && t != NULL, "rng_fill_uniform: NULL argument");
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(lo + (hi - lo) * rng_uniform(r));
 }
 
 void rng_fill_normal(Rng *r, Tensor *t, double mean, double std) {
-    AG_CHECK(r != NULL && t != NULL, "rng_fill_normal: NULL argument");
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(mean + std * rng_normal(r));
 }

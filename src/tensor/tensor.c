@@ -53,7 +53,7 @@ const char *ag_strerror(int code) {
 #define ARENA_ALIGN 64
 
 Arena *arena_new(const char *name, size_t capacity_bytes) {
-    AG_CHECK(name != NULL, "arena_new: name is NULL");
+    AG_CHECK_ARG(name);
     Arena *a = calloc(1, sizeof *a);
     AG_CHECK(a != NULL, "arena_new: out of memory for arena '%s'", name);
     snprintf(a->name, sizeof a->name, "%s", name);
@@ -73,7 +73,7 @@ void arena_free(Arena *a) {
 }
 
 void *arena_alloc(Arena *a, size_t bytes) {
-    AG_CHECK(a != NULL, "arena_alloc: arena is NULL");
+    AG_CHECK_ARG(a);
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     if (need == 0) need = ARENA_ALIGN;
     AG_CHECK(need <= a->cap - a->used,
@@ -86,7 +86,7 @@ void *arena_alloc(Arena *a, size_t bytes) {
 }
 
 void arena_reset(Arena *a) {
-    AG_CHECK(a != NULL, "arena_reset: arena is NULL");
+    AG_CHECK_ARG(a);
 #ifdef AG_DEBUG
     /* Stale pointers into a reset arena now read NaN, which every check downstream notices. */
     Real nan_value = (Real)NAN;
@@ -99,9 +99,12 @@ void arena_reset(Arena *a) {
 /* ---- tensors ---- */
 
 Tensor *tensor_new(Arena *a, int ndim, const int *shape, const char *name) {
-    AG_CHECK(a != NULL, "tensor_new: arena is NULL for tensor '%s'", name ? name : "");
+    AG_CHECK(a != NULL, "tensor_new: argument 'a' is NULL (the arena of tensor '%s')",
+             name ? name : "");
     AG_CHECK(ndim >= 0 && ndim <= AG_MAX_DIMS, "tensor_new: '%s' has %d dims (0..%d allowed)",
              name ? name : "", ndim, AG_MAX_DIMS);
+    AG_CHECK(ndim == 0 || shape != NULL, "tensor_new: argument 'shape' is NULL for '%s' of %d dims",
+             name ? name : "", ndim);
     Tensor *t = arena_alloc(a, sizeof *t);
     memset(t, 0, sizeof *t);
     t->ndim = ndim;
@@ -119,25 +122,31 @@ Tensor *tensor_new(Arena *a, int ndim, const int *shape, const char *name) {
 }
 
 Tensor *tensor_zeros(Arena *a, int ndim, const int *shape, const char *name) {
+    AG_CHECK_ARG(a);
     Tensor *t = tensor_new(a, ndim, shape, name);
     memset(t->data, 0, t->size * sizeof(Real));
     return t;
 }
 
 Tensor *tensor_new1(Arena *a, int d0, const char *name) {
+    AG_CHECK_ARG(a);
     return tensor_new(a, 1, (int[]){d0}, name);
 }
 Tensor *tensor_new2(Arena *a, int d0, int d1, const char *name) {
+    AG_CHECK_ARG(a);
     return tensor_new(a, 2, (int[]){d0, d1}, name);
 }
 Tensor *tensor_new3(Arena *a, int d0, int d1, int d2, const char *name) {
+    AG_CHECK_ARG(a);
     return tensor_new(a, 3, (int[]){d0, d1, d2}, name);
 }
 Tensor *tensor_new4(Arena *a, int d0, int d1, int d2, int d3, const char *name) {
+    AG_CHECK_ARG(a);
     return tensor_new(a, 4, (int[]){d0, d1, d2, d3}, name);
 }
 
 Tensor *tensor_param(Arena *a, int ndim, const int *shape, const char *name) {
+    AG_CHECK_ARG(a);
     Tensor *t = tensor_zeros(a, ndim, shape, name);
     t->is_param = 1;
     tensor_requires_grad(t);
@@ -145,7 +154,8 @@ Tensor *tensor_param(Arena *a, int ndim, const int *shape, const char *name) {
 }
 
 void tensor_set_name(Tensor *t, const char *fmt, ...) {
-    AG_CHECK(t != NULL, "tensor_set_name: tensor is NULL");
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(fmt);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->name, sizeof t->name, fmt, ap);
@@ -153,7 +163,7 @@ void tensor_set_name(Tensor *t, const char *fmt, ...) {
 }
 
 void tensor_requires_grad(Tensor *t) {
-    AG_CHECK(t != NULL, "tensor_requires_grad: tensor is NULL");
+    AG_CHECK_ARG(t);
     t->requires_grad = 1;
     if (!t->grad) {
         t->grad = arena_alloc(t->arena, t->size * sizeof(Real));
@@ -162,26 +172,30 @@ void tensor_requires_grad(Tensor *t) {
 }
 
 void tensor_zero_grad(Tensor *t) {
-    AG_CHECK(t != NULL, "tensor_zero_grad: tensor is NULL");
+    AG_CHECK_ARG(t);
     if (t->grad) k_zero(t->grad, t->size);
 }
 
 void tensor_fill(Tensor *t, Real v) {
-    AG_CHECK(t != NULL, "tensor_fill: tensor is NULL");
+    AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = v;
 }
 
 void tensor_copy_from_floats(Tensor *t, const float *src) {
-    AG_CHECK(t != NULL && src != NULL, "tensor_copy_from_floats: NULL argument");
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(src);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)src[i];
 }
 
 void tensor_copy_from_doubles(Tensor *t, const double *src) {
-    AG_CHECK(t != NULL && src != NULL, "tensor_copy_from_doubles: NULL argument");
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(src);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)src[i];
 }
 
 int tensor_same_shape(const Tensor *a, const Tensor *b) {
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(b);
     if (a->ndim != b->ndim) return 0;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return 0;
@@ -205,10 +219,12 @@ const char *tensor_shape_str(const Tensor *t) {
 }
 
 size_t tensor_rows(const Tensor *t) {
+    AG_CHECK_ARG(t);
     return t->ndim == 0 ? 1 : t->size / (size_t)t->shape[t->ndim - 1];
 }
 
 void tensor_print(const Tensor *t, int max) {
+    AG_CHECK_ARG(t);
     fprintf(stderr, "%s %s:", t->name, tensor_shape_str(t));
     for (size_t i = 0; i < t->size && (int)i < max; i++) fprintf(stderr, " %.6g", (double)t->data[i]);
     if (t->size > (size_t)max) fprintf(stderr, " ...");

@@ -50,6 +50,9 @@ void ag_abort(const char *file, int line, const char *fmt, ...)
     do {                                                                                           \
         if (!(cond)) ag_abort(__FILE__, __LINE__, __VA_ARGS__);                                    \
     } while (0)
+/* The first lines of a public function: a NULL pointer argument aborts naming the function
+ * and the argument, e.g. "tensor_fill: argument 't' is NULL". */
+#define AG_CHECK_ARG(p) AG_CHECK((p) != NULL, "%s: argument '%s' is NULL", __func__, #p)
 
 /* ---- Arena: a bump allocator with a fixed capacity ---- */
 typedef struct Arena {

@@ -52,9 +52,9 @@ Test(ag_check_finite, names_the_first_op_whose_output_overflows) {
     Fixture f = fx_new();
     cr_assert_eq(ag_check_finite(f.tape, 1), 0);
     Tensor *x = leaf(&f, "x", 3, (double[]){1, 2, big()});
-    Tensor *a = ag_relu(f.tape, x);       /* node 1: finite */
+    Tensor *a = ag_relu(f.tape, x);         /* node 1: finite */
     Tensor *b = ag_scale(f.tape, a, big()); /* node 2: element 2 overflows */
-    Tensor *c = ag_softmax(f.tape, b);    /* node 3: NaN from the inf, not reported */
+    Tensor *c = ag_softmax(f.tape, b);      /* node 3: NaN from the inf, not reported */
     ag_sum(f.tape, c);
     const AgNonFinite *r = ag_first_nonfinite(f.tape);
     cr_assert_not_null(r);

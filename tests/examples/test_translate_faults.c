@@ -238,20 +238,35 @@ static void expect_kept(Kept *k, int n, const char *out, const char *what) {
 
 /* A first run of 10 steps with validation: out holds last.npz, best.npz and log.csv. */
 static void first_run(const char *dir, const char *train, const char *out) {
-    const char *args[] = {"train", "--train", train, "--valid", train,       "--out", out,
-                          "--steps", "10", "--valid-every", "10", "--log-every", "2",
-                          "--valid-max", "8", TINY_FLAGS, NULL};
+    const char *args[] = {"train", "--train",     train, "--valid",       train, "--out",
+                          out,     "--steps",     "10",  "--valid-every", "10",  "--log-every",
+                          "2",     "--valid-max", "8",   TINY_FLAGS,      NULL};
     Run r = run(dir, args);
     cr_assert_eq(r.code, 0, "first run: exit %d: %s", r.code, r.err);
     run_free(&r);
 }
 
 /* Resumes the run in out up to step 20 and expects it to fail naming want_path and reason. */
-static void resume_fails(const char *dir, const char *train, const char *out,
-                         const char *want_path, const char *reason, int want_code) {
-    const char *args[] = {"train", "--train", train, "--valid", train,       "--out", out,
-                          "--resume", "--steps", "20", "--valid-every", "5", "--save-every", "5",
-                          "--valid-max", "8", "--quiet", NULL};
+static void resume_fails(const char *dir, const char *train, const char *out, const char *want_path,
+                         const char *reason, int want_code) {
+    const char *args[] = {"train",
+                          "--train",
+                          train,
+                          "--valid",
+                          train,
+                          "--out",
+                          out,
+                          "--resume",
+                          "--steps",
+                          "20",
+                          "--valid-every",
+                          "5",
+                          "--save-every",
+                          "5",
+                          "--valid-max",
+                          "8",
+                          "--quiet",
+                          NULL};
     Run r = run(dir, args);
     cr_assert_eq(r.code, want_code, "exit %d: %s", r.code, r.err);
     char want[700];
@@ -270,10 +285,26 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
     join(out, dir, "run");
     join(last, out, "last.npz");
     for (int check = 0; check < 2; check++) {
-        const char *args[] = {"train",  "--train", train,  "--no-valid", "--out",  out,
-                              "--force", "--steps", "200", "--save-every", "1",    "--optim",
-                              "sgd",    "--lr",    "1e3",  "--clip",     "0",      TINY_FLAGS,
-                              check ? "--check-finite" : NULL, NULL};
+        const char *args[] = {"train",
+                              "--train",
+                              train,
+                              "--no-valid",
+                              "--out",
+                              out,
+                              "--force",
+                              "--steps",
+                              "200",
+                              "--save-every",
+                              "1",
+                              "--optim",
+                              "sgd",
+                              "--lr",
+                              "1e3",
+                              "--clip",
+                              "0",
+                              TINY_FLAGS,
+                              check ? "--check-finite" : NULL,
+                              NULL};
         Run r = run(dir, args);
         cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
         const char *m = strstr(r.err, "error: step ");
@@ -296,8 +327,8 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
             cr_assert(f != NULL, "%s", r.err);
             int node = 0;
             char dirn[16], op[32];
-            cr_assert(sscanf(f + strlen("the first non-finite value: "), "%15s of node %d (%31[^)])",
-                             dirn, &node, op) == 3,
+            cr_assert(sscanf(f + strlen("the first non-finite value: "),
+                             "%15s of node %d (%31[^)])", dirn, &node, op) == 3,
                       "%s", r.err);
             cr_assert(node >= 1 && (strcmp(dirn, "forward") == 0 || strcmp(dirn, "backward") == 0),
                       "%s", r.err);
@@ -309,9 +340,10 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
         run_free(&r);
     }
     /* a poisoned weight: check mode names the op that read it and the weight */
-    const char *poison[] = {"train", "--train", train, "--no-valid", "--out", out, "--force",
-                            "--steps", "20", "--save-every", "5", "--inject-nan", "7",
-                            "--check-finite", TINY_FLAGS, NULL};
+    const char *poison[] = {
+        "train",    "--train", train,          "--no-valid", "--out",        out, "--force",
+        "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7", "--check-finite",
+        TINY_FLAGS, NULL};
     Run r = run(dir, poison);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, "error: step 7: the training loss is nan"), "%s", r.err);
@@ -338,8 +370,10 @@ static int make_read_only(const char *path, char *why, size_t n) {
     if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount(path, path, NULL, MS_BIND, NULL) != 0 ||
         mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) {
-        snprintf(why, n, "running as root, and no private mount namespace for a read-only bind "
-                         "mount here: %s", strerror(errno));
+        snprintf(why, n,
+                 "running as root, and no private mount namespace for a read-only bind "
+                 "mount here: %s",
+                 strerror(errno));
         return -1;
     }
     return 0;
@@ -416,16 +450,32 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     keep(k, 3, out);
     fill_up(out);
     /* the log may take one more row in its last block; the first save fails */
-    const char *args[] = {"train", "--train", train, "--valid", train, "--out", out, "--resume",
-                          "--steps", "20", "--valid-every", "5", "--save-every", "5",
-                          "--valid-max", "8", "--quiet", NULL};
+    const char *args[] = {"train",
+                          "--train",
+                          train,
+                          "--valid",
+                          train,
+                          "--out",
+                          out,
+                          "--resume",
+                          "--steps",
+                          "20",
+                          "--valid-every",
+                          "5",
+                          "--save-every",
+                          "5",
+                          "--valid-max",
+                          "8",
+                          "--quiet",
+                          NULL};
     Run r = run(dir, args);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, strerror(ENOSPC)), "%s", r.err);
     char want[700];
     snprintf(want, sizeof want, "error: %s/", out);
     cr_assert(strstr(r.err, want), "the error does not name a file in %s: %s", out, r.err);
-    cr_assert(strstr(r.err, "the last good checkpoint is ") && strstr(r.err, "(step 10), unchanged"),
+    cr_assert(strstr(r.err, "the last good checkpoint is ") &&
+                  strstr(r.err, "(step 10), unchanged"),
               "%s", r.err);
     run_free(&r);
     expect_kept(k, 2, out, "full disk");
@@ -527,8 +577,8 @@ Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     char file[512], under[512];
     write_text(join(file, dir, "a-file"), "x\n");
     join(under, file, "run");
-    const char *args[] = {"train", "--train", train, "--no-valid", "--out", under, "--steps", "5",
-                          TINY_FLAGS, NULL};
+    const char *args[] = {"train", "--train", train, "--no-valid", "--out",
+                          under,   "--steps", "5",   TINY_FLAGS,   NULL};
     Run r = run(dir, args);
     cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
     char want[700];
@@ -571,8 +621,8 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
     /* dropout on: the RNG state must be restored too; saves every 7 steps, validation every
      * 10 (a kill may land in a save, a validation or a log row) */
 #define KILL_FLAGS(o)                                                                              \
-    "train", "--train", train, "--valid", train, "--out", o, "--steps", "60", "--dropout", "0.2", \
-        "--valid-every", "10", "--save-every", "7", "--log-every", "1", "--valid-max", "8",       \
+    "train", "--train", train, "--valid", train, "--out", o, "--steps", "60", "--dropout", "0.2",  \
+        "--valid-every", "10", "--save-every", "7", "--log-every", "1", "--valid-max", "8",        \
         TINY_FLAGS
     const char *a[] = {KILL_FLAGS(join(straight, dir, "straight")), NULL};
     double t0 = now_s();
@@ -602,19 +652,22 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         int have = stat(join(last, out, "last.npz"), &st) == 0;
         const char *resume[] = {KILL_FLAGS(out), have ? "--resume" : "--force", NULL};
         r = run(dir, resume);
-        cr_assert_eq(r.code, 0, "round %d: resume after kill -9 at %.3f s: %s", round, delay, r.err);
+        cr_assert_eq(r.code, 0, "round %d: resume after kill -9 at %.3f s: %s", round, delay,
+                     r.err);
         run_free(&r);
         const char *files[] = {"last.npz", "best.npz"};
         for (int i = 0; i < 2; i++) {
             size_t n1, n2;
-            char *x = slurp(join(p1, straight, files[i]), &n1), *y = slurp(join(p2, out, files[i]), &n2);
+            char *x = slurp(join(p1, straight, files[i]), &n1),
+                 *y = slurp(join(p2, out, files[i]), &n2);
             cr_assert(x && y && n1 == n2 && memcmp(x, y, n1) == 0,
                       "round %d (kill at %.3f s of %.3f): %s differs from the uninterrupted run",
                       round, delay, t_run, files[i]);
             free(x);
             free(y);
         }
-        char *x = csv_values(join(p1, straight, "log.csv")), *y = csv_values(join(p2, out, "log.csv"));
+        char *x = csv_values(join(p1, straight, "log.csv")),
+             *y = csv_values(join(p2, out, "log.csv"));
         cr_assert_str_eq(x, y, "round %d: the logs differ", round);
         free(x);
         free(y);

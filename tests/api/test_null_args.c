@@ -1,0 +1,414 @@
+/* test_null_args.c: NULL where the public API expects a pointer is caught at the boundary.
+ * Each row of the table calls one function with one required pointer argument NULL (the
+ * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
+ * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
+ * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
+ * nn, optim, io) and fails for any function taking a pointer that has no row here, unless it
+ * is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
+ * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
+ * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
+ * tests). */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "expect_abort.h"
+
+/* zeroed dummies: non-NULL arguments that come before the NULL one */
+static Arena A;
+static Tensor T;
+static Tape TP;
+static Rng R;
+static ParamList PL;
+static NnBuilder NB;
+static Linear LIN;
+static LayerNorm LN;
+static Embedding EMB;
+static PositionalEncoding PE;
+static FeedForward FF;
+static MultiHeadAttention MHA;
+static NnKVCache KV;
+static EncoderLayer ENC;
+static DecoderLayer DEC;
+static TransformerConfig TC;
+static Seq2Seq S2S;
+static Seq2SeqConfig S2C;
+static NnDecodeState DS;
+static OptimConfig OC;
+static NpzFile NF;
+static NpzEntry NE;
+static AgGradcheckResult GCR;
+static char BUF[AG_NAME_LEN];
+static const int IDS[4];
+static Tensor *INPUTS[1] = {&T};
+static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
+    (void)t;
+    (void)ctx;
+    return in[0];
+}
+static const char *volatile NO_FMT = NULL; /* volatile: no format warning at compile time */
+
+/* X(function, argument, the call with that argument NULL) */
+#define NULL_ROWS(X)                                                                               \
+    /* tensor.h */                                                                                 \
+    X(arena_new, name, arena_new(NULL, 64))                                                        \
+    X(arena_alloc, a, arena_alloc(NULL, 8))                                                        \
+    X(arena_reset, a, arena_reset(NULL))                                                           \
+    X(tensor_new, a, tensor_new(NULL, 1, (int[]){2}, "x"))                                         \
+    X(tensor_new, shape, tensor_new(&A, 2, NULL, "x"))                                             \
+    X(tensor_zeros, a, tensor_zeros(NULL, 1, (int[]){2}, "x"))                                     \
+    X(tensor_new1, a, tensor_new1(NULL, 2, "x"))                                                   \
+    X(tensor_new2, a, tensor_new2(NULL, 2, 3, "x"))                                                \
+    X(tensor_new3, a, tensor_new3(NULL, 2, 3, 4, "x"))                                             \
+    X(tensor_new4, a, tensor_new4(NULL, 2, 3, 4, 5, "x"))                                          \
+    X(tensor_param, a, tensor_param(NULL, 1, (int[]){2}, "w"))                                     \
+    X(tensor_set_name, t, tensor_set_name(NULL, "x"))                                              \
+    X(tensor_set_name, fmt, tensor_set_name(&T, NO_FMT))                                           \
+    X(tensor_requires_grad, t, tensor_requires_grad(NULL))                                         \
+    X(tensor_zero_grad, t, tensor_zero_grad(NULL))                                                 \
+    X(tensor_fill, t, tensor_fill(NULL, 1))                                                        \
+    X(tensor_copy_from_floats, t, tensor_copy_from_floats(NULL, (float[]){1}))                     \
+    X(tensor_copy_from_floats, src, tensor_copy_from_floats(&T, NULL))                             \
+    X(tensor_copy_from_doubles, t, tensor_copy_from_doubles(NULL, (double[]){1}))                  \
+    X(tensor_copy_from_doubles, src, tensor_copy_from_doubles(&T, NULL))                           \
+    X(tensor_same_shape, a, tensor_same_shape(NULL, &T))                                           \
+    X(tensor_same_shape, b, tensor_same_shape(&T, NULL))                                           \
+    X(tensor_rows, t, tensor_rows(NULL))                                                           \
+    X(tensor_print, t, tensor_print(NULL, 4))                                                      \
+    /* rng.h */                                                                                    \
+    X(rng_seed, r, rng_seed(NULL, 1))                                                              \
+    X(rng_u64, r, rng_u64(NULL))                                                                   \
+    X(rng_uniform, r, rng_uniform(NULL))                                                           \
+    X(rng_normal, r, rng_normal(NULL))                                                             \
+    X(rng_below, r, rng_below(NULL, 3))                                                            \
+    X(rng_fill_uniform, r, rng_fill_uniform(NULL, &T, 0, 1))                                       \
+    X(rng_fill_uniform, t, rng_fill_uniform(&R, NULL, 0, 1))                                       \
+    X(rng_fill_normal, r, rng_fill_normal(NULL, &T, 0, 1))                                         \
+    X(rng_fill_normal, t, rng_fill_normal(&R, NULL, 0, 1))                                         \
+    /* autograd.h, besides the ops */                                                              \
+    X(ag_tape_new, step, ag_tape_new(NULL))                                                        \
+    X(ag_tape_reset, tape, ag_tape_reset(NULL))                                                    \
+    X(ag_no_grad, tape, ag_no_grad(NULL, 1))                                                       \
+    X(ag_backward, tape, ag_backward(NULL, &T))                                                    \
+    X(ag_backward, loss, ag_backward(&TP, NULL))                                                   \
+    X(ag_tape_print, tape, ag_tape_print(NULL, stderr))                                            \
+    X(ag_tape_print, f, ag_tape_print(&TP, NULL))                                                  \
+    X(ag_check_finite, tape, ag_check_finite(NULL, 1))                                             \
+    X(ag_first_nonfinite, tape, ag_first_nonfinite(NULL))                                          \
+    X(ag_nonfinite_message, r, ag_nonfinite_message(NULL))                                         \
+    X(ag_gradcheck, tape, ag_gradcheck(NULL, gc_fn, NULL, INPUTS, 1, 1e-3, 1e-3, NULL))            \
+    X(ag_gradcheck, fn, ag_gradcheck(&TP, NULL, NULL, INPUTS, 1, 1e-3, 1e-3, NULL))                \
+    X(ag_gradcheck, inputs, ag_gradcheck(&TP, gc_fn, NULL, NULL, 1, 1e-3, 1e-3, NULL))             \
+    X(ag_gradcheck_print, res, ag_gradcheck_print(NULL, stderr))                                   \
+    X(ag_gradcheck_print, f, ag_gradcheck_print(&GCR, NULL))                                       \
+    /* nn.h */                                                                                     \
+    X(nn_params_init, pl, nn_params_init(NULL))                                                    \
+    X(nn_params_free, pl, nn_params_free(NULL))                                                    \
+    X(nn_param, b, nn_param(NULL, "", "w", 1, (int[]){2}))                                         \
+    X(nn_param, name, nn_param(&NB, "", NULL, 1, (int[]){2}))                                      \
+    X(nn_join, buf, nn_join(NULL, "a", "b"))                                                       \
+    X(nn_join, name, nn_join(BUF, "a", NULL))                                                      \
+    X(nn_params_find, pl, nn_params_find(NULL, "w"))                                               \
+    X(nn_params_find, name, nn_params_find(&PL, NULL))                                             \
+    X(nn_params_count, pl, nn_params_count(NULL))                                                  \
+    X(nn_params_zero_grad, pl, nn_params_zero_grad(NULL))                                          \
+    X(nn_params_print, pl, nn_params_print(NULL, stderr))                                          \
+    X(nn_params_print, f, nn_params_print(&PL, NULL))                                              \
+    X(nn_param_rows, a, nn_param_rows(NULL, &T, 0, 1, "v"))                                        \
+    X(nn_param_rows, p, nn_param_rows(&A, NULL, 0, 1, "v"))                                        \
+    X(nn_param_rows, name, nn_param_rows(&A, &T, 0, 1, NULL))                                      \
+    X(nn_linear_init, l, nn_linear_init(NULL, &NB, "", 2, 3, 1))                                   \
+    X(nn_linear_init, b, nn_linear_init(&LIN, NULL, "", 2, 3, 1))                                  \
+    X(nn_linear, t, nn_linear(NULL, &LIN, &T))                                                     \
+    X(nn_linear, l, nn_linear(&TP, NULL, &T))                                                      \
+    X(nn_linear, x, nn_linear(&TP, &LIN, NULL))                                                    \
+    X(nn_layernorm_init, ln, nn_layernorm_init(NULL, &NB, "", 4, 1e-5))                            \
+    X(nn_layernorm_init, b, nn_layernorm_init(&LN, NULL, "", 4, 1e-5))                             \
+    X(nn_layernorm, t, nn_layernorm(NULL, &LN, &T))                                                \
+    X(nn_layernorm, ln, nn_layernorm(&TP, NULL, &T))                                               \
+    X(nn_layernorm, x, nn_layernorm(&TP, &LN, NULL))                                               \
+    X(nn_embedding_init, e, nn_embedding_init(NULL, &NB, "", 5, 4, -1))                            \
+    X(nn_embedding_init, b, nn_embedding_init(&EMB, NULL, "", 5, 4, -1))                           \
+    X(nn_embedding, t, nn_embedding(NULL, &EMB, IDS, 1, 2))                                        \
+    X(nn_embedding, e, nn_embedding(&TP, NULL, IDS, 1, 2))                                         \
+    X(nn_embedding, ids, nn_embedding(&TP, &EMB, NULL, 1, 2))                                      \
+    X(nn_positional_init, pe, nn_positional_init(NULL, &NB, "", 8, 4, 0))                          \
+    X(nn_positional_init, b, nn_positional_init(&PE, NULL, "", 8, 4, 0))                           \
+    X(nn_positional, t, nn_positional(NULL, &PE, &T, 0))                                           \
+    X(nn_positional, pe, nn_positional(&TP, NULL, &T, 0))                                          \
+    X(nn_positional, x, nn_positional(&TP, &PE, NULL, 0))                                          \
+    X(nn_ffn_init, f, nn_ffn_init(NULL, &NB, "", 4, 8, NN_RELU, 0))                                \
+    X(nn_ffn_init, b, nn_ffn_init(&FF, NULL, "", 4, 8, NN_RELU, 0))                                \
+    X(nn_ffn, t, nn_ffn(NULL, &FF, &T, NULL))                                                      \
+    X(nn_ffn, f, nn_ffn(&TP, NULL, &T, NULL))                                                      \
+    X(nn_ffn, x, nn_ffn(&TP, &FF, NULL, NULL))                                                     \
+    X(nn_mha_init, m, nn_mha_init(NULL, &NB, "", 4, 2, 2, 1, 0))                                   \
+    X(nn_mha_init, b, nn_mha_init(&MHA, NULL, "", 4, 2, 2, 1, 0))                                  \
+    X(nn_mha_track_gates, m, nn_mha_track_gates(NULL, 1))                                          \
+    X(nn_mha_forward, t, nn_mha_forward(NULL, &MHA, &T, &T, NULL, 0, NULL))                        \
+    X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, NULL, 0, NULL))                         \
+    X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, NULL, 0, NULL))                   \
+    X(nn_mha_forward, key_value, nn_mha_forward(&TP, &MHA, &T, NULL, NULL, 0, NULL))               \
+    X(nn_mha_project_kv, t, nn_mha_project_kv(NULL, &MHA, &T, 0))                                  \
+    X(nn_mha_project_kv, m, nn_mha_project_kv(&TP, NULL, &T, 0))                                   \
+    X(nn_mha_project_kv, x, nn_mha_project_kv(&TP, &MHA, NULL, 0))                                 \
+    X(nn_mha_forward_kv, t, nn_mha_forward_kv(NULL, &MHA, &T, &T, &T, NULL, 0, NULL))              \
+    X(nn_mha_forward_kv, m, nn_mha_forward_kv(&TP, NULL, &T, &T, &T, NULL, 0, NULL))               \
+    X(nn_mha_forward_kv, query, nn_mha_forward_kv(&TP, &MHA, NULL, &T, &T, NULL, 0, NULL))         \
+    X(nn_mha_forward_kv, kh, nn_mha_forward_kv(&TP, &MHA, &T, NULL, &T, NULL, 0, NULL))            \
+    X(nn_mha_forward_kv, vh, nn_mha_forward_kv(&TP, &MHA, &T, &T, NULL, NULL, 0, NULL))            \
+    X(nn_kv_cache_init, c, nn_kv_cache_init(NULL, &MHA, 1, 4))                                     \
+    X(nn_kv_cache_init, m, nn_kv_cache_init(&KV, NULL, 1, 4))                                      \
+    X(nn_kv_cache_free, c, nn_kv_cache_free(NULL))                                                 \
+    X(nn_mha_forward_cached, t, nn_mha_forward_cached(NULL, &MHA, &KV, &T))                        \
+    X(nn_mha_forward_cached, m, nn_mha_forward_cached(&TP, NULL, &KV, &T))                         \
+    X(nn_mha_forward_cached, c, nn_mha_forward_cached(&TP, &MHA, NULL, &T))                        \
+    X(nn_mha_forward_cached, x, nn_mha_forward_cached(&TP, &MHA, &KV, NULL))                       \
+    X(nn_encoder_layer_init, l, nn_encoder_layer_init(NULL, &NB, "", &TC))                         \
+    X(nn_encoder_layer_init, b, nn_encoder_layer_init(&ENC, NULL, "", &TC))                        \
+    X(nn_encoder_layer_init, cfg, nn_encoder_layer_init(&ENC, &NB, "", NULL))                      \
+    X(nn_encoder_layer, t, nn_encoder_layer(NULL, &ENC, &T, NULL, NULL))                           \
+    X(nn_encoder_layer, l, nn_encoder_layer(&TP, NULL, &T, NULL, NULL))                            \
+    X(nn_encoder_layer, x, nn_encoder_layer(&TP, &ENC, NULL, NULL, NULL))                          \
+    X(nn_decoder_layer_init, l, nn_decoder_layer_init(NULL, &NB, "", &TC))                         \
+    X(nn_decoder_layer_init, b, nn_decoder_layer_init(&DEC, NULL, "", &TC))                        \
+    X(nn_decoder_layer_init, cfg, nn_decoder_layer_init(&DEC, &NB, "", NULL))                      \
+    X(nn_decoder_layer, t, nn_decoder_layer(NULL, &DEC, &T, &T, NULL, NULL, NULL))                 \
+    X(nn_decoder_layer, l, nn_decoder_layer(&TP, NULL, &T, &T, NULL, NULL, NULL))                  \
+    X(nn_decoder_layer, x, nn_decoder_layer(&TP, &DEC, NULL, &T, NULL, NULL, NULL))                \
+    X(nn_decoder_layer, memory, nn_decoder_layer(&TP, &DEC, &T, NULL, NULL, NULL, NULL))           \
+    X(nn_seq2seq_init, m, nn_seq2seq_init(NULL, &A, &R, &S2C))                                     \
+    X(nn_seq2seq_init, a, nn_seq2seq_init(&S2S, NULL, &R, &S2C))                                   \
+    X(nn_seq2seq_init, rng, nn_seq2seq_init(&S2S, &A, NULL, &S2C))                                 \
+    X(nn_seq2seq_init, cfg, nn_seq2seq_init(&S2S, &A, &R, NULL))                                   \
+    X(nn_seq2seq_free, m, nn_seq2seq_free(NULL))                                                   \
+    X(nn_padding_mask, t, nn_padding_mask(NULL, IDS, 1, 2, 0))                                     \
+    X(nn_padding_mask, ids, nn_padding_mask(&TP, NULL, 1, 2, 0))                                   \
+    X(nn_seq2seq_encode, t, nn_seq2seq_encode(NULL, &S2S, IDS, 1, 2, NULL))                        \
+    X(nn_seq2seq_encode, m, nn_seq2seq_encode(&TP, NULL, IDS, 1, 2, NULL))                         \
+    X(nn_seq2seq_encode, src, nn_seq2seq_encode(&TP, &S2S, NULL, 1, 2, NULL))                      \
+    X(nn_seq2seq_decode, t, nn_seq2seq_decode(NULL, &S2S, &T, IDS, 2, IDS, 1, 2, NULL))            \
+    X(nn_seq2seq_decode, m, nn_seq2seq_decode(&TP, NULL, &T, IDS, 2, IDS, 1, 2, NULL))             \
+    X(nn_seq2seq_decode, memory, nn_seq2seq_decode(&TP, &S2S, NULL, IDS, 2, IDS, 1, 2, NULL))      \
+    X(nn_seq2seq_decode, src, nn_seq2seq_decode(&TP, &S2S, &T, NULL, 2, IDS, 1, 2, NULL))          \
+    X(nn_seq2seq_decode, tgt_in, nn_seq2seq_decode(&TP, &S2S, &T, IDS, 2, NULL, 1, 2, NULL))       \
+    X(nn_seq2seq_loss, t, nn_seq2seq_loss(NULL, &S2S, IDS, 2, IDS, IDS, 1, 2, NULL))               \
+    X(nn_seq2seq_loss, m, nn_seq2seq_loss(&TP, NULL, IDS, 2, IDS, IDS, 1, 2, NULL))                \
+    X(nn_seq2seq_loss, src, nn_seq2seq_loss(&TP, &S2S, NULL, 2, IDS, IDS, 1, 2, NULL))             \
+    X(nn_seq2seq_loss, tgt_in, nn_seq2seq_loss(&TP, &S2S, IDS, 2, NULL, IDS, 1, 2, NULL))          \
+    X(nn_seq2seq_loss, tgt_out, nn_seq2seq_loss(&TP, &S2S, IDS, 2, IDS, NULL, 1, 2, NULL))         \
+    X(nn_decode_begin, s, nn_decode_begin(NULL, &S2S, &T, IDS, 1, 2, 4))                           \
+    X(nn_decode_begin, m, nn_decode_begin(&DS, NULL, &T, IDS, 1, 2, 4))                            \
+    X(nn_decode_begin, memory, nn_decode_begin(&DS, &S2S, NULL, IDS, 1, 2, 4))                     \
+    X(nn_decode_begin, src, nn_decode_begin(&DS, &S2S, &T, NULL, 1, 2, 4))                         \
+    X(nn_decode_step, t, nn_decode_step(NULL, &S2S, &DS, IDS))                                     \
+    X(nn_decode_step, m, nn_decode_step(&TP, NULL, &DS, IDS))                                      \
+    X(nn_decode_step, s, nn_decode_step(&TP, &S2S, NULL, IDS))                                     \
+    X(nn_decode_step, tokens, nn_decode_step(&TP, &S2S, &DS, NULL))                                \
+    X(nn_decode_end, s, nn_decode_end(NULL))                                                       \
+    /* optim.h */                                                                                  \
+    X(optim_schedule_lr, s, optim_schedule_lr(NULL, 1e-3, 1))                                      \
+    X(optim_new, a, optim_new(NULL, &PL, &OC))                                                     \
+    X(optim_new, pl, optim_new(&A, NULL, &OC))                                                     \
+    X(optim_new, cfg, optim_new(&A, &PL, NULL))                                                    \
+    X(optim_lr, o, optim_lr(NULL))                                                                 \
+    X(optim_step, o, optim_step(NULL))                                                             \
+    X(optim_zero_grad, o, optim_zero_grad(NULL))                                                   \
+    X(optim_state_count, o, optim_state_count(NULL))                                               \
+    X(optim_state_tensor, o, optim_state_tensor(NULL, 0))                                          \
+    X(optim_get_step, o, optim_get_step(NULL))                                                     \
+    X(optim_set_step, o, optim_set_step(NULL, 1))                                                  \
+    X(optim_clip_grad_norm, pl, optim_clip_grad_norm(NULL, 1))                                     \
+    /* checkpoint.h */                                                                             \
+    X(ckpt_save, path, ckpt_save(NULL, &S2S, NULL, 0, NULL))                                       \
+    X(ckpt_save, m, ckpt_save("x.npz", NULL, NULL, 0, NULL))                                       \
+    X(ckpt_read_config, path, ckpt_read_config(NULL, &S2C, NULL, NULL))                            \
+    X(ckpt_read_config, cfg, ckpt_read_config("x.npz", NULL, NULL, NULL))                          \
+    X(ckpt_load, path, ckpt_load(NULL, &S2S, NULL))                                                \
+    X(ckpt_load, m, ckpt_load("x.npz", NULL, NULL))                                                \
+    /* npz.h */                                                                                    \
+    X(npz_shape_str, buf, npz_shape_str(NULL, 8, 0, NULL))                                         \
+    X(npz_shape_str, shape, npz_shape_str(BUF, sizeof BUF, 2, NULL))                               \
+    X(npz_read, path, npz_read(NULL, (NpzFile *[1]){0}, NULL))                                     \
+    X(npz_read, out, npz_read("x.npz", NULL, NULL))                                                \
+    X(npz_find, f, npz_find(NULL, "w"))                                                            \
+    X(npz_find, name, npz_find(&NF, NULL))                                                         \
+    X(npz_entry_to_tensor, f, npz_entry_to_tensor(NULL, &NE, &T, NULL))                            \
+    X(npz_entry_to_tensor, e, npz_entry_to_tensor(&NF, NULL, &T, NULL))                            \
+    X(npz_entry_to_tensor, t, npz_entry_to_tensor(&NF, &NE, NULL, NULL))                           \
+    X(npz_writer_force_zip64, w, npz_writer_force_zip64(NULL, 1))                                  \
+    X(npz_add, w, npz_add(NULL, "x", NPZ_F32, 0, NULL, (float[]){1}))                              \
+    X(npz_add, name, npz_add(npz_writer_new(), NULL, NPZ_F32, 0, NULL, (float[]){1}))              \
+    X(npz_add_f32, w, npz_add_f32(NULL, "x", 0, NULL, (float[]){1}))                               \
+    X(npz_add_f64, w, npz_add_f64(NULL, "x", 0, NULL, (double[]){1}))                              \
+    X(npz_add_i64, w, npz_add_i64(NULL, "x", 0, NULL, (int64_t[]){1}))                             \
+    X(npz_add_u64, w, npz_add_u64(NULL, "x", 0, NULL, (uint64_t[]){1}))                            \
+    X(npz_add_i32, w, npz_add_i32(NULL, "x", 0, NULL, (int32_t[]){1}))                             \
+    X(npz_add_bytes, w, npz_add_bytes(NULL, "x", "ab", 2))                                         \
+    X(npz_add_real, w, npz_add_real(NULL, "x", &T))                                                \
+    X(npz_add_real, t, npz_add_real(npz_writer_new(), "x", NULL))                                  \
+    X(npz_add_real_as, w, npz_add_real_as(NULL, "x", &T, NPZ_F32))                                 \
+    X(npz_add_real_as, t, npz_add_real_as(npz_writer_new(), "x", NULL, NPZ_F32))                   \
+    X(npz_add_params, w, npz_add_params(NULL, &PL, NPZ_F32))                                       \
+    X(npz_add_params, pl, npz_add_params(npz_writer_new(), NULL, NPZ_F32))                         \
+    X(npz_write, w, npz_write(NULL, "x.npz", 0, NULL))                                             \
+    X(npz_write, path, npz_write(npz_writer_new(), NULL, 0, NULL))                                 \
+    X(npz_save_params, pl, npz_save_params(NULL, "x.npz", 0, NULL))                               \
+    X(npz_save_params, path, npz_save_params(&PL, NULL, 0, NULL))                                  \
+    X(npz_load_params, pl, npz_load_params(NULL, "x.npz", NULL))                                   \
+    X(npz_load_params, path, npz_load_params(&PL, NULL, NULL))                                     \
+    X(npz_params_from_file, pl, npz_params_from_file(NULL, &NF, NULL))                             \
+    X(npz_params_from_file, f, npz_params_from_file(&PL, NULL, NULL))
+
+#define AS_FN(fn, arg, call)                                                                       \
+    static void null_##fn##_##arg(void *ctx) {                                                     \
+        (void)ctx;                                                                                 \
+        call;                                                                                      \
+    }
+NULL_ROWS(AS_FN)
+
+typedef struct {
+    const char *fn, *arg;
+    void (*run)(void *);
+} NullRow;
+
+#define AS_ROW(fn, arg, call) {#fn, #arg, null_##fn##_##arg},
+static const NullRow rows[] = {NULL_ROWS(AS_ROW)};
+#define N_ROWS (sizeof rows / sizeof rows[0])
+
+/* Functions that take a pointer and accept NULL, with the reason. */
+static const char *const accepts_null[][2] = {
+    {"arena_free", "NULL is a no-op, as free"},
+    {"ag_tape_free", "NULL is a no-op, as free"},
+    {"npz_free", "NULL is a no-op, as free"},
+    {"npz_writer_free", "NULL is a no-op, as free"},
+    {"tensor_shape_str", "gives \"(NULL)\": error messages show a missing tensor"},
+    {"ag_fail", "a printf-like format (the compiler checks the call)"},
+    {"ag_abort", "a printf-like format (the compiler checks the call)"},
+    {"ag_embedding_padded", "an op: ag_embedding's rows in test_errors.c run through it"},
+};
+
+Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
+    int failed = 0;
+    for (size_t k = 0; k < N_ROWS; k++) {
+        Capture c;
+        capture_run(rows[k].run, NULL, &c);
+        char want[160];
+        snprintf(want, sizeof want, "%s: argument '%s' is NULL", rows[k].fn, rows[k].arg);
+        const char *rest = NULL;
+        int ok = capture_aborted(&c) && capture_file_line(&c, NULL, 0, NULL, &rest) &&
+                 strncmp(rest, want, strlen(want)) == 0;
+        cr_expect(ok, "%s(%s = NULL): wanted an abort with \"file.c:LINE: %s\"; got signal %d, "
+                  "exit %d, stderr: %s", rows[k].fn, rows[k].arg, want, c.signal, c.exit_code,
+                  c.err);
+        failed += !ok;
+    }
+    cr_assert_eq(failed, 0, "%d of %zu rows failed", failed, N_ROWS);
+}
+
+/* ---- coverage: every public function that takes a pointer has a row ---- */
+
+/* The header's text without comments, preprocessor lines and braces' contents (struct and
+ * enum bodies): what is left is declarations. */
+static char *declarations(const char *path) {
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL, "%s: cannot open (run the suite from the repository root, as make "
+              "test does)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *src = malloc((size_t)n + 1), *out = malloc((size_t)n + 1), *o = out;
+    cr_assert(fread(src, 1, (size_t)n, f) == (size_t)n);
+    src[n] = '\0';
+    fclose(f);
+    int depth = 0, bol = 1;
+    for (char *p = src; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            char *e = strstr(p + 2, "*/");
+            p = e ? e + 2 : p + strlen(p);
+            continue;
+        }
+        if (bol && *p == '#') { /* a preprocessor line, with its continuations */
+            while (*p && !(*p == '\n' && p[-1] != '\\')) p++;
+            continue;
+        }
+        bol = *p == '\n' ? 1 : (bol && isspace((unsigned char)*p));
+        if (*p == '{') depth++;
+        else if (*p == '}') depth--;
+        else if (depth == 0) *o++ = *p;
+        p++;
+    }
+    *o = '\0';
+    free(src);
+    return out;
+}
+
+static int has_row(const char *fn) {
+    for (size_t k = 0; k < N_ROWS; k++)
+        if (strcmp(rows[k].fn, fn) == 0) return 1;
+    return 0;
+}
+
+static int exempt(const char *fn) {
+    for (size_t k = 0; k < sizeof accepts_null / sizeof accepts_null[0]; k++)
+        if (strcmp(accepts_null[k][0], fn) == 0) return 1;
+    for (int op = 0; op < AG_OP_COUNT; op++) { /* ag_<op>: test_errors.c */
+        char name[64];
+        snprintf(name, sizeof name, "ag_%s", ag_op_name((AgOp)op));
+        if (strcmp(name, fn) == 0) return 1;
+    }
+    return 0;
+}
+
+Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
+    static const char *const headers[] = {"src/tensor/tensor.h", "src/tensor/rng.h",
+                                          "src/autograd/autograd.h", "src/nn/nn.h",
+                                          "src/optim/optim.h", "src/io/checkpoint.h",
+                                          "src/io/npz.h"};
+    static const char *const prefixes[] = {"ag_", "arena_", "tensor_", "rng_", "nn_", "optim_",
+                                           "ckpt_", "npz_"};
+    int seen = 0, missing = 0;
+    for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
+        char *d = declarations(headers[h]);
+        for (char *p = d; *p; p++) {
+            if (!(isalpha((unsigned char)*p) || *p == '_') || (p > d && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+                continue;
+            char *e = p;
+            while (isalnum((unsigned char)*e) || *e == '_') e++;
+            int ours = 0;
+            for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
+                ours |= strncmp(p, prefixes[k], strlen(prefixes[k])) == 0;
+            char *q = e;
+            while (*q == ' ') q++;
+            if (!ours || *q != '(') {
+                p = e - 1;
+                continue;
+            }
+            /* the parameter list, to its closing parenthesis */
+            int depth = 0, pointer = 0;
+            char *r = q;
+            for (; *r; r++) {
+                if (*r == '(') depth++;
+                if (*r == ')' && --depth == 0) break;
+                pointer |= *r == '*';
+            }
+            /* a typedef of a function pointer (AgGradcheckFn) has its name after "(*": skip */
+            char fn[96];
+            snprintf(fn, sizeof fn, "%.*s", (int)(e - p), p);
+            seen++;
+            if (pointer && !has_row(fn) && !exempt(fn)) {
+                cr_expect(0, "%s: %s takes a pointer but has no NULL row in "
+                          "tests/api/test_null_args.c (add one, or list it in accepts_null with "
+                          "the reason)", headers[h], fn);
+                missing++;
+            }
+            p = r;
+        }
+        free(d);
+    }
+    cr_assert_gt(seen, 100, "only %d declarations found: is the header parser broken?", seen);
+    cr_assert_eq(missing, 0);
+}
