@@ -7,6 +7,7 @@
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
 #   make format             clang-format every source file (format-check: only report)
+#   make fuzz FUZZ_SECONDS=N  each libFuzzer harness (fuzz/) N seconds, with clang
 #   make bench              builds and runs bench/ (GEMM vs OpenBLAS, workloads vs PyTorch when
 #                           installed)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
@@ -297,6 +298,68 @@ memcheck: deps-memcheck
 memcheck-run: $(TRANSLATE_BIN) $(B)/data/gen
 	scripts/memcheck.sh $(TRANSLATE_BIN) $(B)/data/gen $(B)/memcheck
 
+# ---- fuzzing (fuzz/, README "Fuzzing") ----
+# make fuzz FUZZ_SECONDS=N: libFuzzer harnesses built with clang (ASan + UBSan, OpenMP off, float)
+# in build/fuzz/, seeds written by build/.../fuzz-tools/seeds from the project's own files, each
+# harness run N seconds (fuzz/run.sh prints executions per harness). make test replays
+# fuzz/regressions/<harness>/ with the same harnesses built by the default toolchain.
+FUZZ_SECONDS ?= 60
+FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli
+FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
+FUZZ_B := build/fuzz
+FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
+               -Wno-unused-variable -Isrc -Iexamples/translate -Idata -Ifuzz -g -O1 \
+               -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=all
+FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
+FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
+.PHONY: fuzz deps-fuzz fuzz-build fuzz-replay
+.SECONDARY: $(FUZZ_HARNESSES:%=$(FUZZ_B)/obj/fuzz/%.o) $(FUZZ_HARNESSES:%=$(B)/obj/fuzz/%.o)
+
+deps-fuzz:
+	@scripts/deps.sh clang libclang-rt-14-dev
+
+$(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h $(wildcard fuzz/*.h) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  CC  fuzz  $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_HARNESSES:%=$(FUZZ_B)/%): $(FUZZ_B)/%: $(FUZZ_B)/obj/fuzz/%.o $(FUZZ_B)/obj/fuzz/common.o \
+                                         $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ -lm -lz
+
+fuzz-build: deps-fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_HARNESSES:%=$(FUZZ_B)/%)
+
+# the seeds come from the default build (gcc): the corpus generator, the example, npz_write
+$(B)/fuzz-tools/seeds: $(B)/obj/fuzz/seeds.o $(TRANSLATE_LIB_OBJ) $(DATA_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(B)/obj/fuzz/%.o: CFLAGS += -Iexamples/translate -Idata -Ifuzz -Isrc/io
+
+fuzz: fuzz-build $(B)/fuzz-tools/seeds
+	@rm -rf $(FUZZ_B)/seeds && $(B)/fuzz-tools/seeds $(FUZZ_B)/seeds
+	fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+# the regression inputs, replayed by each harness linked with fuzz/replay.c (make test)
+FUZZ_REPLAY := $(FUZZ_HARNESSES:%=$(B)/fuzz-tools/replay_%)
+$(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz/common.o \
+                    $(TRANSLATE_LIB_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+fuzz-replay: $(FUZZ_REPLAY)
+	@for h in $(FUZZ_HARNESSES); do \
+	    mkdir -p fuzz/regressions/$$h; \
+	    printf '  fuzz regressions %-10s ' $$h; \
+	    $(B)/fuzz-tools/replay_$$h fuzz/regressions/$$h > $(B)/fuzz-tools/replay_$$h.log 2>&1 \
+	        && tail -n 1 $(B)/fuzz-tools/replay_$$h.log \
+	        || { echo FAILED; head -n 40 $(B)/fuzz-tools/replay_$$h.log; exit 1; }; \
+	done
+test-one: fuzz-replay
+$(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
+
 # ---- install ----
 # Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
 # in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
@@ -352,6 +415,7 @@ help:
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
+	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
 	@echo '  make format          clang-format -i on src, tests and examples'
 	@echo '  make bench           GEMM and training-step benchmarks (bench/README.md)'
 	@echo '  make soak            SOAK_STEPS training steps; fails if the peak RSS grows after step 100'

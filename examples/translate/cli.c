@@ -16,6 +16,10 @@
 
 #define PROG "attograd-translate"
 
+/* tr_check_args sets it: each command returns after its flags are parsed and checked, before
+ * it touches a file or the machine (the fuzz harness of the command line, fuzz/cli.c) */
+static int parse_only;
+
 /* ---- a table-driven flag parser ---- */
 typedef enum { O_INT, O_I64, O_DOUBLE, O_STR, O_SET, O_CHOICE } OptType;
 
@@ -295,6 +299,7 @@ static int cmd_train(int argc, char **argv) {
     c.valid_path = no_valid ? NULL : valid ? valid : valid_path;
     c.verbose = !quiet;
     c.handle_signals = 1;
+    if (parse_only) return TR_EXIT_OK;
     return tr_train(&c);
 }
 
@@ -337,7 +342,7 @@ static int cmd_eval(int argc, char **argv) {
     }
     if (rc == 0 && npos == 0)
         rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
-    if (rc) {
+    if (rc || parse_only) {
         free(pos);
         return rc;
     }
@@ -437,7 +442,7 @@ static int cmd_translate(int argc, char **argv) {
         free(pos);
         return TR_EXIT_OK;
     }
-    if (rc) {
+    if (rc || parse_only) {
         free(pos);
         return rc;
     }
@@ -455,10 +460,16 @@ static int cmd_translate(int argc, char **argv) {
         }
     } else {
         char *line = NULL;
-        size_t cap = 0;
-        int k = 0;
-        while (getline(&line, &cap, stdin) >= 0) {
+        size_t cap = 0, len;
+        int k = 0, got;
+        while ((got = tr_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
             snprintf(label, sizeof label, "line %d", ++k);
+            if (got < 0) { /* one output line per input line: an empty one */
+                fprintf(stderr, "%s: longer than %d bytes (TR_MAX_LINE): skipped\n", label,
+                        TR_MAX_LINE);
+                printf("\n");
+                continue;
+            }
             translate_line(&tr, line, beam, alpha, label);
         }
         free(line);
@@ -526,6 +537,7 @@ static int cmd_attention(int argc, char **argv) {
     }
     if (!sentence) sentence = pos[0];
     free(pos);
+    if (parse_only) return TR_EXIT_OK;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("attention", &tr, ckpt)) != 0) return rc;
@@ -590,7 +602,7 @@ static int cmd_heads(int argc, char **argv) {
         print_opts(stdout, opts, n);
         return TR_EXIT_OK;
     }
-    if (rc) return rc;
+    if (rc || parse_only) return rc;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
@@ -696,4 +708,11 @@ int tr_main(int argc, char **argv) {
     fprintf(stderr, "%s: unknown command '%s'\n", PROG, cmd);
     usage(stderr);
     return TR_EXIT_USAGE;
+}
+
+int tr_check_args(int argc, char **argv) {
+    parse_only = 1;
+    int rc = tr_main(argc, argv);
+    parse_only = 0;
+    return rc;
 }

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XSTR_(x) #x
+#define XSTR(x) XSTR_(x) /* a limit's value as a string */
+
 static void *xrealloc(void *p, size_t bytes) {
     void *q = realloc(p, bytes ? bytes : 1);
     AG_CHECK(q != NULL, "translate: out of memory (%zu bytes)", bytes);
@@ -37,7 +40,19 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
                 *why = s[k] == '\0' ? "contains a NUL byte" : "contains a control character";
                 return -1;
             }
-        int id = grow ? tr_vocab_add(v, s + i, j - i) : tr_vocab_find(v, s + i, j - i);
+        if (j - i > TR_MAX_WORD) {
+            *why = "has a word longer than " XSTR(TR_MAX_WORD) " bytes (TR_MAX_WORD)";
+            return -1;
+        }
+        int id = tr_vocab_find(v, s + i, j - i);
+        if (id < 0 && grow) {
+            if (v->n >= TR_MAX_VOCAB) {
+                *why = "has a new word, but its vocabulary already holds " XSTR(
+                    TR_MAX_VOCAB) " words (TR_MAX_VOCAB)";
+                return -1;
+            }
+            id = tr_vocab_add(v, s + i, j - i);
+        }
         if (id < 0) {
             id = TR_UNK;
             (*n_unk)++;
@@ -53,6 +68,29 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
     return words;
 }
 
+int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
+    size_t n = 0;
+    int c;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (n > max) continue; /* over the limit: skip to the end of the line */
+        if (n + 2 > *cap) {
+            size_t want = *cap ? 2 * *cap : 256;
+            if (want > max + 2) want = max + 2;
+            *buf = xrealloc(*buf, want);
+            *cap = want;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return 0;
+    if (!*buf) {
+        *buf = xrealloc(NULL, 2);
+        *cap = 2;
+    }
+    (*buf)[n] = '\0';
+    *len = n;
+    return n > max ? -1 : 1;
+}
+
 int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
                  int max_tokens) {
     memset(d, 0, sizeof *d);
@@ -60,15 +98,17 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
     FILE *f = fopen(path, "rb");
     if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *line = NULL;
-    size_t line_cap = 0, n_ids = 0, ids_cap = 0;
-    int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK;
+    size_t line_cap = 0, n_ids = 0, ids_cap = 0, len = 0;
+    int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK, got;
     /* pairs point into ids, which moves while it grows: keep offsets, fix pointers at the end */
     size_t *offsets = NULL;
-    ssize_t got;
-    while ((got = getline(&line, &line_cap, f)) >= 0) {
+    while ((got = tr_read_line(f, &line, &line_cap, TR_MAX_LINE, &len)) != 0) {
         lineno++;
-        size_t len = (size_t)got;
-        if (len && line[len - 1] == '\n') len--;
+        if (got < 0) {
+            rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line is longer than %d bytes (TR_MAX_LINE)",
+                         path, lineno, TR_MAX_LINE);
+            break;
+        }
         if (len && line[len - 1] == '\r') len--;
         const char *tab = memchr(line, '\t', len), *why = NULL, *side = "source";
         if (len == 0)

@@ -80,7 +80,10 @@ int tr_load(Translator *tr, const char *path) {
         if (e && e->dtype == NPZ_I64 && e->ndim == 0) memcpy(&tr->trained_steps, e->data, 8);
         npz_free(f);
     }
-    tr_reserve(tr, 1, cfg.max_len, cfg.max_len, 0);
+    /* a first step arena for short sentences; every pass reserves what it needs (a whole
+     * max_len of 4096 with many heads and layers would be gigabytes, mostly never used) */
+    int L = cfg.max_len < 64 ? cfg.max_len : 64;
+    tr_reserve(tr, 1, L, L, 0);
     return AG_OK;
 }
 

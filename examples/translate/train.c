@@ -93,11 +93,13 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
     const TransformerConfig *l = &c->layer;
     const char *why = NULL;
     char buf[160];
-    if (c->src_vocab <= TR_N_SPECIAL || c->tgt_vocab <= TR_N_SPECIAL || c->src_vocab > 10000000 ||
-        c->tgt_vocab > 10000000)
-        why = "the vocabulary sizes are out of range";
-    else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
-             c->n_dec_layers > NN_MAX_LAYERS) {
+    if (c->src_vocab <= TR_N_SPECIAL || c->tgt_vocab <= TR_N_SPECIAL ||
+        c->src_vocab > TR_MAX_VOCAB || c->tgt_vocab > TR_MAX_VOCAB) {
+        snprintf(buf, sizeof buf, "vocabularies of %d and %d words: each must be in [%d, %d]",
+                 c->src_vocab, c->tgt_vocab, TR_N_SPECIAL + 1, TR_MAX_VOCAB);
+        why = buf;
+    } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
+               c->n_dec_layers > NN_MAX_LAYERS) {
         snprintf(buf, sizeof buf, "layers %d+%d: the encoder takes 0..%d, the decoder 1..%d",
                  c->n_enc_layers, c->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
         why = buf;
@@ -557,8 +559,11 @@ static int setup_resume(Trainer *tr) {
                        "%s has %d pairs; the checkpoint %s was trained on %lld: "
                        "resume with the same data",
                        c->train_path, tr->train.n, tr->last_path, (long long)tr->pos[POS_N_TRAIN]);
+    /* the range of --batch: a hostile position must not be cut to an int or size an arena */
+    if (tr->pos[POS_BATCH] < 1 || tr->pos[POS_BATCH] > 1 << 20)
+        return ag_fail(AG_ERR_FORMAT, "%s: bad data position (batch %lld)", tr->last_path,
+                       (long long)tr->pos[POS_BATCH]);
     int batch = (int)tr->pos[POS_BATCH];
-    if (batch < 1) return ag_fail(AG_ERR_FORMAT, "%s: bad data position", tr->last_path);
     tr_loader_init(&tr->loader, &tr->train, batch, (uint64_t)tr->pos[POS_SEED]);
     if (tr->pos[POS_EPOCH] < 0 || tr->pos[POS_CURSOR] < 0 ||
         tr->pos[POS_CURSOR] > tr->loader.n_batches)

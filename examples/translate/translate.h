@@ -33,6 +33,13 @@ enum {
 /* ---- vocabulary: words <-> ids ---- */
 enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
 
+/* Limits on what files and the standard input may hold (README, "Limits"): each is a clear
+ * error (AG_ERR_FORMAT or AG_ERR_ARG naming the file, the line and the limit), never an
+ * unbounded allocation. */
+#define TR_MAX_VOCAB 500000 /* words in one vocabulary, the 4 specials included */
+#define TR_MAX_WORD 512     /* bytes in one word (a token) */
+#define TR_MAX_LINE 262144  /* bytes in one line of a TSV file or of translate's input */
+
 typedef struct TrVocab {
     int n, cap_words; /* ids 0..n-1; ids below TR_N_SPECIAL are <pad> <bos> <eos> <unk> */
     char **words;     /* id -> word (each malloc'd) */
@@ -63,8 +70,16 @@ size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t 
  *   attograd-translate vocab 1\nsrc <n>\n<word>\n...tgt <n>\n<word>\n...
  * listing the words of id TR_N_SPECIAL and up, in id order. Returns a malloc'd buffer. */
 char *tr_vocab_pair_save(const TrVocab *src, const TrVocab *tgt, size_t *len);
-/* Parses it into two fresh vocabularies; what names the source in messages. */
+/* Parses it into two fresh vocabularies; what names the source in messages. At most
+ * TR_MAX_VOCAB words a side (specials included) of at most TR_MAX_WORD bytes each. */
 int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt, const char *what);
+
+/* Reads one line of f into *buf (grown as needed, *cap its size; start from NULL and 0), without
+ * its '\n', NUL-terminated, its length (NUL bytes included) in *len. Returns 1 for a line, 0 at
+ * the end of the file, -1 when the line is longer than max bytes: then *len is max + 1, the
+ * rest of the line is skipped (the next call reads the next line), and *buf never grows past
+ * max + 2 bytes. */
+int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len);
 
 /* ---- data: sentence pairs from a TSV file ---- */
 typedef struct TrPair {
@@ -85,7 +100,8 @@ typedef struct TrData {
 /* Reads path: one pair a line, source<TAB>target, tokens separated by single spaces, a final
  * CR tolerated. With grow, new words are added to the vocabularies (the training set);
  * otherwise they become TR_UNK and are counted. A side longer than max_tokens (0: no limit)
- * is an error. Errors name the path, the line and the reason (AG_ERR_IO for a file that
+ * is an error, and so are a line over TR_MAX_LINE bytes, a word over TR_MAX_WORD bytes and a
+ * vocabulary that would grow past TR_MAX_VOCAB words. Errors name the path, the line and the reason (AG_ERR_IO for a file that
  * cannot be read, AG_ERR_FORMAT for a malformed line or an empty file):
  *   data/train.tsv:12: no tab between source and target */
 int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
@@ -251,6 +267,10 @@ extern volatile sig_atomic_t tr_stop_signal;
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
  * translate, attention and heads. Returns the exit code. */
 int tr_main(int argc, char **argv);
+/* The same parsing and checking of the flags, but no command runs (no file is read or
+ * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
+ * For the fuzz harness of the command line (fuzz/cli.c). */
+int tr_check_args(int argc, char **argv);
 
 /* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
  * Every plot function returns TR_PLOT_DRAWN, TR_PLOT_SKIPPED (gnuplot is not installed, or

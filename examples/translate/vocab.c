@@ -172,10 +172,21 @@ static int load_side(const char *b, size_t len, size_t *pos, const char *name, T
         b[*pos + nl] != ' ')
         return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: expected '%s <count>' at byte %zu", what,
                        name, *pos);
-    char *stop;
-    long count = strtol(b + *pos + nl + 1, &stop, 10);
-    if (stop != end || count < 0 || count > 100000000)
+    /* the count: decimal digits alone, up to the newline (strtol would skip blanks, newlines
+     * included, and so read past the end of bytes that are not NUL-terminated: found by
+     * fuzz/vocab.c, kept in fuzz/regressions/vocab/) */
+    const char *digits = b + *pos + nl + 1, *d = digits;
+    long count = 0;
+    for (; d < end && *d >= '0' && *d <= '9'; d++)
+        if (count <= TR_MAX_VOCAB) count = 10 * count + (*d - '0');
+    if (d != end || d == digits)
         return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: bad %s word count", what, name);
+    if (count > TR_MAX_VOCAB - TR_N_SPECIAL)
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: vocabulary: %s has %.*s words, over the limit of %d (TR_MAX_VOCAB %d "
+                       "with the %d specials)",
+                       what, name, (int)(d - digits < 24 ? d - digits : 24), digits,
+                       TR_MAX_VOCAB - TR_N_SPECIAL, TR_MAX_VOCAB, TR_N_SPECIAL);
     *pos = (size_t)(end - b) + 1;
     for (long i = 0; i < count; i++) {
         const char *w = b + *pos;
@@ -184,6 +195,11 @@ static int load_side(const char *b, size_t len, size_t *pos, const char *name, T
             return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: %s word %ld of %ld is missing", what,
                            name, i + 1, count);
         size_t wl = (size_t)(end - w);
+        if (wl > TR_MAX_WORD)
+            return ag_fail(AG_ERR_FORMAT,
+                           "%s: vocabulary: %s word %ld is %zu bytes long, over the limit of %d "
+                           "(TR_MAX_WORD)",
+                           what, name, i + 1, wl, TR_MAX_WORD);
         int bad = wl == 0;
         for (size_t k = 0; k < wl && !bad; k++) bad = is_blank(w[k]) || w[k] == '\0';
         if (bad || tr_vocab_find(v, w, wl) >= 0)

@@ -4,6 +4,8 @@
  * nothing), and only then copies the rest, which can no longer fail. */
 #include "checkpoint.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +117,9 @@ static int read_field(const NpzFile *f, const char *prefix, const Field *fd, int
         memcpy(dv, e->data, sizeof *dv);
     else
         memcpy(iv, e->data, sizeof *iv);
+    if (fd->type == F_INT && (*iv < INT_MIN || *iv > INT_MAX))
+        return ag_fail(AG_ERR_FORMAT, "%s: '%s' is %lld, outside the range of an int", f->path,
+                       name, (long long)*iv);
     return AG_OK;
 }
 
@@ -132,6 +137,114 @@ static int read_fields(const NpzFile *f, const char *prefix, const Field *fields
     return AG_OK;
 }
 
+/* ---- the size of the model a configuration describes ---- */
+
+/* Values of the parameters (params), of the other tensors nn_seq2seq_init makes (tables: the
+ * sinusoidal positions, the head gates), and a bound on the number of tensor headers. Every
+ * field must already be in range (ckpt_check_config), so that no product overflows a double's
+ * exact integers. Follows nn_seq2seq_init, nn_mha_init, nn_ffn_init, nn_layernorm_init. */
+typedef struct {
+    double params, tables, headers;
+} ModelSize;
+
+static ModelSize model_size(const Seq2SeqConfig *c) {
+    const TransformerConfig *l = &c->layer;
+    double C = l->d_model, FF = l->d_ff, NH = l->n_heads, L = c->max_len;
+    double Ckv = (double)l->n_kv_heads * (l->d_model / l->n_heads);
+    /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj; 12 headers with views */
+    double mha = l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C
+                                             : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
+    double ffn = 2 * C * FF + FF + C, ln = 2 * C;
+    ModelSize s;
+    s.params = (c->src_vocab + (double)c->tgt_vocab) * C + (c->learned_pos ? 2 * L * C : 0) +
+               c->n_enc_layers * (mha + ffn + 2 * ln) + ln + c->n_dec_layers * (2 * mha + ffn + 3 * ln) +
+               ln + (c->tie_output ? c->tgt_vocab : c->tgt_vocab * (C + 1));
+    s.tables = (c->learned_pos ? 0 : 2 * L * C) + NH * (c->n_enc_layers + 2.0 * c->n_dec_layers);
+    s.headers = 16 + c->n_enc_layers * 32.0 + c->n_dec_layers * 48.0;
+    return s;
+}
+
+int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what) {
+    AG_CHECK(c != NULL && what != NULL, "ckpt_check_config: NULL config or label");
+    const TransformerConfig *l = &c->layer;
+    const char *why = NULL;
+    char buf[200];
+    if (c->src_vocab < 1 || c->tgt_vocab < 1 || c->max_len < 1 || l->d_model < 1 || l->d_ff < 1) {
+        snprintf(buf, sizeof buf,
+                 "src_vocab %d, tgt_vocab %d, max_len %d, d_model %d and d_ff %d must be >= 1",
+                 c->src_vocab, c->tgt_vocab, c->max_len, l->d_model, l->d_ff);
+        why = buf;
+    } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
+               c->n_dec_layers > NN_MAX_LAYERS) {
+        snprintf(buf, sizeof buf, "layers %d+%d outside [0, %d]+[1, %d]", c->n_enc_layers,
+                 c->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
+        why = buf;
+    } else if (c->pad_id < 0 || c->pad_id >= c->src_vocab || c->pad_id >= c->tgt_vocab) {
+        snprintf(buf, sizeof buf, "pad_id %d outside the vocabularies (%d, %d)", c->pad_id,
+                 c->src_vocab, c->tgt_vocab);
+        why = buf;
+    } else if ((c->learned_pos | c->tie_output | l->pre_ln) & ~1) {
+        why = "learned_pos, tie_output and pre_ln must be 0 or 1";
+    } else if (l->n_heads < 1 || l->d_model % l->n_heads != 0 || l->n_kv_heads < 1 ||
+               l->n_heads % l->n_kv_heads != 0) {
+        snprintf(buf, sizeof buf,
+                 "n_heads %d must divide d_model %d, and n_kv_heads %d must divide n_heads",
+                 l->n_heads, l->d_model, l->n_kv_heads);
+        why = buf;
+    } else if (!(l->dropout >= 0 && l->dropout < 1) || !(l->ln_eps > 0 && isfinite(l->ln_eps))) {
+        snprintf(buf, sizeof buf, "dropout %g must be in [0, 1) and ln_eps %g > 0", l->dropout,
+                 l->ln_eps);
+        why = buf;
+    } else if (l->act != NN_RELU && l->act != NN_GELU) {
+        snprintf(buf, sizeof buf, "activation %d is not relu (%d) or gelu (%d)", (int)l->act,
+                 (int)NN_RELU, (int)NN_GELU);
+        why = buf;
+    } else {
+        ModelSize s = model_size(c);
+        if (s.params + s.tables > (double)CKPT_MAX_PARAMS) {
+            snprintf(buf, sizeof buf,
+                     "a model of %.0f parameters (and %.0f other values) is over the limit of "
+                     "%lld (CKPT_MAX_PARAMS)",
+                     s.params, s.tables, (long long)CKPT_MAX_PARAMS);
+            why = buf;
+        } else if (n_params) {
+            *n_params = (int64_t)s.params;
+        }
+    }
+    if (!why) return AG_OK;
+    return ag_fail(AG_ERR_FORMAT, "%s: meta.config: %s", what, why);
+}
+
+size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim) {
+    ModelSize s = model_size(c);
+    /* data and gradient of each parameter, Adam's two moments, the tables and their gate
+     * gradients (head importance tracks them); each tensor: its header and two 64-byte
+     * alignments of its arrays, three times with the optimizer's state and pointer arrays */
+    double values = s.params * (with_optim ? 4 : 2) + 2 * s.tables;
+    double headers = s.headers * (with_optim ? 3 : 1) * (sizeof(Tensor) + 4 * 64.0);
+    return (size_t)(values * sizeof(Real) + headers) + ((size_t)64 << 10);
+}
+
+/* The file must hold at least as many float values outside the reserved prefixes as the model
+ * has parameters: otherwise ckpt_load would fail anyway, and a few bytes could make the caller
+ * build a model of gigabytes first. */
+static int check_holds_params(const NpzFile *f, int64_t n_params) {
+    static const char *const reserved[] = NPZ_RESERVED_PREFIXES;
+    uint64_t held = 0;
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        int skip = e->dtype != NPZ_F32 && e->dtype != NPZ_F64;
+        for (size_t k = 0; !skip && k < sizeof reserved / sizeof reserved[0]; k++)
+            skip = strncmp(e->name, reserved[k], strlen(reserved[k])) == 0;
+        if (!skip) held += e->count;
+    }
+    if (held >= (uint64_t)n_params) return AG_OK;
+    return ag_fail(AG_ERR_FORMAT,
+                   "%s: its configuration describes a model of %lld parameters, but the file "
+                   "holds only %llu parameter values (damaged, or not this model's checkpoint)",
+                   f->path, (long long)n_params, (unsigned long long)held);
+}
+
 int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
                      int *has_optim) {
     AG_CHECK_ARG(path);
@@ -146,6 +259,14 @@ int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
     OptimConfig o;
     memset(&o, 0, sizeof o);
     if (rc == AG_OK && has) rc = read_fields(f, "meta.optim.", optim_fields, N_OPTIM, &o);
+    int64_t n_params = 0;
+    if (rc == AG_OK) rc = ckpt_check_config(&c, &n_params, path);
+    if (rc == AG_OK && has && optim_check_config(&o) != AG_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail rewrites that buffer */
+        rc = ag_fail(AG_ERR_FORMAT, "%s: meta.optim: %s", path, why);
+    }
+    if (rc == AG_OK) rc = check_holds_params(f, n_params);
     npz_free(f);
     if (rc != AG_OK) return rc;
     *cfg = c;

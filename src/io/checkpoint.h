@@ -38,9 +38,29 @@ int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level
 
 /* The model and optimizer configurations stored in a checkpoint, to build the model (and the
  * optimizer) before ckpt_load. opt_cfg may be NULL; *has_optim tells whether the file has an
- * optimizer (may be NULL). */
+ * optimizer (may be NULL). What it returns is safe to build: the model configuration passed
+ * ckpt_check_config (so nn_seq2seq_init cannot abort on it and the model is at most
+ * CKPT_MAX_PARAMS values), the optimizer's passed optim_check_config, and the file holds at
+ * least as many parameter values as the model has parameters (a small file cannot make the
+ * caller build a large model). Otherwise AG_ERR_FORMAT naming the path and the field. */
 int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
                      int *has_optim);
+
+/* The largest model a checkpoint may describe: parameters plus the other values the model
+ * allocates (sinusoidal position tables, head gates). 2^28 values: 1 GiB in float, 2 GiB in
+ * double, twice that with gradients. */
+#define CKPT_MAX_PARAMS ((int64_t)1 << 28)
+
+/* Checks a model configuration that came from a file: every field in the range
+ * nn_seq2seq_init accepts (it would abort otherwise), integers that were not cut when read,
+ * and a model of at most CKPT_MAX_PARAMS values. AG_OK and the parameter count in *n_params
+ * (may be NULL), or AG_ERR_FORMAT: "<what>: meta.config: <reason>". */
+int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what);
+
+/* The capacity of an arena in which nn_seq2seq_init builds a model of configuration c (one
+ * ckpt_check_config accepted) and, with_optim, optim_new its Adam or SGD state: parameters,
+ * gradients, the position tables and every tensor header, with a little room to spare. */
+size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim);
 
 /* Loads everything into m (built with the same configuration) and the non-NULL parts of st.
  * Everything is validated first (configuration equal to m's, every parameter and optimizer

@@ -21,24 +21,34 @@ static const char *kind_name(OptimKind k) {
 
 /* ---- schedules ---- */
 
+/* AG_OK, or AG_ERR_ARG with the reason (who names the caller in the message). */
+static int schedule_check(const OptimSchedule *s, double base, const char *who) {
+    switch (s->kind) {
+    case OPTIM_CONSTANT: return AG_OK;
+    case OPTIM_WARMUP_INVSQRT:
+        if (s->warmup < 1)
+            return ag_fail(AG_ERR_ARG, "%s: warmup_invsqrt schedule needs warmup >= 1 (got %lld)",
+                           who, (long long)s->warmup);
+        return AG_OK;
+    case OPTIM_WARMUP_COSINE:
+        if (!(s->warmup >= 0 && s->total > s->warmup))
+            return ag_fail(AG_ERR_ARG,
+                           "%s: warmup_cosine schedule needs 0 <= warmup < total (got warmup "
+                           "%lld, total %lld)",
+                           who, (long long)s->warmup, (long long)s->total);
+        if (!(s->lr_min >= 0 && s->lr_min <= base))
+            return ag_fail(AG_ERR_ARG,
+                           "%s: warmup_cosine schedule needs 0 <= lr_min <= lr (got lr_min %g, "
+                           "lr %g)",
+                           who, s->lr_min, base);
+        return AG_OK;
+    }
+    return ag_fail(AG_ERR_ARG, "%s: unknown schedule kind %d", who, (int)s->kind);
+}
+
 static void check_schedule(const OptimSchedule *s, double base, const char *who) {
     AG_CHECK(s != NULL, "%s: schedule is NULL", who);
-    switch (s->kind) {
-    case OPTIM_CONSTANT: break;
-    case OPTIM_WARMUP_INVSQRT:
-        AG_CHECK(s->warmup >= 1, "%s: warmup_invsqrt schedule needs warmup >= 1 (got %lld)", who,
-                 (long long)s->warmup);
-        break;
-    case OPTIM_WARMUP_COSINE:
-        AG_CHECK(s->warmup >= 0 && s->total > s->warmup,
-                 "%s: warmup_cosine schedule needs 0 <= warmup < total (got warmup %lld, total "
-                 "%lld)", who, (long long)s->warmup, (long long)s->total);
-        AG_CHECK(s->lr_min >= 0 && s->lr_min <= base,
-                 "%s: warmup_cosine schedule needs 0 <= lr_min <= lr (got lr_min %g, lr %g)", who,
-                 s->lr_min, base);
-        break;
-    default: AG_CHECK(0, "%s: unknown schedule kind %d", who, (int)s->kind);
-    }
+    AG_CHECK(schedule_check(s, base, who) == AG_OK, "%s", ag_last_error());
 }
 
 double optim_schedule_lr(const OptimSchedule *s, double base, int64_t t) {
@@ -74,30 +84,40 @@ OptimConfig optim_defaults(OptimKind kind) {
     return c;
 }
 
-static void check_config(const OptimConfig *c) {
-    AG_CHECK(c->kind == OPTIM_SGD || c->kind == OPTIM_ADAM || c->kind == OPTIM_ADAMW,
-             "optim_new: unknown optimizer kind %d", (int)c->kind);
+int optim_check_config(const OptimConfig *c) {
+    AG_CHECK(c != NULL, "optim_check_config: config is NULL");
+    if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
+        return ag_fail(AG_ERR_ARG, "optim_new: unknown optimizer kind %d", (int)c->kind);
     const char *k = kind_name(c->kind);
     /* !(x >= 0) also catches NaN */
-    AG_CHECK(c->lr >= 0 && isfinite(c->lr), "optim_new (%s): invalid lr %g (must be >= 0)", k,
-             c->lr);
-    AG_CHECK(c->weight_decay >= 0 && isfinite(c->weight_decay),
-             "optim_new (%s): invalid weight_decay %g (must be >= 0)", k, c->weight_decay);
+    if (!(c->lr >= 0 && isfinite(c->lr)))
+        return ag_fail(AG_ERR_ARG, "optim_new (%s): invalid lr %g (must be >= 0)", k, c->lr);
+    if (!(c->weight_decay >= 0 && isfinite(c->weight_decay)))
+        return ag_fail(AG_ERR_ARG, "optim_new (%s): invalid weight_decay %g (must be >= 0)", k,
+                       c->weight_decay);
     if (c->kind == OPTIM_SGD) {
-        AG_CHECK(c->momentum >= 0 && isfinite(c->momentum),
-                 "optim_new (sgd): invalid momentum %g (must be >= 0)", c->momentum);
-        AG_CHECK(!c->nesterov || c->momentum > 0,
-                 "optim_new (sgd): Nesterov momentum requires a momentum > 0 (got %g)",
-                 c->momentum);
+        if (!(c->momentum >= 0 && isfinite(c->momentum)))
+            return ag_fail(AG_ERR_ARG, "optim_new (sgd): invalid momentum %g (must be >= 0)",
+                           c->momentum);
+        if (c->nesterov && !(c->momentum > 0))
+            return ag_fail(AG_ERR_ARG,
+                           "optim_new (sgd): Nesterov momentum requires a momentum > 0 (got %g)",
+                           c->momentum);
     } else {
-        AG_CHECK(c->beta1 >= 0 && c->beta1 < 1,
-                 "optim_new (%s): invalid beta1 %g (must be in [0, 1))", k, c->beta1);
-        AG_CHECK(c->beta2 >= 0 && c->beta2 < 1,
-                 "optim_new (%s): invalid beta2 %g (must be in [0, 1))", k, c->beta2);
-        AG_CHECK(c->eps > 0 && isfinite(c->eps), "optim_new (%s): invalid eps %g (must be > 0)",
-                 k, c->eps);
+        if (!(c->beta1 >= 0 && c->beta1 < 1))
+            return ag_fail(AG_ERR_ARG, "optim_new (%s): invalid beta1 %g (must be in [0, 1))", k,
+                           c->beta1);
+        if (!(c->beta2 >= 0 && c->beta2 < 1))
+            return ag_fail(AG_ERR_ARG, "optim_new (%s): invalid beta2 %g (must be in [0, 1))", k,
+                           c->beta2);
+        if (!(c->eps > 0 && isfinite(c->eps)))
+            return ag_fail(AG_ERR_ARG, "optim_new (%s): invalid eps %g (must be > 0)", k, c->eps);
     }
-    check_schedule(&c->schedule, c->lr, "optim_new");
+    return schedule_check(&c->schedule, c->lr, "optim_new");
+}
+
+static void check_config(const OptimConfig *c) {
+    AG_CHECK(optim_check_config(c) == AG_OK, "%s", ag_last_error());
 }
 
 /* A zeroed state tensor shaped as p, named "optim.<p>.<what>", appended to o->state. */

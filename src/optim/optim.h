@@ -65,6 +65,9 @@ typedef struct OptimConfig {
  * 1e-2), momentum 0, no Nesterov, constant schedule. (torch's SGD has no default lr; ours is
  * 1e-3.) Change the fields you need, then optim_new. */
 OptimConfig optim_defaults(OptimKind kind);
+/* The checks optim_new makes, without aborting: AG_OK, or AG_ERR_ARG naming the field and its
+ * value in ag_last_error() (for a configuration read from a file: ckpt_read_config). */
+int optim_check_config(const OptimConfig *c);
 
 typedef struct Optimizer {
     OptimConfig cfg;

@@ -342,3 +342,130 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert(system(cmd) == 0);
 }
+
+/* ---- hostile configurations (README, "Limits") ---- */
+
+/* Copies the checkpoint src to dst with the 0-d entry name replaced by value (dtype). */
+static void rewrite(const char *src, const char *dst, const char *name, NpzDtype dtype,
+                    const void *value) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    int found = 0;
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        if (strcmp(e->name, name) == 0) {
+            npz_add(w, e->name, dtype, 0, NULL, value);
+            found = 1;
+        } else {
+            npz_add(w, e->name, e->dtype, e->ndim, e->shape, e->data);
+        }
+    }
+    cr_assert(found, "no entry '%s'", name);
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
+Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
+    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[600], bad[600];
+    snprintf(path, sizeof path, "%s/c.npz", dir);
+    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
+    Seq2SeqConfig c = tiny_config();
+    OptimConfig o = tiny_optim();
+    Run r;
+    run_init(&r, &c, &o);
+    CkptState st = run_state(&r);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
+    run_free(&r);
+    const double nan = strtod("nan", NULL);
+    struct {
+        const char *name;
+        int is_int;
+        int64_t i;
+        double d;
+        const char *want;
+    } cases[] = {
+        /* a model of 2^20 wide layers: terabytes, refused by its size alone */
+        {"meta.config.layer.d_model", 1, 1 << 20, 0, "over the limit of 268435456 (CKPT_MAX_PARAMS)"},
+        /* 2^32 + 12 would read as 12 if the int were cut */
+        {"meta.config.src_vocab", 1, (1LL << 32) + 12, 0, "is 4294967308, outside the range of an int"},
+        /* within the limit, but far more than the file holds: a few KiB must not build MiBs */
+        {"meta.config.layer.d_model", 1, 512, 0, "but the file holds only"},
+        {"meta.config.layer.d_ff", 1, 1 << 20, 0, "but the file holds only"},
+        {"meta.config.layer.n_heads", 1, 3, 0, "n_heads 3 must divide d_model 16"},
+        {"meta.config.layer.n_kv_heads", 1, 0, 0, "n_kv_heads 0 must divide"},
+        {"meta.config.n_dec_layers", 1, 0, 0, "layers 1+0 outside"},
+        {"meta.config.n_enc_layers", 1, 17, 0, "layers 17+1 outside"},
+        {"meta.config.pad_id", 1, 12, 0, "pad_id 12 outside the vocabularies (12, 12)"},
+        {"meta.config.max_len", 1, 0, 0, "max_len 0"},
+        {"meta.config.layer.act", 1, 7, 0, "activation 7"},
+        {"meta.config.tie_output", 1, 2, 0, "must be 0 or 1"},
+        {"meta.config.layer.dropout", 0, 0, nan, "dropout nan must be in [0, 1)"},
+        {"meta.config.layer.ln_eps", 0, 0, -1e-5, "ln_eps -1e-05 > 0"},
+        {"meta.optim.lr", 0, 0, -1, "meta.optim: optim_new (adam): invalid lr -1"},
+        {"meta.optim.beta2", 0, 0, 1, "invalid beta2 1"},
+        {"meta.optim.kind", 1, 9, 0, "unknown optimizer kind 9"},
+        {"meta.optim.schedule.warmup", 1, 50, 0, "warmup_cosine schedule needs 0 <= warmup < total"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rewrite(path, bad, cases[i].name, cases[i].is_int ? NPZ_I64 : NPZ_F64,
+                cases[i].is_int ? (const void *)&cases[i].i : (const void *)&cases[i].d);
+        Seq2SeqConfig c2;
+        OptimConfig o2;
+        int has;
+        int rc = ckpt_read_config(bad, &c2, &o2, &has);
+        cr_assert_eq(rc, AG_ERR_FORMAT, "%s: code %d: %s", cases[i].name, rc, ag_last_error());
+        cr_assert(strncmp(ag_last_error(), bad, strlen(bad)) == 0, "%s", ag_last_error());
+        cr_assert(strstr(ag_last_error(), cases[i].want), "%s: expected '%s': %s", cases[i].name,
+                  cases[i].want, ag_last_error());
+    }
+    /* the untouched file still reads */
+    Seq2SeqConfig c2;
+    cr_assert_eq(ckpt_read_config(path, &c2, NULL, NULL), AG_OK, "%s", ag_last_error());
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+Test(checkpoint, arena_bytes_hold_the_model_and_counts_are_exact) {
+    Seq2SeqConfig cs[6];
+    cs[0] = tiny_config();
+    cs[1] = tiny_config();
+    cs[1].tie_output = 1;
+    cs[1].learned_pos = 1;
+    cs[1].layer.pre_ln = 1;
+    cs[2] = nn_seq2seq_default_config(30, 40, 32, 4, 2);
+    cs[2].layer.n_kv_heads = 2;
+    cs[3] = nn_seq2seq_default_config(7, 9, 16, 4, 3);
+    cs[3].n_enc_layers = 0;
+    cs[3].layer.n_kv_heads = 1;
+    cs[4] = nn_seq2seq_default_config(1, 1, 1, 1, 1); /* the smallest model there is */
+    cs[4].max_len = 1;
+    cs[4].layer.d_ff = 1;
+    cs[5] = nn_seq2seq_default_config(2, 2, 2, 1, 16); /* many layers of tiny tensors */
+    cs[5].layer.d_ff = 1;
+    for (int i = 0; i < 6; i++)
+        for (int with_optim = 0; with_optim < 2; with_optim++) {
+            int64_t n = -1;
+            cr_assert_eq(ckpt_check_config(&cs[i], &n, "cfg"), AG_OK, "%d: %s", i, ag_last_error());
+            size_t cap = ckpt_arena_bytes(&cs[i], with_optim);
+            Arena *a = arena_new("params", cap);
+            Rng rng;
+            rng_seed(&rng, 1);
+            Seq2Seq m;
+            nn_seq2seq_init(&m, a, &rng, &cs[i]);
+            OptimConfig o = optim_defaults(i % 2 ? OPTIM_ADAM : OPTIM_SGD);
+            o.momentum = 0.9;
+            if (with_optim) optim_new(a, &m.params, &o);
+            cr_assert_eq((int64_t)nn_params_count(&m.params), n, "config %d: %zu parameters, %lld",
+                         i, nn_params_count(&m.params), (long long)n);
+            cr_assert_leq(a->used, cap);
+            /* generous, not wasteful: at most 3 times what was used, plus 1 MiB */
+            cr_assert_leq(cap, 3 * a->used + (1 << 20), "config %d: %zu for %zu", i, cap, a->used);
+            nn_seq2seq_free(&m);
+            arena_free(a);
+        }
+}

@@ -978,6 +978,50 @@ Test(npz_hostile, limits_bound_the_bytes_and_the_entries) {
     td_free(&td);
 }
 
+/* Deflate cannot do better than 1032 to 1: an entry that declares more than that from its
+ * compressed size is refused from the directory alone, before a buffer of the declared size
+ * exists, so a file of a few bytes cannot make the reader allocate a gigabyte. */
+Test(npz_hostile, a_size_deflate_cannot_produce_is_refused_before_allocating) {
+    TmpDir td;
+    td_init(&td);
+    char path[256];
+    Buf npy = {0}, z = {0}, stream = {0};
+    static const unsigned char zeros[4096];
+    npy_make(&npy, "{'descr': '|u1', 'fortran_order': False, 'shape': (4096,), }", zeros, 4096);
+    deflate_raw(npy.p, npy.n, &stream);
+    long long most = 1032 * (long long)stream.n;
+    cr_assert_lt((long long)npy.n, most);
+    /* one byte over what the stream could ever give */
+    zip_make(&z, &(ZEnt){"x.npy", npy.p, npy.n, 8, NULL, 0, most + 1, 0}, 1, NULL);
+    spit(td_file(&td, "ratio.npz", path), z.p, z.n);
+    expect_read_fails(path, AG_ERR_FORMAT, "more than deflate can produce (1032 to 1)");
+    cr_assert(strstr(ag_last_error(), "entry 'x.npy'"), "%s", ag_last_error());
+    /* a gigabyte declared by a file of about a hundred bytes: the same, whatever the limit */
+    z.n = 0;
+    zip_make(&z, &(ZEnt){"x.npy", npy.p, npy.n, 8, "\x03\x00", 2, 1 << 30, 0}, 1, NULL);
+    cr_assert_lt(z.n, 200);
+    spit(path, z.p, z.n);
+    NpzLimits big = {(size_t)1 << 40, 10};
+    NpzFile *f = NULL;
+    cr_assert_eq(npz_read(path, &f, &big), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "declares 1073741824 bytes from 2 compressed bytes"), "%s",
+              ag_last_error());
+    /* exactly the bound is allowed past the directory: then the data tell (it inflates short) */
+    z.n = 0;
+    zip_make(&z, &(ZEnt){"x.npy", npy.p, npy.n, 8, NULL, 0, most, 0}, 1, NULL);
+    spit(path, z.p, z.n);
+    expect_read_fails(path, AG_ERR_FORMAT, "it declares");
+    /* and a real stream at zlib's best level stays under the bound: 64 MiB of zeros */
+    Buf bomb = {0};
+    bomb_stream(&bomb);
+    cr_assert_geq(1032 * (long long)bomb.n, 64LL << 20, "zlib beat 1032:1 (%zu bytes)", bomb.n);
+    free(bomb.p);
+    free(stream.p);
+    free(npy.p);
+    free(z.p);
+    td_free(&td);
+}
+
 /* ======================= failed writes ======================= */
 
 Test(npz_write, a_missing_folder_fails_naming_the_path) {

@@ -1,0 +1,78 @@
+/* checkpoint.c: the checkpoint loader, as the library's users and attograd-translate call it.
+ * The library: ckpt_read_config, then the model it describes (and its optimizer when the file
+ * has one) built in an arena of ckpt_arena_bytes, then ckpt_load with the RNG, a two-value
+ * data position and the extra bytes. The example's loader: tr_load (configuration checks, the
+ * vocabularies in meta.extra, the step arena), then one greedy translation of two words.
+ * Whatever the file says, nothing may abort, and a failure must leave a message naming it.
+ * The entries' CRC-32 is not checked here (npz_test_skip_crc), else nearly every change the
+ * fuzzer makes inside an entry would stop there. */
+#include <string.h>
+
+#include "fuzz.h"
+#include "io/npz_internal.h"
+#include "translate.h"
+
+static void library_load(const char *path) {
+    Seq2SeqConfig cfg;
+    OptimConfig oc;
+    int has_optim = 0;
+    int rc = ckpt_read_config(path, &cfg, &oc, &has_optim);
+    if (rc != AG_OK) {
+        fuzz_check_failure(rc, path);
+        return;
+    }
+    int64_t n_params = 0;
+    FUZZ_CHECK(ckpt_check_config(&cfg, &n_params, "cfg") == AG_OK, "%s", ag_last_error());
+    size_t cap = ckpt_arena_bytes(&cfg, has_optim);
+    Arena *a = arena_new("fuzz", cap);
+    Rng init, rng;
+    rng_seed(&init, 1);
+    rng_seed(&rng, 2);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, a, &init, &cfg);
+    FUZZ_CHECK((int64_t)nn_params_count(&m.params) == n_params, "%zu parameters, %lld counted",
+               nn_params_count(&m.params), (long long)n_params);
+    Optimizer *opt = has_optim ? optim_new(a, &m.params, &oc) : NULL;
+    FUZZ_CHECK(a->used <= cap, "arena overflow");
+    CkptState st;
+    memset(&st, 0, sizeof st);
+    st.opt = opt;
+    st.rng = &rng;
+    st.n_data = 2;
+    rc = ckpt_load(path, &m, &st);
+    if (rc == AG_OK) {
+        FUZZ_CHECK((st.extra == NULL) == (st.extra_len == 0), "extra %p, %zu bytes", st.extra,
+                   st.extra_len);
+        free((void *)st.extra);
+    } else {
+        fuzz_check_failure(rc, path);
+        FUZZ_CHECK(st.extra == NULL, "a failed load returned extra bytes");
+    }
+    nn_seq2seq_free(&m);
+    arena_free(a);
+}
+
+static void translator_load(const char *path) {
+    Translator tr;
+    int rc = tr_load(&tr, path);
+    if (rc != AG_OK) {
+        fuzz_check_failure(rc, path);
+        return;
+    }
+    FUZZ_CHECK(tr.src.n == tr.model.cfg.src_vocab && tr.tgt.n == tr.model.cfg.tgt_vocab,
+               "vocabularies %d, %d for a model of %d, %d", tr.src.n, tr.tgt.n,
+               tr.model.cfg.src_vocab, tr.model.cfg.tgt_vocab);
+    int src[2] = {TR_N_SPECIAL % tr.src.n, (TR_N_SPECIAL + 1) % tr.src.n}, out[64];
+    int n = tr_translate_ids(&tr, src, 2, 1, 0.6, out, 64);
+    FUZZ_CHECK(n >= 0 && n <= 64, "%d ids", n);
+    for (int i = 0; i < n; i++) FUZZ_CHECK(out[i] >= 0 && out[i] < tr.tgt.n, "id %d", out[i]);
+    tr_free(&tr);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    npz_test_skip_crc(1); /* changed bytes inside entries reach the configuration checks */
+    const char *path = fuzz_file(data, size);
+    library_load(path);
+    translator_load(path);
+    return 0;
+}

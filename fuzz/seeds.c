@@ -1,0 +1,231 @@
+/* seeds.c: writes the seed corpora of the fuzz harnesses from files the project itself makes:
+ * TSV lines from the toy corpus generator (data/corpus.h), vocabularies and checkpoints from
+ * the translation example's own functions (tiny models, with and without optimizer state,
+ * several configurations and deflate levels), .npz files of every dtype from npz_write, the
+ * .npy entries cut out of stored .npz files, and typical command lines.
+ * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
+ * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "corpus.h"
+#include "npz_internal.h"
+#include "translate.h"
+
+static char out_dir[512];
+
+static void die(const char *what) {
+    fprintf(stderr, "seeds: %s: %s\n", what, ag_last_error());
+    exit(1);
+}
+
+static void path_of(char *buf, size_t cap, const char *harness, const char *name) {
+    snprintf(buf, cap, "%s/%s/%s", out_dir, harness, name);
+}
+
+static void put(const char *harness, const char *name, const void *data, size_t n) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/%s", out_dir, harness);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "seeds: %s: %s\n", dir, strerror(errno));
+        exit(1);
+    }
+    path_of(path, sizeof path, harness, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "seeds: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n ? *n : 1);
+    if (fread(b, 1, *n, f) != *n) die(path);
+    fclose(f);
+    return b;
+}
+
+/* copies an existing file into another harness's seeds */
+static void put_file(const char *harness, const char *name, const char *path) {
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    put(harness, name, b, n);
+    free(b);
+}
+
+/* ---- tsv: lines of the toy corpora ---- */
+static void tsv_seeds(void) {
+    static const CorpusTask tasks[] = {CORPUS_TRANSLATE, CORPUS_COPY, CORPUS_REVERSE};
+    static const char *const names[] = {"translate", "copy", "reverse"};
+    for (int t = 0; t < 3; t++) {
+        CorpusConfig cfg = corpus_default_config(tasks[t]);
+        for (int s = 0; s < CORPUS_NSPLITS; s++) cfg.n[s] = 0;
+        cfg.n[CORPUS_TRAIN] = 24;
+        Corpus c;
+        if (corpus_generate(&cfg, &c) != AG_OK) die("corpus_generate");
+        for (int part = 0; part < 2; part++) {
+            char text[8192] = "", name[64];
+            size_t len = 0;
+            for (size_t i = (size_t)part * 12; i < (size_t)part * 12 + 12; i++)
+                len += (size_t)snprintf(
+                    text + len, sizeof text - len, "%s\t%s%s\n", c.split[CORPUS_TRAIN].pairs[i].src,
+                    c.split[CORPUS_TRAIN].pairs[i].tgt, part == 1 && i % 3 == 0 ? "\r" : "");
+            snprintf(name, sizeof name, "%s_%d.tsv", names[t], part);
+            put("tsv", name, text, len);
+        }
+        corpus_free(&c);
+    }
+}
+
+/* ---- vocab and checkpoint: the translation example's own files ---- */
+static void model_seeds(void) {
+    char tsv[700];
+    path_of(tsv, sizeof tsv, "tsv", "translate_0.tsv");
+    TrVocab src, tgt;
+    tr_vocab_init(&src);
+    tr_vocab_init(&tgt);
+    TrData d;
+    if (tr_data_read(tsv, &d, &src, &tgt, 1, 0) != AG_OK) die(tsv);
+    size_t vlen;
+    char *vocab = tr_vocab_pair_save(&src, &tgt, &vlen);
+    put("vocab", "translate.vocab", vocab, vlen);
+    TrVocab s2, t2;
+    tr_vocab_init(&s2);
+    tr_vocab_init(&t2);
+    tr_vocab_add(&s2, "a", 1);
+    tr_vocab_add(&t2, "b", 1);
+    size_t slen;
+    char *small = tr_vocab_pair_save(&s2, &t2, &slen);
+    put("vocab", "small.vocab", small, slen);
+
+    for (int variant = 0; variant < 4; variant++) {
+        Seq2SeqConfig cfg = nn_seq2seq_default_config(src.n, tgt.n, 8, 2, 1);
+        cfg.layer.d_ff = 16;
+        cfg.max_len = 16;
+        cfg.layer.dropout = 0.1;
+        OptimConfig oc = optim_defaults(OPTIM_ADAM);
+        if (variant == 3) { /* every switch the other way */
+            cfg.n_enc_layers = 0;
+            cfg.tie_output = 1;
+            cfg.learned_pos = 1;
+            cfg.layer.n_kv_heads = 1;
+            cfg.layer.pre_ln = 1;
+            cfg.layer.act = NN_GELU;
+            oc = optim_defaults(OPTIM_SGD);
+            oc.momentum = 0.9;
+            oc.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 2, 100, 1e-5};
+        }
+        Arena *a = arena_new("seeds", ckpt_arena_bytes(&cfg, 1));
+        Rng init, rng;
+        rng_seed(&init, 1);
+        rng_seed(&rng, 2);
+        Seq2Seq m;
+        nn_seq2seq_init(&m, a, &init, &cfg);
+        Optimizer *opt = optim_new(a, &m.params, &oc);
+        CkptState st = {variant == 2 ? NULL : opt, &rng, {3, 1}, 2, vocab, vlen};
+        char path[700], name[64];
+        static const int levels[] = {0, 6, 6, 1};
+        snprintf(name, sizeof name, "ckpt_%d.npz", variant);
+        path_of(path, sizeof path, "checkpoint", name);
+        put("checkpoint", name, "", 0); /* makes the folder */
+        if (ckpt_save(path, &m, &st, levels[variant], NULL) != AG_OK) die(path);
+        if (variant == 0 || variant == 3) put_file("npz", name, path);
+        nn_seq2seq_free(&m);
+        arena_free(a);
+    }
+    free(vocab);
+    free(small);
+    tr_data_free(&d);
+    tr_vocab_free(&src);
+    tr_vocab_free(&tgt);
+    tr_vocab_free(&s2);
+    tr_vocab_free(&t2);
+}
+
+/* ---- npz and npy: every dtype, from npz_write ---- */
+static void npz_seeds(void) {
+    static const float f32[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
+    static const double f64[3] = {1, -0.25, 1e300};
+    static const int64_t i64[4] = {1, -1, 1LL << 40, 0};
+    static const uint64_t u64[4] = {1, 2, 3, ~0ull};
+    static const int32_t i32[2] = {-7, 7};
+    static const unsigned char u8[5] = "hello";
+    char path[700];
+    for (int v = 0; v < 3; v++) {
+        NpzWriter *w = npz_writer_new();
+        npz_writer_force_zip64(w, v == 2);
+        npz_add_f32(w, "w", 2, (int64_t[]){2, 3}, f32);
+        npz_add_f64(w, "d", 1, (int64_t[]){3}, f64);
+        npz_add_i64(w, "train.step", 0, NULL, i64);
+        npz_add_u64(w, "rng.state", 1, (int64_t[]){4}, u64);
+        npz_add_i32(w, "i", 4, (int64_t[]){1, 1, 2, 1}, i32);
+        npz_add_bytes(w, "meta.extra", u8, 5);
+        npz_add_f32(w, "empty", 2, (int64_t[]){0, 3}, NULL);
+        char name[32];
+        snprintf(name, sizeof name, "dtypes_%d.npz", v);
+        put("npz", name, "", 0);
+        path_of(path, sizeof path, "npz", name);
+        if (npz_write(w, path, v == 1 ? 6 : 0, NULL) != AG_OK) die(path);
+        npz_writer_free(w);
+    }
+    /* each entry of a stored archive, cut out after its local header: a .npy as numpy has it */
+    size_t n;
+    path_of(path, sizeof path, "npz", "dtypes_0.npz");
+    unsigned char *z = slurp(path, &n);
+    size_t off = 0;
+    for (int k = 0; off + ZIP_LOCAL_SIZE <= n && get32(z + off) == ZIP_LOCAL_SIG; k++) {
+        uint32_t size = get32(z + off + 18);
+        size_t nlen = get16(z + off + 26), xlen = get16(z + off + 28);
+        size_t data = off + ZIP_LOCAL_SIZE + nlen + xlen;
+        char name[64];
+        snprintf(name, sizeof name, "entry_%d.npy", k);
+        put("npy", name, z + data, size);
+        off = data + size;
+    }
+    free(z);
+}
+
+/* ---- cli: command lines, one argument a line ---- */
+static void cli_seeds(void) {
+    static const char *const lines[] = {
+        "train\n--data\nbuild/data\n--steps\n100\n--d-model\n64\n--heads\n4",
+        "train\n--optim=adamw\n--schedule\ncosine\n--warmup\n10\n--lr\n3e-4\n--clip\n1",
+        "train\n--kv-heads\n2\n--heads\n4\n--pre-ln\n--act\ngelu\n--epochs\n3\n--resume",
+        "train\n--layers\n2\n--enc-layers\n0\n--tie-output\n--learned-pos\n--max-len\n32",
+        "eval\n--ckpt\nbuild/translate/best.npz\n--batch\n16\n--hyps\nh.tsv\ntest.tsv",
+        "translate\n--beam\n4\n--alpha=0.6\nthe black cat sleeps",
+        "attention\n--sentence\nthe cat\n--target\nle chat\n--out\nbuild/a\n--no-plot",
+        "heads\n--data\nvalid.tsv\n--max\n10\n--batch\n8\n--threads\n2",
+        "help\ntrain",
+        "--help",
+        "translate\n--\n--not-a-flag",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "line_%zu", i);
+        put("cli", name, lines[i], strlen(lines[i]));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: seeds OUT_DIR\n");
+        return 2;
+    }
+    snprintf(out_dir, sizeof out_dir, "%s", argv[1]);
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "seeds: %s: %s\n", out_dir, strerror(errno));
+        return 1;
+    }
+    tsv_seeds();
+    model_seeds();
+    npz_seeds();
+    cli_seeds();
+    return 0;
+}
