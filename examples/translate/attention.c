@@ -11,14 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    AG_CHECK(p != NULL, "attention: out of memory (%zu x %zu bytes)", n, size);
-    return p;
-}
-
 static char *xstrdup(const char *s) {
-    char *d = xcalloc(strlen(s) + 1, 1);
+    char *d = tr_calloc(strlen(s) + 1, 1);
     memcpy(d, s, strlen(s) + 1);
     return d;
 }
@@ -29,7 +23,7 @@ static float *copy_probs(const Tensor *p, int NH, int Tq, int Tk, const char *wh
                  p->shape[2] == Tq && p->shape[3] == Tk,
              "tr_attention: %s: last_probs %s must be (1,%d,%d,%d)", what,
              p ? tensor_shape_str(p) : "NULL", NH, Tq, Tk);
-    float *d = xcalloc(p->size, sizeof(float));
+    float *d = tr_calloc(p->size, sizeof(float));
     for (size_t i = 0; i < p->size; i++) d[i] = (float)p->data[i];
     return d;
 }
@@ -39,7 +33,7 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     memset(a, 0, sizeof *a);
     const Seq2SeqConfig *c = &tr->model.cfg;
     int L = c->max_len;
-    int *src = xcalloc((size_t)L, sizeof(int)), *tgt = xcalloc((size_t)L, sizeof(int));
+    int *src = tr_calloc((size_t)L, sizeof(int)), *tgt = tr_calloc((size_t)L, sizeof(int));
     int S = tr_tokenize_src(tr, sentence, src, L - 1, &a->n_unk, warn);
     if (S == 0) {
         free(src);
@@ -65,17 +59,17 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     a->NH = c->layer.n_heads;
     a->S = S + 1;
     a->T = T + 1;
-    a->src_tok = xcalloc((size_t)a->S, sizeof(char *));
-    a->dec_tok = xcalloc((size_t)a->T, sizeof(char *));
+    a->src_tok = tr_calloc((size_t)a->S, sizeof(char *));
+    a->dec_tok = tr_calloc((size_t)a->T, sizeof(char *));
     for (int i = 0; i < S; i++) a->src_tok[i] = xstrdup(tr_vocab_word(&tr->src, src[i]));
     a->src_tok[S] = xstrdup(tr_vocab_word(&tr->src, TR_EOS));
     a->dec_tok[0] = xstrdup(tr_vocab_word(&tr->tgt, TR_BOS));
     for (int i = 0; i < T; i++) a->dec_tok[i + 1] = xstrdup(tr_vocab_word(&tr->tgt, tgt[i]));
     size_t need = tr_detokenize(&tr->tgt, tgt, T, NULL, 0);
-    a->translation = xcalloc(need + 1, 1);
+    a->translation = tr_calloc(need + 1, 1);
     tr_detokenize(&tr->tgt, tgt, T, a->translation, need + 1);
     need = tr_detokenize(&tr->src, src, S, NULL, 0);
-    a->source = xcalloc(need + 1, 1);
+    a->source = tr_calloc(need + 1, 1);
     tr_detokenize(&tr->src, src, S, a->source, need + 1);
     for (int l = 0; l < a->n_enc; l++)
         a->enc_self[l] = copy_probs(tr->model.enc[l].self_attn.last_probs, a->NH, a->S, a->S,
@@ -110,7 +104,7 @@ void tr_attention_free(TrAttention *a) {
 static char *join_tokens(char *const *tok, int n, size_t *len) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += strlen(tok[i]) + 1;
-    char *s = xcalloc(total + 1, 1), *p = s;
+    char *s = tr_calloc(total + 1, 1), *p = s;
     for (int i = 0; i < n; i++) {
         size_t k = strlen(tok[i]);
         memcpy(p, tok[i], k);
@@ -203,7 +197,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     tr_gp_string(f, buf);
     fprintf(f, " at screen 0.5, screen %.5f center font ',12'\n", 1 - 22.0 / H);
     /* the sentences: long ones are cut (the axes carry every token) */
-    char *line = xcalloc(strlen(a->source) + strlen(a->translation) + 32, 1);
+    char *line = tr_calloc(strlen(a->source) + strlen(a->translation) + 32, 1);
     sprintf(line, "%s  ->  %s", a->source, a->translation);
     if (strlen(line) > (size_t)(W / 7)) strcpy(line + W / 7 - 3, "...");
     fprintf(f, "set label 2 ");

@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    AG_CHECK(p != NULL, "translate: out of memory (%zu bytes)", bytes);
-    return p;
-}
-
 /* ---- the step arena ----
  * Floats kept per position by one forward, measured on the model (each encoder layer about
  * 20 C + 4 FF + attention rows, each decoder layer 30 C + 4 FF, the generator 3 V), doubled
@@ -141,7 +135,7 @@ void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int
     Tensor *mem = nn_seq2seq_encode(t, m, src, B, S, NULL);
     NnDecodeState st;
     nn_decode_begin(&st, m, mem, src, B, S, max_T);
-    int *tok = xmalloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
+    int *tok = tr_malloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
     for (int b = 0; b < B; b++) {
         tok[b] = TR_BOS;
         done[b] = 0;
@@ -201,19 +195,19 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
     AG_CHECK(K >= 1 && K <= 64, "tr_beam: K = %d outside [1, 64]", K);
     int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1);
     ag_tape_reset(t);
-    int *srcK = xmalloc((size_t)K * S * sizeof(int));
+    int *srcK = tr_malloc((size_t)K * S * sizeof(int));
     for (int k = 0; k < K; k++) memcpy(srcK + (size_t)k * S, src, (size_t)S * sizeof(int));
     Tensor *mem = nn_seq2seq_encode(t, m, srcK, K, S, NULL);
     NnDecodeState st;
     nn_decode_begin(&st, m, mem, srcK, K, S, max_T);
-    int *hist = xmalloc((size_t)K * max_T * sizeof(int)),
-        *nhist = xmalloc((size_t)K * max_T * sizeof(int));
-    int *tok = xmalloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
-    double *score = xmalloc((size_t)K * sizeof(double));
-    Cand *cand = xmalloc((size_t)K * V * sizeof(Cand));
+    int *hist = tr_malloc((size_t)K * max_T * sizeof(int)),
+        *nhist = tr_malloc((size_t)K * max_T * sizeof(int));
+    int *tok = tr_malloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
+    double *score = tr_malloc((size_t)K * sizeof(double));
+    Cand *cand = tr_malloc((size_t)K * V * sizeof(Cand));
     size_t cache_row = (size_t)st.self[0].NKV * max_T * st.self[0].HS;
-    Real *tmp = xmalloc((size_t)K * cache_row * sizeof(Real));
-    int *best = xmalloc((size_t)max_T * sizeof(int)), best_len = -1;
+    Real *tmp = tr_malloc((size_t)K * cache_row * sizeof(Real));
+    int *best = tr_malloc((size_t)max_T * sizeof(int)), best_len = -1;
     double best_score = -INFINITY;
     int alive = 1; /* beams 0..alive-1 are live */
     tok[0] = TR_BOS;
@@ -296,12 +290,12 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
                      int cap) {
     int L = tr->model.cfg.max_len;
     if (S > L - 1) S = L - 1;
-    int *row = xmalloc((size_t)(S + 1) * sizeof(int));
+    int *row = tr_malloc((size_t)(S + 1) * sizeof(int));
     memcpy(row, src, (size_t)S * sizeof(int));
     row[S] = TR_EOS;
     int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     tr_reserve(tr, K, S + 1, 1, 0);
-    int *hyp = xmalloc((size_t)max_T * sizeof(int)), n;
+    int *hyp = tr_malloc((size_t)max_T * sizeof(int)), n;
     if (K == 1)
         tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n);
     else
@@ -329,7 +323,7 @@ static int count_ngram(const int *x, int len, const int *a, int n) {
 void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len) {
     /* a reference UNK stands for a word outside the vocabulary: give it an id no hypothesis
      * holds (-1) */
-    int *r = xmalloc((size_t)(ref_len + 1) * sizeof(int));
+    int *r = tr_malloc((size_t)(ref_len + 1) * sizeof(int));
     for (int i = 0; i < ref_len; i++) r[i] = ref[i] == TR_UNK ? -1 : ref[i];
     int exact = hyp_len == ref_len;
     for (int i = 0; i < ref_len; i++) {
@@ -380,7 +374,26 @@ static const TrData *sort_data; /* qsort has no context argument */
 static int cmp_by_length(const void *a, const void *b) {
     const TrPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
     if (x->src_len != y->src_len) return x->src_len - y->src_len;
+    if (x->tgt_len != y->tgt_len) return x->tgt_len - y->tgt_len;
     return *(const int *)a - *(const int *)b;
+}
+
+int *tr_sorted_rows(const TrData *d, int n) {
+    int *idx = tr_malloc((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++) idx[i] = i;
+    sort_data = d;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
+    return idx;
+}
+
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
+    int prev = ag_no_grad(t, 1);
+    ag_tape_reset(t);
+    Tensor *l = nn_seq2seq_loss(t, m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, NULL);
+    double sum = (double)l->data[0] * (double)b->n_tgt_tokens;
+    ag_tape_reset(t);
+    ag_no_grad(t, prev);
+    return sum;
 }
 
 static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
@@ -391,14 +404,11 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
-    int *idx = xmalloc((size_t)n * sizeof(int));
-    for (int i = 0; i < n; i++) idx[i] = i;
-    sort_data = d;
-    qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
-    int *out = xmalloc((size_t)batch * L * sizeof(int)),
-        *lens = xmalloc((size_t)batch * sizeof(int));
-    int *hyp_len = xmalloc((size_t)n * sizeof(int)), *hyp = xmalloc((size_t)n * L * sizeof(int));
-    int *rank = xmalloc((size_t)d->n * sizeof(int)); /* file order -> decoded slot */
+    int *idx = tr_sorted_rows(d, n);
+    int *out = tr_malloc((size_t)batch * L * sizeof(int)),
+        *lens = tr_malloc((size_t)batch * sizeof(int));
+    int *hyp_len = tr_malloc((size_t)n * sizeof(int)), *hyp = tr_malloc((size_t)n * L * sizeof(int));
+    int *rank = tr_malloc((size_t)d->n * sizeof(int)); /* file order -> decoded slot */
     memset(score, 0, sizeof *score);
     double loss_sum = 0;
     long loss_tokens = 0;
@@ -413,9 +423,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
         int B = n - i0 < batch ? n - i0 : batch;
         tr_batch_make(&b, d, idx + i0, B);
         if (loss) {
-            ag_tape_reset(t);
-            Tensor *l = nn_seq2seq_loss(t, m, b.src, b.S, b.tgt_in, b.tgt_out, B, b.T, NULL);
-            loss_sum += (double)l->data[0] * (double)b.n_tgt_tokens;
+            loss_sum += tr_batch_loss_sum(m, t, &b);
             loss_tokens += b.n_tgt_tokens;
         }
         int max_T = tr_max_decode(&m->cfg, b.S);

@@ -17,12 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    AG_CHECK(p != NULL, "heads: out of memory (%zu x %zu bytes)", n, size);
-    return p;
-}
-
 const char *tr_block_kind_name(int kind) {
     return kind == TR_BLOCK_ENC_SELF   ? "enc self"
            : kind == TR_BLOCK_DEC_SELF ? "dec self"
@@ -39,29 +33,11 @@ MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer) {
                                        : &m->dec[layer].multihead_attn;
 }
 
-/* ---- the batches of a data set: sorted by length (little padding), fixed order ---- */
-
-static const TrData *sort_data; /* qsort has no context argument */
-static int cmp_len(const void *a, const void *b) {
-    const TrPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
-    if (x->src_len != y->src_len) return x->src_len - y->src_len;
-    if (x->tgt_len != y->tgt_len) return x->tgt_len - y->tgt_len;
-    return *(const int *)a - *(const int *)b;
-}
-
-static int *sorted_rows(const TrData *d, int n) {
-    int *idx = xcalloc((size_t)n, sizeof(int));
-    for (int i = 0; i < n; i++) idx[i] = i;
-    sort_data = d;
-    qsort(idx, (size_t)n, sizeof *idx, cmp_len);
-    return idx;
-}
-
 static int n_pairs(const TrData *d, int limit) { return limit > 0 && limit < d->n ? limit : d->n; }
 
 double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) {
-    int n = n_pairs(d, limit), prev = ag_no_grad(t, 1);
-    int *idx = sorted_rows(d, n);
+    int n = n_pairs(d, limit);
+    int *idx = tr_sorted_rows(d, n);
     TrBatch b;
     memset(&b, 0, sizeof b);
     double sum = 0;
@@ -69,13 +45,9 @@ double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) 
     for (int i0 = 0; i0 < n; i0 += batch) {
         int B = n - i0 < batch ? n - i0 : batch;
         tr_batch_make(&b, d, idx + i0, B);
-        ag_tape_reset(t);
-        Tensor *l = nn_seq2seq_loss(t, m, b.src, b.S, b.tgt_in, b.tgt_out, B, b.T, NULL);
-        sum += (double)l->data[0] * (double)b.n_tgt_tokens;
+        sum += tr_batch_loss_sum(m, t, &b);
         tokens += b.n_tgt_tokens;
     }
-    ag_tape_reset(t);
-    ag_no_grad(t, prev);
     tr_batch_free(&b);
     free(idx);
     return tokens ? sum / (double)tokens : 0;
@@ -146,9 +118,9 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
             h->layer[h->n_blocks++] = l;
         }
     size_t cells = (size_t)h->n_blocks * h->NH;
-    h->loss_up = xcalloc(cells, sizeof(double));
-    h->grad_raw = xcalloc(cells, sizeof(double));
-    h->grad_score = xcalloc(cells, sizeof(double));
+    h->loss_up = tr_calloc(cells, sizeof(double));
+    h->grad_raw = tr_calloc(cells, sizeof(double));
+    h->grad_score = tr_calloc(cells, sizeof(double));
     h->n_pairs = n;
     int max_S = 0, max_T = 0;
     for (int i = 0; i < n; i++) {
@@ -178,7 +150,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
         nn_mha_track_gates(tr_block(m, h->kind[b], h->layer[b]), 1);
     double saved[1 + DROPOUTS_PER_LAYER * NN_MAX_LAYERS];
     dropout_off(m, saved);
-    int *idx = sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
+    int *idx = tr_sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
     TrBatch bt;
     memset(&bt, 0, sizeof bt);
     for (int i0 = 0; i0 < n; i0 += batch) {
@@ -241,17 +213,17 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     int pw = NH * cell_w, ph = NB * cell_h;
     int W = left + 2 * pw + gap + right, H = top + ph + bottom;
     if (W < 700) W = 700;
-    char **rows = xcalloc((size_t)NB, sizeof(char *)), **cols = xcalloc((size_t)NH, sizeof(char *));
+    char **rows = tr_calloc((size_t)NB, sizeof(char *)), **cols = tr_calloc((size_t)NH, sizeof(char *));
     for (int b = 0; b < NB; b++) {
-        rows[b] = xcalloc(32, 1);
+        rows[b] = tr_calloc(32, 1);
         snprintf(rows[b], 32, "%s %d", tr_block_kind_name(h->kind[b]), h->layer[b]);
     }
     for (int k = 0; k < NH; k++) {
-        cols[k] = xcalloc(16, 1);
+        cols[k] = tr_calloc(16, 1);
         snprintf(cols[k], 16, "%d", k);
     }
-    float *up = xcalloc((size_t)NB * NH, sizeof(float)),
-          *gs = xcalloc((size_t)NB * NH, sizeof(float));
+    float *up = tr_calloc((size_t)NB * NH, sizeof(float)),
+          *gs = tr_calloc((size_t)NB * NH, sizeof(float));
     double lo = 0, hi = 0;
     for (size_t i = 0; i < (size_t)NB * NH; i++) {
         up[i] = (float)h->loss_up[i];

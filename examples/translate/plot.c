@@ -216,25 +216,6 @@ int tr_plot_script(const char *script, const char *png) {
     return TR_PLOT_DRAWN;
 }
 
-int tr_make_dirs(const char *path) {
-    char buf[600];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat s;
-    if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
-        return ag_fail(AG_ERR_IO, "%s: not a folder", path);
-    return AG_OK;
-}
-
 /* ---- heatmap panels (attention.c, heads.c) ---- */
 
 void tr_gp_begin(FILE *f, int width, int height, int font_size) {

@@ -82,6 +82,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.batch = 64;
     c.steps = 2000;
     c.clip = 1.0;
+    c.embed_gain = 1.0;
     c.seed = 1;
     c.log_every = 50;
     c.valid_every = 500;
@@ -122,26 +123,6 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
         why = "bad LayerNorm eps or activation";
     if (!why) return AG_OK;
     return ag_fail(AG_ERR_ARG, "%s: %s", what, why);
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat s;
-    if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
-        return ag_fail(AG_ERR_IO, "%s: not a folder", path);
-    return AG_OK;
 }
 
 static int file_exists(const char *path) {
@@ -513,7 +494,10 @@ static int setup_fresh(Trainer *tr) {
     if (oc.schedule.kind == OPTIM_WARMUP_INVSQRT && oc.schedule.warmup < 1)
         return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
     build(tr, &mc, &oc, c->seed);
-    /* (embeddings start at N(0, 1/d_model): nn_seq2seq_init does it, see its comment) */
+    /* nn_seq2seq_init starts the embeddings at N(0, 1/d_model); embed_gain scales that */
+    Tensor *emb[2] = {tr->m.src_embed.weight, tr->m.tgt_embed.weight};
+    for (int k = 0; k < 2 && c->embed_gain != 1.0; k++)
+        for (size_t i = 0; i < emb[k]->size; i++) emb[k]->data[i] *= (Real)c->embed_gain;
     tr_loader_init(&tr->loader, &tr->train, c->batch, rng_hash(c->seed, 2));
     memset(tr->pos, 0, sizeof tr->pos);
     tr->pos[POS_SEED] = (int64_t)tr->loader.seed;
@@ -628,7 +612,7 @@ int tr_train(const TrTrainConfig *c) {
     } else {
         rc = setup_fresh(tr);
     }
-    if (rc == AG_OK) rc = make_dirs(c->out_dir);
+    if (rc == AG_OK) rc = tr_make_dirs(c->out_dir);
     if (rc != AG_OK) {
         int code = setup_exit(rc);
         trainer_free(tr);

@@ -5,7 +5,8 @@
  * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
  * directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
- * Read next: vocab.c, data.c, decode.c, train.c, then cli.c (the subcommands and their flags).
+ * Read next: vocab.c, data.c, decode.c, train.c, then cli.c (the subcommands and their flags);
+ * util.c holds the small helpers (allocation, mkdir -p).
  *
  * Conventions of the example: token ids are ints; PAD is 0 in both vocabularies (the model's
  * pad_id), then BOS, EOS, UNK. A source row is its tokens then EOS; the decoder reads BOS then
@@ -29,6 +30,13 @@ enum {
     TR_EXIT_SIGINT = 130,  /* interrupted by SIGINT (Ctrl-C), checkpoint saved (128 + 2) */
     TR_EXIT_SIGTERM = 143, /* interrupted by SIGTERM, checkpoint saved (128 + 15) */
 };
+
+/* ---- small helpers (util.c) ---- */
+/* malloc and calloc that abort (AG_CHECK) when memory runs out; 0 bytes is allowed */
+void *tr_malloc(size_t bytes);
+void *tr_calloc(size_t n, size_t size);
+/* mkdir -p path: AG_OK, or AG_ERR_IO naming the folder that could not be made. */
+int tr_make_dirs(const char *path);
 
 /* ---- vocabulary: words <-> ids ---- */
 enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
@@ -219,6 +227,13 @@ double tr_score_tokens(const TrScore *s); /* token accuracy, 0..1 */
  * hypotheses are shorter (c < r) than the references. 0 if any precision is 0. */
 double tr_score_bleu(const TrScore *s);
 
+/* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
+ * rows of it have little padding. A tr_malloc'd array of n row indices. */
+int *tr_sorted_rows(const TrData *d, int n);
+/* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
+ * of it over batches, divided by the tokens, give the mean over a data set. */
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
+
 /* Decodes pairs [0, limit) of d (limit <= 0: all) greedily in batches of batch rows, sorted by
  * length, and scores them; with loss not NULL also the teacher-forced loss (mean over target
  * tokens). hyps, when not NULL, gets one line per pair in file order:
@@ -237,6 +252,10 @@ typedef struct TrTrainConfig {
     int64_t steps;                          /* steps to reach (a resumed run continues up to it) */
     int epochs;                             /* when > 0, steps = epochs * batches per epoch */
     double clip;                            /* max gradient norm, 0: none */
+    /* the embeddings' size at the start: N(0, gain^2 / d_model), so entries of std `gain` after
+     * the forward's sqrt(d_model) scaling (the sinusoidal positions': about 0.71); 1 is
+     * nn_seq2seq_init's own */
+    double embed_gain;
     uint64_t seed;                          /* initial weights, dropout and data order */
     int log_every, valid_every, save_every; /* steps; save_every 0: = valid_every */
     int valid_max;                          /* valid pairs decoded for exact match (0: all) */
@@ -292,9 +311,6 @@ int tr_plot_loss(const char *csv_path, const char *png_path);
 /* The trainer's hook: redraws loss.png next to csv_path; says once when it was skipped
  * (verbose) or failed (stderr); final: also prints the picture's path (verbose). */
 void tr_train_plot(const char *csv_path, int verbose, int final);
-
-/* mkdir -p path: AG_OK, or AG_ERR_IO naming the folder that could not be made. */
-int tr_make_dirs(const char *path);
 
 /* Building blocks of heatmap scripts (attention.c, heads.c). */
 typedef struct TrGpPanel {
