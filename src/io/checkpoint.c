@@ -165,7 +165,8 @@ static ModelSize model_size(const Seq2SeqConfig *c) {
 }
 
 int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what) {
-    AG_CHECK(c != NULL && what != NULL, "ckpt_check_config: NULL config or label");
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(what);
     const TransformerConfig *l = &c->layer;
     const char *why = NULL;
     char buf[200];
@@ -216,6 +217,7 @@ int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *wha
 }
 
 size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim) {
+    AG_CHECK_ARG(c);
     ModelSize s = model_size(c);
     /* data and gradient of each parameter, Adam's two moments, the tables and their gate
      * gradients (head importance tracks them); each tensor: its header and two 64-byte

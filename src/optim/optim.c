@@ -85,7 +85,7 @@ OptimConfig optim_defaults(OptimKind kind) {
 }
 
 int optim_check_config(const OptimConfig *c) {
-    AG_CHECK(c != NULL, "optim_check_config: config is NULL");
+    AG_CHECK_ARG(c);
     if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
         return ag_fail(AG_ERR_ARG, "optim_new: unknown optimizer kind %d", (int)c->kind);
     const char *k = kind_name(c->kind);

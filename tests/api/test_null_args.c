@@ -222,6 +222,7 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(optim_get_step, o, optim_get_step(NULL))                                                     \
     X(optim_set_step, o, optim_set_step(NULL, 1))                                                  \
     X(optim_clip_grad_norm, pl, optim_clip_grad_norm(NULL, 1))                                     \
+    X(optim_check_config, c, optim_check_config(NULL))                                             \
     /* checkpoint.h */                                                                             \
     X(ckpt_save, path, ckpt_save(NULL, &S2S, NULL, 0, NULL))                                       \
     X(ckpt_save, m, ckpt_save("x.npz", NULL, NULL, 0, NULL))                                       \
@@ -229,6 +230,9 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ckpt_read_config, cfg, ckpt_read_config("x.npz", NULL, NULL, NULL))                          \
     X(ckpt_load, path, ckpt_load(NULL, &S2S, NULL))                                                \
     X(ckpt_load, m, ckpt_load("x.npz", NULL, NULL))                                                \
+    X(ckpt_check_config, c, ckpt_check_config(NULL, NULL, "x"))                                    \
+    X(ckpt_check_config, what, ckpt_check_config(&S2C, NULL, NULL))                                \
+    X(ckpt_arena_bytes, c, ckpt_arena_bytes(NULL, 0))                                              \
     /* npz.h */                                                                                    \
     X(npz_shape_str, buf, npz_shape_str(NULL, 8, 0, NULL))                                         \
     X(npz_shape_str, shape, npz_shape_str(BUF, sizeof BUF, 2, NULL))                               \
