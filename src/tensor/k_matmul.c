@@ -90,6 +90,21 @@ void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Rea
     }
 }
 
+void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,
+                           int in, int out) {
+    k_gemm_relu(0, 1, rows, out, in, x, W, y, bias);
+}
+/* forward: y = max(x W^T + b, 0). So the gradient at the product is g = gy where y > 0 and 0
+ * elsewhere (as k_relu_backward), and then gx, gW, gbias as k_linear_backward with g. g is
+ * written over gy: the op's output gradient is read by nothing after its own backward. */
+void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                            const Real *y, Real *gy, int rows, int in, int out) {
+    size_t n = (size_t)rows * out;
+#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
+    for (size_t i = 0; i < n; i++) gy[i] = y[i] > 0 ? gy[i] : 0;
+    k_linear_backward(gx, gW, gbias, x, W, gy, rows, in, out);
+}
+
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {
     size_t n = (size_t)BATCH * M * N;
 #pragma omp parallel for collapse(2) schedule(static) if (n >= K_PAR_MIN)

@@ -57,6 +57,10 @@ void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, R
  * rows and calling k_gemm with accumulate, without that pass over C. */
 void k_gemm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                  const Real *bias);
+/* C (M,N) = max(bias + op(A) op(B), 0) (bias may be NULL): the ReLU applied as the products are
+ * stored, the same bits as k_gemm_bias then k_relu_forward. */
+void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias);
 /* k_gemm run by a team already inside a parallel region: thread t of T computes its share (a
  * product too small to share goes whole to thread job % T). No barrier at the end: the caller
  * may run other products that do not read C before its region ends. */
@@ -80,6 +84,12 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
  * The bias is where the product's sums start (one GEMM, no second pass over y). */
 void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
                       int out);
+/* y (rows, out) = max(x W^T + bias, 0), bias NULL for none */
+void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,
+                           int in, int out);
+/* gy (rows, out) is overwritten with gy * (y > 0), then as k_linear_backward */
+void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                            const Real *y, Real *gy, int rows, int in, int out);
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
                        const Real *gy, int rows, int in, int out);
 /* x (BATCH,M,N) -> y (BATCH,N,M) */
