@@ -8,6 +8,7 @@
  * against the FMA peak measured here first (one thread, registers only), times the threads.
  * cpu_ms is the CPU time of all threads per product: on a machine shared with other programs,
  * cpu_ms of one thread is the time the product takes when it has the core (ms is wall time).
+ * bench_gemm --peak prints the first line (the peak) only.
  * Not here: a whole training step (bench_step.c). Build and run: make bench, then
  * build/bench/bench_gemm (or REAL=double). */
 #include <math.h>
@@ -156,10 +157,11 @@ static double time_ref(const Shape *s, const Real *A, const Real *B, Real *C, in
 }
 #endif
 
-int main(void) {
+int main(int argc, char **argv) {
     double peak = measure_peak();
     printf("bench gemm kernel=%s real=%s peak_gflops_per_thread=%.1f\n", k_gemm_kernel_name(),
            AG_REAL_NAME, peak);
+    if (argc > 1 && strcmp(argv[1], "--peak") == 0) return 0; /* compare.py's pct_peak */
     Rng rng;
     rng_seed(&rng, 3);
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {

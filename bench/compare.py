@@ -3,15 +3,20 @@
 1 and 2 threads, in alternating runs; one line per workload and thread count:
 
     bench <name> threads=<n> attograd_ms=<x> torch_ms=<y> speedup=<y/x> gflops=<g>
-        torch_gflops=<tg> tokens_per_s=<k> peak_mib=<p> state_mib=<s> torch_rss_mib=<r>
-        cpu_ms=<c>
+        pct_peak=<pp> torch_gflops=<tg> tokens_per_s=<k> peak_mib=<p> state_mib=<s>
+        torch_rss_mib=<r> cpu_ms=<c>
+
+and, after the thread counts of a workload, how much the second thread speeds each up:
+
+    bench <name> scaling threads=1->2 attograd=<ms1/ms2> torch=<ms1/ms2>
 
 The torch fields are left out when no python3 with torch is found (TORCH_PYTHON names one).
 Times are medians over ROUNDS runs of each program, the two alternating (attograd first in odd
 rounds, torch first in even ones) so that both see the same load; each run reports the median
 of its own STEPS steps after two warm-up steps. speedup > 1 means attograd is faster.
-gflops counts the products' flops (bench_models.c) per second of each program; tokens_per_s is
-attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
+gflops counts the products' flops (bench_models.c) per second of each program; pct_peak is
+attograd's gflops against the FMA peak bench_gemm measures (per thread, times the threads; left
+out when bench_gemm is not next to bench_models); tokens_per_s is attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
 Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
@@ -75,6 +80,17 @@ def find_torch_python():
     return None
 
 
+def measure_peak(bench_bin):
+    """bench_gemm's FMA peak per thread in GFLOP/s (bench_gemm --peak), or None"""
+    gemm = os.path.join(os.path.dirname(os.path.abspath(bench_bin)), "bench_gemm")
+    if not os.access(gemm, os.X_OK):
+        return None
+    r = subprocess.run([gemm, "--peak"], capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    f = fields(r.stdout.strip().splitlines()[0]) if r.returncode == 0 and r.stdout else {}
+    return float(f["peak_gflops_per_thread"]) if "peak_gflops_per_thread" in f else None
+
+
 def run(cmd, env):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -103,8 +119,12 @@ def main():
     print(f"# {a.rounds} alternating runs of each, each the median of "
           f"{a.steps or 'its'} steps; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    peak = measure_peak(a.bin)
+    if peak:
+        print(f"# FMA peak {peak:.1f} GFLOP/s per thread (bench_gemm --peak)")
     sys.stdout.flush()
     for name in a.workloads:
+        times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
             ours, theirs = [], []
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
@@ -130,6 +150,8 @@ def main():
                 th_ms = med(theirs, "ms")
                 out += f" torch_ms={th_ms:.2f} speedup={th_ms / ag_ms:.2f}"
             out += f" gflops={gflop / ag_ms * 1e3:.1f}"
+            if peak:
+                out += f" pct_peak={100 * gflop / ag_ms * 1e3 / (peak * threads):.0f}"
             if theirs:
                 out += f" torch_gflops={gflop / th_ms * 1e3:.1f}"
             if tokens > 0:
@@ -138,6 +160,14 @@ def main():
             if theirs:
                 out += f" torch_rss_mib={med(theirs, 'rss_mb'):.1f}"
             out += f" cpu_ms={med(ours, 'cpu_ms'):.2f}"
+            print(out)
+            sys.stdout.flush()
+            times[threads] = (ag_ms, med(theirs, "ms") if theirs else None)
+        if 1 in times and 2 in times:
+            (a1, t1), (a2, t2) = times[1], times[2]
+            out = f"bench {name} scaling threads=1->2 attograd={a1 / a2:.2f}"
+            if t1 and t2:
+                out += f" torch={t1 / t2:.2f}"
             print(out)
             sys.stdout.flush()
 

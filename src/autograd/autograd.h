@@ -130,6 +130,10 @@ Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b);
  * x W^T + b. The same numbers as ag_add_bias(ag_matmul_bt(x, W), b) (up to the rounding of the
  * bias, which starts the sums here) with one output and one gradient instead of two. */
 Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b);
+/* max(x W^T + b, 0) in one op: the same numbers as ag_relu(ag_linear(x, W, b)), with the ReLU
+ * applied as the product is stored, one (..., out) tensor instead of two, and no zeroed
+ * gradient buffer for the product. */
+Tensor *ag_linear_relu(Tape *tape, Tensor *x, Tensor *W, Tensor *b);
 /* Swaps the last two dimensions (a copy): (..., M, N) -> (..., N, M) */
 Tensor *ag_transpose(Tape *tape, Tensor *x);
 /* Same data, another shape with the same element count (no copy). */

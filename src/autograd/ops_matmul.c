@@ -70,28 +70,47 @@ Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b) {
 }
 void ag_matmul_bt_backward(AgNode *n) { matmul_op_backward(n, "ag_matmul_bt", 1); }
 
-Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
-    AG_CHECK(tape != NULL, "ag_linear: tape is NULL");
-    AG_CHECK_TENSOR("ag_linear", x);
-    AG_CHECK_TENSOR("ag_linear", W);
+/* linear and linear_relu: x (..., in), W (out, in), b (out) or NULL -> y (..., out) */
+static Tensor *linear_op(Tape *tape, AgOp op, const char *opname, Tensor *x, Tensor *W,
+                         Tensor *b) {
+    AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
+    AG_CHECK_TENSOR(opname, x);
+    AG_CHECK_TENSOR(opname, W);
     AG_CHECK(W->ndim == 2 && x->ndim >= 1 && x->shape[x->ndim - 1] == W->shape[1],
-             "ag_linear: x must be (..., in) and W (out, in): x %s %s vs W %s %s", x->name,
+             "%s: x must be (..., in) and W (out, in): x %s %s vs W %s %s", opname, x->name,
              tensor_shape_str(x), W->name, tensor_shape_str(W));
     AG_CHECK(b == NULL || (b->ndim == 1 && b->shape[0] == W->shape[0]),
-             "ag_linear: b must be (out): W %s %s vs b %s %s", W->name, tensor_shape_str(W),
+             "%s: b must be (out): W %s %s vs b %s %s", opname, W->name, tensor_shape_str(W),
              b ? b->name : "", tensor_shape_str(b));
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
-    Tensor *y = matmul_out(tape, AG_OP_LINEAR, x, out);
-    k_linear_forward(y->data, x->data, W->data, b ? b->data : NULL, rows, in, out);
+    Tensor *y = matmul_out(tape, op, x, out);
+    (op == AG_OP_LINEAR_RELU ? k_linear_relu_forward : k_linear_forward)(
+        y->data, x->data, W->data, b ? b->data : NULL, rows, in, out);
     Tensor *inputs[3] = {x, W, b};
-    ag_record(tape, AG_OP_LINEAR, y, b ? 3 : 2, inputs);
+    ag_record(tape, op, y, b ? 3 : 2, inputs);
     return y;
+}
+
+Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
+    return linear_op(tape, AG_OP_LINEAR, "ag_linear", x, W, b);
 }
 void ag_linear_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
     k_linear_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
                       n->out->grad, rows, in, out);
+}
+
+Tensor *ag_linear_relu(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
+    return linear_op(tape, AG_OP_LINEAR_RELU, "ag_linear_relu", x, W, b);
+}
+/* The output's gradient becomes the masked one in place: the tape reads it no more after this
+ * (it recycles the buffer next, ../autograd/tape.c), and no zeroed buffer is needed for it. */
+void ag_linear_relu_backward(AgNode *n) {
+    Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
+    k_linear_relu_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
+                           n->out->data, n->out->grad, rows, in, out);
 }
 
 Tensor *ag_transpose(Tape *tape, Tensor *x) {

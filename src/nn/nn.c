@@ -222,8 +222,16 @@ Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(f);
     AG_CHECK_ARG(x);
-    Tensor *h = nn_linear(t, &f->linear1, x);
-    h = f->act == NN_GELU ? ag_gelu(t, h) : ag_relu(t, h);
+    Tensor *h;
+    if (f->act == NN_GELU) {
+        h = ag_gelu(t, nn_linear(t, &f->linear1, x));
+    } else { /* ReLU: in the product's store (ag_linear_relu) */
+        AG_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == f->linear1.in,
+                 "nn_ffn: x %s does not end in in_features = %d (weight '%s' %s)",
+                 tensor_shape_str(x), f->linear1.in, f->linear1.weight->name,
+                 tensor_shape_str(f->linear1.weight));
+        h = ag_linear_relu(t, x, f->linear1.weight, f->linear1.bias);
+    }
     h = ag_dropout(t, h, f->dropout, rng);
     return nn_linear(t, &f->linear2, h);
 }

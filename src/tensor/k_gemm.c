@@ -53,6 +53,27 @@ void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, R
 #endif
 }
 
+void k_gemm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias) {
+    for (int i = 0; i < M; i++) memcpy(C + (size_t)i * N, bias, (size_t)N * sizeof(Real));
+    k_gemm(ta, tb, M, N, K, A, B, C, 1);
+}
+
+void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias) {
+    if (bias)
+        k_gemm_bias(ta, tb, M, N, K, A, B, C, bias);
+    else
+        k_gemm(ta, tb, M, N, K, A, B, C, 0);
+    for (size_t i = 0; i < (size_t)M * N; i++) C[i] = C[i] > 0 ? C[i] : 0;
+}
+
+void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                 const Real *B, Real *C, int accumulate) {
+    (void)T;
+    if (t == job % T) k_gemm(ta, tb, M, N, K, A, B, C, accumulate);
+}
+
 #else /* our own GEMM */
 
 #ifdef _OPENMP
@@ -74,6 +95,7 @@ typedef __m512d Vec;
 #define vset1 _mm512_set1_pd
 #define vzero _mm512_setzero_pd
 #define vadd _mm512_add_pd
+#define vmax0(v) _mm512_max_pd(v, _mm512_setzero_pd())
 #define vfma _mm512_fmadd_pd
 #else
 typedef __m512 Vec;
@@ -83,6 +105,7 @@ typedef __m512 Vec;
 #define vset1 _mm512_set1_ps
 #define vzero _mm512_setzero_ps
 #define vadd _mm512_add_ps
+#define vmax0(v) _mm512_max_ps(v, _mm512_setzero_ps())
 #define vfma _mm512_fmadd_ps
 #endif
 /* 8 x 2 vectors: 16 accumulators of the 32 registers, 2 for op(B), 1 for a broadcast of op(A).
@@ -100,6 +123,7 @@ typedef __m256d Vec;
 #define vset1 _mm256_set1_pd
 #define vzero _mm256_setzero_pd
 #define vadd _mm256_add_pd
+#define vmax0(v) _mm256_max_pd(v, _mm256_setzero_pd())
 #define vfma _mm256_fmadd_pd
 #else
 typedef __m256 Vec;
@@ -109,6 +133,7 @@ typedef __m256 Vec;
 #define vset1 _mm256_set1_ps
 #define vzero _mm256_setzero_ps
 #define vadd _mm256_add_ps
+#define vmax0(v) _mm256_max_ps(v, _mm256_setzero_ps())
 #define vfma _mm256_fmadd_ps
 #endif
 /* 6 x 2 vectors: 12 accumulators of the 16 registers */
@@ -124,6 +149,7 @@ static inline void vstore(Real *p, Vec v) { *p = v; }
 static inline Vec vset1(Real x) { return x; }
 static inline Vec vzero(void) { return 0; }
 static inline Vec vadd(Vec a, Vec b) { return a + b; }
+static inline Vec vmax0(Vec a) { return a > 0 ? a : 0; }
 /* a b + c: rounded once where the hardware fuses (as the vector kernels do), else twice */
 #ifdef AG_REAL_DOUBLE
 #ifdef FP_FAST_FMA
@@ -239,10 +265,13 @@ static void pack_b_panel(Real *d, const Real *B, int tb, int N, int K, int k0, i
 /* ---- the micro-kernel ----
  * Sums the kc products of each of the MR x NR elements of a tile: a[i*rsa + k*csa] for row i at
  * step k (a packed strip: rsa 1, csa MR; rows of A read in place: rsa K, csa 1) times b, a
- * packed panel (kc x NR). Then C[0..mr, 0..nr) (row stride ldc) = that sum, plus C when add. */
+ * packed panel (kc x NR). Then C[0..mr, 0..nr) (row stride ldc) = that sum, plus C when add,
+ * else plus bias[0..nr) when bias is not NULL (the same bits as C = bias, then C += sum); and
+ * when relu (the last block of K), max(that, 0): x > 0 ? x : 0, as k_relu_forward (the vector
+ * max returns its second operand, 0, for NaN too). */
 static inline __attribute__((always_inline)) void
 micro_kernel(int kc, const Real *restrict a, size_t rsa, size_t csa, const Real *restrict b,
-             Real *c, size_t ldc, int mr, int nr, int add) {
+             Real *c, size_t ldc, int mr, int nr, int add, const Real *bias, int relu) {
     Vec acc[MR][NV];
     UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) acc[i][v] = vzero();
     /* ask for the C tile now, so that it has arrived when the sums are added to it (C is often
@@ -262,7 +291,10 @@ micro_kernel(int kc, const Real *restrict a, size_t rsa, size_t csa, const Real 
     if (mr == MR && nr == NR) {
         UNROLL for (int i = 0; i < MR; i++) UNROLL for (int v = 0; v < NV; v++) {
             Real *p = c + (size_t)i * ldc + v * VLEN;
-            vstore(p, add ? vadd(vload(p), acc[i][v]) : acc[i][v]);
+            Vec r = add    ? vadd(vload(p), acc[i][v])
+                    : bias ? vadd(vload(bias + v * VLEN), acc[i][v])
+                           : acc[i][v];
+            vstore(p, relu ? vmax0(r) : r);
         }
         return;
     }
@@ -271,32 +303,37 @@ micro_kernel(int kc, const Real *restrict a, size_t rsa, size_t csa, const Real 
         vstore(tile + i * NR + v * VLEN, acc[i][v]);
     for (int i = 0; i < mr; i++) {
         Real *p = c + (size_t)i * ldc;
-        for (int j = 0; j < nr; j++) p[j] = add ? p[j] + tile[i * NR + j] : tile[i * NR + j];
+        for (int j = 0; j < nr; j++) {
+            Real r = add    ? p[j] + tile[i * NR + j]
+                     : bias ? bias[j] + tile[i * NR + j]
+                            : tile[i * NR + j];
+            p[j] = relu && !(r > 0) ? 0 : r;
+        }
     }
 }
 
 /* the two forms the blocked loop calls: a packed strip, or MR full rows of A read in place */
 static void micro_packed(int kc, const Real *a, const Real *b, Real *c, size_t ldc, int mr, int nr,
-                         int add) {
-    micro_kernel(kc, a, 1, MR, b, c, ldc, mr, nr, add);
+                         int add, const Real *bias, int relu) {
+    micro_kernel(kc, a, 1, MR, b, c, ldc, mr, nr, add, bias, relu);
 }
 static void micro_rows(int kc, const Real *a, size_t lda, const Real *b, Real *c, size_t ldc,
-                       int nr, int add) {
-    micro_kernel(kc, a, lda, 1, b, c, ldc, MR, nr, add);
+                       int nr, int add, const Real *bias, int relu) {
+    micro_kernel(kc, a, lda, 1, b, c, ldc, MR, nr, add, bias, relu);
 }
 
 /* ---- one thread's share: C[i0..i1, j0..j1) of the full product, blocked ----
  * Rows of a row-major A (not ta) are contiguous in k already: full strips are read in place
  * and only a last, partial strip is packed (with its zero rows). */
 static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                       int accumulate, int i0, int i1, int j0, int j1) {
+                       int accumulate, const Real *bias, int relu, int i0, int i1, int j0, int j1) {
     Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, (size_t)(MC + NC) * KC);
     Real *bbuf = abuf + (size_t)MC * KC;
     for (int jc = j0; jc < j1; jc += NC) {
         int nc = j1 - jc < NC ? j1 - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
-            int add = accumulate || pc > 0;
+            int add = accumulate || pc > 0, last = relu && pc + kc >= K;
             for (int jr = 0; jr < nc; jr += NR)
                 pack_b_panel(bbuf + (size_t)jr * kc, B, tb, N, K, pc, kc, jc + jr,
                              nc - jr < NR ? nc - jr : NR);
@@ -312,14 +349,24 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
                     int packed = ta || mr < MR;
                     const Real *a =
                         packed ? abuf + (size_t)ir * kc : A + (size_t)(ic + ir) * K + pc;
+                    /* rows of A read in place: ask for the next strip's rows while this one
+                     * runs (they are often activations not touched for a while) */
+                    if (!ta && ic + ir + 2 * MR <= i1)
+                        for (int r = 0; r < MR; r++) {
+                            const Real *an = A + (size_t)(ic + ir + MR + r) * K + pc;
+                            for (int k = 0; k < kc; k += 64 / (int)sizeof(Real))
+                                __builtin_prefetch(an + k);
+                        }
                     for (int jr = 0; jr < nc; jr += NR) {
                         int nr = nc - jr < NR ? nc - jr : NR;
                         Real *c = C + (size_t)(ic + ir) * N + jc + jr;
+                        const Real *bj = bias ? bias + jc + jr : NULL;
                         if (packed)
-                            micro_packed(kc, a, bbuf + (size_t)jr * kc, c, (size_t)N, mr, nr, add);
+                            micro_packed(kc, a, bbuf + (size_t)jr * kc, c, (size_t)N, mr, nr, add,
+                                         bj, last);
                         else
                             micro_rows(kc, a, (size_t)K, bbuf + (size_t)jr * kc, c, (size_t)N, nr,
-                                       add);
+                                       add, bj, last);
                     }
                 }
             }
@@ -345,35 +392,74 @@ static void split_threads(int T, int mt, int nt, int K, int *tm_out, int *tn_out
     }
 }
 
-void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-            int accumulate) {
+/* multiply-adds below which one thread does the whole product: 64 K_PAR_MIN (1M by default,
+ * about 20 us on one core); waking a team costs more than it saves */
+static int gemm_is_small(int M, int N, int K) {
+    int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
+    return (size_t)M * (size_t)N * (size_t)K / 64 < K_PAR_MIN || (size_t)mt * nt <= 1;
+}
+
+/* Thread t of T's share of the product (all of it when T is 1). */
+static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A,
+                       const Real *B, Real *C, int accumulate, const Real *bias, int relu) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        if (!accumulate)
-            for (int i = 0; i < M; i++) memset(C + (size_t)i * N, 0, (size_t)N * sizeof(Real));
+        if (!accumulate && t == 0)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    Real r = bias ? bias[j] : 0;
+                    C[(size_t)i * N + j] = relu && !(r > 0) ? 0 : r;
+                }
         return;
     }
     int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
-    /* multiply-adds; below 64 K_PAR_MIN (1M by default, about 20 us on one core) one thread
-     * does it all: waking a team costs more than it saves */
-    size_t work = (size_t)M * (size_t)N * (size_t)K;
-#pragma omp parallel if (work / 64 >= K_PAR_MIN && (size_t)mt * nt > 1)
+    int tm = 1, tn = 1;
+    split_threads(T, mt, nt, K, &tm, &tn);
+    int ti = t / tn, tj = t % tn;
+    /* thread (ti, tj) gets row strips [ti*mt/tm, (ti+1)*mt/tm), panels likewise */
+    int i0 = (int)((long)ti * mt / tm) * MR, i1 = (int)((long)(ti + 1) * mt / tm) * MR;
+    int j0 = (int)((long)tj * nt / tn) * NR, j1 = (int)((long)(tj + 1) * nt / tn) * NR;
+    if (i1 > M) i1 = M;
+    if (j1 > N) j1 = N;
+    if (i0 < i1 && j0 < j1)
+        gemm_block(ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, i1, j0, j1);
+}
+
+static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate, const Real *bias, int relu) {
+#pragma omp parallel if (!gemm_is_small(M, N, K))
     {
         int T = 1, t = 0;
 #ifdef _OPENMP
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        int tm = 1, tn = 1;
-        split_threads(T, mt, nt, K, &tm, &tn);
-        int ti = t / tn, tj = t % tn;
-        /* thread (ti, tj) gets row strips [ti*mt/tm, (ti+1)*mt/tm), panels likewise */
-        int i0 = (int)((long)ti * mt / tm) * MR, i1 = (int)((long)(ti + 1) * mt / tm) * MR;
-        int j0 = (int)((long)tj * nt / tn) * NR, j1 = (int)((long)(tj + 1) * nt / tn) * NR;
-        if (i1 > M) i1 = M;
-        if (j1 > N) j1 = N;
-        if (i0 < i1 && j0 < j1) gemm_block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
+        gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias, relu);
     }
+}
+
+void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                 const Real *B, Real *C, int accumulate) {
+    if (gemm_is_small(M, N, K)) {
+        if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0);
+        return;
+    }
+    gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0);
+}
+
+void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+            int accumulate) {
+    gemm(ta, tb, M, N, K, A, B, C, accumulate, NULL, 0);
+}
+
+void k_gemm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias) {
+    gemm(ta, tb, M, N, K, A, B, C, 0, bias, 0);
+}
+
+void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias) {
+    gemm(ta, tb, M, N, K, A, B, C, 0, bias, 1);
 }
 
 #endif /* AG_BLAS_OPENBLAS */

@@ -6,12 +6,14 @@
  * are the same for any thread count. Not here: shape checks (ops_layernorm.c).
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels.h"
 
-/* columns per block of the weight/bias gradient loop: one thread sums a block over every row,
- * reading each row's block contiguously */
-#define LN_COL_BLOCK 32
+/* columns summed at once by the weight/bias gradient loop (their sums stay in L1) */
+#define LN_COL_CHUNK 256
 
 /* Row sums in double, in 8 interleaved partial sums (column c goes to sum c mod 8) added up in
  * a fixed order at the end: the same result wherever it runs, and the 8 sums advance together
@@ -102,41 +104,57 @@ void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
                           const Real *weight, const Real *stats, const Real *gy, size_t rows,
                           int C) {
     size_t n = rows * (size_t)C;
-    if (gx) {
-#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
-        for (size_t r = 0; r < rows; r++) {
-            const Real *xr = x + r * C, *gr = gy + r * C;
-            Real *gxr = gx + r * C;
-            double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
-            double sum_d, sum_dx;
-            row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
-            double mean_d = sum_d / C, mean_dx = sum_dx / C;
-            for (int c = 0; c < C; c++) {
-                double xhat = ((double)xr[c] - mean) * rstd;
-                double dxhat = (double)gr[c] * (double)weight[c];
-                gxr[c] += (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+    /* one parallel region for both loops: the row loop (gx) and the column loop (gweight,
+     * gbias) write different arrays, so a thread goes on to its columns without waiting */
+#pragma omp parallel if (n >= K_PAR_MIN)
+    {
+        if (gx) {
+#pragma omp for schedule(static) nowait
+            for (size_t r = 0; r < rows; r++) {
+                const Real *xr = x + r * C, *gr = gy + r * C;
+                Real *gxr = gx + r * C;
+                double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
+                double sum_d, sum_dx;
+                row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
+                double mean_d = sum_d / C, mean_dx = sum_dx / C;
+                for (int c = 0; c < C; c++) {
+                    double xhat = ((double)xr[c] - mean) * rstd;
+                    double dxhat = (double)gr[c] * (double)weight[c];
+                    gxr[c] += (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+                }
             }
         }
-    }
-    if (!gweight && !gbias) return;
-    int n_blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
-    for (int blk = 0; blk < n_blocks; blk++) {
-        int c0 = blk * LN_COL_BLOCK;
-        int c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
-        double sw[LN_COL_BLOCK] = {0}, sb[LN_COL_BLOCK] = {0};
-        for (size_t r = 0; r < rows; r++) {
-            const Real *xr = x + r * C, *gr = gy + r * C;
-            double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
-            for (int c = c0; c < c1; c++) {
-                double g = (double)gr[c];
-                sw[c - c0] += g * (((double)xr[c] - mean) * rstd);
-                sb[c - c0] += g;
+        if (gweight || gbias) {
+            /* Each thread owns a contiguous range of columns (cut at multiples of 16) and walks
+             * the rows in order, so every column is summed in row order whoever owns it, and
+             * memory is read row by row (blocks of 32 columns that each walked every row with a
+             * stride were slower). */
+            int T = 1, t = 0;
+#ifdef _OPENMP
+            T = omp_get_num_threads();
+            t = omp_get_thread_num();
+#endif
+            int units = (C + 15) / 16;
+            int c0 = (int)((long)units * t / T) * 16, c1 = (int)((long)units * (t + 1) / T) * 16;
+            if (c1 > C) c1 = C;
+            for (int cb = c0; cb < c1; cb += LN_COL_CHUNK) {
+                int nc = c1 - cb < LN_COL_CHUNK ? c1 - cb : LN_COL_CHUNK;
+                double sw[LN_COL_CHUNK], sb[LN_COL_CHUNK];
+                for (int c = 0; c < nc; c++) sw[c] = sb[c] = 0;
+                for (size_t r = 0; r < rows; r++) {
+                    const Real *xr = x + r * C + cb, *gr = gy + r * C + cb;
+                    double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
+                    for (int c = 0; c < nc; c++) {
+                        double g = (double)gr[c];
+                        sw[c] += g * (((double)xr[c] - mean) * rstd);
+                        sb[c] += g;
+                    }
+                }
+                for (int c = 0; c < nc; c++) {
+                    if (gweight) gweight[cb + c] += (Real)sw[c];
+                    if (gbias) gbias[cb + c] += (Real)sb[c];
+                }
             }
-        }
-        for (int c = c0; c < c1; c++) {
-            if (gweight) gweight[c] += (Real)sw[c - c0];
-            if (gbias) gbias[c] += (Real)sb[c - c0];
         }
     }
 }

@@ -2,6 +2,9 @@
  * k_gemm (k_gemm.c, which reads transposed operands in place), and the transpose and head
  * split/merge moves. Next: k_reduce.c. */
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels.h"
 
@@ -61,19 +64,45 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
 
 void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
                       int out) {
-    if (bias) {
-#pragma omp parallel for schedule(static) if ((size_t)rows * out >= K_PAR_MIN)
-        for (int r = 0; r < rows; r++) memcpy(y + (size_t)r * out, bias, (size_t)out * sizeof(Real));
-    }
-    k_gemm(0, 1, rows, out, in, x, W, y, bias != NULL);
+    if (bias)
+        k_gemm_bias(0, 1, rows, out, in, x, W, y, bias);
+    else
+        k_gemm(0, 1, rows, out, in, x, W, y, 0);
 }
 /* forward: y = x W^T + bias. So gx = gy W (rows,out)x(out,in), gW = gy^T x (out,rows)x(rows,in)
  * and gbias = the column sums of gy. */
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
                        const Real *gy, int rows, int in, int out) {
-    if (gx) k_gemm(0, 0, rows, in, out, gy, W, gx, 1);
-    if (gW) k_gemm(1, 0, out, in, rows, gy, x, gW, 1);
-    if (gbias) k_sum_rows(gbias, gy, (size_t)rows, out);
+    /* The three write different arrays and only read gy, W and x: one parallel region runs
+     * them one after the other with no barrier in between (a thread done with its share of
+     * one starts on the next), instead of three regions that each wait for the slower thread. */
+    size_t work = (size_t)rows * out * ((gx ? in : 0) + (gW ? in : 0) + (gbias ? 1 : 0));
+#pragma omp parallel if (work / 64 >= K_PAR_MIN)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, 1);
+        if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
+        if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
+    }
+}
+
+void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,
+                           int in, int out) {
+    k_gemm_relu(0, 1, rows, out, in, x, W, y, bias);
+}
+/* forward: y = max(x W^T + b, 0). So the gradient at the product is g = gy where y > 0 and 0
+ * elsewhere (as k_relu_backward), and then gx, gW, gbias as k_linear_backward with g. g is
+ * written over gy: the op's output gradient is read by nothing after its own backward. */
+void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                            const Real *y, Real *gy, int rows, int in, int out) {
+    size_t n = (size_t)rows * out;
+#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
+    for (size_t i = 0; i < n; i++) gy[i] = y[i] > 0 ? gy[i] : 0;
+    k_linear_backward(gx, gW, gbias, x, W, gy, rows, in, out);
 }
 
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {

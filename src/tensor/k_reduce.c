@@ -2,6 +2,9 @@
  * one thread, accumulated in double, so it is the same for any thread count.
  * Next: k_softmax.c. */
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels.h"
 
@@ -18,31 +21,39 @@ void k_sum_backward(Real *gx, Real g, size_t n) {
     for (size_t i = 0; i < n; i++) gx[i] += g;
 }
 
-/* columns per block of k_sum_rows: one thread sums a block over every row, reading each row's
- * block contiguously, its sums held in a few vector registers */
-#define SUM_COL_BLOCK 64
+/* k_sum_rows: each thread owns a contiguous range of columns (cut at multiples of 16) and walks
+ * the rows in order, adding each row's part of its range into sums kept in L1 (SUM_CHUNK
+ * columns at a time). Every column is summed in row order from 0 whoever owns it, so the split
+ * (which depends on the thread count) never changes a bit. Reading row by row streams memory;
+ * the earlier column blocks of 64 each walked all rows with a stride and were 2-3 times slower
+ * on a (2048, 768) gradient that is not in cache. */
+#define SUM_CHUNK 512
 
-void k_sum_rows(Real *g, const Real *x, size_t rows, int C) {
-    int n_blocks = (C + SUM_COL_BLOCK - 1) / SUM_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN && n_blocks > 1)
-    for (int blk = 0; blk < n_blocks; blk++) {
-        int c0 = blk * SUM_COL_BLOCK;
-        if (C - c0 >= SUM_COL_BLOCK) { /* a full block: a fixed count the compiler unrolls */
-            Real s[SUM_COL_BLOCK] = {0};
-            for (size_t r = 0; r < rows; r++) {
-                const Real *xr = x + r * C + c0;
-                for (int c = 0; c < SUM_COL_BLOCK; c++) s[c] += xr[c];
-            }
-            for (int c = 0; c < SUM_COL_BLOCK; c++) g[c0 + c] += s[c];
-            continue;
-        }
-        Real s[SUM_COL_BLOCK] = {0};
-        int nc = C - c0;
+void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C) {
+    int units = (C + 15) / 16; /* groups of 16 columns, shared out evenly */
+    int c0 = (int)((long)units * t / T) * 16, c1 = (int)((long)units * (t + 1) / T) * 16;
+    if (c1 > C) c1 = C;
+    for (int cb = c0; cb < c1; cb += SUM_CHUNK) {
+        int nc = c1 - cb < SUM_CHUNK ? c1 - cb : SUM_CHUNK;
+        Real s[SUM_CHUNK];
+        for (int c = 0; c < nc; c++) s[c] = 0;
         for (size_t r = 0; r < rows; r++) {
-            const Real *xr = x + r * C + c0;
+            const Real *xr = x + r * C + cb;
             for (int c = 0; c < nc; c++) s[c] += xr[c];
         }
-        for (int c = 0; c < nc; c++) g[c0 + c] += s[c];
+        for (int c = 0; c < nc; c++) g[cb + c] += s[c];
+    }
+}
+
+void k_sum_rows(Real *g, const Real *x, size_t rows, int C) {
+#pragma omp parallel if (rows * (size_t)C >= K_PAR_MIN && C >= 32)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        k_sum_rows_team(t, T, g, x, rows, C);
     }
 }
 

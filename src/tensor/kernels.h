@@ -53,6 +53,19 @@ void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t
  * sums its k in a fixed order (fixed blocks of k), so results do not depend on thread count. */
 void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
             int accumulate);
+/* C (M,N) = bias (N, added to every row) + op(A) op(B): the same bits as filling C with bias
+ * rows and calling k_gemm with accumulate, without that pass over C. */
+void k_gemm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias);
+/* C (M,N) = max(bias + op(A) op(B), 0) (bias may be NULL): the ReLU applied as the products are
+ * stored, the same bits as k_gemm_bias then k_relu_forward. */
+void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 const Real *bias);
+/* k_gemm run by a team already inside a parallel region: thread t of T computes its share (a
+ * product too small to share goes whole to thread job % T). No barrier at the end: the caller
+ * may run other products that do not read C before its region ends. */
+void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                 const Real *B, Real *C, int accumulate);
 /* The GEMM kernel this build uses: "avx512", "avx2", "portable" or "openblas". */
 const char *k_gemm_kernel_name(void);
 /* Its register tile (mr x nr) and blocks (kc of K, mc rows, nc columns), for tests and benches. */
@@ -71,6 +84,12 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
  * The bias is where the product's sums start (one GEMM, no second pass over y). */
 void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
                       int out);
+/* y (rows, out) = max(x W^T + bias, 0), bias NULL for none */
+void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,
+                           int in, int out);
+/* gy (rows, out) is overwritten with gy * (y > 0), then as k_linear_backward */
+void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                            const Real *y, Real *gy, int rows, int in, int out);
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
                        const Real *gy, int rows, int in, int out);
 /* x (BATCH,M,N) -> y (BATCH,N,M) */
@@ -91,6 +110,8 @@ void k_sum_backward(Real *gx, Real g, size_t n);
 /* g (C) += the sum over rows of x (rows, C): each column summed in row order by one thread
  * (threads share blocks of columns), so the same for any thread count */
 void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
+/* Thread t of T's share of k_sum_rows, inside a parallel region (no barrier). */
+void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C);
 /* x_i = 0 (threads share the range: zeroing gradients is a pass over memory like any other) */
 void k_zero(Real *x, size_t n);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */

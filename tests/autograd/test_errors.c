@@ -106,6 +106,10 @@ static void linear_b_rank(Tape *tp) { ag_linear(tp, T2("x", 3, 4), T2("W", 5, 4)
 static void linear_null_x(Tape *tp) { ag_linear(tp, NULL, T2("W", 5, 4), NULL); }
 static void linear_null_w(Tape *tp) { ag_linear(tp, T2("x", 3, 4), NULL, NULL); }
 static void linear_tape(Tape *tp) { ag_linear(NULL, T2("x", 3, 4), T2("W", 5, 4), NULL); }
+static void linear_relu_in(Tape *tp) { ag_linear_relu(tp, T3("x", 2, 3, 4), T2("W", 5, 6), NULL); }
+static void linear_relu_b_len(Tape *tp) { ag_linear_relu(tp, T2("x", 3, 4), T2("W", 5, 4), T1("b", 4)); }
+static void linear_relu_null_x(Tape *tp) { ag_linear_relu(tp, NULL, T2("W", 5, 4), NULL); }
+static void linear_relu_tape(Tape *tp) { ag_linear_relu(NULL, T2("x", 3, 4), T2("W", 5, 4), NULL); }
 
 static void transpose_rank(Tape *tp) { ag_transpose(tp, T1("x", 5)); }
 static void transpose_scalar(Tape *tp) { ag_transpose(tp, T0("x")); }
@@ -382,6 +386,10 @@ static const Misuse misuses[] = {
     {AG_OP_LINEAR, "NULL x", linear_null_x, {"'x' is NULL"}},
     {AG_OP_LINEAR, "NULL W", linear_null_w, {"'W' is NULL"}},
     {AG_OP_LINEAR, "NULL tape", linear_tape, {"tape is NULL"}},
+    {AG_OP_LINEAR_RELU, "in features", linear_relu_in, {"(..., in)", "W (out, in)", "x (2,3,4)", "W (5,6)"}},
+    {AG_OP_LINEAR_RELU, "b length", linear_relu_b_len, {"b must be (out)", "W (5,4)", "b (4)"}},
+    {AG_OP_LINEAR_RELU, "NULL x", linear_relu_null_x, {"'x' is NULL"}},
+    {AG_OP_LINEAR_RELU, "NULL tape", linear_relu_tape, {"tape is NULL"}},
 
     {AG_OP_TRANSPOSE, "rank 1", transpose_rank, {"2 or more dims", "x (5)"}},
     {AG_OP_TRANSPOSE, "scalar", transpose_scalar, {"2 or more dims", "x ()"}},

@@ -22,6 +22,9 @@ static Tensor *b_matmul_bt(Tape *t, Tensor **in, const GcCase *c) { (void)c; ret
 static Tensor *b_linear(Tape *t, Tensor **in, const GcCase *c) {
     return ag_linear(t, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
 }
+static Tensor *b_linear_relu(Tape *t, Tensor **in, const GcCase *c) {
+    return ag_linear_relu(t, in[0], in[1], c->n_in > 2 ? in[2] : NULL);
+}
 static Tensor *b_transpose(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_transpose(t, in[0]); }
 static Tensor *b_reshape(Tape *t, Tensor **in, const GcCase *c) {
     int nd = c->arg[0];
@@ -146,6 +149,8 @@ static const GcCase cases[] = {
     {"linear (7) W (3,7) no bias", 2, {1, 2}, {{7}, {3, 7}}, b_linear, {0}, 0, 0},
     {"linear (4,5) W (3,5) b (3), only x needs grad", 3, {2, 2, 1}, {{4, 5}, {3, 5}, {3}}, b_linear, {0}, 0, 6},
     {"linear (3,300) W (4,300) b (4), two GEMM k blocks", 3, {2, 2, 1}, {{3, 300}, {4, 300}, {4}}, b_linear, {0}, 0, 0},
+    {"linear_relu (2,3,4) W (5,4) b (5)", 3, {3, 2, 1}, {{2, 3, 4}, {5, 4}, {5}}, b_linear_relu, {0}, 0, 0},
+    {"linear_relu (3,260) W (4,260) no bias, two GEMM k blocks", 2, {2, 2}, {{3, 260}, {4, 260}}, b_linear_relu, {0}, 0, 0},
     {"transpose (3,5)", 1, {2}, {{3, 5}}, b_transpose, {0}, 0, 0},
     {"transpose (2,3,7)", 1, {3}, {{2, 3, 7}}, b_transpose, {0}, 0, 0},
     {"reshape (2,3,4)->(6,4)", 1, {3}, {{2, 3, 4}}, b_reshape, {2, 6, 4}, 0, 0},
