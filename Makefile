@@ -188,19 +188,17 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
 # on test and gen_test, translates a few sentences, draws attention and head importance;
 # everything goes to build/demo/. Extra training flags: make demo DEMO_FLAGS="--steps 2000".
-# gnuplot draws the pictures (deps-demo installs it); without it they are skipped, said so.
+# deps-demo first installs what a fresh Debian needs to build (a C compiler when $(CC) is
+# missing, zlib's headers) and gnuplot for the pictures (without it they are skipped, said so).
 DEMO_FLAGS ?=
 .PHONY: demo deps-demo
 deps-demo:
+	@command -v $(CC) >/dev/null 2>&1 || scripts/deps.sh gcc libc6-dev
+	@scripts/deps.sh zlib1g-dev
 	@scripts/deps.sh gnuplot-nox || echo "make demo: no gnuplot: the pictures will be skipped"
 
-demo: deps-demo $(TRANSLATE_BIN)
-	@if $(MAKE) --no-print-directory -n data >/dev/null 2>&1; then \
-	    $(MAKE) --no-print-directory data; \
-	else \
-	    echo "make demo: data generator missing (there is no 'make data' target yet)" >&2; \
-	    exit 1; \
-	fi
+demo: deps-demo
+	@$(MAKE) --no-print-directory $(TRANSLATE_BIN) data
 	@OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(THREADS)} examples/translate/demo.sh \
 	    $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
 

@@ -82,7 +82,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.batch = 64;
     c.steps = 2000;
     c.clip = 1.0;
-    c.embed_gain = 1.0;
+    c.embed_gain = 0.3;
     c.seed = 1;
     c.log_every = 50;
     c.valid_every = 500;
