@@ -23,7 +23,7 @@ for h in "$@"; do
     echo "== fuzz $h: ${SECONDS_EACH} s"
     "$B/$h" "$corpus" "$B/seeds/$h" "fuzz/regressions/$h" "${dict[@]}" \
         -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
-        -max_len=65536 -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$crashes/" \
+        -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$crashes/" \
         >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

@@ -6,6 +6,7 @@
  * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
  * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
