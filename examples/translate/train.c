@@ -622,8 +622,21 @@ int tr_train(const TrTrainConfig *c) {
     int max_S = tr->train.max_src, max_T = tr->train.max_tgt;
     if (tr->have_valid && tr->valid.max_src > max_S) max_S = tr->valid.max_src;
     if (tr->have_valid && tr->valid.max_tgt > max_T) max_T = tr->valid.max_tgt;
-    tr->step_arena = arena_new(
-        "step", tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1));
+    size_t step_bytes =
+        tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1);
+    /* a batch too big for this machine is the user's flag, not an abort in arena_new */
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (phys > 0 && (double)step_bytes > phys) {
+        ag_fail(AG_ERR_ARG,
+                "--batch %d with sentences of up to %d source and %d target tokens needs %.1f GiB "
+                "for one step, more than this machine's %.1f GiB of memory: use a smaller --batch",
+                tr->loader.batch_size, max_S, max_T, (double)step_bytes / (1 << 30),
+                phys / (1 << 30));
+        int code = setup_exit(AG_ERR_ARG);
+        trainer_free(tr);
+        return code;
+    }
+    tr->step_arena = arena_new("step", step_bytes);
     tr->tape = ag_tape_new(tr->step_arena);
     if (c->check_finite) ag_check_finite(tr->tape, 1);
     tr->tty = isatty(STDOUT_FILENO);
