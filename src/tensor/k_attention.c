@@ -31,7 +31,6 @@ static int key_end(const KAttention *a, int i) {
     return end < 0 ? 0 : end;
 }
 
-
 /* ---- the small products ----
  * tile: C (n, N) = or += X (n, K) times Bp (K, N). X[i][k] is read at X[i*rsx + k*csx], so the
  * same loop takes X as stored (rsx = row stride, csx = 1) or transposed (rsx = 1, csx = row
