@@ -275,8 +275,9 @@ data: $(B)/data/gen
 
 # ---- hardening: long-run memory (make soak) and valgrind (make memcheck) ----
 # make soak: trains a tiny model SOAK_STEPS steps (validation, save and log row every 100) and
-# fails if the peak RSS at the end exceeds the one after step 100 by more than 1 MiB or 2 %
-# (scripts/soak.sh prints both). About 20 s for 5000 steps on one thread.
+# fails if the peak RSS at the end exceeds the one after step 100 by more than 1 MiB or 2 %, or
+# malloc's bytes in use by more than 64 KiB (scripts/soak.sh prints them). About 20 s for 5000
+# steps on one thread.
 # make memcheck: training, resume, eval, translate and attention maps under valgrind memcheck,
 # no error and no byte unfreed allowed (scripts/memcheck.sh). Built without OpenMP (libgomp's
 # pool is reported as possibly lost and crawls under valgrind) and for x86-64-v3 (valgrind 3.19
@@ -416,7 +417,7 @@ help:
 	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
 	@echo '  make format          clang-format -i on src, tests and examples'
 	@echo '  make bench           GEMM and training-step benchmarks (bench/README.md)'
-	@echo '  make soak            SOAK_STEPS training steps; fails if the peak RSS grows after step 100'
+	@echo '  make soak            SOAK_STEPS training steps; fails if the peak RSS or malloc'"'"'s bytes grow'
 	@echo '  make memcheck        train, resume, eval, translate under valgrind: no errors, no leaks'
 	@echo '  make format-check    reports files clang-format would change, changes nothing'
 	@echo '  make clean           removes build/'
