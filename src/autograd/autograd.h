@@ -39,6 +39,8 @@ typedef struct AgNode {
     double f;            /* a scalar argument (scale factor, dropout probability) */
     int i[4];            /* integer arguments (head count, ignore index, ...) */
     uint64_t key;        /* a random key (dropout) */
+    unsigned store;      /* bit j: in[j]'s gradient is a new, unset buffer that this backward
+                          * writes (=) whole; set by ag_backward for the ops that can (tape.c) */
     struct AgNode *prev; /* the node recorded before this one */
 } AgNode;
 

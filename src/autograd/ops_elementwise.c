@@ -29,7 +29,7 @@ Tensor *ag_add(Tape *tape, Tensor *a, Tensor *b) {
     return binary(tape, AG_OP_ADD, "ag_add", a, b, k_add_forward);
 }
 void ag_add_backward(AgNode *n) {
-    k_add_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size);
+    k_add_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size, n->store);
 }
 
 Tensor *ag_sub(Tape *tape, Tensor *a, Tensor *b) {

@@ -38,5 +38,6 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
 void ag_layernorm_backward(AgNode *n) {
     Tensor *x = n->in[0], *weight = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
     k_layernorm_backward(grad_if(x), grad_if(weight), grad_if(bias), x->data, weight->data,
-                         n->saved->data, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1]);
+                         n->saved->data, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1],
+                         n->store & 1);
 }

@@ -98,7 +98,7 @@ void ag_linear_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
     k_linear_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
-                      n->out->grad, rows, in, out);
+                      n->out->grad, rows, in, out, n->store & 1);
 }
 
 Tensor *ag_linear_relu(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
@@ -110,7 +110,7 @@ void ag_linear_relu_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
     k_linear_relu_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
-                           n->out->data, n->out->grad, rows, in, out);
+                           n->out->data, n->out->grad, rows, in, out, n->store & 1);
 }
 
 Tensor *ag_transpose(Tape *tape, Tensor *x) {

@@ -207,9 +207,10 @@ typedef struct FreeGrad {
     struct FreeGrad *next;
 } FreeGrad;
 
-/* A zeroed gradient for a tensor that has none yet (intermediates get theirs here, lazily). */
-static void ensure_grad(Tape *tape, Tensor *t) {
-    if (t->grad) return;
+/* A gradient buffer for a tensor that has none yet (intermediates get theirs here, lazily),
+ * zeroed unless the backward about to run stores into it whole. Returns 1 when it is new. */
+static int ensure_grad(Tape *tape, Tensor *t, int zero) {
+    if (t->grad) return 0;
     AG_CHECK(t->arena == tape->arena, "ag_backward: tensor '%s' %s requires grad but has no "
              "gradient buffer; call tensor_requires_grad on it", t->name, tensor_shape_str(t));
     size_t bytes = t->size * sizeof(Real);
@@ -222,7 +223,43 @@ static void ensure_grad(Tape *tape, Tensor *t) {
     } else {
         t->grad = arena_alloc(tape->arena, bytes);
     }
-    k_zero(t->grad, t->size);
+    if (zero) {
+        k_zero(t->grad, t->size);
+    } else {
+#ifdef AG_DEBUG
+        /* a backward that adds into this buffer instead of storing reads NaN */
+        for (size_t i = 0; i < t->size; i++) t->grad[i] = (Real)NAN;
+#endif
+    }
+    return 1;
+}
+
+/* The inputs (bit j: in[j]) whose new gradient buffer the op's backward writes (=) whole, so
+ * the tape need not zero it: the backward honours node->store for these and adds elsewhere.
+ * Zeroing was about 2.7% of a seq2seq step; these ops write nearly every new gradient there. */
+static unsigned can_store(AgOp op) {
+    switch (op) {
+    case AG_OP_ADD: return 3;
+    case AG_OP_LINEAR:
+    case AG_OP_LINEAR_RELU:
+    case AG_OP_LAYERNORM: return 1;
+    default: return 0;
+    }
+}
+
+/* Gives node n's inputs that require grad their gradient buffers and sets n->store. An input
+ * that appears twice among n's inputs is zeroed: its second write must add to the first. */
+static void prepare_grads(Tape *tape, AgNode *n) {
+    unsigned can = can_store(n->op);
+    n->store = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        Tensor *x = n->in[i];
+        if (!x->requires_grad) continue;
+        int store = (can >> i) & 1;
+        for (int j = 0; j < n->n_in && store; j++)
+            if (j != i && n->in[j] == x) store = 0;
+        if (ensure_grad(tape, x, !store) && store) n->store |= 1u << i;
+    }
 }
 
 /* After its op's backward nothing reads an intermediate's gradient again (every consumer of
@@ -253,14 +290,13 @@ void ag_backward(Tape *tape, Tensor *loss) {
     AG_CHECK(!tape->backward_done, "ag_backward: called twice on one tape; call ag_tape_reset "
              "between steps");
     tape->backward_done = 1;
-    ensure_grad(tape, loss);
+    ensure_grad(tape, loss, 1);
     loss->grad[0] = 1;
     int k = tape->n_nodes + 1; /* node numbers as ag_tape_print shows them */
     for (AgNode *n = tape->last; n; n = n->prev) {
         k--;
         if (!n->out->grad) continue; /* nothing downstream used this output */
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]->requires_grad) ensure_grad(tape, n->in[i]);
+        prepare_grads(tape, n);
         backward_fns[n->op](n);
         if (tape->check_finite && !tape->nonfinite.found) check_backward(tape, n, k);
         release_grad(tape, n);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/kernels.h"
+
 /* ---- parameters ---- */
 
 char *nn_join(char *buf, const char *prefix, const char *name) {
@@ -70,7 +72,21 @@ size_t nn_params_count(const ParamList *pl) {
 
 void nn_params_zero_grad(const ParamList *pl) {
     AG_CHECK_ARG(pl);
-    for (int i = 0; i < pl->n; i++) tensor_zero_grad(pl->items[i]);
+    /* every gradient in one parallel region (k_zero_many), not one region per parameter */
+    int n = 0;
+    for (int i = 0; i < pl->n; i++) n += pl->items[i]->grad != NULL;
+    Real **xs = malloc((size_t)(n > 0 ? n : 1) * sizeof *xs);
+    size_t *ns = malloc((size_t)(n > 0 ? n : 1) * sizeof *ns);
+    AG_CHECK(xs != NULL && ns != NULL, "nn_params_zero_grad: out of memory");
+    n = 0;
+    for (int i = 0; i < pl->n; i++)
+        if (pl->items[i]->grad) {
+            xs[n] = pl->items[i]->grad;
+            ns[n++] = pl->items[i]->size;
+        }
+    k_zero_many(xs, ns, n);
+    free(xs);
+    free(ns);
 }
 
 void nn_params_print(const ParamList *pl, FILE *f) {

@@ -4,6 +4,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../tensor/kernels.h"
@@ -203,11 +204,16 @@ void optim_step(Optimizer *o) {
             .step_size = (Real)(lr / bc1),
             .bc2_sqrt = (Real)sqrt(bc2),
         };
+        /* all parameters in one parallel region (k_adam_step_many) */
+        KAdamParam *ps = malloc((size_t)(o->n_params > 0 ? o->n_params : 1) * sizeof *ps);
+        AG_CHECK(ps != NULL, "optim_step: out of memory");
         for (int i = 0; i < o->n_params; i++) {
             Tensor *p = o->params[i];
-            k_adam_step(p->data, p->grad, o->exp_avg[i]->data, o->exp_avg_sq[i]->data, p->size,
-                        &h);
+            ps[i] = (KAdamParam){p->data, p->grad, o->exp_avg[i]->data, o->exp_avg_sq[i]->data,
+                                 p->size};
         }
+        k_adam_step_many(ps, o->n_params, &h);
+        free(ps);
     }
     o->step = t;
     o->last_lr = lr;

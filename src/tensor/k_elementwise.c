@@ -14,11 +14,12 @@ void k_add_forward(Real *y, const Real *a, const Real *b, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 /* forward: y = a + b, so dy/da = dy/db = 1: both inputs receive gy unchanged */
-void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n) {
+void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store) {
+    int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
     for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] += gy[i];
-        if (gb) gb[i] += gy[i];
+        if (ga) ga[i] = sa ? gy[i] : ga[i] + gy[i];
+        if (gb) gb[i] = sb ? gy[i] : gb[i] + gy[i];
     }
 }
 

@@ -102,7 +102,7 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
  * doc/layernorm/layernorm.md). xhat is recomputed from x and the saved mean and rstd. */
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
                           const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                          int C) {
+                          int C, int store) {
     size_t n = rows * (size_t)C;
     /* one parallel region for both loops: the row loop (gx) and the column loop (gweight,
      * gbias) write different arrays, so a thread goes on to its columns without waiting */
@@ -120,7 +120,8 @@ void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
                 for (int c = 0; c < C; c++) {
                     double xhat = ((double)xr[c] - mean) * rstd;
                     double dxhat = (double)gr[c] * (double)weight[c];
-                    gxr[c] += (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+                    Real g = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+                    gxr[c] = store ? g : gxr[c] + g;
                 }
             }
         }

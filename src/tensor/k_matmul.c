@@ -72,7 +72,7 @@ void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, i
 /* forward: y = x W^T + bias. So gx = gy W (rows,out)x(out,in), gW = gy^T x (out,rows)x(rows,in)
  * and gbias = the column sums of gy. */
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
-                       const Real *gy, int rows, int in, int out) {
+                       const Real *gy, int rows, int in, int out, int store) {
     /* The three write different arrays and only read gy, W and x: one parallel region runs
      * them one after the other with no barrier in between (a thread done with its share of
      * one starts on the next), instead of three regions that each wait for the slower thread. */
@@ -84,7 +84,7 @@ void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Rea
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, 1);
+        if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store);
         if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
         if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
     }
@@ -98,11 +98,11 @@ void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bi
  * elsewhere (as k_relu_backward), and then gx, gW, gbias as k_linear_backward with g. g is
  * written over gy: the op's output gradient is read by nothing after its own backward. */
 void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
-                            const Real *y, Real *gy, int rows, int in, int out) {
+                            const Real *y, Real *gy, int rows, int in, int out, int store) {
     size_t n = (size_t)rows * out;
 #pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
     for (size_t i = 0; i < n; i++) gy[i] = y[i] > 0 ? gy[i] : 0;
-    k_linear_backward(gx, gW, gbias, x, W, gy, rows, in, out);
+    k_linear_backward(gx, gW, gbias, x, W, gy, rows, in, out, store);
 }
 
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {

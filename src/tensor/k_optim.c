@@ -6,6 +6,9 @@
  * Not here: the scalars of a step (bias corrections, scheduled lr), computed in double once per
  * step by optim_step (../optim/optim.c). Next: that file. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels.h"
 
@@ -30,13 +33,14 @@ void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
 }
 
 /* torch: g = g + wd p (Adam); p = p * (1 - lr wd) (AdamW); m = m b1 + (1 - b1) g;
- * v = v b2 + ((1 - b2) g) g; denom = sqrt(v) / sqrt(bc2) + eps; p = p - (step_size m) / denom */
-void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h) {
+ * v = v b2 + ((1 - b2) g) g; denom = sqrt(v) / sqrt(bc2) + eps; p = p - (step_size m) / denom.
+ * Elements [lo, hi) of one parameter. */
+static void adam_range(Real *p, const Real *g, Real *m, Real *v, size_t lo, size_t hi,
+                       const KAdam *h) {
     Real b1 = h->beta1, b2 = h->beta2, omb1 = h->one_minus_beta1, omb2 = h->one_minus_beta2;
     Real eps = h->eps, l2 = h->l2, decay = h->decay, step_size = h->step_size;
     Real bc2_sqrt = h->bc2_sqrt;
-    PAR_FOR
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = lo; i < hi; i++) {
         Real gi = g[i], pi = p[i];
         if (l2 != 0) gi = gi + l2 * pi;
         if (decay != 1) pi = pi * decay;
@@ -46,6 +50,45 @@ void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam
         v[i] = vi;
         Real denom = (Real)sqrt(vi) / bc2_sqrt + eps;
         p[i] = pi - step_size * mi / denom;
+    }
+}
+
+void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h) {
+    KAdamParam one = {p, g, m, v, n};
+    k_adam_step_many(&one, 1, h);
+}
+
+/* Below this many elements a parameter goes whole to one thread (thread i % T for the i-th). */
+#define ADAM_SPLIT_MIN 4096
+
+/* One parallel region for every parameter (a region per parameter was ~30 a step, each a
+ * barrier): thread t of T updates its contiguous slice of each large parameter (cut at
+ * multiples of 16 elements) and whole small ones, and goes on to the next parameter without
+ * waiting, since no two parameters share memory. Every element's update is the same whoever
+ * runs it, so the bits do not depend on T. */
+void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += ps[i].n;
+#pragma omp parallel if (total >= K_PAR_MIN)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        for (int i = 0; i < count; i++) {
+            const KAdamParam *q = &ps[i];
+            size_t lo = 0, hi = 0;
+            if (q->n < ADAM_SPLIT_MIN) {
+                if (i % T == t) hi = q->n;
+            } else {
+                size_t units = (q->n + 15) / 16;
+                lo = units * (size_t)t / (size_t)T * 16;
+                hi = units * (size_t)(t + 1) / (size_t)T * 16;
+                if (hi > q->n) hi = q->n;
+            }
+            if (lo < hi) adam_range(q->p, q->g, q->m, q->v, lo, hi, h);
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 /* kernels.h: every math loop of attograd, as forward/backward pairs on raw arrays.
  * Kernels know nothing of tensors or tapes: they take pointers and sizes (B, T, C, NH, HS ...).
- * Backward kernels accumulate (+=) into gradients, so a tensor used twice gets the sum.
+ * Backward kernels accumulate (+=) into gradients, so a tensor used twice gets the sum. A few
+ * take a `store` flag: set, they write (=) that gradient whole instead (the tape hands them a
+ * new, unset buffer and so spares zeroing it; ../autograd/tape.c).
  * Threads: `#pragma omp` only here, only on loops where each output element is written by one
  * thread, and every reduction runs in a fixed order inside one thread, so results are
  * bit-identical for any OMP_NUM_THREADS. A gradient pointer may be NULL: that input needs none.
@@ -28,7 +30,8 @@ Real *k_thread_scratch(int slot, size_t n);
 
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
 void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
-void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n);
+/* store: bit 0 writes ga, bit 1 gb, instead of adding to them */
+void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store);
 void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n);
 void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n);
 void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n);
@@ -89,9 +92,10 @@ void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bi
                            int in, int out);
 /* gy (rows, out) is overwritten with gy * (y > 0), then as k_linear_backward */
 void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
-                            const Real *y, Real *gy, int rows, int in, int out);
+                            const Real *y, Real *gy, int rows, int in, int out, int store);
+/* store: gx is written, not added to (gW and gbias are always added to) */
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
-                       const Real *gy, int rows, int in, int out);
+                       const Real *gy, int rows, int in, int out, int store);
 /* x (BATCH,M,N) -> y (BATCH,N,M) */
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N);
 void k_transpose_backward(Real *gx, const Real *gy, int BATCH, int M, int N);
@@ -114,6 +118,8 @@ void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
 void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C);
 /* x_i = 0 (threads share the range: zeroing gradients is a pass over memory like any other) */
 void k_zero(Real *x, size_t n);
+/* k_zero on count arrays xs[i] (ns[i]) in one parallel region */
+void k_zero_many(Real *const *xs, const size_t *ns, int count);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -135,10 +141,11 @@ void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse
  * rstd = 1 / sqrt(var + eps), var biased; stats (rows, 2) gets (mean, rstd) of each row. */
 void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight,
                          const Real *bias, double eps, size_t rows, int C);
-/* gx (rows, C), gweight (C), gbias (C), any may be NULL; stats as written by the forward. */
+/* gx (rows, C), gweight (C), gbias (C), any may be NULL; stats as written by the forward.
+ * store: gx is written, not added to. */
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
                           const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                          int C);
+                          int C, int store);
 
 /* ---- lookup (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */
@@ -196,6 +203,14 @@ typedef struct KAdam {
 } KAdam;
 /* p, g, m, v (n) */
 void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h);
+/* k_adam_step on count parameters in one parallel region (the same bits) */
+typedef struct KAdamParam {
+    Real *p;
+    const Real *g;
+    Real *m, *v;
+    size_t n;
+} KAdamParam;
+void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h);
 /* sum_i x_i^2 in double, in index order on one thread */
 double k_sum_squares(const Real *x, size_t n);
 /* x_i *= s */
