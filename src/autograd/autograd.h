@@ -22,8 +22,8 @@ typedef enum {
     AG_OP_COUNT
 } AgOp;
 
-const char *ag_op_name(AgOp op);        /* "matmul" */
-const char *ag_op_derivative(AgOp op);  /* the table's one-line derivative */
+const char *ag_op_name(AgOp op);       /* "matmul" */
+const char *ag_op_derivative(AgOp op); /* the table's one-line derivative */
 
 #define AG_MAX_INPUTS 3
 
@@ -33,41 +33,41 @@ typedef struct AgNode {
     Tensor *out;
     Tensor *in[AG_MAX_INPUTS];
     int n_in;
-    Tensor *saved;       /* an extra tensor kept for backward (row statistics, masks) */
-    const int *idx;      /* integer inputs (token ids, targets), copied into the step arena */
+    Tensor *saved;        /* an extra tensor kept for backward (row statistics, masks) */
+    const int *idx;       /* integer inputs (token ids, targets), copied into the step arena */
     const uint8_t *bytes; /* byte inputs (a key padding mask), copied into the step arena */
-    double f;            /* a scalar argument (scale factor, dropout probability) */
-    int i[4];            /* integer arguments (head count, ignore index, ...) */
-    uint64_t key;        /* a random key (dropout) */
-    unsigned store;      /* bit j: in[j]'s gradient is a new, unset buffer that this backward
+    double f;             /* a scalar argument (scale factor, dropout probability) */
+    int i[4];             /* integer arguments (head count, ignore index, ...) */
+    uint64_t key;         /* a random key (dropout) */
+    unsigned store;       /* bit j: in[j]'s gradient is a new, unset buffer that this backward
                           * writes (=) whole; set by ag_backward for the ops that can (tape.c) */
-    struct AgNode *prev; /* the node recorded before this one */
+    struct AgNode *prev;  /* the node recorded before this one */
 } AgNode;
 
 /* The first NaN or inf that check mode saw on a tape (ag_check_finite, below). */
 typedef struct AgNonFinite {
-    int found;      /* 0: everything checked so far was finite */
-    int backward;   /* 0: an op's output in the forward pass; 1: a gradient in backward */
+    int found;    /* 0: everything checked so far was finite */
+    int backward; /* 0: an op's output in the forward pass; 1: a gradient in backward */
     AgOp op;
-    int node;       /* the node's number as ag_tape_print counts (1 = the first op recorded) */
-    int input;      /* backward: which input's gradient (0..n_in-1); forward: -1 (the output) */
-    int bad_input;  /* forward: the first input already non-finite, or -1 if all were finite */
+    int node;      /* the node's number as ag_tape_print counts (1 = the first op recorded) */
+    int input;     /* backward: which input's gradient (0..n_in-1); forward: -1 (the output) */
+    int bad_input; /* forward: the first input already non-finite, or -1 if all were finite */
     char tensor[AG_NAME_LEN]; /* the tensor whose values (or gradient) are non-finite */
     int ndim, shape[AG_MAX_DIMS];
-    size_t index;   /* the first non-finite element (flat index) */
-    double value;   /* its value: nan, inf or -inf */
+    size_t index;      /* the first non-finite element (flat index) */
+    double value;      /* its value: nan, inf or -inf */
     char message[640]; /* all of it in one sentence (ag_nonfinite_message) */
 } AgNonFinite;
 
 typedef struct Tape {
-    Arena *arena;   /* the step arena: outputs, saved tensors, nodes, intermediate gradients */
-    AgNode *last;   /* newest node; backward starts here */
+    Arena *arena; /* the step arena: outputs, saved tensors, nodes, intermediate gradients */
+    AgNode *last; /* newest node; backward starts here */
     int n_nodes;
-    int no_grad;    /* when set, ops compute but record nothing and dropout is the identity */
+    int no_grad; /* when set, ops compute but record nothing and dropout is the identity */
     int backward_done;
-    void *free_grads; /* gradient buffers that backward is done with, for reuse (tape.c) */
-    int check_finite;       /* check mode (ag_check_finite) */
-    AgNonFinite nonfinite;  /* what check mode found since the last reset */
+    void *free_grads;      /* gradient buffers that backward is done with, for reuse (tape.c) */
+    int check_finite;      /* check mode (ag_check_finite) */
+    AgNonFinite nonfinite; /* what check mode found since the last reset */
 } Tape;
 
 Tape *ag_tape_new(Arena *step);
@@ -183,8 +183,7 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
  * -> (B, NH, Tq, HS). If probs is not NULL, *probs gets the probabilities (B, NH, Tq, Tk)
  * before dropout, in the step arena, for inspection of heads. */
 Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
-                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                     Tensor **probs);
+                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng, Tensor **probs);
 
 /* The same attention on projections as Linear layers leave them, heads side by side in the
  * last dimension, so that no split or merge of heads is ever copied. q (B, Tq, *), k and v
@@ -215,8 +214,8 @@ Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate);
 typedef Tensor *(*AgGradcheckFn)(Tape *tape, Tensor **inputs, void *ctx);
 
 typedef struct AgGradcheckResult {
-    double max_err;   /* the worst |analytic - numeric| / max(1, |analytic|, |numeric|) */
-    int input;        /* where it was: input number and flat element index */
+    double max_err; /* the worst |analytic - numeric| / max(1, |analytic|, |numeric|) */
+    int input;      /* where it was: input number and flat element index */
     size_t index;
     double analytic, numeric;
     double max_abs_grad; /* the largest analytic gradient seen: 0 means nothing flowed */
@@ -227,8 +226,8 @@ typedef struct AgGradcheckResult {
 double ag_gradcheck_default_eps(void);
 double ag_gradcheck_default_tol(void);
 /* Returns 1 if max_err <= tol and some gradient is non-zero, else 0. res may be NULL. */
-int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n_inputs,
-                 double eps, double tol, AgGradcheckResult *res);
+int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n_inputs, double eps,
+                 double tol, AgGradcheckResult *res);
 void ag_gradcheck_print(const AgGradcheckResult *res, FILE *f);
 
 #endif

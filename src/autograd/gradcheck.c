@@ -23,17 +23,18 @@ static double weighted_sum(const Tensor *out, const double *R) {
     return s;
 }
 
-int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n_inputs,
-                 double eps, double tol, AgGradcheckResult *res) {
+int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n_inputs, double eps,
+                 double tol, AgGradcheckResult *res) {
     AG_CHECK_ARG(tape);
     AG_CHECK_ARG(fn);
     AG_CHECK_ARG(inputs);
     AG_CHECK(tape != NULL && fn != NULL && inputs != NULL, "ag_gradcheck: NULL argument");
     for (int i = 0; i < n_inputs; i++) {
         AG_CHECK(inputs[i] != NULL, "ag_gradcheck: input %d is NULL", i);
-        AG_CHECK(inputs[i]->arena != tape->arena, "ag_gradcheck: input %d '%s' %s lives in the "
-                 "tape's arena, which the check resets; create inputs in another arena", i,
-                 inputs[i]->name, tensor_shape_str(inputs[i]));
+        AG_CHECK(inputs[i]->arena != tape->arena,
+                 "ag_gradcheck: input %d '%s' %s lives in the "
+                 "tape's arena, which the check resets; create inputs in another arena",
+                 i, inputs[i]->name, tensor_shape_str(inputs[i]));
     }
     int prev_no_grad = ag_no_grad(tape, 0);
     AgGradcheckResult r = {0};
@@ -110,7 +111,8 @@ int ag_gradcheck(Tape *tape, AgGradcheckFn fn, void *ctx, Tensor **inputs, int n
 void ag_gradcheck_print(const AgGradcheckResult *r, FILE *f) {
     AG_CHECK(r != NULL, "ag_gradcheck_print: argument 'res' is NULL");
     AG_CHECK_ARG(f);
-    fprintf(f, "gradcheck: %zu elements, worst error %.3g at input %d element %zu (analytic %.10g, "
-            "numeric %.10g), largest gradient %.3g\n", r->n_checked, r->max_err, r->input,
-            r->index, r->analytic, r->numeric, r->max_abs_grad);
+    fprintf(f,
+            "gradcheck: %zu elements, worst error %.3g at input %d element %zu (analytic %.10g, "
+            "numeric %.10g), largest gradient %.3g\n",
+            r->n_checked, r->max_err, r->input, r->index, r->analytic, r->numeric, r->max_abs_grad);
 }

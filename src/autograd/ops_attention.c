@@ -18,10 +18,10 @@ static KAttention attention_dims(const Tensor *q, const Tensor *k, const Tensor 
     AG_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4,
              "%s: q, k, v must be 4-D (B,heads,T,HS): q %s %s, k %s %s, v %s %s", op, q->name,
              tensor_shape_str(q), k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
-    AG_CHECK(tensor_same_shape(k, v), "%s: k and v shapes differ: k %s %s vs v %s %s", op,
-             k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
-    AG_CHECK(q->shape[0] == k->shape[0], "%s: batch sizes differ: q %s %s vs k %s %s", op,
-             q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    AG_CHECK(tensor_same_shape(k, v), "%s: k and v shapes differ: k %s %s vs v %s %s", op, k->name,
+             tensor_shape_str(k), v->name, tensor_shape_str(v));
+    AG_CHECK(q->shape[0] == k->shape[0], "%s: batch sizes differ: q %s %s vs k %s %s", op, q->name,
+             tensor_shape_str(q), k->name, tensor_shape_str(k));
     AG_CHECK(q->shape[3] == k->shape[3], "%s: head sizes (HS) differ: q %s %s vs k %s %s", op,
              q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
     AG_CHECK(q->shape[1] % k->shape[1] == 0,
@@ -50,20 +50,21 @@ static void attention_options(const char *op, Tape *tape, KAttention *a, const T
     a->mask = key_padding_mask;
     if (a->mask) /* (B,Tk) of 0/1: another value means the caller passed something else */
         for (size_t e = 0; e < (size_t)a->B * a->Tk; e++)
-            AG_CHECK(a->mask[e] <= 1, "%s: key_padding_mask (%d,%d) holds %d at (%zu,%zu); it "
-                     "must be 0 (attend) or 1 (padding) (k %s %s)", op, a->B, a->Tk, a->mask[e],
-                     e / (size_t)a->Tk, e % (size_t)a->Tk, k->name, tensor_shape_str(k));
+            AG_CHECK(a->mask[e] <= 1,
+                     "%s: key_padding_mask (%d,%d) holds %d at (%zu,%zu); it "
+                     "must be 0 (attend) or 1 (padding) (k %s %s)",
+                     op, a->B, a->Tk, a->mask[e], e / (size_t)a->Tk, e % (size_t)a->Tk, k->name,
+                     tensor_shape_str(k));
     if (!tape->no_grad && dropout_p > 0) {
-        AG_CHECK(rng != NULL, "%s: rng is NULL (dropout_p = %g, q %s %s, k %s %s)", op,
-                 dropout_p, q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+        AG_CHECK(rng != NULL, "%s: rng is NULL (dropout_p = %g, q %s %s, k %s %s)", op, dropout_p,
+                 q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
         a->p = dropout_p;
         a->key = rng_u64(rng); /* one draw per call: the key names this call's mask */
     }
 }
 
 Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
-                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                     Tensor **probs) {
+                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng, Tensor **probs) {
     AG_CHECK(tape != NULL, "ag_attention: tape is NULL");
     KAttention a = attention_dims(q, k, v);
     attention_options("ag_attention", tape, &a, q, k, causal, key_padding_mask, dropout_p, rng);
@@ -101,15 +102,15 @@ static KAttention attention_cols_dims(const Tensor *q, const Tensor *k, const Te
     AG_CHECK(q->ndim == 3 && k->ndim == 3 && v->ndim == 3,
              "%s: q, k, v must be 3-D (B,T,width): q %s %s, k %s %s, v %s %s", op, q->name,
              tensor_shape_str(q), k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
-    AG_CHECK(tensor_same_shape(k, v), "%s: k and v shapes differ: k %s %s vs v %s %s", op,
-             k->name, tensor_shape_str(k), v->name, tensor_shape_str(v));
-    AG_CHECK(q->shape[0] == k->shape[0], "%s: batch sizes differ: q %s %s vs k %s %s", op,
-             q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    AG_CHECK(tensor_same_shape(k, v), "%s: k and v shapes differ: k %s %s vs v %s %s", op, k->name,
+             tensor_shape_str(k), v->name, tensor_shape_str(v));
+    AG_CHECK(q->shape[0] == k->shape[0], "%s: batch sizes differ: q %s %s vs k %s %s", op, q->name,
+             tensor_shape_str(q), k->name, tensor_shape_str(k));
     int NH = hd->n_heads, NKV = hd->n_kv_heads, HS = hd->head_size;
     AG_CHECK(NH > 0 && NKV > 0 && HS > 0 && NH % NKV == 0,
              "%s: n_heads %d must be a multiple of n_kv_heads %d, both > 0, and head_size %d > 0 "
-             "(q %s %s, k %s %s)", op, NH, NKV, HS, q->name, tensor_shape_str(q), k->name,
-             tensor_shape_str(k));
+             "(q %s %s, k %s %s)",
+             op, NH, NKV, HS, q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
     AG_CHECK(hd->q_col >= 0 && (long)hd->q_col + (long)NH * HS <= q->shape[2],
              "%s: q's heads, columns [%d, %ld), do not fit q %s %s", op, hd->q_col,
              (long)hd->q_col + (long)NH * HS, q->name, tensor_shape_str(q));
@@ -149,7 +150,7 @@ Tensor *ag_attention_cols(Tape *tape, Tensor *q, Tensor *k, Tensor *v, AgHeads h
         n->saved = P;
         n->bytes = a.mask ? ag_save_bytes(tape, a.mask, (size_t)a.B * a.Tk) : NULL;
         int h[6] = {heads.n_heads, heads.n_kv_heads, heads.head_size,
-                    heads.q_col, heads.k_col, heads.v_col};
+                    heads.q_col,   heads.k_col,      heads.v_col};
         n->idx = ag_save_ints(tape, h, 6);
         n->i[0] = a.causal;
         n->f = a.p;
@@ -169,9 +170,8 @@ void ag_attention_cols_backward(AgNode *n) {
     a.key = n->key;
     Real *gq = grad_if(q), *gk = grad_if(k), *gv = grad_if(v);
     k_attention_backward(gq ? gq + heads.q_col : NULL, gk ? gk + heads.k_col : NULL,
-                         gv ? gv + heads.v_col : NULL, q->data + heads.q_col,
-                         k->data + heads.k_col, v->data + heads.v_col, n->saved->data,
-                         n->out->grad, &a);
+                         gv ? gv + heads.v_col : NULL, q->data + heads.q_col, k->data + heads.k_col,
+                         v->data + heads.v_col, n->saved->data, n->out->grad, &a);
 }
 
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {
@@ -189,6 +189,6 @@ Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {
 }
 void ag_head_gate_backward(AgNode *n) {
     Tensor *x = n->in[0], *gate = n->in[1];
-    k_head_gate_backward(grad_if(x), grad_if(gate), x->data, gate->data, n->out->grad,
-                         x->shape[0], x->shape[1], x->shape[2], x->shape[3]);
+    k_head_gate_backward(grad_if(x), grad_if(gate), x->data, gate->data, n->out->grad, x->shape[0],
+                         x->shape[1], x->shape[2], x->shape[3]);
 }

@@ -92,12 +92,16 @@ static Tensor *unary(Tape *tape, AgOp op, const char *opname, Tensor *x,
     return y;
 }
 
-Tensor *ag_relu(Tape *tape, Tensor *x) { return unary(tape, AG_OP_RELU, "ag_relu", x, k_relu_forward); }
+Tensor *ag_relu(Tape *tape, Tensor *x) {
+    return unary(tape, AG_OP_RELU, "ag_relu", x, k_relu_forward);
+}
 void ag_relu_backward(AgNode *n) {
     k_relu_backward(n->in[0]->grad, n->out->data, n->out->grad, n->out->size);
 }
 
-Tensor *ag_gelu(Tape *tape, Tensor *x) { return unary(tape, AG_OP_GELU, "ag_gelu", x, k_gelu_forward); }
+Tensor *ag_gelu(Tape *tape, Tensor *x) {
+    return unary(tape, AG_OP_GELU, "ag_gelu", x, k_gelu_forward);
+}
 void ag_gelu_backward(AgNode *n) {
     k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
 }

@@ -21,8 +21,9 @@ Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, i
     for (size_t i = 0; i < N; i++)
         AG_CHECK(ids[i] >= 0 && ids[i] < V,
                  "ag_embedding: id %d at position (%zu,%zu) of ids (%d,%d) is outside the "
-                 "vocabulary of size %d (weight %s %s)", ids[i], i / (size_t)T, i % (size_t)T, B,
-                 T, V, weight->name, tensor_shape_str(weight));
+                 "vocabulary of size %d (weight %s %s)",
+                 ids[i], i / (size_t)T, i % (size_t)T, B, T, V, weight->name,
+                 tensor_shape_str(weight));
     Tensor *y = ag_out(tape, AG_OP_EMBEDDING, 3, (int[]){B, T, C});
     k_embedding_forward(y->data, weight->data, ids, N, C);
     AgNode *n = ag_record(tape, AG_OP_EMBEDDING, y, 1, &weight);
@@ -34,6 +35,6 @@ Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, i
 }
 void ag_embedding_backward(AgNode *n) {
     Tensor *w = n->in[0];
-    k_embedding_backward(w->grad, n->idx, n->i[0], n->out->grad,
-                         n->out->size / (size_t)w->shape[1], w->shape[1]);
+    k_embedding_backward(w->grad, n->idx, n->i[0], n->out->grad, n->out->size / (size_t)w->shape[1],
+                         w->shape[1]);
 }

@@ -26,8 +26,8 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
     size_t rows = tensor_rows(x);
     Tensor *y = ag_out(tape, AG_OP_LAYERNORM, x->ndim, x->shape);
     Tensor *stats = tensor_new2(tape->arena, (int)rows, 2, "layernorm_stats");
-    k_layernorm_forward(y->data, stats->data, x->data, weight->data, bias ? bias->data : NULL,
-                        eps, rows, C);
+    k_layernorm_forward(y->data, stats->data, x->data, weight->data, bias ? bias->data : NULL, eps,
+                        rows, C);
     AgNode *n = ag_record(tape, AG_OP_LAYERNORM, y, bias ? 3 : 2, (Tensor *[]){x, weight, bias});
     if (n) {
         n->saved = stats;

@@ -13,8 +13,12 @@ typedef struct {
 } MatmulDims;
 
 static MatmulDims matmul_dims(const char *op, const Tensor *a, const Tensor *b, int bt) {
-    AG_CHECK(a != NULL && b != NULL, "%s: tensor argument '%s' is NULL (other argument: %s %s)",
-             op, a ? "b" : "a", a ? a->name : b ? b->name : "NULL", tensor_shape_str(a ? a : b));
+    AG_CHECK(a != NULL && b != NULL, "%s: tensor argument '%s' is NULL (other argument: %s %s)", op,
+             a ? "b" : "a",
+             a   ? a->name
+             : b ? b->name
+                 : "NULL",
+             tensor_shape_str(a ? a : b));
     AG_CHECK(a->ndim >= 2 && b->ndim >= 2, "%s: both operands need 2 or more dims: %s %s vs %s %s",
              op, a->name, tensor_shape_str(a), b->name, tensor_shape_str(b));
     MatmulDims d;
@@ -47,8 +51,8 @@ static Tensor *matmul_op(Tape *tape, AgOp op, const char *opname, Tensor *a, Ten
     AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
     MatmulDims d = matmul_dims(opname, a, b, bt);
     Tensor *y = matmul_out(tape, op, a, d.N);
-    (bt ? k_matmul_bt_forward : k_matmul_forward)(y->data, a->data, b->data, d.BATCH, d.M, d.K,
-                                                  d.N, d.b_batched);
+    (bt ? k_matmul_bt_forward : k_matmul_forward)(y->data, a->data, b->data, d.BATCH, d.M, d.K, d.N,
+                                                  d.b_batched);
     ag_record(tape, op, y, 2, (Tensor *[]){a, b});
     return y;
 }
@@ -71,8 +75,7 @@ Tensor *ag_matmul_bt(Tape *tape, Tensor *a, Tensor *b) {
 void ag_matmul_bt_backward(AgNode *n) { matmul_op_backward(n, "ag_matmul_bt", 1); }
 
 /* linear and linear_relu: x (..., in), W (out, in), b (out) or NULL -> y (..., out) */
-static Tensor *linear_op(Tape *tape, AgOp op, const char *opname, Tensor *x, Tensor *W,
-                         Tensor *b) {
+static Tensor *linear_op(Tape *tape, AgOp op, const char *opname, Tensor *x, Tensor *W, Tensor *b) {
     AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
     AG_CHECK_TENSOR(opname, x);
     AG_CHECK_TENSOR(opname, W);
@@ -97,8 +100,8 @@ Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
 void ag_linear_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
-    k_linear_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
-                      n->out->grad, rows, in, out, n->store & 1);
+    k_linear_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data, n->out->grad,
+                      rows, in, out, n->store & 1);
 }
 
 Tensor *ag_linear_relu(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {

@@ -29,8 +29,7 @@ Tensor *ag_log_softmax(Tape *tape, Tensor *x) {
 }
 void ag_log_softmax_backward(AgNode *n) {
     Tensor *y = n->out;
-    k_log_softmax_backward(n->in[0]->grad, y->data, y->grad, tensor_rows(y),
-                           y->shape[y->ndim - 1]);
+    k_log_softmax_backward(n->in[0]->grad, y->data, y->grad, tensor_rows(y), y->shape[y->ndim - 1]);
 }
 
 Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ignore_index) {
@@ -45,13 +44,13 @@ Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ign
     for (size_t r = 0; r < rows; r++)
         AG_CHECK(targets[r] == ignore_index || (targets[r] >= 0 && targets[r] < V),
                  "ag_cross_entropy: target %d at row %zu is outside [0, %d) for logits %s %s "
-                 "(ignore_index %d)", targets[r], r, V, logits->name, tensor_shape_str(logits),
-                 ignore_index);
+                 "(ignore_index %d)",
+                 targets[r], r, V, logits->name, tensor_shape_str(logits), ignore_index);
     Tensor *lse = tensor_new1(tape->arena, (int)rows, "lse");
     Tensor *y = ag_out(tape, AG_OP_CROSS_ENTROPY, 0, NULL);
     size_t kept;
-    y->data[0] = (Real)k_cross_entropy_forward(lse->data, logits->data, targets, ignore_index,
-                                               rows, V, &kept);
+    y->data[0] = (Real)k_cross_entropy_forward(lse->data, logits->data, targets, ignore_index, rows,
+                                               V, &kept);
     AgNode *n = ag_record(tape, AG_OP_CROSS_ENTROPY, y, 1, &logits);
     if (n) {
         n->saved = lse;
@@ -65,6 +64,6 @@ void ag_cross_entropy_backward(AgNode *n) {
     if (n->f == 0) return; /* every row ignored: the loss is the constant 0 */
     Tensor *x = n->in[0];
     Real g = (Real)(n->out->grad[0] / n->f);
-    k_cross_entropy_backward(x->grad, x->data, n->saved->data, n->idx, n->i[0], g,
-                             tensor_rows(x), x->shape[x->ndim - 1]);
+    k_cross_entropy_backward(x->grad, x->data, n->saved->data, n->idx, n->i[0], g, tensor_rows(x),
+                             x->shape[x->ndim - 1]);
 }

@@ -117,22 +117,23 @@ static void check_forward(Tape *tape, AgOp op, const Tensor *out, int n_in, Tens
     r->bad_input = -1;
     for (int k = 0; k < n_in && r->bad_input < 0; k++)
         if (first_nonfinite(in[k]->data, in[k]->size) < in[k]->size) r->bad_input = k;
-    int len = snprintf(r->message, sizeof r->message,
-                       "forward of node %d (%s): its output '%s' %s holds %s at element %zu",
-                       r->node, op_names[op], out->name, tensor_shape_str(out),
-                       value_str(r->value), i);
+    int len =
+        snprintf(r->message, sizeof r->message,
+                 "forward of node %d (%s): its output '%s' %s holds %s at element %zu", r->node,
+                 op_names[op], out->name, tensor_shape_str(out), value_str(r->value), i);
     size_t cap = sizeof r->message, at = len < 0 ? cap : (size_t)len;
     if (r->bad_input >= 0) {
         const Tensor *b = in[r->bad_input];
         size_t j = first_nonfinite(b->data, b->size);
         if (at < cap)
-            snprintf(r->message + at, cap - at, "; its input %d '%s' %s already held %s at "
-                     "element %zu", r->bad_input, b->name, tensor_shape_str(b),
-                     value_str((double)b->data[j]), j);
+            snprintf(r->message + at, cap - at,
+                     "; its input %d '%s' %s already held %s at "
+                     "element %zu",
+                     r->bad_input, b->name, tensor_shape_str(b), value_str((double)b->data[j]), j);
     } else {
         for (int k = 0; k < n_in && at < cap; k++) {
-            len = snprintf(r->message + at, cap - at, "%s '%s' %s", k ? "," : "; from finite inputs",
-                           in[k]->name, tensor_shape_str(in[k]));
+            len = snprintf(r->message + at, cap - at, "%s '%s' %s",
+                           k ? "," : "; from finite inputs", in[k]->name, tensor_shape_str(in[k]));
             at += len < 0 ? cap : (size_t)len;
         }
     }
@@ -171,8 +172,10 @@ AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in) {
     int any = 0;
     for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
     if (!any) return NULL;
-    AG_CHECK(!tape->backward_done, "%s: recording on a tape after ag_backward; call "
-             "ag_tape_reset first", op_names[op]);
+    AG_CHECK(!tape->backward_done,
+             "%s: recording on a tape after ag_backward; call "
+             "ag_tape_reset first",
+             op_names[op]);
     AgNode *n = arena_alloc(tape->arena, sizeof *n);
     memset(n, 0, sizeof *n);
     n->op = op;
@@ -211,8 +214,10 @@ typedef struct FreeGrad {
  * zeroed unless the backward about to run stores into it whole. Returns 1 when it is new. */
 static int ensure_grad(Tape *tape, Tensor *t, int zero) {
     if (t->grad) return 0;
-    AG_CHECK(t->arena == tape->arena, "ag_backward: tensor '%s' %s requires grad but has no "
-             "gradient buffer; call tensor_requires_grad on it", t->name, tensor_shape_str(t));
+    AG_CHECK(t->arena == tape->arena,
+             "ag_backward: tensor '%s' %s requires grad but has no "
+             "gradient buffer; call tensor_requires_grad on it",
+             t->name, tensor_shape_str(t));
     size_t bytes = t->size * sizeof(Real);
     FreeGrad **best = NULL;
     for (FreeGrad **f = (FreeGrad **)&tape->free_grads; *f; f = &(*f)->next)
@@ -283,12 +288,16 @@ static void release_grad(Tape *tape, AgNode *n) {
 void ag_backward(Tape *tape, Tensor *loss) {
     AG_CHECK_ARG(tape);
     AG_CHECK_ARG(loss);
-    AG_CHECK(loss->size == 1, "ag_backward: loss '%s' %s is not a scalar (%zu elements); reduce it "
-             "with ag_sum or ag_mean first", loss->name, tensor_shape_str(loss), loss->size);
-    AG_CHECK(loss->requires_grad, "ag_backward: loss '%s' does not depend on any tensor that "
-             "requires grad (or was computed in no-grad mode)", loss->name);
+    AG_CHECK(loss->size == 1,
+             "ag_backward: loss '%s' %s is not a scalar (%zu elements); reduce it "
+             "with ag_sum or ag_mean first",
+             loss->name, tensor_shape_str(loss), loss->size);
+    AG_CHECK(loss->requires_grad,
+             "ag_backward: loss '%s' does not depend on any tensor that "
+             "requires grad (or was computed in no-grad mode)",
+             loss->name);
     AG_CHECK(!tape->backward_done, "ag_backward: called twice on one tape; call ag_tape_reset "
-             "between steps");
+                                   "between steps");
     tape->backward_done = 1;
     ensure_grad(tape, loss, 1);
     loss->grad[0] = 1;

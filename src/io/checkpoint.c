@@ -19,23 +19,24 @@ typedef struct {
     size_t offset;
 } Field;
 
-#define FIELD(S, f, t) {#f, t, offsetof(S, f)}
+#define FIELD(S, f, t)                                                                             \
+    { #f, t, offsetof(S, f) }
 static const Field config_fields[] = {
-    FIELD(Seq2SeqConfig, src_vocab, F_INT),      FIELD(Seq2SeqConfig, tgt_vocab, F_INT),
-    FIELD(Seq2SeqConfig, n_enc_layers, F_INT),   FIELD(Seq2SeqConfig, n_dec_layers, F_INT),
-    FIELD(Seq2SeqConfig, max_len, F_INT),        FIELD(Seq2SeqConfig, pad_id, F_INT),
-    FIELD(Seq2SeqConfig, learned_pos, F_INT),    FIELD(Seq2SeqConfig, tie_output, F_INT),
-    FIELD(Seq2SeqConfig, layer.d_model, F_INT),  FIELD(Seq2SeqConfig, layer.n_heads, F_INT),
+    FIELD(Seq2SeqConfig, src_vocab, F_INT),        FIELD(Seq2SeqConfig, tgt_vocab, F_INT),
+    FIELD(Seq2SeqConfig, n_enc_layers, F_INT),     FIELD(Seq2SeqConfig, n_dec_layers, F_INT),
+    FIELD(Seq2SeqConfig, max_len, F_INT),          FIELD(Seq2SeqConfig, pad_id, F_INT),
+    FIELD(Seq2SeqConfig, learned_pos, F_INT),      FIELD(Seq2SeqConfig, tie_output, F_INT),
+    FIELD(Seq2SeqConfig, layer.d_model, F_INT),    FIELD(Seq2SeqConfig, layer.n_heads, F_INT),
     FIELD(Seq2SeqConfig, layer.n_kv_heads, F_INT), FIELD(Seq2SeqConfig, layer.d_ff, F_INT),
-    FIELD(Seq2SeqConfig, layer.pre_ln, F_INT),   FIELD(Seq2SeqConfig, layer.act, F_INT),
+    FIELD(Seq2SeqConfig, layer.pre_ln, F_INT),     FIELD(Seq2SeqConfig, layer.act, F_INT),
     FIELD(Seq2SeqConfig, layer.dropout, F_DOUBLE), FIELD(Seq2SeqConfig, layer.ln_eps, F_DOUBLE),
 };
 static const Field optim_fields[] = {
-    FIELD(OptimConfig, kind, F_INT),          FIELD(OptimConfig, lr, F_DOUBLE),
-    FIELD(OptimConfig, momentum, F_DOUBLE),   FIELD(OptimConfig, nesterov, F_INT),
-    FIELD(OptimConfig, beta1, F_DOUBLE),      FIELD(OptimConfig, beta2, F_DOUBLE),
-    FIELD(OptimConfig, eps, F_DOUBLE),        FIELD(OptimConfig, weight_decay, F_DOUBLE),
-    FIELD(OptimConfig, schedule.kind, F_INT), FIELD(OptimConfig, schedule.warmup, F_I64),
+    FIELD(OptimConfig, kind, F_INT),           FIELD(OptimConfig, lr, F_DOUBLE),
+    FIELD(OptimConfig, momentum, F_DOUBLE),    FIELD(OptimConfig, nesterov, F_INT),
+    FIELD(OptimConfig, beta1, F_DOUBLE),       FIELD(OptimConfig, beta2, F_DOUBLE),
+    FIELD(OptimConfig, eps, F_DOUBLE),         FIELD(OptimConfig, weight_decay, F_DOUBLE),
+    FIELD(OptimConfig, schedule.kind, F_INT),  FIELD(OptimConfig, schedule.warmup, F_I64),
     FIELD(OptimConfig, schedule.total, F_I64), FIELD(OptimConfig, schedule.lr_min, F_DOUBLE),
 };
 #define N_CONFIG (int)(sizeof config_fields / sizeof config_fields[0])
@@ -56,8 +57,8 @@ static void set_i(void *s, const Field *f, int64_t v) {
 }
 
 /* Adds one 0-d entry per field; values are kept in ival/dval until the write. */
-static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, int n,
-                       const void *s, int64_t *ival, double *dval) {
+static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, int n, const void *s,
+                       int64_t *ival, double *dval) {
     char name[128];
     for (int i = 0; i < n; i++) {
         snprintf(name, sizeof name, "%s%s", prefix, fields[i].name);
@@ -71,8 +72,7 @@ static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, in
     }
 }
 
-int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level,
-              NpzStats *stats) {
+int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(m);
     NpzWriter *w = npz_writer_new();
@@ -107,8 +107,11 @@ static int read_field(const NpzFile *f, const char *prefix, const Field *fd, int
     char name[128];
     snprintf(name, sizeof name, "%s%s", prefix, fd->name);
     const NpzEntry *e = npz_find(f, name);
-    if (!e) return ag_fail(AG_ERR_SHAPE, "%s: '%s' is missing (not a checkpoint of this "
-                           "version?)", f->path, name);
+    if (!e)
+        return ag_fail(AG_ERR_SHAPE,
+                       "%s: '%s' is missing (not a checkpoint of this "
+                       "version?)",
+                       f->path, name);
     NpzDtype want = fd->type == F_DOUBLE ? NPZ_F64 : NPZ_I64;
     if (e->dtype != want || e->ndim != 0)
         return ag_fail(AG_ERR_FORMAT, "%s: '%s' must be a 0-d %s", f->path, name,
@@ -152,13 +155,14 @@ static ModelSize model_size(const Seq2SeqConfig *c) {
     double C = l->d_model, FF = l->d_ff, NH = l->n_heads, L = c->max_len;
     double Ckv = (double)l->n_kv_heads * (l->d_model / l->n_heads);
     /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj; 12 headers with views */
-    double mha = l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C
-                                             : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
+    double mha =
+        l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
     double ffn = 2 * C * FF + FF + C, ln = 2 * C;
     ModelSize s;
     s.params = (c->src_vocab + (double)c->tgt_vocab) * C + (c->learned_pos ? 2 * L * C : 0) +
-               c->n_enc_layers * (mha + ffn + 2 * ln) + ln + c->n_dec_layers * (2 * mha + ffn + 3 * ln) +
-               ln + (c->tie_output ? c->tgt_vocab : c->tgt_vocab * (C + 1));
+               c->n_enc_layers * (mha + ffn + 2 * ln) + ln +
+               c->n_dec_layers * (2 * mha + ffn + 3 * ln) + ln +
+               (c->tie_output ? c->tgt_vocab : c->tgt_vocab * (C + 1));
     s.tables = (c->learned_pos ? 0 : 2 * L * C) + NH * (c->n_enc_layers + 2.0 * c->n_dec_layers);
     s.headers = 16 + c->n_enc_layers * 32.0 + c->n_dec_layers * 48.0;
     return s;
@@ -247,8 +251,7 @@ static int check_holds_params(const NpzFile *f, int64_t n_params) {
                    f->path, (long long)n_params, (unsigned long long)held);
 }
 
-int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
-                     int *has_optim) {
+int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(cfg);
     NpzFile *f;
@@ -280,8 +283,9 @@ int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
 /* A float entry with exactly t's shape, or an error naming the file and the tensor. */
 static int check_like(const NpzFile *f, const char *name, const Tensor *t, const NpzEntry **out) {
     const NpzEntry *e = npz_find(f, name);
-    if (!e) return ag_fail(AG_ERR_SHAPE, "%s: tensor '%s' %s is missing", f->path, name,
-                           tensor_shape_str(t));
+    if (!e)
+        return ag_fail(AG_ERR_SHAPE, "%s: tensor '%s' %s is missing", f->path, name,
+                       tensor_shape_str(t));
     int same = e->ndim == t->ndim && (e->dtype == NPZ_F32 || e->dtype == NPZ_F64);
     for (int i = 0; same && i < t->ndim; i++) same = e->shape[i] == t->shape[i];
     if (!same) {
@@ -322,9 +326,10 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
                        ? dv == *(const double *)((const char *)&m->cfg + config_fields[i].offset)
                        : iv == get_i(&m->cfg, &config_fields[i]);
         if (!same)
-            rc = ag_fail(AG_ERR_SHAPE, "%s: the model's configuration differs: %s is %g in the "
-                         "file (build the model with ckpt_read_config)", path,
-                         config_fields[i].name,
+            rc = ag_fail(AG_ERR_SHAPE,
+                         "%s: the model's configuration differs: %s is %g in the "
+                         "file (build the model with ckpt_read_config)",
+                         path, config_fields[i].name,
                          config_fields[i].type == F_DOUBLE ? dv : (double)iv);
     }
     /* 2. everything else that was asked for, checked but not yet copied */
@@ -347,7 +352,8 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
     char *extra_copy = NULL;
     if (rc == AG_OK && extra) {
         extra_copy = malloc(extra->nbytes + 1);
-        if (!extra_copy) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for 'meta.extra'", path);
+        if (!extra_copy)
+            rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for 'meta.extra'", path);
         else {
             memcpy(extra_copy, extra->data, extra->nbytes);
             extra_copy[extra->nbytes] = 0; /* text stays a C string */

@@ -33,8 +33,7 @@ typedef struct CkptState {
 
 /* Writes path atomically (npz_write: temp file, fsync, rename, fsync of the folder). st may be
  * NULL (weights and configuration only). level 0..9. stats may be NULL. */
-int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level,
-              NpzStats *stats);
+int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats);
 
 /* The model and optimizer configurations stored in a checkpoint, to build the model (and the
  * optimizer) before ckpt_load. opt_cfg may be NULL; *has_optim tells whether the file has an
@@ -43,8 +42,7 @@ int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level
  * CKPT_MAX_PARAMS values), the optimizer's passed optim_check_config, and the file holds at
  * least as many parameter values as the model has parameters (a small file cannot make the
  * caller build a large model). Otherwise AG_ERR_FORMAT naming the path and the field. */
-int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
-                     int *has_optim);
+int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim);
 
 /* The largest model a checkpoint may describe: parameters plus the other values the model
  * allocates (sinusoidal position tables, head gates). 2^28 values: 1 GiB in float, 2 GiB in

@@ -8,14 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model,
-                 int n_heads, int n_kv_heads, int bias, double dropout) {
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model, int n_heads,
+                 int n_kv_heads, int bias, double dropout) {
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(b);
-    AG_CHECK(n_heads > 0 && d_model % n_heads == 0, "nn_mha_init: '%s': d_model %d is not "
-             "divisible by n_heads %d", prefix, d_model, n_heads);
-    AG_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "nn_mha_init: '%s': n_heads %d is not "
-             "divisible by n_kv_heads %d", prefix, n_heads, n_kv_heads);
+    AG_CHECK(n_heads > 0 && d_model % n_heads == 0,
+             "nn_mha_init: '%s': d_model %d is not "
+             "divisible by n_heads %d",
+             prefix, d_model, n_heads);
+    AG_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+             "nn_mha_init: '%s': n_heads %d is not "
+             "divisible by n_kv_heads %d",
+             prefix, n_heads, n_kv_heads);
     AG_CHECK(dropout >= 0 && dropout < 1, "nn_mha_init: '%s': dropout %g outside [0, 1)", prefix,
              dropout);
     memset(m, 0, sizeof *m);
@@ -43,10 +47,9 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_
         }
         m->kv_proj_weight = nn_param_rows(b->arena, m->in_proj_weight, C, 2 * C,
                                           nn_join(name, prefix, "kv_proj.weight"));
-        m->kv_proj_bias =
-            bias ? nn_param_rows(b->arena, m->in_proj_bias, C, 2 * C,
-                                 nn_join(name, prefix, "kv_proj.bias"))
-                 : NULL;
+        m->kv_proj_bias = bias ? nn_param_rows(b->arena, m->in_proj_bias, C, 2 * C,
+                                               nn_join(name, prefix, "kv_proj.bias"))
+                               : NULL;
     } else {
         nn_linear_init(&m->q_proj, b, nn_join(name, prefix, "q_proj"), C, C, bias);
         nn_linear_init(&m->k_proj, b, nn_join(name, prefix, "k_proj"), C, Ckv, bias);
@@ -80,11 +83,11 @@ static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *q
                                  const Tensor *keys) {
     int B = query->shape[0];
     AG_CHECK(key_padding_mask == NULL ||
-             (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
+                 (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
              "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
-             "and keys %s", key_padding_mask ? key_padding_mask->B : 0,
-             key_padding_mask ? key_padding_mask->T : 0, B, Tk, query->name,
-             tensor_shape_str(query), tensor_shape_str(keys));
+             "and keys %s",
+             key_padding_mask ? key_padding_mask->B : 0, key_padding_mask ? key_padding_mask->T : 0,
+             B, Tk, query->name, tensor_shape_str(query), tensor_shape_str(keys));
     return key_padding_mask ? key_padding_mask->data : NULL;
 }
 
@@ -97,10 +100,10 @@ static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
     Tensor *o = ag_attention(t, qh, kh, vh, causal, mask, m->dropout, rng,
-                             &m->last_probs);     /* (B, NH, Tq, HS) */
+                             &m->last_probs); /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
-    Tensor *merged = ag_merge_heads(t, o);         /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, merged);     /* (B, Tq, C) */
+    Tensor *merged = ag_merge_heads(t, o);     /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, merged); /* (B, Tq, C) */
 }
 
 static void check_input(const MultiHeadAttention *m, const Tensor *x, const char *what) {
@@ -142,9 +145,10 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     AG_CHECK_ARG(key_value);
     check_input(m, query, "query");
     check_input(m, key_value, "key_value");
-    AG_CHECK(key_value->shape[0] == query->shape[0], "nn_mha_forward: batch sizes differ: "
-             "query %s %s vs key_value %s %s", query->name, tensor_shape_str(query),
-             key_value->name, tensor_shape_str(key_value));
+    AG_CHECK(key_value->shape[0] == query->shape[0],
+             "nn_mha_forward: batch sizes differ: "
+             "query %s %s vs key_value %s %s",
+             query->name, tensor_shape_str(query), key_value->name, tensor_shape_str(key_value));
     if (gates_are_identity(m))
         return mha_in_place(t, m, query, key_value, key_padding_mask, causal, rng);
     Tensor *kh = nn_mha_project_kv(t, m, key_value, 0); /* (B, NKV, Tk, HS) */
@@ -158,7 +162,7 @@ Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) 
     AG_CHECK_ARG(x);
     check_input(m, x, "key_value");
     Tensor *p = nn_linear(t, which ? &m->v_proj : &m->k_proj, x); /* (B, Tk, NKV*HS) */
-    return ag_split_heads(t, p, m->n_kv_heads);                  /* (B, NKV, Tk, HS) */
+    return ag_split_heads(t, p, m->n_kv_heads);                   /* (B, NKV, Tk, HS) */
 }
 
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
@@ -213,7 +217,8 @@ Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tens
     check_input(m, x, "x");
     AG_CHECK(x->shape[0] == c->B && c->len + x->shape[1] <= c->max_T,
              "nn_mha_forward_cached: x %s does not fit the cache (B %d, %d of %d positions "
-             "used)", tensor_shape_str(x), c->B, c->len, c->max_T);
+             "used)",
+             tensor_shape_str(x), c->B, c->len, c->max_T);
     int T = x->shape[1];
     Tensor *k = nn_mha_project_kv(t, m, x, 0), *v = nn_mha_project_kv(t, m, x, 1);
     for (int bh = 0; bh < c->B * c->NKV; bh++) { /* append the new positions */

@@ -102,8 +102,10 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
     AG_CHECK_ARG(a);
     AG_CHECK_ARG(p);
     AG_CHECK_ARG(name);
-    AG_CHECK(p != NULL && (p->ndim == 1 || p->ndim == 2), "nn_param_rows: '%s' %s is not 1-D or "
-             "2-D", p ? p->name : "NULL", tensor_shape_str(p));
+    AG_CHECK(p != NULL && (p->ndim == 1 || p->ndim == 2),
+             "nn_param_rows: '%s' %s is not 1-D or "
+             "2-D",
+             p ? p->name : "NULL", tensor_shape_str(p));
     AG_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= p->shape[0],
              "nn_param_rows: rows [%d, %d) outside %s %s", row0, row0 + rows, p->name,
              tensor_shape_str(p));
@@ -167,8 +169,10 @@ void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, in
                        int padding_idx) {
     AG_CHECK_ARG(e);
     AG_CHECK_ARG(b);
-    AG_CHECK(padding_idx >= -1 && padding_idx < V, "nn_embedding_init: padding_idx %d outside "
-             "[0, %d) for '%s'", padding_idx, V, prefix);
+    AG_CHECK(padding_idx >= -1 && padding_idx < V,
+             "nn_embedding_init: padding_idx %d outside "
+             "[0, %d) for '%s'",
+             padding_idx, V, prefix);
     e->weight = nn_param(b, prefix, "weight", 2, (int[]){V, C});
     e->padding_idx = padding_idx;
     rng_fill_normal(b->rng, e->weight, 0, 1);
@@ -213,16 +217,18 @@ Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int star
     AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == pe->table->shape[1],
              "nn_positional: x %s must be (B,T,%d)", tensor_shape_str(x), pe->table->shape[1]);
     int T = x->shape[1];
-    AG_CHECK(start >= 0 && start + T <= pe->max_len, "nn_positional: positions [%d, %d) of x %s "
-             "exceed max_len %d", start, start + T, tensor_shape_str(x), pe->max_len);
+    AG_CHECK(start >= 0 && start + T <= pe->max_len,
+             "nn_positional: positions [%d, %d) of x %s "
+             "exceed max_len %d",
+             start, start + T, tensor_shape_str(x), pe->max_len);
     Tensor *rows = nn_param_rows(t->arena, pe->table, start, T, "positions");
     return ag_add_bias(t, x, rows);
 }
 
 /* ---- feed-forward ---- */
 
-void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff,
-                 NnActivation act, double dropout) {
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff, NnActivation act,
+                 double dropout) {
     AG_CHECK_ARG(f);
     AG_CHECK_ARG(b);
     char name[AG_NAME_LEN];

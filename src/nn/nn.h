@@ -93,8 +93,8 @@ typedef struct FeedForward {
     double dropout;
 } FeedForward;
 /* names: <prefix>.linear1.*, <prefix>.linear2.* (attributes of PyTorch's transformer layers) */
-void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff,
-                 NnActivation act, double dropout);
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff, NnActivation act,
+                 double dropout);
 /* x (..., C) -> (..., C) */
 Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng);
 
@@ -121,12 +121,12 @@ typedef struct MultiHeadAttention {
     Tensor *kv_proj_weight, *kv_proj_bias; /* rows [C, 3C) of in_proj_* (keys and values in
                                             * one product), NULL for grouped-query */
     Linear out_proj;
-    Tensor *gate;       /* (NH) */
+    Tensor *gate; /* (NH) */
     int track_gates;
     Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena */
 } MultiHeadAttention;
-void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model,
-                 int n_heads, int n_kv_heads, int bias, double dropout);
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model, int n_heads,
+                 int n_kv_heads, int bias, double dropout);
 void nn_mha_track_gates(MultiHeadAttention *m, int on);
 /* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention),
  * key_padding_mask (B, Tk) with 1 = padding, or NULL (a mask of another shape aborts);
@@ -138,7 +138,6 @@ void nn_mha_track_gates(MultiHeadAttention *m, int on);
  * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
                        const NnMask *key_padding_mask, int causal, Rng *rng);
-
 
 /* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
  * a fixed memory while decoding): x (B, Tk, C) -> key (which 0) or value (which 1) heads
@@ -195,8 +194,8 @@ Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg);
 /* x (B, T, C), memory (B, S, C), tgt_pad (B, T) and memory_pad (B, S) or NULL -> (B, T, C) */
-Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                         const NnMask *tgt_pad, const NnMask *memory_pad, Rng *rng);
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,
+                         const NnMask *memory_pad, Rng *rng);
 
 /* ---- the seq2seq model: embeddings * sqrt(d_model) + positions, encoder and decoder stacks
  * with their final LayerNorms (encoder.norm, decoder.norm, as nn.Transformer), and a
@@ -205,10 +204,10 @@ Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
 typedef struct Seq2SeqConfig {
     int src_vocab, tgt_vocab;
     int n_enc_layers, n_dec_layers;
-    int max_len;      /* longest sequence the positions cover */
-    int pad_id;       /* padding token in both vocabularies: masked keys, ignored targets */
-    int learned_pos;  /* 0: sinusoidal */
-    int tie_output;   /* generator.weight is tgt_embed.weight */
+    int max_len;     /* longest sequence the positions cover */
+    int pad_id;      /* padding token in both vocabularies: masked keys, ignored targets */
+    int learned_pos; /* 0: sinusoidal */
+    int tie_output;  /* generator.weight is tgt_embed.weight */
     TransformerConfig layer;
 } Seq2SeqConfig;
 

@@ -60,7 +60,7 @@ void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
 /* Where a decoder layer's keys and values come from: computed from the inputs (training, full
  * sequences), or from a cache of earlier positions and precomputed memory heads (decoding). */
 typedef struct {
-    NnKVCache *cache;  /* self-attention cache, or NULL */
+    NnKVCache *cache;      /* self-attention cache, or NULL */
     Tensor *mem_k, *mem_v; /* cross-attention heads (B, NKV, S, HS), or NULL */
 } KVSource;
 
@@ -74,9 +74,9 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
     x = residual(t, x, a, p, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
-    a = kv.mem_k ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0,
-                                     rng)
-                 : nn_mha_forward(t, &l->multihead_attn, h, memory, memory_pad, 0, rng);
+    a = kv.mem_k
+            ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0, rng)
+            : nn_mha_forward(t, &l->multihead_attn, h, memory, memory_pad, 0, rng);
     x = residual(t, x, a, p, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm2, x);
     h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
@@ -84,8 +84,8 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
     return l->pre_ln ? x : nn_layernorm(t, &l->norm3, x);
 }
 
-Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                         const NnMask *tgt_pad, const NnMask *memory_pad, Rng *rng) {
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,
+                         const NnMask *memory_pad, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(x);
@@ -119,7 +119,7 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
     AG_CHECK_ARG(rng);
     AG_CHECK_ARG(cfg);
     AG_CHECK(cfg->n_enc_layers >= 0 && cfg->n_enc_layers <= NN_MAX_LAYERS &&
-             cfg->n_dec_layers >= 1 && cfg->n_dec_layers <= NN_MAX_LAYERS,
+                 cfg->n_dec_layers >= 1 && cfg->n_dec_layers <= NN_MAX_LAYERS,
              "nn_seq2seq_init: layers %d+%d outside [0..%d]+[1..%d]", cfg->n_enc_layers,
              cfg->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
     AG_CHECK(cfg->pad_id >= 0 && cfg->pad_id < cfg->src_vocab && cfg->pad_id < cfg->tgt_vocab,
@@ -193,7 +193,8 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
     AG_CHECK_ARG(src);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
-    for (int i = 0; i < m->cfg.n_enc_layers; i++) x = nn_encoder_layer(t, &m->enc[i], x, &src_pad, rng);
+    for (int i = 0; i < m->cfg.n_enc_layers; i++)
+        x = nn_encoder_layer(t, &m->enc[i], x, &src_pad, rng);
     return nn_layernorm(t, &m->enc_norm, x);
 }
 
@@ -234,7 +235,7 @@ void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *sr
     AG_CHECK_ARG(memory);
     AG_CHECK_ARG(src);
     AG_CHECK(memory != NULL && memory->ndim == 3 && memory->shape[0] == B &&
-             memory->shape[1] == S && memory->shape[2] == m->cfg.layer.d_model,
+                 memory->shape[1] == S && memory->shape[2] == m->cfg.layer.d_model,
              "nn_decode_begin: memory %s must be (%d,%d,%d)", tensor_shape_str(memory), B, S,
              m->cfg.layer.d_model);
     AG_CHECK(max_T > 0 && max_T <= m->cfg.max_len, "nn_decode_begin: max_T %d outside [1, %d]",

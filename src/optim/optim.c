@@ -153,7 +153,8 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg) {
         Tensor *p = pl->items[i];
         AG_CHECK(p != NULL && p->grad != NULL,
                  "optim_new: parameter %d '%s' %s has no gradient (make it with nn_param or "
-                 "tensor_param)", i, p ? p->name : "NULL", tensor_shape_str(p));
+                 "tensor_param)",
+                 i, p ? p->name : "NULL", tensor_shape_str(p));
         for (int j = 0; j < i; j++)
             AG_CHECK(o->params[j] != p, "optim_new: parameter '%s' is in the list twice", p->name);
         o->params[i] = p;

@@ -52,12 +52,12 @@ typedef enum { OPTIM_SGD = 0, OPTIM_ADAM = 1, OPTIM_ADAMW = 2 } OptimKind;
 
 typedef struct OptimConfig {
     OptimKind kind;
-    double lr;           /* base lr, >= 0; the schedule scales it */
-    double momentum;     /* SGD, >= 0 (0: plain SGD, no buffer) */
-    int nesterov;        /* SGD; needs momentum > 0 */
-    double beta1, beta2; /* Adam, AdamW, each in [0, 1) */
-    double eps;          /* Adam, AdamW, > 0 */
-    double weight_decay; /* >= 0; SGD and Adam: L2 added to g; AdamW: decoupled */
+    double lr;              /* base lr, >= 0; the schedule scales it */
+    double momentum;        /* SGD, >= 0 (0: plain SGD, no buffer) */
+    int nesterov;           /* SGD; needs momentum > 0 */
+    double beta1, beta2;    /* Adam, AdamW, each in [0, 1) */
+    double eps;             /* Adam, AdamW, > 0 */
+    double weight_decay;    /* >= 0; SGD and Adam: L2 added to g; AdamW: decoupled */
     OptimSchedule schedule; /* zeroed: constant */
 } OptimConfig;
 
@@ -78,8 +78,8 @@ typedef struct Optimizer {
     Tensor **momentum_buffer; /* per parameter: SGD's buf (momentum != 0), or NULL */
     Tensor **state;           /* every state tensor, in parameter order (for checkpoints) */
     int n_state;
-    int64_t step;             /* steps taken; the next step is step + 1 */
-    double last_lr;           /* the lr of the last step (0 before the first) */
+    int64_t step;   /* steps taken; the next step is step + 1 */
+    double last_lr; /* the lr of the last step (0 before the first) */
 } Optimizer;
 
 /* An optimizer of the parameters in pl (each must have a gradient), its struct and state

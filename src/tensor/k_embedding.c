@@ -13,8 +13,8 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 }
 /* forward: y[i,:] = W[ids[i],:], so gW[v,:] += sum of gy[i,:] over positions i with ids[i] == v
  * (positions holding padding_idx send nothing: the padding row stays as initialised) */
-void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy,
-                          size_t N, int C) {
+void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
+                          int C) {
 #pragma omp parallel for schedule(static) if (N * (size_t)C >= K_PAR_MIN)
     for (int c = 0; c < C; c++)
         for (size_t i = 0; i < N; i++)

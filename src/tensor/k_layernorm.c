@@ -48,8 +48,8 @@ static double row_sq_dev(const Real *x, double mean, int C) {
 }
 
 /* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c */
-static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean, double rstd,
-                      int C, double *sum_d, double *sum_dx) {
+static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean, double rstd, int C,
+                      double *sum_d, double *sum_dx) {
     double ad[LANES] = {0}, adx[LANES] = {0};
     int c = 0;
     for (; c + LANES <= C; c += LANES)
@@ -69,8 +69,8 @@ static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean,
     *sum_dx = lanes_total(adx);
 }
 
-void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight,
-                         const Real *bias, double eps, size_t rows, int C) {
+void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, const Real *bias,
+                         double eps, size_t rows, int C) {
 #pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = x + r * C;
@@ -100,9 +100,8 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
  * This is the standard derivation (Ba et al. 2016, the same algebra as the batch-norm backward
  * of Ioffe & Szegedy 2015 along another axis; worked through in karpathy/llm.c,
  * doc/layernorm/layernorm.md). xhat is recomputed from x and the saved mean and rstd. */
-void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
-                          const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                          int C, int store) {
+void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
+                          const Real *stats, const Real *gy, size_t rows, int C, int store) {
     size_t n = rows * (size_t)C;
     /* one parallel region for both loops: the row loop (gx) and the column loop (gweight,
      * gbias) write different arrays, so a thread goes on to its columns without waiting */

@@ -17,8 +17,8 @@ static void batched_forward(Real *y, const Real *a, const Real *b, int BATCH, in
         return;
     }
     for (int p = 0; p < BATCH; p++)
-        k_gemm(0, tb, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N,
-               y + (size_t)p * M * N, 0);
+        k_gemm(0, tb, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N, y + (size_t)p * M * N,
+               0);
 }
 
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
@@ -27,8 +27,8 @@ void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, i
 }
 /* forward: y = a b (per batch). So ga = gy b^T (M,N)x(N,K) and gb = a^T gy (K,M)x(M,N);
  * a shared b sums its gradient over the batch, which is one GEMM with BATCH*M as inner dim. */
-void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
-                       int BATCH, int M, int K, int N, int b_batched) {
+void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, int BATCH,
+                       int M, int K, int N, int b_batched) {
     if (!b_batched) {
         if (ga) k_gemm(0, 1, BATCH * M, K, N, gy, b, ga, 1);
         if (gb) k_gemm(1, 0, K, N, BATCH * M, a, gy, gb, 1);

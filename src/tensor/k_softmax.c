@@ -64,8 +64,8 @@ void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows
     }
 }
 
-double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets,
-                               int ignore_index, size_t rows, int V, size_t *n_kept) {
+double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets, int ignore_index,
+                               size_t rows, int V, size_t *n_kept) {
 #pragma omp parallel for schedule(static) if (rows * (size_t)V >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = logits + r * V;

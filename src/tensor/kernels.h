@@ -76,8 +76,8 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);
-void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
-                       int BATCH, int M, int K, int N, int b_batched);
+void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, int BATCH,
+                       int M, int K, int N, int b_batched);
 /* a (BATCH,M,K) @ b^T with b (N,K) or (BATCH,N,K) -> y (BATCH,M,N) */
 void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                          int b_batched);
@@ -130,8 +130,8 @@ void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C);
 void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C);
 /* logits (rows, V), targets (rows). Writes lse (rows) = log sum_j e^(x_j) for backward, and
  * returns the mean over kept rows of lse - x[target]; *n_kept gets the kept row count. */
-double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets,
-                               int ignore_index, size_t rows, int V, size_t *n_kept);
+double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets, int ignore_index,
+                               size_t rows, int V, size_t *n_kept);
 /* gx (rows, V) += g (softmax(x) - onehot(target)) on kept rows, g = gy / n_kept */
 void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse,
                               const int *targets, int ignore_index, Real g, size_t rows, int V);
@@ -139,20 +139,19 @@ void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse
 /* ---- normalisation, rows of C (k_layernorm.c) ---- */
 /* x, y (rows, C); weight (C); bias (C) or NULL. y = (x - mean) rstd weight + bias per row with
  * rstd = 1 / sqrt(var + eps), var biased; stats (rows, 2) gets (mean, rstd) of each row. */
-void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight,
-                         const Real *bias, double eps, size_t rows, int C);
+void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, const Real *bias,
+                         double eps, size_t rows, int C);
 /* gx (rows, C), gweight (C), gbias (C), any may be NULL; stats as written by the forward.
  * store: gx is written, not added to. */
-void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x,
-                          const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                          int C, int store);
+void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
+                          const Real *stats, const Real *gy, size_t rows, int C, int store);
 
 /* ---- lookup (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */
 void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, int C);
 /* positions whose id is padding_idx (-1: none) add nothing */
-void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy,
-                          size_t N, int C);
+void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
+                          int C);
 
 /* ---- attention and head gate (k_attention.c) ---- */
 /* One attention call's sizes and options. q (B,NH,Tq,HS); k, v (B,NKV,Tk,HS), NH % NKV == 0,
@@ -177,8 +176,8 @@ void k_attention_strides_heads(KAttention *a);
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a);
 /* From the saved P (no other buffer: the score gradients of a query row are used at once). */
-void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
-                          const Real *v, const Real *P, const Real *gy, const KAttention *a);
+void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
+                          const Real *P, const Real *gy, const KAttention *a);
 /* x, y (B,NH,T,HS), gate (NH): y[b,h] = gate[h] x[b,h] */
 void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH, int T, int HS);
 void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate, const Real *gy,

@@ -77,8 +77,8 @@ void *arena_alloc(Arena *a, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     if (need == 0) need = ARENA_ALIGN;
     AG_CHECK(need <= a->cap - a->used,
-             "arena '%s' is full: %zu bytes needed, %zu available (capacity %zu)", a->name,
-             need, a->cap - a->used, a->cap);
+             "arena '%s' is full: %zu bytes needed, %zu available (capacity %zu)", a->name, need,
+             a->cap - a->used, a->cap);
     void *p = a->base + a->used;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
@@ -110,8 +110,8 @@ Tensor *tensor_new(Arena *a, int ndim, const int *shape, const char *name) {
     t->ndim = ndim;
     t->size = 1;
     for (int i = 0; i < ndim; i++) {
-        AG_CHECK(shape[i] > 0, "tensor_new: '%s' dim %d is %d (must be > 0)", name ? name : "",
-                 i, shape[i]);
+        AG_CHECK(shape[i] > 0, "tensor_new: '%s' dim %d is %d (must be > 0)", name ? name : "", i,
+                 shape[i]);
         t->shape[i] = shape[i];
         t->size *= (size_t)shape[i];
     }
@@ -226,7 +226,8 @@ size_t tensor_rows(const Tensor *t) {
 void tensor_print(const Tensor *t, int max) {
     AG_CHECK_ARG(t);
     fprintf(stderr, "%s %s:", t->name, tensor_shape_str(t));
-    for (size_t i = 0; i < t->size && (int)i < max; i++) fprintf(stderr, " %.6g", (double)t->data[i]);
+    for (size_t i = 0; i < t->size && (int)i < max; i++)
+        fprintf(stderr, " %.6g", (double)t->data[i]);
     if (t->size > (size_t)max) fprintf(stderr, " ...");
     fputc('\n', stderr);
 }

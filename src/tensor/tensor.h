@@ -70,15 +70,15 @@ void arena_reset(Arena *a);
 
 /* ---- Tensor: contiguous, row-major, shapes outermost first like PyTorch: (B,T,C) ---- */
 typedef struct Tensor {
-    int ndim;                /* 0 (a scalar) .. AG_MAX_DIMS */
-    int shape[AG_MAX_DIMS];  /* shape[0] is outermost */
-    size_t size;             /* number of elements: the product of shape */
+    int ndim;               /* 0 (a scalar) .. AG_MAX_DIMS */
+    int shape[AG_MAX_DIMS]; /* shape[0] is outermost */
+    size_t size;            /* number of elements: the product of shape */
     Real *data;
-    Real *grad;              /* NULL until a gradient is needed */
-    Arena *arena;            /* where data (and grad) live */
+    Real *grad;   /* NULL until a gradient is needed */
+    Arena *arena; /* where data (and grad) live */
     int requires_grad;
-    int is_param;            /* lives for the whole run; its grad is zeroed by the caller */
-    char name[AG_NAME_LEN];  /* shown in error messages and in the printed tape */
+    int is_param;           /* lives for the whole run; its grad is zeroed by the caller */
+    char name[AG_NAME_LEN]; /* shown in error messages and in the printed tape */
 } Tensor;
 
 /* A tensor of the given shape in arena a; data uninitialised (tensor_zeros: set to 0). */

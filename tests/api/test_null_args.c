@@ -260,7 +260,7 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(npz_add_params, pl, npz_add_params(npz_writer_new(), NULL, NPZ_F32))                         \
     X(npz_write, w, npz_write(NULL, "x.npz", 0, NULL))                                             \
     X(npz_write, path, npz_write(npz_writer_new(), NULL, 0, NULL))                                 \
-    X(npz_save_params, pl, npz_save_params(NULL, "x.npz", 0, NULL))                               \
+    X(npz_save_params, pl, npz_save_params(NULL, "x.npz", 0, NULL))                                \
     X(npz_save_params, path, npz_save_params(&PL, NULL, 0, NULL))                                  \
     X(npz_load_params, pl, npz_load_params(NULL, "x.npz", NULL))                                   \
     X(npz_load_params, path, npz_load_params(&PL, NULL, NULL))                                     \
@@ -305,9 +305,10 @@ Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
         const char *rest = NULL;
         int ok = capture_aborted(&c) && capture_file_line(&c, NULL, 0, NULL, &rest) &&
                  strncmp(rest, want, strlen(want)) == 0;
-        cr_expect(ok, "%s(%s = NULL): wanted an abort with \"file.c:LINE: %s\"; got signal %d, "
-                  "exit %d, stderr: %s", rows[k].fn, rows[k].arg, want, c.signal, c.exit_code,
-                  c.err);
+        cr_expect(ok,
+                  "%s(%s = NULL): wanted an abort with \"file.c:LINE: %s\"; got signal %d, "
+                  "exit %d, stderr: %s",
+                  rows[k].fn, rows[k].arg, want, c.signal, c.exit_code, c.err);
         failed += !ok;
     }
     cr_assert_eq(failed, 0, "%d of %zu rows failed", failed, N_ROWS);
@@ -319,8 +320,10 @@ Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
  * enum bodies): what is left is declarations. */
 static char *declarations(const char *path) {
     FILE *f = fopen(path, "r");
-    cr_assert(f != NULL, "%s: cannot open (run the suite from the repository root, as make "
-              "test does)", path);
+    cr_assert(f != NULL,
+              "%s: cannot open (run the suite from the repository root, as make "
+              "test does)",
+              path);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -340,9 +343,12 @@ static char *declarations(const char *path) {
             continue;
         }
         bol = *p == '\n' ? 1 : (bol && isspace((unsigned char)*p));
-        if (*p == '{') depth++;
-        else if (*p == '}') depth--;
-        else if (depth == 0) *o++ = *p;
+        if (*p == '{')
+            depth++;
+        else if (*p == '}')
+            depth--;
+        else if (depth == 0)
+            *o++ = *p;
         p++;
     }
     *o = '\0';
@@ -368,17 +374,18 @@ static int exempt(const char *fn) {
 }
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
-    static const char *const headers[] = {"src/tensor/tensor.h", "src/tensor/rng.h",
-                                          "src/autograd/autograd.h", "src/nn/nn.h",
-                                          "src/optim/optim.h", "src/io/checkpoint.h",
-                                          "src/io/npz.h"};
-    static const char *const prefixes[] = {"ag_", "arena_", "tensor_", "rng_", "nn_", "optim_",
-                                           "ckpt_", "npz_"};
+    static const char *const headers[] = {
+        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h",
+        "src/nn/nn.h",         "src/optim/optim.h", "src/io/checkpoint.h",
+        "src/io/npz.h"};
+    static const char *const prefixes[] = {"ag_", "arena_", "tensor_", "rng_",
+                                           "nn_", "optim_", "ckpt_",   "npz_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);
         for (char *p = d; *p; p++) {
-            if (!(isalpha((unsigned char)*p) || *p == '_') || (p > d && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+            if (!(isalpha((unsigned char)*p) || *p == '_') ||
+                (p > d && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
                 continue;
             char *e = p;
             while (isalnum((unsigned char)*e) || *e == '_') e++;
@@ -404,9 +411,11 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
             snprintf(fn, sizeof fn, "%.*s", (int)(e - p), p);
             seen++;
             if (pointer && !has_row(fn) && !exempt(fn)) {
-                cr_expect(0, "%s: %s takes a pointer but has no NULL row in "
+                cr_expect(0,
+                          "%s: %s takes a pointer but has no NULL row in "
                           "tests/api/test_null_args.c (add one, or list it in accepts_null with "
-                          "the reason)", headers[h], fn);
+                          "the reason)",
+                          headers[h], fn);
                 missing++;
             }
             p = r;

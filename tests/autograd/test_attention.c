@@ -92,7 +92,9 @@ static void check_against_composition(int B, int NH, int Tq, int Tk, int HS) {
     test_env_free(&env);
 }
 
-Test(ag_attention, equals_the_composition_of_plain_ops) { check_against_composition(2, 2, 3, 5, 4); }
+Test(ag_attention, equals_the_composition_of_plain_ops) {
+    check_against_composition(2, 2, 3, 5, 4);
+}
 
 /* The kernel sums scores in tiles of query rows and blocks of keys (k_attention.c): sizes that
  * leave partial tiles and blocks on every side. */
@@ -117,7 +119,8 @@ Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
     ag_attention(env.tape, q, k, v, 1, left_pad, 0, NULL, &P);
     cr_assert(P != NULL);
     cr_assert(P->ndim == 4 && P->shape[0] == MB && P->shape[1] == MNH && P->shape[2] == MT &&
-              P->shape[3] == MT, "probs shape %s", tensor_shape_str(P));
+                  P->shape[3] == MT,
+              "probs shape %s", tensor_shape_str(P));
     int n_empty = 0;
     for (int b = 0; b < MB; b++)
         for (int h = 0; h < MNH; h++)
@@ -135,8 +138,8 @@ Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
                     any |= mask_visible(b, i, j);
                     s += (double)row[j];
                 }
-                cr_assert(fabs(s - (any ? 1.0 : 0.0)) < 10 * TOL, "row (%d,%d,%d) sums to %.17g",
-                          b, h, i, s);
+                cr_assert(fabs(s - (any ? 1.0 : 0.0)) < 10 * TOL, "row (%d,%d,%d) sums to %.17g", b,
+                          h, i, s);
                 n_empty += !any;
             }
     cr_assert_eq(n_empty, 2 * MNH, "batch 1 rows 0 and 1 of each head have no key");
@@ -175,7 +178,8 @@ Test(ag_attention, fully_masked_rows_give_zero_output_and_gradient_without_nan) 
     backward_weighted(env.tape, y);
     cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
     cr_assert(all_finite(q->grad, q->size) && all_finite(k->grad, k->size) &&
-              all_finite(v->grad, v->size), "a gradient is not finite");
+                  all_finite(v->grad, v->size),
+              "a gradient is not finite");
     for (int h = 0; h < MNH; h++)
         for (int i = 0; i < 2; i++) { /* batch 1, query rows 0 and 1 */
             size_t row = ((size_t)(1 * MNH + h) * MT + i) * MHS;
@@ -253,9 +257,7 @@ static void check_gqa_against_repeated(int NKV) {
     test_env_free(&env);
 }
 
-Test(ag_attention, multi_query_equals_mha_with_repeated_kv_heads) {
-    check_gqa_against_repeated(1);
-}
+Test(ag_attention, multi_query_equals_mha_with_repeated_kv_heads) { check_gqa_against_repeated(1); }
 Test(ag_attention, grouped_query_equals_mha_with_repeated_kv_heads) {
     check_gqa_against_repeated(2);
 }
@@ -302,8 +304,8 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
     ag_tape_reset(env.tape);
     zero_grads(q, k, v);
     rng_seed(&rng, 4);
-    Tensor *y = ag_attention_cols(env.tape, q, k, v, (AgHeads){NH, NKV, HS, 0, 0, 0}, causal,
-                                  mask, p, &rng, &Pc);
+    Tensor *y = ag_attention_cols(env.tape, q, k, v, (AgHeads){NH, NKV, HS, 0, 0, 0}, causal, mask,
+                                  p, &rng, &Pc);
     backward_weighted(env.tape, y);
     cr_assert(y->ndim == 3 && y->shape[0] == B && y->shape[1] == Tq && y->shape[2] == NH * HS);
     cr_assert(same_bits(y->data, y0, y->size), "output");
@@ -323,8 +325,8 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
         tensor_requires_grad(qkv);
         ag_tape_reset(env.tape);
         rng_seed(&rng, 4);
-        y = ag_attention_cols(env.tape, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C},
-                              causal, mask, p, &rng, NULL);
+        y = ag_attention_cols(env.tape, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C}, causal,
+                              mask, p, &rng, NULL);
         backward_weighted(env.tape, y);
         cr_assert(same_bits(y->data, y0, y->size), "packed output");
         for (size_t r = 0; r < (size_t)B * Tq; r++) {
@@ -340,9 +342,9 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
 Test(ag_attention_cols, equals_split_attention_merge_to_the_bit) {
     static const uint8_t pad[2 * 37] = {[30] = 1, [31] = 1, [37 + 0] = 1, [37 + 36] = 1};
     check_cols_against_heads(2, 2, 2, 3, 5, 4, 0, NULL, 0);
-    check_cols_against_heads(2, 4, 2, 7, 7, 9, 1, NULL, 0);        /* grouped-query, causal */
-    check_cols_against_heads(2, 3, 3, 37, 37, 8, 1, pad, 0.25);     /* padding and dropout */
-    check_cols_against_heads(2, 4, 1, 5, 37, 16, 0, pad, 0);        /* multi-query, cross */
+    check_cols_against_heads(2, 4, 2, 7, 7, 9, 1, NULL, 0);     /* grouped-query, causal */
+    check_cols_against_heads(2, 3, 3, 37, 37, 8, 1, pad, 0.25); /* padding and dropout */
+    check_cols_against_heads(2, 4, 1, 5, 37, 16, 0, pad, 0);    /* multi-query, cross */
 }
 
 Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {
@@ -388,8 +390,7 @@ Test(ag_attention, dropout_zeroes_or_rescales_each_probability) {
             dropped++;
         } else {
             Real want = P->data[e] * (Real)(1.0 / (1.0 - p));
-            cr_assert(fabs((double)(y->data[e] - want)) <=
-                          4 * TOL * fmax(1.0, fabs((double)want)),
+            cr_assert(fabs((double)(y->data[e] - want)) <= 4 * TOL * fmax(1.0, fabs((double)want)),
                       "kept element %zu: %g, want %g", e, (double)y->data[e], (double)want);
         }
     }
@@ -430,7 +431,8 @@ Test(ag_attention, causal_query_on_a_cache_equals_the_last_rows_of_the_full_pass
         Tensor *yt = ag_attention(env.tape, qt, kc, vc, 1, NULL, 0, NULL, NULL);
         for (int h = 0; h < NH; h++)
             cr_assert(max_diff(yt->data + (size_t)h * HS, y->data + ((size_t)h * T + t) * HS,
-                               (size_t)HS) < TOL, "step %d head %d", t, h);
+                               (size_t)HS) < TOL,
+                      "step %d head %d", t, h);
     }
     for (int m = 1; m <= 3; m++) { /* the last m queries against every key */
         Tensor *qm = tensor_new4(env.tape->arena, 1, NH, m, HS, "q_last");

@@ -15,6 +15,9 @@
 #include "attograd.h"
 #include "expect_abort.h"
 
+/* This file is a table, one case a line: clang-format would break its rows, so it skips it. */
+/* clang-format off */
+
 /* ---- the misuse cases. Each gets a fresh tape; tensors live in the tape's step arena. ---- */
 
 /* a zeroed tensor of up to 4 dims (ndim 0 is a scalar), named for the message */
@@ -629,3 +632,4 @@ Test(ag_embedding, aborts_on_id_outside_vocabulary, .signal = SIGABRT) {
     Tape *tp = ag_tape_new(arena_new("step", 1 << 16));
     ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 7}, 1, 2);
 }
+/* clang-format on */

@@ -5,9 +5,7 @@
 
 #include "cases.h"
 
-ParameterizedTestParameters(ag_ops, grad_matches_finite_differences) {
-    return gc_case_params();
-}
+ParameterizedTestParameters(ag_ops, grad_matches_finite_differences) { return gc_case_params(); }
 
 /* Double build: eps 1e-6, tolerance 1e-6 on |analytic - numeric| / max(1, |analytic|, |numeric|);
  * central differences are good to about 1e-9 here, so a wrong term shows. The float build runs

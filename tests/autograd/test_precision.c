@@ -17,7 +17,7 @@ static int read_header(FILE *f, char *kind, size_t *a, size_t *b) {
 Test(precision, float_build_matches_double_build) {
     const char *dump = getenv("AG_DOUBLE_DUMP");
     cr_assert(dump != NULL && *dump, "AG_DOUBLE_DUMP is not set: run this suite through "
-              "'make test', which builds the double reference first");
+                                     "'make test', which builds the double reference first");
     FILE *f = popen(dump, "r");
     cr_assert(f != NULL, "cannot run %s", dump);
     size_t n;
@@ -42,20 +42,22 @@ Test(precision, float_build_matches_double_build) {
             cr_assert(fscanf(f, "%lf", &d) == 1);
             double err = fabs((double)out->data[j] - d) / fmax(1.0, fabs(d));
             if (err > worst) worst = err;
-            cr_assert(err < 1e-5, "%s: output %zu is %.9g in float, %.17g in double",
-                      cases[k].name, j, (double)out->data[j], d);
+            cr_assert(err < 1e-5, "%s: output %zu is %.9g in float, %.17g in double", cases[k].name,
+                      j, (double)out->data[j], d);
         }
         for (int i = 0; i < cases[k].n_in; i++) {
             if (!in[i]->requires_grad) continue;
-            cr_assert(read_header(f, kind, &idx, &size) && (int)idx == i &&
-                      size == in[i]->size, "%s: gradient header out of step", cases[k].name);
+            cr_assert(read_header(f, kind, &idx, &size) && (int)idx == i && size == in[i]->size,
+                      "%s: gradient header out of step", cases[k].name);
             for (size_t j = 0; j < size; j++) {
                 double d;
                 cr_assert(fscanf(f, "%lf", &d) == 1);
                 double err = fabs((double)in[i]->grad[j] - d) / fmax(1.0, fabs(d));
                 if (err > worst) worst = err;
-                cr_assert(err < 1e-5, "%s: gradient of input %d element %zu is %.9g in float, "
-                          "%.17g in double", cases[k].name, i, j, (double)in[i]->grad[j], d);
+                cr_assert(err < 1e-5,
+                          "%s: gradient of input %d element %zu is %.9g in float, "
+                          "%.17g in double",
+                          cases[k].name, i, j, (double)in[i]->grad[j], d);
             }
         }
     }

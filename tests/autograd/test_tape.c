@@ -102,7 +102,8 @@ Test(ag_tape, intermediate_gradients_are_released_and_reused) {
     tensor_requires_grad(x);
     Tensor *h[31];
     h[0] = x;
-    for (int i = 1; i <= 30; i++) h[i] = i % 2 ? ag_scale(tape, h[i - 1], 2) : ag_relu(tape, h[i - 1]);
+    for (int i = 1; i <= 30; i++)
+        h[i] = i % 2 ? ag_scale(tape, h[i - 1], 2) : ag_relu(tape, h[i - 1]);
     Tensor *loss = ag_sum(tape, h[30]);
     size_t forward = tape->arena->used, one = (1000 * sizeof(Real) + 63) / 64 * 64;
     ag_backward(tape, loss);
@@ -120,8 +121,8 @@ Test(ag_backward, aborts_on_a_non_scalar_loss) {
     Capture c;
     capture_run(backward_of_matrix, NULL, &c);
     cr_assert(capture_aborted(&c), "signal %d, stderr: %s", c.signal, c.err);
-    cr_assert(capture_has(&c, "ag_backward: loss 'relu' (2,3) is not a scalar (6 elements)"),
-              "%s", c.err);
+    cr_assert(capture_has(&c, "ag_backward: loss 'relu' (2,3) is not a scalar (6 elements)"), "%s",
+              c.err);
     cr_assert(capture_file_line(&c, NULL, 0, NULL, NULL), "%s", c.err);
 }
 
@@ -415,14 +416,14 @@ Test(ag_tape, chain_gradients_match_hand_computation) {
  * merge heads, softmax, cross-entropy), backward, and a plain SGD update. After the first step
  * neither arena may grow: the step arena's peak and the parameter arena's use stay fixed. This
  * is how "no malloc in the training loop after the first step" shows for the tape. */
-static double train_step(Tape *tape, Tensor *wte, Tensor *w, Tensor *b, Rng *rng,
-                         const int *ids, const int *targets) {
+static double train_step(Tape *tape, Tensor *wte, Tensor *w, Tensor *b, Rng *rng, const int *ids,
+                         const int *targets) {
     ag_tape_reset(tape);
-    Tensor *e = ag_embedding(tape, wte, ids, 2, 3);                 /* (2,3,8) */
+    Tensor *e = ag_embedding(tape, wte, ids, 2, 3); /* (2,3,8) */
     Tensor *h = ag_gelu(tape, ag_add_bias(tape, ag_matmul_bt(tape, e, w), b));
     h = ag_dropout(tape, h, 0.1, rng);
-    h = ag_merge_heads(tape, ag_split_heads(tape, h, 2));          /* (2,3,8) again */
-    Tensor *logits = ag_matmul_bt(tape, h, wte);                    /* (2,3,10) */
+    h = ag_merge_heads(tape, ag_split_heads(tape, h, 2)); /* (2,3,8) again */
+    Tensor *logits = ag_matmul_bt(tape, h, wte);          /* (2,3,10) */
     Tensor *loss = ag_cross_entropy(tape, logits, targets, -1);
     ag_backward(tape, loss);
     Tensor *ps[] = {wte, w, b};
@@ -457,8 +458,10 @@ Test(ag_tape, training_loop_does_not_grow_the_arenas_after_the_first_step) {
         cr_assert_eq(tape->arena->used, used1, "step %d used %zu bytes, step 1 used %zu", step,
                      tape->arena->used, used1);
     }
-    cr_assert_eq(tape->arena->peak, peak2, "the step arena grew: peak %zu after step 10, %zu "
-                 "after step 2", tape->arena->peak, peak2);
+    cr_assert_eq(tape->arena->peak, peak2,
+                 "the step arena grew: peak %zu after step 10, %zu "
+                 "after step 2",
+                 tape->arena->peak, peak2);
     cr_assert_eq(peak2, used1, "the peak is one step's use");
     cr_assert_eq(params->used, params_used, "the parameter arena grew during training");
     cr_assert(isfinite(first) && isfinite(last));

@@ -21,7 +21,7 @@
 typedef struct {
     Seq2Seq m;
     Optimizer *opt;
-    Rng rng;              /* dropout */
+    Rng rng;               /* dropout */
     int64_t epoch, cursor; /* the data-loader position */
     int perm[N_EX];
     Arena *params, *step_arena;
@@ -389,9 +389,11 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
         const char *want;
     } cases[] = {
         /* a model of 2^20 wide layers: terabytes, refused by its size alone */
-        {"meta.config.layer.d_model", 1, 1 << 20, 0, "over the limit of 268435456 (CKPT_MAX_PARAMS)"},
+        {"meta.config.layer.d_model", 1, 1 << 20, 0,
+         "over the limit of 268435456 (CKPT_MAX_PARAMS)"},
         /* 2^32 + 12 would read as 12 if the int were cut */
-        {"meta.config.src_vocab", 1, (1LL << 32) + 12, 0, "is 4294967308, outside the range of an int"},
+        {"meta.config.src_vocab", 1, (1LL << 32) + 12, 0,
+         "is 4294967308, outside the range of an int"},
         /* within the limit, but far more than the file holds: a few KiB must not build MiBs */
         {"meta.config.layer.d_model", 1, 512, 0, "but the file holds only"},
         {"meta.config.layer.d_ff", 1, 1 << 20, 0, "but the file holds only"},
@@ -408,7 +410,8 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
         {"meta.optim.lr", 0, 0, -1, "meta.optim: optim_new (adam): invalid lr -1"},
         {"meta.optim.beta2", 0, 0, 1, "invalid beta2 1"},
         {"meta.optim.kind", 1, 9, 0, "unknown optimizer kind 9"},
-        {"meta.optim.schedule.warmup", 1, 50, 0, "warmup_cosine schedule needs 0 <= warmup < total"},
+        {"meta.optim.schedule.warmup", 1, 50, 0,
+         "warmup_cosine schedule needs 0 <= warmup < total"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rewrite(path, bad, cases[i].name, cases[i].is_int ? NPZ_I64 : NPZ_F64,

@@ -59,9 +59,11 @@ static void check(ModEnv *e, AgGradcheckFn fn, void *ctx, const char *what) {
     }
     AgGradcheckResult r;
     int ok = ag_gradcheck(e->tape, fn, ctx, e->inputs, n, EPS, TOL, &r);
-    cr_assert(ok, "%s: worst error %.3g at input %d (%s) element %zu: analytic %.10g numeric %.10g"
-              " (largest gradient %.3g)", what, r.max_err, r.input, e->inputs[r.input]->name,
-              r.index, r.analytic, r.numeric, r.max_abs_grad);
+    cr_assert(ok,
+              "%s: worst error %.3g at input %d (%s) element %zu: analytic %.10g numeric %.10g"
+              " (largest gradient %.3g)",
+              what, r.max_err, r.input, e->inputs[r.input]->name, r.index, r.analytic, r.numeric,
+              r.max_abs_grad);
     cr_log_info("%s: %zu elements, worst error %.2g", what, r.n_checked, r.max_err);
 }
 #endif
@@ -267,14 +269,13 @@ Test(nn_mha, parameters_are_named_like_pytorch) {
     MultiHeadAttention m, g;
     nn_mha_init(&m, &e.b, "self_attn", 16, 4, 4, 1, 0);
     nn_mha_init(&g, &e.b, "gqa", 16, 4, 2, 1, 0);
-    const char *names[] = {"self_attn.in_proj_weight", "self_attn.in_proj_bias",
-                           "self_attn.out_proj.weight", "self_attn.out_proj.bias",
-                           "gqa.q_proj.weight", "gqa.q_proj.bias", "gqa.k_proj.weight",
-                           "gqa.k_proj.bias", "gqa.v_proj.weight", "gqa.v_proj.bias",
-                           "gqa.out_proj.weight", "gqa.out_proj.bias"};
+    const char *names[] = {
+        "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+        "self_attn.out_proj.bias",  "gqa.q_proj.weight",      "gqa.q_proj.bias",
+        "gqa.k_proj.weight",        "gqa.k_proj.bias",        "gqa.v_proj.weight",
+        "gqa.v_proj.bias",          "gqa.out_proj.weight",    "gqa.out_proj.bias"};
     cr_assert_eq(e.params.n, 12);
-    for (int i = 0; i < 12; i++)
-        cr_assert_str_eq(e.params.items[i]->name, names[i]);
+    for (int i = 0; i < 12; i++) cr_assert_str_eq(e.params.items[i]->name, names[i]);
     cr_assert_eq(e.params.items[0]->shape[0], 48);
     cr_assert_eq(nn_params_find(&e.params, "gqa.k_proj.weight")->shape[0], 8);
     env_free(&e);
@@ -289,14 +290,14 @@ Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
     ag_no_grad(e.tape, 1);
     Tensor *y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
     cr_assert(m.last_probs != NULL);
-    cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 && m.last_probs->shape[3] == 3);
+    cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 &&
+              m.last_probs->shape[3] == 3);
     cr_assert_eq(m.last_probs->data[1], 0, "causal: query 0 does not see key 1");
     /* ablating both heads leaves only the output bias */
     m.gate->data[0] = m.gate->data[1] = 0;
     y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
     for (int tq = 0; tq < 3; tq++)
-        for (int c = 0; c < 8; c++)
-            cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
+        for (int c = 0; c < 8; c++) cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
     env_free(&e);
 }
 
@@ -403,8 +404,8 @@ Test(nn_seq2seq, whole_loss_grad_matches_finite_differences) {
         Seq2Seq m;
         nn_seq2seq_init(&m, a, &rng, &cfg);
         Tape *tape = ag_tape_new(arena_new("step", 32 << 20));
-        S2SCtx c = {&m, {3, 4, 5, 2, 1, 6, 2, 3, 0, 0}, {1, 3, 4, 5, 1, 2, 0, 0},
-                    {3, 4, 5, 2, 2, 2, 0, 0}};
+        S2SCtx c = {
+            &m, {3, 4, 5, 2, 1, 6, 2, 3, 0, 0}, {1, 3, 4, 5, 1, 2, 0, 0}, {3, 4, 5, 2, 2, 2, 0, 0}};
         Tensor *inputs[128];
         for (int i = 0; i < m.params.n; i++) {
             inputs[i] = m.params.items[i];
@@ -413,9 +414,10 @@ Test(nn_seq2seq, whole_loss_grad_matches_finite_differences) {
         }
         AgGradcheckResult r;
         int ok = ag_gradcheck(tape, f_s2s, &c, inputs, m.params.n, EPS, TOL, &r);
-        cr_assert(ok, "seq2seq variant %d: worst error %.3g at %s[%zu]: analytic %.10g numeric "
-                  "%.10g", variant, r.max_err, inputs[r.input]->name, r.index, r.analytic,
-                  r.numeric);
+        cr_assert(ok,
+                  "seq2seq variant %d: worst error %.3g at %s[%zu]: analytic %.10g numeric "
+                  "%.10g",
+                  variant, r.max_err, inputs[r.input]->name, r.index, r.analytic, r.numeric);
         /* padding rows of the embeddings get no gradient */
         for (int j = 0; j < 8; j++) cr_assert_eq(m.src_embed.weight->grad[j], 0);
         arena_free(tape->arena);
@@ -433,27 +435,44 @@ Test(nn_seq2seq, parameter_names_match_torch_nn_transformer) {
     rng_seed(&rng, 1);
     Seq2Seq m;
     nn_seq2seq_init(&m, a, &rng, &cfg);
-    const char *expect[] = {
-        "src_embed.weight", "tgt_embed.weight",
-        "encoder.layers.0.self_attn.in_proj_weight", "encoder.layers.0.self_attn.in_proj_bias",
-        "encoder.layers.0.self_attn.out_proj.weight", "encoder.layers.0.self_attn.out_proj.bias",
-        "encoder.layers.0.linear1.weight", "encoder.layers.0.linear1.bias",
-        "encoder.layers.0.linear2.weight", "encoder.layers.0.linear2.bias",
-        "encoder.layers.0.norm1.weight", "encoder.layers.0.norm1.bias",
-        "encoder.layers.0.norm2.weight", "encoder.layers.0.norm2.bias",
-        "encoder.norm.weight", "encoder.norm.bias",
-        "decoder.layers.0.self_attn.in_proj_weight", "decoder.layers.0.self_attn.in_proj_bias",
-        "decoder.layers.0.self_attn.out_proj.weight", "decoder.layers.0.self_attn.out_proj.bias",
-        "decoder.layers.0.multihead_attn.in_proj_weight",
-        "decoder.layers.0.multihead_attn.in_proj_bias",
-        "decoder.layers.0.multihead_attn.out_proj.weight",
-        "decoder.layers.0.multihead_attn.out_proj.bias",
-        "decoder.layers.0.linear1.weight", "decoder.layers.0.linear1.bias",
-        "decoder.layers.0.linear2.weight", "decoder.layers.0.linear2.bias",
-        "decoder.layers.0.norm1.weight", "decoder.layers.0.norm1.bias",
-        "decoder.layers.0.norm2.weight", "decoder.layers.0.norm2.bias",
-        "decoder.layers.0.norm3.weight", "decoder.layers.0.norm3.bias",
-        "decoder.norm.weight", "decoder.norm.bias", "generator.weight", "generator.bias"};
+    const char *expect[] = {"src_embed.weight",
+                            "tgt_embed.weight",
+                            "encoder.layers.0.self_attn.in_proj_weight",
+                            "encoder.layers.0.self_attn.in_proj_bias",
+                            "encoder.layers.0.self_attn.out_proj.weight",
+                            "encoder.layers.0.self_attn.out_proj.bias",
+                            "encoder.layers.0.linear1.weight",
+                            "encoder.layers.0.linear1.bias",
+                            "encoder.layers.0.linear2.weight",
+                            "encoder.layers.0.linear2.bias",
+                            "encoder.layers.0.norm1.weight",
+                            "encoder.layers.0.norm1.bias",
+                            "encoder.layers.0.norm2.weight",
+                            "encoder.layers.0.norm2.bias",
+                            "encoder.norm.weight",
+                            "encoder.norm.bias",
+                            "decoder.layers.0.self_attn.in_proj_weight",
+                            "decoder.layers.0.self_attn.in_proj_bias",
+                            "decoder.layers.0.self_attn.out_proj.weight",
+                            "decoder.layers.0.self_attn.out_proj.bias",
+                            "decoder.layers.0.multihead_attn.in_proj_weight",
+                            "decoder.layers.0.multihead_attn.in_proj_bias",
+                            "decoder.layers.0.multihead_attn.out_proj.weight",
+                            "decoder.layers.0.multihead_attn.out_proj.bias",
+                            "decoder.layers.0.linear1.weight",
+                            "decoder.layers.0.linear1.bias",
+                            "decoder.layers.0.linear2.weight",
+                            "decoder.layers.0.linear2.bias",
+                            "decoder.layers.0.norm1.weight",
+                            "decoder.layers.0.norm1.bias",
+                            "decoder.layers.0.norm2.weight",
+                            "decoder.layers.0.norm2.bias",
+                            "decoder.layers.0.norm3.weight",
+                            "decoder.layers.0.norm3.bias",
+                            "decoder.norm.weight",
+                            "decoder.norm.bias",
+                            "generator.weight",
+                            "generator.bias"};
     int n = (int)(sizeof expect / sizeof expect[0]);
     cr_assert_eq(m.params.n, n, "%d parameters, expected %d", m.params.n, n);
     for (int i = 0; i < n; i++) cr_assert_str_eq(m.params.items[i]->name, expect[i]);
@@ -498,8 +517,10 @@ Test(nn_seq2seq, incremental_decoding_equals_the_full_forward) {
                     if (d > worst) worst = d;
                 }
         }
-        cr_assert(worst < (sizeof(Real) == 8 ? 1e-12 : 1e-4), "variant %d: step logits differ "
-                  "from the full forward by %g", variant, worst);
+        cr_assert(worst < (sizeof(Real) == 8 ? 1e-12 : 1e-4),
+                  "variant %d: step logits differ "
+                  "from the full forward by %g",
+                  variant, worst);
         nn_decode_end(&st);
         arena_free(t->arena);
         ag_tape_free(t);

@@ -74,8 +74,8 @@ static void get_flat(Tensor *const *ts, int n, double *out, int grads) {
             out[k++] = (double)(grads ? ts[j]->grad[e] : ts[j]->data[e]);
 }
 
-static void expect_match(const double *ours, const double *ref, int n, double tol,
-                         const char *what, int step) {
+static void expect_match(const double *ours, const double *ref, int n, double tol, const char *what,
+                         int step) {
     for (int i = 0; i < n; i++) {
         double err = fabs(ours[i] - ref[i]) / fmax(1, fabs(ref[i]));
         cr_assert(err <= tol, "%s, step %d, element %d: ours %.17g, reference %.17g (err %.3g)",
@@ -110,8 +110,8 @@ static void ref_sgd(double *p, double *buf, const double *g, int t, double lr, d
  *   m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g g
  *   step_size = lr / (1 - b1^t);   denom = sqrt(v) / sqrt(1 - b2^t) + eps
  *   p = p - step_size m / denom */
-static void ref_adam(double *p, double *m, double *v, const double *g, int t, double lr,
-                     double b1, double b2, double eps, double wd, int adamw) {
+static void ref_adam(double *p, double *m, double *v, const double *g, int t, double lr, double b1,
+                     double b2, double eps, double wd, int adamw) {
     double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
     double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
     for (int i = 0; i < NE; i++) {
@@ -284,8 +284,7 @@ Test(optim_adamw, differs_from_adam_l2_and_equals_adam_without_decay) {
     }
     double adam_vs_adamw = 0;
     for (int i = 0; i < NE; i++) adam_vs_adamw = fmax(adam_vs_adamw, fabs(res[0][i] - res[1][i]));
-    cr_assert(adam_vs_adamw > 1e-5, "Adam(wd) and AdamW(wd) should differ (max %g)",
-              adam_vs_adamw);
+    cr_assert(adam_vs_adamw > 1e-5, "Adam(wd) and AdamW(wd) should differ (max %g)", adam_vs_adamw);
 
     Fix f;
     fix_init(&f, 3);
@@ -392,8 +391,8 @@ Test(optim_schedule, warmup_cosine_values) {
     cr_assert_eq(optim_schedule_lr(&s, base, 111), 1e-5);
     cr_assert_eq(optim_schedule_lr(&s, base, 1000000), 1e-5);
     /* a quarter of the way: lr_min + (base - lr_min) (1 + cos(pi / 4)) / 2 */
-    cr_assert_float_eq(optim_schedule_lr(&s, base, 35),
-                       1e-5 + (base - 1e-5) * (1 + sqrt(0.5)) / 2, 1e-18);
+    cr_assert_float_eq(optim_schedule_lr(&s, base, 35), 1e-5 + (base - 1e-5) * (1 + sqrt(0.5)) / 2,
+                       1e-18);
     double prev = base;
     for (int64_t t = 11; t <= 110; t++) {
         double lr = optim_schedule_lr(&s, base, t);
@@ -440,8 +439,8 @@ Test(optim_state, named_after_the_parameters_zeroed_and_counted) {
     OptimConfig c = optim_defaults(OPTIM_ADAMW);
     Optimizer *o = optim_new(f.arena, &f.pl, &c);
     cr_assert_eq(optim_state_count(o), 6);
-    const char *names[6] = {"optim.lin.weight.exp_avg", "optim.lin.weight.exp_avg_sq",
-                            "optim.lin.bias.exp_avg", "optim.lin.bias.exp_avg_sq",
+    const char *names[6] = {"optim.lin.weight.exp_avg",    "optim.lin.weight.exp_avg_sq",
+                            "optim.lin.bias.exp_avg",      "optim.lin.bias.exp_avg_sq",
                             "optim.blocks.0.gain.exp_avg", "optim.blocks.0.gain.exp_avg_sq"};
     for (int i = 0; i < 6; i++) {
         Tensor *s = optim_state_tensor(o, i);
@@ -537,9 +536,9 @@ Test(optim_state, resuming_from_saved_state_continues_exactly) {
 /* gradients 3, 4 and 12 in three tensors, zero elsewhere: the norm is exactly 13 */
 static void grads_3_4_12(Fix *f) {
     double g[NE] = {0};
-    g[0] = 3;    /* lin.weight */
-    g[13] = -4;  /* lin.bias */
-    g[27] = 12;  /* blocks.0.gain */
+    g[0] = 3;   /* lin.weight */
+    g[13] = -4; /* lin.bias */
+    g[27] = 12; /* blocks.0.gain */
     put_grads(f, g);
 }
 
@@ -553,8 +552,7 @@ Test(optim_clip, returns_the_norm_before_clipping) {
     double s = 0;
     for (int i = 0; i < NE; i++) s += f.g[0][i] * f.g[0][i];
     double norm = optim_clip_grad_norm(&f.pl, 1e9);
-    cr_assert(fabs(norm - sqrt(s)) <= 1e-14 * sqrt(s), "norm %.17g, by hand %.17g", norm,
-              sqrt(s));
+    cr_assert(fabs(norm - sqrt(s)) <= 1e-14 * sqrt(s), "norm %.17g, by hand %.17g", norm, sqrt(s));
     fix_free(&f);
 }
 
@@ -944,8 +942,8 @@ Test(optim_misuse, messages_name_the_field_and_value) {
               c.err);
     capture_run(nesterov_no_momentum, NULL, &c);
     cr_assert(capture_aborted(&c));
-    cr_assert(capture_has(&c, "optim_new (sgd): Nesterov momentum requires a momentum > 0"),
-              "%s", c.err);
+    cr_assert(capture_has(&c, "optim_new (sgd): Nesterov momentum requires a momentum > 0"), "%s",
+              c.err);
     capture_run(frozen_param, NULL, &c);
     cr_assert(capture_aborted(&c));
     cr_assert(capture_has(&c, "optim_new: parameter 0 'frozen' (2,3) has no gradient"), "%s",

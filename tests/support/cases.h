@@ -16,8 +16,8 @@ struct GcCase {
     int ndim[GC_MAX_IN];
     int shape[GC_MAX_IN][AG_MAX_DIMS];
     Tensor *(*build)(Tape *tape, Tensor **in, const GcCase *c);
-    int arg[4];    /* integer arguments (heads, vocab, ...) */
-    double farg;   /* a scalar argument (scale, p) */
+    int arg[4];              /* integer arguments (heads, vocab, ...) */
+    double farg;             /* a scalar argument (scale, p) */
     unsigned no_grad_inputs; /* bit i set: input i does not require grad */
 };
 

@@ -11,9 +11,9 @@
 #define CAPTURE_MAX 4096
 
 typedef struct {
-    int signal;               /* the signal that ended the child, 0 if it exited */
-    int exit_code;            /* its exit status if it exited, else -1 */
-    char err[CAPTURE_MAX];    /* what it wrote to stderr, NUL-terminated (truncated if longer) */
+    int signal;            /* the signal that ended the child, 0 if it exited */
+    int exit_code;         /* its exit status if it exited, else -1 */
+    char err[CAPTURE_MAX]; /* what it wrote to stderr, NUL-terminated (truncated if longer) */
     size_t err_len;
 } Capture;
 
@@ -28,7 +28,6 @@ int capture_aborted(const Capture *c);
 int capture_has(const Capture *c, const char *s);
 /* 1 if the text starts with a "file.c:LINE: " prefix (as ag_abort writes it); the file and
  * line go to file/line when not NULL, and *rest (when not NULL) to the text after the prefix. */
-int capture_file_line(const Capture *c, char *file, size_t file_size, int *line,
-                      const char **rest);
+int capture_file_line(const Capture *c, char *file, size_t file_size, int *line, const char **rest);
 
 #endif

@@ -20,7 +20,8 @@ Test(arena, alloc_returns_64_byte_aligned_pointers) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char *p = arena_alloc(a, sizes[i]);
         cr_assert_eq((uintptr_t)p % 64, 0, "alloc(%zu) returned %p", sizes[i], (void *)p);
-        if (prev) cr_assert_geq(p, prev + prev_size, "alloc(%zu) overlaps the previous one", sizes[i]);
+        if (prev)
+            cr_assert_geq(p, prev + prev_size, "alloc(%zu) overlaps the previous one", sizes[i]);
         memset(p, 0xAB, sizes[i]); /* the bytes are usable (ASan checks the bounds) */
         prev = p;
         prev_size = sizes[i];
@@ -83,8 +84,7 @@ Test(arena, a_tensor_too_big_for_its_arena_aborts) {
     capture_run(overflow_by_tensor, NULL, &c);
     cr_assert(capture_aborted(&c), "signal %d, stderr: %s", c.signal, c.err);
     char need[64];
-    snprintf(need, sizeof need, "%zu bytes needed",
-             (100 * 100 * sizeof(Real) + 63) / 64 * 64);
+    snprintf(need, sizeof need, "%zu bytes needed", (100 * 100 * sizeof(Real) + 63) / 64 * 64);
     cr_assert(capture_has(&c, "arena 'params' is full"), "%s", c.err);
     cr_assert(capture_has(&c, need), "want \"%s\" in: %s", need, c.err);
 }
@@ -124,7 +124,8 @@ Test(arena, reset_fills_freed_memory_with_nan_in_debug_builds) {
     Real *data = t->data;
     size_t n = t->size;
     arena_reset(a);
-    for (size_t i = 0; i < n; i++) cr_assert(isnan(data[i]), "element %zu is %g", i, (double)data[i]);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(isnan(data[i]), "element %zu is %g", i, (double)data[i]);
     arena_free(a);
 }
 #endif
@@ -257,8 +258,8 @@ Test(tensor, shape_str_formats_shapes) {
 /* ---- status codes ---- */
 
 Test(status, strerror_names_every_code) {
-    const int codes[] = {AG_OK,        AG_ERR_IO,    AG_ERR_FORMAT, AG_ERR_SHAPE,
-                         AG_ERR_NOMEM, AG_ERR_ARG,   AG_ERR_RANGE};
+    const int codes[] = {AG_OK,        AG_ERR_IO,  AG_ERR_FORMAT, AG_ERR_SHAPE,
+                         AG_ERR_NOMEM, AG_ERR_ARG, AG_ERR_RANGE};
     const int n = sizeof codes / sizeof codes[0];
     const char *unknown = ag_strerror(12345);
     cr_assert_str_eq(unknown, "unknown error code");
@@ -268,8 +269,8 @@ Test(status, strerror_names_every_code) {
         cr_assert(s && *s, "code %d has no message", codes[i]);
         cr_assert_str_neq(s, unknown, "code %d is not named", codes[i]);
         for (int j = 0; j < i; j++)
-            cr_assert_str_neq(s, ag_strerror(codes[j]), "codes %d and %d share a message",
-                              codes[i], codes[j]);
+            cr_assert_str_neq(s, ag_strerror(codes[j]), "codes %d and %d share a message", codes[i],
+                              codes[j]);
     }
     cr_assert_str_eq(ag_strerror(AG_OK), "ok");
 }

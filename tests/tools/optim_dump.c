@@ -39,9 +39,18 @@ static void put(const char *name, const Tensor *t, const Real *values) {
 
 /* A configuration as 12 numbers the script reads back. */
 static void put_config(const char *name, const OptimConfig *c) {
-    double h[12] = {c->kind, c->lr, c->momentum, c->nesterov, c->beta1, c->beta2, c->eps,
-                    c->weight_decay, c->schedule.kind, (double)c->schedule.warmup,
-                    (double)c->schedule.total, c->schedule.lr_min};
+    double h[12] = {c->kind,
+                    c->lr,
+                    c->momentum,
+                    c->nesterov,
+                    c->beta1,
+                    c->beta2,
+                    c->eps,
+                    c->weight_decay,
+                    c->schedule.kind,
+                    (double)c->schedule.warmup,
+                    (double)c->schedule.total,
+                    c->schedule.lr_min};
     put_vals(name, 1, (int[]){12}, h);
 }
 
@@ -123,8 +132,8 @@ int main(int argc, char **argv) {
         nn_params_init(&pl);
         NnBuilder cb = {a, &pl, &rng};
         for (int j = 0; j < init.n; j++) {
-            Tensor *p = nn_param(&cb, "", init.items[j]->name, init.items[j]->ndim,
-                                 init.items[j]->shape);
+            Tensor *p =
+                nn_param(&cb, "", init.items[j]->name, init.items[j]->ndim, init.items[j]->shape);
             memcpy(p->data, init.items[j]->data, p->size * sizeof(Real));
         }
         Optimizer *o = optim_new(a, &pl, &cases[k]);

@@ -26,8 +26,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     const int64_t *c = cfg_e->data;
-    Seq2SeqConfig cfg = nn_seq2seq_default_config((int)c[0], (int)c[1], (int)c[2], (int)c[3],
-                                                  (int)c[4]);
+    Seq2SeqConfig cfg =
+        nn_seq2seq_default_config((int)c[0], (int)c[1], (int)c[2], (int)c[3], (int)c[4]);
     cfg.layer.d_ff = (int)c[5];
     cfg.max_len = (int)c[6];
     cfg.pad_id = (int)c[7];
