@@ -519,6 +519,9 @@ static int setup_fresh(Trainer *tr) {
                        (long long)oc.schedule.warmup, (long long)oc.schedule.total);
     if (oc.schedule.kind == OPTIM_WARMUP_INVSQRT && oc.schedule.warmup < 1)
         return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
+    if (oc.schedule.kind == OPTIM_WARMUP_COSINE && oc.schedule.lr_min > oc.lr)
+        return ag_fail(AG_ERR_ARG, "--lr-min %g must not exceed --lr %g", oc.schedule.lr_min,
+                       oc.lr);
     build(tr, &mc, &oc, c->seed);
     /* nn_seq2seq_init starts the embeddings at N(0, 1/d_model); embed_gain scales that */
     Tensor *emb[2] = {tr->m.src_embed.weight, tr->m.tgt_embed.weight};

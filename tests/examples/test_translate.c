@@ -618,6 +618,48 @@ Test(tr_train, resume_is_bit_exact) {
     rm_tree(dir);
 }
 
+/* Both embeddings start at gain times nn_seq2seq_init's N(0, 1/d_model): with the same seed
+ * and a learning rate of 0, a run at gain 0.25 ends with exactly a quarter of a gain-1 run's
+ * embeddings (a power of two: no rounding) and every other parameter equal. */
+Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
+    char dir[64], train[512], out[2][512], ckpt[512];
+    tmp_dir(dir, sizeof dir);
+    write_task(join(train, dir, "train.tsv"), 40, 0, 31, 2, 7, 6);
+    const double gains[2] = {1.0, 0.25};
+    Translator tr[2];
+    for (int i = 0; i < 2; i++) {
+        TrTrainConfig c = tiny_config(join(out[i], dir, i ? "quarter" : "one"), train, NULL);
+        c.optim.lr = 0;
+        c.optim.schedule = (OptimSchedule){OPTIM_CONSTANT, 0, 0, 0};
+        c.steps = 2;
+        c.embed_gain = gains[i];
+        cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+        cr_assert_eq(tr_load(&tr[i], join(ckpt, out[i], "last.npz")), AG_OK, "%s",
+                     ag_last_error());
+    }
+    const ParamList *p0 = &tr[0].model.params, *p1 = &tr[1].model.params;
+    cr_assert_eq(p0->n, p1->n);
+    int n_embed = 0;
+    for (int k = 0; k < p0->n; k++) {
+        const Tensor *a = p0->items[k], *b = p1->items[k];
+        cr_assert_eq(a->size, b->size);
+        int embed = strstr(a->name, "embed") != NULL;
+        n_embed += embed;
+        double sum_sq = 0;
+        for (size_t j = 0; j < a->size; j++) {
+            Real want = embed ? a->data[j] * (Real)0.25 : a->data[j];
+            cr_assert(b->data[j] == want, "%s[%zu]: %g, want %g", a->name, j, (double)b->data[j],
+                      (double)want);
+            sum_sq += (double)a->data[j] * (double)a->data[j];
+        }
+        cr_assert(sum_sq > 0 || strstr(a->name, "bias"), "%s is all zeros", a->name);
+    }
+    cr_assert_eq(n_embed, 2, "src_embed and tgt_embed");
+    tr_free(&tr[0]);
+    tr_free(&tr[1]);
+    rm_tree(dir);
+}
+
 /* ---- the program: signals, NaN, command-line errors ---- */
 
 typedef struct {
@@ -831,6 +873,9 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
         {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--steps",
                                "10", "--warmup", "10", NULL},
          "--warmup 10 must be below the number of steps 10"},
+        {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--steps",
+                               "10", "--warmup", "2", "--lr", "1e-6", NULL},
+         "--lr-min 1e-05 must not exceed --lr 1e-06"},
         {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--resume",
                                NULL},
          "last.npz: no checkpoint to resume from"},
