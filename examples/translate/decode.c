@@ -407,7 +407,8 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     int *idx = tr_sorted_rows(d, n);
     int *out = tr_malloc((size_t)batch * L * sizeof(int)),
         *lens = tr_malloc((size_t)batch * sizeof(int));
-    int *hyp_len = tr_malloc((size_t)n * sizeof(int)), *hyp = tr_malloc((size_t)n * L * sizeof(int));
+    int *hyp_len = tr_malloc((size_t)n * sizeof(int)),
+        *hyp = tr_malloc((size_t)n * L * sizeof(int));
     int *rank = tr_malloc((size_t)d->n * sizeof(int)); /* file order -> decoded slot */
     memset(score, 0, sizeof *score);
     double loss_sum = 0;

@@ -213,7 +213,8 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     int pw = NH * cell_w, ph = NB * cell_h;
     int W = left + 2 * pw + gap + right, H = top + ph + bottom;
     if (W < 700) W = 700;
-    char **rows = tr_calloc((size_t)NB, sizeof(char *)), **cols = tr_calloc((size_t)NH, sizeof(char *));
+    char **rows = tr_calloc((size_t)NB, sizeof(char *)),
+         **cols = tr_calloc((size_t)NH, sizeof(char *));
     for (int b = 0; b < NB; b++) {
         rows[b] = tr_calloc(32, 1);
         snprintf(rows[b], 32, "%s %d", tr_block_kind_name(h->kind[b]), h->layer[b]);

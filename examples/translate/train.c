@@ -239,8 +239,8 @@ static int open_csv(Trainer *tr, int resume) {
             if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0) {
                 int e = errno;
                 fclose(f);
-                return ag_fail(AG_ERR_IO, "%s: cannot truncate after step %lld: %s",
-                               tr->csv_path, (long long)tr->step, strerror(e));
+                return ag_fail(AG_ERR_IO, "%s: cannot truncate after step %lld: %s", tr->csv_path,
+                               (long long)tr->step, strerror(e));
             }
             tr->csv = f;
             return AG_OK;
@@ -358,8 +358,9 @@ static void diverged(Trainer *tr, int64_t s, const char *what, double value, int
 /* After a failed write (the message is printed): what is still safe on disk. */
 static void write_failed(Trainer *tr) {
     end_bar(tr);
-    fprintf(stderr, "training stopped at step %lld; the last good checkpoint is %s (step %lld), "
-                    "unchanged\n",
+    fprintf(stderr,
+            "training stopped at step %lld; the last good checkpoint is %s (step %lld), "
+            "unchanged\n",
             (long long)tr->step, tr->last_path, (long long)tr->saved_step);
 }
 
@@ -667,8 +668,7 @@ int tr_train(const TrTrainConfig *c) {
     int max_S = tr->train.max_src, max_T = tr->train.max_tgt;
     if (tr->have_valid && tr->valid.max_src > max_S) max_S = tr->valid.max_src;
     if (tr->have_valid && tr->valid.max_tgt > max_T) max_T = tr->valid.max_tgt;
-    size_t step_bytes =
-        tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1);
+    size_t step_bytes = tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1);
     /* a batch too big for this machine is the user's flag, not an abort in arena_new */
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (phys > 0 && (double)step_bytes > phys) {

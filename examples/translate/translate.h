@@ -249,9 +249,9 @@ typedef struct TrTrainConfig {
     Seq2SeqConfig model; /* vocabulary sizes are filled from the data */
     OptimConfig optim;   /* schedule.total is set from the steps when 0 */
     int batch;
-    int64_t steps;                          /* steps to reach (a resumed run continues up to it) */
-    int epochs;                             /* when > 0, steps = epochs * batches per epoch */
-    double clip;                            /* max gradient norm, 0: none */
+    int64_t steps; /* steps to reach (a resumed run continues up to it) */
+    int epochs;    /* when > 0, steps = epochs * batches per epoch */
+    double clip;   /* max gradient norm, 0: none */
     /* the embeddings' size at the start: N(0, gain^2 / d_model), so entries of std `gain` after
      * the forward's sqrt(d_model) scaling (the sinusoidal positions': about 0.71); 1 is
      * nn_seq2seq_init's own; the default 0.3 was chosen on valid (README) */

@@ -634,8 +634,7 @@ Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
         c.steps = 2;
         c.embed_gain = gains[i];
         cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
-        cr_assert_eq(tr_load(&tr[i], join(ckpt, out[i], "last.npz")), AG_OK, "%s",
-                     ag_last_error());
+        cr_assert_eq(tr_load(&tr[i], join(ckpt, out[i], "last.npz")), AG_OK, "%s", ag_last_error());
     }
     const ParamList *p0 = &tr[0].model.params, *p1 = &tr[1].model.params;
     cr_assert_eq(p0->n, p1->n);
