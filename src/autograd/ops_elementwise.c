@@ -65,7 +65,7 @@ Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias) {
 void ag_add_bias_backward(AgNode *n) {
     Tensor *x = n->in[0], *bias = n->in[1];
     k_add_bias_backward(grad_if(x), grad_if(bias), n->out->grad, x->size / bias->size,
-                        (int)bias->size);
+                        (int)bias->size, n->store & 1);
 }
 
 Tensor *ag_scale(Tape *tape, Tensor *x, double s) {
@@ -78,7 +78,7 @@ Tensor *ag_scale(Tape *tape, Tensor *x, double s) {
     return y;
 }
 void ag_scale_backward(AgNode *n) {
-    k_scale_backward(n->in[0]->grad, n->out->grad, (Real)n->f, n->out->size);
+    k_scale_backward(n->in[0]->grad, n->out->grad, (Real)n->f, n->out->size, n->store & 1);
 }
 
 /* relu and gelu: one input, same shape out */

@@ -245,6 +245,8 @@ static int ensure_grad(Tape *tape, Tensor *t, int zero) {
 static unsigned can_store(AgOp op) {
     switch (op) {
     case AG_OP_ADD: return 3;
+    case AG_OP_ADD_BIAS:
+    case AG_OP_SCALE:
     case AG_OP_LINEAR:
     case AG_OP_LINEAR_RELU:
     case AG_OP_LAYERNORM: return 1;

@@ -13,13 +13,25 @@ void k_add_forward(Real *y, const Real *a, const Real *b, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
-/* forward: y = a + b, so dy/da = dy/db = 1: both inputs receive gy unchanged */
+/* g[i0, i1) = gy (store) or += gy; nothing when g is NULL. Branch-free inner loops, so that
+ * they run in vector lanes. */
+enum { ADD_CHUNK = 4096 };
+static void add_or_store(Real *g, const Real *gy, size_t i0, size_t i1, int store) {
+    if (!g) return;
+    if (store)
+        for (size_t i = i0; i < i1; i++) g[i] = gy[i];
+    else
+        for (size_t i = i0; i < i1; i++) g[i] += gy[i];
+}
+/* forward: y = a + b, so dy/da = dy/db = 1: both inputs receive gy unchanged. In chunks, so
+ * that each input's loop is one branch-free pass (vector lanes) over a chunk still in cache. */
 void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store) {
     int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] = sa ? gy[i] : ga[i] + gy[i];
-        if (gb) gb[i] = sb ? gy[i] : gb[i] + gy[i];
+    for (size_t c = 0; c < (n + ADD_CHUNK - 1) / ADD_CHUNK; c++) {
+        size_t i0 = c * ADD_CHUNK, i1 = n - i0 < ADD_CHUNK ? n : i0 + ADD_CHUNK;
+        add_or_store(ga, gy, i0, i1, sa);
+        add_or_store(gb, gy, i0, i1, sb);
     }
 }
 
@@ -56,8 +68,14 @@ void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, i
 }
 /* forward: y[r,c] = x[r,c] + bias[c]; x gets gy as is, bias[c] gets the sum of column c
  * (k_sum_rows: threads split the columns, each sums its columns over the rows in row order) */
-void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C) {
-    if (gx) k_accumulate(gx, gy, rows * (size_t)C);
+void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C, int store) {
+    size_t n = rows * (size_t)C;
+    if (gx && store) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] = gy[i];
+    } else if (gx) {
+        k_accumulate(gx, gy, n);
+    }
     if (gbias) k_sum_rows(gbias, gy, rows, C);
 }
 
@@ -65,10 +83,15 @@ void k_scale_forward(Real *y, const Real *x, Real s, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = s * x[i];
 }
-/* forward: y = s x, so gx = s gy */
-void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n) {
-    PAR_FOR
-    for (size_t i = 0; i < n; i++) gx[i] += s * gy[i];
+/* forward: y = s x, so gx = s gy (stored, or added) */
+void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n, int store) {
+    if (store) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] = s * gy[i];
+    } else {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] += s * gy[i];
+    }
 }
 
 void k_relu_forward(Real *y, const Real *x, size_t n) {

@@ -38,9 +38,10 @@ void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n);
 void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n);
 /* x, y (rows, C), bias (C) */
 void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, int C);
-void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C);
+/* store: write gx (=) instead of adding to it */
+void k_add_bias_backward(Real *gx, Real *gbias, const Real *gy, size_t rows, int C, int store);
 void k_scale_forward(Real *y, const Real *x, Real s, size_t n);
-void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n);
+void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n, int store);
 void k_relu_forward(Real *y, const Real *x, size_t n);
 void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
 void k_gelu_forward(Real *y, const Real *x, size_t n);
