@@ -21,44 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "translate.h"
 
 /* ---- temporary folders, files, generated tasks ---- */
-
-static void tmp_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/attograd-translate.XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-/* removes dir and what it holds (files, and folders of files) */
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat s;
-        if (stat(path, &s) == 0 && S_ISDIR(s.st_mode))
-            rm_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static char *join(char *buf, const char *dir, const char *name) {
-    snprintf(buf, 512, "%.250s/%.250s", dir, name);
-    return buf;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-}
 
 static char *read_text(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -211,9 +177,9 @@ Test(tr_vocab, pair_saves_and_loads) {
 
 Test(tr_data, reads_pairs) {
     char dir[64], path[512];
-    tmp_dir(dir, sizeof dir);
-    join(path, dir, "d.tsv");
-    write_text(path, "a b c\tx y\r\nb\tz x y w\n");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(path, dir, "d.tsv");
+    ts_write_text(path, "a b c\tx y\r\nb\tz x y w\n");
     TrVocab s, t;
     tr_vocab_init(&s);
     tr_vocab_init(&t);
@@ -233,7 +199,7 @@ Test(tr_data, reads_pairs) {
     cr_assert_eq(d.pairs[1].tgt[3], tr_vocab_find(&t, "w", 1));
     tr_data_free(&d);
     /* a fixed vocabulary: unknown words become UNK and are counted */
-    write_text(path, "a q\tx r s\n");
+    ts_write_text(path, "a q\tx r s\n");
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 0, 0), AG_OK);
     cr_assert_eq(d.pairs[0].src[1], TR_UNK);
     cr_assert_eq(d.n_unk_src, 1);
@@ -242,7 +208,7 @@ Test(tr_data, reads_pairs) {
     tr_data_free(&d);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_data, malformed_lines_name_the_line) {
@@ -263,10 +229,10 @@ Test(tr_data, malformed_lines_name_the_line) {
         {"", ": no sentence pairs", AG_ERR_FORMAT},
     };
     char dir[64], path[512];
-    tmp_dir(dir, sizeof dir);
-    join(path, dir, "bad.tsv");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(path, dir, "bad.tsv");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_text(path, cases[i].text);
+        ts_write_text(path, cases[i].text);
         TrVocab s, t;
         tr_vocab_init(&s);
         tr_vocab_init(&t);
@@ -283,20 +249,20 @@ Test(tr_data, malformed_lines_name_the_line) {
     tr_vocab_init(&s);
     tr_vocab_init(&t);
     TrData d;
-    join(path, dir, "missing.tsv");
+    ts_join(path, dir, "missing.tsv");
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_ERR_IO);
     cr_assert(strstr(ag_last_error(), "missing.tsv: cannot open: No such file") != NULL, "%s",
               ag_last_error());
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_batch, pads_and_places_bos_eos) {
     char dir[64], path[512];
-    tmp_dir(dir, sizeof dir);
-    join(path, dir, "d.tsv");
-    write_text(path, "a b c\tx y\nb\tz x y w\na b c d\tx\n");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(path, dir, "d.tsv");
+    ts_write_text(path, "a b c\tx y\nb\tz x y w\na b c d\tx\n");
     TrVocab s, t;
     tr_vocab_init(&s);
     tr_vocab_init(&t);
@@ -348,13 +314,13 @@ Test(tr_batch, pads_and_places_bos_eos) {
     tr_data_free(&d);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
     char dir[64], path[512];
-    tmp_dir(dir, sizeof dir);
-    join(path, dir, "d.tsv");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(path, dir, "d.tsv");
     write_task(path, 203, 0, 5, 1, 12, 8);
     TrVocab s, t;
     tr_vocab_init(&s);
@@ -410,7 +376,7 @@ Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
     tr_data_free(&d);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- metrics ---- */
@@ -497,17 +463,17 @@ static double alignment(Translator *tr, const TrData *d, int n, int reverse) {
  * on a test set, the alignment of its cross-attention, and that beam search agrees. */
 static void learn_task(int reverse) {
     char dir[64], train[512], valid[512], test[512], out[512], ckpt[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "translate");
     /* DEBUG builds (ASan) run about 5 times slower: a shorter, easier version of the task */
 #ifdef AG_DEBUG
     int max_len = 5, alphabet = 6, steps = reverse ? 350 : 250, width = 16;
 #else
     int max_len = 8, alphabet = 8, steps = reverse ? 600 : 300, width = 32;
 #endif
-    write_task(join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
-    write_task(join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
-    write_task(join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
-    TrTrainConfig c = tiny_config(join(out, dir, "run"), train, valid);
+    write_task(ts_join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
+    write_task(ts_join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
+    write_task(ts_join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
+    TrTrainConfig c = tiny_config(ts_join(out, dir, "run"), train, valid);
     c.model.layer.d_model = width;
     c.model.layer.d_ff = 2 * width;
     c.model.layer.dropout = 0;
@@ -522,7 +488,7 @@ static void learn_task(int reverse) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     Translator tr;
-    cr_assert_eq(tr_load(&tr, join(ckpt, out, "best.npz")), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(tr_load(&tr, ts_join(ckpt, out, "best.npz")), AG_OK, "%s", ag_last_error());
     TrData d;
     cr_assert_eq(tr_data_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TrScore s;
@@ -550,7 +516,7 @@ static void learn_task(int reverse) {
     }
     tr_data_free(&d);
     tr_free(&tr);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_train, learns_copy_with_diagonal_cross_attention) { learn_task(0); }
@@ -576,18 +542,18 @@ static char *csv_values(const char *path) {
 
 Test(tr_train, resume_is_bit_exact) {
     char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
-    write_task(join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
+    write_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
     /* with dropout, 13 batches an epoch: the 24 steps cross an epoch boundary */
-    TrTrainConfig c = tiny_config(join(a, dir, "straight"), train, valid);
+    TrTrainConfig c = tiny_config(ts_join(a, dir, "straight"), train, valid);
     c.model.layer.dropout = 0.2;
     c.steps = 24;
     c.log_every = 3;
     c.valid_every = 6;
     c.optim.schedule.total = 24;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK);
-    c.out_dir = join(b, dir, "halves");
+    c.out_dir = ts_join(b, dir, "halves");
     c.steps = 12;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK);
     c.steps = 24;
@@ -598,12 +564,13 @@ Test(tr_train, resume_is_bit_exact) {
     const char *files[] = {"last.npz", "best.npz"};
     for (int i = 0; i < 2; i++) {
         size_t n1, n2;
-        char *x = read_text(join(p1, a, files[i]), &n1), *y = read_text(join(p2, b, files[i]), &n2);
+        char *x = read_text(ts_join(p1, a, files[i]), &n1),
+             *y = read_text(ts_join(p2, b, files[i]), &n2);
         cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
         free(x);
         free(y);
     }
-    char *x = csv_values(join(p1, a, "log.csv")), *y = csv_values(join(p2, b, "log.csv"));
+    char *x = csv_values(ts_join(p1, a, "log.csv")), *y = csv_values(ts_join(p2, b, "log.csv"));
     cr_assert_str_eq(x, y, "the CSV logs differ");
     /* the header, 8 rows (every 3 steps), 4 of them without validation (3, 9, 15, 21) */
     int rows = 0, no_valid = 0;
@@ -615,7 +582,7 @@ Test(tr_train, resume_is_bit_exact) {
     cr_assert(strncmp(x, head, strlen(head)) == 0, "%s", x);
     free(x);
     free(y);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* Both embeddings start at gain times nn_seq2seq_init's N(0, 1/d_model): with the same seed
@@ -623,18 +590,19 @@ Test(tr_train, resume_is_bit_exact) {
  * embeddings (a power of two: no rounding) and every other parameter equal. */
 Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
     char dir[64], train[512], out[2][512], ckpt[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 40, 0, 31, 2, 7, 6);
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 0, 31, 2, 7, 6);
     const double gains[2] = {1.0, 0.25};
     Translator tr[2];
     for (int i = 0; i < 2; i++) {
-        TrTrainConfig c = tiny_config(join(out[i], dir, i ? "quarter" : "one"), train, NULL);
+        TrTrainConfig c = tiny_config(ts_join(out[i], dir, i ? "quarter" : "one"), train, NULL);
         c.optim.lr = 0;
         c.optim.schedule = (OptimSchedule){OPTIM_CONSTANT, 0, 0, 0};
         c.steps = 2;
         c.embed_gain = gains[i];
         cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
-        cr_assert_eq(tr_load(&tr[i], join(ckpt, out[i], "last.npz")), AG_OK, "%s", ag_last_error());
+        cr_assert_eq(tr_load(&tr[i], ts_join(ckpt, out[i], "last.npz")), AG_OK, "%s",
+                     ag_last_error());
     }
     const ParamList *p0 = &tr[0].model.params, *p1 = &tr[1].model.params;
     cr_assert_eq(p0->n, p1->n);
@@ -656,7 +624,7 @@ Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
     cr_assert_eq(n_embed, 2, "src_embed and tgt_embed");
     tr_free(&tr[0]);
     tr_free(&tr[1]);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- the program: signals, NaN, command-line errors ---- */
@@ -677,10 +645,10 @@ static const char *binary(void) {
  * goes to files in dir. Returns the pid. */
 static pid_t start(const char *dir, const char *const *args, const char *in) {
     char outp[512], errp[512], inp[512];
-    join(outp, dir, "stdout.txt");
-    join(errp, dir, "stderr.txt");
-    join(inp, dir, "stdin.txt");
-    write_text(inp, in ? in : "");
+    ts_join(outp, dir, "stdout.txt");
+    ts_join(errp, dir, "stderr.txt");
+    ts_join(inp, dir, "stdin.txt");
+    ts_write_text(inp, in ? in : "");
     const char *argv[64];
     int n = 0;
     argv[n++] = binary();
@@ -707,8 +675,8 @@ static Run finish(const char *dir, pid_t pid) {
     Run r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     char p[512];
-    r.out = read_text(join(p, dir, "stdout.txt"), NULL);
-    r.err = read_text(join(p, dir, "stderr.txt"), NULL);
+    r.out = read_text(ts_join(p, dir, "stdout.txt"), NULL);
+    r.err = read_text(ts_join(p, dir, "stderr.txt"), NULL);
     return r;
 }
 
@@ -741,10 +709,10 @@ static int64_t ckpt_step(const char *path) {
 
 static void interrupt_with(int sig, int want_code, const char *name) {
     char dir[64], train[512], out[512], csv[512], last[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 64, 0, 31, 2, 6, 6);
-    join(out, dir, "run");
-    join(csv, out, "log.csv");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(train, dir, "train.tsv"), 64, 0, 31, 2, 6, 6);
+    ts_join(out, dir, "run");
+    ts_join(csv, out, "log.csv");
     const char *args[] = {"train",   "--train", train,         "--no-valid", "--out",    out,
                           "--steps", "1000000", "--log-every", "1",          TINY_FLAGS, NULL};
     pid_t pid = start(dir, args, NULL);
@@ -770,7 +738,7 @@ static void interrupt_with(int sig, int want_code, const char *name) {
     long long step = atoll(m + strlen(expect));
     cr_assert(step >= 3, "%s", r.err);
     cr_assert(strstr(r.err, "continue with --resume") != NULL, "%s", r.err);
-    cr_assert_eq(ckpt_step(join(last, out, "last.npz")), step, "the checkpoint is of step %lld",
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), step, "the checkpoint is of step %lld",
                  step);
     run_free(&r);
     /* and it continues from there */
@@ -788,7 +756,7 @@ static void interrupt_with(int sig, int want_code, const char *name) {
     cr_assert(strstr(text, last_row) != NULL, "%s", text);
     free(text);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_cli, sigint_saves_a_checkpoint_and_exits_130) { interrupt_with(SIGINT, 130, "SIGINT"); }
@@ -796,9 +764,9 @@ Test(tr_cli, sigterm_saves_a_checkpoint_and_exits_143) { interrupt_with(SIGTERM,
 
 Test(tr_cli, non_finite_loss_stops_naming_the_step) {
     char dir[64], train[512], out[512], last[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
-    join(out, dir, "run");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
+    ts_join(out, dir, "run");
     const char *args[] = {"train",    "--train", train,          "--no-valid", "--out",        out,
                           "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7",
                           TINY_FLAGS, NULL};
@@ -810,7 +778,7 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
              "last good checkpoint is %s/last.npz (step 5)",
              out);
     cr_assert(strstr(r.err, expect) != NULL, "%s", r.err);
-    cr_assert_eq(ckpt_step(join(last, out, "last.npz")), 5);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 5);
     run_free(&r);
     /* a learning rate far too large: the run stops at a named step, the checkpoint stays good */
     const char *wild[] = {"train",  "--train", train,      "--no-valid", "--out",
@@ -824,19 +792,19 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
     long long bad_step = atoll(m + strlen("error: step "));
     cr_assert_eq(ckpt_step(last), bad_step - 1);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_cli, bad_usage_exits_2_with_a_message) {
     char dir[64], train[512], bad[512], out[512], missing[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 20, 0, 51, 2, 6, 6);
-    join(bad, dir, "bad.tsv");
-    write_text(bad, "a b\tb a\nc d\td c\ne f g\n");
-    join(out, dir, "run");
-    join(missing, dir, "nope.tsv");
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(train, dir, "train.tsv"), 20, 0, 51, 2, 6, 6);
+    ts_join(bad, dir, "bad.tsv");
+    ts_write_text(bad, "a b\tb a\nc d\td c\ne f g\n");
+    ts_join(out, dir, "run");
+    ts_join(missing, dir, "nope.tsv");
     char ckpt[512];
-    join(ckpt, out, "last.npz");
+    ts_join(ckpt, out, "last.npz");
     static const char *const none[] = {NULL};
     const struct {
         const char *const *args;
@@ -913,18 +881,18 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
     run_free(&r);
     /* a damaged checkpoint */
     char broken[512];
-    write_text(join(broken, dir, "broken.npz"), "PK\003\004 not really");
+    ts_write_text(ts_join(broken, dir, "broken.npz"), "PK\003\004 not really");
     const char *tb[] = {"translate", "--ckpt", broken, "a", NULL};
     r = run(dir, tb, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "broken.npz") != NULL, "%s", r.err);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_cli, help_eval_and_translate) {
     char dir[64], train[512], out[512], ckpt[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "translate");
     const char *help[] = {"--help", NULL};
     Run r = run(dir, help, NULL);
     cr_assert_eq(r.code, 0);
@@ -940,17 +908,17 @@ Test(tr_cli, help_eval_and_translate) {
         cr_assert(strstr(r.out, "usage: attograd-translate ") && strstr(r.out, "--"), "%s", r.out);
         run_free(&r);
     }
-    write_task(join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
-    join(out, dir, "run");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
+    ts_join(out, dir, "run");
     const char *make[] = {"train", "--train", train, "--no-valid", "--out",
                           out,     "--steps", "4",   TINY_FLAGS,   NULL};
     r = run(dir, make, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
     run_free(&r);
-    join(ckpt, out, "last.npz");
+    ts_join(ckpt, out, "last.npz");
     /* eval prints the three metrics */
     char hyps[512];
-    join(hyps, dir, "hyps.tsv");
+    ts_join(hyps, dir, "hyps.tsv");
     const char *ev[] = {"eval", "--ckpt", ckpt, "--hyps", hyps, train, NULL};
     r = run(dir, ev, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
@@ -984,5 +952,5 @@ Test(tr_cli, help_eval_and_translate) {
     cr_assert_eq(lines, 4, "one line per input line: %s", r.out);
     cr_assert(strstr(r.err, "unknown word 'qqq'") != NULL, "%s", r.err);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }

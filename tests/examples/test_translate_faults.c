@@ -31,36 +31,10 @@
 #include <unistd.h>
 
 #include "io/npz_internal.h"
+#include "files.h"
 #include "translate.h"
 
 /* ---- files and folders ---- */
-
-static void tmp_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/attograd-faults.XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat s;
-        if (lstat(path, &s) == 0 && S_ISDIR(s.st_mode))
-            rm_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static char *join(char *buf, const char *dir, const char *name) {
-    snprintf(buf, 512, "%.250s/%.250s", dir, name);
-    return buf;
-}
 
 /* the whole file (malloc, NUL-terminated), or NULL if it cannot be read */
 static char *slurp(const char *path, size_t *len) {
@@ -76,13 +50,6 @@ static char *slurp(const char *path, size_t *len) {
     b[n] = '\0';
     if (len) *len = n;
     return b;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
 }
 
 /* n pairs of random copy sequences of 2..6 symbols from 6 letters */
@@ -120,8 +87,8 @@ static const char *binary(void) {
  * files in dir (never in the output folder, which may be read-only or full). */
 static pid_t start(const char *dir, const char *const *args) {
     char outp[512], errp[512];
-    join(outp, dir, "stdout.txt");
-    join(errp, dir, "stderr.txt");
+    ts_join(outp, dir, "stdout.txt");
+    ts_join(errp, dir, "stderr.txt");
     const char *argv[64];
     int n = 0;
     argv[n++] = binary();
@@ -149,8 +116,8 @@ static Run finish(const char *dir, pid_t pid) {
     Run r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     char p[512];
-    r.out = slurp(join(p, dir, "stdout.txt"), NULL);
-    r.err = slurp(join(p, dir, "stderr.txt"), NULL);
+    r.out = slurp(ts_join(p, dir, "stdout.txt"), NULL);
+    r.err = slurp(ts_join(p, dir, "stderr.txt"), NULL);
     cr_assert(r.out && r.err);
     return r;
 }
@@ -215,7 +182,7 @@ typedef struct {
 static void keep(Kept *k, int n, const char *out) {
     char p[512];
     for (int i = 0; i < n; i++) {
-        k[i].bytes = slurp(join(p, out, k[i].name), &k[i].len);
+        k[i].bytes = slurp(ts_join(p, out, k[i].name), &k[i].len);
         cr_assert(k[i].bytes != NULL, "%s: %s", p, strerror(errno));
     }
 }
@@ -224,7 +191,7 @@ static void expect_kept(Kept *k, int n, const char *out, const char *what) {
     char p[512];
     for (int i = 0; i < n; i++) {
         size_t len;
-        char *now = slurp(join(p, out, k[i].name), &len);
+        char *now = slurp(ts_join(p, out, k[i].name), &len);
         cr_assert(now != NULL, "%s: %s is gone", what, p);
         cr_assert(len == k[i].len && memcmp(now, k[i].bytes, len) == 0, "%s: %s changed", what, p);
         free(now);
@@ -280,10 +247,10 @@ static void resume_fails(const char *dir, const char *train, const char *out, co
 
 Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
     char dir[64], train[512], out[512], last[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 64, 41);
-    join(out, dir, "run");
-    join(last, out, "last.npz");
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 64, 41);
+    ts_join(out, dir, "run");
+    ts_join(last, out, "last.npz");
     for (int check = 0; check < 2; check++) {
         const char *args[] = {"train",
                               "--train",
@@ -352,7 +319,7 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
               "%s", r.err);
     cr_assert_eq(ckpt_step(last), 5);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- failed writes ---- */
@@ -381,17 +348,17 @@ static int make_read_only(const char *path, char *why, size_t n) {
 
 Test(tr_faults, a_read_only_folder_fails_naming_the_path_and_keeps_checkpoints_and_log) {
     char dir[64], train[512], out[512], csv[512], why[256];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 40, 42);
-    join(out, dir, "run");
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 42);
+    ts_join(out, dir, "run");
     first_run(dir, train, out);
     Kept k[] = {{"last.npz", 0, 0}, {"best.npz", 0, 0}, {"log.csv", 0, 0}};
     keep(k, 3, out);
     if (make_read_only(out, why, sizeof why) != 0) {
-        rm_tree(dir);
+        ts_rm_tree(dir);
         cr_skip_test("read-only folder: SKIPPED: %s", why);
     }
-    join(csv, out, "log.csv");
+    ts_join(csv, out, "log.csv");
     char p[512];
     if (geteuid() == 0) {
         /* the first write of a resumed run is the log (opened to append) */
@@ -408,19 +375,19 @@ Test(tr_faults, a_read_only_folder_fails_naming_the_path_and_keeps_checkpoints_a
         free(k[2].bytes);
         cr_assert_geq(log_rows(csv, NULL), 5);
     }
-    cr_assert_eq(ckpt_step(join(p, out, "last.npz")), 10);
-    cr_assert_eq(ckpt_step(join(p, out, "best.npz")), 10);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 10);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "best.npz")), 10);
     if (geteuid() == 0)
         umount2(out, MNT_DETACH);
     else
         chmod(out, 0755);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* Fills the file system of dir: a file grows until a write fails (ENOSPC). */
 static void fill_up(const char *dir) {
     char p[512];
-    int fd = open(join(p, dir, "filler"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(ts_join(p, dir, "filler"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     cr_assert(fd >= 0, "%s: %s", p, strerror(errno));
     static char zeros[4096];
     while (write(fd, zeros, sizeof zeros) > 0) continue;
@@ -431,15 +398,15 @@ static void fill_up(const char *dir) {
 
 Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log) {
     char dir[64], train[512], out[512], p[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 40, 43);
-    join(out, dir, "run");
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 43);
+    ts_join(out, dir, "run");
     cr_assert_eq(mkdir(out, 0755), 0);
     if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0 ||
         mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", out, "tmpfs", 0, "size=2m") != 0) {
         int root = geteuid() == 0;
-        rm_tree(dir);
+        ts_rm_tree(dir);
         cr_skip_test("full disk: SKIPPED: %s (the injected ENOSPC test covers the logic)",
                      root ? "no private mount namespace for a small tmpfs here"
                           : "needs root to mount a small tmpfs");
@@ -479,38 +446,38 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
               "%s", r.err);
     run_free(&r);
     expect_kept(k, 2, out, "full disk");
-    cr_assert_eq(ckpt_step(join(p, out, "last.npz")), 10);
-    cr_assert_eq(ckpt_step(join(p, out, "best.npz")), 10);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 10);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "best.npz")), 10);
     int64_t last_row;
-    int rows = log_rows_p(join(p, out, "log.csv"), &last_row, 1);
+    int rows = log_rows_p(ts_join(p, out, "log.csv"), &last_row, 1);
     cr_assert(rows >= 5, "the log lost rows: %d", rows);
-    char *text = slurp(join(p, out, "log.csv"), NULL);
+    char *text = slurp(ts_join(p, out, "log.csv"), NULL);
     cr_assert(strncmp(text, k[2].bytes, k[2].len) == 0, "the log's first rows changed");
     free(text);
     free(k[2].bytes);
     /* space again: the run resumes and completes, the log continues after step 10 */
-    unlink(join(p, out, "filler"));
+    unlink(ts_join(p, out, "filler"));
     r = run(dir, args);
     cr_assert_eq(r.code, 0, "after freeing space: exit %d: %s", r.code, r.err);
     run_free(&r);
-    cr_assert_eq(ckpt_step(join(p, out, "last.npz")), 20);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 20);
     /* 2..10 every 2 (the first run), then 15 and 20 (validations; --log-every is 50 here) */
-    cr_assert_eq(log_rows(join(p, out, "log.csv"), &last_row), 7);
+    cr_assert_eq(log_rows(ts_join(p, out, "log.csv"), &last_row), 7);
     cr_assert_eq(last_row, 20);
     umount2(out, MNT_DETACH);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* The same without root: the checkpoint's write fails with an injected ENOSPC (in this
  * process, through tr_train), after 100 bytes of the temporary file. */
 Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     char dir[64], train[512], out[512], p[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 40, 44);
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 44);
     TrTrainConfig c = tr_train_defaults();
     c.train_path = train;
     c.valid_path = NULL;
-    c.out_dir = join(out, dir, "run");
+    c.out_dir = ts_join(out, dir, "run");
     c.model.layer.d_model = 16;
     c.model.layer.n_heads = c.model.layer.n_kv_heads = 2;
     c.model.layer.d_ff = 32;
@@ -532,7 +499,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     cr_assert_eq(tr_train(&c), TR_EXIT_FAIL);
     npz_test_set_fault(NPZ_FAULT_NONE, 0, 0);
     const char *msg = ag_last_error();
-    join(p, out, "last.npz");
+    ts_join(p, out, "last.npz");
     cr_assert(strncmp(msg, p, strlen(p)) == 0, "%s", msg);
     cr_assert(strstr(msg, strerror(ENOSPC)), "%s", msg);
     expect_kept(k, 1, out, "injected ENOSPC");
@@ -545,38 +512,38 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     cr_assert_eq(ckpt_step(p), 20);
     int64_t last_row;
-    cr_assert_eq(log_rows(join(p, out, "log.csv"), &last_row), 10);
+    cr_assert_eq(log_rows(ts_join(p, out, "log.csv"), &last_row), 10);
     cr_assert_eq(last_row, 20);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     char dir[64], train[512], out[512], best[512], p[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 40, 45);
-    join(out, dir, "run");
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 40, 45);
+    ts_join(out, dir, "run");
     first_run(dir, train, out);
     /* best.npz is now a folder (with a file in it): the next best save cannot replace it */
-    join(best, out, "best.npz");
+    ts_join(best, out, "best.npz");
     cr_assert_eq(unlink(best), 0);
     cr_assert_eq(mkdir(best, 0755), 0);
-    write_text(join(p, best, "keep.txt"), "not a checkpoint\n");
+    ts_write_text(ts_join(p, best, "keep.txt"), "not a checkpoint\n");
     Kept k[] = {{"last.npz", 0, 0}};
     keep(k, 1, out);
     /* the resumed run validates at step 15: a best model, whose save fails */
     resume_fails(dir, train, out, best, strerror(EISDIR), 1);
     expect_kept(k, 1, out, "best.npz is a folder");
-    cr_assert_eq(ckpt_step(join(p, out, "last.npz")), 10);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 10);
     int64_t last_row;
-    log_rows(join(p, out, "log.csv"), &last_row);
+    log_rows(ts_join(p, out, "log.csv"), &last_row);
     cr_assert(last_row >= 10 && last_row <= 15, "last row %lld", (long long)last_row);
-    char *text = slurp(join(p, best, "keep.txt"), NULL);
+    char *text = slurp(ts_join(p, best, "keep.txt"), NULL);
     cr_assert_str_eq(text, "not a checkpoint\n");
     free(text);
     /* an output folder under a regular file: usage error (2) naming the folder */
     char file[512], under[512];
-    write_text(join(file, dir, "a-file"), "x\n");
-    join(under, file, "run");
+    ts_write_text(ts_join(file, dir, "a-file"), "x\n");
+    ts_join(under, file, "run");
     const char *args[] = {"train", "--train", train, "--no-valid", "--out",
                           under,   "--steps", "5",   TINY_FLAGS,   NULL};
     Run r = run(dir, args);
@@ -586,7 +553,7 @@ Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
              strerror(ENOTDIR));
     cr_assert(strstr(r.err, want), "%s", r.err);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- kill -9, then --resume ---- */
@@ -616,15 +583,15 @@ static char *csv_values(const char *path) {
 
 Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_and_log) {
     char dir[64], train[512], straight[512], out[512], p1[512], p2[512];
-    tmp_dir(dir, sizeof dir);
-    write_task(join(train, dir, "train.tsv"), 64, 46);
+    ts_tmp_dir(dir, sizeof dir, "faults");
+    write_task(ts_join(train, dir, "train.tsv"), 64, 46);
     /* dropout on: the RNG state must be restored too; saves every 7 steps, validation every
      * 10 (a kill may land in a save, a validation or a log row) */
 #define KILL_FLAGS(o)                                                                              \
     "train", "--train", train, "--valid", train, "--out", o, "--steps", "60", "--dropout", "0.2",  \
         "--valid-every", "10", "--save-every", "7", "--log-every", "1", "--valid-max", "8",        \
         TINY_FLAGS
-    const char *a[] = {KILL_FLAGS(join(straight, dir, "straight")), NULL};
+    const char *a[] = {KILL_FLAGS(ts_join(straight, dir, "straight")), NULL};
     double t0 = now_s();
     Run r = run(dir, a);
     double t_run = now_s() - t0;
@@ -636,7 +603,7 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
     for (int round = 0; round < 3; round++) {
         char name[32];
         snprintf(name, sizeof name, "killed%d", round);
-        join(out, dir, name);
+        ts_join(out, dir, name);
         const char *b[] = {KILL_FLAGS(out), NULL};
         pid_t pid = start(dir, b);
         double delay = t_run * (0.1 + 0.8 * rng_uniform(&rng));
@@ -649,7 +616,7 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         /* resume (or start again if the kill came before the first save) */
         char last[512];
         struct stat st;
-        int have = stat(join(last, out, "last.npz"), &st) == 0;
+        int have = stat(ts_join(last, out, "last.npz"), &st) == 0;
         const char *resume[] = {KILL_FLAGS(out), have ? "--resume" : "--force", NULL};
         r = run(dir, resume);
         cr_assert_eq(r.code, 0, "round %d: resume after kill -9 at %.3f s: %s", round, delay,
@@ -658,16 +625,16 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         const char *files[] = {"last.npz", "best.npz"};
         for (int i = 0; i < 2; i++) {
             size_t n1, n2;
-            char *x = slurp(join(p1, straight, files[i]), &n1),
-                 *y = slurp(join(p2, out, files[i]), &n2);
+            char *x = slurp(ts_join(p1, straight, files[i]), &n1),
+                 *y = slurp(ts_join(p2, out, files[i]), &n2);
             cr_assert(x && y && n1 == n2 && memcmp(x, y, n1) == 0,
                       "round %d (kill at %.3f s of %.3f): %s differs from the uninterrupted run",
                       round, delay, t_run, files[i]);
             free(x);
             free(y);
         }
-        char *x = csv_values(join(p1, straight, "log.csv")),
-             *y = csv_values(join(p2, out, "log.csv"));
+        char *x = csv_values(ts_join(p1, straight, "log.csv")),
+             *y = csv_values(ts_join(p2, out, "log.csv"));
         cr_assert_str_eq(x, y, "round %d: the logs differ", round);
         free(x);
         free(y);
@@ -678,5 +645,5 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         closedir(d);
     }
     cr_assert_gt(killed, 0, "every run finished before its kill: the test proved nothing");
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }

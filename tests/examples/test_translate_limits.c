@@ -15,12 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "translate.h"
-
-static void tmp_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/attograd-limits.XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
 
 static void rm_dir(const char *dir) {
     char cmd[600];
@@ -61,7 +57,7 @@ static int data_reads(const char *path, TrVocab *s, TrVocab *t) {
 
 Test(tr_limits, read_line_stops_at_its_limit_and_skips_the_rest) {
     char dir[64], path[128];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/lines", dir);
     static const char text[] = "abc\n\n12345678\n123456789\n"
                                "a line of many more than eight bytes\nx\0y\ntail";
@@ -103,7 +99,7 @@ static void write_long_line(const char *path, size_t bytes) {
 
 Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
     char dir[64], path[128];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/long.tsv", dir);
     /* a megabyte */
     write_long_line(path, 1 << 20);
@@ -143,7 +139,7 @@ Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
 
 Test(tr_limits, a_word_over_the_limit_is_refused) {
     char dir[64], path[128], text[2048];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/w.tsv", dir);
     memset(text, 0, sizeof text);
     strcpy(text, "a b\tc ");
@@ -163,7 +159,7 @@ Test(tr_limits, a_word_over_the_limit_is_refused) {
 
 Test(tr_limits, training_data_cannot_grow_a_vocabulary_past_the_limit) {
     char dir[64], path[128];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/many.tsv", dir);
     /* 25 lines of 20000 new source words: 500000 words, the limit holds 499996 beside the
      * specials, so the 499997th, on line 25, is refused */
@@ -255,7 +251,7 @@ Test(tr_limits, a_word_count_is_digits_up_to_the_newline) {
  * reserves what its sentence needs. */
 Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     char dir[64], path[128];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/long.npz", dir);
     TrVocab s, t;
     tr_vocab_init(&s);
@@ -293,7 +289,7 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
 /* tr_check_args: the exit code tr_main would give for the flags, and nothing runs */
 Test(tr_limits, check_args_parses_and_runs_nothing) {
     char dir[64], out[128];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(out, sizeof out, "%s/run", dir);
     struct {
         const char *args[8];

@@ -18,43 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "translate.h"
 
 /* ---- helpers ---- */
-
-static void tmp_dir(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/attograd-viz.XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-}
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat s;
-        if (stat(path, &s) == 0 && S_ISDIR(s.st_mode))
-            rm_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static char *join(char *buf, const char *dir, const char *name) {
-    snprintf(buf, 512, "%.250s/%.250s", dir, name);
-    return buf;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-}
 
 static char *read_text(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -111,12 +78,12 @@ static void write_copy_task(const char *path, int n, uint64_t seed, int min_len,
  * how well it learns. */
 static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
     char train[512], valid[512], out[512];
-    write_copy_task(join(train, dir, "train.tsv"), 1500, 21, 3, 6, 6);
-    write_copy_task(join(valid, dir, "valid.tsv"), 60, 22, 3, 6, 6);
+    write_copy_task(ts_join(train, dir, "train.tsv"), 1500, 21, 3, 6, 6);
+    write_copy_task(ts_join(valid, dir, "valid.tsv"), 60, 22, 3, 6, 6);
     TrTrainConfig c = tr_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
-    c.out_dir = join(out, dir, "run");
+    c.out_dir = ts_join(out, dir, "run");
     c.model.layer.d_model = 32;
     c.model.layer.n_heads = c.model.layer.n_kv_heads = 2;
     c.model.layer.d_ff = 64;
@@ -133,7 +100,7 @@ static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
     c.force = 1;
     c.threads = 1;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
-    join(ckpt, out, "best.npz");
+    ts_join(ckpt, out, "best.npz");
 }
 
 /* ---- attention ---- */
@@ -166,7 +133,7 @@ static const NpzEntry *entry(const NpzFile *f, const char *name, int64_t d1, int
 
 Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     char dir[64], ckpt[512], npz[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "viz");
     train_copy(dir, 40, 0, ckpt);
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
@@ -179,7 +146,7 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     cr_assert_eq(a.n_unk, 1);
     cr_assert_str_eq(a.source, "a b c <unk> d");
     cr_assert_str_eq(a.translation, "a b");
-    cr_assert_eq(tr_attention_save_npz(&a, join(npz, dir, "attention.npz")), AG_OK, "%s",
+    cr_assert_eq(tr_attention_save_npz(&a, ts_join(npz, dir, "attention.npz")), AG_OK, "%s",
                  ag_last_error());
     NpzFile *f;
     cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
@@ -223,14 +190,14 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     tr_attention_free(&e);
     tr_attention_free(&a);
     tr_free(&tr);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- head importance ---- */
 
 Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     char dir[64], ckpt[512], valid[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "viz");
 #ifdef AG_DEBUG
     int steps = 250; /* ASan runs about 5 times slower */
 #else
@@ -240,7 +207,7 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
     TrData d;
-    cr_assert_eq(tr_data_read(join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
+    cr_assert_eq(tr_data_read(ts_join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TrHeadImportance h;
     cr_assert_eq(tr_head_importance(&tr, &d, 0, 16, &h, NULL), AG_OK, "%s", ag_last_error());
     cr_assert_eq(h.n_blocks, 3);
@@ -307,7 +274,7 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     tr_heads_free(&h);
     tr_data_free(&d);
     tr_free(&tr);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- plots ---- */
@@ -322,44 +289,44 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
     if (!tr_gnuplot_available())
         cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
     char dir[64], path[512], png[512], gp[512];
-    tmp_dir(dir, sizeof dir);
-    write_text(join(path, dir, "log.csv"), csv);
-    cr_assert_eq(tr_plot_loss(path, join(png, dir, "loss.png")), TR_PLOT_DRAWN, "%s",
+    ts_tmp_dir(dir, sizeof dir, "viz");
+    ts_write_text(ts_join(path, dir, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(path, ts_join(png, dir, "loss.png")), TR_PLOT_DRAWN, "%s",
                  ag_last_error());
     cr_assert(is_png(png, 2000), "%s is not a PNG", png);
-    char *script = read_text(join(gp, dir, "loss.gp"));
+    char *script = read_text(ts_join(gp, dir, "loss.gp"));
     cr_assert(strstr(script, "pngcairo") && strstr(script, "valid exact match"));
     free(script);
     /* a quote in a path (gnuplot strings are quoted) */
     char quoted[512], qcsv[512], qpng[512];
-    cr_assert_eq(mkdir(join(quoted, dir, "it's"), 0777), 0);
-    write_text(join(qcsv, quoted, "log.csv"), csv);
-    cr_assert_eq(tr_plot_loss(qcsv, join(qpng, quoted, "loss.png")), TR_PLOT_DRAWN, "%s",
+    cr_assert_eq(mkdir(ts_join(quoted, dir, "it's"), 0777), 0);
+    ts_write_text(ts_join(qcsv, quoted, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(qcsv, ts_join(qpng, quoted, "loss.png")), TR_PLOT_DRAWN, "%s",
                  ag_last_error());
     cr_assert(is_png(qpng, 2000));
     /* the header names the columns: an appended column changes nothing, a missing one fails */
-    write_text(path, "step,train_loss\n");
+    ts_write_text(path, "step,train_loss\n");
     cr_assert_eq(tr_plot_loss(path, png), TR_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no rows"), "%s", ag_last_error());
-    write_text(path, "when,what\n1,2\n");
+    ts_write_text(path, "when,what\n1,2\n");
     cr_assert_eq(tr_plot_loss(path, png), TR_PLOT_FAILED);
     cr_assert(strstr(ag_last_error(), "train_loss"), "%s", ag_last_error());
     /* a script gnuplot rejects: failed, with gnuplot's complaint, and no PNG left behind */
     cr_assert_eq(tr_plot_script("set terminal pngcairo\nset output outfile\nplot nonsense(\n",
-                                join(png, dir, "bad.png")),
+                                ts_join(png, dir, "bad.png")),
                  TR_PLOT_FAILED);
     cr_assert(strstr(ag_last_error(), "plot failed"), "%s", ag_last_error());
     cr_assert(!exists(png));
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
     cr_assert_eq(tr_gnuplot_available(), 0);
     char dir[64], path[512], png[512];
-    tmp_dir(dir, sizeof dir);
-    write_text(join(path, dir, "log.csv"), csv);
-    cr_assert_eq(tr_plot_loss(path, join(png, dir, "loss.png")), TR_PLOT_SKIPPED);
+    ts_tmp_dir(dir, sizeof dir, "viz");
+    ts_write_text(ts_join(path, dir, "log.csv"), csv);
+    cr_assert_eq(tr_plot_loss(path, ts_join(png, dir, "loss.png")), TR_PLOT_SKIPPED);
     const char *msg = ag_last_error();
     cr_assert(strstr(msg, "plot skipped") && strstr(msg, "gnuplot not found") &&
                   strstr(msg, "AG_GNUPLOT=/nonexistent/gnuplot") && strstr(msg, "gnuplot-nox"),
@@ -380,9 +347,9 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     h.loss_up = v;
     h.grad_score = s;
     h.grad_raw = s;
-    cr_assert_eq(tr_plot_heads(&h, join(png, dir, "heads.png"), NULL), TR_PLOT_SKIPPED);
+    cr_assert_eq(tr_plot_heads(&h, ts_join(png, dir, "heads.png"), NULL), TR_PLOT_SKIPPED);
     cr_assert(!exists(png));
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- the program ---- */
@@ -397,8 +364,8 @@ static Run run(const char *dir, const char *const *args) {
     const char *bin = getenv("AG_TRANSLATE_BIN");
     cr_assert(bin && access(bin, X_OK) == 0, "AG_TRANSLATE_BIN is not set: run make test");
     char outp[512], errp[512];
-    join(outp, dir, "stdout.txt");
-    join(errp, dir, "stderr.txt");
+    ts_join(outp, dir, "stdout.txt");
+    ts_join(errp, dir, "stderr.txt");
     const char *argv[64];
     int n = 0;
     argv[n++] = bin;
@@ -436,67 +403,67 @@ static void run_free(Run *r) {
 /* trains with the program; AG_GNUPLOT as given (NULL: unset) */
 static Run train_program(const char *dir, const char *gnuplot) {
     char train[512], valid[512], out[512];
-    write_copy_task(join(train, dir, "train.tsv"), 200, 31, 3, 6, 6);
-    write_copy_task(join(valid, dir, "valid.tsv"), 20, 32, 3, 6, 6);
+    write_copy_task(ts_join(train, dir, "train.tsv"), 200, 31, 3, 6, 6);
+    write_copy_task(ts_join(valid, dir, "valid.tsv"), 20, 32, 3, 6, 6);
     if (gnuplot)
         setenv("AG_GNUPLOT", gnuplot, 1);
     else
         unsetenv("AG_GNUPLOT");
     const char *args[] = {
-        "train",    "--train", train, "--valid", valid, "--out", join(out, dir, "run"),
+        "train",    "--train", train, "--valid", valid, "--out", ts_join(out, dir, "run"),
         TINY_FLAGS, NULL};
     return run(dir, args);
 }
 
 Test(tr_cli, training_without_gnuplot_says_the_plot_was_skipped) {
     char dir[64], p[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "viz");
     Run r = train_program(dir, "/nonexistent");
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cr_assert(exists(join(p, dir, "run/best.npz")) && exists(join(p, dir, "run/log.csv")));
-    cr_assert(!exists(join(p, dir, "run/loss.png")));
+    cr_assert(exists(ts_join(p, dir, "run/best.npz")) && exists(ts_join(p, dir, "run/log.csv")));
+    cr_assert(!exists(ts_join(p, dir, "run/loss.png")));
     const char *m = strstr(r.out, "plot skipped: gnuplot not found (AG_GNUPLOT=/nonexistent)");
     cr_assert(m != NULL, "stdout:\n%s", r.out);
     cr_assert(strstr(m + 1, "plot skipped") == NULL, "said more than once:\n%s", r.out);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
     if (!tr_gnuplot_available())
         cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
     char dir[64], p[512], ckpt[512], out[512], valid[512];
-    tmp_dir(dir, sizeof dir);
+    ts_tmp_dir(dir, sizeof dir, "viz");
     Run r = train_program(dir, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cr_assert(is_png(join(p, dir, "run/loss.png"), 2000));
+    cr_assert(is_png(ts_join(p, dir, "run/loss.png"), 2000));
     cr_assert(strstr(r.out, "loss plot: "), "%s", r.out);
     run_free(&r);
-    join(ckpt, dir, "run/best.npz");
-    const char *att[] = {"attention",           "--ckpt", ckpt, "--out",
-                         join(out, dir, "att"), "a b c",  NULL};
+    ts_join(ckpt, dir, "run/best.npz");
+    const char *att[] = {"attention", "--ckpt", ckpt, "--out", ts_join(out, dir, "att"),
+                         "a b c",     NULL};
     r = run(dir, att);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cr_assert(exists(join(p, out, "attention.npz")));
-    cr_assert(is_png(join(p, out, "attention_layer0.png"), 2000));
-    cr_assert(exists(join(p, out, "attention_layer0.gp")));
+    cr_assert(exists(ts_join(p, out, "attention.npz")));
+    cr_assert(is_png(ts_join(p, out, "attention_layer0.png"), 2000));
+    cr_assert(exists(ts_join(p, out, "attention_layer0.gp")));
     cr_assert(strstr(r.out, "attention_layer0.png"), "%s", r.out);
     run_free(&r);
     const char *heads[] = {"heads",
                            "--ckpt",
                            ckpt,
                            "--data",
-                           join(valid, dir, "valid.tsv"),
+                           ts_join(valid, dir, "valid.tsv"),
                            "--out",
-                           join(out, dir, "heads"),
+                           ts_join(out, dir, "heads"),
                            "--max",
                            "10",
                            NULL};
     r = run(dir, heads);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cr_assert(is_png(join(p, out, "heads.png"), 2000));
+    cr_assert(is_png(ts_join(p, out, "heads.png"), 2000));
     cr_assert(strstr(r.out, "dec cross") && strstr(r.out, "loss_increase"), "%s", r.out);
-    char *tsv = read_text(join(p, out, "heads.tsv"));
+    char *tsv = read_text(ts_join(p, out, "heads.tsv"));
     int lines = 0;
     for (char *c = tsv; *c; c++) lines += *c == '\n';
     cr_assert_eq(lines, 1 + 3 * 2, "heads.tsv:\n%s", tsv); /* header + 3 blocks x 2 heads */
@@ -504,12 +471,12 @@ Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
     run_free(&r);
     /* without gnuplot: the numbers are still written, the pictures said to be skipped */
     setenv("AG_GNUPLOT", "/nonexistent", 1);
-    const char *att2[] = {"attention",  "--ckpt", ckpt, "--out", join(out, dir, "att2"),
+    const char *att2[] = {"attention",  "--ckpt", ckpt, "--out", ts_join(out, dir, "att2"),
                           "--sentence", "b a",    NULL};
     r = run(dir, att2);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    cr_assert(exists(join(p, out, "attention.npz")));
-    cr_assert(!exists(join(p, out, "attention_layer0.png")));
+    cr_assert(exists(ts_join(p, out, "attention.npz")));
+    cr_assert(!exists(ts_join(p, out, "attention_layer0.png")));
     cr_assert(strstr(r.out, "plot skipped: gnuplot not found"), "%s", r.out);
     run_free(&r);
     /* misuse */
@@ -518,5 +485,5 @@ Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "give a sentence"), "%s", r.err);
     run_free(&r);
-    rm_tree(dir);
+    ts_rm_tree(dir);
 }
