@@ -26,20 +26,6 @@
 
 /* ---- temporary folders, files, generated tasks ---- */
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert(fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 /* n pairs of random sequences of min_len..max_len symbols from the first `alphabet` letters;
  * the target is the source (copy) or the source reversed */
 static void write_task(const char *path, int n, int reverse, uint64_t seed, int min_len,
@@ -526,7 +512,7 @@ Test(tr_train, learns_reverse_with_antidiagonal_cross_attention) { learn_task(1)
 
 /* the CSV without its tokens_per_s column (a timing) */
 static char *csv_values(const char *path) {
-    char *text = read_text(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
+    char *text = ts_read_text(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         int col = 0;
         for (char *p = line; *p; p++) {
@@ -564,8 +550,8 @@ Test(tr_train, resume_is_bit_exact) {
     const char *files[] = {"last.npz", "best.npz"};
     for (int i = 0; i < 2; i++) {
         size_t n1, n2;
-        char *x = read_text(ts_join(p1, a, files[i]), &n1),
-             *y = read_text(ts_join(p2, b, files[i]), &n2);
+        char *x = ts_read_text(ts_join(p1, a, files[i]), &n1),
+             *y = ts_read_text(ts_join(p2, b, files[i]), &n2);
         cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
         free(x);
         free(y);
@@ -629,66 +615,6 @@ Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
 
 /* ---- the program: signals, NaN, command-line errors ---- */
 
-typedef struct {
-    int code; /* exit status, or 128 + signal */
-    char *out, *err;
-} Run;
-
-static const char *binary(void) {
-    const char *b = getenv("AG_TRANSLATE_BIN");
-    cr_assert(b && *b && access(b, X_OK) == 0,
-              "AG_TRANSLATE_BIN is not set or not a program: run the suite with make test");
-    return b;
-}
-
-/* Starts the program with args (NULL-terminated) and stdin from in (or /dev/null); its output
- * goes to files in dir. Returns the pid. */
-static pid_t start(const char *dir, const char *const *args, const char *in) {
-    char outp[512], errp[512], inp[512];
-    ts_join(outp, dir, "stdout.txt");
-    ts_join(errp, dir, "stderr.txt");
-    ts_join(inp, dir, "stdin.txt");
-    ts_write_text(inp, in ? in : "");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = binary();
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fi = open(inp, O_RDONLY), fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fi < 0 || fo < 0 || fe < 0) _exit(99);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(98);
-    }
-    return pid;
-}
-
-static Run finish(const char *dir, pid_t pid) {
-    int status;
-    cr_assert(waitpid(pid, &status, 0) == pid);
-    Run r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    char p[512];
-    r.out = read_text(ts_join(p, dir, "stdout.txt"), NULL);
-    r.err = read_text(ts_join(p, dir, "stderr.txt"), NULL);
-    return r;
-}
-
-static Run run(const char *dir, const char *const *args, const char *in) {
-    return finish(dir, start(dir, args, in));
-}
-
-static void run_free(Run *r) {
-    free(r->out);
-    free(r->err);
-}
-
 static int64_t ckpt_step(const char *path) {
     Translator tr;
     cr_assert_eq(tr_load(&tr, path), AG_OK, "%s", ag_last_error());
@@ -715,7 +641,7 @@ static void interrupt_with(int sig, int want_code, const char *name) {
     ts_join(csv, out, "log.csv");
     const char *args[] = {"train",   "--train", train,         "--no-valid", "--out",    out,
                           "--steps", "1000000", "--log-every", "1",          TINY_FLAGS, NULL};
-    pid_t pid = start(dir, args, NULL);
+    pid_t pid = ts_start(dir, args, NULL);
     /* wait for a few CSV rows: the handlers are in place and steps are running */
     int rows = 0;
     for (int i = 0; i < 2000 && rows < 4; i++) {
@@ -729,7 +655,7 @@ static void interrupt_with(int sig, int want_code, const char *name) {
     }
     cr_assert(rows >= 4, "the training never started");
     kill(pid, sig);
-    Run r = finish(dir, pid);
+    TsRun r = ts_finish(dir, pid);
     cr_assert_eq(r.code, want_code, "%s: exit %d, stderr: %s", name, r.code, r.err);
     char expect[128];
     snprintf(expect, sizeof expect, "interrupted by %s at step ", name);
@@ -740,22 +666,22 @@ static void interrupt_with(int sig, int want_code, const char *name) {
     cr_assert(strstr(r.err, "continue with --resume") != NULL, "%s", r.err);
     cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), step, "the checkpoint is of step %lld",
                  step);
-    run_free(&r);
+    ts_run_free(&r);
     /* and it continues from there */
     char target[32];
     snprintf(target, sizeof target, "%lld", step + 2);
     const char *resume[] = {"train", "--train",  train,     "--no-valid", "--out",
                             out,     "--resume", "--steps", target,       "--log-every",
                             "1",     "--quiet",  NULL};
-    r = run(dir, resume, NULL);
+    r = ts_run(dir, resume, NULL);
     cr_assert_eq(r.code, 0, "resume: %s", r.err);
     cr_assert_eq(ckpt_step(last), step + 2);
-    char *text = read_text(csv, NULL);
+    char *text = ts_read_text(csv, NULL);
     char last_row[64];
     snprintf(last_row, sizeof last_row, "\n%lld,", step + 2);
     cr_assert(strstr(text, last_row) != NULL, "%s", text);
     free(text);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -770,7 +696,7 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
     const char *args[] = {"train",    "--train", train,          "--no-valid", "--out",        out,
                           "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7",
                           TINY_FLAGS, NULL};
-    Run r = run(dir, args, NULL);
+    TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     char expect[700];
     snprintf(expect, sizeof expect,
@@ -779,19 +705,19 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
              out);
     cr_assert(strstr(r.err, expect) != NULL, "%s", r.err);
     cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 5);
-    run_free(&r);
+    ts_run_free(&r);
     /* a learning rate far too large: the run stops at a named step, the checkpoint stays good */
     const char *wild[] = {"train",  "--train", train,      "--no-valid", "--out",
                           out,      "--force", "--steps",  "200",        "--save-every",
                           "1",      "--lr",    "1e6",      "--optim",    "sgd",
                           "--clip", "0",       TINY_FLAGS, NULL};
-    r = run(dir, wild, NULL);
+    r = ts_run(dir, wild, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     const char *m = strstr(r.err, "error: step ");
     cr_assert(m != NULL && strstr(r.err, "training stopped"), "%s", r.err);
     long long bad_step = atoll(m + strlen("error: step "));
     cr_assert_eq(ckpt_step(last), bad_step - 1);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -855,38 +781,38 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
         {(const char *const[]){"translate", "--beam", "0", NULL}, "'--beam 0' is out of range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        Run r = run(dir, cases[i].args, NULL);
+        TsRun r = ts_run(dir, cases[i].args, NULL);
         cr_assert_eq(r.code, 2, "case %zu (%s): exit %d, stderr: %s", i, cases[i].message, r.code,
                      r.err);
         cr_assert(strstr(r.err, cases[i].message) != NULL, "case %zu: '%s' lacks '%s'", i, r.err,
                   cases[i].message);
-        run_free(&r);
+        ts_run_free(&r);
     }
     /* with a checkpoint: a new run refuses to overwrite it; eval reports malformed data */
     const char *make[] = {"train", "--train", train, "--no-valid", "--out",
                           out,     "--steps", "3",   TINY_FLAGS,   NULL};
-    Run r = run(dir, make, NULL);
+    TsRun r = ts_run(dir, make, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     const char *again[] = {"train", "--train", train, "--no-valid", "--out",
                            out,     "--steps", "3",   TINY_FLAGS,   NULL};
-    r = run(dir, again, NULL);
+    r = ts_run(dir, again, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "exists: continue that run with --resume") != NULL, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     const char *ev[] = {"eval", "--ckpt", ckpt, bad, NULL};
-    r = run(dir, ev, NULL);
+    r = ts_run(dir, ev, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "bad.tsv:3: the line has no tab") != NULL, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     /* a damaged checkpoint */
     char broken[512];
     ts_write_text(ts_join(broken, dir, "broken.npz"), "PK\003\004 not really");
     const char *tb[] = {"translate", "--ckpt", broken, "a", NULL};
-    r = run(dir, tb, NULL);
+    r = ts_run(dir, tb, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "broken.npz") != NULL, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -894,39 +820,39 @@ Test(tr_cli, help_eval_and_translate) {
     char dir[64], train[512], out[512], ckpt[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     const char *help[] = {"--help", NULL};
-    Run r = run(dir, help, NULL);
+    TsRun r = ts_run(dir, help, NULL);
     cr_assert_eq(r.code, 0);
     cr_assert(strstr(r.out, "train") && strstr(r.out, "eval") && strstr(r.out, "translate"));
-    run_free(&r);
+    ts_run_free(&r);
     const char *const subs[][3] = {{"train", "--help", NULL},
                                    {"eval", "-h", NULL},
                                    {"translate", "--help", NULL},
                                    {"help", "train", NULL}};
     for (int i = 0; i < 4; i++) {
-        r = run(dir, subs[i], NULL);
+        r = ts_run(dir, subs[i], NULL);
         cr_assert_eq(r.code, 0);
         cr_assert(strstr(r.out, "usage: attograd-translate ") && strstr(r.out, "--"), "%s", r.out);
-        run_free(&r);
+        ts_run_free(&r);
     }
     write_task(ts_join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
     ts_join(out, dir, "run");
     const char *make[] = {"train", "--train", train, "--no-valid", "--out",
                           out,     "--steps", "4",   TINY_FLAGS,   NULL};
-    r = run(dir, make, NULL);
+    r = ts_run(dir, make, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     ts_join(ckpt, out, "last.npz");
     /* eval prints the three metrics */
     char hyps[512];
     ts_join(hyps, dir, "hyps.tsv");
     const char *ev[] = {"eval", "--ckpt", ckpt, "--hyps", hyps, train, NULL};
-    r = run(dir, ev, NULL);
+    r = ts_run(dir, ev, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_assert(strstr(r.out, "exact match") && strstr(r.out, "token accuracy") &&
                   strstr(r.out, "BLEU-4"),
               "%s", r.out);
-    run_free(&r);
-    char *h = read_text(hyps, NULL);
+    ts_run_free(&r);
+    char *h = ts_read_text(hyps, NULL);
     int lines = 0;
     for (char *p = h; (p = strchr(p, '\n')); p++) lines++;
     cr_assert_eq(lines, 40, "one hypothesis line per pair");
@@ -935,7 +861,7 @@ Test(tr_cli, help_eval_and_translate) {
     char longline[4096] = "";
     for (int i = 0; i < 100; i++) strcat(longline, "a b ");
     const char *tr_args[] = {"translate", "--ckpt", ckpt, "a b zzz", "", longline, NULL};
-    r = run(dir, tr_args, NULL);
+    r = ts_run(dir, tr_args, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_assert(strstr(r.err, "unknown word 'zzz' (mapped to <unk>)") != NULL, "%s", r.err);
     cr_assert(strstr(r.err, "sentence 3: 200 words; the model reads at most 23") != NULL, "%s",
@@ -943,14 +869,14 @@ Test(tr_cli, help_eval_and_translate) {
     lines = 0;
     for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
     cr_assert_eq(lines, 3, "one line per sentence: %s", r.out);
-    run_free(&r);
+    ts_run_free(&r);
     const char *tr_stdin[] = {"translate", "--ckpt", ckpt, "--beam", "3", NULL};
-    r = run(dir, tr_stdin, "a b c\n\nqqq \xff\xfe\nd e\n");
+    r = ts_run(dir, tr_stdin, "a b c\n\nqqq \xff\xfe\nd e\n");
     cr_assert_eq(r.code, 0, "%s", r.err);
     lines = 0;
     for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
     cr_assert_eq(lines, 4, "one line per input line: %s", r.out);
     cr_assert(strstr(r.err, "unknown word 'qqq'") != NULL, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }

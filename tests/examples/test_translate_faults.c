@@ -36,22 +36,6 @@
 
 /* ---- files and folders ---- */
 
-/* the whole file (malloc, NUL-terminated), or NULL if it cannot be read */
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    for (size_t k; (k = fread(b + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (n + 1 == cap) b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    b[n] = '\0';
-    if (len) *len = n;
-    return b;
-}
-
 /* n pairs of random copy sequences of 2..6 symbols from 6 letters */
 static void write_task(const char *path, int n, uint64_t seed) {
     FILE *f = fopen(path, "w");
@@ -71,64 +55,6 @@ static void write_task(const char *path, int n, uint64_t seed) {
 
 /* ---- running the program ---- */
 
-typedef struct {
-    int code; /* exit status, or 128 + signal */
-    char *out, *err;
-} Run;
-
-static const char *binary(void) {
-    const char *b = getenv("AG_TRANSLATE_BIN");
-    cr_assert(b && *b && access(b, X_OK) == 0,
-              "AG_TRANSLATE_BIN is not set or not a program: run the suite with make test");
-    return b;
-}
-
-/* Starts the program with the NULL-terminated args; stdin /dev/null, stdout and stderr to
- * files in dir (never in the output folder, which may be read-only or full). */
-static pid_t start(const char *dir, const char *const *args) {
-    char outp[512], errp[512];
-    ts_join(outp, dir, "stdout.txt");
-    ts_join(errp, dir, "stderr.txt");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = binary();
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fi = open("/dev/null", O_RDONLY), fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fi < 0 || fo < 0 || fe < 0) _exit(99);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(98);
-    }
-    return pid;
-}
-
-static Run finish(const char *dir, pid_t pid) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0) cr_assert(errno == EINTR);
-    Run r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    char p[512];
-    r.out = slurp(ts_join(p, dir, "stdout.txt"), NULL);
-    r.err = slurp(ts_join(p, dir, "stderr.txt"), NULL);
-    cr_assert(r.out && r.err);
-    return r;
-}
-
-static Run run(const char *dir, const char *const *args) { return finish(dir, start(dir, args)); }
-
-static void run_free(Run *r) {
-    free(r->out);
-    free(r->err);
-}
-
 /* The step a checkpoint holds; it must load and hold finite weights. */
 static int64_t ckpt_step(const char *path) {
     Translator tr;
@@ -146,7 +72,7 @@ static int64_t ckpt_step(const char *path) {
 /* The steps of the log's rows; checks the header and that every row is whole and in order
  * (but for a last row cut short, when partial_ok: a write that failed half way). */
 static int log_rows_p(const char *path, int64_t *last_step, int partial_ok) {
-    char *text = slurp(path, NULL);
+    char *text = ts_slurp(path, NULL);
     cr_assert(text != NULL, "%s: %s", path, strerror(errno));
     const char *head = "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n";
     cr_assert(strncmp(text, head, strlen(head)) == 0, "%s: %s", path, text);
@@ -182,7 +108,7 @@ typedef struct {
 static void keep(Kept *k, int n, const char *out) {
     char p[512];
     for (int i = 0; i < n; i++) {
-        k[i].bytes = slurp(ts_join(p, out, k[i].name), &k[i].len);
+        k[i].bytes = ts_slurp(ts_join(p, out, k[i].name), &k[i].len);
         cr_assert(k[i].bytes != NULL, "%s: %s", p, strerror(errno));
     }
 }
@@ -191,7 +117,7 @@ static void expect_kept(Kept *k, int n, const char *out, const char *what) {
     char p[512];
     for (int i = 0; i < n; i++) {
         size_t len;
-        char *now = slurp(ts_join(p, out, k[i].name), &len);
+        char *now = ts_slurp(ts_join(p, out, k[i].name), &len);
         cr_assert(now != NULL, "%s: %s is gone", what, p);
         cr_assert(len == k[i].len && memcmp(now, k[i].bytes, len) == 0, "%s: %s changed", what, p);
         free(now);
@@ -208,9 +134,9 @@ static void first_run(const char *dir, const char *train, const char *out) {
     const char *args[] = {"train", "--train",     train, "--valid",       train, "--out",
                           out,     "--steps",     "10",  "--valid-every", "10",  "--log-every",
                           "2",     "--valid-max", "8",   TINY_FLAGS,      NULL};
-    Run r = run(dir, args);
+    TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 0, "first run: exit %d: %s", r.code, r.err);
-    run_free(&r);
+    ts_run_free(&r);
 }
 
 /* Resumes the run in out up to step 20 and expects it to fail naming want_path and reason. */
@@ -234,13 +160,13 @@ static void resume_fails(const char *dir, const char *train, const char *out, co
                           "8",
                           "--quiet",
                           NULL};
-    Run r = run(dir, args);
+    TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, want_code, "exit %d: %s", r.code, r.err);
     char want[700];
     snprintf(want, sizeof want, "error: %s", want_path);
     cr_assert(strstr(r.err, want) != NULL, "the error does not name %s: %s", want_path, r.err);
     cr_assert(strstr(r.err, reason) != NULL, "the error does not say '%s': %s", reason, r.err);
-    run_free(&r);
+    ts_run_free(&r);
 }
 
 /* ---- a diverging run ---- */
@@ -272,7 +198,7 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
                               TINY_FLAGS,
                               check ? "--check-finite" : NULL,
                               NULL};
-        Run r = run(dir, args);
+        TsRun r = ts_run(dir, args, NULL);
         cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
         const char *m = strstr(r.err, "error: step ");
         cr_assert(m != NULL, "%s", r.err);
@@ -304,21 +230,21 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
             cr_assert(known, "'%s' is not an op: %s", op, r.err);
             cr_assert(strstr(f, " holds ") && strstr(f, " at element "), "%s", r.err);
         }
-        run_free(&r);
+        ts_run_free(&r);
     }
     /* a poisoned weight: check mode names the op that read it and the weight */
     const char *poison[] = {
         "train",    "--train", train,          "--no-valid", "--out",        out, "--force",
         "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7", "--check-finite",
         TINY_FLAGS, NULL};
-    Run r = run(dir, poison);
+    TsRun r = ts_run(dir, poison, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, "error: step 7: the training loss is nan"), "%s", r.err);
     cr_assert(strstr(r.err, "(layernorm): its output 'layernorm' (8,"), "%s", r.err);
     cr_assert(strstr(r.err, "its input 1 'decoder.norm.weight' (16) already held nan at element 0"),
               "%s", r.err);
     cr_assert_eq(ckpt_step(last), 5);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -435,7 +361,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
                           "8",
                           "--quiet",
                           NULL};
-    Run r = run(dir, args);
+    TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, strerror(ENOSPC)), "%s", r.err);
     char want[700];
@@ -444,22 +370,22 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     cr_assert(strstr(r.err, "the last good checkpoint is ") &&
                   strstr(r.err, "(step 10), unchanged"),
               "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     expect_kept(k, 2, out, "full disk");
     cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 10);
     cr_assert_eq(ckpt_step(ts_join(p, out, "best.npz")), 10);
     int64_t last_row;
     int rows = log_rows_p(ts_join(p, out, "log.csv"), &last_row, 1);
     cr_assert(rows >= 5, "the log lost rows: %d", rows);
-    char *text = slurp(ts_join(p, out, "log.csv"), NULL);
+    char *text = ts_slurp(ts_join(p, out, "log.csv"), NULL);
     cr_assert(strncmp(text, k[2].bytes, k[2].len) == 0, "the log's first rows changed");
     free(text);
     free(k[2].bytes);
     /* space again: the run resumes and completes, the log continues after step 10 */
     unlink(ts_join(p, out, "filler"));
-    r = run(dir, args);
+    r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 0, "after freeing space: exit %d: %s", r.code, r.err);
-    run_free(&r);
+    ts_run_free(&r);
     cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 20);
     /* 2..10 every 2 (the first run), then 15 and 20 (validations; --log-every is 50 here) */
     cr_assert_eq(log_rows(ts_join(p, out, "log.csv"), &last_row), 7);
@@ -537,7 +463,7 @@ Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     int64_t last_row;
     log_rows(ts_join(p, out, "log.csv"), &last_row);
     cr_assert(last_row >= 10 && last_row <= 15, "last row %lld", (long long)last_row);
-    char *text = slurp(ts_join(p, best, "keep.txt"), NULL);
+    char *text = ts_slurp(ts_join(p, best, "keep.txt"), NULL);
     cr_assert_str_eq(text, "not a checkpoint\n");
     free(text);
     /* an output folder under a regular file: usage error (2) naming the folder */
@@ -546,13 +472,13 @@ Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     ts_join(under, file, "run");
     const char *args[] = {"train", "--train", train, "--no-valid", "--out",
                           under,   "--steps", "5",   TINY_FLAGS,   NULL};
-    Run r = run(dir, args);
+    TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
     char want[700];
     snprintf(want, sizeof want, "error: %s: cannot create the folder: %s", under,
              strerror(ENOTDIR));
     cr_assert(strstr(r.err, want), "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -566,7 +492,7 @@ static double now_s(void) {
 
 /* the CSV without its tokens_per_s column (a timing) */
 static char *csv_values(const char *path) {
-    char *text = slurp(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
+    char *text = ts_slurp(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
     cr_assert(text != NULL);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         int col = 0;
@@ -593,10 +519,10 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         TINY_FLAGS
     const char *a[] = {KILL_FLAGS(ts_join(straight, dir, "straight")), NULL};
     double t0 = now_s();
-    Run r = run(dir, a);
+    TsRun r = ts_run(dir, a, NULL);
     double t_run = now_s() - t0;
     cr_assert_eq(r.code, 0, "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     Rng rng;
     rng_seed(&rng, (uint64_t)time(NULL));
     int killed = 0;
@@ -605,28 +531,28 @@ Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_
         snprintf(name, sizeof name, "killed%d", round);
         ts_join(out, dir, name);
         const char *b[] = {KILL_FLAGS(out), NULL};
-        pid_t pid = start(dir, b);
+        pid_t pid = ts_start(dir, b, NULL);
         double delay = t_run * (0.1 + 0.8 * rng_uniform(&rng));
         struct timespec ts = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
-        r = finish(dir, pid);
+        r = ts_finish(dir, pid);
         killed += r.code == 128 + SIGKILL;
-        run_free(&r);
+        ts_run_free(&r);
         /* resume (or start again if the kill came before the first save) */
         char last[512];
         struct stat st;
         int have = stat(ts_join(last, out, "last.npz"), &st) == 0;
         const char *resume[] = {KILL_FLAGS(out), have ? "--resume" : "--force", NULL};
-        r = run(dir, resume);
+        r = ts_run(dir, resume, NULL);
         cr_assert_eq(r.code, 0, "round %d: resume after kill -9 at %.3f s: %s", round, delay,
                      r.err);
-        run_free(&r);
+        ts_run_free(&r);
         const char *files[] = {"last.npz", "best.npz"};
         for (int i = 0; i < 2; i++) {
             size_t n1, n2;
-            char *x = slurp(ts_join(p1, straight, files[i]), &n1),
-                 *y = slurp(ts_join(p2, out, files[i]), &n2);
+            char *x = ts_slurp(ts_join(p1, straight, files[i]), &n1),
+                 *y = ts_slurp(ts_join(p2, out, files[i]), &n2);
             cr_assert(x && y && n1 == n2 && memcmp(x, y, n1) == 0,
                       "round %d (kill at %.3f s of %.3f): %s differs from the uninterrupted run",
                       round, delay, t_run, files[i]);

@@ -23,19 +23,6 @@
 
 /* ---- helpers ---- */
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert(fread(b, 1, (size_t)n, f) == (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
 /* 1 if path is a PNG file of at least min_bytes */
 static int is_png(const char *path, long min_bytes) {
     FILE *f = fopen(path, "rb");
@@ -294,7 +281,7 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
     cr_assert_eq(tr_plot_loss(path, ts_join(png, dir, "loss.png")), TR_PLOT_DRAWN, "%s",
                  ag_last_error());
     cr_assert(is_png(png, 2000), "%s is not a PNG", png);
-    char *script = read_text(ts_join(gp, dir, "loss.gp"));
+    char *script = ts_read_text(ts_join(gp, dir, "loss.gp"), NULL);
     cr_assert(strstr(script, "pngcairo") && strstr(script, "valid exact match"));
     free(script);
     /* a quote in a path (gnuplot strings are quoted) */
@@ -354,54 +341,13 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
 
 /* ---- the program ---- */
 
-typedef struct {
-    int code;
-    char *out, *err;
-} Run;
-
-/* Runs the program with args (NULL-terminated), stdout and stderr into files of dir. */
-static Run run(const char *dir, const char *const *args) {
-    const char *bin = getenv("AG_TRANSLATE_BIN");
-    cr_assert(bin && access(bin, X_OK) == 0, "AG_TRANSLATE_BIN is not set: run make test");
-    char outp[512], errp[512];
-    ts_join(outp, dir, "stdout.txt");
-    ts_join(errp, dir, "stderr.txt");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        if (!freopen("/dev/null", "r", stdin) || !freopen(outp, "w", stdout) ||
-            !freopen(errp, "w", stderr))
-            _exit(99);
-        execv(argv[0], (char *const *)argv);
-        _exit(98);
-    }
-    int status;
-    cr_assert(waitpid(pid, &status, 0) == pid);
-    Run r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_text(outp);
-    r.err = read_text(errp);
-    return r;
-}
-
-static void run_free(Run *r) {
-    free(r->out);
-    free(r->err);
-}
-
 #define TINY_FLAGS                                                                                 \
     "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
         "--max-len", "16", "--batch", "16", "--warmup", "2", "--steps", "20", "--valid-every",     \
         "10"
 
 /* trains with the program; AG_GNUPLOT as given (NULL: unset) */
-static Run train_program(const char *dir, const char *gnuplot) {
+static TsRun train_program(const char *dir, const char *gnuplot) {
     char train[512], valid[512], out[512];
     write_copy_task(ts_join(train, dir, "train.tsv"), 200, 31, 3, 6, 6);
     write_copy_task(ts_join(valid, dir, "valid.tsv"), 20, 32, 3, 6, 6);
@@ -412,20 +358,20 @@ static Run train_program(const char *dir, const char *gnuplot) {
     const char *args[] = {
         "train",    "--train", train, "--valid", valid, "--out", ts_join(out, dir, "run"),
         TINY_FLAGS, NULL};
-    return run(dir, args);
+    return ts_run(dir, args, NULL);
 }
 
 Test(tr_cli, training_without_gnuplot_says_the_plot_was_skipped) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
-    Run r = train_program(dir, "/nonexistent");
+    TsRun r = train_program(dir, "/nonexistent");
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(exists(ts_join(p, dir, "run/best.npz")) && exists(ts_join(p, dir, "run/log.csv")));
     cr_assert(!exists(ts_join(p, dir, "run/loss.png")));
     const char *m = strstr(r.out, "plot skipped: gnuplot not found (AG_GNUPLOT=/nonexistent)");
     cr_assert(m != NULL, "stdout:\n%s", r.out);
     cr_assert(strstr(m + 1, "plot skipped") == NULL, "said more than once:\n%s", r.out);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
@@ -434,21 +380,21 @@ Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
         cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
     char dir[64], p[512], ckpt[512], out[512], valid[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
-    Run r = train_program(dir, NULL);
+    TsRun r = train_program(dir, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(is_png(ts_join(p, dir, "run/loss.png"), 2000));
     cr_assert(strstr(r.out, "loss plot: "), "%s", r.out);
-    run_free(&r);
+    ts_run_free(&r);
     ts_join(ckpt, dir, "run/best.npz");
     const char *att[] = {"attention", "--ckpt", ckpt, "--out", ts_join(out, dir, "att"),
                          "a b c",     NULL};
-    r = run(dir, att);
+    r = ts_run(dir, att, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(exists(ts_join(p, out, "attention.npz")));
     cr_assert(is_png(ts_join(p, out, "attention_layer0.png"), 2000));
     cr_assert(exists(ts_join(p, out, "attention_layer0.gp")));
     cr_assert(strstr(r.out, "attention_layer0.png"), "%s", r.out);
-    run_free(&r);
+    ts_run_free(&r);
     const char *heads[] = {"heads",
                            "--ckpt",
                            ckpt,
@@ -459,31 +405,31 @@ Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
                            "--max",
                            "10",
                            NULL};
-    r = run(dir, heads);
+    r = ts_run(dir, heads, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(is_png(ts_join(p, out, "heads.png"), 2000));
     cr_assert(strstr(r.out, "dec cross") && strstr(r.out, "loss_increase"), "%s", r.out);
-    char *tsv = read_text(ts_join(p, out, "heads.tsv"));
+    char *tsv = ts_read_text(ts_join(p, out, "heads.tsv"), NULL);
     int lines = 0;
     for (char *c = tsv; *c; c++) lines += *c == '\n';
     cr_assert_eq(lines, 1 + 3 * 2, "heads.tsv:\n%s", tsv); /* header + 3 blocks x 2 heads */
     free(tsv);
-    run_free(&r);
+    ts_run_free(&r);
     /* without gnuplot: the numbers are still written, the pictures said to be skipped */
     setenv("AG_GNUPLOT", "/nonexistent", 1);
     const char *att2[] = {"attention",  "--ckpt", ckpt, "--out", ts_join(out, dir, "att2"),
                           "--sentence", "b a",    NULL};
-    r = run(dir, att2);
+    r = ts_run(dir, att2, NULL);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(exists(ts_join(p, out, "attention.npz")));
     cr_assert(!exists(ts_join(p, out, "attention_layer0.png")));
     cr_assert(strstr(r.out, "plot skipped: gnuplot not found"), "%s", r.out);
-    run_free(&r);
+    ts_run_free(&r);
     /* misuse */
     const char *none[] = {"attention", "--ckpt", ckpt, NULL};
-    r = run(dir, none);
+    r = ts_run(dir, none, NULL);
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "give a sentence"), "%s", r.err);
-    run_free(&r);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
