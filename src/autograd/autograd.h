@@ -162,6 +162,12 @@ Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T);
  * nn.Embedding(padding_idx=...)); padding_idx -1 means none. */
 Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
                             int padding_idx);
+/* Rows picked by row number, to pack a batch's live rows and put them back. rows: n distinct
+ * row numbers (in any order; a repeat or one out of range aborts), copied into the step arena.
+ * gather: x (..., C) seen as R rows of C -> (n, C), y[i] = x[rows[i]].
+ * scatter: x (n, C) -> (B, T, C), row rows[i] (= b*T + t) is x[i], every other row 0. */
+Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n);
+Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T);
 
 /* ---- fused ops for the nn layers ---- */
 

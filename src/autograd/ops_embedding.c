@@ -1,4 +1,6 @@
-/* ops_embedding.c: the embedding lookup, rows of a (V, C) table picked by token ids.
+/* ops_embedding.c: the embedding lookup, rows of a (V, C) table picked by token ids; and the
+ * gather and scatter of rows by distinct row numbers, with which nn_seq2seq_loss packs a
+ * batch's live (non-padding) rows into (n, C) and puts them back in (B, T, C) for attention.
  * Next: gradcheck.c. */
 #include "ops_internal.h"
 
@@ -37,4 +39,68 @@ void ag_embedding_backward(AgNode *n) {
     Tensor *w = n->in[0];
     k_embedding_backward(w->grad, n->idx, n->i[0], n->out->grad, n->out->size / (size_t)w->shape[1],
                          w->shape[1]);
+}
+
+/* Aborts unless rows[0..n) are distinct and in [0, R); x names the tensor in the message. */
+static void check_rows(Tape *tape, const char *op, const int *rows, int n, size_t R,
+                       const Tensor *x) {
+    int *first = arena_alloc(tape->arena, R * sizeof(int)); /* where each row was seen */
+    for (size_t r = 0; r < R; r++) first[r] = -1;
+    for (int i = 0; i < n; i++) {
+        AG_CHECK(rows[i] >= 0 && (size_t)rows[i] < R,
+                 "%s: row %d at index %d of rows (%d) is outside [0, %zu) for x %s %s", op,
+                 rows[i], i, n, R, x->name, tensor_shape_str(x));
+        AG_CHECK(first[rows[i]] < 0,
+                 "%s: row %d appears twice in rows (%d), at indices %d and %d (rows must be "
+                 "distinct) for x %s %s",
+                 op, rows[i], n, first[rows[i]], i, x->name, tensor_shape_str(x));
+        first[rows[i]] = i;
+    }
+}
+
+Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
+    AG_CHECK(tape != NULL, "ag_gather_rows: tape is NULL");
+    AG_CHECK_TENSOR("ag_gather_rows", x);
+    AG_CHECK(x->ndim >= 1, "ag_gather_rows: x must be (..., C): %s %s", x->name,
+             tensor_shape_str(x));
+    AG_CHECK(rows != NULL, "ag_gather_rows: rows is NULL for x %s %s", x->name,
+             tensor_shape_str(x));
+    size_t R = tensor_rows(x);
+    int C = x->shape[x->ndim - 1];
+    AG_CHECK(n >= 1 && (size_t)n <= R, "ag_gather_rows: n %d is outside [1, %zu] for x %s %s", n,
+             R, x->name, tensor_shape_str(x));
+    check_rows(tape, "ag_gather_rows", rows, n, R, x);
+    Tensor *y = ag_out(tape, AG_OP_GATHER_ROWS, 2, (int[]){n, C});
+    k_gather_rows_forward(y->data, x->data, rows, (size_t)n, C);
+    AgNode *node = ag_record(tape, AG_OP_GATHER_ROWS, y, 1, &x);
+    if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
+    return y;
+}
+void ag_gather_rows_backward(AgNode *n) {
+    Tensor *y = n->out;
+    k_gather_rows_backward(n->in[0]->grad, n->idx, y->grad, (size_t)y->shape[0], y->shape[1]);
+}
+
+Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
+    AG_CHECK(tape != NULL, "ag_scatter_rows: tape is NULL");
+    AG_CHECK_TENSOR("ag_scatter_rows", x);
+    AG_CHECK(x->ndim == 2, "ag_scatter_rows: x must be (n, C): %s %s", x->name,
+             tensor_shape_str(x));
+    AG_CHECK(rows != NULL, "ag_scatter_rows: rows is NULL for x %s %s", x->name,
+             tensor_shape_str(x));
+    int n = x->shape[0], C = x->shape[1];
+    AG_CHECK(B > 0 && T > 0 && (size_t)n <= (size_t)B * T,
+             "ag_scatter_rows: (B, T) = (%d,%d) must be positive and hold the %d rows of x %s %s",
+             B, T, n, x->name, tensor_shape_str(x));
+    check_rows(tape, "ag_scatter_rows", rows, n, (size_t)B * T, x);
+    Tensor *y = ag_out(tape, AG_OP_SCATTER_ROWS, 3, (int[]){B, T, C});
+    k_scatter_rows_forward(y->data, x->data, rows, (size_t)n, (size_t)B * T, C);
+    AgNode *node = ag_record(tape, AG_OP_SCATTER_ROWS, y, 1, &x);
+    if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
+    return y;
+}
+void ag_scatter_rows_backward(AgNode *n) {
+    Tensor *x = n->in[0];
+    k_scatter_rows_backward(x->grad, n->idx, n->out->grad, (size_t)x->shape[0], x->shape[1],
+                            n->store & 1);
 }

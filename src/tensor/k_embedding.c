@@ -1,7 +1,8 @@
-/* k_embedding.c: the embedding lookup and its scatter-add backward.
- * Backward adds into rows picked by ids, and two positions may pick the same row, so threads
- * split the columns (never the positions): each gradient element has one writer, and adds in
- * position order. Next: ../autograd/autograd.h. */
+/* k_embedding.c: the embedding lookup and its scatter-add backward; then the gather and
+ * scatter of rows by distinct indices that pack a batch's live rows (ag_gather_rows).
+ * Embedding backward adds into rows picked by ids, and two positions may pick the same row, so
+ * threads split the columns (never the positions): each gradient element has one writer, and
+ * adds in position order. Next: ../autograd/autograd.h. */
 #include <string.h>
 
 #include "kernels.h"
@@ -19,4 +20,41 @@ void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const 
     for (int c = 0; c < C; c++)
         for (size_t i = 0; i < N; i++)
             if (ids[i] != padding_idx) gweight[(size_t)ids[i] * C + c] += gy[i * C + c];
+}
+
+/* ---- rows picked by index: the packing of live rows (ag_gather_rows, ag_scatter_rows) ----
+ * The row numbers are distinct, so every output row and every gradient row has one writer:
+ * threads split the picked rows. */
+void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C) {
+    k_embedding_forward(y, x, rows, n, C); /* the same lookup: x is the table */
+}
+/* forward: y[i,:] = x[rows[i],:], so gx[rows[i],:] += gy[i,:] (distinct rows: one writer each;
+ * rows never picked get nothing) */
+void k_gather_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C) {
+#pragma omp parallel for schedule(static) if (n * (size_t)C >= K_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        Real *g = gx + (size_t)rows[i] * C;
+        const Real *s = gy + i * C;
+        for (int c = 0; c < C; c++) g[c] += s[c];
+    }
+}
+void k_scatter_rows_forward(Real *y, const Real *x, const int *rows, size_t n, size_t R, int C) {
+    k_zero(y, R * (size_t)C);
+#pragma omp parallel for schedule(static) if (n * (size_t)C >= K_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        memcpy(y + (size_t)rows[i] * C, x + i * C, (size_t)C * sizeof(Real));
+}
+/* forward: y[rows[i],:] = x[i,:] (other rows 0), so gx[i,:] += gy[rows[i],:]
+ * (store: gx[i,:] = gy[rows[i],:], every row of gx written) */
+void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C,
+                             int store) {
+#pragma omp parallel for schedule(static) if (n * (size_t)C >= K_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        Real *g = gx + i * C;
+        const Real *s = gy + (size_t)rows[i] * C;
+        if (store)
+            memcpy(g, s, (size_t)C * sizeof(Real));
+        else
+            for (int c = 0; c < C; c++) g[c] += s[c];
+    }
 }

@@ -147,12 +147,19 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
                           const Real *stats, const Real *gy, size_t rows, int C, int store);
 
-/* ---- lookup (k_embedding.c) ---- */
+/* ---- lookup: embedding rows, and rows picked by index (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */
 void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, int C);
 /* positions whose id is padding_idx (-1: none) add nothing */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C);
+/* rows (n): distinct row numbers. Gather: x (R,C) -> y (n,C), y[i] = x[rows[i]]. Scatter:
+ * x (n,C) -> y (R,C), y[rows[i]] = x[i] and every other row 0. store: gx written, not added to. */
+void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C);
+void k_gather_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C);
+void k_scatter_rows_forward(Real *y, const Real *x, const int *rows, size_t n, size_t R, int C);
+void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C,
+                             int store);
 
 /* ---- attention and head gate (k_attention.c) ---- */
 /* One attention call's sizes and options. q (B,NH,Tq,HS); k, v (B,NKV,Tk,HS), NH % NKV == 0,

@@ -208,6 +208,24 @@ static void embedding_bad_bt(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), (int[
 static void embedding_null(Tape *tp) { ag_embedding(tp, NULL, (int[]){0, 1}, 1, 2); }
 static void embedding_tape(Tape *tp) { ag_embedding(NULL, T2("wte", 5, 4), (int[]){0, 1}, 1, 2); }
 
+static void gather_rows_high(Tape *tp) { ag_gather_rows(tp, T3("h", 2, 3, 5), (int[]){0, 6, 1}, 3); }
+static void gather_rows_negative(Tape *tp) { ag_gather_rows(tp, T2("h", 4, 5), (int[]){2, -1}, 2); }
+static void gather_rows_repeat(Tape *tp) { ag_gather_rows(tp, T2("h", 4, 5), (int[]){3, 1, 3}, 3); }
+static void gather_rows_n_zero(Tape *tp) { ag_gather_rows(tp, T2("h", 4, 5), (int[]){0}, 0); }
+static void gather_rows_n_large(Tape *tp) { ag_gather_rows(tp, T2("h", 2, 5), (int[]){0, 1, 0}, 3); }
+static void gather_rows_scalar(Tape *tp) { ag_gather_rows(tp, T0("h"), (int[]){0}, 1); }
+static void gather_rows_null_rows(Tape *tp) { ag_gather_rows(tp, T2("h", 4, 5), NULL, 2); }
+static void gather_rows_null(Tape *tp) { ag_gather_rows(tp, NULL, (int[]){0}, 1); }
+static void gather_rows_tape(Tape *tp) { ag_gather_rows(NULL, T2("h", 4, 5), (int[]){0}, 1); }
+static void scatter_rows_high(Tape *tp) { ag_scatter_rows(tp, T2("p", 2, 5), (int[]){1, 6}, 2, 3); }
+static void scatter_rows_repeat(Tape *tp) { ag_scatter_rows(tp, T2("p", 3, 5), (int[]){4, 2, 2}, 2, 3); }
+static void scatter_rows_rank(Tape *tp) { ag_scatter_rows(tp, T3("p", 1, 2, 5), (int[]){0, 1}, 2, 3); }
+static void scatter_rows_too_many(Tape *tp) { ag_scatter_rows(tp, T2("p", 7, 5), (int[]){0, 1, 2, 3, 4, 5, 6}, 2, 3); }
+static void scatter_rows_bad_bt(Tape *tp) { ag_scatter_rows(tp, T2("p", 2, 5), (int[]){0, 1}, 0, 3); }
+static void scatter_rows_null_rows(Tape *tp) { ag_scatter_rows(tp, T2("p", 2, 5), NULL, 2, 3); }
+static void scatter_rows_null(Tape *tp) { ag_scatter_rows(tp, NULL, (int[]){0}, 2, 3); }
+static void scatter_rows_tape(Tape *tp) { ag_scatter_rows(NULL, T2("p", 2, 5), (int[]){0, 1}, 2, 3); }
+
 /* attention: q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS); no causal mask, no probs out */
 static void att(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
                 Rng *rng) {
@@ -453,6 +471,24 @@ static const Misuse misuses[] = {
     {AG_OP_EMBEDDING, "ids shape (0,2)", embedding_bad_bt, {"(0,2)", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "NULL weight", embedding_null, {"'weight' is NULL"}},
     {AG_OP_EMBEDDING, "NULL tape", embedding_tape, {"tape is NULL"}},
+
+    {AG_OP_GATHER_ROWS, "row >= R", gather_rows_high, {"row 6 at index 1 of rows (3)", "[0, 6)", "h (2,3,5)"}},
+    {AG_OP_GATHER_ROWS, "row < 0", gather_rows_negative, {"row -1 at index 1 of rows (2)", "[0, 4)", "h (4,5)"}},
+    {AG_OP_GATHER_ROWS, "a repeated row", gather_rows_repeat, {"row 3 appears twice in rows (3)", "indices 0 and 2", "distinct", "h (4,5)"}},
+    {AG_OP_GATHER_ROWS, "n 0", gather_rows_n_zero, {"n 0", "[1, 4]", "h (4,5)"}},
+    {AG_OP_GATHER_ROWS, "n > R", gather_rows_n_large, {"n 3", "[1, 2]", "h (2,5)"}},
+    {AG_OP_GATHER_ROWS, "scalar x", gather_rows_scalar, {"(..., C)", "h ()"}},
+    {AG_OP_GATHER_ROWS, "NULL rows", gather_rows_null_rows, {"rows is NULL", "h (4,5)"}},
+    {AG_OP_GATHER_ROWS, "NULL x", gather_rows_null, {"'x' is NULL"}},
+    {AG_OP_GATHER_ROWS, "NULL tape", gather_rows_tape, {"tape is NULL"}},
+    {AG_OP_SCATTER_ROWS, "row >= B*T", scatter_rows_high, {"row 6 at index 1 of rows (2)", "[0, 6)", "p (2,5)"}},
+    {AG_OP_SCATTER_ROWS, "a repeated row", scatter_rows_repeat, {"row 2 appears twice in rows (3)", "indices 1 and 2", "p (3,5)"}},
+    {AG_OP_SCATTER_ROWS, "x of rank 3", scatter_rows_rank, {"(n, C)", "p (1,2,5)"}},
+    {AG_OP_SCATTER_ROWS, "more rows than B*T", scatter_rows_too_many, {"(B, T) = (2,3)", "the 7 rows", "p (7,5)"}},
+    {AG_OP_SCATTER_ROWS, "B 0", scatter_rows_bad_bt, {"(B, T) = (0,3)", "p (2,5)"}},
+    {AG_OP_SCATTER_ROWS, "NULL rows", scatter_rows_null_rows, {"rows is NULL", "p (2,5)"}},
+    {AG_OP_SCATTER_ROWS, "NULL x", scatter_rows_null, {"'x' is NULL"}},
+    {AG_OP_SCATTER_ROWS, "NULL tape", scatter_rows_tape, {"tape is NULL"}},
 
     {AG_OP_ATTENTION, "NULL q", attention_null_q, {"is NULL", "q NULL", "k k", "v v"}},
     {AG_OP_ATTENTION, "NULL k", attention_null_k, {"is NULL", "q q", "k NULL", "v v"}},
