@@ -48,8 +48,8 @@ static void check_rows(Tape *tape, const char *op, const int *rows, int n, size_
     for (size_t r = 0; r < R; r++) first[r] = -1;
     for (int i = 0; i < n; i++) {
         AG_CHECK(rows[i] >= 0 && (size_t)rows[i] < R,
-                 "%s: row %d at index %d of rows (%d) is outside [0, %zu) for x %s %s", op,
-                 rows[i], i, n, R, x->name, tensor_shape_str(x));
+                 "%s: row %d at index %d of rows (%d) is outside [0, %zu) for x %s %s", op, rows[i],
+                 i, n, R, x->name, tensor_shape_str(x));
         AG_CHECK(first[rows[i]] < 0,
                  "%s: row %d appears twice in rows (%d), at indices %d and %d (rows must be "
                  "distinct) for x %s %s",
@@ -67,8 +67,8 @@ Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
              tensor_shape_str(x));
     size_t R = tensor_rows(x);
     int C = x->shape[x->ndim - 1];
-    AG_CHECK(n >= 1 && (size_t)n <= R, "ag_gather_rows: n %d is outside [1, %zu] for x %s %s", n,
-             R, x->name, tensor_shape_str(x));
+    AG_CHECK(n >= 1 && (size_t)n <= R, "ag_gather_rows: n %d is outside [1, %zu] for x %s %s", n, R,
+             x->name, tensor_shape_str(x));
     check_rows(tape, "ag_gather_rows", rows, n, R, x);
     Tensor *y = ag_out(tape, AG_OP_GATHER_ROWS, 2, (int[]){n, C});
     k_gather_rows_forward(y->data, x->data, rows, (size_t)n, C);

@@ -1,5 +1,5 @@
 /* attention.c: multi-head attention, self and cross, with masks, grouped-query heads, head
- * gates and the probabilities kept for inspection. Straight-line code over ag_ ops; the fused
+ * gates, the probabilities kept for inspection, and inputs packed to their live rows. Straight-line code over ag_ ops; the fused
  * kernel is ag_attention (../autograd/ops_attention.c, then ../tensor/k_attention.c).
  * Not here: the transformer layers (transformer.c). */
 #include "nn.h"
@@ -79,9 +79,8 @@ static int gates_are_identity(const MultiHeadAttention *m) {
 }
 
 /* The mask's bytes, once its shape is checked against (B, Tk). */
-static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *query, int Tk,
+static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *query, int B, int Tk,
                                  const Tensor *keys) {
-    int B = query->shape[0];
     AG_CHECK(key_padding_mask == NULL ||
                  (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
              "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
@@ -95,7 +94,7 @@ static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *q
  * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
                           const NnMask *key_padding_mask, int causal, Rng *rng) {
-    const uint8_t *mask = mask_bytes(key_padding_mask, query, kh->shape[2], kh);
+    const uint8_t *mask = mask_bytes(key_padding_mask, query, query->shape[0], kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
@@ -106,35 +105,85 @@ static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     return nn_linear(t, &m->out_proj, merged); /* (B, Tq, C) */
 }
 
-static void check_input(const MultiHeadAttention *m, const Tensor *x, const char *what) {
+/* x (B, T, C), or (n, C) packed by rows when rows is given */
+static void check_input(const MultiHeadAttention *m, const Tensor *x, const NnRows *rows,
+                        const char *what) {
+    if (rows) {
+        AG_CHECK(rows->idx && rows->B > 0 && rows->T > 0 && rows->n > 0 &&
+                     rows->n <= rows->B * rows->T,
+                 "nn_mha_forward: the row map of %s names %d of (B, T) = (%d,%d) rows", what,
+                 rows->n, rows->B, rows->T);
+        AG_CHECK(x != NULL && x->ndim == 2 && x->shape[0] == rows->n && x->shape[1] == m->d_model,
+                 "nn_mha_forward: packed %s %s %s must be (%d,%d), the rows of its map", what,
+                 x ? x->name : "NULL", tensor_shape_str(x), rows->n, m->d_model);
+        return;
+    }
     AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == m->d_model,
              "nn_mha_forward: %s %s %s must be (B,T,%d)", what, x ? x->name : "NULL",
              tensor_shape_str(x), m->d_model);
 }
 
-/* Without gates: projections stay (B, T, width), ag_attention_cols reads the heads in place
- * and writes them side by side, which is what out_proj reads. No split or merge copies. */
-static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                            const NnMask *key_padding_mask, int causal, Rng *rng) {
+/* A packed (n, width) tensor back in its (B, T, width) batch, rows not in the map 0; and the
+ * rows of a (B, T, width) batch that the map names, packed. Without a map, x itself. */
+static Tensor *unpack(Tape *t, Tensor *x, const NnRows *rows) {
+    return rows ? ag_scatter_rows(t, x, rows->idx, rows->B, rows->T) : x;
+}
+static Tensor *pack(Tape *t, Tensor *x, const NnRows *rows) {
+    return rows ? ag_gather_rows(t, x, rows->idx, rows->n) : x;
+}
+
+/* Without gates: projections stay (B, T, width) (or packed (n, width), unpacked for the
+ * attention), ag_attention_cols reads the heads in place and writes them side by side, which
+ * is what out_proj reads. No split or merge copies. */
+static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
+                            Tensor *key_value, const NnRows *kvr, const uint8_t *mask, int causal,
+                            Rng *rng) {
     int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
-    const uint8_t *mask = mask_bytes(key_padding_mask, query, key_value->shape[1], key_value);
     Tensor *o;
     if (m->in_proj_weight && query == key_value) { /* q, k, v: one (B, T, 3C) product */
-        Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
+        Tensor *qkv = unpack(t, ag_linear(t, query, m->in_proj_weight, m->in_proj_bias), qr);
         o = ag_attention_cols(t, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C}, causal, mask,
                               m->dropout, rng, &m->last_probs);
     } else if (m->in_proj_weight) { /* q, then k and v in one (B, Tk, 2C) product */
-        Tensor *q = nn_linear(t, &m->q_proj, query);
-        Tensor *kv = ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias);
+        Tensor *q = unpack(t, nn_linear(t, &m->q_proj, query), qr);
+        Tensor *kv = unpack(t, ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias), kvr);
         o = ag_attention_cols(t, q, kv, kv, (AgHeads){NH, NH, HS, 0, 0, C}, causal, mask,
                               m->dropout, rng, &m->last_probs);
     } else { /* grouped-query: three projections of their own sizes */
-        Tensor *q = nn_linear(t, &m->q_proj, query), *k = nn_linear(t, &m->k_proj, key_value);
-        Tensor *v = nn_linear(t, &m->v_proj, key_value);
+        Tensor *q = unpack(t, nn_linear(t, &m->q_proj, query), qr);
+        Tensor *k = unpack(t, nn_linear(t, &m->k_proj, key_value), kvr);
+        Tensor *v = unpack(t, nn_linear(t, &m->v_proj, key_value), kvr);
         o = ag_attention_cols(t, q, k, v, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, causal, mask,
                               m->dropout, rng, &m->last_probs);
     }
-    return nn_linear(t, &m->out_proj, o); /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, pack(t, o, qr)); /* (B, Tq, C) or (Nq, C) */
+}
+
+/* nn_mha_forward and nn_mha_forward_rows, once their arguments are known to be non-NULL */
+static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
+                           Tensor *key_value, const NnRows *kvr, const NnMask *key_padding_mask,
+                           int causal, Rng *rng) {
+    check_input(m, query, qr, "query");
+    check_input(m, key_value, kvr, "key_value");
+    AG_CHECK(query != key_value || qr == kvr,
+             "nn_mha_forward: query %s %s is also key_value but packed by another row map",
+             query->name, tensor_shape_str(query));
+    int B = qr ? qr->B : query->shape[0], Bkv = kvr ? kvr->B : key_value->shape[0];
+    AG_CHECK(Bkv == B,
+             "nn_mha_forward: batch sizes differ: "
+             "query %s %s vs key_value %s %s",
+             query->name, tensor_shape_str(query), key_value->name, tensor_shape_str(key_value));
+    if (gates_are_identity(m)) {
+        int Tk = kvr ? kvr->T : key_value->shape[1];
+        const uint8_t *mask = mask_bytes(key_padding_mask, query, B, Tk, key_value);
+        return mha_in_place(t, m, query, qr, key_value, kvr, mask, causal, rng);
+    }
+    /* gates: heads split into (B, NH, T, HS) tensors, on the whole batch */
+    Tensor *q = unpack(t, query, qr);
+    Tensor *kv = key_value == query ? q : unpack(t, key_value, kvr);
+    Tensor *kh = nn_mha_project_kv(t, m, kv, 0); /* (B, NKV, Tk, HS) */
+    Tensor *vh = nn_mha_project_kv(t, m, kv, 1); /* (B, NKV, Tk, HS) */
+    return pack(t, mha_attend(t, m, q, kh, vh, key_padding_mask, causal, rng), qr);
 }
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
@@ -143,24 +192,24 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
-    check_input(m, query, "query");
-    check_input(m, key_value, "key_value");
-    AG_CHECK(key_value->shape[0] == query->shape[0],
-             "nn_mha_forward: batch sizes differ: "
-             "query %s %s vs key_value %s %s",
-             query->name, tensor_shape_str(query), key_value->name, tensor_shape_str(key_value));
-    if (gates_are_identity(m))
-        return mha_in_place(t, m, query, key_value, key_padding_mask, causal, rng);
-    Tensor *kh = nn_mha_project_kv(t, m, key_value, 0); /* (B, NKV, Tk, HS) */
-    Tensor *vh = nn_mha_project_kv(t, m, key_value, 1); /* (B, NKV, Tk, HS) */
-    return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
+    return mha_forward(t, m, query, NULL, key_value, NULL, key_padding_mask, causal, rng);
+}
+
+Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
+                            Tensor *key_value, const NnRows *kv_rows,
+                            const NnMask *key_padding_mask, int causal, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(query);
+    AG_CHECK_ARG(key_value);
+    return mha_forward(t, m, query, q_rows, key_value, kv_rows, key_padding_mask, causal, rng);
 }
 
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(x);
-    check_input(m, x, "key_value");
+    check_input(m, x, NULL, "key_value");
     Tensor *p = nn_linear(t, which ? &m->v_proj : &m->k_proj, x); /* (B, Tk, NKV*HS) */
     return ag_split_heads(t, p, m->n_kv_heads);                   /* (B, NKV, Tk, HS) */
 }
@@ -172,7 +221,7 @@ Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(kh);
     AG_CHECK_ARG(vh);
-    check_input(m, query, "query");
+    check_input(m, query, NULL, "query");
     return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
 }
 
@@ -214,7 +263,7 @@ Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tens
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(c);
     AG_CHECK_ARG(x);
-    check_input(m, x, "x");
+    check_input(m, x, NULL, "x");
     AG_CHECK(x->shape[0] == c->B && c->len + x->shape[1] <= c->max_T,
              "nn_mha_forward_cached: x %s does not fit the cache (B %d, %d of %d positions "
              "used)",

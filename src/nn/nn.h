@@ -139,6 +139,28 @@ void nn_mha_track_gates(MultiHeadAttention *m, int on);
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
                        const NnMask *key_padding_mask, int causal, Rng *rng);
 
+/* ---- packed rows: the live rows of a (B, T, C) batch ----
+ * A row map names n of the B*T rows of a batch (row b*T + t), distinct and increasing. A tensor
+ * packed by it is (n, C): row i is row idx[i] of the (B, T, C) batch. nn_seq2seq_loss packs the
+ * rows that can reach the loss and runs every per-row op (Linear, LayerNorm, residual, dropout)
+ * on them alone. */
+typedef struct NnRows {
+    const int *idx; /* (n) row numbers, in the tape's arena */
+    int n, B, T;
+} NnRows;
+
+/* nn_mha_forward on packed inputs: query (Nq, C) packed by q_rows (or (B, Tq, C) when q_rows is
+ * NULL), key_value likewise by kv_rows (self-attention: the same tensor and the same map).
+ * The projections run on the packed rows; they are scattered to (B, T, width), rows not in the
+ * map 0 (they must be masked keys: padding), for the attention, whose output's rows in q_rows
+ * are gathered for out_proj. -> (Nq, C), or (B, Tq, C) when q_rows is NULL. With head gates
+ * (not all 1, or tracked) the inputs are scattered and nn_mha_forward runs on the full batch.
+ * m->last_probs is (B, NH, Tq, Tk); a row of a query not in q_rows holds the attention of a
+ * zero query (uniform over the visible keys). */
+Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
+                            Tensor *key_value, const NnRows *kv_rows,
+                            const NnMask *key_padding_mask, int causal, Rng *rng);
+
 /* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
  * a fixed memory while decoding): x (B, Tk, C) -> key (which 0) or value (which 1) heads
  * (B, NKV, Tk, HS); then attention of query (B, Tq, C) over those heads -> (B, Tq, C). */
@@ -241,7 +263,13 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
 /* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
                           const int *tgt_in, int B, int T, Rng *rng);
-/* Mean cross-entropy of the next-token logits against tgt_out (B, T), padding ignored. */
+/* Mean cross-entropy of the next-token logits against tgt_out (B, T), padding ignored.
+ * The same loss and gradients as ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...)),
+ * tgt_out, pad_id) up to rounding, without the arithmetic on padding: only the live rows are
+ * computed (source rows that are not padding; target rows whose input or target is not
+ * padding), packed (NnRows). The rows left out are only ever masked keys and ignored targets.
+ * A side without padding runs dense, so a batch without any padding gives the same bits as the
+ * dense path. Dropout masks are drawn over the packed rows (other masks than the dense path's). */
 Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
                         const int *tgt_out, int B, int T, Rng *rng);
 

@@ -1,6 +1,8 @@
 /* transformer.c: encoder and decoder layers (post-LN or pre-LN), the stacks with their final
  * norms, and the seq2seq model with embeddings, positions and the generator. Names follow
- * torch.nn.Transformer's state_dict. Not here: attention itself (attention.c). */
+ * torch.nn.Transformer's state_dict. The layers run on (B, T, C) batches, or on their live rows
+ * packed (n, C) with a row map (NnRows): nn_seq2seq_loss packs, encode and decode do not.
+ * Not here: attention itself (attention.c). */
 #include "nn.h"
 
 #include <math.h>
@@ -27,16 +29,23 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
     l->pre_ln = cfg->pre_ln;
 }
 
-Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
-    AG_CHECK_ARG(t);
-    AG_CHECK_ARG(l);
-    AG_CHECK_ARG(x);
+/* x (B, S, C), or (n, C) packed by rows when rows is given */
+static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad,
+                             const NnRows *rows, Rng *rng) {
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    x = residual(t, x, nn_mha_forward(t, &l->self_attn, h, h, src_pad, 0, rng), l->dropout, rng);
+    Tensor *a = nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows, src_pad, 0, rng);
+    x = residual(t, x, a, l->dropout, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
     x = residual(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng);
     return l->pre_ln ? x : nn_layernorm(t, &l->norm2, x);
+}
+
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(l);
+    AG_CHECK_ARG(x);
+    return encoder_layer(t, l, x, src_pad, NULL, rng);
 }
 
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
@@ -58,10 +67,13 @@ void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
 }
 
 /* Where a decoder layer's keys and values come from: computed from the inputs (training, full
- * sequences), or from a cache of earlier positions and precomputed memory heads (decoding). */
+ * sequences, either (B, T, C) or packed by row maps), or from a cache of earlier positions and
+ * precomputed memory heads (decoding). */
 typedef struct {
-    NnKVCache *cache;      /* self-attention cache, or NULL */
-    Tensor *mem_k, *mem_v; /* cross-attention heads (B, NKV, S, HS), or NULL */
+    NnKVCache *cache;       /* self-attention cache, or NULL */
+    Tensor *mem_k, *mem_v;  /* cross-attention heads (B, NKV, S, HS), or NULL */
+    const NnRows *rows;     /* x packed (n, C) by this map, or NULL */
+    const NnRows *mem_rows; /* memory packed (n_mem, C) by this map, or NULL */
 } KVSource;
 
 static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
@@ -69,14 +81,16 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
                              Rng *rng) {
     double p = l->dropout;
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a = kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
-                         : nn_mha_forward(t, &l->self_attn, h, h, tgt_pad, 1, rng);
+    Tensor *a =
+        kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
+                 : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows, tgt_pad, 1, rng);
     x = residual(t, x, a, p, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
     a = kv.mem_k
             ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0, rng)
-            : nn_mha_forward(t, &l->multihead_attn, h, memory, memory_pad, 0, rng);
+            : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows,
+                                  memory_pad, 0, rng);
     x = residual(t, x, a, p, rng);
     if (!l->pre_ln) x = nn_layernorm(t, &l->norm2, x);
     h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
@@ -187,15 +201,50 @@ static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEn
     return ag_dropout(t, x, m->cfg.layer.dropout, rng);
 }
 
+/* The live rows of a (B, T) batch of ids: row r is live when a[r] or (if b is given) b[r] is
+ * not pad. Fills *rows (its numbers in the tape's arena) and returns it, or returns NULL when
+ * every row is live or none is: then the batch runs dense. */
+static const NnRows *live_rows(Tape *t, NnRows *rows, const int *a, const int *b, int B, int T,
+                               int pad) {
+    int N = B * T;
+    int *idx = arena_alloc(t->arena, (size_t)N * sizeof(int)), n = 0;
+    for (int r = 0; r < N; r++)
+        if (a[r] != pad || (b && b[r] != pad)) idx[n++] = r;
+    *rows = (NnRows){idx, n, B, T};
+    return n == 0 || n == N ? NULL : rows;
+}
+
+/* src (B, S) -> memory (B, S, C), or its live rows (n, C) packed by rows when given */
+static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const NnMask *src_pad,
+                      const NnRows *rows, Rng *rng) {
+    Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
+    if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
+    for (int i = 0; i < m->cfg.n_enc_layers; i++)
+        x = encoder_layer(t, &m->enc[i], x, src_pad, rows, rng);
+    return nn_layernorm(t, &m->enc_norm, x);
+}
+
+/* tgt_in (B, T) and memory (from encode, packed by mem_rows or not) -> logits (B, T, V), or
+ * the logits of the live rows (n, V) packed by rows when given */
+static Tensor *decode(Tape *t, Seq2Seq *m, Tensor *memory, const NnRows *mem_rows,
+                      const NnMask *src_pad, const int *tgt_in, int B, int T, const NnRows *rows,
+                      Rng *rng) {
+    NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
+    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
+    if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
+    KVSource kv = {NULL, NULL, NULL, rows, mem_rows};
+    for (int i = 0; i < m->cfg.n_dec_layers; i++)
+        x = decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, src_pad, kv, rng);
+    x = nn_layernorm(t, &m->dec_norm, x);
+    return nn_linear(t, &m->generator, x);
+}
+
 Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(src);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
-    Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
-    for (int i = 0; i < m->cfg.n_enc_layers; i++)
-        x = nn_encoder_layer(t, &m->enc[i], x, &src_pad, rng);
-    return nn_layernorm(t, &m->enc_norm, x);
+    return encode(t, m, src, B, S, &src_pad, NULL, rng);
 }
 
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
@@ -206,12 +255,7 @@ Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, i
     AG_CHECK_ARG(src);
     AG_CHECK_ARG(tgt_in);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
-    NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
-    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
-    for (int i = 0; i < m->cfg.n_dec_layers; i++)
-        x = nn_decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, &src_pad, rng);
-    x = nn_layernorm(t, &m->dec_norm, x);
-    return nn_linear(t, &m->generator, x); /* (B, T, V) */
+    return decode(t, m, memory, NULL, &src_pad, tgt_in, B, T, NULL, rng); /* (B, T, V) */
 }
 
 Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
@@ -221,9 +265,19 @@ Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *t
     AG_CHECK_ARG(src);
     AG_CHECK_ARG(tgt_in);
     AG_CHECK_ARG(tgt_out);
-    Tensor *memory = nn_seq2seq_encode(t, m, src, B, S, rng);
-    Tensor *logits = nn_seq2seq_decode(t, m, memory, src, S, tgt_in, B, T, rng);
-    return ag_cross_entropy(t, logits, tgt_out, m->cfg.pad_id);
+    int pad = m->cfg.pad_id;
+    NnMask src_pad = nn_padding_mask(t, src, B, S, pad);
+    /* dead rows: source padding (only ever a masked key), and target positions whose input is
+     * padding (a masked key) and whose target is padding (ignored by the loss) */
+    NnRows src_map, tgt_map;
+    const NnRows *src_rows = live_rows(t, &src_map, src, NULL, B, S, pad);
+    const NnRows *tgt_rows = live_rows(t, &tgt_map, tgt_in, tgt_out, B, T, pad);
+    Tensor *memory = encode(t, m, src, B, S, &src_pad, src_rows, rng);
+    Tensor *logits = decode(t, m, memory, src_rows, &src_pad, tgt_in, B, T, tgt_rows, rng);
+    if (!tgt_rows) return ag_cross_entropy(t, logits, tgt_out, pad);
+    int *targets = arena_alloc(t->arena, (size_t)tgt_rows->n * sizeof(int));
+    for (int i = 0; i < tgt_rows->n; i++) targets[i] = tgt_out[tgt_rows->idx[i]];
+    return ag_cross_entropy(t, logits, targets, pad); /* the same kept rows, the same mean */
 }
 
 /* ---- incremental decoding ---- */
@@ -269,7 +323,7 @@ Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens)
     int prev = ag_no_grad(t, 1);
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
     for (int i = 0; i < m->cfg.n_dec_layers; i++) {
-        KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i]};
+        KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i], NULL, NULL};
         x = decoder_layer(t, &m->dec[i], x, NULL, NULL, &s->src_pad, kv, NULL);
     }
     x = nn_layernorm(t, &m->dec_norm, x);

@@ -158,8 +158,7 @@ void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const 
 void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C);
 void k_gather_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C);
 void k_scatter_rows_forward(Real *y, const Real *x, const int *rows, size_t n, size_t R, int C);
-void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C,
-                             int store);
+void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C, int store);
 
 /* ---- attention and head gate (k_attention.c) ---- */
 /* One attention call's sizes and options. q (B,NH,Tq,HS); k, v (B,NKV,Tk,HS), NH % NKV == 0,

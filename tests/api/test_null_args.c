@@ -152,6 +152,11 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, NULL, 0, NULL))                         \
     X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, NULL, 0, NULL))                   \
     X(nn_mha_forward, key_value, nn_mha_forward(&TP, &MHA, &T, NULL, NULL, 0, NULL))               \
+    X(nn_mha_forward_rows, t, nn_mha_forward_rows(NULL, &MHA, &T, NULL, &T, NULL, 0, 0, 0))        \
+    X(nn_mha_forward_rows, m, nn_mha_forward_rows(&TP, NULL, &T, NULL, &T, NULL, 0, 0, 0))         \
+    X(nn_mha_forward_rows, query, nn_mha_forward_rows(&TP, &MHA, NULL, NULL, &T, NULL, 0, 0, 0))   \
+    X(nn_mha_forward_rows, key_value,                                                              \
+      nn_mha_forward_rows(&TP, &MHA, &T, NULL, NULL, NULL, 0, 0, 0))                               \
     X(nn_mha_project_kv, t, nn_mha_project_kv(NULL, &MHA, &T, 0))                                  \
     X(nn_mha_project_kv, m, nn_mha_project_kv(&TP, NULL, &T, 0))                                   \
     X(nn_mha_project_kv, x, nn_mha_project_kv(&TP, &MHA, NULL, 0))                                 \
