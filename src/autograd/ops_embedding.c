@@ -41,9 +41,10 @@ void ag_embedding_backward(AgNode *n) {
                          w->shape[1]);
 }
 
-/* Aborts unless rows[0..n) are distinct and in [0, R); x names the tensor in the message. */
-static void check_rows(Tape *tape, const char *op, const int *rows, int n, size_t R,
-                       const Tensor *x) {
+/* Aborts unless rows[0..n) are distinct and in [0, R) (x names the tensor in the message).
+ * Returns the inverse map in the step arena: where[rows[i]] = i, -1 for the other rows. */
+static const int *check_rows(Tape *tape, const char *op, const int *rows, int n, size_t R,
+                             const Tensor *x) {
     int *first = arena_alloc(tape->arena, R * sizeof(int)); /* where each row was seen */
     for (size_t r = 0; r < R; r++) first[r] = -1;
     for (int i = 0; i < n; i++) {
@@ -56,6 +57,7 @@ static void check_rows(Tape *tape, const char *op, const int *rows, int n, size_
                  op, rows[i], n, first[rows[i]], i, x->name, tensor_shape_str(x));
         first[rows[i]] = i;
     }
+    return first;
 }
 
 Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
@@ -69,16 +71,17 @@ Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
     int C = x->shape[x->ndim - 1];
     AG_CHECK(n >= 1 && (size_t)n <= R, "ag_gather_rows: n %d is outside [1, %zu] for x %s %s", n, R,
              x->name, tensor_shape_str(x));
-    check_rows(tape, "ag_gather_rows", rows, n, R, x);
+    const int *where = check_rows(tape, "ag_gather_rows", rows, n, R, x);
     Tensor *y = ag_out(tape, AG_OP_GATHER_ROWS, 2, (int[]){n, C});
     k_gather_rows_forward(y->data, x->data, rows, (size_t)n, C);
     AgNode *node = ag_record(tape, AG_OP_GATHER_ROWS, y, 1, &x);
-    if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
+    if (node) node->idx = where; /* (R), already in the step arena */
     return y;
 }
 void ag_gather_rows_backward(AgNode *n) {
-    Tensor *y = n->out;
-    k_gather_rows_backward(n->in[0]->grad, n->idx, y->grad, (size_t)y->shape[0], y->shape[1]);
+    Tensor *x = n->in[0];
+    k_gather_rows_backward(x->grad, n->idx, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1],
+                           n->store & 1);
 }
 
 Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
@@ -92,9 +95,9 @@ Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
     AG_CHECK(B > 0 && T > 0 && (size_t)n <= (size_t)B * T,
              "ag_scatter_rows: (B, T) = (%d,%d) must be positive and hold the %d rows of x %s %s",
              B, T, n, x->name, tensor_shape_str(x));
-    check_rows(tape, "ag_scatter_rows", rows, n, (size_t)B * T, x);
+    const int *where = check_rows(tape, "ag_scatter_rows", rows, n, (size_t)B * T, x);
     Tensor *y = ag_out(tape, AG_OP_SCATTER_ROWS, 3, (int[]){B, T, C});
-    k_scatter_rows_forward(y->data, x->data, rows, (size_t)n, (size_t)B * T, C);
+    k_scatter_rows_forward(y->data, x->data, where, (size_t)B * T, C);
     AgNode *node = ag_record(tape, AG_OP_SCATTER_ROWS, y, 1, &x);
     if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
     return y;

@@ -24,25 +24,37 @@ void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const 
 
 /* ---- rows picked by index: the packing of live rows (ag_gather_rows, ag_scatter_rows) ----
  * The row numbers are distinct, so every output row and every gradient row has one writer:
- * threads split the picked rows. */
+ * threads split the rows. where (R) is the inverse map: where[r] = i if rows[i] == r, else -1. */
 void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C) {
     k_embedding_forward(y, x, rows, n, C); /* the same lookup: x is the table */
 }
-/* forward: y[i,:] = x[rows[i],:], so gx[rows[i],:] += gy[i,:] (distinct rows: one writer each;
- * rows never picked get nothing) */
-void k_gather_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C) {
-#pragma omp parallel for schedule(static) if (n * (size_t)C >= K_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        Real *g = gx + (size_t)rows[i] * C;
-        const Real *s = gy + i * C;
-        for (int c = 0; c < C; c++) g[c] += s[c];
+/* forward: y[i,:] = x[rows[i],:], so gx[r,:] += gy[where[r],:] for a picked row r and nothing
+ * for the others (store: gx[r,:] = gy[where[r],:], or 0 for the others) */
+void k_gather_rows_backward(Real *gx, const int *where, const Real *gy, size_t R, int C,
+                            int store) {
+#pragma omp parallel for schedule(static) if (R * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < R; r++) {
+        Real *g = gx + r * C;
+        if (where[r] < 0) {
+            if (store) memset(g, 0, (size_t)C * sizeof(Real));
+            continue;
+        }
+        const Real *s = gy + (size_t)where[r] * C;
+        if (store)
+            memcpy(g, s, (size_t)C * sizeof(Real));
+        else
+            for (int c = 0; c < C; c++) g[c] += s[c];
     }
 }
-void k_scatter_rows_forward(Real *y, const Real *x, const int *rows, size_t n, size_t R, int C) {
-    k_zero(y, R * (size_t)C);
-#pragma omp parallel for schedule(static) if (n * (size_t)C >= K_PAR_MIN)
-    for (size_t i = 0; i < n; i++)
-        memcpy(y + (size_t)rows[i] * C, x + i * C, (size_t)C * sizeof(Real));
+/* y[r,:] = x[where[r],:], or 0 for a row no x row goes to: each row of y written once */
+void k_scatter_rows_forward(Real *y, const Real *x, const int *where, size_t R, int C) {
+#pragma omp parallel for schedule(static) if (R * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < R; r++) {
+        if (where[r] < 0)
+            memset(y + r * C, 0, (size_t)C * sizeof(Real));
+        else
+            memcpy(y + r * C, x + (size_t)where[r] * C, (size_t)C * sizeof(Real));
+    }
 }
 /* forward: y[rows[i],:] = x[i,:] (other rows 0), so gx[i,:] += gy[rows[i],:]
  * (store: gx[i,:] = gy[rows[i],:], every row of gx written) */

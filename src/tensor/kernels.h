@@ -153,11 +153,12 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 /* positions whose id is padding_idx (-1: none) add nothing */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C);
-/* rows (n): distinct row numbers. Gather: x (R,C) -> y (n,C), y[i] = x[rows[i]]. Scatter:
- * x (n,C) -> y (R,C), y[rows[i]] = x[i] and every other row 0. store: gx written, not added to. */
+/* rows (n): distinct row numbers; where (R) the inverse map, where[rows[i]] = i and -1 for a
+ * row not in rows. Gather: x (R,C) -> y (n,C), y[i] = x[rows[i]]. Scatter: x (n,C) -> y (R,C),
+ * y[rows[i]] = x[i] and every other row 0. store: gx written whole (0 where nothing goes). */
 void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C);
-void k_gather_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C);
-void k_scatter_rows_forward(Real *y, const Real *x, const int *rows, size_t n, size_t R, int C);
+void k_gather_rows_backward(Real *gx, const int *where, const Real *gy, size_t R, int C, int store);
+void k_scatter_rows_forward(Real *y, const Real *x, const int *where, size_t R, int C);
 void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C, int store);
 
 /* ---- attention and head gate (k_attention.c) ---- */

@@ -59,15 +59,17 @@ static Tensor *b_embedding(Tape *t, Tensor **in, const GcCase *c) {
 }
 
 /* rows: i picks (arg[1] i + arg[2]) mod R, distinct since the stride is prime to R, out of
- * order on purpose; gather arg[0] of the R rows of in[0] */
+ * order on purpose; gather arg[0] of the R rows of in[0]. With farg != 0 the input is scaled
+ * first, so that its gradient is a fresh intermediate buffer that the gather's backward
+ * stores into, zeros included (tape.c) */
 static Tensor *b_gather_rows(Tape *t, Tensor **in, const GcCase *c) {
     int R = (int)tensor_rows(in[0]), rows[64];
     for (int i = 0; i < c->arg[0] && i < 64; i++) rows[i] = (c->arg[1] * i + c->arg[2]) % R;
-    return ag_gather_rows(t, in[0], rows, c->arg[0]);
+    Tensor *x = c->farg != 0 ? ag_scale(t, in[0], c->farg) : in[0];
+    return ag_gather_rows(t, x, rows, c->arg[0]);
 }
 /* scatter in[0] (n, C) into (B, T) = (arg[0], arg[1]), row i to (arg[2] i + arg[3]) mod BT;
- * with farg != 0 the input is scaled first, so that its gradient is a fresh intermediate
- * buffer that the scatter's backward stores into (tape.c) */
+ * farg as for gather_rows */
 static Tensor *b_scatter_rows(Tape *t, Tensor **in, const GcCase *c) {
     int B = c->arg[0], T = c->arg[1], n = in[0]->shape[0], rows[64];
     for (int i = 0; i < n && i < 64; i++) rows[i] = (c->arg[2] * i + c->arg[3]) % (B * T);
@@ -193,6 +195,7 @@ static const GcCase cases[] = {
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
     {"gather_rows 4 of (2,3,5)", 1, {3}, {{2, 3, 5}}, b_gather_rows, {4, 5, 1}, 0, 0},
     {"gather_rows all 7 of (7,33) permuted", 1, {2}, {{7, 33}}, b_gather_rows, {7, 3, 2}, 0, 0},
+    {"gather_rows 3 of (2,4,6) after a scale", 1, {3}, {{2, 4, 6}}, b_gather_rows, {3, 3, 1}, 0.5, 0},
     {"scatter_rows (4,5) into (2,3)", 1, {2}, {{4, 5}}, b_scatter_rows, {2, 3, 5, 1}, 0, 0},
     {"scatter_rows (3,33) into (1,7) after a scale", 1, {2}, {{3, 33}}, b_scatter_rows, {1, 7, 2, 0}, 1.5, 0},
     {"attention (2,2,3,4) self", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {0}, 0, 0},
