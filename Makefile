@@ -153,7 +153,7 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
-BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-base gpt-tiny
+BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
 bench: $(BENCH)
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step

@@ -2,8 +2,8 @@
  * bench/compare.py (bench/torch_bench.py is the PyTorch half, built to the same sizes).
  *
  *   bench_models WORKLOAD THREADS [STEPS]
- *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> peak_mib=<p> state_mib=<s>
- *      tokens=<t> loss=<l>
+ *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> dense_gflop=<d>
+ *      live_rows=<r> peak_mib=<p> state_mib=<s> tokens=<t> loss=<l>
  *
  * Workloads (one step each; the models train: loss, backward and an Adam update):
  *   gemm           C (1024,1024) = A B, k_gemm alone
@@ -12,15 +12,22 @@
  *   seq2seq-small  nn_seq2seq: d 128, 4 heads, 2+2 layers, d_ff 512, vocabulary 64, batch 64,
  *                  source and target length 20 with padding (row b has 20 - b % 9 tokens),
  *                  post-LN, no dropout, cross-entropy ignoring padding, Adam
- *   seq2seq-base   the same with d 512, 8 heads, 6+6 layers, d_ff 2048, vocabulary 1000,
- *                  batch 16, length 32
+ *                  (nn_seq2seq_loss: the padded rows are skipped, about 20% of them)
+ *   seq2seq-small-dense  the same step through the dense reference, nn_seq2seq_encode +
+ *                  nn_seq2seq_decode + ag_cross_entropy: every row computed, padding included,
+ *                  as PyTorch does (its side is the same model as seq2seq-small's)
+ *   seq2seq-base   the same as seq2seq-small with d 512, 8 heads, 6+6 layers, d_ff 2048,
+ *                  vocabulary 1000, batch 16, length 32
  *   gpt-tiny       decoder-only: embeddings + sinusoidal positions, 2 pre-LN layers of causal
  *                  self-attention (nn_mha_forward, causal) and a GELU feed-forward, a final
  *                  LayerNorm and an output Linear; d 128, 4 heads, d_ff 512, T 64, B 8,
  *                  vocabulary 512, Adam
  * ms is the median wall time of STEPS steps (default 7) after two warm-up steps, cpu_ms the
  * median CPU time of all threads. gflop counts the multiply-adds of the products (2 flops each:
- * the Linear layers, q k^T and P v, forward and the two backward products). peak_mib is the
+ * the Linear layers, q k^T and P v, forward and the two backward products) actually done: the
+ * Linear layers of live rows only where padding is skipped; dense_gflop counts them over every
+ * row (the work of the dense path and of PyTorch), and live_rows is the share of rows computed
+ * (source and target rows together). peak_mib is the
  * step arena's peak (activations and gradients of one step); state_mib the parameters, their
  * gradients and Adam's moments. tokens is what one step processes (source + target).
  * Not here: GEMM shapes one by one (bench_gemm.c). Build: make bench (bench/README.md). */
@@ -57,6 +64,8 @@ struct Bench {
     ParamList *pl;  /* the trained parameters (NULL: nothing trained) */
     Optimizer *opt; /* Adam over pl, or NULL */
     double flops, tokens;
+    double dense_flops;       /* the flops with every row computed (what PyTorch does), 0: flops */
+    double live_rows;         /* the share of rows computed (1 unless padding is skipped) */
     double (*step)(Bench *w); /* one step; returns the loss */
     /* the workloads' state */
     Seq2Seq s2s;
@@ -133,13 +142,33 @@ static void mha_init(Bench *w) {
 }
 
 /* ---- seq2seq ---- */
+/* nn_seq2seq_loss: only the live rows are computed */
 static double seq2seq_step(Bench *w) {
     Tensor *l =
         nn_seq2seq_loss(w->tape, &w->s2s, w->src, w->S, w->tgt_in, w->tgt_out, w->B, w->T, &w->rng);
     ag_backward(w->tape, l);
     return l->data[0];
 }
-static void seq2seq_init(Bench *w, int small) {
+/* the dense reference: every row computed, padding included, as PyTorch's nn.Transformer */
+static double seq2seq_dense_step(Bench *w) {
+    Tape *t = w->tape;
+    Tensor *memory = nn_seq2seq_encode(t, &w->s2s, w->src, w->B, w->S, &w->rng);
+    Tensor *logits =
+        nn_seq2seq_decode(t, &w->s2s, memory, w->src, w->S, w->tgt_in, w->B, w->T, &w->rng);
+    Tensor *l = ag_cross_entropy(t, logits, w->tgt_out, w->s2s.cfg.pad_id);
+    ag_backward(t, l);
+    return l->data[0];
+}
+/* The Linear layers' multiply-adds of a seq2seq step over s source and t target rows, and the
+ * attention products' (always over the whole (B, T) batch). */
+static double seq2seq_macs(const Bench *w, double s, double t, int C, int FF, int V, int L) {
+    double B = w->B, S = w->S, T = w->T;
+    double enc = 4 * s * C * C + 2 * s * C * FF + 2 * B * S * S * C;
+    double dec = 4 * t * C * C + 2 * t * C * C + 2 * s * C * C + 2 * t * C * FF +
+                 2 * B * T * T * C + 2 * B * T * S * C;
+    return L * (enc + dec) + t * C * V;
+}
+static void seq2seq_init(Bench *w, int small, int dense) {
     int V = small ? 64 : 1000, C = small ? 128 : 512, NH = small ? 4 : 8, L = small ? 2 : 6;
     int FF = small ? 512 : 2048;
     w->B = small ? 64 : 16;
@@ -153,12 +182,17 @@ static void seq2seq_init(Bench *w, int small) {
     w->tgt_out = tokens(&w->rng, w->B, w->T, V, 1);
     w->pl = &w->s2s.params;
     double s = (double)w->B * w->S, t = (double)w->B * w->T; /* source and target rows */
-    double enc = 4 * s * C * C + 2 * s * C * FF + 2.0 * w->B * w->S * w->S * C;
-    double dec = 4 * t * C * C + 2 * t * C * C + 2 * s * C * C + 2 * t * C * FF +
-                 2.0 * w->B * w->T * w->T * C + 2.0 * w->B * w->T * w->S * C;
-    w->flops = train_flops(L * (enc + dec) + t * C * V);
+    /* live rows, as nn_seq2seq_loss counts them: source rows that are not padding, target rows
+     * whose input or target is not */
+    double s_live = 0, t_live = 0;
+    for (int i = 0; i < w->B * w->S; i++) s_live += w->src[i] != cfg.pad_id;
+    for (int i = 0; i < w->B * w->T; i++)
+        t_live += w->tgt_in[i] != cfg.pad_id || w->tgt_out[i] != cfg.pad_id;
+    w->dense_flops = train_flops(seq2seq_macs(w, s, t, C, FF, V, L));
+    w->flops = dense ? w->dense_flops : train_flops(seq2seq_macs(w, s_live, t_live, C, FF, V, L));
+    w->live_rows = dense ? 1 : (s_live + t_live) / (s + t);
     w->tokens = s + t;
-    w->step = seq2seq_step;
+    w->step = dense ? seq2seq_dense_step : seq2seq_step;
 }
 
 /* ---- gpt-tiny ---- */
@@ -204,7 +238,8 @@ static void gpt_init(Bench *w) {
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: %s gemm|mha|seq2seq-small|seq2seq-base|gpt-tiny THREADS "
+                "usage: %s gemm|mha|seq2seq-small|seq2seq-small-dense|seq2seq-base|gpt-tiny "
+                "THREADS "
                 "[STEPS]\n",
                 argv[0]);
         return 2;
@@ -230,9 +265,11 @@ int main(int argc, char **argv) {
     else if (strcmp(name, "mha") == 0)
         mha_init(&w);
     else if (strcmp(name, "seq2seq-small") == 0)
-        seq2seq_init(&w, 1);
+        seq2seq_init(&w, 1, 0);
+    else if (strcmp(name, "seq2seq-small-dense") == 0)
+        seq2seq_init(&w, 1, 1);
     else if (strcmp(name, "seq2seq-base") == 0)
-        seq2seq_init(&w, 0);
+        seq2seq_init(&w, 0, 0);
     else if (strcmp(name, "gpt-tiny") == 0)
         gpt_init(&w);
     else {
@@ -259,10 +296,13 @@ int main(int argc, char **argv) {
     }
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
     qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
-    printf("attograd workload=%s threads=%d ms=%.3f cpu_ms=%.3f gflop=%.4f peak_mib=%.1f "
-           "state_mib=%.1f tokens=%.0f loss=%.6f\n",
-           name, threads, ms[steps / 2], cpu[steps / 2], w.flops * 1e-9,
-           (double)w.tape->arena->peak / MIB, (double)w.params->used / MIB, w.tokens, loss);
+    if (w.dense_flops == 0) w.dense_flops = w.flops;
+    if (w.live_rows == 0) w.live_rows = 1;
+    printf("attograd workload=%s threads=%d ms=%.3f cpu_ms=%.3f gflop=%.4f dense_gflop=%.4f "
+           "live_rows=%.2f peak_mib=%.1f state_mib=%.1f tokens=%.0f loss=%.6f\n",
+           name, threads, ms[steps / 2], cpu[steps / 2], w.flops * 1e-9, w.dense_flops * 1e-9,
+           w.live_rows, (double)w.tape->arena->peak / MIB, (double)w.params->used / MIB, w.tokens,
+           loss);
     free(ms);
     free(cpu);
     free(w.src);

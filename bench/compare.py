@@ -3,8 +3,8 @@
 1 and 2 threads, in alternating runs; one line per workload and thread count:
 
     bench <name> threads=<n> attograd_ms=<x> torch_ms=<y> speedup=<y/x> gflops=<g>
-        pct_peak=<pp> torch_gflops=<tg> tokens_per_s=<k> peak_mib=<p> state_mib=<s>
-        torch_rss_mib=<r> cpu_ms=<c>
+        pct_peak=<pp> torch_gflops=<tg> tokens_per_s=<k> live_rows=<l> peak_mib=<p>
+        state_mib=<s> torch_rss_mib=<r> cpu_ms=<c>
 
 and, after the thread counts of a workload, how much the second thread speeds each up:
 
@@ -14,14 +14,17 @@ The torch fields are left out when no python3 with torch is found (TORCH_PYTHON 
 Times are medians over ROUNDS runs of each program, the two alternating (attograd first in odd
 rounds, torch first in even ones) so that both see the same load; each run reports the median
 of its own STEPS steps after two warm-up steps. speedup > 1 means attograd is faster.
-gflops counts the products' flops (bench_models.c) per second of each program; pct_peak is
+gflops counts the products' flops (bench_models.c) per second of each program, the work each
+really does: attograd's over the rows it computes (live_rows is their share: seq2seq-small and
+-base skip padding), PyTorch's over every row (dense_gflop); pct_peak is
 attograd's gflops against the FMA peak bench_gemm measures (per thread, times the threads; left
 out when bench_gemm is not next to bench_models); tokens_per_s is attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
 Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
-               [workload ...]      (default: gemm mha seq2seq-small seq2seq-base gpt-tiny)
+               [workload ...]      (default: gemm mha seq2seq-small seq2seq-small-dense
+                                    seq2seq-base gpt-tiny)
 
 STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
@@ -36,7 +39,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-base", "gpt-tiny"]
+WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-small-dense", "seq2seq-base", "gpt-tiny"]
 DEFAULT_STEPS = {"seq2seq-base": 3}
 OPENBLAS_OMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
@@ -141,6 +144,8 @@ def main():
                         theirs.append(run(th_cmd, torch_env(threads)))
             med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
             ag_ms, gflop = med(ours, "ms"), float(ours[0]["gflop"])
+            # PyTorch computes every row: its flops are the dense count
+            dense_gflop = float(ours[0].get("dense_gflop", gflop))
             tokens = float(ours[0]["tokens"])
             out = f"bench {name} threads={threads}"
             if int(ours[0]["threads"]) != threads:  # a build without OpenMP runs one thread
@@ -153,9 +158,11 @@ def main():
             if peak:
                 out += f" pct_peak={100 * gflop / ag_ms * 1e3 / (peak * threads):.0f}"
             if theirs:
-                out += f" torch_gflops={gflop / th_ms * 1e3:.1f}"
+                out += f" torch_gflops={dense_gflop / th_ms * 1e3:.1f}"
             if tokens > 0:
                 out += f" tokens_per_s={tokens / ag_ms * 1e3:.0f}"
+            if "live_rows" in ours[0]:
+                out += f" live_rows={ours[0]['live_rows']}"
             out += f" peak_mib={ours[0]['peak_mib']} state_mib={ours[0]['state_mib']}"
             if theirs:
                 out += f" torch_rss_mib={med(theirs, 'rss_mb'):.1f}"

@@ -110,8 +110,9 @@ def workload(name):
             y = m(x, x, x, need_weights=False)[0]
             (y * r).sum().backward()
         return mha_step
-    if name in ("seq2seq-small", "seq2seq-base"):
-        small = name == "seq2seq-small"
+    if name in ("seq2seq-small", "seq2seq-small-dense", "seq2seq-base"):
+        # seq2seq-small-dense is attograd's dense reference path; PyTorch's step is the same
+        small = name.startswith("seq2seq-small")
         V, d, nh, layers, ff, B, T = ((64, 128, 4, 2, 512, 64, 20) if small else
                                      (1000, 512, 8, 6, 2048, 16, 32))
         m = Seq2Seq(V, d, nh, layers, ff, 128)
