@@ -371,6 +371,20 @@ static size_t backward_scratch(const KAttention *a) {
     return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
 }
 
+/* gx (rows of keys, ld apart) += X^T Y over the keys j < vis: X (Tq, Tk) read transposed, Y
+ * (Tq, HS) with rows ldy apart. Causal: a block of RB keys from j0 is seen only from query row
+ * j0 - (Tk - Tq) on, and X is 0 in the rows above, so the sums start there. */
+static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t ldy,
+                     const KAttention *a, int vis) {
+    int Tq = a->Tq, Tk = a->Tk, step = a->causal ? RB : vis;
+    for (int j0 = 0; j0 < vis; j0 += step) {
+        int nk = vis - j0 < step ? vis - j0 : step, i0 = a->causal ? j0 - (Tk - Tq) : 0;
+        if (i0 < 0) i0 = 0;
+        tile(gx + (size_t)j0 * ld, ld, X + (size_t)i0 * Tk + j0, 1, (size_t)Tk, nk, Tq - i0,
+             Y + (size_t)i0 * ldy, ldy, a->HS, 1);
+    }
+}
+
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                            const Real *v, const Real *P, const Real *gy, const KAttention *a, int b,
                            int g, Real *scratch) {
@@ -386,24 +400,33 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t row0 = ((size_t)b * a->NH + h) * Tq;
         const Real *Ph = P + row0 * Tk, *gyh = gy + at(a->ys, b, h);
-        if (gq || gk) {
-            tile(G, (size_t)Tk, gyh, ly, 1, Tq, HS, vt, (size_t)padded(vis), vis, 0); /* gy v^T */
-            for (int i = 0; i < Tq; i++) {
-                const Real *pi = Ph + (size_t)i * Tk;
-                Real *Gi = G + (size_t)i * Tk;
-                if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
-                    for (int j = 0; j < vis; j++)
-                        Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
-                Real D = row_dot_nz(Gi, pi, vis); /* sum_j gP_ij P_ij */
-                for (int j = 0; j < vis; j++) Gi[j] = pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
+        if (gq || gk) { /* by blocks of RB query rows, each up to the keys it sees */
+            for (int i0 = 0; i0 < Tq; i0 += RB) {
+                int nb = Tq - i0 < RB ? Tq - i0 : RB, kend = key_end(a, i0 + nb - 1);
+                if (kend > vis) kend = vis;
+                Real *Gb = G + (size_t)i0 * Tk;
+                tile(Gb, (size_t)Tk, gyh + (size_t)i0 * ly, ly, 1, nb, HS, vt, (size_t)padded(vis),
+                     kend, 0); /* gy v^T */
+                for (int i = i0; i < i0 + nb; i++) {
+                    const Real *pi = Ph + (size_t)i * Tk;
+                    Real *Gi = G + (size_t)i * Tk;
+                    if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
+                        for (int j = 0; j < kend; j++)
+                            Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
+                    Real D = row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
+                    for (int j = 0; j < vis; j++)      /* 0 past kend, where gk's product reads */
+                        Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
+                }
+                if (gq)
+                    tile(gq + at(a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb, kend,
+                         kb, ldk, HS, 1);
             }
-            if (gq) tile(gq + at(a->qs, b, h), lq, G, (size_t)Tk, 1, Tq, vis, kb, ldk, HS, 1);
-            if (gk) { /* gk += G^T q: G read transposed */
+            if (gk) { /* gk += G^T q */
                 const Real *qb = as_operand(xp, q + at(a->qs, b, h), lq, Tq, HS, &ldx);
-                tile(gk + kv, lk, G, 1, (size_t)Tk, vis, Tq, qb, ldx, HS, 1);
+                add_keys(gk + kv, lk, G, qb, ldx, a, vis);
             }
         }
-        if (gv) { /* gv += A^T gy, A read transposed */
+        if (gv) { /* gv += A^T gy */
             const Real *Ah = Ph;
             if (a->p != 0) {
                 for (int i = 0; i < Tq; i++)
@@ -413,8 +436,7 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     }
                 Ah = A;
             }
-            const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
-            tile(gv + kv, lk, Ah, 1, (size_t)Tk, vis, Tq, gyb, ldx, HS, 1);
+            add_keys(gv + kv, lk, Ah, as_operand(xp, gyh, ly, Tq, HS, &ldx), ldx, a, vis);
         }
     }
 }
