@@ -25,7 +25,7 @@ typedef enum {
 const char *ag_op_name(AgOp op);       /* "matmul" */
 const char *ag_op_derivative(AgOp op); /* the table's one-line derivative */
 
-#define AG_MAX_INPUTS 3
+#define AG_MAX_INPUTS 4
 
 /* One recorded op: its output, its inputs and what its backward needs. */
 typedef struct AgNode {
@@ -175,6 +175,11 @@ Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T);
  * * weight + bias, var the biased variance (as PyTorch). x (..., C), weight (C), bias (C) or
  * NULL -> (..., C). Saves mean and 1/std per row for backward. */
 Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double eps);
+/* The post-LN residual step in one op: ag_layernorm(x + f, weight, bias, eps), with one pass
+ * forward (saving x + f and the row statistics) and one backward that writes the LayerNorm's
+ * input gradient straight into both x's and f's. x, f (..., C) of one shape. */
+Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tensor *bias,
+                         double eps);
 
 /* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS), masked
  * scores set to -inf, softmax over keys, dropout on the probabilities, times v.

@@ -1,7 +1,8 @@
 /* ops_layernorm.c: the fused LayerNorm op over the last dimension, as PyTorch's nn.LayerNorm
  * (biased variance, eps inside the square root, weight and optional bias of size C). It saves
  * only the mean and 1/std of each row, (rows, 2); backward recomputes the normalised x from
- * them. Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
+ * them. ag_add_layernorm is the residual step x = norm(x + f) of a post-LN sub-layer as one op:
+ * it also keeps x + f, and its backward writes the gradient of x + f into both inputs. Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
  * Next: ops_embedding.c. */
 #include "ops_internal.h"
 
@@ -40,4 +41,47 @@ void ag_layernorm_backward(AgNode *n) {
     k_layernorm_backward(grad_if(x), grad_if(weight), grad_if(bias), x->data, weight->data,
                          n->saved->data, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1],
                          n->store & 1);
+}
+
+/* x (..., C), f (..., C) the same shape, weight (C), bias (C) or NULL -> (..., C).
+ * The saved tensor holds s = x + f, (rows, C), followed by the (rows, 2) statistics. */
+Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tensor *bias,
+                         double eps) {
+    AG_CHECK(tape != NULL, "ag_add_layernorm: tape is NULL");
+    AG_CHECK_TENSOR("ag_add_layernorm", x);
+    AG_CHECK_TENSOR("ag_add_layernorm", f);
+    AG_CHECK_TENSOR("ag_add_layernorm", weight);
+    AG_CHECK(tensor_same_shape(x, f), "ag_add_layernorm: x and f shapes differ: x %s %s vs f %s %s",
+             x->name, tensor_shape_str(x), f->name, tensor_shape_str(f));
+    AG_CHECK(x->ndim >= 1,
+             "ag_add_layernorm: x must have a last dimension: x %s %s vs weight %s %s", x->name,
+             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    int C = x->shape[x->ndim - 1];
+    AG_CHECK(weight->ndim == 1 && weight->shape[0] == C,
+             "ag_add_layernorm: weight must be (C) with C the last dim of x: x %s %s vs weight %s "
+             "%s",
+             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    AG_CHECK(bias == NULL || (bias->ndim == 1 && bias->shape[0] == C),
+             "ag_add_layernorm: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s",
+             x->name, tensor_shape_str(x), bias->name, tensor_shape_str(bias));
+    AG_CHECK(eps > 0, "ag_add_layernorm: eps = %g must be > 0 (x %s %s, weight %s %s)", eps,
+             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    size_t rows = tensor_rows(x);
+    Tensor *y = ag_out(tape, AG_OP_ADD_LAYERNORM, x->ndim, x->shape);
+    Tensor *saved = tensor_new1(tape->arena, (int)(rows * (size_t)(C + 2)), "add_layernorm_saved");
+    Real *s = saved->data, *stats = s + rows * (size_t)C;
+    k_add_layernorm_forward(y->data, s, stats, x->data, f->data, weight->data,
+                            bias ? bias->data : NULL, eps, rows, C);
+    AgNode *n =
+        ag_record(tape, AG_OP_ADD_LAYERNORM, y, bias ? 4 : 3, (Tensor *[]){x, f, weight, bias});
+    if (n) n->saved = saved;
+    return y;
+}
+void ag_add_layernorm_backward(AgNode *n) {
+    Tensor *x = n->in[0], *f = n->in[1], *weight = n->in[2], *bias = n->n_in == 4 ? n->in[3] : NULL;
+    size_t rows = tensor_rows(x);
+    int C = x->shape[x->ndim - 1];
+    const Real *s = n->saved->data, *stats = s + rows * (size_t)C;
+    k_add_layernorm_backward(grad_if(x), grad_if(f), grad_if(weight), grad_if(bias), s,
+                             weight->data, stats, n->out->grad, rows, C, n->store & 3);
 }

@@ -244,7 +244,8 @@ static int ensure_grad(Tape *tape, Tensor *t, int zero) {
  * Zeroing was about 2.7% of a seq2seq step; these ops write nearly every new gradient there. */
 static unsigned can_store(AgOp op) {
     switch (op) {
-    case AG_OP_ADD: return 3;
+    case AG_OP_ADD:
+    case AG_OP_ADD_LAYERNORM: return 3;
     case AG_OP_ADD_BIAS:
     case AG_OP_SCALE:
     case AG_OP_LINEAR:

@@ -163,6 +163,14 @@ Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x) {
     return ag_layernorm(t, x, ln->weight, ln->bias, ln->eps);
 }
 
+Tensor *nn_add_layernorm(Tape *t, const LayerNorm *ln, Tensor *x, Tensor *f) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(ln);
+    AG_CHECK_ARG(x);
+    AG_CHECK_ARG(f);
+    return ag_add_layernorm(t, x, f, ln->weight, ln->bias, ln->eps);
+}
+
 /* ---- Embedding ---- */
 
 void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,

@@ -62,6 +62,8 @@ typedef struct LayerNorm {
 void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps);
 /* x (..., C) -> (..., C) */
 Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x);
+/* x, f (..., C) -> LayerNorm(x + f), one fused op (ag_add_layernorm) */
+Tensor *nn_add_layernorm(Tape *t, const LayerNorm *ln, Tensor *x, Tensor *f);
 
 /* ---- Embedding(V, C): N(0, 1) like PyTorch; the padding row (if any) starts at 0 and
  * receives no gradient ---- */

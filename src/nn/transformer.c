@@ -14,6 +14,13 @@ static Tensor *residual(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng) {
     return ag_add(t, x, ag_dropout(t, f, p, rng));
 }
 
+/* The end of a sub-layer: post-LN norm(x + dropout(f)) as one fused op, pre-LN x + dropout(f) */
+static Tensor *residual_norm(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng,
+                             const LayerNorm *norm, int pre_ln) {
+    return pre_ln ? residual(t, x, f, p, rng)
+                  : nn_add_layernorm(t, norm, x, ag_dropout(t, f, p, rng));
+}
+
 void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
                            const TransformerConfig *cfg) {
     AG_CHECK_ARG(l);
@@ -34,11 +41,9 @@ static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *
                              const NnRows *rows, Rng *rng) {
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
     Tensor *a = nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows, src_pad, 0, rng);
-    x = residual(t, x, a, l->dropout, rng);
-    if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
+    x = residual_norm(t, x, a, l->dropout, rng, &l->norm1, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
-    x = residual(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng);
-    return l->pre_ln ? x : nn_layernorm(t, &l->norm2, x);
+    return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng, &l->norm2, l->pre_ln);
 }
 
 Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
@@ -84,18 +89,15 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
     Tensor *a =
         kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
                  : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows, tgt_pad, 1, rng);
-    x = residual(t, x, a, p, rng);
-    if (!l->pre_ln) x = nn_layernorm(t, &l->norm1, x);
+    x = residual_norm(t, x, a, p, rng, &l->norm1, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
     a = kv.mem_k
             ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0, rng)
             : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows,
                                   memory_pad, 0, rng);
-    x = residual(t, x, a, p, rng);
-    if (!l->pre_ln) x = nn_layernorm(t, &l->norm2, x);
+    x = residual_norm(t, x, a, p, rng, &l->norm2, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
-    x = residual(t, x, nn_ffn(t, &l->ffn, h, rng), p, rng);
-    return l->pre_ln ? x : nn_layernorm(t, &l->norm3, x);
+    return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), p, rng, &l->norm3, l->pre_ln);
 }
 
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,

@@ -31,6 +31,17 @@ static int key_end(const KAttention *a, int i) {
     return end < 0 ? 0 : end;
 }
 
+/* Keys at or past the returned index are padding for every query of batch b: 1 + the last key
+ * that is not padding (0 when all are), Tk without a mask. Their probabilities are 0, so the
+ * products need not run over them. */
+static int visible_end(const KAttention *a, int b) {
+    if (!a->mask) return a->Tk;
+    const uint8_t *pad = a->mask + (size_t)b * a->Tk;
+    int end = a->Tk;
+    while (end > 0 && pad[end - 1]) end--;
+    return end;
+}
+
 /* ---- the small products ----
  * tile: C (n, N) = or += X (n, K) times Bp (K, N). X[i][k] is read at X[i*rsx + k*csx], so the
  * same loop takes X as stored (rsx = row stride, csx = 1) or transposed (rsx = 1, csx = row
@@ -133,13 +144,20 @@ tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size
             }
             continue;
         }
+        /* a partial tile: the registers into a local array (stores at fixed places, where a
+         * memcpy of acc[r] was a library call per row), then its first nj columns. (Masked
+         * stores straight from the registers were slower: GCC 12 then keeps one or two sums on
+         * the stack in the loop above.) */
+        Real out[RB][KB];
+        UNROLL for (int r = 0; r < rb; r++) {
+            UNROLL for (int v = 0; v < NV; v++) VSTORE(out[r] + v * VL, acc[r][v]);
+        }
         for (int r = 0; r < rb && i0 + r < n; r++) {
-            Real out[KB], *c = C + (size_t)(i0 + r) * ldc + j0;
-            memcpy(out, acc[r], sizeof out);
+            Real *c = C + (size_t)(i0 + r) * ldc + j0;
             if (add)
-                for (int j = 0; j < nj; j++) c[j] += out[j];
+                for (int j = 0; j < nj; j++) c[j] += out[r][j];
             else
-                for (int j = 0; j < nj; j++) c[j] = out[j];
+                for (int j = 0; j < nj; j++) c[j] = out[r][j];
         }
     }
 }
@@ -225,23 +243,31 @@ static Real row_max(const Real *x, int n) { /* max is exact: any order gives the
     return m;
 }
 
+/* lane[0] + ... + lane[RL-1] as a tree, halves added lane by lane (shuffles of one vector,
+ * where a running sum would wait on each add) */
+static Real lanes_total(Real *lane) {
+    for (int w = RL / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
 static Real row_sum(const Real *x, int n) {
-    Real lane[RL] = {0}, s = 0;
+    Real lane[RL] = {0}, s;
     int j = 0;
     for (; j + RL <= n; j += RL)
         for (int l = 0; l < RL; l++) lane[l] += x[j + l];
-    for (int l = 0; l < RL; l++) s += lane[l];
+    s = lanes_total(lane);
     for (; j < n; j++) s += x[j];
     return s;
 }
 
 /* sum_j x_j y_j over the j where y_j != 0 */
 static Real row_dot_nz(const Real *x, const Real *y, int n) {
-    Real lane[RL] = {0}, s = 0;
+    Real lane[RL] = {0}, s;
     int j = 0;
     for (; j + RL <= n; j += RL)
         for (int l = 0; l < RL; l++) lane[l] += y[j + l] != 0 ? x[j + l] * y[j + l] : 0;
-    for (int l = 0; l < RL; l++) s += lane[l];
+    s = lanes_total(lane);
     for (; j < n; j++) s += y[j] != 0 ? x[j] * y[j] : 0;
     return s;
 }
@@ -256,50 +282,69 @@ static size_t forward_scratch(const KAttention *a) {
 }
 
 /* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale, 0 elsewhere.
- * Masked keys get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's
- * value there); a row with no visible key is all 0 (not 0/0). */
-static void softmax_row(Real *pi, int Tk, int end, const uint8_t *pad, Real scale) {
+ * Only keys j < n can be visible (the causal end and the last key that is not padding): only
+ * their dots were computed, and the rest of the row is set to 0. Padding keys below n get the
+ * score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's value there); a row with
+ * no visible key is all 0 (not 0/0). */
+static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, Real scale) {
     const Real ninf = -(Real)INFINITY;
+    /* one loop over the whole row (a separate loop of zeros became a call to memset) */
     if (pad)
-        for (int j = 0; j < Tk; j++) pi[j] = j < end && !pad[j] ? pi[j] * scale : ninf;
+        for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
-        for (int j = 0; j < Tk; j++) pi[j] = j < end ? pi[j] * scale : ninf;
-    Real m = row_max(pi, Tk);
+        for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
+    Real m = row_max(pi, n);
     if (m == ninf) {
-        for (int j = 0; j < Tk; j++) pi[j] = 0;
+        for (int j = 0; j < n; j++) pi[j] = 0;
         return;
     }
-    for (int j = 0; j < Tk; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
-    Real inv = 1 / row_sum(pi, Tk);
-    for (int j = 0; j < Tk; j++) pi[j] *= inv;
+    for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
+    Real inv = 1 / row_sum(pi, n);
+    for (int j = 0; j < n; j++) pi[j] *= inv;
 }
+
+/* Query rows go by blocks, each over the keys its rows can see (up to the causal end of its
+ * last row and the batch's last key that is not padding): with causal attention blocks of RB
+ * (the row blocks tile() makes itself), else one block of all Tq rows (smaller blocks only
+ * added calls: 4% slower at T 64). */
+static int row_step(const KAttention *a) { return a->causal ? RB : a->Tq; }
 
 /* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h]. */
 static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a, int b, int h, Real *scratch) {
-    int Tq = a->Tq, Tk = a->Tk, HS = a->HS, g = h / (a->NH / a->NKV);
+    int Tq = a->Tq, Tk = a->Tk, HS = a->HS, g = h / (a->NH / a->NKV), vis = visible_end(a, b);
     const uint8_t *pad = a->mask ? a->mask + (size_t)b * Tk : NULL;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(Tk), *A = vp + (size_t)Tk * padded(HS);
     size_t row0 = ((size_t)b * a->NH + h) * Tq; /* the head's first row of P */
+    size_t lq = a->qs[2], ly = a->ys[2], ldv;
     Real *Ph = P + row0 * Tk;
-    transpose_pad(kt, k + at(a->ks, b, g), a->ks[2], Tk, HS);
-    tile(Ph, (size_t)Tk, q + at(a->qs, b, h), a->qs[2], 1, Tq, HS, kt, (size_t)padded(Tk), Tk,
-         0); /* raw q.k dots */
-    for (int i = 0; i < Tq; i++) softmax_row(Ph + (size_t)i * Tk, Tk, key_end(a, i), pad, scale);
-    /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
-    const Real *Ah = Ph;
-    if (a->p != 0) {
-        for (int i = 0; i < Tq; i++)
-            for (int j = 0; j < Tk; j++) {
-                size_t e = (row0 + i) * Tk + j;
-                A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
-            }
-        Ah = A;
+    const Real *qh = q + at(a->qs, b, h);
+    Real *yh = y + at(a->ys, b, h);
+    transpose_pad(kt, k + at(a->ks, b, g), a->ks[2], vis, HS);
+    const Real *vb = as_operand(vp, v + at(a->ks, b, g), a->ks[2], vis, HS, &ldv);
+    for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
+        int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, i0 + nb - 1);
+        if (kend > vis) kend = vis;
+        Real *Pb = Ph + (size_t)i0 * Tk;
+        tile(Pb, (size_t)Tk, qh + (size_t)i0 * lq, lq, 1, nb, HS, kt, (size_t)padded(vis), kend,
+             0); /* raw q.k dots */
+        for (int i = i0; i < i0 + nb; i++) {
+            int n = key_end(a, i);
+            softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, scale);
+        }
+        /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
+        const Real *Ab = Pb;
+        if (a->p != 0) {
+            for (int i = i0; i < i0 + nb; i++)
+                for (int j = 0; j < kend; j++) {
+                    size_t e = (row0 + i) * Tk + j;
+                    A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
+                }
+            Ab = A + (size_t)i0 * Tk;
+        }
+        tile(yh + (size_t)i0 * ly, ly, Ab, (size_t)Tk, 1, nb, kend, vb, ldv, HS, 0);
     }
-    size_t ldv;
-    const Real *vb = as_operand(vp, v + at(a->ks, b, g), a->ks[2], Tk, HS, &ldv);
-    tile(y + at(a->ys, b, h), a->ys[2], Ah, (size_t)Tk, 1, Tq, Tk, vb, ldv, HS, 0);
 }
 
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
@@ -322,11 +367,26 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
  * gv_j += sum_i A_ij gy_i: as matrices gq += G k, gk += G^T q, gv += A^T gy.
  * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows.
  * Here for key/value head g of batch b and every head h that reads it, in order h = g*group,
- * ..., so a key row's gradient adds one head's sum after the other. */
+ * ..., so a key row's gradient adds one head's sum after the other. Keys past the batch's last
+ * key that is not padding (visible_end) have P = 0 in every row: the products skip them. */
 static size_t backward_scratch(const KAttention *a) {
     size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS, hp = (size_t)padded(a->HS);
     /* vt, kp, G, A (with dropout), qp or gyp */
     return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
+}
+
+/* gx (rows of keys, ld apart) += X^T Y over the keys j < vis: X (Tq, Tk) read transposed, Y
+ * (Tq, HS) with rows ldy apart. Causal: a block of RB keys from j0 is seen only from query row
+ * j0 - (Tk - Tq) on, and X is 0 in the rows above, so the sums start there. */
+static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t ldy,
+                     const KAttention *a, int vis) {
+    int Tq = a->Tq, Tk = a->Tk, step = a->causal ? RB : vis;
+    for (int j0 = 0; j0 < vis; j0 += step) {
+        int nk = vis - j0 < step ? vis - j0 : step, i0 = a->causal ? j0 - (Tk - Tq) : 0;
+        if (i0 < 0) i0 = 0;
+        tile(gx + (size_t)j0 * ld, ld, X + (size_t)i0 * Tk + j0, 1, (size_t)Tk, nk, Tq - i0,
+             Y + (size_t)i0 * ldy, ldy, a->HS, 1);
+    }
 }
 
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
@@ -337,41 +397,50 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(Tk), *G = kp + (size_t)Tk * padded(HS);
     Real *A = G + (size_t)Tq * Tk, *xp = A + (size_t)Tq * Tk;
     size_t kv = at(a->ks, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
+    int vis = visible_end(a, b);
     const Real *kb = NULL;
-    if (gq || gk) transpose_pad(vt, v + kv, lk, Tk, HS);
-    if (gq) kb = as_operand(kp, k + kv, lk, Tk, HS, &ldk);
+    if (gq || gk) transpose_pad(vt, v + kv, lk, vis, HS);
+    if (gq) kb = as_operand(kp, k + kv, lk, vis, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t row0 = ((size_t)b * a->NH + h) * Tq;
         const Real *Ph = P + row0 * Tk, *gyh = gy + at(a->ys, b, h);
-        if (gq || gk) {
-            tile(G, (size_t)Tk, gyh, ly, 1, Tq, HS, vt, (size_t)padded(Tk), Tk, 0); /* gy v^T */
-            for (int i = 0; i < Tq; i++) {
-                const Real *pi = Ph + (size_t)i * Tk;
-                Real *Gi = G + (size_t)i * Tk;
-                if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
-                    for (int j = 0; j < Tk; j++)
-                        Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
-                Real D = row_dot_nz(Gi, pi, Tk); /* sum_j gP_ij P_ij */
-                for (int j = 0; j < Tk; j++) Gi[j] = pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
+        if (gq || gk) { /* by blocks of query rows (row_step), each up to the keys it sees */
+            for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
+                int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, i0 + nb - 1);
+                if (kend > vis) kend = vis;
+                Real *Gb = G + (size_t)i0 * Tk;
+                tile(Gb, (size_t)Tk, gyh + (size_t)i0 * ly, ly, 1, nb, HS, vt, (size_t)padded(vis),
+                     kend, 0); /* gy v^T */
+                for (int i = i0; i < i0 + nb; i++) {
+                    const Real *pi = Ph + (size_t)i * Tk;
+                    Real *Gi = G + (size_t)i * Tk;
+                    if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
+                        for (int j = 0; j < kend; j++)
+                            Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
+                    Real D = row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
+                    for (int j = 0; j < vis; j++)      /* 0 past kend, where gk's product reads */
+                        Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
+                }
+                if (gq)
+                    tile(gq + at(a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb, kend,
+                         kb, ldk, HS, 1);
             }
-            if (gq) tile(gq + at(a->qs, b, h), lq, G, (size_t)Tk, 1, Tq, Tk, kb, ldk, HS, 1);
-            if (gk) { /* gk += G^T q: G read transposed */
+            if (gk) { /* gk += G^T q */
                 const Real *qb = as_operand(xp, q + at(a->qs, b, h), lq, Tq, HS, &ldx);
-                tile(gk + kv, lk, G, 1, (size_t)Tk, Tk, Tq, qb, ldx, HS, 1);
+                add_keys(gk + kv, lk, G, qb, ldx, a, vis);
             }
         }
-        if (gv) { /* gv += A^T gy, A read transposed */
+        if (gv) { /* gv += A^T gy */
             const Real *Ah = Ph;
             if (a->p != 0) {
                 for (int i = 0; i < Tq; i++)
-                    for (int j = 0; j < Tk; j++) {
+                    for (int j = 0; j < vis; j++) {
                         size_t e = (row0 + i) * Tk + j;
                         A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
                     }
                 Ah = A;
             }
-            const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
-            tile(gv + kv, lk, Ah, 1, (size_t)Tk, Tk, Tq, gyb, ldx, HS, 1);
+            add_keys(gv + kv, lk, Ah, as_operand(xp, gyh, ly, Tq, HS, &ldx), ldx, a, vis);
         }
     }
 }

@@ -146,6 +146,14 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
  * store: gx is written, not added to. */
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
                           const Real *stats, const Real *gy, size_t rows, int C, int store);
+/* s = x + f (rows, C), kept for backward, and y = LayerNorm(s) as k_layernorm_forward */
+void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const Real *f,
+                             const Real *weight, const Real *bias, double eps, size_t rows, int C);
+/* the LayerNorm backward on s, its input gradient written into both gx and gf (any of the four
+ * gradients may be NULL); store bit 0: gx is written, not added to; bit 1: the same for gf */
+void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
+                              const Real *weight, const Real *stats, const Real *gy, size_t rows,
+                              int C, unsigned store);
 
 /* ---- lookup: embedding rows, and rows picked by index (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */

@@ -130,6 +130,10 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_layernorm, t, nn_layernorm(NULL, &LN, &T))                                                \
     X(nn_layernorm, ln, nn_layernorm(&TP, NULL, &T))                                               \
     X(nn_layernorm, x, nn_layernorm(&TP, &LN, NULL))                                               \
+    X(nn_add_layernorm, t, nn_add_layernorm(NULL, &LN, &T, &T))                                    \
+    X(nn_add_layernorm, ln, nn_add_layernorm(&TP, NULL, &T, &T))                                   \
+    X(nn_add_layernorm, x, nn_add_layernorm(&TP, &LN, NULL, &T))                                   \
+    X(nn_add_layernorm, f, nn_add_layernorm(&TP, &LN, &T, NULL))                                   \
     X(nn_embedding_init, e, nn_embedding_init(NULL, &NB, "", 5, 4, -1))                            \
     X(nn_embedding_init, b, nn_embedding_init(&EMB, NULL, "", 5, 4, -1))                           \
     X(nn_embedding, t, nn_embedding(NULL, &EMB, IDS, 1, 2))                                        \

@@ -59,6 +59,40 @@ static void zero_grads(Tensor *q, Tensor *k, Tensor *v) {
     tensor_zero_grad(v);
 }
 
+/* The fused op's output, probabilities and gradients (of loss = sum(y * R)), kept while the
+ * same inputs go through a composition of plain ops on the reset tape. */
+typedef struct {
+    Real *y, *P, *gq, *gk, *gv;
+} Fused;
+
+static Fused keep_fused(TestEnv *env, Tensor *y, Tensor *P, Tensor *q, Tensor *k, Tensor *v) {
+    backward_weighted(env->tape, y);
+    Fused f;
+    f.y = arena_alloc(env->params, y->size * sizeof(Real));
+    f.P = arena_alloc(env->params, P->size * sizeof(Real));
+    memcpy(f.y, y->data, y->size * sizeof(Real));
+    memcpy(f.P, P->data, P->size * sizeof(Real));
+    f.gq = copy_grad(env->params, q);
+    f.gk = copy_grad(env->params, k);
+    f.gv = copy_grad(env->params, v);
+    ag_tape_reset(env->tape);
+    zero_grads(q, k, v);
+    return f;
+}
+
+/* the composition's yc = Pc v against the kept results, gradients included */
+static void assert_matches(const Fused *f, Tape *tape, Tensor *yc, Tensor *Pc, Tensor *q, Tensor *k,
+                           Tensor *v) {
+    backward_weighted(tape, yc);
+    cr_assert(max_diff(f->y, yc->data, yc->size) < TOL, "output: %g",
+              max_diff(f->y, yc->data, yc->size));
+    cr_assert(max_diff(f->P, Pc->data, Pc->size) < TOL, "probs: %g",
+              max_diff(f->P, Pc->data, Pc->size));
+    cr_assert(max_diff(f->gq, q->grad, q->size) < TOL, "dq: %g", max_diff(f->gq, q->grad, q->size));
+    cr_assert(max_diff(f->gk, k->grad, k->size) < TOL, "dk: %g", max_diff(f->gk, k->grad, k->size));
+    cr_assert(max_diff(f->gv, v->grad, v->size) < TOL, "dv: %g", max_diff(f->gv, v->grad, v->size));
+}
+
 static void check_against_composition(int B, int NH, int Tq, int Tk, int HS) {
     TestEnv env = test_env_new();
     Tensor *q = randn4(env.params, B, NH, Tq, HS, "q", 1);
@@ -67,28 +101,10 @@ static void check_against_composition(int B, int NH, int Tq, int Tk, int HS) {
 
     Tensor *P;
     Tensor *y = ag_attention(env.tape, q, k, v, 0, NULL, 0, NULL, &P);
-    backward_weighted(env.tape, y);
-    Real *yf = arena_alloc(env.params, y->size * sizeof(Real));
-    Real *pf = arena_alloc(env.params, P->size * sizeof(Real));
-    memcpy(yf, y->data, y->size * sizeof(Real));
-    memcpy(pf, P->data, P->size * sizeof(Real));
-    Real *gq = copy_grad(env.params, q), *gk = copy_grad(env.params, k);
-    Real *gv = copy_grad(env.params, v);
-
-    ag_tape_reset(env.tape);
-    zero_grads(q, k, v);
+    Fused f = keep_fused(&env, y, P, q, k, v);
     Tensor *S = ag_scale(env.tape, ag_matmul_bt(env.tape, q, k), 1.0 / sqrt((double)HS));
     Tensor *Pc = ag_softmax(env.tape, S);
-    Tensor *yc = ag_matmul(env.tape, Pc, v);
-    backward_weighted(env.tape, yc);
-
-    cr_assert(max_diff(yf, yc->data, yc->size) < TOL, "output: %g",
-              max_diff(yf, yc->data, yc->size));
-    cr_assert(max_diff(pf, Pc->data, Pc->size) < TOL, "probs: %g",
-              max_diff(pf, Pc->data, Pc->size));
-    cr_assert(max_diff(gq, q->grad, q->size) < TOL, "dq: %g", max_diff(gq, q->grad, q->size));
-    cr_assert(max_diff(gk, k->grad, k->size) < TOL, "dk: %g", max_diff(gk, k->grad, k->size));
-    cr_assert(max_diff(gv, v->grad, v->size) < TOL, "dv: %g", max_diff(gv, v->grad, v->size));
+    assert_matches(&f, env.tape, ag_matmul(env.tape, Pc, v), Pc, q, k, v);
     test_env_free(&env);
 }
 
@@ -101,6 +117,44 @@ Test(ag_attention, equals_the_composition_of_plain_ops) {
 Test(ag_attention, equals_the_composition_across_tile_edges) {
     check_against_composition(2, 3, 7, 37, 9);
     check_against_composition(1, 2, 33, 64, 16);
+}
+
+/* Causal and padded rows against plain ops with an additive mask (-inf where a key is hidden):
+ * the kernel runs each block of query rows only over the keys that block can see and stops at
+ * the batch's last key that is not padding (k_attention.c), so trailing padding of several
+ * lengths and T = 21 (row blocks 8, 8, 5) must give the same numbers. Every row sees a key. */
+static void check_masked_against_composition(int causal) {
+    enum { B = 3, NH = 2, T = 21, HS = 9 };
+    static const int pads[B] = {0, 6, 13}; /* trailing padding keys of each batch row */
+    uint8_t mask[B * T];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < T; j++) mask[b * T + j] = j >= T - pads[b];
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, B, NH, T, HS, "q", 7);
+    Tensor *k = randn4(env.params, B, NH, T, HS, "k", 8);
+    Tensor *v = randn4(env.params, B, NH, T, HS, "v", 9);
+    Tensor *P;
+    Tensor *y = ag_attention(env.tape, q, k, v, causal, mask, 0, NULL, &P);
+    Fused f = keep_fused(&env, y, P, q, k, v);
+    Tensor *M = tensor_new4(env.tape->arena, B, NH, T, T, "mask");
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++)
+                    M->data[(((size_t)b * NH + h) * T + i) * T + j] =
+                        mask[b * T + j] || (causal && j > i) ? -(Real)INFINITY : 0;
+    Tensor *S = ag_scale(env.tape, ag_matmul_bt(env.tape, q, k), 1.0 / sqrt((double)HS));
+    Tensor *Pc = ag_softmax(env.tape, ag_add(env.tape, S, M));
+    assert_matches(&f, env.tape, ag_matmul(env.tape, Pc, v), Pc, q, k, v);
+    test_env_free(&env);
+}
+
+Test(ag_attention, trailing_padding_equals_the_composition_with_an_additive_mask) {
+    check_masked_against_composition(0);
+}
+
+Test(ag_attention, causal_with_trailing_padding_equals_the_composition) {
+    check_masked_against_composition(1);
 }
 
 /* Causal self-attention (T = 4) with left padding: batch 1 pads keys 0 and 1, so its query

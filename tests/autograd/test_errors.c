@@ -194,6 +194,24 @@ static void layernorm_null_weight(Tape *tp) { ag_layernorm(tp, T2("x", 2, 4), NU
 static void layernorm_tape(Tape *tp) {
     ag_layernorm(NULL, T2("x", 2, 4), T1("weight", 4), T1("bias", 4), 1e-5);
 }
+static void add_layernorm_shapes(Tape *tp) {
+    ag_add_layernorm(tp, T3("x", 2, 3, 4), T3("f", 2, 4, 3), T1("weight", 4), NULL, 1e-5);
+}
+static void add_layernorm_scalar(Tape *tp) { ag_add_layernorm(tp, T0("x"), T0("f"), T1("weight", 1), NULL, 1e-5); }
+static void add_layernorm_weight_len(Tape *tp) {
+    ag_add_layernorm(tp, T3("x", 2, 3, 4), T3("f", 2, 3, 4), T1("weight", 5), NULL, 1e-5);
+}
+static void add_layernorm_bias_rank(Tape *tp) {
+    ag_add_layernorm(tp, T2("x", 2, 4), T2("f", 2, 4), T1("weight", 4), T2("bias", 2, 4), 1e-5);
+}
+static void add_layernorm_eps(Tape *tp) {
+    ag_add_layernorm(tp, T2("x", 2, 4), T2("f", 2, 4), T1("weight", 4), NULL, 0.0);
+}
+static void add_layernorm_null_f(Tape *tp) { ag_add_layernorm(tp, T2("x", 2, 4), NULL, T1("weight", 4), NULL, 1e-5); }
+static void add_layernorm_null_weight(Tape *tp) { ag_add_layernorm(tp, T2("x", 2, 4), T2("f", 2, 4), NULL, NULL, 1e-5); }
+static void add_layernorm_tape(Tape *tp) {
+    ag_add_layernorm(NULL, T2("x", 2, 4), T2("f", 2, 4), T1("weight", 4), NULL, 1e-5);
+}
 
 /* lookup */
 static void embedding_id_high(Tape *tp) {
@@ -463,6 +481,14 @@ static const Misuse misuses[] = {
     {AG_OP_LAYERNORM, "NULL x", layernorm_null_x, {"'x' is NULL"}},
     {AG_OP_LAYERNORM, "NULL weight", layernorm_null_weight, {"'weight' is NULL"}},
     {AG_OP_LAYERNORM, "NULL tape", layernorm_tape, {"tape is NULL"}},
+    {AG_OP_ADD_LAYERNORM, "x and f shapes", add_layernorm_shapes, {"x and f shapes differ", "x (2,3,4)", "f (2,4,3)"}},
+    {AG_OP_ADD_LAYERNORM, "scalar x", add_layernorm_scalar, {"last dimension", "x ()", "weight (1)"}},
+    {AG_OP_ADD_LAYERNORM, "weight length", add_layernorm_weight_len, {"weight must be (C)", "x (2,3,4)", "weight (5)"}},
+    {AG_OP_ADD_LAYERNORM, "bias rank", add_layernorm_bias_rank, {"bias must be (C)", "x (2,4)", "bias (2,4)"}},
+    {AG_OP_ADD_LAYERNORM, "eps == 0", add_layernorm_eps, {"eps = 0 ", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_ADD_LAYERNORM, "NULL f", add_layernorm_null_f, {"'f' is NULL"}},
+    {AG_OP_ADD_LAYERNORM, "NULL weight", add_layernorm_null_weight, {"'weight' is NULL"}},
+    {AG_OP_ADD_LAYERNORM, "NULL tape", add_layernorm_tape, {"tape is NULL"}},
 
     {AG_OP_EMBEDDING, "id >= V", embedding_id_high, {"id 5 at position (1,0)", "ids (2,2)", "vocabulary of size 5", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "id < 0", embedding_id_negative, {"id -3 at position (1,0)", "ids (2,3)", "vocabulary of size 5", "wte (5,4)"}},

@@ -305,3 +305,72 @@ Test(ag_layernorm, aborts_on_a_weight_of_two_dims, .signal = SIGABRT) {
     ag_layernorm(env.tape, x, w, NULL, 1e-5);
     test_env_free(&env); /* not reached */
 }
+
+/* ---- ag_add_layernorm: the residual step norm(x + f) as one op ---- */
+
+/* The residual pattern of a sub-layer: xs = 0.7 x0, f = relu(xs) * f0 (f depends on xs, so
+ * xs's gradient has two terms), y = norm(xs + f), loss = sum(y * R); fused or as ag_add then
+ * ag_layernorm. out: y, then the gradients of x0, f0, w, b. C > 256: more than one chunk. */
+enum { RES_R = 4 * 9, RES_C = 300 };
+static void run_residual(int fused, Real *out) {
+    TestEnv env = test_env_new();
+    Tensor *x0 = tensor_new2(env.params, RES_R, RES_C, "x0");
+    Tensor *f0 = tensor_new2(env.params, RES_R, RES_C, "f0");
+    Tensor *w = tensor_new1(env.params, RES_C, "w"), *b = tensor_new1(env.params, RES_C, "b");
+    fill(x0, 31, 0.2, 1.5);
+    fill(f0, 32, 0.0, 1.0);
+    fill(w, 33, 1.0, 0.3);
+    fill(b, 34, 0.0, 0.5);
+    Tensor *leaves[4] = {x0, f0, w, b};
+    for (int i = 0; i < 4; i++) tensor_requires_grad(leaves[i]);
+    Tape *t = env.tape;
+    Tensor *xs = ag_scale(t, x0, 0.7);
+    Tensor *f = ag_mul(t, ag_relu(t, xs), f0);
+    Tensor *y = fused ? ag_add_layernorm(t, xs, f, w, b, 1e-5)
+                      : ag_layernorm(t, ag_add(t, xs, f), w, b, 1e-5);
+    Tensor *R_ = tensor_new2(t->arena, RES_R, RES_C, "R");
+    fill(R_, 35, 0, 1);
+    ag_backward(t, ag_sum(t, ag_mul(t, y, R_)));
+    memcpy(out, y->data, y->size * sizeof(Real));
+    out += y->size;
+    for (int i = 0; i < 4; i++) {
+        memcpy(out, leaves[i]->grad, leaves[i]->size * sizeof(Real));
+        out += leaves[i]->size;
+    }
+    test_env_free(&env);
+}
+
+Test(ag_add_layernorm, matches_ag_add_then_ag_layernorm_values_and_gradients) {
+    enum { N = 3 * RES_R * RES_C + 2 * RES_C };
+    static Real fused[N], plain[N];
+    run_residual(1, fused);
+    run_residual(0, plain);
+    double worst = 0, size = 0;
+    for (size_t i = 0; i < N; i++) {
+        double e = fabs((double)fused[i] - (double)plain[i]) / fmax(1.0, fabs((double)plain[i]));
+        worst = fmax(worst, e);
+        size = fmax(size, fabs((double)plain[i]));
+    }
+    cr_assert(size > 0.1, "the values compared are all near 0 (largest %g)", size);
+    cr_assert(worst < TIGHT, "fused add + layernorm differs from add then layernorm by %.3g",
+              worst);
+}
+
+Test(ag_add_layernorm, bit_identical_for_1_2_and_3_threads) {
+    enum { N = 3 * RES_R * RES_C + 2 * RES_C };
+    static Real one[N], many[N];
+    size_t saved = k_par_min;
+    k_par_min = 1; /* every kernel parallel, even at this size */
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    run_residual(1, one);
+    for (int threads = 2; threads <= 3; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        run_residual(1, many);
+        cr_assert(memcmp(one, many, sizeof one) == 0, "%d threads differ from 1", threads);
+    }
+    k_par_min = saved;
+}

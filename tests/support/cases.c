@@ -87,6 +87,23 @@ static Tensor *b_layernorm(Tape *t, Tensor **in, const GcCase *c) {
     return ag_layernorm(t, in[0], w, c->n_in == 3 ? in[2] : NULL, 1e-5);
 }
 
+/* add_layernorm, eps 1e-5: in[0] = x, in[1] = f, then the weight's offset from 1 and, when the
+ * case has it, the bias. arg[0]: 0 as given (leaves: the backward adds into their gradients),
+ * 1 x and f scaled first (intermediates: the backward writes their new gradients, AgNode.store),
+ * 2 f is x itself (no in[1]: the weight is in[1]; its gradient must be the sum of both) */
+static Tensor *b_add_layernorm(Tape *t, Tensor **in, const GcCase *c) {
+    int same = c->arg[0] == 2, at = same ? 1 : 2;
+    Tensor *x = in[0], *f = same ? in[0] : in[1];
+    if (c->arg[0] == 1) {
+        x = ag_scale(t, x, 1.5);
+        f = ag_scale(t, f, -0.5);
+    }
+    Tensor *ones = tensor_new(t->arena, in[at]->ndim, in[at]->shape, "ones");
+    tensor_fill(ones, 1);
+    Tensor *w = ag_add(t, in[at], ones);
+    return ag_add_layernorm(t, x, f, w, c->n_in > at + 1 ? in[at + 1] : NULL, 1e-5);
+}
+
 /* Key padding masks for the attention cases, (B=2, Tk), chosen by arg[1] (0 = no mask). */
 static const struct {
     int B, Tk;
@@ -191,6 +208,10 @@ static const GcCase cases[] = {
     {"layernorm (2,3,5) weight and bias", 3, {3, 1, 1}, {{2, 3, 5}, {5}, {5}}, b_layernorm, {0}, 0, 0},
     {"layernorm (7,33) weight and bias", 3, {2, 1, 1}, {{7, 33}, {33}, {33}}, b_layernorm, {0}, 0, 0},
     {"layernorm (4,6) no bias", 2, {2, 1}, {{4, 6}, {6}}, b_layernorm, {0}, 0, 0},
+    {"add_layernorm (2,3,5) weight and bias", 4, {3, 3, 1, 1}, {{2, 3, 5}, {2, 3, 5}, {5}, {5}}, b_add_layernorm, {0}, 0, 0},
+    {"add_layernorm (3,300) intermediates, no bias", 3, {2, 2, 1}, {{3, 300}, {3, 300}, {300}}, b_add_layernorm, {1}, 0, 0},
+    {"add_layernorm (4,7) of x + x", 3, {2, 1, 1}, {{4, 7}, {7}, {7}}, b_add_layernorm, {2}, 0, 0},
+    {"add_layernorm (2,5,6) f without grad", 4, {3, 3, 1, 1}, {{2, 5, 6}, {2, 5, 6}, {6}, {6}}, b_add_layernorm, {1}, 0, 2},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
     {"gather_rows 4 of (2,3,5)", 1, {3}, {{2, 3, 5}}, b_gather_rows, {4, 5, 1}, 0, 0},

@@ -7,7 +7,7 @@
 
 #include "attograd.h"
 
-#define GC_MAX_IN 3
+#define GC_MAX_IN 4
 
 typedef struct GcCase GcCase;
 struct GcCase {
