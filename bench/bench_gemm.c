@@ -8,7 +8,10 @@
  * against the FMA peak measured here first (one thread, registers only), times the threads.
  * cpu_ms is the CPU time of all threads per product: on a machine shared with other programs,
  * cpu_ms of one thread is the time the product takes when it has the core (ms is wall time).
- * bench_gemm --peak prints the first line (the peak) only.
+ * bench_gemm --peak prints the first line (the peak) only; bench_gemm TEXT runs the shapes whose
+ * "FORM MxKxN" contains TEXT (e.g. TN, or 1280x128x). bench_gemm --cold [TEXT] runs each product
+ * on operands no cache holds (one of many copies in turn: COLD_MIB of them), as a training step
+ * runs a weight gradient on activations last touched in the forward.
  * Not here: a whole training step (bench_step.c). Build and run: make bench, then
  * build/bench/bench_gemm (or REAL=double). */
 #include <math.h>
@@ -32,7 +35,8 @@ void ref_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
               int threads);
 #endif
 
-enum { RUNS = 7 };
+enum { RUNS = 7, MAX_SETS = 512 };
+#define COLD_MIB 128.0 /* --cold: 4 times the L3 of the machines we measure on */
 #define MIN_RUN_MS 40.0
 
 typedef struct {
@@ -41,10 +45,13 @@ typedef struct {
 } Shape;
 
 /* (M,K,N): the square reference, the Linear layers of a d_model 128, d_ff 512 model on 64 x 20
- * tokens (forward x W^T is NT, the input gradient gy W is NN, the weight gradient gy^T x is TN) */
+ * tokens (seq2seq-small: forward x W^T is NT, the input gradient gy W is NN, the weight
+ * gradient gy^T x is TN; W is (out,in) with (in,out) (128,384), (128,128), (128,512), (512,128)) */
 static const Shape SHAPES[] = {
     {"NN", 0, 0, 1024, 1024, 1024}, {"NN", 0, 0, 1280, 128, 384}, {"NN", 0, 0, 1280, 128, 512},
-    {"NN", 0, 0, 1280, 512, 128},   {"NT", 0, 1, 1280, 128, 512}, {"TN", 1, 0, 512, 1280, 128},
+    {"NN", 0, 0, 1280, 512, 128},   {"NN", 0, 0, 1280, 384, 128}, {"NT", 0, 1, 1280, 128, 512},
+    {"NT", 0, 1, 1280, 128, 384},   {"NT", 0, 1, 1280, 512, 128}, {"TN", 1, 0, 512, 1280, 128},
+    {"TN", 1, 0, 384, 1280, 128},   {"TN", 1, 0, 128, 1280, 512}, {"TN", 1, 0, 128, 1280, 128},
 };
 
 static double clock_ms(clockid_t id) {
@@ -133,12 +140,14 @@ static void set_threads(int n) {
 #endif
 }
 
-/* ms per product: repeats it until MIN_RUN_MS has passed, returns the mean of that run */
-static double time_ours(const Shape *s, const Real *A, const Real *B, Real *C, double *cpu_ms) {
+/* ms per product: repeats it until MIN_RUN_MS has passed, returns the mean of that run. The
+ * product runs on the sets of operands A[i], B[i], C[i] in turn (one set, or --cold's many). */
+static double time_ours(const Shape *s, Real **A, Real **B, Real **C, int sets, double *cpu_ms) {
     int reps = 0;
     double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t;
     do {
-        k_gemm(s->ta, s->tb, s->M, s->N, s->K, A, B, C, 0);
+        int i = reps % sets;
+        k_gemm(s->ta, s->tb, s->M, s->N, s->K, A[i], B[i], C[i], 0);
         reps++;
     } while ((t = now_ms() - t0) < MIN_RUN_MS);
     *cpu_ms = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) / reps;
@@ -162,16 +171,29 @@ int main(int argc, char **argv) {
     printf("bench gemm kernel=%s real=%s peak_gflops_per_thread=%.1f\n", k_gemm_kernel_name(),
            AG_REAL_NAME, peak);
     if (argc > 1 && strcmp(argv[1], "--peak") == 0) return 0; /* compare.py's pct_peak */
+    int cold = argc > 1 && strcmp(argv[1], "--cold") == 0;
+    const char *only = argc > 1 + cold ? argv[1 + cold] : NULL; /* "TN", "1280x128": those only */
     Rng rng;
     rng_seed(&rng, 3);
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
         const Shape *s = &SHAPES[si];
+        char name[64];
+        snprintf(name, sizeof name, "%s %dx%dx%d", s->form, s->M, s->K, s->N);
+        if (only && !strstr(name, only)) continue;
         size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
-        Real *A = malloc(na * sizeof(Real)), *B = malloc(nb * sizeof(Real));
-        Real *C = malloc(nc * sizeof(Real)), *C2 = malloc(nc * sizeof(Real));
-        if (!A || !B || !C || !C2) return 1;
-        for (size_t i = 0; i < na; i++) A[i] = (Real)rng_normal(&rng);
-        for (size_t i = 0; i < nb; i++) B[i] = (Real)rng_normal(&rng);
+        /* --cold: enough sets of operands to fill COLD_MIB, so each product finds its own
+         * evicted from every cache, as a weight gradient finds the activations of the forward */
+        int sets = cold ? (int)(COLD_MIB * 1048576.0 / ((na + nb + nc) * sizeof(Real))) + 1 : 1;
+        Real *A[MAX_SETS], *B[MAX_SETS], *C[MAX_SETS], *C2 = malloc(nc * sizeof(Real));
+        if (sets > MAX_SETS) sets = MAX_SETS;
+        for (int k = 0; k < sets; k++) {
+            A[k] = malloc(na * sizeof(Real)), B[k] = malloc(nb * sizeof(Real));
+            C[k] = malloc(nc * sizeof(Real));
+            if (!A[k] || !B[k] || !C[k] || !C2) return 1;
+            for (size_t i = 0; i < na; i++) A[k][i] = (Real)rng_normal(&rng);
+            for (size_t i = 0; i < nb; i++) B[k][i] = (Real)rng_normal(&rng);
+            memset(C[k], 0, nc * sizeof(Real));
+        }
         double flops = 2.0 * s->M * s->K * s->N;
         for (int threads = 1; threads <= 2; threads++) {
 #ifndef _OPENMP
@@ -183,29 +205,33 @@ int main(int argc, char **argv) {
             double ref[RUNS];
 #endif
             for (int r = 0; r < RUNS; r++) {
-                ours[r] = time_ours(s, A, B, C, &cpu[r]);
+                ours[r] = time_ours(s, A, B, C, sets, &cpu[r]);
 #ifdef BENCH_OPENBLAS
-                ref[r] = time_ref(s, A, B, C2, threads);
+                ref[r] = time_ref(s, A[0], B[0], C2, threads);
 #endif
             }
             qsort(ours, RUNS, sizeof ours[0], cmp_double);
             qsort(cpu, RUNS, sizeof cpu[0], cmp_double);
             double ms = ours[RUNS / 2], g = flops / (ms * 1e6);
-            printf("bench gemm %s %dx%dx%d threads=%d attograd_ms=%.3f gflops=%.1f pct_peak=%.1f",
-                   s->form, s->M, s->K, s->N, threads, ms, g, 100.0 * g / (peak * threads));
+            printf("bench gemm %s%s %dx%dx%d threads=%d attograd_ms=%.3f gflops=%.1f pct_peak=%.1f",
+                   s->form, cold ? " cold" : "", s->M, s->K, s->N, threads, ms, g,
+                   100.0 * g / (peak * threads));
 #ifdef BENCH_OPENBLAS
             qsort(ref, RUNS, sizeof ref[0], cmp_double);
             double diff = 0; /* the two results should agree to rounding */
-            for (size_t i = 0; i < nc; i++) diff = fmax(diff, fabs((double)C[i] - (double)C2[i]));
+            for (size_t i = 0; i < nc; i++)
+                diff = fmax(diff, fabs((double)C[0][i] - (double)C2[i]));
             printf(" openblas_ms=%.3f ratio=%.2f max_abs_diff=%.1e", ref[RUNS / 2],
                    ref[RUNS / 2] / ms, diff);
 #endif
             printf(" cpu_ms=%.3f\n", cpu[RUNS / 2]);
             fflush(stdout);
         }
-        free(A);
-        free(B);
-        free(C);
+        for (int k = 0; k < sets; k++) {
+            free(A[k]);
+            free(B[k]);
+            free(C[k]);
+        }
         free(C2);
     }
     return 0;

@@ -11,6 +11,11 @@
  *                 transposed forms are read in place while packing: no transpose is ever
  *                 stored. A row-major A (not ta) is already contiguous in k, so its full strips
  *                 are read where they are (MR short runs) and only a last, partial one is packed.
+ *                 A block is packed 16 stored rows at a time, each row's piece dealt out to all
+ *                 its strips or panels (reads along rows, writes in runs); op(B) stored
+ *                 transposed (x W^T) is transposed VLEN x VLEN in registers (AVX-512, AVX2).
+ *                 In a training step the packing is mostly waiting for memory: the weight
+ *                 gradient gy^T x packs activations last touched in the forward.
  *   blocking      K is cut into blocks of KC, C into blocks of MC rows and NC columns, so that a
  *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
  *                 L1 while the kernel sweeps it across the B block.
@@ -207,58 +212,177 @@ _Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiple
 #define PREFETCH_W(p) ((void)(p))
 #endif
 
+/* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
+ * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
+ * exchanged. Only moves: the values are copied exactly. */
+#if !defined(AG_GEMM_PORTABLE) && defined(__AVX512F__)
+#define HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512d r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(s + i * lds);
+    for (int i = 0; i < 8; i += 2) { /* t[2p + m], lane l: rows 2p, 2p+1 at k = 2l + m */
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    for (int m = 0; m < 2; m++) {
+        __m512d u0 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0x88);
+        __m512d u1 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0xDD);
+        __m512d u2 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0x88);
+        __m512d u3 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0xDD);
+        _mm512_storeu_pd(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0x88));
+        _mm512_storeu_pd(d + (size_t)(2 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0x88));
+        _mm512_storeu_pd(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0xDD));
+        _mm512_storeu_pd(d + (size_t)(6 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0xDD));
+    }
+}
+#else
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+        _mm512_storeu_ps(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
+        _mm512_storeu_ps(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
+        _mm512_storeu_ps(d + (size_t)(8 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+        _mm512_storeu_ps(d + (size_t)(12 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+    }
+}
+#endif
+#elif !defined(AG_GEMM_PORTABLE) && defined(__AVX2__) && defined(__FMA__)
+#define HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + lds);
+    __m256d r2 = _mm256_loadu_pd(s + 2 * lds), r3 = _mm256_loadu_pd(s + 3 * lds);
+    __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(d + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(d + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(d + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
+#else
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        _mm256_storeu_ps(d + (size_t)m * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+        _mm256_storeu_ps(d + (size_t)(4 + m) * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+    }
+}
+#endif
+#endif
+
 /* ---- packing ----
- * op(A)[i,k] = A[i*K + k], or A[k*M + i] when ta. A strip is rows [i, i+rows) of op(A), k in
- * [k0, k0+kc), stored k-major: for each k the MR values of those rows (0 past the last row). */
-static void pack_a_strip(Real *d, const Real *A, int ta, int M, int K, int i, int rows, int k0,
-                         int kc) {
-    if (ta) {
-        const Real *a = A + (size_t)k0 * M + i;
-        if (rows == MR) {
-            for (int k = 0; k < kc; k++, a += M, d += MR) memcpy(d, a, MR * sizeof(Real));
-            return;
+ * Both pack a whole block at once, PACK_KB rows of the stored matrix at a time: the pieces of
+ * those rows (each contiguous in memory) are dealt out to the strips or panels they belong to,
+ * so that reads go along rows and each strip or panel gets PACK_KB * MR (or NR) values written
+ * one after the other. (One row at a time, the writes of a row went to strips 8 KiB apart, all
+ * in one set of L1, and stalled; one strip at a time, as before, read 8 or 32 values of each
+ * row and came back for the next ones later.) */
+#ifndef GEMM_PACK_KB
+#define GEMM_PACK_KB 16
+#endif
+#define PACK_KB GEMM_PACK_KB
+
+/* Deals kn rows of w values (src, row stride ld) out to stripes of width W (MR or NR): stripe
+ * s takes values s*W .. s*W + W - 1 of each row (0 past the w-th), its kn rows one after the
+ * other from d + s*W*kc on. */
+static inline void deal_rows(Real *d, const Real *src, size_t ld, int kn, int w, int W, int kc) {
+    int s = 0;
+    for (; s + W <= w; s += W, d += (size_t)W * kc) {
+        const Real *a = src + s;
+        for (int k = 0; k < kn; k++, a += ld)
+            memcpy(d + (size_t)k * W, a, (size_t)W * sizeof(Real));
+    }
+    if (s < w) {
+        const Real *a = src + s;
+        for (int k = 0; k < kn; k++, a += ld) {
+            for (int c = 0; c < w - s; c++) d[(size_t)k * W + c] = a[c];
+            for (int c = w - s; c < W; c++) d[(size_t)k * W + c] = 0;
         }
-        for (int k = 0; k < kc; k++, a += M, d += MR) {
-            for (int r = 0; r < rows; r++) d[r] = a[r];
-            for (int r = rows; r < MR; r++) d[r] = 0;
+    }
+}
+
+/* op(A)[i,k] = A[i*K + k], or A[k*M + i] when ta. The strips of rows [i0, i0+mc) of op(A), k in
+ * [k0, k0+kc): strip s (rows i0 + s*MR ..) at d + s*MR*kc, k-major: for each k the MR values
+ * of its rows (0 past the last row). Not ta, mc < MR: one strip (the caller packs only a last,
+ * partial strip: full ones are read in place). */
+static void pack_a(Real *d, const Real *A, int ta, int M, int K, int i0, int mc, int k0, int kc) {
+    if (ta) {
+        const Real *a = A + (size_t)k0 * M + i0;
+        for (int kb = 0; kb < kc; kb += PACK_KB, a += (size_t)PACK_KB * M) {
+            int kn = kc - kb < PACK_KB ? kc - kb : PACK_KB;
+            deal_rows(d + (size_t)kb * MR, a, (size_t)M, kn, mc, MR, kc);
         }
         return;
     }
     for (int k = 0; k < kc; k++, d += MR) {
-        const Real *a = A + (size_t)i * K + k0 + k;
-        for (int r = 0; r < rows; r++) d[r] = a[(size_t)r * K];
-        for (int r = rows; r < MR; r++) d[r] = 0;
+        const Real *a = A + (size_t)i0 * K + k0 + k;
+        for (int r = 0; r < mc; r++) d[r] = a[(size_t)r * K];
+        for (int r = mc; r < MR; r++) d[r] = 0;
     }
 }
 
-/* op(B)[k,j] = B[k*N + j], or B[j*K + k] when tb. A panel is columns [j, j+cols) of op(B), k in
- * [k0, k0+kc), stored k-major: for each k the NR values of those columns (0 past the last). */
-static void pack_b_panel(Real *d, const Real *B, int tb, int N, int K, int k0, int kc, int j,
-                         int cols) {
+/* op(B)[k,j] = B[k*N + j], or B[j*K + k] when tb. The panels of columns [j0, j0+nc) of op(B),
+ * k in [k0, k0+kc): panel p (columns j0 + p*NR ..) at d + p*NR*kc, k-major: for each k the NR
+ * values of its columns (0 past the last). */
+static void pack_b(Real *d, const Real *B, int tb, int N, int K, int k0, int kc, int j0, int nc) {
     if (!tb) {
-        const Real *b = B + (size_t)k0 * N + j;
-        if (cols == NR) {
-            for (int k = 0; k < kc; k++, b += N, d += NR) memcpy(d, b, NR * sizeof(Real));
-            return;
-        }
-        for (int k = 0; k < kc; k++, b += N, d += NR) {
-            for (int c = 0; c < cols; c++) d[c] = b[c];
-            for (int c = cols; c < NR; c++) d[c] = 0;
+        const Real *b = B + (size_t)k0 * N + j0;
+        for (int kb = 0; kb < kc; kb += PACK_KB, b += (size_t)PACK_KB * N) {
+            int kn = kc - kb < PACK_KB ? kc - kb : PACK_KB;
+            deal_rows(d + (size_t)kb * NR, b, (size_t)N, kn, nc, NR, kc);
         }
         return;
     }
-    /* B stored (N,K): column j of op(B) is row j of B. A transpose, done 8 k at a time so
-     * that the part of the panel being written (8 x NR) stays in L1. */
-    const Real *b = B + (size_t)j * K + k0;
-    for (int kb = 0; kb < kc; kb += 8) {
-        int kn = kc - kb < 8 ? kc - kb : 8;
-        Real *dk = d + (size_t)kb * NR;
-        for (int c = 0; c < cols; c++) {
-            const Real *bc = b + (size_t)c * K + kb;
-            for (int k = 0; k < kn; k++) dk[k * NR + c] = bc[k];
+    /* B stored (N,K): column j of op(B) is row j of B. A transpose: of VLEN x VLEN tiles in
+     * registers where the panel is full, else done 8 k at a time so that the part of the panel
+     * being written (8 x NR) stays in L1. */
+    for (int jr = 0; jr < nc; jr += NR, d += (size_t)NR * kc) {
+        int cols = nc - jr < NR ? nc - jr : NR, kb = 0;
+        const Real *b = B + (size_t)(j0 + jr) * K + k0;
+#ifdef HAVE_TRANSPOSE
+        if (cols == NR)
+            for (; kb + VLEN <= kc; kb += VLEN)
+                for (int v = 0; v < NV; v++)
+                    transpose_tile(d + (size_t)kb * NR + v * VLEN, NR,
+                                   b + (size_t)v * VLEN * K + kb, (size_t)K);
+#endif
+        for (; kb < kc; kb += 8) {
+            int kn = kc - kb < 8 ? kc - kb : 8;
+            Real *dk = d + (size_t)kb * NR;
+            for (int c = 0; c < cols; c++) {
+                const Real *bc = b + (size_t)c * K + kb;
+                for (int k = 0; k < kn; k++) dk[k * NR + c] = bc[k];
+            }
+            for (int c = cols; c < NR; c++)
+                for (int k = 0; k < kn; k++) dk[k * NR + c] = 0;
         }
-        for (int c = cols; c < NR; c++)
-            for (int k = 0; k < kn; k++) dk[k * NR + c] = 0;
     }
 }
 
@@ -334,16 +458,14 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int add = accumulate || pc > 0, last = relu && pc + kc >= K;
-            for (int jr = 0; jr < nc; jr += NR)
-                pack_b_panel(bbuf + (size_t)jr * kc, B, tb, N, K, pc, kc, jc + jr,
-                             nc - jr < NR ? nc - jr : NR);
+            pack_b(bbuf, B, tb, N, K, pc, kc, jc, nc);
             for (int ic = i0; ic < i1; ic += MC) {
                 int mc = i1 - ic < MC ? i1 - ic : MC;
-                for (int ir = 0; ir < mc; ir += MR) {
-                    int mr = mc - ir < MR ? mc - ir : MR;
-                    if (ta || mr < MR)
-                        pack_a_strip(abuf + (size_t)ir * kc, A, ta, M, K, ic + ir, mr, pc, kc);
-                }
+                if (ta)
+                    pack_a(abuf, A, ta, M, K, ic, mc, pc, kc);
+                else if (mc % MR) /* the last, partial strip */
+                    pack_a(abuf + (size_t)(mc - mc % MR) * kc, A, ta, M, K, ic + mc - mc % MR,
+                           mc % MR, pc, kc);
                 for (int ir = 0; ir < mc; ir += MR) {
                     int mr = mc - ir < MR ? mc - ir : MR;
                     int packed = ta || mr < MR;
