@@ -488,7 +488,10 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     }
                 Ah = A;
             }
-            add_keys(gv + kv, lk, Ah, as_operand(xp, gyh, ly, Tq, HS, &ldx), ldx, a, b, vis);
+            /* gyb first: as an argument beside ldx, ldx could be read before as_operand set
+             * it (the order of arguments is unspecified; GCC read the stale ldx of q) */
+            const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
+            add_keys(gv + kv, lk, Ah, gyb, ldx, a, b, vis);
         }
     }
 }

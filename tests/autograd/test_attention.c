@@ -480,6 +480,7 @@ Test(ag_attention_rows, equals_scatter_attention_cols_gather) {
     check_rows_against_cols(3, 4, 2, 7, 9, 4, 1, 2);   /* grouped-query, causal, Tq < Tk */
     check_rows_against_cols(3, 2, 1, 37, 37, 16, 1, 1); /* several row and key blocks */
     check_rows_against_cols(3, 2, 2, 40, 33, 32, 0, 3); /* HS a multiple of 32: v read in place */
+    check_rows_against_cols(3, 2, 2, 20, 20, 32, 1, 1); /* the same, causal */
 }
 
 Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {

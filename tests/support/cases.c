@@ -140,6 +140,8 @@ static const struct {
     {{2, 2, 4, 0, 0, 8}, 0, 1, 0},   /* cross: q (B,Tq,8), kv (B,Tk,16), key padding */
     {{4, 2, 2, 0, 0, 0}, 1, 0, 0},   /* grouped-query, causal: q (B,T,8), k and v (B,T,4) */
     {{2, 2, 4, 3, 12, 21}, 1, 2, 7}, /* heads at odd columns of (B,T,30), causal + padding */
+    /* head size 32: operands read in place, through the fused (B,T,192) row stride */
+    {{2, 2, 32, 0, 64, 128}, 1, 1, 0},
 };
 static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0];
@@ -171,6 +173,7 @@ static const struct {
     {{2, 2, 4, 0, 8, 16}, 1, 0, 0}, /* causal self-attention, qkv (10, 3*8) */
     {{2, 2, 4, 0, 0, 8}, 0, 1, 0},  /* cross: q (9, 8), kv (7, 16) */
     {{4, 2, 2, 0, 0, 0}, 1, 0, 3},  /* grouped-query causal: q (10, 8), k and v (10, 4) */
+    {{2, 2, 32, 0, 64, 128}, 1, 0, 0}, /* head size 32, read in place: qkv (10, 3*64) */
 };
 static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0], cross = rows_variants[vi].cross;
@@ -267,6 +270,8 @@ static const GcCase cases[] = {
     {"attention_rows causal self, qkv (10,24) of (3,5), ragged", 1, {2}, {{10, 24}}, b_attention_rows, {0}, 0, 0},
     {"attention_rows cross, q (9,8) of (3,5), kv (7,16) of (3,4)", 2, {2, 2}, {{9, 8}, {7, 16}}, b_attention_rows, {1}, 0, 0},
     {"attention_rows grouped-query causal, q (10,8) k v (10,4) dropout p=0.2", 3, {2, 2, 2}, {{10, 8}, {10, 4}, {10, 4}}, b_attention_rows, {2}, 0.2, 0},
+    {"attention_cols qkv (2,5,192) head size 32 causal padding", 1, {3}, {{2, 5, 192}}, b_attention_cols, {4}, 0, 0},
+    {"attention_rows causal self, qkv (10,192) head size 32", 1, {2}, {{10, 192}}, b_attention_rows, {3}, 0, 0},
     {"head_gate (2,3,4,5) gate (3)", 2, {4, 1}, {{2, 3, 4, 5}, {3}}, b_head_gate, {0}, 0, 0},
 };
 
