@@ -212,6 +212,24 @@ Tensor *ag_attention_cols(Tape *tape, Tensor *q, Tensor *k, Tensor *v, AgHeads h
                           const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
                           Tensor **probs);
 
+/* ag_attention_cols on packed rows: q (nq, *) holds nq of the B*Tq rows of a (B, Tq, *) batch,
+ * named by q_rows.idx (row b*Tq + t, distinct and increasing; q_rows.T = Tq), and k, v (nk, *)
+ * nk of the B*Tk rows named by k_rows (k_rows.T = Tk). A key row not in k_rows must be padding
+ * (key_padding_mask, (B, Tk), 1 there: checked); a query row not in q_rows is not computed.
+ * Causal and the mask are by positions t, as for the full batch; heads, dropout as
+ * ag_attention_cols. -> (nq, n_heads * head_size), the output of the rows of q: what
+ * ag_attention_cols gives on the full batch at those rows (the same sums without dropout).
+ * *probs, when asked, is (B, NH, Tq, Tk): rows and columns of the packed rows as
+ * ag_attention_cols's, all other entries 0 (a separate tensor, copied from the op's own). */
+typedef struct AgRows {
+    const int *idx; /* (n) row numbers b*T + t, increasing */
+    int B, T;
+} AgRows;
+Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v,
+                          AgRows k_rows, AgHeads heads, int causal,
+                          const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
+                          Tensor **probs);
+
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate);

@@ -124,7 +124,8 @@ static void check_input(const MultiHeadAttention *m, const Tensor *x, const NnRo
 }
 
 /* A packed (n, width) tensor back in its (B, T, width) batch, rows not in the map 0; and the
- * rows of a (B, T, width) batch that the map names, packed. Without a map, x itself. */
+ * rows of a (B, T, width) batch that the map names, packed. Without a map, x itself. Only the
+ * path with head gates needs them. */
 static Tensor *unpack(Tape *t, Tensor *x, const NnRows *rows) {
     return rows ? ag_scatter_rows(t, x, rows->idx, rows->B, rows->T) : x;
 }
@@ -132,31 +133,60 @@ static Tensor *pack(Tape *t, Tensor *x, const NnRows *rows) {
     return rows ? ag_gather_rows(t, x, rows->idx, rows->n) : x;
 }
 
-/* Without gates: projections stay (B, T, width) (or packed (n, width), unpacked for the
- * attention), ag_attention_cols reads the heads in place and writes them side by side, which
- * is what out_proj reads. No split or merge copies. */
+/* The map of all B*T rows, and x (B, T, width) viewed as those rows (B*T, width). */
+static AgRows all_rows(Tape *t, const Tensor *x) {
+    int B = x->shape[0], T = x->shape[1];
+    int *idx = arena_alloc(t->arena, (size_t)B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++) idx[i] = i;
+    return (AgRows){idx, B, T};
+}
+static Tensor *as_rows(Tape *t, Tensor *x) {
+    return ag_reshape(t, x, 2, (int[]){x->shape[0] * x->shape[1], x->shape[2]});
+}
+
+/* ag_attention_cols on (B, T, width) projections, or ag_attention_rows when a side is packed
+ * (the other, if not, then viewed as all its rows). k and v may be one tensor, q and k too. */
+static Tensor *attend(Tape *t, MultiHeadAttention *m, Tensor *q, const NnRows *qr, Tensor *k,
+                      Tensor *v, const NnRows *kvr, AgHeads hd, const uint8_t *mask, int causal,
+                      Rng *rng) {
+    if (!qr && !kvr)
+        return ag_attention_cols(t, q, k, v, hd, causal, mask, m->dropout, rng, &m->last_probs);
+    AgRows rq = qr ? (AgRows){qr->idx, qr->B, qr->T} : all_rows(t, q);
+    AgRows rk = kvr ? (AgRows){kvr->idx, kvr->B, kvr->T} : all_rows(t, k);
+    Tensor *qf = qr ? q : as_rows(t, q);
+    Tensor *kf = k == q ? qf : kvr ? k : as_rows(t, k);
+    Tensor *vf = v == k ? kf : kvr ? v : as_rows(t, v);
+    Tensor *y = ag_attention_rows(t, qf, rq, kf, vf, rk, hd, causal, mask, m->dropout, rng,
+                                  &m->last_probs); /* (nq, NH*HS) */
+    if (qr) return y;
+    return ag_reshape(t, y, 3, (int[]){q->shape[0], q->shape[1], y->shape[1]});
+}
+
+/* Without gates: projections stay (B, T, width) or packed (n, width); ag_attention_cols or
+ * ag_attention_rows reads the heads in place and writes them side by side, which is what
+ * out_proj reads. No split or merge copies, no scatter or gather of rows. */
 static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
                             Tensor *key_value, const NnRows *kvr, const uint8_t *mask, int causal,
                             Rng *rng) {
     int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
     Tensor *o;
     if (m->in_proj_weight && query == key_value) { /* q, k, v: one (B, T, 3C) product */
-        Tensor *qkv = unpack(t, ag_linear(t, query, m->in_proj_weight, m->in_proj_bias), qr);
-        o = ag_attention_cols(t, qkv, qkv, qkv, (AgHeads){NH, NH, HS, 0, C, 2 * C}, causal, mask,
-                              m->dropout, rng, &m->last_probs);
+        Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
+        o = attend(t, m, qkv, qr, qkv, qkv, kvr, (AgHeads){NH, NH, HS, 0, C, 2 * C}, mask,
+                        causal, rng);
     } else if (m->in_proj_weight) { /* q, then k and v in one (B, Tk, 2C) product */
-        Tensor *q = unpack(t, nn_linear(t, &m->q_proj, query), qr);
-        Tensor *kv = unpack(t, ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias), kvr);
-        o = ag_attention_cols(t, q, kv, kv, (AgHeads){NH, NH, HS, 0, 0, C}, causal, mask,
-                              m->dropout, rng, &m->last_probs);
+        Tensor *q = nn_linear(t, &m->q_proj, query);
+        Tensor *kv = ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias);
+        o = attend(t, m, q, qr, kv, kv, kvr, (AgHeads){NH, NH, HS, 0, 0, C}, mask, causal,
+                        rng);
     } else { /* grouped-query: three projections of their own sizes */
-        Tensor *q = unpack(t, nn_linear(t, &m->q_proj, query), qr);
-        Tensor *k = unpack(t, nn_linear(t, &m->k_proj, key_value), kvr);
-        Tensor *v = unpack(t, nn_linear(t, &m->v_proj, key_value), kvr);
-        o = ag_attention_cols(t, q, k, v, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, causal, mask,
-                              m->dropout, rng, &m->last_probs);
+        Tensor *q = nn_linear(t, &m->q_proj, query);
+        Tensor *k = nn_linear(t, &m->k_proj, key_value);
+        Tensor *v = nn_linear(t, &m->v_proj, key_value);
+        o = attend(t, m, q, qr, k, v, kvr, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, mask,
+                        causal, rng);
     }
-    return nn_linear(t, &m->out_proj, pack(t, o, qr)); /* (B, Tq, C) or (Nq, C) */
+    return nn_linear(t, &m->out_proj, o); /* (B, Tq, C) or (Nq, C) */
 }
 
 /* nn_mha_forward and nn_mha_forward_rows, once their arguments are known to be non-NULL */

@@ -125,7 +125,8 @@ typedef struct MultiHeadAttention {
     Linear out_proj;
     Tensor *gate; /* (NH) */
     int track_gates;
-    Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena */
+    Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena; after
+                         * nn_mha_forward_rows the rows of queries not in q_rows are 0 */
 } MultiHeadAttention;
 void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model, int n_heads,
                  int n_kv_heads, int bias, double dropout);
@@ -153,12 +154,13 @@ typedef struct NnRows {
 
 /* nn_mha_forward on packed inputs: query (Nq, C) packed by q_rows (or (B, Tq, C) when q_rows is
  * NULL), key_value likewise by kv_rows (self-attention: the same tensor and the same map).
- * The projections run on the packed rows; they are scattered to (B, T, width), rows not in the
- * map 0 (they must be masked keys: padding), for the attention, whose output's rows in q_rows
- * are gathered for out_proj. -> (Nq, C), or (B, Tq, C) when q_rows is NULL. With head gates
- * (not all 1, or tracked) the inputs are scattered and nn_mha_forward runs on the full batch.
- * m->last_probs is (B, NH, Tq, Tk); a row of a query not in q_rows holds the attention of a
- * zero query (uniform over the visible keys). */
+ * The projections run on the packed rows and so does the attention (ag_attention_rows: key
+ * rows not in kv_rows must be masked by key_padding_mask, padding; query rows not in q_rows are
+ * not computed). A side without a map is viewed as all its rows. -> (Nq, C), or (B, Tq, C) when
+ * q_rows is NULL. With head gates (not all 1, or tracked) the inputs are scattered and
+ * nn_mha_forward runs on the full batch. m->last_probs is (B, NH, Tq, Tk); a row of a query not
+ * in q_rows is 0 (with head gates: the attention of a zero query, uniform over the visible
+ * keys). */
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
                             Tensor *key_value, const NnRows *kv_rows,
                             const NnMask *key_padding_mask, int causal, Rng *rng);

@@ -24,20 +24,68 @@ static int keep(const KAttention *a, size_t e) {
     return a->p == 0 || (double)(rng_hash(a->key, e) >> 11) * 0x1.0p-53 >= a->p;
 }
 
-/* Keys j < end are allowed by the causal rule j <= i + Tk - Tq (aligned at the end). */
-static int key_end(const KAttention *a, int i) {
-    if (!a->causal) return a->Tk;
-    int end = i + a->Tk - a->Tq + 1;
-    return end < 0 ? 0 : end;
+/* ---- where batch b's rows are: the whole (B, T) batch, or its packed rows (KAttention) ----
+ * Below, query row i and key j of batch b count the batch's rows (all, or its packed ones). */
+static int n_q(const KAttention *a, int b) { return a->qoff ? a->qoff[b + 1] - a->qoff[b] : a->Tq; }
+static int n_k(const KAttention *a, int b) { return a->koff ? a->koff[b + 1] - a->koff[b] : a->Tk; }
+
+/* where head h (of q, y: st qs or ys) of batch b starts */
+static size_t q_at(const KAttention *a, const size_t *st, int b, int h) {
+    if (a->qoff) return (size_t)a->qoff[b] * st[2] + (size_t)h * st[1];
+    return (size_t)b * st[0] + (size_t)h * st[1];
+}
+/* where kv head g (of k, v) of batch b starts */
+static size_t k_at(const KAttention *a, int b, int g) {
+    if (a->koff) return (size_t)a->koff[b] * a->ks[2] + (size_t)g * a->ks[1];
+    return (size_t)b * a->ks[0] + (size_t)g * a->ks[1];
+}
+/* where head h of batch b starts in P (rows n_k apart) */
+static size_t p_at(const KAttention *a, int b, int h) {
+    size_t blk = (size_t)n_q(a, b) * n_k(a, b);
+    if (a->qoff) return (size_t)a->NH * a->poff[b] + (size_t)h * blk;
+    return ((size_t)b * a->NH + h) * blk;
+}
+/* batch b's key padding bytes, one per key row, or NULL */
+static const uint8_t *pad_of(const KAttention *a, int b) {
+    if (!a->mask) return NULL;
+    return a->mask + (a->koff ? (size_t)a->koff[b] : (size_t)b * a->Tk);
+}
+
+/* Keys j < end are allowed by the causal rule: position tk <= tq + Tk - Tq (aligned at the
+ * end) for the query at position tq. Packed keys are in increasing position, so the allowed
+ * ones are the first: counted by bisection. */
+static int key_end(const KAttention *a, int b, int i) {
+    if (!a->causal) return n_k(a, b);
+    int last = (a->qpos ? a->qpos[a->qoff[b] + i] : i) + a->Tk - a->Tq; /* last key position */
+    if (!a->kpos) return last + 1 < 0 ? 0 : last + 1;
+    const int *pos = a->kpos + a->koff[b];
+    int lo = 0, hi = n_k(a, b); /* pos[j] <= last for j < lo, > last for j >= hi */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (pos[mid] <= last) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The first query row of batch b that sees key j0 (n_q when none): key_end grows with i. */
+static int first_seer(const KAttention *a, int b, int j0) {
+    int lo = 0, hi = n_q(a, b);
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (key_end(a, b, mid) > j0) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
 }
 
 /* Keys at or past the returned index are padding for every query of batch b: 1 + the last key
- * that is not padding (0 when all are), Tk without a mask. Their probabilities are 0, so the
+ * that is not padding (0 when all are), n_k without a mask. Their probabilities are 0, so the
  * products need not run over them. */
 static int visible_end(const KAttention *a, int b) {
-    if (!a->mask) return a->Tk;
-    const uint8_t *pad = a->mask + (size_t)b * a->Tk;
-    int end = a->Tk;
+    const uint8_t *pad = pad_of(a, b);
+    int end = n_k(a, b);
+    if (!pad) return end;
     while (end > 0 && pad[end - 1]) end--;
     return end;
 }
@@ -272,9 +320,6 @@ static Real row_dot_nz(const Real *x, const Real *y, int n) {
     return s;
 }
 
-/* where head h (of q, y) or kv head g (of k, v) of batch b starts */
-static size_t at(const size_t *st, int b, int h) { return (size_t)b * st[0] + (size_t)h * st[1]; }
-
 /* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
  * A (Tq x Tk) */
 static size_t forward_scratch(const KAttention *a) {
@@ -312,25 +357,27 @@ static int row_step(const KAttention *a) { return a->causal ? RB : a->Tq; }
 /* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h]. */
 static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a, int b, int h, Real *scratch) {
-    int Tq = a->Tq, Tk = a->Tk, HS = a->HS, g = h / (a->NH / a->NKV), vis = visible_end(a, b);
-    const uint8_t *pad = a->mask ? a->mask + (size_t)b * Tk : NULL;
+    int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
+    int vis = visible_end(a, b);
+    const uint8_t *pad = pad_of(a, b);
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
-    Real *kt = scratch, *vp = kt + (size_t)HS * padded(Tk), *A = vp + (size_t)Tk * padded(HS);
-    size_t row0 = ((size_t)b * a->NH + h) * Tq; /* the head's first row of P */
+    Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
+    Real *A = vp + (size_t)a->Tk * padded(HS);
+    size_t p0 = p_at(a, b, h); /* the head's first element of P */
     size_t lq = a->qs[2], ly = a->ys[2], ldv;
-    Real *Ph = P + row0 * Tk;
-    const Real *qh = q + at(a->qs, b, h);
-    Real *yh = y + at(a->ys, b, h);
-    transpose_pad(kt, k + at(a->ks, b, g), a->ks[2], vis, HS);
-    const Real *vb = as_operand(vp, v + at(a->ks, b, g), a->ks[2], vis, HS, &ldv);
+    Real *Ph = P + p0;
+    const Real *qh = q + q_at(a, a->qs, b, h);
+    Real *yh = y + q_at(a, a->ys, b, h);
+    transpose_pad(kt, k + k_at(a, b, g), a->ks[2], vis, HS);
+    const Real *vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
     for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
-        int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, i0 + nb - 1);
+        int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
         if (kend > vis) kend = vis;
         Real *Pb = Ph + (size_t)i0 * Tk;
         tile(Pb, (size_t)Tk, qh + (size_t)i0 * lq, lq, 1, nb, HS, kt, (size_t)padded(vis), kend,
              0); /* raw q.k dots */
         for (int i = i0; i < i0 + nb; i++) {
-            int n = key_end(a, i);
+            int n = key_end(a, b, i);
             softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, scale);
         }
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
@@ -338,7 +385,7 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
         if (a->p != 0) {
             for (int i = i0; i < i0 + nb; i++)
                 for (int j = 0; j < kend; j++) {
-                    size_t e = (row0 + i) * Tk + j;
+                    size_t e = p0 + (size_t)i * Tk + j;
                     A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
                 }
             Ab = A + (size_t)i0 * Tk;
@@ -375,15 +422,15 @@ static size_t backward_scratch(const KAttention *a) {
     return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
 }
 
-/* gx (rows of keys, ld apart) += X^T Y over the keys j < vis: X (Tq, Tk) read transposed, Y
- * (Tq, HS) with rows ldy apart. Causal: a block of RB keys from j0 is seen only from query row
- * j0 - (Tk - Tq) on, and X is 0 in the rows above, so the sums start there. */
+/* gx (rows of keys, ld apart) += X^T Y over the keys j < vis of batch b: X (Tq, Tk) read
+ * transposed, Y (Tq, HS) with rows ldy apart (Tq, Tk: the batch's rows). Causal: a block of RB
+ * keys from j0 is seen only from its first seer on (query row j0 - (Tk - Tq) in a full batch),
+ * and X is 0 in the rows above, so the sums start there. */
 static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t ldy,
-                     const KAttention *a, int vis) {
-    int Tq = a->Tq, Tk = a->Tk, step = a->causal ? RB : vis;
+                     const KAttention *a, int b, int vis) {
+    int Tq = n_q(a, b), Tk = n_k(a, b), step = a->causal ? RB : vis;
     for (int j0 = 0; j0 < vis; j0 += step) {
-        int nk = vis - j0 < step ? vis - j0 : step, i0 = a->causal ? j0 - (Tk - Tq) : 0;
-        if (i0 < 0) i0 = 0;
+        int nk = vis - j0 < step ? vis - j0 : step, i0 = a->causal ? first_seer(a, b, j0) : 0;
         tile(gx + (size_t)j0 * ld, ld, X + (size_t)i0 * Tk + j0, 1, (size_t)Tk, nk, Tq - i0,
              Y + (size_t)i0 * ldy, ldy, a->HS, 1);
     }
@@ -392,21 +439,22 @@ static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t l
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                            const Real *v, const Real *P, const Real *gy, const KAttention *a, int b,
                            int g, Real *scratch) {
-    int Tq = a->Tq, Tk = a->Tk, HS = a->HS, group = a->NH / a->NKV;
+    int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, group = a->NH / a->NKV;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
-    Real *vt = scratch, *kp = vt + (size_t)HS * padded(Tk), *G = kp + (size_t)Tk * padded(HS);
-    Real *A = G + (size_t)Tq * Tk, *xp = A + (size_t)Tq * Tk;
-    size_t kv = at(a->ks, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
+    Real *vt = scratch, *kp = vt + (size_t)HS * padded(a->Tk);
+    Real *G = kp + (size_t)a->Tk * padded(HS);
+    Real *A = G + (size_t)a->Tq * a->Tk, *xp = A + (size_t)a->Tq * a->Tk;
+    size_t kv = k_at(a, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
     int vis = visible_end(a, b);
     const Real *kb = NULL;
     if (gq || gk) transpose_pad(vt, v + kv, lk, vis, HS);
     if (gq) kb = as_operand(kp, k + kv, lk, vis, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
-        size_t row0 = ((size_t)b * a->NH + h) * Tq;
-        const Real *Ph = P + row0 * Tk, *gyh = gy + at(a->ys, b, h);
+        size_t p0 = p_at(a, b, h);
+        const Real *Ph = P + p0, *gyh = gy + q_at(a, a->ys, b, h);
         if (gq || gk) { /* by blocks of query rows (row_step), each up to the keys it sees */
             for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
-                int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, i0 + nb - 1);
+                int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
                 if (kend > vis) kend = vis;
                 Real *Gb = G + (size_t)i0 * Tk;
                 tile(Gb, (size_t)Tk, gyh + (size_t)i0 * ly, ly, 1, nb, HS, vt, (size_t)padded(vis),
@@ -416,18 +464,18 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     Real *Gi = G + (size_t)i * Tk;
                     if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
                         for (int j = 0; j < kend; j++)
-                            Gi[j] = keep(a, (row0 + i) * Tk + j) ? Gi[j] * inv_keep : 0;
+                            Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
                     Real D = row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
                     for (int j = 0; j < vis; j++)      /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
                 if (gq)
-                    tile(gq + at(a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb, kend,
+                    tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb, kend,
                          kb, ldk, HS, 1);
             }
             if (gk) { /* gk += G^T q */
-                const Real *qb = as_operand(xp, q + at(a->qs, b, h), lq, Tq, HS, &ldx);
-                add_keys(gk + kv, lk, G, qb, ldx, a, vis);
+                const Real *qb = as_operand(xp, q + q_at(a, a->qs, b, h), lq, Tq, HS, &ldx);
+                add_keys(gk + kv, lk, G, qb, ldx, a, b, vis);
             }
         }
         if (gv) { /* gv += A^T gy */
@@ -435,12 +483,15 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
             if (a->p != 0) {
                 for (int i = 0; i < Tq; i++)
                     for (int j = 0; j < vis; j++) {
-                        size_t e = (row0 + i) * Tk + j;
+                        size_t e = p0 + (size_t)i * Tk + j;
                         A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
                     }
                 Ah = A;
             }
-            add_keys(gv + kv, lk, Ah, as_operand(xp, gyh, ly, Tq, HS, &ldx), ldx, a, vis);
+            /* gyb first: as an argument beside ldx, ldx could be read before as_operand set
+             * it (the order of arguments is unspecified; GCC read the stale ldx of q) */
+            const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
+            add_keys(gv + kv, lk, Ah, gyb, ldx, a, b, vis);
         }
     }
 }
@@ -458,6 +509,23 @@ void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Rea
             for (int g = 0; g < NKV; g++)
                 backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch);
     }
+}
+
+void k_attention_probs_unpack(Real *Pd, const Real *P, const KAttention *a) {
+    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk;
+    size_t plane = (size_t)Tq * Tk;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * NH * plane >= K_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            Real *d = Pd + ((size_t)b * NH + h) * plane;
+            const Real *src = P + p_at(a, b, h);
+            int nq = n_q(a, b), nk = n_k(a, b);
+            const int *qp = a->qpos + a->qoff[b], *kp = a->kpos + a->koff[b];
+            memset(d, 0, plane * sizeof(Real));
+            for (int i = 0; i < nq; i++)
+                for (int j = 0; j < nk; j++)
+                    d[(size_t)qp[i] * Tk + kp[j]] = src[(size_t)i * nk + j];
+        }
 }
 
 void k_attention_strides_heads(KAttention *a) {

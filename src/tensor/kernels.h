@@ -184,6 +184,13 @@ typedef struct KAttention {
      * gq), of y (and gy) at ys, of k and v (gk, gv) at ks. For (B, heads, T, HS) tensors call
      * k_attention_strides_heads. P is always (B,NH,Tq,Tk). */
     size_t qs[3], ks[3], ys[3];
+    /* Packed rows (all NULL for the full batch). q, y (and gq, gy) then hold only some rows of
+     * the (B, Tq) batch, packed in increasing order: those of batch b are rows [qoff[b],
+     * qoff[b+1]) (row r starts at r*qs[2] + h*qs[1]), qpos[r] the position t of row r; k, v
+     * likewise by koff, kpos (ks). mask is then per packed key row (its nk bytes). P holds for
+     * batch b and head h an nq x nk block (the batch's packed query and key rows) at
+     * NH*poff[b] + h*nq*nk. Without maps that is P (B,NH,Tq,Tk). */
+    const int *qoff, *qpos, *koff, *kpos, *poff;
 } KAttention;
 /* the strides of q, y (B,NH,Tq,HS) and k, v (B,NKV,Tk,HS), contiguous */
 void k_attention_strides_heads(KAttention *a);
@@ -194,6 +201,8 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
 /* From the saved P (no other buffer: the score gradients of a query row are used at once). */
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a);
+/* Pd (B,NH,Tq,Tk) = P of packed rows (a->qoff set) at their positions, 0 elsewhere. */
+void k_attention_probs_unpack(Real *Pd, const Real *P, const KAttention *a);
 /* x, y (B,NH,T,HS), gate (NH): y[b,h] = gate[h] x[b,h] */
 void k_head_gate_forward(Real *y, const Real *x, const Real *gate, int B, int NH, int T, int HS);
 void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate, const Real *gy,

@@ -1,7 +1,8 @@
 /* test_attention.c: the fused attention and head-gate ops against independent references:
  * the composition of plain ops (matmul_bt, scale, softmax, matmul), explicit masks, repeated
  * key/value heads for grouped-query attention, and the incremental-decoding property of the
- * end-aligned causal mask. Gradients against finite differences are in test_gradcheck.c (the
+ * end-aligned causal mask, and ag_attention_rows against scatter, attention_cols, gather on
+ * ragged row maps. Gradients against finite differences are in test_gradcheck.c (the
  * attention rows of tests/support/cases.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -13,13 +14,19 @@
 /* ~1e-12 in double, 1e-5 in float: the same math in another order */
 #define TOL (sizeof(Real) == sizeof(double) ? 1e-12 : 1e-5)
 
-static Tensor *randn4(Arena *a, int d0, int d1, int d2, int d3, const char *name, uint64_t seed) {
-    Tensor *t = tensor_new4(a, d0, d1, d2, d3, name);
+/* t filled with seeded normal values rounded to float, requiring grad */
+static Tensor *randn_fill(Tensor *t, uint64_t seed) {
     Rng rng;
     rng_seed(&rng, seed);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(float)rng_normal(&rng);
     tensor_requires_grad(t);
     return t;
+}
+static Tensor *randn4(Arena *a, int d0, int d1, int d2, int d3, const char *name, uint64_t seed) {
+    return randn_fill(tensor_new4(a, d0, d1, d2, d3, name), seed);
+}
+static Tensor *randn2(Arena *a, int d0, int d1, const char *name, uint64_t seed) {
+    return randn_fill(tensor_new(a, 2, (int[]){d0, d1}, name), seed);
 }
 
 /* max |x - y| / max(1, |y|) over n values */
@@ -319,12 +326,7 @@ Test(ag_attention, grouped_query_equals_mha_with_repeated_kv_heads) {
 /* ---- ag_attention_cols: the same kernel reading heads in place ---- */
 
 static Tensor *randn3(Arena *a, int d0, int d1, int d2, const char *name, uint64_t seed) {
-    Tensor *t = tensor_new3(a, d0, d1, d2, name);
-    Rng rng;
-    rng_seed(&rng, seed);
-    for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(float)rng_normal(&rng);
-    tensor_requires_grad(t);
-    return t;
+    return randn_fill(tensor_new3(a, d0, d1, d2, name), seed);
 }
 
 static int same_bits(const Real *x, const Real *y, size_t n) {
@@ -399,6 +401,86 @@ Test(ag_attention_cols, equals_split_attention_merge_to_the_bit) {
     check_cols_against_heads(2, 4, 2, 7, 7, 9, 1, NULL, 0);     /* grouped-query, causal */
     check_cols_against_heads(2, 3, 3, 37, 37, 8, 1, pad, 0.25); /* padding and dropout */
     check_cols_against_heads(2, 4, 1, 5, 37, 16, 0, pad, 0);    /* multi-query, cross */
+}
+
+/* A ragged row map of (B, T): row (b, t) is in when keep(b, t); batch 1 keeps t = 0 only,
+ * batch 0 leaves out rows in the middle. Returns the count; idx (B*T) filled increasing. */
+static int ragged_map(int *idx, int B, int T, int shift) {
+    int n = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int in = b == 1 ? t == 0 : b == 0 ? (t + shift) % 4 != 2 : t < T - 1 - shift;
+            if (in) idx[n++] = b * T + t;
+        }
+    return n;
+}
+
+/* ag_attention_rows on packed q (nq, NH*HS), k, v (nk, NKV*HS) against ag_scatter_rows ->
+ * ag_attention_cols -> ag_gather_rows on the same leaves: output, all three gradients (random
+ * upstream weights), and the probabilities: those of kept query rows as the composition's, the
+ * others 0. Key rows left out are masked (plus one kept key per batch element but the single). */
+static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int HS, int causal,
+                                    int shift) {
+    TestEnv env = test_env_new();
+    int *qi = arena_alloc(env.params, (size_t)B * Tq * sizeof(int));
+    int *ki = arena_alloc(env.params, (size_t)B * Tk * sizeof(int));
+    int nq = ragged_map(qi, B, Tq, shift), nk = ragged_map(ki, B, Tk, shift + 1);
+    uint8_t *mask = arena_alloc(env.params, (size_t)B * Tk);
+    memset(mask, 1, (size_t)B * Tk);
+    for (int r = 0; r < nk; r++) mask[ki[r]] = ki[r] % Tk == Tk - 2 && ki[r] / Tk != 1;
+    Tensor *q = randn2(env.params, nq, NH * HS, "q", 41);
+    Tensor *k = randn2(env.params, nk, NKV * HS, "k", 42);
+    Tensor *v = randn2(env.params, nk, NKV * HS, "v", 43);
+    Tensor *P, *Pr;
+    Tensor *yc = ag_attention_cols(env.tape, ag_scatter_rows(env.tape, q, qi, B, Tq),
+                                   ag_scatter_rows(env.tape, k, ki, B, Tk),
+                                   ag_scatter_rows(env.tape, v, ki, B, Tk),
+                                   (AgHeads){NH, NKV, HS, 0, 0, 0}, causal, mask, 0, NULL, &P);
+    yc = ag_gather_rows(env.tape, yc, qi, nq);
+    backward_weighted(env.tape, yc);
+    Real *y0 = arena_alloc(env.params, yc->size * sizeof(Real));
+    memcpy(y0, yc->data, yc->size * sizeof(Real));
+    Real *gq = copy_grad(env.params, q), *gk = copy_grad(env.params, k);
+    Real *gv = copy_grad(env.params, v);
+    size_t np = P->size; /* P is in the step arena, reset below */
+    Real *p0 = arena_alloc(env.params, np * sizeof(Real));
+    memcpy(p0, P->data, np * sizeof(Real));
+
+    ag_tape_reset(env.tape);
+    zero_grads(q, k, v);
+    Tensor *y = ag_attention_rows(env.tape, q, (AgRows){qi, B, Tq}, k, v, (AgRows){ki, B, Tk},
+                                  (AgHeads){NH, NKV, HS, 0, 0, 0}, causal, mask, 0, NULL, &Pr);
+    cr_assert(env.tape->last && env.tape->last->op == AG_OP_ATTENTION_ROWS &&
+                  env.tape->last->prev == NULL,
+              "one node, no scatter or gather");
+    backward_weighted(env.tape, y);
+    cr_assert(y->ndim == 2 && y->shape[0] == nq && y->shape[1] == NH * HS);
+    cr_assert(max_diff(y->data, y0, y->size) <= TOL, "output: %g", max_diff(y->data, y0, y->size));
+    cr_assert(max_diff(q->grad, gq, q->size) <= TOL, "dq: %g", max_diff(q->grad, gq, q->size));
+    cr_assert(max_diff(k->grad, gk, k->size) <= TOL, "dk: %g", max_diff(k->grad, gk, k->size));
+    cr_assert(max_diff(v->grad, gv, v->size) <= TOL, "dv: %g", max_diff(v->grad, gv, v->size));
+    cr_assert(Pr->ndim == 4 && Pr->size == np);
+    size_t plane = (size_t)Tq * Tk;
+    for (size_t e = 0; e < np; e++) {
+        int b = (int)(e / ((size_t)NH * plane)), t = (int)(e % plane / Tk), kept = 0;
+        for (int r = 0; r < nq; r++) kept |= qi[r] == b * Tq + t;
+        if (kept)
+            cr_assert(fabs((double)Pr->data[e] - (double)p0[e]) <= TOL, "P[%zu] %g vs %g", e,
+                      (double)Pr->data[e], (double)p0[e]);
+        else
+            cr_assert(Pr->data[e] == 0, "P[%zu] of a left-out query row: %g", e,
+                      (double)Pr->data[e]);
+    }
+    test_env_free(&env);
+}
+
+Test(ag_attention_rows, equals_scatter_attention_cols_gather) {
+    check_rows_against_cols(3, 2, 2, 6, 6, 4, 1, 0);   /* causal self-attention shape */
+    check_rows_against_cols(3, 2, 2, 5, 9, 8, 0, 1);   /* cross */
+    check_rows_against_cols(3, 4, 2, 7, 9, 4, 1, 2);   /* grouped-query, causal, Tq < Tk */
+    check_rows_against_cols(3, 2, 1, 37, 37, 16, 1, 1); /* several row and key blocks */
+    check_rows_against_cols(3, 2, 2, 40, 33, 32, 0, 3); /* HS a multiple of 32: v read in place */
+    check_rows_against_cols(3, 2, 2, 20, 20, 32, 1, 1); /* the same, causal */
 }
 
 Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {

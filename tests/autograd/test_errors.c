@@ -348,6 +348,68 @@ static void cols_tape(Tape *tp) {
     cols(NULL, qkv, qkv, qkv, H24, 0, NULL, NULL);
 }
 
+/* ag_attention_rows: q (3, 24) fused qkv packed by rows {0, 1, 3} of (B, T) = (2, 2) */
+static const int R3[3] = {0, 1, 3};
+static const uint8_t R_MASK[4] = {0, 0, 1, 0}; /* row (1,0) is left out: it must be masked */
+static void rows_op(Tape *tp, Tensor *q, const int *qi, Tensor *k, Tensor *v, const int *ki,
+                    int kB, AgHeads h, const uint8_t *mask) {
+    ag_attention_rows(tp, q, (AgRows){qi, 2, 2}, k, v, (AgRows){ki, kB, 2}, h, 1, mask, 0, NULL,
+                      NULL);
+}
+static void rows_rank(Tape *tp) {
+    Tensor *qkv = T3("qkv", 1, 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 2, H24, R_MASK);
+}
+static void rows_null(Tape *tp) {
+    Tensor *q = T2("q", 3, 24);
+    rows_op(tp, q, R3, q, NULL, R3, 2, H24, R_MASK);
+}
+static void rows_kv_shapes(Tape *tp) {
+    rows_op(tp, T2("q", 3, 8), R3, T2("k", 3, 8), T2("v", 3, 4), R3, 2,
+            (AgHeads){2, 2, 4, 0, 0, 0}, R_MASK);
+}
+static void rows_batch(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 3, H24, R_MASK);
+}
+static void rows_width(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 2, (AgHeads){2, 2, 4, 0, 8, 17}, R_MASK);
+}
+static void rows_null_idx(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, NULL, qkv, qkv, R3, 2, H24, R_MASK);
+}
+static void rows_order(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, (int[]){0, 3, 1}, qkv, qkv, R3, 2, H24, R_MASK);
+}
+static void rows_range(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, (int[]){0, 1, 4}, 2, H24, R_MASK);
+}
+static void rows_too_many(Tape *tp) {
+    Tensor *qkv = T2("qkv", 5, 24);
+    rows_op(tp, qkv, (int[]){0, 1, 2, 3, 4}, qkv, qkv, (int[]){0, 1, 2, 3, 4}, 2, H24, NULL);
+}
+static void rows_unmasked(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 2, H24, (const uint8_t[]){0, 0, 0, 0});
+}
+static void rows_no_mask(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 2, H24, NULL);
+}
+static void rows_mask_value(Tape *tp) {
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(tp, qkv, R3, qkv, qkv, R3, 2, H24, (const uint8_t[]){0, 0, 2, 0});
+}
+static void rows_tape(Tape *tp) {
+    (void)tp;
+    Tensor *qkv = T2("qkv", 3, 24);
+    rows_op(NULL, qkv, R3, qkv, qkv, R3, 2, H24, R_MASK);
+}
+
 static void head_gate_x_rank(Tape *tp) { ag_head_gate(tp, T3("x", 2, 3, 4), T1("gate", 3)); }
 static void head_gate_gate_rank(Tape *tp) {
     ag_head_gate(tp, T4("x", 2, 3, 4, 5), T2("gate", 1, 3));
@@ -544,6 +606,19 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION_COLS, "mask value 3", cols_mask, {"key_padding_mask (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION_COLS, "NULL rng", cols_rng, {"rng is NULL", "dropout_p = 0.5", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION_COLS, "NULL tape", cols_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION_ROWS, "q of rank 3", rows_rank, {"2-D", "qkv (1,3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "NULL v", rows_null, {"is NULL", "q q", "k q", "v NULL"}},
+    {AG_OP_ATTENTION_ROWS, "k and v shapes", rows_kv_shapes, {"k and v shapes differ", "k (3,8)", "v (3,4)"}},
+    {AG_OP_ATTENTION_ROWS, "batch sizes", rows_batch, {"batch sizes differ", "q_rows B 2", "k_rows B 3", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "v's heads past its width", rows_width, {"v's heads, columns [17, 25)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "NULL q_rows.idx", rows_null_idx, {"q_rows.idx is NULL", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "rows not increasing", rows_order, {"q_rows row 1 at index 2 is not above row 3 at index 1", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "row >= B*T", rows_range, {"k_rows row 4 at index 2", "[0, 4)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "more rows than B*T", rows_too_many, {"q_rows (B, T) = (2,2)", "the 5 rows", "qkv (5,24)"}},
+    {AG_OP_ATTENTION_ROWS, "a left-out key not masked", rows_unmasked, {"key row (1,0) is not in k_rows but not masked", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "a left-out key, no mask", rows_no_mask, {"key row (1,0) is not in k_rows", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "mask value 2", rows_mask_value, {"key_padding_mask (2,2) holds 2 at (1,0)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION_ROWS, "NULL tape", rows_tape, {"tape is NULL"}},
     {AG_OP_HEAD_GATE, "x of rank 3", head_gate_x_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4)", "gate (3)"}},
     {AG_OP_HEAD_GATE, "gate of rank 2", head_gate_gate_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (1,3)"}},
     {AG_OP_HEAD_GATE, "gate length", head_gate_gate_len, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (4)"}},

@@ -1,5 +1,5 @@
 /* test_packed.c: nn_seq2seq_loss computes only the live rows of a padded batch (packed by
- * ag_gather_rows, unpacked for attention by ag_scatter_rows), and must give the loss and every
+ * ag_gather_rows, attention on them by ag_attention_rows), and must give the loss and every
  * gradient of the dense reference, ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...))),
  * up to rounding: 1e-12 (loss) and 1e-10 (gradients) in the double build, float tolerances in
  * the float one. Ragged padding on both sides (a row with a single real token, a target row
@@ -40,6 +40,7 @@ typedef struct {
     Real gates[16][8];
     Real *probs;
     size_t n_probs;
+    int scatters, rows_attn; /* scatter_rows and attention_rows nodes recorded */
 } Result;
 
 enum {
@@ -140,6 +141,8 @@ static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_i
     r->probs = malloc(P->size * sizeof(Real));
     memcpy(r->probs, P->data, P->size * sizeof(Real));
     int gathers = count_op(t, AG_OP_GATHER_ROWS);
+    r->scatters = count_op(t, AG_OP_SCATTER_ROWS);
+    r->rows_attn = count_op(t, AG_OP_ATTENTION_ROWS);
     ag_tape_reset(t);
     return gathers;
 }
@@ -172,8 +175,14 @@ Test(nn_seq2seq_loss, packed_rows_give_the_dense_loss_and_gradients) {
         Result dense, packed;
         cr_assert_eq(run(m, t, 0, src, tgt_in, tgt_out, &dense), 0);
         int gathers = run(m, t, 1, src, tgt_in, tgt_out, &packed);
-        /* the packed path ran: embeddings, and every attention block's output */
-        cr_assert_eq(gathers, 2 + n_attn(m), "%s: %d gather_rows nodes", name, gathers);
+        /* the packed path ran: embeddings gathered; attention on the packed rows (with gates:
+         * every attention block's inputs scattered to the batch and its output gathered) */
+        int gates = variant == VARIANT_GATES;
+        cr_assert_eq(gathers, 2 + (gates ? n_attn(m) : 0), "%s: %d gather_rows nodes", name,
+                     gathers);
+        cr_assert_eq(packed.rows_attn, gates ? 0 : n_attn(m), "%s: %d attention_rows nodes", name,
+                     packed.rows_attn);
+        if (!gates) cr_assert_eq(packed.scatters, 0, "%s: %d scatter_rows", name, packed.scatters);
         cr_assert(close(packed.loss, dense.loss, LOSS_TOL, fabs(dense.loss)),
                   "%s: loss %.17g packed vs %.17g dense", name, packed.loss, dense.loss);
         for (int i = 0; i < m->params.n; i++) {
@@ -195,7 +204,11 @@ Test(nn_seq2seq_loss, packed_rows_give_the_dense_loss_and_gradients) {
         cr_assert_eq(packed.n_probs, dense.n_probs);
         for (size_t e = 0; e < dense.n_probs; e++) {
             int q = (int)(e / S % S), b = (int)(e / ((size_t)4 * S * S));
-            if (src[b * S + q] == PAD) continue;
+            if (src[b * S + q] == PAD) { /* a query left out: 0 (with gates: computed) */
+                cr_assert(gates || packed.probs[e] == 0, "%s: probability %zu of a padded query",
+                          name, e);
+                continue;
+            }
             cr_assert(close(packed.probs[e], dense.probs[e], GRAD_TOL, 1),
                       "%s: probability %zu: %.17g packed vs %.17g dense", name, e,
                       (double)packed.probs[e], (double)dense.probs[e]);
@@ -235,18 +248,59 @@ Test(nn_seq2seq_loss, a_batch_without_padding_gives_the_dense_bits) {
 }
 
 /* nn_mha_forward_rows: a packed input that does not match its row map aborts. */
-Test(nn_mha_forward_rows, aborts_when_the_packed_rows_do_not_match_the_map, .signal = SIGABRT) {
-    Arena *a = arena_new("params", 1 << 20);
+/* A MultiHeadAttention (d_model 8, 2 heads, bias), seeded, and a tape. */
+typedef struct {
+    Arena *a;
     ParamList pl;
-    nn_params_init(&pl);
     Rng rng;
-    rng_seed(&rng, 1);
-    NnBuilder nb = {a, &pl, &rng};
     MultiHeadAttention m;
-    nn_mha_init(&m, &nb, "attn", 8, 2, 2, 1, 0);
-    Tape *t = ag_tape_new(arena_new("step", 1 << 20));
+    Tape *t;
+} MhaFix;
+static void mha_make(MhaFix *f, uint64_t seed) {
+    f->a = arena_new("params", 1 << 20);
+    nn_params_init(&f->pl);
+    rng_seed(&f->rng, seed);
+    NnBuilder nb = {f->a, &f->pl, &f->rng};
+    nn_mha_init(&f->m, &nb, "attn", 8, 2, 2, 1, 0);
+    f->t = ag_tape_new(arena_new("step", 1 << 20));
+}
+
+Test(nn_mha_forward_rows, aborts_when_the_packed_rows_do_not_match_the_map, .signal = SIGABRT) {
+    MhaFix f;
+    mha_make(&f, 1);
     static const int idx[3] = {0, 2, 3};
     NnRows rows = {idx, 3, 2, 2};
-    Tensor *x = tensor_zeros(t->arena, 2, (int[]){4, 8}, "x"); /* 4 rows, the map names 3 */
-    nn_mha_forward_rows(t, &m, x, &rows, x, &rows, NULL, 0, NULL);
+    Tensor *x = tensor_zeros(f.t->arena, 2, (int[]){4, 8}, "x"); /* 4 rows, the map names 3 */
+    nn_mha_forward_rows(f.t, &f.m, x, &rows, x, &rows, NULL, 0, NULL);
+}
+
+/* nn_mha_forward_rows with packed queries over full (B, Tk, C) keys and values (no kv map):
+ * the rows of nn_mha_forward's output that the query map names, up to rounding. */
+Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
+    MhaFix f;
+    mha_make(&f, 2);
+    Arena *a = f.a;
+    Tape *t = f.t;
+    enum { NB = 2, TQ = 3, TK = 4, C = 8 };
+    static const int idx[3] = {0, 2, 4}; /* (0,0), (0,2), (1,1) */
+    static const uint8_t pad[NB * TK] = {0, 0, 0, 1, /**/ 0, 1, 1, 1};
+    NnMask mask = {pad, NB, TK};
+    NnRows rows = {idx, 3, NB, TQ};
+    Tensor *x = tensor_new3(a, NB, TQ, C, "x"), *kv = tensor_new3(a, NB, TK, C, "kv");
+    rng_fill_uniform(&f.rng, x, -1, 1);
+    rng_fill_uniform(&f.rng, kv, -1, 1);
+    Tensor *xp = tensor_new(a, 2, (int[]){3, C}, "xp");
+    for (int i = 0; i < 3; i++) memcpy(xp->data + i * C, x->data + idx[i] * C, C * sizeof(Real));
+    Tensor *y = nn_mha_forward_rows(t, &f.m, xp, &rows, kv, NULL, &mask, 0, NULL);
+    cr_assert(y->ndim == 2 && y->shape[0] == 3 && y->shape[1] == C);
+    Tensor *yd = nn_mha_forward(t, &f.m, x, kv, &mask, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < C; c++)
+            cr_assert(close(y->data[i * C + c], yd->data[idx[i] * C + c], LOSS_TOL, 1),
+                      "row %d col %d: %g vs %g", i, c, (double)y->data[i * C + c],
+                      (double)yd->data[idx[i] * C + c]);
+    arena_free(t->arena);
+    ag_tape_free(t);
+    nn_params_free(&f.pl);
+    arena_free(a);
 }

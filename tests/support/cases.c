@@ -140,6 +140,8 @@ static const struct {
     {{2, 2, 4, 0, 0, 8}, 0, 1, 0},   /* cross: q (B,Tq,8), kv (B,Tk,16), key padding */
     {{4, 2, 2, 0, 0, 0}, 1, 0, 0},   /* grouped-query, causal: q (B,T,8), k and v (B,T,4) */
     {{2, 2, 4, 3, 12, 21}, 1, 2, 7}, /* heads at odd columns of (B,T,30), causal + padding */
+    /* head size 32: operands read in place, through the fused (B,T,192) row stride */
+    {{2, 2, 32, 0, 64, 128}, 1, 1, 0},
 };
 static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0];
@@ -155,6 +157,33 @@ static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     rng_seed(&rng, (uint64_t)cols_variants[vi].seed);
     return ag_attention_cols(t, q, k, v, cols_variants[vi].heads, cols_variants[vi].causal, mask,
                              c->farg, &rng, NULL);
+}
+/* ag_attention_rows on ragged row maps of a batch of B = 3: a row left out in the middle of a
+ * sequence (a masked key), a batch element with a single live row, a kept key that is masked.
+ * Maps (row b*T + t) and the (B, Tk) mask per variant; q, k, v as for cols_variants. */
+static const int rows_self[10] = {0, 1, 3, 4, /**/ 5, /**/ 10, 11, 12, 13, 14};    /* T 5 */
+static const uint8_t rows_self_mask[15] = {0, 0, 1, 0, 0, /**/ 0, 1, 1, 1, 1, /**/ 0, 0, 0, 0, 1};
+static const int rows_cq[9] = {1, 2, 4, /**/ 5, /**/ 10, 11, 12, 13, 14};         /* Tq 5 */
+static const int rows_ck[7] = {0, 2, /**/ 4, 5, 6, 7, /**/ 9};                      /* Tk 4 */
+static const uint8_t rows_ck_mask[12] = {0, 1, 0, 1, /**/ 0, 0, 0, 1, /**/ 1, 0, 1, 1};
+static const struct {
+    AgHeads heads;
+    int causal, cross, seed;
+} rows_variants[] = {
+    {{2, 2, 4, 0, 8, 16}, 1, 0, 0}, /* causal self-attention, qkv (10, 3*8) */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0},  /* cross: q (9, 8), kv (7, 16) */
+    {{4, 2, 2, 0, 0, 0}, 1, 0, 3},  /* grouped-query causal: q (10, 8), k and v (10, 4) */
+    {{2, 2, 32, 0, 64, 128}, 1, 0, 0}, /* head size 32, read in place: qkv (10, 3*64) */
+};
+static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
+    int vi = c->arg[0], cross = rows_variants[vi].cross;
+    Tensor *q = in[0], *k = in[c->n_in > 1 ? 1 : 0], *v = in[c->n_in - 1];
+    AgRows rq = {cross ? rows_cq : rows_self, 3, 5}, rk = {cross ? rows_ck : rows_self, 3, 5};
+    if (cross) rk.T = 4;
+    Rng rng;
+    rng_seed(&rng, (uint64_t)rows_variants[vi].seed);
+    return ag_attention_rows(t, q, rq, k, v, rk, rows_variants[vi].heads, rows_variants[vi].causal,
+                             cross ? rows_ck_mask : rows_self_mask, c->farg, &rng, NULL);
 }
 static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }
 
@@ -238,6 +267,11 @@ static const GcCase cases[] = {
     {"attention_cols cross, q (2,3,8) kv (2,5,16) padding", 2, {3, 3}, {{2, 3, 8}, {2, 5, 16}}, b_attention_cols, {1}, 0, 0},
     {"attention_cols grouped-query causal, q (2,3,8) k v (2,3,4)", 3, {3, 3, 3}, {{2, 3, 8}, {2, 3, 4}, {2, 3, 4}}, b_attention_cols, {2}, 0, 0},
     {"attention_cols qkv (2,3,30) at columns 3,12,21 causal padding dropout p=0.2", 1, {3}, {{2, 3, 30}}, b_attention_cols, {3}, 0.2, 0},
+    {"attention_rows causal self, qkv (10,24) of (3,5), ragged", 1, {2}, {{10, 24}}, b_attention_rows, {0}, 0, 0},
+    {"attention_rows cross, q (9,8) of (3,5), kv (7,16) of (3,4)", 2, {2, 2}, {{9, 8}, {7, 16}}, b_attention_rows, {1}, 0, 0},
+    {"attention_rows grouped-query causal, q (10,8) k v (10,4) dropout p=0.2", 3, {2, 2, 2}, {{10, 8}, {10, 4}, {10, 4}}, b_attention_rows, {2}, 0.2, 0},
+    {"attention_cols qkv (2,5,192) head size 32 causal padding", 1, {3}, {{2, 5, 192}}, b_attention_cols, {4}, 0, 0},
+    {"attention_rows causal self, qkv (10,192) head size 32", 1, {2}, {{10, 192}}, b_attention_rows, {3}, 0, 0},
     {"head_gate (2,3,4,5) gate (3)", 2, {4, 1}, {{2, 3, 4, 5}, {3}}, b_head_gate, {0}, 0, 0},
 };
 
