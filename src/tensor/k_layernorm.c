@@ -140,11 +140,12 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
     /* the blocks' partial sums of gy xhat and gy, (nblk, 2, C) doubles, in the calling
      * thread's scratch, shared by the team */
     double *part = NULL;
-    if (want_w)
-        part = (double *)k_thread_scratch(
-            K_SCRATCH_LAYERNORM,
-            (nblk * 2 * (size_t)C * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
-        /* One pass over x and gy: each block of rows gets its input gradients and its share of the
+    if (want_w) {
+        size_t bytes = nblk * 2 * (size_t)C * sizeof(double);
+        part = (double *)k_thread_scratch(K_SCRATCH_LAYERNORM,
+                                          (bytes + sizeof(Real) - 1) / sizeof(Real));
+    }
+    /* One pass over x and gy: each block of rows gets its input gradients and its share of the
      * weight/bias sums while the rows are in L1; a second loop adds the blocks' shares. */
 #pragma omp parallel if (n >= K_PAR_MIN)
     {
