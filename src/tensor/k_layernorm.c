@@ -1,20 +1,21 @@
 /* k_layernorm.c: the fused LayerNorm over the last dimension, forward and backward.
  * Each row of C values is normalised in one function call: mean, variance, normalise, scale and
  * shift, with the row statistics in double so that rows with a large common offset (x + 1e4)
- * keep their precision. The weight and bias gradients are sums over rows: they run in their own
- * loop split by columns, each column summed in row order by one thread (no atomics), so results
- * are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
+ * keep their precision. The weight and bias gradients are sums over rows: each fixed block of
+ * LN_ROW_BLOCK rows sums its share in row order in the same pass that computes the rows' input
+ * gradients, then one thread per column adds the blocks' shares in block order (no atomics), so
+ * results are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
  * as one pair (k_add_layernorm_*). Not here: shape checks (ops_layernorm.c).
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels.h"
 
-/* columns summed at once by the weight/bias gradient loop (their sums stay in L1) */
+/* columns of a row's input gradient computed at once (they stay in L1) */
 #define LN_COL_CHUNK 256
+/* rows per block of the weight/bias gradient sums: each block's partial sums in row order, then
+ * the blocks' sums in block order; a fixed number, so the same sums for any thread count */
+#define LN_ROW_BLOCK 32
 
 /* Row sums in double, in 8 interleaved partial sums (column c goes to sum c mod 8) added up in
  * a fixed order at the end: the same result wherever it runs, and the 8 sums advance together
@@ -134,15 +135,37 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
                         const Real *weight, const Real *stats, const Real *gy, size_t rows, int C,
                         unsigned store) {
     size_t n = rows * (size_t)C;
-    /* one parallel region for both loops: the row loop (gx) and the column loop (gweight,
-     * gbias) write different arrays, so a thread goes on to its columns without waiting */
+    int want_x = gx || gx2, want_w = gweight || gbias;
+    size_t nblk = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
+    /* the blocks' partial sums of gy xhat and gy, (nblk, 2, C) doubles, in the calling
+     * thread's scratch, shared by the team */
+    double *part = NULL;
+    if (want_w) {
+        size_t bytes = nblk * 2 * (size_t)C * sizeof(double);
+        part = (double *)k_thread_scratch(K_SCRATCH_LAYERNORM,
+                                          (bytes + sizeof(Real) - 1) / sizeof(Real));
+    }
+    /* One pass over x and gy: each block of rows gets its input gradients and its share of the
+     * weight/bias sums while the rows are in L1; a second loop adds the blocks' shares. */
 #pragma omp parallel if (n >= K_PAR_MIN)
     {
-        if (gx || gx2) {
-#pragma omp for schedule(static) nowait
-            for (size_t r = 0; r < rows; r++) {
+#pragma omp for schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t r1 = (b + 1) * LN_ROW_BLOCK < rows ? (b + 1) * LN_ROW_BLOCK : rows;
+            double *sw = part ? part + b * 2 * (size_t)C : NULL, *sb = sw ? sw + C : NULL;
+            if (sw)
+                for (int c = 0; c < 2 * C; c++) sw[c] = 0;
+            for (size_t r = b * LN_ROW_BLOCK; r < r1; r++) {
                 const Real *xr = x + r * C, *gr = gy + r * C;
                 double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
+                if (!want_x) { /* only the weight/bias sums */
+                    for (int c = 0; c < C; c++) {
+                        double g = (double)gr[c];
+                        sw[c] += g * (((double)xr[c] - mean) * rstd);
+                        sb[c] += g;
+                    }
+                    continue;
+                }
                 double sum_d, sum_dx;
                 row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
                 double mean_d = sum_d / C, mean_dx = sum_dx / C;
@@ -150,45 +173,43 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
                 for (int cb = 0; cb < C; cb += LN_COL_CHUNK) {
                     int nc = C - cb < LN_COL_CHUNK ? C - cb : LN_COL_CHUNK;
                     Real g[LN_COL_CHUNK];
-                    for (int c = 0; c < nc; c++) {
-                        double xhat = ((double)xr[cb + c] - mean) * rstd;
-                        double dxhat = (double)gr[cb + c] * (double)weight[cb + c];
-                        g[c] = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
-                    }
+                    if (sw) /* two loops, so that neither has a branch */
+                        for (int c = 0; c < nc; c++) {
+                            double xhat = ((double)xr[cb + c] - mean) * rstd;
+                            double gyc = (double)gr[cb + c];
+                            double dxhat = gyc * (double)weight[cb + c];
+                            g[c] = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+                            sw[cb + c] += gyc * xhat;
+                            sb[cb + c] += gyc;
+                        }
+                    else
+                        for (int c = 0; c < nc; c++) {
+                            double xhat = ((double)xr[cb + c] - mean) * rstd;
+                            double dxhat = (double)gr[cb + c] * (double)weight[cb + c];
+                            g[c] = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
+                        }
                     put(gx ? gx + r * C + cb : NULL, g, nc, store & 1);
                     put(gx2 ? gx2 + r * C + cb : NULL, g, nc, (store >> 1) & 1);
                 }
             }
         }
-        if (gweight || gbias) {
-            /* Each thread owns a contiguous range of columns (cut at multiples of 16) and walks
-             * the rows in order, so every column is summed in row order whoever owns it, and
-             * memory is read row by row (blocks of 32 columns that each walked every row with a
-             * stride were slower). */
-            int T = 1, t = 0;
-#ifdef _OPENMP
-            T = omp_get_num_threads();
-            t = omp_get_thread_num();
-#endif
-            int units = (C + 15) / 16;
-            int c0 = (int)((long)units * t / T) * 16, c1 = (int)((long)units * (t + 1) / T) * 16;
-            if (c1 > C) c1 = C;
-            for (int cb = c0; cb < c1; cb += LN_COL_CHUNK) {
-                int nc = c1 - cb < LN_COL_CHUNK ? c1 - cb : LN_COL_CHUNK;
-                double sw[LN_COL_CHUNK], sb[LN_COL_CHUNK];
-                for (int c = 0; c < nc; c++) sw[c] = sb[c] = 0;
-                for (size_t r = 0; r < rows; r++) {
-                    const Real *xr = x + r * C + cb, *gr = gy + r * C + cb;
-                    double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
+        /* (the loop's barrier: every block's share is written) each column summed over the
+         * blocks in block order by one thread, 16 columns at a time */
+        if (want_w) {
+#pragma omp for schedule(static)
+            for (int cb = 0; cb < C; cb += 16) {
+                int nc = C - cb < 16 ? C - cb : 16;
+                double w[16] = {0}, bs[16] = {0};
+                for (size_t b = 0; b < nblk; b++) {
+                    const double *pw = part + b * 2 * (size_t)C + cb, *pb = pw + C;
                     for (int c = 0; c < nc; c++) {
-                        double g = (double)gr[c];
-                        sw[c] += g * (((double)xr[c] - mean) * rstd);
-                        sb[c] += g;
+                        w[c] += pw[c];
+                        bs[c] += pb[c];
                     }
                 }
                 for (int c = 0; c < nc; c++) {
-                    if (gweight) gweight[cb + c] += (Real)sw[c];
-                    if (gbias) gbias[cb + c] += (Real)sb[c];
+                    if (gweight) gweight[cb + c] += (Real)w[c];
+                    if (gbias) gbias[cb + c] += (Real)bs[c];
                 }
             }
         }

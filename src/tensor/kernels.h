@@ -25,7 +25,7 @@ extern size_t k_par_min;
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
  * region, each thread its own. Freed when the thread ends. One slot per kernel family, so that
  * a kernel's scratch survives the calls it makes to another. */
-enum { K_SCRATCH_GEMM, K_SCRATCH_ATTENTION, K_SCRATCH_SLOTS };
+enum { K_SCRATCH_GEMM, K_SCRATCH_ATTENTION, K_SCRATCH_LAYERNORM, K_SCRATCH_SLOTS };
 Real *k_thread_scratch(int slot, size_t n);
 
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
