@@ -252,6 +252,32 @@ void optim_set_step(Optimizer *o, int64_t step) {
 
 /* ---- clipping ---- */
 
+/* The norm again, when the sum of squares overflowed: every gradient divided by the largest
+ * magnitude first, as BLAS's nrm2 does. In the double build finite values beyond about 1e154
+ * square to inf, and a diverging run gets there: then the norm is still finite and clipping
+ * still works. (Floats squared in double cannot overflow.) A NaN or inf gradient gives it back. */
+static double scaled_norm(const ParamList *pl) {
+    double big = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const Tensor *p = pl->items[i];
+        for (size_t j = 0; p->grad && j < p->size; j++) {
+            double a = fabs((double)p->grad[j]);
+            if (!isfinite(a)) return a;
+            if (a > big) big = a;
+        }
+    }
+    if (big == 0) return 0;
+    double s = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const Tensor *p = pl->items[i];
+        for (size_t j = 0; p->grad && j < p->size; j++) {
+            double x = (double)p->grad[j] / big;
+            s += x * x;
+        }
+    }
+    return big * sqrt(s);
+}
+
 double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
     AG_CHECK_ARG(pl);
     AG_CHECK(max_norm > 0 && isfinite(max_norm),
@@ -262,6 +288,7 @@ double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
         if (p->grad) sumsq += k_sum_squares(p->grad, p->size);
     }
     double norm = sqrt(sumsq);
+    if (isinf(norm)) norm = scaled_norm(pl); /* finite values whose squares overflow? */
     if (!isfinite(norm)) return norm;
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1)

@@ -106,7 +106,9 @@ void optim_set_step(Optimizer *o, int64_t step);
  * each tensor in double, tensor by tensor in list order, then sqrt (the same for any thread
  * count). If max_norm / (norm + 1e-6) < 1 every gradient is multiplied by that coefficient,
  * as torch (which also multiplies by 1 otherwise, a no-op), so that afterwards the norm is
- * max_norm * norm / (norm + 1e-6). A non-finite norm (a NaN or inf gradient) is returned and
+ * max_norm * norm / (norm + 1e-6). Finite gradients too large to square (double build, beyond
+ * about 1e154) give their finite norm (summed again scaled by the largest magnitude, as BLAS's
+ * nrm2). A non-finite norm (a NaN or inf gradient) is returned and
  * nothing is scaled: the caller sees it and can skip the step (torch 1.13 would multiply every
  * gradient by NaN or 0). max_norm > 0. */
 double optim_clip_grad_norm(const ParamList *pl, double max_norm);

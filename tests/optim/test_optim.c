@@ -610,6 +610,27 @@ Test(optim_clip, a_non_finite_norm_is_returned_and_nothing_scaled) {
     fix_free(&f);
 }
 
+/* Huge finite gradients: the norm is still their finite norm, and clipping brings it to
+ * max_norm. In the double build 1e200 squares to inf (the norm is summed again scaled); in the
+ * float build 1e30, near the top of float, whose squares double holds. */
+Test(optim_clip, huge_finite_gradients_still_clip) {
+    const double big = sizeof(Real) == sizeof(double) ? 1e200 : 1e30;
+    Fix f;
+    fix_init(&f, 2);
+    grads_3_4_12(&f);
+    for (int i = 0; i < f.pl.n; i++)
+        for (size_t e = 0; e < f.pl.items[i]->size; e++) f.pl.items[i]->grad[e] *= (Real)big;
+    double norm = optim_clip_grad_norm(&f.pl, 1);
+    cr_assert(fabs(norm - 13 * big) <= 1e-6 * 13 * big, "norm %.17g", norm);
+    double after = optim_clip_grad_norm(&f.pl, 1e300);
+    cr_assert(fabs(after - 1) <= 1e-6, "norm after clipping %.17g", after);
+    f.pl.items[1]->grad[0] = (Real)INFINITY; /* an inf among huge values: still inf */
+    for (int i = 0; i < f.pl.n; i++)
+        for (size_t e = 0; e < f.pl.items[i]->size; e++) f.pl.items[i]->grad[e] *= (Real)big;
+    cr_assert(isinf(optim_clip_grad_norm(&f.pl, 1)));
+    fix_free(&f);
+}
+
 /* ---- gradient accumulation ----
  * A tiny classifier, Linear(3, 5) -> relu -> Linear(5, 4) -> mean cross-entropy, on a batch of
  * 4 rows at once, and on 2 micro-batches of 2 rows whose losses are scaled by 1/2 and whose
