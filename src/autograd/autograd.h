@@ -225,10 +225,9 @@ typedef struct AgRows {
     const int *idx; /* (n) row numbers b*T + t, increasing */
     int B, T;
 } AgRows;
-Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v,
-                          AgRows k_rows, AgHeads heads, int causal,
-                          const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                          Tensor **probs);
+Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v, AgRows k_rows,
+                          AgHeads heads, int causal, const uint8_t *key_padding_mask,
+                          double dropout_p, Rng *rng, Tensor **probs);
 
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */

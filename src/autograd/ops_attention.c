@@ -231,16 +231,16 @@ static KAttention rows_attention(const int *lay, const Tensor *q, const Tensor *
     return a;
 }
 
-Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v,
-                          AgRows k_rows, AgHeads heads, int causal,
-                          const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                          Tensor **probs) {
+Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v, AgRows k_rows,
+                          AgHeads heads, int causal, const uint8_t *key_padding_mask,
+                          double dropout_p, Rng *rng, Tensor **probs) {
     const char *op = "ag_attention_rows";
     AG_CHECK(tape != NULL, "%s: tape is NULL", op);
     check_qkv(op, q, k, v, 2, "2-D (rows, width)");
-    AG_CHECK(q_rows.B == k_rows.B, "%s: batch sizes differ: q_rows B %d (q %s %s) vs k_rows B %d "
-             "(k %s %s)", op, q_rows.B, q->name, tensor_shape_str(q), k_rows.B, k->name,
-             tensor_shape_str(k));
+    AG_CHECK(q_rows.B == k_rows.B,
+             "%s: batch sizes differ: q_rows B %d (q %s %s) vs k_rows B %d "
+             "(k %s %s)",
+             op, q_rows.B, q->name, tensor_shape_str(q), k_rows.B, k->name, tensor_shape_str(k));
     heads_fit(op, &heads, q, k, v);
     int B = q_rows.B, nq = q->shape[0], nk = k->shape[0];
     int *lay = arena_alloc(tape->arena, (L_OFF + 3 * ((size_t)B + 1) + nq + nk) * sizeof(int));
@@ -280,8 +280,8 @@ Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tenso
                      op, b, t, k->name, tensor_shape_str(k));
         }
     a.mask = kmask;
-    Tensor *P = tensor_new1(tape->arena, (int)(cells * a.NH > 0 ? cells * a.NH : 1),
-                            "attention_probs");
+    Tensor *P =
+        tensor_new1(tape->arena, (int)(cells * a.NH > 0 ? cells * a.NH : 1), "attention_probs");
     Tensor *y = ag_out(tape, AG_OP_ATTENTION_ROWS, 2, (int[]){nq, a.NH * a.HS});
     k_attention_forward(y->data, P->data, q->data + heads.q_col, k->data + heads.k_col,
                         v->data + heads.v_col, &a);

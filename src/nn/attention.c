@@ -172,19 +172,18 @@ static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const
     Tensor *o;
     if (m->in_proj_weight && query == key_value) { /* q, k, v: one (B, T, 3C) product */
         Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
-        o = attend(t, m, qkv, qr, qkv, qkv, kvr, (AgHeads){NH, NH, HS, 0, C, 2 * C}, mask,
-                        causal, rng);
+        o = attend(t, m, qkv, qr, qkv, qkv, kvr, (AgHeads){NH, NH, HS, 0, C, 2 * C}, mask, causal,
+                   rng);
     } else if (m->in_proj_weight) { /* q, then k and v in one (B, Tk, 2C) product */
         Tensor *q = nn_linear(t, &m->q_proj, query);
         Tensor *kv = ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias);
-        o = attend(t, m, q, qr, kv, kv, kvr, (AgHeads){NH, NH, HS, 0, 0, C}, mask, causal,
-                        rng);
+        o = attend(t, m, q, qr, kv, kv, kvr, (AgHeads){NH, NH, HS, 0, 0, C}, mask, causal, rng);
     } else { /* grouped-query: three projections of their own sizes */
         Tensor *q = nn_linear(t, &m->q_proj, query);
         Tensor *k = nn_linear(t, &m->k_proj, key_value);
         Tensor *v = nn_linear(t, &m->v_proj, key_value);
-        o = attend(t, m, q, qr, k, v, kvr, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, mask,
-                        causal, rng);
+        o = attend(t, m, q, qr, k, v, kvr, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, mask, causal,
+                   rng);
     }
     return nn_linear(t, &m->out_proj, o); /* (B, Tq, C) or (Nq, C) */
 }

@@ -62,8 +62,10 @@ static int key_end(const KAttention *a, int b, int i) {
     int lo = 0, hi = n_k(a, b); /* pos[j] <= last for j < lo, > last for j >= hi */
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (pos[mid] <= last) lo = mid + 1;
-        else hi = mid;
+        if (pos[mid] <= last)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -73,8 +75,10 @@ static int first_seer(const KAttention *a, int b, int j0) {
     int lo = 0, hi = n_q(a, b);
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (key_end(a, b, mid) > j0) hi = mid;
-        else lo = mid + 1;
+        if (key_end(a, b, mid) > j0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return lo;
 }
@@ -470,8 +474,8 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
                 if (gq)
-                    tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb, kend,
-                         kb, ldk, HS, 1);
+                    tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb,
+                         kend, kb, ldk, HS, 1);
             }
             if (gk) { /* gk += G^T q */
                 const Real *qb = as_operand(xp, q + q_at(a, a->qs, b, h), lq, Tq, HS, &ldx);

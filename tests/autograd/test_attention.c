@@ -475,9 +475,9 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
 }
 
 Test(ag_attention_rows, equals_scatter_attention_cols_gather) {
-    check_rows_against_cols(3, 2, 2, 6, 6, 4, 1, 0);   /* causal self-attention shape */
-    check_rows_against_cols(3, 2, 2, 5, 9, 8, 0, 1);   /* cross */
-    check_rows_against_cols(3, 4, 2, 7, 9, 4, 1, 2);   /* grouped-query, causal, Tq < Tk */
+    check_rows_against_cols(3, 2, 2, 6, 6, 4, 1, 0);    /* causal self-attention shape */
+    check_rows_against_cols(3, 2, 2, 5, 9, 8, 0, 1);    /* cross */
+    check_rows_against_cols(3, 4, 2, 7, 9, 4, 1, 2);    /* grouped-query, causal, Tq < Tk */
     check_rows_against_cols(3, 2, 1, 37, 37, 16, 1, 1); /* several row and key blocks */
     check_rows_against_cols(3, 2, 2, 40, 33, 32, 0, 3); /* HS a multiple of 32: v read in place */
     check_rows_against_cols(3, 2, 2, 20, 20, 32, 1, 1); /* the same, causal */
