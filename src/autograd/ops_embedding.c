@@ -73,15 +73,15 @@ Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
              x->name, tensor_shape_str(x));
     const int *where = check_rows(tape, "ag_gather_rows", rows, n, R, x);
     Tensor *y = ag_out(tape, AG_OP_GATHER_ROWS, 2, (int[]){n, C});
-    k_gather_rows_forward(y->data, x->data, rows, (size_t)n, C);
+    k_pick_rows(y->data, x->data, rows, (size_t)n, C, 1);
     AgNode *node = ag_record(tape, AG_OP_GATHER_ROWS, y, 1, &x);
     if (node) node->idx = where; /* (R), already in the step arena */
     return y;
 }
 void ag_gather_rows_backward(AgNode *n) {
     Tensor *x = n->in[0];
-    k_gather_rows_backward(x->grad, n->idx, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1],
-                           n->store & 1);
+    /* forward: y[i] = x[rows[i]], so gx[r] += gy[where[r]] for a picked row r */
+    k_pick_rows(x->grad, n->out->grad, n->idx, tensor_rows(x), x->shape[x->ndim - 1], n->store & 1);
 }
 
 Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
@@ -97,13 +97,13 @@ Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
              B, T, n, x->name, tensor_shape_str(x));
     const int *where = check_rows(tape, "ag_scatter_rows", rows, n, (size_t)B * T, x);
     Tensor *y = ag_out(tape, AG_OP_SCATTER_ROWS, 3, (int[]){B, T, C});
-    k_scatter_rows_forward(y->data, x->data, where, (size_t)B * T, C);
+    k_pick_rows(y->data, x->data, where, (size_t)B * T, C, 1);
     AgNode *node = ag_record(tape, AG_OP_SCATTER_ROWS, y, 1, &x);
     if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
     return y;
 }
 void ag_scatter_rows_backward(AgNode *n) {
     Tensor *x = n->in[0];
-    k_scatter_rows_backward(x->grad, n->idx, n->out->grad, (size_t)x->shape[0], x->shape[1],
-                            n->store & 1);
+    /* forward: y[rows[i]] = x[i] (other rows 0), so gx[i] += gy[rows[i]] */
+    k_pick_rows(x->grad, n->out->grad, n->idx, (size_t)x->shape[0], x->shape[1], n->store & 1);
 }

@@ -58,13 +58,10 @@ void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam
     k_adam_step_many(&one, 1, h);
 }
 
-/* Below this many elements a parameter goes whole to one thread (thread i % T for the i-th). */
-#define ADAM_SPLIT_MIN 4096
-
 /* One parallel region for every parameter (a region per parameter was ~30 a step, each a
- * barrier): thread t of T updates its contiguous slice of each large parameter (cut at
- * multiples of 16 elements) and whole small ones, and goes on to the next parameter without
- * waiting, since no two parameters share memory. Every element's update is the same whoever
+ * barrier): thread t of T updates its k_team_slice of each parameter (small ones whole, large
+ * ones cut at multiples of 16 elements) and goes on to the next parameter without waiting,
+ * since no two parameters share memory. Every element's update is the same whoever
  * runs it, so the bits do not depend on T. */
 void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h) {
     size_t total = 0;
@@ -78,15 +75,8 @@ void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h) {
 #endif
         for (int i = 0; i < count; i++) {
             const KAdamParam *q = &ps[i];
-            size_t lo = 0, hi = 0;
-            if (q->n < ADAM_SPLIT_MIN) {
-                if (i % T == t) hi = q->n;
-            } else {
-                size_t units = (q->n + 15) / 16;
-                lo = units * (size_t)t / (size_t)T * 16;
-                hi = units * (size_t)(t + 1) / (size_t)T * 16;
-                if (hi > q->n) hi = q->n;
-            }
+            size_t lo, hi;
+            k_team_slice(i, q->n, t, T, &lo, &hi);
             if (lo < hi) adam_range(q->p, q->g, q->m, q->v, lo, hi, h);
         }
     }

@@ -68,8 +68,7 @@ void k_zero(Real *x, size_t n) {
 }
 
 /* One parallel region for all the arrays (a region per parameter was ~30 a step): thread t of
- * T clears its contiguous slice of each large array and whole small ones (the i-th small one
- * goes to thread i % T), with no barrier between arrays. */
+ * T clears its k_team_slice of each array, with no barrier between arrays. */
 void k_zero_many(Real *const *xs, const size_t *ns, int count) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += ns[i];
@@ -81,15 +80,8 @@ void k_zero_many(Real *const *xs, const size_t *ns, int count) {
         t = omp_get_thread_num();
 #endif
         for (int i = 0; i < count; i++) {
-            size_t n = ns[i], lo = 0, hi = 0;
-            if (n < 4096) {
-                if (i % T == t) hi = n;
-            } else {
-                size_t units = (n + 15) / 16;
-                lo = units * (size_t)t / (size_t)T * 16;
-                hi = units * (size_t)(t + 1) / (size_t)T * 16;
-                if (hi > n) hi = n;
-            }
+            size_t lo, hi;
+            k_team_slice(i, ns[i], t, T, &lo, &hi);
             if (lo < hi) memset(xs[i] + lo, 0, (hi - lo) * sizeof(Real));
         }
     }

@@ -20,6 +20,22 @@
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
 
+/* Thread t of T's slice [*lo, *hi) of the i-th of several arrays of n elements each, for the
+ * kernels that run one parallel region over many arrays (Adam, zeroing gradients) with no
+ * barrier between them: an array of fewer than 4096 goes whole to thread i % T, a larger one is
+ * cut at multiples of 16 elements. Which thread gets what never changes a value. */
+static inline void k_team_slice(int i, size_t n, int t, int T, size_t *lo, size_t *hi) {
+    *lo = *hi = 0;
+    if (n < 4096) {
+        if (i % T == t) *hi = n;
+        return;
+    }
+    size_t units = (n + 15) / 16;
+    *lo = units * (size_t)t / (size_t)T * 16;
+    *hi = units * (size_t)(t + 1) / (size_t)T * 16;
+    if (*hi > n) *hi = n;
+}
+
 /* ---- per-thread scratch (k_scratch.c) ----
  * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
@@ -161,13 +177,10 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 /* positions whose id is padding_idx (-1: none) add nothing */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C);
-/* rows (n): distinct row numbers; where (R) the inverse map, where[rows[i]] = i and -1 for a
- * row not in rows. Gather: x (R,C) -> y (n,C), y[i] = x[rows[i]]. Scatter: x (n,C) -> y (R,C),
- * y[rows[i]] = x[i] and every other row 0. store: gx written whole (0 where nothing goes). */
-void k_gather_rows_forward(Real *y, const Real *x, const int *rows, size_t n, int C);
-void k_gather_rows_backward(Real *gx, const int *where, const Real *gy, size_t R, int C, int store);
-void k_scatter_rows_forward(Real *y, const Real *x, const int *where, size_t R, int C);
-void k_scatter_rows_backward(Real *gx, const int *rows, const Real *gy, size_t n, int C, int store);
+/* y[i,:] (=, or += when not store) x[from[i],:] for i < n; from[i] -1: no row (store: y[i,:] =
+ * 0; else nothing). Gather forward (and the embedding's): from = the row numbers;
+ * scatter forward: from = their inverse map; the backwards swap the two. */
+void k_pick_rows(Real *y, const Real *x, const int *from, size_t n, int C, int store);
 
 /* ---- attention and head gate (k_attention.c) ---- */
 /* One attention call's sizes and options. q (B,NH,Tq,HS); k, v (B,NKV,Tk,HS), NH % NKV == 0,
