@@ -624,6 +624,63 @@ static int64_t kept(int64_t given, const Trainer *tr, int pos, int64_t fallback,
     return pos < n_pos ? tr->pos[pos] : fallback;
 }
 
+/* On resume, a flag of the model, the optimizer, the batch or the seed given again must equal
+ * the checkpoint's: the run cannot honour another value (AG_ERR_ARG naming the flag). */
+static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimConfig *oc) {
+    const TrTrainConfig *c = tr->cfg;
+    const Seq2SeqConfig *g = &c->model;
+    const OptimConfig *go = &c->optim;
+    if (!c->given) return AG_OK;
+    const struct {
+        const char *flag;
+        double given, stored;
+    } v[] = {
+        {"d-model", g->layer.d_model, mc->layer.d_model},
+        {"heads", g->layer.n_heads, mc->layer.n_heads},
+        {"kv-heads", g->layer.n_kv_heads, mc->layer.n_kv_heads},
+        {"layers", g->n_enc_layers, mc->n_enc_layers},
+        {"layers", g->n_dec_layers, mc->n_dec_layers},
+        {"enc-layers", g->n_enc_layers, mc->n_enc_layers},
+        {"dec-layers", g->n_dec_layers, mc->n_dec_layers},
+        {"ff", g->layer.d_ff, mc->layer.d_ff},
+        {"act", g->layer.act, mc->layer.act},
+        {"dropout", g->layer.dropout, mc->layer.dropout},
+        {"pre-ln", g->layer.pre_ln, mc->layer.pre_ln},
+        {"post-ln", g->layer.pre_ln, mc->layer.pre_ln},
+        {"max-len", g->max_len, mc->max_len},
+        {"learned-pos", g->learned_pos, mc->learned_pos},
+        {"tie-output", g->tie_output, mc->tie_output},
+        {"optim", go->kind, oc->kind},
+        {"lr", go->lr, oc->lr},
+        {"beta1", go->beta1, oc->beta1},
+        {"beta2", go->beta2, oc->beta2},
+        {"weight-decay", go->weight_decay, oc->weight_decay},
+        {"momentum", go->momentum, oc->momentum},
+        {"schedule", go->schedule.kind, oc->schedule.kind},
+        {"warmup", (double)go->schedule.warmup, (double)oc->schedule.warmup},
+        {"schedule-steps", (double)go->schedule.total, (double)oc->schedule.total},
+        {"lr-min", go->schedule.lr_min, oc->schedule.lr_min},
+        {"batch", c->batch, (double)tr->pos[POS_BATCH]},
+        {"seed", (double)rng_hash(c->seed, 2), (double)(uint64_t)tr->pos[POS_SEED]},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char key[40];
+        snprintf(key, sizeof key, " %s ", v[i].flag);
+        if (!strstr(c->given, key) || v[i].given == v[i].stored) continue;
+        char was[48] = "";
+        if (strcmp(v[i].flag, "seed") != 0) snprintf(was, sizeof was, " (%.9g)", v[i].stored);
+        return ag_fail(AG_ERR_ARG,
+                       "--%s differs from the checkpoint's%s: --resume continues the run with "
+                       "its model, optimizer, batch size and seed (start a new run with --force "
+                       "to change them)",
+                       v[i].flag, was);
+    }
+    if (strstr(c->given, " embed-gain "))
+        fprintf(stderr, "warning: --embed-gain has no effect on --resume (it only scales the "
+                        "initial embeddings)\n");
+    return AG_OK;
+}
+
 /* Resumes from f (read once and checked by ckpt_read): checks data.position, builds the model
  * and optimizer of its configuration, loads them, then the data, and the loader's position. */
 static int resume_from(Trainer *tr, const NpzFile *f) {
@@ -658,6 +715,8 @@ static int resume_from(Trainer *tr, const NpzFile *f) {
     if (rc != AG_OK) return rc;
     int n_pos = st.n_data;
     memcpy(tr->pos, st.data, (size_t)n_pos * sizeof(int64_t));
+    rc = check_given(tr, &mc, &oc);
+    if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
     TrTrainConfig d = tr_train_defaults();
     tr->log_every = (int)kept(c->log_every, tr, POS_LOG_EVERY, d.log_every, n_pos);

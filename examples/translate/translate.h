@@ -269,6 +269,8 @@ typedef struct TrTrainConfig {
     int check_finite;   /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
     int64_t report_rss; /* > 0: print the peak RSS after this step and at the end (soak) */
+    const char *given;  /* on resume, the model/optimizer/batch/seed flags the command gave
+                         * (" d-model lr "): each must equal the checkpoint's; NULL: none */
 } TrTrainConfig;
 
 /* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP

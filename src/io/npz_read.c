@@ -720,8 +720,6 @@ static void admit_free(NpzDirectory *dir) {
 
 static int read_file(const char *path, NpzFile **out, const NpzLimits *lim, NpzAdmit admit,
                      void *ctx) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(out);
     *out = NULL;
     Reader r = {.path = path, .fd = -1, .lim = lim ? *lim : npz_default_limits()};
     r.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* NONBLOCK: a FIFO must not hang */
@@ -777,11 +775,15 @@ static int read_file(const char *path, NpzFile **out, const NpzLimits *lim, NpzA
 }
 
 int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
     return read_file(path, out, lim, NULL, NULL);
 }
 
 int npz_read_admitted(const char *path, NpzFile **out, const NpzLimits *lim, NpzAdmit admit,
                       void *ctx) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
     AG_CHECK_ARG(admit);
     return read_file(path, out, lim, admit, ctx);
 }
