@@ -155,7 +155,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.seed = 1;
     c.log_every = 50;
     c.valid_every = 500;
-    c.compress = 6;
+    c.compress = 1;
     c.verbose = 1;
     return c;
 }
