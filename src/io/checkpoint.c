@@ -451,12 +451,18 @@ static int config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
 static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
     const char *path = ctx;
     if (!loaded) {
+        int n_small = 0;
         for (int i = 0; i < dir->n; i++) {
             const char *name = dir->names[i];
             uint64_t cap = 0;
             if (is_small_entry(name)) {
                 dir->first[i] = 1;
                 cap = CKPT_MAX_SMALL;
+                if (++n_small > CKPT_MAX_SMALL_ENTRIES)
+                    return ag_fail(AG_ERR_FORMAT,
+                                   "%s: more than %d configuration, step, RNG and position "
+                                   "entries",
+                                   path, CKPT_MAX_SMALL_ENTRIES);
             } else if (strcmp(name, "meta.extra") == 0) {
                 cap = CKPT_MAX_EXTRA;
             }

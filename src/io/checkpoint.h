@@ -41,12 +41,16 @@ typedef struct CkptState {
 int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats);
 
 /* ---- reading: once, and checked before anything is used ----
- * Limits (docs/robustness.md): */
-#define CKPT_MAX_STEP ((int64_t)1 << 53) /* train.step: integers a double counts exactly */
-#define CKPT_MAX_SMALL                                                                             \
-    4096 /* .npy bytes of meta.config.*, meta.optim.*, train.step,
-                                           * rng.state, data.position (each) */
-#define CKPT_MAX_EXTRA ((uint64_t)64 << 20) /* .npy bytes of meta.extra */
+ * Limits (docs/robustness.md):
+ *   CKPT_MAX_STEP           train.step: the integers a double counts exactly
+ *   CKPT_MAX_SMALL          .npy bytes of each small entry: meta.config.*, meta.optim.*,
+ *                           train.step, rng.state, data.position
+ *   CKPT_MAX_SMALL_ENTRIES  small entries in a file (a checkpoint has 31)
+ *   CKPT_MAX_EXTRA          .npy bytes of meta.extra */
+#define CKPT_MAX_STEP ((int64_t)1 << 53)
+#define CKPT_MAX_SMALL 4096
+#define CKPT_MAX_SMALL_ENTRIES 64
+#define CKPT_MAX_EXTRA ((uint64_t)64 << 20)
 
 /* Reads path once (npz_read with its limits) and checks what it means before anything is
  * used. In order: the small entries (above) are read first, each at most CKPT_MAX_SMALL

@@ -725,6 +725,25 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
                       "reading allocated the entry it refuses");
         }
     }
+    /* many small entries: each is read first, so their number is bounded too */
+    NpzFile *f;
+    cr_assert_eq(npz_read(path, &f, NULL), AG_OK);
+    NpzWriter *w = npz_writer_new();
+    for (int i = 0; i < f->n; i++)
+        npz_add(w, f->entries[i].name, f->entries[i].dtype, f->entries[i].ndim, f->entries[i].shape,
+                f->entries[i].data);
+    int64_t zero = 0;
+    char names[40][32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "meta.optim.x%d", i);
+        npz_add_i64(w, names[i], 0, NULL, &zero);
+    }
+    cr_assert_eq(npz_write(w, bad, 6, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+    Seq2SeqConfig c3;
+    cr_assert_eq(ckpt_read_config(bad, &c3, NULL, NULL), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "more than 64 configuration"), "%s", ag_last_error());
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert(system(cmd) == 0);
