@@ -733,10 +733,10 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
         npz_add(w, f->entries[i].name, f->entries[i].dtype, f->entries[i].ndim, f->entries[i].shape,
                 f->entries[i].data);
     int64_t zero = 0;
-    char names[40][32];
+    char extra_names[40][32];
     for (int i = 0; i < 40; i++) {
-        snprintf(names[i], sizeof names[i], "meta.optim.x%d", i);
-        npz_add_i64(w, names[i], 0, NULL, &zero);
+        snprintf(extra_names[i], sizeof extra_names[i], "meta.optim.x%d", i);
+        npz_add_i64(w, extra_names[i], 0, NULL, &zero);
     }
     cr_assert_eq(npz_write(w, bad, 6, NULL), AG_OK, "%s", ag_last_error());
     npz_writer_free(w);
