@@ -225,11 +225,13 @@ deps-test:
 
 # The double build runs first: the float suite compares its results with the double build's
 # (tests/autograd/test_precision.c runs build/double*/tests/dump_cases).
+# Each part prints one line when it passes; the messages of passing tests go to log files
+# (tests/run_suite.sh), and a failure shows its part of the log.
 test: deps-test
-	$(MAKE) --no-print-directory REAL=double test-one
-	$(MAKE) --no-print-directory REAL=float test-one
-	$(MAKE) --no-print-directory REAL=double test-torch
-	$(MAKE) --no-print-directory REAL=float test-numpy
+	@$(MAKE) --no-print-directory REAL=double test-one
+	@$(MAKE) --no-print-directory REAL=float test-one
+	@$(MAKE) --no-print-directory REAL=double test-torch
+	@$(MAKE) --no-print-directory REAL=float test-numpy
 
 # attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
 # optimizers and clipping; then the .npz interop with numpy (where python3-numpy is installed),
@@ -237,20 +239,22 @@ test: deps-test
 # use the double build, whatever REAL says.
 ifeq ($(REAL),double)
 test-torch: $(B)/tests/torch_dump $(B)/tests/torch_load $(B)/tests/optim_dump test-numpy
-	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
-	OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump
+	@OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump $(B)/tests/torch.log
+	@OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump \
+	    $(B)/tests/torch_optim.log
 else
 test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
 
 test-numpy: $(B)/tests/npz_tool
-	tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
+	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
 
 # the examples are built too, so that a change that breaks them fails the suite
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
-	OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
-	    $(B)/tests/run_tests -j2 --short-filename
+	@OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
+	    tests/run_suite.sh $(VARIANT) $(B)/tests/run_tests.log $(B)/tests/run_tests -j2 \
+	    --short-filename
 
 # ---- data: the toy corpus generator (data/README.md) ----
 # The tests call its functions directly (tests/data/test_gen.c), so corpus.o joins the suite.
@@ -314,7 +318,8 @@ FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
 FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
 .PHONY: fuzz deps-fuzz fuzz-build fuzz-replay
-.SECONDARY: $(FUZZ_HARNESSES:%=$(FUZZ_B)/obj/fuzz/%.o) $(FUZZ_HARNESSES:%=$(B)/obj/fuzz/%.o)
+.SECONDARY: $(FUZZ_HARNESSES:%=$(FUZZ_B)/obj/fuzz/%.o) $(FUZZ_HARNESSES:%=$(B)/obj/fuzz/%.o) \
+            $(B)/obj/fuzz/replay.o $(B)/obj/fuzz/common.o
 
 deps-fuzz:
 	@scripts/deps.sh clang libclang-rt-14-dev
@@ -349,13 +354,16 @@ $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 fuzz-replay: $(FUZZ_REPLAY)
-	@for h in $(FUZZ_HARNESSES); do \
+	@n=0; for h in $(FUZZ_HARNESSES); do \
 	    mkdir -p fuzz/regressions/$$h; \
-	    printf '  fuzz regressions %-10s ' $$h; \
 	    $(B)/fuzz-tools/replay_$$h fuzz/regressions/$$h > $(B)/fuzz-tools/replay_$$h.log 2>&1 \
-	        && tail -n 1 $(B)/fuzz-tools/replay_$$h.log \
-	        || { echo FAILED; head -n 40 $(B)/fuzz-tools/replay_$$h.log; exit 1; }; \
-	done
+	        || { echo "  fuzz regressions $$h: FAILED"; head -n 40 $(B)/fuzz-tools/replay_$$h.log; \
+	             exit 1; }; \
+	    k=$$(sed -n 's/^replayed \([0-9]*\) inputs.*/\1/p' $(B)/fuzz-tools/replay_$$h.log); \
+	    n=$$((n + $${k:-0})); \
+	done; \
+	echo "  fuzz regressions $(VARIANT): $$n inputs replayed by $(words $(FUZZ_HARNESSES)) harnesses:" \
+	     "no crash, every invariant held"
 test-one: fuzz-replay
 $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 
