@@ -112,8 +112,18 @@ $(B)/libattograd.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libattograd.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The shared library as a system library is laid out: the file libattograd.so.X.Y.Z (version
+# ATTOGRAD_VERSION in src/attograd.h) has the SONAME libattograd.so.X, which programs record and
+# the loader looks for; libattograd.so.X and libattograd.so (what -lattograd finds) are links.
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libattograd.so.$(SO_MAJOR)
+SO_FILE := libattograd.so.$(VERSION)
+$(B)/$(SO_FILE): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+
+$(B)/libattograd.so: $(B)/$(SO_FILE)
+	@ln -sfn $(SO_FILE) $(B)/$(SONAME)
+	@ln -sfn $(SONAME) $@
 
 # ---- examples: linked against the static library ----
 examples: $(EXAMPLES)
@@ -371,8 +381,6 @@ $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 # Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
 # in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
 # PREFIX/lib/pkgconfig/attograd.pc. DESTDIR is prepended to every path (for packagers).
-LIBDIR := $(DESTDIR)$(PREFIX)/lib
-INCDIR := $(DESTDIR)$(PREFIX)/include/attograd
 PC_CFLAGS := $(if $(filter double,$(REAL)),-DAG_REAL_DOUBLE)
 PC_LIBS_PRIVATE := $(if $(filter 1,$(OMP)),-fopenmp )$(if $(BLAS),-l$(BLAS) )-lm
 
@@ -381,25 +389,21 @@ ifneq ($(filter install test-install,$(MAKECMDGOALS)),)
 $(error make install installs a release build: run it without DEBUG=1)
 endif
 endif
+# scripts/install.sh: the versioned .so and its links, ldconfig (as root, into a folder the loader
+# searches, without DESTDIR) or the line to run instead; uninstall removes the folders install
+# created when they are empty (docs/install.md).
+INSTALL_ARGS = "$(DESTDIR)" "$(PREFIX)" $(B) "$(VERSION)" "$(PC_CFLAGS)" "$(PC_LIBS_PRIVATE)"
 install: lib
-	install -d "$(LIBDIR)/pkgconfig" "$(INCDIR)"
-	install -m 644 $(B)/libattograd.a "$(LIBDIR)/"
-	install -m 755 $(B)/libattograd.so "$(LIBDIR)/"
-	for f in $(HEADERS); do \
-	    d="$(INCDIR)/$$(dirname $${f#src/})"; \
-	    install -d "$$d" && install -m 644 $$f "$$d/" || exit 1; \
-	done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CFLAGS@|$(PC_CFLAGS)|' \
-	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' attograd.pc.in > "$(LIBDIR)/pkgconfig/attograd.pc"
+	@scripts/install.sh install $(INSTALL_ARGS) $(HEADERS)
 
 uninstall:
-	rm -rf "$(INCDIR)"
-	rm -f "$(LIBDIR)/libattograd.a" "$(LIBDIR)/libattograd.so" "$(LIBDIR)/pkgconfig/attograd.pc"
+	@scripts/install.sh uninstall $(INSTALL_ARGS)
 
 # Installs into a temporary prefix, then builds and runs a program outside the tree with
-# pkg-config, linked statically and dynamically (tests/install/test_install.sh).
+# pkg-config, linked statically and dynamically (tests/install/test_install.sh). SYSTEM=1 (as
+# root, where /usr/local holds no attograd) also installs into /usr/local, with ldconfig.
 test-install: deps-test
-	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) bash tests/install/test_install.sh
+	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) SYSTEM=$(SYSTEM) bash tests/install/test_install.sh
 
 # ---- formatting (.clang-format) ----
 format:

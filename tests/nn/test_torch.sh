@@ -14,7 +14,7 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-(
+if (
     ok=1
     "$dump" "$tmp/attograd.bin" || { echo "$dump failed"; exit 1; }
     /usr/bin/python3 "$(dirname "$0")/torch_compare.py" "$tmp/attograd.bin" || ok=0
@@ -26,8 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
         ok=0
     fi
     exit $((1 - ok))
-) >"$log" 2>&1
-if [ $? = 0 ]; then
+) >"$log" 2>&1; then
     echo "torch comparison: 1 passed, 0 failed; $(grep '^largest difference' "$log"); details in $log"
 else
     cat "$log"
