@@ -112,8 +112,18 @@ $(B)/libattograd.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libattograd.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The shared library as a system library is laid out: the file libattograd.so.X.Y.Z (version
+# ATTOGRAD_VERSION in src/attograd.h) has the SONAME libattograd.so.X, which programs record and
+# the loader looks for; libattograd.so.X and libattograd.so (what -lattograd finds) are links.
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libattograd.so.$(SO_MAJOR)
+SO_FILE := libattograd.so.$(VERSION)
+$(B)/$(SO_FILE): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+
+$(B)/libattograd.so: $(B)/$(SO_FILE)
+	@ln -sfn $(SO_FILE) $(B)/$(SONAME)
+	@ln -sfn $(SONAME) $@
 
 # ---- examples: linked against the static library ----
 examples: $(EXAMPLES)
@@ -226,11 +236,13 @@ deps-test:
 
 # The double build runs first: the float suite compares its results with the double build's
 # (tests/autograd/test_precision.c runs build/double*/tests/dump_cases).
+# Each part prints one line when it passes; the messages of passing tests go to log files
+# (tests/run_suite.sh), and a failure shows its part of the log.
 test: deps-test
-	$(MAKE) --no-print-directory REAL=double test-one
-	$(MAKE) --no-print-directory REAL=float test-one
-	$(MAKE) --no-print-directory REAL=double test-torch
-	$(MAKE) --no-print-directory REAL=float test-numpy
+	@$(MAKE) --no-print-directory REAL=double test-one
+	@$(MAKE) --no-print-directory REAL=float test-one
+	@$(MAKE) --no-print-directory REAL=double test-torch
+	@$(MAKE) --no-print-directory REAL=float test-numpy
 
 # attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
 # optimizers and clipping; then the .npz interop with numpy (where python3-numpy is installed),
@@ -238,20 +250,22 @@ test: deps-test
 # use the double build, whatever REAL says.
 ifeq ($(REAL),double)
 test-torch: $(B)/tests/torch_dump $(B)/tests/torch_load $(B)/tests/optim_dump test-numpy
-	OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump
-	OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump
+	@OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump $(B)/tests/torch.log
+	@OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump \
+	    $(B)/tests/torch_optim.log
 else
 test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
 
 test-numpy: $(B)/tests/npz_tool
-	tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
+	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
 
 # the examples are built too, so that a change that breaks them fails the suite
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
-	OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
-	    $(B)/tests/run_tests -j2 --short-filename
+	@OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
+	    tests/run_suite.sh $(VARIANT) $(B)/tests/run_tests.log $(B)/tests/run_tests -j2 \
+	    --short-filename
 
 # ---- data: the toy corpus generator (data/README.md) ----
 # The tests call its functions directly (tests/data/test_gen.c), so corpus.o joins the suite.
@@ -315,7 +329,8 @@ FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
 FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
 .PHONY: fuzz deps-fuzz fuzz-build fuzz-replay
-.SECONDARY: $(FUZZ_HARNESSES:%=$(FUZZ_B)/obj/fuzz/%.o) $(FUZZ_HARNESSES:%=$(B)/obj/fuzz/%.o)
+.SECONDARY: $(FUZZ_HARNESSES:%=$(FUZZ_B)/obj/fuzz/%.o) $(FUZZ_HARNESSES:%=$(B)/obj/fuzz/%.o) \
+            $(B)/obj/fuzz/replay.o $(B)/obj/fuzz/common.o
 
 deps-fuzz:
 	@scripts/deps.sh clang libclang-rt-14-dev
@@ -350,13 +365,16 @@ $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 fuzz-replay: $(FUZZ_REPLAY)
-	@for h in $(FUZZ_HARNESSES); do \
+	@n=0; for h in $(FUZZ_HARNESSES); do \
 	    mkdir -p fuzz/regressions/$$h; \
-	    printf '  fuzz regressions %-10s ' $$h; \
 	    $(B)/fuzz-tools/replay_$$h fuzz/regressions/$$h > $(B)/fuzz-tools/replay_$$h.log 2>&1 \
-	        && tail -n 1 $(B)/fuzz-tools/replay_$$h.log \
-	        || { echo FAILED; head -n 40 $(B)/fuzz-tools/replay_$$h.log; exit 1; }; \
-	done
+	        || { echo "  fuzz regressions $$h: FAILED"; head -n 40 $(B)/fuzz-tools/replay_$$h.log; \
+	             exit 1; }; \
+	    k=$$(sed -n 's/^replayed \([0-9]*\) inputs.*/\1/p' $(B)/fuzz-tools/replay_$$h.log); \
+	    n=$$((n + $${k:-0})); \
+	done; \
+	echo "  fuzz regressions $(VARIANT): $$n inputs replayed by $(words $(FUZZ_HARNESSES)) harnesses:" \
+	     "no crash, every invariant held"
 test-one: fuzz-replay
 $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 
@@ -364,8 +382,6 @@ $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 # Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
 # in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
 # PREFIX/lib/pkgconfig/attograd.pc. DESTDIR is prepended to every path (for packagers).
-LIBDIR := $(DESTDIR)$(PREFIX)/lib
-INCDIR := $(DESTDIR)$(PREFIX)/include/attograd
 PC_CFLAGS := $(if $(filter double,$(REAL)),-DAG_REAL_DOUBLE)
 PC_LIBS_PRIVATE := $(if $(filter 1,$(OMP)),-fopenmp )$(if $(BLAS),-l$(BLAS) )-lm
 
@@ -374,25 +390,21 @@ ifneq ($(filter install test-install,$(MAKECMDGOALS)),)
 $(error make install installs a release build: run it without DEBUG=1)
 endif
 endif
+# scripts/install.sh: the versioned .so and its links, ldconfig (as root, into a folder the loader
+# searches, without DESTDIR) or the line to run instead; uninstall removes the folders install
+# created when they are empty (docs/install.md).
+INSTALL_ARGS = "$(DESTDIR)" "$(PREFIX)" $(B) "$(VERSION)" "$(PC_CFLAGS)" "$(PC_LIBS_PRIVATE)"
 install: lib
-	install -d "$(LIBDIR)/pkgconfig" "$(INCDIR)"
-	install -m 644 $(B)/libattograd.a "$(LIBDIR)/"
-	install -m 755 $(B)/libattograd.so "$(LIBDIR)/"
-	for f in $(HEADERS); do \
-	    d="$(INCDIR)/$$(dirname $${f#src/})"; \
-	    install -d "$$d" && install -m 644 $$f "$$d/" || exit 1; \
-	done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CFLAGS@|$(PC_CFLAGS)|' \
-	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' attograd.pc.in > "$(LIBDIR)/pkgconfig/attograd.pc"
+	@scripts/install.sh install $(INSTALL_ARGS) $(HEADERS)
 
 uninstall:
-	rm -rf "$(INCDIR)"
-	rm -f "$(LIBDIR)/libattograd.a" "$(LIBDIR)/libattograd.so" "$(LIBDIR)/pkgconfig/attograd.pc"
+	@scripts/install.sh uninstall $(INSTALL_ARGS)
 
 # Installs into a temporary prefix, then builds and runs a program outside the tree with
-# pkg-config, linked statically and dynamically (tests/install/test_install.sh).
+# pkg-config, linked statically and dynamically (tests/install/test_install.sh). SYSTEM=1 (as
+# root, where /usr/local holds no attograd) also installs into /usr/local, with ldconfig.
 test-install: deps-test
-	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) bash tests/install/test_install.sh
+	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) SYSTEM=$(SYSTEM) bash tests/install/test_install.sh
 
 # ---- formatting (.clang-format) ----
 format:

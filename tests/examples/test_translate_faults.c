@@ -6,12 +6,12 @@
  *     with --check-finite the op, its node and the tensor; last.npz is the step before;
  *   - a read-only output folder (chmod when not root; as root, a read-only bind mount in a
  *     private mount namespace, since root writes through chmod);
- *   - a full disk (a tiny tmpfs in a private mount namespace, root only; the injected ENOSPC
- *     case runs everywhere);
+ *   - a full disk (a tiny tmpfs in a private mount namespace, as root or, in a user namespace,
+ *     as another user; the injected ENOSPC case runs everywhere);
  *   - a checkpoint path that is a folder, and an output folder under a regular file;
  *   - kill -9 at random moments, then --resume: the same final checkpoints, to the byte, and the
  *     same log as a run never interrupted.
- * A case that cannot run here (no root for a mount) is reported as skipped, with the reason.
+ * A case that cannot run here (no namespace for a mount) is reported as skipped, with the reason.
  * SIGINT and SIGTERM (save, message, exit 130 / 143) are in test_translate.c. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -260,13 +260,14 @@ static int make_read_only(const char *path, char *why, size_t n) {
         snprintf(why, n, "chmod %.180s: %.40s", p, strerror(errno));
         return -1;
     }
-    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount(path, path, NULL, MS_BIND, NULL) != 0 ||
+    char ns[200];
+    if (ts_private_mounts(ns, sizeof ns) != 0) {
+        snprintf(why, n, "running as root, and %s", ns);
+        return -1;
+    }
+    if (mount(path, path, NULL, MS_BIND, NULL) != 0 ||
         mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) {
-        snprintf(why, n,
-                 "running as root, and no private mount namespace for a read-only bind "
-                 "mount here: %s",
-                 strerror(errno));
+        snprintf(why, n, "running as root, and no read-only bind mount here: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -326,16 +327,14 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     char dir[64], train[512], out[512], p[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
     write_task(ts_join(train, dir, "train.tsv"), 40, 43);
-    ts_join(out, dir, "run");
-    cr_assert_eq(mkdir(out, 0755), 0);
-    if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0 ||
-        mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", out, "tmpfs", 0, "size=2m") != 0) {
-        int root = geteuid() == 0;
+    /* out is the 2 MiB tmpfs, as /proc/<holder>/root/tmp/attograd-faults.../run */
+    char run[512], why[256];
+    ts_join(run, dir, "run");
+    cr_assert_eq(mkdir(run, 0755), 0);
+    int holder = ts_hold_tmpfs(run, "2m", out, why, sizeof why);
+    if (holder < 0) {
         ts_rm_tree(dir);
-        cr_skip_test("full disk: SKIPPED: %s (the injected ENOSPC test covers the logic)",
-                     root ? "no private mount namespace for a small tmpfs here"
-                          : "needs root to mount a small tmpfs");
+        cr_skip_test("full disk: SKIPPED: %s (the injected ENOSPC test covers the logic)", why);
     }
     first_run(dir, train, out);
     /* loss.png and loss.gp are redrawn when they can be; they are not kept */
@@ -391,7 +390,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
      * and 15 (a validation) */
     cr_assert_eq(log_rows(ts_join(p, out, "log.csv"), &last_row), 11);
     cr_assert_eq(last_row, 20);
-    umount2(out, MNT_DETACH);
+    ts_release_tmpfs(holder);
     ts_rm_tree(dir);
 }
 

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # test_install.sh: `make install` into a temporary prefix, then a program outside the tree built
 # only with `pkg-config attograd`, linked statically and dynamically, must print the exact loss
-# and gradient of a tiny tape. Then `make uninstall` must leave no attograd file behind.
+# and gradient of a tiny tape. Then `make uninstall` must leave nothing of ours behind.
 # Run by `make test-install` (REAL and OMP select the configuration, as for make).
-# Checks: the installed layout (libraries, headers in their folders, ops.def, attograd.pc);
-# that the Cflags carry -DAG_REAL_DOUBLE exactly in the double build (the program compares
+# Checks: the installed layout (libraries, headers in their folders, ops.def, attograd.pc); the
+# shared library as a system library is laid out (libattograd.so.X.Y.Z with the SONAME
+# libattograd.so.X, the links libattograd.so.X and libattograd.so) and the program records the
+# SONAME; that the Cflags carry -DAG_REAL_DOUBLE exactly in the double build (the program compares
 # its sizeof(Real) with the library's own gradcheck default, which depends on the library's
 # Real); that --static adds Libs.private; that the static program does not need
-# libattograd.so and the shared one does.
+# libattograd.so and the shared one starts with the LD_LIBRARY_PATH line make install printed.
+# Uninstall: the folders install created go (the prefix included), folders that were there
+# before stay with what other software keeps in them; DESTDIR stages without ldconfig.
+# SYSTEM=1 (root, on a machine without attograd in /usr/local: .ci/run) also installs into
+# /usr/local: ldconfig runs, a program starts with no LD_LIBRARY_PATH, uninstall forgets it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 MAKE="${MAKE:-make}"
@@ -23,10 +29,14 @@ fail() {
     exit 1
 }
 
-echo "== make install PREFIX=$PREFIX (REAL=$REAL OMP=$OMP)"
-$MAKE -C "$ROOT" --no-print-directory install PREFIX="$PREFIX" REAL="$REAL" OMP="$OMP" >/dev/null
+version="$(sed -n 's/^#define ATTOGRAD_VERSION "\(.*\)"/\1/p' "$ROOT/src/attograd.h")"
+soname="libattograd.so.${version%%.*}"
 
-for f in lib/libattograd.a lib/libattograd.so lib/pkgconfig/attograd.pc \
+echo "== make install PREFIX=$PREFIX (REAL=$REAL OMP=$OMP)"
+install_out="$($MAKE -C "$ROOT" --no-print-directory install PREFIX="$PREFIX" REAL="$REAL" \
+    OMP="$OMP")"
+
+for f in lib/libattograd.a "lib/libattograd.so.$version" lib/pkgconfig/attograd.pc \
          include/attograd/attograd.h include/attograd/tensor/tensor.h \
          include/attograd/tensor/kernels.h include/attograd/autograd/autograd.h \
          include/attograd/autograd/ops.def; do
@@ -37,6 +47,24 @@ for f in "$ROOT"/src/*/*.h "$ROOT"/src/*/*.def; do
     rel="${f#"$ROOT"/src/}"
     cmp -s "$f" "$PREFIX/include/attograd/$rel" || fail "include/attograd/$rel missing or differs"
 done
+
+# the shared library: one file with its SONAME, and the two links
+so="$PREFIX/lib/libattograd.so.$version"
+if command -v readelf >/dev/null 2>&1; then
+    so_dyn="$(readelf -d "$so")"
+else
+    so_dyn="$(objdump -p "$so")"
+fi
+grep -Eq "SONAME.*\[?$soname\]?\$" <<<"$so_dyn" || fail "$so lacks the SONAME $soname: $so_dyn"
+[ "$(readlink "$PREFIX/lib/$soname")" = "libattograd.so.$version" ] ||
+    fail "lib/$soname is not a link to libattograd.so.$version"
+[ "$(readlink "$PREFIX/lib/libattograd.so")" = "$soname" ] ||
+    fail "lib/libattograd.so is not a link to $soname"
+echo "   $soname -> libattograd.so.$version (SONAME $soname), libattograd.so -> $soname"
+# a prefix the loader does not search: make install says how a program finds the library
+export_line="$(grep -E '^  export LD_LIBRARY_PATH=' <<<"$install_out")" ||
+    fail "make install did not print the LD_LIBRARY_PATH line: $install_out"
+if grep -qx ldconfig <<<"$install_out"; then fail "ldconfig ran for $PREFIX"; fi
 
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
@@ -90,7 +118,6 @@ int main(void) {
     return 0;
 }
 EOF
-version="$(sed -n 's/^#define ATTOGRAD_VERSION "\(.*\)"/\1/p' "$ROOT/src/attograd.h")"
 expected="attograd $version, Real $REAL, library and program agree: yes
 nodes 3 loss 262
 dL/dw 88 98 116 130 144 162"
@@ -115,20 +142,67 @@ dyn="$(readelf -d prog_static)"
 if grep -q 'libattograd' <<<"$dyn"; then fail "prog_static needs libattograd.so"; fi
 check_output static "$(env -u LD_LIBRARY_PATH ./prog_static)"
 
-# Shared: plain --libs, found at run time through LD_LIBRARY_PATH.
+# Shared: plain --libs; it records the SONAME and starts with the line make install printed.
 # shellcheck disable=SC2086
 $CC $CFLAGS_PROG $cflags prog.c -o prog_shared $libs
 # (outputs are captured first: with pipefail, `cmd | grep -q` fails when grep exits early)
 dyn="$(readelf -d prog_shared)"
-grep -q 'NEEDED.*libattograd\.so' <<<"$dyn" || fail "prog_shared does not use libattograd.so"
-deps="$(LD_LIBRARY_PATH="$PREFIX/lib" ldd ./prog_shared)"
-grep -qF "libattograd.so => $PREFIX/lib/libattograd.so" <<<"$deps" ||
-    fail "prog_shared does not load $PREFIX/lib/libattograd.so"
-check_output shared "$(LD_LIBRARY_PATH="$PREFIX/lib" ./prog_shared)"
+grep -q "NEEDED.*\[$soname\]" <<<"$dyn" || fail "prog_shared does not need $soname: $dyn"
+deps="$(eval "$export_line" && ldd ./prog_shared)"
+grep -qF "$soname => $PREFIX/lib/$soname" <<<"$deps" ||
+    fail "prog_shared does not load $PREFIX/lib/$soname: $deps"
+check_output shared "$(env -u LD_LIBRARY_PATH sh -c "$export_line && ./prog_shared")"
 
-echo "== make uninstall"
 cd "$ROOT"
-$MAKE -C "$ROOT" --no-print-directory uninstall PREFIX="$PREFIX" REAL="$REAL" OMP="$OMP" >/dev/null
-left="$(find "$PREFIX" -name '*attograd*')"
-[ -z "$left" ] || fail "left after uninstall: $left"
+uninstall() { # $@: make variables
+    $MAKE -C "$ROOT" --no-print-directory uninstall REAL="$REAL" OMP="$OMP" "$@" >/dev/null
+}
+echo "== make uninstall: the prefix it created goes"
+uninstall PREFIX="$PREFIX"
+[ ! -e "$PREFIX" ] || fail "left after uninstall: $(find "$PREFIX")"
+
+echo "== a prefix other software uses: install, uninstall, and the rest stays"
+P2="$TMP/shared-prefix"
+mkdir -p "$P2/lib/pkgconfig" "$P2/include"
+echo "other software" >"$P2/lib/pkgconfig/other.pc"
+$MAKE -C "$ROOT" --no-print-directory install PREFIX="$P2" REAL="$REAL" OMP="$OMP" >/dev/null
+uninstall PREFIX="$P2"
+left="$(cd "$P2" && find . | sort | tr '\n' ' ')"
+[ "$left" = ". ./include ./lib ./lib/pkgconfig ./lib/pkgconfig/other.pc " ] ||
+    fail "uninstall in a shared prefix left: $left"
+
+echo "== DESTDIR: staged under it, no ldconfig, uninstall empties it"
+STAGE="$TMP/stage"
+staged="$($MAKE -C "$ROOT" --no-print-directory install DESTDIR="$STAGE" PREFIX=/usr/local \
+    REAL="$REAL" OMP="$OMP")"
+[ -f "$STAGE/usr/local/lib/libattograd.so.$version" ] || fail "nothing staged in $STAGE"
+grep -q '^prefix=/usr/local$' "$STAGE/usr/local/lib/pkgconfig/attograd.pc" ||
+    fail "the staged attograd.pc does not say prefix=/usr/local"
+if grep -q 'ldconfig\|LD_LIBRARY_PATH' <<<"$staged"; then fail "a staged install: $staged"; fi
+uninstall DESTDIR="$STAGE" PREFIX=/usr/local
+left="$(cd "$STAGE" && find . | sort | tr '\n' ' ')"
+[ "$left" = ". ./usr " ] || fail "uninstall with DESTDIR left: $left"
+
+if [ "${SYSTEM:-0}" = 1 ]; then
+    echo "== SYSTEM=1: make install into /usr/local (ldconfig), a program with no LD_LIBRARY_PATH"
+    [ "$(id -u)" = 0 ] || fail "SYSTEM=1 needs root"
+    if [ -n "$(find /usr/local/lib /usr/local/include -maxdepth 1 -name '*attograd*' 2>/dev/null)" ]
+    then
+        fail "attograd is already installed in /usr/local: not touching it"
+    fi
+    before="$(find /usr/local | sort)"
+    out="$($MAKE -C "$ROOT" --no-print-directory install PREFIX=/usr/local REAL="$REAL" OMP="$OMP")"
+    grep -qx ldconfig <<<"$out" || fail "make install into /usr/local did not run ldconfig: $out"
+    ldconfig -p | grep -qF "$soname " || fail "ldconfig's cache lacks $soname"
+    cd "$TMP/prog"
+    # shellcheck disable=SC2046,SC2086
+    $CC $CFLAGS_PROG prog.c -o prog_system $(env -u PKG_CONFIG_PATH pkg-config --cflags --libs attograd)
+    check_output "system (no LD_LIBRARY_PATH)" "$(env -u LD_LIBRARY_PATH ./prog_system)"
+    cd "$ROOT"
+    uninstall PREFIX=/usr/local
+    if ldconfig -p | grep -qF "$soname "; then fail "ldconfig's cache still has $soname"; fi
+    after="$(find /usr/local | sort)"
+    [ "$before" = "$after" ] || fail "/usr/local differs after uninstall: $(diff <(echo "$before") \
+        <(echo "$after"))"
+fi
 echo "test-install ($REAL, OMP=$OMP): passed"

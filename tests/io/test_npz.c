@@ -2,22 +2,22 @@
  * at levels 0..9; hostile files (every truncation, flipped bytes, bad zip structures, bad .npy
  * headers, huge shapes, a zip bomb, limits) that must fail with a message naming the path and
  * the reason, without crashing (ASan in DEBUG=1); failed writes (a missing or read-only folder,
- * injected faults at each step, a real write failure through RLIMIT_FSIZE, a real full disk on
- * a small tmpfs when root) that must leave the previous file intact; a writer killed at random
+ * injected faults at each step, a real write failure through RLIMIT_FSIZE, a real full disk:
+ * a small tmpfs in a private mount namespace, or /dev/full where there is none) that must leave
+ * the previous file intact, for root and for other users alike; a writer killed at random
  * moments; and npz_save_params / npz_load_params on a seq2seq model.
  * Hostile files are built here by hand (zip_make, npy_make below), independently of the
  * library's writer. The numpy interop runs elsewhere: tests/io/test_numpy.sh. */
-#define _GNU_SOURCE /* unshare, CLONE_NEWNS (the tmpfs tests) */
+#define _GNU_SOURCE /* setgroups (the read-only folder test) */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,6 +27,7 @@
 
 #include "attograd.h"
 #include "expect_abort.h"
+#include "files.h"
 #include "io/npz_internal.h"
 
 /* ---- temporary folders and files ---- */
@@ -1033,57 +1034,80 @@ Test(npz_write, a_missing_folder_fails_naming_the_path) {
     cr_assert(strstr(ag_last_error(), strerror(ENOENT)), "%s", ag_last_error());
 }
 
-/* In a child with its own mount namespace (root only): a tmpfs of `size` bytes mounted on dir,
- * read-only if ro. Returns 0, or -1 if this is not possible here (then the caller skips). */
-static int private_tmpfs(const char *dir, const char *size, int ro) {
-    if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0) return -1;
-    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
-    char opts[64];
-    snprintf(opts, sizeof opts, "size=%s", size);
-    if (mount("tmpfs", dir, "tmpfs", 0, opts) != 0) return -1;
-    return ro ? mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, NULL) : 0;
-}
-
-/* Runs fn(dir) in a child; exit 0: passed, 77: skipped (prints why), else failed. */
-static int in_child(int (*fn)(const char *dir), const char *dir) {
+/* Runs fn(dir, note) in a child; note (256 bytes) comes back to the caller: what the child
+ * did, or why it could not. Returns the child's exit code: 0 passed, 77 the condition cannot be
+ * produced here (note says why), else failed. */
+typedef int (*ChildFn)(const char *dir, char *note);
+static int in_child(ChildFn fn, const char *dir, char note[256]) {
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0);
-    if (pid == 0) _exit(fn(dir));
+    if (pid == 0) {
+        char msg[256] = "";
+        close(p[0]);
+        int rc = fn(dir, msg);
+        ssize_t len = (ssize_t)strlen(msg);
+        if (write(p[1], msg, (size_t)len) != len) rc = 3;
+        _exit(rc);
+    }
+    close(p[1]);
+    size_t got = 0;
+    for (ssize_t k; got < 255 && (k = read(p[0], note + got, 255 - got)) > 0;) got += (size_t)k;
+    note[got] = 0;
+    close(p[0]);
     int status;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static int read_only_child(const char *dir) {
-    char path[256], want[64];
+/* A folder no file can be created in, with the error the writer must report: as another user,
+ * chmod 0555 (EACCES). Root writes through chmod, so as root a read-only tmpfs in a private
+ * mount namespace (EROFS), or where there is none, the child drops to user and group 65534
+ * (nobody) with the folder at 0555 (EACCES). */
+static int read_only_child(const char *dir, char *note) {
+    char path[256], want[64], why[200];
     snprintf(path, sizeof path, "%s/model.npz", dir);
-    if (geteuid() == 0) { /* root writes through chmod: use a read-only mount instead */
-        if (private_tmpfs(dir, "64k", 1) != 0) return 77;
+    snprintf(want, sizeof want, "%s", strerror(EACCES));
+    if (geteuid() != 0) {
+        if (chmod(dir, 0555) != 0) return 2;
+        snprintf(note, 256, "chmod 0555");
+    } else if (ts_private_mounts(why, sizeof why) == 0 &&
+               ts_mount_tmpfs(dir, "64k", 1, why, sizeof why) == 0) {
         snprintf(want, sizeof want, "%s", strerror(EROFS));
+        snprintf(note, 256, "a read-only tmpfs");
     } else {
         if (chmod(dir, 0555) != 0) return 2;
-        snprintf(want, sizeof want, "%s", strerror(EACCES));
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+            snprintf(note, 256, "root, %s, and cannot drop to user 65534: %s", why,
+                     strerror(errno));
+            return 77;
+        }
+        snprintf(note, 256, "user 65534 and chmod 0555");
     }
     Sample s;
     sample_init(&s, 1);
     int rc = sample_write(&s, path, 6);
     const char *msg = ag_last_error();
     int ok = rc == AG_ERR_IO && strncmp(msg, path, strlen(path)) == 0 && strstr(msg, want);
-    if (!ok) fprintf(stderr, "read-only folder: rc %d: %s (wanted '%s')\n", rc, msg, want);
+    if (!ok) {
+        char how[64];
+        snprintf(how, sizeof how, "%s", note);
+        snprintf(note, 256, "%.40s: rc %d: %.120s (wanted '%.40s')", how, rc, msg, want);
+    }
     return ok ? 0 : 1;
 }
 
 Test(npz_write, a_read_only_folder_fails_naming_the_path) {
     TmpDir td;
     td_init(&td);
-    int r = in_child(read_only_child, td.dir);
-    if (r == 77)
-        cr_log_warn("read-only folder: SKIPPED (root, and no private mount namespace "
-                    "for a read-only tmpfs here)");
-    else
-        cr_assert_eq(r, 0);
+    char note[256];
+    int r = in_child(read_only_child, td.dir, note);
     td_free(&td);
+    if (r == 77) cr_skip_test("read-only folder: SKIPPED: %s", note);
+    cr_assert_eq(r, 0, "read-only folder (%s)", note);
+    cr_log_info("read-only folder: %s", note);
 }
 
 /* Pre-creates A at path, then writes B with a fault at `where`; checks the code, the message,
@@ -1146,7 +1170,7 @@ Test(npz_write, a_failed_folder_sync_reports_but_the_new_file_is_in_place) {
 
 /* A real write() failure without root: RLIMIT_FSIZE makes writes past the limit fail with
  * EFBIG (SIGXFSZ ignored), after part of the temporary file is written. */
-static int fsize_child(const char *dir) {
+static int fsize_child(const char *dir, char *note) {
     char path[256];
     snprintf(path, sizeof path, "%s/model.npz", dir);
     Sample a, b;
@@ -1164,28 +1188,41 @@ static int fsize_child(const char *dir) {
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
     if (d) closedir(d);
-    if (!ok || n != 1) fprintf(stderr, "RLIMIT_FSIZE: rc %d, %d files: %s\n", rc, n, msg);
+    if (!ok || n != 1) snprintf(note, 256, "RLIMIT_FSIZE: rc %d, %d files: %.150s", rc, n, msg);
     return ok && n == 1 ? 0 : 1;
 }
 
 Test(npz_write, a_real_write_failure_leaves_the_old_file_intact) {
     TmpDir td;
     td_init(&td);
-    cr_assert_eq(in_child(fsize_child, td.dir), 0);
+    char note[256];
+    cr_assert_eq(in_child(fsize_child, td.dir, note), 0, "%s", note);
     td_free(&td);
 }
 
-/* A full disk: a 64 KiB tmpfs holds a small file A; writing B (120 KB, stored) fails with
- * ENOSPC and leaves A. Needs root and a private mount namespace, else skipped. */
-static int enospc_child(const char *dir) {
-    if (private_tmpfs(dir, "64k", 0) != 0) return 77;
-    char path[256];
+/* A full disk: a small file A is written, then B (120 KB, stored) must fail with ENOSPC and
+ * leave A. Where a private mount namespace is possible (root, or any user with user
+ * namespaces) the folder is a 64 KiB tmpfs that B overflows. Elsewhere the device is
+ * /dev/full: the writer opens its temporary file at path.tmp.<pid> (src/io/npz_write.c), which
+ * is then a link to /dev/full, so every write() of B fails with ENOSPC from the kernel. */
+static int enospc_child(const char *dir, char *note) {
+    char path[256], why[200];
     snprintf(path, sizeof path, "%s/model.npz", dir);
+    int tmpfs = ts_private_mounts(why, sizeof why) == 0 &&
+                ts_mount_tmpfs(dir, "64k", 0, why, sizeof why) == 0;
+    snprintf(note, 256, "%s", tmpfs ? "tmpfs" : "/dev/full");
     static float big[30000];
     int64_t one = 1;
     NpzWriter *w = npz_writer_new();
     npz_add_i64(w, "which", 0, NULL, &one);
     if (npz_write(w, path, 0, NULL) != AG_OK) return 2;
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (!tmpfs && symlink("/dev/full", tmp) != 0) {
+        snprintf(note, 256, "no private mount namespace (%.120s), and no link to /dev/full: %.60s",
+                 why, strerror(errno));
+        return 77;
+    }
     npz_add_f32(w, "big", 1, (int64_t[]){30000}, big);
     int rc = npz_write(w, path, 0, NULL);
     npz_writer_free(w);
@@ -1194,21 +1231,27 @@ static int enospc_child(const char *dir) {
     int ok = rc == AG_ERR_IO && strncmp(msg, path, strlen(path)) == 0 &&
              strstr(msg, strerror(ENOSPC)) && npz_read(path, &f, NULL) == AG_OK && f->n == 1;
     npz_free(f);
-    if (!ok) fprintf(stderr, "ENOSPC: rc %d: %s\n", rc, msg);
-    return ok ? 0 : 1;
+    struct stat st;
+    int left = lstat(tmp, &st) == 0;
+    if (!ok || left)
+        snprintf(note, 256, "%s: rc %d: %.150s%s", tmpfs ? "tmpfs" : "/dev/full", rc, msg,
+                 left ? " (the temporary file was left)" : "");
+    return ok && !left ? 0 : 1;
 }
 
 Test(npz_write, a_full_disk_leaves_the_old_file_intact) {
     TmpDir td;
     td_init(&td);
-    int r = in_child(enospc_child, td.dir);
-    if (r == 77)
-        cr_log_warn("full disk: SKIPPED (needs root and a private mount namespace to "
-                    "mount a small tmpfs; the injected-fault test covers the logic)");
-    else
-        cr_assert_eq(r, 0);
-    cr_assert_eq(td_count(&td, NULL, 0), 0); /* the tmpfs was private to the child */
+    char note[256];
+    int r = in_child(enospc_child, td.dir, note);
+    /* a tmpfs was private to the child: here the folder is still empty */
+    int files = td_count(&td, NULL, 0);
     td_free(&td);
+    if (r == 77) cr_skip_test("full disk: SKIPPED: %s", note);
+    cr_assert_eq(r, 0, "full disk (%s)", note);
+    cr_assert_eq(files, strcmp(note, "tmpfs") == 0 ? 0 : 1, "full disk (%s): %d files", note,
+                 files);
+    cr_log_info("full disk: %s", note);
 }
 
 /* The child saves samples start, start + 1, ... forever (odd ones deflated); the parent kills

@@ -1,6 +1,7 @@
 /* files.c: the folder and file helpers of files.h (see there). Not Criterion's cr_assert: the
  * support objects link into tools without Criterion too, so a failure prints and aborts (the
  * test then shows as crashed, with the message on stderr). */
+#define _GNU_SOURCE /* unshare, CLONE_NEWUSER, CLONE_NEWNS */
 #include "files.h"
 
 #include <dirent.h>
@@ -8,7 +9,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,4 +137,106 @@ TsRun ts_run(const char *dir, const char *const *args, const char *in) {
 void ts_run_free(TsRun *r) {
     free(r->out);
     free(r->err);
+}
+
+/* ---- real faults ---- */
+
+/* writes text into a /proc/self file (uid_map, gid_map, setgroups); 0 or -1 */
+static int proc_write(const char *name, const char *text) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/%s", name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t len = (ssize_t)strlen(text);
+    int ok = write(fd, text, (size_t)len) == len;
+    return close(fd) == 0 && ok ? 0 : -1;
+}
+
+int ts_private_mounts(char *why, size_t n) {
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    int how = 0; /* 0: a mount namespace (root); 1: a user namespace too */
+    if (getenv("AG_TEST_NO_NAMESPACES")) { /* to test the fallbacks (.ci/run) */
+        snprintf(why, n, "AG_TEST_NO_NAMESPACES is set");
+        return -1;
+    }
+    if (uid != 0 || unshare(CLONE_NEWNS) != 0) {
+        how = 1;
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+            snprintf(why, n, "no private mount namespace here (unshare: %s%s)", strerror(errno),
+                     errno == EINVAL ? "; a user namespace needs a process with one thread" : "");
+            return -1;
+        }
+        /* uid 0 inside is this user outside; setgroups must be denied before gid_map */
+        char map[64];
+        snprintf(map, sizeof map, "0 %ld 1\n", (long)uid);
+        int rc = proc_write("uid_map", map);
+        snprintf(map, sizeof map, "0 %ld 1\n", (long)gid);
+        if (rc == 0) rc = proc_write("setgroups", "deny");
+        if (rc == 0) rc = proc_write("gid_map", map);
+        if (rc != 0) {
+            snprintf(why, n, "a user namespace, but no uid/gid map in it: %s", strerror(errno));
+            return -1;
+        }
+    }
+    /* mounts made here must not propagate back to the parent namespace */
+    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        snprintf(why, n, "%s, but / cannot be made private: %s",
+                 how ? "a user namespace" : "a mount namespace", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int ts_mount_tmpfs(const char *dir, const char *size, int ro, char *why, size_t n) {
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%s", size);
+    if (mount("tmpfs", dir, "tmpfs", 0, opts) != 0 ||
+        (ro && mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, opts) != 0)) {
+        snprintf(why, n, "mount a %s tmpfs%s on %.200s: %s", size, ro ? " read-only" : "", dir,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int ts_hold_tmpfs(const char *dir, const char *size, char *path, char *why, size_t n) {
+    int up[2];
+    if (pipe(up) != 0) {
+        snprintf(why, n, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, n, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) { /* one thread here: it may enter a user namespace */
+        close(up[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test */
+        char msg[256] = "";
+        if (ts_private_mounts(msg, sizeof msg) == 0) ts_mount_tmpfs(dir, size, 0, msg, sizeof msg);
+        ssize_t len = (ssize_t)strlen(msg);
+        if (write(up[1], msg[0] ? msg : "ok", msg[0] ? (size_t)len : 2) < 0) _exit(1);
+        close(up[1]);
+        for (;;) pause(); /* until ts_release_tmpfs */
+    }
+    close(up[1]);
+    char msg[256];
+    ssize_t got = read(up[0], msg, sizeof msg - 1);
+    close(up[0]);
+    msg[got > 0 ? got : 0] = 0;
+    if (strcmp(msg, "ok") != 0) {
+        snprintf(why, n, "%s", got > 0 ? msg : "the namespace child died");
+        ts_release_tmpfs(pid);
+        return -1;
+    }
+    snprintf(path, 512, "/proc/%ld/root%.400s", (long)pid, dir);
+    return (int)pid;
+}
+
+void ts_release_tmpfs(int pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }

@@ -35,4 +35,26 @@ TsRun ts_finish(const char *dir, int pid);
 TsRun ts_run(const char *dir, const char *const *args, const char *in);
 void ts_run_free(TsRun *r);
 
+/* ---- real faults: a full disk, a read-only folder, for root and for other users ---- */
+
+/* Moves the calling process into a mount namespace of its own, where it may mount: as root with
+ * unshare(CLONE_NEWNS); otherwise (or as root where that is refused) inside a new user namespace
+ * as well, where it is uid 0, mapped to its own uid outside. Mounts made afterwards are seen by
+ * this process and its children only and vanish with them. The process must have one thread (a
+ * forked child, or a test before any thread starts). Returns 0, or -1 with the reason in why (n
+ * bytes): a container without namespaces, user namespaces turned off, or AG_TEST_NO_NAMESPACES
+ * set in the environment (which shows what the tests do on such a machine). */
+int ts_private_mounts(char *why, size_t n);
+/* A tmpfs of `size` bytes (mount's syntax: "64k", "2m") on dir, read-only when ro; call
+ * ts_private_mounts first. Returns 0, or -1 with the reason in why. */
+int ts_mount_tmpfs(const char *dir, const char *size, int ro, char *why, size_t n);
+/* For a process that cannot enter a namespace itself (a Criterion test has two threads, and a
+ * user namespace takes one): a child process enters one (ts_private_mounts) and mounts a tmpfs of
+ * `size` on dir; this process and the programs it runs reach that tmpfs as
+ * /proc/<child>/root<dir>, written into path (512 bytes). Returns the child's pid, for
+ * ts_release_tmpfs, or -1 with the reason in why. */
+int ts_hold_tmpfs(const char *dir, const char *size, char *path, char *why, size_t n);
+/* ends the child of ts_hold_tmpfs; its tmpfs and everything in it go with it */
+void ts_release_tmpfs(int pid);
+
 #endif
