@@ -146,8 +146,11 @@ BENCH_REF_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenbla
 $(B)/obj/bench/bench_gemm.o: CFLAGS += -DBENCH_OPENBLAS
 $(B)/obj/bench/openblas_ref.o: CFLAGS += $(shell pkg-config --cflags openblas 2>/dev/null)
 endif
-# Debian's OpenBLAS 0.3.21 needs the core named on Zen 4; its OpenMP flavour shares our threads
-BENCH_ENV := OPENBLAS_CORETYPE=SkylakeX \
+# Debian's OpenBLAS 0.3.21 needs the core named on Zen 4 (SkylakeX, its AVX-512 kernel: only
+# where the CPU has AVX-512, elsewhere OpenBLAS picks its own); its OpenMP flavour shares our
+# threads
+HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
+BENCH_ENV := $(if $(HAVE_AVX512),OPENBLAS_CORETYPE=SkylakeX) \
     $(if $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)
@@ -163,12 +166,14 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 # bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
 BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
 bench: $(BENCH)
+	@$(B)/bench/bench_models --info
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
 	@if command -v python3 >/dev/null 2>&1; then \
 	    python3 bench/compare.py --bin $(B)/bench/bench_models $(BENCH_WORKLOADS); \
 	else \
 	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
+	    echo "(no python3: no contention line)"; \
 	fi
 
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
@@ -196,6 +201,7 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
 # on test and gen_test, translates a few sentences, draws attention and head importance;
 # everything goes to build/demo/. Extra training flags: make demo DEMO_FLAGS="--steps 2000".
+# Threads: OMP_NUM_THREADS when set, else the CPUs this process may use, at most 8 (k_threads.c).
 # deps-demo first installs what a fresh Debian needs to build (a C compiler when $(CC) is
 # missing, zlib's headers) and gnuplot for the pictures (without it they are skipped, said so).
 DEMO_FLAGS ?=
@@ -207,8 +213,7 @@ deps-demo:
 
 demo: deps-demo
 	@$(MAKE) --no-print-directory $(TRANSLATE_BIN) data
-	@OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(THREADS)} examples/translate/demo.sh \
-	    $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
+	@examples/translate/demo.sh $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
 
 # ---- tests ----
 $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a

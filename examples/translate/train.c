@@ -633,9 +633,7 @@ int tr_train(const TrTrainConfig *c) {
     Trainer *tr = &T;
     memset(tr, 0, sizeof *tr);
     tr->cfg = c;
-#ifdef _OPENMP
-    if (c->threads > 0) omp_set_num_threads(c->threads);
-#endif
+    int threads = k_threads_use(c->threads);
     fixed_mmap_threshold();
     if (c->batch < 1 || (c->steps < 1 && c->epochs < 1) || c->log_every < 1 || c->valid_every < 1 ||
         c->save_every < 0 || c->clip < 0) {
@@ -694,6 +692,7 @@ int tr_train(const TrTrainConfig *c) {
     }
     if (c->verbose) {
         const Seq2SeqConfig *m = &tr->m.cfg;
+        printf("kernels: %s, %d threads (%s)\n", k_kernel_family(), threads, k_threads_wait());
         if (c->resume)
             printf("resuming %s at step %lld (the model, optimizer, batch size and seed are the "
                    "checkpoint's)\n",

@@ -18,13 +18,13 @@
  * and, when the user set neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, shows libgomp
  * GOMP_SPINCOUNT=K_SPINCOUNT. glibc installs the process's environment only after the
  * pre-initializers (its own initialization sets environ to the array the kernel passed), so
- * setenv there is lost; instead the entry lends itself the slot of the variable `_` (the path a
- * shell stores for the command it runs, which no library reads) in that array, and a
- * constructor of ours, which runs after libgomp's, gives the slot back: the program then sees
- * its environment unchanged. Where there is no `_` (a program started with a bare environment,
- * env -i), in libattograd.so (.preinit_array is not allowed in a shared object) and in a build
- * without OpenMP, nothing is changed: k_threads_wait says which case holds, and the user can set
- * GOMP_SPINCOUNT (docs/speed.md).
+ * setenv there is lost; instead the entry borrows, in that array, the slot of one of the
+ * variables a shell keeps for itself and no library reads (`_`, the path of the command it
+ * runs; else OLDPWD, SHLVL or PWD), and a constructor of ours, which runs after libgomp's, gives
+ * the slot back: the program then sees its environment unchanged. Where none of them is set (a
+ * program started with a bare environment, env -i), in libattograd.so (.preinit_array is not
+ * allowed in a shared object) and in a build without OpenMP, nothing is changed: k_threads_wait
+ * says which case holds, and the user can set GOMP_SPINCOUNT (docs/speed.md).
  *
  * `k_par_min` lives here: every kernel with a parallel region reads it, so a program that can
  * run one links this file and so its .preinit_array entry.
@@ -98,7 +98,7 @@ static int spin_state = SPIN_UNTOUCHED;
 
 #if defined(_OPENMP) && defined(__ELF__) && defined(__GLIBC__) && !defined(AG_SHARED)
 static char spin_entry[] = "GOMP_SPINCOUNT=" K_SPIN_STR(K_SPINCOUNT);
-static char *spin_lender; /* the "_=..." entry whose slot spin_entry holds until spin_give_back */
+static char *spin_lender; /* the entry whose slot spin_entry holds until spin_give_back */
 
 /* s is "NAME=..." */
 static int env_is(const char *s, const char *name) {
@@ -111,10 +111,13 @@ static int env_is(const char *s, const char *name) {
 static void spin_preinit(int argc, char **argv, char **envp) {
     (void)argc, (void)argv;
     if (!envp) return;
+    static const char *const lenders[] = {"_", "OLDPWD", "SHLVL", "PWD"}; /* preferred first */
     char **lender = NULL;
+    int rank = 4;
     for (char **e = envp; *e; e++) {
         if (env_is(*e, "GOMP_SPINCOUNT") || env_is(*e, "OMP_WAIT_POLICY")) return;
-        if (env_is(*e, "_")) lender = e;
+        for (int i = 0; i < rank; i++)
+            if (env_is(*e, lenders[i])) lender = e, rank = i;
     }
     if (!lender) return;
     spin_lender = *lender;
@@ -125,9 +128,9 @@ __attribute__((section(".preinit_array"),
                used)) static void (*spin_preinit_entry)(int, char **, char **) = spin_preinit;
 
 /* After every shared library's constructor, libgomp's included (the program's own constructors
- * run last, this one first among them): the slot goes back to `_`. If a constructor between
+ * run last, this one first among them): the slot goes back to its variable. If a constructor between
  * replaced the environment array (setenv copies it), the entry is found in the copy; if one
- * removed or replaced GOMP_SPINCOUNT itself, `_` is added back. */
+ * removed or replaced GOMP_SPINCOUNT itself, the variable is added back. */
 __attribute__((constructor(101))) static void spin_give_back(void) {
     extern char **environ;
     if (spin_state != SPIN_LENT) return;

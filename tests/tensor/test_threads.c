@@ -178,9 +178,21 @@ Test(k_threads_spin, the_users_wait_policy_wins) {
     ts_rm_tree(dir);
 }
 
-/* a bare environment (no `_` whose slot could be lent): OpenMP's default, and said so */
+/* no `_`: the slot of OLDPWD, SHLVL or PWD (as a program started from python has) */
+Test(k_threads_spin, bounded_with_another_shell_variable) {
+    char *envs[] = {"PWD=/tmp", "OMP_DISPLAY_ENV=verbose", "SHLVL=1", NULL};
+    char dir[512], got[32];
+    TsRun r = run_info(envs, dir, sizeof dir);
+    spincount(&r, got, sizeof got);
+    cr_assert_str_eq(got, K_STR(K_SPINCOUNT), "libgomp took spin count '%s':\n%s", got, r.err);
+    assert_env_unchanged(&r, envs);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* a bare environment (no variable whose slot could be lent): OpenMP's default, and said so */
 Test(k_threads_spin, untouched_without_a_slot_and_said_so) {
-    char *envs[] = {"OMP_DISPLAY_ENV=verbose", NULL};
+    char *envs[] = {"OMP_DISPLAY_ENV=verbose", "HOME=/root", NULL};
     char dir[512], got[32];
     TsRun r = run_info(envs, dir, sizeof dir);
     spincount(&r, got, sizeof got);
