@@ -11,8 +11,16 @@ and, after the thread counts of a workload, how much the second thread speeds ea
     bench <name> scaling threads=1->2 attograd=<ms1/ms2> torch=<ms1/ms2>
 
 The torch fields are left out when no python3 with torch is found (TORCH_PYTHON names one).
-Times are medians over ROUNDS runs of each program, the two alternating (attograd first in odd
-rounds, torch first in even ones) so that both see the same load; each run reports the median
+Where two are found (python3 or /usr/bin/python3, and TORCH_PYTHON with another version of
+torch, e.g. PyTorch 2 in a venv) the second one's fields follow as torch2_ms, speedup2,
+torch2_gflops, torch2_rss_mib, torch2=. Last, unless --no-contention, the contention line:
+seq2seq-small on 1 and 2 threads, alternating, while one CPU-bound process competes:
+
+    bench contention seq2seq-small busy_processes=1 threads=1 ms=<a> threads=2 ms=<b>
+        ratio_2_to_1=<b/a> quiet_ratio_2_to_1=<the same from the quiet seq2seq-small lines>
+
+Times are medians over ROUNDS runs of each program, the programs alternating (the order
+reversed every other round) so that all see the same load; each run reports the median
 of its own STEPS steps after two warm-up steps. speedup > 1 means attograd is faster.
 gflops counts the products' flops (bench_models.c) per second of each program, the work each
 really does: attograd's over the rows it computes (live_rows is their share: seq2seq-small and
@@ -23,8 +31,8 @@ Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew duri
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
-               [workload ...]      (default: gemm mha seq2seq-small seq2seq-small-dense
-                                    seq2seq-base gpt-tiny)
+               [--no-torch] [--no-contention] [workload ...]
+               (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny)
 
 STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
@@ -119,12 +127,13 @@ def main():
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
     if info:
         print(f"# {info}")
-    torches = find_torch_pythons()
+    torches = find_torch_pythons() if a.torch else []
     for tag, py in torches:
         info = subprocess.run([py, os.path.join(HERE, "torch_bench.py"), "--info"],
                               capture_output=True, text=True, env=torch_env(1)).stdout.strip()
@@ -133,7 +142,7 @@ def main():
         env = torch_env(1)
         print(f"# torch env: OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')} "
               f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
-    else:
+    elif a.torch:
         print("# PyTorch not found (set TORCH_PYTHON): attograd only")
     print(f"# {a.rounds} alternating runs of each, each the median of "
           f"{a.steps or 'its'} steps; load average "
