@@ -115,10 +115,18 @@ $(B)/libattograd.a: $(LIB_OBJ)
 # The shared library as a system library is laid out: the file libattograd.so.X.Y.Z (version
 # ATTOGRAD_VERSION in src/attograd.h) has the SONAME libattograd.so.X, which programs record and
 # the loader looks for; libattograd.so.X and libattograd.so (what -lattograd finds) are links.
+# It holds the same objects as the static library, but k_threads.c built again without its
+# .preinit_array entry (the bounded OpenMP spin), which a shared object may not hold (k_threads.c).
 SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libattograd.so.$(SO_MAJOR)
 SO_FILE := libattograd.so.$(VERSION)
-$(B)/$(SO_FILE): $(LIB_OBJ)
+LIB_SO_OBJ := $(filter-out $(B)/obj/src/tensor/k_threads.o,$(LIB_OBJ)) $(B)/obj/src/tensor/k_threads-so.o
+$(B)/obj/src/tensor/k_threads-so.o: src/tensor/k_threads.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  CC  $(VARIANT)  $< (shared)"
+	@$(CC) $(CFLAGS) -DAG_SHARED -c $< -o $@
+
+$(B)/$(SO_FILE): $(LIB_SO_OBJ)
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 $(B)/libattograd.so: $(B)/$(SO_FILE)
@@ -148,8 +156,11 @@ BENCH_REF_LIBS := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenbla
 $(B)/obj/bench/bench_gemm.o: CFLAGS += -DBENCH_OPENBLAS
 $(B)/obj/bench/openblas_ref.o: CFLAGS += $(shell pkg-config --cflags openblas 2>/dev/null)
 endif
-# Debian's OpenBLAS 0.3.21 needs the core named on Zen 4; its OpenMP flavour shares our threads
-BENCH_ENV := OPENBLAS_CORETYPE=SkylakeX \
+# Debian's OpenBLAS 0.3.21 needs the core named on Zen 4 (SkylakeX, its AVX-512 kernel: only
+# where the CPU has AVX-512, elsewhere OpenBLAS picks its own); its OpenMP flavour shares our
+# threads
+HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
+BENCH_ENV := $(if $(HAVE_AVX512),OPENBLAS_CORETYPE=SkylakeX) \
     $(if $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)
@@ -165,12 +176,14 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 # bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
 BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
 bench: $(BENCH)
+	@$(B)/bench/bench_models --info
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
 	@if command -v python3 >/dev/null 2>&1; then \
 	    python3 bench/compare.py --bin $(B)/bench/bench_models $(BENCH_WORKLOADS); \
 	else \
 	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
+	    echo "(no python3: no contention line)"; \
 	fi
 
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
@@ -199,6 +212,7 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
 # on test and gen_test, translates a few sentences, draws attention and head importance;
 # everything goes to build/demo/. Extra training flags: make demo DEMO_FLAGS="--steps 2000".
+# Threads: OMP_NUM_THREADS when set, else the CPUs this process may use, at most 8 (k_threads.c).
 # deps-demo first installs what a fresh Debian needs to build (a C compiler when $(CC) is
 # missing, zlib's headers) and gnuplot for the pictures (without it they are skipped, said so).
 DEMO_FLAGS ?=
@@ -210,8 +224,7 @@ deps-demo:
 
 demo: deps-demo
 	@$(MAKE) --no-print-directory $(TRANSLATE_BIN) data
-	@OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(THREADS)} examples/translate/demo.sh \
-	    $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
+	@examples/translate/demo.sh $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
 
 # ---- tests ----
 $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a
@@ -223,7 +236,9 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
-TOOLS := torch_dump torch_load optim_dump npz_tool
+TOOLS := torch_dump torch_load optim_dump npz_tool threads_info
+# threads_info: what k_threads.c decided, run by tests/tensor/test_threads.c with chosen environments
+export AG_THREADS_INFO := $(CURDIR)/$(B)/tests/threads_info
 $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -262,7 +277,7 @@ test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
 
 # the examples are built too, so that a change that breaks them fails the suite
-test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(EXAMPLES)
+test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(B)/tests/threads_info $(EXAMPLES)
 	@OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
 	    tests/run_suite.sh $(VARIANT) $(B)/tests/run_tests.log $(B)/tests/run_tests -j2 \
 	    --short-filename

@@ -1,6 +1,7 @@
 /* bench_models.c: the time and memory of whole workloads, the attograd half of
  * bench/compare.py (bench/torch_bench.py is the PyTorch half, built to the same sizes).
  *
+ *   bench_models --info   one line: version, kernel family, precision, CPUs, how idle threads wait
  *   bench_models WORKLOAD THREADS [STEPS]
  *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> dense_gflop=<d>
  *      live_rows=<r> peak_mib=<p> state_mib=<s> tokens=<t> loss=<l>
@@ -236,15 +237,22 @@ static void gpt_init(Bench *w) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
+    if (argc < 3 && !(argc == 2 && strcmp(argv[1], "--info") == 0)) {
         fprintf(stderr,
                 "usage: %s gemm|mha|seq2seq-small|seq2seq-small-dense|seq2seq-base|gpt-tiny "
-                "THREADS "
-                "[STEPS]\n",
-                argv[0]);
+                "THREADS [STEPS]\n       %s --info\n",
+                argv[0], argv[0]);
         return 2;
     }
     const char *name = argv[1];
+    if (argc == 2 && strcmp(name, "--info") == 0) { /* the header of make bench's output */
+        printf("attograd %s: %s kernels (GEMM: %s), %s, %d CPUs (default %d threads), idle "
+               "threads: %s\n",
+               ATTOGRAD_VERSION, k_kernel_family(), k_gemm_kernel_name(),
+               sizeof(Real) == sizeof(float) ? "float" : "double", k_threads_available(),
+               k_threads_default(), k_threads_wait());
+        return 0;
+    }
     int threads = atoi(argv[2]), steps = argc > 3 ? atoi(argv[3]) : 7;
     if (steps < 1 || steps > 1000 || threads < 1) {
         fprintf(stderr, "%s: bad THREADS or STEPS\n", argv[0]);

@@ -11,8 +11,16 @@ and, after the thread counts of a workload, how much the second thread speeds ea
     bench <name> scaling threads=1->2 attograd=<ms1/ms2> torch=<ms1/ms2>
 
 The torch fields are left out when no python3 with torch is found (TORCH_PYTHON names one).
-Times are medians over ROUNDS runs of each program, the two alternating (attograd first in odd
-rounds, torch first in even ones) so that both see the same load; each run reports the median
+Where two are found (python3 or /usr/bin/python3, and TORCH_PYTHON with another version of
+torch, e.g. PyTorch 2 in a venv) the second one's fields follow as torch2_ms, speedup2,
+torch2_gflops, torch2_rss_mib, torch2=. Last, unless --no-contention, the contention line:
+seq2seq-small on 1 and 2 threads, alternating, while one CPU-bound process competes:
+
+    bench contention seq2seq-small busy_processes=1 threads=1 ms=<a> threads=2 ms=<b>
+        ratio_2_to_1=<b/a> quiet_ratio_2_to_1=<the same from the quiet seq2seq-small lines>
+
+Times are medians over ROUNDS runs of each program, the programs alternating (the order
+reversed every other round) so that all see the same load; each run reports the median
 of its own STEPS steps after two warm-up steps. speedup > 1 means attograd is faster.
 gflops counts the products' flops (bench_models.c) per second of each program, the work each
 really does: attograd's over the rows it computes (live_rows is their share: seq2seq-small and
@@ -23,8 +31,8 @@ Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew duri
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
-               [workload ...]      (default: gemm mha seq2seq-small seq2seq-small-dense
-                                    seq2seq-base gpt-tiny)
+               [--no-torch] [--no-contention] [workload ...]
+               (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny)
 
 STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
@@ -41,6 +49,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-small-dense", "seq2seq-base", "gpt-tiny"]
 DEFAULT_STEPS = {"seq2seq-base": 3}
+CONTENTION_WORKLOAD = "seq2seq-small"
 OPENBLAS_OMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
 
@@ -67,20 +76,30 @@ def torch_env(threads):
     return env
 
 
-def find_torch_python():
-    """a python3 that imports torch, or None"""
-    candidates = [os.environ.get("TORCH_PYTHON"), "python3", "/usr/bin/python3"]
-    for py in candidates:
-        if not py:
+def imports_torch(py):
+    try:
+        r = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=120,
+                           env=torch_env(1))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+def find_torch_pythons():
+    """[(tag, python)]: "torch", the first of python3 and /usr/bin/python3 that imports torch
+    (Debian's python3-torch), then "torch2", TORCH_PYTHON when it imports a torch of another
+    version (a venv with PyTorch 2); TORCH_PYTHON alone is "torch" """
+    found, versions = [], set()
+    for py in ["python3", "/usr/bin/python3", os.environ.get("TORCH_PYTHON")]:
+        if not py or not imports_torch(py):
             continue
-        try:
-            r = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=120,
-                               env=torch_env(1))
-        except (OSError, subprocess.TimeoutExpired):
+        v = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, env=torch_env(1)).stdout.strip()
+        if v in versions:
             continue
-        if r.returncode == 0:
-            return py
-    return None
+        versions.add(v)
+        found.append(py)
+    return [("torch" if i == 0 else "torch2", py) for i, py in enumerate(found[:2])]
 
 
 def measure_peak(bench_bin):
@@ -107,17 +126,23 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
-    py = find_torch_python()
-    if py:
+    info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
+    if info:
+        print(f"# {info}")
+    torches = find_torch_pythons() if a.torch else []
+    for tag, py in torches:
         info = subprocess.run([py, os.path.join(HERE, "torch_bench.py"), "--info"],
                               capture_output=True, text=True, env=torch_env(1)).stdout.strip()
-        print(f"# {info} (python: {py})")
+        print(f"# {tag}: {info} (python: {py})")
+    if torches:
         env = torch_env(1)
         print(f"# torch env: OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')} "
               f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
-    else:
+    elif a.torch:
         print("# PyTorch not found (set TORCH_PYTHON): attograd only")
     print(f"# {a.rounds} alternating runs of each, each the median of "
           f"{a.steps or 'its'} steps; load average "
@@ -126,58 +151,88 @@ def main():
     if peak:
         print(f"# FMA peak {peak:.1f} GFLOP/s per thread (bench_gemm --peak)")
     sys.stdout.flush()
+    quiet = {}
+    med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
     for name in a.workloads:
         times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
-            ours, theirs = [], []
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
-            ag_cmd = [a.bin, name, str(threads), str(steps)]
-            th_cmd = [py, os.path.join(HERE, "torch_bench.py"), name, str(threads),
-                      str(steps)] if py else None
-            ag_env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-            for r in range(a.rounds):
-                order = [0, 1] if r % 2 == 0 else [1, 0]
-                for who in order:
-                    if who == 0:
-                        ours.append(run(ag_cmd, ag_env))
-                    elif th_cmd:
-                        theirs.append(run(th_cmd, torch_env(threads)))
-            med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
+            cmds = [([a.bin, name, str(threads), str(steps)],
+                     dict(os.environ, OMP_NUM_THREADS=str(threads)))]
+            cmds += [([py, os.path.join(HERE, "torch_bench.py"), name, str(threads), str(steps)],
+                      torch_env(threads)) for _, py in torches]
+            rows = alternate(cmds, a.rounds)
+            ours = rows[0]
             ag_ms, gflop = med(ours, "ms"), float(ours[0]["gflop"])
             # PyTorch computes every row: its flops are the dense count
             dense_gflop = float(ours[0].get("dense_gflop", gflop))
             tokens = float(ours[0]["tokens"])
+            th_ms = [med(theirs, "ms") for theirs in rows[1:]]
             out = f"bench {name} threads={threads}"
             if int(ours[0]["threads"]) != threads:  # a build without OpenMP runs one thread
                 out += f" attograd_threads={ours[0]['threads']}"
             out += f" attograd_ms={ag_ms:.2f}"
-            if theirs:
-                th_ms = med(theirs, "ms")
-                out += f" torch_ms={th_ms:.2f} speedup={th_ms / ag_ms:.2f}"
+            for (tag, _), ms in zip(torches, th_ms):
+                out += f" {tag}_ms={ms:.2f} speedup{tag[5:]}={ms / ag_ms:.2f}"
             out += f" gflops={gflop / ag_ms * 1e3:.1f}"
             if peak:
                 out += f" pct_peak={100 * gflop / ag_ms * 1e3 / (peak * threads):.0f}"
-            if theirs:
-                out += f" torch_gflops={dense_gflop / th_ms * 1e3:.1f}"
+            for (tag, _), ms in zip(torches, th_ms):
+                out += f" {tag}_gflops={dense_gflop / ms * 1e3:.1f}"
             if tokens > 0:
                 out += f" tokens_per_s={tokens / ag_ms * 1e3:.0f}"
             if "live_rows" in ours[0]:
                 out += f" live_rows={ours[0]['live_rows']}"
             out += f" peak_mib={ours[0]['peak_mib']} state_mib={ours[0]['state_mib']}"
-            if theirs:
-                out += f" torch_rss_mib={med(theirs, 'rss_mb'):.1f}"
+            for (tag, _), theirs in zip(torches, rows[1:]):
+                out += f" {tag}_rss_mib={med(theirs, 'rss_mb'):.1f}"
             out += f" cpu_ms={med(ours, 'cpu_ms'):.2f}"
             print(out)
             sys.stdout.flush()
-            times[threads] = (ag_ms, med(theirs, "ms") if theirs else None)
+            times[threads] = [ag_ms] + th_ms
         if 1 in times and 2 in times:
-            (a1, t1), (a2, t2) = times[1], times[2]
-            out = f"bench {name} scaling threads=1->2 attograd={a1 / a2:.2f}"
-            if t1 and t2:
-                out += f" torch={t1 / t2:.2f}"
+            out = f"bench {name} scaling threads=1->2 attograd={times[1][0] / times[2][0]:.2f}"
+            for i, (tag, _) in enumerate(torches):
+                out += f" {tag}={times[1][i + 1] / times[2][i + 1]:.2f}"
             print(out)
             sys.stdout.flush()
+            quiet[name] = times[2][0] / times[1][0]
+    if a.contention:
+        contention(a, quiet.get(CONTENTION_WORKLOAD))
 
+
+def alternate(cmds, rounds):
+    """each command run rounds times, in turn, the order reversed every other round; the
+    fields of each run's last line, per command"""
+    rows = [[] for _ in cmds]
+    for r in range(rounds):
+        order = list(range(len(cmds)))
+        if r % 2:
+            order.reverse()
+        for i in order:
+            rows[i].append(run(*cmds[i]))
+    return rows
+
+
+def contention(a, quiet_ratio):
+    """seq2seq-small on 1 and 2 threads, alternating, while one CPU-bound process (a shell
+    loop) competes for the cores: how much longer 2 threads take than 1"""
+    steps = str(a.steps or DEFAULT_STEPS.get(CONTENTION_WORKLOAD, 7))
+    cmds = [([a.bin, CONTENTION_WORKLOAD, str(n), steps], dict(os.environ, OMP_NUM_THREADS=str(n)))
+            for n in (1, 2)]
+    busy = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        rows = alternate(cmds, a.rounds)
+    finally:
+        busy.kill()
+        busy.wait()
+    one, two = (statistics.median(float(x["ms"]) for x in r) for r in rows)
+    out = (f"bench contention {CONTENTION_WORKLOAD} busy_processes=1 threads=1 ms={one:.2f} "
+           f"threads=2 ms={two:.2f} ratio_2_to_1={two / one:.2f}")
+    if quiet_ratio:
+        out += f" quiet_ratio_2_to_1={quiet_ratio:.2f}"
+    print(out)
+    sys.stdout.flush()
 
 if __name__ == "__main__":
     main()

@@ -161,12 +161,12 @@ static Opt *find_opt(Opt *opts, int n, const char *name) {
     return NULL;
 }
 
+/* --threads N (0: the library's default, k_threads_default); more than the CPUs warns */
 static void set_threads(int threads) {
-#ifdef _OPENMP
-    if (threads > 0) omp_set_num_threads(threads);
-#else
-    (void)threads;
-#endif
+    if (threads > k_threads_available())
+        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
+                PROG, threads, k_threads_available());
+    k_threads_use(threads);
 }
 
 /* ---- train ---- */
@@ -303,6 +303,7 @@ static int cmd_train(int argc, char **argv) {
         return TR_EXIT_OK;
     }
     if (rc) return rc;
+    set_threads(c.threads);
     if (find_opt(opts, n, "steps")->set && c.epochs > 0)
         return bad("train", "give --steps or --epochs, not both%s%s", "", "");
     char given[512];

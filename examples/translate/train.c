@@ -809,9 +809,7 @@ int tr_train(const TrTrainConfig *c) {
     Trainer *tr = &T;
     memset(tr, 0, sizeof *tr);
     tr->cfg = c;
-#ifdef _OPENMP
-    if (c->threads > 0) omp_set_num_threads(c->threads);
-#endif
+    int threads = k_threads_use(c->threads);
     fixed_mmap_threshold();
     /* on resume, TR_KEEP takes the checkpoint's setting */
 #define BAD_SETTING(x, lo) ((x) < (lo) && !(c->resume && (x) == TR_KEEP))
@@ -877,6 +875,7 @@ int tr_train(const TrTrainConfig *c) {
     }
     if (c->verbose) {
         const Seq2SeqConfig *m = &tr->m.cfg;
+        printf("kernels: %s, %d threads (%s)\n", k_kernel_family(), threads, k_threads_wait());
         if (c->resume)
             printf("resuming %s at step %lld (the model, optimizer, batch size and seed are the "
                    "checkpoint's)\n",

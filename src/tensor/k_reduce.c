@@ -8,8 +8,6 @@
 
 #include "kernels.h"
 
-size_t k_par_min = 16384;
-
 double k_sum_forward(const Real *x, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)x[i];

@@ -16,7 +16,8 @@
 #include "tensor.h"
 
 /* Below this many elements a loop runs on one thread: starting threads costs more.
- * A variable so that tests can set it to 1 and split even tiny loops across threads. */
+ * A variable so that tests can set it to 1 and split even tiny loops across threads
+ * (defined in k_threads.c). */
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
 
@@ -35,6 +36,23 @@ static inline void k_team_slice(int i, size_t n, int t, int T, size_t *lo, size_
     *hi = units * (size_t)(t + 1) / (size_t)T * 16;
     if (*hi > n) *hi = n;
 }
+
+/* ---- threads and kernel family (k_threads.c) ----
+ * k_threads_default: OMP_NUM_THREADS when set, else the CPUs this process may run on
+ * (sched_getaffinity), at most K_THREADS_MAX (1 without OpenMP). k_threads_use(n) runs the
+ * kernels on n threads (0: k_threads_default) and returns the count in use. Any count gives
+ * the same bits. k_threads_available: the CPUs this process may run on.
+ * k_threads_wait: how idle threads wait, in words ("spin 1000, then sleep": the bound that a
+ * program linked with libattograd.a gives libgomp when the user set neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY; see k_threads.c and docs/speed.md).
+ * k_kernel_family: "AVX-512", "AVX2" or "portable", the SIMD family the build compiled in. */
+#define K_THREADS_MAX 8
+#define K_SPINCOUNT 1000
+int k_threads_available(void);
+int k_threads_default(void);
+int k_threads_use(int n);
+const char *k_threads_wait(void);
+const char *k_kernel_family(void);
 
 /* ---- per-thread scratch (k_scratch.c) ----
  * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
