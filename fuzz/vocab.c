@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = '\0';
-    int n = tr_tokenize(&src, text, ids, 64, &n_unk, NULL);
+    int n = tr_tokenize(&src, text, ids, 64, &n_unk, NULL, NULL);
     for (int i = 0; i < n && i < 64; i++) FUZZ_CHECK(ids[i] >= TR_UNK && ids[i] < src.n, "id");
     char out[256];
     size_t need = tr_detokenize(&src, ids, n < 64 ? n : 64, out, sizeof out);
