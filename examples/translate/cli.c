@@ -1,8 +1,10 @@
 /* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate,
- * attention, heads), their flags from one table each (the help, with the defaults, is
- * generated from it), and the exit codes (translate.h: 0 ok, 1 a failed run, 2 bad usage or
- * data, 130/143 stopped by a signal with a checkpoint saved). Flags are --name VALUE or
- * --name=VALUE.
+ * attention, heads, vocab) and --version, their flags from one table each (the help, with the
+ * defaults, is generated from it), the checks of text given on the command line or the
+ * standard input (UTF-8, a byte-order mark, several sentences on a line), and the exit codes
+ * (translate.h: 0 ok, 1 a failed run, 2 bad usage, files or data, 130/143 stopped by a signal
+ * with a checkpoint saved). Flags are --name VALUE or --name=VALUE. Every message on stderr
+ * starts with "attograd-translate COMMAND: ".
  * Not here: what the subcommands do (train.c, decode.c, attention.c, heads.c, plot.c). */
 #include "translate.h"
 
@@ -357,7 +359,8 @@ static int cmd_eval(int argc, char **argv) {
                "Greedy-decodes every source sentence of each file with the key/value cache and "
                "prints\nexact match (whole sentences), token accuracy (reference positions "
                "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
-               "brevity penalty).\nflags (default):\n",
+               "brevity penalty). Memory: one batch\nand the hypotheses of 4096 pairs at a time, "
+               "whatever the size of the file.\nflags (default):\n",
                PROG);
         print_opts(stdout, opts, n);
         free(pos);
@@ -508,10 +511,13 @@ static int cmd_translate(int argc, char **argv) {
     if (rc == -1) {
         printf("usage: %s translate [flags] [SENTENCE...]\n"
                "Translates each SENTENCE, or each line of the standard input when there is "
-               "none, one\noutput line per input. Words split on blanks; unknown words are "
-               "named on stderr and\nread as <unk>. Greedy decoding with the key/value cache, "
-               "or --beam K.\nflags (default):\n",
-               PROG);
+               "none, one\noutput line per input. Words split on blanks, exactly as in the "
+               "training data (the toy\ncorpus: lower case, punctuation marks as words of their "
+               "own: \"the cat sees a dog .\");\nunknown words are named on stderr with a hint "
+               "and read as <unk> (`%s vocab`\nlists the words). Input is UTF-8 (a byte-order "
+               "mark is dropped). Greedy decoding with\nthe key/value cache, or --beam K.\n"
+               "flags (default):\n",
+               PROG, PROG);
         print_opts(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;

@@ -1,6 +1,8 @@
-/* data.c: sentence pairs from TSV files, padded batches, and the loader that buckets pairs by
- * length and shuffles the batches of each epoch from a seeded RNG (its position is two
- * integers, saved in checkpoints). Not here: the vocabulary (vocab.c). Read next: decode.c. */
+/* data.c: reading lines with a bound (an endless line stops at the limit), sentence pairs from
+ * TSV files (regular files and pipes; UTF-8 checked), padded batches, and the loader that
+ * buckets pairs by length and shuffles the batches of each epoch from a seeded RNG (its
+ * position is two integers, saved in checkpoints). Not here: the vocabulary and the text checks
+ * (vocab.c). Read next: decode.c. */
 #include "translate.h"
 
 #include <errno.h>

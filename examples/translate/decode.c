@@ -1,7 +1,8 @@
 /* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
  * teacher-forced forward of one pair (for attention maps), greedy decoding of a batch and beam
  * search of one sentence with the key/value cache (nn_decode_begin/step/end), the metrics
- * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set.
+ * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set, window by
+ * window (its memory does not grow with the number of pairs).
  * Not here: training (train.c). Read next: train.c. */
 #include "translate.h"
 

@@ -1,6 +1,8 @@
 /* vocab.c: word-level vocabularies. Ids in order of first appearance after the four specials
  * (<pad> <bos> <eos> <unk>), an open-addressing hash table from words to ids, tokenizing on
- * blanks, and the text form stored in a checkpoint's meta.extra bytes.
+ * blanks (with hints for unknown words: another case, punctuation split off), the checks of
+ * input text (UTF-8, a byte-order mark, several sentences), and the text form stored in a
+ * checkpoint's meta.extra bytes.
  * Not here: reading data files (data.c). Read next: data.c. */
 #include "translate.h"
 

@@ -922,6 +922,27 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
     ts_rm_tree(dir);
 }
 
+/* The first experiment as typed: a short run needs no --warmup (its default scales with
+ * --steps: min(300, steps / 10)), and --data DIR finds train.tsv and valid.tsv there. */
+Test(tr_cli, a_short_run_works_without_other_flags) {
+    char dir[64], data[512], path[512], out[512];
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(data, dir, "data");
+    cr_assert_eq(tr_make_dirs(data), AG_OK);
+    /* few short pairs: the default model's 100 steps take a second or two */
+    write_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
+    write_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);
+    ts_join(out, dir, "run");
+    setenv("OMP_NUM_THREADS", "1", 1); /* the suite runs two tests side by side */
+    const char *args[] = {"train", "--steps", "100", "--data", data, "--out", out, NULL};
+    TsRun r = ts_run(dir, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.out, "done: step 100"), "%s", r.out);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(path, out, "best.npz")), 100);
+    ts_rm_tree(dir);
+}
+
 Test(tr_cli, help_eval_and_translate) {
     char dir[64], train[512], out[512], ckpt[512];
     ts_tmp_dir(dir, sizeof dir, "translate");

@@ -621,6 +621,14 @@ Test(tr_limits, check_args_parses_and_runs_nothing) {
         {{"attention", "a", "b"}, TR_EXIT_USAGE},
         {{"heads", "--max", "-1"}, TR_EXIT_USAGE},
         {{"help", "train"}, TR_EXIT_OK},
+        {{"--version"}, TR_EXIT_OK},
+        {{"train", "--lr", "1e-320", "--schedule", "constant"}, TR_EXIT_OK}, /* a subnormal */
+        {{"train", "--lr", "1e400"}, TR_EXIT_USAGE},
+        {{"train", "--steps", "99999999999999999999"}, TR_EXIT_USAGE},
+        {{"train", "--data", ""}, TR_EXIT_USAGE},
+        {{"vocab", "--ckpt", "/nonexistent.npz"}, TR_EXIT_OK},
+        {{"vocab", "--side", "both", "extra"}, TR_EXIT_USAGE},
+        {{"translate", "ok", "caf\xe9"}, TR_EXIT_USAGE},
         {{"frobnicate"}, TR_EXIT_USAGE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
