@@ -179,6 +179,7 @@ examples: $(TRANSLATE_BIN)
 $(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a

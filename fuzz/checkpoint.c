@@ -1,16 +1,31 @@
 /* checkpoint.c: the checkpoint loader, as the library's users and attograd-translate call it.
  * The library: ckpt_read_config, then the model it describes (and its optimizer when the file
- * has one) built in an arena of ckpt_arena_bytes, then ckpt_load with the RNG, a two-value
+ * has one) built in an arena of ckpt_arena_bytes, then ckpt_load with the RNG, the trainer's
  * data position and the extra bytes. The example's loader: tr_load (configuration checks, the
  * vocabularies in meta.extra, the step arena), then one greedy translation of two words.
  * Whatever the file says, nothing may abort, and a failure must leave a message naming it.
+ * A file that is accepted holds only valid values (checkpoint.h, ckpt_read's rules): finite
+ * weights and optimizer state, Adam's second moment >= 0, a step in [0, CKPT_MAX_STEP], an RNG
+ * state not all zeros, and for the example a data position that passed tr_check_position.
  * The entries' CRC-32 is not checked here (npz_test_skip_crc), else nearly every change the
  * fuzzer makes inside an entry would stop there. */
+#include <math.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "io/npz_internal.h"
 #include "translate.h"
+
+/* the invariant of an accepted file: every value of t finite (and >= lo) */
+static void check_values(const Tensor *t, double lo) {
+    for (size_t k = 0; k < t->size; k++)
+        FUZZ_CHECK(isfinite((double)t->data[k]) && (double)t->data[k] >= lo,
+                   "accepted %s[%zu] = %g", t->name, k, (double)t->data[k]);
+}
+
+static void check_model(const Seq2Seq *m) {
+    for (int i = 0; i < m->params.n; i++) check_values(m->params.items[i], -HUGE_VAL);
+}
 
 static void library_load(const char *path) {
     Seq2SeqConfig cfg;
@@ -38,11 +53,20 @@ static void library_load(const char *path) {
     memset(&st, 0, sizeof st);
     st.opt = opt;
     st.rng = &rng;
-    st.n_data = 2;
+    st.n_data = 19; /* the trainer's data.position (fuzz/seeds.c) */
     rc = ckpt_load(path, &m, &st);
     if (rc == AG_OK) {
         FUZZ_CHECK((st.extra == NULL) == (st.extra_len == 0), "extra %p, %zu bytes", st.extra,
                    st.extra_len);
+        check_model(&m);
+        for (int i = 0; opt && i < optim_state_count(opt); i++) {
+            const Tensor *t = optim_state_tensor(opt, i);
+            size_t n = strlen(t->name);
+            check_values(t, n > 11 && strcmp(t->name + n - 11, ".exp_avg_sq") == 0 ? 0 : -HUGE_VAL);
+        }
+        FUZZ_CHECK(!opt || (optim_get_step(opt) >= 0 && optim_get_step(opt) <= CKPT_MAX_STEP),
+                   "accepted step %lld", (long long)optim_get_step(opt));
+        FUZZ_CHECK(rng.s[0] | rng.s[1] | rng.s[2] | rng.s[3], "accepted an all-zero RNG");
         free((void *)st.extra);
     } else {
         fuzz_check_failure(rc, path);
@@ -59,6 +83,9 @@ static void translator_load(const char *path) {
         fuzz_check_failure(rc, path);
         return;
     }
+    check_model(&tr.model);
+    FUZZ_CHECK(tr.trained_steps >= 0 && tr.trained_steps <= CKPT_MAX_STEP, "accepted step %lld",
+               (long long)tr.trained_steps);
     FUZZ_CHECK(tr.src.n == tr.model.cfg.src_vocab && tr.tgt.n == tr.model.cfg.tgt_vocab,
                "vocabularies %d, %d for a model of %d, %d", tr.src.n, tr.tgt.n,
                tr.model.cfg.src_vocab, tr.model.cfg.tgt_vocab);

@@ -129,7 +129,15 @@ static void model_seeds(void) {
         Seq2Seq m;
         nn_seq2seq_init(&m, a, &init, &cfg);
         Optimizer *opt = optim_new(a, &m.params, &oc);
-        CkptState st = {variant == 2 ? NULL : opt, &rng, {3, 1}, 2, vocab, vlen};
+        /* the trainer's data.position of a run at step 0 (train.c): epoch 0, cursor 0, seed 7,
+         * batch 1, 1 pair, no best, nothing accumulated, log and validate every step, save
+         * with validation, all valid pairs, 1 step, no clipping */
+        CkptState st = {variant == 2 ? NULL : opt,
+                        &rng,
+                        {0, 0, 7, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0},
+                        19,
+                        vocab,
+                        vlen};
         char path[700], name[64];
         static const int levels[] = {0, 6, 6, 1};
         snprintf(name, sizeof name, "ckpt_%d.npz", variant);

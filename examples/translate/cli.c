@@ -194,6 +194,35 @@ static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
 static const char *const schedule_names[] = {"constant", "invsqrt", "cosine", NULL};
 static const char *const act_names[] = {"relu", "gelu", NULL};
 
+/* --resume continues the run in its checkpoint: the flags of the model, the optimizer, the
+ * batch size and the seed given again go to given (" name name "), and tr_train refuses a
+ * value that differs from the checkpoint's (exit 2 naming the flag); the run's settings not
+ * given again are the checkpoint's (TR_KEEP). */
+static void resume_flags(Opt *opts, int n, char *given, size_t cap) {
+    static const char *const fixed[] = {
+        "d-model",      "heads",      "kv-heads", "layers", "enc-layers",     "dec-layers",
+        "ff",           "act",        "dropout",  "pre-ln", "post-ln",        "max-len",
+        "learned-pos",  "tie-output", "optim",    "lr",     "beta1",          "beta2",
+        "weight-decay", "momentum",   "schedule", "warmup", "schedule-steps", "lr-min",
+        "embed-gain",   "batch",      "seed",     NULL};
+    snprintf(given, cap, " ");
+    for (int i = 0; fixed[i]; i++)
+        if (find_opt(opts, n, fixed[i])->set && strlen(given) + strlen(fixed[i]) + 2 < cap)
+            strcat(strcat(given, fixed[i]), " ");
+    static const char *const keep[] = {"steps",     "log-every", "valid-every", "save-every",
+                                       "valid-max", "clip",      NULL};
+    for (int i = 0; keep[i]; i++) {
+        Opt *o = find_opt(opts, n, keep[i]);
+        if (o->set) continue;
+        if (o->type == O_I64)
+            *(int64_t *)o->ptr = TR_KEEP;
+        else if (o->type == O_DOUBLE)
+            *(double *)o->ptr = TR_KEEP;
+        else
+            *(int *)o->ptr = TR_KEEP;
+    }
+}
+
 #define BIG 1e18
 static int cmd_train(int argc, char **argv) {
     TrTrainConfig c = tr_train_defaults();
@@ -267,6 +296,8 @@ static int cmd_train(int argc, char **argv) {
          1 << 30, NULL, 0},
         {"valid-max", O_INT, &c.valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30, NULL,
          0},
+        {"compress", O_INT, &c.compress, "LEVEL", "zlib level of the checkpoints, 0: stored", 0, 9,
+         NULL, 0},
         {"quiet", O_SET, &quiet, NULL, "print errors only", 1, 0, NULL, 0},
         {"inject-nan", O_I64, &c.inject_nan, "STEP", "testing: poison a weight at STEP", 0, BIG,
          NULL, 0},
@@ -296,6 +327,11 @@ static int cmd_train(int argc, char **argv) {
     if (rc) return rc;
     if (find_opt(opts, n, "steps")->set && c.epochs > 0)
         return bad("train", "give --steps or --epochs, not both%s%s", "", "");
+    char given[512];
+    if (c.resume) {
+        resume_flags(opts, n, given, sizeof given);
+        c.given = given;
+    }
     if (c.epochs > 0) c.steps = 0;
     c.model.n_enc_layers = enc >= 0 ? enc : layers;
     c.model.n_dec_layers = dec >= 0 ? dec : layers;

@@ -44,11 +44,13 @@ void tr_reserve(Translator *tr, int B, int S, int T, int grad) {
     ag_no_grad(tr->tape, 1);
 }
 
-int tr_load(Translator *tr, const char *path) {
-    memset(tr, 0, sizeof *tr);
+/* Reads the file once (ckpt_read: the library's checks), then the example's own
+ * (configuration, data.position, the vocabularies against the embeddings), then loads. */
+static int load_from(Translator *tr, const NpzFile *f) {
     Seq2SeqConfig cfg;
-    int rc = ckpt_read_config(path, &cfg, NULL, NULL);
-    if (rc == AG_OK) rc = tr_check_config(&cfg, path);
+    int rc = ckpt_config_of(f, &cfg, NULL, NULL);
+    if (rc == AG_OK) rc = tr_check_config(&cfg, f->path);
+    if (rc == AG_OK) rc = tr_check_position(f);
     if (rc != AG_OK) return rc;
     tr->params = arena_new("params", tr_param_bytes(&cfg, 0));
     Rng r;
@@ -56,30 +58,35 @@ int tr_load(Translator *tr, const char *path) {
     nn_seq2seq_init(&tr->model, tr->params, &r, &cfg);
     CkptState st;
     memset(&st, 0, sizeof st);
-    rc = ckpt_load(path, &tr->model, &st);
-    if (rc == AG_OK) rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, path);
+    rc = ckpt_load_from(f, &tr->model, &st);
+    if (rc == AG_OK) rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, f->path);
     free((void *)st.extra);
     if (rc == AG_OK && (tr->src.n != cfg.src_vocab || tr->tgt.n != cfg.tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
                      "%s: the vocabularies (%d, %d words) do not match the "
                      "model's (%d, %d)",
-                     path, tr->src.n, tr->tgt.n, cfg.src_vocab, cfg.tgt_vocab);
-    if (rc != AG_OK) {
-        tr_free(tr);
-        return rc;
-    }
-    /* the step count, for information (ckpt_load only restores it into an optimizer) */
-    NpzFile *f;
-    if (npz_read(path, &f, NULL) == AG_OK) {
-        const NpzEntry *e = npz_find(f, "train.step");
-        if (e && e->dtype == NPZ_I64 && e->ndim == 0) memcpy(&tr->trained_steps, e->data, 8);
-        npz_free(f);
-    }
+                     f->path, tr->src.n, tr->tgt.n, cfg.src_vocab, cfg.tgt_vocab);
+    if (rc != AG_OK) return rc;
+    /* the step count, for information (ckpt_load only restores it into an optimizer); in
+     * [0, CKPT_MAX_STEP] when present (ckpt_read) */
+    const NpzEntry *e = npz_find(f, "train.step");
+    if (e) memcpy(&tr->trained_steps, e->data, sizeof tr->trained_steps);
     /* a first step arena for short sentences; every pass reserves what it needs (a whole
      * max_len of 4096 with many heads and layers would be gigabytes, mostly never used) */
     int L = cfg.max_len < 64 ? cfg.max_len : 64;
     tr_reserve(tr, 1, L, L, 0);
     return AG_OK;
+}
+
+int tr_load(Translator *tr, const char *path) {
+    memset(tr, 0, sizeof *tr);
+    NpzFile *f;
+    int rc = ckpt_read(path, &f);
+    if (rc != AG_OK) return rc;
+    rc = load_from(tr, f);
+    npz_free(f);
+    if (rc != AG_OK) tr_free(tr);
+    return rc;
 }
 
 void tr_free(Translator *tr) {

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,9 @@
 volatile sig_atomic_t tr_stop_signal = 0;
 
 /* data.position of a checkpoint: the loader, the best validation so far, the last validated
- * step and the CSV row being accumulated (doubles stored as their bits) */
+ * step, the CSV row being accumulated and the run's settings that --resume keeps (doubles
+ * stored as their bits). Checkpoints written before the settings were kept hold the first
+ * POS_V1_COUNT values. What each may be: position_rules. */
 enum {
     POS_EPOCH,
     POS_CURSOR,
@@ -47,7 +50,14 @@ enum {
     POS_IV_NORM,    /* sum of the gradient norms since then (double bits) */
     POS_IV_STEPS,   /* steps since then */
     POS_IV_TOKENS,  /* target tokens since then */
-    POS_COUNT
+    POS_LOG_EVERY,  /* the run's settings: --log-every */
+    POS_VALID_EVERY,
+    POS_SAVE_EVERY,
+    POS_VALID_MAX,
+    POS_TOTAL, /* --steps (or --epochs times the batches of an epoch) */
+    POS_CLIP,  /* --clip (double bits) */
+    POS_COUNT,
+    POS_V1_COUNT = POS_LOG_EVERY
 };
 
 static int64_t dbits(double x) {
@@ -59,6 +69,62 @@ static double bitsd(int64_t i) {
     double x;
     memcpy(&x, &i, sizeof x);
     return x;
+}
+
+/* What data.position's values may be, checked (ckpt_check_rules) before any is used, by
+ * --resume and by every command that loads a checkpoint (tr_load). A checkpoint of step s:
+ * the epoch, the best and last validated steps and the steps since the last CSV row are at
+ * most s, and the loader's position is exactly batch s of the plan (epoch times the batches
+ * of an epoch, plus the cursor). The training file itself is compared later (its pairs). */
+int tr_check_position(const NpzFile *f) {
+    const NpzEntry *e = npz_find(f, "data.position"), *se = npz_find(f, "train.step");
+    if (!e) return AG_OK;
+    if (e->dtype != NPZ_I64 || e->ndim != 1 || (e->count != POS_V1_COUNT && e->count != POS_COUNT))
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: 'data.position' must be %d or %d '<i8' values (not a checkpoint of "
+                       "attograd-translate?)",
+                       f->path, POS_V1_COUNT, POS_COUNT);
+    int64_t step = 0, p[POS_COUNT];
+    if (se && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
+    const int64_t big = 1 << 30;
+#define R_INT(i, what, lo, hi)                                                                     \
+    { "data.position", i, what, CKPT_INT, lo, hi, 0, 0 }
+#define R_F64(i, what, lo, hi)                                                                     \
+    { "data.position", i, what, CKPT_F64_BITS, 0, 0, lo, hi }
+    const CkptRule rules[] = {
+        R_INT(POS_EPOCH, "epoch", 0, step),
+        R_INT(POS_CURSOR, "cursor", 0, INT_MAX),
+        R_INT(POS_BATCH, "batch size", 1, 1 << 20),
+        R_INT(POS_N_TRAIN, "training pairs", 1, INT_MAX),
+        R_INT(POS_BEST_STEP, "step of best.npz", 0, step),
+        R_F64(POS_BEST_EXACT, "best valid exact match", 0, 1),
+        R_F64(POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
+        R_INT(POS_LAST_VALID, "last validated step", 0, step),
+        R_F64(POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
+        R_F64(POS_IV_NORM, "gradient norms since the last log row", 0, DBL_MAX),
+        R_INT(POS_IV_STEPS, "steps since the last log row", 0, step),
+        R_INT(POS_IV_TOKENS, "tokens since the last log row", 0, CKPT_MAX_STEP),
+        R_INT(POS_LOG_EVERY, "--log-every", 1, big),
+        R_INT(POS_VALID_EVERY, "--valid-every", 1, big),
+        R_INT(POS_SAVE_EVERY, "--save-every", 0, big),
+        R_INT(POS_VALID_MAX, "--valid-max", 0, big),
+        R_INT(POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
+        R_F64(POS_CLIP, "--clip", 0, DBL_MAX),
+    };
+#undef R_INT
+#undef R_F64
+    int rc = ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
+    if (rc != AG_OK) return rc;
+    memcpy(p, e->data, e->count * sizeof(int64_t));
+    int64_t nb = (p[POS_N_TRAIN] + p[POS_BATCH] - 1) / p[POS_BATCH];
+    if (p[POS_CURSOR] > nb || p[POS_EPOCH] > step / nb || p[POS_EPOCH] * nb + p[POS_CURSOR] != step)
+        return ag_fail(AG_ERR_RANGE,
+                       "%s: data.position: epoch %lld, cursor %lld: with %lld batches an epoch "
+                       "(%lld pairs, batch %lld) that is not step %lld (train.step): the loader "
+                       "takes one batch a step",
+                       f->path, (long long)p[POS_EPOCH], (long long)p[POS_CURSOR], (long long)nb,
+                       (long long)p[POS_N_TRAIN], (long long)p[POS_BATCH], (long long)step);
+    return AG_OK;
 }
 
 static double now_s(void) {
@@ -89,6 +155,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.seed = 1;
     c.log_every = 50;
     c.valid_every = 500;
+    c.compress = 1;
     c.verbose = 1;
     return c;
 }
@@ -160,6 +227,9 @@ typedef struct {
     TrBatch batch;
     int64_t step, total, saved_step;
     int64_t pos[POS_COUNT];
+    int log_every, valid_every, save_every, valid_max; /* the run's (cfg's, or on resume the
+                                                        * checkpoint's unless given again) */
+    double clip;
     char last_path[600], best_path[600], csv_path[600];
     FILE *csv;
     char *vocab_text;
@@ -188,6 +258,12 @@ static int save(Trainer *tr, const char *path) {
     }
     tr->pos[POS_EPOCH] = tr->loader.epoch;
     tr->pos[POS_CURSOR] = tr->loader.cursor;
+    tr->pos[POS_LOG_EVERY] = tr->log_every;
+    tr->pos[POS_VALID_EVERY] = tr->valid_every;
+    tr->pos[POS_SAVE_EVERY] = tr->save_every;
+    tr->pos[POS_VALID_MAX] = tr->valid_max;
+    tr->pos[POS_TOTAL] = tr->total;
+    tr->pos[POS_CLIP] = dbits(tr->clip);
     CkptState st;
     memset(&st, 0, sizeof st);
     st.opt = tr->opt;
@@ -196,7 +272,7 @@ static int save(Trainer *tr, const char *path) {
     st.n_data = POS_COUNT;
     st.extra = tr->vocab_text;
     st.extra_len = tr->vocab_len;
-    int rc = ckpt_save(path, &tr->m, &st, 0, NULL);
+    int rc = ckpt_save(path, &tr->m, &st, tr->cfg->compress, NULL);
     if (rc != AG_OK)
         fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
     else if (path == tr->last_path)
@@ -447,7 +523,7 @@ static void remove_stale_temps(const Trainer *tr) {
 static int validate(Trainer *tr, double *vloss, double *vexact) {
     TrScore sc;
     int done =
-        tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->cfg->valid_max, tr->cfg->batch, &sc, vloss,
+        tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->valid_max, tr->loader.batch_size, &sc, vloss,
                     NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? stop_requested : NULL);
     if (!done) return 0;
     *vexact = tr_score_exact(&sc);
@@ -539,58 +615,159 @@ static int setup_fresh(Trainer *tr) {
     tr->pos[POS_SEED] = (int64_t)tr->loader.seed;
     tr->pos[POS_BATCH] = c->batch;
     tr->pos[POS_N_TRAIN] = tr->train.n;
+    tr->log_every = c->log_every;
+    tr->valid_every = c->valid_every;
+    tr->save_every = c->save_every;
+    tr->valid_max = c->valid_max;
+    tr->clip = c->clip;
     return AG_OK;
 }
 
-static int setup_resume(Trainer *tr) {
+/* A setting of the run on resume: the command's when given (not TR_KEEP), else the
+ * checkpoint's, else (a checkpoint older than the stored settings) the default. */
+static int64_t kept(int64_t given, const Trainer *tr, int pos, int64_t fallback, int n_pos) {
+    if (given != TR_KEEP) return given;
+    return pos < n_pos ? tr->pos[pos] : fallback;
+}
+
+/* On resume, a flag of the model, the optimizer, the batch or the seed given again must equal
+ * the checkpoint's: the run cannot honour another value (AG_ERR_ARG naming the flag). */
+static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimConfig *oc) {
+    const TrTrainConfig *c = tr->cfg;
+    const Seq2SeqConfig *g = &c->model;
+    const OptimConfig *go = &c->optim;
+    if (!c->given) return AG_OK;
+    const struct {
+        const char *flag;
+        double given, stored;
+    } v[] = {
+        {"d-model", g->layer.d_model, mc->layer.d_model},
+        {"heads", g->layer.n_heads, mc->layer.n_heads},
+        {"kv-heads", g->layer.n_kv_heads, mc->layer.n_kv_heads},
+        {"layers", g->n_enc_layers, mc->n_enc_layers},
+        {"layers", g->n_dec_layers, mc->n_dec_layers},
+        {"enc-layers", g->n_enc_layers, mc->n_enc_layers},
+        {"dec-layers", g->n_dec_layers, mc->n_dec_layers},
+        {"ff", g->layer.d_ff, mc->layer.d_ff},
+        {"act", g->layer.act, mc->layer.act},
+        {"dropout", g->layer.dropout, mc->layer.dropout},
+        {"pre-ln", g->layer.pre_ln, mc->layer.pre_ln},
+        {"post-ln", g->layer.pre_ln, mc->layer.pre_ln},
+        {"max-len", g->max_len, mc->max_len},
+        {"learned-pos", g->learned_pos, mc->learned_pos},
+        {"tie-output", g->tie_output, mc->tie_output},
+        {"optim", go->kind, oc->kind},
+        {"lr", go->lr, oc->lr},
+        {"beta1", go->beta1, oc->beta1},
+        {"beta2", go->beta2, oc->beta2},
+        {"weight-decay", go->weight_decay, oc->weight_decay},
+        {"momentum", go->momentum, oc->momentum},
+        {"schedule", go->schedule.kind, oc->schedule.kind},
+        {"warmup", (double)go->schedule.warmup, (double)oc->schedule.warmup},
+        {"schedule-steps", (double)go->schedule.total, (double)oc->schedule.total},
+        {"lr-min", go->schedule.lr_min, oc->schedule.lr_min},
+        {"batch", c->batch, (double)tr->pos[POS_BATCH]},
+        {"seed", (double)rng_hash(c->seed, 2), (double)(uint64_t)tr->pos[POS_SEED]},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char key[40];
+        snprintf(key, sizeof key, " %s ", v[i].flag);
+        if (!strstr(c->given, key) || v[i].given == v[i].stored) continue;
+        char was[48] = "";
+        if (strcmp(v[i].flag, "seed") != 0) snprintf(was, sizeof was, " (%.9g)", v[i].stored);
+        return ag_fail(AG_ERR_ARG,
+                       "--%s differs from the checkpoint's%s: --resume continues the run with "
+                       "its model, optimizer, batch size and seed (start a new run with --force "
+                       "to change them)",
+                       v[i].flag, was);
+    }
+    if (strstr(c->given, " embed-gain "))
+        fprintf(stderr, TR_PROG " train: warning: --embed-gain has no effect on --resume (it "
+                                "only scales the "
+                                "initial embeddings)\n");
+    return AG_OK;
+}
+
+/* Resumes from f (read once and checked by ckpt_read): checks data.position, builds the model
+ * and optimizer of its configuration, loads them, then the data, and the loader's position. */
+static int resume_from(Trainer *tr, const NpzFile *f) {
     const TrTrainConfig *c = tr->cfg;
     Seq2SeqConfig mc;
     OptimConfig oc;
     int has_optim = 0;
-    if (!file_exists(tr->last_path))
-        return ag_fail(AG_ERR_IO,
-                       "%s: no checkpoint to resume from (train without --resume "
-                       "first)",
-                       tr->last_path);
-    int rc = ckpt_read_config(tr->last_path, &mc, &oc, &has_optim);
+    int rc = ckpt_config_of(f, &mc, &oc, &has_optim);
     if (rc != AG_OK) return rc;
-    if (!has_optim)
-        return ag_fail(AG_ERR_FORMAT, "%s: holds no optimizer state: cannot resume from it",
-                       tr->last_path);
-    rc = tr_check_config(&mc, tr->last_path);
+    if (!has_optim || !npz_find(f, "data.position") || !npz_find(f, "rng.state"))
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: holds no optimizer state, RNG or data position: cannot resume from "
+                       "it",
+                       f->path);
+    rc = tr_check_config(&mc, f->path);
+    if (rc == AG_OK) rc = tr_check_position(f);
     if (rc != AG_OK) return rc;
     build(tr, &mc, &oc, 0);
     CkptState st;
     memset(&st, 0, sizeof st);
     st.opt = tr->opt;
     st.rng = &tr->rng;
-    st.n_data = POS_COUNT;
-    rc = ckpt_load(tr->last_path, &tr->m, &st);
+    st.n_data = (int)npz_find(f, "data.position")->count; /* POS_V1_COUNT or POS_COUNT */
+    rc = ckpt_load_from(f, &tr->m, &st);
     if (rc != AG_OK) return rc;
-    rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, tr->last_path);
+    rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, f->path);
     free((void *)st.extra);
+    if (rc == AG_OK && (tr->src.n != mc.src_vocab || tr->tgt.n != mc.tgt_vocab))
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: the vocabularies (%d, %d words) do not match the model's (%d, %d)",
+                     f->path, tr->src.n, tr->tgt.n, mc.src_vocab, mc.tgt_vocab);
     if (rc != AG_OK) return rc;
-    memcpy(tr->pos, st.data, sizeof tr->pos);
+    int n_pos = st.n_data;
+    memcpy(tr->pos, st.data, (size_t)n_pos * sizeof(int64_t));
+    rc = check_given(tr, &mc, &oc);
+    if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
+    TrTrainConfig d = tr_train_defaults();
+    tr->log_every = (int)kept(c->log_every, tr, POS_LOG_EVERY, d.log_every, n_pos);
+    tr->valid_every = (int)kept(c->valid_every, tr, POS_VALID_EVERY, d.valid_every, n_pos);
+    tr->save_every = (int)kept(c->save_every, tr, POS_SAVE_EVERY, d.save_every, n_pos);
+    tr->valid_max = (int)kept(c->valid_max, tr, POS_VALID_MAX, d.valid_max, n_pos);
+    tr->clip = c->clip != TR_KEEP ? c->clip : n_pos > POS_CLIP ? bitsd(tr->pos[POS_CLIP]) : d.clip;
     rc = read_data(tr, 0);
     if (rc != AG_OK) return rc;
     if (tr->train.n != tr->pos[POS_N_TRAIN])
         return ag_fail(AG_ERR_ARG,
                        "%s has %d pairs; the checkpoint %s was trained on %lld: "
                        "resume with the same data",
-                       c->train_path, tr->train.n, tr->last_path, (long long)tr->pos[POS_N_TRAIN]);
-    /* the range of --batch: a hostile position must not be cut to an int or size an arena */
-    if (tr->pos[POS_BATCH] < 1 || tr->pos[POS_BATCH] > 1 << 20)
-        return ag_fail(AG_ERR_FORMAT, "%s: bad data position (batch %lld)", tr->last_path,
-                       (long long)tr->pos[POS_BATCH]);
-    int batch = (int)tr->pos[POS_BATCH];
-    tr_loader_init(&tr->loader, &tr->train, batch, (uint64_t)tr->pos[POS_SEED]);
-    if (tr->pos[POS_EPOCH] < 0 || tr->pos[POS_CURSOR] < 0 ||
-        tr->pos[POS_CURSOR] > tr->loader.n_batches)
-        return ag_fail(AG_ERR_FORMAT, "%s: bad data position", tr->last_path);
+                       c->train_path, tr->train.n, f->path, (long long)tr->pos[POS_N_TRAIN]);
+    /* batch, cursor and epoch passed tr_check_position, against the pairs just compared */
+    tr_loader_init(&tr->loader, &tr->train, (int)tr->pos[POS_BATCH], (uint64_t)tr->pos[POS_SEED]);
     tr_loader_seek(&tr->loader, tr->pos[POS_EPOCH], tr->pos[POS_CURSOR]);
+    if (c->steps == TR_KEEP && c->epochs <= 0)
+        tr->total = n_pos > POS_TOTAL ? tr->pos[POS_TOTAL] : d.steps;
+    else
+        tr->total = total_steps(c, &tr->train, tr->loader.batch_size);
+    if (tr->total < tr->step)
+        return ag_fail(AG_ERR_ARG,
+                       "--%s asks for %lld steps, but %s is already at step %lld: give more "
+                       "steps, or none to finish the run",
+                       c->epochs > 0 ? "epochs" : "steps", (long long)tr->total, f->path,
+                       (long long)tr->step);
     tr->saved_step = tr->step;
     return AG_OK;
+}
+
+static int setup_resume(Trainer *tr) {
+    if (!file_exists(tr->last_path))
+        return ag_fail(AG_ERR_IO,
+                       "%s: no checkpoint to resume from (train without --resume "
+                       "first)",
+                       tr->last_path);
+    NpzFile *f;
+    int rc = ckpt_read(tr->last_path, &f);
+    /* a file over a limit is a bad file (exit 2), as for every other command */
+    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
+    rc = resume_from(tr, f);
+    npz_free(f);
+    return rc;
 }
 
 static void trainer_free(Trainer *tr) {
@@ -643,19 +820,23 @@ int tr_train(const TrTrainConfig *c) {
     if (c->threads > 0) omp_set_num_threads(c->threads);
 #endif
     fixed_mmap_threshold();
-    if (c->batch < 1 || (c->steps < 1 && c->epochs < 1) || c->log_every < 1 || c->valid_every < 1 ||
-        c->save_every < 0 || c->clip < 0) {
-        ag_fail(AG_ERR_ARG, "batch, steps or epochs, log, valid and save intervals must be "
-                            "positive and the clipping norm >= 0");
+    /* on resume, TR_KEEP takes the checkpoint's setting */
+#define BAD_SETTING(x, lo) ((x) < (lo) && !(c->resume && (x) == TR_KEEP))
+    if (c->batch < 1 || (BAD_SETTING(c->steps, 1) && c->epochs < 1) ||
+        BAD_SETTING(c->log_every, 1) || BAD_SETTING(c->valid_every, 1) ||
+        BAD_SETTING(c->save_every, 0) || BAD_SETTING(c->valid_max, 0) || BAD_SETTING(c->clip, 0) ||
+        c->steps > CKPT_MAX_STEP) {
+        ag_fail(AG_ERR_ARG, "batch, steps (at most 2^53) or epochs, log, valid and save intervals "
+                            "must be positive, valid-max and the clipping norm >= 0");
         return setup_exit(AG_ERR_ARG);
     }
+#undef BAD_SETTING
     snprintf(tr->last_path, sizeof tr->last_path, "%s/last.npz", c->out_dir);
     snprintf(tr->best_path, sizeof tr->best_path, "%s/best.npz", c->out_dir);
     snprintf(tr->csv_path, sizeof tr->csv_path, "%s/log.csv", c->out_dir);
     int rc;
     if (c->resume) {
         rc = setup_resume(tr);
-        if (rc == AG_OK) tr->total = total_steps(c, &tr->train, tr->loader.batch_size);
     } else if (!c->force && file_exists(tr->last_path)) {
         rc = ag_fail(AG_ERR_ARG,
                      "%s exists: continue that run with --resume, or start a new "
@@ -664,6 +845,9 @@ int tr_train(const TrTrainConfig *c) {
     } else {
         rc = setup_fresh(tr);
     }
+    if (rc == AG_OK && tr->total > CKPT_MAX_STEP)
+        rc = ag_fail(AG_ERR_ARG, "%lld steps: at most %lld", (long long)tr->total,
+                     (long long)CKPT_MAX_STEP);
     if (rc == AG_OK) rc = tr_make_dirs(c->out_dir);
     if (rc != AG_OK) {
         int code = setup_exit(rc);
@@ -735,7 +919,7 @@ int tr_train(const TrTrainConfig *c) {
     /* a validation the previous run could not finish (it was interrupted during it) */
     if (code == TR_EXIT_OK && c->resume && tr->have_valid && tr->step > 0 &&
         tr->pos[POS_LAST_VALID] < tr->step &&
-        (tr->step % c->valid_every == 0 || tr->step == tr->total)) {
+        (tr->step % tr->valid_every == 0 || tr->step == tr->total)) {
         int v = validate(tr, &vloss, &vexact);
         if (v < 0)
             code = TR_EXIT_FAIL;
@@ -748,7 +932,7 @@ int tr_train(const TrTrainConfig *c) {
     }
     Tensor *poison =
         c->inject_nan > 0 ? nn_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
-    int save_every = c->save_every > 0 ? c->save_every : c->valid_every;
+    int save_every = tr->save_every > 0 ? tr->save_every : tr->valid_every;
     while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
         if (c->handle_signals && stop_requested()) {
             interrupted = 1;
@@ -768,7 +952,7 @@ int tr_train(const TrTrainConfig *c) {
             what = "the training loss";
         } else {
             ag_backward(tr->tape, loss);
-            norm = optim_clip_grad_norm(&tr->m.params, c->clip > 0 ? c->clip : DBL_MAX);
+            norm = optim_clip_grad_norm(&tr->m.params, tr->clip > 0 ? tr->clip : DBL_MAX);
             if (!isfinite(norm)) what = "the gradient norm";
         }
         if (what) {
@@ -785,7 +969,7 @@ int tr_train(const TrTrainConfig *c) {
         p[POS_IV_STEPS]++;
         p[POS_IV_TOKENS] += b->n_tgt_tokens;
         progress(tr, l, 0);
-        int valid_due = tr->have_valid && (s % c->valid_every == 0 || s == tr->total);
+        int valid_due = tr->have_valid && (s % tr->valid_every == 0 || s == tr->total);
         int save_due = s % save_every == 0 || s == tr->total, valid_ok = 0;
         if ((valid_due || save_due) && !params_finite(tr)) {
             /* an update overflowed: nothing is saved, the last good checkpoint stays */
@@ -806,7 +990,7 @@ int tr_train(const TrTrainConfig *c) {
             }
             valid_ok = 1;
         }
-        if (s % c->log_every == 0 || valid_due || s == tr->total) {
+        if (s % tr->log_every == 0 || valid_due || s == tr->total) {
             if (write_row(tr, valid_ok, vloss, vexact) != AG_OK) {
                 fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
                 write_failed(tr);
@@ -843,7 +1027,7 @@ int tr_train(const TrTrainConfig *c) {
         fmt_time(t, sizeof t, spent);
         printf("done: step %lld, last loss %.4f, %s (%.1f steps/s)\n", (long long)tr->step,
                last_loss, t, (double)(tr->step - tr->step_start) / (spent > 0 ? spent : 1));
-        if (tr->pos[POS_BEST_STEP] > 0)
+        if (tr->pos[POS_BEST_STEP] > 0 && file_exists(tr->best_path))
             printf("best: step %lld, valid exact match %.2f%%, loss %.4f -> %s\n",
                    (long long)tr->pos[POS_BEST_STEP], 100 * bitsd(tr->pos[POS_BEST_EXACT]),
                    bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);

@@ -300,6 +300,7 @@ typedef struct TrTrainConfig {
     uint64_t seed;                          /* initial weights, dropout and data order */
     int log_every, valid_every, save_every; /* steps; save_every 0: = valid_every */
     int valid_max;                          /* valid pairs decoded for exact match (0: all) */
+    int compress;                           /* zlib level of the checkpoints, 0: stored */
     int threads;                            /* 0: leave OpenMP's default */
     int resume;                             /* continue from out_dir/last.npz */
     int force;                              /* start a new run even if out_dir/last.npz exists */
@@ -309,10 +310,22 @@ typedef struct TrTrainConfig {
     int check_finite;   /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
     int64_t report_rss; /* > 0: print the peak RSS after this step and at the end (soak) */
+    const char *given;  /* on resume, the model/optimizer/batch/seed flags the command gave
+                         * (" d-model lr "): each must equal the checkpoint's; NULL: none */
 } TrTrainConfig;
+
+/* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP
+ * take the checkpoint's values (the run's own settings, stored in data.position); any other
+ * value replaces them. The model, optimizer, batch size and seed are always the checkpoint's. */
+#define TR_KEEP (-1)
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
 int tr_check_config(const Seq2SeqConfig *c, const char *what);
+/* Checks the trainer's data.position of a checkpoint read by ckpt_read (when it has one), with
+ * a table of rules (ckpt_check_rules): every value in its range, the loader's position that
+ * of train.step, the best and accumulated figures finite in their domain. AG_ERR_RANGE or
+ * AG_ERR_FORMAT naming the file, the value and the rule (train.c lists them). */
+int tr_check_position(const NpzFile *f);
 /* The defaults of `attograd-translate train` (the demo's configuration). Its
  * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 10) (at least 1 for
  * invsqrt), so that a short run (--steps 100) needs no --warmup. */

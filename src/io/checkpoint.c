@@ -1,14 +1,20 @@
 /* checkpoint.c: a whole training state to and from one .npz (see checkpoint.h for the entries).
- * Loading validates everything before it changes anything: the configuration, the optimizer
- * state, the RNG and data position, then the parameters (npz_params_from_file, itself all or
- * nothing), and only then copies the rest, which can no longer fail. */
+ * Reading is one pass over the file (ckpt_read): the small entries first (configurations,
+ * step, RNG, data position), which bound what the others may declare before their memory is
+ * allocated; then what every value means (rules over named entries: ranges, finite floats,
+ * Adam's second moment >= 0, an RNG not stuck at zero). Loading (ckpt_load_from) checks the
+ * shapes against the model before it changes anything, then copies, which can no longer fail.
+ * Saving refuses what reading would refuse. */
 #include "checkpoint.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int name_matches(const char *name, const char *pattern);
 
 /* ---- the configuration fields, one table per struct ---- */
 
@@ -72,9 +78,44 @@ static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, in
     }
 }
 
+/* What ckpt_read would refuse is never written: a non-finite weight or optimizer state, a
+ * negative second moment, a step out of range, an RNG stuck at zero. AG_ERR_RANGE naming the
+ * tensor and the index. */
+static int check_tensor_saved(const char *path, const Tensor *t, double lo) {
+    for (size_t k = 0; k < t->size; k++) {
+        double v = (double)t->data[k];
+        if (isfinite(v) && v >= lo) continue;
+        return ag_fail(AG_ERR_RANGE, "%s: not saved: %s[%zu] = %.9g: must be %s", path, t->name, k,
+                       v, isfinite(v) ? ">= 0" : "finite");
+    }
+    return AG_OK;
+}
+
+static int check_saved(const char *path, const Seq2Seq *m, const CkptState *st) {
+    int rc = AG_OK;
+    for (int i = 0; i < m->params.n && rc == AG_OK; i++)
+        rc = check_tensor_saved(path, m->params.items[i], -DBL_MAX);
+    for (int i = 0; st && st->opt && i < optim_state_count(st->opt) && rc == AG_OK; i++) {
+        const Tensor *t = optim_state_tensor(st->opt, i);
+        rc = check_tensor_saved(path, t, name_matches(t->name, "*.exp_avg_sq") ? 0 : -DBL_MAX);
+    }
+    if (rc == AG_OK && st && st->opt) {
+        int64_t step = optim_get_step(st->opt);
+        if (step < 0 || step > CKPT_MAX_STEP)
+            rc = ag_fail(AG_ERR_RANGE, "%s: not saved: train.step = %lld: must be in [0, %lld]",
+                         path, (long long)step, (long long)CKPT_MAX_STEP);
+    }
+    if (rc == AG_OK && st && st->rng &&
+        !(st->rng->s[0] | st->rng->s[1] | st->rng->s[2] | st->rng->s[3]))
+        rc = ag_fail(AG_ERR_RANGE, "%s: not saved: rng.state is all zeros", path);
+    return rc;
+}
+
 int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(m);
+    int bad = check_saved(path, m, st);
+    if (bad != AG_OK) return bad;
     NpzWriter *w = npz_writer_new();
     npz_add_params(w, &m->params, NPZ_REAL);
     int64_t cfg_i[N_CONFIG], opt_i[N_OPTIM], step = 0;
@@ -231,18 +272,141 @@ size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim) {
     return (size_t)(values * sizeof(Real) + headers) + ((size_t)64 << 10);
 }
 
+/* ---- rules over named entries: one mechanism for the library's checks and a caller's ---- */
+
+/* An entry name matches a pattern: equal, or "*suffix" and the name ends with suffix ("*"
+ * alone matches every entry). */
+static int name_matches(const char *name, const char *pattern) {
+    if (pattern[0] != '*') return strcmp(name, pattern) == 0;
+    size_t n = strlen(name), k = strlen(pattern + 1);
+    return n >= k && strcmp(name + n - k, pattern + 1) == 0;
+}
+
+/* Element i of a float entry as a double, or of an integer entry as an int64. */
+static double float_at(const NpzEntry *e, size_t i) {
+    if (e->dtype == NPZ_F32) return ((const float *)e->data)[i];
+    return ((const double *)e->data)[i];
+}
+static int64_t int_at(const NpzEntry *e, size_t i) {
+    if (e->dtype == NPZ_I32) return ((const int32_t *)e->data)[i];
+    int64_t v;
+    memcpy(&v, (const char *)e->data + 8 * i, sizeof v);
+    return v;
+}
+
+/* "name" for a 0-d entry, "name[i]" otherwise, then " (what)" when the rule names it */
+static void value_label(char *buf, size_t cap, const NpzEntry *e, size_t i, const char *what) {
+    int k = e->ndim == 0 ? snprintf(buf, cap, "%s", e->name)
+                         : snprintf(buf, cap, "%s[%zu]", e->name, i);
+    if (what && k >= 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, " (%s)", what);
+}
+
+/* A float value against [lo, hi], finite in the build's Real: the reason it fails, or NULL. */
+static const char *float_why(double v, double lo, double hi, char *buf, size_t cap) {
+    if (!isfinite(v) || !isfinite((double)(Real)v)) {
+        snprintf(buf, cap, "must be finite%s", isfinite(v) ? " as the build's floating type" : "");
+    } else if (v < lo) {
+        snprintf(buf, cap, "must be >= %.17g", lo);
+    } else if (v > hi) {
+        snprintf(buf, cap, "must be <= %.17g", hi);
+    } else {
+        return NULL;
+    }
+    return buf;
+}
+
+static int check_rule(const NpzFile *f, const NpzEntry *e, const CkptRule *r) {
+    char label[200], why[96];
+    int is_int = e->dtype == NPZ_I64 || e->dtype == NPZ_U64 || e->dtype == NPZ_I32;
+    int is_float = e->dtype == NPZ_F32 || e->dtype == NPZ_F64;
+    switch (r->kind) {
+    case CKPT_INT:
+    case CKPT_F64_BITS: {
+        if (e->dtype != NPZ_I64)
+            return ag_fail(AG_ERR_FORMAT, "%s: '%s' must be '<i8', not '%s'", f->path, e->name,
+                           npz_dtype_descr(e->dtype));
+        if ((size_t)r->index >= e->count) return AG_OK; /* an older, shorter entry */
+        int64_t v = int_at(e, (size_t)r->index);
+        value_label(label, sizeof label, e, (size_t)r->index, r->what);
+        if (r->kind == CKPT_F64_BITS) {
+            double x;
+            memcpy(&x, &v, sizeof x);
+            if (!float_why(x, r->lo, r->hi, why, sizeof why)) return AG_OK;
+            return ag_fail(AG_ERR_RANGE, "%s: %s = %.17g: %s", f->path, label, x, why);
+        }
+        if (v < r->ilo)
+            return ag_fail(AG_ERR_RANGE, "%s: %s = %lld: must be >= %lld", f->path, label,
+                           (long long)v, (long long)r->ilo);
+        if (v > r->ihi)
+            return ag_fail(AG_ERR_RANGE, "%s: %s = %lld: must be <= %lld", f->path, label,
+                           (long long)v, (long long)r->ihi);
+        return AG_OK;
+    }
+    case CKPT_FLOATS:
+        if (!is_float) return AG_OK; /* the rule is about float arrays only */
+        for (size_t i = 0; i < e->count; i++) {
+            double x = float_at(e, i);
+            if (!float_why(x, r->lo, r->hi, why, sizeof why)) continue;
+            value_label(label, sizeof label, e, i, r->what);
+            return ag_fail(AG_ERR_RANGE, "%s: %s = %.9g: %s", f->path, label, x, why);
+        }
+        return AG_OK;
+    case CKPT_NOT_ALL_ZERO:
+        if (!is_int)
+            return ag_fail(AG_ERR_FORMAT, "%s: '%s' must hold integers, not '%s'", f->path, e->name,
+                           npz_dtype_descr(e->dtype));
+        for (size_t i = 0; i < e->count; i++)
+            if (e->dtype == NPZ_I32 ? ((const int32_t *)e->data)[i] != 0 : int_at(e, i) != 0)
+                return AG_OK;
+        value_label(label, sizeof label, e, 0, r->what);
+        return ag_fail(AG_ERR_RANGE, "%s: %s is all zeros: %s", f->path, e->name,
+                       r->what ? r->what : "must not be all zeros");
+    }
+    return AG_OK;
+}
+
+int ckpt_check_rules(const NpzFile *f, const CkptRule *rules, int n) {
+    AG_CHECK_ARG(f);
+    AG_CHECK(n == 0 || rules, "ckpt_check_rules: %d rules at NULL", n);
+    for (int k = 0; k < n; k++) {
+        AG_CHECK(rules[k].entry && rules[k].index >= 0, "ckpt_check_rules: rule %d is malformed",
+                 k);
+        for (int i = 0; i < f->n; i++) {
+            if (!name_matches(f->entries[i].name, rules[k].entry)) continue;
+            int rc = check_rule(f, &f->entries[i], &rules[k]);
+            if (rc != AG_OK) return rc;
+        }
+    }
+    return AG_OK;
+}
+
+/* What every checkpoint's entries must mean, whoever wrote it. The configuration is checked
+ * by ckpt_check_config and optim_check_config; the shapes by ckpt_load_from. */
+static const CkptRule library_rules[] = {
+    {"train.step", 0, NULL, CKPT_INT, 0, CKPT_MAX_STEP, 0, 0},
+    {"rng.state", 0, "the generator would stay at 0", CKPT_NOT_ALL_ZERO, 0, 0, 0, 0},
+    {"*.exp_avg_sq", 0, "Adam's second moment", CKPT_FLOATS, 0, 0, 0, DBL_MAX},
+    {"*", 0, NULL, CKPT_FLOATS, 0, 0, -DBL_MAX, DBL_MAX},
+};
+#define N_LIBRARY_RULES (int)(sizeof library_rules / sizeof library_rules[0])
+
+/* ---- reading once ---- */
+
 /* The file must hold at least as many float values outside the reserved prefixes as the model
  * has parameters: otherwise ckpt_load would fail anyway, and a few bytes could make the caller
  * build a model of gigabytes first. */
-static int check_holds_params(const NpzFile *f, int64_t n_params) {
+static int is_reserved(const char *name) {
     static const char *const reserved[] = NPZ_RESERVED_PREFIXES;
+    for (size_t k = 0; k < sizeof reserved / sizeof reserved[0]; k++)
+        if (strncmp(name, reserved[k], strlen(reserved[k])) == 0) return 1;
+    return 0;
+}
+
+static int check_holds_params(const NpzFile *f, int64_t n_params) {
     uint64_t held = 0;
     for (int i = 0; i < f->n; i++) {
         const NpzEntry *e = &f->entries[i];
-        int skip = e->dtype != NPZ_F32 && e->dtype != NPZ_F64;
-        for (size_t k = 0; !skip && k < sizeof reserved / sizeof reserved[0]; k++)
-            skip = strncmp(e->name, reserved[k], strlen(reserved[k])) == 0;
-        if (!skip) held += e->count;
+        if ((e->dtype == NPZ_F32 || e->dtype == NPZ_F64) && !is_reserved(e->name)) held += e->count;
     }
     if (held >= (uint64_t)n_params) return AG_OK;
     return ag_fail(AG_ERR_FORMAT,
@@ -251,33 +415,132 @@ static int check_holds_params(const NpzFile *f, int64_t n_params) {
                    f->path, (long long)n_params, (unsigned long long)held);
 }
 
-int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(cfg);
-    NpzFile *f;
-    int rc = npz_read(path, &f, NULL);
-    if (rc != AG_OK) return rc;
+/* The small entries, read first: the configurations, the step, the RNG, the data position. */
+static int is_small_entry(const char *name) {
+    return strncmp(name, "meta.config.", 12) == 0 || strncmp(name, "meta.optim.", 11) == 0 ||
+           strcmp(name, "train.step") == 0 || strcmp(name, "rng.state") == 0 ||
+           strcmp(name, "data.position") == 0;
+}
+
+/* The configurations of f (the small entries suffice), checked. */
+static int config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim,
+                     int64_t *n_params) {
     Seq2SeqConfig c;
     memset(&c, 0, sizeof c);
-    rc = read_fields(f, "meta.config.", config_fields, N_CONFIG, &c);
+    int rc = read_fields(f, "meta.config.", config_fields, N_CONFIG, &c);
     int has = npz_find(f, "meta.optim.kind") != NULL;
     OptimConfig o;
     memset(&o, 0, sizeof o);
     if (rc == AG_OK && has) rc = read_fields(f, "meta.optim.", optim_fields, N_OPTIM, &o);
-    int64_t n_params = 0;
-    if (rc == AG_OK) rc = ckpt_check_config(&c, &n_params, path);
+    if (rc == AG_OK) rc = ckpt_check_config(&c, n_params, f->path);
     if (rc == AG_OK && has && optim_check_config(&o) != AG_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail rewrites that buffer */
-        rc = ag_fail(AG_ERR_FORMAT, "%s: meta.optim: %s", path, why);
+        rc = ag_fail(AG_ERR_FORMAT, "%s: meta.optim: %s", f->path, why);
     }
-    if (rc == AG_OK) rc = check_holds_params(f, n_params);
-    npz_free(f);
     if (rc != AG_OK) return rc;
-    *cfg = c;
+    if (cfg) *cfg = c;
     if (opt_cfg && has) *opt_cfg = o;
     if (has_optim) *has_optim = has;
     return AG_OK;
+}
+
+/* npz_read_admitted's callback: the small entries first, each at most CKPT_MAX_SMALL bytes,
+ * and meta.extra at most CKPT_MAX_EXTRA; then, once the configuration is read, the other
+ * entries together at most what the model it describes holds (ckpt.h, CKPT_MAX_SMALL). */
+static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
+    const char *path = ctx;
+    if (!loaded) {
+        int n_small = 0;
+        for (int i = 0; i < dir->n; i++) {
+            const char *name = dir->names[i];
+            uint64_t cap = 0;
+            if (is_small_entry(name)) {
+                dir->first[i] = 1;
+                cap = CKPT_MAX_SMALL;
+                if (++n_small > CKPT_MAX_SMALL_ENTRIES)
+                    return ag_fail(AG_ERR_FORMAT,
+                                   "%s: more than %d configuration, step, RNG and position "
+                                   "entries",
+                                   path, CKPT_MAX_SMALL_ENTRIES);
+            } else if (strcmp(name, "meta.extra") == 0) {
+                cap = CKPT_MAX_EXTRA;
+            }
+            if (cap && dir->bytes[i] > cap)
+                return ag_fail(AG_ERR_FORMAT,
+                               "%s: entry '%s' declares %llu bytes; a checkpoint's '%s' holds at "
+                               "most %llu",
+                               path, name, (unsigned long long)dir->bytes[i], name,
+                               (unsigned long long)cap);
+        }
+        return AG_OK;
+    }
+    Seq2SeqConfig c;
+    OptimConfig o;
+    int has_optim = 0;
+    int64_t n_params = 0;
+    int rc = config_of(loaded, &c, &o, &has_optim, &n_params);
+    if (rc != AG_OK) return rc;
+    /* every parameter in float64 at most, Adam's two moments beside it, an .npy header each */
+    double allowed = (double)n_params * 8 * (has_optim ? 3 : 1), declared = 0;
+    for (int i = 0; i < dir->n; i++) {
+        if (dir->first[i] || strcmp(dir->names[i], "meta.extra") == 0) continue;
+        declared += (double)dir->bytes[i];
+        allowed += CKPT_MAX_SMALL;
+    }
+    if (declared <= allowed) return AG_OK;
+    return ag_fail(AG_ERR_FORMAT,
+                   "%s: its arrays declare %.0f bytes, more than a model of %lld parameters%s "
+                   "holds (%.0f bytes at most)",
+                   path, declared, (long long)n_params, has_optim ? " and its optimizer" : "",
+                   allowed);
+}
+
+int ckpt_read(const char *path, NpzFile **out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    NpzFile *f = NULL;
+    int rc = npz_read_admitted(path, &f, NULL, admit, (void *)path);
+    int64_t n_params = 0;
+    if (rc == AG_OK) rc = config_of(f, NULL, NULL, NULL, &n_params);
+    if (rc == AG_OK) rc = check_holds_params(f, n_params);
+    if (rc == AG_OK) {
+        const NpzEntry *e = npz_find(f, "train.step");
+        if (e && (e->dtype != NPZ_I64 || e->ndim != 0))
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'train.step' must be a 0-d '<i8'", path);
+        e = npz_find(f, "rng.state");
+        if (rc == AG_OK && e && (e->dtype != NPZ_U64 || e->ndim != 1 || e->shape[0] != 4))
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'rng.state' must be 4 '<u8' values", path);
+        e = npz_find(f, "data.position");
+        if (rc == AG_OK && e &&
+            (e->dtype != NPZ_I64 || e->ndim != 1 || e->shape[0] < 1 || e->shape[0] > CKPT_MAX_DATA))
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'data.position' must be 1 to %d '<i8' values", path,
+                         CKPT_MAX_DATA);
+    }
+    if (rc == AG_OK) rc = ckpt_check_rules(f, library_rules, N_LIBRARY_RULES);
+    if (rc != AG_OK) {
+        npz_free(f);
+        return rc;
+    }
+    *out = f;
+    return AG_OK;
+}
+
+int ckpt_config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(cfg);
+    return config_of(f, cfg, opt_cfg, has_optim, NULL);
+}
+
+int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(cfg);
+    NpzFile *f;
+    int rc = ckpt_read(path, &f);
+    if (rc != AG_OK) return rc;
+    rc = config_of(f, cfg, opt_cfg, has_optim, NULL);
+    npz_free(f);
+    return rc;
 }
 
 /* A float entry with exactly t's shape, or an error naming the file and the tensor. */
@@ -310,12 +573,11 @@ static int check_ints(const NpzFile *f, const char *name, NpzDtype dtype, int64_
     return AG_OK;
 }
 
-int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
-    AG_CHECK_ARG(path);
+int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st) {
+    AG_CHECK_ARG(f);
     AG_CHECK_ARG(m);
-    NpzFile *f;
-    int rc = npz_read(path, &f, NULL);
-    if (rc != AG_OK) return rc;
+    const char *path = f->path;
+    int rc = AG_OK;
     /* 1. the configuration must be the model's */
     for (int i = 0; i < N_CONFIG && rc == AG_OK; i++) {
         int64_t iv = 0;
@@ -332,7 +594,8 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
                          path, config_fields[i].name,
                          config_fields[i].type == F_DOUBLE ? dv : (double)iv);
     }
-    /* 2. everything else that was asked for, checked but not yet copied */
+    /* 2. everything else that was asked for, checked but not yet copied (the values passed
+     * ckpt_read's rules) */
     Optimizer *opt = st ? st->opt : NULL;
     const NpzEntry *step = NULL, *rng = NULL, *data = NULL, *extra = NULL;
     for (int i = 0; rc == AG_OK && opt && i < optim_state_count(opt); i++) {
@@ -341,6 +604,8 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
         rc = check_like(f, t->name, t, &e);
     }
     if (rc == AG_OK && opt) rc = check_ints(f, "train.step", NPZ_I64, -1, &step);
+    if (rc == AG_OK && opt) /* ckpt_read's rules passed, unless f came from elsewhere */
+        rc = ckpt_check_rules(f, library_rules, 1);
     if (rc == AG_OK && st && st->rng) rc = check_ints(f, "rng.state", NPZ_U64, 4, &rng);
     if (rc == AG_OK && st && st->n_data > 0)
         rc = check_ints(f, "data.position", NPZ_I64, st->n_data, &data);
@@ -364,7 +629,6 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
     if (rc == AG_OK) rc = npz_params_from_file(&m->params, f, &info);
     if (rc != AG_OK) {
         free(extra_copy);
-        npz_free(f);
         return rc;
     }
     /* 4. nothing can fail now */
@@ -376,7 +640,7 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
     if (opt) {
         int64_t s;
         memcpy(&s, step->data, sizeof s);
-        optim_set_step(opt, s);
+        optim_set_step(opt, s); /* in [0, CKPT_MAX_STEP]: ckpt_read's rules */
     }
     if (rng) memcpy(st->rng->s, rng->data, sizeof st->rng->s);
     if (data) memcpy(st->data, data->data, (size_t)st->n_data * sizeof(int64_t));
@@ -384,6 +648,16 @@ int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
         st->extra = extra_copy;
         st->extra_len = extra ? extra->nbytes : 0;
     }
-    npz_free(f);
     return AG_OK;
+}
+
+int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(m);
+    NpzFile *f;
+    int rc = ckpt_read(path, &f);
+    if (rc != AG_OK) return rc;
+    rc = ckpt_load_from(f, m, st);
+    npz_free(f);
+    return rc;
 }

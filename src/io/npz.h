@@ -81,6 +81,23 @@ typedef struct NpzFile {
  * everything (npz_free); on failure *out is NULL and the code is AG_ERR_IO (open, read),
  * AG_ERR_FORMAT (anything malformed) or AG_ERR_NOMEM (over the limits, or malloc failed). */
 int npz_read(const char *path, NpzFile **out, const NpzLimits *lim);
+/* A look at a file's directory before any array is allocated (npz_read_admitted). */
+typedef struct NpzDirectory {
+    int n;                    /* entries, in the directory's order */
+    const char *const *names; /* their names without ".npy" */
+    const uint64_t *bytes;    /* each entry's declared .npy size (header and data) */
+    unsigned char *first;     /* (n) the first call sets 1 for the entries to read first */
+} NpzDirectory;
+/* Called twice by npz_read_admitted, once the zip structure has passed its checks: with
+ * loaded NULL before any entry is read (it may mark entries in dir->first), then with loaded
+ * holding the marked entries, read and checked, before any other is allocated. Each call
+ * returns AG_OK, or refuses the file with an AG_ERR_* code after ag_fail. */
+typedef int (*NpzAdmit)(void *ctx, const NpzDirectory *dir, const NpzFile *loaded);
+/* npz_read in two stages decided by admit: what the first entries say (a configuration) can
+ * bound what the others may declare, before their memory is allocated. The entries of *out
+ * are the marked ones, then the others, each group in the directory's order. */
+int npz_read_admitted(const char *path, NpzFile **out, const NpzLimits *lim, NpzAdmit admit,
+                      void *ctx);
 /* The entry named name ("w" or "w.npy"), or NULL. */
 const NpzEntry *npz_find(const NpzFile *f, const char *name);
 void npz_free(NpzFile *f);

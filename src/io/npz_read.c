@@ -690,9 +690,36 @@ static int load_entry(const Reader *r, const CdEntry *e, NpzEntry *out) {
 
 /* ---- npz_read ---- */
 
-int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(out);
+/* The admit callback's two looks (npz_read_admitted): the directory before anything is read,
+ * then the entries it marked, read, before the others are allocated. */
+static int admit_first(const Reader *r, NpzAdmit admit, void *ctx, NpzDirectory *dir) {
+    dir->n = (int)r->n;
+    char **names = calloc(r->n ? r->n : 1, sizeof *names);
+    uint64_t *bytes = calloc(r->n ? r->n : 1, sizeof *bytes);
+    dir->first = calloc(r->n ? r->n : 1, 1);
+    dir->names = (const char *const *)names;
+    dir->bytes = bytes;
+    if (!names || !bytes || !dir->first) return ag_fail(AG_ERR_NOMEM, "%s: out of memory", r->path);
+    for (size_t i = 0; i < r->n; i++) {
+        size_t len = strlen(r->ce[i].zname) - 4; /* read_directory checked the ".npy" */
+        names[i] = malloc(len + 1);
+        if (!names[i]) return ag_fail(AG_ERR_NOMEM, "%s: out of memory", r->path);
+        memcpy(names[i], r->ce[i].zname, len);
+        names[i][len] = '\0';
+        bytes[i] = r->ce[i].usize;
+    }
+    return admit(ctx, dir, NULL);
+}
+
+static void admit_free(NpzDirectory *dir) {
+    for (int i = 0; dir->names && i < dir->n; i++) free((void *)dir->names[i]);
+    free((void *)dir->names);
+    free((void *)dir->bytes);
+    free(dir->first);
+}
+
+static int read_file(const char *path, NpzFile **out, const NpzLimits *lim, NpzAdmit admit,
+                     void *ctx) {
     *out = NULL;
     Reader r = {.path = path, .fd = -1, .lim = lim ? *lim : npz_default_limits()};
     r.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* NONBLOCK: a FIFO must not hang */
@@ -715,6 +742,8 @@ int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
     for (size_t i = 0; i < r.n && rc == AG_OK; i++) rc = read_local(&r, &r.ce[i], var);
     free(var);
     if (rc == AG_OK) rc = check_overlaps(&r);
+    NpzDirectory dir = {0, NULL, NULL, NULL};
+    if (rc == AG_OK && admit) rc = admit_first(&r, admit, ctx, &dir);
 
     NpzFile *f = rc == AG_OK ? calloc(1, sizeof *f) : NULL;
     if (rc == AG_OK) {
@@ -722,13 +751,17 @@ int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
         if (f) f->path = strdup(path);
         if (!f || !f->entries || !f->path) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", path);
     }
-    for (size_t i = 0; i < r.n && rc == AG_OK; i++) {
-        rc = load_entry(&r, &r.ce[i], &f->entries[i]);
-        if (rc == AG_OK) {
-            f->n++;
-            f->data_bytes += f->entries[i].nbytes;
+    /* the marked entries first (all of them without a callback), in the directory's order;
+     * then, once the callback has seen them, the others after them */
+    for (int stage = 0; stage < (admit ? 2 : 1) && rc == AG_OK; stage++) {
+        if (stage == 1) rc = admit(ctx, &dir, f);
+        for (size_t i = 0; i < r.n && rc == AG_OK; i++) {
+            if (admit && (dir.first[i] != 0) != (stage == 0)) continue;
+            rc = load_entry(&r, &r.ce[i], &f->entries[f->n]);
+            if (rc == AG_OK) f->data_bytes += f->entries[f->n++].nbytes;
         }
     }
+    admit_free(&dir);
     for (size_t i = 0; i < r.n; i++) free(r.ce[i].zname);
     free(r.ce);
     close(r.fd);
@@ -739,6 +772,20 @@ int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
     f->file_bytes = (size_t)r.size;
     *out = f;
     return AG_OK;
+}
+
+int npz_read(const char *path, NpzFile **out, const NpzLimits *lim) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    return read_file(path, out, lim, NULL, NULL);
+}
+
+int npz_read_admitted(const char *path, NpzFile **out, const NpzLimits *lim, NpzAdmit admit,
+                      void *ctx) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    AG_CHECK_ARG(admit);
+    return read_file(path, out, lim, admit, ctx);
 }
 
 const NpzEntry *npz_find(const NpzFile *f, const char *name) {

@@ -39,6 +39,11 @@ static Seq2SeqConfig S2C;
 static NnDecodeState DS;
 static OptimConfig OC;
 static NpzFile NF;
+static int admit_all(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
+    (void)ctx, (void)dir, (void)loaded;
+    return AG_OK;
+}
+#define ADMIT admit_all
 static NpzEntry NE;
 static AgGradcheckResult GCR;
 static char BUF[AG_NAME_LEN];
@@ -242,11 +247,21 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ckpt_check_config, c, ckpt_check_config(NULL, NULL, "x"))                                    \
     X(ckpt_check_config, what, ckpt_check_config(&S2C, NULL, NULL))                                \
     X(ckpt_arena_bytes, c, ckpt_arena_bytes(NULL, 0))                                              \
+    X(ckpt_read, path, ckpt_read(NULL, (NpzFile *[1]){0}))                                         \
+    X(ckpt_read, out, ckpt_read("x.npz", NULL))                                                    \
+    X(ckpt_config_of, f, ckpt_config_of(NULL, &S2C, NULL, NULL))                                   \
+    X(ckpt_config_of, cfg, ckpt_config_of(&NF, NULL, NULL, NULL))                                  \
+    X(ckpt_load_from, f, ckpt_load_from(NULL, &S2S, NULL))                                         \
+    X(ckpt_load_from, m, ckpt_load_from(&NF, NULL, NULL))                                          \
+    X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
     /* npz.h */                                                                                    \
     X(npz_shape_str, buf, npz_shape_str(NULL, 8, 0, NULL))                                         \
     X(npz_shape_str, shape, npz_shape_str(BUF, sizeof BUF, 2, NULL))                               \
     X(npz_read, path, npz_read(NULL, (NpzFile *[1]){0}, NULL))                                     \
     X(npz_read, out, npz_read("x.npz", NULL, NULL))                                                \
+    X(npz_read_admitted, path, npz_read_admitted(NULL, (NpzFile *[1]){0}, NULL, ADMIT, NULL))      \
+    X(npz_read_admitted, out, npz_read_admitted("x.npz", NULL, NULL, ADMIT, NULL))                 \
+    X(npz_read_admitted, admit, npz_read_admitted("x.npz", (NpzFile *[1]){0}, NULL, NULL, NULL))   \
     X(npz_find, f, npz_find(NULL, "w"))                                                            \
     X(npz_find, name, npz_find(&NF, NULL))                                                         \
     X(npz_entry_to_tensor, f, npz_entry_to_tensor(NULL, &NE, &T, NULL))                            \

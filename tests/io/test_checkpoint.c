@@ -472,3 +472,307 @@ Test(checkpoint, arena_bytes_hold_the_model_and_counts_are_exact) {
             arena_free(a);
         }
 }
+
+/* ---- what the values mean (checkpoint.h, ckpt_read's rules) ---- */
+
+/* Copies src to dst with element index of entry name set to v (a float entry: the double x;
+ * an integer one: the int64 i); index -1: every element. The file stays well formed. */
+static void set_value(const char *src, const char *dst, const char *name, long index, double x,
+                      int64_t i) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    void *copy = NULL;
+    for (int k = 0; k < f->n; k++) {
+        const NpzEntry *e = &f->entries[k];
+        const void *data = e->data;
+        if (strcmp(e->name, name) == 0) {
+            copy = malloc(e->nbytes);
+            memcpy(copy, e->data, e->nbytes);
+            for (size_t j = 0; j < e->count; j++) {
+                if (index >= 0 && j != (size_t)index) continue;
+                if (e->dtype == NPZ_F32)
+                    ((float *)copy)[j] = (float)x;
+                else if (e->dtype == NPZ_F64)
+                    ((double *)copy)[j] = x;
+                else
+                    memcpy((char *)copy + 8 * j, &i, 8);
+            }
+            data = copy;
+        }
+        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
+    }
+    cr_assert(copy != NULL, "no entry '%s'", name);
+    cr_assert_eq(npz_write(w, dst, 6, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    free(copy);
+    npz_free(f);
+}
+
+/* Every value ckpt_read must refuse, at its boundaries and beyond: the load fails with
+ * AG_ERR_RANGE naming the file, the entry, the value and the rule, and changes nothing (a
+ * negative step used to abort in optim_set_step; a NaN weight or an infinite second moment
+ * used to load). The boundary values themselves load. */
+Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_rule) {
+    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[600], bad[600];
+    snprintf(path, sizeof path, "%s/c.npz", dir);
+    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
+    Seq2SeqConfig c = tiny_config();
+    OptimConfig o = tiny_optim();
+    Run r;
+    run_init(&r, &c, &o);
+    for (int i = 0; i < 2; i++) run_step(&r);
+    CkptState st = run_state(&r);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    const char *w = "decoder.norm.weight", *m = "optim.decoder.norm.weight.exp_avg",
+               *v = "optim.decoder.norm.weight.exp_avg_sq";
+    const double inf = HUGE_VAL, nan = strtod("nan", NULL);
+    struct {
+        const char *name;
+        long index;
+        double x;
+        int64_t i;
+        const char *want;
+    } cases[] = {
+        {"train.step", 0, 0, -1, "train.step = -1: must be >= 0"},
+        {"train.step", 0, 0, INT64_MIN, "train.step = -9223372036854775808: must be >= 0"},
+        {"train.step", 0, 0, CKPT_MAX_STEP + 1, "train.step = 9007199254740993: must be <= "},
+        {"train.step", 0, 0, (int64_t)1 << 62, "train.step = 4611686018427387904: must be <="},
+        {"rng.state", -1, 0, 0, "rng.state is all zeros: the generator would stay at 0"},
+        {w, 3, nan, 0, "decoder.norm.weight[3] = nan: must be finite"},
+        {w, 0, inf, 0, "decoder.norm.weight[0] = inf: must be finite"},
+        {w, 15, -inf, 0, "decoder.norm.weight[15] = -inf: must be finite"},
+        {"src_embed.weight", 7, nan, 0, "src_embed.weight[7] = nan"},
+        {m, 2, nan, 0, "exp_avg[2] = nan: must be finite"},
+        {m, 2, -inf, 0, "exp_avg[2] = -inf: must be finite"},
+        {v, 1, -1, 0, "exp_avg_sq[1] (Adam's second moment) = -1: must be >= 0"},
+        {v, 1, -1e-30, 0, "must be >= 0"},
+        {v, 1, inf, 0, "exp_avg_sq[1] (Adam's second moment) = inf: must be finite"},
+        {v, 1, nan, 0, "= nan: must be finite"},
+    };
+    Run q;
+    run_init(&q, &c, &o);
+    char *before, *after;
+    size_t nb, na;
+    params_bytes(&q.m, &before, &nb);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        set_value(path, bad, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
+        CkptState s2 = {q.opt, &q.rng, {0}, 2, NULL, 0};
+        int rc = ckpt_load(bad, &q.m, &s2);
+        cr_assert_eq(rc, AG_ERR_RANGE, "%s: code %d: %s", cases[k].name, rc, ag_last_error());
+        cr_assert(strncmp(ag_last_error(), bad, strlen(bad)) == 0, "%s", ag_last_error());
+        cr_assert(strstr(ag_last_error(), cases[k].want), "%s: expected '%s': %s", cases[k].name,
+                  cases[k].want, ag_last_error());
+        cr_assert(s2.extra == NULL);
+        params_bytes(&q.m, &after, &na);
+        cr_assert(memcmp(before, after, nb) == 0, "%s: a refused load changed the model",
+                  cases[k].name);
+        free(after);
+        cr_assert_eq(optim_get_step(q.opt), 0);
+        NpzFile *f = NULL;
+        cr_assert_eq(ckpt_read(bad, &f), AG_ERR_RANGE);
+        cr_assert(f == NULL);
+    }
+    /* the boundaries themselves are values a run can reach */
+    set_value(path, bad, "train.step", 0, 0, CKPT_MAX_STEP);
+    CkptState s3 = {q.opt, &q.rng, {0}, 2, NULL, 0};
+    cr_assert_eq(ckpt_load(bad, &q.m, &s3), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(optim_get_step(q.opt), CKPT_MAX_STEP);
+    free((void *)s3.extra);
+    set_value(path, bad, v, -1, 0, 0);
+    set_value(bad, bad, "train.step", 0, 0, 0);
+    CkptState s4 = {q.opt, &q.rng, {0}, 2, NULL, 0};
+    cr_assert_eq(ckpt_load(bad, &q.m, &s4), AG_OK, "v = 0 and step 0: %s", ag_last_error());
+    free((void *)s4.extra);
+    free(before);
+    run_free(&q);
+    run_free(&r);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+/* Nothing non-finite is saved: a NaN weight, an infinite or negative second moment, a step out
+ * of range, an RNG at zero are refused naming the tensor and the index; the file already at
+ * the path stays as it was. */
+Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) {
+    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[600];
+    snprintf(path, sizeof path, "%s/c.npz", dir);
+    Seq2SeqConfig c = tiny_config();
+    OptimConfig o = tiny_optim();
+    Run r;
+    run_init(&r, &c, &o);
+    run_step(&r);
+    CkptState st = run_state(&r);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    size_t n0, n1;
+    char *old = slurp(path, &n0);
+    Tensor *wt = nn_params_find(&r.m.params, "decoder.norm.weight");
+    Tensor *v = NULL;
+    for (int i = 0; i < optim_state_count(r.opt); i++)
+        if (strcmp(optim_state_tensor(r.opt, i)->name, "optim.decoder.norm.weight.exp_avg_sq") == 0)
+            v = optim_state_tensor(r.opt, i);
+    cr_assert(wt && v);
+    struct {
+        Real *slot;
+        Real value;
+        const char *want;
+    } cases[] = {
+        {&wt->data[5], (Real)NAN, "not saved: decoder.norm.weight[5] = nan: must be finite"},
+        {&wt->data[0], (Real)-INFINITY, "decoder.norm.weight[0] = -inf: must be finite"},
+        {&v->data[2], (Real)INFINITY, "optim.decoder.norm.weight.exp_avg_sq[2] = inf"},
+        {&v->data[2], (Real)-0.5, "optim.decoder.norm.weight.exp_avg_sq[2] = -0.5: must be >= 0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        Real keep = *cases[k].slot;
+        *cases[k].slot = cases[k].value;
+        cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+        cr_assert(strstr(ag_last_error(), cases[k].want), "expected '%s': %s", cases[k].want,
+                  ag_last_error());
+        *cases[k].slot = keep;
+    }
+    optim_set_step(r.opt, CKPT_MAX_STEP + 1);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "train.step = 9007199254740993"), "%s", ag_last_error());
+    optim_set_step(r.opt, 1);
+    uint64_t s[4];
+    memcpy(s, r.rng.s, sizeof s);
+    memset(r.rng.s, 0, sizeof r.rng.s);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "rng.state is all zeros"), "%s", ag_last_error());
+    memcpy(r.rng.s, s, sizeof s);
+    char *now = slurp(path, &n1);
+    cr_assert(n0 == n1 && memcmp(old, now, n0) == 0, "a refused save changed the file");
+    free(old);
+    free(now);
+    run_free(&r);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+/* Peak resident memory of this process in KiB (Linux: VmHWM). */
+static long peak_kib(void) {
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+static void read_in_child(const char *path) {
+    long before = peak_kib();
+    NpzFile *f = NULL;
+    int rc = ckpt_read(path, &f);
+    long after = peak_kib();
+    fprintf(stderr, "%s\n", rc == AG_OK ? "accepted" : ag_last_error());
+    /* refused before the big entry was allocated: far less than its 48 MiB */
+    _exit(rc != AG_OK && f == NULL && after - before < 8 * 1024 ? 0 : 1);
+}
+
+/* Memory is bounded by what the configuration says before an entry is allocated: a small file
+ * whose extra entry inflates to 48 MiB (a tiny model's checkpoint holds a few KiB) is refused
+ * without that memory; so is an oversized meta.extra, or a configuration entry of more than
+ * CKPT_MAX_SMALL bytes. */
+Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocating_it) {
+    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[600], bad[600];
+    snprintf(path, sizeof path, "%s/c.npz", dir);
+    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
+    Seq2SeqConfig c = tiny_config();
+    OptimConfig o = tiny_optim();
+    Run r;
+    run_init(&r, &c, &o);
+    CkptState st = run_state(&r);
+    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    run_free(&r);
+    const char *names[] = {"optim.junk", "meta.extra", "meta.config.pad_id"};
+    const size_t sizes[] = {48 << 20, (size_t)CKPT_MAX_EXTRA + 1, CKPT_MAX_SMALL};
+    const char *want[] = {"more than a model of", "a checkpoint's 'meta.extra' holds at most",
+                          "a checkpoint's 'meta.config.pad_id' holds at most 4096"};
+    for (int k = 0; k < 3; k++) {
+        NpzFile *f;
+        cr_assert_eq(npz_read(path, &f, NULL), AG_OK);
+        NpzWriter *w = npz_writer_new();
+        unsigned char *zeros = calloc(sizes[k], 1);
+        for (int i = 0; i < f->n; i++)
+            if (strcmp(f->entries[i].name, names[k]) != 0)
+                npz_add(w, f->entries[i].name, f->entries[i].dtype, f->entries[i].ndim,
+                        f->entries[i].shape, f->entries[i].data);
+        npz_add_bytes(w, names[k], zeros, sizes[k]);
+        cr_assert_eq(npz_write(w, bad, 9, NULL), AG_OK, "%s", ag_last_error());
+        npz_writer_free(w);
+        npz_free(f);
+        free(zeros);
+        Seq2SeqConfig c2;
+        cr_assert_eq(ckpt_read_config(bad, &c2, NULL, NULL), AG_ERR_FORMAT, "%s", names[k]);
+        cr_assert(strstr(ag_last_error(), want[k]) && strstr(ag_last_error(), bad),
+                  "expected '%s': %s", want[k], ag_last_error());
+        if (k == 0) {
+            pid_t pid = fork();
+            cr_assert(pid >= 0);
+            if (pid == 0) read_in_child(bad);
+            int status;
+            waitpid(pid, &status, 0);
+            cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "reading allocated the entry it refuses");
+        }
+    }
+    /* many small entries: each is read first, so their number is bounded too */
+    NpzFile *f;
+    cr_assert_eq(npz_read(path, &f, NULL), AG_OK);
+    NpzWriter *w = npz_writer_new();
+    for (int i = 0; i < f->n; i++)
+        npz_add(w, f->entries[i].name, f->entries[i].dtype, f->entries[i].ndim, f->entries[i].shape,
+                f->entries[i].data);
+    int64_t zero = 0;
+    char extra_names[40][32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(extra_names[i], sizeof extra_names[i], "meta.optim.x%d", i);
+        npz_add_i64(w, extra_names[i], 0, NULL, &zero);
+    }
+    cr_assert_eq(npz_write(w, bad, 6, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+    Seq2SeqConfig c3;
+    cr_assert_eq(ckpt_read_config(bad, &c3, NULL, NULL), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "more than 64 configuration"), "%s", ag_last_error());
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+/* The rules a caller adds (the translation example's data.position) use the same mechanism:
+ * suffix patterns, indexes past an entry's end pass (an older, shorter entry), doubles stored
+ * as int64 bits. */
+Test(checkpoint, caller_rules_check_named_values) {
+    int64_t pos[3] = {5, -2, 0};
+    double best = strtod("nan", NULL);
+    memcpy(&pos[2], &best, sizeof best);
+    NpzEntry e = {"data.position", NPZ_I64, 1, {3}, 3, 24, pos};
+    NpzFile f = {"f.npz", 1, &e, 0, 24};
+    CkptRule ok[] = {{"data.position", 0, "epoch", CKPT_INT, 0, 5, 0, 0},
+                     {"data.position", 7, "absent", CKPT_INT, 0, 0, 0, 0},
+                     {"other", 0, NULL, CKPT_INT, 0, 0, 0, 0}};
+    cr_assert_eq(ckpt_check_rules(&f, ok, 3), AG_OK, "%s", ag_last_error());
+    CkptRule lo = {"*.position", 1, "cursor", CKPT_INT, 0, 10, 0, 0};
+    cr_assert_eq(ckpt_check_rules(&f, &lo, 1), AG_ERR_RANGE);
+    cr_assert_str_eq(ag_last_error(), "f.npz: data.position[1] (cursor) = -2: must be >= 0");
+    CkptRule hi = {"data.position", 0, "epoch", CKPT_INT, 0, 4, 0, 0};
+    cr_assert_eq(ckpt_check_rules(&f, &hi, 1), AG_ERR_RANGE);
+    cr_assert_str_eq(ag_last_error(), "f.npz: data.position[0] (epoch) = 5: must be <= 4");
+    CkptRule fl = {"data.position", 2, "best", CKPT_F64_BITS, 0, 0, 0, 1};
+    cr_assert_eq(ckpt_check_rules(&f, &fl, 1), AG_ERR_RANGE);
+    cr_assert_str_eq(ag_last_error(), "f.npz: data.position[2] (best) = nan: must be finite");
+    best = 2.0;
+    memcpy(&pos[2], &best, sizeof best);
+    cr_assert_eq(ckpt_check_rules(&f, &fl, 1), AG_ERR_RANGE);
+    cr_assert_str_eq(ag_last_error(), "f.npz: data.position[2] (best) = 2: must be <= 1");
+}
