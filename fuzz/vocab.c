@@ -1,6 +1,7 @@
 /* vocab.c: the vocabulary loader (tr_vocab_pair_load), fed the bytes a checkpoint keeps in
  * meta.extra. What it accepts must save and load back to the same words with the same ids,
- * and every word must be found at its id. */
+ * and every word must be found at its id. The input as a sentence then goes through the
+ * tokenizer (with the hints for unknown words), the sentence count and the UTF-8 check. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -35,8 +36,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = '\0';
-    int n = tr_tokenize(&src, text, ids, 64, &n_unk, NULL);
+    /* the unknown words' hints go to /dev/null: they must only not crash or read past a word */
+    static FILE *sink;
+    if (!sink) sink = fopen("/dev/null", "w");
+    int n = tr_tokenize(&src, text, ids, 64, &n_unk, sink, "fuzz: ");
     for (int i = 0; i < n && i < 64; i++) FUZZ_CHECK(ids[i] >= TR_UNK && ids[i] < src.n, "id");
+    FUZZ_CHECK(tr_count_sentences(text) <= n, "more sentences than words");
+    size_t bad = size;
+    if (!tr_utf8_check((const char *)data, size, &bad))
+        FUZZ_CHECK(bad < size && (data[bad] >= 0x80), "bad byte %zu of %zu", bad, size);
     char out[256];
     size_t need = tr_detokenize(&src, ids, n < 64 ? n : 64, out, sizeof out);
     FUZZ_CHECK(strlen(out) == (need < sizeof out ? need : sizeof out - 1), "detokenize");

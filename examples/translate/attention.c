@@ -34,7 +34,7 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     const Seq2SeqConfig *c = &tr->model.cfg;
     int L = c->max_len;
     int *src = tr_calloc((size_t)L, sizeof(int)), *tgt = tr_calloc((size_t)L, sizeof(int));
-    int S = tr_tokenize_src(tr, sentence, src, L - 1, &a->n_unk, warn);
+    int S = tr_tokenize_src(tr, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
     if (S == 0) {
         free(src);
         free(tgt);
@@ -42,13 +42,16 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     }
     if (S > L - 1) {
         if (warn)
-            fprintf(warn, "%d words; the model reads at most %d: the rest is dropped\n", S, L - 1);
+            fprintf(warn,
+                    TR_PROG " attention: %d words; the model reads at most %d: the rest is "
+                            "dropped\n",
+                    S, L - 1);
         S = L - 1;
     }
     int T;
     if (target) {
         int n_unk = 0;
-        T = tr_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn);
+        T = tr_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn, TR_PROG " attention: target: ");
         if (T > L - 1) T = L - 1;
     } else {
         T = tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);

@@ -1,8 +1,10 @@
 /* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate,
- * attention, heads), their flags from one table each (the help, with the defaults, is
- * generated from it), and the exit codes (translate.h: 0 ok, 1 a failed run, 2 bad usage or
- * data, 130/143 stopped by a signal with a checkpoint saved). Flags are --name VALUE or
- * --name=VALUE.
+ * attention, heads, vocab) and --version, their flags from one table each (the help, with the
+ * defaults, is generated from it), the checks of text given on the command line or the
+ * standard input (UTF-8, a byte-order mark, several sentences on a line), and the exit codes
+ * (translate.h: 0 ok, 1 a failed run, 2 bad usage, files or data, 130/143 stopped by a signal
+ * with a checkpoint saved). Flags are --name VALUE or --name=VALUE. Every message on stderr
+ * starts with "attograd-translate COMMAND: ".
  * Not here: what the subcommands do (train.c, decode.c, attention.c, heads.c, plot.c). */
 #include "translate.h"
 
@@ -14,19 +16,24 @@
 #include <omp.h>
 #endif
 
-#define PROG "attograd-translate"
+#define PROG TR_PROG
+
+/* where every command reads a trained model by default: what `make demo` writes (and `train`
+ * with its default --out) */
+#define DEFAULT_CKPT "build/demo/best.npz"
 
 /* tr_check_args sets it: each command returns after its flags are parsed and checked, before
  * it touches a file or the machine (the fuzz harness of the command line, fuzz/cli.c) */
 static int parse_only;
 
 /* ---- a table-driven flag parser ---- */
-typedef enum { O_INT, O_I64, O_DOUBLE, O_STR, O_SET, O_CHOICE } OptType;
+/* O_STR: any text; O_PATH: a file or folder, not empty */
+typedef enum { O_INT, O_I64, O_DOUBLE, O_STR, O_PATH, O_SET, O_CHOICE } OptType;
 
 typedef struct {
     const char *name; /* without the leading "--" */
     OptType type;
-    void *ptr;       /* int, int64_t, double, const char *, int (O_SET, O_CHOICE) */
+    void *ptr;       /* int, int64_t, double, const char * (O_STR, O_PATH), int (O_SET, O_CHOICE) */
     const char *arg; /* the value's name in the help ("N", "PATH"); NULL for O_SET */
     const char *help;
     double lo, hi;              /* allowed range of a number; O_SET: the value it stores (lo) */
@@ -39,7 +46,8 @@ static void print_value(FILE *f, const Opt *o) {
     case O_INT: fprintf(f, "%d", *(int *)o->ptr); break;
     case O_I64: fprintf(f, "%lld", (long long)*(int64_t *)o->ptr); break;
     case O_DOUBLE: fprintf(f, "%g", *(double *)o->ptr); break;
-    case O_STR: fprintf(f, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); break;
+    case O_STR:
+    case O_PATH: fprintf(f, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); break;
     case O_CHOICE: fprintf(f, "%s", o->choices[*(int *)o->ptr]); break;
     case O_SET: break;
     }
@@ -109,8 +117,9 @@ static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char 
         case O_INT:
         case O_I64: {
             long long v = strtoll(val, &end, 10);
-            if (!*val || *end || errno)
+            if (!*val || *end || (errno && errno != ERANGE))
                 return bad(cmd, "'--%s %s' is not an integer", o->name, val);
+            /* beyond long long (ERANGE): v is LLONG_MIN or LLONG_MAX, out of every range */
             x = (double)v;
             if (x < o->lo || x > o->hi) break;
             if (o->type == O_INT)
@@ -120,10 +129,16 @@ static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char 
             break;
         }
         case O_DOUBLE:
+            /* ERANGE: an overflow gives +-HUGE_VAL (out of range below); an underflow a
+             * subnormal or 0, a number like any other (1e-320) */
             x = strtod(val, &end);
-            if (!*val || *end || errno || x != x)
+            if (!*val || *end || (errno && errno != ERANGE) || x != x)
                 return bad(cmd, "'--%s %s' is not a number", o->name, val);
             if (x >= o->lo && x <= o->hi) *(double *)o->ptr = x;
+            break;
+        case O_PATH:
+            if (!*val) return bad(cmd, "'--%s' is empty: give a %s", o->name, o->arg);
+            *(const char **)o->ptr = val;
             break;
         case O_STR: *(const char **)o->ptr = val; break;
         case O_CHOICE: {
@@ -144,8 +159,12 @@ static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char 
         }
         case O_SET: break;
         }
-        if ((o->type == O_INT || o->type == O_I64 || o->type == O_DOUBLE) &&
-            (x < o->lo || x > o->hi)) {
+        if ((o->type == O_INT || o->type == O_I64) && (x < o->lo || x > o->hi)) {
+            fprintf(stderr, "%s %s: '--%s %s' is out of range [%lld, %lld] (see %s %s --help)\n",
+                    PROG, cmd, o->name, val, (long long)o->lo, (long long)o->hi, PROG, cmd);
+            return TR_EXIT_USAGE;
+        }
+        if (o->type == O_DOUBLE && (x < o->lo || x > o->hi)) {
             fprintf(stderr, "%s %s: '--%s %s' is out of range [%g, %g] (see %s %s --help)\n", PROG,
                     cmd, o->name, val, o->lo, o->hi, PROG, cmd);
             return TR_EXIT_USAGE;
@@ -213,11 +232,13 @@ static int cmd_train(int argc, char **argv) {
     int quiet = 0, kv_heads = 0;
     int64_t warmup = c.optim.schedule.warmup;
     Opt opts[] = {
-        {"data", O_STR, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
-        {"train", O_STR, &train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0, NULL, 0},
-        {"valid", O_STR, &valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0, NULL, 0},
+        {"data", O_PATH, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
+        {"train", O_PATH, &train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0, NULL, 0},
+        {"valid", O_PATH, &valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0, NULL,
+         0},
         {"no-valid", O_SET, &no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL, 0},
-        {"out", O_STR, &c.out_dir, "DIR", "where last.npz, best.npz and log.csv go", 0, 0, NULL, 0},
+        {"out", O_PATH, &c.out_dir, "DIR", "where last.npz, best.npz and log.csv go", 0, 0, NULL,
+         0},
         {"resume", O_SET, &c.resume, NULL, "continue the run in --out from its last.npz", 1, 0,
          NULL, 0},
         {"force", O_SET, &c.force, NULL, "start a new run even if --out holds one", 1, 0, NULL, 0},
@@ -252,7 +273,8 @@ static int cmd_train(int argc, char **argv) {
         {"momentum", O_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
         {"schedule", O_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0, 0,
          schedule_names, 0},
-        {"warmup", O_I64, &warmup, "N", "warmup steps", 0, BIG, NULL, 0},
+        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 10))", 0, BIG,
+         NULL, 0},
         {"schedule-steps", O_I64, &c.optim.schedule.total, "N",
          "steps the cosine spans (default --steps)", 0, BIG, NULL, 0},
         {"lr-min", O_DOUBLE, &c.optim.schedule.lr_min, "X", "cosine: the final lr", 0, BIG, NULL,
@@ -352,14 +374,14 @@ static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
 }
 
 static int cmd_eval(int argc, char **argv) {
-    const char *ckpt = "build/translate/best.npz", *hyps_path = NULL;
+    const char *ckpt = DEFAULT_CKPT, *hyps_path = NULL;
     int batch = 64, limit = 0, threads = 0;
     Opt opts[] = {
-        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         {"batch", O_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
         {"max", O_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30, NULL,
          0},
-        {"hyps", O_STR, &hyps_path, "FILE",
+        {"hyps", O_PATH, &hyps_path, "FILE",
          "write source<TAB>reference<TAB>hypothesis lines "
          "(default: none)",
          0, 0, NULL, 0},
@@ -374,7 +396,8 @@ static int cmd_eval(int argc, char **argv) {
                "Greedy-decodes every source sentence of each file with the key/value cache and "
                "prints\nexact match (whole sentences), token accuracy (reference positions "
                "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
-               "brevity penalty).\nflags (default):\n",
+               "brevity penalty). Memory: one batch\nand the hypotheses of 4096 pairs at a time, "
+               "whatever the size of the file.\nflags (default):\n",
                PROG);
         print_opts(stdout, opts, n);
         free(pos);
@@ -432,13 +455,64 @@ static int cmd_eval(int argc, char **argv) {
 
 /* ---- translate ---- */
 
-static void translate_line(Translator *tr, const char *text, int beam, double alpha,
-                           const char *label) {
+/* A text given as an argument: returns it past a byte-order mark at its start, or NULL (the
+ * message printed, naming label and the byte) when it is not valid UTF-8. */
+static const char *check_text(const char *cmd, const char *label, const char *text) {
+    size_t bad;
+    text += tr_bom_len(text, strlen(text));
+    if (tr_utf8_check(text, strlen(text), &bad)) return text;
+    fprintf(stderr, "%s %s: %s is not valid UTF-8 (byte %zu is 0x%02x)\n", PROG, cmd, label,
+            bad + 1, (unsigned char)text[bad]);
+    return NULL;
+}
+
+/* The folder a command writes into exists (made if needed) and is writable: 0, or
+ * TR_EXIT_USAGE with the message (a bad --out is the user's flag, found before any work). */
+static int out_dir_ready(const char *cmd, const char *dir) {
+    if (tr_make_dirs(dir) != AG_OK) {
+        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+        return TR_EXIT_USAGE;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "%s %s: %s: cannot write into the folder: %s\n", PROG, cmd, dir,
+                strerror(errno));
+        return TR_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Warns when text holds several sentences (the model was trained on one a line). */
+static void warn_sentences(const char *cmd, const char *label, const char *text) {
+    int n = tr_count_sentences(text);
+    if (n > 1)
+        fprintf(stderr,
+                "%s %s: %s holds %d sentences; the model translates one at a time and may drop "
+                "all but the first: give one a line\n",
+                PROG, cmd, label, n);
+}
+
+/* Says once per run where the vocabulary is listed, after a sentence with unknown words. */
+static void hint_vocab(const char *cmd, const char *ckpt, int n_unk) {
+    static int said;
+    if (n_unk == 0 || said) return;
+    said = 1;
+    fprintf(stderr,
+            "%s %s: the words the model knows (case matters; punctuation marks are words of "
+            "their own): %s vocab --ckpt %s\n",
+            PROG, cmd, PROG, ckpt);
+}
+
+static void translate_line(Translator *tr, const char *ckpt, const char *text, int beam,
+                           double alpha, const char *label) {
     int L = tr->model.cfg.max_len, n_unk = 0;
     int *ids = malloc((size_t)L * sizeof(int)), *out = malloc((size_t)L * sizeof(int));
-    int n = tr_tokenize_src(tr, text, ids, L - 1, &n_unk, stderr);
+    char where[96];
+    snprintf(where, sizeof where, "%s translate: %s: ", PROG, label);
+    warn_sentences("translate", label, text);
+    int n = tr_tokenize_src(tr, text, ids, L - 1, &n_unk, stderr, where);
+    hint_vocab("translate", ckpt, n_unk);
     if (n > L - 1) {
-        fprintf(stderr, "%s: %d words; the model reads at most %d: the rest is dropped\n", label, n,
+        fprintf(stderr, "%s%d words; the model reads at most %d: the rest is dropped\n", where, n,
                 L - 1);
         n = L - 1;
     }
@@ -458,11 +532,11 @@ static void translate_line(Translator *tr, const char *text, int beam, double al
 }
 
 static int cmd_translate(int argc, char **argv) {
-    const char *ckpt = "build/translate/best.npz";
+    const char *ckpt = DEFAULT_CKPT;
     int beam = 1, threads = 0;
     double alpha = 0.6;
     Opt opts[] = {
-        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         {"beam", O_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
         {"alpha", O_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL, 0},
         {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
@@ -474,13 +548,25 @@ static int cmd_translate(int argc, char **argv) {
     if (rc == -1) {
         printf("usage: %s translate [flags] [SENTENCE...]\n"
                "Translates each SENTENCE, or each line of the standard input when there is "
-               "none, one\noutput line per input. Words split on blanks; unknown words are "
-               "named on stderr and\nread as <unk>. Greedy decoding with the key/value cache, "
-               "or --beam K.\nflags (default):\n",
-               PROG);
+               "none, one\noutput line per input. Words split on blanks, exactly as in the "
+               "training data (the toy\ncorpus: lower case, punctuation marks as words of their "
+               "own: \"the cat sees a dog .\");\nunknown words are named on stderr with a hint "
+               "and read as <unk> (`%s vocab`\nlists the words). Input is UTF-8 (a byte-order "
+               "mark is dropped). Greedy decoding with\nthe key/value cache, or --beam K.\n"
+               "flags (default):\n",
+               PROG, PROG);
         print_opts(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
+    }
+    for (int i = 0; i < npos && rc == 0; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "sentence %d", i + 1);
+        const char *text = check_text("translate", label, pos[i]);
+        if (text)
+            pos[i] += text - pos[i];
+        else
+            rc = TR_EXIT_USAGE;
     }
     if (rc || parse_only) {
         free(pos);
@@ -496,27 +582,48 @@ static int cmd_translate(int argc, char **argv) {
     if (npos > 0) {
         for (int i = 0; i < npos; i++) {
             snprintf(label, sizeof label, "sentence %d", i + 1);
-            translate_line(&tr, pos[i], beam, alpha, label);
+            translate_line(&tr, ckpt, pos[i], beam, alpha, label);
         }
     } else {
+        /* one output line per input line: a line that cannot be read gives an empty one */
         char *line = NULL;
-        size_t cap = 0, len;
+        size_t cap = 0, len, bad;
         int k = 0, got;
-        while ((got = tr_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
+        while (rc == 0 && (got = tr_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
             snprintf(label, sizeof label, "line %d", ++k);
-            if (got < 0) { /* one output line per input line: an empty one */
-                fprintf(stderr, "%s: longer than %d bytes (TR_MAX_LINE): skipped\n", label,
-                        TR_MAX_LINE);
+            const char *text = line + (k == 1 ? tr_bom_len(line, len) : 0);
+            if (got < 0) {
+                /* skip the rest, but not forever: an endless line is an error */
+                if (!tr_skip_line(stdin, TR_MAX_SKIP)) {
+                    fprintf(stderr,
+                            "%s translate: %s: more than %d bytes without an end of line: "
+                            "stopped (the input is not text)\n",
+                            PROG, label, TR_MAX_LINE + TR_MAX_SKIP);
+                    rc = TR_EXIT_USAGE;
+                    break;
+                }
+                fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n",
+                        PROG, label, TR_MAX_LINE);
                 printf("\n");
-                continue;
+            } else if (memchr(line, '\0', len) || !tr_utf8_check(line, len, &bad)) {
+                if (memchr(line, '\0', len))
+                    fprintf(stderr, "%s translate: %s: holds a NUL byte: skipped\n", PROG, label);
+                else
+                    fprintf(stderr,
+                            "%s translate: %s: not valid UTF-8 (byte %zu is 0x%02x): "
+                            "skipped\n",
+                            PROG, label, bad + 1, (unsigned char)line[bad]);
+                printf("\n");
+            } else {
+                translate_line(&tr, ckpt, text, beam, alpha, label);
             }
-            translate_line(&tr, line, beam, alpha, label);
+            fflush(stdout);
         }
         free(line);
     }
     tr_free(&tr);
     free(pos);
-    return TR_EXIT_OK;
+    return rc;
 }
 
 /* ---- attention and heads (attention.c, heads.c; pictures through plot.c) ---- */
@@ -533,16 +640,16 @@ static int report_plot(const char *cmd, int rc, const char *png) {
 }
 
 static int cmd_attention(int argc, char **argv) {
-    const char *ckpt = "build/translate/best.npz", *out = "build/attention", *sentence = NULL;
+    const char *ckpt = DEFAULT_CKPT, *out = "build/attention", *sentence = NULL;
     const char *target = NULL;
     int threads = 0, no_plot = 0;
     Opt opts[] = {
-        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         {"sentence", O_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0, 0,
          NULL, 0},
         {"target", O_STR, &target, "TEXT",
          "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
-        {"out", O_STR, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0, NULL,
+        {"out", O_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0, NULL,
          0},
         {"no-plot", O_SET, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
         {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
@@ -577,10 +684,14 @@ static int cmd_attention(int argc, char **argv) {
     }
     if (!sentence) sentence = pos[0];
     free(pos);
+    if (!(sentence = check_text("attention", "the sentence", sentence))) return TR_EXIT_USAGE;
+    if (target && !(target = check_text("attention", "--target", target))) return TR_EXIT_USAGE;
     if (parse_only) return TR_EXIT_OK;
+    if ((rc = out_dir_ready("attention", out)) != 0) return rc;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("attention", &tr, ckpt)) != 0) return rc;
+    warn_sentences("attention", "the sentence", sentence);
     TrAttention a;
     char path[700];
     if (tr_attention_collect(&tr, sentence, target, &a, stderr) != AG_OK) {
@@ -591,7 +702,7 @@ static int cmd_attention(int argc, char **argv) {
     printf("source:      %s\ntranslation: %s%s\n", a.source, a.translation,
            target ? " (given)" : " (greedy)");
     snprintf(path, sizeof path, "%s/attention.npz", out);
-    if (tr_make_dirs(out) != AG_OK || tr_attention_save_npz(&a, path) != AG_OK) {
+    if (tr_attention_save_npz(&a, path) != AG_OK) {
         fprintf(stderr, "%s attention: %s\n", PROG, ag_last_error());
         rc = TR_EXIT_FAIL;
     } else {
@@ -612,15 +723,15 @@ static int cmd_attention(int argc, char **argv) {
 }
 
 static int cmd_heads(int argc, char **argv) {
-    const char *ckpt = "build/translate/best.npz", *data = "build/data/valid.tsv";
+    const char *ckpt = DEFAULT_CKPT, *data = "build/data/valid.tsv";
     const char *out = "build/heads";
     int threads = 0, limit = 0, batch = 64, no_plot = 0;
     Opt opts[] = {
-        {"ckpt", O_STR, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"data", O_STR, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"data", O_PATH, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
         {"max", O_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
         {"batch", O_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
-        {"out", O_STR, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
+        {"out", O_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
         {"no-plot", O_SET, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
         {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
          NULL, 0},
@@ -643,6 +754,7 @@ static int cmd_heads(int argc, char **argv) {
         return TR_EXIT_OK;
     }
     if (rc || parse_only) return rc;
+    if ((rc = out_dir_ready("heads", out)) != 0) return rc;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
@@ -665,11 +777,8 @@ static int cmd_heads(int argc, char **argv) {
     tr_heads_print(&h, stdout);
     char path[700], title[700];
     snprintf(path, sizeof path, "%s/heads.tsv", out);
-    FILE *f = NULL;
-    if (tr_make_dirs(out) != AG_OK) {
-        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
-        rc = TR_EXIT_FAIL;
-    } else if (!(f = fopen(path, "w"))) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
         fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
         rc = TR_EXIT_FAIL;
     } else {
@@ -701,6 +810,52 @@ static int cmd_heads(int argc, char **argv) {
     return rc;
 }
 
+/* ---- vocab ---- */
+
+static void print_side(const TrVocab *v, const char *title) {
+    if (title) printf("%s: %d words\n", title, v->n - TR_N_SPECIAL);
+    for (int i = TR_N_SPECIAL; i < v->n; i++) printf("%s%s\n", title ? "  " : "", v->words[i]);
+}
+
+static const char *const side_names[] = {"both", "src", "tgt", NULL};
+
+static int cmd_vocab(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT;
+    int side = 0;
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"side", O_CHOICE, &side, "both|src|tgt",
+         "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("vocab", opts, n, argc, argv, pos, &npos);
+    if (rc == 0 && npos > 0) rc = bad("vocab", "unexpected argument '%s'%s", pos[0], "");
+    free(pos);
+    if (rc == -1) {
+        printf("usage: %s vocab [flags]\n"
+               "Lists the words a checkpoint knows, one a line in id order: the source "
+               "vocabulary (what\ntranslate reads), then the target one; the specials <pad> "
+               "<bos> <eos> <unk> are not listed.\nWords are whatever the training data held "
+               "between single spaces: case matters, and in\nthe toy corpus every word is lower "
+               "case and punctuation marks are words of their own.\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        return TR_EXIT_OK;
+    }
+    if (rc || parse_only) return rc;
+    Translator tr;
+    if ((rc = load_or_complain("vocab", &tr, ckpt)) != 0) return rc;
+    if (side != 2) print_side(&tr.src, side == 0 ? "source" : NULL);
+    if (side != 1) print_side(&tr.tgt, side == 0 ? "target" : NULL);
+    tr_free(&tr);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s vocab: cannot write the list: %s\n", PROG, strerror(errno));
+        return TR_EXIT_FAIL;
+    }
+    return TR_EXIT_OK;
+}
+
 /* ---- the subcommands ---- */
 
 typedef struct {
@@ -714,14 +869,16 @@ static const Command commands[] = {
     {"translate", "translate sentences (arguments or stdin), greedy or beam search", cmd_translate},
     {"attention", "every head's attention for one sentence: .npz and PNG grids", cmd_attention},
     {"heads", "head importance: loss when masked, gate-gradient score; table and PNG", cmd_heads},
+    {"vocab", "list the words a checkpoint knows (source and target)", cmd_vocab},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: %s <command> [flags]   (%s <command> --help for its flags)\n"
-            "A transformer translator trained from scratch with attograd.\ncommands:\n",
-            PROG, PROG);
+            "A transformer translator trained from scratch with attograd (%s --version).\n"
+            "commands:\n",
+            PROG, PROG, PROG);
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
     fprintf(f, "exit codes: 0 ok, 1 a run failed, 2 bad flags, files or data, 130/143 "
@@ -734,6 +891,10 @@ int tr_main(int argc, char **argv) {
         return TR_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0) {
+        printf("%s %s\n", PROG, ATTOGRAD_VERSION);
+        return TR_EXIT_OK;
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         if (strcmp(cmd, "help") == 0 && argc > 2) {
             for (int i = 0; i < N_COMMANDS; i++)

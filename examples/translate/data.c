@@ -1,11 +1,14 @@
-/* data.c: sentence pairs from TSV files, padded batches, and the loader that buckets pairs by
- * length and shuffles the batches of each epoch from a seeded RNG (its position is two
- * integers, saved in checkpoints). Not here: the vocabulary (vocab.c). Read next: decode.c. */
+/* data.c: reading lines with a bound (an endless line stops at the limit), sentence pairs from
+ * TSV files (regular files and pipes; UTF-8 checked), padded batches, and the loader that
+ * buckets pairs by length and shuffles the batches of each epoch from a seeded RNG (its
+ * position is two integers, saved in checkpoints). Not here: the vocabulary and the text checks
+ * (vocab.c). Read next: decode.c. */
 #include "translate.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define XSTR_(x) #x
 #define XSTR(x) XSTR_(x) /* a limit's value as a string */
@@ -72,7 +75,6 @@ int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
     size_t n = 0;
     int c;
     while ((c = getc_unlocked(f)) != EOF && c != '\n') {
-        if (n > max) continue; /* over the limit: skip to the end of the line */
         if (n + 2 > *cap) {
             size_t want = *cap ? 2 * *cap : 256;
             if (want > max + 2) want = max + 2;
@@ -80,6 +82,7 @@ int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
             *cap = want;
         }
         (*buf)[n++] = (char)c;
+        if (n > max) break; /* over the limit: stop, the rest of the line stays unread */
     }
     if (c == EOF && n == 0) return 0;
     if (!*buf) {
@@ -91,12 +94,42 @@ int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
     return n > max ? -1 : 1;
 }
 
+int tr_skip_line(FILE *f, size_t max) {
+    for (size_t n = 0; n <= max; n++) {
+        int c = getc_unlocked(f);
+        if (c == EOF || c == '\n') return 1;
+    }
+    return 0;
+}
+
+/* AG_OK if st is a regular file or a pipe; else AG_ERR_IO naming what it is. */
+static int readable_kind(const char *path, const struct stat *st) {
+    if (S_ISREG(st->st_mode) || S_ISFIFO(st->st_mode)) return AG_OK;
+    const char *kind = S_ISDIR(st->st_mode)    ? "a folder"
+                       : S_ISCHR(st->st_mode)  ? "a character device"
+                       : S_ISBLK(st->st_mode)  ? "a block device"
+                       : S_ISSOCK(st->st_mode) ? "a socket"
+                                               : "not a regular file";
+    return ag_fail(AG_ERR_IO, "%s: is %s: only regular files and pipes are read", path, kind);
+}
+
 int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
                  int max_tokens) {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
+    /* a device is refused before it is opened (opening some has effects), and checked again
+     * once open (the path may have changed in between) */
+    struct stat st;
+    if (stat(path, &st) == 0 && readable_kind(path, &st) != AG_OK) return AG_ERR_IO;
     FILE *f = fopen(path, "rb");
     if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int kind = fstat(fileno(f), &st) != 0
+                   ? ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno))
+                   : readable_kind(path, &st);
+    if (kind != AG_OK) {
+        fclose(f);
+        return kind;
+    }
     char *line = NULL;
     size_t line_cap = 0, n_ids = 0, ids_cap = 0, len = 0;
     int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK, got;
@@ -109,25 +142,36 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
                          path, lineno, TR_MAX_LINE);
             break;
         }
-        if (len && line[len - 1] == '\r') len--;
-        const char *tab = memchr(line, '\t', len), *why = NULL, *side = "source";
+        /* a byte-order mark opens the file: it is no part of the first word */
+        size_t bom = lineno == 1 ? tr_bom_len(line, len) : 0, bad;
+        char *text = line + bom;
+        len -= bom;
+        if (!tr_utf8_check(text, len, &bad)) {
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s:%d: the line is not valid UTF-8 (byte %zu is 0x%02x): save the "
+                         "file as UTF-8",
+                         path, lineno, bad + bom + 1, (unsigned char)text[bad]);
+            break;
+        }
+        if (len && text[len - 1] == '\r') len--;
+        const char *tab = memchr(text, '\t', len), *why = NULL, *side = "source";
         if (len == 0)
             why = "is empty (one pair a line: source<TAB>target)";
         else if (!tab)
             why = "has no tab between source and target";
-        else if (memchr(tab + 1, '\t', len - (size_t)(tab + 1 - line)))
+        else if (memchr(tab + 1, '\t', len - (size_t)(tab + 1 - text)))
             why = "has more than one tab (one pair a line: source<TAB>target)";
         if (why) {
             rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line %s", path, lineno, why);
             break;
         }
         size_t off = n_ids;
-        int ns = encode_side(line, (size_t)(tab - line), src_v, grow, &ids, &n_ids, &ids_cap,
+        int ns = encode_side(text, (size_t)(tab - text), src_v, grow, &ids, &n_ids, &ids_cap,
                              &d->n_unk_src, &why);
         int nt = -1;
         if (ns > 0) {
             side = "target";
-            nt = encode_side(tab + 1, len - (size_t)(tab + 1 - line), tgt_v, grow, &ids, &n_ids,
+            nt = encode_side(tab + 1, len - (size_t)(tab + 1 - text), tgt_v, grow, &ids, &n_ids,
                              &ids_cap, &d->n_unk_tgt, &why);
         }
         if (ns < 0 || nt < 0) {

@@ -1,7 +1,8 @@
 /* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
  * teacher-forced forward of one pair (for attention maps), greedy decoding of a batch and beam
  * search of one sentence with the key/value cache (nn_decode_begin/step/end), the metrics
- * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set.
+ * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set, window by
+ * window (its memory does not grow with the number of pairs).
  * Not here: training (train.c). Read next: train.c. */
 #include "translate.h"
 
@@ -101,8 +102,8 @@ void tr_free(Translator *tr) {
 }
 
 int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn) {
-    return tr_tokenize(&tr->src, text, ids, cap, n_unk, warn);
+                    FILE *warn, const char *where) {
+    return tr_tokenize(&tr->src, text, ids, cap, n_unk, warn, where);
 }
 
 Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T) {
@@ -385,11 +386,16 @@ static int cmp_by_length(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
-int *tr_sorted_rows(const TrData *d, int n) {
-    int *idx = tr_malloc((size_t)n * sizeof(int));
-    for (int i = 0; i < n; i++) idx[i] = i;
+/* idx[0..n) = pairs first..first+n-1 of d, sorted by (source length, target length, index) */
+static void sort_rows(const TrData *d, int first, int n, int *idx) {
+    for (int i = 0; i < n; i++) idx[i] = first + i;
     sort_data = d;
     qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
+}
+
+int *tr_sorted_rows(const TrData *d, int n) {
+    int *idx = tr_malloc((size_t)n * sizeof(int));
+    sort_rows(d, 0, n, idx);
     return idx;
 }
 
@@ -407,64 +413,88 @@ static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
     for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", tr_vocab_word(v, ids[i]));
 }
 
+/* The hypotheses of one window, in a block that grows to what they hold (not pairs x
+ * max_len): window slot i (pair first + i) is hyp[off[i] .. off[i] + len[i]). */
+typedef struct {
+    int *hyp, *len;
+    size_t *off, n, cap;
+} HypWindow;
+
+static void hyp_keep(HypWindow *w, int slot, const int *ids, int n) {
+    w->off[slot] = w->n;
+    w->len[slot] = n;
+    if (n == 0) return;
+    if (w->n + (size_t)n > w->cap) {
+        while (w->n + (size_t)n > w->cap) w->cap = w->cap ? 2 * w->cap : 4096;
+        int *h = realloc(w->hyp, w->cap * sizeof *h);
+        AG_CHECK(h != NULL, "tr_evaluate: out of memory (%zu hypothesis tokens)", w->cap);
+        w->hyp = h;
+    }
+    memcpy(w->hyp + w->n, ids, (size_t)n * sizeof *ids);
+    w->n += (size_t)n;
+}
+
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
-    int *idx = tr_sorted_rows(d, n);
+    int W = batch > TR_EVAL_WINDOW ? batch : TR_EVAL_WINDOW;
+    if (W > n) W = n;
+    int *idx = tr_malloc((size_t)W * sizeof(int));
     int *out = tr_malloc((size_t)batch * L * sizeof(int)),
         *lens = tr_malloc((size_t)batch * sizeof(int));
-    int *hyp_len = tr_malloc((size_t)n * sizeof(int)),
-        *hyp = tr_malloc((size_t)n * L * sizeof(int));
-    int *rank = tr_malloc((size_t)d->n * sizeof(int)); /* file order -> decoded slot */
+    HypWindow hw = {NULL, NULL, NULL, 0, 0};
+    if (hyps) {
+        hw.len = tr_malloc((size_t)W * sizeof(int));
+        hw.off = tr_malloc((size_t)W * sizeof(size_t));
+    }
     memset(score, 0, sizeof *score);
     double loss_sum = 0;
     long loss_tokens = 0;
     TrBatch b;
     memset(&b, 0, sizeof b);
     int finished = 1, prev = ag_no_grad(t, 1);
-    for (int i0 = 0; i0 < n; i0 += batch) {
-        if (stop && stop()) {
-            finished = 0;
-            break;
+    for (int w0 = 0; w0 < n && finished; w0 += W) {
+        int wn = n - w0 < W ? n - w0 : W;
+        sort_rows(d, w0, wn, idx);
+        hw.n = 0;
+        for (int i0 = 0; i0 < wn; i0 += batch) {
+            if (stop && stop()) {
+                finished = 0;
+                break;
+            }
+            int B = wn - i0 < batch ? wn - i0 : batch;
+            tr_batch_make(&b, d, idx + i0, B);
+            if (loss) {
+                loss_sum += tr_batch_loss_sum(m, t, &b);
+                loss_tokens += b.n_tgt_tokens;
+            }
+            int max_T = tr_max_decode(&m->cfg, b.S);
+            tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
+            for (int r = 0; r < B; r++) {
+                const TrPair *p = &d->pairs[idx[i0 + r]];
+                const int *h = out + (size_t)r * max_T;
+                tr_score_add(score, h, lens[r], p->tgt, p->tgt_len);
+                if (hyps) hyp_keep(&hw, idx[i0 + r] - w0, h, lens[r]);
+            }
         }
-        int B = n - i0 < batch ? n - i0 : batch;
-        tr_batch_make(&b, d, idx + i0, B);
-        if (loss) {
-            loss_sum += tr_batch_loss_sum(m, t, &b);
-            loss_tokens += b.n_tgt_tokens;
-        }
-        int max_T = tr_max_decode(&m->cfg, b.S);
-        tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
-        for (int r = 0; r < B; r++) {
-            int k = i0 + r;
-            rank[idx[k]] = k;
-            hyp_len[k] = lens[r];
-            memcpy(hyp + (size_t)k * L, out + (size_t)r * max_T, (size_t)lens[r] * sizeof(int));
+        for (int i = 0; hyps && finished && i < wn; i++) {
+            const TrPair *p = &d->pairs[w0 + i];
+            write_side(hyps, src, p->src, p->src_len);
+            fputc('\t', hyps);
+            write_side(hyps, tgt, p->tgt, p->tgt_len);
+            fputc('\t', hyps);
+            write_side(hyps, tgt, hw.hyp + hw.off[i], hw.len[i]);
+            fputc('\n', hyps);
         }
     }
     ag_tape_reset(t);
     ag_no_grad(t, prev);
-    if (finished) {
-        for (int i = 0; i < n; i++) {
-            const TrPair *p = &d->pairs[i];
-            int k = rank[i];
-            tr_score_add(score, hyp + (size_t)k * L, hyp_len[k], p->tgt, p->tgt_len);
-            if (hyps) {
-                write_side(hyps, src, p->src, p->src_len);
-                fputc('\t', hyps);
-                write_side(hyps, tgt, p->tgt, p->tgt_len);
-                fputc('\t', hyps);
-                write_side(hyps, tgt, hyp + (size_t)k * L, hyp_len[k]);
-                fputc('\n', hyps);
-            }
-        }
-        if (loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
-    }
+    if (finished && loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
     tr_batch_free(&b);
-    free(rank);
-    free(hyp);
-    free(hyp_len);
+    free(hw.hyp);
+    free(hw.len);
+    free(hw.off);
     free(lens);
     free(out);
     free(idx);

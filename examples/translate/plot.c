@@ -434,7 +434,7 @@ void tr_train_plot(const char *csv_path, int verbose, int final) {
         if (final && verbose) printf("loss plot: %s\n", png);
     } else if (!said) {
         if (rc == TR_PLOT_FAILED)
-            fprintf(stderr, "warning: %s\n", ag_last_error());
+            fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
         else if (verbose)
             printf("%s\n", ag_last_error());
         said = 1;

@@ -138,7 +138,7 @@ TrTrainConfig tr_train_defaults(void) {
     memset(&c, 0, sizeof c);
     c.train_path = "build/data/train.tsv";
     c.valid_path = "build/data/valid.tsv";
-    c.out_dir = "build/translate";
+    c.out_dir = "build/demo"; /* where make demo trains, and every command reads by default */
     c.model = nn_seq2seq_default_config(0, 0, 128, 4, 2);
     c.model.layer.d_ff = 512;
     c.model.layer.dropout = 0.1;
@@ -147,7 +147,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.optim.lr = 1e-3;
     c.optim.beta2 = 0.98;
     c.optim.eps = 1e-9;
-    c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 300, 0, 1e-5};
+    c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, -1, 0, 1e-5}; /* -1: see below */
     c.batch = 64;
     c.steps = 2000;
     c.clip = 1.0;
@@ -253,7 +253,7 @@ static int save(Trainer *tr, const char *path) {
      * start from: a power cut can then lose no row older than the checkpoint */
     if (tr->csv && (fflush(tr->csv) != 0 || fsync(fileno(tr->csv)) != 0)) {
         ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", tr->csv_path, strerror(errno));
-        fprintf(stderr, "error: %s\n", ag_last_error());
+        fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
         return AG_ERR_IO;
     }
     tr->pos[POS_EPOCH] = tr->loader.epoch;
@@ -274,7 +274,7 @@ static int save(Trainer *tr, const char *path) {
     st.extra_len = tr->vocab_len;
     int rc = ckpt_save(path, &tr->m, &st, tr->cfg->compress, NULL);
     if (rc != AG_OK)
-        fprintf(stderr, "error: %s\n", ag_last_error());
+        fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
     else if (path == tr->last_path)
         tr->saved_step = tr->step;
     return rc;
@@ -417,7 +417,8 @@ static int params_finite(const Trainer *tr) {
 static void diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape) {
     const char *v = isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
     end_bar(tr);
-    fprintf(stderr, "error: step %lld: %s is %s: training stopped. ", (long long)s, what, v);
+    fprintf(stderr, TR_PROG " train: step %lld: %s is %s: training stopped. ", (long long)s, what,
+            v);
     fprintf(stderr, "The last good checkpoint is %s (step %lld)\n", tr->last_path,
             (long long)tr->saved_step);
     const AgNonFinite *r = ag_first_nonfinite(tr->tape);
@@ -591,6 +592,11 @@ static int setup_fresh(Trainer *tr) {
     tr->total = total_steps(c, &tr->train, c->batch);
     OptimConfig oc = c->optim;
     if (oc.schedule.total == 0) oc.schedule.total = tr->total;
+    /* the default warmup scales with the run: min(300, steps / 10), at least 1 for invsqrt */
+    if (oc.schedule.warmup < 0) {
+        int64_t w = oc.schedule.total / 10 < 300 ? oc.schedule.total / 10 : 300;
+        oc.schedule.warmup = oc.schedule.kind == OPTIM_WARMUP_INVSQRT && w < 1 ? 1 : w;
+    }
     if (oc.schedule.kind == OPTIM_WARMUP_COSINE && oc.schedule.warmup >= oc.schedule.total)
         return ag_fail(AG_ERR_ARG, "--warmup %lld must be below the number of steps %lld",
                        (long long)oc.schedule.warmup, (long long)oc.schedule.total);
@@ -676,8 +682,9 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
                        v[i].flag, was);
     }
     if (strstr(c->given, " embed-gain "))
-        fprintf(stderr, "warning: --embed-gain has no effect on --resume (it only scales the "
-                        "initial embeddings)\n");
+        fprintf(stderr, TR_PROG " train: warning: --embed-gain has no effect on --resume (it "
+                                "only scales the "
+                                "initial embeddings)\n");
     return AG_OK;
 }
 
@@ -783,7 +790,7 @@ static void trainer_free(Trainer *tr) {
 /* Error codes of the setup -> exit codes: what the user gave is wrong (2), or the machine
  * failed (1). */
 static int setup_exit(int rc) {
-    fprintf(stderr, "error: %s\n", ag_last_error());
+    fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
     return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
 }
 
@@ -869,7 +876,7 @@ int tr_train(const TrTrainConfig *c) {
     remove_stale_temps(tr);
     int code = TR_EXIT_OK;
     if (open_csv(tr, c->resume) != AG_OK) {
-        fprintf(stderr, "error: %s\n", ag_last_error());
+        fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
         trainer_free(tr);
         return TR_EXIT_FAIL;
     }
@@ -918,7 +925,7 @@ int tr_train(const TrTrainConfig *c) {
         else if (v == 0)
             interrupted = 1;
         else if (write_row(tr, 1, vloss, vexact) != AG_OK) {
-            fprintf(stderr, "error: %s\n", ag_last_error());
+            fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
             code = TR_EXIT_FAIL;
         }
     }
@@ -984,7 +991,7 @@ int tr_train(const TrTrainConfig *c) {
         }
         if (s % tr->log_every == 0 || valid_due || s == tr->total) {
             if (write_row(tr, valid_ok, vloss, vexact) != AG_OK) {
-                fprintf(stderr, "error: %s\n", ag_last_error());
+                fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
                 write_failed(tr);
                 code = TR_EXIT_FAIL;
                 break;
@@ -1007,7 +1014,9 @@ int tr_train(const TrTrainConfig *c) {
         } else if (save(tr, tr->last_path) != AG_OK) {
             code = TR_EXIT_FAIL;
         } else {
-            fprintf(stderr, "interrupted by %s at step %lld: saved %s; continue with --resume\n",
+            fprintf(stderr,
+                    TR_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
+                            "--resume\n",
                     sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)tr->step, tr->last_path);
             code = sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
         }

@@ -22,6 +22,9 @@
 
 #include "attograd.h"
 
+/* The program's name: every message on stderr starts with "attograd-translate COMMAND: ". */
+#define TR_PROG "attograd-translate"
+
 /* ---- the program's exit codes (tr_main, tr_train) ---- */
 enum {
     TR_EXIT_OK = 0,
@@ -47,6 +50,9 @@ enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
 #define TR_MAX_VOCAB 500000 /* words in one vocabulary, the 4 specials included */
 #define TR_MAX_WORD 512     /* bytes in one word (a token) */
 #define TR_MAX_LINE 262144  /* bytes in one line of a TSV file or of translate's input */
+/* translate skips an over-long line of its input, but gives up (exit 2) when the line goes on
+ * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
+#define TR_MAX_SKIP (64 * TR_MAX_LINE)
 
 typedef struct TrVocab {
     int n, cap_words; /* ids 0..n-1; ids below TR_N_SPECIAL are <pad> <bos> <eos> <unk> */
@@ -67,12 +73,32 @@ const char *tr_vocab_word(const TrVocab *v, int id); /* "<?>" outside [0, n) */
 
 /* Splits text on runs of blanks (space, tab, CR, LF) and writes the ids of the first cap words
  * into ids; returns the number of words (which may exceed cap). Unknown words become TR_UNK,
- * are counted in *n_unk (may be NULL) and, when warn is not NULL, named there one per line:
- *   unknown word 'xyz' (mapped to <unk>) */
-int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn);
+ * are counted in *n_unk (may be NULL) and, when warn is not NULL, named there one per line
+ * after the prefix where (may be NULL), with what the vocabulary holds instead when another
+ * case (ASCII lower case) or punctuation split off (each mark a token) finds it:
+ *   'The' is not in the vocabulary; 'the' is (read as <unk>)
+ *   'dog.' is not in the vocabulary; 'dog' '.' are: separate punctuation with spaces (read as
+ *   <unk>)
+ *   'zzz' is not in the vocabulary (read as <unk>)
+ * The text itself is never changed: the tokens are the blank-separated words. */
+int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn,
+                const char *where);
 /* The words of ids[0..n) joined by single spaces, stopping at EOS or PAD (BOS is skipped), into
  * out (always NUL-terminated when cap > 0). Returns the length the full text needs. */
 size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t cap);
+
+/* Checks of input text (data files, the standard input, arguments).
+ * tr_bom_len: 3 if s[0..len) starts with a UTF-8 byte-order mark (EF BB BF), else 0: the
+ * caller skips it at the start of a file, of the standard input or of an argument.
+ * tr_utf8_check: 1 if s[0..len) is valid UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF; NUL bytes are valid), else 0 with the offset of the first byte of
+ * the bad sequence in *bad (Latin-1 text fails at its first accented letter).
+ * tr_count_sentences: the sentences of text: runs of blank-separated words, each ended by a
+ * word ending in '.', '!' or '?' (or by the end of the text); 0 for no words. The model
+ * translates one sentence a line; the program warns when a line holds more. */
+size_t tr_bom_len(const char *s, size_t len);
+int tr_utf8_check(const char *s, size_t len, size_t *bad);
+int tr_count_sentences(const char *text);
 
 /* Both vocabularies as text (the checkpoint's meta.extra bytes):
  *   attograd-translate vocab 1\nsrc <n>\n<word>\n...tgt <n>\n<word>\n...
@@ -84,10 +110,14 @@ int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt
 
 /* Reads one line of f into *buf (grown as needed, *cap its size; start from NULL and 0), without
  * its '\n', NUL-terminated, its length (NUL bytes included) in *len. Returns 1 for a line, 0 at
- * the end of the file, -1 when the line is longer than max bytes: then *len is max + 1, the
- * rest of the line is skipped (the next call reads the next line), and *buf never grows past
- * max + 2 bytes. */
+ * the end of the file, -1 when the line is longer than max bytes: then *len is max + 1 and
+ * reading stops there, after max + 1 bytes of the line (an endless line, /dev/zero or a pipe
+ * that never sends a newline, costs no more); *buf never grows past max + 2 bytes. A data file
+ * stops at such a line (an error); interactive input skips the rest with tr_skip_line. */
 int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len);
+/* Reads and drops the rest of the current line, its '\n' included, but at most max bytes:
+ * 1 if the line ended (or the file), 0 if max bytes went by without its end. */
+int tr_skip_line(FILE *f, size_t max);
 
 /* ---- data: sentence pairs from a TSV file ---- */
 typedef struct TrPair {
@@ -106,12 +136,16 @@ typedef struct TrData {
 } TrData;
 
 /* Reads path: one pair a line, source<TAB>target, tokens separated by single spaces, a final
- * CR tolerated. With grow, new words are added to the vocabularies (the training set);
- * otherwise they become TR_UNK and are counted. A side longer than max_tokens (0: no limit)
- * is an error, and so are a line over TR_MAX_LINE bytes, a word over TR_MAX_WORD bytes and a
- * vocabulary that would grow past TR_MAX_VOCAB words. Errors name the path, the line and the reason (AG_ERR_IO for a file that
- * cannot be read, AG_ERR_FORMAT for a malformed line or an empty file):
- *   data/train.tsv:12: no tab between source and target */
+ * CR tolerated, UTF-8 (a byte-order mark at the start of the file is skipped). With grow, new
+ * words are added to the vocabularies (the training set); otherwise they become TR_UNK and
+ * are counted. A side longer than max_tokens (0: no limit) is an error, and so are a line
+ * that is not valid UTF-8, a line over TR_MAX_LINE bytes (reading stops there: an endless
+ * line costs TR_MAX_LINE bytes), a word over TR_MAX_WORD bytes and a vocabulary that would
+ * grow past TR_MAX_VOCAB words. Only regular files and pipes are read: a device (/dev/zero)
+ * or a folder is refused before it is read. Errors name the path, the line and the reason
+ * (AG_ERR_IO for a file that cannot be read, AG_ERR_FORMAT for a malformed line or an empty
+ * file):
+ *   data/train.tsv:12: the line has no tab between source and target */
 int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
                  int max_tokens);
 void tr_data_free(TrData *d);
@@ -183,7 +217,7 @@ size_t tr_param_bytes(const Seq2SeqConfig *c, int with_optim);
 
 /* Tokenizes a source sentence with tr->src; at most cap ids (see tr_tokenize). */
 int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn);
+                    FILE *warn, const char *where);
 
 /* One teacher-forced forward of a sentence pair in no-grad mode: src (S) and tgt (T) are
  * token ids without specials; the model reads src + EOS and BOS + tgt. -> logits (1, T+1, V)
@@ -234,11 +268,18 @@ int *tr_sorted_rows(const TrData *d, int n);
  * of it over batches, divided by the tokens, give the mean over a data set. */
 double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
 
-/* Decodes pairs [0, limit) of d (limit <= 0: all) greedily in batches of batch rows, sorted by
- * length, and scores them; with loss not NULL also the teacher-forced loss (mean over target
- * tokens). hyps, when not NULL, gets one line per pair in file order:
- * source<TAB>reference<TAB>hypothesis (tgt is then needed). stop, when not NULL, is polled
- * between batches: when it returns 1 the evaluation stops and this returns 0 (else 1). */
+/* Pairs an evaluation holds the hypotheses of at a time (or one batch, when larger). */
+#define TR_EVAL_WINDOW 4096
+
+/* Decodes pairs [0, limit) of d (limit <= 0: all) greedily and scores them; with loss not NULL
+ * also the teacher-forced loss (mean over target tokens). The pairs go in windows of
+ * TR_EVAL_WINDOW in file order; each window is sorted by length and decoded in batches of
+ * batch rows, its sentences scored as they are decoded, and with hyps not NULL its lines
+ * written, in file order, before the next window: source<TAB>reference<TAB>hypothesis (tgt
+ * is then needed). Memory: one batch and the hypotheses of one window, whatever the number of
+ * pairs. stop, when not NULL, is polled between batches: when it returns 1 the evaluation
+ * stops and this returns 0 (else 1); score then holds the pairs decoded so far and *loss is
+ * not set. */
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void));
@@ -285,7 +326,9 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what);
  * of train.step, the best and accumulated figures finite in their domain. AG_ERR_RANGE or
  * AG_ERR_FORMAT naming the file, the value and the rule (train.c lists them). */
 int tr_check_position(const NpzFile *f);
-/* The defaults of `attograd-translate train` (the demo's configuration). */
+/* The defaults of `attograd-translate train` (the demo's configuration). Its
+ * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 10) (at least 1 for
+ * invsqrt), so that a short run (--steps 100) needs no --warmup. */
 TrTrainConfig tr_train_defaults(void);
 /* Trains, writing out_dir/{last.npz, best.npz, log.csv} (see README, "The translation
  * example"). Returns an exit code: TR_EXIT_OK, TR_EXIT_USAGE (data or configuration),
@@ -360,8 +403,8 @@ typedef struct TrAttention {
     int n_unk;                      /* source words not in the vocabulary */
 } TrAttention;
 
-/* Tokenizes sentence (unknown words named on warn, may be NULL; over-long input cut to
- * max_len - 1 words), translates it greedily (or takes target, a translation to
+/* Tokenizes sentence (unknown words named on warn, may be NULL, after the prefix
+ * "attograd-translate attention: "; over-long input cut to max_len - 1 words), translates it greedily (or takes target, a translation to
  * teacher-force, when not NULL), runs one no-grad forward of the pair and copies every
  * block's last_probs. AG_ERR_ARG for a sentence without words. */
 int tr_attention_collect(Translator *tr, const char *sentence, const char *target, TrAttention *a,

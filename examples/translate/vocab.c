@@ -1,6 +1,8 @@
 /* vocab.c: word-level vocabularies. Ids in order of first appearance after the four specials
  * (<pad> <bos> <eos> <unk>), an open-addressing hash table from words to ids, tokenizing on
- * blanks, and the text form stored in a checkpoint's meta.extra bytes.
+ * blanks (with hints for unknown words: another case, punctuation split off), the checks of
+ * input text (UTF-8, a byte-order mark, several sentences), and the text form stored in a
+ * checkpoint's meta.extra bytes.
  * Not here: reading data files (data.c). Read next: data.c. */
 #include "translate.h"
 
@@ -93,7 +95,130 @@ const char *tr_vocab_word(const TrVocab *v, int id) {
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn) {
+/* ---- checks of input text: the byte-order mark, UTF-8, several sentences ---- */
+
+size_t tr_bom_len(const char *s, size_t len) {
+    return len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+}
+
+int tr_utf8_check(const char *text, size_t len, size_t *bad) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        size_t n;                      /* continuation bytes */
+        unsigned lo = 0x80, hi = 0xbf; /* the range of the first one */
+        if (c < 0x80)
+            n = 0;
+        else if (c >= 0xc2 && c <= 0xdf)
+            n = 1;
+        else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            if (c == 0xe0) lo = 0xa0; /* no overlong 3-byte forms */
+            if (c == 0xed) hi = 0x9f; /* no surrogates U+D800..U+DFFF */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            if (c == 0xf0) lo = 0x90; /* no overlong 4-byte forms */
+            if (c == 0xf4) hi = 0x8f; /* nothing above U+10FFFF */
+        } else {
+            *bad = i; /* a continuation byte alone, an overlong 0xc0/0xc1 lead, 0xf5..0xff */
+            return 0;
+        }
+        for (size_t k = 1; k <= n; k++) {
+            unsigned lo_k = k == 1 ? lo : 0x80, hi_k = k == 1 ? hi : 0xbf;
+            if (i + k >= len || s[i + k] < lo_k || s[i + k] > hi_k) {
+                *bad = i;
+                return 0;
+            }
+        }
+        i += n + 1;
+    }
+    return 1;
+}
+
+static int ends_sentence(char c) { return c == '.' || c == '!' || c == '?'; }
+
+int tr_count_sentences(const char *text) {
+    int n = 0, inside = 0; /* inside: a sentence has words and no end yet */
+    const char *p = text;
+    for (;;) {
+        while (is_blank(*p)) p++;
+        if (!*p) break;
+        while (*p && !is_blank(*p)) p++;
+        if (!inside) n++;
+        inside = !ends_sentence(p[-1]);
+    }
+    return n;
+}
+
+/* ---- unknown words and their hints ---- */
+
+static int is_punct(char c) {
+    return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
+           (c >= '{' && c <= '~');
+}
+
+/* The id of w[0..len), or of its ASCII lower case (copied into low, len bytes); *lowered says
+ * which one was found. -1 if neither. */
+static int find_any_case(const TrVocab *v, const char *w, size_t len, char *low, int *lowered) {
+    *lowered = 0;
+    int id = tr_vocab_find(v, w, len);
+    if (id >= 0) return id;
+    int changed = 0;
+    for (size_t i = 0; i < len; i++) {
+        low[i] = w[i] >= 'A' && w[i] <= 'Z' ? (char)(w[i] - 'A' + 'a') : w[i];
+        changed |= low[i] != w[i];
+    }
+    id = changed ? tr_vocab_find(v, low, len) : -1;
+    *lowered = id >= 0;
+    return id;
+}
+
+/* Names the unknown word w[0..len) on warn, with what the vocabulary holds instead when a
+ * change of case or punctuation split from the word (each mark a token) finds it:
+ *   'The' is not in the vocabulary; 'the' is (read as <unk>)
+ *   'dog.' is not in the vocabulary; 'dog' '.' are: separate punctuation with spaces (...)
+ *   'Dog,' is not in the vocabulary; 'dog' is, ',' is not (...) */
+static void warn_unknown(const TrVocab *v, const char *w, size_t len, FILE *warn,
+                         const char *where) {
+    size_t a = 0, b = len; /* the core w[a..b): leading and trailing marks split off */
+    while (a < len && is_punct(w[a])) a++;
+    while (b > a && is_punct(w[b - 1])) b--;
+    /* the pieces in order: each leading mark, the core (if any), each trailing mark; found[i]
+     * for the piece starting at i, low its spelling in the vocabulary (or as written) */
+    char *low = tr_malloc(2 * len + 1), *found = low + len;
+    int lowered, any_lowered = 0, pieces = 0, n_found = 0;
+    for (size_t i = 0; i < len; pieces++) {
+        size_t n = i < a || i >= b ? 1 : b - a;
+        found[i] = find_any_case(v, w + i, n, low + i, &lowered) >= 0;
+        n_found += found[i];
+        any_lowered |= lowered;
+        if (!lowered) memcpy(low + i, w + i, n);
+        i += n;
+    }
+    fprintf(warn, "%s'%.*s' is not in the vocabulary", where ? where : "", (int)len, w);
+    if (n_found > 0 && (pieces > 1 || any_lowered)) {
+        /* the pieces found, then (when some are not) the others */
+        for (int pass = 1; pass >= 0; pass--) {
+            int k = 0;
+            for (size_t i = 0; i < len;) {
+                size_t n = i < a || i >= b ? 1 : b - a;
+                if (found[i] == pass)
+                    fprintf(warn, "%s'%.*s'", k++ ? " " : pass ? "; " : ", ", (int)n, low + i);
+                i += n;
+            }
+            if (pass && k > 1 && n_found == pieces)
+                fprintf(warn, " are: separate punctuation with spaces");
+            else if (k > 0)
+                fprintf(warn, " %s%s", k > 1 ? "are" : "is", pass ? "" : " not");
+        }
+    }
+    fprintf(warn, " (read as <unk>)\n");
+    free(low);
+}
+
+int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn,
+                const char *where) {
     int n = 0, unk = 0;
     const char *p = text;
     for (;;) {
@@ -105,7 +230,7 @@ int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_un
         if (id < 0) {
             id = TR_UNK;
             unk++;
-            if (warn) fprintf(warn, "unknown word '%.*s' (mapped to <unk>)\n", (int)(p - w), w);
+            if (warn) warn_unknown(v, w, (size_t)(p - w), warn, where);
         }
         if (n < cap) ids[n] = id;
         n++;

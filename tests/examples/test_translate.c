@@ -102,7 +102,7 @@ Test(tr_vocab, tokenize_round_trips) {
     /* text -> ids -> text */
     const char *text = "le chat noir dort w999 .";
     int got[16], unk = -1;
-    int n = tr_tokenize(&v, "  le chat\tnoir dort w999 .\n", got, 16, &unk, NULL);
+    int n = tr_tokenize(&v, "  le chat\tnoir dort w999 .\n", got, 16, &unk, NULL, NULL);
     cr_assert_eq(n, 6);
     cr_assert_eq(unk, 0);
     char out[128];
@@ -113,14 +113,40 @@ Test(tr_vocab, tokenize_round_trips) {
     char *msg = NULL;
     size_t msg_len = 0;
     FILE *warn = open_memstream(&msg, &msg_len);
-    n = tr_tokenize(&v, "le zèbre dort zzz", got, 16, &unk, warn);
+    n = tr_tokenize(&v, "le zèbre dort zzz", got, 16, &unk, warn, "x: ");
     fclose(warn);
     cr_assert_eq(n, 4);
     cr_assert_eq(unk, 2);
     cr_assert(got[1] == TR_UNK && got[3] == TR_UNK && got[0] == ids[0]);
-    cr_assert(strstr(msg, "unknown word 'zèbre' (mapped to <unk>)") != NULL, "%s", msg);
-    cr_assert(strstr(msg, "unknown word 'zzz'") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "x: 'zèbre' is not in the vocabulary (read as <unk>)\n") != NULL, "%s",
+              msg);
+    cr_assert(strstr(msg, "x: 'zzz' is not in the vocabulary (read as <unk>)\n") != NULL, "%s",
+              msg);
     free(msg);
+    /* natural input: what the vocabulary holds instead (another case, punctuation split off) */
+    static const struct {
+        const char *word, *hint;
+    } hints[] = {
+        {"Le", "'Le' is not in the vocabulary; 'le' is (read as <unk>)"},
+        {"CHAT", "'CHAT' is not in the vocabulary; 'chat' is (read as <unk>)"},
+        {"dort.", "'dort.' is not in the vocabulary; 'dort' '.' are: separate punctuation with "
+                  "spaces (read as <unk>)"},
+        {"Chat.", "'Chat.' is not in the vocabulary; 'chat' '.' are: separate punctuation"},
+        {".le", "'.le' is not in the vocabulary; '.' 'le' are: separate"},
+        {"chat,", "'chat,' is not in the vocabulary; 'chat' is, ',' is not (read as <unk>)"},
+        {"..", "'..' is not in the vocabulary; '.' '.' are: separate punctuation"},
+        {"Zèbre", "'Zèbre' is not in the vocabulary (read as <unk>)"},
+        {"l'eau", "'l'eau' is not in the vocabulary (read as <unk>)"},
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
+        warn = open_memstream(&msg, &msg_len);
+        cr_assert_eq(tr_tokenize(&v, hints[i].word, got, 16, &unk, warn, NULL), 1);
+        fclose(warn);
+        cr_assert(got[0] == TR_UNK && unk == 1, "%s", hints[i].word);
+        cr_assert(strncmp(msg, hints[i].hint, strlen(hints[i].hint)) == 0, "'%s' instead of '%s'",
+                  msg, hints[i].hint);
+        free(msg);
+    }
     /* detokenize stops at EOS, skips BOS, truncates safely and reports the full length */
     int seq[] = {TR_BOS, ids[0], ids[1], TR_EOS, ids[2]};
     len = tr_detokenize(&v, seq, 5, out, sizeof out);
@@ -128,8 +154,50 @@ Test(tr_vocab, tokenize_round_trips) {
     cr_assert_eq(tr_detokenize(&v, seq, 5, out, 4), 7);
     cr_assert_str_eq(out, "le ");
     /* more words than room: the count is still returned */
-    cr_assert_eq(tr_tokenize(&v, "le le le le", got, 2, NULL, NULL), 4);
+    cr_assert_eq(tr_tokenize(&v, "le le le le", got, 2, NULL, NULL, NULL), 4);
     tr_vocab_free(&v);
+}
+
+Test(tr_vocab, utf8_bom_and_sentences) {
+    static const struct {
+        const char *s;
+        int ok;
+        size_t bad;
+    } cases[] = {
+        {"plain ascii", 1, 0},
+        {"le z\xc3\xa8"
+         "bre",
+         1, 0},                                  /* è */
+        {"\xe2\x82\xac \xf0\x9f\x98\x80", 1, 0}, /* the euro sign, an emoji */
+        {"\xef\xbb\xbfthe", 1, 0},               /* a byte-order mark is valid UTF-8 */
+        {"caf\xe9 au lait", 0, 3},               /* Latin-1 é */
+        {"ab\xc3", 0, 2},                        /* cut short at the end */
+        {"a\xe2\x82x", 0, 1},                    /* cut short before a non-continuation byte */
+        {"\xc0\xaf", 0, 0},                      /* an overlong '/' */
+        {"\xe0\x80\xaf", 0, 0},                  /* an overlong '/' in three bytes */
+        {"\xed\xa0\x80", 0, 0},                  /* a surrogate, U+D800 */
+        {"\xf4\x90\x80\x80", 0, 0},              /* above U+10FFFF */
+        {"\xf5\x80\x80\x80", 0, 0},              /* no such lead byte */
+        {"x\x80", 0, 1},                         /* a continuation byte alone */
+        {"\xf4\x8f\xbf\xbf", 1, 0},              /* U+10FFFF itself */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t bad = 999;
+        int ok = tr_utf8_check(cases[i].s, strlen(cases[i].s), &bad);
+        cr_assert_eq(ok, cases[i].ok, "case %zu", i);
+        if (!ok) cr_assert_eq(bad, cases[i].bad, "case %zu: byte %zu", i, bad);
+    }
+    cr_assert_eq(tr_utf8_check("a\0b", 3, &(size_t){0}), 1, "NUL is valid UTF-8");
+    cr_assert_eq(tr_bom_len("\xef\xbb\xbfthe", 6), 3);
+    cr_assert_eq(tr_bom_len("\xef\xbb", 2), 0);
+    cr_assert_eq(tr_bom_len("the", 3), 0);
+    cr_assert_eq(tr_count_sentences(""), 0);
+    cr_assert_eq(tr_count_sentences("  "), 0);
+    cr_assert_eq(tr_count_sentences("the cat sees a dog ."), 1);
+    cr_assert_eq(tr_count_sentences("the cat sees a dog"), 1);
+    cr_assert_eq(tr_count_sentences("the cat runs . the dog sleeps ."), 2);
+    cr_assert_eq(tr_count_sentences("The cat runs. The dog sleeps! Who? a b c ."), 4);
+    cr_assert_eq(tr_count_sentences(". ."), 2);
 }
 
 Test(tr_vocab, pair_saves_and_loads) {
@@ -192,6 +260,13 @@ Test(tr_data, reads_pairs) {
     cr_assert_eq(d.n_unk_tgt, 2);
     cr_assert_eq(s.n, TR_N_SPECIAL + 3, "a fixed vocabulary does not grow");
     tr_data_free(&d);
+    /* a byte-order mark opens the file: skipped, so the first word is the same "a" */
+    ts_write_text(path, "\xef\xbb\xbf"
+                        "a b\tx\r\n");
+    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(d.pairs[0].src[0], tr_vocab_find(&s, "a", 1));
+    cr_assert_eq(s.n, TR_N_SPECIAL + 3, "no second 'a' with a mark in front");
+    tr_data_free(&d);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
     ts_rm_tree(dir);
@@ -211,6 +286,9 @@ Test(tr_data, malformed_lines_name_the_line) {
         {"\tb\n", ":1: the source is empty", AG_ERR_FORMAT},
         {"a\t\n", ":1: the target is empty", AG_ERR_FORMAT},
         {"a\tb\rc\n", ":1: the target contains a control character", AG_ERR_FORMAT},
+        {"a\tb\nc\xe9\td\n", ":2: the line is not valid UTF-8 (byte 2 is 0xe9)", AG_ERR_FORMAT},
+        {"\xef\xbb\xbf\xff\tb\n", ":1: the line is not valid UTF-8 (byte 4 is 0xff)",
+         AG_ERR_FORMAT},
         {"a b c d e f\tb\n", ":1: the source has 6 tokens; the model allows 5", AG_ERR_FORMAT},
         {"", ": no sentence pairs", AG_ERR_FORMAT},
     };
@@ -713,9 +791,9 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
                           "--clip", "0",       TINY_FLAGS, NULL};
     r = ts_run(dir, wild, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
-    const char *m = strstr(r.err, "error: step ");
+    const char *m = strstr(r.err, "train: step ");
     cr_assert(m != NULL && strstr(r.err, "training stopped"), "%s", r.err);
-    long long bad_step = atoll(m + strlen("error: step "));
+    long long bad_step = atoll(m + strlen("train: step "));
     cr_assert_eq(ckpt_step(last), bad_step - 1);
     ts_run_free(&r);
     ts_rm_tree(dir);
@@ -743,7 +821,14 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
         {(const char *const[]){"train", "-x", NULL}, "unknown flag '-x'"},
         {(const char *const[]){"train", "--steps", NULL}, "flag '--steps' needs a value"},
         {(const char *const[]){"train", "--steps", "ten", NULL}, "'--steps ten' is not an integer"},
-        {(const char *const[]){"train", "--steps=0", NULL}, "'--steps 0' is out of range"},
+        {(const char *const[]){"train", "--steps=0", NULL},
+         "'--steps 0' is out of range [1, 1000000000000000000]"},
+        {(const char *const[]){"train", "--batch", "99999999999", NULL},
+         "'--batch 99999999999' is out of range [1, 1048576]"},
+        {(const char *const[]){"train", "--out", "", NULL}, "'--out' is empty: give a DIR"},
+        {(const char *const[]){"attention", "--out", "", "a", NULL},
+         "attograd-translate attention: '--out' is empty: give a DIR"},
+        {(const char *const[]){"train", "--lr", "1e400", NULL}, "'--lr 1e400' is out of range"},
         {(const char *const[]){"train", "--dropout", "1.5", NULL},
          "'--dropout 1.5' is out of range"},
         {(const char *const[]){"train", "--lr", "fast", NULL}, "'--lr fast' is not a number"},
@@ -779,6 +864,12 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
         {(const char *const[]){"eval", "--ckpt", ckpt, train, NULL}, "last.npz: cannot open"},
         {(const char *const[]){"translate", "--ckpt", missing, "a b", NULL}, "nope.tsv"},
         {(const char *const[]){"translate", "--beam", "0", NULL}, "'--beam 0' is out of range"},
+        {(const char *const[]){"translate", "--ckpt", missing, "a b", "caf\xe9", NULL},
+         "attograd-translate translate: sentence 2 is not valid UTF-8 (byte 4 is 0xe9)"},
+        {(const char *const[]){"attention", "--ckpt", missing, "a \xff", NULL},
+         "attograd-translate attention: the sentence is not valid UTF-8 (byte 3 is 0xff)"},
+        {(const char *const[]){"vocab", "--ckpt", missing, NULL}, "attograd-translate vocab: "},
+        {(const char *const[]){"vocab", "--side", "fr", NULL}, "expected one of both, src, tgt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TsRun r = ts_run(dir, cases[i].args, NULL);
@@ -805,6 +896,21 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
     cr_assert_eq(r.code, 2);
     cr_assert(strstr(r.err, "bad.tsv:3: the line has no tab") != NULL, "%s", r.err);
     ts_run_free(&r);
+    /* an output folder that cannot be made is a bad flag (2), found before any work */
+    char under[600];
+    snprintf(under, sizeof under, "%s/att", train);
+    const char *att[] = {"attention", "--ckpt", ckpt, "--out", under, "a b", NULL};
+    r = ts_run(dir, att, NULL);
+    cr_assert_eq(r.code, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate attention: ") && strstr(r.err, "Not a directory"),
+              "%s", r.err);
+    ts_run_free(&r);
+    const char *hd[] = {"heads", "--ckpt", ckpt, "--data", train, "--out", under, NULL};
+    r = ts_run(dir, hd, NULL);
+    cr_assert_eq(r.code, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate heads: ") && strstr(r.err, "Not a directory"), "%s",
+              r.err);
+    ts_run_free(&r);
     /* a damaged checkpoint */
     char broken[512];
     ts_write_text(ts_join(broken, dir, "broken.npz"), "PK\003\004 not really");
@@ -816,13 +922,57 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
     ts_rm_tree(dir);
 }
 
+/* The first experiment as typed: a short run needs no --warmup (its default scales with
+ * --steps: min(300, steps / 10)), and --data DIR finds train.tsv and valid.tsv there. */
+Test(tr_cli, a_short_run_works_without_other_flags) {
+    char dir[64], data[512], path[512], out[512];
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_join(data, dir, "data");
+    cr_assert_eq(tr_make_dirs(data), AG_OK);
+    /* few short pairs: the default model's 100 steps take a second or two */
+    write_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
+    write_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);
+    ts_join(out, dir, "run");
+    setenv("OMP_NUM_THREADS", "1", 1); /* the suite runs two tests side by side */
+    const char *args[] = {"train", "--steps", "100", "--data", data, "--out", out, NULL};
+    TsRun r = ts_run(dir, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.out, "done: step 100"), "%s", r.out);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(path, out, "best.npz")), 100);
+    ts_rm_tree(dir);
+}
+
 Test(tr_cli, help_eval_and_translate) {
     char dir[64], train[512], out[512], ckpt[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     const char *help[] = {"--help", NULL};
     TsRun r = ts_run(dir, help, NULL);
     cr_assert_eq(r.code, 0);
-    cr_assert(strstr(r.out, "train") && strstr(r.out, "eval") && strstr(r.out, "translate"));
+    cr_assert(strstr(r.out, "train") && strstr(r.out, "eval") && strstr(r.out, "translate") &&
+              strstr(r.out, "vocab"));
+    ts_run_free(&r);
+    const char *version[] = {"--version", NULL};
+    r = ts_run(dir, version, NULL);
+    cr_assert_eq(r.code, 0);
+    cr_assert_str_eq(r.out, "attograd-translate " ATTOGRAD_VERSION "\n");
+    ts_run_free(&r);
+    /* every command reads by default what `make demo` (and train's default --out) writes */
+    const char *const defaults[][3] = {{"translate", "--help", NULL},
+                                       {"eval", "--help", NULL},
+                                       {"attention", "--help", NULL},
+                                       {"heads", "--help", NULL},
+                                       {"vocab", "--help", NULL}};
+    for (int i = 0; i < 5; i++) {
+        r = ts_run(dir, defaults[i], NULL);
+        cr_assert(strstr(r.out, "--ckpt PATH") && strstr(r.out, "(build/demo/best.npz)"), "%s",
+                  r.out);
+        ts_run_free(&r);
+    }
+    const char *train_help[] = {"train", "--help", NULL};
+    r = ts_run(dir, train_help, NULL);
+    cr_assert(strstr(r.out, "--out DIR") && strstr(r.out, "(build/demo)"), "%s", r.out);
+    cr_assert(strstr(r.out, "warmup steps (default: min(300, steps / 10))"), "%s", r.out);
     ts_run_free(&r);
     const char *const subs[][3] = {{"train", "--help", NULL},
                                    {"eval", "-h", NULL},
@@ -863,20 +1013,67 @@ Test(tr_cli, help_eval_and_translate) {
     const char *tr_args[] = {"translate", "--ckpt", ckpt, "a b zzz", "", longline, NULL};
     r = ts_run(dir, tr_args, NULL);
     cr_assert_eq(r.code, 0, "%s", r.err);
-    cr_assert(strstr(r.err, "unknown word 'zzz' (mapped to <unk>)") != NULL, "%s", r.err);
-    cr_assert(strstr(r.err, "sentence 3: 200 words; the model reads at most 23") != NULL, "%s",
-              r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: sentence 1: 'zzz' is not in the "
+                            "vocabulary (read as <unk>)\n") != NULL,
+              "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: the words the model knows") != NULL,
+              "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: sentence 3: 200 words; the model reads "
+                            "at most 23") != NULL,
+              "%s", r.err);
     lines = 0;
     for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
     cr_assert_eq(lines, 3, "one line per sentence: %s", r.out);
     ts_run_free(&r);
+    /* stdin: a byte-order mark is dropped, a line that is not UTF-8 is skipped (an empty output
+     * line), several sentences on a line are warned of */
     const char *tr_stdin[] = {"translate", "--ckpt", ckpt, "--beam", "3", NULL};
-    r = ts_run(dir, tr_stdin, "a b c\n\nqqq \xff\xfe\nd e\n");
+    r = ts_run(dir, tr_stdin,
+               "\xef\xbb\xbf"
+               "a b c\n\nqqq \xff\xfe\nd e\nA b . c d .\n");
     cr_assert_eq(r.code, 0, "%s", r.err);
     lines = 0;
     for (char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
-    cr_assert_eq(lines, 4, "one line per input line: %s", r.out);
-    cr_assert(strstr(r.err, "unknown word 'qqq'") != NULL, "%s", r.err);
+    cr_assert_eq(lines, 5, "one line per input line: %s", r.out);
+    cr_assert(strstr(r.out, "\n\n\n"), "lines 2 and 3 are empty: %s", r.out);
+    cr_assert(!strstr(r.err, "line 1:"), "the mark is no part of the first word: %s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: line 3: not valid UTF-8 (byte 5 is "
+                            "0xff): skipped\n"),
+              "%s", r.err);
+    cr_assert(!strstr(r.err, "qqq"), "a skipped line is not tokenized: %s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: line 5: 'A' is not in the vocabulary; "
+                            "'a' is (read as <unk>)\n"),
+              "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate translate: line 5 holds 2 sentences;"), "%s",
+              r.err);
+    ts_run_free(&r);
+    /* a byte-order mark in front of an argument too */
+    const char *tr_bom[] = {"translate", "--ckpt", ckpt,
+                            "\xef\xbb\xbf"
+                            "a b",
+                            NULL};
+    r = ts_run(dir, tr_bom, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert_str_eq(r.err, "");
+    ts_run_free(&r);
+    /* vocab lists both sides in id order, or one side's words alone */
+    const char *vocab[] = {"vocab", "--ckpt", ckpt, NULL};
+    r = ts_run(dir, vocab, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    cr_assert(strncmp(r.out, "source: 6 words\n  ", 18) == 0 &&
+                  strstr(r.out, "\ntarget: 6 words\n"),
+              "%s", r.out);
+    ts_run_free(&r);
+    const char *vocab_src[] = {"vocab", "--ckpt", ckpt, "--side", "src", NULL};
+    r = ts_run(dir, vocab_src, NULL);
+    cr_assert_eq(r.code, 0, "%s", r.err);
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, ckpt), AG_OK);
+    char want[64] = "";
+    for (int i = TR_N_SPECIAL; i < tr.src.n; i++)
+        strcat(strcat(want, tr_vocab_word(&tr.src, i)), "\n");
+    cr_assert_str_eq(r.out, want);
+    tr_free(&tr);
     ts_run_free(&r);
     ts_rm_tree(dir);
 }

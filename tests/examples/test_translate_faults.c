@@ -163,7 +163,7 @@ static void resume_fails(const char *dir, const char *train, const char *out, co
     TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, want_code, "exit %d: %s", r.code, r.err);
     char want[700];
-    snprintf(want, sizeof want, "error: %s", want_path);
+    snprintf(want, sizeof want, "attograd-translate train: %s", want_path);
     cr_assert(strstr(r.err, want) != NULL, "the error does not name %s: %s", want_path, r.err);
     cr_assert(strstr(r.err, reason) != NULL, "the error does not say '%s': %s", reason, r.err);
     ts_run_free(&r);
@@ -200,9 +200,9 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
                               NULL};
         TsRun r = ts_run(dir, args, NULL);
         cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
-        const char *m = strstr(r.err, "error: step ");
+        const char *m = strstr(r.err, "train: step ");
         cr_assert(m != NULL, "%s", r.err);
-        long long step = atoll(m + strlen("error: step "));
+        long long step = atoll(m + strlen("train: step "));
         cr_assert(step > 1 && step < 200, "%s", r.err);
         cr_assert(strstr(r.err, ": the training loss is nan: training stopped. The last good "
                                 "checkpoint is ") ||
@@ -239,7 +239,7 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
         TINY_FLAGS, NULL};
     TsRun r = ts_run(dir, poison, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
-    cr_assert(strstr(r.err, "error: step 7: the training loss is nan"), "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate train: step 7: the training loss is nan"), "%s", r.err);
     cr_assert(strstr(r.err, "(layernorm): its output 'layernorm' (8,"), "%s", r.err);
     cr_assert(strstr(r.err, "its input 1 'decoder.norm.weight' (16) already held nan at element 0"),
               "%s", r.err);
@@ -364,7 +364,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, strerror(ENOSPC)), "%s", r.err);
     char want[700];
-    snprintf(want, sizeof want, "error: %s/", out);
+    snprintf(want, sizeof want, "attograd-translate train: %s/", out);
     cr_assert(strstr(r.err, want), "the error does not name a file in %s: %s", out, r.err);
     cr_assert(strstr(r.err, "the last good checkpoint is ") &&
                   strstr(r.err, "(step 10), unchanged"),
@@ -475,7 +475,7 @@ Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     TsRun r = ts_run(dir, args, NULL);
     cr_assert_eq(r.code, 2, "exit %d: %s", r.code, r.err);
     char want[700];
-    snprintf(want, sizeof want, "error: %s: cannot create the folder: %s", under,
+    snprintf(want, sizeof want, "attograd-translate train: %s: cannot create the folder: %s", under,
              strerror(ENOTDIR));
     cr_assert(strstr(r.err, want), "%s", r.err);
     ts_run_free(&r);

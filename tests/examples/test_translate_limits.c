@@ -7,12 +7,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -55,19 +57,23 @@ static int data_reads(const char *path, TrVocab *s, TrVocab *t) {
     return rc;
 }
 
-Test(tr_limits, read_line_stops_at_its_limit_and_skips_the_rest) {
+Test(tr_limits, read_line_stops_at_its_limit_and_reads_no_further) {
     char dir[64], path[128];
     ts_tmp_dir(dir, sizeof dir, "limits");
     snprintf(path, sizeof path, "%s/lines", dir);
     static const char text[] = "abc\n\n12345678\n123456789\n"
                                "a line of many more than eight bytes\nx\0y\ntail";
     write_bytes(path, text, sizeof text - 1);
+    /* got, the line, and where reading stands afterwards (ftell) */
     struct {
         int got;
         const char *line;
         size_t len;
-    } want[] = {{1, "abc", 3}, {1, "", 0},     {1, "12345678", 8}, {-1, NULL, 9},
-                {-1, NULL, 9}, {1, "x\0y", 3}, {1, "tail", 4},     {0, NULL, 0}};
+        long at;
+    } want[] = {{1, "abc", 3, 4},         {1, "", 0, 5},
+                {1, "12345678", 8, 14},   {-1, "123456789", 9, 23},
+                {-1, "a line of", 9, 33}, {1, "x\0y", 3, 65},
+                {1, "tail", 4, 69},       {0, NULL, 0, 69}};
     FILE *f = fopen(path, "rb");
     char *buf = NULL;
     size_t cap = 0, len = 0;
@@ -77,7 +83,17 @@ Test(tr_limits, read_line_stops_at_its_limit_and_skips_the_rest) {
         if (got != 0) cr_assert_eq(len, want[i].len, "line %zu: length %zu", i + 1, len);
         if (want[i].line) cr_assert(memcmp(buf, want[i].line, len + 1) == 0, "line %zu", i + 1);
         cr_assert_leq(cap, 8 + 2, "the buffer grew to %zu bytes", cap);
+        /* an over-long line stops after max + 1 of its bytes */
+        cr_assert_eq(ftell(f), want[i].at, "line %zu: reading stands at %ld", i + 1, ftell(f));
+        /* the line of 9 bytes ends right there; the long one is skipped within 64 bytes, not 8 */
+        if (got < 0) cr_assert_eq(tr_skip_line(f, i == 3 ? 0 : 64), 1, "line %zu", i + 1);
+        if (got < 0) cr_assert_eq(ftell(f), i == 3 ? 24 : 61, "line %zu: at %ld", i + 1, ftell(f));
     }
+    /* line 5 again: 27 more bytes before its newline, not skipped within 8 */
+    cr_assert_eq(fseek(f, 24, SEEK_SET), 0);
+    cr_assert_eq(tr_read_line(f, &buf, &cap, 8, &len), -1);
+    cr_assert_eq(tr_skip_line(f, 8), 0);
+    cr_assert_eq(ftell(f), 33 + 9, "at most 8 + 1 bytes skipped");
     fclose(f);
     free(buf);
     rm_dir(dir);
@@ -286,6 +302,305 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     rm_dir(dir);
 }
 
+/* ---- endless and device input, the memory of eval ---- */
+
+/* An untrained checkpoint: 1+1 layers of width 16, source words a b c, target words x y z. */
+static void write_tiny_ckpt(const char *path, int max_len) {
+    TrVocab s, t;
+    tr_vocab_init(&s);
+    tr_vocab_init(&t);
+    for (int i = 0; i < 3; i++) {
+        tr_vocab_add(&s, (char[]){(char)('a' + i)}, 1);
+        tr_vocab_add(&t, (char[]){(char)('x' + i)}, 1);
+    }
+    Seq2SeqConfig c = nn_seq2seq_default_config(s.n, t.n, 16, 2, 1);
+    c.max_len = max_len;
+    c.layer.d_ff = 16;
+    Arena *a = arena_new("params", ckpt_arena_bytes(&c, 0));
+    Rng r;
+    rng_seed(&r, 5);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, a, &r, &c);
+    CkptState st;
+    memset(&st, 0, sizeof st);
+    size_t vlen;
+    char *vocab = tr_vocab_pair_save(&s, &t, &vlen);
+    st.extra = vocab;
+    st.extra_len = vlen;
+    cr_assert_eq(ckpt_save(path, &m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
+    free(vocab);
+    nn_seq2seq_free(&m);
+    arena_free(a);
+    tr_vocab_free(&s);
+    tr_vocab_free(&t);
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* Runs the program: it must exit 2 within a second with want on stderr. A reader that never
+ * stops is killed after 20 s (and the test fails). */
+static void expect_quick_refusal(const char *dir, const char *const *args, const char *want) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int pid = ts_start(dir, args, NULL);
+    for (;;) {
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        cr_assert(waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0);
+        if (info.si_pid == pid) break;
+        if (seconds_since(&t0) > 20) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+    double took = seconds_since(&t0);
+    TsRun r = ts_finish(dir, pid);
+    cr_assert_eq(r.code, 2, "%s %s: exit %d after %.1f s: %s", args[0], args[2], r.code, took,
+                 r.err);
+    cr_assert(strstr(r.err, want) != NULL, "%s: '%s' lacks '%s'", args[0], r.err, want);
+    cr_assert_lt(took, 1.0, "%s took %.2f s", args[0], took);
+    ts_run_free(&r);
+}
+
+/* A writer that sends "a a a ..." into the FIFO path and never a newline, until the reader
+ * closes it; then it reports how many bytes went through on the pipe fd (a size_t). */
+static pid_t start_endless_writer(const char *path, int report_fd) {
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        int fd = open(path, O_WRONLY);
+        static char chunk[65536];
+        for (size_t i = 0; i < sizeof chunk; i++) chunk[i] = i % 2 ? ' ' : 'a';
+        size_t total = 0;
+        for (ssize_t w; fd >= 0 && (w = write(fd, chunk, sizeof chunk)) > 0;) total += (size_t)w;
+        if (write(report_fd, &total, sizeof total) != (ssize_t)sizeof total) _exit(1);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The bytes the writer got through (after unblocking a writer whose FIFO was never opened). */
+static size_t finish_writer(const char *fifo, pid_t pid, int report[2]) {
+    int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+    size_t total = 0;
+    cr_assert(read(report[0], &total, sizeof total) == (ssize_t)sizeof total);
+    waitpid(pid, NULL, 0);
+    close(report[0]);
+    close(report[1]);
+    return total;
+}
+
+Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
+    char dir[64], ckpt[512], good[512], fifo[512], out[512], heads[512];
+    ts_tmp_dir(dir, sizeof dir, "limits");
+    write_tiny_ckpt(ts_join(ckpt, dir, "tiny.npz"), 16);
+    ts_write_text(ts_join(good, dir, "good.tsv"), "a b\tx y\nb c\ty z\n");
+    ts_join(out, dir, "run");
+    ts_join(heads, dir, "heads");
+    const char *zero = "/dev/zero", *is_dev = "/dev/zero: is a character device";
+    const char *const eval_zero[] = {"eval", "--ckpt", ckpt, zero, NULL};
+    expect_quick_refusal(dir, eval_zero, is_dev);
+    const char *const train_zero[] = {"train", "--train", zero, "--no-valid", "--out", out, NULL};
+    expect_quick_refusal(dir, train_zero, is_dev);
+    const char *const valid_zero[] = {"train", "--train", good,      "--valid", zero,
+                                      "--out", out,       "--steps", "1",       "--d-model",
+                                      "16",    "--heads", "2",       NULL};
+    expect_quick_refusal(dir, valid_zero, is_dev);
+    const char *const heads_zero[] = {"heads", "--ckpt", ckpt,        "--data", zero,
+                                      "--out", heads,    "--no-plot", NULL};
+    expect_quick_refusal(dir, heads_zero, is_dev);
+    const char *const eval_dir[] = {"eval", "--ckpt", ckpt, dir, NULL};
+    expect_quick_refusal(dir, eval_dir, ": is a folder: only regular files and pipes are read");
+    /* a pipe is read, but an endless line stops at the limit: the reader takes at most
+     * TR_MAX_LINE + 1 bytes and one stdio buffer, plus what the pipe holds (64 KiB by default) */
+    ts_join(fifo, dir, "endless.fifo");
+    cr_assert(mkfifo(fifo, 0600) == 0, "%s", strerror(errno));
+    char want[600];
+    snprintf(want, sizeof want, "%s:1: the line is longer than 262144 bytes (TR_MAX_LINE)", fifo);
+    const char *const eval_fifo[] = {"eval", "--ckpt", ckpt, fifo, NULL};
+    const char *const train_fifo[] = {"train", "--train", fifo, "--no-valid", "--out", out, NULL};
+    const char *const *const fifo_cases[] = {eval_fifo, train_fifo};
+    for (int k = 0; k < 2; k++) {
+        int report[2];
+        cr_assert(pipe(report) == 0);
+        pid_t writer = start_endless_writer(fifo, report[1]);
+        expect_quick_refusal(dir, fifo_cases[k], want);
+        size_t sent = finish_writer(fifo, writer, report);
+        cr_assert_lt(sent, (size_t)TR_MAX_LINE + (1 << 20), "%zu bytes went into the pipe", sent);
+    }
+    rm_dir(dir);
+}
+
+Test(tr_limits, translate_gives_up_on_an_endless_input_line) {
+    char dir[64], ckpt[512], cmd[1600], err[512];
+    ts_tmp_dir(dir, sizeof dir, "limits");
+    write_tiny_ckpt(ts_join(ckpt, dir, "tiny.npz"), 16);
+    ts_join(err, dir, "err.txt");
+    /* /dev/zero as the standard input: one line without end; skipped up to TR_MAX_SKIP bytes,
+     * then given up (timeout stops a reader that never does) */
+    snprintf(cmd, sizeof cmd,
+             "timeout 20 '%s' translate --ckpt '%s' < /dev/zero > /dev/null 2> '%s'",
+             getenv("AG_TRANSLATE_BIN"), ckpt, err);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = system(cmd);
+    double took = seconds_since(&t0);
+    char *text = ts_read_text(err, NULL);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d: %s", status, text);
+    cr_assert(strstr(text, "attograd-translate translate: line 1: more than 17039360 bytes "
+                           "without an end of line: stopped"),
+              "%s", text);
+    cr_assert_lt(took, 2.0, "took %.2f s", took);
+    free(text);
+    rm_dir(dir);
+}
+
+static int eval_batches, eval_stop_after;
+static int stop_after_some_batches(void) { return ++eval_batches > eval_stop_after; }
+
+/* The address space of the process in bytes (/proc/self/statm: its size in pages). */
+static size_t address_space_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0;
+    if (f && fscanf(f, "%lu", &size) != 1) size = 0;
+    if (f) fclose(f);
+    return (size_t)size * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* eval used to allocate pairs x max_len ints for the hypotheses (1M one-word pairs at max_len
+ * 1024: 4 GB). Now it holds one batch and one window's hypotheses: a million pairs evaluate
+ * under an address-space limit of 256 MiB more than the process had, and the peak resident
+ * memory grows by less than 16 MiB over the first two windows (stopped there: decoding a
+ * million sentences takes minutes). */
+Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
+    char dir[64], ckpt[512], data[512], hyps[512];
+    ts_tmp_dir(dir, sizeof dir, "limits");
+    write_tiny_ckpt(ts_join(ckpt, dir, "tiny.npz"), 1024);
+    ts_join(data, dir, "million.tsv");
+    FILE *f = fopen(data, "wb");
+    cr_assert(f != NULL);
+    for (int i = 0; i < 1000000; i++) fputs(i % 3 ? "a\tx\n" : "b\ty\n", f);
+    cr_assert(fclose(f) == 0);
+    ts_join(hyps, dir, "hyps.tsv");
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        Translator tr;
+        TrData d;
+        if (tr_load(&tr, ckpt) != AG_OK ||
+            tr_data_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+            fprintf(stderr, "%s\n", ag_last_error());
+            _exit(2);
+        }
+        int batch = 512;
+        tr_reserve(&tr, batch, d.max_src + 1, d.max_tgt + 1, 0);
+        FILE *h = fopen(hyps, "w");
+        struct rlimit lim = {address_space_bytes() + ((size_t)256 << 20), RLIM_INFINITY};
+        setrlimit(RLIMIT_AS, &lim);
+        struct rusage before, after;
+        getrusage(RUSAGE_SELF, &before);
+        TrScore s;
+        double loss = 0;
+        eval_batches = 0;
+        eval_stop_after = 2 * TR_EVAL_WINDOW / batch;
+        int finished = tr_evaluate(&tr.model, tr.tape, &d, 0, batch, &s, &loss, h, &tr.src, &tr.tgt,
+                                   stop_after_some_batches);
+        getrusage(RUSAGE_SELF, &after);
+        long grew_kb = after.ru_maxrss - before.ru_maxrss;
+        fclose(h);
+        int ok =
+            d.n == 1000000 && !finished && s.n_sent == 2 * TR_EVAL_WINDOW && grew_kb < 16 * 1024;
+        if (!ok)
+            fprintf(stderr, "%d pairs, finished %d, %ld sentences, peak grew by %ld KiB\n", d.n,
+                    finished, s.n_sent, grew_kb);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "a million pairs did not evaluate in bounded memory (status %d)", status);
+    /* the two windows decoded are written, in file order */
+    size_t len;
+    char *text = ts_read_text(hyps, &len);
+    long lines = 0;
+    for (char *p = text; (p = strchr(p, '\n')); p++) lines++;
+    cr_assert_eq(lines, 2 * TR_EVAL_WINDOW, "%ld lines", lines);
+    const char *line = text;
+    for (long i = 0; i < lines; i++) {
+        cr_assert(strncmp(line, i % 3 ? "a\tx\t" : "b\ty\t", 4) == 0, "line %ld", i + 1);
+        line = strchr(line, '\n') + 1;
+    }
+    free(text);
+    rm_dir(dir);
+}
+
+/* Windows are independent: evaluating a file of 4500 pairs (two windows) gives the lines and
+ * the sums of evaluating its first 4096 pairs and its last 404 as two files. */
+Test(tr_limits, eval_windows_match_separate_files) {
+    char dir[64], ckpt[512], all[512], part[2][512];
+    ts_tmp_dir(dir, sizeof dir, "limits");
+    write_tiny_ckpt(ts_join(ckpt, dir, "tiny.npz"), 8);
+    ts_join(all, dir, "all.tsv");
+    ts_join(part[0], dir, "part0.tsv");
+    ts_join(part[1], dir, "part1.tsv");
+    FILE *fa = fopen(all, "w"), *fp[2] = {fopen(part[0], "w"), fopen(part[1], "w")};
+    Rng r;
+    rng_seed(&r, 9);
+    for (int i = 0; i < 4500; i++) {
+        char line[64];
+        int k = 0, ns = 1 + (int)rng_below(&r, 3), nt = 1 + (int)rng_below(&r, 3);
+        for (int w = 0; w < ns; w++)
+            k += sprintf(line + k, "%s%c", w ? " " : "", 'a' + (int)rng_below(&r, 3));
+        line[k++] = '\t';
+        for (int w = 0; w < nt; w++)
+            k += sprintf(line + k, "%s%c", w ? " " : "", 'x' + (int)rng_below(&r, 3));
+        line[k++] = '\n';
+        fwrite(line, 1, (size_t)k, fa);
+        fwrite(line, 1, (size_t)k, fp[i >= TR_EVAL_WINDOW]);
+    }
+    fclose(fa);
+    fclose(fp[0]);
+    fclose(fp[1]);
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
+    tr_reserve(&tr, 64, 4, 4, 0);
+    char *text[3];
+    size_t len[3];
+    TrScore s[3];
+    double loss[3];
+    const char *paths[3] = {all, part[0], part[1]};
+    for (int k = 0; k < 3; k++) {
+        TrData d;
+        cr_assert_eq(tr_data_read(paths[k], &d, &tr.src, &tr.tgt, 0, 7), AG_OK, "%s",
+                     ag_last_error());
+        FILE *h = open_memstream(&text[k], &len[k]);
+        cr_assert_eq(
+            tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s[k], &loss[k], h, &tr.src, &tr.tgt, NULL),
+            1);
+        fclose(h);
+        tr_data_free(&d);
+    }
+    cr_assert_eq(len[0], len[1] + len[2]);
+    cr_assert(memcmp(text[0], text[1], len[1]) == 0 &&
+                  memcmp(text[0] + len[1], text[2], len[2]) == 0,
+              "the lines of the two windows differ from those of the two files");
+    cr_assert_eq(s[0].n_sent, 4500);
+    cr_assert_eq(s[0].n_exact, s[1].n_exact + s[2].n_exact);
+    cr_assert_eq(s[0].tok_correct, s[1].tok_correct + s[2].tok_correct);
+    for (int n = 0; n < 4; n++) cr_assert_eq(s[0].match[n], s[1].match[n] + s[2].match[n]);
+    cr_assert_eq(s[0].hyp_len, s[1].hyp_len + s[2].hyp_len);
+    for (int k = 0; k < 3; k++) free(text[k]);
+    tr_free(&tr);
+    rm_dir(dir);
+}
+
 /* tr_check_args: the exit code tr_main would give for the flags, and nothing runs */
 Test(tr_limits, check_args_parses_and_runs_nothing) {
     char dir[64], out[128];
@@ -306,6 +621,14 @@ Test(tr_limits, check_args_parses_and_runs_nothing) {
         {{"attention", "a", "b"}, TR_EXIT_USAGE},
         {{"heads", "--max", "-1"}, TR_EXIT_USAGE},
         {{"help", "train"}, TR_EXIT_OK},
+        {{"--version"}, TR_EXIT_OK},
+        {{"train", "--lr", "1e-320", "--schedule", "constant"}, TR_EXIT_OK}, /* a subnormal */
+        {{"train", "--lr", "1e400"}, TR_EXIT_USAGE},
+        {{"train", "--steps", "99999999999999999999"}, TR_EXIT_USAGE},
+        {{"train", "--data", ""}, TR_EXIT_USAGE},
+        {{"vocab", "--ckpt", "/nonexistent.npz"}, TR_EXIT_OK},
+        {{"vocab", "--side", "both", "extra"}, TR_EXIT_USAGE},
+        {{"translate", "ok", "caf\xe9"}, TR_EXIT_USAGE},
         {{"frobnicate"}, TR_EXIT_USAGE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
