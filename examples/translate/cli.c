@@ -273,7 +273,7 @@ static int cmd_train(int argc, char **argv) {
         {"momentum", O_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
         {"schedule", O_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0, 0,
          schedule_names, 0},
-        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 10))", 0, BIG,
+        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 5))", 0, BIG,
          NULL, 0},
         {"schedule-steps", O_I64, &c.optim.schedule.total, "N",
          "steps the cosine spans (default --steps)", 0, BIG, NULL, 0},

@@ -592,9 +592,9 @@ static int setup_fresh(Trainer *tr) {
     tr->total = total_steps(c, &tr->train, c->batch);
     OptimConfig oc = c->optim;
     if (oc.schedule.total == 0) oc.schedule.total = tr->total;
-    /* the default warmup scales with the run: min(300, steps / 10), at least 1 for invsqrt */
+    /* the default warmup scales with the run: min(300, steps / 5), at least 1 for invsqrt */
     if (oc.schedule.warmup < 0) {
-        int64_t w = oc.schedule.total / 10 < 300 ? oc.schedule.total / 10 : 300;
+        int64_t w = oc.schedule.total / 5 < 300 ? oc.schedule.total / 5 : 300;
         oc.schedule.warmup = oc.schedule.kind == OPTIM_WARMUP_INVSQRT && w < 1 ? 1 : w;
     }
     if (oc.schedule.kind == OPTIM_WARMUP_COSINE && oc.schedule.warmup >= oc.schedule.total)

@@ -327,7 +327,7 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what);
  * AG_ERR_FORMAT naming the file, the value and the rule (train.c lists them). */
 int tr_check_position(const NpzFile *f);
 /* The defaults of `attograd-translate train` (the demo's configuration). Its
- * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 10) (at least 1 for
+ * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 5) (at least 1 for
  * invsqrt), so that a short run (--steps 100) needs no --warmup. */
 TrTrainConfig tr_train_defaults(void);
 /* Trains, writing out_dir/{last.npz, best.npz, log.csv} (see README, "The translation

@@ -923,7 +923,7 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
 }
 
 /* The first experiment as typed: a short run needs no --warmup (its default scales with
- * --steps: min(300, steps / 10)), and --data DIR finds train.tsv and valid.tsv there. */
+ * --steps: min(300, steps / 5)), and --data DIR finds train.tsv and valid.tsv there. */
 Test(tr_cli, a_short_run_works_without_other_flags) {
     char dir[64], data[512], path[512], out[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
@@ -940,6 +940,13 @@ Test(tr_cli, a_short_run_works_without_other_flags) {
     cr_assert(strstr(r.out, "done: step 100"), "%s", r.out);
     ts_run_free(&r);
     cr_assert_eq(ckpt_step(ts_join(path, out, "best.npz")), 100);
+    /* the warmup it chose is stored with the optimizer: 100 / 5 */
+    Seq2SeqConfig mc;
+    OptimConfig oc;
+    int has_optim = 0;
+    cr_assert_eq(ckpt_read_config(path, &mc, &oc, &has_optim), AG_OK, "%s", ag_last_error());
+    cr_assert(has_optim);
+    cr_assert_eq(oc.schedule.warmup, 20, "warmup %lld", (long long)oc.schedule.warmup);
     ts_rm_tree(dir);
 }
 
@@ -972,7 +979,7 @@ Test(tr_cli, help_eval_and_translate) {
     const char *train_help[] = {"train", "--help", NULL};
     r = ts_run(dir, train_help, NULL);
     cr_assert(strstr(r.out, "--out DIR") && strstr(r.out, "(build/demo)"), "%s", r.out);
-    cr_assert(strstr(r.out, "warmup steps (default: min(300, steps / 10))"), "%s", r.out);
+    cr_assert(strstr(r.out, "warmup steps (default: min(300, steps / 5))"), "%s", r.out);
     ts_run_free(&r);
     const char *const subs[][3] = {{"train", "--help", NULL},
                                    {"eval", "-h", NULL},
