@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define PROG TR_PROG
 
@@ -273,8 +270,8 @@ static int cmd_train(int argc, char **argv) {
         {"momentum", O_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
         {"schedule", O_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0, 0,
          schedule_names, 0},
-        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 5))", 0, BIG,
-         NULL, 0},
+        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 5))", 0, BIG, NULL,
+         0},
         {"schedule-steps", O_I64, &c.optim.schedule.total, "N",
          "steps the cosine spans (default --steps)", 0, BIG, NULL, 0},
         {"lr-min", O_DOUBLE, &c.optim.schedule.lr_min, "X", "cosine: the final lr", 0, BIG, NULL,
@@ -287,8 +284,8 @@ static int cmd_train(int argc, char **argv) {
         {"steps", O_I64, &c.steps, "N", "training steps", 1, BIG, NULL, 0},
         {"epochs", O_INT, &c.epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL, 0},
         {"seed", O_I64, &c.seed, "N", "weights, dropout and data order", 0, BIG, NULL, 0},
-        {"threads", O_INT, &c.threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
-         NULL, 0},
+        {"threads", O_INT, &c.threads, "N",
+         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
         {"log-every", O_INT, &c.log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
         {"valid-every", O_INT, &c.valid_every, "N", "steps between validations", 1, 1 << 30, NULL,
          0},
@@ -385,8 +382,8 @@ static int cmd_eval(int argc, char **argv) {
          "write source<TAB>reference<TAB>hypothesis lines "
          "(default: none)",
          0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
-         NULL, 0},
+        {"threads", O_INT, &threads, "N",
+         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
@@ -539,8 +536,8 @@ static int cmd_translate(int argc, char **argv) {
         {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         {"beam", O_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
         {"alpha", O_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL, 0},
-        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
-         NULL, 0},
+        {"threads", O_INT, &threads, "N",
+         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
@@ -652,8 +649,8 @@ static int cmd_attention(int argc, char **argv) {
         {"out", O_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0, NULL,
          0},
         {"no-plot", O_SET, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
-         NULL, 0},
+        {"threads", O_INT, &threads, "N",
+         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
@@ -733,8 +730,8 @@ static int cmd_heads(int argc, char **argv) {
         {"batch", O_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
         {"out", O_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
         {"no-plot", O_SET, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "OpenMP threads (default: OMP_NUM_THREADS)", 0, 4096,
-         NULL, 0},
+        {"threads", O_INT, &threads, "N",
+         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);

@@ -26,9 +26,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 volatile sig_atomic_t tr_stop_signal = 0;
 
