@@ -102,7 +102,7 @@ int tr_check_position(const NpzFile *f) {
         R_INT(POS_IV_STEPS, "steps since the last log row", 0, step),
         R_INT(POS_IV_TOKENS, "tokens since the last log row", 0, CKPT_MAX_STEP),
         R_INT(POS_LOG_EVERY, "--log-every", 1, big),
-        R_INT(POS_VALID_EVERY, "--valid-every", 1, big),
+        R_INT(POS_VALID_EVERY, "--valid-every", 0, big), /* 0: a run without validation */
         R_INT(POS_SAVE_EVERY, "--save-every", 0, big),
         R_INT(POS_VALID_MAX, "--valid-max", 0, big),
         R_INT(POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
@@ -215,6 +215,7 @@ typedef struct {
     TrVocab src, tgt;
     TrData train, valid;
     int have_valid;
+    int no_valid; /* resumed from a run without validation, and --valid-every not given */
     Seq2Seq m;
     Arena *params, *step_arena;
     Tape *tape;
@@ -256,8 +257,10 @@ static int save(Trainer *tr, const char *path) {
     tr->pos[POS_EPOCH] = tr->loader.epoch;
     tr->pos[POS_CURSOR] = tr->loader.cursor;
     tr->pos[POS_LOG_EVERY] = tr->log_every;
-    tr->pos[POS_VALID_EVERY] = tr->valid_every;
-    tr->pos[POS_SAVE_EVERY] = tr->save_every;
+    /* a run without validation stores --valid-every 0, and the cadence of its saves */
+    tr->pos[POS_VALID_EVERY] = tr->have_valid ? tr->valid_every : 0;
+    tr->pos[POS_SAVE_EVERY] =
+        tr->have_valid || tr->save_every > 0 ? tr->save_every : tr->valid_every;
     tr->pos[POS_VALID_MAX] = tr->valid_max;
     tr->pos[POS_TOTAL] = tr->total;
     tr->pos[POS_CLIP] = dbits(tr->clip);
@@ -551,7 +554,7 @@ static int read_data(Trainer *tr, int grow) {
     int max_tokens = tr->m.cfg.max_len > 0 ? tr->m.cfg.max_len - 1 : c->model.max_len - 1;
     int rc = tr_data_read(c->train_path, &tr->train, &tr->src, &tr->tgt, grow, max_tokens);
     if (rc != AG_OK) return rc;
-    if (c->valid_path && *c->valid_path) {
+    if (!tr->no_valid && c->valid_path && *c->valid_path) {
         rc = tr_data_read(c->valid_path, &tr->valid, &tr->src, &tr->tgt, 0, max_tokens);
         if (rc != AG_OK) return rc;
         tr->have_valid = 1;
@@ -724,7 +727,12 @@ static int resume_from(Trainer *tr, const NpzFile *f) {
     tr->step = optim_get_step(tr->opt);
     TrTrainConfig d = tr_train_defaults();
     tr->log_every = (int)kept(c->log_every, tr, POS_LOG_EVERY, d.log_every, n_pos);
-    tr->valid_every = (int)kept(c->valid_every, tr, POS_VALID_EVERY, d.valid_every, n_pos);
+    /* a run without validation (--no-valid) stays one, unless --valid-every is given */
+    tr->no_valid =
+        n_pos > POS_VALID_EVERY && tr->pos[POS_VALID_EVERY] == 0 && c->valid_every == TR_KEEP;
+    tr->valid_every = tr->no_valid
+                          ? d.valid_every
+                          : (int)kept(c->valid_every, tr, POS_VALID_EVERY, d.valid_every, n_pos);
     tr->save_every = (int)kept(c->save_every, tr, POS_SAVE_EVERY, d.save_every, n_pos);
     tr->valid_max = (int)kept(c->valid_max, tr, POS_VALID_MAX, d.valid_max, n_pos);
     tr->clip = c->clip != TR_KEEP ? c->clip : n_pos > POS_CLIP ? bitsd(tr->pos[POS_CLIP]) : d.clip;

@@ -286,6 +286,46 @@ Test(tr_values, a_resume_without_repeated_flags_is_byte_identical_to_a_straight_
     ts_rm_tree(dir);
 }
 
+/* A run without validation (--no-valid) stays one on resume, even where the data folder has a
+ * valid.tsv (it used to validate from then on and write a best.npz the straight run has not):
+ * the same last.npz and log as the straight run, and no best.npz. */
+Test(tr_values, a_run_without_validation_resumes_without_it) {
+    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    ts_tmp_dir(dir, sizeof dir, "values");
+    write_copies(ts_join(train, dir, "train.tsv"), 48, 7);
+    write_copies(ts_join(valid, dir, "valid.tsv"), 30, 8);
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "halves");
+#define NO_VALID_FLAGS(o, n)                                                                       \
+    "train", "--train", train, "--no-valid", "--out", o, "--steps", n, "--schedule-steps", "12",   \
+        "--log-every", "2", "--save-every", "6", TINY_FLAGS, "--quiet"
+    const char *straight[] = {NO_VALID_FLAGS(a, "12"), NULL};
+    const char *half[] = {NO_VALID_FLAGS(b, "6"), NULL};
+    const char *resume[] = {"train", "--train",  train,     "--valid", valid,     "--out",
+                            b,       "--resume", "--steps", "12",      "--quiet", NULL};
+    const char *const *runs[] = {straight, half, resume};
+    for (int i = 0; i < 3; i++) {
+        TsRun r = ts_run(dir, runs[i], NULL);
+        cr_assert_eq(r.code, 0, "run %d: %s", i, r.err);
+        cr_assert(!strstr(r.out, "valid at"), "run %d validated: %s", i, r.out);
+        ts_run_free(&r);
+    }
+    size_t n1, n2;
+    char *x = ts_read_text(ts_join(p1, a, "last.npz"), &n1),
+         *y = ts_read_text(ts_join(p2, b, "last.npz"), &n2);
+    cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "last.npz differs after resume");
+    free(x);
+    free(y);
+    struct stat st;
+    cr_assert(stat(ts_join(p2, b, "best.npz"), &st) != 0, "the resumed run wrote best.npz");
+    x = log_values(ts_join(p1, a, "log.csv"));
+    y = log_values(ts_join(p2, b, "log.csv"));
+    cr_assert_str_eq(x, y, "the logs differ");
+    free(x);
+    free(y);
+    ts_rm_tree(dir);
+}
+
 /* --resume refuses what it cannot honour: another model or optimizer value (the same value
  * given again is fine), and --steps below the step reached (it used to print "training to
  * step 100" then "done" at step 120, exit 0); it names best.npz only when there is one. */
