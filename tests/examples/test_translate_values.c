@@ -243,11 +243,39 @@ static char *log_values(const char *path) {
     return out;
 }
 
+/* Runs straight (into a), half then resume (into b), each expected to exit 0, then checks that
+ * a and b hold the same bytes in each of files and the same log values. Returns the log values
+ * (the caller frees them). */
+static char *resume_matches_straight(const char *dir, const char *const *straight,
+                                     const char *const *half, const char *const *resume,
+                                     const char *a, const char *b, const char *const *files,
+                                     int n_files) {
+    const char *const *runs[] = {straight, half, resume};
+    char p1[512], p2[512];
+    for (int i = 0; i < 3; i++) {
+        TsRun r = ts_run(dir, runs[i], NULL);
+        cr_assert_eq(r.code, 0, "run %d: %s", i, r.err);
+        ts_run_free(&r);
+    }
+    for (int i = 0; i < n_files; i++) {
+        size_t n1, n2;
+        char *x = ts_read_text(ts_join(p1, a, files[i]), &n1),
+             *y = ts_read_text(ts_join(p2, b, files[i]), &n2);
+        cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
+        free(x);
+        free(y);
+    }
+    char *x = log_values(ts_join(p1, a, "log.csv")), *y = log_values(ts_join(p2, b, "log.csv"));
+    cr_assert_str_eq(x, y, "the logs differ");
+    free(y);
+    return x;
+}
+
 /* A resume that repeats no flag (but the data and --steps) gives the straight run's bytes:
  * validation batches with the run's --batch over several batches, and the run's --valid-every,
  * --valid-max, --log-every, --save-every and --clip are kept. */
 Test(tr_values, a_resume_without_repeated_flags_is_byte_identical_to_a_straight_run) {
-    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    char dir[64], train[512], valid[512], a[512], b[512];
     ts_tmp_dir(dir, sizeof dir, "values");
     write_copies(ts_join(train, dir, "train.tsv"), 48, 7);
     write_copies(ts_join(valid, dir, "valid.tsv"), 30, 8);
@@ -261,28 +289,12 @@ Test(tr_values, a_resume_without_repeated_flags_is_byte_identical_to_a_straight_
     const char *half[] = {RUN_FLAGS(b, "6"), NULL};
     const char *resume[] = {"train", "--train",  train,     "--valid", valid,     "--out",
                             b,       "--resume", "--steps", "12",      "--quiet", NULL};
-    const char *const *runs[] = {straight, half, resume};
-    for (int i = 0; i < 3; i++) {
-        TsRun r = ts_run(dir, runs[i], NULL);
-        cr_assert_eq(r.code, 0, "run %d: %s", i, r.err);
-        ts_run_free(&r);
-    }
     const char *files[] = {"last.npz", "best.npz"};
-    for (int i = 0; i < 2; i++) {
-        size_t n1, n2;
-        char *x = ts_read_text(ts_join(p1, a, files[i]), &n1),
-             *y = ts_read_text(ts_join(p2, b, files[i]), &n2);
-        cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
-        free(x);
-        free(y);
-    }
-    char *x = log_values(ts_join(p1, a, "log.csv")), *y = log_values(ts_join(p2, b, "log.csv"));
-    cr_assert_str_eq(x, y, "the logs differ");
+    char *x = resume_matches_straight(dir, straight, half, resume, a, b, files, 2);
     int rows = 0;
     for (char *q = x; (q = strchr(q, '\n')); q++) rows++;
     cr_assert_eq(rows, 1 + 8, "every 2 steps and at 3, 9 (validations): %s", x);
     free(x);
-    free(y);
     ts_rm_tree(dir);
 }
 
@@ -290,7 +302,7 @@ Test(tr_values, a_resume_without_repeated_flags_is_byte_identical_to_a_straight_
  * valid.tsv (it used to validate from then on and write a best.npz the straight run has not):
  * the same last.npz and log as the straight run, and no best.npz. */
 Test(tr_values, a_run_without_validation_resumes_without_it) {
-    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    char dir[64], train[512], valid[512], a[512], b[512], path[512];
     ts_tmp_dir(dir, sizeof dir, "values");
     write_copies(ts_join(train, dir, "train.tsv"), 48, 7);
     write_copies(ts_join(valid, dir, "valid.tsv"), 30, 8);
@@ -303,26 +315,11 @@ Test(tr_values, a_run_without_validation_resumes_without_it) {
     const char *half[] = {NO_VALID_FLAGS(b, "6"), NULL};
     const char *resume[] = {"train", "--train",  train,     "--valid", valid,     "--out",
                             b,       "--resume", "--steps", "12",      "--quiet", NULL};
-    const char *const *runs[] = {straight, half, resume};
-    for (int i = 0; i < 3; i++) {
-        TsRun r = ts_run(dir, runs[i], NULL);
-        cr_assert_eq(r.code, 0, "run %d: %s", i, r.err);
-        cr_assert(!strstr(r.out, "valid at"), "run %d validated: %s", i, r.out);
-        ts_run_free(&r);
-    }
-    size_t n1, n2;
-    char *x = ts_read_text(ts_join(p1, a, "last.npz"), &n1),
-         *y = ts_read_text(ts_join(p2, b, "last.npz"), &n2);
-    cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "last.npz differs after resume");
+    const char *files[] = {"last.npz"};
+    char *x = resume_matches_straight(dir, straight, half, resume, a, b, files, 1);
     free(x);
-    free(y);
     struct stat st;
-    cr_assert(stat(ts_join(p2, b, "best.npz"), &st) != 0, "the resumed run wrote best.npz");
-    x = log_values(ts_join(p1, a, "log.csv"));
-    y = log_values(ts_join(p2, b, "log.csv"));
-    cr_assert_str_eq(x, y, "the logs differ");
-    free(x);
-    free(y);
+    cr_assert(stat(ts_join(path, b, "best.npz"), &st) != 0, "the resumed run wrote best.npz");
     ts_rm_tree(dir);
 }
 
