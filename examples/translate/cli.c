@@ -171,6 +171,16 @@ static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char 
     return 0;
 }
 
+/* parse for a command that takes flags only: a positional argument is a usage error */
+static int parse_flags(const char *cmd, Opt *opts, int n, int argc, char **argv) {
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    if (!pos) return bad(cmd, "out of memory%s%s", "", "");
+    int npos, rc = parse(cmd, opts, n, argc, argv, pos, &npos);
+    if (rc == 0 && npos > 0) rc = bad(cmd, "unexpected argument '%s'%s", pos[0], "");
+    free(pos);
+    return rc;
+}
+
 static Opt *find_opt(Opt *opts, int n, const char *name) {
     for (int i = 0; i < n; i++)
         if (strcmp(opts[i].name, name) == 0) return &opts[i];
@@ -303,11 +313,8 @@ static int cmd_train(int argc, char **argv) {
         {"report-rss", O_I64, &c.report_rss, "STEP", "print the peak RSS after STEP and at the end",
          0, BIG, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("train", opts, n, argc, argv, pos, &npos);
-    if (rc == 0 && npos > 0) rc = bad("train", "unexpected argument '%s'%s", pos[0], "");
-    free(pos);
+    int n = (int)(sizeof opts / sizeof opts[0]);
+    int rc = parse_flags("train", opts, n, argc, argv);
     if (rc == -1) {
         printf("usage: %s train [flags]\n"
                "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated "
@@ -733,11 +740,8 @@ static int cmd_heads(int argc, char **argv) {
         {"threads", O_INT, &threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("heads", opts, n, argc, argv, pos, &npos);
-    if (rc == 0 && npos > 0) rc = bad("heads", "unexpected argument '%s'%s", pos[0], "");
-    free(pos);
+    int n = (int)(sizeof opts / sizeof opts[0]);
+    int rc = parse_flags("heads", opts, n, argc, argv);
     if (rc == -1) {
         printf("usage: %s heads [flags]\n"
                "How much each attention head matters, over --data (teacher-forced loss):\n"
@@ -824,11 +828,8 @@ static int cmd_vocab(int argc, char **argv) {
         {"side", O_CHOICE, &side, "both|src|tgt",
          "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("vocab", opts, n, argc, argv, pos, &npos);
-    if (rc == 0 && npos > 0) rc = bad("vocab", "unexpected argument '%s'%s", pos[0], "");
-    free(pos);
+    int n = (int)(sizeof opts / sizeof opts[0]);
+    int rc = parse_flags("vocab", opts, n, argc, argv);
     if (rc == -1) {
         printf("usage: %s vocab [flags]\n"
                "Lists the words a checkpoint knows, one a line in id order: the source "
