@@ -189,7 +189,7 @@ Test(tr_values, every_command_refuses_each_wrong_value_naming_it_with_exit_2) {
         {p, IV_TOKENS, 0, INT64_MAX, "(tokens since the last log row) = 9223372036854775807"},
         {p, LOG_EVERY, 0, 0, "data.position[13] (--log-every) = 0: must be >= 1"},
         {p, LOG_EVERY, 0, (1 << 30) + 1, "(--log-every) = 1073741825: must be <= 1073741824"},
-        {p, VALID_EVERY, 0, 0, "(--valid-every) = 0: must be >= 1"},
+        {p, VALID_EVERY, 0, -1, "(--valid-every) = -1: must be >= 0"}, /* 0: no validation */
         {p, SAVE_EVERY, 0, -1, "(--save-every) = -1: must be >= 0"},
         {p, VALID_MAX, 0, -1, "(--valid-max) = -1: must be >= 0"},
         {p, TOTAL, 0, step - 1, "(--steps) = 5: must be >= 6"},
