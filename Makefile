@@ -47,8 +47,14 @@ CC ?= cc
 # vector lane and in a scalar tail, which keeps results identical for any thread split.
 # -fno-math-errno: sqrt and friends need not set errno, so a loop calling sqrt can run in
 # vector lanes (Adam's update); no result changes.
+# -fno-trapping-math: no floating-point operation traps (attograd never unmasks FP exceptions
+# nor reads their flags), so GCC may compute both sides of a conditional and select one. Without
+# AVX-512's masks that is the only way loops with a condition run in vector lanes on AVX2
+# (GELU, ReLU's backward, the exp loops of softmax, cross-entropy and attention, Adam): a
+# gpt-tiny step runs 1.5x faster there. Every result is the same (the selected value is
+# computed exactly as before); infinities and NaNs keep their meaning (unlike -ffast-math).
 CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
-          -fPIC -Isrc -march=$(ARCH) -fno-math-errno
+          -fPIC -Isrc -march=$(ARCH) -fno-math-errno -fno-trapping-math
 ifeq ($(DEBUG),1)
 CFLAGS += -O1 -g -DAG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=all \
           -fno-omit-frame-pointer

@@ -104,13 +104,23 @@ static int visible_end(const KAttention *a, int b) {
  * broadcast against KB values of Bp. Every C[i][j] sums its K products in k order from 0 (then
  * is stored, or added to C), so it is the same whichever thread computes it.
  * With AVX-512 the KB columns are 512-bit registers updated by fused multiply-adds (as k_gemm's
- * kernel); with another GCC or clang target, vector-extension registers (multiply, then add);
- * otherwise plain arrays. Every element of a tile takes the same path (no scalar tail), so the
- * choice never depends on where an element falls. */
-#define KB 32
+ * kernel); with AVX2 + FMA, two 256-bit registers a row (KB 16 floats or 8 doubles), so that the
+ * 4 x 2 sums and the 2 vectors of Bp fit in its 16 registers; with another GCC or clang target,
+ * vector-extension registers (multiply, then add); otherwise plain arrays. Every element of a
+ * tile takes the same path (no scalar tail), so the choice never depends on where an element
+ * falls. */
 #if defined(__AVX512F__)
+#define KB 32
 #define RB 8 /* 16 of the 32 vector registers hold sums */
+#elif defined(__AVX2__) && defined(__FMA__)
+#ifdef AG_REAL_DOUBLE
+#define KB 8
 #else
+#define KB 16
+#endif
+#define RB 4 /* 8 of the 16 vector registers hold sums */
+#else
+#define KB 32
 #define RB 4
 #endif
 
@@ -144,6 +154,24 @@ typedef __m512 Vec;
  * in every fused multiply-add that uses it (RB loads instead of one): the tile is then bound by
  * loads instead of multiply-adds (attention 10% slower). */
 #define PIN(v) __asm__("" : "+v"(v))
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#ifdef AG_REAL_DOUBLE
+typedef __m256d Vec;
+#define VLOAD(v, p) ((v) = _mm256_loadu_pd(p))
+#define VSTORE _mm256_storeu_pd
+#define vadd _mm256_add_pd
+#define vzero _mm256_setzero_pd
+#define vfma(x, b, acc) _mm256_fmadd_pd(_mm256_set1_pd(x), b, acc)
+#else
+typedef __m256 Vec;
+#define VLOAD(v, p) ((v) = _mm256_loadu_ps(p))
+#define VSTORE _mm256_storeu_ps
+#define vadd _mm256_add_ps
+#define vzero _mm256_setzero_ps
+#define vfma(x, b, acc) _mm256_fmadd_ps(_mm256_set1_ps(x), b, acc)
+#endif
+#define PIN(v) __asm__("" : "+x"(v))
 #else
 typedef Real Vec __attribute__((vector_size(64)));
 #define VLOAD(v, p) memcpy(&(v), (p), sizeof(Vec))
