@@ -181,7 +181,18 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 
 # bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
 BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
-bench: $(BENCH)
+# make bench installs what the comparison needs (OpenBLAS in its OpenMP flavour, PyTorch and
+# numpy from Debian), then runs bench-run in a new make, which sees the packages just installed
+# (HAVE_OPENBLAS is decided when the Makefile is read)
+.PHONY: bench bench-run deps-bench
+bench: deps-bench
+	@$(MAKE) --no-print-directory bench-run
+deps-bench:
+	@scripts/deps.sh libopenblas-dev libopenblas0-openmp pkg-config || \
+	    echo "make bench: no OpenBLAS: the GEMM is timed alone"
+	@scripts/deps.sh python3-torch python3-numpy || \
+	    echo "make bench: no PyTorch: attograd's times are printed alone"
+bench-run: $(BENCH)
 	@$(B)/bench/bench_models --info
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
