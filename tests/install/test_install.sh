@@ -193,14 +193,16 @@ if [ "${SYSTEM:-0}" = 1 ]; then
     before="$(find /usr/local | sort)"
     out="$($MAKE -C "$ROOT" --no-print-directory install PREFIX=/usr/local REAL="$REAL" OMP="$OMP")"
     grep -qx ldconfig <<<"$out" || fail "make install into /usr/local did not run ldconfig: $out"
-    ldconfig -p | grep -qF "$soname " || fail "ldconfig's cache lacks $soname"
+    cache="$(ldconfig -p)"
+    grep -qF "$soname " <<<"$cache" || fail "ldconfig's cache lacks $soname"
     cd "$TMP/prog"
     # shellcheck disable=SC2046,SC2086
     $CC $CFLAGS_PROG prog.c -o prog_system $(env -u PKG_CONFIG_PATH pkg-config --cflags --libs attograd)
     check_output "system (no LD_LIBRARY_PATH)" "$(env -u LD_LIBRARY_PATH ./prog_system)"
     cd "$ROOT"
     uninstall PREFIX=/usr/local
-    if ldconfig -p | grep -qF "$soname "; then fail "ldconfig's cache still has $soname"; fi
+    cache="$(ldconfig -p)"
+    if grep -qF "$soname " <<<"$cache"; then fail "ldconfig's cache still has $soname"; fi
     after="$(find /usr/local | sort)"
     [ "$before" = "$after" ] || fail "/usr/local differs after uninstall: $(diff <(echo "$before") \
         <(echo "$after"))"
