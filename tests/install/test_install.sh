@@ -21,7 +21,15 @@ REAL="${REAL:-float}"
 OMP="${OMP:-1}"
 CC="${CC:-cc}"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/attograd-install.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+system_installed=0 # 1 while our install sits in /usr/local (SYSTEM=1): a failure still removes it
+cleanup() {
+    if [ "$system_installed" = 1 ]; then
+        $MAKE -C "$ROOT" --no-print-directory uninstall PREFIX=/usr/local REAL="$REAL" OMP="$OMP" \
+            >/dev/null || echo "test-install: could not uninstall from /usr/local" >&2
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
 PREFIX="$TMP/prefix"
 
 fail() {
@@ -191,6 +199,7 @@ if [ "${SYSTEM:-0}" = 1 ]; then
         fail "attograd is already installed in /usr/local: not touching it"
     fi
     before="$(find /usr/local | sort)"
+    system_installed=1
     out="$($MAKE -C "$ROOT" --no-print-directory install PREFIX=/usr/local REAL="$REAL" OMP="$OMP")"
     grep -qx ldconfig <<<"$out" || fail "make install into /usr/local did not run ldconfig: $out"
     cache="$(ldconfig -p)"
@@ -201,6 +210,7 @@ if [ "${SYSTEM:-0}" = 1 ]; then
     check_output "system (no LD_LIBRARY_PATH)" "$(env -u LD_LIBRARY_PATH ./prog_system)"
     cd "$ROOT"
     uninstall PREFIX=/usr/local
+    system_installed=0
     cache="$(ldconfig -p)"
     if grep -qF "$soname " <<<"$cache"; then fail "ldconfig's cache still has $soname"; fi
     after="$(find /usr/local | sort)"
