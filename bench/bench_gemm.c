@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "attograd.h"
 
 /* (the unroll pragmas keep the 12 chains of measure_peak in registers) */

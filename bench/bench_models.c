@@ -41,6 +41,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "attograd.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -127,7 +128,7 @@ static double mha_step(Bench *w) {
 }
 static void mha_init(Bench *w) {
     static ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     NnBuilder b = {w->params, &pl, &w->rng};
     nn_mha_init(&w->mha, &b, "mha", MC, MNH, MNH, 1, 0);
     w->x = tensor_new3(w->params, MB, MT, MC, "x");
@@ -214,7 +215,7 @@ static double gpt_step(Bench *w) {
     return l->data[0];
 }
 static void gpt_init(Bench *w) {
-    nn_params_init(&w->gpt_params);
+    ag_params_init(&w->gpt_params);
     NnBuilder b = {w->params, &w->gpt_params, &w->rng};
     nn_embedding_init(&w->embed, &b, "embed", GV, GC, -1);
     nn_positional_init(&w->pos, &b, "pos", 128, GC, 0);
@@ -293,7 +294,7 @@ int main(int argc, char **argv) {
     double loss = 0;
     for (int i = 0; i < steps + 2; i++) { /* two warm-up steps, as torch_bench.py */
         double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-        if (w.pl) nn_params_zero_grad(w.pl);
+        if (w.pl) ag_params_zero_grad(w.pl);
         loss = w.step(&w);
         if (w.opt) optim_step(w.opt);
         ag_tape_reset(w.tape);
@@ -322,7 +323,7 @@ int main(int argc, char **argv) {
     if (w.pl == &w.s2s.params)
         nn_seq2seq_free(&w.s2s);
     else if (w.pl)
-        nn_params_free(w.pl);
+        ag_params_free(w.pl);
     arena_free(w.tape->arena);
     ag_tape_free(w.tape);
     arena_free(w.params);

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
             double dc = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
             loss = l->data[0];
             ag_tape_reset(tape);
-            nn_params_zero_grad(&m.params);
+            ag_params_zero_grad(&m.params);
             if (r > 0) { /* the first step warms up caches and scratch */
                 ms[r - 1] = dt;
                 cpu[r - 1] = dc;

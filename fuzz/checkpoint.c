@@ -45,8 +45,8 @@ static void library_load(const char *path) {
     rng_seed(&rng, 2);
     Seq2Seq m;
     nn_seq2seq_init(&m, a, &init, &cfg);
-    FUZZ_CHECK((int64_t)nn_params_count(&m.params) == n_params, "%zu parameters, %lld counted",
-               nn_params_count(&m.params), (long long)n_params);
+    FUZZ_CHECK((int64_t)ag_params_count(&m.params) == n_params, "%zu parameters, %lld counted",
+               ag_params_count(&m.params), (long long)n_params);
     Optimizer *opt = has_optim ? optim_new(a, &m.params, &oc) : NULL;
     FUZZ_CHECK(a->used <= cap, "arena overflow");
     CkptState st;

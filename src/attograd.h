@@ -1,6 +1,7 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
- * tensor (data, arenas, RNG, kernels), autograd (the tape, ops and gradcheck), and, as they
- * land, nn (modules), io (.npz files, checkpoints) and optim (optimizers). */
+ * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
+ * gradcheck), nn (modules), optim (optimizers) and io (.npz files, checkpoints). The kernels
+ * (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -8,7 +9,7 @@
 
 #include "tensor/tensor.h"
 #include "tensor/rng.h"
-#include "tensor/kernels.h"
+#include "tensor/threads.h"
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "optim/optim.h"

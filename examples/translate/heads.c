@@ -179,7 +179,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
         tensor_zero_grad(a->gate);
         nn_mha_track_gates(a, 0);
     }
-    nn_params_zero_grad(&m->params); /* the weights' gradients came along: leave none behind */
+    ag_params_zero_grad(&m->params); /* the weights' gradients came along: leave none behind */
     for (int b = 0; b < h->n_blocks; b++) {
         double norm = 0;
         for (int k = 0; k < h->NH; k++) {

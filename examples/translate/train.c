@@ -896,7 +896,7 @@ int tr_train(const TrTrainConfig *c) {
                "%s; %zu parameters\n",
                m->layer.d_model, m->layer.n_heads, m->layer.n_kv_heads, m->n_enc_layers,
                m->n_dec_layers, m->layer.d_ff, m->layer.dropout,
-               m->layer.pre_ln ? "pre-LN" : "post-LN", nn_params_count(&tr->m.params));
+               m->layer.pre_ln ? "pre-LN" : "post-LN", ag_params_count(&tr->m.params));
         printf("data: %d training pairs (%d batches of %d an epoch), %d valid pairs; "
                "vocabularies %d source, %d target words\n",
                tr->train.n, tr->loader.n_batches, tr->loader.batch_size,
@@ -935,7 +935,7 @@ int tr_train(const TrTrainConfig *c) {
         }
     }
     Tensor *poison =
-        c->inject_nan > 0 ? nn_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
+        c->inject_nan > 0 ? ag_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
     int save_every = tr->save_every > 0 ? tr->save_every : tr->valid_every;
     while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
         if (c->handle_signals && stop_requested()) {
@@ -946,7 +946,7 @@ int tr_train(const TrTrainConfig *c) {
         tr_loader_next(&tr->loader, &tr->batch);
         TrBatch *b = &tr->batch;
         ag_tape_reset(tr->tape);
-        optim_zero_grad(tr->opt);
+        ag_params_zero_grad(&tr->m.params);
         if (poison && s == c->inject_nan) poison->data[0] = (Real)NAN;
         Tensor *loss = nn_seq2seq_loss(tr->tape, &tr->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B,
                                        b->T, &tr->rng);

@@ -3,6 +3,7 @@
  * output in the tape's step arena, runs its forward kernel at once, and appends a node to the
  * tape. ag_backward() walks the nodes newest first; the order ops were called in is already a
  * valid topological order, so no sort is needed (the idea of micrograd's engine, as a list).
+ * Also the parameter list (ParamList) that models, optimizers and files share.
  * Not here: the math loops (../tensor/kernels.h) and modules with parameters (../nn).
  * Read next: ops.def (the table of every op and its derivative), then tape.c. */
 #ifndef ATTOGRAD_AUTOGRAD_H
@@ -232,6 +233,26 @@ Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tenso
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate);
+
+/* ---- parameters: a named list of leaf tensors, in registration order (params.c) ----
+ * What a model holds and what the optimizer, the gradient clipping and the .npz files walk over.
+ * nn's modules add to one through NnBuilder (../nn/nn.h); any program can build its own. */
+typedef struct ParamList {
+    Tensor **items;
+    int n, cap;
+} ParamList;
+
+void ag_params_init(ParamList *pl);
+void ag_params_free(ParamList *pl); /* the list, not the tensors (they live in their arena) */
+/* Appends t (a tensor with a gradient, e.g. from tensor_param); aborts if its name is taken. */
+void ag_params_add(ParamList *pl, Tensor *t);
+/* A parameter by its dotted name, or NULL. */
+Tensor *ag_params_find(const ParamList *pl, const char *name);
+size_t ag_params_count(const ParamList *pl); /* total number of scalars */
+/* Zeroes every parameter's gradient, all of them in one parallel region; allocates nothing. */
+void ag_params_zero_grad(const ParamList *pl);
+/* One line per parameter: name, shape, count; then the total. */
+void ag_params_print(const ParamList *pl, FILE *f);
 
 /* ---- gradient check (public: check your own ops with it) ----
  * fn builds an output from the inputs on the tape. The check forms loss = sum(out * R) with a

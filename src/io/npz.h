@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../nn/nn.h"
+#include "../autograd/autograd.h"
 #include "../tensor/tensor.h"
 
 #define NPZ_MAX_DIMS 8

@@ -80,7 +80,7 @@ int npz_params_from_file(ParamList *pl, const NpzFile *f, NpzLoadInfo *info) {
     for (int i = 0; i < f->n; i++) {
         if (reserved(f->entries[i].name))
             skipped++;
-        else if (!nn_params_find(pl, f->entries[i].name))
+        else if (!ag_params_find(pl, f->entries[i].name))
             return ag_fail(AG_ERR_SHAPE,
                            "%s: array '%s' is not a parameter of this model (a "
                            "model of another configuration?)",

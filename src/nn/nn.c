@@ -1,4 +1,4 @@
-/* nn.c: the parameter list and the small modules: Linear, LayerNorm, Embedding, positional
+/* nn.c: naming parameters (nn_param) and the small modules: Linear, LayerNorm, Embedding, positional
  * encodings and the feed-forward block. Not here: attention (attention.c) and the transformer
  * (transformer.c). */
 #include "nn.h"
@@ -6,8 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "../tensor/kernels.h"
 
 /* ---- parameters ---- */
 
@@ -21,81 +19,14 @@ char *nn_join(char *buf, const char *prefix, const char *name) {
     return buf;
 }
 
-void nn_params_init(ParamList *pl) {
-    AG_CHECK_ARG(pl);
-    memset(pl, 0, sizeof *pl);
-}
-
-void nn_params_free(ParamList *pl) {
-    AG_CHECK_ARG(pl);
-    free(pl->items);
-    memset(pl, 0, sizeof *pl);
-}
-
-static void params_add(ParamList *pl, Tensor *t) {
-    AG_CHECK(nn_params_find(pl, t->name) == NULL, "nn_param: a parameter named '%s' exists",
-             t->name);
-    if (pl->n == pl->cap) {
-        int cap = pl->cap ? 2 * pl->cap : 64;
-        Tensor **items = realloc(pl->items, (size_t)cap * sizeof *items);
-        AG_CHECK(items != NULL, "nn_param: out of memory for the parameter list");
-        pl->items = items;
-        pl->cap = cap;
-    }
-    pl->items[pl->n++] = t;
-}
-
 Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape) {
     AG_CHECK_ARG(b);
     AG_CHECK_ARG(name);
     AG_CHECK(b != NULL && b->arena != NULL && b->params != NULL, "nn_param: incomplete builder");
     char full[AG_NAME_LEN];
     Tensor *t = tensor_param(b->arena, ndim, shape, nn_join(full, prefix, name));
-    params_add(b->params, t);
+    ag_params_add(b->params, t);
     return t;
-}
-
-Tensor *nn_params_find(const ParamList *pl, const char *name) {
-    AG_CHECK_ARG(pl);
-    AG_CHECK_ARG(name);
-    for (int i = 0; i < pl->n; i++)
-        if (strcmp(pl->items[i]->name, name) == 0) return pl->items[i];
-    return NULL;
-}
-
-size_t nn_params_count(const ParamList *pl) {
-    AG_CHECK_ARG(pl);
-    size_t n = 0;
-    for (int i = 0; i < pl->n; i++) n += pl->items[i]->size;
-    return n;
-}
-
-void nn_params_zero_grad(const ParamList *pl) {
-    AG_CHECK_ARG(pl);
-    /* every gradient in one parallel region (k_zero_many), not one region per parameter */
-    int n = 0;
-    for (int i = 0; i < pl->n; i++) n += pl->items[i]->grad != NULL;
-    Real **xs = malloc((size_t)(n > 0 ? n : 1) * sizeof *xs);
-    size_t *ns = malloc((size_t)(n > 0 ? n : 1) * sizeof *ns);
-    AG_CHECK(xs != NULL && ns != NULL, "nn_params_zero_grad: out of memory");
-    n = 0;
-    for (int i = 0; i < pl->n; i++)
-        if (pl->items[i]->grad) {
-            xs[n] = pl->items[i]->grad;
-            ns[n++] = pl->items[i]->size;
-        }
-    k_zero_many(xs, ns, n);
-    free(xs);
-    free(ns);
-}
-
-void nn_params_print(const ParamList *pl, FILE *f) {
-    AG_CHECK_ARG(pl);
-    AG_CHECK_ARG(f);
-    for (int i = 0; i < pl->n; i++)
-        fprintf(f, "%-56s %-16s %10zu\n", pl->items[i]->name, tensor_shape_str(pl->items[i]),
-                pl->items[i]->size);
-    fprintf(f, "%d tensors, %zu parameters\n", pl->n, nn_params_count(pl));
 }
 
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name) {

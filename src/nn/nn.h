@@ -13,13 +13,8 @@
 
 #include "../autograd/autograd.h"
 
-/* ---- parameters: a named list, in registration order ---- */
-typedef struct ParamList {
-    Tensor **items;
-    int n, cap;
-} ParamList;
-
-/* What a module's init needs: where parameters live, the list that names them, the RNG that
+/* ---- parameters (the list itself, ParamList, is autograd's: ag_params_*) ----
+ * What a module's init needs: where parameters live, the list that names them, the RNG that
  * initialises them. */
 typedef struct NnBuilder {
     Arena *arena;
@@ -27,18 +22,10 @@ typedef struct NnBuilder {
     Rng *rng;
 } NnBuilder;
 
-void nn_params_init(ParamList *pl);
-void nn_params_free(ParamList *pl);
 /* A new parameter named "<prefix>.<name>" (or "<name>" when prefix is empty), zeroed. */
 Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape);
 /* Writes "<prefix>.<name>" (or "<name>" for an empty prefix) into buf (AG_NAME_LEN bytes). */
 char *nn_join(char *buf, const char *prefix, const char *name);
-/* A parameter by its dotted name, or NULL. */
-Tensor *nn_params_find(const ParamList *pl, const char *name);
-size_t nn_params_count(const ParamList *pl); /* total number of scalars */
-void nn_params_zero_grad(const ParamList *pl);
-/* One line per parameter: name, shape, count; then the total. */
-void nn_params_print(const ParamList *pl, FILE *f);
 /* A view on rows [row0, row0 + rows) of a 2-D or 1-D parameter: same data and gradient memory,
  * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter. */
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);

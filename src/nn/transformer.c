@@ -143,7 +143,7 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
              cfg->src_vocab, cfg->tgt_vocab);
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    nn_params_init(&m->params);
+    ag_params_init(&m->params);
     NnBuilder b = {a, &m->params, rng};
     int C = cfg->layer.d_model;
     nn_embedding_init(&m->src_embed, &b, "src_embed", cfg->src_vocab, C, cfg->pad_id);
@@ -183,7 +183,7 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
 
 void nn_seq2seq_free(Seq2Seq *m) {
     AG_CHECK_ARG(m);
-    nn_params_free(&m->params);
+    ag_params_free(&m->params);
 }
 
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {

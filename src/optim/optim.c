@@ -205,24 +205,11 @@ void optim_step(Optimizer *o) {
             .step_size = (Real)(lr / bc1),
             .bc2_sqrt = (Real)sqrt(bc2),
         };
-        /* all parameters in one parallel region (k_adam_step_many) */
-        KAdamParam *ps = malloc((size_t)(o->n_params > 0 ? o->n_params : 1) * sizeof *ps);
-        AG_CHECK(ps != NULL, "optim_step: out of memory");
-        for (int i = 0; i < o->n_params; i++) {
-            Tensor *p = o->params[i];
-            ps[i] = (KAdamParam){p->data, p->grad, o->exp_avg[i]->data, o->exp_avg_sq[i]->data,
-                                 p->size};
-        }
-        k_adam_step_many(ps, o->n_params, &h);
-        free(ps);
+        /* all parameters in one parallel region (k_adam_step_many); nothing allocated */
+        k_adam_step_many(o->params, o->exp_avg, o->exp_avg_sq, o->n_params, &h);
     }
     o->step = t;
     o->last_lr = lr;
-}
-
-void optim_zero_grad(Optimizer *o) {
-    AG_CHECK_ARG(o);
-    for (int i = 0; i < o->n_params; i++) tensor_zero_grad(o->params[i]);
 }
 
 /* ---- training state ---- */

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "../nn/nn.h"
+#include "../autograd/autograd.h"
 
 /* ---- learning-rate schedules ----
  * The lr of step t (t = 1 for the first step; t is the optimizer's step count after the step,
@@ -90,8 +90,6 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg);
 double optim_lr(const Optimizer *o);
 /* One update of every parameter from its .grad (which it leaves as is). */
 void optim_step(Optimizer *o);
-/* Zeroes the gradient of every parameter (the same as nn_params_zero_grad on the list). */
-void optim_zero_grad(Optimizer *o);
 
 /* The training state, for checkpoints: the state tensors (named "optim.<param>.exp_avg",
  * ".exp_avg_sq" or ".momentum_buffer", shaped as their parameter) and the step count. A

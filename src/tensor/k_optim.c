@@ -53,19 +53,15 @@ static void adam_range(Real *p, const Real *g, Real *m, Real *v, size_t lo, size
     }
 }
 
-void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h) {
-    KAdamParam one = {p, g, m, v, n};
-    k_adam_step_many(&one, 1, h);
-}
-
 /* One parallel region for every parameter (a region per parameter was ~30 a step, each a
  * barrier): thread t of T updates its k_team_slice of each parameter (small ones whole, large
  * ones cut at multiples of 16 elements) and goes on to the next parameter without waiting,
  * since no two parameters share memory. Every element's update is the same whoever
  * runs it, so the bits do not depend on T. */
-void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h) {
+void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int count,
+                      const KAdam *h) {
     size_t total = 0;
-    for (int i = 0; i < count; i++) total += ps[i].n;
+    for (int i = 0; i < count; i++) total += ps[i]->size;
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
         int T = 1, t = 0;
@@ -74,10 +70,9 @@ void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h) {
         t = omp_get_thread_num();
 #endif
         for (int i = 0; i < count; i++) {
-            const KAdamParam *q = &ps[i];
             size_t lo, hi;
-            k_team_slice(i, q->n, t, T, &lo, &hi);
-            if (lo < hi) adam_range(q->p, q->g, q->m, q->v, lo, hi, h);
+            k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
+            if (lo < hi) adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h);
         }
     }
 }

@@ -65,11 +65,12 @@ void k_zero(Real *x, size_t n) {
     }
 }
 
-/* One parallel region for all the arrays (a region per parameter was ~30 a step): thread t of
- * T clears its k_team_slice of each array, with no barrier between arrays. */
-void k_zero_many(Real *const *xs, const size_t *ns, int count) {
+/* One parallel region for every gradient (a region per parameter was ~30 a step): thread t of
+ * T clears its k_team_slice of each, with no barrier between them. */
+void k_zero_grads(Tensor *const *ts, int count) {
     size_t total = 0;
-    for (int i = 0; i < count; i++) total += ns[i];
+    for (int i = 0; i < count; i++)
+        if (ts[i]->grad) total += ts[i]->size;
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
         int T = 1, t = 0;
@@ -78,9 +79,10 @@ void k_zero_many(Real *const *xs, const size_t *ns, int count) {
         t = omp_get_thread_num();
 #endif
         for (int i = 0; i < count; i++) {
+            if (!ts[i]->grad) continue;
             size_t lo, hi;
-            k_team_slice(i, ns[i], t, T, &lo, &hi);
-            if (lo < hi) memset(xs[i] + lo, 0, (hi - lo) * sizeof(Real));
+            k_team_slice(i, ts[i]->size, t, T, &lo, &hi);
+            if (lo < hi) memset(ts[i]->grad + lo, 0, (hi - lo) * sizeof(Real));
         }
     }
 }

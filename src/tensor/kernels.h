@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "tensor.h"
+#include "threads.h"
 
 /* Below this many elements a loop runs on one thread: starting threads costs more.
  * A variable so that tests can set it to 1 and split even tiny loops across threads
@@ -36,23 +37,6 @@ static inline void k_team_slice(int i, size_t n, int t, int T, size_t *lo, size_
     *hi = units * (size_t)(t + 1) / (size_t)T * 16;
     if (*hi > n) *hi = n;
 }
-
-/* ---- threads and kernel family (k_threads.c) ----
- * k_threads_default: OMP_NUM_THREADS when set, else the CPUs this process may run on
- * (sched_getaffinity), at most K_THREADS_MAX (1 without OpenMP). k_threads_use(n) runs the
- * kernels on n threads (0: k_threads_default) and returns the count in use. Any count gives
- * the same bits. k_threads_available: the CPUs this process may run on.
- * k_threads_wait: how idle threads wait, in words ("spin 1000, then sleep": the bound that a
- * program linked with libattograd.a gives libgomp when the user set neither GOMP_SPINCOUNT nor
- * OMP_WAIT_POLICY; see k_threads.c and docs/speed.md).
- * k_kernel_family: "AVX-512", "AVX2" or "portable", the SIMD family the build compiled in. */
-#define K_THREADS_MAX 8
-#define K_SPINCOUNT 1000
-int k_threads_available(void);
-int k_threads_default(void);
-int k_threads_use(int n);
-const char *k_threads_wait(void);
-const char *k_kernel_family(void);
 
 /* ---- per-thread scratch (k_scratch.c) ----
  * n Reals, 64-byte aligned, owned by the calling thread: the same buffer comes back on its next
@@ -153,8 +137,8 @@ void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
 void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C);
 /* x_i = 0 (threads share the range: zeroing gradients is a pass over memory like any other) */
 void k_zero(Real *x, size_t n);
-/* k_zero on count arrays xs[i] (ns[i]) in one parallel region */
-void k_zero_many(Real *const *xs, const size_t *ns, int count);
+/* k_zero on the gradients of count tensors (those that have one) in one parallel region */
+void k_zero_grads(Tensor *const *ts, int count);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -256,16 +240,10 @@ typedef struct KAdam {
     Real step_size; /* lr / (1 - beta1^t) */
     Real bc2_sqrt;  /* sqrt(1 - beta2^t) */
 } KAdam;
-/* p, g, m, v (n) */
-void k_adam_step(Real *p, const Real *g, Real *m, Real *v, size_t n, const KAdam *h);
-/* k_adam_step on count parameters in one parallel region (the same bits) */
-typedef struct KAdamParam {
-    Real *p;
-    const Real *g;
-    Real *m, *v;
-    size_t n;
-} KAdamParam;
-void k_adam_step_many(const KAdamParam *ps, int count, const KAdam *h);
+/* For each i < count: parameter ps[i] (data p, gradient g) and its moments m[i], v[i] (all
+ * ps[i]->size), in one parallel region. */
+void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int count,
+                      const KAdam *h);
 /* sum_i x_i^2 in double, in index order on one thread */
 double k_sum_squares(const Real *x, size_t n);
 /* x_i *= s */

@@ -109,19 +109,22 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ag_gradcheck, inputs, ag_gradcheck(&TP, gc_fn, NULL, NULL, 1, 1e-3, 1e-3, NULL))             \
     X(ag_gradcheck_print, res, ag_gradcheck_print(NULL, stderr))                                   \
     X(ag_gradcheck_print, f, ag_gradcheck_print(&GCR, NULL))                                       \
+    /* autograd.h: the parameter list */                                                           \
+    X(ag_params_init, pl, ag_params_init(NULL))                                                    \
+    X(ag_params_free, pl, ag_params_free(NULL))                                                    \
+    X(ag_params_add, pl, ag_params_add(NULL, &T))                                                  \
+    X(ag_params_add, t, ag_params_add(&PL, NULL))                                                  \
+    X(ag_params_find, pl, ag_params_find(NULL, "w"))                                               \
+    X(ag_params_find, name, ag_params_find(&PL, NULL))                                             \
+    X(ag_params_count, pl, ag_params_count(NULL))                                                  \
+    X(ag_params_zero_grad, pl, ag_params_zero_grad(NULL))                                          \
+    X(ag_params_print, pl, ag_params_print(NULL, stderr))                                          \
+    X(ag_params_print, f, ag_params_print(&PL, NULL))                                              \
     /* nn.h */                                                                                     \
-    X(nn_params_init, pl, nn_params_init(NULL))                                                    \
-    X(nn_params_free, pl, nn_params_free(NULL))                                                    \
     X(nn_param, b, nn_param(NULL, "", "w", 1, (int[]){2}))                                         \
     X(nn_param, name, nn_param(&NB, "", NULL, 1, (int[]){2}))                                      \
     X(nn_join, buf, nn_join(NULL, "a", "b"))                                                       \
     X(nn_join, name, nn_join(BUF, "a", NULL))                                                      \
-    X(nn_params_find, pl, nn_params_find(NULL, "w"))                                               \
-    X(nn_params_find, name, nn_params_find(&PL, NULL))                                             \
-    X(nn_params_count, pl, nn_params_count(NULL))                                                  \
-    X(nn_params_zero_grad, pl, nn_params_zero_grad(NULL))                                          \
-    X(nn_params_print, pl, nn_params_print(NULL, stderr))                                          \
-    X(nn_params_print, f, nn_params_print(&PL, NULL))                                              \
     X(nn_param_rows, a, nn_param_rows(NULL, &T, 0, 1, "v"))                                        \
     X(nn_param_rows, p, nn_param_rows(&A, NULL, 0, 1, "v"))                                        \
     X(nn_param_rows, name, nn_param_rows(&A, &T, 0, 1, NULL))                                      \
@@ -230,7 +233,6 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(optim_new, cfg, optim_new(&A, &PL, NULL))                                                    \
     X(optim_lr, o, optim_lr(NULL))                                                                 \
     X(optim_step, o, optim_step(NULL))                                                             \
-    X(optim_zero_grad, o, optim_zero_grad(NULL))                                                   \
     X(optim_state_count, o, optim_state_count(NULL))                                               \
     X(optim_state_tensor, o, optim_state_tensor(NULL, 0))                                          \
     X(optim_get_step, o, optim_get_step(NULL))                                                     \

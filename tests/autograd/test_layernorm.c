@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "cases.h"
 
 #ifdef AG_REAL_DOUBLE

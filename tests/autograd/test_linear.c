@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "cases.h"
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "cases.h"
 
 /* output and gradients of one run, copied out of the arenas */

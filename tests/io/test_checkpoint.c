@@ -97,7 +97,7 @@ static double run_step(Run *r) {
         example(r->perm[r->cursor++], src + b * LEN, tin + b * (LEN + 1), tout + b * (LEN + 1));
     }
     ag_tape_reset(r->tape);
-    optim_zero_grad(r->opt);
+    ag_params_zero_grad(&r->m.params);
     Tensor *loss = nn_seq2seq_loss(r->tape, &r->m, src, LEN, tin, tout, BATCH, LEN + 1, &r->rng);
     ag_backward(r->tape, loss);
     optim_clip_grad_norm(&r->m.params, 1.0);
@@ -463,8 +463,8 @@ Test(checkpoint, arena_bytes_hold_the_model_and_counts_are_exact) {
             OptimConfig o = optim_defaults(i % 2 ? OPTIM_ADAM : OPTIM_SGD);
             o.momentum = 0.9;
             if (with_optim) optim_new(a, &m.params, &o);
-            cr_assert_eq((int64_t)nn_params_count(&m.params), n, "config %d: %zu parameters, %lld",
-                         i, nn_params_count(&m.params), (long long)n);
+            cr_assert_eq((int64_t)ag_params_count(&m.params), n, "config %d: %zu parameters, %lld",
+                         i, ag_params_count(&m.params), (long long)n);
             cr_assert_leq(a->used, cap);
             /* generous, not wasteful: at most 3 times what was used, plus 1 MiB */
             cr_assert_leq(cap, 3 * a->used + (1 << 20), "config %d: %zu for %zu", i, cap, a->used);
@@ -611,7 +611,7 @@ Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) 
     cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     size_t n0, n1;
     char *old = slurp(path, &n0);
-    Tensor *wt = nn_params_find(&r.m.params, "decoder.norm.weight");
+    Tensor *wt = ag_params_find(&r.m.params, "decoder.norm.weight");
     Tensor *v = NULL;
     for (int i = 0; i < optim_state_count(r.opt); i++)
         if (strcmp(optim_state_tensor(r.opt, i)->name, "optim.decoder.norm.weight.exp_avg_sq") == 0)

@@ -1368,7 +1368,7 @@ static void model_free(Model *md) {
 }
 /* every parameter's bytes, concatenated (malloc) */
 static unsigned char *snapshot(const ParamList *pl, size_t *n) {
-    *n = nn_params_count(pl) * sizeof(Real);
+    *n = ag_params_count(pl) * sizeof(Real);
     unsigned char *b = malloc(*n), *p = b;
     for (int i = 0; i < pl->n; i++) {
         memcpy(p, pl->items[i]->data, pl->items[i]->size * sizeof(Real));
@@ -1558,7 +1558,7 @@ Test(npz_params, seq2seq_checkpoint_sizes) {
         double rs = (double)(t2.tv_sec - t1.tv_sec) + 1e-9 * (double)(t2.tv_nsec - t1.tv_nsec);
         cr_log_info("seq2seq(64,64,128,4,2), %s: %d tensors, %zu parameters, level %d: raw %zu "
                     "bytes, file %zu bytes (%.1f%%), save %.3f s, load %.3f s",
-                    AG_REAL_NAME, st.n_entries, nn_params_count(&a.params), level, st.raw_bytes,
+                    AG_REAL_NAME, st.n_entries, ag_params_count(&a.params), level, st.raw_bytes,
                     st.file_bytes, 100.0 * (double)st.file_bytes / (double)st.raw_bytes, ws, rs);
         if (level > 0) cr_assert_lt(st.file_bytes, st.raw_bytes);
         for (int i = 0; i < a.params.n; i++)

@@ -25,7 +25,7 @@ typedef struct {
 static void env_init(ModEnv *e) {
     memset(e, 0, sizeof *e);
     e->arena = arena_new("params", 4 << 20);
-    nn_params_init(&e->params);
+    ag_params_init(&e->params);
     rng_seed(&e->rng, 123);
     e->b = (NnBuilder){e->arena, &e->params, &e->rng};
     e->tape = ag_tape_new(arena_new("step", 32 << 20));
@@ -34,7 +34,7 @@ static void env_init(ModEnv *e) {
 static void env_free(ModEnv *e) {
     arena_free(e->tape->arena);
     ag_tape_free(e->tape);
-    nn_params_free(&e->params);
+    ag_params_free(&e->params);
     arena_free(e->arena);
 }
 
@@ -190,8 +190,8 @@ Test(nn_ffn, relu_gelu_and_dropout_grad_match) {
         nn_ffn_init(&c.ffn, &e.b, "layer", 6, 11, v == 1 ? NN_GELU : NN_RELU, v == 2 ? 0.25 : 0);
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 6});
         check(&e, f_ffn, &c, v == 0 ? "ffn relu" : v == 1 ? "ffn gelu" : "ffn dropout");
-        cr_assert(nn_params_find(&e.params, "layer.linear1.weight") != NULL);
-        cr_assert(nn_params_find(&e.params, "layer.linear2.bias") != NULL);
+        cr_assert(ag_params_find(&e.params, "layer.linear1.weight") != NULL);
+        cr_assert(ag_params_find(&e.params, "layer.linear2.bias") != NULL);
         env_free(&e);
     }
 }
@@ -277,7 +277,7 @@ Test(nn_mha, parameters_are_named_like_pytorch) {
     cr_assert_eq(e.params.n, 12);
     for (int i = 0; i < 12; i++) cr_assert_str_eq(e.params.items[i]->name, names[i]);
     cr_assert_eq(e.params.items[0]->shape[0], 48);
-    cr_assert_eq(nn_params_find(&e.params, "gqa.k_proj.weight")->shape[0], 8);
+    cr_assert_eq(ag_params_find(&e.params, "gqa.k_proj.weight")->shape[0], 8);
     env_free(&e);
 }
 
@@ -476,7 +476,7 @@ Test(nn_seq2seq, parameter_names_match_torch_nn_transformer) {
     int n = (int)(sizeof expect / sizeof expect[0]);
     cr_assert_eq(m.params.n, n, "%d parameters, expected %d", m.params.n, n);
     for (int i = 0; i < n; i++) cr_assert_str_eq(m.params.items[i]->name, expect[i]);
-    cr_assert_eq(nn_params_find(&m.params, "encoder.layers.0.linear1.weight")->shape[0], 64);
+    cr_assert_eq(ag_params_find(&m.params, "encoder.layers.0.linear1.weight")->shape[0], 64);
     nn_seq2seq_free(&m);
     arena_free(a);
 }

@@ -116,7 +116,7 @@ static int count_op(const Tape *t, AgOp op) {
  * comparison needs in r (malloc) and returns the number of gather_rows nodes recorded. */
 static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_in,
                const int *tgt_out, Result *r) {
-    nn_params_zero_grad(&m->params);
+    ag_params_zero_grad(&m->params);
     for (int k = 0; k < n_attn(m); k++)
         if (attn(m, k)->track_gates) tensor_zero_grad(attn(m, k)->gate);
     Tensor *loss;
@@ -258,7 +258,7 @@ typedef struct {
 } MhaFix;
 static void mha_make(MhaFix *f, uint64_t seed) {
     f->a = arena_new("params", 1 << 20);
-    nn_params_init(&f->pl);
+    ag_params_init(&f->pl);
     rng_seed(&f->rng, seed);
     NnBuilder nb = {f->a, &f->pl, &f->rng};
     nn_mha_init(&f->m, &nb, "attn", 8, 2, 2, 1, 0);
@@ -301,6 +301,6 @@ Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
                       (double)yd->data[idx[i] * C + c]);
     arena_free(t->arena);
     ag_tape_free(t);
-    nn_params_free(&f.pl);
+    ag_params_free(&f.pl);
     arena_free(a);
 }

@@ -14,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "attograd.h"
 #include "expect_abort.h"
 
@@ -38,14 +39,14 @@ typedef struct {
 static void fix_init(Fix *f, uint64_t seed) {
     memset(f, 0, sizeof *f);
     f->arena = arena_new("params", 1 << 20);
-    nn_params_init(&f->pl);
+    ag_params_init(&f->pl);
     Rng rng;
     rng_seed(&rng, seed);
     NnBuilder b = {f->arena, &f->pl, &rng};
     nn_param(&b, "lin", "weight", 2, (int[]){3, 4});
     nn_param(&b, "lin", "bias", 1, (int[]){4});
     nn_param(&b, "blocks.0", "gain", 3, (int[]){2, 3, 2});
-    cr_assert_eq(nn_params_count(&f->pl), NE);
+    cr_assert_eq(ag_params_count(&f->pl), NE);
     for (int i = 0; i < NE; i++) f->p0[i] = (float)rng_normal(&rng);
     for (int s = 0; s < STEPS; s++)
         for (int i = 0; i < NE; i++) f->g[s][i] = (float)(0.5 * rng_normal(&rng));
@@ -56,7 +57,7 @@ static void fix_init(Fix *f, uint64_t seed) {
 }
 
 static void fix_free(Fix *f) {
-    nn_params_free(&f->pl);
+    ag_params_free(&f->pl);
     arena_free(f->arena);
 }
 
@@ -207,7 +208,7 @@ Test(optim_sgd, nesterov_matches_the_formulas) {
 Test(optim_sgd, nesterov_by_hand_on_one_element) {
     Arena *a = arena_new("params", 1 << 16);
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     NnBuilder b = {a, &pl, NULL};
     Tensor *p = nn_param(&b, "", "x", 1, (int[]){1});
     p->data[0] = 1;
@@ -224,7 +225,7 @@ Test(optim_sgd, nesterov_by_hand_on_one_element) {
     optim_step(o);
     cr_assert_float_eq(o->momentum_buffer[0]->data[0], 0, 0);
     cr_assert_float_eq(p->data[0], 0.95, 1e-7);
-    nn_params_free(&pl);
+    ag_params_free(&pl);
     arena_free(a);
 }
 
@@ -470,7 +471,7 @@ Test(optim_state, a_step_allocates_nothing) {
         put_grads(&f, f.g[t]);
         optim_step(o);
         optim_clip_grad_norm(&f.pl, 0.1);
-        optim_zero_grad(o);
+        ag_params_zero_grad(&f.pl);
     }
     cr_assert_eq(f.arena->used, used);
     fix_free(&f);
@@ -659,7 +660,7 @@ typedef struct {
 
 static void tiny_init(TinyNet *n) {
     n->arena = arena_new("params", 1 << 20);
-    nn_params_init(&n->pl);
+    ag_params_init(&n->pl);
     Rng rng;
     rng_seed(&rng, 2718);
     NnBuilder b = {n->arena, &n->pl, &rng};
@@ -709,9 +710,9 @@ Test(optim_accumulation, two_micro_batches_equal_one_batch) {
     int exact = 0, total = 0, g_exact = 0, g_total = 0;
     for (int step = 0; step < 3; step++) {
         for (int i = 0; i < 12; i++) x[i] = (float)rng_normal(&rng);
-        optim_zero_grad(full.opt);
+        ag_params_zero_grad(&full.pl);
         tiny_backward(&full, t, x, y, 0, 4, 1);
-        optim_zero_grad(micro.opt);
+        ag_params_zero_grad(&micro.pl);
         tiny_backward(&micro, t, x, y, 0, 2, 0.5);
         tiny_backward(&micro, t, x, y, 2, 2, 0.5);
         compare_nets(&full, &micro, 1, "gradient", &g_exact, &g_total);
@@ -728,9 +729,9 @@ Test(optim_accumulation, two_micro_batches_equal_one_batch) {
     cr_assert(k_sum_squares(full.l1.weight->grad, full.l1.weight->size) > 0);
     arena_free(t->arena);
     ag_tape_free(t);
-    nn_params_free(&full.pl);
+    ag_params_free(&full.pl);
     arena_free(full.arena);
-    nn_params_free(&micro.pl);
+    ag_params_free(&micro.pl);
     arena_free(micro.arena);
 }
 
@@ -746,7 +747,7 @@ static Real *run_threads(const OptimConfig *cfg, int threads, size_t *n_out) {
 #endif
     Arena *a = arena_new("params", 1 << 20);
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     Rng rng;
     rng_seed(&rng, 31);
     NnBuilder b = {a, &pl, &rng};
@@ -774,7 +775,7 @@ static Real *run_threads(const OptimConfig *cfg, int threads, size_t *n_out) {
         q += s->size;
     }
     *n_out = n;
-    nn_params_free(&pl);
+    ag_params_free(&pl);
     arena_free(a);
     return out;
 }
@@ -891,7 +892,7 @@ Test(optim_misuse, schedule_step_zero_aborts, .signal = SIGABRT) {
 Test(optim_misuse, empty_parameter_list_aborts, .signal = SIGABRT) {
     Arena *a = arena_new("params", 1 << 16);
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     OptimConfig c = optim_defaults(OPTIM_ADAM);
     optim_new(a, &pl, &c);
 }
@@ -899,7 +900,7 @@ Test(optim_misuse, empty_parameter_list_aborts, .signal = SIGABRT) {
 Test(optim_misuse, a_parameter_without_gradient_aborts, .signal = SIGABRT) {
     Arena *a = arena_new("params", 1 << 16);
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     Tensor *t = tensor_new1(a, 3, "frozen");
     pl.items = &t;
     pl.n = pl.cap = 1;
@@ -946,7 +947,7 @@ static void frozen_param(void *ctx) {
     (void)ctx;
     Arena *a = arena_new("params", 1 << 16);
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     Tensor *t = tensor_new2(a, 2, 3, "frozen");
     pl.items = &t;
     pl.n = pl.cap = 1;

@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "attograd.h"
 
 #ifdef AG_REAL_DOUBLE

@@ -21,6 +21,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h" /* below the public API: kernels called directly */
 #include "attograd.h"
 #include "files.h"
 

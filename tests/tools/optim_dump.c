@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     /* the parameters' initial values and the gradients of every step, shared by all cases */
     Arena *ref = arena_new("reference", 1 << 20);
     ParamList init;
-    nn_params_init(&init);
+    ag_params_init(&init);
     NnBuilder b = {ref, &init, &rng};
     nn_param(&b, "layer", "weight", 2, (int[]){4, 5});
     nn_param(&b, "layer", "bias", 1, (int[]){5});
@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n_cases; k++) {
         Arena *a = arena_new("params", 1 << 20);
         ParamList pl;
-        nn_params_init(&pl);
+        ag_params_init(&pl);
         NnBuilder cb = {a, &pl, &rng};
         for (int j = 0; j < init.n; j++) {
             Tensor *p =
@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "case.%d.state.%s", k, st->name);
             put(name, st, st->data);
         }
-        nn_params_free(&pl);
+        ag_params_free(&pl);
         arena_free(a);
     }
 
@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
     }
 
     fclose(out);
-    nn_params_free(&init);
+    ag_params_free(&init);
     arena_free(ref);
     return 0;
 }

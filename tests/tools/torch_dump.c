@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
 
     /* 1. MultiHeadAttention: cross-attention with key padding, and causal self-attention */
     ParamList pl;
-    nn_params_init(&pl);
+    ag_params_init(&pl);
     NnBuilder b = {params, &pl, &rng};
     MultiHeadAttention mha;
     nn_mha_init(&mha, &b, "mha", C, NH, NH, 1, 0);
@@ -94,12 +94,12 @@ int main(int argc, char **argv) {
     put("mha.grad.q", q, q->grad);
     put("mha.grad.kv", kv, kv->grad);
     put_params("", &pl);
-    nn_params_free(&pl);
+    ag_params_free(&pl);
 
     /* 2. a 1+1-layer post-LN transformer (encoder, decoder, final norms), gelu off, no dropout */
     ag_tape_reset(t);
     ParamList tp;
-    nn_params_init(&tp);
+    ag_params_init(&tp);
     b.params = &tp;
     TransformerConfig cfg = {C, NH, NH, FF, 0.0, 1e-5, 0, NN_RELU};
     EncoderLayer enc;
@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
     put("tf.grad.src", src, src->grad);
     put("tf.grad.tgt", tgt, tgt->grad);
     put_params("tf.", &tp);
-    nn_params_free(&tp);
+    ag_params_free(&tp);
 
     fclose(out);
     arena_free(t->arena);
