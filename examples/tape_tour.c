@@ -52,9 +52,10 @@ static void sgd_step(Tensor **params, int n, double lr) {
 int main(void) {
     /* Two arenas, two lifetimes: parameters and their gradients live for the whole run; every
      * tensor a forward pass makes lives in the step arena, which ag_tape_reset frees at once.
-     * Both have a fixed capacity: overflowing aborts with the arena's name and the sizes. */
-    Arena *params = arena_new("params", 1 << 20);
-    Arena *step = arena_new("step", 4 << 20);
+     * Both grow as they are used (0: no memory until the first tensor), and a reset keeps
+     * what the step arena reserved for the next step. */
+    Arena *params = arena_new("params", 0);
+    Arena *step = arena_new("step", 0);
     Tape *tape = ag_tape_new(step);
     Rng rng;
     rng_seed(&rng, 42);

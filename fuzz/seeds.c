@@ -122,7 +122,7 @@ static void model_seeds(void) {
             oc.momentum = 0.9;
             oc.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 2, 100, 1e-5};
         }
-        Arena *a = arena_new("seeds", ckpt_arena_bytes(&cfg, 1));
+        Arena *a = arena_new("seeds", 0);
         Rng init, rng;
         rng_seed(&init, 1);
         rng_seed(&rng, 2);

@@ -310,6 +310,9 @@ static int cmd_train(int argc, char **argv) {
          NULL, 0},
         {"check-finite", O_SET, &c.check_finite, NULL,
          "check every op's output and gradient: a divergence names the op", 1, 0, NULL, 0},
+        {"max-memory", O_DOUBLE, &c.max_memory, "GIB",
+         "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG, NULL,
+         0},
         {"report-rss", O_I64, &c.report_rss, "STEP", "print the peak RSS after STEP and at the end",
          0, BIG, NULL, 0},
     };
@@ -432,7 +435,6 @@ static int cmd_eval(int argc, char **argv) {
             rc = TR_EXIT_USAGE;
             break;
         }
-        tr_reserve(&tr, batch, d.max_src + 1, d.max_tgt + 1, 0);
         TrScore s;
         double loss = 0;
         tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src, &tr.tgt, NULL);

@@ -10,40 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the step arena ----
- * Floats kept per position by one forward, measured on the model (each encoder layer about
- * 20 C + 4 FF + attention rows, each decoder layer 30 C + 4 FF, the generator 3 V), doubled
- * for the gradients of a training pass, then doubled again as a margin. */
-size_t tr_arena_bytes(const Seq2SeqConfig *c, int B, int S, int T, int grad) {
-    double C = c->layer.d_model, FF = c->layer.d_ff, NH = c->layer.n_heads;
-    double per_src = 8 * C + c->n_enc_layers * (20 * C + 4 * FF + 3 * NH * S);
-    double per_tgt =
-        8 * C + 3.0 * c->tgt_vocab + c->n_dec_layers * (30 * C + 4 * FF + 3 * NH * (S + T));
-    double floats = (double)B * (S * per_src + T * per_tgt) * (grad ? 2 : 1) * 2;
-    return (size_t)(floats * sizeof(Real)) + ((size_t)32 << 20);
-}
-
-size_t tr_param_bytes(const Seq2SeqConfig *c, int with_optim) {
-    double C = c->layer.d_model, FF = c->layer.d_ff, V = c->src_vocab + c->tgt_vocab;
-    double enc = 4 * C * C + 2 * C * FF + 12 * C + FF, dec = 8 * C * C + 2 * C * FF + 20 * C + FF;
-    double n = V * C + 2.0 * c->max_len * C + c->n_enc_layers * enc + c->n_dec_layers * dec +
-               c->tgt_vocab * (C + 1) + 4 * C;
-    /* data and gradient (and Adam's two moments), plus 64-byte alignment of ~40 tensors a
-     * layer */
-    return (size_t)(n * sizeof(Real) * (with_optim ? 4 : 2) * 1.25) +
-           (size_t)(c->n_enc_layers + c->n_dec_layers + 2) * 40 * 4096 + ((size_t)4 << 20);
-}
-
-void tr_reserve(Translator *tr, int B, int S, int T, int grad) {
-    size_t need = tr_arena_bytes(&tr->model.cfg, B, S, T, grad);
-    if (tr->step && tr->step->cap >= need) return;
-    if (tr->tape) ag_tape_free(tr->tape);
-    if (tr->step) arena_free(tr->step);
-    tr->step = arena_new("step", need);
-    tr->tape = ag_tape_new(tr->step);
-    ag_no_grad(tr->tape, 1);
-}
-
 /* Reads the file once (ckpt_read: the library's checks), then the example's own
  * (configuration, data.position, the vocabularies against the embeddings), then loads. */
 static int load_from(Translator *tr, const NpzFile *f) {
@@ -52,7 +18,7 @@ static int load_from(Translator *tr, const NpzFile *f) {
     if (rc == AG_OK) rc = tr_check_config(&cfg, f->path);
     if (rc == AG_OK) rc = tr_check_position(f);
     if (rc != AG_OK) return rc;
-    tr->params = arena_new("params", tr_param_bytes(&cfg, 0));
+    tr->params = arena_new("params", 0);
     Rng r;
     rng_seed(&r, 0);
     nn_seq2seq_init(&tr->model, tr->params, &r, &cfg);
@@ -71,10 +37,10 @@ static int load_from(Translator *tr, const NpzFile *f) {
      * [0, CKPT_MAX_STEP] when present (ckpt_read) */
     const NpzEntry *e = npz_find(f, "train.step");
     if (e) memcpy(&tr->trained_steps, e->data, sizeof tr->trained_steps);
-    /* a first step arena for short sentences; every pass reserves what it needs (a whole
-     * max_len of 4096 with many heads and layers would be gigabytes, mostly never used) */
-    int L = cfg.max_len < 64 ? cfg.max_len : 64;
-    tr_reserve(tr, 1, L, L, 0);
+    /* the step arena grows to what the longest pass needs */
+    tr->step = arena_new("step", 0);
+    tr->tape = ag_tape_new(tr->step);
+    ag_no_grad(tr->tape, 1);
     return AG_OK;
 }
 
@@ -110,7 +76,6 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
     int L = tr->model.cfg.max_len;
     AG_CHECK(S >= 0 && T >= 0 && S + 1 <= L && T + 1 <= L,
              "tr_forward_pair: %d source and %d target tokens, the model's max_len is %d", S, T, L);
-    tr_reserve(tr, 1, S + 1, T + 1, 0);
     ag_tape_reset(tr->tape);
     ag_no_grad(tr->tape, 1);
     int *s = arena_alloc(tr->step, (size_t)(S + T + 2) * sizeof(int)), *ti = s + S + 1;
@@ -302,7 +267,6 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     memcpy(row, src, (size_t)S * sizeof(int));
     row[S] = TR_EOS;
     int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
-    tr_reserve(tr, K, S + 1, 1, 0);
     int *hyp = tr_malloc((size_t)max_T * sizeof(int)), n;
     if (K == 1)
         tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n);

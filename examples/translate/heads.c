@@ -122,13 +122,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     h->grad_raw = tr_calloc(cells, sizeof(double));
     h->grad_score = tr_calloc(cells, sizeof(double));
     h->n_pairs = n;
-    int max_S = 0, max_T = 0;
-    for (int i = 0; i < n; i++) {
-        if (d->pairs[i].src_len > max_S) max_S = d->pairs[i].src_len;
-        if (d->pairs[i].tgt_len > max_T) max_T = d->pairs[i].tgt_len;
-    }
     /* (a) masking, in no-grad passes */
-    tr_reserve(tr, batch, max_S + 1, max_T + 1, 1);
     h->base_loss = tr_data_loss(m, tr->tape, d, n, batch);
     for (int b = 0; b < h->n_blocks; b++) {
         MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);

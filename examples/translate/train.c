@@ -562,8 +562,42 @@ static int read_data(Trainer *tr, int grow) {
     return AG_OK;
 }
 
+/* A batch too big for the memory is the user's flag, refused before the run, not an abort in
+ * the middle of it. A step of two rows, the longest source and the longest target (each row
+ * padded to both lengths, as in the largest batch), is run on a copy of the RNG and measured;
+ * the largest batch has min(--batch, pairs) such rows. The parameters keep their values, and
+ * every step zeroes the gradients this one leaves. */
+static int check_step_memory(Trainer *tr) {
+    const TrData *d = &tr->train;
+    int rows[2] = {0, 0};
+    for (int i = 1; i < d->n; i++) {
+        if (d->pairs[i].src_len > d->pairs[rows[0]].src_len) rows[0] = i;
+        if (d->pairs[i].tgt_len > d->pairs[rows[1]].tgt_len) rows[1] = i;
+    }
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    tr_batch_make(&b, d, rows, 2);
+    Rng rng = tr->rng;
+    ag_tape_reset(tr->tape);
+    ag_backward(tr->tape,
+                nn_seq2seq_loss(tr->tape, &tr->m, b.src, b.S, b.tgt_in, b.tgt_out, 2, b.T, &rng));
+    int B = tr->loader.batch_size < d->n ? tr->loader.batch_size : d->n;
+    double need = (double)tr->step_arena->used / 2 * B, gib = (double)(1 << 30);
+    ag_tape_reset(tr->tape);
+    tr_batch_free(&b);
+    double limit = tr->cfg->max_memory * gib;
+    if (limit <= 0) limit = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (limit <= 0 || need <= limit) return AG_OK;
+    return ag_fail(AG_ERR_ARG,
+                   "--batch %d: a step of %d pairs of up to %d source and %d target tokens needs "
+                   "%.2f GiB, more than %s%.2f GiB: use a smaller --batch",
+                   tr->loader.batch_size, B, d->max_src, d->max_tgt, need / gib,
+                   tr->cfg->max_memory > 0 ? "--max-memory " : "this machine's memory of ",
+                   limit / gib);
+}
+
 static void build(Trainer *tr, const Seq2SeqConfig *mc, const OptimConfig *oc, uint64_t seed) {
-    tr->params = arena_new("params", tr_param_bytes(mc, 1));
+    tr->params = arena_new("params", 0);
     Rng init;
     rng_seed(&init, seed);
     nn_seq2seq_init(&tr->m, tr->params, &init, mc);
@@ -858,24 +892,13 @@ int tr_train(const TrTrainConfig *c) {
         return code;
     }
     tr->vocab_text = tr_vocab_pair_save(&tr->src, &tr->tgt, &tr->vocab_len);
-    int max_S = tr->train.max_src, max_T = tr->train.max_tgt;
-    if (tr->have_valid && tr->valid.max_src > max_S) max_S = tr->valid.max_src;
-    if (tr->have_valid && tr->valid.max_tgt > max_T) max_T = tr->valid.max_tgt;
-    size_t step_bytes = tr_arena_bytes(&tr->m.cfg, tr->loader.batch_size, max_S + 1, max_T + 1, 1);
-    /* a batch too big for this machine is the user's flag, not an abort in arena_new */
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (phys > 0 && (double)step_bytes > phys) {
-        ag_fail(AG_ERR_ARG,
-                "--batch %d with sentences of up to %d source and %d target tokens needs %.1f GiB "
-                "for one step, more than this machine's %.1f GiB of memory: use a smaller --batch",
-                tr->loader.batch_size, max_S, max_T, (double)step_bytes / (1 << 30),
-                phys / (1 << 30));
+    tr->step_arena = arena_new("step", 0);
+    tr->tape = ag_tape_new(tr->step_arena);
+    if (check_step_memory(tr) != AG_OK) {
         int code = setup_exit(AG_ERR_ARG);
         trainer_free(tr);
         return code;
     }
-    tr->step_arena = arena_new("step", step_bytes);
-    tr->tape = ag_tape_new(tr->step_arena);
     if (c->check_finite) ag_check_finite(tr->tape, 1);
     tr->tty = isatty(STDOUT_FILENO);
     remove_stale_temps(tr);

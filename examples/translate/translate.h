@@ -192,9 +192,8 @@ typedef struct Translator {
     Seq2Seq model;
     TrVocab src, tgt;
     Arena *params; /* the parameters */
-    Arena *step;   /* forward passes (tr_reserve sizes it) */
-    /* in no-grad mode; for a pass with gradients (head importance), call
-     * tr_reserve(..., grad = 1), then ag_no_grad(tape, 0) */
+    Arena *step;   /* forward passes (it grows to the largest) */
+    /* in no-grad mode; a pass with gradients (head importance) calls ag_no_grad(tape, 0) */
     Tape *tape;
     int64_t trained_steps; /* train.step of the checkpoint, 0 if it has none */
 } Translator;
@@ -204,17 +203,6 @@ typedef struct Translator {
  * function below runs in no-grad mode). */
 int tr_load(Translator *tr, const char *ckpt_path);
 void tr_free(Translator *tr);
-/* Makes the step arena big enough for a forward of B rows of S source and T target
- * positions (training, grad == 1, or inference). Replaces it, so call it between passes. */
-void tr_reserve(Translator *tr, int B, int S, int T, int grad);
-/* A generous estimate of the step-arena bytes of one such pass (pages are only touched when
- * used, so a large reservation is cheap). */
-size_t tr_arena_bytes(const Seq2SeqConfig *c, int B, int S, int T, int grad);
-
-/* The bytes of the model's parameters and gradients (and, with_optim, Adam's state), with
- * room to spare: the capacity of a params arena. */
-size_t tr_param_bytes(const Seq2SeqConfig *c, int with_optim);
-
 /* Tokenizes a source sentence with tr->src; at most cap ids (see tr_tokenize). */
 int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
                     FILE *warn, const char *where);
@@ -310,6 +298,8 @@ typedef struct TrTrainConfig {
     int check_finite;   /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
     int64_t report_rss; /* > 0: print the peak RSS after this step and at the end (soak) */
+    double max_memory;  /* GiB one training step may take (measured before the run); 0: the
+                         * machine's memory */
     const char *given;  /* on resume, the model/optimizer/batch/seed flags the command gave
                          * (" d-model lr "): each must equal the checkpoint's; NULL: none */
 } TrTrainConfig;

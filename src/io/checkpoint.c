@@ -184,18 +184,18 @@ static int read_fields(const NpzFile *f, const char *prefix, const Field *fields
 /* ---- the size of the model a configuration describes ---- */
 
 /* Values of the parameters (params), of the other tensors nn_seq2seq_init makes (tables: the
- * sinusoidal positions, the head gates), and a bound on the number of tensor headers. Every
+ * sinusoidal positions, the head gates). Every
  * field must already be in range (ckpt_check_config), so that no product overflows a double's
  * exact integers. Follows nn_seq2seq_init, nn_mha_init, nn_ffn_init, nn_layernorm_init. */
 typedef struct {
-    double params, tables, headers;
+    double params, tables;
 } ModelSize;
 
 static ModelSize model_size(const Seq2SeqConfig *c) {
     const TransformerConfig *l = &c->layer;
     double C = l->d_model, FF = l->d_ff, NH = l->n_heads, L = c->max_len;
     double Ckv = (double)l->n_kv_heads * (l->d_model / l->n_heads);
-    /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj; 12 headers with views */
+    /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj */
     double mha =
         l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
     double ffn = 2 * C * FF + FF + C, ln = 2 * C;
@@ -205,7 +205,6 @@ static ModelSize model_size(const Seq2SeqConfig *c) {
                c->n_dec_layers * (2 * mha + ffn + 3 * ln) + ln +
                (c->tie_output ? c->tgt_vocab : c->tgt_vocab * (C + 1));
     s.tables = (c->learned_pos ? 0 : 2 * L * C) + NH * (c->n_enc_layers + 2.0 * c->n_dec_layers);
-    s.headers = 16 + c->n_enc_layers * 32.0 + c->n_dec_layers * 48.0;
     return s;
 }
 
@@ -259,17 +258,6 @@ int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *wha
     }
     if (!why) return AG_OK;
     return ag_fail(AG_ERR_FORMAT, "%s: meta.config: %s", what, why);
-}
-
-size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim) {
-    AG_CHECK_ARG(c);
-    ModelSize s = model_size(c);
-    /* data and gradient of each parameter, Adam's two moments, the tables and their gate
-     * gradients (head importance tracks them); each tensor: its header and two 64-byte
-     * alignments of its arrays, three times with the optimizer's state and pointer arrays */
-    double values = s.params * (with_optim ? 4 : 2) + 2 * s.tables;
-    double headers = s.headers * (with_optim ? 3 : 1) * (sizeof(Tensor) + 4 * 64.0);
-    return (size_t)(values * sizeof(Real) + headers) + ((size_t)64 << 10);
 }
 
 /* ---- rules over named entries: one mechanism for the library's checks and a caller's ---- */

@@ -121,11 +121,6 @@ int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg,
  * (may be NULL), or AG_ERR_FORMAT: "<what>: meta.config: <reason>". */
 int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what);
 
-/* The capacity of an arena in which nn_seq2seq_init builds a model of configuration c (one
- * ckpt_check_config accepted) and, with_optim, optim_new its Adam or SGD state: parameters,
- * gradients, the position tables and every tensor header, with a little room to spare. */
-size_t ckpt_arena_bytes(const Seq2SeqConfig *c, int with_optim);
-
 /* Loads everything into m (built with the same configuration) and the non-NULL parts of st.
  * Everything is validated first (configuration equal to m's, every parameter and optimizer
  * state tensor present with its shape, RNG, data position of st->n_data values); on any error

@@ -48,38 +48,99 @@ const char *ag_strerror(int code) {
     }
 }
 
-/* ---- arenas ---- */
+/* ---- arenas ----
+ * An arena is a list of chunks, each one aligned_alloc'd block. Allocation bumps through the
+ * current chunk; one that does not fit moves on to the next chunk (kept from an earlier
+ * cycle, if big enough) or to a new one inserted there, of at least the bytes reserved so far
+ * (so the chunks double) and never less than ARENA_MIN_CHUNK. Reset rewinds every chunk and
+ * keeps them all: a loop that makes the same allocations each step reuses the same chunks and
+ * never reaches malloc after its first step. The tail a chunk cannot fill stays unused until
+ * the next reset. */
 
 #define ARENA_ALIGN 64
+#define ARENA_MIN_CHUNK ((size_t)64 << 10)
+
+struct ArenaChunk {
+    struct ArenaChunk *next;
+    char *base;
+    size_t cap, used;
+};
+
+static size_t round_up(size_t bytes) {
+    return (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+/* A new chunk of cap bytes, after `after` (or the first when after is NULL). */
+static ArenaChunk *chunk_insert(Arena *a, ArenaChunk *after, size_t cap) {
+    ArenaChunk *c = calloc(1, sizeof *c);
+    AG_CHECK(c != NULL, "arena '%s': out of memory for a chunk header", a->name);
+    c->base = aligned_alloc(ARENA_ALIGN, cap);
+    AG_CHECK(c->base != NULL, "arena '%s': cannot reserve %zu bytes more (%zu reserved)", a->name,
+             cap, a->cap);
+    c->cap = cap;
+    if (after) {
+        c->next = after->next;
+        after->next = c;
+    } else {
+        c->next = a->first;
+        a->first = c;
+    }
+    a->cap += cap;
+    return c;
+}
 
 Arena *arena_new(const char *name, size_t capacity_bytes) {
     AG_CHECK_ARG(name);
     Arena *a = calloc(1, sizeof *a);
     AG_CHECK(a != NULL, "arena_new: out of memory for arena '%s'", name);
     snprintf(a->name, sizeof a->name, "%s", name);
-    a->cap = (capacity_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (a->cap > 0) {
-        a->base = aligned_alloc(ARENA_ALIGN, a->cap);
-        AG_CHECK(a->base != NULL, "arena_new: cannot reserve %zu bytes for arena '%s'", a->cap,
-                 name);
-    }
+    a->limit = SIZE_MAX;
+    if (capacity_bytes > 0) a->cur = chunk_insert(a, NULL, round_up(capacity_bytes));
     return a;
+}
+
+void arena_set_limit(Arena *a, size_t limit_bytes) {
+    AG_CHECK_ARG(a);
+    AG_CHECK(limit_bytes >= a->cap,
+             "arena_set_limit: arena '%s' already reserves %zu bytes, over the limit %zu", a->name,
+             a->cap, limit_bytes);
+    a->limit = limit_bytes;
 }
 
 void arena_free(Arena *a) {
     if (!a) return;
-    free(a->base);
+    for (ArenaChunk *c = a->first, *next; c; c = next) {
+        next = c->next;
+        free(c->base);
+        free(c);
+    }
     free(a);
 }
 
 void *arena_alloc(Arena *a, size_t bytes) {
     AG_CHECK_ARG(a);
-    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    AG_CHECK(bytes <= SIZE_MAX - ARENA_ALIGN, "arena '%s': %zu bytes asked for", a->name, bytes);
+    size_t need = round_up(bytes);
     if (need == 0) need = ARENA_ALIGN;
-    AG_CHECK(need <= a->cap - a->used,
-             "arena '%s' is full: %zu bytes needed, %zu available (capacity %zu)", a->name, need,
-             a->cap - a->used, a->cap);
-    void *p = a->base + a->used;
+    ArenaChunk *c = a->cur;
+    if (!c || c->cap - c->used < need) {
+        ArenaChunk *next = c ? c->next : a->first;
+        if (next && next->cap >= need) {
+            c = next; /* rewound by the last reset: empty */
+        } else {
+            size_t grow = a->cap > need ? a->cap : need;
+            if (grow < ARENA_MIN_CHUNK) grow = round_up(ARENA_MIN_CHUNK);
+            size_t room = a->limit - a->cap;
+            AG_CHECK(need <= room,
+                     "arena '%s' is full: %zu bytes needed, %zu reserved of its limit %zu", a->name,
+                     need, a->cap, a->limit);
+            if (grow > room) grow = room / ARENA_ALIGN * ARENA_ALIGN;
+            c = chunk_insert(a, c, grow);
+        }
+        a->cur = c;
+    }
+    void *p = c->base + c->used;
+    c->used += need;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
     return p;
@@ -87,12 +148,16 @@ void *arena_alloc(Arena *a, size_t bytes) {
 
 void arena_reset(Arena *a) {
     AG_CHECK_ARG(a);
+    for (ArenaChunk *c = a->first; c; c = c->next) {
 #ifdef AG_DEBUG
-    /* Stale pointers into a reset arena now read NaN, which every check downstream notices. */
-    Real nan_value = (Real)NAN;
-    Real *p = (Real *)a->base;
-    for (size_t i = 0; i < a->used / sizeof(Real); i++) p[i] = nan_value;
+        /* Stale pointers into a reset arena now read NaN, which every check downstream notices. */
+        Real nan_value = (Real)NAN;
+        Real *p = (Real *)c->base;
+        for (size_t i = 0; i < c->used / sizeof(Real); i++) p[i] = nan_value;
 #endif
+        c->used = 0;
+    }
+    a->cur = a->first;
     a->used = 0;
 }
 

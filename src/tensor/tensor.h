@@ -5,9 +5,8 @@
  *
  * Memory has two lifetimes. Parameters, their gradients and optimizer state live in a
  * long-lived arena for the whole run; everything a forward pass makes lives in a step arena
- * that one arena_reset() frees. Arenas have a fixed capacity chosen at creation: running out
- * aborts with the arena's name and the bytes needed and available. The capacity is reserved
- * with one malloc and pages are only touched when used, so a generous capacity is cheap. */
+ * that one arena_reset() frees. Arenas grow in chunks as they are used, and a reset keeps the
+ * chunks, so a loop that does the same each step allocates nothing after its first. */
 #ifndef ATTOGRAD_TENSOR_H
 #define ATTOGRAD_TENSOR_H
 
@@ -54,18 +53,29 @@ void ag_abort(const char *file, int line, const char *fmt, ...)
  * and the argument, e.g. "tensor_fill: argument 't' is NULL". */
 #define AG_CHECK_ARG(p) AG_CHECK((p) != NULL, "%s: argument '%s' is NULL", __func__, #p)
 
-/* ---- Arena: a bump allocator with a fixed capacity ---- */
+/* ---- Arena: a bump allocator that grows ----
+ * Memory comes in chunks; the first has capacity_bytes (0: none until the first alloc), each
+ * new one at least as much as all before it. Pointers stay valid until arena_reset, which
+ * keeps the chunks for the next cycle. */
+typedef struct ArenaChunk ArenaChunk;
 typedef struct Arena {
     char name[32];
-    char *base;
-    size_t cap, used, peak;
+    ArenaChunk *first, *cur; /* the chunks in order; the one allocations come from */
+    size_t cap;              /* bytes reserved in all chunks */
+    size_t used;             /* bytes handed out since the last reset (64-byte blocks) */
+    size_t peak;             /* the most `used` has been */
+    size_t limit;            /* cap may not pass it: SIZE_MAX unless arena_set_limit */
 } Arena;
 
 Arena *arena_new(const char *name, size_t capacity_bytes);
 void arena_free(Arena *a);
-/* 64-byte aligned, uninitialised. Aborts with the arena's name when full. */
+/* 64-byte aligned, uninitialised. Grows the arena when needed; aborts with the arena's name
+ * when that would pass its limit or malloc fails. */
 void *arena_alloc(Arena *a, size_t bytes);
-/* Frees everything at once. Debug builds (AG_DEBUG) fill the freed bytes with NaN. */
+/* Aborts if the arena already reserves more than limit_bytes. */
+void arena_set_limit(Arena *a, size_t limit_bytes);
+/* Frees everything at once and keeps the chunks. Debug builds (AG_DEBUG) fill the freed
+ * bytes with NaN. */
 void arena_reset(Arena *a);
 
 /* ---- Tensor: contiguous, row-major, shapes outermost first like PyTorch: (B,T,C) ---- */

@@ -60,6 +60,7 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
 #define NULL_ROWS(X)                                                                               \
     /* tensor.h */                                                                                 \
     X(arena_new, name, arena_new(NULL, 64))                                                        \
+    X(arena_set_limit, a, arena_set_limit(NULL, 0))                                                \
     X(arena_alloc, a, arena_alloc(NULL, 8))                                                        \
     X(arena_reset, a, arena_reset(NULL))                                                           \
     X(tensor_new, a, tensor_new(NULL, 1, (int[]){2}, "x"))                                         \
@@ -248,7 +249,6 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ckpt_load, m, ckpt_load("x.npz", NULL, NULL))                                                \
     X(ckpt_check_config, c, ckpt_check_config(NULL, NULL, "x"))                                    \
     X(ckpt_check_config, what, ckpt_check_config(&S2C, NULL, NULL))                                \
-    X(ckpt_arena_bytes, c, ckpt_arena_bytes(NULL, 0))                                              \
     X(ckpt_read, path, ckpt_read(NULL, (NpzFile *[1]){0}))                                         \
     X(ckpt_read, out, ckpt_read("x.npz", NULL))                                                    \
     X(ckpt_config_of, f, ckpt_config_of(NULL, &S2C, NULL, NULL))                                   \

@@ -557,7 +557,6 @@ static void learn_task(int reverse) {
     cr_assert_eq(tr_data_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TrScore s;
     double loss;
-    tr_reserve(&tr, 64, d.max_src + 1, d.max_tgt + 1, 0);
     tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
     cr_log_info("%s: %d steps in %.1f s (%.0f steps/s): exact %.1f%%, BLEU %.1f, loss %.4f",
                 reverse ? "reverse" : "copy", steps, secs, steps / secs, 100 * tr_score_exact(&s),
@@ -858,8 +857,9 @@ Test(tr_cli, bad_usage_exits_2_with_a_message) {
                                NULL},
          "last.npz: no checkpoint to resume from"},
         {(const char *const[]){"train", "--train", train, "--no-valid", "--out", out, "--batch",
-                               "1048576", "--steps", "20", "--warmup", "5", NULL},
-         "more than this machine's"},
+                               "64", "--max-memory", "1e-6", "--steps", "20", "--warmup", "5",
+                               NULL},
+         "GiB, more than --max-memory 0.00 GiB: use a smaller --batch"},
         {(const char *const[]){"eval", "--ckpt", ckpt, NULL}, "give one or more TSV files"},
         {(const char *const[]){"eval", "--ckpt", ckpt, train, NULL}, "last.npz: cannot open"},
         {(const char *const[]){"translate", "--ckpt", missing, "a b", NULL}, "nope.tsv"},

@@ -262,9 +262,9 @@ Test(tr_limits, a_word_count_is_digits_up_to_the_newline) {
     free(b);
 }
 
-/* A checkpoint with max_len 4096 and 8 heads in 2 layers: reserving a step arena for a whole
- * 4096 x 4096 pass at load time would take gigabytes; tr_load starts small, and a translation
- * reserves what its sentence needs. */
+/* A checkpoint with max_len 4096 and 8 heads in 2 layers: a step arena for a whole 4096 x 4096
+ * pass would take gigabytes; the arena grows only to what a translation of its sentence
+ * needs. */
 Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     char dir[64], path[128];
     ts_tmp_dir(dir, sizeof dir, "limits");
@@ -277,8 +277,7 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     Seq2SeqConfig c = nn_seq2seq_default_config(s.n, t.n, 64, 8, 2);
     c.max_len = 4096;
     c.layer.d_ff = 64;
-    cr_assert_gt(tr_arena_bytes(&c, 1, 4096, 4096, 0), (size_t)1 << 30);
-    Arena *a = arena_new("params", ckpt_arena_bytes(&c, 0));
+    Arena *a = arena_new("params", 0);
     Rng r;
     rng_seed(&r, 1);
     Seq2Seq m;
@@ -289,10 +288,10 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     cr_assert_eq(ckpt_save(path, &m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
     Translator tr;
     cr_assert_eq(tr_load(&tr, path), AG_OK, "%s", ag_last_error());
-    cr_assert_lt(tr.step->cap, (size_t)64 << 20, "step arena of %zu bytes", tr.step->cap);
     int src[3] = {TR_N_SPECIAL, TR_N_SPECIAL, TR_N_SPECIAL}, out[64];
     int n = tr_translate_ids(&tr, src, 3, 1, 0.6, out, 64);
     cr_assert(n >= 0 && n <= 16);
+    cr_assert_lt(tr.step->cap, (size_t)16 << 20, "step arena of %zu bytes", tr.step->cap);
     tr_free(&tr);
     free(vocab);
     nn_seq2seq_free(&m);
@@ -316,7 +315,7 @@ static void write_tiny_ckpt(const char *path, int max_len) {
     Seq2SeqConfig c = nn_seq2seq_default_config(s.n, t.n, 16, 2, 1);
     c.max_len = max_len;
     c.layer.d_ff = 16;
-    Arena *a = arena_new("params", ckpt_arena_bytes(&c, 0));
+    Arena *a = arena_new("params", 0);
     Rng r;
     rng_seed(&r, 5);
     Seq2Seq m;
@@ -509,7 +508,6 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
             _exit(2);
         }
         int batch = 512;
-        tr_reserve(&tr, batch, d.max_src + 1, d.max_tgt + 1, 0);
         FILE *h = fopen(hyps, "w");
         struct rlimit lim = {address_space_bytes() + ((size_t)256 << 20), RLIM_INFINITY};
         setrlimit(RLIMIT_AS, &lim);
@@ -524,8 +522,8 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
         getrusage(RUSAGE_SELF, &after);
         long grew_kb = after.ru_maxrss - before.ru_maxrss;
         fclose(h);
-        int ok =
-            d.n == 1000000 && !finished && s.n_sent == 2 * TR_EVAL_WINDOW && grew_kb < EVAL_PEAK_GROWTH_KB;
+        int ok = d.n == 1000000 && !finished && s.n_sent == 2 * TR_EVAL_WINDOW &&
+                 grew_kb < EVAL_PEAK_GROWTH_KB;
         if (!ok)
             fprintf(stderr, "%d pairs, finished %d, %ld sentences, peak grew by %ld KiB\n", d.n,
                     finished, s.n_sent, grew_kb);
@@ -579,7 +577,6 @@ Test(tr_limits, eval_windows_match_separate_files) {
     fclose(fp[1]);
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
-    tr_reserve(&tr, 64, 4, 4, 0);
     char *text[3];
     size_t len[3];
     TrScore s[3];

@@ -1,4 +1,4 @@
-/* test_arena.c: arenas (alignment, overflow, reset, peak), tensor creation and shapes, and the
+/* test_arena.c: arenas (alignment, growth, limits, reset, peak), tensor creation and shapes, and the
  * status codes. The abort messages are checked in a child process (tests/support/expect_abort.h).
  * Not here: the RNG (test_rng.c) and anything on a tape (tests/autograd). */
 #include <criterion/criterion.h>
@@ -42,44 +42,100 @@ Test(arena, capacity_rounds_up_and_long_names_are_cut) {
     arena_free(NULL); /* allowed, like free(NULL) */
 }
 
-static void overflow(void *ctx) {
+Test(arena, grows_past_its_first_chunk_and_keeps_what_it_holds) {
+    Arena *a = arena_new("activations", 256);
+    unsigned char *first = arena_alloc(a, 100); /* takes 128 */
+    memset(first, 0x5A, 100);
+    unsigned char *second = arena_alloc(a, 200); /* needs 256, 128 left: a new chunk */
+    cr_assert_eq((uintptr_t)second % 64, 0);
+    memset(second, 0xA5, 200);
+    for (int i = 0; i < 100; i++) cr_assert_eq(first[i], 0x5A, "byte %d of the first block", i);
+    cr_assert_eq(a->used, 128 + 256);
+    cr_assert_gt(a->cap, 256);
+    arena_free(a);
+}
+
+Test(arena, an_empty_arena_reserves_on_its_first_alloc) {
+    Arena *a = arena_new("empty", 0);
+    cr_assert_eq(a->cap, 0);
+    char *p = arena_alloc(a, 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(a->used, 64);
+    cr_assert_geq(a->cap, 64);
+    arena_free(a);
+}
+
+/* Many small allocations and a large one: the chunks at least double, so what is reserved
+ * stays within a small factor of what is used. */
+Test(arena, growth_is_geometric_and_not_wasteful) {
+    Arena *a = arena_new("grow", 0);
+    for (int i = 0; i < 10000; i++) arena_alloc(a, 1000);
+    arena_alloc(a, (size_t)3 << 20);
+    cr_assert_eq(a->used, 10000 * 1024 + ((size_t)3 << 20));
+    cr_assert_leq(a->cap, 3 * a->used + ((size_t)64 << 10), "%zu reserved for %zu used", a->cap,
+                  a->used);
+    arena_free(a);
+}
+
+/* A reset keeps the chunks: the same allocations again get the same pointers and reserve
+ * nothing more (the "no malloc after the first step" of a training loop). */
+Test(arena, reset_keeps_the_chunks_for_the_same_allocations) {
+    Arena *a = arena_new("step", 0);
+    const size_t sizes[] = {100, 70000, 5, 300000, 64, 1 << 20, 9000};
+    void *first[7];
+    for (int i = 0; i < 7; i++) first[i] = arena_alloc(a, sizes[i]);
+    size_t cap = a->cap, used = a->used;
+    for (int cycle = 0; cycle < 3; cycle++) {
+        arena_reset(a);
+        for (int i = 0; i < 7; i++)
+            cr_assert_eq(arena_alloc(a, sizes[i]), first[i], "cycle %d, alloc %d moved", cycle, i);
+        cr_assert_eq(a->cap, cap, "cycle %d reserved more", cycle);
+        cr_assert_eq(a->used, used);
+    }
+    arena_free(a);
+}
+
+static void over_limit(void *ctx) {
     (void)ctx;
     Arena *a = arena_new("activations", 256);
+    arena_set_limit(a, 256);
     arena_alloc(a, 100); /* takes 128 */
-    arena_alloc(a, 200); /* needs 256, 128 left */
+    arena_alloc(a, 200); /* needs 256, 128 left and no room to grow */
 }
 
-Test(arena, overflow_aborts_naming_the_arena_and_the_bytes) {
+Test(arena, passing_its_limit_aborts_naming_the_arena_and_the_bytes) {
     Capture c;
-    capture_run(overflow, NULL, &c);
+    capture_run(over_limit, NULL, &c);
     cr_assert(capture_aborted(&c), "signal %d, stderr: %s", c.signal, c.err);
     cr_assert(capture_file_line(&c, NULL, 0, NULL, NULL), "no file:line prefix: %s", c.err);
-    cr_assert(capture_has(&c, "arena 'activations' is full"), "%s", c.err);
-    cr_assert(capture_has(&c, "256 bytes needed"), "%s", c.err);
-    cr_assert(capture_has(&c, "128 available"), "%s", c.err);
-    cr_assert(capture_has(&c, "capacity 256"), "%s", c.err);
+    cr_assert(capture_has(&c, "arena 'activations' is full: 256 bytes needed, 256 reserved of "
+                              "its limit 256"),
+              "%s", c.err);
 }
 
-static void empty_arena(void *ctx) {
+static void limit_below_reserved(void *ctx) {
     (void)ctx;
-    Arena *a = arena_new("empty", 0);
-    arena_alloc(a, 1);
+    Arena *a = arena_new("params", 4096);
+    arena_set_limit(a, 1024);
 }
 
-Test(arena, an_empty_arena_aborts_on_the_first_alloc) {
+Test(arena, a_limit_below_what_is_reserved_aborts) {
     Capture c;
-    capture_run(empty_arena, NULL, &c);
+    capture_run(limit_below_reserved, NULL, &c);
     cr_assert(capture_aborted(&c), "signal %d, stderr: %s", c.signal, c.err);
-    cr_assert(capture_has(&c, "arena 'empty' is full: 64 bytes needed, 0 available"), "%s", c.err);
+    cr_assert(capture_has(&c, "arena_set_limit: arena 'params' already reserves 4096 bytes, over "
+                              "the limit 1024"),
+              "%s", c.err);
 }
 
 static void overflow_by_tensor(void *ctx) {
     (void)ctx;
     Arena *a = arena_new("params", 1024);
+    arena_set_limit(a, 1024);
     tensor_new2(a, 100, 100, "big");
 }
 
-Test(arena, a_tensor_too_big_for_its_arena_aborts) {
+Test(arena, a_tensor_too_big_for_a_limited_arena_aborts) {
     Capture c;
     capture_run(overflow_by_tensor, NULL, &c);
     cr_assert(capture_aborted(&c), "signal %d, stderr: %s", c.signal, c.err);
