@@ -120,7 +120,7 @@ static void gemm_init(Bench *w) {
 /* ---- mha ---- */
 enum { MB = 32, MT = 64, MC = 256, MNH = 8 };
 static double mha_step(Bench *w) {
-    Tensor *y = nn_mha_forward(w->tape, &w->mha, w->x, w->x, NULL, 0, NULL);
+    Tensor *y = nn_mha_forward(w->tape, &w->mha, w->x, w->x, NULL, NULL);
     Tensor *loss = ag_sum(w->tape, ag_mul(w->tape, y, w->r));
     ag_backward(w->tape, loss);
     tensor_zero_grad(w->x);
@@ -129,8 +129,8 @@ static double mha_step(Bench *w) {
 static void mha_init(Bench *w) {
     static ParamList pl;
     ag_params_init(&pl);
-    NnBuilder b = {w->params, &pl, &w->rng};
-    nn_mha_init(&w->mha, &b, "mha", MC, MNH, MNH, 1, 0);
+    NnBuilder b = nn_builder(w->params, &pl, &w->rng);
+    nn_mha_init(&w->mha, &b, "mha", &(MhaConfig){.d_model = MC, .n_heads = MNH});
     w->x = tensor_new3(w->params, MB, MT, MC, "x");
     w->r = tensor_new3(w->params, MB, MT, MC, "R");
     rng_fill_normal(&w->rng, w->x, 0, 1);
@@ -205,7 +205,7 @@ static double gpt_step(Bench *w) {
     for (int i = 0; i < GL; i++) { /* pre-LN: x += attn(ln1(x)); x += ffn(ln2(x)) */
         EncoderLayer *l = &w->layers[i];
         Tensor *h = nn_layernorm(t, &l->norm1, x);
-        x = ag_add(t, x, nn_mha_forward(t, &l->self_attn, h, h, NULL, 1, NULL));
+        x = ag_add(t, x, nn_mha_forward(t, &l->self_attn, h, h, &(NnAttnMasks){.causal = 1}, NULL));
         h = nn_layernorm(t, &l->norm2, x);
         x = ag_add(t, x, nn_ffn(t, &l->ffn, h, NULL));
     }
@@ -216,17 +216,17 @@ static double gpt_step(Bench *w) {
 }
 static void gpt_init(Bench *w) {
     ag_params_init(&w->gpt_params);
-    NnBuilder b = {w->params, &w->gpt_params, &w->rng};
-    nn_embedding_init(&w->embed, &b, "embed", GV, GC, -1);
-    nn_positional_init(&w->pos, &b, "pos", 128, GC, 0);
-    TransformerConfig cfg = {GC, GNH, GNH, GFF, 0.0, 1e-5, 1, NN_GELU};
-    char name[32];
+    NnBuilder b = nn_builder(w->params, &w->gpt_params, &w->rng);
+    nn_embedding_init(&w->embed, &b, "embed", GV, GC, NN_NO_PADDING);
+    nn_positional_init(&w->pos, &b, "pos", 128, GC, NN_SINUSOIDAL);
+    TransformerConfig cfg = {
+        .d_model = GC, .n_heads = GNH, .d_ff = GFF, .pre_ln = 1, .act = NN_GELU};
     for (int i = 0; i < GL; i++) {
-        snprintf(name, sizeof name, "layers.%d", i);
-        nn_encoder_layer_init(&w->layers[i], &b, name, &cfg);
+        NnBuilder layer = nn_scope(&b, "layers.%d", i);
+        nn_encoder_layer_init(&w->layers[i], &layer, "", &cfg);
     }
-    nn_layernorm_init(&w->norm, &b, "norm", GC, 1e-5);
-    nn_linear_init(&w->head, &b, "head", GC, GV, 1);
+    nn_layernorm_init(&w->norm, &b, "norm", GC, NN_LN_EPS);
+    nn_linear_init(&w->head, &b, "head", GC, GV, NN_BIAS);
     w->src = tokens(&w->rng, GB, GT, GV, 0);
     w->tgt_out = tokens(&w->rng, GB, GT, GV, 0);
     w->pl = &w->gpt_params;

@@ -8,58 +8,64 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model, int n_heads,
-                 int n_kv_heads, int bias, double dropout) {
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const MhaConfig *cfg) {
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(b);
-    AG_CHECK(n_heads > 0 && d_model % n_heads == 0,
-             "nn_mha_init: '%s': d_model %d is not "
-             "divisible by n_heads %d",
-             prefix, d_model, n_heads);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(cfg);
+    NnBuilder s = nn_scope(b, "%s", name);
+    int d_model = cfg->d_model, n_heads = cfg->n_heads;
+    int n_kv_heads = cfg->n_kv_heads ? cfg->n_kv_heads : n_heads;
+    AG_CHECK(n_heads > 0 && d_model > 0 && d_model % n_heads == 0,
+             "nn_mha_init: '%s': d_model %d is not a positive multiple of n_heads %d", s.scope,
+             d_model, n_heads);
     AG_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-             "nn_mha_init: '%s': n_heads %d is not "
-             "divisible by n_kv_heads %d",
-             prefix, n_heads, n_kv_heads);
-    AG_CHECK(dropout >= 0 && dropout < 1, "nn_mha_init: '%s': dropout %g outside [0, 1)", prefix,
-             dropout);
+             "nn_mha_init: '%s': n_heads %d is not divisible by n_kv_heads %d", s.scope, n_heads,
+             n_kv_heads);
+    AG_CHECK(cfg->dropout >= 0 && cfg->dropout < 1, "nn_mha_init: '%s': dropout %g outside [0, 1)",
+             s.scope, cfg->dropout);
+    AG_CHECK(cfg->no_bias == 0 || cfg->no_bias == 1, "nn_mha_init: '%s': no_bias %d is not 0 or 1",
+             s.scope, cfg->no_bias);
+    NnBias bias = cfg->no_bias ? NN_NO_BIAS : NN_BIAS;
     memset(m, 0, sizeof *m);
     m->d_model = d_model;
     m->n_heads = n_heads;
     m->n_kv_heads = n_kv_heads;
     m->head_dim = d_model / n_heads;
-    m->dropout = dropout;
+    m->dropout = cfg->dropout;
     int C = d_model, Ckv = n_kv_heads * m->head_dim;
-    char name[AG_NAME_LEN];
     if (n_kv_heads == n_heads) {
         /* PyTorch's layout: one (3C, C) matrix whose row blocks are W_q, W_k, W_v, initialised
          * xavier_uniform over the whole (3C, C) matrix, biases 0 */
-        m->in_proj_weight = nn_param(b, prefix, "in_proj_weight", 2, (int[]){3 * C, C});
+        m->in_proj_weight = nn_param(&s, "in_proj_weight", 2, (int[]){3 * C, C});
         double bound = sqrt(6.0 / (double)(3 * C + C));
         rng_fill_uniform(b->rng, m->in_proj_weight, -bound, bound);
-        if (bias) m->in_proj_bias = nn_param(b, prefix, "in_proj_bias", 1, (int[]){3 * C});
+        if (bias) m->in_proj_bias = nn_param(&s, "in_proj_bias", 1, (int[]){3 * C});
         Linear *proj[3] = {&m->q_proj, &m->k_proj, &m->v_proj};
         const char *names[3] = {"q_proj", "k_proj", "v_proj"};
         for (int i = 0; i < 3; i++) {
             proj[i]->in = proj[i]->out = C;
-            proj[i]->weight = nn_param_rows(b->arena, m->in_proj_weight, i * C, C,
-                                            nn_join(name, prefix, names[i]));
-            proj[i]->bias = bias ? nn_param_rows(b->arena, m->in_proj_bias, i * C, C, name) : NULL;
+            NnBuilder view = nn_scope(&s, "%s", names[i]); /* the views' name, for the tape */
+            proj[i]->weight = nn_param_rows(b->arena, m->in_proj_weight, i * C, C, view.scope);
+            proj[i]->bias =
+                bias ? nn_param_rows(b->arena, m->in_proj_bias, i * C, C, view.scope) : NULL;
         }
-        m->kv_proj_weight = nn_param_rows(b->arena, m->in_proj_weight, C, 2 * C,
-                                          nn_join(name, prefix, "kv_proj.weight"));
-        m->kv_proj_bias = bias ? nn_param_rows(b->arena, m->in_proj_bias, C, 2 * C,
-                                               nn_join(name, prefix, "kv_proj.bias"))
-                               : NULL;
+        NnBuilder kv = nn_scope(&s, "kv_proj");
+        m->kv_proj_weight =
+            nn_param_rows(b->arena, m->in_proj_weight, C, 2 * C, nn_scope(&kv, "weight").scope);
+        m->kv_proj_bias =
+            bias ? nn_param_rows(b->arena, m->in_proj_bias, C, 2 * C, nn_scope(&kv, "bias").scope)
+                 : NULL;
     } else {
-        nn_linear_init(&m->q_proj, b, nn_join(name, prefix, "q_proj"), C, C, bias);
-        nn_linear_init(&m->k_proj, b, nn_join(name, prefix, "k_proj"), C, Ckv, bias);
-        nn_linear_init(&m->v_proj, b, nn_join(name, prefix, "v_proj"), C, Ckv, bias);
+        nn_linear_init(&m->q_proj, &s, "q_proj", C, C, bias);
+        nn_linear_init(&m->k_proj, &s, "k_proj", C, Ckv, bias);
+        nn_linear_init(&m->v_proj, &s, "v_proj", C, Ckv, bias);
     }
     /* PyTorch's out_proj: NonDynamicallyQuantizableLinear, default Linear init, bias 0 */
-    nn_linear_init(&m->out_proj, b, nn_join(name, prefix, "out_proj"), C, C, bias);
+    nn_linear_init(&m->out_proj, &s, "out_proj", C, C, bias);
     if (m->out_proj.bias) tensor_fill(m->out_proj.bias, 0);
     m->gate = tensor_new1(b->arena, n_heads, "head_gate");
-    tensor_set_name(m->gate, "%s", nn_join(name, prefix, "head_gate"));
+    tensor_set_name(m->gate, "%s%shead_gate", s.scope, *s.scope ? "." : "");
     tensor_fill(m->gate, 1);
 }
 
@@ -215,23 +221,35 @@ static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, const 
     return pack(t, mha_attend(t, m, q, kh, vh, key_padding_mask, causal, rng), qr);
 }
 
+/* *masks, or none when NULL; a causal flag other than 0 or 1 aborts */
+static NnAttnMasks masks_or_none(const NnAttnMasks *masks, const Tensor *query) {
+    NnAttnMasks none = {0};
+    if (!masks) return none;
+    AG_CHECK(masks->causal == 0 || masks->causal == 1,
+             "nn_mha_forward: causal %d is not 0 or 1 (query %s %s)", masks->causal, query->name,
+             tensor_shape_str(query));
+    return *masks;
+}
+
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                       const NnMask *key_padding_mask, int causal, Rng *rng) {
+                       const NnAttnMasks *masks, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
-    return mha_forward(t, m, query, NULL, key_value, NULL, key_padding_mask, causal, rng);
+    NnAttnMasks mk = masks_or_none(masks, query);
+    return mha_forward(t, m, query, NULL, key_value, NULL, mk.key_padding, mk.causal, rng);
 }
 
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
-                            Tensor *key_value, const NnRows *kv_rows,
-                            const NnMask *key_padding_mask, int causal, Rng *rng) {
+                            Tensor *key_value, const NnRows *kv_rows, const NnAttnMasks *masks,
+                            Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
-    return mha_forward(t, m, query, q_rows, key_value, kv_rows, key_padding_mask, causal, rng);
+    NnAttnMasks mk = masks_or_none(masks, query);
+    return mha_forward(t, m, query, q_rows, key_value, kv_rows, mk.key_padding, mk.causal, rng);
 }
 
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {
@@ -244,14 +262,15 @@ Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) 
 }
 
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnMask *key_padding_mask, int causal, Rng *rng) {
+                          const NnAttnMasks *masks, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(kh);
     AG_CHECK_ARG(vh);
     check_input(m, query, NULL, "query");
-    return mha_attend(t, m, query, kh, vh, key_padding_mask, causal, rng);
+    NnAttnMasks mk = masks_or_none(masks, query);
+    return mha_attend(t, m, query, kh, vh, mk.key_padding, mk.causal, rng);
 }
 
 /* ---- key/value cache for incremental decoding ---- */

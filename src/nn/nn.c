@@ -4,27 +4,48 @@
 #include "nn.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- parameters ---- */
 
-char *nn_join(char *buf, const char *prefix, const char *name) {
-    AG_CHECK_ARG(buf);
-    AG_CHECK_ARG(name);
-    if (prefix && *prefix)
-        snprintf(buf, AG_NAME_LEN, "%s.%s", prefix, name);
-    else
-        snprintf(buf, AG_NAME_LEN, "%s", name);
-    return buf;
+/* "<scope>.<name>", or the one that is not empty, into out (AG_NAME_LEN bytes); too long aborts */
+static void scoped_name(char *out, const char *scope, const char *name, const char *what) {
+    int n = snprintf(out, AG_NAME_LEN, "%s%s%s", scope, *scope && *name ? "." : "", name);
+    AG_CHECK(n >= 0 && n < AG_NAME_LEN, "%s: the name '%s%s%s' is longer than %d characters", what,
+             scope, *scope && *name ? "." : "", name, AG_NAME_LEN - 1);
 }
 
-Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape) {
+NnBuilder nn_builder(Arena *a, ParamList *pl, Rng *rng) {
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(pl);
+    NnBuilder b = {.arena = a, .params = pl, .rng = rng};
+    return b;
+}
+
+NnBuilder nn_scope(const NnBuilder *b, const char *fmt, ...) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(fmt);
+    char part[AG_NAME_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(part, sizeof part, fmt, ap);
+    va_end(ap);
+    AG_CHECK(n >= 0 && n < AG_NAME_LEN, "nn_scope: the scope '%s' + '%s...' is too long", b->scope,
+             part);
+    NnBuilder child = *b;
+    scoped_name(child.scope, b->scope, part, "nn_scope");
+    return child;
+}
+
+Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape) {
     AG_CHECK_ARG(b);
     AG_CHECK_ARG(name);
-    AG_CHECK(b != NULL && b->arena != NULL && b->params != NULL, "nn_param: incomplete builder");
+    AG_CHECK(b->arena != NULL && b->params != NULL, "nn_param: incomplete builder");
     char full[AG_NAME_LEN];
-    Tensor *t = tensor_param(b->arena, ndim, shape, nn_join(full, prefix, name));
+    scoped_name(full, b->scope, name, "nn_param");
+    Tensor *t = tensor_param(b->arena, ndim, shape, full);
     ag_params_add(b->params, t);
     return t;
 }
@@ -54,13 +75,17 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
 
 /* ---- Linear ---- */
 
-void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out, int bias) {
+void nn_linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, NnBias bias) {
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(b);
+    AG_CHECK_ARG(name);
+    AG_CHECK(bias == NN_BIAS || bias == NN_NO_BIAS,
+             "nn_linear_init: '%s': bias %d is not NN_BIAS or NN_NO_BIAS", name, (int)bias);
+    NnBuilder s = nn_scope(b, "%s", name);
     l->in = in;
     l->out = out;
-    l->weight = nn_param(b, prefix, "weight", 2, (int[]){out, in});
-    l->bias = bias ? nn_param(b, prefix, "bias", 1, (int[]){out}) : NULL;
+    l->weight = nn_param(&s, "weight", 2, (int[]){out, in});
+    l->bias = bias == NN_BIAS ? nn_param(&s, "bias", 1, (int[]){out}) : NULL;
     double bound = 1.0 / sqrt((double)in);
     rng_fill_uniform(b->rng, l->weight, -bound, bound);
     if (l->bias) rng_fill_uniform(b->rng, l->bias, -bound, bound);
@@ -78,11 +103,13 @@ Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x) {
 
 /* ---- LayerNorm ---- */
 
-void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps) {
+void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, double eps) {
     AG_CHECK_ARG(ln);
     AG_CHECK_ARG(b);
-    ln->weight = nn_param(b, prefix, "weight", 1, (int[]){C});
-    ln->bias = nn_param(b, prefix, "bias", 1, (int[]){C});
+    AG_CHECK_ARG(name);
+    NnBuilder s = nn_scope(b, "%s", name);
+    ln->weight = nn_param(&s, "weight", 1, (int[]){C});
+    ln->bias = nn_param(&s, "bias", 1, (int[]){C});
     tensor_fill(ln->weight, 1);
     ln->eps = eps;
 }
@@ -104,15 +131,16 @@ Tensor *nn_add_layernorm(Tape *t, const LayerNorm *ln, Tensor *x, Tensor *f) {
 
 /* ---- Embedding ---- */
 
-void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,
+void nn_embedding_init(Embedding *e, NnBuilder *b, const char *name, int V, int C,
                        int padding_idx) {
     AG_CHECK_ARG(e);
     AG_CHECK_ARG(b);
-    AG_CHECK(padding_idx >= -1 && padding_idx < V,
-             "nn_embedding_init: padding_idx %d outside "
-             "[0, %d) for '%s'",
-             padding_idx, V, prefix);
-    e->weight = nn_param(b, prefix, "weight", 2, (int[]){V, C});
+    AG_CHECK_ARG(name);
+    AG_CHECK(padding_idx == NN_NO_PADDING || (padding_idx >= 0 && padding_idx < V),
+             "nn_embedding_init: padding_idx %d outside [0, %d) (NN_NO_PADDING: none) for '%s'",
+             padding_idx, V, name);
+    NnBuilder s = nn_scope(b, "%s", name);
+    e->weight = nn_param(&s, "weight", 2, (int[]){V, C});
     e->padding_idx = padding_idx;
     rng_fill_normal(b->rng, e->weight, 0, 1);
     if (padding_idx >= 0)
@@ -128,15 +156,20 @@ Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T) 
 
 /* ---- positions ---- */
 
-void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix, int max_len,
-                        int C, int learned) {
+void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *name, int max_len, int C,
+                        NnPositionKind kind) {
     AG_CHECK_ARG(pe);
     AG_CHECK_ARG(b);
-    pe->learned = learned;
+    AG_CHECK_ARG(name);
+    AG_CHECK(kind == NN_SINUSOIDAL || kind == NN_LEARNED,
+             "nn_positional_init: '%s': kind %d is not NN_SINUSOIDAL or NN_LEARNED", name,
+             (int)kind);
+    pe->kind = kind;
     pe->max_len = max_len;
-    if (learned) {
+    if (kind == NN_LEARNED) {
         /* PyTorch has no such module; we name it like an nn.Parameter of the model */
-        pe->table = nn_param(b, prefix, "weight", 2, (int[]){max_len, C});
+        NnBuilder s = nn_scope(b, "%s", name);
+        pe->table = nn_param(&s, "weight", 2, (int[]){max_len, C});
         rng_fill_normal(b->rng, pe->table, 0, 0.02);
         return;
     }
@@ -166,15 +199,14 @@ Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int star
 
 /* ---- feed-forward ---- */
 
-void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff, NnActivation act,
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *name, int C, int ff, NnActivation act,
                  double dropout) {
     AG_CHECK_ARG(f);
     AG_CHECK_ARG(b);
-    char name[AG_NAME_LEN];
-    nn_join(name, prefix, "linear1");
-    nn_linear_init(&f->linear1, b, name, C, ff, 1);
-    nn_join(name, prefix, "linear2");
-    nn_linear_init(&f->linear2, b, name, ff, C, 1);
+    AG_CHECK_ARG(name);
+    NnBuilder s = nn_scope(b, "%s", name);
+    nn_linear_init(&f->linear1, &s, "linear1", C, ff, NN_BIAS);
+    nn_linear_init(&f->linear2, &s, "linear2", ff, C, NN_BIAS);
     f->act = act;
     f->dropout = dropout;
 }

@@ -15,29 +15,49 @@
 
 /* ---- parameters (the list itself, ParamList, is autograd's: ag_params_*) ----
  * What a module's init needs: where parameters live, the list that names them, the RNG that
- * initialises them. */
+ * initialises them, and the scope: the dotted prefix of every name made through this builder
+ * ("" at the top). Module inits take a name relative to the scope ("" is the scope itself) and
+ * open a scope of their own for their parts, so that a model never formats names:
+ *   NnBuilder b = nn_builder(arena, &params, &rng);
+ *   for (int l = 0; l < L; l++) {
+ *       NnBuilder lb = nn_scope(&b, "blocks.%d", l);      // names "blocks.<l>.*"
+ *       nn_encoder_layer_init(&blocks[l], &lb, "", &cfg); // blocks.<l>.self_attn.in_proj_weight
+ *   }                                                     // lb (the scope) ends here
+ * A child scope is a copy of the builder (the same arena, list and RNG) with a longer prefix;
+ * it ends with the C block that holds it. */
 typedef struct NnBuilder {
     Arena *arena;
     ParamList *params;
     Rng *rng;
+    char scope[AG_NAME_LEN]; /* "" or "blocks.0.self_attn" */
 } NnBuilder;
 
-/* A new parameter named "<prefix>.<name>" (or "<name>" when prefix is empty), zeroed. */
-Tensor *nn_param(NnBuilder *b, const char *prefix, const char *name, int ndim, const int *shape);
-/* Writes "<prefix>.<name>" (or "<name>" for an empty prefix) into buf (AG_NAME_LEN bytes). */
-char *nn_join(char *buf, const char *prefix, const char *name);
+/* A builder at the top scope: parameters in arena a, registered in pl, initialised from rng */
+NnBuilder nn_builder(Arena *a, ParamList *pl, Rng *rng);
+/* b's builder with the scope "<b's scope>.<fmt...>" (or "<fmt...>" at the top; an empty
+ * result keeps b's scope). A scope longer than AG_NAME_LEN - 1 characters aborts. */
+NnBuilder nn_scope(const NnBuilder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A new parameter named "<scope>.<name>" (or "<name>" at the top), zeroed. A name that exists
+ * or does not fit AG_NAME_LEN aborts. */
+Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape);
 /* A view on rows [row0, row0 + rows) of a 2-D or 1-D parameter: same data and gradient memory,
  * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter. */
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);
 
+/* ---- the flags of module inits, by name ---- */
+typedef enum { NN_NO_BIAS = 0, NN_BIAS = 1 } NnBias;               /* Linear */
+typedef enum { NN_SINUSOIDAL = 0, NN_LEARNED = 1 } NnPositionKind; /* positions */
+#define NN_NO_PADDING (-1) /* Embedding: no padding row (PyTorch's padding_idx=None) */
+#define NN_LN_EPS 1e-5     /* LayerNorm's eps by default, as PyTorch's */
+
 /* ---- Linear: y = x W^T + b, W (out, in), b (out) ----
  * Initialised like PyTorch's nn.Linear: W and b uniform in [-1/sqrt(in), 1/sqrt(in)] (that is
- * kaiming_uniform with a = sqrt(5) for W). */
+ * kaiming_uniform with a = sqrt(5) for W). Names: <name>.weight, <name>.bias. */
 typedef struct Linear {
     Tensor *weight, *bias; /* bias may be NULL */
     int in, out;
 } Linear;
-void nn_linear_init(Linear *l, NnBuilder *b, const char *prefix, int in, int out, int bias);
+void nn_linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, NnBias bias);
 /* x (..., in) -> (..., out) */
 Tensor *nn_linear(Tape *t, const Linear *l, Tensor *x);
 
@@ -46,7 +66,8 @@ typedef struct LayerNorm {
     Tensor *weight, *bias;
     double eps;
 } LayerNorm;
-void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *prefix, int C, double eps);
+/* eps: NN_LN_EPS unless the model says otherwise */
+void nn_layernorm_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, double eps);
 /* x (..., C) -> (..., C) */
 Tensor *nn_layernorm(Tape *t, const LayerNorm *ln, Tensor *x);
 /* x, f (..., C) -> LayerNorm(x + f), one fused op (ag_add_layernorm) */
@@ -56,10 +77,9 @@ Tensor *nn_add_layernorm(Tape *t, const LayerNorm *ln, Tensor *x, Tensor *f);
  * receives no gradient ---- */
 typedef struct Embedding {
     Tensor *weight;
-    int padding_idx; /* -1: none */
+    int padding_idx; /* NN_NO_PADDING: none */
 } Embedding;
-void nn_embedding_init(Embedding *e, NnBuilder *b, const char *prefix, int V, int C,
-                       int padding_idx);
+void nn_embedding_init(Embedding *e, NnBuilder *b, const char *name, int V, int C, int padding_idx);
 /* ids (B, T) -> (B, T, C) */
 Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T);
 
@@ -67,10 +87,12 @@ Tensor *nn_embedding(Tape *t, const Embedding *e, const int *ids, int B, int T);
  * pe[pos, 2i] = sin(pos / 10000^(2i/C)), pe[pos, 2i+1] = cos(pos / 10000^(2i/C)). */
 typedef struct PositionalEncoding {
     Tensor *table; /* (max_len, C): a constant, or the parameter when learned */
-    int learned, max_len;
+    NnPositionKind kind;
+    int max_len;
 } PositionalEncoding;
-void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *prefix, int max_len,
-                        int C, int learned);
+/* NN_LEARNED: a parameter <name>.weight, N(0, 0.02); NN_SINUSOIDAL: a constant table */
+void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *name, int max_len, int C,
+                        NnPositionKind kind);
 /* x (B, T, C) + positions [start, start + T) -> (B, T, C); T + start <= max_len */
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start);
 
@@ -81,8 +103,8 @@ typedef struct FeedForward {
     NnActivation act;
     double dropout;
 } FeedForward;
-/* names: <prefix>.linear1.*, <prefix>.linear2.* (attributes of PyTorch's transformer layers) */
-void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *prefix, int C, int ff, NnActivation act,
+/* names: <name>.linear1.*, <name>.linear2.* (attributes of PyTorch's transformer layers) */
+void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *name, int C, int ff, NnActivation act,
                  double dropout);
 /* x (..., C) -> (..., C) */
 Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng);
@@ -93,6 +115,16 @@ typedef struct NnMask {
     const uint8_t *data;
     int B, T;
 } NnMask;
+
+/* ---- what an attention call may mask; zeroed (or a NULL pointer to it): nothing ----
+ *   nn_mha_forward(t, &m, x, x, &(NnAttnMasks){.causal = 1}, rng)  (GPT's self-attention)
+ *   nn_mha_forward(t, &m, q, mem, &(NnAttnMasks){.key_padding = &pad}, rng)
+ * causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end: with a cache of earlier
+ * keys, a new query sees all of them), as ag_attention. */
+typedef struct NnAttnMasks {
+    const NnMask *key_padding; /* (B, Tk), 1 = padding (PyTorch's key_padding_mask), or NULL */
+    int causal;                /* 1: causal (PyTorch's is_causal) */
+} NnAttnMasks;
 
 /* ---- multi-head attention ----
  * n_kv_heads == n_heads: PyTorch's nn.MultiheadAttention layout, in_proj_weight (3C, C) and
@@ -115,19 +147,25 @@ typedef struct MultiHeadAttention {
     Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena; after
                          * nn_mha_forward_rows the rows of queries not in q_rows are 0 */
 } MultiHeadAttention;
-void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *prefix, int d_model, int n_heads,
-                 int n_kv_heads, int bias, double dropout);
+/* The fields a model gives; zero fields take the default named. */
+typedef struct MhaConfig {
+    int d_model, n_heads;
+    int n_kv_heads; /* 0: n_heads (PyTorch's layout); fewer: grouped-query */
+    int no_bias;    /* 1: no biases (PyTorch's bias=False); 0: biases */
+    double dropout; /* on the attention probabilities, while training */
+} MhaConfig;
+/* nn_mha_init(&m, b, "self_attn", &(MhaConfig){.d_model = 128, .n_heads = 4}) */
+void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const MhaConfig *cfg);
 void nn_mha_track_gates(MultiHeadAttention *m, int on);
-/* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention),
- * key_padding_mask (B, Tk) with 1 = padding, or NULL (a mask of another shape aborts);
- * causal as in ag_attention.
+/* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention), masks or NULL
+ * (a key padding mask of another shape than (B, Tk) aborts).
  * -> (B, Tq, C); m->last_probs holds the attention probabilities.
  * While the head gates are all 1 and untracked, the projections stay (B, T, C) and
  * ag_attention_cols reads the heads in place: self-attention projects q, k and v in one product
  * (in_proj_weight), cross-attention k and v in one (kv_proj_weight). With gates the heads are
  * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                       const NnMask *key_padding_mask, int causal, Rng *rng);
+                       const NnAttnMasks *masks, Rng *rng);
 
 /* ---- packed rows: the live rows of a (B, T, C) batch ----
  * A row map names n of the B*T rows of a batch (row b*T + t), distinct and increasing. A tensor
@@ -149,15 +187,15 @@ typedef struct NnRows {
  * in q_rows is 0 (with head gates: the attention of a zero query, uniform over the visible
  * keys). */
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
-                            Tensor *key_value, const NnRows *kv_rows,
-                            const NnMask *key_padding_mask, int causal, Rng *rng);
+                            Tensor *key_value, const NnRows *kv_rows, const NnAttnMasks *masks,
+                            Rng *rng);
 
 /* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
  * a fixed memory while decoding): x (B, Tk, C) -> key (which 0) or value (which 1) heads
  * (B, NKV, Tk, HS); then attention of query (B, Tq, C) over those heads -> (B, Tq, C). */
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which);
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnMask *key_padding_mask, int causal, Rng *rng);
+                          const NnAttnMasks *masks, Rng *rng);
 
 /* A key/value cache for causal self-attention during incremental decoding: keys and values of
  * every position decoded so far, (B, NKV, max_T, HS) each, owned by the cache (malloc). */
@@ -177,11 +215,16 @@ Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tens
  *   decoder: x = norm1(x + drop(self_attn(x, causal))); x = norm2(x + drop(cross(x, memory)));
  *            x = norm3(x + drop(ffn(x)))
  * pre-LN (norm_first=True): x = x + drop(self_attn(norm1(x))), and so on. */
+/* The fields a model gives; zero fields take the default named:
+ *   TransformerConfig cfg = {.d_model = 128, .n_heads = 4, .pre_ln = 1, .act = NN_GELU}; */
 typedef struct TransformerConfig {
-    int d_model, n_heads, n_kv_heads, d_ff;
-    double dropout, ln_eps;
-    int pre_ln;
-    NnActivation act;
+    int d_model, n_heads;
+    int n_kv_heads;   /* 0: n_heads */
+    int d_ff;         /* 0: 4 * d_model */
+    double dropout;   /* 0: none */
+    double ln_eps;    /* 0: NN_LN_EPS */
+    int pre_ln;       /* 1: pre-LN (norm_first=True); 0: post-LN, PyTorch's default */
+    NnActivation act; /* NN_RELU (0, PyTorch's default) or NN_GELU */
 } TransformerConfig;
 
 typedef struct EncoderLayer {
@@ -200,11 +243,13 @@ typedef struct DecoderLayer {
     int pre_ln;
 } DecoderLayer;
 
-void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
+/* names: <name>.self_attn.*, <name>.linear1.*, ..., <name>.norm2.* */
+void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg);
 /* x (B, S, C), src_pad (B, S) 1 = padding or NULL -> (B, S, C) */
 Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng);
-void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
+/* names: <name>.self_attn.*, <name>.multihead_attn.*, <name>.linear1.*, ..., <name>.norm3.* */
+void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg);
 /* x (B, T, C), memory (B, S, C), tgt_pad (B, T) and memory_pad (B, S) or NULL -> (B, T, C) */
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,

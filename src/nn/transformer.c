@@ -21,17 +21,46 @@ static Tensor *residual_norm(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng,
                   : nn_add_layernorm(t, norm, x, ag_dropout(t, f, p, rng));
 }
 
-void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
+/* cfg with its zero fields set to their defaults (nn.h) */
+static TransformerConfig layer_config(const TransformerConfig *cfg) {
+    TransformerConfig c = *cfg;
+    if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
+    if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+    if (c.ln_eps == 0) c.ln_eps = NN_LN_EPS;
+    AG_CHECK(c.pre_ln == 0 || c.pre_ln == 1, "transformer layer: pre_ln %d is not 0 or 1",
+             c.pre_ln);
+    AG_CHECK(c.act == NN_RELU || c.act == NN_GELU,
+             "transformer layer: act %d is not NN_RELU or NN_GELU", (int)c.act);
+    return c;
+}
+
+/* The parts of a layer, in PyTorch's order: self_attn, multihead_attn (a decoder's, when
+ * cross is given), linear1, linear2, norm1, norm2 and (a decoder's) norm3 */
+static void layer_init(NnBuilder *b, const char *name, const TransformerConfig *cfg,
+                       MultiHeadAttention *self_attn, MultiHeadAttention *cross, FeedForward *ffn,
+                       LayerNorm *norms[3]) {
+    TransformerConfig c = layer_config(cfg);
+    NnBuilder s = nn_scope(b, "%s", name);
+    MhaConfig mc = {.d_model = c.d_model,
+                    .n_heads = c.n_heads,
+                    .n_kv_heads = c.n_kv_heads,
+                    .dropout = c.dropout};
+    nn_mha_init(self_attn, &s, "self_attn", &mc);
+    if (cross) nn_mha_init(cross, &s, "multihead_attn", &mc);
+    nn_ffn_init(ffn, &s, "", c.d_model, c.d_ff, c.act, c.dropout);
+    for (int i = 0; i < 3 && norms[i]; i++) {
+        NnBuilder norm = nn_scope(&s, "norm%d", i + 1);
+        nn_layernorm_init(norms[i], &norm, "", c.d_model, c.ln_eps);
+    }
+}
+
+void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg) {
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(b);
+    AG_CHECK_ARG(name);
     AG_CHECK_ARG(cfg);
-    char name[AG_NAME_LEN];
-    nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
-                cfg->n_kv_heads, 1, cfg->dropout);
-    nn_ffn_init(&l->ffn, b, prefix, cfg->d_model, cfg->d_ff, cfg->act, cfg->dropout);
-    nn_layernorm_init(&l->norm1, b, nn_join(name, prefix, "norm1"), cfg->d_model, cfg->ln_eps);
-    nn_layernorm_init(&l->norm2, b, nn_join(name, prefix, "norm2"), cfg->d_model, cfg->ln_eps);
+    layer_init(b, name, cfg, &l->self_attn, NULL, &l->ffn, (LayerNorm *[3]){&l->norm1, &l->norm2});
     l->dropout = cfg->dropout;
     l->pre_ln = cfg->pre_ln;
 }
@@ -40,7 +69,8 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *prefix,
 static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad,
                              const NnRows *rows, Rng *rng) {
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a = nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows, src_pad, 0, rng);
+    Tensor *a = nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows,
+                                    &(NnAttnMasks){.key_padding = src_pad}, rng);
     x = residual_norm(t, x, a, l->dropout, rng, &l->norm1, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
     return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng, &l->norm2, l->pre_ln);
@@ -53,20 +83,14 @@ Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_
     return encoder_layer(t, l, x, src_pad, NULL, rng);
 }
 
-void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *prefix,
+void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg) {
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(b);
+    AG_CHECK_ARG(name);
     AG_CHECK_ARG(cfg);
-    char name[AG_NAME_LEN];
-    nn_mha_init(&l->self_attn, b, nn_join(name, prefix, "self_attn"), cfg->d_model, cfg->n_heads,
-                cfg->n_kv_heads, 1, cfg->dropout);
-    nn_mha_init(&l->multihead_attn, b, nn_join(name, prefix, "multihead_attn"), cfg->d_model,
-                cfg->n_heads, cfg->n_kv_heads, 1, cfg->dropout);
-    nn_ffn_init(&l->ffn, b, prefix, cfg->d_model, cfg->d_ff, cfg->act, cfg->dropout);
-    nn_layernorm_init(&l->norm1, b, nn_join(name, prefix, "norm1"), cfg->d_model, cfg->ln_eps);
-    nn_layernorm_init(&l->norm2, b, nn_join(name, prefix, "norm2"), cfg->d_model, cfg->ln_eps);
-    nn_layernorm_init(&l->norm3, b, nn_join(name, prefix, "norm3"), cfg->d_model, cfg->ln_eps);
+    layer_init(b, name, cfg, &l->self_attn, &l->multihead_attn, &l->ffn,
+               (LayerNorm *[3]){&l->norm1, &l->norm2, &l->norm3});
     l->dropout = cfg->dropout;
     l->pre_ln = cfg->pre_ln;
 }
@@ -86,15 +110,16 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
                              Rng *rng) {
     double p = l->dropout;
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a =
-        kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
-                 : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows, tgt_pad, 1, rng);
+    Tensor *a = kv.cache
+                    ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
+                    : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows,
+                                          &(NnAttnMasks){.key_padding = tgt_pad, .causal = 1}, rng);
     x = residual_norm(t, x, a, p, rng, &l->norm1, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
-    a = kv.mem_k
-            ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, memory_pad, 0, rng)
-            : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows,
-                                  memory_pad, 0, rng);
+    NnAttnMasks cross = {.key_padding = memory_pad};
+    a = kv.mem_k ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, &cross, rng)
+                 : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows,
+                                       &cross, rng);
     x = residual_norm(t, x, a, p, rng, &l->norm2, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
     return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), p, rng, &l->norm3, l->pre_ln);
@@ -143,8 +168,10 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
              cfg->src_vocab, cfg->tgt_vocab);
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->cfg.layer = layer_config(&cfg->layer); /* the defaults of its zero fields, resolved */
+    cfg = &m->cfg;
     ag_params_init(&m->params);
-    NnBuilder b = {a, &m->params, rng};
+    NnBuilder b = nn_builder(a, &m->params, rng);
     int C = cfg->layer.d_model;
     nn_embedding_init(&m->src_embed, &b, "src_embed", cfg->src_vocab, C, cfg->pad_id);
     nn_embedding_init(&m->tgt_embed, &b, "tgt_embed", cfg->tgt_vocab, C, cfg->pad_id);
@@ -157,17 +184,17 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
         Tensor *w = embeds[i]->weight;
         for (size_t j = 0; j < w->size; j++) w->data[j] /= (Real)sqrt((double)C);
     }
-    nn_positional_init(&m->src_pos, &b, "src_pos", cfg->max_len, C, cfg->learned_pos);
-    nn_positional_init(&m->tgt_pos, &b, "tgt_pos", cfg->max_len, C, cfg->learned_pos);
-    char name[AG_NAME_LEN];
+    NnPositionKind pos = cfg->learned_pos ? NN_LEARNED : NN_SINUSOIDAL;
+    nn_positional_init(&m->src_pos, &b, "src_pos", cfg->max_len, C, pos);
+    nn_positional_init(&m->tgt_pos, &b, "tgt_pos", cfg->max_len, C, pos);
     for (int i = 0; i < cfg->n_enc_layers; i++) {
-        snprintf(name, sizeof name, "encoder.layers.%d", i);
-        nn_encoder_layer_init(&m->enc[i], &b, name, &cfg->layer);
+        NnBuilder layer = nn_scope(&b, "encoder.layers.%d", i);
+        nn_encoder_layer_init(&m->enc[i], &layer, "", &cfg->layer);
     }
     nn_layernorm_init(&m->enc_norm, &b, "encoder.norm", C, cfg->layer.ln_eps);
     for (int i = 0; i < cfg->n_dec_layers; i++) {
-        snprintf(name, sizeof name, "decoder.layers.%d", i);
-        nn_decoder_layer_init(&m->dec[i], &b, name, &cfg->layer);
+        NnBuilder layer = nn_scope(&b, "decoder.layers.%d", i);
+        nn_decoder_layer_init(&m->dec[i], &layer, "", &cfg->layer);
     }
     nn_layernorm_init(&m->dec_norm, &b, "decoder.norm", C, cfg->layer.ln_eps);
     if (cfg->tie_output) {
@@ -175,9 +202,9 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
         m->generator.in = C;
         m->generator.out = cfg->tgt_vocab;
         m->generator.weight = m->tgt_embed.weight;
-        m->generator.bias = nn_param(&b, "generator", "bias", 1, (int[]){cfg->tgt_vocab});
+        m->generator.bias = nn_param(&b, "generator.bias", 1, (int[]){cfg->tgt_vocab});
     } else {
-        nn_linear_init(&m->generator, &b, "generator", C, cfg->tgt_vocab, 1);
+        nn_linear_init(&m->generator, &b, "generator", C, cfg->tgt_vocab, NN_BIAS);
     }
 }
 

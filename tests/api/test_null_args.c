@@ -30,6 +30,7 @@ static Embedding EMB;
 static PositionalEncoding PE;
 static FeedForward FF;
 static MultiHeadAttention MHA;
+static MhaConfig MC;
 static NnKVCache KV;
 static EncoderLayer ENC;
 static DecoderLayer DEC;
@@ -122,20 +123,24 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ag_params_print, pl, ag_params_print(NULL, stderr))                                          \
     X(ag_params_print, f, ag_params_print(&PL, NULL))                                              \
     /* nn.h */                                                                                     \
-    X(nn_param, b, nn_param(NULL, "", "w", 1, (int[]){2}))                                         \
-    X(nn_param, name, nn_param(&NB, "", NULL, 1, (int[]){2}))                                      \
-    X(nn_join, buf, nn_join(NULL, "a", "b"))                                                       \
-    X(nn_join, name, nn_join(BUF, "a", NULL))                                                      \
+    X(nn_builder, a, nn_builder(NULL, &PL, &R))                                                    \
+    X(nn_builder, pl, nn_builder(&A, NULL, &R))                                                    \
+    X(nn_scope, b, nn_scope(NULL, "x"))                                                            \
+    X(nn_scope, fmt, nn_scope(&NB, NO_FMT))                                                        \
+    X(nn_param, b, nn_param(NULL, "w", 1, (int[]){2}))                                             \
+    X(nn_param, name, nn_param(&NB, NULL, 1, (int[]){2}))                                          \
     X(nn_param_rows, a, nn_param_rows(NULL, &T, 0, 1, "v"))                                        \
     X(nn_param_rows, p, nn_param_rows(&A, NULL, 0, 1, "v"))                                        \
     X(nn_param_rows, name, nn_param_rows(&A, &T, 0, 1, NULL))                                      \
-    X(nn_linear_init, l, nn_linear_init(NULL, &NB, "", 2, 3, 1))                                   \
-    X(nn_linear_init, b, nn_linear_init(&LIN, NULL, "", 2, 3, 1))                                  \
+    X(nn_linear_init, l, nn_linear_init(NULL, &NB, "", 2, 3, NN_BIAS))                             \
+    X(nn_linear_init, b, nn_linear_init(&LIN, NULL, "", 2, 3, NN_BIAS))                            \
+    X(nn_linear_init, name, nn_linear_init(&LIN, &NB, NULL, 2, 3, NN_BIAS))                        \
     X(nn_linear, t, nn_linear(NULL, &LIN, &T))                                                     \
     X(nn_linear, l, nn_linear(&TP, NULL, &T))                                                      \
     X(nn_linear, x, nn_linear(&TP, &LIN, NULL))                                                    \
     X(nn_layernorm_init, ln, nn_layernorm_init(NULL, &NB, "", 4, 1e-5))                            \
     X(nn_layernorm_init, b, nn_layernorm_init(&LN, NULL, "", 4, 1e-5))                             \
+    X(nn_layernorm_init, name, nn_layernorm_init(&LN, &NB, NULL, 4, 1e-5))                         \
     X(nn_layernorm, t, nn_layernorm(NULL, &LN, &T))                                                \
     X(nn_layernorm, ln, nn_layernorm(&TP, NULL, &T))                                               \
     X(nn_layernorm, x, nn_layernorm(&TP, &LN, NULL))                                               \
@@ -143,41 +148,45 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_add_layernorm, ln, nn_add_layernorm(&TP, NULL, &T, &T))                                   \
     X(nn_add_layernorm, x, nn_add_layernorm(&TP, &LN, NULL, &T))                                   \
     X(nn_add_layernorm, f, nn_add_layernorm(&TP, &LN, &T, NULL))                                   \
-    X(nn_embedding_init, e, nn_embedding_init(NULL, &NB, "", 5, 4, -1))                            \
-    X(nn_embedding_init, b, nn_embedding_init(&EMB, NULL, "", 5, 4, -1))                           \
+    X(nn_embedding_init, e, nn_embedding_init(NULL, &NB, "", 5, 4, NN_NO_PADDING))                 \
+    X(nn_embedding_init, b, nn_embedding_init(&EMB, NULL, "", 5, 4, NN_NO_PADDING))                \
+    X(nn_embedding_init, name, nn_embedding_init(&EMB, &NB, NULL, 5, 4, NN_NO_PADDING))            \
     X(nn_embedding, t, nn_embedding(NULL, &EMB, IDS, 1, 2))                                        \
     X(nn_embedding, e, nn_embedding(&TP, NULL, IDS, 1, 2))                                         \
     X(nn_embedding, ids, nn_embedding(&TP, &EMB, NULL, 1, 2))                                      \
-    X(nn_positional_init, pe, nn_positional_init(NULL, &NB, "", 8, 4, 0))                          \
-    X(nn_positional_init, b, nn_positional_init(&PE, NULL, "", 8, 4, 0))                           \
+    X(nn_positional_init, pe, nn_positional_init(NULL, &NB, "", 8, 4, NN_SINUSOIDAL))              \
+    X(nn_positional_init, b, nn_positional_init(&PE, NULL, "", 8, 4, NN_SINUSOIDAL))               \
+    X(nn_positional_init, name, nn_positional_init(&PE, &NB, NULL, 8, 4, NN_SINUSOIDAL))           \
     X(nn_positional, t, nn_positional(NULL, &PE, &T, 0))                                           \
     X(nn_positional, pe, nn_positional(&TP, NULL, &T, 0))                                          \
     X(nn_positional, x, nn_positional(&TP, &PE, NULL, 0))                                          \
     X(nn_ffn_init, f, nn_ffn_init(NULL, &NB, "", 4, 8, NN_RELU, 0))                                \
     X(nn_ffn_init, b, nn_ffn_init(&FF, NULL, "", 4, 8, NN_RELU, 0))                                \
+    X(nn_ffn_init, name, nn_ffn_init(&FF, &NB, NULL, 4, 8, NN_RELU, 0))                            \
     X(nn_ffn, t, nn_ffn(NULL, &FF, &T, NULL))                                                      \
     X(nn_ffn, f, nn_ffn(&TP, NULL, &T, NULL))                                                      \
     X(nn_ffn, x, nn_ffn(&TP, &FF, NULL, NULL))                                                     \
-    X(nn_mha_init, m, nn_mha_init(NULL, &NB, "", 4, 2, 2, 1, 0))                                   \
-    X(nn_mha_init, b, nn_mha_init(&MHA, NULL, "", 4, 2, 2, 1, 0))                                  \
+    X(nn_mha_init, m, nn_mha_init(NULL, &NB, "", &MC))                                             \
+    X(nn_mha_init, b, nn_mha_init(&MHA, NULL, "", &MC))                                            \
+    X(nn_mha_init, name, nn_mha_init(&MHA, &NB, NULL, &MC))                                        \
+    X(nn_mha_init, cfg, nn_mha_init(&MHA, &NB, "", NULL))                                          \
     X(nn_mha_track_gates, m, nn_mha_track_gates(NULL, 1))                                          \
-    X(nn_mha_forward, t, nn_mha_forward(NULL, &MHA, &T, &T, NULL, 0, NULL))                        \
-    X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, NULL, 0, NULL))                         \
-    X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, NULL, 0, NULL))                   \
-    X(nn_mha_forward, key_value, nn_mha_forward(&TP, &MHA, &T, NULL, NULL, 0, NULL))               \
-    X(nn_mha_forward_rows, t, nn_mha_forward_rows(NULL, &MHA, &T, NULL, &T, NULL, 0, 0, 0))        \
-    X(nn_mha_forward_rows, m, nn_mha_forward_rows(&TP, NULL, &T, NULL, &T, NULL, 0, 0, 0))         \
-    X(nn_mha_forward_rows, query, nn_mha_forward_rows(&TP, &MHA, NULL, NULL, &T, NULL, 0, 0, 0))   \
-    X(nn_mha_forward_rows, key_value,                                                              \
-      nn_mha_forward_rows(&TP, &MHA, &T, NULL, NULL, NULL, 0, 0, 0))                               \
+    X(nn_mha_forward, t, nn_mha_forward(NULL, &MHA, &T, &T, NULL, NULL))                           \
+    X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, NULL, NULL))                            \
+    X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, NULL, NULL))                      \
+    X(nn_mha_forward, key_value, nn_mha_forward(&TP, &MHA, &T, NULL, NULL, NULL))                  \
+    X(nn_mha_forward_rows, t, nn_mha_forward_rows(NULL, &MHA, &T, NULL, &T, NULL, 0, 0))           \
+    X(nn_mha_forward_rows, m, nn_mha_forward_rows(&TP, NULL, &T, NULL, &T, NULL, 0, 0))            \
+    X(nn_mha_forward_rows, query, nn_mha_forward_rows(&TP, &MHA, NULL, NULL, &T, NULL, 0, 0))      \
+    X(nn_mha_forward_rows, key_value, nn_mha_forward_rows(&TP, &MHA, &T, NULL, NULL, NULL, 0, 0))  \
     X(nn_mha_project_kv, t, nn_mha_project_kv(NULL, &MHA, &T, 0))                                  \
     X(nn_mha_project_kv, m, nn_mha_project_kv(&TP, NULL, &T, 0))                                   \
     X(nn_mha_project_kv, x, nn_mha_project_kv(&TP, &MHA, NULL, 0))                                 \
-    X(nn_mha_forward_kv, t, nn_mha_forward_kv(NULL, &MHA, &T, &T, &T, NULL, 0, NULL))              \
-    X(nn_mha_forward_kv, m, nn_mha_forward_kv(&TP, NULL, &T, &T, &T, NULL, 0, NULL))               \
-    X(nn_mha_forward_kv, query, nn_mha_forward_kv(&TP, &MHA, NULL, &T, &T, NULL, 0, NULL))         \
-    X(nn_mha_forward_kv, kh, nn_mha_forward_kv(&TP, &MHA, &T, NULL, &T, NULL, 0, NULL))            \
-    X(nn_mha_forward_kv, vh, nn_mha_forward_kv(&TP, &MHA, &T, &T, NULL, NULL, 0, NULL))            \
+    X(nn_mha_forward_kv, t, nn_mha_forward_kv(NULL, &MHA, &T, &T, &T, NULL, NULL))                 \
+    X(nn_mha_forward_kv, m, nn_mha_forward_kv(&TP, NULL, &T, &T, &T, NULL, NULL))                  \
+    X(nn_mha_forward_kv, query, nn_mha_forward_kv(&TP, &MHA, NULL, &T, &T, NULL, NULL))            \
+    X(nn_mha_forward_kv, kh, nn_mha_forward_kv(&TP, &MHA, &T, NULL, &T, NULL, NULL))               \
+    X(nn_mha_forward_kv, vh, nn_mha_forward_kv(&TP, &MHA, &T, &T, NULL, NULL, NULL))               \
     X(nn_kv_cache_init, c, nn_kv_cache_init(NULL, &MHA, 1, 4))                                     \
     X(nn_kv_cache_init, m, nn_kv_cache_init(&KV, NULL, 1, 4))                                      \
     X(nn_kv_cache_free, c, nn_kv_cache_free(NULL))                                                 \
@@ -187,12 +196,14 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_mha_forward_cached, x, nn_mha_forward_cached(&TP, &MHA, &KV, NULL))                       \
     X(nn_encoder_layer_init, l, nn_encoder_layer_init(NULL, &NB, "", &TC))                         \
     X(nn_encoder_layer_init, b, nn_encoder_layer_init(&ENC, NULL, "", &TC))                        \
+    X(nn_encoder_layer_init, name, nn_encoder_layer_init(&ENC, &NB, NULL, &TC))                    \
     X(nn_encoder_layer_init, cfg, nn_encoder_layer_init(&ENC, &NB, "", NULL))                      \
     X(nn_encoder_layer, t, nn_encoder_layer(NULL, &ENC, &T, NULL, NULL))                           \
     X(nn_encoder_layer, l, nn_encoder_layer(&TP, NULL, &T, NULL, NULL))                            \
     X(nn_encoder_layer, x, nn_encoder_layer(&TP, &ENC, NULL, NULL, NULL))                          \
     X(nn_decoder_layer_init, l, nn_decoder_layer_init(NULL, &NB, "", &TC))                         \
     X(nn_decoder_layer_init, b, nn_decoder_layer_init(&DEC, NULL, "", &TC))                        \
+    X(nn_decoder_layer_init, name, nn_decoder_layer_init(&DEC, &NB, NULL, &TC))                    \
     X(nn_decoder_layer_init, cfg, nn_decoder_layer_init(&DEC, &NB, "", NULL))                      \
     X(nn_decoder_layer, t, nn_decoder_layer(NULL, &DEC, &T, &T, NULL, NULL, NULL))                 \
     X(nn_decoder_layer, l, nn_decoder_layer(&TP, NULL, &T, &T, NULL, NULL, NULL))                  \

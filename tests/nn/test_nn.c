@@ -27,7 +27,7 @@ static void env_init(ModEnv *e) {
     e->arena = arena_new("params", 4 << 20);
     ag_params_init(&e->params);
     rng_seed(&e->rng, 123);
-    e->b = (NnBuilder){e->arena, &e->params, &e->rng};
+    e->b = nn_builder(e->arena, &e->params, &e->rng);
     e->tape = ag_tape_new(arena_new("step", 32 << 20));
 }
 
@@ -97,7 +97,7 @@ Test(nn_linear, grad_matches_finite_differences_with_and_without_bias) {
         ModEnv e;
         env_init(&e);
         Ctx c = {.e = &e};
-        nn_linear_init(&c.lin, &e.b, "lin", 5, 3, bias);
+        nn_linear_init(&c.lin, &e.b, "lin", 5, 3, bias ? NN_BIAS : NN_NO_BIAS);
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 5});
         check(&e, f_linear, &c, bias ? "linear with bias" : "linear without bias");
         env_free(&e);
@@ -109,13 +109,66 @@ Test(nn_linear, init_is_uniform_within_one_over_sqrt_in) {
     ModEnv e;
     env_init(&e);
     Linear l;
-    nn_linear_init(&l, &e.b, "lin", 64, 32, 1);
+    nn_linear_init(&l, &e.b, "lin", 64, 32, NN_BIAS);
     double bound = 1 / sqrt(64.0), mx = 0;
     for (size_t i = 0; i < l.weight->size; i++) mx = fmax(mx, fabs((double)l.weight->data[i]));
     cr_assert(mx <= bound && mx > 0.9 * bound, "max |w| %g vs bound %g", mx, bound);
     cr_assert(strcmp(l.weight->name, "lin.weight") == 0 && strcmp(l.bias->name, "lin.bias") == 0);
     cr_assert(l.weight->shape[0] == 32 && l.weight->shape[1] == 64, "weight is (out, in)");
     env_free(&e);
+}
+
+/* ---- the builder: scoped names ---- */
+
+Test(nn_scope, nested_scopes_prefix_names_and_end_with_their_block) {
+    ModEnv e;
+    env_init(&e);
+    for (int l = 0; l < 2; l++) {
+        NnBuilder lb = nn_scope(&e.b, "blocks.%d", l);
+        NnBuilder attn = nn_scope(&lb, "attn");
+        nn_linear_init(&(Linear){0}, &attn, "proj", 2, 3, NN_BIAS);
+        nn_layernorm_init(&(LayerNorm){0}, &lb, "ln", 3, NN_LN_EPS);
+    }
+    nn_param(&e.b, "top", 1, (int[]){4});                     /* the top scope is untouched */
+    nn_linear_init(&(Linear){0}, &e.b, "", 2, 2, NN_NO_BIAS); /* "" names the scope itself */
+    const char *names[] = {"blocks.0.attn.proj.weight",
+                           "blocks.0.attn.proj.bias",
+                           "blocks.0.ln.weight",
+                           "blocks.0.ln.bias",
+                           "blocks.1.attn.proj.weight",
+                           "blocks.1.attn.proj.bias",
+                           "blocks.1.ln.weight",
+                           "blocks.1.ln.bias",
+                           "top",
+                           "weight"};
+    cr_assert_eq(e.params.n, 10);
+    for (int i = 0; i < 10; i++) cr_assert_str_eq(e.params.items[i]->name, names[i]);
+    cr_assert_str_eq(e.b.scope, "");
+    env_free(&e);
+}
+
+Test(nn_scope, aborts_when_a_name_does_not_fit, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    char part[AG_NAME_LEN - 8];
+    memset(part, 'a', sizeof part - 1);
+    part[sizeof part - 1] = 0;
+    NnBuilder s = nn_scope(&e.b, "%s", part); /* fits: 86 characters */
+    nn_param(&s, "too_long_now", 1, (int[]){1});
+}
+
+Test(nn_param, aborts_on_a_name_that_exists, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    NnBuilder s = nn_scope(&e.b, "lin");
+    nn_param(&e.b, "lin.weight", 1, (int[]){1});
+    nn_param(&s, "weight", 1, (int[]){1});
+}
+
+Test(nn_module_inits, abort_on_a_flag_out_of_range, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    nn_linear_init(&(Linear){0}, &e.b, "lin", 2, 3, (NnBias)2); /* a count, not a flag */
 }
 
 #ifdef AG_REAL_DOUBLE
@@ -129,7 +182,7 @@ Test(nn_layernorm, grad_matches_finite_differences) {
     ModEnv e;
     env_init(&e);
     Ctx c = {.e = &e};
-    nn_layernorm_init(&c.ln, &e.b, "ln", 7, 1e-5);
+    nn_layernorm_init(&c.ln, &e.b, "ln", 7, NN_LN_EPS);
     e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 3, 7});
     check(&e, f_layernorm, &c, "layernorm");
     env_free(&e);
@@ -149,8 +202,8 @@ Test(nn_embedding, embedding_and_learned_positions_grad_match) {
     ModEnv e;
     env_init(&e);
     Ctx c = {.e = &e, .B = 2, .T = 4};
-    nn_embedding_init(&c.emb, &e.b, "emb", 6, 5, -1);
-    nn_positional_init(&c.pe, &e.b, "pos", 8, 5, 1);
+    nn_embedding_init(&c.emb, &e.b, "emb", 6, 5, NN_NO_PADDING);
+    nn_positional_init(&c.pe, &e.b, "pos", 8, 5, NN_LEARNED);
     for (int i = 0; i < 8; i++) c.ids[i] = (3 * i + 1) % 6;
     check(&e, f_embed_pos, &c, "embedding + learned positions");
     env_free(&e);
@@ -161,7 +214,7 @@ Test(nn_positional, sinusoidal_table_matches_the_formula) {
     ModEnv e;
     env_init(&e);
     PositionalEncoding pe;
-    nn_positional_init(&pe, &e.b, "pos", 50, 16, 0);
+    nn_positional_init(&pe, &e.b, "pos", 50, 16, NN_SINUSOIDAL);
     cr_assert_eq(e.params.n, 0, "sinusoidal positions are not parameters");
     for (int pos = 0; pos < 50; pos += 7)
         for (int i = 0; i < 16; i += 2) {
@@ -204,7 +257,8 @@ static Tensor *f_mha(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
-    return nn_mha_forward(t, &c->mha, in[0], c->self ? in[0] : in[1], c->pad, c->causal, &rng);
+    NnAttnMasks masks = {.key_padding = c->pad, .causal = c->causal};
+    return nn_mha_forward(t, &c->mha, in[0], c->self ? in[0] : in[1], &masks, &rng);
 }
 #endif
 
@@ -243,7 +297,11 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
                 pad[b * mc->Tk + j] = mc->pad == 1 ? pad1[b][j] : mc->pad == 2 ? pad2[b][j] : 0;
         NnMask mask = {pad, mc->B, mc->Tk};
         c.pad = mc->pad ? &mask : NULL;
-        nn_mha_init(&c.mha, &e.b, "attn", mc->C, mc->NH, mc->NKV, 1, mc->dropout);
+        nn_mha_init(&c.mha, &e.b, "attn",
+                    &(MhaConfig){.d_model = mc->C,
+                                 .n_heads = mc->NH,
+                                 .n_kv_heads = mc->NKV,
+                                 .dropout = mc->dropout});
         Tensor *q = env_input(&e, 3, (int[]){mc->B, mc->Tq, mc->C});
         Tensor *kv = mc->self ? q : env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
         e.inputs[e.n_inputs++] = q;
@@ -267,8 +325,8 @@ Test(nn_mha, parameters_are_named_like_pytorch) {
     ModEnv e;
     env_init(&e);
     MultiHeadAttention m, g;
-    nn_mha_init(&m, &e.b, "self_attn", 16, 4, 4, 1, 0);
-    nn_mha_init(&g, &e.b, "gqa", 16, 4, 2, 1, 0);
+    nn_mha_init(&m, &e.b, "self_attn", &(MhaConfig){.d_model = 16, .n_heads = 4});
+    nn_mha_init(&g, &e.b, "gqa", &(MhaConfig){.d_model = 16, .n_heads = 4, .n_kv_heads = 2});
     const char *names[] = {
         "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
         "self_attn.out_proj.bias",  "gqa.q_proj.weight",      "gqa.q_proj.bias",
@@ -285,17 +343,17 @@ Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
     ModEnv e;
     env_init(&e);
     MultiHeadAttention m;
-    nn_mha_init(&m, &e.b, "attn", 8, 2, 2, 1, 0);
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     Tensor *x = env_input(&e, 3, (int[]){1, 3, 8});
     ag_no_grad(e.tape, 1);
-    Tensor *y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
+    Tensor *y = nn_mha_forward(e.tape, &m, x, x, &(NnAttnMasks){.causal = 1}, NULL);
     cr_assert(m.last_probs != NULL);
     cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 &&
               m.last_probs->shape[3] == 3);
     cr_assert_eq(m.last_probs->data[1], 0, "causal: query 0 does not see key 1");
     /* ablating both heads leaves only the output bias */
     m.gate->data[0] = m.gate->data[1] = 0;
-    y = nn_mha_forward(e.tape, &m, x, x, NULL, 1, NULL);
+    y = nn_mha_forward(e.tape, &m, x, x, &(NnAttnMasks){.causal = 1}, NULL);
     for (int tq = 0; tq < 3; tq++)
         for (int c = 0; c < 8; c++) cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
     env_free(&e);
@@ -305,28 +363,44 @@ Test(nn_mha, aborts_when_the_padding_mask_has_another_shape, .signal = SIGABRT) 
     ModEnv e;
     env_init(&e);
     MultiHeadAttention m;
-    nn_mha_init(&m, &e.b, "attn", 8, 2, 2, 1, 0);
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *kv = env_input(&e, 3, (int[]){2, 5, 8});
     static const uint8_t bytes[2 * 3] = {0};
     NnMask wrong = {bytes, 2, 3}; /* (B, Tq) instead of (B, Tk) */
-    nn_mha_forward(e.tape, &m, q, kv, &wrong, 0, NULL);
+    nn_mha_forward(e.tape, &m, q, kv, &(NnAttnMasks){.key_padding = &wrong}, NULL);
 }
 
 Test(nn_mha, aborts_when_heads_do_not_divide, .signal = SIGABRT) {
     ModEnv e;
     env_init(&e);
     MultiHeadAttention m;
-    nn_mha_init(&m, &e.b, "attn", 10, 4, 4, 1, 0);
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 10, .n_heads = 4});
 }
 
 Test(nn_mha, aborts_when_kv_heads_do_not_divide_heads, .signal = SIGABRT) {
     ModEnv e;
     env_init(&e);
     MultiHeadAttention m;
-    nn_mha_init(&m, &e.b, "attn", 12, 4, 3, 1, 0);
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 12, .n_heads = 4, .n_kv_heads = 3});
 }
 
 /* ---- transformer layers and the seq2seq model ---- */
+
+Test(nn_transformer, zero_config_fields_take_the_documented_defaults) {
+    ModEnv e;
+    env_init(&e);
+    EncoderLayer l;
+    nn_encoder_layer_init(&l, &e.b, "enc", &(TransformerConfig){.d_model = 8, .n_heads = 2});
+    cr_assert_eq(ag_params_find(&e.params, "enc.linear1.weight")->shape[0], 32, "d_ff 4 d_model");
+    cr_assert_eq(l.self_attn.n_kv_heads, 2, "n_kv_heads = n_heads");
+    cr_assert(l.norm1.eps == NN_LN_EPS && l.norm2.eps == NN_LN_EPS && l.pre_ln == 0);
+    cr_assert(l.ffn.act == NN_RELU && l.dropout == 0);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "nb", &(MhaConfig){.d_model = 8, .n_heads = 2, .no_bias = 1});
+    cr_assert(m.in_proj_bias == NULL && m.out_proj.bias == NULL && m.q_proj.bias == NULL);
+    cr_assert(ag_params_find(&e.params, "nb.in_proj_weight") != NULL);
+    env_free(&e);
+}
 
 #ifdef AG_REAL_DOUBLE
 static Tensor *f_enc(Tape *t, Tensor **in, void *ctx) {
@@ -352,7 +426,8 @@ Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
     static const uint8_t src_bytes[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
     static const NnMask tgt_pad = {tgt_bytes, 2, 4}, src_pad = {src_bytes, 2, 5};
     for (int pre = 0; pre <= 1; pre++) {
-        TransformerConfig cfg = {8, 2, 2, 12, 0.1, 1e-5, pre, NN_RELU};
+        TransformerConfig cfg = {
+            .d_model = 8, .n_heads = 2, .d_ff = 12, .dropout = 0.1, .pre_ln = pre};
         ModEnv e;
         env_init(&e);
         Ctx c = {.e = &e, .seed = 3, .pad = &src_pad};

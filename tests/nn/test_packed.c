@@ -260,8 +260,8 @@ static void mha_make(MhaFix *f, uint64_t seed) {
     f->a = arena_new("params", 1 << 20);
     ag_params_init(&f->pl);
     rng_seed(&f->rng, seed);
-    NnBuilder nb = {f->a, &f->pl, &f->rng};
-    nn_mha_init(&f->m, &nb, "attn", 8, 2, 2, 1, 0);
+    NnBuilder nb = nn_builder(f->a, &f->pl, &f->rng);
+    nn_mha_init(&f->m, &nb, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     f->t = ag_tape_new(arena_new("step", 1 << 20));
 }
 
@@ -271,7 +271,7 @@ Test(nn_mha_forward_rows, aborts_when_the_packed_rows_do_not_match_the_map, .sig
     static const int idx[3] = {0, 2, 3};
     NnRows rows = {idx, 3, 2, 2};
     Tensor *x = tensor_zeros(f.t->arena, 2, (int[]){4, 8}, "x"); /* 4 rows, the map names 3 */
-    nn_mha_forward_rows(f.t, &f.m, x, &rows, x, &rows, NULL, 0, NULL);
+    nn_mha_forward_rows(f.t, &f.m, x, &rows, x, &rows, NULL, NULL);
 }
 
 /* nn_mha_forward_rows with packed queries over full (B, Tk, C) keys and values (no kv map):
@@ -291,9 +291,10 @@ Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
     rng_fill_uniform(&f.rng, kv, -1, 1);
     Tensor *xp = tensor_new(a, 2, (int[]){3, C}, "xp");
     for (int i = 0; i < 3; i++) memcpy(xp->data + i * C, x->data + idx[i] * C, C * sizeof(Real));
-    Tensor *y = nn_mha_forward_rows(t, &f.m, xp, &rows, kv, NULL, &mask, 0, NULL);
+    NnAttnMasks masks = {.key_padding = &mask};
+    Tensor *y = nn_mha_forward_rows(t, &f.m, xp, &rows, kv, NULL, &masks, NULL);
     cr_assert(y->ndim == 2 && y->shape[0] == 3 && y->shape[1] == C);
-    Tensor *yd = nn_mha_forward(t, &f.m, x, kv, &mask, 0, NULL);
+    Tensor *yd = nn_mha_forward(t, &f.m, x, kv, &masks, NULL);
     for (int i = 0; i < 3; i++)
         for (int c = 0; c < C; c++)
             cr_assert(close(y->data[i * C + c], yd->data[idx[i] * C + c], LOSS_TOL, 1),

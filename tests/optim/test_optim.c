@@ -42,10 +42,10 @@ static void fix_init(Fix *f, uint64_t seed) {
     ag_params_init(&f->pl);
     Rng rng;
     rng_seed(&rng, seed);
-    NnBuilder b = {f->arena, &f->pl, &rng};
-    nn_param(&b, "lin", "weight", 2, (int[]){3, 4});
-    nn_param(&b, "lin", "bias", 1, (int[]){4});
-    nn_param(&b, "blocks.0", "gain", 3, (int[]){2, 3, 2});
+    NnBuilder b = nn_builder(f->arena, &f->pl, &rng);
+    nn_param(&b, "lin.weight", 2, (int[]){3, 4});
+    nn_param(&b, "lin.bias", 1, (int[]){4});
+    nn_param(&b, "blocks.0.gain", 3, (int[]){2, 3, 2});
     cr_assert_eq(ag_params_count(&f->pl), NE);
     for (int i = 0; i < NE; i++) f->p0[i] = (float)rng_normal(&rng);
     for (int s = 0; s < STEPS; s++)
@@ -209,8 +209,8 @@ Test(optim_sgd, nesterov_by_hand_on_one_element) {
     Arena *a = arena_new("params", 1 << 16);
     ParamList pl;
     ag_params_init(&pl);
-    NnBuilder b = {a, &pl, NULL};
-    Tensor *p = nn_param(&b, "", "x", 1, (int[]){1});
+    NnBuilder b = nn_builder(a, &pl, NULL);
+    Tensor *p = nn_param(&b, "x", 1, (int[]){1});
     p->data[0] = 1;
     OptimConfig c = optim_defaults(OPTIM_SGD);
     c.lr = 0.1;
@@ -663,9 +663,9 @@ static void tiny_init(TinyNet *n) {
     ag_params_init(&n->pl);
     Rng rng;
     rng_seed(&rng, 2718);
-    NnBuilder b = {n->arena, &n->pl, &rng};
-    nn_linear_init(&n->l1, &b, "l1", 3, 5, 1);
-    nn_linear_init(&n->l2, &b, "l2", 5, 4, 1);
+    NnBuilder b = nn_builder(n->arena, &n->pl, &rng);
+    nn_linear_init(&n->l1, &b, "l1", 3, 5, NN_BIAS);
+    nn_linear_init(&n->l2, &b, "l2", 5, 4, NN_BIAS);
     OptimConfig c = optim_defaults(OPTIM_ADAM);
     c.lr = 0.05;
     n->opt = optim_new(n->arena, &n->pl, &c);
@@ -750,9 +750,9 @@ static Real *run_threads(const OptimConfig *cfg, int threads, size_t *n_out) {
     ag_params_init(&pl);
     Rng rng;
     rng_seed(&rng, 31);
-    NnBuilder b = {a, &pl, &rng};
-    Tensor *w = nn_param(&b, "w", "weight", 2, (int[]){40, 50});
-    Tensor *v = nn_param(&b, "v", "bias", 1, (int[]){1000});
+    NnBuilder b = nn_builder(a, &pl, &rng);
+    Tensor *w = nn_param(&b, "w.weight", 2, (int[]){40, 50});
+    Tensor *v = nn_param(&b, "v.bias", 1, (int[]){1000});
     rng_fill_normal(&rng, w, 0, 1);
     rng_fill_normal(&rng, v, 0, 1);
     Optimizer *o = optim_new(a, &pl, cfg);

@@ -105,10 +105,10 @@ int main(int argc, char **argv) {
     Arena *ref = arena_new("reference", 1 << 20);
     ParamList init;
     ag_params_init(&init);
-    NnBuilder b = {ref, &init, &rng};
-    nn_param(&b, "layer", "weight", 2, (int[]){4, 5});
-    nn_param(&b, "layer", "bias", 1, (int[]){5});
-    nn_param(&b, "blocks.0", "gain", 3, (int[]){2, 3, 2});
+    NnBuilder b = nn_builder(ref, &init, &rng);
+    nn_param(&b, "layer.weight", 2, (int[]){4, 5});
+    nn_param(&b, "layer.bias", 1, (int[]){5});
+    nn_param(&b, "blocks.0.gain", 3, (int[]){2, 3, 2});
     Tensor *grads[STEPS][3];
     char name[256];
     for (int j = 0; j < init.n; j++) {
@@ -130,10 +130,10 @@ int main(int argc, char **argv) {
         Arena *a = arena_new("params", 1 << 20);
         ParamList pl;
         ag_params_init(&pl);
-        NnBuilder cb = {a, &pl, &rng};
+        NnBuilder cb = nn_builder(a, &pl, &rng);
         for (int j = 0; j < init.n; j++) {
             Tensor *p =
-                nn_param(&cb, "", init.items[j]->name, init.items[j]->ndim, init.items[j]->shape);
+                nn_param(&cb, init.items[j]->name, init.items[j]->ndim, init.items[j]->shape);
             memcpy(p->data, init.items[j]->data, p->size * sizeof(Real));
         }
         Optimizer *o = optim_new(a, &pl, &cases[k]);

@@ -75,16 +75,17 @@ int main(int argc, char **argv) {
     /* 1. MultiHeadAttention: cross-attention with key padding, and causal self-attention */
     ParamList pl;
     ag_params_init(&pl);
-    NnBuilder b = {params, &pl, &rng};
+    NnBuilder b = nn_builder(params, &pl, &rng);
     MultiHeadAttention mha;
-    nn_mha_init(&mha, &b, "mha", C, NH, NH, 1, 0);
+    nn_mha_init(&mha, &b, "mha", &(MhaConfig){.d_model = C, .n_heads = NH});
     for (size_t i = 0; i < mha.in_proj_bias->size; i++) /* non-zero biases to compare them too */
         mha.in_proj_bias->data[i] = (Real)(0.1 * rng_normal(&rng));
     for (size_t i = 0; i < mha.out_proj.bias->size; i++)
         mha.out_proj.bias->data[i] = (Real)(0.1 * rng_normal(&rng));
     Tensor *q = input(params, &rng, B, Tq, C, "q"), *kv = input(params, &rng, B, Tk, C, "kv");
     uint8_t kpm[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-    Tensor *y = nn_mha_forward(t, &mha, q, kv, &(NnMask){kpm, B, Tk}, 0, NULL);
+    NnMask kpm_mask = {kpm, B, Tk};
+    Tensor *y = nn_mha_forward(t, &mha, q, kv, &(NnAttnMasks){.key_padding = &kpm_mask}, NULL);
     put("mha.q", q, q->data);
     put("mha.kv", kv, kv->data);
     mask_tensor(params, kpm, B, Tk, "mha.key_padding_mask");
@@ -100,15 +101,15 @@ int main(int argc, char **argv) {
     ag_tape_reset(t);
     ParamList tp;
     ag_params_init(&tp);
-    b.params = &tp;
-    TransformerConfig cfg = {C, NH, NH, FF, 0.0, 1e-5, 0, NN_RELU};
+    b = nn_builder(params, &tp, &rng);
+    TransformerConfig cfg = {.d_model = C, .n_heads = NH, .d_ff = FF};
     EncoderLayer enc;
     DecoderLayer dec;
     LayerNorm enc_norm, dec_norm;
     nn_encoder_layer_init(&enc, &b, "encoder.layers.0", &cfg);
-    nn_layernorm_init(&enc_norm, &b, "encoder.norm", C, 1e-5);
+    nn_layernorm_init(&enc_norm, &b, "encoder.norm", C, NN_LN_EPS);
     nn_decoder_layer_init(&dec, &b, "decoder.layers.0", &cfg);
-    nn_layernorm_init(&dec_norm, &b, "decoder.norm", C, 1e-5);
+    nn_layernorm_init(&dec_norm, &b, "decoder.norm", C, NN_LN_EPS);
     for (int i = 0; i < tp.n; i++) /* move norms and biases off 1 and 0 */
         if (strstr(tp.items[i]->name, "norm") || strstr(tp.items[i]->name, "bias"))
             for (size_t j = 0; j < tp.items[i]->size; j++)
