@@ -19,8 +19,8 @@
  *                  as PyTorch does (its side is the same model as seq2seq-small's)
  *   seq2seq-base   the same as seq2seq-small with d 512, 8 heads, 6+6 layers, d_ff 2048,
  *                  vocabulary 1000, batch 16, length 32
- *   gpt-tiny       decoder-only: embeddings + sinusoidal positions, 2 pre-LN layers of causal
- *                  self-attention (nn_mha_forward, causal) and a GELU feed-forward, a final
+ *   gpt-tiny       decoder-only: embeddings + sinusoidal positions, 2 causal pre-LN encoder
+ *                  layers (the GPT block: causal self-attention, a GELU feed-forward), a final
  *                  LayerNorm and an output Linear; d 128, 4 heads, d_ff 512, T 64, B 8,
  *                  vocabulary 512, Adam
  * ms is the median wall time of STEPS steps (default 7) after two warm-up steps, cpu_ms the
@@ -202,13 +202,7 @@ enum { GV = 512, GC = 128, GNH = 4, GL = 2, GFF = 512, GT = 64, GB = 8 };
 static double gpt_step(Bench *w) {
     Tape *t = w->tape;
     Tensor *x = nn_positional(t, &w->pos, nn_embedding(t, &w->embed, w->src, GB, GT), 0);
-    for (int i = 0; i < GL; i++) { /* pre-LN: x += attn(ln1(x)); x += ffn(ln2(x)) */
-        EncoderLayer *l = &w->layers[i];
-        Tensor *h = nn_layernorm(t, &l->norm1, x);
-        x = ag_add(t, x, nn_mha_forward(t, &l->self_attn, h, h, &(NnAttnMasks){.causal = 1}, NULL));
-        h = nn_layernorm(t, &l->norm2, x);
-        x = ag_add(t, x, nn_ffn(t, &l->ffn, h, NULL));
-    }
+    for (int i = 0; i < GL; i++) x = nn_encoder_layer(t, &w->layers[i], x, NULL, NULL);
     Tensor *logits = nn_linear(t, &w->head, nn_layernorm(t, &w->norm, x));
     Tensor *l = ag_cross_entropy(t, logits, w->tgt_out, -1);
     ag_backward(t, l);
@@ -220,7 +214,7 @@ static void gpt_init(Bench *w) {
     nn_embedding_init(&w->embed, &b, "embed", GV, GC, NN_NO_PADDING);
     nn_positional_init(&w->pos, &b, "pos", 128, GC, NN_SINUSOIDAL);
     TransformerConfig cfg = {
-        .d_model = GC, .n_heads = GNH, .d_ff = GFF, .pre_ln = 1, .act = NN_GELU};
+        .d_model = GC, .n_heads = GNH, .d_ff = GFF, .pre_ln = 1, .act = NN_GELU, .causal = 1};
     for (int i = 0; i < GL; i++) {
         NnBuilder layer = nn_scope(&b, "layers.%d", i);
         nn_encoder_layer_init(&w->layers[i], &layer, "", &cfg);

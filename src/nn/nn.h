@@ -225,6 +225,9 @@ typedef struct TransformerConfig {
     double ln_eps;    /* 0: NN_LN_EPS */
     int pre_ln;       /* 1: pre-LN (norm_first=True); 0: post-LN, PyTorch's default */
     NnActivation act; /* NN_RELU (0, PyTorch's default) or NN_GELU */
+    int causal;       /* encoder layers: 1 = each position sees itself and earlier ones only
+                       * (a GPT block; PyTorch: a causal src_mask). Decoder layers' self-attention
+                       * is always causal and ignores it. */
 } TransformerConfig;
 
 typedef struct EncoderLayer {
@@ -232,7 +235,7 @@ typedef struct EncoderLayer {
     FeedForward ffn;
     LayerNorm norm1, norm2;
     double dropout;
-    int pre_ln;
+    int pre_ln, causal;
 } EncoderLayer;
 
 typedef struct DecoderLayer {
@@ -246,7 +249,11 @@ typedef struct DecoderLayer {
 /* names: <name>.self_attn.*, <name>.linear1.*, ..., <name>.norm2.* */
 void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg);
-/* x (B, S, C), src_pad (B, S) 1 = padding or NULL -> (B, S, C) */
+/* x (B, S, C), src_pad (B, S) 1 = padding or NULL -> (B, S, C); causal when the layer is.
+ * A decoder-only (GPT) block is a causal encoder layer:
+ *   nn_encoder_layer_init(&blk, b, "", &(TransformerConfig){.d_model = C, .n_heads = NH,
+ *                         .pre_ln = 1, .act = NN_GELU, .causal = 1});
+ *   x = nn_encoder_layer(t, &blk, x, NULL, rng); */
 Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng);
 /* names: <name>.self_attn.*, <name>.multihead_attn.*, <name>.linear1.*, ..., <name>.norm3.* */
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *name,

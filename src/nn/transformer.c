@@ -29,6 +29,8 @@ static TransformerConfig layer_config(const TransformerConfig *cfg) {
     if (c.ln_eps == 0) c.ln_eps = NN_LN_EPS;
     AG_CHECK(c.pre_ln == 0 || c.pre_ln == 1, "transformer layer: pre_ln %d is not 0 or 1",
              c.pre_ln);
+    AG_CHECK(c.causal == 0 || c.causal == 1, "transformer layer: causal %d is not 0 or 1",
+             c.causal);
     AG_CHECK(c.act == NN_RELU || c.act == NN_GELU,
              "transformer layer: act %d is not NN_RELU or NN_GELU", (int)c.act);
     return c;
@@ -63,14 +65,16 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
     layer_init(b, name, cfg, &l->self_attn, NULL, &l->ffn, (LayerNorm *[3]){&l->norm1, &l->norm2});
     l->dropout = cfg->dropout;
     l->pre_ln = cfg->pre_ln;
+    l->causal = cfg->causal;
 }
 
 /* x (B, S, C), or (n, C) packed by rows when rows is given */
 static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad,
                              const NnRows *rows, Rng *rng) {
     Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a = nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows,
-                                    &(NnAttnMasks){.key_padding = src_pad}, rng);
+    Tensor *a =
+        nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows,
+                            &(NnAttnMasks){.key_padding = src_pad, .causal = l->causal}, rng);
     x = residual_norm(t, x, a, l->dropout, rng, &l->norm1, l->pre_ln);
     h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
     return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng, &l->norm2, l->pre_ln);
@@ -163,6 +167,10 @@ void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
                  cfg->n_dec_layers >= 1 && cfg->n_dec_layers <= NN_MAX_LAYERS,
              "nn_seq2seq_init: layers %d+%d outside [0..%d]+[1..%d]", cfg->n_enc_layers,
              cfg->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
+    AG_CHECK(cfg->layer.causal == 0,
+             "nn_seq2seq_init: layer.causal %d: a seq2seq encoder sees the whole source (causal "
+             "encoder layers are for decoder-only models)",
+             cfg->layer.causal);
     AG_CHECK(cfg->pad_id >= 0 && cfg->pad_id < cfg->src_vocab && cfg->pad_id < cfg->tgt_vocab,
              "nn_seq2seq_init: pad_id %d outside the vocabularies (%d, %d)", cfg->pad_id,
              cfg->src_vocab, cfg->tgt_vocab);

@@ -386,6 +386,49 @@ Test(nn_mha, aborts_when_kv_heads_do_not_divide_heads, .signal = SIGABRT) {
 
 /* ---- transformer layers and the seq2seq model ---- */
 
+/* A causal encoder layer: position i's output depends on inputs 0..i only (changing the last
+ * position changes only the last output row), and is what a hand-written pre-LN block with
+ * causal attention computes, to the bit. */
+Test(nn_transformer, causal_encoder_layer_is_the_gpt_block) {
+    ModEnv e;
+    env_init(&e);
+    EncoderLayer l;
+    nn_encoder_layer_init(
+        &l, &e.b, "",
+        &(TransformerConfig){.d_model = 8, .n_heads = 2, .pre_ln = 1, .act = NN_GELU, .causal = 1});
+    enum { B = 2, T = 5, C = 8 };
+    Tensor *x = env_input(&e, 3, (int[]){B, T, C});
+    ag_no_grad(e.tape, 1);
+    Tensor *y = nn_encoder_layer(e.tape, &l, x, NULL, NULL);
+    Tensor *h = nn_layernorm(e.tape, &l.norm1, x);
+    Tensor *r = ag_add(
+        e.tape, x, nn_mha_forward(e.tape, &l.self_attn, h, h, &(NnAttnMasks){.causal = 1}, NULL));
+    r = ag_add(e.tape, r, nn_ffn(e.tape, &l.ffn, nn_layernorm(e.tape, &l.norm2, r), NULL));
+    cr_assert(memcmp(y->data, r->data, y->size * sizeof(Real)) == 0, "not the hand-written block");
+    Real first[B * T * C];
+    memcpy(first, y->data, sizeof first);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) x->data[(b * T + T - 1) * C + c] += 1;
+    y = nn_encoder_layer(e.tape, &l, x, NULL, NULL);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int same =
+                memcmp(first + (b * T + t) * C, y->data + (b * T + t) * C, C * sizeof(Real)) == 0;
+            cr_assert(same == (t < T - 1), "row %d of batch %d: %s", t, b,
+                      same ? "did not change" : "saw a later position");
+        }
+    env_free(&e);
+}
+
+Test(nn_seq2seq, aborts_on_a_causal_encoder, .signal = SIGABRT) {
+    Seq2SeqConfig cfg = nn_seq2seq_default_config(7, 6, 8, 2, 1);
+    cfg.layer.causal = 1;
+    Rng rng;
+    rng_seed(&rng, 1);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, arena_new("params", 1 << 20), &rng, &cfg);
+}
+
 Test(nn_transformer, zero_config_fields_take_the_documented_defaults) {
     ModEnv e;
     env_init(&e);
@@ -434,6 +477,17 @@ Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
         nn_encoder_layer_init(&c.enc, &e.b, "encoder.layers.0", &cfg);
         e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});
         check(&e, f_enc, &c, pre ? "encoder layer pre-LN" : "encoder layer post-LN");
+        env_free(&e);
+
+        /* the GPT block: a causal encoder layer, with padding at the end of a row and gelu */
+        env_init(&e);
+        c = (Ctx){.e = &e, .seed = 5, .pad = &src_pad};
+        TransformerConfig gpt = cfg;
+        gpt.causal = 1;
+        gpt.act = NN_GELU;
+        nn_encoder_layer_init(&c.enc, &e.b, "blocks.0", &gpt);
+        e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){2, 5, 8});
+        check(&e, f_enc, &c, pre ? "causal encoder layer pre-LN" : "causal encoder layer post-LN");
         env_free(&e);
 
         env_init(&e);

@@ -1,4 +1,5 @@
-"""torch_compare.py: rebuilds attograd's MultiHeadAttention and 1+1-layer transformer in PyTorch
+"""torch_compare.py: rebuilds attograd's MultiHeadAttention, 1+1-layer transformer and causal
+encoder layers (nn.TransformerEncoderLayer with a causal src_mask, norm_first both ways) in PyTorch
 from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
 compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
 import os
@@ -69,6 +70,24 @@ def main(path):
     compare("transformer grad tgt", tgt.grad, d["tf.grad.tgt"])
     for k, p in tf.named_parameters():
         compare("transformer grad " + k, p.grad, d["tf.grad." + k])
+    # 3. the GPT block: nn.TransformerEncoderLayer with a causal mask, gelu, both norm orders
+    for pre in (0, 1):
+        p = "gpt%d." % pre
+        x = d[p + "x"].clone().requires_grad_()
+        layer = torch.nn.TransformerEncoderLayer(C, NH, dim_feedforward=FF, dropout=0.0,
+                                                 activation="gelu", batch_first=True,
+                                                 norm_first=bool(pre), dtype=torch.float64)
+        load(layer, d, p)
+        S = x.shape[1]
+        causal = torch.triu(torch.full((S, S), float("-inf"), dtype=torch.float64), diagonal=1)
+        out = layer(x, src_mask=causal, src_key_padding_mask=d[p + "key_padding_mask"].bool())
+        (out * d[p + "R"]).sum().backward()
+        what = "causal encoder layer, %s" % ("pre-LN" if pre else "post-LN")
+        print("nn.TransformerEncoderLayer (%s, gelu, key padding):" % what)
+        compare(what + " output", out.detach(), d[p + "out"])
+        compare(what + " grad x", x.grad, d[p + "grad.x"])
+        for k, q in layer.named_parameters():
+            compare(what + " grad " + k, q.grad, d[p + "grad." + k])
     m = max(worst.values())
     print("largest difference %.3e (tolerance %.0e)" % (m, TOL))
     return 0 if m < TOL else 1

@@ -1,4 +1,5 @@
-/* torch_dump.c: writes attograd's MultiHeadAttention and a 1+1-layer transformer (weights,
+/* torch_dump.c: writes attograd's MultiHeadAttention, a 1+1-layer transformer and the causal
+ * encoder layer (the GPT block, post- and pre-LN) (weights,
  * inputs, outputs and gradients) to a file that tests/nn/torch_compare.py reads, rebuilds in
  * PyTorch with the same weights, and compares (double build, float64 in PyTorch).
  * File format: records of [u32 name length][name][u32 ndim][u32 shape...][f64 data...]. */
@@ -130,6 +131,43 @@ int main(int argc, char **argv) {
     put("tf.grad.tgt", tgt, tgt->grad);
     put_params("tf.", &tp);
     ag_params_free(&tp);
+
+    /* 3. the GPT block: a causal encoder layer, post-LN (gpt0) and pre-LN (gpt1), gelu, with
+     * key padding at the end of a row */
+    for (int pre = 0; pre <= 1; pre++) {
+        ag_tape_reset(t);
+        ParamList gp;
+        nn_params_init(&gp);
+        b = nn_builder(params, &gp, &rng);
+        char prefix[8];
+        snprintf(prefix, sizeof prefix, "gpt%d.", pre);
+        EncoderLayer blk;
+        nn_encoder_layer_init(&blk, &b, "",
+                              &(TransformerConfig){.d_model = C,
+                                                   .n_heads = NH,
+                                                   .d_ff = FF,
+                                                   .pre_ln = pre,
+                                                   .act = NN_GELU,
+                                                   .causal = 1});
+        for (int i = 0; i < gp.n; i++) /* move norms and biases off 1 and 0 */
+            for (size_t j = 0; j < gp.items[i]->size; j++)
+                gp.items[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
+        Tensor *x = input(params, &rng, B, Tk, C, "x");
+        Tensor *g = nn_encoder_layer(t, &blk, x, &sm, NULL);
+        char name[64];
+        snprintf(name, sizeof name, "%sx", prefix);
+        put(name, x, x->data);
+        snprintf(name, sizeof name, "%skey_padding_mask", prefix);
+        mask_tensor(params, src_pad, B, Tk, name);
+        snprintf(name, sizeof name, "%sout", prefix);
+        put(name, g, g->data);
+        snprintf(name, sizeof name, "%sR", prefix);
+        backward_with_R(t, g, &rng, name);
+        snprintf(name, sizeof name, "%sgrad.x", prefix);
+        put(name, x, x->grad);
+        put_params(prefix, &gp);
+        nn_params_free(&gp);
+    }
 
     fclose(out);
     arena_free(t->arena);
