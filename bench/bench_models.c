@@ -120,7 +120,7 @@ static void gemm_init(Bench *w) {
 /* ---- mha ---- */
 enum { MB = 32, MT = 64, MC = 256, MNH = 8 };
 static double mha_step(Bench *w) {
-    Tensor *y = nn_mha_forward(w->tape, &w->mha, w->x, w->x, NULL, NULL);
+    Tensor *y = nn_mha_forward(w->tape, &w->mha, w->x, w->x, w->x, NULL, NULL);
     Tensor *loss = ag_sum(w->tape, ag_mul(w->tape, y, w->r));
     ag_backward(w->tape, loss);
     tensor_zero_grad(w->x);

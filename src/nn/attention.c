@@ -172,22 +172,22 @@ static Tensor *attend(Tape *t, MultiHeadAttention *m, Tensor *q, const NnRows *q
  * ag_attention_rows reads the heads in place and writes them side by side, which is what
  * out_proj reads. No split or merge copies, no scatter or gather of rows. */
 static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
-                            Tensor *key_value, const NnRows *kvr, const uint8_t *mask, int causal,
-                            Rng *rng) {
+                            Tensor *key, Tensor *value, const NnRows *kvr, const uint8_t *mask,
+                            int causal, Rng *rng) {
     int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
     Tensor *o;
-    if (m->in_proj_weight && query == key_value) { /* q, k, v: one (B, T, 3C) product */
+    if (m->in_proj_weight && query == key && key == value) { /* q, k, v: one (B, T, 3C) product */
         Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
         o = attend(t, m, qkv, qr, qkv, qkv, kvr, (AgHeads){NH, NH, HS, 0, C, 2 * C}, mask, causal,
                    rng);
-    } else if (m->in_proj_weight) { /* q, then k and v in one (B, Tk, 2C) product */
+    } else if (m->in_proj_weight && key == value) { /* q, then k and v in one (B, Tk, 2C) */
         Tensor *q = nn_linear(t, &m->q_proj, query);
-        Tensor *kv = ag_linear(t, key_value, m->kv_proj_weight, m->kv_proj_bias);
+        Tensor *kv = ag_linear(t, key, m->kv_proj_weight, m->kv_proj_bias);
         o = attend(t, m, q, qr, kv, kv, kvr, (AgHeads){NH, NH, HS, 0, 0, C}, mask, causal, rng);
-    } else { /* grouped-query: three projections of their own sizes */
+    } else { /* distinct key and value, or grouped-query: three projections */
         Tensor *q = nn_linear(t, &m->q_proj, query);
-        Tensor *k = nn_linear(t, &m->k_proj, key_value);
-        Tensor *v = nn_linear(t, &m->v_proj, key_value);
+        Tensor *k = nn_linear(t, &m->k_proj, key);
+        Tensor *v = nn_linear(t, &m->v_proj, value);
         o = attend(t, m, q, qr, k, v, kvr, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, mask, causal,
                    rng);
     }
@@ -196,28 +196,31 @@ static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const
 
 /* nn_mha_forward and nn_mha_forward_rows, once their arguments are known to be non-NULL */
 static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
-                           Tensor *key_value, const NnRows *kvr, const NnMask *key_padding_mask,
-                           int causal, Rng *rng) {
+                           Tensor *key, Tensor *value, const NnRows *kvr,
+                           const NnMask *key_padding_mask, int causal, Rng *rng) {
     check_input(m, query, qr, "query");
-    check_input(m, key_value, kvr, "key_value");
-    AG_CHECK(query != key_value || qr == kvr,
-             "nn_mha_forward: query %s %s is also key_value but packed by another row map",
-             query->name, tensor_shape_str(query));
-    int B = qr ? qr->B : query->shape[0], Bkv = kvr ? kvr->B : key_value->shape[0];
-    AG_CHECK(Bkv == B,
-             "nn_mha_forward: batch sizes differ: "
-             "query %s %s vs key_value %s %s",
-             query->name, tensor_shape_str(query), key_value->name, tensor_shape_str(key_value));
+    check_input(m, key, kvr, "key");
+    check_input(m, value, kvr, "value");
+    AG_CHECK(query != key || qr == kvr,
+             "nn_mha_forward: query %s %s is also key but packed by another row map", query->name,
+             tensor_shape_str(query));
+    AG_CHECK(kvr || (value->shape[0] == key->shape[0] && value->shape[1] == key->shape[1]),
+             "nn_mha_forward: key %s %s and value %s %s must have the same (B, Tk)", key->name,
+             tensor_shape_str(key), value->name, tensor_shape_str(value));
+    int B = qr ? qr->B : query->shape[0], Bkv = kvr ? kvr->B : key->shape[0];
+    AG_CHECK(Bkv == B, "nn_mha_forward: batch sizes differ: query %s %s vs key %s %s", query->name,
+             tensor_shape_str(query), key->name, tensor_shape_str(key));
     if (gates_are_identity(m)) {
-        int Tk = kvr ? kvr->T : key_value->shape[1];
-        const uint8_t *mask = mask_bytes(key_padding_mask, query, B, Tk, key_value);
-        return mha_in_place(t, m, query, qr, key_value, kvr, mask, causal, rng);
+        int Tk = kvr ? kvr->T : key->shape[1];
+        const uint8_t *mask = mask_bytes(key_padding_mask, query, B, Tk, key);
+        return mha_in_place(t, m, query, qr, key, value, kvr, mask, causal, rng);
     }
     /* gates: heads split into (B, NH, T, HS) tensors, on the whole batch */
     Tensor *q = unpack(t, query, qr);
-    Tensor *kv = key_value == query ? q : unpack(t, key_value, kvr);
-    Tensor *kh = nn_mha_project_kv(t, m, kv, 0); /* (B, NKV, Tk, HS) */
-    Tensor *vh = nn_mha_project_kv(t, m, kv, 1); /* (B, NKV, Tk, HS) */
+    Tensor *k = key == query ? q : unpack(t, key, kvr);
+    Tensor *v = value == key ? k : unpack(t, value, kvr);
+    Tensor *kh = nn_mha_project_kv(t, m, k, 0); /* (B, NKV, Tk, HS) */
+    Tensor *vh = nn_mha_project_kv(t, m, v, 1); /* (B, NKV, Tk, HS) */
     return pack(t, mha_attend(t, m, q, kh, vh, key_padding_mask, causal, rng), qr);
 }
 
@@ -231,14 +234,15 @@ static NnAttnMasks masks_or_none(const NnAttnMasks *masks, const Tensor *query) 
     return *masks;
 }
 
-Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
                        const NnAttnMasks *masks, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
-    AG_CHECK_ARG(key_value);
+    AG_CHECK_ARG(key);
+    AG_CHECK_ARG(value);
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_forward(t, m, query, NULL, key_value, NULL, mk.key_padding, mk.causal, rng);
+    return mha_forward(t, m, query, NULL, key, value, NULL, mk.key_padding, mk.causal, rng);
 }
 
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
@@ -249,7 +253,8 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_forward(t, m, query, q_rows, key_value, kv_rows, mk.key_padding, mk.causal, rng);
+    return mha_forward(t, m, query, q_rows, key_value, key_value, kv_rows, mk.key_padding,
+                       mk.causal, rng);
 }
 
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {

@@ -117,8 +117,8 @@ typedef struct NnMask {
 } NnMask;
 
 /* ---- what an attention call may mask; zeroed (or a NULL pointer to it): nothing ----
- *   nn_mha_forward(t, &m, x, x, &(NnAttnMasks){.causal = 1}, rng)  (GPT's self-attention)
- *   nn_mha_forward(t, &m, q, mem, &(NnAttnMasks){.key_padding = &pad}, rng)
+ *   nn_mha_forward(t, &m, x, x, x, &(NnAttnMasks){.causal = 1}, rng)  (GPT's self-attention)
+ *   nn_mha_forward(t, &m, q, mem, mem, &(NnAttnMasks){.key_padding = &pad}, rng)
  * causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end: with a cache of earlier
  * keys, a new query sees all of them), as ag_attention. */
 typedef struct NnAttnMasks {
@@ -157,14 +157,16 @@ typedef struct MhaConfig {
 /* nn_mha_init(&m, b, "self_attn", &(MhaConfig){.d_model = 128, .n_heads = 4}) */
 void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const MhaConfig *cfg);
 void nn_mha_track_gates(MultiHeadAttention *m, int on);
-/* query (B, Tq, C), key_value (B, Tk, C) (the same tensor for self-attention), masks or NULL
- * (a key padding mask of another shape than (B, Tk) aborts).
+/* query (B, Tq, C), key and value (B, Tk, C) (PyTorch's query, key, value; self-attention:
+ * one tensor for all three), masks or NULL (a key padding mask of another shape than (B, Tk)
+ * aborts).
  * -> (B, Tq, C); m->last_probs holds the attention probabilities.
  * While the head gates are all 1 and untracked, the projections stay (B, T, C) and
  * ag_attention_cols reads the heads in place: self-attention projects q, k and v in one product
- * (in_proj_weight), cross-attention k and v in one (kv_proj_weight). With gates the heads are
+ * (in_proj_weight), cross-attention with key == value k and v in one (kv_proj_weight), and
+ * distinct key and value tensors each through its rows of in_proj_weight. With gates the heads are
  * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
-Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
                        const NnAttnMasks *masks, Rng *rng);
 
 /* ---- packed rows: the live rows of a (B, T, C) batch ----

@@ -171,10 +171,11 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_mha_init, name, nn_mha_init(&MHA, &NB, NULL, &MC))                                        \
     X(nn_mha_init, cfg, nn_mha_init(&MHA, &NB, "", NULL))                                          \
     X(nn_mha_track_gates, m, nn_mha_track_gates(NULL, 1))                                          \
-    X(nn_mha_forward, t, nn_mha_forward(NULL, &MHA, &T, &T, NULL, NULL))                           \
-    X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, NULL, NULL))                            \
-    X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, NULL, NULL))                      \
-    X(nn_mha_forward, key_value, nn_mha_forward(&TP, &MHA, &T, NULL, NULL, NULL))                  \
+    X(nn_mha_forward, t, nn_mha_forward(NULL, &MHA, &T, &T, &T, NULL, NULL))                       \
+    X(nn_mha_forward, m, nn_mha_forward(&TP, NULL, &T, &T, &T, NULL, NULL))                        \
+    X(nn_mha_forward, query, nn_mha_forward(&TP, &MHA, NULL, &T, &T, NULL, NULL))                  \
+    X(nn_mha_forward, key, nn_mha_forward(&TP, &MHA, &T, NULL, &T, NULL, NULL))                    \
+    X(nn_mha_forward, value, nn_mha_forward(&TP, &MHA, &T, &T, NULL, NULL, NULL))                  \
     X(nn_mha_forward_rows, t, nn_mha_forward_rows(NULL, &MHA, &T, NULL, &T, NULL, 0, 0))           \
     X(nn_mha_forward_rows, m, nn_mha_forward_rows(&TP, NULL, &T, NULL, &T, NULL, 0, 0))            \
     X(nn_mha_forward_rows, query, nn_mha_forward_rows(&TP, &MHA, NULL, NULL, &T, NULL, 0, 0))      \

@@ -258,13 +258,16 @@ static Tensor *f_mha(Tape *t, Tensor **in, void *ctx) {
     Rng rng;
     rng_seed(&rng, c->seed);
     NnAttnMasks masks = {.key_padding = c->pad, .causal = c->causal};
-    return nn_mha_forward(t, &c->mha, in[0], c->self ? in[0] : in[1], &masks, &rng);
+    Tensor *key = c->self == 1 ? in[0] : in[1], *value = c->self == 2 ? in[2] : key;
+    return nn_mha_forward(t, &c->mha, in[0], key, value, &masks, &rng);
 }
 #endif
 
 typedef struct {
     const char *name;
-    int B, Tq, Tk, C, NH, NKV, causal, pad, self, gates;
+    int B, Tq, Tk, C, NH, NKV, causal, pad;
+    int self; /* 1: query = key = value; 0: key = value; 2: distinct key and value */
+    int gates;
     double dropout;
 } MhaCase;
 
@@ -278,6 +281,9 @@ static const MhaCase mha_cases[] = {
     {"multi-query NH 4 NKV 1", 2, 4, 4, 8, 4, 1, 1, 0, 1, 0, 0},
     {"head gates", 2, 3, 4, 8, 2, 2, 0, 1, 0, 1, 0},
     {"attention dropout", 2, 4, 4, 8, 2, 2, 0, 0, 1, 0, 0.2},
+    {"distinct key and value + padding", 2, 3, 5, 8, 2, 2, 0, 1, 2, 0, 0},
+    {"distinct key and value, grouped-query, causal", 2, 3, 5, 8, 4, 2, 1, 0, 2, 0, 0},
+    {"distinct key and value, head gates", 2, 3, 5, 8, 2, 2, 0, 1, 2, 1, 0},
 };
 #endif
 
@@ -303,9 +309,10 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
                                  .n_kv_heads = mc->NKV,
                                  .dropout = mc->dropout});
         Tensor *q = env_input(&e, 3, (int[]){mc->B, mc->Tq, mc->C});
-        Tensor *kv = mc->self ? q : env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
+        Tensor *kv = mc->self == 1 ? q : env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
         e.inputs[e.n_inputs++] = q;
-        if (!mc->self) e.inputs[e.n_inputs++] = kv;
+        if (mc->self != 1) e.inputs[e.n_inputs++] = kv;
+        if (mc->self == 2) e.inputs[e.n_inputs++] = env_input(&e, 3, (int[]){mc->B, mc->Tk, mc->C});
         if (mc->gates) {
             nn_mha_track_gates(&c.mha, 1);
             c.mha.gate->data[0] = (Real)0.7;
@@ -346,14 +353,14 @@ Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
     nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     Tensor *x = env_input(&e, 3, (int[]){1, 3, 8});
     ag_no_grad(e.tape, 1);
-    Tensor *y = nn_mha_forward(e.tape, &m, x, x, &(NnAttnMasks){.causal = 1}, NULL);
+    Tensor *y = nn_mha_forward(e.tape, &m, x, x, x, &(NnAttnMasks){.causal = 1}, NULL);
     cr_assert(m.last_probs != NULL);
     cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 &&
               m.last_probs->shape[3] == 3);
     cr_assert_eq(m.last_probs->data[1], 0, "causal: query 0 does not see key 1");
     /* ablating both heads leaves only the output bias */
     m.gate->data[0] = m.gate->data[1] = 0;
-    y = nn_mha_forward(e.tape, &m, x, x, &(NnAttnMasks){.causal = 1}, NULL);
+    y = nn_mha_forward(e.tape, &m, x, x, x, &(NnAttnMasks){.causal = 1}, NULL);
     for (int tq = 0; tq < 3; tq++)
         for (int c = 0; c < 8; c++) cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
     env_free(&e);
@@ -367,7 +374,54 @@ Test(nn_mha, aborts_when_the_padding_mask_has_another_shape, .signal = SIGABRT) 
     Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *kv = env_input(&e, 3, (int[]){2, 5, 8});
     static const uint8_t bytes[2 * 3] = {0};
     NnMask wrong = {bytes, 2, 3}; /* (B, Tq) instead of (B, Tk) */
-    nn_mha_forward(e.tape, &m, q, kv, &(NnAttnMasks){.key_padding = &wrong}, NULL);
+    nn_mha_forward(e.tape, &m, q, kv, kv, &(NnAttnMasks){.key_padding = &wrong}, NULL);
+}
+
+/* distinct key and value: the keys decide where each query looks, the values what it reads */
+Test(nn_mha, distinct_key_and_value_attend_by_key_and_read_the_value) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
+    Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *k = env_input(&e, 3, (int[]){2, 5, 8});
+    Tensor *v = env_input(&e, 3, (int[]){2, 5, 8});
+    ag_no_grad(e.tape, 1);
+    Tensor *kv = nn_mha_forward(e.tape, &m, q, k, k, NULL, NULL);
+    Real probs_kk[2 * 2 * 3 * 5];
+    memcpy(probs_kk, m.last_probs->data, sizeof probs_kk);
+    Tensor *y = nn_mha_forward(e.tape, &m, q, k, v, NULL, NULL);
+    cr_assert(memcmp(probs_kk, m.last_probs->data, sizeof probs_kk) == 0, "weights from the keys");
+    /* by hand: out_proj(P (v W_v^T + b_v)) with P the probabilities, per head */
+    Tensor *vp = nn_linear(e.tape, &m.v_proj, v);
+    double worst = 0, moved = 0;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++) {
+            Real o[8] = {0};
+            for (int h = 0; h < 2; h++)
+                for (int j = 0; j < 5; j++)
+                    for (int d = 0; d < 4; d++)
+                        o[h * 4 + d] += m.last_probs->data[((b * 2 + h) * 3 + i) * 5 + j] *
+                                        vp->data[(b * 5 + j) * 8 + h * 4 + d];
+            for (int c = 0; c < 8; c++) {
+                double want = m.out_proj.bias->data[c];
+                for (int d = 0; d < 8; d++) want += m.out_proj.weight->data[c * 8 + d] * o[d];
+                worst = fmax(worst, fabs(want - y->data[(b * 3 + i) * 8 + c]));
+                moved =
+                    fmax(moved, fabs(y->data[(b * 3 + i) * 8 + c] - kv->data[(b * 3 + i) * 8 + c]));
+            }
+        }
+    cr_assert(worst < 1e-5, "output differs from P v by %g", worst);
+    cr_assert(moved > 1e-2, "the values were not read (max change %g)", moved);
+    env_free(&e);
+}
+
+Test(nn_mha, aborts_when_key_and_value_lengths_differ, .signal = SIGABRT) {
+    ModEnv e;
+    env_init(&e);
+    MultiHeadAttention m;
+    nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
+    Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *k = env_input(&e, 3, (int[]){2, 5, 8});
+    nn_mha_forward(e.tape, &m, q, k, env_input(&e, 3, (int[]){2, 4, 8}), NULL, NULL);
 }
 
 Test(nn_mha, aborts_when_heads_do_not_divide, .signal = SIGABRT) {
@@ -401,8 +455,9 @@ Test(nn_transformer, causal_encoder_layer_is_the_gpt_block) {
     ag_no_grad(e.tape, 1);
     Tensor *y = nn_encoder_layer(e.tape, &l, x, NULL, NULL);
     Tensor *h = nn_layernorm(e.tape, &l.norm1, x);
-    Tensor *r = ag_add(
-        e.tape, x, nn_mha_forward(e.tape, &l.self_attn, h, h, &(NnAttnMasks){.causal = 1}, NULL));
+    Tensor *r =
+        ag_add(e.tape, x,
+               nn_mha_forward(e.tape, &l.self_attn, h, h, h, &(NnAttnMasks){.causal = 1}, NULL));
     r = ag_add(e.tape, r, nn_ffn(e.tape, &l.ffn, nn_layernorm(e.tape, &l.norm2, r), NULL));
     cr_assert(memcmp(y->data, r->data, y->size * sizeof(Real)) == 0, "not the hand-written block");
     Real first[B * T * C];

@@ -294,7 +294,7 @@ Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
     NnAttnMasks masks = {.key_padding = &mask};
     Tensor *y = nn_mha_forward_rows(t, &f.m, xp, &rows, kv, NULL, &masks, NULL);
     cr_assert(y->ndim == 2 && y->shape[0] == 3 && y->shape[1] == C);
-    Tensor *yd = nn_mha_forward(t, &f.m, x, kv, &masks, NULL);
+    Tensor *yd = nn_mha_forward(t, &f.m, x, kv, kv, &masks, NULL);
     for (int i = 0; i < 3; i++)
         for (int c = 0; c < C; c++)
             cr_assert(close(y->data[i * C + c], yd->data[idx[i] * C + c], LOSS_TOL, 1),

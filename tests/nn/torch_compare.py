@@ -50,6 +50,24 @@ def main(path):
     for k, p in mha.named_parameters():
         compare("mha grad " + k, p.grad, d["grad.mha." + k])
 
+    # 1b. distinct query, key and value, key padding and a causal mask aligned at the end
+    q = d["mha.q"].clone().requires_grad_()
+    k = d["qkv.k"].clone().requires_grad_()
+    v = d["qkv.v"].clone().requires_grad_()
+    mha.zero_grad()
+    Tq, Tk = q.shape[1], k.shape[1]
+    causal = torch.triu(torch.full((Tq, Tk), float("-inf"), dtype=torch.float64),
+                        diagonal=1 + Tk - Tq)
+    out, _ = mha(q, k, v, key_padding_mask=d["mha.key_padding_mask"].bool(), attn_mask=causal)
+    (out * d["qkv.R"]).sum().backward()
+    print("MultiheadAttention (distinct query, key, value; key padding, causal):")
+    compare("qkv output", out.detach(), d["qkv.out"])
+    compare("qkv grad query", q.grad, d["qkv.grad.q"])
+    compare("qkv grad key", k.grad, d["qkv.grad.k"])
+    compare("qkv grad value", v.grad, d["qkv.grad.v"])
+    for name, p in mha.named_parameters():
+        compare("qkv grad " + name, p.grad, d["qkv.grad.mha." + name])
+
     # 2. nn.Transformer, 1+1 layers, post-LN, relu, no dropout
     src, tgt = d["tf.src"].clone().requires_grad_(), d["tf.tgt"].clone().requires_grad_()
     FF = d["tf.encoder.layers.0.linear1.weight"].shape[0]

@@ -1,6 +1,6 @@
-/* torch_dump.c: writes attograd's MultiHeadAttention, a 1+1-layer transformer and the causal
- * encoder layer (the GPT block, post- and pre-LN) (weights,
- * inputs, outputs and gradients) to a file that tests/nn/torch_compare.py reads, rebuilds in
+/* torch_dump.c: writes attograd's MultiHeadAttention (one key/value tensor, then distinct
+ * query, key and value), a 1+1-layer transformer and the causal encoder layer (the GPT block,
+ * post- and pre-LN): weights, inputs, outputs and gradients, to a file that tests/nn/torch_compare.py reads, rebuilds in
  * PyTorch with the same weights, and compares (double build, float64 in PyTorch).
  * File format: records of [u32 name length][name][u32 ndim][u32 shape...][f64 data...]. */
 #include <stdio.h>
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     Tensor *q = input(params, &rng, B, Tq, C, "q"), *kv = input(params, &rng, B, Tk, C, "kv");
     uint8_t kpm[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
     NnMask kpm_mask = {kpm, B, Tk};
-    Tensor *y = nn_mha_forward(t, &mha, q, kv, &(NnAttnMasks){.key_padding = &kpm_mask}, NULL);
+    Tensor *y = nn_mha_forward(t, &mha, q, kv, kv, &(NnAttnMasks){.key_padding = &kpm_mask}, NULL);
     put("mha.q", q, q->data);
     put("mha.kv", kv, kv->data);
     mask_tensor(params, kpm, B, Tk, "mha.key_padding_mask");
@@ -96,6 +96,23 @@ int main(int argc, char **argv) {
     put("mha.grad.q", q, q->grad);
     put("mha.grad.kv", kv, kv->grad);
     put_params("", &pl);
+
+    /* 1b. the same module with distinct query, key and value tensors (and causal: query i sees
+     * keys j <= i + Tk - Tq), its gradients from zero */
+    ag_tape_reset(t);
+    for (int i = 0; i < pl.n; i++) tensor_zero_grad(pl.items[i]);
+    Tensor *k = input(params, &rng, B, Tk, C, "k"), *v = input(params, &rng, B, Tk, C, "v");
+    tensor_zero_grad(q);
+    y = nn_mha_forward(t, &mha, q, k, v, &(NnAttnMasks){.key_padding = &kpm_mask, .causal = 1},
+                       NULL);
+    put("qkv.k", k, k->data);
+    put("qkv.v", v, v->data);
+    put("qkv.out", y, y->data);
+    backward_with_R(t, y, &rng, "qkv.R");
+    put("qkv.grad.q", q, q->grad);
+    put("qkv.grad.k", k, k->grad);
+    put("qkv.grad.v", v, v->grad);
+    put_params("qkv.", &pl);
     ag_params_free(&pl);
 
     /* 2. a 1+1-layer post-LN transformer (encoder, decoder, final norms), gelu off, no dropout */
@@ -137,7 +154,7 @@ int main(int argc, char **argv) {
     for (int pre = 0; pre <= 1; pre++) {
         ag_tape_reset(t);
         ParamList gp;
-        nn_params_init(&gp);
+        ag_params_init(&gp);
         b = nn_builder(params, &gp, &rng);
         char prefix[8];
         snprintf(prefix, sizeof prefix, "gpt%d.", pre);
@@ -166,7 +183,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "%sgrad.x", prefix);
         put(name, x, x->grad);
         put_params(prefix, &gp);
-        nn_params_free(&gp);
+        ag_params_free(&gp);
     }
 
     fclose(out);
