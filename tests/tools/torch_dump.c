@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
         ParamList gp;
         ag_params_init(&gp);
         b = nn_builder(params, &gp, &rng);
-        char prefix[8];
+        char prefix[16];
         snprintf(prefix, sizeof prefix, "gpt%d.", pre);
         EncoderLayer blk;
         nn_encoder_layer_init(&blk, &b, "",
