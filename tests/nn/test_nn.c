@@ -440,9 +440,8 @@ Test(nn_mha, aborts_when_kv_heads_do_not_divide_heads, .signal = SIGABRT) {
 
 /* ---- transformer layers and the seq2seq model ---- */
 
-/* A causal encoder layer: position i's output depends on inputs 0..i only (changing the last
- * position changes only the last output row), and is what a hand-written pre-LN block with
- * causal attention computes, to the bit. */
+/* A causal pre-LN encoder layer is what a hand-written GPT block (pre-LN, causal attention)
+ * computes, to the bit. */
 Test(nn_transformer, causal_encoder_layer_is_the_gpt_block) {
     ModEnv e;
     env_init(&e);
@@ -460,19 +459,44 @@ Test(nn_transformer, causal_encoder_layer_is_the_gpt_block) {
                nn_mha_forward(e.tape, &l.self_attn, h, h, h, &(NnAttnMasks){.causal = 1}, NULL));
     r = ag_add(e.tape, r, nn_ffn(e.tape, &l.ffn, nn_layernorm(e.tape, &l.norm2, r), NULL));
     cr_assert(memcmp(y->data, r->data, y->size * sizeof(Real)) == 0, "not the hand-written block");
-    Real first[B * T * C];
-    memcpy(first, y->data, sizeof first);
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) x->data[(b * T + T - 1) * C + c] += 1;
-    y = nn_encoder_layer(e.tape, &l, x, NULL, NULL);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            int same =
-                memcmp(first + (b * T + t) * C, y->data + (b * T + t) * C, C * sizeof(Real)) == 0;
-            cr_assert(same == (t < T - 1), "row %d of batch %d: %s", t, b,
-                      same ? "did not change" : "saw a later position");
-        }
     env_free(&e);
+}
+
+/* Causality, post- and pre-LN: for every position j, changing x[:, j] leaves the output rows
+ * t < j bit-identical and changes every row t >= j (row j through the residual, later rows
+ * through attention). No padding, so that every later row sees j. */
+Test(nn_transformer, causal_encoder_layer_rows_before_j_ignore_input_j) {
+    enum { B = 2, T = 6, C = 8 };
+    for (int pre = 0; pre <= 1; pre++) {
+        ModEnv e;
+        env_init(&e);
+        EncoderLayer l;
+        nn_encoder_layer_init(
+            &l, &e.b, "",
+            &(TransformerConfig){.d_model = C, .n_heads = 2, .pre_ln = pre, .causal = 1});
+        Tensor *x = env_input(&e, 3, (int[]){B, T, C}); /* x (B, T, C) */
+        ag_no_grad(e.tape, 1);
+        Real x0[B * T * C], y0[B * T * C];
+        memcpy(x0, x->data, sizeof x0);
+        memcpy(y0, nn_encoder_layer(e.tape, &l, x, NULL, NULL)->data, sizeof y0);
+        for (int j = 0; j < T; j++) {
+            memcpy(x->data, x0, sizeof x0);
+            for (int b = 0; b < B; b++)
+                for (int c = 0; c < C; c++) x->data[(b * T + j) * C + c] += (Real)(0.5 + 0.1 * c);
+            ag_tape_reset(e.tape);
+            ag_no_grad(e.tape, 1);
+            Tensor *y = nn_encoder_layer(e.tape, &l, x, NULL, NULL); /* (B, T, C) */
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++) {
+                    size_t at = ((size_t)b * T + t) * C;
+                    int same = memcmp(y0 + at, y->data + at, C * sizeof(Real)) == 0;
+                    cr_assert(same == (t < j), "%s, x[%d, %d] changed: output row %d %s",
+                              pre ? "pre-LN" : "post-LN", b, j, t,
+                              same ? "did not change" : "saw a later position");
+                }
+        }
+        env_free(&e);
+    }
 }
 
 Test(nn_seq2seq, aborts_on_a_causal_encoder, .signal = SIGABRT) {

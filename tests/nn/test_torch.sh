@@ -1,6 +1,7 @@
 #!/bin/sh
-# test_torch.sh: compares attograd's MultiHeadAttention and a 1+1-layer transformer with
-# PyTorch's on the same weights and inputs (float64: outputs, probabilities, every gradient).
+# test_torch.sh: compares attograd's MultiHeadAttention, a 1+1-layer transformer and the causal
+# encoder layer (the GPT block, post- and pre-LN) with PyTorch's on the same weights and inputs
+# (float64: outputs, probabilities, every gradient).
 # Runs where Debian's python3-torch is installed; otherwise says it was skipped and why.
 # Then a PyTorch state_dict saved with numpy is loaded into attograd (tools/torch_load.c).
 # Every difference goes to LOG; the terminal gets one line, or the whole log on a failure.

@@ -2,6 +2,7 @@
 encoder layers (nn.TransformerEncoderLayer with a causal src_mask, norm_first both ways) in PyTorch
 from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
 compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
+import inspect
 import os
 import sys
 
@@ -96,9 +97,15 @@ def main(path):
                                                  activation="gelu", batch_first=True,
                                                  norm_first=bool(pre), dtype=torch.float64)
         load(layer, d, p)
+        # PyTorch's own causal mask (float32 in 1.13: 0 and -inf are exact in float64); is_causal
+        # only where forward takes it (PyTorch 2: a hint that src_mask is that mask)
         S = x.shape[1]
-        causal = torch.triu(torch.full((S, S), float("-inf"), dtype=torch.float64), diagonal=1)
-        out = layer(x, src_mask=causal, src_key_padding_mask=d[p + "key_padding_mask"].bool())
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(S).to(torch.float64)
+        hint = {}
+        if "is_causal" in inspect.signature(layer.forward).parameters:
+            hint["is_causal"] = True
+        out = layer(x, src_mask=causal, src_key_padding_mask=d[p + "key_padding_mask"].bool(),
+                    **hint)
         (out * d[p + "R"]).sum().backward()
         what = "causal encoder layer, %s" % ("pre-LN" if pre else "post-LN")
         print("nn.TransformerEncoderLayer (%s, gelu, key padding):" % what)
