@@ -64,8 +64,7 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const Mh
     /* PyTorch's out_proj: NonDynamicallyQuantizableLinear, default Linear init, bias 0 */
     nn_linear_init(&m->out_proj, &s, "out_proj", C, C, bias);
     if (m->out_proj.bias) tensor_fill(m->out_proj.bias, 0);
-    m->gate = tensor_new1(b->arena, n_heads, "head_gate");
-    tensor_set_name(m->gate, "%s%shead_gate", s.scope, *s.scope ? "." : "");
+    m->gate = tensor_new1(b->arena, n_heads, nn_scope(&s, "head_gate").scope);
     tensor_fill(m->gate, 1);
 }
 
