@@ -221,7 +221,8 @@ $(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/tr
 $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
-$(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
+$(B)/obj/tests/examples/%.o $(B)/obj/tests/io/test_checkpoint.o: CFLAGS += -Iexamples/translate
+$(B)/obj/tests/io/test_checkpoint.o: examples/translate/translate.h
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)

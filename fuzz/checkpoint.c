@@ -1,7 +1,7 @@
 /* checkpoint.c: the checkpoint loader, as the library's users and attograd-translate call it.
- * The library: ckpt_read_config, then the model it describes (and its optimizer when the file
- * has one) built, then ckpt_load with the RNG, the trainer's
- * data position and the extra bytes. The example's loader: tr_load (configuration checks, the
+ * The library: ckpt_read with the seq2seq model's configuration fields (tr_model_config), then
+ * the model it describes (and its optimizer when the file has one) built, then ckpt_load_from
+ * with the RNG, the trainer's data position and the extra bytes. The example's loader: tr_load (configuration checks, the
  * vocabularies in meta.extra, the step arena), then one greedy translation of two words.
  * Whatever the file says, nothing may abort, and a failure must leave a message naming it.
  * A file that is accepted holds only valid values (checkpoint.h, ckpt_read's rules): finite
@@ -28,16 +28,22 @@ static void check_model(const Seq2Seq *m) {
 }
 
 static void library_load(const char *path) {
-    Seq2SeqConfig cfg;
+    Seq2SeqConfig cfg = {0};
     OptimConfig oc;
     int has_optim = 0;
-    int rc = ckpt_read_config(path, &cfg, &oc, &has_optim);
+    CkptConfig kc = tr_model_config(&cfg);
+    NpzFile *f;
+    int rc = ckpt_read(path, &kc, &f);
+    if (rc == AG_OK) {
+        rc = ckpt_optim_config(f, &oc, &has_optim);
+        FUZZ_CHECK(rc == AG_OK, "an accepted file's optimizer: %s", ag_last_error());
+    }
     if (rc != AG_OK) {
         fuzz_check_failure(rc, path);
         return;
     }
     int64_t n_params = 0;
-    FUZZ_CHECK(ckpt_check_config(&cfg, &n_params, "cfg") == AG_OK, "%s", ag_last_error());
+    FUZZ_CHECK(nn_seq2seq_check_config(&cfg, &n_params, NULL) == AG_OK, "%s", ag_last_error());
     Arena *a = arena_new("fuzz", 0);
     Rng init, rng;
     rng_seed(&init, 1);
@@ -47,12 +53,13 @@ static void library_load(const char *path) {
     FUZZ_CHECK((int64_t)ag_params_count(&m.params) == n_params, "%zu parameters, %lld counted",
                ag_params_count(&m.params), (long long)n_params);
     Optimizer *opt = has_optim ? optim_new(a, &m.params, &oc) : NULL;
-    CkptState st;
-    memset(&st, 0, sizeof st);
-    st.opt = opt;
-    st.rng = &rng;
-    st.n_data = 19; /* the trainer's data.position (fuzz/seeds.c) */
-    rc = ckpt_load(path, &m, &st);
+    Checkpoint st = {.params = &m.params,
+                     .config = tr_model_config(&m.cfg),
+                     .opt = opt,
+                     .rng = &rng,
+                     .n_data = 19}; /* the trainer's data.position (fuzz/seeds.c) */
+    rc = ckpt_load_from(f, &st);
+    npz_free(f);
     if (rc == AG_OK) {
         FUZZ_CHECK((st.extra == NULL) == (st.extra_len == 0), "extra %p, %zu bytes", st.extra,
                    st.extra_len);

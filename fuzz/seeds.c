@@ -132,18 +132,20 @@ static void model_seeds(void) {
         /* the trainer's data.position of a run at step 0 (train.c): epoch 0, cursor 0, seed 7,
          * batch 1, 1 pair, no best, nothing accumulated, log and validate every step, save
          * with validation, all valid pairs, 1 step, no clipping */
-        CkptState st = {variant == 2 ? NULL : opt,
-                        &rng,
-                        {0, 0, 7, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0},
-                        19,
-                        vocab,
-                        vlen};
+        Checkpoint st = {.params = &m.params,
+                         .config = tr_model_config(&m.cfg),
+                         .opt = variant == 2 ? NULL : opt,
+                         .rng = &rng,
+                         .data = {0, 0, 7, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0},
+                         .n_data = 19,
+                         .extra = vocab,
+                         .extra_len = vlen};
         char path[700], name[64];
         static const int levels[] = {0, 6, 6, 1};
         snprintf(name, sizeof name, "ckpt_%d.npz", variant);
         path_of(path, sizeof path, "checkpoint", name);
         put("checkpoint", name, "", 0); /* makes the folder */
-        if (ckpt_save(path, &m, &st, levels[variant], NULL) != AG_OK) die(path);
+        if (ckpt_save(path, &st, levels[variant], NULL) != AG_OK) die(path);
         if (variant == 0 || variant == 3) put_file("npz", name, path);
         nn_seq2seq_free(&m);
         arena_free(a);

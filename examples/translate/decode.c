@@ -10,28 +10,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads the file once (ckpt_read: the library's checks), then the example's own
- * (configuration, data.position, the vocabularies against the embeddings), then loads. */
-static int load_from(Translator *tr, const NpzFile *f) {
-    Seq2SeqConfig cfg;
-    int rc = ckpt_config_of(f, &cfg, NULL, NULL);
-    if (rc == AG_OK) rc = tr_check_config(&cfg, f->path);
-    if (rc == AG_OK) rc = tr_check_position(f);
+/* The file was read once (ckpt_read: the library's checks and the model's configuration into
+ * cfg); then the example's own (data.position, the vocabularies against the embeddings), then
+ * loads. */
+static int load_from(Translator *tr, const NpzFile *f, const Seq2SeqConfig *cfg) {
+    int rc = tr_check_position(f);
     if (rc != AG_OK) return rc;
     tr->params = arena_new("params", 0);
     Rng r;
     rng_seed(&r, 0);
-    nn_seq2seq_init(&tr->model, tr->params, &r, &cfg);
-    CkptState st;
-    memset(&st, 0, sizeof st);
-    rc = ckpt_load_from(f, &tr->model, &st);
-    if (rc == AG_OK) rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, f->path);
-    free((void *)st.extra);
-    if (rc == AG_OK && (tr->src.n != cfg.src_vocab || tr->tgt.n != cfg.tgt_vocab))
+    nn_seq2seq_init(&tr->model, tr->params, &r, cfg);
+    Checkpoint ck = {.params = &tr->model.params, .config = tr_model_config(&tr->model.cfg)};
+    rc = ckpt_load_from(f, &ck);
+    if (rc == AG_OK) rc = tr_vocab_pair_load(ck.extra, ck.extra_len, &tr->src, &tr->tgt, f->path);
+    free((void *)ck.extra);
+    if (rc == AG_OK && (tr->src.n != cfg->src_vocab || tr->tgt.n != cfg->tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
                      "%s: the vocabularies (%d, %d words) do not match the "
                      "model's (%d, %d)",
-                     f->path, tr->src.n, tr->tgt.n, cfg.src_vocab, cfg.tgt_vocab);
+                     f->path, tr->src.n, tr->tgt.n, cfg->src_vocab, cfg->tgt_vocab);
     if (rc != AG_OK) return rc;
     /* the step count, for information (ckpt_load only restores it into an optimizer); in
      * [0, CKPT_MAX_STEP] when present (ckpt_read) */
@@ -47,9 +44,11 @@ static int load_from(Translator *tr, const NpzFile *f) {
 int tr_load(Translator *tr, const char *path) {
     memset(tr, 0, sizeof *tr);
     NpzFile *f;
-    int rc = ckpt_read(path, &f);
+    Seq2SeqConfig cfg = {0};
+    CkptConfig kc = tr_model_config(&cfg);
+    int rc = ckpt_read(path, &kc, &f);
     if (rc != AG_OK) return rc;
-    rc = load_from(tr, f);
+    rc = load_from(tr, f, &cfg);
     npz_free(f);
     if (rc != AG_OK) tr_free(tr);
     return rc;

@@ -264,15 +264,15 @@ static int save(Trainer *tr, const char *path) {
     tr->pos[POS_VALID_MAX] = tr->valid_max;
     tr->pos[POS_TOTAL] = tr->total;
     tr->pos[POS_CLIP] = dbits(tr->clip);
-    CkptState st;
-    memset(&st, 0, sizeof st);
-    st.opt = tr->opt;
-    st.rng = &tr->rng;
-    memcpy(st.data, tr->pos, sizeof tr->pos);
-    st.n_data = POS_COUNT;
-    st.extra = tr->vocab_text;
-    st.extra_len = tr->vocab_len;
-    int rc = ckpt_save(path, &tr->m, &st, tr->cfg->compress, NULL);
+    Checkpoint ck = {.params = &tr->m.params,
+                     .config = tr_model_config(&tr->m.cfg),
+                     .opt = tr->opt,
+                     .rng = &tr->rng,
+                     .n_data = POS_COUNT,
+                     .extra = tr->vocab_text,
+                     .extra_len = tr->vocab_len};
+    memcpy(ck.data, tr->pos, sizeof tr->pos);
+    int rc = ckpt_save(path, &ck, tr->cfg->compress, NULL);
     if (rc != AG_OK)
         fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
     else if (path == tr->last_path)
@@ -724,38 +724,38 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
 
 /* Resumes from f (read once and checked by ckpt_read): checks data.position, builds the model
  * and optimizer of its configuration, loads them, then the data, and the loader's position. */
-static int resume_from(Trainer *tr, const NpzFile *f) {
+static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_cfg) {
     const TrTrainConfig *c = tr->cfg;
-    Seq2SeqConfig mc;
+    Seq2SeqConfig mc = *file_cfg;
     OptimConfig oc;
     int has_optim = 0;
-    int rc = ckpt_config_of(f, &mc, &oc, &has_optim);
+    int rc = ckpt_optim_config(f, &oc, &has_optim);
     if (rc != AG_OK) return rc;
     if (!has_optim || !npz_find(f, "data.position") || !npz_find(f, "rng.state"))
         return ag_fail(AG_ERR_FORMAT,
                        "%s: holds no optimizer state, RNG or data position: cannot resume from "
                        "it",
                        f->path);
-    rc = tr_check_config(&mc, f->path);
-    if (rc == AG_OK) rc = tr_check_position(f);
+    rc = tr_check_position(f);
     if (rc != AG_OK) return rc;
     build(tr, &mc, &oc, 0);
-    CkptState st;
-    memset(&st, 0, sizeof st);
-    st.opt = tr->opt;
-    st.rng = &tr->rng;
-    st.n_data = (int)npz_find(f, "data.position")->count; /* POS_V1_COUNT or POS_COUNT */
-    rc = ckpt_load_from(f, &tr->m, &st);
+    Checkpoint ck = {.params = &tr->m.params,
+                     .config = tr_model_config(&tr->m.cfg),
+                     .opt = tr->opt,
+                     .rng = &tr->rng,
+                     /* POS_V1_COUNT or POS_COUNT */
+                     .n_data = (int)npz_find(f, "data.position")->count};
+    rc = ckpt_load_from(f, &ck);
     if (rc != AG_OK) return rc;
-    rc = tr_vocab_pair_load(st.extra, st.extra_len, &tr->src, &tr->tgt, f->path);
-    free((void *)st.extra);
+    rc = tr_vocab_pair_load(ck.extra, ck.extra_len, &tr->src, &tr->tgt, f->path);
+    free((void *)ck.extra);
     if (rc == AG_OK && (tr->src.n != mc.src_vocab || tr->tgt.n != mc.tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
                      "%s: the vocabularies (%d, %d words) do not match the model's (%d, %d)",
                      f->path, tr->src.n, tr->tgt.n, mc.src_vocab, mc.tgt_vocab);
     if (rc != AG_OK) return rc;
-    int n_pos = st.n_data;
-    memcpy(tr->pos, st.data, (size_t)n_pos * sizeof(int64_t));
+    int n_pos = ck.n_data;
+    memcpy(tr->pos, ck.data, (size_t)n_pos * sizeof(int64_t));
     rc = check_given(tr, &mc, &oc);
     if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
@@ -801,10 +801,12 @@ static int setup_resume(Trainer *tr) {
                        "first)",
                        tr->last_path);
     NpzFile *f;
-    int rc = ckpt_read(tr->last_path, &f);
+    Seq2SeqConfig mc = {0};
+    CkptConfig kc = tr_model_config(&mc);
+    int rc = ckpt_read(tr->last_path, &kc, &f);
     /* a file over a limit is a bad file (exit 2), as for every other command */
     if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
-    rc = resume_from(tr, f);
+    rc = resume_from(tr, f, &mc);
     npz_free(f);
     return rc;
 }

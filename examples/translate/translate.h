@@ -311,6 +311,9 @@ typedef struct TrTrainConfig {
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
 int tr_check_config(const Seq2SeqConfig *c, const char *what);
+/* The model's configuration in a checkpoint (model_config.c): its fields are *c's, and what
+ * ckpt_read reads of them passes nn_seq2seq_check_config and tr_check_config. */
+CkptConfig tr_model_config(Seq2SeqConfig *c);
 /* Checks the trainer's data.position of a checkpoint read by ckpt_read (when it has one), with
  * a table of rules (ckpt_check_rules): every value in its range, the loader's position that
  * of train.step, the best and accumulated figures finite in their domain. AG_ERR_RANGE or

@@ -1,79 +1,161 @@
-/* checkpoint.c: a whole training state to and from one .npz (see checkpoint.h for the entries).
- * Reading is one pass over the file (ckpt_read): the small entries first (configurations,
- * step, RNG, data position), which bound what the others may declare before their memory is
- * allocated; then what every value means (rules over named entries: ranges, finite floats,
- * Adam's second moment >= 0, an RNG not stuck at zero). Loading (ckpt_load_from) checks the
- * shapes against the model before it changes anything, then copies, which can no longer fail.
- * Saving refuses what reading would refuse. */
+/* checkpoint.c: a whole training state of any model to and from one .npz (see checkpoint.h
+ * for the entries). Reading is one pass over the file (ckpt_read): the small entries first
+ * (model kind, configurations, step, RNG, data position), which bound what the others may
+ * declare before their memory is allocated; then what every value means (rules over named
+ * entries: ranges, finite floats, Adam's second moment >= 0, an RNG not stuck at zero).
+ * Loading (ckpt_load_from) checks the shapes against the model before it changes anything,
+ * then copies, which can no longer fail. Saving refuses what reading would refuse.
+ * Not here: what a model's configuration means (the model's CkptConfig.check, e.g.
+ * nn_seq2seq_check_config); the .npz container (npz_read.c, npz_write.c). */
 #include "checkpoint.h"
 
 #include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int name_matches(const char *name, const char *pattern);
 
-/* ---- the configuration fields, one table per struct ---- */
+/* ---- configuration fields ---- */
 
-typedef enum { F_INT, F_I64, F_DOUBLE } FieldType;
-typedef struct {
-    const char *name;
-    FieldType type;
-    size_t offset;
-} Field;
-
-#define FIELD(S, f, t)                                                                             \
-    { #f, t, offsetof(S, f) }
-static const Field config_fields[] = {
-    FIELD(Seq2SeqConfig, src_vocab, F_INT),        FIELD(Seq2SeqConfig, tgt_vocab, F_INT),
-    FIELD(Seq2SeqConfig, n_enc_layers, F_INT),     FIELD(Seq2SeqConfig, n_dec_layers, F_INT),
-    FIELD(Seq2SeqConfig, max_len, F_INT),          FIELD(Seq2SeqConfig, pad_id, F_INT),
-    FIELD(Seq2SeqConfig, learned_pos, F_INT),      FIELD(Seq2SeqConfig, tie_output, F_INT),
-    FIELD(Seq2SeqConfig, layer.d_model, F_INT),    FIELD(Seq2SeqConfig, layer.n_heads, F_INT),
-    FIELD(Seq2SeqConfig, layer.n_kv_heads, F_INT), FIELD(Seq2SeqConfig, layer.d_ff, F_INT),
-    FIELD(Seq2SeqConfig, layer.pre_ln, F_INT),     FIELD(Seq2SeqConfig, layer.act, F_INT),
-    FIELD(Seq2SeqConfig, layer.dropout, F_DOUBLE), FIELD(Seq2SeqConfig, layer.ln_eps, F_DOUBLE),
+/* The optimizer's configuration, in the same form a model gives its own. */
+static const CkptField optim_fields[] = {
+    CKPT_CFG_INT(OptimConfig, kind, INT_MIN, INT_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, lr, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, momentum, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_INT(OptimConfig, nesterov, INT_MIN, INT_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, beta1, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, beta2, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, eps, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, weight_decay, -DBL_MAX, DBL_MAX),
+    CKPT_CFG_INT(OptimConfig, schedule.kind, INT_MIN, INT_MAX),
+    CKPT_CFG_INT(OptimConfig, schedule.warmup, INT64_MIN, INT64_MAX),
+    CKPT_CFG_INT(OptimConfig, schedule.total, INT64_MIN, INT64_MAX),
+    CKPT_CFG_FLOAT(OptimConfig, schedule.lr_min, -DBL_MAX, DBL_MAX),
 };
-static const Field optim_fields[] = {
-    FIELD(OptimConfig, kind, F_INT),           FIELD(OptimConfig, lr, F_DOUBLE),
-    FIELD(OptimConfig, momentum, F_DOUBLE),    FIELD(OptimConfig, nesterov, F_INT),
-    FIELD(OptimConfig, beta1, F_DOUBLE),       FIELD(OptimConfig, beta2, F_DOUBLE),
-    FIELD(OptimConfig, eps, F_DOUBLE),         FIELD(OptimConfig, weight_decay, F_DOUBLE),
-    FIELD(OptimConfig, schedule.kind, F_INT),  FIELD(OptimConfig, schedule.warmup, F_I64),
-    FIELD(OptimConfig, schedule.total, F_I64), FIELD(OptimConfig, schedule.lr_min, F_DOUBLE),
-};
-#define N_CONFIG (int)(sizeof config_fields / sizeof config_fields[0])
 #define N_OPTIM (int)(sizeof optim_fields / sizeof optim_fields[0])
 
-/* A field's value as int64 or double (enums are int-sized here). */
-static int64_t get_i(const void *s, const Field *f) {
-    const char *p = (const char *)s + f->offset;
-    if (f->type == F_I64) return *(const int64_t *)p;
-    return *(const int *)p;
-}
-static void set_i(void *s, const Field *f, int64_t v) {
-    char *p = (char *)s + f->offset;
-    if (f->type == F_I64)
-        *(int64_t *)p = v;
-    else
-        *(int *)p = (int)v;
+static int check_optim(const void *values, int64_t *n_params) {
+    (void)n_params;
+    return optim_check_config(values);
 }
 
-/* Adds one 0-d entry per field; values are kept in ival/dval until the write. */
-static void add_fields(NpzWriter *w, const char *prefix, const Field *fields, int n, const void *s,
-                       int64_t *ival, double *dval) {
-    char name[128];
-    for (int i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "%s%s", prefix, fields[i].name);
-        if (fields[i].type == F_DOUBLE) {
-            dval[i] = *(const double *)((const char *)s + fields[i].offset);
-            npz_add_f64(w, name, 0, NULL, &dval[i]);
+/* One field's value, as it is in a struct or in a file. */
+typedef struct {
+    int64_t i;
+    double d;
+    const char *s; /* a string: its bytes (not NUL-terminated in a file) and length */
+    size_t len;
+} FieldValue;
+
+/* Misuse of a table aborts: a type of another size than the member's. */
+static void check_field(const CkptField *fd) {
+    AG_CHECK(fd->name && ((fd->type == CKPT_FIELD_INT && (fd->size == 4 || fd->size == 8)) ||
+                          (fd->type == CKPT_FIELD_FLOAT && fd->size == 8) ||
+                          (fd->type == CKPT_FIELD_STRING && fd->size >= 1)),
+             "checkpoint: configuration field '%s' (type %d, %zu bytes): INT is an int, enum or "
+             "int64_t, FLOAT a double, STRING a char array",
+             fd->name ? fd->name : "NULL", (int)fd->type, fd->size);
+}
+
+static FieldValue get_field(const void *s, const CkptField *fd) {
+    const char *p = (const char *)s + fd->offset;
+    FieldValue v = {0, 0, NULL, 0};
+    check_field(fd);
+    if (fd->type == CKPT_FIELD_FLOAT) {
+        memcpy(&v.d, p, sizeof v.d);
+    } else if (fd->type == CKPT_FIELD_STRING) {
+        v.s = p;
+        v.len = strnlen(p, fd->size);
+    } else if (fd->size == 8) {
+        memcpy(&v.i, p, sizeof v.i);
+    } else {
+        int32_t x;
+        memcpy(&x, p, sizeof x);
+        v.i = x;
+    }
+    return v;
+}
+
+static void set_field(void *s, const CkptField *fd, const FieldValue *v) {
+    char *p = (char *)s + fd->offset;
+    if (fd->type == CKPT_FIELD_FLOAT) {
+        memcpy(p, &v->d, sizeof v->d);
+    } else if (fd->type == CKPT_FIELD_STRING) {
+        memcpy(p, v->s, v->len);
+        memset(p + v->len, 0, fd->size - v->len);
+    } else if (fd->size == 8) {
+        memcpy(p, &v->i, sizeof v->i);
+    } else {
+        int32_t x = (int32_t)v->i;
+        memcpy(p, &x, sizeof x);
+    }
+}
+
+/* Why a value does not fit its field ([lo, hi], an int's range, a string's room), or NULL. */
+static const char *field_why(const CkptField *fd, const FieldValue *v, char *buf, size_t cap) {
+    if (fd->type == CKPT_FIELD_STRING) {
+        if (v->len < fd->size && !memchr(v->s, 0, v->len)) return NULL;
+        snprintf(buf, cap, "a string of %zu bytes%s: at most %zu, no NUL", v->len,
+                 memchr(v->s, 0, v->len) ? " with a NUL" : "", fd->size - 1);
+        return buf;
+    }
+    double x = fd->type == CKPT_FIELD_FLOAT ? v->d : (double)v->i;
+    int fits = fd->type == CKPT_FIELD_FLOAT ? isfinite(x)
+                                            : fd->size == 8 || (v->i >= INT_MIN && v->i <= INT_MAX);
+    if (fits && x >= fd->lo && x <= fd->hi) return NULL;
+    snprintf(buf, cap, "must be %s in [%.17g, %.17g]",
+             fd->type == CKPT_FIELD_FLOAT ? "finite" : "an integer", fd->lo, fd->hi);
+    return buf;
+}
+
+/* "= 5" or "= 'text'" for messages */
+static void value_str(const CkptField *fd, const FieldValue *v, char *buf, size_t cap) {
+    if (fd->type == CKPT_FIELD_STRING)
+        snprintf(buf, cap, "'%.*s'", (int)(v->len < 64 ? v->len : 64), v->s);
+    else if (fd->type == CKPT_FIELD_FLOAT)
+        snprintf(buf, cap, "%.17g", v->d);
+    else
+        snprintf(buf, cap, "%lld", (long long)v->i);
+}
+
+/* ---- saving ---- */
+
+/* A configuration reading would refuse is not written: AG_ERR_RANGE naming the field. */
+static int check_config_saved(const char *path, const char *prefix, const CkptConfig *c) {
+    char why[160], val[96];
+    for (int i = 0; i < c->n_fields; i++) {
+        FieldValue v = get_field(c->values, &c->fields[i]);
+        if (!field_why(&c->fields[i], &v, why, sizeof why)) continue;
+        value_str(&c->fields[i], &v, val, sizeof val);
+        return ag_fail(AG_ERR_RANGE, "%s: not saved: %s%s = %s: %s", path, prefix,
+                       c->fields[i].name, val, why);
+    }
+    int64_t n = 0;
+    if (c->check && c->check(c->values, &n) != AG_OK) {
+        snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail rewrites that buffer */
+        return ag_fail(AG_ERR_RANGE, "%s: not saved: %s: %s", path, prefix, why);
+    }
+    return AG_OK;
+}
+
+/* Adds one entry per field; numbers are kept in iv/dv until the write. */
+static void add_fields(NpzWriter *w, const char *prefix, const CkptConfig *c, int64_t *iv,
+                       double *dv) {
+    char name[160];
+    for (int i = 0; i < c->n_fields; i++) {
+        const CkptField *fd = &c->fields[i];
+        FieldValue v = get_field(c->values, fd);
+        snprintf(name, sizeof name, "%s%s", prefix, fd->name);
+        if (fd->type == CKPT_FIELD_STRING) {
+            npz_add_bytes(w, name, v.s, v.len);
+        } else if (fd->type == CKPT_FIELD_FLOAT) {
+            dv[i] = v.d;
+            npz_add_f64(w, name, 0, NULL, &dv[i]);
         } else {
-            ival[i] = get_i(s, &fields[i]);
-            npz_add_i64(w, name, 0, NULL, &ival[i]);
+            iv[i] = v.i;
+            npz_add_i64(w, name, 0, NULL, &iv[i]);
         }
     }
 }
@@ -91,173 +173,156 @@ static int check_tensor_saved(const char *path, const Tensor *t, double lo) {
     return AG_OK;
 }
 
-static int check_saved(const char *path, const Seq2Seq *m, const CkptState *st) {
+static int check_saved(const char *path, const Checkpoint *c) {
     int rc = AG_OK;
-    for (int i = 0; i < m->params.n && rc == AG_OK; i++)
-        rc = check_tensor_saved(path, m->params.items[i], -DBL_MAX);
-    for (int i = 0; st && st->opt && i < optim_state_count(st->opt) && rc == AG_OK; i++) {
-        const Tensor *t = optim_state_tensor(st->opt, i);
+    for (int i = 0; i < c->params->n && rc == AG_OK; i++)
+        rc = check_tensor_saved(path, c->params->items[i], -DBL_MAX);
+    for (int i = 0; c->opt && i < optim_state_count(c->opt) && rc == AG_OK; i++) {
+        const Tensor *t = optim_state_tensor(c->opt, i);
         rc = check_tensor_saved(path, t, name_matches(t->name, "*.exp_avg_sq") ? 0 : -DBL_MAX);
     }
-    if (rc == AG_OK && st && st->opt) {
-        int64_t step = optim_get_step(st->opt);
+    if (rc == AG_OK && c->opt) {
+        int64_t step = optim_get_step(c->opt);
         if (step < 0 || step > CKPT_MAX_STEP)
             rc = ag_fail(AG_ERR_RANGE, "%s: not saved: train.step = %lld: must be in [0, %lld]",
                          path, (long long)step, (long long)CKPT_MAX_STEP);
     }
-    if (rc == AG_OK && st && st->rng &&
-        !(st->rng->s[0] | st->rng->s[1] | st->rng->s[2] | st->rng->s[3]))
+    if (rc == AG_OK && c->rng && !(c->rng->s[0] | c->rng->s[1] | c->rng->s[2] | c->rng->s[3]))
         rc = ag_fail(AG_ERR_RANGE, "%s: not saved: rng.state is all zeros", path);
+    if (rc == AG_OK && c->config.n_fields)
+        rc = check_config_saved(path, "meta.config.", &c->config);
     return rc;
 }
 
-int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats) {
+int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats) {
     AG_CHECK_ARG(path);
-    AG_CHECK_ARG(m);
-    int bad = check_saved(path, m, st);
+    AG_CHECK_ARG(c);
+    AG_CHECK(c->params != NULL, "ckpt_save: '%s': no parameters (Checkpoint.params is NULL)", path);
+    AG_CHECK(c->config.n_fields == 0 || (c->config.fields && c->config.values),
+             "ckpt_save: '%s': %d configuration fields at NULL", path, c->config.n_fields);
+    AG_CHECK(c->n_data >= 0 && c->n_data <= CKPT_MAX_DATA, "ckpt_save: n_data %d outside [0, %d]",
+             c->n_data, CKPT_MAX_DATA);
+    int bad = check_saved(path, c);
     if (bad != AG_OK) return bad;
     NpzWriter *w = npz_writer_new();
-    npz_add_params(w, &m->params, NPZ_REAL);
-    int64_t cfg_i[N_CONFIG], opt_i[N_OPTIM], step = 0;
-    double cfg_d[N_CONFIG], opt_d[N_OPTIM];
-    add_fields(w, "meta.config.", config_fields, N_CONFIG, &m->cfg, cfg_i, cfg_d);
-    if (st && st->opt) {
-        add_fields(w, "meta.optim.", optim_fields, N_OPTIM, &st->opt->cfg, opt_i, opt_d);
-        for (int i = 0; i < optim_state_count(st->opt); i++) {
-            const Tensor *t = optim_state_tensor(st->opt, i);
+    npz_add_params(w, c->params, NPZ_REAL);
+    int n = c->config.n_fields > N_OPTIM ? c->config.n_fields : N_OPTIM;
+    int64_t *iv = calloc((size_t)n * 2, sizeof *iv), step = 0;
+    double *dv = calloc((size_t)n * 2, sizeof *dv);
+    AG_CHECK(iv && dv, "ckpt_save: out of memory");
+    if (c->config.model) npz_add_bytes(w, "meta.model", c->config.model, strlen(c->config.model));
+    add_fields(w, "meta.config.", &c->config, iv, dv);
+    if (c->opt) {
+        CkptConfig oc = {NULL, optim_fields, N_OPTIM, &c->opt->cfg, NULL};
+        add_fields(w, "meta.optim.", &oc, iv + n, dv + n);
+        for (int i = 0; i < optim_state_count(c->opt); i++) {
+            const Tensor *t = optim_state_tensor(c->opt, i);
             npz_add_real(w, t->name, t);
         }
-        step = optim_get_step(st->opt);
+        step = optim_get_step(c->opt);
         npz_add_i64(w, "train.step", 0, NULL, &step);
     }
-    if (st && st->rng) npz_add_u64(w, "rng.state", 1, (int64_t[]){4}, st->rng->s);
-    if (st && st->n_data > 0) {
-        AG_CHECK(st->n_data <= CKPT_MAX_DATA, "ckpt_save: n_data %d > %d", st->n_data,
-                 CKPT_MAX_DATA);
-        npz_add_i64(w, "data.position", 1, (int64_t[]){st->n_data}, st->data);
-    }
-    if (st && st->extra && st->extra_len) npz_add_bytes(w, "meta.extra", st->extra, st->extra_len);
+    if (c->rng) npz_add_u64(w, "rng.state", 1, (int64_t[]){4}, c->rng->s);
+    if (c->n_data > 0) npz_add_i64(w, "data.position", 1, (int64_t[]){c->n_data}, c->data);
+    if (c->extra && c->extra_len) npz_add_bytes(w, "meta.extra", c->extra, c->extra_len);
     int rc = npz_write(w, path, level, stats);
     npz_writer_free(w);
+    free(iv);
+    free(dv);
     return rc;
 }
 
-/* The 0-d entry prefix+field as int64 or double, or an error naming it. */
-static int read_field(const NpzFile *f, const char *prefix, const Field *fd, int64_t *iv,
-                      double *dv) {
-    char name[128];
+/* ---- reading a configuration ---- */
+
+/* The entry prefix + fd->name as a value of fd's type, checked against fd, or an error naming
+ * it. */
+static int read_field(const NpzFile *f, const char *prefix, const CkptField *fd, FieldValue *v) {
+    char name[160], why[160], val[96];
+    check_field(fd);
     snprintf(name, sizeof name, "%s%s", prefix, fd->name);
     const NpzEntry *e = npz_find(f, name);
     if (!e)
-        return ag_fail(AG_ERR_SHAPE,
-                       "%s: '%s' is missing (not a checkpoint of this "
-                       "version?)",
+        return ag_fail(AG_ERR_SHAPE, "%s: '%s' is missing (not a checkpoint of this model?)",
                        f->path, name);
-    NpzDtype want = fd->type == F_DOUBLE ? NPZ_F64 : NPZ_I64;
-    if (e->dtype != want || e->ndim != 0)
-        return ag_fail(AG_ERR_FORMAT, "%s: '%s' must be a 0-d %s", f->path, name,
-                       npz_dtype_descr(want));
-    if (fd->type == F_DOUBLE)
-        memcpy(dv, e->data, sizeof *dv);
-    else
-        memcpy(iv, e->data, sizeof *iv);
-    if (fd->type == F_INT && (*iv < INT_MIN || *iv > INT_MAX))
-        return ag_fail(AG_ERR_FORMAT, "%s: '%s' is %lld, outside the range of an int", f->path,
-                       name, (long long)*iv);
-    return AG_OK;
-}
-
-static int read_fields(const NpzFile *f, const char *prefix, const Field *fields, int n, void *s) {
-    for (int i = 0; i < n; i++) {
-        int64_t iv = 0;
-        double dv = 0;
-        int rc = read_field(f, prefix, &fields[i], &iv, &dv);
-        if (rc != AG_OK) return rc;
-        if (fields[i].type == F_DOUBLE)
-            *(double *)((char *)s + fields[i].offset) = dv;
-        else
-            set_i(s, &fields[i], iv);
-    }
-    return AG_OK;
-}
-
-/* ---- the size of the model a configuration describes ---- */
-
-/* Values of the parameters (params), of the other tensors nn_seq2seq_init makes (tables: the
- * sinusoidal positions, the head gates). Every
- * field must already be in range (ckpt_check_config), so that no product overflows a double's
- * exact integers. Follows nn_seq2seq_init, nn_mha_init, nn_ffn_init, nn_layernorm_init. */
-typedef struct {
-    double params, tables;
-} ModelSize;
-
-static ModelSize model_size(const Seq2SeqConfig *c) {
-    const TransformerConfig *l = &c->layer;
-    double C = l->d_model, FF = l->d_ff, NH = l->n_heads, L = c->max_len;
-    double Ckv = (double)l->n_kv_heads * (l->d_model / l->n_heads);
-    /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj */
-    double mha =
-        l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
-    double ffn = 2 * C * FF + FF + C, ln = 2 * C;
-    ModelSize s;
-    s.params = (c->src_vocab + (double)c->tgt_vocab) * C + (c->learned_pos ? 2 * L * C : 0) +
-               c->n_enc_layers * (mha + ffn + 2 * ln) + ln +
-               c->n_dec_layers * (2 * mha + ffn + 3 * ln) + ln +
-               (c->tie_output ? c->tgt_vocab : c->tgt_vocab * (C + 1));
-    s.tables = (c->learned_pos ? 0 : 2 * L * C) + NH * (c->n_enc_layers + 2.0 * c->n_dec_layers);
-    return s;
-}
-
-int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what) {
-    AG_CHECK_ARG(c);
-    AG_CHECK_ARG(what);
-    const TransformerConfig *l = &c->layer;
-    const char *why = NULL;
-    char buf[200];
-    if (c->src_vocab < 1 || c->tgt_vocab < 1 || c->max_len < 1 || l->d_model < 1 || l->d_ff < 1) {
-        snprintf(buf, sizeof buf,
-                 "src_vocab %d, tgt_vocab %d, max_len %d, d_model %d and d_ff %d must be >= 1",
-                 c->src_vocab, c->tgt_vocab, c->max_len, l->d_model, l->d_ff);
-        why = buf;
-    } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
-               c->n_dec_layers > NN_MAX_LAYERS) {
-        snprintf(buf, sizeof buf, "layers %d+%d outside [0, %d]+[1, %d]", c->n_enc_layers,
-                 c->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
-        why = buf;
-    } else if (c->pad_id < 0 || c->pad_id >= c->src_vocab || c->pad_id >= c->tgt_vocab) {
-        snprintf(buf, sizeof buf, "pad_id %d outside the vocabularies (%d, %d)", c->pad_id,
-                 c->src_vocab, c->tgt_vocab);
-        why = buf;
-    } else if ((c->learned_pos | c->tie_output | l->pre_ln) & ~1) {
-        why = "learned_pos, tie_output and pre_ln must be 0 or 1";
-    } else if (l->n_heads < 1 || l->d_model % l->n_heads != 0 || l->n_kv_heads < 1 ||
-               l->n_heads % l->n_kv_heads != 0) {
-        snprintf(buf, sizeof buf,
-                 "n_heads %d must divide d_model %d, and n_kv_heads %d must divide n_heads",
-                 l->n_heads, l->d_model, l->n_kv_heads);
-        why = buf;
-    } else if (!(l->dropout >= 0 && l->dropout < 1) || !(l->ln_eps > 0 && isfinite(l->ln_eps))) {
-        snprintf(buf, sizeof buf, "dropout %g must be in [0, 1) and ln_eps %g > 0", l->dropout,
-                 l->ln_eps);
-        why = buf;
-    } else if (l->act != NN_RELU && l->act != NN_GELU) {
-        snprintf(buf, sizeof buf, "activation %d is not relu (%d) or gelu (%d)", (int)l->act,
-                 (int)NN_RELU, (int)NN_GELU);
-        why = buf;
+    NpzDtype want = fd->type == CKPT_FIELD_FLOAT    ? NPZ_F64
+                    : fd->type == CKPT_FIELD_STRING ? NPZ_U8
+                                                    : NPZ_I64;
+    if (e->dtype != want || e->ndim != (fd->type == CKPT_FIELD_STRING))
+        return ag_fail(AG_ERR_FORMAT, "%s: '%s' must be a %s '%s'", f->path, name,
+                       fd->type == CKPT_FIELD_STRING ? "1-D" : "0-d", npz_dtype_descr(want));
+    memset(v, 0, sizeof *v);
+    if (fd->type == CKPT_FIELD_STRING) {
+        v->s = e->data;
+        v->len = e->count;
+    } else if (fd->type == CKPT_FIELD_FLOAT) {
+        memcpy(&v->d, e->data, sizeof v->d);
     } else {
-        ModelSize s = model_size(c);
-        if (s.params + s.tables > (double)CKPT_MAX_PARAMS) {
-            snprintf(buf, sizeof buf,
-                     "a model of %.0f parameters (and %.0f other values) is over the limit of "
-                     "%lld (CKPT_MAX_PARAMS)",
-                     s.params, s.tables, (long long)CKPT_MAX_PARAMS);
-            why = buf;
+        memcpy(&v->i, e->data, sizeof v->i);
+    }
+    if (!field_why(fd, v, why, sizeof why)) return AG_OK;
+    value_str(fd, v, val, sizeof val);
+    return ag_fail(fd->type == CKPT_FIELD_STRING ? AG_ERR_FORMAT : AG_ERR_RANGE, "%s: %s = %s: %s",
+                   f->path, name, val, why);
+}
+
+/* Reads c's fields from f under prefix and runs c's check on them. keep: leave them in
+ * c->values; otherwise (and on any failure) c->values is as it was. *n_params may be NULL. */
+static int read_config(const NpzFile *f, const char *prefix, const CkptConfig *c, int keep,
+                       int64_t *n_params) {
+    int n = c->n_fields, rc = AG_OK;
+    FieldValue *v = calloc((size_t)n + 1, sizeof *v);
+    size_t room = 0;
+    for (int i = 0; i < n; i++) room += c->fields[i].size;
+    char *saved = malloc(room + 1), *at = saved;
+    if (!v || !saved) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int i = 0; i < n && rc == AG_OK; i++) rc = read_field(f, prefix, &c->fields[i], &v[i]);
+    if (rc == AG_OK) { /* the old values, then the file's in place for the check */
+        for (int i = 0; i < n; i++) {
+            const CkptField *fd = &c->fields[i];
+            memcpy(at, (char *)c->values + fd->offset, fd->size);
+            at += fd->size;
+            set_field(c->values, fd, &v[i]);
+        }
+        int64_t count = 0;
+        if (c->check && c->check(c->values, &count) != AG_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail rewrites that buffer */
+            rc = ag_fail(AG_ERR_FORMAT, "%s: %.*s: %s", f->path, (int)strlen(prefix) - 1, prefix,
+                         why);
+        } else if (c->check && (count < 0 || count > CKPT_MAX_PARAMS)) {
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s: %.*s: a model of %lld parameters is over the limit of %lld "
+                         "(CKPT_MAX_PARAMS)",
+                         f->path, (int)strlen(prefix) - 1, prefix, (long long)count,
+                         (long long)CKPT_MAX_PARAMS);
         } else if (n_params) {
-            *n_params = (int64_t)s.params;
+            *n_params = count;
+        }
+        if (!keep || rc != AG_OK) {
+            at = saved;
+            for (int i = 0; i < n; i++) {
+                const CkptField *fd = &c->fields[i];
+                memcpy((char *)c->values + fd->offset, at, fd->size);
+                at += fd->size;
+            }
         }
     }
-    if (!why) return AG_OK;
-    return ag_fail(AG_ERR_FORMAT, "%s: meta.config: %s", what, why);
+    free(v);
+    free(saved);
+    return rc;
+}
+
+/* meta.model must name cfg's model, when both have one (older files have none). */
+static int check_model_kind(const NpzFile *f, const CkptConfig *cfg) {
+    const NpzEntry *e = npz_find(f, "meta.model");
+    if (!e) return AG_OK;
+    if (e->dtype != NPZ_U8 || e->ndim != 1)
+        return ag_fail(AG_ERR_FORMAT, "%s: 'meta.model' must be a 1-D '|u1' string", f->path);
+    if (!cfg || !cfg->model) return AG_OK;
+    if (e->count == strlen(cfg->model) && memcmp(e->data, cfg->model, e->count) == 0) return AG_OK;
+    return ag_fail(AG_ERR_FORMAT, "%s: a checkpoint of a '%.*s' model, not of a '%s' model",
+                   f->path, (int)(e->count < 64 ? e->count : 64), (const char *)e->data,
+                   cfg->model);
 }
 
 /* ---- rules over named entries: one mechanism for the library's checks and a caller's ---- */
@@ -369,7 +434,7 @@ int ckpt_check_rules(const NpzFile *f, const CkptRule *rules, int n) {
 }
 
 /* What every checkpoint's entries must mean, whoever wrote it. The configuration is checked
- * by ckpt_check_config and optim_check_config; the shapes by ckpt_load_from. */
+ * by the fields and the model's check, and optim_check_config; the shapes by ckpt_load_from. */
 static const CkptRule library_rules[] = {
     {"train.step", 0, NULL, CKPT_INT, 0, CKPT_MAX_STEP, 0, 0},
     {"rng.state", 0, "the generator would stay at 0", CKPT_NOT_ALL_ZERO, 0, 0, 0, 0},
@@ -403,41 +468,46 @@ static int check_holds_params(const NpzFile *f, int64_t n_params) {
                    f->path, (long long)n_params, (unsigned long long)held);
 }
 
-/* The small entries, read first: the configurations, the step, the RNG, the data position. */
+/* The small entries, read first: the model kind, the configurations, the step, the RNG, the
+ * data position. */
 static int is_small_entry(const char *name) {
     return strncmp(name, "meta.config.", 12) == 0 || strncmp(name, "meta.optim.", 11) == 0 ||
-           strcmp(name, "train.step") == 0 || strcmp(name, "rng.state") == 0 ||
-           strcmp(name, "data.position") == 0;
+           strcmp(name, "meta.model") == 0 || strcmp(name, "train.step") == 0 ||
+           strcmp(name, "rng.state") == 0 || strcmp(name, "data.position") == 0;
 }
 
-/* The configurations of f (the small entries suffice), checked. */
-static int config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim,
-                     int64_t *n_params) {
-    Seq2SeqConfig c;
-    memset(&c, 0, sizeof c);
-    int rc = read_fields(f, "meta.config.", config_fields, N_CONFIG, &c);
-    int has = npz_find(f, "meta.optim.kind") != NULL;
-    OptimConfig o;
-    memset(&o, 0, sizeof o);
-    if (rc == AG_OK && has) rc = read_fields(f, "meta.optim.", optim_fields, N_OPTIM, &o);
-    if (rc == AG_OK) rc = ckpt_check_config(&c, n_params, f->path);
-    if (rc == AG_OK && has && optim_check_config(&o) != AG_OK) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail rewrites that buffer */
-        rc = ag_fail(AG_ERR_FORMAT, "%s: meta.optim: %s", f->path, why);
-    }
-    if (rc != AG_OK) return rc;
-    if (cfg) *cfg = c;
-    if (opt_cfg && has) *opt_cfg = o;
-    if (has_optim) *has_optim = has;
-    return AG_OK;
+/* The optimizer's configuration, when the file has one, checked; o may be NULL. */
+static int optim_config_of(const NpzFile *f, OptimConfig *o, int *has) {
+    *has = npz_find(f, "meta.optim.kind") != NULL;
+    if (!*has) return AG_OK;
+    OptimConfig tmp;
+    memset(&tmp, 0, sizeof tmp);
+    CkptConfig oc = {NULL, optim_fields, N_OPTIM, o ? o : &tmp, check_optim};
+    return read_config(f, "meta.optim.", &oc, o != NULL, NULL);
 }
+
+/* What the small entries say: the model kind, its configuration (the parameter count), the
+ * optimizer's. Nothing is kept. */
+static int small_entries_of(const NpzFile *f, const CkptConfig *cfg, int64_t *n_params,
+                            int *has_optim) {
+    int rc = check_model_kind(f, cfg);
+    *n_params = -1; /* unknown: no configuration check */
+    if (rc == AG_OK && cfg && cfg->n_fields)
+        rc = read_config(f, "meta.config.", cfg, 0, cfg->check ? n_params : NULL);
+    if (rc == AG_OK) rc = optim_config_of(f, NULL, has_optim);
+    return rc;
+}
+
+typedef struct {
+    const char *path;
+    const CkptConfig *cfg;
+} AdmitCtx;
 
 /* npz_read_admitted's callback: the small entries first, each at most CKPT_MAX_SMALL bytes,
  * and meta.extra at most CKPT_MAX_EXTRA; then, once the configuration is read, the other
- * entries together at most what the model it describes holds (ckpt.h, CKPT_MAX_SMALL). */
+ * entries together at most what the model it describes holds (checkpoint.h, ckpt_read). */
 static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
-    const char *path = ctx;
+    const AdmitCtx *a = ctx;
     if (!loaded) {
         int n_small = 0;
         for (int i = 0; i < dir->n; i++) {
@@ -450,7 +520,7 @@ static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
                     return ag_fail(AG_ERR_FORMAT,
                                    "%s: more than %d configuration, step, RNG and position "
                                    "entries",
-                                   path, CKPT_MAX_SMALL_ENTRIES);
+                                   a->path, CKPT_MAX_SMALL_ENTRIES);
             } else if (strcmp(name, "meta.extra") == 0) {
                 cap = CKPT_MAX_EXTRA;
             }
@@ -458,17 +528,15 @@ static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
                 return ag_fail(AG_ERR_FORMAT,
                                "%s: entry '%s' declares %llu bytes; a checkpoint's '%s' holds at "
                                "most %llu",
-                               path, name, (unsigned long long)dir->bytes[i], name,
+                               a->path, name, (unsigned long long)dir->bytes[i], name,
                                (unsigned long long)cap);
         }
         return AG_OK;
     }
-    Seq2SeqConfig c;
-    OptimConfig o;
+    int64_t n_params;
     int has_optim = 0;
-    int64_t n_params = 0;
-    int rc = config_of(loaded, &c, &o, &has_optim, &n_params);
-    if (rc != AG_OK) return rc;
+    int rc = small_entries_of(loaded, a->cfg, &n_params, &has_optim);
+    if (rc != AG_OK || n_params < 0) return rc; /* no parameter count: npz's limits only */
     /* every parameter in float64 at most, Adam's two moments beside it, an .npy header each */
     double allowed = (double)n_params * 8 * (has_optim ? 3 : 1), declared = 0;
     for (int i = 0; i < dir->n; i++) {
@@ -480,32 +548,42 @@ static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
     return ag_fail(AG_ERR_FORMAT,
                    "%s: its arrays declare %.0f bytes, more than a model of %lld parameters%s "
                    "holds (%.0f bytes at most)",
-                   path, declared, (long long)n_params, has_optim ? " and its optimizer" : "",
+                   a->path, declared, (long long)n_params, has_optim ? " and its optimizer" : "",
                    allowed);
 }
 
-int ckpt_read(const char *path, NpzFile **out) {
+/* The types of the state entries, when present. */
+static int check_state_types(const NpzFile *f) {
+    const NpzEntry *e = npz_find(f, "train.step");
+    if (e && (e->dtype != NPZ_I64 || e->ndim != 0))
+        return ag_fail(AG_ERR_FORMAT, "%s: 'train.step' must be a 0-d '<i8'", f->path);
+    e = npz_find(f, "rng.state");
+    if (e && (e->dtype != NPZ_U64 || e->ndim != 1 || e->shape[0] != 4))
+        return ag_fail(AG_ERR_FORMAT, "%s: 'rng.state' must be 4 '<u8' values", f->path);
+    e = npz_find(f, "data.position");
+    if (e &&
+        (e->dtype != NPZ_I64 || e->ndim != 1 || e->shape[0] < 1 || e->shape[0] > CKPT_MAX_DATA))
+        return ag_fail(AG_ERR_FORMAT, "%s: 'data.position' must be 1 to %d '<i8' values", f->path,
+                       CKPT_MAX_DATA);
+    return AG_OK;
+}
+
+int ckpt_read(const char *path, const CkptConfig *cfg, NpzFile **out) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(out);
+    AG_CHECK(!cfg || cfg->n_fields == 0 || (cfg->fields && cfg->values),
+             "ckpt_read: '%s': %d configuration fields at NULL", path, cfg ? cfg->n_fields : 0);
     NpzFile *f = NULL;
-    int rc = npz_read_admitted(path, &f, NULL, admit, (void *)path);
-    int64_t n_params = 0;
-    if (rc == AG_OK) rc = config_of(f, NULL, NULL, NULL, &n_params);
-    if (rc == AG_OK) rc = check_holds_params(f, n_params);
-    if (rc == AG_OK) {
-        const NpzEntry *e = npz_find(f, "train.step");
-        if (e && (e->dtype != NPZ_I64 || e->ndim != 0))
-            rc = ag_fail(AG_ERR_FORMAT, "%s: 'train.step' must be a 0-d '<i8'", path);
-        e = npz_find(f, "rng.state");
-        if (rc == AG_OK && e && (e->dtype != NPZ_U64 || e->ndim != 1 || e->shape[0] != 4))
-            rc = ag_fail(AG_ERR_FORMAT, "%s: 'rng.state' must be 4 '<u8' values", path);
-        e = npz_find(f, "data.position");
-        if (rc == AG_OK && e &&
-            (e->dtype != NPZ_I64 || e->ndim != 1 || e->shape[0] < 1 || e->shape[0] > CKPT_MAX_DATA))
-            rc = ag_fail(AG_ERR_FORMAT, "%s: 'data.position' must be 1 to %d '<i8' values", path,
-                         CKPT_MAX_DATA);
-    }
+    AdmitCtx ctx = {path, cfg};
+    int rc = npz_read_admitted(path, &f, NULL, admit, &ctx);
+    int64_t n_params = -1;
+    int has_optim = 0;
+    if (rc == AG_OK) rc = small_entries_of(f, cfg, &n_params, &has_optim);
+    if (rc == AG_OK && n_params >= 0) rc = check_holds_params(f, n_params);
+    if (rc == AG_OK) rc = check_state_types(f);
     if (rc == AG_OK) rc = ckpt_check_rules(f, library_rules, N_LIBRARY_RULES);
+    if (rc == AG_OK && cfg && cfg->n_fields) /* the same values again: cannot fail */
+        rc = read_config(f, "meta.config.", cfg, 1, NULL);
     if (rc != AG_OK) {
         npz_free(f);
         return rc;
@@ -514,22 +592,14 @@ int ckpt_read(const char *path, NpzFile **out) {
     return AG_OK;
 }
 
-int ckpt_config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
+int ckpt_optim_config(const NpzFile *f, OptimConfig *o, int *has) {
     AG_CHECK_ARG(f);
-    AG_CHECK_ARG(cfg);
-    return config_of(f, cfg, opt_cfg, has_optim, NULL);
+    AG_CHECK_ARG(o);
+    AG_CHECK_ARG(has);
+    return optim_config_of(f, o, has);
 }
 
-int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(cfg);
-    NpzFile *f;
-    int rc = ckpt_read(path, &f);
-    if (rc != AG_OK) return rc;
-    rc = config_of(f, cfg, opt_cfg, has_optim, NULL);
-    npz_free(f);
-    return rc;
-}
+/* ---- loading ---- */
 
 /* A float entry with exactly t's shape, or an error naming the file and the tensor. */
 static int check_like(const NpzFile *f, const char *name, const Tensor *t, const NpzEntry **out) {
@@ -561,30 +631,38 @@ static int check_ints(const NpzFile *f, const char *name, NpzDtype dtype, int64_
     return AG_OK;
 }
 
-int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st) {
-    AG_CHECK_ARG(f);
-    AG_CHECK_ARG(m);
-    const char *path = f->path;
-    int rc = AG_OK;
-    /* 1. the configuration must be the model's */
-    for (int i = 0; i < N_CONFIG && rc == AG_OK; i++) {
-        int64_t iv = 0;
-        double dv = 0;
-        rc = read_field(f, "meta.config.", &config_fields[i], &iv, &dv);
-        if (rc != AG_OK) break;
-        int same = config_fields[i].type == F_DOUBLE
-                       ? dv == *(const double *)((const char *)&m->cfg + config_fields[i].offset)
-                       : iv == get_i(&m->cfg, &config_fields[i]);
-        if (!same)
-            rc = ag_fail(AG_ERR_SHAPE,
-                         "%s: the model's configuration differs: %s is %g in the "
-                         "file (build the model with ckpt_read_config)",
-                         path, config_fields[i].name,
-                         config_fields[i].type == F_DOUBLE ? dv : (double)iv);
+/* The file's configuration must be c's values (the model was built from it). */
+static int check_same_config(const NpzFile *f, const CkptConfig *c) {
+    char val[96];
+    for (int i = 0; i < c->n_fields; i++) {
+        const CkptField *fd = &c->fields[i];
+        FieldValue v, m = get_field(c->values, fd);
+        int rc = read_field(f, "meta.config.", fd, &v);
+        if (rc != AG_OK) return rc;
+        int same = fd->type == CKPT_FIELD_STRING  ? v.len == m.len && !memcmp(v.s, m.s, v.len)
+                   : fd->type == CKPT_FIELD_FLOAT ? v.d == m.d
+                                                  : v.i == m.i;
+        if (same) continue;
+        value_str(fd, &v, val, sizeof val);
+        return ag_fail(AG_ERR_SHAPE,
+                       "%s: the model's configuration differs: %s is %s in the file (build the "
+                       "model from the configuration ckpt_read returns)",
+                       f->path, fd->name, val);
     }
+    return check_model_kind(f, c);
+}
+
+int ckpt_load_from(const NpzFile *f, Checkpoint *c) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(c);
+    AG_CHECK(c->n_data >= 0 && c->n_data <= CKPT_MAX_DATA,
+             "ckpt_load_from: n_data %d outside [0, %d]", c->n_data, CKPT_MAX_DATA);
+    const char *path = f->path;
+    /* 1. the configuration must be the model's */
+    int rc = c->config.n_fields ? check_same_config(f, &c->config) : AG_OK;
     /* 2. everything else that was asked for, checked but not yet copied (the values passed
      * ckpt_read's rules) */
-    Optimizer *opt = st ? st->opt : NULL;
+    Optimizer *opt = c->opt;
     const NpzEntry *step = NULL, *rng = NULL, *data = NULL, *extra = NULL;
     for (int i = 0; rc == AG_OK && opt && i < optim_state_count(opt); i++) {
         const NpzEntry *e;
@@ -594,10 +672,10 @@ int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st) {
     if (rc == AG_OK && opt) rc = check_ints(f, "train.step", NPZ_I64, -1, &step);
     if (rc == AG_OK && opt) /* ckpt_read's rules passed, unless f came from elsewhere */
         rc = ckpt_check_rules(f, library_rules, 1);
-    if (rc == AG_OK && st && st->rng) rc = check_ints(f, "rng.state", NPZ_U64, 4, &rng);
-    if (rc == AG_OK && st && st->n_data > 0)
-        rc = check_ints(f, "data.position", NPZ_I64, st->n_data, &data);
-    if (rc == AG_OK && st) {
+    if (rc == AG_OK && c->rng) rc = check_ints(f, "rng.state", NPZ_U64, 4, &rng);
+    if (rc == AG_OK && c->n_data > 0)
+        rc = check_ints(f, "data.position", NPZ_I64, c->n_data, &data);
+    if (rc == AG_OK) {
         extra = npz_find(f, "meta.extra");
         if (extra && (extra->dtype != NPZ_U8 || extra->ndim != 1))
             rc = ag_fail(AG_ERR_FORMAT, "%s: 'meta.extra' must be a 1-D '|u1' array", path);
@@ -614,7 +692,7 @@ int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st) {
     }
     /* 3. the parameters: validated, then copied, all or nothing */
     NpzLoadInfo info;
-    if (rc == AG_OK) rc = npz_params_from_file(&m->params, f, &info);
+    if (rc == AG_OK && c->params) rc = npz_params_from_file(c->params, f, &info);
     if (rc != AG_OK) {
         free(extra_copy);
         return rc;
@@ -630,22 +708,20 @@ int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st) {
         memcpy(&s, step->data, sizeof s);
         optim_set_step(opt, s); /* in [0, CKPT_MAX_STEP]: ckpt_read's rules */
     }
-    if (rng) memcpy(st->rng->s, rng->data, sizeof st->rng->s);
-    if (data) memcpy(st->data, data->data, (size_t)st->n_data * sizeof(int64_t));
-    if (st) {
-        st->extra = extra_copy;
-        st->extra_len = extra ? extra->nbytes : 0;
-    }
+    if (rng) memcpy(c->rng->s, rng->data, sizeof c->rng->s);
+    if (data) memcpy(c->data, data->data, (size_t)c->n_data * sizeof(int64_t));
+    c->extra = extra_copy;
+    c->extra_len = extra ? extra->nbytes : 0;
     return AG_OK;
 }
 
-int ckpt_load(const char *path, Seq2Seq *m, CkptState *st) {
+int ckpt_load(const char *path, Checkpoint *c) {
     AG_CHECK_ARG(path);
-    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(c);
     NpzFile *f;
-    int rc = ckpt_read(path, &f);
+    int rc = ckpt_read(path, NULL, &f);
     if (rc != AG_OK) return rc;
-    rc = ckpt_load_from(f, m, st);
+    rc = ckpt_load_from(f, c);
     npz_free(f);
     return rc;
 }

@@ -1,80 +1,147 @@
-/* checkpoint.h: a training checkpoint in one .npz: the model's parameters (PyTorch names), its
- * configuration, the optimizer's state and configuration, the step (the schedule's position),
- * the RNG state and a data-loader position, plus optional bytes (e.g. a vocabulary). A
- * checkpoint alone rebuilds the model and continues the run to the bit.
- * Entries beside the parameters (all under npz's reserved prefixes, so npz_load_params skips
- * them and numpy shows them by name):
- *   meta.config.<field>   the Seq2SeqConfig, one 0-d int64 or float64 per field
+/* checkpoint.h: a training checkpoint of any model in one .npz: its parameters (by name), a
+ * configuration the model describes (key -> integer, float or string), the optimizer's state
+ * and configuration, the step (the schedule's position), the RNG state, a data-loader position
+ * and the caller's bytes (e.g. a vocabulary). A checkpoint alone rebuilds the model and
+ * continues the run to the bit.
+ *
+ * A model says what its configuration is with a table of fields of its config struct:
+ *   typedef struct { int vocab, d_model, n_layer; double dropout; char name[16]; } GptConfig;
+ *   static const CkptField gpt_fields[] = {
+ *       CKPT_CFG_INT(GptConfig, vocab, 1, 1 << 20), CKPT_CFG_INT(GptConfig, d_model, 1, 4096),
+ *       CKPT_CFG_INT(GptConfig, n_layer, 1, 64),    CKPT_CFG_FLOAT(GptConfig, dropout, 0, 0.99),
+ *       CKPT_CFG_STRING(GptConfig, name)};
+ *   GptConfig cfg = ...;
+ *   Checkpoint ck = {.params = &params, .opt = opt, .rng = &rng,
+ *                    .config = {"gpt", gpt_fields, 5, &cfg}};
+ *   ckpt_save("last.npz", &ck, 6, NULL);                  // saving
+ *   NpzFile *f;
+ *   ckpt_read("last.npz", &ck.config, &f);                // reading: fills cfg, checked
+ *   ... build the model from cfg, its optimizer ...
+ *   ckpt_load_from(f, &ck); npz_free(f);                  // loading: all or nothing
+ *
+ * Entries beside the parameters (under npz's reserved prefixes, so npz_load_params skips them
+ * and numpy shows them by name):
+ *   meta.model            '|u1' the model's kind ("seq2seq"), if given
+ *   meta.config.<field>   one 0-d int64 or float64 per field, a string as '|u1' bytes
+ *                         (numpy: bytes(f["meta.config.name"]).decode())
  *   meta.optim.<field>    the OptimConfig, likewise
  *   meta.extra            the caller's bytes ('|u1'), if any
  *   optim.<param>.exp_avg / .exp_avg_sq / .momentum_buffer, and train.step (0-d int64)
  *   rng.state             (4) uint64: the training RNG (dropout)
  *   data.position         (n) int64: the caller's data-loader position (epoch, cursor, ...)
- * Weights-only export: ckpt_save with opt, rng and data NULL (config and parameters only).
- * What each value may be, and the limits of reading: ckpt_read below.
- * Not here: the .npz container (npz.h). */
+ * Weights-only export: opt, rng and n_data left empty. Files written before meta.model existed
+ * load (their configuration entries are named as the fields were).
+ * Not here: the .npz container (npz.h); a model's own configuration rules (its check). */
 #ifndef ATTOGRAD_CHECKPOINT_H
 #define ATTOGRAD_CHECKPOINT_H
 
-#include "../nn/nn.h"
+#include <stddef.h>
+
 #include "../optim/optim.h"
 #include "npz.h"
 
 #define CKPT_MAX_DATA 32
 
-/* What a checkpoint holds beside the model; any pointer may be NULL (not saved / not wanted). */
-typedef struct CkptState {
-    Optimizer *opt;
+/* ---- a model's configuration: fields of its config struct ---- */
+
+typedef enum { CKPT_FIELD_INT, CKPT_FIELD_FLOAT, CKPT_FIELD_STRING } CkptFieldType;
+typedef struct CkptField {
+    const char *name;   /* meta.config.<name>; nested members as "layer.d_model" */
+    CkptFieldType type; /* INT: an int, enum or int64_t; FLOAT: a double; STRING: a char array */
+    size_t offset, size;
+    double lo, hi; /* a number read from a file must be in [lo, hi] */
+} CkptField;
+#define CKPT_FIELD_(S, f, type, lo, hi)                                                            \
+    { #f, type, offsetof(S, f), sizeof(((S *)0)->f), (double)(lo), (double)(hi) }
+#define CKPT_CFG_INT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi)
+#define CKPT_CFG_FLOAT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi)
+#define CKPT_CFG_STRING(S, f) CKPT_FIELD_(S, f, CKPT_FIELD_STRING, 0, 0)
+
+/* A configuration: the struct at values, described by fields[0..n_fields). check (may be NULL)
+ * says what the fields alone cannot (n_heads divides d_model, ...) and how many parameter values
+ * the model it describes has: a file must hold that many, and a small file cannot make the
+ * caller build a large model. It returns AG_OK or ag_fail(AG_ERR_FORMAT, "<reason>"). */
+typedef struct CkptConfig {
+    const char *model; /* meta.model: a file of another kind is refused; NULL: none */
+    const CkptField *fields;
+    int n_fields;
+    void *values;
+    int (*check)(const void *values, int64_t *n_params);
+} CkptConfig;
+
+/* ---- the whole state ---- */
+
+/* What a checkpoint holds; any part may be left empty (NULL, 0: not saved / not wanted). */
+typedef struct Checkpoint {
+    ParamList *params; /* saved by name; loaded into, all or nothing */
+    CkptConfig config;
+    Optimizer *opt; /* its configuration, state tensors and step */
     Rng *rng;
     int64_t data[CKPT_MAX_DATA]; /* the data-loader position */
-    int n_data;                  /* 0: none */
-    const void *extra;           /* saving: bytes to keep, e.g. a vocabulary */
+    int n_data;
+    const void *extra; /* saving: bytes to keep; loading: a malloc'd copy (free it), or NULL */
     size_t extra_len;
-} CkptState;
+} Checkpoint;
 
-/* Writes path atomically (npz_write: temp file, fsync, rename, fsync of the folder). st may be
- * NULL (weights and configuration only). level 0..9. stats may be NULL. Nothing ckpt_read
- * would refuse is written: a non-finite weight or optimizer state, a negative Adam second
- * moment, a step outside [0, CKPT_MAX_STEP], an all-zero RNG state are AG_ERR_RANGE naming the
- * tensor and the index ("last.npz: not saved: decoder.norm.weight[0] = nan: must be
+/* Writes path atomically (npz_write: temp file, fsync, rename, fsync of the folder); level
+ * 0..9; stats may be NULL. Nothing ckpt_read would refuse is written: a configuration outside
+ * its fields' ranges or its check, a non-finite weight or optimizer state, a negative Adam
+ * second moment, a step outside [0, CKPT_MAX_STEP], an all-zero RNG state are AG_ERR_RANGE
+ * naming the tensor and the index ("last.npz: not saved: decoder.norm.weight[0] = nan: must be
  * finite"), and the file at path is left as it was. */
-int ckpt_save(const char *path, const Seq2Seq *m, const CkptState *st, int level, NpzStats *stats);
+int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats);
 
 /* ---- reading: once, and checked before anything is used ----
  * Limits (docs/robustness.md):
  *   CKPT_MAX_STEP           train.step: the integers a double counts exactly
- *   CKPT_MAX_SMALL          .npy bytes of each small entry: meta.config.*, meta.optim.*,
- *                           train.step, rng.state, data.position
- *   CKPT_MAX_SMALL_ENTRIES  small entries in a file (a checkpoint has 31)
- *   CKPT_MAX_EXTRA          .npy bytes of meta.extra */
+ *   CKPT_MAX_SMALL          .npy bytes of each small entry: meta.model, meta.config.*,
+ *                           meta.optim.*, train.step, rng.state, data.position
+ *   CKPT_MAX_SMALL_ENTRIES  small entries in a file
+ *   CKPT_MAX_EXTRA          .npy bytes of meta.extra
+ *   CKPT_MAX_PARAMS         parameter values a configuration may describe: 2^28 values, 1 GiB
+ *                           in float, 2 GiB in double, twice that with gradients */
 #define CKPT_MAX_STEP ((int64_t)1 << 53)
 #define CKPT_MAX_SMALL 4096
-#define CKPT_MAX_SMALL_ENTRIES 64
+#define CKPT_MAX_SMALL_ENTRIES 96
 #define CKPT_MAX_EXTRA ((uint64_t)64 << 20)
+#define CKPT_MAX_PARAMS ((int64_t)1 << 28)
 
 /* Reads path once (npz_read with its limits) and checks what it means before anything is
- * used. In order: the small entries (above) are read first, each at most CKPT_MAX_SMALL
- * bytes, and meta.extra may declare at most CKPT_MAX_EXTRA; the configuration they hold then
- * bounds the other entries before any of them is allocated: together at most 8 bytes a
- * parameter (float64), three times that with an optimizer, plus CKPT_MAX_SMALL an entry (so a
- * small file declaring a huge entry costs nothing). Then: the configurations
- * (ckpt_check_config, optim_check_config), at least as many parameter values as the model has
- * parameters, the types of train.step, rng.state and data.position, and the library's rules:
+ * used. In order: the small entries (above) are read first, each at most CKPT_MAX_SMALL bytes,
+ * and meta.extra may declare at most CKPT_MAX_EXTRA. With cfg (may be NULL): meta.model must be
+ * cfg->model's (when both have one), every field is read (present, its type, an int that fits,
+ * a string that fits, a number in [lo, hi]) and cfg->check passes; the parameter count it gives
+ * (at most CKPT_MAX_PARAMS) bounds the other entries before any of them is allocated: together
+ * at most 8 bytes a parameter (float64), three times that with an optimizer, plus
+ * CKPT_MAX_SMALL an entry (so a small file declaring a huge entry costs nothing), and the file
+ * must hold at least that many parameter values. Then the optimizer's configuration
+ * (optim_check_config), the types of train.step, rng.state and data.position, and the
+ * library's rules:
  *   train.step            in [0, CKPT_MAX_STEP]
  *   rng.state             not all zeros (the generator would stay at 0)
  *   every float array     finite, also once converted to the build's Real
  *   optim.*.exp_avg_sq    >= 0 (Adam's second moment)
- * Any failure: nothing is returned, and the message names the file, the entry, the value and
- * the rule ("last.npz: train.step = -1: must be >= 0"); codes AG_ERR_RANGE (a value),
- * AG_ERR_FORMAT, AG_ERR_SHAPE, AG_ERR_NOMEM (over a limit), AG_ERR_IO. On success *out holds
- * every entry (npz_free it); read the configuration with ckpt_config_of, build the model, load
- * it with ckpt_load_from, and check the caller's own entries with ckpt_check_rules. */
-int ckpt_read(const char *path, NpzFile **out);
-/* The configurations of a file from ckpt_read (already checked). opt_cfg and has_optim may be
- * NULL. AG_ERR_SHAPE / AG_ERR_FORMAT when the file has none. */
-int ckpt_config_of(const NpzFile *f, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim);
-/* ckpt_load on a file from ckpt_read. */
-int ckpt_load_from(const NpzFile *f, Seq2Seq *m, CkptState *st);
+ * Any failure: nothing is returned or changed, and the message names the file, the entry, the
+ * value and the rule ("last.npz: train.step = -1: must be >= 0"); codes AG_ERR_RANGE (a
+ * value), AG_ERR_FORMAT, AG_ERR_SHAPE, AG_ERR_NOMEM (over a limit), AG_ERR_IO. On success
+ * *out holds every entry (npz_free it) and cfg->values the configuration. Members of the struct
+ * that no field describes keep their values: start from a zeroed (or default) struct. */
+int ckpt_read(const char *path, const CkptConfig *cfg, NpzFile **out);
+
+/* The optimizer configuration of a file from ckpt_read (already checked): AG_OK and *has 1,
+ * or *has 0 when the file has none (a weights-only export). */
+int ckpt_optim_config(const NpzFile *f, OptimConfig *o, int *has);
+
+/* Loads a file from ckpt_read into the non-empty parts of c. Everything is validated first (a
+ * configuration equal to c->config's values, every parameter and optimizer state tensor
+ * present with its shape, train.step, the RNG, a data position of c->n_data values); on any
+ * error nothing is changed and the message names the file, the tensor and the reason. Then
+ * c->extra gets a malloc'd copy of meta.extra, NUL-terminated (free it), and c->extra_len its
+ * length; NULL and 0 when the file has none. */
+int ckpt_load_from(const NpzFile *f, Checkpoint *c);
+/* ckpt_read with c->config, then ckpt_load_from: for a model already built with the file's
+ * configuration. */
+int ckpt_load(const char *path, Checkpoint *c);
 
 /* A rule over the values of named entries: the library's own (above) and a caller's (the
  * translation example's data.position). entry: a name, or "*suffix" for every entry whose
@@ -100,35 +167,5 @@ typedef struct CkptRule {
  * AG_ERR_FORMAT for an entry of another dtype), its message naming the file, the entry (and
  * index), the value and the rule. */
 int ckpt_check_rules(const NpzFile *f, const CkptRule *rules, int n);
-
-/* The model and optimizer configurations stored in a checkpoint, to build the model (and the
- * optimizer) before ckpt_load. opt_cfg may be NULL; *has_optim tells whether the file has an
- * optimizer (may be NULL). What it returns is safe to build: the model configuration passed
- * ckpt_check_config (so nn_seq2seq_init cannot abort on it and the model is at most
- * CKPT_MAX_PARAMS values), the optimizer's passed optim_check_config, and the file holds at
- * least as many parameter values as the model has parameters (a small file cannot make the
- * caller build a large model). Otherwise AG_ERR_FORMAT naming the path and the field. */
-int ckpt_read_config(const char *path, Seq2SeqConfig *cfg, OptimConfig *opt_cfg, int *has_optim);
-
-/* The largest model a checkpoint may describe: parameters plus the other values the model
- * allocates (sinusoidal position tables, head gates). 2^28 values: 1 GiB in float, 2 GiB in
- * double, twice that with gradients. */
-#define CKPT_MAX_PARAMS ((int64_t)1 << 28)
-
-/* Checks a model configuration that came from a file: every field in the range
- * nn_seq2seq_init accepts (it would abort otherwise), integers that were not cut when read,
- * and a model of at most CKPT_MAX_PARAMS values. AG_OK and the parameter count in *n_params
- * (may be NULL), or AG_ERR_FORMAT: "<what>: meta.config: <reason>". */
-int ckpt_check_config(const Seq2SeqConfig *c, int64_t *n_params, const char *what);
-
-/* Loads everything into m (built with the same configuration) and the non-NULL parts of st.
- * Everything is validated first (configuration equal to m's, every parameter and optimizer
- * state tensor present with its shape, RNG, data position of st->n_data values); on any error
- * nothing is changed and the message names the file, the tensor and the reason. If st->extra
- * is requested (st != NULL), st->extra gets a malloc'd copy of the stored bytes (free it) and
- * st->extra_len their count; NULL and 0 when the file has none. */
-int ckpt_load(const char *path, Seq2Seq *m, CkptState *st);
-/* ckpt_read_config and ckpt_load each read the file (ckpt_read); a program that needs both
- * reads it once with ckpt_read, ckpt_config_of and ckpt_load_from. */
 
 #endif

@@ -301,6 +301,13 @@ Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_mode
  * decoder.norm.*, generator.weight (unless tied), generator.bias. */
 void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg);
 void nn_seq2seq_free(Seq2Seq *m);
+/* Checks a configuration (e.g. one read from a file) before nn_seq2seq_init, which aborts on
+ * what this refuses: every field in range (zero fields take their defaults, as in
+ * nn_seq2seq_init). AG_OK with the model's parameter count in *n_params and every value it
+ * allocates in *n_values (parameters, sinusoidal tables, head gates; either may be NULL), or
+ * AG_ERR_FORMAT with the reason in ag_last_error() ("n_heads 3 must divide d_model 64"). A
+ * test pins the counts to nn_seq2seq_init's. */
+int nn_seq2seq_check_config(const Seq2SeqConfig *c, int64_t *n_params, int64_t *n_values);
 /* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */

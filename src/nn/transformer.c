@@ -158,6 +158,60 @@ Seq2SeqConfig nn_seq2seq_default_config(int src_vocab, int tgt_vocab, int d_mode
     return c;
 }
 
+int nn_seq2seq_check_config(const Seq2SeqConfig *cfg, int64_t *n_params, int64_t *n_values) {
+    AG_CHECK_ARG(cfg);
+    Seq2SeqConfig c = *cfg;
+    TransformerConfig *l = &c.layer;
+    if (l->n_kv_heads == 0) l->n_kv_heads = l->n_heads; /* layer_config's defaults */
+    if (l->d_ff == 0) l->d_ff = 4 * l->d_model;
+    if (l->ln_eps == 0) l->ln_eps = NN_LN_EPS;
+    if (c.src_vocab < 1 || c.tgt_vocab < 1 || c.max_len < 1 || l->d_model < 1 || l->d_ff < 1)
+        return ag_fail(
+            AG_ERR_FORMAT,
+            "src_vocab %d, tgt_vocab %d, max_len %d, d_model %d and d_ff %d must be >= 1",
+            c.src_vocab, c.tgt_vocab, c.max_len, l->d_model, l->d_ff);
+    if (c.n_enc_layers < 0 || c.n_enc_layers > NN_MAX_LAYERS || c.n_dec_layers < 1 ||
+        c.n_dec_layers > NN_MAX_LAYERS)
+        return ag_fail(AG_ERR_FORMAT, "layers %d+%d outside [0, %d]+[1, %d]", c.n_enc_layers,
+                       c.n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
+    if (c.pad_id < 0 || c.pad_id >= c.src_vocab || c.pad_id >= c.tgt_vocab)
+        return ag_fail(AG_ERR_FORMAT, "pad_id %d outside the vocabularies (%d, %d)", c.pad_id,
+                       c.src_vocab, c.tgt_vocab);
+    if ((c.learned_pos | c.tie_output | l->pre_ln) & ~1)
+        return ag_fail(AG_ERR_FORMAT, "learned_pos, tie_output and pre_ln must be 0 or 1");
+    if (l->causal != 0)
+        return ag_fail(AG_ERR_FORMAT, "layer.causal %d: a seq2seq encoder is not causal",
+                       l->causal);
+    if (l->n_heads < 1 || l->d_model % l->n_heads != 0 || l->n_kv_heads < 1 ||
+        l->n_heads % l->n_kv_heads != 0)
+        return ag_fail(AG_ERR_FORMAT,
+                       "n_heads %d must divide d_model %d, and n_kv_heads %d must divide n_heads",
+                       l->n_heads, l->d_model, l->n_kv_heads);
+    if (!(l->dropout >= 0 && l->dropout < 1) || !(l->ln_eps > 0 && isfinite(l->ln_eps)))
+        return ag_fail(AG_ERR_FORMAT, "dropout %g must be in [0, 1) and ln_eps %g > 0", l->dropout,
+                       l->ln_eps);
+    if (l->act != NN_RELU && l->act != NN_GELU)
+        return ag_fail(AG_ERR_FORMAT, "activation %d is not relu (%d) or gelu (%d)", (int)l->act,
+                       (int)NN_RELU, (int)NN_GELU);
+    /* The values nn_seq2seq_init allocates (doubles: every field is in range, so no product
+     * overflows their exact integers), following nn_mha_init, nn_ffn_init, nn_layernorm_init. */
+    double C = l->d_model, FF = l->d_ff, NH = l->n_heads, L = c.max_len;
+    double Ckv = (double)l->n_kv_heads * (l->d_model / l->n_heads);
+    /* in_proj (3C, C) and its bias, or q, k, v projections; out_proj */
+    double mha =
+        l->n_kv_heads == l->n_heads ? 4 * C * C + 4 * C : 2 * (C * C + C) + 2 * (Ckv * C + Ckv);
+    double ffn = 2 * C * FF + FF + C, ln = 2 * C;
+    double params = (c.src_vocab + (double)c.tgt_vocab) * C + (c.learned_pos ? 2 * L * C : 0) +
+                    c.n_enc_layers * (mha + ffn + 2 * ln) + ln +
+                    c.n_dec_layers * (2 * mha + ffn + 3 * ln) + ln +
+                    (c.tie_output ? c.tgt_vocab : c.tgt_vocab * (C + 1));
+    double tables = (c.learned_pos ? 0 : 2 * L * C) + NH * (c.n_enc_layers + 2.0 * c.n_dec_layers);
+    const double big = 9.2e18; /* under INT64_MAX */
+    if (n_params) *n_params = params < big ? (int64_t)params : (int64_t)big;
+    if (n_values) *n_values = params + tables < big ? (int64_t)(params + tables) : (int64_t)big;
+    return AG_OK;
+}
+
 void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(a);

@@ -66,7 +66,7 @@ typedef struct OptimConfig {
  * 1e-3.) Change the fields you need, then optim_new. */
 OptimConfig optim_defaults(OptimKind kind);
 /* The checks optim_new makes, without aborting: AG_OK, or AG_ERR_ARG naming the field and its
- * value in ag_last_error() (for a configuration read from a file: ckpt_read_config). */
+ * value in ag_last_error() (for a configuration read from a file: ckpt_optim_config). */
 int optim_check_config(const OptimConfig *c);
 
 typedef struct Optimizer {

@@ -40,6 +40,7 @@ static Seq2SeqConfig S2C;
 static NnDecodeState DS;
 static OptimConfig OC;
 static NpzFile NF;
+static Checkpoint CK;
 static int admit_all(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
     (void)ctx, (void)dir, (void)loaded;
     return AG_OK;
@@ -253,20 +254,18 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(optim_clip_grad_norm, pl, optim_clip_grad_norm(NULL, 1))                                     \
     X(optim_check_config, c, optim_check_config(NULL))                                             \
     /* checkpoint.h */                                                                             \
-    X(ckpt_save, path, ckpt_save(NULL, &S2S, NULL, 0, NULL))                                       \
-    X(ckpt_save, m, ckpt_save("x.npz", NULL, NULL, 0, NULL))                                       \
-    X(ckpt_read_config, path, ckpt_read_config(NULL, &S2C, NULL, NULL))                            \
-    X(ckpt_read_config, cfg, ckpt_read_config("x.npz", NULL, NULL, NULL))                          \
-    X(ckpt_load, path, ckpt_load(NULL, &S2S, NULL))                                                \
-    X(ckpt_load, m, ckpt_load("x.npz", NULL, NULL))                                                \
-    X(ckpt_check_config, c, ckpt_check_config(NULL, NULL, "x"))                                    \
-    X(ckpt_check_config, what, ckpt_check_config(&S2C, NULL, NULL))                                \
-    X(ckpt_read, path, ckpt_read(NULL, (NpzFile *[1]){0}))                                         \
-    X(ckpt_read, out, ckpt_read("x.npz", NULL))                                                    \
-    X(ckpt_config_of, f, ckpt_config_of(NULL, &S2C, NULL, NULL))                                   \
-    X(ckpt_config_of, cfg, ckpt_config_of(&NF, NULL, NULL, NULL))                                  \
-    X(ckpt_load_from, f, ckpt_load_from(NULL, &S2S, NULL))                                         \
-    X(ckpt_load_from, m, ckpt_load_from(&NF, NULL, NULL))                                          \
+    X(ckpt_save, path, ckpt_save(NULL, &CK, 0, NULL))                                              \
+    X(ckpt_save, c, ckpt_save("x.npz", NULL, 0, NULL))                                             \
+    X(ckpt_load, path, ckpt_load(NULL, &CK))                                                       \
+    X(ckpt_load, c, ckpt_load("x.npz", NULL))                                                      \
+    X(ckpt_read, path, ckpt_read(NULL, NULL, (NpzFile *[1]){0}))                                   \
+    X(ckpt_read, out, ckpt_read("x.npz", NULL, NULL))                                              \
+    X(ckpt_optim_config, f, ckpt_optim_config(NULL, &OC, (int[1]){0}))                             \
+    X(ckpt_optim_config, o, ckpt_optim_config(&NF, NULL, (int[1]){0}))                             \
+    X(ckpt_optim_config, has, ckpt_optim_config(&NF, &OC, NULL))                                   \
+    X(ckpt_load_from, f, ckpt_load_from(NULL, &CK))                                                \
+    X(ckpt_load_from, c, ckpt_load_from(&NF, NULL))                                                \
+    X(nn_seq2seq_check_config, cfg, nn_seq2seq_check_config(NULL, NULL, NULL))                     \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
     /* npz.h */                                                                                    \
     X(npz_shape_str, buf, npz_shape_str(NULL, 8, 0, NULL))                                         \

@@ -705,6 +705,43 @@ static int64_t ckpt_step(const char *path) {
     return s;
 }
 
+/* tests/fixtures/translate_v1_last.npz: a checkpoint the trainer wrote before checkpoints were
+ * generic (commit a2179a6: no meta.model entry; a float build; 6 steps of a d_model 8 model on
+ * the five pairs below, --batch 2). It still loads, translates and resumes; resumed to step 8,
+ * the float build on AVX2 wrote the same entries as that commit's trainer. */
+#define V1_FIXTURE "tests/fixtures/translate_v1_last.npz"
+#define V1_PAIRS "a b c\tx y z\nb a\ty x\nc c a\tz z x\na\tx\nb c\ty z\n"
+
+Test(tr_train, a_checkpoint_written_before_generic_checkpoints_loads_and_resumes) {
+    Seq2SeqConfig mc = {0};
+    CkptConfig kc = tr_model_config(&mc);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(V1_FIXTURE, &kc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "meta.model") == NULL, "the fixture predates meta.model");
+    cr_assert(mc.layer.d_model == 8 && mc.layer.n_heads == 2 && mc.n_enc_layers == 1 &&
+              mc.layer.d_ff == 8 && mc.max_len == 8);
+    npz_free(f);
+    Translator tr;
+    cr_assert_eq(tr_load(&tr, V1_FIXTURE), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(tr.trained_steps, 6);
+    int src[2] = {TR_N_SPECIAL, TR_N_SPECIAL + 1}, out[8];
+    cr_assert(tr_translate_ids(&tr, src, 2, 1, 0.6, out, 8) >= 0);
+    tr_free(&tr);
+    char dir[64], train[512], out_dir[512], last[512], cmd[1200];
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_write_text(ts_join(train, dir, "train.tsv"), V1_PAIRS);
+    ts_join(out_dir, dir, "run");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " V1_FIXTURE " %s/last.npz", out_dir, out_dir);
+    cr_assert(system(cmd) == 0);
+    const char *args[] = {"train",    "--train", train, "--valid", train,       "--out", out_dir,
+                          "--resume", "--steps", "8",   "--quiet", "--threads", "1",     NULL};
+    TsRun r = ts_run(dir, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out_dir, "last.npz")), 8);
+    ts_rm_tree(dir);
+}
+
 /* The flags of a tiny model for the program */
 #define TINY_FLAGS                                                                                 \
     "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
@@ -941,10 +978,14 @@ Test(tr_cli, a_short_run_works_without_other_flags) {
     ts_run_free(&r);
     cr_assert_eq(ckpt_step(ts_join(path, out, "best.npz")), 100);
     /* the warmup it chose is stored with the optimizer: 100 / 5 */
-    Seq2SeqConfig mc;
+    Seq2SeqConfig mc = {0};
     OptimConfig oc;
     int has_optim = 0;
-    cr_assert_eq(ckpt_read_config(path, &mc, &oc, &has_optim), AG_OK, "%s", ag_last_error());
+    CkptConfig kc = tr_model_config(&mc);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(path, &kc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(ckpt_optim_config(f, &oc, &has_optim), AG_OK, "%s", ag_last_error());
+    npz_free(f);
     cr_assert(has_optim);
     cr_assert_eq(oc.schedule.warmup, 20, "warmup %lld", (long long)oc.schedule.warmup);
     ts_rm_tree(dir);

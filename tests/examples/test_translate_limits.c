@@ -284,8 +284,9 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     nn_seq2seq_init(&m, a, &r, &c);
     size_t vlen;
     char *vocab = tr_vocab_pair_save(&s, &t, &vlen);
-    CkptState st = {NULL, NULL, {0}, 0, vocab, vlen};
-    cr_assert_eq(ckpt_save(path, &m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint ck = {
+        .params = &m.params, .config = tr_model_config(&m.cfg), .extra = vocab, .extra_len = vlen};
+    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
     Translator tr;
     cr_assert_eq(tr_load(&tr, path), AG_OK, "%s", ag_last_error());
     int src[3] = {TR_N_SPECIAL, TR_N_SPECIAL, TR_N_SPECIAL}, out[64];
@@ -320,13 +321,11 @@ static void write_tiny_ckpt(const char *path, int max_len) {
     rng_seed(&r, 5);
     Seq2Seq m;
     nn_seq2seq_init(&m, a, &r, &c);
-    CkptState st;
-    memset(&st, 0, sizeof st);
     size_t vlen;
     char *vocab = tr_vocab_pair_save(&s, &t, &vlen);
-    st.extra = vocab;
-    st.extra_len = vlen;
-    cr_assert_eq(ckpt_save(path, &m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint ck = {
+        .params = &m.params, .config = tr_model_config(&m.cfg), .extra = vocab, .extra_len = vlen};
+    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
     free(vocab);
     nn_seq2seq_free(&m);
     arena_free(a);

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "attograd.h"
+#include "files.h"
+#include "translate.h" /* tr_model_config: the seq2seq model's configuration fields */
 
 /* ---- a tiny training run: the copy task, batches of 4 from a reshuffled permutation ---- */
 
@@ -105,9 +107,47 @@ static double run_step(Run *r) {
     return (double)loss->data[0];
 }
 
-static CkptState run_state(Run *r) {
-    CkptState st = {r->opt, &r->rng, {r->epoch, r->cursor}, 2, "vocab: a b c", 12};
+static Checkpoint run_state(Run *r) {
+    Checkpoint st = {.opt = r->opt,
+                     .rng = &r->rng,
+                     .data = {r->epoch, r->cursor},
+                     .n_data = 2,
+                     .extra = "vocab: a b c",
+                     .extra_len = 12};
     return st;
+}
+
+/* ckpt_save of m (its parameters and configuration) and the parts of st (NULL: weights only) */
+static int save(const char *path, Seq2Seq *m, const Checkpoint *st, int level, NpzStats *stats) {
+    Checkpoint c = st ? *st : (Checkpoint){0};
+    c.params = &m->params;
+    c.config = tr_model_config(&m->cfg);
+    return ckpt_save(path, &c, level, stats);
+}
+
+/* ckpt_load into m and the parts of st (may be NULL) */
+static int load(const char *path, Seq2Seq *m, Checkpoint *st) {
+    Checkpoint c = st ? *st : (Checkpoint){0};
+    c.params = &m->params;
+    c.config = tr_model_config(&m->cfg);
+    int rc = ckpt_load(path, &c);
+    if (st) *st = c;
+    return rc;
+}
+
+/* The configurations of the file at path, read once (ckpt_read); o and has may be NULL. */
+static int read_config(const char *path, Seq2SeqConfig *c, OptimConfig *o, int *has) {
+    memset(c, 0, sizeof *c);
+    CkptConfig kc = tr_model_config(c);
+    NpzFile *f;
+    int rc = ckpt_read(path, &kc, &f);
+    if (rc != AG_OK) return rc;
+    int h = 0;
+    OptimConfig tmp;
+    rc = ckpt_optim_config(f, o ? o : &tmp, &h);
+    if (has) *has = h;
+    npz_free(f);
+    return rc;
 }
 
 /* writes losses then every parameter's bytes to path */
@@ -169,8 +209,8 @@ static void first_half(const char *dir) {
     fwrite(losses, sizeof losses[0], 4, f);
     fclose(f);
     snprintf(path, sizeof path, "%s/ckpt.npz", dir);
-    CkptState st = run_state(&r);
-    if (ckpt_save(path, &r.m, &st, 6, NULL) != AG_OK) {
+    Checkpoint st = run_state(&r);
+    if (save(path, &r.m, &st, 6, NULL) != AG_OK) {
         fprintf(stderr, "%s\n", ag_last_error());
         _exit(1);
     }
@@ -184,11 +224,11 @@ static void second_half(const char *dir) {
     Seq2SeqConfig c;
     OptimConfig o;
     int has_optim;
-    if (ckpt_read_config(path, &c, &o, &has_optim) != AG_OK || !has_optim) _exit(1);
+    if (read_config(path, &c, &o, &has_optim) != AG_OK || !has_optim) _exit(1);
     Run r;
     run_init(&r, &c, &o);
-    CkptState st = {r.opt, &r.rng, {0}, 2, NULL, 0};
-    if (ckpt_load(path, &r.m, &st) != AG_OK) {
+    Checkpoint st = {.opt = r.opt, .rng = &r.rng, .n_data = 2};
+    if (load(path, &r.m, &st) != AG_OK) {
         fprintf(stderr, "%s\n", ag_last_error());
         _exit(1);
     }
@@ -256,21 +296,21 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     Run r;
     run_init(&r, &c, &o);
     for (int i = 0; i < 3; i++) run_step(&r);
-    CkptState st = run_state(&r);
+    Checkpoint st = run_state(&r);
     NpzStats stats;
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, &stats), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(save(path, &r.m, &st, 6, &stats), AG_OK, "%s", ag_last_error());
     cr_assert(stats.file_bytes > 0 && stats.raw_bytes > 0);
 
     /* a fresh model and optimizer from the file's configuration */
     Seq2SeqConfig c2;
     OptimConfig o2;
     int has;
-    cr_assert_eq(ckpt_read_config(path, &c2, &o2, &has), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(read_config(path, &c2, &o2, &has), AG_OK, "%s", ag_last_error());
     cr_assert(has && memcmp(&c2, &c, sizeof c) == 0 && o2.lr == o.lr && o2.schedule.total == 20);
     Run q;
     run_init(&q, &c2, &o2);
-    CkptState st2 = {q.opt, &q.rng, {0}, 2, NULL, 0};
-    cr_assert_eq(ckpt_load(path, &q.m, &st2), AG_OK, "%s", ag_last_error());
+    Checkpoint st2 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
+    cr_assert_eq(load(path, &q.m, &st2), AG_OK, "%s", ag_last_error());
     char *pa, *pb;
     size_t na, nb;
     params_bytes(&r.m, &pa, &na);
@@ -294,8 +334,8 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     char *before;
     size_t nbefore;
     params_bytes(&z.m, &before, &nbefore);
-    CkptState st3 = {z.opt, &z.rng, {0}, 2, NULL, 0};
-    cr_assert_eq(ckpt_load(path, &z.m, &st3), AG_ERR_SHAPE);
+    Checkpoint st3 = {.opt = z.opt, .rng = &z.rng, .n_data = 2};
+    cr_assert_eq(load(path, &z.m, &st3), AG_ERR_SHAPE);
     cr_assert(strstr(ag_last_error(), "d_ff") && strstr(ag_last_error(), path), "%s",
               ag_last_error());
     char *after;
@@ -307,21 +347,21 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     /* a weights-only export has no optimizer: asking for one is refused, nothing changed */
     char wpath[600];
     snprintf(wpath, sizeof wpath, "%s/w.npz", dir);
-    cr_assert_eq(ckpt_save(wpath, &r.m, NULL, 6, NULL), AG_OK);
-    cr_assert_eq(ckpt_read_config(wpath, &c2, NULL, &has), AG_OK);
+    cr_assert_eq(save(wpath, &r.m, NULL, 6, NULL), AG_OK);
+    cr_assert_eq(read_config(wpath, &c2, NULL, &has), AG_OK);
     cr_assert(!has);
     Run w;
     run_init(&w, &c, &o);
     char *wbefore;
     size_t nw;
     params_bytes(&w.m, &wbefore, &nw);
-    CkptState st4 = {w.opt, NULL, {0}, 0, NULL, 0};
-    cr_assert_eq(ckpt_load(wpath, &w.m, &st4), AG_ERR_SHAPE);
+    Checkpoint st4 = {.opt = w.opt, .n_data = 0};
+    cr_assert_eq(load(wpath, &w.m, &st4), AG_ERR_SHAPE);
     cr_assert(strstr(ag_last_error(), "optim."), "%s", ag_last_error());
     char *wafter;
     params_bytes(&w.m, &wafter, &nw);
     cr_assert(memcmp(wbefore, wafter, nw) == 0);
-    cr_assert_eq(ckpt_load(wpath, &w.m, NULL), AG_OK, "weights only: %s", ag_last_error());
+    cr_assert_eq(load(wpath, &w.m, NULL), AG_OK, "weights only: %s", ag_last_error());
     free(wafter);
     params_bytes(&w.m, &wafter, &nw);
     cr_assert(memcmp(pa, wafter, nw) == 0);
@@ -331,7 +371,7 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
     snprintf(tpath, sizeof tpath, "%s/t.npz", dir);
     snprintf(cmd, sizeof cmd, "head -c 5000 %s > %s", path, tpath);
     cr_assert(system(cmd) == 0);
-    cr_assert_neq(ckpt_load(tpath, &z.m, &st3), AG_OK);
+    cr_assert_neq(load(tpath, &z.m, &st3), AG_OK);
     cr_assert(strstr(ag_last_error(), tpath), "%s", ag_last_error());
     free(after);
     params_bytes(&z.m, &after, &nafter);
@@ -377,8 +417,8 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
     OptimConfig o = tiny_optim();
     Run r;
     run_init(&r, &c, &o);
-    CkptState st = run_state(&r);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint st = run_state(&r);
+    cr_assert_eq(save(path, &r.m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
     run_free(&r);
     const double nan = strtod("nan", NULL);
     struct {
@@ -386,31 +426,44 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
         int is_int;
         int64_t i;
         double d;
+        int code;
         const char *want;
     } cases[] = {
         /* a model of 2^20 wide layers: terabytes, refused by its size alone */
-        {"meta.config.layer.d_model", 1, 1 << 20, 0,
+        {"meta.config.layer.d_model", 1, 1 << 20, 0, AG_ERR_FORMAT,
          "over the limit of 268435456 (CKPT_MAX_PARAMS)"},
         /* 2^32 + 12 would read as 12 if the int were cut */
-        {"meta.config.src_vocab", 1, (1LL << 32) + 12, 0,
-         "is 4294967308, outside the range of an int"},
+        {"meta.config.src_vocab", 1, (1LL << 32) + 12, 0, AG_ERR_RANGE,
+         "meta.config.src_vocab = 4294967308: must be an integer in [1, 2147483647]"},
         /* within the limit, but far more than the file holds: a few KiB must not build MiBs */
-        {"meta.config.layer.d_model", 1, 512, 0, "but the file holds only"},
-        {"meta.config.layer.d_ff", 1, 1 << 20, 0, "but the file holds only"},
-        {"meta.config.layer.n_heads", 1, 3, 0, "n_heads 3 must divide d_model 16"},
-        {"meta.config.layer.n_kv_heads", 1, 0, 0, "n_kv_heads 0 must divide"},
-        {"meta.config.n_dec_layers", 1, 0, 0, "layers 1+0 outside"},
-        {"meta.config.n_enc_layers", 1, 17, 0, "layers 17+1 outside"},
-        {"meta.config.pad_id", 1, 12, 0, "pad_id 12 outside the vocabularies (12, 12)"},
-        {"meta.config.max_len", 1, 0, 0, "max_len 0"},
-        {"meta.config.layer.act", 1, 7, 0, "activation 7"},
-        {"meta.config.tie_output", 1, 2, 0, "must be 0 or 1"},
-        {"meta.config.layer.dropout", 0, 0, nan, "dropout nan must be in [0, 1)"},
-        {"meta.config.layer.ln_eps", 0, 0, -1e-5, "ln_eps -1e-05 > 0"},
-        {"meta.optim.lr", 0, 0, -1, "meta.optim: optim_new (adam): invalid lr -1"},
-        {"meta.optim.beta2", 0, 0, 1, "invalid beta2 1"},
-        {"meta.optim.kind", 1, 9, 0, "unknown optimizer kind 9"},
-        {"meta.optim.schedule.warmup", 1, 50, 0,
+        {"meta.config.layer.d_model", 1, 512, 0, AG_ERR_FORMAT, "but the file holds only"},
+        {"meta.config.layer.d_ff", 1, 60000, 0, AG_ERR_FORMAT, "but the file holds only"},
+        /* the model's own rules (nn_seq2seq_check_config), then the translator's */
+        {"meta.config.layer.n_heads", 1, 3, 0, AG_ERR_FORMAT, "n_heads 3 must divide d_model 16"},
+        {"meta.config.pad_id", 1, 11, 0, AG_ERR_FORMAT, "pad_id must be 0"},
+        {"meta.config.pad_id", 1, 12, 0, AG_ERR_FORMAT,
+         "pad_id 12 outside the vocabularies (12, 12)"},
+        {"meta.config.layer.d_ff", 1, 70000, 0, AG_ERR_FORMAT,
+         "the translator: d_model must be in"},
+        /* the ranges of the fields (model_config.c) */
+        {"meta.config.layer.n_kv_heads", 1, 0, 0, AG_ERR_RANGE,
+         "layer.n_kv_heads = 0: must be an integer"},
+        {"meta.config.n_dec_layers", 1, 0, 0, AG_ERR_RANGE,
+         "n_dec_layers = 0: must be an integer in [1, 16]"},
+        {"meta.config.n_enc_layers", 1, 17, 0, AG_ERR_RANGE,
+         "n_enc_layers = 17: must be an integer in [0, 16]"},
+        {"meta.config.max_len", 1, 0, 0, AG_ERR_RANGE, "max_len = 0"},
+        {"meta.config.layer.act", 1, 7, 0, AG_ERR_RANGE,
+         "layer.act = 7: must be an integer in [0, 1]"},
+        {"meta.config.tie_output", 1, 2, 0, AG_ERR_RANGE, "tie_output = 2"},
+        {"meta.config.layer.dropout", 0, 0, nan, AG_ERR_RANGE,
+         "layer.dropout = nan: must be finite in [0, 1]"},
+        {"meta.config.layer.ln_eps", 0, 0, -1, AG_ERR_RANGE, "layer.ln_eps = -1: must be finite"},
+        /* the optimizer's (optim_check_config) */
+        {"meta.optim.lr", 0, 0, -1, AG_ERR_FORMAT, "meta.optim: optim_new (adam): invalid lr -1"},
+        {"meta.optim.beta2", 0, 0, 1, AG_ERR_FORMAT, "invalid beta2 1"},
+        {"meta.optim.kind", 1, 9, 0, AG_ERR_FORMAT, "unknown optimizer kind 9"},
+        {"meta.optim.schedule.warmup", 1, 50, 0, AG_ERR_FORMAT,
          "warmup_cosine schedule needs 0 <= warmup < total"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -419,15 +472,15 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
         Seq2SeqConfig c2;
         OptimConfig o2;
         int has;
-        int rc = ckpt_read_config(bad, &c2, &o2, &has);
-        cr_assert_eq(rc, AG_ERR_FORMAT, "%s: code %d: %s", cases[i].name, rc, ag_last_error());
+        int rc = read_config(bad, &c2, &o2, &has);
+        cr_assert_eq(rc, cases[i].code, "%s: code %d: %s", cases[i].name, rc, ag_last_error());
         cr_assert(strncmp(ag_last_error(), bad, strlen(bad)) == 0, "%s", ag_last_error());
         cr_assert(strstr(ag_last_error(), cases[i].want), "%s: expected '%s': %s", cases[i].name,
                   cases[i].want, ag_last_error());
     }
     /* the untouched file still reads */
     Seq2SeqConfig c2;
-    cr_assert_eq(ckpt_read_config(path, &c2, NULL, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(read_config(path, &c2, NULL, NULL), AG_OK, "%s", ag_last_error());
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert(system(cmd) == 0);
@@ -453,7 +506,8 @@ Test(checkpoint, parameter_counts_are_exact) {
     for (int i = 0; i < 6; i++)
         for (int with_optim = 0; with_optim < 2; with_optim++) {
             int64_t n = -1;
-            cr_assert_eq(ckpt_check_config(&cs[i], &n, "cfg"), AG_OK, "%d: %s", i, ag_last_error());
+            cr_assert_eq(nn_seq2seq_check_config(&cs[i], &n, NULL), AG_OK, "%d: %s", i,
+                         ag_last_error());
             Arena *a = arena_new("params", 0);
             Rng rng;
             rng_seed(&rng, 1);
@@ -520,8 +574,8 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
     Run r;
     run_init(&r, &c, &o);
     for (int i = 0; i < 2; i++) run_step(&r);
-    CkptState st = run_state(&r);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint st = run_state(&r);
+    cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     const char *w = "decoder.norm.weight", *m = "optim.decoder.norm.weight.exp_avg",
                *v = "optim.decoder.norm.weight.exp_avg_sq";
     const double inf = HUGE_VAL, nan = strtod("nan", NULL);
@@ -555,8 +609,8 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
     params_bytes(&q.m, &before, &nb);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         set_value(path, bad, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
-        CkptState s2 = {q.opt, &q.rng, {0}, 2, NULL, 0};
-        int rc = ckpt_load(bad, &q.m, &s2);
+        Checkpoint s2 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
+        int rc = load(bad, &q.m, &s2);
         cr_assert_eq(rc, AG_ERR_RANGE, "%s: code %d: %s", cases[k].name, rc, ag_last_error());
         cr_assert(strncmp(ag_last_error(), bad, strlen(bad)) == 0, "%s", ag_last_error());
         cr_assert(strstr(ag_last_error(), cases[k].want), "%s: expected '%s': %s", cases[k].name,
@@ -568,19 +622,19 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
         free(after);
         cr_assert_eq(optim_get_step(q.opt), 0);
         NpzFile *f = NULL;
-        cr_assert_eq(ckpt_read(bad, &f), AG_ERR_RANGE);
+        cr_assert_eq(ckpt_read(bad, NULL, &f), AG_ERR_RANGE);
         cr_assert(f == NULL);
     }
     /* the boundaries themselves are values a run can reach */
     set_value(path, bad, "train.step", 0, 0, CKPT_MAX_STEP);
-    CkptState s3 = {q.opt, &q.rng, {0}, 2, NULL, 0};
-    cr_assert_eq(ckpt_load(bad, &q.m, &s3), AG_OK, "%s", ag_last_error());
+    Checkpoint s3 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
+    cr_assert_eq(load(bad, &q.m, &s3), AG_OK, "%s", ag_last_error());
     cr_assert_eq(optim_get_step(q.opt), CKPT_MAX_STEP);
     free((void *)s3.extra);
     set_value(path, bad, v, -1, 0, 0);
     set_value(bad, bad, "train.step", 0, 0, 0);
-    CkptState s4 = {q.opt, &q.rng, {0}, 2, NULL, 0};
-    cr_assert_eq(ckpt_load(bad, &q.m, &s4), AG_OK, "v = 0 and step 0: %s", ag_last_error());
+    Checkpoint s4 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
+    cr_assert_eq(load(bad, &q.m, &s4), AG_OK, "v = 0 and step 0: %s", ag_last_error());
     free((void *)s4.extra);
     free(before);
     run_free(&q);
@@ -603,8 +657,8 @@ Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) 
     Run r;
     run_init(&r, &c, &o);
     run_step(&r);
-    CkptState st = run_state(&r);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint st = run_state(&r);
+    cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     size_t n0, n1;
     char *old = slurp(path, &n0);
     Tensor *wt = ag_params_find(&r.m.params, "decoder.norm.weight");
@@ -626,19 +680,19 @@ Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) 
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         Real keep = *cases[k].slot;
         *cases[k].slot = cases[k].value;
-        cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+        cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
         cr_assert(strstr(ag_last_error(), cases[k].want), "expected '%s': %s", cases[k].want,
                   ag_last_error());
         *cases[k].slot = keep;
     }
     optim_set_step(r.opt, CKPT_MAX_STEP + 1);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+    cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
     cr_assert(strstr(ag_last_error(), "train.step = 9007199254740993"), "%s", ag_last_error());
     optim_set_step(r.opt, 1);
     uint64_t s[4];
     memcpy(s, r.rng.s, sizeof s);
     memset(r.rng.s, 0, sizeof r.rng.s);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
+    cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
     cr_assert(strstr(ag_last_error(), "rng.state is all zeros"), "%s", ag_last_error());
     memcpy(r.rng.s, s, sizeof s);
     char *now = slurp(path, &n1);
@@ -665,7 +719,9 @@ static long peak_kib(void) {
 static void read_in_child(const char *path) {
     long before = peak_kib();
     NpzFile *f = NULL;
-    int rc = ckpt_read(path, &f);
+    Seq2SeqConfig c = {0};
+    CkptConfig kc = tr_model_config(&c);
+    int rc = ckpt_read(path, &kc, &f);
     long after = peak_kib();
     fprintf(stderr, "%s\n", rc == AG_OK ? "accepted" : ag_last_error());
     /* refused before the big entry was allocated: far less than its 48 MiB */
@@ -686,8 +742,8 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
     OptimConfig o = tiny_optim();
     Run r;
     run_init(&r, &c, &o);
-    CkptState st = run_state(&r);
-    cr_assert_eq(ckpt_save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
+    Checkpoint st = run_state(&r);
+    cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     run_free(&r);
     const char *names[] = {"optim.junk", "meta.extra", "meta.config.pad_id"};
     const size_t sizes[] = {48 << 20, (size_t)CKPT_MAX_EXTRA + 1, CKPT_MAX_SMALL};
@@ -708,7 +764,7 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
         npz_free(f);
         free(zeros);
         Seq2SeqConfig c2;
-        cr_assert_eq(ckpt_read_config(bad, &c2, NULL, NULL), AG_ERR_FORMAT, "%s", names[k]);
+        cr_assert_eq(read_config(bad, &c2, NULL, NULL), AG_ERR_FORMAT, "%s", names[k]);
         cr_assert(strstr(ag_last_error(), want[k]) && strstr(ag_last_error(), bad),
                   "expected '%s': %s", want[k], ag_last_error());
         if (k == 0) {
@@ -729,8 +785,8 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
         npz_add(w, f->entries[i].name, f->entries[i].dtype, f->entries[i].ndim, f->entries[i].shape,
                 f->entries[i].data);
     int64_t zero = 0;
-    char extra_names[40][32];
-    for (int i = 0; i < 40; i++) {
+    char extra_names[80][32];
+    for (int i = 0; i < 80; i++) {
         snprintf(extra_names[i], sizeof extra_names[i], "meta.optim.x%d", i);
         npz_add_i64(w, extra_names[i], 0, NULL, &zero);
     }
@@ -738,8 +794,8 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
     npz_writer_free(w);
     npz_free(f);
     Seq2SeqConfig c3;
-    cr_assert_eq(ckpt_read_config(bad, &c3, NULL, NULL), AG_ERR_FORMAT);
-    cr_assert(strstr(ag_last_error(), "more than 64 configuration"), "%s", ag_last_error());
+    cr_assert_eq(read_config(bad, &c3, NULL, NULL), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "more than 96 configuration"), "%s", ag_last_error());
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert(system(cmd) == 0);
@@ -771,4 +827,91 @@ Test(checkpoint, caller_rules_check_named_values) {
     memcpy(&pos[2], &best, sizeof best);
     cr_assert_eq(ckpt_check_rules(&f, &fl, 1), AG_ERR_RANGE);
     cr_assert_str_eq(ag_last_error(), "f.npz: data.position[2] (best) = 2: must be <= 1");
+}
+
+/* ---- a configuration of any model: every field type, the model's kind, ranges ---- */
+
+typedef struct {
+    int64_t big;
+    int small;
+    double x;
+    char name[8];
+} AnyConfig;
+static const CkptField any_fields[] = {
+    CKPT_CFG_INT(AnyConfig, big, 0, 1e15), CKPT_CFG_INT(AnyConfig, small, -5, 5),
+    CKPT_CFG_FLOAT(AnyConfig, x, -1, 1), CKPT_CFG_STRING(AnyConfig, name)};
+
+Test(checkpoint, any_configuration_round_trips_and_is_checked) {
+    char dir[64], path[600], bad[600];
+    ts_tmp_dir(dir, sizeof dir, "ckpt");
+    ts_join(path, dir, "any.npz");
+    ts_join(bad, dir, "bad.npz");
+    Arena *a = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    Tensor *w = tensor_param(a, 2, (int[]){2, 3}, "w");
+    for (int i = 0; i < 6; i++) w->data[i] = (Real)(i - 2.5);
+    ag_params_add(&pl, w);
+    AnyConfig c = {1000000000003LL, -5, 0.25, "tiny"};
+    Checkpoint ck = {.params = &pl, .config = {"toy", any_fields, 4, &c, NULL}};
+    cr_assert_eq(ckpt_save(path, &ck, 6, NULL), AG_OK, "%s", ag_last_error());
+
+    /* read back into a fresh struct: every type exact */
+    AnyConfig r;
+    memset(&r, 0x55, sizeof r);
+    NpzFile *f;
+    CkptConfig rc = {"toy", any_fields, 4, &r, NULL};
+    cr_assert_eq(ckpt_read(path, &rc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(r.big == c.big && r.small == -5 && r.x == 0.25 && strcmp(r.name, "tiny") == 0);
+    npz_free(f);
+    /* another kind of model: refused, the struct unchanged */
+    AnyConfig g = {0};
+    CkptConfig gc = {"gpt", any_fields, 4, &g, NULL};
+    cr_assert_eq(ckpt_read(path, &gc, &f), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "a checkpoint of a 'toy' model, not of a 'gpt' model"), "%s",
+              ag_last_error());
+    cr_assert(g.big == 0 && g.name[0] == 0);
+
+    /* loading into a model of another configuration: refused, naming the field and value */
+    AnyConfig other = c;
+    snprintf(other.name, sizeof other.name, "tin");
+    Checkpoint ok = {.params = &pl, .config = {"toy", any_fields, 4, &other, NULL}};
+    cr_assert_eq(ckpt_load(path, &ok), AG_ERR_SHAPE);
+    cr_assert(strstr(ag_last_error(), "name is 'tiny' in the file"), "%s", ag_last_error());
+    other = c;
+    cr_assert_eq(ckpt_load(path, &ok), AG_OK, "%s", ag_last_error());
+
+    /* saving refuses what reading would: a number out of its range, a string with no room for
+     * its NUL; the file is left as it was */
+    size_t n0, n1;
+    char *before = ts_slurp(path, &n0);
+    c.small = 6;
+    cr_assert_eq(ckpt_save(path, &ck, 6, NULL), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "not saved: meta.config.small = 6: must be an integer in "
+                                      "[-5, 5]"),
+              "%s", ag_last_error());
+    c.small = 0;
+    memcpy(c.name, "12345678", 8);
+    cr_assert_eq(ckpt_save(path, &ck, 6, NULL), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "a string of 8 bytes: at most 7"), "%s", ag_last_error());
+    char *after = ts_slurp(path, &n1);
+    cr_assert(n0 == n1 && memcmp(before, after, n0) == 0);
+
+    /* a file whose values are out of range or of another type: refused naming the entry */
+    double big_x = 2;
+    rewrite(path, bad, "meta.config.x", NPZ_F64, &big_x);
+    cr_assert_eq(ckpt_read(bad, &rc, &f), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "meta.config.x = 2: must be finite in [-1, 1]"), "%s",
+              ag_last_error());
+    int64_t not_a_float = 0;
+    rewrite(path, bad, "meta.config.x", NPZ_I64, &not_a_float);
+    cr_assert_eq(ckpt_read(bad, &rc, &f), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "'meta.config.x' must be a 0-d '<f8'"), "%s",
+              ag_last_error());
+    cr_assert(r.x == 0.25, "a refused read changed the configuration");
+
+    free(before), free(after);
+    ag_params_free(&pl);
+    arena_free(a);
+    ts_rm_tree(dir);
 }
