@@ -2,8 +2,8 @@
  * Seq2SeqConfig as meta.config.* entries (their names are those of the files written before
  * checkpoints were generic, so those still load) and the check a configuration read from a
  * file must pass before a model is built from it.
- * Not here: what the translator checks of flags (tr_check_config, train.c); the checkpoint
- * itself (src/io/checkpoint.h). Read next: decode.c (loading) or train.c (saving). */
+ * Not here: what the translator checks of flags (tr_check_config, train_setup.c); the checkpoint
+ * itself (src/io/checkpoint.h). Read next: decode.c (loading) or train_setup.c (saving). */
 #include "translate.h"
 
 #include <limits.h>

@@ -5,7 +5,7 @@
  * NAME.gp` draws NAME.png again (edit it to restyle). gnuplot runs as a child process; when it
  * is not installed (or AG_GNUPLOT names a command that does not exist) nothing is drawn and the
  * caller is told the plot was skipped: training and the analyses never depend on it.
- * Not here: what the pictures show (attention.c, heads.c, train.c writes log.csv).
+ * Not here: what the pictures show (attention.c, heads.c, train_log.c writes log.csv).
  * Read next: attention.c. */
 #include "translate.h"
 
@@ -418,7 +418,7 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
     return rc;
 }
 
-/* The trainer's hook (train.c, after a CSV row with a validation, and at the end): redraws
+/* The trainer's hook (train_log.c, after a CSV row with a validation, and at the end): redraws
  * loss.png next to log.csv. A skipped plot is said once (when verbose), a failed one once on
  * stderr; training goes on either way. */
 void tr_train_plot(const char *csv_path, int verbose, int final) {

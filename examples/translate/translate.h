@@ -5,7 +5,7 @@
  * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
  * directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
- * Read next: vocab.c, data.c, decode.c, train.c, then cli.c (the subcommands and their flags);
+ * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h), then cli.c (the subcommands and their flags);
  * util.c holds the small helpers (allocation, mkdir -p).
  *
  * Conventions of the example: token ids are ints; PAD is 0 in both vocabularies (the model's
@@ -317,7 +317,7 @@ CkptConfig tr_model_config(Seq2SeqConfig *c);
 /* Checks the trainer's data.position of a checkpoint read by ckpt_read (when it has one), with
  * a table of rules (ckpt_check_rules): every value in its range, the loader's position that
  * of train.step, the best and accumulated figures finite in their domain. AG_ERR_RANGE or
- * AG_ERR_FORMAT naming the file, the value and the rule (train.c lists them). */
+ * AG_ERR_FORMAT naming the file, the value and the rule (train_setup.c lists them). */
 int tr_check_position(const NpzFile *f);
 /* The defaults of `attograd-translate train` (the demo's configuration). Its
  * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 5) (at least 1 for

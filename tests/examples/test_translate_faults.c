@@ -239,7 +239,8 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
         TINY_FLAGS, NULL};
     TsRun r = ts_run(dir, poison, NULL);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
-    cr_assert(strstr(r.err, "attograd-translate train: step 7: the training loss is nan"), "%s", r.err);
+    cr_assert(strstr(r.err, "attograd-translate train: step 7: the training loss is nan"), "%s",
+              r.err);
     cr_assert(strstr(r.err, "(layernorm): its output 'layernorm' (8,"), "%s", r.err);
     cr_assert(strstr(r.err, "its input 1 'decoder.norm.weight' (16) already held nan at element 0"),
               "%s", r.err);

@@ -97,7 +97,7 @@ static void good_run(const char *dir, const char *train, char *out) {
     ts_run_free(&r);
 }
 
-/* data.position's layout (train.c) */
+/* data.position's layout (trainer.h) */
 enum {
     EPOCH,
     CURSOR,
