@@ -11,6 +11,7 @@
 #   make bench              builds and runs bench/ (GEMM vs OpenBLAS, workloads vs PyTorch when
 #                           installed)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
+#   make ATTN=ref test      every attention op runs the reference kernel (k_attention_ref.c)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make demo               the translation example end to end (build/demo/)
 #   make help               the targets and variables
@@ -24,6 +25,7 @@ ARCH ?= native
 PREFIX ?= /usr/local
 THREADS ?= 2
 BLAS ?=
+ATTN ?=
 
 ifneq ($(REAL),float)
 ifneq ($(REAL),double)
@@ -33,7 +35,7 @@ endif
 
 # (an ARCH other than native gets its own folder too: make memcheck builds for x86-64-v3)
 SUFFIX := $(if $(filter 0,$(OMP)),-noomp)$(if $(filter 1,$(DEBUG)),-debug)$(if $(BLAS),-$(BLAS))$(if \
-          $(filter-out native,$(ARCH)),-$(ARCH))
+          $(filter-out native,$(ARCH)),-$(ARCH))$(if $(ATTN),-attn-$(ATTN))
 VARIANT := $(REAL)$(SUFFIX)
 ifeq ($(VARIANT),float)
 B := build
@@ -89,6 +91,12 @@ CFLAGS += -DAG_BLAS_OPENBLAS $(shell pkg-config --cflags openblas 2>/dev/null)
 LDLIBS += $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 else ifneq ($(BLAS),)
 $(error BLAS must be empty or openblas, not '$(BLAS)')
+endif
+# ATTN=ref: k_attention_forward/backward run the reference kernel (plain loops, k_attention_ref.c)
+ifeq ($(ATTN),ref)
+CFLAGS += -DAG_ATTN_REF
+else ifneq ($(ATTN),)
+$(error ATTN must be empty or ref, not '$(ATTN)')
 endif
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
@@ -476,5 +484,6 @@ help:
 	@echo '  PREFIX=...           install prefix ($(PREFIX))'
 	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
 	@echo '  BLAS=openblas        k_gemm calls OpenBLAS (to compare; default: our own kernel)'
+	@echo '  ATTN=ref             every attention op runs the reference kernel (k_attention_ref.c)'
 	@echo '  CI=true              warnings are errors'
 	@echo 'each configuration builds in its own folder; this one is $(B)/'

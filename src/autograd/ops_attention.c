@@ -6,7 +6,8 @@
  * ag_attention_cols is the same op on heads that sit side by side in (B, T, C) projections: the
  * kernel reads them through strides, so no split or merge of heads is copied. ag_attention_rows
  * reads such projections packed to some rows of the batch (row maps) and computes only those.
- * Not here: the loops (../tensor/k_attention.c). Next: gradcheck.c. */
+ * Not here: the loops (../tensor/k_attention_ref.c defines them; k_attention.c is the fast one).
+ * Next: ops_layernorm.c. */
 #include <limits.h>
 #include <string.h>
 

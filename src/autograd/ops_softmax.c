@@ -1,7 +1,7 @@
 /* ops_softmax.c: softmax, log-softmax and cross-entropy over the last dimension. Softmax and
  * log-softmax save nothing but their output (backward needs only y, as in PyTorch's
  * derivatives.yaml); cross-entropy saves one number per row, the log-sum-exp, instead of the
- * (rows, V) probabilities. Next: ops_embedding.c. */
+ * (rows, V) probabilities. Next: ops_attention.c (attention is a softmax over scores). */
 #include "ops_internal.h"
 
 static Tensor *softmax_like(Tape *tape, AgOp op, const char *opname, Tensor *x,

@@ -9,66 +9,15 @@
  * per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
  * (B, T, C) projections.
- * Not here: shape checks (../autograd/ops_attention.c). Read the softmax pair in k_softmax.c
- * first: the backward below is its formula with the scores being q k^T / sqrt(HS). */
+ * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
+ * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
+ * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
+ * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>
 
+#include "k_attention.h"
 #include "k_math.h"
-#include "kernels.h"
-#include "rng.h"
-
-/* Element e of P survives dropout when its hashed uniform in [0,1) is >= p: a pure function of
- * (key, e), the rule of k_dropout_forward in k_elementwise.c, so backward can recompute it. */
-static int keep(const KAttention *a, size_t e) {
-    return a->p == 0 || (double)(rng_hash(a->key, e) >> 11) * 0x1.0p-53 >= a->p;
-}
-
-/* ---- where batch b's rows are: the whole (B, T) batch, or its packed rows (KAttention) ----
- * Below, query row i and key j of batch b count the batch's rows (all, or its packed ones). */
-static int n_q(const KAttention *a, int b) { return a->qoff ? a->qoff[b + 1] - a->qoff[b] : a->Tq; }
-static int n_k(const KAttention *a, int b) { return a->koff ? a->koff[b + 1] - a->koff[b] : a->Tk; }
-
-/* where head h (of q, y: st qs or ys) of batch b starts */
-static size_t q_at(const KAttention *a, const size_t *st, int b, int h) {
-    if (a->qoff) return (size_t)a->qoff[b] * st[2] + (size_t)h * st[1];
-    return (size_t)b * st[0] + (size_t)h * st[1];
-}
-/* where kv head g (of k, v) of batch b starts */
-static size_t k_at(const KAttention *a, int b, int g) {
-    if (a->koff) return (size_t)a->koff[b] * a->ks[2] + (size_t)g * a->ks[1];
-    return (size_t)b * a->ks[0] + (size_t)g * a->ks[1];
-}
-/* where head h of batch b starts in P (rows n_k apart) */
-static size_t p_at(const KAttention *a, int b, int h) {
-    size_t blk = (size_t)n_q(a, b) * n_k(a, b);
-    if (a->qoff) return (size_t)a->NH * a->poff[b] + (size_t)h * blk;
-    return ((size_t)b * a->NH + h) * blk;
-}
-/* batch b's key padding bytes, one per key row, or NULL */
-static const uint8_t *pad_of(const KAttention *a, int b) {
-    if (!a->mask) return NULL;
-    return a->mask + (a->koff ? (size_t)a->koff[b] : (size_t)b * a->Tk);
-}
-
-/* Keys j < end are allowed by the causal rule: position tk <= tq + Tk - Tq (aligned at the
- * end) for the query at position tq. Packed keys are in increasing position, so the allowed
- * ones are the first: counted by bisection. */
-static int key_end(const KAttention *a, int b, int i) {
-    if (!a->causal) return n_k(a, b);
-    int last = (a->qpos ? a->qpos[a->qoff[b] + i] : i) + a->Tk - a->Tq; /* last key position */
-    if (!a->kpos) return last + 1 < 0 ? 0 : last + 1;
-    const int *pos = a->kpos + a->koff[b];
-    int lo = 0, hi = n_k(a, b); /* pos[j] <= last for j < lo, > last for j >= hi */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (pos[mid] <= last)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 /* The first query row of batch b that sees key j0 (n_q when none): key_end grows with i. */
 static int first_seer(const KAttention *a, int b, int j0) {
@@ -428,6 +377,10 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
 
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a) {
+#ifdef AG_ATTN_REF
+    k_attention_forward_ref(y, P, q, k, v, a);
+    return;
+#endif
     int B = a->B, NH = a->NH;
     size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
 #pragma omp parallel if (work >= K_PAR_MIN)
@@ -530,6 +483,10 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
 
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a) {
+#ifdef AG_ATTN_REF
+    k_attention_backward_ref(gq, gk, gv, q, k, v, P, gy, a);
+    return;
+#endif
     int B = a->B, NKV = a->NKV;
     size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;

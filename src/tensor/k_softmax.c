@@ -3,7 +3,7 @@
  * Every row subtracts its max before exp so that large logits cannot overflow. exp and log run
  * in the build's precision (K_EXP, K_LOG of k_math.h: in the float build an exp the compiler
  * vectorizes, and logf).
- * Next: k_embedding.c. */
+ * Next: k_attention_ref.c (attention: a softmax over q k^T / sqrt(HS)). */
 #include <math.h>
 
 #include "k_math.h"

@@ -216,6 +216,13 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
 /* From the saved P (no other buffer: the score gradients of a query row are used at once). */
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a);
+/* The reference kernel (k_attention_ref.c): the same contract in plain loops over b, h, i, j.
+ * It defines the op and is the fast kernel's test oracle; built with -DAG_ATTN_REF (make
+ * ATTN=ref), k_attention_forward and k_attention_backward call it. */
+void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
+                             const KAttention *a);
+void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                              const Real *v, const Real *P, const Real *gy, const KAttention *a);
 /* Pd (B,NH,Tq,Tk) = P of packed rows (a->qoff set) at their positions, 0 elsewhere. */
 void k_attention_probs_unpack(Real *Pd, const Real *P, const KAttention *a);
 /* x, y (B,NH,T,HS), gate (NH): y[b,h] = gate[h] x[b,h] */

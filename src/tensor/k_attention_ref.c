@@ -1,0 +1,110 @@
+/* k_attention_ref.c: attention as its definition, in plain loops over batch b, head h, query
+ * row i and key j (the style of llm.c's attention_forward/backward), forward next to backward.
+ * It defines what the fast kernel (k_attention.c: register tiles, scratch layouts, SIMD) must
+ * compute: the tests compare the two on every layout, mask and dropout, and `make ATTN=ref`
+ * builds the library with this one under every attention op (the whole suite passes with it).
+ * The layouts (full batch or packed rows, heads side by side or not) are read through
+ * k_attention.h, as the fast kernel reads them. Forward runs (b, h) pairs in parallel, backward
+ * (b, key/value head) pairs: one thread writes a query row's and a key/value head's gradients,
+ * in a fixed order, so any thread count gives the same bits.
+ * Not here: shape checks (../autograd/ops_attention.c), the fast kernel. Read the softmax pair
+ * in k_softmax.c first: the backward below is its formula, with scores q k^T / sqrt(HS).
+ * Read next: k_attention.c. */
+#include <math.h>
+
+#include "k_attention.h"
+
+/* key j is visible from query row i of batch b: allowed by the causal rule, not padding */
+static int visible(const KAttention *a, int b, int i, int j) {
+    const uint8_t *pad = pad_of(a, b);
+    return j < key_end(a, b, i) && !(pad && pad[j]);
+}
+
+/* forward, for each (b, h, i): s_j = q_i . k_j / sqrt(HS) over the visible keys j; P_ij =
+ * exp(s_j - max s) / sum (0 for the others, and a whole row of 0 when none is visible);
+ * A_ij = P_ij m_ij / (1 - p), m_ij = keep(e) (dropout); y_i = sum_j A_ij v_j. */
+void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
+                             const KAttention *a) {
+    int HS = a->HS, group = a->NH / a->NKV;
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++) {
+            int nq = n_q(a, b), nk = n_k(a, b);
+            const Real *kh = k + k_at(a, b, h / group), *vh = v + k_at(a, b, h / group);
+            for (int i = 0; i < nq; i++) {
+                const Real *qi = q + q_at(a, a->qs, b, h) + (size_t)i * a->qs[2];
+                Real *yi = y + q_at(a, a->ys, b, h) + (size_t)i * a->ys[2];
+                size_t e0 = p_at(a, b, h) + (size_t)i * nk; /* P's row i */
+                Real *pi = P + e0, max = -INFINITY, sum = 0;
+                for (int j = 0; j < nk; j++) { /* the scores, and their max */
+                    pi[j] = 0;
+                    if (!visible(a, b, i, j)) continue;
+                    for (int d = 0; d < HS; d++) pi[j] += qi[d] * kh[(size_t)j * a->ks[2] + d];
+                    pi[j] *= scale;
+                    if (pi[j] > max) max = pi[j];
+                }
+                for (int j = 0; j < nk; j++) { /* exp, and the sum */
+                    pi[j] = visible(a, b, i, j) ? (Real)exp((double)(pi[j] - max)) : 0;
+                    sum += pi[j];
+                }
+                for (int j = 0; j < nk; j++) pi[j] = sum > 0 ? pi[j] / sum : 0;
+                for (int d = 0; d < HS; d++) { /* y_i = dropout(P_i) v */
+                    Real acc = 0;
+                    for (int j = 0; j < nk; j++)
+                        if (pi[j] != 0 && keep(a, e0 + (size_t)j))
+                            acc += pi[j] * inv_keep * vh[(size_t)j * a->ks[2] + d];
+                    yi[d] = acc;
+                }
+            }
+        }
+}
+
+/* backward of the forward above, from the saved P, for each (b, h, i):
+ *   gA_ij = gy_i . v_j;   gP_ij = gA_ij m_ij / (1 - p)          (dropout's mask again)
+ *   gv_j += A_ij gy_i                                           (y = A v)
+ *   gs_ij = P_ij (gP_ij - sum_l P_il gP_il)                     (softmax, from its output)
+ *   gq_i += sum_j gs_ij k_j / sqrt(HS);  gk_j += gs_ij q_i / sqrt(HS)   (s = q k^T / sqrt(HS))
+ * Keys that are not visible have P = 0: nothing flows through them. Gradients accumulate (+=);
+ * any of gq, gk, gv may be NULL. */
+void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                              const Real *v, const Real *P, const Real *gy, const KAttention *a) {
+    int HS = a->HS, group = a->NH / a->NKV;
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < a->B; b++)
+        for (int g = 0; g < a->NKV; g++) /* every head h that reads key/value head g */
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                int nq = n_q(a, b), nk = n_k(a, b);
+                size_t kv = k_at(a, b, g), lk = a->ks[2];
+                for (int i = 0; i < nq; i++) {
+                    size_t e0 = p_at(a, b, h) + (size_t)i * nk, qi = q_at(a, a->qs, b, h);
+                    const Real *pi = P + e0;
+                    const Real *gyi = gy + q_at(a, a->ys, b, h) + (size_t)i * a->ys[2];
+                    qi += (size_t)i * a->qs[2];
+                    Real dot = 0; /* sum_l P_il gP_il */
+                    for (int j = 0; j < nk; j++) {
+                        if (pi[j] == 0 || !keep(a, e0 + (size_t)j)) continue;
+                        Real gA = 0;
+                        for (int d = 0; d < HS; d++) gA += gyi[d] * v[kv + (size_t)j * lk + d];
+                        dot += pi[j] * gA * inv_keep;
+                        if (gv) /* gv_j += A_ij gy_i */
+                            for (int d = 0; d < HS; d++)
+                                gv[kv + (size_t)j * lk + d] += pi[j] * inv_keep * gyi[d];
+                    }
+                    for (int j = 0; j < nk; j++) {
+                        if (pi[j] == 0) continue;
+                        Real gP = 0;
+                        if (keep(a, e0 + (size_t)j)) {
+                            for (int d = 0; d < HS; d++) gP += gyi[d] * v[kv + (size_t)j * lk + d];
+                            gP *= inv_keep;
+                        }
+                        Real gs = pi[j] * (gP - dot) * scale;
+                        for (int d = 0; d < HS && gq; d++)
+                            gq[qi + d] += gs * k[kv + (size_t)j * lk + d];
+                        for (int d = 0; d < HS && gk; d++)
+                            gk[kv + (size_t)j * lk + d] += gs * q[qi + d];
+                    }
+                }
+            }
+}
