@@ -231,6 +231,9 @@ $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
 $(B)/obj/tests/examples/%.o $(B)/obj/tests/io/test_checkpoint.o: CFLAGS += -Iexamples/translate
 $(B)/obj/tests/io/test_checkpoint.o: examples/translate/translate.h
+# the trainer's files (train*.c) share its state through trainer.h
+TRAINER_SRC := $(wildcard examples/translate/train*.c)
+$(TRAINER_SRC:%.c=$(B)/obj/%.o): examples/translate/trainer.h
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
@@ -381,6 +384,7 @@ $(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h $(wildcard fuzz
 	@mkdir -p $(dir $@)
 	@echo "  CC  fuzz  $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(TRAINER_SRC:%.c=$(FUZZ_B)/obj/%.o): examples/translate/trainer.h
 
 $(FUZZ_HARNESSES:%=$(FUZZ_B)/%): $(FUZZ_B)/%: $(FUZZ_B)/obj/fuzz/%.o $(FUZZ_B)/obj/fuzz/common.o \
                                          $(FUZZ_LIB_OBJ)

@@ -1,7 +1,8 @@
 /* train_log.c: what a run writes while it trains: the CSV log (one row every log_every steps,
  * cut back to the checkpoint's step on resume), the progress bar on a terminal, the header of a
  * verbose run, and the messages of a run that stopped (a non-finite value, a failed write).
- * Not here: the loop (train.c), the checkpoints (train_setup.c). Read next: train_setup.c. */
+ * Not here: the loop (train.c), the checkpoints (train_setup.c). Read next: cli.c (the
+ * subcommands and their flags). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

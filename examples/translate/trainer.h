@@ -2,7 +2,7 @@
  * train_setup.c starts a run, fresh or resumed, and saves checkpoints; train_log.c writes the
  * CSV log, the progress bar and the messages of a stopped run; train_system.c holds what
  * touches the process: signals, memory figures, temporary files). Internal to the example:
- * tests use translate.h. Read next: train.c. */
+ * tests use translate.h. Read next: train_setup.c (after train.c, the loop). */
 #ifndef ATTOGRAD_TRAINER_H
 #define ATTOGRAD_TRAINER_H
 

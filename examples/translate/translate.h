@@ -5,8 +5,9 @@
  * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
  * directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
- * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h), then cli.c (the subcommands and their flags);
- * util.c holds the small helpers (allocation, mkdir -p).
+ * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h and the train_*.c files), then
+ * cli.c (the subcommands and their flags); util.c holds the small helpers (allocation,
+ * mkdir -p).
  *
  * Conventions of the example: token ids are ints; PAD is 0 in both vocabularies (the model's
  * pad_id), then BOS, EOS, UNK. A source row is its tokens then EOS; the decoder reads BOS then
@@ -397,9 +398,10 @@ typedef struct TrAttention {
 } TrAttention;
 
 /* Tokenizes sentence (unknown words named on warn, may be NULL, after the prefix
- * "attograd-translate attention: "; over-long input cut to max_len - 1 words), translates it greedily (or takes target, a translation to
- * teacher-force, when not NULL), runs one no-grad forward of the pair and copies every
- * block's last_probs. AG_ERR_ARG for a sentence without words. */
+ * "attograd-translate attention: "; over-long input cut to max_len - 1 words), translates it
+ * greedily (or takes target, a translation to teacher-force, when not NULL), runs one no-grad
+ * forward of the pair and copies every block's last_probs. AG_ERR_ARG for a sentence without
+ * words. */
 int tr_attention_collect(Translator *tr, const char *sentence, const char *target, TrAttention *a,
                          FILE *warn);
 void tr_attention_free(TrAttention *a);
