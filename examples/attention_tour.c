@@ -8,8 +8,9 @@
  * 1e-12 in the double build, 1e-5 in float; otherwise the program exits 1.
  * The path a student follows from the model down to the loops (4 hops):
  *   nn_mha_forward (src/nn/attention.c) -> ag_attention (src/autograd/ops_attention.c) ->
- *   its backward, attention_backward (same file) -> the kernel: its definition in plain loops
- *   is src/tensor/k_attention_ref.c (the fast kernel, k_attention.c, is tested against it).
+ *   its backward, ag_attention_backward (same file) -> k_attention_backward, whose definition
+ *   in plain loops is src/tensor/k_attention_ref.c (the fast kernel, k_attention.c, is tested
+ *   against it).
  * docs/backprop.md derives every line of the backward.
  * Build and run: make && build/examples/attention_tour */
 #include <math.h>
@@ -79,7 +80,7 @@ int main(void) {
     /* 2. the fused op, from the same RNG state */
     ag_tape_reset(t);
     rng_seed(&rng, 1);
-    Tensor *y2 = ag_attention(t, q, k, v, 1, NULL, DROPOUT, &rng, NULL);
+    Tensor *y2 = ag_attention(t, q, k, v, NULL, 1, NULL, DROPOUT, &rng, NULL);
     ag_backward(t, loss_of(t, y2, w));
     printf("\nthe fused op:\n");
     ag_tape_print(t, stdout);

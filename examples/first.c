@@ -8,10 +8,11 @@
 
 #include "attograd.h"
 
-/* y = softmax(q k^T / sqrt(HS), causal) v.  in = {q, k, v}, each (B, NH, T, HS) -> (B, NH, T, HS) */
+/* y = softmax(q k^T / sqrt(HS), causal) v.  in = {q, k, v}, each (B, NH, T, HS) -> (B, NH, T, HS):
+ * the layout NULL; then causal 1, no padding mask, no dropout, no probabilities */
 static Tensor *attend(Tape *tape, Tensor **in, void *ctx) {
     (void)ctx;
-    return ag_attention(tape, in[0], in[1], in[2], 1, NULL, 0.0, NULL, NULL);
+    return ag_attention(tape, in[0], in[1], in[2], NULL, 1, NULL, 0.0, NULL, NULL);
 }
 
 int main(void) {

@@ -34,15 +34,12 @@ typedef struct AgNode {
     Tensor *out;
     Tensor *in[AG_MAX_INPUTS];
     int n_in;
-    Tensor *saved;        /* an extra tensor kept for backward (row statistics, masks) */
-    const int *idx;       /* integer inputs (token ids, targets), copied into the step arena */
-    const uint8_t *bytes; /* byte inputs (a key padding mask), copied into the step arena */
-    double f;             /* a scalar argument (scale factor, dropout probability) */
-    int i[4];             /* integer arguments (head count, ignore index, ...) */
-    uint64_t key;         /* a random key (dropout) */
-    unsigned store;       /* bit j: in[j]'s gradient is a new, unset buffer that this backward
-                          * writes (=) whole; set by ag_backward for the ops that can (tape.c) */
-    struct AgNode *prev;  /* the node recorded before this one */
+    Tensor *saved;       /* an extra tensor kept for backward (row statistics, probabilities) */
+    const void *ctx;     /* the op's other saved state, a struct of its own type declared next to
+                      * the op (ops_*.c: ScaleCtx, AttentionCtx, ...), in the step arena; or NULL */
+    unsigned store;      /* bit j: in[j]'s gradient is a new, unset buffer that this backward
+                      * writes (=) whole; set by ag_backward for the ops that can (tape.c) */
+    struct AgNode *prev; /* the node recorded before this one */
 } AgNode;
 
 /* The first NaN or inf that check mode saw on a tape (ag_check_finite, below). */
@@ -183,52 +180,56 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
                          double eps);
 
 /* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS), masked
- * scores set to -inf, softmax over keys, dropout on the probabilities, times v.
- *   q (B, NH, Tq, HS); k, v (B, NKV, Tk, HS) with NH % NKV == 0: query head h reads key/value
- *   head h / (NH / NKV) (grouped-query; NKV == 1 is multi-query, NKV == NH plain MHA).
+ * scores set to -inf, softmax over keys, dropout on the probabilities, times v. One op, which
+ * reads q, k, v and writes y in one of three layouts (AgAttnLayout below; NULL: the first).
+ *   AG_ATTN_HEADS: q (B, NH, Tq, HS); k, v (B, NKV, Tk, HS) -> y (B, NH, Tq, HS).
+ *   NH % NKV == 0: query head h reads key/value head h / (NH / NKV) (grouped-query; NKV == 1
+ *   is multi-query, NKV == NH plain MHA).
  *   causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end, so a query appended to a
  *   key/value cache sees the whole cache; for Tq == Tk the usual lower triangle).
  *   key_padding_mask: (B, Tk), 1 = "this key is padding" (PyTorch's key_padding_mask=True), or
  *   NULL. A query row whose keys are all masked gets probabilities 0, output 0, gradient 0.
  *   dropout_p: on the probabilities (inverted scaling), with a key drawn from rng; identity in
  *   no-grad mode or when 0.
- * -> (B, NH, Tq, HS). If probs is not NULL, *probs gets the probabilities (B, NH, Tq, Tk)
- * before dropout, in the step arena, for inspection of heads. */
-Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, int causal,
-                     const uint8_t *key_padding_mask, double dropout_p, Rng *rng, Tensor **probs);
-
-/* The same attention on projections as Linear layers leave them, heads side by side in the
- * last dimension, so that no split or merge of heads is ever copied. q (B, Tq, *), k and v
- * (B, Tk, *) of the same shape. Query head h is columns [q_col + h*HS, q_col + (h+1)*HS) of
- * q, key/value head g columns [k_col + g*HS, ...) of k and [v_col + g*HS, ...) of v, with
- * HS = head_size. q, k, v may be one tensor (a fused (B, T, 3C) projection: columns 0, C, 2C)
- * and k, v may be one (a (B, Tk, 2C) projection of keys and values). Masks, dropout and probs
- * as ag_attention, which this equals to the bit (the same kernel, other strides).
- * -> (B, Tq, n_heads * head_size), the heads side by side: what the output projection reads. */
+ * If probs is not NULL, *probs gets the probabilities (B, NH, Tq, Tk) before dropout, in the
+ * step arena, for inspection of heads (not on the tape: no gradient flows through them). */
+typedef enum {
+    AG_ATTN_HEADS = 0, /* (B, heads, T, HS) tensors, as above */
+    /* Projections as Linear layers leave them, heads side by side in the last dimension, so
+     * that no split or merge of heads is ever copied: q (B, Tq, *), k and v (B, Tk, *) of the
+     * same shape. Query head h is columns [q_col + h*HS, q_col + (h+1)*HS) of q, key/value head
+     * g columns [k_col + g*HS, ...) of k and [v_col + g*HS, ...) of v (layout.heads). q, k, v
+     * may be one tensor (a fused (B, T, 3C) projection: columns 0, C, 2C) and k, v may be one
+     * (a (B, Tk, 2C) projection of keys and values). -> y (B, Tq, NH*HS), the heads side by
+     * side: what the output projection reads. The same bits as AG_ATTN_HEADS on split heads. */
+    AG_ATTN_COLS,
+    /* AG_ATTN_COLS on packed rows: q (nq, *) holds nq of the B*Tq rows of a (B, Tq, *) batch,
+     * named by layout.q_rows.idx (row b*Tq + t, distinct and increasing; q_rows.T = Tq), and k,
+     * v (nk, *) nk of the B*Tk rows named by layout.k_rows (k_rows.T = Tk). A key row not in
+     * k_rows must be padding (key_padding_mask, (B, Tk), 1 there: checked); a query row not in
+     * q_rows is not computed. Causal and the mask are by positions t, as for the full batch.
+     * -> y (nq, NH*HS): the rows of AG_ATTN_COLS's output on the full batch (the same sums
+     * without dropout). *probs, when asked, is (B, NH, Tq, Tk), the rows and columns of the
+     * packed rows as AG_ATTN_COLS's, all other entries 0. */
+    AG_ATTN_ROWS,
+} AgAttnKind;
 typedef struct AgHeads {
     int n_heads, n_kv_heads, head_size;
     int q_col, k_col, v_col; /* the first column of the heads in q, k and v */
 } AgHeads;
-Tensor *ag_attention_cols(Tape *tape, Tensor *q, Tensor *k, Tensor *v, AgHeads heads, int causal,
-                          const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                          Tensor **probs);
-
-/* ag_attention_cols on packed rows: q (nq, *) holds nq of the B*Tq rows of a (B, Tq, *) batch,
- * named by q_rows.idx (row b*Tq + t, distinct and increasing; q_rows.T = Tq), and k, v (nk, *)
- * nk of the B*Tk rows named by k_rows (k_rows.T = Tk). A key row not in k_rows must be padding
- * (key_padding_mask, (B, Tk), 1 there: checked); a query row not in q_rows is not computed.
- * Causal and the mask are by positions t, as for the full batch; heads, dropout as
- * ag_attention_cols. -> (nq, n_heads * head_size), the output of the rows of q: what
- * ag_attention_cols gives on the full batch at those rows (the same sums without dropout).
- * *probs, when asked, is (B, NH, Tq, Tk): rows and columns of the packed rows as
- * ag_attention_cols's, all other entries 0 (a separate tensor, copied from the op's own). */
 typedef struct AgRows {
     const int *idx; /* (n) row numbers b*T + t, increasing */
     int B, T;
 } AgRows;
-Tensor *ag_attention_rows(Tape *tape, Tensor *q, AgRows q_rows, Tensor *k, Tensor *v, AgRows k_rows,
-                          AgHeads heads, int causal, const uint8_t *key_padding_mask,
-                          double dropout_p, Rng *rng, Tensor **probs);
+/* ag_attention(t, qkv, qkv, qkv, &(AgAttnLayout){AG_ATTN_COLS, {NH, NH, HS, 0, C, 2 * C}}, ...) */
+typedef struct AgAttnLayout {
+    AgAttnKind kind;
+    AgHeads heads;         /* AG_ATTN_COLS and AG_ATTN_ROWS: where the heads are */
+    AgRows q_rows, k_rows; /* AG_ATTN_ROWS: which rows of the batch q and k, v hold */
+} AgAttnLayout;
+Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLayout *layout,
+                     int causal, const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
+                     Tensor **probs);
 
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */

@@ -68,17 +68,21 @@ void ag_add_bias_backward(AgNode *n) {
                         (int)bias->size, n->store & 1);
 }
 
+typedef struct ScaleCtx {
+    double s;
+} ScaleCtx;
 Tensor *ag_scale(Tape *tape, Tensor *x, double s) {
     AG_CHECK(tape != NULL, "ag_scale: tape is NULL");
     AG_CHECK_TENSOR("ag_scale", x);
     Tensor *y = ag_out(tape, AG_OP_SCALE, x->ndim, x->shape);
     k_scale_forward(y->data, x->data, (Real)s, x->size);
     AgNode *n = ag_record(tape, AG_OP_SCALE, y, 1, &x);
-    if (n) n->f = s;
+    if (n) AG_SAVE(tape, n, ScaleCtx)->s = s;
     return y;
 }
 void ag_scale_backward(AgNode *n) {
-    k_scale_backward(n->in[0]->grad, n->out->grad, (Real)n->f, n->out->size, n->store & 1);
+    const ScaleCtx *c = n->ctx;
+    k_scale_backward(n->in[0]->grad, n->out->grad, (Real)c->s, n->out->size, n->store & 1);
 }
 
 /* relu and gelu: one input, same shape out */
@@ -106,6 +110,10 @@ void ag_gelu_backward(AgNode *n) {
     k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
 }
 
+typedef struct DropoutCtx {
+    double p;
+    uint64_t key; /* names the mask: element e is kept when rng_hash(key, e) maps to >= p */
+} DropoutCtx;
 Tensor *ag_dropout(Tape *tape, Tensor *x, double p, Rng *rng) {
     AG_CHECK(tape != NULL, "ag_dropout: tape is NULL");
     AG_CHECK_TENSOR("ag_dropout", x);
@@ -119,12 +127,10 @@ Tensor *ag_dropout(Tape *tape, Tensor *x, double p, Rng *rng) {
     Tensor *y = ag_out(tape, AG_OP_DROPOUT, x->ndim, x->shape);
     k_dropout_forward(y->data, x->data, key, p, x->size);
     AgNode *n = ag_record(tape, AG_OP_DROPOUT, y, 1, &x);
-    if (n) {
-        n->f = p;
-        n->key = key;
-    }
+    if (n) *AG_SAVE(tape, n, DropoutCtx) = (DropoutCtx){p, key};
     return y;
 }
 void ag_dropout_backward(AgNode *n) {
-    k_dropout_backward(n->in[0]->grad, n->out->grad, n->key, n->f, n->out->size);
+    const DropoutCtx *c = n->ctx;
+    k_dropout_backward(n->in[0]->grad, n->out->grad, c->key, c->p, n->out->size);
 }

@@ -8,6 +8,10 @@ Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T) {
     return ag_embedding_padded(tape, weight, ids, B, T, -1);
 }
 
+typedef struct EmbeddingCtx {
+    const int *ids; /* (B*T), a copy */
+    int padding_idx;
+} EmbeddingCtx;
 Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
                             int padding_idx) {
     AG_CHECK(tape != NULL, "ag_embedding: tape is NULL");
@@ -29,17 +33,21 @@ Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, i
     Tensor *y = ag_out(tape, AG_OP_EMBEDDING, 3, (int[]){B, T, C});
     k_embedding_forward(y->data, weight->data, ids, N, C);
     AgNode *n = ag_record(tape, AG_OP_EMBEDDING, y, 1, &weight);
-    if (n) {
-        n->idx = ag_save_ints(tape, ids, N);
-        n->i[0] = padding_idx;
-    }
+    if (n)
+        *AG_SAVE(tape, n, EmbeddingCtx) = (EmbeddingCtx){ag_save_ints(tape, ids, N), padding_idx};
     return y;
 }
 void ag_embedding_backward(AgNode *n) {
     Tensor *w = n->in[0];
-    k_embedding_backward(w->grad, n->idx, n->i[0], n->out->grad, n->out->size / (size_t)w->shape[1],
-                         w->shape[1]);
+    const EmbeddingCtx *c = n->ctx;
+    k_embedding_backward(w->grad, c->ids, c->padding_idx, n->out->grad,
+                         n->out->size / (size_t)w->shape[1], w->shape[1]);
 }
+
+/* What gather and scatter save: the row map their backward reads (k_pick_rows's `from`). */
+typedef struct PickCtx {
+    const int *from;
+} PickCtx;
 
 /* Aborts unless rows[0..n) are distinct and in [0, R) (x names the tensor in the message).
  * Returns the inverse map in the step arena: where[rows[i]] = i, -1 for the other rows. */
@@ -75,13 +83,15 @@ Tensor *ag_gather_rows(Tape *tape, Tensor *x, const int *rows, int n) {
     Tensor *y = ag_out(tape, AG_OP_GATHER_ROWS, 2, (int[]){n, C});
     k_pick_rows(y->data, x->data, rows, (size_t)n, C, 1);
     AgNode *node = ag_record(tape, AG_OP_GATHER_ROWS, y, 1, &x);
-    if (node) node->idx = where; /* (R), already in the step arena */
+    if (node) AG_SAVE(tape, node, PickCtx)->from = where; /* (R), already in the step arena */
     return y;
 }
 void ag_gather_rows_backward(AgNode *n) {
     Tensor *x = n->in[0];
     /* forward: y[i] = x[rows[i]], so gx[r] += gy[where[r]] for a picked row r */
-    k_pick_rows(x->grad, n->out->grad, n->idx, tensor_rows(x), x->shape[x->ndim - 1], n->store & 1);
+    const PickCtx *c = n->ctx;
+    k_pick_rows(x->grad, n->out->grad, c->from, tensor_rows(x), x->shape[x->ndim - 1],
+                n->store & 1);
 }
 
 Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
@@ -99,11 +109,12 @@ Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T) {
     Tensor *y = ag_out(tape, AG_OP_SCATTER_ROWS, 3, (int[]){B, T, C});
     k_pick_rows(y->data, x->data, where, (size_t)B * T, C, 1);
     AgNode *node = ag_record(tape, AG_OP_SCATTER_ROWS, y, 1, &x);
-    if (node) node->idx = ag_save_ints(tape, rows, (size_t)n);
+    if (node) AG_SAVE(tape, node, PickCtx)->from = ag_save_ints(tape, rows, (size_t)n);
     return y;
 }
 void ag_scatter_rows_backward(AgNode *n) {
     Tensor *x = n->in[0];
     /* forward: y[rows[i]] = x[i] (other rows 0), so gx[i] += gy[rows[i]] */
-    k_pick_rows(x->grad, n->out->grad, n->idx, (size_t)x->shape[0], x->shape[1], n->store & 1);
+    const PickCtx *c = n->ctx;
+    k_pick_rows(x->grad, n->out->grad, c->from, (size_t)x->shape[0], x->shape[1], n->store & 1);
 }

@@ -20,6 +20,12 @@ Tensor *ag_out(Tape *tape, AgOp op, int ndim, const int *shape);
 /* Records a node when grad mode is on and some input requires grad; marks out as requiring
  * grad. Returns NULL when nothing is recorded (then the op needs to save nothing). */
 AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in);
+/* Node n's saved state: a zeroed struct of `bytes` bytes in the step arena, set as n->ctx. An
+ * op declares the struct next to its constructor and fills it after ag_record:
+ *     ScaleCtx *c = AG_SAVE(tape, n, ScaleCtx);  c->s = s;
+ * and its backward reads it back: const ScaleCtx *c = n->ctx. */
+void *ag_save_ctx(Tape *tape, AgNode *n, size_t bytes);
+#define AG_SAVE(tape, n, Type) ((Type *)ag_save_ctx((tape), (n), sizeof(Type)))
 /* A copy of n ints in the step arena (integer inputs must outlive the caller's buffer). */
 const int *ag_save_ints(Tape *tape, const int *src, size_t n);
 /* The same for n bytes (masks). */

@@ -30,10 +30,7 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
     k_layernorm_forward(y->data, stats->data, x->data, weight->data, bias ? bias->data : NULL, eps,
                         rows, C);
     AgNode *n = ag_record(tape, AG_OP_LAYERNORM, y, bias ? 3 : 2, (Tensor *[]){x, weight, bias});
-    if (n) {
-        n->saved = stats;
-        n->f = eps;
-    }
+    if (n) n->saved = stats;
     return y;
 }
 void ag_layernorm_backward(AgNode *n) {

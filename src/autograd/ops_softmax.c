@@ -32,6 +32,11 @@ void ag_log_softmax_backward(AgNode *n) {
     k_log_softmax_backward(n->in[0]->grad, y->data, y->grad, tensor_rows(y), y->shape[y->ndim - 1]);
 }
 
+typedef struct CrossEntropyCtx {
+    const int *targets; /* (rows), a copy */
+    int ignore_index;
+    double kept; /* the rows not ignored: the mean's divisor */
+} CrossEntropyCtx;
 Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ignore_index) {
     AG_CHECK(tape != NULL, "ag_cross_entropy: tape is NULL");
     AG_CHECK_TENSOR("ag_cross_entropy", logits);
@@ -54,16 +59,16 @@ Tensor *ag_cross_entropy(Tape *tape, Tensor *logits, const int *targets, int ign
     AgNode *n = ag_record(tape, AG_OP_CROSS_ENTROPY, y, 1, &logits);
     if (n) {
         n->saved = lse;
-        n->idx = ag_save_ints(tape, targets, rows);
-        n->i[0] = ignore_index;
-        n->f = (double)kept;
+        *AG_SAVE(tape, n, CrossEntropyCtx) =
+            (CrossEntropyCtx){ag_save_ints(tape, targets, rows), ignore_index, (double)kept};
     }
     return y;
 }
 void ag_cross_entropy_backward(AgNode *n) {
-    if (n->f == 0) return; /* every row ignored: the loss is the constant 0 */
+    const CrossEntropyCtx *c = n->ctx;
+    if (c->kept == 0) return; /* every row ignored: the loss is the constant 0 */
     Tensor *x = n->in[0];
-    Real g = (Real)(n->out->grad[0] / n->f);
-    k_cross_entropy_backward(x->grad, x->data, n->saved->data, n->idx, n->i[0], g, tensor_rows(x),
-                             x->shape[x->ndim - 1]);
+    Real g = (Real)(n->out->grad[0] / c->kept);
+    k_cross_entropy_backward(x->grad, x->data, n->saved->data, c->targets, c->ignore_index, g,
+                             tensor_rows(x), x->shape[x->ndim - 1]);
 }

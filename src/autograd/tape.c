@@ -189,6 +189,13 @@ AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in) {
     return n;
 }
 
+void *ag_save_ctx(Tape *tape, AgNode *n, size_t bytes) {
+    void *c = arena_alloc(tape->arena, bytes);
+    memset(c, 0, bytes);
+    n->ctx = c;
+    return c;
+}
+
 const int *ag_save_ints(Tape *tape, const int *src, size_t n) {
     int *dst = arena_alloc(tape->arena, n * sizeof *dst);
     memcpy(dst, src, n * sizeof *dst);

@@ -1,11 +1,14 @@
-/* attention.c: multi-head attention, self and cross, with masks, grouped-query heads, head
- * gates, the probabilities kept for inspection, and inputs packed to their live rows. Straight-line code over ag_ ops; the fused
- * kernel is ag_attention (../autograd/ops_attention.c, then ../tensor/k_attention.c).
- * Not here: the transformer layers (transformer.c). */
+/* attention.c: multi-head attention. nn_mha_forward is the projections (q, k, v: one fused
+ * product for self-attention), one call of ag_attention, which reads the heads in place in
+ * those (B, T, width) projections, and the output projection; nn_mha_forward_rows the same on
+ * packed rows. With head gates (for study) the heads are split apart instead: ag_split_heads,
+ * ag_attention, ag_head_gate, ag_merge_heads. Straight-line code over ag_ ops, no backward.
+ * Not here: the key/value cache (kv_cache.c), the transformer layers (transformer.c).
+ * Next: ag_attention and its backward (../autograd/ops_attention.c), then the loops
+ * (../tensor/k_attention_ref.c). */
 #include "nn.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const MhaConfig *cfg) {
@@ -95,21 +98,6 @@ static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *q
     return key_padding_mask ? key_padding_mask->data : NULL;
 }
 
-/* The part after the key/value projections: q from query, then attention over the given
- * key/value heads kh, vh (B, NKV, Tk, HS), gates, merge, output projection. */
-static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnMask *key_padding_mask, int causal, Rng *rng) {
-    const uint8_t *mask = mask_bytes(key_padding_mask, query, query->shape[0], kh->shape[2], kh);
-    Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
-    Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
-    /* softmax(q k^T / sqrt(HS) + masks) v, per head; probabilities (B, NH, Tq, Tk) */
-    Tensor *o = ag_attention(t, qh, kh, vh, causal, mask, m->dropout, rng,
-                             &m->last_probs); /* (B, NH, Tq, HS) */
-    if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
-    Tensor *merged = ag_merge_heads(t, o);     /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, merged); /* (B, Tq, C) */
-}
-
 /* x (B, T, C), or (n, C) packed by rows when rows is given */
 static void check_input(const MultiHeadAttention *m, const Tensor *x, const NnRows *rows,
                         const char *what) {
@@ -128,101 +116,6 @@ static void check_input(const MultiHeadAttention *m, const Tensor *x, const NnRo
              tensor_shape_str(x), m->d_model);
 }
 
-/* A packed (n, width) tensor back in its (B, T, width) batch, rows not in the map 0; and the
- * rows of a (B, T, width) batch that the map names, packed. Without a map, x itself. Only the
- * path with head gates needs them. */
-static Tensor *unpack(Tape *t, Tensor *x, const NnRows *rows) {
-    return rows ? ag_scatter_rows(t, x, rows->idx, rows->B, rows->T) : x;
-}
-static Tensor *pack(Tape *t, Tensor *x, const NnRows *rows) {
-    return rows ? ag_gather_rows(t, x, rows->idx, rows->n) : x;
-}
-
-/* The map of all B*T rows, and x (B, T, width) viewed as those rows (B*T, width). */
-static AgRows all_rows(Tape *t, const Tensor *x) {
-    int B = x->shape[0], T = x->shape[1];
-    int *idx = arena_alloc(t->arena, (size_t)B * T * sizeof(int));
-    for (int i = 0; i < B * T; i++) idx[i] = i;
-    return (AgRows){idx, B, T};
-}
-static Tensor *as_rows(Tape *t, Tensor *x) {
-    return ag_reshape(t, x, 2, (int[]){x->shape[0] * x->shape[1], x->shape[2]});
-}
-
-/* ag_attention_cols on (B, T, width) projections, or ag_attention_rows when a side is packed
- * (the other, if not, then viewed as all its rows). k and v may be one tensor, q and k too. */
-static Tensor *attend(Tape *t, MultiHeadAttention *m, Tensor *q, const NnRows *qr, Tensor *k,
-                      Tensor *v, const NnRows *kvr, AgHeads hd, const uint8_t *mask, int causal,
-                      Rng *rng) {
-    if (!qr && !kvr)
-        return ag_attention_cols(t, q, k, v, hd, causal, mask, m->dropout, rng, &m->last_probs);
-    AgRows rq = qr ? (AgRows){qr->idx, qr->B, qr->T} : all_rows(t, q);
-    AgRows rk = kvr ? (AgRows){kvr->idx, kvr->B, kvr->T} : all_rows(t, k);
-    Tensor *qf = qr ? q : as_rows(t, q);
-    Tensor *kf = k == q ? qf : kvr ? k : as_rows(t, k);
-    Tensor *vf = v == k ? kf : kvr ? v : as_rows(t, v);
-    Tensor *y = ag_attention_rows(t, qf, rq, kf, vf, rk, hd, causal, mask, m->dropout, rng,
-                                  &m->last_probs); /* (nq, NH*HS) */
-    if (qr) return y;
-    return ag_reshape(t, y, 3, (int[]){q->shape[0], q->shape[1], y->shape[1]});
-}
-
-/* Without gates: projections stay (B, T, width) or packed (n, width); ag_attention_cols or
- * ag_attention_rows reads the heads in place and writes them side by side, which is what
- * out_proj reads. No split or merge copies, no scatter or gather of rows. */
-static Tensor *mha_in_place(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
-                            Tensor *key, Tensor *value, const NnRows *kvr, const uint8_t *mask,
-                            int causal, Rng *rng) {
-    int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
-    Tensor *o;
-    if (m->in_proj_weight && query == key && key == value) { /* q, k, v: one (B, T, 3C) product */
-        Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
-        o = attend(t, m, qkv, qr, qkv, qkv, kvr, (AgHeads){NH, NH, HS, 0, C, 2 * C}, mask, causal,
-                   rng);
-    } else if (m->in_proj_weight && key == value) { /* q, then k and v in one (B, Tk, 2C) */
-        Tensor *q = nn_linear(t, &m->q_proj, query);
-        Tensor *kv = ag_linear(t, key, m->kv_proj_weight, m->kv_proj_bias);
-        o = attend(t, m, q, qr, kv, kv, kvr, (AgHeads){NH, NH, HS, 0, 0, C}, mask, causal, rng);
-    } else { /* distinct key and value, or grouped-query: three projections */
-        Tensor *q = nn_linear(t, &m->q_proj, query);
-        Tensor *k = nn_linear(t, &m->k_proj, key);
-        Tensor *v = nn_linear(t, &m->v_proj, value);
-        o = attend(t, m, q, qr, k, v, kvr, (AgHeads){NH, m->n_kv_heads, HS, 0, 0, 0}, mask, causal,
-                   rng);
-    }
-    return nn_linear(t, &m->out_proj, o); /* (B, Tq, C) or (Nq, C) */
-}
-
-/* nn_mha_forward and nn_mha_forward_rows, once their arguments are known to be non-NULL */
-static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *qr,
-                           Tensor *key, Tensor *value, const NnRows *kvr,
-                           const NnMask *key_padding_mask, int causal, Rng *rng) {
-    check_input(m, query, qr, "query");
-    check_input(m, key, kvr, "key");
-    check_input(m, value, kvr, "value");
-    AG_CHECK(query != key || qr == kvr,
-             "nn_mha_forward: query %s %s is also key but packed by another row map", query->name,
-             tensor_shape_str(query));
-    AG_CHECK(kvr || (value->shape[0] == key->shape[0] && value->shape[1] == key->shape[1]),
-             "nn_mha_forward: key %s %s and value %s %s must have the same (B, Tk)", key->name,
-             tensor_shape_str(key), value->name, tensor_shape_str(value));
-    int B = qr ? qr->B : query->shape[0], Bkv = kvr ? kvr->B : key->shape[0];
-    AG_CHECK(Bkv == B, "nn_mha_forward: batch sizes differ: query %s %s vs key %s %s", query->name,
-             tensor_shape_str(query), key->name, tensor_shape_str(key));
-    if (gates_are_identity(m)) {
-        int Tk = kvr ? kvr->T : key->shape[1];
-        const uint8_t *mask = mask_bytes(key_padding_mask, query, B, Tk, key);
-        return mha_in_place(t, m, query, qr, key, value, kvr, mask, causal, rng);
-    }
-    /* gates: heads split into (B, NH, T, HS) tensors, on the whole batch */
-    Tensor *q = unpack(t, query, qr);
-    Tensor *k = key == query ? q : unpack(t, key, kvr);
-    Tensor *v = value == key ? k : unpack(t, value, kvr);
-    Tensor *kh = nn_mha_project_kv(t, m, k, 0); /* (B, NKV, Tk, HS) */
-    Tensor *vh = nn_mha_project_kv(t, m, v, 1); /* (B, NKV, Tk, HS) */
-    return pack(t, mha_attend(t, m, q, kh, vh, key_padding_mask, causal, rng), qr);
-}
-
 /* *masks, or none when NULL; a causal flag other than 0 or 1 aborts */
 static NnAttnMasks masks_or_none(const NnAttnMasks *masks, const Tensor *query) {
     NnAttnMasks none = {0};
@@ -233,6 +126,43 @@ static NnAttnMasks masks_or_none(const NnAttnMasks *masks, const Tensor *query) 
     return *masks;
 }
 
+/* The projections as Linear layers leave them, (B, T, width) or packed (n, width), and where
+ * their heads are (the columns ag_attention reads). */
+typedef struct MhaProj {
+    Tensor *q, *k, *v; /* one tensor for all three (self-attention), or k == v */
+    AgHeads heads;
+} MhaProj;
+static MhaProj project(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value) {
+    int C = m->d_model, NH = m->n_heads, HS = m->head_dim;
+    if (m->in_proj_weight && query == key && key == value) { /* q, k, v: one (B, T, 3C) product */
+        Tensor *qkv = ag_linear(t, query, m->in_proj_weight, m->in_proj_bias);
+        return (MhaProj){qkv, qkv, qkv, {NH, NH, HS, 0, C, 2 * C}};
+    }
+    if (m->in_proj_weight && key == value) { /* q, then k and v in one (B, Tk, 2C) product */
+        Tensor *q = nn_linear(t, &m->q_proj, query);
+        Tensor *kv = ag_linear(t, key, m->kv_proj_weight, m->kv_proj_bias);
+        return (MhaProj){q, kv, kv, {NH, NH, HS, 0, 0, C}};
+    }
+    Tensor *q = nn_linear(t, &m->q_proj, query); /* distinct key and value, or grouped-query */
+    Tensor *k = nn_linear(t, &m->k_proj, key);
+    Tensor *v = nn_linear(t, &m->v_proj, value);
+    return (MhaProj){q, k, v, {NH, m->n_kv_heads, HS, 0, 0, 0}};
+}
+
+/* With head gates: query (B, Tq, C), keys and values split into heads kh, vh (B, NKV, Tk, HS);
+ * q split the same way, attention, the gates, the heads merged, the output projection. */
+static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
+                          const NnMask *key_padding_mask, int causal, Rng *rng) {
+    const uint8_t *mask = mask_bytes(key_padding_mask, query, query->shape[0], kh->shape[2], kh);
+    Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
+    Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
+    Tensor *o = ag_attention(t, qh, kh, vh, NULL, causal, mask, m->dropout, rng,
+                             &m->last_probs); /* (B, NH, Tq, HS) */
+    if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
+    Tensor *merged = ag_merge_heads(t, o);     /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, merged); /* (B, Tq, C) */
+}
+
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
                        const NnAttnMasks *masks, Rng *rng) {
     AG_CHECK_ARG(t);
@@ -241,7 +171,40 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     AG_CHECK_ARG(key);
     AG_CHECK_ARG(value);
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_forward(t, m, query, NULL, key, value, NULL, mk.key_padding, mk.causal, rng);
+    check_input(m, query, NULL, "query");
+    check_input(m, key, NULL, "key");
+    check_input(m, value, NULL, "value");
+    AG_CHECK(value->shape[0] == key->shape[0] && value->shape[1] == key->shape[1],
+             "nn_mha_forward: key %s %s and value %s %s must have the same (B, Tk)", key->name,
+             tensor_shape_str(key), value->name, tensor_shape_str(value));
+    AG_CHECK(key->shape[0] == query->shape[0],
+             "nn_mha_forward: batch sizes differ: query %s %s vs key %s %s", query->name,
+             tensor_shape_str(query), key->name, tensor_shape_str(key));
+    if (!gates_are_identity(m)) { /* heads split apart, so that the gates can scale them */
+        Tensor *kh = nn_mha_project_kv(t, m, key, 0);   /* (B, NKV, Tk, HS) */
+        Tensor *vh = nn_mha_project_kv(t, m, value, 1); /* (B, NKV, Tk, HS) */
+        return mha_attend(t, m, query, kh, vh, mk.key_padding, mk.causal, rng);
+    }
+    const uint8_t *pad = mask_bytes(mk.key_padding, query, query->shape[0], key->shape[1], key);
+    MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
+    Tensor *o =
+        ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
+                     mk.causal, pad, m->dropout, rng, &m->last_probs); /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, o);                              /* (B, Tq, C) */
+}
+
+/* A side of nn_mha_forward_rows: its map, or all B*T rows of x (B, T, width) */
+static AgRows rows_of(Tape *t, const NnRows *r, const Tensor *x) {
+    if (r) return (AgRows){r->idx, r->B, r->T};
+    int B = x->shape[0], T = x->shape[1];
+    int *idx = arena_alloc(t->arena, (size_t)B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++) idx[i] = i;
+    return (AgRows){idx, B, T};
+}
+/* x packed (n, width) as it is, or x (B, T, width) viewed as its rows (B*T, width) */
+static Tensor *as_rows(Tape *t, Tensor *x, const NnRows *r) {
+    if (r) return x;
+    return ag_reshape(t, x, 2, (int[]){x->shape[0] * x->shape[1], x->shape[2]});
 }
 
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
@@ -251,9 +214,38 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
+    if (!q_rows && !kv_rows) return nn_mha_forward(t, m, query, key_value, key_value, masks, rng);
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_forward(t, m, query, q_rows, key_value, key_value, kv_rows, mk.key_padding,
-                       mk.causal, rng);
+    check_input(m, query, q_rows, "query");
+    check_input(m, key_value, kv_rows, "key");
+    AG_CHECK(query != key_value || q_rows == kv_rows,
+             "nn_mha_forward: query %s %s is also key but packed by another row map", query->name,
+             tensor_shape_str(query));
+    int B = q_rows ? q_rows->B : query->shape[0], Bkv = kv_rows ? kv_rows->B : key_value->shape[0];
+    AG_CHECK(Bkv == B, "nn_mha_forward: batch sizes differ: query %s %s vs key %s %s", query->name,
+             tensor_shape_str(query), key_value->name, tensor_shape_str(key_value));
+    if (!gates_are_identity(m)) { /* the gates' path runs on the whole batch */
+        Tensor *q = q_rows ? ag_scatter_rows(t, query, q_rows->idx, B, q_rows->T) : query;
+        Tensor *kv = key_value == query ? q
+                     : kv_rows          ? ag_scatter_rows(t, key_value, kv_rows->idx, B, kv_rows->T)
+                                        : key_value;
+        Tensor *kh = nn_mha_project_kv(t, m, kv, 0), *vh = nn_mha_project_kv(t, m, kv, 1);
+        Tensor *y = mha_attend(t, m, q, kh, vh, mk.key_padding, mk.causal, rng);
+        return q_rows ? ag_gather_rows(t, y, q_rows->idx, q_rows->n) : y;
+    }
+    int Tk = kv_rows ? kv_rows->T : key_value->shape[1];
+    const uint8_t *pad = mask_bytes(mk.key_padding, query, B, Tk, key_value);
+    MhaProj p = project(t, m, query, key_value, key_value); /* packed (n, width) */
+    AgAttnLayout rows = {.kind = AG_ATTN_ROWS, .heads = p.heads};
+    rows.q_rows = rows_of(t, q_rows, p.q);
+    rows.k_rows = rows_of(t, kv_rows, p.k);
+    Tensor *q = as_rows(t, p.q, q_rows);
+    Tensor *k = p.k == p.q ? q : as_rows(t, p.k, kv_rows);
+    Tensor *v = p.v == p.k ? k : as_rows(t, p.v, kv_rows);
+    Tensor *o = ag_attention(t, q, k, v, &rows, mk.causal, pad, m->dropout, rng,
+                             &m->last_probs); /* (nq, C) */
+    if (!q_rows) o = ag_reshape(t, o, 3, (int[]){p.q->shape[0], p.q->shape[1], o->shape[1]});
+    return nn_linear(t, &m->out_proj, o); /* (Nq, C) or (B, Tq, C) */
 }
 
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) {
@@ -275,59 +267,4 @@ Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     check_input(m, query, NULL, "query");
     NnAttnMasks mk = masks_or_none(masks, query);
     return mha_attend(t, m, query, kh, vh, mk.key_padding, mk.causal, rng);
-}
-
-/* ---- key/value cache for incremental decoding ---- */
-
-void nn_kv_cache_init(NnKVCache *c, const MultiHeadAttention *m, int B, int max_T) {
-    AG_CHECK_ARG(c);
-    AG_CHECK_ARG(m);
-    AG_CHECK(B > 0 && max_T > 0, "nn_kv_cache_init: B %d and max_T %d must be > 0", B, max_T);
-    c->B = B;
-    c->NKV = m->n_kv_heads;
-    c->HS = m->head_dim;
-    c->max_T = max_T;
-    c->len = 0;
-    size_t n = (size_t)B * c->NKV * max_T * c->HS;
-    c->k = calloc(n, sizeof(Real));
-    c->v = calloc(n, sizeof(Real));
-    AG_CHECK(c->k && c->v, "nn_kv_cache_init: out of memory for %zu values", 2 * n);
-}
-
-void nn_kv_cache_free(NnKVCache *c) {
-    AG_CHECK_ARG(c);
-    free(c->k);
-    free(c->v);
-    c->k = c->v = NULL;
-}
-
-/* Copies the first len positions of a (B, NKV, max_T, HS) cache into a (B, NKV, len, HS) tensor */
-static Tensor *cache_view(Tape *t, const NnKVCache *c, const Real *src) {
-    Tensor *x = tensor_new4(t->arena, c->B, c->NKV, c->len, c->HS, "kv_cache");
-    size_t row = (size_t)c->len * c->HS;
-    for (int bh = 0; bh < c->B * c->NKV; bh++)
-        memcpy(x->data + bh * row, src + (size_t)bh * c->max_T * c->HS, row * sizeof(Real));
-    return x;
-}
-
-Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tensor *x) {
-    AG_CHECK_ARG(t);
-    AG_CHECK_ARG(m);
-    AG_CHECK_ARG(c);
-    AG_CHECK_ARG(x);
-    check_input(m, x, NULL, "x");
-    AG_CHECK(x->shape[0] == c->B && c->len + x->shape[1] <= c->max_T,
-             "nn_mha_forward_cached: x %s does not fit the cache (B %d, %d of %d positions "
-             "used)",
-             tensor_shape_str(x), c->B, c->len, c->max_T);
-    int T = x->shape[1];
-    Tensor *k = nn_mha_project_kv(t, m, x, 0), *v = nn_mha_project_kv(t, m, x, 1);
-    for (int bh = 0; bh < c->B * c->NKV; bh++) { /* append the new positions */
-        size_t dst = ((size_t)bh * c->max_T + c->len) * c->HS, src = (size_t)bh * T * c->HS;
-        memcpy(c->k + dst, k->data + src, (size_t)T * c->HS * sizeof(Real));
-        memcpy(c->v + dst, v->data + src, (size_t)T * c->HS * sizeof(Real));
-    }
-    c->len += T;
-    /* causal aligned at the end: new position i sees the cache and new positions <= i */
-    return mha_attend(t, m, x, cache_view(t, c, c->k), cache_view(t, c, c->v), NULL, 1, NULL);
 }

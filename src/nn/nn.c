@@ -1,6 +1,6 @@
 /* nn.c: naming parameters (nn_param) and the small modules: Linear, LayerNorm, Embedding, positional
  * encodings and the feed-forward block. Not here: attention (attention.c) and the transformer
- * (transformer.c). */
+ * (transformer.c). Next: attention.c (nn_mha_forward, down to the attention op). */
 #include "nn.h"
 
 #include <math.h>

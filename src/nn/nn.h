@@ -162,7 +162,7 @@ void nn_mha_track_gates(MultiHeadAttention *m, int on);
  * aborts).
  * -> (B, Tq, C); m->last_probs holds the attention probabilities.
  * While the head gates are all 1 and untracked, the projections stay (B, T, C) and
- * ag_attention_cols reads the heads in place: self-attention projects q, k and v in one product
+ * ag_attention reads the heads in place (AG_ATTN_COLS): self-attention projects q, k and v in one product
  * (in_proj_weight), cross-attention with key == value k and v in one (kv_proj_weight), and
  * distinct key and value tensors each through its rows of in_proj_weight. With gates the heads are
  * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
@@ -181,7 +181,7 @@ typedef struct NnRows {
 
 /* nn_mha_forward on packed inputs: query (Nq, C) packed by q_rows (or (B, Tq, C) when q_rows is
  * NULL), key_value likewise by kv_rows (self-attention: the same tensor and the same map).
- * The projections run on the packed rows and so does the attention (ag_attention_rows: key
+ * The projections run on the packed rows and so does the attention (ag_attention, AG_ATTN_ROWS: key
  * rows not in kv_rows must be masked by key_padding_mask, padding; query rows not in q_rows are
  * not computed). A side without a map is viewed as all its rows. -> (Nq, C), or (B, Tq, C) when
  * q_rows is NULL. With head gates (not all 1, or tracked) the inputs are scattered and

@@ -247,7 +247,7 @@ static void scatter_rows_tape(Tape *tp) { ag_scatter_rows(NULL, T2("p", 2, 5), (
 /* attention: q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS); no causal mask, no probs out */
 static void att(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
                 Rng *rng) {
-    ag_attention(tp, q, k, v, 0, mask, p, rng, NULL);
+    ag_attention(tp, q, k, v, NULL, 0, mask, p, rng, NULL);
 }
 #define Q T4("q", 2, 4, 3, 8)
 #define KV(n) T4(n, 2, 2, 3, 8)
@@ -297,7 +297,7 @@ static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, N
 
 static void cols(Tape *tp, Tensor *q, Tensor *k, Tensor *v, AgHeads h, double p, Rng *rng,
                  const uint8_t *mask) {
-    ag_attention_cols(tp, q, k, v, h, 0, mask, p, rng, NULL);
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = h}, 0, mask, p, rng, NULL);
 }
 static const AgHeads H24 = {2, 2, 4, 0, 8, 16};
 static void cols_rank(Tape *tp) {
@@ -348,13 +348,13 @@ static void cols_tape(Tape *tp) {
     cols(NULL, qkv, qkv, qkv, H24, 0, NULL, NULL);
 }
 
-/* ag_attention_rows: q (3, 24) fused qkv packed by rows {0, 1, 3} of (B, T) = (2, 2) */
+/* ag_attention, AG_ATTN_ROWS: q (3, 24) fused qkv packed by rows {0, 1, 3} of (B, T) = (2, 2) */
 static const int R3[3] = {0, 1, 3};
 static const uint8_t R_MASK[4] = {0, 0, 1, 0}; /* row (1,0) is left out: it must be masked */
 static void rows_op(Tape *tp, Tensor *q, const int *qi, Tensor *k, Tensor *v, const int *ki,
                     int kB, AgHeads h, const uint8_t *mask) {
-    ag_attention_rows(tp, q, (AgRows){qi, 2, 2}, k, v, (AgRows){ki, kB, 2}, h, 1, mask, 0, NULL,
-                      NULL);
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = h, .q_rows = {qi, 2, 2}, .k_rows = {ki, kB, 2}}, 1, mask, 0,
+                 NULL, NULL);
 }
 static void rows_rank(Tape *tp) {
     Tensor *qkv = T3("qkv", 1, 3, 24);
@@ -595,30 +595,30 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding_mask (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
-    {AG_OP_ATTENTION_COLS, "q of rank 2", cols_rank, {"3-D", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_COLS, "NULL k", cols_null, {"is NULL", "q q", "k NULL", "v q"}},
-    {AG_OP_ATTENTION_COLS, "k and v shapes", cols_kv_shapes, {"k and v shapes differ", "k (2,5,8)", "v (2,4,8)"}},
-    {AG_OP_ATTENTION_COLS, "batch sizes", cols_batch, {"batch sizes differ", "q (2,3,8)", "kv (3,5,16)"}},
-    {AG_OP_ATTENTION_COLS, "NH % NKV != 0", cols_heads, {"n_heads 3", "multiple of n_kv_heads 2", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "q's heads past its width", cols_q_width, {"q's heads, columns [20, 28)", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "v's heads past its width", cols_v_width, {"v's heads, columns [17, 25)", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "dropout_p == 1", cols_p, {"dropout_p = 1 ", "[0, 1)", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "mask value 3", cols_mask, {"key_padding_mask (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "NULL rng", cols_rng, {"rng is NULL", "dropout_p = 0.5", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION_COLS, "NULL tape", cols_tape, {"tape is NULL"}},
-    {AG_OP_ATTENTION_ROWS, "q of rank 3", rows_rank, {"2-D", "qkv (1,3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "NULL v", rows_null, {"is NULL", "q q", "k q", "v NULL"}},
-    {AG_OP_ATTENTION_ROWS, "k and v shapes", rows_kv_shapes, {"k and v shapes differ", "k (3,8)", "v (3,4)"}},
-    {AG_OP_ATTENTION_ROWS, "batch sizes", rows_batch, {"batch sizes differ", "q_rows B 2", "k_rows B 3", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "v's heads past its width", rows_width, {"v's heads, columns [17, 25)", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "NULL q_rows.idx", rows_null_idx, {"q_rows.idx is NULL", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "rows not increasing", rows_order, {"q_rows row 1 at index 2 is not above row 3 at index 1", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "row >= B*T", rows_range, {"k_rows row 4 at index 2", "[0, 4)", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "more rows than B*T", rows_too_many, {"q_rows (B, T) = (2,2)", "the 5 rows", "qkv (5,24)"}},
-    {AG_OP_ATTENTION_ROWS, "a left-out key not masked", rows_unmasked, {"key row (1,0) is not in k_rows but not masked", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "a left-out key, no mask", rows_no_mask, {"key row (1,0) is not in k_rows", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "mask value 2", rows_mask_value, {"key_padding_mask (2,2) holds 2 at (1,0)", "qkv (3,24)"}},
-    {AG_OP_ATTENTION_ROWS, "NULL tape", rows_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION, "q of rank 2", cols_rank, {"3-D", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "NULL k", cols_null, {"is NULL", "q q", "k NULL", "v q"}},
+    {AG_OP_ATTENTION, "k and v shapes", cols_kv_shapes, {"k and v shapes differ", "k (2,5,8)", "v (2,4,8)"}},
+    {AG_OP_ATTENTION, "batch sizes", cols_batch, {"batch sizes differ", "q (2,3,8)", "kv (3,5,16)"}},
+    {AG_OP_ATTENTION, "NH % NKV != 0", cols_heads, {"n_heads 3", "multiple of n_kv_heads 2", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "q's heads past its width", cols_q_width, {"q's heads, columns [20, 28)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "v's heads past its width", cols_v_width, {"v's heads, columns [17, 25)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "dropout_p == 1", cols_p, {"dropout_p = 1 ", "[0, 1)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "mask value 3", cols_mask, {"key_padding_mask (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "NULL rng", cols_rng, {"rng is NULL", "dropout_p = 0.5", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "NULL tape", cols_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION, "q of rank 3", rows_rank, {"2-D", "qkv (1,3,24)"}},
+    {AG_OP_ATTENTION, "NULL v", rows_null, {"is NULL", "q q", "k q", "v NULL"}},
+    {AG_OP_ATTENTION, "k and v shapes", rows_kv_shapes, {"k and v shapes differ", "k (3,8)", "v (3,4)"}},
+    {AG_OP_ATTENTION, "batch sizes", rows_batch, {"batch sizes differ", "q_rows B 2", "k_rows B 3", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "v's heads past its width", rows_width, {"v's heads, columns [17, 25)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "NULL q_rows.idx", rows_null_idx, {"q_rows.idx is NULL", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "rows not increasing", rows_order, {"q_rows row 1 at index 2 is not above row 3 at index 1", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "row >= B*T", rows_range, {"k_rows row 4 at index 2", "[0, 4)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "more rows than B*T", rows_too_many, {"q_rows (B, T) = (2,2)", "the 5 rows", "qkv (5,24)"}},
+    {AG_OP_ATTENTION, "a left-out key not masked", rows_unmasked, {"key row (1,0) is not in k_rows but not masked", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "a left-out key, no mask", rows_no_mask, {"key row (1,0) is not in k_rows", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "mask value 2", rows_mask_value, {"key_padding_mask (2,2) holds 2 at (1,0)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "NULL tape", rows_tape, {"tape is NULL"}},
     {AG_OP_HEAD_GATE, "x of rank 3", head_gate_x_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4)", "gate (3)"}},
     {AG_OP_HEAD_GATE, "gate of rank 2", head_gate_gate_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (1,3)"}},
     {AG_OP_HEAD_GATE, "gate length", head_gate_gate_len, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (4)"}},

@@ -1,5 +1,5 @@
 /* test_packed.c: nn_seq2seq_loss computes only the live rows of a padded batch (packed by
- * ag_gather_rows, attention on them by ag_attention_rows), and must give the loss and every
+ * ag_gather_rows, attention on them by ag_attention in its AG_ATTN_ROWS layout), and must give the loss and every
  * gradient of the dense reference, ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...))),
  * up to rounding: 1e-12 (loss) and 1e-10 (gradients) in the double build, float tolerances in
  * the float one. Ragged padding on both sides (a row with a single real token, a target row
@@ -40,7 +40,7 @@ typedef struct {
     Real gates[16][8];
     Real *probs;
     size_t n_probs;
-    int scatters, rows_attn; /* scatter_rows and attention_rows nodes recorded */
+    int scatters, rows_attn; /* scatter_rows and packed-rows attention nodes recorded */
 } Result;
 
 enum {
@@ -111,6 +111,13 @@ static int count_op(const Tape *t, AgOp op) {
     for (const AgNode *node = t->last; node; node = node->prev) n += node->op == op;
     return n;
 }
+/* attention nodes on packed rows: their output is (nq, NH*HS), 2-D (AG_ATTN_ROWS) */
+static int count_rows_attention(const Tape *t) {
+    int n = 0;
+    for (const AgNode *node = t->last; node; node = node->prev)
+        n += node->op == AG_OP_ATTENTION && node->out->ndim == 2;
+    return n;
+}
 
 /* One forward and backward by the packed (nn_seq2seq_loss) or the dense path; keeps what the
  * comparison needs in r (malloc) and returns the number of gather_rows nodes recorded. */
@@ -142,7 +149,7 @@ static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_i
     memcpy(r->probs, P->data, P->size * sizeof(Real));
     int gathers = count_op(t, AG_OP_GATHER_ROWS);
     r->scatters = count_op(t, AG_OP_SCATTER_ROWS);
-    r->rows_attn = count_op(t, AG_OP_ATTENTION_ROWS);
+    r->rows_attn = count_rows_attention(t);
     ag_tape_reset(t);
     return gathers;
 }

@@ -128,9 +128,9 @@ static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
     }
     Rng rng; /* the same key on every call, so every evaluation sees the same dropout mask */
     rng_seed(&rng, (uint64_t)c->arg[2]);
-    return ag_attention(t, in[0], in[1], in[2], c->arg[0], mask, c->farg, &rng, NULL);
+    return ag_attention(t, in[0], in[1], in[2], NULL, c->arg[0], mask, c->farg, &rng, NULL);
 }
-/* ag_attention_cols: where the heads sit (AgHeads), causal, an attn_masks row and the dropout
+/* ag_attention, AG_ATTN_COLS: where the heads sit (AgHeads), causal, an attn_masks row and the dropout
  * seed (p = farg); one input is a fused q/k/v tensor, two are q and a fused k/v, three q, k, v */
 static const struct {
     AgHeads heads;
@@ -155,10 +155,10 @@ static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     }
     Rng rng;
     rng_seed(&rng, (uint64_t)cols_variants[vi].seed);
-    return ag_attention_cols(t, q, k, v, cols_variants[vi].heads, cols_variants[vi].causal, mask,
+    return ag_attention(t, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = cols_variants[vi].heads}, cols_variants[vi].causal, mask,
                              c->farg, &rng, NULL);
 }
-/* ag_attention_rows on ragged row maps of a batch of B = 3: a row left out in the middle of a
+/* ag_attention, AG_ATTN_ROWS, on ragged row maps of a batch of B = 3: a row left out in the middle of a
  * sequence (a masked key), a batch element with a single live row, a kept key that is masked.
  * Maps (row b*T + t) and the (B, Tk) mask per variant; q, k, v as for cols_variants. */
 static const int rows_self[10] = {0, 1, 3, 4, /**/ 5, /**/ 10, 11, 12, 13, 14};    /* T 5 */
@@ -182,7 +182,7 @@ static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
     if (cross) rk.T = 4;
     Rng rng;
     rng_seed(&rng, (uint64_t)rows_variants[vi].seed);
-    return ag_attention_rows(t, q, rq, k, v, rk, rows_variants[vi].heads, rows_variants[vi].causal,
+    return ag_attention(t, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = rows_variants[vi].heads, .q_rows = rq, .k_rows = rk}, rows_variants[vi].causal,
                              cross ? rows_ck_mask : rows_self_mask, c->farg, &rng, NULL);
 }
 static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }
