@@ -292,6 +292,10 @@ static void attention_mask_value(Tape *tp) {
 }
 static void attention_null_rng(Tape *tp) { att(tp, Q, KV("k"), KV("v"), NULL, 0.5, NULL); }
 static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, NULL); }
+static void attention_layout_kind(Tape *tp) {
+    ag_attention(tp, Q, KV("k"), KV("v"), &(AgAttnLayout){.kind = (AgAttnKind)7}, 0, NULL, 0,
+                 NULL, NULL);
+}
 #undef Q
 #undef KV
 
@@ -595,6 +599,7 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding_mask (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION, "layout kind 7", attention_layout_kind, {"layout kind 7 is not an AgAttnKind"}},
     {AG_OP_ATTENTION, "q of rank 2", cols_rank, {"3-D", "qkv (3,24)"}},
     {AG_OP_ATTENTION, "NULL k", cols_null, {"is NULL", "q q", "k NULL", "v q"}},
     {AG_OP_ATTENTION, "k and v shapes", cols_kv_shapes, {"k and v shapes differ", "k (2,5,8)", "v (2,4,8)"}},
