@@ -80,7 +80,7 @@ int main(void) {
     /* 2. the fused op, from the same RNG state */
     ag_tape_reset(t);
     rng_seed(&rng, 1);
-    Tensor *y2 = ag_attention(t, q, k, v, NULL, 1, NULL, DROPOUT, &rng, NULL);
+    Tensor *y2 = ag_attention(t, q, k, v, NULL, AG_CAUSAL, DROPOUT, &rng, NULL);
     ag_backward(t, loss_of(t, y2, w));
     printf("\nthe fused op:\n");
     ag_tape_print(t, stdout);

@@ -12,7 +12,7 @@
  * the layout NULL; then causal 1, no padding mask, no dropout, no probabilities */
 static Tensor *attend(Tape *tape, Tensor **in, void *ctx) {
     (void)ctx;
-    return ag_attention(tape, in[0], in[1], in[2], NULL, 1, NULL, 0.0, NULL, NULL);
+    return ag_attention(tape, in[0], in[1], in[2], NULL, AG_CAUSAL, 0.0, NULL, NULL);
 }
 
 int main(void) {

@@ -179,20 +179,41 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
 Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tensor *bias,
                          double eps);
 
-/* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS), masked
- * scores set to -inf, softmax over keys, dropout on the probabilities, times v. One op, which
- * reads q, k, v and writes y in one of three layouts (AgAttnLayout below; NULL: the first).
+/* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS) + attn_mask,
+ * blocked scores set to -inf, softmax over keys, dropout on the probabilities, times v. One op,
+ * which reads q, k, v and writes y in one of three layouts (AgAttnLayout below; NULL: the first).
  *   AG_ATTN_HEADS: q (B, NH, Tq, HS); k, v (B, NKV, Tk, HS) -> y (B, NH, Tq, HS).
  *   NH % NKV == 0: query head h reads key/value head h / (NH / NKV) (grouped-query; NKV == 1
  *   is multi-query, NKV == NH plain MHA).
- *   causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end, so a query appended to a
- *   key/value cache sees the whole cache; for Tq == Tk the usual lower triangle).
- *   key_padding_mask: (B, Tk), 1 = "this key is padding" (PyTorch's key_padding_mask=True), or
- *   NULL. A query row whose keys are all masked gets probabilities 0, output 0, gradient 0.
+ *   mask: what each query may see (AgAttnMask below), or NULL: every key.
  *   dropout_p: on the probabilities (inverted scaling), with a key drawn from rng; identity in
  *   no-grad mode or when 0.
  * If probs is not NULL, *probs gets the probabilities (B, NH, Tq, Tk) before dropout, in the
  * step arena, for inspection of heads (not on the tape: no gradient flows through them). */
+/* What attention masks. The parts combine (a key is seen only when none blocks it):
+ *   causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end, so a query appended to a
+ *   key/value cache sees the whole cache; for Tq == Tk the usual lower triangle).
+ *   key_padding: (B, Tk) bytes, 1 = "this key is padding" (PyTorch's key_padding_mask=True), or
+ *   NULL.
+ *   attn_mask: added to the scaled scores (PyTorch's float attn_mask): 0 lets a key through,
+ *   -inf blocks it, another value biases it (ALiBi's distances, a prefix-LM's blocks). (Tq, Tk)
+ *   for every batch element and head, or (B, NH, Tq, Tk), where B or NH may be 1 (one mask for
+ *   every batch element, or for every head). Finite values and -inf only; a constant (it may not
+ *   require a gradient: none flows into it). A boolean mask becomes one by ag_attn_mask_bool.
+ *   With packed rows (AG_ATTN_ROWS) it is indexed by positions t, as for the full batch.
+ * A query row whose keys are all blocked gets probabilities 0, output 0, gradient 0 (where
+ * PyTorch gives NaN). */
+typedef struct AgAttnMask {
+    int causal;
+    const uint8_t *key_padding;
+    const Tensor *attn_mask;
+} AgAttnMask;
+/* the causal mask alone: ag_attention(t, q, k, v, NULL, AG_CAUSAL, 0.0, NULL, NULL) */
+#define AG_CAUSAL (&(const AgAttnMask){.causal = 1})
+/* A boolean mask as an additive one: 1 (PyTorch's True: "may not attend") -> -inf, 0 -> 0.
+ * blocked holds the product of shape's ndim (2 or 4) sizes, each byte 0 or 1. -> a tensor of
+ * that shape in the tape's arena, not on the tape (for AgAttnMask.attn_mask). */
+Tensor *ag_attn_mask_bool(Tape *tape, const uint8_t *blocked, int ndim, const int *shape);
 typedef enum {
     AG_ATTN_HEADS = 0, /* (B, heads, T, HS) tensors, as above */
     /* Projections as Linear layers leave them, heads side by side in the last dimension, so
@@ -206,7 +227,7 @@ typedef enum {
     /* AG_ATTN_COLS on packed rows: q (nq, *) holds nq of the B*Tq rows of a (B, Tq, *) batch,
      * named by layout.q_rows.idx (row b*Tq + t, distinct and increasing; q_rows.T = Tq), and k,
      * v (nk, *) nk of the B*Tk rows named by layout.k_rows (k_rows.T = Tk). A key row not in
-     * k_rows must be padding (key_padding_mask, (B, Tk), 1 there: checked); a query row not in
+     * k_rows must be padding (mask->key_padding, (B, Tk), 1 there: checked); a query row not in
      * q_rows is not computed. Causal and the mask are by positions t, as for the full batch.
      * -> y (nq, NH*HS): the rows of AG_ATTN_COLS's output on the full batch (the same sums
      * without dropout). *probs, when asked, is (B, NH, Tq, Tk), the rows and columns of the
@@ -228,8 +249,7 @@ typedef struct AgAttnLayout {
     AgRows q_rows, k_rows; /* AG_ATTN_ROWS: which rows of the batch q and k, v hold */
 } AgAttnLayout;
 Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLayout *layout,
-                     int causal, const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                     Tensor **probs);
+                     const AgAttnMask *mask, double dropout_p, Rng *rng, Tensor **probs);
 
 /* Per-head gate: y[b,h,t,:] = gate[h] x[b,h,t,:]. x (B, NH, T, HS), gate (NH) -> same as x.
  * The gradient on gate is the head-importance score of Michel et al. 2019. */

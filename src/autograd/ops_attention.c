@@ -8,6 +8,7 @@
  * Not here: the loops (../tensor/k_attention_ref.c defines them; k_attention.c is the fast one).
  * Next: ../tensor/k_attention_ref.c, then ops_layernorm.c. */
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "ops_internal.h"
@@ -20,20 +21,19 @@ typedef struct AttentionCtx {
 
 static AttentionCtx read_layout(Tape *tape, const AgAttnLayout *L, const Tensor *q, const Tensor *k,
                                 const Tensor *v, int *y_ndim, int *y_shape);
-static void read_options(Tape *tape, KAttention *a, const Tensor *q, const Tensor *k, int causal,
-                         const uint8_t *key_padding_mask, double dropout_p, Rng *rng);
+static void read_options(Tape *tape, KAttention *a, const Tensor *q, const Tensor *k,
+                         const AgAttnMask *mask, double dropout_p, Rng *rng);
 static const uint8_t *packed_mask(Tape *tape, const KAttention *a, const AgRows *k_rows,
                                   const Tensor *k);
 
 Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLayout *layout,
-                     int causal, const uint8_t *key_padding_mask, double dropout_p, Rng *rng,
-                     Tensor **probs) {
+                     const AgAttnMask *mask, double dropout_p, Rng *rng, Tensor **probs) {
     AG_CHECK(tape != NULL, "ag_attention: tape is NULL");
     const AgAttnLayout heads = {.kind = AG_ATTN_HEADS}, *L = layout ? layout : &heads;
     int y_ndim, y_shape[4];
     AttentionCtx c = read_layout(tape, L, q, k, v, &y_ndim, y_shape);
     KAttention *a = &c.a;
-    read_options(tape, a, q, k, causal, key_padding_mask, dropout_p, rng);
+    read_options(tape, a, q, k, mask, dropout_p, rng);
     if (L->kind == AG_ATTN_ROWS) a->mask = packed_mask(tape, a, &L->k_rows, k);
     int cells = a->poff ? a->NH * a->poff[a->B] : 0; /* packed rows: P's size, maybe 0 */
     Tensor *P =
@@ -47,6 +47,7 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLa
         n->saved = P;
         if (a->mask && !a->poff) /* the caller's (B, Tk) bytes; packed ones are in the arena */
             a->mask = ag_save_bytes(tape, a->mask, (size_t)a->B * a->Tk);
+        c.a.bias = NULL; /* read by the forward only */
         *AG_SAVE(tape, n, AttentionCtx) = c;
     }
     if (probs && a->poff) { /* the packed rows' probabilities, at their places in (B,NH,Tq,Tk) */
@@ -219,7 +220,7 @@ static const uint8_t *packed_mask(Tape *tape, const KAttention *a, const AgRows 
             }
             AG_CHECK(a->mask && a->mask[e],
                      "ag_attention: key row (%d,%d) is not in k_rows but not masked by "
-                     "key_padding_mask (k %s %s)",
+                     "mask->key_padding (k %s %s)",
                      b, t, k->name, tensor_shape_str(k));
         }
     if (!a->mask) return NULL;
@@ -254,28 +255,73 @@ static AttentionCtx read_layout(Tape *tape, const AgAttnLayout *L, const Tensor 
     return c;
 }
 
-/* causal, the mask (its values checked) and dropout (its key drawn) */
-static void read_options(Tape *tape, KAttention *a, const Tensor *q, const Tensor *k, int causal,
-                         const uint8_t *key_padding_mask, double dropout_p, Rng *rng) {
+/* The additive mask: (Tq, Tk), or (B or 1, NH or 1, Tq, Tk); finite values or -inf; a
+ * constant. Sets a->bias and its strides (0 along a dimension of size 1). */
+static void read_attn_mask(KAttention *a, const Tensor *m, const Tensor *q, const Tensor *k) {
     const char *op = "ag_attention";
+    AG_CHECK_TENSOR(op, m);
+    int Tq = a->Tq, Tk = a->Tk, two = m->ndim == 2, four = m->ndim == 4;
+    AG_CHECK((two || four) && m->shape[m->ndim - 2] == Tq && m->shape[m->ndim - 1] == Tk &&
+                 (two || ((m->shape[0] == 1 || m->shape[0] == a->B) &&
+                          (m->shape[1] == 1 || m->shape[1] == a->NH))),
+             "%s: attn_mask %s %s must be (Tq, Tk) = (%d,%d) or (B, NH, Tq, Tk) = (%d,%d,%d,%d) "
+             "with B or NH possibly 1 (q %s %s, k %s %s)",
+             op, m->name, tensor_shape_str(m), Tq, Tk, a->B, a->NH, Tq, Tk, q->name,
+             tensor_shape_str(q), k->name, tensor_shape_str(k));
+    AG_CHECK(!m->requires_grad,
+             "%s: attn_mask %s %s requires a gradient; the mask is a constant (no gradient flows "
+             "into it)",
+             op, m->name, tensor_shape_str(m));
+    for (size_t e = 0; e < m->size; e++) /* NaN or +inf would make a row's softmax NaN */
+        AG_CHECK(m->data[e] == -(Real)INFINITY || isfinite(m->data[e]),
+                 "%s: attn_mask %s %s holds %g at element %zu; it must be finite or -inf", op,
+                 m->name, tensor_shape_str(m), (double)m->data[e], e);
+    size_t plane = (size_t)Tq * Tk;
+    a->bias = m->data;
+    a->bs[1] = four && m->shape[1] > 1 ? plane : 0;
+    a->bs[0] = four && m->shape[0] > 1 ? (size_t)m->shape[1] * plane : 0;
+}
+
+/* the masks (their values checked) and dropout (its key drawn) */
+static void read_options(Tape *tape, KAttention *a, const Tensor *q, const Tensor *k,
+                         const AgAttnMask *mask, double dropout_p, Rng *rng) {
+    const char *op = "ag_attention";
+    const AgAttnMask none = {0}, *M = mask ? mask : &none;
     AG_CHECK(dropout_p >= 0 && dropout_p < 1,
              "%s: dropout_p = %g must be in [0, 1) (q %s %s, k %s %s)", op, dropout_p, q->name,
              tensor_shape_str(q), k->name, tensor_shape_str(k));
-    a->causal = causal != 0;
-    a->mask = key_padding_mask;
+    a->causal = M->causal != 0;
+    a->mask = M->key_padding;
     if (a->mask) /* (B,Tk) of 0/1: another value means the caller passed something else */
         for (size_t e = 0; e < (size_t)a->B * a->Tk; e++)
             AG_CHECK(a->mask[e] <= 1,
-                     "%s: key_padding_mask (%d,%d) holds %d at (%zu,%zu); it "
+                     "%s: key_padding (%d,%d) holds %d at (%zu,%zu); it "
                      "must be 0 (attend) or 1 (padding) (k %s %s)",
                      op, a->B, a->Tk, a->mask[e], e / (size_t)a->Tk, e % (size_t)a->Tk, k->name,
                      tensor_shape_str(k));
+    if (M->attn_mask) read_attn_mask(a, M->attn_mask, q, k);
     if (!tape->no_grad && dropout_p > 0) {
         AG_CHECK(rng != NULL, "%s: rng is NULL (dropout_p = %g, q %s %s, k %s %s)", op, dropout_p,
                  q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
         a->p = dropout_p;
         a->key = rng_u64(rng); /* one draw per call: the key names this call's mask */
     }
+}
+
+Tensor *ag_attn_mask_bool(Tape *tape, const uint8_t *blocked, int ndim, const int *shape) {
+    const char *op = "ag_attn_mask_bool";
+    AG_CHECK_ARG(tape);
+    AG_CHECK_ARG(blocked);
+    AG_CHECK_ARG(shape);
+    AG_CHECK(ndim == 2 || ndim == 4, "%s: ndim %d must be 2 (Tq, Tk) or 4 (B, NH, Tq, Tk)", op,
+             ndim);
+    Tensor *m = tensor_new(tape->arena, ndim, shape, "attn_mask");
+    for (size_t e = 0; e < m->size; e++) {
+        AG_CHECK(blocked[e] <= 1, "%s: blocked %s holds %d at element %zu; it must be 0 or 1", op,
+                 tensor_shape_str(m), blocked[e], e);
+        m->data[e] = blocked[e] ? -(Real)INFINITY : 0;
+    }
+    return m;
 }
 
 /* ---- the per-head gate ---- */

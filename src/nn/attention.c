@@ -86,16 +86,19 @@ static int gates_are_identity(const MultiHeadAttention *m) {
     return 1;
 }
 
-/* The mask's bytes, once its shape is checked against (B, Tk). */
-static const uint8_t *mask_bytes(const NnMask *key_padding_mask, const Tensor *query, int B, int Tk,
-                                 const Tensor *keys) {
+/* The masks as ag_attention takes them, once the key padding mask's shape is checked against
+ * (B, Tk) (ag_attention checks the attention mask's). */
+static AgAttnMask ag_masks(const NnAttnMasks *mk, const Tensor *query, int B, int Tk,
+                           const Tensor *keys) {
+    const NnMask *key_padding_mask = mk->key_padding;
     AG_CHECK(key_padding_mask == NULL ||
                  (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
              "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
              "and keys %s",
              key_padding_mask ? key_padding_mask->B : 0, key_padding_mask ? key_padding_mask->T : 0,
              B, Tk, query->name, tensor_shape_str(query), tensor_shape_str(keys));
-    return key_padding_mask ? key_padding_mask->data : NULL;
+    return (AgAttnMask){mk->causal, key_padding_mask ? key_padding_mask->data : NULL,
+                        mk->attn_mask};
 }
 
 /* x (B, T, C), or (n, C) packed by rows when rows is given */
@@ -152,11 +155,11 @@ static MhaProj project(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
 /* With head gates: query (B, Tq, C), keys and values split into heads kh, vh (B, NKV, Tk, HS);
  * q split the same way, attention, the gates, the heads merged, the output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnMask *key_padding_mask, int causal, Rng *rng) {
-    const uint8_t *mask = mask_bytes(key_padding_mask, query, query->shape[0], kh->shape[2], kh);
+                          const NnAttnMasks *masks, Rng *rng) {
+    AgAttnMask mask = ag_masks(masks, query, query->shape[0], kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
-    Tensor *o = ag_attention(t, qh, kh, vh, NULL, causal, mask, m->dropout, rng,
+    Tensor *o = ag_attention(t, qh, kh, vh, NULL, &mask, m->dropout, rng,
                              &m->last_probs); /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
     Tensor *merged = ag_merge_heads(t, o);     /* (B, Tq, C) */
@@ -183,14 +186,14 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     if (!gates_are_identity(m)) { /* heads split apart, so that the gates can scale them */
         Tensor *kh = nn_mha_project_kv(t, m, key, 0);   /* (B, NKV, Tk, HS) */
         Tensor *vh = nn_mha_project_kv(t, m, value, 1); /* (B, NKV, Tk, HS) */
-        return mha_attend(t, m, query, kh, vh, mk.key_padding, mk.causal, rng);
+        return mha_attend(t, m, query, kh, vh, &mk, rng);
     }
-    const uint8_t *pad = mask_bytes(mk.key_padding, query, query->shape[0], key->shape[1], key);
+    AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key->shape[1], key);
     MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
     Tensor *o =
         ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
-                     mk.causal, pad, m->dropout, rng, &m->last_probs); /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, o);                              /* (B, Tq, C) */
+                     &mask, m->dropout, rng, &m->last_probs); /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, o);                     /* (B, Tq, C) */
 }
 
 /* A side of nn_mha_forward_rows: its map, or all B*T rows of x (B, T, width) */
@@ -230,11 +233,11 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
                      : kv_rows          ? ag_scatter_rows(t, key_value, kv_rows->idx, B, kv_rows->T)
                                         : key_value;
         Tensor *kh = nn_mha_project_kv(t, m, kv, 0), *vh = nn_mha_project_kv(t, m, kv, 1);
-        Tensor *y = mha_attend(t, m, q, kh, vh, mk.key_padding, mk.causal, rng);
+        Tensor *y = mha_attend(t, m, q, kh, vh, &mk, rng);
         return q_rows ? ag_gather_rows(t, y, q_rows->idx, q_rows->n) : y;
     }
     int Tk = kv_rows ? kv_rows->T : key_value->shape[1];
-    const uint8_t *pad = mask_bytes(mk.key_padding, query, B, Tk, key_value);
+    AgAttnMask mask = ag_masks(&mk, query, B, Tk, key_value);
     MhaProj p = project(t, m, query, key_value, key_value); /* packed (n, width) */
     AgAttnLayout rows = {.kind = AG_ATTN_ROWS, .heads = p.heads};
     rows.q_rows = rows_of(t, q_rows, p.q);
@@ -242,8 +245,8 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
     Tensor *q = as_rows(t, p.q, q_rows);
     Tensor *k = p.k == p.q ? q : as_rows(t, p.k, kv_rows);
     Tensor *v = p.v == p.k ? k : as_rows(t, p.v, kv_rows);
-    Tensor *o = ag_attention(t, q, k, v, &rows, mk.causal, pad, m->dropout, rng,
-                             &m->last_probs); /* (nq, C) */
+    Tensor *o =
+        ag_attention(t, q, k, v, &rows, &mask, m->dropout, rng, &m->last_probs); /* (nq, C) */
     if (!q_rows) o = ag_reshape(t, o, 3, (int[]){p.q->shape[0], p.q->shape[1], o->shape[1]});
     return nn_linear(t, &m->out_proj, o); /* (Nq, C) or (B, Tq, C) */
 }
@@ -266,5 +269,5 @@ Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     AG_CHECK_ARG(vh);
     check_input(m, query, NULL, "query");
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_attend(t, m, query, kh, vh, mk.key_padding, mk.causal, rng);
+    return mha_attend(t, m, query, kh, vh, &mk, rng);
 }

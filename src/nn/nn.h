@@ -124,6 +124,10 @@ typedef struct NnMask {
 typedef struct NnAttnMasks {
     const NnMask *key_padding; /* (B, Tk), 1 = padding (PyTorch's key_padding_mask), or NULL */
     int causal;                /* 1: causal (PyTorch's is_causal) */
+    /* added to the scaled scores (PyTorch's float attn_mask; -inf blocks): (Tq, Tk), or
+     * (B, NH, Tq, Tk) where B or NH may be 1; a boolean one through ag_attn_mask_bool (as
+     * ag_attention's AgAttnMask.attn_mask), or NULL */
+    const Tensor *attn_mask;
 } NnAttnMasks;
 
 /* ---- multi-head attention ----

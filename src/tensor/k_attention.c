@@ -1,4 +1,4 @@
-/* k_attention.c: fused scaled dot-product attention (scores, mask, softmax, dropout, times v)
+/* k_attention.c: fused scaled dot-product attention (scores, masks, softmax, dropout, times v)
  * and the per-head gate. The forward shares (batch, head) pairs among threads. The backward
  * shares (batch, key/value head) pairs: one thread computes every query row of the heads that
  * read that key/value head (all of them with grouped-query attention), so it alone writes their
@@ -307,15 +307,20 @@ static size_t forward_scratch(const KAttention *a) {
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
 }
 
-/* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale, 0 elsewhere.
- * Only keys j < n can be visible (the causal end and the last key that is not padding): only
- * their dots were computed, and the rest of the row is set to 0. Padding keys below n get the
- * score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's value there); a row with
- * no visible key is all 0 (not 0/0). */
-static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, Real scale) {
+/* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale + M[j] (M
+ * the additive mask's row by key position, kp[j] for packed keys; none when M is NULL), 0
+ * elsewhere. Only keys j < n can be visible (the causal end and the last key that is not
+ * padding): only their dots were computed, and the rest of the row is set to 0. Padding keys
+ * below n get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's value
+ * there), as do keys the mask blocks (M = -inf); a row with no visible key is all 0 (not 0/0). */
+static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *M, const int *kp,
+                        Real scale) {
     const Real ninf = -(Real)INFINITY;
     /* one loop over the whole row (a separate loop of zeros became a call to memset) */
-    if (pad)
+    if (M)
+        for (int j = 0; j < Tk; j++)
+            pi[j] = j >= n ? 0 : pad && pad[j] ? ninf : pi[j] * scale + M[kp ? kp[j] : j];
+    else if (pad)
         for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
@@ -359,7 +364,8 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
              0); /* raw q.k dots */
         for (int i = i0; i < i0 + nb; i++) {
             int n = key_end(a, b, i);
-            softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, scale);
+            softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, bias_row(a, b, h, i),
+                        kpos_of(a, b), scale);
         }
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
         const Real *Ab = Pb;

@@ -1,6 +1,6 @@
 /* k_attention.h: where things are in a KAttention (kernels.h): batch b's query and key rows
  * (the whole (B, T) batch, or its packed rows), where a head starts in q, y, k, v and P, the
- * key padding bytes, the keys the causal rule allows, and whether dropout keeps an element of
+ * key padding bytes, the additive mask's rows, the keys the causal rule allows, and whether dropout keeps an element of
  * P. Shared by the fast kernel (k_attention.c) and the reference (k_attention_ref.c), so both
  * read the same layouts and drop the same elements.
  * Not here: any loop over a head. Read next: k_attention_ref.c. */
@@ -45,6 +45,18 @@ static inline size_t p_at(const KAttention *a, int b, int h) {
 static inline const uint8_t *pad_of(const KAttention *a, int b) {
     if (!a->mask) return NULL;
     return a->mask + (a->koff ? (size_t)a->koff[b] : (size_t)b * a->Tk);
+}
+
+/* The additive mask's row for query row i of batch b, head h (Tk values by key position), or
+ * NULL without one */
+static inline const Real *bias_row(const KAttention *a, int b, int h, int i) {
+    if (!a->bias) return NULL;
+    size_t t = (size_t)(a->qpos ? a->qpos[a->qoff[b] + i] : i);
+    return a->bias + (size_t)b * a->bs[0] + (size_t)h * a->bs[1] + t * a->Tk;
+}
+/* batch b's key positions (key j is at position kp[j]), or NULL for the whole batch (j) */
+static inline const int *kpos_of(const KAttention *a, int b) {
+    return a->kpos ? a->kpos + a->koff[b] : NULL;
 }
 
 /* Keys j < end are allowed by the causal rule: position tk <= tq + Tk - Tq (aligned at the

@@ -20,9 +20,10 @@ static int visible(const KAttention *a, int b, int i, int j) {
     return j < key_end(a, b, i) && !(pad && pad[j]);
 }
 
-/* forward, for each (b, h, i): s_j = q_i . k_j / sqrt(HS) over the visible keys j; P_ij =
- * exp(s_j - max s) / sum (0 for the others, and a whole row of 0 when none is visible);
- * A_ij = P_ij m_ij / (1 - p), m_ij = keep(e) (dropout); y_i = sum_j A_ij v_j. */
+/* forward, for each (b, h, i): s_j = q_i . k_j / sqrt(HS) + M_ij (the additive mask, 0 without
+ * one) over the visible keys j; P_ij = exp(s_j - max s) / sum (0 for the others and where
+ * M_ij = -inf, and a whole row of 0 when no key is left); A_ij = P_ij m_ij / (1 - p),
+ * m_ij = keep(e) (dropout); y_i = sum_j A_ij v_j. */
 void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                              const KAttention *a) {
     int HS = a->HS, group = a->NH / a->NKV;
@@ -32,20 +33,26 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
         for (int h = 0; h < a->NH; h++) {
             int nq = n_q(a, b), nk = n_k(a, b);
             const Real *kh = k + k_at(a, b, h / group), *vh = v + k_at(a, b, h / group);
+            const int *kp = kpos_of(a, b);
             for (int i = 0; i < nq; i++) {
                 const Real *qi = q + q_at(a, a->qs, b, h) + (size_t)i * a->qs[2];
+                const Real *Mi = bias_row(a, b, h, i);
                 Real *yi = y + q_at(a, a->ys, b, h) + (size_t)i * a->ys[2];
                 size_t e0 = p_at(a, b, h) + (size_t)i * nk; /* P's row i */
                 Real *pi = P + e0, max = -INFINITY, sum = 0;
-                for (int j = 0; j < nk; j++) { /* the scores, and their max */
+                for (int j = 0; j < nk; j++) { /* the scores (-inf where not visible), max */
                     pi[j] = 0;
-                    if (!visible(a, b, i, j)) continue;
+                    if (!visible(a, b, i, j)) {
+                        pi[j] = -INFINITY;
+                        continue;
+                    }
                     for (int d = 0; d < HS; d++) pi[j] += qi[d] * kh[(size_t)j * a->ks[2] + d];
                     pi[j] *= scale;
+                    if (Mi) pi[j] += Mi[kp ? kp[j] : j];
                     if (pi[j] > max) max = pi[j];
                 }
                 for (int j = 0; j < nk; j++) { /* exp, and the sum */
-                    pi[j] = visible(a, b, i, j) ? (Real)exp((double)(pi[j] - max)) : 0;
+                    pi[j] = max == -INFINITY ? 0 : (Real)exp((double)(pi[j] - max));
                     sum += pi[j];
                 }
                 for (int j = 0; j < nk; j++) pi[j] = sum > 0 ? pi[j] / sum : 0;
@@ -65,7 +72,8 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
  *   gv_j += A_ij gy_i                                           (y = A v)
  *   gs_ij = P_ij (gP_ij - sum_l P_il gP_il)                     (softmax, from its output)
  *   gq_i += sum_j gs_ij k_j / sqrt(HS);  gk_j += gs_ij q_i / sqrt(HS)   (s = q k^T / sqrt(HS))
- * Keys that are not visible have P = 0: nothing flows through them. Gradients accumulate (+=);
+ * Keys that are not visible have P = 0: nothing flows through them. The additive mask M is a
+ * constant: s's gradient is q's and k's alone. Gradients accumulate (+=);
  * any of gq, gk, gv may be NULL. */
 void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                               const Real *v, const Real *P, const Real *gy, const KAttention *a) {

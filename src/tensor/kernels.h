@@ -192,7 +192,12 @@ void k_pick_rows(Real *y, const Real *x, const int *from, size_t n, int C, int s
 typedef struct KAttention {
     int B, NH, NKV, Tq, Tk, HS;
     int causal;
-    const uint8_t *mask;
+    const uint8_t *mask; /* key padding, (B, Tk) bytes (1 = padding), or NULL */
+    /* An additive mask on the scaled scores, by positions: query t, key u of batch b, head h
+     * add bias[b*bs[0] + h*bs[1] + t*Tk + u] (-inf blocks the key); or NULL. Only the forward
+     * reads it (the backward reads P). */
+    const Real *bias;
+    size_t bs[2];
     double p;
     uint64_t key;
     /* Layout: row t of head h of batch b starts at q[b*qs[0] + h*qs[1] + t*qs[2]] (and so in
@@ -209,8 +214,8 @@ typedef struct KAttention {
 } KAttention;
 /* the strides of q, y (B,NH,Tq,HS) and k, v (B,NKV,Tk,HS), contiguous */
 void k_attention_strides_heads(KAttention *a);
-/* P (B,NH,Tq,Tk) = softmax(q k^T / sqrt(HS)) over the visible keys (0 elsewhere; a row with
- * no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
+/* P (B,NH,Tq,Tk) = softmax(q k^T / sqrt(HS) + bias) over the visible keys (0 elsewhere; a row
+ * with no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a);
 /* From the saved P (no other buffer: the score gradients of a query row are used at once). */

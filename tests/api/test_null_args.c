@@ -112,6 +112,9 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ag_gradcheck, inputs, ag_gradcheck(&TP, gc_fn, NULL, NULL, 1, 1e-3, 1e-3, NULL))             \
     X(ag_gradcheck_print, res, ag_gradcheck_print(NULL, stderr))                                   \
     X(ag_gradcheck_print, f, ag_gradcheck_print(&GCR, NULL))                                       \
+    X(ag_attn_mask_bool, tape, ag_attn_mask_bool(NULL, (const uint8_t[]){0}, 2, (int[]){1, 1}))    \
+    X(ag_attn_mask_bool, blocked, ag_attn_mask_bool(&TP, NULL, 2, (int[]){1, 1}))                  \
+    X(ag_attn_mask_bool, shape, ag_attn_mask_bool(&TP, (const uint8_t[]){0}, 2, NULL))             \
     /* autograd.h: the parameter list */                                                           \
     X(ag_params_init, pl, ag_params_init(NULL))                                                    \
     X(ag_params_free, pl, ag_params_free(NULL))                                                    \

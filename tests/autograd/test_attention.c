@@ -2,7 +2,7 @@
  * the composition of plain ops (matmul_bt, scale, softmax, matmul), explicit masks, repeated
  * key/value heads for grouped-query attention, and the incremental-decoding property of the
  * end-aligned causal mask, and the AG_ATTN_ROWS layout against scatter, AG_ATTN_COLS, gather on
- * ragged row maps. Gradients against finite differences are in test_gradcheck.c (the
+ * ragged row maps; attention masks of each shape against the scores plus the mask. Gradients against finite differences are in test_gradcheck.c (the
  * attention rows of tests/support/cases.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -107,7 +107,7 @@ static void check_against_composition(int B, int NH, int Tq, int Tk, int HS) {
     Tensor *v = randn4(env.params, B, NH, Tk, HS, "v", 3);
 
     Tensor *P;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 0, NULL, 0, NULL, &P);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL, NULL, 0, NULL, &P);
     Fused f = keep_fused(&env, y, P, q, k, v);
     Tensor *S = ag_scale(env.tape, ag_matmul_bt(env.tape, q, k), 1.0 / sqrt((double)HS));
     Tensor *Pc = ag_softmax(env.tape, S);
@@ -141,7 +141,8 @@ static void check_masked_against_composition(int causal) {
     Tensor *k = randn4(env.params, B, NH, T, HS, "k", 8);
     Tensor *v = randn4(env.params, B, NH, T, HS, "v", 9);
     Tensor *P;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, causal, mask, 0, NULL, &P);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL,
+                             &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &P);
     Fused f = keep_fused(&env, y, P, q, k, v);
     Tensor *M = tensor_new4(env.tape->arena, B, NH, T, T, "mask");
     for (int b = 0; b < B; b++)
@@ -164,6 +165,101 @@ Test(ag_attention, causal_with_trailing_padding_equals_the_composition) {
     check_masked_against_composition(1);
 }
 
+/* An attention mask (AgAttnMask.attn_mask) of each accepted shape, with causal and key padding,
+ * against plain ops on the scores plus the mask (broadcast by hand) plus -inf where causal or
+ * padding hide a key. The mask: ALiBi's -slope |i - j| (slope per head and batch element where
+ * the shape has them) and -inf at some keys, one (b, h, i) row wholly blocked where the shape
+ * is (B, NH, T, T) (it must give 0, not NaN). shape: 0 (T, T), 1 (1, NH, T, T), 2 (B, 1, T, T),
+ * 3 (B, NH, T, T). */
+static void check_attn_mask_against_composition(int shape) {
+    enum { B = 2, NH = 3, T = 11, HS = 5 };
+    uint8_t pad[B * T] = {0};
+    for (int j = 8; j < T; j++) pad[T + j] = 1; /* batch 1 pads its last three keys */
+    int mb = shape >= 2 ? B : 1, mh = shape == 1 || shape == 3 ? NH : 1;
+    TestEnv env = test_env_new();
+    Tensor *M = shape == 0 ? tensor_new2(env.params, T, T, "alibi")
+                           : tensor_new4(env.params, mb, mh, T, T, "alibi");
+    for (size_t e = 0; e < M->size; e++) {
+        int j = (int)(e % T), i = (int)(e / T % T), h = (int)(e / (T * T) % mh);
+        int b = (int)(e / ((size_t)T * T * mh));
+        double slope = ldexp(1.0, -(h + 1)) * (1 + b);
+        M->data[e] = (e % 7 == 3) || (shape == 3 && e / T == 4) ? -(Real)INFINITY
+                                                                : (Real)(-slope * abs(i - j));
+    }
+    Tensor *q = randn4(env.params, B, NH, T, HS, "q", 21);
+    Tensor *k = randn4(env.params, B, NH, T, HS, "k", 22);
+    Tensor *v = randn4(env.params, B, NH, T, HS, "v", 23);
+    Tensor *P;
+    AgAttnMask mask = {.causal = 1, .key_padding = pad, .attn_mask = M};
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL, &mask, 0, NULL, &P);
+    cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
+    Fused f = keep_fused(&env, y, P, q, k, v);
+    Tensor *A = tensor_new4(env.tape->arena, B, NH, T, T, "mask");
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++) {
+                    size_t at =
+                        (((size_t)(mb > 1 ? b : 0) * mh + (mh > 1 ? h : 0)) * T + i) * T + j;
+                    Real m = M->data[at];
+                    if (pad[b * T + j] || j > i) m = -(Real)INFINITY;
+                    A->data[(((size_t)b * NH + h) * T + i) * T + j] = m;
+                }
+    /* wholly blocked rows (the one of shape 3, and where -inf, causal and padding meet): plain
+     * softmax would give NaN there; the composition gets a finite row times 0 instead (Z),
+     * which is what the fused op must give: P 0, output 0, no gradient */
+    Tensor *Z = tensor_new4(env.tape->arena, B, NH, T, T, "keep");
+    tensor_fill(Z, 1);
+    int blocked_rows = 0;
+    for (size_t row = 0; row < (size_t)B * NH * T; row++) {
+        int any = 0;
+        for (int j = 0; j < T; j++) any |= A->data[row * T + j] != -(Real)INFINITY;
+        if (any) continue;
+        blocked_rows++;
+        for (int j = 0; j < T; j++) {
+            cr_assert(f.P[row * T + j] == 0, "P of blocked row %zu: %g", row,
+                      (double)f.P[row * T + j]);
+            A->data[row * T + j] = 0, Z->data[row * T + j] = 0;
+        }
+    }
+    cr_assert(shape != 3 || blocked_rows >= 1);
+    Tensor *S = ag_scale(env.tape, ag_matmul_bt(env.tape, q, k), 1.0 / sqrt((double)HS));
+    Tensor *Pc = ag_mul(env.tape, ag_softmax(env.tape, ag_add(env.tape, S, A)), Z);
+    Tensor *yc = ag_matmul(env.tape, Pc, v);
+    assert_matches(&f, env.tape, yc, Pc, q, k, v);
+    test_env_free(&env);
+}
+
+Test(ag_attention, attn_mask_of_every_shape_equals_the_composition_with_the_mask_added) {
+    for (int shape = 0; shape < 4; shape++) check_attn_mask_against_composition(shape);
+}
+
+/* ag_attn_mask_bool: 1 -> -inf, 0 -> 0, and the same probabilities as that additive mask */
+Test(ag_attention, a_boolean_mask_blocks_what_it_marks) {
+    enum { T = 4 };
+    const uint8_t blocked[T * T] = {0, 1, 1, 1, /**/ 0, 0, 1, 1, /**/ 1, 1, 1, 1, /**/ 0, 1, 0, 0};
+    TestEnv env = test_env_new();
+    Tensor *m = ag_attn_mask_bool(env.tape, blocked, 2, (int[]){T, T});
+    cr_assert(m->ndim == 2 && m->shape[0] == T && m->shape[1] == T && !m->requires_grad);
+    for (int e = 0; e < T * T; e++)
+        cr_assert(blocked[e] ? m->data[e] == -(Real)INFINITY : m->data[e] == 0);
+    Tensor *q = randn4(env.params, 1, 2, T, 3, "q", 31),
+           *k = randn4(env.params, 1, 2, T, 3, "k", 32);
+    Tensor *v = randn4(env.params, 1, 2, T, 3, "v", 33), *P;
+    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.attn_mask = m}, 0, NULL, &P);
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < T; i++) {
+            double s = 0;
+            for (int j = 0; j < T; j++) {
+                Real p = P->data[((size_t)h * T + i) * T + j];
+                cr_assert(!blocked[i * T + j] || p == 0, "P[%d,%d,%d] = %g", h, i, j, (double)p);
+                s += (double)p;
+            }
+            cr_assert(i == 2 ? s == 0 : fabs(s - 1) < 1e-6, "row %d sums to %g", i, s);
+        }
+    test_env_free(&env);
+}
+
 /* Causal self-attention (T = 4) with left padding: batch 1 pads keys 0 and 1, so its query
  * rows 0 and 1 see no key at all. */
 enum { MB = 2, MNH = 2, MT = 4, MHS = 3 };
@@ -177,7 +273,8 @@ Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
     Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 5);
     Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 6);
     Tensor *P = NULL;
-    ag_attention(env.tape, q, k, v, NULL, 1, left_pad, 0, NULL, &P);
+    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = 1, .key_padding = left_pad}, 0,
+                 NULL, &P);
     cr_assert(P != NULL);
     cr_assert(P->ndim == 4 && P->shape[0] == MB && P->shape[1] == MNH && P->shape[2] == MT &&
                   P->shape[3] == MT,
@@ -214,7 +311,7 @@ Test(ag_attention, causal_upper_triangle_is_exactly_zero) {
     Tensor *k = randn4(env.params, 1, 3, T, 4, "k", 8);
     Tensor *v = randn4(env.params, 1, 3, T, 4, "v", 9);
     Tensor *P;
-    ag_attention(env.tape, q, k, v, NULL, 1, NULL, 0, NULL, &P);
+    ag_attention(env.tape, q, k, v, NULL, AG_CAUSAL, 0, NULL, &P);
     for (int h = 0; h < 3; h++)
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++) {
@@ -235,7 +332,8 @@ Test(ag_attention, fully_masked_rows_give_zero_output_and_gradient_without_nan) 
     Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 11);
     Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 12);
     Tensor *P;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 1, left_pad, 0, NULL, &P);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL,
+                             &(AgAttnMask){.causal = 1, .key_padding = left_pad}, 0, NULL, &P);
     backward_weighted(env.tape, y);
     cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
     cr_assert(all_finite(q->grad, q->size) && all_finite(k->grad, k->size) &&
@@ -282,7 +380,8 @@ static void check_gqa_against_repeated(int NKV) {
             memcpy(kr->data + dst, k->data + src, blk * sizeof(Real));
             memcpy(vr->data + dst, v->data + src, blk * sizeof(Real));
         }
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 1, pad, 0, NULL, NULL);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL,
+                             &(AgAttnMask){.causal = 1, .key_padding = pad}, 0, NULL, NULL);
     backward_weighted(env.tape, y);
     Real *yg = arena_alloc(env.params, y->size * sizeof(Real));
     memcpy(yg, y->data, y->size * sizeof(Real));
@@ -290,7 +389,8 @@ static void check_gqa_against_repeated(int NKV) {
 
     ag_tape_reset(env.tape);
     tensor_zero_grad(q);
-    Tensor *yr = ag_attention(env.tape, q, kr, vr, NULL, 1, pad, 0, NULL, NULL);
+    Tensor *yr = ag_attention(env.tape, q, kr, vr, NULL,
+                              &(AgAttnMask){.causal = 1, .key_padding = pad}, 0, NULL, NULL);
     backward_weighted(env.tape, yr);
     cr_assert(max_diff(yg, yr->data, y->size) < TOL, "NKV=%d output: %g", NKV,
               max_diff(yg, yr->data, y->size));
@@ -345,10 +445,11 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
     Rng rng;
     rng_seed(&rng, 4);
     Tensor *P, *Pc;
-    Tensor *yh = ag_merge_heads(env.tape, ag_attention(env.tape, ag_split_heads(env.tape, q, NH),
-                                                       ag_split_heads(env.tape, k, NKV),
-                                                       ag_split_heads(env.tape, v, NKV), NULL,
-                                                       causal, mask, p, &rng, &P));
+    Tensor *yh = ag_merge_heads(
+        env.tape,
+        ag_attention(env.tape, ag_split_heads(env.tape, q, NH), ag_split_heads(env.tape, k, NKV),
+                     ag_split_heads(env.tape, v, NKV), NULL,
+                     &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, &P));
     backward_weighted(env.tape, yh);
     Real *y0 = arena_alloc(env.params, yh->size * sizeof(Real));
     memcpy(y0, yh->data, yh->size * sizeof(Real));
@@ -362,7 +463,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
     rng_seed(&rng, 4);
     Tensor *y = ag_attention(env.tape, q, k, v,
                              &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}},
-                             causal, mask, p, &rng, &Pc);
+                             &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, &Pc);
     backward_weighted(env.tape, y);
     cr_assert(y->ndim == 3 && y->shape[0] == B && y->shape[1] == Tq && y->shape[2] == NH * HS);
     cr_assert(same_bits(y->data, y0, y->size), "output");
@@ -384,7 +485,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
         rng_seed(&rng, 4);
         y = ag_attention(env.tape, qkv, qkv, qkv,
                          &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NH, HS, 0, C, 2 * C}},
-                         causal, mask, p, &rng, NULL);
+                         &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, NULL);
         backward_weighted(env.tape, y);
         cr_assert(same_bits(y->data, y0, y->size), "packed output");
         for (size_t r = 0; r < (size_t)B * Tq; r++) {
@@ -437,8 +538,8 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
     Tensor *yc = ag_attention(
         env.tape, ag_scatter_rows(env.tape, q, qi, B, Tq), ag_scatter_rows(env.tape, k, ki, B, Tk),
         ag_scatter_rows(env.tape, v, ki, B, Tk),
-        &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}}, causal, mask, 0,
-        NULL, &P);
+        &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}},
+        &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &P);
     yc = ag_gather_rows(env.tape, yc, qi, nq);
     backward_weighted(env.tape, yc);
     Real *y0 = arena_alloc(env.params, yc->size * sizeof(Real));
@@ -456,7 +557,7 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
                                              .heads = {NH, NKV, HS, 0, 0, 0},
                                              .q_rows = {qi, B, Tq},
                                              .k_rows = {ki, B, Tk}},
-                             causal, mask, 0, NULL, &Pr);
+                             &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &Pr);
     cr_assert(env.tape->last && env.tape->last->op == AG_OP_ATTENTION &&
                   env.tape->last->prev == NULL,
               "one node, no scatter or gather");
@@ -496,7 +597,7 @@ Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {
     Tensor *k = randn4(env.params, 2, 2, 3, 4, "k", 17);
     Tensor *v = randn4(env.params, 2, 2, 3, 4, "v", 18);
     Tensor *P0;
-    Tensor *y0 = ag_attention(env.tape, q, k, v, NULL, 1, NULL, 0, NULL, &P0);
+    Tensor *y0 = ag_attention(env.tape, q, k, v, NULL, AG_CAUSAL, 0, NULL, &P0);
     int nodes = env.tape->n_nodes;
     cr_assert_eq(nodes, 1);
 
@@ -504,7 +605,7 @@ Test(ag_attention, probs_are_computed_in_no_grad_mode_and_dropout_is_off) {
     Rng rng;
     rng_seed(&rng, 5);
     Tensor *P = NULL;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 1, NULL, 0.5, &rng, &P);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL, AG_CAUSAL, 0.5, &rng, &P);
     ag_no_grad(env.tape, prev);
     cr_assert_eq(env.tape->n_nodes, nodes, "no-grad mode recorded a node");
     cr_assert(P != NULL && P != P0);
@@ -526,7 +627,7 @@ Test(ag_attention, dropout_zeroes_or_rescales_each_probability) {
     rng_seed(&rng, 3);
     Tensor *P;
     double p = 0.5;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 0, NULL, p, &rng, &P);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL, NULL, p, &rng, &P);
     size_t dropped = 0;
     for (size_t e = 0; e < P->size; e++) {
         if (y->data[e] == 0) {
@@ -542,9 +643,9 @@ Test(ag_attention, dropout_zeroes_or_rescales_each_probability) {
     /* the same rng state gives the same mask; the next draw another one */
     Rng again;
     rng_seed(&again, 3);
-    Tensor *y2 = ag_attention(env.tape, q, k, v, NULL, 0, NULL, p, &again, NULL);
+    Tensor *y2 = ag_attention(env.tape, q, k, v, NULL, NULL, p, &again, NULL);
     cr_assert(memcmp(y->data, y2->data, y->size * sizeof(Real)) == 0);
-    Tensor *y3 = ag_attention(env.tape, q, k, v, NULL, 0, NULL, p, &again, NULL);
+    Tensor *y3 = ag_attention(env.tape, q, k, v, NULL, NULL, p, &again, NULL);
     cr_assert(memcmp(y->data, y3->data, y->size * sizeof(Real)) != 0);
     test_env_free(&env);
 }
@@ -557,7 +658,7 @@ Test(ag_attention, causal_query_on_a_cache_equals_the_last_rows_of_the_full_pass
     Tensor *q = randn4(env.params, 1, NH, T, HS, "q", 22);
     Tensor *k = randn4(env.params, 1, NH, T, HS, "k", 23);
     Tensor *v = randn4(env.params, 1, NH, T, HS, "v", 24);
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL, 1, NULL, 0, NULL, NULL);
+    Tensor *y = ag_attention(env.tape, q, k, v, NULL, AG_CAUSAL, 0, NULL, NULL);
     ag_no_grad(env.tape, 1);
     for (int t = 0; t < T; t++) { /* query t, cache of t+1 keys */
         Tensor *qt = tensor_new4(env.tape->arena, 1, NH, 1, HS, "q_t");
@@ -571,7 +672,7 @@ Test(ag_attention, causal_query_on_a_cache_equals_the_last_rows_of_the_full_pass
             memcpy(vc->data + (size_t)h * (t + 1) * HS, v->data + (size_t)h * T * HS,
                    (size_t)(t + 1) * HS * sizeof(Real));
         }
-        Tensor *yt = ag_attention(env.tape, qt, kc, vc, NULL, 1, NULL, 0, NULL, NULL);
+        Tensor *yt = ag_attention(env.tape, qt, kc, vc, NULL, AG_CAUSAL, 0, NULL, NULL);
         for (int h = 0; h < NH; h++)
             cr_assert(max_diff(yt->data + (size_t)h * HS, y->data + ((size_t)h * T + t) * HS,
                                (size_t)HS) < TOL,
@@ -582,7 +683,7 @@ Test(ag_attention, causal_query_on_a_cache_equals_the_last_rows_of_the_full_pass
         for (int h = 0; h < NH; h++)
             memcpy(qm->data + (size_t)h * m * HS, q->data + ((size_t)h * T + T - m) * HS,
                    (size_t)m * HS * sizeof(Real));
-        Tensor *ym = ag_attention(env.tape, qm, k, v, NULL, 1, NULL, 0, NULL, NULL);
+        Tensor *ym = ag_attention(env.tape, qm, k, v, NULL, AG_CAUSAL, 0, NULL, NULL);
         for (int h = 0; h < NH; h++)
             cr_assert(max_diff(ym->data + (size_t)h * m * HS,
                                y->data + ((size_t)h * T + T - m) * HS, (size_t)m * HS) < TOL,
@@ -615,7 +716,8 @@ static void attention_of(int q1, int q3, int k0, int k1, int v2, int causal, con
     Tensor *v = randn4(env.params, k0, k1, v2, 4, "v", 3);
     Rng rng;
     rng_seed(&rng, 1);
-    ag_attention(env.tape, q, k, v, NULL, causal, mask, p, with_rng ? &rng : NULL, NULL);
+    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = causal, .key_padding = mask}, p,
+                 with_rng ? &rng : NULL, NULL);
     test_env_free(&env); /* not reached when the call aborts */
 }
 
@@ -648,4 +750,12 @@ Test(ag_head_gate, aborts_when_gate_size_differs_from_heads, .signal = SIGABRT) 
     Tensor *g = tensor_new1(env.params, 4, "gate");
     ag_head_gate(env.tape, x, g);
     test_env_free(&env);
+}
+Test(ag_attention, attn_mask_bool_aborts_on_a_value_other_than_0_or_1, .signal = SIGABRT) {
+    TestEnv env = test_env_new();
+    ag_attn_mask_bool(env.tape, (const uint8_t[]){0, 1, 2, 0}, 2, (int[]){2, 2});
+}
+Test(ag_attention, attn_mask_bool_aborts_on_a_shape_of_3_dimensions, .signal = SIGABRT) {
+    TestEnv env = test_env_new();
+    ag_attn_mask_bool(env.tape, (const uint8_t[]){0, 1, 0, 0}, 3, (int[]){1, 2, 2});
 }

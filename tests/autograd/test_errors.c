@@ -247,7 +247,7 @@ static void scatter_rows_tape(Tape *tp) { ag_scatter_rows(NULL, T2("p", 2, 5), (
 /* attention: q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS); no causal mask, no probs out */
 static void att(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
                 Rng *rng) {
-    ag_attention(tp, q, k, v, NULL, 0, mask, p, rng, NULL);
+    ag_attention(tp, q, k, v, NULL, &(AgAttnMask){.key_padding = mask}, p, rng, NULL);
 }
 #define Q T4("q", 2, 4, 3, 8)
 #define KV(n) T4(n, 2, 2, 3, 8)
@@ -291,9 +291,29 @@ static void attention_mask_value(Tape *tp) {
     att(tp, Q, KV("k"), KV("v"), (const uint8_t[]){0, 0, 1, 0, 1, 2}, 0, NULL);
 }
 static void attention_null_rng(Tape *tp) { att(tp, Q, KV("k"), KV("v"), NULL, 0.5, NULL); }
+/* attention masks: q (2,4,3,8) over k (2,2,3,8): (Tq, Tk) = (3,3), (B, NH) = (2,4) */
+static void att_mask(Tape *tp, Tensor *m) {
+    ag_attention(tp, Q, KV("k"), KV("v"), NULL, &(AgAttnMask){.attn_mask = m}, 0, NULL, NULL);
+}
+static Tensor *filled(Tensor *m, Real x) { /* a constant (mk's tensors require gradients) */
+    m->requires_grad = 0;
+    for (size_t e = 0; e < m->size; e++) m->data[e] = 0;
+    m->data[m->size - 1] = x;
+    return m;
+}
+static void attention_amask_rows(Tape *tp) { att_mask(tp, filled(T2("bias", 4, 3), 0)); }
+static void attention_amask_heads(Tape *tp) { att_mask(tp, filled(T4("bias", 2, 3, 3, 3), 0)); }
+static void attention_amask_rank(Tape *tp) { att_mask(tp, filled(T3("bias", 4, 3, 3), 0)); }
+static void attention_amask_nan(Tape *tp) { att_mask(tp, filled(T2("bias", 3, 3), NAN)); }
+static void attention_amask_inf(Tape *tp) { att_mask(tp, filled(T2("bias", 3, 3), INFINITY)); }
+static void attention_amask_grad(Tape *tp) {
+    Tensor *m = filled(T2("bias", 3, 3), 0);
+    m->requires_grad = 1;
+    att_mask(tp, m);
+}
 static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, NULL); }
 static void attention_layout_kind(Tape *tp) {
-    ag_attention(tp, Q, KV("k"), KV("v"), &(AgAttnLayout){.kind = (AgAttnKind)7}, 0, NULL, 0,
+    ag_attention(tp, Q, KV("k"), KV("v"), &(AgAttnLayout){.kind = (AgAttnKind)7}, NULL, 0,
                  NULL, NULL);
 }
 #undef Q
@@ -301,7 +321,7 @@ static void attention_layout_kind(Tape *tp) {
 
 static void cols(Tape *tp, Tensor *q, Tensor *k, Tensor *v, AgHeads h, double p, Rng *rng,
                  const uint8_t *mask) {
-    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = h}, 0, mask, p, rng, NULL);
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = h}, &(AgAttnMask){.key_padding = mask}, p, rng, NULL);
 }
 static const AgHeads H24 = {2, 2, 4, 0, 8, 16};
 static void cols_rank(Tape *tp) {
@@ -357,7 +377,7 @@ static const int R3[3] = {0, 1, 3};
 static const uint8_t R_MASK[4] = {0, 0, 1, 0}; /* row (1,0) is left out: it must be masked */
 static void rows_op(Tape *tp, Tensor *q, const int *qi, Tensor *k, Tensor *v, const int *ki,
                     int kB, AgHeads h, const uint8_t *mask) {
-    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = h, .q_rows = {qi, 2, 2}, .k_rows = {ki, kB, 2}}, 1, mask, 0,
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = h, .q_rows = {qi, 2, 2}, .k_rows = {ki, kB, 2}}, &(AgAttnMask){.causal = 1, .key_padding = mask}, 0,
                  NULL, NULL);
 }
 static void rows_rank(Tape *tp) {
@@ -596,9 +616,15 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "dropout_p == 1", attention_p_one, {"dropout_p = 1 ", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "dropout_p NaN", attention_p_nan, {"dropout_p = nan", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "dropout_p == 1 in no-grad mode", attention_p_one_no_grad, {"dropout_p = 1 ", "q (2,4,3,8)", "k (2,2,3,8)"}},
-    {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding_mask (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
+    {AG_OP_ATTENTION, "attn_mask rows", attention_amask_rows, {"attn_mask bias (4,3) must be (Tq, Tk) = (3,3)", "q (2,4,3,8)"}},
+    {AG_OP_ATTENTION, "attn_mask heads", attention_amask_heads, {"attn_mask bias (2,3,3,3)", "(B, NH, Tq, Tk) = (2,4,3,3)", "q (2,4,3,8)"}},
+    {AG_OP_ATTENTION, "attn_mask of rank 3", attention_amask_rank, {"attn_mask bias (4,3,3) must be", "k k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "attn_mask NaN", attention_amask_nan, {"attn_mask bias (3,3) holds nan at element 8", "finite or -inf"}},
+    {AG_OP_ATTENTION, "attn_mask +inf", attention_amask_inf, {"attn_mask bias (3,3) holds inf at element 8"}},
+    {AG_OP_ATTENTION, "attn_mask with a gradient", attention_amask_grad, {"attn_mask bias (3,3) requires a gradient", "constant"}},
     {AG_OP_ATTENTION, "layout kind 7", attention_layout_kind, {"layout kind 7 is not an AgAttnKind"}},
     {AG_OP_ATTENTION, "q of rank 2", cols_rank, {"3-D", "qkv (3,24)"}},
     {AG_OP_ATTENTION, "NULL k", cols_null, {"is NULL", "q q", "k NULL", "v q"}},
@@ -608,7 +634,7 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "q's heads past its width", cols_q_width, {"q's heads, columns [20, 28)", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION, "v's heads past its width", cols_v_width, {"v's heads, columns [17, 25)", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION, "dropout_p == 1", cols_p, {"dropout_p = 1 ", "[0, 1)", "qkv (2,3,24)"}},
-    {AG_OP_ATTENTION, "mask value 3", cols_mask, {"key_padding_mask (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
+    {AG_OP_ATTENTION, "mask value 3", cols_mask, {"key_padding (2,3) holds 3 at (1,1)", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION, "NULL rng", cols_rng, {"rng is NULL", "dropout_p = 0.5", "qkv (2,3,24)"}},
     {AG_OP_ATTENTION, "NULL tape", cols_tape, {"tape is NULL"}},
     {AG_OP_ATTENTION, "q of rank 3", rows_rank, {"2-D", "qkv (1,3,24)"}},
@@ -622,7 +648,7 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "more rows than B*T", rows_too_many, {"q_rows (B, T) = (2,2)", "the 5 rows", "qkv (5,24)"}},
     {AG_OP_ATTENTION, "a left-out key not masked", rows_unmasked, {"key row (1,0) is not in k_rows but not masked", "qkv (3,24)"}},
     {AG_OP_ATTENTION, "a left-out key, no mask", rows_no_mask, {"key row (1,0) is not in k_rows", "qkv (3,24)"}},
-    {AG_OP_ATTENTION, "mask value 2", rows_mask_value, {"key_padding_mask (2,2) holds 2 at (1,0)", "qkv (3,24)"}},
+    {AG_OP_ATTENTION, "mask value 2", rows_mask_value, {"key_padding (2,2) holds 2 at (1,0)", "qkv (3,24)"}},
     {AG_OP_ATTENTION, "NULL tape", rows_tape, {"tape is NULL"}},
     {AG_OP_HEAD_GATE, "x of rank 3", head_gate_x_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4)", "gate (3)"}},
     {AG_OP_HEAD_GATE, "gate of rank 2", head_gate_gate_rank, {"(B,NH,T,HS)", "gate (NH)", "x (2,3,4,5)", "gate (1,3)"}},

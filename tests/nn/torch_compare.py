@@ -1,4 +1,5 @@
-"""torch_compare.py: rebuilds attograd's MultiHeadAttention, 1+1-layer transformer and causal
+"""torch_compare.py: rebuilds attograd's MultiHeadAttention (with key padding, causal, additive
+and boolean attention masks, distinct key and value), 1+1-layer transformer and causal
 encoder layers (nn.TransformerEncoderLayer with a causal src_mask, norm_first both ways) in PyTorch
 from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
 compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
@@ -68,6 +69,41 @@ def main(path):
     compare("qkv grad value", v.grad, d["qkv.grad.v"])
     for name, p in mha.named_parameters():
         compare("qkv grad " + name, p.grad, d["qkv.grad.mha." + name])
+
+    # 1c. distinct query, key, value; key padding, causal and an additive (B, NH, Tq, Tk) mask,
+    # given to PyTorch as its (B*NH, Tq, Tk) float attn_mask with the causal -inf added
+    q = d["mha.q"].clone().requires_grad_()
+    k = d["qkv.k"].clone().requires_grad_()
+    v = d["qkv.v"].clone().requires_grad_()
+    mha.zero_grad()
+    am = d["amask.mask"]
+    B = am.shape[0]
+    causal = torch.triu(torch.full((Tq, Tk), float("-inf"), dtype=torch.float64),
+                        diagonal=1 + Tk - Tq)
+    out, _ = mha(q, k, v, key_padding_mask=d["mha.key_padding_mask"].bool(),
+                 attn_mask=(am + causal).reshape(B * NH, Tq, Tk))
+    (out * d["amask.R"]).sum().backward()
+    print("MultiheadAttention (distinct q, k, v; key padding, causal, additive per-head mask):")
+    compare("amask output", out.detach(), d["amask.out"])
+    compare("amask grad query", q.grad, d["amask.grad.q"])
+    compare("amask grad key", k.grad, d["amask.grad.k"])
+    compare("amask grad value", v.grad, d["amask.grad.v"])
+    for name, p in mha.named_parameters():
+        compare("amask grad " + name, p.grad, d["amask.grad.mha." + name])
+
+    # 1d. cross-attention with key padding and a boolean (Tq, Tk) attn_mask (True: blocked)
+    q = d["mha.q"].clone().requires_grad_()
+    kv = d["mha.kv"].clone().requires_grad_()
+    mha.zero_grad()
+    out, _ = mha(q, kv, kv, key_padding_mask=d["mha.key_padding_mask"].bool(),
+                 attn_mask=d["bmask.mask"].bool())
+    (out * d["bmask.R"]).sum().backward()
+    print("MultiheadAttention (cross; key padding, boolean (Tq, Tk) mask):")
+    compare("bmask output", out.detach(), d["bmask.out"])
+    compare("bmask grad query", q.grad, d["bmask.grad.q"])
+    compare("bmask grad key/value", kv.grad, d["bmask.grad.kv"])
+    for name, p in mha.named_parameters():
+        compare("bmask grad " + name, p.grad, d["bmask.grad.mha." + name])
 
     # 2. nn.Transformer, 1+1 layers, post-LN, relu, no dropout
     src, tgt = d["tf.src"].clone().requires_grad_(), d["tf.tgt"].clone().requires_grad_()

@@ -2,6 +2,7 @@
  * width, leading batch dimensions, shared and batched matmul operands. Integer inputs (ids,
  * targets) are made from the case's arguments, with repeats and ignored rows on purpose. */
 #include "cases.h"
+#include <math.h>
 
 #include <string.h>
 
@@ -117,7 +118,42 @@ static const struct {
     /* batch 1 is all padding: every one of its query rows has no key */
     {2, 5, {0, 1, 0, 0, 0, /**/ 1, 1, 1, 1, 1}},
 };
-/* q, k, v = in[0..2]; arg[0] causal, arg[1] mask, arg[2] rng seed for dropout p = farg */
+/* Attention masks (AgAttnMask.attn_mask) for the attention cases, chosen by a number (0 = none),
+ * built in the tape's arena from their indices (the same on every call):
+ *   1: (Tq, Tk), ALiBi's bias -0.5 |t - u| (with Tk - Tq aligned at the end), -inf on key 1
+ *   2: (B, NH, Tq, Tk), a bias in [-1, 1) with -inf at every third element, and the first query
+ *      row of batch 0 and head 0 wholly blocked (its probabilities, output and gradients 0)
+ *   3: (1, NH, Tq, Tk), ALiBi per head (slope 2^-(h+1)), one mask for every batch element
+ *   4: (B, 1, Tq, Tk), a boolean prefix-LM mask through ag_attn_mask_bool: the first two keys
+ *      seen by every query, the others blocked above the diagonal */
+static const Tensor *case_attn_mask(Tape *t, int which, int B, int NH, int Tq, int Tk) {
+    const Real ninf = -(Real)INFINITY;
+    if (which == 0) return NULL;
+    if (which == 4) {
+        uint8_t *blocked = arena_alloc(t->arena, (size_t)B * Tq * Tk);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Tq; i++)
+                for (int j = 0; j < Tk; j++)
+                    blocked[((size_t)b * Tq + i) * Tk + j] = j >= 2 && j > i + Tk - Tq;
+        return ag_attn_mask_bool(t, blocked, 4, (int[]){B, 1, Tq, Tk});
+    }
+    int shape[4] = {which == 2 ? B : 1, which == 1 ? 1 : NH, Tq, Tk};
+    Tensor *m = which == 1 ? tensor_new2(t->arena, Tq, Tk, "alibi")
+                           : tensor_new(t->arena, 4, shape, "attn_mask");
+    for (size_t e = 0; e < m->size; e++) {
+        int j = (int)(e % (size_t)Tk), i = (int)(e / (size_t)Tk % (size_t)Tq);
+        int h = (int)(e / ((size_t)Tq * Tk) % (size_t)shape[1]);
+        double dist = fabs((double)(i + Tk - Tq - j));
+        if (which == 1) m->data[e] = j == 1 ? ninf : (Real)(-0.5 * dist);
+        if (which == 3) m->data[e] = (Real)(-ldexp(1.0, -(h + 1)) * dist);
+        if (which == 2)
+            m->data[e] = e < (size_t)Tk || e % 3 == 2 ? ninf : (Real)((double)(e * 37 % 64) / 32 - 1);
+    }
+    return m;
+}
+
+/* q, k, v = in[0..2]; arg[0] causal, arg[1] mask, arg[2] rng seed for dropout p = farg,
+ * arg[3] an attention mask (case_attn_mask) */
 static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
     const uint8_t *mask = NULL;
     if (c->arg[1]) {
@@ -128,20 +164,27 @@ static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
     }
     Rng rng; /* the same key on every call, so every evaluation sees the same dropout mask */
     rng_seed(&rng, (uint64_t)c->arg[2]);
-    return ag_attention(t, in[0], in[1], in[2], NULL, c->arg[0], mask, c->farg, &rng, NULL);
+    const Tensor *am = case_attn_mask(t, c->arg[3], in[0]->shape[0], in[0]->shape[1],
+                                      in[0]->shape[2], in[1]->shape[2]);
+    return ag_attention(t, in[0], in[1], in[2], NULL, &(AgAttnMask){.causal = c->arg[0], .key_padding = mask, .attn_mask = am}, c->farg,
+                        &rng, NULL);
 }
 /* ag_attention, AG_ATTN_COLS: where the heads sit (AgHeads), causal, an attn_masks row and the dropout
  * seed (p = farg); one input is a fused q/k/v tensor, two are q and a fused k/v, three q, k, v */
 static const struct {
     AgHeads heads;
-    int causal, mask, seed;
+    int causal, mask, seed, attn_mask;
 } cols_variants[] = {
-    {{2, 2, 4, 0, 8, 16}, 0, 0, 0},  /* self-attention, qkv (B,T,3*8) */
-    {{2, 2, 4, 0, 0, 8}, 0, 1, 0},   /* cross: q (B,Tq,8), kv (B,Tk,16), key padding */
-    {{4, 2, 2, 0, 0, 0}, 1, 0, 0},   /* grouped-query, causal: q (B,T,8), k and v (B,T,4) */
-    {{2, 2, 4, 3, 12, 21}, 1, 2, 7}, /* heads at odd columns of (B,T,30), causal + padding */
+    {{2, 2, 4, 0, 8, 16}, 0, 0, 0, 0},  /* self-attention, qkv (B,T,3*8) */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0, 0},   /* cross: q (B,Tq,8), kv (B,Tk,16), key padding */
+    {{4, 2, 2, 0, 0, 0}, 1, 0, 0, 0},   /* grouped-query, causal: q (B,T,8), k and v (B,T,4) */
+    {{2, 2, 4, 3, 12, 21}, 1, 2, 7, 0}, /* heads at odd columns of (B,T,30), causal + padding */
     /* head size 32: operands read in place, through the fused (B,T,192) row stride */
-    {{2, 2, 32, 0, 64, 128}, 1, 1, 0},
+    {{2, 2, 32, 0, 64, 128}, 1, 1, 0, 0},
+    /* cross with key padding and a (B, NH, Tq, Tk) additive mask */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0, 2},
+    /* grouped-query, causal, ALiBi per head */
+    {{4, 2, 2, 0, 0, 0}, 1, 0, 0, 3},
 };
 static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0];
@@ -155,8 +198,11 @@ static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     }
     Rng rng;
     rng_seed(&rng, (uint64_t)cols_variants[vi].seed);
-    return ag_attention(t, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = cols_variants[vi].heads}, cols_variants[vi].causal, mask,
-                             c->farg, &rng, NULL);
+    const Tensor *am = case_attn_mask(t, cols_variants[vi].attn_mask, q->shape[0],
+                                      cols_variants[vi].heads.n_heads, q->shape[1], k->shape[1]);
+    AgAttnLayout L = {.kind = AG_ATTN_COLS, .heads = cols_variants[vi].heads};
+    return ag_attention(t, q, k, v, &L, &(AgAttnMask){.causal = cols_variants[vi].causal, .key_padding = mask, .attn_mask = am}, c->farg,
+                        &rng, NULL);
 }
 /* ag_attention, AG_ATTN_ROWS, on ragged row maps of a batch of B = 3: a row left out in the middle of a
  * sequence (a masked key), a batch element with a single live row, a kept key that is masked.
@@ -168,12 +214,14 @@ static const int rows_ck[7] = {0, 2, /**/ 4, 5, 6, 7, /**/ 9};                  
 static const uint8_t rows_ck_mask[12] = {0, 1, 0, 1, /**/ 0, 0, 0, 1, /**/ 1, 0, 1, 1};
 static const struct {
     AgHeads heads;
-    int causal, cross, seed;
+    int causal, cross, seed, attn_mask;
 } rows_variants[] = {
-    {{2, 2, 4, 0, 8, 16}, 1, 0, 0}, /* causal self-attention, qkv (10, 3*8) */
-    {{2, 2, 4, 0, 0, 8}, 0, 1, 0},  /* cross: q (9, 8), kv (7, 16) */
-    {{4, 2, 2, 0, 0, 0}, 1, 0, 3},  /* grouped-query causal: q (10, 8), k and v (10, 4) */
-    {{2, 2, 32, 0, 64, 128}, 1, 0, 0}, /* head size 32, read in place: qkv (10, 3*64) */
+    {{2, 2, 4, 0, 8, 16}, 1, 0, 0, 0}, /* causal self-attention, qkv (10, 3*8) */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0, 0},  /* cross: q (9, 8), kv (7, 16) */
+    {{4, 2, 2, 0, 0, 0}, 1, 0, 3, 0},  /* grouped-query causal: q (10, 8), k and v (10, 4) */
+    {{2, 2, 32, 0, 64, 128}, 1, 0, 0, 0}, /* head size 32, read in place: qkv (10, 3*64) */
+    {{2, 2, 4, 0, 0, 8}, 0, 1, 0, 2},     /* cross, (B, NH, Tq, Tk) mask by positions */
+    {{2, 2, 4, 0, 8, 16}, 1, 0, 0, 4},    /* causal self, a boolean (B, 1, T, T) mask */
 };
 static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0], cross = rows_variants[vi].cross;
@@ -182,8 +230,12 @@ static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
     if (cross) rk.T = 4;
     Rng rng;
     rng_seed(&rng, (uint64_t)rows_variants[vi].seed);
-    return ag_attention(t, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = rows_variants[vi].heads, .q_rows = rq, .k_rows = rk}, rows_variants[vi].causal,
-                             cross ? rows_ck_mask : rows_self_mask, c->farg, &rng, NULL);
+    const Tensor *am = case_attn_mask(t, rows_variants[vi].attn_mask, 3,
+                                      rows_variants[vi].heads.n_heads, rq.T, rk.T);
+    AgAttnLayout L = {.kind = AG_ATTN_ROWS, .heads = rows_variants[vi].heads, .q_rows = rq,
+                      .k_rows = rk};
+    AgAttnMask M = {rows_variants[vi].causal, cross ? rows_ck_mask : rows_self_mask, am};
+    return ag_attention(t, q, k, v, &L, &M, c->farg, &rng, NULL);
 }
 static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }
 
@@ -272,6 +324,16 @@ static const GcCase cases[] = {
     {"attention_rows grouped-query causal, q (10,8) k v (10,4) dropout p=0.2", 3, {2, 2, 2}, {{10, 8}, {10, 4}, {10, 4}}, b_attention_rows, {2}, 0.2, 0},
     {"attention_cols qkv (2,5,192) head size 32 causal padding", 1, {3}, {{2, 5, 192}}, b_attention_cols, {4}, 0, 0},
     {"attention_rows causal self, qkv (10,192) head size 32", 1, {2}, {{10, 192}}, b_attention_rows, {3}, 0, 0},
+    /* attention masks (case_attn_mask), alone and with causal, key padding, dropout, GQA */
+    {"attention (2,2,3,4) cross Tk=5, ALiBi (Tq,Tk) mask", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 0, 0, 1}, 0, 0},
+    {"attention (2,2,3,4) causal + left padding + (B,NH,Tq,Tk) mask", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {1, 2, 0, 2}, 0, 0},
+    {"attention (2,4,3,4) GQA causal, ALiBi per head, dropout p=0.2", 3, {4, 4, 4}, {{2, 4, 3, 4}, {2, 2, 3, 4}, {2, 2, 3, 4}}, b_attention, {1, 0, 13, 3}, 0.2, 0},
+    {"attention (2,2,3,4) cross Tk=5, boolean prefix mask + key padding", 3, {4, 4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 4}}, b_attention, {0, 1, 0, 4}, 0, 0},
+    {"attention (2,2,9,32) causal, ALiBi per head, head size 32", 3, {4, 4, 4}, {{2, 2, 9, 32}, {2, 2, 9, 32}, {2, 2, 9, 32}}, b_attention, {1, 0, 0, 3}, 0, 0},
+    {"attention_cols cross padding + (B,NH,Tq,Tk) mask, q (2,3,8) kv (2,5,16)", 2, {3, 3}, {{2, 3, 8}, {2, 5, 16}}, b_attention_cols, {5}, 0, 0},
+    {"attention_cols grouped-query causal ALiBi, q (2,3,8) k v (2,3,4)", 3, {3, 3, 3}, {{2, 3, 8}, {2, 3, 4}, {2, 3, 4}}, b_attention_cols, {6}, 0, 0},
+    {"attention_rows cross (B,NH,Tq,Tk) mask by positions", 2, {2, 2}, {{9, 8}, {7, 16}}, b_attention_rows, {4}, 0, 0},
+    {"attention_rows causal self, boolean (B,1,T,T) mask", 1, {2}, {{10, 24}}, b_attention_rows, {5}, 0, 0},
     {"head_gate (2,3,4,5) gate (3)", 2, {4, 1}, {{2, 3, 4, 5}, {3}}, b_head_gate, {0}, 0, 0},
 };
 

@@ -1,7 +1,8 @@
 /* test_attention_ref.c: the fast attention kernel (k_attention.c) against its definition, the
  * reference kernel (k_attention_ref.c), on every layout a KAttention describes: (B, heads, T,
  * HS) tensors, heads side by side in (B, T, width) projections, packed rows; with causal and
- * key-padding masks (fully masked rows and batches included), Tq != Tk, grouped-query and
+ * key-padding masks (fully masked rows and batches included), additive masks ((Tq, Tk) for all,
+ * or per batch and head, -inf included), Tq != Tk, grouped-query and
  * multi-query heads, dropout. y, P and the three gradients (accumulated into random values)
  * must agree to rounding: 1e-12 in the double build, 2e-5 in float.
  * Under `make ATTN=ref` both calls run the reference, and the test compares it with itself.
@@ -23,6 +24,7 @@
 typedef struct {
     int B, NH, NKV, Tq, Tk, HS, causal, padding, layout; /* layout 0 heads, 1 columns, 2 packed */
     double p;
+    int bias; /* an additive mask: 0 none, 1 (Tq, Tk) for all, 2 (B, NH, Tq, Tk) */
 } Case;
 
 static Real *randn(Rng *r, size_t n) {
@@ -65,6 +67,18 @@ static void run_case(const Case *c, uint64_t seed) {
         a.mask = mask;
     }
     size_t np = (size_t)c->B * c->NH * c->Tq * c->Tk;
+    Real *bias = NULL; /* values in [-2, 2), -inf at about one in five; (B, NH) case: the first
+                        * query row of batch 0, head 0 wholly blocked */
+    if (c->bias) {
+        size_t nb = c->bias == 1 ? (size_t)c->Tq * c->Tk : np;
+        bias = malloc(nb * sizeof *bias);
+        for (size_t e = 0; e < nb; e++)
+            bias[e] = rng_uniform(&r) < 0.2 || (c->bias == 2 && e < (size_t)c->Tk)
+                          ? -(Real)INFINITY
+                          : (Real)(4 * rng_uniform(&r) - 2);
+        a.bias = bias;
+        if (c->bias == 2) a.bs[1] = (size_t)c->Tq * c->Tk, a.bs[0] = c->NH * a.bs[1];
+    }
     if (c->layout == 0) {
         k_attention_strides_heads(&a);
     } else if (c->layout == 1) { /* q, y (B, Tq, NH*HS); k, v (B, Tk, NKV*HS) */
@@ -115,22 +129,27 @@ static void run_case(const Case *c, uint64_t seed) {
         double d = diff(fast[t], ref[t], n[t]);
         cr_assert(d <= TOL,
                   "%s differs by %.3g: B %d NH %d NKV %d Tq %d Tk %d HS %d causal %d padding %d "
-                  "layout %d p %g",
+                  "layout %d p %g bias %d",
                   names[t], d, c->B, c->NH, c->NKV, c->Tq, c->Tk, c->HS, c->causal, c->padding,
-                  c->layout, c->p);
+                  c->layout, c->p, c->bias);
     }
-    /* rows of P sum to 1, or to 0 when every key is masked (the last batch with padding) */
+    /* rows of P sum to 1, or to 0 when no key is left: all padding (the last batch), none
+     * allowed yet by the causal rule, all blocked by the additive mask, or a mix of these */
     if (c->layout == 0 && c->p == 0)
         for (size_t row = 0; row < np / c->Tk; row++) {
+            int b = (int)(row / ((size_t)c->NH * c->Tq)), i = (int)(row % c->Tq), any = 0;
+            size_t at_bias = c->bias == 1 ? (size_t)i * c->Tk : row * c->Tk;
             double s = 0;
-            for (int j = 0; j < c->Tk; j++) s += (double)P2[row * c->Tk + j];
-            int b = (int)(row / ((size_t)c->NH * c->Tq));
-            int all_masked = c->padding && c->B > 1 && b == c->B - 1;
-            int i = (int)(row % c->Tq), none = c->causal && i + c->Tk - c->Tq < 0;
-            cr_assert(fabs(s - (all_masked || none ? 0 : 1)) < 1e-5, "row %zu sums to %g", row, s);
+            for (int j = 0; j < c->Tk; j++) {
+                s += (double)P2[row * c->Tk + j];
+                any |= !(c->causal && j > i + c->Tk - c->Tq) && !(mask && mask[b * c->Tk + j]) &&
+                       !(bias && bias[at_bias + j] == -(Real)INFINITY);
+            }
+            cr_assert(any ? fabs(s - 1) < 1e-5 : s == 0, "row %zu sums to %g (a key left: %d)", row,
+                      s, any);
         }
     free(q), free(k), free(v), free(gy), free(gq), free(gk), free(gv), free(gq2), free(gk2);
-    free(gv2), free(y), free(y2), free(P), free(P2), free(mask);
+    free(gv2), free(y), free(y2), free(P), free(P2), free(mask), free(bias);
     free(qoff), free(qpos), free(koff), free(kpos), free(poff);
 }
 
@@ -145,13 +164,15 @@ Test(attention_ref, the_fast_kernel_computes_the_reference_on_every_layout) {
         for (int layout = 0; layout < 3; layout++)
             for (int causal = 0; causal < 2; causal++)
                 for (int padding = 0; padding < 2; padding++)
-                    for (int drop = 0; drop < 2; drop++) {
-                        const int *x = shapes[s];
-                        if (layout == 2 && x[3] != x[4]) continue;
-                        Case c = {x[0], x[1],   x[2],    x[3],   x[4],
-                                  x[5], causal, padding, layout, drop ? 0.3 : 0};
-                        run_case(&c, 1000 * s + 100 * layout + 10 * causal + 2 * padding + drop);
-                        n_cases++;
-                    }
-    cr_assert(n_cases > 100);
+                    for (int drop = 0; drop < 2; drop++)
+                        for (int bias = 0; bias < 3; bias++) {
+                            const int *x = shapes[s];
+                            if (layout == 2 && x[3] != x[4]) continue;
+                            Case c = {x[0],   x[1],    x[2],   x[3],           x[4], x[5],
+                                      causal, padding, layout, drop ? 0.3 : 0, bias};
+                            run_case(&c, 10000 * s + 1000 * layout + 100 * causal + 20 * padding +
+                                             10 * drop + bias);
+                            n_cases++;
+                        }
+    cr_assert(n_cases > 300);
 }

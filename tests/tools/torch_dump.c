@@ -1,8 +1,9 @@
 /* torch_dump.c: writes attograd's MultiHeadAttention (one key/value tensor, then distinct
- * query, key and value), a 1+1-layer transformer and the causal encoder layer (the GPT block,
+ * query, key and value, then additive and boolean attention masks), a 1+1-layer transformer and the causal encoder layer (the GPT block,
  * post- and pre-LN): weights, inputs, outputs and gradients, to a file that tests/nn/torch_compare.py reads, rebuilds in
  * PyTorch with the same weights, and compares (double build, float64 in PyTorch).
  * File format: records of [u32 name length][name][u32 ndim][u32 shape...][f64 data...]. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,49 @@ int main(int argc, char **argv) {
     put("qkv.grad.k", k, k->grad);
     put("qkv.grad.v", v, v->grad);
     put_params("qkv.", &pl);
+
+    /* 1c. distinct q, k, v with key padding, causal and an additive (B, NH, Tq, Tk) mask: ALiBi
+     * slopes per head, an offset per batch element, key 3 blocked (-inf) for every query */
+    ag_tape_reset(t);
+    for (int i = 0; i < pl.n; i++) tensor_zero_grad(pl.items[i]);
+    tensor_zero_grad(q), tensor_zero_grad(k), tensor_zero_grad(v);
+    Tensor *am = tensor_new4(params, B, NH, Tq, Tk, "attn_mask");
+    for (size_t e = 0; e < am->size; e++) {
+        int j = (int)(e % Tk), i = (int)(e / Tk % Tq), h = (int)(e / ((size_t)Tq * Tk) % NH);
+        int bb = (int)(e / ((size_t)NH * Tq * Tk));
+        am->data[e] =
+            j == 3 ? -(Real)INFINITY : (Real)(-0.25 * (h + 1) * abs(i + Tk - Tq - j) + 0.1 * bb);
+    }
+    y = nn_mha_forward(t, &mha, q, k, v,
+                       &(NnAttnMasks){.key_padding = &kpm_mask, .causal = 1, .attn_mask = am},
+                       NULL);
+    put("amask.mask", am, am->data);
+    put("amask.out", y, y->data);
+    backward_with_R(t, y, &rng, "amask.R");
+    put("amask.grad.q", q, q->grad);
+    put("amask.grad.k", k, k->grad);
+    put("amask.grad.v", v, v->grad);
+    put_params("amask.", &pl);
+
+    /* 1d. cross-attention (key == value) with key padding and a boolean (Tq, Tk) mask through
+     * ag_attn_mask_bool: keys 0 and 1 seen by every query, the others only up to i + 2 */
+    ag_tape_reset(t);
+    for (int i = 0; i < pl.n; i++) tensor_zero_grad(pl.items[i]);
+    tensor_zero_grad(q), tensor_zero_grad(kv);
+    uint8_t blocked[5 * 7];
+    for (int i = 0; i < Tq; i++)
+        for (int j = 0; j < Tk; j++) blocked[i * Tk + j] = j >= 2 && j > i + 2;
+    Tensor *bm = ag_attn_mask_bool(t, blocked, 2, (int[]){Tq, Tk});
+    y = nn_mha_forward(t, &mha, q, kv, kv,
+                       &(NnAttnMasks){.key_padding = &kpm_mask, .attn_mask = bm}, NULL);
+    Tensor *bm_out = tensor_new2(params, Tq, Tk, "bool_mask");
+    for (int e = 0; e < Tq * Tk; e++) bm_out->data[e] = blocked[e];
+    put("bmask.mask", bm_out, bm_out->data);
+    put("bmask.out", y, y->data);
+    backward_with_R(t, y, &rng, "bmask.R");
+    put("bmask.grad.q", q, q->grad);
+    put("bmask.grad.kv", kv, kv->grad);
+    put_params("bmask.", &pl);
     ag_params_free(&pl);
 
     /* 2. a 1+1-layer post-LN transformer (encoder, decoder, final norms), gelu off, no dropout */
