@@ -501,13 +501,15 @@ static int small_entries_of(const NpzFile *f, const CkptConfig *cfg, int64_t *n_
 typedef struct {
     const char *path;
     const CkptConfig *cfg;
+    int64_t n_params; /* what the small entries say, for ckpt_read: -1 when unknown */
+    int has_optim;
 } AdmitCtx;
 
 /* npz_read_admitted's callback: the small entries first, each at most CKPT_MAX_SMALL bytes,
  * and meta.extra at most CKPT_MAX_EXTRA; then, once the configuration is read, the other
  * entries together at most what the model it describes holds (checkpoint.h, ckpt_read). */
 static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
-    const AdmitCtx *a = ctx;
+    AdmitCtx *a = ctx;
     if (!loaded) {
         int n_small = 0;
         for (int i = 0; i < dir->n; i++) {
@@ -533,9 +535,9 @@ static int admit(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
         }
         return AG_OK;
     }
-    int64_t n_params;
-    int has_optim = 0;
-    int rc = small_entries_of(loaded, a->cfg, &n_params, &has_optim);
+    int rc = small_entries_of(loaded, a->cfg, &a->n_params, &a->has_optim);
+    int64_t n_params = a->n_params;
+    int has_optim = a->has_optim;
     if (rc != AG_OK || n_params < 0) return rc; /* no parameter count: npz's limits only */
     /* every parameter in float64 at most, Adam's two moments beside it, an .npy header each */
     double allowed = (double)n_params * 8 * (has_optim ? 3 : 1), declared = 0;
@@ -574,12 +576,9 @@ int ckpt_read(const char *path, const CkptConfig *cfg, NpzFile **out) {
     AG_CHECK(!cfg || cfg->n_fields == 0 || (cfg->fields && cfg->values),
              "ckpt_read: '%s': %d configuration fields at NULL", path, cfg ? cfg->n_fields : 0);
     NpzFile *f = NULL;
-    AdmitCtx ctx = {path, cfg};
-    int rc = npz_read_admitted(path, &f, NULL, admit, &ctx);
-    int64_t n_params = -1;
-    int has_optim = 0;
-    if (rc == AG_OK) rc = small_entries_of(f, cfg, &n_params, &has_optim);
-    if (rc == AG_OK && n_params >= 0) rc = check_holds_params(f, n_params);
+    AdmitCtx ctx = {path, cfg, -1, 0};
+    int rc = npz_read_admitted(path, &f, NULL, admit, &ctx); /* admit read the small entries */
+    if (rc == AG_OK && ctx.n_params >= 0) rc = check_holds_params(f, ctx.n_params);
     if (rc == AG_OK) rc = check_state_types(f);
     if (rc == AG_OK) rc = ckpt_check_rules(f, library_rules, N_LIBRARY_RULES);
     if (rc == AG_OK && cfg && cfg->n_fields) /* the same values again: cannot fail */
