@@ -17,7 +17,9 @@
 #include <string.h>
 
 #include "k_attention.h"
+#include "k_lanes.h"
 #include "k_math.h"
+#include "k_simd.h"
 
 /* The first query row of batch b that sees key j0 (n_q when none): key_end grows with i. */
 static int first_seer(const KAttention *a, int b, int j0) {
@@ -52,89 +54,28 @@ static int visible_end(const KAttention *a, int b) {
  * RB rows of C times KB columns are summed at once in registers: for each k RB values of X are
  * broadcast against KB values of Bp. Every C[i][j] sums its K products in k order from 0 (then
  * is stored, or added to C), so it is the same whichever thread computes it.
- * With AVX-512 the KB columns are 512-bit registers updated by fused multiply-adds (as k_gemm's
- * kernel); with AVX2 + FMA, two 256-bit registers a row (KB 16 floats or 8 doubles), so that the
- * 4 x 2 sums and the 2 vectors of Bp fit in its 16 registers; with another GCC or clang target,
- * vector-extension registers (multiply, then add); otherwise plain arrays. Every element of a
- * tile takes the same path (no scalar tail), so the choice never depends on where an element
+ * The registers are k_simd.h's, k_gemm.c's vector layer: with AVX-512 the KB columns are
+ * 512-bit registers updated by fused multiply-adds; with AVX2 + FMA, two 256-bit registers a
+ * row (KB 16 floats or 8 doubles), so that the 4 x 2 sums and the 2 vectors of Bp fit in its 16
+ * registers; in portable C, KB values a row (fma() where the hardware fuses). Every element of
+ * a tile takes the same path (no scalar tail), so the choice never depends on where an element
  * falls. */
-#if defined(__AVX512F__)
+#if defined(K_SIMD_AVX512)
 #define KB 32
 #define RB 8 /* 16 of the 32 vector registers hold sums */
-#elif defined(__AVX2__) && defined(__FMA__)
-#ifdef AG_REAL_DOUBLE
-#define KB 8
-#else
-#define KB 16
-#endif
+#elif defined(K_SIMD_AVX2)
+#define KB (2 * VLEN)
 #define RB 4 /* 8 of the 16 vector registers hold sums */
 #else
 #define KB 32
 #define RB 4
 #endif
+#define NV (KB / VLEN)
 
 static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
-#if defined(__GNUC__)
-/* the loops over the tile's registers unrolled, so that the accumulators stay in registers */
-#ifdef __clang__
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL _Pragma("GCC unroll 16")
-#endif
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#ifdef AG_REAL_DOUBLE
-typedef __m512d Vec;
-#define VLOAD(v, p) ((v) = _mm512_loadu_pd(p))
-#define VSTORE _mm512_storeu_pd
-#define vadd _mm512_add_pd
-#define vzero _mm512_setzero_pd
-#define vfma(x, b, acc) _mm512_fmadd_pd(_mm512_set1_pd(x), b, acc)
-#else
-typedef __m512 Vec;
-#define VLOAD(v, p) ((v) = _mm512_loadu_ps(p))
-#define VSTORE _mm512_storeu_ps
-#define vadd _mm512_add_ps
-#define vzero _mm512_setzero_ps
-#define vfma(x, b, acc) _mm512_fmadd_ps(_mm512_set1_ps(x), b, acc)
-#endif
-/* PIN(v): v stays in a register. Without it GCC 12 reads each vector of Bp from memory again
- * in every fused multiply-add that uses it (RB loads instead of one): the tile is then bound by
- * loads instead of multiply-adds (attention 10% slower). */
-#define PIN(v) __asm__("" : "+v"(v))
-#elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#ifdef AG_REAL_DOUBLE
-typedef __m256d Vec;
-#define VLOAD(v, p) ((v) = _mm256_loadu_pd(p))
-#define VSTORE _mm256_storeu_pd
-#define vadd _mm256_add_pd
-#define vzero _mm256_setzero_pd
-#define vfma(x, b, acc) _mm256_fmadd_pd(_mm256_set1_pd(x), b, acc)
-#else
-typedef __m256 Vec;
-#define VLOAD(v, p) ((v) = _mm256_loadu_ps(p))
-#define VSTORE _mm256_storeu_ps
-#define vadd _mm256_add_ps
-#define vzero _mm256_setzero_ps
-#define vfma(x, b, acc) _mm256_fmadd_ps(_mm256_set1_ps(x), b, acc)
-#endif
-#define PIN(v) __asm__("" : "+x"(v))
-#else
-typedef Real Vec __attribute__((vector_size(64)));
-#define VLOAD(v, p) memcpy(&(v), (p), sizeof(Vec))
-#define VSTORE(p, v) memcpy((p), &(v), sizeof(Vec))
-#define vadd(a, b) ((a) + (b))
-#define vzero() ((Vec){0})
-#define vfma(x, b, acc) ((acc) + (x) * (b))
-#define PIN(v) ((void)0)
-#endif
-#define VL ((int)(sizeof(Vec) / sizeof(Real)))
-#define NV (KB / VL)
-
 /* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block. */
-static inline __attribute__((always_inline)) void
+static K_ALWAYS_INLINE void
 tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx, int i0,
           int n, int K, const Real *restrict Bp, size_t ldb, int N, int add, const int rb) {
     int NP = padded(N);
@@ -149,11 +90,11 @@ tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size
         for (int k = 0; k < K; k++, b += ldb) {
             Vec bv[NV];
             UNROLL for (int v = 0; v < NV; v++) {
-                VLOAD(bv[v], b + v * VL);
+                bv[v] = vload(b + v * VLEN);
                 PIN(bv[v]);
             }
             UNROLL for (int r = 0; r < rb; r++) {
-                Real x = xr[r][(size_t)k * csx];
+                Vec x = vset1(xr[r][(size_t)k * csx]);
                 UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
             }
         }
@@ -163,12 +104,8 @@ tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size
                 Real *c = C + (size_t)(i0 + r) * ldc + j0;
                 UNROLL for (int v = 0; v < NV; v++) {
                     Vec cv = acc[r][v];
-                    if (add) {
-                        Vec old;
-                        VLOAD(old, c + v * VL);
-                        cv = vadd(old, cv);
-                    }
-                    VSTORE(c + v * VL, cv);
+                    if (add) cv = vadd(vload(c + v * VLEN), cv);
+                    vstore(c + v * VLEN, cv);
                 }
             }
             continue;
@@ -179,7 +116,7 @@ tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size
          * the stack in the loop above.) */
         Real out[RB][KB];
         UNROLL for (int r = 0; r < rb; r++) {
-            UNROLL for (int v = 0; v < NV; v++) VSTORE(out[r] + v * VL, acc[r][v]);
+            UNROLL for (int v = 0; v < NV; v++) vstore(out[r] + v * VLEN, acc[r][v]);
         }
         for (int r = 0; r < rb && i0 + r < n; r++) {
             Real *c = C + (size_t)(i0 + r) * ldc + j0;
@@ -198,34 +135,11 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rs
     if (add)
         for (int i = 0; i < n; i++)
             for (int j = 0; j < N; j += 64 / (int)sizeof(Real))
-                __builtin_prefetch(C + (size_t)i * ldc + j, 1);
+                PREFETCH_W(C + (size_t)i * ldc + j);
     int i0 = 0;
     for (; n - i0 > RB / 2; i0 += RB) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB);
     if (i0 < n) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB / 2);
 }
-#else
-static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx,
-                 int n, int K, const Real *restrict Bp, size_t ldb, int N, int add) {
-    int NP = padded(N);
-    for (int i0 = 0; i0 < n; i0 += RB) {
-        const Real *xr[RB];
-        for (int r = 0; r < RB; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
-        for (int j0 = 0; j0 < NP; j0 += KB) {
-            Real acc[RB][KB] = {{0}};
-            for (int k = 0; k < K; k++) {
-                const Real *b = Bp + (size_t)k * ldb + j0;
-                for (int r = 0; r < RB; r++)
-                    for (int j = 0; j < KB; j++) acc[r][j] += xr[r][(size_t)k * csx] * b[j];
-            }
-            int nj = N - j0 < KB ? N - j0 : KB;
-            for (int r = 0; r < RB && i0 + r < n; r++) {
-                Real *c = C + (size_t)(i0 + r) * ldc + j0;
-                for (int j = 0; j < nj; j++) c[j] = add ? c[j] + acc[r][j] : acc[r][j];
-            }
-        }
-    }
-}
-#endif
 
 /* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R */
 static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
@@ -254,53 +168,6 @@ static const Real *as_operand(Real *restrict dst, const Real *restrict src, size
     return dst;
 }
 
-/* ---- row reductions in a fixed order: RL running values side by side (vector lanes), then
- * combined from lane 0 up. The order depends only on n, never on threads. ---- */
-#define RL 16
-
-static Real row_max(const Real *x, int n) { /* max is exact: any order gives the same value */
-    Real m = -(Real)INFINITY;
-    int j = 0;
-    if (n >= RL) {
-        Real lane[RL];
-        for (int l = 0; l < RL; l++) lane[l] = x[l];
-        for (j = RL; j + RL <= n; j += RL)
-            for (int l = 0; l < RL; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-        for (int l = 0; l < RL; l++) m = lane[l] > m ? lane[l] : m;
-    }
-    for (; j < n; j++) m = x[j] > m ? x[j] : m;
-    return m;
-}
-
-/* lane[0] + ... + lane[RL-1] as a tree, halves added lane by lane (shuffles of one vector,
- * where a running sum would wait on each add) */
-static Real lanes_total(Real *lane) {
-    for (int w = RL / 2; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
-    return lane[0];
-}
-
-static Real row_sum(const Real *x, int n) {
-    Real lane[RL] = {0}, s;
-    int j = 0;
-    for (; j + RL <= n; j += RL)
-        for (int l = 0; l < RL; l++) lane[l] += x[j + l];
-    s = lanes_total(lane);
-    for (; j < n; j++) s += x[j];
-    return s;
-}
-
-/* sum_j x_j y_j over the j where y_j != 0 */
-static Real row_dot_nz(const Real *x, const Real *y, int n) {
-    Real lane[RL] = {0}, s;
-    int j = 0;
-    for (; j + RL <= n; j += RL)
-        for (int l = 0; l < RL; l++) lane[l] += y[j + l] != 0 ? x[j + l] * y[j + l] : 0;
-    s = lanes_total(lane);
-    for (; j < n; j++) s += y[j] != 0 ? x[j] * y[j] : 0;
-    return s;
-}
-
 /* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
  * A (Tq x Tk) */
 static size_t forward_scratch(const KAttention *a) {
@@ -324,13 +191,13 @@ static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real 
         for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
-    Real m = row_max(pi, n);
+    Real m = k_row_max(pi, n);
     if (m == ninf) {
         for (int j = 0; j < n; j++) pi[j] = 0;
         return;
     }
     for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
-    Real inv = 1 / row_sum(pi, n);
+    Real inv = 1 / k_row_sum(pi, n);
     for (int j = 0; j < n; j++) pi[j] *= inv;
 }
 
@@ -456,7 +323,7 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
                         for (int j = 0; j < kend; j++)
                             Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
-                    Real D = row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
+                    Real D = k_row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
                     for (int j = 0; j < vis; j++)      /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }

@@ -31,16 +31,17 @@
  * split itself depends on the thread count. Edge tiles run the same kernel on zero-padded data
  * into a local tile, then add it to C element by element: the same two roundings.
  *
- * The kernel is chosen at compile time: AVX-512 (16 floats or 8 doubles a vector), AVX2 + FMA
- * (8 or 4), or portable C (one value a "vector"; fma() where the hardware has it; forced with
- * -DAG_GEMM_PORTABLE). All three do the same arithmetic per element, so the portable one gives
- * the vector kernels' bits wherever fma() is a hardware instruction (FP_FAST_FMA).
+ * The vector family is k_simd.h's, chosen at compile time: AVX-512 (16 floats or 8 doubles a
+ * vector), AVX2 + FMA (8 or 4), or portable C (one value a "vector"; fma() where the hardware
+ * has it; forced with -DAG_SIMD_PORTABLE). All three do the same arithmetic per element, so the
+ * portable one gives the vector kernels' bits wherever fma() is a hardware instruction.
  * make BLAS=openblas instead calls cblas_?gemm (to compare; not thread-deterministic).
  * Read next: k_matmul.c (the matmul kernels built on this one). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "k_simd.h"
 #include "kernels.h"
 
 #ifdef AG_BLAS_OPENBLAS
@@ -85,90 +86,17 @@ void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, con
 #include <omp.h>
 #endif
 
-/* ---- the vector type of the build: Vec holds VLEN Reals ---- */
-#if !defined(AG_GEMM_PORTABLE) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
-#include <immintrin.h>
-#endif
-
-#if !defined(AG_GEMM_PORTABLE) && defined(__AVX512F__)
-#define GEMM_ISA "avx512"
-#ifdef AG_REAL_DOUBLE
-typedef __m512d Vec;
-#define VLEN 8
-#define vload _mm512_loadu_pd
-#define vstore _mm512_storeu_pd
-#define vset1 _mm512_set1_pd
-#define vzero _mm512_setzero_pd
-#define vadd _mm512_add_pd
-#define vmax0(v) _mm512_max_pd(v, _mm512_setzero_pd())
-#define vfma _mm512_fmadd_pd
-#else
-typedef __m512 Vec;
-#define VLEN 16
-#define vload _mm512_loadu_ps
-#define vstore _mm512_storeu_ps
-#define vset1 _mm512_set1_ps
-#define vzero _mm512_setzero_ps
-#define vadd _mm512_add_ps
-#define vmax0(v) _mm512_max_ps(v, _mm512_setzero_ps())
-#define vfma _mm512_fmadd_ps
-#endif
+/* ---- the tile of the build's vector family (k_simd.h: Vec holds VLEN Reals) ---- */
+#if defined(K_SIMD_AVX512)
 /* 8 x 2 vectors: 16 accumulators of the 32 registers, 2 for op(B), 1 for a broadcast of op(A).
  * Measured on Zen 4: 6 x 2 and 12 x 2 as fast, 14 x 2 and 4 x 4 slower. */
 #define MR 8
 #define NV 2
-
-#elif !defined(AG_GEMM_PORTABLE) && defined(__AVX2__) && defined(__FMA__)
-#define GEMM_ISA "avx2"
-#ifdef AG_REAL_DOUBLE
-typedef __m256d Vec;
-#define VLEN 4
-#define vload _mm256_loadu_pd
-#define vstore _mm256_storeu_pd
-#define vset1 _mm256_set1_pd
-#define vzero _mm256_setzero_pd
-#define vadd _mm256_add_pd
-#define vmax0(v) _mm256_max_pd(v, _mm256_setzero_pd())
-#define vfma _mm256_fmadd_pd
-#else
-typedef __m256 Vec;
-#define VLEN 8
-#define vload _mm256_loadu_ps
-#define vstore _mm256_storeu_ps
-#define vset1 _mm256_set1_ps
-#define vzero _mm256_setzero_ps
-#define vadd _mm256_add_ps
-#define vmax0(v) _mm256_max_ps(v, _mm256_setzero_ps())
-#define vfma _mm256_fmadd_ps
-#endif
+#elif defined(K_SIMD_AVX2)
 /* 6 x 2 vectors: 12 accumulators of the 16 registers */
 #define MR 6
 #define NV 2
-
 #else
-#define GEMM_ISA "portable"
-typedef Real Vec;
-#define VLEN 1
-static inline Vec vload(const Real *p) { return *p; }
-static inline void vstore(Real *p, Vec v) { *p = v; }
-static inline Vec vset1(Real x) { return x; }
-static inline Vec vzero(void) { return 0; }
-static inline Vec vadd(Vec a, Vec b) { return a + b; }
-static inline Vec vmax0(Vec a) { return a > 0 ? a : 0; }
-/* a b + c: rounded once where the hardware fuses (as the vector kernels do), else twice */
-#ifdef AG_REAL_DOUBLE
-#ifdef FP_FAST_FMA
-static inline Vec vfma(Vec a, Vec b, Vec c) { return fma(a, b, c); }
-#else
-static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
-#endif
-#else
-#ifdef FP_FAST_FMAF
-static inline Vec vfma(Vec a, Vec b, Vec c) { return fmaf(a, b, c); }
-#else
-static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
-#endif
-#endif
 #define MR 4
 #define NV 8
 #endif
@@ -201,21 +129,11 @@ static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
 #define NC GEMM_NC
 _Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiples of the tile");
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define UNROLL _Pragma("GCC unroll 16")
-#else
-#define UNROLL
-#endif
-#ifdef __GNUC__
-#define PREFETCH_W(p) __builtin_prefetch((p), 1)
-#else
-#define PREFETCH_W(p) ((void)(p))
-#endif
 
 /* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
  * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
  * exchanged. Only moves: the values are copied exactly. */
-#if !defined(AG_GEMM_PORTABLE) && defined(__AVX512F__)
+#if defined(K_SIMD_AVX512)
 #define HAVE_TRANSPOSE 1
 #ifdef AG_REAL_DOUBLE
 static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
@@ -262,7 +180,7 @@ static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds
     }
 }
 #endif
-#elif !defined(AG_GEMM_PORTABLE) && defined(__AVX2__) && defined(__FMA__)
+#elif defined(K_SIMD_AVX2)
 #define HAVE_TRANSPOSE 1
 #ifdef AG_REAL_DOUBLE
 static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
@@ -590,7 +508,7 @@ const char *k_gemm_kernel_name(void) {
 #ifdef AG_BLAS_OPENBLAS
     return "openblas";
 #else
-    return GEMM_ISA;
+    return K_SIMD_FAMILY;
 #endif
 }
 

@@ -9,6 +9,7 @@
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
 
+#include "k_lanes.h"
 #include "kernels.h"
 
 /* columns of a row's input gradient computed at once (they stay in L1) */
@@ -17,67 +18,31 @@
  * the blocks' sums in block order; a fixed number, so the same sums for any thread count */
 #define LN_ROW_BLOCK 32
 
-/* Row sums in double, in 8 interleaved partial sums (column c goes to sum c mod 8) added up in
- * a fixed order at the end: the same result wherever it runs, and the 8 sums advance together
- * in one vector register, where a single running sum would wait on each add. */
-#define LANES 8
-static double lanes_total(const double *acc) {
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-/* sum_c x_c and, given the mean, sum_c (x_c - mean)^2 */
-static double row_sum(const Real *x, int C) {
-    double acc[LANES] = {0};
-    int c = 0;
-    for (; c + LANES <= C; c += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += (double)x[c + l];
-    for (int l = 0; c + l < C; l++) acc[l] += (double)x[c + l];
-    return lanes_total(acc);
-}
-static double row_sq_dev(const Real *x, double mean, int C) {
-    double acc[LANES] = {0};
-    int c = 0;
-    for (; c + LANES <= C; c += LANES)
-        for (int l = 0; l < LANES; l++) {
-            double d = (double)x[c + l] - mean;
-            acc[l] += d * d;
-        }
-    for (int l = 0; c + l < C; l++) {
-        double d = (double)x[c + l] - mean;
-        acc[l] += d * d;
-    }
-    return lanes_total(acc);
-}
-
 /* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c */
+static inline void dsums_add(const Real *x, const Real *gy, const Real *w, double mean,
+                             double rstd, int c, double *ad, double *adx) {
+    double xhat = ((double)x[c] - mean) * rstd, dxhat = (double)gy[c] * (double)w[c];
+    *ad += dxhat;
+    *adx += dxhat * xhat;
+}
 static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean, double rstd, int C,
                       double *sum_d, double *sum_dx) {
-    double ad[LANES] = {0}, adx[LANES] = {0};
+    double ad[K_LANES] = {0}, adx[K_LANES] = {0}; /* k_lanes.h's order, two sums in one pass */
     int c = 0;
-    for (; c + LANES <= C; c += LANES)
-        for (int l = 0; l < LANES; l++) {
-            double xhat = ((double)x[c + l] - mean) * rstd;
-            double dxhat = (double)gy[c + l] * (double)w[c + l];
-            ad[l] += dxhat;
-            adx[l] += dxhat * xhat;
-        }
-    for (int l = 0; c + l < C; l++) {
-        double xhat = ((double)x[c + l] - mean) * rstd;
-        double dxhat = (double)gy[c + l] * (double)w[c + l];
-        ad[l] += dxhat;
-        adx[l] += dxhat * xhat;
-    }
-    *sum_d = lanes_total(ad);
-    *sum_dx = lanes_total(adx);
+    for (; c + K_LANES <= C; c += K_LANES)
+        for (int l = 0; l < K_LANES; l++) dsums_add(x, gy, w, mean, rstd, c + l, &ad[l], &adx[l]);
+    for (int l = 0; c + l < C; l++) dsums_add(x, gy, w, mean, rstd, c + l, &ad[l], &adx[l]);
+    *sum_d = k_lanes_total_d(ad);
+    *sum_dx = k_lanes_total_d(adx);
 }
 
 /* one row: y = (x - mean) rstd w + b, its (mean, rstd) into st[0..1] */
 static void norm_row(Real *yr, Real *st, const Real *xr, const Real *weight, const Real *bias,
                      double eps, int C) {
-    double mean = row_sum(xr, C) / C;
+    double mean = k_row_sum_d(xr, C) / C;
     /* two passes (sum of squared deviations from the mean), not E[x^2] - mean^2, which
      * cancels catastrophically when the row has a large offset */
-    double rstd = 1.0 / sqrt(row_sq_dev(xr, mean, C) / C + eps);
+    double rstd = 1.0 / sqrt(k_row_sq_dev_d(xr, mean, C) / C + eps);
     if (bias) /* two loops, so that neither has a branch and both run in vector lanes */
         for (int c = 0; c < C; c++)
             yr[c] = (Real)(((double)xr[c] - mean) * rstd * (double)weight[c] + (double)bias[c]);

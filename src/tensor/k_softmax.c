@@ -1,32 +1,26 @@
 /* k_softmax.c: softmax, log-softmax and cross-entropy over the last dimension, row by row.
- * Rows are independent, so threads share rows; inside a row every sum runs in order.
+ * Rows are independent, so threads share rows; inside a row every max and sum is one of
+ * k_lanes.h's (a fixed order, in vector lanes).
  * Every row subtracts its max before exp so that large logits cannot overflow. exp and log run
  * in the build's precision (K_EXP, K_LOG of k_math.h: in the float build an exp the compiler
  * vectorizes, and logf).
  * Next: k_attention_ref.c (attention: a softmax over q k^T / sqrt(HS)). */
 #include <math.h>
 
+#include "k_lanes.h"
 #include "k_math.h"
 #include "kernels.h"
 
 #define ROWS_PAR _Pragma("omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)")
-
-static Real row_max(const Real *x, int C) {
-    Real m = x[0];
-    for (int j = 1; j < C; j++)
-        if (x[j] > m) m = x[j];
-    return m;
-}
 
 void k_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = x + r * C;
         Real *yr = y + r * C;
-        Real m = row_max(xr, C), s = 0;
+        Real m = k_row_max(xr, C);
         for (int j = 0; j < C; j++) yr[j] = K_EXP(xr[j] - m);
-        for (int j = 0; j < C; j++) s += yr[j];
-        Real inv = 1 / s;
+        Real inv = 1 / k_row_sum(yr, C);
         for (int j = 0; j < C; j++) yr[j] *= inv;
     }
 }
@@ -36,8 +30,7 @@ void k_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, in
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *yr = y + r * C, *gr = gy + r * C;
-        Real dot = 0;
-        for (int j = 0; j < C; j++) dot += gr[j] * yr[j];
+        Real dot = k_row_dot(gr, yr, C);
         for (int j = 0; j < C; j++) gx[r * C + j] += yr[j] * (gr[j] - dot);
     }
 }
@@ -46,9 +39,8 @@ void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = x + r * C;
-        Real m = row_max(xr, C), s = 0;
-        for (int j = 0; j < C; j++) s += K_EXP(xr[j] - m);
-        Real lse = m + K_LOG(s);
+        Real m = k_row_max(xr, C);
+        Real lse = m + K_LOG(k_row_sum_exp(xr, m, C));
         for (int j = 0; j < C; j++) y[r * C + j] = xr[j] - lse;
     }
 }
@@ -58,8 +50,7 @@ void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *yr = y + r * C, *gr = gy + r * C;
-        Real s = 0;
-        for (int j = 0; j < C; j++) s += gr[j];
+        Real s = k_row_sum(gr, C);
         for (int j = 0; j < C; j++) gx[r * C + j] += gr[j] - K_EXP(yr[j]) * s;
     }
 }
@@ -69,9 +60,8 @@ double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets
 #pragma omp parallel for schedule(static) if (rows * (size_t)V >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         const Real *xr = logits + r * V;
-        Real m = row_max(xr, V), s = 0;
-        for (int j = 0; j < V; j++) s += K_EXP(xr[j] - m);
-        lse[r] = m + K_LOG(s);
+        Real m = k_row_max(xr, V);
+        lse[r] = m + K_LOG(k_row_sum_exp(xr, m, V));
     }
     /* the mean over kept rows, summed in row order on one thread */
     double total = 0;

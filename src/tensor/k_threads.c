@@ -38,24 +38,16 @@
 #include <omp.h>
 #endif
 
+#include "k_simd.h"
 #include "kernels.h"
 
 size_t k_par_min = 16384;
 
 /* ---- kernel family ----
- * The same preprocessor test as k_gemm.c's choice of micro-kernel (and k_attention.c's tiles):
- * AVX-512 where the compiler targets it (-march=x86-64-v4, or native on such a CPU), AVX2 with
- * FMA (-march=x86-64-v3), otherwise the portable C kernels. k_gemm_kernel_name names the GEMM's
- * own choice, which -DAG_GEMM_PORTABLE or make BLAS=openblas can change alone. */
-const char *k_kernel_family(void) {
-#if defined(__AVX512F__)
-    return "AVX-512";
-#elif defined(__AVX2__) && defined(__FMA__)
-    return "AVX2";
-#else
-    return "portable";
-#endif
-}
+ * k_simd.h's choice: AVX-512 where the compiler targets it (-march=x86-64-v4, or native on such
+ * a CPU), AVX2 with FMA (-march=x86-64-v3), otherwise the portable C kernels. k_gemm_kernel_name
+ * names the GEMM's, which make BLAS=openblas changes alone. */
+const char *k_kernel_family(void) { return K_SIMD_FAMILY; }
 
 /* ---- thread count ---- */
 

@@ -1,0 +1,107 @@
+/* k_lanes.h: the row reductions of the kernels (max, sums, dot products over a row), each in a
+ * fixed order: K_LANES running values side by side (element j goes to lane j % K_LANES), then
+ * the lanes combined as a tree, halves added lane by lane. The order depends only on the row's
+ * length, never on threads or on where the row sits, so a row gives the same bits wherever it
+ * is reduced; and the lanes advance together in vector registers, where one running sum would
+ * wait on each add. Softmax, log-softmax and cross-entropy (k_softmax.c), attention's softmax
+ * (k_attention.c) sum in Real; LayerNorm (k_layernorm.c) in double (its rows' statistics must
+ * survive a large common offset).
+ * Not here: sums over rows (a weight gradient's: k_layernorm.c, k_reduce.c), the products'
+ * sums (k_simd.h's tiles). Read next: k_softmax.c. */
+#ifndef ATTOGRAD_K_LANES_H
+#define ATTOGRAD_K_LANES_H
+
+#include <math.h>
+
+#include "k_math.h"
+#include "tensor.h"
+
+#define K_LANES 16
+
+/* lane[0] + ... + lane[K_LANES - 1] as a tree (the lanes are overwritten) */
+static inline Real k_lanes_total(Real *lane) {
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+static inline double k_lanes_total_d(double *lane) {
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
+/* The sum over j < n of TERM (an expression of j) in K_LANES lanes of type T, into *out: the
+ * one loop shape every reduction below has (the tail of the row goes to lanes 0, 1, ...). */
+#define K_LANES_SUM(T, total, n, TERM, out)                                                       \
+    do {                                                                                           \
+        T lane_[K_LANES] = {0};                                                                    \
+        int j_ = 0;                                                                                \
+        for (; j_ + K_LANES <= (n); j_ += K_LANES)                                                 \
+            for (int l_ = 0; l_ < K_LANES; l_++) {                                                 \
+                int j = j_ + l_;                                                                   \
+                lane_[l_] += (TERM);                                                               \
+            }                                                                                      \
+        for (int l_ = 0; j_ + l_ < (n); l_++) {                                                    \
+            int j = j_ + l_;                                                                       \
+            lane_[l_] += (TERM);                                                                   \
+        }                                                                                          \
+        *(out) = total(lane_);                                                                     \
+    } while (0)
+
+/* max_j x_j (exact: any order gives the same value; -inf for n = 0), NaN when some x_j is NaN
+ * (a NaN stays in its lane and wins the combination): a row of NaN scores must not look like a
+ * row whose keys are all masked (max -inf) */
+#define K_MAX_NAN(a, b) ((a) > (b) || (a) != (a) ? (a) : (b))
+static inline Real k_row_max(const Real *x, int n) {
+    Real lane[K_LANES], m = -(Real)INFINITY;
+    for (int l = 0; l < K_LANES; l++) lane[l] = m;
+    int j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++) lane[l] = K_MAX_NAN(x[j + l], lane[l]);
+    for (; j < n; j++) m = K_MAX_NAN(x[j], m);
+    for (int l = 0; l < K_LANES; l++) m = K_MAX_NAN(lane[l], m);
+    return m;
+}
+
+/* sum_j x_j */
+static inline Real k_row_sum(const Real *x, int n) {
+    Real s;
+    K_LANES_SUM(Real, k_lanes_total, n, x[j], &s);
+    return s;
+}
+
+/* sum_j x_j y_j */
+static inline Real k_row_dot(const Real *x, const Real *y, int n) {
+    Real s;
+    K_LANES_SUM(Real, k_lanes_total, n, x[j] * y[j], &s);
+    return s;
+}
+
+/* sum_j x_j y_j over the j where y_j != 0 (an x_j beside a y_j of 0 is not read into the sum,
+ * so an infinite x_j there adds nothing) */
+static inline Real k_row_dot_nz(const Real *x, const Real *y, int n) {
+    Real s;
+    K_LANES_SUM(Real, k_lanes_total, n, y[j] != 0 ? x[j] * y[j] : 0, &s);
+    return s;
+}
+
+/* sum_j e^(x_j - m) (K_EXP: in vector lanes in the float build) */
+static inline Real k_row_sum_exp(const Real *x, Real m, int n) {
+    Real s;
+    K_LANES_SUM(Real, k_lanes_total, n, K_EXP(x[j] - m), &s);
+    return s;
+}
+
+/* in double: sum_j x_j, and given the mean, sum_j (x_j - mean)^2 */
+static inline double k_row_sum_d(const Real *x, int n) {
+    double s;
+    K_LANES_SUM(double, k_lanes_total_d, n, (double)x[j], &s);
+    return s;
+}
+static inline double k_row_sq_dev_d(const Real *x, double mean, int n) {
+    double s;
+    K_LANES_SUM(double, k_lanes_total_d, n, ((double)x[j] - mean) * ((double)x[j] - mean), &s);
+    return s;
+}
+
+#endif
