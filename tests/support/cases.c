@@ -129,6 +129,16 @@ static Tensor *b_rope_qk(Tape *t, Tensor **in, const GcCase *c) {
     return ag_mul(t, q, k);
 }
 
+/* LLaMA's attention inputs: q in[0] (B, T, NH*HS) and k in[1] (B, T, NKV*HS) rotated at pos0
+ * arg[1] (head size arg[0]), v in[2] as is, then causal grouped-query attention on the columns */
+static Tensor *b_rope_attention(Tape *t, Tensor **in, const GcCase *c) {
+    int HS = c->arg[0], NH = in[0]->shape[2] / HS, NKV = in[1]->shape[2] / HS;
+    Tensor *q = ag_rope(t, in[0], &(AgRope){.head_size = HS, .pos0 = c->arg[1]});
+    Tensor *k = ag_rope(t, in[1], &(AgRope){.head_size = HS, .pos0 = c->arg[1]});
+    return ag_attention(t, q, k, in[2], &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}}, 1,
+                        NULL, 0, NULL, NULL);
+}
+
 /* Key padding masks for the attention cases, (B=2, Tk), chosen by arg[1] (0 = no mask). */
 static const struct {
     int B, Tk;
@@ -279,6 +289,7 @@ static const GcCase cases[] = {
     {"rope columns [6,18) of (2,3,24) head_size 4 pos0 2", 1, {3}, {{2, 3, 24}}, b_rope, {4, 2, 6, 12}, 0, 0},
     {"rope one step (1,1,8) at pos0 100000", 1, {3}, {{1, 1, 8}}, b_rope, {8, 100000, 0, 0}, 0, 0},
     {"rope q and k blocks of one qkv (2,3,24)", 1, {3}, {{2, 3, 24}}, b_rope_qk, {4, 1, 0, 8}, 0, 0},
+    {"rope q (2,4,8) k v (2,4,4) at pos0 3, then grouped-query causal attention", 3, {3, 3, 3}, {{2, 4, 8}, {2, 4, 4}, {2, 4, 4}}, b_rope_attention, {4, 3}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
     {"gather_rows 4 of (2,3,5)", 1, {3}, {{2, 3, 5}}, b_gather_rows, {4, 5, 1}, 0, 0},
