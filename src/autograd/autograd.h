@@ -195,9 +195,9 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
  * so (B, T, C) projections, (T, C), and split heads (B, NH, T, HS) all work; a decoding step
  * with a key/value cache of length L passes pos0 = L. Only the columns [col, col + n_cols) of
  * x are rotated and returned, (..., T, n_cols): a whole number of heads, e.g. the query and key
- * blocks of a fused (B, T, 3C) projection, each its own tensor that ag_attention (AG_ATTN_COLS)
- * reads beside the projection's value columns. n_cols 0: every column from col on. base 0:
- * 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double. */
+ * blocks of a fused (B, T, (NH + 2 NKV) HS) projection (adjacent, so one call with n_cols =
+ * (NH + NKV) HS), without copying the value columns. n_cols 0: every column from col on.
+ * base 0: 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double. */
 typedef struct AgRope {
     int head_size;   /* HS, even */
     int pos0;        /* the position of t = 0 */

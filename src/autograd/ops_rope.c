@@ -2,8 +2,8 @@
  * queries and keys). x (..., T, C): row (..., t) is at position pos0 + t, so a (B, T, C)
  * projection, a (T, C) one and split heads (B, NH, T, HS) all work, and a decoding step with a
  * KV cache of length L passes pos0 = L. The op rotates the columns [col, col + n_cols) of x
- * (heads of head_size side by side) and returns only them, (..., T, n_cols): so q and k can be
- * taken straight from a fused (B, T, 3C) projection without copying the value columns. It saves
+ * (heads of head_size side by side) and returns only them, (..., T, n_cols): so the query and
+ * key blocks of a fused projection are rotated without copying its value columns. It saves
  * the (T, head_size) table of cos and sin for backward. Not here: the loops (../tensor/k_rope.c).
  * Next: ops_embedding.c. */
 #include <limits.h>
