@@ -266,10 +266,11 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
-TOOLS := torch_dump torch_load optim_dump npz_tool threads_info
+TOOLS := torch_dump torch_load optim_dump ops_dump npz_tool threads_info
 # threads_info: what k_threads.c decided, run by tests/tensor/test_threads.c with chosen environments
 export AG_THREADS_INFO := $(CURDIR)/$(B)/tests/threads_info
-$(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/libattograd.a
+$(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/obj/tests/support/dumpfile.o \
+                          $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -294,8 +295,11 @@ test: deps-test
 # which `make test` also runs in float. The comparisons are in float64 at 1e-10, so they always
 # use the double build, whatever REAL says.
 ifeq ($(REAL),double)
-test-torch: $(B)/tests/torch_dump $(B)/tests/torch_load $(B)/tests/optim_dump test-numpy
+test-torch: $(B)/tests/torch_dump $(B)/tests/torch_load $(B)/tests/optim_dump $(B)/tests/ops_dump \
+            test-numpy
 	@OMP_NUM_THREADS=$(THREADS) tests/nn/test_torch.sh $(B)/tests/torch_dump $(B)/tests/torch.log
+	@OMP_NUM_THREADS=$(THREADS) tests/autograd/test_torch.sh $(B)/tests/ops_dump \
+	    $(B)/tests/torch_ops.log
 	@OMP_NUM_THREADS=$(THREADS) tests/optim/test_torch.sh $(B)/tests/optim_dump \
 	    $(B)/tests/torch_optim.log
 else

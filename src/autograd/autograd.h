@@ -116,6 +116,9 @@ Tensor *ag_scale(Tape *tape, Tensor *x, double s);
 Tensor *ag_relu(Tape *tape, Tensor *x);
 /* The exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default form. */
 Tensor *ag_gelu(Tape *tape, Tensor *x);
+/* SiLU (swish), x * sigmoid(x), as PyTorch's nn.SiLU. LLaMA's SwiGLU feed-forward is
+ * ag_mul(ag_silu(x W1^T), x W3^T) followed by W2. (...) -> (...) */
+Tensor *ag_silu(Tape *tape, Tensor *x);
 /* Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
  * The mask comes from a key drawn from rng, so the same rng state gives the same mask. In
  * no-grad mode, or with p == 0, it returns x itself. (...) -> (...) */
@@ -173,11 +176,35 @@ Tensor *ag_scatter_rows(Tape *tape, Tensor *x, const int *rows, int B, int T);
  * * weight + bias, var the biased variance (as PyTorch). x (..., C), weight (C), bias (C) or
  * NULL -> (..., C). Saves mean and 1/std per row for backward. */
 Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double eps);
+/* RMSNorm over the last dimension (LLaMA's; Zhang & Sennrich 2019), one fused kernel pair:
+ * y = x / sqrt(mean(x^2) + eps) * weight, no centring, no bias, as llama2.c's rmsnorm and
+ * Meta's RMSNorm module. x (..., C), weight (C) -> (..., C). Saves 1/rms per row. */
+Tensor *ag_rmsnorm(Tape *tape, Tensor *x, Tensor *weight, double eps);
 /* The post-LN residual step in one op: ag_layernorm(x + f, weight, bias, eps), with one pass
  * forward (saving x + f and the row statistics) and one backward that writes the LayerNorm's
  * input gradient straight into both x's and f's. x, f (..., C) of one shape. */
 Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tensor *bias,
                          double eps);
+
+/* Rotary position embedding (RoPE) as Meta's LLaMA and llama2.c apply it to queries and keys:
+ * within each head of head_size (HS, even) columns, the pair of columns (2i, 2i+1) of the row
+ * at position p turns by the angle p * base^(-2i/HS):
+ *     y[2i] = x[2i] cos - x[2i+1] sin,   y[2i+1] = x[2i] sin + x[2i+1] cos
+ * (interleaved pairs, the complex form of Meta's apply_rotary_emb; not the halves-split
+ * rotate_half of HF's GPT-NeoX code). x (..., T, C): the row (..., t) is at position pos0 + t,
+ * so (B, T, C) projections, (T, C), and split heads (B, NH, T, HS) all work; a decoding step
+ * with a key/value cache of length L passes pos0 = L. Only the columns [col, col + n_cols) of
+ * x are rotated and returned, (..., T, n_cols): a whole number of heads, e.g. the query and key
+ * blocks of a fused (B, T, (NH + 2 NKV) HS) projection (adjacent, so one call with n_cols =
+ * (NH + NKV) HS), without copying the value columns. n_cols 0: every column from col on.
+ * base 0: 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double. */
+typedef struct AgRope {
+    int head_size;   /* HS, even */
+    int pos0;        /* the position of t = 0 */
+    double base;     /* theta_i = base^(-2i/HS); 0: 10000 */
+    int col, n_cols; /* the heads are columns [col, col + n_cols) of x; n_cols 0: to the end */
+} AgRope;
+Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r);
 
 /* Scaled dot-product attention, fused per (batch, head): scores = q k^T / sqrt(HS) + attn_mask,
  * blocked scores set to -inf, softmax over keys, dropout on the probabilities, times v. One op,

@@ -1,4 +1,4 @@
-/* ops_elementwise.c: add, sub, mul, add_bias, scale, relu, gelu, dropout; each constructor
+/* ops_elementwise.c: add, sub, mul, add_bias, scale, relu, gelu, silu, dropout; each constructor
  * followed by its backward. The pattern every op file follows: check, allocate, run the
  * forward kernel, record; backward runs the backward kernel into the inputs' gradients.
  * Next: ops_matmul.c. */
@@ -85,7 +85,7 @@ void ag_scale_backward(AgNode *n) {
     k_scale_backward(n->in[0]->grad, n->out->grad, (Real)c->s, n->out->size, n->store & 1);
 }
 
-/* relu and gelu: one input, same shape out */
+/* relu, gelu and silu: one input, same shape out */
 static Tensor *unary(Tape *tape, AgOp op, const char *opname, Tensor *x,
                      void (*fwd)(Real *, const Real *, size_t)) {
     AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
@@ -108,6 +108,13 @@ Tensor *ag_gelu(Tape *tape, Tensor *x) {
 }
 void ag_gelu_backward(AgNode *n) {
     k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
+}
+
+Tensor *ag_silu(Tape *tape, Tensor *x) {
+    return unary(tape, AG_OP_SILU, "ag_silu", x, k_silu_forward);
+}
+void ag_silu_backward(AgNode *n) {
+    k_silu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
 }
 
 typedef struct DropoutCtx {

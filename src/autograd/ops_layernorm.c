@@ -2,28 +2,38 @@
  * (biased variance, eps inside the square root, weight and optional bias of size C). It saves
  * only the mean and 1/std of each row, (rows, 2); backward recomputes the normalised x from
  * them. ag_add_layernorm is the residual step x = norm(x + f) of a post-LN sub-layer as one op:
- * it also keeps x + f, and its backward writes the gradient of x + f into both inputs. Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
- * Next: ops_embedding.c. */
+ * it also keeps x + f, and its backward writes the gradient of x + f into both inputs.
+ * ag_rmsnorm is LLaMA's RMSNorm (no centring, no bias), saving (0, 1/rms) per row.
+ * Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
+ * Next: ops_rope.c. */
 #include "ops_internal.h"
 
 static Real *grad_if(Tensor *t) { return t && t->requires_grad ? t->grad : NULL; }
+
+/* The checks every normalisation op makes, naming op: x (..., C), weight (C), bias (C) or NULL,
+ * eps > 0. */
+static void check_norm(const char *op, const Tensor *x, const Tensor *weight, const Tensor *bias,
+                       double eps) {
+    AG_CHECK(x->ndim >= 1, "%s: x must have a last dimension: x %s %s vs weight %s %s", op, x->name,
+             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    int C = x->shape[x->ndim - 1];
+    AG_CHECK(weight->ndim == 1 && weight->shape[0] == C,
+             "%s: weight must be (C) with C the last dim of x: x %s %s vs weight %s %s", op,
+             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    AG_CHECK(bias == NULL || (bias->ndim == 1 && bias->shape[0] == C),
+             "%s: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s", op, x->name,
+             tensor_shape_str(x), bias->name, tensor_shape_str(bias));
+    AG_CHECK(eps > 0, "%s: eps = %g must be > 0 (x %s %s, weight %s %s)", op, eps, x->name,
+             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+}
 
 /* x (..., C), weight (C), bias (C) or NULL -> (..., C) */
 Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double eps) {
     AG_CHECK(tape != NULL, "ag_layernorm: tape is NULL");
     AG_CHECK_TENSOR("ag_layernorm", x);
     AG_CHECK_TENSOR("ag_layernorm", weight);
-    AG_CHECK(x->ndim >= 1, "ag_layernorm: x must have a last dimension: x %s %s vs weight %s %s",
-             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    check_norm("ag_layernorm", x, weight, bias, eps);
     int C = x->shape[x->ndim - 1];
-    AG_CHECK(weight->ndim == 1 && weight->shape[0] == C,
-             "ag_layernorm: weight must be (C) with C the last dim of x: x %s %s vs weight %s %s",
-             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
-    AG_CHECK(bias == NULL || (bias->ndim == 1 && bias->shape[0] == C),
-             "ag_layernorm: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s",
-             x->name, tensor_shape_str(x), bias->name, tensor_shape_str(bias));
-    AG_CHECK(eps > 0, "ag_layernorm: eps = %g must be > 0 (x %s %s, weight %s %s)", eps, x->name,
-             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
     size_t rows = tensor_rows(x);
     Tensor *y = ag_out(tape, AG_OP_LAYERNORM, x->ndim, x->shape);
     Tensor *stats = tensor_new2(tape->arena, (int)rows, 2, "layernorm_stats");
@@ -50,19 +60,8 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
     AG_CHECK_TENSOR("ag_add_layernorm", weight);
     AG_CHECK(tensor_same_shape(x, f), "ag_add_layernorm: x and f shapes differ: x %s %s vs f %s %s",
              x->name, tensor_shape_str(x), f->name, tensor_shape_str(f));
-    AG_CHECK(x->ndim >= 1,
-             "ag_add_layernorm: x must have a last dimension: x %s %s vs weight %s %s", x->name,
-             tensor_shape_str(x), weight->name, tensor_shape_str(weight));
+    check_norm("ag_add_layernorm", x, weight, bias, eps);
     int C = x->shape[x->ndim - 1];
-    AG_CHECK(weight->ndim == 1 && weight->shape[0] == C,
-             "ag_add_layernorm: weight must be (C) with C the last dim of x: x %s %s vs weight %s "
-             "%s",
-             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
-    AG_CHECK(bias == NULL || (bias->ndim == 1 && bias->shape[0] == C),
-             "ag_add_layernorm: bias must be (C) with C the last dim of x: x %s %s vs bias %s %s",
-             x->name, tensor_shape_str(x), bias->name, tensor_shape_str(bias));
-    AG_CHECK(eps > 0, "ag_add_layernorm: eps = %g must be > 0 (x %s %s, weight %s %s)", eps,
-             x->name, tensor_shape_str(x), weight->name, tensor_shape_str(weight));
     size_t rows = tensor_rows(x);
     Tensor *y = ag_out(tape, AG_OP_ADD_LAYERNORM, x->ndim, x->shape);
     Tensor *saved = tensor_new1(tape->arena, (int)(rows * (size_t)(C + 2)), "add_layernorm_saved");
@@ -81,4 +80,25 @@ void ag_add_layernorm_backward(AgNode *n) {
     const Real *s = n->saved->data, *stats = s + rows * (size_t)C;
     k_add_layernorm_backward(grad_if(x), grad_if(f), grad_if(weight), grad_if(bias), s,
                              weight->data, stats, n->out->grad, rows, C, n->store & 3);
+}
+
+/* x (..., C), weight (C) -> (..., C): y = x / sqrt(mean(x^2) + eps) * weight per row */
+Tensor *ag_rmsnorm(Tape *tape, Tensor *x, Tensor *weight, double eps) {
+    AG_CHECK(tape != NULL, "ag_rmsnorm: tape is NULL");
+    AG_CHECK_TENSOR("ag_rmsnorm", x);
+    AG_CHECK_TENSOR("ag_rmsnorm", weight);
+    check_norm("ag_rmsnorm", x, weight, NULL, eps);
+    int C = x->shape[x->ndim - 1];
+    size_t rows = tensor_rows(x);
+    Tensor *y = ag_out(tape, AG_OP_RMSNORM, x->ndim, x->shape);
+    Tensor *stats = tensor_new2(tape->arena, (int)rows, 2, "rmsnorm_stats");
+    k_rmsnorm_forward(y->data, stats->data, x->data, weight->data, eps, rows, C);
+    AgNode *n = ag_record(tape, AG_OP_RMSNORM, y, 2, (Tensor *[]){x, weight});
+    if (n) n->saved = stats;
+    return y;
+}
+void ag_rmsnorm_backward(AgNode *n) {
+    Tensor *x = n->in[0], *weight = n->in[1];
+    k_rmsnorm_backward(grad_if(x), grad_if(weight), x->data, weight->data, n->saved->data,
+                       n->out->grad, tensor_rows(x), x->shape[x->ndim - 1], n->store & 1);
 }

@@ -258,6 +258,7 @@ static unsigned can_store(AgOp op) {
     case AG_OP_LINEAR:
     case AG_OP_LINEAR_RELU:
     case AG_OP_LAYERNORM:
+    case AG_OP_RMSNORM:
     case AG_OP_GATHER_ROWS:
     case AG_OP_SCATTER_ROWS: return 1;
     default: return 0;

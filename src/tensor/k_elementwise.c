@@ -1,5 +1,5 @@
 /* k_elementwise.c: forward/backward pairs of the elementwise kernels (add, sub, mul, bias,
- * scale, relu, gelu, dropout). Every output element depends on one input position, so the
+ * scale, relu, gelu, silu, dropout). Every output element depends on one input position, so the
  * loops split freely across threads. Next: k_matmul.c. */
 #include <math.h>
 
@@ -122,6 +122,24 @@ void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
         Real cdf = (Real)0.5 * (1 + K_ERF(v * INV_SQRT2));
         Real pdf = INV_SQRT_2PI * K_EXP((Real)-0.5 * v * v);
         gx[i] += gy[i] * (cdf + v * pdf);
+    }
+}
+
+/* sigmoid(x) = 1 / (1 + e^-x). For x far below 0, e^-x overflows to inf and the result is 0,
+ * not NaN, so silu(x) = x * 0 there. */
+static inline Real sigmoid(Real x) { return 1 / (1 + K_EXP(-x)); }
+
+void k_silu_forward(Real *y, const Real *x, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * sigmoid(x[i]);
+}
+/* forward: y = x s(x) with s the logistic sigmoid, whose derivative is s (1 - s); so
+ * dy/dx = s + x s (1 - s) = s (1 + x (1 - s)), recomputed from the saved input x */
+void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) {
+        Real s = sigmoid(x[i]);
+        gx[i] += gy[i] * (s * (1 + x[i] * (1 - s)));
     }
 }
 

@@ -1,7 +1,8 @@
-/* k_layernorm.c: the fused LayerNorm over the last dimension, forward and backward.
+/* k_layernorm.c: the fused LayerNorm and RMSNorm over the last dimension, forward and backward.
  * Each row of C values is normalised in one function call: mean, variance, normalise, scale and
  * shift, with the row statistics in double so that rows with a large common offset (x + 1e4)
- * keep their precision. The weight and bias gradients are sums over rows: each fixed block of
+ * keep their precision. RMSNorm (LLaMA's) is the same row without centring: mean taken as 0,
+ * no bias, and the same code runs it (a `centred` flag). The weight and bias gradients are sums over rows: each fixed block of
  * LN_ROW_BLOCK rows sums its share in row order in the same pass that computes the rows' input
  * gradients, then one thread per column adds the blocks' shares in block order (no atomics), so
  * results are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
@@ -36,10 +37,11 @@ static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean,
     *sum_dx = k_lanes_total_d(adx);
 }
 
-/* one row: y = (x - mean) rstd w + b, its (mean, rstd) into st[0..1] */
+/* one row: y = (x - mean) rstd w + b, its (mean, rstd) into st[0..1]; not centred (RMSNorm):
+ * mean = 0, so rstd = 1 / sqrt(mean(x^2) + eps) */
 static void norm_row(Real *yr, Real *st, const Real *xr, const Real *weight, const Real *bias,
-                     double eps, int C) {
-    double mean = k_row_sum_d(xr, C) / C;
+                     double eps, int C, int centred) {
+    double mean = centred ? k_row_sum_d(xr, C) / C : 0.0;
     /* two passes (sum of squared deviations from the mean), not E[x^2] - mean^2, which
      * cancels catastrophically when the row has a large offset */
     double rstd = 1.0 / sqrt(k_row_sq_dev_d(xr, mean, C) / C + eps);
@@ -57,7 +59,14 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
                          double eps, size_t rows, int C) {
 #pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++)
-        norm_row(y + r * C, stats + 2 * r, x + r * C, weight, bias, eps, C);
+        norm_row(y + r * C, stats + 2 * r, x + r * C, weight, bias, eps, C, 1);
+}
+
+void k_rmsnorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, double eps,
+                       size_t rows, int C) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++)
+        norm_row(y + r * C, stats + 2 * r, x + r * C, weight, NULL, eps, C, 0);
 }
 
 /* The residual sum and its LayerNorm in one pass over each row: s = x + f (kept for backward)
@@ -70,7 +79,7 @@ void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const
         const Real *xr = x + r * C, *fr = f + r * C;
         Real *sr = s + r * C;
         for (int c = 0; c < C; c++) sr[c] = xr[c] + fr[c];
-        norm_row(y + r * C, stats + 2 * r, sr, weight, bias, eps, C);
+        norm_row(y + r * C, stats + 2 * r, sr, weight, bias, eps, C, 1);
     }
 }
 
@@ -95,10 +104,15 @@ static void put(Real *restrict dst, const Real *restrict g, int n, int store) {
  * of Ioffe & Szegedy 2015 along another axis; worked through in karpathy/llm.c,
  * doc/layernorm/layernorm.md). xhat is recomputed from x and the saved mean and rstd.
  * Here the input gradient goes into gx and, when gx2 is not NULL, into gx2 as well (the fused
- * residual op, whose sum has two inputs); store bit 0 for gx, bit 1 for gx2. */
+ * residual op, whose sum has two inputs); store bit 0 for gx, bit 1 for gx2.
+ * RMSNorm (not centred): rms = sqrt(sum_c x_c^2 / C + eps), rstd = 1 / rms, xhat_c = x_c rstd,
+ * y_c = xhat_c w_c (Zhang & Sennrich 2019). Now d rstd/dx_j = -rstd^3 x_j / C and there is no
+ * mean, so d xhat_c / dx_j = rstd (delta_cj - xhat_c xhat_j / C) and
+ *     gx_j = rstd (dxhat_j - xhat_j mean_c(dxhat_c xhat_c)):
+ * the LayerNorm formula without its mean_c(dxhat_c) term, with the saved mean 0. */
 static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const Real *x,
                         const Real *weight, const Real *stats, const Real *gy, size_t rows, int C,
-                        unsigned store) {
+                        unsigned store, int centred) {
     size_t n = rows * (size_t)C;
     int want_x = gx || gx2, want_w = gweight || gbias;
     size_t nblk = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
@@ -133,7 +147,7 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
                 }
                 double sum_d, sum_dx;
                 row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
-                double mean_d = sum_d / C, mean_dx = sum_dx / C;
+                double mean_d = centred ? sum_d / C : 0.0, mean_dx = sum_dx / C;
                 /* the row's gradient a chunk at a time (in L1), then written to each target */
                 for (int cb = 0; cb < C; cb += LN_COL_CHUNK) {
                     int nc = C - cb < LN_COL_CHUNK ? C - cb : LN_COL_CHUNK;
@@ -183,7 +197,12 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
 
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
                           const Real *stats, const Real *gy, size_t rows, int C, int store) {
-    ln_backward(gx, NULL, gweight, gbias, x, weight, stats, gy, rows, C, store ? 1u : 0u);
+    ln_backward(gx, NULL, gweight, gbias, x, weight, stats, gy, rows, C, store ? 1u : 0u, 1);
+}
+
+void k_rmsnorm_backward(Real *gx, Real *gweight, const Real *x, const Real *weight,
+                        const Real *stats, const Real *gy, size_t rows, int C, int store) {
+    ln_backward(gx, NULL, gweight, NULL, x, weight, stats, gy, rows, C, store ? 1u : 0u, 0);
 }
 
 /* forward: s = x + f, y = LayerNorm(s) (above). So gs is the LayerNorm's input gradient and
@@ -191,5 +210,5 @@ void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, c
 void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
                               const Real *weight, const Real *stats, const Real *gy, size_t rows,
                               int C, unsigned store) {
-    ln_backward(gx, gf, gweight, gbias, s, weight, stats, gy, rows, C, store);
+    ln_backward(gx, gf, gweight, gbias, s, weight, stats, gy, rows, C, store, 1);
 }

@@ -64,6 +64,9 @@ void k_relu_forward(Real *y, const Real *x, size_t n);
 void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
 void k_gelu_forward(Real *y, const Real *x, size_t n);
 void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
+/* y = x sigmoid(x) (SiLU, also called swish) */
+void k_silu_forward(Real *y, const Real *x, size_t n);
+void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
 /* Element i is kept when rng_hash(key, i) maps to a uniform >= p; kept ones scale by 1/(1-p). */
 void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n);
 void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n);
@@ -164,6 +167,14 @@ void k_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *weight
  * store: gx is written, not added to. */
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
                           const Real *stats, const Real *gy, size_t rows, int C, int store);
+/* RMSNorm: x, y (rows, C), weight (C): y = x rstd weight per row with rstd = 1 / sqrt(mean(x^2)
+ * + eps); stats (rows, 2) gets (0, rstd) of each row (the layout LayerNorm's (mean, rstd) has) */
+void k_rmsnorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, double eps,
+                       size_t rows, int C);
+/* gx (rows, C), gweight (C), either may be NULL; stats as written by the forward. store: gx
+ * is written, not added to. */
+void k_rmsnorm_backward(Real *gx, Real *gweight, const Real *x, const Real *weight,
+                        const Real *stats, const Real *gy, size_t rows, int C, int store);
 /* s = x + f (rows, C), kept for backward, and y = LayerNorm(s) as k_layernorm_forward */
 void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const Real *f,
                              const Real *weight, const Real *bias, double eps, size_t rows, int C);
@@ -172,6 +183,19 @@ void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const
 void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
                               const Real *weight, const Real *stats, const Real *gy, size_t rows,
                               int C, unsigned store);
+
+/* ---- rotary position embedding (k_rope.c) ---- */
+/* cs (T, HS): for position pos0 + t and pair i < HS/2, cs[t, 2i] = cos(a), cs[t, 2i+1] = sin(a),
+ * a = (pos0 + t) base^(-2i/HS), each computed in double. HS even. */
+void k_rope_table(Real *cs, int T, int pos0, int HS, double base);
+/* rows of n = NH*HS columns: x row r starts at x + r*ldx, y row r at y + r*ldy; row r is at
+ * table row t = r % T. Within each head of HS columns, pair (2i, 2i+1) turns by the table's
+ * angle: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos. */
+void k_rope_forward(Real *y, size_t ldy, const Real *x, size_t ldx, const Real *cs, size_t rows,
+                    int T, int n, int HS);
+/* gx (rows with stride ldx) += the inverse rotation of gy (stride ldy) */
+void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Real *cs, size_t rows,
+                     int T, int n, int HS);
 
 /* ---- lookup: embedding rows, and rows picked by index (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */

@@ -57,6 +57,8 @@ static void relu_null(Tape *tp) { ag_relu(tp, NULL); }
 static void relu_tape(Tape *tp) { ag_relu(NULL, T1("x", 3)); }
 static void gelu_null(Tape *tp) { ag_gelu(tp, NULL); }
 static void gelu_tape(Tape *tp) { ag_gelu(NULL, T1("x", 3)); }
+static void silu_null(Tape *tp) { ag_silu(tp, NULL); }
+static void silu_tape(Tape *tp) { ag_silu(NULL, T1("x", 3)); }
 
 static void dropout_p(Tape *tp, double p) {
     Rng rng;
@@ -194,6 +196,33 @@ static void layernorm_null_weight(Tape *tp) { ag_layernorm(tp, T2("x", 2, 4), NU
 static void layernorm_tape(Tape *tp) {
     ag_layernorm(NULL, T2("x", 2, 4), T1("weight", 4), T1("bias", 4), 1e-5);
 }
+static void rmsnorm_scalar(Tape *tp) { ag_rmsnorm(tp, T0("x"), T1("weight", 1), 1e-5); }
+static void rmsnorm_weight_len(Tape *tp) { ag_rmsnorm(tp, T3("x", 2, 3, 4), T1("weight", 5), 1e-5); }
+static void rmsnorm_weight_rank(Tape *tp) { ag_rmsnorm(tp, T2("x", 2, 4), T2("weight", 1, 4), 1e-5); }
+static void rmsnorm_eps_zero(Tape *tp) { ag_rmsnorm(tp, T2("x", 2, 4), T1("weight", 4), 0.0); }
+static void rmsnorm_eps_negative(Tape *tp) { ag_rmsnorm(tp, T2("x", 2, 4), T1("weight", 4), -1e-6); }
+static void rmsnorm_eps_nan(Tape *tp) { ag_rmsnorm(tp, T2("x", 2, 4), T1("weight", 4), NAN); }
+static void rmsnorm_null_x(Tape *tp) { ag_rmsnorm(tp, NULL, T1("weight", 4), 1e-5); }
+static void rmsnorm_null_weight(Tape *tp) { ag_rmsnorm(tp, T2("x", 2, 4), NULL, 1e-5); }
+static void rmsnorm_tape(Tape *tp) { ag_rmsnorm(NULL, T2("x", 2, 4), T1("weight", 4), 1e-5); }
+
+static void rope_rank(Tape *tp) { ag_rope(tp, T1("q", 8), &(AgRope){.head_size = 4}); }
+static void rope_odd(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 10), &(AgRope){.head_size = 5}); }
+static void rope_zero_hs(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 0}); }
+static void rope_cols_past(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .col = 16, .n_cols = 12}); }
+static void rope_col_negative(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .col = -4, .n_cols = 8}); }
+static void rope_col_past(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .col = 28}); }
+static void rope_part_head(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 8, .col = 8, .n_cols = 12}); }
+static void rope_no_cols(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .col = 24}); }
+static void rope_pos0(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .pos0 = -1}); }
+static void rope_pos0_overflow(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .pos0 = 2147483646}); }
+static void rope_base_negative(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = -10000}); }
+static void rope_base_inf(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = INFINITY}); }
+static void rope_base_nan(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = NAN}); }
+static void rope_null_r(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), NULL); }
+static void rope_null_x(Tape *tp) { ag_rope(tp, NULL, &(AgRope){.head_size = 4}); }
+static void rope_tape(Tape *tp) { ag_rope(NULL, T3("q", 2, 3, 8), &(AgRope){.head_size = 4}); }
+
 static void add_layernorm_shapes(Tape *tp) {
     ag_add_layernorm(tp, T3("x", 2, 3, 4), T3("f", 2, 4, 3), T1("weight", 4), NULL, 1e-5);
 }
@@ -477,6 +506,8 @@ static const Misuse misuses[] = {
     {AG_OP_RELU, "NULL tape", relu_tape, {"tape is NULL"}},
     {AG_OP_GELU, "NULL tensor", gelu_null, {"'x' is NULL"}},
     {AG_OP_GELU, "NULL tape", gelu_tape, {"tape is NULL"}},
+    {AG_OP_SILU, "NULL tensor", silu_null, {"'x' is NULL"}},
+    {AG_OP_SILU, "NULL tape", silu_tape, {"tape is NULL"}},
 
     {AG_OP_DROPOUT, "p < 0", dropout_negative, {"p = -0.25", "[0, 1)", "x (3,4)"}},
     {AG_OP_DROPOUT, "p == 1", dropout_one, {"p = 1 ", "[0, 1)", "x (3,4)"}},
@@ -575,6 +606,33 @@ static const Misuse misuses[] = {
     {AG_OP_ADD_LAYERNORM, "NULL f", add_layernorm_null_f, {"'f' is NULL"}},
     {AG_OP_ADD_LAYERNORM, "NULL weight", add_layernorm_null_weight, {"'weight' is NULL"}},
     {AG_OP_ADD_LAYERNORM, "NULL tape", add_layernorm_tape, {"tape is NULL"}},
+
+    {AG_OP_RMSNORM, "scalar x", rmsnorm_scalar, {"last dimension", "x ()", "weight (1)"}},
+    {AG_OP_RMSNORM, "weight length", rmsnorm_weight_len, {"weight must be (C)", "x (2,3,4)", "weight (5)"}},
+    {AG_OP_RMSNORM, "weight rank", rmsnorm_weight_rank, {"weight must be (C)", "x (2,4)", "weight (1,4)"}},
+    {AG_OP_RMSNORM, "eps == 0", rmsnorm_eps_zero, {"eps = 0 ", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_RMSNORM, "eps < 0", rmsnorm_eps_negative, {"eps = -1e-06", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_RMSNORM, "eps NaN", rmsnorm_eps_nan, {"eps = nan", "> 0", "x (2,4)", "weight (4)"}},
+    {AG_OP_RMSNORM, "NULL x", rmsnorm_null_x, {"'x' is NULL"}},
+    {AG_OP_RMSNORM, "NULL weight", rmsnorm_null_weight, {"'weight' is NULL"}},
+    {AG_OP_RMSNORM, "NULL tape", rmsnorm_tape, {"tape is NULL"}},
+
+    {AG_OP_ROPE, "x of rank 1", rope_rank, {"(..., T, C)", "q (8)"}},
+    {AG_OP_ROPE, "odd head_size", rope_odd, {"head_size 5", "even", "q (2,3,10)"}},
+    {AG_OP_ROPE, "head_size 0", rope_zero_hs, {"head_size 0", "even and > 0", "q (2,3,8)"}},
+    {AG_OP_ROPE, "columns past C", rope_cols_past, {"columns [16, 28)", "C = 24", "qkv (2,3,24)"}},
+    {AG_OP_ROPE, "negative col", rope_col_negative, {"columns [-4, 4)", "col -4", "qkv (2,3,24)"}},
+    {AG_OP_ROPE, "col past C, n_cols 0", rope_col_past, {"columns [28, 24)", "col 28, n_cols 0", "qkv (2,3,24)"}},
+    {AG_OP_ROPE, "part of a head", rope_part_head, {"the 12 columns [8, 20)", "whole number of heads", "head_size 8", "qkv (2,3,24)"}},
+    {AG_OP_ROPE, "no columns", rope_no_cols, {"the 0 columns [24, 24)", "head_size 4", "qkv (2,3,24)"}},
+    {AG_OP_ROPE, "pos0 < 0", rope_pos0, {"pos0 -1", ">= 0", "T = 3", "q (2,3,8)"}},
+    {AG_OP_ROPE, "pos0 + T overflows", rope_pos0_overflow, {"pos0 2147483646", "fit an int", "T = 3", "q (2,3,8)"}},
+    {AG_OP_ROPE, "base < 0", rope_base_negative, {"base = -10000", "finite and > 0", "q (2,3,8)"}},
+    {AG_OP_ROPE, "base inf", rope_base_inf, {"base = inf", "finite and > 0", "q (2,3,8)"}},
+    {AG_OP_ROPE, "base NaN", rope_base_nan, {"base = nan", "finite and > 0", "q (2,3,8)"}},
+    {AG_OP_ROPE, "NULL AgRope", rope_null_r, {"AgRope argument is NULL", "q (2,3,8)"}},
+    {AG_OP_ROPE, "NULL x", rope_null_x, {"'x' is NULL"}},
+    {AG_OP_ROPE, "NULL tape", rope_tape, {"tape is NULL"}},
 
     {AG_OP_EMBEDDING, "id >= V", embedding_id_high, {"id 5 at position (1,0)", "ids (2,2)", "vocabulary of size 5", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "id < 0", embedding_id_negative, {"id -3 at position (1,0)", "ids (2,3)", "vocabulary of size 5", "wte (5,4)"}},

@@ -1,6 +1,8 @@
 /* test_layernorm.c: ag_layernorm beyond the gradient check of the case table: the forward
  * against a plain double loop, normalised rows (mean 0, biased variance var / (var + eps)), a
  * constant row (variance 0), rows with a large common offset, and misuse that must abort.
+ * At the end ag_rmsnorm: against llama2.c's formula, unit mean square, a zero row, the weight
+ * gradient as a column sum, bit-identical across thread counts.
  * The gradient checks themselves are cases in tests/support/cases.c. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -242,10 +244,11 @@ Test(ag_layernorm, weight_and_bias_gradients_are_column_sums) {
     test_env_free(&env);
 }
 
-/* The same big case with 1, 2 and 3 threads at the default threshold: outputs and all three
- * gradients bit-identical (the case table checks small shapes with the threshold at 1). */
+/* The same big case with 1, 2 and 3 threads at the default threshold: outputs and all
+ * gradients bit-identical (the case table checks small shapes with the threshold at 1). rms:
+ * ag_rmsnorm instead (no bias; its gradient slot stays 0). */
 enum { BIG_R = 257, BIG_C = 100 };
-static void run_big(int threads, Real *out) {
+static void run_big(int threads, int rms, Real *out) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #else
@@ -260,7 +263,8 @@ static void run_big(int threads, Real *out) {
     tensor_requires_grad(x);
     tensor_requires_grad(w);
     tensor_requires_grad(b);
-    Tensor *y = ag_layernorm(env.tape, x, w, b, 1e-5);
+    tensor_zero_grad(b);
+    Tensor *y = rms ? ag_rmsnorm(env.tape, x, w, 1e-5) : ag_layernorm(env.tape, x, w, b, 1e-5);
     Tensor *R_ = tensor_new2(env.tape->arena, BIG_R, BIG_C, "R");
     fill(R_, 23, 0, 1);
     ag_backward(env.tape, ag_sum(env.tape, ag_mul(env.tape, y, R_)));
@@ -272,13 +276,17 @@ static void run_big(int threads, Real *out) {
     test_env_free(&env);
 }
 
-Test(ag_layernorm, bit_identical_for_1_2_and_3_threads_at_the_default_threshold) {
+static void check_threads(int rms) {
     static Real one[2 * BIG_R * BIG_C + 2 * BIG_C], many[2 * BIG_R * BIG_C + 2 * BIG_C];
-    run_big(1, one);
+    run_big(1, rms, one);
     for (int threads = 2; threads <= 3; threads++) {
-        run_big(threads, many);
+        run_big(threads, rms, many);
         cr_assert(memcmp(one, many, sizeof one) == 0, "%d threads differ from 1", threads);
     }
+}
+
+Test(ag_layernorm, bit_identical_for_1_2_and_3_threads_at_the_default_threshold) {
+    check_threads(0);
 }
 
 static void misuse(int wC, int bC, double eps) {
@@ -375,3 +383,109 @@ Test(ag_add_layernorm, bit_identical_for_1_2_and_3_threads) {
     }
     k_par_min = saved;
 }
+
+/* ---- ag_rmsnorm: LLaMA's RMSNorm, y = x / sqrt(mean(x^2) + eps) * w ---- */
+
+/* The reference, as llama2.c's rmsnorm writes it (in double): ss = sum x^2 / C + eps, then
+ * y = w * (x / sqrt(ss)). x (rows, C). */
+static void rms_reference(double *y, const Real *x, const Real *w, double eps, size_t rows, int C) {
+    for (size_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += (double)x[r * C + c] * (double)x[r * C + c];
+        ss = ss / C + eps;
+        for (int c = 0; c < C; c++) y[r * C + c] = (double)w[c] * ((double)x[r * C + c] / sqrt(ss));
+    }
+}
+
+Test(ag_rmsnorm, forward_matches_llama2c_written_out_in_double) {
+    TestEnv env = test_env_new();
+    enum { B = 3, T = 4, C = 37 };
+    Tensor *x = tensor_new3(env.params, B, T, C, "x"), *w = tensor_new1(env.params, C, "w");
+    fill(x, 41, 0.3, 2.0);
+    fill(w, 42, 1.0, 0.5);
+    Tensor *y = ag_rmsnorm(env.tape, x, w, 1e-5);
+    cr_assert(tensor_same_shape(x, y));
+    static double ref[B * T * C];
+    rms_reference(ref, x->data, w->data, 1e-5, B * T, C);
+    double err = max_rel_err(y->data, ref, x->size);
+    cr_assert(err < TIGHT, "rmsnorm differs from the reference by %.3g", err);
+    test_env_free(&env);
+}
+
+/* with unit weight every row's mean square is ms / (ms + eps), and the mean is not removed */
+Test(ag_rmsnorm, rows_come_out_with_unit_mean_square_and_their_mean_kept) {
+    TestEnv env = test_env_new();
+    enum { R = 9, C = 50 };
+    const double eps = 1e-5;
+    Tensor *x = tensor_new2(env.params, R, C, "x"), *w = tensor_new1(env.params, C, "w");
+    fill(x, 43, 2.0, 1.0);
+    tensor_fill(w, 1);
+    Tensor *y = ag_rmsnorm(env.tape, x, w, eps);
+    for (int r = 0; r < R; r++) {
+        double msx = 0, msy = 0, my = 0;
+        for (int c = 0; c < C; c++) {
+            double a = (double)x->data[r * C + c], b = (double)y->data[r * C + c];
+            msx += a * a, msy += b * b, my += b;
+        }
+        msx /= C, msy /= C, my /= C;
+        cr_assert(fabs(msy - msx / (msx + eps)) < 10 * TIGHT, "row %d: mean square %.17g", r, msy);
+        cr_assert(my > 0.5, "row %d: mean %.3g (an offset of 2 must survive)", r, my);
+    }
+    test_env_free(&env);
+}
+
+/* an all-zero row: rstd = 1 / sqrt(eps), output 0, gradient gy w / sqrt(eps), all finite */
+Test(ag_rmsnorm, a_zero_row_gives_finite_output_and_gradients) {
+    TestEnv env = test_env_new();
+    enum { R = 3, C = 8 };
+    const double eps = 1e-5;
+    Tensor *x = tensor_new2(env.params, R, C, "x"), *w = tensor_new1(env.params, C, "w");
+    fill(x, 44, 0, 1);
+    for (int c = 0; c < C; c++) x->data[C + c] = 0;
+    fill(w, 45, 1, 0.3);
+    tensor_requires_grad(x);
+    tensor_requires_grad(w);
+    Tensor *y = ag_rmsnorm(env.tape, x, w, eps);
+    Tensor *R_ = tensor_new2(env.tape->arena, R, C, "R");
+    fill(R_, 46, 0, 1);
+    ag_backward(env.tape, ag_sum(env.tape, ag_mul(env.tape, y, R_)));
+    for (int c = 0; c < C; c++) {
+        cr_assert_eq(y->data[C + c], 0);
+        double want = (double)R_->data[C + c] * (double)w->data[c] / sqrt(eps);
+        cr_assert(fabs((double)x->grad[C + c] - want) <= 10 * TIGHT * fmax(1.0, fabs(want)),
+                  "column %d: gradient %.17g, expected %.17g", c, (double)x->grad[C + c], want);
+        cr_assert(isfinite((double)w->grad[c]));
+    }
+    test_env_free(&env);
+}
+
+/* 70 rows (three weight-gradient blocks) of 300 (two column chunks): the weight gradient is
+ * the column sum of gy * x rstd, checked here in double */
+Test(ag_rmsnorm, weight_gradient_is_the_column_sum_of_gy_times_x_rstd) {
+    enum { R = 70, C = 300 };
+    TestEnv env = test_env_new();
+    Tensor *x = tensor_new2(env.params, R, C, "x"), *w = tensor_new1(env.params, C, "w");
+    fill(x, 47, 0.1, 1.0);
+    fill(w, 48, 1.0, 0.2);
+    tensor_requires_grad(w);
+    Tensor *y = ag_rmsnorm(env.tape, x, w, 1e-6);
+    Tensor *R_ = tensor_new2(env.tape->arena, R, C, "R");
+    fill(R_, 49, 0, 1);
+    ag_backward(env.tape, ag_sum(env.tape, ag_mul(env.tape, y, R_)));
+    static double rstd[R];
+    for (int r = 0; r < R; r++) {
+        double ss = 0;
+        for (int k = 0; k < C; k++) ss += (double)x->data[r * C + k] * (double)x->data[r * C + k];
+        rstd[r] = 1 / sqrt(ss / C + 1e-6);
+    }
+    for (int c = 0; c < C; c++) {
+        double want = 0;
+        for (int r = 0; r < R; r++)
+            want += (double)R_->data[r * C + c] * (double)x->data[r * C + c] * rstd[r];
+        cr_assert(fabs((double)w->grad[c] - want) < 10 * TIGHT * fmax(1.0, fabs(want)),
+                  "weight gradient %d: %.17g, expected %.17g", c, (double)w->grad[c], want);
+    }
+    test_env_free(&env);
+}
+
+Test(ag_rmsnorm, bit_identical_for_1_2_and_3_threads_at_the_default_threshold) { check_threads(1); }

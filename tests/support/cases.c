@@ -16,6 +16,9 @@ static Tensor *b_add_bias(Tape *t, Tensor **in, const GcCase *c) { (void)c; retu
 static Tensor *b_scale(Tape *t, Tensor **in, const GcCase *c) { return ag_scale(t, in[0], c->farg); }
 static Tensor *b_relu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_relu(t, in[0]); }
 static Tensor *b_gelu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_gelu(t, in[0]); }
+static Tensor *b_silu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_silu(t, in[0]); }
+/* LLaMA's SwiGLU gate from existing ops: silu(a) * b */
+static Tensor *b_swiglu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_mul(t, ag_silu(t, in[0]), in[1]); }
 static Tensor *b_dropout(Tape *t, Tensor **in, const GcCase *c) {
     Rng rng; /* the same key on every call, so every evaluation sees the same mask */
     rng_seed(&rng, (uint64_t)c->arg[0]);
@@ -103,6 +106,37 @@ static Tensor *b_add_layernorm(Tape *t, Tensor **in, const GcCase *c) {
     tensor_fill(ones, 1);
     Tensor *w = ag_add(t, in[at], ones);
     return ag_add_layernorm(t, x, f, w, c->n_in > at + 1 ? in[at + 1] : NULL, 1e-5);
+}
+
+/* rmsnorm with eps 1e-5; in[1] is the weight's offset from 1 (as for layernorm). arg[0] 1: x
+ * scaled first (an intermediate: the backward writes its new gradient, AgNode.store) */
+static Tensor *b_rmsnorm(Tape *t, Tensor **in, const GcCase *c) {
+    Tensor *ones = tensor_new(t->arena, in[1]->ndim, in[1]->shape, "ones");
+    tensor_fill(ones, 1);
+    Tensor *x = c->arg[0] == 1 ? ag_scale(t, in[0], 1.5) : in[0];
+    return ag_rmsnorm(t, x, ag_add(t, in[1], ones), 1e-5);
+}
+
+/* rope of in[0]: arg = {head_size, pos0, col, n_cols}, farg the base (0: 10000) */
+static Tensor *b_rope(Tape *t, Tensor **in, const GcCase *c) {
+    return ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, c->arg[2], c->arg[3]});
+}
+/* a fused projection's query and key blocks: in[0] (..., T, 3n) with n = arg[3], q = rope of
+ * columns [0, n), k = rope of [n, 2n), y = q * k (both ropes add into in[0]'s gradient) */
+static Tensor *b_rope_qk(Tape *t, Tensor **in, const GcCase *c) {
+    int n = c->arg[3];
+    Tensor *q = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, 0, n});
+    Tensor *k = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, n, n});
+    return ag_mul(t, q, k);
+}
+
+/* LLaMA's attention inputs: q in[0] (B, T, NH*HS) and k in[1] (B, T, NKV*HS) rotated at pos0
+ * arg[1] (head size arg[0]), v in[2] as is, then causal grouped-query attention on the columns */
+static Tensor *b_rope_attention(Tape *t, Tensor **in, const GcCase *c) {
+    int HS = c->arg[0], NH = in[0]->shape[2] / HS, NKV = in[1]->shape[2] / HS;
+    Tensor *q = ag_rope(t, in[0], &(AgRope){.head_size = HS, .pos0 = c->arg[1]});
+    Tensor *k = ag_rope(t, in[1], &(AgRope){.head_size = HS, .pos0 = c->arg[1]});
+    return ag_attention(t, q, k, in[2], &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}}, AG_CAUSAL, 0, NULL, NULL);
 }
 
 /* Key padding masks for the attention cases, (B=2, Tk), chosen by arg[1] (0 = no mask). */
@@ -256,6 +290,8 @@ static const GcCase cases[] = {
     {"scale (3,7) by -1.7", 1, {2}, {{3, 7}}, b_scale, {0}, -1.7, 0},
     {"relu (5,13)", 1, {2}, {{5, 13}}, b_relu, {0}, 0, 0},
     {"gelu (5,13)", 1, {2}, {{5, 13}}, b_gelu, {0}, 0, 0},
+    {"silu (5,13)", 1, {2}, {{5, 13}}, b_silu, {0}, 0, 0},
+    {"swiglu silu(a) * b (2,3,7)", 2, {3, 3}, {{2, 3, 7}, {2, 3, 7}}, b_swiglu, {0}, 0, 0},
     {"dropout p=0.3 (4,17)", 1, {2}, {{4, 17}}, b_dropout, {7}, 0.3, 0},
     {"matmul (3,4)@(4,5)", 2, {2, 2}, {{3, 4}, {4, 5}}, b_matmul, {0}, 0, 0},
     {"matmul (17,19)@(19,13)", 2, {2, 2}, {{17, 19}, {19, 13}}, b_matmul, {0}, 0, 0},
@@ -293,6 +329,18 @@ static const GcCase cases[] = {
     {"add_layernorm (3,300) intermediates, no bias", 3, {2, 2, 1}, {{3, 300}, {3, 300}, {300}}, b_add_layernorm, {1}, 0, 0},
     {"add_layernorm (4,7) of x + x", 3, {2, 1, 1}, {{4, 7}, {7}, {7}}, b_add_layernorm, {2}, 0, 0},
     {"add_layernorm (2,5,6) f without grad", 4, {3, 3, 1, 1}, {{2, 5, 6}, {2, 5, 6}, {6}, {6}}, b_add_layernorm, {1}, 0, 2},
+    {"rmsnorm (2,3,5)", 2, {3, 1}, {{2, 3, 5}, {5}}, b_rmsnorm, {0}, 0, 0},
+    {"rmsnorm (7,33)", 2, {2, 1}, {{7, 33}, {33}}, b_rmsnorm, {0}, 0, 0},
+    {"rmsnorm (40,9), more rows than a weight-gradient block", 2, {2, 1}, {{40, 9}, {9}}, b_rmsnorm, {0}, 0, 0},
+    {"rmsnorm (3,300) of an intermediate", 2, {2, 1}, {{3, 300}, {300}}, b_rmsnorm, {1}, 0, 0},
+    {"rope (2,5,8) head_size 4", 1, {3}, {{2, 5, 8}}, b_rope, {4, 0, 0, 0}, 0, 0},
+    {"rope (2,3,12) head_size 6 pos0 7 base 500000", 1, {3}, {{2, 3, 12}}, b_rope, {6, 7, 0, 0}, 500000, 0},
+    {"rope (5,16) head_size 8 pos0 3", 1, {2}, {{5, 16}}, b_rope, {8, 3, 0, 0}, 0, 0},
+    {"rope split heads (2,2,3,4)", 1, {4}, {{2, 2, 3, 4}}, b_rope, {4, 0, 0, 0}, 0, 0},
+    {"rope columns [6,18) of (2,3,24) head_size 4 pos0 2", 1, {3}, {{2, 3, 24}}, b_rope, {4, 2, 6, 12}, 0, 0},
+    {"rope one step (1,1,8) at pos0 100000", 1, {3}, {{1, 1, 8}}, b_rope, {8, 100000, 0, 0}, 0, 0},
+    {"rope q and k blocks of one qkv (2,3,24)", 1, {3}, {{2, 3, 24}}, b_rope_qk, {4, 1, 0, 8}, 0, 0},
+    {"rope q (2,4,8) k v (2,4,4) at pos0 3, then grouped-query causal attention", 3, {3, 3, 3}, {{2, 4, 8}, {2, 4, 4}, {2, 4, 4}}, b_rope_attention, {4, 3}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
     {"gather_rows 4 of (2,3,5)", 1, {3}, {{2, 3, 5}}, b_gather_rows, {4, 5, 1}, 0, 0},

@@ -1,5 +1,6 @@
-"""dumpfile.py: reads the binary files that tests/tools/torch_dump.c and optim_dump.c write,
-for the PyTorch comparisons (tests/nn/torch_compare.py, tests/optim/optim_compare.py).
+"""dumpfile.py: reads the binary files that tests/tools/torch_dump.c, optim_dump.c and ops_dump.c
+write (through dumpfile.h), for the PyTorch comparisons (tests/nn/torch_compare.py,
+tests/optim/optim_compare.py, tests/autograd/torch_ops.py).
 A file is a run of records: u32 name length, the name, u32 ndim, ndim u32 dims, then the
 float64 values in row-major order (all little-endian). Read next: tests/tools/torch_dump.c."""
 import struct

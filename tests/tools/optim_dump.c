@@ -11,30 +11,18 @@
 #include <string.h>
 
 #include "attograd.h"
+#include "dumpfile.h"
 
 #define STEPS 6
 
 static FILE *out;
 
 static void put_vals(const char *name, int ndim, const int *shape, const double *v) {
-    uint32_t len = (uint32_t)strlen(name), nd = (uint32_t)ndim;
-    size_t n = 1;
-    fwrite(&len, 4, 1, out);
-    fwrite(name, 1, len, out);
-    fwrite(&nd, 4, 1, out);
-    for (int i = 0; i < ndim; i++) {
-        uint32_t d = (uint32_t)shape[i];
-        fwrite(&d, 4, 1, out);
-        n *= (size_t)shape[i];
-    }
-    fwrite(v, 8, n, out);
+    dump_values(out, name, ndim, shape, v);
 }
 
 static void put(const char *name, const Tensor *t, const Real *values) {
-    double *v = malloc(t->size * sizeof *v);
-    for (size_t i = 0; i < t->size; i++) v[i] = (double)values[i];
-    put_vals(name, t->ndim, t->shape, v);
-    free(v);
+    dump_tensor(out, name, t, values);
 }
 
 /* A configuration as 12 numbers the script reads back. */
@@ -74,15 +62,8 @@ static OptimConfig adam(OptimKind kind, double lr, double b1, double b2, double 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s OUTPUT\n", argv[0]);
-        return 2;
-    }
-    out = fopen(argv[1], "wb");
-    if (!out) {
-        perror(argv[1]);
-        return 1;
-    }
+    out = dump_open(argc, argv);
+    if (!out) return 2;
     OptimConfig cases[10];
     int n_cases = 0;
     cases[n_cases++] = sgd(0.1, 0, 0, 0);
@@ -175,8 +156,7 @@ int main(int argc, char **argv) {
         put(name, init.items[j], init.items[j]->grad);
     }
 
-    fclose(out);
     ag_params_free(&init);
     arena_free(ref);
-    return 0;
+    return dump_close(out, argv[1]);
 }

@@ -9,22 +9,12 @@
 #include <string.h>
 
 #include "attograd.h"
+#include "dumpfile.h"
 
 static FILE *out;
 
 static void put(const char *name, const Tensor *t, const Real *values) {
-    uint32_t len = (uint32_t)strlen(name), nd = (uint32_t)t->ndim;
-    fwrite(&len, 4, 1, out);
-    fwrite(name, 1, len, out);
-    fwrite(&nd, 4, 1, out);
-    for (int i = 0; i < t->ndim; i++) {
-        uint32_t d = (uint32_t)t->shape[i];
-        fwrite(&d, 4, 1, out);
-    }
-    for (size_t i = 0; i < t->size; i++) {
-        double v = (double)values[i];
-        fwrite(&v, 8, 1, out);
-    }
+    dump_tensor(out, name, t, values);
 }
 
 static void put_params(const char *prefix, const ParamList *pl) {
@@ -59,15 +49,8 @@ static void mask_tensor(Arena *a, const uint8_t *m, int B, int T, const char *na
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s OUTPUT\n", argv[0]);
-        return 2;
-    }
-    out = fopen(argv[1], "wb");
-    if (!out) {
-        perror(argv[1]);
-        return 1;
-    }
+    out = dump_open(argc, argv);
+    if (!out) return 2;
     Arena *params = arena_new("params", 16 << 20);
     Tape *t = ag_tape_new(arena_new("step", 64 << 20));
     Rng rng;
@@ -230,9 +213,8 @@ int main(int argc, char **argv) {
         ag_params_free(&gp);
     }
 
-    fclose(out);
     arena_free(t->arena);
     ag_tape_free(t);
     arena_free(params);
-    return 0;
+    return dump_close(out, argv[1]);
 }
