@@ -232,6 +232,33 @@ Tensor *nn_gpt_forward_cached(Tape *t, Gpt *m, GptCache *c, const int *idx, int 
     return logits;
 }
 
+int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampling *s, Rng *rng,
+                    int (*on_token)(int token, void *ctx), void *ctx) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(ids);
+    AG_CHECK_ARG(s);
+    AG_CHECK(n >= 1 && max_new >= 0, "nn_gpt_generate: n %d must be >= 1 and max_new %d >= 0", n,
+             max_new);
+    int block = m->cfg.block_size, V = m->cfg.vocab_size, added = 0;
+    GptCache c;
+    nn_gpt_cache_init(&c, m, 1, block);
+    int T = n < block ? n : block; /* the context: the last T tokens */
+    ag_tape_reset(t);
+    Tensor *logits = nn_gpt_forward_cached(t, m, &c, ids + n - T, 1, T);
+    while (added < max_new) {
+        int tok = nn_sample(logits->data + (size_t)(T - 1) * V, V, s, rng);
+        ids[n++] = tok, added++;
+        if ((on_token && on_token(tok, ctx)) || added == max_new) break;
+        ag_tape_reset(t);
+        T = c.len < block ? 1 : block; /* the new token alone, or the whole window again */
+        if (T == block) c.len = 0;
+        logits = nn_gpt_forward_cached(t, m, &c, ids + n - T, 1, T);
+    }
+    nn_gpt_cache_free(&c);
+    return added;
+}
+
 /* ---- the checkpoint's configuration ---- */
 
 #define GPT_INT(f, lo, hi) CKPT_CFG_INT(GptConfig, f, lo, hi)

@@ -74,4 +74,13 @@ void nn_gpt_cache_free(GptCache *c);
 /* idx (B, T) at positions [c->len, c->len + T) -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward_cached(Tape *t, Gpt *m, GptCache *c, const int *idx, int B, int T);
 
+/* Continues ids[0..n) (n >= 1) by up to max_new tokens written to ids[n..] (room for
+ * n + max_new), each drawn by nn_sample from the logits of the last position; each new token
+ * goes to on_token(token, ctx) as it comes (NULL: none), which may return nonzero to stop. The
+ * context is the last block_size tokens (nanoGPT's crop): a cache while they fit, then the
+ * window run again for each token. One row (B = 1), no-grad; resets the tape t between
+ * tokens. Returns how many tokens were added. */
+int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampling *s, Rng *rng,
+                    int (*on_token)(int token, void *ctx), void *ctx);
+
 #endif

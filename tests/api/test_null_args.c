@@ -41,6 +41,7 @@ static NnDecodeState DS;
 static Gpt GPT;
 static GptConfig GPC;
 static GptCache GCA;
+static NnSampling SMP;
 static OptimConfig OC;
 static NpzFile NF;
 static Checkpoint CK;
@@ -294,6 +295,12 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_gpt_forward_cached, m, nn_gpt_forward_cached(&TP, NULL, &GCA, (int[]){0}, 1, 1))          \
     X(nn_gpt_forward_cached, c, nn_gpt_forward_cached(&TP, &GPT, NULL, (int[]){0}, 1, 1))          \
     X(nn_gpt_forward_cached, idx, nn_gpt_forward_cached(&TP, &GPT, &GCA, NULL, 1, 1))              \
+    X(nn_gpt_generate, t, nn_gpt_generate(NULL, &GPT, (int[2]){0}, 1, 1, &SMP, &R, NULL, NULL))    \
+    X(nn_gpt_generate, m, nn_gpt_generate(&TP, NULL, (int[2]){0}, 1, 1, &SMP, &R, NULL, NULL))     \
+    X(nn_gpt_generate, ids, nn_gpt_generate(&TP, &GPT, NULL, 1, 1, &SMP, &R, NULL, NULL))          \
+    X(nn_gpt_generate, s, nn_gpt_generate(&TP, &GPT, (int[2]){0}, 1, 1, NULL, &R, NULL, NULL))     \
+    X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
+    X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
     /* npz.h */                                                                                    \
     X(npz_shape_str, buf, npz_shape_str(NULL, 8, 0, NULL))                                         \

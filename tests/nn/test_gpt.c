@@ -298,3 +298,130 @@ Test(nn_gpt, a_token_outside_the_vocabulary_aborts, .signal = SIGABRT) {
 Test(nn_gpt, a_sequence_longer_than_block_size_aborts, .signal = SIGABRT) {
     forward_with((const int[]){1, 2, 3, 4, 5, 6, 0}, 7);
 }
+
+/* ---- sampling ---- */
+
+/* frequencies of n draws against the expected probabilities p (V of them): each within 5
+ * standard deviations */
+static void check_frequencies(const Real *logits, int V, const NnSampling *s, const double *p) {
+    enum { N = 20000 };
+    int count[16] = {0};
+    Rng rng;
+    rng_seed(&rng, 77);
+    for (int i = 0; i < N; i++) count[nn_sample(logits, V, s, &rng)]++;
+    for (int j = 0; j < V; j++) {
+        double sd = sqrt(N * p[j] * (1 - p[j])) + 1e-9;
+        cr_assert(fabs(count[j] - N * p[j]) <= 5 * sd, "token %d: %d draws, expected %.1f", j,
+                  count[j], N * p[j]);
+    }
+}
+
+Test(nn_sample, draws_follow_temperature_top_k_and_top_p) {
+    /* probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1 */
+    const Real logits[4] = {(Real)log(0.5), (Real)log(0.3), (Real)log(0.15), (Real)log(0.05)};
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1}, (double[]){0.5, 0.3, 0.15, 0.05});
+    double z[4], t = 2, sum = 0, p[4]; /* temperature 2: softmax(logits / 2) */
+    for (int j = 0; j < 4; j++) sum += z[j] = exp(logits[j] / t);
+    for (int j = 0; j < 4; j++) p[j] = z[j] / sum;
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 2}, p);
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_k = 2},
+                      (double[]){0.5 / 0.8, 0.3 / 0.8, 0, 0});
+    /* the nucleus: 0.5 + 0.3 reaches 0.79, not 0.81 */
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_p = 0.79},
+                      (double[]){0.5 / 0.8, 0.3 / 0.8, 0, 0});
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_p = 0.81},
+                      (double[]){0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0});
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_k = 3, .top_p = 0.5},
+                      (double[]){1, 0, 0, 0});
+}
+
+Test(nn_sample, greedy_takes_the_first_most_likely_and_draws_nothing) {
+    const Real logits[5] = {0.1f, 2, -1, 2, 0};
+    Rng rng, before;
+    rng_seed(&rng, 3);
+    before = rng;
+    cr_assert_eq(nn_sample(logits, 5, &(NnSampling){0}, &rng), 1);
+    cr_assert_eq(nn_sample(logits, 5, &(NnSampling){.temperature = 0.7, .top_k = 1}, NULL), 1);
+    cr_assert(memcmp(&rng, &before, sizeof rng) == 0, "greedy drew from the rng");
+    /* the same seed, the same tokens */
+    Rng a, b;
+    rng_seed(&a, 9), rng_seed(&b, 9);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &a),
+                     nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &b));
+}
+
+Test(nn_sample, a_nan_logit_aborts, .signal = SIGABRT) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    nn_sample((const Real[]){0, NAN, 1}, 3, &(NnSampling){.temperature = 1}, &rng);
+}
+Test(nn_sample, a_negative_temperature_aborts, .signal = SIGABRT) {
+    nn_sample((const Real[]){0, 1}, 2, &(NnSampling){.temperature = -1}, NULL);
+}
+Test(nn_sample, top_p_above_one_aborts, .signal = SIGABRT) {
+    nn_sample((const Real[]){0, 1}, 2, &(NnSampling){.temperature = 1, .top_p = 1.5}, NULL);
+}
+
+/* ---- generation ---- */
+
+static int collect(int token, void *ctx) {
+    int *seen = ctx;
+    seen[1 + seen[0]++] = token;
+    return 0;
+}
+
+/* greedy generation over the cache (and past block_size, the window run again) equals the
+ * argmax of the full forward on the last block_size tokens, token by token */
+Test(nn_gpt, greedy_generation_equals_the_full_forward_on_the_cropped_window) {
+    GptConfig c = tiny;
+    c.block_size = 5;
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 21);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    for (int i = 0; i < m.params.n; i++) /* a peaked model: its argmax is no near-tie */
+        for (size_t j = 0; j < m.params.items[i]->size; j++) m.params.items[i]->data[j] *= 20;
+    int ids[3 + 12] = {1, 4, 2}, seen[1 + 12] = {0};
+    int added = nn_gpt_generate(t, &m, ids, 3, 12, &(NnSampling){0}, NULL, collect, seen);
+    cr_assert_eq(added, 12);
+    cr_assert_eq(seen[0], 12);
+    int ref[3 + 12] = {1, 4, 2};
+    for (int n = 3; n < 15; n++) {
+        int T = n < c.block_size ? n : c.block_size;
+        ag_tape_reset(t);
+        ag_no_grad(t, 1);
+        Tensor *y = nn_gpt_forward(t, &m, ref + n - T, 1, T, NULL);
+        ref[n] = nn_sample(y->data + (size_t)(T - 1) * c.vocab_size, c.vocab_size, &(NnSampling){0},
+                           NULL);
+        cr_assert_eq(ids[n], ref[n], "token %d: %d generated, %d by the full forward", n, ids[n],
+                     ref[n]);
+        cr_assert_eq(seen[1 + n - 3], ids[n], "the callback saw token %d", n);
+    }
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+static int stop_after_two(int token, void *ctx) {
+    (void)token;
+    return ++*(int *)ctx == 2;
+}
+Test(nn_gpt, generation_stops_when_the_callback_says_so) {
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 2);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &tiny);
+    int ids[1 + 10] = {3}, calls = 0;
+    int added = nn_gpt_generate(t, &m, ids, 1, 10, &(NnSampling){.temperature = 1}, &rng,
+                                stop_after_two, &calls);
+    cr_assert_eq(added, 2);
+    cr_assert_eq(calls, 2);
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
