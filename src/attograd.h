@@ -12,6 +12,7 @@
 #include "tensor/threads.h"
 #include "autograd/autograd.h"
 #include "nn/nn.h"
+#include "nn/gpt.h"
 #include "optim/optim.h"
 #include "io/npz.h"
 #include "io/checkpoint.h"

@@ -5,14 +5,14 @@
  * continues the run to the bit.
  *
  * A model says what its configuration is with a table of fields of its config struct:
- *   typedef struct { int vocab, d_model, n_layer; double dropout; char name[16]; } GptConfig;
- *   static const CkptField gpt_fields[] = {
- *       CKPT_CFG_INT(GptConfig, vocab, 1, 1 << 20), CKPT_CFG_INT(GptConfig, d_model, 1, 4096),
- *       CKPT_CFG_INT(GptConfig, n_layer, 1, 64),    CKPT_CFG_FLOAT(GptConfig, dropout, 0, 0.99),
- *       CKPT_CFG_STRING(GptConfig, name)};
- *   GptConfig cfg = ...;
+ *   typedef struct { int vocab, d_model, n_layer; double dropout; char name[16]; } MyConfig;
+ *   static const CkptField my_fields[] = {
+ *       CKPT_CFG_INT(MyConfig, vocab, 1, 1 << 20), CKPT_CFG_INT(MyConfig, d_model, 1, 4096),
+ *       CKPT_CFG_INT(MyConfig, n_layer, 1, 64),    CKPT_CFG_FLOAT(MyConfig, dropout, 0, 0.99),
+ *       CKPT_CFG_STRING(MyConfig, name)};
+ *   MyConfig cfg = ...;
  *   Checkpoint ck = {.params = &params, .opt = opt, .rng = &rng,
- *                    .config = {"gpt", gpt_fields, 5, &cfg}};
+ *                    .config = {"mine", my_fields, 5, &cfg}};
  *   ckpt_save("last.npz", &ck, 6, NULL);                  // saving
  *   NpzFile *f;
  *   ckpt_read("last.npz", &ck.config, &f);                // reading: fills cfg, checked

@@ -329,6 +329,19 @@ Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, i
 Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
                         const int *tgt_out, int B, int T, Rng *rng);
 
+/* ---- sampling a next token from logits (sample.c) ----
+ * temperature 0: the most likely token (greedy; the lowest id on ties), no draw. Otherwise the
+ * softmax of logits / temperature, cut to the top_k most likely tokens (0: all) and then to the
+ * smallest set of them whose probability reaches top_p (0 or 1: all; nucleus sampling), the
+ * kept probabilities renormalised; one draw of rng. Zeroed fields: greedy. */
+typedef struct NnSampling {
+    double temperature;
+    int top_k;
+    double top_p;
+} NnSampling;
+/* logits (V), none NaN or +inf -> a token in [0, V) */
+int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng);
+
 /* ---- incremental decoding: one token per step, reusing cached keys and values ----
  * nn_decode_begin projects the memory into every layer's cross-attention keys and values once
  * (kept in the state's own arena); each nn_decode_step embeds one token per batch row at the

@@ -24,24 +24,24 @@ static const int *get_batch(int64_t i, int targets) {
 typedef struct {
     int vocab, block, n_layer;
     TransformerConfig layer; /* d_model, n_heads, dropout; a pre-LN causal GELU block */
-} GptConfig;
-#define INT(f, lo, hi) CKPT_CFG_INT(GptConfig, f, lo, hi)
+} TinyConfig;
+#define INT(f, lo, hi) CKPT_CFG_INT(TinyConfig, f, lo, hi)
 static const CkptField gpt_fields[] = {
     INT(vocab, 2, 1 << 16),    INT(block, 1, 1 << 16),
     INT(n_layer, 1, 8),        INT(layer.d_model, 1, 4096),
-    INT(layer.n_heads, 1, 64), CKPT_CFG_FLOAT(GptConfig, layer.dropout, 0, 0.9)};
+    INT(layer.n_heads, 1, 64), CKPT_CFG_FLOAT(TinyConfig, layer.dropout, 0, 0.9)};
 typedef struct {
-    GptConfig cfg;
+    TinyConfig cfg;
     ParamList params;
     Embedding wte;
     PositionalEncoding wpe;
     EncoderLayer h[8];
     LayerNorm ln_f;
     Linear lm_head;
-} Gpt;
+} Tiny;
 
-static void gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *c) {
-    *m = (Gpt){.cfg = *c}; /* an empty parameter list */
+static void gpt_init(Tiny *m, Arena *a, Rng *rng, const TinyConfig *c) {
+    *m = (Tiny){.cfg = *c}; /* an empty parameter list */
     NnBuilder b = nn_builder(a, &m->params, rng);
     nn_embedding_init(&m->wte, &b, "wte", c->vocab, c->layer.d_model, NN_NO_PADDING);
     nn_positional_init(&m->wpe, &b, "wpe", c->block, c->layer.d_model, NN_LEARNED);
@@ -53,7 +53,7 @@ static void gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *c) {
     nn_linear_init(&m->lm_head, &b, "lm_head", c->layer.d_model, c->vocab, NN_NO_BIAS);
 }
 
-static Tensor *gpt_loss(Tape *t, Gpt *m, const int *idx, const int *tgt, int B, int T, Rng *rng) {
+static Tensor *gpt_loss(Tape *t, Tiny *m, const int *idx, const int *tgt, int B, int T, Rng *rng) {
     Tensor *x = nn_positional(t, &m->wpe, nn_embedding(t, &m->wte, idx, B, T), 0);
     for (int l = 0; l < m->cfg.n_layer; l++) x = nn_encoder_layer(t, &m->h[l], x, NULL, rng);
     return ag_cross_entropy(t, nn_linear(t, &m->lm_head, nn_layernorm(t, &m->ln_f, x)), tgt, -1);
@@ -61,13 +61,13 @@ static Tensor *gpt_loss(Tape *t, Gpt *m, const int *idx, const int *tgt, int B, 
 
 /* Trains to step `steps` (resuming from path when resume), saves to path; losses[step]. */
 static void run(const char *path, int resume, int steps, double *losses) {
-    GptConfig c = {.vocab = 11, .block = 8, .n_layer = 2, .layer = {.d_model = 16, .n_heads = 2}};
+    TinyConfig c = {.vocab = 11, .block = 8, .n_layer = 2, .layer = {.d_model = 16, .n_heads = 2}};
     c.layer.dropout = 0.1, c.layer.pre_ln = 1, c.layer.act = NN_GELU, c.layer.causal = 1;
     Checkpoint ck = {.config = {"gpt", gpt_fields, 6, &c}};
     Arena *params = arena_new("params", 0), *step = arena_new("step", 0);
     Rng rng;
     rng_seed(&rng, 1);
-    Gpt m;
+    Tiny m;
     gpt_init(&m, params, &rng, &c);
     Optimizer *opt = optim_new(params, &m.params, &(OptimConfig){.kind = OPTIM_SGD, .lr = 0.3});
     ck.params = &m.params, ck.opt = opt, ck.rng = &rng;
@@ -102,7 +102,7 @@ Test(yardstick, a_decoder_only_model_trains_and_resumes_bit_exactly) {
     cr_assert(straight[11] < 0.8 * straight[0], "the model does not learn: %g -> %g", straight[0],
               straight[11]);
     /* the file alone describes the model: its configuration reads back (checked) */
-    GptConfig read = {0};
+    TinyConfig read = {0};
     NpzFile *fa, *fb;
     cr_assert_eq(ckpt_read(b, &(CkptConfig){"gpt", gpt_fields, 6, &read, NULL}, &fb), AG_OK, "%s",
                  ag_last_error());

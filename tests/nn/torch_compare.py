@@ -1,5 +1,5 @@
 """torch_compare.py: rebuilds attograd's MultiHeadAttention (with key padding, causal, additive
-and boolean attention masks, distinct key and value), 1+1-layer transformer and causal
+and boolean attention masks, distinct key and value), 1+1-layer transformer, causal
 encoder layers (nn.TransformerEncoderLayer with a causal src_mask, norm_first both ways) in PyTorch
 from the weights that tests/tools/torch_dump.c wrote, runs the same inputs in float64, and
 compares outputs and gradients. Exit 0 when every difference is under the tolerance."""
@@ -22,6 +22,69 @@ def load(module, d, prefix):
 
 
 worst = {}
+
+
+class NanoLayerNorm(torch.nn.Module):
+    """nanoGPT's LayerNorm with an optional bias (PyTorch 1.13's has none without one)"""
+
+    def __init__(self, n, bias):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.bias = torch.nn.Parameter(torch.zeros(n)) if bias else None
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class NanoBlock(torch.nn.Module):
+    """nanoGPT's Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); the attention written out"""
+
+    def __init__(self, NH, NE, bias):
+        super().__init__()
+        self.n_head = NH
+        self.ln_1 = NanoLayerNorm(NE, bias)
+        self.attn = torch.nn.Module()
+        self.attn.c_attn = torch.nn.Linear(NE, 3 * NE, bias=bias)
+        self.attn.c_proj = torch.nn.Linear(NE, NE, bias=bias)
+        self.ln_2 = NanoLayerNorm(NE, bias)
+        self.mlp = torch.nn.Module()
+        self.mlp.c_fc = torch.nn.Linear(NE, 4 * NE, bias=bias)
+        self.mlp.c_proj = torch.nn.Linear(4 * NE, NE, bias=bias)
+
+    def attention(self, x):
+        B, T, C = x.shape
+        q, k, v = self.attn.c_attn(x).split(C, dim=2)
+        q, k, v = (z.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = torch.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.attn.c_proj(y)
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp.c_proj(torch.nn.functional.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class NanoGPT(torch.nn.Module):
+    """nanoGPT's GPT: wte + wpe, the blocks, ln_f, lm_head (tied to wte or not)"""
+
+    def __init__(self, V, block, L, NH, NE, bias, tied):
+        super().__init__()
+        self.transformer = torch.nn.ModuleDict(dict(
+            wte=torch.nn.Embedding(V, NE), wpe=torch.nn.Embedding(block, NE),
+            h=torch.nn.ModuleList([NanoBlock(NH, NE, bias) for _ in range(L)]),
+            ln_f=NanoLayerNorm(NE, bias)))
+        self.lm_head = torch.nn.Linear(NE, V, bias=False)
+        if tied:
+            self.transformer.wte.weight = self.lm_head.weight
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
 
 
 def compare(name, ours, theirs):
@@ -148,6 +211,28 @@ def main(path):
         compare(what + " output", out.detach(), d[p + "out"])
         compare(what + " grad x", x.grad, d[p + "grad.x"])
         for k, q in layer.named_parameters():
+            compare(what + " grad " + k, q.grad, d[p + "grad." + k])
+    # 4. the GPT model against nanoGPT's (model.py, written out below), tied and untied
+    for v in (0, 1):
+        p = "model%d." % v
+        V, NE = d[p + "transformer.wte.weight"].shape
+        L = 1 + max(int(k.split(".")[3]) for k in d if k.startswith(p + "transformer.h."))
+        gpt = NanoGPT(V, d[p + "transformer.wpe.weight"].shape[0], L, NH, NE, bias=not v,
+                      tied=not v).to(torch.float64)
+        state = {k: d[p + k] for k in gpt.state_dict().keys() if p + k in d}
+        if not v:
+            state["lm_head.weight"] = d[p + "transformer.wte.weight"]
+        gpt.load_state_dict(state)
+        idx, tgt = d[p + "idx"].long(), d[p + "targets"].long()
+        logits = gpt(idx)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1),
+                                                 ignore_index=-1)
+        loss.backward()
+        what = "GPT (%s)" % ("untied, no biases" if v else "tied head, biases")
+        print("nanoGPT's model (%s):" % what)
+        compare(what + " logits", logits.detach(), d[p + "logits"])
+        compare(what + " loss", loss.detach().reshape(1), d[p + "loss"].reshape(1))
+        for k, q in gpt.named_parameters():
             compare(what + " grad " + k, q.grad, d[p + "grad." + k])
     m = max(worst.values())
     print("largest difference %.3e (tolerance %.0e)" % (m, TOL))

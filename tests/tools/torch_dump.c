@@ -1,6 +1,6 @@
 /* torch_dump.c: writes attograd's MultiHeadAttention (one key/value tensor, then distinct
  * query, key and value, then additive and boolean attention masks), a 1+1-layer transformer and the causal encoder layer (the GPT block,
- * post- and pre-LN): weights, inputs, outputs and gradients, to a file that tests/nn/torch_compare.py reads, rebuilds in
+ * post- and pre-LN), and the GPT model (nn_gpt, tied and untied): weights, inputs, outputs and gradients, to a file that tests/nn/torch_compare.py reads, rebuilds in
  * PyTorch with the same weights, and compares (double build, float64 in PyTorch).
  * File format: records of [u32 name length][name][u32 ndim][u32 shape...][f64 data...]. */
 #include <math.h>
@@ -211,6 +211,45 @@ int main(int argc, char **argv) {
         put(name, x, x->grad);
         put_params(prefix, &gp);
         ag_params_free(&gp);
+    }
+
+    /* 4. the GPT model (nn_gpt): tied head with biases (model0), untied without (model1); the
+     * loss of a batch with ignored targets, and every gradient */
+    for (int variant = 0; variant <= 1; variant++) {
+        ag_tape_reset(t);
+        GptConfig gc = {.vocab_size = 11,
+                        .block_size = 9,
+                        .n_layer = 2,
+                        .n_head = NH,
+                        .n_embd = C,
+                        .no_bias = variant,
+                        .untied = variant};
+        Gpt m;
+        nn_gpt_init(&m, params, &rng, &gc);
+        for (int i = 0; i < m.params.n; i++) /* norms and biases off 1 and 0 */
+            if (m.params.items[i]->ndim == 1)
+                for (size_t j = 0; j < m.params.items[i]->size; j++)
+                    m.params.items[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
+        int idx[2 * 8], targets[2 * 8];
+        for (int i = 0; i < 2 * 8; i++) idx[i] = (int)(rng_u64(&rng) % 11);
+        for (int i = 0; i < 2 * 8; i++) targets[i] = i % 5 == 4 ? -1 : (int)(rng_u64(&rng) % 11);
+        Tensor *logits = nn_gpt_forward(t, &m, idx, 2, 8, NULL);
+        Tensor *loss = ag_cross_entropy(t, logits, targets, -1);
+        ag_backward(t, loss);
+        char prefix[16], name[64];
+        snprintf(prefix, sizeof prefix, "model%d.", variant);
+        Tensor *ids = tensor_new2(params, 2, 8, "idx"), *tg = tensor_new2(params, 2, 8, "tgt");
+        for (int i = 0; i < 2 * 8; i++) ids->data[i] = idx[i], tg->data[i] = targets[i];
+        snprintf(name, sizeof name, "%sidx", prefix);
+        put(name, ids, ids->data);
+        snprintf(name, sizeof name, "%stargets", prefix);
+        put(name, tg, tg->data);
+        snprintf(name, sizeof name, "%slogits", prefix);
+        put(name, logits, logits->data);
+        snprintf(name, sizeof name, "%sloss", prefix);
+        put(name, loss, loss->data);
+        put_params(prefix, &m.params);
+        nn_gpt_free(&m);
     }
 
     arena_free(t->arena);

@@ -1,0 +1,86 @@
+/* gpt.h: a decoder-only language model, GPT-2 as nanoGPT's model.py writes it: token and
+ * learned position embeddings, n_layer pre-LN blocks (causal self-attention, then a GELU MLP,
+ * each on a residual branch), a final LayerNorm and a head tied to the token embeddings.
+ * Parameter names are nanoGPT's (transformer.h.0.attn.c_attn.weight, ...; the weights of
+ * Linear layers (out, in) as PyTorch's nn.Linear), so a state_dict moves between the two.
+ * Not here: tokenizers, data, sampling; other blocks (nn.h). Read next: gpt.c. */
+#ifndef ATTOGRAD_NN_GPT_H
+#define ATTOGRAD_NN_GPT_H
+
+#include "../io/checkpoint.h"
+#include "nn.h"
+
+/* The fields a model gives; zero fields take the default named:
+ *   GptConfig cfg = {.vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4,
+ *                    .n_embd = 128}; */
+typedef struct GptConfig {
+    int vocab_size, block_size; /* tokens, and the longest context (the positions) */
+    int n_layer, n_head, n_embd;
+    int n_kv_head;  /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
+    double dropout; /* 0: none; on the embeddings, the attention probabilities and the
+                     * residual branches, while training */
+    int no_bias;    /* 1: no biases in the Linear layers and LayerNorms (nanoGPT's bias=False) */
+    int untied;     /* 1: lm_head.weight of its own; 0: it is transformer.wte.weight (GPT-2) */
+} GptConfig;
+
+/* transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj */
+typedef struct GptBlock {
+    LayerNorm ln_1, ln_2;
+    Linear c_attn, c_proj; /* attention: (C + 2 n_kv_head hs, C) and (C, C) */
+    Linear c_fc, mlp_proj; /* MLP: (4C, C) and (C, 4C) */
+} GptBlock;
+
+typedef struct Gpt {
+    GptConfig cfg;
+    ParamList params;
+    Embedding wte;          /* transformer.wte.weight (vocab_size, C) */
+    PositionalEncoding wpe; /* transformer.wpe.weight (block_size, C) */
+    GptBlock h[NN_MAX_LAYERS];
+    LayerNorm ln_f;
+    Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied */
+    Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
+                                        * of the last forward, in the step arena */
+} Gpt;
+
+/* Checks a configuration (e.g. one read from a file) before nn_gpt_init, which aborts on what
+ * this refuses. AG_OK with the parameter count in *n_params (may be NULL), or AG_ERR_FORMAT
+ * with the reason in ag_last_error() ("n_head 3 must divide n_embd 64"). */
+int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
+/* Every parameter in arena a (registered in m->params), initialised as nanoGPT does: weights
+ * and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
+ * N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorms 1 and 0. */
+void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
+void nn_gpt_free(Gpt *m);
+/* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
+Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
+/* The mean cross-entropy of nn_gpt_forward's logits against targets (B, T); a target of -1 is
+ * ignored (nanoGPT's ignore_index). A scalar. */
+Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng);
+/* The configuration as a checkpoint's (meta.model "gpt"; each field with its range, and
+ * nn_gpt_check_config as its check): Checkpoint ck = {.config = nn_gpt_ckpt_config(&cfg)}. */
+CkptConfig nn_gpt_ckpt_config(GptConfig *cfg);
+
+/* ---- incremental decoding: the keys and values of every position so far, per layer ----
+ * nn_gpt_forward_cached runs T new positions per batch row over the cache and appends theirs:
+ * position i's logits equal position i of nn_gpt_forward on the whole sequence (no dropout:
+ * it runs as in evaluation). Owned by the cache (malloc). */
+typedef struct GptCache {
+    int B, max_T, len, width; /* width: 2 n_kv_head hs, a position's keys then values */
+    int n_layer;
+    Real *kv[NN_MAX_LAYERS]; /* (B, max_T, width) */
+} GptCache;
+void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T);
+void nn_gpt_cache_free(GptCache *c);
+/* idx (B, T) at positions [c->len, c->len + T) -> logits (B, T, vocab_size) */
+Tensor *nn_gpt_forward_cached(Tape *t, Gpt *m, GptCache *c, const int *idx, int B, int T);
+
+/* Continues ids[0..n) (n >= 1) by up to max_new tokens written to ids[n..] (room for
+ * n + max_new), each drawn by nn_sample from the logits of the last position; each new token
+ * goes to on_token(token, ctx) as it comes (NULL: none), which may return nonzero to stop. The
+ * context is the last block_size tokens (nanoGPT's crop): a cache while they fit, then the
+ * window run again for each token. One row (B = 1), no-grad; resets the tape t between
+ * tokens. Returns how many tokens were added. */
+int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampling *s, Rng *rng,
+                    int (*on_token)(int token, void *ctx), void *ctx);
+
+#endif

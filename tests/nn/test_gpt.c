@@ -1,0 +1,427 @@
+/* test_gpt.c: the GPT model (src/nn/gpt.c): its parameters (names, count, the tied head), the
+ * gradient check of the whole model (every parameter, in the double build, with and without
+ * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
+ * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes).
+ * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
+ * Not here: the ops' own checks (tests/autograd). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "files.h"
+
+#ifdef AG_REAL_DOUBLE
+#define TOL 1e-12
+#else
+#define TOL 2e-5
+#endif
+
+static const GptConfig tiny = {
+    .vocab_size = 7, .block_size = 6, .n_layer = 2, .n_head = 2, .n_embd = 8};
+
+/* tokens of row b, position i: a fixed pattern over the vocabulary */
+static void fill_ids(int *idx, int B, int T, int V, int salt) {
+    for (int i = 0; i < B * T; i++) idx[i] = (i * 5 + i / T * 3 + salt) % V;
+}
+
+Test(nn_gpt, parameters_have_nanogpts_names_and_the_counted_size) {
+    const GptConfig variants[] = {
+        tiny,
+        {.vocab_size = 7, .block_size = 6, .n_layer = 1, .n_head = 4, .n_embd = 8, .n_kv_head = 2},
+        {.vocab_size = 9, .block_size = 4, .n_layer = 3, .n_head = 1, .n_embd = 4, .no_bias = 1},
+        {.vocab_size = 5, .block_size = 3, .n_layer = 1, .n_head = 2, .n_embd = 6, .untied = 1},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        Arena *a = arena_new("params", 0);
+        Rng rng;
+        rng_seed(&rng, 1);
+        Gpt m;
+        nn_gpt_init(&m, a, &rng, &variants[v]);
+        int64_t n = -1;
+        cr_assert_eq(nn_gpt_check_config(&variants[v], &n), AG_OK, "%s", ag_last_error());
+        cr_assert_eq((size_t)n, ag_params_count(&m.params), "variant %zu: %lld counted, %zu made",
+                     v, (long long)n, ag_params_count(&m.params));
+        const GptConfig *c = &variants[v];
+        cr_assert(ag_params_find(&m.params, "transformer.wte.weight") == m.wte.weight);
+        cr_assert(ag_params_find(&m.params, "transformer.wpe.weight"));
+        cr_assert(ag_params_find(&m.params, "transformer.h.0.attn.c_attn.weight"));
+        cr_assert(ag_params_find(&m.params, "transformer.h.0.mlp.c_proj.weight"));
+        cr_assert(ag_params_find(&m.params, "transformer.ln_f.weight"));
+        cr_assert((ag_params_find(&m.params, "transformer.h.0.ln_1.bias") != NULL) == !c->no_bias);
+        cr_assert((ag_params_find(&m.params, "lm_head.weight") != NULL) == c->untied);
+        cr_assert(c->untied || m.lm_head.weight == m.wte.weight, "the head is tied to wte");
+        Tensor *w = ag_params_find(&m.params, "transformer.h.0.attn.c_attn.weight");
+        int kv = c->n_kv_head ? c->n_kv_head : c->n_head;
+        cr_assert(w->shape[0] == c->n_embd + 2 * kv * (c->n_embd / c->n_head) &&
+                  w->shape[1] == c->n_embd);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+}
+
+/* nanoGPT's initialisation: N(0, 0.02), residual projections N(0, 0.02/sqrt(2 n_layer)) */
+Test(nn_gpt, initialisation_follows_nanogpt) {
+    GptConfig c = {.vocab_size = 64, .block_size = 32, .n_layer = 8, .n_head = 4, .n_embd = 64};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 3);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    struct {
+        const char *name;
+        double std;
+    } want[] = {{"transformer.wte.weight", 0.02},
+                {"transformer.h.3.attn.c_attn.weight", 0.02},
+                {"transformer.h.3.attn.c_proj.weight", 0.02 / 4},
+                {"transformer.h.5.mlp.c_proj.weight", 0.02 / 4}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        Tensor *w = ag_params_find(&m.params, want[k].name);
+        double s = 0;
+        for (size_t i = 0; i < w->size; i++) s += (double)w->data[i] * (double)w->data[i];
+        double std = sqrt(s / (double)w->size);
+        cr_assert(fabs(std / want[k].std - 1) < 0.1, "%s: std %g, want %g", want[k].name, std,
+                  want[k].std);
+    }
+    Tensor *b = ag_params_find(&m.params, "transformer.h.0.attn.c_attn.bias");
+    for (size_t i = 0; i < b->size; i++) cr_assert(b->data[i] == 0);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+/* ---- the gradient check of the whole model: the double build's (central differences in
+ * float are too coarse for a whole model; the float build checks every op, test_gradcheck.c) ---- */
+#ifdef AG_REAL_DOUBLE
+typedef struct {
+    Gpt *m;
+    const int *idx;
+    int B, T;
+    uint64_t seed; /* dropout's stream, the same for every evaluation */
+} GcGpt;
+
+static Tensor *gpt_logits(Tape *t, Tensor **in, void *ctx) {
+    (void)in; /* the model's own parameters are the inputs */
+    GcGpt *g = ctx;
+    Rng rng;
+    rng_seed(&rng, g->seed);
+    return nn_gpt_forward(t, g->m, g->idx, g->B, g->T, &rng);
+}
+
+static void check_gradients(const GptConfig *c) {
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 5);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, c);
+    for (int i = 0; i < m.params.n; i++) { /* biases and LayerNorms away from 0 and 1 */
+        Tensor *p = m.params.items[i];
+        if (p->ndim == 1) rng_fill_normal(&rng, p, 0.5, 0.2);
+    }
+    int idx[2 * 5];
+    fill_ids(idx, 2, 5, c->vocab_size, 1);
+    GcGpt g = {&m, idx, 2, 5, 11};
+    AgGradcheckResult r;
+    int ok = ag_gradcheck(t, gpt_logits, &g, m.params.items, m.params.n, 1e-6, 1e-6, &r);
+    cr_assert(ok, "max error %g at input %d (%s) element %zu: analytic %g, numeric %g", r.max_err,
+              r.input, m.params.items[r.input]->name, r.index, r.analytic, r.numeric);
+    cr_assert(r.n_checked == ag_params_count(&m.params));
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+Test(nn_gpt, gradients_of_every_parameter_match_finite_differences) { check_gradients(&tiny); }
+Test(nn_gpt, gradients_with_dropout_grouped_query_and_no_bias) {
+    GptConfig c = tiny;
+    c.n_head = 4, c.n_kv_head = 2, c.dropout = 0.2, c.no_bias = 1;
+    check_gradients(&c);
+}
+Test(nn_gpt, gradients_with_an_untied_head) {
+    GptConfig c = tiny;
+    c.untied = 1, c.n_layer = 1;
+    check_gradients(&c);
+}
+#endif
+
+/* ---- incremental decoding ---- */
+
+/* Logits of the full forward against the cache fed in pieces (3 positions, then 1, 1, ...). */
+static void check_cache(const GptConfig *c) {
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 9);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, c);
+    enum { B = 2 };
+    int T = c->block_size, V = c->vocab_size, idx[B * 16], piece[B * 16];
+    fill_ids(idx, B, T, V, 2);
+    ag_no_grad(t, 1);
+    Tensor *full = nn_gpt_forward(t, &m, idx, B, T, NULL);
+    Real *want = arena_alloc(a, full->size * sizeof(Real));
+    memcpy(want, full->data, full->size * sizeof(Real));
+    GptCache cache;
+    nn_gpt_cache_init(&cache, &m, B, T);
+    for (int p0 = 0; p0 < T;) {
+        int n = p0 == 0 ? 3 : 1;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < n; i++) piece[b * n + i] = idx[b * T + p0 + i];
+        ag_tape_reset(t);
+        Tensor *y = nn_gpt_forward_cached(t, &m, &cache, piece, B, n);
+        cr_assert(y->shape[0] == B && y->shape[1] == n && y->shape[2] == V);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < n; i++)
+                for (int v = 0; v < V; v++) {
+                    double got = y->data[((size_t)b * n + i) * V + v];
+                    double exp = want[((size_t)b * T + p0 + i) * V + v];
+                    cr_assert(fabs(got - exp) <= TOL * (1 + fabs(exp)),
+                              "row %d position %d token %d: %.17g cached, %.17g full", b, p0 + i, v,
+                              got, exp);
+                }
+        p0 += n;
+    }
+    cr_assert_eq(cache.len, T);
+    nn_gpt_cache_free(&cache);
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+Test(nn_gpt, cached_decoding_equals_the_full_forward) {
+    GptConfig c = tiny;
+    c.block_size = 9, c.dropout = 0.3; /* dropout is off while decoding */
+    check_cache(&c);
+    c.n_head = 4, c.n_kv_head = 1, c.untied = 1, c.no_bias = 1;
+    check_cache(&c);
+}
+
+/* ---- training and resuming: the model's checkpoint table ---- */
+
+static void train(const char *path, int resume, int steps, double *losses) {
+    GptConfig c = tiny;
+    c.dropout = 0.1;
+    GptConfig *cfg = &c;
+    Checkpoint ck = {.config = nn_gpt_ckpt_config(cfg)};
+    Arena *params = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 4);
+    Gpt m;
+    nn_gpt_init(&m, params, &rng, cfg);
+    OptimConfig oc = optim_defaults(OPTIM_ADAMW);
+    oc.lr = 1e-2;
+    Optimizer *opt = optim_new(params, &m.params, &oc);
+    ck.params = &m.params, ck.opt = opt, ck.rng = &rng;
+    if (resume) cr_assert_eq(ckpt_load(path, &ck), AG_OK, "%s", ag_last_error());
+    int idx[4 * 6], tgt[4 * 6];
+    for (int64_t s = optim_get_step(opt); s < steps; s++) {
+        fill_ids(idx, 4, 6, 7, (int)s);
+        for (int i = 0; i < 4 * 6; i++) tgt[i] = i % 6 == 5 ? -1 : idx[i + 1];
+        ag_tape_reset(t);
+        ag_params_zero_grad(&m.params);
+        Tensor *loss = nn_gpt_loss(t, &m, idx, tgt, 4, 6, &rng);
+        ag_backward(t, loss);
+        optim_step(opt);
+        losses[s] = (double)loss->data[0];
+    }
+    cr_assert_eq(ckpt_save(path, &ck, 6, NULL), AG_OK, "%s", ag_last_error());
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(params);
+}
+
+Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
+    char dir[64], a[600], b[600];
+    ts_tmp_dir(dir, sizeof dir, "gpt");
+    ts_join(a, dir, "straight.npz");
+    ts_join(b, dir, "resumed.npz");
+    double straight[20], resumed[20];
+    train(a, 0, 20, straight);
+    train(b, 0, 9, resumed);
+    train(b, 1, 20, resumed);
+    for (int i = 0; i < 20; i++)
+        cr_assert(straight[i] == resumed[i], "step %d: %.17g straight, %.17g resumed", i,
+                  straight[i], resumed[i]);
+    cr_assert(straight[19] < 0.7 * straight[0], "no learning: %g -> %g", straight[0], straight[19]);
+    GptConfig read;
+    memset(&read, 0, sizeof read);
+    CkptConfig cc = nn_gpt_ckpt_config(&read);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(b, &cc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(read.vocab_size == 7 && read.block_size == 6 && read.n_layer == 2 &&
+              read.n_embd == 8 && read.dropout == 0.1);
+    cr_assert(npz_find(f, "transformer.h.1.attn.c_attn.weight") && npz_find(f, "meta.model"));
+    npz_free(f);
+    ts_rm_tree(dir);
+}
+
+/* ---- refusals ---- */
+
+Test(nn_gpt, check_config_refuses_with_the_reason) {
+    struct {
+        GptConfig c;
+        const char *why;
+    } bad[] = {
+        {{.vocab_size = 0, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4},
+         "vocab_size 0"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 0, .n_head = 1, .n_embd = 4}, "n_layer 0"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 3, .n_embd = 8},
+         "n_head 3 must divide n_embd 8"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 4, .n_embd = 8, .n_kv_head = 3},
+         "n_kv_head 3"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4, .dropout = 1},
+         "dropout 1"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4, .untied = 2},
+         "untied 2"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        cr_assert_eq(nn_gpt_check_config(&bad[k].c, NULL), AG_ERR_FORMAT, "case %zu accepted", k);
+        cr_assert(strstr(ag_last_error(), bad[k].why), "case %zu: '%s' lacks '%s'", k,
+                  ag_last_error(), bad[k].why);
+    }
+}
+
+static void forward_with(const int *idx, int T) {
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 1);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &tiny);
+    nn_gpt_forward(t, &m, idx, 1, T, NULL);
+}
+Test(nn_gpt, a_token_outside_the_vocabulary_aborts, .signal = SIGABRT) {
+    forward_with((const int[]){1, 2, 7}, 3);
+}
+Test(nn_gpt, a_sequence_longer_than_block_size_aborts, .signal = SIGABRT) {
+    forward_with((const int[]){1, 2, 3, 4, 5, 6, 0}, 7);
+}
+
+/* ---- sampling ---- */
+
+/* frequencies of n draws against the expected probabilities p (V of them): each within 5
+ * standard deviations */
+static void check_frequencies(const Real *logits, int V, const NnSampling *s, const double *p) {
+    enum { N = 20000 };
+    int count[16] = {0};
+    Rng rng;
+    rng_seed(&rng, 77);
+    for (int i = 0; i < N; i++) count[nn_sample(logits, V, s, &rng)]++;
+    for (int j = 0; j < V; j++) {
+        double sd = sqrt(N * p[j] * (1 - p[j])) + 1e-9;
+        cr_assert(fabs(count[j] - N * p[j]) <= 5 * sd, "token %d: %d draws, expected %.1f", j,
+                  count[j], N * p[j]);
+    }
+}
+
+Test(nn_sample, draws_follow_temperature_top_k_and_top_p) {
+    /* probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1 */
+    const Real logits[4] = {(Real)log(0.5), (Real)log(0.3), (Real)log(0.15), (Real)log(0.05)};
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1}, (double[]){0.5, 0.3, 0.15, 0.05});
+    double z[4], t = 2, sum = 0, p[4]; /* temperature 2: softmax(logits / 2) */
+    for (int j = 0; j < 4; j++) sum += z[j] = exp(logits[j] / t);
+    for (int j = 0; j < 4; j++) p[j] = z[j] / sum;
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 2}, p);
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_k = 2},
+                      (double[]){0.5 / 0.8, 0.3 / 0.8, 0, 0});
+    /* the nucleus: 0.5 + 0.3 reaches 0.79, not 0.81 */
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_p = 0.79},
+                      (double[]){0.5 / 0.8, 0.3 / 0.8, 0, 0});
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_p = 0.81},
+                      (double[]){0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0});
+    check_frequencies(logits, 4, &(NnSampling){.temperature = 1, .top_k = 3, .top_p = 0.5},
+                      (double[]){1, 0, 0, 0});
+}
+
+Test(nn_sample, greedy_takes_the_first_most_likely_and_draws_nothing) {
+    const Real logits[5] = {0.1f, 2, -1, 2, 0};
+    Rng rng, before;
+    rng_seed(&rng, 3);
+    before = rng;
+    cr_assert_eq(nn_sample(logits, 5, &(NnSampling){0}, &rng), 1);
+    cr_assert_eq(nn_sample(logits, 5, &(NnSampling){.temperature = 0.7, .top_k = 1}, NULL), 1);
+    cr_assert(memcmp(&rng, &before, sizeof rng) == 0, "greedy drew from the rng");
+    /* the same seed, the same tokens */
+    Rng a, b;
+    rng_seed(&a, 9), rng_seed(&b, 9);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &a),
+                     nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &b));
+}
+
+Test(nn_sample, a_nan_logit_aborts, .signal = SIGABRT) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    nn_sample((const Real[]){0, NAN, 1}, 3, &(NnSampling){.temperature = 1}, &rng);
+}
+Test(nn_sample, a_negative_temperature_aborts, .signal = SIGABRT) {
+    nn_sample((const Real[]){0, 1}, 2, &(NnSampling){.temperature = -1}, NULL);
+}
+Test(nn_sample, top_p_above_one_aborts, .signal = SIGABRT) {
+    nn_sample((const Real[]){0, 1}, 2, &(NnSampling){.temperature = 1, .top_p = 1.5}, NULL);
+}
+
+/* ---- generation ---- */
+
+static int collect(int token, void *ctx) {
+    int *seen = ctx;
+    seen[1 + seen[0]++] = token;
+    return 0;
+}
+
+/* greedy generation over the cache (and past block_size, the window run again) equals the
+ * argmax of the full forward on the last block_size tokens, token by token */
+Test(nn_gpt, greedy_generation_equals_the_full_forward_on_the_cropped_window) {
+    GptConfig c = tiny;
+    c.block_size = 5;
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 21);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    for (int i = 0; i < m.params.n; i++) /* a peaked model: its argmax is no near-tie */
+        for (size_t j = 0; j < m.params.items[i]->size; j++) m.params.items[i]->data[j] *= 20;
+    int ids[3 + 12] = {1, 4, 2}, seen[1 + 12] = {0};
+    int added = nn_gpt_generate(t, &m, ids, 3, 12, &(NnSampling){0}, NULL, collect, seen);
+    cr_assert_eq(added, 12);
+    cr_assert_eq(seen[0], 12);
+    int ref[3 + 12] = {1, 4, 2};
+    for (int n = 3; n < 15; n++) {
+        int T = n < c.block_size ? n : c.block_size;
+        ag_tape_reset(t);
+        ag_no_grad(t, 1);
+        Tensor *y = nn_gpt_forward(t, &m, ref + n - T, 1, T, NULL);
+        ref[n] = nn_sample(y->data + (size_t)(T - 1) * c.vocab_size, c.vocab_size, &(NnSampling){0},
+                           NULL);
+        cr_assert_eq(ids[n], ref[n], "token %d: %d generated, %d by the full forward", n, ids[n],
+                     ref[n]);
+        cr_assert_eq(seen[1 + n - 3], ids[n], "the callback saw token %d", n);
+    }
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+static int stop_after_two(int token, void *ctx) {
+    (void)token;
+    return ++*(int *)ctx == 2;
+}
+Test(nn_gpt, generation_stops_when_the_callback_says_so) {
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 2);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &tiny);
+    int ids[1 + 10] = {3}, calls = 0;
+    int added = nn_gpt_generate(t, &m, ids, 1, 10, &(NnSampling){.temperature = 1}, &rng,
+                                stop_after_two, &calls);
+    cr_assert_eq(added, 2);
+    cr_assert_eq(calls, 2);
+    ag_tape_free(t);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
