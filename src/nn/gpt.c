@@ -1,6 +1,7 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
- * parameters (init), the block (causal self-attention, MLP), the model's forward and loss, then
- * the cache of incremental decoding and the checkpoint's field table.
+ * parameters (init), the block (causal self-attention, MLP; GPT-2's or LLaMA's), the model's
+ * forward and loss, then the cache of incremental decoding, generation and the checkpoint's
+ * field table.
  * The attention of a block reads q, k and v where c_attn leaves them, side by side in its
  * (B, T, C + 2 n_kv_head hs) output (ag_attention with AG_ATTN_COLS): no head is copied apart.
  * Not here: the ops' math (../autograd), the general modules (nn.c, attention.c).
@@ -11,13 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the head size and the width of c_attn's output: C queries, then the keys and the values */
+/* the head size, the key/value heads, the width of c_attn's output (C queries, then the keys
+ * and the values), LLaMA's feed-forward width and its norms' eps */
 static int head_size(const GptConfig *c) { return c->n_embd / c->n_head; }
 static int n_kv(const GptConfig *c) { return c->n_kv_head ? c->n_kv_head : c->n_head; }
 static int qkv_width(const GptConfig *c) { return c->n_embd + 2 * n_kv(c) * head_size(c); }
+static int ffn_width(const GptConfig *c) {
+    if (c->style != NN_LLAMA) return 4 * c->n_embd;
+    if (c->ffn_hidden) return c->ffn_hidden;
+    int h = 2 * (4 * c->n_embd) / 3;
+    return (h + 31) / 32 * 32;
+}
+static double norm_eps(const GptConfig *c) { return c->norm_eps ? c->norm_eps : NN_LN_EPS; }
 
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     AG_CHECK_ARG(c);
+    if (c->style != NN_GPT2 && c->style != NN_LLAMA)
+        return ag_fail(AG_ERR_FORMAT, "style %d is not NN_GPT2 (%d) or NN_LLAMA (%d)",
+                       (int)c->style, (int)NN_GPT2, (int)NN_LLAMA);
     if (c->vocab_size < 1 || c->block_size < 1 || c->n_embd < 1)
         return ag_fail(AG_ERR_FORMAT, "vocab_size %d, block_size %d and n_embd %d must be >= 1",
                        c->vocab_size, c->block_size, c->n_embd);
@@ -33,26 +45,41 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if ((c->no_bias | c->untied) & ~1)
         return ag_fail(AG_ERR_FORMAT, "no_bias %d and untied %d must be 0 or 1", c->no_bias,
                        c->untied);
+    if (c->ffn_hidden < 0 || !(c->rope_base >= 0 && isfinite(c->rope_base)) ||
+        !(c->norm_eps >= 0 && c->norm_eps < 1))
+        return ag_fail(AG_ERR_FORMAT,
+                       "ffn_hidden %d must be >= 0, rope_base %g >= 0 and norm_eps %g in [0, 1)",
+                       c->ffn_hidden, c->rope_base, c->norm_eps);
+    if (c->style == NN_LLAMA && head_size(c) % 2 != 0)
+        return ag_fail(AG_ERR_FORMAT, "head size %d (n_embd %d / n_head %d) must be even for RoPE",
+                       head_size(c), c->n_embd, c->n_head);
     /* the values nn_gpt_init allocates (doubles: in range, no product overflows them) */
-    double C = c->n_embd, W = qkv_width(c), V = c->vocab_size, bias = c->no_bias ? 0 : 1;
-    double block = (W * C + W * bias) + (C * C + C * bias)               /* c_attn, c_proj */
-                   + (4 * C * C + 4 * C * bias) + (4 * C * C + C * bias) /* c_fc, c_proj */
-                   + 2 * (C + C * bias);                                 /* ln_1, ln_2 */
-    double total = V * C + (double)c->block_size * C + c->n_layer * block + (C + C * bias) +
-                   (c->untied ? V * C : 0);
+    double C = c->n_embd, W = qkv_width(c), V = c->vocab_size, H = ffn_width(c);
+    double bias = c->no_bias || c->style == NN_LLAMA ? 0 : 1, block, total;
+    if (c->style == NN_LLAMA) { /* wq, wk, wv (W - C rows together), wo; w1, w2, w3; 2 norms */
+        block = W * C + C * C + 3 * H * C + 2 * C;
+        total = V * C + c->n_layer * block + C + (c->untied ? V * C : 0);
+    } else {
+        block = (W * C + W * bias) + (C * C + C * bias)   /* c_attn, c_proj */
+                + (H * C + H * bias) + (H * C + C * bias) /* c_fc, c_proj */
+                + 2 * (C + C * bias);                     /* ln_1, ln_2 */
+        total = V * C + (double)c->block_size * C + c->n_layer * block + (C + C * bias) +
+                (c->untied ? V * C : 0);
+    }
     if (n_params) *n_params = (int64_t)total;
     return AG_OK;
 }
 
 /* ---- parameters ---- */
 
-/* A LayerNorm with or without its bias (nanoGPT's LayerNorm(ndim, bias)) */
-static void ln_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, int no_bias) {
+/* A norm: a LayerNorm with or without its bias (nanoGPT's LayerNorm(ndim, bias)), or the
+ * weight of an RMSNorm (no bias) */
+static void ln_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, int no_bias, double eps) {
     NnBuilder s = nn_scope(b, "%s", name);
     ln->weight = nn_param(&s, "weight", 1, (int[]){C});
     ln->bias = no_bias ? NULL : nn_param(&s, "bias", 1, (int[]){C});
     tensor_fill(ln->weight, 1);
-    ln->eps = NN_LN_EPS;
+    ln->eps = eps;
 }
 
 /* A Linear (out, in) with weight N(0, std), bias 0 */
@@ -63,6 +90,52 @@ static void linear_init(Linear *l, NnBuilder *b, const char *name, int in, int o
     if (l->bias) tensor_fill(l->bias, 0);
 }
 
+/* LLaMA's parameters (Meta's names), initialised as llama2.c's model.py */
+static void llama_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
+    const GptConfig *c = &m->cfg;
+    int C = c->n_embd, KV = n_kv(c) * head_size(c), H = ffn_width(c);
+    nn_embedding_init(&m->wte, top, "tok_embeddings", c->vocab_size, C, NN_NO_PADDING);
+    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    for (int l = 0; l < c->n_layer; l++) {
+        GptBlock *h = &m->h[l];
+        NnBuilder hb = nn_scope(top, "layers.%d", l);
+        linear_init(&h->wq, &hb, "attention.wq", C, C, 1, std);
+        linear_init(&h->wk, &hb, "attention.wk", C, KV, 1, std);
+        linear_init(&h->wv, &hb, "attention.wv", C, KV, 1, std);
+        linear_init(&h->c_proj, &hb, "attention.wo", C, C, 1, proj_std);
+        linear_init(&h->c_fc, &hb, "feed_forward.w1", C, H, 1, std);
+        linear_init(&h->mlp_proj, &hb, "feed_forward.w2", H, C, 1, std);
+        linear_init(&h->w3, &hb, "feed_forward.w3", C, H, 1, proj_std);
+        ln_init(&h->ln_1, &hb, "attention_norm", C, 1, norm_eps(c));
+        ln_init(&h->ln_2, &hb, "ffn_norm", C, 1, norm_eps(c));
+    }
+    ln_init(&m->ln_f, top, "norm", C, 1, norm_eps(c));
+    if (c->untied) linear_init(&m->lm_head, top, "output", C, c->vocab_size, 1, std);
+}
+
+/* GPT-2's parameters (nanoGPT's names), initialised as nanoGPT's model.py */
+static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
+    const GptConfig *c = &m->cfg;
+    int C = c->n_embd, nb = c->no_bias;
+    NnBuilder tr = nn_scope(top, "transformer");
+    nn_embedding_init(&m->wte, &tr, "wte", c->vocab_size, C, NN_NO_PADDING);
+    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
+    rng_fill_normal(top->rng, m->wpe.table, 0, std);
+    for (int l = 0; l < c->n_layer; l++) {
+        GptBlock *h = &m->h[l];
+        NnBuilder hb = nn_scope(&tr, "h.%d", l);
+        ln_init(&h->ln_1, &hb, "ln_1", C, nb, norm_eps(c));
+        linear_init(&h->c_attn, &hb, "attn.c_attn", C, qkv_width(c), nb, std);
+        linear_init(&h->c_proj, &hb, "attn.c_proj", C, C, nb, proj_std);
+        ln_init(&h->ln_2, &hb, "ln_2", C, nb, norm_eps(c));
+        linear_init(&h->c_fc, &hb, "mlp.c_fc", C, 4 * C, nb, std);
+        linear_init(&h->mlp_proj, &hb, "mlp.c_proj", 4 * C, C, nb, proj_std);
+    }
+    ln_init(&m->ln_f, &tr, "ln_f", C, nb, norm_eps(c));
+    if (c->untied) linear_init(&m->lm_head, top, "lm_head", C, c->vocab_size, 1, std);
+}
+
 void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(a);
@@ -71,30 +144,14 @@ void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
     AG_CHECK(nn_gpt_check_config(cfg, NULL) == AG_OK, "nn_gpt_init: %s", ag_last_error());
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    const GptConfig *c = &m->cfg;
-    int C = c->n_embd, nb = c->no_bias;
-    double std = 0.02, proj_std = 0.02 / sqrt(2.0 * c->n_layer);
+    double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
     NnBuilder top = nn_builder(a, &m->params, rng);
-    NnBuilder tr = nn_scope(&top, "transformer");
-    nn_embedding_init(&m->wte, &tr, "wte", c->vocab_size, C, NN_NO_PADDING);
-    rng_fill_normal(rng, m->wte.weight, 0, std);
-    nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
-    rng_fill_normal(rng, m->wpe.table, 0, std);
-    for (int l = 0; l < c->n_layer; l++) {
-        GptBlock *h = &m->h[l];
-        NnBuilder hb = nn_scope(&tr, "h.%d", l);
-        ln_init(&h->ln_1, &hb, "ln_1", C, nb);
-        linear_init(&h->c_attn, &hb, "attn.c_attn", C, qkv_width(c), nb, std);
-        linear_init(&h->c_proj, &hb, "attn.c_proj", C, C, nb, proj_std);
-        ln_init(&h->ln_2, &hb, "ln_2", C, nb);
-        linear_init(&h->c_fc, &hb, "mlp.c_fc", C, 4 * C, nb, std);
-        linear_init(&h->mlp_proj, &hb, "mlp.c_proj", 4 * C, C, nb, proj_std);
-    }
-    ln_init(&m->ln_f, &tr, "ln_f", C, nb);
-    if (c->untied)
-        linear_init(&m->lm_head, &top, "lm_head", C, c->vocab_size, 1, std);
-    else /* weight tying: the head reads the token embeddings (no parameter of its own) */
-        m->lm_head = (Linear){.weight = m->wte.weight, .in = C, .out = c->vocab_size};
+    if (cfg->style == NN_LLAMA)
+        llama_init(m, &top, std, proj_std);
+    else
+        gpt2_init(m, &top, std, proj_std);
+    if (!cfg->untied) /* weight tying: the head reads the token embeddings (no parameter) */
+        m->lm_head = (Linear){.weight = m->wte.weight, .in = cfg->n_embd, .out = cfg->vocab_size};
 }
 
 void nn_gpt_free(Gpt *m) {
@@ -104,37 +161,82 @@ void nn_gpt_free(Gpt *m) {
 
 /* ---- the block ---- */
 
-static Tensor *cache_append(Tape *t, GptCache *c, int l, Tensor *qkv, int C);
+/* The new positions' keys (columns [kcol, kcol + W/2) of k) and values (of v, from vcol) join
+ * layer l's cache; -> the cache (B, len, W) as a tensor: keys at column 0, values at W/2. */
+static Tensor *cache_append(Tape *t, GptCache *c, int l, const Tensor *k, int kcol, const Tensor *v,
+                            int vcol);
 
-/* x (B, T, C) -> causal self-attention (B, T, C): c_attn, attention over its columns (queries
- * at 0, keys at C, values after them), c_proj, dropout on the branch. With a cache the new
- * keys and values join it first, and the queries attend over all of it. */
+/* causal attention of q over k and v, the heads at the columns heads says (AG_ATTN_COLS) */
+static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, AgHeads heads,
+                      Rng *rng) {
+    AgAttnLayout cols = {.kind = AG_ATTN_COLS, .heads = heads};
+    return ag_attention(t, q, k, v, &cols, AG_CAUSAL, m->cfg.dropout, rng, &m->last_probs[l]);
+}
+
+/* GPT-2: x (B, T, C) -> causal self-attention (B, T, C): c_attn, attention over its columns
+ * (queries at 0, keys at C, values after them), c_proj, dropout on the branch. With a cache
+ * the new keys and values join it first, and the queries attend over all of it. */
 static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng *rng) {
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
-    int C = c->n_embd, hs = head_size(c), NKV = n_kv(c);
-    Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 NKV hs) */
-    AgAttnLayout cols = {.kind = AG_ATTN_COLS, .heads = {c->n_head, NKV, hs, 0, C, C + NKV * hs}};
+    int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
+    Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 KV) */
+    AgHeads heads = {c->n_head, n_kv(c), hs, 0, C, C + KV};
     Tensor *kv = qkv;
-    if (cache) { /* (B, len, 2 NKV hs): keys at column 0, values at NKV hs */
-        kv = cache_append(t, cache, l, qkv, C);
-        cols.heads.k_col = 0, cols.heads.v_col = NKV * hs;
+    if (cache) { /* (B, len, 2 KV): keys at column 0, values at KV */
+        kv = cache_append(t, cache, l, qkv, C, qkv, C + KV);
+        heads.k_col = 0, heads.v_col = KV;
     }
-    Tensor *y = ag_attention(t, qkv, kv, kv, &cols, AG_CAUSAL, c->dropout, rng, &m->last_probs[l]);
+    Tensor *y = attend(t, m, l, qkv, kv, kv, heads, rng);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
-/* x (B, T, C) -> the MLP (B, T, C): c_fc, GELU, c_proj, dropout */
+/* LLaMA: x (B, T, C) at positions [pos0, pos0 + T) -> attention (B, T, C): wq, wk and wv,
+ * RoPE on queries and keys, attention (grouped-query), wo, dropout */
+static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache,
+                               Rng *rng) {
+    const GptConfig *c = &m->cfg;
+    GptBlock *h = &m->h[l];
+    int hs = head_size(c), KV = n_kv(c) * hs;
+    AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
+    Tensor *q = ag_rope(t, nn_linear(t, &h->wq, x), &rope); /* (B, T, C) */
+    Tensor *k = ag_rope(t, nn_linear(t, &h->wk, x), &rope); /* (B, T, KV) */
+    Tensor *v = nn_linear(t, &h->wv, x);                    /* (B, T, KV) */
+    AgHeads heads = {c->n_head, n_kv(c), hs, 0, 0, 0};
+    if (cache) { /* the rotated keys are cached */
+        k = v = cache_append(t, cache, l, k, 0, v, 0);
+        heads.v_col = KV;
+    }
+    Tensor *y = attend(t, m, l, q, k, v, heads, rng);
+    return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
+}
+
+/* x (B, T, C) -> the MLP (B, T, C): GPT-2's c_fc, GELU, c_proj; LLaMA's SwiGLU,
+ * w2(silu(w1 x) * w3 x); then dropout */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *y = nn_linear(t, &h->mlp_proj, ag_gelu(t, nn_linear(t, &h->c_fc, x)));
+    Tensor *a = nn_linear(t, &h->c_fc, x), *y;
+    if (m->cfg.style == NN_LLAMA)
+        y = nn_linear(t, &h->mlp_proj, ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x)));
+    else
+        y = nn_linear(t, &h->mlp_proj, ag_gelu(t, a));
     return ag_dropout(t, y, m->cfg.dropout, rng);
 }
 
-/* pre-LN: x + attn(ln_1(x)), then + mlp(ln_2(x)) */
-static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng *rng) {
-    x = ag_add(t, x, attention(t, m, l, nn_layernorm(t, &m->h[l].ln_1, x), cache, rng));
-    return ag_add(t, x, mlp(t, m, l, nn_layernorm(t, &m->h[l].ln_2, x), rng));
+/* a norm of the model: GPT-2's LayerNorm, LLaMA's RMSNorm */
+static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x) {
+    if (m->cfg.style == NN_LLAMA) return ag_rmsnorm(t, x, ln->weight, ln->eps);
+    return nn_layernorm(t, ln, x);
+}
+
+/* pre-norm: x + attn(norm_1(x)), then + mlp(norm_2(x)) */
+static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
+    GptBlock *h = &m->h[l];
+    Tensor *a = norm(t, m, &h->ln_1, x);
+    a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
+                                 : attention(t, m, l, a, cache, rng);
+    x = ag_add(t, x, a);
+    return ag_add(t, x, mlp(t, m, l, norm(t, m, &h->ln_2, x), rng));
 }
 
 /* ---- the model ---- */
@@ -152,10 +254,11 @@ static void check_ids(const Gpt *m, const int *idx, int B, int T, int pos0, cons
 /* tokens (B, T) at positions [pos0, pos0 + T) -> logits (B, T, V) */
 static Tensor *forward(Tape *t, Gpt *m, const int *idx, int B, int T, int pos0, GptCache *cache,
                        Rng *rng) {
-    Tensor *x = nn_positional(t, &m->wpe, nn_embedding(t, &m->wte, idx, B, T), pos0);
+    Tensor *x = nn_embedding(t, &m->wte, idx, B, T); /* LLaMA: positions come by RoPE */
+    if (m->cfg.style == NN_GPT2) x = nn_positional(t, &m->wpe, x, pos0);
     x = ag_dropout(t, x, m->cfg.dropout, rng);
-    for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, cache, rng);
-    return nn_linear(t, &m->lm_head, nn_layernorm(t, &m->ln_f, x));
+    for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, pos0, cache, rng);
+    return nn_linear(t, &m->lm_head, norm(t, m, &m->ln_f, x));
 }
 
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) {
@@ -198,17 +301,19 @@ void nn_gpt_cache_free(GptCache *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Appends the new positions' keys and values (columns [C, C + width) of qkv (B, T, C + width),
- * c_attn's output) to layer l's cache; -> the layer's cache (B, len + T, width) as a tensor in
- * the tape's arena. */
-static Tensor *cache_append(Tape *t, GptCache *c, int l, Tensor *qkv, int C) {
-    int B = c->B, T = qkv->shape[1], W = c->width, len = c->len + T;
+static Tensor *cache_append(Tape *t, GptCache *c, int l, const Tensor *k, int kcol, const Tensor *v,
+                            int vcol) {
+    int B = c->B, T = k->shape[1], W = c->width, half = W / 2, len = c->len + T;
+    int wk = k->shape[2], wv = v->shape[2];
     Tensor *kv = tensor_new3(t->arena, B, len, W, "kv_cache");
     for (int b = 0; b < B; b++) {
         Real *dst = c->kv[l] + (size_t)b * c->max_T * W;
-        for (int i = 0; i < T; i++)
-            memcpy(dst + (size_t)(c->len + i) * W, qkv->data + ((size_t)b * T + i) * (C + W) + C,
-                   (size_t)W * sizeof(Real));
+        for (int i = 0; i < T; i++) {
+            size_t row = (size_t)b * T + i;
+            Real *d = dst + (size_t)(c->len + i) * W;
+            memcpy(d, k->data + row * wk + kcol, (size_t)half * sizeof(Real));
+            memcpy(d + half, v->data + row * wv + vcol, (size_t)half * sizeof(Real));
+        }
         memcpy(kv->data + (size_t)b * len * W, dst, (size_t)len * W * sizeof(Real));
     }
     return kv;
@@ -263,6 +368,10 @@ int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampl
 
 #define GPT_INT(f, lo, hi) CKPT_CFG_INT(GptConfig, f, lo, hi)
 static const CkptField gpt_fields[] = {
+    GPT_INT(style, 0, 1),
+    GPT_INT(ffn_hidden, 0, 1 << 20),
+    CKPT_CFG_FLOAT(GptConfig, rope_base, 0, 1e9),
+    CKPT_CFG_FLOAT(GptConfig, norm_eps, 0, 0.5),
     GPT_INT(vocab_size, 1, 1 << 24),
     GPT_INT(block_size, 1, 1 << 20),
     GPT_INT(n_layer, 1, NN_MAX_LAYERS),

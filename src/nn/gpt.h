@@ -1,8 +1,15 @@
-/* gpt.h: a decoder-only language model, GPT-2 as nanoGPT's model.py writes it: token and
- * learned position embeddings, n_layer pre-LN blocks (causal self-attention, then a GELU MLP,
- * each on a residual branch), a final LayerNorm and a head tied to the token embeddings.
- * Parameter names are nanoGPT's (transformer.h.0.attn.c_attn.weight, ...; the weights of
- * Linear layers (out, in) as PyTorch's nn.Linear), so a state_dict moves between the two.
+/* gpt.h: a decoder-only language model in one of two styles:
+ *   NN_GPT2   GPT-2 as nanoGPT's model.py writes it: token and learned position embeddings,
+ *             n_layer pre-LN blocks (causal self-attention, then a GELU MLP, each on a residual
+ *             branch), a final LayerNorm, a head tied to the token embeddings. nanoGPT's names:
+ *             transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ..., lm_head.weight.
+ *   NN_LLAMA  LLaMA as Meta's model.py and llama2.c write it: token embeddings, RMSNorm,
+ *             rotary positions (RoPE) on queries and keys, grouped-query heads, a SwiGLU
+ *             feed-forward, no biases. Meta's names: tok_embeddings.weight,
+ *             layers.0.attention.wq.weight (wk, wv, wo), layers.0.feed_forward.w1.weight (w2,
+ *             w3), layers.0.attention_norm.weight, layers.0.ffn_norm.weight, norm.weight,
+ *             output.weight.
+ * Linear weights are (out, in) as PyTorch's nn.Linear, so a state_dict moves by name.
  * Not here: tokenizers, data, sampling; other blocks (nn.h). Read next: gpt.c. */
 #ifndef ATTOGRAD_NN_GPT_H
 #define ATTOGRAD_NN_GPT_H
@@ -13,31 +20,42 @@
 /* The fields a model gives; zero fields take the default named:
  *   GptConfig cfg = {.vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4,
  *                    .n_embd = 128}; */
+typedef enum { NN_GPT2 = 0, NN_LLAMA = 1 } NnGptStyle;
 typedef struct GptConfig {
+    NnGptStyle style;           /* NN_GPT2 (0) or NN_LLAMA */
     int vocab_size, block_size; /* tokens, and the longest context (the positions) */
     int n_layer, n_head, n_embd;
-    int n_kv_head;  /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
-    double dropout; /* 0: none; on the embeddings, the attention probabilities and the
+    int n_kv_head;    /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
+    double dropout;   /* 0: none; on the embeddings, the attention probabilities and the
                      * residual branches, while training */
-    int no_bias;    /* 1: no biases in the Linear layers and LayerNorms (nanoGPT's bias=False) */
-    int untied;     /* 1: lm_head.weight of its own; 0: it is transformer.wte.weight (GPT-2) */
+    int no_bias;      /* 1: no biases in the Linear layers and LayerNorms (nanoGPT's bias=False);
+                     * LLaMA has none */
+    int untied;       /* 1: the head's weight of its own (lm_head, output); 0: the token
+                     * embeddings' (tied, as GPT-2 and llama2.c's small models) */
+    int ffn_hidden;   /* LLaMA: the SwiGLU width; 0: llama2.c's rule, 2/3 of 4 n_embd rounded up
+                     * to a multiple of 32 (GPT-2's MLP is 4 n_embd) */
+    double rope_base; /* LLaMA: RoPE's base; 0: 10000 */
+    double norm_eps;  /* the norms' eps (LayerNorm, LLaMA's RMSNorm); 0: 1e-5 */
 } GptConfig;
 
-/* transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj */
+/* GPT-2: transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2, mlp.c_fc,
+ * mlp.c_proj. LLaMA: layers.<l>: attention_norm (ln_1, weight only), attention.wq, wk, wv, wo
+ * (c_proj), ffn_norm (ln_2), feed_forward.w1 (c_fc), w2 (mlp_proj), w3. */
 typedef struct GptBlock {
     LayerNorm ln_1, ln_2;
     Linear c_attn, c_proj; /* attention: (C + 2 n_kv_head hs, C) and (C, C) */
-    Linear c_fc, mlp_proj; /* MLP: (4C, C) and (C, 4C) */
+    Linear c_fc, mlp_proj; /* MLP: (4C, C) and (C, 4C); LLaMA: w1 (H, C), w2 (C, H) */
+    Linear wq, wk, wv, w3; /* LLaMA: (C, C), (n_kv_head hs, C) twice, (H, C) */
 } GptBlock;
 
 typedef struct Gpt {
     GptConfig cfg;
     ParamList params;
-    Embedding wte;          /* transformer.wte.weight (vocab_size, C) */
-    PositionalEncoding wpe; /* transformer.wpe.weight (block_size, C) */
+    Embedding wte;          /* transformer.wte.weight (vocab_size, C); LLaMA: tok_embeddings */
+    PositionalEncoding wpe; /* transformer.wpe.weight (block_size, C); none in LLaMA */
     GptBlock h[NN_MAX_LAYERS];
-    LayerNorm ln_f;
-    Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied */
+    LayerNorm ln_f; /* LLaMA: norm (weight only) */
+    Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
     Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
                                         * of the last forward, in the step arena */
 } Gpt;
@@ -46,9 +64,9 @@ typedef struct Gpt {
  * this refuses. AG_OK with the parameter count in *n_params (may be NULL), or AG_ERR_FORMAT
  * with the reason in ag_last_error() ("n_head 3 must divide n_embd 64"). */
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
-/* Every parameter in arena a (registered in m->params), initialised as nanoGPT does: weights
- * and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
- * N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorms 1 and 0. */
+/* Every parameter in arena a (registered in m->params), initialised as nanoGPT and llama2.c
+ * do: weights and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj;
+ * LLaMA's wo and w3) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1 and 0. */
 void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */

@@ -1,7 +1,8 @@
 /* test_gpt.c: the GPT model (src/nn/gpt.c): its parameters (names, count, the tied head), the
  * gradient check of the whole model (every parameter, in the double build, with and without
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
- * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes).
+ * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
+ * in both styles, GPT-2's and LLaMA's.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
  * Not here: the ops' own checks (tests/autograd). */
 #include <criterion/criterion.h>
@@ -32,6 +33,21 @@ Test(nn_gpt, parameters_have_nanogpts_names_and_the_counted_size) {
         {.vocab_size = 7, .block_size = 6, .n_layer = 1, .n_head = 4, .n_embd = 8, .n_kv_head = 2},
         {.vocab_size = 9, .block_size = 4, .n_layer = 3, .n_head = 1, .n_embd = 4, .no_bias = 1},
         {.vocab_size = 5, .block_size = 3, .n_layer = 1, .n_head = 2, .n_embd = 6, .untied = 1},
+        {.style = NN_LLAMA,
+         .vocab_size = 7,
+         .block_size = 6,
+         .n_layer = 2,
+         .n_head = 4,
+         .n_embd = 8,
+         .n_kv_head = 2},
+        {.style = NN_LLAMA,
+         .vocab_size = 5,
+         .block_size = 3,
+         .n_layer = 1,
+         .n_head = 1,
+         .n_embd = 6,
+         .untied = 1,
+         .ffn_hidden = 10},
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         Arena *a = arena_new("params", 0);
@@ -44,6 +60,25 @@ Test(nn_gpt, parameters_have_nanogpts_names_and_the_counted_size) {
         cr_assert_eq((size_t)n, ag_params_count(&m.params), "variant %zu: %lld counted, %zu made",
                      v, (long long)n, ag_params_count(&m.params));
         const GptConfig *c = &variants[v];
+        if (c->style == NN_LLAMA) { /* Meta's names; no biases, no positions */
+            int H = c->ffn_hidden ? c->ffn_hidden : (2 * 4 * c->n_embd / 3 + 31) / 32 * 32;
+            cr_assert(ag_params_find(&m.params, "tok_embeddings.weight") == m.wte.weight);
+            cr_assert(ag_params_find(&m.params, "layers.0.attention.wq.weight"));
+            Tensor *wk = ag_params_find(&m.params, "layers.0.attention.wk.weight");
+            int kv = c->n_kv_head ? c->n_kv_head : c->n_head;
+            cr_assert(wk && wk->shape[0] == kv * (c->n_embd / c->n_head));
+            cr_assert(ag_params_find(&m.params, "layers.0.attention.wo.weight"));
+            Tensor *w3 = ag_params_find(&m.params, "layers.0.feed_forward.w3.weight");
+            cr_assert(w3 && w3->shape[0] == H && w3->shape[1] == c->n_embd, "w3 %s, H %d",
+                      tensor_shape_str(w3), H);
+            cr_assert(ag_params_find(&m.params, "layers.0.ffn_norm.weight"));
+            cr_assert(ag_params_find(&m.params, "norm.weight"));
+            cr_assert(!ag_params_find(&m.params, "layers.0.attention_norm.bias"));
+            cr_assert((ag_params_find(&m.params, "output.weight") != NULL) == c->untied);
+            nn_gpt_free(&m);
+            arena_free(a);
+            continue;
+        }
         cr_assert(ag_params_find(&m.params, "transformer.wte.weight") == m.wte.weight);
         cr_assert(ag_params_find(&m.params, "transformer.wpe.weight"));
         cr_assert(ag_params_find(&m.params, "transformer.h.0.attn.c_attn.weight"));
@@ -143,6 +178,13 @@ Test(nn_gpt, gradients_with_an_untied_head) {
     c.untied = 1, c.n_layer = 1;
     check_gradients(&c);
 }
+Test(nn_gpt, gradients_of_the_llama_style) {
+    GptConfig c = tiny;
+    c.style = NN_LLAMA, c.n_head = 2, c.ffn_hidden = 12, c.rope_base = 100;
+    check_gradients(&c);
+    c.n_head = 4, c.n_kv_head = 1, c.dropout = 0.2, c.untied = 1, c.n_layer = 1;
+    check_gradients(&c);
+}
 #endif
 
 /* ---- incremental decoding ---- */
@@ -194,6 +236,8 @@ Test(nn_gpt, cached_decoding_equals_the_full_forward) {
     c.block_size = 9, c.dropout = 0.3; /* dropout is off while decoding */
     check_cache(&c);
     c.n_head = 4, c.n_kv_head = 1, c.untied = 1, c.no_bias = 1;
+    check_cache(&c);
+    c.style = NN_LLAMA, c.n_head = 2, c.n_kv_head = 1; /* the cached keys are rotated */
     check_cache(&c);
 }
 
@@ -275,6 +319,17 @@ Test(nn_gpt, check_config_refuses_with_the_reason) {
          "dropout 1"},
         {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4, .untied = 2},
          "untied 2"},
+        {{.style = 2, .vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4},
+         "style 2"},
+        {{.style = NN_LLAMA,
+          .vocab_size = 5,
+          .block_size = 4,
+          .n_layer = 1,
+          .n_head = 2,
+          .n_embd = 6},
+         "head size 3"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4, .norm_eps = -1},
+         "norm_eps -1"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         cr_assert_eq(nn_gpt_check_config(&bad[k].c, NULL), AG_ERR_FORMAT, "case %zu accepted", k);

@@ -24,6 +24,100 @@ def load(module, d, prefix):
 worst = {}
 
 
+def nano_gpt(d, p, NH, v):
+    """nanoGPT's model with the weights of d under prefix p (v: 0 tied with biases, 1 not)"""
+    V, NE = d[p + "transformer.wte.weight"].shape
+    L = 1 + max(int(k.split(".")[3]) for k in d if k.startswith(p + "transformer.h."))
+    gpt = NanoGPT(V, d[p + "transformer.wpe.weight"].shape[0], L, NH, NE, bias=not v,
+                  tied=not v).to(torch.float64)
+    state = {k: d[p + k] for k in gpt.state_dict().keys() if p + k in d}
+    if not v:
+        state["lm_head.weight"] = d[p + "transformer.wte.weight"]
+    gpt.load_state_dict(state)
+    return gpt
+
+
+class MetaLlama(torch.nn.Module):
+    """Meta's llama model.py (Transformer, TransformerBlock, Attention, FeedForward, RMSNorm,
+    precompute_freqs_cis, apply_rotary_emb, repeat_kv) written out in float64, no cache, with
+    the weights of d under prefix p; the shapes of those weights give the sizes"""
+
+    def __init__(self, d, p, NH):
+        super().__init__()
+        self.n_head = NH
+        self.V, self.NE = d[p + "tok_embeddings.weight"].shape
+        self.L = 1 + max(int(k[len(p):].split(".")[1]) for k in d if k.startswith(p + "layers."))
+        def lin(i, o):
+            return torch.nn.Linear(i, o, bias=False)
+        H = d[p + "layers.0.feed_forward.w1.weight"].shape[0]
+        KV = d[p + "layers.0.attention.wk.weight"].shape[0]
+        self.tok_embeddings = torch.nn.Embedding(self.V, self.NE)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(self.L):
+            blk = torch.nn.Module()
+            blk.attention = torch.nn.Module()
+            for n, o in (("wq", self.NE), ("wk", KV), ("wv", KV)):
+                setattr(blk.attention, n, lin(self.NE, o))
+            blk.attention.wo = lin(self.NE, self.NE)
+            blk.feed_forward = torch.nn.Module()
+            blk.feed_forward.w1 = lin(self.NE, H)
+            blk.feed_forward.w2 = lin(H, self.NE)
+            blk.feed_forward.w3 = lin(self.NE, H)
+            blk.attention_norm = torch.nn.Module()
+            blk.attention_norm.weight = torch.nn.Parameter(torch.ones(self.NE))
+            blk.ffn_norm = torch.nn.Module()
+            blk.ffn_norm.weight = torch.nn.Parameter(torch.ones(self.NE))
+            self.layers.append(blk)
+        self.norm = torch.nn.Module()
+        self.norm.weight = torch.nn.Parameter(torch.ones(self.NE))
+        self.output = lin(self.NE, self.V)
+        self.to(torch.float64)  # before the weights arrive: float32 would round them
+        self.load_state_dict({k: d[p + k] for k in self.state_dict().keys()})
+        self.KV = KV
+
+    @staticmethod
+    def rms_norm(x, weight, eps=1e-5):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+    @staticmethod
+    def freqs_cis(dim, end, theta=10000.0):
+        freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64)[: dim // 2] / dim))
+        t = torch.arange(end, dtype=torch.float64)
+        freqs = torch.outer(t, freqs)
+        return torch.polar(torch.ones_like(freqs), freqs)
+
+    @staticmethod
+    def rotary(x, freqs):  # x (B, T, heads, HS): pairs (2i, 2i+1) as complex numbers
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs.view(1, x.shape[1], 1, -1)).flatten(3)
+
+    def attention(self, blk, x, freqs, NH):
+        B, T, _ = x.shape
+        HS, NKV = self.NE // NH, self.KV // (self.NE // NH)
+        q = blk.attention.wq(x).view(B, T, NH, HS)
+        k = blk.attention.wk(x).view(B, T, NKV, HS)
+        v = blk.attention.wv(x).view(B, T, NKV, HS)
+        q, k = self.rotary(q, freqs), self.rotary(k, freqs)
+        k = k.repeat_interleave(NH // NKV, dim=2)  # repeat_kv
+        v = v.repeat_interleave(NH // NKV, dim=2)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        scores = q @ k.transpose(2, 3) / (HS ** 0.5)
+        mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), diagonal=1)
+        y = torch.softmax(scores + mask, dim=-1) @ v
+        return blk.attention.wo(y.transpose(1, 2).contiguous().view(B, T, -1))
+
+    def forward(self, idx):
+        NH = self.n_head
+        h = self.tok_embeddings(idx)
+        freqs = self.freqs_cis(self.NE // NH, idx.shape[1])
+        for blk in self.layers:
+            h = h + self.attention(blk, self.rms_norm(h, blk.attention_norm.weight), freqs, NH)
+            x = self.rms_norm(h, blk.ffn_norm.weight)
+            f = blk.feed_forward
+            h = h + f.w2(torch.nn.functional.silu(f.w1(x)) * f.w3(x))
+        return self.output(self.rms_norm(h, self.norm.weight))
+
+
 class NanoLayerNorm(torch.nn.Module):
     """nanoGPT's LayerNorm with an optional bias (PyTorch 1.13's has none without one)"""
 
@@ -212,24 +306,23 @@ def main(path):
         compare(what + " grad x", x.grad, d[p + "grad.x"])
         for k, q in layer.named_parameters():
             compare(what + " grad " + k, q.grad, d[p + "grad." + k])
-    # 4. the GPT model against nanoGPT's (model.py, written out below), tied and untied
-    for v in (0, 1):
+    # 4. the GPT model against nanoGPT's (model.py, written out below), tied and untied, and
+    # its LLaMA style against Meta's model.py (written out below)
+    for v in (0, 1, 2):
         p = "model%d." % v
-        V, NE = d[p + "transformer.wte.weight"].shape
-        L = 1 + max(int(k.split(".")[3]) for k in d if k.startswith(p + "transformer.h."))
-        gpt = NanoGPT(V, d[p + "transformer.wpe.weight"].shape[0], L, NH, NE, bias=not v,
-                      tied=not v).to(torch.float64)
-        state = {k: d[p + k] for k in gpt.state_dict().keys() if p + k in d}
-        if not v:
-            state["lm_head.weight"] = d[p + "transformer.wte.weight"]
-        gpt.load_state_dict(state)
+        if v == 2:
+            gpt = MetaLlama(d, p, NH)
+            V = d[p + "tok_embeddings.weight"].shape[0]
+        else:
+            gpt = nano_gpt(d, p, NH, v)
+            V = d[p + "transformer.wte.weight"].shape[0]
         idx, tgt = d[p + "idx"].long(), d[p + "targets"].long()
         logits = gpt(idx)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1),
                                                  ignore_index=-1)
         loss.backward()
-        what = "GPT (%s)" % ("untied, no biases" if v else "tied head, biases")
-        print("nanoGPT's model (%s):" % what)
+        what = "GPT (%s)" % ["tied head, biases", "untied, no biases", "LLaMA style, GQA"][v]
+        print("%s model (%s):" % ("Meta's LLaMA" if v == 2 else "nanoGPT's", what))
         compare(what + " logits", logits.detach(), d[p + "logits"])
         compare(what + " loss", loss.detach().reshape(1), d[p + "loss"].reshape(1))
         for k, q in gpt.named_parameters():

@@ -213,23 +213,27 @@ int main(int argc, char **argv) {
         ag_params_free(&gp);
     }
 
-    /* 4. the GPT model (nn_gpt): tied head with biases (model0), untied without (model1); the
-     * loss of a batch with ignored targets, and every gradient */
-    for (int variant = 0; variant <= 1; variant++) {
+    /* 4. the GPT model (nn_gpt): tied head with biases (model0), untied without (model1), the
+     * LLaMA style with grouped-query heads and an untied head (model2); the loss of a batch
+     * with ignored targets, and every gradient */
+    for (int variant = 0; variant <= 2; variant++) {
         ag_tape_reset(t);
         GptConfig gc = {.vocab_size = 11,
                         .block_size = 9,
                         .n_layer = 2,
                         .n_head = NH,
                         .n_embd = C,
-                        .no_bias = variant,
-                        .untied = variant};
+                        .no_bias = variant == 1,
+                        .untied = variant >= 1};
+        if (variant == 2) gc.style = NN_LLAMA, gc.n_kv_head = NH / 2;
         Gpt m;
         nn_gpt_init(&m, params, &rng, &gc);
-        for (int i = 0; i < m.params.n; i++) /* norms and biases off 1 and 0 */
-            if (m.params.items[i]->ndim == 1)
-                for (size_t j = 0; j < m.params.items[i]->size; j++)
-                    m.params.items[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
+        for (int i = 0; i < m.params.n; i++) {   /* norms and biases off 1 and 0; weights 10 */
+            Tensor *w = m.params.items[i];       /* times larger, so that attention is far */
+            for (size_t j = 0; j < w->size; j++) /* from uniform and positions matter */
+                w->data[j] =
+                    w->ndim == 1 ? w->data[j] + (Real)(0.1 * rng_normal(&rng)) : 10 * w->data[j];
+        }
         int idx[2 * 8], targets[2 * 8];
         for (int i = 0; i < 2 * 8; i++) idx[i] = (int)(rng_u64(&rng) % 11);
         for (int i = 0; i < 2 * 8; i++) targets[i] = i % 5 == 4 ? -1 : (int)(rng_u64(&rng) % 11);
