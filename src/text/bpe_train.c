@@ -192,21 +192,19 @@ static void pair_dec(Trainer *T, int32_t a, int32_t b, int32_t w) {
     if (k >= 0) T->pairs[k].count -= w;
 }
 
-static int cmp_i32(const void *x, const void *y) {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    return (a > b) - (a < b);
-}
-
-/* Merges every occurrence of pair k into the new id c, left to right. */
+/* Merges every occurrence of pair k into the new id c, left to right. A pair's positions are
+ * in increasing order: they are either the first count's (a scan) or were all added during the
+ * one merge that made the newer of its two ids, which visits positions in increasing order.
+ * Left to right is what makes overlaps ("aaa" with pair (a, a)) merge as minbpe does. */
 static void merge_pair(Trainer *T, int32_t k, int32_t c) {
     int32_t a = T->pairs[k].a, b = T->pairs[k].b;
     int32_t *pos = T->pairs[k].pos, npos = T->pairs[k].npos;
     T->pairs[k].pos = NULL;
     T->pairs[k].npos = T->pairs[k].cappos = 0;
-    qsort(pos, (size_t)npos, sizeof *pos, cmp_i32);
     for (int32_t q = 0; q < npos; q++) {
         int32_t i = pos[q];
-        if (q > 0 && i == pos[q - 1]) continue;
+        AG_CHECK(q == 0 || i > pos[q - 1], "txt_bpe_train: positions of pair (%d, %d) out of order",
+                 a, b);
         int32_t j = T->nxt[i];
         if (T->sym[i] != a || j < 0 || T->sym[j] != b) continue; /* stale */
         int32_t w = T->w[i], p = T->prv[i], n = T->nxt[j];
