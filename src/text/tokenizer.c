@@ -161,6 +161,8 @@ int txt_n_special(const TxtTokenizer *t) {
 
 void txt_merge(const TxtTokenizer *t, int k, int *left, int *right) {
     AG_CHECK_ARG(t);
+    AG_CHECK_ARG(left);
+    AG_CHECK_ARG(right);
     AG_CHECK(k >= 0 && k < t->n_merges, "txt_merge: merge %d of %d", k, t->n_merges);
     *left = t->merges[2 * k];
     *right = t->merges[2 * k + 1];
@@ -168,6 +170,7 @@ void txt_merge(const TxtTokenizer *t, int k, int *left, int *right) {
 
 const uint8_t *txt_token_bytes(const TxtTokenizer *t, int id, size_t *len) {
     AG_CHECK_ARG(t);
+    AG_CHECK_ARG(len);
     AG_CHECK(id >= 0 && id < n_ids(t), "txt_token_bytes: id %d outside [0, %d)", id, n_ids(t));
     *len = txt_len_(t, id);
     return t->blob + t->off[id];
@@ -453,7 +456,10 @@ int txt_encode(const TxtTokenizer *t, const void *text, size_t n, TxtSpecialMode
 
 int txt_encode_alloc(const TxtTokenizer *t, const void *text, size_t n, TxtSpecialMode mode,
                      int **ids, size_t *n_ids_out, const char *label) {
+    AG_CHECK_ARG(t);
+    AG_CHECK(text || n == 0, "txt_encode_alloc: argument 'text' is NULL");
     AG_CHECK_ARG(ids);
+    AG_CHECK_ARG(n_ids_out);
     *ids = malloc((n ? n : 1) * sizeof **ids);
     if (!*ids) return ag_fail(AG_ERR_NOMEM, "%s: out of memory", label ? label : "txt_encode");
     int rc = txt_encode(t, text, n, mode, *ids, n, n_ids_out, label);
@@ -492,6 +498,8 @@ int64_t txt_decode(const TxtTokenizer *t, const int *ids, size_t n, void *out, s
 
 int txt_decode_alloc(const TxtTokenizer *t, const int *ids, size_t n, char **out, size_t *len,
                      const char *label) {
+    AG_CHECK_ARG(t);
+    AG_CHECK(ids || n == 0, "txt_decode_alloc: argument 'ids' is NULL");
     AG_CHECK_ARG(out);
     AG_CHECK_ARG(len);
     *out = NULL;

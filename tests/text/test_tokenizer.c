@@ -623,3 +623,48 @@ Test(txt_saved, a_char_tokenizer_needs_increasing_bytes) {
     free(b);
     txt_free(t);
 }
+
+Test(txt_saved, a_checkpoint_keeps_the_tokenizer_and_the_loader_position) {
+    char dir[256], path[512];
+    ts_tmp_dir(dir, sizeof dir, "text");
+    ts_join(path, dir, "ckpt.npz");
+    Arena *a = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    Tensor *w = tensor_param(a, 2, (int[]){2, 3}, "w");
+    for (int i = 0; i < 6; i++) w->data[i] = (Real)i;
+    ag_params_add(&pl, w);
+    TxtTokenizer *t = sample_bpe();
+    int tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = i;
+    TxtLoader L;
+    cr_assert_eq(txt_loader_init(&L, tok, 0, 64, 2, 4, 5, "t"), AG_OK);
+    int x[8], y[8];
+    txt_loader_next(&L, x, y);
+    size_t n;
+    uint8_t *b = txt_to_bytes(t, &n);
+    Checkpoint ck = {.params = &pl, .extra = b, .extra_len = n, .n_data = TXT_LOADER_STATE_LEN};
+    txt_loader_state(&L, ck.data);
+    cr_assert_eq(ckpt_save(path, &ck, 6, NULL), AG_OK, "%s", ag_last_error());
+
+    Checkpoint back = {.params = &pl, .n_data = TXT_LOADER_STATE_LEN};
+    cr_assert_eq(ckpt_load(path, &back), AG_OK, "%s", ag_last_error());
+    TxtTokenizer *t2;
+    cr_assert_eq(txt_from_bytes(back.extra, back.extra_len, path, &t2), AG_OK, "%s",
+                 ag_last_error());
+    check_same(t, t2);
+    TxtLoader R;
+    cr_assert_eq(txt_loader_init(&R, tok, 0, 64, 2, 4, 99, "t"), AG_OK);
+    cr_assert_eq(txt_loader_restore(&R, back.data, path), AG_OK);
+    int x2[8], y2[8];
+    txt_loader_next(&L, x, y);
+    txt_loader_next(&R, x2, y2);
+    cr_assert(memcmp(x, x2, sizeof x) == 0 && memcmp(y, y2, sizeof y) == 0);
+    free((void *)back.extra);
+    free(b);
+    txt_free(t);
+    txt_free(t2);
+    ag_params_free(&pl);
+    arena_free(a);
+    ts_rm_tree(dir);
+}
