@@ -316,6 +316,9 @@ int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, co
     if (split != TXT_SPLIT_NONE && split != TXT_SPLIT_GPT2)
         return ag_fail(AG_ERR_ARG, "%s: split %d: must be TXT_SPLIT_NONE or TXT_SPLIT_GPT2", label,
                        (int)split);
+    if (n >= (size_t)INT32_MAX) /* positions and chunk counts are int32 */
+        return ag_fail(AG_ERR_ARG, "%s: %zu bytes of text: training takes less than 2 GiB", label,
+                       n);
     TxtTokenizer *t = txt_new_empty_(TXT_BPE, split);
     if (!t) return ag_fail(AG_ERR_NOMEM, "%s: out of memory", label);
     for (int b = 0; b < 256; b++) {
@@ -334,12 +337,7 @@ int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, co
     if (nc < 0) goto oom;
     size_t total = 0;
     for (int64_t k = 0; k < nc; k++) total += ch[k].len;
-    if (total >= (size_t)INT32_MAX) {
-        free(ch);
-        txt_free(t);
-        return ag_fail(AG_ERR_ARG, "%s: %zu bytes of distinct chunks: at most 2 GiB", label, total);
-    }
-    T.n = (int32_t)total;
+    T.n = (int32_t)total; /* at most n */
     size_t m = total ? total : 1;
     T.sym = malloc(m * sizeof *T.sym);
     T.nxt = malloc(m * sizeof *T.nxt);
@@ -348,8 +346,7 @@ int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, co
     if (!T.sym || !T.nxt || !T.prv || !T.w) goto oom;
     int32_t at = 0;
     for (int64_t k = 0; k < nc; k++) {
-        /* a chunk's weight is its count; over INT32_MAX only for texts of 2 GiB of one chunk */
-        int32_t w = ch[k].count > INT32_MAX ? INT32_MAX : (int32_t)ch[k].count;
+        int32_t w = (int32_t)ch[k].count; /* at most n */
         for (size_t i = 0; i < ch[k].len; i++, at++) {
             T.sym[at] = p[ch[k].off + i];
             T.w[at] = w;

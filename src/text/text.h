@@ -30,11 +30,13 @@ typedef enum { TXT_CHAR = 1, TXT_BPE = 2 } TxtKind;
 
 /* How BPE cuts a text into chunks before merging (a merge never crosses a chunk's edge):
  *   TXT_SPLIT_NONE  the whole text is one chunk (minbpe's BasicTokenizer)
- *   TXT_SPLIT_GPT2  GPT-2-like, written by hand (no regex): an optional space followed by a run
- *                   of letters (ASCII letters and every byte >= 0x80, so UTF-8 stays whole), or
- *                   of digits, or of other visible bytes; the contractions 's 't 'm 'd 're 've
- *                   'll (ASCII lowercase) alone; a run of whitespace, without its last space when
- *                   a chunk that starts with a space follows. docs/text.md has examples. */
+ *   TXT_SPLIT_GPT2  GPT-2's pattern, written by hand over bytes (no regex): the contractions
+ *                   's 't 'm 'd 're 've 'll (ASCII lowercase) alone; an optional space followed
+ *                   by a run of letters (ASCII letters and every byte >= 0x80, so UTF-8 stays
+ *                   whole), of digits, or of other non-space bytes; a run of whitespace, which
+ *                   gives up its last byte when something else follows (a space then starts the
+ *                   next chunk, another whitespace byte is a chunk alone). docs/text.md has
+ *                   examples. */
 typedef enum { TXT_SPLIT_NONE = 0, TXT_SPLIT_GPT2 = 1 } TxtSplit;
 
 /* A tokenizer: ids 0..n_base-1 are single bytes (BPE: all 256, id = byte; char: the distinct
@@ -50,8 +52,9 @@ TxtTokenizer *txt_char_new(const void *text, size_t n);
  * chunks of split, each chunk weighted by how often it occurs); ties go to the lowest first id,
  * then the lowest second id. Training stops early (fewer merges) when no pair occurs twice, or
  * when every pair left would make a token over TXT_MAX_TOKEN_LEN bytes or all tokens over
- * TXT_MAX_TOKEN_BYTES. AG_ERR_ARG for vocab_size outside [256, TXT_MAX_VOCAB] or a bad split
- * (message starts with label); AG_ERR_NOMEM if memory runs out. *out is the new tokenizer. */
+ * TXT_MAX_TOKEN_BYTES. AG_ERR_ARG for vocab_size outside [256, TXT_MAX_VOCAB], a bad split or
+ * a text of 2 GiB or more (message starts with label); AG_ERR_NOMEM if memory runs out. *out is
+ * the new tokenizer. */
 int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, const char *label,
                   TxtTokenizer **out);
 void txt_free(TxtTokenizer *t);

@@ -5,10 +5,12 @@
  * over random byte strings; special tokens; determinism; the saved form (round trip, every
  * truncation and hostile values refused naming the label and the reason).
  * Not here: shards and the window loader (test_shards.c), the fuzz harnesses (fuzz/). */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "attograd.h"
@@ -242,6 +244,14 @@ Test(txt_bpe, bad_arguments_are_refused_naming_the_label) {
               ag_last_error());
     cr_assert_null(t);
     cr_assert_eq(txt_bpe_train("ab", 2, 300, (TxtSplit)5, "corpus.txt", &t), AG_ERR_ARG);
+    /* 2 GiB of text (mapped, never touched: refused before it is read) */
+    size_t big = (size_t)1 << 31;
+    void *m = mmap(NULL, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    cr_assert(m != MAP_FAILED);
+    cr_assert_eq(txt_bpe_train(m, big, 300, TXT_SPLIT_GPT2, "corpus.txt", &t), AG_ERR_ARG);
+    cr_assert(strstr(ag_last_error(), "corpus.txt: 2147483648 bytes of text"), "%s",
+              ag_last_error());
+    munmap(m, big);
 }
 
 /* ---- GPT-2-like chunks ---- */
