@@ -243,9 +243,9 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(name, "--info") == 0) { /* the header of make bench's output */
         printf("attograd %s: %s kernels (GEMM: %s), %s, %d CPUs (default %d threads), idle "
                "threads: %s\n",
-               ATTOGRAD_VERSION, k_kernel_family(), k_gemm_kernel_name(),
-               sizeof(Real) == sizeof(float) ? "float" : "double", k_threads_available(),
-               k_threads_default(), k_threads_wait());
+               ATTOGRAD_VERSION, ag_kernel_family(), k_gemm_kernel_name(),
+               sizeof(Real) == sizeof(float) ? "float" : "double", ag_threads_available(),
+               ag_threads_default(), ag_threads_wait());
         return 0;
     }
     int threads = atoi(argv[2]), steps = argc > 3 ? atoi(argv[3]) : 7;

@@ -187,12 +187,12 @@ static Opt *find_opt(Opt *opts, int n, const char *name) {
     return NULL;
 }
 
-/* --threads N (0: the library's default, k_threads_default); more than the CPUs warns */
+/* --threads N (0: the library's default, ag_threads_default); more than the CPUs warns */
 static void set_threads(int threads) {
-    if (threads > k_threads_available())
+    if (threads > ag_threads_available())
         fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
-                PROG, threads, k_threads_available());
-    k_threads_use(threads);
+                PROG, threads, ag_threads_available());
+    ag_threads_use(threads);
 }
 
 /* ---- train ---- */

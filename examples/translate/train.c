@@ -170,7 +170,7 @@ static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
 
 int tr_train(const TrTrainConfig *c) {
     Trainer T, *tr = &T;
-    int threads = k_threads_use(c->threads);
+    int threads = ag_threads_use(c->threads);
     tr_fixed_mmap_threshold();
     int code = tr_trainer_start(tr, c);
     if (code != TR_EXIT_OK) {

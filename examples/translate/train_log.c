@@ -174,7 +174,7 @@ void tr_write_failed(Trainer *tr) {
 void tr_log_header(const Trainer *tr, int threads) {
     const TrTrainConfig *c = tr->cfg;
     const Seq2SeqConfig *m = &tr->m.cfg;
-    printf("kernels: %s, %d threads (%s)\n", k_kernel_family(), threads, k_threads_wait());
+    printf("kernels: %s, %d threads (%s)\n", ag_kernel_family(), threads, ag_threads_wait());
     if (c->resume)
         printf("resuming %s at step %lld (the model, optimizer, batch size and seed are the "
                "checkpoint's)\n",

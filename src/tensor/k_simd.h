@@ -7,7 +7,7 @@
  * vfma(a, b, c) = a b + c rounded once (a fused multiply-add) in the vector families, and in
  * the portable one wherever fma() is a hardware instruction (FP_FAST_FMA), so that every family
  * computes the same element the same way where it can; elsewhere a b + c rounds twice.
- * K_SIMD_FAMILY names the family (k_kernel_family reports it).
+ * K_SIMD_FAMILY names the family (ag_kernel_family reports it).
  * Not here: the loops (k_gemm.c, k_attention.c); the row reductions (k_lanes.h).
  * Read next: k_lanes.h. */
 #ifndef ATTOGRAD_K_SIMD_H

@@ -1,9 +1,9 @@
 /* k_threads.c: how many threads the kernels run on, how those threads wait between parallel
  * regions, and which kernel family the build compiled in.
  *
- * Thread count. k_threads_default: OMP_NUM_THREADS when the user set it, else the CPUs this
+ * Thread count. ag_threads_default: OMP_NUM_THREADS when the user set it, else the CPUs this
  * process may run on (sched_getaffinity: a taskset or a container's cpuset counts), at most
- * K_THREADS_MAX. k_threads_use applies a count (0: that default) and returns it.
+ * AG_THREADS_MAX. ag_threads_use applies a count (0: that default) and returns it.
  *
  * Waiting. A parallel region ends in a barrier; the threads that arrive first wait there for the
  * others, and pool threads wait between regions for the next one. libgomp (GCC's OpenMP) spins
@@ -11,19 +11,19 @@
  * it sleeps. On a quiet machine that spin is what makes a short region cheap; on a machine where
  * another process wants a core, the spinning thread takes the CPU from the very thread it waits
  * for, and 2 threads run 1.8 times slower than 1 (docs/speed.md, "Threads on a shared
- * machine"). A bounded spin (K_SPINCOUNT) keeps the quiet speed and sleeps soon enough.
+ * machine"). A bounded spin (AG_SPINCOUNT) keeps the quiet speed and sleeps soon enough.
  * libgomp reads GOMP_SPINCOUNT once, in its own constructor, which runs before any constructor
  * of a program, so the library cannot simply setenv. In a program linked with libattograd.a the
  * entry below in .preinit_array runs first of all (before any shared library is initialized)
  * and, when the user set neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, shows libgomp
- * GOMP_SPINCOUNT=K_SPINCOUNT. glibc installs the process's environment only after the
+ * GOMP_SPINCOUNT=AG_SPINCOUNT. glibc installs the process's environment only after the
  * pre-initializers (its own initialization sets environ to the array the kernel passed), so
  * setenv there is lost; instead the entry borrows, in that array, the slot of one of the
  * variables a shell keeps for itself and no library reads (`_`, the path of the command it
  * runs; else OLDPWD, SHLVL or PWD), and a constructor of ours, which runs after libgomp's, gives
  * the slot back: the program then sees its environment unchanged. Where none of them is set (a
  * program started with a bare environment, env -i), in libattograd.so (.preinit_array is not
- * allowed in a shared object) and in a build without OpenMP, nothing is changed: k_threads_wait
+ * allowed in a shared object) and in a build without OpenMP, nothing is changed: ag_threads_wait
  * says which case holds, and the user can set GOMP_SPINCOUNT (docs/speed.md).
  *
  * `k_par_min` lives here: every kernel with a parallel region reads it, so a program that can
@@ -47,11 +47,11 @@ size_t k_par_min = 16384;
  * k_simd.h's choice: AVX-512 where the compiler targets it (-march=x86-64-v4, or native on such
  * a CPU), AVX2 with FMA (-march=x86-64-v3), otherwise the portable C kernels. k_gemm_kernel_name
  * names the GEMM's, which make BLAS=openblas changes alone. */
-const char *k_kernel_family(void) { return K_SIMD_FAMILY; }
+const char *ag_kernel_family(void) { return K_SIMD_FAMILY; }
 
 /* ---- thread count ---- */
 
-int k_threads_available(void) {
+int ag_threads_available(void) {
 #ifdef __linux__
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
@@ -60,21 +60,21 @@ int k_threads_available(void) {
     return n > 0 ? (int)n : 1;
 }
 
-int k_threads_default(void) {
+int ag_threads_default(void) {
 #ifdef _OPENMP
     const char *env = getenv("OMP_NUM_THREADS");
     if (env && *env) return omp_get_max_threads();
-    int n = k_threads_available();
-    return n < K_THREADS_MAX ? n : K_THREADS_MAX;
+    int n = ag_threads_available();
+    return n < AG_THREADS_MAX ? n : AG_THREADS_MAX;
 #else
     return 1;
 #endif
 }
 
-int k_threads_use(int n) {
-    AG_CHECK(n >= 0, "k_threads_use: %d threads (0: the default, k_threads_default)", n);
+int ag_threads_use(int n) {
+    AG_CHECK(n >= 0, "ag_threads_use: %d threads (0: the default, ag_threads_default)", n);
 #ifdef _OPENMP
-    omp_set_num_threads(n > 0 ? n : k_threads_default());
+    omp_set_num_threads(n > 0 ? n : ag_threads_default());
     return omp_get_max_threads();
 #else
     return 1;
@@ -89,7 +89,7 @@ enum { SPIN_UNTOUCHED, SPIN_LENT };
 static int spin_state = SPIN_UNTOUCHED;
 
 #if defined(_OPENMP) && defined(__ELF__) && defined(__GLIBC__) && !defined(AG_SHARED)
-static char spin_entry[] = "GOMP_SPINCOUNT=" K_SPIN_STR(K_SPINCOUNT);
+static char spin_entry[] = "GOMP_SPINCOUNT=" K_SPIN_STR(AG_SPINCOUNT);
 static char *spin_lender; /* the entry whose slot spin_entry holds until spin_give_back */
 
 /* s is "NAME=..." */
@@ -135,9 +135,9 @@ __attribute__((constructor(101))) static void spin_give_back(void) {
 }
 #endif
 
-const char *k_threads_wait(void) {
+const char *ag_threads_wait(void) {
 #ifdef _OPENMP
-    if (spin_state == SPIN_LENT) return "spin " K_SPIN_STR(K_SPINCOUNT) ", then sleep";
+    if (spin_state == SPIN_LENT) return "spin " K_SPIN_STR(AG_SPINCOUNT) ", then sleep";
     if (getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY"))
         return "as GOMP_SPINCOUNT / OMP_WAIT_POLICY say";
     return "OpenMP's default";

@@ -4,20 +4,20 @@
 #ifndef ATTOGRAD_THREADS_H
 #define ATTOGRAD_THREADS_H
 
-/* k_threads_default: OMP_NUM_THREADS when set, else the CPUs this process may run on
- * (sched_getaffinity), at most K_THREADS_MAX (1 without OpenMP). k_threads_use(n) runs the
- * kernels on n threads (0: k_threads_default) and returns the count in use. Any count gives
- * the same bits. k_threads_available: the CPUs this process may run on.
- * k_threads_wait: how idle threads wait, in words ("spin 1000, then sleep": the bound that a
+/* ag_threads_default: OMP_NUM_THREADS when set, else the CPUs this process may run on
+ * (sched_getaffinity), at most AG_THREADS_MAX (1 without OpenMP). ag_threads_use(n) runs the
+ * kernels on n threads (0: ag_threads_default) and returns the count in use. Any count gives
+ * the same bits. ag_threads_available: the CPUs this process may run on.
+ * ag_threads_wait: how idle threads wait, in words ("spin 1000, then sleep": the bound that a
  * program linked with libattograd.a gives libgomp when the user set neither GOMP_SPINCOUNT nor
  * OMP_WAIT_POLICY; see k_threads.c and docs/speed.md).
- * k_kernel_family: "AVX-512", "AVX2" or "portable", the SIMD family the build compiled in. */
-#define K_THREADS_MAX 8
-#define K_SPINCOUNT 1000
-int k_threads_available(void);
-int k_threads_default(void);
-int k_threads_use(int n);
-const char *k_threads_wait(void);
-const char *k_kernel_family(void);
+ * ag_kernel_family: "AVX-512", "AVX2" or "portable", the SIMD family the build compiled in. */
+#define AG_THREADS_MAX 8
+#define AG_SPINCOUNT 1000
+int ag_threads_available(void);
+int ag_threads_default(void);
+int ag_threads_use(int n);
+const char *ag_threads_wait(void);
+const char *ag_kernel_family(void);
 
 #endif

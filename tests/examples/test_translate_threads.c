@@ -29,7 +29,7 @@ Test(translate_threads, train_names_the_kernels_and_the_thread_count) {
     char dir[512], want[160];
     TsRun r = train_with_threads("1", dir, sizeof dir);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
-    snprintf(want, sizeof want, "kernels: %s, 1 threads (", k_kernel_family());
+    snprintf(want, sizeof want, "kernels: %s, 1 threads (", ag_kernel_family());
     cr_assert(strstr(r.out, want), "no '%s' in:\n%s", want, r.out);
     cr_assert(!strstr(r.err, "warning"), "%s", r.err);
     ts_run_free(&r);
@@ -38,12 +38,12 @@ Test(translate_threads, train_names_the_kernels_and_the_thread_count) {
 
 Test(translate_threads, more_threads_than_cpus_warns_and_runs) {
     char dir[512], want[160], threads[16];
-    int n = k_threads_available() + 1;
+    int n = ag_threads_available() + 1;
     snprintf(threads, sizeof threads, "%d", n);
     TsRun r = train_with_threads(threads, dir, sizeof dir);
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     snprintf(want, sizeof want, "warning: --threads %d is more than the %d CPUs", n,
-             k_threads_available());
+             ag_threads_available());
     cr_assert(strstr(r.err, want), "no '%s' in:\n%s", want, r.err);
 #ifdef _OPENMP
     snprintf(want, sizeof want, ", %d threads (", n);

@@ -1,9 +1,9 @@
 /* test_threads.c: the thread policy and kernel family of k_threads.c.
  * The default thread count (OMP_NUM_THREADS when set, else the CPUs of sched_getaffinity up to
- * K_THREADS_MAX) and k_threads_use; the kernel family agrees with the GEMM's own choice; and the
+ * AG_THREADS_MAX) and ag_threads_use; the kernel family agrees with the GEMM's own choice; and the
  * bounded spin: a program linked with libattograd.a (tests/tools/threads_info, found through
  * AG_THREADS_INFO, which make test sets) is run with chosen environments and libgomp's own
- * report (OMP_DISPLAY_ENV=verbose) says what spin count it took: K_SPINCOUNT when the user set
+ * report (OMP_DISPLAY_ENV=verbose) says what spin count it took: AG_SPINCOUNT when the user set
  * neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, the user's when set; and the program sees exactly
  * the environment it was given.
  * Not here: that results do not depend on the thread count (each kernel's tests). */
@@ -25,52 +25,52 @@
 #include "attograd.h"
 #include "files.h"
 
-Test(k_threads, available_counts_the_cpus_this_process_may_use) {
+Test(ag_threads, available_counts_the_cpus_this_process_may_use) {
     cpu_set_t set;
     cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
-    cr_assert_eq(k_threads_available(), CPU_COUNT(&set));
+    cr_assert_eq(ag_threads_available(), CPU_COUNT(&set));
 }
 
-Test(k_threads, default_is_the_available_cpus_capped_without_omp_num_threads) {
+Test(ag_threads, default_is_the_available_cpus_capped_without_omp_num_threads) {
     unsetenv("OMP_NUM_THREADS");
-    int n = k_threads_available();
+    int n = ag_threads_available();
 #ifdef _OPENMP
-    cr_assert_eq(k_threads_default(), n < K_THREADS_MAX ? n : K_THREADS_MAX);
-    cr_assert_eq(k_threads_use(0), k_threads_default());
-    cr_assert_eq(omp_get_max_threads(), k_threads_default());
+    cr_assert_eq(ag_threads_default(), n < AG_THREADS_MAX ? n : AG_THREADS_MAX);
+    cr_assert_eq(ag_threads_use(0), ag_threads_default());
+    cr_assert_eq(omp_get_max_threads(), ag_threads_default());
 #else
     (void)n;
-    cr_assert_eq(k_threads_default(), 1);
-    cr_assert_eq(k_threads_use(0), 1);
+    cr_assert_eq(ag_threads_default(), 1);
+    cr_assert_eq(ag_threads_use(0), 1);
 #endif
 }
 
-Test(k_threads, default_honours_omp_num_threads_when_set) {
+Test(ag_threads, default_honours_omp_num_threads_when_set) {
     setenv("OMP_NUM_THREADS", "3", 1);
 #ifdef _OPENMP
     omp_set_num_threads(3); /* what libgomp did with the variable at start-up */
-    cr_assert_eq(k_threads_default(), 3);
-    cr_assert_eq(k_threads_use(0), 3);
+    cr_assert_eq(ag_threads_default(), 3);
+    cr_assert_eq(ag_threads_use(0), 3);
 #else
-    cr_assert_eq(k_threads_default(), 1);
+    cr_assert_eq(ag_threads_default(), 1);
 #endif
 }
 
-Test(k_threads, use_applies_an_explicit_count) {
+Test(ag_threads, use_applies_an_explicit_count) {
 #ifdef _OPENMP
-    cr_assert_eq(k_threads_use(5), 5);
+    cr_assert_eq(ag_threads_use(5), 5);
     cr_assert_eq(omp_get_max_threads(), 5);
-    cr_assert_eq(k_threads_use(1), 1);
+    cr_assert_eq(ag_threads_use(1), 1);
 #else
-    cr_assert_eq(k_threads_use(5), 1);
+    cr_assert_eq(ag_threads_use(5), 1);
 #endif
 }
 
-Test(k_threads, use_aborts_on_a_negative_count, .signal = SIGABRT) { k_threads_use(-1); }
+Test(ag_threads, use_aborts_on_a_negative_count, .signal = SIGABRT) { ag_threads_use(-1); }
 
 /* the family and the GEMM's micro-kernel come from the same compiler test (k_simd.h) */
-Test(k_kernel_family, agrees_with_the_gemm_kernel) {
-    const char *f = k_kernel_family(), *g = k_gemm_kernel_name();
+Test(ag_kernel_family, agrees_with_the_gemm_kernel) {
+    const char *f = ag_kernel_family(), *g = k_gemm_kernel_name();
     cr_assert(strcmp(f, "AVX-512") == 0 || strcmp(f, "AVX2") == 0 || strcmp(f, "portable") == 0,
               "family '%s'", f);
     if (strcmp(g, "openblas") == 0) return; /* make BLAS=openblas: the GEMM is OpenBLAS's */
@@ -134,15 +134,15 @@ static void assert_env_unchanged(const TsRun *r, char **envs) {
 #define K_STR_(x) #x
 #define K_STR(x) K_STR_(x)
 
-Test(k_threads_spin, bounded_when_the_user_set_nothing) {
+Test(ag_threads_spin, bounded_when_the_user_set_nothing) {
     char *envs[] = {"HOME=/nonexistent", "OMP_DISPLAY_ENV=verbose", "_=/usr/bin/threads_info",
                     "LANG=C", NULL};
     char dir[512], got[32];
     TsRun r = run_info(envs, dir, sizeof dir);
     spincount(&r, got, sizeof got);
 #ifdef _OPENMP
-    cr_assert_str_eq(got, K_STR(K_SPINCOUNT), "libgomp took spin count '%s':\n%s", got, r.err);
-    cr_assert(strstr(r.out, "wait spin " K_STR(K_SPINCOUNT) ", then sleep\n"), "%s", r.out);
+    cr_assert_str_eq(got, K_STR(AG_SPINCOUNT), "libgomp took spin count '%s':\n%s", got, r.err);
+    cr_assert(strstr(r.out, "wait spin " K_STR(AG_SPINCOUNT) ", then sleep\n"), "%s", r.out);
 #else
     cr_assert(strstr(r.out, "wait no threads"), "%s", r.out);
 #endif
@@ -152,7 +152,7 @@ Test(k_threads_spin, bounded_when_the_user_set_nothing) {
 }
 
 #ifdef _OPENMP
-Test(k_threads_spin, the_users_gomp_spincount_wins) {
+Test(ag_threads_spin, the_users_gomp_spincount_wins) {
     char *envs[] = {"_=/usr/bin/threads_info", "GOMP_SPINCOUNT=77", "OMP_DISPLAY_ENV=verbose",
                     NULL};
     char dir[512], got[32];
@@ -165,7 +165,7 @@ Test(k_threads_spin, the_users_gomp_spincount_wins) {
     ts_rm_tree(dir);
 }
 
-Test(k_threads_spin, the_users_wait_policy_wins) {
+Test(ag_threads_spin, the_users_wait_policy_wins) {
     char *envs[] = {"OMP_WAIT_POLICY=active", "OMP_DISPLAY_ENV=verbose", "_=/bin/x", NULL};
     char dir[512], got[32];
     TsRun r = run_info(envs, dir, sizeof dir);
@@ -177,19 +177,19 @@ Test(k_threads_spin, the_users_wait_policy_wins) {
 }
 
 /* no `_`: the slot of OLDPWD, SHLVL or PWD (as a program started from python has) */
-Test(k_threads_spin, bounded_with_another_shell_variable) {
+Test(ag_threads_spin, bounded_with_another_shell_variable) {
     char *envs[] = {"PWD=/tmp", "OMP_DISPLAY_ENV=verbose", "SHLVL=1", NULL};
     char dir[512], got[32];
     TsRun r = run_info(envs, dir, sizeof dir);
     spincount(&r, got, sizeof got);
-    cr_assert_str_eq(got, K_STR(K_SPINCOUNT), "libgomp took spin count '%s':\n%s", got, r.err);
+    cr_assert_str_eq(got, K_STR(AG_SPINCOUNT), "libgomp took spin count '%s':\n%s", got, r.err);
     assert_env_unchanged(&r, envs);
     ts_run_free(&r);
     ts_rm_tree(dir);
 }
 
 /* a bare environment (no variable whose slot could be lent): OpenMP's default, and said so */
-Test(k_threads_spin, untouched_without_a_slot_and_said_so) {
+Test(ag_threads_spin, untouched_without_a_slot_and_said_so) {
     char *envs[] = {"OMP_DISPLAY_ENV=verbose", "HOME=/root", NULL};
     char dir[512], got[32];
     TsRun r = run_info(envs, dir, sizeof dir);

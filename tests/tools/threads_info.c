@@ -2,7 +2,7 @@
  * sees, for tests/tensor/test_threads.c (which runs it with chosen environments):
  *   family <AVX-512|AVX2|portable>
  *   threads <default> of <available>
- *   wait <k_threads_wait()>
+ *   wait <ag_threads_wait()>
  *   env <NAME=VALUE>          one line a variable, in the order of environ
  * Not here: the checks (the test). */
 #include <stdio.h>
@@ -12,9 +12,9 @@
 extern char **environ;
 
 int main(void) {
-    printf("family %s\n", k_kernel_family());
-    printf("threads %d of %d\n", k_threads_default(), k_threads_available());
-    printf("wait %s\n", k_threads_wait());
+    printf("family %s\n", ag_kernel_family());
+    printf("threads %d of %d\n", ag_threads_default(), ag_threads_available());
+    printf("wait %s\n", ag_threads_wait());
     for (char **e = environ; e && *e; e++) printf("env %s\n", *e);
     return 0;
 }
