@@ -75,9 +75,10 @@ static int visible_end(const KAttention *a, int b) {
 static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
 /* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block. */
-static K_ALWAYS_INLINE void
-tile_rows(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx, int i0,
-          int n, int K, const Real *restrict Bp, size_t ldb, int N, int add, const int rb) {
+static K_ALWAYS_INLINE void tile_rows(Real *restrict C, size_t ldc, const Real *restrict X,
+                                      size_t rsx, size_t csx, int i0, int n, int K,
+                                      const Real *restrict Bp, size_t ldb, int N, int add,
+                                      const int rb) {
     int NP = padded(N);
     const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
     for (int r = 0; r < rb; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
@@ -134,8 +135,7 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rs
      * sums below take long enough for them to arrive */
     if (add)
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < N; j += 64 / (int)sizeof(Real))
-                PREFETCH_W(C + (size_t)i * ldc + j);
+            for (int j = 0; j < N; j += 64 / (int)sizeof(Real)) PREFETCH_W(C + (size_t)i * ldc + j);
     int i0 = 0;
     for (; n - i0 > RB / 2; i0 += RB) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB);
     if (i0 < n) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB / 2);
@@ -324,7 +324,7 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                         for (int j = 0; j < kend; j++)
                             Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
                     Real D = k_row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
-                    for (int j = 0; j < vis; j++)      /* 0 past kend, where gk's product reads */
+                    for (int j = 0; j < vis; j++)        /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
                 if (gq)

@@ -129,7 +129,6 @@ void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, con
 #define NC GEMM_NC
 _Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiples of the tile");
 
-
 /* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
  * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
  * exchanged. Only moves: the values are copied exactly. */

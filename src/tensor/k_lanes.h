@@ -32,7 +32,7 @@ static inline double k_lanes_total_d(double *lane) {
 
 /* The sum over j < n of TERM (an expression of j) in K_LANES lanes of type T, into *out: the
  * one loop shape every reduction below has (the tail of the row goes to lanes 0, 1, ...). */
-#define K_LANES_SUM(T, total, n, TERM, out)                                                       \
+#define K_LANES_SUM(T, total, n, TERM, out)                                                        \
     do {                                                                                           \
         T lane_[K_LANES] = {0};                                                                    \
         int j_ = 0;                                                                                \

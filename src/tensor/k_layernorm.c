@@ -20,8 +20,8 @@
 #define LN_ROW_BLOCK 32
 
 /* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c */
-static inline void dsums_add(const Real *x, const Real *gy, const Real *w, double mean,
-                             double rstd, int c, double *ad, double *adx) {
+static inline void dsums_add(const Real *x, const Real *gy, const Real *w, double mean, double rstd,
+                             int c, double *ad, double *adx) {
     double xhat = ((double)x[c] - mean) * rstd, dxhat = (double)gy[c] * (double)w[c];
     *ad += dxhat;
     *adx += dxhat * xhat;
