@@ -1,7 +1,7 @@
 /* fuzz.h: what the fuzz harnesses share. Each fuzz/<name>.c defines LLVMFuzzerTestOneInput for
- * one input path of attograd (npy, npz, checkpoint, tsv, vocab, cli); clang's libFuzzer drives
- * it (make fuzz), and fuzz/replay.c drives it from gcc over the saved inputs of
- * fuzz/regressions/<name>/ (make test).
+ * one input path of attograd (npy, npz, checkpoint, tsv, vocab, cli, tokenizer, bpe, shard);
+ * clang's libFuzzer drives it (make fuzz), and fuzz/replay.c drives it from gcc over the saved
+ * inputs of fuzz/regressions/<name>/ (make test).
  * The harnesses check more than "no crash": every failure must be a known AG_ERR_* code with a
  * message that names the input, and every success must satisfy the invariants the caller relies
  * on. A broken invariant aborts (FUZZ_CHECK), which libFuzzer reports as a crash and the replay

@@ -2,7 +2,8 @@
  * TSV lines from the toy corpus generator (data/corpus.h), vocabularies and checkpoints from
  * the translation example's own functions (tiny models, with and without optimizer state,
  * several configurations and deflate levels), .npz files of every dtype from npz_write, the
- * .npy entries cut out of stored .npz files, and typical command lines.
+ * .npy entries cut out of stored .npz files, typical command lines, and saved tokenizers,
+ * training texts and token shards (src/text).
  * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
  * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
 #include <errno.h>
@@ -159,6 +160,49 @@ static void model_seeds(void) {
     tr_vocab_free(&t2);
 }
 
+/* ---- text: saved tokenizers, training texts, token shards (src/text) ---- */
+static void text_seeds(void) {
+    static const char text[] = "First Citizen:\nBefore we proceed any further, hear me speak.\n\n"
+                               "All:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved "
+                               "rather to die than to famish?\n<|endoftext|>aaaaaaaaaaaaaaaa\n";
+    size_t n = sizeof text - 1;
+    TxtTokenizer *t[3];
+    t[0] = txt_char_new(text, n);
+    if (txt_bpe_train(text, n, 320, TXT_SPLIT_GPT2, "seeds", &t[1]) != AG_OK ||
+        txt_bpe_train(text, n, 320, TXT_SPLIT_NONE, "seeds", &t[2]) != AG_OK)
+        die("txt_bpe_train");
+    static const char *names[3] = {"char.tok", "bpe_gpt2.tok", "bpe_none.tok"};
+    for (int k = 0; k < 3; k++) {
+        if (txt_add_special(t[k], "<|endoftext|>") < 0) die("txt_add_special");
+        size_t len;
+        uint8_t *b = txt_to_bytes(t[k], &len);
+        put("tokenizer", names[k], b, len);
+        free(b);
+    }
+    /* bpe: the first byte picks the vocabulary (256 + byte) and the split (odd: GPT-2) */
+    for (int k = 0; k < 2; k++) {
+        unsigned char *b = malloc(n + 1);
+        b[0] = k ? 0x41 : 0x40;
+        memcpy(b + 1, text, n);
+        put("bpe", k ? "speech_gpt2" : "speech_none", b, n + 1);
+        free(b);
+    }
+    /* shards: the text's ids, uint16 and uint32 */
+    int *ids;
+    size_t n_ids;
+    if (txt_encode_alloc(t[1], text, n, TXT_SPECIAL_ALLOW, &ids, &n_ids, "seeds") != AG_OK)
+        die("txt_encode_alloc");
+    char path[700];
+    put("shard", "u16.bin", "", 0);
+    path_of(path, sizeof path, "shard", "u16.bin");
+    if (txt_shard_write(path, ids, n_ids, txt_vocab_size(t[1])) != AG_OK) die(path);
+    ids[0] = 70000;
+    path_of(path, sizeof path, "shard", "u32.bin");
+    if (txt_shard_write(path, ids, n_ids, 70001) != AG_OK) die(path);
+    free(ids);
+    for (int k = 0; k < 3; k++) txt_free(t[k]);
+}
+
 /* ---- npz and npy: every dtype, from npz_write ---- */
 static void npz_seeds(void) {
     static const float f32[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
@@ -238,5 +282,6 @@ int main(int argc, char **argv) {
     model_seeds();
     npz_seeds();
     cli_seeds();
+    text_seeds();
     return 0;
 }

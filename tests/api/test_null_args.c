@@ -3,8 +3,8 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io) and fails for any function taking a pointer that has no row here, unless it
- * is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
+ * nn, optim, io, text) and fails for any function taking a pointer that has no row here, unless
+ * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
  * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
  * tests). */
@@ -60,6 +60,11 @@ static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
     (void)ctx;
     return in[0];
 }
+static TxtTokenizer *const TOK = (TxtTokenizer *)&A; /* never read: the checks come first */
+static TxtLoader TL;
+static int I1;
+static size_t Z1;
+static int64_t STATE[TXT_LOADER_STATE_LEN];
 static const char *volatile NO_FMT = NULL; /* volatile: no format warning at compile time */
 
 /* X(function, argument, the call with that argument NULL) */
@@ -337,7 +342,63 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(npz_load_params, pl, npz_load_params(NULL, "x.npz", NULL))                                   \
     X(npz_load_params, path, npz_load_params(&PL, NULL, NULL))                                     \
     X(npz_params_from_file, pl, npz_params_from_file(NULL, &NF, NULL))                             \
-    X(npz_params_from_file, f, npz_params_from_file(&PL, NULL, NULL))
+    X(npz_params_from_file, f, npz_params_from_file(&PL, NULL, NULL))                              \
+    /* text.h */                                                                                   \
+    X(txt_char_new, text, txt_char_new(NULL, 1))                                                   \
+    X(txt_bpe_train, text, txt_bpe_train(NULL, 1, 300, TXT_SPLIT_NONE, "x", NULL))                 \
+    X(txt_bpe_train, out, txt_bpe_train("ab", 2, 300, TXT_SPLIT_NONE, "x", NULL))                  \
+    X(txt_kind, t, txt_kind(NULL))                                                                 \
+    X(txt_split, t, txt_split(NULL))                                                               \
+    X(txt_vocab_size, t, txt_vocab_size(NULL))                                                     \
+    X(txt_n_merges, t, txt_n_merges(NULL))                                                         \
+    X(txt_n_special, t, txt_n_special(NULL))                                                       \
+    X(txt_merge, t, txt_merge(NULL, 0, &I1, &I1))                                                  \
+    X(txt_merge, left, txt_merge(TOK, 0, NULL, &I1))                                               \
+    X(txt_merge, right, txt_merge(TOK, 0, &I1, NULL))                                              \
+    X(txt_token_bytes, t, txt_token_bytes(NULL, 0, &Z1))                                           \
+    X(txt_token_bytes, len, txt_token_bytes(TOK, 0, NULL))                                         \
+    X(txt_add_special, t, txt_add_special(NULL, "<s>"))                                            \
+    X(txt_add_special, s, txt_add_special(TOK, NULL))                                              \
+    X(txt_special_id, t, txt_special_id(NULL, "<s>"))                                              \
+    X(txt_special_id, s, txt_special_id(TOK, NULL))                                                \
+    X(txt_encode, t, txt_encode(NULL, "a", 1, TXT_SPECIAL_ALLOW, &I1, 1, &Z1, "x"))                \
+    X(txt_encode, text, txt_encode(TOK, NULL, 1, TXT_SPECIAL_ALLOW, &I1, 1, &Z1, "x"))             \
+    X(txt_encode, ids, txt_encode(TOK, "a", 1, TXT_SPECIAL_ALLOW, NULL, 1, &Z1, "x"))              \
+    X(txt_encode, n_ids_out, txt_encode(TOK, "a", 1, TXT_SPECIAL_ALLOW, &I1, 1, NULL, "x"))        \
+    X(txt_encode_alloc, t, txt_encode_alloc(NULL, "a", 1, TXT_SPECIAL_ALLOW, NULL, &Z1, "x"))      \
+    X(txt_encode_alloc, text, txt_encode_alloc(TOK, NULL, 1, TXT_SPECIAL_ALLOW, NULL, &Z1, "x"))   \
+    X(txt_encode_alloc, ids, txt_encode_alloc(TOK, "a", 1, TXT_SPECIAL_ALLOW, NULL, &Z1, "x"))     \
+    X(txt_encode_alloc, n_ids_out,                                                                 \
+      txt_encode_alloc(TOK, "a", 1, TXT_SPECIAL_ALLOW, (int **)&TOK, NULL, "x"))                   \
+    X(txt_decode, t, txt_decode(NULL, IDS, 1, BUF, 1, "x"))                                        \
+    X(txt_decode, ids, txt_decode(TOK, NULL, 1, BUF, 1, "x"))                                      \
+    X(txt_decode, out, txt_decode(TOK, IDS, 1, NULL, 1, "x"))                                      \
+    X(txt_decode_alloc, t, txt_decode_alloc(NULL, IDS, 1, NULL, &Z1, "x"))                         \
+    X(txt_decode_alloc, ids, txt_decode_alloc(TOK, NULL, 1, NULL, &Z1, "x"))                       \
+    X(txt_decode_alloc, out, txt_decode_alloc(TOK, IDS, 1, NULL, &Z1, "x"))                        \
+    X(txt_decode_alloc, len, txt_decode_alloc(TOK, IDS, 1, (char **)&TOK, NULL, "x"))              \
+    X(txt_to_bytes, t, txt_to_bytes(NULL, &Z1))                                                    \
+    X(txt_to_bytes, len, txt_to_bytes(TOK, NULL))                                                  \
+    X(txt_from_bytes, bytes, txt_from_bytes(NULL, 1, "x", NULL))                                   \
+    X(txt_from_bytes, out, txt_from_bytes("x", 1, "x", NULL))                                      \
+    X(txt_save, t, txt_save(NULL, "x.npz"))                                                        \
+    X(txt_save, path, txt_save(TOK, NULL))                                                         \
+    X(txt_load, path, txt_load(NULL, NULL))                                                        \
+    X(txt_load, out, txt_load("x.npz", NULL))                                                      \
+    X(txt_shard_write, path, txt_shard_write(NULL, IDS, 1, 10))                                    \
+    X(txt_shard_write, ids, txt_shard_write("x.bin", NULL, 1, 10))                                 \
+    X(txt_shard_read, path, txt_shard_read(NULL, 0, NULL, NULL))                                   \
+    X(txt_shard_read, ids, txt_shard_read("x.bin", 0, NULL, NULL))                                 \
+    X(txt_shard_read, n, txt_shard_read("x.bin", 0, (int **)&TOK, NULL))                           \
+    X(txt_loader_init, L, txt_loader_init(NULL, IDS, 0, 4, 1, 2, 1, "x"))                          \
+    X(txt_loader_init, tokens, txt_loader_init(&TL, NULL, 0, 4, 1, 2, 1, "x"))                     \
+    X(txt_loader_next, L, txt_loader_next(NULL, &I1, &I1))                                         \
+    X(txt_loader_next, x, txt_loader_next(&TL, NULL, &I1))                                         \
+    X(txt_loader_next, y, txt_loader_next(&TL, &I1, NULL))                                         \
+    X(txt_loader_state, L, txt_loader_state(NULL, STATE))                                          \
+    X(txt_loader_state, state, txt_loader_state(&TL, NULL))                                        \
+    X(txt_loader_restore, L, txt_loader_restore(NULL, STATE, "x"))                                 \
+    X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -361,6 +422,7 @@ static const char *const accepts_null[][2] = {
     {"ag_tape_free", "NULL is a no-op, as free"},
     {"npz_free", "NULL is a no-op, as free"},
     {"npz_writer_free", "NULL is a no-op, as free"},
+    {"txt_free", "NULL is a no-op, as free"},
     {"tensor_shape_str", "gives \"(NULL)\": error messages show a missing tensor"},
     {"ag_fail", "a printf-like format (the compiler checks the call)"},
     {"ag_abort", "a printf-like format (the compiler checks the call)"},
@@ -447,10 +509,11 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
-        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h"};
-    static const char *const prefixes[] = {"ag_", "arena_", "tensor_", "rng_",
-                                           "nn_", "optim_", "ckpt_",   "npz_"};
+        "src/tensor/tensor.h", "src/tensor/rng.h", "src/autograd/autograd.h",
+        "src/nn/nn.h",         "src/nn/gpt.h",     "src/optim/optim.h",
+        "src/io/checkpoint.h", "src/io/npz.h",     "src/text/text.h"};
+    static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
+                                           "optim_", "ckpt_",  "npz_",    "txt_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

@@ -1,0 +1,224 @@
+/* shards.c: token shards in llm.c's format (dev/data/data_common.py: a header of 256 int32, then
+ * uint16 or uint32 tokens), and the loader of random training windows over a token array.
+ * The writer is atomic (a temporary file in the same folder, fsync, rename); the reader checks
+ * the header against the file's real size before it allocates, and each token against the
+ * vocabulary. The loader's whole state is one Rng and a batch count (txt_loader_state), so a
+ * run resumed from a checkpoint draws the same windows as a straight one.
+ * Not here: tokenizers (tokenizer.c). Read next: docs/text.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "text_internal.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the shard code assumes a little-endian host, as the files are"
+#endif
+
+/* ---- writing ---- */
+
+int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size) {
+    AG_CHECK_ARG(path);
+    AG_CHECK(ids || n == 0, "txt_shard_write: argument 'ids' is NULL");
+    if (vocab_size < 1)
+        return ag_fail(AG_ERR_RANGE, "%s: vocabulary size %d: must be >= 1", path, vocab_size);
+    if ((int64_t)n > TXT_SHARD_MAX_TOKENS)
+        return ag_fail(AG_ERR_RANGE, "%s: %zu tokens: a shard holds at most %lld", path, n,
+                       (long long)TXT_SHARD_MAX_TOKENS);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab_size)
+            return ag_fail(AG_ERR_RANGE, "%s: not written: token %zu = %d outside [0, %d)", path, i,
+                           ids[i], vocab_size);
+    int wide = vocab_size > 65536;
+    int32_t header[TXT_SHARD_HEADER_INTS] = {0};
+    header[0] = wide ? TXT_SHARD_MAGIC_U32 : TXT_SHARD_MAGIC_U16;
+    header[1] = wide ? TXT_SHARD_VERSION_U32 : TXT_SHARD_VERSION_U16;
+    header[2] = (int32_t)n;
+
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return ag_fail(AG_ERR_IO, "%s: path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno));
+    int ok = fwrite(header, sizeof header, 1, f) == 1;
+    /* tokens in blocks, converted to the file's width */
+    enum { BLOCK = 4096 };
+    uint32_t buf32[BLOCK];
+    uint16_t buf16[BLOCK];
+    for (size_t i = 0; ok && i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        if (wide) {
+            for (size_t j = 0; j < k; j++) buf32[j] = (uint32_t)ids[i + j];
+            ok = fwrite(buf32, 4, k, f) == k;
+        } else {
+            for (size_t j = 0; j < k; j++) buf16[j] = (uint16_t)ids[i + j];
+            ok = fwrite(buf16, 2, k, f) == k;
+        }
+    }
+    int err = ok ? 0 : errno;
+    if (ok && fflush(f) != 0) ok = 0, err = errno;
+    if (ok && fsync(fileno(f)) != 0) ok = 0, err = errno;
+    if (fclose(f) != 0 && ok) ok = 0, err = errno;
+    if (ok && rename(tmp, path) != 0) ok = 0, err = errno;
+    if (!ok) {
+        remove(tmp);
+        return ag_fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(err));
+    }
+    return AG_OK;
+}
+
+/* ---- reading ---- */
+
+int txt_shard_read(const char *path, int vocab_size, int **ids, size_t *n) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(ids);
+    AG_CHECK_ARG(n);
+    *ids = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = AG_OK;
+    int *out = NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto done;
+    }
+    int32_t header[TXT_SHARD_HEADER_INTS];
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < sizeof header) {
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %llu bytes: shorter than the %zu-byte header", path,
+                     (unsigned long long)size, sizeof header);
+        goto done;
+    }
+    if (fread(header, sizeof header, 1, f) != 1) {
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read the header: %s", path,
+                     ferror(f) ? strerror(errno) : "end of file");
+        goto done;
+    }
+    int width;
+    if (header[0] == TXT_SHARD_MAGIC_U16 && header[1] == TXT_SHARD_VERSION_U16)
+        width = 2;
+    else if (header[0] == TXT_SHARD_MAGIC_U32 && header[1] == TXT_SHARD_VERSION_U32)
+        width = 4;
+    else {
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: magic %d version %d: not a token shard (llm.c's %d/%d uint16 or %d/%d "
+                     "uint32)",
+                     path, header[0], header[1], TXT_SHARD_MAGIC_U16, TXT_SHARD_VERSION_U16,
+                     TXT_SHARD_MAGIC_U32, TXT_SHARD_VERSION_U32);
+        goto done;
+    }
+    if (header[2] < 0) {
+        rc = ag_fail(AG_ERR_FORMAT, "%s: token count %d: must be >= 0", path, header[2]);
+        goto done;
+    }
+    uint64_t count = (uint64_t)header[2], expect = sizeof header + count * (uint64_t)width;
+    if (expect != size) {
+        rc = ag_fail(
+            AG_ERR_FORMAT, "%s: the header says %llu tokens (%llu bytes), the file has %llu", path,
+            (unsigned long long)count, (unsigned long long)expect, (unsigned long long)size);
+        goto done;
+    }
+    out = malloc((count ? count : 1) * sizeof *out);
+    if (!out) {
+        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for %llu tokens", path,
+                     (unsigned long long)count);
+        goto done;
+    }
+    enum { BLOCK = 4096 };
+    uint8_t buf[BLOCK * 4];
+    for (uint64_t i = 0; i < count; i += BLOCK) {
+        size_t k = count - i < BLOCK ? (size_t)(count - i) : BLOCK;
+        if (fread(buf, (size_t)width, k, f) != k) {
+            rc = ag_fail(AG_ERR_IO, "%s: short read at token %llu", path, (unsigned long long)i);
+            goto done;
+        }
+        for (size_t j = 0; j < k; j++) {
+            uint32_t v;
+            if (width == 2)
+                v = (uint32_t)buf[2 * j] | (uint32_t)buf[2 * j + 1] << 8;
+            else
+                v = (uint32_t)buf[4 * j] | (uint32_t)buf[4 * j + 1] << 8 |
+                    (uint32_t)buf[4 * j + 2] << 16 | (uint32_t)buf[4 * j + 3] << 24;
+            if (v > INT32_MAX || (vocab_size > 0 && v >= (uint32_t)vocab_size)) {
+                rc = ag_fail(AG_ERR_RANGE, "%s: token %llu = %u outside the vocabulary [0, %d)",
+                             path, (unsigned long long)(i + j), v,
+                             vocab_size > 0 ? vocab_size : INT32_MAX);
+                goto done;
+            }
+            out[i + j] = (int)v;
+        }
+    }
+done:
+    fclose(f);
+    if (rc != AG_OK) {
+        free(out);
+        return rc;
+    }
+    *ids = out;
+    *n = (size_t)header[2];
+    return AG_OK;
+}
+
+/* ---- train/valid split and the window loader ---- */
+
+TxtSplitRange txt_split_range(size_t n, double valid_frac) {
+    AG_CHECK(valid_frac >= 0 && valid_frac <= 1, "txt_split_range: valid_frac %g outside [0, 1]",
+             valid_frac);
+    size_t n_valid = (size_t)((double)n * valid_frac);
+    if (n_valid > n) n_valid = n;
+    return (TxtSplitRange){0, n - n_valid, n - n_valid, n};
+}
+
+int txt_loader_init(TxtLoader *L, const int *tokens, size_t lo, size_t hi, int B, int T,
+                    uint64_t seed, const char *label) {
+    AG_CHECK_ARG(L);
+    if (!label) label = "txt_loader";
+    if (B < 1 || T < 1)
+        return ag_fail(AG_ERR_ARG, "%s: batch %d, block %d: must be >= 1", label, B, T);
+    if (hi < lo || hi - lo < (size_t)T + 1)
+        return ag_fail(AG_ERR_ARG, "%s: %zu tokens: a window of block %d needs %d", label,
+                       hi >= lo ? hi - lo : 0, T, T + 1);
+    AG_CHECK(tokens, "txt_loader_init: argument 'tokens' is NULL");
+    *L = (TxtLoader){.tokens = tokens, .lo = lo, .hi = hi, .B = B, .T = T};
+    rng_seed(&L->rng, seed);
+    return AG_OK;
+}
+
+void txt_loader_next(TxtLoader *L, int *x, int *y) {
+    AG_CHECK_ARG(L);
+    AG_CHECK_ARG(x);
+    AG_CHECK_ARG(y);
+    uint64_t starts = (uint64_t)(L->hi - L->lo - (size_t)L->T); /* windows of T + 1 tokens */
+    for (int b = 0; b < L->B; b++) {
+        size_t s = L->lo + (size_t)rng_below(&L->rng, starts);
+        memcpy(x + (size_t)b * L->T, L->tokens + s, (size_t)L->T * sizeof *x);
+        memcpy(y + (size_t)b * L->T, L->tokens + s + 1, (size_t)L->T * sizeof *y);
+    }
+    L->batches++;
+}
+
+void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]) {
+    AG_CHECK_ARG(L);
+    AG_CHECK_ARG(state);
+    for (int i = 0; i < 4; i++) state[i] = (int64_t)L->rng.s[i];
+    state[4] = L->batches;
+}
+
+int txt_loader_restore(TxtLoader *L, const int64_t state[TXT_LOADER_STATE_LEN], const char *label) {
+    AG_CHECK_ARG(L);
+    AG_CHECK_ARG(state);
+    if (!label) label = "txt_loader";
+    if (!state[0] && !state[1] && !state[2] && !state[3])
+        return ag_fail(AG_ERR_RANGE, "%s: the loader's RNG state is all zeros", label);
+    if (state[4] < 0)
+        return ag_fail(AG_ERR_RANGE, "%s: batch count %lld: must be >= 0", label,
+                       (long long)state[4]);
+    for (int i = 0; i < 4; i++) L->rng.s[i] = (uint64_t)state[i];
+    L->batches = state[4];
+    return AG_OK;
+}

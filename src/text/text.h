@@ -1,0 +1,170 @@
+/* text.h: text for language models. Tokenizers (character-level over bytes, and byte-level BPE
+ * in the minbpe sense: 256 byte tokens, learned merges, special tokens), their saved form (bytes
+ * a checkpoint can keep, or a standalone .npz file), token shards in llm.c's format, and a
+ * loader of random seeded windows (x, y) for training, resumable to the bit.
+ * Not here: models (nn/), the checkpoint container (io/checkpoint.h), any network access (real
+ * text comes from scripts/shakespeare.sh at set-up time). Read next: tokenizer.c (encode and
+ * decode), bpe_train.c (training), tokenizer_io.c (the saved form), shards.c (shards, loader).
+ * docs/text.md describes every format and rule.
+ *
+ * Errors: anything from the environment (a file, a text, a saved tokenizer) returns AG_OK or an
+ * AG_ERR_* code with ag_last_error() naming the path (or the label given) and the reason. API
+ * misuse (a NULL tokenizer, an id out of range given to txt_token_bytes) aborts naming the
+ * function. */
+#ifndef ATTOGRAD_TEXT_H
+#define ATTOGRAD_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../tensor/rng.h"
+
+/* ---- limits (a saved tokenizer outside them is refused; training stays inside them) ---- */
+#define TXT_MAX_VOCAB (1 << 20)       /* ids, all kinds together */
+#define TXT_MAX_TOKEN_LEN 4096        /* bytes of one token (BPE merges never make longer) */
+#define TXT_MAX_TOKEN_BYTES (1 << 26) /* bytes of all tokens together: 64 MiB */
+#define TXT_MAX_SPECIAL 1024          /* special tokens */
+#define TXT_MAX_SPECIAL_LEN 256       /* bytes of one special token's string */
+
+typedef enum { TXT_CHAR = 1, TXT_BPE = 2 } TxtKind;
+
+/* How BPE cuts a text into chunks before merging (a merge never crosses a chunk's edge):
+ *   TXT_SPLIT_NONE  the whole text is one chunk (minbpe's BasicTokenizer)
+ *   TXT_SPLIT_GPT2  GPT-2-like, written by hand (no regex): an optional space followed by a run
+ *                   of letters (ASCII letters and every byte >= 0x80, so UTF-8 stays whole), or
+ *                   of digits, or of other visible bytes; the contractions 's 't 'm 'd 're 've
+ *                   'll (ASCII lowercase) alone; a run of whitespace, without its last space when
+ *                   a chunk that starts with a space follows. docs/text.md has examples. */
+typedef enum { TXT_SPLIT_NONE = 0, TXT_SPLIT_GPT2 = 1 } TxtSplit;
+
+/* A tokenizer: ids 0..n_base-1 are single bytes (BPE: all 256, id = byte; char: the distinct
+ * bytes of the training text in increasing order), then one id per merge (BPE), then the
+ * special tokens in the order they were added. Opaque: use the functions below. */
+typedef struct TxtTokenizer TxtTokenizer;
+
+/* A character-level tokenizer over the bytes of text[0..n) (each distinct byte one id, in byte
+ * order). A character of UTF-8 text that takes several bytes is several tokens. */
+TxtTokenizer *txt_char_new(const void *text, size_t n);
+/* A byte-level BPE trained on text[0..n) up to vocab_size ids (256 bytes + merges; specials
+ * added later come on top). Each step merges the most frequent adjacent pair (counted over the
+ * chunks of split, each chunk weighted by how often it occurs); ties go to the lowest first id,
+ * then the lowest second id. Training stops early (fewer merges) when no pair occurs twice, or
+ * when every pair left would make a token over TXT_MAX_TOKEN_LEN bytes or all tokens over
+ * TXT_MAX_TOKEN_BYTES. AG_ERR_ARG for vocab_size outside [256, TXT_MAX_VOCAB] or a bad split
+ * (message starts with label); AG_ERR_NOMEM if memory runs out. *out is the new tokenizer. */
+int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, const char *label,
+                  TxtTokenizer **out);
+void txt_free(TxtTokenizer *t);
+
+TxtKind txt_kind(const TxtTokenizer *t);
+TxtSplit txt_split(const TxtTokenizer *t);
+int txt_vocab_size(const TxtTokenizer *t); /* every id: bytes, merges, specials */
+int txt_n_merges(const TxtTokenizer *t);
+/* The merge that made id 256 + k (BPE), k in [0, txt_n_merges): its two parts. */
+void txt_merge(const TxtTokenizer *t, int k, int *left, int *right);
+/* The bytes of one id (a special token's string for a special id); *len its length. Aborts for
+ * an id outside [0, txt_vocab_size). The pointer lives as long as t. */
+const uint8_t *txt_token_bytes(const TxtTokenizer *t, int id, size_t *len);
+
+/* ---- special tokens ---- */
+/* Adds a special token (e.g. "<|endoftext|>") with the next id; returns it. AG_ERR_ARG (message
+ * starts with "txt_add_special") for an empty string, one over TXT_MAX_SPECIAL_LEN bytes, a
+ * duplicate, or when the vocabulary is full. */
+int txt_add_special(TxtTokenizer *t, const char *s);
+/* The id of special string s, or -1. */
+int txt_special_id(const TxtTokenizer *t, const char *s);
+int txt_n_special(const TxtTokenizer *t);
+
+/* ---- encoding and decoding ---- */
+typedef enum {
+    TXT_SPECIAL_ORDINARY = 0, /* a special string in the text is encoded as ordinary bytes */
+    TXT_SPECIAL_ALLOW = 1     /* each occurrence becomes its one id (the longest one first) */
+} TxtSpecialMode;
+
+/* Encodes text[0..n) into ids[0..*n_ids); ids has room for cap ids (n is always enough: every
+ * id stands for one byte or more). BPE applies the merges
+ * in the order they were learned (minbpe's encode: the lowest-ranked pair first, left to right)
+ * within each chunk of the tokenizer's split. Errors (message starts with label):
+ * AG_ERR_RANGE for a byte a character tokenizer does not know ("byte 0x7e ('~') at offset 12 is
+ * not in the vocabulary"), AG_ERR_NOMEM when more than cap ids are needed (*n_ids then says how
+ * many were written). */
+int txt_encode(const TxtTokenizer *t, const void *text, size_t n, TxtSpecialMode mode, int *ids,
+               size_t cap, size_t *n_ids, const char *label);
+/* The same into a malloc'd array (free it). */
+int txt_encode_alloc(const TxtTokenizer *t, const void *text, size_t n, TxtSpecialMode mode,
+                     int **ids, size_t *n_ids, const char *label);
+/* Decodes ids[0..n) into out (cap bytes); returns the bytes the text needs (as snprintf, but
+ * no NUL is added), or AG_ERR_RANGE for an id outside the vocabulary (message starts with
+ * label). out may be NULL when cap is 0 (to size a buffer). */
+int64_t txt_decode(const TxtTokenizer *t, const int *ids, size_t n, void *out, size_t cap,
+                   const char *label);
+/* Decodes into a malloc'd, NUL-terminated string (free it); *len its length without the NUL. */
+int txt_decode_alloc(const TxtTokenizer *t, const int *ids, size_t n, char **out, size_t *len,
+                     const char *label);
+
+/* ---- saved form ----
+ * txt_to_bytes: a small little-endian format (docs/text.md: magic "ATGTOKEN", version, kind,
+ * split, then the byte list or the merges, then the special strings) that a checkpoint keeps
+ * in Checkpoint.extra. txt_from_bytes checks every value before it is used (the magic and
+ * version, the kind and split, counts within the limits above and within what the bytes hold,
+ * char bytes strictly increasing, each merge's parts below its own id, token lengths within
+ * the limits, special strings non-empty, distinct and within bounds, no byte left over); on any
+ * failure it returns AG_ERR_FORMAT (or AG_ERR_RANGE for a value) naming label and the reason. */
+uint8_t *txt_to_bytes(const TxtTokenizer *t, size_t *len); /* malloc'd; free it */
+int txt_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenizer **out);
+/* A standalone file: an .npz with one entry "tokenizer" ('|u1', the bytes above), written
+ * atomically (npz_write); np.load shows it. Errors name the path. */
+int txt_save(const TxtTokenizer *t, const char *path);
+int txt_load(const char *path, TxtTokenizer **out);
+
+/* ---- token shards in llm.c's format ----
+ * A header of 256 little-endian int32: [0] magic, [1] version, [2] token count; then the
+ * tokens. llm.c's two kinds: magic 20240520 version 1 with uint16 tokens (GPT-2, vocabularies
+ * up to 65536), magic 20240801 version 7 with uint32 tokens (LLaMA 3, larger vocabularies). */
+#define TXT_SHARD_MAGIC_U16 20240520
+#define TXT_SHARD_VERSION_U16 1
+#define TXT_SHARD_MAGIC_U32 20240801
+#define TXT_SHARD_VERSION_U32 7
+#define TXT_SHARD_HEADER_INTS 256
+#define TXT_SHARD_MAX_TOKENS ((int64_t)INT32_MAX) /* the count is an int32 */
+
+/* Writes ids[0..n) to path atomically (a temporary file, fsync, rename). The uint16 kind when
+ * vocab_size <= 65536, else uint32. AG_ERR_RANGE when an id is outside [0, vocab_size) or
+ * n > TXT_SHARD_MAX_TOKENS; AG_ERR_IO naming the path and strerror. */
+int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size);
+/* Reads a shard into a malloc'd array (free it). Checks the magic and version pair, the count
+ * (>= 0, and the file's size equals header + count * token size) and, when vocab_size > 0,
+ * every token < vocab_size. Errors name the path and the reason. */
+int txt_shard_read(const char *path, int vocab_size, int **ids, size_t *n);
+
+/* ---- windows for training: x = tokens[s .. s+T), y = tokens[s+1 .. s+T+1) ---- */
+/* The split of n tokens: train [0, n - n_valid), valid [n - n_valid, n), where n_valid is
+ * valid_frac * n rounded down (the last part, as nanoGPT's train.bin / val.bin). */
+typedef struct TxtSplitRange {
+    size_t train_lo, train_hi, valid_lo, valid_hi;
+} TxtSplitRange;
+TxtSplitRange txt_split_range(size_t n, double valid_frac);
+
+/* A loader of random windows over tokens[lo, hi): each row's start is drawn uniformly from the
+ * hi - lo - T starts with rng_below, rows in order. Its whole state is the Rng: save
+ * txt_loader_state and restore it to continue to the bit. tokens are not copied. */
+typedef struct TxtLoader {
+    const int *tokens;
+    size_t lo, hi;
+    int B, T;
+    Rng rng;
+    int64_t batches; /* batches drawn so far */
+} TxtLoader;
+/* AG_ERR_ARG (message starts with label) when B or T < 1 or the range holds fewer than T + 1
+ * tokens. */
+int txt_loader_init(TxtLoader *L, const int *tokens, size_t lo, size_t hi, int B, int T,
+                    uint64_t seed, const char *label);
+/* x, y: (B, T) ids. */
+void txt_loader_next(TxtLoader *L, int *x, int *y);
+/* The position as 5 int64 (the RNG's four words, the batch count): Checkpoint.data fits it. */
+#define TXT_LOADER_STATE_LEN 5
+void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]);
+/* AG_ERR_RANGE (message starts with label) for an all-zero RNG or a negative batch count. */
+int txt_loader_restore(TxtLoader *L, const int64_t state[TXT_LOADER_STATE_LEN], const char *label);
+
+#endif
