@@ -201,7 +201,7 @@ double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int
 
 int gp_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL;
-    int batch = 16, threads = 0;
+    int batch = 64, threads = 0;
     GpFlag fl[] = {
         {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint"},
         {"data", GP_STRING, &data, 0, 0, 0, "the prepared folder: its valid.bin is evaluated"},
