@@ -14,6 +14,7 @@
 #   make ATTN=ref test      every attention op runs the reference kernel (k_attention_ref.c)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make demo               the translation example end to end (build/demo/)
+#   make gpt                a character-level GPT on Shakespeare end to end (build/gpt/, docs/gpt.md)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -502,6 +503,7 @@ help:
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
 	@echo '  make demo            trains the toy translator, evaluates it: build/demo/ (README)'
+	@echo '  make gpt             trains a character-level GPT on Shakespeare: build/gpt/ (docs/gpt.md)'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'

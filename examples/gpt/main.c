@@ -19,6 +19,7 @@ static int set_value(GpFlag *f, const char *v) {
     char *end;
     errno = 0;
     if (f->type == GP_STRING) {
+        if (!*v && f->lo == 0) return ag_fail(AG_ERR_ARG, "--%s: empty", f->name);
         *(const char **)f->value = v;
         return AG_OK;
     }

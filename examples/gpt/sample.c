@@ -98,7 +98,7 @@ int gp_sample(int argc, char **argv) {
     int64_t seed = 1337;
     GpFlag fl[] = {
         {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"},
-        {"prompt", GP_STRING, &prompt, 0, 0, 0, "the text to continue (else: stdin)"},
+        {"prompt", GP_STRING, &prompt, 1, 0, 0, "the text to continue (else: stdin)"},
         {"temperature", GP_DOUBLE, &s.temperature, 0, 100, 0, "0: the most likely token"},
         {"top-k", GP_INT, &s.top_k, 0, TXT_MAX_VOCAB, 0, "keep the k most likely (0: all)"},
         {"top-p", GP_DOUBLE, &s.top_p, 0, 1, 0, "keep the nucleus of probability p (1: all)"},

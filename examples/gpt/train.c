@@ -50,6 +50,8 @@ typedef struct {
     double t_start, t_row, t_bar, last_tps;
 } GpTrainer;
 
+#define GP_MAX_STEP_TOKENS (1 << 22) /* batch x block: 4M tokens a step */
+
 static const char csv_header[] = "step,train_loss,lr,grad_norm,tokens_per_s,valid_loss\n";
 
 /* ---- data ---- */
@@ -591,6 +593,9 @@ int gp_train(int argc, char **argv) {
     g->seed = (uint64_t)seed;
     if (rc == AG_OK && (!g->data || !g->out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
+    if (rc == AG_OK && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
+        rc = ag_fail(AG_ERR_ARG, "--batch-size %d x --block-size %d: more than %d tokens a step",
+                     g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK && g->resume && g->force)
         rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
     int threads = k_threads_use(g->threads);
@@ -601,6 +606,9 @@ int gp_train(int argc, char **argv) {
         rc = read_data(g);
     }
     if (rc == AG_OK) rc = g->resume ? setup_resume(g, fl, n_fl) : setup_fresh(g);
+    if (rc == AG_OK && g->resume && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
+        rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x block_size %d: more than %d tokens a step",
+                     g->last_path, g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK) { /* the valid split must hold a window too */
         TxtLoader L;
         rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size, 1,

@@ -232,31 +232,31 @@ int main(int argc, char **argv) {
 
     /* 4. the GPT model (nn_gpt): tied head with biases (model0), untied without (model1); the
      * loss of a batch with ignored targets, and every gradient */
-    for (int v = 0; v <= 1; v++) {
+    for (int untied = 0; untied <= 1; untied++) {
         ag_tape_reset(t);
         GptConfig gc = {.vocab_size = 11,
                         .block_size = 9,
                         .n_layer = 2,
                         .n_head = NH,
                         .n_embd = C,
-                        .no_bias = v,
-                        .untied = v};
+                        .no_bias = untied,
+                        .untied = untied};
         Gpt m;
         nn_gpt_init(&m, params, &rng, &gc);
         for (int i = 0; i < m.params.n; i++) /* norms and biases off 1 and 0 */
             if (m.params.items[i]->ndim == 1)
                 for (size_t j = 0; j < m.params.items[i]->size; j++)
                     m.params.items[i]->data[j] += (Real)(0.1 * rng_normal(&rng));
-        int idx[2 * 8], tgt[2 * 8];
+        int idx[2 * 8], targets[2 * 8];
         for (int i = 0; i < 2 * 8; i++) idx[i] = (int)(rng_u64(&rng) % 11);
-        for (int i = 0; i < 2 * 8; i++) tgt[i] = i % 5 == 4 ? -1 : (int)(rng_u64(&rng) % 11);
+        for (int i = 0; i < 2 * 8; i++) targets[i] = i % 5 == 4 ? -1 : (int)(rng_u64(&rng) % 11);
         Tensor *logits = nn_gpt_forward(t, &m, idx, 2, 8, NULL);
-        Tensor *loss = ag_cross_entropy(t, logits, tgt, -1);
+        Tensor *loss = ag_cross_entropy(t, logits, targets, -1);
         ag_backward(t, loss);
         char prefix[16], name[64];
-        snprintf(prefix, sizeof prefix, "model%d.", v);
-        Tensor *ids = tensor_new2(params, 2, 8, "idx"), *tg = tensor_new2(params, 2, 8, "tgt");
-        for (int i = 0; i < 2 * 8; i++) ids->data[i] = idx[i], tg->data[i] = tgt[i];
+        snprintf(prefix, sizeof prefix, "model%d.", untied);
+        Tensor *ids = tensor_new2(params, 2, 8, "idx"), *tg = tensor_new2(params, 2, 8, "targets");
+        for (int i = 0; i < 2 * 8; i++) ids->data[i] = idx[i], tg->data[i] = targets[i];
         snprintf(name, sizeof name, "%sidx", prefix);
         put(name, ids, ids->data);
         snprintf(name, sizeof name, "%stargets", prefix);
