@@ -80,15 +80,18 @@ static void prepare(const char *dir, const char *kind) {
 #define TINY                                                                                       \
     "--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size",     \
         "4", "--warmup-iters", "5", "--eval-interval", "10", "--eval-iters", "3",                  \
-        "--log-interval", "5", "--threads", "1"
+        "--log-interval", "5"
 
 static void train(const char *dir, const char *out, const char *const *extra) {
     char data[512];
     ts_join(data, dir, "data");
     const char *args[64] = {"train", "--data", data, "--out", out, TINY};
+    int threads_given = 0;
+    for (int i = 0; extra && extra[i]; i++) threads_given |= strcmp(extra[i], "--threads") == 0;
     int n = 0;
     while (args[n]) n++;
     for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    if (!threads_given) args[n++] = "--threads", args[n++] = "1";
     args[n] = NULL;
     TsRun r = run(dir, args);
     expect_ok(&r, "train");
@@ -259,6 +262,49 @@ Test(gpt_cli, resume_is_byte_identical_to_a_straight_run) {
     cr_assert_str_eq(la, lb);
     free(la);
     free(lb);
+    ts_rm_tree(dir);
+}
+
+/* The same checkpoints for 1 and 2 threads (a model wide enough for the kernels to split). */
+Test(gpt_cli, one_and_two_threads_train_the_same_bits) {
+    char dir[256], data[512], out[2][512], p[2][512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-threads");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    for (int k = 0; k < 2; k++) {
+        const char *args[] = {"train",
+                              "--data",
+                              data,
+                              "--out",
+                              ts_join(out[k], dir, k ? "b" : "a"),
+                              "--n-layer",
+                              "2",
+                              "--n-head",
+                              "4",
+                              "--n-embd",
+                              "64",
+                              "--block-size",
+                              "32",
+                              "--batch-size",
+                              "8",
+                              "--max-iters",
+                              "12",
+                              "--warmup-iters",
+                              "2",
+                              "--dropout",
+                              "0.1",
+                              "--eval-interval",
+                              "6",
+                              "--eval-iters",
+                              "2",
+                              "--threads",
+                              k ? "2" : "1",
+                              NULL};
+        TsRun r = run(dir, args);
+        expect_ok(&r, "train");
+        ts_run_free(&r);
+    }
+    expect_same_npz(ts_join(p[0], out[0], "last.npz"), ts_join(p[1], out[1], "last.npz"));
     ts_rm_tree(dir);
 }
 
