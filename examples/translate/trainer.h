@@ -92,7 +92,6 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact);
 void tr_log_header(const Trainer *tr, int threads);
 void tr_progress(Trainer *tr, double loss, int force);
 void tr_end_bar(Trainer *tr);
-void tr_fmt_time(char *buf, size_t n, double s);
 void tr_diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape);
 void tr_write_failed(Trainer *tr);
 

@@ -41,6 +41,12 @@ void *tr_malloc(size_t bytes);
 void *tr_calloc(size_t n, size_t size);
 /* mkdir -p path: AG_OK, or AG_ERR_IO naming the folder that could not be made. */
 int tr_make_dirs(const char *path);
+/* A duration as "4m05s" or "1h02m" */
+void tr_fmt_time(char *buf, size_t n, double s);
+/* A CSV log at path whose first line is header: a new file, or on resume the same file cut
+ * after the last whole row whose step (first column) is at most step, then appended to (a file
+ * with another header is started again). *out: the open file. AG_OK or AG_ERR_IO naming path. */
+int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
 
 /* ---- vocabulary: words <-> ids ---- */
 enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
@@ -355,8 +361,8 @@ int tr_gnuplot_available(void);
 /* Writes script to PNG-without-.png + ".gp" and runs gnuplot on it; the script must set its
  * terminal, then `set output outfile` (tr_gp_begin does both). */
 int tr_plot_script(const char *script, const char *png);
-/* train and valid loss (left axis, log scale) and valid exact match (right axis, %) against
- * the step, from the trainer's log.csv. */
+/* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
+ * log has a valid_exact column with values) against the step, from the trainer's log.csv. */
 int tr_plot_loss(const char *csv_path, const char *png_path);
 /* The trainer's hook: redraws loss.png next to csv_path; says once when it was skipped
  * (verbose) or failed (stderr); final: also prints the picture's path (verbose). */

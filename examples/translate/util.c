@@ -1,5 +1,6 @@
-/* util.c: small helpers the example's files share: allocation that aborts when memory runs
- * out (as the library's arenas do), and mkdir -p.
+/* util.c: small helpers the example's files share (and attograd-gpt, examples/gpt): allocation
+ * that aborts when memory runs out (as the library's arenas do), mkdir -p, a duration in words,
+ * and a CSV log that a resumed run cuts back to its checkpoint's step.
  * Not here: anything about the model or the data. Read next: vocab.c. */
 #include "translate.h"
 
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void *tr_malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -36,5 +38,59 @@ int tr_make_dirs(const char *path) {
     struct stat s;
     if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
         return ag_fail(AG_ERR_IO, "%s: not a folder", path);
+    return AG_OK;
+}
+
+void tr_fmt_time(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 1e7) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+/* On resume: keeps the rows up to step (a crash may have left later ones, or half a row) by
+ * truncating the file after the last of them, then appends. Truncating needs no disk space and
+ * writes nothing, so a full disk or a failed write never loses the rows already there. */
+int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
+    FILE *f = resume ? fopen(path, "r+") : NULL;
+    if (!f && resume && errno != ENOENT)
+        return ag_fail(AG_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
+    if (f) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        long keep = 0, at = 0;
+        int have_header = 0;
+        while ((n = getline(&line, &cap, f)) > 0) {
+            long long st;
+            at += (long)n;
+            if (line[n - 1] != '\n') break; /* a row cut short by a crash */
+            if (at == (long)n) {
+                have_header = strcmp(line, header) == 0;
+                if (!have_header) break;
+            } else if (sscanf(line, "%lld,", &st) != 1 || st > step) {
+                break;
+            }
+            keep = at;
+        }
+        free(line);
+        if (have_header) {
+            if (ftruncate(fileno(f), keep) != 0 || fseek(f, 0, SEEK_END) != 0) {
+                int e = errno;
+                fclose(f);
+                return ag_fail(AG_ERR_IO, "%s: cannot truncate after step %lld: %s", path,
+                               (long long)step, strerror(e));
+            }
+            *out = f;
+            return AG_OK;
+        }
+        fclose(f); /* not our log: start a new one */
+    }
+    *out = fopen(path, "w");
+    if (!*out) return ag_fail(AG_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    fputs(header, *out);
+    if (fflush(*out) != 0) return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;
 }

@@ -86,9 +86,13 @@ char *ts_read_text(const char *path, size_t *len) {
 }
 
 int ts_start(const char *dir, const char *const *args, const char *in) {
-    const char *bin = getenv("AG_TRANSLATE_BIN");
+    return ts_start_env("AG_TRANSLATE_BIN", dir, args, in);
+}
+
+int ts_start_env(const char *bin_var, const char *dir, const char *const *args, const char *in) {
+    const char *bin = getenv(bin_var);
     FILES_CHECK(bin && *bin && access(bin, X_OK) == 0,
-                "AG_TRANSLATE_BIN is not set or not a program: run the suite with make test");
+                "%s is not set or not a program: run the suite with make test", bin_var);
     char outp[512], errp[512], inp[512];
     ts_join(outp, dir, "stdout.txt");
     ts_join(errp, dir, "stderr.txt");

