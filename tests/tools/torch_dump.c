@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         Tensor *logits = nn_gpt_forward(t, &m, idx, 2, 8, NULL);
         Tensor *loss = ag_cross_entropy(t, logits, targets, -1);
         ag_backward(t, loss);
-        char prefix[16], name[64];
+        char prefix[32], name[64];
         snprintf(prefix, sizeof prefix, "model%d.", variant);
         Tensor *ids = tensor_new2(params, 2, 8, "idx"), *tg = tensor_new2(params, 2, 8, "tgt");
         for (int i = 0; i < 2 * 8; i++) ids->data[i] = idx[i], tg->data[i] = targets[i];
