@@ -165,6 +165,10 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
         {"n-layer", g->mc.n_layer, mc->n_layer},
         {"n-head", g->mc.n_head, mc->n_head},
         {"n-embd", g->mc.n_embd, mc->n_embd},
+        {"n-kv-head", g->mc.n_kv_head, mc->n_kv_head},
+        {"llama", g->mc.style, mc->style},
+        {"no-bias", g->mc.no_bias, mc->no_bias},
+        {"untied", g->mc.untied, mc->untied},
         {"block-size", g->mc.block_size, mc->block_size},
         {"dropout", g->mc.dropout, mc->dropout},
         {"batch-size", g->batch, (double)g->pos[GP_POS_BATCH]},
@@ -555,12 +559,19 @@ int gp_train(int argc, char **argv) {
     g->seed = 1337;
     g->out = NULL;
     int64_t seed = 1337;
+    int llama = 0;
     GpFlag fl[] = {
         {"data", GP_STRING, &g->data, 0, 0, 0, "the prepared folder (prepare --out)"},
         {"out", GP_STRING, &g->out, 0, 0, 0, "where last.npz, best.npz, log.csv go"},
         {"n-layer", GP_INT, &g->mc.n_layer, 1, NN_MAX_LAYERS, 0, "blocks"},
         {"n-head", GP_INT, &g->mc.n_head, 1, 1024, 0, "attention heads"},
         {"n-embd", GP_INT, &g->mc.n_embd, 1, 8192, 0, "the model's width"},
+        {"n-kv-head", GP_INT, &g->mc.n_kv_head, 0, 1024, 0,
+         "key/value heads (0: n-head; fewer: grouped-query)"},
+        {"llama", GP_BOOL, &llama, 0, 0, 0,
+         "LLaMA's block (RMSNorm, RoPE, SwiGLU, no biases) instead of GPT-2's"},
+        {"no-bias", GP_BOOL, &g->mc.no_bias, 0, 0, 0, "no biases (nanoGPT's bias=False)"},
+        {"untied", GP_BOOL, &g->mc.untied, 0, 0, 0, "a head of its own (not the embeddings)"},
         {"block-size", GP_INT, &g->mc.block_size, 1, 1 << 16, 0, "context length (tokens)"},
         {"dropout", GP_DOUBLE, &g->mc.dropout, 0, 0.99, 0, "dropout rate"},
         {"batch-size", GP_INT, &g->batch, 1, 1 << 16, 0, "windows a step"},
@@ -591,6 +602,7 @@ int gp_train(int argc, char **argv) {
         return TR_EXIT_OK;
     }
     g->seed = (uint64_t)seed;
+    g->mc.style = llama ? NN_LLAMA : NN_GPT2;
     if (rc == AG_OK && (!g->data || !g->out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
     if (rc == AG_OK && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)

@@ -238,6 +238,40 @@ Test(gpt_cli, a_bpe_tokenizer_trains_and_samples) {
     ts_rm_tree(dir);
 }
 
+/* The LLaMA block (--llama, grouped-query heads): it trains, resumes to the bit, samples; a
+ * resume that names another block is refused */
+Test(gpt_cli, a_llama_model_trains_resumes_and_samples) {
+    char dir[256], a[512], b[512], pa[512], pb[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-llama");
+    prepare(dir, "char");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"--llama", "--n-kv-head", "1", "--max-iters", "20", NULL};
+    train(dir, a, straight);
+    const char *first[] = {"--llama", "--n-kv-head",      "1",  "--max-iters",
+                           "10",      "--lr-decay-iters", "20", NULL};
+    train(dir, b, first);
+    const char *again[] = {"--resume", NULL};
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    NpzFile *f;
+    cr_assert_eq(npz_read(pa, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "layers.0.attention.wq.weight") &&
+              npz_find(f, "layers.0.feed_forward.w3.weight"));
+    npz_free(f);
+    char data[512];
+    const char *other[] = {
+        "train", "--data", ts_join(data, dir, "data"), "--out", b, "--resume", "--no-bias", NULL};
+    const char *says[] = {"--no-bias", "differs from the checkpoint", NULL};
+    expect_usage(dir, other, says);
+    const char *s[] = {"sample", "--ckpt", pa, "--prompt", "KING:", "--max-tokens", "20", NULL};
+    TsRun r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0 && strlen(r.out) == 5 + 20 + 1, "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
 /* ---- resume ---- */
 
 /* A run of 40 steps, and the same run stopped at 20 and resumed: the same checkpoints, entry
