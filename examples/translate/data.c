@@ -1,5 +1,6 @@
 /* data.c: reading lines with a bound (an endless line stops at the limit), sentence pairs from
- * TSV files (regular files and pipes; UTF-8 checked), padded batches, and the loader that
+ * TSV files (regular files and pipes; UTF-8 checked; with --tokenizer char|bpe, the training
+ * file's columns train the tokenizers first), padded batches, and the loader that
  * buckets pairs by length and shuffles the batches of each epoch from a seeded RNG (its
  * position is two integers, saved in checkpoints). Not here: the vocabulary and the text checks
  * (vocab.c). Read next: decode.c. */

@@ -1,5 +1,6 @@
-/* translate.h: the translation example as a library: word vocabularies, TSV data and length-
- * bucketed batches, loading a checkpoint into a model, greedy and beam decoding with the
+/* translate.h: the translation example as a library: vocabularies (words, or char / BPE
+ * tokenizers of src/text), TSV data and length-bucketed batches, loading a checkpoint into a
+ * model, greedy and beam decoding with the
  * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
  * the command line; attention maps, head importance and the plots drawn with gnuplot
  * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
@@ -176,7 +177,9 @@ typedef struct TrData {
  * are counted. A side longer than max_tokens (0: no limit) is an error, and so are a line
  * that is not valid UTF-8, a line over TR_MAX_LINE bytes (reading stops there: an endless
  * line costs TR_MAX_LINE bytes), a word over TR_MAX_WORD bytes and a vocabulary that would
- * grow past TR_MAX_VOCAB words. Only regular files and pipes are read: a device (/dev/zero)
+ * grow past TR_MAX_VOCAB words. With grow and vocabularies of kind char or bpe that have no
+ * tokenizer yet, the file is read into memory, each side's tokenizer is trained on its column
+ * (bpe: to bpe_vocab tokens), then the pairs are encoded with them. Only regular files and pipes are read: a device (/dev/zero)
  * or a folder is refused before it is read. Errors name the path, the line and the reason
  * (AG_ERR_IO for a file that cannot be read, AG_ERR_FORMAT for a malformed line or an empty
  * file):

@@ -1,8 +1,9 @@
-/* vocab.c: word-level vocabularies. Ids in order of first appearance after the four specials
+/* vocab.c: vocabularies. Word-level: ids in order of first appearance after the four specials
  * (<pad> <bos> <eos> <unk>), an open-addressing hash table from words to ids, tokenizing on
- * blanks (with hints for unknown words: another case, punctuation split off), the checks of
- * input text (UTF-8, a byte-order mark, several sentences), and the text form stored in a
- * checkpoint's meta.extra bytes.
+ * blanks (with hints for unknown words: another case, punctuation split off). With a txt_
+ * tokenizer (--tokenizer char|bpe, src/text): its ids after the four specials, a side encoded
+ * whole. The checks of input text (UTF-8, a byte-order mark, several sentences), and the form
+ * stored in a checkpoint's meta.extra bytes (a word list, or both tokenizers' bytes).
  * Not here: reading data files (data.c). Read next: data.c. */
 #include "translate.h"
 
@@ -479,8 +480,11 @@ static int load_tok_pair(const char *b, size_t len, size_t pos, TrVocab *src, Tr
         pos += hl;
         for (int k = TR_TOK_CHAR; k <= TR_TOK_BPE; k++) {
             size_t kl = strlen(tr_tok_names[k]);
-            if (len - pos > kl && memcmp(b + pos, tr_tok_names[k], kl) == 0 && b[pos + kl] == ' ')
-                kind = k, pos += kl + 1;
+            if (len - pos > kl && memcmp(b + pos, tr_tok_names[k], kl) == 0 && b[pos + kl] == ' ') {
+                kind = k;
+                pos += kl + 1;
+                break;
+            }
         }
     }
     if (kind < 0 || !read_count(b, len, &pos, TR_BPE_VOCAB_MAX, &vocab) ||
