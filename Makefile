@@ -230,6 +230,7 @@ $(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/tr
 $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_tokenizer.o: examples/translate/translate.h
 $(B)/obj/tests/examples/%.o $(B)/obj/tests/io/test_checkpoint.o: CFLAGS += -Iexamples/translate
 $(B)/obj/tests/io/test_checkpoint.o: examples/translate/translate.h
 # the trainer's files (train*.c) share its state through trainer.h

@@ -207,11 +207,11 @@ static const char *const act_names[] = {"relu", "gelu", NULL};
  * given again are the checkpoint's (TR_KEEP). */
 static void resume_flags(Opt *opts, int n, char *given, size_t cap) {
     static const char *const fixed[] = {
-        "d-model",      "heads",      "kv-heads", "layers", "enc-layers",     "dec-layers",
-        "ff",           "act",        "dropout",  "pre-ln", "post-ln",        "max-len",
-        "learned-pos",  "tie-output", "optim",    "lr",     "beta1",          "beta2",
-        "weight-decay", "momentum",   "schedule", "warmup", "schedule-steps", "lr-min",
-        "embed-gain",   "batch",      "seed",     NULL};
+        "d-model",      "heads",      "kv-heads", "layers",    "enc-layers",     "dec-layers",
+        "ff",           "act",        "dropout",  "pre-ln",    "post-ln",        "max-len",
+        "learned-pos",  "tie-output", "optim",    "lr",        "beta1",          "beta2",
+        "weight-decay", "momentum",   "schedule", "warmup",    "schedule-steps", "lr-min",
+        "embed-gain",   "batch",      "seed",     "tokenizer", "vocab",          NULL};
     snprintf(given, cap, " ");
     for (int i = 0; fixed[i]; i++)
         if (find_opt(opts, n, fixed[i])->set && strlen(given) + strlen(fixed[i]) + 2 < cap)
@@ -236,7 +236,7 @@ static int cmd_train(int argc, char **argv) {
     const char *data = "build/data", *train = NULL, *valid = NULL;
     int layers = c.model.n_enc_layers, enc = -1, dec = -1, optim = (int)c.optim.kind;
     int schedule = (int)c.optim.schedule.kind, act = (int)c.model.layer.act, no_valid = 0;
-    int quiet = 0, kv_heads = 0;
+    int quiet = 0, kv_heads = 0, tokenizer = (int)c.tokenizer;
     int64_t warmup = c.optim.schedule.warmup;
     Opt opts[] = {
         {"data", O_PATH, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
@@ -249,6 +249,12 @@ static int cmd_train(int argc, char **argv) {
         {"resume", O_SET, &c.resume, NULL, "continue the run in --out from its last.npz", 1, 0,
          NULL, 0},
         {"force", O_SET, &c.force, NULL, "start a new run even if --out holds one", 1, 0, NULL, 0},
+        {"tokenizer", O_CHOICE, &tokenizer, "word|char|bpe",
+         "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
+         tr_tok_names, 0},
+        {"vocab", O_INT, &c.vocab, "N",
+         "--tokenizer bpe: each side's tokens, the 256 bytes included", TR_BPE_VOCAB_MIN,
+         TR_BPE_VOCAB_MAX, NULL, 0},
         {"d-model", O_INT, &c.model.layer.d_model, "N", "model width", 1, 8192, NULL, 0},
         {"heads", O_INT, &c.model.layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
         {"kv-heads", O_INT, &kv_heads, "N", "key/value heads, grouped-query (default: --heads)", 0,
@@ -335,6 +341,9 @@ static int cmd_train(int argc, char **argv) {
     set_threads(c.threads);
     if (find_opt(opts, n, "steps")->set && c.epochs > 0)
         return bad("train", "give --steps or --epochs, not both%s%s", "", "");
+    c.tokenizer = (TrTokKind)tokenizer;
+    if (find_opt(opts, n, "vocab")->set && c.tokenizer != TR_TOK_BPE)
+        return bad("train", "--vocab needs --tokenizer bpe%s%s", "", "");
     char given[512];
     if (c.resume) {
         resume_flags(opts, n, given, sizeof given);

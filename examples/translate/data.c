@@ -1,5 +1,6 @@
 /* data.c: reading lines with a bound (an endless line stops at the limit), sentence pairs from
- * TSV files (regular files and pipes; UTF-8 checked), padded batches, and the loader that
+ * TSV files (regular files and pipes; UTF-8 checked; with --tokenizer char|bpe, the training
+ * file's columns train the tokenizers first), padded batches, and the loader that
  * buckets pairs by length and shuffles the batches of each epoch from a seeded RNG (its
  * position is two integers, saved in checkpoints). Not here: the vocabulary and the text checks
  * (vocab.c). Read next: decode.c. */
@@ -47,6 +48,10 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
             *why = "has a word longer than " XSTR(TR_MAX_WORD) " bytes (TR_MAX_WORD)";
             return -1;
         }
+        if (v->tok) { /* checked as words; the tokenizer encodes the whole side */
+            i = j + 1;
+            continue;
+        }
         int id = tr_vocab_find(v, s + i, j - i);
         if (id < 0 && grow) {
             if (v->n >= TR_MAX_VOCAB) {
@@ -67,6 +72,18 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
         (*ids)[(*n_ids)++] = id;
         words++;
         i = j + 1;
+    }
+    if (v->tok) {
+        int n = tr_encode_text(v, s, len, NULL, 0, NULL, NULL, NULL);
+        if (*n_ids + (size_t)n > *cap) {
+            while (*n_ids + (size_t)n > *cap) *cap = *cap ? 2 * *cap : 4096;
+            *ids = xrealloc(*ids, *cap * sizeof **ids);
+        }
+        int unk;
+        tr_encode_text(v, s, len, *ids + *n_ids, n, &unk, NULL, NULL);
+        *n_ids += (size_t)n;
+        *n_unk += unk;
+        return n;
     }
     return words;
 }
@@ -113,6 +130,64 @@ static int readable_kind(const char *path, const struct stat *st) {
     return ag_fail(AG_ERR_IO, "%s: is %s: only regular files and pipes are read", path, kind);
 }
 
+static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v,
+                      int grow, int max_tokens);
+
+/* Reads all of f into a malloc'd buffer (*buf, *len). */
+static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
+    size_t cap = 1 << 16;
+    *buf = xrealloc(NULL, cap);
+    *len = 0;
+    size_t got;
+    while ((got = fread(*buf + *len, 1, cap - *len, f)) > 0) {
+        *len += got;
+        if (*len == cap) *buf = xrealloc(*buf, cap *= 2);
+    }
+    if (ferror(f)) {
+        free(*buf);
+        return ag_fail(AG_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    }
+    return AG_OK;
+}
+
+/* Gathers the source and target columns of text[0..len) (lines joined by '\n' for BPE, whose
+ * GPT-2 split keeps merges within a line; run together for characters) and trains v's
+ * tokenizer on its column. Lines without exactly one tab are left out: read_pairs names them. */
+static int train_tokenizers(const char *text, size_t len, const char *path, TrVocab *v[2]) {
+    char *col[2] = {xrealloc(NULL, len + 1), xrealloc(NULL, len + 1)};
+    size_t n[2] = {0, 0};
+    for (size_t i = 0; i < len;) {
+        const char *line = text + i, *nl = memchr(line, '\n', len - i);
+        size_t ll = nl ? (size_t)(nl - line) : len - i;
+        i += ll + 1;
+        if (i == ll + 1 && tr_bom_len(line, ll)) line += 3, ll -= 3;
+        if (ll && line[ll - 1] == '\r') ll--;
+        const char *tab = memchr(line, '\t', ll);
+        if (!tab || memchr(tab + 1, '\t', ll - (size_t)(tab + 1 - line))) continue;
+        size_t part[2][2] = {{0, (size_t)(tab - line)}, {(size_t)(tab + 1 - line), ll}};
+        for (int k = 0; k < 2; k++) {
+            if (v[k]->kind == TR_TOK_BPE && n[k]) col[k][n[k]++] = '\n';
+            memcpy(col[k] + n[k], line + part[k][0], part[k][1] - part[k][0]);
+            n[k] += part[k][1] - part[k][0];
+        }
+    }
+    int rc = AG_OK;
+    for (int k = 0; k < 2 && rc == AG_OK; k++) {
+        char label[600];
+        snprintf(label, sizeof label, "%s: the %s column's tokenizer", path,
+                 k ? "target" : "source");
+        TxtTokenizer *t = NULL;
+        if (v[k]->kind == TR_TOK_CHAR)
+            t = txt_char_new(col[k], n[k]);
+        else
+            rc = txt_bpe_train(col[k], n[k], v[k]->bpe_vocab, TXT_SPLIT_GPT2, label, &t);
+        if (rc == AG_OK) rc = tr_vocab_set_tokenizer(v[k], t, label);
+    }
+    free(col[0]);
+    free(col[1]);
+    return rc;
+}
+
 int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
                  int max_tokens) {
     memset(d, 0, sizeof *d);
@@ -130,6 +205,33 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
         fclose(f);
         return kind;
     }
+    if (!grow || src_v->tok || src_v->kind == TR_TOK_WORD) {
+        int rc = read_pairs(f, path, d, src_v, tgt_v, grow, max_tokens);
+        fclose(f);
+        return rc;
+    }
+    /* char or bpe, not trained yet: the file (a pipe too) is read once into memory, the
+     * tokenizers are trained on its columns, then its pairs are read from memory */
+    char *text;
+    size_t len;
+    int rc = slurp(f, path, &text, &len);
+    fclose(f);
+    if (rc != AG_OK) return rc;
+    TrVocab *v[2] = {src_v, tgt_v};
+    rc = train_tokenizers(text, len, path, v);
+    FILE *m = rc == AG_OK && len ? fmemopen(text, len, "rb") : NULL;
+    if (rc == AG_OK && !m && len)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read from memory: %s", path, strerror(errno));
+    if (rc == AG_OK && !len) rc = ag_fail(AG_ERR_FORMAT, "%s: no sentence pairs", path);
+    if (rc == AG_OK) rc = read_pairs(m, path, d, src_v, tgt_v, grow, max_tokens);
+    if (m) fclose(m);
+    free(text);
+    return rc;
+}
+
+/* The pairs of f, one a line (tr_data_read's rules); f stays open. */
+static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v,
+                      int grow, int max_tokens) {
     char *line = NULL;
     size_t line_cap = 0, n_ids = 0, ids_cap = 0, len = 0;
     int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK, got;
@@ -200,7 +302,6 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
         rc = ag_fail(AG_ERR_IO, "%s: read error: %s", path, strerror(errno));
     if (rc == AG_OK && d->n == 0) rc = ag_fail(AG_ERR_FORMAT, "%s: no sentence pairs", path);
     free(line);
-    fclose(f);
     d->ids = ids;
     for (int i = 0; rc == AG_OK && i < d->n; i++) {
         d->pairs[i].src = ids + offsets[i];

@@ -373,6 +373,14 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
 }
 
 static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
+    if (v->tok) { /* the text the tokens make */
+        size_t need = tr_detokenize(v, ids, n, NULL, 0);
+        char *t = tr_malloc(need + 1);
+        tr_detokenize(v, ids, n, t, need + 1);
+        fwrite(t, 1, need, f);
+        free(t);
+        return;
+    }
     for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", tr_vocab_word(v, ids[i]));
 }
 

@@ -80,6 +80,8 @@ TrTrainConfig tr_train_defaults(void) {
     c.model.layer.d_ff = 512;
     c.model.layer.dropout = 0.1;
     c.model.max_len = 128;
+    c.tokenizer = TR_TOK_WORD;
+    c.vocab = 1000;
     c.optim = optim_defaults(OPTIM_ADAM);
     c.optim.lr = 1e-3;
     c.optim.beta2 = 0.98;
@@ -232,6 +234,8 @@ static int setup_fresh(Trainer *tr) {
     const TrTrainConfig *c = tr->cfg;
     tr_vocab_init(&tr->src);
     tr_vocab_init(&tr->tgt);
+    tr->src.kind = tr->tgt.kind = c->tokenizer; /* char, bpe: trained as the data is read */
+    tr->src.bpe_vocab = tr->tgt.bpe_vocab = c->vocab;
     int rc = read_data(tr, 1);
     if (rc != AG_OK) return rc;
     Seq2SeqConfig mc = c->model;
@@ -288,6 +292,17 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
     const Seq2SeqConfig *g = &c->model;
     const OptimConfig *go = &c->optim;
     if (!c->given) return AG_OK;
+    const char *had = tr_tok_names[tr->src.kind];
+    if (strstr(c->given, " tokenizer ") && c->tokenizer != tr->src.kind)
+        return ag_fail(AG_ERR_ARG,
+                       "--tokenizer %s differs from the checkpoint's (%s): --resume continues "
+                       "the run with its tokenizers",
+                       tr_tok_names[c->tokenizer], had);
+    if (strstr(c->given, " vocab ") && c->vocab != tr->src.bpe_vocab)
+        return ag_fail(AG_ERR_ARG,
+                       "--vocab %d differs from the checkpoint's (%d): --resume continues "
+                       "the run with its tokenizers",
+                       c->vocab, tr->src.bpe_vocab);
     const struct {
         const char *flag;
         double given, stored;

@@ -1,5 +1,6 @@
-/* translate.h: the translation example as a library: word vocabularies, TSV data and length-
- * bucketed batches, loading a checkpoint into a model, greedy and beam decoding with the
+/* translate.h: the translation example as a library: vocabularies (words, or char / BPE
+ * tokenizers of src/text), TSV data and length-bucketed batches, loading a checkpoint into a
+ * model, greedy and beam decoding with the
  * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
  * the command line; attention maps, head importance and the plots drawn with gnuplot
  * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
@@ -61,11 +62,25 @@ enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
  * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
 #define TR_MAX_SKIP (64 * TR_MAX_LINE)
 
+/* How a side is cut into tokens (--tokenizer): whitespace words, or a txt_ tokenizer
+ * (src/text: characters, or byte-level BPE) trained on the training file's column. */
+typedef enum { TR_TOK_WORD = 0, TR_TOK_CHAR = 1, TR_TOK_BPE = 2 } TrTokKind;
+extern const char *const tr_tok_names[]; /* "word", "char", "bpe", NULL */
+#define TR_BPE_VOCAB_MIN 256             /* --vocab: the 256 bytes, then merges */
+#define TR_BPE_VOCAB_MAX 65536
+
 typedef struct TrVocab {
     int n, cap_words; /* ids 0..n-1; ids below TR_N_SPECIAL are <pad> <bos> <eos> <unk> */
-    char **words;     /* id -> word (each malloc'd) */
+    char **words;     /* id -> word (each malloc'd); with a tokenizer, each token's bytes */
     int *slots;       /* open addressing: id or -1; size n_slots, a power of two */
     int n_slots;
+    /* char or bpe: id TR_N_SPECIAL + k is the tokenizer's id k (NULL: words). kind says
+     * which; before the tokenizer is trained (tr_data_read with grow) tok is NULL and the
+     * side's texts are gathered instead. bpe_vocab: the --vocab the BPE was trained to. */
+    TrTokKind kind;
+    int bpe_vocab;
+    TxtTokenizer *tok;
+    int byte_id[256]; /* char: the vocabulary id of each byte, TR_UNK if unknown */
 } TrVocab;
 
 /* A vocabulary holding only the four specials. */
@@ -88,10 +103,19 @@ const char *tr_vocab_word(const TrVocab *v, int id); /* "<?>" outside [0, n) */
  *   <unk>)
  *   'zzz' is not in the vocabulary (read as <unk>)
  * The text itself is never changed: the tokens are the blank-separated words. */
+/* With a tokenizer (v->tok), the text without its leading and trailing blanks is encoded
+ * whole (tr_encode_text). */
 int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn,
                 const char *where);
+/* Encodes s[0..len) with v's tokenizer (v->tok not NULL) into the first cap ids of ids;
+ * returns the number of tokens (which may exceed cap). char: a byte the tokenizer does not
+ * know becomes TR_UNK, counted in *n_unk (may be NULL) and named on warn (may be NULL) after
+ * where. */
+int tr_encode_text(const TrVocab *v, const char *s, size_t len, int *ids, int cap, int *n_unk,
+                   FILE *warn, const char *where);
 /* The words of ids[0..n) joined by single spaces, stopping at EOS or PAD (BOS is skipped), into
- * out (always NUL-terminated when cap > 0). Returns the length the full text needs. */
+ * out (always NUL-terminated when cap > 0). Returns the length the full text needs. With a
+ * tokenizer, the tokens' bytes one after the other (TR_UNK as "<unk>"). */
 size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t cap);
 
 /* Checks of input text (data files, the standard input, arguments).
@@ -107,13 +131,18 @@ size_t tr_bom_len(const char *s, size_t len);
 int tr_utf8_check(const char *s, size_t len, size_t *bad);
 int tr_count_sentences(const char *text);
 
-/* Both vocabularies as text (the checkpoint's meta.extra bytes):
+/* Both vocabularies as bytes (the checkpoint's meta.extra bytes). Words:
  *   attograd-translate vocab 1\nsrc <n>\n<word>\n...tgt <n>\n<word>\n...
- * listing the words of id TR_N_SPECIAL and up, in id order. Returns a malloc'd buffer. */
+ * listing the words of id TR_N_SPECIAL and up, in id order. A tokenizer (char, bpe):
+ *   attograd-translate vocab 2\ntokenizer <char|bpe> <vocab>\nsrc <n>\n<n bytes>tgt <n>\n<n bytes>
+ * each side's bytes txt_to_bytes' form. Returns a malloc'd buffer. */
 char *tr_vocab_pair_save(const TrVocab *src, const TrVocab *tgt, size_t *len);
 /* Parses it into two fresh vocabularies; what names the source in messages. At most
  * TR_MAX_VOCAB words a side (specials included) of at most TR_MAX_WORD bytes each. */
 int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt, const char *what);
+/* Gives v (fresh from tr_vocab_init) the tokenizer t (v owns it then): its words become t's
+ * tokens. AG_ERR_FORMAT (naming what) when the vocabulary would exceed TR_MAX_VOCAB. */
+int tr_vocab_set_tokenizer(TrVocab *v, TxtTokenizer *t, const char *what);
 
 /* Reads one line of f into *buf (grown as needed, *cap its size; start from NULL and 0), without
  * its '\n', NUL-terminated, its length (NUL bytes included) in *len. Returns 1 for a line, 0 at
@@ -148,7 +177,9 @@ typedef struct TrData {
  * are counted. A side longer than max_tokens (0: no limit) is an error, and so are a line
  * that is not valid UTF-8, a line over TR_MAX_LINE bytes (reading stops there: an endless
  * line costs TR_MAX_LINE bytes), a word over TR_MAX_WORD bytes and a vocabulary that would
- * grow past TR_MAX_VOCAB words. Only regular files and pipes are read: a device (/dev/zero)
+ * grow past TR_MAX_VOCAB words. With grow and vocabularies of kind char or bpe that have no
+ * tokenizer yet, the file is read into memory, each side's tokenizer is trained on its column
+ * (bpe: to bpe_vocab tokens), then the pairs are encoded with them. Only regular files and pipes are read: a device (/dev/zero)
  * or a folder is refused before it is read. Errors name the path, the line and the reason
  * (AG_ERR_IO for a file that cannot be read, AG_ERR_FORMAT for a malformed line or an empty
  * file):
@@ -300,15 +331,17 @@ typedef struct TrTrainConfig {
     int resume;                             /* continue from out_dir/last.npz */
     int force;                              /* start a new run even if out_dir/last.npz exists */
     int verbose;                            /* 0: errors only, 1: lines and the progress bar */
-    int64_t inject_nan; /* testing: poison a weight before this step (0: never) */
-    int handle_signals; /* SIGINT/SIGTERM: save and stop (the program sets it) */
-    int check_finite;   /* check mode (ag_check_finite): a non-finite loss or gradient names
+    int64_t inject_nan;  /* testing: poison a weight before this step (0: never) */
+    int handle_signals;  /* SIGINT/SIGTERM: save and stop (the program sets it) */
+    int check_finite;    /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
-    int64_t report_rss; /* > 0: print the peak RSS after this step and at the end (soak) */
-    double max_memory;  /* GiB one training step may take (measured before the run); 0: the
+    int64_t report_rss;  /* > 0: print the peak RSS after this step and at the end (soak) */
+    double max_memory;   /* GiB one training step may take (measured before the run); 0: the
                          * machine's memory */
-    const char *given;  /* on resume, the model/optimizer/batch/seed flags the command gave
+    const char *given;   /* on resume, the model/optimizer/batch/seed flags the command gave
                          * (" d-model lr "): each must equal the checkpoint's; NULL: none */
+    TrTokKind tokenizer; /* words, or char / bpe tokenizers trained on the training file */
+    int vocab;           /* bpe: each side's tokenizer size (TR_BPE_VOCAB_MIN..MAX) */
 } TrTrainConfig;
 
 /* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP

@@ -1,8 +1,9 @@
-/* vocab.c: word-level vocabularies. Ids in order of first appearance after the four specials
+/* vocab.c: vocabularies. Word-level: ids in order of first appearance after the four specials
  * (<pad> <bos> <eos> <unk>), an open-addressing hash table from words to ids, tokenizing on
- * blanks (with hints for unknown words: another case, punctuation split off), the checks of
- * input text (UTF-8, a byte-order mark, several sentences), and the text form stored in a
- * checkpoint's meta.extra bytes.
+ * blanks (with hints for unknown words: another case, punctuation split off). With a txt_
+ * tokenizer (--tokenizer char|bpe, src/text): its ids after the four specials, a side encoded
+ * whole. The checks of input text (UTF-8, a byte-order mark, several sentences), and the form
+ * stored in a checkpoint's meta.extra bytes (a word list, or both tokenizers' bytes).
  * Not here: reading data files (data.c). Read next: data.c. */
 #include "translate.h"
 
@@ -11,6 +12,9 @@
 
 static const char *const special_words[TR_N_SPECIAL] = {"<pad>", "<bos>", "<eos>", "<unk>"};
 #define VOCAB_MAGIC "attograd-translate vocab 1\n"
+#define VOCAB_MAGIC_TOK "attograd-translate vocab 2\n"
+
+const char *const tr_tok_names[] = {"word", "char", "bpe", NULL};
 
 static uint64_t hash_word(const char *w, size_t len) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a, 64 bits */
@@ -58,6 +62,7 @@ void tr_vocab_init(TrVocab *v) {
 }
 
 void tr_vocab_free(TrVocab *v) {
+    if (v->tok) txt_free(v->tok);
     for (int i = 0; i < v->n; i++) free(v->words[i]);
     free(v->words);
     free(v->slots);
@@ -87,6 +92,61 @@ int tr_vocab_add(TrVocab *v, const char *w, size_t len) {
     else
         insert_slot(v, id);
     return id;
+}
+
+int tr_vocab_set_tokenizer(TrVocab *v, TxtTokenizer *t, const char *what) {
+    int n = txt_vocab_size(t);
+    if (n > TR_MAX_VOCAB - TR_N_SPECIAL) {
+        txt_free(t);
+        return ag_fail(AG_ERR_FORMAT, "%s: the tokenizer has %d tokens, over the limit of %d", what,
+                       n, TR_MAX_VOCAB - TR_N_SPECIAL);
+    }
+    v->tok = t;
+    v->kind = txt_kind(t) == TXT_CHAR ? TR_TOK_CHAR : TR_TOK_BPE;
+    v->cap_words = TR_N_SPECIAL + n;
+    v->words = xrealloc(v->words, (size_t)v->cap_words * sizeof *v->words);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const uint8_t *b = txt_token_bytes(t, i, &len);
+        v->words[v->n++] = xstrndup((const char *)b, len);
+    }
+    for (int b = 0; b < 256; b++) v->byte_id[b] = TR_UNK;
+    if (v->kind == TR_TOK_CHAR)
+        for (int i = 0; i < n - txt_n_special(t); i++)
+            v->byte_id[*txt_token_bytes(t, i, &(size_t){0})] = TR_N_SPECIAL + i;
+    return AG_OK;
+}
+
+int tr_encode_text(const TrVocab *v, const char *s, size_t len, int *ids, int cap, int *n_unk,
+                   FILE *warn, const char *where) {
+    AG_CHECK(v->tok != NULL, "tr_encode_text: the vocabulary has no tokenizer");
+    int n = 0, unk = 0;
+    if (v->kind == TR_TOK_CHAR) {
+        for (size_t i = 0; i < len; i++, n++) {
+            unsigned char c = (unsigned char)s[i];
+            int id = v->byte_id[c];
+            if (id == TR_UNK) {
+                unk++;
+                if (warn)
+                    fprintf(warn,
+                            "%sbyte 0x%02x%s%c%s at offset %zu is not in the vocabulary "
+                            "(read as <unk>)\n",
+                            where ? where : "", c, c >= 0x20 && c < 0x7f ? " ('" : "",
+                            c >= 0x20 && c < 0x7f ? c : ' ', c >= 0x20 && c < 0x7f ? "')" : "", i);
+            }
+            if (n < cap) ids[n] = id;
+        }
+    } else {
+        int *t;
+        size_t nt;
+        int rc = txt_encode_alloc(v->tok, s, len, TXT_SPECIAL_ORDINARY, &t, &nt, "tr_encode_text");
+        AG_CHECK(rc == AG_OK, "%s", ag_last_error());
+        for (size_t i = 0; i < nt; i++, n++)
+            if (n < cap) ids[n] = TR_N_SPECIAL + t[i];
+        free(t);
+    }
+    if (n_unk) *n_unk = unk;
+    return n;
 }
 
 const char *tr_vocab_word(const TrVocab *v, int id) {
@@ -219,6 +279,12 @@ static void warn_unknown(const TrVocab *v, const char *w, size_t len, FILE *warn
 
 int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn,
                 const char *where) {
+    if (v->tok) {
+        size_t a = 0, b = strlen(text);
+        while (a < b && is_blank(text[a])) a++;
+        while (b > a && is_blank(text[b - 1])) b--;
+        return tr_encode_text(v, text + a, b - a, ids, cap, n_unk, warn, where);
+    }
     int n = 0, unk = 0;
     const char *p = text;
     for (;;) {
@@ -245,7 +311,9 @@ size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t 
         if (ids[i] == TR_BOS) continue;
         const char *w = tr_vocab_word(v, ids[i]);
         size_t wl = strlen(w);
-        if (len > 0) {
+        if (v->tok && ids[i] >= TR_N_SPECIAL) /* a token's bytes (byte 0 makes an empty word) */
+            w = (const char *)txt_token_bytes(v->tok, ids[i] - TR_N_SPECIAL, &wl);
+        if (len > 0 && !v->tok) {
             if (len + 1 < cap) out[len] = ' ';
             len++;
         }
@@ -278,10 +346,31 @@ static void append_side(char **buf, size_t *len, size_t *cap, const char *name, 
     }
 }
 
+static void append_tok_side(char **buf, size_t *len, size_t *cap, const char *name,
+                            const TrVocab *v) {
+    size_t n;
+    uint8_t *b = txt_to_bytes(v->tok, &n);
+    char head[64];
+    int h = snprintf(head, sizeof head, "%s %zu\n", name, n);
+    append(buf, len, cap, head, (size_t)h);
+    append(buf, len, cap, (const char *)b, n);
+    free(b);
+}
+
 char *tr_vocab_pair_save(const TrVocab *src, const TrVocab *tgt, size_t *len) {
     char *buf = NULL;
     size_t cap = 0;
     *len = 0;
+    if (src->tok && tgt->tok) {
+        char head[64];
+        int h = snprintf(head, sizeof head, "tokenizer %s %d\n", tr_tok_names[src->kind],
+                         src->kind == TR_TOK_BPE ? src->bpe_vocab : 0);
+        append(&buf, len, &cap, VOCAB_MAGIC_TOK, strlen(VOCAB_MAGIC_TOK));
+        append(&buf, len, &cap, head, (size_t)h);
+        append_tok_side(&buf, len, &cap, "src", src);
+        append_tok_side(&buf, len, &cap, "tgt", tgt);
+        return buf;
+    }
     append(&buf, len, &cap, VOCAB_MAGIC, strlen(VOCAB_MAGIC));
     append_side(&buf, len, &cap, "src", src);
     append_side(&buf, len, &cap, "tgt", tgt);
@@ -338,9 +427,93 @@ static int load_side(const char *b, size_t len, size_t *pos, const char *name, T
     return AG_OK;
 }
 
+/* A decimal number alone on a line at b[*pos..len) (at most max): 1, *pos past its '\n'. */
+static int read_count(const char *b, size_t len, size_t *pos, long max, long *out) {
+    const char *end = memchr(b + *pos, '\n', len - *pos), *d = b + *pos;
+    long n = 0;
+    for (; end && d < end && *d >= '0' && *d <= '9'; d++)
+        if (n <= max) n = 10 * n + (*d - '0');
+    if (!end || d != end || d == b + *pos || n > max) return 0;
+    *pos = (size_t)(end - b) + 1;
+    *out = n;
+    return 1;
+}
+
+/* "<name> <n>\n" then n bytes of txt_to_bytes' form, at *pos: the tokenizer of kind. */
+static int load_tok_side(const char *b, size_t len, size_t *pos, const char *name, TrTokKind kind,
+                         long bpe_vocab, TrVocab *v, const char *what) {
+    size_t nl = strlen(name);
+    long n;
+    if (len - *pos <= nl || memcmp(b + *pos, name, nl) != 0 || b[*pos + nl] != ' ')
+        return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: expected '%s <bytes>' at byte %zu", what,
+                       name, *pos);
+    *pos += nl + 1;
+    if (!read_count(b, len, pos, (long)(len - *pos), &n) || (size_t)n > len - *pos)
+        return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: bad %s tokenizer size (or past the end)",
+                       what, name);
+    char label[600];
+    snprintf(label, sizeof label, "%s: %s tokenizer", what, name);
+    TxtTokenizer *t;
+    int rc = txt_from_bytes(b + *pos, (size_t)n, label, &t);
+    if (rc != AG_OK) return rc;
+    *pos += (size_t)n;
+    TxtKind want = kind == TR_TOK_CHAR ? TXT_CHAR : TXT_BPE;
+    if (txt_kind(t) != want || txt_n_special(t) != 0 ||
+        (kind == TR_TOK_BPE && txt_vocab_size(t) > bpe_vocab)) {
+        txt_free(t);
+        return ag_fail(AG_ERR_FORMAT, "%s: vocabulary: the %s tokenizer is not the %s one it says",
+                       what, name, tr_tok_names[kind]);
+    }
+    rc = tr_vocab_set_tokenizer(v, t, what);
+    v->bpe_vocab = (int)bpe_vocab;
+    return rc;
+}
+
+/* The form with tokenizers, past its magic at pos. */
+static int load_tok_pair(const char *b, size_t len, size_t pos, TrVocab *src, TrVocab *tgt,
+                         const char *what) {
+    static const char head[] = "tokenizer ";
+    size_t hl = strlen(head);
+    int kind = -1;
+    long vocab = 0;
+    if (len - pos > hl && memcmp(b + pos, head, hl) == 0) {
+        pos += hl;
+        for (int k = TR_TOK_CHAR; k <= TR_TOK_BPE; k++) {
+            size_t kl = strlen(tr_tok_names[k]);
+            if (len - pos > kl && memcmp(b + pos, tr_tok_names[k], kl) == 0 && b[pos + kl] == ' ') {
+                kind = k;
+                pos += kl + 1;
+                break;
+            }
+        }
+    }
+    if (kind < 0 || !read_count(b, len, &pos, TR_BPE_VOCAB_MAX, &vocab) ||
+        (kind == TR_TOK_BPE) != (vocab >= TR_BPE_VOCAB_MIN))
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: vocabulary: expected 'tokenizer char 0' or "
+                       "'tokenizer bpe <vocab>' at byte %zu",
+                       what, strlen(VOCAB_MAGIC_TOK));
+    int rc = load_tok_side(b, len, &pos, "src", (TrTokKind)kind, vocab, src, what);
+    if (rc == AG_OK) rc = load_tok_side(b, len, &pos, "tgt", (TrTokKind)kind, vocab, tgt, what);
+    if (rc == AG_OK && pos != len)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: vocabulary: %zu unexpected bytes at the end", what,
+                     len - pos);
+    return rc;
+}
+
 int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt,
                        const char *what) {
     size_t ml = strlen(VOCAB_MAGIC), pos = ml;
+    if (bytes && len >= ml && memcmp(bytes, VOCAB_MAGIC_TOK, ml) == 0) {
+        tr_vocab_init(src);
+        tr_vocab_init(tgt);
+        int rc = load_tok_pair(bytes, len, pos, src, tgt, what);
+        if (rc != AG_OK) {
+            tr_vocab_free(src);
+            tr_vocab_free(tgt);
+        }
+        return rc;
+    }
     if (!bytes || len < ml || memcmp(bytes, VOCAB_MAGIC, ml) != 0)
         return ag_fail(AG_ERR_FORMAT,
                        "%s: no vocabulary (not a checkpoint of "
