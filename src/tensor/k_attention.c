@@ -192,8 +192,10 @@ static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real 
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
     Real m = k_row_max(pi, n);
-    if (m == ninf) {
-        for (int j = 0; j < n; j++) pi[j] = 0;
+    if (m == ninf) { /* no visible key (all 0), unless a score is NaN (all NaN) */
+        Real z = 0;
+        for (int j = 0; j < n; j++) z = pi[j] != pi[j] ? pi[j] : z;
+        for (int j = 0; j < n; j++) pi[j] = z;
         return;
     }
     for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */

@@ -22,7 +22,7 @@ static int visible(const KAttention *a, int b, int i, int j) {
 
 /* forward, for each (b, h, i): s_j = q_i . k_j / sqrt(HS) + M_ij (the additive mask, 0 without
  * one) over the visible keys j; P_ij = exp(s_j - max s) / sum (0 for the others and where
- * M_ij = -inf, and a whole row of 0 when no key is left); A_ij = P_ij m_ij / (1 - p),
+ * M_ij = -inf, a whole row of 0 when no key is left, of NaN when a score is NaN); A_ij = P_ij m_ij / (1 - p),
  * m_ij = keep(e) (dropout); y_i = sum_j A_ij v_j. */
 void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                              const KAttention *a) {
@@ -51,11 +51,12 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
                     if (Mi) pi[j] += Mi[kp ? kp[j] : j];
                     if (pi[j] > max) max = pi[j];
                 }
-                for (int j = 0; j < nk; j++) { /* exp, and the sum */
-                    pi[j] = max == -INFINITY ? 0 : (Real)exp((double)(pi[j] - max));
+                for (int j = 0; j < nk; j++) { /* exp, and the sum (NaN if a score is) */
+                    int none = max == -INFINITY && pi[j] == pi[j]; /* no visible key */
+                    pi[j] = none ? 0 : (Real)exp((double)(pi[j] - max));
                     sum += pi[j];
                 }
-                for (int j = 0; j < nk; j++) pi[j] = sum > 0 ? pi[j] / sum : 0;
+                for (int j = 0; j < nk; j++) pi[j] = sum != 0 ? pi[j] / sum : 0;
                 for (int d = 0; d < HS; d++) { /* y_i = dropout(P_i) v */
                     Real acc = 0;
                     for (int j = 0; j < nk; j++)

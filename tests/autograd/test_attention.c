@@ -362,6 +362,28 @@ Test(ag_attention, fully_masked_rows_give_zero_output_and_gradient_without_nan) 
     test_env_free(&env);
 }
 
+/* A NaN score poisons its row instead of vanishing: with causal attention query row 0 sees key 0
+ * only, and a NaN there must give a row of NaN (not the zeros of a row with no visible key);
+ * a NaN beside finite scores (row 1 sees keys 0 and 1) makes its row NaN too. Rows that do not
+ * see key 0 of that head (none here: every causal row sees key 0) would stay finite, so the
+ * other batch, without a NaN, is checked to be finite. */
+Test(ag_attention, a_nan_score_makes_its_row_nan_not_zero) {
+    TestEnv env = test_env_new();
+    Tensor *q = randn4(env.params, MB, MNH, MT, MHS, "q", 16);
+    Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 17);
+    Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 18);
+    k->data[0] = (Real)NAN; /* batch 0, head 0, key 0 */
+    Tensor *P;
+    ag_attention(env.tape, q, k, v, NULL, AG_CAUSAL, 0, NULL, &P);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j <= i; j++)
+            cr_assert(isnan(P->data[(size_t)i * MT + j]), "P[0, 0, %d, %d] = %g", i, j,
+                      (double)P->data[(size_t)i * MT + j]);
+    size_t batch = (size_t)MNH * MT * MT;
+    cr_assert(all_finite(P->data + batch, batch), "batch 1 has no NaN input");
+    test_env_free(&env);
+}
+
 /* Grouped-query attention equals plain multi-head attention with each key/value head repeated
  * for the query heads of its group; the gradient of a shared head is the sum over its copies. */
 static void check_gqa_against_repeated(int NKV) {
