@@ -222,25 +222,26 @@ static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, A
 
 /* GPT-2: x (B, T, C) at positions [pos0, pos0 + T) -> causal self-attention (B, T, C):
  * c_attn, attention over its columns (queries at 0, keys at C, values after them), c_proj,
- * dropout on the branch. With RoPE the query and key columns are rotated together (one
- * (B, T, C + KV) tensor). With a cache the new keys and values join it first, and the queries
- * attend over all of it. */
+ * dropout on the branch. RoPE turns the query and key columns in place (the values pass
+ * through). With a cache the new keys and values join it first, and the queries attend over
+ * all of it. */
 static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
     Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 KV) */
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, C, C + KV};
-    Tensor *q = qkv, *k = qkv, *v = qkv;
     if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base, .n_cols = C + KV};
-        q = k = ag_rope(t, qkv, &rope); /* (B, T, C + KV); the values stay in qkv */
+        AgRope rope = {
+            .head_size = hs, .pos0 = pos0, .base = c->rope_base, .n_cols = C + KV, .keep = 1};
+        qkv = ag_rope(t, qkv, &rope); /* (B, T, C + 2 KV) */
     }
+    Tensor *kv = qkv;
     if (cache) { /* (B, len, 2 KV): keys at column 0, values at KV */
-        k = v = cache_append(t, cache, l, k, C, v, C + KV);
+        kv = cache_append(t, cache, l, qkv, C, qkv, C + KV);
         heads.k_col = 0, heads.v_col = KV;
     }
-    Tensor *y = attend(t, m, l, q, k, v, heads, rng);
+    Tensor *y = attend(t, m, l, qkv, kv, kv, heads, rng);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
