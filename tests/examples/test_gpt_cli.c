@@ -260,14 +260,139 @@ Test(gpt_cli, a_llama_model_trains_resumes_and_samples) {
               npz_find(f, "layers.0.feed_forward.w3.weight"));
     npz_free(f);
     char data[512];
-    const char *other[] = {
-        "train", "--data", ts_join(data, dir, "data"), "--out", b, "--resume", "--no-bias", NULL};
-    const char *says[] = {"--no-bias", "differs from the checkpoint", NULL};
+    const char *other[] = {"train",  "--data", ts_join(data, dir, "data"), "--out", b, "--resume",
+                           "--bias", NULL};
+    const char *says[] = {"--bias differs from the checkpoint's (no biases)", NULL};
     expect_usage(dir, other, says);
     const char *s[] = {"sample", "--ckpt", pa, "--prompt", "KING:", "--max-tokens", "20", NULL};
     TsRun r = run(dir, s);
     expect_ok(&r, "sample");
     cr_assert(strncmp(r.out, "KING:", 5) == 0 && strlen(r.out) == 5 + 20 + 1, "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* tests/fixtures/gpt_v1_last.npz: a checkpoint attograd-gpt wrote before the model's options
+ * (pos, norm, mlp, bias, post_ln) were configuration fields (commit b54f357, the float build:
+ * prepare of V1_TEXT with the char tokenizer, then train --n-layer 1 --n-head 2 --n-embd 8
+ * --block-size 8 --batch-size 2 --max-iters 6 --warmup-iters 2 --eval-interval 3
+ * --eval-iters 2 --log-interval 3 --threads 1). It reads as the GPT-2 style it was, samples,
+ * evaluates and resumes. */
+#define V1_FIXTURE "tests/fixtures/gpt_v1_last.npz"
+#define V1_LINES "KING:\nthe king speaks of love and war.\n\nQUEEN:\nmy lord, thy queen speaks.\n\n"
+
+Test(gpt_cli, a_checkpoint_from_before_the_options_loads_samples_and_resumes) {
+    GptConfig mc = {0};
+    CkptConfig kc = nn_gpt_ckpt_config(&mc);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(V1_FIXTURE, &kc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(!npz_find(f, "meta.config.pos") && !npz_find(f, "meta.config.post_ln"),
+              "the fixture predates the option fields");
+    cr_assert(npz_find(f, "transformer.wpe.weight") && npz_find(f, "transformer.h.0.ln_1.bias"));
+    npz_free(f);
+    cr_assert(mc.style == NN_GPT2 && mc.n_layer == 1 && mc.n_embd == 8 && mc.block_size == 8 &&
+              mc.vocab_size == 33 && mc.pos == 0 && mc.norm == 0 && mc.mlp == 0 && mc.bias == 0 &&
+              mc.post_ln == 0);
+    GptConfig o = nn_gpt_options(&mc);
+    cr_assert(o.pos == NN_GPT_POS_LEARNED && o.norm == NN_GPT_NORM_LAYER &&
+              o.mlp == NN_GPT_MLP_GELU && o.bias == NN_GPT_BIAS_ON);
+
+    char dir[256], txt[512], data[512], out[512], last[512], cmd[1400];
+    ts_tmp_dir(dir, sizeof dir, "gpt-v1");
+    FILE *fp = fopen(ts_join(txt, dir, "text.txt"), "w");
+    cr_assert(fp != NULL);
+    for (int i = 0; i < 12; i++) fputs(V1_LINES, fp);
+    fclose(fp);
+    ts_join(data, dir, "data");
+    const char *prep[] = {"prepare", "--input", txt, "--out", data, NULL};
+    TsRun r = run(dir, prep);
+    expect_ok(&r, "prepare");
+    ts_run_free(&r);
+    const char *s[] = {"sample", "--ckpt",       V1_FIXTURE, "--prompt",
+                       "KING:",  "--max-tokens", "10",       NULL};
+    r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0, "%s", r.out);
+    ts_run_free(&r);
+    const char *e[] = {"eval", "--ckpt", V1_FIXTURE, "--data", data, NULL};
+    r = run(dir, e);
+    expect_ok(&r, "eval");
+    ts_run_free(&r);
+    ts_join(out, dir, "run");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " V1_FIXTURE " %s/last.npz", out, out);
+    cr_assert(system(cmd) == 0);
+    const char *res[] = {"train",       "--data", data,      "--out",     out, "--resume",
+                         "--max-iters", "9",      "--quiet", "--threads", "1", NULL};
+    r = run(dir, res);
+    expect_ok(&r, "train --resume");
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 9);
+    ts_rm_tree(dir);
+}
+
+/* The options mixed from the command line: GPT-2's names with RoPE, RMSNorm, SwiGLU and
+ * post-LN trains, resumes to the bit and samples; resuming with another option is refused
+ * naming the flag; an attention-only model (--mlp none) trains; --help lists the options */
+Test(gpt_cli, a_mixed_model_trains_resumes_and_samples) {
+    char dir[256], a[512], b[512], c[512], pa[512], pb[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-mix");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"--pos",  "rope",      "--norm",      "rmsnorm", "--mlp",
+                              "swiglu", "--post-ln", "--max-iters", "20",      NULL};
+    train(dir, a, straight);
+    const char *first[] = {"--pos",  "rope",      "--norm",      "rmsnorm", "--mlp",
+                           "swiglu", "--post-ln", "--max-iters", "10",      "--lr-decay-iters",
+                           "20",     NULL};
+    train(dir, b, first);
+    const char *again[] = {"--resume", "--pos", "rope", NULL}; /* the same choice is accepted */
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    NpzFile *f;
+    cr_assert_eq(npz_read(pa, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "transformer.h.0.mlp.c_up.weight") &&
+              npz_find(f, "transformer.h.1.ln_2.weight") && npz_find(f, "transformer.wte.weight"));
+    cr_assert(!npz_find(f, "transformer.wpe.weight") && !npz_find(f, "transformer.ln_f.weight") &&
+              !npz_find(f, "transformer.h.0.ln_1.bias"));
+    npz_free(f);
+    const char *other[] = {"train",    "--data", data,      "--out", b,
+                           "--resume", "--pos",  "learned", NULL};
+    const char *says[] = {"--pos learned differs from the checkpoint's (rope)", NULL};
+    expect_usage(dir, other, says);
+    const char *other2[] = {"train", "--data", data, "--out", b, "--resume", "--no-bias", NULL};
+    const char *says2[] = {"--no-bias differs from the checkpoint's (biases)", NULL};
+    expect_usage(dir, other2, says2);
+    /* --bias is GPT-2's choice already: the same model, accepted (the run is at its end) */
+    const char *same[] = {"train",  "--data",  data,        "--out", b,   "--resume",
+                          "--bias", "--quiet", "--threads", "1",     NULL};
+    TsRun r = run(dir, same);
+    expect_ok(&r, "train --resume --bias on a model with biases");
+    ts_run_free(&r);
+    const char *s[] = {"sample", "--ckpt", pa, "--prompt", "KING:", "--max-tokens", "20", NULL};
+    r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0 && strlen(r.out) == 5 + 20 + 1, "%s", r.out);
+    ts_run_free(&r);
+    ts_join(c, dir, "attn-only");
+    const char *attn[] = {"--mlp", "none", "--llama", "--max-iters", "10", NULL};
+    train(dir, c, attn);
+    cr_assert_eq(npz_read(ts_join(pa, c, "last.npz"), &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "layers.1.attention.wq.weight") &&
+              !npz_find(f, "layers.0.feed_forward.w1.weight") &&
+              !npz_find(f, "layers.0.ffn_norm.weight"));
+    npz_free(f);
+    const char *h[] = {"train", "--help", NULL};
+    r = run(dir, h);
+    expect_ok(&r, "train --help");
+    const char *listed[] = {
+        "--pos",     "learned|rope|none", "--norm",      "layernorm|rmsnorm|none",
+        "--mlp",     "gelu|swiglu|none",  "--post-ln",   "--bias",
+        "--no-bias", "--ffn-hidden",      "--rope-base", "--n-kv-head",
+        "--untied",  "--dropout"};
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++)
+        cr_assert(strstr(r.out, listed[i]), "--help lacks %s:\n%s", listed[i], r.out);
     ts_run_free(&r);
     ts_rm_tree(dir);
 }
@@ -458,6 +583,31 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
                            "--force", "--block-size", "100000", NULL};
         const char *x[] = {"--block-size 100000", NULL};
         expect_usage(dir, f, x);
+        /* the model's options: a value that is no choice, a contradiction, a mix that cannot be */
+        const char *g1[] = {"train",   "--data", data,         "--out", out,
+                            "--force", "--pos",  "sinusoidal", NULL};
+        const char *y1[] = {"--pos sinusoidal", "must be learned, rope or none", NULL};
+        expect_usage(dir, g1, y1);
+        const char *g2[] = {"train",   "--data", data,    "--out", out,
+                            "--force", "--norm", "batch", NULL};
+        const char *y2[] = {"--norm batch", "must be layernorm, rmsnorm or none", NULL};
+        expect_usage(dir, g2, y2);
+        const char *g3[] = {"train",   "--data", data,   "--out", out,
+                            "--force", "--mlp",  "relu", NULL};
+        const char *y3[] = {"--mlp relu", "must be gelu, swiglu or none", NULL};
+        expect_usage(dir, g3, y3);
+        const char *g4[] = {"train",   "--data", data,        "--out", out,
+                            "--force", "--bias", "--no-bias", NULL};
+        const char *y4[] = {"--bias and --no-bias", NULL};
+        expect_usage(dir, g4, y4);
+        const char *g5[] = {"train", "--data",   data, "--out",    out, "--force", "--pos",
+                            "rope",  "--n-embd", "12", "--n-head", "4", NULL};
+        const char *y5[] = {"the model", "head size 3", "even for RoPE", NULL};
+        expect_usage(dir, g5, y5);
+        const char *g6[] = {"train",   "--data",       data, "--out", out,
+                            "--force", "--ffn-hidden", "-1", NULL};
+        const char *y6[] = {"--ffn-hidden -1", "must be in", NULL};
+        expect_usage(dir, g6, y6);
         /* a corrupt shard */
         char bad[512], badbin[512], badtok[512];
         ts_join(bad, dir, "bad");
