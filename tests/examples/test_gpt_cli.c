@@ -584,30 +584,23 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         const char *x[] = {"--block-size 100000", NULL};
         expect_usage(dir, f, x);
         /* the model's options: a value that is no choice, a contradiction, a mix that cannot be */
-        const char *g1[] = {"train",   "--data", data,         "--out", out,
-                            "--force", "--pos",  "sinusoidal", NULL};
-        const char *y1[] = {"--pos sinusoidal", "must be learned, rope or none", NULL};
-        expect_usage(dir, g1, y1);
-        const char *g2[] = {"train",   "--data", data,    "--out", out,
-                            "--force", "--norm", "batch", NULL};
-        const char *y2[] = {"--norm batch", "must be layernorm, rmsnorm or none", NULL};
-        expect_usage(dir, g2, y2);
-        const char *g3[] = {"train",   "--data", data,   "--out", out,
-                            "--force", "--mlp",  "relu", NULL};
-        const char *y3[] = {"--mlp relu", "must be gelu, swiglu or none", NULL};
-        expect_usage(dir, g3, y3);
-        const char *g4[] = {"train",   "--data", data,        "--out", out,
-                            "--force", "--bias", "--no-bias", NULL};
-        const char *y4[] = {"--bias and --no-bias", NULL};
-        expect_usage(dir, g4, y4);
-        const char *g5[] = {"train", "--data",   data, "--out",    out, "--force", "--pos",
-                            "rope",  "--n-embd", "12", "--n-head", "4", NULL};
-        const char *y5[] = {"the model", "head size 3", "even for RoPE", NULL};
-        expect_usage(dir, g5, y5);
-        const char *g6[] = {"train",   "--data",       data, "--out", out,
-                            "--force", "--ffn-hidden", "-1", NULL};
-        const char *y6[] = {"--ffn-hidden -1", "must be in", NULL};
-        expect_usage(dir, g6, y6);
+        const struct {
+            const char *flags[5], *says[4];
+        } opt[] = {
+            {{"--pos", "sinusoidal"}, {"--pos sinusoidal", "must be learned, rope or none"}},
+            {{"--norm", "batch"}, {"--norm batch", "must be layernorm, rmsnorm or none"}},
+            {{"--mlp", "relu"}, {"--mlp relu", "must be gelu, swiglu or none"}},
+            {{"--bias", "--no-bias"}, {"--bias and --no-bias: choose one"}},
+            {{"--pos", "rope", "--n-embd", "12"}, {"the model", "head size 3", "even for RoPE"}},
+            {{"--ffn-hidden", "-1"}, {"--ffn-hidden -1", "must be in"}},
+        };
+        for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++) {
+            const char *args[16] = {"train", "--data",  data,       "--out",
+                                    out,     "--force", "--n-head", "4"};
+            int n = 8;
+            for (int i = 0; i < 5 && opt[k].flags[i]; i++) args[n++] = opt[k].flags[i];
+            expect_usage(dir, args, opt[k].says);
+        }
         /* a corrupt shard */
         char bad[512], badbin[512], badtok[512];
         ts_join(bad, dir, "bad");
