@@ -512,7 +512,8 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
             return TR_EXIT_FAIL;
         }
         if (valid_due) {
-            tr_train_plot(g->csv_path, 0, 0); /* loss.png, outside the next row's tokens/s */
+            tr_train_plot(GP_PROG, g->csv_path, 0,
+                          0); /* loss.png, outside the next row's tokens/s */
             g->t_row = tr_now_s();
         }
         progress(g, l, 1);
@@ -568,7 +569,7 @@ static int run(GpTrainer *g) {
                    bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
     }
-    tr_train_plot(g->csv_path, !g->quiet, 1);
+    tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
     tr_signals_restore(old);
     fflush(stdout);
     return code;

@@ -397,6 +397,28 @@ Test(gpt_cli, a_mixed_model_trains_resumes_and_samples) {
     ts_rm_tree(dir);
 }
 
+/* The loss plot the trainers share (examples/translate/plot.c): when gnuplot fails, the
+ * message names attograd-gpt, and training goes on */
+Test(gpt_cli, a_failed_plot_names_attograd_gpt_and_training_goes_on) {
+    char dir[256], out[512], data[512], last[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-plot");
+    prepare(dir, "char");
+    ts_join(out, dir, "run");
+    cr_assert_eq(setenv("AG_GNUPLOT", "/bin/false", 1), 0); /* a gnuplot that always fails */
+    const char *args[] = {"train",       "--data", ts_join(data, dir, "data"),
+                          "--out",       out,      TINY,
+                          "--max-iters", "10",     "--threads",
+                          "1",           NULL};
+    TsRun r = run(dir, args);
+    expect_ok(&r, "train with a failing gnuplot");
+    cr_assert(strstr(r.err, "attograd-gpt train: ") && strstr(r.err, "loss.png") &&
+                  !strstr(r.err, "attograd-translate"),
+              "%s", r.err);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 10);
+    ts_rm_tree(dir);
+}
+
 /* ---- resume ---- */
 
 /* A run of 40 steps, and the same run stopped at 20 and resumed: the same checkpoints, entry
