@@ -419,6 +419,80 @@ Test(gpt_cli, a_failed_plot_names_attograd_gpt_and_training_goes_on) {
     ts_rm_tree(dir);
 }
 
+/* Copies the checkpoint src to dst with element at of the int64 entry name set to value */
+static void rewrite_i64(const char *src, const char *dst, const char *name, int at, int64_t value) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    int64_t copy[64];
+    int found = 0;
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        const void *data = e->data;
+        if (strcmp(e->name, name) == 0) {
+            cr_assert(e->dtype == NPZ_I64 && e->count <= 64 && (size_t)at < e->count);
+            memcpy(copy, e->data, e->nbytes);
+            copy[at] = value, data = copy, found = 1;
+        }
+        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
+    }
+    cr_assert(found, "%s: no entry '%s'", src, name);
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
+/* A checkpoint whose configuration or data position was edited: train --resume, sample and
+ * eval exit 2 naming the entry and the rule, and the file is left as it is */
+Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
+    char dir[256], out[512], data[512], ck[512], bad[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-edit");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(out, dir, "run");
+    ts_join(ck, out, "last.npz");
+    ts_join(bad, dir, "bad.npz");
+    const char *extra[] = {"--pos", "rope", "--max-iters", "8", NULL};
+    train(dir, out, extra);
+    const struct {
+        const char *entry;
+        int at;
+        int64_t value;
+        const char *says;
+    } edits[] = {
+        {"meta.config.pos", 0, 4, "meta.config.pos = 4: must be an integer in [0, 3]"},
+        {"meta.config.mlp", 0, -1, "meta.config.mlp = -1"},
+        {"meta.config.post_ln", 0, 2, "meta.config.post_ln = 2"},
+        {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
+        {"data.position", 6, 0, "data.position[6] (--batch-size) = 0"},
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        rewrite_i64(ck, bad, edits[k].entry, edits[k].at, edits[k].value);
+        size_t len;
+        char *before = ts_read_text(bad, &len);
+        const char *s[] = {edits[k].says, NULL};
+        if (strcmp(edits[k].entry, "data.position") != 0) {
+            const char *a[] = {"sample", "--ckpt", bad, "--prompt", "KING", NULL};
+            expect_usage(dir, a, s);
+            const char *e[] = {"eval", "--ckpt", bad, "--data", data, NULL};
+            expect_usage(dir, e, s);
+        }
+        char run_dir[512], last[512], cmd[2200];
+        ts_join(run_dir, dir, "edited");
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp %s %s", run_dir, run_dir, bad,
+                 ts_join(last, run_dir, "last.npz"));
+        cr_assert(system(cmd) == 0);
+        const char *r[] = {"train", "--data", data, "--out", run_dir, "--resume", NULL};
+        expect_usage(dir, r, s);
+        size_t now_len;
+        char *now = ts_read_text(last, &now_len);
+        cr_assert(now_len == len && memcmp(now, before, len) == 0, "%s changed", last);
+        free(now);
+        free(before);
+    }
+    ts_rm_tree(dir);
+}
+
 /* ---- resume ---- */
 
 /* A run of 40 steps, and the same run stopped at 20 and resumed: the same checkpoints, entry
