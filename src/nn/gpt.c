@@ -1,7 +1,9 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
- * parameters (init), the block (causal self-attention, MLP; GPT-2's or LLaMA's), the model's
- * forward and loss, then the cache of incremental decoding, generation and the checkpoint's
- * field table.
+ * parameters (init, in the style's names), the block (causal self-attention with learned,
+ * rotary or no positions; a GELU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
+ * loss, then the cache of incremental decoding, generation and the checkpoint's field table.
+ * Each option is read through one helper (pos_kind, norm_kind, mlp_kind, has_bias): zero
+ * there means the style's choice.
  * The attention of a block reads q, k and v where c_attn leaves them, side by side in its
  * (B, T, C + 2 n_kv_head hs) output (ag_attention with AG_ATTN_COLS): no head is copied apart.
  * Not here: the ops' math (../autograd), the general modules (nn.c, attention.c).
