@@ -154,10 +154,38 @@ static int check_position(const NpzFile *f, int64_t step) {
     return ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
 }
 
+/* The model's option flags and their values: the names of NnGptPos, NnGptNorm, NnGptMlp from 1
+ * on (0, the style's choice, is no value) */
+static const char *const pos_names[] = {"", "learned", "rope", "none", NULL};
+static const char *const norm_names[] = {"", "layernorm", "rmsnorm", "none", NULL};
+static const char *const mlp_names[] = {"", "gelu", "swiglu", "none", NULL};
+static const char *const *choice_names(const char *flag) {
+    return strcmp(flag, "pos") == 0    ? pos_names
+           : strcmp(flag, "norm") == 0 ? norm_names
+           : strcmp(flag, "mlp") == 0  ? mlp_names
+                                       : NULL;
+}
+
+/* --flag's value (when given) as the number of its name in choice_names(flag) -> *out, or
+ * AG_ERR_ARG naming the flag and the choices */
+static int parse_choice(GpFlag *fl, int n, const char *flag, int *out) {
+    const GpFlag *f = gp_flag(fl, n, flag);
+    if (!f->given) return AG_OK;
+    const char *v = *(const char **)f->value, *const *names = choice_names(flag);
+    for (int k = 1; names[k]; k++)
+        if (strcmp(v, names[k]) == 0) {
+            *out = k;
+            return AG_OK;
+        }
+    return ag_fail(AG_ERR_ARG, "--%s %s: must be %s, %s or %s", flag, v, names[1], names[2],
+                   names[3]);
+}
+
 /* --resume: a flag given again must agree with the checkpoint (the run cannot honour another
  * value); AG_ERR_ARG naming it. */
 static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *mc,
                        const OptimConfig *oc) {
+    GptConfig so = nn_gpt_options(mc); /* the stored model's choices, each made */
     const struct {
         const char *flag;
         double given, stored;
@@ -165,9 +193,16 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
         {"n-layer", g->mc.n_layer, mc->n_layer},
         {"n-head", g->mc.n_head, mc->n_head},
         {"n-embd", g->mc.n_embd, mc->n_embd},
-        {"n-kv-head", g->mc.n_kv_head, mc->n_kv_head},
+        {"n-kv-head", g->mc.n_kv_head, so.n_kv_head},
         {"llama", g->mc.style, mc->style},
-        {"no-bias", g->mc.no_bias, mc->no_bias},
+        {"pos", g->mc.pos, so.pos},
+        {"norm", g->mc.norm, so.norm},
+        {"mlp", g->mc.mlp, so.mlp},
+        {"bias", NN_GPT_BIAS_ON, so.bias},
+        {"no-bias", NN_GPT_BIAS_OFF, so.bias},
+        {"post-ln", g->mc.post_ln, mc->post_ln},
+        {"ffn-hidden", g->mc.ffn_hidden, so.ffn_hidden},
+        {"rope-base", g->mc.rope_base, so.rope_base},
         {"untied", g->mc.untied, mc->untied},
         {"block-size", g->mc.block_size, mc->block_size},
         {"dropout", g->mc.dropout, mc->dropout},
@@ -182,12 +217,30 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
         {"seed", (double)g->seed, (double)g->pos[GP_POS_SEED]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        if (!gp_flag(fl, n, v[i].flag)->given || v[i].given == v[i].stored) continue;
+        const GpFlag *f = gp_flag(fl, n, v[i].flag);
+        if (!f->given || v[i].given == v[i].stored) continue;
+        char given[64], stored[64]; /* a choice by its name, a switch by the option */
+        const char *const *names = choice_names(v[i].flag);
+        if (f->type == GP_STRING) {
+            snprintf(given, sizeof given, " %s", *(const char **)f->value);
+            snprintf(stored, sizeof stored, "%s", names[(int)v[i].stored]);
+        } else if (f->type == GP_BOOL) {
+            given[0] = '\0';
+            snprintf(stored, sizeof stored, "%s",
+                     strcmp(v[i].flag, "llama") == 0 ? (mc->style ? "LLaMA" : "GPT-2")
+                     : strstr(v[i].flag, "bias")
+                         ? (so.bias == NN_GPT_BIAS_ON ? "biases" : "no biases")
+                     : v[i].stored ? "on"
+                                   : "off");
+        } else {
+            snprintf(given, sizeof given, " %.9g", v[i].given);
+            snprintf(stored, sizeof stored, "%.9g", v[i].stored);
+        }
         return ag_fail(AG_ERR_ARG,
-                       "--%s %.9g differs from the checkpoint's (%.9g): --resume continues the "
-                       "run with its model, optimizer, batch size and seed (start a new run with "
+                       "--%s%s differs from the checkpoint's (%s): --resume continues the run "
+                       "with its model, optimizer, batch size and seed (start a new run with "
                        "--force to change them)",
-                       v[i].flag, v[i].given, v[i].stored);
+                       v[i].flag, given, stored);
     }
     return AG_OK;
 }
@@ -459,7 +512,8 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
             return TR_EXIT_FAIL;
         }
         if (valid_due) {
-            tr_train_plot(g->csv_path, 0, 0); /* loss.png, outside the next row's tokens/s */
+            tr_train_plot(GP_PROG, g->csv_path, 0,
+                          0); /* loss.png, outside the next row's tokens/s */
             g->t_row = tr_now_s();
         }
         progress(g, l, 1);
@@ -515,7 +569,7 @@ static int run(GpTrainer *g) {
                    bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
     }
-    tr_train_plot(g->csv_path, !g->quiet, 1);
+    tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
     tr_signals_restore(old);
     fflush(stdout);
     return code;
@@ -559,7 +613,8 @@ int gp_train(int argc, char **argv) {
     g->seed = 1337;
     g->out = NULL;
     int64_t seed = 1337;
-    int llama = 0;
+    int llama = 0, bias = 0;
+    const char *pos = NULL, *norm = NULL, *mlp = NULL;
     GpFlag fl[] = {
         {"data", GP_STRING, &g->data, 0, 0, 0, "the prepared folder (prepare --out)"},
         {"out", GP_STRING, &g->out, 0, 0, 0, "where last.npz, best.npz, log.csv go"},
@@ -569,8 +624,21 @@ int gp_train(int argc, char **argv) {
         {"n-kv-head", GP_INT, &g->mc.n_kv_head, 0, 1024, 0,
          "key/value heads (0: n-head; fewer: grouped-query)"},
         {"llama", GP_BOOL, &llama, 0, 0, 0,
-         "LLaMA's block (RMSNorm, RoPE, SwiGLU, no biases) instead of GPT-2's"},
-        {"no-bias", GP_BOOL, &g->mc.no_bias, 0, 0, 0, "no biases (nanoGPT's bias=False)"},
+         "LLaMA's defaults and names (RoPE, RMSNorm, SwiGLU, no biases) instead of GPT-2's"},
+        {"pos", GP_STRING, &pos, 0, 0, 0,
+         "positions: learned|rope|none (default: GPT-2 learned, --llama rope)"},
+        {"norm", GP_STRING, &norm, 0, 0, 0,
+         "norms: layernorm|rmsnorm|none (default: GPT-2 layernorm, --llama rmsnorm)"},
+        {"mlp", GP_STRING, &mlp, 0, 0, 0,
+         "feed-forward: gelu|swiglu|none (none: attention only; default: GPT-2 gelu, --llama "
+         "swiglu)"},
+        {"ffn-hidden", GP_INT, &g->mc.ffn_hidden, 0, 1 << 20, 0,
+         "the MLP's width (0: gelu 4 n-embd, swiglu llama2.c's 8/3 n-embd)"},
+        {"rope-base", GP_DOUBLE, &g->mc.rope_base, 0, 1e9, 0, "RoPE's base (0: 10000)"},
+        {"bias", GP_BOOL, &bias, 0, 0, 0, "biases in the Linear layers and LayerNorms (GPT-2's)"},
+        {"no-bias", GP_BOOL, &g->mc.no_bias, 0, 0, 0, "no biases (nanoGPT's bias=False; LLaMA's)"},
+        {"post-ln", GP_BOOL, &g->mc.post_ln, 0, 0, 0,
+         "post-LN blocks, norm(x + f(x)), no final norm (default: pre-LN)"},
         {"untied", GP_BOOL, &g->mc.untied, 0, 0, 0, "a head of its own (not the embeddings)"},
         {"block-size", GP_INT, &g->mc.block_size, 1, 1 << 16, 0, "context length (tokens)"},
         {"dropout", GP_DOUBLE, &g->mc.dropout, 0, 0.99, 0, "dropout rate"},
@@ -603,6 +671,14 @@ int gp_train(int argc, char **argv) {
     }
     g->seed = (uint64_t)seed;
     g->mc.style = llama ? NN_LLAMA : NN_GPT2;
+    int pos_k = 0, norm_k = 0, mlp_k = 0;
+    if (rc == AG_OK) rc = parse_choice(fl, n_fl, "pos", &pos_k);
+    if (rc == AG_OK) rc = parse_choice(fl, n_fl, "norm", &norm_k);
+    if (rc == AG_OK) rc = parse_choice(fl, n_fl, "mlp", &mlp_k);
+    g->mc.pos = (NnGptPos)pos_k, g->mc.norm = (NnGptNorm)norm_k, g->mc.mlp = (NnGptMlp)mlp_k;
+    if (rc == AG_OK && bias && g->mc.no_bias)
+        rc = ag_fail(AG_ERR_ARG, "--bias and --no-bias: choose one");
+    if (bias) g->mc.bias = NN_GPT_BIAS_ON;
     if (rc == AG_OK && (!g->data || !g->out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
     if (rc == AG_OK && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
@@ -648,10 +724,15 @@ int gp_train(int argc, char **argv) {
     if (!g->quiet) {
         printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
         if (g->resume) printf("resuming %s at step %lld\n", g->last_path, (long long)g->step);
-        printf("model: %d layers, %d heads, n_embd %d, block %d, vocabulary %d, dropout %g; "
-               "%zu parameters\n",
-               g->mc.n_layer, g->mc.n_head, g->mc.n_embd, g->mc.block_size, g->mc.vocab_size,
-               g->mc.dropout, ag_params_count(&g->m.params));
+        GptConfig o = nn_gpt_options(&g->mc);
+        printf("model: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary %d, "
+               "dropout %g; %zu parameters\n",
+               g->mc.n_layer, g->mc.n_head, o.n_kv_head, g->mc.n_embd, g->mc.block_size,
+               g->mc.vocab_size, g->mc.dropout, ag_params_count(&g->m.params));
+        printf("block: %s names; positions %s, norm %s, %s, mlp %s (%d wide), %s, %s head\n",
+               g->mc.style == NN_LLAMA ? "LLaMA's" : "GPT-2's", pos_names[o.pos],
+               norm_names[o.norm], o.post_ln ? "post-LN" : "pre-LN", mlp_names[o.mlp], o.ffn_hidden,
+               o.bias == NN_GPT_BIAS_ON ? "biases" : "no biases", o.untied ? "untied" : "tied");
         printf("data: %zu train tokens, %zu valid; batch %d x %d tokens; AdamW lr %g -> %g "
                "(warmup %lld, cosine to step %lld), weight decay %g, clip %g\n",
                g->n_train, g->n_valid, g->batch, g->mc.block_size, g->oc.lr, g->oc.schedule.lr_min,

@@ -130,7 +130,10 @@ int tr_plot_script(const char *script, const char *png) {
         ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
         return TR_PLOT_FAILED;
     }
-    fprintf(f, "# drawn by attograd-translate; `gnuplot %s` draws %s again\n", gp, png);
+    fprintf(f,
+            "# drawn by attograd's trainers (examples/translate/plot.c); `gnuplot %s` draws %s "
+            "again\n",
+            gp, png);
     char def[700];
     gp_assign(def, sizeof def, "outfile", png);
     fprintf(f, "if (!exists('outfile')) %s\n", def);
@@ -424,7 +427,7 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
 /* The trainer's hook (train_log.c, after a CSV row with a validation, and at the end): redraws
  * loss.png next to log.csv. A skipped plot is said once (when verbose), a failed one once on
  * stderr; training goes on either way. */
-void tr_train_plot(const char *csv_path, int verbose, int final) {
+void tr_train_plot(const char *prog, const char *csv_path, int verbose, int final) {
     static int said = 0;
     char png[700];
     const char *slash = strrchr(csv_path, '/');
@@ -437,7 +440,7 @@ void tr_train_plot(const char *csv_path, int verbose, int final) {
         if (final && verbose) printf("loss plot: %s\n", png);
     } else if (!said) {
         if (rc == TR_PLOT_FAILED)
-            fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
+            fprintf(stderr, "%s train: %s\n", prog, ag_last_error());
         else if (verbose)
             printf("%s\n", ag_last_error());
         said = 1;

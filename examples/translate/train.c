@@ -209,7 +209,7 @@ int tr_train(const TrTrainConfig *c) {
     tr_end_bar(tr);
     code = finish(tr, code, interrupted, last_loss);
     if (c->report_rss > 0 && rss_first[0] >= 0) tr_report_rss(tr, rss_first);
-    tr_train_plot(tr->csv_path, c->verbose, 1);
+    tr_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
     if (c->handle_signals) tr_signals_restore(old);
     fflush(stdout);
     tr_trainer_free(tr);

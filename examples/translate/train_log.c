@@ -53,7 +53,7 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
     p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
     tr->t_row = t;
     if (valid) { /* redraw loss.png (plot.c), outside the next row's tokens/s */
-        tr_train_plot(tr->csv_path, tr->cfg->verbose, 0);
+        tr_train_plot(TR_PROG, tr->csv_path, tr->cfg->verbose, 0);
         tr->t_row = tr_now_s();
     }
     return AG_OK;

@@ -397,9 +397,10 @@ int tr_plot_script(const char *script, const char *png);
 /* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
  * log has a valid_exact column with values) against the step, from the trainer's log.csv. */
 int tr_plot_loss(const char *csv_path, const char *png_path);
-/* The trainer's hook: redraws loss.png next to csv_path; says once when it was skipped
- * (verbose) or failed (stderr); final: also prints the picture's path (verbose). */
-void tr_train_plot(const char *csv_path, int verbose, int final);
+/* The trainers' hook (attograd-translate's and attograd-gpt's): redraws loss.png next to
+ * csv_path; says once when it was skipped (verbose) or failed (stderr, as "<prog> train: ...");
+ * final: also prints the picture's path (verbose). */
+void tr_train_plot(const char *prog, const char *csv_path, int verbose, int final);
 
 /* Building blocks of heatmap scripts (attention.c, heads.c). */
 typedef struct TrGpPanel {

@@ -12,13 +12,13 @@
 
 void *tr_malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
-    AG_CHECK(p != NULL, "translate: out of memory (%zu bytes)", bytes);
+    AG_CHECK(p != NULL, "tr_malloc: out of memory (%zu bytes)", bytes);
     return p;
 }
 
 void *tr_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    AG_CHECK(p != NULL, "translate: out of memory (%zu x %zu bytes)", n, size);
+    AG_CHECK(p != NULL, "tr_calloc: out of memory (%zu x %zu bytes)", n, size);
     return p;
 }
 

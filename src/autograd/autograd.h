@@ -197,12 +197,16 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
  * x are rotated and returned, (..., T, n_cols): a whole number of heads, e.g. the query and key
  * blocks of a fused (B, T, (NH + 2 NKV) HS) projection (adjacent, so one call with n_cols =
  * (NH + NKV) HS), without copying the value columns. n_cols 0: every column from col on.
+ * keep 1: every column of x is returned, (..., T, C), those outside [col, col + n_cols) as they
+ * were: a fused qkv with its query and key blocks rotated and its values unchanged, which
+ * attention reads as it read the projection.
  * base 0: 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double. */
 typedef struct AgRope {
     int head_size;   /* HS, even */
     int pos0;        /* the position of t = 0 */
     double base;     /* theta_i = base^(-2i/HS); 0: 10000 */
     int col, n_cols; /* the heads are columns [col, col + n_cols) of x; n_cols 0: to the end */
+    int keep;        /* 0: return the rotated columns; 1: all of x's, the others unchanged */
 } AgRope;
 Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r);
 

@@ -3,7 +3,8 @@
  * projection, a (T, C) one and split heads (B, NH, T, HS) all work, and a decoding step with a
  * KV cache of length L passes pos0 = L. The op rotates the columns [col, col + n_cols) of x
  * (heads of head_size side by side) and returns only them, (..., T, n_cols): so the query and
- * key blocks of a fused projection are rotated without copying its value columns. It saves
+ * key blocks of a fused projection are rotated without copying its value columns; or, with
+ * keep, all of x's columns, the others passed through (gradient 1). It saves
  * the (T, head_size) table of cos and sin for backward. Not here: the loops (../tensor/k_rope.c).
  * Next: ops_embedding.c. */
 #include <limits.h>
@@ -13,10 +14,11 @@
 
 typedef struct RopeCtx {
     const Real *cs; /* (T, HS): the forward's cos and sin of each position and pair */
-    int T, HS, col, n_cols;
+    int T, HS, col, n_cols, keep;
 } RopeCtx;
 
-/* x (..., T, C) -> (..., T, n_cols), the columns [col, col + n_cols) of x rotated */
+/* x (..., T, C) -> (..., T, n_cols), the columns [col, col + n_cols) of x rotated; keep:
+ * (..., T, C), the other columns of x beside them */
 Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r) {
     AG_CHECK(tape != NULL, "ag_rope: tape is NULL");
     AG_CHECK_TENSOR("ag_rope", x);
@@ -42,21 +44,26 @@ Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r) {
              x->name, tensor_shape_str(x));
     AG_CHECK(base > 0 && base < INFINITY, "ag_rope: base = %g must be finite and > 0 (x %s %s)",
              base, x->name, tensor_shape_str(x));
-    int shape[AG_MAX_DIMS];
+    AG_CHECK(r->keep == 0 || r->keep == 1, "ag_rope: keep %d must be 0 or 1 (x %s %s)", r->keep,
+             x->name, tensor_shape_str(x));
+    int shape[AG_MAX_DIMS], yc = r->keep ? C : n, y0 = r->keep ? r->col : 0;
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
-    shape[x->ndim - 1] = n;
+    shape[x->ndim - 1] = yc;
     Tensor *y = ag_out(tape, AG_OP_ROPE, x->ndim, shape);
     Real *cs = arena_alloc(tape->arena, (size_t)T * (size_t)HS * sizeof(Real));
     k_rope_table(cs, T, r->pos0, HS, base);
-    k_rope_forward(y->data, (size_t)n, x->data + r->col, (size_t)C, cs, tensor_rows(x), T, n, HS);
+    k_rope_forward(y->data + y0, (size_t)yc, x->data + r->col, (size_t)C, cs, tensor_rows(x), T, n,
+                   HS);
+    if (r->keep) k_rope_pass(y->data, x->data, tensor_rows(x), C, r->col, n);
     AgNode *nd = ag_record(tape, AG_OP_ROPE, y, 1, &x);
-    if (nd) *AG_SAVE(tape, nd, RopeCtx) = (RopeCtx){cs, T, HS, r->col, n};
+    if (nd) *AG_SAVE(tape, nd, RopeCtx) = (RopeCtx){cs, T, HS, r->col, n, r->keep};
     return y;
 }
 void ag_rope_backward(AgNode *n) {
     const RopeCtx *c = n->ctx;
     Tensor *x = n->in[0];
-    size_t C = (size_t)x->shape[x->ndim - 1];
-    k_rope_backward(x->grad + c->col, C, n->out->grad, (size_t)c->n_cols, c->cs, tensor_rows(x),
-                    c->T, c->n_cols, c->HS);
+    int C = x->shape[x->ndim - 1], yc = c->keep ? C : c->n_cols;
+    k_rope_backward(x->grad + c->col, (size_t)C, n->out->grad + (c->keep ? c->col : 0), (size_t)yc,
+                    c->cs, tensor_rows(x), c->T, c->n_cols, c->HS);
+    if (c->keep) k_rope_pass_backward(x->grad, n->out->grad, tensor_rows(x), C, c->col, c->n_cols);
 }

@@ -57,6 +57,10 @@ static void check_field(const CkptField *fd) {
              "checkpoint: configuration field '%s' (type %d, %zu bytes): INT is an int, enum or "
              "int64_t, FLOAT a double, STRING a char array",
              fd->name ? fd->name : "NULL", (int)fd->type, fd->size);
+    AG_CHECK(!fd->optional || (fd->type != CKPT_FIELD_STRING && fd->lo <= 0 && fd->hi >= 0),
+             "checkpoint: optional configuration field '%s': a number whose range [%g, %g] holds "
+             "0 (the value of a file without it)",
+             fd->name, fd->lo, fd->hi);
 }
 
 static FieldValue get_field(const void *s, const CkptField *fd) {
@@ -241,6 +245,10 @@ static int read_field(const NpzFile *f, const char *prefix, const CkptField *fd,
     check_field(fd);
     snprintf(name, sizeof name, "%s%s", prefix, fd->name);
     const NpzEntry *e = npz_find(f, name);
+    if (!e && fd->optional) { /* a file older than the field: 0 */
+        memset(v, 0, sizeof *v);
+        return AG_OK;
+    }
     if (!e)
         return ag_fail(AG_ERR_SHAPE, "%s: '%s' is missing (not a checkpoint of this model?)",
                        f->path, name);

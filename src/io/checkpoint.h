@@ -50,12 +50,17 @@ typedef struct CkptField {
     CkptFieldType type; /* INT: an int, enum or int64_t; FLOAT: a double; STRING: a char array */
     size_t offset, size;
     double lo, hi; /* a number read from a file must be in [lo, hi] */
+    int optional;  /* 1: a file without the entry reads 0 (a field added after files were
+                    * written; 0 must be in [lo, hi] and mean what those files meant) */
 } CkptField;
-#define CKPT_FIELD_(S, f, type, lo, hi)                                                            \
-    { #f, type, offsetof(S, f), sizeof(((S *)0)->f), (double)(lo), (double)(hi) }
-#define CKPT_CFG_INT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi)
-#define CKPT_CFG_FLOAT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi)
-#define CKPT_CFG_STRING(S, f) CKPT_FIELD_(S, f, CKPT_FIELD_STRING, 0, 0)
+#define CKPT_FIELD_(S, f, type, lo, hi, opt)                                                       \
+    { #f, type, offsetof(S, f), sizeof(((S *)0)->f), (double)(lo), (double)(hi), opt }
+#define CKPT_CFG_INT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi, 0)
+#define CKPT_CFG_FLOAT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi, 0)
+#define CKPT_CFG_STRING(S, f) CKPT_FIELD_(S, f, CKPT_FIELD_STRING, 0, 0, 0)
+/* the same, optional: older files without the entry read 0 */
+#define CKPT_CFG_INT_OPT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi, 1)
+#define CKPT_CFG_FLOAT_OPT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi, 1)
 
 /* A configuration: the struct at values, described by fields[0..n_fields). check (may be NULL)
  * says what the fields alone cannot (n_heads divides d_model, ...) and how many parameter values
@@ -109,7 +114,8 @@ int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats)
 /* Reads path once (npz_read with its limits) and checks what it means before anything is
  * used. In order: the small entries (above) are read first, each at most CKPT_MAX_SMALL bytes,
  * and meta.extra may declare at most CKPT_MAX_EXTRA. With cfg (may be NULL): meta.model must be
- * cfg->model's (when both have one), every field is read (present, its type, an int that fits,
+ * cfg->model's (when both have one), every field is read (present or optional (0 when absent),
+ * its type, an int that fits,
  * a string that fits, a number in [lo, hi]) and cfg->check passes; the parameter count it gives
  * (at most CKPT_MAX_PARAMS) bounds the other entries before any of them is allocated: together
  * at most 8 bytes a parameter (float64), three times that with an optimizer, plus

@@ -1,7 +1,9 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
- * parameters (init), the block (causal self-attention, MLP; GPT-2's or LLaMA's), the model's
- * forward and loss, then the cache of incremental decoding, generation and the checkpoint's
- * field table.
+ * parameters (init, in the style's names), the block (causal self-attention with learned,
+ * rotary or no positions; a GELU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
+ * loss, then the cache of incremental decoding, generation and the checkpoint's field table.
+ * Each option is read through one helper (pos_kind, norm_kind, mlp_kind, has_bias): zero
+ * there means the style's choice.
  * The attention of a block reads q, k and v where c_attn leaves them, side by side in its
  * (B, T, C + 2 n_kv_head hs) output (ag_attention with AG_ATTN_COLS): no head is copied apart.
  * Not here: the ops' math (../autograd), the general modules (nn.c, attention.c).
@@ -13,23 +15,55 @@
 #include <string.h>
 
 /* the head size, the key/value heads, the width of c_attn's output (C queries, then the keys
- * and the values), LLaMA's feed-forward width and its norms' eps */
+ * and the values), the options (zero: the style's choice), the MLP's width and the norms' eps */
 static int head_size(const GptConfig *c) { return c->n_embd / c->n_head; }
 static int n_kv(const GptConfig *c) { return c->n_kv_head ? c->n_kv_head : c->n_head; }
 static int qkv_width(const GptConfig *c) { return c->n_embd + 2 * n_kv(c) * head_size(c); }
+static int llama(const GptConfig *c) { return c->style == NN_LLAMA; }
+static NnGptPos pos_kind(const GptConfig *c) {
+    return c->pos ? c->pos : llama(c) ? NN_GPT_POS_ROPE : NN_GPT_POS_LEARNED;
+}
+static NnGptNorm norm_kind(const GptConfig *c) {
+    return c->norm ? c->norm : llama(c) ? NN_GPT_NORM_RMS : NN_GPT_NORM_LAYER;
+}
+static NnGptMlp mlp_kind(const GptConfig *c) {
+    return c->mlp ? c->mlp : llama(c) ? NN_GPT_MLP_SWIGLU : NN_GPT_MLP_GELU;
+}
+static int has_bias(const GptConfig *c) {
+    return c->bias ? c->bias == NN_GPT_BIAS_ON : !c->no_bias && !llama(c);
+}
 static int ffn_width(const GptConfig *c) {
-    if (c->style != NN_LLAMA) return 4 * c->n_embd;
+    if (mlp_kind(c) == NN_GPT_MLP_NONE) return 0;
     if (c->ffn_hidden) return c->ffn_hidden;
+    if (mlp_kind(c) == NN_GPT_MLP_GELU) return 4 * c->n_embd;
     int h = 2 * (4 * c->n_embd) / 3;
     return (h + 31) / 32 * 32;
 }
 static double norm_eps(const GptConfig *c) { return c->norm_eps ? c->norm_eps : NN_LN_EPS; }
+
+GptConfig nn_gpt_options(const GptConfig *c) {
+    AG_CHECK_ARG(c);
+    AG_CHECK(nn_gpt_check_config(c, NULL) == AG_OK, "nn_gpt_options: %s", ag_last_error());
+    GptConfig r = *c;
+    r.pos = pos_kind(c), r.norm = norm_kind(c), r.mlp = mlp_kind(c);
+    r.bias = has_bias(c) ? NN_GPT_BIAS_ON : NN_GPT_BIAS_OFF, r.no_bias = !has_bias(c);
+    r.n_kv_head = n_kv(c), r.ffn_hidden = ffn_width(c), r.norm_eps = norm_eps(c);
+    r.rope_base = c->rope_base ? c->rope_base : 10000;
+    return r;
+}
 
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     AG_CHECK_ARG(c);
     if (c->style != NN_GPT2 && c->style != NN_LLAMA)
         return ag_fail(AG_ERR_FORMAT, "style %d is not NN_GPT2 (%d) or NN_LLAMA (%d)",
                        (int)c->style, (int)NN_GPT2, (int)NN_LLAMA);
+    if ((unsigned)c->pos > NN_GPT_POS_NONE || (unsigned)c->norm > NN_GPT_NORM_NONE ||
+        (unsigned)c->mlp > NN_GPT_MLP_NONE || (unsigned)c->bias > NN_GPT_BIAS_OFF ||
+        (c->post_ln & ~1))
+        return ag_fail(AG_ERR_FORMAT,
+                       "pos %d, norm %d and mlp %d must be in [0, 3], bias %d in [0, 2] and "
+                       "post_ln %d 0 or 1",
+                       (int)c->pos, (int)c->norm, (int)c->mlp, (int)c->bias, c->post_ln);
     if (c->vocab_size < 1 || c->block_size < 1 || c->n_embd < 1)
         return ag_fail(AG_ERR_FORMAT, "vocab_size %d, block_size %d and n_embd %d must be >= 1",
                        c->vocab_size, c->block_size, c->n_embd);
@@ -45,27 +79,29 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if ((c->no_bias | c->untied) & ~1)
         return ag_fail(AG_ERR_FORMAT, "no_bias %d and untied %d must be 0 or 1", c->no_bias,
                        c->untied);
+    if (c->no_bias && c->bias == NN_GPT_BIAS_ON)
+        return ag_fail(AG_ERR_FORMAT, "no_bias 1 contradicts bias NN_GPT_BIAS_ON");
     if (c->ffn_hidden < 0 || !(c->rope_base >= 0 && isfinite(c->rope_base)) ||
         !(c->norm_eps >= 0 && c->norm_eps < 1))
         return ag_fail(AG_ERR_FORMAT,
                        "ffn_hidden %d must be >= 0, rope_base %g >= 0 and norm_eps %g in [0, 1)",
                        c->ffn_hidden, c->rope_base, c->norm_eps);
-    if (c->style == NN_LLAMA && head_size(c) % 2 != 0)
+    if (pos_kind(c) == NN_GPT_POS_ROPE && head_size(c) % 2 != 0)
         return ag_fail(AG_ERR_FORMAT, "head size %d (n_embd %d / n_head %d) must be even for RoPE",
                        head_size(c), c->n_embd, c->n_head);
     /* the values nn_gpt_init allocates (doubles: in range, no product overflows them) */
     double C = c->n_embd, W = qkv_width(c), V = c->vocab_size, H = ffn_width(c);
-    double bias = c->no_bias || c->style == NN_LLAMA ? 0 : 1, block, total;
-    if (c->style == NN_LLAMA) { /* wq, wk, wv (W - C rows together), wo; w1, w2, w3; 2 norms */
-        block = W * C + C * C + 3 * H * C + 2 * C;
-        total = V * C + c->n_layer * block + C + (c->untied ? V * C : 0);
-    } else {
-        block = (W * C + W * bias) + (C * C + C * bias)   /* c_attn, c_proj */
-                + (H * C + H * bias) + (H * C + C * bias) /* c_fc, c_proj */
-                + 2 * (C + C * bias);                     /* ln_1, ln_2 */
-        total = V * C + (double)c->block_size * C + c->n_layer * block + (C + C * bias) +
-                (c->untied ? V * C : 0);
-    }
+    double b = has_bias(c), nb = norm_kind(c) == NN_GPT_NORM_NONE  ? 0
+                                 : norm_kind(c) == NN_GPT_NORM_RMS ? 1
+                                                                   : 1 + b; /* a norm's vectors */
+    double attn = W * C + W * b + C * C + C * b; /* c_attn (wq, wk, wv), c_proj (wo) */
+    double mlp = mlp_kind(c) == NN_GPT_MLP_SWIGLU ? 3 * H * C + 2 * H * b + C * b
+                 : mlp_kind(c) == NN_GPT_MLP_GELU ? 2 * H * C + H * b + C * b
+                                                  : 0;
+    double norms = (mlp_kind(c) == NN_GPT_MLP_NONE ? 1 : 2) * nb * C; /* ln_1, ln_2 */
+    double total = V * C + c->n_layer * (attn + mlp + norms) + (c->post_ln ? 0 : nb * C) +
+                   (pos_kind(c) == NN_GPT_POS_LEARNED ? (double)c->block_size * C : 0) +
+                   (c->untied ? V * C : 0);
     if (n_params) *n_params = (int64_t)total;
     return AG_OK;
 }
@@ -93,46 +129,59 @@ static void linear_init(Linear *l, NnBuilder *b, const char *name, int in, int o
 /* LLaMA's parameters (Meta's names), initialised as llama2.c's model.py */
 static void llama_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     const GptConfig *c = &m->cfg;
-    int C = c->n_embd, KV = n_kv(c) * head_size(c), H = ffn_width(c);
+    int C = c->n_embd, KV = n_kv(c) * head_size(c), H = ffn_width(c), nb = !has_bias(c);
+    int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
+    int swiglu = mlp_kind(c) == NN_GPT_MLP_SWIGLU;
     nn_embedding_init(&m->wte, top, "tok_embeddings", c->vocab_size, C, NN_NO_PADDING);
     rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    if (pos_kind(c) == NN_GPT_POS_LEARNED) {
+        nn_positional_init(&m->wpe, top, "pos_embeddings", c->block_size, C, NN_LEARNED);
+        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+    }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
         NnBuilder hb = nn_scope(top, "layers.%d", l);
-        linear_init(&h->wq, &hb, "attention.wq", C, C, 1, std);
-        linear_init(&h->wk, &hb, "attention.wk", C, KV, 1, std);
-        linear_init(&h->wv, &hb, "attention.wv", C, KV, 1, std);
-        linear_init(&h->c_proj, &hb, "attention.wo", C, C, 1, proj_std);
-        linear_init(&h->c_fc, &hb, "feed_forward.w1", C, H, 1, std);
-        linear_init(&h->mlp_proj, &hb, "feed_forward.w2", H, C, 1, std);
-        linear_init(&h->w3, &hb, "feed_forward.w3", C, H, 1, proj_std);
-        ln_init(&h->ln_1, &hb, "attention_norm", C, 1, norm_eps(c));
-        ln_init(&h->ln_2, &hb, "ffn_norm", C, 1, norm_eps(c));
+        linear_init(&h->wq, &hb, "attention.wq", C, C, nb, std);
+        linear_init(&h->wk, &hb, "attention.wk", C, KV, nb, std);
+        linear_init(&h->wv, &hb, "attention.wv", C, KV, nb, std);
+        linear_init(&h->c_proj, &hb, "attention.wo", C, C, nb, proj_std);
+        if (H) { /* w3 takes the residual's scale, as llama2.c; w2 without it */
+            linear_init(&h->c_fc, &hb, "feed_forward.w1", C, H, nb, std);
+            linear_init(&h->mlp_proj, &hb, "feed_forward.w2", H, C, nb, swiglu ? std : proj_std);
+            if (swiglu) linear_init(&h->w3, &hb, "feed_forward.w3", C, H, nb, proj_std);
+        }
+        if (!nn) ln_init(&h->ln_1, &hb, "attention_norm", C, lnb, norm_eps(c));
+        if (!nn && H) ln_init(&h->ln_2, &hb, "ffn_norm", C, lnb, norm_eps(c));
     }
-    ln_init(&m->ln_f, top, "norm", C, 1, norm_eps(c));
+    if (!nn && !c->post_ln) ln_init(&m->ln_f, top, "norm", C, lnb, norm_eps(c));
     if (c->untied) linear_init(&m->lm_head, top, "output", C, c->vocab_size, 1, std);
 }
 
 /* GPT-2's parameters (nanoGPT's names), initialised as nanoGPT's model.py */
 static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     const GptConfig *c = &m->cfg;
-    int C = c->n_embd, nb = c->no_bias;
+    int C = c->n_embd, H = ffn_width(c), nb = !has_bias(c);
+    int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
     NnBuilder tr = nn_scope(top, "transformer");
     nn_embedding_init(&m->wte, &tr, "wte", c->vocab_size, C, NN_NO_PADDING);
     rng_fill_normal(top->rng, m->wte.weight, 0, std);
-    nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
-    rng_fill_normal(top->rng, m->wpe.table, 0, std);
+    if (pos_kind(c) == NN_GPT_POS_LEARNED) {
+        nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
+        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+    }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
         NnBuilder hb = nn_scope(&tr, "h.%d", l);
-        ln_init(&h->ln_1, &hb, "ln_1", C, nb, norm_eps(c));
+        if (!nn) ln_init(&h->ln_1, &hb, "ln_1", C, lnb, norm_eps(c));
         linear_init(&h->c_attn, &hb, "attn.c_attn", C, qkv_width(c), nb, std);
         linear_init(&h->c_proj, &hb, "attn.c_proj", C, C, nb, proj_std);
-        ln_init(&h->ln_2, &hb, "ln_2", C, nb, norm_eps(c));
-        linear_init(&h->c_fc, &hb, "mlp.c_fc", C, 4 * C, nb, std);
-        linear_init(&h->mlp_proj, &hb, "mlp.c_proj", 4 * C, C, nb, proj_std);
+        if (!H) continue; /* attention only */
+        if (!nn) ln_init(&h->ln_2, &hb, "ln_2", C, lnb, norm_eps(c));
+        linear_init(&h->c_fc, &hb, "mlp.c_fc", C, H, nb, std);
+        if (mlp_kind(c) == NN_GPT_MLP_SWIGLU) linear_init(&h->w3, &hb, "mlp.c_up", C, H, nb, std);
+        linear_init(&h->mlp_proj, &hb, "mlp.c_proj", H, C, nb, proj_std);
     }
-    ln_init(&m->ln_f, &tr, "ln_f", C, nb, norm_eps(c));
+    if (!nn && !c->post_ln) ln_init(&m->ln_f, &tr, "ln_f", C, lnb, norm_eps(c));
     if (c->untied) linear_init(&m->lm_head, top, "lm_head", C, c->vocab_size, 1, std);
 }
 
@@ -173,15 +222,22 @@ static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, A
     return ag_attention(t, q, k, v, &cols, AG_CAUSAL, m->cfg.dropout, rng, &m->last_probs[l]);
 }
 
-/* GPT-2: x (B, T, C) -> causal self-attention (B, T, C): c_attn, attention over its columns
- * (queries at 0, keys at C, values after them), c_proj, dropout on the branch. With a cache
- * the new keys and values join it first, and the queries attend over all of it. */
-static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng *rng) {
+/* GPT-2: x (B, T, C) at positions [pos0, pos0 + T) -> causal self-attention (B, T, C):
+ * c_attn, attention over its columns (queries at 0, keys at C, values after them), c_proj,
+ * dropout on the branch. RoPE turns the query and key columns in place (the values pass
+ * through). With a cache the new keys and values join it first, and the queries attend over
+ * all of it. */
+static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
     Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 KV) */
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, C, C + KV};
+    if (pos_kind(c) == NN_GPT_POS_ROPE) {
+        AgRope rope = {
+            .head_size = hs, .pos0 = pos0, .base = c->rope_base, .n_cols = C + KV, .keep = 1};
+        qkv = ag_rope(t, qkv, &rope); /* (B, T, C + 2 KV) */
+    }
     Tensor *kv = qkv;
     if (cache) { /* (B, len, 2 KV): keys at column 0, values at KV */
         kv = cache_append(t, cache, l, qkv, C, qkv, C + KV);
@@ -192,16 +248,20 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng
 }
 
 /* LLaMA: x (B, T, C) at positions [pos0, pos0 + T) -> attention (B, T, C): wq, wk and wv,
- * RoPE on queries and keys, attention (grouped-query), wo, dropout */
+ * RoPE on queries and keys (Meta's; learned or no positions: none), attention (grouped-query),
+ * wo, dropout */
 static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache,
                                Rng *rng) {
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int hs = head_size(c), KV = n_kv(c) * hs;
-    AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
-    Tensor *q = ag_rope(t, nn_linear(t, &h->wq, x), &rope); /* (B, T, C) */
-    Tensor *k = ag_rope(t, nn_linear(t, &h->wk, x), &rope); /* (B, T, KV) */
-    Tensor *v = nn_linear(t, &h->wv, x);                    /* (B, T, KV) */
+    Tensor *q = nn_linear(t, &h->wq, x); /* (B, T, C) */
+    Tensor *k = nn_linear(t, &h->wk, x); /* (B, T, KV) */
+    Tensor *v = nn_linear(t, &h->wv, x); /* (B, T, KV) */
+    if (pos_kind(c) == NN_GPT_POS_ROPE) {
+        AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
+        q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
+    }
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, 0, 0};
     if (cache) { /* the rotated keys are cached */
         k = v = cache_append(t, cache, l, k, 0, v, 0);
@@ -211,32 +271,38 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
-/* x (B, T, C) -> the MLP (B, T, C): GPT-2's c_fc, GELU, c_proj; LLaMA's SwiGLU,
- * w2(silu(w1 x) * w3 x); then dropout */
+/* x (B, T, C) -> the MLP (B, T, C): GELU's c_proj(gelu(c_fc x)), or SwiGLU's
+ * w2(silu(w1 x) * w3 x) (c_fc is w1, mlp_proj w2); then dropout */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *a = nn_linear(t, &h->c_fc, x), *y;
-    if (m->cfg.style == NN_LLAMA)
+    Tensor *a = nn_linear(t, &h->c_fc, x), *y; /* (B, T, H) */
+    if (mlp_kind(&m->cfg) == NN_GPT_MLP_SWIGLU)
         y = nn_linear(t, &h->mlp_proj, ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x)));
     else
         y = nn_linear(t, &h->mlp_proj, ag_gelu(t, a));
     return ag_dropout(t, y, m->cfg.dropout, rng);
 }
 
-/* a norm of the model: GPT-2's LayerNorm, LLaMA's RMSNorm */
+/* a norm of the model: LayerNorm (GPT-2's), RMSNorm (LLaMA's), or none */
 static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x) {
-    if (m->cfg.style == NN_LLAMA) return ag_rmsnorm(t, x, ln->weight, ln->eps);
-    return nn_layernorm(t, ln, x);
+    NnGptNorm k = norm_kind(&m->cfg);
+    if (k == NN_GPT_NORM_RMS) return ag_rmsnorm(t, x, ln->weight, ln->eps);
+    return k == NN_GPT_NORM_LAYER ? nn_layernorm(t, ln, x) : x;
 }
 
-/* pre-norm: x + attn(norm_1(x)), then + mlp(norm_2(x)) */
+/* pre-LN: x + attn(norm_1(x)), then + mlp(norm_2(x)); post-LN: norm_1(x + attn(x)), then
+ * norm_2(x + mlp(x)); no MLP: the attention's step alone */
 static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *a = norm(t, m, &h->ln_1, x);
+    int post = m->cfg.post_ln;
+    Tensor *a = post ? x : norm(t, m, &h->ln_1, x);
     a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
-                                 : attention(t, m, l, a, cache, rng);
+                                 : attention(t, m, l, a, pos0, cache, rng);
     x = ag_add(t, x, a);
-    return ag_add(t, x, mlp(t, m, l, norm(t, m, &h->ln_2, x), rng));
+    if (post) x = norm(t, m, &h->ln_1, x);
+    if (mlp_kind(&m->cfg) == NN_GPT_MLP_NONE) return x;
+    x = ag_add(t, x, mlp(t, m, l, post ? x : norm(t, m, &h->ln_2, x), rng));
+    return post ? norm(t, m, &h->ln_2, x) : x;
 }
 
 /* ---- the model ---- */
@@ -254,11 +320,12 @@ static void check_ids(const Gpt *m, const int *idx, int B, int T, int pos0, cons
 /* tokens (B, T) at positions [pos0, pos0 + T) -> logits (B, T, V) */
 static Tensor *forward(Tape *t, Gpt *m, const int *idx, int B, int T, int pos0, GptCache *cache,
                        Rng *rng) {
-    Tensor *x = nn_embedding(t, &m->wte, idx, B, T); /* LLaMA: positions come by RoPE */
-    if (m->cfg.style == NN_GPT2) x = nn_positional(t, &m->wpe, x, pos0);
+    Tensor *x = nn_embedding(t, &m->wte, idx, B, T); /* RoPE: positions come in attention */
+    if (pos_kind(&m->cfg) == NN_GPT_POS_LEARNED) x = nn_positional(t, &m->wpe, x, pos0);
     x = ag_dropout(t, x, m->cfg.dropout, rng);
     for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, pos0, cache, rng);
-    return nn_linear(t, &m->lm_head, norm(t, m, &m->ln_f, x));
+    if (!m->cfg.post_ln) x = norm(t, m, &m->ln_f, x);
+    return nn_linear(t, &m->lm_head, x);
 }
 
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) {
@@ -381,6 +448,12 @@ static const CkptField gpt_fields[] = {
     CKPT_CFG_FLOAT(GptConfig, dropout, 0, 0.99),
     GPT_INT(no_bias, 0, 1),
     GPT_INT(untied, 0, 1),
+    /* added later: files without them are of the style's choices, as the code that wrote them */
+    CKPT_CFG_INT_OPT(GptConfig, pos, 0, NN_GPT_POS_NONE),
+    CKPT_CFG_INT_OPT(GptConfig, norm, 0, NN_GPT_NORM_NONE),
+    CKPT_CFG_INT_OPT(GptConfig, mlp, 0, NN_GPT_MLP_NONE),
+    CKPT_CFG_INT_OPT(GptConfig, bias, 0, NN_GPT_BIAS_OFF),
+    CKPT_CFG_INT_OPT(GptConfig, post_ln, 0, 1),
 };
 
 static int check_values(const void *values, int64_t *n_params) {

@@ -1,4 +1,4 @@
-/* gpt.h: a decoder-only language model in one of two styles:
+/* gpt.h: a decoder-only language model. Its style chooses the defaults and the names:
  *   NN_GPT2   GPT-2 as nanoGPT's model.py writes it: token and learned position embeddings,
  *             n_layer pre-LN blocks (causal self-attention, then a GELU MLP, each on a residual
  *             branch), a final LayerNorm, a head tied to the token embeddings. nanoGPT's names:
@@ -9,6 +9,10 @@
  *             layers.0.attention.wq.weight (wk, wv, wo), layers.0.feed_forward.w1.weight (w2,
  *             w3), layers.0.attention_norm.weight, layers.0.ffn_norm.weight, norm.weight,
  *             output.weight.
+ * Every option mixes with either style (GptConfig: positions, norm, MLP, biases, the tied head,
+ * grouped-query heads, dropout, pre- or post-LN); a part the options leave out has no
+ * parameter, and a part the style's names lack takes a name in its convention (the table in
+ * nn_gpt_init, and docs/gpt.md).
  * Linear weights are (out, in) as PyTorch's nn.Linear, so a state_dict moves by name.
  * Not here: tokenizers, data, sampling; other blocks (nn.h). Read next: gpt.c. */
 #ifndef ATTOGRAD_NN_GPT_H
@@ -17,44 +21,65 @@
 #include "../io/checkpoint.h"
 #include "nn.h"
 
-/* The fields a model gives; zero fields take the default named:
+/* The fields a model gives; zero fields take the default named, the option enums (zero: the
+ * style's choice) included:
  *   GptConfig cfg = {.vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4,
- *                    .n_embd = 128}; */
+ *                    .n_embd = 128};                                  // GPT-2
+ *   cfg.pos = NN_GPT_POS_ROPE, cfg.norm = NN_GPT_NORM_RMS;             // GPT-2 with RoPE, RMSNorm
+ *   cfg.mlp = NN_GPT_MLP_NONE;                                          // attention only */
 typedef enum { NN_GPT2 = 0, NN_LLAMA = 1 } NnGptStyle;
+/* positions: GPT-2 learned (wpe), LLaMA RoPE on queries and keys; or none (causal attention
+ * alone tells positions apart) */
+typedef enum { NN_GPT_POS_STYLE, NN_GPT_POS_LEARNED, NN_GPT_POS_ROPE, NN_GPT_POS_NONE } NnGptPos;
+/* the norms (ln_1, ln_2, ln_f): GPT-2 LayerNorm, LLaMA RMSNorm (a weight, never a bias); or
+ * none (no norm parameters at all) */
+typedef enum { NN_GPT_NORM_STYLE, NN_GPT_NORM_LAYER, NN_GPT_NORM_RMS, NN_GPT_NORM_NONE } NnGptNorm;
+/* the feed-forward: GPT-2 c_proj(gelu(c_fc x)), LLaMA w2(silu(w1 x) * w3 x); or none (an
+ * attention-only model: each block is x + attn(ln_1(x))) */
+typedef enum { NN_GPT_MLP_STYLE, NN_GPT_MLP_GELU, NN_GPT_MLP_SWIGLU, NN_GPT_MLP_NONE } NnGptMlp;
+/* biases of the Linear layers and LayerNorms: GPT-2 yes, LLaMA no */
+typedef enum { NN_GPT_BIAS_STYLE, NN_GPT_BIAS_ON, NN_GPT_BIAS_OFF } NnGptBias;
 typedef struct GptConfig {
-    NnGptStyle style;           /* NN_GPT2 (0) or NN_LLAMA */
+    NnGptStyle style;           /* NN_GPT2 (0) or NN_LLAMA: the defaults and the names */
     int vocab_size, block_size; /* tokens, and the longest context (the positions) */
     int n_layer, n_head, n_embd;
     int n_kv_head;    /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
     double dropout;   /* 0: none; on the embeddings, the attention probabilities and the
                      * residual branches, while training */
-    int no_bias;      /* 1: no biases in the Linear layers and LayerNorms (nanoGPT's bias=False);
-                     * LLaMA has none */
+    int no_bias;      /* 1: no biases, as .bias = NN_GPT_BIAS_OFF (nanoGPT's bias=False) */
     int untied;       /* 1: the head's weight of its own (lm_head, output); 0: the token
                      * embeddings' (tied, as GPT-2 and llama2.c's small models) */
-    int ffn_hidden;   /* LLaMA: the SwiGLU width; 0: llama2.c's rule, 2/3 of 4 n_embd rounded up
-                     * to a multiple of 32 (GPT-2's MLP is 4 n_embd) */
-    double rope_base; /* LLaMA: RoPE's base; 0: 10000 */
-    double norm_eps;  /* the norms' eps (LayerNorm, LLaMA's RMSNorm); 0: 1e-5 */
+    int ffn_hidden;   /* the MLP's width; 0: GELU 4 n_embd, SwiGLU llama2.c's rule (2/3 of
+                     * 4 n_embd rounded up to a multiple of 32) */
+    double rope_base; /* RoPE's base; 0: 10000 */
+    double norm_eps;  /* the norms' eps (LayerNorm, RMSNorm); 0: 1e-5 */
+    NnGptPos pos;     /* 0: the style's (above) */
+    NnGptNorm norm;
+    NnGptMlp mlp;
+    NnGptBias bias;
+    int post_ln; /* 0: pre-LN, x + f(norm(x)), and a final norm (both styles); 1: post-LN as the
+                  * original Transformer and GPT-1, norm(x + f(x)), no final norm */
 } GptConfig;
 
-/* GPT-2: transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2, mlp.c_fc,
- * mlp.c_proj. LLaMA: layers.<l>: attention_norm (ln_1, weight only), attention.wq, wk, wv, wo
- * (c_proj), ffn_norm (ln_2), feed_forward.w1 (c_fc), w2 (mlp_proj), w3. */
+/* GPT-2's names: transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2,
+ * mlp.c_fc, mlp.c_proj (and mlp.c_up, SwiGLU's w3). LLaMA's: layers.<l>: attention_norm (ln_1),
+ * attention.wq, wk, wv, wo (c_proj), ffn_norm (ln_2), feed_forward.w1 (c_fc), w2 (mlp_proj),
+ * w3. The parts the options leave out stay zero (NULL weights). */
 typedef struct GptBlock {
-    LayerNorm ln_1, ln_2;
+    LayerNorm ln_1, ln_2;  /* an RMSNorm has a weight only */
     Linear c_attn, c_proj; /* attention: (C + 2 n_kv_head hs, C) and (C, C) */
-    Linear c_fc, mlp_proj; /* MLP: (4C, C) and (C, 4C); LLaMA: w1 (H, C), w2 (C, H) */
-    Linear wq, wk, wv, w3; /* LLaMA: (C, C), (n_kv_head hs, C) twice, (H, C) */
+    Linear c_fc, mlp_proj; /* MLP: (H, C) and (C, H); H = ffn_hidden (GELU: 4C) */
+    Linear wq, wk, wv, w3; /* LLaMA's names: (C, C), (n_kv_head hs, C) twice; SwiGLU's (H, C) */
 } GptBlock;
 
 typedef struct Gpt {
     GptConfig cfg;
     ParamList params;
     Embedding wte;          /* transformer.wte.weight (vocab_size, C); LLaMA: tok_embeddings */
-    PositionalEncoding wpe; /* transformer.wpe.weight (block_size, C); none in LLaMA */
+    PositionalEncoding wpe; /* learned positions: transformer.wpe.weight (block_size, C);
+                             * LLaMA's names: pos_embeddings.weight */
     GptBlock h[NN_MAX_LAYERS];
-    LayerNorm ln_f; /* LLaMA: norm (weight only) */
+    LayerNorm ln_f; /* LLaMA: norm (weight only); none post-LN */
     Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
     Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
                                         * of the last forward, in the step arena */
@@ -66,7 +91,23 @@ typedef struct Gpt {
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
 /* Every parameter in arena a (registered in m->params), initialised as nanoGPT and llama2.c
  * do: weights and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj;
- * LLaMA's wo and w3) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1 and 0. */
+ * LLaMA's wo and w3, or w2 without w3) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1 and 0.
+ * The parameters, in this order (a part is there when the options in brackets say so):
+ *   GPT-2's names                    LLaMA's names               [when]
+ *   transformer.wte                  tok_embeddings
+ *   transformer.wpe                  pos_embeddings              [learned positions]
+ *   transformer.h.<l>.ln_1           layers.<l>.attention_norm   [a norm]
+ *   ...attn.c_attn (q, k, v rows)    ...attention.wq, wk, wv
+ *   ...attn.c_proj                   ...attention.wo
+ *   ...ln_2                          ...ffn_norm                 [a norm and an MLP]
+ *   ...mlp.c_fc                      ...feed_forward.w1          [an MLP]
+ *   ...mlp.c_up                      ...feed_forward.w3          [SwiGLU]
+ *   ...mlp.c_proj                    ...feed_forward.w2          [an MLP]
+ *   transformer.ln_f                 norm                        [a norm, pre-LN]
+ *   lm_head                          output                      [untied]
+ * (A block's order in LLaMA's names is Meta's: wq, wk, wv, wo, w1, w2, w3, attention_norm,
+ * ffn_norm.) Each norm has .weight, and .bias when it is a LayerNorm with biases; each Linear .weight, and
+ * .bias with biases (never the head's). */
 void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
@@ -77,6 +118,10 @@ Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, 
 /* The configuration as a checkpoint's (meta.model "gpt"; each field with its range, and
  * nn_gpt_check_config as its check): Checkpoint ck = {.config = nn_gpt_ckpt_config(&cfg)}. */
 CkptConfig nn_gpt_ckpt_config(GptConfig *cfg);
+/* The configuration with every style's choice made: pos, norm, mlp, bias (ON or OFF, no_bias
+ * to match), n_kv_head, ffn_hidden (0 without an MLP), rope_base and norm_eps filled in. A
+ * model built from it is the same model. c must pass nn_gpt_check_config. */
+GptConfig nn_gpt_options(const GptConfig *c);
 
 /* ---- incremental decoding: the keys and values of every position so far, per layer ----
  * nn_gpt_forward_cached runs T new positions per batch row over the cache and appends theirs:

@@ -59,3 +59,23 @@ void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Rea
             }
     }
 }
+
+/* keep: the columns outside the rotated block pass through: forward y = x, so gx += gy */
+void k_rope_pass(Real *y, const Real *x, size_t rows, int C, int col, int n) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        const Real *xr = x + r * (size_t)C;
+        Real *yr = y + r * (size_t)C;
+        for (int j = 0; j < col; j++) yr[j] = xr[j];
+        for (int j = col + n; j < C; j++) yr[j] = xr[j];
+    }
+}
+void k_rope_pass_backward(Real *gx, const Real *gy, size_t rows, int C, int col, int n) {
+#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        const Real *gr = gy + r * (size_t)C;
+        Real *gxr = gx + r * (size_t)C;
+        for (int j = 0; j < col; j++) gxr[j] += gr[j];
+        for (int j = col + n; j < C; j++) gxr[j] += gr[j];
+    }
+}

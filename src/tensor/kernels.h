@@ -196,6 +196,10 @@ void k_rope_forward(Real *y, size_t ldy, const Real *x, size_t ldx, const Real *
 /* gx (rows with stride ldx) += the inverse rotation of gy (stride ldy) */
 void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Real *cs, size_t rows,
                      int T, int n, int HS);
+/* ag_rope's keep: rows of C columns; y = x outside the columns [col, col + n) (forward), and
+ * gx += gy there (backward) */
+void k_rope_pass(Real *y, const Real *x, size_t rows, int C, int col, int n);
+void k_rope_pass_backward(Real *gx, const Real *gy, size_t rows, int C, int col, int n);
 
 /* ---- lookup: embedding rows, and rows picked by index (k_embedding.c) ---- */
 /* weight (V,C), ids (N) -> y (N,C) */

@@ -280,6 +280,7 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_seq2seq_check_config, cfg, nn_seq2seq_check_config(NULL, NULL, NULL))                     \
     /* gpt.h */                                                                                    \
     X(nn_gpt_check_config, c, nn_gpt_check_config(NULL, NULL))                                     \
+    X(nn_gpt_options, c, nn_gpt_options(NULL))                                                     \
     X(nn_gpt_init, m, nn_gpt_init(NULL, &A, &R, &GPC))                                             \
     X(nn_gpt_init, a, nn_gpt_init(&GPT, NULL, &R, &GPC))                                           \
     X(nn_gpt_init, rng, nn_gpt_init(&GPT, &A, NULL, &GPC))                                         \

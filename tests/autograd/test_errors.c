@@ -221,6 +221,7 @@ static void rope_base_inf(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.h
 static void rope_base_nan(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = NAN}); }
 static void rope_null_r(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), NULL); }
 static void rope_null_x(Tape *tp) { ag_rope(tp, NULL, &(AgRope){.head_size = 4}); }
+static void rope_keep(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .n_cols = 16, .keep = 2}); }
 static void rope_tape(Tape *tp) { ag_rope(NULL, T3("q", 2, 3, 8), &(AgRope){.head_size = 4}); }
 
 static void add_layernorm_shapes(Tape *tp) {
@@ -618,6 +619,7 @@ static const Misuse misuses[] = {
     {AG_OP_RMSNORM, "NULL tape", rmsnorm_tape, {"tape is NULL"}},
 
     {AG_OP_ROPE, "x of rank 1", rope_rank, {"(..., T, C)", "q (8)"}},
+    {AG_OP_ROPE, "keep 2", rope_keep, {"keep 2", "0 or 1", "qkv (2,3,24)"}},
     {AG_OP_ROPE, "odd head_size", rope_odd, {"head_size 5", "even", "q (2,3,10)"}},
     {AG_OP_ROPE, "head_size 0", rope_zero_hs, {"head_size 0", "even and > 0", "q (2,3,8)"}},
     {AG_OP_ROPE, "columns past C", rope_cols_past, {"columns [16, 28)", "C = 24", "qkv (2,3,24)"}},

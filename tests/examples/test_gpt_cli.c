@@ -260,15 +260,236 @@ Test(gpt_cli, a_llama_model_trains_resumes_and_samples) {
               npz_find(f, "layers.0.feed_forward.w3.weight"));
     npz_free(f);
     char data[512];
-    const char *other[] = {
-        "train", "--data", ts_join(data, dir, "data"), "--out", b, "--resume", "--no-bias", NULL};
-    const char *says[] = {"--no-bias", "differs from the checkpoint", NULL};
+    const char *other[] = {"train",  "--data", ts_join(data, dir, "data"), "--out", b, "--resume",
+                           "--bias", NULL};
+    const char *says[] = {"--bias differs from the checkpoint's (no biases)", NULL};
     expect_usage(dir, other, says);
     const char *s[] = {"sample", "--ckpt", pa, "--prompt", "KING:", "--max-tokens", "20", NULL};
     TsRun r = run(dir, s);
     expect_ok(&r, "sample");
     cr_assert(strncmp(r.out, "KING:", 5) == 0 && strlen(r.out) == 5 + 20 + 1, "%s", r.out);
     ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* tests/fixtures/gpt_v1_last.npz: a checkpoint attograd-gpt wrote before the model's options
+ * (pos, norm, mlp, bias, post_ln) were configuration fields (commit b54f357, the float build:
+ * prepare of V1_TEXT with the char tokenizer, then train --n-layer 1 --n-head 2 --n-embd 8
+ * --block-size 8 --batch-size 2 --max-iters 6 --warmup-iters 2 --eval-interval 3
+ * --eval-iters 2 --log-interval 3 --threads 1). It reads as the GPT-2 style it was, samples,
+ * evaluates and resumes. */
+#define V1_FIXTURE "tests/fixtures/gpt_v1_last.npz"
+#define V1_LINES "KING:\nthe king speaks of love and war.\n\nQUEEN:\nmy lord, thy queen speaks.\n\n"
+
+Test(gpt_cli, a_checkpoint_from_before_the_options_loads_samples_and_resumes) {
+    GptConfig mc = {0};
+    CkptConfig kc = nn_gpt_ckpt_config(&mc);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(V1_FIXTURE, &kc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(!npz_find(f, "meta.config.pos") && !npz_find(f, "meta.config.post_ln"),
+              "the fixture predates the option fields");
+    cr_assert(npz_find(f, "transformer.wpe.weight") && npz_find(f, "transformer.h.0.ln_1.bias"));
+    npz_free(f);
+    cr_assert(mc.style == NN_GPT2 && mc.n_layer == 1 && mc.n_embd == 8 && mc.block_size == 8 &&
+              mc.vocab_size == 33 && mc.pos == 0 && mc.norm == 0 && mc.mlp == 0 && mc.bias == 0 &&
+              mc.post_ln == 0);
+    GptConfig o = nn_gpt_options(&mc);
+    cr_assert(o.pos == NN_GPT_POS_LEARNED && o.norm == NN_GPT_NORM_LAYER &&
+              o.mlp == NN_GPT_MLP_GELU && o.bias == NN_GPT_BIAS_ON);
+
+    char dir[256], txt[512], data[512], out[512], last[512], cmd[1400];
+    ts_tmp_dir(dir, sizeof dir, "gpt-v1");
+    FILE *fp = fopen(ts_join(txt, dir, "text.txt"), "w");
+    cr_assert(fp != NULL);
+    for (int i = 0; i < 12; i++) fputs(V1_LINES, fp);
+    fclose(fp);
+    ts_join(data, dir, "data");
+    const char *prep[] = {"prepare", "--input", txt, "--out", data, NULL};
+    TsRun r = run(dir, prep);
+    expect_ok(&r, "prepare");
+    ts_run_free(&r);
+    const char *s[] = {"sample", "--ckpt",       V1_FIXTURE, "--prompt",
+                       "KING:",  "--max-tokens", "10",       NULL};
+    r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0, "%s", r.out);
+    ts_run_free(&r);
+    const char *e[] = {"eval", "--ckpt", V1_FIXTURE, "--data", data, NULL};
+    r = run(dir, e);
+    expect_ok(&r, "eval");
+    ts_run_free(&r);
+    ts_join(out, dir, "run");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " V1_FIXTURE " %s/last.npz", out, out);
+    cr_assert(system(cmd) == 0);
+    const char *res[] = {"train",       "--data", data,      "--out",     out, "--resume",
+                         "--max-iters", "9",      "--quiet", "--threads", "1", NULL};
+    r = run(dir, res);
+    expect_ok(&r, "train --resume");
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 9);
+    ts_rm_tree(dir);
+}
+
+/* The options mixed from the command line: GPT-2's names with RoPE, RMSNorm, SwiGLU and
+ * post-LN trains, resumes to the bit and samples; resuming with another option is refused
+ * naming the flag; an attention-only model (--mlp none) trains; --help lists the options */
+Test(gpt_cli, a_mixed_model_trains_resumes_and_samples) {
+    char dir[256], a[512], b[512], c[512], pa[512], pb[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-mix");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"--pos",  "rope",      "--norm",      "rmsnorm", "--mlp",
+                              "swiglu", "--post-ln", "--max-iters", "20",      NULL};
+    train(dir, a, straight);
+    const char *first[] = {"--pos",  "rope",      "--norm",      "rmsnorm", "--mlp",
+                           "swiglu", "--post-ln", "--max-iters", "10",      "--lr-decay-iters",
+                           "20",     NULL};
+    train(dir, b, first);
+    const char *again[] = {"--resume", "--pos", "rope", NULL}; /* the same choice is accepted */
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    NpzFile *f;
+    cr_assert_eq(npz_read(pa, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "transformer.h.0.mlp.c_up.weight") &&
+              npz_find(f, "transformer.h.1.ln_2.weight") && npz_find(f, "transformer.wte.weight"));
+    cr_assert(!npz_find(f, "transformer.wpe.weight") && !npz_find(f, "transformer.ln_f.weight") &&
+              !npz_find(f, "transformer.h.0.ln_1.bias"));
+    npz_free(f);
+    const char *other[] = {"train",    "--data", data,      "--out", b,
+                           "--resume", "--pos",  "learned", NULL};
+    const char *says[] = {"--pos learned differs from the checkpoint's (rope)", NULL};
+    expect_usage(dir, other, says);
+    const char *other2[] = {"train", "--data", data, "--out", b, "--resume", "--no-bias", NULL};
+    const char *says2[] = {"--no-bias differs from the checkpoint's (biases)", NULL};
+    expect_usage(dir, other2, says2);
+    /* --bias is GPT-2's choice already: the same model, accepted (the run is at its end) */
+    const char *same[] = {"train",  "--data",  data,        "--out", b,   "--resume",
+                          "--bias", "--quiet", "--threads", "1",     NULL};
+    TsRun r = run(dir, same);
+    expect_ok(&r, "train --resume --bias on a model with biases");
+    ts_run_free(&r);
+    const char *s[] = {"sample", "--ckpt", pa, "--prompt", "KING:", "--max-tokens", "20", NULL};
+    r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0 && strlen(r.out) == 5 + 20 + 1, "%s", r.out);
+    ts_run_free(&r);
+    ts_join(c, dir, "attn-only");
+    const char *attn[] = {"--mlp", "none", "--llama", "--max-iters", "10", NULL};
+    train(dir, c, attn);
+    cr_assert_eq(npz_read(ts_join(pa, c, "last.npz"), &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, "layers.1.attention.wq.weight") &&
+              !npz_find(f, "layers.0.feed_forward.w1.weight") &&
+              !npz_find(f, "layers.0.ffn_norm.weight"));
+    npz_free(f);
+    const char *h[] = {"train", "--help", NULL};
+    r = run(dir, h);
+    expect_ok(&r, "train --help");
+    const char *listed[] = {
+        "--pos",     "learned|rope|none", "--norm",      "layernorm|rmsnorm|none",
+        "--mlp",     "gelu|swiglu|none",  "--post-ln",   "--bias",
+        "--no-bias", "--ffn-hidden",      "--rope-base", "--n-kv-head",
+        "--untied",  "--dropout"};
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++)
+        cr_assert(strstr(r.out, listed[i]), "--help lacks %s:\n%s", listed[i], r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* The loss plot the trainers share (examples/translate/plot.c): when gnuplot fails, the
+ * message names attograd-gpt, and training goes on */
+Test(gpt_cli, a_failed_plot_names_attograd_gpt_and_training_goes_on) {
+    char dir[256], out[512], data[512], last[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-plot");
+    prepare(dir, "char");
+    ts_join(out, dir, "run");
+    cr_assert_eq(setenv("AG_GNUPLOT", "/bin/false", 1), 0); /* a gnuplot that always fails */
+    const char *args[] = {"train",       "--data", ts_join(data, dir, "data"),
+                          "--out",       out,      TINY,
+                          "--max-iters", "10",     "--threads",
+                          "1",           NULL};
+    TsRun r = run(dir, args);
+    expect_ok(&r, "train with a failing gnuplot");
+    cr_assert(strstr(r.err, "attograd-gpt train: ") && strstr(r.err, "loss.png") &&
+                  !strstr(r.err, "attograd-translate"),
+              "%s", r.err);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 10);
+    ts_rm_tree(dir);
+}
+
+/* Copies the checkpoint src to dst with element at of the int64 entry name set to value */
+static void rewrite_i64(const char *src, const char *dst, const char *name, int at, int64_t value) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    int64_t copy[64];
+    int found = 0;
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        const void *data = e->data;
+        if (strcmp(e->name, name) == 0) {
+            cr_assert(e->dtype == NPZ_I64 && e->count <= 64 && (size_t)at < e->count);
+            memcpy(copy, e->data, e->nbytes);
+            copy[at] = value, data = copy, found = 1;
+        }
+        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
+    }
+    cr_assert(found, "%s: no entry '%s'", src, name);
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
+/* A checkpoint whose configuration or data position was edited: train --resume, sample and
+ * eval exit 2 naming the entry and the rule, and the file is left as it is */
+Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
+    char dir[256], out[512], data[512], ck[512], bad[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-edit");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(out, dir, "run");
+    ts_join(ck, out, "last.npz");
+    ts_join(bad, dir, "bad.npz");
+    const char *extra[] = {"--pos", "rope", "--max-iters", "8", NULL};
+    train(dir, out, extra);
+    const struct {
+        const char *entry;
+        int at;
+        int64_t value;
+        const char *says;
+    } edits[] = {
+        {"meta.config.pos", 0, 4, "meta.config.pos = 4: must be an integer in [0, 3]"},
+        {"meta.config.mlp", 0, -1, "meta.config.mlp = -1"},
+        {"meta.config.post_ln", 0, 2, "meta.config.post_ln = 2"},
+        {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
+        {"data.position", 6, 0, "data.position[6] (--batch-size) = 0"},
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        rewrite_i64(ck, bad, edits[k].entry, edits[k].at, edits[k].value);
+        size_t len;
+        char *before = ts_read_text(bad, &len);
+        const char *s[] = {edits[k].says, NULL};
+        if (strcmp(edits[k].entry, "data.position") != 0) {
+            const char *a[] = {"sample", "--ckpt", bad, "--prompt", "KING", NULL};
+            expect_usage(dir, a, s);
+            const char *e[] = {"eval", "--ckpt", bad, "--data", data, NULL};
+            expect_usage(dir, e, s);
+        }
+        char run_dir[512], last[512], cmd[2200];
+        ts_join(run_dir, dir, "edited");
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp %s %s", run_dir, run_dir, bad,
+                 ts_join(last, run_dir, "last.npz"));
+        cr_assert(system(cmd) == 0);
+        const char *r[] = {"train", "--data", data, "--out", run_dir, "--resume", NULL};
+        expect_usage(dir, r, s);
+        size_t now_len;
+        char *now = ts_read_text(last, &now_len);
+        cr_assert(now_len == len && memcmp(now, before, len) == 0, "%s changed", last);
+        free(now);
+        free(before);
+    }
     ts_rm_tree(dir);
 }
 
@@ -458,6 +679,24 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
                            "--force", "--block-size", "100000", NULL};
         const char *x[] = {"--block-size 100000", NULL};
         expect_usage(dir, f, x);
+        /* the model's options: a value that is no choice, a contradiction, a mix that cannot be */
+        const struct {
+            const char *flags[5], *says[4];
+        } opt[] = {
+            {{"--pos", "sinusoidal"}, {"--pos sinusoidal", "must be learned, rope or none"}},
+            {{"--norm", "batch"}, {"--norm batch", "must be layernorm, rmsnorm or none"}},
+            {{"--mlp", "relu"}, {"--mlp relu", "must be gelu, swiglu or none"}},
+            {{"--bias", "--no-bias"}, {"--bias and --no-bias: choose one"}},
+            {{"--pos", "rope", "--n-embd", "12"}, {"the model", "head size 3", "even for RoPE"}},
+            {{"--ffn-hidden", "-1"}, {"--ffn-hidden -1", "must be in"}},
+        };
+        for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++) {
+            const char *args[16] = {"train", "--data",  data,       "--out",
+                                    out,     "--force", "--n-head", "4"};
+            int n = 8;
+            for (int i = 0; i < 5 && opt[k].flags[i]; i++) args[n++] = opt[k].flags[i];
+            expect_usage(dir, args, opt[k].says);
+        }
         /* a corrupt shard */
         char bad[512], badbin[512], badtok[512];
         ts_join(bad, dir, "bad");

@@ -4,6 +4,7 @@
  * step, byte-identical weights), with dropout on and the data reshuffled every epoch. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -914,4 +915,76 @@ Test(checkpoint, any_configuration_round_trips_and_is_checked) {
     ag_params_free(&pl);
     arena_free(a);
     ts_rm_tree(dir);
+}
+
+/* A field added to a table after files were written (CKPT_CFG_INT_OPT, CKPT_CFG_FLOAT_OPT): a
+ * file without it reads 0, and loads into a model whose field is 0; one with it is checked as
+ * any field */
+typedef struct {
+    int a;
+    int added;
+    double added_x;
+} GrownConfig;
+static const CkptField old_table[] = {CKPT_CFG_INT(GrownConfig, a, 1, 9)};
+static const CkptField grown_table[] = {CKPT_CFG_INT(GrownConfig, a, 1, 9),
+                                        CKPT_CFG_INT_OPT(GrownConfig, added, 0, 3),
+                                        CKPT_CFG_FLOAT_OPT(GrownConfig, added_x, -1, 1)};
+
+Test(checkpoint, an_optional_field_absent_from_a_file_reads_zero) {
+    char dir[64], old[600], bad[600];
+    ts_tmp_dir(dir, sizeof dir, "ckpt");
+    ts_join(old, dir, "old.npz");
+    ts_join(bad, dir, "bad.npz");
+    Arena *ar = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    Tensor *w = tensor_param(ar, 1, (int[]){2}, "w");
+    tensor_fill(w, 1);
+    ag_params_add(&pl, w);
+    GrownConfig c = {4, 0, 0};
+    Checkpoint ck = {.params = &pl, .config = {"toy", old_table, 1, &c, NULL}};
+    cr_assert_eq(ckpt_save(old, &ck, 6, NULL), AG_OK, "%s", ag_last_error());
+    GrownConfig r = {0, 7, 0.5}; /* absent fields become 0, whatever the struct held */
+    CkptConfig rc = {"toy", grown_table, 3, &r, NULL};
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(old, &rc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(r.a == 4 && r.added == 0 && r.added_x == 0);
+    npz_free(f);
+    Checkpoint into = {.params = &pl, .config = rc};
+    cr_assert_eq(ckpt_load(old, &into), AG_OK, "%s", ag_last_error());
+    r.added = 2; /* a model built otherwise: the old file does not describe it */
+    cr_assert_eq(ckpt_load(old, &into), AG_ERR_SHAPE);
+    cr_assert(strstr(ag_last_error(), "added is 0 in the file"), "%s", ag_last_error());
+    /* present: its type and range are checked */
+    int64_t four = 4;
+    double x = 0.5;
+    GrownConfig n = {4, 3, 0.25};
+    Checkpoint nk = {.params = &pl, .config = {"toy", grown_table, 3, &n, NULL}};
+    cr_assert_eq(ckpt_save(bad, &nk, 6, NULL), AG_OK, "%s", ag_last_error());
+    rewrite(bad, bad, "meta.config.added", NPZ_I64, &four);
+    cr_assert_eq(ckpt_read(bad, &rc, &f), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "meta.config.added = 4: must be an integer in [0, 3]"), "%s",
+              ag_last_error());
+    rewrite(bad, bad, "meta.config.added", NPZ_F64, &x);
+    cr_assert_eq(ckpt_read(bad, &rc, &f), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "'meta.config.added' must be a 0-d '<i8'"), "%s",
+              ag_last_error());
+    ag_params_free(&pl);
+    arena_free(ar);
+    ts_rm_tree(dir);
+}
+
+/* misuse: an optional field whose range leaves out 0, the value a file without it reads */
+typedef struct {
+    int k;
+} OddConfig;
+Test(checkpoint, an_optional_field_whose_range_leaves_out_zero_aborts, .signal = SIGABRT) {
+    static const CkptField odd[] = {CKPT_CFG_INT_OPT(OddConfig, k, 1, 3)};
+    OddConfig c = {2};
+    Arena *ar = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    ag_params_add(&pl, tensor_param(ar, 1, (int[]){1}, "w"));
+    Checkpoint ck = {.params = &pl, .config = {"toy", odd, 1, &c, NULL}};
+    ckpt_save("/tmp/attograd-never-written.npz", &ck, 6, NULL);
 }

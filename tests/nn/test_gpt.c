@@ -2,15 +2,20 @@
  * gradient check of the whole model (every parameter, in the double build, with and without
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
  * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
- * in both styles, GPT-2's and LLaMA's.
+ * in both styles, GPT-2's and LLaMA's. Then the options mixed (GptMix rows: RoPE, RMSNorm,
+ * SwiGLU or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
+ * its gradient check, its cached decoding and its checkpoint; checkpoints written before the
+ * options existed; bad mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
  * Not here: the ops' own checks (tests/autograd). */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
 
 #include "attograd.h"
+#include "expect_abort.h"
 #include "files.h"
 
 #ifdef AG_REAL_DOUBLE
@@ -299,6 +304,281 @@ Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
     cr_assert(npz_find(f, "transformer.h.1.attn.c_attn.weight") && npz_find(f, "meta.model"));
     npz_free(f);
     ts_rm_tree(dir);
+}
+
+/* ---- the options, mixed: one table, every row through names, gradients, the cache and a
+ * checkpoint ---- */
+
+typedef struct {
+    const char *name;
+    GptConfig c;
+    const char *has[6], *lacks[6]; /* parameter names the mix must have, and must not */
+} GptMix;
+
+static const GptMix mixes[] = {
+    {"GPT-2",
+     {0},
+     {"transformer.wpe.weight", "transformer.h.0.ln_1.bias", "transformer.h.1.mlp.c_fc.bias",
+      "transformer.ln_f.bias"},
+     {"lm_head.weight", "transformer.h.0.mlp.c_up.weight"}},
+    {"LLaMA",
+     {.style = NN_LLAMA, .ffn_hidden = 12},
+     {"tok_embeddings.weight", "layers.1.feed_forward.w3.weight", "layers.0.attention_norm.weight",
+      "norm.weight"},
+     {"layers.0.attention_norm.bias", "layers.0.attention.wq.bias", "pos_embeddings.weight",
+      "output.weight"}},
+    {"GPT-2 with RoPE and RMSNorm",
+     {.pos = NN_GPT_POS_ROPE, .norm = NN_GPT_NORM_RMS, .rope_base = 100},
+     {"transformer.h.0.ln_1.weight", "transformer.h.0.attn.c_attn.bias", "transformer.ln_f.weight",
+      "transformer.h.1.mlp.c_proj.bias"},
+     {"transformer.wpe.weight", "transformer.h.0.ln_1.bias", "transformer.ln_f.bias"}},
+    {"GPT-2 with SwiGLU, grouped-query heads, no positions, no biases, untied",
+     {.n_head = 4,
+      .n_kv_head = 2,
+      .mlp = NN_GPT_MLP_SWIGLU,
+      .pos = NN_GPT_POS_NONE,
+      .bias = NN_GPT_BIAS_OFF,
+      .untied = 1,
+      .ffn_hidden = 12},
+     {"transformer.h.0.mlp.c_up.weight", "lm_head.weight", "transformer.h.0.ln_2.weight"},
+     {"transformer.wpe.weight", "transformer.h.0.mlp.c_fc.bias", "transformer.h.0.ln_2.bias"}},
+    {"GPT-2, attention only",
+     {.mlp = NN_GPT_MLP_NONE},
+     {"transformer.h.1.attn.c_proj.weight", "transformer.h.0.ln_1.weight", "transformer.ln_f.bias"},
+     {"transformer.h.0.ln_2.weight", "transformer.h.0.mlp.c_fc.weight",
+      "transformer.h.0.mlp.c_proj.weight"}},
+    {"GPT-2 post-LN with dropout",
+     {.post_ln = 1, .dropout = 0.2},
+     {"transformer.h.0.ln_2.bias", "transformer.h.1.ln_1.weight"},
+     {"transformer.ln_f.weight"}},
+    {"LLaMA with learned positions, LayerNorm, biases and GELU",
+     {.style = NN_LLAMA,
+      .pos = NN_GPT_POS_LEARNED,
+      .norm = NN_GPT_NORM_LAYER,
+      .bias = NN_GPT_BIAS_ON,
+      .mlp = NN_GPT_MLP_GELU},
+     {"pos_embeddings.weight", "layers.0.attention_norm.bias", "layers.0.attention.wq.bias",
+      "layers.0.feed_forward.w2.bias", "norm.bias"},
+     {"layers.0.feed_forward.w3.weight"}},
+    {"LLaMA attention only, post-LN, multi-query",
+     {.style = NN_LLAMA, .n_kv_head = 1, .mlp = NN_GPT_MLP_NONE, .post_ln = 1},
+     {"layers.0.attention_norm.weight", "layers.1.attention.wk.weight"},
+     {"layers.0.ffn_norm.weight", "layers.0.feed_forward.w1.weight", "norm.weight"}},
+    {"LLaMA without norms or positions, with dropout, untied",
+     {.style = NN_LLAMA,
+      .norm = NN_GPT_NORM_NONE,
+      .pos = NN_GPT_POS_NONE,
+      .dropout = 0.1,
+      .untied = 1,
+      .ffn_hidden = 12},
+     {"output.weight", "layers.0.feed_forward.w3.weight"},
+     {"layers.0.attention_norm.weight", "layers.0.ffn_norm.weight", "norm.weight"}},
+};
+#define N_MIXES (sizeof mixes / sizeof mixes[0])
+
+/* the rows' numbers, the parameters of each test over the table */
+static struct criterion_test_params mix_rows(void) {
+    static size_t k[N_MIXES];
+    for (size_t i = 0; i < N_MIXES; i++) k[i] = i;
+    return cr_make_param_array(size_t, k, N_MIXES);
+}
+
+/* a row's configuration with tiny's sizes where it gives none */
+static GptConfig sized(GptConfig c) {
+    c.vocab_size = tiny.vocab_size, c.block_size = tiny.block_size, c.n_layer = tiny.n_layer;
+    if (!c.n_embd) c.n_embd = tiny.n_embd;
+    if (!c.n_head) c.n_head = tiny.n_head;
+    return c;
+}
+
+ParameterizedTestParameters(nn_gpt_mix, parameters_are_named_and_counted) { return mix_rows(); }
+ParameterizedTest(size_t *k, nn_gpt_mix, parameters_are_named_and_counted) {
+    const GptMix *x = &mixes[*k];
+    GptConfig c = sized(x->c);
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 1);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    int64_t n = -1;
+    cr_assert_eq(nn_gpt_check_config(&c, &n), AG_OK, "%s: %s", x->name, ag_last_error());
+    cr_assert_eq((size_t)n, ag_params_count(&m.params), "%s: %lld counted, %zu made", x->name,
+                 (long long)n, ag_params_count(&m.params));
+    for (int i = 0; i < 6 && x->has[i]; i++)
+        cr_assert(ag_params_find(&m.params, x->has[i]), "%s: no %s", x->name, x->has[i]);
+    for (int i = 0; i < 6 && x->lacks[i]; i++)
+        cr_assert(!ag_params_find(&m.params, x->lacks[i]), "%s: has %s", x->name, x->lacks[i]);
+    for (int i = 0; i < m.params.n; i++) /* one convention a model */
+        cr_assert(strncmp(m.params.items[i]->name, "transformer.", 12) == 0 ||
+                      strcmp(m.params.items[i]->name, "lm_head.weight") == 0 ||
+                      x->c.style == NN_LLAMA,
+                  "%s: %s", x->name, m.params.items[i]->name);
+    cr_assert(x->c.untied || m.lm_head.weight == m.wte.weight, "%s: the head is tied", x->name);
+    /* the options made explicit describe the same model */
+    GptConfig o = nn_gpt_options(&c);
+    cr_assert(o.pos && o.norm && o.mlp && o.bias && o.n_kv_head && o.rope_base && o.norm_eps);
+    int64_t n2 = -1;
+    cr_assert_eq(nn_gpt_check_config(&o, &n2), AG_OK, "%s: %s", x->name, ag_last_error());
+    cr_assert_eq(n2, n, "%s: %lld parameters with the options explicit", x->name, (long long)n2);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+ParameterizedTestParameters(nn_gpt_mix, cached_decoding_equals_the_full_forward) {
+    return mix_rows();
+}
+ParameterizedTest(size_t *k, nn_gpt_mix, cached_decoding_equals_the_full_forward) {
+    GptConfig c = sized(mixes[*k].c);
+    c.block_size = 9;
+    check_cache(&c);
+}
+
+#ifdef AG_REAL_DOUBLE
+ParameterizedTestParameters(nn_gpt_mix, gradients_match_finite_differences) { return mix_rows(); }
+ParameterizedTest(size_t *k, nn_gpt_mix, gradients_match_finite_differences) {
+    GptConfig c = sized(mixes[*k].c);
+    check_gradients(&c);
+}
+#endif
+
+static int same_config(const GptConfig *a, const GptConfig *b) {
+    return a->style == b->style && a->vocab_size == b->vocab_size &&
+           a->block_size == b->block_size && a->n_layer == b->n_layer && a->n_head == b->n_head &&
+           a->n_embd == b->n_embd && a->n_kv_head == b->n_kv_head && a->dropout == b->dropout &&
+           a->no_bias == b->no_bias && a->untied == b->untied && a->ffn_hidden == b->ffn_hidden &&
+           a->rope_base == b->rope_base && a->norm_eps == b->norm_eps && a->pos == b->pos &&
+           a->norm == b->norm && a->mlp == b->mlp && a->bias == b->bias && a->post_ln == b->post_ln;
+}
+
+/* Saves model m with the configuration table (fields), reads it back as today's table
+ * describes it, rebuilds the model from what was read and loads its weights: the same config
+ * (want) and, on the same tokens, the same logits to the bit. */
+static void check_reload(const char *path, Gpt *m, const CkptField *fields, int n_fields,
+                         const GptConfig *want) {
+    GptConfig saved = m->cfg;
+    Checkpoint ck = {.params = &m->params, .config = {"gpt", fields, n_fields, &saved, NULL}};
+    cr_assert_eq(ckpt_save(path, &ck, 1, NULL), AG_OK, "%s", ag_last_error());
+    GptConfig r;
+    memset(&r, 0, sizeof r);
+    CkptConfig cc = nn_gpt_ckpt_config(&r);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(path, &cc, &f), AG_OK, "%s", ag_last_error());
+    cr_assert(same_config(&r, want), "the configuration read back differs");
+    Arena *a = arena_new("params", 0);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, 99); /* other weights until the load */
+    Gpt m2;
+    nn_gpt_init(&m2, a, &rng, &r);
+    Checkpoint ck2 = {.params = &m2.params, .config = nn_gpt_ckpt_config(&r)};
+    cr_assert_eq(ckpt_load_from(f, &ck2), AG_OK, "%s", ag_last_error());
+    npz_free(f);
+    int idx[2 * 6];
+    fill_ids(idx, 2, 6, r.vocab_size, 3);
+    ag_no_grad(t, 1);
+    Tensor *y1 = nn_gpt_forward(t, m, idx, 2, 6, NULL),
+           *y2 = nn_gpt_forward(t, &m2, idx, 2, 6, NULL);
+    cr_assert(memcmp(y1->data, y2->data, y1->size * sizeof(Real)) == 0, "other logits");
+    ag_tape_free(t);
+    nn_gpt_free(&m2);
+    arena_free(a);
+}
+
+ParameterizedTestParameters(nn_gpt_mix, a_checkpoint_rebuilds_the_same_model) { return mix_rows(); }
+ParameterizedTest(size_t *k, nn_gpt_mix, a_checkpoint_rebuilds_the_same_model) {
+    char dir[64], path[600];
+    ts_tmp_dir(dir, sizeof dir, "gptmix");
+    ts_join(path, dir, "mix.npz");
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 8);
+    Gpt m;
+    GptConfig c = sized(mixes[*k].c);
+    nn_gpt_init(&m, a, &rng, &c);
+    CkptConfig cc = nn_gpt_ckpt_config(&c);
+    check_reload(path, &m, cc.fields, cc.n_fields, &c);
+    nn_gpt_free(&m);
+    arena_free(a);
+    ts_rm_tree(dir);
+}
+
+/* A checkpoint written before the options existed (the configuration table of that code, no
+ * pos, norm, mlp, bias or post_ln entries) loads as the style's model it was. */
+#define OLD_INT(f, lo, hi) CKPT_CFG_INT(GptConfig, f, lo, hi)
+static const CkptField old_fields[] = {
+    OLD_INT(style, 0, 1),
+    OLD_INT(ffn_hidden, 0, 1 << 20),
+    CKPT_CFG_FLOAT(GptConfig, rope_base, 0, 1e9),
+    CKPT_CFG_FLOAT(GptConfig, norm_eps, 0, 0.5),
+    OLD_INT(vocab_size, 1, 1 << 24),
+    OLD_INT(block_size, 1, 1 << 20),
+    OLD_INT(n_layer, 1, NN_MAX_LAYERS),
+    OLD_INT(n_head, 1, 1024),
+    OLD_INT(n_embd, 1, 1 << 16),
+    OLD_INT(n_kv_head, 0, 1024),
+    CKPT_CFG_FLOAT(GptConfig, dropout, 0, 0.99),
+    OLD_INT(no_bias, 0, 1),
+    OLD_INT(untied, 0, 1),
+};
+
+Test(nn_gpt, a_checkpoint_without_the_option_fields_loads_as_its_style) {
+    const GptConfig olds[] = {
+        {.no_bias = 1, .n_head = 4, .n_kv_head = 2},
+        {.style = NN_LLAMA, .ffn_hidden = 12, .untied = 1, .rope_base = 500},
+    };
+    char dir[64], path[600];
+    ts_tmp_dir(dir, sizeof dir, "gptold");
+    ts_join(path, dir, "old.npz");
+    for (size_t i = 0; i < sizeof olds / sizeof olds[0]; i++) {
+        Arena *a = arena_new("params", 0);
+        Rng rng;
+        rng_seed(&rng, 8);
+        Gpt m;
+        GptConfig c = sized(olds[i]);
+        nn_gpt_init(&m, a, &rng, &c);
+        check_reload(path, &m, old_fields, (int)(sizeof old_fields / sizeof old_fields[0]), &c);
+        NpzFile *f;
+        cr_assert_eq(ckpt_read(path, NULL, &f), AG_OK, "%s", ag_last_error());
+        cr_assert(!npz_find(f, "meta.config.pos") && !npz_find(f, "meta.config.post_ln"));
+        npz_free(f);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+    ts_rm_tree(dir);
+}
+
+/* Misuse: nn_gpt_init aborts naming itself and the configuration's fault. */
+static void init_bad(void *ctx) {
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 1);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, ctx);
+}
+
+Test(nn_gpt_mix, a_bad_mix_aborts_naming_the_configuration) {
+    struct {
+        GptConfig c;
+        const char *why;
+    } bad[] = {
+        {{.n_head = 4, .n_kv_head = 3}, "n_kv_head 3 (0: n_head) must divide n_head"},
+        {{.n_head = 2, .n_embd = 6, .pos = NN_GPT_POS_ROPE}, "head size 3"},
+        {{.style = NN_LLAMA, .n_embd = 6}, "must be even for RoPE"},
+        {{.pos = 4}, "pos 4"},
+        {{.norm = -1}, "norm -1"},
+        {{.mlp = 7}, "mlp 7"},
+        {{.bias = 3}, "bias 3"},
+        {{.post_ln = 2}, "post_ln 2"},
+        {{.no_bias = 1, .bias = NN_GPT_BIAS_ON}, "no_bias 1 contradicts bias"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        GptConfig cfg = sized(bad[k].c);
+        Capture c;
+        capture_run(init_bad, &cfg, &c);
+        cr_expect(capture_aborted(&c), "case %zu did not abort: %s", k, c.err);
+        cr_expect(capture_has(&c, "nn_gpt_init: ") && capture_has(&c, bad[k].why),
+                  "case %zu: '%s' lacks '%s'", k, c.err, bad[k].why);
+    }
 }
 
 /* ---- refusals ---- */

@@ -25,13 +25,16 @@ worst = {}
 
 
 def nano_gpt(d, p, NH, v):
-    """nanoGPT's model with the weights of d under prefix p (v: 0 tied with biases, 1 not)"""
+    """nanoGPT's model with the weights of d under prefix p (v: 0 tied with biases, 1 not, 3
+    tied with biases, RoPE and RMSNorm: GPT-2's blocks with two of LLaMA's options)"""
     V, NE = d[p + "transformer.wte.weight"].shape
     L = 1 + max(int(k.split(".")[3]) for k in d if k.startswith(p + "transformer.h."))
-    gpt = NanoGPT(V, d[p + "transformer.wpe.weight"].shape[0], L, NH, NE, bias=not v,
-                  tied=not v).to(torch.float64)
+    mixed = v == 3
+    block = 0 if mixed else d[p + "transformer.wpe.weight"].shape[0]
+    gpt = NanoGPT(V, block, L, NH, NE, bias=v != 1, tied=v != 1, rope=mixed,
+                  rms=mixed).to(torch.float64)
     state = {k: d[p + k] for k in gpt.state_dict().keys() if p + k in d}
-    if not v:
+    if v != 1:
         state["lm_head.weight"] = d[p + "transformer.wte.weight"]
     gpt.load_state_dict(state)
     return gpt
@@ -130,17 +133,30 @@ class NanoLayerNorm(torch.nn.Module):
         return torch.nn.functional.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
 
-class NanoBlock(torch.nn.Module):
-    """nanoGPT's Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); the attention written out"""
+class NanoRMSNorm(torch.nn.Module):
+    """LLaMA's RMSNorm under a nanoGPT name (a weight, no bias)"""
 
-    def __init__(self, NH, NE, bias):
+    def __init__(self, n):
         super().__init__()
-        self.n_head = NH
-        self.ln_1 = NanoLayerNorm(NE, bias)
+        self.weight = torch.nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return MetaLlama.rms_norm(x, self.weight)
+
+
+class NanoBlock(torch.nn.Module):
+    """nanoGPT's Block: x + attn(ln_1(x)), then x + mlp(ln_2(x)); the attention written out;
+    rope: Meta's rotary positions on q and k; rms: RMSNorm for LayerNorm"""
+
+    def __init__(self, NH, NE, bias, rope=False, rms=False):
+        super().__init__()
+        self.n_head, self.rope = NH, rope
+        norm = NanoRMSNorm if rms else (lambda n: NanoLayerNorm(n, bias))
+        self.ln_1 = norm(NE)
         self.attn = torch.nn.Module()
         self.attn.c_attn = torch.nn.Linear(NE, 3 * NE, bias=bias)
         self.attn.c_proj = torch.nn.Linear(NE, NE, bias=bias)
-        self.ln_2 = NanoLayerNorm(NE, bias)
+        self.ln_2 = norm(NE)
         self.mlp = torch.nn.Module()
         self.mlp.c_fc = torch.nn.Linear(NE, 4 * NE, bias=bias)
         self.mlp.c_proj = torch.nn.Linear(4 * NE, NE, bias=bias)
@@ -148,7 +164,11 @@ class NanoBlock(torch.nn.Module):
     def attention(self, x):
         B, T, C = x.shape
         q, k, v = self.attn.c_attn(x).split(C, dim=2)
-        q, k, v = (z.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for z in (q, k, v))
+        q, k, v = (z.view(B, T, self.n_head, C // self.n_head) for z in (q, k, v))
+        if self.rope:
+            freqs = MetaLlama.freqs_cis(C // self.n_head, T)
+            q, k = MetaLlama.rotary(q, freqs), MetaLlama.rotary(k, freqs)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
         causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
         att = torch.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
@@ -161,21 +181,25 @@ class NanoBlock(torch.nn.Module):
 
 
 class NanoGPT(torch.nn.Module):
-    """nanoGPT's GPT: wte + wpe, the blocks, ln_f, lm_head (tied to wte or not)"""
+    """nanoGPT's GPT: wte + wpe, the blocks, ln_f, lm_head (tied to wte or not); rope: no wpe,
+    rotary positions in the blocks; rms: RMSNorm for every LayerNorm"""
 
-    def __init__(self, V, block, L, NH, NE, bias, tied):
+    def __init__(self, V, block, L, NH, NE, bias, tied, rope=False, rms=False):
         super().__init__()
-        self.transformer = torch.nn.ModuleDict(dict(
-            wte=torch.nn.Embedding(V, NE), wpe=torch.nn.Embedding(block, NE),
-            h=torch.nn.ModuleList([NanoBlock(NH, NE, bias) for _ in range(L)]),
-            ln_f=NanoLayerNorm(NE, bias)))
+        parts = dict(wte=torch.nn.Embedding(V, NE),
+                     h=torch.nn.ModuleList([NanoBlock(NH, NE, bias, rope, rms) for _ in range(L)]),
+                     ln_f=NanoRMSNorm(NE) if rms else NanoLayerNorm(NE, bias))
+        if not rope:
+            parts["wpe"] = torch.nn.Embedding(block, NE)
+        self.transformer = torch.nn.ModuleDict(parts)
         self.lm_head = torch.nn.Linear(NE, V, bias=False)
         if tied:
             self.transformer.wte.weight = self.lm_head.weight
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        x = self.transformer.wte(idx)
+        if "wpe" in self.transformer:
+            x = x + self.transformer.wpe(torch.arange(idx.shape[1]))
         for block in self.transformer.h:
             x = block(x)
         return self.lm_head(self.transformer.ln_f(x))
@@ -307,8 +331,9 @@ def main(path):
         for k, q in layer.named_parameters():
             compare(what + " grad " + k, q.grad, d[p + "grad." + k])
     # 4. the GPT model against nanoGPT's (model.py, written out below), tied and untied, and
-    # its LLaMA style against Meta's model.py (written out below)
-    for v in (0, 1, 2):
+    # its LLaMA style against Meta's model.py (written out below); a mix: nanoGPT's blocks with
+    # Meta's RoPE and RMSNorm
+    for v in (0, 1, 2, 3):
         p = "model%d." % v
         if v == 2:
             gpt = MetaLlama(d, p, NH)
@@ -321,7 +346,8 @@ def main(path):
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1),
                                                  ignore_index=-1)
         loss.backward()
-        what = "GPT (%s)" % ["tied head, biases", "untied, no biases", "LLaMA style, GQA"][v]
+        what = "GPT (%s)" % ["tied head, biases", "untied, no biases", "LLaMA style, GQA",
+                             "GPT-2 blocks with RoPE and RMSNorm"][v]
         print("%s model (%s):" % ("Meta's LLaMA" if v == 2 else "nanoGPT's", what))
         compare(what + " logits", logits.detach(), d[p + "logits"])
         compare(what + " loss", loss.detach().reshape(1), d[p + "loss"].reshape(1))

@@ -214,9 +214,10 @@ int main(int argc, char **argv) {
     }
 
     /* 4. the GPT model (nn_gpt): tied head with biases (model0), untied without (model1), the
-     * LLaMA style with grouped-query heads and an untied head (model2); the loss of a batch
-     * with ignored targets, and every gradient */
-    for (int variant = 0; variant <= 2; variant++) {
+     * LLaMA style with grouped-query heads and an untied head (model2), GPT-2's blocks with
+     * RoPE and RMSNorm (model3, a mix); the loss of a batch with ignored targets, and every
+     * gradient */
+    for (int variant = 0; variant <= 3; variant++) {
         ag_tape_reset(t);
         GptConfig gc = {.vocab_size = 11,
                         .block_size = 9,
@@ -226,6 +227,7 @@ int main(int argc, char **argv) {
                         .no_bias = variant == 1,
                         .untied = variant >= 1};
         if (variant == 2) gc.style = NN_LLAMA, gc.n_kv_head = NH / 2;
+        if (variant == 3) gc.untied = 0, gc.pos = NN_GPT_POS_ROPE, gc.norm = NN_GPT_NORM_RMS;
         Gpt m;
         nn_gpt_init(&m, params, &rng, &gc);
         for (int i = 0; i < m.params.n; i++) {   /* norms and biases off 1 and 0; weights 10 */
