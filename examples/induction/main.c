@@ -139,6 +139,29 @@ static int parse_args(int argc, char **argv, IndOptions *o) {
     return 0;
 }
 
+/* The induction score of a perfect induction head on the evaluation batch: all of its
+ * attention on the pattern wherever a query's token occurred before (with a next token), and
+ * elsewhere for the other queries, which so cap every head's score: the share of such queries. */
+static double ideal_induction(const IndOptions *o, const int *eval_tokens) {
+    int T = o->ctx;
+    uint8_t *D = tr_malloc((size_t)T * T);
+    int *ids = tr_malloc((size_t)T * sizeof(int));
+    double sum = 0;
+    for (int b = 0; b < o->eval_batch; b++) {
+        for (int t = 0; t < T; t++) ids[t] = eval_tokens[(size_t)b * (T + 1) + t];
+        lens_detection_pattern(LENS_INDUCTION, ids, T, D);
+        int rows = 0;
+        for (int i = 0; i < T; i++) {
+            int any = 0;
+            for (int j = 0; j <= i; j++) any |= D[(size_t)i * T + j];
+            rows += any;
+        }
+        sum += (double)rows / T;
+    }
+    free(D), free(ids);
+    return sum / o->eval_batch;
+}
+
 static void print_heads(const char *what, const IndRecord *r, const double *s) {
     printf("  %s scores at step %lld:", what, (long long)r->step[r->R - 1]);
     const double *last = s + (size_t)(r->R - 1) * r->n_layer * r->NH;
@@ -203,17 +226,31 @@ int main(int argc, char **argv) {
             printf("  2-layer: loss never below 1.0 in %d steps\n", o.steps);
         printf("  2-layer: highest induction score %.2f: layer %d head %d%s\n", best, L, H,
                L == 1 ? "" : " (not in layer 1)");
+        printf("  (a perfect induction head would score %.2f on this batch: the share of queries "
+               "whose token occurred before)\n",
+               ideal_induction(&o, eval_tokens));
         printf("  2-layer: highest previous-token score %.2f: layer %d head %d\n", prev, pl, ph);
         print_heads("induction", two, two->induction);
         print_heads("previous-token", two, two->previous);
+        double c = -1;
         if (n > 1) {
             const IndRecord *one = &recs[1];
-            double c = ind_best_head(one, one->induction, &L, &H);
+            int cl, ch;
+            c = ind_best_head(one, one->induction, &cl, &ch);
             printf("  1-layer control: loss %.2f at step %lld; highest induction score %.2f "
                    "(layer 0 head %d) (training %.1f s)\n",
-                   one->loss_pred[one->R - 1], (long long)one->step[one->R - 1], c, H,
+                   one->loss_pred[one->R - 1], (long long)one->step[one->R - 1], c, ch,
                    one->seconds);
         }
+        /* the experiment's three conditions (docs/induction.md) */
+        int shown = below >= 0 && L == two->n_layer - 1 && (n < 2 || c < 0.3);
+        printf("  phase change %s: loss below 1.0 %s; best induction head %s the last layer; "
+               "control's best induction score %s\n",
+               shown ? "shown" : "NOT shown", below >= 0 ? "reached" : "not reached",
+               L == two->n_layer - 1 ? "in" : "not in",
+               n < 2     ? "not run"
+               : c < 0.3 ? "below 0.3"
+                         : "0.3 or more");
         printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv\n", o.out);
     }
     for (int i = 0; i < n; i++) ind_record_free(&recs[i]);
