@@ -19,7 +19,8 @@ static TsRun run(const char *dir, const char *const *args) {
     return ts_finish(dir, ts_start_env("AG_INDUCTION_BIN", dir, args, NULL));
 }
 
-/* the tiny run: 2 records... every 5 steps of 20, 3 evaluation sequences of 16 tokens */
+/* the tiny run: 20 steps recorded every 5 (R = 5 records: steps 0, 5, ..., 20), 3 evaluation
+ * sequences of 16 tokens, 2 heads */
 #define TINY                                                                                       \
     "--steps", "20", "--every", "5", "--batch", "4", "--eval-batch", "3", "--vocab", "16",         \
         "--ctx", "16", "--d-model", "16", "--heads", "2", "--min-prefix", "3", "--max-prefix", "6"
