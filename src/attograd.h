@@ -18,5 +18,6 @@
 #include "io/npz.h"
 #include "io/checkpoint.h"
 #include "text/text.h"
+#include "lens/detect.h"
 
 #endif

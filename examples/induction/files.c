@@ -1,0 +1,130 @@
+/* files.c: what the experiment writes to its folder.
+ *   induction.npz    config.<flag> (int64, lr and weight_decay float64); eval_tokens (B, T + 1)
+ *                    and eval_prefix_len (B) int32 (the evaluation batch); per model
+ *                    (two_layer, one_layer): step (R) int64; train_loss, loss_predictable,
+ *                    loss_other (R), loss_per_position (R, T), induction_score and
+ *                    previous_token_score (R, n_layer, NH) float64; pattern_first
+ *                    (n_layer, NH, T, T) float32, evaluation sequence 0 before training; and
+ *                    blocks.<l>.attn.hook_pattern (B, NH, T, T) float32, every evaluation
+ *                    sequence after training (TransformerLens's name for a layer's pattern).
+ *   curves.csv       model,step,train_loss,loss_predictable,loss_other
+ *   heads.csv        model,step,layer,head,induction,previous_token
+ *   positions.csv    model,step,pos_0,...,pos_<T-1> (the mean loss of each position)
+ * A file that cannot be written is an error naming its path. Not here: the pictures (plot.c).
+ * Read next: plot.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "induction.h"
+
+static int csv_close(FILE *f, const char *path) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return AG_OK;
+}
+
+static FILE *csv_open(const char *dir, const char *name, char *path, size_t n) {
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return f;
+}
+
+static int write_csv(const IndOptions *o, const IndRecord *recs, int n_recs) {
+    char path[1100];
+    FILE *f = csv_open(o->out, "curves.csv", path, sizeof path);
+    if (!f) return AG_ERR_IO;
+    fprintf(f, "model,step,train_loss,loss_predictable,loss_other\n");
+    for (int m = 0; m < n_recs; m++)
+        for (int r = 0; r < recs[m].R; r++)
+            fprintf(f, "%s,%lld,%.6g,%.6g,%.6g\n", recs[m].name, (long long)recs[m].step[r],
+                    recs[m].train_loss[r], recs[m].loss_pred[r], recs[m].loss_other[r]);
+    int rc = csv_close(f, path);
+    if (rc != AG_OK || !(f = csv_open(o->out, "heads.csv", path, sizeof path))) return AG_ERR_IO;
+    fprintf(f, "model,step,layer,head,induction,previous_token\n");
+    for (int m = 0; m < n_recs; m++) {
+        const IndRecord *x = &recs[m];
+        int LH = x->n_layer * x->NH;
+        for (int r = 0; r < x->R; r++)
+            for (int k = 0; k < LH; k++)
+                fprintf(f, "%s,%lld,%d,%d,%.6f,%.6f\n", x->name, (long long)x->step[r], k / x->NH,
+                        k % x->NH, x->induction[(size_t)r * LH + k],
+                        x->previous[(size_t)r * LH + k]);
+    }
+    rc = csv_close(f, path);
+    if (rc != AG_OK || !(f = csv_open(o->out, "positions.csv", path, sizeof path)))
+        return AG_ERR_IO;
+    fprintf(f, "model,step");
+    for (int i = 0; i < o->ctx; i++) fprintf(f, ",pos_%d", i);
+    fprintf(f, "\n");
+    for (int m = 0; m < n_recs; m++)
+        for (int r = 0; r < recs[m].R; r++) {
+            fprintf(f, "%s,%lld", recs[m].name, (long long)recs[m].step[r]);
+            for (int i = 0; i < o->ctx; i++)
+                fprintf(f, ",%.5g", recs[m].loss_pos[(size_t)r * o->ctx + i]);
+            fprintf(f, "\n");
+        }
+    return csv_close(f, path);
+}
+
+int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
+                    const int *eval_prefix) {
+    NpzWriter *w = npz_writer_new();
+    const struct {
+        const char *name;
+        int64_t v;
+    } ints[] = {
+        {"vocab", o->vocab},           {"ctx", o->ctx},           {"d_model", o->d_model},
+        {"n_head", o->n_head},         {"batch", o->batch},       {"eval_batch", o->eval_batch},
+        {"steps", o->steps},           {"every", o->every},       {"min_prefix", o->min_prefix},
+        {"max_prefix", o->max_prefix}, {"seed", (int64_t)o->seed}};
+    int64_t ivals[sizeof ints / sizeof ints[0]];
+    char name[160];
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        ivals[k] = ints[k].v;
+        snprintf(name, sizeof name, "config.%s", ints[k].name);
+        npz_add_i64(w, name, 0, NULL, &ivals[k]);
+    }
+    npz_add_f64(w, "config.lr", 0, NULL, &o->lr);
+    npz_add_f64(w, "config.weight_decay", 0, NULL, &o->weight_decay);
+    int Be = o->eval_batch, T = o->ctx;
+    /* int32 copies: the program's ints are C ints, the file's dtype is fixed */
+    int32_t *tok = malloc((size_t)Be * (T + 1) * sizeof *tok),
+            *pre = malloc((size_t)Be * sizeof *pre);
+    if (!tok || !pre) {
+        free(tok), free(pre), npz_writer_free(w);
+        return ag_fail(AG_ERR_NOMEM, "%s/induction.npz: out of memory", o->out);
+    }
+    for (size_t k = 0; k < (size_t)Be * (T + 1); k++) tok[k] = eval_tokens[k];
+    for (int b = 0; b < Be; b++) pre[b] = eval_prefix[b];
+    npz_add_i32(w, "eval_tokens", 2, (int64_t[]){Be, T + 1}, tok);
+    npz_add_i32(w, "eval_prefix_len", 1, (int64_t[]){Be}, pre);
+    for (int m = 0; m < n_recs; m++) {
+        const IndRecord *x = &recs[m];
+        int64_t R = x->R, L = x->n_layer, NH = x->NH;
+#define KEY(what) (snprintf(name, sizeof name, "%s." what, x->name), name)
+        npz_add_i64(w, KEY("step"), 1, &R, x->step);
+        npz_add_f64(w, KEY("train_loss"), 1, &R, x->train_loss);
+        npz_add_f64(w, KEY("loss_predictable"), 1, &R, x->loss_pred);
+        npz_add_f64(w, KEY("loss_other"), 1, &R, x->loss_other);
+        npz_add_f64(w, KEY("loss_per_position"), 2, (int64_t[]){R, T}, x->loss_pos);
+        npz_add_f64(w, KEY("induction_score"), 3, (int64_t[]){R, L, NH}, x->induction);
+        npz_add_f64(w, KEY("previous_token_score"), 3, (int64_t[]){R, L, NH}, x->previous);
+        npz_add_f32(w, KEY("pattern_first"), 4, (int64_t[]){L, NH, T, T}, x->pattern_first);
+        for (int l = 0; l < L; l++) {
+            snprintf(name, sizeof name, "%s.blocks.%d.attn.hook_pattern", x->name, l);
+            npz_add_f32(w, name, 4, (int64_t[]){Be, NH, T, T},
+                        x->pattern_last + (size_t)l * Be * NH * T * T);
+        }
+#undef KEY
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/induction.npz", o->out);
+    int rc = npz_write(w, path, 1, NULL);
+    npz_writer_free(w);
+    free(tok), free(pre);
+    return rc != AG_OK ? rc : write_csv(o, recs, n_recs);
+}

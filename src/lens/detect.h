@@ -1,0 +1,61 @@
+/* detect.h: head detectors. Each scores an attention head by the share of its attention mass
+ * that falls on the positions a kind of head is expected to attend to: previous-token,
+ * duplicate-token and induction heads, as TransformerLens's detect_head defines them
+ * (transformer_lens/head_detector.py, error_measure "mul", its default).
+ *
+ * For one sequence of tokens tok[0..T) the detection pattern D (T, T) is 0 or 1, and 0 above the
+ * diagonal (query i, key j):
+ *   previous token:  D[i][j] = 1 when j == i - 1
+ *   duplicate token: D[i][j] = 1 when j < i and tok[j] == tok[i] (an earlier copy of the token)
+ *   induction:       D[i][j] = 1 when 1 <= j <= i and tok[j - 1] == tok[i] (the token after
+ *                    an earlier copy of the current one: the duplicate pattern shifted one key
+ *                    to the right, cut to the lower triangle)
+ * and a head's score on it, with A (T, T) the head's probabilities (rows sum to 1, or to 0 for
+ * a query that sees nothing), is
+ *   score = sum_ij A'[i][j] D[i][j] / sum_ij A'[i][j]
+ * where A' is A with key 0 zeroed when exclude_bos and the diagonal zeroed when
+ * exclude_current_token (both off by default, as TransformerLens's). So a head that puts all
+ * its attention on the pattern's positions scores 1, and one that puts none there 0. A
+ * sequence whose A' sums to 0 scores 0 (TransformerLens would divide by 0). For a batch the
+ * score is the mean of the sequences' scores, as TransformerLens's detect_head on a list of
+ * sequences (which, unlike this, drops the exclude flags when it recurses on each one).
+ * Examples with T positions, no exclusion: a causal head spread evenly over the keys it sees
+ * (A[i][j] = 1/(i+1), j <= i) scores (H_T - 1) / T as a previous-token head (H_T the T-th
+ * harmonic number; 0.0585 for T = 64); a head spread evenly over all T keys, (T - 1) / T^2.
+ * Not here: where patterns come from (a model's last_probs, nn.h), hooks and caches.
+ * Read next: detect.c. */
+#ifndef ATTOGRAD_LENS_DETECT_H
+#define ATTOGRAD_LENS_DETECT_H
+
+#include <stdint.h>
+
+#include "../tensor/tensor.h"
+
+typedef enum {
+    LENS_PREVIOUS_TOKEN = 0, /* TransformerLens's "previous_token_head" */
+    LENS_DUPLICATE_TOKEN,    /* "duplicate_token_head" */
+    LENS_INDUCTION,          /* "induction_head" */
+    LENS_N_HEAD_KINDS
+} LensHeadKind;
+
+/* "previous_token", "duplicate_token", "induction" */
+const char *lens_head_kind_name(LensHeadKind kind);
+
+/* TransformerLens's exclude_bos and exclude_current_token; zeroed (or NULL): neither */
+typedef struct LensDetectOptions {
+    int exclude_bos;           /* leave key 0 out of the attention mass */
+    int exclude_current_token; /* leave key i of query i out of the attention mass */
+} LensDetectOptions;
+
+/* The detection pattern of kind for tokens (T) -> D (T, T) bytes, 0 or 1, row i the query. */
+void lens_detection_pattern(LensHeadKind kind, const int *tokens, int T, uint8_t *D);
+
+/* Scores every head of one layer: pattern (B, NH, T, T) (query, key: a model's attention
+ * probabilities), tokens (B, T) (row b the tokens of sequence b), opt or NULL
+ * -> scores (NH), each the mean over the B sequences of that head's score (the sums in double).
+ * Aborts, naming the function and the shapes, when pattern is not 4-D with square (T, T)
+ * matrices matching tokens (B, T), or a kind is unknown. */
+void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, LensHeadKind kind,
+                       const LensDetectOptions *opt, double *scores);
+
+#endif
