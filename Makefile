@@ -213,6 +213,9 @@ bench-run: $(BENCH)
 	    echo "(no python3: no contention line)"; \
 	fi
 
+# tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz
+export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found
