@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "attograd.h"
 #include "expect_abort.h"
@@ -542,4 +543,22 @@ Test(ag_tape_dot, the_attention_tour_graph_is_read_by_graphviz) {
              "&& grep -q softmax $d/t.svg; r=$?; rm -rf \"$d\"; exit $r",
              bin);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* --dot to a path that cannot be written: exit 2, the path and the reason on stderr */
+Test(ag_tape_dot, the_tours_exit_2_naming_a_dot_path_they_cannot_write) {
+    const char *bin = getenv("AG_ATTENTION_TOUR_BIN");
+    cr_assert_not_null(bin, "AG_ATTENTION_TOUR_BIN is not set (make test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s --dot /nonexistent-dir/t.dot 2>&1 >/dev/null | grep -q "
+             "'cannot write /nonexistent-dir/t.dot: No such file'",
+             bin);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "%s --dot /nonexistent-dir/t.dot >/dev/null 2>&1", bin);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d", st);
+    snprintf(cmd, sizeof cmd, "%s --bogus >/dev/null 2>&1", bin);
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d for a bad flag", st);
 }
