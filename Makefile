@@ -20,6 +20,8 @@
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
 
+# a student copy (make exercise, docs/coursework.md) may set ATTN=ref here
+-include course/exercise.mk
 REAL ?= float
 OMP ?= 1
 DEBUG ?= 0
@@ -214,6 +216,9 @@ bench-run: $(BENCH)
 	    echo "(no python3: no contention line)"; \
 	fi
 
+# tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz
+export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found
@@ -336,7 +341,7 @@ $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/obj/tests/s
 # gnuplot-nox draws the translation example's plots; optional (without it the tests that draw
 # PNGs check the "skipped" path only)
 deps-test:
-	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config
+	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config patch
 	@scripts/deps.sh gnuplot-nox || echo "(no gnuplot-nox: the tests that draw PNGs are skipped)"
 
 # The double build runs first: the float suite compares its results with the double build's
@@ -345,6 +350,7 @@ deps-test:
 # (tests/run_suite.sh), and a failure shows its part of the log.
 test: deps-test
 	@$(MAKE) --no-print-directory REAL=double test-one
+	@$(MAKE) --no-print-directory REAL=double test-course
 	@$(MAKE) --no-print-directory REAL=float test-one
 	@$(MAKE) --no-print-directory REAL=double test-torch
 	@$(MAKE) --no-print-directory REAL=float test-numpy
@@ -487,6 +493,52 @@ fuzz-replay: $(FUZZ_REPLAY)
 test-one: fuzz-replay
 $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 
+# ---- coursework (docs/coursework.md) ----
+# make exercise EX="attention softmax" (or all) [OUT=dir]: a student copy of the tree in OUT
+# (build/exercises) with those backward bodies blanked (scripts/exercise.sh); the real tree is
+# only read. make grade (in the copy): the double build, then course/grade on the exercises the
+# copy lists (here, in the real tree: every one, against the losses it records first);
+# CASES=file adds an instructor's hidden cases.
+EX ?= all
+OUT ?= build/exercises
+CASES ?=
+GRADER := $(B)/course/grade
+FORMAT_SRC += course/*.c
+.PHONY: exercise exercise-run grade grade-run
+$(GRADER): $(B)/obj/course/grade.o $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+exercise:
+	@$(MAKE) --no-print-directory REAL=double exercise-run
+exercise-run: $(GRADER)
+	@scripts/exercise.sh "$(OUT)" $(GRADER) $(EX)
+
+grade:
+	@$(MAKE) --no-print-directory REAL=double grade-run
+
+# the grader grades (tests/course/test_course.sh): a student copy with every exercise blanked
+# fails every check, with the real bodies passes every one, and each wrong backward of
+# course/mutations/ fails with its hint
+.PHONY: test-course
+ifneq ($(wildcard tests/course/test_course.sh),)
+test-course: $(GRADER)
+	@MAKE="$(MAKE)" tests/course/test_course.sh $(B)/course-proof
+else
+test-course:
+	@echo "  course: a student copy holds no proof of the grader (tests/course/); make grade grades"
+endif
+ifeq ($(wildcard course/exercises.txt),)
+grade-run: $(GRADER)
+	@$(GRADER) --record $(B)/course/expected.txt
+	@OMP_NUM_THREADS=$(THREADS) $(GRADER) --expected $(B)/course/expected.txt \
+	    $(if $(CASES),--cases $(CASES))
+else
+grade-run: $(GRADER)
+	@OMP_NUM_THREADS=$(THREADS) $(GRADER) --exercises course/exercises.txt \
+	    --expected course/expected.txt $(if $(CASES),--cases $(CASES))
+endif
+
 # ---- install ----
 # Installs the build of the current configuration (REAL, OMP): libraries in PREFIX/lib, headers
 # in PREFIX/include/attograd/ with their folders (tensor/, autograd/, ...), and
@@ -539,6 +591,8 @@ help:
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
 	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
+	@echo '  make exercise        a student copy with EX=... (all) backward bodies blanked, in OUT=$(OUT)'
+	@echo '  make grade           grades the exercises (in a student copy; CASES=file: hidden cases)'
 	@echo '  make format          clang-format -i on src, tests and examples'
 	@echo '  make bench           GEMM and training-step benchmarks (bench/README.md)'
 	@echo '  make soak            SOAK_STEPS training steps; fails if the peak RSS or malloc'"'"'s bytes grow'

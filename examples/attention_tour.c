@@ -12,9 +12,13 @@
  *   in plain loops is src/tensor/k_attention_ref.c (the fast kernel, k_attention.c, is tested
  *   against it).
  * docs/backprop.md derives every line of the backward.
- * Build and run: make && build/examples/attention_tour */
+ * --dot FILE writes the tape of part 1 (the formula from ops) as a Graphviz graph (ag_tape_dot),
+ * with the norm of every value and gradient: docs/images/attention_tape.png is that picture.
+ * Build and run: make && build/examples/attention_tour [--dot FILE] */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attograd.h"
 
@@ -49,9 +53,17 @@ static double max_diff(const Real *a, const Real *b, size_t n) {
     return d;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *dot_path = NULL;
+    if (argc == 3 && strcmp(argv[1], "--dot") == 0)
+        dot_path = argv[2];
+    else if (argc != 1) {
+        fprintf(stderr, "usage: attention_tour [--dot FILE]\n");
+        return 2;
+    }
     Arena *params = arena_new("params", 0), *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
+    ag_tape_keep_norms(t, dot_path != NULL);
     Rng init;
     rng_seed(&init, 7);
     const int shape[4] = {B, NH, T, HS};
@@ -69,6 +81,18 @@ int main(void) {
     printf("attention from tape ops (B %d, heads %d, T %d, HS %d, dropout %g):\n", B, NH, T, HS,
            DROPOUT);
     ag_tape_print(t, stdout);
+    if (dot_path) {
+        FILE *f = fopen(dot_path, "w");
+        if (!f) {
+            fprintf(stderr, "attention_tour: cannot write %s: %s\n", dot_path, strerror(errno));
+            return 2;
+        }
+        int bad = ag_tape_dot(t, f) != 0;
+        if ((fclose(f) != 0) | bad) {
+            fprintf(stderr, "attention_tour: writing %s failed\n", dot_path);
+            return 2;
+        }
+    }
     Tensor *y1 = tensor_new(params, 4, shape, "y1"), *g1[3];
     for (size_t e = 0; e < y->size; e++) y1->data[e] = y->data[e];
     for (int n = 0; n < 3; n++) {

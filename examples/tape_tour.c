@@ -6,9 +6,13 @@
  * suite runs on every op. Deterministic: one seed, same output on every run and thread count.
  * Not here: modules (src/nn) and optimizers (src/optim), which will replace the hand-made
  * layers and the update loop below. Read next: src/autograd/autograd.h, then ops.def.
- * Build and run: make && build/examples/tape_tour */
+ * --dot FILE also writes the first step's tape as a Graphviz graph (ag_tape_dot; draw it with
+ * `dot -Tpng FILE -o tape.png`).
+ * Build and run: make && build/examples/tape_tour [--dot FILE] */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attograd.h"
 
@@ -49,7 +53,27 @@ static void sgd_step(Tensor **params, int n, double lr) {
     }
 }
 
-int main(void) {
+/* writes the tape's graph to path; 0, or 2 with a message naming the path and the reason */
+static int write_dot(const Tape *tape, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    int bad = ag_tape_dot(tape, f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) fprintf(stderr, "tape_tour: writing %s failed\n", path);
+    return bad ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+    const char *dot_path = NULL;
+    if (argc == 3 && strcmp(argv[1], "--dot") == 0)
+        dot_path = argv[2];
+    else if (argc != 1) {
+        fprintf(stderr, "usage: tape_tour [--dot FILE]\n");
+        return 2;
+    }
     /* Two arenas, two lifetimes: parameters and their gradients live for the whole run; every
      * tensor a forward pass makes lives in the step arena, which ag_tape_reset frees at once.
      * Both grow as they are used (0: no memory until the first tensor), and a reset keeps
@@ -57,6 +81,7 @@ int main(void) {
     Arena *params = arena_new("params", 0);
     Arena *step = arena_new("step", 0);
     Tape *tape = ag_tape_new(step);
+    ag_tape_keep_norms(tape, dot_path != NULL); /* every node's |g| for the picture */
     Rng rng;
     rng_seed(&rng, 42);
 
@@ -87,6 +112,7 @@ int main(void) {
         if (s == 0) {
             first_loss = loss_value;
             ag_tape_print(tape, stdout);
+            if (dot_path && write_dot(tape, dot_path) != 0) return 2;
         }
         if (s % PRINT_EVERY == 0) {
             int correct = 0;

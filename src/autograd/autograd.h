@@ -40,6 +40,7 @@ typedef struct AgNode {
     unsigned store;      /* bit j: in[j]'s gradient is a new, unset buffer that this backward
                       * writes (=) whole; set by ag_backward for the ops that can (tape.c) */
     struct AgNode *prev; /* the node recorded before this one */
+    double grad_norm;    /* |dL/dout|, kept by ag_backward when ag_tape_keep_norms is on, else -1 */
 } AgNode;
 
 /* The first NaN or inf that check mode saw on a tape (ag_check_finite, below). */
@@ -66,6 +67,7 @@ typedef struct Tape {
     void *free_grads;      /* gradient buffers that backward is done with, for reuse (tape.c) */
     int check_finite;      /* check mode (ag_check_finite) */
     AgNonFinite nonfinite; /* what check mode found since the last reset */
+    int keep_norms;        /* ag_tape_keep_norms: backward keeps each node's gradient norm */
 } Tape;
 
 Tape *ag_tape_new(Arena *step);
@@ -84,6 +86,16 @@ int ag_no_grad(Tape *tape, int on);
 void ag_backward(Tape *tape, Tensor *loss);
 /* Prints the tape in backward order: op, output shape, inputs. */
 void ag_tape_print(const Tape *tape, FILE *f);
+/* The tape as a Graphviz graph (`dot -Tpng tape.dot -o tape.png`): a box per node with its
+ * number, op name, output shape and the Euclidean norms of its value |y| and gradient |g|, an
+ * ellipse per leaf (parameter or input: name, shape, norms), and an edge from every input to
+ * the op that reads it. An intermediate's gradient is released once its backward ran
+ * (ag_backward), so its |g| is shown only when ag_tape_keep_norms was on during backward
+ * ("|g| -" otherwise, and before backward). Returns 0, or -1 when writing failed. */
+int ag_tape_dot(const Tape *tape, FILE *f);
+/* When on, ag_backward keeps the norm of every node's output gradient before releasing it (one
+ * pass over each gradient), for ag_tape_dot. Off by default; returns the previous setting. */
+int ag_tape_keep_norms(Tape *tape, int on);
 
 /* ---- check mode: which op made the first NaN or inf ----
  * Off by default; on for every new tape when the environment has AG_CHECK_FINITE=1. When on,

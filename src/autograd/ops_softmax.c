@@ -68,7 +68,12 @@ void ag_cross_entropy_backward(AgNode *n) {
     const CrossEntropyCtx *c = n->ctx;
     if (c->kept == 0) return; /* every row ignored: the loss is the constant 0 */
     Tensor *x = n->in[0];
+    /* EXERCISE(cross_entropy): part 1 of 2: g, the loss's gradient gy = n->out->grad[0]
+     * scaled as every logit of a kept row receives it; c->kept is the number of rows that are
+     * not ignored (docs/backprop.md, section 6). Part 2: k_cross_entropy_backward.
+     * STUB: Real g = 0; */
     Real g = (Real)(n->out->grad[0] / c->kept);
+    /* END EXERCISE */
     k_cross_entropy_backward(x->grad, x->data, n->saved->data, c->targets, c->ignore_index, g,
                              tensor_rows(x), x->shape[x->ndim - 1]);
 }

@@ -178,6 +178,7 @@ AgNode *ag_record(Tape *tape, AgOp op, Tensor *out, int n_in, Tensor **in) {
              op_names[op]);
     AgNode *n = arena_alloc(tape->arena, sizeof *n);
     memset(n, 0, sizeof *n);
+    n->grad_norm = -1;
     n->op = op;
     n->out = out;
     n->n_in = n_in;
@@ -298,6 +299,13 @@ static void release_grad(Tape *tape, AgNode *n) {
     t->grad = NULL;
 }
 
+/* the Euclidean norm, summed in double in index order */
+static double norm_of(const Real *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return sqrt(s);
+}
+
 void ag_backward(Tape *tape, Tensor *loss) {
     AG_CHECK_ARG(tape);
     AG_CHECK_ARG(loss);
@@ -321,6 +329,7 @@ void ag_backward(Tape *tape, Tensor *loss) {
         prepare_grads(tape, n);
         backward_fns[n->op](n);
         if (tape->check_finite && !tape->nonfinite.found) check_backward(tape, n, k);
+        if (tape->keep_norms) n->grad_norm = norm_of(n->out->grad, n->out->size);
         release_grad(tape, n);
     }
 }
@@ -336,4 +345,72 @@ void ag_tape_print(const Tape *tape, FILE *f) {
             fprintf(f, " %s%s", n->in[i]->name, tensor_shape_str(n->in[i]));
         fputc('\n', f);
     }
+}
+
+int ag_tape_keep_norms(Tape *tape, int on) {
+    AG_CHECK_ARG(tape);
+    int prev = tape->keep_norms;
+    tape->keep_norms = on != 0;
+    return prev;
+}
+
+/* the node that produced t (newest first), or NULL for a leaf; its number in *k */
+static const AgNode *producer(const Tape *tape, const Tensor *t, int *k) {
+    int m = tape->n_nodes;
+    for (const AgNode *n = tape->last; n; n = n->prev, m--)
+        if (n->out == t) {
+            *k = m;
+            return n;
+        }
+    return NULL;
+}
+
+/* "|y| 1.23  |g| 4.56" (|g| -: no gradient to show) */
+static void dot_norms(FILE *f, const Tensor *t, double gnorm) {
+    fprintf(f, "|y| %.4g  |g| ", norm_of(t->data, t->size));
+    if (gnorm < 0 && t->grad) gnorm = norm_of(t->grad, t->size);
+    if (gnorm >= 0)
+        fprintf(f, "%.4g", gnorm);
+    else
+        fputc('-', f);
+}
+
+int ag_tape_dot(const Tape *tape, FILE *f) {
+    AG_CHECK_ARG(tape);
+    AG_CHECK_ARG(f);
+    fprintf(f, "digraph tape {\n  rankdir=BT;\n  node [fontname=\"monospace\", fontsize=10];\n");
+    int k = tape->n_nodes;
+    for (const AgNode *n = tape->last; n; n = n->prev, k--) {
+        fprintf(f, "  n%d [shape=box, label=\"%d %s\\n%s\\n", k, k, op_names[n->op],
+                tensor_shape_str(n->out));
+        dot_norms(f, n->out, n->grad_norm);
+        fprintf(f, "\"];\n");
+        for (int i = 0; i < n->n_in; i++) {
+            const Tensor *x = n->in[i];
+            int from = 0;
+            if (producer(tape, x, &from)) {
+                fprintf(f, "  n%d -> n%d;\n", from, k);
+                continue;
+            }
+            /* a leaf: one ellipse, named after its oldest reader and that reader's slot */
+            int first_k = k, first_i = i, m = tape->n_nodes;
+            for (const AgNode *r = tape->last; r; r = r->prev, m--)
+                for (int j = 0; j < r->n_in; j++)
+                    if (r->in[j] == x) {
+                        first_k = m;
+                        first_i = j;
+                    }
+            if (first_k == k && first_i == i) {
+                fprintf(f, "  l%d_%d [shape=ellipse, label=\"", k, i);
+                for (const char *c = x->name; *c; c++) /* quotes and backslashes escaped */
+                    fprintf(f, "%s%c", *c == '"' || *c == '\\' ? "\\" : "", *c);
+                fprintf(f, "\\n%s\\n", tensor_shape_str(x));
+                dot_norms(f, x, -1);
+                fprintf(f, "\"];\n");
+            }
+            fprintf(f, "  l%d_%d -> n%d;\n", first_k, first_i, k);
+        }
+    }
+    fprintf(f, "}\n");
+    return ferror(f) ? -1 : 0;
 }

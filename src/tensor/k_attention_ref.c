@@ -78,6 +78,18 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
  * any of gq, gk, gv may be NULL. */
 void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                               const Real *v, const Real *P, const Real *gy, const KAttention *a) {
+    /* EXERCISE(attention): the backward of k_attention_forward_ref above, from the saved P.
+     *   for each batch b, query head h (reading key/value head h / (NH / NKV)), query row i
+     *   of n_q(a, b) and key j of n_k(a, b), with d over HS: q's row i starts at
+     *   q_at(a, a->qs, b, h) + i * a->qs[2], gy's at q_at(a, a->ys, b, h) + i * a->ys[2], k's
+     *   and v's row j at k_at(a, b, g) + j * a->ks[2]; P's row i at p_at(a, b, h) + i * nk
+     *   P_ij: the softmax weights (0 where masked); keep(a, e) with e = P's flat index: whether
+     *   dropout kept P_ij, then scaled by 1 / (1 - a->p)
+     *   gq, gk, gv: shaped as q, k, v; accumulate (+=); any of them may be NULL
+     * A key/value head read by several query heads (grouped-query) sums their gradients.
+     * Derived in docs/backprop.md, section 8 "Scaled dot-product attention".
+     * STUB: (void)gq; (void)gk; (void)gv; (void)q; (void)k; (void)v; (void)P; (void)gy;
+     * STUB: (void)a; */
     int HS = a->HS, group = a->NH / a->NKV;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
 #pragma omp parallel for collapse(2) schedule(static)
@@ -116,4 +128,5 @@ void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const
                     }
                 }
             }
+    /* END EXERCISE */
 }

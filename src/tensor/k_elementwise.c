@@ -116,6 +116,12 @@ void k_gelu_forward(Real *y, const Real *x, size_t n) {
 /* forward: y = x Phi(x) with Phi the normal CDF (the exact erf form, not the tanh one);
  * dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2/2)/sqrt(2 pi) the normal density */
 void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
+    /* EXERCISE(gelu): add dL/dx into gx for y = gelu(x) = x Phi(x), elementwise.
+     *   x, gy, gx (n): the forward's input, dL/dy, dL/dx (accumulate, +=)
+     * Phi is the normal CDF, 0.5 (1 + erf(x / sqrt 2)) (K_ERF, INV_SQRT2, INV_SQRT_2PI in
+     * k_math.h). The derivative is in GELU's row of src/autograd/ops.def; docs/backprop.md
+     * section 12 does the same for SiLU.
+     * STUB: (void)gx; (void)x; (void)gy; (void)n; */
     PAR_FOR
     for (size_t i = 0; i < n; i++) {
         Real v = x[i];
@@ -123,6 +129,7 @@ void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
         Real pdf = INV_SQRT_2PI * K_EXP((Real)-0.5 * v * v);
         gx[i] += gy[i] * (cdf + v * pdf);
     }
+    /* END EXERCISE */
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x). For x far below 0, e^-x overflows to inf and the result is 0,

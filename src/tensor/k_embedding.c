@@ -15,10 +15,16 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
  * (positions holding padding_idx send nothing: the padding row stays as initialised) */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C) {
+    /* EXERCISE(embedding): add dL/dW into gweight for y[i,:] = W[ids[i],:].
+     *   ids (N): the row each position read (an id may repeat); gy (N, C): dL/dy;
+     *   gweight (V, C): accumulate (+=); a position whose id is padding_idx sends nothing
+     * docs/backprop.md, section 2 "Why gradients accumulate" (a row read twice).
+     * STUB: (void)gweight; (void)ids; (void)padding_idx; (void)gy; (void)N; (void)C; */
 #pragma omp parallel for schedule(static) if (N * (size_t)C >= K_PAR_MIN)
     for (int c = 0; c < C; c++)
         for (size_t i = 0; i < N; i++)
             if (ids[i] != padding_idx) gweight[(size_t)ids[i] * C + c] += gy[i * C + c];
+    /* END EXERCISE */
 }
 
 /* ---- rows picked by index: the packing of live rows (ag_gather_rows, ag_scatter_rows) ----

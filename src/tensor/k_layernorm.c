@@ -113,6 +113,21 @@ static void put(Real *restrict dst, const Real *restrict g, int n, int store) {
 static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const Real *x,
                         const Real *weight, const Real *stats, const Real *gy, size_t rows, int C,
                         unsigned store, int centred) {
+    /* EXERCISE(layernorm rmsnorm): the backward of LayerNorm (centred = 1) and of RMSNorm
+     * (centred = 0, no bias), row by row; the forward is in the comment above.
+     *   x, gy (rows, C): the forward's input and dL/dy;  weight (C);
+     *   stats (rows, 2): each row's (mean, rstd) saved by the forward (mean 0 for RMSNorm)
+     *   gx (rows, C): dL/dx; gx2, when not NULL, receives the same dL/dx (the fused x + f)
+     *   gweight, gbias (C): sums over rows; gbias NULL for RMSNorm; any target may be NULL
+     *   store bit 0: gx is a fresh buffer to write (=), else accumulate (+=); bit 1: gx2
+     * Plain loops are fine (no threads needed). Derived in docs/backprop.md, section 7
+     * "LayerNorm" (RMSNorm: the same algebra without the mean).
+     * STUB: for (size_t i = 0; i < rows * (size_t)C; i++) {
+     * STUB:     if ((store & 1) && gx) gx[i] = 0;
+     * STUB:     if ((store & 2) && gx2) gx2[i] = 0;
+     * STUB: }
+     * STUB: (void)gweight; (void)gbias; (void)x; (void)weight; (void)stats; (void)gy;
+     * STUB: (void)centred; (void)row_dsums; (void)put; */
     size_t n = rows * (size_t)C;
     int want_x = gx || gx2, want_w = gweight || gbias;
     size_t nblk = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
@@ -193,6 +208,7 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
             }
         }
     }
+    /* END EXERCISE */
 }
 
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,

@@ -29,6 +29,13 @@ void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, i
  * a shared b sums its gradient over the batch, which is one GEMM with BATCH*M as inner dim. */
 void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, int BATCH,
                        int M, int K, int N, int b_batched) {
+    /* EXERCISE(matmul): add dL/da into ga and dL/db into gb (either may be NULL).
+     *   a, ga (BATCH, M, K); gy (BATCH, M, N); b, gb (BATCH, K, N) when b_batched, else (K, N)
+     *   shared by every batch element (its gradient sums over them); accumulate (+=)
+     * Plain loops are fine; k_gemm (kernels.h) is the fast way. Derived in docs/backprop.md,
+     * section 3 "Linear" (y = x W^T there; here y = a b).
+     * STUB: (void)ga; (void)gb; (void)a; (void)b; (void)gy; (void)BATCH; (void)M; (void)K;
+     * STUB: (void)N; (void)b_batched; */
     if (!b_batched) {
         if (ga) k_gemm(0, 1, BATCH * M, K, N, gy, b, ga, 1);
         if (gb) k_gemm(1, 0, K, N, BATCH * M, a, gy, gb, 1);
@@ -40,6 +47,7 @@ void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const R
         if (ga) k_gemm(0, 1, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
         if (gb) k_gemm(1, 0, K, N, M, ap, gyp, gb + (size_t)p * K * N, 1);
     }
+    /* END EXERCISE */
 }
 
 void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
@@ -49,6 +57,9 @@ void k_matmul_bt_forward(Real *y, const Real *a, const Real *b, int BATCH, int M
 /* forward: y = a b^T with b (N,K). So ga = gy b (M,N)x(N,K) and gb = gy^T a (N,M)x(M,K). */
 void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy,
                           int BATCH, int M, int K, int N, int b_batched) {
+    /* EXERCISE(matmul): the same for y = a b^T: b, gb (BATCH, N, K), or (N, K) when shared.
+     * STUB: (void)ga; (void)gb; (void)a; (void)b; (void)gy; (void)BATCH; (void)M; (void)K;
+     * STUB: (void)N; (void)b_batched; */
     if (!b_batched) {
         if (ga) k_gemm(0, 0, BATCH * M, K, N, gy, b, ga, 1);
         if (gb) k_gemm(1, 0, N, K, BATCH * M, gy, a, gb, 1);
@@ -60,6 +71,7 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
         if (ga) k_gemm(0, 0, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
         if (gb) k_gemm(1, 0, N, K, M, gyp, ap, gb + (size_t)p * N * K, 1);
     }
+    /* END EXERCISE */
 }
 
 void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
@@ -73,6 +85,15 @@ void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, i
  * and gbias = the column sums of gy. */
 void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
                        const Real *gy, int rows, int in, int out, int store) {
+    /* EXERCISE(linear): y = x W^T + bias: dL/dx into gx, dL/dW into gW, dL/dbias into gbias
+     * (any may be NULL).
+     *   x, gx (rows, in); W, gW (out, in); gbias (out); gy (rows, out)
+     *   store != 0: gx is a fresh buffer to write (=); otherwise, and always for gW and
+     *   gbias, accumulate (+=)
+     * Derived in docs/backprop.md, section 3 "Linear".
+     * STUB: if (store && gx)
+     * STUB:     for (size_t i = 0; i < (size_t)rows * in; i++) gx[i] = 0;
+     * STUB: (void)gW; (void)gbias; (void)x; (void)W; (void)gy; (void)out; */
     /* The three write different arrays and only read gy, W and x: one parallel region runs
      * them one after the other with no barrier in between (a thread done with its share of
      * one starts on the next), instead of three regions that each wait for the slower thread. */
@@ -88,6 +109,7 @@ void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Rea
         if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
         if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
     }
+    /* END EXERCISE */
 }
 
 void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,

@@ -47,6 +47,13 @@ void k_rope_forward(Real *y, size_t ldy, const Real *x, size_t ldx, const Real *
  * the one thread that owns the row. */
 void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Real *cs, size_t rows,
                      int T, int n, int HS) {
+    /* EXERCISE(rope): add dL/dx into gx for the rotation of k_rope_forward above.
+     *   rows of n columns (heads of HS, pairs (2i, 2i+1)); row r of gx starts at r * ldx, of
+     *   gy at r * ldy; row r is at position r % T, whose cos and sin of pair i are
+     *   cs[(r % T) * HS + 2i] and cs[(r % T) * HS + 2i + 1]; accumulate (+=)
+     * Derived in docs/backprop.md, section 12 "Rotary positions and SiLU".
+     * STUB: (void)gx; (void)ldx; (void)gy; (void)ldy; (void)cs; (void)rows; (void)T;
+     * STUB: (void)n; (void)HS; */
 #pragma omp parallel for schedule(static) if (rows * (size_t)n >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         const Real *gr = gy + r * ldy, *c = cs + (r % (size_t)T) * HS;
@@ -58,6 +65,7 @@ void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Rea
                 gxr[h + i + 1] += g1 * co - g0 * si;
             }
     }
+    /* END EXERCISE */
 }
 
 /* keep: the columns outside the rotated block pass through: forward y = x, so gx += gy */

@@ -27,12 +27,18 @@ void k_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
 /* forward: y_i = e^(x_i) / sum_j e^(x_j), so dy_i/dx_k = y_i (delta_ik - y_k) and
  * gx_k = sum_i gy_i y_i (delta_ik - y_k) = y_k (gy_k - sum_i gy_i y_i): only y is needed */
 void k_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C) {
+    /* EXERCISE(softmax): add dL/dx into gx, for each of the rows independently.
+     *   y  (rows, C): the forward's output y = softmax(x) of each row (saved; x is not kept)
+     *   gy (rows, C): dL/dy;   gx (rows, C): dL/dx, accumulate (+=)
+     * Only y is needed. Derived in docs/backprop.md, section 4 "Softmax".
+     * STUB: (void)gx; (void)y; (void)gy; (void)rows; (void)C; */
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *yr = y + r * C, *gr = gy + r * C;
         Real dot = k_row_dot(gr, yr, C);
         for (int j = 0; j < C; j++) gx[r * C + j] += yr[j] * (gr[j] - dot);
     }
+    /* END EXERCISE */
 }
 
 void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
@@ -47,12 +53,18 @@ void k_log_softmax_forward(Real *y, const Real *x, size_t rows, int C) {
 /* forward: y_i = x_i - log sum_j e^(x_j), so dy_i/dx_k = delta_ik - softmax_k and
  * gx_k = gy_k - e^(y_k) sum_i gy_i (softmax recovered from the saved output as e^y) */
 void k_log_softmax_backward(Real *gx, const Real *y, const Real *gy, size_t rows, int C) {
+    /* EXERCISE(log_softmax): add dL/dx into gx, for each of the rows independently.
+     *   y  (rows, C): the forward's output y = x - log sum_j e^(x_j) of each row (saved)
+     *   gy (rows, C): dL/dy;   gx (rows, C): dL/dx, accumulate (+=)
+     * softmax(x) is e^y (K_EXP). Derived in docs/backprop.md, section 5 "Log-softmax".
+     * STUB: (void)gx; (void)y; (void)gy; (void)rows; (void)C; */
     ROWS_PAR
     for (size_t r = 0; r < rows; r++) {
         const Real *yr = y + r * C, *gr = gy + r * C;
         Real s = k_row_sum(gr, C);
         for (int j = 0; j < C; j++) gx[r * C + j] += gr[j] - K_EXP(yr[j]) * s;
     }
+    /* END EXERCISE */
 }
 
 double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets, int ignore_index,
@@ -78,6 +90,14 @@ double k_cross_entropy_forward(Real *lse, const Real *logits, const int *targets
  * dL/dx[r,j] = (softmax(x_r)_j - [j == t_r]) / n, with softmax_j = e^(x_j - lse_r) */
 void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse,
                               const int *targets, int ignore_index, Real g, size_t rows, int V) {
+    /* EXERCISE(cross_entropy): add dL/dlogits into glogits (part 2 of 2; part 1 is g, in
+     * ag_cross_entropy_backward, src/autograd/ops_softmax.c).
+     *   logits, glogits (rows, V); lse (rows): log sum_j e^(logits[r,j]), saved by the forward;
+     *   targets (rows): the class of each row, ignore_index for a row that is not in the loss;
+     *   g: dL/dloss already divided by the number of kept rows (part 1)
+     * Derived in docs/backprop.md, section 6 "Cross-entropy".
+     * STUB: (void)glogits; (void)logits; (void)lse; (void)targets; (void)ignore_index;
+     * STUB: (void)g; (void)rows; (void)V; */
 #pragma omp parallel for schedule(static) if (rows * (size_t)V >= K_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         if (targets[r] == ignore_index) continue;
@@ -86,4 +106,5 @@ void k_cross_entropy_backward(Real *glogits, const Real *logits, const Real *lse
         for (int j = 0; j < V; j++) gr[j] += g * K_EXP(xr[j] - lse[r]);
         gr[targets[r]] -= g;
     }
+    /* END EXERCISE */
 }

@@ -113,6 +113,9 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(ag_backward, loss, ag_backward(&TP, NULL))                                                   \
     X(ag_tape_print, tape, ag_tape_print(NULL, stderr))                                            \
     X(ag_tape_print, f, ag_tape_print(&TP, NULL))                                                  \
+    X(ag_tape_dot, tape, ag_tape_dot(NULL, stderr))                                                \
+    X(ag_tape_dot, f, ag_tape_dot(&TP, NULL))                                                      \
+    X(ag_tape_keep_norms, tape, ag_tape_keep_norms(NULL, 1))                                       \
     X(ag_check_finite, tape, ag_check_finite(NULL, 1))                                             \
     X(ag_first_nonfinite, tape, ag_first_nonfinite(NULL))                                          \
     X(ag_nonfinite_message, r, ag_nonfinite_message(NULL))                                         \

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "attograd.h"
 #include "expect_abort.h"
@@ -472,4 +473,92 @@ Test(ag_tape, training_loop_does_not_grow_the_arenas_after_the_first_step) {
     arena_free(tape->arena);
     ag_tape_free(tape);
     arena_free(params);
+}
+
+/* y = sum(relu(x) * w) with x = (1, -2, 3), w = (2, 2, 2): a known tape of three nodes */
+static char *dot_of_small_tape(int keep_norms, int run_backward) {
+    Arena *a = arena_new("test", 0), *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    ag_tape_keep_norms(t, keep_norms);
+    Tensor *x = tensor_param(a, 1, (int[]){3}, "x");
+    Tensor *w = tensor_new(a, 1, (int[]){3}, "w");
+    Real xs[3] = {1, -2, 3};
+    for (int i = 0; i < 3; i++) {
+        x->data[i] = xs[i];
+        w->data[i] = 2;
+    }
+    Tensor *loss = ag_sum(t, ag_mul(t, ag_relu(t, x), w));
+    if (run_backward) ag_backward(t, loss);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_eq(ag_tape_dot(t, f), 0);
+    fclose(f);
+    ag_tape_free(t);
+    arena_free(step);
+    arena_free(a);
+    return text;
+}
+
+Test(ag_tape_dot, writes_a_node_per_op_with_shape_norms_and_edges_from_inputs) {
+    char *text = dot_of_small_tape(1, 1);
+    /* |relu(x)| = sqrt(10) = 3.162, |relu(x) * w| = sqrt(40) = 6.325, its gradient is 1 each
+     * (sqrt 3), relu's is w (sqrt 12), x's is w where x > 0 (sqrt 8) */
+    const char *want = "digraph tape {\n"
+                       "  rankdir=BT;\n"
+                       "  node [fontname=\"monospace\", fontsize=10];\n"
+                       "  n3 [shape=box, label=\"3 sum\\n()\\n|y| 8  |g| 1\"];\n"
+                       "  n2 -> n3;\n"
+                       "  n2 [shape=box, label=\"2 mul\\n(3)\\n|y| 6.325  |g| 1.732\"];\n"
+                       "  n1 -> n2;\n"
+                       "  l2_1 [shape=ellipse, label=\"w\\n(3)\\n|y| 3.464  |g| -\"];\n"
+                       "  l2_1 -> n2;\n"
+                       "  n1 [shape=box, label=\"1 relu\\n(3)\\n|y| 3.162  |g| 3.464\"];\n"
+                       "  l1_0 [shape=ellipse, label=\"x\\n(3)\\n|y| 3.742  |g| 2.828\"];\n"
+                       "  l1_0 -> n1;\n"
+                       "}\n";
+    cr_assert_str_eq(text, want);
+    free(text);
+}
+
+Test(ag_tape_dot, shows_no_intermediate_gradient_unless_norms_were_kept) {
+    char *text = dot_of_small_tape(0, 1);
+    cr_assert_not_null(strstr(text, "1 relu\\n(3)\\n|y| 3.162  |g| -"), "%s", text);
+    cr_assert_not_null(strstr(text, "|y| 3.742  |g| 2.828"), "%s", text); /* x, a leaf */
+    free(text);
+    text = dot_of_small_tape(1, 0); /* before backward: x's zeroed buffer, no other gradient */
+    cr_assert_not_null(strstr(text, "x\\n(3)\\n|y| 3.742  |g| 0\""), "%s", text);
+    cr_assert_not_null(strstr(text, "1 relu\\n(3)\\n|y| 3.162  |g| -"), "%s", text);
+    free(text);
+}
+
+/* the graph of a real tape (attention_tour's) is valid Graphviz: dot lays it out */
+Test(ag_tape_dot, the_attention_tour_graph_is_read_by_graphviz) {
+    if (system("command -v dot >/dev/null 2>&1") != 0) cr_skip_test("graphviz's dot not installed");
+    const char *bin = getenv("AG_ATTENTION_TOUR_BIN");
+    cr_assert_not_null(bin, "AG_ATTENTION_TOUR_BIN is not set (make test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "d=$(mktemp -d) && %s --dot $d/t.dot >/dev/null && dot -Tsvg $d/t.dot -o $d/t.svg "
+             "&& grep -q softmax $d/t.svg; r=$?; rm -rf \"$d\"; exit $r",
+             bin);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* --dot to a path that cannot be written: exit 2, the path and the reason on stderr */
+Test(ag_tape_dot, the_tours_exit_2_naming_a_dot_path_they_cannot_write) {
+    const char *bin = getenv("AG_ATTENTION_TOUR_BIN");
+    cr_assert_not_null(bin, "AG_ATTENTION_TOUR_BIN is not set (make test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s --dot /nonexistent-dir/t.dot 2>&1 >/dev/null | grep -q "
+             "'cannot write /nonexistent-dir/t.dot: No such file'",
+             bin);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "%s --dot /nonexistent-dir/t.dot >/dev/null 2>&1", bin);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d", st);
+    snprintf(cmd, sizeof cmd, "%s --bogus >/dev/null 2>&1", bin);
+    st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d for a bad flag", st);
 }

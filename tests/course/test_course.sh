@@ -1,0 +1,83 @@
+#!/bin/sh
+# test_course.sh: proof that the coursework grader grades (docs/coursework.md). In a student
+# copy with every exercise blanked, `make grade` fails every check ("0 passed, N failed"); with
+# the real bodies put back, every check passes ("N passed, 0 failed"); each classic wrong
+# backward of course/mutations/*.patch fails its exercise with the hint its header names; an
+# instructor's hidden cases run, and a bad cases file exits 2 naming the file and the line.
+# The real tree is checked unchanged afterwards. Usage: tests/course/test_course.sh WORKDIR
+# (run by make test; MAKE names make). Prints one line when it passes; exits 1 with the log.
+set -u
+mkdir -p "$1" && work=$(cd "$1" && pwd) || exit 1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+MAKE=${MAKE:-make}
+log=$work/test_course.log
+copy=$work/student
+: > "$log"
+fail() {
+    echo "  course: FAILED: $*"
+    tail -n 60 "$log"
+    exit 1
+}
+# a fingerprint of the real tree's sources (the copy must never write into it)
+fingerprint() { find src course scripts tests/course Makefile -type f | sort | xargs cat | cksum; }
+before=$(fingerprint)
+start=$(date +%s)
+
+# 1. every exercise blanked: every check fails
+"$MAKE" --no-print-directory exercise EX=all OUT="$copy" >> "$log" 2>&1 || fail "make exercise"
+n_ex=$(wc -l < "$copy/course/exercises.txt")
+[ "$n_ex" -ge 10 ] || fail "only $n_ex exercises listed"
+grep -q 'ATTN ?= ref' "$copy/course/exercise.mk" || fail "the copy does not build ATTN=ref"
+[ ! -e "$copy/course/mutations" ] && [ ! -e "$copy/tests/course" ] || fail "solutions copied"
+grep -q 'k_row_dot(gr, yr, C)' "$copy/src/tensor/k_softmax.c" && fail "softmax not blanked"
+(cd "$copy" && "$MAKE" --no-print-directory -j2 grade) > "$work/blank.out" 2>> "$log"
+cat "$work/blank.out" >> "$log"
+last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$work/blank.out" | tail -n 1)
+case "$last" in "0 passed, "*" failed") ;; *) fail "blanked: last line '$last'" ;; esac
+nfail=${last#0 passed, }
+nfail=${nfail% failed}
+[ "$nfail" -ge 40 ] || fail "blanked: only $nfail checks"
+[ "$(grep -c 'hint: zero gradient' "$work/blank.out")" -ge 30 ] || fail "blanked: zero-gradient hints"
+
+# 2. the real bodies back: every check passes
+for f in $(grep -l 'EXERCISE(' src/*/*.c); do cp "$f" "$copy/$f"; done
+(cd "$copy" && "$MAKE" --no-print-directory -j2 grade) > "$work/solved.out" 2>> "$log"
+cat "$work/solved.out" >> "$log"
+last=$(tail -n 1 "$work/solved.out")
+[ "$last" = "$nfail passed, 0 failed" ] || fail "solved: last line '$last', want '$nfail passed, 0 failed'"
+
+# 3. each classic wrong backward fails its exercise, with its hint
+n_mut=0
+for p in course/mutations/*.patch; do
+    name=$(basename "$p" .patch)
+    op=$(sed -n 's/^# op: //p' "$p")
+    hint=$(sed -n 's/^# hint: //p' "$p")
+    (cd "$copy" && patch -s -p1 < "$root/$p") >> "$log" 2>&1 || fail "$name: patch does not apply"
+    (cd "$copy" && "$MAKE" --no-print-directory -j2 grade) > "$work/$name.out" 2>> "$log"
+    cat "$work/$name.out" >> "$log"
+    (cd "$copy" && patch -s -R -p1 < "$root/$p") >> "$log" 2>&1 || fail "$name: patch -R"
+    row=$(awk -v op="$op" '$1 == op && NF >= 3 && $2 ~ /^[0-9]+$/ {print $3}' "$work/$name.out")
+    [ -n "$row" ] && [ "$row" -ge 1 ] || fail "$name: $op did not fail"
+    grep -A3 "^FAIL  $op " "$work/$name.out" | grep -F -q "hint: $hint" ||
+        fail "$name: no '$hint' hint for $op"
+    n_mut=$((n_mut + 1))
+done
+[ "$n_mut" -ge 6 ] || fail "only $n_mut mutations"
+
+# 4. hidden cases from an instructor's file; a bad file exits 2 naming it
+printf '# hidden\nsoftmax 4 9 seed 17\nattention 1 3 1 4 7 2 2 10 seed 5\n' > "$work/cases.txt"
+(cd "$copy" && "$MAKE" --no-print-directory grade CASES="$work/cases.txt") > "$work/hidden.out" 2>> "$log"
+cat "$work/hidden.out" >> "$log"
+grep -q '^pass  softmax       gradcheck hidden case (4,9) seed 17' "$work/hidden.out" ||
+    fail "hidden softmax case not run"
+grep -q '^pass  attention     gradcheck hidden case' "$work/hidden.out" || fail "hidden attention case"
+[ "$(tail -n 1 "$work/hidden.out")" = "$((nfail + 2)) passed, 0 failed" ] || fail "hidden: total"
+printf 'softmax 4\n' > "$work/bad.txt"
+(cd "$copy" && build/double-attn-ref/course/grade --cases "$work/bad.txt") > "$work/bad.out" 2>&1
+[ $? -eq 2 ] && grep -q "bad.txt:1: softmax takes 2 integers" "$work/bad.out" || fail "bad cases file"
+
+# 5. the real tree was only read
+[ "$(fingerprint)" = "$before" ] || fail "the real tree changed"
+echo "  course: $n_ex exercises: blanked 0 passed, $nfail failed; solved $nfail passed, 0 failed;" \
+     "$n_mut wrong backwards each failed with its hint; hidden cases ran ($(($(date +%s) - start)) s)"
