@@ -565,6 +565,10 @@ static int run(GpTrainer *g) {
             printf("best: step %lld, valid loss %.4f -> %s\n", (long long)g->pos[GP_POS_BEST_STEP],
                    bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
+        if (g->dist && g->dist->n_reduce > 0)
+            printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took "
+                   "%.2f ms a step in process 0\n",
+                   g->dist->n, 1e3 * g->dist->reduce_s / (double)g->dist->n_reduce);
     }
     if (g->csv) tr_train_plot(g->csv_path, !g->quiet, 1);
     dist_any(0); /* no process exits (and so ends the job) before process 0 has saved */

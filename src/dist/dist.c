@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef AG_MPI
@@ -94,7 +95,8 @@ int dist_any(int flag) {
 }
 
 void dist_sum_disjoint(double *v, int n) {
-    AG_CHECK(n >= 0 && (n == 0 || v), "dist_sum_disjoint: n %d, v %p", n, (void *)v);
+    AG_CHECK_ARG(v);
+    AG_CHECK(n >= 0, "dist_sum_disjoint: n %d", n);
 #ifdef AG_MPI
     if (dist_size() > 1 && n > 0)
         MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -102,6 +104,8 @@ void dist_sum_disjoint(double *v, int n) {
 }
 
 void dist_threads_on_node(int threads, int *total, int *cpus) {
+    AG_CHECK_ARG(total);
+    AG_CHECK_ARG(cpus);
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     *cpus = c > 0 ? (int)c : 1;
     *total = threads;
@@ -129,8 +133,10 @@ static void add_into(Real *a, const Real *b, size_t n) {
  * order, so the earliest unfinished edge always has both ends waiting on it: no deadlock,
  * whatever the owner map. */
 void dist_tree_sum(Real **leaf, int S, size_t n, const int *owner, Real *tmp) {
-    AG_CHECK(leaf && owner && tmp && S >= 1, "dist_tree_sum: S %d, leaf %p, owner %p, tmp %p", S,
-             (void *)leaf, (void *)owner, (void *)tmp);
+    AG_CHECK_ARG(leaf);
+    AG_CHECK_ARG(owner);
+    AG_CHECK_ARG(tmp);
+    AG_CHECK(S >= 1, "dist_tree_sum: %d shards", S);
     int me = dist_rank();
     for (int i = 0; i < S; i++)
         AG_CHECK((owner[i] == me) == (leaf[i] != NULL) && owner[i] >= 0 && owner[i] < dist_size(),
@@ -213,8 +219,15 @@ void dist_grad_put(DistGrad *d, int shard, Real loss) {
     *dst = loss;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 double dist_grad_reduce(DistGrad *d) {
     AG_CHECK_ARG(d);
+    double t0 = now_s();
     dist_tree_sum(d->leaf, d->n_shards, d->n, d->owner, d->tmp);
     Real *sum = d->owner[0] == dist_rank() ? d->leaf[0] : d->tmp;
 #ifdef AG_MPI
@@ -231,6 +244,8 @@ double dist_grad_reduce(DistGrad *d) {
             for (size_t k = 0; k < p->size; k++) p->grad[k] = src[k] * inv;
         src += p->size;
     }
+    d->reduce_s += now_s() - t0;
+    d->n_reduce++;
     return (double)*src / d->n_shards;
 }
 

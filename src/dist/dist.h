@@ -31,7 +31,7 @@ int dist_with_mpi(void); /* 1 when built with MPI */
 
 /* 1 when flag is non-zero in any process (every process gets the same answer). */
 int dist_any(int flag);
-/* v[0..n): each element non-zero in at most one process; every process gets the elementwise
+/* v[0..n) (not NULL): each element non-zero in at most one process; every process gets the elementwise
  * sum, which is exact (x + 0 = x), so whatever order MPI adds in. */
 void dist_sum_disjoint(double *v, int n);
 /* The threads that all processes on this machine will run (the sum of their threads), and the
@@ -57,6 +57,8 @@ typedef struct DistGrad {
     int *owner;  /* (S) */
     Real **leaf; /* (S) pointers, NULL for shards of other processes */
     Real *mem, *tmp;
+    double reduce_s;  /* wall seconds spent in dist_grad_reduce (tree + broadcast), summed */
+    int64_t n_reduce; /* its calls */
 } DistGrad;
 
 /* Aborts when n_shards < 1 or fewer than the processes. */
