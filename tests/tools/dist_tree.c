@@ -4,7 +4,9 @@
  *   contiguous   process r owns [r S / P, (r + 1) S / P) (what DistGrad does)
  *   cyclic       leaf i is process i mod P's
  *   reversed     leaf i is process P - 1 - (i mod P)'s
- * Usage: dist_tree S N MAP
+ * Usage: dist_tree S N MAP [REPS]
+ * With REPS, process 0 prints instead the milliseconds of one reduction (the tree and the
+ * broadcast, after a barrier, so waiting for a slow process is not counted): the median of REPS.
  * Process 0 prints one line (hashes are FNV-1a of the result's bytes):
  *   tree HASH ref HASH seq HASH allreduce HASH
  * tree: dist_tree_sum with that map; ref: a recursive pairwise sum written independently here
@@ -59,8 +61,8 @@ static void ref_sum(Real **all, int lo, int hi, int span, size_t n, Real *out) {
 
 int main(int argc, char **argv) {
     dist_init();
-    if (argc != 4) {
-        fprintf(stderr, "usage: dist_tree S N contiguous|cyclic|reversed\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: dist_tree S N contiguous|cyclic|reversed [REPS]\n");
         return 2;
     }
     int S = atoi(argv[1]), P = dist_size(), me = dist_rank();
@@ -90,6 +92,33 @@ int main(int argc, char **argv) {
         fill_leaf(leaf[i], n, i);
         for (size_t k = 0; k < n; k++) mine[k] = have_mine ? mine[k] + leaf[i][k] : leaf[i][k];
         have_mine = 1;
+    }
+    if (argc == 5) {
+        int reps = atoi(argv[4]);
+        double *ms = calloc((size_t)(reps > 0 ? reps : 1), sizeof *ms);
+        for (int r = 0; r < reps; r++) {
+#ifdef AG_MPI
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            dist_tree_sum(leaf, S, n, owner, tmp);
+            MPI_Bcast(owner[0] == me ? leaf[0] : tmp, (int)n,
+                      sizeof(Real) == 8 ? MPI_DOUBLE : MPI_FLOAT, owner[0], MPI_COMM_WORLD);
+            ms[r] = 1e3 * (MPI_Wtime() - t0);
+#endif
+        }
+        for (int i = 1; i < reps; i++) /* insertion sort: the median */
+            for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+                double t = ms[j];
+                ms[j] = ms[j - 1];
+                ms[j - 1] = t;
+            }
+        if (me == 0)
+            printf("%d processes, %d leaves of %zu values (%zu bytes): %.3f ms a reduction "
+                   "(median of %d)\n",
+                   P, S, n, n * sizeof(Real), reps > 0 ? ms[reps / 2] : 0.0, reps);
+        free(ms);
+        dist_finalize();
+        return 0;
     }
     char allreduce[32] = "-";
 #ifdef AG_MPI
