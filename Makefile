@@ -16,6 +16,9 @@
 #   make demo               the translation example end to end (build/demo/)
 #   make gpt                a character-level GPT on Shakespeare end to end (build/gpt/, docs/gpt.md)
 #   make induction          the induction-head phase change on a CPU (build/induction/, docs/induction.md)
+#   make MPI=1              the same built with Open MPI's mpicc (in build/float-mpi): attograd-gpt
+#                           train runs under mpirun, data-parallel (docs/mpi.md)
+#   make test-mpi           mpirun -np 1, 2, 4 runs give the same bits (tests/dist/test_mpi.sh)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
@@ -30,6 +33,7 @@ PREFIX ?= /usr/local
 THREADS ?= 2
 BLAS ?=
 ATTN ?=
+MPI ?= 0
 
 ifneq ($(REAL),float)
 ifneq ($(REAL),double)
@@ -39,7 +43,7 @@ endif
 
 # (an ARCH other than native gets its own folder too: make memcheck builds for x86-64-v3)
 SUFFIX := $(if $(filter 0,$(OMP)),-noomp)$(if $(filter 1,$(DEBUG)),-debug)$(if $(BLAS),-$(BLAS))$(if \
-          $(filter-out native,$(ARCH)),-$(ARCH))$(if $(ATTN),-attn-$(ATTN))
+          $(filter-out native,$(ARCH)),-$(ARCH))$(if $(ATTN),-attn-$(ATTN))$(if $(filter 1,$(MPI)),-mpi)
 VARIANT := $(REAL)$(SUFFIX)
 ifeq ($(VARIANT),float)
 B := build
@@ -95,6 +99,18 @@ CFLAGS += -DAG_BLAS_OPENBLAS $(shell pkg-config --cflags openblas 2>/dev/null)
 LDLIBS += $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 else ifneq ($(BLAS),)
 $(error BLAS must be empty or openblas, not '$(BLAS)')
+endif
+# MPI=1: src/dist talks MPI (-DAG_MPI), everything is compiled and linked by Open MPI's mpicc
+# (Debian's libopenmpi-dev and openmpi-bin, installed here when missing). Plain MPI-3 calls.
+ifeq ($(MPI),1)
+ifeq ($(shell command -v mpicc 2>/dev/null),)
+$(info make MPI=1: installing Open MPI (scripts/deps.sh libopenmpi-dev openmpi-bin))
+$(shell scripts/deps.sh libopenmpi-dev openmpi-bin >&2)
+endif
+CC := mpicc
+CFLAGS += -DAG_MPI
+else ifneq ($(MPI),0)
+$(error MPI must be 0 or 1, not '$(MPI)')
 endif
 # ATTN=ref: k_attention_forward/backward run the reference kernel (plain loops, k_attention_ref.c)
 ifeq ($(ATTN),ref)
@@ -330,7 +346,7 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
-TOOLS := torch_dump torch_load optim_dump ops_dump npz_tool threads_info
+TOOLS := torch_dump torch_load optim_dump ops_dump npz_tool threads_info dist_tree
 # threads_info: what k_threads.c decided, run by tests/tensor/test_threads.c with chosen environments
 export AG_THREADS_INFO := $(CURDIR)/$(B)/tests/threads_info
 $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/obj/tests/support/dumpfile.o \
@@ -371,6 +387,18 @@ else
 test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
+
+# make test-mpi: the data-parallel trainer under mpirun -np 1, 2, 4 gives the bits of one
+# process accumulating the same shards (tests/dist/test_mpi.sh says what it checks; about 30 s).
+# Installs Open MPI when missing, builds the plain float programs and the MPI=1 ones.
+.PHONY: test-mpi
+test-mpi:
+	@scripts/deps.sh libopenmpi-dev openmpi-bin
+	@$(MAKE) --no-print-directory REAL=float MPI=0 build/examples/attograd-gpt
+	@$(MAKE) --no-print-directory REAL=float MPI=1 build/float-mpi/examples/attograd-gpt \
+	    build/float-mpi/tests/dist_tree
+	@tests/dist/test_mpi.sh build/examples/attograd-gpt build/float-mpi/examples/attograd-gpt \
+	    build/float-mpi/tests/dist_tree build/tests/mpi
 
 test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
@@ -594,6 +622,7 @@ help:
 	@echo '  make exercise        a student copy with EX=... (all) backward bodies blanked, in OUT=$(OUT)'
 	@echo '  make grade           grades the exercises (in a student copy; CASES=file: hidden cases)'
 	@echo '  make format          clang-format -i on src, tests and examples'
+	@echo '  make test-mpi        mpirun -np 1, 2, 4: the same bits as one process (docs/mpi.md)'
 	@echo '  make bench           GEMM and training-step benchmarks (bench/README.md)'
 	@echo '  make soak            SOAK_STEPS training steps; fails if the peak RSS or malloc'"'"'s bytes grow'
 	@echo '  make memcheck        train, resume, eval, translate under valgrind: no errors, no leaks'
@@ -608,5 +637,6 @@ help:
 	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
 	@echo '  BLAS=openblas        k_gemm calls OpenBLAS (to compare; default: our own kernel)'
 	@echo '  ATTN=ref             every attention op runs the reference kernel (k_attention_ref.c)'
+	@echo '  MPI=1                built with mpicc: attograd-gpt train under mpirun (docs/mpi.md)'
 	@echo '  CI=true              warnings are errors'
 	@echo 'each configuration builds in its own folder; this one is $(B)/'

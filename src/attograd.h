@@ -1,7 +1,7 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
  * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
- * (tokenizers, token shards, training windows). The kernels (tensor/kernels.h) are internal: a
+ * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI). The kernels (tensor/kernels.h) are internal: a
  * program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -18,6 +18,7 @@
 #include "io/npz.h"
 #include "io/checkpoint.h"
 #include "text/text.h"
+#include "dist/dist.h"
 #include "lens/detect.h"
 
 #endif

@@ -59,6 +59,8 @@ enum {
     GP_POS_IV_LOSS,
     GP_POS_IV_NORM,  /* sums since the last CSV row (double bits) */
     GP_POS_IV_STEPS, /* steps since the last CSV row */
+    GP_POS_SHARDS,   /* --shards (docs/mpi.md); saved only when above 1, so a run without
+                      * shards writes the values above alone, as before */
     GP_POS_COUNT
 };
 

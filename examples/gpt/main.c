@@ -105,7 +105,12 @@ int main(int argc, char **argv) {
         return TR_EXIT_OK;
     }
     if (strcmp(c, "prepare") == 0) return gp_prepare(argc, argv);
-    if (strcmp(c, "train") == 0) return gp_train(argc, argv);
+    if (strcmp(c, "train") == 0) { /* under mpirun: one of the processes (docs/mpi.md) */
+        dist_init();
+        int code = gp_train(argc, argv);
+        dist_finalize();
+        return code;
+    }
     if (strcmp(c, "sample") == 0) return gp_sample(argc, argv);
     if (strcmp(c, "eval") == 0) return gp_eval(argc, argv);
     fprintf(stderr, GP_PROG ": %s: unknown command (prepare, train, sample, eval)\n", c);

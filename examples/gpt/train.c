@@ -9,6 +9,9 @@
  * weights, AdamW's state and step, the dropout RNG, the loader's RNG, the sums of the CSV row
  * being accumulated, and the tokenizer). A non-finite loss or gradient stops the run naming the
  * step (exit 1); the last good checkpoint stays (written to a temporary file, then renamed).
+ * --shards S (or mpirun -np P): each step's batch is S micro-shards whose gradients are summed
+ * in a fixed tree (src/dist/dist.h), the same bits for any P; process 0 alone writes files
+ * (docs/mpi.md).
  * Not here: checkpoints for sampling (sample.c), the flag parser (main.c). Read next:
  * sample.c. */
 #include <errno.h>
@@ -24,7 +27,7 @@ typedef struct {
     /* settings */
     GptConfig mc;
     OptimConfig oc;
-    int batch, eval_interval, eval_iters, log_interval, threads, resume, force, quiet;
+    int batch, eval_interval, eval_iters, log_interval, threads, resume, force, quiet, shards;
     int64_t max_iters, lr_decay_iters, inject_nan;
     double wd, clip;
     uint64_t seed;
@@ -47,6 +50,8 @@ typedef struct {
     char last_path[700], best_path[700], csv_path[700];
     FILE *csv;
     int tty;
+    DistGrad *dist;      /* NULL: one process, one shard (the plain step) */
+    uint64_t shard_seed; /* this step's: shard i's dropout RNG is rng_hash(shard_seed, i) */
     double t_start, t_row, t_bar, last_tps;
 } GpTrainer;
 
@@ -97,6 +102,10 @@ static void decay_weights(GpTrainer *g) {
 /* ---- checkpoints ---- */
 
 static int save(GpTrainer *g, const char *path) {
+    if (dist_rank() != 0) { /* process 0 writes; the others hold the same state */
+        if (path == g->last_path) g->saved_step = g->step;
+        return AG_OK;
+    }
     if (g->csv && (fflush(g->csv) != 0 || fsync(fileno(g->csv)) != 0)) {
         ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", g->csv_path, strerror(errno));
         fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
@@ -107,14 +116,15 @@ static int save(GpTrainer *g, const char *path) {
                      .config = nn_gpt_ckpt_config(&g->m.cfg),
                      .opt = g->opt,
                      .rng = &g->rng,
-                     .n_data = GP_POS_COUNT,
+                     .n_data = g->pos[GP_POS_SHARDS] > 1 ? GP_POS_COUNT : GP_POS_COUNT - 1,
                      .extra = g->tok_bytes,
                      .extra_len = g->tok_len};
     memcpy(ck.data, g->pos, sizeof g->pos);
     int rc = ckpt_save(path, &ck, 0, NULL);
-    if (rc != AG_OK)
+    if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
-    else if (path == g->last_path)
+        dist_abort(TR_EXIT_FAIL); /* the other processes would wait for this one */
+    } else if (path == g->last_path)
         g->saved_step = g->step;
     return rc;
 }
@@ -122,11 +132,13 @@ static int save(GpTrainer *g, const char *path) {
 /* What data.position may hold, checked before any of it is used. */
 static int check_position(const NpzFile *f, int64_t step) {
     const NpzEntry *e = npz_find(f, "data.position");
-    if (!e || e->dtype != NPZ_I64 || e->ndim != 1 || e->count != GP_POS_COUNT)
+    if (!e || e->dtype != NPZ_I64 || e->ndim != 1 ||
+        (e->count != GP_POS_COUNT && e->count != GP_POS_COUNT - 1))
         return ag_fail(AG_ERR_FORMAT,
-                       "%s: 'data.position' must be %d '<i8' values (not a checkpoint of "
+                       "%s: 'data.position' must be %d or %d '<i8' values (not a checkpoint of "
                        "attograd-gpt train?)",
-                       f->path, GP_POS_COUNT);
+                       f->path, GP_POS_COUNT - 1, GP_POS_COUNT);
+    int has_shards = e->count == GP_POS_COUNT;
     const int64_t big = 1 << 30;
 #define R_INT(i, what, lo, hi)                                                                     \
     { "data.position", i, what, CKPT_INT, lo, hi, 0, 0 }
@@ -148,10 +160,11 @@ static int check_position(const NpzFile *f, int64_t step) {
         R_F64(GP_POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
         R_F64(GP_POS_IV_NORM, "gradient norms since the last log row", 0, DBL_MAX),
         R_INT(GP_POS_IV_STEPS, "steps since the last log row", 0, step),
+        R_INT(GP_POS_SHARDS, "--shards", 2, 1 << 16),
     };
 #undef R_INT
 #undef R_F64
-    return ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
+    return ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]) - !has_shards);
 }
 
 /* The model's option flags and their values: the names of NnGptPos, NnGptNorm, NnGptMlp from 1
@@ -215,6 +228,7 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
         {"weight-decay", g->wd, bitsd(g->pos[GP_POS_WD])},
         {"grad-clip", g->clip, bitsd(g->pos[GP_POS_CLIP])},
         {"seed", (double)g->seed, (double)g->pos[GP_POS_SEED]},
+        {"shards", g->shards, (double)g->pos[GP_POS_SHARDS]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         const GpFlag *f = gp_flag(fl, n, v[i].flag);
@@ -264,6 +278,7 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
     const NpzEntry *se = npz_find(f, "train.step");
     if (rc == AG_OK && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
     if (rc == AG_OK) rc = check_position(f, step);
+    int n_data = rc == AG_OK ? (int)npz_find(f, "data.position")->count : 0;
     if (rc != AG_OK) {
         npz_free(f);
         return rc;
@@ -277,7 +292,7 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
                      .config = nn_gpt_ckpt_config(&g->m.cfg),
                      .opt = g->opt,
                      .rng = &g->rng,
-                     .n_data = GP_POS_COUNT};
+                     .n_data = n_data};
     rc = ckpt_load_from(f, &ck);
     npz_free(f);
     if (rc != AG_OK) return rc;
@@ -288,6 +303,7 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
         return ag_fail(AG_ERR_ARG, "%s/tokenizer is not the tokenizer %s was trained with", g->data,
                        g->last_path);
     memcpy(g->pos, ck.data, sizeof g->pos);
+    if (n_data < GP_POS_COUNT) g->pos[GP_POS_SHARDS] = 1;
     g->step = optim_get_step(g->opt);
     if ((size_t)g->pos[GP_POS_N_TRAIN] != g->n_train ||
         (size_t)g->pos[GP_POS_N_VALID] != g->n_valid)
@@ -305,6 +321,7 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
     g->seed = (uint64_t)g->pos[GP_POS_SEED];
     g->wd = bitsd(g->pos[GP_POS_WD]);
     g->clip = bitsd(g->pos[GP_POS_CLIP]);
+    g->shards = (int)g->pos[GP_POS_SHARDS];
 #define KEPT(field, flag, p)                                                                       \
     if (!gp_flag(fl, n_fl, flag)->given) g->field = (int)g->pos[p]
     KEPT(eval_interval, "eval-interval", GP_POS_EVAL_INTERVAL);
@@ -349,8 +366,10 @@ static int setup_fresh(GpTrainer *g) {
     rc = txt_loader_init(&g->loader, g->train_ids, 0, g->n_train, g->batch, g->mc.block_size,
                          rng_hash(g->seed, 2), "train.bin");
     if (rc != AG_OK) return rc;
+    if (g->shards == 0) g->shards = dist_size();
     build(g, g->seed);
     memset(g->pos, 0, sizeof g->pos);
+    g->pos[GP_POS_SHARDS] = g->shards;
     g->pos[GP_POS_SEED] = (int64_t)g->seed;
     g->pos[GP_POS_BATCH] = g->batch;
     g->pos[GP_POS_N_TRAIN] = (int64_t)g->n_train;
@@ -364,19 +383,30 @@ static int setup_fresh(GpTrainer *g) {
 
 /* The mean loss of eval_iters batches of valid.bin, the same batches every time (a loader of
  * its own seed, started again): comparable from one validation to the next, and a pure function
- * of the weights, so a resumed run validates to the same bits. */
+ * of the weights, so a resumed run validates to the same bits. With P processes, process r
+ * computes batches r, r + P, ...; the losses, gathered (dist_sum_disjoint: exact), are added in
+ * batch order, as one process does. */
 static double validate(GpTrainer *g) {
     TxtLoader L;
     int rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size,
                              rng_hash(g->seed, 3), "valid.bin");
     AG_CHECK(rc == AG_OK, "%s", ag_last_error()); /* checked at the start */
-    double sum = 0;
+    double sum = 0, part[256];
+    int P = dist_size(), me = dist_rank();
     ag_no_grad(g->tape, 1);
-    for (int i = 0; i < g->eval_iters; i++) {
-        txt_loader_next(&L, g->x, g->y);
-        ag_tape_reset(g->tape);
-        sum += (double)nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, NULL)
-                   ->data[0];
+    for (int i0 = 0; i0 < g->eval_iters; i0 += 256) {
+        int n = g->eval_iters - i0 < 256 ? g->eval_iters - i0 : 256;
+        for (int i = 0; i < n; i++) {
+            txt_loader_next(&L, g->x, g->y);
+            part[i] = 0;
+            if ((i0 + i) % P != me) continue;
+            ag_tape_reset(g->tape);
+            part[i] =
+                (double)nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, NULL)
+                    ->data[0];
+        }
+        dist_sum_disjoint(part, n);
+        for (int i = 0; i < n; i++) sum += part[i];
     }
     ag_no_grad(g->tape, 0);
     ag_tape_reset(g->tape);
@@ -420,6 +450,7 @@ static int log_row(GpTrainer *g, int valid, double vloss) {
     double tps = t > g->t_row
                      ? (double)p[GP_POS_IV_STEPS] * g->batch * g->mc.block_size / (t - g->t_row)
                      : 0;
+    if (!g->csv) goto done; /* not process 0 */
     fprintf(g->csv, "%lld,%.6f,%.6e,%.6f,%.0f,", (long long)g->step, loss, g->opt->last_lr, norm,
             tps);
     if (valid)
@@ -437,6 +468,7 @@ static int log_row(GpTrainer *g, int valid, double vloss) {
                (long long)g->step, (long long)g->max_iters, loss, g->opt->last_lr, norm, tps, eta);
         fflush(stdout);
     }
+done:
     g->last_tps = tps;
     p[GP_POS_IV_LOSS] = p[GP_POS_IV_NORM] = dbits(0);
     p[GP_POS_IV_STEPS] = 0;
@@ -458,17 +490,34 @@ static void stopped(GpTrainer *g, int64_t s, const char *what, double value) {
 
 /* ---- the loop ---- */
 
+/* Shard i of the batch (rows i B/S .. (i + 1) B/S - 1), its own dropout RNG: the same numbers
+ * whichever process computes it. */
+static Tensor *shard_loss(void *ctx, Tape *t, int i) {
+    GpTrainer *g = ctx;
+    int b = g->batch / g->shards;
+    size_t off = (size_t)i * (size_t)b * (size_t)g->mc.block_size;
+    Rng r;
+    rng_seed(&r, rng_hash(g->shard_seed, (uint64_t)i));
+    return nn_gpt_loss(t, &g->m, g->x + off, g->y + off, b, g->mc.block_size, &r);
+}
+
 /* One step: the next batch, the loss, backward, clipping, decay and AdamW's update. NULL, or
  * what was not finite (then nothing was updated). */
 static const char *train_step(GpTrainer *g, int64_t s, double *loss, double *norm) {
     txt_loader_next(&g->loader, g->x, g->y);
-    ag_tape_reset(g->tape);
-    ag_params_zero_grad(&g->m.params);
     if (g->inject_nan == s) g->m.wte.weight->data[0] = (Real)NAN; /* fault tests */
-    Tensor *l = nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, &g->rng);
-    *loss = (double)l->data[0];
-    if (!isfinite(*loss)) return "the training loss";
-    ag_backward(g->tape, l);
+    if (g->dist) { /* the shards' mean gradient and loss, the same in every process */
+        g->shard_seed = rng_u64(&g->rng);
+        *loss = dist_grad_step(g->dist, g->tape, shard_loss, g);
+        if (!isfinite(*loss)) return "the training loss";
+    } else {
+        ag_tape_reset(g->tape);
+        ag_params_zero_grad(&g->m.params);
+        Tensor *l = nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, &g->rng);
+        *loss = (double)l->data[0];
+        if (!isfinite(*loss)) return "the training loss";
+        ag_backward(g->tape, l);
+    }
     *norm = optim_clip_grad_norm(&g->m.params, g->clip > 0 ? g->clip : DBL_MAX);
     if (!isfinite(*norm)) return "the gradient norm";
     decay_weights(g);
@@ -509,9 +558,10 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
     if (s % g->log_interval == 0 || valid_due) {
         if (log_row(g, valid_due, vloss) != AG_OK) {
             fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+            dist_abort(TR_EXIT_FAIL);
             return TR_EXIT_FAIL;
         }
-        if (valid_due) {
+        if (valid_due && g->csv) {
             tr_train_plot(GP_PROG, g->csv_path, 0,
                           0); /* loss.png, outside the next row's tokens/s */
             g->t_row = tr_now_s();
@@ -530,7 +580,7 @@ static int run(GpTrainer *g) {
     int code = TR_EXIT_OK, interrupted = 0;
     if (!g->resume && save(g, g->last_path) != AG_OK) code = TR_EXIT_FAIL;
     while (code == TR_EXIT_OK && g->step < g->max_iters) {
-        if (tr_stop_requested()) {
+        if (dist_any(tr_stop_requested())) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
@@ -551,10 +601,11 @@ static int run(GpTrainer *g) {
         if (save(g, g->last_path) != AG_OK) {
             code = TR_EXIT_FAIL;
         } else {
-            fprintf(stderr,
-                    GP_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
-                            "--resume\n",
-                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)g->step, g->last_path);
+            if (dist_rank() == 0)
+                fprintf(stderr,
+                        GP_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
+                                "--resume\n",
+                        sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)g->step, g->last_path);
             code = sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
         }
     } else if (code == TR_EXIT_OK && !g->quiet) {
@@ -568,8 +619,13 @@ static int run(GpTrainer *g) {
             printf("best: step %lld, valid loss %.4f -> %s\n", (long long)g->pos[GP_POS_BEST_STEP],
                    bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
+        if (g->dist && g->dist->n_reduce > 0)
+            printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took "
+                   "%.2f ms a step in process 0\n",
+                   g->dist->n, 1e3 * g->dist->reduce_s / (double)g->dist->n_reduce);
     }
-    tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
+    if (g->csv) tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
+    dist_any(0); /* no process exits (and so ends the job) before process 0 has saved */
     tr_signals_restore(old);
     fflush(stdout);
     return code;
@@ -577,6 +633,7 @@ static int run(GpTrainer *g) {
 
 static void trainer_free(GpTrainer *g) {
     if (g->csv) fclose(g->csv);
+    dist_grad_free(g->dist);
     if (g->tape) ag_tape_free(g->tape);
     if (g->step_arena) arena_free(g->step_arena);
     if (g->params) {
@@ -657,6 +714,9 @@ int gp_train(int argc, char **argv) {
         {"eval-iters", GP_INT, &g->eval_iters, 1, 1 << 30, 0, "batches of a validation"},
         {"log-interval", GP_INT, &g->log_interval, 1, 1 << 30, 0, "steps between CSV rows"},
         {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "initialisation, batches, dropout"},
+        {"shards", GP_INT, &g->shards, 0, 1 << 16, 0,
+         "micro-shards a batch, summed in a fixed order: the same bits for any number of "
+         "processes (0: one a process; docs/mpi.md)"},
         {"threads", GP_INT, &g->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
         {"resume", GP_BOOL, &g->resume, 0, 0, 0, "continue OUT/last.npz"},
         {"force", GP_BOOL, &g->force, 0, 0, 0, "start over an existing run"},
@@ -694,6 +754,11 @@ int gp_train(int argc, char **argv) {
         rc = read_data(g);
     }
     if (rc == AG_OK) rc = g->resume ? setup_resume(g, fl, n_fl) : setup_fresh(g);
+    if (rc == AG_OK && (g->batch % g->shards != 0 || g->shards < dist_size()))
+        rc = ag_fail(AG_ERR_ARG,
+                     "--shards %d: must divide the batch size %d and be at least the %d "
+                     "processes",
+                     g->shards, g->batch, dist_size());
     if (rc == AG_OK && g->resume && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
         rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x block_size %d: more than %d tokens a step",
                      g->last_path, g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
@@ -702,9 +767,17 @@ int gp_train(int argc, char **argv) {
         rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size, 1,
                              "valid.bin");
     }
-    if (rc == AG_OK) rc = tr_make_dirs(g->out);
+    if (rc == AG_OK && dist_rank() == 0) rc = tr_make_dirs(g->out);
+    /* every process stops when one cannot start; process 0 says why (the others when it could) */
+    int any_failed = dist_any(rc != AG_OK), first_failed = dist_any(dist_rank() == 0 && rc);
+    if (any_failed && rc == AG_OK)
+        rc = ag_fail(AG_ERR_ARG,
+                     "process %d: stopped: another process could not start (its message says "
+                     "why)",
+                     dist_rank());
     if (rc != AG_OK) {
-        fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        if (dist_rank() == 0 || !first_failed)
+            fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
         trainer_free(g);
         return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
     }
@@ -716,14 +789,29 @@ int gp_train(int argc, char **argv) {
     g->pos[GP_POS_EVAL_INTERVAL] = g->eval_interval; /* on resume: the checkpoint's, or given */
     g->pos[GP_POS_EVAL_ITERS] = g->eval_iters;
     g->pos[GP_POS_LOG_INTERVAL] = g->log_interval;
-    if (tr_csv_open(g->csv_path, csv_header, g->step, g->resume, &g->csv) != AG_OK) {
+    if (dist_rank() == 0 &&
+        tr_csv_open(g->csv_path, csv_header, g->step, g->resume, &g->csv) != AG_OK) {
         fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        dist_abort(TR_EXIT_FAIL);
         trainer_free(g);
         return TR_EXIT_FAIL;
     }
+    if (g->shards > 1 || dist_size() > 1) g->dist = dist_grad_new(&g->m.params, g->shards);
+    int node_threads, cpus;
+    dist_threads_on_node(threads, &node_threads, &cpus);
+    if (dist_rank() != 0) g->quiet = 1;
+    if (node_threads > cpus && dist_rank() == 0)
+        fprintf(stderr,
+                GP_PROG " train: warning: the processes on this machine run %d threads in all "
+                        "(%d here) for %d CPUs: give fewer --threads or processes (docs/mpi.md)\n",
+                node_threads, threads, cpus);
     if (!g->quiet) {
         printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
         if (g->resume) printf("resuming %s at step %lld\n", g->last_path, (long long)g->step);
+        if (g->dist)
+            printf("data parallel: %d processes, %d shards of %d windows a step (process 0: "
+                   "shards %d..%d)\n",
+                   dist_size(), g->shards, g->batch / g->shards, g->dist->lo, g->dist->hi - 1);
         GptConfig o = nn_gpt_options(&g->mc);
         printf("model: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary %d, "
                "dropout %g; %zu parameters\n",

@@ -65,6 +65,14 @@ static TxtLoader TL;
 static int I1;
 static size_t Z1;
 static int64_t STATE[TXT_LOADER_STATE_LEN];
+static Real R1;
+static Real *LEAF[1] = {&R1};
+static DistGrad DG;
+static Tensor *null_loss(void *ctx, Tape *t, int shard) {
+    (void)ctx;
+    (void)shard;
+    return ag_sum(t, &T);
+}
 static const char *volatile NO_FMT = NULL; /* volatile: no format warning at compile time */
 
 /* X(function, argument, the call with that argument NULL) */
@@ -402,7 +410,19 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(txt_loader_state, L, txt_loader_state(NULL, STATE))                                          \
     X(txt_loader_state, state, txt_loader_state(&TL, NULL))                                        \
     X(txt_loader_restore, L, txt_loader_restore(NULL, STATE, "x"))                                 \
-    X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))
+    X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))                               \
+    X(dist_sum_disjoint, v, dist_sum_disjoint(NULL, 1))                                            \
+    X(dist_threads_on_node, total, dist_threads_on_node(1, NULL, &I1))                             \
+    X(dist_threads_on_node, cpus, dist_threads_on_node(1, &I1, NULL))                              \
+    X(dist_tree_sum, leaf, dist_tree_sum(NULL, 1, 1, &I1, &R1))                                    \
+    X(dist_tree_sum, owner, dist_tree_sum(LEAF, 1, 1, NULL, &R1))                                  \
+    X(dist_tree_sum, tmp, dist_tree_sum(LEAF, 1, 1, &I1, NULL))                                    \
+    X(dist_grad_new, ps, dist_grad_new(NULL, 1))                                                   \
+    X(dist_grad_put, d, dist_grad_put(NULL, 0, 0))                                                 \
+    X(dist_grad_reduce, d, dist_grad_reduce(NULL))                                                 \
+    X(dist_grad_step, d, dist_grad_step(NULL, &TP, null_loss, NULL))                               \
+    X(dist_grad_step, t, dist_grad_step(&DG, NULL, null_loss, NULL))                               \
+    X(dist_grad_step, loss, dist_grad_step(&DG, &TP, NULL, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -427,6 +447,7 @@ static const char *const accepts_null[][2] = {
     {"npz_free", "NULL is a no-op, as free"},
     {"npz_writer_free", "NULL is a no-op, as free"},
     {"txt_free", "NULL is a no-op, as free"},
+    {"dist_grad_free", "NULL is a no-op, as free"},
     {"tensor_shape_str", "gives \"(NULL)\": error messages show a missing tensor"},
     {"ag_fail", "a printf-like format (the compiler checks the call)"},
     {"ag_abort", "a printf-like format (the compiler checks the call)"},
@@ -513,9 +534,9 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h", "src/autograd/autograd.h",
-        "src/nn/nn.h",         "src/nn/gpt.h",     "src/optim/optim.h",
-        "src/io/checkpoint.h", "src/io/npz.h",     "src/text/text.h"};
+        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
+        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
+        "src/text/text.h",     "src/dist/dist.h"};
     static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
                                            "optim_", "ckpt_",  "npz_",    "txt_"};
     int seen = 0, missing = 0;

@@ -520,6 +520,53 @@ Test(gpt_cli, resume_is_byte_identical_to_a_straight_run) {
     ts_rm_tree(dir);
 }
 
+/* --shards: the batch as micro-shards whose gradients one process accumulates in a fixed tree
+ * (what mpirun spreads over processes: docs/mpi.md, tests/dist/test_mpi.sh). With dropout: 10
+ * steps resumed to 20 equal 20 in one go (the shard count comes back from the checkpoint);
+ * --shards 1 writes the plain run's bytes; 4 shards write other bytes (another order of
+ * additions, other dropout masks); a count that does not divide the batch, or differs from the
+ * checkpoint's on --resume, exits 2 naming it. */
+Test(gpt_cli, shards_accumulate_and_resume_to_the_bit) {
+    char dir[256], a[512], b[512], c[512], d[512], pa[512], pb[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-shards");
+    prepare(dir, "char");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    ts_join(c, dir, "plain");
+    ts_join(d, dir, "one");
+    const char *straight[] = {"--max-iters", "20", "--dropout", "0.1", "--shards", "4", NULL};
+    train(dir, a, straight);
+    const char *first[] = {
+        "--max-iters", "10", "--lr-decay-iters", "20", "--dropout", "0.1", "--shards", "4", NULL};
+    train(dir, b, first);
+    const char *again[] = {"--resume", NULL};
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
+    const char *plain[] = {"--max-iters", "20", "--dropout", "0.1", NULL};
+    train(dir, c, plain);
+    const char *one[] = {"--max-iters", "20", "--dropout", "0.1", "--shards", "1", NULL};
+    train(dir, d, one);
+    size_t lc, ld, la;
+    char *bc = ts_read_text(ts_join(pa, c, "last.npz"), &lc);
+    char *bd = ts_read_text(ts_join(pb, d, "last.npz"), &ld);
+    cr_assert(lc == ld && memcmp(bc, bd, lc) == 0, "--shards 1 wrote other bytes than no --shards");
+    char *ba = ts_read_text(ts_join(pa, a, "last.npz"), &la);
+    cr_assert(la != lc || memcmp(ba, bc, la) != 0, "--shards 4 wrote the plain run's bytes");
+    free(ba);
+    free(bc);
+    free(bd);
+    ts_join(data, dir, "data");
+    const char *odd[] = {"train",   "--data", data,       "--out", c,
+                         "--force", TINY,     "--shards", "3",     NULL};
+    const char *odd_says[] = {"--shards 3", "divide the batch size 4", NULL};
+    expect_usage(dir, odd, odd_says);
+    const char *other[] = {"train", "--data", data, "--out", b, "--resume", "--shards", "2", NULL};
+    const char *other_says[] = {"--shards 2", "differs from the checkpoint", NULL};
+    expect_usage(dir, other, other_says);
+    ts_rm_tree(dir);
+}
+
 /* The same checkpoints for 1 and 2 threads (a model wide enough for the kernels to split). */
 Test(gpt_cli, one_and_two_threads_train_the_same_bits) {
     char dir[256], data[512], out[2][512], p[2][512];
