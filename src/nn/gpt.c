@@ -25,6 +25,10 @@ static int ffn_width(const GptConfig *c) {
 }
 static double norm_eps(const GptConfig *c) { return c->norm_eps ? c->norm_eps : NN_LN_EPS; }
 
+/* x, or what the hooks of the current nn_gpt_forward_hooked call at (kind, l) make of it
+ * (hooks.h; one branch when there are none) */
+#define HOOK(kind, l, x) (m->hooks ? nn_hook_run(t, m->hooks, kind, l, x) : (x))
+
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     AG_CHECK_ARG(c);
     if (c->style != NN_GPT2 && c->style != NN_LLAMA)
@@ -187,7 +191,18 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng
         kv = cache_append(t, cache, l, qkv, C, qkv, C + KV);
         heads.k_col = 0, heads.v_col = KV;
     }
-    Tensor *y = attend(t, m, l, qkv, kv, kv, heads, rng);
+    Tensor *y;
+    if (nn_hooks_explicit_attention(m->hooks, l)) { /* q, k, v apart (c_attn's rows), plain ops */
+        Tensor *w = h->c_attn.weight, *b = h->c_attn.bias, *qkv3[3];
+        for (int i = 0; i < 3; i++)
+            qkv3[i] = ag_linear(t, x, nn_param_rows(t->arena, w, i * C, C, "c_attn.rows"),
+                                b ? nn_param_rows(t->arena, b, i * C, C, "c_attn.rows") : NULL);
+        y = nn_hook_attention(t, m->hooks, l, qkv3[0], qkv3[1], qkv3[2], c->n_head, c->dropout, rng,
+                              &m->last_probs[l]);
+    } else {
+        y = attend(t, m, l, qkv, kv, kv, heads, rng);
+    }
+    if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
@@ -207,7 +222,11 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
         k = v = cache_append(t, cache, l, k, 0, v, 0);
         heads.v_col = KV;
     }
-    Tensor *y = attend(t, m, l, q, k, v, heads, rng);
+    Tensor *y = nn_hooks_explicit_attention(m->hooks, l)
+                    ? nn_hook_attention(t, m->hooks, l, q, k, v, c->n_head, c->dropout, rng,
+                                        &m->last_probs[l])
+                    : attend(t, m, l, q, k, v, heads, rng);
+    if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
@@ -215,28 +234,36 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
  * w2(silu(w1 x) * w3 x); then dropout */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *a = nn_linear(t, &h->c_fc, x), *y;
+    Tensor *a = HOOK(NN_HOOK_MLP_PRE, l, nn_linear(t, &h->c_fc, x));
     if (m->cfg.style == NN_LLAMA)
-        y = nn_linear(t, &h->mlp_proj, ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x)));
+        a = ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x));
     else
-        y = nn_linear(t, &h->mlp_proj, ag_gelu(t, a));
+        a = ag_gelu(t, a);
+    Tensor *y = nn_linear(t, &h->mlp_proj, HOOK(NN_HOOK_MLP_POST, l, a));
     return ag_dropout(t, y, m->cfg.dropout, rng);
 }
 
-/* a norm of the model: GPT-2's LayerNorm, LLaMA's RMSNorm */
-static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x) {
-    if (m->cfg.style == NN_LLAMA) return ag_rmsnorm(t, x, ln->weight, ln->eps);
-    return nn_layernorm(t, ln, x);
+/* a norm of the model: GPT-2's LayerNorm, LLaMA's RMSNorm; with the hooks of its scale (a
+ * hook kind) and its output (the kind after it) at layer l */
+static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x, NnHookKind scale,
+                    int l) {
+    int rms = m->cfg.style == NN_LLAMA;
+    if (m->hooks) nn_hook_norm_scale(t, m->hooks, scale, l, x, ln->eps, rms);
+    Tensor *y = rms ? ag_rmsnorm(t, x, ln->weight, ln->eps) : nn_layernorm(t, ln, x);
+    return HOOK(scale + 1, l, y);
 }
 
 /* pre-norm: x + attn(norm_1(x)), then + mlp(norm_2(x)) */
 static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *a = norm(t, m, &h->ln_1, x);
+    x = HOOK(NN_HOOK_RESID_PRE, l, x);
+    Tensor *a = norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
     a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
                                  : attention(t, m, l, a, cache, rng);
-    x = ag_add(t, x, a);
-    return ag_add(t, x, mlp(t, m, l, norm(t, m, &h->ln_2, x), rng));
+    x = HOOK(NN_HOOK_RESID_MID, l, ag_add(t, x, HOOK(NN_HOOK_ATTN_OUT, l, a)));
+    Tensor *f =
+        HOOK(NN_HOOK_MLP_OUT, l, mlp(t, m, l, norm(t, m, &h->ln_2, x, NN_HOOK_LN2_SCALE, l), rng));
+    return HOOK(NN_HOOK_RESID_POST, l, ag_add(t, x, f));
 }
 
 /* ---- the model ---- */
@@ -254,11 +281,18 @@ static void check_ids(const Gpt *m, const int *idx, int B, int T, int pos0, cons
 /* tokens (B, T) at positions [pos0, pos0 + T) -> logits (B, T, V) */
 static Tensor *forward(Tape *t, Gpt *m, const int *idx, int B, int T, int pos0, GptCache *cache,
                        Rng *rng) {
-    Tensor *x = nn_embedding(t, &m->wte, idx, B, T); /* LLaMA: positions come by RoPE */
-    if (m->cfg.style == NN_GPT2) x = nn_positional(t, &m->wpe, x, pos0);
+    Tensor *x = HOOK(NN_HOOK_EMBED, -1, nn_embedding(t, &m->wte, idx, B, T));
+    if (nn_hooks_on(m->hooks, NN_HOOK_POS_EMBED, -1) && m->cfg.style == NN_GPT2) {
+        /* the positions as a (B, T, C) tensor of their own: 0 + row, then x + it (same bits) */
+        Tensor *zero = tensor_zeros(t->arena, 3, (int[]){B, T, m->cfg.n_embd}, "zeros");
+        Tensor *pos = nn_positional(t, &m->wpe, zero, pos0);
+        x = ag_add(t, x, HOOK(NN_HOOK_POS_EMBED, -1, pos));
+    } else if (m->cfg.style == NN_GPT2) {
+        x = nn_positional(t, &m->wpe, x, pos0); /* LLaMA: positions come by RoPE */
+    }
     x = ag_dropout(t, x, m->cfg.dropout, rng);
     for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, pos0, cache, rng);
-    return nn_linear(t, &m->lm_head, norm(t, m, &m->ln_f, x));
+    return nn_linear(t, &m->lm_head, norm(t, m, &m->ln_f, x, NN_HOOK_LNF_SCALE, -1));
 }
 
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) {
@@ -267,6 +301,24 @@ Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) 
     AG_CHECK_ARG(idx);
     check_ids(m, idx, B, T, 0, "nn_gpt_forward");
     return forward(t, m, idx, B, T, 0, NULL, rng); /* (B, T, V) */
+}
+
+Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
+                              NnHooks *hooks) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(hooks);
+    AG_CHECK(hooks->n_layer == m->cfg.n_layer,
+             "nn_gpt_forward_hooked: hooks for %d layers, the model has %d", hooks->n_layer,
+             m->cfg.n_layer);
+    hooks->status = AG_OK;
+    m->hooks = hooks; /* for this call only */
+    Tensor *logits = nn_gpt_forward(t, m, idx, B, T, rng);
+    m->hooks = NULL;
+    if (hooks->status != AG_OK) {
+        ag_fail(hooks->status, "%s", hooks->error);
+        return NULL;
+    }
+    return logits; /* (B, T, V) */
 }
 
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng) {
