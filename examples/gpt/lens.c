@@ -477,10 +477,11 @@ int gp_ablate(int argc, char **argv) {
         npz_add_bytes(w, "axes", axes, strlen(axes));
         npz_add_bytes(w, "metric", metric, strlen(metric));
         npz_add_bytes(w, "mode", mode, strlen(mode));
-        char *names = tr_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 1) + 1);
-        names[0] = 0;
-        for (int p = 0; p < n_pts; p++)
-            strcat(strcat(names, pts[p].name), p + 1 < n_pts ? "\n" : "");
+        char *names = tr_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
+        strcpy(names, "[");
+        for (int p = 0; p < n_pts; p++) /* hook names need no escapes */
+            strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
+        strcat(names, "]");
         npz_add_bytes(w, "points", names, strlen(names));
         rc = npz_write(w, out, 0, NULL);
         npz_writer_free(w);

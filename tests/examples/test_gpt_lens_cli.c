@@ -135,6 +135,10 @@ Test(gpt_lens_cli, ablate_tables_every_head_and_patch_restores_the_clean_metric)
     int changed = 0;
     for (int i = 0; i < 4; i++) changed += isfinite(d[i]) && d[i] != base;
     cr_assert_eq(changed, 4, "ablating each head changes the loss");
+    const NpzEntry *pts = npz_find(f, "points");
+    static const char want[] = "[\"blocks.0.attn.hook_z\",\"blocks.1.attn.hook_z\"]";
+    cr_assert(pts && pts->nbytes == strlen(want) && memcmp(pts->data, want, pts->nbytes) == 0,
+              "points: a JSON list of the names");
     npz_free(f);
     struct stat st;
     if (system("command -v gnuplot >/dev/null 2>&1") == 0)
