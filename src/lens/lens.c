@@ -33,7 +33,16 @@ const LensAct *lens_cache_get(const LensCache *c, const char *name) {
     return NULL;
 }
 
+/* a hook's arguments (ctx: the hook's struct) */
+#define CHECK_HOOK_ARGS()                                                                          \
+    AG_CHECK_ARG(t);                                                                               \
+    AG_CHECK_ARG(x);                                                                               \
+    AG_CHECK_ARG(*x);                                                                              \
+    AG_CHECK_ARG(at);                                                                              \
+    AG_CHECK_ARG(ctx)
+
 int lens_cache_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    CHECK_HOOK_ARGS();
     LensCache *c = ctx;
     const Tensor *v = *x;
     LensAct *a = (LensAct *)lens_cache_get(c, at->name);
@@ -221,6 +230,7 @@ static void replace(Tape *t, Tensor **x, const NnHookPoint *at, const LensSelect
 }
 
 int lens_ablate_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    CHECK_HOOK_ARGS();
     const LensAblation *a = ctx;
     int rc = check_select(at, &a->sel);
     if (rc != AG_OK) return rc;
@@ -251,6 +261,7 @@ int lens_ablate_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 }
 
 int lens_patch_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    CHECK_HOOK_ARGS();
     const LensPatch *p = ctx;
     int rc = check_select(at, &p->sel);
     if (rc != AG_OK) return rc;
@@ -271,7 +282,8 @@ int lens_patch_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 Tensor *lens_metric(Tape *t, const LensMetric *mt, Tensor *logits) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(mt);
-    AG_CHECK(logits && logits->ndim == 3, "lens_metric: logits %s must be (B, T, V)",
+    AG_CHECK_ARG(logits);
+    AG_CHECK(logits->ndim == 3, "lens_metric: logits %s must be (B, T, V)",
              tensor_shape_str(logits));
     int B = logits->shape[0], T = logits->shape[1], V = logits->shape[2];
     if (mt->kind == LENS_LOSS) {
@@ -369,16 +381,18 @@ static int run_metric(Tape *t, Gpt *m, const int *ids, int B, int T, NnHooks *h,
 
 /* How both sweeps begin: the checks, the table (*s), the clean run's metric and its cache of
  * the sweep's points (*cc), the corrupted run's metric. On failure nothing is left allocated. */
-static int sweep_begin(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
-                       const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *s,
-                       LensCache *cc) {
-    AG_CHECK_ARG(t);
-    AG_CHECK_ARG(m);
-    AG_CHECK_ARG(clean);
-    AG_CHECK_ARG(corrupt);
-    AG_CHECK_ARG(pattern);
-    AG_CHECK_ARG(mt);
-    AG_CHECK_ARG(s);
+#define CHECK_ARG_OF(fn, p) AG_CHECK((p) != NULL, "%s: argument '%s' is NULL", fn, #p)
+static int sweep_begin(const char *fn, Tape *t, Gpt *m, const int *clean, const int *corrupt, int B,
+                       int T, const char *pattern, LensAxes axes, const LensMetric *mt,
+                       LensSweep *out, LensCache *cc) {
+    CHECK_ARG_OF(fn, t);
+    CHECK_ARG_OF(fn, m);
+    CHECK_ARG_OF(fn, clean);
+    CHECK_ARG_OF(fn, corrupt);
+    CHECK_ARG_OF(fn, pattern);
+    CHECK_ARG_OF(fn, mt);
+    CHECK_ARG_OF(fn, out);
+    LensSweep *s = out;
     int rc = sweep_init(s, m, T, pattern, axes);
     if (rc != AG_OK) return rc;
     lens_cache_init(cc, 0);
@@ -397,7 +411,7 @@ static int sweep_begin(Tape *t, Gpt *m, const int *clean, const int *corrupt, in
 int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
                      const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
     LensCache cc;
-    int rc = sweep_begin(t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
+    int rc = sweep_begin(__func__, t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
     if (rc != AG_OK) return rc;
     size_t per = per_point(out);
     for (int p = 0; p < out->n_points && rc == AG_OK; p++)
@@ -419,7 +433,7 @@ int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int 
 int lens_attribute(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
                    const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
     LensCache cc, gc;
-    int rc = sweep_begin(t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
+    int rc = sweep_begin(__func__, t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
     if (rc != AG_OK) return rc;
     out->attribution = 1;
     lens_cache_init(&gc, 1);

@@ -305,7 +305,9 @@ Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) 
 
 Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
                               NnHooks *hooks) {
+    AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
+    AG_CHECK_ARG(idx);
     AG_CHECK_ARG(hooks);
     AG_CHECK(hooks->n_layer == m->cfg.n_layer,
              "nn_gpt_forward_hooked: hooks for %d layers, the model has %d", hooks->n_layer,

@@ -73,10 +73,11 @@ void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
-/* nn_gpt_forward with the hooks of h at their points (hooks.h), for this call only: m->hooks is
+/* nn_gpt_forward with the hooks at their points (hooks.h), for this call only: m->hooks is
  * NULL again when it returns. NULL when a hook failed (the forward still ran to the end, the
  * later hooks did not), with the hook's message in ag_last_error(). */
-Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng, NnHooks *h);
+Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
+                              NnHooks *hooks);
 /* The mean cross-entropy of nn_gpt_forward's logits against targets (B, T); a target of -1 is
  * ignored (nanoGPT's ignore_index). A scalar. */
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng);

@@ -160,6 +160,9 @@ int nn_hooks_add(NnHooks *h, const char *pattern, NnHookFn fn, void *ctx) {
 }
 
 Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(x);
     if (!nn_hooks_on(h, kind, layer) || h->status != AG_OK) return x;
     NnHookPoint p = nn_hook_point(kind, layer);
     for (int i = 0; i < h->n && h->status == AG_OK; i++) {
@@ -184,6 +187,9 @@ Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x) 
 }
 
 Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x, int n_heads) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(x);
     if (!nn_hooks_on(h, kind, layer)) return x;
     int B = x->shape[0], T = x->shape[1], W = x->shape[2];
     Tensor *y =
@@ -193,6 +199,9 @@ Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x
 
 void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const Tensor *x,
                         double eps, int rms) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(x);
     if (!nn_hooks_on(h, kind, layer)) return;
     int B = x->shape[0], T = x->shape[1], C = x->shape[2];
     Tensor *s = tensor_new3(t->arena, B, T, 1, "norm_scale"); /* (B, T, 1) */
@@ -220,6 +229,11 @@ int nn_hooks_explicit_attention(const NnHooks *h, int layer) {
 
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
                           int n_heads, double dropout, Rng *rng, Tensor **probs) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(q);
+    AG_CHECK_ARG(k);
+    AG_CHECK_ARG(v);
     AG_CHECK(q->ndim == 3 && tensor_same_shape(q, k) && tensor_same_shape(q, v),
              "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be the same (B, T, NH*HS): "
              "grouped-query attention has no hooked path",

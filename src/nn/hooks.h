@@ -104,13 +104,14 @@ int nn_hook_glob(const char *pattern, const char *name);
  * AG_ERR_ARG when name is not a hook point of a model of n_layer layers (lookup by name). */
 NnHookPoint nn_hook_point(NnHookKind kind, int layer);
 int nn_hook_find(const char *name, int n_layer, NnHookPoint *out);
-/* Is any hook set at (kind, layer)? */
+/* Is any hook set at (kind, layer)? h NULL: none is */
 static inline int nn_hooks_on(const NnHooks *h, NnHookKind kind, int layer) {
     return h && h->on[kind][layer < 0 ? 0 : layer];
 }
 
 /* ---- for the models: the calls at each point ---- */
 
+/* (the calls below take a non-NULL h: the model calls them only when it has hooks) */
 /* x -> x, or what the hooks at (kind, layer) replaced it with (the same shape; another shape
  * aborts naming the hook and both shapes). */
 Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x);
@@ -121,12 +122,14 @@ Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x
  * (rms = 1), computed only when a hook is set. */
 void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const Tensor *x,
                         double eps, int rms);
-/* Does layer l need the explicit attention (a hook on q, k, v, scores or pattern)? */
+/* Does layer l need the explicit attention (a hook on q, k, v, scores or pattern)? h NULL:
+ * no */
 int nn_hooks_explicit_attention(const NnHooks *h, int layer);
 /* Causal self-attention as plain ops with the hooks of layer l: q (B, T, NH*HS), k and v
  * (B, T, NH*HS) -> (B, T, NH*HS), the heads merged (z before its hook); *probs gets the
  * pattern (B, NH, T, T). dropout on the pattern while training. */
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
-                          int n_heads, double dropout, Rng *rng, Tensor **probs);
+                          int n_heads, double dropout, Rng *rng, Tensor **probs); /* rng, probs:
+                                                                                 * may be NULL */
 
 #endif
