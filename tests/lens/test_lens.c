@@ -584,6 +584,18 @@ Test(lens_hooks, hooks_for_another_number_of_layers_abort, .signal = SIGABRT) {
     nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
 }
 
+/* grouped-query attention has no explicit path: a hook on its pattern aborts naming the layer */
+Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts, .signal = SIGABRT) {
+    GptConfig c = tiny_llama;
+    c.n_head = 4, c.n_kv_head = 2;
+    Env e = env_new(&c);
+    NnHooks h;
+    nn_hooks_init(&h, c.n_layer);
+    int calls = 0;
+    nn_hooks_add(&h, "blocks.1.attn.hook_pattern", noop, &calls);
+    nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
+}
+
 /* ---- gradients through writing hooks: the double build's check ---- */
 #ifdef AG_REAL_DOUBLE
 typedef struct {
