@@ -180,7 +180,9 @@ static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, A
 /* GPT-2: x (B, T, C) -> causal self-attention (B, T, C): c_attn, attention over its columns
  * (queries at 0, keys at C, values after them), c_proj, dropout on the branch. With a cache
  * the new keys and values join it first, and the queries attend over all of it. */
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng);
 static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng *rng) {
+    if (nn_hooks_explicit_attention(m->hooks, l)) return hooked_attention(t, m, l, x, rng);
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
@@ -191,19 +193,24 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, GptCache *cache, Rng
         kv = cache_append(t, cache, l, qkv, C, qkv, C + KV);
         heads.k_col = 0, heads.v_col = KV;
     }
-    Tensor *y;
-    if (nn_hooks_explicit_attention(m->hooks, l)) { /* q, k, v apart (c_attn's rows), plain ops */
-        Tensor *w = h->c_attn.weight, *b = h->c_attn.bias, *qkv3[3];
-        for (int i = 0; i < 3; i++)
-            qkv3[i] = ag_linear(t, x, nn_param_rows(t->arena, w, i * C, C, "c_attn.rows"),
-                                b ? nn_param_rows(t->arena, b, i * C, C, "c_attn.rows") : NULL);
-        y = nn_hook_attention(t, m->hooks, l, qkv3[0], qkv3[1], qkv3[2], c->n_head, c->dropout, rng,
-                              &m->last_probs[l]);
-    } else {
-        y = attend(t, m, l, qkv, kv, kv, heads, rng);
-    }
+    Tensor *y = attend(t, m, l, qkv, kv, kv, heads, rng);
     if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
+}
+
+/* GPT-2's attention with a hook on q, k, v, the scores or the pattern (hooks.h): q, k and v
+ * apart (c_attn's three row blocks), the attention as plain ops, z's hooks, c_proj */
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
+    const GptConfig *c = &m->cfg;
+    Tensor *w = m->h[l].c_attn.weight, *b = m->h[l].c_attn.bias, *qkv[3];
+    int C = c->n_embd, KV = n_kv(c) * head_size(c), row0[3] = {0, C, C + KV}, rows[3] = {C, KV, KV};
+    for (int i = 0; i < 3; i++) /* (B, T, C), (B, T, KV) twice */
+        qkv[i] = ag_linear(t, x, nn_param_rows(t->arena, w, row0[i], rows[i], "c_attn.rows"),
+                           b ? nn_param_rows(t->arena, b, row0[i], rows[i], "c_attn.rows") : NULL);
+    Tensor *y = nn_hook_attention(t, m->hooks, l, qkv[0], qkv[1], qkv[2], c->n_head, c->dropout,
+                                  rng, &m->last_probs[l]);
+    y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
+    return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
 /* LLaMA: x (B, T, C) at positions [pos0, pos0 + T) -> attention (B, T, C): wq, wk and wv,

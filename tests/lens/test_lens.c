@@ -585,8 +585,7 @@ Test(lens_hooks, hooks_for_another_number_of_layers_abort, .signal = SIGABRT) {
 }
 
 /* grouped-query attention has no explicit path: a hook on its pattern aborts naming the layer */
-Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts, .signal = SIGABRT) {
-    GptConfig c = tiny_llama;
+static void pattern_hook_with_gqa(GptConfig c) {
     c.n_head = 4, c.n_kv_head = 2;
     Env e = env_new(&c);
     NnHooks h;
@@ -594,6 +593,12 @@ Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts, .signal = SIG
     int calls = 0;
     nn_hooks_add(&h, "blocks.1.attn.hook_pattern", noop, &calls);
     nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
+}
+Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_llama, .signal = SIGABRT) {
+    pattern_hook_with_gqa(tiny_llama);
+}
+Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_gpt2, .signal = SIGABRT) {
+    pattern_hook_with_gqa(tiny);
 }
 
 /* ---- gradients through writing hooks: the double build's check ---- */
