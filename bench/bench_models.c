@@ -23,6 +23,12 @@
  *                  layers (the GPT block: causal self-attention, a GELU feed-forward), a final
  *                  LayerNorm and an output Linear; d 128, 4 heads, d_ff 512, T 64, B 8,
  *                  vocabulary 512, Adam
+ *   gpt            nn_gpt (GPT-2 style, src/nn/gpt.h) at gpt-tiny's sizes (learned positions,
+ *                  tied head), Adam
+ *   gpt-hooked     the same with a hook that does nothing at every point that keeps the fused
+ *                  attention (4 + 12 per layer, src/nn/hooks.h): the cost of hooks set but idle
+ *   gpt-hooked-all the same at every point (q, k, v, scores, pattern too): the explicit
+ *                  attention's cost
  * ms is the median wall time of STEPS steps (default 7) after two warm-up steps, cpu_ms the
  * median CPU time of all threads. gflop counts the multiply-adds of the products (2 flops each:
  * the Linear layers, q k^T and P v, forward and the two backward products) actually done: the
@@ -77,6 +83,9 @@ struct Bench {
     MultiHeadAttention mha;
     Tensor *x, *r;
     ParamList gpt_params;
+    Gpt gpt;
+    NnHooks hooks;
+    int hook_calls;
     Embedding embed;
     PositionalEncoding pos;
     EncoderLayer layers[2];
@@ -231,10 +240,49 @@ static void gpt_init(Bench *w) {
     w->step = gpt_step;
 }
 
+/* ---- gpt, gpt-hooked, gpt-hooked-all ---- */
+static int idle_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)x, (void)at;
+    ++*(int *)ctx;
+    return AG_OK;
+}
+static double nn_gpt_step(Bench *w) {
+    Tape *t = w->tape;
+    Tensor *logits = w->hooks.n ? nn_gpt_forward_hooked(t, &w->gpt, w->src, GB, GT, NULL, &w->hooks)
+                                : nn_gpt_forward(t, &w->gpt, w->src, GB, GT, NULL);
+    Tensor *l = ag_cross_entropy(t, logits, w->tgt_out, -1);
+    ag_backward(t, l);
+    return l->data[0];
+}
+static void nn_gpt_bench_init(Bench *w, int hooked) {
+    GptConfig c = {.vocab_size = GV, .block_size = GT, .n_layer = GL, .n_head = GNH, .n_embd = GC};
+    nn_gpt_init(&w->gpt, w->params, &w->rng, &c);
+    nn_hooks_init(&w->hooks, GL);
+    static const char *const idle[] = {"hook_*",
+                                       "blocks.?.hook_*",
+                                       "blocks.?.ln?.hook_*",
+                                       "blocks.?.mlp.hook_*",
+                                       "blocks.?.attn.hook_z",
+                                       "ln_final.*"};
+    for (size_t i = 0; hooked == 1 && i < sizeof idle / sizeof *idle; i++)
+        nn_hooks_add(&w->hooks, idle[i], idle_hook, &w->hook_calls);
+    if (hooked == 2) nn_hooks_add(&w->hooks, "*", idle_hook, &w->hook_calls);
+    w->src = tokens(&w->rng, GB, GT, GV, 0);
+    w->tgt_out = tokens(&w->rng, GB, GT, GV, 0);
+    w->pl = &w->gpt.params;
+    double rows = (double)GB * GT;
+    w->flops =
+        train_flops(GL * (4 * rows * GC * GC + 2 * rows * GC * 4 * GC + 2.0 * GB * GT * GT * GC) +
+                    rows * GC * GV);
+    w->tokens = rows;
+    w->step = nn_gpt_step;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3 && !(argc == 2 && strcmp(argv[1], "--info") == 0)) {
         fprintf(stderr,
-                "usage: %s gemm|mha|seq2seq-small|seq2seq-small-dense|seq2seq-base|gpt-tiny "
+                "usage: %s gemm|mha|seq2seq-small|seq2seq-small-dense|seq2seq-base|gpt-tiny|gpt|"
+                "gpt-hooked|gpt-hooked-all "
                 "THREADS [STEPS]\n       %s --info\n",
                 argv[0], argv[0]);
         return 2;
@@ -275,6 +323,12 @@ int main(int argc, char **argv) {
         seq2seq_init(&w, 0, 0);
     else if (strcmp(name, "gpt-tiny") == 0)
         gpt_init(&w);
+    else if (strcmp(name, "gpt") == 0)
+        nn_gpt_bench_init(&w, 0);
+    else if (strcmp(name, "gpt-hooked") == 0)
+        nn_gpt_bench_init(&w, 1);
+    else if (strcmp(name, "gpt-hooked-all") == 0)
+        nn_gpt_bench_init(&w, 2);
     else {
         fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], name);
         return 2;

@@ -1,8 +1,9 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
  * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
- * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI). The kernels (tensor/kernels.h) are internal: a
- * program that calls one includes that header itself. */
+ * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), then
+ * lens (head detectors; the cache, ablation and patching on the models' hook points). The
+ * kernels (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -20,5 +21,6 @@
 #include "text/text.h"
 #include "dist/dist.h"
 #include "lens/detect.h"
+#include "lens/lens.h"
 
 #endif

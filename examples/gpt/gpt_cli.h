@@ -37,6 +37,9 @@ int gp_prepare(int argc, char **argv);
 int gp_train(int argc, char **argv);
 int gp_sample(int argc, char **argv);
 int gp_eval(int argc, char **argv);
+int gp_cache(int argc, char **argv); /* lens.c: the lens of src/lens on a checkpoint */
+int gp_ablate(int argc, char **argv);
+int gp_patch(int argc, char **argv);
 
 /* ---- checkpoints (train.c writes them) ----
  * A checkpoint holds the GPT (meta.config.* from nn_gpt_ckpt_config), AdamW's state and step

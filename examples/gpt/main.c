@@ -1,6 +1,6 @@
 /* main.c: attograd-gpt's entry: the subcommand, and the flag parser every command uses (a table
  * of flags with their types and ranges; a bad flag is named with the reason, exit 2).
- * Not here: the commands (prepare.c, train.c, sample.c). Read next: prepare.c. */
+ * Not here: the commands (prepare.c, train.c, sample.c, lens.c). Read next: prepare.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -88,7 +88,11 @@ static void usage(void) {
            "  prepare   a text -> DIR/tokenizer, DIR/train.bin, DIR/valid.bin\n"
            "  train     trains a GPT on a prepared DIR: DIR/last.npz, best.npz, log.csv\n"
            "  sample    continues a prompt (--prompt, or stdin) from a checkpoint\n"
-           "  eval      the valid loss and bits per byte of a checkpoint\n\n"
+           "  eval      the valid loss and bits per byte of a checkpoint\n"
+           "  cache     the activations at hook points (and gradients) -> one .npz (docs/lens.md)\n"
+           "  ablate    zero- or mean-ablates each head (or point) in turn: the metric -> .npz, "
+           ".png\n"
+           "  patch     activation or attribution patching, clean -> corrupted: .npz, .png\n\n"
            "each command takes --help. Exit codes: 0 done, 1 a failed run (non-finite loss, "
            "write error),\n2 bad input (the path or flag is named), 130/143 interrupted "
            "(checkpoint saved)\n");
@@ -113,6 +117,11 @@ int main(int argc, char **argv) {
     }
     if (strcmp(c, "sample") == 0) return gp_sample(argc, argv);
     if (strcmp(c, "eval") == 0) return gp_eval(argc, argv);
-    fprintf(stderr, GP_PROG ": %s: unknown command (prepare, train, sample, eval)\n", c);
+    if (strcmp(c, "cache") == 0) return gp_cache(argc, argv);
+    if (strcmp(c, "ablate") == 0) return gp_ablate(argc, argv);
+    if (strcmp(c, "patch") == 0) return gp_patch(argc, argv);
+    fprintf(stderr,
+            GP_PROG ": %s: unknown command (prepare, train, sample, eval, cache, ablate, patch)\n",
+            c);
     return TR_EXIT_USAGE;
 }

@@ -52,6 +52,10 @@ GptConfig nn_gpt_options(const GptConfig *c) {
     return r;
 }
 
+/* x, or what the hooks of the current nn_gpt_forward_hooked call at (kind, l) make of it
+ * (hooks.h; one branch when there are none) */
+#define HOOK(kind, l, x) (m->hooks ? nn_hook_run(t, m->hooks, kind, l, x) : (x))
+
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     AG_CHECK_ARG(c);
     if (c->style != NN_GPT2 && c->style != NN_LLAMA)
@@ -227,7 +231,9 @@ static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, A
  * dropout on the branch. RoPE turns the query and key columns in place (the values pass
  * through). With a cache the new keys and values join it first, and the queries attend over
  * all of it. */
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Rng *rng);
 static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
+    if (nn_hooks_explicit_attention(m->hooks, l)) return hooked_attention(t, m, l, x, pos0, rng);
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
@@ -244,7 +250,27 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
         heads.k_col = 0, heads.v_col = KV;
     }
     Tensor *y = attend(t, m, l, qkv, kv, kv, heads, rng);
+    if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
+}
+
+/* GPT-2's attention with a hook on q, k, v, the scores or the pattern (hooks.h): q, k and v
+ * apart (c_attn's three row blocks), the attention as plain ops, z's hooks, c_proj */
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Rng *rng) {
+    const GptConfig *c = &m->cfg;
+    Tensor *w = m->h[l].c_attn.weight, *b = m->h[l].c_attn.bias, *qkv[3];
+    int C = c->n_embd, KV = n_kv(c) * head_size(c), row0[3] = {0, C, C + KV}, rows[3] = {C, KV, KV};
+    for (int i = 0; i < 3; i++) /* (B, T, C), (B, T, KV) twice */
+        qkv[i] = ag_linear(t, x, nn_param_rows(t->arena, w, row0[i], rows[i], "c_attn.rows"),
+                           b ? nn_param_rows(t->arena, b, row0[i], rows[i], "c_attn.rows") : NULL);
+    if (pos_kind(c) == NN_GPT_POS_ROPE) { /* the rotation attention() gives the fused columns */
+        AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
+        qkv[0] = ag_rope(t, qkv[0], &rope), qkv[1] = ag_rope(t, qkv[1], &rope);
+    }
+    Tensor *y = nn_hook_attention(t, m->hooks, l, qkv[0], qkv[1], qkv[2], c->n_head, c->dropout,
+                                  rng, &m->last_probs[l]);
+    y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
+    return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
 /* LLaMA: x (B, T, C) at positions [pos0, pos0 + T) -> attention (B, T, C): wq, wk and wv,
@@ -267,7 +293,11 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
         k = v = cache_append(t, cache, l, k, 0, v, 0);
         heads.v_col = KV;
     }
-    Tensor *y = attend(t, m, l, q, k, v, heads, rng);
+    Tensor *y = nn_hooks_explicit_attention(m->hooks, l)
+                    ? nn_hook_attention(t, m->hooks, l, q, k, v, c->n_head, c->dropout, rng,
+                                        &m->last_probs[l])
+                    : attend(t, m, l, q, k, v, heads, rng);
+    if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
@@ -275,19 +305,25 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
  * w2(silu(w1 x) * w3 x) (c_fc is w1, mlp_proj w2); then dropout */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
     GptBlock *h = &m->h[l];
-    Tensor *a = nn_linear(t, &h->c_fc, x), *y; /* (B, T, H) */
+    Tensor *a = HOOK(NN_HOOK_MLP_PRE, l, nn_linear(t, &h->c_fc, x)); /* (B, T, H) */
     if (mlp_kind(&m->cfg) == NN_GPT_MLP_SWIGLU)
-        y = nn_linear(t, &h->mlp_proj, ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x)));
+        a = ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x));
     else
-        y = nn_linear(t, &h->mlp_proj, ag_gelu(t, a));
+        a = ag_gelu(t, a);
+    Tensor *y = nn_linear(t, &h->mlp_proj, HOOK(NN_HOOK_MLP_POST, l, a));
     return ag_dropout(t, y, m->cfg.dropout, rng);
 }
 
-/* a norm of the model: LayerNorm (GPT-2's), RMSNorm (LLaMA's), or none */
-static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x) {
+/* a norm of the model: LayerNorm (GPT-2's), RMSNorm (LLaMA's), or none; with the hooks of its
+ * scale (a hook kind) and its output (the kind after it) at layer l */
+static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x, NnHookKind scale,
+                    int l) {
     NnGptNorm k = norm_kind(&m->cfg);
-    if (k == NN_GPT_NORM_RMS) return ag_rmsnorm(t, x, ln->weight, ln->eps);
-    return k == NN_GPT_NORM_LAYER ? nn_layernorm(t, ln, x) : x;
+    if (k == NN_GPT_NORM_NONE) return x;
+    int rms = k == NN_GPT_NORM_RMS;
+    if (m->hooks) nn_hook_norm_scale(t, m->hooks, scale, l, x, ln->eps, rms);
+    Tensor *y = rms ? ag_rmsnorm(t, x, ln->weight, ln->eps) : nn_layernorm(t, ln, x);
+    return HOOK(scale + 1, l, y);
 }
 
 /* pre-LN: x + attn(norm_1(x)), then + mlp(norm_2(x)); post-LN: norm_1(x + attn(x)), then
@@ -295,14 +331,18 @@ static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x) {
 static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     GptBlock *h = &m->h[l];
     int post = m->cfg.post_ln;
-    Tensor *a = post ? x : norm(t, m, &h->ln_1, x);
+    x = HOOK(NN_HOOK_RESID_PRE, l, x);
+    Tensor *a = post ? x : norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
     a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
                                  : attention(t, m, l, a, pos0, cache, rng);
-    x = ag_add(t, x, a);
-    if (post) x = norm(t, m, &h->ln_1, x);
-    if (mlp_kind(&m->cfg) == NN_GPT_MLP_NONE) return x;
-    x = ag_add(t, x, mlp(t, m, l, post ? x : norm(t, m, &h->ln_2, x), rng));
-    return post ? norm(t, m, &h->ln_2, x) : x;
+    x = ag_add(t, x, HOOK(NN_HOOK_ATTN_OUT, l, a));
+    if (post) x = norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
+    if (mlp_kind(&m->cfg) == NN_GPT_MLP_NONE) return HOOK(NN_HOOK_RESID_POST, l, x);
+    x = HOOK(NN_HOOK_RESID_MID, l, x);
+    Tensor *f = post ? x : norm(t, m, &h->ln_2, x, NN_HOOK_LN2_SCALE, l);
+    x = ag_add(t, x, HOOK(NN_HOOK_MLP_OUT, l, mlp(t, m, l, f, rng)));
+    if (post) x = norm(t, m, &h->ln_2, x, NN_HOOK_LN2_SCALE, l);
+    return HOOK(NN_HOOK_RESID_POST, l, x);
 }
 
 /* ---- the model ---- */
@@ -320,11 +360,19 @@ static void check_ids(const Gpt *m, const int *idx, int B, int T, int pos0, cons
 /* tokens (B, T) at positions [pos0, pos0 + T) -> logits (B, T, V) */
 static Tensor *forward(Tape *t, Gpt *m, const int *idx, int B, int T, int pos0, GptCache *cache,
                        Rng *rng) {
-    Tensor *x = nn_embedding(t, &m->wte, idx, B, T); /* RoPE: positions come in attention */
-    if (pos_kind(&m->cfg) == NN_GPT_POS_LEARNED) x = nn_positional(t, &m->wpe, x, pos0);
+    Tensor *x = HOOK(NN_HOOK_EMBED, -1, nn_embedding(t, &m->wte, idx, B, T));
+    int learned = pos_kind(&m->cfg) == NN_GPT_POS_LEARNED; /* else no positions, or RoPE's */
+    if (learned && nn_hooks_on(m->hooks, NN_HOOK_POS_EMBED, -1)) {
+        /* the positions as a (B, T, C) tensor of their own: 0 + row, then x + it (same bits) */
+        Tensor *zero = tensor_zeros(t->arena, 3, (int[]){B, T, m->cfg.n_embd}, "zeros");
+        Tensor *pos = nn_positional(t, &m->wpe, zero, pos0);
+        x = ag_add(t, x, HOOK(NN_HOOK_POS_EMBED, -1, pos));
+    } else if (learned) {
+        x = nn_positional(t, &m->wpe, x, pos0);
+    }
     x = ag_dropout(t, x, m->cfg.dropout, rng);
     for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, pos0, cache, rng);
-    if (!m->cfg.post_ln) x = norm(t, m, &m->ln_f, x);
+    if (!m->cfg.post_ln) x = norm(t, m, &m->ln_f, x, NN_HOOK_LNF_SCALE, -1);
     return nn_linear(t, &m->lm_head, x);
 }
 
@@ -334,6 +382,26 @@ Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) 
     AG_CHECK_ARG(idx);
     check_ids(m, idx, B, T, 0, "nn_gpt_forward");
     return forward(t, m, idx, B, T, 0, NULL, rng); /* (B, T, V) */
+}
+
+Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
+                              NnHooks *hooks) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(idx);
+    AG_CHECK_ARG(hooks);
+    AG_CHECK(hooks->n_layer == m->cfg.n_layer,
+             "nn_gpt_forward_hooked: hooks for %d layers, the model has %d", hooks->n_layer,
+             m->cfg.n_layer);
+    hooks->status = AG_OK;
+    m->hooks = hooks; /* for this call only */
+    Tensor *logits = nn_gpt_forward(t, m, idx, B, T, rng);
+    m->hooks = NULL;
+    if (hooks->status != AG_OK) {
+        ag_fail(hooks->status, "%s", hooks->error);
+        return NULL;
+    }
+    return logits; /* (B, T, V) */
 }
 
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng) {

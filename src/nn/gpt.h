@@ -19,6 +19,7 @@
 #define ATTOGRAD_NN_GPT_H
 
 #include "../io/checkpoint.h"
+#include "hooks.h"
 #include "nn.h"
 
 /* The fields a model gives; zero fields take the default named, the option enums (zero: the
@@ -83,6 +84,7 @@ typedef struct Gpt {
     Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
     Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
                                         * of the last forward, in the step arena */
+    NnHooks *hooks;                    /* during nn_gpt_forward_hooked only; NULL otherwise */
 } Gpt;
 
 /* Checks a configuration (e.g. one read from a file) before nn_gpt_init, which aborts on what
@@ -112,6 +114,11 @@ void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
+/* nn_gpt_forward with the hooks at their points (hooks.h), for this call only: m->hooks is
+ * NULL again when it returns. NULL when a hook failed (the forward still ran to the end, the
+ * later hooks did not), with the hook's message in ag_last_error(). */
+Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
+                              NnHooks *hooks);
 /* The mean cross-entropy of nn_gpt_forward's logits against targets (B, T); a target of -1 is
  * ignored (nanoGPT's ignore_index). A scalar. */
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng);

@@ -3,7 +3,7 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io, text) and fails for any function taking a pointer that has no row here, unless
+ * nn, optim, io, text, lens) and fails for any function taking a pointer that has no row here, unless
  * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
  * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
@@ -74,6 +74,17 @@ static Tensor *null_loss(void *ctx, Tape *t, int shard) {
     return ag_sum(t, &T);
 }
 static const char *volatile NO_FMT = NULL; /* volatile: no format warning at compile time */
+static NnHooks HK;
+static NnHookPoint HP;
+static LensCache LC;
+static LensSweep LSW;
+static LensMetric LM;
+static LensRunInfo LRI;
+static Tensor *TX = &T;
+static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)x, (void)at, (void)ctx;
+    return AG_OK;
+}
 
 /* X(function, argument, the call with that argument NULL) */
 #define NULL_ROWS(X)                                                                               \
@@ -316,6 +327,75 @@ static const char *volatile NO_FMT = NULL; /* volatile: no format warning at com
     X(nn_gpt_generate, m, nn_gpt_generate(&TP, NULL, (int[2]){0}, 1, 1, &SMP, &R, NULL, NULL))     \
     X(nn_gpt_generate, ids, nn_gpt_generate(&TP, &GPT, NULL, 1, 1, &SMP, &R, NULL, NULL))          \
     X(nn_gpt_generate, s, nn_gpt_generate(&TP, &GPT, (int[2]){0}, 1, 1, NULL, &R, NULL, NULL))     \
+    X(nn_gpt_forward_hooked, t, nn_gpt_forward_hooked(NULL, &GPT, IDS, 1, 1, NULL, &HK))           \
+    X(nn_gpt_forward_hooked, m, nn_gpt_forward_hooked(&TP, NULL, IDS, 1, 1, NULL, &HK))            \
+    X(nn_gpt_forward_hooked, idx, nn_gpt_forward_hooked(&TP, &GPT, NULL, 1, 1, NULL, &HK))         \
+    X(nn_gpt_forward_hooked, hooks, nn_gpt_forward_hooked(&TP, &GPT, IDS, 1, 1, NULL, NULL))       \
+    /* hooks.h */                                                                                  \
+    X(nn_hooks_init, h, nn_hooks_init(NULL, 1))                                                    \
+    X(nn_hooks_free, h, nn_hooks_free(NULL))                                                       \
+    X(nn_hooks_add, h, nn_hooks_add(NULL, "*", hook_fn, NULL))                                     \
+    X(nn_hooks_add, pattern, nn_hooks_add(&HK, NULL, hook_fn, NULL))                               \
+    X(nn_hooks_add, fn, nn_hooks_add(&HK, "*", NULL, NULL))                                        \
+    X(nn_hook_glob, pattern, nn_hook_glob(NULL, "x"))                                              \
+    X(nn_hook_glob, name, nn_hook_glob("x", NULL))                                                 \
+    X(nn_hook_find, name, nn_hook_find(NULL, 1, &HP))                                              \
+    X(nn_hook_find, out, nn_hook_find("hook_embed", 1, NULL))                                      \
+    X(nn_hook_run, t, nn_hook_run(NULL, &HK, NN_HOOK_EMBED, -1, &T))                               \
+    X(nn_hook_run, h, nn_hook_run(&TP, NULL, NN_HOOK_EMBED, -1, &T))                               \
+    X(nn_hook_run, x, nn_hook_run(&TP, &HK, NN_HOOK_EMBED, -1, NULL))                              \
+    X(nn_hook_heads, t, nn_hook_heads(NULL, &HK, NN_HOOK_Z, 0, &T, 1))                             \
+    X(nn_hook_heads, h, nn_hook_heads(&TP, NULL, NN_HOOK_Z, 0, &T, 1))                             \
+    X(nn_hook_heads, x, nn_hook_heads(&TP, &HK, NN_HOOK_Z, 0, NULL, 1))                            \
+    X(nn_hook_norm_scale, t, nn_hook_norm_scale(NULL, &HK, NN_HOOK_LN1_SCALE, 0, &T, 1e-5, 0))     \
+    X(nn_hook_norm_scale, h, nn_hook_norm_scale(&TP, NULL, NN_HOOK_LN1_SCALE, 0, &T, 1e-5, 0))     \
+    X(nn_hook_norm_scale, x, nn_hook_norm_scale(&TP, &HK, NN_HOOK_LN1_SCALE, 0, NULL, 1e-5, 0))    \
+    X(nn_hook_attention, t, nn_hook_attention(NULL, &HK, 0, &T, &T, &T, 1, 0, NULL, NULL))         \
+    X(nn_hook_attention, h, nn_hook_attention(&TP, NULL, 0, &T, &T, &T, 1, 0, NULL, NULL))         \
+    X(nn_hook_attention, q, nn_hook_attention(&TP, &HK, 0, NULL, &T, &T, 1, 0, NULL, NULL))        \
+    X(nn_hook_attention, k, nn_hook_attention(&TP, &HK, 0, &T, NULL, &T, 1, 0, NULL, NULL))        \
+    X(nn_hook_attention, v, nn_hook_attention(&TP, &HK, 0, &T, &T, NULL, 1, 0, NULL, NULL))        \
+    /* lens.h */                                                                                   \
+    X(lens_cache_init, c, lens_cache_init(NULL, 0))                                                \
+    X(lens_cache_free, c, lens_cache_free(NULL))                                                   \
+    X(lens_cache_get, c, lens_cache_get(NULL, "x"))                                                \
+    X(lens_cache_get, name, lens_cache_get(&LC, NULL))                                             \
+    X(lens_cache_hook, t, lens_cache_hook(NULL, &TX, &HP, &LC))                                    \
+    X(lens_cache_hook, x, lens_cache_hook(&TP, NULL, &HP, &LC))                                    \
+    X(lens_cache_hook, at, lens_cache_hook(&TP, &TX, NULL, &LC))                                   \
+    X(lens_cache_hook, ctx, lens_cache_hook(&TP, &TX, &HP, NULL))                                  \
+    X(lens_ablate_hook, t, lens_ablate_hook(NULL, &TX, &HP, &LC))                                  \
+    X(lens_ablate_hook, x, lens_ablate_hook(&TP, NULL, &HP, &LC))                                  \
+    X(lens_ablate_hook, at, lens_ablate_hook(&TP, &TX, NULL, &LC))                                 \
+    X(lens_ablate_hook, ctx, lens_ablate_hook(&TP, &TX, &HP, NULL))                                \
+    X(lens_patch_hook, t, lens_patch_hook(NULL, &TX, &HP, &LC))                                    \
+    X(lens_patch_hook, x, lens_patch_hook(&TP, NULL, &HP, &LC))                                    \
+    X(lens_patch_hook, at, lens_patch_hook(&TP, &TX, NULL, &LC))                                   \
+    X(lens_patch_hook, ctx, lens_patch_hook(&TP, &TX, &HP, NULL))                                  \
+    X(lens_cache_take_grads, c, lens_cache_take_grads(NULL))                                       \
+    X(lens_cache_save, c, lens_cache_save(NULL, "x.npz", &LRI))                                    \
+    X(lens_cache_save, path, lens_cache_save(&LC, NULL, &LRI))                                     \
+    X(lens_cache_save, run, lens_cache_save(&LC, "x.npz", NULL))                                   \
+    X(lens_metric, t, lens_metric(NULL, &LM, &T))                                                  \
+    X(lens_metric, mt, lens_metric(&TP, NULL, &T))                                                 \
+    X(lens_metric, logits, lens_metric(&TP, &LM, NULL))                                            \
+    X(lens_patch_sweep, t, lens_patch_sweep(NULL, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))        \
+    X(lens_patch_sweep, m, lens_patch_sweep(&TP, NULL, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))         \
+    X(lens_patch_sweep, clean, lens_patch_sweep(&TP, &GPT, NULL, IDS, 1, 1, "*", 0, &LM, &LSW))    \
+    X(lens_patch_sweep, corrupt, lens_patch_sweep(&TP, &GPT, IDS, NULL, 1, 1, "*", 0, &LM, &LSW))  \
+    X(lens_patch_sweep, pattern, lens_patch_sweep(&TP, &GPT, IDS, IDS, 1, 1, NULL, 0, &LM, &LSW))  \
+    X(lens_patch_sweep, mt, lens_patch_sweep(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, NULL, &LSW))       \
+    X(lens_patch_sweep, out, lens_patch_sweep(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, NULL))       \
+    X(lens_attribute, t, lens_attribute(NULL, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))            \
+    X(lens_attribute, m, lens_attribute(&TP, NULL, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))             \
+    X(lens_attribute, clean, lens_attribute(&TP, &GPT, NULL, IDS, 1, 1, "*", 0, &LM, &LSW))        \
+    X(lens_attribute, corrupt, lens_attribute(&TP, &GPT, IDS, NULL, 1, 1, "*", 0, &LM, &LSW))      \
+    X(lens_attribute, pattern, lens_attribute(&TP, &GPT, IDS, IDS, 1, 1, NULL, 0, &LM, &LSW))      \
+    X(lens_attribute, mt, lens_attribute(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, NULL, &LSW))           \
+    X(lens_attribute, out, lens_attribute(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, NULL))           \
+    X(lens_sweep_free, s, lens_sweep_free(NULL))                                                   \
+    X(lens_sweep_save, s, lens_sweep_save(NULL, "x.npz"))                                          \
+    X(lens_sweep_save, path, lens_sweep_save(&LSW, NULL))                                          \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
@@ -452,6 +532,8 @@ static const char *const accepts_null[][2] = {
     {"ag_fail", "a printf-like format (the compiler checks the call)"},
     {"ag_abort", "a printf-like format (the compiler checks the call)"},
     {"ag_embedding_padded", "an op: ag_embedding's rows in test_errors.c run through it"},
+    {"nn_hooks_on", "NULL hooks: none is set (the models' test at every point)"},
+    {"nn_hooks_explicit_attention", "NULL hooks: the fused attention"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
@@ -536,9 +618,9 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
         "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/text/text.h",     "src/dist/dist.h"};
+        "src/text/text.h",     "src/dist/dist.h",   "src/nn/hooks.h",          "src/lens/lens.h"};
     static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
-                                           "optim_", "ckpt_",  "npz_",    "txt_"};
+                                           "optim_", "ckpt_",  "npz_",    "txt_", "lens_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

@@ -1,0 +1,607 @@
+/* lens.c: `attograd-gpt cache`, `ablate` and `patch`: the lens of src/lens/lens.h on a
+ * checkpoint. cache writes the activations a name pattern selects (and, with --good/--bad,
+ * the logit difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or
+ * every point) in turn and tables the metric; patch runs activation patching or attribution
+ * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
+ * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide.
+ * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c). Read next: docs/lens.md. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_cli.h"
+#include "translate.h" /* the heatmaps of plot.c */
+
+#define GP_MAX_PROMPTS ((size_t)1 << 22) /* bytes of a --prompts file */
+
+/* ---- the tokens a command runs on ---- */
+
+typedef struct Rows {
+    int *ids; /* (B, T) */
+    int B, T;
+} Rows;
+
+/* text[0..n) as one row; label names it in errors */
+static int encode_row(const GpModel *g, const char *text, size_t n, const char *label, int **ids,
+                      size_t *len) {
+    if (n == 0) return ag_fail(AG_ERR_ARG, "%s: empty", label);
+    int rc = txt_encode_alloc(g->tok, text, n, TXT_SPECIAL_ORDINARY, ids, len, label);
+    if (rc == AG_OK && *len > (size_t)g->m.cfg.block_size) {
+        free(*ids);
+        *ids = NULL;
+        rc = ag_fail(AG_ERR_ARG, "%s: %zu tokens, more than the model's block_size %d", label, *len,
+                     g->m.cfg.block_size);
+    }
+    return rc;
+}
+
+/* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length) */
+static int read_rows(const GpModel *g, const char *prompt, const char *file, Rows *r) {
+    memset(r, 0, sizeof *r);
+    if (!prompt == !file) return ag_fail(AG_ERR_ARG, "give --prompt TEXT or --prompts FILE");
+    if (prompt) {
+        size_t len;
+        int rc = encode_row(g, prompt, strlen(prompt), "--prompt", &r->ids, &len);
+        r->B = 1, r->T = (int)len;
+        return rc;
+    }
+    FILE *f = fopen(file, "rb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
+    char *text = tr_malloc(GP_MAX_PROMPTS + 1);
+    size_t n = fread(text, 1, GP_MAX_PROMPTS + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    int rc = AG_OK;
+    if (bad) rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
+    if (rc == AG_OK && n > GP_MAX_PROMPTS)
+        rc = ag_fail(AG_ERR_ARG, "%s: more than %zu bytes", file, GP_MAX_PROMPTS);
+    text[rc == AG_OK ? n : 0] = 0;
+    char *line = text;
+    for (int k = 1; rc == AG_OK && *line; k++) {
+        char *end = strchr(line, '\n'), label[600];
+        size_t len = end ? (size_t)(end - line) : strlen(line), got;
+        snprintf(label, sizeof label, "%s: line %d", file, k);
+        int *ids;
+        rc = encode_row(g, line, len, label, &ids, &got);
+        if (rc == AG_OK && r->B && (int)got != r->T)
+            rc = ag_fail(AG_ERR_ARG, "%s has %zu tokens, line 1 has %d (rows must be as long)",
+                         label, got, r->T);
+        if (rc == AG_OK) {
+            r->ids = realloc(r->ids, ((size_t)r->B + 1) * got * sizeof(int));
+            AG_CHECK(r->ids, "read_rows: out of memory");
+            memcpy(r->ids + (size_t)r->B * got, ids, got * sizeof(int));
+            r->B++, r->T = (int)got;
+            free(ids);
+        }
+        line = end ? end + 1 : line + len;
+    }
+    if (rc == AG_OK && r->B == 0) rc = ag_fail(AG_ERR_ARG, "%s: no lines", file);
+    free(text);
+    if (rc != AG_OK) free(r->ids), memset(r, 0, sizeof *r);
+    return rc;
+}
+
+/* --good/--bad: a text of exactly one token */
+static int one_token(const GpModel *g, const char *text, const char *flag, int *id) {
+    char label[32];
+    snprintf(label, sizeof label, "--%s", flag);
+    int *ids = NULL;
+    size_t n = 0;
+    int rc =
+        *text ? txt_encode_alloc(g->tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, label)
+              : ag_fail(AG_ERR_ARG, "%s: empty", label);
+    if (rc == AG_OK && n != 1)
+        rc = ag_fail(AG_ERR_ARG, "%s '%s': %zu tokens, must be one", label, text, n);
+    if (rc == AG_OK) *id = ids[0];
+    free(ids);
+    return rc;
+}
+
+/* The metric of --metric (loss, or logit-diff with --good and --bad): its arrays for B rows */
+typedef struct Metric {
+    LensMetric mt;
+    int *good, *bad, *targets;
+} Metric;
+static int make_metric(const GpModel *g, const char *kind, const char *good, const char *bad,
+                       const Rows *r, Metric *m) {
+    memset(m, 0, sizeof *m);
+    if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
+        m->targets = tr_malloc((size_t)r->B * r->T * sizeof(int));
+        for (int b = 0; b < r->B; b++)
+            for (int t = 0; t < r->T; t++)
+                m->targets[b * r->T + t] = t + 1 < r->T ? r->ids[b * r->T + t + 1] : -1;
+        if (r->T < 2) return ag_fail(AG_ERR_ARG, "--metric loss: a row needs 2 tokens or more");
+        m->mt = (LensMetric){.kind = LENS_LOSS, .targets = m->targets};
+        return AG_OK;
+    }
+    if (strcmp(kind, "logit-diff") != 0)
+        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
+    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
+    int gi, bi, rc = one_token(g, good, "good", &gi);
+    if (rc == AG_OK) rc = one_token(g, bad, "bad", &bi);
+    if (rc != AG_OK) return rc;
+    m->good = tr_malloc((size_t)r->B * sizeof(int));
+    m->bad = tr_malloc((size_t)r->B * sizeof(int));
+    for (int b = 0; b < r->B; b++) m->good[b] = gi, m->bad[b] = bi;
+    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = -1, .good = m->good, .bad = m->bad};
+    return AG_OK;
+}
+static void metric_free(Metric *m) {
+    free(m->good), free(m->bad), free(m->targets);
+    memset(m, 0, sizeof *m);
+}
+
+/* "0,2,5" into list (at most cap values in [0, hi)) */
+static int int_list(const char *s, const char *flag, int hi, int *list, int cap, int *n) {
+    *n = 0;
+    if (!s) return AG_OK;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= hi || (*end && *end != ','))
+            return ag_fail(AG_ERR_ARG, "--%s %s: not a list of integers in [0, %d)", flag, s, hi);
+        if (*n == cap) return ag_fail(AG_ERR_ARG, "--%s %s: more than %d values", flag, s, cap);
+        list[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return AG_OK;
+}
+
+/* ---- heatmaps ---- */
+
+/* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
+static int heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+                   char **ylab, char **xlab) {
+    if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
+    float *f = tr_malloc((size_t)rows * cols * sizeof(float));
+    double hi = 1e-9;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        f[i] = (float)v[i];
+        if (fabs(v[i]) > hi && isfinite(v[i])) hi = fabs(v[i]);
+    }
+    int cw = cols <= 16 ? 64 : cols <= 64 ? 14 : 8, ch = rows <= 32 ? 22 : 12;
+    int left = 200, top = 60, W = left + cols * cw + 120, H = top + rows * ch + 70;
+    if (W < 600) W = 600;
+    char *script = NULL;
+    size_t len = 0;
+    FILE *s = open_memstream(&script, &len);
+    tr_gp_begin(s, W, H, 10);
+    fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
+    tr_gp_string(s, title);
+    fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
+    fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
+    TrGpPanel p = {.id = 0,
+                   .v = f,
+                   .rows = rows,
+                   .cols = cols,
+                   .xlab = (const char *const *)xlab,
+                   .ylab = (const char *const *)ylab,
+                   .x0 = (double)left / W,
+                   .x1 = (double)(left + cols * cw) / W,
+                   .y1 = 1 - (double)top / H,
+                   .y0 = 1 - (double)(top + rows * ch) / H,
+                   .lo = -hi,
+                   .hi = hi,
+                   .colorbox = 1,
+                   .cb_x = (double)(left + cols * cw + 12) / W,
+                   .cb_w = 12.0 / W,
+                   .values = cols <= 16 && rows <= 32 ? 2 : 0,
+                   .horizontal_xtics = cols <= 16};
+    tr_gp_panel(s, &p);
+    fprintf(s, "unset multiplot\n");
+    fclose(s);
+    int rc = tr_plot_script(script, png);
+    free(script);
+    free(f);
+    return rc;
+}
+
+/* png: path with ".npz" replaced by ".png" */
+static void png_of(const char *npz, char *png, size_t n) {
+    size_t len = strlen(npz);
+    if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
+    snprintf(png, n, "%.*s.png", (int)len, npz);
+}
+
+static void say_plot(int rc, const char *png) {
+    if (rc == TR_PLOT_DRAWN) printf("heatmap: %s\n", png);
+    if (rc == TR_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
+    if (rc == TR_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
+}
+
+/* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
+static char *token_text(const GpModel *g, int id, int label) {
+    size_t len;
+    const uint8_t *b = txt_token_bytes(g->tok, id, &len);
+    char *s = tr_malloc(4 * len + 1), *o = s;
+    *o = 0;
+    for (size_t i = 0; i < len; i++)
+        o += label && b[i] == '\n'   ? sprintf(o, "\\n")
+             : label && b[i] == '\t' ? sprintf(o, "\\t")
+                                     : sprintf(o, "%c", b[i]);
+    return s;
+}
+
+/* ---- the shared start and end ---- */
+
+/* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
+ * *cfg: its configuration as trained */
+static int load(GpModel *g, const char *ckpt, GptConfig *cfg) {
+    int rc = gp_model_load(g, ckpt);
+    if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
+    return rc;
+}
+
+/* the exit code of rc, its message printed: 2 for anything from the flags or the files */
+static int finish(int rc, const char *cmd) {
+    if (rc == AG_OK) return TR_EXIT_OK;
+    fprintf(stderr, GP_PROG " %s: %s\n", cmd, ag_last_error());
+    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+}
+
+/* the last error again, after "prefix: " */
+static int refail(int rc, const char *prefix) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc, "%s: %s", prefix, msg);
+}
+
+/* The flags every command takes, parsed with the command's own (extra): --ckpt, --prompt and
+ * --prompts (when rows), the command's, --good, --bad, --out, --threads. Returns AG_OK, an
+ * error (--ckpt and --out are required), or 1 after printing --help. */
+typedef struct Common {
+    const char *ckpt, *prompt, *prompts, *good, *bad, *out;
+    int threads;
+} Common;
+static int parse(int argc, char **argv, const char *cmd, const char *what, Common *c,
+                 const GpFlag *extra, int n_extra, int rows) {
+    GpFlag fl[24] = {
+        {"ckpt", GP_STRING, &c->ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"}};
+    int n = 1, help;
+    if (rows) {
+        fl[n++] = (GpFlag){"prompt", GP_STRING, &c->prompt, 0, 0, 0, "the text to run (one row)"};
+        fl[n++] = (GpFlag){"prompts",
+                           GP_STRING,
+                           &c->prompts,
+                           0,
+                           0,
+                           0,
+                           "a file: one row a line, all as many tokens"};
+    }
+    AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
+    for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
+    fl[n++] = (GpFlag){
+        "good", GP_STRING, &c->good, 0, 0, 0, "logit-diff: the token whose logit counts +"};
+    fl[n++] =
+        (GpFlag){"bad", GP_STRING, &c->bad, 0, 0, 0, "logit-diff: the token whose logit counts -"};
+    fl[n++] =
+        (GpFlag){"out", GP_STRING, &c->out, 0, 0, 0, "the .npz to write (and a .png beside it)"};
+    fl[n++] = (GpFlag){"threads", GP_INT, &c->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"};
+    int rc = gp_parse(argc, argv, 2, fl, n, &help);
+    if (help) {
+        gp_usage(cmd, what, fl, n);
+        return 1;
+    }
+    if (rc == AG_OK && (!c->ckpt || !c->out))
+        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE and --out FILE are required");
+    if (rc == AG_OK && !c->good != !c->bad)
+        rc = ag_fail(AG_ERR_ARG, "--good and --bad go together");
+    return rc;
+}
+
+/* ---- cache ---- */
+
+int gp_cache(int argc, char **argv) {
+    const char *hooks = "*";
+    Common a = {0};
+    GpFlag fl[] = {
+        {"hooks", GP_STRING, &hooks, 0, 0, 0, "hook names to cache, comma-separated globs"},
+    };
+    int rc = parse(argc, argv, "cache",
+                   "runs the model on the prompt(s) and writes the activations at the hook points "
+                   "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
+                   "config; with --good and --bad also\nthe gradients of the logit difference "
+                   "(last position) as <name>.grad",
+                   &a, fl, 1, 1);
+    if (rc == 1) return TR_EXIT_OK;
+    const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
+    const char *good = a.good, *bad = a.bad;
+    int threads = a.threads;
+    GpModel g = {0};
+    GptConfig cfg;
+    Rows r = {0};
+    Metric mt = {0};
+    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
+    LensCache c;
+    lens_cache_init(&c, good != NULL);
+    NnHooks h;
+    nn_hooks_init(&h, g.arena ? g.m.cfg.n_layer : 1);
+    char *list = tr_malloc(strlen(hooks) + 1);
+    strcpy(list, hooks);
+    for (char *p = strtok(list, ","); rc == AG_OK && p; p = strtok(NULL, ","))
+        rc = nn_hooks_add(&h, p, lens_cache_hook, &c) < 0 ? refail(AG_ERR_ARG, "--hooks") : AG_OK;
+    free(list);
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    if (rc == AG_OK) {
+        ag_threads_use(threads);
+        int was = ag_no_grad(t, !good);
+        Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
+        if (!logits) rc = AG_ERR_ARG;
+        if (logits && good) {
+            ag_backward(t, lens_metric(t, &mt.mt, logits));
+            lens_cache_take_grads(&c);
+        }
+        ag_no_grad(t, was);
+    }
+    if (rc == AG_OK) {
+        char **strs = tr_calloc((size_t)r.B * r.T, sizeof(char *));
+        for (int i = 0; i < r.B * r.T; i++) strs[i] = token_text(&g, r.ids[i], 0);
+        LensRunInfo run = {r.ids, r.B, r.T, (const char *const *)strs, &cfg};
+        rc = lens_cache_save(&c, out, &run);
+        if (rc == AG_OK)
+            printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
+                   good ? " and gradients" : "", r.B, r.T);
+        for (int i = 0; i < r.B * r.T; i++) free(strs[i]);
+        free(strs);
+    }
+    ag_tape_free(t);
+    arena_free(step);
+    nn_hooks_free(&h);
+    lens_cache_free(&c);
+    metric_free(&mt);
+    free(r.ids);
+    gp_model_free(&g);
+    return finish(rc, "cache");
+}
+
+/* ---- ablate ---- */
+
+/* row labels: a point's name, or "name h<k>" per head */
+static char **point_labels(const NnHookPoint *pts, int n, int heads) {
+    char **lab = tr_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
+    for (int p = 0; p < n; p++)
+        for (int k = 0; k < (heads ? heads : 1); k++) {
+            char *s = tr_malloc(NN_HOOK_NAME_LEN + 16);
+            if (heads)
+                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
+            else
+                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s", pts[p].name);
+            lab[p * (heads ? heads : 1) + k] = s;
+        }
+    return lab;
+}
+static char **number_labels(int n) {
+    char **lab = tr_calloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) lab[i] = tr_malloc(12), snprintf(lab[i], 12, "%d", i);
+    return lab;
+}
+static void labels_free(char **lab, int n) {
+    for (int i = 0; i < n; i++) free(lab[i]);
+    free(lab);
+}
+
+int gp_ablate(int argc, char **argv) {
+    const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss", *positions = NULL;
+    Common a = {0};
+    GpFlag fl[] = {
+        {"hook", GP_STRING, &hook, 0, 0, 0, "the points to ablate, one at a time (a glob)"},
+        {"mode", GP_STRING, &mode, 0, 0, 0, "zero, or mean (the batch's mean)"},
+        {"positions", GP_STRING, &positions, 0, 0, 0, "only these positions, e.g. 3,4 (all)"},
+        {"metric", GP_STRING, &metric, 0, 0, 0, "loss, or logit-diff (--good, --bad)"},
+    };
+    int rc = parse(argc, argv, "ablate",
+                   "ablates each head (or each point without heads) of the matching points in "
+                   "turn and writes\nthe metric of every run: values (point, head), base, "
+                   "points, axes",
+                   &a, fl, 4, 1);
+    if (rc == 1) return TR_EXIT_OK;
+    const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
+    const char *good = a.good, *bad = a.bad;
+    int threads = a.threads;
+    LensAblateMode am = LENS_ZERO;
+    if (rc == AG_OK && strcmp(mode, "mean") == 0)
+        am = LENS_MEAN;
+    else if (rc == AG_OK && strcmp(mode, "zero") != 0)
+        rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
+    GpModel g = {0};
+    GptConfig cfg;
+    Rows r = {0};
+    Metric mt = {0};
+    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
+    int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
+    if (rc == AG_OK) rc = int_list(positions, "positions", r.T, pos, r.T, &n_pos);
+    /* the points, and whether they have heads (all of them, or none) */
+    NnHooks all;
+    nn_hooks_init(&all, g.arena ? g.m.cfg.n_layer : 1);
+    LensCache means;
+    lens_cache_init(&means, 0);
+    int n_pts = 0, NH = 0;
+    NnHookPoint *pts = NULL;
+    if (rc == AG_OK) {
+        n_pts = nn_hooks_add(&all, hook, lens_cache_hook, &means);
+        if (n_pts < 0) rc = refail(AG_ERR_ARG, "--hook");
+    }
+    if (rc == AG_OK) {
+        pts = tr_malloc((size_t)n_pts * sizeof *pts);
+        for (int i = 0; i < n_pts; i++)
+            pts[i] = nn_hook_point(all.entries[i].kind, all.entries[i].layer);
+        NH = pts[0].head_axis >= 0 ? g.m.cfg.n_head : 0;
+        for (int i = 0; i < n_pts && rc == AG_OK; i++)
+            if ((pts[i].head_axis >= 0) != (NH > 0) || pts[i].read_only)
+                rc = ag_fail(AG_ERR_ARG,
+                             "--hook %s: %s %s (the points must all have heads or all not, and not "
+                             "be read-only)",
+                             hook, pts[i].name, pts[i].read_only ? "is read-only" : "differs");
+    }
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    int cols = NH ? NH : 1;
+    double *values = tr_calloc((size_t)n_pts * cols, sizeof(double)), base = 0;
+    if (rc == AG_OK && am == LENS_MEAN && r.B == 1)
+        fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
+                                "--prompts FILE for a batch)\n");
+    if (rc == AG_OK) {
+        ag_threads_use(threads);
+        ag_no_grad(t, 1);
+        Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &all); /* the means */
+        base = y ? lens_metric(t, &mt.mt, y)->data[0] : 0;
+        if (!y) rc = AG_ERR_ARG;
+    }
+    for (int p = 0; p < n_pts && rc == AG_OK; p++)
+        for (int k = 0; k < cols && rc == AG_OK; k++) {
+            LensAblation ab = {am, {NH ? &k : NULL, NH ? 1 : 0, pos, n_pos}, &means};
+            NnHooks h;
+            nn_hooks_init(&h, g.m.cfg.n_layer);
+            nn_hooks_add(&h, pts[p].name, lens_ablate_hook, &ab);
+            ag_tape_reset(t);
+            Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
+            if (y)
+                values[p * cols + k] = lens_metric(t, &mt.mt, y)->data[0];
+            else
+                rc = AG_ERR_ARG;
+            nn_hooks_free(&h);
+        }
+    if (rc == AG_OK) {
+        NpzWriter *w = npz_writer_new();
+        npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
+        npz_add_f64(w, "base", 0, NULL, &base);
+        const char *axes = NH ? "point,head" : "point,none";
+        npz_add_bytes(w, "axes", axes, strlen(axes));
+        npz_add_bytes(w, "metric", metric, strlen(metric));
+        npz_add_bytes(w, "mode", mode, strlen(mode));
+        char *names = tr_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
+        strcpy(names, "[");
+        for (int p = 0; p < n_pts; p++) /* hook names need no escapes */
+            strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
+        strcat(names, "]");
+        npz_add_bytes(w, "points", names, strlen(names));
+        rc = npz_write(w, out, 0, NULL);
+        npz_writer_free(w);
+        free(names);
+    }
+    if (rc == AG_OK) {
+        printf("%s: %s ablation of %d point(s)%s, %s with every part %.6f\n", out, mode, n_pts,
+               NH ? " x every head" : "", metric, base);
+        for (int p = 0; p < n_pts; p++) {
+            printf("  %-32s", pts[p].name);
+            for (int k = 0; k < cols; k++) printf(" %+9.4f", values[p * cols + k] - base);
+            printf("\n");
+        }
+        double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
+        for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
+        char png[1024], title[256], **yl = point_labels(pts, n_pts, 0), **xl = number_labels(cols);
+        png_of(out, png, sizeof png);
+        snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
+        say_plot(heatmap(png, title, d, n_pts, cols, yl, xl), png);
+        labels_free(yl, n_pts);
+        labels_free(xl, cols);
+        free(d);
+    }
+    free(values);
+    free(pts);
+    free(pos);
+    ag_tape_free(t);
+    arena_free(step);
+    nn_hooks_free(&all);
+    lens_cache_free(&means);
+    metric_free(&mt);
+    free(r.ids);
+    gp_model_free(&g);
+    return finish(rc, "ablate");
+}
+
+/* ---- patch ---- */
+
+int gp_patch(int argc, char **argv) {
+    const char *clean = NULL, *corrupt = NULL, *hook = "blocks.*.hook_resid_pre";
+    const char *by = "position", *metric = "logit-diff";
+    int attribution = 0;
+    Common a = {0};
+    GpFlag fl[] = {
+        {"clean", GP_STRING, &clean, 0, 0, 0, "the clean prompt (one row)"},
+        {"corrupt", GP_STRING, &corrupt, 0, 0, 0, "the corrupted prompt, as many tokens"},
+        {"hook", GP_STRING, &hook, 0, 0, 0, "the points to patch (a glob)"},
+        {"by", GP_STRING, &by, 0, 0, 0, "position, head or head-position"},
+        {"metric", GP_STRING, &metric, 0, 0, 0, "logit-diff (--good, --bad) or loss (clean's)"},
+        {"attribution", GP_BOOL, &attribution, 0, 1, 0, "attribution patching (1 fwd+bwd)"},
+    };
+    int rc = parse(argc, argv, "patch",
+                   "patches the clean run's activation into the corrupted run, one (point, "
+                   "position / head)\nat a time, and writes the metric of each run (or its "
+                   "first-order estimate, --attribution)",
+                   &a, fl, 6, 0);
+    if (rc == 1) return TR_EXIT_OK;
+    if (rc == AG_OK && (!clean || !corrupt))
+        rc = ag_fail(AG_ERR_ARG, "--clean TEXT and --corrupt TEXT are required");
+    const char *ckpt = a.ckpt, *out = a.out, *good = a.good, *bad = a.bad;
+    int threads = a.threads;
+    LensAxes axes = LENS_BY_POS;
+    if (rc == AG_OK && strcmp(by, "head") == 0)
+        axes = LENS_BY_HEAD;
+    else if (rc == AG_OK && strcmp(by, "head-position") == 0)
+        axes = LENS_BY_HEAD_POS;
+    else if (rc == AG_OK && strcmp(by, "position") != 0)
+        rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
+    GpModel g = {0};
+    GptConfig cfg;
+    Rows rc_clean = {0}, rc_corr = {0};
+    Metric mt = {0};
+    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = read_rows(&g, clean, NULL, &rc_clean);
+    if (rc == AG_OK) rc = read_rows(&g, corrupt, NULL, &rc_corr);
+    if (rc == AG_OK && rc_corr.T != rc_clean.T)
+        rc = ag_fail(AG_ERR_ARG, "--corrupt has %d tokens, --clean %d: they must be as many",
+                     rc_corr.T, rc_clean.T);
+    if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &rc_clean, &mt);
+    LensSweep s = {0};
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    if (rc == AG_OK) {
+        ag_threads_use(threads);
+        rc = (attribution ? lens_attribute : lens_patch_sweep)(
+            t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
+        if (rc != AG_OK) rc = refail(rc, "--hook");
+    }
+    if (rc == AG_OK) rc = lens_sweep_save(&s, out);
+    if (rc == AG_OK) {
+        int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
+        int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
+        printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
+               attribution ? "attribution patching" : "activation patching", by, s.n_points, metric,
+               s.clean, s.corrupted);
+        double *d = tr_malloc((size_t)rows * cols * sizeof(double));
+        for (int i = 0; i < rows * cols; i++)
+            d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
+        char **yl = point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
+        char **xl =
+            axes == LENS_BY_HEAD ? number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
+        for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
+            xl[i] = token_text(&g, rc_corr.ids[i], 1);
+        char png[1024], title[256];
+        png_of(out, png, sizeof png);
+        snprintf(title, sizeof title,
+                 "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
+                 attribution ? "attribution patching" : "activation patching", metric, s.clean,
+                 s.corrupted);
+        say_plot(heatmap(png, title, d, rows, cols, yl, xl), png);
+        labels_free(yl, rows);
+        labels_free(xl, cols);
+        free(d);
+    }
+    if (s.values) lens_sweep_free(&s);
+    ag_tape_free(t);
+    arena_free(step);
+    metric_free(&mt);
+    free(rc_clean.ids);
+    free(rc_corr.ids);
+    gp_model_free(&g);
+    return finish(rc, "patch");
+}

@@ -1,0 +1,135 @@
+/* hooks.h: named hook points in a model's forward, with TransformerLens's names and shapes, so
+ * that a function can read (cache) or replace (ablate, patch) any activation while the model
+ * runs. The GPT of gpt.h calls nn_hook_run at each point (nn_gpt_forward_hooked); a point with
+ * no hook costs one branch.
+ *
+ *   name                               shape              notes
+ *   hook_embed                         (B, T, C)          token embeddings
+ *   hook_pos_embed                     (B, T, C)          GPT-2's learned positions
+ *   blocks.L.hook_resid_pre            (B, T, C)
+ *   blocks.L.ln1.hook_scale            (B, T, 1)          read-only (the fused norm's 1/rstd)
+ *   blocks.L.ln1.hook_normalized       (B, T, C)          the norm's output (weight, bias in)
+ *   blocks.L.attn.hook_q / hook_k / hook_v  (B, T, NH, HS) LLaMA: q and k after RoPE
+ *   blocks.L.attn.hook_attn_scores     (B, NH, T, T)      scaled, causal -inf above the diagonal
+ *   blocks.L.attn.hook_pattern         (B, NH, T, T)      the softmax
+ *   blocks.L.attn.hook_z               (B, T, NH, HS)     the heads' outputs, before c_proj
+ *   blocks.L.hook_attn_out             (B, T, C)
+ *   blocks.L.hook_resid_mid            (B, T, C)
+ *   blocks.L.ln2.hook_scale / hook_normalized
+ *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after GELU (LLaMA: w1 x, and
+ *                                                         silu(w1 x) * w3 x)
+ *   blocks.L.hook_mlp_out              (B, T, C)
+ *   blocks.L.hook_resid_post           (B, T, C)
+ *   ln_final.hook_scale / hook_normalized
+ * A hook on q, k, v, attn_scores or pattern of a layer makes that layer's attention run as plain
+ * ops (matmul_bt, scale, mask, softmax, matmul: the same numbers as the fused op up to rounding);
+ * hooks on the other points leave every bit of the forward as it is without hooks.
+ * Not here: what hooks do (../lens: cache, ablation, patching); the GPT (gpt.c).
+ * Read next: hooks.c, then gpt.c's calls of HOOK. */
+#ifndef ATTOGRAD_NN_HOOKS_H
+#define ATTOGRAD_NN_HOOKS_H
+
+#include "nn.h"
+
+typedef enum {
+    NN_HOOK_EMBED,
+    NN_HOOK_POS_EMBED,
+    NN_HOOK_RESID_PRE,
+    NN_HOOK_LN1_SCALE,
+    NN_HOOK_LN1_NORMALIZED,
+    NN_HOOK_Q,
+    NN_HOOK_K,
+    NN_HOOK_V,
+    NN_HOOK_ATTN_SCORES,
+    NN_HOOK_PATTERN,
+    NN_HOOK_Z,
+    NN_HOOK_ATTN_OUT,
+    NN_HOOK_RESID_MID,
+    NN_HOOK_LN2_SCALE,
+    NN_HOOK_LN2_NORMALIZED,
+    NN_HOOK_MLP_PRE,
+    NN_HOOK_MLP_POST,
+    NN_HOOK_MLP_OUT,
+    NN_HOOK_RESID_POST,
+    NN_HOOK_LNF_SCALE,
+    NN_HOOK_LNF_NORMALIZED,
+    NN_HOOK_N_KINDS
+} NnHookKind;
+
+#define NN_HOOK_NAME_LEN 64
+
+/* Where a hook runs: the kind, the layer (-1 for the model-level points), the full name
+ * ("blocks.0.attn.hook_z"), and the axes of its activation that hold heads and query
+ * positions (-1: none), so that one ablation or patch works on any point. */
+typedef struct NnHookPoint {
+    NnHookKind kind;
+    int layer;
+    char name[NN_HOOK_NAME_LEN];
+    int head_axis, pos_axis;
+    int read_only; /* a replacement aborts (hook_scale: the fused norm does not take one) */
+} NnHookPoint;
+
+/* A hook: reads *x (its shape is the table's) and may set *x to a replacement of the same
+ * shape, made with ag_ ops so that backward flows through it. Returns AG_OK, or an AG_ERR_*
+ * code after ag_fail: the forward then finishes without running any later hook, and
+ * nn_gpt_forward_hooked returns NULL with that message. */
+typedef int (*NnHookFn)(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx);
+
+typedef struct NnHookEntry {
+    NnHookKind kind;
+    int layer;
+    NnHookFn fn;
+    void *ctx;
+} NnHookEntry;
+
+/* The hooks of one forward call, for a model of n_layer layers. nn_hooks_free frees the list. */
+typedef struct NnHooks {
+    int n_layer;
+    int n, cap;
+    NnHookEntry *entries; /* in the order they were added: run in that order at a point */
+    unsigned char on[NN_HOOK_N_KINDS][NN_MAX_LAYERS]; /* model-level points: layer 0 */
+    int status;                                       /* AG_OK, or the first hook's failure */
+    char error[512];                                  /* its message */
+} NnHooks;
+
+void nn_hooks_init(NnHooks *h, int n_layer);
+void nn_hooks_free(NnHooks *h);
+/* Adds fn at every point whose name matches pattern, a glob ('*' any run of characters, dots
+ * included; '?' one character): "blocks.*.attn.hook_pattern", "*hook_resid_post", "hook_embed".
+ * Returns the number of points matched, or AG_ERR_ARG naming the pattern when none does. */
+int nn_hooks_add(NnHooks *h, const char *pattern, NnHookFn fn, void *ctx);
+/* 1 when name matches the glob pattern */
+int nn_hook_glob(const char *pattern, const char *name);
+/* The point of kind at layer (-1 for the model-level kinds), its name and axes filled in;
+ * AG_ERR_ARG when name is not a hook point of a model of n_layer layers (lookup by name). */
+NnHookPoint nn_hook_point(NnHookKind kind, int layer);
+int nn_hook_find(const char *name, int n_layer, NnHookPoint *out);
+/* Is any hook set at (kind, layer)? h NULL: none is */
+static inline int nn_hooks_on(const NnHooks *h, NnHookKind kind, int layer) {
+    return h && h->on[kind][layer < 0 ? 0 : layer];
+}
+
+/* ---- for the models: the calls at each point ---- */
+
+/* (the calls below take a non-NULL h: the model calls them only when it has hooks) */
+/* x -> x, or what the hooks at (kind, layer) replaced it with (the same shape; another shape
+ * aborts naming the hook and both shapes). */
+Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x);
+/* x (B, T, NH*HS) seen as (B, T, NH, HS) at a head point (q, k, v, z), hooked, back to 3-D */
+Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x, int n_heads);
+/* The hooks of a norm's scale, read-only: x (B, T, C) the norm's input -> (B, T, 1) the
+ * standard deviation sqrt(var + eps) (LayerNorm) or the root mean square sqrt(mean(x^2) + eps)
+ * (rms = 1), computed only when a hook is set. */
+void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const Tensor *x,
+                        double eps, int rms);
+/* Does layer l need the explicit attention (a hook on q, k, v, scores or pattern)? h NULL:
+ * no */
+int nn_hooks_explicit_attention(const NnHooks *h, int layer);
+/* Causal self-attention as plain ops with the hooks of layer l: q (B, T, NH*HS), k and v
+ * (B, T, NH*HS) -> (B, T, NH*HS), the heads merged (z before its hook); *probs gets the
+ * pattern (B, NH, T, T). dropout on the pattern while training. */
+Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
+                          int n_heads, double dropout, Rng *rng, Tensor **probs); /* rng, probs:
+                                                                                 * may be NULL */
+
+#endif

@@ -1,0 +1,228 @@
+/* test_gpt_lens_cli.c: attograd-gpt cache, ablate and patch (examples/gpt/lens.c, run through
+ * AG_GPT_BIN) on a tiny model trained from a generated text in a temporary folder: the cache's
+ * .npz (every hook point with its shape, tokens, token strings, config, gradients; read by
+ * numpy too where /usr/bin/python3 has it), the ablation table, patching the last layer's
+ * residual at the last position giving the clean metric exactly, attribution patching; and
+ * bad input (files, flags, patterns, token strings) exiting 2 naming the path or the flag.
+ * Not here: the lens itself (tests/lens/test_lens.c). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "attograd.h"
+#include "files.h"
+
+static TsRun lens_run(const char *dir, const char *const *args) {
+    return ts_finish(dir, ts_start_env("AG_GPT_BIN", dir, args, NULL));
+}
+
+static void ok(const char *dir, const char *const *args) {
+    TsRun r = lens_run(dir, args);
+    cr_assert_eq(r.code, 0, "%s: exit %d\nstdout: %s\nstderr: %s", args[0], r.code, r.out, r.err);
+    ts_run_free(&r);
+}
+
+/* exit 2, stderr naming each of the NULL-terminated strings */
+static void refused(const char *dir, const char *const *args, const char *const *says) {
+    TsRun r = lens_run(dir, args);
+    cr_assert_eq(r.code, 2, "%s: exit %d, expected 2\nstderr: %s", args[0], r.code, r.err);
+    for (int i = 0; says[i]; i++)
+        cr_assert(strstr(r.err, says[i]), "%s: stderr does not name '%s': %s", args[0], says[i],
+                  r.err);
+    ts_run_free(&r);
+}
+
+/* dir/m.npz: 2 layers, 2 heads, n_embd 16, block 16, trained 40 steps on "ab" texts */
+static void tiny_model(char *dir, size_t n) {
+    ts_tmp_dir(dir, n, "lenscli");
+    char txt[512], data[512], out[512];
+    FILE *f = fopen(ts_join(txt, dir, "text.txt"), "w");
+    cr_assert(f, "%s: %s", txt, strerror(errno));
+    for (int i = 0; i < 400; i++) fprintf(f, "%s", i % 3 ? "abba cab.\n" : "bac abc!\n");
+    fclose(f);
+    ok(dir, (const char *[]){"prepare", "--input", txt, "--tokenizer", "char", "--out",
+                             ts_join(data, dir, "data"), NULL});
+    ok(dir, (const char *[]){"train",
+                             "--data",
+                             data,
+                             "--out",
+                             ts_join(out, dir, "run"),
+                             "--n-layer",
+                             "2",
+                             "--n-head",
+                             "2",
+                             "--n-embd",
+                             "16",
+                             "--block-size",
+                             "16",
+                             "--batch-size",
+                             "4",
+                             "--max-iters",
+                             "40",
+                             "--warmup-iters",
+                             "5",
+                             "--threads",
+                             "1",
+                             NULL});
+}
+
+static const NpzEntry *entry(const NpzFile *f, const char *name, int ndim, const int *shape) {
+    const NpzEntry *e = npz_find(f, name);
+    cr_assert(e, "%s: no %s", f->path, name);
+    cr_assert_eq(e->ndim, ndim, "%s: %d dims", name, e->ndim);
+    for (int d = 0; d < ndim; d++)
+        cr_assert_eq(e->shape[d], shape[d], "%s: dim %d is %lld, want %d", name, d,
+                     (long long)e->shape[d], shape[d]);
+    return e;
+}
+
+static int has_numpy(void) { return system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0; }
+
+Test(gpt_lens_cli, cache_writes_every_hook_point_with_its_shape) {
+    char dir[256], ck[512], out[512], prompts[512];
+    tiny_model(dir, sizeof dir);
+    ts_join(ck, dir, "run/last.npz");
+    ts_write_text(ts_join(prompts, dir, "p.txt"), "abba cab\nbac abc!\nabc abba\n");
+    ok(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", prompts, "--good", "a", "--bad",
+                             "b", "--out", ts_join(out, dir, "c.npz"), NULL});
+    NpzFile *f;
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    int B = 3, T = 8, C = 16, NH = 2, HS = 8;
+    entry(f, "hook_embed", 3, (int[]){B, T, C});
+    entry(f, "blocks.1.attn.hook_pattern", 4, (int[]){B, NH, T, T});
+    entry(f, "blocks.0.attn.hook_q", 4, (int[]){B, T, NH, HS});
+    entry(f, "blocks.0.attn.hook_z", 4, (int[]){B, T, NH, HS});
+    entry(f, "blocks.0.mlp.hook_post", 3, (int[]){B, T, 4 * C});
+    entry(f, "blocks.1.ln2.hook_scale", 3, (int[]){B, T, 1});
+    entry(f, "ln_final.hook_normalized", 3, (int[]){B, T, C});
+    entry(f, "blocks.0.hook_resid_mid.grad", 3, (int[]){B, T, C});
+    const NpzEntry *tok = entry(f, "tokens", 2, (int[]){B, T});
+    cr_assert_eq(tok->dtype, NPZ_I32);
+    cr_assert(npz_find(f, "config") && npz_find(f, "token_strs"));
+    /* 38 activations, 33 gradients (none of the 5 read-only scales), tokens, strings, config */
+    cr_assert_eq(f->n, 38 + 33 + 3, "%d entries", f->n);
+    npz_free(f);
+    if (has_numpy()) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import numpy as np, json; f = np.load('%s'); "
+                 "assert f['blocks.0.attn.hook_pattern'].shape == (3, 2, 8, 8); "
+                 "p = f['blocks.0.attn.hook_pattern']; assert abs(p.sum(-1) - 1).max() < 1e-5; "
+                 "assert np.triu(p[0, 0], 1).max() == 0; "
+                 "assert ''.join(json.loads(f['token_strs'].tobytes())[:8]) == 'abba cab'; "
+                 "assert json.loads(f['config'].tobytes())['n_layer'] == 2; "
+                 "assert f['tokens'].dtype == np.int32\"",
+                 out);
+        cr_assert_eq(system(cmd), 0, "numpy could not read %s as expected", out);
+    }
+    ts_rm_tree(dir);
+}
+
+Test(gpt_lens_cli, ablate_tables_every_head_and_patch_restores_the_clean_metric) {
+    char dir[256], ck[512], out[512], png[512];
+    tiny_model(dir, sizeof dir);
+    ts_join(ck, dir, "run/last.npz");
+    ok(dir, (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abba cab.", "--out",
+                             ts_join(out, dir, "a.npz"), NULL});
+    NpzFile *f;
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *v = entry(f, "values", 2, (int[]){2, 2});
+    const double *d = v->data, base = *(const double *)npz_find(f, "base")->data;
+    int changed = 0;
+    for (int i = 0; i < 4; i++) changed += isfinite(d[i]) && d[i] != base;
+    cr_assert_eq(changed, 4, "ablating each head changes the loss");
+    const NpzEntry *pts = npz_find(f, "points");
+    static const char want[] = "[\"blocks.0.attn.hook_z\",\"blocks.1.attn.hook_z\"]";
+    cr_assert(pts && pts->nbytes == strlen(want) && memcmp(pts->data, want, pts->nbytes) == 0,
+              "points: a JSON list of the names");
+    npz_free(f);
+    struct stat st;
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0)
+        cr_assert(stat(ts_join(png, dir, "a.png"), &st) == 0 && st.st_size > 0, "no a.png");
+    /* the last layer's residual at the last position is all the logits there depend on */
+    ok(dir, (const char *[]){"patch", "--ckpt", ck, "--clean", "abba cab", "--corrupt", "bac abc!",
+                             "--good", "a", "--bad", "c", "--hook", "blocks.*.hook_resid_post",
+                             "--out", ts_join(out, dir, "p.npz"), NULL});
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    v = entry(f, "values", 2, (int[]){2, 8});
+    double clean = *(const double *)npz_find(f, "clean")->data;
+    double corrupted = *(const double *)npz_find(f, "corrupted")->data;
+    cr_assert(clean != corrupted);
+    cr_assert_eq(((const double *)v->data)[8 + 7], clean);
+    npz_free(f);
+    ok(dir, (const char *[]){"patch", "--ckpt", ck, "--clean", "abba cab", "--corrupt", "bac abc!",
+                             "--good", "a", "--bad", "c", "--hook", "blocks.*.attn.hook_pattern",
+                             "--by", "head-position", "--attribution", "--out",
+                             ts_join(out, dir, "pa.npz"), NULL});
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    entry(f, "values", 3, (int[]){2, 2, 8});
+    cr_assert_eq(*(const int64_t *)npz_find(f, "attribution")->data, 1);
+    npz_free(f);
+    ts_rm_tree(dir);
+}
+
+Test(gpt_lens_cli, bad_input_exits_2_naming_the_path_or_the_flag) {
+    char dir[256], ck[512], out[512], prompts[512];
+    tiny_model(dir, sizeof dir);
+    ts_join(ck, dir, "run/last.npz");
+    ts_join(out, dir, "x.npz");
+    ts_write_text(ts_join(prompts, dir, "uneven.txt"), "abba\nab\n");
+    refused(dir,
+            (const char *[]){"cache", "--ckpt", "nope.npz", "--prompt", "ab", "--out", out, NULL},
+            (const char *[]){"nope.npz", NULL});
+    refused(
+        dir,
+        (const char *[]){"cache", "--ckpt", ck, "--prompt", "ab", "--hooks",
+                         "blocks.*.attn.hook_result", "--out", out, NULL},
+        (const char *[]){"--hooks", "blocks.*.attn.hook_result", "matches no hook point", NULL});
+    refused(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", prompts, "--out", out, NULL},
+            (const char *[]){"uneven.txt: line 2", NULL});
+    refused(dir,
+            (const char *[]){"cache", "--ckpt", ck, "--prompt", "abcabcabcabcabcabc", "--out", out,
+                             NULL},
+            (const char *[]){"--prompt", "block_size 16", NULL});
+    refused(dir,
+            (const char *[]){"patch", "--ckpt", ck, "--clean", "ab", "--corrupt", "ba", "--good",
+                             "ab", "--bad", "c", "--out", out, NULL},
+            (const char *[]){"--good", "must be one", NULL});
+    refused(dir,
+            (const char *[]){"patch", "--ckpt", ck, "--clean", "abc", "--corrupt", "ba", "--good",
+                             "a", "--bad", "c", "--out", out, NULL},
+            (const char *[]){"--corrupt", NULL});
+    refused(dir,
+            (const char *[]){"patch", "--ckpt", ck, "--clean", "ab", "--corrupt", "ba", "--good",
+                             "a", "--bad", "c", "--by", "layer", "--out", out, NULL},
+            (const char *[]){"--by layer", NULL});
+    refused(dir,
+            (const char *[]){"patch", "--ckpt", ck, "--clean", "ab", "--corrupt", "ba", "--good",
+                             "a", "--bad", "c", "--by", "head", "--out", out, NULL},
+            (const char *[]){"blocks.0.hook_resid_pre", "no head axis", NULL});
+    refused(dir,
+            (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--positions", "1,3",
+                             "--out", out, NULL},
+            (const char *[]){"--positions 1,3", NULL});
+    refused(dir,
+            (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--hook",
+                             "blocks.0.ln1.hook_scale", "--out", out, NULL},
+            (const char *[]){"blocks.0.ln1.hook_scale", "read-only", NULL});
+    refused(dir,
+            (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--mode", "max", "--out",
+                             out, NULL},
+            (const char *[]){"--mode max", NULL});
+    refused(dir, (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", NULL},
+            (const char *[]){"--out", NULL});
+    struct stat st;
+    cr_assert(stat(out, &st) != 0, "nothing written after a refusal");
+    const char *cmds[] = {"cache", "ablate", "patch"};
+    for (int i = 0; i < 3; i++) {
+        TsRun r = lens_run(dir, (const char *[]){cmds[i], "--help", NULL});
+        cr_assert(r.code == 0 && strstr(r.out, "usage: attograd-gpt") && strstr(r.out, "--ckpt"),
+                  "%s --help: %d %s", cmds[i], r.code, r.out);
+        ts_run_free(&r);
+    }
+    ts_rm_tree(dir);
+}
