@@ -40,8 +40,13 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLa
         a->poff ? tensor_new1(tape->arena, cells > 0 ? cells : 1, "attention_probs")
                 : tensor_new(tape->arena, 4, (int[]){a->B, a->NH, a->Tq, a->Tk}, "attention_probs");
     Tensor *y = ag_out(tape, AG_OP_ATTENTION, y_ndim, y_shape);
-    k_attention_forward(y->data, P->data, q->data + c.q_col, k->data + c.k_col, v->data + c.v_col,
-                        a);
+    /* packed rows: the caller's probabilities at their places in (B,NH,Tq,Tk), unpacked by the
+     * forward kernel head by head; otherwise they are P itself */
+    Tensor *Pd = probs && a->poff ? tensor_new(tape->arena, 4, (int[]){a->B, a->NH, a->Tq, a->Tk},
+                                               "attention_probs")
+                                  : NULL;
+    k_attention_forward_probs(y->data, P->data, Pd ? Pd->data : NULL, q->data + c.q_col,
+                              k->data + c.k_col, v->data + c.v_col, a);
     AgNode *n = ag_record(tape, AG_OP_ATTENTION, y, 3, (Tensor *[]){q, k, v});
     if (n) {
         n->saved = P;
@@ -50,12 +55,7 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLa
         c.a.bias = NULL; /* read by the forward only */
         *AG_SAVE(tape, n, AttentionCtx) = c;
     }
-    if (probs && a->poff) { /* the packed rows' probabilities, at their places in (B,NH,Tq,Tk) */
-        *probs = tensor_new(tape->arena, 4, (int[]){a->B, a->NH, a->Tq, a->Tk}, "attention_probs");
-        k_attention_probs_unpack((*probs)->data, P->data, a);
-    } else if (probs) {
-        *probs = P;
-    }
+    if (probs) *probs = Pd ? Pd : P;
     return y;
 }
 

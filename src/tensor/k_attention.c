@@ -250,10 +250,31 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     }
 }
 
+/* Pd[b, h] (Tq, Tk) = head h of batch b of P (packed rows) at its positions, 0 elsewhere */
+static void unpack_head(Real *Pd, const Real *P, const KAttention *a, int b, int h) {
+    int Tk = a->Tk;
+    size_t plane = (size_t)a->Tq * Tk;
+    Real *d = Pd + ((size_t)b * a->NH + h) * plane;
+    const Real *src = P + p_at(a, b, h);
+    int nq = n_q(a, b), nk = n_k(a, b);
+    const int *qp = a->qpos + a->qoff[b], *kp = a->kpos + a->koff[b];
+    memset(d, 0, plane * sizeof(Real));
+    for (int i = 0; i < nq; i++)
+        for (int j = 0; j < nk; j++) d[(size_t)qp[i] * Tk + kp[j]] = src[(size_t)i * nk + j];
+}
+
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a) {
+    k_attention_forward_probs(y, P, NULL, q, k, v, a);
+}
+
+/* The thread that computes a head also unpacks it into Pd: no second parallel region (one
+ * barrier less a call) and the head's P is still in its cache. */
+void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
+                               const Real *v, const KAttention *a) {
 #ifdef AG_ATTN_REF
     k_attention_forward_ref(y, P, q, k, v, a);
+    if (Pd) k_attention_probs_unpack(Pd, P, a);
     return;
 #endif
     int B = a->B, NH = a->NH;
@@ -263,7 +284,10 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, forward_scratch(a));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) forward_head(y, P, q, k, v, a, b, h, scratch);
+            for (int h = 0; h < NH; h++) {
+                forward_head(y, P, q, k, v, a, b, h, scratch);
+                if (Pd) unpack_head(Pd, P, a, b, h);
+            }
     }
 }
 
@@ -376,20 +400,11 @@ void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Rea
 }
 
 void k_attention_probs_unpack(Real *Pd, const Real *P, const KAttention *a) {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk;
-    size_t plane = (size_t)Tq * Tk;
+    int B = a->B, NH = a->NH;
+    size_t plane = (size_t)a->Tq * a->Tk;
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * NH * plane >= K_PAR_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            Real *d = Pd + ((size_t)b * NH + h) * plane;
-            const Real *src = P + p_at(a, b, h);
-            int nq = n_q(a, b), nk = n_k(a, b);
-            const int *qp = a->qpos + a->qoff[b], *kp = a->kpos + a->koff[b];
-            memset(d, 0, plane * sizeof(Real));
-            for (int i = 0; i < nq; i++)
-                for (int j = 0; j < nk; j++)
-                    d[(size_t)qp[i] * Tk + kp[j]] = src[(size_t)i * nk + j];
-        }
+        for (int h = 0; h < NH; h++) unpack_head(Pd, P, a, b, h);
 }
 
 void k_attention_strides_heads(KAttention *a) {

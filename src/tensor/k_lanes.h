@@ -22,13 +22,15 @@
 /* lane[0] + ... + lane[K_LANES - 1] as a tree (the lanes are overwritten); unrolled, so that
  * each level is a few vector adds instead of a loop of scalar ones */
 static inline Real k_lanes_total(Real *lane) {
-    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) UNROLL for (int l = 0; l < w; l++) lane[l] +=
-        lane[l + w];
+    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) {
+        UNROLL for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    }
     return lane[0];
 }
 static inline double k_lanes_total_d(double *lane) {
-    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) UNROLL for (int l = 0; l < w; l++) lane[l] +=
-        lane[l + w];
+    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) {
+        UNROLL for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    }
     return lane[0];
 }
 
@@ -63,8 +65,9 @@ static inline Real k_row_max(const Real *x, int n) {
     for (; j + K_LANES <= n; j += K_LANES)
         for (int l = 0; l < K_LANES; l++) lane[l] = K_MAX(x[j + l], lane[l]);
     for (int l = 0; j + l < n; l++) lane[l] = K_MAX(x[j + l], lane[l]);
-    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) UNROLL for (int l = 0; l < w; l++) lane[l] =
-        K_MAX(lane[l + w], lane[l]);
+    UNROLL for (int w = K_LANES / 2; w > 0; w /= 2) {
+        UNROLL for (int l = 0; l < w; l++) lane[l] = K_MAX(lane[l + w], lane[l]);
+    }
     return lane[0];
 }
 

@@ -81,33 +81,47 @@ void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, i
     else
         k_gemm(0, 1, rows, out, in, x, W, y, 0);
 }
-/* forward: y = x W^T + bias. So gx = gy W (rows,out)x(out,in), gW = gy^T x (out,rows)x(rows,in)
- * and gbias = the column sums of gy. */
-void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
-                       const Real *gy, int rows, int in, int out, int store) {
+/* Thread t of T's share of a Linear's backward: gx = gy W (rows,out)x(out,in) (stored when
+ * store, else added), gW += gy^T x (out,rows)x(rows,in), gbias += the column sums of gy. The
+ * three write different arrays and only read gy, W and x: a thread done with its share of one
+ * starts on the next, with no barrier in between. */
+static void linear_backward_team(int t, int T, Real *gx, Real *gW, Real *gbias, const Real *x,
+                                 const Real *W, const Real *gy, int rows, int in, int out,
+                                 int store) {
     /* EXERCISE(linear): y = x W^T + bias: dL/dx into gx, dL/dW into gW, dL/dbias into gbias
-     * (any may be NULL).
+     * (any may be NULL), thread t's share of T (k_gemm_team and k_sum_rows_team split the work
+     * by t; with T = 1, t = 0 a plain loop over everything is right too).
      *   x, gx (rows, in); W, gW (out, in); gbias (out); gy (rows, out)
      *   store != 0: gx is a fresh buffer to write (=); otherwise, and always for gW and
      *   gbias, accumulate (+=)
      * Derived in docs/backprop.md, section 3 "Linear".
-     * STUB: if (store && gx)
+     * STUB: if (store && gx && t == 0)
      * STUB:     for (size_t i = 0; i < (size_t)rows * in; i++) gx[i] = 0;
-     * STUB: (void)gW; (void)gbias; (void)x; (void)W; (void)gy; (void)out; */
-    /* The three write different arrays and only read gy, W and x: one parallel region runs
-     * them one after the other with no barrier in between (a thread done with its share of
-     * one starts on the next), instead of three regions that each wait for the slower thread. */
-    size_t work = (size_t)rows * out * ((gx ? in : 0) + (gW ? in : 0) + (gbias ? 1 : 0));
-#pragma omp parallel if (work / 64 >= K_PAR_MIN)
+     * STUB: (void)T; (void)gW; (void)gbias; (void)x; (void)W; (void)gy; (void)out; */
+    if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store);
+    if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
+    if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
+    /* END EXERCISE */
+}
+
+static size_t linear_backward_work(const Real *gx, const Real *gW, const Real *gbias, int rows,
+                                   int in, int out) {
+    return (size_t)rows * out * ((gx ? in : 0) + (gW ? in : 0) + (gbias ? 1 : 0));
+}
+
+/* forward: y = x W^T + bias. So gx = gy W, gW = gy^T x and gbias = the column sums of gy: one
+ * parallel region for the three (instead of three regions that each wait for the slower
+ * thread). */
+void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
+                       const Real *gy, int rows, int in, int out, int store) {
+#pragma omp parallel if (linear_backward_work(gx, gW, gbias, rows, in, out) / 64 >= K_PAR_MIN)
     {
         int T = 1, t = 0;
 #ifdef _OPENMP
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store);
-        if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
-        if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
+        linear_backward_team(t, T, gx, gW, gbias, x, W, gy, rows, in, out, store);
     }
     /* END EXERCISE */
 }
@@ -118,13 +132,25 @@ void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bi
 }
 /* forward: y = max(x W^T + b, 0). So the gradient at the product is g = gy where y > 0 and 0
  * elsewhere (as k_relu_backward), and then gx, gW, gbias as k_linear_backward with g. g is
- * written over gy: the op's output gradient is read by nothing after its own backward. */
+ * written over gy: the op's output gradient is read by nothing after its own backward. The
+ * mask and the products run in one parallel region, a barrier between them (every product
+ * reads all of g). */
 void k_linear_relu_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Real *W,
                             const Real *y, Real *gy, int rows, int in, int out, int store) {
     size_t n = (size_t)rows * out;
-#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
-    for (size_t i = 0; i < n; i++) gy[i] = y[i] > 0 ? gy[i] : 0;
-    k_linear_backward(gx, gW, gbias, x, W, gy, rows, in, out, store);
+    int par =
+        linear_backward_work(gx, gW, gbias, rows, in, out) / 64 >= K_PAR_MIN || n >= K_PAR_MIN;
+#pragma omp parallel if (par)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n; i++) gy[i] = y[i] > 0 ? gy[i] : 0;
+        linear_backward_team(t, T, gx, gW, gbias, x, W, gy, rows, in, out, store);
+    }
 }
 
 void k_transpose_forward(Real *y, const Real *x, int BATCH, int M, int N) {

@@ -246,6 +246,10 @@ void k_attention_strides_heads(KAttention *a);
  * with no visible key is all 0) before dropout; y (B,NH,Tq,HS) = dropout(P) v. */
 void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a);
+/* The same, and (when Pd is not NULL) k_attention_probs_unpack(Pd, P, a) of each head by the
+ * thread that computed it, in the same parallel region (packed rows only: a->qoff set). */
+void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
+                               const Real *v, const KAttention *a);
 /* From the saved P (no other buffer: the score gradients of a query row are used at once). */
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a);
