@@ -711,7 +711,10 @@ static Tensor *mod_gpt(Tape *t, Tensor **in, const void *ctx) {
     (void)ctx;
     return nn_gpt_loss(t, &g_gpt, g_idx, g_tgt, 2, 5, NULL);
 }
+static int g_gpt_live; /* g_gpt holds a model (freed before the next one) */
 static void gpt_init(int llama, unsigned seed) {
+    if (g_gpt_live) nn_gpt_free(&g_gpt);
+    g_gpt_live = 1;
     Rng rng;
     rng_seed(&rng, seed);
     GptConfig cfg = {.style = llama ? NN_LLAMA : NN_GPT2,
@@ -861,6 +864,7 @@ static void e2e_run(int which, double *loss) {
         optim_step(o);
         ag_tape_reset(t);
     }
+    if (which == E2E_OPS) ag_params_free(pl);
     ag_tape_free(t);
     arena_free(step);
 }
