@@ -128,6 +128,10 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--gpt-bin", default="build/examples/attograd-gpt")
+    ap.add_argument("--gpt-data", default="build/gpt/data")
+    ap.add_argument("--gpt-steps", type=int, default=100)
+    ap.add_argument("--gpt-full", action="store_true")
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
@@ -154,6 +158,12 @@ def main():
     quiet = {}
     med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
     for name in a.workloads:
+        if name == "gpt-char":  # attograd-gpt train against torch_gpt.py (gpt_char.py)
+            import gpt_char
+            gpt_char.bench(a, torches)
+            if a.gpt_full:
+                gpt_char.full(a, torches)
+            continue
         times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
@@ -209,8 +219,8 @@ def alternate(cmds, rounds):
         order = list(range(len(cmds)))
         if r % 2:
             order.reverse()
-        for i in order:
-            rows[i].append(run(*cmds[i]))
+        for i in order:  # a command line and its environment, or a function
+            rows[i].append(cmds[i]() if callable(cmds[i]) else run(*cmds[i]))
     return rows
 
 
