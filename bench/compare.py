@@ -31,8 +31,13 @@ Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew duri
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
-               [--no-torch] [--no-contention] [workload ...]
+               [--no-torch] [--no-contention] [--gpt-bin build/examples/attograd-gpt]
+               [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full] [workload ...]
                (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny)
+
+The workload gpt-char (not in the default list) is the program attograd-gpt train against
+torch_gpt.py on the shards in --gpt-data, in tokens/s (gpt_char.py says how); --gpt-full also
+trains both for 2000 steps and prints their valid losses side by side (--gpt-steps 0: only that).
 
 STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
@@ -160,7 +165,8 @@ def main():
     for name in a.workloads:
         if name == "gpt-char":  # attograd-gpt train against torch_gpt.py (gpt_char.py)
             import gpt_char
-            gpt_char.bench(a, torches)
+            if a.gpt_steps > 0:
+                gpt_char.bench(a, torches)
             if a.gpt_full:
                 gpt_char.full(a, torches)
             continue
