@@ -18,7 +18,8 @@ The data: DIR/train.bin and DIR/valid.bin as `attograd-gpt prepare` writes them 
 attograd draws: the same xoshiro256** generator, seeded as train.c seeds its loaders
 (rng_hash(seed, 2) for training, rng_hash(seed, 3) for validation, started again at every
 validation), so both programs see the same windows in the same order. Only the initial weights
-differ (torch.manual_seed(seed)).
+differ (torch.manual_seed(seed)). The vocabulary is the largest id + 1 (at character level
+every id occurs in the text).
 
 Output: `step=<s> valid_loss=<l>` every --eval-interval steps and at the last (when > 0), with
 --whole-valid `whole_valid_loss=<l> tokens=<n>` (every token of valid.bin but the first predicted
