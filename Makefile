@@ -9,7 +9,7 @@
 #   make format             clang-format every source file (format-check: only report)
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness (fuzz/) N seconds, with clang
 #   make bench              builds and runs bench/ (GEMM vs OpenBLAS, workloads vs PyTorch when
-#                           installed)
+#                           installed, gpt-char; BENCH_GPT_FULL=1: also 2000-step valid losses)
 #   make BLAS=openblas      k_gemm calls OpenBLAS instead of its own kernel (to compare)
 #   make ATTN=ref test      every attention op runs the reference kernel (k_attention_ref.c)
 #   make data               the toy corpus: build/data/*.tsv (data/README.md)
@@ -208,28 +208,39 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# bench/compare.py: whole workloads against PyTorch where a python3 with torch is found
+# bench/compare.py: whole workloads against PyTorch where a python3 with torch is found;
+# gpt-char (bench/gpt_char.py) trains attograd-gpt and bench/torch_gpt.py on Shakespeare at
+# character level, prepared once into build/gpt/data as make gpt prepares it (left out when the
+# text cannot be fetched). make bench BENCH_GPT_FULL=1 also trains both for 2000 steps and
+# prints their valid losses side by side.
 BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
+BENCH_GPT_DATA := build/gpt/data
+BENCH_GPT_FULL ?=
 # make bench installs what the comparison needs (OpenBLAS in its OpenMP flavour, PyTorch and
-# numpy from Debian), then runs bench-run in a new make, which sees the packages just installed
-# (HAVE_OPENBLAS is decided when the Makefile is read)
+# numpy from Debian, pip for the Shakespeare script), then runs bench-run in a new make, which
+# sees the packages just installed (HAVE_OPENBLAS is decided when the Makefile is read)
 .PHONY: bench bench-run deps-bench
 bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run
-deps-bench:
+deps-bench: deps-gpt
 	@scripts/deps.sh libopenblas-dev libopenblas0-openmp pkg-config || \
 	    echo "make bench: no OpenBLAS: the GEMM is timed alone"
 	@scripts/deps.sh python3-torch python3-numpy || \
 	    echo "make bench: no PyTorch: attograd's times are printed alone"
-bench-run: $(BENCH)
+bench-run: $(BENCH) $(B)/examples/attograd-gpt
 	@$(B)/bench/bench_models --info
 	$(BENCH_ENV) $(B)/bench/bench_gemm
 	$(B)/bench/bench_step
 	@if command -v python3 >/dev/null 2>&1; then \
-	    python3 bench/compare.py --bin $(B)/bench/bench_models $(BENCH_WORKLOADS); \
+	    gpt=gpt-char; \
+	    [ -f $(BENCH_GPT_DATA)/train.bin ] || $(GPT_BIN) prepare --shakespeare --tokenizer char \
+	        --cache build/shakespeare.txt --out $(BENCH_GPT_DATA) || \
+	        { gpt=; echo "make bench: Shakespeare could not be prepared: gpt-char left out"; }; \
+	    python3 bench/compare.py --bin $(B)/bench/bench_models --gpt-bin $(GPT_BIN) \
+	        --gpt-data $(BENCH_GPT_DATA) $(if $(BENCH_GPT_FULL),--gpt-full) $(BENCH_WORKLOADS) $$gpt; \
 	else \
 	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
-	    echo "(no python3: no contention line)"; \
+	    echo "(no python3: no contention line, no gpt-char)"; \
 	fi
 
 # tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz

@@ -31,8 +31,13 @@ Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew duri
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
-               [--no-torch] [--no-contention] [workload ...]
+               [--no-torch] [--no-contention] [--gpt-bin build/examples/attograd-gpt]
+               [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full] [workload ...]
                (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny)
+
+The workload gpt-char (not in the default list) is the program attograd-gpt train against
+torch_gpt.py on the shards in --gpt-data, in tokens/s (gpt_char.py says how); --gpt-full also
+trains both for 2000 steps and prints their valid losses side by side (--gpt-steps 0: only that).
 
 STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
 
@@ -128,6 +133,10 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--contention", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--torch", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--gpt-bin", default="build/examples/attograd-gpt")
+    ap.add_argument("--gpt-data", default="build/gpt/data")
+    ap.add_argument("--gpt-steps", type=int, default=100)
+    ap.add_argument("--gpt-full", action="store_true")
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
@@ -154,6 +163,13 @@ def main():
     quiet = {}
     med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
     for name in a.workloads:
+        if name == "gpt-char":  # attograd-gpt train against torch_gpt.py (gpt_char.py)
+            import gpt_char
+            if a.gpt_steps > 0:
+                gpt_char.bench(a, torches)
+            if a.gpt_full:
+                gpt_char.full(a, torches)
+            continue
         times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
@@ -209,8 +225,8 @@ def alternate(cmds, rounds):
         order = list(range(len(cmds)))
         if r % 2:
             order.reverse()
-        for i in order:
-            rows[i].append(run(*cmds[i]))
+        for i in order:  # a command line and its environment, or a function
+            rows[i].append(cmds[i]() if callable(cmds[i]) else run(*cmds[i]))
     return rows
 
 
