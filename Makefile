@@ -6,6 +6,8 @@
 #   make REAL=double        the double build (in build/double)
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
+#   make test-arm64         cross-builds for arm64 and runs the suite under qemu-user
+#   make ARCH=x86-64        the portable kernels (ARCH=x86-64-v3: AVX2, x86-64-v4: AVX-512)
 #   make format             clang-format every source file (format-check: only report)
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness (fuzz/) N seconds, with clang
 #   make bench              builds and runs bench/ (GEMM vs OpenBLAS, workloads vs PyTorch when
@@ -41,9 +43,29 @@ $(error REAL must be float or double, not '$(REAL)')
 endif
 endif
 
+# The machine the compiler builds for (CC=aarch64-linux-gnu-gcc: arm64; make test-arm64).
+# ARCH names an x86-64 level (-march=x86-64-v4: AVX-512 kernels, x86-64-v3: AVX2 + FMA,
+# x86-64: the portable ones, k_simd.h) or native for the CPU of this machine. For any other
+# target it is passed to -march= (ARCH=armv8.2-a), and native becomes -mcpu=native where the
+# compiler knows it (a native arm64 GCC), else no flag at all (a cross compiler has no CPU to
+# look at: GCC 12 refuses -march=native and -mcpu=native for a cross build).
+TARGET := $(shell $(CC) -dumpmachine 2>/dev/null)
+MULTIARCH := $(or $(shell $(CC) -print-multiarch 2>/dev/null),$(TARGET))
+ifneq ($(filter x86_64-% i386-% i486-% i586-% i686-%,$(TARGET)),)
+MARCH := -march=$(ARCH)
+else ifeq ($(ARCH),native)
+MARCH := $(shell $(CC) -Werror -mcpu=native -x c -c /dev/null -o /dev/null 2>/dev/null && \
+           echo -mcpu=native)
+else
+MARCH := -march=$(ARCH)
+endif
+# a compiler for another machine than cc's (a cross compiler) builds in its own folder
+CROSS := $(if $(filter-out cc,$(CC)),$(if $(filter-out $(shell cc -dumpmachine 2>/dev/null), \
+           $(TARGET)),$(firstword $(subst -, ,$(TARGET)))))
+
 # (an ARCH other than native gets its own folder too: make memcheck builds for x86-64-v3)
 SUFFIX := $(if $(filter 0,$(OMP)),-noomp)$(if $(filter 1,$(DEBUG)),-debug)$(if $(BLAS),-$(BLAS))$(if \
-          $(filter-out native,$(ARCH)),-$(ARCH))$(if $(ATTN),-attn-$(ATTN))$(if $(filter 1,$(MPI)),-mpi)
+          $(CROSS),-$(CROSS))$(if $(filter-out native,$(ARCH)),-$(ARCH))$(if $(ATTN),-attn-$(ATTN))$(if $(filter 1,$(MPI)),-mpi)
 VARIANT := $(REAL)$(SUFFIX)
 ifeq ($(VARIANT),float)
 B := build
@@ -65,7 +87,7 @@ CC ?= cc
 # computed exactly as before); infinities and NaNs keep their meaning (no finite-math assumption:
 # masks and NaN checks work as before).
 CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
-          -fPIC -Isrc -march=$(ARCH) -fno-math-errno -fno-trapping-math
+          -fPIC -Isrc $(MARCH) -fno-math-errno -fno-trapping-math
 ifeq ($(DEBUG),1)
 CFLAGS += -O1 -g -DAG_DEBUG -fsanitize=address,undefined -fno-sanitize-recover=all \
           -fno-omit-frame-pointer
@@ -180,10 +202,13 @@ $(B)/examples/%: $(B)/obj/examples/%.o $(B)/libattograd.a
 # bench_gemm is compared with OpenBLAS when it is installed: bench/openblas_ref.c is then built
 # and linked into that program only, never into the library.
 BENCH := $(B)/bench/bench_gemm $(B)/bench/bench_step $(B)/bench/bench_models
+# (pkg-config and the folders name this machine's OpenBLAS: a cross build goes without)
+ifeq ($(CROSS),)
 HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
 ifeq ($(HAVE_OPENBLAS),)
-HAVE_OPENBLAS := $(if $(and $(wildcard /usr/include/x86_64-linux-gnu/cblas.h),$(wildcard \
-                   /usr/lib/x86_64-linux-gnu/libopenblas.so)),1)
+HAVE_OPENBLAS := $(if $(and $(wildcard /usr/include/$(MULTIARCH)/cblas.h),$(wildcard \
+                   /usr/lib/$(MULTIARCH)/libopenblas.so)),1)
+endif
 endif
 ifeq ($(HAVE_OPENBLAS),1)
 BENCH_REF_OBJ := $(B)/obj/bench/openblas_ref.o
@@ -192,11 +217,11 @@ $(B)/obj/bench/bench_gemm.o: CFLAGS += -DBENCH_OPENBLAS
 $(B)/obj/bench/openblas_ref.o: CFLAGS += $(shell pkg-config --cflags openblas 2>/dev/null)
 endif
 # Debian's OpenBLAS 0.3.21 needs the core named on Zen 4 (SkylakeX, its AVX-512 kernel: only
-# where the CPU has AVX-512, elsewhere OpenBLAS picks its own); its OpenMP flavour shares our
-# threads
+# on x86 where the CPU has AVX-512; elsewhere, arm64 included, OpenBLAS picks its own); its
+# OpenMP flavour shares our threads
 HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
-BENCH_ENV := $(if $(HAVE_AVX512),OPENBLAS_CORETYPE=SkylakeX) \
-    $(if $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
+BENCH_ENV := $(if $(and $(HAVE_AVX512),$(filter x86_64-%,$(TARGET))),OPENBLAS_CORETYPE=SkylakeX) \
+    $(if $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/$(MULTIARCH)/openblas-openmp)
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)
 
@@ -365,6 +390,69 @@ $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/obj/tests/s
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the double build's dump_cases, which the float suite compares with (tests/autograd/test_precision.c)
+DOUBLE_DUMP := $(CURDIR)/$(DOUBLE_B)/tests/dump_cases
+
+# ---- arm64: cross-built, its suite run under qemu-user (make test-arm64, docs/install.md) ----
+# make test-arm64 installs the cross compiler and qemu-user (amd64 packages), unpacks the arm64
+# libraries into build/arm64-root (scripts/arm64-root.sh: never installed on the system), then
+# builds the double and the float suite with aarch64-linux-gnu-gcc for armv8-a (the portable
+# kernels, k_simd.h) and runs both under qemu-aarch64, with the fuzz regressions. Only the
+# comparisons with PyTorch and numpy are left out (they run on the host build).
+# ARM64_ROOT set (by test-arm64) makes a build link against that folder and run its programs
+# through tests/arm64/qemu.sh (TEST_RUN), the tests' programs through wrapper scripts.
+ARM64_CC ?= aarch64-linux-gnu-gcc
+ARM64_ARCH ?= armv8-a
+ARM64_ROOT ?=
+.PHONY: test-arm64 deps-arm64
+deps-arm64:
+	@dpkg --print-foreign-architectures | grep -qx arm64 || \
+	    { [ "$$(id -u)" = 0 ] && dpkg --add-architecture arm64; } || \
+	    sudo -n dpkg --add-architecture arm64 || \
+	    { echo "make test-arm64: run  dpkg --add-architecture arm64  as root"; exit 1; }
+	@scripts/deps.sh gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcriterion-dev \
+	    zlib1g-dev
+	@apt-cache show libcriterion3:arm64 >/dev/null 2>&1 || apt-get update -qq || sudo -n apt-get update -qq
+	@scripts/arm64-root.sh build/arm64-root
+
+ARM64_MAKE = $(MAKE) --no-print-directory CC=$(ARM64_CC) ARCH=$(ARM64_ARCH) \
+             ARM64_ROOT=$(CURDIR)/build/arm64-root
+test-arm64: deps-arm64
+	@$(ARM64_MAKE) REAL=double test-one
+	@$(ARM64_MAKE) REAL=float test-one
+
+# GCC 12 for aarch64 stops with an internal compiler error (vect_transform_reduction) on
+# tests/autograd/test_attention.c, test_layernorm.c and examples/attention_tour.c in the float
+# build when it vectorizes loops: those files (and the rest of tests/) are built without; the
+# library and the other programs keep it
+ifneq ($(filter aarch64-%,$(TARGET)),)
+$(B)/obj/tests/%.o $(B)/obj/examples/attention_tour.o: CFLAGS += -fno-tree-vectorize
+endif
+
+ifneq ($(ARM64_ROOT),)
+LDFLAGS += -L$(ARM64_ROOT)/usr/lib/$(MULTIARCH) \
+           -Wl,-rpath-link,$(ARM64_ROOT)/usr/lib/$(MULTIARCH):$(ARM64_ROOT)/lib/$(MULTIARCH)
+TEST_RUN := tests/arm64/qemu.sh $(ARM64_ROOT) $(B)/run/exec_shim.so
+# (programs the tests start with execve or execv are reached through the shim: threads_info
+# sees exactly the environment a test gives it; those also started through a shell need a
+# wrapper)
+QEMU_WRAPPERS := $(B)/run/attograd-translate $(B)/run/attograd-gpt $(B)/run/dump_cases
+export AG_TRANSLATE_BIN := $(CURDIR)/$(B)/run/attograd-translate
+export AG_GPT_BIN := $(CURDIR)/$(B)/run/attograd-gpt
+DOUBLE_DUMP := $(CURDIR)/$(DOUBLE_B)/run/dump_cases
+$(B)/run/exec_shim.so: tests/arm64/exec_shim.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -shared -fPIC -o $@ $<
+# $(1): the wrapper of program $(2)
+define QEMU_WRAPPER
+$(1): $(2) $(B)/run/exec_shim.so tests/arm64/qemu.sh
+	@tests/arm64/qemu.sh --wrap $(ARM64_ROOT) $(B)/run/exec_shim.so $(2) $(1)
+endef
+$(eval $(call QEMU_WRAPPER,$(B)/run/attograd-translate,$(TRANSLATE_BIN)))
+$(eval $(call QEMU_WRAPPER,$(B)/run/attograd-gpt,$(GPT_BIN)))
+$(eval $(call QEMU_WRAPPER,$(B)/run/dump_cases,$(B)/tests/dump_cases))
+endif
+
 # gnuplot-nox draws the translation example's plots; optional (without it the tests that draw
 # PNGs check the "skipped" path only)
 deps-test:
@@ -415,9 +503,10 @@ test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
 
 # the examples are built too, so that a change that breaks them fails the suite
-test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(B)/tests/threads_info $(EXAMPLES)
-	@OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(CURDIR)/$(DOUBLE_B)/tests/dump_cases \
-	    tests/run_suite.sh $(VARIANT) $(B)/tests/run_tests.log $(B)/tests/run_tests -j2 \
+test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(B)/tests/threads_info $(EXAMPLES) \
+          $(QEMU_WRAPPERS)
+	@OMP_NUM_THREADS=$(THREADS) AG_DOUBLE_DUMP=$(DOUBLE_DUMP) \
+	    tests/run_suite.sh $(VARIANT) $(B)/tests/run_tests.log $(TEST_RUN) $(B)/tests/run_tests -j2 \
 	    --short-filename
 
 # ---- data: the toy corpus generator (data/README.md) ----
@@ -521,7 +610,7 @@ $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz
 fuzz-replay: $(FUZZ_REPLAY)
 	@n=0; for h in $(FUZZ_HARNESSES); do \
 	    mkdir -p fuzz/regressions/$$h; \
-	    $(B)/fuzz-tools/replay_$$h fuzz/regressions/$$h > $(B)/fuzz-tools/replay_$$h.log 2>&1 \
+	    $(TEST_RUN) $(B)/fuzz-tools/replay_$$h fuzz/regressions/$$h > $(B)/fuzz-tools/replay_$$h.log 2>&1 \
 	        || { echo "  fuzz regressions $$h: FAILED"; head -n 40 $(B)/fuzz-tools/replay_$$h.log; \
 	             exit 1; }; \
 	    k=$$(sed -n 's/^replayed \([0-9]*\) inputs.*/\1/p' $(B)/fuzz-tools/replay_$$h.log); \
@@ -629,6 +718,7 @@ help:
 	@echo '  make install         libraries, headers and attograd.pc into PREFIX (DESTDIR honoured)'
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
+	@echo '  make test-arm64      cross-builds for arm64, runs the suite under qemu-user (docs/install.md)'
 	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
 	@echo '  make exercise        a student copy with EX=... (all) backward bodies blanked, in OUT=$(OUT)'
 	@echo '  make grade           grades the exercises (in a student copy; CASES=file: hidden cases)'
@@ -643,7 +733,7 @@ help:
 	@echo '  REAL=float|double    scalar type ($(REAL))'
 	@echo '  OMP=1|0              OpenMP on or off ($(OMP))'
 	@echo '  DEBUG=0|1            1: -O1, AddressSanitizer, UBSan, NaN-filled arenas ($(DEBUG))'
-	@echo '  ARCH=...             passed to -march= ($(ARCH))'
+	@echo '  ARCH=...             -march= on x86 ($(ARCH)): x86-64-v4 AVX-512, x86-64-v3 AVX2, x86-64 portable'
 	@echo '  PREFIX=...           install prefix ($(PREFIX))'
 	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
 	@echo '  BLAS=openblas        k_gemm calls OpenBLAS (to compare; default: our own kernel)'

@@ -57,13 +57,14 @@ static int visible_end(const KAttention *a, int b) {
  * The registers are k_simd.h's, k_gemm.c's vector layer: with AVX-512 the KB columns are
  * 512-bit registers updated by fused multiply-adds; with AVX2 + FMA, two 256-bit registers a
  * row (KB 16 floats or 8 doubles), so that the 4 x 2 sums and the 2 vectors of Bp fit in its 16
- * registers; in portable C, KB values a row (fma() where the hardware fuses). Every element of
+ * registers; the portable family likewise with its 16-byte vectors (KB 8 floats or 4 doubles);
+ * without vectors, KB values a row. Every element of
  * a tile takes the same path (no scalar tail), so the choice never depends on where an element
  * falls. */
 #if defined(K_SIMD_AVX512)
 #define KB 32
 #define RB 8 /* 16 of the 32 vector registers hold sums */
-#elif defined(K_SIMD_AVX2)
+#elif defined(K_SIMD_AVX2) || defined(K_SIMD_GENERIC)
 #define KB (2 * VLEN)
 #define RB 4 /* 8 of the 16 vector registers hold sums */
 #else

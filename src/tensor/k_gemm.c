@@ -32,9 +32,10 @@
  * into a local tile, then add it to C element by element: the same two roundings.
  *
  * The vector family is k_simd.h's, chosen at compile time: AVX-512 (16 floats or 8 doubles a
- * vector), AVX2 + FMA (8 or 4), or portable C (one value a "vector"; fma() where the hardware
- * has it; forced with -DAG_SIMD_PORTABLE). All three do the same arithmetic per element, so the
- * portable one gives the vector kernels' bits wherever fma() is a hardware instruction.
+ * vector), AVX2 + FMA (8 or 4), or portable (the compiler's generic vectors of 16 bytes, 4 or 2;
+ * fused where the target fuses; forced with -DAG_SIMD_PORTABLE). All three do the same
+ * arithmetic per element, so the portable one gives the vector kernels' bits wherever the
+ * target fuses (arm64).
  * make BLAS=openblas instead calls cblas_?gemm (to compare; not thread-deterministic).
  * Read next: k_matmul.c (the matmul kernels built on this one). */
 #include <math.h>
@@ -94,6 +95,11 @@ void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, con
 #define NV 2
 #elif defined(K_SIMD_AVX2)
 /* 6 x 2 vectors: 12 accumulators of the 16 registers */
+#define MR 6
+#define NV 2
+#elif defined(K_SIMD_GENERIC)
+/* 6 x 2 vectors of 16 bytes: 12 accumulators, 2 for op(B), 1 broadcast and 1 product (x86-64
+ * has no FMA: a multiply, then an add) in SSE2's 16 registers */
 #define MR 6
 #define NV 2
 #else
