@@ -83,13 +83,16 @@ int main(int argc, char **argv) {
     ag_tape_print(t, stdout);
     if (dot_path) {
         FILE *f = fopen(dot_path, "w");
-        if (!f) {
-            fprintf(stderr, "attention_tour: cannot write %s: %s\n", dot_path, strerror(errno));
-            return 2;
-        }
-        int bad = ag_tape_dot(t, f) != 0;
-        if ((fclose(f) != 0) | bad) {
-            fprintf(stderr, "attention_tour: writing %s failed\n", dot_path);
+        int bad = !f || ag_tape_dot(t, f) != 0;
+        if (f) bad |= fclose(f) != 0;
+        if (bad) {
+            if (!f)
+                fprintf(stderr, "attention_tour: cannot write %s: %s\n", dot_path, strerror(errno));
+            else
+                fprintf(stderr, "attention_tour: writing %s failed\n", dot_path);
+            ag_tape_free(t);
+            arena_free(step);
+            arena_free(params);
             return 2;
         }
     }

@@ -112,7 +112,12 @@ int main(int argc, char **argv) {
         if (s == 0) {
             first_loss = loss_value;
             ag_tape_print(tape, stdout);
-            if (dot_path && write_dot(tape, dot_path) != 0) return 2;
+            if (dot_path && write_dot(tape, dot_path) != 0) {
+                ag_tape_free(tape);
+                arena_free(step);
+                arena_free(params);
+                return 2;
+            }
         }
         if (s % PRINT_EVERY == 0) {
             int correct = 0;

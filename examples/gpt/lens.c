@@ -64,9 +64,11 @@ static int read_rows(const GpModel *g, const char *prompt, const char *file, Row
         snprintf(label, sizeof label, "%s: line %d", file, k);
         int *ids;
         rc = encode_row(g, line, len, label, &ids, &got);
-        if (rc == AG_OK && r->B && (int)got != r->T)
+        if (rc == AG_OK && r->B && (int)got != r->T) {
+            free(ids);
             rc = ag_fail(AG_ERR_ARG, "%s has %zu tokens, line 1 has %d (rows must be as long)",
                          label, got, r->T);
+        }
         if (rc == AG_OK) {
             r->ids = realloc(r->ids, ((size_t)r->B + 1) * got * sizeof(int));
             AG_CHECK(r->ids, "read_rows: out of memory");
