@@ -25,7 +25,7 @@
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
 # build/double-debug, ... so that switching never mixes objects.
 
-# a student copy (make exercise, docs/coursework.md) may set ATTN=ref here
+# a student copy (make exercise, docs/course.md) may set ATTN=ref here
 -include course/exercise.mk
 REAL ?= float
 OMP ?= 1
@@ -621,7 +621,7 @@ fuzz-replay: $(FUZZ_REPLAY)
 test-one: fuzz-replay
 $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 
-# ---- coursework (docs/coursework.md) ----
+# ---- coursework (docs/course.md) ----
 # make exercise EX="attention softmax" (or all) [OUT=dir]: a student copy of the tree in OUT
 # (build/exercises) with those backward bodies blanked (scripts/exercise.sh); the real tree is
 # only read. make grade (in the copy): the double build, then course/grade on the exercises the

@@ -1,4 +1,4 @@
-/* grade.c: the coursework grader (docs/coursework.md). For every exercise (a backward kernel
+/* grade.c: the coursework grader (docs/course.md). For every exercise (a backward kernel
  * whose body a student writes: softmax, log_softmax, cross_entropy, layernorm, rmsnorm, matmul,
  * linear, gelu, embedding, rope, attention) it runs, in the double build:
  *   1. gradient checks of the op on several shapes (odd sizes, masks, grouped heads), each

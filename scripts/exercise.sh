@@ -1,6 +1,6 @@
 #!/bin/sh
 # exercise.sh: writes a student copy of the tree with chosen backward bodies blanked
-# (docs/coursework.md). Usage: scripts/exercise.sh OUT GRADER EXERCISE... (or "all").
+# (docs/course.md). Usage: scripts/exercise.sh OUT GRADER EXERCISE... (or "all").
 # A blanked region is the code between a line "/* EXERCISE(name ...): ..." and the next
 # "/* END EXERCISE */" in src/; the comment stays (what to compute, the shapes, the section of
 # docs/backprop.md), the code is replaced by the comment's "STUB:" lines, which leave the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_course.sh: proof that the coursework grader grades (docs/coursework.md). In a student
+# test_course.sh: proof that the coursework grader grades (docs/course.md). In a student
 # copy with every exercise blanked, `make grade` fails every check ("0 passed, N failed"); with
 # the real bodies put back, every check passes ("N passed, 0 failed"); each classic wrong
 # backward of course/mutations/*.patch fails its exercise with the hint its header names; an
