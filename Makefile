@@ -436,9 +436,11 @@ TEST_RUN := tests/arm64/qemu.sh $(ARM64_ROOT) $(B)/run/exec_shim.so
 # (programs the tests start with execve or execv are reached through the shim: threads_info
 # sees exactly the environment a test gives it; those also started through a shell need a
 # wrapper)
-QEMU_WRAPPERS := $(B)/run/attograd-translate $(B)/run/attograd-gpt $(B)/run/dump_cases
+QEMU_WRAPPERS := $(B)/run/attograd-translate $(B)/run/attograd-gpt $(B)/run/dump_cases \
+                 $(B)/run/attention_tour
 export AG_TRANSLATE_BIN := $(CURDIR)/$(B)/run/attograd-translate
 export AG_GPT_BIN := $(CURDIR)/$(B)/run/attograd-gpt
+export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/run/attention_tour
 DOUBLE_DUMP := $(CURDIR)/$(DOUBLE_B)/run/dump_cases
 $(B)/run/exec_shim.so: tests/arm64/exec_shim.c Makefile
 	@mkdir -p $(dir $@)
@@ -451,6 +453,7 @@ endef
 $(eval $(call QEMU_WRAPPER,$(B)/run/attograd-translate,$(TRANSLATE_BIN)))
 $(eval $(call QEMU_WRAPPER,$(B)/run/attograd-gpt,$(GPT_BIN)))
 $(eval $(call QEMU_WRAPPER,$(B)/run/dump_cases,$(B)/tests/dump_cases))
+$(eval $(call QEMU_WRAPPER,$(B)/run/attention_tour,$(B)/examples/attention_tour))
 endif
 
 # gnuplot-nox draws the translation example's plots; optional (without it the tests that draw
