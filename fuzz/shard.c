@@ -1,6 +1,7 @@
 /* shard.c: the token shard reader (txt_shard_read), fed any file. What it accepts must be one of
  * llm.c's two kinds with a count that matches the file's size, and must write back
  * (txt_shard_write) to exactly the same bytes. */
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; i++) max = ids[i] > max ? ids[i] : max;
     /* the writer picks uint16 for a vocabulary up to 65536: a uint32 file of small ids is
      * written back narrower, so compare only where the width is the writer's own choice */
-    if (zero && (wide == (max >= 65536))) {
+    if (zero && max < INT_MAX && (wide == (max >= 65536))) { /* (INT_MAX + 1: no int vocab) */
         /* in /dev/shm (a tmpfs: the writer's fsync costs nothing) where there is one */
         static char out[64];
         snprintf(out, sizeof out, "%s/attograd-fuzz-shard.%d",
