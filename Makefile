@@ -456,11 +456,13 @@ $(eval $(call QEMU_WRAPPER,$(B)/run/dump_cases,$(B)/tests/dump_cases))
 $(eval $(call QEMU_WRAPPER,$(B)/run/attention_tour,$(B)/examples/attention_tour))
 endif
 
-# gnuplot-nox draws the translation example's plots; optional (without it the tests that draw
-# PNGs check the "skipped" path only)
+# gnuplot-nox draws the translation example's plots, graphviz lays out ag_tape_dot's graphs;
+# optional (without them the tests that draw PNGs check the "skipped" path only, and the dot
+# layout test is skipped)
 deps-test:
 	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config patch
 	@scripts/deps.sh gnuplot-nox || echo "(no gnuplot-nox: the tests that draw PNGs are skipped)"
+	@scripts/deps.sh graphviz || echo "(no graphviz: the test that lays out a tape's dot graph is skipped)"
 
 # The double build runs first: the float suite compares its results with the double build's
 # (tests/autograd/test_precision.c runs build/double*/tests/dump_cases).
