@@ -218,9 +218,11 @@ $(B)/obj/bench/openblas_ref.o: CFLAGS += $(shell pkg-config --cflags openblas 2>
 endif
 # Debian's OpenBLAS 0.3.21 needs the core named on Zen 4 (SkylakeX, its AVX-512 kernel: only
 # on x86 where the CPU has AVX-512; elsewhere, arm64 included, OpenBLAS picks its own); its
-# OpenMP flavour shares our threads
+# OpenMP flavour shares our threads. The AVX2 build (ARCH=x86-64-v3) is compared with OpenBLAS's
+# AVX2 kernel (Haswell), the same instructions, also on an AVX-512 machine
 HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
-BENCH_ENV := $(if $(and $(HAVE_AVX512),$(filter x86_64-%,$(TARGET))),OPENBLAS_CORETYPE=SkylakeX) \
+BENCH_CORE := $(if $(filter x86-64-v3,$(ARCH)),Haswell,SkylakeX)
+BENCH_ENV := $(if $(and $(HAVE_AVX512),$(filter x86_64-%,$(TARGET))),OPENBLAS_CORETYPE=$(BENCH_CORE)) \
     $(if $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/$(MULTIARCH)/openblas-openmp)
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)

@@ -43,7 +43,9 @@ STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds the
 
 Both run in the fair configuration: OMP_NUM_THREADS=n for each, and PyTorch on OpenBLAS's
 OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines,
-LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist.
+LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist. When attograd is
+the AVX2 build on an AVX-512 machine (make ARCH=x86-64-v3 bench), PyTorch is held to AVX2 as well
+(ATEN_CPU_CAPABILITY=avx2, OPENBLAS_CORETYPE=Haswell): the stand-in for an AVX2 CPU.
 Not here: the workloads (bench_models.c, torch_bench.py). See bench/README.md."""
 import argparse
 import os
@@ -71,9 +73,18 @@ def has_avx512():
         return False
 
 
+# The kernel family attograd was built for ("AVX2 kernels" in its --info line). When it is AVX2 on a
+# machine with AVX-512 (ARCH=x86-64-v3 as a stand-in for an AVX2 CPU), PyTorch is held to AVX2 too:
+# ATen's AVX2 kernels and OpenBLAS's Haswell kernel, so that both sides use the same instructions.
+ATTOGRAD_FAMILY = {"family": ""}
+
+
 def torch_env(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    if has_avx512():
+    if ATTOGRAD_FAMILY["family"] == "AVX2" and has_avx512():
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+        env["ATEN_CPU_CAPABILITY"] = "avx2"
+    elif has_avx512():
         env["OPENBLAS_CORETYPE"] = "SkylakeX"
     if os.path.isdir(OPENBLAS_OMP):
         env["LD_LIBRARY_PATH"] = OPENBLAS_OMP + (
@@ -142,6 +153,8 @@ def main():
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
     if info:
         print(f"# {info}")
+        if "AVX2 kernels" in info:
+            ATTOGRAD_FAMILY["family"] = "AVX2"
     torches = find_torch_pythons() if a.torch else []
     for tag, py in torches:
         info = subprocess.run([py, os.path.join(HERE, "torch_bench.py"), "--info"],
@@ -150,7 +163,9 @@ def main():
     if torches:
         env = torch_env(1)
         print(f"# torch env: OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '')} "
-              f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
+              + (f"ATEN_CPU_CAPABILITY={env['ATEN_CPU_CAPABILITY']} "
+                 if "ATEN_CPU_CAPABILITY" in env else "")
+              + f"LD_LIBRARY_PATH={env.get('LD_LIBRARY_PATH', '')}")
     elif a.torch:
         print("# PyTorch not found (set TORCH_PYTHON): attograd only")
     print(f"# {a.rounds} alternating runs of each, each the median of "
