@@ -76,12 +76,13 @@ def has_avx512():
 # The kernel family attograd was built for ("AVX2 kernels" in its --info line). When it is AVX2 on a
 # machine with AVX-512 (ARCH=x86-64-v3 as a stand-in for an AVX2 CPU), PyTorch is held to AVX2 too:
 # ATen's AVX2 kernels and OpenBLAS's Haswell kernel, so that both sides use the same instructions.
-ATTOGRAD_FAMILY = {"family": ""}
+# main() puts the family in the environment (BENCH_KERNELS), where gpt_char.py, which imports this
+# file as a module of its own, finds it too.
 
 
 def torch_env(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    if ATTOGRAD_FAMILY["family"] == "AVX2" and has_avx512():
+    if os.environ.get("BENCH_KERNELS") == "AVX2" and has_avx512():
         env["OPENBLAS_CORETYPE"] = "Haswell"
         env["ATEN_CPU_CAPABILITY"] = "avx2"
     elif has_avx512():
@@ -153,8 +154,7 @@ def main():
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
     if info:
         print(f"# {info}")
-        if "AVX2 kernels" in info:
-            ATTOGRAD_FAMILY["family"] = "AVX2"
+        os.environ["BENCH_KERNELS"] = "AVX2" if "AVX2 kernels" in info else ""
     torches = find_torch_pythons() if a.torch else []
     for tag, py in torches:
         info = subprocess.run([py, os.path.join(HERE, "torch_bench.py"), "--info"],
