@@ -45,7 +45,8 @@ Both run in the fair configuration: OMP_NUM_THREADS=n for each, and PyTorch on O
 OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines,
 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist. When attograd is
 the AVX2 build on an AVX-512 machine (make ARCH=x86-64-v3 bench), PyTorch is held to AVX2 as well
-(ATEN_CPU_CAPABILITY=avx2, OPENBLAS_CORETYPE=Haswell): the stand-in for an AVX2 CPU.
+(ATEN_CPU_CAPABILITY=avx2, OPENBLAS_CORETYPE=Haswell, MKL_ENABLE_INSTRUCTIONS=AVX2): the stand-in
+for an AVX2 CPU.
 Not here: the workloads (bench_models.c, torch_bench.py). See bench/README.md."""
 import argparse
 import os
@@ -85,6 +86,7 @@ def torch_env(threads):
     if os.environ.get("BENCH_KERNELS") == "AVX2" and has_avx512():
         env["OPENBLAS_CORETYPE"] = "Haswell"
         env["ATEN_CPU_CAPABILITY"] = "avx2"
+        env["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"  # PyPI's PyTorch 2 multiplies with MKL
     elif has_avx512():
         env["OPENBLAS_CORETYPE"] = "SkylakeX"
     if os.path.isdir(OPENBLAS_OMP):
