@@ -213,18 +213,24 @@ int gp_lens(int argc, char **argv) {
         printf("%s: %s at position %d (row 0's token there: '%s'), mean over %d row(s): %.6f\n",
                a.out, metric, P, at, B, model);
         printf("logit lens (each stream through the final norm and the head; accumulated: the "
-               "parts so far\nread with the final norm's scale):\n");
-        printf("  %-28s %12s %12s %8s %12s\n", "stage", "metric", "log p(good)", "top-1",
-               "accumulated");
+               "parts so far\nread with the final norm's scale; loss: of the next token, over "
+               "every row and position):\n");
+        printf("  %-28s %12s %12s %8s %12s %8s\n", "stage", "metric", "log p(good)", "top-1",
+               "accumulated", "loss");
         for (int s = 0; s < S; s++) {
             char stage[64], *top = gp_token_text(&g, ll.lens_top[(size_t)s * BT + P], 1);
             if (s == 0)
                 snprintf(stage, sizeof stage, "blocks.0.hook_resid_pre");
             else
                 snprintf(stage, sizeof stage, "blocks.%d.hook_resid_post", s - 1);
-            printf("  %-28s %12.6f %12.6f %8s %12.6f\n", stage, row_mean(ll.lens, s, B, T, P),
-                   row_mean(ll.lens_logprob, s, B, T, P), top,
-                   row_mean(ll.accumulated, s, B, T, P));
+            double loss = 0;
+            for (size_t i = 0; i < BT; i++)
+                if (T > 1 && (int)(i % T) < T - 1) loss -= ll.lens_next[(size_t)s * BT + i];
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, "'%s'", top);
+            printf("  %-28s %12.6f %12.6f %8s %12.6f %8.4f\n", stage, row_mean(ll.lens, s, B, T, P),
+                   row_mean(ll.lens_logprob, s, B, T, P), quoted,
+                   row_mean(ll.accumulated, s, B, T, P), T > 1 ? loss / (B * (T - 1.0)) : NAN);
             free(top);
         }
         /* the attribution at P, mean over the rows: the table, then a heatmap (layer, head |

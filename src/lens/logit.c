@@ -16,7 +16,8 @@
 void lens_logit_free(LensLogit *r) {
     AG_CHECK_ARG(r);
     free(r->parts), free(r->dla), free(r->metric), free(r->scale);
-    free(r->lens), free(r->lens_logprob), free(r->lens_top), free(r->accumulated);
+    free(r->lens), free(r->lens_logprob), free(r->lens_next), free(r->lens_top);
+    free(r->accumulated);
     free(r->lens_logits), free(r->logits);
     memset(r, 0, sizeof *r);
 }
@@ -182,6 +183,7 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     out->scale = zalloc(BT, sizeof(double));
     out->lens = zalloc(S * BT, sizeof(double));
     out->lens_logprob = zalloc(S * BT, sizeof(double));
+    out->lens_next = zalloc(S * BT, sizeof(double));
     out->lens_top = zalloc(S * BT, sizeof(int));
     out->accumulated = zalloc(S * BT, sizeof(double));
     out->lens_logits = zalloc((size_t)S * B * V, sizeof(float));
@@ -235,6 +237,8 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
             size_t at = (size_t)s * BT + row;
             out->lens[at] = metric_of(zr, good[b], bad ? bad[b] : -1);
             out->lens_logprob[at] = logprob_of(zr, V, good[b], &out->lens_top[at]);
+            int top, t_next = (int)(row % T) + 1;
+            out->lens_next[at] = t_next < T ? logprob_of(zr, V, ids[row + 1], &top) : NAN;
             if ((int)(row % T) == pos)
                 for (int v = 0; v < V; v++)
                     out->lens_logits[((size_t)s * B + b) * V + v] = (float)zr[v];
@@ -291,6 +295,7 @@ int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const i
     npz_add_bytes(w, "stages", snames, ns);
     npz_add_f64(w, "lens", 3, (int64_t[]){S, B, T}, r->lens);
     npz_add_f64(w, "lens_logprob", 3, (int64_t[]){S, B, T}, r->lens_logprob);
+    npz_add_f64(w, "lens_next", 3, (int64_t[]){S, B, T}, r->lens_next);
     npz_add_i32(w, "lens_top", 3, (int64_t[]){S, B, T}, top);
     npz_add_f64(w, "accumulated", 3, (int64_t[]){S, B, T}, r->accumulated);
     npz_add_f32(w, "lens_logits", 3, (int64_t[]){S, B, r->V}, r->lens_logits);

@@ -44,6 +44,8 @@ typedef struct LensLogit {
     /* logit lens: n_layer + 1 stages, blocks.0.hook_resid_pre then each blocks.L.hook_resid_post */
     double *lens;         /* (n_layer + 1, B, T) the metric of the stage's logits */
     double *lens_logprob; /* (n_layer + 1, B, T) log softmax of the stage's logits at good */
+    double *lens_next;    /* (n_layer + 1, B, T) log softmax at the row's next token (NaN at
+                           * the last position): minus the mean is the stage's loss */
     int *lens_top;        /* (n_layer + 1, B, T) the stage's most likely token */
     double *accumulated;  /* (n_layer + 1, B, T) the parts so far, read with the final scale,
                            * and ln_final.b: the last stage is the metric */
@@ -60,7 +62,7 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
 void lens_logit_free(LensLogit *r);
 /* Writes r to path: "tokens" (int32 (B, T)), "good", "bad" (int32 (B); bad absent for one
  * token), "metric", "scale", "dla" (B, T, n_parts), "parts" (the names, JSON in bytes),
- * "lens", "lens_logprob", "accumulated" ((stage, B, T)), "lens_top" (int32), "stages" (JSON),
+ * "lens", "lens_logprob", "lens_next", "accumulated" ((stage, B, T)), "lens_top" (int32), "stages" (JSON),
  * "lens_logits" (float32 (stage, B, V)), "logits" (float32 (B, T, V)), "pos". AG_OK or
  * npz_write's error naming the path. */
 int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const int *bad,

@@ -2,8 +2,8 @@
  * detectors on whole models (lens_detect_gpt) and the TransformerLens export (src/lens/export.c).
  * The parts of the attribution sum to the model's logit (and to a logit difference) for
  * LayerNorm, RMSNorm and no norm, with and without biases, GPT-2 and LLaMA; the lens after the
- * last block is the model's logits to the bit and after the embeddings the final norm of the
- * embeddings done by hand; in a model without norm a last-layer head's part is exactly what
+ * last block is the model's logits to the bit (and its next-token loss) and after the
+ * embeddings the final norm of the embeddings done by hand; in a model without norm a last-layer head's part is exactly what
  * zero-ablating it changes. Hand-built models: a previous-token head in layer 0 and an induction
  * head in layer 1 (reading what layer 0 wrote) score 1, heads with no queries' weights score
  * the closed forms of an even spread. The export: refusals with the reason, and every array's
@@ -177,6 +177,20 @@ Test(lens_logit_run, the_last_stage_of_the_lens_is_the_models_logits_to_the_bit)
         ag_no_grad(e.t, was);
         for (size_t i = 0; i < y->size; i++)
             cr_assert_eq(r.logits[i], (float)y->data[i], "%s: logit %zu", models[k].what, i);
+        /* minus the mean of lens_next at the last stage is the model's next-token loss */
+        int tgt[B * T];
+        double lens_loss = 0;
+        for (int i = 0; i < B * T; i++) {
+            tgt[i] = i % T < T - 1 ? e.ids[i + 1] : -1;
+            double lp = r.lens_next[(size_t)(S - 1) * B * T + i];
+            cr_assert(i % T < T - 1 ? isfinite(lp) && lp < 0 : isnan(lp), "%d: %g", i, lp);
+            if (i % T < T - 1) lens_loss -= lp / (B * (T - 1));
+        }
+        was = ag_no_grad(e.t, 1);
+        double loss = (double)ag_cross_entropy(e.t, y, tgt, -1)->data[0];
+        ag_no_grad(e.t, was);
+        cr_assert(fabs(loss - lens_loss) < TOL * 10 * loss, "%s: loss %.17g, the lens's %.17g",
+                  models[k].what, loss, lens_loss);
         lens_logit_free(&r);
         env_free(&e);
     }
