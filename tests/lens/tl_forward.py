@@ -10,8 +10,9 @@ attn_out = einsum("bphd,hdm->bpm", z, W_O) + b_O; resid += attn_out; then (unles
 x = ln2(resid), post = gelu(x W_in + b_in), resid += post W_out + b_out; logits = ln_final(resid)
 W_U + b_U. LayerNorm: (x - mean) / sqrt(var + eps) * w + b; RMS: x / sqrt(mean(x^2) + eps) * w.
 
-Where transformer_lens itself is installed, the same file is also loaded into
-HookedTransformer and its logits compared (it needs PyTorch: the suite does not depend on it).
+Where transformer_lens with HookedTransformer (versions 2 and 3; 4.0 removed it for
+TransformerBridge) is installed, the same file is also loaded into HookedTransformer and its
+logits compared (it needs PyTorch 2: the suite does not depend on it).
 
 Usage: tl_forward.py EXPORT.npz EXPORT.json LENS.npz [TOL]
   LENS.npz: `attograd-gpt lens --out` (its "tokens" int32 (B, T) and "logits" float32 (B, T, V)).
@@ -95,8 +96,9 @@ def main():
     try:
         import torch
         from transformer_lens import HookedTransformer, HookedTransformerConfig
-    except ImportError:
-        print(line + "; transformer_lens: not installed, skipped")
+    except ImportError as e:  # not installed, or 4.x (no HookedTransformer)
+        print(line + "; transformer_lens's HookedTransformer: skipped (%s)"
+              % str(e).split(".")[0])
         return
     model = HookedTransformer(HookedTransformerConfig(**cfg))
     missing, unexpected = model.load_state_dict(
