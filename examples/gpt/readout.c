@@ -38,7 +38,7 @@ int gp_detect(int argc, char **argv) {
                            &a, fl, 6, GP_LENS_ROWS);
     if (rc == 1) return TR_EXIT_OK;
     GpModel g = {0};
-    GptConfig cfg;
+    GptConfig cfg = {0};
     GpRows r = {0};
     int generated = !a.prompt && !a.prompts;
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
@@ -176,7 +176,7 @@ int gp_lens(int argc, char **argv) {
     if (rc == AG_OK && !token == !a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
     GpModel g = {0};
-    GptConfig cfg;
+    GptConfig cfg = {0};
     GpRows r = {0};
     int gi = -1, bi = -1;
     if (rc == AG_OK) rc = gp_lens_load(&g, a.ckpt, &cfg);
@@ -311,7 +311,7 @@ int gp_export(int argc, char **argv) {
     if (rc == AG_OK && strcmp(format, "transformer-lens") != 0)
         rc = ag_fail(AG_ERR_ARG, "--format %s: only transformer-lens", format);
     GpModel g = {0};
-    GptConfig cfg;
+    GptConfig cfg = {0};
     char json[1024];
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) gp_png_of(out, ".json", json, sizeof json);
