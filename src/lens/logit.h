@@ -17,7 +17,7 @@
  *
  * The logit lens reads the residual stream after the embeddings and after every block through
  * the final norm (each stream with its own statistics: what the model would predict if it
- * stopped there) and the head (nn_gpt_unembed): after the last block it is the model's logits,
+ * ended there) and the head (nn_gpt_unembed): after the last block it is the model's logits,
  * to the bit. The same streams read linearly (the parts so far, with the final scale) are
  * "accumulated": TransformerLens's accumulated_resid through apply_ln_to_stack.
  *
