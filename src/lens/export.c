@@ -19,18 +19,10 @@ int lens_tl_check(const GptConfig *cfg) {
     GptConfig o = nn_gpt_options(cfg);
     if (o.post_ln)
         return ag_fail(AG_ERR_ARG, "post-LN blocks: HookedTransformer's blocks are pre-LN");
-    if (o.pos == NN_GPT_POS_ROPE)
-        return ag_fail(AG_ERR_ARG, "RoPE positions: not mapped to HookedTransformer's rotary "
-                                   "embedding (export models with learned positions)");
-    if (o.pos == NN_GPT_POS_NONE)
-        return ag_fail(AG_ERR_ARG, "no positional embedding: HookedTransformer's "
-                                   "positional_embedding_type has no such choice");
-    if (o.mlp == NN_GPT_MLP_SWIGLU)
-        return ag_fail(AG_ERR_ARG, "a SwiGLU MLP: not mapped to HookedTransformer's gated MLP "
-                                   "(export models with a GELU MLP or none)");
-    if (o.n_kv_head != o.n_head)
-        return ag_fail(AG_ERR_ARG, "grouped-query heads (n_kv_head %d, n_head %d): not mapped",
-                       o.n_kv_head, o.n_head);
+    if (o.mlp == NN_GPT_MLP_SWIGLU && o.bias == NN_GPT_BIAS_ON)
+        return ag_fail(AG_ERR_ARG, "a SwiGLU MLP with biases: HookedTransformer's gated MLP "
+                                   "adds none inside the gate (export SwiGLU models without "
+                                   "biases)");
     return AG_OK;
 }
 
@@ -71,6 +63,19 @@ static void transposed(Out *o, const char *name, const Tensor *w, int rows, int 
             f[(size_t)j * rows + i] = (float)w->data[(size_t)i * cols + j];
 }
 
+/* The weight rows of W_Q (k 0), W_K (1) or W_V (2) and their bias: c_attn's row blocks
+ * [0, C), [C, C + KV), [C + KV, C + 2 KV) (GPT-2's names), or wq, wk, wv (LLaMA's) */
+static void qkv_rows(const GptBlock *h, const GptConfig *c, int k, const Real **w, const Real **b) {
+    int C = c->n_embd, KV = c->n_kv_head * (C / c->n_head), row0[3] = {0, C, C + KV};
+    if (c->style == NN_LLAMA) {
+        const Linear *l[3] = {&h->wq, &h->wk, &h->wv};
+        *w = l[k]->weight->data, *b = l[k]->bias ? l[k]->bias->data : NULL;
+        return;
+    }
+    *w = h->c_attn.weight->data + (size_t)row0[k] * C;
+    *b = h->c_attn.bias ? h->c_attn.bias->data + row0[k] : NULL;
+}
+
 /* a norm: w (and b for LayerNorm) under prefix, as normalization_type says */
 static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfig *c) {
     char name[96];
@@ -87,7 +92,7 @@ static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfi
 static int write_config(const GptConfig *c, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int attn_only = c->mlp == NN_GPT_MLP_NONE;
+    int attn_only = c->mlp == NN_GPT_MLP_NONE, rope = c->pos == NN_GPT_POS_ROPE;
     const char *norm = c->norm == NN_GPT_NORM_LAYER ? "\"LN\""
                        : c->norm == NN_GPT_NORM_RMS ? "\"RMS\""
                                                     : "null";
@@ -99,11 +104,21 @@ static int write_config(const GptConfig *c, const char *path) {
         fprintf(f, "  \"d_mlp\": null,\n  \"attn_only\": true,\n");
     else
         fprintf(f, "  \"d_mlp\": %d,\n  \"attn_only\": false,\n", c->ffn_hidden);
+    if (c->mlp == NN_GPT_MLP_SWIGLU) fprintf(f, "  \"gated_mlp\": true,\n");
+    if (c->n_kv_head != c->n_head) fprintf(f, "  \"n_key_value_heads\": %d,\n", c->n_kv_head);
+    if (rope)
+        fprintf(f,
+                "  \"positional_embedding_type\": \"rotary\",\n  \"rotary_dim\": %d,\n"
+                "  \"rotary_base\": %.17g,\n  \"rotary_adjacent_pairs\": true,\n",
+                c->n_embd / c->n_head, c->rope_base);
+    else
+        fprintf(f, "  \"positional_embedding_type\": \"standard\",\n");
     fprintf(f,
-            "  \"d_vocab\": %d,\n  \"d_vocab_out\": %d,\n  \"act_fn\": \"gelu\",\n"
+            "  \"d_vocab\": %d,\n  \"d_vocab_out\": %d,\n  \"act_fn\": \"%s\",\n"
             "  \"normalization_type\": %s,\n  \"eps\": %.17g,\n"
-            "  \"positional_embedding_type\": \"standard\",\n  \"default_prepend_bos\": false\n}\n",
-            c->vocab_size, c->vocab_size, norm, c->norm_eps);
+            "  \"default_prepend_bos\": false\n}\n",
+            c->vocab_size, c->vocab_size, c->mlp == NN_GPT_MLP_SWIGLU ? "silu" : "gelu", norm,
+            c->norm_eps);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
@@ -117,10 +132,13 @@ int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
     int rc = lens_tl_check(&m->cfg);
     if (rc != AG_OK) return rc;
     GptConfig c = nn_gpt_options(&m->cfg);
-    int C = c.n_embd, NH = c.n_head, HS = C / NH, H = c.ffn_hidden, V = c.vocab_size;
+    int C = c.n_embd, NH = c.n_head, NKV = c.n_kv_head, HS = C / NH, H = c.ffn_hidden;
+    int V = c.vocab_size, gqa = NKV != NH;
     Out o = {.w = npz_writer_new()};
     copy(&o, "embed.W_E", m->wte.weight, 2, (int64_t[]){V, C});
-    copy(&o, "pos_embed.W_pos", m->wpe.table, 2, (int64_t[]){c.block_size, C});
+    if (c.pos != NN_GPT_POS_ROPE) /* no positions: a standard embedding of zeros */
+        copy(&o, "pos_embed.W_pos", c.pos == NN_GPT_POS_LEARNED ? m->wpe.table : NULL, 2,
+             (int64_t[]){c.block_size, C});
     for (int l = 0; l < c.n_layer; l++) {
         const GptBlock *h = &m->h[l];
         char name[96], pre[32];
@@ -128,18 +146,21 @@ int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
         snprintf(name, sizeof name, "%s.ln1", pre);
         norm(&o, name, &h->ln_1, &c);
         static const char *const qkv = "QKV";
-        for (int k = 0; k < 3; k++) { /* c_attn's rows [k C, (k + 1) C): W_Q, W_K, W_V */
-            snprintf(name, sizeof name, "%s.attn.W_%c", pre, qkv[k]);
-            float *W = array(&o, name, 3, (int64_t[]){NH, C, HS});
-            snprintf(name, sizeof name, "%s.attn.b_%c", pre, qkv[k]);
-            float *b = array(&o, name, 2, (int64_t[]){NH, HS});
-            for (int hd = 0; hd < NH; hd++)
+        for (int k = 0; k < 3; k++) { /* W_Q, W_K, W_V (n, C, HS) from rows (n HS, C) */
+            int n = k ? NKV : NH;
+            const char *under = k && gqa ? "_" : ""; /* grouped-query: _W_K, _W_V (NKV, ...) */
+            const Real *wr, *br;
+            qkv_rows(h, &c, k, &wr, &br);
+            snprintf(name, sizeof name, "%s.attn.%sW_%c", pre, under, qkv[k]);
+            float *W = array(&o, name, 3, (int64_t[]){n, C, HS});
+            snprintf(name, sizeof name, "%s.attn.%sb_%c", pre, under, qkv[k]);
+            float *b = array(&o, name, 2, (int64_t[]){n, HS});
+            for (int hd = 0; hd < n; hd++)
                 for (int d = 0; d < HS; d++) {
-                    size_t row = (size_t)k * C + (size_t)hd * HS + d;
+                    size_t row = (size_t)hd * HS + d;
                     for (int i = 0; i < C; i++)
-                        W[((size_t)hd * C + i) * HS + d] =
-                            (float)h->c_attn.weight->data[row * C + i];
-                    if (h->c_attn.bias) b[hd * HS + d] = (float)h->c_attn.bias->data[row];
+                        W[((size_t)hd * C + i) * HS + d] = (float)wr[row * C + i];
+                    if (br) b[hd * HS + d] = (float)br[row];
                 }
         }
         snprintf(name, sizeof name, "%s.attn.W_O", pre); /* (NH, HS, C): c_proj's columns */
@@ -152,6 +173,15 @@ int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
         if (c.mlp == NN_GPT_MLP_NONE) continue;
         snprintf(name, sizeof name, "%s.ln2", pre);
         norm(&o, name, &h->ln_2, &c);
+        if (c.mlp == NN_GPT_MLP_SWIGLU) { /* silu(x W_gate) * (x W_in), then W_out; no biases */
+            snprintf(name, sizeof name, "%s.mlp.W_gate", pre);
+            transposed(&o, name, h->c_fc.weight, H, C);
+            snprintf(name, sizeof name, "%s.mlp.W_in", pre);
+            transposed(&o, name, h->w3.weight, H, C);
+            snprintf(name, sizeof name, "%s.mlp.W_out", pre);
+            transposed(&o, name, h->mlp_proj.weight, C, H);
+            continue;
+        }
         snprintf(name, sizeof name, "%s.mlp.W_in", pre);
         transposed(&o, name, h->c_fc.weight, H, C);
         snprintf(name, sizeof name, "%s.mlp.b_in", pre);

@@ -7,8 +7,9 @@
  * Then detect (its scores and their table), lens (the attribution summing to the logit
  * difference, the lens's last stage the model's), and export, whose file a numpy forward
  * written from TransformerLens's conventions (tests/lens/tl_forward.py) runs to attograd's
- * logits within 1e-5, for LayerNorm with biases and an attention-only RMSNorm model without;
- * a RoPE model's export refused naming the checkpoint and why.
+ * logits within 1e-5, for LayerNorm with biases, an attention-only RMSNorm model without, and
+ * LLaMA (RMSNorm, RoPE, SwiGLU, grouped-query heads); a post-LN model's export and lens refused
+ * naming the checkpoint and why.
  * Not here: the lens itself (tests/lens/test_lens.c, test_logit.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -308,12 +309,16 @@ static void lens_checked(const char *dir, const char *ck, const char *prompts, c
 }
 
 Test(gpt_lens_cli, lens_and_export_match_the_model_and_a_numpy_forward_of_the_export) {
-    char dir[256], ck[512], ck2[512], out[512], json[512], prompts[512], lens[512], png[512];
+    char dir[256], ck[512], ck2[512], ck3[512], out[512], json[512], prompts[512], lens[512];
+    char png[512];
     tiny_model(dir, sizeof dir);
     tiny_model_with(dir, sizeof dir, "rms",
                     (const char *[]){"--norm", "rmsnorm", "--no-bias", "--mlp", "none", NULL});
     ts_join(ck, dir, "run/last.npz");
     ts_join(ck2, dir, "rms/last.npz");
+    tiny_model_with(dir, sizeof dir, "llama",
+                    (const char *[]){"--llama", "--n-kv-head", "1", NULL});
+    ts_join(ck3, dir, "llama/last.npz");
     ts_write_text(ts_join(prompts, dir, "p.txt"), "abba cab\nbac abc!\nabc abba\n");
     lens_checked(dir, ck, prompts, "l.npz");
     struct stat st;
@@ -322,17 +327,18 @@ Test(gpt_lens_cli, lens_and_export_match_the_model_and_a_numpy_forward_of_the_ex
         cr_assert(stat(ts_join(png, dir, "l_lens.png"), &st) == 0 && st.st_size > 0);
     }
     lens_checked(dir, ck2, prompts, "l2.npz");
+    lens_checked(dir, ck3, prompts, "l3.npz");
     TsRun r =
         lens_run(dir, (const char *[]){"lens", "--ckpt", ck, "--prompt", "abba", "--token", "c",
-                                       "--pos", "2", "--out", ts_join(out, dir, "l3.npz"), NULL});
+                                       "--pos", "2", "--out", ts_join(out, dir, "l4.npz"), NULL});
     cr_assert_eq(r.code, 0, "%s", r.err);
     cr_assert(strstr(r.out, "logit('c') at position 2") && strstr(r.out, "L1H1") &&
                   strstr(r.out, "ln_final.b") && strstr(r.out, "blocks.1.hook_resid_post"),
               "%s", r.out);
     ts_run_free(&r);
     /* the exports, run by numpy from TransformerLens's conventions */
-    const char *const cks[2] = {ck, ck2}, *const lenses[2] = {"l.npz", "l2.npz"};
-    for (int k = 0; k < 2; k++) {
+    const char *const cks[3] = {ck, ck2, ck3}, *const lenses[3] = {"l.npz", "l2.npz", "l3.npz"};
+    for (int k = 0; k < 3; k++) {
         snprintf(out, sizeof out, "%s/tl%d.npz", dir, k);
         snprintf(json, sizeof json, "%s/tl%d.json", dir, k);
         ok(dir, (const char *[]){"export", "--ckpt", cks[k], "--format", "transformer-lens",
@@ -353,14 +359,18 @@ Test(gpt_lens_cli, lens_and_export_match_the_model_and_a_numpy_forward_of_the_ex
 }
 
 Test(gpt_lens_cli, detect_lens_and_export_refuse_bad_input_naming_it) {
-    char dir[256], ck[512], rope[512], out[512];
+    char dir[256], ck[512], post[512], out[512];
     tiny_model(dir, sizeof dir);
-    tiny_model_with(dir, sizeof dir, "rope", (const char *[]){"--pos", "rope", NULL});
+    tiny_model_with(dir, sizeof dir, "post", (const char *[]){"--post-ln", NULL});
     ts_join(ck, dir, "run/last.npz");
-    ts_join(rope, dir, "rope/last.npz");
+    ts_join(post, dir, "post/last.npz");
     ts_join(out, dir, "x.npz");
-    refused(dir, (const char *[]){"export", "--ckpt", rope, "--out", out, NULL},
-            (const char *[]){rope, "RoPE", NULL});
+    refused(dir, (const char *[]){"export", "--ckpt", post, "--out", out, NULL},
+            (const char *[]){post, "post-LN", NULL});
+    refused(dir,
+            (const char *[]){"lens", "--ckpt", post, "--prompt", "abba", "--token", "a", "--out",
+                             out, NULL},
+            (const char *[]){post, "post-LN", NULL});
     refused(dir, (const char *[]){"export", "--ckpt", "nope.npz", "--out", out, NULL},
             (const char *[]){"nope.npz", NULL});
     refused(dir, (const char *[]){"export", "--ckpt", ck, "--format", "onnx", "--out", out, NULL},

@@ -7,7 +7,8 @@
  * zero-ablating it changes. Hand-built models: a previous-token head in layer 0 and an induction
  * head in layer 1 (reading what layer 0 wrote) score 1, heads with no queries' weights score
  * the closed forms of an even spread. The export: refusals with the reason, and every array's
- * name, shape and layout against the model's weights.
+ * name, shape and layout against the model's weights (GPT-2; LLaMA's rotary, gated MLP and
+ * grouped-query heads).
  * Not here: the subcommands and the numpy forward of the export (tests/examples/
  * test_gpt_lens_cli.c, tests/lens/tl_forward.py). */
 #include <criterion/criterion.h>
@@ -391,40 +392,28 @@ Test(lens_tl_check, refuses_what_hooked_transformer_cannot_run_naming_why) {
           .n_layer = 1,
           .n_head = 2,
           .n_embd = 8,
-          .pos = NN_GPT_POS_ROPE},
-         "RoPE"},
-        {{.vocab_size = 5,
-          .block_size = 4,
-          .n_layer = 1,
-          .n_head = 2,
-          .n_embd = 8,
-          .pos = NN_GPT_POS_NONE},
-         "no positional embedding"},
-        {{.vocab_size = 5,
-          .block_size = 4,
-          .n_layer = 1,
-          .n_head = 2,
-          .n_embd = 8,
           .mlp = NN_GPT_MLP_SWIGLU},
-         "SwiGLU"},
-        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 2, .n_embd = 8, .n_kv_head = 1},
-         "grouped-query"},
-        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 2, .n_embd = 8, .post_ln = 1},
-         "post-LN"},
+         "SwiGLU MLP with biases"},
         {{.style = NN_LLAMA,
           .vocab_size = 5,
           .block_size = 4,
           .n_layer = 1,
           .n_head = 2,
-          .n_embd = 8},
-         "RoPE"},
+          .n_embd = 8,
+          .bias = NN_GPT_BIAS_ON},
+         "SwiGLU MLP with biases"},
+        {{.vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 2, .n_embd = 8, .post_ln = 1},
+         "post-LN"},
     };
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         cr_assert_eq(lens_tl_check(&rows[k].c), AG_ERR_ARG, "row %zu", k);
         cr_assert(strstr(ag_last_error(), rows[k].says), "row %zu: %s", k, ag_last_error());
     }
-    for (int k = 0; k < N_MODELS; k++)
-        if (k != 4) cr_assert_eq(lens_tl_check(&models[k].c), AG_OK, "%s", models[k].what);
+    for (int k = 0; k < N_MODELS; k++) /* LLaMA, RoPE, grouped-query heads included */
+        cr_assert_eq(lens_tl_check(&models[k].c), AG_OK, "%s: %s", models[k].what, ag_last_error());
+    GptConfig none = models[0].c;
+    none.pos = NN_GPT_POS_NONE;
+    cr_assert_eq(lens_tl_check(&none), AG_OK, "%s", ag_last_error());
 }
 
 static const NpzEntry *arr(const NpzFile *f, const char *name, int ndim, const int64_t *shape) {
@@ -534,6 +523,53 @@ Test(lens_tl_export, an_attention_only_rmsnorm_model_has_no_mlp_and_no_norm_bias
     for (int i = 0; i < 8; i++) cr_assert_eq(bQ[i], 0.0f, "zero biases");
     cr_assert_eq(f->n, 2 + 3 * 9 + 3, "%d arrays", f->n);
     npz_free(f);
+    ts_rm_tree(dir);
+    env_free(&e);
+}
+
+Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
+    Env e = env_new(&models[4].c); /* C 8, 4 query heads of 2, 2 key/value heads, SwiGLU 32 */
+    char dir[256], npz[512], json[512];
+    ts_tmp_dir(dir, sizeof dir, "tlexport");
+    cr_assert_eq(lens_tl_export(&e.m, ts_join(npz, dir, "tl.npz"), ts_join(json, dir, "tl.json")),
+                 AG_OK, "%s", ag_last_error());
+    NpzFile *f;
+    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    int C = 8, HS = 2, H = 32;
+    cr_assert(!npz_find(f, "pos_embed.W_pos") && !npz_find(f, "blocks.0.attn.W_K") &&
+              !npz_find(f, "blocks.0.mlp.b_in") && !npz_find(f, "blocks.0.ln1.b"));
+    const GptBlock *h = &e.m.h[1];
+    const float *WQ = arr(f, "blocks.1.attn.W_Q", 3, (int64_t[]){4, C, HS})->data;
+    const float *WK = arr(f, "blocks.1.attn._W_K", 3, (int64_t[]){2, C, HS})->data;
+    const float *WV = arr(f, "blocks.1.attn._W_V", 3, (int64_t[]){2, C, HS})->data;
+    arr(f, "blocks.1.attn._b_K", 2, (int64_t[]){2, HS});
+    const float *Wg = arr(f, "blocks.1.mlp.W_gate", 2, (int64_t[]){C, H})->data;
+    const float *Wi = arr(f, "blocks.1.mlp.W_in", 2, (int64_t[]){C, H})->data;
+    const float *Wo = arr(f, "blocks.1.mlp.W_out", 2, (int64_t[]){H, C})->data;
+    for (int m = 0; m < C; m++) {
+        cr_assert_eq(WQ[(3 * C + m) * HS + 1], (float)h->wq.weight->data[(3 * HS + 1) * C + m]);
+        cr_assert_eq(WK[(1 * C + m) * HS + 0], (float)h->wk.weight->data[(1 * HS + 0) * C + m]);
+        cr_assert_eq(WV[(1 * C + m) * HS + 1], (float)h->wv.weight->data[(1 * HS + 1) * C + m]);
+        cr_assert_eq(Wg[m * H + 20], (float)h->c_fc.weight->data[20 * C + m]); /* w1 */
+        cr_assert_eq(Wi[m * H + 20], (float)h->w3.weight->data[20 * C + m]);
+        cr_assert_eq(Wo[20 * C + m], (float)h->mlp_proj.weight->data[m * H + 20]); /* w2 */
+    }
+    npz_free(f);
+    FILE *j = fopen(json, "r");
+    char text[2048] = {0};
+    cr_assert(j && fread(text, 1, sizeof text - 1, j) > 0);
+    fclose(j);
+    const char *want[] = {"\"positional_embedding_type\": \"rotary\"",
+                          "\"rotary_dim\": 2",
+                          "\"rotary_base\": 10000",
+                          "\"rotary_adjacent_pairs\": true",
+                          "\"n_key_value_heads\": 2",
+                          "\"gated_mlp\": true",
+                          "\"act_fn\": \"silu\"",
+                          "\"normalization_type\": \"RMS\"",
+                          "\"d_mlp\": 32"};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        cr_assert(strstr(text, want[k]), "the config lacks %s: %s", want[k], text);
     ts_rm_tree(dir);
     env_free(&e);
 }
