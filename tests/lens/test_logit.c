@@ -426,15 +426,32 @@ static const NpzEntry *arr(const NpzFile *f, const char *name, int ndim, const i
     return e;
 }
 
-Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
-    Env e = env_new(&models[0].c); /* C 8, 4 heads of 2, H 32, V 11, n_ctx 8 */
-    char dir[256], npz[512], json[512];
-    ts_tmp_dir(dir, sizeof dir, "tlexport");
-    ts_join(npz, dir, "tl.npz");
-    ts_join(json, dir, "tl.json");
-    cr_assert_eq(lens_tl_export(&e.m, npz, json), AG_OK, "%s", ag_last_error());
+/* e's model exported into a new folder dir: its arrays, and its config's text in text */
+static NpzFile *exported(const Env *e, char *dir, size_t n, char *text, size_t text_n) {
+    char npz[512], json[512];
+    ts_tmp_dir(dir, n, "tlexport");
+    cr_assert_eq(lens_tl_export(&e->m, ts_join(npz, dir, "tl.npz"), ts_join(json, dir, "tl.json")),
+                 AG_OK, "%s", ag_last_error());
     NpzFile *f;
     cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    FILE *j = fopen(json, "r");
+    cr_assert(j, "no %s", json);
+    memset(text, 0, text_n);
+    cr_assert(fread(text, 1, text_n - 1, j) > 0, "%s is empty", json);
+    fclose(j);
+    return f;
+}
+
+/* the config's text has every one of want[0..n) */
+static void says(const char *text, const char *const *want, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        cr_assert(strstr(text, want[k]), "the config lacks %s: %s", want[k], text);
+}
+
+Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
+    Env e = env_new(&models[0].c); /* C 8, 4 heads of 2, H 32, V 11, n_ctx 8 */
+    char dir[256], text[2048];
+    NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     int C = 8, NH = 4, HS = 2, H = 32, V = 11;
     const float *WE = arr(f, "embed.W_E", 2, (int64_t[]){V, C})->data;
     arr(f, "pos_embed.W_pos", 2, (int64_t[]){8, C});
@@ -485,12 +502,6 @@ Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
     cr_assert_eq(bU[4], 0.0f);
     cr_assert_eq(f->n, 2 + 2 * 16 + 4, "%d arrays", f->n);
     npz_free(f);
-    FILE *j = fopen(json, "r");
-    cr_assert(j, "no %s", json);
-    char text[2048] = {0};
-    size_t got = fread(text, 1, sizeof text - 1, j);
-    fclose(j);
-    cr_assert(got > 0);
     const char *want[] = {"\"n_layers\": 2",
                           "\"d_model\": 8",
                           "\"n_ctx\": 8",
@@ -501,8 +512,7 @@ Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
                           "\"act_fn\": \"gelu\"",
                           "\"normalization_type\": \"LN\"",
                           "\"positional_embedding_type\": \"standard\""};
-    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
-        cr_assert(strstr(text, want[k]), "the config lacks %s: %s", want[k], text);
+    says(text, want, sizeof want / sizeof want[0]);
     ts_rm_tree(dir);
     env_free(&e);
 }
@@ -511,12 +521,9 @@ Test(lens_tl_export, an_attention_only_rmsnorm_model_has_no_mlp_and_no_norm_bias
     GptConfig c = models[3].c; /* RMSNorm, no biases, untied */
     c.mlp = NN_GPT_MLP_NONE;
     Env e = env_new(&c);
-    char dir[256], npz[512], json[512];
-    ts_tmp_dir(dir, sizeof dir, "tlexport");
-    cr_assert_eq(lens_tl_export(&e.m, ts_join(npz, dir, "tl.npz"), ts_join(json, dir, "tl.json")),
-                 AG_OK, "%s", ag_last_error());
-    NpzFile *f;
-    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    char dir[256], text[2048];
+    NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
+    says(text, (const char *[]){"\"attn_only\": true", "\"normalization_type\": \"RMS\""}, 2);
     cr_assert(npz_find(f, "blocks.2.ln1.w") && !npz_find(f, "blocks.2.ln1.b") &&
               !npz_find(f, "blocks.0.ln2.w") && !npz_find(f, "blocks.0.mlp.W_in"));
     const float *bQ = arr(f, "blocks.1.attn.b_Q", 2, (int64_t[]){2, 4})->data;
@@ -529,12 +536,8 @@ Test(lens_tl_export, an_attention_only_rmsnorm_model_has_no_mlp_and_no_norm_bias
 
 Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
     Env e = env_new(&models[4].c); /* C 8, 4 query heads of 2, 2 key/value heads, SwiGLU 32 */
-    char dir[256], npz[512], json[512];
-    ts_tmp_dir(dir, sizeof dir, "tlexport");
-    cr_assert_eq(lens_tl_export(&e.m, ts_join(npz, dir, "tl.npz"), ts_join(json, dir, "tl.json")),
-                 AG_OK, "%s", ag_last_error());
-    NpzFile *f;
-    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    char dir[256], text[2048];
+    NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     int C = 8, HS = 2, H = 32;
     cr_assert(!npz_find(f, "pos_embed.W_pos") && !npz_find(f, "blocks.0.attn.W_K") &&
               !npz_find(f, "blocks.0.mlp.b_in") && !npz_find(f, "blocks.0.ln1.b"));
@@ -555,10 +558,6 @@ Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
         cr_assert_eq(Wo[20 * C + m], (float)h->mlp_proj.weight->data[m * H + 20]); /* w2 */
     }
     npz_free(f);
-    FILE *j = fopen(json, "r");
-    char text[2048] = {0};
-    cr_assert(j && fread(text, 1, sizeof text - 1, j) > 0);
-    fclose(j);
     const char *want[] = {"\"positional_embedding_type\": \"rotary\"",
                           "\"rotary_dim\": 2",
                           "\"rotary_base\": 10000",
@@ -568,8 +567,7 @@ Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
                           "\"act_fn\": \"silu\"",
                           "\"normalization_type\": \"RMS\"",
                           "\"d_mlp\": 32"};
-    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
-        cr_assert(strstr(text, want[k]), "the config lacks %s: %s", want[k], text);
+    says(text, want, sizeof want / sizeof want[0]);
     ts_rm_tree(dir);
     env_free(&e);
 }
