@@ -2,7 +2,8 @@
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
  * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
  * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), then
- * lens (head detectors; the cache, ablation and patching on the models' hook points). The
+ * lens (head detectors; the cache, ablation and patching on the models' hook points; the logit
+ * lens and direct logit attribution; the export to TransformerLens). The
  * kernels (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -22,5 +23,7 @@
 #include "dist/dist.h"
 #include "lens/detect.h"
 #include "lens/lens.h"
+#include "lens/logit.h"
+#include "lens/export.h"
 
 #endif

@@ -1,7 +1,8 @@
 /* gpt_cli.h: attograd-gpt, a program that trains a GPT (src/nn/gpt.h) on a text from scratch:
  * `prepare` (text -> tokenizer + llm.c token shards), `train` (nanoGPT's loop: AdamW, warmup
  * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
- * and `eval` (valid loss, bits per byte). docs/gpt.md is the user's guide.
+ * and `eval` (valid loss, bits per byte); the lens commands `cache`, `ablate`, `patch`
+ * (lens.c), `detect`, `lens` and `export` (readout.c). docs/gpt.md is the user's guide.
  * What the files share: the flag parser, the exit codes (the translator's, translate.h), the
  * checkpoint layout. Borrowed from the translator (examples/translate): util.c (folders, times,
  * the CSV log), plot.c (the loss curve), train_system.c (signals, the clock).
@@ -40,6 +41,9 @@ int gp_eval(int argc, char **argv);
 int gp_cache(int argc, char **argv); /* lens.c: the lens of src/lens on a checkpoint */
 int gp_ablate(int argc, char **argv);
 int gp_patch(int argc, char **argv);
+int gp_detect(int argc, char **argv); /* readout.c: head detectors, logit lens, export */
+int gp_lens(int argc, char **argv);
+int gp_export(int argc, char **argv);
 
 /* ---- checkpoints (train.c writes them) ----
  * A checkpoint holds the GPT (meta.config.* from nn_gpt_ckpt_config), AdamW's state and step
@@ -77,6 +81,50 @@ typedef struct GpModel {
 } GpModel;
 int gp_model_load(GpModel *g, const char *path);
 void gp_model_free(GpModel *g);
+
+/* ---- what the lens commands share (lens.c) ---- */
+
+/* the tokens a command runs on */
+typedef struct GpRows {
+    int *ids; /* (B, T) */
+    int B, T;
+} GpRows;
+/* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length, each at
+ * most block_size tokens); errors name the flag or the file and line */
+int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows *r);
+/* the token id of text, which must be exactly one token; errors name --flag */
+int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id);
+/* The flags the lens commands share, parsed with the command's own (extra): --ckpt, --prompt and
+ * --prompts (parts & GP_LENS_ROWS), the command's, --good and --bad (parts & GP_LENS_METRIC),
+ * --out, --threads. Returns AG_OK, an error (--ckpt and --out are required), or 1 after
+ * printing --help. */
+typedef struct GpLensFlags {
+    const char *ckpt, *prompt, *prompts, *good, *bad, *out;
+    int threads;
+} GpLensFlags;
+enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
+int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
+                  GpFlag *extra, int n_extra, int parts); /* sets extra[i].given */
+/* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
+int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
+/* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */
+int gp_lens_finish(int rc, const char *cmd);
+/* the last error again, after "prefix: " */
+int gp_refail(int rc, const char *prefix);
+/* values (rows, cols) as a heatmap PNG (TR_PLOT_*): range 0: blue (negative) through white to
+ * red, 0 in the middle; range > 0: white (0) to red (range) */
+int gp_heatmap(const char *png, const char *title, const double *v, int rows, int cols, char **ylab,
+               char **xlab, double range);
+/* png: the path npz with its ".npz" replaced by suffix (".png") */
+void gp_png_of(const char *npz, const char *suffix, char *png, size_t n);
+/* prints where the heatmap went, or why not */
+void gp_say_plot(int rc, const char *png);
+/* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
+char *gp_token_text(const GpModel *g, int id, int label);
+/* labels (malloc'd): "0", "1", ..; a hook point's name or "name h<k>" per head (heads > 0) */
+char **gp_number_labels(int n);
+char **gp_point_labels(const NnHookPoint *pts, int n, int heads);
+void gp_labels_free(char **lab, int n);
 
 /* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
  * has a predecessor, in consecutive windows of block_size positions (each window's first

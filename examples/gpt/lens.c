@@ -3,8 +3,10 @@
  * the logit difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or
  * every point) in turn and tables the metric; patch runs activation patching or attribution
  * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
- * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide.
- * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c). Read next: docs/lens.md. */
+ * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also the parts
+ * every lens command shares (gpt_cli.h): rows of tokens, flags, heatmaps, labels, exit codes.
+ * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c); detect, lens and export
+ * (readout.c). Read next: readout.c, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,11 +18,6 @@
 #define GP_MAX_PROMPTS ((size_t)1 << 22) /* bytes of a --prompts file */
 
 /* ---- the tokens a command runs on ---- */
-
-typedef struct Rows {
-    int *ids; /* (B, T) */
-    int B, T;
-} Rows;
 
 /* text[0..n) as one row; label names it in errors */
 static int encode_row(const GpModel *g, const char *text, size_t n, const char *label, int **ids,
@@ -37,7 +34,7 @@ static int encode_row(const GpModel *g, const char *text, size_t n, const char *
 }
 
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length) */
-static int read_rows(const GpModel *g, const char *prompt, const char *file, Rows *r) {
+int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows *r) {
     memset(r, 0, sizeof *r);
     if (!prompt == !file) return ag_fail(AG_ERR_ARG, "give --prompt TEXT or --prompts FILE");
     if (prompt) {
@@ -85,7 +82,7 @@ static int read_rows(const GpModel *g, const char *prompt, const char *file, Row
 }
 
 /* --good/--bad: a text of exactly one token */
-static int one_token(const GpModel *g, const char *text, const char *flag, int *id) {
+int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) {
     char label[32];
     snprintf(label, sizeof label, "--%s", flag);
     int *ids = NULL;
@@ -106,7 +103,7 @@ typedef struct Metric {
     int *good, *bad, *targets;
 } Metric;
 static int make_metric(const GpModel *g, const char *kind, const char *good, const char *bad,
-                       const Rows *r, Metric *m) {
+                       const GpRows *r, Metric *m) {
     memset(m, 0, sizeof *m);
     if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
         m->targets = tr_malloc((size_t)r->B * r->T * sizeof(int));
@@ -120,8 +117,8 @@ static int make_metric(const GpModel *g, const char *kind, const char *good, con
     if (strcmp(kind, "logit-diff") != 0)
         return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
     if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
-    int gi, bi, rc = one_token(g, good, "good", &gi);
-    if (rc == AG_OK) rc = one_token(g, bad, "bad", &bi);
+    int gi, bi, rc = gp_one_token(g, good, "good", &gi);
+    if (rc == AG_OK) rc = gp_one_token(g, bad, "bad", &bi);
     if (rc != AG_OK) return rc;
     m->good = tr_malloc((size_t)r->B * sizeof(int));
     m->bad = tr_malloc((size_t)r->B * sizeof(int));
@@ -154,9 +151,8 @@ static int int_list(const char *s, const char *flag, int hi, int *list, int cap,
 
 /* ---- heatmaps ---- */
 
-/* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
-static int heatmap(const char *png, const char *title, const double *v, int rows, int cols,
-                   char **ylab, char **xlab) {
+int gp_heatmap(const char *png, const char *title, const double *v, int rows, int cols, char **ylab,
+               char **xlab, double range) {
     if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
     float *f = tr_malloc((size_t)rows * cols * sizeof(float));
     double hi = 1e-9;
@@ -164,6 +160,7 @@ static int heatmap(const char *png, const char *title, const double *v, int rows
         f[i] = (float)v[i];
         if (fabs(v[i]) > hi && isfinite(v[i])) hi = fabs(v[i]);
     }
+    if (range > 0) hi = range;
     int cw = cols <= 16 ? 64 : cols <= 64 ? 14 : 8, ch = rows <= 32 ? 22 : 12;
     int left = 200, top = 60, W = left + cols * cw + 120, H = top + rows * ch + 70;
     if (W < 600) W = 600;
@@ -174,7 +171,10 @@ static int heatmap(const char *png, const char *title, const double *v, int rows
     fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
     tr_gp_string(s, title);
     fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
-    fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
+    if (range > 0)
+        fprintf(s, "set palette defined (0 '#ffffff', 1 '#b2182b')\n");
+    else
+        fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
     TrGpPanel p = {.id = 0,
                    .v = f,
                    .rows = rows,
@@ -185,7 +185,7 @@ static int heatmap(const char *png, const char *title, const double *v, int rows
                    .x1 = (double)(left + cols * cw) / W,
                    .y1 = 1 - (double)top / H,
                    .y0 = 1 - (double)(top + rows * ch) / H,
-                   .lo = -hi,
+                   .lo = range > 0 ? 0 : -hi,
                    .hi = hi,
                    .colorbox = 1,
                    .cb_x = (double)(left + cols * cw + 12) / W,
@@ -201,21 +201,20 @@ static int heatmap(const char *png, const char *title, const double *v, int rows
     return rc;
 }
 
-/* png: path with ".npz" replaced by ".png" */
-static void png_of(const char *npz, char *png, size_t n) {
+void gp_png_of(const char *npz, const char *suffix, char *png, size_t n) {
     size_t len = strlen(npz);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    snprintf(png, n, "%.*s.png", (int)len, npz);
+    snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
 }
 
-static void say_plot(int rc, const char *png) {
+void gp_say_plot(int rc, const char *png) {
     if (rc == TR_PLOT_DRAWN) printf("heatmap: %s\n", png);
     if (rc == TR_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
     if (rc == TR_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
 }
 
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
-static char *token_text(const GpModel *g, int id, int label) {
+char *gp_token_text(const GpModel *g, int id, int label) {
     size_t len;
     const uint8_t *b = txt_token_bytes(g->tok, id, &len);
     char *s = tr_malloc(4 * len + 1), *o = s;
@@ -231,39 +230,32 @@ static char *token_text(const GpModel *g, int id, int label) {
 
 /* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
  * *cfg: its configuration as trained */
-static int load(GpModel *g, const char *ckpt, GptConfig *cfg) {
+int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg) {
     int rc = gp_model_load(g, ckpt);
     if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
     return rc;
 }
 
 /* the exit code of rc, its message printed: 2 for anything from the flags or the files */
-static int finish(int rc, const char *cmd) {
+int gp_lens_finish(int rc, const char *cmd) {
     if (rc == AG_OK) return TR_EXIT_OK;
     fprintf(stderr, GP_PROG " %s: %s\n", cmd, ag_last_error());
     return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
 }
 
 /* the last error again, after "prefix: " */
-static int refail(int rc, const char *prefix) {
+int gp_refail(int rc, const char *prefix) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ag_last_error());
     return ag_fail(rc, "%s: %s", prefix, msg);
 }
 
-/* The flags every command takes, parsed with the command's own (extra): --ckpt, --prompt and
- * --prompts (when rows), the command's, --good, --bad, --out, --threads. Returns AG_OK, an
- * error (--ckpt and --out are required), or 1 after printing --help. */
-typedef struct Common {
-    const char *ckpt, *prompt, *prompts, *good, *bad, *out;
-    int threads;
-} Common;
-static int parse(int argc, char **argv, const char *cmd, const char *what, Common *c,
-                 const GpFlag *extra, int n_extra, int rows) {
+int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
+                  GpFlag *extra, int n_extra, int parts) {
     GpFlag fl[24] = {
         {"ckpt", GP_STRING, &c->ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"}};
     int n = 1, help;
-    if (rows) {
+    if (parts & GP_LENS_ROWS) {
         fl[n++] = (GpFlag){"prompt", GP_STRING, &c->prompt, 0, 0, 0, "the text to run (one row)"};
         fl[n++] = (GpFlag){"prompts",
                            GP_STRING,
@@ -274,15 +266,19 @@ static int parse(int argc, char **argv, const char *cmd, const char *what, Commo
                            "a file: one row a line, all as many tokens"};
     }
     AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
+    int n0 = n;
     for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
-    fl[n++] = (GpFlag){
-        "good", GP_STRING, &c->good, 0, 0, 0, "logit-diff: the token whose logit counts +"};
-    fl[n++] =
-        (GpFlag){"bad", GP_STRING, &c->bad, 0, 0, 0, "logit-diff: the token whose logit counts -"};
+    if (parts & GP_LENS_METRIC) {
+        fl[n++] = (GpFlag){
+            "good", GP_STRING, &c->good, 0, 0, 0, "logit-diff: the token whose logit counts +"};
+        fl[n++] = (GpFlag){
+            "bad", GP_STRING, &c->bad, 0, 0, 0, "logit-diff: the token whose logit counts -"};
+    }
     fl[n++] =
         (GpFlag){"out", GP_STRING, &c->out, 0, 0, 0, "the .npz to write (and a .png beside it)"};
     fl[n++] = (GpFlag){"threads", GP_INT, &c->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"};
     int rc = gp_parse(argc, argv, 2, fl, n, &help);
+    for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
     if (help) {
         gp_usage(cmd, what, fl, n);
         return 1;
@@ -298,26 +294,27 @@ static int parse(int argc, char **argv, const char *cmd, const char *what, Commo
 
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
-    Common a = {0};
+    GpLensFlags a = {0};
     GpFlag fl[] = {
         {"hooks", GP_STRING, &hooks, 0, 0, 0, "hook names to cache, comma-separated globs"},
     };
-    int rc = parse(argc, argv, "cache",
-                   "runs the model on the prompt(s) and writes the activations at the hook points "
-                   "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
-                   "config; with --good and --bad also\nthe gradients of the logit difference "
-                   "(last position) as <name>.grad",
-                   &a, fl, 1, 1);
+    int rc = gp_lens_parse(
+        argc, argv, "cache",
+        "runs the model on the prompt(s) and writes the activations at the hook points "
+        "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
+        "config; with --good and --bad also\nthe gradients of the logit difference "
+        "(last position) as <name>.grad",
+        &a, fl, 1, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return TR_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
     int threads = a.threads;
     GpModel g = {0};
     GptConfig cfg;
-    Rows r = {0};
+    GpRows r = {0};
     Metric mt = {0};
-    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
     LensCache c;
     lens_cache_init(&c, good != NULL);
@@ -326,7 +323,8 @@ int gp_cache(int argc, char **argv) {
     char *list = tr_malloc(strlen(hooks) + 1);
     strcpy(list, hooks);
     for (char *p = strtok(list, ","); rc == AG_OK && p; p = strtok(NULL, ","))
-        rc = nn_hooks_add(&h, p, lens_cache_hook, &c) < 0 ? refail(AG_ERR_ARG, "--hooks") : AG_OK;
+        rc =
+            nn_hooks_add(&h, p, lens_cache_hook, &c) < 0 ? gp_refail(AG_ERR_ARG, "--hooks") : AG_OK;
     free(list);
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
@@ -343,7 +341,7 @@ int gp_cache(int argc, char **argv) {
     }
     if (rc == AG_OK) {
         char **strs = tr_calloc((size_t)r.B * r.T, sizeof(char *));
-        for (int i = 0; i < r.B * r.T; i++) strs[i] = token_text(&g, r.ids[i], 0);
+        for (int i = 0; i < r.B * r.T; i++) strs[i] = gp_token_text(&g, r.ids[i], 0);
         LensRunInfo run = {r.ids, r.B, r.T, (const char *const *)strs, &cfg};
         rc = lens_cache_save(&c, out, &run);
         if (rc == AG_OK)
@@ -359,13 +357,13 @@ int gp_cache(int argc, char **argv) {
     metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
-    return finish(rc, "cache");
+    return gp_lens_finish(rc, "cache");
 }
 
 /* ---- ablate ---- */
 
 /* row labels: a point's name, or "name h<k>" per head */
-static char **point_labels(const NnHookPoint *pts, int n, int heads) {
+char **gp_point_labels(const NnHookPoint *pts, int n, int heads) {
     char **lab = tr_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
     for (int p = 0; p < n; p++)
         for (int k = 0; k < (heads ? heads : 1); k++) {
@@ -378,30 +376,31 @@ static char **point_labels(const NnHookPoint *pts, int n, int heads) {
         }
     return lab;
 }
-static char **number_labels(int n) {
+char **gp_number_labels(int n) {
     char **lab = tr_calloc((size_t)n, sizeof(char *));
     for (int i = 0; i < n; i++) lab[i] = tr_malloc(12), snprintf(lab[i], 12, "%d", i);
     return lab;
 }
-static void labels_free(char **lab, int n) {
+void gp_labels_free(char **lab, int n) {
     for (int i = 0; i < n; i++) free(lab[i]);
     free(lab);
 }
 
 int gp_ablate(int argc, char **argv) {
     const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss", *positions = NULL;
-    Common a = {0};
+    GpLensFlags a = {0};
     GpFlag fl[] = {
         {"hook", GP_STRING, &hook, 0, 0, 0, "the points to ablate, one at a time (a glob)"},
         {"mode", GP_STRING, &mode, 0, 0, 0, "zero, or mean (the batch's mean)"},
         {"positions", GP_STRING, &positions, 0, 0, 0, "only these positions, e.g. 3,4 (all)"},
         {"metric", GP_STRING, &metric, 0, 0, 0, "loss, or logit-diff (--good, --bad)"},
     };
-    int rc = parse(argc, argv, "ablate",
-                   "ablates each head (or each point without heads) of the matching points in "
-                   "turn and writes\nthe metric of every run: values (point, head), base, "
-                   "points, axes",
-                   &a, fl, 4, 1);
+    int rc =
+        gp_lens_parse(argc, argv, "ablate",
+                      "ablates each head (or each point without heads) of the matching points in "
+                      "turn and writes\nthe metric of every run: values (point, head), base, "
+                      "points, axes",
+                      &a, fl, 4, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return TR_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
@@ -413,10 +412,10 @@ int gp_ablate(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
     GpModel g = {0};
     GptConfig cfg;
-    Rows r = {0};
+    GpRows r = {0};
     Metric mt = {0};
-    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
     int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = int_list(positions, "positions", r.T, pos, r.T, &n_pos);
@@ -429,7 +428,7 @@ int gp_ablate(int argc, char **argv) {
     NnHookPoint *pts = NULL;
     if (rc == AG_OK) {
         n_pts = nn_hooks_add(&all, hook, lens_cache_hook, &means);
-        if (n_pts < 0) rc = refail(AG_ERR_ARG, "--hook");
+        if (n_pts < 0) rc = gp_refail(AG_ERR_ARG, "--hook");
     }
     if (rc == AG_OK) {
         pts = tr_malloc((size_t)n_pts * sizeof *pts);
@@ -499,12 +498,13 @@ int gp_ablate(int argc, char **argv) {
         }
         double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
         for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
-        char png[1024], title[256], **yl = point_labels(pts, n_pts, 0), **xl = number_labels(cols);
-        png_of(out, png, sizeof png);
+        char png[1024], title[256], **yl = gp_point_labels(pts, n_pts, 0),
+                                    **xl = gp_number_labels(cols);
+        gp_png_of(out, ".png", png, sizeof png);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        say_plot(heatmap(png, title, d, n_pts, cols, yl, xl), png);
-        labels_free(yl, n_pts);
-        labels_free(xl, cols);
+        gp_say_plot(gp_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
+        gp_labels_free(yl, n_pts);
+        gp_labels_free(xl, cols);
         free(d);
     }
     free(values);
@@ -517,7 +517,7 @@ int gp_ablate(int argc, char **argv) {
     metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
-    return finish(rc, "ablate");
+    return gp_lens_finish(rc, "ablate");
 }
 
 /* ---- patch ---- */
@@ -526,7 +526,7 @@ int gp_patch(int argc, char **argv) {
     const char *clean = NULL, *corrupt = NULL, *hook = "blocks.*.hook_resid_pre";
     const char *by = "position", *metric = "logit-diff";
     int attribution = 0;
-    Common a = {0};
+    GpLensFlags a = {0};
     GpFlag fl[] = {
         {"clean", GP_STRING, &clean, 0, 0, 0, "the clean prompt (one row)"},
         {"corrupt", GP_STRING, &corrupt, 0, 0, 0, "the corrupted prompt, as many tokens"},
@@ -535,11 +535,11 @@ int gp_patch(int argc, char **argv) {
         {"metric", GP_STRING, &metric, 0, 0, 0, "logit-diff (--good, --bad) or loss (clean's)"},
         {"attribution", GP_BOOL, &attribution, 0, 1, 0, "attribution patching (1 fwd+bwd)"},
     };
-    int rc = parse(argc, argv, "patch",
-                   "patches the clean run's activation into the corrupted run, one (point, "
-                   "position / head)\nat a time, and writes the metric of each run (or its "
-                   "first-order estimate, --attribution)",
-                   &a, fl, 6, 0);
+    int rc = gp_lens_parse(argc, argv, "patch",
+                           "patches the clean run's activation into the corrupted run, one (point, "
+                           "position / head)\nat a time, and writes the metric of each run (or its "
+                           "first-order estimate, --attribution)",
+                           &a, fl, 6, GP_LENS_METRIC);
     if (rc == 1) return TR_EXIT_OK;
     if (rc == AG_OK && (!clean || !corrupt))
         rc = ag_fail(AG_ERR_ARG, "--clean TEXT and --corrupt TEXT are required");
@@ -554,11 +554,11 @@ int gp_patch(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
     GpModel g = {0};
     GptConfig cfg;
-    Rows rc_clean = {0}, rc_corr = {0};
+    GpRows rc_clean = {0}, rc_corr = {0};
     Metric mt = {0};
-    if (rc == AG_OK) rc = load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = read_rows(&g, clean, NULL, &rc_clean);
-    if (rc == AG_OK) rc = read_rows(&g, corrupt, NULL, &rc_corr);
+    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
+    if (rc == AG_OK) rc = gp_read_rows(&g, clean, NULL, &rc_clean);
+    if (rc == AG_OK) rc = gp_read_rows(&g, corrupt, NULL, &rc_corr);
     if (rc == AG_OK && rc_corr.T != rc_clean.T)
         rc = ag_fail(AG_ERR_ARG, "--corrupt has %d tokens, --clean %d: they must be as many",
                      rc_corr.T, rc_clean.T);
@@ -570,7 +570,7 @@ int gp_patch(int argc, char **argv) {
         ag_threads_use(threads);
         rc = (attribution ? lens_attribute : lens_patch_sweep)(
             t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
-        if (rc != AG_OK) rc = refail(rc, "--hook");
+        if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
     if (rc == AG_OK) rc = lens_sweep_save(&s, out);
     if (rc == AG_OK) {
@@ -582,20 +582,20 @@ int gp_patch(int argc, char **argv) {
         double *d = tr_malloc((size_t)rows * cols * sizeof(double));
         for (int i = 0; i < rows * cols; i++)
             d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
-        char **yl = point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
+        char **yl = gp_point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
         char **xl =
-            axes == LENS_BY_HEAD ? number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
+            axes == LENS_BY_HEAD ? gp_number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
         for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
-            xl[i] = token_text(&g, rc_corr.ids[i], 1);
+            xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
         char png[1024], title[256];
-        png_of(out, png, sizeof png);
+        gp_png_of(out, ".png", png, sizeof png);
         snprintf(title, sizeof title,
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
-        say_plot(heatmap(png, title, d, rows, cols, yl, xl), png);
-        labels_free(yl, rows);
-        labels_free(xl, cols);
+        gp_say_plot(gp_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
+        gp_labels_free(yl, rows);
+        gp_labels_free(xl, cols);
         free(d);
     }
     if (s.values) lens_sweep_free(&s);
@@ -605,5 +605,5 @@ int gp_patch(int argc, char **argv) {
     free(rc_clean.ids);
     free(rc_corr.ids);
     gp_model_free(&g);
-    return finish(rc, "patch");
+    return gp_lens_finish(rc, "patch");
 }

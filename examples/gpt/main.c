@@ -1,6 +1,6 @@
 /* main.c: attograd-gpt's entry: the subcommand, and the flag parser every command uses (a table
  * of flags with their types and ranges; a bad flag is named with the reason, exit 2).
- * Not here: the commands (prepare.c, train.c, sample.c, lens.c). Read next: prepare.c. */
+ * Not here: the commands (prepare.c, train.c, sample.c, lens.c, readout.c). Read next: prepare.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -92,7 +92,10 @@ static void usage(void) {
            "  cache     the activations at hook points (and gradients) -> one .npz (docs/lens.md)\n"
            "  ablate    zero- or mean-ablates each head (or point) in turn: the metric -> .npz, "
            ".png\n"
-           "  patch     activation or attribution patching, clean -> corrupted: .npz, .png\n\n"
+           "  patch     activation or attribution patching, clean -> corrupted: .npz, .png\n"
+           "  detect    previous-token, duplicate-token and induction scores of every head\n"
+           "  lens      the logit lens and direct logit attribution to a token: .npz, .png\n"
+           "  export    the model in TransformerLens's state-dict layout: .npz + .json\n\n"
            "each command takes --help. Exit codes: 0 done, 1 a failed run (non-finite loss, "
            "write error),\n2 bad input (the path or flag is named), 130/143 interrupted "
            "(checkpoint saved)\n");
@@ -120,8 +123,12 @@ int main(int argc, char **argv) {
     if (strcmp(c, "cache") == 0) return gp_cache(argc, argv);
     if (strcmp(c, "ablate") == 0) return gp_ablate(argc, argv);
     if (strcmp(c, "patch") == 0) return gp_patch(argc, argv);
+    if (strcmp(c, "detect") == 0) return gp_detect(argc, argv);
+    if (strcmp(c, "lens") == 0) return gp_lens(argc, argv);
+    if (strcmp(c, "export") == 0) return gp_export(argc, argv);
     fprintf(stderr,
-            GP_PROG ": %s: unknown command (prepare, train, sample, eval, cache, ablate, patch)\n",
+            GP_PROG ": %s: unknown command (prepare, train, sample, eval, cache, ablate, patch, "
+                    "detect, lens, export)\n",
             c);
     return TR_EXIT_USAGE;
 }

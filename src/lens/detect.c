@@ -2,8 +2,9 @@
  * duplicate-token and induction heads, and a head's score on them (the share of its attention
  * on the pattern's positions), following TransformerLens's head_detector.py with its default
  * error measure ("mul"). Plain loops in double: a layer's patterns are B * NH * T * T numbers,
- * read once. Not here: the models whose patterns are scored. Read next: the induction
- * experiment that records these scores while a model trains (examples/induction/). */
+ * read once; then the same scores on every layer of a GPT, and the repeated random sequences
+ * they are measured on. Read next: the induction experiment that records these scores while a
+ * model trains (examples/induction/). */
 #include "detect.h"
 
 #include <stdlib.h>
@@ -71,4 +72,35 @@ void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, L
     }
     for (int h = 0; h < NH; h++) scores[h] /= B;
     free(D);
+}
+
+void lens_detect_gpt(Tape *t, Gpt *m, const int *tokens, int B, int T, const LensDetectOptions *opt,
+                     double *scores) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(tokens);
+    AG_CHECK_ARG(scores);
+    int L = m->cfg.n_layer, NH = m->cfg.n_head;
+    ag_tape_reset(t);
+    int was = ag_no_grad(t, 1);
+    nn_gpt_forward(t, m, tokens, B, T, NULL); /* fills m->last_probs: (B, NH, T, T) per layer */
+    for (int k = 0; k < LENS_N_HEAD_KINDS; k++)
+        for (int l = 0; l < L; l++)
+            lens_detect_heads(m->last_probs[l], tokens, B, T, (LensHeadKind)k, opt,
+                              scores + ((size_t)k * L + l) * NH);
+    ag_no_grad(t, was);
+    ag_tape_reset(t);
+}
+
+void lens_repeated_tokens(Rng *r, int V, int L, int B, int T, int *tokens) {
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(tokens);
+    AG_CHECK(V >= 1 && L >= 1 && L <= T && B >= 1,
+             "lens_repeated_tokens: V %d, L %d, (B, T) (%d,%d): need V >= 1, 1 <= L <= T", V, L, B,
+             T);
+    for (int b = 0; b < B; b++) {
+        int *row = tokens + (size_t)b * T;
+        for (int i = 0; i < L; i++) row[i] = (int)rng_below(r, (uint64_t)V);
+        for (int i = L; i < T; i++) row[i] = row[i - L];
+    }
 }

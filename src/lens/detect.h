@@ -22,13 +22,15 @@
  * Examples with T positions, no exclusion: a causal head spread evenly over the keys it sees
  * (A[i][j] = 1/(i+1), j <= i) scores (H_T - 1) / T as a previous-token head (H_T the T-th
  * harmonic number; 0.0585 for T = 64); a head spread evenly over all T keys, (T - 1) / T^2.
- * Not here: where patterns come from (a model's last_probs, nn.h), hooks and caches.
- * Read next: detect.c. */
+ * lens_detect_gpt scores every head of a GPT on given tokens (its attention probabilities,
+ * last_probs of gpt.h); lens_repeated_tokens makes the sequences an induction head is found on.
+ * Not here: hooks and caches (lens.h). Read next: detect.c. */
 #ifndef ATTOGRAD_LENS_DETECT_H
 #define ATTOGRAD_LENS_DETECT_H
 
 #include <stdint.h>
 
+#include "../nn/gpt.h"
 #include "../tensor/tensor.h"
 
 typedef enum {
@@ -57,5 +59,16 @@ void lens_detection_pattern(LensHeadKind kind, const int *tokens, int T, uint8_t
  * matrices matching tokens (B, T), or a kind is unknown. */
 void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, LensHeadKind kind,
                        const LensDetectOptions *opt, double *scores);
+
+/* Runs m (no grad, as in evaluation) on tokens (B, T) and scores every head of every layer on
+ * its attention probabilities -> scores (LENS_N_HEAD_KINDS, n_layer, n_head), kind-major. Resets
+ * the tape t. */
+void lens_detect_gpt(Tape *t, Gpt *m, const int *tokens, int B, int T, const LensDetectOptions *opt,
+                     double *scores);
+
+/* tokens (B, T): each row L tokens drawn uniformly from [0, V), repeated to fill T (the test
+ * sequences of induction heads: from position L on, every token occurred L positions back).
+ * Aborts unless 1 <= L <= T and V >= 1. */
+void lens_repeated_tokens(Rng *r, int V, int L, int B, int T, int *tokens);
 
 #endif

@@ -372,8 +372,17 @@ static Tensor *forward(Tape *t, Gpt *m, const int *idx, int B, int T, int pos0, 
     }
     x = ag_dropout(t, x, m->cfg.dropout, rng);
     for (int l = 0; l < m->cfg.n_layer; l++) x = block(t, m, l, x, pos0, cache, rng);
+    return nn_gpt_unembed(t, m, x);
+}
+
+Tensor *nn_gpt_unembed(Tape *t, Gpt *m, Tensor *x) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(x);
+    AG_CHECK(x->ndim == 3 && x->shape[2] == m->cfg.n_embd,
+             "nn_gpt_unembed: x %s must be (B, T, %d)", tensor_shape_str(x), m->cfg.n_embd);
     if (!m->cfg.post_ln) x = norm(t, m, &m->ln_f, x, NN_HOOK_LNF_SCALE, -1);
-    return nn_linear(t, &m->lm_head, x);
+    return nn_linear(t, &m->lm_head, x); /* (B, T, V) */
 }
 
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) {

@@ -119,6 +119,11 @@ Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
  * later hooks did not), with the hook's message in ag_last_error(). */
 Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
                               NnHooks *hooks);
+/* The end of the forward on any residual stream x (B, T, C): the final norm (pre-LN models;
+ * none post-LN, none with NN_GPT_NORM_NONE), then the head -> logits (B, T, vocab_size). On the
+ * last block's output it gives nn_gpt_forward's logits to the bit; on an earlier layer's, the
+ * logit lens (../lens/logit.h). Inside nn_gpt_forward_hooked the ln_final hooks run. */
+Tensor *nn_gpt_unembed(Tape *t, Gpt *m, Tensor *x);
 /* The mean cross-entropy of nn_gpt_forward's logits against targets (B, T); a target of -1 is
  * ignored (nanoGPT's ignore_index). A scalar. */
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng);

@@ -78,6 +78,7 @@ static NnHooks HK;
 static NnHookPoint HP;
 static LensCache LC;
 static LensSweep LSW;
+static LensLogit LL;
 static LensMetric LM;
 static LensRunInfo LRI;
 static Tensor *TX = &T;
@@ -311,6 +312,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_gpt_forward, t, nn_gpt_forward(NULL, &GPT, (int[]){0}, 1, 1, NULL))                       \
     X(nn_gpt_forward, m, nn_gpt_forward(&TP, NULL, (int[]){0}, 1, 1, NULL))                        \
     X(nn_gpt_forward, idx, nn_gpt_forward(&TP, &GPT, NULL, 1, 1, NULL))                            \
+    X(nn_gpt_unembed, t, nn_gpt_unembed(NULL, &GPT, &T))                                           \
+    X(nn_gpt_unembed, m, nn_gpt_unembed(&TP, NULL, &T))                                            \
+    X(nn_gpt_unembed, x, nn_gpt_unembed(&TP, &GPT, NULL))                                          \
     X(nn_gpt_loss, t, nn_gpt_loss(NULL, &GPT, (int[]){0}, (int[]){0}, 1, 1, NULL))                 \
     X(nn_gpt_loss, m, nn_gpt_loss(&TP, NULL, (int[]){0}, (int[]){0}, 1, 1, NULL))                  \
     X(nn_gpt_loss, idx, nn_gpt_loss(&TP, &GPT, NULL, (int[]){0}, 1, 1, NULL))                      \
@@ -396,6 +400,32 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_sweep_free, s, lens_sweep_free(NULL))                                                   \
     X(lens_sweep_save, s, lens_sweep_save(NULL, "x.npz"))                                          \
     X(lens_sweep_save, path, lens_sweep_save(&LSW, NULL))                                          \
+    /* detect.h, logit.h, export.h */                                                              \
+    X(lens_detection_pattern, tokens, lens_detection_pattern(0, NULL, 1, (uint8_t[1]){0}))         \
+    X(lens_detection_pattern, D, lens_detection_pattern(0, IDS, 1, NULL))                          \
+    X(lens_detect_heads, pattern, lens_detect_heads(NULL, IDS, 1, 1, 0, NULL, (double[1]){0}))     \
+    X(lens_detect_heads, tokens, lens_detect_heads(&T, NULL, 1, 1, 0, NULL, (double[1]){0}))       \
+    X(lens_detect_heads, scores, lens_detect_heads(&T, IDS, 1, 1, 0, NULL, NULL))                  \
+    X(lens_detect_gpt, t, lens_detect_gpt(NULL, &GPT, IDS, 1, 1, NULL, (double[1]){0}))            \
+    X(lens_detect_gpt, m, lens_detect_gpt(&TP, NULL, IDS, 1, 1, NULL, (double[1]){0}))             \
+    X(lens_detect_gpt, tokens, lens_detect_gpt(&TP, &GPT, NULL, 1, 1, NULL, (double[1]){0}))       \
+    X(lens_detect_gpt, scores, lens_detect_gpt(&TP, &GPT, IDS, 1, 1, NULL, NULL))                  \
+    X(lens_repeated_tokens, r, lens_repeated_tokens(NULL, 2, 1, 1, 1, (int[1]){0}))                \
+    X(lens_repeated_tokens, tokens, lens_repeated_tokens(&R, 2, 1, 1, 1, NULL))                    \
+    X(lens_logit_run, t, lens_logit_run(NULL, &GPT, IDS, 1, 1, IDS, NULL, -1, &LL))                \
+    X(lens_logit_run, m, lens_logit_run(&TP, NULL, IDS, 1, 1, IDS, NULL, -1, &LL))                 \
+    X(lens_logit_run, ids, lens_logit_run(&TP, &GPT, NULL, 1, 1, IDS, NULL, -1, &LL))              \
+    X(lens_logit_run, good, lens_logit_run(&TP, &GPT, IDS, 1, 1, NULL, NULL, -1, &LL))             \
+    X(lens_logit_run, out, lens_logit_run(&TP, &GPT, IDS, 1, 1, IDS, NULL, -1, NULL))              \
+    X(lens_logit_free, r, lens_logit_free(NULL))                                                   \
+    X(lens_logit_save, r, lens_logit_save(NULL, IDS, IDS, NULL, "x.npz"))                          \
+    X(lens_logit_save, ids, lens_logit_save(&LL, NULL, IDS, NULL, "x.npz"))                        \
+    X(lens_logit_save, good, lens_logit_save(&LL, IDS, NULL, NULL, "x.npz"))                       \
+    X(lens_logit_save, path, lens_logit_save(&LL, IDS, IDS, NULL, NULL))                           \
+    X(lens_tl_check, cfg, lens_tl_check(NULL))                                                     \
+    X(lens_tl_export, m, lens_tl_export(NULL, "x.npz", "x.json"))                                  \
+    X(lens_tl_export, npz_path, lens_tl_export(&GPT, NULL, "x.json"))                              \
+    X(lens_tl_export, json_path, lens_tl_export(&GPT, "x.npz", NULL))                              \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
@@ -618,7 +648,8 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
         "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/text/text.h",     "src/dist/dist.h",   "src/nn/hooks.h",          "src/lens/lens.h"};
+        "src/text/text.h",     "src/dist/dist.h",   "src/nn/hooks.h",          "src/lens/lens.h",
+        "src/lens/detect.h",   "src/lens/logit.h",  "src/lens/export.h"};
     static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
                                            "optim_", "ckpt_",  "npz_",    "txt_", "lens_"};
     int seen = 0, missing = 0;
