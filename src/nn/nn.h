@@ -282,6 +282,7 @@ typedef struct Seq2SeqConfig {
     TransformerConfig layer;
 } Seq2SeqConfig;
 
+struct NnHooks; /* hooks.h */
 typedef struct Seq2Seq {
     Seq2SeqConfig cfg;
     ParamList params;
@@ -291,6 +292,7 @@ typedef struct Seq2Seq {
     DecoderLayer dec[NN_MAX_LAYERS];
     LayerNorm enc_norm, dec_norm;
     Linear generator;
+    struct NnHooks *hooks; /* during nn_seq2seq_forward_hooked only; NULL otherwise */
 } Seq2Seq;
 
 /* Sensible defaults for the fields not given (d_ff 4*d_model, eps 1e-5, ...). */
@@ -319,6 +321,15 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
 /* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
                           const int *tgt_in, int B, int T, Rng *rng);
+/* encode and decode of src (B, S) and tgt_in (B, T) -> logits (B, T, V), dense (no packed
+ * rows), with the hooks at their points (hooks.h: the encoder's under "encoder.", the
+ * decoder's under "decoder.") for this call only: m->hooks is NULL again when it returns. NULL
+ * when a hook failed (the forward still ran to the end, the later hooks did not), with the
+ * hook's message in ag_last_error(). Hooks made by nn_hooks_init_seq2seq for the model's
+ * layers. With hooks that do nothing (on any point but an attention's q, k, v, scores or
+ * pattern) the same bits as nn_seq2seq_decode(nn_seq2seq_encode(...)). */
+Tensor *nn_seq2seq_forward_hooked(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
+                                  int B, int T, Rng *rng, struct NnHooks *hooks);
 /* Mean cross-entropy of the next-token logits against tgt_out (B, T), padding ignored.
  * The same loss and gradients as ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...)),
  * tgt_out, pad_id) up to rounding, without the arithmetic on padding: only the live rows are
