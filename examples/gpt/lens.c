@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpt_cli.h"
-#include "translate.h" /* the heatmaps of plot.c */
+#include "translate.h" /* the heatmaps of plot.c (tr_plot_heatmap) */
 
 #define GP_MAX_PROMPTS ((size_t)1 << 22) /* bytes of a --prompts file */
 
@@ -153,53 +153,6 @@ static int int_list(const char *s, const char *flag, int hi, int *list, int cap,
 }
 
 /* ---- heatmaps ---- */
-
-/* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
-static int heatmap(const char *png, const char *title, const double *v, int rows, int cols,
-                   char **ylab, char **xlab) {
-    if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
-    float *f = tr_malloc((size_t)rows * cols * sizeof(float));
-    double hi = 1e-9;
-    for (size_t i = 0; i < (size_t)rows * cols; i++) {
-        f[i] = (float)v[i];
-        if (fabs(v[i]) > hi && isfinite(v[i])) hi = fabs(v[i]);
-    }
-    int cw = cols <= 16 ? 64 : cols <= 64 ? 14 : 8, ch = rows <= 32 ? 22 : 12;
-    int left = 200, top = 60, W = left + cols * cw + 120, H = top + rows * ch + 70;
-    if (W < 600) W = 600;
-    char *script = NULL;
-    size_t len = 0;
-    FILE *s = open_memstream(&script, &len);
-    tr_gp_begin(s, W, H, 10);
-    fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
-    tr_gp_string(s, title);
-    fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
-    fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
-    TrGpPanel p = {.id = 0,
-                   .v = f,
-                   .rows = rows,
-                   .cols = cols,
-                   .xlab = (const char *const *)xlab,
-                   .ylab = (const char *const *)ylab,
-                   .x0 = (double)left / W,
-                   .x1 = (double)(left + cols * cw) / W,
-                   .y1 = 1 - (double)top / H,
-                   .y0 = 1 - (double)(top + rows * ch) / H,
-                   .lo = -hi,
-                   .hi = hi,
-                   .colorbox = 1,
-                   .cb_x = (double)(left + cols * cw + 12) / W,
-                   .cb_w = 12.0 / W,
-                   .values = cols <= 16 && rows <= 32 ? 2 : 0,
-                   .horizontal_xtics = cols <= 16};
-    tr_gp_panel(s, &p);
-    fprintf(s, "unset multiplot\n");
-    fclose(s);
-    int rc = tr_plot_script(script, png);
-    free(script);
-    free(f);
-    return rc;
-}
 
 /* png: path with ".npz" replaced by ".png" */
 static void png_of(const char *npz, char *png, size_t n) {
@@ -344,7 +297,11 @@ int gp_cache(int argc, char **argv) {
     if (rc == AG_OK) {
         char **strs = tr_calloc((size_t)r.B * r.T, sizeof(char *));
         for (int i = 0; i < r.B * r.T; i++) strs[i] = token_text(&g, r.ids[i], 0);
-        LensRunInfo run = {r.ids, r.B, r.T, (const char *const *)strs, &cfg};
+        LensRunInfo run = {.tokens = r.ids,
+                           .B = r.B,
+                           .T = r.T,
+                           .token_strs = (const char *const *)strs,
+                           .cfg = &cfg};
         rc = lens_cache_save(&c, out, &run);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
@@ -502,7 +459,7 @@ int gp_ablate(int argc, char **argv) {
         char png[1024], title[256], **yl = point_labels(pts, n_pts, 0), **xl = number_labels(cols);
         png_of(out, png, sizeof png);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        say_plot(heatmap(png, title, d, n_pts, cols, yl, xl), png);
+        say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl), png);
         labels_free(yl, n_pts);
         labels_free(xl, cols);
         free(d);
@@ -593,7 +550,7 @@ int gp_patch(int argc, char **argv) {
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
-        say_plot(heatmap(png, title, d, rows, cols, yl, xl), png);
+        say_plot(tr_plot_heatmap(png, title, d, rows, cols, yl, xl), png);
         labels_free(yl, rows);
         labels_free(xl, cols);
         free(d);
