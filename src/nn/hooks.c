@@ -50,60 +50,6 @@ static const struct {
     [NN_HOOK_LN3_NORMALIZED] = {"blocks.%d.ln3.hook_normalized", 1, -1, 1, 0},
 };
 
-/* The points of each part, in the forward's order: a GPT's and an encoder's are the kinds up to
- * ln_final's; a decoder's add the cross-attention between ln2 and the MLP (with ln3) */
-static const NnHookKind gpt_kinds[] = {NN_HOOK_EMBED,
-                                       NN_HOOK_POS_EMBED,
-                                       NN_HOOK_RESID_PRE,
-                                       NN_HOOK_LN1_SCALE,
-                                       NN_HOOK_LN1_NORMALIZED,
-                                       NN_HOOK_Q,
-                                       NN_HOOK_K,
-                                       NN_HOOK_V,
-                                       NN_HOOK_ATTN_SCORES,
-                                       NN_HOOK_PATTERN,
-                                       NN_HOOK_Z,
-                                       NN_HOOK_ATTN_OUT,
-                                       NN_HOOK_RESID_MID,
-                                       NN_HOOK_LN2_SCALE,
-                                       NN_HOOK_LN2_NORMALIZED,
-                                       NN_HOOK_MLP_PRE,
-                                       NN_HOOK_MLP_POST,
-                                       NN_HOOK_MLP_OUT,
-                                       NN_HOOK_RESID_POST,
-                                       NN_HOOK_LNF_SCALE,
-                                       NN_HOOK_LNF_NORMALIZED};
-static const NnHookKind decoder_kinds[] = {NN_HOOK_EMBED,
-                                           NN_HOOK_POS_EMBED,
-                                           NN_HOOK_RESID_PRE,
-                                           NN_HOOK_LN1_SCALE,
-                                           NN_HOOK_LN1_NORMALIZED,
-                                           NN_HOOK_Q,
-                                           NN_HOOK_K,
-                                           NN_HOOK_V,
-                                           NN_HOOK_ATTN_SCORES,
-                                           NN_HOOK_PATTERN,
-                                           NN_HOOK_Z,
-                                           NN_HOOK_ATTN_OUT,
-                                           NN_HOOK_RESID_MID,
-                                           NN_HOOK_LN2_SCALE,
-                                           NN_HOOK_LN2_NORMALIZED,
-                                           NN_HOOK_CROSS_Q,
-                                           NN_HOOK_CROSS_K,
-                                           NN_HOOK_CROSS_V,
-                                           NN_HOOK_CROSS_ATTN_SCORES,
-                                           NN_HOOK_CROSS_PATTERN,
-                                           NN_HOOK_CROSS_Z,
-                                           NN_HOOK_CROSS_ATTN_OUT,
-                                           NN_HOOK_RESID_MID_CROSS,
-                                           NN_HOOK_LN3_SCALE,
-                                           NN_HOOK_LN3_NORMALIZED,
-                                           NN_HOOK_MLP_PRE,
-                                           NN_HOOK_MLP_POST,
-                                           NN_HOOK_MLP_OUT,
-                                           NN_HOOK_RESID_POST,
-                                           NN_HOOK_LNF_SCALE,
-                                           NN_HOOK_LNF_NORMALIZED};
 static const char *const stack_prefix[NN_HOOK_N_STACKS] = {"", "encoder.", "decoder."};
 
 NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer) {
@@ -143,18 +89,22 @@ NnHookPoint nn_hook_entry_point(const NnHookEntry *e) {
 
 /* Calls visit(point, ctx) for every point of the part stack of n_layer layers, in the
  * forward's order of names (model-level kinds once, per-layer kinds for each layer). */
+static void each_kind(NnHookStack stack, NnHookKind k, int n_layer,
+                      void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
+    for (int l = 0; l < (kinds[k].per_layer ? n_layer : 1); l++) {
+        NnHookPoint p = nn_hook_point_in(stack, k, kinds[k].per_layer ? l : -1);
+        visit(&p, ctx);
+    }
+}
+/* The kinds in the forward's order: a GPT's and an encoder's are the enum's up to ln_final's; a
+ * decoder's add the cross-attention (through ln3) after ln2 */
 static void each_point_of(NnHookStack stack, int n_layer,
                           void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
-    int dec = stack == NN_HOOK_DECODER;
-    const NnHookKind *order = dec ? decoder_kinds : gpt_kinds;
-    int n = dec ? (int)(sizeof decoder_kinds / sizeof *decoder_kinds)
-                : (int)(sizeof gpt_kinds / sizeof *gpt_kinds);
-    for (int i = 0; i < n; i++) {
-        NnHookKind k = order[i];
-        for (int l = 0; l < (kinds[k].per_layer ? n_layer : 1); l++) {
-            NnHookPoint p = nn_hook_point_in(stack, k, kinds[k].per_layer ? l : -1);
-            visit(&p, ctx);
-        }
+    for (int k = 0; k <= NN_HOOK_LNF_NORMALIZED; k++) {
+        each_kind(stack, (NnHookKind)k, n_layer, visit, ctx);
+        if (k == NN_HOOK_LN2_NORMALIZED && stack == NN_HOOK_DECODER)
+            for (int c = NN_HOOK_CROSS_Q; c <= NN_HOOK_LN3_NORMALIZED; c++)
+                each_kind(stack, (NnHookKind)c, n_layer, visit, ctx);
     }
 }
 
