@@ -377,57 +377,22 @@ int gp_ablate(int argc, char **argv) {
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
     int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = int_list(positions, "positions", r.T, pos, r.T, &n_pos);
-    /* the points, and whether they have heads (all of them, or none) */
-    NnHooks all;
-    nn_hooks_init(&all, g.arena ? g.m.cfg.n_layer : 1);
-    LensCache means;
-    lens_cache_init(&means, 0);
-    int n_pts = 0, NH = 0;
-    NnHookPoint *pts = NULL;
-    if (rc == AG_OK) {
-        n_pts = nn_hooks_add(&all, hook, lens_cache_hook, &means);
-        if (n_pts < 0) rc = refail(AG_ERR_ARG, "--hook");
-    }
-    if (rc == AG_OK) {
-        pts = tr_malloc((size_t)n_pts * sizeof *pts);
-        for (int i = 0; i < n_pts; i++)
-            pts[i] = nn_hook_point(all.entries[i].kind, all.entries[i].layer);
-        NH = pts[0].head_axis >= 0 ? g.m.cfg.n_head : 0;
-        for (int i = 0; i < n_pts && rc == AG_OK; i++)
-            if ((pts[i].head_axis >= 0) != (NH > 0) || pts[i].read_only)
-                rc = ag_fail(AG_ERR_ARG,
-                             "--hook %s: %s %s (the points must all have heads or all not, and not "
-                             "be read-only)",
-                             hook, pts[i].name, pts[i].read_only ? "is read-only" : "differs");
-    }
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
-    int cols = NH ? NH : 1;
-    double *values = tr_calloc((size_t)n_pts * cols, sizeof(double)), base = 0;
     if (rc == AG_OK && am == LENS_MEAN && r.B == 1)
         fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
                                 "--prompts FILE for a batch)\n");
+    LensAblateTable tab = {0};
     if (rc == AG_OK) {
         ag_threads_use(threads);
-        ag_no_grad(t, 1);
-        Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &all); /* the means */
-        base = y ? lens_metric(t, &mt.mt, y)->data[0] : 0;
-        if (!y) rc = AG_ERR_ARG;
+        LensModel lm = lens_gpt(&g.m);
+        LensTokens in = {r.ids, r.B, r.T};
+        rc = lens_ablate_sweep_model(t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
+        if (rc != AG_OK) rc = refail(rc, "--hook");
     }
-    for (int p = 0; p < n_pts && rc == AG_OK; p++)
-        for (int k = 0; k < cols && rc == AG_OK; k++) {
-            LensAblation ab = {am, {NH ? &k : NULL, NH ? 1 : 0, pos, n_pos}, &means};
-            NnHooks h;
-            nn_hooks_init(&h, g.m.cfg.n_layer);
-            nn_hooks_add(&h, pts[p].name, lens_ablate_hook, &ab);
-            ag_tape_reset(t);
-            Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
-            if (y)
-                values[p * cols + k] = lens_metric(t, &mt.mt, y)->data[0];
-            else
-                rc = AG_ERR_ARG;
-            nn_hooks_free(&h);
-        }
+    int n_pts = tab.n_points, NH = tab.n_heads, cols = NH ? NH : 1;
+    const NnHookPoint *pts = tab.points;
+    const double *values = tab.values, base = tab.base;
     if (rc == AG_OK) {
         NpzWriter *w = npz_writer_new();
         npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
@@ -464,13 +429,10 @@ int gp_ablate(int argc, char **argv) {
         labels_free(xl, cols);
         free(d);
     }
-    free(values);
-    free(pts);
+    lens_ablate_table_free(&tab);
     free(pos);
     ag_tape_free(t);
     arena_free(step);
-    nn_hooks_free(&all);
-    lens_cache_free(&means);
     metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
