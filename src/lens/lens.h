@@ -8,8 +8,10 @@
  *   NnHooks h; nn_hooks_init(&h, m.cfg.n_layer);
  *   nn_hooks_add(&h, "blocks.*.attn.hook_pattern", lens_cache_hook, &c);
  *   nn_gpt_forward_hooked(tape, &m, ids, B, T, NULL, &h);   // c holds every layer's pattern
- *   lens_cache_save(&c, "cache.npz", &(LensRunInfo){ids, B, T, NULL, &m.cfg});
- * Not here: the hook points and their calls (../nn/hooks.c), the model (../nn/gpt.c).
+ *   lens_cache_save(&c, "cache.npz", &(LensRunInfo){.tokens = ids, .B = B, .T = T});
+ * The sweeps run any model through a LensModel (lens_gpt, lens_seq2seq).
+ * Not here: the hook points and their calls (../nn/hooks.c), the models (../nn/gpt.c,
+ * transformer.c).
  * Read next: lens.c. */
 #ifndef ATTOGRAD_LENS_H
 #define ATTOGRAD_LENS_H

@@ -1,9 +1,11 @@
-/* hooks.c: the hook points of hooks.h: their names (one table), the glob that selects them, the
- * list of a call's hooks, and the calls a model makes at each point: nn_hook_run (any
- * activation), nn_hook_heads (a head point seen as (B, T, NH, HS)), nn_hook_norm_scale (a
- * norm's read-only scale) and nn_hook_attention (causal attention as plain ops, so that q, k,
- * v, the scores and the pattern exist as tensors). Composes ag_ ops; no backward code.
- * Not here: the hooks themselves (../lens), the model (gpt.c). Read next: ../lens/lens.c. */
+/* hooks.c: the hook points of hooks.h: their names (one table; a seq2seq model's under
+ * "encoder." and "decoder."), the glob that selects them, the list of a call's hooks, and the
+ * calls a model makes at each point: nn_hook_run (any activation), nn_hook_heads (a head point
+ * seen as (B, T, NH, HS)), nn_hook_norm_scale (a norm's read-only scale) and nn_hook_attend /
+ * nn_hook_attention (attention as plain ops, causal or with key padding, so that q, k, v, the
+ * scores and the pattern exist as tensors). Composes ag_ ops; no backward code.
+ * Not here: the hooks themselves (../lens), the models (gpt.c, transformer.c, attention.c's
+ * nn_mha_forward_hooked). Read next: ../lens/lens.c. */
 #include "hooks.h"
 
 #include <math.h>
