@@ -355,28 +355,15 @@ LensModel lens_gpt(Gpt *m) {
     return lm;
 }
 
-/* every dropout of a seq2seq model (the configuration's, each layer's, attention's and
- * feed-forward's) set to p */
-static void seq2seq_dropout(Seq2Seq *m, double p) {
-    m->cfg.layer.dropout = p;
-    for (int i = 0; i < m->cfg.n_enc_layers; i++) {
-        EncoderLayer *l = &m->enc[i];
-        l->dropout = l->self_attn.dropout = l->ffn.dropout = p;
-    }
-    for (int i = 0; i < m->cfg.n_dec_layers; i++) {
-        DecoderLayer *l = &m->dec[i];
-        l->dropout = l->self_attn.dropout = l->multihead_attn.dropout = l->ffn.dropout = p;
-    }
-}
-
 static Tensor *seq2seq_forward(Tape *t, void *model, const void *input, NnHooks *h) {
     Seq2Seq *m = model;
     const LensPair *in = input;
-    double dropout = m->cfg.layer.dropout;
-    seq2seq_dropout(m, 0); /* as in evaluation */
+    double *p[NN_SEQ2SEQ_MAX_DROPOUTS], saved[NN_SEQ2SEQ_MAX_DROPOUTS];
+    int n = nn_seq2seq_dropouts(m, p);
+    for (int i = 0; i < n; i++) saved[i] = *p[i], *p[i] = 0; /* as in evaluation */
     Tensor *logits =
         nn_seq2seq_forward_hooked(t, m, in->src, in->S, in->tgt, in->B, in->T, NULL, h);
-    seq2seq_dropout(m, dropout);
+    for (int i = 0; i < n; i++) *p[i] = saved[i];
     return logits;
 }
 

@@ -314,6 +314,13 @@ void nn_seq2seq_free(Seq2Seq *m);
  * AG_ERR_FORMAT with the reason in ag_last_error() ("n_heads 3 must divide d_model 64"). A
  * test pins the counts to nn_seq2seq_init's. */
 int nn_seq2seq_check_config(const Seq2SeqConfig *c, int64_t *n_params, int64_t *n_values);
+/* Every dropout probability of m: the configuration's (the embeddings'), then each encoder
+ * layer's (residual, self-attention, feed-forward) and each decoder layer's (residual, self-,
+ * cross-attention, feed-forward). Their addresses go to p (room for NN_SEQ2SEQ_MAX_DROPOUTS);
+ * returns their count. For a pass with gradients measured as the model translates: save them,
+ * set them to 0, put them back. */
+#define NN_SEQ2SEQ_MAX_DROPOUTS (1 + 4 * 2 * NN_MAX_LAYERS)
+int nn_seq2seq_dropouts(Seq2Seq *m, double **p);
 /* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */

@@ -350,6 +350,25 @@ void nn_seq2seq_free(Seq2Seq *m) {
     ag_params_free(&m->params);
 }
 
+int nn_seq2seq_dropouts(Seq2Seq *m, double **p) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(p);
+    int n = 0;
+    p[n++] = &m->cfg.layer.dropout;
+    for (int l = 0; l < m->cfg.n_enc_layers; l++) {
+        p[n++] = &m->enc[l].dropout;
+        p[n++] = &m->enc[l].self_attn.dropout;
+        p[n++] = &m->enc[l].ffn.dropout;
+    }
+    for (int l = 0; l < m->cfg.n_dec_layers; l++) {
+        p[n++] = &m->dec[l].dropout;
+        p[n++] = &m->dec[l].self_attn.dropout;
+        p[n++] = &m->dec[l].multihead_attn.dropout;
+        p[n++] = &m->dec[l].ffn.dropout;
+    }
+    return n;
+}
+
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(ids);
