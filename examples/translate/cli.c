@@ -886,20 +886,27 @@ static int lens_finish(const char *cmd, int rc) {
 
 /* the rows of --sentence (or the argument) with --target, or of --pairs: a sentence given
  * twice, or none, is refused */
-static int lens_rows(const char *cmd, Translator *tr, char **pos, int npos, const char *sentence,
-                     const char *target, const char *pairs, TrLensRows *r) {
+static int lens_rows(Translator *tr, char **pos, int npos, const char *sentence, const char *target,
+                     const char *pairs, TrLensRows *r) {
     if (npos > 1)
         return ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", pos[0], pos[1]);
     if (npos == 1 && sentence)
         return ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", pos[0],
                        sentence);
     if (npos == 1) sentence = pos[0];
-    if (sentence && !check_text(cmd, "the sentence", sentence))
-        return ag_fail(AG_ERR_ARG, "the sentence is not valid UTF-8");
-    if (target && !check_text(cmd, "--target", target))
-        return ag_fail(AG_ERR_ARG, "--target is not valid UTF-8");
     if (pairs && target) return ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
     return tr_lens_rows(tr, sentence, target, pairs, r);
+}
+
+/* the texts a lens command was given are UTF-8 (each NULL, or checked; the message printed):
+ * 0, or TR_EXIT_USAGE */
+static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *const *texts,
+                         const char *const *labels, int n) {
+    for (int i = 0; i < npos; i++)
+        if (!check_text(cmd, "the sentence", pos[i])) return TR_EXIT_USAGE;
+    for (int i = 0; i < n; i++)
+        if (texts[i] && !check_text(cmd, labels[i], texts[i])) return TR_EXIT_USAGE;
+    return 0;
 }
 
 /* "0,2,5" into list (at most cap values); an error names the flag */
@@ -989,6 +996,9 @@ static int cmd_cache(int argc, char **argv) {
         return TR_EXIT_OK;
     }
     if (rc == 0 && !good != !bad_w) rc = bad("cache", "--good and --bad go together%s%s", "", "");
+    if (rc == 0)
+        rc = lens_texts_ok("cache", pos, npos, (const char *[]){sentence, target, good, bad_w},
+                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
     if (rc || parse_only || (rc = out_file_ready("cache", out)) != 0) {
         free(pos);
         return rc;
@@ -1001,7 +1011,7 @@ static int cmd_cache(int argc, char **argv) {
     }
     TrLensRows r;
     TrLensMetric m = {0};
-    rc = lens_rows("cache", &tr, pos, npos, sentence, target, pairs, &r);
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
     if (rc == AG_OK && good) rc = tr_lens_metric(&tr, &r, "logit-diff", good, bad_w, mpos, &m);
     if (rc == AG_OK) rc = tr_lens_cache(&tr, &r, hooks, good ? &m : NULL, out);
     tr_lens_metric_free(&m);
@@ -1047,6 +1057,9 @@ static int cmd_ablate(int argc, char **argv) {
     int list[256], n_list = 0;
     if (rc == 0 && lens_int_list(positions, "positions", list, 256, &n_list) != AG_OK)
         rc = lens_finish("ablate", AG_ERR_ARG);
+    if (rc == 0)
+        rc = lens_texts_ok("ablate", pos, npos, (const char *[]){sentence, target, good, bad_w},
+                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
     if (rc || parse_only || (rc = out_file_ready("ablate", out)) != 0) {
         free(pos);
         return rc;
@@ -1059,7 +1072,7 @@ static int cmd_ablate(int argc, char **argv) {
     }
     TrLensRows r;
     TrLensMetric m = {0};
-    rc = lens_rows("ablate", &tr, pos, npos, sentence, target, pairs, &r);
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
     if (rc == AG_OK) rc = tr_lens_metric(&tr, &r, metric, good, bad_w, mpos, &m);
     if (rc == AG_OK && mode == 1 && r.B == 1)
         fprintf(stderr,
@@ -1116,19 +1129,23 @@ static int cmd_patch(int argc, char **argv) {
     }
     if (rc == 0 && (!clean || !corrupt))
         rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
+    if (rc == 0)
+        rc = lens_texts_ok("patch", NULL, 0, (const char *[]){clean, corrupt, target, good, bad_w},
+                           (const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"},
+                           5);
     if (rc || parse_only || (rc = out_file_ready("patch", out)) != 0) return rc;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("patch", &tr, ckpt)) != 0) return rc;
     TrLensRows rc_clean = {0}, rc_corr = {0};
     TrLensMetric m = {0};
-    rc = lens_rows("patch", &tr, NULL, 0, clean, target, NULL, &rc_clean);
+    rc = lens_rows(&tr, NULL, 0, clean, target, NULL, &rc_clean);
     if (rc == AG_OK) {
         /* the corrupted run reads the clean run's target */
         size_t need = tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, NULL, 0);
         char *tgt = tr_calloc(need + 1, 1);
         tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, tgt, need + 1);
-        rc = lens_rows("patch", &tr, NULL, 0, corrupt, target ? target : tgt, NULL, &rc_corr);
+        rc = lens_rows(&tr, NULL, 0, corrupt, target ? target : tgt, NULL, &rc_corr);
         free(tgt);
     }
     if (rc == AG_OK) rc = tr_lens_metric(&tr, &rc_clean, metric, good, bad_w, mpos, &m);

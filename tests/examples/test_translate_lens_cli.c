@@ -212,6 +212,8 @@ Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300
         {{"cache", "--ckpt", ckpt, "--hooks", "decoder.nothing", "a b", NULL}, "--hooks"},
         {{"cache", "--ckpt", ckpt, "--pairs", "/nonexistent/p.tsv", NULL}, "/nonexistent/p.tsv"},
         {{"cache", "--ckpt", ckpt, "--good", "a", "a b", NULL}, "--good and --bad"},
+        {{"cache", "--ckpt", ckpt, "a \xff b", NULL}, "not valid UTF-8"},
+        {{"patch", "--ckpt", ckpt, "--clean", "a b", "--corrupt", "\xc3", NULL}, "--corrupt"},
         {{"ablate", "--ckpt", ckpt, "--metric", "logit-diff", "--good", "zz", "--bad", "a", "a b",
           NULL},
          "--good 'zz'"},
