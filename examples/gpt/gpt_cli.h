@@ -111,10 +111,6 @@ int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* values (rows, cols) as a heatmap PNG (TR_PLOT_*): range 0: blue (negative) through white to
- * red, 0 in the middle; range > 0: white (0) to red (range) */
-int gp_heatmap(const char *png, const char *title, const double *v, int rows, int cols, char **ylab,
-               char **xlab, double range);
 /* png: the path npz with its ".npz" replaced by suffix (".png") */
 void gp_png_of(const char *npz, const char *suffix, char *png, size_t n);
 /* prints where the heatmap went, or why not */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "gpt_cli.h"
-#include "translate.h" /* the heatmaps of plot.c */
+#include "translate.h" /* the heatmaps of plot.c (tr_plot_heatmap) */
 
 #define GP_MAX_PROMPTS ((size_t)1 << 22) /* bytes of a --prompts file */
 
@@ -151,56 +151,7 @@ static int int_list(const char *s, const char *flag, int hi, int *list, int cap,
 
 /* ---- heatmaps ---- */
 
-int gp_heatmap(const char *png, const char *title, const double *v, int rows, int cols, char **ylab,
-               char **xlab, double range) {
-    if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
-    float *f = tr_malloc((size_t)rows * cols * sizeof(float));
-    double hi = 1e-9;
-    for (size_t i = 0; i < (size_t)rows * cols; i++) {
-        f[i] = (float)v[i];
-        if (fabs(v[i]) > hi && isfinite(v[i])) hi = fabs(v[i]);
-    }
-    if (range > 0) hi = range;
-    int cw = cols <= 16 ? 64 : cols <= 64 ? 14 : 8, ch = rows <= 32 ? 22 : 12;
-    int left = 200, top = 60, W = left + cols * cw + 120, H = top + rows * ch + 70;
-    if (W < 600) W = 600;
-    char *script = NULL;
-    size_t len = 0;
-    FILE *s = open_memstream(&script, &len);
-    tr_gp_begin(s, W, H, 10);
-    fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
-    tr_gp_string(s, title);
-    fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
-    if (range > 0)
-        fprintf(s, "set palette defined (0 '#ffffff', 1 '#b2182b')\n");
-    else
-        fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
-    TrGpPanel p = {.id = 0,
-                   .v = f,
-                   .rows = rows,
-                   .cols = cols,
-                   .xlab = (const char *const *)xlab,
-                   .ylab = (const char *const *)ylab,
-                   .x0 = (double)left / W,
-                   .x1 = (double)(left + cols * cw) / W,
-                   .y1 = 1 - (double)top / H,
-                   .y0 = 1 - (double)(top + rows * ch) / H,
-                   .lo = range > 0 ? 0 : -hi,
-                   .hi = hi,
-                   .colorbox = 1,
-                   .cb_x = (double)(left + cols * cw + 12) / W,
-                   .cb_w = 12.0 / W,
-                   .values = cols <= 16 && rows <= 32 ? 2 : 0,
-                   .horizontal_xtics = cols <= 16};
-    tr_gp_panel(s, &p);
-    fprintf(s, "unset multiplot\n");
-    fclose(s);
-    int rc = tr_plot_script(script, png);
-    free(script);
-    free(f);
-    return rc;
-}
-
+/* png: path with ".npz" replaced by suffix (".png", "_parts.png") */
 void gp_png_of(const char *npz, const char *suffix, char *png, size_t n) {
     size_t len = strlen(npz);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
@@ -342,7 +293,11 @@ int gp_cache(int argc, char **argv) {
     if (rc == AG_OK) {
         char **strs = tr_calloc((size_t)r.B * r.T, sizeof(char *));
         for (int i = 0; i < r.B * r.T; i++) strs[i] = gp_token_text(&g, r.ids[i], 0);
-        LensRunInfo run = {r.ids, r.B, r.T, (const char *const *)strs, &cfg};
+        LensRunInfo run = {.tokens = r.ids,
+                           .B = r.B,
+                           .T = r.T,
+                           .token_strs = (const char *const *)strs,
+                           .cfg = &cfg};
         rc = lens_cache_save(&c, out, &run);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
@@ -419,57 +374,22 @@ int gp_ablate(int argc, char **argv) {
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
     int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = int_list(positions, "positions", r.T, pos, r.T, &n_pos);
-    /* the points, and whether they have heads (all of them, or none) */
-    NnHooks all;
-    nn_hooks_init(&all, g.arena ? g.m.cfg.n_layer : 1);
-    LensCache means;
-    lens_cache_init(&means, 0);
-    int n_pts = 0, NH = 0;
-    NnHookPoint *pts = NULL;
-    if (rc == AG_OK) {
-        n_pts = nn_hooks_add(&all, hook, lens_cache_hook, &means);
-        if (n_pts < 0) rc = gp_refail(AG_ERR_ARG, "--hook");
-    }
-    if (rc == AG_OK) {
-        pts = tr_malloc((size_t)n_pts * sizeof *pts);
-        for (int i = 0; i < n_pts; i++)
-            pts[i] = nn_hook_point(all.entries[i].kind, all.entries[i].layer);
-        NH = pts[0].head_axis >= 0 ? g.m.cfg.n_head : 0;
-        for (int i = 0; i < n_pts && rc == AG_OK; i++)
-            if ((pts[i].head_axis >= 0) != (NH > 0) || pts[i].read_only)
-                rc = ag_fail(AG_ERR_ARG,
-                             "--hook %s: %s %s (the points must all have heads or all not, and not "
-                             "be read-only)",
-                             hook, pts[i].name, pts[i].read_only ? "is read-only" : "differs");
-    }
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
-    int cols = NH ? NH : 1;
-    double *values = tr_calloc((size_t)n_pts * cols, sizeof(double)), base = 0;
     if (rc == AG_OK && am == LENS_MEAN && r.B == 1)
         fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
                                 "--prompts FILE for a batch)\n");
+    LensAblateTable tab = {0};
     if (rc == AG_OK) {
         ag_threads_use(threads);
-        ag_no_grad(t, 1);
-        Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &all); /* the means */
-        base = y ? lens_metric(t, &mt.mt, y)->data[0] : 0;
-        if (!y) rc = AG_ERR_ARG;
+        LensModel lm = lens_gpt(&g.m);
+        LensTokens in = {r.ids, r.B, r.T};
+        rc = lens_ablate_sweep_model(t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
+        if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    for (int p = 0; p < n_pts && rc == AG_OK; p++)
-        for (int k = 0; k < cols && rc == AG_OK; k++) {
-            LensAblation ab = {am, {NH ? &k : NULL, NH ? 1 : 0, pos, n_pos}, &means};
-            NnHooks h;
-            nn_hooks_init(&h, g.m.cfg.n_layer);
-            nn_hooks_add(&h, pts[p].name, lens_ablate_hook, &ab);
-            ag_tape_reset(t);
-            Tensor *y = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
-            if (y)
-                values[p * cols + k] = lens_metric(t, &mt.mt, y)->data[0];
-            else
-                rc = AG_ERR_ARG;
-            nn_hooks_free(&h);
-        }
+    int n_pts = tab.n_points, NH = tab.n_heads, cols = NH ? NH : 1;
+    const NnHookPoint *pts = tab.points;
+    const double *values = tab.values, base = tab.base;
     if (rc == AG_OK) {
         NpzWriter *w = npz_writer_new();
         npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
@@ -502,18 +422,15 @@ int gp_ablate(int argc, char **argv) {
                                     **xl = gp_number_labels(cols);
         gp_png_of(out, ".png", png, sizeof png);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        gp_say_plot(gp_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
+        gp_say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
         gp_labels_free(yl, n_pts);
         gp_labels_free(xl, cols);
         free(d);
     }
-    free(values);
-    free(pts);
+    lens_ablate_table_free(&tab);
     free(pos);
     ag_tape_free(t);
     arena_free(step);
-    nn_hooks_free(&all);
-    lens_cache_free(&means);
     metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
@@ -593,7 +510,7 @@ int gp_patch(int argc, char **argv) {
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
-        gp_say_plot(gp_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
+        gp_say_plot(tr_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
         gp_labels_free(yl, rows);
         gp_labels_free(xl, cols);
         free(d);

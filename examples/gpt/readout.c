@@ -136,8 +136,8 @@ int gp_detect(int argc, char **argv) {
             }
         char png[1024];
         gp_png_of(a.out, ".png", png, sizeof png);
-        gp_say_plot(gp_heatmap(png, "head detectors: share of attention on the pattern", scores,
-                               K * L, NH, yl, xl, 1),
+        gp_say_plot(tr_plot_heatmap(png, "head detectors: share of attention on the pattern",
+                                    scores, K * L, NH, yl, xl, 1),
                     png);
         gp_labels_free(yl, K * L);
         gp_labels_free(xl, NH);
@@ -261,7 +261,7 @@ int gp_lens(int argc, char **argv) {
         char png[1024], title[256];
         gp_png_of(a.out, ".png", png, sizeof png);
         snprintf(title, sizeof title, "direct logit attribution to %s at position %d", metric, P);
-        gp_say_plot(gp_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
+        gp_say_plot(tr_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
         gp_labels_free(yl, L);
         gp_labels_free(xl, cols);
         /* the lens over every position: (stage, position), mean over the rows */
@@ -277,7 +277,7 @@ int gp_lens(int argc, char **argv) {
         for (int p = 0; p < T; p++) xl[p] = gp_token_text(&g, r.ids[p], 1);
         gp_png_of(a.out, "_lens.png", png, sizeof png);
         snprintf(title, sizeof title, "logit lens: %s at each position (row 0's tokens)", metric);
-        gp_say_plot(gp_heatmap(png, title, lens, S, T, yl, xl, 0), png);
+        gp_say_plot(tr_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
         gp_labels_free(yl, S);
         gp_labels_free(xl, T);
         free(lens), free(grid), free(mean), free(gt), free(bt), free(at);

@@ -1,11 +1,11 @@
 /* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate,
- * attention, heads, vocab) and --version, their flags from one table each (the help, with the
+ * attention, heads, vocab; the lens's cache, ablate, patch) and --version, their flags from one table each (the help, with the
  * defaults, is generated from it), the checks of text given on the command line or the
  * standard input (UTF-8, a byte-order mark, several sentences on a line), and the exit codes
  * (translate.h: 0 ok, 1 a failed run, 2 bad usage, files or data, 130/143 stopped by a signal
  * with a checkpoint saved). Flags are --name VALUE or --name=VALUE. Every message on stderr
  * starts with "attograd-translate COMMAND: ".
- * Not here: what the subcommands do (train.c, decode.c, attention.c, heads.c, plot.c). */
+ * Not here: what the subcommands do (train.c, decode.c, attention.c, heads.c, plot.c, lens.c). */
 #include "translate.h"
 
 #include <errno.h>
@@ -865,6 +865,300 @@ static int cmd_vocab(int argc, char **argv) {
     return TR_EXIT_OK;
 }
 
+/* ---- the lens: cache, ablate, patch (lens.c; docs/lens.md) ---- */
+
+/* The folder of the file path exists (made if needed): 0, or TR_EXIT_USAGE with the message */
+static int out_file_ready(const char *cmd, const char *path) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return *dir ? out_dir_ready(cmd, dir) : 0;
+}
+
+/* the end of a lens command: its exit code, the message printed (2: flags, files, data) */
+static int lens_finish(const char *cmd, int rc) {
+    if (rc == AG_OK) return TR_EXIT_OK;
+    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+}
+
+/* the rows of --sentence (or the argument) with --target, or of --pairs: a sentence given
+ * twice, or none, is refused */
+static int lens_rows(Translator *tr, char **pos, int npos, const char *sentence, const char *target,
+                     const char *pairs, TrLensRows *r) {
+    if (npos > 1)
+        return ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", pos[0], pos[1]);
+    if (npos == 1 && sentence)
+        return ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", pos[0],
+                       sentence);
+    if (npos == 1) sentence = pos[0];
+    if (pairs && target) return ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
+    return tr_lens_rows(tr, sentence, target, pairs, r);
+}
+
+/* the texts a lens command was given are UTF-8 (each NULL, or checked; the message printed):
+ * 0, or TR_EXIT_USAGE */
+static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *const *texts,
+                         const char *const *labels, int n) {
+    for (int i = 0; i < npos; i++)
+        if (!check_text(cmd, "the sentence", pos[i])) return TR_EXIT_USAGE;
+    for (int i = 0; i < n; i++)
+        if (texts[i] && !check_text(cmd, labels[i], texts[i])) return TR_EXIT_USAGE;
+    return 0;
+}
+
+/* "0,2,5" into list (at most cap values); an error names the flag */
+static int lens_int_list(const char *s, const char *flag, int *list, int cap, int *n) {
+    *n = 0;
+    const char *p = s;
+    while (s && *p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > 1000000 || (*end && *end != ','))
+            return ag_fail(AG_ERR_ARG, "--%s %s: not a list of integers >= 0", flag, s);
+        if (*n == cap) return ag_fail(AG_ERR_ARG, "--%s %s: more than %d values", flag, s, cap);
+        list[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return AG_OK;
+}
+
+#define LENS_INPUT_OPTS(sentence, target, pairs)                                                   \
+    {"sentence", O_STR, &sentence, "TEXT", "the source sentence (default: the argument)",          \
+     0,          0,     NULL,      0},                                                             \
+        {"target",                                                                                 \
+         O_STR,                                                                                    \
+         &target,                                                                                  \
+         "TEXT",                                                                                   \
+         "teacher-force this translation (default: the greedy one)",                               \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         0},                                                                                       \
+    {                                                                                              \
+        "pairs", O_PATH, &pairs, "FILE",                                                           \
+            "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0            \
+    }
+#define LENS_METRIC_OPTS(metric, good, bad, mpos)                                                  \
+    {"metric",                                                                                     \
+     O_STR,                                                                                        \
+     &metric,                                                                                      \
+     "NAME",                                                                                       \
+     "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",                          \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     0},                                                                                           \
+        {"good", O_STR, &good, "WORD", "logit-diff: the target word whose logit counts +",         \
+         0,      0,     NULL,  0},                                                                 \
+        {"bad", O_STR, &bad, "WORD", "logit-diff: the target word whose logit counts -",           \
+         0,     0,     NULL, 0},                                                                   \
+    {                                                                                              \
+        "pos", O_INT, &mpos, "N", "logit-diff: the decoder position (-1: the last)", -1, 4096,     \
+            NULL, 0                                                                                \
+    }
+
+static int cmd_cache(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/cache.npz", *hooks = "*";
+    const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
+    int threads = 0, mpos = -1;
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        LENS_INPUT_OPTS(sentence, target, pairs),
+        {"hooks", O_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0, NULL,
+         0},
+        {"good", O_STR, &good, "WORD", "with --bad: also the gradients of their logit difference",
+         0, 0, NULL, 0},
+        {"bad", O_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
+        {"pos", O_INT, &mpos, "N", "the logit difference's decoder position (-1: the last)", -1,
+         4096, NULL, 0},
+        {"out", O_PATH, &out, "FILE", "the .npz to write", 0, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+         4096, NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("cache", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s cache [flags] SENTENCE\n"
+               "Runs the model on the sentence and its translation (teacher-forced) and writes "
+               "the activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
+               "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens "
+               "(the decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with "
+               "--good and --bad also the gradients of their logit\ndifference as <name>.grad.\n"
+               "flags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0 && !good != !bad_w) rc = bad("cache", "--good and --bad go together%s%s", "", "");
+    if (rc == 0)
+        rc = lens_texts_ok("cache", pos, npos, (const char *[]){sentence, target, good, bad_w},
+                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
+    if (rc || parse_only || (rc = out_file_ready("cache", out)) != 0) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("cache", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    TrLensRows r;
+    TrLensMetric m = {0};
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
+    if (rc == AG_OK && good) rc = tr_lens_metric(&tr, &r, "logit-diff", good, bad_w, mpos, &m);
+    if (rc == AG_OK) rc = tr_lens_cache(&tr, &r, hooks, good ? &m : NULL, out);
+    tr_lens_metric_free(&m);
+    tr_lens_rows_free(&r);
+    tr_free(&tr);
+    free(pos);
+    return lens_finish("cache", rc);
+}
+
+static int cmd_ablate(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/ablate.npz", *hook = "*attn.hook_z";
+    const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
+    const char *metric = "loss", *positions = NULL;
+    int threads = 0, mpos = -1, mode = 0;
+    static const char *const modes[] = {"zero", "mean", NULL};
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        LENS_INPUT_OPTS(sentence, target, pairs),
+        {"hook", O_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
+        {"mode", O_CHOICE, &mode, "zero|mean", "zero, or the mean over the rows", 0, 0, modes, 0},
+        {"positions", O_STR, &positions, "LIST", "only these positions, e.g. 3,4 (default: all)", 0,
+         0, NULL, 0},
+        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
+        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+         4096, NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("ablate", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s ablate [flags] SENTENCE\n"
+               "Ablates each head (or each point without heads) of the matching points in turn "
+               "and writes\nthe metric of every run: values (point, head), base, points, axes; "
+               "and a heatmap of the\nchanges (gnuplot). The default points are every "
+               "attention's z: encoder and decoder\nself-attention and the cross-attention.\n"
+               "flags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    int list[256], n_list = 0;
+    if (rc == 0 && lens_int_list(positions, "positions", list, 256, &n_list) != AG_OK)
+        rc = lens_finish("ablate", AG_ERR_ARG);
+    if (rc == 0)
+        rc = lens_texts_ok("ablate", pos, npos, (const char *[]){sentence, target, good, bad_w},
+                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
+    if (rc || parse_only || (rc = out_file_ready("ablate", out)) != 0) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("ablate", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    TrLensRows r;
+    TrLensMetric m = {0};
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
+    if (rc == AG_OK) rc = tr_lens_metric(&tr, &r, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK && mode == 1 && r.B == 1)
+        fprintf(stderr,
+                "%s ablate: note: the mean over one row is the row itself (give --pairs "
+                "FILE for a batch)\n",
+                PROG);
+    if (rc == AG_OK)
+        rc = tr_lens_ablate(&tr, &r, hook, mode ? LENS_MEAN : LENS_ZERO, list, n_list, &m, metric,
+                            out);
+    tr_lens_metric_free(&m);
+    tr_lens_rows_free(&r);
+    tr_free(&tr);
+    free(pos);
+    return lens_finish("ablate", rc);
+}
+
+static int cmd_patch(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/patch.npz";
+    const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
+    const char *target = NULL, *good = NULL, *bad_w = NULL, *metric = "loss";
+    int threads = 0, mpos = -1, by = 0, attribution = 0;
+    static const char *const bys[] = {"position", "head", "head-position", NULL};
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"clean", O_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
+        {"corrupt", O_STR, &corrupt, "TEXT", "the corrupted source sentence, as many words", 0, 0,
+         NULL, 0},
+        {"target", O_STR, &target, "TEXT",
+         "the translation both runs are teacher-forced with (default: the clean one's greedy)", 0,
+         0, NULL, 0},
+        {"hook", O_STR, &hook, "GLOB", "the points to patch (as many positions each)", 0, 0, NULL,
+         0},
+        {"by", O_CHOICE, &by, "position|head|head-position", "what one run patches", 0, 0, bys, 0},
+        {"attribution", O_SET, &attribution, NULL,
+         "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
+         NULL, 0},
+        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
+        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+         4096, NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]);
+    int rc = parse_flags("patch", opts, n, argc, argv);
+    if (rc == -1) {
+        printf("usage: %s patch --clean TEXT --corrupt TEXT [flags]\n"
+               "Runs the clean and the corrupted source (the same translation teacher-forced), "
+               "then the\ncorrupted run with one part of one point patched from the clean run, "
+               "for every point\n--hook matches and every position, head or both; writes "
+               "values, axes, points, clean,\ncorrupted and attribution, and a heatmap of the "
+               "change from the corrupted run.\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0 && (!clean || !corrupt))
+        rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
+    if (rc == 0)
+        rc = lens_texts_ok("patch", NULL, 0, (const char *[]){clean, corrupt, target, good, bad_w},
+                           (const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"},
+                           5);
+    if (rc || parse_only || (rc = out_file_ready("patch", out)) != 0) return rc;
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("patch", &tr, ckpt)) != 0) return rc;
+    TrLensRows rc_clean = {0}, rc_corr = {0};
+    TrLensMetric m = {0};
+    rc = lens_rows(&tr, NULL, 0, clean, target, NULL, &rc_clean);
+    if (rc == AG_OK) {
+        /* the corrupted run reads the clean run's target */
+        size_t need = tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, NULL, 0);
+        char *tgt = tr_calloc(need + 1, 1);
+        tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, tgt, need + 1);
+        rc = lens_rows(&tr, NULL, 0, corrupt, target ? target : tgt, NULL, &rc_corr);
+        free(tgt);
+    }
+    if (rc == AG_OK) rc = tr_lens_metric(&tr, &rc_clean, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK)
+        rc = tr_lens_patch(&tr, &rc_clean, &rc_corr, hook, (LensAxes)by, attribution, &m, metric,
+                           out);
+    tr_lens_metric_free(&m);
+    tr_lens_rows_free(&rc_clean);
+    tr_lens_rows_free(&rc_corr);
+    tr_free(&tr);
+    return lens_finish("patch", rc);
+}
+
 /* ---- the subcommands ---- */
 
 typedef struct {
@@ -879,6 +1173,10 @@ static const Command commands[] = {
     {"attention", "every head's attention for one sentence: .npz and PNG grids", cmd_attention},
     {"heads", "head importance: loss when masked, gate-gradient score; table and PNG", cmd_heads},
     {"vocab", "list the words a checkpoint knows (source and target)", cmd_vocab},
+    {"cache", "the activations at the hook points for a sentence pair, as one .npz", cmd_cache},
+    {"ablate", "zero or mean ablation of every head (or point) in turn: the metric's table",
+     cmd_ablate},
+    {"patch", "activation or attribution patching from a clean into a corrupted source", cmd_patch},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -53,45 +53,17 @@ double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) 
     return tokens ? sum / (double)tokens : 0;
 }
 
-/* Every dropout probability of the model (embeddings, residual branches, attention, feed-
- * forward) into saved, and set to 0: the gradient pass measures the model as it translates. */
-enum { DROPOUTS_PER_LAYER = 8 };
+/* Every dropout probability of the model (nn_seq2seq_dropouts) into saved, and set to 0: the
+ * gradient pass measures the model as it translates. dropout_restore puts them back. */
 static void dropout_off(Seq2Seq *m, double *saved) {
-    double *p[1 + DROPOUTS_PER_LAYER * NN_MAX_LAYERS];
-    int n = 0;
-    p[n++] = &m->cfg.layer.dropout;
-    for (int l = 0; l < m->cfg.n_enc_layers; l++) {
-        p[n++] = &m->enc[l].dropout;
-        p[n++] = &m->enc[l].self_attn.dropout;
-        p[n++] = &m->enc[l].ffn.dropout;
-    }
-    for (int l = 0; l < m->cfg.n_dec_layers; l++) {
-        p[n++] = &m->dec[l].dropout;
-        p[n++] = &m->dec[l].self_attn.dropout;
-        p[n++] = &m->dec[l].multihead_attn.dropout;
-        p[n++] = &m->dec[l].ffn.dropout;
-    }
-    for (int i = 0; i < n; i++) {
-        saved[i] = *p[i];
-        *p[i] = 0;
-    }
+    double *p[NN_SEQ2SEQ_MAX_DROPOUTS];
+    int n = nn_seq2seq_dropouts(m, p);
+    for (int i = 0; i < n; i++) saved[i] = *p[i], *p[i] = 0;
 }
-
-/* Puts back what dropout_off saved. */
 static void dropout_restore(Seq2Seq *m, const double *saved) {
-    int n = 0;
-    m->cfg.layer.dropout = saved[n++];
-    for (int l = 0; l < m->cfg.n_enc_layers; l++) {
-        m->enc[l].dropout = saved[n++];
-        m->enc[l].self_attn.dropout = saved[n++];
-        m->enc[l].ffn.dropout = saved[n++];
-    }
-    for (int l = 0; l < m->cfg.n_dec_layers; l++) {
-        m->dec[l].dropout = saved[n++];
-        m->dec[l].self_attn.dropout = saved[n++];
-        m->dec[l].multihead_attn.dropout = saved[n++];
-        m->dec[l].ffn.dropout = saved[n++];
-    }
+    double *p[NN_SEQ2SEQ_MAX_DROPOUTS];
+    int n = nn_seq2seq_dropouts(m, p);
+    for (int i = 0; i < n; i++) *p[i] = saved[i];
 }
 
 void tr_heads_free(TrHeadImportance *h) {
@@ -142,7 +114,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     /* (b) gate gradients: one backward a batch, |gradient| summed, then the mean */
     for (int b = 0; b < h->n_blocks; b++)
         nn_mha_track_gates(tr_block(m, h->kind[b], h->layer[b]), 1);
-    double saved[1 + DROPOUTS_PER_LAYER * NN_MAX_LAYERS];
+    double saved[NN_SEQ2SEQ_MAX_DROPOUTS];
     dropout_off(m, saved);
     int *idx = tr_sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
     TrBatch bt;

@@ -447,3 +447,54 @@ void tr_train_plot(const char *prog, const char *csv_path, int verbose, int fina
     }
     fflush(stdout);
 }
+
+/* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
+int tr_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+                    char **ylab, char **xlab, double range) {
+    if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
+    float *f = tr_malloc((size_t)rows * cols * sizeof(float));
+    double hi = 1e-9;
+    for (size_t i = 0; i < (size_t)rows * cols; i++) {
+        f[i] = (float)v[i];
+        if (fabs(v[i]) > hi && isfinite(v[i])) hi = fabs(v[i]);
+    }
+    if (range > 0) hi = range;
+    int cw = cols <= 16 ? 64 : cols <= 64 ? 14 : 8, ch = rows <= 32 ? 22 : 12;
+    int left = 200, top = 60, W = left + cols * cw + 120, H = top + rows * ch + 70;
+    if (W < 600) W = 600;
+    char *script = NULL;
+    size_t len = 0;
+    FILE *s = open_memstream(&script, &len);
+    tr_gp_begin(s, W, H, 10);
+    fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
+    tr_gp_string(s, title);
+    fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
+    if (range > 0)
+        fprintf(s, "set palette defined (0 '#ffffff', 1 '#b2182b')\n");
+    else
+        fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
+    TrGpPanel p = {.id = 0,
+                   .v = f,
+                   .rows = rows,
+                   .cols = cols,
+                   .xlab = (const char *const *)xlab,
+                   .ylab = (const char *const *)ylab,
+                   .x0 = (double)left / W,
+                   .x1 = (double)(left + cols * cw) / W,
+                   .y1 = 1 - (double)top / H,
+                   .y0 = 1 - (double)(top + rows * ch) / H,
+                   .lo = range > 0 ? 0 : -hi,
+                   .hi = hi,
+                   .colorbox = 1,
+                   .cb_x = (double)(left + cols * cw + 12) / W,
+                   .cb_w = 12.0 / W,
+                   .values = cols <= 16 && rows <= 32 ? 2 : 0,
+                   .horizontal_xtics = cols <= 16};
+    tr_gp_panel(s, &p);
+    fprintf(s, "unset multiplot\n");
+    fclose(s);
+    int rc = tr_plot_script(script, png);
+    free(script);
+    free(f);
+    return rc;
+}

@@ -423,6 +423,12 @@ void tr_gp_string(FILE *f, const char *s);
 /* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
 void tr_gp_panel(FILE *f, const TrGpPanel *p);
 
+/* A heatmap of values (rows, cols), row 0 at the top, each value printed in its cell when the
+ * grid is small (lens.c of both programs): range 0: blue (negative) through white to red, 0 in
+ * the middle; range > 0: white (0) to red (range), for shares such as detector scores */
+int tr_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+                    char **ylab, char **xlab, double range);
+
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {
     int n_enc, n_dec, NH; /* layers, heads */
@@ -452,6 +458,51 @@ int tr_attention_save_npz(const TrAttention *a, const char *path);
 /* Layer l's grid: a row per block of that layer (encoder self, decoder self, cross), a column
  * per head, queries down and keys across, tokens on the axes, probabilities 0 white to 1 blue. */
 int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png);
+
+/* ---- the lens on the model's hook points (lens.c; docs/lens.md) ---- */
+/* Sentence pairs run teacher-forced: src (B, S) the source tokens + EOS, tgt (B, T) BOS + the
+ * target tokens (the decoder's input), next (B, T) the target tokens + EOS (what each decoder
+ * position predicts). */
+typedef struct TrLensRows {
+    int *src, *tgt, *next;
+    int B, S, T;
+} TrLensRows;
+/* One row from sentence and target (NULL: its greedy translation), or a row per line of the
+ * file pairs ("source<TAB>target", every line as many source and target tokens); exactly one
+ * of sentence and pairs. AG_OK, or an error naming the file and line, or the sentence. */
+int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const char *pairs,
+                 TrLensRows *r);
+void tr_lens_rows_free(TrLensRows *r);
+/* kind "loss" (the teacher-forced loss of next) or "logit-diff" (target words good and bad,
+ * each one token, at decoder position pos, -1 the last) */
+typedef struct TrLensMetric {
+    LensMetric mt;
+    int *good, *bad;
+} TrLensMetric;
+int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
+                   const char *bad, int pos, TrLensMetric *m);
+void tr_lens_metric_free(TrLensMetric *m);
+/* Runs the rows with a cache at the points of hooks (comma-separated globs) and writes it to
+ * out (lens_cache_save: the names, tokens, src_tokens, their words, the config); with a metric
+ * (mt not NULL) also its gradients (<name>.grad). Prints a line naming out. */
+int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const TrLensMetric *mt,
+                  const char *out);
+/* Each head (or each point, without heads) of the points of hook ablated in turn (mode
+ * LENS_ZERO or LENS_MEAN over the rows; at positions, n_pos 0: all); writes out (values
+ * (point, head), base, axes, metric, mode, points), prints the changes and draws the heatmap
+ * beside out. metric: its name for the file. */
+int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
+                   const int *positions, int n_pos, const TrLensMetric *m, const char *metric,
+                   const char *out);
+/* Activation patching (or attribution, when attribution) from the clean row into the corrupted
+ * one (as many tokens), over every point of hook by axes; writes out (lens_sweep_save), prints
+ * the two runs' metrics and draws the heatmap beside out. */
+int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
+                  const char *hook, LensAxes axes, int attribution, const TrLensMetric *m,
+                  const char *metric, const char *out);
+/* The words of tokens (n) in v, malloc'd, and their release */
+char **tr_lens_words(const TrVocab *v, const int *ids, size_t n);
+void tr_lens_words_free(char **w, size_t n);
 
 /* ---- head importance (heads.c) ---- */
 enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };

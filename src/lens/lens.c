@@ -131,6 +131,19 @@ static char *json_list(const char *const *strs, int n, size_t *len) {
     return buf;
 }
 
+static int seq2seq_config_json(char *buf, size_t cap, const Seq2SeqConfig *c) {
+    const TransformerConfig *l = &c->layer;
+    return snprintf(buf, cap,
+                    "{\"model\": \"seq2seq\", \"src_vocab\": %d, \"tgt_vocab\": %d, "
+                    "\"n_enc_layers\": %d, \"n_dec_layers\": %d, \"max_len\": %d, \"pad_id\": %d, "
+                    "\"learned_pos\": %d, \"tie_output\": %d, \"d_model\": %d, \"n_heads\": %d, "
+                    "\"n_kv_heads\": %d, \"d_ff\": %d, \"pre_ln\": %d, \"act\": \"%s\", "
+                    "\"ln_eps\": %.17g, \"dropout\": %.17g}",
+                    c->src_vocab, c->tgt_vocab, c->n_enc_layers, c->n_dec_layers, c->max_len,
+                    c->pad_id, c->learned_pos, c->tie_output, l->d_model, l->n_heads, l->n_kv_heads,
+                    l->d_ff, l->pre_ln, l->act == NN_GELU ? "gelu" : "relu", l->ln_eps, l->dropout);
+}
+
 static int config_json(char *buf, size_t cap, const GptConfig *c) {
     return snprintf(buf, cap,
                     "{\"model\": \"gpt\", \"style\": \"%s\", \"vocab_size\": %d, \"block_size\": "
@@ -140,6 +153,22 @@ static int config_json(char *buf, size_t cap, const GptConfig *c) {
                     c->style == NN_LLAMA ? "llama" : "gpt2", c->vocab_size, c->block_size,
                     c->n_layer, c->n_head, c->n_embd, c->n_kv_head, c->no_bias, c->untied,
                     c->ffn_hidden, c->rope_base, c->norm_eps, c->dropout);
+}
+
+/* tokens (B, T) as int32 under key, their strings (may be NULL) as JSON under strs_key; the
+ * writer keeps pointers (npz.h), so the copies go to keep[0..2), freed after npz_write */
+static int add_tokens(NpzWriter *w, const char *path, const char *key, const char *strs_key,
+                      const int *ids, int B, int T, const char *const *strs, void *keep[2]) {
+    size_t n = (size_t)B * T, len = 0;
+    int32_t *tokens = calloc(n ? n : 1, sizeof *tokens);
+    char *json = strs ? json_list(strs, (int)n, &len) : NULL;
+    keep[0] = tokens, keep[1] = json;
+    if (!tokens || (strs && !json))
+        return ag_fail(AG_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n);
+    for (size_t i = 0; i < n; i++) tokens[i] = ids[i];
+    npz_add_i32(w, key, 2, (int64_t[]){B, T}, tokens);
+    if (json) npz_add_bytes(w, strs_key, json, len);
+    return AG_OK;
 }
 
 int lens_cache_save(const LensCache *c, const char *path, const LensRunInfo *run) {
@@ -160,24 +189,25 @@ int lens_cache_save(const LensCache *c, const char *path, const LensRunInfo *run
             npz_add(w, gname, NPZ_REAL, a->ndim, shape, a->grad);
         }
     }
-    size_t n = (size_t)run->B * run->T, len = 0;
-    int32_t *tokens = malloc(n * sizeof *tokens);
-    char *strs = run->token_strs ? json_list(run->token_strs, (int)n, &len) : NULL;
+    AG_CHECK(!run->src_tokens || run->S > 0, "lens_cache_save: source tokens (B, S) (%d,%d)",
+             run->B, run->S);
     char cfg[1024];
-    int rc = AG_OK;
-    if (!tokens || (run->token_strs && !strs)) {
-        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n);
-    } else {
-        for (size_t i = 0; i < n; i++) tokens[i] = run->tokens[i];
-        npz_add_i32(w, "tokens", 2, (int64_t[]){run->B, run->T}, tokens);
-        if (strs) npz_add_bytes(w, "token_strs", strs, len);
+    void *keep[4] = {0};
+    int rc = add_tokens(w, path, "tokens", "token_strs", run->tokens, run->B, run->T,
+                        run->token_strs, keep);
+    if (rc == AG_OK && run->src_tokens)
+        rc = add_tokens(w, path, "src_tokens", "src_token_strs", run->src_tokens, run->B, run->S,
+                        run->src_token_strs, keep + 2);
+    if (rc == AG_OK) {
         if (run->cfg)
             npz_add_bytes(w, "config", cfg, (size_t)config_json(cfg, sizeof cfg, run->cfg));
+        else if (run->seq2seq_cfg)
+            npz_add_bytes(w, "config", cfg,
+                          (size_t)seq2seq_config_json(cfg, sizeof cfg, run->seq2seq_cfg));
         rc = npz_write(w, path, 0, NULL);
     }
     npz_writer_free(w);
-    free(tokens);
-    free(strs);
+    for (int i = 0; i < 4; i++) free(keep[i]);
     return rc;
 }
 
@@ -306,6 +336,44 @@ Tensor *lens_metric(Tape *t, const LensMetric *mt, Tensor *logits) {
     return ag_sum(t, ag_mul(t, logits, r));
 }
 
+/* ---- the models a sweep runs ---- */
+
+static Tensor *gpt_forward(Tape *t, void *model, const void *input, NnHooks *h) {
+    Gpt *m = model;
+    const LensTokens *in = input;
+    double dropout = m->cfg.dropout;
+    m->cfg.dropout = 0; /* as in evaluation */
+    Tensor *logits = nn_gpt_forward_hooked(t, m, in->ids, in->B, in->T, NULL, h);
+    m->cfg.dropout = dropout;
+    return logits;
+}
+
+LensModel lens_gpt(Gpt *m) {
+    AG_CHECK_ARG(m);
+    LensModel lm = {gpt_forward, m, {0}, m->cfg.n_head, &m->params};
+    nn_hooks_init(&lm.layout, m->cfg.n_layer);
+    return lm;
+}
+
+static Tensor *seq2seq_forward(Tape *t, void *model, const void *input, NnHooks *h) {
+    Seq2Seq *m = model;
+    const LensPair *in = input;
+    double *p[NN_SEQ2SEQ_MAX_DROPOUTS], saved[NN_SEQ2SEQ_MAX_DROPOUTS];
+    int n = nn_seq2seq_dropouts(m, p);
+    for (int i = 0; i < n; i++) saved[i] = *p[i], *p[i] = 0; /* as in evaluation */
+    Tensor *logits =
+        nn_seq2seq_forward_hooked(t, m, in->src, in->S, in->tgt, in->B, in->T, NULL, h);
+    for (int i = 0; i < n; i++) *p[i] = saved[i];
+    return logits;
+}
+
+LensModel lens_seq2seq(Seq2Seq *m) {
+    AG_CHECK_ARG(m);
+    LensModel lm = {seq2seq_forward, m, {0}, m->cfg.layer.n_heads, &m->params};
+    nn_hooks_init_seq2seq(&lm.layout, m->cfg.n_enc_layers, m->cfg.n_dec_layers);
+    return lm;
+}
+
 /* ---- sweeps ---- */
 
 static int collect(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
@@ -313,17 +381,17 @@ static int collect(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     return AG_OK;
 }
 
-/* the points of pattern, and the table's size */
-static int sweep_init(LensSweep *s, const Gpt *m, int T, const char *pattern, LensAxes axes) {
+/* the points of pattern (the table is sized by sweep_size, after the clean run) */
+static int sweep_init(LensSweep *s, const LensModel *lm, const char *pattern, LensAxes axes) {
     memset(s, 0, sizeof *s);
     NnHooks h;
-    nn_hooks_init(&h, m->cfg.n_layer);
+    nn_hooks_init_like(&h, &lm->layout);
     int n = nn_hooks_add(&h, pattern, collect, NULL);
     if (n < 0) return n;
     s->points = malloc((size_t)n * sizeof *s->points);
     AG_CHECK(s->points, "lens: out of memory for %d points", n);
     for (int i = 0; i < n; i++) {
-        s->points[i] = nn_hook_point(h.entries[i].kind, h.entries[i].layer);
+        s->points[i] = nn_hook_entry_point(&h.entries[i]);
         if (axes != LENS_BY_POS && s->points[i].head_axis < 0) {
             nn_hooks_free(&h);
             int rc =
@@ -333,12 +401,7 @@ static int sweep_init(LensSweep *s, const Gpt *m, int T, const char *pattern, Le
         }
     }
     nn_hooks_free(&h);
-    s->axes = axes, s->n_points = n, s->n_heads = m->cfg.n_head, s->T = T;
-    size_t per = axes == LENS_BY_POS    ? (size_t)T
-                 : axes == LENS_BY_HEAD ? (size_t)s->n_heads
-                                        : (size_t)s->n_heads * T;
-    s->values = calloc((size_t)n * per, sizeof(double));
-    AG_CHECK(s->values, "lens: out of memory for %d x %zu values", n, per);
+    s->axes = axes, s->n_points = n, s->n_heads = lm->n_heads;
     return AG_OK;
 }
 
@@ -346,6 +409,26 @@ static size_t per_point(const LensSweep *s) {
     return s->axes == LENS_BY_POS    ? (size_t)s->T
            : s->axes == LENS_BY_HEAD ? (size_t)s->n_heads
                                      : (size_t)s->n_heads * s->T;
+}
+
+/* T, the positions of the points in the clean run's cache cc (all as many), and the table */
+static int sweep_size(LensSweep *s, const LensCache *cc) {
+    s->T = 0;
+    for (int p = 0; p < s->n_points; p++) {
+        const LensAct *a = lens_cache_get(cc, s->points[p].name);
+        if (!a) continue; /* a point this model does not have (its table row: no change) */
+        int T = a->shape[a->at.pos_axis];
+        if (s->T && T != s->T)
+            return ag_fail(AG_ERR_ARG,
+                           "%s has %d positions, %s %d: patch points with as many positions "
+                           "(the encoder's and the decoder's apart)",
+                           a->at.name, T, s->points[0].name, s->T);
+        s->T = T;
+    }
+    if (!s->T) return ag_fail(AG_ERR_ARG, "%s: no point of the pattern ran", s->points[0].name);
+    s->values = calloc((size_t)s->n_points * per_point(s), sizeof(double));
+    AG_CHECK(s->values, "lens: out of memory for %d x %zu values", s->n_points, per_point(s));
+    return AG_OK;
 }
 
 /* index j of a point's row -> what it chooses */
@@ -356,17 +439,14 @@ static LensSelect select_of(const LensSweep *s, size_t j, int *head, int *pos) {
     return (LensSelect){head, 1, pos, 1};
 }
 
-/* one forward of ids with the hooks h (may be NULL) and the metric; backward when grad */
-static int run_metric(Tape *t, Gpt *m, const int *ids, int B, int T, NnHooks *h,
+/* one forward of input with the hooks h (may be NULL) and the metric; backward when grad */
+static int run_metric(Tape *t, const LensModel *lm, const void *input, NnHooks *h,
                       const LensMetric *mt, int grad, double *value) {
     ag_tape_reset(t);
     int was = ag_no_grad(t, !grad);
-    double dropout = m->cfg.dropout;
-    m->cfg.dropout = 0; /* as in evaluation */
     NnHooks none;
-    if (!h) nn_hooks_init(&none, m->cfg.n_layer), h = &none;
-    Tensor *logits = nn_gpt_forward_hooked(t, m, ids, B, T, NULL, h);
-    m->cfg.dropout = dropout;
+    if (!h) nn_hooks_init_like(&none, &lm->layout), h = &none;
+    Tensor *logits = lm->forward(t, lm->model, input, h);
     int rc = AG_OK;
     if (!logits) {
         rc = h->status;
@@ -382,25 +462,26 @@ static int run_metric(Tape *t, Gpt *m, const int *ids, int B, int T, NnHooks *h,
 /* How both sweeps begin: the checks, the table (*s), the clean run's metric and its cache of
  * the sweep's points (*cc), the corrupted run's metric. On failure nothing is left allocated. */
 #define CHECK_ARG_OF(fn, p) AG_CHECK((p) != NULL, "%s: argument '%s' is NULL", fn, #p)
-static int sweep_begin(const char *fn, Tape *t, Gpt *m, const int *clean, const int *corrupt, int B,
-                       int T, const char *pattern, LensAxes axes, const LensMetric *mt,
-                       LensSweep *out, LensCache *cc) {
+static int sweep_begin(const char *fn, Tape *t, const LensModel *lm, const void *clean,
+                       const void *corrupt, const char *pattern, LensAxes axes,
+                       const LensMetric *mt, LensSweep *out, LensCache *cc) {
     CHECK_ARG_OF(fn, t);
-    CHECK_ARG_OF(fn, m);
+    CHECK_ARG_OF(fn, lm);
     CHECK_ARG_OF(fn, clean);
     CHECK_ARG_OF(fn, corrupt);
     CHECK_ARG_OF(fn, pattern);
     CHECK_ARG_OF(fn, mt);
     CHECK_ARG_OF(fn, out);
     LensSweep *s = out;
-    int rc = sweep_init(s, m, T, pattern, axes);
+    int rc = sweep_init(s, lm, pattern, axes);
     if (rc != AG_OK) return rc;
     lens_cache_init(cc, 0);
     NnHooks h;
-    nn_hooks_init(&h, m->cfg.n_layer);
+    nn_hooks_init_like(&h, &lm->layout);
     rc = nn_hooks_add(&h, pattern, lens_cache_hook, cc);
-    if (rc >= 0) rc = run_metric(t, m, clean, B, T, &h, mt, 0, &s->clean);
-    if (rc >= 0) rc = run_metric(t, m, corrupt, B, T, NULL, mt, 0, &s->corrupted);
+    if (rc >= 0) rc = run_metric(t, lm, clean, &h, mt, 0, &s->clean);
+    if (rc >= 0) rc = sweep_size(s, cc);
+    if (rc >= 0) rc = run_metric(t, lm, corrupt, NULL, mt, 0, &s->corrupted);
     nn_hooks_free(&h);
     if (rc >= 0) return AG_OK;
     lens_cache_free(cc);
@@ -408,10 +489,11 @@ static int sweep_begin(const char *fn, Tape *t, Gpt *m, const int *clean, const 
     return rc;
 }
 
-int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
-                     const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
+int lens_patch_sweep_model(Tape *t, const LensModel *lm, const void *clean, const void *corrupt,
+                           const char *pattern, LensAxes axes, const LensMetric *mt,
+                           LensSweep *out) {
     LensCache cc;
-    int rc = sweep_begin(__func__, t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
+    int rc = sweep_begin(__func__, t, lm, clean, corrupt, pattern, axes, mt, out, &cc);
     if (rc != AG_OK) return rc;
     size_t per = per_point(out);
     for (int p = 0; p < out->n_points && rc == AG_OK; p++)
@@ -419,9 +501,9 @@ int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int 
             int head = -1, pos = -1;
             LensPatch patch = {&cc, select_of(out, j, &head, &pos)};
             NnHooks h;
-            nn_hooks_init(&h, m->cfg.n_layer);
+            nn_hooks_init_like(&h, &lm->layout);
             rc = nn_hooks_add(&h, out->points[p].name, lens_patch_hook, &patch);
-            if (rc >= 0) rc = run_metric(t, m, corrupt, B, T, &h, mt, 0, &out->values[p * per + j]);
+            if (rc >= 0) rc = run_metric(t, lm, corrupt, &h, mt, 0, &out->values[p * per + j]);
             nn_hooks_free(&h);
         }
     lens_cache_free(&cc);
@@ -430,25 +512,26 @@ int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int 
     return rc;
 }
 
-int lens_attribute(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
-                   const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
+int lens_attribute_model(Tape *t, const LensModel *lm, const void *clean, const void *corrupt,
+                         const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
     LensCache cc, gc;
-    int rc = sweep_begin(__func__, t, m, clean, corrupt, B, T, pattern, axes, mt, out, &cc);
+    int rc = sweep_begin(__func__, t, lm, clean, corrupt, pattern, axes, mt, out, &cc);
     if (rc != AG_OK) return rc;
     out->attribution = 1;
     lens_cache_init(&gc, 1);
     NnHooks h;
-    nn_hooks_init(&h, m->cfg.n_layer);
+    nn_hooks_init_like(&h, &lm->layout);
     if (rc == AG_OK) rc = nn_hooks_add(&h, pattern, lens_cache_hook, &gc);
     double corr;
-    if (rc >= 0) rc = run_metric(t, m, corrupt, B, T, &h, mt, 1, &corr);
+    if (rc >= 0) rc = run_metric(t, lm, corrupt, &h, mt, 1, &corr);
     nn_hooks_free(&h);
     if (rc == AG_OK) lens_cache_take_grads(&gc);
-    ag_params_zero_grad(&m->params);
+    ag_params_zero_grad(lm->params);
     size_t per = per_point(out);
     for (int p = 0; p < out->n_points && rc == AG_OK; p++) {
         const LensAct *a = lens_cache_get(&cc, out->points[p].name);
         const LensAct *g = lens_cache_get(&gc, out->points[p].name);
+        if (!a && !g) continue; /* not in this model: no change */
         if (!a || !g || !g->grad) {
             rc = ag_fail(AG_ERR_ARG, "%s: no gradient (a read-only point)", out->points[p].name);
             break;
@@ -470,6 +553,102 @@ int lens_attribute(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B,
     ag_tape_reset(t);
     if (rc != AG_OK) lens_sweep_free(out);
     return rc;
+}
+
+/* the GPT sweeps' arguments, checked before the model is read */
+#define CHECK_GPT_SWEEP_ARGS()                                                                     \
+    CHECK_ARG_OF(__func__, t);                                                                     \
+    CHECK_ARG_OF(__func__, m);                                                                     \
+    CHECK_ARG_OF(__func__, clean);                                                                 \
+    CHECK_ARG_OF(__func__, corrupt);                                                               \
+    CHECK_ARG_OF(__func__, pattern);                                                               \
+    CHECK_ARG_OF(__func__, mt);                                                                    \
+    CHECK_ARG_OF(__func__, out)
+
+int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
+                     const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
+    CHECK_GPT_SWEEP_ARGS();
+    LensModel lm = lens_gpt(m);
+    LensTokens a = {clean, B, T}, b = {corrupt, B, T};
+    return lens_patch_sweep_model(t, &lm, &a, &b, pattern, axes, mt, out);
+}
+
+int lens_attribute(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
+                   const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out) {
+    CHECK_GPT_SWEEP_ARGS();
+    LensModel lm = lens_gpt(m);
+    LensTokens a = {clean, B, T}, b = {corrupt, B, T};
+    return lens_attribute_model(t, &lm, &a, &b, pattern, axes, mt, out);
+}
+
+/* ---- ablation sweeps ---- */
+
+int lens_ablate_sweep_model(Tape *t, const LensModel *lm, const void *input, const char *pattern,
+                            LensAblateMode mode, const int *positions, int n_positions,
+                            const LensMetric *mt, LensAblateTable *out) {
+    CHECK_ARG_OF(__func__, t);
+    CHECK_ARG_OF(__func__, lm);
+    CHECK_ARG_OF(__func__, input);
+    CHECK_ARG_OF(__func__, pattern);
+    CHECK_ARG_OF(__func__, mt);
+    CHECK_ARG_OF(__func__, out);
+    memset(out, 0, sizeof *out);
+    NnHooks all;
+    nn_hooks_init_like(&all, &lm->layout);
+    LensCache means;
+    lens_cache_init(&means, 0);
+    int n = nn_hooks_add(&all, pattern, lens_cache_hook, &means), rc = n < 0 ? n : AG_OK;
+    if (rc == AG_OK) {
+        out->points = malloc((size_t)n * sizeof *out->points);
+        AG_CHECK(out->points, "%s: out of memory for %d points", __func__, n);
+        for (int i = 0; i < n; i++) out->points[i] = nn_hook_entry_point(&all.entries[i]);
+        out->n_heads = out->points[0].head_axis >= 0 ? lm->n_heads : 0;
+        out->n_points = n;
+        for (int i = 0; i < n && rc == AG_OK; i++)
+            if ((out->points[i].head_axis >= 0) != (out->n_heads > 0) || out->points[i].read_only)
+                rc = ag_fail(AG_ERR_ARG,
+                             "%s: %s %s (the points must all have heads or all not, and not be "
+                             "read-only)",
+                             pattern, out->points[i].name,
+                             out->points[i].read_only ? "is read-only" : "differs");
+    }
+    if (rc == AG_OK) rc = run_metric(t, lm, input, &all, mt, 0, &out->base); /* and the means */
+    for (int i = 0; i < n_positions && rc == AG_OK; i++)
+        for (int p = 0; p < means.n && rc == AG_OK; p++) {
+            const LensAct *a = &means.acts[p];
+            if (positions[i] < 0 || positions[i] >= a->shape[a->at.pos_axis])
+                rc = ag_fail(AG_ERR_ARG, "position %d is outside the %d of %s", positions[i],
+                             a->shape[a->at.pos_axis], a->at.name);
+        }
+    int cols = out->n_heads ? out->n_heads : 1;
+    if (rc == AG_OK) {
+        out->values = calloc((size_t)n * cols, sizeof(double));
+        AG_CHECK(out->values, "%s: out of memory for %d x %d values", __func__, n, cols);
+    }
+    for (int p = 0; p < n && rc == AG_OK; p++)
+        for (int k = 0; k < cols && rc == AG_OK; k++) {
+            LensAblation ab = {
+                mode,
+                {out->n_heads ? &k : NULL, out->n_heads ? 1 : 0, positions, n_positions},
+                &means};
+            NnHooks h;
+            nn_hooks_init_like(&h, &lm->layout);
+            rc = nn_hooks_add(&h, out->points[p].name, lens_ablate_hook, &ab);
+            if (rc >= 0) rc = run_metric(t, lm, input, &h, mt, 0, &out->values[p * cols + k]);
+            nn_hooks_free(&h);
+        }
+    nn_hooks_free(&all);
+    lens_cache_free(&means);
+    ag_tape_reset(t);
+    if (rc != AG_OK) lens_ablate_table_free(out);
+    return rc;
+}
+
+void lens_ablate_table_free(LensAblateTable *a) {
+    AG_CHECK_ARG(a);
+    free(a->points);
+    free(a->values);
+    memset(a, 0, sizeof *a);
 }
 
 void lens_sweep_free(LensSweep *s) {

@@ -8,8 +8,10 @@
  *   NnHooks h; nn_hooks_init(&h, m.cfg.n_layer);
  *   nn_hooks_add(&h, "blocks.*.attn.hook_pattern", lens_cache_hook, &c);
  *   nn_gpt_forward_hooked(tape, &m, ids, B, T, NULL, &h);   // c holds every layer's pattern
- *   lens_cache_save(&c, "cache.npz", &(LensRunInfo){ids, B, T, NULL, &m.cfg});
- * Not here: the hook points and their calls (../nn/hooks.c), the model (../nn/gpt.c).
+ *   lens_cache_save(&c, "cache.npz", &(LensRunInfo){.tokens = ids, .B = B, .T = T});
+ * The sweeps run any model through a LensModel (lens_gpt, lens_seq2seq).
+ * Not here: the hook points and their calls (../nn/hooks.c), the models (../nn/gpt.c,
+ * transformer.c).
  * Read next: lens.c. */
 #ifndef ATTOGRAD_LENS_H
 #define ATTOGRAD_LENS_H
@@ -46,18 +48,24 @@ int lens_cache_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx);
 /* After ag_backward of a metric: copies each tapped activation's gradient into its grad */
 void lens_cache_take_grads(LensCache *c);
 
-/* What was run: tokens (B, T); token_strs (B*T strings, may be NULL); the model's config
- * (may be NULL). */
+/* What was run: tokens (B, T) (a seq2seq model: the decoder's input); token_strs (B*T strings,
+ * may be NULL); the model's config (may be NULL). A seq2seq model's run also has its source
+ * src_tokens (B, S) with src_token_strs (may be NULL) and seq2seq_cfg. */
 typedef struct LensRunInfo {
     const int *tokens;
     int B, T;
     const char *const *token_strs;
     const GptConfig *cfg;
+    const int *src_tokens;
+    int S;
+    const char *const *src_token_strs;
+    const Seq2SeqConfig *seq2seq_cfg;
 } LensRunInfo;
 /* Writes the cache to path: every activation under its name ("blocks.0.attn.hook_pattern"),
  * its gradient as "<name>.grad", "tokens" (int32 (B, T)), "token_strs" (the strings as JSON
- * in bytes: json.loads(f["token_strs"].tobytes())) and "config" (the GptConfig as JSON in
- * bytes). AG_OK or npz_write's error naming the path. */
+ * in bytes: json.loads(f["token_strs"].tobytes())) and "config" (the configuration as JSON in
+ * bytes); for a seq2seq model also "src_tokens" (int32 (B, S)) and "src_token_strs". AG_OK or
+ * npz_write's error naming the path. */
 int lens_cache_save(const LensCache *c, const char *path, const LensRunInfo *run);
 
 /* ---- ablation and patching: replacing some elements of an activation ----
@@ -102,6 +110,31 @@ typedef struct LensMetric {
 /* logits (B, T, V) -> the metric, a scalar on the tape */
 Tensor *lens_metric(Tape *t, const LensMetric *mt, Tensor *logits);
 
+/* ---- the model a sweep runs ---- */
+/* forward: one run of input with the hooks h (h's layout is the model's), as in evaluation (no
+ * dropout) -> logits (B, T, V), or NULL when a hook failed (ag_last_error() says why); layout:
+ * hooks initialised for the model, none added; n_heads: its heads; params: zeroed after an
+ * attribution's backward. */
+typedef struct LensModel {
+    Tensor *(*forward)(Tape *t, void *model, const void *input, NnHooks *h);
+    void *model;
+    NnHooks layout;
+    int n_heads;
+    ParamList *params;
+} LensModel;
+/* A GPT's input: tokens (B, T) */
+typedef struct LensTokens {
+    const int *ids;
+    int B, T;
+} LensTokens;
+/* A seq2seq model's input: the source (B, S) and the decoder's input (B, T) */
+typedef struct LensPair {
+    const int *src, *tgt;
+    int B, S, T;
+} LensPair;
+LensModel lens_gpt(Gpt *m);         /* input: a LensTokens */
+LensModel lens_seq2seq(Seq2Seq *m); /* input: a LensPair */
+
 /* ---- patching sweeps ---- */
 typedef enum { LENS_BY_POS = 0, LENS_BY_HEAD = 1, LENS_BY_HEAD_POS = 2 } LensAxes;
 /* values (n_points, T), (n_points, NH) or (n_points, NH, T): the metric of the corrupted run
@@ -125,7 +158,33 @@ int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int 
  * backward; value = sum over the patched elements of (clean - corrupted) * d metric / d act. */
 int lens_attribute(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
                    const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out);
+/* The same two on any model: clean and corrupt are its inputs (LensTokens, LensPair), of the
+ * same shapes. The table's positions are those of the points' position axis (T: the points
+ * must all have as many; a seq2seq model's encoder points have the source's). */
+int lens_patch_sweep_model(Tape *t, const LensModel *lm, const void *clean, const void *corrupt,
+                           const char *pattern, LensAxes axes, const LensMetric *mt,
+                           LensSweep *out);
+int lens_attribute_model(Tape *t, const LensModel *lm, const void *clean, const void *corrupt,
+                         const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out);
 void lens_sweep_free(LensSweep *s);
+
+/* ---- ablation sweeps ---- */
+/* values (n_points, n_heads) (or (n_points, 1) for points without heads): the metric of input
+ * with one head of one point ablated (each point alone when they have no heads), at
+ * positions (n_positions 0: all); mean ablation takes the mean over input's batch; base: the
+ * metric with nothing ablated. */
+typedef struct LensAblateTable {
+    int n_points, n_heads; /* n_heads 0: the points have no heads */
+    NnHookPoint *points;
+    double *values;
+    double base;
+} LensAblateTable;
+/* Every point of pattern must have heads, or none; none read-only. AG_OK, or AG_ERR_ARG (no
+ * point matches, a mix, a position outside a point's, a hook's failure). Resets the tape. */
+int lens_ablate_sweep_model(Tape *t, const LensModel *lm, const void *input, const char *pattern,
+                            LensAblateMode mode, const int *positions, int n_positions,
+                            const LensMetric *mt, LensAblateTable *out);
+void lens_ablate_table_free(LensAblateTable *a);
 /* "values" with its axes named in "axes" ("point,position", "point,head",
  * "point,head,position"), "points" (the names as JSON in bytes), "clean", "corrupted" */
 int lens_sweep_save(const LensSweep *s, const char *path);

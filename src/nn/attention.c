@@ -6,10 +6,26 @@
  * Not here: the key/value cache (kv_cache.c), the transformer layers (transformer.c).
  * Next: ag_attention and its backward (../autograd/ops_attention.c), then the loops
  * (../tensor/k_attention_ref.c). */
+#include "hooks.h"
 #include "nn.h"
 
 #include <math.h>
 #include <string.h>
+
+/* Where an attention's hooks are during nn_mha_forward_hooked (NULL: none) */
+typedef struct HookAt {
+    NnHooks *h;
+    const NnHookAttn *a;
+} HookAt;
+static NnHookKind z_kind(const HookAt *at) {
+    return (NnHookKind)(at->a->q + (NN_HOOK_Z - NN_HOOK_Q));
+}
+static int z_hooked(const HookAt *at) { return nn_hooks_on(at->h, z_kind(at), at->a->layer); }
+/* merged heads (B, Tq, C) -> the same, after z's hooks (one branch without them) */
+static Tensor *hook_z(Tape *t, const HookAt *at, Tensor *merged) {
+    if (!at) return merged;
+    return nn_hook_heads(t, at->h, z_kind(at), at->a->layer, merged, at->a->n_heads);
+}
 
 void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const MhaConfig *cfg) {
     AG_CHECK_ARG(m);
@@ -155,24 +171,20 @@ static MhaProj project(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
 /* With head gates: query (B, Tq, C), keys and values split into heads kh, vh (B, NKV, Tk, HS);
  * q split the same way, attention, the gates, the heads merged, the output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnAttnMasks *masks, Rng *rng) {
+                          const NnAttnMasks *masks, Rng *rng, const HookAt *at) {
     AgAttnMask mask = ag_masks(masks, query, query->shape[0], kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     Tensor *o = ag_attention(t, qh, kh, vh, NULL, &mask, m->dropout, rng,
                              &m->last_probs); /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
-    Tensor *merged = ag_merge_heads(t, o);     /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, merged); /* (B, Tq, C) */
+    Tensor *merged = hook_z(t, at, ag_merge_heads(t, o)); /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, merged);            /* (B, Tq, C) */
 }
 
-Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
-                       const NnAttnMasks *masks, Rng *rng) {
-    AG_CHECK_ARG(t);
-    AG_CHECK_ARG(m);
-    AG_CHECK_ARG(query);
-    AG_CHECK_ARG(key);
-    AG_CHECK_ARG(value);
+/* nn_mha_forward, with z's hooks when at is given */
+static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key,
+                           Tensor *value, const NnAttnMasks *masks, Rng *rng, const HookAt *at) {
     NnAttnMasks mk = masks_or_none(masks, query);
     check_input(m, query, NULL, "query");
     check_input(m, key, NULL, "key");
@@ -183,17 +195,64 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
     AG_CHECK(key->shape[0] == query->shape[0],
              "nn_mha_forward: batch sizes differ: query %s %s vs key %s %s", query->name,
              tensor_shape_str(query), key->name, tensor_shape_str(key));
-    if (!gates_are_identity(m)) { /* heads split apart, so that the gates can scale them */
+    /* heads split apart, so that the gates can scale them; with z's hooks too, so that zeroing
+     * a head there is the gate at 0 to the bit, forward and backward */
+    if (!gates_are_identity(m) || (at && z_hooked(at))) {
         Tensor *kh = nn_mha_project_kv(t, m, key, 0);   /* (B, NKV, Tk, HS) */
         Tensor *vh = nn_mha_project_kv(t, m, value, 1); /* (B, NKV, Tk, HS) */
-        return mha_attend(t, m, query, kh, vh, &mk, rng);
+        return mha_attend(t, m, query, kh, vh, &mk, rng, at);
     }
     AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key->shape[1], key);
     MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
     Tensor *o =
         ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
                      &mask, m->dropout, rng, &m->last_probs); /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, o);                     /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, hook_z(t, at, o));      /* (B, Tq, C) */
+}
+
+Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
+                       const NnAttnMasks *masks, Rng *rng) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(query);
+    AG_CHECK_ARG(key);
+    AG_CHECK_ARG(value);
+    return mha_forward(t, m, query, key, value, masks, rng, NULL);
+}
+
+Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+                              const NnAttnMasks *masks, Rng *rng, NnHooks *h, const NnHookAttn *a) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(query);
+    AG_CHECK_ARG(key_value);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(a);
+    AG_CHECK(a->n_heads == m->n_heads,
+             "nn_mha_forward_hooked: blocks.%d: %d heads for a module "
+             "of %d",
+             a->layer, a->n_heads, m->n_heads);
+    HookAt at = {h, a};
+    if (!nn_hooks_explicit_at(h, a->layer, a->q))
+        return mha_forward(t, m, query, key_value, key_value, masks, rng, &at);
+    NnAttnMasks mk = masks_or_none(masks, query);
+    check_input(m, query, NULL, "query");
+    check_input(m, key_value, NULL, "key");
+    AG_CHECK(m->n_kv_heads == m->n_heads && !mk.attn_mask,
+             "nn_mha_forward_hooked: blocks.%d: grouped-query attention (%d of %d heads) and "
+             "float attention masks have no hooked path",
+             a->layer, m->n_kv_heads, m->n_heads);
+    AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key_value->shape[1], key_value);
+    NnHookAttn plain = *a; /* the module's masks, dropout and probabilities */
+    plain.causal = mk.causal, plain.key_padding = mask.key_padding;
+    plain.dropout = m->dropout, plain.rng = rng, plain.probs = &m->last_probs;
+    Tensor *q = nn_linear(t, &m->q_proj, query);             /* (B, Tq, C) */
+    Tensor *k = nn_linear(t, &m->k_proj, key_value);         /* (B, Tk, C) */
+    Tensor *v = nn_linear(t, &m->v_proj, key_value);         /* (B, Tk, C) */
+    Tensor *y = nn_hook_attention_at(t, h, &plain, q, k, v); /* (B, Tq, C) */
+    if (!gates_are_identity(m))
+        y = ag_merge_heads(t, ag_head_gate(t, ag_split_heads(t, y, m->n_heads), m->gate));
+    return nn_linear(t, &m->out_proj, hook_z(t, &at, y)); /* (B, Tq, C) */
 }
 
 /* A side of nn_mha_forward_rows: its map, or all B*T rows of x (B, T, width) */
@@ -233,7 +292,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
                      : kv_rows          ? ag_scatter_rows(t, key_value, kv_rows->idx, B, kv_rows->T)
                                         : key_value;
         Tensor *kh = nn_mha_project_kv(t, m, kv, 0), *vh = nn_mha_project_kv(t, m, kv, 1);
-        Tensor *y = mha_attend(t, m, q, kh, vh, &mk, rng);
+        Tensor *y = mha_attend(t, m, q, kh, vh, &mk, rng, NULL);
         return q_rows ? ag_gather_rows(t, y, q_rows->idx, q_rows->n) : y;
     }
     int Tk = kv_rows ? kv_rows->T : key_value->shape[1];
@@ -269,5 +328,5 @@ Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     AG_CHECK_ARG(vh);
     check_input(m, query, NULL, "query");
     NnAttnMasks mk = masks_or_none(masks, query);
-    return mha_attend(t, m, query, kh, vh, &mk, rng);
+    return mha_attend(t, m, query, kh, vh, &mk, rng, NULL);
 }

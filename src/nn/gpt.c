@@ -231,9 +231,11 @@ static Tensor *attend(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, A
  * dropout on the branch. RoPE turns the query and key columns in place (the values pass
  * through). With a cache the new keys and values join it first, and the queries attend over
  * all of it. */
-static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Rng *rng);
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache,
+                                Rng *rng);
 static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
-    if (nn_hooks_explicit_attention(m->hooks, l)) return hooked_attention(t, m, l, x, pos0, rng);
+    if (nn_hooks_explicit_attention(m->hooks, l))
+        return hooked_attention(t, m, l, x, pos0, cache, rng);
     const GptConfig *c = &m->cfg;
     GptBlock *h = &m->h[l];
     int C = c->n_embd, hs = head_size(c), KV = n_kv(c) * hs;
@@ -254,9 +256,40 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
+/* The explicit attention of layer l (hooks.h) on q (B, T, C), k and v (B, T, KV): their hooks,
+ * then, with a cache, the hooked keys and values join it and the queries attend over all of it
+ * (decoding runs without gradients: the cache's copy is a plain tensor) -> (B, T, C), z before
+ * its hooks */
+static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v,
+                                  GptCache *cache, Rng *rng) {
+    const GptConfig *c = &m->cfg;
+    NnHookAttn at = {.layer = l,
+                     .q = NN_HOOK_Q,
+                     .n_heads = c->n_head,
+                     .causal = 1,
+                     .dropout = c->dropout,
+                     .rng = rng,
+                     .probs = &m->last_probs[l]};
+    if (!cache) return nn_hook_attention_at(t, m->hooks, &at, q, k, v);
+    AG_CHECK(t->no_grad, "gpt: blocks.%d: the cached forward runs without gradients", l);
+    q = nn_hook_heads(t, m->hooks, NN_HOOK_Q, l, q, c->n_head);
+    k = nn_hook_heads(t, m->hooks, NN_HOOK_K, l, k, c->n_head);
+    v = nn_hook_heads(t, m->hooks, NN_HOOK_V, l, v, c->n_head);
+    Tensor *kv = cache_append(t, cache, l, k, 0, v, 0); /* (B, len, 2 KV) */
+    int B = kv->shape[0], len = kv->shape[1], W = kv->shape[2], half = W / 2;
+    Tensor *ks = tensor_new3(t->arena, B, len, half, "kv_cache.k");
+    Tensor *vs = tensor_new3(t->arena, B, len, half, "kv_cache.v");
+    for (size_t r = 0; r < (size_t)B * len; r++) {
+        memcpy(ks->data + r * half, kv->data + r * W, (size_t)half * sizeof(Real));
+        memcpy(vs->data + r * half, kv->data + r * W + half, (size_t)half * sizeof(Real));
+    }
+    return nn_hook_attend(t, m->hooks, &at, q, ks, vs);
+}
+
 /* GPT-2's attention with a hook on q, k, v, the scores or the pattern (hooks.h): q, k and v
  * apart (c_attn's three row blocks), the attention as plain ops, z's hooks, c_proj */
-static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Rng *rng) {
+static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache,
+                                Rng *rng) {
     const GptConfig *c = &m->cfg;
     Tensor *w = m->h[l].c_attn.weight, *b = m->h[l].c_attn.bias, *qkv[3];
     int C = c->n_embd, KV = n_kv(c) * head_size(c), row0[3] = {0, C, C + KV}, rows[3] = {C, KV, KV};
@@ -267,8 +300,7 @@ static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Rng
         AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
         qkv[0] = ag_rope(t, qkv[0], &rope), qkv[1] = ag_rope(t, qkv[1], &rope);
     }
-    Tensor *y = nn_hook_attention(t, m->hooks, l, qkv[0], qkv[1], qkv[2], c->n_head, c->dropout,
-                                  rng, &m->last_probs[l]);
+    Tensor *y = explicit_attention(t, m, l, qkv[0], qkv[1], qkv[2], cache, rng);
     y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
@@ -289,14 +321,16 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
         q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
     }
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, 0, 0};
-    if (cache) { /* the rotated keys are cached */
-        k = v = cache_append(t, cache, l, k, 0, v, 0);
-        heads.v_col = KV;
+    Tensor *y;
+    if (nn_hooks_explicit_attention(m->hooks, l)) {
+        y = explicit_attention(t, m, l, q, k, v, cache, rng);
+    } else {
+        if (cache) { /* the rotated keys are cached */
+            k = v = cache_append(t, cache, l, k, 0, v, 0);
+            heads.v_col = KV;
+        }
+        y = attend(t, m, l, q, k, v, heads, rng);
     }
-    Tensor *y = nn_hooks_explicit_attention(m->hooks, l)
-                    ? nn_hook_attention(t, m->hooks, l, q, k, v, c->n_head, c->dropout, rng,
-                                        &m->last_probs[l])
-                    : attend(t, m, l, q, k, v, heads, rng);
     if (m->hooks) y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
@@ -393,24 +427,33 @@ Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng) 
     return forward(t, m, idx, B, T, 0, NULL, rng); /* (B, T, V) */
 }
 
+/* hooks made for this model, then cleared of an earlier call's failure */
+static void check_hooks(Gpt *m, NnHooks *hooks, const char *fn) {
+    AG_CHECK(!hooks->seq2seq && hooks->n_layer == m->cfg.n_layer,
+             "%s: hooks for %s of %d layers, the model has %d", fn,
+             hooks->seq2seq ? "a seq2seq model" : "a GPT", hooks->n_layer, m->cfg.n_layer);
+    hooks->status = AG_OK;
+    hooks->stack = NN_HOOK_GPT;
+}
+/* the hooks off the model again; logits, or NULL with the failing hook's message */
+static Tensor *hooks_done(Gpt *m, Tensor *logits) {
+    NnHooks *hooks = m->hooks;
+    m->hooks = NULL;
+    if (hooks->status == AG_OK) return logits;
+    ag_fail(hooks->status, "%s", hooks->error);
+    return NULL;
+}
+
 Tensor *nn_gpt_forward_hooked(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng,
                               NnHooks *hooks) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(idx);
     AG_CHECK_ARG(hooks);
-    AG_CHECK(hooks->n_layer == m->cfg.n_layer,
-             "nn_gpt_forward_hooked: hooks for %d layers, the model has %d", hooks->n_layer,
-             m->cfg.n_layer);
-    hooks->status = AG_OK;
+    check_hooks(m, hooks, "nn_gpt_forward_hooked");
     m->hooks = hooks; /* for this call only */
     Tensor *logits = nn_gpt_forward(t, m, idx, B, T, rng);
-    m->hooks = NULL;
-    if (hooks->status != AG_OK) {
-        ag_fail(hooks->status, "%s", hooks->error);
-        return NULL;
-    }
-    return logits; /* (B, T, V) */
+    return hooks_done(m, logits); /* (B, T, V) */
 }
 
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng) {
@@ -479,6 +522,19 @@ Tensor *nn_gpt_forward_cached(Tape *t, Gpt *m, GptCache *c, const int *idx, int 
     ag_no_grad(t, was);
     c->len += T;
     return logits;
+}
+
+Tensor *nn_gpt_forward_cached_hooked(Tape *t, Gpt *m, GptCache *c, const int *idx, int B, int T,
+                                     NnHooks *hooks) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(idx);
+    AG_CHECK_ARG(hooks);
+    check_hooks(m, hooks, "nn_gpt_forward_cached_hooked");
+    m->hooks = hooks; /* for this call only */
+    Tensor *logits = nn_gpt_forward_cached(t, m, c, idx, B, T);
+    return hooks_done(m, logits); /* (B, T, V) */
 }
 
 int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampling *s, Rng *rng,

@@ -148,6 +148,13 @@ void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T);
 void nn_gpt_cache_free(GptCache *c);
 /* idx (B, T) at positions [c->len, c->len + T) -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward_cached(Tape *t, Gpt *m, GptCache *c, const int *idx, int B, int T);
+/* nn_gpt_forward_cached with hooks, for this call only (as nn_gpt_forward_hooked). The points
+ * hold the new positions: (B, T, ...) at positions [c->len, c->len + T), hook_attn_scores and
+ * hook_pattern (B, NH, T, len) over every cached key (len = c->len + T), the same values as
+ * the full forward's at those positions; hook_k and hook_v are the new keys and values, and
+ * what a hook leaves there is what joins the cache. */
+Tensor *nn_gpt_forward_cached_hooked(Tape *t, Gpt *m, GptCache *c, const int *idx, int B, int T,
+                                     NnHooks *hooks);
 
 /* Continues ids[0..n) (n >= 1) by up to max_new tokens written to ids[n..] (room for
  * n + max_new), each drawn by nn_sample from the logits of the last position; each new token

@@ -1,9 +1,11 @@
-/* hooks.c: the hook points of hooks.h: their names (one table), the glob that selects them, the
- * list of a call's hooks, and the calls a model makes at each point: nn_hook_run (any
- * activation), nn_hook_heads (a head point seen as (B, T, NH, HS)), nn_hook_norm_scale (a
- * norm's read-only scale) and nn_hook_attention (causal attention as plain ops, so that q, k,
- * v, the scores and the pattern exist as tensors). Composes ag_ ops; no backward code.
- * Not here: the hooks themselves (../lens), the model (gpt.c). Read next: ../lens/lens.c. */
+/* hooks.c: the hook points of hooks.h: their names (one table; a seq2seq model's under
+ * "encoder." and "decoder."), the glob that selects them, the list of a call's hooks, and the
+ * calls a model makes at each point: nn_hook_run (any activation), nn_hook_heads (a head point
+ * seen as (B, T, NH, HS)), nn_hook_norm_scale (a norm's read-only scale) and nn_hook_attend /
+ * nn_hook_attention (attention as plain ops, causal or with key padding, so that q, k, v, the
+ * scores and the pattern exist as tensors). Composes ag_ ops; no backward code.
+ * Not here: the hooks themselves (../lens), the models (gpt.c, transformer.c, attention.c's
+ * nn_mha_forward_hooked). Read next: ../lens/lens.c. */
 #include "hooks.h"
 
 #include <math.h>
@@ -38,34 +40,85 @@ static const struct {
     [NN_HOOK_RESID_POST] = {"blocks.%d.hook_resid_post", 1, -1, 1, 0},
     [NN_HOOK_LNF_SCALE] = {"ln_final.hook_scale", 0, -1, 1, 1},
     [NN_HOOK_LNF_NORMALIZED] = {"ln_final.hook_normalized", 0, -1, 1, 0},
+    [NN_HOOK_CROSS_Q] = {"blocks.%d.cross_attn.hook_q", 1, 2, 1, 0},
+    [NN_HOOK_CROSS_K] = {"blocks.%d.cross_attn.hook_k", 1, 2, 1, 0}, /* positions: the source's */
+    [NN_HOOK_CROSS_V] = {"blocks.%d.cross_attn.hook_v", 1, 2, 1, 0},
+    [NN_HOOK_CROSS_ATTN_SCORES] = {"blocks.%d.cross_attn.hook_attn_scores", 1, 1, 2, 0},
+    [NN_HOOK_CROSS_PATTERN] = {"blocks.%d.cross_attn.hook_pattern", 1, 1, 2, 0},
+    [NN_HOOK_CROSS_Z] = {"blocks.%d.cross_attn.hook_z", 1, 2, 1, 0},
+    [NN_HOOK_CROSS_ATTN_OUT] = {"blocks.%d.hook_cross_attn_out", 1, -1, 1, 0},
+    [NN_HOOK_RESID_MID_CROSS] = {"blocks.%d.hook_resid_mid_cross", 1, -1, 1, 0},
+    [NN_HOOK_LN3_SCALE] = {"blocks.%d.ln3.hook_scale", 1, -1, 1, 1},
+    [NN_HOOK_LN3_NORMALIZED] = {"blocks.%d.ln3.hook_normalized", 1, -1, 1, 0},
 };
 
-NnHookPoint nn_hook_point(NnHookKind kind, int layer) {
+static const char *const stack_prefix[NN_HOOK_N_STACKS] = {"", "encoder.", "decoder."};
+
+NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer) {
+    AG_CHECK(stack >= 0 && stack < NN_HOOK_N_STACKS, "nn_hook_point: stack %d outside [0, %d)",
+             (int)stack, NN_HOOK_N_STACKS);
     AG_CHECK(kind >= 0 && kind < NN_HOOK_N_KINDS, "nn_hook_point: kind %d outside [0, %d)",
              (int)kind, NN_HOOK_N_KINDS);
     AG_CHECK(kinds[kind].per_layer ? layer >= 0 && layer < NN_MAX_LAYERS : layer == -1,
              "nn_hook_point: layer %d of %s (per layer: %d)", layer, kinds[kind].fmt,
              kinds[kind].per_layer);
-    NnHookPoint p = {.kind = kind,
+    AG_CHECK(kind <= NN_HOOK_LNF_NORMALIZED || stack == NN_HOOK_DECODER,
+             "nn_hook_point: %s is a seq2seq decoder's point, not of %s", kinds[kind].fmt,
+             stack == NN_HOOK_GPT ? "a GPT" : "the encoder");
+    NnHookPoint p = {.stack = stack,
+                     .kind = kind,
                      .layer = layer,
                      .head_axis = kinds[kind].head_axis,
                      .pos_axis = kinds[kind].pos_axis,
                      .read_only = kinds[kind].read_only};
+    char name[NN_HOOK_NAME_LEN];
     if (kinds[kind].per_layer)
-        snprintf(p.name, sizeof p.name, kinds[kind].fmt, layer);
+        snprintf(name, sizeof name, kinds[kind].fmt, layer);
     else
-        snprintf(p.name, sizeof p.name, "%s", kinds[kind].fmt);
+        snprintf(name, sizeof name, "%s", kinds[kind].fmt);
+    snprintf(p.name, sizeof p.name, "%s%s", stack_prefix[stack], name);
     return p;
 }
 
-/* Calls visit(point, ctx) for every point of a model of n_layer layers, in the forward's
- * order of names (model-level kinds once, per-layer kinds for each layer). */
-static void each_point(int n_layer, void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
-    for (int k = 0; k < NN_HOOK_N_KINDS; k++)
-        for (int l = 0; l < (kinds[k].per_layer ? n_layer : 1); l++) {
-            NnHookPoint p = nn_hook_point((NnHookKind)k, kinds[k].per_layer ? l : -1);
-            visit(&p, ctx);
-        }
+NnHookPoint nn_hook_point(NnHookKind kind, int layer) {
+    return nn_hook_point_in(NN_HOOK_GPT, kind, layer);
+}
+
+NnHookPoint nn_hook_entry_point(const NnHookEntry *e) {
+    AG_CHECK_ARG(e);
+    return nn_hook_point_in(e->stack, e->kind, e->layer);
+}
+
+/* Calls visit(point, ctx) for every point of the part stack of n_layer layers, in the
+ * forward's order of names (model-level kinds once, per-layer kinds for each layer). */
+static void each_kind(NnHookStack stack, NnHookKind k, int n_layer,
+                      void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
+    for (int l = 0; l < (kinds[k].per_layer ? n_layer : 1); l++) {
+        NnHookPoint p = nn_hook_point_in(stack, k, kinds[k].per_layer ? l : -1);
+        visit(&p, ctx);
+    }
+}
+/* The kinds in the forward's order: a GPT's and an encoder's are the enum's up to ln_final's; a
+ * decoder's add the cross-attention (through ln3) after ln2 */
+static void each_point_of(NnHookStack stack, int n_layer,
+                          void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
+    for (int k = 0; k <= NN_HOOK_LNF_NORMALIZED; k++) {
+        each_kind(stack, (NnHookKind)k, n_layer, visit, ctx);
+        if (k == NN_HOOK_LN2_NORMALIZED && stack == NN_HOOK_DECODER)
+            for (int c = NN_HOOK_CROSS_Q; c <= NN_HOOK_LN3_NORMALIZED; c++)
+                each_kind(stack, (NnHookKind)c, n_layer, visit, ctx);
+    }
+}
+
+/* every point of h's model: a GPT's, or a seq2seq model's encoder then decoder */
+static void each_point(const NnHooks *h, void (*visit)(const NnHookPoint *p, void *ctx),
+                       void *ctx) {
+    if (!h->seq2seq) {
+        each_point_of(NN_HOOK_GPT, h->n_layer, visit, ctx);
+        return;
+    }
+    each_point_of(NN_HOOK_ENCODER, h->n_enc, visit, ctx);
+    each_point_of(NN_HOOK_DECODER, h->n_dec, visit, ctx);
 }
 
 int nn_hook_glob(const char *pattern, const char *name) {
@@ -97,15 +150,32 @@ static void find_visit(const NnHookPoint *p, void *ctx) {
     if (!f->found && strcmp(p->name, f->name) == 0) *f->out = *p, f->found = 1;
 }
 
-int nn_hook_find(const char *name, int n_layer, NnHookPoint *out) {
+/* what a model of h's layout is called in messages */
+static void describe(const NnHooks *h, char *buf, size_t n) {
+    if (h->seq2seq)
+        snprintf(buf, n, "a seq2seq model of %d+%d layers", h->n_enc, h->n_dec);
+    else
+        snprintf(buf, n, "a GPT of %d layers", h->n_layer);
+}
+
+int nn_hooks_find(const NnHooks *h, const char *name, NnHookPoint *out) {
+    AG_CHECK_ARG(h);
     AG_CHECK_ARG(name);
     AG_CHECK_ARG(out);
     Finder f = {name, out, 0};
-    each_point(n_layer, find_visit, &f);
-    if (!f.found)
-        return ag_fail(AG_ERR_ARG, "'%s' is not a hook point of a model of %d layers", name,
-                       n_layer);
+    each_point(h, find_visit, &f);
+    char what[64];
+    describe(h, what, sizeof what);
+    if (!f.found) return ag_fail(AG_ERR_ARG, "'%s' is not a hook point of %s", name, what);
     return AG_OK;
+}
+
+int nn_hook_find(const char *name, int n_layer, NnHookPoint *out) {
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(out);
+    NnHooks h;
+    nn_hooks_init(&h, n_layer);
+    return nn_hooks_find(&h, name, out);
 }
 
 void nn_hooks_init(NnHooks *h, int n_layer) {
@@ -116,12 +186,29 @@ void nn_hooks_init(NnHooks *h, int n_layer) {
     h->n_layer = n_layer;
 }
 
+void nn_hooks_init_seq2seq(NnHooks *h, int n_enc, int n_dec) {
+    AG_CHECK_ARG(h);
+    AG_CHECK(n_enc >= 0 && n_enc <= NN_MAX_LAYERS && n_dec >= 1 && n_dec <= NN_MAX_LAYERS,
+             "nn_hooks_init_seq2seq: layers %d+%d outside [0, %d]+[1, %d]", n_enc, n_dec,
+             NN_MAX_LAYERS, NN_MAX_LAYERS);
+    nn_hooks_init(h, n_dec);
+    h->seq2seq = 1, h->n_enc = n_enc, h->n_dec = n_dec;
+}
+
+void nn_hooks_init_like(NnHooks *h, const NnHooks *like) {
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(like);
+    if (like->seq2seq)
+        nn_hooks_init_seq2seq(h, like->n_enc, like->n_dec);
+    else
+        nn_hooks_init(h, like->n_layer);
+}
+
 void nn_hooks_free(NnHooks *h) {
     AG_CHECK_ARG(h);
     free(h->entries);
-    int n_layer = h->n_layer;
-    memset(h, 0, sizeof *h);
-    h->n_layer = n_layer;
+    NnHooks layout = *h;
+    nn_hooks_init_like(h, &layout);
 }
 
 typedef struct Adder {
@@ -140,8 +227,8 @@ static void add_visit(const NnHookPoint *p, void *ctx) {
         h->entries = realloc(h->entries, (size_t)h->cap * sizeof *h->entries);
         AG_CHECK(h->entries, "nn_hooks_add: out of memory for %d hooks", h->cap);
     }
-    h->entries[h->n++] = (NnHookEntry){p->kind, p->layer, a->fn, a->ctx};
-    h->on[p->kind][p->layer < 0 ? 0 : p->layer] = 1;
+    h->entries[h->n++] = (NnHookEntry){p->stack, p->kind, p->layer, a->fn, a->ctx};
+    h->on[p->stack][p->kind][p->layer < 0 ? 0 : p->layer] = 1;
     a->matched++;
 }
 
@@ -150,12 +237,16 @@ int nn_hooks_add(NnHooks *h, const char *pattern, NnHookFn fn, void *ctx) {
     AG_CHECK_ARG(pattern);
     AG_CHECK_ARG(fn);
     Adder a = {h, pattern, fn, ctx, 0};
-    each_point(h->n_layer, add_visit, &a);
+    each_point(h, add_visit, &a);
+    char what[64];
+    describe(h, what, sizeof what);
     if (!a.matched)
-        return ag_fail(AG_ERR_ARG,
-                       "hook pattern '%s' matches no hook point of a model of %d layers (names "
-                       "like hook_embed, blocks.0.attn.hook_pattern, ln_final.hook_normalized)",
-                       pattern, h->n_layer);
+        return ag_fail(AG_ERR_ARG, "hook pattern '%s' matches no hook point of %s (names like %s)",
+                       pattern, what,
+                       h->seq2seq ? "encoder.hook_embed, decoder.blocks.0.cross_attn.hook_pattern, "
+                                    "decoder.ln_final.hook_normalized"
+                                  : "hook_embed, blocks.0.attn.hook_pattern, "
+                                    "ln_final.hook_normalized");
     return a.matched;
 }
 
@@ -164,10 +255,10 @@ Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x) 
     AG_CHECK_ARG(h);
     AG_CHECK_ARG(x);
     if (!nn_hooks_on(h, kind, layer) || h->status != AG_OK) return x;
-    NnHookPoint p = nn_hook_point(kind, layer);
+    NnHookPoint p = nn_hook_point_in(h->stack, kind, layer);
     for (int i = 0; i < h->n && h->status == AG_OK; i++) {
         const NnHookEntry *e = &h->entries[i];
-        if (e->kind != kind || e->layer != layer) continue;
+        if (e->stack != h->stack || e->kind != kind || e->layer != layer) continue;
         Tensor *y = x;
         int rc = e->fn(t, &y, &p, e->ctx);
         if (rc != AG_OK) {
@@ -221,10 +312,75 @@ void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const T
     nn_hook_run(t, h, kind, layer, s);
 }
 
+int nn_hooks_explicit_at(const NnHooks *h, int layer, NnHookKind q) {
+    AG_CHECK(q == NN_HOOK_Q || q == NN_HOOK_CROSS_Q,
+             "nn_hooks_explicit_at: kind %d is not NN_HOOK_Q or NN_HOOK_CROSS_Q", (int)q);
+    for (int k = 0; k < 5; k++) /* q, k, v, scores, pattern */
+        if (nn_hooks_on(h, (NnHookKind)(q + k), layer)) return 1;
+    return 0;
+}
+
 int nn_hooks_explicit_attention(const NnHooks *h, int layer) {
-    return nn_hooks_on(h, NN_HOOK_Q, layer) || nn_hooks_on(h, NN_HOOK_K, layer) ||
-           nn_hooks_on(h, NN_HOOK_V, layer) || nn_hooks_on(h, NN_HOOK_ATTN_SCORES, layer) ||
-           nn_hooks_on(h, NN_HOOK_PATTERN, layer);
+    return nn_hooks_explicit_at(h, layer, NN_HOOK_Q);
+}
+
+/* the kind k steps after a->q (q, k, v, scores, pattern, z) */
+#define AT(a, k) ((NnHookKind)((a)->q + (k)))
+enum { AT_Q, AT_K, AT_V, AT_SCORES, AT_PATTERN, AT_Z };
+
+Tensor *nn_hook_attend(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k, Tensor *v) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(q);
+    AG_CHECK_ARG(k);
+    AG_CHECK_ARG(v);
+    int NH = a->n_heads, l = a->layer;
+    AG_CHECK(q->ndim == 3 && k->ndim == 3 && tensor_same_shape(k, v) &&
+                 q->shape[0] == k->shape[0] && q->shape[2] == k->shape[2] && NH > 0 &&
+                 q->shape[2] % NH == 0 && (!a->causal || k->shape[1] >= q->shape[1]),
+             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be (B, Tq, NH*HS), "
+             "(B, Tk, NH*HS) twice for %d heads (causal: Tk >= Tq): grouped-query attention "
+             "has no hooked path",
+             l, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v), NH);
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], HS = q->shape[2] / NH;
+    Tensor *qh = ag_split_heads(t, q, NH), *kh = ag_split_heads(t, k, NH);
+    Tensor *vh = ag_split_heads(t, v, NH);
+    /* the scores (B, NH, Tq, Tk): q k^T / sqrt(HS), -inf where a key is masked */
+    Tensor *mask = tensor_new4(t->arena, B, NH, Tq, Tk, "attn_mask");
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < NH; n++)
+            for (int i = 0; i < Tq; i++)
+                for (int j = 0; j < Tk; j++) {
+                    int off = (a->causal && j > i + Tk - Tq) ||
+                              (a->key_padding && a->key_padding[(size_t)b * Tk + j]);
+                    mask->data[(((size_t)b * NH + n) * Tq + i) * Tk + j] =
+                        off ? -(Real)INFINITY : 0;
+                }
+    Tensor *s = ag_scale(t, ag_matmul_bt(t, qh, kh), 1.0 / sqrt((double)HS));
+    s = nn_hook_run(t, h, AT(a, AT_SCORES), l, ag_add(t, s, mask));
+    Tensor *p = nn_hook_run(t, h, AT(a, AT_PATTERN), l, ag_softmax(t, s));
+    if (a->probs) *a->probs = p;
+    Tensor *y = ag_matmul(t, ag_dropout(t, p, a->dropout, a->rng), vh); /* (B, NH, Tq, HS) */
+    return ag_merge_heads(t, y);                                        /* (B, Tq, C) */
+}
+
+Tensor *nn_hook_attention_at(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k,
+                             Tensor *v) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(q);
+    AG_CHECK_ARG(k);
+    AG_CHECK_ARG(v);
+    AG_CHECK(tensor_same_shape(k, v) && q->ndim == 3 && k->ndim == 3 && q->shape[2] == k->shape[2],
+             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be (B, Tq, NH*HS), "
+             "(B, Tk, NH*HS) twice: grouped-query attention has no hooked path",
+             a->layer, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v));
+    q = nn_hook_heads(t, h, AT(a, AT_Q), a->layer, q, a->n_heads);
+    k = nn_hook_heads(t, h, AT(a, AT_K), a->layer, k, a->n_heads);
+    v = nn_hook_heads(t, h, AT(a, AT_V), a->layer, v, a->n_heads);
+    return nn_hook_attend(t, h, a, q, k, v);
 }
 
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
@@ -238,20 +394,12 @@ Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, 
              "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be the same (B, T, NH*HS): "
              "grouped-query attention has no hooked path",
              layer, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v));
-    int B = q->shape[0], T = q->shape[1], HS = q->shape[2] / n_heads;
-    Tensor *qh = ag_split_heads(t, nn_hook_heads(t, h, NN_HOOK_Q, layer, q, n_heads), n_heads);
-    Tensor *kh = ag_split_heads(t, nn_hook_heads(t, h, NN_HOOK_K, layer, k, n_heads), n_heads);
-    Tensor *vh = ag_split_heads(t, nn_hook_heads(t, h, NN_HOOK_V, layer, v, n_heads), n_heads);
-    /* the scores (B, NH, T, T): q k^T / sqrt(HS), -inf above the diagonal */
-    Tensor *mask = tensor_new4(t->arena, B, n_heads, T, T, "causal_mask");
-    for (size_t r = 0; r < (size_t)B * n_heads; r++)
-        for (int i = 0; i < T; i++)
-            for (int j = 0; j < T; j++)
-                mask->data[(r * T + i) * T + j] = j > i ? -(Real)INFINITY : 0;
-    Tensor *s = ag_scale(t, ag_matmul_bt(t, qh, kh), 1.0 / sqrt((double)HS));
-    s = nn_hook_run(t, h, NN_HOOK_ATTN_SCORES, layer, ag_add(t, s, mask));
-    Tensor *p = nn_hook_run(t, h, NN_HOOK_PATTERN, layer, ag_softmax(t, s));
-    if (probs) *probs = p;
-    Tensor *y = ag_matmul(t, ag_dropout(t, p, dropout, rng), vh); /* (B, NH, T, HS) */
-    return ag_merge_heads(t, y);                                  /* (B, T, C) */
+    NnHookAttn a = {.layer = layer,
+                    .q = NN_HOOK_Q,
+                    .n_heads = n_heads,
+                    .causal = 1,
+                    .dropout = dropout,
+                    .rng = rng,
+                    .probs = probs};
+    return nn_hook_attention_at(t, h, &a, q, k, v);
 }

@@ -1,6 +1,8 @@
 /* hooks.h: named hook points in a model's forward, with TransformerLens's names and shapes, so
  * that a function can read (cache) or replace (ablate, patch) any activation while the model
- * runs. The GPT of gpt.h calls nn_hook_run at each point (nn_gpt_forward_hooked); a point with
+ * runs. The GPT of gpt.h calls nn_hook_run at each point (nn_gpt_forward_hooked, and
+ * nn_gpt_forward_cached_hooked for incremental decoding); the seq2seq model of nn.h too
+ * (nn_seq2seq_forward_hooked), with its points under "encoder." and "decoder."; a point with
  * no hook costs one branch.
  *
  *   name                               shape              notes
@@ -21,6 +23,17 @@
  *   blocks.L.hook_mlp_out              (B, T, C)
  *   blocks.L.hook_resid_post           (B, T, C)
  *   ln_final.hook_scale / hook_normalized
+ * The seq2seq model: the same names under encoder. (S source positions for T) and decoder.,
+ * hook_embed the embedding already scaled by sqrt(C); the decoder's blocks also have
+ *   decoder.blocks.L.ln2.*                   the norm before the cross-attention (its ln3 is the
+ *                                            MLP's)
+ *   decoder.blocks.L.cross_attn.hook_q       (B, T, NH, HS)
+ *   decoder.blocks.L.cross_attn.hook_k / hook_v  (B, S, NH, HS)
+ *   decoder.blocks.L.cross_attn.hook_attn_scores / hook_pattern  (B, NH, T, S)
+ *   decoder.blocks.L.cross_attn.hook_z       (B, T, NH, HS)
+ *   decoder.blocks.L.hook_cross_attn_out     (B, T, C)
+ *   decoder.blocks.L.hook_resid_mid_cross    (B, T, C)  resid_mid + cross_attn_out
+ *   decoder.blocks.L.ln3.hook_scale / hook_normalized
  * A hook on q, k, v, attn_scores or pattern of a layer makes that layer's attention run as plain
  * ops (matmul_bt, scale, mask, softmax, matmul: the same numbers as the fused op up to rounding);
  * hooks on the other points leave every bit of the forward as it is without hooks.
@@ -53,15 +66,31 @@ typedef enum {
     NN_HOOK_RESID_POST,
     NN_HOOK_LNF_SCALE,
     NN_HOOK_LNF_NORMALIZED,
+    /* the seq2seq decoder's (decoder.blocks.L.*): its cross-attention, in the order of q..z */
+    NN_HOOK_CROSS_Q,
+    NN_HOOK_CROSS_K,
+    NN_HOOK_CROSS_V,
+    NN_HOOK_CROSS_ATTN_SCORES,
+    NN_HOOK_CROSS_PATTERN,
+    NN_HOOK_CROSS_Z,
+    NN_HOOK_CROSS_ATTN_OUT,
+    NN_HOOK_RESID_MID_CROSS,
+    NN_HOOK_LN3_SCALE,
+    NN_HOOK_LN3_NORMALIZED,
     NN_HOOK_N_KINDS
 } NnHookKind;
 
+/* Which part of a model a point is in: a GPT's (no prefix), or a seq2seq model's encoder or
+ * decoder ("encoder.", "decoder.") */
+typedef enum { NN_HOOK_GPT = 0, NN_HOOK_ENCODER, NN_HOOK_DECODER, NN_HOOK_N_STACKS } NnHookStack;
+
 #define NN_HOOK_NAME_LEN 64
 
-/* Where a hook runs: the kind, the layer (-1 for the model-level points), the full name
- * ("blocks.0.attn.hook_z"), and the axes of its activation that hold heads and query
+/* Where a hook runs: the part of the model, the kind, the layer (-1 for the model-level points),
+ * the full name ("blocks.0.attn.hook_z", "decoder.blocks.0.cross_attn.hook_z"), and the axes of its activation that hold heads and query
  * positions (-1: none), so that one ablation or patch works on any point. */
 typedef struct NnHookPoint {
+    NnHookStack stack;
     NnHookKind kind;
     int layer;
     char name[NN_HOOK_NAME_LEN];
@@ -76,23 +105,32 @@ typedef struct NnHookPoint {
 typedef int (*NnHookFn)(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx);
 
 typedef struct NnHookEntry {
+    NnHookStack stack;
     NnHookKind kind;
     int layer;
     NnHookFn fn;
     void *ctx;
 } NnHookEntry;
 
-/* The hooks of one forward call, for a model of n_layer layers. nn_hooks_free frees the list. */
+/* The hooks of one forward call, for a GPT of n_layer layers (nn_hooks_init) or a seq2seq
+ * model of n_enc + n_dec layers (nn_hooks_init_seq2seq). nn_hooks_free frees the list. */
 typedef struct NnHooks {
-    int n_layer;
+    int n_layer;       /* a GPT's layers; seq2seq: n_dec */
+    int seq2seq;       /* 1: the points are a seq2seq model's */
+    int n_enc, n_dec;  /* seq2seq: the encoder's layers (may be 0) and the decoder's */
+    NnHookStack stack; /* the part the forward is in now (set by the model) */
     int n, cap;
     NnHookEntry *entries; /* in the order they were added: run in that order at a point */
-    unsigned char on[NN_HOOK_N_KINDS][NN_MAX_LAYERS]; /* model-level points: layer 0 */
-    int status;                                       /* AG_OK, or the first hook's failure */
-    char error[512];                                  /* its message */
+    /* model-level points: layer 0 */
+    unsigned char on[NN_HOOK_N_STACKS][NN_HOOK_N_KINDS][NN_MAX_LAYERS];
+    int status;      /* AG_OK, or the first hook's failure */
+    char error[512]; /* its message */
 } NnHooks;
 
 void nn_hooks_init(NnHooks *h, int n_layer);
+void nn_hooks_init_seq2seq(NnHooks *h, int n_enc, int n_dec);
+/* h's model (GPT or seq2seq, its layers), with no hooks: for another call on the same model */
+void nn_hooks_init_like(NnHooks *h, const NnHooks *like);
 void nn_hooks_free(NnHooks *h);
 /* Adds fn at every point whose name matches pattern, a glob ('*' any run of characters, dots
  * included; '?' one character): "blocks.*.attn.hook_pattern", "*hook_resid_post", "hook_embed".
@@ -100,13 +138,18 @@ void nn_hooks_free(NnHooks *h);
 int nn_hooks_add(NnHooks *h, const char *pattern, NnHookFn fn, void *ctx);
 /* 1 when name matches the glob pattern */
 int nn_hook_glob(const char *pattern, const char *name);
-/* The point of kind at layer (-1 for the model-level kinds), its name and axes filled in;
- * AG_ERR_ARG when name is not a hook point of a model of n_layer layers (lookup by name). */
+/* The GPT's point of kind at layer (-1 for the model-level kinds), its name and axes filled in
+ * (nn_hook_point_in: in a part of a seq2seq model); AG_ERR_ARG when name is not a hook point of
+ * a GPT of n_layer layers (nn_hook_find) or of h's model (nn_hooks_find). */
 NnHookPoint nn_hook_point(NnHookKind kind, int layer);
+NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer);
 int nn_hook_find(const char *name, int n_layer, NnHookPoint *out);
-/* Is any hook set at (kind, layer)? h NULL: none is */
+int nn_hooks_find(const NnHooks *h, const char *name, NnHookPoint *out);
+/* The point of one of h's entries */
+NnHookPoint nn_hook_entry_point(const NnHookEntry *e);
+/* Is any hook set at (kind, layer) of the part the forward is in? h NULL: none is */
 static inline int nn_hooks_on(const NnHooks *h, NnHookKind kind, int layer) {
-    return h && h->on[kind][layer < 0 ? 0 : layer];
+    return h && h->on[h->stack][kind][layer < 0 ? 0 : layer];
 }
 
 /* ---- for the models: the calls at each point ---- */
@@ -123,13 +166,45 @@ Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x
 void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const Tensor *x,
                         double eps, int rms);
 /* Does layer l need the explicit attention (a hook on q, k, v, scores or pattern)? h NULL:
- * no */
+ * no. nn_hooks_explicit_at: of the attention whose hook_q is kind q (NN_HOOK_Q, or
+ * NN_HOOK_CROSS_Q: the decoder's cross-attention). */
 int nn_hooks_explicit_attention(const NnHooks *h, int layer);
+int nn_hooks_explicit_at(const NnHooks *h, int layer, NnHookKind q);
 /* Causal self-attention as plain ops with the hooks of layer l: q (B, T, NH*HS), k and v
  * (B, T, NH*HS) -> (B, T, NH*HS), the heads merged (z before its hook); *probs gets the
  * pattern (B, NH, T, T). dropout on the pattern while training. */
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
                           int n_heads, double dropout, Rng *rng, Tensor **probs); /* rng, probs:
                                                                                  * may be NULL */
+/* One attention of layer `layer` as plain ops, for nn_hook_attend: the kind of its hook_q
+ * (NN_HOOK_Q, NN_HOOK_CROSS_Q; the other five kinds follow it), its heads, its masks (causal:
+ * query i sees keys j <= i + Tk - Tq, aligned at the end as ag_attention; key_padding (B, Tk),
+ * 1 = a masked key, or NULL), dropout on the pattern (rng may be NULL), and where the pattern
+ * goes (probs, may be NULL). */
+typedef struct NnHookAttn {
+    int layer;
+    NnHookKind q;
+    int n_heads;
+    int causal;
+    const uint8_t *key_padding;
+    double dropout;
+    Rng *rng;
+    Tensor **probs;
+} NnHookAttn;
+/* q (B, Tq, NH*HS), k and v (B, Tk, NH*HS), already past their hooks -> the scores (hooked),
+ * the pattern (hooked), pattern . v merged (B, Tq, NH*HS) (z before its hook) */
+Tensor *nn_hook_attend(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k, Tensor *v);
+/* nn_hook_attend after the hooks of q, k and v */
+Tensor *nn_hook_attention_at(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k,
+                             Tensor *v);
+
+/* Multi-head attention (attention.c's nn_mha_forward, one key_value tensor, no packed rows)
+ * with the hooks of one attention: a->q names it (self: NN_HOOK_Q, cross: NN_HOOK_CROSS_Q) and
+ * a->layer its layer; the masks, dropout, rng and probs of a are ignored (masks, the module's).
+ * Without a hook on its q, k, v, scores or pattern it runs nn_mha_forward's ops, with z's
+ * hooks before out_proj (same bits with hooks that do nothing); with one, the attention as
+ * plain ops (nn_hook_attend). Grouped-query modules have no explicit path (it aborts). */
+Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
+                              const NnAttnMasks *masks, Rng *rng, NnHooks *h, const NnHookAttn *a);
 
 #endif

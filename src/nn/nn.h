@@ -282,6 +282,7 @@ typedef struct Seq2SeqConfig {
     TransformerConfig layer;
 } Seq2SeqConfig;
 
+struct NnHooks; /* hooks.h */
 typedef struct Seq2Seq {
     Seq2SeqConfig cfg;
     ParamList params;
@@ -291,6 +292,7 @@ typedef struct Seq2Seq {
     DecoderLayer dec[NN_MAX_LAYERS];
     LayerNorm enc_norm, dec_norm;
     Linear generator;
+    struct NnHooks *hooks; /* during nn_seq2seq_forward_hooked only; NULL otherwise */
 } Seq2Seq;
 
 /* Sensible defaults for the fields not given (d_ff 4*d_model, eps 1e-5, ...). */
@@ -312,6 +314,13 @@ void nn_seq2seq_free(Seq2Seq *m);
  * AG_ERR_FORMAT with the reason in ag_last_error() ("n_heads 3 must divide d_model 64"). A
  * test pins the counts to nn_seq2seq_init's. */
 int nn_seq2seq_check_config(const Seq2SeqConfig *c, int64_t *n_params, int64_t *n_values);
+/* Every dropout probability of m: the configuration's (the embeddings'), then each encoder
+ * layer's (residual, self-attention, feed-forward) and each decoder layer's (residual, self-,
+ * cross-attention, feed-forward). Their addresses go to p (room for NN_SEQ2SEQ_MAX_DROPOUTS);
+ * returns their count. For a pass with gradients measured as the model translates: save them,
+ * set them to 0, put them back. */
+#define NN_SEQ2SEQ_MAX_DROPOUTS (1 + 4 * 2 * NN_MAX_LAYERS)
+int nn_seq2seq_dropouts(Seq2Seq *m, double **p);
 /* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */
@@ -319,6 +328,15 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
 /* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
 Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, int S,
                           const int *tgt_in, int B, int T, Rng *rng);
+/* encode and decode of src (B, S) and tgt_in (B, T) -> logits (B, T, V), dense (no packed
+ * rows), with the hooks at their points (hooks.h: the encoder's under "encoder.", the
+ * decoder's under "decoder.") for this call only: m->hooks is NULL again when it returns. NULL
+ * when a hook failed (the forward still ran to the end, the later hooks did not), with the
+ * hook's message in ag_last_error(). Hooks made by nn_hooks_init_seq2seq for the model's
+ * layers. With hooks that do nothing (on any point but an attention's q, k, v, scores or
+ * pattern) the same bits as nn_seq2seq_decode(nn_seq2seq_encode(...)). */
+Tensor *nn_seq2seq_forward_hooked(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
+                                  int B, int T, Rng *rng, struct NnHooks *hooks);
 /* Mean cross-entropy of the next-token logits against tgt_out (B, T), padding ignored.
  * The same loss and gradients as ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...)),
  * tgt_out, pad_id) up to rounding, without the arithmetic on padding: only the live rows are

@@ -2,7 +2,10 @@
  * norms, and the seq2seq model with embeddings, positions and the generator. Names follow
  * torch.nn.Transformer's state_dict. The layers run on (B, T, C) batches, or on their live rows
  * packed (n, C) with a row map (NnRows): nn_seq2seq_loss packs, encode and decode do not.
- * Not here: attention itself (attention.c). */
+ * nn_seq2seq_forward_hooked runs encode and decode with hooks (hooks.h) at TransformerLens's
+ * points, under "encoder." and "decoder."; without hooks each point is one branch.
+ * Not here: attention itself (attention.c), the hook points' names (hooks.c). */
+#include "hooks.h"
 #include "nn.h"
 
 #include <math.h>
@@ -19,6 +22,62 @@ static Tensor *residual_norm(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng,
                              const LayerNorm *norm, int pre_ln) {
     return pre_ln ? residual(t, x, f, p, rng)
                   : nn_add_layernorm(t, norm, x, ag_dropout(t, f, p, rng));
+}
+
+/* ---- hook points (hooks.h): each a branch when the forward has no hooks ---- */
+
+/* x, or what the hooks at (kind, l) of the part the forward is in make of it */
+#define HOOK(h, kind, l, x) ((h) ? nn_hook_run(t, h, kind, l, x) : (x))
+
+/* a pre-LN norm of x: ln(x), with the hooks of its scale (a kind) and output (the next kind) */
+static Tensor *pre_norm(Tape *t, NnHooks *h, const LayerNorm *ln, Tensor *x, NnHookKind scale,
+                        int l) {
+    if (h) nn_hook_norm_scale(t, h, scale, l, x, ln->eps, 0);
+    return HOOK(h, scale + 1, l, nn_layernorm(t, ln, x));
+}
+
+/* The end of a sub-layer with its hooks: the branch f hooked as `out`, then residual_norm (a
+ * post-LN norm with its hooks at `scale` and the next kind; the scale reads x + dropout(f),
+ * computed apart only when hooked), the result hooked as `resid`. No hooks: residual_norm. */
+static Tensor *sublayer_end(Tape *t, NnHooks *h, int l, Tensor *x, Tensor *f, double p, Rng *rng,
+                            const LayerNorm *norm, int pre_ln, NnHookKind out, NnHookKind scale,
+                            NnHookKind resid) {
+    if (!h) return residual_norm(t, x, f, p, rng, norm, pre_ln);
+    f = nn_hook_run(t, h, out, l, f);
+    Tensor *y;
+    if (pre_ln) {
+        y = residual(t, x, f, p, rng);
+    } else {
+        Tensor *fd = ag_dropout(t, f, p, rng);
+        if (nn_hooks_on(h, scale, l)) {
+            Tensor *sum = tensor_new(t->arena, x->ndim, x->shape, "resid_sum");
+            for (size_t i = 0; i < x->size; i++) sum->data[i] = x->data[i] + fd->data[i];
+            nn_hook_norm_scale(t, h, scale, l, sum, norm->eps, 0);
+        }
+        y = nn_hook_run(t, h, scale + 1, l, nn_add_layernorm(t, norm, x, fd));
+    }
+    return nn_hook_run(t, h, resid, l, y);
+}
+
+/* the feed-forward with the hooks of mlp.hook_pre (linear1's output) and mlp.hook_post (after
+ * the activation); without them nn_ffn (ReLU fused into linear1's product) */
+static Tensor *ffn(Tape *t, NnHooks *h, int l, const FeedForward *f, Tensor *x, Rng *rng) {
+    int pre = nn_hooks_on(h, NN_HOOK_MLP_PRE, l), post = nn_hooks_on(h, NN_HOOK_MLP_POST, l);
+    if (!pre && !post) return nn_ffn(t, f, x, rng);
+    Tensor *a;
+    if (pre || f->act == NN_GELU) {
+        a = nn_hook_run(t, h, NN_HOOK_MLP_PRE, l, nn_linear(t, &f->linear1, x));
+        a = f->act == NN_GELU ? ag_gelu(t, a) : ag_relu(t, a);
+    } else {
+        a = ag_linear_relu(t, x, f->linear1.weight, f->linear1.bias);
+    }
+    a = nn_hook_run(t, h, NN_HOOK_MLP_POST, l, a);
+    return nn_linear(t, &f->linear2, ag_dropout(t, a, f->dropout, rng));
+}
+
+/* an attention's hooks: self-attention (q NN_HOOK_Q) or cross (NN_HOOK_CROSS_Q) of layer l */
+static NnHookAttn hook_attn(const MultiHeadAttention *m, int l, NnHookKind q) {
+    return (NnHookAttn){.layer = l, .q = q, .n_heads = m->n_heads};
 }
 
 /* cfg with its zero fields set to their defaults (nn.h) */
@@ -68,23 +127,29 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
     l->causal = cfg->causal;
 }
 
-/* x (B, S, C), or (n, C) packed by rows when rows is given */
+/* x (B, S, C), or (n, C) packed by rows when rows is given; hk: the hooks of layer li, or NULL
+ * (with hooks the layer runs dense) */
 static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad,
-                             const NnRows *rows, Rng *rng) {
-    Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a =
-        nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows,
-                            &(NnAttnMasks){.key_padding = src_pad, .causal = l->causal}, rng);
-    x = residual_norm(t, x, a, l->dropout, rng, &l->norm1, l->pre_ln);
-    h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
-    return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), l->dropout, rng, &l->norm2, l->pre_ln);
+                             const NnRows *rows, Rng *rng, NnHooks *hk, int li) {
+    AG_CHECK(!hk || !rows, "encoder layer %d: hooks run on dense batches", li);
+    x = HOOK(hk, NN_HOOK_RESID_PRE, li, x);
+    Tensor *h = l->pre_ln ? pre_norm(t, hk, &l->norm1, x, NN_HOOK_LN1_SCALE, li) : x;
+    NnAttnMasks am = {.key_padding = src_pad, .causal = l->causal};
+    NnHookAttn ha = hook_attn(&l->self_attn, li, NN_HOOK_Q);
+    Tensor *a = hk ? nn_mha_forward_hooked(t, &l->self_attn, h, h, &am, rng, hk, &ha)
+                   : nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows, &am, rng);
+    x = sublayer_end(t, hk, li, x, a, l->dropout, rng, &l->norm1, l->pre_ln, NN_HOOK_ATTN_OUT,
+                     NN_HOOK_LN1_SCALE, NN_HOOK_RESID_MID);
+    h = l->pre_ln ? pre_norm(t, hk, &l->norm2, x, NN_HOOK_LN2_SCALE, li) : x;
+    return sublayer_end(t, hk, li, x, ffn(t, hk, li, &l->ffn, h, rng), l->dropout, rng, &l->norm2,
+                        l->pre_ln, NN_HOOK_MLP_OUT, NN_HOOK_LN2_SCALE, NN_HOOK_RESID_POST);
 }
 
 Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(x);
-    return encoder_layer(t, l, x, src_pad, NULL, rng);
+    return encoder_layer(t, l, x, src_pad, NULL, rng, NULL, 0);
 }
 
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *name,
@@ -109,24 +174,34 @@ typedef struct {
     const NnRows *mem_rows; /* memory packed (n_mem, C) by this map, or NULL */
 } KVSource;
 
+/* hk: the hooks of layer li, or NULL (with hooks the layer runs dense, without a cache) */
 static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                             const NnMask *tgt_pad, const NnMask *memory_pad, KVSource kv,
-                             Rng *rng) {
+                             const NnMask *tgt_pad, const NnMask *memory_pad, KVSource kv, Rng *rng,
+                             NnHooks *hk, int li) {
+    AG_CHECK(!hk || (!kv.cache && !kv.mem_k && !kv.rows && !kv.mem_rows),
+             "decoder layer %d: hooks run on dense batches without a cache", li);
     double p = l->dropout;
-    Tensor *h = l->pre_ln ? nn_layernorm(t, &l->norm1, x) : x;
-    Tensor *a = kv.cache
-                    ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
-                    : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows,
-                                          &(NnAttnMasks){.key_padding = tgt_pad, .causal = 1}, rng);
-    x = residual_norm(t, x, a, p, rng, &l->norm1, l->pre_ln);
-    h = l->pre_ln ? nn_layernorm(t, &l->norm2, x) : x;
+    x = HOOK(hk, NN_HOOK_RESID_PRE, li, x);
+    Tensor *h = l->pre_ln ? pre_norm(t, hk, &l->norm1, x, NN_HOOK_LN1_SCALE, li) : x;
+    NnAttnMasks self = {.key_padding = tgt_pad, .causal = 1};
+    NnHookAttn ha = hook_attn(&l->self_attn, li, NN_HOOK_Q);
+    NnHookAttn hc = hook_attn(&l->multihead_attn, li, NN_HOOK_CROSS_Q);
+    Tensor *a = kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
+                : hk     ? nn_mha_forward_hooked(t, &l->self_attn, h, h, &self, rng, hk, &ha)
+                     : nn_mha_forward_rows(t, &l->self_attn, h, kv.rows, h, kv.rows, &self, rng);
+    x = sublayer_end(t, hk, li, x, a, p, rng, &l->norm1, l->pre_ln, NN_HOOK_ATTN_OUT,
+                     NN_HOOK_LN1_SCALE, NN_HOOK_RESID_MID);
+    h = l->pre_ln ? pre_norm(t, hk, &l->norm2, x, NN_HOOK_LN2_SCALE, li) : x;
     NnAttnMasks cross = {.key_padding = memory_pad};
     a = kv.mem_k ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, &cross, rng)
-                 : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows,
-                                       &cross, rng);
-    x = residual_norm(t, x, a, p, rng, &l->norm2, l->pre_ln);
-    h = l->pre_ln ? nn_layernorm(t, &l->norm3, x) : x;
-    return residual_norm(t, x, nn_ffn(t, &l->ffn, h, rng), p, rng, &l->norm3, l->pre_ln);
+        : hk     ? nn_mha_forward_hooked(t, &l->multihead_attn, h, memory, &cross, rng, hk, &hc)
+             : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows, &cross,
+                                   rng);
+    x = sublayer_end(t, hk, li, x, a, p, rng, &l->norm2, l->pre_ln, NN_HOOK_CROSS_ATTN_OUT,
+                     NN_HOOK_LN2_SCALE, NN_HOOK_RESID_MID_CROSS);
+    h = l->pre_ln ? pre_norm(t, hk, &l->norm3, x, NN_HOOK_LN3_SCALE, li) : x;
+    return sublayer_end(t, hk, li, x, ffn(t, hk, li, &l->ffn, h, rng), p, rng, &l->norm3, l->pre_ln,
+                        NN_HOOK_MLP_OUT, NN_HOOK_LN3_SCALE, NN_HOOK_RESID_POST);
 }
 
 Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,
@@ -135,7 +210,7 @@ Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, co
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(x);
     AG_CHECK_ARG(memory);
-    return decoder_layer(t, l, x, memory, tgt_pad, memory_pad, (KVSource){0}, rng);
+    return decoder_layer(t, l, x, memory, tgt_pad, memory_pad, (KVSource){0}, rng, NULL, 0);
 }
 
 /* ---- the seq2seq model ---- */
@@ -275,6 +350,25 @@ void nn_seq2seq_free(Seq2Seq *m) {
     ag_params_free(&m->params);
 }
 
+int nn_seq2seq_dropouts(Seq2Seq *m, double **p) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(p);
+    int n = 0;
+    p[n++] = &m->cfg.layer.dropout;
+    for (int l = 0; l < m->cfg.n_enc_layers; l++) {
+        p[n++] = &m->enc[l].dropout;
+        p[n++] = &m->enc[l].self_attn.dropout;
+        p[n++] = &m->enc[l].ffn.dropout;
+    }
+    for (int l = 0; l < m->cfg.n_dec_layers; l++) {
+        p[n++] = &m->dec[l].dropout;
+        p[n++] = &m->dec[l].self_attn.dropout;
+        p[n++] = &m->dec[l].multihead_attn.dropout;
+        p[n++] = &m->dec[l].ffn.dropout;
+    }
+    return n;
+}
+
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(ids);
@@ -283,12 +377,21 @@ NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     return (NnMask){mask, B, T};
 }
 
-/* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4) */
+/* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4); with
+ * the hooks of hook_embed (the scaled embedding) and hook_pos_embed */
 static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEncoding *pe,
                      const int *ids, int B, int T, int start, Rng *rng) {
+    NnHooks *h = m->hooks;
     Tensor *x = nn_embedding(t, e, ids, B, T);
-    x = ag_scale(t, x, sqrt((double)m->cfg.layer.d_model));
-    x = nn_positional(t, pe, x, start);
+    x = HOOK(h, NN_HOOK_EMBED, -1, ag_scale(t, x, sqrt((double)m->cfg.layer.d_model)));
+    if (nn_hooks_on(h, NN_HOOK_POS_EMBED, -1)) {
+        /* the positions as a (B, T, C) tensor of their own: 0 + row, then x + it (same bits) */
+        Tensor *zero = tensor_zeros(t->arena, 3, (int[]){B, T, m->cfg.layer.d_model}, "zeros");
+        Tensor *pos = nn_positional(t, pe, zero, start);
+        x = ag_add(t, x, nn_hook_run(t, h, NN_HOOK_POS_EMBED, -1, pos));
+    } else {
+        x = nn_positional(t, pe, x, start);
+    }
     return ag_dropout(t, x, m->cfg.layer.dropout, rng);
 }
 
@@ -308,11 +411,12 @@ static const NnRows *live_rows(Tape *t, NnRows *rows, const int *a, const int *b
 /* src (B, S) -> memory (B, S, C), or its live rows (n, C) packed by rows when given */
 static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const NnMask *src_pad,
                       const NnRows *rows, Rng *rng) {
+    if (m->hooks) m->hooks->stack = NN_HOOK_ENCODER;
     Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
     if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
     for (int i = 0; i < m->cfg.n_enc_layers; i++)
-        x = encoder_layer(t, &m->enc[i], x, src_pad, rows, rng);
-    return nn_layernorm(t, &m->enc_norm, x);
+        x = encoder_layer(t, &m->enc[i], x, src_pad, rows, rng, m->hooks, i);
+    return pre_norm(t, m->hooks, &m->enc_norm, x, NN_HOOK_LNF_SCALE, -1);
 }
 
 /* tgt_in (B, T) and memory (from encode, packed by mem_rows or not) -> logits (B, T, V), or
@@ -321,12 +425,13 @@ static Tensor *decode(Tape *t, Seq2Seq *m, Tensor *memory, const NnRows *mem_row
                       const NnMask *src_pad, const int *tgt_in, int B, int T, const NnRows *rows,
                       Rng *rng) {
     NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
+    if (m->hooks) m->hooks->stack = NN_HOOK_DECODER;
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
     if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
     KVSource kv = {NULL, NULL, NULL, rows, mem_rows};
     for (int i = 0; i < m->cfg.n_dec_layers; i++)
-        x = decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, src_pad, kv, rng);
-    x = nn_layernorm(t, &m->dec_norm, x);
+        x = decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, src_pad, kv, rng, m->hooks, i);
+    x = pre_norm(t, m->hooks, &m->dec_norm, x, NN_HOOK_LNF_SCALE, -1);
     return nn_linear(t, &m->generator, x);
 }
 
@@ -347,6 +452,32 @@ Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, i
     AG_CHECK_ARG(tgt_in);
     NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     return decode(t, m, memory, NULL, &src_pad, tgt_in, B, T, NULL, rng); /* (B, T, V) */
+}
+
+Tensor *nn_seq2seq_forward_hooked(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
+                                  int B, int T, Rng *rng, NnHooks *hooks) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(src);
+    AG_CHECK_ARG(tgt_in);
+    AG_CHECK_ARG(hooks);
+    AG_CHECK(hooks->seq2seq && hooks->n_enc == m->cfg.n_enc_layers &&
+                 hooks->n_dec == m->cfg.n_dec_layers,
+             "nn_seq2seq_forward_hooked: hooks for %s of %d+%d layers, the model has %d+%d",
+             hooks->seq2seq ? "a seq2seq model" : "a GPT", hooks->seq2seq ? hooks->n_enc : 0,
+             hooks->n_layer, m->cfg.n_enc_layers, m->cfg.n_dec_layers);
+    hooks->status = AG_OK;
+    m->hooks = hooks; /* for this call only */
+    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    Tensor *memory = encode(t, m, src, B, S, &src_pad, NULL, rng);
+    Tensor *logits = decode(t, m, memory, NULL, &src_pad, tgt_in, B, T, NULL, rng);
+    m->hooks = NULL;
+    hooks->stack = NN_HOOK_GPT;
+    if (hooks->status != AG_OK) {
+        ag_fail(hooks->status, "%s", hooks->error);
+        return NULL;
+    }
+    return logits; /* (B, T, V) */
 }
 
 Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt_in,
@@ -415,7 +546,7 @@ Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens)
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
     for (int i = 0; i < m->cfg.n_dec_layers; i++) {
         KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i], NULL, NULL};
-        x = decoder_layer(t, &m->dec[i], x, NULL, NULL, &s->src_pad, kv, NULL);
+        x = decoder_layer(t, &m->dec[i], x, NULL, NULL, &s->src_pad, kv, NULL, NULL, i);
     }
     x = nn_layernorm(t, &m->dec_norm, x);
     Tensor *logits = nn_linear(t, &m->generator, x); /* (B, 1, V) */

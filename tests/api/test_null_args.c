@@ -81,6 +81,10 @@ static LensSweep LSW;
 static LensLogit LL;
 static LensMetric LM;
 static LensRunInfo LRI;
+static LensModel LMO;
+static LensAblateTable LAT;
+static NnHookAttn HA;
+static MultiHeadAttention MHA;
 static Tensor *TX = &T;
 static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     (void)t, (void)x, (void)at, (void)ctx;
@@ -359,6 +363,55 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_hook_attention, q, nn_hook_attention(&TP, &HK, 0, NULL, &T, &T, 1, 0, NULL, NULL))        \
     X(nn_hook_attention, k, nn_hook_attention(&TP, &HK, 0, &T, NULL, &T, 1, 0, NULL, NULL))        \
     X(nn_hook_attention, v, nn_hook_attention(&TP, &HK, 0, &T, &T, NULL, 1, 0, NULL, NULL))        \
+    X(nn_hooks_init_seq2seq, h, nn_hooks_init_seq2seq(NULL, 1, 1))                                 \
+    X(nn_hooks_init_like, h, nn_hooks_init_like(NULL, &HK))                                        \
+    X(nn_hooks_init_like, like, nn_hooks_init_like(&HK, NULL))                                     \
+    X(nn_hooks_find, h, nn_hooks_find(NULL, "hook_embed", &HP))                                    \
+    X(nn_hooks_find, name, nn_hooks_find(&HK, NULL, &HP))                                          \
+    X(nn_hooks_find, out, nn_hooks_find(&HK, "hook_embed", NULL))                                  \
+    X(nn_hook_entry_point, e, nn_hook_entry_point(NULL))                                           \
+    X(nn_hook_attend, t, nn_hook_attend(NULL, &HK, &HA, &T, &T, &T))                               \
+    X(nn_hook_attend, h, nn_hook_attend(&TP, NULL, &HA, &T, &T, &T))                               \
+    X(nn_hook_attend, a, nn_hook_attend(&TP, &HK, NULL, &T, &T, &T))                               \
+    X(nn_hook_attend, q, nn_hook_attend(&TP, &HK, &HA, NULL, &T, &T))                              \
+    X(nn_hook_attend, k, nn_hook_attend(&TP, &HK, &HA, &T, NULL, &T))                              \
+    X(nn_hook_attend, v, nn_hook_attend(&TP, &HK, &HA, &T, &T, NULL))                              \
+    X(nn_hook_attention_at, t, nn_hook_attention_at(NULL, &HK, &HA, &T, &T, &T))                   \
+    X(nn_hook_attention_at, h, nn_hook_attention_at(&TP, NULL, &HA, &T, &T, &T))                   \
+    X(nn_hook_attention_at, a, nn_hook_attention_at(&TP, &HK, NULL, &T, &T, &T))                   \
+    X(nn_hook_attention_at, q, nn_hook_attention_at(&TP, &HK, &HA, NULL, &T, &T))                  \
+    X(nn_hook_attention_at, k, nn_hook_attention_at(&TP, &HK, &HA, &T, NULL, &T))                  \
+    X(nn_hook_attention_at, v, nn_hook_attention_at(&TP, &HK, &HA, &T, &T, NULL))                  \
+    X(nn_mha_forward_hooked, t, nn_mha_forward_hooked(NULL, &MHA, &T, &T, NULL, NULL, &HK, &HA))   \
+    X(nn_mha_forward_hooked, m, nn_mha_forward_hooked(&TP, NULL, &T, &T, NULL, NULL, &HK, &HA))    \
+    X(nn_mha_forward_hooked, query,                                                                \
+      nn_mha_forward_hooked(&TP, &MHA, NULL, &T, NULL, NULL, &HK, &HA))                            \
+    X(nn_mha_forward_hooked, key_value,                                                            \
+      nn_mha_forward_hooked(&TP, &MHA, &T, NULL, NULL, NULL, &HK, &HA))                            \
+    X(nn_mha_forward_hooked, h, nn_mha_forward_hooked(&TP, &MHA, &T, &T, NULL, NULL, NULL, &HA))   \
+    X(nn_mha_forward_hooked, a, nn_mha_forward_hooked(&TP, &MHA, &T, &T, NULL, NULL, &HK, NULL))   \
+    X(nn_gpt_forward_cached_hooked, t,                                                             \
+      nn_gpt_forward_cached_hooked(NULL, &GPT, &GCA, IDS, 1, 1, &HK))                              \
+    X(nn_gpt_forward_cached_hooked, m,                                                             \
+      nn_gpt_forward_cached_hooked(&TP, NULL, &GCA, IDS, 1, 1, &HK))                               \
+    X(nn_gpt_forward_cached_hooked, c,                                                             \
+      nn_gpt_forward_cached_hooked(&TP, &GPT, NULL, IDS, 1, 1, &HK))                               \
+    X(nn_gpt_forward_cached_hooked, idx,                                                           \
+      nn_gpt_forward_cached_hooked(&TP, &GPT, &GCA, NULL, 1, 1, &HK))                              \
+    X(nn_gpt_forward_cached_hooked, hooks,                                                         \
+      nn_gpt_forward_cached_hooked(&TP, &GPT, &GCA, IDS, 1, 1, NULL))                              \
+    X(nn_seq2seq_dropouts, m, nn_seq2seq_dropouts(NULL, (double *[1]){0}))                         \
+    X(nn_seq2seq_dropouts, p, nn_seq2seq_dropouts(&S2S, NULL))                                     \
+    X(nn_seq2seq_forward_hooked, t,                                                                \
+      nn_seq2seq_forward_hooked(NULL, &S2S, IDS, 1, IDS, 1, 1, NULL, &HK))                         \
+    X(nn_seq2seq_forward_hooked, m,                                                                \
+      nn_seq2seq_forward_hooked(&TP, NULL, IDS, 1, IDS, 1, 1, NULL, &HK))                          \
+    X(nn_seq2seq_forward_hooked, src,                                                              \
+      nn_seq2seq_forward_hooked(&TP, &S2S, NULL, 1, IDS, 1, 1, NULL, &HK))                         \
+    X(nn_seq2seq_forward_hooked, tgt_in,                                                           \
+      nn_seq2seq_forward_hooked(&TP, &S2S, IDS, 1, NULL, 1, 1, NULL, &HK))                         \
+    X(nn_seq2seq_forward_hooked, hooks,                                                            \
+      nn_seq2seq_forward_hooked(&TP, &S2S, IDS, 1, IDS, 1, 1, NULL, NULL))                         \
     /* lens.h */                                                                                   \
     X(lens_cache_init, c, lens_cache_init(NULL, 0))                                                \
     X(lens_cache_free, c, lens_cache_free(NULL))                                                   \
@@ -398,6 +451,40 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_attribute, mt, lens_attribute(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, NULL, &LSW))           \
     X(lens_attribute, out, lens_attribute(&TP, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, NULL))           \
     X(lens_sweep_free, s, lens_sweep_free(NULL))                                                   \
+    X(lens_gpt, m, lens_gpt(NULL))                                                                 \
+    X(lens_seq2seq, m, lens_seq2seq(NULL))                                                         \
+    X(lens_patch_sweep_model, t, lens_patch_sweep_model(NULL, &LMO, IDS, IDS, "*", 0, &LM, &LSW))  \
+    X(lens_patch_sweep_model, lm, lens_patch_sweep_model(&TP, NULL, IDS, IDS, "*", 0, &LM, &LSW))  \
+    X(lens_patch_sweep_model, clean,                                                               \
+      lens_patch_sweep_model(&TP, &LMO, NULL, IDS, "*", 0, &LM, &LSW))                             \
+    X(lens_patch_sweep_model, corrupt,                                                             \
+      lens_patch_sweep_model(&TP, &LMO, IDS, NULL, "*", 0, &LM, &LSW))                             \
+    X(lens_patch_sweep_model, pattern,                                                             \
+      lens_patch_sweep_model(&TP, &LMO, IDS, IDS, NULL, 0, &LM, &LSW))                             \
+    X(lens_patch_sweep_model, mt, lens_patch_sweep_model(&TP, &LMO, IDS, IDS, "*", 0, NULL, &LSW)) \
+    X(lens_patch_sweep_model, out, lens_patch_sweep_model(&TP, &LMO, IDS, IDS, "*", 0, &LM, NULL)) \
+    X(lens_attribute_model, t, lens_attribute_model(NULL, &LMO, IDS, IDS, "*", 0, &LM, &LSW))      \
+    X(lens_attribute_model, lm, lens_attribute_model(&TP, NULL, IDS, IDS, "*", 0, &LM, &LSW))      \
+    X(lens_attribute_model, clean, lens_attribute_model(&TP, &LMO, NULL, IDS, "*", 0, &LM, &LSW))  \
+    X(lens_attribute_model, corrupt,                                                               \
+      lens_attribute_model(&TP, &LMO, IDS, NULL, "*", 0, &LM, &LSW))                               \
+    X(lens_attribute_model, pattern,                                                               \
+      lens_attribute_model(&TP, &LMO, IDS, IDS, NULL, 0, &LM, &LSW))                               \
+    X(lens_attribute_model, mt, lens_attribute_model(&TP, &LMO, IDS, IDS, "*", 0, NULL, &LSW))     \
+    X(lens_attribute_model, out, lens_attribute_model(&TP, &LMO, IDS, IDS, "*", 0, &LM, NULL))     \
+    X(lens_ablate_sweep_model, t,                                                                  \
+      lens_ablate_sweep_model(NULL, &LMO, IDS, "*", 0, NULL, 0, &LM, &LAT))                        \
+    X(lens_ablate_sweep_model, lm,                                                                 \
+      lens_ablate_sweep_model(&TP, NULL, IDS, "*", 0, NULL, 0, &LM, &LAT))                         \
+    X(lens_ablate_sweep_model, input,                                                              \
+      lens_ablate_sweep_model(&TP, &LMO, NULL, "*", 0, NULL, 0, &LM, &LAT))                        \
+    X(lens_ablate_sweep_model, pattern,                                                            \
+      lens_ablate_sweep_model(&TP, &LMO, IDS, NULL, 0, NULL, 0, &LM, &LAT))                        \
+    X(lens_ablate_sweep_model, mt,                                                                 \
+      lens_ablate_sweep_model(&TP, &LMO, IDS, "*", 0, NULL, 0, NULL, &LAT))                        \
+    X(lens_ablate_sweep_model, out,                                                                \
+      lens_ablate_sweep_model(&TP, &LMO, IDS, "*", 0, NULL, 0, &LM, NULL))                         \
+    X(lens_ablate_table_free, a, lens_ablate_table_free(NULL))                                     \
     X(lens_sweep_save, s, lens_sweep_save(NULL, "x.npz"))                                          \
     X(lens_sweep_save, path, lens_sweep_save(&LSW, NULL))                                          \
     /* detect.h, logit.h, export.h */                                                              \
@@ -564,6 +651,7 @@ static const char *const accepts_null[][2] = {
     {"ag_embedding_padded", "an op: ag_embedding's rows in test_errors.c run through it"},
     {"nn_hooks_on", "NULL hooks: none is set (the models' test at every point)"},
     {"nn_hooks_explicit_attention", "NULL hooks: the fused attention"},
+    {"nn_hooks_explicit_at", "NULL hooks: the fused attention"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {

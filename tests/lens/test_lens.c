@@ -460,7 +460,7 @@ Test(lens_cache, the_npz_holds_every_point_with_its_shape) {
     ts_tmp_dir(dir, sizeof dir, "lens");
     const char *strs[B * T];
     for (int i = 0; i < B * T; i++) strs[i] = i % 2 ? "a\"b" : "x";
-    LensRunInfo run = {e.ids, B, T, strs, &tiny};
+    LensRunInfo run = {.tokens = e.ids, .B = B, .T = T, .token_strs = strs, .cfg = &tiny};
     cr_assert_eq(lens_cache_save(&c, ts_join(path, dir, "cache.npz"), &run), AG_OK, "%s",
                  ag_last_error());
     NpzFile *f;
