@@ -12,13 +12,20 @@
 #      plain build: the same last.npz as above;
 #   4. SIGINT to process 1 of 2: every process stops, process 0 saves once, exit 130; the run
 #      resumes from that checkpoint;
-#   5. SIGKILL to process 1 of 2: the run exits (non-zero, naming rank 1) within 60 s, no hang.
-# Usage: tests/dist/test_mpi.sh PLAIN_GPT MPI_GPT DIST_TREE WORKDIR
+#   5. SIGKILL to process 1 of 2: the run exits (non-zero, naming rank 1) within 60 s, no hang;
+#   6. attograd-translate train, the same: 20 steps of a small model with dropout, --shards 3 over
+#      batches of 8 pairs (13 batches an epoch, the last of 4: shards of 1 or 2 pairs, weighted by
+#      their tokens), the plain build accumulating and mpirun -np 1, 2, 3 writing the same
+#      last.npz and best.npz (validation dealt to the processes); 10 steps on 2 processes resumed
+#      to 20 on 1; SIGINT and SIGKILL to process 1.
+# Usage: tests/dist/test_mpi.sh PLAIN_GPT MPI_GPT DIST_TREE WORKDIR PLAIN_TRANSLATE MPI_TRANSLATE
 set -u
 plain="$1"
 mgpt="$2"
 tree="$3"
 work="$4"
+ptr="$5"
+mtr="$6"
 rm -rf "$work"
 mkdir -p "$work"
 log="$work/test.log"
@@ -99,20 +106,22 @@ rank_pid() {
     done
     return 1
 }
-# long_run NAME SIGNAL: starts a long run, waits for its first checkpoint past step 0, sends
-# SIGNAL to process 1, waits; sets rc and out
+# long_run NAME SIGNAL PROGRAM ARGS...: starts a long run on 2 processes writing $work/NAME,
+# waits for its CSV row of step 10, sends SIGNAL to process 1, waits; sets rc and out
 long_run() {
-    out="$work/$1.out"
-    mpirun --allow-run-as-root --oversubscribe -np 2 "$mgpt" train $args --max-iters 1000000 --lr-decay-iters 1000000 --shards 4 \
-        --out "$work/$1" >"$out" 2>&1 &
+    name="$1"
+    sig="$2"
+    shift 2
+    out="$work/$name.out"
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$@" --out "$work/$name" >"$out" 2>&1 &
     mp=$!
     i=0
-    while [ $i -lt 300 ] && ! grep -q '^10,' "$work/$1/log.csv" 2>/dev/null; do
+    while [ $i -lt 300 ] && ! grep -q '^10,' "$work/$name/log.csv" 2>/dev/null; do
         sleep 0.1
         i=$((i + 1))
     done
-    r1="$(rank_pid $mp 1)" || fail "$1: no process 1 found under mpirun $mp"
-    kill -"$2" "$r1"
+    r1="$(rank_pid $mp 1)" || fail "$name: no process 1 found under mpirun $mp"
+    kill -"$sig" "$r1"
     i=0
     while [ $i -lt 600 ] && kill -0 $mp 2>/dev/null; do
         sleep 0.1
@@ -120,22 +129,82 @@ long_run() {
     done
     if kill -0 $mp 2>/dev/null; then
         kill -KILL $mp
-        fail "$1: SIG$2 to process 1: the run still runs after 60 s (hangs)"
+        fail "$name: SIG$sig to process 1: the run still runs after 60 s (hangs)"
     fi
     wait $mp
     rc=$?
     cat "$out" >>"$log"
 }
-long_run int INT
-[ $rc = 130 ] || fail "SIGINT to process 1: mpirun exit $rc, not 130"
-n_saved=$(grep -c 'interrupted by SIGINT' "$out")
-[ "$n_saved" = 1 ] || fail "SIGINT: $n_saved 'interrupted' messages, not 1"
-step=$(sed -n 's/.*interrupted by SIGINT at step \([0-9]*\).*/\1/p' "$out")
-mpi -np 1 "$mgpt" train --data "$work/data" --out "$work/int" --resume --max-iters $((step + 2)) \
-    --threads 1 --quiet >>"$log" 2>&1 || fail "resume after SIGINT at step $step: exit $?"
+# signals NAME PROGRAM RESUME_ARGS -- LONG_ARGS...: SIGINT to process 1 (exit 130, one message,
+# the run resumes on 1 process), then SIGKILL (mpirun exits non-zero naming rank 1)
+signals() {
+    what="$1"
+    prog="$2"
+    resume_args="$3"
+    steps_flag="$4"
+    shift 4
+    long_run "$what-int" INT "$prog" train "$@"
+    [ $rc = 130 ] || fail "$what: SIGINT to process 1: mpirun exit $rc, not 130"
+    n_saved=$(grep -c 'interrupted by SIGINT' "$out")
+    [ "$n_saved" = 1 ] || fail "$what: SIGINT: $n_saved 'interrupted' messages, not 1"
+    step=$(sed -n 's/.*interrupted by SIGINT at step \([0-9]*\).*/\1/p' "$out")
+    mpi -np 1 "$prog" train $resume_args --out "$work/$what-int" --resume $steps_flag $((step + 2)) \
+        >>"$log" 2>&1 || fail "$what: resume after SIGINT at step $step: exit $?"
+    ok
+    long_run "$what-kill" KILL "$prog" train "$@"
+    [ $rc != 0 ] || fail "$what: SIGKILL to process 1: mpirun exit 0"
+    grep -q 'rank 1' "$out" || fail "$what: SIGKILL to process 1: mpirun's message does not name rank 1"
+    ok
+}
+signals gpt "$mgpt" "--data $work/data --threads 1 --quiet" --max-iters \
+    $args --max-iters 1000000 --lr-decay-iters 1000000 --shards 4
+
+# ---- 6. the translator ----
+# tsv N SEED: N pairs of 2..7 letters of 6 and their reversal
+tsv() {
+    awk -v n="$1" -v seed="$2" 'BEGIN {
+        srand(seed)
+        for (i = 0; i < n; i++) {
+            len = 2 + int(rand() * 6)
+            for (k = 0; k < len; k++) w[k] = substr("abcdef", 1 + int(rand() * 6), 1)
+            s = w[0]; for (k = 1; k < len; k++) s = s " " w[k]
+            t = w[len - 1]; for (k = len - 2; k >= 0; k--) t = t " " w[k]
+            print s "\t" t
+        }
+    }'
+}
+mkdir -p "$work/tr"
+tsv 100 21 >"$work/tr/train.tsv"
+tsv 24 22 >"$work/tr/valid.tsv"
+targs="--data $work/tr --d-model 16 --heads 2 --layers 1 --ff 32 --max-len 24 --batch 8
+       --lr 0.01 --warmup 5 --log-every 5 --valid-every 10 --dropout 0.1 --threads 1 --quiet"
+"$ptr" train $targs --steps 20 --shards 3 --out "$work/tacc" >>"$log" 2>&1 ||
+    fail "translate: plain --shards 3: exit $?"
+"$ptr" train $targs --steps 20 --out "$work/tone" >>"$log" 2>&1 || fail "translate: plain: exit $?"
+cmp -s "$work/tacc/last.npz" "$work/tone/last.npz" && fail "translate: --shards 3 and 1 wrote the same bytes"
 ok
-long_run kill KILL
-[ $rc != 0 ] || fail "SIGKILL to process 1: mpirun exit 0"
-grep -q 'rank 1' "$out" || fail "SIGKILL to process 1: mpirun's message does not name rank 1"
-ok
-echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals); log: $log"
+for np in 1 2 3; do
+    mpi -np $np "$mtr" train $targs --steps 20 --shards 3 --out "$work/tnp$np" >>"$log" 2>&1 ||
+        fail "translate: mpirun -np $np: exit $?"
+    for f in last.npz best.npz; do
+        cmp "$work/tacc/$f" "$work/tnp$np/$f" >>"$log" 2>&1 ||
+            fail "translate: mpirun -np $np: $f differs from one process accumulating the 3 shards"
+        ok
+    done
+done
+# 10 steps of the 20-step run (the same schedule), then resumed to 20 on 1 process
+mpi -np 2 "$mtr" train $targs --steps 10 --schedule-steps 20 --shards 3 --out "$work/thalf" \
+    >>"$log" 2>&1 || fail "translate: mpirun -np 2, 10 steps: exit $?"
+cp -r "$work/thalf" "$work/thalf_plain"
+mpi -np 1 "$mtr" train --data "$work/tr" --out "$work/thalf" --resume --steps 20 --threads 1 \
+    --quiet >>"$log" 2>&1 || fail "translate: resume on -np 1: exit $?"
+"$ptr" train --data "$work/tr" --out "$work/thalf_plain" --resume --steps 20 --threads 1 \
+    --quiet >>"$log" 2>&1 || fail "translate: resume on the plain build: exit $?"
+for d in thalf thalf_plain; do
+    cmp "$work/tacc/last.npz" "$work/$d/last.npz" >>"$log" 2>&1 ||
+        fail "translate: $d: 10 steps on 2 processes + 10 resumed on 1 differ from 20 steps"
+    ok
+done
+signals translate "$mtr" "--data $work/tr --threads 1 --quiet" --steps \
+    $targs --steps 1000000 --shards 4
+echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals; both trainers); log: $log"
