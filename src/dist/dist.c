@@ -106,22 +106,26 @@ int dist_agree(int rc, int *print) {
     return rc;
 }
 
+/* v[0..n) summed over the processes, in place (MPI's order: callers make it exact) */
+#ifdef AG_MPI
+static void sum_everywhere(void *v, int n, MPI_Datatype type) {
+    if (dist_size() > 1 && n > 0) MPI_Allreduce(MPI_IN_PLACE, v, n, type, MPI_SUM, MPI_COMM_WORLD);
+}
+#define SUM_EVERYWHERE(v, n, type) sum_everywhere(v, n, type)
+#else
+#define SUM_EVERYWHERE(v, n, type) ((void)(v), (void)(n))
+#endif
+
 void dist_sum_i64(int64_t *v, int n) {
     AG_CHECK_ARG(v);
     AG_CHECK(n >= 0, "dist_sum_i64: n %d", n);
-#ifdef AG_MPI
-    if (dist_size() > 1 && n > 0)
-        MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-#endif
+    SUM_EVERYWHERE(v, n, MPI_INT64_T);
 }
 
 void dist_sum_disjoint(double *v, int n) {
     AG_CHECK_ARG(v);
     AG_CHECK(n >= 0, "dist_sum_disjoint: n %d", n);
-#ifdef AG_MPI
-    if (dist_size() > 1 && n > 0)
-        MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-#endif
+    SUM_EVERYWHERE(v, n, MPI_DOUBLE);
 }
 
 void dist_threads_on_node(int threads, int *total, int *cpus) {
