@@ -42,6 +42,23 @@ static Tensor *shard_loss(void *ctx, Tape *t, int i) {
     return tr_shard_loss(&tr->m, t, &tr->train, &tr->batch, i, tr->shards, &tr->shard, &r);
 }
 
+/* Check mode with shards: the tape of the shard where a value went non-finite was reset since
+ * (dist_grad_step runs the shards one after another). Run this process's shards again (the
+ * weights and the dropout seeds are unchanged) up to the first non-finite value, so that
+ * tr_diverged can name its op; the step is abandoned anyway. */
+static void retrace_shards(Trainer *tr) {
+    if (!tr->tape->check_finite) return;
+    for (int i = tr->dist->lo; i < tr->dist->hi; i++) {
+        ag_tape_reset(tr->tape);
+        ag_params_zero_grad(&tr->m.params);
+        Tensor *l = shard_loss(tr, tr->tape, i);
+        if (!l) continue;
+        if (ag_first_nonfinite(tr->tape)) return;
+        ag_backward(tr->tape, l);
+        if (ag_first_nonfinite(tr->tape)) return;
+    }
+}
+
 /* One training step: the next batch, the loss, backward, clipping, the optimizer's update.
  * Returns NULL, or what was not finite ("the training loss", "the gradient norm"), and then
  * nothing was updated. *loss, *norm: the step's loss and gradient norm (before clipping).
@@ -54,7 +71,10 @@ static const char *train_step(Trainer *tr, int64_t s, double *loss, double *norm
     if (tr->dist) {
         tr->shard_seed = rng_u64(&tr->rng);
         *loss = dist_grad_step(tr->dist, tr->tape, shard_loss, tr);
-        if (!isfinite(*loss)) return "the training loss";
+        if (!isfinite(*loss)) {
+            retrace_shards(tr);
+            return "the training loss";
+        }
     } else {
         ag_tape_reset(tr->tape);
         ag_params_zero_grad(&tr->m.params);
@@ -65,7 +85,10 @@ static const char *train_step(Trainer *tr, int64_t s, double *loss, double *norm
         ag_backward(tr->tape, l);
     }
     *norm = optim_clip_grad_norm(&tr->m.params, tr->clip > 0 ? tr->clip : DBL_MAX);
-    if (!isfinite(*norm)) return "the gradient norm";
+    if (!isfinite(*norm)) {
+        if (tr->dist) retrace_shards(tr);
+        return "the gradient norm";
+    }
     optim_step(tr->opt);
     return NULL;
 }
