@@ -5,7 +5,8 @@
  * Rabenseifner, ...), so the bits change with the number of processes (docs/mpi.md measures
  * it). Here the order is ours: the tree over shard index, its edges that cross processes sent
  * point to point (MPI_Send / MPI_Recv), the root broadcast (a copy: no arithmetic).
- * Not here: the trainers' use of it (examples/gpt/train.c). Read next: docs/mpi.md. */
+ * Not here: the trainers' use of it (examples/gpt/train.c, examples/translate/train.c). Read
+ * next: docs/mpi.md. */
 #include "dist.h"
 
 #include <stdlib.h>

@@ -9,7 +9,8 @@
  * point-to-point messages and the root is broadcast; without MPI there is one process, which
  * owns every shard (gradient accumulation). Plain MPI-3 calls only.
  * Not here: what a shard is for a model (the trainer's loss callback), the trainers' loaders
- * and checkpoints (examples/gpt/train.c). Read next: dist.c, then docs/mpi.md. */
+ * and checkpoints (examples/gpt/train.c, examples/translate/train*.c). Read next: dist.c, then
+ * docs/mpi.md. */
 #ifndef ATTOGRAD_DIST_H
 #define ATTOGRAD_DIST_H
 
