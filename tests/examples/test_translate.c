@@ -603,18 +603,25 @@ static char *csv_values(const char *path) {
     return out;
 }
 
-Test(tr_train, resume_is_bit_exact) {
-    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
+/* The run the resume tests take straight and in halves: in a new folder dir, 100 pairs to
+ * reverse in train (13 batches an epoch: the 24 steps cross an epoch boundary) and 10 in valid,
+ * with dropout, writing to out (dir/straight). */
+static TrTrainConfig halves_run(char *dir, char *train, char *valid, char *out) {
+    ts_tmp_dir(dir, 64, "translate");
     write_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
     write_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
-    /* with dropout, 13 batches an epoch: the 24 steps cross an epoch boundary */
-    TrTrainConfig c = tiny_config(ts_join(a, dir, "straight"), train, valid);
+    TrTrainConfig c = tiny_config(ts_join(out, dir, "straight"), train, valid);
     c.model.layer.dropout = 0.2;
     c.steps = 24;
-    c.log_every = 3;
     c.valid_every = 6;
     c.optim.schedule.total = 24;
+    return c;
+}
+
+Test(tr_train, resume_is_bit_exact) {
+    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    TrTrainConfig c = halves_run(dir, train, valid, a);
+    c.log_every = 3;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK);
     c.out_dir = ts_join(b, dir, "halves");
     c.steps = 12;
@@ -762,14 +769,7 @@ static int same_file(const char *a, const char *b) {
  * more shards than pairs a batch, are refused. */
 Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     char dir[64], train[512], valid[512], a[512], b[512], one[512], p1[512], p2[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
-    write_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
-    TrTrainConfig c = tiny_config(ts_join(a, dir, "straight"), train, valid);
-    c.model.layer.dropout = 0.2;
-    c.steps = 24;
-    c.valid_every = 6;
-    c.optim.schedule.total = 24;
+    TrTrainConfig c = halves_run(dir, train, valid, a);
     c.shards = 3;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     c.out_dir = ts_join(one, dir, "one");
