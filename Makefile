@@ -19,7 +19,8 @@
 #   make gpt                a character-level GPT on Shakespeare end to end (build/gpt/, docs/gpt.md)
 #   make induction          the induction-head phase change on a CPU (build/induction/, docs/induction.md)
 #   make MPI=1              the same built with Open MPI's mpicc (in build/float-mpi): attograd-gpt
-#                           train runs under mpirun, data-parallel (docs/mpi.md)
+#                           train and attograd-translate train run under mpirun, data-parallel
+#                           (docs/mpi.md)
 #   make test-mpi           mpirun -np 1, 2, 4 runs give the same bits (tests/dist/test_mpi.sh)
 #   make help               the targets and variables
 # Each configuration builds in its own folder: build/ (float), build/double, build/float-noomp,
@@ -494,17 +495,20 @@ test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
 
-# make test-mpi: the data-parallel trainer under mpirun -np 1, 2, 4 gives the bits of one
-# process accumulating the same shards (tests/dist/test_mpi.sh says what it checks; about 30 s).
+# make test-mpi: the data-parallel trainers (attograd-gpt and attograd-translate) under mpirun
+# -np 1, 2, 4 give the bits of one process accumulating the same shards (tests/dist/test_mpi.sh
+# says what it checks).
 # Installs Open MPI when missing, builds the plain float programs and the MPI=1 ones.
 .PHONY: test-mpi
 test-mpi:
 	@scripts/deps.sh libopenmpi-dev openmpi-bin
-	@$(MAKE) --no-print-directory REAL=float MPI=0 build/examples/attograd-gpt
+	@$(MAKE) --no-print-directory REAL=float MPI=0 build/examples/attograd-gpt \
+	    build/examples/attograd-translate
 	@$(MAKE) --no-print-directory REAL=float MPI=1 build/float-mpi/examples/attograd-gpt \
-	    build/float-mpi/tests/dist_tree
+	    build/float-mpi/examples/attograd-translate build/float-mpi/tests/dist_tree
 	@tests/dist/test_mpi.sh build/examples/attograd-gpt build/float-mpi/examples/attograd-gpt \
-	    build/float-mpi/tests/dist_tree build/tests/mpi
+	    build/float-mpi/tests/dist_tree build/tests/mpi build/examples/attograd-translate \
+	    build/float-mpi/examples/attograd-translate
 
 test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
@@ -745,6 +749,6 @@ help:
 	@echo '  THREADS=n            OMP_NUM_THREADS for make test ($(THREADS))'
 	@echo '  BLAS=openblas        k_gemm calls OpenBLAS (to compare; default: our own kernel)'
 	@echo '  ATTN=ref             every attention op runs the reference kernel (k_attention_ref.c)'
-	@echo '  MPI=1                built with mpicc: attograd-gpt train under mpirun (docs/mpi.md)'
+	@echo '  MPI=1                built with mpicc: both trainers under mpirun (docs/mpi.md)'
 	@echo '  CI=true              warnings are errors'
 	@echo 'each configuration builds in its own folder; this one is $(B)/'

@@ -1,5 +1,7 @@
 /* train.c: `attograd-gpt train`, nanoGPT's train.py in C: random windows of block_size tokens
- * from train.bin (a seeded TxtLoader), the GPT's loss, backward, gradient clipping (1.0),
+ * from train.bin (a seeded TxtLoader draws their starts; each window is read from the file when
+ * it is used, so memory does not grow with the file, and a process reads only its rows' and
+ * its validation batches' windows), the GPT's loss, backward, gradient clipping (1.0),
  * AdamW (decay on the weights of two or more dimensions only, as nanoGPT's param groups) with
  * linear warmup and cosine decay to --min-lr (OptimConfig's OPTIM_WARMUP_COSINE); every
  * --eval-interval steps the mean loss over --eval-iters fixed batches of valid.bin, best.npz
@@ -36,7 +38,7 @@ typedef struct {
     TxtTokenizer *tok;
     uint8_t *tok_bytes;
     size_t tok_len;
-    int *train_ids, *valid_ids;
+    TxtShard *train_bin, *valid_bin; /* open: each process reads the windows of its rows */
     size_t n_train, n_valid;
     Gpt m;
     Arena *params, *step_arena;
@@ -44,7 +46,8 @@ typedef struct {
     Optimizer *opt;
     Rng rng;
     TxtLoader loader;
-    int *x, *y;
+    int *x, *y, *win; /* (batch, block) inputs and targets; a window of block + 1 tokens */
+    size_t *starts;   /* (batch) the windows of this batch */
     int64_t step, saved_step, step_start;
     int64_t pos[GP_POS_COUNT];
     char last_path[700], best_path[700], csv_path[700];
@@ -69,10 +72,27 @@ static int read_data(GpTrainer *g) {
     g->tok_bytes = txt_to_bytes(g->tok, &g->tok_len);
     int V = txt_vocab_size(g->tok);
     snprintf(p, sizeof p, "%s/train.bin", g->data);
-    rc = txt_shard_read(p, V, &g->train_ids, &g->n_train);
+    rc = txt_shard_open(p, V, &g->train_bin);
     if (rc != AG_OK) return rc;
+    g->n_train = txt_shard_count(g->train_bin);
     snprintf(p, sizeof p, "%s/valid.bin", g->data);
-    return txt_shard_read(p, V, &g->valid_ids, &g->n_valid);
+    rc = txt_shard_open(p, V, &g->valid_bin);
+    if (rc == AG_OK) g->n_valid = txt_shard_count(g->valid_bin);
+    return rc;
+}
+
+/* Rows [r0, r1) of the batch whose windows start at g->starts, read from f into g->x and g->y
+ * (the other rows are other processes'). AG_OK, or an error naming the file (a token outside
+ * the vocabulary, a short read). */
+static int read_rows(GpTrainer *g, TxtShard *f, int r0, int r1) {
+    int T = g->mc.block_size;
+    for (int r = r0; r < r1; r++) {
+        int rc = txt_shard_tokens(f, g->starts[r], (size_t)T + 1, g->win);
+        if (rc != AG_OK) return rc;
+        memcpy(g->x + (size_t)r * T, g->win, (size_t)T * sizeof(int));
+        memcpy(g->y + (size_t)r * T, g->win + 1, (size_t)T * sizeof(int));
+    }
+    return AG_OK;
 }
 
 /* ---- the model and the optimizer ---- */
@@ -334,7 +354,7 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
                        "--max-iters %lld: %s is already at step %lld: give more, or none to "
                        "finish the schedule",
                        (long long)g->max_iters, g->last_path, (long long)g->step);
-    rc = txt_loader_init(&g->loader, g->train_ids, 0, g->n_train, g->batch, g->mc.block_size, 1,
+    rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, g->batch, g->mc.block_size, 1,
                          "train.bin");
     if (rc == AG_OK) rc = txt_loader_restore(&g->loader, g->pos + GP_POS_LOADER, g->last_path);
     g->saved_step = g->step;
@@ -363,7 +383,7 @@ static int setup_fresh(GpTrainer *g) {
     if (g->oc.schedule.lr_min > g->oc.lr)
         return ag_fail(AG_ERR_ARG, "--min-lr %g must not exceed --lr %g", g->oc.schedule.lr_min,
                        g->oc.lr);
-    rc = txt_loader_init(&g->loader, g->train_ids, 0, g->n_train, g->batch, g->mc.block_size,
+    rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, g->batch, g->mc.block_size,
                          rng_hash(g->seed, 2), "train.bin");
     if (rc != AG_OK) return rc;
     if (g->shards == 0) g->shards = dist_size();
@@ -384,33 +404,36 @@ static int setup_fresh(GpTrainer *g) {
 /* The mean loss of eval_iters batches of valid.bin, the same batches every time (a loader of
  * its own seed, started again): comparable from one validation to the next, and a pure function
  * of the weights, so a resumed run validates to the same bits. With P processes, process r
- * computes batches r, r + P, ...; the losses, gathered (dist_sum_disjoint: exact), are added in
- * batch order, as one process does. */
-static double validate(GpTrainer *g) {
+ * reads and computes batches r, r + P, ...; the losses, gathered (dist_sum_disjoint: exact),
+ * are added in batch order, as one process does. AG_OK, or a data error (its message). */
+static int validate(GpTrainer *g, double *vloss) {
     TxtLoader L;
-    int rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size,
+    int rc = txt_loader_init(&L, NULL, 0, g->n_valid, g->batch, g->mc.block_size,
                              rng_hash(g->seed, 3), "valid.bin");
     AG_CHECK(rc == AG_OK, "%s", ag_last_error()); /* checked at the start */
     double sum = 0, part[256];
     int P = dist_size(), me = dist_rank();
     ag_no_grad(g->tape, 1);
-    for (int i0 = 0; i0 < g->eval_iters; i0 += 256) {
+    for (int i0 = 0; i0 < g->eval_iters && rc == AG_OK; i0 += 256) {
         int n = g->eval_iters - i0 < 256 ? g->eval_iters - i0 : 256;
         for (int i = 0; i < n; i++) {
-            txt_loader_next(&L, g->x, g->y);
+            txt_loader_starts(&L, g->starts);
             part[i] = 0;
-            if ((i0 + i) % P != me) continue;
+            if ((i0 + i) % P != me || rc != AG_OK) continue;
+            rc = read_rows(g, g->valid_bin, 0, g->batch);
+            if (rc != AG_OK) continue;
             ag_tape_reset(g->tape);
             part[i] =
                 (double)nn_gpt_loss(g->tape, &g->m, g->x, g->y, g->batch, g->mc.block_size, NULL)
                     ->data[0];
         }
-        dist_sum_disjoint(part, n);
+        if (rc == AG_OK) dist_sum_disjoint(part, n);
         for (int i = 0; i < n; i++) sum += part[i];
     }
     ag_no_grad(g->tape, 0);
     ag_tape_reset(g->tape);
-    return sum / g->eval_iters;
+    *vloss = sum / g->eval_iters;
+    return rc;
 }
 
 /* ---- what the run prints and logs ---- */
@@ -501,10 +524,17 @@ static Tensor *shard_loss(void *ctx, Tape *t, int i) {
     return nn_gpt_loss(t, &g->m, g->x + off, g->y + off, b, g->mc.block_size, &r);
 }
 
-/* One step: the next batch, the loss, backward, clipping, decay and AdamW's update. NULL, or
+/* The next batch: every process draws all its windows (the same draws, so the loader's state
+ * is the same whatever P) and reads those of the rows of its shards. AG_OK or a data error. */
+static int next_batch(GpTrainer *g) {
+    txt_loader_starts(&g->loader, g->starts);
+    int b = g->batch / g->shards, lo = g->dist ? g->dist->lo : 0, hi = g->dist ? g->dist->hi : 1;
+    return read_rows(g, g->train_bin, lo * b, hi * b);
+}
+
+/* One step: the loss of the batch read, backward, clipping, decay and AdamW's update. NULL, or
  * what was not finite (then nothing was updated). */
 static const char *train_step(GpTrainer *g, int64_t s, double *loss, double *norm) {
-    txt_loader_next(&g->loader, g->x, g->y);
     if (g->inject_nan == s) g->m.wte.weight->data[0] = (Real)NAN; /* fault tests */
     if (g->dist) { /* the shards' mean gradient and loss, the same in every process */
         g->shard_seed = rng_u64(&g->rng);
@@ -525,6 +555,18 @@ static const char *train_step(GpTrainer *g, int64_t s, double *loss, double *nor
     return NULL;
 }
 
+/* A token of the data could not be used (outside the vocabulary, a file cut short): the
+ * message names the file; the run stops (exit 2), the other processes with it. */
+static int data_failed(GpTrainer *g) {
+    end_bar(g);
+    fprintf(stderr,
+            GP_PROG " train: %s: training stopped at step %lld. The last good checkpoint is %s "
+                    "(step %lld)\n",
+            ag_last_error(), (long long)g->step, g->last_path, (long long)g->saved_step);
+    dist_abort(TR_EXIT_USAGE); /* the others would wait for this process */
+    return TR_EXIT_USAGE;
+}
+
 /* After step s: the row's sums, the progress line, then validation, a CSV row and last.npz
  * when they are due. An exit code. */
 static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
@@ -536,7 +578,7 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
     int valid_due = s % g->eval_interval == 0 || s == g->max_iters;
     double vloss = 0;
     if (valid_due) {
-        vloss = validate(g);
+        if (validate(g, &vloss) != AG_OK) return data_failed(g);
         if (!isfinite(vloss)) {
             stopped(g, s, "the valid loss", vloss);
             return TR_EXIT_FAIL;
@@ -580,12 +622,16 @@ static int run(GpTrainer *g) {
     int code = TR_EXIT_OK, interrupted = 0;
     if (!g->resume && save(g, g->last_path) != AG_OK) code = TR_EXIT_FAIL;
     while (code == TR_EXIT_OK && g->step < g->max_iters) {
-        if (dist_any(tr_stop_requested())) { /* a signal to any process stops all */
+        if (tr_stop_any()) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
         int64_t s = g->step + 1;
         double l = 0, norm = 0;
+        if (next_batch(g) != AG_OK) {
+            code = data_failed(g);
+            break;
+        }
         const char *what = train_step(g, s, &l, &norm);
         if (what) {
             stopped(g, s, what, isfinite(l) ? norm : l);
@@ -619,10 +665,7 @@ static int run(GpTrainer *g) {
             printf("best: step %lld, valid loss %.4f -> %s\n", (long long)g->pos[GP_POS_BEST_STEP],
                    bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
-        if (g->dist && g->dist->n_reduce > 0)
-            printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took "
-                   "%.2f ms a step in process 0\n",
-                   g->dist->n, 1e3 * g->dist->reduce_s / (double)g->dist->n_reduce);
+        tr_dist_summary(g->dist);
     }
     if (g->csv) tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
     dist_any(0); /* no process exits (and so ends the job) before process 0 has saved */
@@ -642,10 +685,12 @@ static void trainer_free(GpTrainer *g) {
     }
     if (g->tok) txt_free(g->tok);
     free(g->tok_bytes);
-    free(g->train_ids);
-    free(g->valid_ids);
+    txt_shard_close(g->train_bin);
+    txt_shard_close(g->valid_bin);
     free(g->x);
     free(g->y);
+    free(g->win);
+    free(g->starts);
 }
 
 int gp_train(int argc, char **argv) {
@@ -764,20 +809,14 @@ int gp_train(int argc, char **argv) {
                      g->last_path, g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK) { /* the valid split must hold a window too */
         TxtLoader L;
-        rc = txt_loader_init(&L, g->valid_ids, 0, g->n_valid, g->batch, g->mc.block_size, 1,
-                             "valid.bin");
+        rc = txt_loader_init(&L, NULL, 0, g->n_valid, g->batch, g->mc.block_size, 1, "valid.bin");
     }
     if (rc == AG_OK && dist_rank() == 0) rc = tr_make_dirs(g->out);
     /* every process stops when one cannot start; process 0 says why (the others when it could) */
-    int any_failed = dist_any(rc != AG_OK), first_failed = dist_any(dist_rank() == 0 && rc);
-    if (any_failed && rc == AG_OK)
-        rc = ag_fail(AG_ERR_ARG,
-                     "process %d: stopped: another process could not start (its message says "
-                     "why)",
-                     dist_rank());
+    int print;
+    rc = dist_agree(rc, &print);
     if (rc != AG_OK) {
-        if (dist_rank() == 0 || !first_failed)
-            fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
+        if (print) fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
         trainer_free(g);
         return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
     }
@@ -785,6 +824,8 @@ int gp_train(int argc, char **argv) {
     g->tape = ag_tape_new(g->step_arena);
     g->x = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
     g->y = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
+    g->win = tr_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
+    g->starts = tr_malloc((size_t)g->batch * sizeof(size_t));
     g->tty = isatty(STDOUT_FILENO);
     g->pos[GP_POS_EVAL_INTERVAL] = g->eval_interval; /* on resume: the checkpoint's, or given */
     g->pos[GP_POS_EVAL_ITERS] = g->eval_iters;
@@ -797,21 +838,12 @@ int gp_train(int argc, char **argv) {
         return TR_EXIT_FAIL;
     }
     if (g->shards > 1 || dist_size() > 1) g->dist = dist_grad_new(&g->m.params, g->shards);
-    int node_threads, cpus;
-    dist_threads_on_node(threads, &node_threads, &cpus);
+    tr_dist_warn_threads(GP_PROG, threads);
     if (dist_rank() != 0) g->quiet = 1;
-    if (node_threads > cpus && dist_rank() == 0)
-        fprintf(stderr,
-                GP_PROG " train: warning: the processes on this machine run %d threads in all "
-                        "(%d here) for %d CPUs: give fewer --threads or processes (docs/mpi.md)\n",
-                node_threads, threads, cpus);
     if (!g->quiet) {
         printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
         if (g->resume) printf("resuming %s at step %lld\n", g->last_path, (long long)g->step);
-        if (g->dist)
-            printf("data parallel: %d processes, %d shards of %d windows a step (process 0: "
-                   "shards %d..%d)\n",
-                   dist_size(), g->shards, g->batch / g->shards, g->dist->lo, g->dist->hi - 1);
+        tr_dist_line(g->dist, g->batch, "windows");
         GptConfig o = nn_gpt_options(&g->mc);
         printf("model: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary %d, "
                "dropout %g; %zu parameters\n",

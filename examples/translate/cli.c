@@ -211,7 +211,9 @@ static void resume_flags(Opt *opts, int n, char *given, size_t cap) {
         "ff",           "act",        "dropout",  "pre-ln",    "post-ln",        "max-len",
         "learned-pos",  "tie-output", "optim",    "lr",        "beta1",          "beta2",
         "weight-decay", "momentum",   "schedule", "warmup",    "schedule-steps", "lr-min",
-        "embed-gain",   "batch",      "seed",     "tokenizer", "vocab",          NULL};
+        "embed-gain",   "batch",      "seed",     "tokenizer", "vocab",          "shards",
+        NULL,
+    };
     snprintf(given, cap, " ");
     for (int i = 0; fixed[i]; i++)
         if (find_opt(opts, n, fixed[i])->set && strlen(given) + strlen(fixed[i]) + 2 < cap)
@@ -302,6 +304,10 @@ static int cmd_train(int argc, char **argv) {
         {"seed", O_I64, &c.seed, "N", "weights, dropout and data order", 0, BIG, NULL, 0},
         {"threads", O_INT, &c.threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
+        {"shards", O_INT, &c.shards, "S",
+         "micro-shards a batch, summed in a fixed order: the same bits for any number of "
+         "processes under mpirun (0: one a process; docs/mpi.md)",
+         0, 1 << 20, NULL, 0},
         {"log-every", O_INT, &c.log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
         {"valid-every", O_INT, &c.valid_every, "N", "steps between validations", 1, 1 << 30, NULL,
          0},

@@ -405,15 +405,33 @@ static void hyp_keep(HypWindow *w, int slot, const int *ids, int n) {
     w->n += (size_t)n;
 }
 
+/* The score's counts and the loss's tokens summed over the processes (integers: exact). */
+static void score_sum(TrScore *s, long *tokens) {
+    int64_t v[15] = {s->n_sent,  s->n_exact, s->ref_tokens, s->tok_correct,
+                     s->hyp_len, s->ref_len, *tokens};
+    for (int k = 0; k < 4; k++) v[7 + k] = s->match[k], v[11 + k] = s->total[k];
+    dist_sum_i64(v, 15);
+    s->n_sent = (long)v[0], s->n_exact = (long)v[1], s->ref_tokens = (long)v[2];
+    s->tok_correct = (long)v[3], s->hyp_len = (long)v[4], s->ref_len = (long)v[5];
+    *tokens = (long)v[6];
+    for (int k = 0; k < 4; k++) s->match[k] = (long)v[7 + k], s->total[k] = (long)v[11 + k];
+}
+
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
     int W = batch > TR_EVAL_WINDOW ? batch : TR_EVAL_WINDOW;
     if (W > n) W = n;
+    /* under mpirun (the trainer's validation) batch k is process k mod P's; the losses of a
+     * window's batches are gathered (exact: one process holds each) and added in batch order,
+     * as one process adds them, and the counts summed */
+    int P = dist_size(), me = dist_rank();
+    AG_CHECK(!hyps || P == 1, "tr_evaluate: the hypotheses are written by one process, not %d", P);
     int *idx = tr_malloc((size_t)W * sizeof(int));
     int *out = tr_malloc((size_t)batch * L * sizeof(int)),
         *lens = tr_malloc((size_t)batch * sizeof(int));
+    double *part = tr_malloc((size_t)(W / batch + 1) * sizeof(double));
     HypWindow hw = {NULL, NULL, NULL, 0, 0};
     if (hyps) {
         hw.len = tr_malloc((size_t)W * sizeof(int));
@@ -421,23 +439,25 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     }
     memset(score, 0, sizeof *score);
     double loss_sum = 0;
-    long loss_tokens = 0;
+    long loss_tokens = 0, k = 0;
     TrBatch b;
     memset(&b, 0, sizeof b);
     int finished = 1, prev = ag_no_grad(t, 1);
     for (int w0 = 0; w0 < n && finished; w0 += W) {
-        int wn = n - w0 < W ? n - w0 : W;
+        int wn = n - w0 < W ? n - w0 : W, nb = 0;
         sort_rows(d, w0, wn, idx);
         hw.n = 0;
-        for (int i0 = 0; i0 < wn; i0 += batch) {
+        for (int i0 = 0; i0 < wn; i0 += batch, nb++, k++) {
             if (stop && stop()) {
                 finished = 0;
                 break;
             }
+            part[nb] = 0;
+            if (k % P != me) continue;
             int B = wn - i0 < batch ? wn - i0 : batch;
             tr_batch_make(&b, d, idx + i0, B);
             if (loss) {
-                loss_sum += tr_batch_loss_sum(m, t, &b);
+                part[nb] = tr_batch_loss_sum(m, t, &b);
                 loss_tokens += b.n_tgt_tokens;
             }
             int max_T = tr_max_decode(&m->cfg, b.S);
@@ -449,7 +469,10 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
                 if (hyps) hyp_keep(&hw, idx[i0 + r] - w0, h, lens[r]);
             }
         }
-        for (int i = 0; hyps && finished && i < wn; i++) {
+        if (!finished) break;
+        dist_sum_disjoint(part, nb);
+        for (int i = 0; i < nb; i++) loss_sum += part[i];
+        for (int i = 0; hyps && i < wn; i++) {
             const TrPair *p = &d->pairs[w0 + i];
             write_side(hyps, src, p->src, p->src_len);
             fputc('\t', hyps);
@@ -459,6 +482,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
             fputc('\n', hyps);
         }
     }
+    score_sum(score, &loss_tokens);
     ag_tape_reset(t);
     ag_no_grad(t, prev);
     if (finished && loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
@@ -466,6 +490,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     free(hw.hyp);
     free(hw.len);
     free(hw.off);
+    free(part);
     free(lens);
     free(out);
     free(idx);

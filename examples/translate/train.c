@@ -8,7 +8,9 @@
  * before each save and cut back to the checkpoint's step on resume, so no fault loses a
  * checkpoint or a logged row (README, "Faults"). Resuming is bit-exact: the checkpoint holds the
  * weights, Adam's state and step, the dropout RNG and the loader's position, and an epoch's
- * batches are a pure function of (seed, epoch).
+ * batches are a pure function of (seed, epoch). --shards S (or mpirun -np P): each batch is S
+ * micro-shards whose gradients are summed in a fixed tree (src/dist/dist.h, tr_shard_loss), the
+ * same bits for any P; process 0 alone writes files (docs/mpi.md).
  * Not here: starting and resuming a run, checkpoints (train_setup.c), the log and messages
  * (train_log.c), signals and memory figures (train_system.c), decoding and metrics (decode.c),
  * flags (cli.c). Read next: trainer.h, then train_setup.c. */
@@ -17,22 +19,76 @@
 
 #include "trainer.h"
 
+/* The loss of a shard is its mean over its target tokens times their share of the batch's:
+ * the batch's loss is the mean over all its non-padding tokens (nn_seq2seq_loss), so the
+ * normalizer is the whole batch's token count, whichever process holds the shard. */
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
+                      TrBatch *sb, Rng *rng) {
+    AG_CHECK(S >= 1 && i >= 0 && i < S && b->B >= 1,
+             "tr_shard_loss: shard %d of %d of a batch of %d rows", i, S, b->B);
+    int r0 = (int)((int64_t)i * b->B / S), r1 = (int)((int64_t)(i + 1) * b->B / S);
+    if (r1 == r0) return NULL;
+    tr_batch_make(sb, d, b->rows + r0, r1 - r0);
+    Tensor *l = nn_seq2seq_loss(t, m, sb->src, sb->S, sb->tgt_in, sb->tgt_out, sb->B, sb->T, rng);
+    return ag_scale(t, l, (double)sb->n_tgt_tokens / (double)b->n_tgt_tokens);
+}
+
+/* dist_grad_step's callback: shard i of this step's batch, its own dropout RNG: the same
+ * numbers whichever process computes it. */
+static Tensor *shard_loss(void *ctx, Tape *t, int i) {
+    Trainer *tr = ctx;
+    Rng r;
+    rng_seed(&r, rng_hash(tr->shard_seed, (uint64_t)i));
+    return tr_shard_loss(&tr->m, t, &tr->train, &tr->batch, i, tr->shards, &tr->shard, &r);
+}
+
+/* Check mode with shards: the tape of the shard where a value went non-finite was reset since
+ * (dist_grad_step runs the shards one after another). Run this process's shards again (the
+ * weights and the dropout seeds are unchanged) up to the first non-finite value, so that
+ * tr_diverged can name its op; the step is abandoned anyway. */
+static void retrace_shards(Trainer *tr) {
+    if (!tr->tape->check_finite) return;
+    for (int i = tr->dist->lo; i < tr->dist->hi; i++) {
+        ag_tape_reset(tr->tape);
+        ag_params_zero_grad(&tr->m.params);
+        Tensor *l = shard_loss(tr, tr->tape, i);
+        if (!l) continue;
+        if (ag_first_nonfinite(tr->tape)) return;
+        ag_backward(tr->tape, l);
+        if (ag_first_nonfinite(tr->tape)) return;
+    }
+}
+
 /* One training step: the next batch, the loss, backward, clipping, the optimizer's update.
  * Returns NULL, or what was not finite ("the training loss", "the gradient norm"), and then
- * nothing was updated. *loss, *norm: the step's loss and gradient norm (before clipping). */
+ * nothing was updated. *loss, *norm: the step's loss and gradient norm (before clipping).
+ * With shards (tr->dist), the batch's gradient is the fixed-order sum of the shards'
+ * (src/dist), the same in every process. */
 static const char *train_step(Trainer *tr, int64_t s, double *loss, double *norm) {
     TrBatch *b = &tr->batch;
     tr_loader_next(&tr->loader, b);
-    ag_tape_reset(tr->tape);
-    ag_params_zero_grad(&tr->m.params);
     if (tr->poison && s == tr->cfg->inject_nan) tr->poison->data[0] = (Real)NAN; /* fault tests */
-    Tensor *l = nn_seq2seq_loss(tr->tape, &tr->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T,
-                                &tr->rng);
-    *loss = (double)l->data[0];
-    if (!isfinite(*loss)) return "the training loss";
-    ag_backward(tr->tape, l);
+    if (tr->dist) {
+        tr->shard_seed = rng_u64(&tr->rng);
+        *loss = dist_grad_step(tr->dist, tr->tape, shard_loss, tr);
+        if (!isfinite(*loss)) {
+            retrace_shards(tr);
+            return "the training loss";
+        }
+    } else {
+        ag_tape_reset(tr->tape);
+        ag_params_zero_grad(&tr->m.params);
+        Tensor *l = nn_seq2seq_loss(tr->tape, &tr->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B,
+                                    b->T, &tr->rng);
+        *loss = (double)l->data[0];
+        if (!isfinite(*loss)) return "the training loss";
+        ag_backward(tr->tape, l);
+    }
     *norm = optim_clip_grad_norm(&tr->m.params, tr->clip > 0 ? tr->clip : DBL_MAX);
-    if (!isfinite(*norm)) return "the gradient norm";
+    if (!isfinite(*norm)) {
+        if (tr->dist) retrace_shards(tr);
+        return "the gradient norm";
+    }
     optim_step(tr->opt);
     return NULL;
 }
@@ -52,7 +108,7 @@ static int validate(Trainer *tr, double *vloss, double *vexact) {
     TrScore sc;
     int done =
         tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->valid_max, tr->loader.batch_size, &sc, vloss,
-                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? tr_stop_requested : NULL);
+                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? tr_stop_any : NULL);
     if (!done) return 0;
     *vexact = tr_score_exact(&sc);
     int64_t *p = tr->pos;
@@ -87,6 +143,7 @@ static int finish_validation(Trainer *tr, int *interrupted) {
     if (v == 0) *interrupted = 1;
     if (v > 0 && tr_log_row(tr, 1, vloss, vexact) != AG_OK) {
         fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
+        dist_abort(TR_EXIT_FAIL);
         return TR_EXIT_FAIL;
     }
     return TR_EXIT_OK;
@@ -126,6 +183,7 @@ static int after_step(Trainer *tr, int64_t s, double l, double norm, int *interr
         if (tr_log_row(tr, valid_ok, vloss, vexact) != AG_OK) {
             fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
             tr_write_failed(tr);
+            dist_abort(TR_EXIT_FAIL); /* process 0's log: the others would wait for it */
             return TR_EXIT_FAIL;
         }
         tr_progress(tr, l, 1);
@@ -147,10 +205,11 @@ static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
             return TR_EXIT_FAIL;
         }
         if (tr_save(tr, tr->last_path) != AG_OK) return TR_EXIT_FAIL;
-        fprintf(stderr,
-                TR_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
-                        "--resume\n",
-                sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)tr->step, tr->last_path);
+        if (dist_rank() == 0)
+            fprintf(stderr,
+                    TR_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
+                            "--resume\n",
+                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)tr->step, tr->last_path);
         return sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
     }
     if (code == TR_EXIT_OK && tr->cfg->verbose) {
@@ -164,12 +223,16 @@ static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
                    (long long)tr->pos[POS_BEST_STEP], 100 * bitsd(tr->pos[POS_BEST_EXACT]),
                    bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
         printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
+        tr_dist_summary(tr->dist);
     }
     return code;
 }
 
-int tr_train(const TrTrainConfig *c) {
+int tr_train(const TrTrainConfig *cfg) {
     Trainer T, *tr = &T;
+    TrTrainConfig quiet = *cfg; /* under mpirun, process 0 alone prints (errors aside) */
+    quiet.verbose = 0;
+    const TrTrainConfig *c = dist_rank() == 0 ? cfg : &quiet;
     int threads = ag_threads_use(c->threads);
     tr_fixed_mmap_threshold();
     int code = tr_trainer_start(tr, c);
@@ -177,6 +240,7 @@ int tr_train(const TrTrainConfig *c) {
         tr_trainer_free(tr);
         return code;
     }
+    if (dist_size() > 1) tr_dist_warn_threads(TR_PROG, threads); /* one process: cli.c warns */
     if (c->verbose) tr_log_header(tr, threads);
     struct sigaction old[2];
     if (c->handle_signals) tr_signals_catch(old);
@@ -188,7 +252,7 @@ int tr_train(const TrTrainConfig *c) {
     double last_loss = 0;
     if (code == TR_EXIT_OK) code = finish_validation(tr, &interrupted);
     while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
-        if (c->handle_signals && tr_stop_requested()) {
+        if (c->handle_signals && tr_stop_any()) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
@@ -209,7 +273,8 @@ int tr_train(const TrTrainConfig *c) {
     tr_end_bar(tr);
     code = finish(tr, code, interrupted, last_loss);
     if (c->report_rss > 0 && rss_first[0] >= 0) tr_report_rss(tr, rss_first);
-    tr_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
+    if (tr->csv) tr_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
+    if (tr->dist) dist_any(0); /* no process exits (ending the job) before process 0 saved */
     if (c->handle_signals) tr_signals_restore(old);
     fflush(stdout);
     tr_trainer_free(tr);

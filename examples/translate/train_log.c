@@ -29,6 +29,7 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
     double n = p[POS_IV_STEPS] > 0 ? (double)p[POS_IV_STEPS] : 1, t = tr_now_s();
     double loss = bitsd(p[POS_IV_LOSS]) / n, norm = bitsd(p[POS_IV_NORM]) / n;
     double tps = t > tr->t_row ? (double)p[POS_IV_TOKENS] / (t - tr->t_row) : 0;
+    if (!tr->csv) goto done; /* not process 0 */
     fprintf(tr->csv, "%lld,%.4f,%.6f,%.6e,%.6f,%.0f,", (long long)tr->step, epoch_of(tr), loss,
             tr->opt->last_lr, norm, tps);
     if (valid)
@@ -47,12 +48,13 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
                norm, tps, eta);
         fflush(stdout);
     }
+done:
     tr->last_tps = tps;
     p[POS_IV_LOSS] = dbits(0);
     p[POS_IV_NORM] = dbits(0);
     p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
     tr->t_row = t;
-    if (valid) { /* redraw loss.png (plot.c), outside the next row's tokens/s */
+    if (valid && tr->csv) { /* redraw loss.png (plot.c), outside the next row's tokens/s */
         tr_train_plot(TR_PROG, tr->csv_path, tr->cfg->verbose, 0);
         tr->t_row = tr_now_s();
     }
@@ -92,6 +94,7 @@ void tr_end_bar(Trainer *tr) {
 /* The message of a run that went non-finite at step s. from_tape: the loss or a gradient,
  * which check mode traces to an op (else the optimizer's update overflowed a weight). */
 void tr_diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape) {
+    if (dist_rank() != 0) return; /* every process stopped at the same step: one message */
     const char *v = isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
     tr_end_bar(tr);
     fprintf(stderr, TR_PROG " train: step %lld: %s is %s: training stopped. ", (long long)s, what,
@@ -136,6 +139,7 @@ void tr_log_header(const Trainer *tr, int threads) {
            "vocabularies %d source, %d target words\n",
            tr->train.n, tr->loader.n_batches, tr->loader.batch_size,
            tr->have_valid ? tr->valid.n : 0, tr->src.n, tr->tgt.n);
+    tr_dist_line(tr->dist, tr->loader.batch_size, "pairs");
     printf("training to step %lld; writing %s, %s and %s\n", (long long)tr->total, tr->last_path,
            tr->best_path, tr->csv_path);
     fflush(stdout);

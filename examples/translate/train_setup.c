@@ -22,11 +22,12 @@
 int tr_check_position(const NpzFile *f) {
     const NpzEntry *e = npz_find(f, "data.position"), *se = npz_find(f, "train.step");
     if (!e) return AG_OK;
-    if (e->dtype != NPZ_I64 || e->ndim != 1 || (e->count != POS_V1_COUNT && e->count != POS_COUNT))
+    if (e->dtype != NPZ_I64 || e->ndim != 1 ||
+        (e->count != POS_V1_COUNT && e->count != POS_V2_COUNT && e->count != POS_COUNT))
         return ag_fail(AG_ERR_FORMAT,
-                       "%s: 'data.position' must be %d or %d '<i8' values (not a checkpoint of "
-                       "attograd-translate?)",
-                       f->path, POS_V1_COUNT, POS_COUNT);
+                       "%s: 'data.position' must be %d, %d or %d '<i8' values (not a checkpoint "
+                       "of attograd-translate?)",
+                       f->path, POS_V1_COUNT, POS_V2_COUNT, POS_COUNT);
     int64_t step = 0, p[POS_COUNT];
     if (se && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
     const int64_t big = 1 << 30;
@@ -53,6 +54,7 @@ int tr_check_position(const NpzFile *f) {
         R_INT(POS_VALID_MAX, "--valid-max", 0, big),
         R_INT(POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
         R_F64(POS_CLIP, "--clip", 0, DBL_MAX),
+        R_INT(POS_SHARDS, "--shards", 2, 1 << 20),
     };
 #undef R_INT
 #undef R_F64
@@ -135,6 +137,10 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
 }
 
 int tr_save(Trainer *tr, const char *path) {
+    if (dist_rank() != 0) { /* process 0 writes; the others hold the same state */
+        if (path == tr->last_path) tr->saved_step = tr->step;
+        return AG_OK;
+    }
     /* the log's rows up to this step reach the disk before the checkpoint that --resume would
      * start from: a power cut can then lose no row older than the checkpoint */
     if (tr->csv && (fflush(tr->csv) != 0 || fsync(fileno(tr->csv)) != 0)) {
@@ -152,18 +158,20 @@ int tr_save(Trainer *tr, const char *path) {
     tr->pos[POS_VALID_MAX] = tr->valid_max;
     tr->pos[POS_TOTAL] = tr->total;
     tr->pos[POS_CLIP] = dbits(tr->clip);
+    tr->pos[POS_SHARDS] = tr->shards;
     Checkpoint ck = {.params = &tr->m.params,
                      .config = tr_model_config(&tr->m.cfg),
                      .opt = tr->opt,
                      .rng = &tr->rng,
-                     .n_data = POS_COUNT,
+                     .n_data = tr->shards > 1 ? POS_COUNT : POS_V2_COUNT,
                      .extra = tr->vocab_text,
                      .extra_len = tr->vocab_len};
     memcpy(ck.data, tr->pos, sizeof tr->pos);
     int rc = ckpt_save(path, &ck, tr->cfg->compress, NULL);
-    if (rc != AG_OK)
+    if (rc != AG_OK) {
         fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
-    else if (path == tr->last_path)
+        dist_abort(TR_EXIT_FAIL); /* the other processes would wait for this one */
+    } else if (path == tr->last_path)
         tr->saved_step = tr->step;
     return rc;
 }
@@ -275,6 +283,7 @@ static int setup_fresh(Trainer *tr) {
     tr->save_every = c->save_every;
     tr->valid_max = c->valid_max;
     tr->clip = c->clip;
+    tr->shards = c->shards > 0 ? c->shards : dist_size();
     return AG_OK;
 }
 
@@ -333,6 +342,7 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
         {"schedule-steps", (double)go->schedule.total, (double)oc->schedule.total},
         {"lr-min", go->schedule.lr_min, oc->schedule.lr_min},
         {"batch", c->batch, (double)tr->pos[POS_BATCH]},
+        {"shards", c->shards, (double)tr->shards},
         {"seed", (double)rng_hash(c->seed, 2), (double)(uint64_t)tr->pos[POS_SEED]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -375,7 +385,7 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
                      .config = tr_model_config(&tr->m.cfg),
                      .opt = tr->opt,
                      .rng = &tr->rng,
-                     /* POS_V1_COUNT or POS_COUNT */
+                     /* POS_V1_COUNT, POS_V2_COUNT or POS_COUNT */
                      .n_data = (int)npz_find(f, "data.position")->count};
     rc = ckpt_load_from(f, &ck);
     if (rc != AG_OK) return rc;
@@ -388,6 +398,7 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
     if (rc != AG_OK) return rc;
     int n_pos = ck.n_data;
     memcpy(tr->pos, ck.data, (size_t)n_pos * sizeof(int64_t));
+    tr->shards = n_pos > POS_SHARDS ? (int)tr->pos[POS_SHARDS] : 1;
     rc = check_given(tr, &mc, &oc);
     if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
@@ -445,7 +456,9 @@ static int setup_resume(Trainer *tr) {
 
 void tr_trainer_free(Trainer *tr) {
     if (tr->csv) fclose(tr->csv);
+    dist_grad_free(tr->dist);
     tr_batch_free(&tr->batch);
+    tr_batch_free(&tr->shard);
     if (tr->loader.order) tr_loader_free(&tr->loader);
     if (tr->tape) ag_tape_free(tr->tape);
     if (tr->step_arena) arena_free(tr->step_arena);
@@ -461,58 +474,74 @@ void tr_trainer_free(Trainer *tr) {
 }
 
 /* Error codes of the setup -> exit codes: what the user gave is wrong (2), or the machine
- * failed (1). */
-static int setup_exit(int rc) {
-    fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
+ * failed (1). print: this process says why (dist_agree: one message for all processes). */
+static int setup_exit(int rc, int print) {
+    if (print) fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
     return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
 }
 
 /* The start of tr_train: the settings, a fresh or resumed run, the output folder, the step
- * arena (measured: check_step_memory), the log. */
+ * arena (measured: check_step_memory), agreed on by every process (one that cannot start stops
+ * all), then the log and the shards' buffers. Process 0 alone makes the folder and writes in
+ * it. */
 int tr_trainer_start(Trainer *tr, const TrTrainConfig *c) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = c;
+    int rc = AG_OK;
     /* on resume, TR_KEEP takes the checkpoint's setting */
 #define BAD_SETTING(x, lo) ((x) < (lo) && !(c->resume && (x) == TR_KEEP))
     if (c->batch < 1 || (BAD_SETTING(c->steps, 1) && c->epochs < 1) ||
         BAD_SETTING(c->log_every, 1) || BAD_SETTING(c->valid_every, 1) ||
         BAD_SETTING(c->save_every, 0) || BAD_SETTING(c->valid_max, 0) || BAD_SETTING(c->clip, 0) ||
-        c->steps > CKPT_MAX_STEP) {
-        ag_fail(AG_ERR_ARG, "batch, steps (at most 2^53) or epochs, log, valid and save intervals "
-                            "must be positive, valid-max and the clipping norm >= 0");
-        return setup_exit(AG_ERR_ARG);
-    }
+        c->steps > CKPT_MAX_STEP || c->shards < 0)
+        rc = ag_fail(AG_ERR_ARG, "batch, steps (at most 2^53) or epochs, log, valid and save "
+                                 "intervals must be positive, valid-max, the clipping norm and "
+                                 "shards >= 0");
 #undef BAD_SETTING
     snprintf(tr->last_path, sizeof tr->last_path, "%s/last.npz", c->out_dir);
     snprintf(tr->best_path, sizeof tr->best_path, "%s/best.npz", c->out_dir);
     snprintf(tr->csv_path, sizeof tr->csv_path, "%s/log.csv", c->out_dir);
-    int rc;
-    if (c->resume) {
+    if (rc == AG_OK && c->resume)
         rc = setup_resume(tr);
-    } else if (!c->force && tr_file_exists(tr->last_path)) {
+    else if (rc == AG_OK && !c->force && tr_file_exists(tr->last_path))
         rc = ag_fail(AG_ERR_ARG,
                      "%s exists: continue that run with --resume, or start a new "
                      "one over it with --force",
                      tr->last_path);
-    } else {
+    else if (rc == AG_OK)
         rc = setup_fresh(tr);
-    }
     if (rc == AG_OK && tr->total > CKPT_MAX_STEP)
         rc = ag_fail(AG_ERR_ARG, "%lld steps: at most %lld", (long long)tr->total,
                      (long long)CKPT_MAX_STEP);
-    if (rc == AG_OK) rc = tr_make_dirs(c->out_dir);
-    if (rc != AG_OK) return setup_exit(rc);
-    tr->vocab_text = tr_vocab_pair_save(&tr->src, &tr->tgt, &tr->vocab_len);
-    tr->step_arena = arena_new("step", 0);
-    tr->tape = ag_tape_new(tr->step_arena);
-    if (check_step_memory(tr) != AG_OK) return setup_exit(AG_ERR_ARG);
+    if (rc == AG_OK && (tr->shards < dist_size() || tr->shards > tr->loader.batch_size))
+        rc = ag_fail(AG_ERR_ARG,
+                     "--shards %d: must be at least the %d processes and at most the batch "
+                     "size %d",
+                     tr->shards, dist_size(), tr->loader.batch_size);
+    if (rc == AG_OK && dist_rank() == 0) rc = tr_make_dirs(c->out_dir);
+    if (rc == AG_OK) {
+        tr->vocab_text = tr_vocab_pair_save(&tr->src, &tr->tgt, &tr->vocab_len);
+        tr->step_arena = arena_new("step", 0);
+        tr->tape = ag_tape_new(tr->step_arena);
+        rc = check_step_memory(tr);
+    }
+    int print;
+    rc = dist_agree(rc, &print); /* every process stops when one cannot start */
+    if (rc != AG_OK) return setup_exit(rc, print);
     if (c->check_finite) ag_check_finite(tr->tape, 1);
     tr->tty = isatty(STDOUT_FILENO);
-    tr_remove_stale_temps(tr);
-    if (tr_log_open(tr, c->resume) != AG_OK) {
-        fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
-        return TR_EXIT_FAIL;
+    if (dist_rank() == 0) {
+        tr_remove_stale_temps(tr);
+        if (tr_log_open(tr, c->resume) != AG_OK) {
+            fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
+            dist_abort(TR_EXIT_FAIL);
+            return TR_EXIT_FAIL;
+        }
     }
     tr->poison = c->inject_nan > 0 ? ag_params_find(&tr->m.params, "decoder.norm.weight") : NULL;
+    if (tr->shards > 1 || dist_size() > 1) {
+        tr->dist = dist_grad_new(&tr->m.params, tr->shards);
+        tr->dist->mean = 0; /* each shard's loss is weighted by its share of the tokens */
+    }
     return TR_EXIT_OK;
 }

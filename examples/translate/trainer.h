@@ -13,7 +13,8 @@
 /* data.position of a checkpoint: the loader, the best validation so far, the last validated
  * step, the CSV row being accumulated and the run's settings that --resume keeps (doubles
  * stored as their bits). Checkpoints written before the settings were kept hold the first
- * POS_V1_COUNT values. What each may be: position_rules. */
+ * POS_V1_COUNT values; --shards is stored only when above 1 (POS_V2_COUNT values otherwise, as
+ * before it existed). What each may be: tr_check_position. */
 enum {
     POS_EPOCH,
     POS_CURSOR,
@@ -32,10 +33,12 @@ enum {
     POS_VALID_EVERY,
     POS_SAVE_EVERY,
     POS_VALID_MAX,
-    POS_TOTAL, /* --steps (or --epochs times the batches of an epoch) */
-    POS_CLIP,  /* --clip (double bits) */
+    POS_TOTAL,  /* --steps (or --epochs times the batches of an epoch) */
+    POS_CLIP,   /* --clip (double bits) */
+    POS_SHARDS, /* --shards (docs/mpi.md), when above 1 */
     POS_COUNT,
-    POS_V1_COUNT = POS_LOG_EVERY
+    POS_V1_COUNT = POS_LOG_EVERY,
+    POS_V2_COUNT = POS_SHARDS
 };
 
 static inline int64_t dbits(double x) {
@@ -76,6 +79,12 @@ typedef struct {
     double t_start, t_row, t_bar, last_tps;
     int64_t step_start;
     Tensor *poison; /* --inject-nan: the weight set to NaN before that step (fault tests) */
+    /* several shards or processes (docs/mpi.md); dist NULL: one process, one shard (the plain
+     * step) */
+    int shards;
+    DistGrad *dist;
+    uint64_t shard_seed; /* this step's: shard i's dropout RNG is rng_hash(shard_seed, i) */
+    TrBatch shard;       /* the rows of the shard being computed */
 } Trainer;
 
 /* ---- train_setup.c: starting a run, checkpoints ---- */
@@ -106,5 +115,15 @@ int tr_stop_requested(void);
 void tr_report_rss(const Trainer *tr, long first[2]);
 void tr_remove_stale_temps(const Trainer *tr);
 void tr_fixed_mmap_threshold(void);
+/* Several processes (src/dist, docs/mpi.md), shared by both trainers. tr_stop_any: 1 when
+ * SIGINT or SIGTERM reached any process (collective: every process asks at the same point).
+ * tr_dist_warn_threads: warns (process 0, stderr) when the processes of this machine run more
+ * threads in all than it has CPUs; collective. tr_dist_line: "data parallel: P processes, S
+ * shards of N <unit> a step ..." (nothing for d NULL: one process, one shard).
+ * tr_dist_summary: the reduction's time a step (nothing when none ran). */
+int tr_stop_any(void);
+void tr_dist_warn_threads(const char *prog, int threads);
+void tr_dist_line(const DistGrad *d, int batch, const char *unit);
+void tr_dist_summary(const DistGrad *d);
 
 #endif

@@ -306,6 +306,10 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
  * pairs. stop, when not NULL, is polled between batches: when it returns 1 the evaluation
  * stops and this returns 0 (else 1); score then holds the pairs decoded so far and *loss is
  * not set. */
+/* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
+ * process k mod P's; the losses are gathered exactly and added in batch order and the counts
+ * summed, so every process gets the one-process figures, to the bit. stop must then give the
+ * same answer in every process (tr_stop_any), and hyps must be NULL. */
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void));
@@ -342,7 +346,18 @@ typedef struct TrTrainConfig {
                          * (" d-model lr "): each must equal the checkpoint's; NULL: none */
     TrTokKind tokenizer; /* words, or char / bpe tokenizers trained on the training file */
     int vocab;           /* bpe: each side's tokenizer size (TR_BPE_VOCAB_MIN..MAX) */
+    int shards; /* micro-shards a batch whose gradients are summed in a fixed tree: the same bits
+                 * for any number of processes (0: one a process; docs/mpi.md) */
 } TrTrainConfig;
+
+/* Shard i of S of batch b (made by tr_batch_make or the loader from pairs of d): its rows
+ * [i B / S, (i + 1) B / S) made into sb (padded to their own lengths), and their loss: the mean
+ * cross-entropy over the shard's target tokens times its share of the batch's target tokens
+ * (sb->n_tgt_tokens / b->n_tgt_tokens), so that the S shards' losses and gradients sum to the
+ * whole batch's mean over its non-padding tokens (up to rounding). rng: the shard's dropout
+ * RNG. NULL when the shard holds no rows (a batch of fewer than S pairs). */
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
+                      TrBatch *sb, Rng *rng);
 
 /* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP
  * take the checkpoint's values (the run's own settings, stored in data.position); any other

@@ -5,7 +5,8 @@
  * Rabenseifner, ...), so the bits change with the number of processes (docs/mpi.md measures
  * it). Here the order is ours: the tree over shard index, its edges that cross processes sent
  * point to point (MPI_Send / MPI_Recv), the root broadcast (a copy: no arithmetic).
- * Not here: the trainers' use of it (examples/gpt/train.c). Read next: docs/mpi.md. */
+ * Not here: the trainers' use of it (examples/gpt/train.c, examples/translate/train.c). Read
+ * next: docs/mpi.md. */
 #include "dist.h"
 
 #include <stdlib.h>
@@ -94,13 +95,38 @@ int dist_any(int flag) {
     return any;
 }
 
+int dist_agree(int rc, int *print) {
+    AG_CHECK_ARG(print);
+    int any_failed = dist_any(rc != AG_OK), first_failed = dist_any(dist_rank() == 0 && rc);
+    if (any_failed && rc == AG_OK)
+        rc = ag_fail(AG_ERR_ARG,
+                     "process %d: stopped: another process could not start (its message says "
+                     "why)",
+                     dist_rank());
+    *print = rc != AG_OK && (dist_rank() == 0 || !first_failed);
+    return rc;
+}
+
+/* v[0..n) summed over the processes, in place (MPI's order: callers make it exact) */
+#ifdef AG_MPI
+static void sum_everywhere(void *v, int n, MPI_Datatype type) {
+    if (dist_size() > 1 && n > 0) MPI_Allreduce(MPI_IN_PLACE, v, n, type, MPI_SUM, MPI_COMM_WORLD);
+}
+#define SUM_EVERYWHERE(v, n, type) sum_everywhere(v, n, type)
+#else
+#define SUM_EVERYWHERE(v, n, type) ((void)(v), (void)(n))
+#endif
+
+void dist_sum_i64(int64_t *v, int n) {
+    AG_CHECK_ARG(v);
+    AG_CHECK(n >= 0, "dist_sum_i64: n %d", n);
+    SUM_EVERYWHERE(v, n, MPI_INT64_T);
+}
+
 void dist_sum_disjoint(double *v, int n) {
     AG_CHECK_ARG(v);
     AG_CHECK(n >= 0, "dist_sum_disjoint: n %d", n);
-#ifdef AG_MPI
-    if (dist_size() > 1 && n > 0)
-        MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-#endif
+    SUM_EVERYWHERE(v, n, MPI_DOUBLE);
 }
 
 void dist_threads_on_node(int threads, int *total, int *cpus) {
@@ -177,6 +203,7 @@ DistGrad *dist_grad_new(const ParamList *ps, int n_shards) {
     DistGrad *d = calloc(1, sizeof *d);
     AG_CHECK(d, "dist_grad_new: out of memory");
     d->n_shards = n_shards;
+    d->mean = 1;
     d->ps = ps;
     d->n = ag_params_count(ps) + 1;
     d->lo = (int)((int64_t)me * n_shards / P);
@@ -238,7 +265,7 @@ double dist_grad_reduce(DistGrad *d) {
     Real inv = (Real)(1.0 / d->n_shards);
     for (int j = 0; j < d->ps->n; j++) {
         Tensor *p = d->ps->items[j];
-        if (d->n_shards == 1)
+        if (d->n_shards == 1 || !d->mean)
             memcpy(p->grad, src, p->size * sizeof(Real));
         else
             for (size_t k = 0; k < p->size; k++) p->grad[k] = src[k] * inv;
@@ -246,7 +273,7 @@ double dist_grad_reduce(DistGrad *d) {
     }
     d->reduce_s += now_s() - t0;
     d->n_reduce++;
-    return (double)*src / d->n_shards;
+    return d->mean ? (double)*src / d->n_shards : (double)*src;
 }
 
 double dist_grad_step(DistGrad *d, Tape *t, DistLossFn loss, void *ctx) {
@@ -257,8 +284,8 @@ double dist_grad_step(DistGrad *d, Tape *t, DistLossFn loss, void *ctx) {
         ag_tape_reset(t);
         ag_params_zero_grad(d->ps);
         Tensor *l = loss(ctx, t, i);
-        ag_backward(t, l);
-        dist_grad_put(d, i, l->data[0]);
+        if (l) ag_backward(t, l); /* NULL: an empty shard, its gradients stay 0 */
+        dist_grad_put(d, i, l ? l->data[0] : 0);
     }
     ag_tape_reset(t);
     return dist_grad_reduce(d);

@@ -9,7 +9,8 @@
  * point-to-point messages and the root is broadcast; without MPI there is one process, which
  * owns every shard (gradient accumulation). Plain MPI-3 calls only.
  * Not here: what a shard is for a model (the trainer's loss callback), the trainers' loaders
- * and checkpoints (examples/gpt/train.c). Read next: dist.c, then docs/mpi.md. */
+ * and checkpoints (examples/gpt/train.c, examples/translate/train*.c). Read next: dist.c, then
+ * docs/mpi.md. */
 #ifndef ATTOGRAD_DIST_H
 #define ATTOGRAD_DIST_H
 
@@ -31,9 +32,19 @@ int dist_with_mpi(void); /* 1 when built with MPI */
 
 /* 1 when flag is non-zero in any process (every process gets the same answer). */
 int dist_any(int flag);
+/* The start of a run, agreed on: rc is this process's status (AG_OK, or an AG_ERR_* code with its
+ * message in ag_last_error()). Returns AG_OK when every process started; else an error in every
+ * process (a process that started gets AG_ERR_ARG, "process R: stopped: another process could
+ * not start"), and *print says whether this process prints its message: process 0 always, the
+ * others only when process 0 started (so that one reason is printed, not one a process).
+ * Collective. */
+int dist_agree(int rc, int *print);
 /* v[0..n) (not NULL): each element non-zero in at most one process; every process gets the elementwise
  * sum, which is exact (x + 0 = x), so whatever order MPI adds in. */
 void dist_sum_disjoint(double *v, int n);
+/* v[0..n) (not NULL): every process gets the elementwise sum over the processes: integers, so
+ * exact in any order. */
+void dist_sum_i64(int64_t *v, int n);
 /* The threads that all processes on this machine will run (the sum of their threads), and the
  * CPUs of the machine (sysconf). */
 void dist_threads_on_node(int threads, int *total, int *cpus);
@@ -57,6 +68,9 @@ typedef struct DistGrad {
     int *owner;  /* (S) */
     Real **leaf; /* (S) pointers, NULL for shards of other processes */
     Real *mem, *tmp;
+    int mean; /* 1 (dist_grad_new's): the step's gradient and loss are the mean over the S shards
+               * (shards of equal weight); 0: their sum (each shard's loss already weighted by
+               * its share of the batch, e.g. of its tokens: the caller sets it) */
     double reduce_s;  /* wall seconds spent in dist_grad_reduce (tree + broadcast), summed */
     int64_t n_reduce; /* its calls */
 } DistGrad;
@@ -68,13 +82,15 @@ void dist_grad_free(DistGrad *d);
  * into shard i's buffer; aborts when this process does not own shard i. */
 void dist_grad_put(DistGrad *d, int shard, Real loss);
 /* After every owned shard was put: the tree sum, broadcast; every parameter's grad becomes the
- * mean over the S shards (sum / S), and the mean loss is returned. Collective. */
+ * mean over the S shards (sum / S; with d->mean 0 the sum), and the mean loss (the sum) is
+ * returned. Collective. */
 double dist_grad_reduce(DistGrad *d);
 
-/* The loss of shard i (a scalar on tape t, whose backward gives shard i's gradients). */
+/* The loss of shard i (a scalar on tape t, whose backward gives shard i's gradients); NULL for a
+ * shard that holds no rows this step (its gradient and loss are then 0). */
 typedef Tensor *(*DistLossFn)(void *ctx, Tape *t, int shard);
 /* One step's gradients: for each owned shard, tape reset, zero grad, loss, backward, put; then
- * dist_grad_reduce. The mean loss (non-finite when any shard's was). Collective. */
+ * dist_grad_reduce. The mean (or summed) loss, non-finite when any shard's was. Collective. */
 double dist_grad_step(DistGrad *d, Tape *t, DistLossFn loss, void *ctx);
 
 #endif

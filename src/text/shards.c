@@ -2,7 +2,8 @@
  * uint16 or uint32 tokens), and the loader of random training windows over a token array.
  * The writer is atomic (a temporary file in the same folder, fsync, rename); the reader checks
  * the header against the file's real size before it allocates, and each token against the
- * vocabulary. The loader's whole state is one Rng and a batch count (txt_loader_state), so a
+ * vocabulary, whether it reads the whole file or parts of it (TxtShard: a trainer reads only
+ * its windows). The loader's whole state is one Rng and a batch count (txt_loader_state), so a
  * run resumed from a checkpoint draws the same windows as a straight one.
  * Not here: tokenizers (tokenizer.c). Read next: docs/text.md. */
 #include <errno.h>
@@ -72,96 +73,126 @@ int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size) 
 
 /* ---- reading ---- */
 
+struct TxtShard {
+    char *path;
+    FILE *f;
+    int width, vocab_size; /* bytes a token (2, 4); tokens are checked against vocab_size */
+    size_t count;
+};
+
+int txt_shard_open(const char *path, int vocab_size, TxtShard **out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = AG_OK, width = 0;
+    struct stat st;
+    int32_t header[TXT_SHARD_HEADER_INTS];
+    uint64_t size = 0;
+    if (fstat(fileno(f), &st) != 0)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if ((size = (uint64_t)st.st_size) < sizeof header)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %llu bytes: shorter than the %zu-byte header", path,
+                     (unsigned long long)size, sizeof header);
+    else if (fread(header, sizeof header, 1, f) != 1)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read the header: %s", path,
+                     ferror(f) ? strerror(errno) : "end of file");
+    else if (header[0] == TXT_SHARD_MAGIC_U16 && header[1] == TXT_SHARD_VERSION_U16)
+        width = 2;
+    else if (header[0] == TXT_SHARD_MAGIC_U32 && header[1] == TXT_SHARD_VERSION_U32)
+        width = 4;
+    else
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: magic %d version %d: not a token shard (llm.c's %d/%d uint16 or %d/%d "
+                     "uint32)",
+                     path, header[0], header[1], TXT_SHARD_MAGIC_U16, TXT_SHARD_VERSION_U16,
+                     TXT_SHARD_MAGIC_U32, TXT_SHARD_VERSION_U32);
+    if (rc == AG_OK && header[2] < 0)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: token count %d: must be >= 0", path, header[2]);
+    uint64_t count = rc == AG_OK ? (uint64_t)header[2] : 0;
+    uint64_t expect = sizeof header + count * (uint64_t)width;
+    if (rc == AG_OK && expect != size)
+        rc = ag_fail(
+            AG_ERR_FORMAT, "%s: the header says %llu tokens (%llu bytes), the file has %llu", path,
+            (unsigned long long)count, (unsigned long long)expect, (unsigned long long)size);
+    TxtShard *sh = rc == AG_OK ? calloc(1, sizeof *sh) : NULL;
+    char *name = sh ? strdup(path) : NULL;
+    if (rc == AG_OK && !name) {
+        free(sh);
+        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (rc != AG_OK) {
+        fclose(f);
+        return rc;
+    }
+    *sh = (TxtShard){name, f, width, vocab_size, (size_t)count};
+    *out = sh;
+    return AG_OK;
+}
+
+size_t txt_shard_count(const TxtShard *s) {
+    AG_CHECK_ARG(s);
+    return s->count;
+}
+
+int txt_shard_tokens(TxtShard *s, size_t at, size_t n, int *out) {
+    AG_CHECK_ARG(s);
+    AG_CHECK(out || n == 0, "txt_shard_tokens: argument 'out' is NULL");
+    AG_CHECK(at <= s->count && n <= s->count - at,
+             "txt_shard_tokens: tokens [%zu, %zu) of %s's %zu", at, at + n, s->path, s->count);
+    enum { BLOCK = 4096 };
+    uint8_t buf[BLOCK * 4];
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        off_t pos = (off_t)(TXT_SHARD_HEADER_INTS * 4 + (uint64_t)(at + i) * (uint64_t)s->width);
+        if (fseeko(s->f, pos, SEEK_SET) != 0 || fread(buf, (size_t)s->width, k, s->f) != k)
+            return ag_fail(AG_ERR_IO, "%s: short read at token %zu", s->path, at + i);
+        for (size_t j = 0; j < k; j++) {
+            uint32_t v;
+            if (s->width == 2)
+                v = (uint32_t)buf[2 * j] | (uint32_t)buf[2 * j + 1] << 8;
+            else
+                v = (uint32_t)buf[4 * j] | (uint32_t)buf[4 * j + 1] << 8 |
+                    (uint32_t)buf[4 * j + 2] << 16 | (uint32_t)buf[4 * j + 3] << 24;
+            if (v > INT32_MAX || (s->vocab_size > 0 && v >= (uint32_t)s->vocab_size))
+                return ag_fail(AG_ERR_RANGE, "%s: token %zu = %u outside the vocabulary [0, %d)",
+                               s->path, at + i + j, v,
+                               s->vocab_size > 0 ? s->vocab_size : INT32_MAX);
+            out[i + j] = (int)v;
+        }
+    }
+    return AG_OK;
+}
+
+void txt_shard_close(TxtShard *s) {
+    if (!s) return;
+    fclose(s->f);
+    free(s->path);
+    free(s);
+}
+
 int txt_shard_read(const char *path, int vocab_size, int **ids, size_t *n) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(ids);
     AG_CHECK_ARG(n);
     *ids = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int rc = AG_OK;
-    int *out = NULL;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    int32_t header[TXT_SHARD_HEADER_INTS];
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < sizeof header) {
-        rc = ag_fail(AG_ERR_FORMAT, "%s: %llu bytes: shorter than the %zu-byte header", path,
-                     (unsigned long long)size, sizeof header);
-        goto done;
-    }
-    if (fread(header, sizeof header, 1, f) != 1) {
-        rc = ag_fail(AG_ERR_IO, "%s: cannot read the header: %s", path,
-                     ferror(f) ? strerror(errno) : "end of file");
-        goto done;
-    }
-    int width;
-    if (header[0] == TXT_SHARD_MAGIC_U16 && header[1] == TXT_SHARD_VERSION_U16)
-        width = 2;
-    else if (header[0] == TXT_SHARD_MAGIC_U32 && header[1] == TXT_SHARD_VERSION_U32)
-        width = 4;
-    else {
-        rc = ag_fail(AG_ERR_FORMAT,
-                     "%s: magic %d version %d: not a token shard (llm.c's %d/%d uint16 or %d/%d "
-                     "uint32)",
-                     path, header[0], header[1], TXT_SHARD_MAGIC_U16, TXT_SHARD_VERSION_U16,
-                     TXT_SHARD_MAGIC_U32, TXT_SHARD_VERSION_U32);
-        goto done;
-    }
-    if (header[2] < 0) {
-        rc = ag_fail(AG_ERR_FORMAT, "%s: token count %d: must be >= 0", path, header[2]);
-        goto done;
-    }
-    uint64_t count = (uint64_t)header[2], expect = sizeof header + count * (uint64_t)width;
-    if (expect != size) {
-        rc = ag_fail(
-            AG_ERR_FORMAT, "%s: the header says %llu tokens (%llu bytes), the file has %llu", path,
-            (unsigned long long)count, (unsigned long long)expect, (unsigned long long)size);
-        goto done;
-    }
-    out = malloc((count ? count : 1) * sizeof *out);
-    if (!out) {
-        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for %llu tokens", path,
-                     (unsigned long long)count);
-        goto done;
-    }
-    enum { BLOCK = 4096 };
-    uint8_t buf[BLOCK * 4];
-    for (uint64_t i = 0; i < count; i += BLOCK) {
-        size_t k = count - i < BLOCK ? (size_t)(count - i) : BLOCK;
-        if (fread(buf, (size_t)width, k, f) != k) {
-            rc = ag_fail(AG_ERR_IO, "%s: short read at token %llu", path, (unsigned long long)i);
-            goto done;
-        }
-        for (size_t j = 0; j < k; j++) {
-            uint32_t v;
-            if (width == 2)
-                v = (uint32_t)buf[2 * j] | (uint32_t)buf[2 * j + 1] << 8;
-            else
-                v = (uint32_t)buf[4 * j] | (uint32_t)buf[4 * j + 1] << 8 |
-                    (uint32_t)buf[4 * j + 2] << 16 | (uint32_t)buf[4 * j + 3] << 24;
-            if (v > INT32_MAX || (vocab_size > 0 && v >= (uint32_t)vocab_size)) {
-                rc = ag_fail(AG_ERR_RANGE, "%s: token %llu = %u outside the vocabulary [0, %d)",
-                             path, (unsigned long long)(i + j), v,
-                             vocab_size > 0 ? vocab_size : INT32_MAX);
-                goto done;
-            }
-            out[i + j] = (int)v;
-        }
-    }
-done:
-    fclose(f);
-    if (rc != AG_OK) {
+    TxtShard *s;
+    int rc = txt_shard_open(path, vocab_size, &s);
+    if (rc != AG_OK) return rc;
+    int *out = malloc((s->count ? s->count : 1) * sizeof *out);
+    if (!out)
+        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory for %zu tokens", path, s->count);
+    else
+        rc = txt_shard_tokens(s, 0, s->count, out);
+    if (rc == AG_OK) {
+        *ids = out;
+        *n = s->count;
+    } else
         free(out);
-        return rc;
-    }
-    *ids = out;
-    *n = (size_t)header[2];
-    return AG_OK;
+    txt_shard_close(s);
+    return rc;
 }
 
 /* ---- train/valid split and the window loader ---- */
@@ -183,19 +214,30 @@ int txt_loader_init(TxtLoader *L, const int *tokens, size_t lo, size_t hi, int B
     if (hi < lo || hi - lo < (size_t)T + 1)
         return ag_fail(AG_ERR_ARG, "%s: %zu tokens: a window of block %d needs %d", label,
                        hi >= lo ? hi - lo : 0, T, T + 1);
-    AG_CHECK(tokens, "txt_loader_init: argument 'tokens' is NULL");
     *L = (TxtLoader){.tokens = tokens, .lo = lo, .hi = hi, .B = B, .T = T};
     rng_seed(&L->rng, seed);
     return AG_OK;
+}
+
+/* the start of the next window of T + 1 tokens, uniform over the range */
+static size_t next_start(TxtLoader *L) {
+    return L->lo + (size_t)rng_below(&L->rng, (uint64_t)(L->hi - L->lo - (size_t)L->T));
+}
+
+void txt_loader_starts(TxtLoader *L, size_t *starts) {
+    AG_CHECK_ARG(L);
+    AG_CHECK_ARG(starts);
+    for (int b = 0; b < L->B; b++) starts[b] = next_start(L);
+    L->batches++;
 }
 
 void txt_loader_next(TxtLoader *L, int *x, int *y) {
     AG_CHECK_ARG(L);
     AG_CHECK_ARG(x);
     AG_CHECK_ARG(y);
-    uint64_t starts = (uint64_t)(L->hi - L->lo - (size_t)L->T); /* windows of T + 1 tokens */
+    AG_CHECK(L->tokens, "txt_loader_next: the loader holds no tokens (txt_loader_starts only)");
     for (int b = 0; b < L->B; b++) {
-        size_t s = L->lo + (size_t)rng_below(&L->rng, starts);
+        size_t s = next_start(L);
         memcpy(x + (size_t)b * L->T, L->tokens + s, (size_t)L->T * sizeof *x);
         memcpy(y + (size_t)b * L->T, L->tokens + s + 1, (size_t)L->T * sizeof *y);
     }

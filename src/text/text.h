@@ -139,6 +139,16 @@ int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size);
  * (>= 0, and the file's size equals header + count * token size) and, when vocab_size > 0,
  * every token < vocab_size. Errors name the path and the reason. */
 int txt_shard_read(const char *path, int vocab_size, int **ids, size_t *n);
+/* A shard kept open to read parts of it (a trainer reads only the windows of its rows; memory
+ * is the handle, whatever the file's size). txt_shard_open checks what txt_shard_read checks
+ * before its tokens (the header, the size). txt_shard_tokens: tokens [at, at + n) (inside the
+ * count: else an abort) into out, each checked against vocab_size: AG_ERR_RANGE naming the
+ * path and the token's index, AG_ERR_IO for a short read (a file cut since it was opened). */
+typedef struct TxtShard TxtShard;
+int txt_shard_open(const char *path, int vocab_size, TxtShard **out);
+size_t txt_shard_count(const TxtShard *s);
+int txt_shard_tokens(TxtShard *s, size_t at, size_t n, int *out);
+void txt_shard_close(TxtShard *s);
 
 /* ---- windows for training: x = tokens[s .. s+T), y = tokens[s+1 .. s+T+1) ---- */
 /* The split of n tokens: train [0, n - n_valid), valid [n - n_valid, n), where n_valid is
@@ -159,11 +169,15 @@ typedef struct TxtLoader {
     int64_t batches; /* batches drawn so far */
 } TxtLoader;
 /* AG_ERR_ARG (message starts with label) when B or T < 1 or the range holds fewer than T + 1
- * tokens. */
+ * tokens. tokens may be NULL for a loader that only draws window starts (txt_loader_starts):
+ * the windows are then read from the file (txt_shard_tokens). */
 int txt_loader_init(TxtLoader *L, const int *tokens, size_t lo, size_t hi, int B, int T,
                     uint64_t seed, const char *label);
 /* x, y: (B, T) ids. */
 void txt_loader_next(TxtLoader *L, int *x, int *y);
+/* The B starts of the next batch's windows (tokens [s, s + T + 1)), the same draws as
+ * txt_loader_next's; it advances the same way. */
+void txt_loader_starts(TxtLoader *L, size_t *starts);
 /* The position as 5 int64 (the RNG's four words, the batch count): Checkpoint.data fits it. */
 #define TXT_LOADER_STATE_LEN 5
 void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]);

@@ -600,7 +600,13 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_shard_read, ids, txt_shard_read("x.bin", 0, NULL, NULL))                                 \
     X(txt_shard_read, n, txt_shard_read("x.bin", 0, (int **)&TOK, NULL))                           \
     X(txt_loader_init, L, txt_loader_init(NULL, IDS, 0, 4, 1, 2, 1, "x"))                          \
-    X(txt_loader_init, tokens, txt_loader_init(&TL, NULL, 0, 4, 1, 2, 1, "x"))                     \
+    X(txt_shard_open, path, txt_shard_open(NULL, 0, NULL))                                         \
+    X(txt_shard_open, out, txt_shard_open("x.bin", 0, NULL))                                       \
+    X(txt_shard_count, s, txt_shard_count(NULL))                                                   \
+    X(txt_shard_tokens, s, txt_shard_tokens(NULL, 0, 1, &I1))                                      \
+    X(txt_shard_tokens, out, txt_shard_tokens((TxtShard *)&A, 0, 1, NULL))                         \
+    X(txt_loader_starts, L, txt_loader_starts(NULL, (size_t *)STATE))                              \
+    X(txt_loader_starts, starts, txt_loader_starts(&TL, NULL))                                     \
     X(txt_loader_next, L, txt_loader_next(NULL, &I1, &I1))                                         \
     X(txt_loader_next, x, txt_loader_next(&TL, NULL, &I1))                                         \
     X(txt_loader_next, y, txt_loader_next(&TL, &I1, NULL))                                         \
@@ -609,6 +615,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_loader_restore, L, txt_loader_restore(NULL, STATE, "x"))                                 \
     X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))                               \
     X(dist_sum_disjoint, v, dist_sum_disjoint(NULL, 1))                                            \
+    X(dist_sum_i64, v, dist_sum_i64(NULL, 1))                                                      \
+    X(dist_agree, print, dist_agree(0, NULL))                                                      \
     X(dist_threads_on_node, total, dist_threads_on_node(1, NULL, &I1))                             \
     X(dist_threads_on_node, cpus, dist_threads_on_node(1, &I1, NULL))                              \
     X(dist_tree_sum, leaf, dist_tree_sum(NULL, 1, 1, &I1, &R1))                                    \
@@ -645,6 +653,8 @@ static const char *const accepts_null[][2] = {
     {"npz_writer_free", "NULL is a no-op, as free"},
     {"txt_free", "NULL is a no-op, as free"},
     {"dist_grad_free", "NULL is a no-op, as free"},
+    {"txt_shard_close", "NULL is a no-op, as free"},
+    {"txt_loader_init", "tokens NULL: a loader of window starts only (txt_loader_starts)"},
     {"tensor_shape_str", "gives \"(NULL)\": error messages show a missing tensor"},
     {"ag_fail", "a printf-like format (the compiler checks the call)"},
     {"ag_abort", "a printf-like format (the compiler checks the call)"},

@@ -1,7 +1,8 @@
 /* test_dist.c: the data-parallel step of src/dist in one process (the suite does not run under
  * mpirun): the tree's order of additions (against a recursive pairwise sum written here, and
  * different from a left-to-right sum), a step over S shards of a GPT giving the full batch's
- * mean gradient and loss, S = 1 giving exactly the plain step's bits, and the refusals.
+ * mean gradient and loss, weighted shards summed (empty ones adding nothing), S = 1 giving
+ * exactly the plain step's bits, the one-process answers of the collectives, and the refusals.
  * Not here: 2 and 4 processes (tests/dist/test_mpi.sh, make test-mpi). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -178,6 +179,38 @@ Test(dist_grad_step, with_one_shard_gives_the_plain_steps_bits) {
     net_free(&n);
 }
 
+/* d->mean 0: the sum of the shards' gradients and losses (each shard's loss weighted by the
+ * caller); a NULL loss is an empty shard, which adds nothing */
+static Tensor *half_or_empty(void *ctx, Tape *t, int i) {
+    Net *n = ctx;
+    if (i >= 2) return NULL; /* shards 2 and 3: no rows */
+    int b = B / 2;
+    return ag_scale(t, nn_gpt_loss(t, &n->m, n->x + i * b * T, n->y + i * b * T, b, T, NULL), 0.5);
+}
+
+Test(dist_grad_step, sums_weighted_shards_and_skips_empty_ones) {
+    Net n;
+    net_init(&n, 4);
+    double want_loss;
+    Real *want = full_batch(&n, &want_loss);
+    DistGrad *d = dist_grad_new(&n.m.params, 4);
+    d->mean = 0;
+    double loss = dist_grad_step(d, n.tape, half_or_empty, &n);
+    cr_assert(fabs(loss - want_loss) <= TOL * fabs(want_loss), "loss %.17g, not %.17g", loss,
+              want_loss);
+    const Real *w = want;
+    for (int j = 0; j < n.m.params.n; j++) {
+        Tensor *p = n.m.params.items[j];
+        for (size_t k = 0; k < p->size; k++, w++)
+            cr_assert(fabs((double)p->grad[k] - (double)*w) <= TOL * (1 + fabs((double)*w)),
+                      "%s.grad[%zu] %.17g, whole batch %.17g", p->name, k, (double)p->grad[k],
+                      (double)*w);
+    }
+    dist_grad_free(d);
+    free(want);
+    net_free(&n);
+}
+
 Test(dist, one_process_without_mpirun) {
     cr_assert_eq(dist_size(), 1);
     cr_assert_eq(dist_rank(), 0);
@@ -186,6 +219,16 @@ Test(dist, one_process_without_mpirun) {
     double v[3] = {1.5, 0, -2};
     dist_sum_disjoint(v, 3);
     cr_assert(v[0] == 1.5 && v[1] == 0 && v[2] == -2);
+    int64_t c[2] = {(int64_t)1 << 60, -3};
+    dist_sum_i64(c, 2);
+    cr_assert(c[0] == (int64_t)1 << 60 && c[1] == -3);
+    int print = -1;
+    cr_assert_eq(dist_agree(AG_OK, &print), AG_OK);
+    cr_assert_eq(print, 0);
+    ag_fail(AG_ERR_IO, "x: cannot open");
+    cr_assert_eq(dist_agree(AG_ERR_IO, &print), AG_ERR_IO);
+    cr_assert_eq(print, 1);
+    cr_assert_str_eq(ag_last_error(), "x: cannot open");
 }
 
 /* ---- misuse ---- */

@@ -12,13 +12,20 @@
 #      plain build: the same last.npz as above;
 #   4. SIGINT to process 1 of 2: every process stops, process 0 saves once, exit 130; the run
 #      resumes from that checkpoint;
-#   5. SIGKILL to process 1 of 2: the run exits (non-zero, naming rank 1) within 60 s, no hang.
-# Usage: tests/dist/test_mpi.sh PLAIN_GPT MPI_GPT DIST_TREE WORKDIR
+#   5. SIGKILL to process 1 of 2: the run exits (non-zero, naming rank 1) within 60 s, no hang;
+#   6. attograd-translate train, the same: 20 steps of a small model with dropout, --shards 4 over
+#      batches of 10 pairs (10 batches an epoch, the last of 7: shards of 2 or 3 pairs, 1 or 2 in
+#      the last, weighted by their tokens), the plain build accumulating and mpirun -np 1, 2, 3, 4
+#      writing the same last.npz and best.npz (validation dealt to the processes); 10 steps on 2
+#      processes resumed to 20 on 1; SIGINT and SIGKILL to process 1.
+# Usage: tests/dist/test_mpi.sh PLAIN_GPT MPI_GPT DIST_TREE WORKDIR PLAIN_TRANSLATE MPI_TRANSLATE
 set -u
 plain="$1"
 mgpt="$2"
 tree="$3"
 work="$4"
+ptr="$5"
+mtr="$6"
 rm -rf "$work"
 mkdir -p "$work"
 log="$work/test.log"
@@ -52,40 +59,63 @@ for S in 8 6; do
 done
 
 # ---- 2. the same run on 1, 2, 4 processes and accumulated on one ----
+# same_bits WHAT PLAIN MPI "NPS" S ARGS...: the plain build accumulating S shards
+# ($work/WHAT-acc) and one shard (other bytes), then mpirun -np N of the MPI build for each N
+# of NPS: the same last.npz and best.npz as the accumulation
+same_bits() {
+    what="$1"
+    pl="$2"
+    mp="$3"
+    nps="$4"
+    S="$5"
+    shift 5
+    "$pl" train "$@" --shards $S --out "$work/$what-acc" >>"$log" 2>&1 ||
+        fail "$what: plain --shards $S: exit $?"
+    "$pl" train "$@" --out "$work/$what-one" >>"$log" 2>&1 || fail "$what: plain: exit $?"
+    cmp -s "$work/$what-acc/last.npz" "$work/$what-one/last.npz" &&
+        fail "$what: --shards $S and 1 wrote the same bytes"
+    ok
+    for np in $nps; do
+        mpi -np $np "$mp" train "$@" --shards $S --out "$work/$what-np$np" >>"$log" 2>&1 ||
+            fail "$what: mpirun -np $np: exit $?"
+        for f in last.npz best.npz; do
+            cmp "$work/$what-acc/$f" "$work/$what-np$np/$f" >>"$log" 2>&1 ||
+                fail "$what: mpirun -np $np: $f differs from one process accumulating the $S shards"
+            ok
+        done
+    done
+}
+# ---- 3. resume on another number of processes ----
+# resumed WHAT PLAIN MPI "RESUME_ARGS" ARGS...: ARGS (half of WHAT-acc's run) on 2 processes,
+# then --resume RESUME_ARGS on 1 process of the MPI build and on the plain build: both write
+# WHAT-acc's last.npz
+resumed() {
+    what="$1"
+    pl="$2"
+    mp="$3"
+    rargs="$4"
+    shift 4
+    mpi -np 2 "$mp" train "$@" --out "$work/$what-half" >>"$log" 2>&1 ||
+        fail "$what: mpirun -np 2, half the steps: exit $?"
+    cp -r "$work/$what-half" "$work/$what-half_plain"
+    mpi -np 1 "$mp" train $rargs --out "$work/$what-half" --resume >>"$log" 2>&1 ||
+        fail "$what: resume on -np 1: exit $?"
+    "$pl" train $rargs --out "$work/$what-half_plain" --resume >>"$log" 2>&1 ||
+        fail "$what: resume on the plain build: exit $?"
+    for d in half half_plain; do
+        cmp "$work/$what-acc/last.npz" "$work/$what-$d/last.npz" >>"$log" 2>&1 ||
+            fail "$what-$d: half the steps on 2 processes, the rest resumed on 1, differ"
+        ok
+    done
+}
 cat "$(dirname "$0")/../../README.md" "$(dirname "$0")/../../docs/"*.md >"$work/text.txt"
 "$plain" prepare --input "$work/text.txt" --out "$work/data" >>"$log" 2>&1 || fail "prepare"
 args="--data $work/data --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8
       --warmup-iters 5 --eval-interval 10 --eval-iters 3 --dropout 0.1
       --threads 1 --quiet"
-"$plain" train $args --max-iters 20 --lr-decay-iters 20 --shards 4 --out "$work/acc" >>"$log" 2>&1 ||
-    fail "plain --shards 4: exit $?"
-"$plain" train $args --max-iters 20 --lr-decay-iters 20 --out "$work/one" >>"$log" 2>&1 || fail "plain: exit $?"
-cmp -s "$work/acc/last.npz" "$work/one/last.npz" && fail "--shards 4 and 1 wrote the same bytes"
-ok
-for np in 1 2 4; do
-    mpi -np $np "$mgpt" train $args --max-iters 20 --lr-decay-iters 20 --shards 4 --out "$work/np$np" >>"$log" 2>&1 ||
-        fail "mpirun -np $np: exit $?"
-    for f in last.npz best.npz; do
-        cmp "$work/acc/$f" "$work/np$np/$f" >>"$log" 2>&1 ||
-            fail "mpirun -np $np: $f differs from one process accumulating the 4 shards"
-        ok
-    done
-done
-
-# ---- 3. resume on another number of processes ----
-mpi -np 2 "$mgpt" train $args --max-iters 10 --lr-decay-iters 20 --shards 4 \
-    --out "$work/half" >>"$log" 2>&1 ||
-    fail "mpirun -np 2, 10 steps: exit $?"
-cp -r "$work/half" "$work/half_plain"
-mpi -np 1 "$mgpt" train --data "$work/data" --out "$work/half" --resume --max-iters 20 \
-    --threads 1 --quiet >>"$log" 2>&1 || fail "resume on -np 1: exit $?"
-"$plain" train --data "$work/data" --out "$work/half_plain" --resume --max-iters 20 --threads 1 \
-    --quiet >>"$log" 2>&1 || fail "resume on the plain build: exit $?"
-for d in half half_plain; do
-    cmp "$work/acc/last.npz" "$work/$d/last.npz" >>"$log" 2>&1 ||
-        fail "$d: 10 steps on 2 processes + 10 resumed on 1 differ from 20 steps"
-    ok
-done
+same_bits gpt "$plain" "$mgpt" "1 2 4" 4 $args --max-iters 20 --lr-decay-iters 20
+resumed gpt "$plain" "$mgpt" "--data $work/data --max-iters 20 --threads 1 --quiet" \
+    $args --max-iters 10 --lr-decay-iters 20 --shards 4
 
 # ---- 4 and 5: a signal to one process ----
 # rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun, OMPI_COMM_WORLD_RANK in its
@@ -99,20 +129,22 @@ rank_pid() {
     done
     return 1
 }
-# long_run NAME SIGNAL: starts a long run, waits for its first checkpoint past step 0, sends
-# SIGNAL to process 1, waits; sets rc and out
+# long_run NAME SIGNAL PROGRAM ARGS...: starts a long run on 2 processes writing $work/NAME,
+# waits for its CSV row of step 10, sends SIGNAL to process 1, waits; sets rc and out
 long_run() {
-    out="$work/$1.out"
-    mpirun --allow-run-as-root --oversubscribe -np 2 "$mgpt" train $args --max-iters 1000000 --lr-decay-iters 1000000 --shards 4 \
-        --out "$work/$1" >"$out" 2>&1 &
+    name="$1"
+    sig="$2"
+    shift 2
+    out="$work/$name.out"
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$@" --out "$work/$name" >"$out" 2>&1 &
     mp=$!
     i=0
-    while [ $i -lt 300 ] && ! grep -q '^10,' "$work/$1/log.csv" 2>/dev/null; do
+    while [ $i -lt 300 ] && ! grep -q '^10,' "$work/$name/log.csv" 2>/dev/null; do
         sleep 0.1
         i=$((i + 1))
     done
-    r1="$(rank_pid $mp 1)" || fail "$1: no process 1 found under mpirun $mp"
-    kill -"$2" "$r1"
+    r1="$(rank_pid $mp 1)" || fail "$name: no process 1 found under mpirun $mp"
+    kill -"$sig" "$r1"
     i=0
     while [ $i -lt 600 ] && kill -0 $mp 2>/dev/null; do
         sleep 0.1
@@ -120,22 +152,59 @@ long_run() {
     done
     if kill -0 $mp 2>/dev/null; then
         kill -KILL $mp
-        fail "$1: SIG$2 to process 1: the run still runs after 60 s (hangs)"
+        fail "$name: SIG$sig to process 1: the run still runs after 60 s (hangs)"
     fi
     wait $mp
     rc=$?
     cat "$out" >>"$log"
 }
-long_run int INT
-[ $rc = 130 ] || fail "SIGINT to process 1: mpirun exit $rc, not 130"
-n_saved=$(grep -c 'interrupted by SIGINT' "$out")
-[ "$n_saved" = 1 ] || fail "SIGINT: $n_saved 'interrupted' messages, not 1"
-step=$(sed -n 's/.*interrupted by SIGINT at step \([0-9]*\).*/\1/p' "$out")
-mpi -np 1 "$mgpt" train --data "$work/data" --out "$work/int" --resume --max-iters $((step + 2)) \
-    --threads 1 --quiet >>"$log" 2>&1 || fail "resume after SIGINT at step $step: exit $?"
-ok
-long_run kill KILL
-[ $rc != 0 ] || fail "SIGKILL to process 1: mpirun exit 0"
-grep -q 'rank 1' "$out" || fail "SIGKILL to process 1: mpirun's message does not name rank 1"
-ok
-echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals); log: $log"
+# signals WHAT PROGRAM RESUME_ARGS STEPS_FLAG LONG_ARGS...: SIGINT to process 1 (exit 130, one message,
+# the run resumes on 1 process to 2 steps more), then SIGKILL (mpirun exits non-zero, naming rank 1)
+signals() {
+    what="$1"
+    prog="$2"
+    resume_args="$3"
+    steps_flag="$4"
+    shift 4
+    long_run "$what-int" INT "$prog" train "$@"
+    [ $rc = 130 ] || fail "$what: SIGINT to process 1: mpirun exit $rc, not 130"
+    n_saved=$(grep -c 'interrupted by SIGINT' "$out")
+    [ "$n_saved" = 1 ] || fail "$what: SIGINT: $n_saved 'interrupted' messages, not 1"
+    step=$(sed -n 's/.*interrupted by SIGINT at step \([0-9]*\).*/\1/p' "$out")
+    mpi -np 1 "$prog" train $resume_args --out "$work/$what-int" --resume $steps_flag $((step + 2)) \
+        >>"$log" 2>&1 || fail "$what: resume after SIGINT at step $step: exit $?"
+    ok
+    long_run "$what-kill" KILL "$prog" train "$@"
+    [ $rc != 0 ] || fail "$what: SIGKILL to process 1: mpirun exit 0"
+    grep -q 'rank 1' "$out" || fail "$what: SIGKILL to process 1: mpirun's message does not name rank 1"
+    ok
+}
+signals gpt "$mgpt" "--data $work/data --threads 1 --quiet" --max-iters \
+    $args --max-iters 1000000 --lr-decay-iters 1000000 --shards 4
+
+# ---- 6. the translator ----
+# tsv N SEED: N pairs of 2..7 letters of 6 and their reversal
+tsv() {
+    awk -v n="$1" -v seed="$2" 'BEGIN {
+        srand(seed)
+        for (i = 0; i < n; i++) {
+            len = 2 + int(rand() * 6)
+            for (k = 0; k < len; k++) w[k] = substr("abcdef", 1 + int(rand() * 6), 1)
+            s = w[0]; for (k = 1; k < len; k++) s = s " " w[k]
+            t = w[len - 1]; for (k = len - 2; k >= 0; k--) t = t " " w[k]
+            print s "\t" t
+        }
+    }'
+}
+mkdir -p "$work/tr"
+tsv 97 21 >"$work/tr/train.tsv"
+tsv 24 22 >"$work/tr/valid.tsv"
+targs="--data $work/tr --d-model 16 --heads 2 --layers 1 --ff 32 --max-len 24 --batch 10
+       --lr 0.01 --warmup 5 --log-every 5 --valid-every 10 --dropout 0.1 --threads 1 --quiet"
+same_bits translate "$ptr" "$mtr" "1 2 3 4" 4 $targs --steps 20
+# 10 steps of the 20-step run (the same schedule), then resumed to 20
+resumed translate "$ptr" "$mtr" "--data $work/tr --steps 20 --threads 1 --quiet" \
+    $targs --steps 10 --schedule-steps 20 --shards 4
+signals translate "$mtr" "--data $work/tr --threads 1 --quiet" --steps \
+    $targs --steps 1000000 --shards 4
+echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals; both trainers); log: $log"

@@ -758,6 +758,20 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         const char *g[] = {"train", "--data", bad, "--out", out, "--resume", NULL};
         const char *y[] = {"train.bin", NULL};
         expect_usage(dir, g, y);
+        /* a well-formed shard of tokens the tokenizer does not have: the trainer reads windows
+         * as it uses them (each checked), so the first one read stops the run */
+        char badv[512], bout[512];
+        TxtTokenizer *tk;
+        cr_assert_eq(txt_load(badtok, &tk), AG_OK);
+        int V = txt_vocab_size(tk), ids[300];
+        txt_free(tk);
+        for (int i = 0; i < 300; i++) ids[i] = i % 7 ? V + 1 : 0;
+        cr_assert_eq(txt_shard_write(badbin, ids, 300, V + 2), AG_OK);
+        cr_assert_eq(txt_shard_write(ts_join(badv, bad, "valid.bin"), ids, 300, V + 2), AG_OK);
+        const char *h[] = {"train", "--data",    bad, "--out", ts_join(bout, dir, "badout"),
+                           TINY,    "--threads", "1", NULL};
+        const char *z[] = {"train.bin: token", "outside the vocabulary", "stopped at step 0", NULL};
+        expect_usage(dir, h, z);
     }
     /* sample and eval */
     {

@@ -603,18 +603,25 @@ static char *csv_values(const char *path) {
     return out;
 }
 
-Test(tr_train, resume_is_bit_exact) {
-    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
+/* The run the resume tests take straight and in halves: in a new folder dir, 100 pairs to
+ * reverse in train (13 batches an epoch: the 24 steps cross an epoch boundary) and 10 in valid,
+ * with dropout, writing to out (dir/straight). */
+static TrTrainConfig halves_run(char *dir, char *train, char *valid, char *out) {
+    ts_tmp_dir(dir, 64, "translate");
     write_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
     write_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
-    /* with dropout, 13 batches an epoch: the 24 steps cross an epoch boundary */
-    TrTrainConfig c = tiny_config(ts_join(a, dir, "straight"), train, valid);
+    TrTrainConfig c = tiny_config(ts_join(out, dir, "straight"), train, valid);
     c.model.layer.dropout = 0.2;
     c.steps = 24;
-    c.log_every = 3;
     c.valid_every = 6;
     c.optim.schedule.total = 24;
+    return c;
+}
+
+Test(tr_train, resume_is_bit_exact) {
+    char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
+    TrTrainConfig c = halves_run(dir, train, valid, a);
+    c.log_every = 3;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK);
     c.out_dir = ts_join(b, dir, "halves");
     c.steps = 12;
@@ -645,6 +652,156 @@ Test(tr_train, resume_is_bit_exact) {
     cr_assert(strncmp(x, head, strlen(head)) == 0, "%s", x);
     free(x);
     free(y);
+    ts_rm_tree(dir);
+}
+
+/* ---- shards (docs/mpi.md): one process here; mpirun's runs are tests/dist/test_mpi.sh ---- */
+
+#ifdef AG_REAL_DOUBLE
+#define SHARD_TOL 1e-12
+#else
+#define SHARD_TOL 3e-5
+#endif
+
+typedef struct {
+    Seq2Seq *m;
+    const TrData *d;
+    const TrBatch *b;
+    TrBatch sb;
+    int S;
+} ShardCtx;
+
+static Tensor *ctx_shard_loss(void *ctx, Tape *t, int i) {
+    ShardCtx *c = ctx;
+    return tr_shard_loss(c->m, t, c->d, c->b, i, c->S, &c->sb, NULL);
+}
+
+/* The padding-skipping loss is the mean over the batch's non-padding target tokens: shards of
+ * rows of other lengths, each weighted by its share of the tokens, sum to the whole batch's
+ * loss and gradient; more shards than rows leave some empty (no rows, no gradient). */
+Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
+    char dir[64], path[512];
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    write_task(ts_join(path, dir, "d.tsv"), 7, 1, 5, 1, 9, 6);
+    TrVocab sv, tv;
+    tr_vocab_init(&sv);
+    tr_vocab_init(&tv);
+    TrData d;
+    cr_assert_eq(tr_data_read(path, &d, &sv, &tv, 1, 0), AG_OK);
+    Seq2SeqConfig mc = nn_seq2seq_default_config(sv.n, tv.n, 16, 2, 1);
+    mc.layer.d_ff = 32;
+    mc.layer.dropout = 0; /* the shards' dropout masks are their own: compared without */
+    mc.max_len = 16;
+    mc.pad_id = TR_PAD;
+    Arena *params = arena_new("params", 0), *steps = arena_new("step", 0);
+    Tape *tape = ag_tape_new(steps);
+    Rng r;
+    rng_seed(&r, 3);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, params, &r, &mc);
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    int rows[7] = {0, 1, 2, 3, 4, 5, 6};
+    tr_batch_make(&b, &d, rows, 7);
+    cr_assert(b.n_tgt_tokens < (long)b.B * b.T, "the batch must hold padding");
+    ag_params_zero_grad(&m.params);
+    Tensor *l = nn_seq2seq_loss(tape, &m, b.src, b.S, b.tgt_in, b.tgt_out, b.B, b.T, NULL);
+    double want_loss = (double)l->data[0];
+    ag_backward(tape, l);
+    size_t n = ag_params_count(&m.params);
+    Real *want = malloc(n * sizeof(Real)), *w = want;
+    for (int j = 0; j < m.params.n; j++, w += m.params.items[j - 1]->size)
+        memcpy(w, m.params.items[j]->grad, m.params.items[j]->size * sizeof(Real));
+    const int counts[] = {2, 3, 4, 7, 9};
+    for (int c = 0; c < 5; c++) {
+        ShardCtx ctx = {&m, &d, &b, {0}, counts[c]};
+        DistGrad *dg = dist_grad_new(&m.params, ctx.S);
+        dg->mean = 0;
+        double loss = dist_grad_step(dg, tape, ctx_shard_loss, &ctx);
+        cr_assert(fabs(loss - want_loss) <= SHARD_TOL * want_loss,
+                  "%d shards: loss %.17g, not %.17g", ctx.S, loss, want_loss);
+        double max_abs = 0;
+        w = want;
+        for (int j = 0; j < m.params.n; j++) {
+            const Tensor *p = m.params.items[j];
+            for (size_t k = 0; k < p->size; k++, w++) {
+                cr_assert(fabs((double)p->grad[k] - (double)*w) <=
+                              SHARD_TOL * (1 + fabs((double)*w)),
+                          "%d shards: %s.grad[%zu] %.17g, whole batch %.17g", ctx.S, p->name, k,
+                          (double)p->grad[k], (double)*w);
+                if (fabs((double)*w) > max_abs) max_abs = fabs((double)*w);
+            }
+        }
+        cr_assert(max_abs > 1e-3, "the whole batch's gradient is all (nearly) zero");
+        dist_grad_free(dg);
+        tr_batch_free(&ctx.sb);
+    }
+    cr_assert_null(tr_shard_loss(&m, tape, &d, &b, 0, 9, &b, NULL), "shard 0 of 9 of 7 rows");
+    free(want);
+    tr_batch_free(&b);
+    ag_tape_free(tape);
+    arena_free(steps);
+    nn_seq2seq_free(&m);
+    arena_free(params);
+    tr_data_free(&d);
+    tr_vocab_free(&sv);
+    tr_vocab_free(&tv);
+    ts_rm_tree(dir);
+}
+
+Test(tr_shard_loss, aborts_on_a_shard_outside_the_count, .signal = SIGABRT) {
+    TrBatch b = {.B = 4};
+    tr_shard_loss(NULL, NULL, NULL, &b, 4, 4, &b, NULL);
+}
+
+static int same_file(const char *a, const char *b) {
+    size_t n1, n2;
+    char *x = ts_read_text(a, &n1), *y = ts_read_text(b, &n2);
+    int same = n1 == n2 && memcmp(x, y, n1) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* One process accumulating 3 shards (13 batches an epoch, the last of 4 pairs: shards of 1 or
+ * 2 rows), with dropout: 12 steps resumed to 24 give the bytes of 24 in one go; one shard gives
+ * other bytes (other dropout draws, other additions); a resume given another --shards, and
+ * more shards than pairs a batch, are refused. */
+Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
+    char dir[64], train[512], valid[512], a[512], b[512], one[512], p1[512], p2[512];
+    TrTrainConfig c = halves_run(dir, train, valid, a);
+    c.shards = 3;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    c.out_dir = ts_join(one, dir, "one");
+    c.shards = 1;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert(!same_file(ts_join(p1, a, "last.npz"), ts_join(p2, one, "last.npz")),
+              "--shards 3 and 1 wrote the same bytes");
+    c.out_dir = ts_join(b, dir, "halves");
+    c.shards = 3;
+    c.steps = 12;
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    c.steps = 24;
+    c.resume = 1;
+    c.force = 0;
+    c.shards = 0; /* not given: the checkpoint's */
+    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert(same_file(ts_join(p1, a, "last.npz"), ts_join(p2, b, "last.npz")),
+              "last.npz differs after resume");
+    cr_assert(same_file(ts_join(p1, a, "best.npz"), ts_join(p2, b, "best.npz")),
+              "best.npz differs after resume");
+    c.shards = 2;
+    c.given = " shards ";
+    c.steps = 30;
+    cr_assert_eq(tr_train(&c), TR_EXIT_USAGE);
+    cr_assert(strstr(ag_last_error(), "--shards differs from the checkpoint's (3)"), "%s",
+              ag_last_error());
+    c = tiny_config(ts_join(a, dir, "many"), train, valid);
+    c.shards = 9;
+    cr_assert_eq(tr_train(&c), TR_EXIT_USAGE);
+    cr_assert(strstr(ag_last_error(), "--shards 9: must be at least the 1 processes and at most "
+                                      "the batch size 8"),
+              "%s", ag_last_error());
     ts_rm_tree(dir);
 }
 

@@ -246,6 +246,19 @@ Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
               "%s", r.err);
     cr_assert_eq(ckpt_step(last), 5);
     ts_run_free(&r);
+    /* the same with 2 shards: the shards' tapes are gone by the end of the step; the trainer
+     * runs them again to name the op */
+    const char *sharded[] = {
+        "train",    "--train", train,          "--no-valid", "--out",    out, "--force",
+        "--steps",  "20",      "--inject-nan", "7",          "--shards", "2", "--check-finite",
+        TINY_FLAGS, NULL};
+    r = ts_run(dir, sharded, NULL);
+    cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.err, "attograd-translate train: step 7: the training loss is nan"), "%s",
+              r.err);
+    cr_assert(strstr(r.err, "its input 1 'decoder.norm.weight' (16) already held nan at element 0"),
+              "%s", r.err);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
 

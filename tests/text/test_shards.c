@@ -4,6 +4,7 @@
  * loader's windows are checked against the tokens, and a resumed loader draws the same batches
  * as a straight one. Not here: tokenizers (test_tokenizer.c). */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,4 +250,62 @@ Test(txt_loader, bad_ranges_and_states_are_refused) {
               ag_last_error());
     int64_t neg[TXT_LOADER_STATE_LEN] = {1, 2, 3, 4, -1};
     cr_assert_eq(txt_loader_restore(&L, neg, "ckpt.npz"), AG_ERR_RANGE);
+}
+
+/* ---- parts of a shard: what a trainer reads of its windows (docs/mpi.md) ---- */
+
+Test(txt_shard, parts_read_from_an_open_shard_are_its_tokens_each_checked) {
+    char dir[256], path[512];
+    ts_tmp_dir(dir, sizeof dir, "shard");
+    int *ids = counting_tokens(10000);
+    ids[7777] = 20000; /* outside a vocabulary of 10000 */
+    cr_assert_eq(txt_shard_write(ts_join(path, dir, "t.bin"), ids, 10000, 20001), AG_OK);
+    TxtShard *s;
+    cr_assert_eq(txt_shard_open(path, 10000, &s), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(txt_shard_count(s), 10000);
+    int got[5000];
+    cr_assert_eq(txt_shard_tokens(s, 123, 5000, got), AG_OK, "%s", ag_last_error());
+    cr_assert(memcmp(got, ids + 123, 5000 * sizeof(int)) == 0);
+    cr_assert_eq(txt_shard_tokens(s, 9990, 10, got), AG_OK); /* the last tokens */
+    cr_assert(memcmp(got, ids + 9990, 10 * sizeof(int)) == 0);
+    cr_assert_eq(txt_shard_tokens(s, 7000, 1000, got), AG_ERR_RANGE);
+    cr_assert(
+        strstr(ag_last_error(), "t.bin: token 7777 = 20000 outside the vocabulary [0, 10000)"),
+        "%s", ag_last_error());
+    txt_shard_close(s);
+    /* the loader's starts are the windows txt_loader_next reads */
+    TxtLoader a, b;
+    cr_assert_eq(txt_loader_init(&a, ids, 100, 9000, 4, 16, 5, "t"), AG_OK);
+    cr_assert_eq(txt_loader_init(&b, NULL, 100, 9000, 4, 16, 5, "t"), AG_OK);
+    int x[64], y[64];
+    size_t starts[4];
+    for (int i = 0; i < 20; i++) {
+        txt_loader_next(&a, x, y);
+        txt_loader_starts(&b, starts);
+        for (int r = 0; r < 4; r++) cr_assert_eq((size_t)x[r * 16], starts[r]);
+    }
+    cr_assert_eq(b.batches, 20);
+    /* a header that is not a shard is refused at open, naming the path */
+    write_bytes(path, "not a shard", 11);
+    cr_assert_eq(txt_shard_open(path, 0, &s), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "t.bin"), "%s", ag_last_error());
+    free(ids);
+    ts_rm_tree(dir);
+}
+
+Test(txt_shard, a_part_past_the_end_aborts, .signal = SIGABRT) {
+    char dir[256], path[512];
+    ts_tmp_dir(dir, sizeof dir, "shard");
+    int ids[4] = {1, 2, 3, 0}, got[4];
+    cr_assert_eq(txt_shard_write(ts_join(path, dir, "t.bin"), ids, 4, 4), AG_OK);
+    TxtShard *s;
+    cr_assert_eq(txt_shard_open(path, 4, &s), AG_OK);
+    txt_shard_tokens(s, 2, 3, got);
+}
+
+Test(txt_loader, next_aborts_on_a_loader_without_tokens, .signal = SIGABRT) {
+    TxtLoader L;
+    int x[8], y[8];
+    cr_assert_eq(txt_loader_init(&L, NULL, 0, 100, 1, 8, 1, "t"), AG_OK);
+    txt_loader_next(&L, x, y);
 }
