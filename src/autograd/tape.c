@@ -310,9 +310,12 @@ static int ensure_grad(Tape *tape, Tensor *t, int zero) {
 
 /* The inputs (bit j: in[j]) whose new gradient buffer the op's backward writes (=) whole, so
  * the tape need not zero it: the backward honours node->store for these and adds elsewhere.
- * Zeroing was about 2.7% of a seq2seq step; these ops write nearly every new gradient there. */
-static unsigned can_store(AgOp op) {
-    switch (op) {
+ * Zeroing was about 2.7% of a seq2seq step; these ops write nearly every new gradient there.
+ * Attention's inputs are often one tensor (q, k and v side by side), each part written by
+ * its own gradient: ag_attention_can_store tells when those parts make the whole tensor. */
+static unsigned can_store(const AgNode *n) {
+    switch (n->op) {
+    case AG_OP_ATTENTION: return ag_attention_can_store(n);
     case AG_OP_ADD:
     case AG_OP_ADD_LAYERNORM: return 3;
     case AG_OP_ADD_BIAS:
@@ -328,15 +331,16 @@ static unsigned can_store(AgOp op) {
 }
 
 /* Gives node n's inputs that require grad their gradient buffers and sets n->store. An input
- * that appears twice among n's inputs is zeroed: its second write must add to the first. */
+ * that appears twice among n's inputs is zeroed (its second write must add to the first),
+ * except attention's parts of one tensor, which can_store has checked. */
 static void prepare_grads(Tape *tape, AgNode *n) {
-    unsigned can = can_store(n->op);
+    unsigned can = can_store(n);
     n->store = 0;
     for (int i = 0; i < n->n_in; i++) {
         Tensor *x = n->in[i];
         if (!x->requires_grad) continue;
         int store = (can >> i) & 1;
-        for (int j = 0; j < n->n_in && store; j++)
+        for (int j = 0; j < n->n_in && store && n->op != AG_OP_ATTENTION; j++)
             if (j != i && n->in[j] == x) store = 0;
         if (ensure_grad(tape, x, !store) && store) n->store |= 1u << i;
     }
