@@ -4,6 +4,7 @@
  * read that key/value head (all of them with grouped-query attention), so it alone writes their
  * q-gradient rows and the key/value head's k- and v-gradients, and sums every term in a fixed
  * order. No (B, NH, Tq, Tk) buffer of score gradients is needed: a head's are used at once.
+ * Threads take the pairs as they come free (pairs_chunk below); the values do not depend on it.
  * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
  * small matrix product done by one register-tiled loop, tile() below, on operands copied into
  * per-thread scratch where they need another layout. Heads are read through strides
@@ -15,6 +16,9 @@
  * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "k_attention.h"
 #include "k_lanes.h"
@@ -271,6 +275,22 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
 
 /* The thread that computes a head also unpacks it into Pd: no second parallel region (one
  * barrier less a call) and the head's P is still in its cache. */
+/* Threads take the (batch, head) pairs of the forward, (batch, kv head) of the backward, a few
+ * at a time as they come free (schedule(dynamic)), not in fixed halves: with packed rows the
+ * batch elements differ in length (seq2seq-small's rows hold 12 to 20 tokens, and the fixed
+ * halves of the pairs differ by 5% of the work), and a thread that starts late (woken from
+ * sleep, or descheduled by another process) leaves its pairs to the other instead of making it
+ * wait at the barrier. Each pair is computed whole by one thread and writes its own rows and
+ * columns, so the values do not depend on who took it. About 16 grabs a thread. */
+static int pairs_chunk(int pairs) {
+    int T = 1;
+#ifdef _OPENMP
+    T = omp_get_max_threads();
+#endif
+    int c = pairs / (16 * T);
+    return c > 1 ? c : 1;
+}
+
 void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
                                const Real *v, const KAttention *a) {
 #ifdef AG_ATTN_REF
@@ -280,10 +300,11 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
 #endif
     int B = a->B, NH = a->NH;
     size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
+    int chunk = pairs_chunk(B * NH);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, forward_scratch(a));
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
                 forward_head(y, P, q, k, v, a, b, h, scratch);
@@ -420,10 +441,11 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
     int B = a->B, NKV = a->NKV;
     size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;
+    int chunk = pairs_chunk(B * NKV);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++)
                 backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch, store);
