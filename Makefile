@@ -228,6 +228,11 @@ BENCH_ENV := $(if $(and $(HAVE_AVX512),$(filter x86_64-%,$(TARGET))),OPENBLAS_CO
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)
 
+# bench/regions.py's LD_PRELOAD object: CPU and wall time of every parallel region (libgomp)
+$(B)/bench/regions.so: bench/regions.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fsanitize%,$(CFLAGS)) -fPIC -shared -fopenmp -o $@ $< -ldl
+
 $(B)/bench/bench_gemm: $(B)/obj/bench/bench_gemm.o $(BENCH_REF_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_REF_LIBS) $(LDLIBS)

@@ -62,13 +62,46 @@ Tensor *ag_attention(Tape *tape, Tensor *q, Tensor *k, Tensor *v, const AgAttnLa
 static Real *grad_at(Tensor *t, int col) { return t->requires_grad ? t->grad + col : NULL; }
 
 /* The forward computed y = dropout(softmax(q k^T / sqrt(HS) + masks)) v per head; the kernel
- * runs its backward from P (ops.def's row; the loops: k_attention_backward_ref). */
+ * runs its backward from P (ops.def's row; the loops: k_attention_backward_ref). A fresh
+ * gradient buffer (node->store, from ag_attention_can_store) is set, not added to: when q, k
+ * and v are one tensor, each sets its own columns. */
 void ag_attention_backward(AgNode *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const AttentionCtx *c = n->ctx;
-    k_attention_backward(grad_at(q, c->q_col), grad_at(k, c->k_col), grad_at(v, c->v_col),
-                         q->data + c->q_col, k->data + c->k_col, v->data + c->v_col, n->saved->data,
-                         n->out->grad, &c->a);
+    unsigned sq = n->store & 1, sk = k == q ? sq : (n->store >> 1) & 1;
+    unsigned sv = v == q ? sq : v == k ? sk : (n->store >> 2) & 1;
+    k_attention_backward_store(grad_at(q, c->q_col), grad_at(k, c->k_col), grad_at(v, c->v_col),
+                               q->data + c->q_col, k->data + c->k_col, v->data + c->v_col,
+                               n->saved->data, n->out->grad, &c->a, sq | sk << 1 | sv << 2);
+}
+
+/* The inputs whose gradient the backward writes whole (bit i: in[i]; tape.c's can_store). The
+ * kernel writes the heads' columns of every row of q (q_col ..) and of k and v (k_col, v_col ..):
+ * a tensor is written whole when its parts' columns tile its width without overlap, as the
+ * fused projections' q, k, v (self-attention: one (.., 3C) tensor) or k, v (cross-attention)
+ * do. Separate (B, heads, T, HS) tensors are whole; the same one given twice is not. */
+unsigned ag_attention_can_store(const AgNode *n) {
+    const AttentionCtx *c = n->ctx;
+    const KAttention *a = &c->a;
+    int col[3] = {c->q_col, c->k_col, c->v_col};
+    int width[3] = {a->NH * a->HS, a->NKV * a->HS, a->NKV * a->HS};
+    int heads = n->in[0]->ndim == 4; /* AG_ATTN_HEADS */
+    unsigned bits = 0;
+    for (int i = 0; i < 3; i++) {
+        const Tensor *x = n->in[i];
+        int W = x->shape[x->ndim - 1], covered = 0, ok = 1;
+        for (int j = 0; j < 3 && ok; j++) {
+            if (n->in[j] != x) continue;
+            if (heads && j != i) ok = 0;      /* the whole tensor twice */
+            for (int l = 0; l < j && ok; l++) /* parts of x overlap */
+                if (n->in[l] == x && col[l] < col[j] + width[j] && col[j] < col[l] + width[l])
+                    ok = 0;
+            covered += heads ? W : width[j];
+        }
+        if (ok && covered == W && (heads || (col[i] >= 0 && col[i] + width[i] <= W)))
+            bits |= 1u << i;
+    }
+    return bits;
 }
 
 /* ---- the three layouts: checks, then the KAttention of each ---- */

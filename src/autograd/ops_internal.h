@@ -31,6 +31,15 @@ const int *ag_save_ints(Tape *tape, const int *src, size_t n);
 /* The same for n bytes (masks). */
 const uint8_t *ag_save_bytes(Tape *tape, const uint8_t *src, size_t n);
 
+/* The inputs of attention node n whose gradient its backward writes whole (bit i: in[i]),
+ * parts of one tensor included (ops_attention.c; the tape's can_store). */
+unsigned ag_attention_can_store(const AgNode *n);
+
+/* The tape's gradient recycling (tape.c): grows the arena's last block, which ends at end, by
+ * bytes in place when its chunk has room (returns 1), else changes nothing (returns 0).
+ * Defined with the arena in ../tensor/tensor.c. */
+int arena_grow_last(Arena *a, const void *end, size_t bytes);
+
 /* Aborts (naming the op) when t is NULL; ops call it on every tensor argument. */
 #define AG_CHECK_TENSOR(op, t) AG_CHECK((t) != NULL, "%s: tensor argument '%s' is NULL", op, #t)
 

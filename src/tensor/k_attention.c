@@ -4,6 +4,7 @@
  * read that key/value head (all of them with grouped-query attention), so it alone writes their
  * q-gradient rows and the key/value head's k- and v-gradients, and sums every term in a fixed
  * order. No (B, NH, Tq, Tk) buffer of score gradients is needed: a head's are used at once.
+ * Threads take the pairs as they come free (pairs_chunk below); the values do not depend on it.
  * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
  * small matrix product done by one register-tiled loop, tile() below, on operands copied into
  * per-thread scratch where they need another layout. Heads are read through strides
@@ -15,6 +16,9 @@
  * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "k_attention.h"
 #include "k_lanes.h"
@@ -271,6 +275,22 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
 
 /* The thread that computes a head also unpacks it into Pd: no second parallel region (one
  * barrier less a call) and the head's P is still in its cache. */
+/* Threads take the (batch, head) pairs of the forward, (batch, kv head) of the backward, a few
+ * at a time as they come free (schedule(dynamic)), not in fixed halves: with packed rows the
+ * batch elements differ in length (seq2seq-small's rows hold 12 to 20 tokens, and the fixed
+ * halves of the pairs differ by 5% of the work), and a thread that starts late (woken from
+ * sleep, or descheduled by another process) leaves its pairs to the other instead of making it
+ * wait at the barrier. Each pair is computed whole by one thread and writes its own rows and
+ * columns, so the values do not depend on who took it. About 16 grabs a thread. */
+static int pairs_chunk(int pairs) {
+    int T = 1;
+#ifdef _OPENMP
+    T = omp_get_max_threads();
+#endif
+    int c = pairs / (16 * T);
+    return c > 1 ? c : 1;
+}
+
 void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
                                const Real *v, const KAttention *a) {
 #ifdef AG_ATTN_REF
@@ -280,10 +300,11 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
 #endif
     int B = a->B, NH = a->NH;
     size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
+    int chunk = pairs_chunk(B * NH);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, forward_scratch(a));
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
                 forward_head(y, P, q, k, v, a, b, h, scratch);
@@ -310,20 +331,25 @@ static size_t backward_scratch(const KAttention *a) {
 /* gx (rows of keys, ld apart) += X^T Y over the keys j < vis of batch b: X (Tq, Tk) read
  * transposed, Y (Tq, HS) with rows ldy apart (Tq, Tk: the batch's rows). Causal: a block of RB
  * keys from j0 is seen only from its first seer on (query row j0 - (Tk - Tq) in a full batch),
- * and X is 0 in the rows above, so the sums start there. */
+ * and X is 0 in the rows above, so the sums start there. With set, gx = X^T Y instead, and the
+ * rows of the keys past vis (which no query sees) are set to 0. */
 static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t ldy,
-                     const KAttention *a, int b, int vis) {
+                     const KAttention *a, int b, int vis, int set) {
     int Tq = n_q(a, b), Tk = n_k(a, b), step = a->causal ? RB : vis;
     for (int j0 = 0; j0 < vis; j0 += step) {
         int nk = vis - j0 < step ? vis - j0 : step, i0 = a->causal ? first_seer(a, b, j0) : 0;
         tile(gx + (size_t)j0 * ld, ld, X + (size_t)i0 * Tk + j0, 1, (size_t)Tk, nk, Tq - i0,
-             Y + (size_t)i0 * ldy, ldy, a->HS, 1);
+             Y + (size_t)i0 * ldy, ldy, a->HS, !set);
     }
+    if (set)
+        for (int j = vis; j < Tk; j++) memset(gx + (size_t)j * ld, 0, (size_t)a->HS * sizeof(Real));
 }
 
+/* store: as k_attention_backward_store's; a key/value head's gradient is set by the first head
+ * that reads it, then added to by the others */
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
                            const Real *v, const Real *P, const Real *gy, const KAttention *a, int b,
-                           int g, Real *scratch) {
+                           int g, Real *scratch, unsigned store) {
     int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, group = a->NH / a->NKV;
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(a->Tk);
@@ -336,6 +362,7 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     if (gq) kb = as_operand(kp, k + kv, lk, vis, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t p0 = p_at(a, b, h);
+        int first = h == g * group; /* the first head of the group: sets gk and gv (store) */
         const Real *Ph = P + p0, *gyh = gy + q_at(a, a->ys, b, h);
         if (gq || gk) { /* by blocks of query rows (row_step), each up to the keys it sees */
             for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
@@ -356,11 +383,11 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                 }
                 if (gq)
                     tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb,
-                         kend, kb, ldk, HS, 1);
+                         kend, kb, ldk, HS, !(store & 1));
             }
             if (gk) { /* gk += G^T q */
                 const Real *qb = as_operand(xp, q + q_at(a, a->qs, b, h), lq, Tq, HS, &ldx);
-                add_keys(gk + kv, lk, G, qb, ldx, a, b, vis);
+                add_keys(gk + kv, lk, G, qb, ldx, a, b, vis, first && (store & 2));
             }
         }
         if (gv) { /* gv += A^T gy */
@@ -376,27 +403,52 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
             /* gyb first: as an argument beside ldx, ldx could be read before as_operand set
              * it (the order of arguments is unspecified; GCC read the stale ldx of q) */
             const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
-            add_keys(gv + kv, lk, Ah, gyb, ldx, a, b, vis);
+            add_keys(gv + kv, lk, Ah, gyb, ldx, a, b, vis, first && (store & 4));
         }
     }
 }
 
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a) {
+    k_attention_backward_store(gq, gk, gv, q, k, v, P, gy, a, 0);
+}
+
 #ifdef AG_ATTN_REF
+/* The reference adds: the gradients it is to set are zeroed first, the heads' columns of every
+ * query row (gq) and of every key row (gk, gv). */
+static void zero_heads(Real *g, const size_t *st, int rows_of_b, int heads, const KAttention *a,
+                       int b, int which_q) {
+    for (int h = 0; h < heads; h++) {
+        size_t o = which_q ? q_at(a, st, b, h) : k_at(a, b, h);
+        for (int i = 0; i < rows_of_b; i++)
+            memset(g + o + (size_t)i * st[2], 0, (size_t)a->HS * sizeof(Real));
+    }
+}
+#endif
+
+void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                                const Real *v, const Real *P, const Real *gy, const KAttention *a,
+                                unsigned store) {
+#ifdef AG_ATTN_REF
+    for (int b = 0; b < a->B; b++) {
+        if (gq && (store & 1)) zero_heads(gq, a->qs, n_q(a, b), a->NH, a, b, 1);
+        if (gk && (store & 2)) zero_heads(gk, a->ks, n_k(a, b), a->NKV, a, b, 0);
+        if (gv && (store & 4)) zero_heads(gv, a->ks, n_k(a, b), a->NKV, a, b, 0);
+    }
     k_attention_backward_ref(gq, gk, gv, q, k, v, P, gy, a);
     return;
 #endif
     int B = a->B, NKV = a->NKV;
     size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;
+    int chunk = pairs_chunk(B * NKV);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < NKV; g++)
-                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch);
+                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch, store);
     }
 }
 

@@ -250,9 +250,16 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
  * thread that computed it, in the same parallel region (packed rows only: a->qoff set). */
 void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
                                const Real *v, const KAttention *a);
-/* From the saved P (no other buffer: the score gradients of a query row are used at once). */
+/* From the saved P (no other buffer: the score gradients of a query row are used at once).
+ * Adds into gq, gk, gv (any may be NULL). */
 void k_attention_backward(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k, const Real *v,
                           const Real *P, const Real *gy, const KAttention *a);
+/* The same, but store bit 0 (gq), 1 (gk), 2 (gv) writes (=) that gradient instead of adding:
+ * the heads' HS columns of every query row (gq) or every key row (gk, gv, 0 where no query
+ * sees the key), so that a fresh buffer need not be zeroed first. */
+void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                                const Real *v, const Real *P, const Real *gy, const KAttention *a,
+                                unsigned store);
 /* The reference kernel (k_attention_ref.c): the same contract in plain loops over b, h, i, j.
  * It defines the op and is the fast kernel's test oracle; built with -DAG_ATTN_REF (make
  * ATTN=ref), k_attention_forward and k_attention_backward call it. */

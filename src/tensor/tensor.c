@@ -146,6 +146,19 @@ void *arena_alloc(Arena *a, size_t bytes) {
     return p;
 }
 
+/* Declared in ../autograd/ops_internal.h (the tape's gradient recycling uses it): the block
+ * that ends at end grows by bytes in place when end is where the current chunk is filled up to
+ * and the chunk has room; returns 1 then, else 0 and nothing changes. */
+int arena_grow_last(Arena *a, const void *end, size_t bytes) {
+    ArenaChunk *c = a->cur;
+    size_t need = round_up(bytes);
+    if (!c || (const char *)end != c->base + c->used || c->cap - c->used < need) return 0;
+    c->used += need;
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    return 1;
+}
+
 void arena_reset(Arena *a) {
     AG_CHECK_ARG(a);
     for (ArenaChunk *c = a->first; c; c = c->next) {

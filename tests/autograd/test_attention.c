@@ -516,6 +516,27 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
             cr_assert(same_bits(g + C, gk + r * C, (size_t)C), "packed dk, row %zu", r);
             cr_assert(same_bits(g + 2 * C, gv + r * C, (size_t)C), "packed dv, row %zu", r);
         }
+        /* qkv an intermediate (times 1): its gradient is a fresh buffer that the backward sets,
+         * each of q, k, v its own columns, not zeroed first. Twice: the second step's buffer
+         * holds the first step's values, which a column or row left unset would keep. */
+        for (int pass = 0; pass < 2; pass++) {
+            ag_tape_reset(env.tape);
+            tensor_zero_grad(qkv);
+            rng_seed(&rng, 4);
+            Tensor *s = ag_scale(env.tape, qkv, 1);
+            y = ag_attention(
+                env.tape, s, s, s,
+                &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NH, HS, 0, C, 2 * C}},
+                &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, NULL);
+            backward_weighted(env.tape, y);
+            cr_assert(env.tape->last->prev->prev->store == 1, "attention sets qkv's gradient");
+            for (size_t r = 0; r < (size_t)B * Tq; r++) {
+                const Real *g = qkv->grad + r * 3 * C;
+                cr_assert(same_bits(g, gq + r * C, (size_t)C), "set dq, row %zu", r);
+                cr_assert(same_bits(g + C, gk + r * C, (size_t)C), "set dk, row %zu", r);
+                cr_assert(same_bits(g + 2 * C, gv + r * C, (size_t)C), "set dv, row %zu", r);
+            }
+        }
     }
     test_env_free(&env);
 }
@@ -600,6 +621,29 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
         else
             cr_assert(Pr->data[e] == 0, "P[%zu] of a left-out query row: %g", e,
                       (double)Pr->data[e]);
+    }
+    /* q, k, v intermediates (times 1): fresh gradient buffers that the backward sets, key rows
+     * no query sees included (0); twice, so that the second step's buffers hold old values */
+    for (int pass = 0; pass < 2; pass++) {
+        ag_tape_reset(env.tape);
+        zero_grads(q, k, v);
+        Tensor *qs = ag_scale(env.tape, q, 1), *ks = ag_scale(env.tape, k, 1);
+        Tensor *vs = ag_scale(env.tape, v, 1);
+        Tensor *ys =
+            ag_attention(env.tape, qs, ks, vs,
+                         &(AgAttnLayout){.kind = AG_ATTN_ROWS,
+                                         .heads = {NH, NKV, HS, 0, 0, 0},
+                                         .q_rows = {qi, B, Tq},
+                                         .k_rows = {ki, B, Tk}},
+                         &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, NULL);
+        backward_weighted(env.tape, ys);
+        cr_assert(env.tape->last->prev->prev->store == 7, "attention sets the gradients");
+        cr_assert(max_diff(q->grad, gq, q->size) <= TOL, "set dq: %g",
+                  max_diff(q->grad, gq, q->size));
+        cr_assert(max_diff(k->grad, gk, k->size) <= TOL, "set dk: %g",
+                  max_diff(k->grad, gk, k->size));
+        cr_assert(max_diff(v->grad, gv, v->size) <= TOL, "set dv: %g",
+                  max_diff(v->grad, gv, v->size));
     }
     test_env_free(&env);
 }

@@ -1,7 +1,8 @@
 /* test_tape.c: the tape itself. Gradients of a tensor used twice add up; backward runs once per
  * step and only from a scalar; no-grad mode records nothing; reset empties the tape and its
  * arena; the printed tape lists ops newest first with shapes; a small chain matches gradients
- * worked out by hand; intermediate gradient buffers are recycled during backward; and a training-like loop stops growing its arenas after the first step.
+ * worked out by hand; intermediate gradient buffers are recycled during backward (freed
+ * neighbours merge, larger blocks are split); and a training-like loop stops growing its arenas after the first step.
  * Not here: the gradient of each op (test_gradcheck.c) and op misuse (test_errors.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -113,6 +114,37 @@ Test(ag_tape, intermediate_gradients_are_released_and_reused) {
     for (int i = 1; i <= 30; i++) cr_assert_null(h[i]->grad, "h[%d] kept its gradient", i);
     cr_assert_null(loss->grad);
     for (size_t i = 0; i < x->size; i++) cr_assert_float_eq(x->grad[i], 32768.0, TOL);
+    arena_free(tape->arena);
+    ag_tape_free(tape);
+    arena_free(params);
+}
+
+/* Freed gradient blocks merge with free neighbours and a larger free block is split: x (40,100)
+ * -> scale -> gather 20 rows -> scale -> scatter them back to (4,10,100) -> sum. Backward
+ * takes d's gradient (4000 values, block A), then c's (2000, block B); b's gradient is cut from
+ * A once d's is freed, and when c's is freed the rest of A and B (adjacent) make one block of
+ * 4000 values for a's. Without merging, a's gradient would be a third block. */
+Test(ag_tape, freed_gradient_blocks_merge_and_split) {
+    Arena *params = arena_new("params", 1 << 16);
+    Tape *tape = ag_tape_new(arena_new("step", 1 << 20));
+    Tensor *x = tensor_new2(params, 40, 100, "x");
+    tensor_fill(x, 1);
+    tensor_requires_grad(x);
+    int rows[20];
+    for (int i = 0; i < 20; i++) rows[i] = 2 * i;
+    Tensor *a = ag_scale(tape, x, 2);
+    Tensor *b = ag_gather_rows(tape, a, rows, 20);
+    Tensor *c = ag_scale(tape, b, 3);
+    Tensor *d = ag_scatter_rows(tape, c, rows, 4, 10);
+    Tensor *loss = ag_sum(tape, d);
+    size_t forward = tape->arena->used, big = 4000 * sizeof(Real), small = 2000 * sizeof(Real);
+    ag_backward(tape, loss);
+    cr_assert_eq(tape->arena->used - forward, 64 + big + small,
+                 "backward took %zu bytes: the loss's 64, %zu and %zu expected",
+                 tape->arena->used - forward, big, small);
+    for (int r = 0; r < 40; r++)
+        for (int j = 0; j < 100; j++)
+            cr_assert_float_eq(x->grad[r * 100 + j], r % 2 == 0 ? 6.0 : 0.0, TOL);
     arena_free(tape->arena);
     ag_tape_free(tape);
     arena_free(params);
