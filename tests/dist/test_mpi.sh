@@ -7,7 +7,9 @@
 #      recursive pairwise sum written separately, and not the bits of a left-to-right sum;
 #   2. attograd-gpt train, 20 steps of a small model with dropout, --shards 4: one process of the
 #      plain build (gradient accumulation over the 4 shards) and mpirun -np 1, 2, 4 of the MPI
-#      build write byte-identical last.npz and best.npz (and --shards 1 writes other bytes);
+#      build write byte-identical last.npz and best.npz (and --shards 1 writes other bytes); the
+#      reduction overlapped with backward (the default) or not (AG_DIST_OVERLAP=0), and in 1 kB
+#      buckets on 3 and 4 processes: the same last.npz; AG_DIST_OVERLAP=x is refused, named;
 #   3. 10 steps on 2 processes, then --resume to step 20 on 1 process (MPI build) and on the
 #      plain build: the same last.npz as above;
 #   4. SIGINT to process 1 of 2: every process stops, process 0 saves once, exit 130; the run
@@ -71,6 +73,26 @@ for np in 1 2 4; do
         ok
     done
 done
+
+# the same with the reduction after backward (no overlap), and with 1 kB buckets (one message
+# a parameter or more) on 3 processes (shards 0-1, 2, 3) and 4
+AG_DIST_OVERLAP=0 mpi -x AG_DIST_OVERLAP -np 2 "$mgpt" train $args --max-iters 20 --lr-decay-iters 20 \
+    --shards 4 --out "$work/noov" >>"$log" 2>&1 || fail "AG_DIST_OVERLAP=0 mpirun -np 2: exit $?"
+cmp "$work/acc/last.npz" "$work/noov/last.npz" >>"$log" 2>&1 ||
+    fail "AG_DIST_OVERLAP=0 mpirun -np 2: last.npz differs from one process accumulating"
+ok
+for np in 3 4; do
+    AG_DIST_BUCKET_KB=1 mpi -x AG_DIST_BUCKET_KB -np $np "$mgpt" train $args --max-iters 20 \
+        --lr-decay-iters 20 --shards 4 --out "$work/b1_$np" >>"$log" 2>&1 ||
+        fail "AG_DIST_BUCKET_KB=1 mpirun -np $np: exit $?"
+    cmp "$work/acc/last.npz" "$work/b1_$np/last.npz" >>"$log" 2>&1 ||
+        fail "AG_DIST_BUCKET_KB=1 mpirun -np $np: last.npz differs from one process accumulating"
+    ok
+done
+AG_DIST_OVERLAP=x mpi -x AG_DIST_OVERLAP -np 2 "$mgpt" train $args --max-iters 20 --shards 4 \
+    --out "$work/badenv" >"$work/badenv.out" 2>&1 && fail "AG_DIST_OVERLAP=x: exit 0"
+grep -q 'AG_DIST_OVERLAP=x' "$work/badenv.out" || fail "AG_DIST_OVERLAP=x: not named in the error"
+ok
 
 # ---- 3. resume on another number of processes ----
 mpi -np 2 "$mgpt" train $args --max-iters 10 --lr-decay-iters 20 --shards 4 \
