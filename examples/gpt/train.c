@@ -621,8 +621,9 @@ static int run(GpTrainer *g) {
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
         if (g->dist && g->dist->n_reduce > 0)
             printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took "
-                   "%.2f ms a step in process 0\n",
-                   g->dist->n, 1e3 * g->dist->reduce_s / (double)g->dist->n_reduce);
+                   "%.2f ms a step in process 0, %.2f ms of it after backward\n",
+                   g->dist->n, 1e3 * g->dist->reduce_s / (double)g->dist->n_reduce,
+                   1e3 * g->dist->after_s / (double)g->dist->n_reduce);
     }
     if (g->csv) tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
     dist_any(0); /* no process exits (and so ends the job) before process 0 has saved */
