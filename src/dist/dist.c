@@ -358,8 +358,7 @@ static DistOverlap *overlap_new(DistGrad *d) {
         DistBucket *b = &ov->b[ov->n_buckets];
         b->p1 = j + 1;
         size_t len = 0;
-        while (j >= 0 && (len == 0 || len + ps->items[j]->size <= bucket))
-            len += ps->items[j--]->size;
+        while (j >= 0 && len < bucket) len += ps->items[j--]->size; /* until it holds enough */
         b->p0 = j + 1;
         for (int k = b->p0; k < b->p1; k++) ov->bucket_of[k] = ov->n_buckets;
         b->off = ov->offset[b->p0];
