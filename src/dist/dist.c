@@ -1,5 +1,6 @@
 /* dist.c: the processes (MPI when built with -DAG_MPI, one process otherwise), the fixed
- * pairwise tree that sums the shards' gradients, and a training step over shards.
+ * pairwise tree that sums the shards' gradients, and a training step over shards (with MPI,
+ * its reduction overlapped with the last shard's backward, bucket by bucket).
  * Why not MPI_Allreduce: the standard leaves the order of its additions to the library, which
  * picks an algorithm by message size and process count (Open MPI: recursive doubling, ring,
  * Rabenseifner, ...), so the bits change with the number of processes (docs/mpi.md measures
@@ -277,8 +278,9 @@ double dist_grad_reduce(DistGrad *d) {
  * receive as MPI_Irecv then, once MPI_Test says it arrived, the addition. A bucket starts when
  * its parameters' gradients are all final in the last owned shard (ag_backward_on_leaf copies
  * each into that shard's buffer as backward finishes it); every call of the hook also moves
- * the other buckets on. The root is sent with MPI_Ibcast, buckets in order (collectives must
- * start in the same order in every process): the root's as its trees end, the others' at once.
+ * the other buckets on. The sum is broadcast with MPI_Ibcast, buckets in order (collectives
+ * must start in the same order in every process): the root starts each as its tree ends, the
+ * others start all of theirs at once.
  * After backward the buckets are driven to the end, waiting on the first one that waits for a
  * message: no deadlock (the lowest waiting edge of the lowest unfinished bucket has its send
  * posted). A message's tag is bucket * S + its right node. */
