@@ -16,12 +16,11 @@
 #       RATE: none (the veth's own speed) or a tc rate (1gbit, 10gbit); DELAY: 0 or a tc time
 #       (0.1ms, 1ms; needs netem). The AG_DIST_* variables are passed to the processes.
 #   bench/mpi_netns.sh sweep DATA [STEPS]   the figures of docs/mpi.md: for NP 2 and 4 (and 8
-#       with STEPS 0) and RATE
-#       none, 10gbit, 1gbit: the reduction alone (tests/dist_tree: NP leaves of 1 value, 204k,
-#       816k (the make gpt model's gradient) and 1.04M (the demo translator's), median and
-#       fastest of 21)
-#       and a short attograd-gpt train of the make gpt model (STEPS steps, default 20; 0: none)
-#       with and without overlap; CSV rows. DATA: attograd-gpt prepare's folder. Needs make MPI=1 first.
+#       with STEPS 0) and RATE none, 10gbit, 1gbit: the reduction alone (tests/dist_tree: NP
+#       leaves of 1 value, 204k, 816k (the make gpt model's gradient) and 1.04M (the demo
+#       translator's); median and fastest of 21), and a short attograd-gpt train of the make gpt
+#       model (STEPS steps, default 20; 0: none) with and without overlap. CSV rows, for
+#       bench/mpi_cost.py. DATA: attograd-gpt prepare's folder. Needs make MPI=1 first.
 set -eu
 PRE=mpinet
 NET=10.199.77
