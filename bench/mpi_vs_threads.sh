@@ -4,18 +4,23 @@
 # threads (omp2): the same work and the same bits. Prints the trainer's "done" line and the
 # reduction's time. docs/mpi.md, "Measured", alternates the two with farm-bench:
 #   farm-bench -n 5 --vs 'bench/mpi_vs_threads.sh omp2 DATA' -- bench/mpi_vs_threads.sh mpi2 DATA
-# Usage: [MPI_FLAGS=...] bench/mpi_vs_threads.sh mpi2|omp2 DATA (a folder from attograd-gpt prepare);
-# MPI_FLAGS: more mpirun flags (docs/mpi.md: --mca btl_vader_single_copy_mechanism none); needs
-# make and make MPI=1 first.
+# The overlap of the reduction with backward (docs/mpi.md, "Overlap"), on against off:
+#   farm-bench -n 9 --vs 'env AG_DIST_OVERLAP=0 bench/mpi_vs_threads.sh mpi2 DATA 200' -- \
+#       bench/mpi_vs_threads.sh mpi2 DATA 200
+# Usage: [MPI_FLAGS=...] [AG_DIST_OVERLAP=0|1] bench/mpi_vs_threads.sh mpi2|omp2 DATA [STEPS]
+# (DATA: a folder from attograd-gpt prepare; STEPS: 40 unless given); MPI_FLAGS: more mpirun
+# flags (docs/mpi.md: --mca btl_vader_single_copy_mechanism none); needs make and make MPI=1
+# first.
 set -eu
+export AG_DIST_OVERLAP="${AG_DIST_OVERLAP:-1}"
 M=build/float-mpi/examples/attograd-gpt
 G=build/examples/attograd-gpt
 args="--data $2 --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 16
-      --max-iters 40 --warmup-iters 2 --eval-interval 1000 --eval-iters 1 --dropout 0 --force
+      --max-iters ${3:-40} --warmup-iters 2 --eval-interval 1000 --eval-iters 1 --dropout 0 --force
       --shards 2 --out build/bench/mpi_vs_threads_$1"
 case $1 in
-mpi2) mpirun --allow-run-as-root -np 2 --bind-to core ${MPI_FLAGS:-} $M train $args --threads 1 ;;
+mpi2) mpirun --allow-run-as-root -np 2 --bind-to core -x AG_DIST_OVERLAP ${MPI_FLAGS:-} $M train $args --threads 1 ;;
 omp2) $G train $args --threads 2 ;;
-*) echo "usage: $0 mpi2|omp2 DATA" >&2; exit 2 ;;
+*) echo "usage: $0 mpi2|omp2 DATA [STEPS]" >&2; exit 2 ;;
 esac | grep -E '^done|reduction' | tr '\n' ' '
 echo

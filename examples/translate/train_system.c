@@ -71,8 +71,8 @@ void tr_dist_line(const DistGrad *d, int batch, const char *unit) {
 void tr_dist_summary(const DistGrad *d) {
     if (!d || d->n_reduce == 0) return;
     printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took %.2f ms "
-           "a step in process 0\n",
-           d->n, 1e3 * d->reduce_s / (double)d->n_reduce);
+           "a step in process 0, %.2f ms of it after backward\n",
+           d->n, 1e3 * d->reduce_s / (double)d->n_reduce, 1e3 * d->after_s / (double)d->n_reduce);
 }
 
 void tr_signals_catch(struct sigaction old[2]) {

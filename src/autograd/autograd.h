@@ -58,6 +58,9 @@ typedef struct AgNonFinite {
     char message[640]; /* all of it in one sentence (ag_nonfinite_message) */
 } AgNonFinite;
 
+/* ag_backward_on_leaf's callback: leaf's gradient is final (see there). */
+typedef void (*AgLeafFn)(void *ctx, Tensor *leaf);
+
 typedef struct Tape {
     Arena *arena; /* the step arena: outputs, saved tensors, nodes, intermediate gradients */
     AgNode *last; /* newest node; backward starts here */
@@ -68,6 +71,8 @@ typedef struct Tape {
     int check_finite;      /* check mode (ag_check_finite) */
     AgNonFinite nonfinite; /* what check mode found since the last reset */
     int keep_norms;        /* ag_tape_keep_norms: backward keeps each node's gradient norm */
+    AgLeafFn leaf_fn;      /* ag_backward_on_leaf: called when a leaf's gradient is final */
+    void *leaf_ctx;
 } Tape;
 
 Tape *ag_tape_new(Arena *step);
@@ -96,6 +101,15 @@ int ag_tape_dot(const Tape *tape, FILE *f);
 /* When on, ag_backward keeps the norm of every node's output gradient before releasing it (one
  * pass over each gradient), for ag_tape_dot. Off by default; returns the previous setting. */
 int ag_tape_keep_norms(Tape *tape, int on);
+/* A leaf's gradient is final before backward ends: once the oldest node that reads it has run,
+ * no node left in the walk writes it. When fn is set, ag_backward calls fn(ctx, x) there, once
+ * for every leaf x (an input of a node that requires grad and that no node of the tape
+ * produced: a parameter, or an input given tensor_requires_grad), right after the backward of
+ * the oldest node reading x, and in that order. Leaves that no node reads get no call. It lets a
+ * data-parallel step send a parameter's gradient while backward goes on (src/dist). fn NULL
+ * (the default): off, and backward does no extra work. The setting stays across ag_tape_reset.
+ * Costs one pass over the tape and a table of its tensors a backward. */
+void ag_backward_on_leaf(Tape *tape, AgLeafFn fn, void *ctx);
 
 /* ---- check mode: which op made the first NaN or inf ----
  * Off by default; on for every new tape when the environment has AG_CHECK_FINITE=1. When on,

@@ -1,5 +1,6 @@
-/* tape.c: the tape (a linked list of nodes in the step arena), recording, backward, printing,
- * and check mode (the first op whose output or gradient went non-finite).
+/* tape.c: the tape (a linked list of nodes in the step arena), recording, backward (and its
+ * hook for leaves whose gradient is final), printing, and check mode (the first op whose output
+ * or gradient went non-finite).
  * Not here: the ops themselves (ops_*.c) or the gradient check (gradcheck.c).
  * Read next: ops_elementwise.c for the simplest ops, then ops_softmax.c. */
 #include <math.h>
@@ -366,6 +367,63 @@ static double norm_of(const Real *x, size_t n) {
     return sqrt(s);
 }
 
+/* ---- when a leaf's gradient is final (ag_backward_on_leaf) ----
+ * A table of the tape's tensors (open addressing on the pointer): for each, whether a node
+ * produced it and the number of the oldest node reading it (nodes numbered 1 = oldest, as
+ * ag_tape_print counts). Built before the walk; after node k's backward, each input of node k
+ * that is a leaf and whose oldest reader is k is final. */
+typedef struct LeafSlot {
+    const Tensor *t;
+    int oldest;   /* the oldest node reading t, or 0 */
+    int produced; /* a node's output */
+    int called;   /* fn was called for it */
+} LeafSlot;
+
+typedef struct LeafTable {
+    LeafSlot *slot;
+    size_t mask; /* capacity - 1 (a power of two) */
+} LeafTable;
+
+static LeafSlot *leaf_slot(LeafTable *lt, const Tensor *t) {
+    size_t h = (size_t)(((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull);
+    for (size_t i = h & lt->mask;; i = (i + 1) & lt->mask)
+        if (lt->slot[i].t == t || !lt->slot[i].t) {
+            lt->slot[i].t = t;
+            return &lt->slot[i];
+        }
+}
+
+static void leaf_table_build(const Tape *tape, LeafTable *lt) {
+    size_t cap = 64;
+    while (cap < 2 * (size_t)tape->n_nodes * (AG_MAX_INPUTS + 1)) cap *= 2;
+    lt->slot = calloc(cap, sizeof *lt->slot);
+    AG_CHECK(lt->slot, "ag_backward: out of memory for the leaf table of %d nodes", tape->n_nodes);
+    lt->mask = cap - 1;
+    int k = tape->n_nodes;
+    for (const AgNode *n = tape->last; n; n = n->prev, k--) { /* newest first: oldest wins */
+        leaf_slot(lt, n->out)->produced = 1;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]->requires_grad) leaf_slot(lt, n->in[i])->oldest = k;
+    }
+}
+
+/* after node k's backward: the leaves it was the last to write */
+static void leaf_table_call(Tape *tape, LeafTable *lt, const AgNode *n, int k) {
+    for (int i = 0; i < n->n_in; i++) {
+        if (!n->in[i]->requires_grad) continue;
+        LeafSlot *e = leaf_slot(lt, n->in[i]);
+        if (e->produced || e->oldest != k || e->called) continue;
+        e->called = 1;
+        tape->leaf_fn(tape->leaf_ctx, n->in[i]);
+    }
+}
+
+void ag_backward_on_leaf(Tape *tape, AgLeafFn fn, void *ctx) {
+    AG_CHECK_ARG(tape);
+    tape->leaf_fn = fn;
+    tape->leaf_ctx = ctx;
+}
+
 void ag_backward(Tape *tape, Tensor *loss) {
     AG_CHECK_ARG(tape);
     AG_CHECK_ARG(loss);
@@ -382,16 +440,21 @@ void ag_backward(Tape *tape, Tensor *loss) {
     tape->backward_done = 1;
     ensure_grad(tape, loss, 1);
     loss->grad[0] = 1;
+    LeafTable lt = {0};
+    if (tape->leaf_fn) leaf_table_build(tape, &lt);
     int k = tape->n_nodes + 1; /* node numbers as ag_tape_print shows them */
     for (AgNode *n = tape->last; n; n = n->prev) {
         k--;
-        if (!n->out->grad) continue; /* nothing downstream used this output */
-        prepare_grads(tape, n);
-        backward_fns[n->op](n);
-        if (tape->check_finite && !tape->nonfinite.found) check_backward(tape, n, k);
-        if (tape->keep_norms) n->grad_norm = norm_of(n->out->grad, n->out->size);
-        release_grad(tape, n);
+        if (n->out->grad) { /* else nothing downstream used this output */
+            prepare_grads(tape, n);
+            backward_fns[n->op](n);
+            if (tape->check_finite && !tape->nonfinite.found) check_backward(tape, n, k);
+            if (tape->keep_norms) n->grad_norm = norm_of(n->out->grad, n->out->size);
+            release_grad(tape, n);
+        }
+        if (tape->leaf_fn) leaf_table_call(tape, &lt, n, k);
     }
+    free(lt.slot);
 }
 
 void ag_tape_print(const Tape *tape, FILE *f) {

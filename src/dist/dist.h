@@ -60,7 +60,16 @@ void dist_tree_sum(Real **leaf, int S, size_t n, const int *owner, Real *tmp);
 /* ---- a training step over shards ----
  * DistGrad keeps one flat buffer per owned shard: the gradients of every parameter of ps (in
  * list order) and the shard's loss. Shards are given to processes in contiguous runs: process
- * r owns [r S / P, (r + 1) S / P). */
+ * r owns [r S / P, (r + 1) S / P).
+ * Overlap (with MPI and more than one process): the buffer is cut into buckets of whole
+ * parameters (about AG_DIST_BUCKET_KB kB, default 256, from the end of the list: backward
+ * finishes the last parameters first), and each bucket's tree and broadcast start, with
+ * non-blocking calls, as soon as the last owned shard's backward has made its parameters'
+ * gradients final (ag_backward_on_leaf), while backward goes on. The tree runs per element, so
+ * the bits are the same. AG_DIST_OVERLAP=0 in the environment turns it off (the whole reduction
+ * after the last backward, as without MPI). */
+typedef struct DistOverlap DistOverlap; /* dist.c */
+
 typedef struct DistGrad {
     int n_shards, lo, hi; /* S; this process owns shards lo .. hi - 1 */
     size_t n;             /* values a shard: the parameters' scalars + 1 (the loss) */
@@ -71,11 +80,17 @@ typedef struct DistGrad {
     int mean; /* 1 (dist_grad_new's): the step's gradient and loss are the mean over the S shards
                * (shards of equal weight); 0: their sum (each shard's loss already weighted by
                * its share of the batch, e.g. of its tokens: the caller sets it) */
-    double reduce_s;  /* wall seconds spent in dist_grad_reduce (tree + broadcast), summed */
-    int64_t n_reduce; /* its calls */
+    double reduce_s;  /* wall seconds spent reducing (tree + broadcast), summed: in
+                       * dist_grad_reduce, or with overlap, inside the hook during backward
+                       * plus from the end of backward to the mean */
+    double after_s;   /* of reduce_s, the part after the last backward ended (with overlap:
+                       * what backward did not hide; without, all of it) */
+    int64_t n_reduce; /* reductions */
+    DistOverlap *ov;  /* the buckets and their messages; NULL: no overlap */
 } DistGrad;
 
-/* Aborts when n_shards < 1 or fewer than the processes. */
+/* Aborts when n_shards < 1 or fewer than the processes, or when AG_DIST_OVERLAP is not 0 or 1
+ * or AG_DIST_BUCKET_KB not a whole number of 1 .. 1048576. */
 DistGrad *dist_grad_new(const ParamList *ps, int n_shards);
 void dist_grad_free(DistGrad *d);
 /* Copies the gradients of d->ps (just computed by backward for shard i alone) and its loss
@@ -90,7 +105,10 @@ double dist_grad_reduce(DistGrad *d);
  * shard that holds no rows this step (its gradient and loss are then 0). */
 typedef Tensor *(*DistLossFn)(void *ctx, Tape *t, int shard);
 /* One step's gradients: for each owned shard, tape reset, zero grad, loss, backward, put; then
- * dist_grad_reduce. The mean (or summed) loss, non-finite when any shard's was. Collective. */
+ * dist_grad_reduce (with overlap, the last shard's backward starts the reduction, bucket by
+ * bucket, and it ends after backward). The mean (or, with d->mean 0, summed) loss, non-finite
+ * when any shard's was; every parameter's grad is the mean (or sum) over the S shards.
+ * Collective. */
 double dist_grad_step(DistGrad *d, Tape *t, DistLossFn loss, void *ctx);
 
 #endif

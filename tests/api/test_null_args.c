@@ -140,6 +140,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(ag_tape_dot, tape, ag_tape_dot(NULL, stderr))                                                \
     X(ag_tape_dot, f, ag_tape_dot(&TP, NULL))                                                      \
     X(ag_tape_keep_norms, tape, ag_tape_keep_norms(NULL, 1))                                       \
+    X(ag_backward_on_leaf, tape, ag_backward_on_leaf(NULL, NULL, NULL))                            \
     X(ag_check_finite, tape, ag_check_finite(NULL, 1))                                             \
     X(ag_first_nonfinite, tape, ag_first_nonfinite(NULL))                                          \
     X(ag_nonfinite_message, r, ag_nonfinite_message(NULL))                                         \

@@ -2,7 +2,8 @@
  * step and only from a scalar; no-grad mode records nothing; reset empties the tape and its
  * arena; the printed tape lists ops newest first with shapes; a small chain matches gradients
  * worked out by hand; intermediate gradient buffers are recycled during backward (freed
- * neighbours merge, larger blocks are split); and a training-like loop stops growing its arenas after the first step.
+ * neighbours merge, larger blocks are split); a training-like loop stops growing its arenas
+ * after the first step; and ag_backward_on_leaf calls each leaf once, when its gradient is final.
  * Not here: the gradient of each op (test_gradcheck.c) and op misuse (test_errors.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -562,6 +563,71 @@ Test(ag_tape_dot, shows_no_intermediate_gradient_unless_norms_were_kept) {
     cr_assert_not_null(strstr(text, "x\\n(3)\\n|y| 3.742  |g| 0\""), "%s", text);
     cr_assert_not_null(strstr(text, "1 relu\\n(3)\\n|y| 3.162  |g| -"), "%s", text);
     free(text);
+}
+
+/* ---- ag_backward_on_leaf: a leaf's gradient is final when the oldest node reading it ran ---- */
+
+typedef struct LeafLog {
+    int n;
+    const Tensor *who[8];
+    double grad_then[8][3]; /* the leaf's gradient when it was called */
+} LeafLog;
+
+static void log_leaf(void *ctx, Tensor *leaf) {
+    LeafLog *log = ctx;
+    cr_assert_lt(log->n, 8, "more calls than leaves");
+    log->who[log->n] = leaf;
+    for (size_t i = 0; i < leaf->size; i++) log->grad_then[log->n][i] = (double)leaf->grad[i];
+    log->n++;
+}
+
+/* l = sum((w1 * x + w2) * w1): node 1 (oldest) reads w1 and x, node 2 reads w2, node 3 w1 again;
+ * u is never read. Backward runs 4, 3, 2, 1: w2 is final after node 2, w1 and x after node 1
+ * (in node 1's input order); neither u nor an intermediate is called, and each leaf's gradient
+ * when called equals its gradient at the end. With the hook off, no call. */
+Test(ag_tape, leaf_hook_calls_each_leaf_once_when_its_gradient_is_final) {
+    Arena *params = arena_new("params", 1 << 12);
+    Tape *tape = ag_tape_new(arena_new("step", 1 << 16));
+    Tensor *w1 = tensor_param(params, 1, (int[]){3}, "w1");
+    Tensor *w2 = tensor_param(params, 1, (int[]){3}, "w2");
+    Tensor *u = tensor_param(params, 1, (int[]){3}, "u");
+    tensor_copy_from_doubles(w1, (double[]){0.5, -1.5, 2});
+    tensor_copy_from_doubles(w2, (double[]){1, 0.25, -3});
+    for (int round = 0; round < 3; round++) {
+        LeafLog log = {0};
+        ag_backward_on_leaf(tape, round < 2 ? log_leaf : NULL, &log);
+        ag_tape_reset(tape);
+        for (size_t i = 0; i < 3; i++) w1->grad[i] = w2->grad[i] = u->grad[i] = 0;
+        Tensor *x = from_doubles(tape->arena, 1, (int[]){3}, (double[]){2, 3, -1}, "x");
+        tensor_requires_grad(x);
+        Tensor *l = ag_sum(tape, ag_mul(tape, ag_add(tape, ag_mul(tape, w1, x), w2), w1));
+        ag_backward(tape, l);
+        if (round == 2) {
+            cr_assert_eq(log.n, 0, "the hook is off: %d calls", log.n);
+            break;
+        }
+        cr_assert_eq(log.n, 3, "round %d: %d calls, not 3 (w2, w1, x)", round, log.n);
+        const Tensor *want[3] = {w2, w1, x};
+        for (int c = 0; c < 3; c++) {
+            cr_assert_eq(log.who[c], want[c], "round %d call %d: %s, not %s", round, c,
+                         log.who[c]->name, want[c]->name);
+            for (size_t i = 0; i < 3; i++)
+                cr_assert_eq(log.grad_then[c][i], (double)want[c]->grad[i],
+                             "%s[%zu]: %g when called, %g at the end", want[c]->name, i,
+                             log.grad_then[c][i], (double)want[c]->grad[i]);
+        }
+        /* by hand: dl/dw1 = (w1 x + w2) + w1 x, dl/dw2 = w1, dl/dx = w1^2 */
+        for (size_t i = 0; i < 3; i++) {
+            double a = w1->data[i], b = w2->data[i], xv = x->data[i];
+            cr_assert_float_eq(w1->grad[i], 2 * a * xv + b, TOL);
+            cr_assert_float_eq(w2->grad[i], a, TOL);
+            cr_assert_float_eq(x->grad[i], a * a, TOL);
+            cr_assert_eq(u->grad[i], 0);
+        }
+    }
+    arena_free(tape->arena);
+    ag_tape_free(tape);
+    arena_free(params);
 }
 
 /* the graph of a real tape (attention_tour's) is valid Graphviz: dot lays it out */

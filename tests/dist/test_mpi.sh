@@ -7,7 +7,9 @@
 #      recursive pairwise sum written separately, and not the bits of a left-to-right sum;
 #   2. attograd-gpt train, 20 steps of a small model with dropout, --shards 4: one process of the
 #      plain build (gradient accumulation over the 4 shards) and mpirun -np 1, 2, 4 of the MPI
-#      build write byte-identical last.npz and best.npz (and --shards 1 writes other bytes);
+#      build write byte-identical last.npz and best.npz (and --shards 1 writes other bytes); the
+#      reduction overlapped with backward (the default) or not (AG_DIST_OVERLAP=0), and in 1 kB
+#      buckets on 3 and 4 processes: the same last.npz; AG_DIST_OVERLAP=x is refused, named;
 #   3. 10 steps on 2 processes, then --resume to step 20 on 1 process (MPI build) and on the
 #      plain build: the same last.npz as above;
 #   4. SIGINT to process 1 of 2: every process stops, process 0 saves once, exit 130; the run
@@ -116,6 +118,26 @@ args="--data $work/data --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --bat
 same_bits gpt "$plain" "$mgpt" "1 2 4" 4 $args --max-iters 20 --lr-decay-iters 20
 resumed gpt "$plain" "$mgpt" "--data $work/data --max-iters 20 --threads 1 --quiet" \
     $args --max-iters 10 --lr-decay-iters 20 --shards 4
+
+# the same with the reduction after backward (no overlap), and with 1 kB buckets (one message
+# a parameter or more) on 3 processes (shards 0-1, 2, 3) and 4
+AG_DIST_OVERLAP=0 mpi -x AG_DIST_OVERLAP -np 2 "$mgpt" train $args --max-iters 20 --lr-decay-iters 20 \
+    --shards 4 --out "$work/noov" >>"$log" 2>&1 || fail "AG_DIST_OVERLAP=0 mpirun -np 2: exit $?"
+cmp "$work/gpt-acc/last.npz" "$work/noov/last.npz" >>"$log" 2>&1 ||
+    fail "AG_DIST_OVERLAP=0 mpirun -np 2: last.npz differs from one process accumulating"
+ok
+for np in 3 4; do
+    AG_DIST_BUCKET_KB=1 mpi -x AG_DIST_BUCKET_KB -np $np "$mgpt" train $args --max-iters 20 \
+        --lr-decay-iters 20 --shards 4 --out "$work/b1_$np" >>"$log" 2>&1 ||
+        fail "AG_DIST_BUCKET_KB=1 mpirun -np $np: exit $?"
+    cmp "$work/gpt-acc/last.npz" "$work/b1_$np/last.npz" >>"$log" 2>&1 ||
+        fail "AG_DIST_BUCKET_KB=1 mpirun -np $np: last.npz differs from one process accumulating"
+    ok
+done
+AG_DIST_OVERLAP=x mpi -x AG_DIST_OVERLAP -np 2 "$mgpt" train $args --max-iters 20 --shards 4 \
+    --out "$work/badenv" >"$work/badenv.out" 2>&1 && fail "AG_DIST_OVERLAP=x: exit 0"
+grep -q 'AG_DIST_OVERLAP=x' "$work/badenv.out" || fail "AG_DIST_OVERLAP=x: not named in the error"
+ok
 
 # ---- 4 and 5: a signal to one process ----
 # rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun, OMPI_COMM_WORLD_RANK in its
