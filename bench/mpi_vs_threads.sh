@@ -2,11 +2,11 @@
 # mpi_vs_threads.sh: one 40-step attograd-gpt run (0.8M parameters: 4 layers, n_embd 128, block
 # 64, batch 16 as 2 shards, no validation) as 2 processes x 1 thread (mpi2) or 1 process x 2
 # threads (omp2): the same work and the same bits. Prints the trainer's "done" line and the
-# reduction's time. docs/mpi.md, "Measured", alternates the two with farm-bench:
-#   farm-bench -n 5 --vs 'bench/mpi_vs_threads.sh omp2 DATA' -- bench/mpi_vs_threads.sh mpi2 DATA
+# reduction's time. docs/mpi.md, "Measured", alternates the two (bench/ab.py: wall, CPU, A/B):
+#   bench/ab.py -n 5 'bench/mpi_vs_threads.sh mpi2 DATA' 'bench/mpi_vs_threads.sh omp2 DATA'
 # The overlap of the reduction with backward (docs/mpi.md, "Overlap"), on against off:
-#   farm-bench -n 9 --vs 'env AG_DIST_OVERLAP=0 bench/mpi_vs_threads.sh mpi2 DATA 200' -- \
-#       bench/mpi_vs_threads.sh mpi2 DATA 200
+#   bench/ab.py -n 9 'bench/mpi_vs_threads.sh mpi2 DATA 200' \
+#       'env AG_DIST_OVERLAP=0 bench/mpi_vs_threads.sh mpi2 DATA 200'
 # Usage: [MPI_FLAGS=...] [AG_DIST_OVERLAP=0|1] bench/mpi_vs_threads.sh mpi2|omp2 DATA [STEPS]
 # (DATA: a folder from attograd-gpt prepare; STEPS: 40 unless given); MPI_FLAGS: more mpirun
 # flags (docs/mpi.md: --mca btl_vader_single_copy_mechanism none); needs make and make MPI=1
