@@ -213,6 +213,8 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(ids);
+    AG_CHECK_ARG(good);
+    AG_CHECK_ARG(out);
     AG_CHECK(B >= 1 && T >= 1, "lens_logit_run: (B, T) (%d,%d) must be at least 1", B, T);
     int *next = zalloc((size_t)B * T, sizeof(int)); /* the next input token, none at the end */
     for (size_t i = 0; i < (size_t)B * T; i++) next[i] = (int)(i % T) + 1 < T ? ids[i + 1] : -1;
