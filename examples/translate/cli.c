@@ -1,5 +1,5 @@
 /* cli.c: the command line of attograd-translate: the subcommands (train, eval, translate,
- * attention, heads, vocab; the lens's cache, ablate, patch) and --version, their flags from one table each (the help, with the
+ * attention, heads, vocab; the lens's cache, ablate, patch, detect, lens) and --version, their flags from one table each (the help, with the
  * defaults, is generated from it), the checks of text given on the command line or the
  * standard input (UTF-8, a byte-order mark, several sentences on a line), and the exit codes
  * (translate.h: 0 ok, 1 a failed run, 2 bad usage, files or data, 130/143 stopped by a signal
@@ -871,7 +871,7 @@ static int cmd_vocab(int argc, char **argv) {
     return TR_EXIT_OK;
 }
 
-/* ---- the lens: cache, ablate, patch (lens.c; docs/lens.md) ---- */
+/* ---- the lens: cache, ablate, patch, detect, lens (lens.c; docs/lens.md) ---- */
 
 /* The folder of the file path exists (made if needed): 0, or TR_EXIT_USAGE with the message */
 static int out_file_ready(const char *cmd, const char *path) {
@@ -1165,6 +1165,128 @@ static int cmd_patch(int argc, char **argv) {
     return lens_finish("patch", rc);
 }
 
+static int cmd_detect(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/detect.npz";
+    const char *sentence = NULL, *target = NULL, *pairs = NULL;
+    int threads = 0, exclude_bos = 0, exclude_current = 0;
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        LENS_INPUT_OPTS(sentence, target, pairs),
+        {"exclude-bos", O_SET, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1, 0,
+         NULL, 0},
+        {"exclude-current", O_SET, &exclude_current, NULL,
+         "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
+        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+         4096, NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("detect", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s detect [flags] SENTENCE\n"
+               "Scores every head of the encoder's and the decoder's self-attention as a "
+               "previous-token,\nduplicate-token and induction head (the share of its attention "
+               "on the pattern's positions,\nTransformerLens's detect_head), and every head of "
+               "the cross-attention by its diagonal score\n(the share on the source position of "
+               "the same index), on the sentence pair(s) run\nteacher-forced; writes encoder, "
+               "decoder (kind, layer, head) and cross_diagonal (layer, head)\nand a heatmap "
+               "(gnuplot).\nflags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0)
+        rc = lens_texts_ok("detect", pos, npos, (const char *[]){sentence, target},
+                           (const char *[]){"--sentence", "--target"}, 2);
+    if (rc || parse_only || (rc = out_file_ready("detect", out)) != 0) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("detect", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    TrLensRows r;
+    LensDetectOptions opt = {exclude_bos, exclude_current};
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
+    if (rc == AG_OK) rc = tr_lens_detect(&tr, &r, &opt, out);
+    tr_lens_rows_free(&r);
+    tr_free(&tr);
+    free(pos);
+    return lens_finish("detect", rc);
+}
+
+static int cmd_lens(int argc, char **argv) {
+    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/lens.npz";
+    const char *sentence = NULL, *target = NULL, *pairs = NULL, *word = NULL, *good = NULL,
+               *bad_w = NULL;
+    int threads = 0, mpos = -1;
+    Opt opts[] = {
+        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        LENS_INPUT_OPTS(sentence, target, pairs),
+        {"word", O_STR, &word, "WORD", "the target word whose logit is read (or --good, --bad)", 0,
+         0, NULL, 0},
+        {"good", O_STR, &good, "WORD", "the target word whose logit counts +", 0, 0, NULL, 0},
+        {"bad", O_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
+        {"pos", O_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096, 4096, NULL,
+         0},
+        {"out", O_PATH, &out, "FILE", "the .npz to write (and .png, _lens.png beside it)", 0, 0,
+         NULL, 0},
+        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+         4096, NULL, 0},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
+    int rc = parse("lens", opts, n, argc, argv, pos, &npos);
+    if (rc == -1) {
+        printf("usage: %s lens [flags] SENTENCE\n"
+               "The decoder's logit lens (its residual stream after the embeddings and after "
+               "every block,\nthrough the final decoder norm and the generator) and direct logit "
+               "attribution (every head\nof the self- and the cross-attention, their biases, "
+               "every MLP, the embeddings, the final\nnorm's and the generator's biases, read "
+               "with the final norm's scale: the parts sum to the\nlogit) of --word's logit, or "
+               "of logit(--good) - logit(--bad), at decoder position --pos, on\nthe sentence "
+               "pair(s) run teacher-forced. Pre-LN models only (--pre-ln in train).\n"
+               "flags (default):\n",
+               PROG);
+        print_opts(stdout, opts, n);
+        free(pos);
+        return TR_EXIT_OK;
+    }
+    if (rc == 0 && (!word == !good || !good != !bad_w))
+        rc = bad("lens", "give --word WORD, or --good WORD --bad WORD%s%s", "", "");
+    if (rc == 0)
+        rc = lens_texts_ok("lens", pos, npos, (const char *[]){sentence, target, word, good, bad_w},
+                           (const char *[]){"--sentence", "--target", "--word", "--good", "--bad"},
+                           5);
+    if (rc || parse_only || (rc = out_file_ready("lens", out)) != 0) {
+        free(pos);
+        return rc;
+    }
+    set_threads(threads);
+    Translator tr;
+    if ((rc = load_or_complain("lens", &tr, ckpt)) != 0) {
+        free(pos);
+        return rc;
+    }
+    TrLensRows r;
+    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
+    if (rc == AG_OK) rc = tr_lens_logit(&tr, &r, word ? word : good, bad_w, mpos, out);
+    if (rc == AG_ERR_ARG && strstr(ag_last_error(), "post-LN")) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ag_last_error());
+        rc = ag_fail(AG_ERR_ARG, "%s: %s", ckpt, msg);
+    }
+    tr_lens_rows_free(&r);
+    tr_free(&tr);
+    free(pos);
+    return lens_finish("lens", rc);
+}
+
 /* ---- the subcommands ---- */
 
 typedef struct {
@@ -1183,6 +1305,9 @@ static const Command commands[] = {
     {"ablate", "zero or mean ablation of every head (or point) in turn: the metric's table",
      cmd_ablate},
     {"patch", "activation or attribution patching from a clean into a corrupted source", cmd_patch},
+    {"detect", "every head's previous-token, duplicate-token, induction and diagonal scores",
+     cmd_detect},
+    {"lens", "the decoder's logit lens and direct logit attribution to a target word", cmd_lens},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

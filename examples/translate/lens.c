@@ -4,7 +4,9 @@
  * decoder. cache writes the activations a name pattern selects (and a logit difference's
  * gradients) to one .npz; ablate zeroes or mean-ablates every head (or point) in turn and
  * tables the metric; patch runs activation or attribution patching from a clean source into a
- * corrupted one. docs/lens.md is the user's guide.
+ * corrupted one; detect scores every head as a previous-token, duplicate-token and induction
+ * head, and the cross-attention's by its diagonal (src/lens/detect.h); lens runs the decoder's
+ * logit lens and direct logit attribution (src/lens/logit.h). docs/lens.md is the user's guide.
  * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the
  * heatmap (plot.c, tr_plot_heatmap). Read next: docs/lens.md. */
 #include "translate.h"
@@ -244,24 +246,29 @@ static char **number_labels(int n) {
     return lab;
 }
 
-/* png: path with ".npz" replaced by ".png" */
-static void png_of(const char *npz, char *png, size_t n) {
+/* png: path with ".npz" replaced by suffix (".png", "_lens.png") */
+static void png_of(const char *npz, const char *suffix, char *png, size_t n) {
     size_t len = strlen(npz);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    snprintf(png, n, "%.*s.png", (int)len, npz);
+    snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
 }
 
-/* draws the heatmap beside out and says where (or why not); frees the labels */
-static void heatmap(const char *out, const char *title, const double *v, int rows, int cols,
-                    char **yl, char **xl) {
+/* draws the heatmap beside out (out without .npz, then suffix; range as tr_plot_heatmap's) and
+ * says where (or why not); frees the labels */
+static void heatmap_as(const char *out, const char *suffix, const char *title, const double *v,
+                       int rows, int cols, char **yl, char **xl, double range) {
     char png[1024];
-    png_of(out, png, sizeof png);
-    int rc = tr_plot_heatmap(png, title, v, rows, cols, yl, xl, 0);
+    png_of(out, suffix, png, sizeof png);
+    int rc = tr_plot_heatmap(png, title, v, rows, cols, yl, xl, range);
     if (rc == TR_PLOT_DRAWN) printf("heatmap: %s\n", png);
     if (rc == TR_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
     if (rc == TR_PLOT_FAILED) fprintf(stderr, TR_PROG ": %s\n", ag_last_error());
     tr_lens_words_free(yl, (size_t)rows);
     tr_lens_words_free(xl, (size_t)cols);
+}
+static void heatmap(const char *out, const char *title, const double *v, int rows, int cols,
+                    char **yl, char **xl) {
+    heatmap_as(out, ".png", title, v, rows, cols, yl, xl, 0);
 }
 
 /* the point names as a JSON list (hook names need no escapes), malloc'd */
@@ -365,5 +372,195 @@ int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *cor
         free(d);
     }
     lens_sweep_free(&s);
+    return rc;
+}
+
+/* ---- detect and lens ---- */
+
+/* a label of at most 63 bytes, malloc'd */
+static char *label(const char *fmt, const char *a, int l, int h) {
+    char *s = tr_malloc(64);
+    snprintf(s, 64, fmt, a, l, h);
+    return s;
+}
+
+int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions *opt,
+                   const char *out) {
+    int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
+    int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS;
+    double *enc = tr_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
+    double *dec = tr_calloc((size_t)K * LD * NH, sizeof(double));
+    double *cross = tr_calloc((size_t)LD * NH, sizeof(double));
+    lens_detect_seq2seq(tr->tape, &tr->model, r->src, r->S, r->tgt, r->B, r->T, opt, enc, dec,
+                        cross);
+    /* the table: a row per head, its scores of each kind; the cross-attention's diagonal */
+    printf("scores: the share of each head's attention on the pattern's positions, mean over %d "
+           "row(s)\n  %-16s %16s %16s %16s\n",
+           r->B, "head", "previous_token", "duplicate_token", "induction");
+    for (int side = 0; side < 2; side++) {
+        int L = side ? LD : LE;
+        const double *sc = side ? dec : enc;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < NH; h++) {
+                printf("  %-8s L%dH%-3d", side ? "decoder" : "encoder", l, h);
+                for (int k = 0; k < K; k++) printf(" %16.3f", sc[((size_t)k * L + l) * NH + h]);
+                printf("\n");
+            }
+    }
+    printf("cross-attention: the share on the source position of the same index (diagonal)\n");
+    for (int l = 0; l < LD; l++)
+        for (int h = 0; h < NH; h++)
+            printf("  cross    L%dH%-3d %16.3f\n", l, h, cross[l * NH + h]);
+    int32_t *tok = tr_malloc((size_t)r->B * r->T * sizeof(int32_t));
+    int32_t *stok = tr_malloc((size_t)r->B * r->S * sizeof(int32_t));
+    for (size_t i = 0; i < (size_t)r->B * r->T; i++) tok[i] = r->tgt[i];
+    for (size_t i = 0; i < (size_t)r->B * r->S; i++) stok[i] = r->src[i];
+    static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
+    static const char axes[] = "encoder, decoder: kind,layer,head; cross_diagonal: layer,head";
+    int64_t ex[2] = {opt->exclude_bos, opt->exclude_current_token};
+    NpzWriter *w = npz_writer_new();
+    npz_add_f64(w, "encoder", 3, (int64_t[]){K, LE, NH}, enc);
+    npz_add_f64(w, "decoder", 3, (int64_t[]){K, LD, NH}, dec);
+    npz_add_f64(w, "cross_diagonal", 2, (int64_t[]){LD, NH}, cross);
+    npz_add_bytes(w, "kinds", kinds, strlen(kinds));
+    npz_add_bytes(w, "axes", axes, strlen(axes));
+    npz_add_i32(w, "tokens", 2, (int64_t[]){r->B, r->T}, tok);
+    npz_add_i32(w, "src_tokens", 2, (int64_t[]){r->B, r->S}, stok);
+    npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
+    int rc = npz_write(w, out, 0, NULL);
+    npz_writer_free(w);
+    if (rc == AG_OK) {
+        printf("%s: encoder (kind, layer, head), decoder (kind, layer, head), cross_diagonal "
+               "(layer, head)\n",
+               out);
+        /* the heatmap: a row per (side, kind, layer), the cross-attention's diagonal last */
+        int rows = K * (LE + LD) + LD;
+        double *grid = tr_calloc((size_t)rows * NH, sizeof(double));
+        char **yl = tr_calloc((size_t)rows, sizeof(char *));
+        int row = 0;
+        for (int side = 0; side < 2; side++)
+            for (int k = 0; k < K; k++)
+                for (int l = 0; l < (side ? LD : LE); l++, row++) {
+                    const double *sc = side ? dec : enc;
+                    memcpy(grid + (size_t)row * NH, sc + ((size_t)k * (side ? LD : LE) + l) * NH,
+                           (size_t)NH * sizeof(double));
+                    yl[row] = label(side ? "dec %s L%d" : "enc %s L%d",
+                                    lens_head_kind_name((LensHeadKind)k), l, 0);
+                }
+        for (int l = 0; l < LD; l++, row++) {
+            memcpy(grid + (size_t)row * NH, cross + (size_t)l * NH, (size_t)NH * sizeof(double));
+            yl[row] = label("%scross diagonal L%d", "", l, 0);
+        }
+        heatmap_as(out, ".png", "head detectors: share of attention on the pattern", grid, rows, NH,
+                   yl, number_labels(NH), 1);
+        free(grid);
+    }
+    free(tok), free(stok), free(enc), free(dec), free(cross);
+    return rc;
+}
+
+/* the mean over the B rows of v[(s * B + b) * T + pos] (a (stage, B, T) array) */
+static double row_mean(const double *v, int s, int B, int T, int pos) {
+    double m = 0;
+    for (int b = 0; b < B; b++) m += v[((size_t)s * B + b) * T + pos];
+    return m / B;
+}
+
+int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
+                  const char *out) {
+    int gi, bi = -1, rc = one_word(tr, good, bad ? "good" : "word", &gi);
+    if (rc == AG_OK && bad) rc = one_word(tr, bad, "bad", &bi);
+    if (rc != AG_OK) return rc;
+    if (pos < -r->T || pos >= r->T)
+        return ag_fail(AG_ERR_ARG, "--pos %d: outside the decoder's %d positions (-1: the last)",
+                       pos, r->T);
+    int B = r->B, T = r->T;
+    int *gs = tr_malloc((size_t)B * sizeof(int)), *bs = tr_malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) gs[b] = gi, bs[b] = bi;
+    LensModel lm = lens_seq2seq(&tr->model);
+    LensPair in = {r->src, r->tgt, B, r->S, T};
+    LensReadout ro = lens_readout_seq2seq(&tr->model);
+    LensLogit ll;
+    rc =
+        lens_logit_run_model(tr->tape, &lm, &in, &ro, r->next, B, T, gs, bad ? bs : NULL, pos, &ll);
+    nn_hooks_free(&lm.layout);
+    if (rc == AG_OK) rc = lens_logit_save(&ll, r->tgt, gs, bad ? bs : NULL, out);
+    if (rc == AG_OK) {
+        int L = ll.n_layer, S = L + 1, P = ll.pos, n = ll.n_parts;
+        size_t BT = (size_t)B * T;
+        char metric[256];
+        if (bad)
+            snprintf(metric, sizeof metric, "logit('%s') - logit('%s')", good, bad);
+        else
+            snprintf(metric, sizeof metric, "logit('%s')", good);
+        double model = 0, sum = 0;
+        for (int b = 0; b < B; b++) model += ll.metric[(size_t)b * T + P] / B;
+        printf("%s: %s at decoder position %d (row 0's input there: '%s'), mean over %d "
+               "row(s): %.6f\n",
+               out, metric, P, tr_vocab_word(&tr->tgt, r->tgt[P]), B, model);
+        printf("logit lens (each decoder stream through the final decoder norm and the "
+               "generator; accumulated:\nthe parts so far read with the final norm's scale; "
+               "loss: of the next target word, every row\nand position):\n");
+        printf("  %-36s %12s %12s %10s %12s %8s\n", "stage", "metric", "log p(good)", "top-1",
+               "accumulated", "loss");
+        for (int s = 0; s < S; s++) {
+            char stage[64], quoted[64];
+            if (s == 0)
+                snprintf(stage, sizeof stage, "decoder.blocks.0.hook_resid_pre");
+            else
+                snprintf(stage, sizeof stage, "decoder.blocks.%d.hook_resid_post", s - 1);
+            double loss = 0;
+            for (size_t i = 0; i < BT; i++) loss -= ll.lens_next[(size_t)s * BT + i] / (double)BT;
+            snprintf(quoted, sizeof quoted, "'%s'",
+                     tr_vocab_word(&tr->tgt, ll.lens_top[(size_t)s * BT + P]));
+            printf("  %-36s %12.6f %12.6f %10s %12.6f %8.4f\n", stage,
+                   row_mean(ll.lens, s, B, T, P), row_mean(ll.lens_logprob, s, B, T, P), quoted,
+                   row_mean(ll.accumulated, s, B, T, P), loss);
+        }
+        double *mean = tr_calloc((size_t)n, sizeof(double));
+        for (int b = 0; b < B; b++)
+            for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
+        printf("direct logit attribution at decoder position %d (mean over the rows):\n", P);
+        for (int k = 0; k < n; k++) {
+            printf("  %-16s %+12.6f\n", ll.parts[k], mean[k]);
+            sum += mean[k];
+        }
+        printf("  %-16s %+12.6f (the model's: %.6f)\n", "sum", sum, model);
+        /* the heatmap: a row per block, a column per part of a block (self-attention's heads
+         * and bias, the cross-attention's, the MLP), named without the layer */
+        int first = 0, per = 0;
+        while (first < n && ll.parts[first][0] != 'L') first++;
+        while (first + per < n && strncmp(ll.parts[first + per], "L0", 2) == 0 &&
+               (ll.parts[first + per][2] == 'H' || ll.parts[first + per][2] == '.'))
+            per++;
+        double *grid = tr_calloc((size_t)L * per, sizeof(double));
+        for (int l = 0; l < L; l++)
+            for (int c = 0; c < per; c++) grid[l * per + c] = mean[first + l * per + c];
+        char **yl = tr_calloc((size_t)L, sizeof(char *)),
+             **xl = tr_calloc((size_t)per, sizeof(char *));
+        for (int l = 0; l < L; l++) yl[l] = label("%sblock %d", "", l, 0);
+        for (int c = 0; c < per; c++) {
+            const char *name = ll.parts[first + c] + 2; /* "H0", ".b_O", ".cross.H0" */
+            xl[c] = label("%s", name + (*name == '.'), 0, 0);
+        }
+        char title[512];
+        snprintf(title, sizeof title, "direct logit attribution to %s at decoder position %d",
+                 metric, P);
+        heatmap(out, title, grid, L, per, yl, xl);
+        /* the lens at every position: (stage, position), mean over the rows */
+        double *lens = tr_calloc((size_t)S * T, sizeof(double));
+        for (int s = 0; s < S; s++)
+            for (int q = 0; q < T; q++) lens[s * T + q] = row_mean(ll.lens, s, B, T, q);
+        yl = tr_calloc((size_t)S, sizeof(char *));
+        for (int s = 0; s < S; s++)
+            yl[s] = s ? label("%safter block %d", "", s - 1, 0) : label("%sembeddings", "", 0, 0);
+        snprintf(title, sizeof title, "logit lens: %s at each decoder position (row 0's input)",
+                 metric);
+        heatmap_as(out, "_lens.png", title, lens, S, T, yl,
+                   tr_lens_words(&tr->tgt, r->tgt, (size_t)T), 0);
+        free(lens), free(grid), free(mean);
+    }
+    lens_logit_free(&ll);
+    free(gs), free(bs);
     return rc;
 }

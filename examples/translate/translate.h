@@ -516,6 +516,18 @@ int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *cor
                   const char *hook, LensAxes axes, int attribution, const TrLensMetric *m,
                   const char *metric, const char *out);
 /* The words of tokens (n) in v, malloc'd, and their release */
+/* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,
+ * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
+ * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
+int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions *opt,
+                   const char *out);
+/* The decoder's logit lens and direct logit attribution of logit(good), or logit(good) -
+ * logit(bad) (bad may be NULL; each one target word) at decoder position pos (-1: the last):
+ * prints the tables, writes out (lens_logit_save) and two heatmaps (out's .png: the parts per
+ * block; _lens.png: the lens per stage and position). AG_OK, or AG_ERR_ARG naming the flag
+ * (--word/--good/--bad, --pos) or a post-LN model, or npz_write's error. */
+int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
+                  const char *out);
 char **tr_lens_words(const TrVocab *v, const int *ids, size_t n);
 void tr_lens_words_free(char **w, size_t n);
 

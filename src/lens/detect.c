@@ -2,12 +2,16 @@
  * duplicate-token and induction heads, and a head's score on them (the share of its attention
  * on the pattern's positions), following TransformerLens's head_detector.py with its default
  * error measure ("mul"). Plain loops in double: a layer's patterns are B * NH * T * T numbers,
- * read once; then the same scores on every layer of a GPT, and the repeated random sequences
+ * read once; then the same scores on every layer of a GPT or a seq2seq model (its patterns
+ * from hooks, and the cross-attention's diagonal score), and the repeated random sequences
  * they are measured on. Read next: the induction experiment that records these scores while a
  * model trains (examples/induction/). */
 #include "detect.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "lens.h"
 
 const char *lens_head_kind_name(LensHeadKind kind) {
     static const char *const names[LENS_N_HEAD_KINDS] = {"previous_token", "duplicate_token",
@@ -90,6 +94,86 @@ void lens_detect_gpt(Tape *t, Gpt *m, const int *tokens, int B, int T, const Len
                               scores + ((size_t)k * L + l) * NH);
     ag_no_grad(t, was);
     ag_tape_reset(t);
+}
+
+void lens_detect_diagonal(const Tensor *pattern, int B, double *scores) {
+    AG_CHECK_ARG(pattern);
+    AG_CHECK_ARG(scores);
+    AG_CHECK(pattern->ndim == 4 && B >= 1 && pattern->shape[0] == B,
+             "lens_detect_diagonal: pattern %s must be (B, NH, Tq, Tk) with B %d",
+             tensor_shape_str(pattern), B);
+    int NH = pattern->shape[1], Tq = pattern->shape[2], Tk = pattern->shape[3];
+    for (int h = 0; h < NH; h++) scores[h] = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const Real *A = pattern->data + ((size_t)b * NH + h) * Tq * Tk;
+            double on = 0, all = 0;
+            for (int i = 0; i < Tq; i++)
+                for (int j = 0; j < Tk; j++) {
+                    all += (double)A[(size_t)i * Tk + j];
+                    if (i == j) on += (double)A[(size_t)i * Tk + j];
+                }
+            scores[h] += all > 0 ? on / all : 0;
+        }
+    for (int h = 0; h < NH; h++) scores[h] /= B;
+}
+
+/* the cached pattern name as a tensor in the tape's arena */
+static const Tensor *cached(Tape *t, const LensCache *c, const char *name) {
+    const LensAct *a = lens_cache_get(c, name);
+    AG_CHECK(a && a->ndim == 4, "lens_detect_seq2seq: %s was not cached", name);
+    Tensor *x = tensor_zeros(t->arena, 4, a->shape, "pattern");
+    memcpy(x->data, a->data, a->size * sizeof(Real));
+    return x;
+}
+
+void lens_detect_seq2seq(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt, int B, int T,
+                         const LensDetectOptions *opt, double *enc, double *dec, double *cross) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(src);
+    AG_CHECK_ARG(tgt);
+    AG_CHECK_ARG(enc);
+    AG_CHECK_ARG(dec);
+    AG_CHECK_ARG(cross);
+    int LE = m->cfg.n_enc_layers, LD = m->cfg.n_dec_layers, NH = m->cfg.layer.n_heads;
+    LensModel lm = lens_seq2seq(m);
+    LensCache c;
+    lens_cache_init(&c, 0);
+    NnHooks h;
+    nn_hooks_init_like(&h, &lm.layout);
+    const char *points[] = {"decoder.blocks.*.attn.hook_pattern",
+                            "decoder.blocks.*.cross_attn.hook_pattern",
+                            LE ? "encoder.blocks.*.attn.hook_pattern" : NULL};
+    for (int i = 0; i < 3; i++)
+        if (points[i])
+            AG_CHECK(nn_hooks_add(&h, points[i], lens_cache_hook, &c) > 0, "%s", ag_last_error());
+    ag_tape_reset(t);
+    int was = ag_no_grad(t, 1);
+    LensPair in = {src, tgt, B, S, T};
+    AG_CHECK(lm.forward(t, m, &in, &h) != NULL, "lens_detect_seq2seq: %s", ag_last_error());
+    char name[NN_HOOK_NAME_LEN];
+    for (int k = 0; k < LENS_N_HEAD_KINDS; k++) {
+        for (int l = 0; l < LE; l++) {
+            snprintf(name, sizeof name, "encoder.blocks.%d.attn.hook_pattern", l);
+            lens_detect_heads(cached(t, &c, name), src, B, S, (LensHeadKind)k, opt,
+                              enc + ((size_t)k * LE + l) * NH);
+        }
+        for (int l = 0; l < LD; l++) {
+            snprintf(name, sizeof name, "decoder.blocks.%d.attn.hook_pattern", l);
+            lens_detect_heads(cached(t, &c, name), tgt, B, T, (LensHeadKind)k, opt,
+                              dec + ((size_t)k * LD + l) * NH);
+        }
+    }
+    for (int l = 0; l < LD; l++) {
+        snprintf(name, sizeof name, "decoder.blocks.%d.cross_attn.hook_pattern", l);
+        lens_detect_diagonal(cached(t, &c, name), B, cross + (size_t)l * NH);
+    }
+    ag_no_grad(t, was);
+    ag_tape_reset(t);
+    nn_hooks_free(&h);
+    nn_hooks_free(&lm.layout);
+    lens_cache_free(&c);
 }
 
 void lens_repeated_tokens(Rng *r, int V, int L, int B, int T, int *tokens) {

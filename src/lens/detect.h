@@ -23,7 +23,14 @@
  * (A[i][j] = 1/(i+1), j <= i) scores (H_T - 1) / T as a previous-token head (H_T the T-th
  * harmonic number; 0.0585 for T = 64); a head spread evenly over all T keys, (T - 1) / T^2.
  * lens_detect_gpt scores every head of a GPT on given tokens (its attention probabilities,
- * last_probs of gpt.h); lens_repeated_tokens makes the sequences an induction head is found on.
+ * last_probs of gpt.h); lens_detect_seq2seq every head of a seq2seq model on sentence pairs:
+ * the encoder's and the decoder's self-attention with the three kinds above (the encoder is not
+ * causal: its mass above the diagonal counts in the total, so a head looking ahead scores low),
+ * and the cross-attention with the diagonal score: the share of its attention on key j == i
+ * (query i, decoder input BOS + target, against the source + EOS: the target word predicted
+ * at i against the source word at i, the alignment of a translation that keeps the word order;
+ * a query i >= S has no such key). lens_repeated_tokens makes the sequences an induction head
+ * is found on.
  * Not here: hooks and caches (lens.h). Read next: detect.c. */
 #ifndef ATTOGRAD_LENS_DETECT_H
 #define ATTOGRAD_LENS_DETECT_H
@@ -65,6 +72,18 @@ void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, L
  * the tape t. */
 void lens_detect_gpt(Tape *t, Gpt *m, const int *tokens, int B, int T, const LensDetectOptions *opt,
                      double *scores);
+
+/* The diagonal score of every head of one attention: pattern (B, NH, Tq, Tk) -> scores (NH),
+ * each the mean over the B rows of sum_i A[i][i] / sum_ij A[i][j] (i < min(Tq, Tk); 0 when A
+ * sums to 0). Aborts, naming the function and the shape, unless pattern is 4-D with B rows. */
+void lens_detect_diagonal(const Tensor *pattern, int B, double *scores);
+
+/* Runs m (no grad, as in evaluation) on src (B, S) and the decoder's input tgt (B, T) with hooks
+ * on every hook_pattern, and scores its heads: enc (LENS_N_HEAD_KINDS, n_enc, NH) on src, dec
+ * (LENS_N_HEAD_KINDS, n_dec, NH) on tgt (kind-major), cross (n_dec, NH) the diagonal score.
+ * Resets the tape t. */
+void lens_detect_seq2seq(Tape *t, Seq2Seq *m, const int *src, int S, const int *tgt, int B, int T,
+                         const LensDetectOptions *opt, double *enc, double *dec, double *cross);
 
 /* tokens (B, T): each row L tokens drawn uniformly from [0, V), repeated to fill T (the test
  * sequences of induction heads: from position L on, every token occurred L positions back).

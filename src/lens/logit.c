@@ -1,8 +1,9 @@
 /* logit.c: the logit lens and direct logit attribution of logit.h. One hooked forward caches
  * the parts of the residual stream (hook_embed, hook_pos_embed, every hook_z and hook_mlp_out)
  * and the streams between blocks; the attribution is then plain loops in double over each
- * (row, position), the lens the model's own final norm and head (nn_gpt_unembed) on each
- * cached stream.
+ * (row, position), the lens the model's own final norm and head (nn_gpt_unembed, or the
+ * decoder's norm and generator) on each cached stream. A LensReadout holds what differs between
+ * a GPT and a seq2seq decoder (names, weights, biases), so the loops are written once.
  * Not here: the hooks (../nn/hooks.c), the cache (lens.c). Read next: docs/lens.md. */
 #include "logit.h"
 
@@ -59,74 +60,152 @@ static double logprob_of(const Real *z, int V, int good, int *top) {
 /* The attribution at one (row, position): r (C) the final residual, dir (C) the metric's
  * direction in the head, parts of the position cached in c -> out (n_parts), *scale */
 typedef struct Reader {
-    const Gpt *m;
-    const GptConfig *o; /* the options, every choice made */
+    const LensReadout *ro;
     const LensCache *c;
-    int C, NH, HS;
     double *u, *g; /* (C): the direction read through the norm; W_O^T u */
 } Reader;
 
-static void attribute(Reader *rd, size_t row, const double *dir, double *out, double *scale) {
-    const Gpt *m = rd->m;
-    int C = rd->C, NH = rd->NH, HS = rd->HS, L = m->cfg.n_layer, k = 0;
-    char name[NN_HOOK_NAME_LEN];
-    snprintf(name, sizeof name, "blocks.%d.hook_resid_post", L - 1);
-    const Real *r = act(rd->c, name) + row * C;
+/* the data of the point prefix + name at row */
+static const Real *part(const Reader *rd, size_t row, const char *fmt, int l, const char *attn) {
+    char name[NN_HOOK_NAME_LEN], tail[NN_HOOK_NAME_LEN];
+    snprintf(tail, sizeof tail, fmt, l, attn);
+    snprintf(name, sizeof name, "%s%s", rd->ro->prefix, tail);
+    return act(rd->c, name) + row * rd->ro->C;
+}
+
+static void attribute(Reader *rd, size_t row, const double *dir, const double *dir_b, double *out,
+                      double *scale) {
+    const LensReadout *ro = rd->ro;
+    int C = ro->C, NH = ro->n_head, HS = C / NH, L = ro->n_layer, k = 0;
+    const Real *r = part(rd, row, "blocks.%d.hook_resid_post", L - 1, NULL);
     /* u: d scaled by the norm's weight and 1 / s, centered for LayerNorm (so that c . u is
      * ((c - mean(c)) / s) . (w * d) for every part c) */
     double s = 1, mean = 0;
-    if (rd->o->norm != NN_GPT_NORM_NONE) {
-        int rms = rd->o->norm == NN_GPT_NORM_RMS;
+    if (ro->norm != LENS_NORM_NONE) {
+        int rms = ro->norm == LENS_NORM_RMS;
         double sq = 0;
         for (int i = 0; i < C; i++) mean += r[i];
         mean = rms ? 0 : mean / C;
         for (int i = 0; i < C; i++) sq += ((double)r[i] - mean) * ((double)r[i] - mean);
-        s = sqrt(sq / C + m->ln_f.eps);
+        s = sqrt(sq / C + ro->eps);
     }
     double umean = 0;
     for (int i = 0; i < C; i++) {
-        double w = rd->o->norm == NN_GPT_NORM_NONE ? 1 : (double)m->ln_f.weight->data[i];
+        double w = ro->norm == LENS_NORM_NONE ? 1 : (double)ro->norm_w->data[i];
         rd->u[i] = w * dir[i] / s;
         umean += rd->u[i] / C;
     }
-    if (rd->o->norm == NN_GPT_NORM_LAYER)
+    if (ro->norm == LENS_NORM_LAYER)
         for (int i = 0; i < C; i++) rd->u[i] -= umean;
     *scale = s;
-    out[k++] = dot(act(rd->c, "hook_embed") + row * C, rd->u, C);
-    if (rd->o->pos == NN_GPT_POS_LEARNED)
-        out[k++] = dot(act(rd->c, "hook_pos_embed") + row * C, rd->u, C);
+    out[k++] = dot(part(rd, row, "hook_embed", 0, NULL), rd->u, C);
+    if (ro->has_pos) out[k++] = dot(part(rd, row, "hook_pos_embed", 0, NULL), rd->u, C);
     for (int l = 0; l < L; l++) {
-        const Tensor *W = m->h[l].c_proj.weight; /* (C, C): out, in (the heads' columns) */
-        for (int j = 0; j < C; j++) rd->g[j] = 0;
-        for (int i = 0; i < C; i++)
-            for (int j = 0; j < C; j++) rd->g[j] += (double)W->data[(size_t)i * C + j] * rd->u[i];
-        snprintf(name, sizeof name, "blocks.%d.attn.hook_z", l);
-        const Real *z = act(rd->c, name) + row * C; /* (NH, HS) */
-        for (int h = 0; h < NH; h++) out[k++] = dot(z + h * HS, rd->g + h * HS, HS);
-        if (m->h[l].c_proj.bias) out[k++] = dot(m->h[l].c_proj.bias->data, rd->u, C);
-        if (rd->o->mlp != NN_GPT_MLP_NONE) {
-            snprintf(name, sizeof name, "blocks.%d.hook_mlp_out", l);
-            out[k++] = dot(act(rd->c, name) + row * C, rd->u, C);
+        for (int a = 0; a < ro->n_attn; a++) {
+            const Tensor *W = ro->W_O[l][a]; /* (C, C): out, in (the heads' columns) */
+            for (int j = 0; j < C; j++) rd->g[j] = 0;
+            for (int i = 0; i < C; i++)
+                for (int j = 0; j < C; j++)
+                    rd->g[j] += (double)W->data[(size_t)i * C + j] * rd->u[i];
+            const Real *z = part(rd, row, "blocks.%d.%s.hook_z", l, ro->attn[a]); /* (NH, HS) */
+            for (int h = 0; h < NH; h++) out[k++] = dot(z + h * HS, rd->g + h * HS, HS);
+            if (ro->b_O[l][a]) out[k++] = dot(ro->b_O[l][a]->data, rd->u, C);
         }
+        if (ro->has_mlp) out[k++] = dot(part(rd, row, "blocks.%d.hook_mlp_out", l, NULL), rd->u, C);
     }
-    if (rd->o->norm == NN_GPT_NORM_LAYER && m->ln_f.bias)
-        out[k++] = dot(m->ln_f.bias->data, dir, C);
+    if (ro->norm == LENS_NORM_LAYER && ro->norm_b) out[k++] = dot(ro->norm_b->data, dir, C);
+    if (ro->b_U) out[k++] = dir_b[0];
 }
 
-/* the parts' names, in attribute's order */
-static int part_names(const Gpt *m, const GptConfig *o, char (*names)[LENS_PART_NAME_LEN]) {
+/* the parts' names, in attribute's order; stage (may be NULL): the lens stage from which each
+ * is in the stream (0 the embeddings, l + 1 block l's, -1 the biases after the norm: in all) */
+static int part_names(const LensReadout *ro, char (*names)[LENS_PART_NAME_LEN], int *stage) {
     int k = 0;
-#define PART(...) (names ? snprintf(names[k], LENS_PART_NAME_LEN, __VA_ARGS__) : 0), k++
-    PART("embed");
-    if (o->pos == NN_GPT_POS_LEARNED) PART("pos_embed");
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        for (int h = 0; h < m->cfg.n_head; h++) PART("L%dH%d", l, h);
-        if (m->h[l].c_proj.bias) PART("L%d.b_O", l);
-        if (o->mlp != NN_GPT_MLP_NONE) PART("L%d.mlp_out", l);
+#define PART(st, ...)                                                                              \
+    (names ? snprintf(names[k], LENS_PART_NAME_LEN, __VA_ARGS__) : 0),                             \
+        (stage ? stage[k] = (st) : 0), k++
+    PART(0, "embed");
+    if (ro->has_pos) PART(0, "pos_embed");
+    for (int l = 0; l < ro->n_layer; l++) {
+        for (int a = 0; a < ro->n_attn; a++) {
+            const char *in = a ? ".cross." : "";
+            for (int h = 0; h < ro->n_head; h++) PART(l + 1, "L%d%sH%d", l, in, h);
+            if (ro->b_O[l][a]) PART(l + 1, "L%d%sb_O", l, a ? in : ".");
+        }
+        if (ro->has_mlp) PART(l + 1, "L%d.mlp_out", l);
     }
-    if (o->norm == NN_GPT_NORM_LAYER && m->ln_f.bias) PART("ln_final.b");
+    if (ro->norm == LENS_NORM_LAYER && ro->norm_b) PART(-1, "ln_final.b");
+    if (ro->b_U) PART(-1, "b_U");
 #undef PART
     return k;
+}
+
+static Tensor *gpt_unembed(Tape *t, void *model, Tensor *x) { return nn_gpt_unembed(t, model, x); }
+
+LensReadout lens_readout_gpt(Gpt *m) {
+    AG_CHECK_ARG(m);
+    GptConfig o = nn_gpt_options(&m->cfg);
+    LensReadout ro = {.prefix = "",
+                      .n_layer = o.n_layer,
+                      .n_head = o.n_head,
+                      .C = o.n_embd,
+                      .V = o.vocab_size,
+                      .norm = o.norm == NN_GPT_NORM_NONE  ? LENS_NORM_NONE
+                              : o.norm == NN_GPT_NORM_RMS ? LENS_NORM_RMS
+                                                          : LENS_NORM_LAYER,
+                      .norm_w = m->ln_f.weight,
+                      .norm_b = m->ln_f.bias,
+                      .eps = m->ln_f.eps,
+                      .W_U = m->lm_head.weight,
+                      .has_pos = o.pos == NN_GPT_POS_LEARNED,
+                      .has_mlp = o.mlp != NN_GPT_MLP_NONE,
+                      .n_attn = 1,
+                      .attn = {"attn"},
+                      .unembed = gpt_unembed,
+                      .model = m};
+    if (o.post_ln)
+        ro.refuse = "a post-LN model: its last norm is inside the last block, so the residual "
+                    "stream does not reach the head through one norm";
+    for (int l = 0; l < o.n_layer; l++)
+        ro.W_O[l][0] = m->h[l].c_proj.weight, ro.b_O[l][0] = m->h[l].c_proj.bias;
+    return ro;
+}
+
+static Tensor *seq2seq_unembed(Tape *t, void *model, Tensor *x) {
+    Seq2Seq *m = model;
+    return nn_linear(t, &m->generator, nn_layernorm(t, &m->dec_norm, x));
+}
+
+LensReadout lens_readout_seq2seq(Seq2Seq *m) {
+    AG_CHECK_ARG(m);
+    const TransformerConfig *c = &m->cfg.layer;
+    LensReadout ro = {.prefix = "decoder.",
+                      .n_layer = m->cfg.n_dec_layers,
+                      .n_head = c->n_heads,
+                      .C = c->d_model,
+                      .V = m->cfg.tgt_vocab,
+                      .norm = LENS_NORM_LAYER,
+                      .norm_w = m->dec_norm.weight,
+                      .norm_b = m->dec_norm.bias,
+                      .eps = m->dec_norm.eps,
+                      .W_U = m->generator.weight,
+                      .b_U = m->generator.bias,
+                      .has_pos = 1, /* decoder.hook_pos_embed: sinusoidal or learned */
+                      .has_mlp = 1,
+                      .n_attn = 2,
+                      .attn = {"attn", "cross_attn"},
+                      .unembed = seq2seq_unembed,
+                      .model = m};
+    if (!c->pre_ln)
+        ro.refuse = "a post-LN model: every decoder block ends in a norm, so the residual stream "
+                    "does not reach the generator through the final decoder norm alone";
+    for (int l = 0; l < m->cfg.n_dec_layers; l++) {
+        ro.W_O[l][0] = m->dec[l].self_attn.out_proj.weight;
+        ro.b_O[l][0] = m->dec[l].self_attn.out_proj.bias;
+        ro.W_O[l][1] = m->dec[l].multihead_attn.out_proj.weight;
+        ro.b_O[l][1] = m->dec[l].multihead_attn.out_proj.bias;
+    }
+    return ro;
 }
 
 int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *good, const int *bad,
@@ -136,12 +215,31 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     AG_CHECK_ARG(ids);
     AG_CHECK_ARG(good);
     AG_CHECK_ARG(out);
+    AG_CHECK(B >= 1 && T >= 1, "lens_logit_run: (B, T) (%d,%d) must be at least 1", B, T);
+    int *next = zalloc((size_t)B * T, sizeof(int)); /* the next input token, none at the end */
+    for (size_t i = 0; i < (size_t)B * T; i++) next[i] = (int)(i % T) + 1 < T ? ids[i + 1] : -1;
+    LensModel lm = lens_gpt(m);
+    LensTokens in = {ids, B, T};
+    LensReadout ro = lens_readout_gpt(m);
+    int rc = lens_logit_run_model(t, &lm, &in, &ro, next, B, T, good, bad, pos, out);
+    nn_hooks_free(&lm.layout);
+    free(next);
+    return rc;
+}
+
+int lens_logit_run_model(Tape *t, const LensModel *lm, const void *input, const LensReadout *ro,
+                         const int *next, int B, int T, const int *good, const int *bad, int pos,
+                         LensLogit *out) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(lm);
+    AG_CHECK_ARG(input);
+    AG_CHECK_ARG(ro);
+    AG_CHECK_ARG(next);
+    AG_CHECK_ARG(good);
+    AG_CHECK_ARG(out);
     memset(out, 0, sizeof *out);
-    GptConfig o = nn_gpt_options(&m->cfg);
-    int V = o.vocab_size, C = o.n_embd, L = o.n_layer, NH = o.n_head, S = L + 1;
-    if (o.post_ln)
-        return ag_fail(AG_ERR_ARG, "a post-LN model: its last norm is inside the last block, so "
-                                   "the residual stream does not reach the head through one norm");
+    int V = ro->V, C = ro->C, L = ro->n_layer, NH = ro->n_head, S = L + 1;
+    if (ro->refuse) return ag_fail(AG_ERR_ARG, "%s", ro->refuse);
     if (pos < 0) pos += T;
     if (pos < 0 || pos >= T)
         return ag_fail(AG_ERR_ARG, "position %d outside the %d positions", pos, T);
@@ -153,31 +251,40 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     LensCache c;
     lens_cache_init(&c, 0);
     NnHooks h;
-    nn_hooks_init(&h, L);
-    const char *points[] = {"hook_embed",
-                            "blocks.*.attn.hook_z",
-                            "blocks.*.hook_resid_post",
-                            "blocks.0.hook_resid_pre",
-                            o.pos == NN_GPT_POS_LEARNED ? "hook_pos_embed" : NULL,
-                            o.mlp != NN_GPT_MLP_NONE ? "blocks.*.hook_mlp_out" : NULL};
-    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++)
-        if (points[i])
-            AG_CHECK(nn_hooks_add(&h, points[i], lens_cache_hook, &c) > 0, "%s", ag_last_error());
+    nn_hooks_init_like(&h, &lm->layout);
+    char points[5 + LENS_MAX_ATTN]
+               [NN_HOOK_NAME_LEN]; /* embed, pos, resid_pre, resid_post, mlp_out, hook_z */
+    int np = 0;
+    snprintf(points[np++], NN_HOOK_NAME_LEN, "%shook_embed", ro->prefix);
+    snprintf(points[np++], NN_HOOK_NAME_LEN, "%sblocks.*.hook_resid_post", ro->prefix);
+    snprintf(points[np++], NN_HOOK_NAME_LEN, "%sblocks.0.hook_resid_pre", ro->prefix);
+    if (ro->has_pos) snprintf(points[np++], NN_HOOK_NAME_LEN, "%shook_pos_embed", ro->prefix);
+    if (ro->has_mlp)
+        snprintf(points[np++], NN_HOOK_NAME_LEN, "%sblocks.*.hook_mlp_out", ro->prefix);
+    for (int a = 0; a < ro->n_attn; a++)
+        snprintf(points[np++], NN_HOOK_NAME_LEN, "%sblocks.*.%s.hook_z", ro->prefix, ro->attn[a]);
+    for (int i = 0; i < np; i++)
+        AG_CHECK(nn_hooks_add(&h, points[i], lens_cache_hook, &c) > 0, "%s", ag_last_error());
     ag_tape_reset(t);
     int was = ag_no_grad(t, 1);
-    Tensor *logits = nn_gpt_forward_hooked(t, m, ids, B, T, NULL, &h);
+    Tensor *logits = lm->forward(t, lm->model, input, &h);
     nn_hooks_free(&h);
     if (!logits) {
         ag_no_grad(t, was);
         lens_cache_free(&c);
         return AG_ERR_ARG;
     }
+    AG_CHECK(logits->ndim == 3 && logits->shape[0] == B && logits->shape[1] == T &&
+                 logits->shape[2] == V,
+             "lens_logit_run_model: logits %s, want (%d,%d,%d)", tensor_shape_str(logits), B, T, V);
     size_t BT = (size_t)B * T;
     out->B = B, out->T = T, out->V = V, out->n_layer = L, out->n_head = NH, out->pos = pos;
+    snprintf(out->prefix, sizeof out->prefix, "%s", ro->prefix);
     out->has_bad = bad != NULL;
-    out->n_parts = part_names(m, &o, NULL);
+    out->n_parts = part_names(ro, NULL, NULL);
     out->parts = zalloc((size_t)out->n_parts, sizeof *out->parts);
-    part_names(m, &o, out->parts);
+    int *stage = zalloc((size_t)out->n_parts, sizeof(int));
+    part_names(ro, out->parts, stage);
     out->dla = zalloc(BT * out->n_parts, sizeof(double));
     out->metric = zalloc(BT, sizeof(double));
     out->scale = zalloc(BT, sizeof(double));
@@ -190,55 +297,47 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     out->logits = zalloc(BT * V, sizeof(float));
     for (size_t i = 0; i < BT * V; i++) out->logits[i] = (float)logits->data[i];
     /* the attribution */
-    Reader rd = {m,
-                 &o,
-                 &c,
-                 C,
-                 NH,
-                 C / NH,
-                 zalloc((size_t)C, sizeof(double)),
-                 zalloc((size_t)C, sizeof(double))};
+    Reader rd = {ro, &c, zalloc((size_t)C, sizeof(double)), zalloc((size_t)C, sizeof(double))};
     double *dir = zalloc((size_t)C, sizeof(double));
-    const Real *WU = m->lm_head.weight->data; /* (V, C) */
+    const Real *WU = ro->W_U->data; /* (V, C) */
     for (size_t row = 0; row < BT; row++) {
         int b = (int)(row / T), gi = good[b], bi = bad ? bad[b] : -1;
         for (int i = 0; i < C; i++)
             dir[i] =
                 (double)WU[(size_t)gi * C + i] - (bi >= 0 ? (double)WU[(size_t)bi * C + i] : 0);
-        attribute(&rd, row, dir, out->dla + row * out->n_parts, &out->scale[row]);
+        double dir_b = ro->b_U ? (double)ro->b_U->data[gi] - (bi >= 0 ? ro->b_U->data[bi] : 0) : 0;
+        attribute(&rd, row, dir, &dir_b, out->dla + row * out->n_parts, &out->scale[row]);
         out->metric[row] = metric_of(logits->data + row * V, gi, bi);
     }
-    /* accumulated: the parts up to each stage (embeddings; then each block's), and the bias */
+    /* accumulated: the parts in the stream at each stage, and the biases after the norm */
     for (size_t row = 0; row < BT; row++) {
         const double *d = out->dla + row * out->n_parts;
-        int per = NH + (m->h[0].c_proj.bias != NULL) + (o.mlp != NN_GPT_MLP_NONE);
-        int first = 1 + (o.pos == NN_GPT_POS_LEARNED), last = out->n_parts - 1;
-        double bias = strcmp(out->parts[last], "ln_final.b") == 0 ? d[last] : 0, sum = bias;
-        for (int k = 0; k < first; k++) sum += d[k];
-        out->accumulated[row] = sum;
-        for (int l = 0; l < L; l++) {
-            for (int k = 0; k < per; k++) sum += d[first + l * per + k];
-            out->accumulated[(size_t)(l + 1) * BT + row] = sum;
+        for (int s = 0; s < S; s++) {
+            double sum = 0;
+            for (int k = 0; k < out->n_parts; k++)
+                if (stage[k] <= s) sum += d[k];
+            out->accumulated[(size_t)s * BT + row] = sum;
         }
     }
     /* the logit lens: each stream through the model's final norm and head */
     for (int s = 0; s < S; s++) {
         char name[NN_HOOK_NAME_LEN];
         if (s == 0)
-            snprintf(name, sizeof name, "blocks.0.hook_resid_pre");
+            snprintf(name, sizeof name, "%sblocks.0.hook_resid_pre", ro->prefix);
         else
-            snprintf(name, sizeof name, "blocks.%d.hook_resid_post", s - 1);
+            snprintf(name, sizeof name, "%sblocks.%d.hook_resid_post", ro->prefix, s - 1);
         Tensor *x = tensor_new3(t->arena, B, T, C, "lens_stream");
         memcpy(x->data, act(&c, name), BT * C * sizeof(Real));
-        Tensor *z = nn_gpt_unembed(t, m, x); /* (B, T, V) */
+        Tensor *z = ro->unembed(t, ro->model, x); /* (B, T, V) */
         for (size_t row = 0; row < BT; row++) {
             int b = (int)(row / T);
             const Real *zr = z->data + row * V;
             size_t at = (size_t)s * BT + row;
             out->lens[at] = metric_of(zr, good[b], bad ? bad[b] : -1);
             out->lens_logprob[at] = logprob_of(zr, V, good[b], &out->lens_top[at]);
-            int top, t_next = (int)(row % T) + 1;
-            out->lens_next[at] = t_next < T ? logprob_of(zr, V, ids[row + 1], &top) : NAN;
+            int top;
+            out->lens_next[at] =
+                next[row] >= 0 && next[row] < V ? logprob_of(zr, V, next[row], &top) : NAN;
             if ((int)(row % T) == pos)
                 for (int v = 0; v < V; v++)
                     out->lens_logits[((size_t)s * B + b) * V + v] = (float)zr[v];
@@ -246,7 +345,7 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     }
     ag_no_grad(t, was);
     ag_tape_reset(t);
-    free(rd.u), free(rd.g), free(dir);
+    free(rd.u), free(rd.g), free(dir), free(stage);
     lens_cache_free(&c);
     return AG_OK;
 }
@@ -277,9 +376,9 @@ int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const i
     for (int b = 0; b < B; b++) g[b] = good[b], bd[b] = bad ? bad[b] : -1;
     for (size_t i = 0; i < S * BT; i++) top[i] = r->lens_top[i];
     char(*stages)[NN_HOOK_NAME_LEN] = zalloc((size_t)S, sizeof *stages);
-    snprintf(stages[0], NN_HOOK_NAME_LEN, "blocks.0.hook_resid_pre");
+    snprintf(stages[0], NN_HOOK_NAME_LEN, "%sblocks.0.hook_resid_pre", r->prefix);
     for (int l = 0; l < r->n_layer; l++)
-        snprintf(stages[l + 1], NN_HOOK_NAME_LEN, "blocks.%d.hook_resid_post", l);
+        snprintf(stages[l + 1], NN_HOOK_NAME_LEN, "%sblocks.%d.hook_resid_post", r->prefix, l);
     size_t np, ns;
     char *parts = names_json(r->parts[0], LENS_PART_NAME_LEN, r->n_parts, &np);
     char *snames = names_json(stages[0], NN_HOOK_NAME_LEN, S, &ns);

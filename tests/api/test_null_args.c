@@ -54,6 +54,7 @@ static NpzEntry NE;
 static AgGradcheckResult GCR;
 static char BUF[AG_NAME_LEN];
 static const int IDS[4];
+static double D1[4];
 static Tensor *INPUTS[1] = {&T};
 static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
     (void)t;
@@ -82,6 +83,7 @@ static LensLogit LL;
 static LensMetric LM;
 static LensRunInfo LRI;
 static LensModel LMO;
+static LensReadout RO;
 static LensAblateTable LAT;
 static NnHookAttn HA;
 static MultiHeadAttention MHA;
@@ -498,6 +500,21 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_detect_gpt, m, lens_detect_gpt(&TP, NULL, IDS, 1, 1, NULL, (double[1]){0}))             \
     X(lens_detect_gpt, tokens, lens_detect_gpt(&TP, &GPT, NULL, 1, 1, NULL, (double[1]){0}))       \
     X(lens_detect_gpt, scores, lens_detect_gpt(&TP, &GPT, IDS, 1, 1, NULL, NULL))                  \
+    X(lens_detect_diagonal, pattern, lens_detect_diagonal(NULL, 1, (double[1]){0}))                \
+    X(lens_detect_diagonal, scores, lens_detect_diagonal(&T, 1, NULL))                             \
+    X(lens_detect_seq2seq, t,                                                                      \
+      lens_detect_seq2seq(NULL, &S2S, IDS, 1, IDS, 1, 1, NULL, D1, D1, D1))                        \
+    X(lens_detect_seq2seq, m, lens_detect_seq2seq(&TP, NULL, IDS, 1, IDS, 1, 1, NULL, D1, D1, D1)) \
+    X(lens_detect_seq2seq, src,                                                                    \
+      lens_detect_seq2seq(&TP, &S2S, NULL, 1, IDS, 1, 1, NULL, D1, D1, D1))                        \
+    X(lens_detect_seq2seq, tgt,                                                                    \
+      lens_detect_seq2seq(&TP, &S2S, IDS, 1, NULL, 1, 1, NULL, D1, D1, D1))                        \
+    X(lens_detect_seq2seq, enc,                                                                    \
+      lens_detect_seq2seq(&TP, &S2S, IDS, 1, IDS, 1, 1, NULL, NULL, D1, D1))                       \
+    X(lens_detect_seq2seq, dec,                                                                    \
+      lens_detect_seq2seq(&TP, &S2S, IDS, 1, IDS, 1, 1, NULL, D1, NULL, D1))                       \
+    X(lens_detect_seq2seq, cross,                                                                  \
+      lens_detect_seq2seq(&TP, &S2S, IDS, 1, IDS, 1, 1, NULL, D1, D1, NULL))                       \
     X(lens_repeated_tokens, r, lens_repeated_tokens(NULL, 2, 1, 1, 1, (int[1]){0}))                \
     X(lens_repeated_tokens, tokens, lens_repeated_tokens(&R, 2, 1, 1, 1, NULL))                    \
     X(lens_logit_run, t, lens_logit_run(NULL, &GPT, IDS, 1, 1, IDS, NULL, -1, &LL))                \
@@ -505,6 +522,22 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_logit_run, ids, lens_logit_run(&TP, &GPT, NULL, 1, 1, IDS, NULL, -1, &LL))              \
     X(lens_logit_run, good, lens_logit_run(&TP, &GPT, IDS, 1, 1, NULL, NULL, -1, &LL))             \
     X(lens_logit_run, out, lens_logit_run(&TP, &GPT, IDS, 1, 1, IDS, NULL, -1, NULL))              \
+    X(lens_readout_gpt, m, lens_readout_gpt(NULL))                                                 \
+    X(lens_readout_seq2seq, m, lens_readout_seq2seq(NULL))                                         \
+    X(lens_logit_run_model, t,                                                                     \
+      lens_logit_run_model(NULL, &LMO, IDS, &RO, IDS, 1, 1, IDS, NULL, -1, &LL))                   \
+    X(lens_logit_run_model, lm,                                                                    \
+      lens_logit_run_model(&TP, NULL, IDS, &RO, IDS, 1, 1, IDS, NULL, -1, &LL))                    \
+    X(lens_logit_run_model, input,                                                                 \
+      lens_logit_run_model(&TP, &LMO, NULL, &RO, IDS, 1, 1, IDS, NULL, -1, &LL))                   \
+    X(lens_logit_run_model, ro,                                                                    \
+      lens_logit_run_model(&TP, &LMO, IDS, NULL, IDS, 1, 1, IDS, NULL, -1, &LL))                   \
+    X(lens_logit_run_model, next,                                                                  \
+      lens_logit_run_model(&TP, &LMO, IDS, &RO, NULL, 1, 1, IDS, NULL, -1, &LL))                   \
+    X(lens_logit_run_model, good,                                                                  \
+      lens_logit_run_model(&TP, &LMO, IDS, &RO, IDS, 1, 1, NULL, NULL, -1, &LL))                   \
+    X(lens_logit_run_model, out,                                                                   \
+      lens_logit_run_model(&TP, &LMO, IDS, &RO, IDS, 1, 1, IDS, NULL, -1, NULL))                   \
     X(lens_logit_free, r, lens_logit_free(NULL))                                                   \
     X(lens_logit_save, r, lens_logit_save(NULL, IDS, IDS, NULL, "x.npz"))                          \
     X(lens_logit_save, ids, lens_logit_save(&LL, NULL, IDS, NULL, "x.npz"))                        \

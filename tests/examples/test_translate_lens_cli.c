@@ -1,9 +1,11 @@
-/* test_translate_lens_cli.c: attograd-translate's cache, ablate and patch (examples/translate/
- * lens.c, cli.c) on a small copy model trained here: the cache's entries and shapes (the
- * encoder's, the decoder's and the cross-attention's, tokens and src_tokens, the config), the
- * ablation table of every attention's heads, patching the whole encoder output restoring the
- * clean metric, attribution patching's table, every --help, and bad input exiting 2 naming the
- * path or the flag. The program is AG_TRANSLATE_BIN (set by the Makefile).
+/* test_translate_lens_cli.c: attograd-translate's cache, ablate, patch, detect and lens
+ * (examples/translate/lens.c, cli.c) on small copy models trained here: the cache's entries and
+ * shapes (the encoder's, the decoder's and the cross-attention's, tokens and src_tokens, the
+ * config), the ablation table of every attention's heads, patching the whole encoder output
+ * restoring the clean metric, attribution patching's table; detect's scores (shapes, in
+ * [0, 1]); the lens's parts summing to the logit and its last stage being the logits, on a
+ * pre-LN model, and its refusal of a post-LN one; every --help, and bad input exiting 2 naming
+ * the path or the flag. The program is AG_TRANSLATE_BIN (set by the Makefile).
  * Not here: the hook points themselves (tests/lens/test_lens_seq2seq.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -32,8 +34,9 @@ static void write_copy_task(const char *path, int n, uint64_t seed) {
     fclose(f);
 }
 
-/* a 2+2-layer, 2-head model trained 150 steps on the copy task: dir/run/best.npz */
-static void train_copy(const char *dir, char *ckpt) {
+/* a 2+2-layer, 2-head model trained 150 steps on the copy task: dir/run/best.npz; pre_ln picks
+ * the norms' place (the lens needs pre-LN) */
+static void train_copy(const char *dir, char *ckpt, int pre_ln) {
     char train[512], valid[512], out[512];
     write_copy_task(ts_join(train, dir, "train.tsv"), 800, 31);
     write_copy_task(ts_join(valid, dir, "valid.tsv"), 40, 32);
@@ -46,6 +49,7 @@ static void train_copy(const char *dir, char *ckpt) {
     c.model.layer.d_ff = 32;
     c.model.layer.dropout = 0.1; /* the lens runs without it */
     c.model.n_enc_layers = c.model.n_dec_layers = 2;
+    c.model.layer.pre_ln = pre_ln;
     c.model.max_len = 12;
     c.optim.lr = 1e-2;
     c.optim.schedule.warmup = 20;
@@ -75,7 +79,7 @@ static const NpzEntry *entry(const NpzFile *f, const char *name, int ndim, const
 Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300) {
     char dir[256], ckpt[512], out[512], pairs[512];
     ts_tmp_dir(dir, sizeof dir, "tr_lens");
-    train_copy(dir, ckpt);
+    train_copy(dir, ckpt, 0);
 
     /* cache: every point of "a b c d" with its given copy (S 5 with EOS, T 5 with BOS) */
     ts_join(out, dir, "cache.npz");
@@ -229,6 +233,18 @@ Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300
          "positions"},
         {{"patch", "--ckpt", ckpt, "--clean", "a b", "--corrupt", "b a", "--by", "diagonal", NULL},
          "--by"},
+        {{"detect", "--ckpt", "/nonexistent/x.npz", "a b", NULL}, "/nonexistent/x.npz"},
+        {{"detect", "--ckpt", ckpt, "--pairs", "/nonexistent/p.tsv", NULL}, "/nonexistent/p.tsv"},
+        {{"detect", "--ckpt", ckpt, "--pos", "1", "a b", NULL}, "--pos"},
+        {{"lens", "--ckpt", ckpt, "a b", NULL}, "--word"},
+        {{"lens", "--ckpt", ckpt, "--word", "a", "--good", "a", "--bad", "b", "a b", NULL},
+         "--word"},
+        {{"lens", "--ckpt", ckpt, "--good", "a", "a b", NULL}, "--good WORD --bad WORD"},
+        {{"lens", "--ckpt", ckpt, "--word", "zz", "a b", NULL}, "--word 'zz'"},
+        {{"lens", "--ckpt", ckpt, "--word", "a", "--pos", "9", "a b", NULL}, "--pos 9"},
+        {{"lens", "--ckpt", ckpt, "--word", "a", "a b", NULL}, "post-LN"},
+        {{"lens", "--ckpt", "/nonexistent/x.npz", "--word", "a", "a b", NULL},
+         "/nonexistent/x.npz"},
     };
     ts_write_text(ts_join(pairs, dir, "uneven.tsv"), "a b c\ta b c\nd e\td e\n");
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -247,13 +263,96 @@ Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300
     cr_assert_eq(r.code, 2, "%s", r.err);
     cr_assert(strstr(r.err, "uneven.tsv: line 2") && strstr(r.err, "as long"), "%s", r.err);
     ts_run_free(&r);
-    for (int k = 0; k < 3; k++) { /* --help */
-        const char *cmd = k == 0 ? "cache" : k == 1 ? "ablate" : "patch";
+    for (int k = 0; k < 5; k++) { /* --help */
+        static const char *const cmds[] = {"cache", "ablate", "patch", "detect", "lens"};
+        const char *cmd = cmds[k];
         r = run(dir, (const char *[]){cmd, "--help", NULL});
         cr_assert_eq(r.code, 0);
         cr_assert(strstr(r.out, "usage: attograd-translate") && strstr(r.out, "--out"), "%s",
                   r.out);
         ts_run_free(&r);
+    }
+    ts_rm_tree(dir);
+}
+
+/* the value i of a float or double entry */
+static double at(const NpzEntry *e, size_t i) {
+    return e->dtype == NPZ_F64 ? ((const double *)e->data)[i] : ((const float *)e->data)[i];
+}
+
+Test(tr_lens_cli, detect_and_lens_on_a_trained_pre_ln_copy_model, .timeout = 300) {
+    char dir[256], ckpt[512], out[512], pairs[512];
+    ts_tmp_dir(dir, sizeof dir, "tr_lens_pre");
+    train_copy(dir, ckpt, 1);
+
+    /* detect: every head of two rows, scores in [0, 1] */
+    ts_write_text(ts_join(pairs, dir, "pairs.tsv"), "a b c a\ta b c a\nd e f d\td e f d\n");
+    ts_join(out, dir, "detect.npz");
+    TsRun r =
+        run(dir, (const char *[]){"detect", "--ckpt", ckpt, "--pairs", pairs, "--out", out, NULL});
+    cr_assert_eq(r.code, 0, "detect: %s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "decoder  L1H1") && strstr(r.out, "cross    L1H1"), "%s", r.out);
+    ts_run_free(&r);
+    NpzFile *f;
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *es[3] = {entry(f, "encoder", 3, (int64_t[]){3, 2, 2}),
+                             entry(f, "decoder", 3, (int64_t[]){3, 2, 2}),
+                             entry(f, "cross_diagonal", 2, (int64_t[]){2, 2})};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < (k < 2 ? 12 : 4); i++)
+            cr_assert(at(es[k], i) >= 0 && at(es[k], i) <= 1 + 1e-9, "%d %d: %g", k, i,
+                      at(es[k], i));
+    entry(f, "tokens", 2, (int64_t[]){2, 5});
+    entry(f, "src_tokens", 2, (int64_t[]){2, 5});
+    npz_free(f);
+
+    /* lens: logit('d') at decoder position 3 (the input there is 'c': 'd' comes next) */
+    ts_join(out, dir, "lens.npz");
+    for (int diff = 0; diff < 2; diff++) {
+        const char *one[] = {"lens",  "--ckpt", ckpt,    "--target", "a b c d", "--word", "d",
+                             "--pos", "3",      "--out", out,        "a b c d", NULL};
+        const char *two[] = {"lens",  "--ckpt", ckpt,    "--pairs", pairs,   "--good", "d",
+                             "--bad", "e",      "--pos", "3",       "--out", out,      NULL};
+        r = run(dir, diff ? two : one);
+        cr_assert_eq(r.code, 0, "lens: %s%s", r.out, r.err);
+        cr_assert(strstr(r.out, "decoder.blocks.1.hook_resid_post") &&
+                      strstr(r.out, "L1.cross.H1") && strstr(r.out, "b_U"),
+                  "%s", r.out);
+        ts_run_free(&r);
+        int B = diff ? 2 : 1, n = 18;
+        cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+        const NpzEntry *dla = entry(f, "dla", 3, (int64_t[]){B, 5, n});
+        const NpzEntry *metric = entry(f, "metric", 2, (int64_t[]){B, 5});
+        const NpzEntry *lens = entry(f, "lens", 3, (int64_t[]){3, B, 5});
+        const NpzEntry *lg = npz_find(f, "logits");
+        cr_assert(lg && lg->ndim == 3);
+        int64_t V = lg->shape[2];
+        const NpzEntry *ll = entry(f, "lens_logits", 3, (int64_t[]){3, B, V});
+        for (int b = 0; b < B; b++) /* the last stage's logits are the model's, at position 3 */
+            for (int64_t v = 0; v < V; v++)
+                cr_assert_eq(at(ll, (size_t)(2 * B + b) * V + v),
+                             at(lg, (size_t)(b * 5 + 3) * V + v), "row %d, word %lld", b,
+                             (long long)v);
+        const NpzEntry *parts = npz_find(f, "parts");
+        cr_assert(parts);
+        char text[1024] = {0};
+        memcpy(text, parts->data,
+               parts->nbytes < sizeof text - 1 ? parts->nbytes : sizeof text - 1);
+        cr_assert(strstr(text, "\"L0.cross.H0\"") && strstr(text, "\"ln_final.b\",\"b_U\"]"), "%s",
+                  text);
+        for (int i = 0; i < B * 5; i++) {
+            double sum = 0, abs_sum = 0;
+            for (int p = 0; p < n; p++)
+                sum += at(dla, (size_t)i * n + p), abs_sum += fabs(at(dla, (size_t)i * n + p));
+            double err = fabs(sum - at(metric, i)) / (1 + abs_sum);
+#ifdef AG_REAL_DOUBLE
+            cr_assert(err < 1e-11, "%d: the parts miss by %.3g", i, err);
+#else
+            cr_assert(err < 2e-5, "%d: the parts miss by %.3g", i, err);
+#endif
+            cr_assert_eq(at(lens, (size_t)2 * B * 5 + i), at(metric, i), "%d", i);
+        }
+        npz_free(f);
     }
     ts_rm_tree(dir);
 }

@@ -5,7 +5,10 @@
  * too) matches the fused one; a head zero-ablated at hook_z equals the translator's head gate
  * at 0 to the bit (logits and gradients); patching the whole clean residual restores the clean
  * logits exactly; hooks are gone after the call, also a failing one; a patch sweep; the cache's
- * .npz; the refusals; and, in the double build, the gradient through writing hooks.
+ * .npz; the refusals; in the double build, the gradient through writing hooks; and the decoder's
+ * logit lens and direct logit attribution (the parts, cross-attention's included, sum to the
+ * logit; the last stage is the logits; post-LN refused) and the detectors (scores in [0, 1],
+ * by hand; the cross-attention's diagonal score).
  * Not here: the GPT's points (test_lens.c), the subcommands
  * (tests/examples/test_translate_lens_cli.c). */
 #include <criterion/criterion.h>
@@ -551,3 +554,139 @@ Test(lens_seq2seq, the_gradient_through_writing_hooks_matches_central_difference
     env_free(&e);
 }
 #endif
+
+/* ---- the logit lens and the detectors on the decoder (src/lens/logit.c, detect.c) ---- */
+
+static double max_abs_or(double a, double b) { return a > b ? a : b; }
+
+Test(lens_seq2seq, the_decoders_parts_sum_to_the_logit_and_the_lens_ends_at_the_logits) {
+    Env e = env_new(1);
+    LensModel lm = lens_seq2seq(&e.m);
+    LensPair in = {e.src, e.tgt, B, S, T};
+    LensReadout ro = lens_readout_seq2seq(&e.m);
+    int next[B * T], good[B] = {3, 7}, bad[B] = {5, 1};
+    for (int i = 0; i < B * T; i++) next[i] = i % T < T - 1 ? e.tgt[i + 1] : -1;
+    const char *want[] = {
+        "embed",       "pos_embed",    "L0H0",         "L0H1",       "L0.b_O",     "L0.cross.H0",
+        "L0.cross.H1", "L0.cross.b_O", "L0.mlp_out",   "L1H0",       "L1H1",       "L1.b_O",
+        "L1.cross.H0", "L1.cross.H1",  "L1.cross.b_O", "L1.mlp_out", "ln_final.b", "b_U"};
+    for (int diff = 0; diff < 2; diff++) {
+        LensLogit r;
+        int rc =
+            lens_logit_run_model(e.t, &lm, &in, &ro, next, B, T, good, diff ? bad : NULL, 2, &r);
+        cr_assert_eq(rc, AG_OK, "%s", ag_last_error());
+        cr_assert_eq(r.n_parts, 18, "%d parts", r.n_parts);
+        for (int p = 0; p < 18; p++) cr_assert_str_eq(r.parts[p], want[p]);
+        double worst = 0, mag = 0;
+        for (int i = 0; i < B * T; i++) {
+            double sum = 0, abs_sum = 0;
+            for (int p = 0; p < r.n_parts; p++) {
+                sum += r.dla[(size_t)i * r.n_parts + p];
+                abs_sum += fabs(r.dla[(size_t)i * r.n_parts + p]);
+            }
+            worst = max_abs_or(worst, fabs(sum - r.metric[i]) / (1 + abs_sum));
+            mag += fabs(r.metric[i]);
+            cr_assert(fabs(r.accumulated[(size_t)2 * B * T + i] - r.metric[i]) <
+                          10 * TOL * (1 + abs_sum),
+                      "accumulated %d", i);
+        }
+        cr_assert(worst < (sizeof(Real) == 8 ? 1e-11 : 2e-5),
+                  "%s: the parts miss the metric by %.3g (relative)", diff ? "difference" : "logit",
+                  worst);
+        cr_assert(mag / (B * T) > 0.05, "metrics far from 0 (%.3g)", mag / (B * T));
+        /* the last stage is the model's logits to the bit, and those are encode + decode's */
+        for (int i = 0; i < B * T; i++)
+            cr_assert_eq(r.lens[(size_t)2 * B * T + i], r.metric[i], "%d", i);
+        for (int b = 0; b < B; b++)
+            cr_assert(memcmp(r.lens_logits + ((size_t)2 * B + b) * V,
+                             r.logits + ((size_t)b * T + 2) * V, (size_t)V * sizeof(float)) == 0,
+                      "row %d's lens logits", b);
+        Real *y = logits_of(&e, e.src, e.tgt, NULL);
+        for (size_t i = 0; i < n_logits; i++)
+            cr_assert_eq(r.logits[i], (float)y[i], "logit %zu", i);
+        free(y);
+        for (int i = 0; i < B * T; i++) {
+            double lp = r.lens_next[(size_t)2 * B * T + i];
+            cr_assert(i % T < T - 1 ? isfinite(lp) && lp < 0 : isnan(lp), "%d: %g", i, lp);
+        }
+        lens_logit_free(&r);
+    }
+    nn_hooks_free(&lm.layout);
+    env_free(&e);
+}
+
+Test(lens_seq2seq, the_lens_refuses_a_post_ln_decoder) {
+    Env e = env_new(0);
+    LensModel lm = lens_seq2seq(&e.m);
+    LensPair in = {e.src, e.tgt, B, S, T};
+    LensReadout ro = lens_readout_seq2seq(&e.m);
+    int next[B * T] = {0}, good[B] = {3, 7};
+    LensLogit r;
+    cr_assert_eq(lens_logit_run_model(e.t, &lm, &in, &ro, next, B, T, good, NULL, -1, &r),
+                 AG_ERR_ARG);
+    cr_assert(strstr(ag_last_error(), "post-LN"), "%s", ag_last_error());
+    cr_assert_eq(r.n_parts, 0);
+    nn_hooks_free(&lm.layout);
+    env_free(&e);
+}
+
+Test(lens_seq2seq, detectors_score_every_head_in_zero_one) {
+    Env e = env_new(1);
+    enum { K = LENS_N_HEAD_KINDS };
+    double enc[K * 2 * NH], dec[K * 2 * NH], cross[2 * NH];
+    lens_detect_seq2seq(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, enc, dec, cross);
+    for (int i = 0; i < K * 2 * NH; i++) {
+        cr_assert(enc[i] >= 0 && enc[i] <= 1 + 1e-12, "encoder %d: %g", i, enc[i]);
+        cr_assert(dec[i] >= 0 && dec[i] <= 1 + 1e-12, "decoder %d: %g", i, dec[i]);
+    }
+    for (int i = 0; i < 2 * NH; i++)
+        cr_assert(cross[i] >= 0 && cross[i] <= 1 + 1e-12, "cross %d: %g", i, cross[i]);
+    /* the decoder's previous-token score of layer 0 is the one of its pattern, by hand */
+    NnHooks h = hooks_of(&e);
+    LensCache c;
+    lens_cache_init(&c, 0);
+    cr_assert_eq(nn_hooks_add(&h, "decoder.blocks.0.attn.hook_pattern", lens_cache_hook, &c), 1);
+    free(logits_of(&e, e.src, e.tgt, &h));
+    const LensAct *a = lens_cache_get(&c, "decoder.blocks.0.attn.hook_pattern");
+    cr_assert(a);
+    for (int hd = 0; hd < NH; hd++) {
+        double want = 0;
+        for (int b = 0; b < B; b++) {
+            double on = 0, all = 0;
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++) {
+                    double p = a->data[(((size_t)b * NH + hd) * T + i) * T + j];
+                    all += p;
+                    if (j == i - 1) on += p;
+                }
+            want += on / all / B;
+        }
+        cr_assert(fabs(dec[hd] - want) < 1e-6, "head %d: %g, by hand %g", hd, dec[hd], want);
+    }
+    nn_hooks_free(&h);
+    lens_cache_free(&c);
+    env_free(&e);
+}
+
+Test(lens_detect_diagonal, an_aligned_head_scores_one_a_uniform_one_the_share_of_the_diagonal) {
+    enum { Q = 3, K = 4 };
+    Arena *ar = arena_new("t", 0);
+    Tensor *p = tensor_zeros(ar, 4, (int[]){1, 2, Q, K}, "p");
+    for (int i = 0; i < Q; i++)
+        for (int j = 0; j < K; j++) {
+            p->data[i * K + j] = i == j;          /* head 0: query i on key i */
+            p->data[Q * K + i * K + j] = 1.0 / K; /* head 1: uniform */
+        }
+    double s[2];
+    lens_detect_diagonal(p, 1, s);
+    cr_assert_eq(s[0], 1.0);
+    cr_assert(fabs(s[1] - 1.0 / K) < 1e-6, "%g", s[1]);
+    arena_free(ar);
+}
+
+Test(lens_detect_diagonal, aborts_naming_a_pattern_of_another_shape, .signal = SIGABRT) {
+    Arena *ar = arena_new("t", 0);
+    Tensor *p = tensor_zeros(ar, 3, (int[]){1, 3, 4}, "p");
+    double s[4];
+    lens_detect_diagonal(p, 1, s);
+}
