@@ -269,19 +269,10 @@ double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
     AG_CHECK_ARG(pl);
     AG_CHECK(max_norm > 0 && isfinite(max_norm),
              "optim_clip_grad_norm: max_norm %g must be > 0 and finite", max_norm);
-    double sumsq = 0;
-    for (int i = 0; i < pl->n; i++) {
-        const Tensor *p = pl->items[i];
-        if (p->grad) sumsq += k_sum_squares(p->grad, p->size);
-    }
-    double norm = sqrt(sumsq);
+    double norm = sqrt(k_sum_squares_grads(pl->items, pl->n));
     if (isinf(norm)) norm = scaled_norm(pl); /* finite values whose squares overflow? */
     if (!isfinite(norm)) return norm;
     double coef = max_norm / (norm + 1e-6);
-    if (coef < 1)
-        for (int i = 0; i < pl->n; i++) {
-            Tensor *p = pl->items[i];
-            if (p->grad) k_scale_inplace(p->grad, (Real)coef, p->size);
-        }
+    if (coef < 1) k_scale_grads(pl->items, pl->n, (Real)coef);
     return norm;
 }

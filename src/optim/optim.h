@@ -100,9 +100,10 @@ int64_t optim_get_step(const Optimizer *o);
 void optim_set_step(Optimizer *o, int64_t step);
 
 /* ---- gradient clipping (torch.nn.utils.clip_grad_norm_ with norm_type 2) ----
- * Returns the global L2 norm of every gradient in pl before clipping: the sum of squares of
- * each tensor in double, tensor by tensor in list order, then sqrt (the same for any thread
- * count). If max_norm / (norm + 1e-6) < 1 every gradient is multiplied by that coefficient,
+ * Returns the global L2 norm of every gradient in pl before clipping: the sum of squares in
+ * double in one fixed order (each gradient in blocks of 4096 elements, a block summed in 16
+ * lanes, the blocks' sums added in list order; k_sum_squares_grads), then sqrt: the same for
+ * any thread count. If max_norm / (norm + 1e-6) < 1 every gradient is multiplied by that coefficient,
  * as torch (which also multiplies by 1 otherwise, a no-op), so that afterwards the norm is
  * max_norm * norm / (norm + 1e-6). Finite gradients too large to square (double build, beyond
  * about 1e154) give their finite norm (summed again scaled by the largest magnitude, as BLAS's

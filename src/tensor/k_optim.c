@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "k_lanes.h"
 #include "kernels.h"
 
 #define PAR_FOR _Pragma("omp parallel for schedule(static) if (n >= K_PAR_MIN)")
@@ -77,13 +78,109 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
     }
 }
 
-double k_sum_squares(const Real *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+/* Gradient clipping's sum of squares, in one fixed order whatever the thread count: each
+ * gradient cut into blocks of SQ_BLOCK elements, each block summed in double in k_lanes.h's
+ * K_LANES lanes, then the blocks' sums added in order (a gradient's blocks in index order, the
+ * gradients in list order). Threads share out whole blocks and write each block's sum to its
+ * own slot, so a block gives the same sum whichever thread computes it. The lanes advance
+ * together in vector registers, where one running sum waited on every add. */
+#define SQ_BLOCK 4096
+
+static size_t sq_blocks(size_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
+
+static double block_sum_squares(const Real *x, int n) {
+    double s;
+    K_LANES_SUM(double, k_lanes_total_d, n, (double)x[j] * (double)x[j], &s);
     return s;
+}
+
+/* Thread t of T's blocks of x (n elements) into part[0, sq_blocks(n)): a single block goes to
+ * thread `owner`, more are cut into T runs of blocks. */
+static void sum_squares_team(int t, int T, int owner, const Real *x, size_t n, double *part) {
+    size_t nb = sq_blocks(n), lo = nb * (size_t)t / (size_t)T,
+           hi = nb * (size_t)(t + 1) / (size_t)T;
+    if (nb == 1) lo = 0, hi = owner == t;
+    for (size_t b = lo; b < hi; b++) {
+        size_t i0 = b * SQ_BLOCK, len = n - i0 < SQ_BLOCK ? n - i0 : SQ_BLOCK;
+        part[b] = block_sum_squares(x + i0, (int)len);
+    }
+}
+
+/* the blocks' sums in order */
+static double sum_parts(const double *part, size_t nb) {
+    double s = 0;
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    return s;
+}
+
+/* part: nb doubles of the calling thread's scratch, shared by the team */
+static double *sq_scratch(size_t nb) {
+    return (double *)k_thread_scratch(K_SCRATCH_REDUCE,
+                                      (nb * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
+}
+
+double k_sum_squares(const Real *x, size_t n) {
+    size_t nb = sq_blocks(n);
+    double *part = sq_scratch(nb);
+#pragma omp parallel if (n >= K_PAR_MIN)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        sum_squares_team(t, T, 0, x, n, part);
+    }
+    return sum_parts(part, nb);
+}
+
+/* One parallel region for every gradient, as k_adam_step_many: the blocks of gradient i follow
+ * those of the gradients before it in part[]. */
+double k_sum_squares_grads(Tensor *const *ts, int count) {
+    size_t nb = 0, total = 0;
+    for (int i = 0; i < count; i++)
+        if (ts[i]->grad) nb += sq_blocks(ts[i]->size), total += ts[i]->size;
+    double *part = sq_scratch(nb);
+#pragma omp parallel if (total >= K_PAR_MIN)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        size_t off = 0;
+        for (int i = 0; i < count; i++) {
+            if (!ts[i]->grad) continue;
+            sum_squares_team(t, T, i % T, ts[i]->grad, ts[i]->size, part + off);
+            off += sq_blocks(ts[i]->size);
+        }
+    }
+    return sum_parts(part, nb);
 }
 
 void k_scale_inplace(Real *x, Real s, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* every gradient *= s, in one parallel region (thread t of T takes its k_team_slice of each) */
+void k_scale_grads(Tensor *const *ts, int count, Real s) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++)
+        if (ts[i]->grad) total += ts[i]->size;
+#pragma omp parallel if (total >= K_PAR_MIN)
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        for (int i = 0; i < count; i++) {
+            if (!ts[i]->grad) continue;
+            size_t lo, hi;
+            k_team_slice(i, ts[i]->size, t, T, &lo, &hi);
+            Real *g = ts[i]->grad;
+            for (size_t k = lo; k < hi; k++) g[k] *= s;
+        }
+    }
 }

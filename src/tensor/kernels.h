@@ -43,7 +43,13 @@ static inline void k_team_slice(int i, size_t n, int t, int T, size_t *lo, size_
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
  * region, each thread its own. Freed when the thread ends. One slot per kernel family, so that
  * a kernel's scratch survives the calls it makes to another. */
-enum { K_SCRATCH_GEMM, K_SCRATCH_ATTENTION, K_SCRATCH_LAYERNORM, K_SCRATCH_SLOTS };
+enum {
+    K_SCRATCH_GEMM,
+    K_SCRATCH_ATTENTION,
+    K_SCRATCH_LAYERNORM,
+    K_SCRATCH_REDUCE,
+    K_SCRATCH_SLOTS
+};
 Real *k_thread_scratch(int slot, size_t n);
 
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
@@ -63,7 +69,8 @@ void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n, int store);
 void k_relu_forward(Real *y, const Real *x, size_t n);
 void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
 void k_gelu_forward(Real *y, const Real *x, size_t n);
-void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
+/* store: write gx (=) instead of adding to it */
+void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n, int store);
 /* y = x sigmoid(x) (SiLU, also called swish) */
 void k_silu_forward(Real *y, const Real *x, size_t n);
 void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
@@ -288,9 +295,15 @@ typedef struct KAdam {
  * ps[i]->size), in one parallel region. */
 void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int count,
                       const KAdam *h);
-/* sum_i x_i^2 in double, in index order on one thread */
+/* sum_i x_i^2 in double, in one fixed order (blocks of 4096 in k_lanes.h's lanes, the blocks'
+ * sums in order; k_optim.c), the same for any thread count */
 double k_sum_squares(const Real *x, size_t n);
+/* the sum of k_sum_squares over the gradients of count tensors (those that have one), its
+ * terms added in list order, in one parallel region */
+double k_sum_squares_grads(Tensor *const *ts, int count);
 /* x_i *= s */
 void k_scale_inplace(Real *x, Real s, size_t n);
+/* every gradient of count tensors *= s, in one parallel region */
+void k_scale_grads(Tensor *const *ts, int count, Real s);
 
 #endif

@@ -804,6 +804,63 @@ Test(optim_threads, adam_and_sgd_bit_identical_for_1_and_2_threads) {
     check_threads(&sgd, "sgd");
 }
 
+/* The clipping norm of gradients of 1 to several blocks of 4096 (k_sum_squares_grads): the same
+ * bits for 1, 2 and 3 threads, the true norm to rounding, and the scaling the same as well. */
+static double clip_norm_threads(int threads, Real *scaled, size_t n_scaled) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    Arena *a = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    Rng rng;
+    rng_seed(&rng, 5);
+    NnBuilder b = nn_builder(a, &pl, &rng);
+    int sizes[] = {1, 4095, 4096, 4097, 13000, 7};
+    size_t at = 0;
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "p%d.weight", i);
+        nn_param(&b, name, 1, (int[]){sizes[i]});
+    }
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size; e++)
+            pl.items[i]->grad[e] = (Real)rng_normal(&rng);
+    long double exact = 0;
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size; e++)
+            exact += (long double)pl.items[i]->grad[e] * pl.items[i]->grad[e];
+    double norm = optim_clip_grad_norm(&pl, 1), want = sqrt((double)exact);
+    cr_assert(fabs(norm - want) <= 1e-14 * want, "norm %.17g, exact %.17g", norm, want);
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size && at < n_scaled; e++)
+            scaled[at++] = pl.items[i]->grad[e];
+    ag_params_free(&pl);
+    arena_free(a);
+    return norm;
+}
+
+Test(optim_threads, clip_norm_bit_identical_for_1_2_and_3_threads) {
+    size_t saved = k_par_min, n = 1 + 4095 + 4096 + 4097 + 13000 + 7;
+    k_par_min = 1;
+    Real *g[3];
+    double norm[3];
+    for (int t = 0; t < 3; t++) {
+        g[t] = malloc(n * sizeof(Real));
+        norm[t] = clip_norm_threads(t + 1, g[t], n);
+    }
+    k_par_min = saved;
+    for (int t = 1; t < 3; t++) {
+        cr_assert(memcmp(&norm[0], &norm[t], sizeof(double)) == 0, "1 and %d threads: %.17g %.17g",
+                  t + 1, norm[0], norm[t]);
+        cr_assert(memcmp(g[0], g[t], n * sizeof(Real)) == 0, "scaled gradients: 1 and %d threads",
+                  t + 1);
+    }
+    for (int t = 0; t < 3; t++) free(g[t]);
+}
+
 /* ---- misuse aborts ---- */
 
 static void make_with(OptimConfig c) {
