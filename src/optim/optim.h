@@ -90,6 +90,13 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg);
 double optim_lr(const Optimizer *o);
 /* One update of every parameter from its .grad (which it leaves as is). */
 void optim_step(Optimizer *o);
+/* optim_step, with AdamW's decoupled decay p *= 1 - lr wd (lr: this step's) applied first to the
+ * parameters of at least min_ndim dimensions only: nanoGPT's two parameter groups with
+ * min_ndim 2 (the matrices and embeddings decay, biases and norm weights do not), for an
+ * optimizer configured with no weight decay of its own. Adam and AdamW scale each parameter in
+ * their update's pass; the same bits as scaling first and then calling optim_step.
+ * wd >= 0 and finite, min_ndim >= 0; wd 0 is optim_step. */
+void optim_step_decay(Optimizer *o, double wd, int min_ndim);
 
 /* The training state, for checkpoints: the state tensors (named "optim.<param>.exp_avg",
  * ".exp_avg_sq" or ".momentum_buffer", shaped as their parameter) and the step count. A

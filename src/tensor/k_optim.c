@@ -35,14 +35,16 @@ void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
 
 /* torch: g = g + wd p (Adam); p = p * (1 - lr wd) (AdamW); m = m b1 + (1 - b1) g;
  * v = v b2 + ((1 - b2) g) g; denom = sqrt(v) / sqrt(bc2) + eps; p = p - (step_size m) / denom.
+ * Before all that, p = p * pre (optim_step_decay's decay, applied as if by a pass of its own).
  * Elements [lo, hi) of one parameter. */
 static void adam_range(Real *p, const Real *g, Real *m, Real *v, size_t lo, size_t hi,
-                       const KAdam *h) {
+                       const KAdam *h, Real pre) {
     Real b1 = h->beta1, b2 = h->beta2, omb1 = h->one_minus_beta1, omb2 = h->one_minus_beta2;
     Real eps = h->eps, l2 = h->l2, decay = h->decay, step_size = h->step_size;
     Real bc2_sqrt = h->bc2_sqrt;
     for (size_t i = lo; i < hi; i++) {
         Real gi = g[i], pi = p[i];
+        if (pre != 1) pi = pi * pre;
         if (l2 != 0) gi = gi + l2 * pi;
         if (decay != 1) pi = pi * decay;
         Real mi = m[i] * b1 + omb1 * gi;
@@ -73,7 +75,9 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
         for (int i = 0; i < count; i++) {
             size_t lo, hi;
             k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
-            if (lo < hi) adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h);
+            Real pre = ps[i]->ndim >= h->pre_min_ndim ? h->pre : 1;
+            if (lo < hi)
+                adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre);
         }
     }
 }

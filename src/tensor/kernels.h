@@ -286,10 +286,12 @@ typedef struct KSgd {
 void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h);
 typedef struct KAdam {
     Real beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-    Real l2;        /* Adam's weight decay, added to g; 0 for AdamW */
-    Real decay;     /* AdamW's p *= decay (1 - lr wd) before the update; 1 for Adam */
-    Real step_size; /* lr / (1 - beta1^t) */
-    Real bc2_sqrt;  /* sqrt(1 - beta2^t) */
+    Real l2;          /* Adam's weight decay, added to g; 0 for AdamW */
+    Real decay;       /* AdamW's p *= decay (1 - lr wd) before the update; 1 for Adam */
+    Real step_size;   /* lr / (1 - beta1^t) */
+    Real bc2_sqrt;    /* sqrt(1 - beta2^t) */
+    Real pre;         /* p *= pre first, on parameters of at least pre_min_ndim dimensions */
+    int pre_min_ndim; /* (optim_step_decay's decay; pre 1: none) */
 } KAdam;
 /* For each i < count: parameter ps[i] (data p, gradient g) and its moments m[i], v[i] (all
  * ps[i]->size), in one parallel region. */

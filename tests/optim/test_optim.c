@@ -264,6 +264,83 @@ Test(optim_adamw, decay_uses_the_scheduled_lr) {
     check_against_reference(&c, "adamw cosine");
 }
 
+/* optim_step_decay(o, wd, 2) is the same, bit for bit, as scaling the parameters of two or
+ * more dimensions by 1 - lr wd and then optim_step (what attograd-gpt did before the decay
+ * moved into Adam's pass), for every kind, with a schedule and with the kind's own weight
+ * decay; the 1-D bias is not decayed, and the decay changes the others. */
+static void decayed_steps(const OptimConfig *c, int fused, double *out) {
+    Fix f;
+    fix_init(&f, 11);
+    Optimizer *o = optim_new(f.arena, &f.pl, c);
+    for (int t = 0; t < STEPS; t++) {
+        put_grads(&f, f.g[t]);
+        if (fused) {
+            optim_step_decay(o, 0.3, 2);
+            continue;
+        }
+        Real k = (Real)(1 - optim_lr(o) * 0.3);
+        for (int j = 0; j < f.pl.n; j++) {
+            Tensor *p = f.pl.items[j];
+            if (p->ndim >= 2)
+                for (size_t e = 0; e < p->size; e++) p->data[e] *= k;
+        }
+        optim_step(o);
+    }
+    get_flat(o->params, o->n_params, out, 0);
+    fix_free(&f);
+}
+
+Test(optim_step_decay, equals_scaling_the_matrices_then_stepping) {
+    OptimConfig cs[4] = {optim_defaults(OPTIM_ADAMW), optim_defaults(OPTIM_ADAM),
+                         optim_defaults(OPTIM_SGD), optim_defaults(OPTIM_ADAMW)};
+    cs[0].weight_decay = 0;
+    cs[0].schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 2, 5, 1e-3};
+    cs[1].weight_decay = 0.05; /* with the kind's own decay too (L2 here, decoupled below) */
+    cs[2].momentum = 0.9;
+    cs[3].weight_decay = 0.2;
+    for (int k = 0; k < 4; k++) {
+        cs[k].lr = 0.05;
+        double fused[NE], apart[NE], plain[NE];
+        decayed_steps(&cs[k], 1, fused);
+        decayed_steps(&cs[k], 0, apart);
+        cr_assert(memcmp(fused, apart, sizeof fused) == 0, "config %d: fused and apart differ", k);
+        Fix f;
+        fix_init(&f, 11);
+        Optimizer *o = optim_new(f.arena, &f.pl, &cs[k]);
+        for (int t = 0; t < STEPS; t++) {
+            put_grads(&f, f.g[t]);
+            optim_step_decay(o, 0, 2); /* wd 0: optim_step */
+        }
+        get_flat(o->params, o->n_params, plain, 0);
+        fix_free(&f);
+        /* lin.weight (12) and blocks.0.gain (12) decay, lin.bias (4, at 12..15) does not */
+        for (int i = 12; i < 16; i++)
+            cr_assert(fused[i] == plain[i], "config %d: the bias decayed (%d)", k, i);
+        cr_assert(fused[0] != plain[0] && fused[27] != plain[27], "config %d: no decay", k);
+    }
+}
+
+Test(optim_step_decay, negative_wd_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_ADAMW);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), -0.1, 2);
+}
+
+Test(optim_step_decay, nan_wd_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_ADAM);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), NAN, 2);
+}
+
+Test(optim_step_decay, negative_min_ndim_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_SGD);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), 0.1, -1);
+}
+
 /* AdamW with lr wd = 0 is Adam without decay; Adam with wd > 0 differs from AdamW. */
 Test(optim_adamw, differs_from_adam_l2_and_equals_adam_without_decay) {
     double res[3][NE];
