@@ -6,9 +6,6 @@
  * Not here: the scalars of a step (bias corrections, scheduled lr), computed in double once per
  * step by optim_step (../optim/optim.c). Next: that file. */
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "k_lanes.h"
 #include "kernels.h"
@@ -67,11 +64,8 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
     for (int i = 0; i < count; i++) total += ps[i]->size;
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        int t, T;
+        k_team(&t, &T);
         for (int i = 0; i < count; i++) {
             size_t lo, hi;
             k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
@@ -110,48 +104,19 @@ static void sum_squares_team(int t, int T, int owner, const Real *x, size_t n, d
     }
 }
 
-/* the blocks' sums in order */
-static double sum_parts(const double *part, size_t nb) {
-    double s = 0;
-    for (size_t b = 0; b < nb; b++) s += part[b];
-    return s;
-}
-
-/* part: nb doubles of the calling thread's scratch, shared by the team */
-static double *sq_scratch(size_t nb) {
-    return (double *)k_thread_scratch(K_SCRATCH_REDUCE,
-                                      (nb * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
-}
-
-double k_sum_squares(const Real *x, size_t n) {
-    size_t nb = sq_blocks(n);
-    double *part = sq_scratch(nb);
-#pragma omp parallel if (n >= K_PAR_MIN)
-    {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
-        sum_squares_team(t, T, 0, x, n, part);
-    }
-    return sum_parts(part, nb);
-}
-
 /* One parallel region for every gradient, as k_adam_step_many: the blocks of gradient i follow
- * those of the gradients before it in part[]. */
+ * those of the gradients before it in part[] (nb doubles of the calling thread's scratch,
+ * shared by the team). */
 double k_sum_squares_grads(Tensor *const *ts, int count) {
     size_t nb = 0, total = 0;
     for (int i = 0; i < count; i++)
         if (ts[i]->grad) nb += sq_blocks(ts[i]->size), total += ts[i]->size;
-    double *part = sq_scratch(nb);
+    double *part = (double *)k_thread_scratch(
+        K_SCRATCH_REDUCE, (nb * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        int t, T;
+        k_team(&t, &T);
         size_t off = 0;
         for (int i = 0; i < count; i++) {
             if (!ts[i]->grad) continue;
@@ -159,32 +124,12 @@ double k_sum_squares_grads(Tensor *const *ts, int count) {
             off += sq_blocks(ts[i]->size);
         }
     }
-    return sum_parts(part, nb);
+    double s = 0; /* the blocks' sums in order */
+    for (size_t b = 0; b < nb; b++) s += part[b];
+    return s;
 }
 
 void k_scale_inplace(Real *x, Real s, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) x[i] *= s;
-}
-
-/* every gradient *= s, in one parallel region (thread t of T takes its k_team_slice of each) */
-void k_scale_grads(Tensor *const *ts, int count, Real s) {
-    size_t total = 0;
-    for (int i = 0; i < count; i++)
-        if (ts[i]->grad) total += ts[i]->size;
-#pragma omp parallel if (total >= K_PAR_MIN)
-    {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
-        for (int i = 0; i < count; i++) {
-            if (!ts[i]->grad) continue;
-            size_t lo, hi;
-            k_team_slice(i, ts[i]->size, t, T, &lo, &hi);
-            Real *g = ts[i]->grad;
-            for (size_t k = lo; k < hi; k++) g[k] *= s;
-        }
-    }
 }

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "tensor.h"
 #include "threads.h"
 
@@ -21,6 +25,18 @@
  * (defined in k_threads.c). */
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
+
+/* Inside a parallel region: this thread's number *t and the team's size *T (0 and 1 outside
+ * one, and without OpenMP). */
+static inline void k_team(int *t, int *T) {
+#ifdef _OPENMP
+    *t = omp_get_thread_num();
+    *T = omp_get_num_threads();
+#else
+    *t = 0;
+    *T = 1;
+#endif
+}
 
 /* Thread t of T's slice [*lo, *hi) of the i-th of several arrays of n elements each, for the
  * kernels that run one parallel region over many arrays (Adam, zeroing gradients) with no
@@ -149,6 +165,8 @@ void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C);
 void k_zero(Real *x, size_t n);
 /* k_zero on the gradients of count tensors (those that have one) in one parallel region */
 void k_zero_grads(Tensor *const *ts, int count);
+/* every gradient of count tensors *= s, in one parallel region */
+void k_scale_grads(Tensor *const *ts, int count, Real s);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -297,15 +315,11 @@ typedef struct KAdam {
  * ps[i]->size), in one parallel region. */
 void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int count,
                       const KAdam *h);
-/* sum_i x_i^2 in double, in one fixed order (blocks of 4096 in k_lanes.h's lanes, the blocks'
- * sums in order; k_optim.c), the same for any thread count */
-double k_sum_squares(const Real *x, size_t n);
-/* the sum of k_sum_squares over the gradients of count tensors (those that have one), its
- * terms added in list order, in one parallel region */
+/* the sum of the squares of the gradients of count tensors (those that have one) in double, in
+ * one fixed order (blocks of 4096 in k_lanes.h's lanes, the blocks' sums in list order;
+ * k_optim.c), the same for any thread count, in one parallel region */
 double k_sum_squares_grads(Tensor *const *ts, int count);
 /* x_i *= s */
 void k_scale_inplace(Real *x, Real s, size_t n);
-/* every gradient of count tensors *= s, in one parallel region */
-void k_scale_grads(Tensor *const *ts, int count, Real s);
 
 #endif
