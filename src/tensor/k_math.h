@@ -5,11 +5,9 @@
  * instruction with AVX-512), where expf and erff are calls that take one value at a time. A
  * value is the same whether a vector lane or a scalar loop computes it (no FMA contraction
  * under -std=c11, and the same operations in the same order), so results do not depend on how
- * a loop is split. Their polynomials step by fused multiply-adds where the target has them
- * (K_MADDF: the AVX2 and AVX-512 families, arm64): a fifth fewer instructions in GELU's
- * loops, and closer values. Accuracy, measured against the exact functions over all floats of
- * the ranges that matter: k_expf within 0.92 ulp on [-87.3, 88.3] (1.2 without fused
- * multiply-adds); k_erff within 6.5 ulp (7.3 without), and 1.3 ulp on average.
+ * a loop is split. Accuracy, measured against the exact functions over all floats of the
+ * ranges that matter: k_expf within 1.2 ulp on [-87.3, 88.3]; k_erff within 7 ulp, and
+ * 1.3 ulp on average.
  * Not here: the kernels (k_*.c). */
 #ifndef ATTOGRAD_K_MATH_H
 #define ATTOGRAD_K_MATH_H
@@ -35,15 +33,6 @@ static inline float k_bits_float(uint32_t u) {
     return v.f;
 }
 
-/* a b + c in float: rounded once (fmaf, one instruction) where the target has a fused
- * multiply-add (FP_FAST_FMAF: x86-64-v3 and v4, arm64), so that a polynomial step is one
- * instruction, in a vector lane or not; rounded twice elsewhere */
-#ifdef FP_FAST_FMAF
-#define K_MADDF(a, b, c) fmaf(a, b, c)
-#else
-#define K_MADDF(a, b, c) ((a) * (b) + (c))
-#endif
-
 /* e^x = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2]: ln 2 in two
  * parts (the first exact in 9 bits, so n * part is exact: Cody and Waite's reduction), e^r
  * by its Taylor series to r^7 (error below 1e-8 on that interval), 2^n put straight into the
@@ -53,18 +42,18 @@ static inline float k_bits_float(uint32_t u) {
 static inline float k_expf(float x) {
     const float shift = 12582912.0f; /* 1.5 * 2^23 */
     float xc = x < -88.0f ? -88.0f : x > 88.375f ? 88.375f : x;
-    float t = K_MADDF(xc, 1.44269504088896341f, shift);
+    float t = xc * 1.44269504088896341f + shift;
     float n = t - shift;
-    float r = K_MADDF(n, -0.693359375f, xc);
-    r = K_MADDF(n, 2.12194440e-4f, r);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
     float p = 1.0f / 5040;
-    p = K_MADDF(p, r, 1.0f / 720);
-    p = K_MADDF(p, r, 1.0f / 120);
-    p = K_MADDF(p, r, 1.0f / 24);
-    p = K_MADDF(p, r, 1.0f / 6);
-    p = K_MADDF(p, r, 0.5f);
-    p = K_MADDF(p, r, 1.0f);
-    p = K_MADDF(p, r, 1.0f);
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
     uint32_t e = (k_float_bits(t) - k_float_bits(shift) + 127u) << 23; /* 2^n; n = -127: 0 */
     float y = p * k_bits_float(e);
     return x > 88.3762626647949f ? INFINITY : y;
@@ -78,17 +67,17 @@ static inline float k_erff(float x) {
     a = a > 4.0f ? 4.0f : a;
     float s = a * a;
     float p = 1.9110465763927755e-08f;
-    p = K_MADDF(p, s, -1.9423022718326727e-06f);
-    p = K_MADDF(p, s, 0.0001472887703303804f);
-    p = K_MADDF(p, s, 0.003990700624354904f);
-    p = K_MADDF(p, s, 0.05152529860536302f);
-    p = K_MADDF(p, s, 0.20712850651784778f);
-    p = K_MADDF(p, s, 1.1283790939573493f);
+    p = p * s + -1.9423022718326727e-06f;
+    p = p * s + 0.0001472887703303804f;
+    p = p * s + 0.003990700624354904f;
+    p = p * s + 0.05152529860536302f;
+    p = p * s + 0.20712850651784778f;
+    p = p * s + 1.1283790939573493f;
     float q = 0.0010211412887991466f;
-    q = K_MADDF(q, s, 0.014958336653009167f);
-    q = K_MADDF(q, s, 0.11797207845838568f);
-    q = K_MADDF(q, s, 0.5168941071804425f);
-    q = K_MADDF(q, s, 1.0f);
+    q = q * s + 0.014958336653009167f;
+    q = q * s + 0.11797207845838568f;
+    q = q * s + 0.5168941071804425f;
+    q = q * s + 1.0f;
     float y = a * p / q;
     y = y > 1.0f ? 1.0f : y;
     return copysignf(y, x);
