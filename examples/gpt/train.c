@@ -106,19 +106,6 @@ static void build(GpTrainer *g, uint64_t seed) {
     rng_seed(&g->rng, rng_hash(seed, 1));
 }
 
-/* AdamW's decoupled decay, p *= 1 - lr wd, on the parameters of two or more dimensions (the
- * Linear weights and the embeddings; not biases nor LayerNorms): what torch's AdamW does first
- * in its step, with the lr of the step about to run. */
-static void decay_weights(GpTrainer *g) {
-    if (g->wd == 0) return;
-    Real f = (Real)(1.0 - optim_lr(g->opt) * g->wd);
-    for (int i = 0; i < g->m.params.n; i++) {
-        Tensor *p = g->m.params.items[i];
-        if (p->ndim < 2) continue;
-        for (size_t k = 0; k < p->size; k++) p->data[k] *= f;
-    }
-}
-
 /* ---- checkpoints ---- */
 
 static int save(GpTrainer *g, const char *path) {
@@ -550,8 +537,10 @@ static const char *train_step(GpTrainer *g, int64_t s, double *loss, double *nor
     }
     *norm = optim_clip_grad_norm(&g->m.params, g->clip > 0 ? g->clip : DBL_MAX);
     if (!isfinite(*norm)) return "the gradient norm";
-    decay_weights(g);
-    optim_step(g->opt);
+    /* AdamW's decoupled decay, p *= 1 - lr wd, on the parameters of two or more dimensions
+     * (the Linear weights and the embeddings; not biases nor LayerNorms) as torch's AdamW
+     * does first in its step, in the same pass as the update */
+    optim_step_decay(g->opt, g->wd, 2);
     return NULL;
 }
 
@@ -702,7 +691,7 @@ int gp_train(int argc, char **argv) {
     g->oc = optim_defaults(OPTIM_ADAMW);
     g->oc.lr = 1e-3;
     g->oc.beta2 = 0.99;
-    g->oc.weight_decay = 0; /* decay_weights applies --weight-decay */
+    g->oc.weight_decay = 0; /* train_step applies --weight-decay (optim_step_decay) */
     g->oc.schedule.warmup = 100;
     g->oc.schedule.lr_min = 1e-4;
     g->batch = 64;

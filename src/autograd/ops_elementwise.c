@@ -107,7 +107,7 @@ Tensor *ag_gelu(Tape *tape, Tensor *x) {
     return unary(tape, AG_OP_GELU, "ag_gelu", x, k_gelu_forward);
 }
 void ag_gelu_backward(AgNode *n) {
-    k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size);
+    k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size, n->store & 1);
 }
 
 Tensor *ag_silu(Tape *tape, Tensor *x) {

@@ -177,15 +177,19 @@ double optim_lr(const Optimizer *o) {
     return optim_schedule_lr(&o->cfg.schedule, o->cfg.lr, o->step + 1);
 }
 
-void optim_step(Optimizer *o) {
-    AG_CHECK_ARG(o);
+/* One step; before it, the parameters of at least min_ndim dimensions are scaled by pre (1:
+ * none): in Adam's pass, as its first operation on each element, or by a pass of their own
+ * before SGD's. */
+static void step(Optimizer *o, double wd, int min_ndim) {
     const OptimConfig *c = &o->cfg;
     int64_t t = o->step + 1;
     double lr = optim_schedule_lr(&c->schedule, c->lr, t);
+    Real pre = (Real)(1 - lr * wd);
     if (c->kind == OPTIM_SGD) {
         KSgd h = {(Real)lr, (Real)c->momentum, (Real)c->weight_decay, c->nesterov, t == 1};
         for (int i = 0; i < o->n_params; i++) {
             Tensor *p = o->params[i];
+            if (wd != 0 && p->ndim >= min_ndim) k_scale_inplace(p->data, pre, p->size);
             Real *buf = o->momentum_buffer[i] ? o->momentum_buffer[i]->data : NULL;
             k_sgd_step(p->data, p->grad, buf, p->size, &h);
         }
@@ -204,12 +208,26 @@ void optim_step(Optimizer *o) {
             .decay = adamw ? (Real)(1 - lr * c->weight_decay) : 1,
             .step_size = (Real)(lr / bc1),
             .bc2_sqrt = (Real)sqrt(bc2),
+            .pre = wd != 0 ? pre : 1,
+            .pre_min_ndim = min_ndim,
         };
         /* all parameters in one parallel region (k_adam_step_many); nothing allocated */
         k_adam_step_many(o->params, o->exp_avg, o->exp_avg_sq, o->n_params, &h);
     }
     o->step = t;
     o->last_lr = lr;
+}
+
+void optim_step(Optimizer *o) {
+    AG_CHECK_ARG(o);
+    step(o, 0, 0);
+}
+
+void optim_step_decay(Optimizer *o, double wd, int min_ndim) {
+    AG_CHECK_ARG(o);
+    AG_CHECK(wd >= 0 && isfinite(wd) && min_ndim >= 0,
+             "optim_step_decay: wd %g must be >= 0 and finite, min_ndim %d >= 0", wd, min_ndim);
+    step(o, wd, min_ndim);
 }
 
 /* ---- training state ---- */
@@ -269,19 +287,10 @@ double optim_clip_grad_norm(const ParamList *pl, double max_norm) {
     AG_CHECK_ARG(pl);
     AG_CHECK(max_norm > 0 && isfinite(max_norm),
              "optim_clip_grad_norm: max_norm %g must be > 0 and finite", max_norm);
-    double sumsq = 0;
-    for (int i = 0; i < pl->n; i++) {
-        const Tensor *p = pl->items[i];
-        if (p->grad) sumsq += k_sum_squares(p->grad, p->size);
-    }
-    double norm = sqrt(sumsq);
+    double norm = sqrt(k_sum_squares_grads(pl->items, pl->n));
     if (isinf(norm)) norm = scaled_norm(pl); /* finite values whose squares overflow? */
     if (!isfinite(norm)) return norm;
     double coef = max_norm / (norm + 1e-6);
-    if (coef < 1)
-        for (int i = 0; i < pl->n; i++) {
-            Tensor *p = pl->items[i];
-            if (p->grad) k_scale_inplace(p->grad, (Real)coef, p->size);
-        }
+    if (coef < 1) k_scale_grads(pl->items, pl->n, (Real)coef);
     return norm;
 }

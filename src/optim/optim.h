@@ -90,6 +90,13 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg);
 double optim_lr(const Optimizer *o);
 /* One update of every parameter from its .grad (which it leaves as is). */
 void optim_step(Optimizer *o);
+/* optim_step, with AdamW's decoupled decay p *= 1 - lr wd (lr: this step's) applied first to the
+ * parameters of at least min_ndim dimensions only: nanoGPT's two parameter groups with
+ * min_ndim 2 (the matrices and embeddings decay, biases and norm weights do not), for an
+ * optimizer configured with no weight decay of its own. Adam and AdamW scale each parameter in
+ * their update's pass; the same bits as scaling first and then calling optim_step.
+ * wd >= 0 and finite, min_ndim >= 0; wd 0 is optim_step. */
+void optim_step_decay(Optimizer *o, double wd, int min_ndim);
 
 /* The training state, for checkpoints: the state tensors (named "optim.<param>.exp_avg",
  * ".exp_avg_sq" or ".momentum_buffer", shaped as their parameter) and the step count. A
@@ -100,9 +107,10 @@ int64_t optim_get_step(const Optimizer *o);
 void optim_set_step(Optimizer *o, int64_t step);
 
 /* ---- gradient clipping (torch.nn.utils.clip_grad_norm_ with norm_type 2) ----
- * Returns the global L2 norm of every gradient in pl before clipping: the sum of squares of
- * each tensor in double, tensor by tensor in list order, then sqrt (the same for any thread
- * count). If max_norm / (norm + 1e-6) < 1 every gradient is multiplied by that coefficient,
+ * Returns the global L2 norm of every gradient in pl before clipping: the sum of squares in
+ * double in one fixed order (each gradient in blocks of 4096 elements, a block summed in 16
+ * lanes, the blocks' sums added in list order; k_sum_squares_grads), then sqrt: the same for
+ * any thread count. If max_norm / (norm + 1e-6) < 1 every gradient is multiplied by that coefficient,
  * as torch (which also multiplies by 1 otherwise, a no-op), so that afterwards the norm is
  * max_norm * norm / (norm + 1e-6). Finite gradients too large to square (double build, beyond
  * about 1e154) give their finite norm (summed again scaled by the largest magnitude, as BLAS's

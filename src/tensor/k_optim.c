@@ -6,10 +6,8 @@
  * Not here: the scalars of a step (bias corrections, scheduled lr), computed in double once per
  * step by optim_step (../optim/optim.c). Next: that file. */
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
+#include "k_lanes.h"
 #include "kernels.h"
 
 #define PAR_FOR _Pragma("omp parallel for schedule(static) if (n >= K_PAR_MIN)")
@@ -34,14 +32,16 @@ void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
 
 /* torch: g = g + wd p (Adam); p = p * (1 - lr wd) (AdamW); m = m b1 + (1 - b1) g;
  * v = v b2 + ((1 - b2) g) g; denom = sqrt(v) / sqrt(bc2) + eps; p = p - (step_size m) / denom.
+ * Before all that, p = p * pre (optim_step_decay's decay, applied as if by a pass of its own).
  * Elements [lo, hi) of one parameter. */
 static void adam_range(Real *p, const Real *g, Real *m, Real *v, size_t lo, size_t hi,
-                       const KAdam *h) {
+                       const KAdam *h, Real pre) {
     Real b1 = h->beta1, b2 = h->beta2, omb1 = h->one_minus_beta1, omb2 = h->one_minus_beta2;
     Real eps = h->eps, l2 = h->l2, decay = h->decay, step_size = h->step_size;
     Real bc2_sqrt = h->bc2_sqrt;
     for (size_t i = lo; i < hi; i++) {
         Real gi = g[i], pi = p[i];
+        if (pre != 1) pi = pi * pre;
         if (l2 != 0) gi = gi + l2 * pi;
         if (decay != 1) pi = pi * decay;
         Real mi = m[i] * b1 + omb1 * gi;
@@ -64,22 +64,68 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
     for (int i = 0; i < count; i++) total += ps[i]->size;
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        int t, T;
+        k_team(&t, &T);
         for (int i = 0; i < count; i++) {
             size_t lo, hi;
             k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
-            if (lo < hi) adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h);
+            Real pre = ps[i]->ndim >= h->pre_min_ndim ? h->pre : 1;
+            if (lo < hi)
+                adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre);
         }
     }
 }
 
-double k_sum_squares(const Real *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+/* Gradient clipping's sum of squares, in one fixed order whatever the thread count: each
+ * gradient cut into blocks of SQ_BLOCK elements, each block summed in double in k_lanes.h's
+ * K_LANES lanes, then the blocks' sums added in order (a gradient's blocks in index order, the
+ * gradients in list order). Threads share out whole blocks and write each block's sum to its
+ * own slot, so a block gives the same sum whichever thread computes it. The lanes advance
+ * together in vector registers, where one running sum waited on every add. */
+#define SQ_BLOCK 4096
+
+static size_t sq_blocks(size_t n) { return (n + SQ_BLOCK - 1) / SQ_BLOCK; }
+
+static double block_sum_squares(const Real *x, int n) {
+    double s;
+    K_LANES_SUM(double, k_lanes_total_d, n, (double)x[j] * (double)x[j], &s);
+    return s;
+}
+
+/* Thread t of T's blocks of x (n elements) into part[0, sq_blocks(n)): a single block goes to
+ * thread `owner`, more are cut into T runs of blocks. */
+static void sum_squares_team(int t, int T, int owner, const Real *x, size_t n, double *part) {
+    size_t nb = sq_blocks(n), lo = nb * (size_t)t / (size_t)T,
+           hi = nb * (size_t)(t + 1) / (size_t)T;
+    if (nb == 1) lo = 0, hi = owner == t;
+    for (size_t b = lo; b < hi; b++) {
+        size_t i0 = b * SQ_BLOCK, len = n - i0 < SQ_BLOCK ? n - i0 : SQ_BLOCK;
+        part[b] = block_sum_squares(x + i0, (int)len);
+    }
+}
+
+/* One parallel region for every gradient, as k_adam_step_many: the blocks of gradient i follow
+ * those of the gradients before it in part[] (nb doubles of the calling thread's scratch,
+ * shared by the team). */
+double k_sum_squares_grads(Tensor *const *ts, int count) {
+    size_t nb = 0, total = 0;
+    for (int i = 0; i < count; i++)
+        if (ts[i]->grad) nb += sq_blocks(ts[i]->size), total += ts[i]->size;
+    double *part = (double *)k_thread_scratch(
+        K_SCRATCH_REDUCE, (nb * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
+#pragma omp parallel if (total >= K_PAR_MIN)
+    {
+        int t, T;
+        k_team(&t, &T);
+        size_t off = 0;
+        for (int i = 0; i < count; i++) {
+            if (!ts[i]->grad) continue;
+            sum_squares_team(t, T, i % T, ts[i]->grad, ts[i]->size, part + off);
+            off += sq_blocks(ts[i]->size);
+        }
+    }
+    double s = 0; /* the blocks' sums in order */
+    for (size_t b = 0; b < nb; b++) s += part[b];
     return s;
 }
 

@@ -2,9 +2,6 @@
  * one thread, accumulated in double, so it is the same for any thread count.
  * Next: k_softmax.c. */
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels.h"
 
@@ -46,11 +43,8 @@ void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C) {
 void k_sum_rows(Real *g, const Real *x, size_t rows, int C) {
 #pragma omp parallel if (rows * (size_t)C >= K_PAR_MIN && C >= 32)
     {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        int t, T;
+        k_team(&t, &T);
         k_sum_rows_team(t, T, g, x, rows, C);
     }
 }
@@ -66,25 +60,33 @@ void k_zero(Real *x, size_t n) {
 }
 
 /* One parallel region for every gradient (a region per parameter was ~30 a step): thread t of
- * T clears its k_team_slice of each, with no barrier between them. */
-void k_zero_grads(Tensor *const *ts, int count) {
+ * T scales its k_team_slice of each, with no barrier between them; s = 0 writes zeros (memset:
+ * a NaN or infinite gradient is cleared too). */
+static void scale_grads(Tensor *const *ts, int count, Real s) {
     size_t total = 0;
     for (int i = 0; i < count; i++)
         if (ts[i]->grad) total += ts[i]->size;
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
-        int T = 1, t = 0;
-#ifdef _OPENMP
-        T = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
+        int t, T;
+        k_team(&t, &T);
         for (int i = 0; i < count; i++) {
             if (!ts[i]->grad) continue;
             size_t lo, hi;
             k_team_slice(i, ts[i]->size, t, T, &lo, &hi);
-            if (lo < hi) memset(ts[i]->grad + lo, 0, (hi - lo) * sizeof(Real));
+            Real *g = ts[i]->grad;
+            if (s == 0 && lo < hi)
+                memset(g + lo, 0, (hi - lo) * sizeof(Real));
+            else if (s != 0)
+                for (size_t k = lo; k < hi; k++) g[k] *= s;
         }
     }
+}
+
+void k_zero_grads(Tensor *const *ts, int count) { scale_grads(ts, count, 0); }
+
+void k_scale_grads(Tensor *const *ts, int count, Real s) {
+    if (s != 0) scale_grads(ts, count, s);
 }
 
 void k_accumulate(Real *gx, const Real *gy, size_t n) {

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "tensor.h"
 #include "threads.h"
 
@@ -21,6 +25,18 @@
  * (defined in k_threads.c). */
 extern size_t k_par_min;
 #define K_PAR_MIN k_par_min
+
+/* Inside a parallel region: this thread's number *t and the team's size *T (0 and 1 outside
+ * one, and without OpenMP). */
+static inline void k_team(int *t, int *T) {
+#ifdef _OPENMP
+    *t = omp_get_thread_num();
+    *T = omp_get_num_threads();
+#else
+    *t = 0;
+    *T = 1;
+#endif
+}
 
 /* Thread t of T's slice [*lo, *hi) of the i-th of several arrays of n elements each, for the
  * kernels that run one parallel region over many arrays (Adam, zeroing gradients) with no
@@ -43,7 +59,13 @@ static inline void k_team_slice(int i, size_t n, int t, int T, size_t *lo, size_
  * call with the same slot (grown when n is larger), so a kernel may use it inside a parallel
  * region, each thread its own. Freed when the thread ends. One slot per kernel family, so that
  * a kernel's scratch survives the calls it makes to another. */
-enum { K_SCRATCH_GEMM, K_SCRATCH_ATTENTION, K_SCRATCH_LAYERNORM, K_SCRATCH_SLOTS };
+enum {
+    K_SCRATCH_GEMM,
+    K_SCRATCH_ATTENTION,
+    K_SCRATCH_LAYERNORM,
+    K_SCRATCH_REDUCE,
+    K_SCRATCH_SLOTS
+};
 Real *k_thread_scratch(int slot, size_t n);
 
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
@@ -63,7 +85,8 @@ void k_scale_backward(Real *gx, const Real *gy, Real s, size_t n, int store);
 void k_relu_forward(Real *y, const Real *x, size_t n);
 void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
 void k_gelu_forward(Real *y, const Real *x, size_t n);
-void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
+/* store: write gx (=) instead of adding to it */
+void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n, int store);
 /* y = x sigmoid(x) (SiLU, also called swish) */
 void k_silu_forward(Real *y, const Real *x, size_t n);
 void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
@@ -142,6 +165,8 @@ void k_sum_rows_team(int t, int T, Real *g, const Real *x, size_t rows, int C);
 void k_zero(Real *x, size_t n);
 /* k_zero on the gradients of count tensors (those that have one) in one parallel region */
 void k_zero_grads(Tensor *const *ts, int count);
+/* every gradient of count tensors *= s, in one parallel region */
+void k_scale_grads(Tensor *const *ts, int count, Real s);
 /* gx_i += gy_i: the backward of any op whose output is its input seen another way */
 void k_accumulate(Real *gx, const Real *gy, size_t n);
 
@@ -286,17 +311,21 @@ typedef struct KSgd {
 void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h);
 typedef struct KAdam {
     Real beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-    Real l2;        /* Adam's weight decay, added to g; 0 for AdamW */
-    Real decay;     /* AdamW's p *= decay (1 - lr wd) before the update; 1 for Adam */
-    Real step_size; /* lr / (1 - beta1^t) */
-    Real bc2_sqrt;  /* sqrt(1 - beta2^t) */
+    Real l2;          /* Adam's weight decay, added to g; 0 for AdamW */
+    Real decay;       /* AdamW's p *= decay (1 - lr wd) before the update; 1 for Adam */
+    Real step_size;   /* lr / (1 - beta1^t) */
+    Real bc2_sqrt;    /* sqrt(1 - beta2^t) */
+    Real pre;         /* p *= pre first, on parameters of at least pre_min_ndim dimensions */
+    int pre_min_ndim; /* (optim_step_decay's decay; pre 1: none) */
 } KAdam;
 /* For each i < count: parameter ps[i] (data p, gradient g) and its moments m[i], v[i] (all
  * ps[i]->size), in one parallel region. */
 void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int count,
                       const KAdam *h);
-/* sum_i x_i^2 in double, in index order on one thread */
-double k_sum_squares(const Real *x, size_t n);
+/* the sum of the squares of the gradients of count tensors (those that have one) in double, in
+ * one fixed order (blocks of 4096 in k_lanes.h's lanes, the blocks' sums in list order;
+ * k_optim.c), the same for any thread count, in one parallel region */
+double k_sum_squares_grads(Tensor *const *ts, int count);
 /* x_i *= s */
 void k_scale_inplace(Real *x, Real s, size_t n);
 

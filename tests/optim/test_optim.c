@@ -264,6 +264,83 @@ Test(optim_adamw, decay_uses_the_scheduled_lr) {
     check_against_reference(&c, "adamw cosine");
 }
 
+/* optim_step_decay(o, wd, 2) is the same, bit for bit, as scaling the parameters of two or
+ * more dimensions by 1 - lr wd and then optim_step (what attograd-gpt did before the decay
+ * moved into Adam's pass), for every kind, with a schedule and with the kind's own weight
+ * decay; the 1-D bias is not decayed, and the decay changes the others. */
+static void decayed_steps(const OptimConfig *c, int fused, double *out) {
+    Fix f;
+    fix_init(&f, 11);
+    Optimizer *o = optim_new(f.arena, &f.pl, c);
+    for (int t = 0; t < STEPS; t++) {
+        put_grads(&f, f.g[t]);
+        if (fused) {
+            optim_step_decay(o, 0.3, 2);
+            continue;
+        }
+        Real k = (Real)(1 - optim_lr(o) * 0.3);
+        for (int j = 0; j < f.pl.n; j++) {
+            Tensor *p = f.pl.items[j];
+            if (p->ndim >= 2)
+                for (size_t e = 0; e < p->size; e++) p->data[e] *= k;
+        }
+        optim_step(o);
+    }
+    get_flat(o->params, o->n_params, out, 0);
+    fix_free(&f);
+}
+
+Test(optim_step_decay, equals_scaling_the_matrices_then_stepping) {
+    OptimConfig cs[4] = {optim_defaults(OPTIM_ADAMW), optim_defaults(OPTIM_ADAM),
+                         optim_defaults(OPTIM_SGD), optim_defaults(OPTIM_ADAMW)};
+    cs[0].weight_decay = 0;
+    cs[0].schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 2, 5, 1e-3};
+    cs[1].weight_decay = 0.05; /* with the kind's own decay too (L2 here, decoupled below) */
+    cs[2].momentum = 0.9;
+    cs[3].weight_decay = 0.2;
+    for (int k = 0; k < 4; k++) {
+        cs[k].lr = 0.05;
+        double fused[NE], apart[NE], plain[NE];
+        decayed_steps(&cs[k], 1, fused);
+        decayed_steps(&cs[k], 0, apart);
+        cr_assert(memcmp(fused, apart, sizeof fused) == 0, "config %d: fused and apart differ", k);
+        Fix f;
+        fix_init(&f, 11);
+        Optimizer *o = optim_new(f.arena, &f.pl, &cs[k]);
+        for (int t = 0; t < STEPS; t++) {
+            put_grads(&f, f.g[t]);
+            optim_step_decay(o, 0, 2); /* wd 0: optim_step */
+        }
+        get_flat(o->params, o->n_params, plain, 0);
+        fix_free(&f);
+        /* lin.weight (12) and blocks.0.gain (12) decay, lin.bias (4, at 12..15) does not */
+        for (int i = 12; i < 16; i++)
+            cr_assert(fused[i] == plain[i], "config %d: the bias decayed (%d)", k, i);
+        cr_assert(fused[0] != plain[0] && fused[27] != plain[27], "config %d: no decay", k);
+    }
+}
+
+Test(optim_step_decay, negative_wd_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_ADAMW);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), -0.1, 2);
+}
+
+Test(optim_step_decay, nan_wd_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_ADAM);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), NAN, 2);
+}
+
+Test(optim_step_decay, negative_min_ndim_aborts, .signal = SIGABRT) {
+    Fix f;
+    fix_init(&f, 1);
+    OptimConfig c = optim_defaults(OPTIM_SGD);
+    optim_step_decay(optim_new(f.arena, &f.pl, &c), 0.1, -1);
+}
+
 /* AdamW with lr wd = 0 is Adam without decay; Adam with wd > 0 differs from AdamW. */
 Test(optim_adamw, differs_from_adam_l2_and_equals_adam_without_decay) {
     double res[3][NE];
@@ -726,7 +803,7 @@ Test(optim_accumulation, two_micro_batches_equal_one_batch) {
     cr_log_info("accumulation: %d/%d gradient values and %d/%d parameter values bit-identical",
                 g_exact, g_total, exact, total);
     /* the gradients are not trivially zero */
-    cr_assert(k_sum_squares(full.l1.weight->grad, full.l1.weight->size) > 0);
+    cr_assert(k_sum_squares_grads(&full.l1.weight, 1) > 0);
     arena_free(t->arena);
     ag_tape_free(t);
     ag_params_free(&full.pl);
@@ -802,6 +879,63 @@ Test(optim_threads, adam_and_sgd_bit_identical_for_1_and_2_threads) {
     sgd.nesterov = 1;
     sgd.weight_decay = 0.01;
     check_threads(&sgd, "sgd");
+}
+
+/* The clipping norm of gradients of 1 to several blocks of 4096 (k_sum_squares_grads): the same
+ * bits for 1, 2 and 3 threads, the true norm to rounding, and the scaling the same as well. */
+static double clip_norm_threads(int threads, Real *scaled, size_t n_scaled) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    Arena *a = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    Rng rng;
+    rng_seed(&rng, 5);
+    NnBuilder b = nn_builder(a, &pl, &rng);
+    int sizes[] = {1, 4095, 4096, 4097, 13000, 7};
+    size_t at = 0;
+    for (int i = 0; i < 6; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "p%d.weight", i);
+        nn_param(&b, name, 1, (int[]){sizes[i]});
+    }
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size; e++)
+            pl.items[i]->grad[e] = (Real)rng_normal(&rng);
+    long double exact = 0;
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size; e++)
+            exact += (long double)pl.items[i]->grad[e] * pl.items[i]->grad[e];
+    double norm = optim_clip_grad_norm(&pl, 1), want = sqrt((double)exact);
+    cr_assert(fabs(norm - want) <= 1e-14 * want, "norm %.17g, exact %.17g", norm, want);
+    for (int i = 0; i < pl.n; i++)
+        for (size_t e = 0; e < pl.items[i]->size && at < n_scaled; e++)
+            scaled[at++] = pl.items[i]->grad[e];
+    ag_params_free(&pl);
+    arena_free(a);
+    return norm;
+}
+
+Test(optim_threads, clip_norm_bit_identical_for_1_2_and_3_threads) {
+    size_t saved = k_par_min, n = 1 + 4095 + 4096 + 4097 + 13000 + 7;
+    k_par_min = 1;
+    Real *g[3];
+    double norm[3];
+    for (int t = 0; t < 3; t++) {
+        g[t] = malloc(n * sizeof(Real));
+        norm[t] = clip_norm_threads(t + 1, g[t], n);
+    }
+    k_par_min = saved;
+    for (int t = 1; t < 3; t++) {
+        cr_assert(memcmp(&norm[0], &norm[t], sizeof(double)) == 0, "1 and %d threads: %.17g %.17g",
+                  t + 1, norm[0], norm[t]);
+        cr_assert(memcmp(g[0], g[t], n * sizeof(Real)) == 0, "scaled gradients: 1 and %d threads",
+                  t + 1);
+    }
+    for (int t = 0; t < 3; t++) free(g[t]);
 }
 
 /* ---- misuse aborts ---- */
