@@ -14,6 +14,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "models.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TOL 1e-12
@@ -37,59 +38,21 @@ static const GptConfig tiny_mixed = {.vocab_size = 11,
 
 enum { B = 2, T = 5 };
 
-typedef struct {
-    Arena *a;
-    Tape *t;
-    Gpt m;
-    int ids[B * T], corrupt[B * T];
-} Env;
-
-static Env env_new(const GptConfig *c) {
-    Env e;
-    e.a = arena_new("params", 0);
-    e.t = ag_tape_new(arena_new("step", 0));
-    Rng rng;
-    rng_seed(&rng, 3);
-    nn_gpt_init(&e.m, e.a, &rng, c);
-    for (int i = 0; i < e.m.params.n; i++) { /* biases and norms away from 0 and 1 */
-        Tensor *p = e.m.params.items[i];
-        if (p->ndim == 1) rng_fill_normal(&rng, p, 0.5, 0.2);
-    }
-    for (int i = 0; i < B * T; i++) {
-        e.ids[i] = (i * 5 + i / T * 3 + 1) % c->vocab_size;
-        e.corrupt[i] = (i * 7 + 2) % c->vocab_size;
-    }
-    return e;
-}
-
-static void env_free(Env *e) {
-    Arena *step = e->t->arena;
-    ag_tape_free(e->t);
-    arena_free(step);
-    nn_gpt_free(&e->m);
-    arena_free(e->a);
-}
+/* a model of c (seed 3) with its biases and norms away from 0 and 1: N(0.5, 0.2) */
+static TsGpt env_new(const GptConfig *c) { return ts_gpt_new(c, 3, 0.2, 0, B, T); }
 
 /* the logits of a forward (no grad), copied out of the step arena */
-static Real *logits_of(Env *e, const int *ids, NnHooks *h) {
+static Real *logits_of(TsGpt *e, const int *ids, NnHooks *h) {
     ag_tape_reset(e->t);
     int was = ag_no_grad(e->t, 1);
     Tensor *y = h ? nn_gpt_forward_hooked(e->t, &e->m, ids, B, T, NULL, h)
                   : nn_gpt_forward(e->t, &e->m, ids, B, T, NULL);
     ag_no_grad(e->t, was);
     cr_assert(y, "forward failed: %s", ag_last_error());
-    Real *out = malloc(y->size * sizeof(Real));
-    memcpy(out, y->data, y->size * sizeof(Real));
-    return out;
+    return ts_values(y);
 }
 
-static size_t n_logits(const Env *e) { return (size_t)B * T * e->m.cfg.vocab_size; }
-
-static int noop(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
-    (void)t, (void)x, (void)at;
-    ++*(int *)ctx;
-    return AG_OK;
-}
+static size_t n_logits(const TsGpt *e) { return (size_t)B * T * e->m.cfg.vocab_size; }
 
 /* every point but q, k, v, scores and pattern (which switch to the explicit attention); '*'
  * spans dots, '?' is one character */
@@ -101,13 +64,13 @@ static const char *const bitwise_points[] = {"hook_*",
                                              "ln_final.*"};
 
 static void check_noop_is_bitwise(const GptConfig *c) {
-    Env e = env_new(c);
+    TsGpt e = env_new(c);
     Real *plain = logits_of(&e, e.ids, NULL);
     NnHooks h;
     nn_hooks_init(&h, c->n_layer);
     int calls = 0, points = 0;
     for (size_t i = 0; i < sizeof bitwise_points / sizeof *bitwise_points; i++) {
-        int n = nn_hooks_add(&h, bitwise_points[i], noop, &calls);
+        int n = nn_hooks_add(&h, bitwise_points[i], ts_count_hook, &calls);
         cr_assert(n > 0, "%s: %s", bitwise_points[i], ag_last_error());
         points += n;
     }
@@ -122,7 +85,7 @@ static void check_noop_is_bitwise(const GptConfig *c) {
     free(hooked);
     nn_hooks_free(&h);
     free(plain);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_hooks, hooks_that_do_nothing_leave_every_bit_of_the_forward) {
@@ -142,7 +105,7 @@ static double max_diff(const Real *a, const Real *b, size_t n) {
 Test(lens_hooks, the_explicit_attention_matches_the_fused_one) {
     const GptConfig *cs[] = {&tiny, &tiny_llama, &tiny_mixed};
     for (int v = 0; v < 3; v++) {
-        Env e = env_new(cs[v]);
+        TsGpt e = env_new(cs[v]);
         Real *plain = logits_of(&e, e.ids, NULL);
         ag_tape_reset(e.t);
         nn_gpt_forward(e.t, &e.m, e.ids, B, T, NULL);
@@ -173,7 +136,7 @@ Test(lens_hooks, the_explicit_attention_matches_the_fused_one) {
         free(plain);
         lens_cache_free(&c);
         nn_hooks_free(&h);
-        env_free(&e);
+        ts_gpt_free(&e);
     }
 }
 
@@ -184,13 +147,13 @@ static int failing(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 }
 
 Test(lens_hooks, are_gone_after_the_call_also_after_a_failing_one) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     Real *plain = logits_of(&e, e.ids, NULL);
     NnHooks h;
     nn_hooks_init(&h, tiny.n_layer);
     int calls = 0, fails = 0, after = 0;
     LensAblation zero = {.mode = LENS_ZERO};
-    nn_hooks_add(&h, "blocks.*.hook_resid_pre", noop, &calls);
+    nn_hooks_add(&h, "blocks.*.hook_resid_pre", ts_count_hook, &calls);
     nn_hooks_add(&h, "blocks.0.hook_attn_out", lens_ablate_hook, &zero);
     Real *ablated = logits_of(&e, e.ids, &h);
     cr_assert(e.m.hooks == NULL);
@@ -201,7 +164,7 @@ Test(lens_hooks, are_gone_after_the_call_also_after_a_failing_one) {
     cr_assert(memcmp(plain, again, n_logits(&e) * sizeof(Real)) == 0);
     /* a failing hook: NULL, its message, no later hook, and again nothing left behind */
     nn_hooks_add(&h, "blocks.0.hook_mlp_out", failing, &fails);
-    nn_hooks_add(&h, "blocks.1.hook_resid_post", noop, &after);
+    nn_hooks_add(&h, "blocks.1.hook_resid_post", ts_count_hook, &after);
     ag_tape_reset(e.t);
     cr_assert_null(nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h));
     cr_assert(strstr(ag_last_error(), "blocks.0.hook_mlp_out") &&
@@ -218,7 +181,7 @@ Test(lens_hooks, are_gone_after_the_call_also_after_a_failing_one) {
     free(ablated);
     free(plain);
     nn_hooks_free(&h);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 /* GPT-2's forward written out with a head gate on layer `layer`'s heads (attention.c's
@@ -239,33 +202,15 @@ static Tensor *gated_forward(Tape *t, Gpt *m, const int *idx, int layer, Tensor 
     return nn_linear(t, &m->lm_head, nn_layernorm(t, &m->ln_f, x));
 }
 
-/* the logits and every parameter's gradient of loss = sum(logits * R) */
-static Real *logits_and_grads(Env *e, Tensor *logits, size_t *n) {
-    Tensor *r = tensor_new(e->t->arena, 3, logits->shape, "R");
-    for (size_t i = 0; i < r->size; i++) r->data[i] = (Real)sin(0.7 * (double)i + 0.3);
-    ag_params_zero_grad(&e->m.params);
-    ag_backward(e->t, ag_sum(e->t, ag_mul(e->t, logits, r)));
-    size_t total = logits->size + ag_params_count(&e->m.params), k = 0;
-    Real *out = malloc(total * sizeof(Real));
-    memcpy(out, logits->data, logits->size * sizeof(Real));
-    k = logits->size;
-    for (int i = 0; i < e->m.params.n; i++) {
-        const Tensor *p = e->m.params.items[i];
-        memcpy(out + k, p->grad, p->size * sizeof(Real));
-        k += p->size;
-    }
-    *n = total;
-    return out;
-}
-
 Test(lens_ablate, a_zero_ablated_head_equals_its_gate_at_zero_to_the_bit) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     Tensor *gate = tensor_new1(e.a, tiny.n_head, "gate");
     tensor_fill(gate, 1);
     gate->data[2] = 0;
     size_t n1, n2;
     ag_tape_reset(e.t);
-    Real *gated = logits_and_grads(&e, gated_forward(e.t, &e.m, e.ids, 1, gate), &n1);
+    Real *gated =
+        ts_logits_and_grads(e.t, &e.m.params, gated_forward(e.t, &e.m, e.ids, 1, gate), &n1);
     NnHooks h;
     nn_hooks_init(&h, tiny.n_layer);
     int head = 2;
@@ -273,7 +218,7 @@ Test(lens_ablate, a_zero_ablated_head_equals_its_gate_at_zero_to_the_bit) {
     cr_assert_eq(nn_hooks_add(&h, "blocks.1.attn.hook_z", lens_ablate_hook, &zero), 1);
     ag_tape_reset(e.t);
     Tensor *y = nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
-    Real *hooked = logits_and_grads(&e, y, &n2);
+    Real *hooked = ts_logits_and_grads(e.t, &e.m.params, y, &n2);
     cr_assert_eq(n1, n2);
     cr_assert(memcmp(gated, hooked, n_logits(&e) * sizeof(Real)) == 0, "logits differ");
     cr_assert(memcmp(gated, hooked, n1 * sizeof(Real)) == 0, "gradients differ");
@@ -284,11 +229,11 @@ Test(lens_ablate, a_zero_ablated_head_equals_its_gate_at_zero_to_the_bit) {
     free(gated);
     free(hooked);
     nn_hooks_free(&h);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_ablate, mean_ablation_puts_the_batch_mean_at_the_chosen_heads_and_positions) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     LensCache ref, seen;
     lens_cache_init(&ref, 0);
     lens_cache_init(&seen, 0);
@@ -330,7 +275,7 @@ Test(lens_ablate, mean_ablation_puts_the_batch_mean_at_the_chosen_heads_and_posi
     lens_cache_free(&seen);
     lens_cache_free(&plain);
     nn_hooks_free(&h);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_patch, the_whole_clean_residual_restores_the_clean_logits_exactly) {
@@ -338,7 +283,7 @@ Test(lens_patch, the_whole_clean_residual_restores_the_clean_logits_exactly) {
                             "blocks.1.hook_resid_mid"};
     for (int v = 0; v < 2; v++) {
         const GptConfig *c = v ? &tiny_llama : &tiny;
-        Env e = env_new(c);
+        TsGpt e = env_new(c);
         Real *clean = logits_of(&e, e.ids, NULL), *corrupt = logits_of(&e, e.corrupt, NULL);
         cr_assert(memcmp(clean, corrupt, n_logits(&e) * sizeof(Real)) != 0);
         for (int p = 0; p < 3; p++) {
@@ -360,7 +305,7 @@ Test(lens_patch, the_whole_clean_residual_restores_the_clean_logits_exactly) {
         }
         free(clean);
         free(corrupt);
-        env_free(&e);
+        ts_gpt_free(&e);
     }
 }
 
@@ -370,7 +315,7 @@ static LensMetric logit_diff(const int *good, const int *bad) {
 
 /* the logits are linear in ln_final.hook_normalized: the first-order estimate is exact there */
 Test(lens_patch, attribution_equals_patching_where_the_metric_is_linear) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     int good[B] = {3, 4}, bad[B] = {5, 1};
     LensMetric mt = logit_diff(good, bad);
     LensSweep real, est;
@@ -403,11 +348,11 @@ Test(lens_patch, attribution_equals_patching_where_the_metric_is_linear) {
     lens_sweep_free(&resid);
     lens_sweep_free(&real);
     lens_sweep_free(&est);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_patch, sweeps_over_heads_and_head_positions_have_their_shapes) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     int good[B] = {3, 4}, bad[B] = {5, 1};
     LensMetric mt = logit_diff(good, bad);
     LensSweep s, a;
@@ -431,7 +376,7 @@ Test(lens_patch, sweeps_over_heads_and_head_positions_have_their_shapes) {
     cr_assert(strstr(ag_last_error(), "blocks.0.hook_resid_pre"), "%s", ag_last_error());
     lens_sweep_free(&s);
     lens_sweep_free(&a);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 /* does a bytes entry hold s? */
@@ -444,7 +389,7 @@ static int contains(const NpzEntry *en, const char *s) {
 
 /* every point's key and shape in the .npz, tokens, the config, gradients as <name>.grad */
 Test(lens_cache, the_npz_holds_every_point_with_its_shape) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     LensCache c;
     lens_cache_init(&c, 1);
     NnHooks h;
@@ -523,7 +468,7 @@ Test(lens_cache, the_npz_holds_every_point_with_its_shape) {
     ts_rm_tree(dir);
     lens_cache_free(&c);
     nn_hooks_free(&h);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 /* ---- refusals ---- */
@@ -532,11 +477,11 @@ Test(lens_hooks, a_pattern_that_matches_nothing_is_an_error_naming_it) {
     NnHooks h;
     nn_hooks_init(&h, 2);
     int calls = 0;
-    cr_assert_eq(nn_hooks_add(&h, "blocks.2.hook_resid_pre", noop, &calls), AG_ERR_ARG);
+    cr_assert_eq(nn_hooks_add(&h, "blocks.2.hook_resid_pre", ts_count_hook, &calls), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "'blocks.2.hook_resid_pre'"), "%s", ag_last_error());
-    cr_assert_eq(nn_hooks_add(&h, "blocks.*.attn.hook_result", noop, &calls), AG_ERR_ARG);
+    cr_assert_eq(nn_hooks_add(&h, "blocks.*.attn.hook_result", ts_count_hook, &calls), AG_ERR_ARG);
     cr_assert_eq(h.n, 0);
-    cr_assert_eq(nn_hooks_add(&h, "blocks.?.hook_resid_p*", noop, &calls), 4);
+    cr_assert_eq(nn_hooks_add(&h, "blocks.?.hook_resid_p*", ts_count_hook, &calls), 4);
     cr_assert(nn_hook_glob("*", "") && !nn_hook_glob("a*b", "acbd") &&
               nn_hook_glob("a*b", "acbdb"));
     NnHookPoint p;
@@ -547,7 +492,7 @@ Test(lens_hooks, a_pattern_that_matches_nothing_is_an_error_naming_it) {
 }
 
 Test(lens_ablate, choosing_heads_where_there_are_none_is_an_error) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     NnHooks h;
     nn_hooks_init(&h, tiny.n_layer);
     int head = 0;
@@ -557,7 +502,7 @@ Test(lens_ablate, choosing_heads_where_there_are_none_is_an_error) {
     cr_assert_null(nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h));
     cr_assert(strstr(ag_last_error(), "has no head axis"), "%s", ag_last_error());
     nn_hooks_free(&h);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 static int wrong_shape(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
@@ -567,7 +512,7 @@ static int wrong_shape(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 }
 
 static void run_with(const char *pattern, NnHookFn fn) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     NnHooks h;
     nn_hooks_init(&h, tiny.n_layer);
     nn_hooks_add(&h, pattern, fn, NULL);
@@ -589,7 +534,7 @@ Test(lens_hooks, replacing_a_read_only_scale_aborts, .signal = SIGABRT) {
 }
 
 Test(lens_hooks, hooks_for_another_number_of_layers_abort, .signal = SIGABRT) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     NnHooks h;
     nn_hooks_init(&h, 3);
     nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
@@ -598,11 +543,11 @@ Test(lens_hooks, hooks_for_another_number_of_layers_abort, .signal = SIGABRT) {
 /* grouped-query attention has no explicit path: a hook on its pattern aborts naming the layer */
 static void pattern_hook_with_gqa(GptConfig c) {
     c.n_head = 4, c.n_kv_head = 2;
-    Env e = env_new(&c);
+    TsGpt e = env_new(&c);
     NnHooks h;
     nn_hooks_init(&h, c.n_layer);
     int calls = 0;
-    nn_hooks_add(&h, "blocks.1.attn.hook_pattern", noop, &calls);
+    nn_hooks_add(&h, "blocks.1.attn.hook_pattern", ts_count_hook, &calls);
     nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
 }
 Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_llama, .signal = SIGABRT) {
@@ -615,7 +560,7 @@ Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_gpt2, .signal 
 /* ---- gradients through writing hooks: the double build's check ---- */
 #ifdef AG_REAL_DOUBLE
 typedef struct {
-    Env *e;
+    TsGpt *e;
     NnHooks *h;
 } GcLens;
 
@@ -626,7 +571,7 @@ static Tensor *hooked_logits(Tape *t, Tensor **in, void *ctx) {
 }
 
 Test(lens_hooks, gradients_through_writing_hooks_match_finite_differences) {
-    Env e = env_new(&tiny);
+    TsGpt e = env_new(&tiny);
     LensCache ref;
     lens_cache_init(&ref, 0);
     NnHooks h;
@@ -650,6 +595,6 @@ Test(lens_hooks, gradients_through_writing_hooks_match_finite_differences) {
     cr_assert(r.max_abs_grad > 0);
     nn_hooks_free(&h);
     lens_cache_free(&ref);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 #endif

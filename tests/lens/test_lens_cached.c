@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attograd.h"
+#include "models.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TOL 1e-11
@@ -25,35 +26,8 @@ static const GptConfig gpt2 = {
 static const GptConfig llama = {
     .style = NN_LLAMA, .vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8};
 
-typedef struct {
-    Arena *a;
-    Tape *t;
-    Gpt m;
-    int ids[B * T];
-} Env;
-
-static Env env_new(const GptConfig *c) {
-    Env e;
-    e.a = arena_new("params", 0);
-    e.t = ag_tape_new(arena_new("step", 0));
-    Rng rng;
-    rng_seed(&rng, 9);
-    nn_gpt_init(&e.m, e.a, &rng, c);
-    for (int i = 0; i < e.m.params.n; i++) {
-        Tensor *p = e.m.params.items[i];
-        if (p->ndim == 1) rng_fill_normal(&rng, p, 0.5, 0.2);
-    }
-    for (int i = 0; i < B * T; i++) e.ids[i] = (i * 5 + i / T * 3 + 1) % c->vocab_size;
-    return e;
-}
-
-static void env_free(Env *e) {
-    Arena *step = e->t->arena;
-    ag_tape_free(e->t);
-    arena_free(step);
-    nn_gpt_free(&e->m);
-    arena_free(e->a);
-}
+/* a model of c (seed 9) with its biases and norms away from 0 and 1: N(0.5, 0.2) */
+static TsGpt env_new(const GptConfig *c) { return ts_gpt_new(c, 9, 0.2, 0, B, T); }
 
 /* value i (C order) of a step's activation a, which holds positions [p0, p0 + n) on its
  * position axis, against the full forward's f at the same place */
@@ -82,7 +56,7 @@ static void check_slice(const LensAct *a, const LensAct *f, int p0) {
  * logits (B, T, V) */
 typedef void (*AddHooks)(NnHooks *h, LensCache *c, void *ctx);
 
-static int run_cached(Env *e, AddHooks add, void *ctx, LensCache *steps, int *p0, Real *logits) {
+static int run_cached(TsGpt *e, AddHooks add, void *ctx, LensCache *steps, int *p0, Real *logits) {
     GptCache kc;
     nn_gpt_cache_init(&kc, &e->m, B, T);
     int V = e->m.cfg.vocab_size, k = 0;
@@ -116,7 +90,7 @@ static void add_cache_all(NnHooks *h, LensCache *c, void *ctx) {
 }
 
 static void check_every_point(const GptConfig *cfg) {
-    Env e = env_new(cfg);
+    TsGpt e = env_new(cfg);
     LensCache full;
     lens_cache_init(&full, 0);
     NnHooks h;
@@ -153,7 +127,7 @@ static void check_every_point(const GptConfig *cfg) {
     free(want);
     free(got);
     lens_cache_free(&full);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_cached, every_point_of_a_cached_step_is_the_full_forwards_at_its_positions_gpt2) {
@@ -175,7 +149,7 @@ static void add_ablation(NnHooks *h, LensCache *c, void *ctx) {
 
 /* zero-ablating head 1 at point in the cached run gives the ablated full forward's logits */
 static void check_ablation(const GptConfig *cfg, const char *point) {
-    Env e = env_new(cfg);
+    TsGpt e = env_new(cfg);
     int head = 1;
     LensAblation zero = {.mode = LENS_ZERO, .sel = {.heads = &head, .n_heads = 1}};
     NnHooks h;
@@ -201,7 +175,7 @@ static void check_ablation(const GptConfig *cfg, const char *point) {
                   (double)want[i]);
     free(want);
     free(got);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_cached, an_ablation_in_the_cached_forward_is_the_full_forwards) {

@@ -19,6 +19,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "models.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TOL 1e-11
@@ -47,10 +48,7 @@ static Env env_new(int pre_ln) {
     c.layer.pre_ln = pre_ln;
     c.max_len = 16;
     nn_seq2seq_init(&e.m, e.a, &rng, &c);
-    for (int i = 0; i < e.m.params.n; i++) { /* biases and norms away from 0 and 1 */
-        Tensor *p = e.m.params.items[i];
-        if (p->ndim == 1) rng_fill_normal(&rng, p, 0.5, 0.2);
-    }
+    ts_perturb(&e.m.params, &rng, 0.2, 0); /* biases and norms away from 0 and 1 */
     for (int i = 0; i < B * S; i++) {
         e.src[i] = 1 + (i * 5 + 2) % (V - 1);
         e.src2[i] = 1 + (i * 7 + 3) % (V - 1);
@@ -90,18 +88,10 @@ static Real *logits_of(Env *e, const int *src, const int *tgt, NnHooks *h) {
     }
     ag_no_grad(e->t, was);
     cr_assert(y, "forward failed: %s", ag_last_error());
-    Real *out = malloc(y->size * sizeof(Real));
-    memcpy(out, y->data, y->size * sizeof(Real));
-    return out;
+    return ts_values(y);
 }
 
 static const size_t n_logits = (size_t)B * T * V;
-
-static int noop(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
-    (void)t, (void)x, (void)at;
-    ++*(int *)ctx;
-    return AG_OK;
-}
 
 Test(lens_seq2seq, every_point_has_its_name_and_shape) {
     Env e = env_new(1);
@@ -185,7 +175,7 @@ static void check_noop_is_bitwise(int pre_ln) {
     NnHooks h = hooks_of(&e);
     int calls = 0, points = 0;
     for (size_t i = 0; i < sizeof bitwise_points / sizeof *bitwise_points; i++) {
-        int n = nn_hooks_add(&h, bitwise_points[i], noop, &calls);
+        int n = nn_hooks_add(&h, bitwise_points[i], ts_count_hook, &calls);
         cr_assert(n > 0, "%s: %s", bitwise_points[i], ag_last_error());
         points += n;
     }
@@ -213,7 +203,7 @@ Test(lens_seq2seq, the_explicit_attention_matches_the_fused_one) {
         for (size_t i = 0; i < sizeof pats / sizeof *pats; i++) {
             NnHooks h = hooks_of(&e);
             int calls = 0;
-            cr_assert_gt(nn_hooks_add(&h, pats[i], noop, &calls), 0);
+            cr_assert_gt(nn_hooks_add(&h, pats[i], ts_count_hook, &calls), 0);
             Real *hooked = logits_of(&e, e.src, e.tgt, &h);
             cr_assert_gt(calls, 0);
             for (size_t k = 0; k < n_logits; k++)
@@ -227,25 +217,6 @@ Test(lens_seq2seq, the_explicit_attention_matches_the_fused_one) {
     }
 }
 
-/* the logits and every parameter's gradient of loss = sum(logits * R) */
-static Real *logits_and_grads(Env *e, Tensor *logits, size_t *n) {
-    cr_assert(logits, "%s", ag_last_error());
-    Tensor *r = tensor_new(e->t->arena, 3, logits->shape, "R");
-    for (size_t i = 0; i < r->size; i++) r->data[i] = (Real)sin(0.7 * (double)i + 0.3);
-    ag_params_zero_grad(&e->m.params);
-    ag_backward(e->t, ag_sum(e->t, ag_mul(e->t, logits, r)));
-    size_t total = logits->size + ag_params_count(&e->m.params), k = logits->size;
-    Real *out = malloc(total * sizeof(Real));
-    memcpy(out, logits->data, logits->size * sizeof(Real));
-    for (int i = 0; i < e->m.params.n; i++) {
-        const Tensor *p = e->m.params.items[i];
-        memcpy(out + k, p->grad, p->size * sizeof(Real));
-        k += p->size;
-    }
-    *n = total;
-    return out;
-}
-
 /* the translator's head gate (attention.c) at 0 for head 1 of one attention, against hook_z
  * zeroed there, in the forward with gradients */
 static void check_gate_equals_ablation(MultiHeadAttention *(*which)(Seq2Seq *), const char *point,
@@ -256,16 +227,18 @@ static void check_gate_equals_ablation(MultiHeadAttention *(*which)(Seq2Seq *), 
     mha->gate->data[1] = 0;
     size_t n1, n2;
     ag_tape_reset(e.t);
-    Real *gated = logits_and_grads(
-        &e, nn_seq2seq_forward_hooked(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, &none), &n1);
+    Real *gated = ts_logits_and_grads(
+        e.t, &e.m.params, nn_seq2seq_forward_hooked(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, &none),
+        &n1);
     mha->gate->data[1] = 1;
     NnHooks h = hooks_of(&e);
     int head = 1;
     LensAblation zero = {.mode = LENS_ZERO, .sel = {.heads = &head, .n_heads = 1}};
     cr_assert_eq(nn_hooks_add(&h, point, lens_ablate_hook, &zero), 1);
     ag_tape_reset(e.t);
-    Real *hooked = logits_and_grads(
-        &e, nn_seq2seq_forward_hooked(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, &h), &n2);
+    Real *hooked = ts_logits_and_grads(
+        e.t, &e.m.params, nn_seq2seq_forward_hooked(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, &h),
+        &n2);
     cr_assert_eq(n1, n2);
     cr_assert(memcmp(gated, hooked, n_logits * sizeof(Real)) == 0, "%s: logits differ", point);
     for (size_t i = 0; i < n1; i++)
@@ -348,7 +321,7 @@ Test(lens_seq2seq, hooks_are_gone_after_the_call_also_after_a_failing_one) {
     NnHooks h = hooks_of(&e);
     int calls = 0, fails = 0, after = 0;
     LensAblation zero = {.mode = LENS_ZERO};
-    nn_hooks_add(&h, "*.blocks.*.hook_resid_pre", noop, &calls);
+    nn_hooks_add(&h, "*.blocks.*.hook_resid_pre", ts_count_hook, &calls);
     nn_hooks_add(&h, "decoder.blocks.0.hook_cross_attn_out", lens_ablate_hook, &zero);
     Real *ablated = logits_of(&e, e.src, e.tgt, &h);
     cr_assert(e.m.hooks == NULL);
@@ -359,7 +332,7 @@ Test(lens_seq2seq, hooks_are_gone_after_the_call_also_after_a_failing_one) {
     cr_assert(memcmp(plain, again, n_logits * sizeof(Real)) == 0);
     free(again);
     nn_hooks_add(&h, "encoder.blocks.1.hook_mlp_out", failing, &fails);
-    nn_hooks_add(&h, "decoder.blocks.*.hook_resid_post", noop, &after);
+    nn_hooks_add(&h, "decoder.blocks.*.hook_resid_post", ts_count_hook, &after);
     ag_tape_reset(e.t);
     cr_assert_null(nn_seq2seq_forward_hooked(e.t, &e.m, e.src, S, e.tgt, B, T, NULL, &h));
     cr_assert(strstr(ag_last_error(), "encoder.blocks.1.hook_mlp_out") &&
@@ -452,14 +425,15 @@ Test(lens_seq2seq, refuses_what_is_not_its_point) {
     Env e = env_new(0);
     NnHooks h = hooks_of(&e);
     int calls = 0;
-    cr_assert_eq(nn_hooks_add(&h, "blocks.0.attn.hook_z", noop, &calls), AG_ERR_ARG);
+    cr_assert_eq(nn_hooks_add(&h, "blocks.0.attn.hook_z", ts_count_hook, &calls), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "blocks.0.attn.hook_z") &&
                   strstr(ag_last_error(), "seq2seq model of 2+2 layers"),
               "%s", ag_last_error());
-    cr_assert_eq(nn_hooks_add(&h, "encoder.blocks.0.cross_attn.*", noop, &calls), AG_ERR_ARG);
+    cr_assert_eq(nn_hooks_add(&h, "encoder.blocks.0.cross_attn.*", ts_count_hook, &calls),
+                 AG_ERR_ARG);
     NnHooks g;
     nn_hooks_init(&g, 2); /* a GPT's points: no cross-attention */
-    cr_assert_eq(nn_hooks_add(&g, "*cross*", noop, &calls), AG_ERR_ARG);
+    cr_assert_eq(nn_hooks_add(&g, "*cross*", ts_count_hook, &calls), AG_ERR_ARG);
     nn_hooks_free(&g);
     nn_hooks_free(&h);
     env_free(&e);

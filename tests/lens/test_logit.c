@@ -18,6 +18,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "models.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TOL 1e-11
@@ -27,37 +28,9 @@
 
 enum { B = 2, T = 6 };
 
-typedef struct {
-    Arena *a;
-    Tape *t;
-    Gpt m;
-    int ids[B * T];
-} Env;
-
-/* a model of c with weights large enough that every part matters: 2-D N(0, 0.3), 1-D (biases,
- * norms) N(0.5, 0.3) */
-static Env env_new(const GptConfig *c) {
-    Env e;
-    e.a = arena_new("params", 0);
-    e.t = ag_tape_new(arena_new("step", 0));
-    Rng rng;
-    rng_seed(&rng, 7);
-    nn_gpt_init(&e.m, e.a, &rng, c);
-    for (int i = 0; i < e.m.params.n; i++) {
-        Tensor *p = e.m.params.items[i];
-        rng_fill_normal(&rng, p, p->ndim == 1 ? 0.5 : 0, 0.3);
-    }
-    for (int i = 0; i < B * T; i++) e.ids[i] = (i * 5 + i / T * 3 + 1) % c->vocab_size;
-    return e;
-}
-
-static void env_free(Env *e) {
-    Arena *step = e->t->arena;
-    ag_tape_free(e->t);
-    arena_free(step);
-    nn_gpt_free(&e->m);
-    arena_free(e->a);
-}
+/* a model of c (seed 7) with weights large enough that every part matters: 2-D N(0, 0.3), 1-D
+ * (biases, norms) N(0.5, 0.3) */
+static TsGpt env_new(const GptConfig *c) { return ts_gpt_new(c, 7, 0.3, 0.3, B, T); }
 
 static const int good[B] = {3, 5}, bad[B] = {1, 4};
 
@@ -107,7 +80,7 @@ static const struct {
 Test(lens_logit_run, the_parts_sum_to_the_logit_and_the_logit_difference) {
     for (int k = 0; k < N_MODELS; k++)
         for (int diff = 0; diff < 2; diff++) {
-            Env e = env_new(&models[k].c);
+            TsGpt e = env_new(&models[k].c);
             LensLogit r;
             int rc = lens_logit_run(e.t, &e.m, e.ids, B, T, good, diff ? bad : NULL, -1, &r);
             cr_assert_eq(rc, AG_OK, "%s: %s", models[k].what, ag_last_error());
@@ -132,12 +105,12 @@ Test(lens_logit_run, the_parts_sum_to_the_logit_and_the_logit_difference) {
                               TOL * (1 + fabs(r.metric[i])) * 10,
                           "%s: accumulated %d", models[k].what, i);
             lens_logit_free(&r);
-            env_free(&e);
+            ts_gpt_free(&e);
         }
 }
 
 Test(lens_logit_run, the_parts_are_named_in_order) {
-    Env e = env_new(&models[0].c);
+    TsGpt e = env_new(&models[0].c);
     LensLogit r;
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, NULL, 2, &r), AG_OK);
     const char *want[] = {"embed", "pos_embed", "L0H0",       "L0H1",       "L0H2",
@@ -147,20 +120,20 @@ Test(lens_logit_run, the_parts_are_named_in_order) {
     for (int p = 0; p < 15; p++) cr_assert_str_eq(r.parts[p], want[p]);
     cr_assert_eq(r.pos, 2);
     lens_logit_free(&r);
-    env_free(&e);
-    Env l = env_new(&models[4].c); /* LLaMA: no positions, biases nor norm bias */
+    ts_gpt_free(&e);
+    TsGpt l = env_new(&models[4].c); /* LLaMA: no positions, biases nor norm bias */
     cr_assert_eq(lens_logit_run(l.t, &l.m, l.ids, B, T, good, NULL, -1, &r), AG_OK);
     cr_assert_eq(r.n_parts, 1 + 2 * 5, "%d parts", r.n_parts);
     cr_assert_str_eq(r.parts[1], "L0H0");
     cr_assert_str_eq(r.parts[5], "L0.mlp_out");
     cr_assert_eq(r.pos, T - 1);
     lens_logit_free(&r);
-    env_free(&l);
+    ts_gpt_free(&l);
 }
 
 Test(lens_logit_run, the_last_stage_of_the_lens_is_the_models_logits_to_the_bit) {
     for (int k = 0; k < N_MODELS; k++) {
-        Env e = env_new(&models[k].c);
+        TsGpt e = env_new(&models[k].c);
         LensLogit r;
         cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, bad, 3, &r), AG_OK);
         int S = r.n_layer + 1, V = r.V;
@@ -193,12 +166,12 @@ Test(lens_logit_run, the_last_stage_of_the_lens_is_the_models_logits_to_the_bit)
         cr_assert(fabs(loss - lens_loss) < TOL * 10 * loss, "%s: loss %.17g, the lens's %.17g",
                   models[k].what, loss, lens_loss);
         lens_logit_free(&r);
-        env_free(&e);
+        ts_gpt_free(&e);
     }
 }
 
 Test(lens_logit_run, the_first_stage_is_the_final_norm_of_the_embeddings) {
-    Env e = env_new(&models[0].c); /* LayerNorm with a bias */
+    TsGpt e = env_new(&models[0].c); /* LayerNorm with a bias */
     LensLogit r;
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, NULL, -1, &r), AG_OK);
     int C = 8, V = 11;
@@ -222,13 +195,13 @@ Test(lens_logit_run, the_first_stage_is_the_final_norm_of_the_embeddings) {
         }
     (void)V;
     lens_logit_free(&r);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 /* In a model without norm or MLP the logits are linear in the last layer's hook_z (its
  * patterns do not depend on it): zero-ablating a head there changes the metric by its part. */
 Test(lens_logit_run, a_last_layer_heads_part_is_what_ablating_it_changes) {
-    Env e = env_new(&models[5].c);
+    TsGpt e = env_new(&models[5].c);
     LensLogit r;
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, bad, -1, &r), AG_OK);
     for (int h = 0; h < 2; h++) {
@@ -258,24 +231,24 @@ Test(lens_logit_run, a_last_layer_heads_part_is_what_ablating_it_changes) {
         }
     }
     lens_logit_free(&r);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_logit_run, refuses_post_ln_models_and_tokens_or_positions_out_of_range) {
     GptConfig post = models[0].c;
     post.post_ln = 1;
-    Env e = env_new(&post);
+    TsGpt e = env_new(&post);
     LensLogit r;
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, NULL, -1, &r), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "post-LN"), "%s", ag_last_error());
     cr_assert_null(r.dla);
-    env_free(&e);
+    ts_gpt_free(&e);
     e = env_new(&models[0].c);
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, good, NULL, T, &r), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "position 6"), "%s", ag_last_error());
     cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, (int[]){0, 11}, NULL, -1, &r), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "token 11"), "%s", ag_last_error());
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 /* ---- the detectors on hand-built models ----
@@ -312,7 +285,7 @@ static void hand_build(Gpt *m, double s) {
 }
 
 Test(lens_detect_gpt, a_hand_built_previous_token_head_and_induction_head_score_one) {
-    Env e = env_new(&hand);
+    TsGpt e = env_new(&hand);
     hand_build(&e.m, 240);
     /* a first token that never recurs, then 0 1 2 repeated */
     int ids[2 * 8] = {3, 0, 1, 2, 0, 1, 2, 0, 3, 2, 0, 1, 2, 0, 1, 2};
@@ -344,11 +317,11 @@ Test(lens_detect_gpt, a_hand_built_previous_token_head_and_induction_head_score_
     cr_assert(fabs(via - ind1) < 1e-6, "%.17g vs %.17g", via, ind1);
     nn_hooks_free(&h);
     lens_cache_free(&c);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_detect_gpt, heads_without_query_weights_spread_evenly_and_score_near_one_over_t) {
-    Env e = env_new(&hand);
+    TsGpt e = env_new(&hand);
     hand_build(&e.m, 240);
     for (int l = 0; l < 2; l++) /* q = 0: every score 0, an even spread over the keys seen */
         memset(e.m.h[l].c_attn.weight->data, 0, 16 * 16 * sizeof(Real));
@@ -362,7 +335,7 @@ Test(lens_detect_gpt, heads_without_query_weights_spread_evenly_and_score_near_o
                   prev, (harmonic - 1) / 8);
         cr_assert(prev > 0.5 / 8 && prev < 2.0 / 8, "near 1/T: %g", prev);
     }
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_repeated_tokens, rows_repeat_their_first_l_tokens) {
@@ -427,7 +400,7 @@ static const NpzEntry *arr(const NpzFile *f, const char *name, int ndim, const i
 }
 
 /* e's model exported into a new folder dir: its arrays, and its config's text in text */
-static NpzFile *exported(const Env *e, char *dir, size_t n, char *text, size_t text_n) {
+static NpzFile *exported(const TsGpt *e, char *dir, size_t n, char *text, size_t text_n) {
     char npz[512], json[512];
     ts_tmp_dir(dir, n, "tlexport");
     cr_assert_eq(lens_tl_export(&e->m, ts_join(npz, dir, "tl.npz"), ts_join(json, dir, "tl.json")),
@@ -449,7 +422,7 @@ static void says(const char *text, const char *const *want, size_t n) {
 }
 
 Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
-    Env e = env_new(&models[0].c); /* C 8, 4 heads of 2, H 32, V 11, n_ctx 8 */
+    TsGpt e = env_new(&models[0].c); /* C 8, 4 heads of 2, H 32, V 11, n_ctx 8 */
     char dir[256], text[2048];
     NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     int C = 8, NH = 4, HS = 2, H = 32, V = 11;
@@ -514,13 +487,13 @@ Test(lens_tl_export, writes_transformer_lens_names_shapes_and_layout) {
                           "\"positional_embedding_type\": \"standard\""};
     says(text, want, sizeof want / sizeof want[0]);
     ts_rm_tree(dir);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_tl_export, an_attention_only_rmsnorm_model_has_no_mlp_and_no_norm_biases) {
     GptConfig c = models[3].c; /* RMSNorm, no biases, untied */
     c.mlp = NN_GPT_MLP_NONE;
-    Env e = env_new(&c);
+    TsGpt e = env_new(&c);
     char dir[256], text[2048];
     NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     says(text, (const char *[]){"\"attn_only\": true", "\"normalization_type\": \"RMS\""}, 2);
@@ -531,11 +504,11 @@ Test(lens_tl_export, an_attention_only_rmsnorm_model_has_no_mlp_and_no_norm_bias
     cr_assert_eq(f->n, 2 + 3 * 9 + 3, "%d arrays", f->n);
     npz_free(f);
     ts_rm_tree(dir);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
-    Env e = env_new(&models[4].c); /* C 8, 4 query heads of 2, 2 key/value heads, SwiGLU 32 */
+    TsGpt e = env_new(&models[4].c); /* C 8, 4 query heads of 2, 2 key/value heads, SwiGLU 32 */
     char dir[256], text[2048];
     NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     int C = 8, HS = 2, H = 32;
@@ -569,13 +542,13 @@ Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
                           "\"d_mlp\": 32"};
     says(text, want, sizeof want / sizeof want[0]);
     ts_rm_tree(dir);
-    env_free(&e);
+    ts_gpt_free(&e);
 }
 
 Test(lens_tl_export, an_unwritable_path_is_named) {
-    Env e = env_new(&models[0].c);
+    TsGpt e = env_new(&models[0].c);
     cr_assert_eq(lens_tl_export(&e.m, "/nonexistent-dir/tl.npz", "/nonexistent-dir/tl.json"),
                  AG_ERR_IO);
     cr_assert(strstr(ag_last_error(), "/nonexistent-dir/tl.npz"), "%s", ag_last_error());
-    env_free(&e);
+    ts_gpt_free(&e);
 }

@@ -17,6 +17,7 @@
 #include "attograd.h"
 #include "expect_abort.h"
 #include "files.h"
+#include "models.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TOL 1e-12
@@ -155,10 +156,7 @@ static void check_gradients(const GptConfig *c) {
     rng_seed(&rng, 5);
     Gpt m;
     nn_gpt_init(&m, a, &rng, c);
-    for (int i = 0; i < m.params.n; i++) { /* biases and LayerNorms away from 0 and 1 */
-        Tensor *p = m.params.items[i];
-        if (p->ndim == 1) rng_fill_normal(&rng, p, 0.5, 0.2);
-    }
+    ts_perturb(&m.params, &rng, 0.2, 0); /* biases and LayerNorms away from 0 and 1 */
     int idx[2 * 5];
     fill_ids(idx, 2, 5, c->vocab_size, 1);
     GcGpt g = {&m, idx, 2, 5, 11};

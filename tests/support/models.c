@@ -1,0 +1,75 @@
+/* models.c: the small models of models.h (see there). Not Criterion's cr_assert: the support
+ * objects link into tools without Criterion too, so a failure prints and aborts (AG_CHECK). */
+#include "models.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ts_perturb(const ParamList *pl, Rng *rng, double sd1, double sd2) {
+    for (int i = 0; i < pl->n; i++) {
+        Tensor *p = pl->items[i];
+        if (p->ndim == 1)
+            rng_fill_normal(rng, p, 0.5, sd1);
+        else if (sd2 > 0)
+            rng_fill_normal(rng, p, 0, sd2);
+    }
+}
+
+TsGpt ts_gpt_new(const GptConfig *c, uint64_t seed, double sd1, double sd2, int B, int T) {
+    AG_CHECK(B > 0 && T > 0 && B * T <= TS_MAX_TOKENS,
+             "ts_gpt_new: B %d, T %d: B * T not in [1, %d]", B, T, TS_MAX_TOKENS);
+    TsGpt e;
+    memset(&e, 0, sizeof e);
+    e.a = arena_new("params", 0);
+    e.t = ag_tape_new(arena_new("step", 0));
+    Rng rng;
+    rng_seed(&rng, seed);
+    nn_gpt_init(&e.m, e.a, &rng, c);
+    ts_perturb(&e.m.params, &rng, sd1, sd2);
+    for (int i = 0; i < B * T; i++) {
+        e.ids[i] = (i * 5 + i / T * 3 + 1) % c->vocab_size;
+        e.corrupt[i] = (i * 7 + 2) % c->vocab_size;
+    }
+    return e;
+}
+
+void ts_gpt_free(TsGpt *e) {
+    Arena *step = e->t->arena;
+    ag_tape_free(e->t);
+    arena_free(step);
+    nn_gpt_free(&e->m);
+    arena_free(e->a);
+}
+
+int ts_count_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)x, (void)at;
+    ++*(int *)ctx;
+    return AG_OK;
+}
+
+Real *ts_values(const Tensor *y) {
+    Real *out = malloc(y->size * sizeof(Real));
+    AG_CHECK(out, "ts_values: out of memory (%zu values)", y->size);
+    memcpy(out, y->data, y->size * sizeof(Real));
+    return out;
+}
+
+Real *ts_logits_and_grads(Tape *t, const ParamList *pl, Tensor *logits, size_t *n) {
+    AG_CHECK(logits, "ts_logits_and_grads: the forward failed: %s", ag_last_error());
+    Tensor *r = tensor_new(t->arena, logits->ndim, logits->shape, "R");
+    for (size_t i = 0; i < r->size; i++) r->data[i] = (Real)sin(0.7 * (double)i + 0.3);
+    ag_params_zero_grad(pl);
+    ag_backward(t, ag_sum(t, ag_mul(t, logits, r)));
+    size_t total = logits->size + ag_params_count(pl), k = logits->size;
+    Real *out = malloc(total * sizeof(Real));
+    AG_CHECK(out, "ts_logits_and_grads: out of memory (%zu values)", total);
+    memcpy(out, logits->data, logits->size * sizeof(Real));
+    for (int i = 0; i < pl->n; i++) {
+        const Tensor *p = pl->items[i];
+        memcpy(out + k, p->grad, p->size * sizeof(Real));
+        k += p->size;
+    }
+    *n = total;
+    return out;
+}
