@@ -97,15 +97,16 @@ int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) 
     return rc;
 }
 
-/* The metric of --metric (loss, or logit-diff with --good and --bad): its arrays for B rows */
-typedef struct Metric {
-    LensMetric mt;
-    int *good, *bad, *targets;
-} Metric;
+/* gp_one_token for tr_lens_logit_diff (ctx: the GpModel) */
+static int one_token(const void *ctx, const char *text, const char *flag, int *id) {
+    return gp_one_token(ctx, text, flag, id);
+}
+
+/* The metric of --metric (loss, or logit-diff with --good and --bad) for r's rows */
 static int make_metric(const GpModel *g, const char *kind, const char *good, const char *bad,
-                       const GpRows *r, Metric *m) {
-    memset(m, 0, sizeof *m);
+                       const GpRows *r, TrLensMetric *m) {
     if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
+        memset(m, 0, sizeof *m);
         m->targets = tr_malloc((size_t)r->B * r->T * sizeof(int));
         for (int b = 0; b < r->B; b++)
             for (int t = 0; t < r->T; t++)
@@ -114,21 +115,7 @@ static int make_metric(const GpModel *g, const char *kind, const char *good, con
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = m->targets};
         return AG_OK;
     }
-    if (strcmp(kind, "logit-diff") != 0)
-        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
-    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
-    int gi, bi, rc = gp_one_token(g, good, "good", &gi);
-    if (rc == AG_OK) rc = gp_one_token(g, bad, "bad", &bi);
-    if (rc != AG_OK) return rc;
-    m->good = tr_malloc((size_t)r->B * sizeof(int));
-    m->bad = tr_malloc((size_t)r->B * sizeof(int));
-    for (int b = 0; b < r->B; b++) m->good[b] = gi, m->bad[b] = bi;
-    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = -1, .good = m->good, .bad = m->bad};
-    return AG_OK;
-}
-static void metric_free(Metric *m) {
-    free(m->good), free(m->bad), free(m->targets);
-    memset(m, 0, sizeof *m);
+    return tr_lens_logit_diff(kind, good, bad, -1, r->B, r->T, one_token, g, m);
 }
 
 /* "0,2,5" into list (at most cap values in [0, hi)) */
@@ -263,7 +250,7 @@ int gp_cache(int argc, char **argv) {
     GpModel g = {0};
     GptConfig cfg;
     GpRows r = {0};
-    Metric mt = {0};
+    TrLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
@@ -309,7 +296,7 @@ int gp_cache(int argc, char **argv) {
     arena_free(step);
     nn_hooks_free(&h);
     lens_cache_free(&c);
-    metric_free(&mt);
+    tr_lens_metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
     return gp_lens_finish(rc, "cache");
@@ -368,7 +355,7 @@ int gp_ablate(int argc, char **argv) {
     GpModel g = {0};
     GptConfig cfg;
     GpRows r = {0};
-    Metric mt = {0};
+    TrLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
@@ -431,7 +418,7 @@ int gp_ablate(int argc, char **argv) {
     free(pos);
     ag_tape_free(t);
     arena_free(step);
-    metric_free(&mt);
+    tr_lens_metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
     return gp_lens_finish(rc, "ablate");
@@ -472,7 +459,7 @@ int gp_patch(int argc, char **argv) {
     GpModel g = {0};
     GptConfig cfg;
     GpRows rc_clean = {0}, rc_corr = {0};
-    Metric mt = {0};
+    TrLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, clean, NULL, &rc_clean);
     if (rc == AG_OK) rc = gp_read_rows(&g, corrupt, NULL, &rc_corr);
@@ -518,7 +505,7 @@ int gp_patch(int argc, char **argv) {
     if (s.values) lens_sweep_free(&s);
     ag_tape_free(t);
     arena_free(step);
-    metric_free(&mt);
+    tr_lens_metric_free(&mt);
     free(rc_clean.ids);
     free(rc_corr.ids);
     gp_model_free(&g);

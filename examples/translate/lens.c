@@ -105,8 +105,9 @@ void tr_lens_rows_free(TrLensRows *r) {
 
 /* ---- the metric ---- */
 
-/* a target word that is one token of the target vocabulary */
-static int one_word(const Translator *tr, const char *word, const char *flag, int *id) {
+/* a target word that is one token of the target vocabulary (ctx: the Translator) */
+static int one_word(const void *ctx, const char *word, const char *flag, int *id) {
+    const Translator *tr = ctx;
     int ids[4], n_unk = 0;
     int n = *word ? tr_tokenize(&tr->tgt, word, ids, 4, &n_unk, NULL, NULL) : 0;
     if (n != 1 || n_unk)
@@ -118,30 +119,12 @@ static int one_word(const Translator *tr, const char *word, const char *flag, in
 
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
                    const char *bad, int pos, TrLensMetric *m) {
-    memset(m, 0, sizeof *m);
     if (strcmp(kind, "loss") == 0) { /* the teacher-forced loss of the target, EOS included */
+        memset(m, 0, sizeof *m);
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = r->next};
         return AG_OK;
     }
-    if (strcmp(kind, "logit-diff") != 0)
-        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
-    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
-    if (pos < -1 || pos >= r->T)
-        return ag_fail(AG_ERR_ARG, "--pos %d: outside the decoder's %d positions (-1: the last)",
-                       pos, r->T);
-    int gi, bi, rc = one_word(tr, good, "good", &gi);
-    if (rc == AG_OK) rc = one_word(tr, bad, "bad", &bi);
-    if (rc != AG_OK) return rc;
-    m->good = tr_malloc((size_t)r->B * sizeof(int));
-    m->bad = tr_malloc((size_t)r->B * sizeof(int));
-    for (int b = 0; b < r->B; b++) m->good[b] = gi, m->bad[b] = bi;
-    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = pos, .good = m->good, .bad = m->bad};
-    return AG_OK;
-}
-
-void tr_lens_metric_free(TrLensMetric *m) {
-    free(m->good), free(m->bad);
-    memset(m, 0, sizeof *m);
+    return tr_lens_logit_diff(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
 }
 
 /* ---- cache ---- */

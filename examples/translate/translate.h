@@ -49,6 +49,23 @@ void tr_fmt_time(char *buf, size_t n, double s);
  * with another header is started again). *out: the open file. AG_OK or AG_ERR_IO naming path. */
 int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
 
+/* ---- the lens's --metric (util.c; lens.c and attograd-gpt's lens.c) ---- */
+/* A metric with the arrays it owns: good and bad (one id a row) for a logit difference, targets
+ * (next tokens) where the caller made them; any may be NULL. */
+typedef struct TrLensMetric {
+    LensMetric mt;
+    int *good, *bad, *targets;
+} TrLensMetric;
+/* ctx's id of the token text, which must be exactly one token; errors name --flag */
+typedef int (*TrTokenFn)(const void *ctx, const char *text, const char *flag, int *id);
+/* --metric kind when it is not "loss" (which the caller builds): "logit-diff" of the tokens good
+ * minus bad (--good, --bad: token(ctx, ...) finds each) at position pos of T (-1: the last) in
+ * every one of B rows, into m (zeroed first). AG_OK, or AG_ERR_ARG naming the flag: a kind that
+ * is neither, --good or --bad missing, --pos outside, a token that token() refuses. */
+int tr_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
+                       TrTokenFn token, const void *ctx, TrLensMetric *m);
+void tr_lens_metric_free(TrLensMetric *m);
+
 /* ---- vocabulary: words <-> ids ---- */
 enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
 
@@ -489,14 +506,9 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
                  TrLensRows *r);
 void tr_lens_rows_free(TrLensRows *r);
 /* kind "loss" (the teacher-forced loss of next) or "logit-diff" (target words good and bad,
- * each one token, at decoder position pos, -1 the last) */
-typedef struct TrLensMetric {
-    LensMetric mt;
-    int *good, *bad;
-} TrLensMetric;
+ * each one token, at decoder position pos, -1 the last): tr_lens_logit_diff (util.c) */
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
                    const char *bad, int pos, TrLensMetric *m);
-void tr_lens_metric_free(TrLensMetric *m);
 /* Runs the rows with a cache at the points of hooks (comma-separated globs) and writes it to
  * out (lens_cache_save: the names, tokens, src_tokens, their words, the config); with a metric
  * (mt not NULL) also its gradients (<name>.grad). Prints a line naming out. */

@@ -1,6 +1,7 @@
 /* util.c: small helpers the example's files share (and attograd-gpt, examples/gpt): allocation
  * that aborts when memory runs out (as the library's arenas do), mkdir -p, a duration in words,
- * and a CSV log that a resumed run cuts back to its checkpoint's step.
+ * a CSV log that a resumed run cuts back to its checkpoint's step, and the lens commands'
+ * --metric logit-diff (--good, --bad, --pos).
  * Not here: anything about the model or the data. Read next: vocab.c. */
 #include "translate.h"
 
@@ -93,4 +94,30 @@ int tr_csv_open(const char *path, const char *header, int64_t step, int resume, 
     fputs(header, *out);
     if (fflush(*out) != 0) return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;
+}
+
+/* ---- the lens's --metric ---- */
+
+int tr_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
+                       TrTokenFn token, const void *ctx, TrLensMetric *m) {
+    memset(m, 0, sizeof *m);
+    if (strcmp(kind, "logit-diff") != 0)
+        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
+    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
+    if (pos < -1 || pos >= T)
+        return ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions (-1: the last)", pos,
+                       T);
+    int gi, bi, rc = token(ctx, good, "good", &gi);
+    if (rc == AG_OK) rc = token(ctx, bad, "bad", &bi);
+    if (rc != AG_OK) return rc;
+    m->good = tr_malloc((size_t)B * sizeof(int));
+    m->bad = tr_malloc((size_t)B * sizeof(int));
+    for (int b = 0; b < B; b++) m->good[b] = gi, m->bad[b] = bi;
+    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = pos, .good = m->good, .bad = m->bad};
+    return AG_OK;
+}
+
+void tr_lens_metric_free(TrLensMetric *m) {
+    free(m->good), free(m->bad), free(m->targets);
+    memset(m, 0, sizeof *m);
 }

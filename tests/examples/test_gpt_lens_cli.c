@@ -2,7 +2,8 @@
  * AG_GPT_BIN) on a tiny model trained from a generated text in a temporary folder: the cache's
  * .npz (every hook point with its shape, tokens, token strings, config, gradients; read by
  * numpy too where /usr/bin/python3 has it), the ablation table, patching the last layer's
- * residual at the last position giving the clean metric exactly, attribution patching; and
+ * residual at the last position giving the clean metric exactly, that metric being the lens's
+ * logit difference there, attribution patching; and
  * bad input (files, flags, patterns, token strings) exiting 2 naming the path or the flag.
  * Then detect (its scores and their table), lens (the attribution summing to the logit
  * difference, the lens's last stage the model's), and export, whose file a numpy forward
@@ -166,6 +167,14 @@ Test(gpt_lens_cli, ablate_tables_every_head_and_patch_restores_the_clean_metric)
     double corrupted = *(const double *)npz_find(f, "corrupted")->data;
     cr_assert(clean != corrupted);
     cr_assert_eq(((const double *)v->data)[8 + 7], clean);
+    npz_free(f);
+    /* the metric is logit(a) - logit(c) at the last position: the lens reads the same there */
+    ok(dir, (const char *[]){"lens", "--ckpt", ck, "--prompt", "abba cab", "--good", "a", "--bad",
+                             "c", "--out", ts_join(out, dir, "l.npz"), NULL});
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    double lens_last = ((const double *)entry(f, "metric", 2, (int[]){1, 8})->data)[7];
+    cr_assert(fabs(clean) > 1e-3 && fabs(lens_last - clean) <= 1e-5 * (1 + fabs(clean)),
+              "patch's clean metric %.9g, the lens's logit(a) - logit(c) %.9g", clean, lens_last);
     npz_free(f);
     ok(dir, (const char *[]){"patch", "--ckpt", ck, "--clean", "abba cab", "--corrupt", "bac abc!",
                              "--good", "a", "--bad", "c", "--hook", "blocks.*.attn.hook_pattern",

@@ -4,7 +4,8 @@
  * config), the ablation table of every attention's heads, patching the whole encoder output
  * restoring the clean metric, attribution patching's table; detect's scores (shapes, in
  * [0, 1]); the lens's parts summing to the logit and its last stage being the logits, on a
- * pre-LN model, and its refusal of a post-LN one; every --help, and bad input exiting 2 naming
+ * pre-LN model, patch's logit difference at --pos being the lens's there, and the lens's refusal
+ * of a post-LN one; every --help, and bad input exiting 2 naming
  * the path or the flag. The program is AG_TRANSLATE_BIN (set by the Makefile).
  * Not here: the hook points themselves (tests/lens/test_lens_seq2seq.c). */
 #include <criterion/criterion.h>
@@ -354,5 +355,46 @@ Test(tr_lens_cli, detect_and_lens_on_a_trained_pre_ln_copy_model, .timeout = 300
         }
         npz_free(f);
     }
+
+    /* patch's --metric logit-diff --pos 3 is logit(d) - logit(e) at decoder position 3: the
+     * lens's metric there */
+    const char *lens_de[] = {"lens", "--ckpt", ckpt, "--target", "a b c d", "--good",  "d", "--bad",
+                             "e",    "--pos",  "3",  "--out",    out,       "a b c d", NULL};
+    r = run(dir, lens_de);
+    cr_assert_eq(r.code, 0, "lens: %s%s", r.out, r.err);
+    ts_run_free(&r);
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    double lens_at_3 = at(entry(f, "metric", 2, (int64_t[]){1, 5}), 3);
+    npz_free(f);
+    const char *patch_de[] = {"patch",
+                              "--ckpt",
+                              ckpt,
+                              "--clean",
+                              "a b c d",
+                              "--corrupt",
+                              "e b c f",
+                              "--target",
+                              "a b c d",
+                              "--hook",
+                              "decoder.blocks.1.hook_resid_post",
+                              "--metric",
+                              "logit-diff",
+                              "--good",
+                              "d",
+                              "--bad",
+                              "e",
+                              "--pos",
+                              "3",
+                              "--out",
+                              out,
+                              NULL};
+    r = run(dir, patch_de);
+    cr_assert_eq(r.code, 0, "patch: %s%s", r.out, r.err);
+    ts_run_free(&r);
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    double clean = *(const double *)npz_find(f, "clean")->data;
+    cr_assert(fabs(clean) > 1e-3 && fabs(lens_at_3 - clean) <= 1e-5 * (1 + fabs(clean)),
+              "patch's clean metric %.9g, the lens's logit(d) - logit(e) %.9g", clean, lens_at_3);
+    npz_free(f);
     ts_rm_tree(dir);
 }
