@@ -77,6 +77,41 @@ static const NpzEntry *entry(const NpzFile *f, const char *name, int ndim, const
     return e;
 }
 
+/* patch of logit(d) - logit(e) at decoder position pos (-1: the last) from "a b c d" into
+ * "e b c f" (both with the target "a b c d") at the last block's residual: exit 0, the .npz it
+ * wrote to out, read */
+static NpzFile *patch_d_minus_e(const char *dir, const char *ckpt, const char *pos,
+                                const char *out) {
+    const char *args[] = {"patch",
+                          "--ckpt",
+                          ckpt,
+                          "--clean",
+                          "a b c d",
+                          "--corrupt",
+                          "e b c f",
+                          "--target",
+                          "a b c d",
+                          "--hook",
+                          "decoder.blocks.1.hook_resid_post",
+                          "--metric",
+                          "logit-diff",
+                          "--good",
+                          "d",
+                          "--bad",
+                          "e",
+                          "--pos",
+                          pos,
+                          "--out",
+                          out,
+                          NULL};
+    TsRun r = run(dir, args);
+    cr_assert_eq(r.code, 0, "patch: %s%s", r.out, r.err);
+    ts_run_free(&r);
+    NpzFile *f;
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    return f;
+}
+
 Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300) {
     char dir[256], ckpt[512], out[512], pairs[512];
     ts_tmp_dir(dir, sizeof dir, "tr_lens");
@@ -170,29 +205,7 @@ Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300
               "%.17g %.17g %.17g vs %.17g", pv[1], pv[2], pv[4], corrupt);
     cr_assert(pv[0] != corrupt && pv[3] != corrupt);
     npz_free(f);
-    r = run(dir, (const char *[]){"patch",
-                                  "--ckpt",
-                                  ckpt,
-                                  "--clean",
-                                  "a b c d",
-                                  "--corrupt",
-                                  "e b c f",
-                                  "--target",
-                                  "a b c d",
-                                  "--hook",
-                                  "decoder.blocks.1.hook_resid_post",
-                                  "--metric",
-                                  "logit-diff",
-                                  "--good",
-                                  "d",
-                                  "--bad",
-                                  "e",
-                                  "--out",
-                                  out,
-                                  NULL});
-    cr_assert_eq(r.code, 0, "patch: %s%s", r.out, r.err);
-    ts_run_free(&r);
-    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    f = patch_d_minus_e(dir, ckpt, "-1", out);
     pv = entry(f, "values", 2, (int64_t[]){1, 5})->data;
     clean = *(const double *)npz_find(f, "clean")->data;
     cr_assert(pv[4] == clean, "%.17g vs %.17g", pv[4], clean);
@@ -366,32 +379,7 @@ Test(tr_lens_cli, detect_and_lens_on_a_trained_pre_ln_copy_model, .timeout = 300
     cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
     double lens_at_3 = at(entry(f, "metric", 2, (int64_t[]){1, 5}), 3);
     npz_free(f);
-    const char *patch_de[] = {"patch",
-                              "--ckpt",
-                              ckpt,
-                              "--clean",
-                              "a b c d",
-                              "--corrupt",
-                              "e b c f",
-                              "--target",
-                              "a b c d",
-                              "--hook",
-                              "decoder.blocks.1.hook_resid_post",
-                              "--metric",
-                              "logit-diff",
-                              "--good",
-                              "d",
-                              "--bad",
-                              "e",
-                              "--pos",
-                              "3",
-                              "--out",
-                              out,
-                              NULL};
-    r = run(dir, patch_de);
-    cr_assert_eq(r.code, 0, "patch: %s%s", r.out, r.err);
-    ts_run_free(&r);
-    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    f = patch_d_minus_e(dir, ckpt, "3", out);
     double clean = *(const double *)npz_find(f, "clean")->data;
     cr_assert(fabs(clean) > 1e-3 && fabs(lens_at_3 - clean) <= 1e-5 * (1 + fabs(clean)),
               "patch's clean metric %.9g, the lens's logit(d) - logit(e) %.9g", clean, lens_at_3);
