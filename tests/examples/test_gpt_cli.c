@@ -419,29 +419,6 @@ Test(gpt_cli, a_failed_plot_names_attograd_gpt_and_training_goes_on) {
     ts_rm_tree(dir);
 }
 
-/* Copies the checkpoint src to dst with element at of the int64 entry name set to value */
-static void rewrite_i64(const char *src, const char *dst, const char *name, int at, int64_t value) {
-    NpzFile *f;
-    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
-    NpzWriter *w = npz_writer_new();
-    int64_t copy[64];
-    int found = 0;
-    for (int i = 0; i < f->n; i++) {
-        const NpzEntry *e = &f->entries[i];
-        const void *data = e->data;
-        if (strcmp(e->name, name) == 0) {
-            cr_assert(e->dtype == NPZ_I64 && e->count <= 64 && (size_t)at < e->count);
-            memcpy(copy, e->data, e->nbytes);
-            copy[at] = value, data = copy, found = 1;
-        }
-        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
-    }
-    cr_assert(found, "%s: no entry '%s'", src, name);
-    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
-    npz_writer_free(w);
-    npz_free(f);
-}
-
 /* A checkpoint whose configuration or data position was edited: train --resume, sample and
  * eval exit 2 naming the entry and the rule, and the file is left as it is */
 Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
@@ -467,7 +444,7 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
         {"data.position", 6, 0, "data.position[6] (--batch-size) = 0"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
-        rewrite_i64(ck, bad, edits[k].entry, edits[k].at, edits[k].value);
+        ts_npz_edit(ck, bad, edits[k].entry, edits[k].at, 0, edits[k].value);
         size_t len;
         char *before = ts_read_text(bad, &len);
         const char *s[] = {edits[k].says, NULL};

@@ -40,45 +40,6 @@ static void write_copies(const char *path, int n, uint64_t seed) {
     "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
         "--max-len", "24", "--batch", "8", "--warmup", "2"
 
-/* Copies src to dst with element index of entry name set (a float entry: to x; an integer
- * one: to i), or every element when index is -1; index -2: the entry becomes (or is added as)
- * i zero bytes ('|u1'). The result is a valid .npz. */
-static void set_value(const char *src, const char *dst, const char *name, long index, double x,
-                      int64_t i) {
-    NpzFile *f;
-    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
-    NpzWriter *w = npz_writer_new();
-    void *copy = NULL;
-    for (int k = 0; k < f->n; k++) {
-        const NpzEntry *e = &f->entries[k];
-        const void *data = e->data;
-        if (strcmp(e->name, name) == 0 && index == -2) continue;
-        if (strcmp(e->name, name) == 0) {
-            copy = malloc(e->nbytes);
-            memcpy(copy, e->data, e->nbytes);
-            for (size_t j = 0; j < e->count; j++) {
-                if (index >= 0 && j != (size_t)index) continue;
-                if (e->dtype == NPZ_F32)
-                    ((float *)copy)[j] = (float)x;
-                else if (e->dtype == NPZ_F64)
-                    ((double *)copy)[j] = x;
-                else
-                    memcpy((char *)copy + 8 * j, &i, 8);
-            }
-            data = copy;
-        }
-        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
-    }
-    if (index == -2) {
-        copy = calloc((size_t)i, 1);
-        npz_add_bytes(w, name, copy, (size_t)i);
-    }
-    cr_assert_eq(npz_write(w, dst, 9, NULL), AG_OK, "%s", ag_last_error());
-    npz_writer_free(w);
-    free(copy);
-    npz_free(f);
-}
-
 static int64_t bits(double x) {
     int64_t i;
     memcpy(&i, &x, sizeof i);
@@ -200,7 +161,7 @@ Test(tr_values, every_command_refuses_each_wrong_value_naming_it_with_exit_2) {
     ts_join(att, dir, "att");
     ts_join(heads, dir, "heads");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        set_value(good_last, last, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
+        ts_npz_edit(good_last, last, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
         const char *cmds[5][16] = {
             {"eval", "--ckpt", last, "--max", "4", train, NULL},
             {"translate", "--ckpt", last, "a b", NULL},
@@ -358,7 +319,7 @@ Test(tr_values, resume_refuses_flags_it_cannot_honour_and_names_best_only_when_t
     }
     /* the same values again are honoured; a hostile best step names no best.npz */
     ts_join(last, out, "last.npz");
-    set_value(last, last, "data.position", BEST_STEP, 0, 3);
+    ts_npz_edit(last, last, "data.position", BEST_STEP, 0, 3);
     const char *same[] = {"train",    "--train", train, "--no-valid", "--out", out,
                           "--resume", "--steps", "8",   TINY_FLAGS,   NULL};
     r = ts_run(dir, same, NULL);

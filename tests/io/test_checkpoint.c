@@ -526,40 +526,6 @@ Test(checkpoint, parameter_counts_are_exact) {
 
 /* ---- what the values mean (checkpoint.h, ckpt_read's rules) ---- */
 
-/* Copies src to dst with element index of entry name set to v (a float entry: the double x;
- * an integer one: the int64 i); index -1: every element. The file stays well formed. */
-static void set_value(const char *src, const char *dst, const char *name, long index, double x,
-                      int64_t i) {
-    NpzFile *f;
-    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
-    NpzWriter *w = npz_writer_new();
-    void *copy = NULL;
-    for (int k = 0; k < f->n; k++) {
-        const NpzEntry *e = &f->entries[k];
-        const void *data = e->data;
-        if (strcmp(e->name, name) == 0) {
-            copy = malloc(e->nbytes);
-            memcpy(copy, e->data, e->nbytes);
-            for (size_t j = 0; j < e->count; j++) {
-                if (index >= 0 && j != (size_t)index) continue;
-                if (e->dtype == NPZ_F32)
-                    ((float *)copy)[j] = (float)x;
-                else if (e->dtype == NPZ_F64)
-                    ((double *)copy)[j] = x;
-                else
-                    memcpy((char *)copy + 8 * j, &i, 8);
-            }
-            data = copy;
-        }
-        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
-    }
-    cr_assert(copy != NULL, "no entry '%s'", name);
-    cr_assert_eq(npz_write(w, dst, 6, NULL), AG_OK, "%s", ag_last_error());
-    npz_writer_free(w);
-    free(copy);
-    npz_free(f);
-}
-
 /* Every value ckpt_read must refuse, at its boundaries and beyond: the load fails with
  * AG_ERR_RANGE naming the file, the entry, the value and the rule, and changes nothing (a
  * negative step used to abort in optim_set_step; a NaN weight or an infinite second moment
@@ -609,7 +575,7 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
     size_t nb, na;
     params_bytes(&q.m, &before, &nb);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        set_value(path, bad, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
+        ts_npz_edit(path, bad, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
         Checkpoint s2 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
         int rc = load(bad, &q.m, &s2);
         cr_assert_eq(rc, AG_ERR_RANGE, "%s: code %d: %s", cases[k].name, rc, ag_last_error());
@@ -627,13 +593,13 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
         cr_assert(f == NULL);
     }
     /* the boundaries themselves are values a run can reach */
-    set_value(path, bad, "train.step", 0, 0, CKPT_MAX_STEP);
+    ts_npz_edit(path, bad, "train.step", 0, 0, CKPT_MAX_STEP);
     Checkpoint s3 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
     cr_assert_eq(load(bad, &q.m, &s3), AG_OK, "%s", ag_last_error());
     cr_assert_eq(optim_get_step(q.opt), CKPT_MAX_STEP);
     free((void *)s3.extra);
-    set_value(path, bad, v, -1, 0, 0);
-    set_value(bad, bad, "train.step", 0, 0, 0);
+    ts_npz_edit(path, bad, v, -1, 0, 0);
+    ts_npz_edit(bad, bad, "train.step", 0, 0, 0);
     Checkpoint s4 = {.opt = q.opt, .rng = &q.rng, .n_data = 2};
     cr_assert_eq(load(bad, &q.m, &s4), AG_OK, "v = 0 and step 0: %s", ag_last_error());
     free((void *)s4.extra);

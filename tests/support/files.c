@@ -4,6 +4,8 @@
 #define _GNU_SOURCE /* unshare, CLONE_NEWUSER, CLONE_NEWNS */
 #include "files.h"
 
+#include "attograd.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
@@ -83,6 +85,47 @@ char *ts_read_text(const char *path, size_t *len) {
     char *b = ts_slurp(path, len);
     FILES_CHECK(b != NULL, "%s: %s", path, strerror(errno));
     return b;
+}
+
+void ts_npz_edit(const char *src, const char *dst, const char *name, long index, double x,
+                 int64_t i) {
+    NpzFile *f;
+    FILES_CHECK(npz_read(src, &f, NULL) == AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    void *copy = NULL;
+    for (int k = 0; k < f->n; k++) {
+        const NpzEntry *e = &f->entries[k];
+        const void *data = e->data;
+        if (strcmp(e->name, name) == 0 && index == -2) continue;
+        if (strcmp(e->name, name) == 0) {
+            FILES_CHECK(index < (long)e->count, "%s: '%s' has %zu elements, no element %ld", src,
+                        name, e->count, index);
+            copy = malloc(e->nbytes ? e->nbytes : 1);
+            FILES_CHECK(copy != NULL, "%s: out of memory for '%s'", src, name);
+            memcpy(copy, e->data, e->nbytes);
+            for (size_t j = 0; j < e->count; j++) {
+                if (index >= 0 && j != (size_t)index) continue;
+                if (e->dtype == NPZ_F32)
+                    ((float *)copy)[j] = (float)x;
+                else if (e->dtype == NPZ_F64)
+                    ((double *)copy)[j] = x;
+                else
+                    memcpy((char *)copy + 8 * j, &i, 8);
+            }
+            data = copy;
+        }
+        npz_add(w, e->name, e->dtype, e->ndim, e->shape, data);
+    }
+    if (index == -2) {
+        copy = calloc((size_t)i ? (size_t)i : 1, 1);
+        FILES_CHECK(copy != NULL, "%s: out of memory for %lld bytes", src, (long long)i);
+        npz_add_bytes(w, name, copy, (size_t)i);
+    }
+    FILES_CHECK(copy != NULL, "%s: no entry '%s'", src, name);
+    FILES_CHECK(npz_write(w, dst, 6, NULL) == AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    free(copy);
+    npz_free(f);
 }
 
 int ts_start(const char *dir, const char *const *args, const char *in) {

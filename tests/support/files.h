@@ -1,10 +1,11 @@
 /* files.h: temporary folders and small files for the tests that run programs or write data
- * (tests/examples/), and runs the example program. A failure prints the path and reason and aborts. What it does not do:
+ * (tests/examples/), edited copies of .npz files, and runs the example program. A failure prints the path and reason and aborts. What it does not do:
  * compare files (each test says what it expects). Read next: tests/examples/test_translate.c. */
 #ifndef AG_TESTS_FILES_H
 #define AG_TESTS_FILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* a fresh folder /tmp/attograd-<tag>.XXXXXX, its path in dir (n bytes) */
 void ts_tmp_dir(char *dir, size_t n, const char *tag);
@@ -19,6 +20,15 @@ void ts_write_text(const char *path, const char *text);
 char *ts_slurp(const char *path, size_t *len);
 /* ts_slurp that aborts naming the path when the file cannot be read */
 char *ts_read_text(const char *path, size_t *len);
+
+/* ---- edited copies of .npz files (checkpoints a test corrupts on purpose) ---- */
+
+/* Copies the .npz src to dst (which may be src) with element index of entry name set: a float
+ * entry's to x, an integer one's to i; index -1: every element. Index -2: the entry is dropped
+ * (when there) and an entry name of i zero bytes ('|u1') is added instead. Aborts naming src when
+ * the entry is absent (index -1 or more) or has no element index. The result is a valid .npz. */
+void ts_npz_edit(const char *src, const char *dst, const char *name, long index, double x,
+                 int64_t i);
 
 /* ---- running attograd-translate (AG_TRANSLATE_BIN, which make test sets) ---- */
 typedef struct {
