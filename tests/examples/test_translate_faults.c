@@ -139,9 +139,8 @@ static void first_run(const char *dir, const char *train, const char *out) {
     ts_run_free(&r);
 }
 
-/* Resumes the run in out up to step 20 and expects it to fail naming want_path and reason. */
-static void resume_fails(const char *dir, const char *train, const char *out, const char *want_path,
-                         const char *reason, int want_code) {
+/* Resumes the run in out up to step 20, validating and saving every 5 steps */
+static TsRun resume(const char *dir, const char *train, const char *out) {
     const char *args[] = {"train",
                           "--train",
                           train,
@@ -160,7 +159,13 @@ static void resume_fails(const char *dir, const char *train, const char *out, co
                           "8",
                           "--quiet",
                           NULL};
-    TsRun r = ts_run(dir, args, NULL);
+    return ts_run(dir, args, NULL);
+}
+
+/* Resumes the run in out up to step 20 and expects it to fail naming want_path and reason. */
+static void resume_fails(const char *dir, const char *train, const char *out, const char *want_path,
+                         const char *reason, int want_code) {
+    TsRun r = resume(dir, train, out);
     cr_assert_eq(r.code, want_code, "exit %d: %s", r.code, r.err);
     char want[700];
     snprintf(want, sizeof want, "attograd-translate train: %s", want_path);
@@ -356,25 +361,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     keep(k, 3, out);
     fill_up(out);
     /* the log may take one more row in its last block; the first save fails */
-    const char *args[] = {"train",
-                          "--train",
-                          train,
-                          "--valid",
-                          train,
-                          "--out",
-                          out,
-                          "--resume",
-                          "--steps",
-                          "20",
-                          "--valid-every",
-                          "5",
-                          "--save-every",
-                          "5",
-                          "--valid-max",
-                          "8",
-                          "--quiet",
-                          NULL};
-    TsRun r = ts_run(dir, args, NULL);
+    TsRun r = resume(dir, train, out);
     cr_assert_eq(r.code, 1, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, strerror(ENOSPC)), "%s", r.err);
     char want[700];
@@ -396,7 +383,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
     free(k[2].bytes);
     /* space again: the run resumes and completes, the log continues after step 10 */
     unlink(ts_join(p, out, "filler"));
-    r = ts_run(dir, args, NULL);
+    r = resume(dir, train, out);
     cr_assert_eq(r.code, 0, "after freeing space: exit %d: %s", r.code, r.err);
     ts_run_free(&r);
     cr_assert_eq(ckpt_step(ts_join(p, out, "last.npz")), 20);
