@@ -147,30 +147,25 @@ static int check_position(const NpzFile *f, int64_t step) {
                        f->path, GP_POS_COUNT - 1, GP_POS_COUNT);
     int has_shards = e->count == GP_POS_COUNT;
     const int64_t big = 1 << 30;
-#define R_INT(i, what, lo, hi)                                                                     \
-    { "data.position", i, what, CKPT_INT, lo, hi, 0, 0 }
-#define R_F64(i, what, lo, hi)                                                                     \
-    { "data.position", i, what, CKPT_F64_BITS, 0, 0, lo, hi }
     const CkptRule rules[] = {
-        R_INT(GP_POS_LOADER + 4, "batches drawn", step, step),
-        R_INT(GP_POS_BATCH, "--batch-size", 1, 1 << 20),
-        R_INT(GP_POS_N_TRAIN, "train tokens", 2, TXT_SHARD_MAX_TOKENS),
-        R_INT(GP_POS_N_VALID, "valid tokens", 2, TXT_SHARD_MAX_TOKENS),
-        R_F64(GP_POS_WD, "--weight-decay", 0, 1e3),
-        R_F64(GP_POS_CLIP, "--grad-clip", 0, DBL_MAX),
-        R_INT(GP_POS_EVAL_INTERVAL, "--eval-interval", 1, big),
-        R_INT(GP_POS_EVAL_ITERS, "--eval-iters", 1, big),
-        R_INT(GP_POS_LOG_INTERVAL, "--log-interval", 1, big),
-        R_INT(GP_POS_BEST_STEP, "step of best.npz", 0, step),
-        R_F64(GP_POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
-        R_INT(GP_POS_LAST_VALID, "last validated step", 0, step),
-        R_F64(GP_POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
-        R_F64(GP_POS_IV_NORM, "gradient norms since the last log row", 0, DBL_MAX),
-        R_INT(GP_POS_IV_STEPS, "steps since the last log row", 0, step),
-        R_INT(GP_POS_SHARDS, "--shards", 2, 1 << 16),
+        CKPT_RULE_INT("data.position", GP_POS_LOADER + 4, "batches drawn", step, step),
+        CKPT_RULE_INT("data.position", GP_POS_BATCH, "--batch-size", 1, 1 << 20),
+        CKPT_RULE_INT("data.position", GP_POS_N_TRAIN, "train tokens", 2, TXT_SHARD_MAX_TOKENS),
+        CKPT_RULE_INT("data.position", GP_POS_N_VALID, "valid tokens", 2, TXT_SHARD_MAX_TOKENS),
+        CKPT_RULE_F64("data.position", GP_POS_WD, "--weight-decay", 0, 1e3),
+        CKPT_RULE_F64("data.position", GP_POS_CLIP, "--grad-clip", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", GP_POS_EVAL_INTERVAL, "--eval-interval", 1, big),
+        CKPT_RULE_INT("data.position", GP_POS_EVAL_ITERS, "--eval-iters", 1, big),
+        CKPT_RULE_INT("data.position", GP_POS_LOG_INTERVAL, "--log-interval", 1, big),
+        CKPT_RULE_INT("data.position", GP_POS_BEST_STEP, "step of best.npz", 0, step),
+        CKPT_RULE_F64("data.position", GP_POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", GP_POS_LAST_VALID, "last validated step", 0, step),
+        CKPT_RULE_F64("data.position", GP_POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
+        CKPT_RULE_F64("data.position", GP_POS_IV_NORM, "gradient norms since the last log row", 0,
+                      DBL_MAX),
+        CKPT_RULE_INT("data.position", GP_POS_IV_STEPS, "steps since the last log row", 0, step),
+        CKPT_RULE_INT("data.position", GP_POS_SHARDS, "--shards", 2, 1 << 16),
     };
-#undef R_INT
-#undef R_F64
     return ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]) - !has_shards);
 }
 

@@ -31,33 +31,30 @@ int tr_check_position(const NpzFile *f) {
     int64_t step = 0, p[POS_COUNT];
     if (se && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
     const int64_t big = 1 << 30;
-#define R_INT(i, what, lo, hi)                                                                     \
-    { "data.position", i, what, CKPT_INT, lo, hi, 0, 0 }
-#define R_F64(i, what, lo, hi)                                                                     \
-    { "data.position", i, what, CKPT_F64_BITS, 0, 0, lo, hi }
     const CkptRule rules[] = {
-        R_INT(POS_EPOCH, "epoch", 0, step),
-        R_INT(POS_CURSOR, "cursor", 0, INT_MAX),
-        R_INT(POS_BATCH, "batch size", 1, 1 << 20),
-        R_INT(POS_N_TRAIN, "training pairs", 1, INT_MAX),
-        R_INT(POS_BEST_STEP, "step of best.npz", 0, step),
-        R_F64(POS_BEST_EXACT, "best valid exact match", 0, 1),
-        R_F64(POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
-        R_INT(POS_LAST_VALID, "last validated step", 0, step),
-        R_F64(POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
-        R_F64(POS_IV_NORM, "gradient norms since the last log row", 0, DBL_MAX),
-        R_INT(POS_IV_STEPS, "steps since the last log row", 0, step),
-        R_INT(POS_IV_TOKENS, "tokens since the last log row", 0, CKPT_MAX_STEP),
-        R_INT(POS_LOG_EVERY, "--log-every", 1, big),
-        R_INT(POS_VALID_EVERY, "--valid-every", 0, big), /* 0: a run without validation */
-        R_INT(POS_SAVE_EVERY, "--save-every", 0, big),
-        R_INT(POS_VALID_MAX, "--valid-max", 0, big),
-        R_INT(POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
-        R_F64(POS_CLIP, "--clip", 0, DBL_MAX),
-        R_INT(POS_SHARDS, "--shards", 2, 1 << 20),
+        CKPT_RULE_INT("data.position", POS_EPOCH, "epoch", 0, step),
+        CKPT_RULE_INT("data.position", POS_CURSOR, "cursor", 0, INT_MAX),
+        CKPT_RULE_INT("data.position", POS_BATCH, "batch size", 1, 1 << 20),
+        CKPT_RULE_INT("data.position", POS_N_TRAIN, "training pairs", 1, INT_MAX),
+        CKPT_RULE_INT("data.position", POS_BEST_STEP, "step of best.npz", 0, step),
+        CKPT_RULE_F64("data.position", POS_BEST_EXACT, "best valid exact match", 0, 1),
+        CKPT_RULE_F64("data.position", POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_LAST_VALID, "last validated step", 0, step),
+        CKPT_RULE_F64("data.position", POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
+        CKPT_RULE_F64("data.position", POS_IV_NORM, "gradient norms since the last log row", 0,
+                      DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_IV_STEPS, "steps since the last log row", 0, step),
+        CKPT_RULE_INT("data.position", POS_IV_TOKENS, "tokens since the last log row", 0,
+                      CKPT_MAX_STEP),
+        CKPT_RULE_INT("data.position", POS_LOG_EVERY, "--log-every", 1, big),
+        CKPT_RULE_INT("data.position", POS_VALID_EVERY, "--valid-every", 0,
+                      big), /* 0: a run without validation */
+        CKPT_RULE_INT("data.position", POS_SAVE_EVERY, "--save-every", 0, big),
+        CKPT_RULE_INT("data.position", POS_VALID_MAX, "--valid-max", 0, big),
+        CKPT_RULE_INT("data.position", POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
+        CKPT_RULE_F64("data.position", POS_CLIP, "--clip", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_SHARDS, "--shards", 2, 1 << 20),
     };
-#undef R_INT
-#undef R_F64
     int rc = ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
     if (rc != AG_OK) return rc;
     memcpy(p, e->data, e->count * sizeof(int64_t));

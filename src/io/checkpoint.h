@@ -169,6 +169,12 @@ typedef struct CkptRule {
     int64_t ilo, ihi;
     double lo, hi;
 } CkptRule;
+/* A rule on element i of entry, named what: an integer in [lo, hi], or a double (its '<i8'
+ * bits) in [lo, hi] */
+#define CKPT_RULE_INT(entry, i, what, lo, hi)                                                      \
+    { entry, i, what, CKPT_INT, lo, hi, 0, 0 }
+#define CKPT_RULE_F64(entry, i, what, lo, hi)                                                      \
+    { entry, i, what, CKPT_F64_BITS, 0, 0, lo, hi }
 /* Checks rules[0..n) over f in order: AG_OK, or the first failure (AG_ERR_RANGE for a value,
  * AG_ERR_FORMAT for an entry of another dtype), its message naming the file, the entry (and
  * index), the value and the rule. */
