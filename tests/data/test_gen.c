@@ -15,6 +15,7 @@
 
 #include "corpus.h"
 #include "expect_abort.h"
+#include "files.h"
 
 /* ---- helpers: a generated corpus, tokens, a word table ---- */
 
@@ -180,22 +181,6 @@ static void remove_corpus_dir(const char *dir, CorpusTask task) {
     rmdir(dir);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n == cap) buf = realloc(buf, cap *= 2);
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
     return h;
@@ -219,7 +204,7 @@ Test(corpus, same_seed_writes_byte_identical_files) {
             snprintf(pa, sizeof pa, "%s/%s", dir[0], corpus_file_name((CorpusTask)task, s));
             snprintf(pb, sizeof pb, "%s/%s", dir[1], corpus_file_name((CorpusTask)task, s));
             size_t na, nb;
-            char *a = read_all(pa, &na), *b = read_all(pb, &nb);
+            char *a = ts_read_text(pa, &na), *b = ts_read_text(pb, &nb);
             cr_assert(na > 0 && na == nb && memcmp(a, b, na) == 0, "%s and %s differ", pa, pb);
             free(a);
             free(b);
@@ -904,7 +889,7 @@ Test(gen_main, help_exits_0_and_a_run_writes_the_files) {
         char path[128];
         snprintf(path, sizeof path, "%s/%s", dir, corpus_file_name(CORPUS_REVERSE, s));
         size_t len, lines = 0;
-        char *text = read_all(path, &len);
+        char *text = ts_read_text(path, &len);
         for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
         cr_assert_eq(lines, want[s], "%s: %zu lines", path, lines);
         free(text);

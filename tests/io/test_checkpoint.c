@@ -118,6 +118,20 @@ static Checkpoint run_state(Run *r) {
     return st;
 }
 
+/* The start of a test on a saved run: a fresh folder in dir (64 bytes), its c.npz in path and
+ * bad.npz in bad (600 bytes each; bad may be NULL), in r a run of tiny_config() with
+ * tiny_optim() after steps steps; returns the run's state */
+static Checkpoint start_run(char *dir, char *path, char *bad, Run *r, int steps) {
+    ts_tmp_dir(dir, 64, "ckpt");
+    snprintf(path, 600, "%s/c.npz", dir);
+    if (bad) snprintf(bad, 600, "%s/bad.npz", dir);
+    Seq2SeqConfig c = tiny_config();
+    OptimConfig o = tiny_optim();
+    run_init(r, &c, &o);
+    for (int i = 0; i < steps; i++) run_step(r);
+    return run_state(r);
+}
+
 /* ckpt_save of m (its parameters and configuration) and the parts of st (NULL: weights only) */
 static int save(const char *path, Seq2Seq *m, const Checkpoint *st, int level, NpzStats *stats) {
     Checkpoint c = st ? *st : (Checkpoint){0};
@@ -158,18 +172,6 @@ static void dump(Run *r, const double *losses, int n, const char *path) {
     for (int i = 0; i < r->m.params.n; i++)
         fwrite(r->m.params.items[i]->data, sizeof(Real), r->m.params.items[i]->size, f);
     fclose(f);
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*n);
-    cr_assert(fread(b, 1, *n, f) == *n);
-    fclose(f);
-    return b;
 }
 
 static void in_child(void (*fn)(const char *), const char *dir) {
@@ -258,7 +260,7 @@ Test(checkpoint, resume_is_bit_exact_with_dropout_and_shuffling) {
     snprintf(a, sizeof a, "%s/straight.bin", dir);
     snprintf(b, sizeof b, "%s/resumed.bin", dir);
     size_t na, nb;
-    char *da = slurp(a, &na), *db = slurp(b, &nb);
+    char *da = ts_read_text(a, &na), *db = ts_read_text(b, &nb);
     cr_assert_eq(na, nb);
     const double *la = (const double *)da, *lb = (const double *)db;
     for (int i = 0; i < 8; i++)
@@ -268,9 +270,7 @@ Test(checkpoint, resume_is_bit_exact_with_dropout_and_shuffling) {
     cr_assert(memcmp(da, db, na) == 0, "weights differ after resuming");
     free(da);
     free(db);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 /* ---- round trip and refusals ---- */
@@ -288,16 +288,11 @@ static void params_bytes(const Seq2Seq *m, char **buf, size_t *n) {
 }
 
 Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
-    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[600];
-    snprintf(path, sizeof path, "%s/c.npz", dir);
+    char dir[64], path[600];
     Seq2SeqConfig c = tiny_config();
     OptimConfig o = tiny_optim();
     Run r;
-    run_init(&r, &c, &o);
-    for (int i = 0; i < 3; i++) run_step(&r);
-    Checkpoint st = run_state(&r);
+    Checkpoint st = start_run(dir, path, NULL, &r, 3);
     NpzStats stats;
     cr_assert_eq(save(path, &r.m, &st, 6, &stats), AG_OK, "%s", ag_last_error());
     cr_assert(stats.file_bytes > 0 && stats.raw_bytes > 0);
@@ -380,8 +375,7 @@ Test(checkpoint, round_trip_restores_everything_and_refusals_change_nothing) {
 
     free(pa), free(pb), free(before), free(after), free(wbefore), free(wafter);
     run_free(&r), run_free(&q), run_free(&z), run_free(&w);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 /* ---- hostile configurations (README, "Limits") ---- */
@@ -409,16 +403,9 @@ static void rewrite(const char *src, const char *dst, const char *name, NpzDtype
 }
 
 Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
-    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[600], bad[600];
-    snprintf(path, sizeof path, "%s/c.npz", dir);
-    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
-    Seq2SeqConfig c = tiny_config();
-    OptimConfig o = tiny_optim();
+    char dir[64], path[600], bad[600];
     Run r;
-    run_init(&r, &c, &o);
-    Checkpoint st = run_state(&r);
+    Checkpoint st = start_run(dir, path, bad, &r, 0);
     cr_assert_eq(save(path, &r.m, &st, 0, NULL), AG_OK, "%s", ag_last_error());
     run_free(&r);
     const double nan = strtod("nan", NULL);
@@ -482,9 +469,7 @@ Test(checkpoint, hostile_configurations_are_refused_before_a_model_is_built) {
     /* the untouched file still reads */
     Seq2SeqConfig c2;
     cr_assert_eq(read_config(path, &c2, NULL, NULL), AG_OK, "%s", ag_last_error());
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 Test(checkpoint, parameter_counts_are_exact) {
@@ -531,17 +516,11 @@ Test(checkpoint, parameter_counts_are_exact) {
  * negative step used to abort in optim_set_step; a NaN weight or an infinite second moment
  * used to load). The boundary values themselves load. */
 Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_rule) {
-    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[600], bad[600];
-    snprintf(path, sizeof path, "%s/c.npz", dir);
-    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
+    char dir[64], path[600], bad[600];
     Seq2SeqConfig c = tiny_config();
     OptimConfig o = tiny_optim();
     Run r;
-    run_init(&r, &c, &o);
-    for (int i = 0; i < 2; i++) run_step(&r);
-    Checkpoint st = run_state(&r);
+    Checkpoint st = start_run(dir, path, bad, &r, 2);
     cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     const char *w = "decoder.norm.weight", *m = "optim.decoder.norm.weight.exp_avg",
                *v = "optim.decoder.norm.weight.exp_avg_sq";
@@ -606,28 +585,19 @@ Test(checkpoint, values_out_of_their_domain_are_refused_naming_entry_value_and_r
     free(before);
     run_free(&q);
     run_free(&r);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 /* Nothing non-finite is saved: a NaN weight, an infinite or negative second moment, a step out
  * of range, an RNG at zero are refused naming the tensor and the index; the file already at
  * the path stays as it was. */
 Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) {
-    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[600];
-    snprintf(path, sizeof path, "%s/c.npz", dir);
-    Seq2SeqConfig c = tiny_config();
-    OptimConfig o = tiny_optim();
+    char dir[64], path[600];
     Run r;
-    run_init(&r, &c, &o);
-    run_step(&r);
-    Checkpoint st = run_state(&r);
+    Checkpoint st = start_run(dir, path, NULL, &r, 1);
     cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     size_t n0, n1;
-    char *old = slurp(path, &n0);
+    char *old = ts_read_text(path, &n0);
     Tensor *wt = ag_params_find(&r.m.params, "decoder.norm.weight");
     Tensor *v = NULL;
     for (int i = 0; i < optim_state_count(r.opt); i++)
@@ -662,14 +632,12 @@ Test(checkpoint, save_refuses_what_loading_would_refuse_and_keeps_the_old_file) 
     cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_ERR_RANGE);
     cr_assert(strstr(ag_last_error(), "rng.state is all zeros"), "%s", ag_last_error());
     memcpy(r.rng.s, s, sizeof s);
-    char *now = slurp(path, &n1);
+    char *now = ts_read_text(path, &n1);
     cr_assert(n0 == n1 && memcmp(old, now, n0) == 0, "a refused save changed the file");
     free(old);
     free(now);
     run_free(&r);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 /* Peak resident memory of this process in KiB (Linux: VmHWM). */
@@ -700,16 +668,9 @@ static void read_in_child(const char *path) {
  * without that memory; so is an oversized meta.extra, or a configuration entry of more than
  * CKPT_MAX_SMALL bytes. */
 Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocating_it) {
-    char dir[] = "/tmp/attograd-ckpt-XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[600], bad[600];
-    snprintf(path, sizeof path, "%s/c.npz", dir);
-    snprintf(bad, sizeof bad, "%s/bad.npz", dir);
-    Seq2SeqConfig c = tiny_config();
-    OptimConfig o = tiny_optim();
+    char dir[64], path[600], bad[600];
     Run r;
-    run_init(&r, &c, &o);
-    Checkpoint st = run_state(&r);
+    Checkpoint st = start_run(dir, path, bad, &r, 0);
     cr_assert_eq(save(path, &r.m, &st, 6, NULL), AG_OK, "%s", ag_last_error());
     run_free(&r);
     const char *names[] = {"optim.junk", "meta.extra", "meta.config.pad_id"};
@@ -763,9 +724,7 @@ Test(checkpoint, a_small_file_declaring_a_huge_entry_is_refused_before_allocatin
     Seq2SeqConfig c3;
     cr_assert_eq(read_config(bad, &c3, NULL, NULL), AG_ERR_FORMAT);
     cr_assert(strstr(ag_last_error(), "more than 96 configuration"), "%s", ag_last_error());
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert(system(cmd) == 0);
+    ts_rm_tree(dir);
 }
 
 /* The rules a caller adds (the translation example's data.position) use the same mechanism:
