@@ -38,26 +38,16 @@ typedef struct {
     /* symbols of the distinct chunks, back to back; w: the chunk's weight at each position */
     int32_t *sym, *nxt, *prv, *w;
     int32_t n;
-    /* pairs, and a hash (a << 32 | b) + 1 -> index into pairs */
+    /* pairs, and a hash (a, b) -> index into pairs */
     Pair *pairs;
     int32_t n_pairs, cap_pairs;
-    uint64_t *keys;
-    int32_t *idx;
-    size_t cap_keys;
+    TxtPairMap index;
     HeapEntry *heap;
     size_t hn, hcap;
     int32_t *dirty;
     int32_t n_dirty, cap_dirty;
     int oom;
 } Trainer;
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
 
 /* ---- the max-heap of (count, a, b): larger count first, then smaller a, then smaller b ---- */
 
@@ -105,35 +95,12 @@ static HeapEntry heap_pop(Trainer *T) {
 
 /* The index of pair (a, b), created with count 0 when new; -1 when out of memory. */
 static int32_t pair_get(Trainer *T, int32_t a, int32_t b) {
-    uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    if ((size_t)(T->n_pairs + 1) * 2 > T->cap_keys) {
-        size_t cap = T->cap_keys ? T->cap_keys * 2 : 4096;
-        uint64_t *k = calloc(cap, sizeof *k);
-        int32_t *v = malloc(cap * sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            T->oom = 1;
-            return -1;
-        }
-        for (size_t i = 0; i < T->cap_keys; i++) {
-            if (!T->keys[i]) continue;
-            size_t j = mix64(T->keys[i]) & (cap - 1);
-            while (k[j]) j = (j + 1) & (cap - 1);
-            k[j] = T->keys[i];
-            v[j] = T->idx[i];
-        }
-        free(T->keys);
-        free(T->idx);
-        T->keys = k;
-        T->idx = v;
-        T->cap_keys = cap;
+    if (txt_pairs_reserve_(&T->index, (size_t)T->n_pairs + 1, 4096) != AG_OK) {
+        T->oom = 1;
+        return -1;
     }
-    size_t i = mix64(key) & (T->cap_keys - 1);
-    while (T->keys[i]) {
-        if (T->keys[i] == key) return T->idx[i];
-        i = (i + 1) & (T->cap_keys - 1);
-    }
+    size_t i = txt_pairs_slot_(&T->index, a, b);
+    if (T->index.keys[i]) return T->index.vals[i];
     if (T->n_pairs == T->cap_pairs) {
         int32_t cap = T->cap_pairs * 2 + 1024;
         Pair *p = realloc(T->pairs, (size_t)cap * sizeof *p);
@@ -144,8 +111,7 @@ static int32_t pair_get(Trainer *T, int32_t a, int32_t b) {
         T->pairs = p;
         T->cap_pairs = cap;
     }
-    T->keys[i] = key;
-    T->idx[i] = T->n_pairs;
+    txt_pairs_set_(&T->index, i, a, b, T->n_pairs);
     T->pairs[T->n_pairs] = (Pair){.a = a, .b = b};
     return T->n_pairs++;
 }
@@ -298,8 +264,7 @@ static void trainer_free(Trainer *T) {
     free(T->w);
     for (int32_t k = 0; k < T->n_pairs; k++) free(T->pairs[k].pos);
     free(T->pairs);
-    free(T->keys);
-    free(T->idx);
+    txt_pairs_free_(&T->index);
     free(T->heap);
     free(T->dirty);
 }

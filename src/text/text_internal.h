@@ -7,6 +7,25 @@
 
 #include "text.h"
 
+/* A hash from a pair of ids (a, b) to an int32 value, for the merges' ranks (tokenizer.c) and
+ * the trainer's pairs (bpe_train.c): open addressing with linear probing, kept at most half
+ * full; the key (a << 32 | b) + 1, 0 in an empty slot. All zero: empty. */
+typedef struct TxtPairMap {
+    uint64_t *keys;
+    int32_t *vals;
+    size_t cap; /* a power of two, or 0 */
+} TxtPairMap;
+/* Room for n pairs, the table doubling from min_cap (a power of two): AG_OK, or AG_ERR_NOMEM
+ * with m unchanged (no message: the caller says what ran out) */
+int txt_pairs_reserve_(TxtPairMap *m, size_t n, size_t min_cap);
+/* The slot of (a, b) when m holds it, else the empty slot where it goes; m->cap > 0 */
+size_t txt_pairs_slot_(const TxtPairMap *m, int a, int b);
+/* (a, b) -> v at slot i (txt_pairs_slot_'s, with room reserved) */
+void txt_pairs_set_(TxtPairMap *m, size_t i, int a, int b, int32_t v);
+/* The value of (a, b), or -1 */
+int32_t txt_pairs_get_(const TxtPairMap *m, int a, int b);
+void txt_pairs_free_(TxtPairMap *m);
+
 struct TxtTokenizer {
     TxtKind kind;
     TxtSplit split;
@@ -20,9 +39,7 @@ struct TxtTokenizer {
     size_t blob_len, blob_cap;
     size_t *off; /* (n_ids + 1) offsets into blob */
     int off_cap;
-    uint64_t *mkeys; /* open addressing: (left << 32 | right) + 1, 0 when empty */
-    int32_t *mrank;
-    size_t mcap; /* a power of two */
+    TxtPairMap rank; /* (left, right) -> the merge's rank */
 };
 
 /* A new empty tokenizer of kind and split (no ids yet); NULL when out of memory. */

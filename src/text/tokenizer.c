@@ -33,8 +33,7 @@ void txt_free(TxtTokenizer *t) {
     free(t->merges);
     free(t->blob);
     free(t->off);
-    free(t->mkeys);
-    free(t->mrank);
+    txt_pairs_free_(&t->rank);
     free(t);
 }
 
@@ -62,6 +61,8 @@ int txt_push_token_(TxtTokenizer *t, const uint8_t *bytes, size_t len) {
     return AG_OK;
 }
 
+/* ---- the pair map (text_internal.h) ---- */
+
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
@@ -70,27 +71,59 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 33);
 }
 
-static uint64_t merge_key(int a, int b) {
-    return (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-}
+static uint64_t pair_key(int a, int b) { return (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1; }
 
-static void mhash_put(uint64_t *keys, int32_t *vals, size_t cap, uint64_t key, int32_t v) {
+/* the slot of key in keys[0..cap): where it is, or the first empty one after its hash */
+static size_t key_slot(const uint64_t *keys, size_t cap, uint64_t key) {
     size_t i = mix64(key) & (cap - 1);
     while (keys[i] && keys[i] != key) i = (i + 1) & (cap - 1);
-    keys[i] = key;
-    vals[i] = v;
+    return i;
 }
 
-int txt_merge_rank_(const TxtTokenizer *t, int a, int b) {
-    if (!t->mcap) return -1;
-    uint64_t key = merge_key(a, b);
-    size_t i = mix64(key) & (t->mcap - 1);
-    while (t->mkeys[i]) {
-        if (t->mkeys[i] == key) return t->mrank[i];
-        i = (i + 1) & (t->mcap - 1);
+int txt_pairs_reserve_(TxtPairMap *m, size_t n, size_t min_cap) {
+    if (n * 2 <= m->cap) return AG_OK;
+    size_t cap = m->cap ? m->cap * 2 : min_cap;
+    while (n * 2 > cap) cap *= 2;
+    uint64_t *k = calloc(cap, sizeof *k);
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return AG_ERR_NOMEM;
     }
-    return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        size_t j = key_slot(k, cap, m->keys[i]);
+        k[j] = m->keys[i];
+        v[j] = m->vals[i];
+    }
+    txt_pairs_free_(m);
+    m->keys = k, m->vals = v, m->cap = cap;
+    return AG_OK;
 }
+
+size_t txt_pairs_slot_(const TxtPairMap *m, int a, int b) {
+    return key_slot(m->keys, m->cap, pair_key(a, b));
+}
+
+void txt_pairs_set_(TxtPairMap *m, size_t i, int a, int b, int32_t v) {
+    m->keys[i] = pair_key(a, b);
+    m->vals[i] = v;
+}
+
+int32_t txt_pairs_get_(const TxtPairMap *m, int a, int b) {
+    if (!m->cap) return -1;
+    size_t i = txt_pairs_slot_(m, a, b);
+    return m->keys[i] ? m->vals[i] : -1;
+}
+
+void txt_pairs_free_(TxtPairMap *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+int txt_merge_rank_(const TxtTokenizer *t, int a, int b) { return txt_pairs_get_(&t->rank, a, b); }
 
 int txt_push_merge_(TxtTokenizer *t, int a, int b) {
     AG_CHECK(t->n_special == 0 && a >= 0 && b >= 0 && a < n_ids(t) && b < n_ids(t),
@@ -103,23 +136,8 @@ int txt_push_merge_(TxtTokenizer *t, int a, int b) {
         t->merges = m;
         t->merges_cap = cap;
     }
-    if ((size_t)(t->n_merges + 1) * 2 > t->mcap) { /* keep the table at most half full */
-        size_t cap = t->mcap ? t->mcap * 2 : 1024;
-        uint64_t *k = calloc(cap, sizeof *k);
-        int32_t *v = malloc(cap * sizeof *v);
-        if (!k || !v) {
-            free(k);
-            free(v);
-            return ag_fail(AG_ERR_NOMEM, "tokenizer: out of memory");
-        }
-        for (size_t i = 0; i < t->mcap; i++)
-            if (t->mkeys[i]) mhash_put(k, v, cap, t->mkeys[i], t->mrank[i]);
-        free(t->mkeys);
-        free(t->mrank);
-        t->mkeys = k;
-        t->mrank = v;
-        t->mcap = cap;
-    }
+    if (txt_pairs_reserve_(&t->rank, (size_t)t->n_merges + 1, 1024) != AG_OK)
+        return ag_fail(AG_ERR_NOMEM, "tokenizer: out of memory");
     /* the new token's bytes: a's then b's (copied through a buffer: the blob may move) */
     size_t la = txt_len_(t, a), lb = txt_len_(t, b);
     uint8_t *tmp = malloc(la + lb + 1);
@@ -131,7 +149,7 @@ int txt_push_merge_(TxtTokenizer *t, int a, int b) {
     if (rc != AG_OK) return rc;
     t->merges[2 * t->n_merges] = a;
     t->merges[2 * t->n_merges + 1] = b;
-    mhash_put(t->mkeys, t->mrank, t->mcap, merge_key(a, b), t->n_merges);
+    txt_pairs_set_(&t->rank, txt_pairs_slot_(&t->rank, a, b), a, b, t->n_merges);
     t->n_merges++;
     return AG_OK;
 }
