@@ -20,12 +20,6 @@
 #include "files.h"
 #include "translate.h"
 
-static void rm_dir(const char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert(system(cmd) == 0);
-}
-
 static void write_bytes(const char *path, const void *b, size_t n) {
     FILE *f = fopen(path, "wb");
     cr_assert(f != NULL, "%s: %s", path, strerror(errno));
@@ -96,7 +90,7 @@ Test(tr_limits, read_line_stops_at_its_limit_and_reads_no_further) {
     cr_assert_eq(ftell(f), 33 + 9, "at most 8 + 1 bytes skipped");
     fclose(f);
     free(buf);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 /* a TSV file whose second line is `bytes` long (words of 3 letters, a tab in the middle) */
@@ -150,7 +144,7 @@ Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
     cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%s", ag_last_error());
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_limits, a_word_over_the_limit_is_refused) {
@@ -170,7 +164,7 @@ Test(tr_limits, a_word_over_the_limit_is_refused) {
     strcat(text, "\n");
     write_bytes(path, text, strlen(text));
     expect_data_fails(path, ":1: the target has a word longer than 512 bytes (TR_MAX_WORD)");
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_limits, training_data_cannot_grow_a_vocabulary_past_the_limit) {
@@ -187,7 +181,7 @@ Test(tr_limits, training_data_cannot_grow_a_vocabulary_past_the_limit) {
     fclose(f);
     expect_data_fails(path, ":25: the source has a new word, but its vocabulary already holds "
                             "500000 words (TR_MAX_VOCAB)");
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 /* "attograd-translate vocab 1\nsrc N\n" and n words "w0".."w<n-1>", then an empty tgt side */
@@ -299,7 +293,7 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     arena_free(a);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 /* ---- endless and device input, the memory of eval ---- */
@@ -433,7 +427,7 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
         size_t sent = finish_writer(fifo, writer, report);
         cr_assert_lt(sent, (size_t)TR_MAX_LINE + (1 << 20), "%zu bytes went into the pipe", sent);
     }
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 Test(tr_limits, translate_gives_up_on_an_endless_input_line) {
@@ -457,7 +451,7 @@ Test(tr_limits, translate_gives_up_on_an_endless_input_line) {
               "%s", text);
     cr_assert_lt(took, 2.0, "took %.2f s", took);
     free(text);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 static int eval_batches, eval_stop_after;
@@ -548,7 +542,7 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
         line = strchr(line, '\n') + 1;
     }
     free(text);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 /* Windows are independent: evaluating a file of 4500 pairs (two windows) gives the lines and
@@ -607,7 +601,7 @@ Test(tr_limits, eval_windows_match_separate_files) {
     cr_assert_eq(s[0].hyp_len, s[1].hyp_len + s[2].hyp_len);
     for (int k = 0; k < 3; k++) free(text[k]);
     tr_free(&tr);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }
 
 /* tr_check_args: the exit code tr_main would give for the flags, and nothing runs */
@@ -663,5 +657,5 @@ Test(tr_limits, check_args_parses_and_runs_nothing) {
     }
     struct stat st;
     cr_assert(stat(out, &st) != 0, "tr_check_args ran the training (%s exists)", out);
-    rm_dir(dir);
+    ts_rm_tree(dir);
 }

@@ -87,6 +87,24 @@ char *ts_read_text(const char *path, size_t *len) {
     return b;
 }
 
+char *ts_csv_drop_column(const char *path, int col) {
+    char *text = ts_read_text(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
+    FILES_CHECK(out != NULL, "%s: out of memory", path);
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        FILES_CHECK(end != NULL, "%s: a row without its newline: %.60s", path, line);
+        int c = 0;
+        for (char *p = line; p <= end; p++) {
+            if (*p == ',') c++;
+            if (c != col || *p == ',') *o++ = *p;
+        }
+        line = end + 1;
+    }
+    *o = '\0';
+    free(text);
+    return out;
+}
+
 void ts_npz_edit(const char *src, const char *dst, const char *name, long index, double x,
                  int64_t i) {
     NpzFile *f;

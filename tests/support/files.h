@@ -20,6 +20,10 @@ void ts_write_text(const char *path, const char *text);
 char *ts_slurp(const char *path, size_t *len);
 /* ts_slurp that aborts naming the path when the file cannot be read */
 char *ts_read_text(const char *path, size_t *len);
+/* The CSV file at path with the text of column col (0 the first) left out, its commas kept: a
+ * malloc'd text, for comparing two runs' logs but for a timing column. Aborts naming the path
+ * when it cannot be read or a row lacks its '\n'. */
+char *ts_csv_drop_column(const char *path, int col);
 
 /* ---- edited copies of .npz files (checkpoints a test corrupts on purpose) ---- */
 
