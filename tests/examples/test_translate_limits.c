@@ -20,13 +20,6 @@
 #include "files.h"
 #include "translate.h"
 
-static void write_bytes(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f != NULL, "%s: %s", path, strerror(errno));
-    cr_assert(fwrite(b, 1, n, f) == n);
-    cr_assert(fclose(f) == 0);
-}
-
 /* tr_data_read of path with fresh vocabularies must fail naming path and containing want */
 static void expect_data_fails(const char *path, const char *want) {
     TrVocab s, t;
@@ -57,7 +50,7 @@ Test(tr_limits, read_line_stops_at_its_limit_and_reads_no_further) {
     snprintf(path, sizeof path, "%s/lines", dir);
     static const char text[] = "abc\n\n12345678\n123456789\n"
                                "a line of many more than eight bytes\nx\0y\ntail";
-    write_bytes(path, text, sizeof text - 1);
+    ts_write_bytes(path, text, sizeof text - 1);
     /* got, the line, and where reading stands afterwards (ftell) */
     struct {
         int got;
@@ -155,14 +148,14 @@ Test(tr_limits, a_word_over_the_limit_is_refused) {
     strcpy(text, "a b\tc ");
     memset(text + 6, 'x', TR_MAX_WORD);
     strcat(text, "\n");
-    write_bytes(path, text, strlen(text));
+    ts_write_bytes(path, text, strlen(text));
     TrVocab s, t;
     cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%d bytes: %s", TR_MAX_WORD, ag_last_error());
     tr_vocab_free(&s);
     tr_vocab_free(&t);
     text[strlen(text) - 1] = 'x';
     strcat(text, "\n");
-    write_bytes(path, text, strlen(text));
+    ts_write_bytes(path, text, strlen(text));
     expect_data_fails(path, ":1: the target has a word longer than 512 bytes (TR_MAX_WORD)");
     ts_rm_tree(dir);
 }

@@ -56,11 +56,13 @@ char *ts_join(char *buf, const char *dir, const char *name) {
     return buf;
 }
 
-void ts_write_text(const char *path, const char *text) {
+void ts_write_bytes(const char *path, const void *b, size_t n) {
     FILE *f = fopen(path, "wb");
     FILES_CHECK(f != NULL, "%s: %s", path, strerror(errno));
-    FILES_CHECK(fputs(text, f) >= 0 && fclose(f) == 0, "%s: %s", path, strerror(errno));
+    FILES_CHECK(fwrite(b, 1, n, f) == n && fclose(f) == 0, "%s: %s", path, strerror(errno));
 }
+
+void ts_write_text(const char *path, const char *text) { ts_write_bytes(path, text, strlen(text)); }
 
 char *ts_slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

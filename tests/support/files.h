@@ -13,7 +13,8 @@ void ts_tmp_dir(char *dir, size_t n, const char *tag);
 void ts_rm_tree(const char *dir);
 /* dir/name into buf, which holds 512 bytes; returns buf */
 char *ts_join(char *buf, const char *dir, const char *name);
-/* path holds exactly text afterwards */
+/* path holds exactly the n bytes of b, or text, afterwards */
+void ts_write_bytes(const char *path, const void *b, size_t n);
 void ts_write_text(const char *path, const char *text);
 /* the whole file (malloc'd, NUL-terminated; its length in *len when len), or NULL if it cannot
  * be read */

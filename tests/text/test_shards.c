@@ -19,11 +19,6 @@ static uint32_t get32le(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void write_bytes(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f && fwrite(b, 1, n, f) == n && fclose(f) == 0, "%s", path);
-}
-
 Test(txt_shard, uint16_shards_hold_llm_c_header_and_tokens) {
     char dir[256], path[512];
     ts_tmp_dir(dir, sizeof dir, "shard");
@@ -113,7 +108,7 @@ static void hand_shard(const char *path, int32_t h0, int32_t h1, int32_t h2, con
     put32le(b + 4, (uint32_t)h1);
     put32le(b + 8, (uint32_t)h2);
     if (n) memcpy(b + 1024, data, n);
-    write_bytes(path, b, 1024 + n);
+    ts_write_bytes(path, b, 1024 + n);
     free(b);
 }
 
@@ -155,7 +150,7 @@ Test(txt_shard, damaged_headers_and_sizes_are_refused_naming_path_and_reason) {
     cr_assert(n == 2 && ids[0] == (1 | 2 << 16) && ids[1] == (3 | 4 << 16));
     free(ids);
     refused(path, 65536, AG_ERR_RANGE, "token 0 = 131073 outside the vocabulary [0, 65536)");
-    write_bytes(path, "short", 5);
+    ts_write_bytes(path, "short", 5);
     refused(path, 0, AG_ERR_FORMAT, "5 bytes: shorter than the 1024-byte header");
     ts_join(path, dir, "missing.bin");
     refused(path, 0, AG_ERR_IO, "cannot open");
@@ -286,7 +281,7 @@ Test(txt_shard, parts_read_from_an_open_shard_are_its_tokens_each_checked) {
     }
     cr_assert_eq(b.batches, 20);
     /* a header that is not a shard is refused at open, naming the path */
-    write_bytes(path, "not a shard", 11);
+    ts_write_bytes(path, "not a shard", 11);
     cr_assert_eq(txt_shard_open(path, 0, &s), AG_ERR_FORMAT);
     cr_assert(strstr(ag_last_error(), "t.bin"), "%s", ag_last_error());
     free(ids);
