@@ -26,27 +26,6 @@
 
 /* ---- temporary folders, files, generated tasks ---- */
 
-/* n pairs of random sequences of min_len..max_len symbols from the first `alphabet` letters;
- * the target is the source (copy) or the source reversed */
-static void write_task(const char *path, int n, int reverse, uint64_t seed, int min_len,
-                       int max_len, int alphabet) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < n; i++) {
-        int len = min_len + (int)rng_below(&r, (uint64_t)(max_len - min_len + 1));
-        char s[32];
-        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, (uint64_t)alphabet));
-        for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
-        fputc('\t', f);
-        for (int k = 0; k < len; k++)
-            fprintf(f, "%s%c", k ? " " : "", s[reverse ? len - 1 - k : k]);
-        fputc('\n', f);
-    }
-    fclose(f);
-}
-
 /* a small model and run for the tests: quiet, no signal handlers, overwriting */
 static TrTrainConfig tiny_config(const char *dir, const char *train, const char *valid) {
     TrTrainConfig c = tr_train_defaults();
@@ -385,7 +364,7 @@ Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
     char dir[64], path[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     ts_join(path, dir, "d.tsv");
-    write_task(path, 203, 0, 5, 1, 12, 8);
+    ts_write_copy_task(path, 203, 0, 5, 1, 12, 8);
     TrVocab s, t;
     tr_vocab_init(&s);
     tr_vocab_init(&t);
@@ -534,9 +513,9 @@ static void learn_task(int reverse) {
 #else
     int max_len = 8, alphabet = 8, steps = reverse ? 600 : 300, width = 32;
 #endif
-    write_task(ts_join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
-    write_task(ts_join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
-    write_task(ts_join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
+    ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
+    ts_write_copy_task(ts_join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
     TrTrainConfig c = tiny_config(ts_join(out, dir, "run"), train, valid);
     c.model.layer.d_model = width;
     c.model.layer.d_ff = 2 * width;
@@ -592,8 +571,8 @@ Test(tr_train, learns_reverse_with_antidiagonal_cross_attention) { learn_task(1)
  * with dropout, writing to out (dir/straight). */
 static TrTrainConfig halves_run(char *dir, char *train, char *valid, char *out) {
     ts_tmp_dir(dir, 64, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
-    write_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
+    ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
     TrTrainConfig c = tiny_config(ts_join(out, dir, "straight"), train, valid);
     c.model.layer.dropout = 0.2;
     c.steps = 24;
@@ -668,7 +647,7 @@ static Tensor *ctx_shard_loss(void *ctx, Tape *t, int i) {
 Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
     char dir[64], path[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(path, dir, "d.tsv"), 7, 1, 5, 1, 9, 6);
+    ts_write_copy_task(ts_join(path, dir, "d.tsv"), 7, 1, 5, 1, 9, 6);
     TrVocab sv, tv;
     tr_vocab_init(&sv);
     tr_vocab_init(&tv);
@@ -797,7 +776,7 @@ Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
 Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
     char dir[64], train[512], out[2][512], ckpt[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 40, 0, 31, 2, 7, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 31, 2, 7, 6);
     const double gains[2] = {1.0, 0.25};
     Translator tr[2];
     for (int i = 0; i < 2; i++) {
@@ -893,7 +872,7 @@ Test(tr_train, a_checkpoint_written_before_generic_checkpoints_loads_and_resumes
 static void interrupt_with(int sig, int want_code, const char *name) {
     char dir[64], train[512], out[512], csv[512], last[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 64, 0, 31, 2, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 64, 0, 31, 2, 6, 6);
     ts_join(out, dir, "run");
     ts_join(csv, out, "log.csv");
     const char *args[] = {"train",   "--train", train,         "--no-valid", "--out",    out,
@@ -948,7 +927,7 @@ Test(tr_cli, sigterm_saves_a_checkpoint_and_exits_143) { interrupt_with(SIGTERM,
 Test(tr_cli, non_finite_loss_stops_naming_the_step) {
     char dir[64], train[512], out[512], last[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
     ts_join(out, dir, "run");
     const char *args[] = {"train",    "--train", train,          "--no-valid", "--out",        out,
                           "--steps",  "20",      "--save-every", "5",          "--inject-nan", "7",
@@ -981,7 +960,7 @@ Test(tr_cli, non_finite_loss_stops_naming_the_step) {
 Test(tr_cli, bad_usage_exits_2_with_a_message) {
     char dir[64], train[512], bad[512], out[512], missing[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
-    write_task(ts_join(train, dir, "train.tsv"), 20, 0, 51, 2, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 20, 0, 51, 2, 6, 6);
     ts_join(bad, dir, "bad.tsv");
     ts_write_text(bad, "a b\tb a\nc d\td c\ne f g\n");
     ts_join(out, dir, "run");
@@ -1110,8 +1089,8 @@ Test(tr_cli, a_short_run_works_without_other_flags) {
     ts_join(data, dir, "data");
     cr_assert_eq(tr_make_dirs(data), AG_OK);
     /* few short pairs: the default model's 100 steps take a second or two */
-    write_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
-    write_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);
+    ts_write_copy_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
+    ts_write_copy_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);
     ts_join(out, dir, "run");
     setenv("OMP_NUM_THREADS", "1", 1); /* the suite runs two tests side by side */
     const char *args[] = {"train", "--steps", "100", "--data", data, "--out", out, NULL};
@@ -1175,7 +1154,7 @@ Test(tr_cli, help_eval_and_translate) {
         cr_assert(strstr(r.out, "usage: attograd-translate ") && strstr(r.out, "--"), "%s", r.out);
         ts_run_free(&r);
     }
-    write_task(ts_join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 61, 2, 6, 6);
     ts_join(out, dir, "run");
     const char *make[] = {"train", "--train", train, "--no-valid", "--out",
                           out,     "--steps", "4",   TINY_FLAGS,   NULL};

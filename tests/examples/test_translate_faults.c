@@ -34,25 +34,6 @@
 #include "files.h"
 #include "translate.h"
 
-/* ---- files and folders ---- */
-
-/* n pairs of random copy sequences of 2..6 symbols from 6 letters */
-static void write_task(const char *path, int n, uint64_t seed) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < n; i++) {
-        int len = 2 + (int)rng_below(&r, 5);
-        char s[8];
-        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, 6));
-        for (int side = 0; side < 2; side++)
-            for (int k = 0; k < len; k++)
-                fprintf(f, "%c%c", s[k], k + 1 < len ? ' ' : side ? '\n' : '\t');
-    }
-    fclose(f);
-}
-
 /* ---- running the program ---- */
 
 /* The step a checkpoint holds; it must load and hold finite weights. */
@@ -179,7 +160,7 @@ static void resume_fails(const char *dir, const char *train, const char *out, co
 Test(tr_faults, a_diverging_run_names_the_step_and_in_check_mode_the_op) {
     char dir[64], train[512], out[512], last[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 64, 41);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 64, 0, 41, 2, 6, 6);
     ts_join(out, dir, "run");
     ts_join(last, out, "last.npz");
     for (int check = 0; check < 2; check++) {
@@ -295,7 +276,7 @@ static int make_read_only(const char *path, char *why, size_t n) {
 Test(tr_faults, a_read_only_folder_fails_naming_the_path_and_keeps_checkpoints_and_log) {
     char dir[64], train[512], out[512], csv[512], why[256];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 40, 42);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 42, 2, 6, 6);
     ts_join(out, dir, "run");
     first_run(dir, train, out);
     Kept k[] = {{"last.npz", 0, 0}, {"best.npz", 0, 0}, {"log.csv", 0, 0}};
@@ -345,7 +326,7 @@ static void fill_up(const char *dir) {
 Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log) {
     char dir[64], train[512], out[512], p[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 40, 43);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 43, 2, 6, 6);
     /* out is the 2 MiB tmpfs, as /proc/<holder>/root/tmp/attograd-faults.../run */
     char run[512], why[256];
     ts_join(run, dir, "run");
@@ -400,7 +381,7 @@ Test(tr_faults, a_full_disk_fails_naming_the_path_and_keeps_checkpoints_and_log)
 Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     char dir[64], train[512], out[512], p[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 40, 44);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 44, 2, 6, 6);
     TrTrainConfig c = tr_train_defaults();
     c.train_path = train;
     c.valid_path = NULL;
@@ -447,7 +428,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
 Test(tr_faults, a_checkpoint_path_that_is_a_folder_fails_and_keeps_the_rest) {
     char dir[64], train[512], out[512], best[512], p[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 40, 45);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 45, 2, 6, 6);
     ts_join(out, dir, "run");
     first_run(dir, train, out);
     /* best.npz is now a folder (with a file in it): the next best save cannot replace it */
@@ -494,7 +475,7 @@ static double now_s(void) {
 Test(tr_faults, kill_9_at_random_moments_then_resume_gives_the_same_checkpoints_and_log) {
     char dir[64], train[512], straight[512], out[512], p1[512], p2[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
-    write_task(ts_join(train, dir, "train.tsv"), 64, 46);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 64, 0, 46, 2, 6, 6);
     /* dropout on: the RNG state must be restored too; saves every 7 steps, validation every
      * 10 (a kill may land in a save, a validation or a log row) */
 #define KILL_FLAGS(o)                                                                              \

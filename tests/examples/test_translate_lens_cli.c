@@ -17,30 +17,12 @@
 #include "files.h"
 #include "translate.h"
 
-/* n copy pairs of 3..5 letters among a..f */
-static void write_copy_task(const char *path, int n, uint64_t seed) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < n; i++) {
-        int len = 3 + (int)rng_below(&r, 3);
-        char s[8];
-        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, 6));
-        for (int side = 0; side < 2; side++) {
-            for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
-            fputc(side ? '\n' : '\t', f);
-        }
-    }
-    fclose(f);
-}
-
 /* a 2+2-layer, 2-head model trained 150 steps on the copy task: dir/run/best.npz; pre_ln picks
  * the norms' place (the lens needs pre-LN) */
 static void train_copy(const char *dir, char *ckpt, int pre_ln) {
     char train[512], valid[512], out[512];
-    write_copy_task(ts_join(train, dir, "train.tsv"), 800, 31);
-    write_copy_task(ts_join(valid, dir, "valid.tsv"), 40, 32);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 800, 0, 31, 3, 5, 6);
+    ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 40, 0, 32, 3, 5, 6);
     TrTrainConfig c = tr_train_defaults();
     c.train_path = train;
     c.valid_path = valid;

@@ -41,32 +41,12 @@ static int exists(const char *path) {
     return stat(path, &s) == 0;
 }
 
-/* n pairs of random sequences of min_len..max_len letters among the first `alphabet`; the
- * target is the source (a copy task) */
-static void write_copy_task(const char *path, int n, uint64_t seed, int min_len, int max_len,
-                            int alphabet) {
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int i = 0; i < n; i++) {
-        int len = min_len + (int)rng_below(&r, (uint64_t)(max_len - min_len + 1));
-        char s[32];
-        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, (uint64_t)alphabet));
-        for (int side = 0; side < 2; side++) {
-            for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
-            fputc(side ? '\n' : '\t', f);
-        }
-    }
-    fclose(f);
-}
-
 /* Trains a 1+1-layer model with 2 heads on a copy task into dir/run (best.npz); steps decide
  * how well it learns. */
 static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
     char train[512], valid[512], out[512];
-    write_copy_task(ts_join(train, dir, "train.tsv"), 1500, 21, 3, 6, 6);
-    write_copy_task(ts_join(valid, dir, "valid.tsv"), 60, 22, 3, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 1500, 0, 21, 3, 6, 6);
+    ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 60, 0, 22, 3, 6, 6);
     TrTrainConfig c = tr_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
@@ -349,8 +329,8 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
 /* trains with the program; AG_GNUPLOT as given (NULL: unset) */
 static TsRun train_program(const char *dir, const char *gnuplot) {
     char train[512], valid[512], out[512];
-    write_copy_task(ts_join(train, dir, "train.tsv"), 200, 31, 3, 6, 6);
-    write_copy_task(ts_join(valid, dir, "valid.tsv"), 20, 32, 3, 6, 6);
+    ts_write_copy_task(ts_join(train, dir, "train.tsv"), 200, 0, 31, 3, 6, 6);
+    ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 20, 0, 32, 3, 6, 6);
     if (gnuplot)
         setenv("AG_GNUPLOT", gnuplot, 1);
     else

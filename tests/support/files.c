@@ -64,6 +64,28 @@ void ts_write_bytes(const char *path, const void *b, size_t n) {
 
 void ts_write_text(const char *path, const char *text) { ts_write_bytes(path, text, strlen(text)); }
 
+void ts_write_copy_task(const char *path, int n, int reverse, uint64_t seed, int min_len,
+                        int max_len, int alphabet) {
+    FILES_CHECK(1 <= min_len && min_len <= max_len && max_len <= 32 && alphabet >= 1 &&
+                    alphabet <= 26,
+                "ts_write_copy_task: lengths %d..%d, alphabet %d", min_len, max_len, alphabet);
+    FILE *f = fopen(path, "w");
+    FILES_CHECK(f != NULL, "%s: %s", path, strerror(errno));
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        int len = min_len + (int)rng_below(&r, (uint64_t)(max_len - min_len + 1));
+        char s[32];
+        for (int k = 0; k < len; k++) s[k] = (char)('a' + rng_below(&r, (uint64_t)alphabet));
+        for (int k = 0; k < len; k++) fprintf(f, "%s%c", k ? " " : "", s[k]);
+        fputc('\t', f);
+        for (int k = 0; k < len; k++)
+            fprintf(f, "%s%c", k ? " " : "", s[reverse ? len - 1 - k : k]);
+        fputc('\n', f);
+    }
+    FILES_CHECK(fclose(f) == 0, "%s: %s", path, strerror(errno));
+}
+
 char *ts_slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

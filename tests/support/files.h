@@ -26,6 +26,12 @@ char *ts_read_text(const char *path, size_t *len);
  * when it cannot be read or a row lacks its '\n'. */
 char *ts_csv_drop_column(const char *path, int col);
 
+/* A task for attograd-translate in path: n pairs "source<TAB>target" of random sequences of
+ * min_len..max_len letters among the first `alphabet` (separated by spaces), drawn from seed; the
+ * target is the source (copy) or, when reverse, the source reversed. max_len at most 32. */
+void ts_write_copy_task(const char *path, int n, int reverse, uint64_t seed, int min_len,
+                        int max_len, int alphabet);
+
 /* ---- edited copies of .npz files (checkpoints a test corrupts on purpose) ---- */
 
 /* Copies the .npz src to dst (which may be src) with element index of entry name set: a float
