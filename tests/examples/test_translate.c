@@ -595,14 +595,9 @@ Test(tr_train, resume_is_bit_exact) {
     c.seed = 12345; /* ignored on resume: everything comes from the checkpoint */
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     const char *files[] = {"last.npz", "best.npz"};
-    for (int i = 0; i < 2; i++) {
-        size_t n1, n2;
-        char *x = ts_read_text(ts_join(p1, a, files[i]), &n1),
-             *y = ts_read_text(ts_join(p2, b, files[i]), &n2);
-        cr_assert(n1 == n2 && memcmp(x, y, n1) == 0, "%s differs after resume", files[i]);
-        free(x);
-        free(y);
-    }
+    for (int i = 0; i < 2; i++)
+        cr_assert(ts_same_file(ts_join(p1, a, files[i]), ts_join(p2, b, files[i])),
+                  "%s differs after resume", files[i]);
     /* the logs but for column 5, tokens_per_s (a timing) */
     char *x = ts_csv_drop_column(ts_join(p1, a, "log.csv"), 5),
          *y = ts_csv_drop_column(ts_join(p2, b, "log.csv"), 5);
@@ -719,15 +714,6 @@ Test(tr_shard_loss, aborts_on_a_shard_outside_the_count, .signal = SIGABRT) {
     tr_shard_loss(NULL, NULL, NULL, &b, 4, 4, &b, NULL);
 }
 
-static int same_file(const char *a, const char *b) {
-    size_t n1, n2;
-    char *x = ts_read_text(a, &n1), *y = ts_read_text(b, &n2);
-    int same = n1 == n2 && memcmp(x, y, n1) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* One process accumulating 3 shards (13 batches an epoch, the last of 4 pairs: shards of 1 or
  * 2 rows), with dropout: 12 steps resumed to 24 give the bytes of 24 in one go; one shard gives
  * other bytes (other dropout draws, other additions); a resume given another --shards, and
@@ -740,7 +726,7 @@ Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     c.out_dir = ts_join(one, dir, "one");
     c.shards = 1;
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
-    cr_assert(!same_file(ts_join(p1, a, "last.npz"), ts_join(p2, one, "last.npz")),
+    cr_assert(!ts_same_file(ts_join(p1, a, "last.npz"), ts_join(p2, one, "last.npz")),
               "--shards 3 and 1 wrote the same bytes");
     c.out_dir = ts_join(b, dir, "halves");
     c.shards = 3;
@@ -751,9 +737,9 @@ Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     c.force = 0;
     c.shards = 0; /* not given: the checkpoint's */
     cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
-    cr_assert(same_file(ts_join(p1, a, "last.npz"), ts_join(p2, b, "last.npz")),
+    cr_assert(ts_same_file(ts_join(p1, a, "last.npz"), ts_join(p2, b, "last.npz")),
               "last.npz differs after resume");
-    cr_assert(same_file(ts_join(p1, a, "best.npz"), ts_join(p2, b, "best.npz")),
+    cr_assert(ts_same_file(ts_join(p1, a, "best.npz"), ts_join(p2, b, "best.npz")),
               "best.npz differs after resume");
     c.shards = 2;
     c.given = " shards ";

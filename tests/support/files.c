@@ -111,6 +111,15 @@ char *ts_read_text(const char *path, size_t *len) {
     return b;
 }
 
+int ts_same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = ts_read_text(a, &na), *y = ts_read_text(b, &nb);
+    int same = na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 char *ts_csv_drop_column(const char *path, int col) {
     char *text = ts_read_text(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
     FILES_CHECK(out != NULL, "%s: out of memory", path);

@@ -21,6 +21,8 @@ void ts_write_text(const char *path, const char *text);
 char *ts_slurp(const char *path, size_t *len);
 /* ts_slurp that aborts naming the path when the file cannot be read */
 char *ts_read_text(const char *path, size_t *len);
+/* 1 when the files a and b hold the same bytes, else 0; aborts naming a file it cannot read */
+int ts_same_file(const char *a, const char *b);
 /* The CSV file at path with the text of column col (0 the first) left out, its commas kept: a
  * malloc'd text, for comparing two runs' logs but for a timing column. Aborts naming the path
  * when it cannot be read or a row lacks its '\n'. */
