@@ -249,6 +249,25 @@ Test(tr_limits, a_word_count_is_digits_up_to_the_newline) {
     free(b);
 }
 
+/* An untrained translator of configuration c (its weights drawn from seed) and the vocabularies s
+ * and t, saved as a checkpoint at path */
+static void save_untrained(const char *path, const TrVocab *s, const TrVocab *t,
+                           const Seq2SeqConfig *c, uint64_t seed) {
+    Arena *a = arena_new("params", 0);
+    Rng r;
+    rng_seed(&r, seed);
+    Seq2Seq m;
+    nn_seq2seq_init(&m, a, &r, c);
+    size_t vlen;
+    char *vocab = tr_vocab_pair_save(s, t, &vlen);
+    Checkpoint ck = {
+        .params = &m.params, .config = tr_model_config(&m.cfg), .extra = vocab, .extra_len = vlen};
+    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
+    free(vocab);
+    nn_seq2seq_free(&m);
+    arena_free(a);
+}
+
 /* A checkpoint with max_len 4096 and 8 heads in 2 layers: a step arena for a whole 4096 x 4096
  * pass would take gigabytes; the arena grows only to what a translation of its sentence
  * needs. */
@@ -264,16 +283,7 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     Seq2SeqConfig c = nn_seq2seq_default_config(s.n, t.n, 64, 8, 2);
     c.max_len = 4096;
     c.layer.d_ff = 64;
-    Arena *a = arena_new("params", 0);
-    Rng r;
-    rng_seed(&r, 1);
-    Seq2Seq m;
-    nn_seq2seq_init(&m, a, &r, &c);
-    size_t vlen;
-    char *vocab = tr_vocab_pair_save(&s, &t, &vlen);
-    Checkpoint ck = {
-        .params = &m.params, .config = tr_model_config(&m.cfg), .extra = vocab, .extra_len = vlen};
-    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
+    save_untrained(path, &s, &t, &c, 1);
     Translator tr;
     cr_assert_eq(tr_load(&tr, path), AG_OK, "%s", ag_last_error());
     int src[3] = {TR_N_SPECIAL, TR_N_SPECIAL, TR_N_SPECIAL}, out[64];
@@ -281,9 +291,6 @@ Test(tr_limits, loading_a_long_max_len_model_reserves_little) {
     cr_assert(n >= 0 && n <= 16);
     cr_assert_lt(tr.step->cap, (size_t)16 << 20, "step arena of %zu bytes", tr.step->cap);
     tr_free(&tr);
-    free(vocab);
-    nn_seq2seq_free(&m);
-    arena_free(a);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
     ts_rm_tree(dir);
@@ -303,19 +310,7 @@ static void write_tiny_ckpt(const char *path, int max_len) {
     Seq2SeqConfig c = nn_seq2seq_default_config(s.n, t.n, 16, 2, 1);
     c.max_len = max_len;
     c.layer.d_ff = 16;
-    Arena *a = arena_new("params", 0);
-    Rng r;
-    rng_seed(&r, 5);
-    Seq2Seq m;
-    nn_seq2seq_init(&m, a, &r, &c);
-    size_t vlen;
-    char *vocab = tr_vocab_pair_save(&s, &t, &vlen);
-    Checkpoint ck = {
-        .params = &m.params, .config = tr_model_config(&m.cfg), .extra = vocab, .extra_len = vlen};
-    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
-    free(vocab);
-    nn_seq2seq_free(&m);
-    arena_free(a);
+    save_untrained(path, &s, &t, &c, 5);
     tr_vocab_free(&s);
     tr_vocab_free(&t);
 }
