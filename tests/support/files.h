@@ -1,6 +1,8 @@
 /* files.h: temporary folders and small files for the tests that run programs or write data
- * (tests/examples/), edited copies of .npz files, and runs the example program. A failure prints the path and reason and aborts. What it does not do:
- * compare files (each test says what it expects). Read next: tests/examples/test_translate.c. */
+ * (tests/examples/): generated copy tasks, edited copies of .npz files, two files compared byte
+ * for byte or as logs but for a column; and runs the example programs. A failure prints the path
+ * and reason and aborts. What it does not do: decide what a test expects (the test asserts it).
+ * Read next: tests/examples/test_translate.c. */
 #ifndef AG_TESTS_FILES_H
 #define AG_TESTS_FILES_H
 
