@@ -182,3 +182,42 @@ Test(k_gemm, empty_sum_sets_zero_or_leaves_c) {
     k_gemm(0, 0, 2, 0, 4, A, B, C, 0);
     cr_assert_eq(C[0], (Real)9);
 }
+
+/* A Linear backward runs its products back to back in one team, no barrier between them: here
+ * gx = gy W splits by rows (the team packs each block of W once and shares it) and gW = gy^T x
+ * by columns (each thread packs its own). A thread done with its rows of gx goes on to gW
+ * while the other still reads the shared block: whatever it packs must not land there. Run
+ * often, the results must stay those of one thread. */
+Test(k_gemm, team_products_back_to_back_keep_their_bits) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    int rows = 8 * mc, in = 4 * nr, out = mr; /* gW has one row strip: split by columns */
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    Rng rng;
+    rng_seed(&rng, 13);
+    Real *x = random_array(&rng, (size_t)rows * in), *W = random_array(&rng, (size_t)out * in);
+    Real *gy = random_array(&rng, (size_t)rows * out);
+    size_t nx = (size_t)rows * in, nw = (size_t)out * in;
+    Real *gx1 = calloc(nx, sizeof(Real)), *gw1 = calloc(nw, sizeof(Real));
+    Real *gx2 = malloc(nx * sizeof(Real)), *gw2 = malloc(nw * sizeof(Real));
+    cr_assert(gx1 && gw1 && gx2 && gw2);
+    set_threads(1);
+    k_linear_backward(gx1, gw1, NULL, x, W, gy, rows, in, out, 1);
+    for (int rep = 0; rep < 40; rep++) {
+        set_threads(2 + rep % 2);
+        memset(gw2, 0, nw * sizeof(Real));
+        k_linear_backward(gx2, gw2, NULL, x, W, gy, rows, in, out, 1);
+        cr_assert(memcmp(gx1, gx2, nx * sizeof(Real)) == 0, "gx differs, run %d", rep);
+        cr_assert(memcmp(gw1, gw2, nw * sizeof(Real)) == 0, "gW differs, run %d", rep);
+    }
+    set_threads(2);
+    k_par_min = saved;
+    free(x);
+    free(W);
+    free(gy);
+    free(gx1);
+    free(gw1);
+    free(gx2);
+    free(gw2);
+}
