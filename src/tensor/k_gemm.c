@@ -19,21 +19,15 @@
  *   blocking      K is cut into blocks of KC, C into blocks of MC rows and NC columns, so that a
  *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
  *                 L1 while the kernel sweeps it across the B block.
- *   threads       C is cut into one rectangle of whole tiles per thread (split_threads). When
- *                 only the rows are cut, every thread needs the same blocks of op(B): the team
- *                 packs each once, together, into one shared buffer (a barrier, then all sweep
- *                 it), instead of each thread packing all of it (BLIS's way).
- * Scratch: each thread owns one buffer of (MC + 2 NC) * KC values (MC*KC for A, KC*NC for its
- * own B block, KC*NC for a B block it lends its team), from k_thread_scratch (k_scratch.c):
- * allocated on its first call and kept for its life (freed when the thread exits), so a
- * training loop mallocs nothing here after its first step.
+ * Scratch: each thread owns one buffer of (MC + NC) * KC values (MC*KC for A, KC*NC for B),
+ * from k_thread_scratch (k_scratch.c): allocated on its first call and kept for its life (freed
+ * when the thread exits), so a training loop mallocs nothing here after its first step.
  *
  * Determinism. Every element of C is computed the same way whoever computes it: its K values are
  * summed block by block (the KC boundaries are fixed: 0, KC, 2KC, ...), inside a block by one FMA
  * chain in k order started from 0, and the block's sum is then added to C (or stored, for the
  * first block when not accumulating). Threads only split C into disjoint rectangles of whole
- * tiles; they never split K, and a block of op(B) packed by several threads holds the values one
- * thread would pack. So the result is bit-identical for any thread count, even though the
+ * tiles; they never split K. So the result is bit-identical for any thread count, even though the
  * split itself depends on the thread count. Edge tiles run the same kernel on zero-padded data
  * into a local tile, then add it to C element by element: the same two roundings.
  *
@@ -375,50 +369,19 @@ static void micro_rows(int kc, const Real *a, size_t lda, const Real *b, Real *c
     micro_kernel(kc, a, lda, 1, b, c, ldc, MR, nr, add, bias, relu);
 }
 
-/* Each thread's scratch: its packed strips of op(A) (MC x KC), its own block of op(B) (KC x NC),
- * and a block of op(B) it lends its team when it takes the single of a shared product (below).
- * The lent block is apart from the own one: a thread that has finished its rows of a shared
- * product goes on to the caller's next product at once, which may pack into its own block
- * while the others still read the shared one. Every call asks for the same size (a scratch
- * that grew would move under the others). */
-#define SCRATCH ((size_t)(MC + 2 * NC) * KC)
-
-/* a barrier of the team that runs the product (none without OpenMP: one thread) */
-static void team_barrier(void) {
-#ifdef _OPENMP
-#pragma omp barrier
-#endif
-}
-
 /* ---- one thread's share: C[i0..i1, j0..j1) of the full product, blocked ----
  * Rows of a row-major A (not ta) are contiguous in k already: full strips are read in place
- * and only a last, partial strip is packed (with its zero rows).
- * sb NULL: the thread packs each block of op(B) it needs into its own buffer. sb not NULL: the
- * T threads of the team all have the columns [j0, j1) (rows split only), and pack each block
- * of op(B) once, together, into sb: thread t its share of the panels, then a barrier, then all
- * sweep the whole block; a barrier before the next block is packed over it (the first is the
- * caller's). The same values are packed either way: only who packs them changes. Every thread
- * of the team calls this (one with no rows too: it still packs its panels). */
+ * and only a last, partial strip is packed (with its zero rows). */
 static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                       int accumulate, const Real *bias, int relu, int i0, int i1, int j0, int j1,
-                       Real *sb, int t, int T) {
-    Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, SCRATCH);
-    Real *bbuf = sb ? sb : abuf + (size_t)MC * KC;
-    int first = 1;
+                       int accumulate, const Real *bias, int relu, int i0, int i1, int j0, int j1) {
+    Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, (size_t)(MC + NC) * KC);
+    Real *bbuf = abuf + (size_t)MC * KC;
     for (int jc = j0; jc < j1; jc += NC) {
         int nc = j1 - jc < NC ? j1 - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int add = accumulate || pc > 0, last = relu && pc + kc >= K;
-            if (sb) {
-                int np = (nc + NR - 1) / NR, p0 = t * np / T, p1 = (t + 1) * np / T;
-                int c0 = p0 * NR, c1 = p1 * NR < nc ? p1 * NR : nc;
-                if (!first) team_barrier(); /* all are done with the last block */
-                if (c0 < c1) pack_b(bbuf + (size_t)c0 * kc, B, tb, N, K, pc, kc, jc + c0, c1 - c0);
-                team_barrier(); /* the block is whole */
-            } else
-                pack_b(bbuf, B, tb, N, K, pc, kc, jc, nc);
-            first = 0;
+            pack_b(bbuf, B, tb, N, K, pc, kc, jc, nc);
             for (int ic = i0; ic < i1; ic += MC) {
                 int mc = i1 - ic < MC ? i1 - ic : MC;
                 if (ta)
@@ -458,17 +421,14 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
 
 /* How T threads cut C: into tm x tn rectangles of whole tiles (mt row strips, nt column
  * panels), the factorisation with the least work on the busiest thread, counting the packing
- * each thread repeats: op(A) once per block of NC columns, op(B) once, or its T-th part when
- * the rows only are split (tn 1: the team packs op(B) together, gemm_block). Any choice gives
- * the same numbers; this one only sets the speed. */
+ * each thread repeats. Any choice gives the same numbers; this one only sets the speed. */
 static void split_threads(int T, int mt, int nt, int K, int *tm_out, int *tn_out) {
     double best = -1;
     for (int tm = 1; tm <= T; tm++) {
         if (T % tm) continue;
         int tn = T / tm;
         double rows = (double)((mt + tm - 1) / tm) * MR, cols = (double)((nt + tn - 1) / tn) * NR;
-        double cost =
-            rows * cols * K + 4.0 * K * (rows * ceil(cols / NC) + cols / (tn == 1 ? T : 1));
+        double cost = rows * cols * K + 4.0 * K * (rows * ceil(cols / NC) + cols);
         if (best < 0 || cost < best) {
             best = cost;
             *tm_out = tm;
@@ -501,22 +461,13 @@ static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const 
     int tm = 1, tn = 1;
     split_threads(T, mt, nt, K, &tm, &tn);
     int ti = t / tn, tj = t % tn;
-    /* rows split only (tn 1): the blocks of op(B) are the same for all, packed once, shared
-     * (gemm_block); the buffer is that of the thread that takes the single */
-    Real *sb = NULL;
-#ifdef _OPENMP
-    if (tn == 1 && T > 1 && omp_in_parallel() && omp_get_num_threads() == T) {
-#pragma omp single copyprivate(sb)
-        sb = k_thread_scratch(K_SCRATCH_GEMM, SCRATCH) + (size_t)(MC + NC) * KC;
-    }
-#endif
     /* thread (ti, tj) gets row strips [ti*mt/tm, (ti+1)*mt/tm), panels likewise */
     int i0 = (int)((long)ti * mt / tm) * MR, i1 = (int)((long)(ti + 1) * mt / tm) * MR;
     int j0 = (int)((long)tj * nt / tn) * NR, j1 = (int)((long)(tj + 1) * nt / tn) * NR;
     if (i1 > M) i1 = M;
     if (j1 > N) j1 = N;
-    if (sb || (i0 < i1 && j0 < j1))
-        gemm_block(ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, i1, j0, j1, sb, ti, tm);
+    if (i0 < i1 && j0 < j1)
+        gemm_block(ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, i1, j0, j1);
 }
 
 static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,

@@ -110,10 +110,8 @@ void k_gemm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real 
 void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                  const Real *bias);
 /* k_gemm run by a team already inside a parallel region: thread t of T computes its share (a
- * product too small to share goes whole to thread job % T). Every thread of the team calls it
- * with the same arguments (when the rows only are split, the team packs op(B) together, with
- * barriers in between). No barrier at the end: the caller may run other products that do not
- * read C before its region ends. */
+ * product too small to share goes whole to thread job % T). No barrier at the end: the caller
+ * may run other products that do not read C before its region ends. */
 void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                  const Real *B, Real *C, int accumulate);
 /* The GEMM kernel this build uses: "avx512", "avx2", "portable" or "openblas". */

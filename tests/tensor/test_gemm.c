@@ -4,8 +4,9 @@
  * build is tested at its own boundaries), against a plain triple loop in double. The error of an
  * element is measured against sum_k |a_ik b_kj| + |c_ij|, the size of what it sums, so that
  * cancellation cannot hide or fake an error. Then: results are bit-identical for 1, 2 and 3
- * threads at the default threshold and with every product split (k_par_min = 1), and K = 0, M = 0
- * or N = 0 do what the contract says.
+ * threads at the default threshold and with every product split (k_par_min = 1), also for a
+ * Linear backward's products run back to back in one team, and K = 0, M = 0 or N = 0 do what
+ * the contract says.
  * Not here: the matmul ops built on k_gemm (tests/autograd/test_gradcheck.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -183,11 +184,12 @@ Test(k_gemm, empty_sum_sets_zero_or_leaves_c) {
     cr_assert_eq(C[0], (Real)9);
 }
 
-/* A Linear backward runs its products back to back in one team, no barrier between them: here
- * gx = gy W splits by rows (the team packs each block of W once and shares it) and gW = gy^T x
- * by columns (each thread packs its own). A thread done with its rows of gx goes on to gW
- * while the other still reads the shared block: whatever it packs must not land there. Run
- * often, the results must stay those of one thread. */
+/* A Linear backward runs its products back to back in one team (k_gemm_team), no barrier
+ * between them: here gx = gy W splits by rows and gW = gy^T x by columns. A thread done with
+ * its share of gx goes on to gW while the other still reads gx's operands and packed blocks:
+ * nothing one thread packs may land where another still reads (a team sharing one packed
+ * block of op(B) between its threads failed this). Run often, the results must stay those of
+ * one thread. */
 Test(k_gemm, team_products_back_to_back_keep_their_bits) {
     int mr, nr, kc, mc, nc;
     k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
