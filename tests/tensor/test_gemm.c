@@ -4,8 +4,9 @@
  * build is tested at its own boundaries), against a plain triple loop in double. The error of an
  * element is measured against sum_k |a_ik b_kj| + |c_ij|, the size of what it sums, so that
  * cancellation cannot hide or fake an error. Then: results are bit-identical for 1, 2 and 3
- * threads at the default threshold and with every product split (k_par_min = 1), and K = 0, M = 0
- * or N = 0 do what the contract says.
+ * threads at the default threshold and with every product split (k_par_min = 1), also for a
+ * Linear backward's products run back to back in one team, and K = 0, M = 0 or N = 0 do what
+ * the contract says.
  * Not here: the matmul ops built on k_gemm (tests/autograd/test_gradcheck.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -181,4 +182,44 @@ Test(k_gemm, empty_sum_sets_zero_or_leaves_c) {
     k_gemm(0, 0, 0, 3, 4, A, B, C, 0); /* no rows, no columns: nothing is touched */
     k_gemm(0, 0, 2, 0, 4, A, B, C, 0);
     cr_assert_eq(C[0], (Real)9);
+}
+
+/* A Linear backward runs its products back to back in one team (k_gemm_team), no barrier
+ * between them: here gx = gy W splits by rows and gW = gy^T x by columns. A thread done with
+ * its share of gx goes on to gW while the other still reads gx's operands and packed blocks:
+ * nothing one thread packs may land where another still reads (a team sharing one packed
+ * block of op(B) between its threads failed this). Run often, the results must stay those of
+ * one thread. */
+Test(k_gemm, team_products_back_to_back_keep_their_bits) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    int rows = 8 * mc, in = 4 * nr, out = mr; /* gW has one row strip: split by columns */
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    Rng rng;
+    rng_seed(&rng, 13);
+    Real *x = random_array(&rng, (size_t)rows * in), *W = random_array(&rng, (size_t)out * in);
+    Real *gy = random_array(&rng, (size_t)rows * out);
+    size_t nx = (size_t)rows * in, nw = (size_t)out * in;
+    Real *gx1 = calloc(nx, sizeof(Real)), *gw1 = calloc(nw, sizeof(Real));
+    Real *gx2 = malloc(nx * sizeof(Real)), *gw2 = malloc(nw * sizeof(Real));
+    cr_assert(gx1 && gw1 && gx2 && gw2);
+    set_threads(1);
+    k_linear_backward(gx1, gw1, NULL, x, W, gy, rows, in, out, 1);
+    for (int rep = 0; rep < 40; rep++) {
+        set_threads(2 + rep % 2);
+        memset(gw2, 0, nw * sizeof(Real));
+        k_linear_backward(gx2, gw2, NULL, x, W, gy, rows, in, out, 1);
+        cr_assert(memcmp(gx1, gx2, nx * sizeof(Real)) == 0, "gx differs, run %d", rep);
+        cr_assert(memcmp(gw1, gw2, nw * sizeof(Real)) == 0, "gW differs, run %d", rep);
+    }
+    set_threads(2);
+    k_par_min = saved;
+    free(x);
+    free(W);
+    free(gy);
+    free(gx1);
+    free(gw1);
+    free(gx2);
+    free(gw2);
 }
