@@ -152,7 +152,8 @@ void k_merge_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS)
 void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS);
 
 /* ---- reductions (k_reduce.c) ---- */
-/* The sum of n values, accumulated in double in index order (one thread). */
+/* The sum of n values in double, in one fixed order (blocks of 4096 in k_lanes.h's lanes, the
+ * blocks' sums in order) for any thread count. */
 double k_sum_forward(const Real *x, size_t n);
 /* gx_i += g for every i (the backward of sum; mean passes g = gy / n) */
 void k_sum_backward(Real *gx, Real g, size_t n);
