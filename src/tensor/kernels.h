@@ -64,6 +64,7 @@ enum {
     K_SCRATCH_ATTENTION,
     K_SCRATCH_LAYERNORM,
     K_SCRATCH_REDUCE,
+    K_SCRATCH_ROWS, /* a few rows of a row-wise kernel (LayerNorm's x + f) */
     K_SCRATCH_SLOTS
 };
 Real *k_thread_scratch(int slot, size_t n);
@@ -201,14 +202,15 @@ void k_rmsnorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, 
  * is written, not added to. */
 void k_rmsnorm_backward(Real *gx, Real *gweight, const Real *x, const Real *weight,
                         const Real *stats, const Real *gy, size_t rows, int C, int store);
-/* s = x + f (rows, C), kept for backward, and y = LayerNorm(s) as k_layernorm_forward */
-void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const Real *f,
-                             const Real *weight, const Real *bias, double eps, size_t rows, int C);
-/* the LayerNorm backward on s, its input gradient written into both gx and gf (any of the four
- * gradients may be NULL); store bit 0: gx is written, not added to; bit 1: the same for gf */
-void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
-                              const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                              int C, unsigned store);
+/* x, f, y (rows, C): y = LayerNorm(s) of s = x + f as k_layernorm_forward (s is not kept) */
+void k_add_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *f, const Real *weight,
+                             const Real *bias, double eps, size_t rows, int C);
+/* the LayerNorm backward on s = x + f (formed again from x and f), its input gradient written
+ * into both gx and gf (any of the four gradients may be NULL); store bit 0: gx is written, not
+ * added to; bit 1: the same for gf */
+void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *x,
+                              const Real *f, const Real *weight, const Real *stats, const Real *gy,
+                              size_t rows, int C, unsigned store);
 
 /* ---- rotary position embedding (k_rope.c) ---- */
 /* cs (T, HS): for position pos0 + t and pair i < HS/2, cs[t, 2i] = cos(a), cs[t, 2i+1] = sin(a),
