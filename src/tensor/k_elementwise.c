@@ -39,12 +39,17 @@ void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = a[i] - b[i];
 }
-/* forward: y = a - b, so a receives gy and b receives -gy */
-void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n) {
+/* forward: y = a - b, so a receives gy and b receives -gy (in chunks, as k_add_backward) */
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store) {
+    int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] += gy[i];
-        if (gb) gb[i] -= gy[i];
+    for (size_t c = 0; c < (n + ADD_CHUNK - 1) / ADD_CHUNK; c++) {
+        size_t i0 = c * ADD_CHUNK, i1 = n - i0 < ADD_CHUNK ? n : i0 + ADD_CHUNK;
+        add_or_store(ga, gy, i0, i1, sa);
+        if (gb && sb)
+            for (size_t i = i0; i < i1; i++) gb[i] = -gy[i];
+        else if (gb)
+            for (size_t i = i0; i < i1; i++) gb[i] -= gy[i];
     }
 }
 
@@ -52,12 +57,25 @@ void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
-/* forward: y = a * b, so dy/da = b and dy/db = a */
-void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n) {
+/* g[i0, i1) = gy * other (store) or += gy * other; nothing when g is NULL */
+static void mul_add_or_store(Real *g, const Real *gy, const Real *other, size_t i0, size_t i1,
+                             int store) {
+    if (!g) return;
+    if (store)
+        for (size_t i = i0; i < i1; i++) g[i] = gy[i] * other[i];
+    else
+        for (size_t i = i0; i < i1; i++) g[i] += gy[i] * other[i];
+}
+/* forward: y = a * b, so dy/da = b and dy/db = a. In chunks, a's gradient before b's in each:
+ * with a and b one tensor (ga = gb) every element still gets gy b, then gy a. */
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n,
+                    unsigned store) {
+    int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] += gy[i] * b[i];
-        if (gb) gb[i] += gy[i] * a[i];
+    for (size_t c = 0; c < (n + ADD_CHUNK - 1) / ADD_CHUNK; c++) {
+        size_t i0 = c * ADD_CHUNK, i1 = n - i0 < ADD_CHUNK ? n : i0 + ADD_CHUNK;
+        mul_add_or_store(ga, gy, b, i0, i1, sa);
+        mul_add_or_store(gb, gy, a, i0, i1, sb);
     }
 }
 

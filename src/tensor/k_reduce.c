@@ -27,10 +27,15 @@ double k_sum_forward(const Real *x, size_t n) {
     for (size_t b = 0; b < nb; b++) s += part[b];
     return s;
 }
-/* forward: y = sum_i x_i, so every x_i receives the same g */
-void k_sum_backward(Real *gx, Real g, size_t n) {
+/* forward: y = sum_i x_i, so every x_i receives the same g (store: gx is set to it) */
+void k_sum_backward(Real *gx, Real g, size_t n, int store) {
+    if (store) {
 #pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
-    for (size_t i = 0; i < n; i++) gx[i] += g;
+        for (size_t i = 0; i < n; i++) gx[i] = g;
+    } else {
+#pragma omp parallel for schedule(static) if (n >= K_PAR_MIN)
+        for (size_t i = 0; i < n; i++) gx[i] += g;
+    }
 }
 
 /* k_sum_rows: each thread owns a contiguous range of columns (cut at multiples of 16) and walks

@@ -74,9 +74,12 @@ void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
 /* store: bit 0 writes ga, bit 1 gb, instead of adding to them */
 void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store);
 void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n);
-void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n);
+/* store as k_add_backward's */
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store);
 void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n);
-void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n);
+/* store as k_add_backward's */
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n,
+                    unsigned store);
 /* x, y (rows, C), bias (C) */
 void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, int C);
 /* store: write gx (=) instead of adding to it */
@@ -156,8 +159,8 @@ void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int 
 /* The sum of n values in double, in one fixed order (blocks of 4096 in k_lanes.h's lanes, the
  * blocks' sums in order) for any thread count. */
 double k_sum_forward(const Real *x, size_t n);
-/* gx_i += g for every i (the backward of sum; mean passes g = gy / n) */
-void k_sum_backward(Real *gx, Real g, size_t n);
+/* gx_i += g for every i, or = g with store (the backward of sum; mean passes g = gy / n) */
+void k_sum_backward(Real *gx, Real g, size_t n, int store);
 /* g (C) += the sum over rows of x (rows, C): each column summed in row order by one thread
  * (threads share blocks of columns), so the same for any thread count */
 void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
