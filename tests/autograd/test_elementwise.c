@@ -1,6 +1,7 @@
 /* test_elementwise.c: ag_silu beyond the gradient check of the case table: values against
  * x / (1 + e^-x) in double, and inputs far out on both sides (finite, no NaN, the limits x and
- * 0). The gradient checks of every elementwise op are cases in tests/support/cases.c. */
+ * 0); sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits).
+ * The gradient checks of every elementwise op are cases in tests/support/cases.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 
@@ -49,3 +50,31 @@ Test(ag_silu, far_inputs_give_the_limits_without_nan) {
     }
     test_env_free(&env);
 }
+
+/* a = 2x and b = 3x are intermediates, so their gradient buffers are new when sub or mul runs
+ * its backward: the tape marks both in node->store and the op sets them (=); sum sets its
+ * input's. n crosses the kernels' chunks of 4096 (a debug build fills a buffer to be set with
+ * NaN, so an element left unset shows up). d sum(a - b)/dx = 2 - 3 = -1, d sum(a b)/dx = 12 x. */
+static void check_sets_fresh_gradients(int mul) {
+    TestEnv env = test_env_new();
+    enum { N = 5000 };
+    Tensor *x = tensor_new1(env.params, N, "x");
+    for (int i = 0; i < N; i++) x->data[i] = (Real)((i % 97) * 0.01 - 0.5);
+    tensor_requires_grad(x);
+    Tensor *a = ag_scale(env.tape, x, 2), *b = ag_scale(env.tape, x, 3);
+    Tensor *y = mul ? ag_mul(env.tape, a, b) : ag_sub(env.tape, a, b);
+    ag_backward(env.tape, ag_sum(env.tape, y));
+    AgNode *sum = env.tape->last, *op = sum->prev;
+    cr_assert_eq(sum->store, 1u, "sum sets its input's gradient: store %u", sum->store);
+    cr_assert_eq(op->store, 3u, "%s sets both inputs' gradients: store %u", mul ? "mul" : "sub",
+                 op->store);
+    for (int i = 0; i < N; i++) {
+        double want = mul ? 12 * (double)x->data[i] : -1.0, got = (double)x->grad[i];
+        cr_assert(fabs(got - want) <= TIGHT * 8 * fmax(1, fabs(want)),
+                  "%s: x->grad[%d] = %.17g, expected %.17g", mul ? "mul" : "sub", i, got, want);
+    }
+    test_env_free(&env);
+}
+
+Test(ag_sub, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(0); }
+Test(ag_mul, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(1); }
