@@ -69,6 +69,21 @@ enum {
 };
 Real *k_thread_scratch(int slot, size_t n);
 
+/* ---- rng.h's counter hash, inline ----
+ * splitmix64's step (Steele, Lea and Flood 2014), and rng_hash(key, counter) built on it
+ * (rng.c's rng_hash and rng_seed call these): inline, a kernel's loop over elements (dropout)
+ * runs the hash in vector lanes, where a call per element kept it scalar. */
+static inline uint64_t k_splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t k_hash(uint64_t key, uint64_t counter) {
+    uint64_t x = key ^ (counter * 0xD1B54A32D192ED03ull);
+    return k_splitmix64(&x);
+}
+
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
 void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
 /* store: bit 0 writes ga, bit 1 gb, instead of adding to them */

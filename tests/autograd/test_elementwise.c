@@ -1,11 +1,14 @@
 /* test_elementwise.c: ag_silu beyond the gradient check of the case table: values against
  * x / (1 + e^-x) in double, and inputs far out on both sides (finite, no NaN, the limits x and
- * 0); sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits).
- * The gradient checks of every elementwise op are cases in tests/support/cases.c. */
+ * 0); sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits);
+ * dropout's mask against its definition on rng_hash. The gradient checks of every elementwise
+ * op are cases in tests/support/cases.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "cases.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TIGHT 1e-14
@@ -78,3 +81,35 @@ static void check_sets_fresh_gradients(int mul) {
 
 Test(ag_sub, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(0); }
 Test(ag_mul, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(1); }
+
+/* The kernels keep element i when u = rng_hash(key, i) >> 11 is at least an integer threshold;
+ * the definition (ops.def, rng.h) is u 2^-53 >= p in double. Both, element by element, for p at
+ * the edges (0, the smallest subnormal, a p just below 1) and in between, forward and backward;
+ * a kept element is x / (1 - p) (Real), a dropped one 0, and backward adds gy / (1 - p) to a
+ * kept element's gradient and leaves a dropped one's as it was. */
+Test(k_dropout, keeps_exactly_the_elements_whose_uniform_is_at_least_p) {
+    const double ps[] = {0, 0x1p-1074, 1e-9, 0.1, 0.25, 0.5, 0.9, 0x1.fffffffffffffp-1};
+    enum { N = 4099 };
+    static Real x[N], y[N], gx[N], gy[N];
+    for (int i = 0; i < N; i++) x[i] = (Real)(1 + (i % 13)), gy[i] = (Real)(0.5 + (i % 7));
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        double p = ps[k];
+        uint64_t key = 0x9E3779B97F4A7C15ull * (k + 1);
+        Real scale = (Real)(1.0 / (1.0 - p));
+        for (int i = 0; i < N; i++) gx[i] = -1;
+        k_dropout_forward(y, x, key, p, N);
+        k_dropout_backward(gx, gy, key, p, N);
+        int kept = 0;
+        for (int i = 0; i < N; i++) {
+            int keep = (double)(rng_hash(key, (uint64_t)i) >> 11) * 0x1.0p-53 >= p;
+            kept += keep;
+            Real want = keep ? x[i] * scale : 0, want_g = keep ? -1 + gy[i] * scale : -1;
+            cr_assert(y[i] == want, "p %a, element %d: y %g, expected %g (kept: %d)", p, i,
+                      (double)y[i], (double)want, keep);
+            cr_assert(gx[i] == want_g, "p %a, element %d: gx %g, expected %g (kept: %d)", p, i,
+                      (double)gx[i], (double)want_g, keep);
+        }
+        if (p == 0) cr_assert_eq(kept, N, "p = 0 keeps every element");
+        if (p > 0.5) cr_assert(kept < N / 4, "p %g kept %d of %d", p, kept, N);
+    }
+}
