@@ -139,5 +139,5 @@ Tensor *ag_dropout(Tape *tape, Tensor *x, double p, Rng *rng) {
 }
 void ag_dropout_backward(AgNode *n) {
     const DropoutCtx *c = n->ctx;
-    k_dropout_backward(n->in[0]->grad, n->out->grad, c->key, c->p, n->out->size);
+    k_dropout_backward(n->in[0]->grad, n->out->grad, c->key, c->p, n->out->size, n->store & 1);
 }

@@ -324,6 +324,7 @@ static unsigned can_store(const AgNode *n) {
     case AG_OP_ADD_BIAS:
     case AG_OP_SCALE:
     case AG_OP_GELU:
+    case AG_OP_DROPOUT:
     case AG_OP_LINEAR:
     case AG_OP_LINEAR_RELU:
     case AG_OP_LAYERNORM:

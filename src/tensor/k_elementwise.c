@@ -195,10 +195,16 @@ void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n)
 }
 /* forward: y = x m / (1 - p) with m the 0/1 mask; the same mask, recomputed from the key,
  * passes or stops each gradient with the same scale (a dropped element's gradient is left as it
- * was, written back: a choice between two values, not a store or none) */
-void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n) {
+ * was, written back: a choice between two values, not a store or none; or set to 0 by store) */
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n, int store) {
     Real scale = (Real)(1.0 / (1.0 - p));
     uint64_t th = dropout_threshold(p);
-    PAR_FOR
-    for (size_t i = 0; i < n; i++) gx[i] = dropout_keep(key, i, th) ? gx[i] + gy[i] * scale : gx[i];
+    if (store) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] = dropout_keep(key, i, th) ? gy[i] * scale : 0;
+    } else {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++)
+            gx[i] = dropout_keep(key, i, th) ? gx[i] + gy[i] * scale : gx[i];
+    }
 }

@@ -111,7 +111,8 @@ void k_silu_forward(Real *y, const Real *x, size_t n);
 void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
 /* Element i is kept when rng_hash(key, i) maps to a uniform >= p; kept ones scale by 1/(1-p). */
 void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n);
-void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n);
+/* store: gx is written (a dropped element's gradient set to 0), not added to */
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n, int store);
 
 /* ---- matrix products (k_matmul.c) ----
  * k_gemm: C (M,N) = op(A) op(B) (+ C when accumulate), op(A) (M,K), op(B) (K,N), row-major.

@@ -86,7 +86,8 @@ Test(ag_mul, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradien
  * the definition (ops.def, rng.h) is u 2^-53 >= p in double. Both, element by element, for p at
  * the edges (0, the smallest subnormal, a p just below 1) and in between, forward and backward;
  * a kept element is x / (1 - p) (Real), a dropped one 0, and backward adds gy / (1 - p) to a
- * kept element's gradient and leaves a dropped one's as it was. */
+ * kept element's gradient and leaves a dropped one's as it was (or, storing, sets them to
+ * gy / (1 - p) and 0). */
 Test(k_dropout, keeps_exactly_the_elements_whose_uniform_is_at_least_p) {
     const double ps[] = {0, 0x1p-1074, 1e-9, 0.1, 0.25, 0.5, 0.9, 0x1.fffffffffffffp-1};
     enum { N = 4099 };
@@ -98,7 +99,10 @@ Test(k_dropout, keeps_exactly_the_elements_whose_uniform_is_at_least_p) {
         Real scale = (Real)(1.0 / (1.0 - p));
         for (int i = 0; i < N; i++) gx[i] = -1;
         k_dropout_forward(y, x, key, p, N);
-        k_dropout_backward(gx, gy, key, p, N);
+        k_dropout_backward(gx, gy, key, p, N, 0);
+        static Real gs[N]; /* the store form: a fresh buffer set whole */
+        for (int i = 0; i < N; i++) gs[i] = (Real)NAN;
+        k_dropout_backward(gs, gy, key, p, N, 1);
         int kept = 0;
         for (int i = 0; i < N; i++) {
             int keep = (double)(rng_hash(key, (uint64_t)i) >> 11) * 0x1.0p-53 >= p;
@@ -108,6 +112,9 @@ Test(k_dropout, keeps_exactly_the_elements_whose_uniform_is_at_least_p) {
                       (double)y[i], (double)want, keep);
             cr_assert(gx[i] == want_g, "p %a, element %d: gx %g, expected %g (kept: %d)", p, i,
                       (double)gx[i], (double)want_g, keep);
+            Real want_s = keep ? gy[i] * scale : 0;
+            cr_assert(gs[i] == want_s, "p %a, element %d: stored gx %g, expected %g", p, i,
+                      (double)gs[i], (double)want_s);
         }
         if (p == 0) cr_assert_eq(kept, N, "p = 0 keeps every element");
         if (p > 0.5) cr_assert(kept < N / 4, "p %g kept %d of %d", p, kept, N);
