@@ -36,7 +36,7 @@ Tensor *ag_sub(Tape *tape, Tensor *a, Tensor *b) {
     return binary(tape, AG_OP_SUB, "ag_sub", a, b, k_sub_forward);
 }
 void ag_sub_backward(AgNode *n) {
-    k_sub_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size);
+    k_sub_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size, n->store);
 }
 
 Tensor *ag_mul(Tape *tape, Tensor *a, Tensor *b) {
@@ -44,7 +44,7 @@ Tensor *ag_mul(Tape *tape, Tensor *a, Tensor *b) {
 }
 void ag_mul_backward(AgNode *n) {
     k_mul_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->in[0]->data, n->in[1]->data,
-                   n->out->grad, n->out->size);
+                   n->out->grad, n->out->size, n->store);
 }
 
 Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias) {
@@ -139,5 +139,5 @@ Tensor *ag_dropout(Tape *tape, Tensor *x, double p, Rng *rng) {
 }
 void ag_dropout_backward(AgNode *n) {
     const DropoutCtx *c = n->ctx;
-    k_dropout_backward(n->in[0]->grad, n->out->grad, c->key, c->p, n->out->size);
+    k_dropout_backward(n->in[0]->grad, n->out->grad, c->key, c->p, n->out->size, n->store & 1);
 }

@@ -2,7 +2,8 @@
  * (biased variance, eps inside the square root, weight and optional bias of size C). It saves
  * only the mean and 1/std of each row, (rows, 2); backward recomputes the normalised x from
  * them. ag_add_layernorm is the residual step x = norm(x + f) of a post-LN sub-layer as one op:
- * it also keeps x + f, and its backward writes the gradient of x + f into both inputs.
+ * it saves the statistics only (backward forms x + f again from its inputs) and its backward
+ * writes the gradient of x + f into both inputs.
  * ag_rmsnorm is LLaMA's RMSNorm (no centring, no bias), saving (0, 1/rms) per row.
  * Not here: the loops and the derivation of the gradient (../tensor/k_layernorm.c).
  * Next: ops_rope.c. */
@@ -51,7 +52,8 @@ void ag_layernorm_backward(AgNode *n) {
 }
 
 /* x (..., C), f (..., C) the same shape, weight (C), bias (C) or NULL -> (..., C).
- * The saved tensor holds s = x + f, (rows, C), followed by the (rows, 2) statistics. */
+ * Saves the (rows, 2) statistics of s = x + f; x and f, its inputs, stay as they are until
+ * backward (no op writes into a recorded tensor). */
 Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tensor *bias,
                          double eps) {
     AG_CHECK(tape != NULL, "ag_add_layernorm: tape is NULL");
@@ -64,22 +66,19 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
     int C = x->shape[x->ndim - 1];
     size_t rows = tensor_rows(x);
     Tensor *y = ag_out(tape, AG_OP_ADD_LAYERNORM, x->ndim, x->shape);
-    Tensor *saved = tensor_new1(tape->arena, (int)(rows * (size_t)(C + 2)), "add_layernorm_saved");
-    Real *s = saved->data, *stats = s + rows * (size_t)C;
-    k_add_layernorm_forward(y->data, s, stats, x->data, f->data, weight->data,
+    Tensor *stats = tensor_new2(tape->arena, (int)rows, 2, "add_layernorm_stats");
+    k_add_layernorm_forward(y->data, stats->data, x->data, f->data, weight->data,
                             bias ? bias->data : NULL, eps, rows, C);
     AgNode *n =
         ag_record(tape, AG_OP_ADD_LAYERNORM, y, bias ? 4 : 3, (Tensor *[]){x, f, weight, bias});
-    if (n) n->saved = saved;
+    if (n) n->saved = stats;
     return y;
 }
 void ag_add_layernorm_backward(AgNode *n) {
     Tensor *x = n->in[0], *f = n->in[1], *weight = n->in[2], *bias = n->n_in == 4 ? n->in[3] : NULL;
-    size_t rows = tensor_rows(x);
-    int C = x->shape[x->ndim - 1];
-    const Real *s = n->saved->data, *stats = s + rows * (size_t)C;
-    k_add_layernorm_backward(grad_if(x), grad_if(f), grad_if(weight), grad_if(bias), s,
-                             weight->data, stats, n->out->grad, rows, C, n->store & 3);
+    k_add_layernorm_backward(grad_if(x), grad_if(f), grad_if(weight), grad_if(bias), x->data,
+                             f->data, weight->data, n->saved->data, n->out->grad, tensor_rows(x),
+                             x->shape[x->ndim - 1], n->store & 3);
 }
 
 /* x (..., C), weight (C) -> (..., C): y = x / sqrt(mean(x^2) + eps) * weight per row */

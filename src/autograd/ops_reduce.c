@@ -12,12 +12,14 @@ static Tensor *reduce(Tape *tape, AgOp op, const char *opname, Tensor *x, double
 }
 
 Tensor *ag_sum(Tape *tape, Tensor *x) { return reduce(tape, AG_OP_SUM, "ag_sum", x, 1.0); }
-void ag_sum_backward(AgNode *n) { k_sum_backward(n->in[0]->grad, n->out->grad[0], n->in[0]->size); }
+void ag_sum_backward(AgNode *n) {
+    k_sum_backward(n->in[0]->grad, n->out->grad[0], n->in[0]->size, n->store & 1);
+}
 
 Tensor *ag_mean(Tape *tape, Tensor *x) {
     return reduce(tape, AG_OP_MEAN, "ag_mean", x, x ? (double)x->size : 1.0);
 }
 void ag_mean_backward(AgNode *n) {
     size_t count = n->in[0]->size;
-    k_sum_backward(n->in[0]->grad, (Real)(n->out->grad[0] / (double)count), count);
+    k_sum_backward(n->in[0]->grad, (Real)(n->out->grad[0] / (double)count), count, n->store & 1);
 }

@@ -318,16 +318,21 @@ static unsigned can_store(const AgNode *n) {
     switch (n->op) {
     case AG_OP_ATTENTION: return ag_attention_can_store(n);
     case AG_OP_ADD:
+    case AG_OP_SUB:
+    case AG_OP_MUL:
     case AG_OP_ADD_LAYERNORM: return 3;
     case AG_OP_ADD_BIAS:
     case AG_OP_SCALE:
     case AG_OP_GELU:
+    case AG_OP_DROPOUT:
     case AG_OP_LINEAR:
     case AG_OP_LINEAR_RELU:
     case AG_OP_LAYERNORM:
     case AG_OP_RMSNORM:
     case AG_OP_GATHER_ROWS:
-    case AG_OP_SCATTER_ROWS: return 1;
+    case AG_OP_SCATTER_ROWS:
+    case AG_OP_SUM:
+    case AG_OP_MEAN: return 1;
     default: return 0;
     }
 }

@@ -39,12 +39,17 @@ void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = a[i] - b[i];
 }
-/* forward: y = a - b, so a receives gy and b receives -gy */
-void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n) {
+/* forward: y = a - b, so a receives gy and b receives -gy (in chunks, as k_add_backward) */
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store) {
+    int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] += gy[i];
-        if (gb) gb[i] -= gy[i];
+    for (size_t c = 0; c < (n + ADD_CHUNK - 1) / ADD_CHUNK; c++) {
+        size_t i0 = c * ADD_CHUNK, i1 = n - i0 < ADD_CHUNK ? n : i0 + ADD_CHUNK;
+        add_or_store(ga, gy, i0, i1, sa);
+        if (gb && sb)
+            for (size_t i = i0; i < i1; i++) gb[i] = -gy[i];
+        else if (gb)
+            for (size_t i = i0; i < i1; i++) gb[i] -= gy[i];
     }
 }
 
@@ -52,12 +57,25 @@ void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
-/* forward: y = a * b, so dy/da = b and dy/db = a */
-void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n) {
+/* g[i0, i1) = gy * other (store) or += gy * other; nothing when g is NULL */
+static void mul_add_or_store(Real *g, const Real *gy, const Real *other, size_t i0, size_t i1,
+                             int store) {
+    if (!g) return;
+    if (store)
+        for (size_t i = i0; i < i1; i++) g[i] = gy[i] * other[i];
+    else
+        for (size_t i = i0; i < i1; i++) g[i] += gy[i] * other[i];
+}
+/* forward: y = a * b, so dy/da = b and dy/db = a. In chunks, a's gradient before b's in each:
+ * with a and b one tensor (ga = gb) every element still gets gy b, then gy a. */
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n,
+                    unsigned store) {
+    int sa = store & 1, sb = (store >> 1) & 1;
     PAR_FOR
-    for (size_t i = 0; i < n; i++) {
-        if (ga) ga[i] += gy[i] * b[i];
-        if (gb) gb[i] += gy[i] * a[i];
+    for (size_t c = 0; c < (n + ADD_CHUNK - 1) / ADD_CHUNK; c++) {
+        size_t i0 = c * ADD_CHUNK, i1 = n - i0 < ADD_CHUNK ? n : i0 + ADD_CHUNK;
+        mul_add_or_store(ga, gy, b, i0, i1, sa);
+        mul_add_or_store(gb, gy, a, i0, i1, sb);
     }
 }
 
@@ -159,21 +177,34 @@ void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n) {
     }
 }
 
-/* keep element i when its hashed uniform in [0,1) is >= p: a pure function of (key, i) */
-static int dropout_keep(uint64_t key, size_t i, double p) {
-    return (double)(rng_hash(key, i) >> 11) * 0x1.0p-53 >= p;
+/* Element i is kept when its hashed uniform u 2^-53 in [0, 1) is >= p, u = rng_hash(key, i) >>
+ * 11: a pure function of (key, i). u < 2^53 is exact in double and so are u 2^-53 and p 2^53
+ * (powers of two), so u 2^-53 >= p exactly when the integer u >= ceil(p 2^53): the test is one
+ * integer compare, and with the hash inline the loops run in vector lanes (a call to rng_hash
+ * per element took 2.5 ns). */
+static uint64_t dropout_threshold(double p) { return (uint64_t)ceil(p * 0x1.0p53); }
+static inline int dropout_keep(uint64_t key, size_t i, uint64_t threshold) {
+    return (k_hash(key, i) >> 11) >= threshold;
 }
 
 void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n) {
     Real scale = (Real)(1.0 / (1.0 - p));
+    uint64_t th = dropout_threshold(p);
     PAR_FOR
-    for (size_t i = 0; i < n; i++) y[i] = dropout_keep(key, i, p) ? x[i] * scale : 0;
+    for (size_t i = 0; i < n; i++) y[i] = dropout_keep(key, i, th) ? x[i] * scale : 0;
 }
 /* forward: y = x m / (1 - p) with m the 0/1 mask; the same mask, recomputed from the key,
- * passes or stops each gradient with the same scale */
-void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n) {
+ * passes or stops each gradient with the same scale (a dropped element's gradient is left as it
+ * was, written back: a choice between two values, not a store or none; or set to 0 by store) */
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n, int store) {
     Real scale = (Real)(1.0 / (1.0 - p));
-    PAR_FOR
-    for (size_t i = 0; i < n; i++)
-        if (dropout_keep(key, i, p)) gx[i] += gy[i] * scale;
+    uint64_t th = dropout_threshold(p);
+    if (store) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] = dropout_keep(key, i, th) ? gy[i] * scale : 0;
+    } else {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++)
+            gx[i] = dropout_keep(key, i, th) ? gx[i] + gy[i] * scale : gx[i];
+    }
 }

@@ -6,7 +6,8 @@
  * LN_ROW_BLOCK rows sums its share in row order in the same pass that computes the rows' input
  * gradients, then one thread per column adds the blocks' shares in block order (no atomics), so
  * results are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
- * as one pair (k_add_layernorm_*). Not here: shape checks (ops_layernorm.c).
+ * as one pair (k_add_layernorm_*), which never stores x + f: forward and backward each form a
+ * few rows of it at a time in a per-thread buffer. Not here: shape checks (ops_layernorm.c).
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
 
@@ -89,17 +90,24 @@ void k_rmsnorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, 
     norm_all(y, stats, x, weight, NULL, eps, rows, C, 0);
 }
 
-/* The residual sum and its LayerNorm in one pass over each block of rows: s = x + f (kept for
- * backward) is still in L1 when it is normalised. The same arithmetic as k_add_forward
- * followed by k_layernorm_forward, so the same values. */
-void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const Real *f,
-                             const Real *weight, const Real *bias, double eps, size_t rows, int C) {
+/* The residual sum and its LayerNorm in one pass over each block of rows: s = x + f of the
+ * block goes to the thread's buffer (LN_FWD_ROWS rows, in L1) and is normalised from there; it
+ * is not kept (backward forms it again from x and f: a (rows, C) tensor less in the step arena
+ * and one stream of writes less). The same arithmetic as k_add_forward followed by
+ * k_layernorm_forward, so the same values. */
+void k_add_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *f, const Real *weight,
+                             const Real *bias, double eps, size_t rows, int C) {
     size_t nblk = (rows + LN_FWD_ROWS - 1) / LN_FWD_ROWS;
-#pragma omp parallel for schedule(static) if (rows * (size_t)C >= K_PAR_MIN)
-    for (size_t b = 0; b < nblk; b++) {
-        size_t r0 = b * LN_FWD_ROWS, r1 = r0 + LN_FWD_ROWS < rows ? r0 + LN_FWD_ROWS : rows;
-        for (size_t i = r0 * C; i < r1 * C; i++) s[i] = x[i] + f[i];
-        norm_rows(y, stats, s, weight, bias, eps, r0, r1, C, 1);
+#pragma omp parallel if (rows * (size_t)C >= K_PAR_MIN)
+    {
+        Real *s = k_thread_scratch(K_SCRATCH_ROWS, LN_FWD_ROWS * (size_t)C);
+#pragma omp for schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t r0 = b * LN_FWD_ROWS, r1 = r0 + LN_FWD_ROWS < rows ? r0 + LN_FWD_ROWS : rows;
+            for (size_t i = r0 * C; i < r1 * C; i++) s[i - r0 * C] = x[i] + f[i];
+            /* the buffer's rows 0 .. r1 - r0, their outputs to y and stats from row r0 */
+            norm_rows(y + r0 * C, stats + 2 * r0, s, weight, bias, eps, 0, r1 - r0, C, 1);
+        }
     }
 }
 
@@ -124,18 +132,20 @@ static void put(Real *restrict dst, const Real *restrict g, int n, int store) {
  * of Ioffe & Szegedy 2015 along another axis; worked through in karpathy/llm.c,
  * doc/layernorm/layernorm.md). xhat is recomputed from x and the saved mean and rstd.
  * Here the input gradient goes into gx and, when gx2 is not NULL, into gx2 as well (the fused
- * residual op, whose sum has two inputs); store bit 0 for gx, bit 1 for gx2.
+ * residual op, whose sum has two inputs); store bit 0 for gx, bit 1 for gx2. With f not NULL
+ * the normalised input is x + f, formed a row at a time in the thread's buffer.
  * RMSNorm (not centred): rms = sqrt(sum_c x_c^2 / C + eps), rstd = 1 / rms, xhat_c = x_c rstd,
  * y_c = xhat_c w_c (Zhang & Sennrich 2019). Now d rstd/dx_j = -rstd^3 x_j / C and there is no
  * mean, so d xhat_c / dx_j = rstd (delta_cj - xhat_c xhat_j / C) and
  *     gx_j = rstd (dxhat_j - xhat_j mean_c(dxhat_c xhat_c)):
  * the LayerNorm formula without its mean_c(dxhat_c) term, with the saved mean 0. */
 static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const Real *x,
-                        const Real *weight, const Real *stats, const Real *gy, size_t rows, int C,
-                        unsigned store, int centred) {
+                        const Real *f, const Real *weight, const Real *stats, const Real *gy,
+                        size_t rows, int C, unsigned store, int centred) {
     /* EXERCISE(layernorm rmsnorm): the backward of LayerNorm (centred = 1) and of RMSNorm
      * (centred = 0, no bias), row by row; the forward is in the comment above.
      *   x, gy (rows, C): the forward's input and dL/dy;  weight (C);
+     *   f (rows, C) or NULL: when given, the forward's input was x + f (the fused residual)
      *   stats (rows, 2): each row's (mean, rstd) saved by the forward (mean 0 for RMSNorm)
      *   gx (rows, C): dL/dx; gx2, when not NULL, receives the same dL/dx (the fused x + f)
      *   gweight, gbias (C): sums over rows; gbias NULL for RMSNorm; any target may be NULL
@@ -146,7 +156,7 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
      * STUB:     if ((store & 1) && gx) gx[i] = 0;
      * STUB:     if ((store & 2) && gx2) gx2[i] = 0;
      * STUB: }
-     * STUB: (void)gweight; (void)gbias; (void)x; (void)weight; (void)stats; (void)gy;
+     * STUB: (void)gweight; (void)gbias; (void)x; (void)f; (void)weight; (void)stats; (void)gy;
      * STUB: (void)centred; (void)row_dsums; (void)put; */
     size_t n = rows * (size_t)C;
     int want_x = gx || gx2, want_w = gweight || gbias;
@@ -163,6 +173,7 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
      * weight/bias sums while the rows are in L1; a second loop adds the blocks' shares. */
 #pragma omp parallel if (n >= K_PAR_MIN)
     {
+        Real *srow = f ? k_thread_scratch(K_SCRATCH_ROWS, (size_t)C) : NULL; /* x + f, a row */
 #pragma omp for schedule(static)
         for (size_t b = 0; b < nblk; b++) {
             size_t r1 = (b + 1) * LN_ROW_BLOCK < rows ? (b + 1) * LN_ROW_BLOCK : rows;
@@ -171,6 +182,10 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
                 for (int c = 0; c < 2 * C; c++) sw[c] = 0;
             for (size_t r = b * LN_ROW_BLOCK; r < r1; r++) {
                 const Real *xr = x + r * C, *gr = gy + r * C;
+                if (f) {
+                    for (int c = 0; c < C; c++) srow[c] = xr[c] + f[r * C + c];
+                    xr = srow;
+                }
                 double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
                 if (!want_x) { /* only the weight/bias sums */
                     for (int c = 0; c < C; c++) {
@@ -233,18 +248,19 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
 
 void k_layernorm_backward(Real *gx, Real *gweight, Real *gbias, const Real *x, const Real *weight,
                           const Real *stats, const Real *gy, size_t rows, int C, int store) {
-    ln_backward(gx, NULL, gweight, gbias, x, weight, stats, gy, rows, C, store ? 1u : 0u, 1);
+    ln_backward(gx, NULL, gweight, gbias, x, NULL, weight, stats, gy, rows, C, store ? 1u : 0u, 1);
 }
 
 void k_rmsnorm_backward(Real *gx, Real *gweight, const Real *x, const Real *weight,
                         const Real *stats, const Real *gy, size_t rows, int C, int store) {
-    ln_backward(gx, NULL, gweight, NULL, x, weight, stats, gy, rows, C, store ? 1u : 0u, 0);
+    ln_backward(gx, NULL, gweight, NULL, x, NULL, weight, stats, gy, rows, C, store ? 1u : 0u, 0);
 }
 
 /* forward: s = x + f, y = LayerNorm(s) (above). So gs is the LayerNorm's input gradient and
- * gx += gs, gf += gs: computed once per row and written into both. */
-void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
-                              const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                              int C, unsigned store) {
-    ln_backward(gx, gf, gweight, gbias, s, weight, stats, gy, rows, C, store, 1);
+ * gx += gs, gf += gs: computed once per row (from s formed again, the same bits as forward's)
+ * and written into both. */
+void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *x,
+                              const Real *f, const Real *weight, const Real *stats, const Real *gy,
+                              size_t rows, int C, unsigned store) {
+    ln_backward(gx, gf, gweight, gbias, x, f, weight, stats, gy, rows, C, store, 1);
 }

@@ -14,18 +14,26 @@
 
 /* torch: d_p = g + wd p; buf = d_p (first) or buf * momentum + d_p; d_p = d_p + momentum buf
  * (Nesterov) or buf; p = p - lr d_p. With momentum 0 there is no buffer: p = p - lr d_p. */
+/* Two loops, without the buffer and with it: one loop that touched buf or not stayed scalar in
+ * the AVX2 build (GCC puts a conditional store in vector lanes only with AVX-512's masks). The
+ * conditions left choose between two values, which vector lanes do with a blend. */
 void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
     Real lr = h->lr, mom = h->momentum, wd = h->weight_decay;
     int nesterov = h->nesterov, first = h->first;
+    if (!buf) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) {
+            Real d = wd != 0 ? g[i] + wd * p[i] : g[i];
+            p[i] = p[i] - lr * d;
+        }
+        return;
+    }
     PAR_FOR
     for (size_t i = 0; i < n; i++) {
-        Real d = g[i];
-        if (wd != 0) d = d + wd * p[i];
-        if (buf) {
-            Real b = first ? d : buf[i] * mom + d;
-            buf[i] = b;
-            d = nesterov ? d + mom * b : b;
-        }
+        Real d = wd != 0 ? g[i] + wd * p[i] : g[i];
+        Real b = first ? d : buf[i] * mom + d;
+        buf[i] = b;
+        d = nesterov ? d + mom * b : b;
         p[i] = p[i] - lr * d;
     }
 }

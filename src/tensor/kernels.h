@@ -64,18 +64,37 @@ enum {
     K_SCRATCH_ATTENTION,
     K_SCRATCH_LAYERNORM,
     K_SCRATCH_REDUCE,
+    K_SCRATCH_ROWS, /* a few rows of a row-wise kernel (LayerNorm's x + f) */
     K_SCRATCH_SLOTS
 };
 Real *k_thread_scratch(int slot, size_t n);
+
+/* ---- rng.h's counter hash, inline ----
+ * splitmix64's step (Steele, Lea and Flood 2014), and rng_hash(key, counter) built on it
+ * (rng.c's rng_hash and rng_seed call these): inline, a kernel's loop over elements (dropout)
+ * runs the hash in vector lanes, where a call per element kept it scalar. */
+static inline uint64_t k_splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t k_hash(uint64_t key, uint64_t counter) {
+    uint64_t x = key ^ (counter * 0xD1B54A32D192ED03ull);
+    return k_splitmix64(&x);
+}
 
 /* ---- elementwise, n elements (k_elementwise.c) ---- */
 void k_add_forward(Real *y, const Real *a, const Real *b, size_t n);
 /* store: bit 0 writes ga, bit 1 gb, instead of adding to them */
 void k_add_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store);
 void k_sub_forward(Real *y, const Real *a, const Real *b, size_t n);
-void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n);
+/* store as k_add_backward's */
+void k_sub_backward(Real *ga, Real *gb, const Real *gy, size_t n, unsigned store);
 void k_mul_forward(Real *y, const Real *a, const Real *b, size_t n);
-void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n);
+/* store as k_add_backward's */
+void k_mul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const Real *gy, size_t n,
+                    unsigned store);
 /* x, y (rows, C), bias (C) */
 void k_add_bias_forward(Real *y, const Real *x, const Real *bias, size_t rows, int C);
 /* store: write gx (=) instead of adding to it */
@@ -92,7 +111,8 @@ void k_silu_forward(Real *y, const Real *x, size_t n);
 void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);
 /* Element i is kept when rng_hash(key, i) maps to a uniform >= p; kept ones scale by 1/(1-p). */
 void k_dropout_forward(Real *y, const Real *x, uint64_t key, double p, size_t n);
-void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n);
+/* store: gx is written (a dropped element's gradient set to 0), not added to */
+void k_dropout_backward(Real *gx, const Real *gy, uint64_t key, double p, size_t n, int store);
 
 /* ---- matrix products (k_matmul.c) ----
  * k_gemm: C (M,N) = op(A) op(B) (+ C when accumulate), op(A) (M,K), op(B) (K,N), row-major.
@@ -152,10 +172,11 @@ void k_merge_heads_forward(Real *y, const Real *x, int B, int T, int NH, int HS)
 void k_merge_heads_backward(Real *gx, const Real *gy, int B, int T, int NH, int HS);
 
 /* ---- reductions (k_reduce.c) ---- */
-/* The sum of n values, accumulated in double in index order (one thread). */
+/* The sum of n values in double, in one fixed order (blocks of 4096 in k_lanes.h's lanes, the
+ * blocks' sums in order) for any thread count. */
 double k_sum_forward(const Real *x, size_t n);
-/* gx_i += g for every i (the backward of sum; mean passes g = gy / n) */
-void k_sum_backward(Real *gx, Real g, size_t n);
+/* gx_i += g for every i, or = g with store (the backward of sum; mean passes g = gy / n) */
+void k_sum_backward(Real *gx, Real g, size_t n, int store);
 /* g (C) += the sum over rows of x (rows, C): each column summed in row order by one thread
  * (threads share blocks of columns), so the same for any thread count */
 void k_sum_rows(Real *g, const Real *x, size_t rows, int C);
@@ -200,14 +221,15 @@ void k_rmsnorm_forward(Real *y, Real *stats, const Real *x, const Real *weight, 
  * is written, not added to. */
 void k_rmsnorm_backward(Real *gx, Real *gweight, const Real *x, const Real *weight,
                         const Real *stats, const Real *gy, size_t rows, int C, int store);
-/* s = x + f (rows, C), kept for backward, and y = LayerNorm(s) as k_layernorm_forward */
-void k_add_layernorm_forward(Real *y, Real *s, Real *stats, const Real *x, const Real *f,
-                             const Real *weight, const Real *bias, double eps, size_t rows, int C);
-/* the LayerNorm backward on s, its input gradient written into both gx and gf (any of the four
- * gradients may be NULL); store bit 0: gx is written, not added to; bit 1: the same for gf */
-void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *s,
-                              const Real *weight, const Real *stats, const Real *gy, size_t rows,
-                              int C, unsigned store);
+/* x, f, y (rows, C): y = LayerNorm(s) of s = x + f as k_layernorm_forward (s is not kept) */
+void k_add_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *f, const Real *weight,
+                             const Real *bias, double eps, size_t rows, int C);
+/* the LayerNorm backward on s = x + f (formed again from x and f), its input gradient written
+ * into both gx and gf (any of the four gradients may be NULL); store bit 0: gx is written, not
+ * added to; bit 1: the same for gf */
+void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, const Real *x,
+                              const Real *f, const Real *weight, const Real *stats, const Real *gy,
+                              size_t rows, int C, unsigned store);
 
 /* ---- rotary position embedding (k_rope.c) ---- */
 /* cs (T, HS): for position pos0 + t and pair i < HS/2, cs[t, 2i] = cos(a), cs[t, 2i+1] = sin(a),

@@ -4,19 +4,14 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "kernels.h"
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void rng_seed(Rng *r, uint64_t seed) {
     AG_CHECK_ARG(r);
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++) r->s[i] = k_splitmix64(&x);
 }
 
 uint64_t rng_u64(Rng *r) {
@@ -56,10 +51,7 @@ uint64_t rng_below(Rng *r, uint64_t n) {
     return x % n;
 }
 
-uint64_t rng_hash(uint64_t key, uint64_t counter) {
-    uint64_t x = key ^ (counter * 0xD1B54A32D192ED03ull);
-    return splitmix64(&x);
-}
+uint64_t rng_hash(uint64_t key, uint64_t counter) { return k_hash(key, counter); }
 
 void rng_fill_uniform(Rng *r, Tensor *t, double lo, double hi) {
     AG_CHECK_ARG(r);

@@ -1,10 +1,14 @@
 /* test_elementwise.c: ag_silu beyond the gradient check of the case table: values against
  * x / (1 + e^-x) in double, and inputs far out on both sides (finite, no NaN, the limits x and
- * 0). The gradient checks of every elementwise op are cases in tests/support/cases.c. */
+ * 0); sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits);
+ * dropout's mask against its definition on rng_hash. The gradient checks of every elementwise
+ * op are cases in tests/support/cases.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "cases.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
 
 #ifdef AG_REAL_DOUBLE
 #define TIGHT 1e-14
@@ -48,4 +52,71 @@ Test(ag_silu, far_inputs_give_the_limits_without_nan) {
         }
     }
     test_env_free(&env);
+}
+
+/* a = 2x and b = 3x are intermediates, so their gradient buffers are new when sub or mul runs
+ * its backward: the tape marks both in node->store and the op sets them (=); sum sets its
+ * input's. n crosses the kernels' chunks of 4096 (a debug build fills a buffer to be set with
+ * NaN, so an element left unset shows up). d sum(a - b)/dx = 2 - 3 = -1, d sum(a b)/dx = 12 x. */
+static void check_sets_fresh_gradients(int mul) {
+    TestEnv env = test_env_new();
+    enum { N = 5000 };
+    Tensor *x = tensor_new1(env.params, N, "x");
+    for (int i = 0; i < N; i++) x->data[i] = (Real)((i % 97) * 0.01 - 0.5);
+    tensor_requires_grad(x);
+    Tensor *a = ag_scale(env.tape, x, 2), *b = ag_scale(env.tape, x, 3);
+    Tensor *y = mul ? ag_mul(env.tape, a, b) : ag_sub(env.tape, a, b);
+    ag_backward(env.tape, ag_sum(env.tape, y));
+    AgNode *sum = env.tape->last, *op = sum->prev;
+    cr_assert_eq(sum->store, 1u, "sum sets its input's gradient: store %u", sum->store);
+    cr_assert_eq(op->store, 3u, "%s sets both inputs' gradients: store %u", mul ? "mul" : "sub",
+                 op->store);
+    for (int i = 0; i < N; i++) {
+        double want = mul ? 12 * (double)x->data[i] : -1.0, got = (double)x->grad[i];
+        cr_assert(fabs(got - want) <= TIGHT * 8 * fmax(1, fabs(want)),
+                  "%s: x->grad[%d] = %.17g, expected %.17g", mul ? "mul" : "sub", i, got, want);
+    }
+    test_env_free(&env);
+}
+
+Test(ag_sub, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(0); }
+Test(ag_mul, sets_the_fresh_gradients_of_both_inputs) { check_sets_fresh_gradients(1); }
+
+/* The kernels keep element i when u = rng_hash(key, i) >> 11 is at least an integer threshold;
+ * the definition (ops.def, rng.h) is u 2^-53 >= p in double. Both, element by element, for p at
+ * the edges (0, the smallest subnormal, a p just below 1) and in between, forward and backward;
+ * a kept element is x / (1 - p) (Real), a dropped one 0, and backward adds gy / (1 - p) to a
+ * kept element's gradient and leaves a dropped one's as it was (or, storing, sets them to
+ * gy / (1 - p) and 0). */
+Test(k_dropout, keeps_exactly_the_elements_whose_uniform_is_at_least_p) {
+    const double ps[] = {0, 0x1p-1074, 1e-9, 0.1, 0.25, 0.5, 0.9, 0x1.fffffffffffffp-1};
+    enum { N = 4099 };
+    static Real x[N], y[N], gx[N], gy[N];
+    for (int i = 0; i < N; i++) x[i] = (Real)(1 + (i % 13)), gy[i] = (Real)(0.5 + (i % 7));
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        double p = ps[k];
+        uint64_t key = 0x9E3779B97F4A7C15ull * (k + 1);
+        Real scale = (Real)(1.0 / (1.0 - p));
+        for (int i = 0; i < N; i++) gx[i] = -1;
+        k_dropout_forward(y, x, key, p, N);
+        k_dropout_backward(gx, gy, key, p, N, 0);
+        static Real gs[N]; /* the store form: a fresh buffer set whole */
+        for (int i = 0; i < N; i++) gs[i] = (Real)NAN;
+        k_dropout_backward(gs, gy, key, p, N, 1);
+        int kept = 0;
+        for (int i = 0; i < N; i++) {
+            int keep = (double)(rng_hash(key, (uint64_t)i) >> 11) * 0x1.0p-53 >= p;
+            kept += keep;
+            Real want = keep ? x[i] * scale : 0, want_g = keep ? -1 + gy[i] * scale : -1;
+            cr_assert(y[i] == want, "p %a, element %d: y %g, expected %g (kept: %d)", p, i,
+                      (double)y[i], (double)want, keep);
+            cr_assert(gx[i] == want_g, "p %a, element %d: gx %g, expected %g (kept: %d)", p, i,
+                      (double)gx[i], (double)want_g, keep);
+            Real want_s = keep ? gy[i] * scale : 0;
+            cr_assert(gs[i] == want_s, "p %a, element %d: stored gx %g, expected %g", p, i,
+                      (double)gs[i], (double)want_s);
+        }
+        if (p == 0) cr_assert_eq(kept, N, "p = 0 keeps every element");
+        if (p > 0.5) cr_assert(kept < N / 4, "p %g kept %d of %d", p, kept, N);
+    }
 }
