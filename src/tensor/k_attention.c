@@ -146,14 +146,37 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rs
     if (i0 < n) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB / 2);
 }
 
-/* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R */
+/* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R: by
+ * VLEN x VLEN blocks in registers (k_simd.h's transpose_tile) where they are whole, the rows
+ * and columns left over one value at a time (values are only moved, so the result is the same
+ * either way). */
 static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
-    int RP = padded(R);
+    int RP = padded(R), r0 = 0, c0 = 0;
+#ifdef K_HAVE_TRANSPOSE
+    for (; r0 + VLEN <= R; r0 += VLEN)
+        for (c0 = 0; c0 + VLEN <= N; c0 += VLEN)
+            transpose_tile(dst + (size_t)c0 * RP + r0, (size_t)RP, src + (size_t)r0 * ld + c0, ld);
+#endif
     for (int c = 0; c < N; c++) {
         Real *d = dst + (size_t)c * RP;
-        for (int r = 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
+        for (int r = c < c0 ? r0 : 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
         for (int r = R; r < RP; r++) d[r] = 0;
     }
+}
+
+/* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the next head it is
+ * likely to take (the next pair of its chunk) while it computes this one: the heads of a
+ * projection are usually in L3 only when attention starts, and rows ld apart are not what the
+ * hardware's prefetchers guess. Only a hint: a wrong guess costs a few loads. */
+static void prefetch_rows(const Real *p, size_t ld, int R, int N) {
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) PREFETCH_L2(p + (size_t)r * ld + c);
+}
+
+/* the pair after (b, h) in the loops' order, with n heads a batch element: 0 when none */
+static int next_pair(const KAttention *a, int n, int *b, int *h) {
+    if (++*h == n) *h = 0, ++*b;
+    return *b < a->B;
 }
 
 /* An operand of tile() with N columns (rows ld apart): itself when N is a multiple of KB (*ldb
@@ -179,14 +202,22 @@ static size_t forward_scratch(const KAttention *a) {
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
 }
 
-/* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale + M[j] (M
- * the additive mask's row by key position, kp[j] for packed keys; none when M is NULL), 0
- * elsewhere. Only keys j < n can be visible (the causal end and the last key that is not
- * padding): only their dots were computed, and the rest of the row is set to 0. Padding keys
- * below n get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's value
- * there), as do keys the mask blocks (M = -inf); a row with no visible key is all 0 (not 0/0). */
-static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *M, const int *kp,
-                        Real scale) {
+/* Rows of P from their raw dots: row i becomes pi[j] = softmax over visible j of
+ * pi[j] * scale + M[j] (M the additive mask's row by key position, kp[j] for packed keys; none
+ * when M is NULL), 0 elsewhere. Only keys j < n can be visible (the causal end and the last key
+ * that is not padding): only their dots were computed, and the rest of the row is set to 0.
+ * Padding keys below n get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and
+ * exp's value there), as do keys the mask blocks (M = -inf); a row with no visible key is all
+ * 0 (not 0/0).
+ * In three passes over a few rows at a time (SOFTMAX_ROWS): the scores and their max, then
+ * e^(s - max) and their sum (k_row_sum's lanes: the same sum), then the division. Each pass
+ * ends in a reduction whose steps wait on one another; with the rows' passes side by side
+ * they overlap (one row at a time, a row of 64 took 150 cycles). */
+#define SOFTMAX_ROWS 8
+
+/* pass 1 of row pi: the scaled, masked scores of its keys j < n, 0 past n (to Tk); their max */
+static Real scores_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *M, const int *kp,
+                       Real scale) {
     const Real ninf = -(Real)INFINITY;
     /* one loop over the whole row (a separate loop of zeros became a call to memset) */
     if (M)
@@ -196,16 +227,46 @@ static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real 
         for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
-    Real m = k_row_max(pi, n);
-    if (m == ninf) { /* no visible key (all 0), unless a score is NaN (all NaN) */
+    return k_row_max(pi, n);
+}
+
+/* pass 2: pi[j] = e^(pi[j] - m) for j < n (in vector lanes), and their sum; a row with no
+ * visible key (m = -inf) is all 0, or all NaN when a score is NaN, and its sum is 0 */
+static Real exp_row(Real *pi, int n, Real m) {
+    if (m == -(Real)INFINITY) {
         Real z = 0;
         for (int j = 0; j < n; j++) z = pi[j] != pi[j] ? pi[j] : z;
         for (int j = 0; j < n; j++) pi[j] = z;
-        return;
+        return 0;
     }
-    for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
-    Real inv = 1 / k_row_sum(pi, n);
-    for (int j = 0; j < n; j++) pi[j] *= inv;
+    Real s;
+    K_LANES_SUM(Real, k_lanes_total, n, (pi[j] = K_EXP(pi[j] - m)), &s);
+    return s;
+}
+
+/* Rows [i0, i1) of the head's P (rows Tk apart, batch b, head h) from their raw dots, keys
+ * j < min(key_end, vis) visible */
+static void softmax_rows(Real *Ph, int i0, int i1, int vis, const KAttention *a, int b, int h,
+                         Real scale) {
+    int Tk = n_k(a, b);
+    const uint8_t *pad = pad_of(a, b);
+    const int *kp = kpos_of(a, b);
+    for (int r0 = i0; r0 < i1; r0 += SOFTMAX_ROWS) {
+        int nr = i1 - r0 < SOFTMAX_ROWS ? i1 - r0 : SOFTMAX_ROWS, n[SOFTMAX_ROWS];
+        Real m[SOFTMAX_ROWS], s[SOFTMAX_ROWS];
+        for (int r = 0; r < nr; r++) {
+            n[r] = key_end(a, b, r0 + r);
+            if (n[r] > vis) n[r] = vis;
+            m[r] = scores_row(Ph + (size_t)(r0 + r) * Tk, Tk, n[r], pad, bias_row(a, b, h, r0 + r),
+                              kp, scale);
+        }
+        for (int r = 0; r < nr; r++) s[r] = exp_row(Ph + (size_t)(r0 + r) * Tk, n[r], m[r]);
+        for (int r = 0; r < nr; r++) {
+            if (s[r] == 0) continue; /* no visible key: left as exp_row set it */
+            Real inv = 1 / s[r], *pi = Ph + (size_t)(r0 + r) * Tk;
+            for (int j = 0; j < n[r]; j++) pi[j] *= inv;
+        }
+    }
 }
 
 /* Query rows go by blocks, each over the keys its rows can see (up to the causal end of its
@@ -219,7 +280,6 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
                          const KAttention *a, int b, int h, Real *scratch) {
     int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
     int vis = visible_end(a, b);
-    const uint8_t *pad = pad_of(a, b);
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
     Real *A = vp + (size_t)a->Tk * padded(HS);
@@ -236,11 +296,7 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
         Real *Pb = Ph + (size_t)i0 * Tk;
         tile(Pb, (size_t)Tk, qh + (size_t)i0 * lq, lq, 1, nb, HS, kt, (size_t)padded(vis), kend,
              0); /* raw q.k dots */
-        for (int i = i0; i < i0 + nb; i++) {
-            int n = key_end(a, b, i);
-            softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, bias_row(a, b, h, i),
-                        kpos_of(a, b), scale);
-        }
+        softmax_rows(Ph, i0, i0 + nb, vis, a, b, h, scale);
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
         const Real *Ab = Pb;
         if (a->p != 0) {
@@ -307,6 +363,13 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
 #pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
+                int nb = b, nh = h;
+                if (next_pair(a, NH, &nb, &nh)) {
+                    int g = nh / (NH / a->NKV);
+                    prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS);
+                    prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
+                    prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
+                }
                 forward_head(y, P, q, k, v, a, b, h, scratch);
                 if (Pd) unpack_head(Pd, P, a, b, h);
             }
@@ -447,8 +510,19 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
 #pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
-            for (int g = 0; g < NKV; g++)
+            for (int g = 0; g < NKV; g++) {
+                int nb = b, ng = g;
+                if (next_pair(a, NKV, &nb, &ng)) {
+                    int group = a->NH / NKV;
+                    prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                    prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                    for (int h = ng * group; h < (ng + 1) * group; h++) {
+                        prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS);
+                        prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS);
+                    }
+                }
                 backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch, store);
+            }
     }
 }
 

@@ -12,7 +12,8 @@
  * FP_FAST_FMA), so that every family computes the same element the same way where it can;
  * elsewhere (x86-64 without FMA) a b + c rounds twice. Within a family the vector width never
  * changes a result: each lane is one element's own sum.
- * K_SIMD_FAMILY names the family (ag_kernel_family reports it).
+ * K_SIMD_FAMILY names the family (ag_kernel_family reports it). At the end: a VLEN x VLEN
+ * transpose in registers (transpose_tile), for the AVX-512 and AVX2 families.
  * Not here: the loops (k_gemm.c, k_attention.c); the row reductions (k_lanes.h).
  * Read next: k_lanes.h. */
 #ifndef ATTOGRAD_K_SIMD_H
@@ -173,14 +174,103 @@ static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
 #else
 #define UNROLL
 #endif
-/* a function inlined into its caller (a tile's row count then a constant), and a prefetch of a
- * line about to be written */
+/* a function inlined into its caller (a tile's row count then a constant), a prefetch of a
+ * line about to be written, and of a line to be read soon (into L2, not L1) */
 #ifdef __GNUC__
 #define K_ALWAYS_INLINE inline __attribute__((always_inline))
 #define PREFETCH_W(p) __builtin_prefetch((p), 1)
+#define PREFETCH_L2(p) __builtin_prefetch((p), 0, 1)
 #else
 #define K_ALWAYS_INLINE inline
 #define PREFETCH_W(p) ((void)(p))
+#define PREFETCH_L2(p) ((void)(p))
+#endif
+
+/* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
+ * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
+ * exchanged. Only moves: the values are copied exactly. The AVX-512 and AVX2 families have it
+ * (K_HAVE_TRANSPOSE); k_gemm.c packs a transposed B with it, k_attention.c transposes a head
+ * of keys or values. */
+#if defined(K_SIMD_AVX512)
+#define K_HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512d r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(s + i * lds);
+    for (int i = 0; i < 8; i += 2) { /* t[2p + m], lane l: rows 2p, 2p+1 at k = 2l + m */
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    for (int m = 0; m < 2; m++) {
+        __m512d u0 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0x88);
+        __m512d u1 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0xDD);
+        __m512d u2 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0x88);
+        __m512d u3 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0xDD);
+        _mm512_storeu_pd(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0x88));
+        _mm512_storeu_pd(d + (size_t)(2 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0x88));
+        _mm512_storeu_pd(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0xDD));
+        _mm512_storeu_pd(d + (size_t)(6 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0xDD));
+    }
+}
+#else
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+        _mm512_storeu_ps(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
+        _mm512_storeu_ps(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
+        _mm512_storeu_ps(d + (size_t)(8 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+        _mm512_storeu_ps(d + (size_t)(12 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+    }
+}
+#endif
+#elif defined(K_SIMD_AVX2)
+#define K_HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + lds);
+    __m256d r2 = _mm256_loadu_pd(s + 2 * lds), r3 = _mm256_loadu_pd(s + 3 * lds);
+    __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(d + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(d + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(d + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
+#else
+static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        _mm256_storeu_ps(d + (size_t)m * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+        _mm256_storeu_ps(d + (size_t)(4 + m) * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+    }
+}
+#endif
 #endif
 
 #endif
