@@ -227,7 +227,7 @@ static Real scores_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *
         for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
-    return k_row_max(pi, n);
+    return k_row_max_v(pi, n);
 }
 
 /* pass 2: pi[j] = e^(pi[j] - m) for j < n (in vector lanes), and their sum; a row with no
@@ -239,9 +239,8 @@ static Real exp_row(Real *pi, int n, Real m) {
         for (int j = 0; j < n; j++) pi[j] = z;
         return 0;
     }
-    Real s;
-    K_LANES_SUM(Real, k_lanes_total, n, (pi[j] = K_EXP(pi[j] - m)), &s);
-    return s;
+    for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
+    return k_row_sum_v(pi, n);
 }
 
 /* Rows [i0, i1) of the head's P (rows Tk apart, batch b, head h) from their raw dots, keys
@@ -440,8 +439,8 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
                         for (int j = 0; j < kend; j++)
                             Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
-                    Real D = k_row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
-                    for (int j = 0; j < vis; j++)        /* 0 past kend, where gk's product reads */
+                    Real D = k_row_dot_nz_v(Gi, pi, kend); /* sum_j gP_ij P_ij */
+                    for (int j = 0; j < vis; j++) /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
                 if (gq)
