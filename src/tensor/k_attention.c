@@ -9,7 +9,9 @@
  * small matrix product done by one register-tiled loop, tile() below, on operands copied into
  * per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
- * (B, T, C) projections.
+ * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
+ * (k_lanes.h's _v forms, the same bits as the plain ones), and a thread asks for the rows of
+ * the pair it will likely take next while it computes this one (prefetch_rows).
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
