@@ -81,59 +81,68 @@ static int visible_end(const KAttention *a, int b) {
 
 static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
-/* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block. */
+/* Rows [i0, i0 + rb) and columns [j0, j0 + nv VLEN) of C (rb and nv constants once inlined:
+ * 8 or 4 rows, KB / VLEN vectors or 1) */
+static K_ALWAYS_INLINE void tile_block(Real *restrict C, size_t ldc, const Real *const *xr,
+                                       size_t csx, int i0, int n, int K, const Real *restrict Bp,
+                                       size_t ldb, int N, int add, const int rb, int j0,
+                                       const int nv) {
+    Vec acc[RB][NV];
+    UNROLL for (int r = 0; r < rb; r++) { UNROLL for (int v = 0; v < nv; v++) acc[r][v] = vzero(); }
+    const Real *b = Bp + j0;
+    for (int k = 0; k < K; k++, b += ldb) {
+        Vec bv[NV];
+        UNROLL for (int v = 0; v < nv; v++) {
+            bv[v] = vload(b + v * VLEN);
+            PIN(bv[v]);
+        }
+        UNROLL for (int r = 0; r < rb; r++) {
+            Vec x = vset1(xr[r][(size_t)k * csx]);
+            UNROLL for (int v = 0; v < nv; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
+        }
+    }
+    int w = nv * VLEN, nj = N - j0 < w ? N - j0 : w;
+    if (nj == w && i0 + rb <= n) { /* a full tile: straight from the registers */
+        UNROLL for (int r = 0; r < rb; r++) {
+            Real *c = C + (size_t)(i0 + r) * ldc + j0;
+            UNROLL for (int v = 0; v < nv; v++) {
+                Vec cv = acc[r][v];
+                if (add) cv = vadd(vload(c + v * VLEN), cv);
+                vstore(c + v * VLEN, cv);
+            }
+        }
+        return;
+    }
+    /* a partial tile: the registers into a local array (stores at fixed places, where a
+     * memcpy of acc[r] was a library call per row), then its first nj columns. (Masked
+     * stores straight from the registers were slower: GCC 12 then keeps one or two sums on
+     * the stack in the loop above.) */
+    Real out[RB][KB];
+    UNROLL for (int r = 0; r < rb; r++) {
+        UNROLL for (int v = 0; v < nv; v++) vstore(out[r] + v * VLEN, acc[r][v]);
+    }
+    for (int r = 0; r < rb && i0 + r < n; r++) {
+        Real *c = C + (size_t)(i0 + r) * ldc + j0;
+        if (add)
+            for (int j = 0; j < nj; j++) c[j] += out[r][j];
+        else
+            for (int j = 0; j < nj; j++) c[j] = out[r][j];
+    }
+}
+
+/* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block: KB
+ * columns at a time, the last block one vector wide when at most VLEN columns are left (with
+ * AVX-512, keys 1-16 of a block of 32: half the work for short rows and causal blocks) */
 static K_ALWAYS_INLINE void tile_rows(Real *restrict C, size_t ldc, const Real *restrict X,
                                       size_t rsx, size_t csx, int i0, int n, int K,
                                       const Real *restrict Bp, size_t ldb, int N, int add,
                                       const int rb) {
-    int NP = padded(N);
     const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
     for (int r = 0; r < rb; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
-    for (int j0 = 0; j0 < NP; j0 += KB) {
-        Vec acc[RB][NV];
-        UNROLL for (int r = 0; r < rb; r++) {
-            UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
-        }
-        const Real *b = Bp + j0;
-        for (int k = 0; k < K; k++, b += ldb) {
-            Vec bv[NV];
-            UNROLL for (int v = 0; v < NV; v++) {
-                bv[v] = vload(b + v * VLEN);
-                PIN(bv[v]);
-            }
-            UNROLL for (int r = 0; r < rb; r++) {
-                Vec x = vset1(xr[r][(size_t)k * csx]);
-                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
-            }
-        }
-        int nj = N - j0 < KB ? N - j0 : KB;
-        if (nj == KB && i0 + rb <= n) { /* a full tile: straight from the registers */
-            UNROLL for (int r = 0; r < rb; r++) {
-                Real *c = C + (size_t)(i0 + r) * ldc + j0;
-                UNROLL for (int v = 0; v < NV; v++) {
-                    Vec cv = acc[r][v];
-                    if (add) cv = vadd(vload(c + v * VLEN), cv);
-                    vstore(c + v * VLEN, cv);
-                }
-            }
-            continue;
-        }
-        /* a partial tile: the registers into a local array (stores at fixed places, where a
-         * memcpy of acc[r] was a library call per row), then its first nj columns. (Masked
-         * stores straight from the registers were slower: GCC 12 then keeps one or two sums on
-         * the stack in the loop above.) */
-        Real out[RB][KB];
-        UNROLL for (int r = 0; r < rb; r++) {
-            UNROLL for (int v = 0; v < NV; v++) vstore(out[r] + v * VLEN, acc[r][v]);
-        }
-        for (int r = 0; r < rb && i0 + r < n; r++) {
-            Real *c = C + (size_t)(i0 + r) * ldc + j0;
-            if (add)
-                for (int j = 0; j < nj; j++) c[j] += out[r][j];
-            else
-                for (int j = 0; j < nj; j++) c[j] = out[r][j];
-        }
-    }
+    int j0 = 0;
+    for (; N - j0 > VLEN; j0 += KB)
+        tile_block(C, ldc, xr, csx, i0, n, K, Bp, ldb, N, add, rb, j0, NV);
+    if (j0 < N) tile_block(C, ldc, xr, csx, i0, n, K, Bp, ldb, N, add, rb, j0, 1);
 }
 
 static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx,
@@ -149,21 +158,41 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rs
 }
 
 /* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R: by
- * VLEN x VLEN blocks in registers (k_simd.h's transpose_tile) where they are whole, the rows
- * and columns left over one value at a time (values are only moved, so the result is the same
- * either way). */
+ * VLEN x VLEN blocks in registers (k_simd.h's transpose_tile), a last block of fewer than
+ * VLEN rows through a copy padded with rows of zeros (so that short batches, T 11-20, also
+ * take the registers), the columns left over (N not a multiple of VLEN) one value at a time.
+ * Values are only moved: the result is the same either way. */
 static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
-    int RP = padded(R), r0 = 0, c0 = 0;
+    int RP = padded(R), c0 = 0, r_end = 0; /* columns < c0 of dst rows are set up to r_end */
 #ifdef K_HAVE_TRANSPOSE
-    for (; r0 + VLEN <= R; r0 += VLEN)
-        for (c0 = 0; c0 + VLEN <= N; c0 += VLEN)
-            transpose_tile(dst + (size_t)c0 * RP + r0, (size_t)RP, src + (size_t)r0 * ld + c0, ld);
+    c0 = N / VLEN * VLEN;
+    for (int r0 = 0; r0 < R; r0 += VLEN) {
+        int rows = R - r0 < VLEN ? R - r0 : VLEN;
+        for (int cb = 0; cb < c0; cb += VLEN) {
+            if (rows == VLEN) {
+                transpose_tile(dst + (size_t)cb * RP + r0, (size_t)RP, src + (size_t)r0 * ld + cb,
+                               ld);
+                continue;
+            }
+            Real t[VLEN * VLEN]; /* the last rows, then zeros */
+            for (int r = 0; r < VLEN; r++)
+                if (r < rows)
+                    vstore(t + r * VLEN, vload(src + (size_t)(r0 + r) * ld + cb));
+                else
+                    vstore(t + r * VLEN, vzero());
+            transpose_tile(dst + (size_t)cb * RP + r0, (size_t)RP, t, VLEN);
+        }
+        r_end = r0 + VLEN;
+    }
+    for (int c = 0; c < c0; c++)
+        for (int r = r_end; r < RP; r++) dst[(size_t)c * RP + r] = 0;
 #endif
-    for (int c = 0; c < N; c++) {
+    for (int c = c0; c < N; c++) {
         Real *d = dst + (size_t)c * RP;
-        for (int r = c < c0 ? r0 : 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
+        for (int r = 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
         for (int r = R; r < RP; r++) d[r] = 0;
     }
+    (void)r_end;
 }
 
 /* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the next head it is
