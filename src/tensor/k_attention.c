@@ -58,8 +58,9 @@ static int visible_end(const KAttention *a, int b) {
  * apart and hold padded(N) readable values (past N anything: those columns are computed and
  * never stored), so a (K, N) matrix with N a multiple of KB is read in place.
  * RB rows of C times KB columns are summed at once in registers: for each k RB values of X are
- * broadcast against KB values of Bp. Every C[i][j] sums its K products in k order from 0 (then
- * is stored, or added to C), so it is the same whichever thread computes it.
+ * broadcast against KB values of Bp (a last block of at most VLEN columns: one vector of them).
+ * Every C[i][j] sums its K products in k order from 0 (then is stored, or added to C), so it is
+ * the same whichever thread computes it and whatever width its block has.
  * The registers are k_simd.h's, k_gemm.c's vector layer: with AVX-512 the KB columns are
  * 512-bit registers updated by fused multiply-adds; with AVX2 + FMA, two 256-bit registers a
  * row (KB 16 floats or 8 doubles), so that the 4 x 2 sums and the 2 vectors of Bp fit in its 16
