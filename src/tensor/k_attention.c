@@ -9,7 +9,9 @@
  * small matrix product done by one register-tiled loop, tile() below, on operands copied into
  * per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
- * (B, T, C) projections.
+ * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
+ * (k_lanes.h's _v forms, the same bits as the plain ones), and a thread asks for the rows of
+ * the pair it will likely take next while it computes this one (prefetch_rows).
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
@@ -56,8 +58,9 @@ static int visible_end(const KAttention *a, int b) {
  * apart and hold padded(N) readable values (past N anything: those columns are computed and
  * never stored), so a (K, N) matrix with N a multiple of KB is read in place.
  * RB rows of C times KB columns are summed at once in registers: for each k RB values of X are
- * broadcast against KB values of Bp. Every C[i][j] sums its K products in k order from 0 (then
- * is stored, or added to C), so it is the same whichever thread computes it.
+ * broadcast against KB values of Bp (a last block of at most VLEN columns: one vector of them).
+ * Every C[i][j] sums its K products in k order from 0 (then is stored, or added to C), so it is
+ * the same whichever thread computes it and whatever width its block has.
  * The registers are k_simd.h's, k_gemm.c's vector layer: with AVX-512 the KB columns are
  * 512-bit registers updated by fused multiply-adds; with AVX2 + FMA, two 256-bit registers a
  * row (KB 16 floats or 8 doubles), so that the 4 x 2 sums and the 2 vectors of Bp fit in its 16
@@ -79,59 +82,68 @@ static int visible_end(const KAttention *a, int b) {
 
 static int padded(int N) { return (N + KB - 1) / KB * KB; }
 
-/* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block. */
+/* Rows [i0, i0 + rb) and columns [j0, j0 + nv VLEN) of C (rb and nv constants once inlined:
+ * 8 or 4 rows, KB / VLEN vectors or 1) */
+static K_ALWAYS_INLINE void tile_block(Real *restrict C, size_t ldc, const Real *const *xr,
+                                       size_t csx, int i0, int n, int K, const Real *restrict Bp,
+                                       size_t ldb, int N, int add, const int rb, int j0,
+                                       const int nv) {
+    Vec acc[RB][NV];
+    UNROLL for (int r = 0; r < rb; r++) { UNROLL for (int v = 0; v < nv; v++) acc[r][v] = vzero(); }
+    const Real *b = Bp + j0;
+    for (int k = 0; k < K; k++, b += ldb) {
+        Vec bv[NV];
+        UNROLL for (int v = 0; v < nv; v++) {
+            bv[v] = vload(b + v * VLEN);
+            PIN(bv[v]);
+        }
+        UNROLL for (int r = 0; r < rb; r++) {
+            Vec x = vset1(xr[r][(size_t)k * csx]);
+            UNROLL for (int v = 0; v < nv; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
+        }
+    }
+    int w = nv * VLEN, nj = N - j0 < w ? N - j0 : w;
+    if (nj == w && i0 + rb <= n) { /* a full tile: straight from the registers */
+        UNROLL for (int r = 0; r < rb; r++) {
+            Real *c = C + (size_t)(i0 + r) * ldc + j0;
+            UNROLL for (int v = 0; v < nv; v++) {
+                Vec cv = acc[r][v];
+                if (add) cv = vadd(vload(c + v * VLEN), cv);
+                vstore(c + v * VLEN, cv);
+            }
+        }
+        return;
+    }
+    /* a partial tile: the registers into a local array (stores at fixed places, where a
+     * memcpy of acc[r] was a library call per row), then its first nj columns. (Masked
+     * stores straight from the registers were slower: GCC 12 then keeps one or two sums on
+     * the stack in the loop above.) */
+    Real out[RB][KB];
+    UNROLL for (int r = 0; r < rb; r++) {
+        UNROLL for (int v = 0; v < nv; v++) vstore(out[r] + v * VLEN, acc[r][v]);
+    }
+    for (int r = 0; r < rb && i0 + r < n; r++) {
+        Real *c = C + (size_t)(i0 + r) * ldc + j0;
+        if (add)
+            for (int j = 0; j < nj; j++) c[j] += out[r][j];
+        else
+            for (int j = 0; j < nj; j++) c[j] = out[r][j];
+    }
+}
+
+/* Rows [i0, i0 + rb) of C (rb a constant once inlined: 8 or 4), every column block: KB
+ * columns at a time, the last block one vector wide when at most VLEN columns are left (with
+ * AVX-512, keys 1-16 of a block of 32: half the work for short rows and causal blocks) */
 static K_ALWAYS_INLINE void tile_rows(Real *restrict C, size_t ldc, const Real *restrict X,
                                       size_t rsx, size_t csx, int i0, int n, int K,
                                       const Real *restrict Bp, size_t ldb, int N, int add,
                                       const int rb) {
-    int NP = padded(N);
     const Real *xr[RB]; /* past the last row, repeat it (computed, not stored) */
     for (int r = 0; r < rb; r++) xr[r] = X + (size_t)(i0 + r < n ? i0 + r : n - 1) * rsx;
-    for (int j0 = 0; j0 < NP; j0 += KB) {
-        Vec acc[RB][NV];
-        UNROLL for (int r = 0; r < rb; r++) {
-            UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vzero();
-        }
-        const Real *b = Bp + j0;
-        for (int k = 0; k < K; k++, b += ldb) {
-            Vec bv[NV];
-            UNROLL for (int v = 0; v < NV; v++) {
-                bv[v] = vload(b + v * VLEN);
-                PIN(bv[v]);
-            }
-            UNROLL for (int r = 0; r < rb; r++) {
-                Vec x = vset1(xr[r][(size_t)k * csx]);
-                UNROLL for (int v = 0; v < NV; v++) acc[r][v] = vfma(x, bv[v], acc[r][v]);
-            }
-        }
-        int nj = N - j0 < KB ? N - j0 : KB;
-        if (nj == KB && i0 + rb <= n) { /* a full tile: straight from the registers */
-            UNROLL for (int r = 0; r < rb; r++) {
-                Real *c = C + (size_t)(i0 + r) * ldc + j0;
-                UNROLL for (int v = 0; v < NV; v++) {
-                    Vec cv = acc[r][v];
-                    if (add) cv = vadd(vload(c + v * VLEN), cv);
-                    vstore(c + v * VLEN, cv);
-                }
-            }
-            continue;
-        }
-        /* a partial tile: the registers into a local array (stores at fixed places, where a
-         * memcpy of acc[r] was a library call per row), then its first nj columns. (Masked
-         * stores straight from the registers were slower: GCC 12 then keeps one or two sums on
-         * the stack in the loop above.) */
-        Real out[RB][KB];
-        UNROLL for (int r = 0; r < rb; r++) {
-            UNROLL for (int v = 0; v < NV; v++) vstore(out[r] + v * VLEN, acc[r][v]);
-        }
-        for (int r = 0; r < rb && i0 + r < n; r++) {
-            Real *c = C + (size_t)(i0 + r) * ldc + j0;
-            if (add)
-                for (int j = 0; j < nj; j++) c[j] += out[r][j];
-            else
-                for (int j = 0; j < nj; j++) c[j] = out[r][j];
-        }
-    }
+    int j0 = 0;
+    for (; N - j0 > VLEN; j0 += KB)
+        tile_block(C, ldc, xr, csx, i0, n, K, Bp, ldb, N, add, rb, j0, NV);
+    if (j0 < N) tile_block(C, ldc, xr, csx, i0, n, K, Bp, ldb, N, add, rb, j0, 1);
 }
 
 static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rsx, size_t csx,
@@ -146,14 +158,57 @@ static void tile(Real *restrict C, size_t ldc, const Real *restrict X, size_t rs
     if (i0 < n) tile_rows(C, ldc, X, rsx, csx, i0, n, K, Bp, ldb, N, add, RB / 2);
 }
 
-/* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R */
+/* dst (N, padded(R)) = src (R, N) transposed (src rows ld apart), zero columns past R: by
+ * VLEN x VLEN blocks in registers (k_simd.h's transpose_tile), a last block of fewer than
+ * VLEN rows through a copy padded with rows of zeros (so that short batches, T 11-20, also
+ * take the registers), the columns left over (N not a multiple of VLEN) one value at a time.
+ * Values are only moved: the result is the same either way. */
 static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t ld, int R, int N) {
-    int RP = padded(R);
-    for (int c = 0; c < N; c++) {
+    int RP = padded(R), c0 = 0, r_end = 0; /* columns < c0 of dst rows are set up to r_end */
+#ifdef K_HAVE_TRANSPOSE
+    c0 = N / VLEN * VLEN;
+    for (int r0 = 0; r0 < R; r0 += VLEN) {
+        int rows = R - r0 < VLEN ? R - r0 : VLEN;
+        for (int cb = 0; cb < c0; cb += VLEN) {
+            if (rows == VLEN) {
+                transpose_tile(dst + (size_t)cb * RP + r0, (size_t)RP, src + (size_t)r0 * ld + cb,
+                               ld);
+                continue;
+            }
+            Real t[VLEN * VLEN]; /* the last rows, then zeros */
+            for (int r = 0; r < VLEN; r++)
+                if (r < rows)
+                    vstore(t + r * VLEN, vload(src + (size_t)(r0 + r) * ld + cb));
+                else
+                    vstore(t + r * VLEN, vzero());
+            transpose_tile(dst + (size_t)cb * RP + r0, (size_t)RP, t, VLEN);
+        }
+        r_end = r0 + VLEN;
+    }
+    for (int c = 0; c < c0; c++)
+        for (int r = r_end; r < RP; r++) dst[(size_t)c * RP + r] = 0;
+#endif
+    for (int c = c0; c < N; c++) {
         Real *d = dst + (size_t)c * RP;
         for (int r = 0; r < R; r++) d[r] = src[(size_t)r * ld + c];
         for (int r = R; r < RP; r++) d[r] = 0;
     }
+    (void)r_end;
+}
+
+/* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the next head it is
+ * likely to take (the next pair of its chunk) while it computes this one: the heads of a
+ * projection are usually in L3 only when attention starts, and rows ld apart are not what the
+ * hardware's prefetchers guess. Only a hint: a wrong guess costs a few loads. */
+static void prefetch_rows(const Real *p, size_t ld, int R, int N) {
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) PREFETCH_L2(p + (size_t)r * ld + c);
+}
+
+/* the pair after (b, h) in the loops' order, with n heads a batch element: 0 when none */
+static int next_pair(const KAttention *a, int n, int *b, int *h) {
+    if (++*h == n) *h = 0, ++*b;
+    return *b < a->B;
 }
 
 /* An operand of tile() with N columns (rows ld apart): itself when N is a multiple of KB (*ldb
@@ -179,14 +234,22 @@ static size_t forward_scratch(const KAttention *a) {
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
 }
 
-/* One row of P from its raw dots: pi[j] = softmax over visible j of pi[j] * scale + M[j] (M
- * the additive mask's row by key position, kp[j] for packed keys; none when M is NULL), 0
- * elsewhere. Only keys j < n can be visible (the causal end and the last key that is not
- * padding): only their dots were computed, and the rest of the row is set to 0. Padding keys
- * below n get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and exp's value
- * there), as do keys the mask blocks (M = -inf); a row with no visible key is all 0 (not 0/0). */
-static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *M, const int *kp,
-                        Real scale) {
+/* Rows of P from their raw dots: row i becomes pi[j] = softmax over visible j of
+ * pi[j] * scale + M[j] (M the additive mask's row by key position, kp[j] for packed keys; none
+ * when M is NULL), 0 elsewhere. Only keys j < n can be visible (the causal end and the last key
+ * that is not padding): only their dots were computed, and the rest of the row is set to 0.
+ * Padding keys below n get the score -inf, so that their e^(s - m) is exactly 0 (k_expf's and
+ * exp's value there), as do keys the mask blocks (M = -inf); a row with no visible key is all
+ * 0 (not 0/0).
+ * In three passes over a few rows at a time (SOFTMAX_ROWS): the scores and their max, then
+ * e^(s - max) and their sum (k_row_sum's lanes: the same sum), then the division. Each pass
+ * ends in a reduction whose steps wait on one another; with the rows' passes side by side
+ * they overlap (one row at a time, a row of 64 took 150 cycles). */
+#define SOFTMAX_ROWS 8
+
+/* pass 1 of row pi: the scaled, masked scores of its keys j < n, 0 past n (to Tk); their max */
+static Real scores_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real *M, const int *kp,
+                       Real scale) {
     const Real ninf = -(Real)INFINITY;
     /* one loop over the whole row (a separate loop of zeros became a call to memset) */
     if (M)
@@ -196,16 +259,45 @@ static void softmax_row(Real *pi, int Tk, int n, const uint8_t *pad, const Real 
         for (int j = 0; j < Tk; j++) pi[j] = j >= n ? 0 : !pad[j] ? pi[j] * scale : ninf;
     else
         for (int j = 0; j < Tk; j++) pi[j] = j < n ? pi[j] * scale : 0;
-    Real m = k_row_max(pi, n);
-    if (m == ninf) { /* no visible key (all 0), unless a score is NaN (all NaN) */
+    return k_row_max_v(pi, n);
+}
+
+/* pass 2: pi[j] = e^(pi[j] - m) for j < n (in vector lanes), and their sum; a row with no
+ * visible key (m = -inf) is all 0, or all NaN when a score is NaN, and its sum is 0 */
+static Real exp_row(Real *pi, int n, Real m) {
+    if (m == -(Real)INFINITY) {
         Real z = 0;
         for (int j = 0; j < n; j++) z = pi[j] != pi[j] ? pi[j] : z;
         for (int j = 0; j < n; j++) pi[j] = z;
-        return;
+        return 0;
     }
     for (int j = 0; j < n; j++) pi[j] = K_EXP(pi[j] - m); /* in vector lanes */
-    Real inv = 1 / k_row_sum(pi, n);
-    for (int j = 0; j < n; j++) pi[j] *= inv;
+    return k_row_sum_v(pi, n);
+}
+
+/* Rows [i0, i1) of the head's P (rows Tk apart, batch b, head h) from their raw dots, keys
+ * j < min(key_end, vis) visible */
+static void softmax_rows(Real *Ph, int i0, int i1, int vis, const KAttention *a, int b, int h,
+                         Real scale) {
+    int Tk = n_k(a, b);
+    const uint8_t *pad = pad_of(a, b);
+    const int *kp = kpos_of(a, b);
+    for (int r0 = i0; r0 < i1; r0 += SOFTMAX_ROWS) {
+        int nr = i1 - r0 < SOFTMAX_ROWS ? i1 - r0 : SOFTMAX_ROWS, n[SOFTMAX_ROWS];
+        Real m[SOFTMAX_ROWS], s[SOFTMAX_ROWS];
+        for (int r = 0; r < nr; r++) {
+            n[r] = key_end(a, b, r0 + r);
+            if (n[r] > vis) n[r] = vis;
+            m[r] = scores_row(Ph + (size_t)(r0 + r) * Tk, Tk, n[r], pad, bias_row(a, b, h, r0 + r),
+                              kp, scale);
+        }
+        for (int r = 0; r < nr; r++) s[r] = exp_row(Ph + (size_t)(r0 + r) * Tk, n[r], m[r]);
+        for (int r = 0; r < nr; r++) {
+            if (s[r] == 0) continue; /* no visible key: left as exp_row set it */
+            Real inv = 1 / s[r], *pi = Ph + (size_t)(r0 + r) * Tk;
+            for (int j = 0; j < n[r]; j++) pi[j] *= inv;
+        }
+    }
 }
 
 /* Query rows go by blocks, each over the keys its rows can see (up to the causal end of its
@@ -219,7 +311,6 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
                          const KAttention *a, int b, int h, Real *scratch) {
     int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
     int vis = visible_end(a, b);
-    const uint8_t *pad = pad_of(a, b);
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
     Real *A = vp + (size_t)a->Tk * padded(HS);
@@ -236,11 +327,7 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
         Real *Pb = Ph + (size_t)i0 * Tk;
         tile(Pb, (size_t)Tk, qh + (size_t)i0 * lq, lq, 1, nb, HS, kt, (size_t)padded(vis), kend,
              0); /* raw q.k dots */
-        for (int i = i0; i < i0 + nb; i++) {
-            int n = key_end(a, b, i);
-            softmax_row(Ph + (size_t)i * Tk, Tk, n < vis ? n : vis, pad, bias_row(a, b, h, i),
-                        kpos_of(a, b), scale);
-        }
+        softmax_rows(Ph, i0, i0 + nb, vis, a, b, h, scale);
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
         const Real *Ab = Pb;
         if (a->p != 0) {
@@ -307,6 +394,13 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
 #pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
+                int nb = b, nh = h;
+                if (next_pair(a, NH, &nb, &nh)) {
+                    int g = nh / (NH / a->NKV);
+                    prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS);
+                    prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
+                    prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
+                }
                 forward_head(y, P, q, k, v, a, b, h, scratch);
                 if (Pd) unpack_head(Pd, P, a, b, h);
             }
@@ -377,8 +471,8 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
                         for (int j = 0; j < kend; j++)
                             Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
-                    Real D = k_row_dot_nz(Gi, pi, kend); /* sum_j gP_ij P_ij */
-                    for (int j = 0; j < vis; j++)        /* 0 past kend, where gk's product reads */
+                    Real D = k_row_dot_nz_v(Gi, pi, kend); /* sum_j gP_ij P_ij */
+                    for (int j = 0; j < vis; j++) /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
                 if (gq)
@@ -447,8 +541,19 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
 #pragma omp for collapse(2) schedule(dynamic, chunk)
         for (int b = 0; b < B; b++)
-            for (int g = 0; g < NKV; g++)
+            for (int g = 0; g < NKV; g++) {
+                int nb = b, ng = g;
+                if (next_pair(a, NKV, &nb, &ng)) {
+                    int group = a->NH / NKV;
+                    prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                    prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                    for (int h = ng * group; h < (ng + 1) * group; h++) {
+                        prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS);
+                        prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS);
+                    }
+                }
                 backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch, store);
+            }
     }
 }
 

@@ -135,91 +135,6 @@ void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, con
 #define NC GEMM_NC
 _Static_assert(MC % MR == 0 && NC % NR == 0, "k_gemm: MC and NC must be multiples of the tile");
 
-/* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
- * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
- * exchanged. Only moves: the values are copied exactly. */
-#if defined(K_SIMD_AVX512)
-#define HAVE_TRANSPOSE 1
-#ifdef AG_REAL_DOUBLE
-static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
-    __m512d r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(s + i * lds);
-    for (int i = 0; i < 8; i += 2) { /* t[2p + m], lane l: rows 2p, 2p+1 at k = 2l + m */
-        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
-    }
-    for (int m = 0; m < 2; m++) {
-        __m512d u0 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0x88);
-        __m512d u1 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0xDD);
-        __m512d u2 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0x88);
-        __m512d u3 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0xDD);
-        _mm512_storeu_pd(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0x88));
-        _mm512_storeu_pd(d + (size_t)(2 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0x88));
-        _mm512_storeu_pd(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0xDD));
-        _mm512_storeu_pd(d + (size_t)(6 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0xDD));
-    }
-}
-#else
-static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + i * lds);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int m = 0; m < 4; m++) {
-        __m512 u0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
-        __m512 u1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
-        __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
-        __m512 u3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
-        _mm512_storeu_ps(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
-        _mm512_storeu_ps(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
-        _mm512_storeu_ps(d + (size_t)(8 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
-        _mm512_storeu_ps(d + (size_t)(12 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
-    }
-}
-#endif
-#elif defined(K_SIMD_AVX2)
-#define HAVE_TRANSPOSE 1
-#ifdef AG_REAL_DOUBLE
-static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
-    __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + lds);
-    __m256d r2 = _mm256_loadu_pd(s + 2 * lds), r3 = _mm256_loadu_pd(s + 3 * lds);
-    __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
-    __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
-    _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
-    _mm256_storeu_pd(d + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
-    _mm256_storeu_pd(d + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
-    _mm256_storeu_pd(d + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
-}
-#else
-static inline void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * lds);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int m = 0; m < 4; m++) {
-        _mm256_storeu_ps(d + (size_t)m * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
-        _mm256_storeu_ps(d + (size_t)(4 + m) * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
-    }
-}
-#endif
-#endif
-
 /* ---- packing ----
  * Both pack a whole block at once, PACK_KB rows of the stored matrix at a time: the pieces of
  * those rows (each contiguous in memory) are dealt out to the strips or panels they belong to,
@@ -289,7 +204,7 @@ static void pack_b(Real *d, const Real *B, int tb, int N, int K, int k0, int kc,
     for (int jr = 0; jr < nc; jr += NR, d += (size_t)NR * kc) {
         int cols = nc - jr < NR ? nc - jr : NR, kb = 0;
         const Real *b = B + (size_t)(j0 + jr) * K + k0;
-#ifdef HAVE_TRANSPOSE
+#ifdef K_HAVE_TRANSPOSE
         if (cols == NR)
             for (; kb + VLEN <= kc; kb += VLEN)
                 for (int v = 0; v < NV; v++)

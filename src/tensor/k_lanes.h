@@ -112,4 +112,84 @@ static inline double k_row_sq_dev_d(const Real *x, double mean, int n) {
     return s;
 }
 
+/* ---- the same reductions in vector registers (the AVX-512 and AVX2 families: K_HAVE_VREDUCE)
+ * The K_LANES lanes are K_LANES / VLEN vectors (lane l in vector l / VLEN), each step the same
+ * operation on the same lane as above, the tail's lanes from partial loads (the others get 0,
+ * or -inf for the max: a lane's value plus 0 is itself, as a lane is never -0), the tree first
+ * across the vectors, then within one (vhsum, vhmax): the same bits as k_row_sum, k_row_max and
+ * k_row_dot_nz, without the round trip of the lanes through memory that the tree above makes
+ * (a quarter of attention's softmax). ---- */
+#ifdef K_HAVE_VREDUCE
+#define K_NV (K_LANES / VLEN)
+
+static inline Real k_vlanes_total(Vec *acc) {
+    UNROLL for (int w = K_NV / 2; w > 0; w /= 2) {
+        UNROLL for (int l = 0; l < w; l++) acc[l] = vadd(acc[l], acc[l + w]);
+    }
+    return vhsum(acc[0]);
+}
+
+/* vector v of the K_LANES values from x (the row's block at j, n values in the row): whole,
+ * partial, or fill past the row's end */
+static inline Vec k_vlanes_load(const Real *x, int j, int n, int v, Vec fill) {
+    int c = n - j - v * VLEN;
+    return c >= VLEN ? vload(x + j + v * VLEN)
+           : c > 0   ? vload_part(x + j + v * VLEN, c, fill)
+                     : fill;
+}
+
+static inline Real k_row_sum_v(const Real *x, int n) {
+    Vec acc[K_NV], z = vzero();
+    UNROLL for (int v = 0; v < K_NV; v++) acc[v] = z;
+    int j = 0;
+    for (; j + K_LANES <= n; j += K_LANES) {
+        UNROLL for (int v = 0; v < K_NV; v++) acc[v] = vadd(acc[v], vload(x + j + v * VLEN));
+    }
+    if (j < n) {
+        UNROLL for (int v = 0; v < K_NV; v++) acc[v] = vadd(acc[v], k_vlanes_load(x, j, n, v, z));
+    }
+    return k_vlanes_total(acc);
+}
+
+static inline Real k_row_max_v(const Real *x, int n) {
+    Vec acc[K_NV], ninf = vset1(-(Real)INFINITY);
+    UNROLL for (int v = 0; v < K_NV; v++) acc[v] = ninf;
+    int j = 0;
+    for (; j + K_LANES <= n; j += K_LANES) {
+        UNROLL for (int v = 0; v < K_NV; v++) acc[v] = vmaxv(vload(x + j + v * VLEN), acc[v]);
+    }
+    if (j < n) {
+        UNROLL for (int v = 0; v < K_NV; v++) acc[v] =
+            vmaxv(k_vlanes_load(x, j, n, v, ninf), acc[v]);
+    }
+    UNROLL for (int w = K_NV / 2; w > 0; w /= 2) {
+        UNROLL for (int l = 0; l < w; l++) acc[l] = vmaxv(acc[l + w], acc[l]);
+    }
+    return vhmax(acc[0]);
+}
+
+static inline Real k_row_dot_nz_v(const Real *x, const Real *y, int n) {
+    Vec acc[K_NV], z = vzero();
+    UNROLL for (int v = 0; v < K_NV; v++) acc[v] = z;
+    int j = 0;
+    for (; j + K_LANES <= n; j += K_LANES) {
+        UNROLL for (int v = 0; v < K_NV; v++) {
+            Vec yv = vload(y + j + v * VLEN);
+            acc[v] = vadd(acc[v], vnz(vmul(vload(x + j + v * VLEN), yv), yv));
+        }
+    }
+    if (j < n) {
+        UNROLL for (int v = 0; v < K_NV; v++) {
+            Vec yv = k_vlanes_load(y, j, n, v, z);
+            acc[v] = vadd(acc[v], vnz(vmul(k_vlanes_load(x, j, n, v, z), yv), yv));
+        }
+    }
+    return k_vlanes_total(acc);
+}
+#else
+#define k_row_sum_v k_row_sum
+#define k_row_max_v k_row_max
+#define k_row_dot_nz_v k_row_dot_nz
+#endif
+
 #endif

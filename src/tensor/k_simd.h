@@ -12,7 +12,9 @@
  * FP_FAST_FMA), so that every family computes the same element the same way where it can;
  * elsewhere (x86-64 without FMA) a b + c rounds twice. Within a family the vector width never
  * changes a result: each lane is one element's own sum.
- * K_SIMD_FAMILY names the family (ag_kernel_family reports it).
+ * K_SIMD_FAMILY names the family (ag_kernel_family reports it). At the end, for the AVX-512
+ * and AVX2 families: a VLEN x VLEN transpose in registers (transpose_tile), and one vector's
+ * lanes reduced in k_lanes.h's order (vhsum, vhmax) with partial loads for row tails.
  * Not here: the loops (k_gemm.c, k_attention.c); the row reductions (k_lanes.h).
  * Read next: k_lanes.h. */
 #ifndef ATTOGRAD_K_SIMD_H
@@ -173,14 +175,197 @@ static inline Vec vfma(Vec a, Vec b, Vec c) { return a * b + c; }
 #else
 #define UNROLL
 #endif
-/* a function inlined into its caller (a tile's row count then a constant), and a prefetch of a
- * line about to be written */
+/* a function inlined into its caller (a tile's row count then a constant), a prefetch of a
+ * line about to be written, and of a line to be read soon (into L2, not L1) */
 #ifdef __GNUC__
 #define K_ALWAYS_INLINE inline __attribute__((always_inline))
 #define PREFETCH_W(p) __builtin_prefetch((p), 1)
+#define PREFETCH_L2(p) __builtin_prefetch((p), 0, 1)
 #else
 #define K_ALWAYS_INLINE inline
 #define PREFETCH_W(p) ((void)(p))
+#define PREFETCH_L2(p) ((void)(p))
+#endif
+
+/* ---- a VLEN x VLEN transpose in registers: d[k*ldd + c] = s[c*lds + k] ----
+ * Rows are interleaved in pairs, then fours (within 128-bit lanes), then the lanes are
+ * exchanged. Only moves: the values are copied exactly. The AVX-512 and AVX2 families have it
+ * (K_HAVE_TRANSPOSE); k_gemm.c packs a transposed B with it, k_attention.c transposes a head
+ * of keys or values. */
+#if defined(K_SIMD_AVX512)
+#define K_HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static K_ALWAYS_INLINE void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512d r[8], t[8];
+    UNROLL for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(s + i * lds);
+    UNROLL for (int i = 0; i < 8; i += 2) { /* t[2p + m], lane l: rows 2p, 2p+1 at k = 2l + m */
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    UNROLL for (int m = 0; m < 2; m++) {
+        __m512d u0 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0x88);
+        __m512d u1 = _mm512_shuffle_f64x2(t[m], t[2 + m], 0xDD);
+        __m512d u2 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0x88);
+        __m512d u3 = _mm512_shuffle_f64x2(t[4 + m], t[6 + m], 0xDD);
+        _mm512_storeu_pd(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0x88));
+        _mm512_storeu_pd(d + (size_t)(2 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0x88));
+        _mm512_storeu_pd(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f64x2(u0, u2, 0xDD));
+        _mm512_storeu_pd(d + (size_t)(6 + m) * ldd, _mm512_shuffle_f64x2(u1, u3, 0xDD));
+    }
+}
+#else
+static K_ALWAYS_INLINE void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m512 r[16], t[16];
+    UNROLL for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + i * lds);
+    UNROLL for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    UNROLL for (int i = 0; i < 16; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    UNROLL for (int m = 0; m < 4; m++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
+        __m512 u1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+        __m512 u3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+        _mm512_storeu_ps(d + (size_t)(0 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
+        _mm512_storeu_ps(d + (size_t)(4 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
+        _mm512_storeu_ps(d + (size_t)(8 + m) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+        _mm512_storeu_ps(d + (size_t)(12 + m) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+    }
+}
+#endif
+#elif defined(K_SIMD_AVX2)
+#define K_HAVE_TRANSPOSE 1
+#ifdef AG_REAL_DOUBLE
+static K_ALWAYS_INLINE void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + lds);
+    __m256d r2 = _mm256_loadu_pd(s + 2 * lds), r3 = _mm256_loadu_pd(s + 3 * lds);
+    __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(d + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(d + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(d + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
+#else
+static K_ALWAYS_INLINE void transpose_tile(Real *d, size_t ldd, const Real *s, size_t lds) {
+    __m256 r[8], t[8];
+    UNROLL for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * lds);
+    UNROLL for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    UNROLL for (int i = 0; i < 8; i += 4) { /* r[4g + m], lane l: rows 4g..4g+3 at k = 4l + m */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    UNROLL for (int m = 0; m < 4; m++) {
+        _mm256_storeu_ps(d + (size_t)m * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+        _mm256_storeu_ps(d + (size_t)(4 + m) * ldd, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+    }
+}
+#endif
+#endif
+
+/* ---- one vector's lanes reduced, and partial loads: for k_lanes.h's row reductions in
+ * registers (K_HAVE_VREDUCE: the AVX-512 and AVX2 families) ----
+ * vhsum(v): the lanes' total as k_lanes.h's tree, halves added lane by lane (lane l += lane
+ * l + VLEN/2, ..., lane 0 += lane 1); vhmax(v) the same tree of vmaxv. vmaxv(a, b) = a > b ? a
+ * : b lane by lane (K_MAX: the max instructions return b when either is NaN or both are 0).
+ * vmul(a, b) = a b; vnz(p, y) = y != 0 ? p : 0 lane by lane (a NaN y is not 0).
+ * vload_part(p, c, fill): lanes < c from p (0 < c < VLEN), the others fill; nothing past
+ * p[c - 1] is read. */
+#if defined(K_SIMD_AVX512)
+#define K_HAVE_VREDUCE 1
+#ifdef AG_REAL_DOUBLE
+#define vmul _mm512_mul_pd
+#define vmaxv _mm512_max_pd
+static inline Vec vnz(Vec p, Vec y) {
+    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(y, _mm512_setzero_pd(), _CMP_NEQ_UQ), p);
+}
+static inline Vec vload_part(const Real *p, int c, Vec fill) {
+    return _mm512_mask_loadu_pd(fill, (__mmask8)((1u << c) - 1), p);
+}
+static inline Real vhsum(Vec v) {
+    __m256d a = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
+    __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
+}
+static inline Real vhmax(Vec v) {
+    __m256d a = _mm256_max_pd(_mm512_extractf64x4_pd(v, 1), _mm512_castpd512_pd256(v));
+    __m128d b = _mm_max_pd(_mm256_extractf128_pd(a, 1), _mm256_castpd256_pd128(a));
+    return _mm_cvtsd_f64(_mm_max_sd(_mm_unpackhi_pd(b, b), b));
+}
+#else
+#define vmul _mm512_mul_ps
+#define vmaxv _mm512_max_ps
+static inline Vec vnz(Vec p, Vec y) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_NEQ_UQ), p);
+}
+static inline Vec vload_part(const Real *p, int c, Vec fill) {
+    return _mm512_mask_loadu_ps(fill, (__mmask16)((1u << c) - 1), p);
+}
+static inline Real vhsum(Vec v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+static inline Real vhmax(Vec v) {
+    __m256 a = _mm256_max_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+    __m128 b = _mm_max_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+    b = _mm_max_ps(_mm_movehl_ps(b, b), b);
+    return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(b, b, 1), b));
+}
+#endif
+#elif defined(K_SIMD_AVX2)
+#define K_HAVE_VREDUCE 1
+#ifdef AG_REAL_DOUBLE
+#define vmul _mm256_mul_pd
+#define vmaxv _mm256_max_pd
+static inline Vec vnz(Vec p, Vec y) {
+    return _mm256_and_pd(p, _mm256_cmp_pd(y, _mm256_setzero_pd(), _CMP_NEQ_UQ));
+}
+static inline Vec vload_part(const Real *p, int c, Vec fill) {
+    __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(c), _mm256_setr_epi64x(0, 1, 2, 3));
+    return _mm256_blendv_pd(fill, _mm256_maskload_pd(p, m), _mm256_castsi256_pd(m));
+}
+static inline Real vhsum(Vec v) {
+    __m128d b = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
+}
+static inline Real vhmax(Vec v) {
+    __m128d b = _mm_max_pd(_mm256_extractf128_pd(v, 1), _mm256_castpd256_pd128(v));
+    return _mm_cvtsd_f64(_mm_max_sd(_mm_unpackhi_pd(b, b), b));
+}
+#else
+#define vmul _mm256_mul_ps
+#define vmaxv _mm256_max_ps
+static inline Vec vnz(Vec p, Vec y) {
+    return _mm256_and_ps(p, _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+}
+static inline Vec vload_part(const Real *p, int c, Vec fill) {
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
+static inline Real vhsum(Vec v) {
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+static inline Real vhmax(Vec v) {
+    __m128 b = _mm_max_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    b = _mm_max_ps(_mm_movehl_ps(b, b), b);
+    return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(b, b, 1), b));
+}
+#endif
 #endif
 
 #endif
