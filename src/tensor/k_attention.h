@@ -8,12 +8,12 @@
 #define ATTOGRAD_K_ATTENTION_H
 
 #include "kernels.h"
-#include "rng.h"
 
 /* Element e of P survives dropout when its hashed uniform in [0,1) is >= p: a pure function of
- * (key, e), the rule of k_dropout_forward in k_elementwise.c, so backward can recompute it. */
+ * (key, e), the rule of k_dropout_forward in k_elementwise.c, so backward can recompute it.
+ * k_hash is rng_hash inline (a call per element was most of the cost). */
 static inline int keep(const KAttention *a, size_t e) {
-    return a->p == 0 || (double)(rng_hash(a->key, e) >> 11) * 0x1.0p-53 >= a->p;
+    return a->p == 0 || (double)(k_hash(a->key, e) >> 11) * 0x1.0p-53 >= a->p;
 }
 
 /* ---- where batch b's rows are: the whole (B, T) batch, or its packed rows (KAttention) ----
