@@ -254,6 +254,13 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 /* positions whose id is padding_idx (-1: none) add nothing */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C);
+/* y[i,:] = s weight[ids[r],:] + P[r mod T,:] (no P: NULL), r = rows[i] (rows NULL: r = i),
+ * for i < n: weight (V,C), P (T,C) -> y (n,C) */
+void k_embedding_rows_forward(Real *y, const Real *weight, const int *ids, const int *rows,
+                              size_t n, int T, int C, Real s, const Real *P);
+/* gweight[ids[i],:] += s gy[i,:] for i < n unless ids[i] is padding_idx: gy (n,C) */
+void k_embedding_rows_backward(Real *gweight, const int *ids, int padding_idx, Real s,
+                               const Real *gy, size_t n, int C);
 /* y[i,:] (=, or += when not store) x[from[i],:] for i < n; from[i] -1: no row (store: y[i,:] =
  * 0; else nothing). Gather forward (and the embedding's): from = the row numbers;
  * scatter forward: from = their inverse map; the backwards swap the two. */
