@@ -334,10 +334,11 @@ void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate
 typedef struct KSgd {
     Real lr, momentum, weight_decay;
     int nesterov;
-    int first; /* the buffer's first step: buf = g */
+    int first;     /* the buffer's first step: buf = g */
+    int zero_grad; /* g = 0 once read */
 } KSgd;
 /* p, g, buf (n); buf NULL when momentum is 0. */
-void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h);
+void k_sgd_step(Real *p, Real *g, Real *buf, size_t n, const KSgd *h);
 typedef struct KAdam {
     Real beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
     Real l2;          /* Adam's weight decay, added to g; 0 for AdamW */
@@ -346,6 +347,7 @@ typedef struct KAdam {
     Real bc2_sqrt;    /* sqrt(1 - beta2^t) */
     Real pre;         /* p *= pre first, on parameters of at least pre_min_ndim dimensions */
     int pre_min_ndim; /* (optim_step_decay's decay; pre 1: none) */
+    int zero_grad;    /* g = 0 once read */
 } KAdam;
 /* For each i < count: parameter ps[i] (data p, gradient g) and its moments m[i], v[i] (all
  * ps[i]->size), in one parallel region. */
