@@ -5,8 +5,18 @@
  * Next: gradcheck.c. */
 #include "ops_internal.h"
 
-/* Aborts unless every id is in [0, V) of weight (V, C), naming its position. */
-static void check_ids(const char *op, const Tensor *weight, const int *ids, int B, int T) {
+/* Aborts unless tape and weight (V, C) are given and ids (B, T) are, with every id in [0, V)
+ * (a bad one named by its position). */
+static void check_lookup(const char *op, const Tape *tape, const Tensor *weight, const int *ids,
+                         int B, int T) {
+    AG_CHECK(tape != NULL, "%s: tape is NULL", op);
+    AG_CHECK_TENSOR(op, weight);
+    AG_CHECK(weight->ndim == 2, "%s: weight must be (V,C): %s %s", op, weight->name,
+             tensor_shape_str(weight));
+    AG_CHECK(ids != NULL, "%s: ids is NULL for weight %s %s", op, weight->name,
+             tensor_shape_str(weight));
+    AG_CHECK(B > 0 && T > 0, "%s: ids shape (%d,%d) must be positive (weight %s %s)", op, B, T,
+             weight->name, tensor_shape_str(weight));
     int V = weight->shape[0];
     for (size_t i = 0; i < (size_t)B * T; i++)
         AG_CHECK(ids[i] >= 0 && ids[i] < V,
@@ -27,15 +37,7 @@ typedef struct EmbeddingCtx {
 } EmbeddingCtx;
 Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
                             int padding_idx) {
-    AG_CHECK(tape != NULL, "ag_embedding: tape is NULL");
-    AG_CHECK_TENSOR("ag_embedding", weight);
-    AG_CHECK(weight->ndim == 2, "ag_embedding: weight must be (V,C): %s %s", weight->name,
-             tensor_shape_str(weight));
-    AG_CHECK(ids != NULL, "ag_embedding: ids is NULL for weight %s %s", weight->name,
-             tensor_shape_str(weight));
-    AG_CHECK(B > 0 && T > 0, "ag_embedding: ids shape (%d,%d) must be positive (weight %s %s)", B,
-             T, weight->name, tensor_shape_str(weight));
-    check_ids("ag_embedding", weight, ids, B, T);
+    check_lookup("ag_embedding", tape, weight, ids, B, T);
     int C = weight->shape[1];
     size_t N = (size_t)B * T;
     Tensor *y = ag_out(tape, AG_OP_EMBEDDING, 3, (int[]){B, T, C});
@@ -55,14 +57,7 @@ void ag_embedding_backward(AgNode *n) {
 
 Tensor *ag_embedding_rows(Tape *tape, Tensor *weight, const int *ids, int B, int T, int padding_idx,
                           double scale, const Tensor *pos, const int *rows, int n) {
-    AG_CHECK(tape != NULL, "ag_embedding_rows: tape is NULL");
-    AG_CHECK_TENSOR("ag_embedding_rows", weight);
-    AG_CHECK(weight->ndim == 2, "ag_embedding_rows: weight must be (V,C): %s %s", weight->name,
-             tensor_shape_str(weight));
-    AG_CHECK(ids != NULL, "ag_embedding_rows: ids is NULL for weight %s %s", weight->name,
-             tensor_shape_str(weight));
-    AG_CHECK(B > 0 && T > 0, "ag_embedding_rows: ids shape (%d,%d) must be positive (weight %s %s)",
-             B, T, weight->name, tensor_shape_str(weight));
+    check_lookup("ag_embedding_rows", tape, weight, ids, B, T);
     int C = weight->shape[1];
     size_t N = (size_t)B * T;
     AG_CHECK(pos == NULL || (pos->ndim == 2 && pos->shape[0] == T && pos->shape[1] == C),
@@ -75,7 +70,6 @@ Tensor *ag_embedding_rows(Tape *tape, Tensor *weight, const int *ids, int B, int
     AG_CHECK(rows == NULL || n >= 1,
              "ag_embedding_rows: n %d must be >= 1 for ids (%d,%d) (weight %s %s)", n, B, T,
              weight->name, tensor_shape_str(weight));
-    check_ids("ag_embedding_rows", weight, ids, B, T);
     size_t m = rows ? (size_t)n : N;
     for (size_t i = 0; rows && i < m; i++)
         AG_CHECK(rows[i] >= 0 && (size_t)rows[i] < N,
