@@ -6,7 +6,8 @@
  *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> dense_gflop=<d>
  *      live_rows=<r> peak_mib=<p> state_mib=<s> tokens=<t> loss=<l>
  *
- * Workloads (one step each; the models train: loss, backward and an Adam update):
+ * Workloads (one step each; the models train: loss, backward and an Adam update that zeroes the
+ * gradients in its pass, optim_step_zero_grad; PyTorch zeroes them first, zero_grad):
  *   gemm           C (1024,1024) = A B, k_gemm alone
  *   mha            self-attention, d_model 256, 8 heads, x (32,64,256), forward and backward of
  *                  sum(y * R) (PyTorch: nn.MultiheadAttention, batch_first)
@@ -342,9 +343,11 @@ int main(int argc, char **argv) {
     double loss = 0;
     for (int i = 0; i < steps + 2; i++) { /* two warm-up steps, as torch_bench.py */
         double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-        if (w.pl) ag_params_zero_grad(w.pl);
+        /* zero_grad: a pass of its own, or in Adam's (the parameters' gradients are zero
+         * from their creation and after each optim_step_zero_grad) */
+        if (w.pl && !w.opt) ag_params_zero_grad(w.pl);
         loss = w.step(&w);
-        if (w.opt) optim_step(w.opt);
+        if (w.opt) optim_step_zero_grad(w.opt);
         ag_tape_reset(w.tape);
         if (i >= 2) {
             ms[i - 2] = clock_ms(CLOCK_MONOTONIC) - t0;

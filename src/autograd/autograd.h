@@ -189,6 +189,15 @@ Tensor *ag_embedding(Tape *tape, Tensor *weight, const int *ids, int B, int T);
  * nn.Embedding(padding_idx=...)); padding_idx -1 means none. */
 Tensor *ag_embedding_padded(Tape *tape, Tensor *weight, const int *ids, int B, int T,
                             int padding_idx);
+/* The input rows of a model in one op: y[i,:] = scale weight[ids[r],:] + pos[r mod T,:] for
+ * r = rows[i], i < n -> (n, C); rows NULL: every r of the (B, T) batch -> (B, T, C). pos (T, C)
+ * is a constant (sinusoidal positions; one that requires grad aborts) or NULL; rows need not
+ * be distinct. weight's gradient: gW[ids[r]] += scale gy[i], nothing from padding_idx (-1:
+ * none). Bit for bit the chain embedding_padded, scale, add_bias, gather_rows (what nn's
+ * seq2seq ran before), whose weight gradient it equals when the rows left out hold
+ * padding_idx. */
+Tensor *ag_embedding_rows(Tape *tape, Tensor *weight, const int *ids, int B, int T, int padding_idx,
+                          double scale, const Tensor *pos, const int *rows, int n);
 /* Rows picked by row number, to pack a batch's live rows and put them back. rows: n distinct
  * row numbers (in any order; a repeat or one out of range aborts), copied into the step arena.
  * gather: x (..., C) seen as R rows of C -> (n, C), y[i] = x[rows[i]].

@@ -377,13 +377,28 @@ NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     return (NnMask){mask, B, T};
 }
 
-/* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4); with
- * the hooks of hook_embed (the scaled embedding) and hook_pos_embed */
+/* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4), then
+ * the live rows when rows is given; with the hooks of hook_embed (the scaled embedding) and
+ * hook_pos_embed. Without those hooks and with sinusoidal positions, one op
+ * (ag_embedding_rows) does the lookup, scale and positions, and the live rows when there is no
+ * dropout between: the same bits as the chain. */
 static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEncoding *pe,
-                     const int *ids, int B, int T, int start, Rng *rng) {
+                     const int *ids, int B, int T, int start, const NnRows *rows, Rng *rng) {
     NnHooks *h = m->hooks;
+    double s = sqrt((double)m->cfg.layer.d_model), p = m->cfg.layer.dropout;
+    if (!nn_hooks_on(h, NN_HOOK_EMBED, -1) && !nn_hooks_on(h, NN_HOOK_POS_EMBED, -1) &&
+        pe->kind == NN_SINUSOIDAL) {
+        AG_CHECK(start >= 0 && start + T <= pe->max_len,
+                 "nn_seq2seq: positions [%d, %d) exceed max_len %d", start, start + T, pe->max_len);
+        Tensor *pos = nn_param_rows(t->arena, pe->table, start, T, "positions");
+        int fuse_rows = rows && (p == 0 || t->no_grad);
+        Tensor *x = ag_embedding_rows(t, e->weight, ids, B, T, e->padding_idx, s, pos,
+                                      fuse_rows ? rows->idx : NULL, fuse_rows ? rows->n : 0);
+        x = ag_dropout(t, x, p, rng);
+        return rows && !fuse_rows ? ag_gather_rows(t, x, rows->idx, rows->n) : x;
+    }
     Tensor *x = nn_embedding(t, e, ids, B, T);
-    x = HOOK(h, NN_HOOK_EMBED, -1, ag_scale(t, x, sqrt((double)m->cfg.layer.d_model)));
+    x = HOOK(h, NN_HOOK_EMBED, -1, ag_scale(t, x, s));
     if (nn_hooks_on(h, NN_HOOK_POS_EMBED, -1)) {
         /* the positions as a (B, T, C) tensor of their own: 0 + row, then x + it (same bits) */
         Tensor *zero = tensor_zeros(t->arena, 3, (int[]){B, T, m->cfg.layer.d_model}, "zeros");
@@ -392,7 +407,8 @@ static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEn
     } else {
         x = nn_positional(t, pe, x, start);
     }
-    return ag_dropout(t, x, m->cfg.layer.dropout, rng);
+    x = ag_dropout(t, x, p, rng);
+    return rows ? ag_gather_rows(t, x, rows->idx, rows->n) : x;
 }
 
 /* The live rows of a (B, T) batch of ids: row r is live when a[r] or (if b is given) b[r] is
@@ -412,8 +428,7 @@ static const NnRows *live_rows(Tape *t, NnRows *rows, const int *a, const int *b
 static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const NnMask *src_pad,
                       const NnRows *rows, Rng *rng) {
     if (m->hooks) m->hooks->stack = NN_HOOK_ENCODER;
-    Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rng);
-    if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
+    Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rows, rng);
     for (int i = 0; i < m->cfg.n_enc_layers; i++)
         x = encoder_layer(t, &m->enc[i], x, src_pad, rows, rng, m->hooks, i);
     return pre_norm(t, m->hooks, &m->enc_norm, x, NN_HOOK_LNF_SCALE, -1);
@@ -426,8 +441,7 @@ static Tensor *decode(Tape *t, Seq2Seq *m, Tensor *memory, const NnRows *mem_row
                       Rng *rng) {
     NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
     if (m->hooks) m->hooks->stack = NN_HOOK_DECODER;
-    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rng);
-    if (rows) x = ag_gather_rows(t, x, rows->idx, rows->n);
+    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rows, rng);
     KVSource kv = {NULL, NULL, NULL, rows, mem_rows};
     for (int i = 0; i < m->cfg.n_dec_layers; i++)
         x = decoder_layer(t, &m->dec[i], x, memory, &tgt_pad, src_pad, kv, rng, m->hooks, i);
@@ -543,7 +557,7 @@ Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens)
     AG_CHECK_ARG(tokens);
     AG_CHECK(s->pos < s->max_T, "nn_decode_step: all %d positions are used", s->max_T);
     int prev = ag_no_grad(t, 1);
-    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL);
+    Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tokens, s->B, 1, s->pos, NULL, NULL);
     for (int i = 0; i < m->cfg.n_dec_layers; i++) {
         KVSource kv = {&s->self[i], s->mem_k[i], s->mem_v[i], NULL, NULL};
         x = decoder_layer(t, &m->dec[i], x, NULL, NULL, &s->src_pad, kv, NULL, NULL, i);

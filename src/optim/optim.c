@@ -179,14 +179,14 @@ double optim_lr(const Optimizer *o) {
 
 /* One step; before it, the parameters of at least min_ndim dimensions are scaled by pre (1:
  * none): in Adam's pass, as its first operation on each element, or by a pass of their own
- * before SGD's. */
-static void step(Optimizer *o, double wd, int min_ndim) {
+ * before SGD's. zero: each gradient element set to 0 in the same pass, once read. */
+static void step(Optimizer *o, double wd, int min_ndim, int zero) {
     const OptimConfig *c = &o->cfg;
     int64_t t = o->step + 1;
     double lr = optim_schedule_lr(&c->schedule, c->lr, t);
     Real pre = (Real)(1 - lr * wd);
     if (c->kind == OPTIM_SGD) {
-        KSgd h = {(Real)lr, (Real)c->momentum, (Real)c->weight_decay, c->nesterov, t == 1};
+        KSgd h = {(Real)lr, (Real)c->momentum, (Real)c->weight_decay, c->nesterov, t == 1, zero};
         for (int i = 0; i < o->n_params; i++) {
             Tensor *p = o->params[i];
             if (wd != 0 && p->ndim >= min_ndim) k_scale_inplace(p->data, pre, p->size);
@@ -210,6 +210,7 @@ static void step(Optimizer *o, double wd, int min_ndim) {
             .bc2_sqrt = (Real)sqrt(bc2),
             .pre = wd != 0 ? pre : 1,
             .pre_min_ndim = min_ndim,
+            .zero_grad = zero,
         };
         /* all parameters in one parallel region (k_adam_step_many); nothing allocated */
         k_adam_step_many(o->params, o->exp_avg, o->exp_avg_sq, o->n_params, &h);
@@ -220,14 +221,19 @@ static void step(Optimizer *o, double wd, int min_ndim) {
 
 void optim_step(Optimizer *o) {
     AG_CHECK_ARG(o);
-    step(o, 0, 0);
+    step(o, 0, 0, 0);
+}
+
+void optim_step_zero_grad(Optimizer *o) {
+    AG_CHECK_ARG(o);
+    step(o, 0, 0, 1);
 }
 
 void optim_step_decay(Optimizer *o, double wd, int min_ndim) {
     AG_CHECK_ARG(o);
     AG_CHECK(wd >= 0 && isfinite(wd) && min_ndim >= 0,
              "optim_step_decay: wd %g must be >= 0 and finite, min_ndim %d >= 0", wd, min_ndim);
-    step(o, wd, min_ndim);
+    step(o, wd, min_ndim, 0);
 }
 
 /* ---- training state ---- */

@@ -90,6 +90,11 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg);
 double optim_lr(const Optimizer *o);
 /* One update of every parameter from its .grad (which it leaves as is). */
 void optim_step(Optimizer *o);
+/* optim_step, then every parameter's .grad set to 0, in the update's own pass (each element
+ * zeroed once read): the bits of optim_step then ag_params_zero_grad, with one pass over the
+ * gradients fewer. For a loop whose next backward needs zeroed gradients and that nothing
+ * reads in between; a loop that may skip the step (a non-finite loss) must still zero there. */
+void optim_step_zero_grad(Optimizer *o);
 /* optim_step, with AdamW's decoupled decay p *= 1 - lr wd (lr: this step's) applied first to the
  * parameters of at least min_ndim dimensions only: nanoGPT's two parameter groups with
  * min_ndim 2 (the matrices and embeddings decay, biases and norm weights do not), for an

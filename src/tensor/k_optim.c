@@ -1,5 +1,6 @@
-/* k_optim.c: the optimizer update loops (SGD with momentum, Adam/AdamW) and the two loops of
- * gradient clipping (sum of squares, scaling). Each element of a parameter is updated from its
+/* k_optim.c: the optimizer update loops (SGD with momentum, Adam/AdamW; each can zero the
+ * gradient it has read, zero_grad's pass fused in) and the two loops of gradient clipping (sum
+ * of squares, scaling). Each element of a parameter is updated from its
  * own gradient and state only, so the loops split freely across threads and give the same
  * bits for any thread count. The arithmetic follows torch.optim's (PyTorch 1.13) operation by
  * operation, so that the double build matches it to the last bit or nearly.
@@ -16,14 +17,16 @@
  * (Nesterov) or buf; p = p - lr d_p. With momentum 0 there is no buffer: p = p - lr d_p. */
 /* Two loops, without the buffer and with it: one loop that touched buf or not stayed scalar in
  * the AVX2 build (GCC puts a conditional store in vector lanes only with AVX-512's masks). The
- * conditions left choose between two values, which vector lanes do with a blend. */
-void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
+ * conditions left choose between two values, which vector lanes do with a blend. With
+ * h->zero_grad, g = 0 once read (optim_step_zero_grad: zero_grad's pass in this one). */
+void k_sgd_step(Real *p, Real *g, Real *buf, size_t n, const KSgd *h) {
     Real lr = h->lr, mom = h->momentum, wd = h->weight_decay;
-    int nesterov = h->nesterov, first = h->first;
+    int nesterov = h->nesterov, first = h->first, zero = h->zero_grad;
     if (!buf) {
         PAR_FOR
         for (size_t i = 0; i < n; i++) {
             Real d = wd != 0 ? g[i] + wd * p[i] : g[i];
+            if (zero) g[i] = 0;
             p[i] = p[i] - lr * d;
         }
         return;
@@ -31,6 +34,7 @@ void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
     PAR_FOR
     for (size_t i = 0; i < n; i++) {
         Real d = wd != 0 ? g[i] + wd * p[i] : g[i];
+        if (zero) g[i] = 0;
         Real b = first ? d : buf[i] * mom + d;
         buf[i] = b;
         d = nesterov ? d + mom * b : b;
@@ -41,14 +45,16 @@ void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h) {
 /* torch: g = g + wd p (Adam); p = p * (1 - lr wd) (AdamW); m = m b1 + (1 - b1) g;
  * v = v b2 + ((1 - b2) g) g; denom = sqrt(v) / sqrt(bc2) + eps; p = p - (step_size m) / denom.
  * Before all that, p = p * pre (optim_step_decay's decay, applied as if by a pass of its own).
- * Elements [lo, hi) of one parameter. */
-static void adam_range(Real *p, const Real *g, Real *m, Real *v, size_t lo, size_t hi,
-                       const KAdam *h, Real pre) {
+ * With zero, g = 0 once read (as SGD's). Elements [lo, hi) of one parameter. Inlined twice,
+ * zero 0 and 1, so that neither loop tests it. */
+static inline void adam_range(Real *p, Real *g, Real *m, Real *v, size_t lo, size_t hi,
+                              const KAdam *h, Real pre, int zero) {
     Real b1 = h->beta1, b2 = h->beta2, omb1 = h->one_minus_beta1, omb2 = h->one_minus_beta2;
     Real eps = h->eps, l2 = h->l2, decay = h->decay, step_size = h->step_size;
     Real bc2_sqrt = h->bc2_sqrt;
     for (size_t i = lo; i < hi; i++) {
         Real gi = g[i], pi = p[i];
+        if (zero) g[i] = 0;
         if (pre != 1) pi = pi * pre;
         if (l2 != 0) gi = gi + l2 * pi;
         if (decay != 1) pi = pi * decay;
@@ -78,8 +84,10 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
             size_t lo, hi;
             k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
             Real pre = ps[i]->ndim >= h->pre_min_ndim ? h->pre : 1;
-            if (lo < hi)
-                adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre);
+            if (lo < hi && h->zero_grad)
+                adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre, 1);
+            else if (lo < hi)
+                adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre, 0);
         }
     }
 }

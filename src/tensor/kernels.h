@@ -254,6 +254,13 @@ void k_embedding_forward(Real *y, const Real *weight, const int *ids, size_t N, 
 /* positions whose id is padding_idx (-1: none) add nothing */
 void k_embedding_backward(Real *gweight, const int *ids, int padding_idx, const Real *gy, size_t N,
                           int C);
+/* y[i,:] = s weight[ids[r],:] + P[r mod T,:] (no P: NULL), r = rows[i] (rows NULL: r = i),
+ * for i < n: weight (V,C), P (T,C) -> y (n,C) */
+void k_embedding_rows_forward(Real *y, const Real *weight, const int *ids, const int *rows,
+                              size_t n, int T, int C, Real s, const Real *P);
+/* gweight[ids[i],:] += s gy[i,:] for i < n unless ids[i] is padding_idx: gy (n,C) */
+void k_embedding_rows_backward(Real *gweight, const int *ids, int padding_idx, Real s,
+                               const Real *gy, size_t n, int C);
 /* y[i,:] (=, or += when not store) x[from[i],:] for i < n; from[i] -1: no row (store: y[i,:] =
  * 0; else nothing). Gather forward (and the embedding's): from = the row numbers;
  * scatter forward: from = their inverse map; the backwards swap the two. */
@@ -327,10 +334,11 @@ void k_head_gate_backward(Real *gx, Real *ggate, const Real *x, const Real *gate
 typedef struct KSgd {
     Real lr, momentum, weight_decay;
     int nesterov;
-    int first; /* the buffer's first step: buf = g */
+    int first;     /* the buffer's first step: buf = g */
+    int zero_grad; /* g = 0 once read */
 } KSgd;
 /* p, g, buf (n); buf NULL when momentum is 0. */
-void k_sgd_step(Real *p, const Real *g, Real *buf, size_t n, const KSgd *h);
+void k_sgd_step(Real *p, Real *g, Real *buf, size_t n, const KSgd *h);
 typedef struct KAdam {
     Real beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
     Real l2;          /* Adam's weight decay, added to g; 0 for AdamW */
@@ -339,6 +347,7 @@ typedef struct KAdam {
     Real bc2_sqrt;    /* sqrt(1 - beta2^t) */
     Real pre;         /* p *= pre first, on parameters of at least pre_min_ndim dimensions */
     int pre_min_ndim; /* (optim_step_decay's decay; pre 1: none) */
+    int zero_grad;    /* g = 0 once read */
 } KAdam;
 /* For each i < count: parameter ps[i] (data p, gradient g) and its moments m[i], v[i] (all
  * ps[i]->size), in one parallel region. */

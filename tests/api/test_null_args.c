@@ -289,6 +289,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(optim_new, cfg, optim_new(&A, &PL, NULL))                                                    \
     X(optim_lr, o, optim_lr(NULL))                                                                 \
     X(optim_step, o, optim_step(NULL))                                                             \
+    X(optim_step_zero_grad, o, optim_step_zero_grad(NULL))                                         \
     X(optim_step_decay, o, optim_step_decay(NULL, 0.1, 2))                                         \
     X(optim_state_count, o, optim_state_count(NULL))                                               \
     X(optim_state_tensor, o, optim_state_tensor(NULL, 0))                                          \

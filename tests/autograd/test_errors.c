@@ -255,6 +255,20 @@ static void embedding_null_ids(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), NUL
 static void embedding_bad_bt(Tape *tp) { ag_embedding(tp, T2("wte", 5, 4), (int[]){0, 1}, 0, 2); }
 static void embedding_null(Tape *tp) { ag_embedding(tp, NULL, (int[]){0, 1}, 1, 2); }
 static void embedding_tape(Tape *tp) { ag_embedding(NULL, T2("wte", 5, 4), (int[]){0, 1}, 1, 2); }
+/* ag_embedding_rows: ids (2,3) of a (5,4) table, positions (3,4) */
+static const int rows_ids[6] = {0, 1, 2, 3, 4, 0};
+static void embedding_rows_row_high(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, NULL, (int[]){1, 6}, 2); }
+static void embedding_rows_row_negative(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, NULL, (int[]){-2}, 1); }
+static void embedding_rows_n_zero(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, NULL, (int[]){0}, 0); }
+static void embedding_rows_pos_shape(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, T2("pe", 4, 4), NULL, 0); }
+/* a learned position table belongs in ag_add_bias, whose backward gives it its gradient */
+static void embedding_rows_pos_grad(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, T2("pe", 3, 4), NULL, 0); }
+static void embedding_rows_id_high(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), (int[]){0, 1, 2, 3, 9, 0}, 2, 3, -1, 2.0, NULL, NULL, 0); }
+static void embedding_rows_rank(Tape *tp) { ag_embedding_rows(tp, T1("wte", 5), rows_ids, 2, 3, -1, 2.0, NULL, NULL, 0); }
+static void embedding_rows_null_ids(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), NULL, 2, 3, -1, 2.0, NULL, NULL, 0); }
+static void embedding_rows_bad_bt(Tape *tp) { ag_embedding_rows(tp, T2("wte", 5, 4), rows_ids, 2, -3, -1, 2.0, NULL, NULL, 0); }
+static void embedding_rows_null(Tape *tp) { ag_embedding_rows(tp, NULL, rows_ids, 2, 3, -1, 2.0, NULL, NULL, 0); }
+static void embedding_rows_tape(Tape *tp) { ag_embedding_rows(NULL, T2("wte", 5, 4), rows_ids, 2, 3, -1, 2.0, NULL, NULL, 0); }
 
 static void gather_rows_high(Tape *tp) { ag_gather_rows(tp, T3("h", 2, 3, 5), (int[]){0, 6, 1}, 3); }
 static void gather_rows_negative(Tape *tp) { ag_gather_rows(tp, T2("h", 4, 5), (int[]){2, -1}, 2); }
@@ -643,6 +657,17 @@ static const Misuse misuses[] = {
     {AG_OP_EMBEDDING, "ids shape (0,2)", embedding_bad_bt, {"(0,2)", "wte (5,4)"}},
     {AG_OP_EMBEDDING, "NULL weight", embedding_null, {"'weight' is NULL"}},
     {AG_OP_EMBEDDING, "NULL tape", embedding_tape, {"tape is NULL"}},
+    {AG_OP_EMBEDDING_ROWS, "row >= B*T", embedding_rows_row_high, {"row 6 at index 1 of rows (2)", "[0, 6)", "ids (2,3)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "row < 0", embedding_rows_row_negative, {"row -2 at index 0 of rows (1)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "n 0", embedding_rows_n_zero, {"n 0", ">= 1", "ids (2,3)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "positions not (T,C)", embedding_rows_pos_shape, {"(T,C) = (3,4)", "pe (4,4)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "positions that require grad", embedding_rows_pos_grad, {"pe (3,4) requires grad", "ag_add_bias"}},
+    {AG_OP_EMBEDDING_ROWS, "id >= V", embedding_rows_id_high, {"id 9 at position (1,1)", "vocabulary of size 5", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "weight of rank 1", embedding_rows_rank, {"(V,C)", "wte (5)"}},
+    {AG_OP_EMBEDDING_ROWS, "NULL ids", embedding_rows_null_ids, {"ids is NULL", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "ids shape (2,-3)", embedding_rows_bad_bt, {"(2,-3)", "wte (5,4)"}},
+    {AG_OP_EMBEDDING_ROWS, "NULL weight", embedding_rows_null, {"'weight' is NULL"}},
+    {AG_OP_EMBEDDING_ROWS, "NULL tape", embedding_rows_tape, {"tape is NULL"}},
 
     {AG_OP_GATHER_ROWS, "row >= R", gather_rows_high, {"row 6 at index 1 of rows (3)", "[0, 6)", "h (2,3,5)"}},
     {AG_OP_GATHER_ROWS, "row < 0", gather_rows_negative, {"row -1 at index 1 of rows (2)", "[0, 4)", "h (4,5)"}},

@@ -1,5 +1,6 @@
 /* test_packed.c: nn_seq2seq_loss computes only the live rows of a padded batch (packed by
- * ag_gather_rows, attention on them by ag_attention in its AG_ATTN_ROWS layout), and must give the loss and every
+ * ag_embedding_rows with sinusoidal positions, ag_gather_rows with learned ones; attention on them
+ * by ag_attention in its AG_ATTN_ROWS layout), and must give the loss and every
  * gradient of the dense reference, ag_cross_entropy(nn_seq2seq_decode(nn_seq2seq_encode(...))),
  * up to rounding: 1e-12 (loss) and 1e-10 (gradients) in the double build, float tolerances in
  * the float one. Ragged padding on both sides (a row with a single real token, a target row
@@ -120,7 +121,8 @@ static int count_rows_attention(const Tape *t) {
 }
 
 /* One forward and backward by the packed (nn_seq2seq_loss) or the dense path; keeps what the
- * comparison needs in r (malloc) and returns the number of gather_rows nodes recorded. */
+ * comparison needs in r (malloc) and returns the number of nodes that gathered rows (gather_rows,
+ * and embedding_rows with rows). */
 static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_in,
                const int *tgt_out, Result *r) {
     ag_params_zero_grad(&m->params);
@@ -147,7 +149,9 @@ static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_i
     r->n_probs = P->size;
     r->probs = malloc(P->size * sizeof(Real));
     memcpy(r->probs, P->data, P->size * sizeof(Real));
-    int gathers = count_op(t, AG_OP_GATHER_ROWS);
+    int gathers = count_op(t, AG_OP_GATHER_ROWS); /* and embeddings that kept some rows only */
+    for (const AgNode *node = t->last; node; node = node->prev)
+        gathers += node->op == AG_OP_EMBEDDING_ROWS && node->out->ndim == 2;
     r->scatters = count_op(t, AG_OP_SCATTER_ROWS);
     r->rows_attn = count_rows_attention(t);
     ag_tape_reset(t);

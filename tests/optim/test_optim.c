@@ -320,6 +320,54 @@ Test(optim_step_decay, equals_scaling_the_matrices_then_stepping) {
     }
 }
 
+/* STEPS steps of config c where each step's gradients are added (+=) into .grad: fused, by
+ * optim_step_zero_grad (the gradients zeroed in the step), or apart, by ag_params_zero_grad
+ * before the backward and optim_step. Parameters and state into out (NE each, then the state
+ * tensors'), the gradients after the last step into grads. */
+static void zeroing_steps(const OptimConfig *c, int fused, double *out, double *grads) {
+    Fix f;
+    fix_init(&f, 12);
+    Optimizer *o = optim_new(f.arena, &f.pl, c);
+    for (int t = 0; t < STEPS; t++) {
+        if (!fused) ag_params_zero_grad(&f.pl);
+        int k = 0;
+        for (int j = 0; j < f.pl.n; j++)
+            for (size_t e = 0; e < f.pl.items[j]->size; e++)
+                f.pl.items[j]->grad[e] += (Real)f.g[t][k++];
+        if (fused)
+            optim_step_zero_grad(o);
+        else
+            optim_step(o);
+    }
+    get_flat(o->params, o->n_params, out, 0);
+    get_flat(o->state, o->n_state, out + NE, 0);
+    get_flat(o->params, o->n_params, grads, 1);
+    fix_free(&f);
+}
+
+Test(optim_step_zero_grad, equals_stepping_then_zero_grad_bit_for_bit) {
+    OptimConfig cs[5] = {optim_defaults(OPTIM_ADAM), optim_defaults(OPTIM_ADAMW),
+                         optim_defaults(OPTIM_ADAM), optim_defaults(OPTIM_SGD),
+                         optim_defaults(OPTIM_SGD)};
+    cs[1].weight_decay = 0.2;
+    cs[2].weight_decay = 0.05; /* L2 */
+    cs[3].momentum = 0.9, cs[3].nesterov = 1, cs[3].weight_decay = 0.1;
+    for (int k = 0; k < 5; k++) {
+        cs[k].lr = 0.05;
+        double fused[3 * NE], apart[3 * NE], gf[NE], ga[NE];
+        memset(fused, 0, sizeof fused), memset(apart, 0, sizeof apart);
+        zeroing_steps(&cs[k], 1, fused, gf);
+        zeroing_steps(&cs[k], 0, apart, ga);
+        cr_assert(memcmp(fused, apart, sizeof fused) == 0, "config %d: fused and apart differ", k);
+        int nonzero = 0;
+        for (int i = 0; i < NE; i++) {
+            cr_assert(gf[i] == 0 && !signbit(gf[i]), "config %d: gradient %d is %g", k, i, gf[i]);
+            nonzero += ga[i] != 0;
+        }
+        cr_assert(nonzero == NE, "config %d: optim_step changed the gradients", k);
+    }
+}
+
 Test(optim_step_decay, negative_wd_aborts, .signal = SIGABRT) {
     Fix f;
     fix_init(&f, 1);

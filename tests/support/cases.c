@@ -62,6 +62,22 @@ static Tensor *b_embedding(Tape *t, Tensor **in, const GcCase *c) {
     return ag_embedding_padded(t, in[0], ids, B, T, c->arg[2]);
 }
 
+/* ag_embedding_rows: ids as b_embedding's, scale farg, positions (T, C) a constant made from
+ * the arguments when arg[2] is 1, and arg[3] rows (every third from 1, mod B*T, so some repeat
+ * once arg[3] > B*T / 3) or every row when arg[3] is 0; no padding_idx (test_embedding.c has it) */
+static Tensor *b_embedding_rows(Tape *t, Tensor **in, const GcCase *c) {
+    int B = c->arg[0], T = c->arg[1], V = in[0]->shape[0], C = in[0]->shape[1], n = c->arg[3];
+    int ids[256], rows[64];
+    for (int i = 0; i < B * T && i < 256; i++) ids[i] = (5 * i + 2) % V;
+    for (int i = 0; i < n && i < 64; i++) rows[i] = (3 * i + 1) % (B * T);
+    Tensor *pos = NULL;
+    if (c->arg[2]) {
+        pos = tensor_new2(t->arena, T, C, "pos");
+        for (size_t i = 0; i < pos->size; i++) pos->data[i] = (Real)(0.25 * (double)(i % 7) - 0.5);
+    }
+    return ag_embedding_rows(t, in[0], ids, B, T, -1, c->farg, pos, n ? rows : NULL, n);
+}
+
 /* rows: i picks (arg[1] i + arg[2]) mod R, distinct since the stride is prime to R, out of
  * order on purpose; gather arg[0] of the R rows of in[0]. With farg != 0 the input is scaled
  * first, so that its gradient is a fresh intermediate buffer that the gather's backward
@@ -349,6 +365,9 @@ static const GcCase cases[] = {
     {"rope q (2,4,8) k v (2,4,4) at pos0 3, then grouped-query causal attention", 3, {3, 3, 3}, {{2, 4, 8}, {2, 4, 4}, {2, 4, 4}}, b_rope_attention, {4, 3}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},
     {"embedding (4,13) ids (3,5) with repeats", 1, {2}, {{4, 13}}, b_embedding, {3, 5, -1}, 0, 0},
+    {"embedding_rows (7,5) ids (2,3) scaled, no positions, every row", 1, {2}, {{7, 5}}, b_embedding_rows, {2, 3, 0, 0}, 1.5, 0},
+    {"embedding_rows (4,13) ids (3,5) scaled, positions, 4 rows", 1, {2}, {{4, 13}}, b_embedding_rows, {3, 5, 1, 4}, 2.5, 0},
+    {"embedding_rows (6,17) ids (2,4) positions, 11 rows with repeats", 1, {2}, {{6, 17}}, b_embedding_rows, {2, 4, 1, 11}, -0.75, 0},
     {"gather_rows 4 of (2,3,5)", 1, {3}, {{2, 3, 5}}, b_gather_rows, {4, 5, 1}, 0, 0},
     {"gather_rows all 7 of (7,33) permuted", 1, {2}, {{7, 33}}, b_gather_rows, {7, 3, 2}, 0, 0},
     {"gather_rows 3 of (2,4,6) after a scale", 1, {3}, {{2, 4, 6}}, b_gather_rows, {3, 3, 1}, 0.5, 0},
