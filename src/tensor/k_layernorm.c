@@ -114,30 +114,66 @@ void k_add_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *f,
     }
 }
 
+/* rows of backward handled together: their row sums first (their chains of adds overlap), then
+ * their gradients, then their shares of the weight/bias sums in one pass (each column's running
+ * sums stay in registers for the group's rows, added in row order as one row at a time would) */
+#define LN_BWD_ROWS 4
+
 /* One row's input gradient g_c = rstd (dxhat_c - mean_d - xhat_c mean_dx) into gx and gx2
  * (mode 0: not wanted, 1: written, 2: added to; gx and gx2 may be the same array, as in
- * ag_add_layernorm(x, x), so they are not restrict) and, when wsum, its share gy_c xhat_c and
- * gy_c of the weight/bias sums into sw, sb. Inlined with constant modes: one branch-free loop
- * for each combination, so that g goes straight to its targets in vector lanes. */
-static K_ALWAYS_INLINE void grad_row(Real *gx, Real *gx2, Real *restrict sw, Real *restrict sb,
-                                     const Real *restrict xr, const Real *restrict gr,
-                                     const Real *restrict w, Real mean, Real rstd, Real mean_d,
-                                     Real mean_dx, int C, int m1, int m2, int wsum) {
+ * ag_add_layernorm(x, x), so they are not restrict). Inlined with constant modes: one
+ * branch-free loop for each combination, so that g goes straight to its targets in vector
+ * lanes. */
+static K_ALWAYS_INLINE void grad_row(Real *gx, Real *gx2, const Real *restrict xr,
+                                     const Real *restrict gr, const Real *restrict w, Real mean,
+                                     Real rstd, Real mean_d, Real mean_dx, int C, int m1, int m2) {
     for (int c = 0; c < C; c++) {
-        Real xhat = (xr[c] - mean) * rstd, gyc = gr[c];
-        Real g = rstd * (gyc * w[c] - mean_d - xhat * mean_dx);
+        Real xhat = (xr[c] - mean) * rstd;
+        Real g = rstd * (gr[c] * w[c] - mean_d - xhat * mean_dx);
         if (m1 == 1) gx[c] = g;
         if (m1 == 2) gx[c] += g;
         if (m2 == 1) gx2[c] = g;
         if (m2 == 2) gx2[c] += g;
-        if (wsum) {
-            sw[c] += gyc * xhat;
-            sb[c] += gyc;
-        }
     }
 }
-#define GRAD_ROW(m1, m2, wsum)                                                                     \
-    grad_row(gxr, gx2r, sw, sb, xr, gr, weight, mean, rstd, mean_d, mean_dx, C, m1, m2, wsum)
+static void grad_row_any(Real *gx, Real *gx2, const Real *xr, const Real *gr, const Real *w,
+                         Real mean, Real rstd, Real mean_d, Real mean_dx, int C, int mode) {
+#define GRAD_ROW(m1, m2) grad_row(gx, gx2, xr, gr, w, mean, rstd, mean_d, mean_dx, C, m1, m2)
+    switch (mode) {
+    case 1: GRAD_ROW(1, 0); break;
+    case 2: GRAD_ROW(2, 0); break;
+    case 3: GRAD_ROW(0, 1); break;
+    case 4: GRAD_ROW(1, 1); break;
+    case 5: GRAD_ROW(2, 1); break;
+    case 6: GRAD_ROW(0, 2); break;
+    case 7: GRAD_ROW(1, 2); break;
+    case 8: GRAD_ROW(2, 2); break;
+    default: break;
+    }
+#undef GRAD_ROW
+}
+
+/* sw_c += gy_c xhat_c and sb_c += gy_c for the rows i < nr (xr[i], gr[i], their mean and rstd),
+ * in row order; LN_BWD_ROWS rows in one pass over sw and sb */
+static void wsum_rows(Real *restrict sw, Real *restrict sb, const Real *const *xr,
+                      const Real *const *gr, const Real *mean, const Real *rstd, int nr, int C) {
+    if (nr == LN_BWD_ROWS)
+        for (int c = 0; c < C; c++) {
+            Real a = sw[c], s = sb[c];
+            UNROLL for (int i = 0; i < LN_BWD_ROWS; i++) {
+                a += gr[i][c] * ((xr[i][c] - mean[i]) * rstd[i]);
+                s += gr[i][c];
+            }
+            sw[c] = a;
+            sb[c] = s;
+        }
+    else
+        for (int i = 0; i < nr; i++)
+            for (int c = 0; c < C; c++) {
+                sw[c] += gr[i][c] * ((xr[i][c] - mean[i]) * rstd[i]);
+                sb[c] += gr[i][c];
+            }
+}
 
 /* forward, per row of C: mean = sum_c x_c / C, var = sum_c (x_c - mean)^2 / C,
  * rstd = 1 / sqrt(var + eps), xhat_c = (x_c - mean) rstd, y_c = xhat_c w_c + b_c.
@@ -175,7 +211,7 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
      * STUB:     if ((store & 2) && gx2) gx2[i] = 0;
      * STUB: }
      * STUB: (void)gweight; (void)gbias; (void)x; (void)f; (void)weight; (void)stats; (void)gy;
-     * STUB: (void)centred; (void)row_dsums; (void)grad_row; */
+     * STUB: (void)centred; (void)row_dsums; (void)grad_row_any; (void)wsum_rows; */
     size_t n = rows * (size_t)C;
     int want_x = gx || gx2, want_w = gweight || gbias;
     /* each target's mode for grad_row: 0 none, 1 written, 2 added to */
@@ -188,51 +224,44 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
      * weight/bias sums while the rows are in L1; a second loop adds the blocks' shares. */
 #pragma omp parallel if (n >= K_PAR_MIN)
     {
-        Real *srow = f ? k_thread_scratch(K_SCRATCH_ROWS, (size_t)C) : NULL; /* x + f, a row */
+        /* x + f, LN_BWD_ROWS rows */
+        Real *srow = f ? k_thread_scratch(K_SCRATCH_ROWS, LN_BWD_ROWS * (size_t)C) : NULL;
 #pragma omp for schedule(static)
         for (size_t b = 0; b < nblk; b++) {
             size_t r1 = (b + 1) * LN_ROW_BLOCK < rows ? (b + 1) * LN_ROW_BLOCK : rows;
             Real *sw = part ? part + b * 2 * (size_t)C : NULL, *sb = sw ? sw + C : NULL;
             if (sw)
                 for (int c = 0; c < 2 * C; c++) sw[c] = 0;
-            for (size_t r = b * LN_ROW_BLOCK; r < r1; r++) {
-                const Real *xr = x + r * C, *gr = gy + r * C;
-                if (f) {
-                    for (int c = 0; c < C; c++) srow[c] = xr[c] + f[r * C + c];
-                    xr = srow;
-                }
-                Real mean = stats[2 * r], rstd = stats[2 * r + 1];
-                if (!want_x) { /* only the weight/bias sums */
-                    for (int c = 0; c < C; c++) {
-                        sw[c] += gr[c] * ((xr[c] - mean) * rstd);
-                        sb[c] += gr[c];
+            for (size_t r0 = b * LN_ROW_BLOCK; r0 < r1; r0 += LN_BWD_ROWS) {
+                int nr = r1 - r0 < LN_BWD_ROWS ? (int)(r1 - r0) : LN_BWD_ROWS;
+                const Real *xr[LN_BWD_ROWS], *gr[LN_BWD_ROWS];
+                Real mean[LN_BWD_ROWS], rstd[LN_BWD_ROWS], mean_d[LN_BWD_ROWS],
+                    mean_dx[LN_BWD_ROWS];
+                for (int i = 0; i < nr; i++) {
+                    size_t r = r0 + i;
+                    xr[i] = x + r * C;
+                    gr[i] = gy + r * C;
+                    if (f) {
+                        for (int c = 0; c < C; c++) srow[i * C + c] = xr[i][c] + f[r * C + c];
+                        xr[i] = srow + i * C;
                     }
-                    continue;
+                    mean[i] = stats[2 * r];
+                    rstd[i] = stats[2 * r + 1];
                 }
-                Real sum_d, sum_dx;
-                row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
-                Real mean_d = centred ? sum_d / C : 0, mean_dx = sum_dx / C;
-                Real *gxr = gx ? gx + r * C : NULL, *gx2r = gx2 ? gx2 + r * C : NULL;
-                switch (mode * 2 + (sw != NULL)) {
-                case 0: GRAD_ROW(0, 0, 0); break;
-                case 1: GRAD_ROW(0, 0, 1); break;
-                case 2: GRAD_ROW(1, 0, 0); break;
-                case 3: GRAD_ROW(1, 0, 1); break;
-                case 4: GRAD_ROW(2, 0, 0); break;
-                case 5: GRAD_ROW(2, 0, 1); break;
-                case 6: GRAD_ROW(0, 1, 0); break;
-                case 7: GRAD_ROW(0, 1, 1); break;
-                case 8: GRAD_ROW(1, 1, 0); break;
-                case 9: GRAD_ROW(1, 1, 1); break;
-                case 10: GRAD_ROW(2, 1, 0); break;
-                case 11: GRAD_ROW(2, 1, 1); break;
-                case 12: GRAD_ROW(0, 2, 0); break;
-                case 13: GRAD_ROW(0, 2, 1); break;
-                case 14: GRAD_ROW(1, 2, 0); break;
-                case 15: GRAD_ROW(1, 2, 1); break;
-                case 16: GRAD_ROW(2, 2, 0); break;
-                default: GRAD_ROW(2, 2, 1); break;
+                if (want_x) {
+                    for (int i = 0; i < nr; i++) {
+                        Real sum_d, sum_dx;
+                        row_dsums(xr[i], gr[i], weight, mean[i], rstd[i], C, &sum_d, &sum_dx);
+                        mean_d[i] = centred ? sum_d / C : 0;
+                        mean_dx[i] = sum_dx / C;
+                    }
+                    for (int i = 0; i < nr; i++) {
+                        size_t r = r0 + i;
+                        grad_row_any(gx ? gx + r * C : NULL, gx2 ? gx2 + r * C : NULL, xr[i], gr[i],
+                                     weight, mean[i], rstd[i], mean_d[i], mean_dx[i], C, mode);
+                    }
                 }
+                if (sw) wsum_rows(sw, sb, xr, gr, mean, rstd, nr, C);
             }
         }
         /* (the loop's barrier: every block's share is written) each column summed over the
