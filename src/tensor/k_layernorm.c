@@ -1,13 +1,17 @@
 /* k_layernorm.c: the fused LayerNorm and RMSNorm over the last dimension, forward and backward.
- * Rows of C values are normalised a few at a time: mean, variance, normalise, scale and shift,
- * with the row statistics in double so that rows with a large common offset (x + 1e4)
- * keep their precision. RMSNorm (LLaMA's) is the same row without centring: mean taken as 0,
- * no bias, and the same code runs it (a `centred` flag). The weight and bias gradients are sums over rows: each fixed block of
- * LN_ROW_BLOCK rows sums its share in row order in the same pass that computes the rows' input
- * gradients, then one thread per column adds the blocks' shares in block order (no atomics), so
- * results are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
- * as one pair (k_add_layernorm_*), which never stores x + f: forward and backward each form a
- * few rows of it at a time in a per-thread buffer. Not here: shape checks (ops_layernorm.c).
+ * Rows of C values are normalised a few at a time: mean, variance, normalise, scale and shift.
+ * The row statistics (the mean and the sum of squared deviations) are summed in double, so that
+ * rows with a large common offset (x + 1e4) keep their precision; every per-element step
+ * (normalise, scale, shift, the backward's row sums and gradients, the weight/bias sums) runs in
+ * Real, twice as many lanes as double in the float build. The double build computes exactly
+ * what it computed in double throughout. RMSNorm (LLaMA's) is the same row without centring:
+ * mean taken as 0, no bias, and the same code runs it (a `centred` flag). The weight and bias
+ * gradients are sums over rows: each fixed block of LN_ROW_BLOCK rows sums its share in row
+ * order in the same pass that computes the rows' input gradients, then one thread per column
+ * adds the blocks' shares in block order, in double (no atomics), so results are the same for
+ * any thread count. The residual sub-layer's x + f and its LayerNorm also run as one pair
+ * (k_add_layernorm_*), which never stores x + f: forward and backward each form a few rows of
+ * it at a time in a per-thread buffer. Not here: shape checks (ops_layernorm.c).
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
 
