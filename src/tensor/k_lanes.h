@@ -4,8 +4,8 @@
  * length, never on threads or on where the row sits, so a row gives the same bits wherever it
  * is reduced; and the lanes advance together in vector registers, where one running sum would
  * wait on each add. Softmax, log-softmax and cross-entropy (k_softmax.c), attention's softmax
- * (k_attention.c) sum in Real; LayerNorm (k_layernorm.c) in double (its rows' statistics must
- * survive a large common offset).
+ * (k_attention.c) sum in Real; LayerNorm's row statistics (k_layernorm.c) in double (they must
+ * survive a large common offset), its backward's row sums in Real.
  * Not here: sums over rows (a weight gradient's: k_layernorm.c, k_reduce.c), the products'
  * sums (k_simd.h's tiles). Read next: k_softmax.c. */
 #ifndef ATTOGRAD_K_LANES_H

@@ -1,41 +1,44 @@
 /* k_layernorm.c: the fused LayerNorm and RMSNorm over the last dimension, forward and backward.
- * Rows of C values are normalised a few at a time: mean, variance, normalise, scale and shift,
- * with the row statistics in double so that rows with a large common offset (x + 1e4)
- * keep their precision. RMSNorm (LLaMA's) is the same row without centring: mean taken as 0,
- * no bias, and the same code runs it (a `centred` flag). The weight and bias gradients are sums over rows: each fixed block of
- * LN_ROW_BLOCK rows sums its share in row order in the same pass that computes the rows' input
- * gradients, then one thread per column adds the blocks' shares in block order (no atomics), so
- * results are the same for any thread count. The residual sub-layer's x + f and its LayerNorm also run
- * as one pair (k_add_layernorm_*), which never stores x + f: forward and backward each form a
- * few rows of it at a time in a per-thread buffer. Not here: shape checks (ops_layernorm.c).
+ * Rows of C values are normalised a few at a time: mean, variance, normalise, scale and shift.
+ * The row statistics (the mean and the sum of squared deviations) are summed in double, so that
+ * rows with a large common offset (x + 1e4) keep their precision; every per-element step
+ * (normalise, scale, shift, the backward's row sums and gradients, the weight/bias sums) runs in
+ * Real, twice as many lanes as double in the float build. The double build computes exactly
+ * what it computed in double throughout. RMSNorm (LLaMA's) is the same row without centring:
+ * mean taken as 0, no bias, and the same code runs it (a `centred` flag). The weight and bias
+ * gradients are sums over rows: each fixed block of LN_ROW_BLOCK rows sums its share in row
+ * order in the same pass that computes the rows' input gradients, then one thread per column
+ * adds the blocks' shares in block order, in double (no atomics), so results are the same for
+ * any thread count. The residual sub-layer's x + f and its LayerNorm also run as one pair
+ * (k_add_layernorm_*), which never stores x + f: forward and backward each form a few rows of
+ * it at a time in a per-thread buffer. Not here: shape checks (ops_layernorm.c).
  * Next: ops_layernorm.c, which records this op on the tape. */
 #include <math.h>
 
 #include "k_lanes.h"
 #include "kernels.h"
 
-/* columns of a row's input gradient computed at once (they stay in L1) */
-#define LN_COL_CHUNK 256
 /* rows per block of the weight/bias gradient sums: each block's partial sums in row order, then
  * the blocks' sums in block order; a fixed number, so the same sums for any thread count */
 #define LN_ROW_BLOCK 32
 
-/* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c */
-static inline void dsums_add(const Real *x, const Real *gy, const Real *w, double mean, double rstd,
-                             int c, double *ad, double *adx) {
-    double xhat = ((double)x[c] - mean) * rstd, dxhat = (double)gy[c] * (double)w[c];
+/* backward's two row sums: sum_c dxhat_c and sum_c dxhat_c xhat_c, dxhat_c = gy_c w_c, in
+ * Real lanes (k_lanes.h's order, two sums in one pass) */
+static inline void dsums_add(const Real *x, const Real *gy, const Real *w, Real mean, Real rstd,
+                             int c, Real *ad, Real *adx) {
+    Real xhat = (x[c] - mean) * rstd, dxhat = gy[c] * w[c];
     *ad += dxhat;
     *adx += dxhat * xhat;
 }
-static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean, double rstd, int C,
-                      double *sum_d, double *sum_dx) {
-    double ad[K_LANES] = {0}, adx[K_LANES] = {0}; /* k_lanes.h's order, two sums in one pass */
+static void row_dsums(const Real *x, const Real *gy, const Real *w, Real mean, Real rstd, int C,
+                      Real *sum_d, Real *sum_dx) {
+    Real ad[K_LANES] = {0}, adx[K_LANES] = {0};
     int c = 0;
     for (; c + K_LANES <= C; c += K_LANES)
         for (int l = 0; l < K_LANES; l++) dsums_add(x, gy, w, mean, rstd, c + l, &ad[l], &adx[l]);
     for (int l = 0; c + l < C; l++) dsums_add(x, gy, w, mean, rstd, c + l, &ad[l], &adx[l]);
-    *sum_d = k_lanes_total_d(ad);
-    *sum_dx = k_lanes_total_d(adx);
+    *sum_d = k_lanes_total(ad);
+    *sum_dx = k_lanes_total(adx);
 }
 
 /* rows normalised together: their statistics first, row after row, then their outputs. A
@@ -48,24 +51,28 @@ static void row_dsums(const Real *x, const Real *gy, const Real *w, double mean,
  * st; not centred (RMSNorm): mean = 0, so rstd = 1 / sqrt(mean(x^2) + eps) */
 static void norm_rows(Real *y, Real *st, const Real *x, const Real *weight, const Real *bias,
                       double eps, size_t r0, size_t r1, int C, int centred) {
-    double mean[LN_FWD_ROWS], rstd[LN_FWD_ROWS];
+    double mean[LN_FWD_ROWS], rstd[LN_FWD_ROWS] = {0};
     for (size_t r = r0; r < r1; r++) mean[r - r0] = centred ? k_row_sum_d(x + r * C, C) / C : 0.0;
     /* two passes (sum of squared deviations from the mean), not E[x^2] - mean^2, which
      * cancels catastrophically when the row has a large offset */
-    for (size_t r = r0; r < r1; r++)
-        rstd[r - r0] = 1.0 / sqrt(k_row_sq_dev_d(x + r * C, mean[r - r0], C) / C + eps);
+    for (size_t r = r0; r < r1; r++) rstd[r - r0] = k_row_sq_dev_d(x + r * C, mean[r - r0], C);
+    /* the rows' square roots and divisions together, in one vector (unused rows: 1 / sqrt(eps)) */
+    for (int i = 0; i < LN_FWD_ROWS; i++) rstd[i] = 1.0 / sqrt(rstd[i] / C + eps);
     for (size_t r = r0; r < r1; r++) {
         const Real *xr = x + r * C;
         Real *yr = y + r * C;
-        double m = mean[r - r0], rs = rstd[r - r0];
+        /* the outputs in Real lanes (twice as many as double's): the mean as a sum of two Reals,
+         * mh + ml, so that x - mh is exact for x near the mean (Sterbenz) and (x - mh) - ml
+         * rounds once, relative to the deviation, even when the row sits at 1e4 (ml = 0 in the
+         * double build: the same arithmetic as in double) */
+        Real mh = (Real)mean[r - r0], ml = (Real)(mean[r - r0] - (double)mh);
+        Real rs = (Real)rstd[r - r0];
         if (bias) /* two loops, so that neither has a branch and both run in vector lanes */
-            for (int c = 0; c < C; c++)
-                yr[c] = (Real)(((double)xr[c] - m) * rs * (double)weight[c] + (double)bias[c]);
+            for (int c = 0; c < C; c++) yr[c] = ((xr[c] - mh) - ml) * rs * weight[c] + bias[c];
         else
-            for (int c = 0; c < C; c++)
-                yr[c] = (Real)(((double)xr[c] - m) * rs * (double)weight[c]);
-        st[2 * r] = (Real)m;
-        st[2 * r + 1] = (Real)rs;
+            for (int c = 0; c < C; c++) yr[c] = ((xr[c] - mh) - ml) * rs * weight[c];
+        st[2 * r] = mh;
+        st[2 * r + 1] = rs;
     }
 }
 
@@ -111,14 +118,65 @@ void k_add_layernorm_forward(Real *y, Real *stats, const Real *x, const Real *f,
     }
 }
 
-/* Writes (store) or adds g into dst; dst NULL: nothing. Plain loops: a call to memcpy for a
- * row of a few hundred bytes cost more than the copy. */
-static void put(Real *restrict dst, const Real *restrict g, int n, int store) {
-    if (!dst) return;
-    if (store)
-        for (int c = 0; c < n; c++) dst[c] = g[c];
+/* rows of backward handled together: their row sums first (their chains of adds overlap), then
+ * their gradients, then their shares of the weight/bias sums in one pass (each column's running
+ * sums stay in registers for the group's rows, added in row order as one row at a time would) */
+#define LN_BWD_ROWS 4
+
+/* One row's input gradient g_c = rstd (dxhat_c - mean_d - xhat_c mean_dx) into gx and gx2
+ * (mode 0: not wanted, 1: written, 2: added to; gx and gx2 may be the same array, as in
+ * ag_add_layernorm(x, x), so they are not restrict). Inlined with constant modes: one
+ * branch-free loop for each combination, so that g goes straight to its targets in vector
+ * lanes. */
+static K_ALWAYS_INLINE void grad_row(Real *gx, Real *gx2, const Real *restrict xr,
+                                     const Real *restrict gr, const Real *restrict w, Real mean,
+                                     Real rstd, Real mean_d, Real mean_dx, int C, int m1, int m2) {
+    for (int c = 0; c < C; c++) {
+        Real xhat = (xr[c] - mean) * rstd;
+        Real g = rstd * (gr[c] * w[c] - mean_d - xhat * mean_dx);
+        if (m1 == 1) gx[c] = g;
+        if (m1 == 2) gx[c] += g;
+        if (m2 == 1) gx2[c] = g;
+        if (m2 == 2) gx2[c] += g;
+    }
+}
+static void grad_row_any(Real *gx, Real *gx2, const Real *xr, const Real *gr, const Real *w,
+                         Real mean, Real rstd, Real mean_d, Real mean_dx, int C, int mode) {
+#define GRAD_ROW(m1, m2) grad_row(gx, gx2, xr, gr, w, mean, rstd, mean_d, mean_dx, C, m1, m2)
+    switch (mode) {
+    case 1: GRAD_ROW(1, 0); break;
+    case 2: GRAD_ROW(2, 0); break;
+    case 3: GRAD_ROW(0, 1); break;
+    case 4: GRAD_ROW(1, 1); break;
+    case 5: GRAD_ROW(2, 1); break;
+    case 6: GRAD_ROW(0, 2); break;
+    case 7: GRAD_ROW(1, 2); break;
+    case 8: GRAD_ROW(2, 2); break;
+    default: break;
+    }
+#undef GRAD_ROW
+}
+
+/* sw_c += gy_c xhat_c and sb_c += gy_c for the rows i < nr (xr[i], gr[i], their mean and rstd),
+ * in row order; LN_BWD_ROWS rows in one pass over sw and sb */
+static void wsum_rows(Real *restrict sw, Real *restrict sb, const Real *const *xr,
+                      const Real *const *gr, const Real *mean, const Real *rstd, int nr, int C) {
+    if (nr == LN_BWD_ROWS)
+        for (int c = 0; c < C; c++) {
+            Real a = sw[c], s = sb[c];
+            UNROLL for (int i = 0; i < LN_BWD_ROWS; i++) {
+                a += gr[i][c] * ((xr[i][c] - mean[i]) * rstd[i]);
+                s += gr[i][c];
+            }
+            sw[c] = a;
+            sb[c] = s;
+        }
     else
-        for (int c = 0; c < n; c++) dst[c] += g[c];
+        for (int i = 0; i < nr; i++)
+            for (int c = 0; c < C; c++) {
+                sw[c] += gr[i][c] * ((xr[i][c] - mean[i]) * rstd[i]);
+                sb[c] += gr[i][c];
+            }
 }
 
 /* forward, per row of C: mean = sum_c x_c / C, var = sum_c (x_c - mean)^2 / C,
@@ -157,69 +215,57 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
      * STUB:     if ((store & 2) && gx2) gx2[i] = 0;
      * STUB: }
      * STUB: (void)gweight; (void)gbias; (void)x; (void)f; (void)weight; (void)stats; (void)gy;
-     * STUB: (void)centred; (void)row_dsums; (void)put; */
+     * STUB: (void)centred; (void)row_dsums; (void)grad_row_any; (void)wsum_rows; */
     size_t n = rows * (size_t)C;
     int want_x = gx || gx2, want_w = gweight || gbias;
+    /* each target's mode for grad_row: 0 none, 1 written, 2 added to */
+    int mode = (gx ? 2 - (store & 1) : 0) + 3 * (gx2 ? 2 - ((store >> 1) & 1) : 0);
     size_t nblk = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
-    /* the blocks' partial sums of gy xhat and gy, (nblk, 2, C) doubles, in the calling
-     * thread's scratch, shared by the team */
-    double *part = NULL;
-    if (want_w) {
-        size_t bytes = nblk * 2 * (size_t)C * sizeof(double);
-        part = (double *)k_thread_scratch(K_SCRATCH_LAYERNORM,
-                                          (bytes + sizeof(Real) - 1) / sizeof(Real));
-    }
+    /* the blocks' partial sums of gy xhat and gy, (nblk, 2, C), in the calling thread's
+     * scratch, shared by the team */
+    Real *part = want_w ? k_thread_scratch(K_SCRATCH_LAYERNORM, nblk * 2 * (size_t)C) : NULL;
     /* One pass over x and gy: each block of rows gets its input gradients and its share of the
      * weight/bias sums while the rows are in L1; a second loop adds the blocks' shares. */
 #pragma omp parallel if (n >= K_PAR_MIN)
     {
-        Real *srow = f ? k_thread_scratch(K_SCRATCH_ROWS, (size_t)C) : NULL; /* x + f, a row */
+        /* x + f, LN_BWD_ROWS rows */
+        Real *srow = f ? k_thread_scratch(K_SCRATCH_ROWS, LN_BWD_ROWS * (size_t)C) : NULL;
 #pragma omp for schedule(static)
         for (size_t b = 0; b < nblk; b++) {
             size_t r1 = (b + 1) * LN_ROW_BLOCK < rows ? (b + 1) * LN_ROW_BLOCK : rows;
-            double *sw = part ? part + b * 2 * (size_t)C : NULL, *sb = sw ? sw + C : NULL;
+            Real *sw = part ? part + b * 2 * (size_t)C : NULL, *sb = sw ? sw + C : NULL;
             if (sw)
                 for (int c = 0; c < 2 * C; c++) sw[c] = 0;
-            for (size_t r = b * LN_ROW_BLOCK; r < r1; r++) {
-                const Real *xr = x + r * C, *gr = gy + r * C;
-                if (f) {
-                    for (int c = 0; c < C; c++) srow[c] = xr[c] + f[r * C + c];
-                    xr = srow;
-                }
-                double mean = (double)stats[2 * r], rstd = (double)stats[2 * r + 1];
-                if (!want_x) { /* only the weight/bias sums */
-                    for (int c = 0; c < C; c++) {
-                        double g = (double)gr[c];
-                        sw[c] += g * (((double)xr[c] - mean) * rstd);
-                        sb[c] += g;
+            for (size_t r0 = b * LN_ROW_BLOCK; r0 < r1; r0 += LN_BWD_ROWS) {
+                int nr = r1 - r0 < LN_BWD_ROWS ? (int)(r1 - r0) : LN_BWD_ROWS;
+                const Real *xr[LN_BWD_ROWS], *gr[LN_BWD_ROWS];
+                Real mean[LN_BWD_ROWS], rstd[LN_BWD_ROWS], mean_d[LN_BWD_ROWS],
+                    mean_dx[LN_BWD_ROWS];
+                for (int i = 0; i < nr; i++) {
+                    size_t r = r0 + i;
+                    xr[i] = x + r * C;
+                    gr[i] = gy + r * C;
+                    if (f) {
+                        for (int c = 0; c < C; c++) srow[i * C + c] = xr[i][c] + f[r * C + c];
+                        xr[i] = srow + i * C;
                     }
-                    continue;
+                    mean[i] = stats[2 * r];
+                    rstd[i] = stats[2 * r + 1];
                 }
-                double sum_d, sum_dx;
-                row_dsums(xr, gr, weight, mean, rstd, C, &sum_d, &sum_dx);
-                double mean_d = centred ? sum_d / C : 0.0, mean_dx = sum_dx / C;
-                /* the row's gradient a chunk at a time (in L1), then written to each target */
-                for (int cb = 0; cb < C; cb += LN_COL_CHUNK) {
-                    int nc = C - cb < LN_COL_CHUNK ? C - cb : LN_COL_CHUNK;
-                    Real g[LN_COL_CHUNK];
-                    if (sw) /* two loops, so that neither has a branch */
-                        for (int c = 0; c < nc; c++) {
-                            double xhat = ((double)xr[cb + c] - mean) * rstd;
-                            double gyc = (double)gr[cb + c];
-                            double dxhat = gyc * (double)weight[cb + c];
-                            g[c] = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
-                            sw[cb + c] += gyc * xhat;
-                            sb[cb + c] += gyc;
-                        }
-                    else
-                        for (int c = 0; c < nc; c++) {
-                            double xhat = ((double)xr[cb + c] - mean) * rstd;
-                            double dxhat = (double)gr[cb + c] * (double)weight[cb + c];
-                            g[c] = (Real)(rstd * (dxhat - mean_d - xhat * mean_dx));
-                        }
-                    put(gx ? gx + r * C + cb : NULL, g, nc, store & 1);
-                    put(gx2 ? gx2 + r * C + cb : NULL, g, nc, (store >> 1) & 1);
+                if (want_x) {
+                    for (int i = 0; i < nr; i++) {
+                        Real sum_d, sum_dx;
+                        row_dsums(xr[i], gr[i], weight, mean[i], rstd[i], C, &sum_d, &sum_dx);
+                        mean_d[i] = centred ? sum_d / C : 0;
+                        mean_dx[i] = sum_dx / C;
+                    }
+                    for (int i = 0; i < nr; i++) {
+                        size_t r = r0 + i;
+                        grad_row_any(gx ? gx + r * C : NULL, gx2 ? gx2 + r * C : NULL, xr[i], gr[i],
+                                     weight, mean[i], rstd[i], mean_d[i], mean_dx[i], C, mode);
+                    }
                 }
+                if (sw) wsum_rows(sw, sb, xr, gr, mean, rstd, nr, C);
             }
         }
         /* (the loop's barrier: every block's share is written) each column summed over the
@@ -230,10 +276,10 @@ static void ln_backward(Real *gx, Real *gx2, Real *gweight, Real *gbias, const R
                 int nc = C - cb < 16 ? C - cb : 16;
                 double w[16] = {0}, bs[16] = {0};
                 for (size_t b = 0; b < nblk; b++) {
-                    const double *pw = part + b * 2 * (size_t)C + cb, *pb = pw + C;
+                    const Real *pw = part + b * 2 * (size_t)C + cb, *pb = pw + C;
                     for (int c = 0; c < nc; c++) {
-                        w[c] += pw[c];
-                        bs[c] += pb[c];
+                        w[c] += (double)pw[c];
+                        bs[c] += (double)pb[c];
                     }
                 }
                 for (int c = 0; c < nc; c++) {
