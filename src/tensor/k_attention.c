@@ -371,17 +371,21 @@ static void softmax_rows_v(Real *const *pi, const int *n, int nr, int Tk, const 
         }
         m[r] = vhmax(acc[0]);
     }
-    for (int r = 0; r < nr; r++) {             /* e^(s - m), their sum, the division */
+    Real sum[SOFTMAX_ROWS];
+    for (int r = 0; r < nr; r++) {             /* e^(s - m) and their sum */
         if (m[r] == -(Real)INFINITY) continue; /* no visible key: exp_row's rule, below */
         Vec acc[K_NV];
-        int nbn = (n[r] + VLEN - 1) / VLEN;
         for (int l = 0; l < K_NV; l++) acc[l] = vzero();
-        for (int bk = 0; bk < nbn; bk++) {
+        for (int bk = 0; bk * VLEN < n[r]; bk++) {
             x[r][bk] = vsel(lanes_below(bk * VLEN, n[r]), vexpf(x[r][bk] - vset1(m[r])), vzero());
             acc[bk % K_NV] = vadd(acc[bk % K_NV], x[r][bk]);
         }
-        Vec inv = vset1(1 / k_vlanes_total(acc)); /* the sum is at least e^0 = 1, or NaN */
-        for (int bk = 0; bk < nbn; bk++)
+        sum[r] = k_vlanes_total(acc); /* at least e^0 = 1, or NaN */
+    }
+    for (int r = 0; r < nr; r++) { /* the division */
+        if (m[r] == -(Real)INFINITY) continue;
+        Vec inv = vset1(1 / sum[r]);
+        for (int bk = 0; bk * VLEN < n[r]; bk++)
             x[r][bk] = vsel(lanes_below(bk * VLEN, n[r]), x[r][bk] * inv, vzero());
     }
     for (int r = 0; r < nr; r++) {
