@@ -10,8 +10,9 @@
  * per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
  * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
- * (k_lanes.h's _v forms, the same bits as the plain ones), and a thread asks for the rows of
- * the pair it will likely take next while it computes this one (prefetch_rows).
+ * (k_lanes.h's _v forms, the same bits as the plain ones); short rows (float, AVX-512 and
+ * AVX2) stay in registers through the whole softmax (softmax_rows_v); a thread asks for the
+ * rows of the pair it will likely take next while it computes this one (prefetch_rows).
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
@@ -282,11 +283,11 @@ static Real exp_row(Real *pi, int n, Real m) {
  * scalar when it cannot tell the row is long); each reduction then loaded the row whole just
  * after it was stored value by value, and waited for those stores to reach the cache. Here a
  * row of at most VROW_MAX keys (64 with AVX-512, 32 with AVX2) is loaded once, kept in
- * registers (x[]) through the passes, and stored once, 8 rows side by side. Each lane does the scalar code's operations in its order (vexpf is k_expf
- * line by line; no FMA contraction under -std=c11); the max and the sum take block bk into
- * lane vector bk % K_NV, lanes past n left out, then the same tree: the steps of k_row_max_v
- * and k_row_sum_v, so the same bits. Without an additive mask only (with one: the loops above).
- */
+ * registers (x[]) through the passes, and stored once, 8 rows side by side. Each lane does the
+ * scalar code's operations in its order (vexpf is k_expf line by line; no FMA contraction
+ * under -std=c11); the max and the sum take block bk into lane vector bk % K_NV, lanes past n
+ * left out, then the same tree: the steps of k_row_max_v and k_row_sum_v, so the same bits.
+ * Without an additive mask only (with one: the loops above). */
 #if defined(K_HAVE_VREDUCE) && !defined(AG_REAL_DOUBLE)
 #define ATTN_VROWS 1
 #define VROW_BLOCKS 4 /* with AVX2 rows of 64 keys (8 blocks) ran 12% slower than the loops */
