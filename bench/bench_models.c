@@ -141,6 +141,7 @@ static void mha_init(Bench *w) {
     ag_params_init(&pl);
     NnBuilder b = nn_builder(w->params, &pl, &w->rng);
     nn_mha_init(&w->mha, &b, "mha", &(MhaConfig){.d_model = MC, .n_heads = MNH});
+    w->mha.need_weights = 0; /* as torch_bench.py's call, need_weights=False */
     w->x = tensor_new3(w->params, MB, MT, MC, "x");
     w->r = tensor_new3(w->params, MB, MT, MC, "R");
     rng_fill_normal(&w->rng, w->x, 0, 1);
@@ -189,6 +190,7 @@ static void seq2seq_init(Bench *w, int small, int dense) {
     cfg.layer.d_ff = FF;
     cfg.layer.dropout = 0;
     nn_seq2seq_init(&w->s2s, w->params, &w->rng, &cfg);
+    nn_seq2seq_need_weights(&w->s2s, 0); /* as nn.Transformer's layers: no attention maps */
     w->src = tokens(&w->rng, w->B, w->S, V, 1);
     w->tgt_in = tokens(&w->rng, w->B, w->T, V, 1);
     w->tgt_out = tokens(&w->rng, w->B, w->T, V, 1);

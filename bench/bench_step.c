@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
     rng_seed(&rng, 1);
     Seq2Seq m;
     nn_seq2seq_init(&m, params, &rng, &cfg);
+    nn_seq2seq_need_weights(&m, 0); /* a training step: no attention maps */
     static int src[BATCH * S], tgt_in[BATCH * T], tgt_out[BATCH * T];
     for (int i = 0; i < BATCH * S; i++) src[i] = 1 + (int)rng_below(&rng, VOCAB - 1);
     for (int i = 0; i < BATCH * T; i++) {

@@ -225,6 +225,8 @@ static void build(Trainer *tr, const Seq2SeqConfig *mc, const OptimConfig *oc, u
     Rng init;
     rng_seed(&init, seed);
     nn_seq2seq_init(&tr->m, tr->params, &init, mc);
+    nn_seq2seq_need_weights(&tr->m, 0); /* training reads no attention maps (tr_attention's
+                                          * own Translator does) */
     tr->opt = optim_new(tr->params, &tr->m.params, oc);
     rng_seed(&tr->rng, rng_hash(seed, 1));
 }

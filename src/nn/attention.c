@@ -85,6 +85,16 @@ void nn_mha_init(MultiHeadAttention *m, NnBuilder *b, const char *name, const Mh
     if (m->out_proj.bias) tensor_fill(m->out_proj.bias, 0);
     m->gate = tensor_new1(b->arena, n_heads, nn_scope(&s, "head_gate").scope);
     tensor_fill(m->gate, 1);
+    m->need_weights = 1;
+}
+
+/* Where a forward puts its probabilities: m->last_probs, or nowhere (NULL) when the module
+ * does not need them, then with last_probs set to NULL (not left naming a reset arena). */
+static Tensor **probs_of(MultiHeadAttention *m) {
+    AG_CHECK(m->need_weights == 0 || m->need_weights == 1,
+             "nn_mha_forward: need_weights %d is not 0 or 1", m->need_weights);
+    m->last_probs = NULL;
+    return m->need_weights ? &m->last_probs : NULL;
 }
 
 void nn_mha_track_gates(MultiHeadAttention *m, int on) {
@@ -176,7 +186,7 @@ static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     Tensor *o = ag_attention(t, qh, kh, vh, NULL, &mask, m->dropout, rng,
-                             &m->last_probs); /* (B, NH, Tq, HS) */
+                             probs_of(m)); /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
     Tensor *merged = hook_z(t, at, ag_merge_heads(t, o)); /* (B, Tq, C) */
     return nn_linear(t, &m->out_proj, merged);            /* (B, Tq, C) */
@@ -206,8 +216,8 @@ static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor
     MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
     Tensor *o =
         ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
-                     &mask, m->dropout, rng, &m->last_probs); /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, hook_z(t, at, o));      /* (B, Tq, C) */
+                     &mask, m->dropout, rng, probs_of(m)); /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, hook_z(t, at, o));   /* (B, Tq, C) */
 }
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
@@ -245,7 +255,7 @@ Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Ten
     AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key_value->shape[1], key_value);
     NnHookAttn plain = *a; /* the module's masks, dropout and probabilities */
     plain.causal = mk.causal, plain.key_padding = mask.key_padding;
-    plain.dropout = m->dropout, plain.rng = rng, plain.probs = &m->last_probs;
+    plain.dropout = m->dropout, plain.rng = rng, plain.probs = probs_of(m);
     Tensor *q = nn_linear(t, &m->q_proj, query);             /* (B, Tq, C) */
     Tensor *k = nn_linear(t, &m->k_proj, key_value);         /* (B, Tk, C) */
     Tensor *v = nn_linear(t, &m->v_proj, key_value);         /* (B, Tk, C) */
@@ -304,8 +314,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
     Tensor *q = as_rows(t, p.q, q_rows);
     Tensor *k = p.k == p.q ? q : as_rows(t, p.k, kv_rows);
     Tensor *v = p.v == p.k ? k : as_rows(t, p.v, kv_rows);
-    Tensor *o =
-        ag_attention(t, q, k, v, &rows, &mask, m->dropout, rng, &m->last_probs); /* (nq, C) */
+    Tensor *o = ag_attention(t, q, k, v, &rows, &mask, m->dropout, rng, probs_of(m)); /* (nq, C) */
     if (!q_rows) o = ag_reshape(t, o, 3, (int[]){p.q->shape[0], p.q->shape[1], o->shape[1]});
     return nn_linear(t, &m->out_proj, o); /* (Nq, C) or (B, Tq, C) */
 }

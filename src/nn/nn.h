@@ -149,7 +149,13 @@ typedef struct MultiHeadAttention {
     Tensor *gate; /* (NH) */
     int track_gates;
     Tensor *last_probs; /* (B, NH, Tq, Tk) of the last forward, in the step arena; after
-                         * nn_mha_forward_rows the rows of queries not in q_rows are 0 */
+                         * nn_mha_forward_rows the rows of queries not in q_rows are 0.
+                         * NULL after a forward with need_weights 0 */
+    int need_weights;   /* 1 (nn_mha_init's default, as PyTorch's need_weights=True): every
+                         * forward sets last_probs; 0: it sets last_probs to NULL, and a
+                         * forward on packed rows does not unpack the probabilities into a
+                         * (B, NH, Tq, Tk) tensor (PyTorch's nn.Transformer layers call their
+                         * attention with need_weights=False). The values are the same. */
 } MultiHeadAttention;
 /* The fields a model gives; zero fields take the default named. */
 typedef struct MhaConfig {
@@ -321,6 +327,10 @@ int nn_seq2seq_check_config(const Seq2SeqConfig *c, int64_t *n_params, int64_t *
  * set them to 0, put them back. */
 #define NN_SEQ2SEQ_MAX_DROPOUTS (1 + 4 * 2 * NN_MAX_LAYERS)
 int nn_seq2seq_dropouts(Seq2Seq *m, double **p);
+/* Sets need_weights (MultiHeadAttention) of every attention of m to on (0 or 1): a training
+ * loop that reads no attention maps passes 0 (nothing else changes: the same loss and
+ * gradients, to the bit), a pass that reads them (tr_attention, lens) 1, the default. */
+void nn_seq2seq_need_weights(Seq2Seq *m, int on);
 /* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */

@@ -369,6 +369,14 @@ int nn_seq2seq_dropouts(Seq2Seq *m, double **p) {
     return n;
 }
 
+void nn_seq2seq_need_weights(Seq2Seq *m, int on) {
+    AG_CHECK_ARG(m);
+    AG_CHECK(on == 0 || on == 1, "nn_seq2seq_need_weights: on %d is not 0 or 1", on);
+    for (int l = 0; l < m->cfg.n_enc_layers; l++) m->enc[l].self_attn.need_weights = on;
+    for (int l = 0; l < m->cfg.n_dec_layers; l++)
+        m->dec[l].self_attn.need_weights = m->dec[l].multihead_attn.need_weights = on;
+}
+
 NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(ids);

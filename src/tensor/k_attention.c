@@ -10,8 +10,9 @@
  * per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
  * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
- * (k_lanes.h's _v forms, the same bits as the plain ones), and a thread asks for the rows of
- * the pair it will likely take next while it computes this one (prefetch_rows).
+ * (k_lanes.h's _v forms, the same bits as the plain ones); short rows (float, AVX-512 and
+ * AVX2) stay in registers through the whole softmax (softmax_rows_v); a thread asks for the
+ * rows of the pair it will likely take next while it computes this one (prefetch_rows).
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
@@ -229,9 +230,10 @@ static const Real *as_operand(Real *restrict dst, const Real *restrict src, size
 }
 
 /* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
- * A (Tq x Tk) */
+ * A (Tq x Tk), padrow (Tk) */
 static size_t forward_scratch(const KAttention *a) {
-    return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk;
+    return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk +
+           (size_t)a->Tk;
 }
 
 /* Rows of P from their raw dots: row i becomes pi[j] = softmax over visible j of
@@ -275,13 +277,153 @@ static Real exp_row(Real *pi, int n, Real m) {
     return k_row_sum_v(pi, n);
 }
 
+/* ---- the same three passes a vector at a time (float, the AVX-512 and AVX2 families) ----
+ * Rows of 11-20 keys are one or two vectors, where the loops above ran the scores' pass one
+ * value at a time (the padding's test), and the exponentials too (GCC keeps k_expf's loop
+ * scalar when it cannot tell the row is long); each reduction then loaded the row whole just
+ * after it was stored value by value, and waited for those stores to reach the cache. Here a
+ * row of at most VROW_MAX keys (64 with AVX-512, 32 with AVX2) is loaded once, kept in
+ * registers (x[]) through the passes, and stored once, 8 rows side by side. Each lane does the
+ * scalar code's operations in its order (vexpf is k_expf line by line; no FMA contraction
+ * under -std=c11); the max and the sum take block bk into lane vector bk % K_NV, lanes past n
+ * left out, then the same tree: the steps of k_row_max_v and k_row_sum_v, so the same bits.
+ * Without an additive mask only (with one: the loops above). */
+#if defined(K_HAVE_VREDUCE) && !defined(AG_REAL_DOUBLE)
+#define ATTN_VROWS 1
+#define VROW_BLOCKS 4 /* with AVX2 rows of 64 keys (8 blocks) ran 12% slower than the loops */
+#define VROW_MAX (VROW_BLOCKS * VLEN)
+typedef unsigned VecU __attribute__((vector_size(sizeof(Vec))));
+typedef int VecI __attribute__((vector_size(sizeof(Vec))));
+
+/* m ? a : b lane by lane (m all ones or all zeros in a lane) */
+static inline Vec vsel(VecU m, Vec a, Vec b) { return (Vec)(((VecU)a & m) | ((VecU)b & ~m)); }
+
+/* lanes < c of v into p (0 < c <= VLEN); nothing past p[c - 1] is written */
+static inline void vstore_upto(Real *p, int c, Vec v) {
+#if defined(K_SIMD_AVX512)
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << c) - 1), v);
+#else
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(p, m, v);
+#endif
+}
+/* lanes < c from p (0 < c <= VLEN), the others 0; nothing past p[c - 1] is read */
+static inline Vec vload_upto(const Real *p, int c) {
+    return c == VLEN ? vload(p) : vload_part(p, c, vzero());
+}
+
+/* k_expf (k_math.h) in every lane: the same operations in the same order */
+static inline Vec vexpf(Vec x) {
+    const Vec shift = vset1(12582912.0f), lo = vset1(-88.0f), hi = vset1(88.375f);
+    Vec xc = vsel((VecU)(x < lo), lo, vsel((VecU)(x > hi), hi, x));
+    Vec t = xc * vset1(1.44269504088896341f) + shift;
+    Vec n = t - shift;
+    Vec r = xc - n * vset1(0.693359375f);
+    r = r - n * vset1(-2.12194440e-4f);
+    Vec p = vset1(1.0f / 5040);
+    p = p * r + vset1(1.0f / 720);
+    p = p * r + vset1(1.0f / 120);
+    p = p * r + vset1(1.0f / 24);
+    p = p * r + vset1(1.0f / 6);
+    p = p * r + vset1(0.5f);
+    p = p * r + vset1(1.0f);
+    p = p * r + vset1(1.0f);
+    VecU e = ((VecU)t - (VecU)shift + 127u) << 23; /* 2^n */
+    Vec y = p * (Vec)e;
+    return vsel((VecU)(x > vset1(88.3762626647949f)), vset1(INFINITY), y);
+}
+
+/* lanes j0 + l < n (l the lane) */
+static inline VecU lanes_below(int j0, int n) {
+    static const int iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    VecI l;
+    memcpy(&l, iota, sizeof l);
+    return (VecU)(l < n - j0);
+}
+
+/* padrow (Tk): 1 where key j of batch b is padding, else 0 (pad[j] as a vector can read it) */
+static void pad_row(Real *padrow, const uint8_t *pad, int Tk) {
+    for (int j = 0; j < Tk; j++) padrow[j] = pad[j] ? 1 : 0;
+}
+
+/* softmax_rows' three passes on nr <= SOFTMAX_ROWS rows (Tk <= VROW_MAX keys; row r at
+ * pi[r], keys j < n[r] visible; padrow or NULL), each pass over all the rows before the next
+ * (their chains of dependent steps overlap; one row at a time took 15% longer than the loops
+ * above) */
+static void softmax_rows_v(Real *const *pi, const int *n, int nr, int Tk, const Real *padrow,
+                           Real scale) {
+    const Vec ninf = vset1(-(Real)INFINITY);
+    Vec x[SOFTMAX_ROWS][VROW_BLOCKS];
+    Real m[SOFTMAX_ROWS];
+    int nbk = (Tk + VLEN - 1) / VLEN;
+    for (int r = 0; r < nr; r++) { /* j >= n ? 0 : pad[j] ? -inf : pi[j] * scale; the max */
+        Vec acc[K_NV];
+        for (int l = 0; l < K_NV; l++) acc[l] = ninf;
+        for (int bk = 0; bk < nbk; bk++) {
+            int j0 = bk * VLEN, c = Tk - j0 < VLEN ? Tk - j0 : VLEN;
+            Vec v = vload_upto(pi[r] + j0, c) * vset1(scale);
+            if (padrow) v = vsel((VecU)(vload_upto(padrow + j0, c) != vzero()), ninf, v);
+            VecU live = lanes_below(j0, n[r]);
+            x[r][bk] = vsel(live, v, vzero());
+            acc[bk % K_NV] = vmaxv(vsel(live, v, ninf), acc[bk % K_NV]);
+        }
+        UNROLL for (int w = K_NV / 2; w > 0; w /= 2) {
+            UNROLL for (int l = 0; l < w; l++) acc[l] = vmaxv(acc[l + w], acc[l]);
+        }
+        m[r] = vhmax(acc[0]);
+    }
+    Real sum[SOFTMAX_ROWS];
+    for (int r = 0; r < nr; r++) {             /* e^(s - m) and their sum */
+        if (m[r] == -(Real)INFINITY) continue; /* no visible key: exp_row's rule, below */
+        Vec acc[K_NV];
+        for (int l = 0; l < K_NV; l++) acc[l] = vzero();
+        for (int bk = 0; bk * VLEN < n[r]; bk++) {
+            x[r][bk] = vsel(lanes_below(bk * VLEN, n[r]), vexpf(x[r][bk] - vset1(m[r])), vzero());
+            acc[bk % K_NV] = vadd(acc[bk % K_NV], x[r][bk]);
+        }
+        sum[r] = k_vlanes_total(acc); /* at least e^0 = 1, or NaN */
+    }
+    for (int r = 0; r < nr; r++) { /* the division */
+        if (m[r] == -(Real)INFINITY) continue;
+        Vec inv = vset1(1 / sum[r]);
+        for (int bk = 0; bk * VLEN < n[r]; bk++)
+            x[r][bk] = vsel(lanes_below(bk * VLEN, n[r]), x[r][bk] * inv, vzero());
+    }
+    for (int r = 0; r < nr; r++) {
+        for (int bk = 0; bk < nbk; bk++) {
+            int j0 = bk * VLEN;
+            vstore_upto(pi[r] + j0, Tk - j0 < VLEN ? Tk - j0 : VLEN, x[r][bk]);
+        }
+        if (m[r] == -(Real)INFINITY) exp_row(pi[r], n[r], m[r]);
+    }
+}
+#endif
+
 /* Rows [i0, i1) of the head's P (rows Tk apart, batch b, head h) from their raw dots, keys
- * j < min(key_end, vis) visible */
+ * j < min(key_end, vis) visible; padrow: batch b's padding by pad_row (ATTN_VROWS only) */
 static void softmax_rows(Real *Ph, int i0, int i1, int vis, const KAttention *a, int b, int h,
-                         Real scale) {
+                         Real scale, const Real *padrow) {
     int Tk = n_k(a, b);
     const uint8_t *pad = pad_of(a, b);
     const int *kp = kpos_of(a, b);
+#ifdef ATTN_VROWS
+    /* rows that all end on a whole vector, without padding, stay with the loops above (they
+     * vectorize whole there: mha's rows of 64 keys ran 5% faster) */
+    if (!a->bias && Tk <= VROW_MAX && (a->causal || pad || vis % VLEN != 0)) {
+        for (int r0 = i0; r0 < i1; r0 += SOFTMAX_ROWS) {
+            int nr = i1 - r0 < SOFTMAX_ROWS ? i1 - r0 : SOFTMAX_ROWS, n[SOFTMAX_ROWS];
+            Real *pi[SOFTMAX_ROWS];
+            for (int r = 0; r < nr; r++) {
+                n[r] = key_end(a, b, r0 + r);
+                if (n[r] > vis) n[r] = vis;
+                pi[r] = Ph + (size_t)(r0 + r) * Tk;
+            }
+            softmax_rows_v(pi, n, nr, Tk, pad ? padrow : NULL, scale);
+        }
+        return;
+    }
+#endif
+    (void)padrow;
     for (int r0 = i0; r0 < i1; r0 += SOFTMAX_ROWS) {
         int nr = i1 - r0 < SOFTMAX_ROWS ? i1 - r0 : SOFTMAX_ROWS, n[SOFTMAX_ROWS];
         Real m[SOFTMAX_ROWS], s[SOFTMAX_ROWS];
@@ -313,7 +455,7 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     int vis = visible_end(a, b);
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
-    Real *A = vp + (size_t)a->Tk * padded(HS);
+    Real *A = vp + (size_t)a->Tk * padded(HS), *padrow = A + (size_t)a->Tq * a->Tk;
     size_t p0 = p_at(a, b, h); /* the head's first element of P */
     size_t lq = a->qs[2], ly = a->ys[2], ldv;
     Real *Ph = P + p0;
@@ -321,13 +463,16 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     Real *yh = y + q_at(a, a->ys, b, h);
     transpose_pad(kt, k + k_at(a, b, g), a->ks[2], vis, HS);
     const Real *vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
+#ifdef ATTN_VROWS
+    if (pad_of(a, b)) pad_row(padrow, pad_of(a, b), Tk);
+#endif
     for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
         int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
         if (kend > vis) kend = vis;
         Real *Pb = Ph + (size_t)i0 * Tk;
         tile(Pb, (size_t)Tk, qh + (size_t)i0 * lq, lq, 1, nb, HS, kt, (size_t)padded(vis), kend,
              0); /* raw q.k dots */
-        softmax_rows(Ph, i0, i0 + nb, vis, a, b, h, scale);
+        softmax_rows(Ph, i0, i0 + nb, vis, a, b, h, scale, padrow);
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
         const Real *Ab = Pb;
         if (a->p != 0) {

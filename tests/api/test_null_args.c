@@ -407,6 +407,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
       nn_gpt_forward_cached_hooked(&TP, &GPT, &GCA, IDS, 1, 1, NULL))                              \
     X(nn_seq2seq_dropouts, m, nn_seq2seq_dropouts(NULL, (double *[1]){0}))                         \
     X(nn_seq2seq_dropouts, p, nn_seq2seq_dropouts(&S2S, NULL))                                     \
+    X(nn_seq2seq_need_weights, m, nn_seq2seq_need_weights(NULL, 0))                                \
     X(nn_seq2seq_forward_hooked, t,                                                                \
       nn_seq2seq_forward_hooked(NULL, &S2S, IDS, 1, IDS, 1, 1, NULL, &HK))                         \
     X(nn_seq2seq_forward_hooked, m,                                                                \

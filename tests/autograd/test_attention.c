@@ -825,3 +825,42 @@ Test(ag_attention, attn_mask_bool_aborts_on_a_shape_of_3_dimensions, .signal = S
     TestEnv env = test_env_new();
     ag_attn_mask_bool(env.tape, (const uint8_t[]){0, 1, 0, 0}, 3, (int[]){1, 2, 2});
 }
+
+/* The softmax of rows without an additive mask runs a vector at a time (k_attention.c's
+ * softmax_rows_v, float on AVX-512 and AVX2), with one the loops: a mask of zeros adds 0 to
+ * every score, so both must give the same bits of P and y. Rows of 1 to 70 keys (one vector,
+ * a part of a second, past the rows kept in registers), key padding (a batch element all
+ * padding: its rows are 0), causal or not, and scores from -300 to 300 (k_expf's clamps). */
+Test(ag_attention, rows_without_a_mask_give_the_bits_of_a_mask_of_zeros) {
+    static const int lengths[] = {1, 5, 16, 17, 20, 31, 33, 64, 70};
+    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int big = 0; big < 2; big++) {
+                TestEnv env = test_env_new();
+                int T = lengths[li], B = 3, NH = 2, HS = 8;
+                Tensor *q = randn4(env.params, B, NH, T, HS, "q", 11 + li);
+                Tensor *k = randn4(env.params, B, NH, T, HS, "k", 12 + li);
+                Tensor *v = randn4(env.params, B, NH, T, HS, "v", 13 + li);
+                if (big)
+                    for (size_t e = 0; e < q->size; e++) q->data[e] *= 40;
+                uint8_t pad[3 * 70];
+                for (int b = 0; b < B; b++) /* batch 0: none; 1: the last third; 2: all */
+                    for (int t = 0; t < T; t++)
+                        pad[b * T + t] = b == 2 || (b == 1 && 3 * t >= 2 * T);
+                Tensor *zero = tensor_new(env.tape->arena, 2, (int[]){T, T}, "zeros");
+                tensor_fill(zero, 0);
+                AgAttnMask plain = {.causal = causal, .key_padding = pad};
+                AgAttnMask with_zero = plain;
+                with_zero.attn_mask = zero;
+                Tensor *P0, *P1;
+                Tensor *y0 = ag_attention(env.tape, q, k, v, NULL, &plain, 0, NULL, &P0);
+                Tensor *y1 = ag_attention(env.tape, q, k, v, NULL, &with_zero, 0, NULL, &P1);
+                cr_assert(memcmp(P0->data, P1->data, P0->size * sizeof(Real)) == 0,
+                          "T %d causal %d big %d: P differs", T, causal, big);
+                cr_assert(memcmp(y0->data, y1->data, y0->size * sizeof(Real)) == 0,
+                          "T %d causal %d big %d: y differs", T, causal, big);
+                for (size_t e = 0; e < (size_t)NH * T * T; e++) /* batch 2: all padding */
+                    cr_assert(P0->data[2 * (size_t)NH * T * T + e] == 0);
+                test_env_free(&env);
+            }
+}

@@ -145,10 +145,10 @@ static int run(Seq2Seq *m, Tape *t, int packed, const int *src, const int *tgt_i
     }
     for (int k = 0; k < n_attn(m); k++)
         if (attn(m, k)->track_gates) memcpy(r->gates[k], attn(m, k)->gate->grad, 4 * sizeof(Real));
-    Tensor *P = m->enc[0].self_attn.last_probs; /* (B, NH, S, S) */
-    r->n_probs = P->size;
-    r->probs = malloc(P->size * sizeof(Real));
-    memcpy(r->probs, P->data, P->size * sizeof(Real));
+    Tensor *P = m->enc[0].self_attn.last_probs; /* (B, NH, S, S), NULL without need_weights */
+    r->n_probs = P ? P->size : 0;
+    r->probs = malloc(r->n_probs * sizeof(Real) + 1);
+    if (P) memcpy(r->probs, P->data, P->size * sizeof(Real));
     int gathers = count_op(t, AG_OP_GATHER_ROWS); /* and embeddings that kept some rows only */
     for (const AgNode *node = t->last; node; node = node->prev)
         gathers += node->op == AG_OP_EMBEDDING_ROWS && node->out->ndim == 2;
@@ -315,4 +315,55 @@ Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
     ag_tape_free(t);
     ag_params_free(&f.pl);
     arena_free(a);
+}
+
+/* need_weights 0 (nn_seq2seq_need_weights): a training step leaves every attention's
+ * last_probs unset (NULL) and gives the same loss and gradients to the bit; back at 1 the
+ * probabilities are the ones of the first step (which the test above holds to the dense
+ * path's), by the packed path and by the dense one, with and without head gates. */
+Test(nn_seq2seq_need_weights, a_step_without_weights_leaves_last_probs_unset_and_the_same_bits) {
+    static const int src_len[B] = {7, 3, 1, 5, 2}, in_len[B] = {6, 2, 1, 4, 3};
+    static const int out_len[B] = {6, 3, 1, 3, 3};
+    int src[B * S], tgt_in[B * T], tgt_out[B * T];
+    fill(src, src_len, S, SV, 0);
+    fill(tgt_in, in_len, T, TV, 1);
+    fill(tgt_out, out_len, T, TV, 2);
+    for (int variant = 0; variant < N_VARIANTS; variant++)
+        for (int packed = 0; packed < 2; packed++) {
+            const char *name = variant_names[variant];
+            Fixture f;
+            fixture_init(&f, variant);
+            Seq2Seq *m = &f.m;
+            Result on, off, again;
+            for (int k = 0; k < n_attn(m); k++) cr_assert_eq(attn(m, k)->need_weights, 1);
+            run(m, f.t, packed, src, tgt_in, tgt_out, &on);
+            cr_assert_gt(on.n_probs, 0, "%s: the default keeps the probabilities", name);
+            nn_seq2seq_need_weights(m, 0);
+            run(m, f.t, packed, src, tgt_in, tgt_out, &off);
+            for (int k = 0; k < n_attn(m); k++)
+                cr_assert(attn(m, k)->last_probs == NULL, "%s, packed %d: block %d's last_probs",
+                          name, packed, k);
+            cr_assert(off.loss == on.loss, "%s, packed %d: loss %.17g vs %.17g", name, packed,
+                      off.loss, on.loss);
+            for (int i = 0; i < m->params.n; i++)
+                cr_assert(
+                    memcmp(off.grads[i], on.grads[i], m->params.items[i]->size * sizeof(Real)) == 0,
+                    "%s, packed %d: %s's gradient differs", name, packed, m->params.items[i]->name);
+            nn_seq2seq_need_weights(m, 1);
+            run(m, f.t, packed, src, tgt_in, tgt_out, &again);
+            cr_assert_eq(again.n_probs, on.n_probs);
+            cr_assert(memcmp(again.probs, on.probs, on.n_probs * sizeof(Real)) == 0,
+                      "%s, packed %d: the probabilities differ", name, packed);
+            result_free(&on, m->params.n);
+            result_free(&off, m->params.n);
+            result_free(&again, m->params.n);
+            fixture_free(&f);
+        }
+}
+
+/* need_weights other than 0 or 1 is misuse: the forward aborts naming it. */
+Test(nn_seq2seq_need_weights, aborts_on_a_value_other_than_0_or_1, .signal = SIGABRT) {
+    Fixture f;
+    fixture_init(&f, VARIANT_POST_LN);
+    nn_seq2seq_need_weights(&f.m, 2);
 }
