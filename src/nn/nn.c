@@ -182,19 +182,21 @@ void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *name, 
         }
 }
 
+Tensor *nn_positions(Tape *t, const PositionalEncoding *pe, int start, int T) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(pe);
+    AG_CHECK(start >= 0 && T >= 1 && start + T <= pe->max_len,
+             "nn_positions: positions [%d, %d) exceed max_len %d", start, start + T, pe->max_len);
+    return nn_param_rows(t->arena, pe->table, start, T, "positions");
+}
+
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(pe);
     AG_CHECK_ARG(x);
-    AG_CHECK(x != NULL && x->ndim == 3 && x->shape[2] == pe->table->shape[1],
+    AG_CHECK(x->ndim == 3 && x->shape[2] == pe->table->shape[1],
              "nn_positional: x %s must be (B,T,%d)", tensor_shape_str(x), pe->table->shape[1]);
-    int T = x->shape[1];
-    AG_CHECK(start >= 0 && start + T <= pe->max_len,
-             "nn_positional: positions [%d, %d) of x %s "
-             "exceed max_len %d",
-             start, start + T, tensor_shape_str(x), pe->max_len);
-    Tensor *rows = nn_param_rows(t->arena, pe->table, start, T, "positions");
-    return ag_add_bias(t, x, rows);
+    return ag_add_bias(t, x, nn_positions(t, pe, start, x->shape[1]));
 }
 
 /* ---- feed-forward ---- */

@@ -93,6 +93,8 @@ typedef struct PositionalEncoding {
 /* NN_LEARNED: a parameter <name>.weight, N(0, 0.02); NN_SINUSOIDAL: a constant table */
 void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *name, int max_len, int C,
                         NnPositionKind kind);
+/* the rows [start, start + T) of the table -> (T, C), a view; start + T <= max_len */
+Tensor *nn_positions(Tape *t, const PositionalEncoding *pe, int start, int T);
 /* x (B, T, C) + positions [start, start + T) -> (B, T, C); T + start <= max_len */
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start);
 

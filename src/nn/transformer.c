@@ -396,9 +396,7 @@ static Tensor *embed(Tape *t, Seq2Seq *m, const Embedding *e, const PositionalEn
     double s = sqrt((double)m->cfg.layer.d_model), p = m->cfg.layer.dropout;
     if (!nn_hooks_on(h, NN_HOOK_EMBED, -1) && !nn_hooks_on(h, NN_HOOK_POS_EMBED, -1) &&
         pe->kind == NN_SINUSOIDAL) {
-        AG_CHECK(start >= 0 && start + T <= pe->max_len,
-                 "nn_seq2seq: positions [%d, %d) exceed max_len %d", start, start + T, pe->max_len);
-        Tensor *pos = nn_param_rows(t->arena, pe->table, start, T, "positions");
+        Tensor *pos = nn_positions(t, pe, start, T); /* (T, C) */
         int fuse_rows = rows && (p == 0 || t->no_grad);
         Tensor *x = ag_embedding_rows(t, e->weight, ids, B, T, e->padding_idx, s, pos,
                                       fuse_rows ? rows->idx : NULL, fuse_rows ? rows->n : 0);

@@ -203,6 +203,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_positional, t, nn_positional(NULL, &PE, &T, 0))                                           \
     X(nn_positional, pe, nn_positional(&TP, NULL, &T, 0))                                          \
     X(nn_positional, x, nn_positional(&TP, &PE, NULL, 0))                                          \
+    X(nn_positions, t, nn_positions(NULL, &PE, 0, 1))                                              \
+    X(nn_positions, pe, nn_positions(&TP, NULL, 0, 1))                                             \
     X(nn_ffn_init, f, nn_ffn_init(NULL, &NB, "", 4, 8, NN_RELU, 0))                                \
     X(nn_ffn_init, b, nn_ffn_init(&FF, NULL, "", 4, 8, NN_RELU, 0))                                \
     X(nn_ffn_init, name, nn_ffn_init(&FF, &NB, NULL, 4, 8, NN_RELU, 0))                            \

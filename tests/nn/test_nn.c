@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "expect_abort.h"
 
 /* module gradient checks: double build, eps 1e-6, tolerance 1e-6 (see README) */
 #define EPS 1e-6
@@ -223,6 +224,43 @@ Test(nn_positional, sinusoidal_table_matches_the_formula) {
             cr_assert(fabs((double)pe.table->data[pos * 16 + i + 1] - cos(angle)) < 1e-6);
         }
     env_free(&e);
+}
+
+/* positions past the table abort naming them: through nn_positional, and through a seq2seq
+ * forward, whose sinusoidal positions go into ag_embedding_rows without nn_positional */
+static void positional_past_max_len(void *ctx) {
+    (void)ctx;
+    ModEnv e;
+    env_init(&e);
+    PositionalEncoding pe;
+    nn_positional_init(&pe, &e.b, "pos", 8, 4, NN_SINUSOIDAL);
+    Tensor *x = tensor_zeros(e.tape->arena, 3, (int[]){1, 3, 4}, "x");
+    nn_positional(e.tape, &pe, x, 6);
+}
+static void seq2seq_past_max_len(void *ctx) {
+    (void)ctx;
+    ModEnv e;
+    env_init(&e);
+    Seq2SeqConfig cfg = {0};
+    cfg.src_vocab = cfg.tgt_vocab = 7;
+    cfg.max_len = 4;
+    cfg.layer.d_model = 8;
+    cfg.layer.n_heads = 2;
+    cfg.layer.d_ff = 16;
+    cfg.n_enc_layers = cfg.n_dec_layers = 1;
+    Seq2Seq m;
+    nn_seq2seq_init(&m, e.arena, &e.rng, &cfg);
+    int src[5] = {1, 2, 3, 4, 5};
+    nn_seq2seq_encode(e.tape, &m, src, 1, 5, &e.rng);
+}
+Test(nn_positional, positions_past_max_len_abort_naming_them) {
+    Capture c;
+    capture_run(positional_past_max_len, NULL, &c);
+    cr_assert(capture_aborted(&c) && capture_has(&c, "positions [6, 9) exceed max_len 8"), "%s",
+              c.err);
+    capture_run(seq2seq_past_max_len, NULL, &c);
+    cr_assert(capture_aborted(&c) && capture_has(&c, "positions [0, 5) exceed max_len 4"), "%s",
+              c.err);
 }
 
 #ifdef AG_REAL_DOUBLE
