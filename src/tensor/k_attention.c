@@ -4,7 +4,8 @@
  * read that key/value head (all of them with grouped-query attention), so it alone writes their
  * q-gradient rows and the key/value head's k- and v-gradients, and sums every term in a fixed
  * order. No (B, NH, Tq, Tk) buffer of score gradients is needed: a head's are used at once.
- * Threads take the pairs as they come free (pairs_chunk below); the values do not depend on it.
+ * Threads take the pairs as they come free, each first from its own range of batch elements,
+ * the rows its core wrote (PairRange below); the values do not depend on who takes a pair.
  * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
  * small matrix product done by one register-tiled loop, tile() below, on operands copied into
  * per-thread scratch where they need another layout. Heads are read through strides
@@ -197,19 +198,15 @@ static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t l
     (void)r_end;
 }
 
-/* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the next head it is
- * likely to take (the next pair of its chunk) while it computes this one: the heads of a
- * projection are usually in L3 only when attention starts, and rows ld apart are not what the
- * hardware's prefetchers guess. Only a hint: a wrong guess costs a few loads. */
+/* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the pair it is
+ * likely to take next (walk_guess) while it computes this one: the heads of a projection are
+ * usually in L3 only when attention starts, and rows ld apart are not what the hardware's
+ * prefetchers guess; the backward also asks for the pair's probabilities, written by the
+ * forward long before (their first loads were a quarter of its own time at 2 threads). Only a
+ * hint: a wrong guess costs a few loads. */
 static void prefetch_rows(const Real *p, size_t ld, int R, int N) {
     for (int r = 0; r < R; r++)
         for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) PREFETCH_L2(p + (size_t)r * ld + c);
-}
-
-/* the pair after (b, h) in the loops' order, with n heads a batch element: 0 when none */
-static int next_pair(const KAttention *a, int n, int *b, int *h) {
-    if (++*h == n) *h = 0, ++*b;
-    return *b < a->B;
 }
 
 /* An operand of tile() with N columns (rows ld apart): itself when N is a multiple of KB (*ldb
@@ -505,22 +502,120 @@ void k_attention_forward(Real *y, Real *P, const Real *q, const Real *k, const R
     k_attention_forward_probs(y, P, NULL, q, k, v, a);
 }
 
-/* The thread that computes a head also unpacks it into Pd: no second parallel region (one
- * barrier less a call) and the head's P is still in its cache. */
-/* Threads take the (batch, head) pairs of the forward, (batch, kv head) of the backward, a few
- * at a time as they come free (schedule(dynamic)), not in fixed halves: with packed rows the
- * batch elements differ in length (seq2seq-small's rows hold 12 to 20 tokens, and the fixed
- * halves of the pairs differ by 5% of the work), and a thread that starts late (woken from
- * sleep, or descheduled by another process) leaves its pairs to the other instead of making it
- * wait at the barrier. Each pair is computed whole by one thread and writes its own rows and
- * columns, so the values do not depend on who took it. About 16 grabs a thread. */
-static int pairs_chunk(int pairs) {
-    int T = 1;
-#ifdef _OPENMP
-    T = omp_get_max_threads();
-#endif
+/* ---- which thread computes which pair ----
+ * Threads take the (batch, head) pairs of the forward, (batch, kv head) of the backward, a few
+ * at a time as they come free, not in fixed halves: with packed rows the batch elements differ
+ * in length (seq2seq-small's rows hold 12 to 20 tokens, and the fixed halves of the pairs
+ * differ by 5% of the work), and a thread that starts late (woken from sleep, or descheduled
+ * by another process) leaves its pairs to the others instead of making them wait at the
+ * barrier. Each pair is computed whole by one thread and writes its own rows and columns, so
+ * the values do not depend on who took it.
+ * Where a thread starts: pair p = b * n + h (n heads a batch element) lies in the home range of
+ * one thread, range t the batch elements whose middle query row is in the t-th of T equal
+ * parts of the rows: the rows thread t of the products around attention writes and reads
+ * (k_gemm.c cuts C into T strips of rows on most of their shapes: every output projection and
+ * input gradient, some input projections; others it cuts by columns, and then q, k and v come
+ * from different cores in any order). A thread takes chunks from the front of its own range,
+ * then, when it is empty, from the back of the others' (the end farthest from their owners), so
+ * it mostly reads rows its own core wrote and writes rows its own core reads next; the forward
+ * and the backward have the same homes, so the backward finds its probabilities where it wrote
+ * them. (Taking pairs in loop order, as schedule(dynamic) did, gave each thread about half its
+ * pairs from the other core.)
+ * A range keeps in one 64-bit word how many of its pairs were taken from the front (low 32 bits)
+ * and from the back (high 32 bits). A take is one atomic add that returns the word as it was,
+ * with every earlier take in it: the take gets the pairs no earlier one got, clipped where the
+ * front meets the back. The atomics only hand out pairs; no value is summed across threads.
+ * Each range has its own cache line: an owner's takes stay in its core until others steal. */
+typedef struct PairRange {
+    _Alignas(64) uint64_t taken; /* pairs taken from the front (low 32 bits), the back (high) */
+    int lo, hi;                  /* its pairs [lo, hi) */
+} PairRange;
+
+/* About 16 takes a thread over all the pairs */
+static int pairs_chunk(int pairs, int T) {
     int c = pairs / (16 * T);
     return c > 1 ? c : 1;
+}
+
+/* r[0..T) = the home ranges of the B * n pairs (n a batch element's), none taken: range t ends
+ * at the first batch element whose middle query row is past (t + 1) / T of all the rows */
+static void pair_ranges(PairRange *r, int T, const KAttention *a, int n) {
+    size_t rows = a->qoff ? (size_t)a->qoff[a->B] : (size_t)a->B * a->Tq;
+    int b = 0;
+    for (int t = 0; t < T; t++) {
+        r[t].taken = 0, r[t].lo = b * n;
+        for (; b < a->B; b++) {
+            size_t mid = (a->qoff ? (size_t)a->qoff[b] : (size_t)b * a->Tq) + n_q(a, b) / 2;
+            if (t < T - 1 && mid * T >= (t + 1) * rows) break;
+        }
+        r[t].hi = b * n;
+    }
+}
+
+/* Up to c pairs of range r, from its front or (back) its back: [*p0, *p1); 0 when none is left */
+static int take(PairRange *r, int c, int back, int *p0, int *p1) {
+    uint64_t add = back ? (uint64_t)c << 32 : (uint64_t)c, was;
+#pragma omp atomic capture
+    {
+        was = r->taken;
+        r->taken += add;
+    }
+    int front = r->lo + (int)(uint32_t)was, end = r->hi - (int)(was >> 32);
+    if (front >= end) return 0;
+    *p0 = back && end - c > front ? end - c : front;
+    *p1 = !back && front + c < end ? front + c : end;
+    return 1;
+}
+
+/* One thread's walk over the pairs: its own range front to back, then the others' (t + 1, ...)
+ * back to front, a chunk at a time */
+typedef struct PairWalk {
+    PairRange *r;
+    int T, t, chunk;
+    int v;           /* in range (t + v) % T: its own (v = 0), then the others' */
+    int p, end, dir; /* the chunk left: pairs p, p + dir, ... before end */
+} PairWalk;
+
+static PairWalk pair_walk(PairRange *r, int T, int chunk) {
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    return (PairWalk){r, T, t, chunk, 0, 0, 0, 1};
+}
+
+/* the thread's next pair into *p: 0 when none is left */
+static int walk_next(PairWalk *w, int *p) {
+    while (w->p == w->end) {
+        if (w->v == w->T) return 0;
+        int p0, p1;
+        if (!take(&w->r[(w->t + w->v) % w->T], w->chunk, w->v > 0, &p0, &p1))
+            w->v++;
+        else if (w->v == 0)
+            w->p = p0, w->end = p1, w->dir = 1;
+        else
+            w->p = p1 - 1, w->end = p0 - 1, w->dir = -1;
+    }
+    *p = w->p;
+    w->p += w->dir;
+    return 1;
+}
+
+/* the pair the thread likely takes after p (the next of its chunk, or of the next chunk on the
+ * same side of the range; another thread may take it first), or -1 */
+static int walk_guess(const PairWalk *w, int p) {
+    const PairRange *r = &w->r[(w->t + w->v) % w->T];
+    int g = p + w->dir;
+    return g >= r->lo && g < r->hi ? g : -1;
+}
+
+/* threads a parallel region below may have (the ranges: one each) */
+static int team_max(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
 }
 
 void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const Real *k,
@@ -530,25 +625,27 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
     if (Pd) k_attention_probs_unpack(Pd, P, a);
     return;
 #endif
-    int B = a->B, NH = a->NH;
-    size_t work = (size_t)B * NH * a->Tq * a->Tk * a->HS;
-    int chunk = pairs_chunk(B * NH);
+    int NH = a->NH, T = team_max(), chunk = pairs_chunk(a->B * NH, T);
+    size_t work = (size_t)a->B * NH * a->Tq * a->Tk * a->HS;
+    PairRange ranges[T];
+    pair_ranges(ranges, T, a, NH);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, forward_scratch(a));
-#pragma omp for collapse(2) schedule(dynamic, chunk)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                int nb = b, nh = h;
-                if (next_pair(a, NH, &nb, &nh)) {
-                    int g = nh / (NH / a->NKV);
-                    prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS);
-                    prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
-                    prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
-                }
-                forward_head(y, P, q, k, v, a, b, h, scratch);
-                if (Pd) unpack_head(Pd, P, a, b, h);
+        PairWalk w = pair_walk(ranges, T, chunk);
+        for (int p; walk_next(&w, &p);) {
+            int b = p / NH, h = p % NH, n = walk_guess(&w, p);
+            if (n >= 0) { /* its rows, to come while this pair is computed */
+                int nb = n / NH, nh = n % NH, g = nh / (NH / a->NKV);
+                prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS);
+                prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
+                prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
             }
+            forward_head(y, P, q, k, v, a, b, h, scratch);
+            /* the thread that computes a head also unpacks it into Pd: no second parallel
+             * region (one barrier less a call) and the head's P is still in its cache */
+            if (Pd) unpack_head(Pd, P, a, b, h);
+        }
     }
 }
 
@@ -677,28 +774,30 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
     k_attention_backward_ref(gq, gk, gv, q, k, v, P, gy, a);
     return;
 #endif
-    int B = a->B, NKV = a->NKV;
-    size_t work = (size_t)B * a->NH * a->Tq * a->Tk * a->HS;
+    int NKV = a->NKV, group = a->NH / NKV, T = team_max(), chunk = pairs_chunk(a->B * NKV, T);
+    size_t work = (size_t)a->B * a->NH * a->Tq * a->Tk * a->HS;
     if (!gq && !gk && !gv) return;
-    int chunk = pairs_chunk(B * NKV);
+    PairRange ranges[T]; /* the forward's homes: the same batch elements */
+    pair_ranges(ranges, T, a, NKV);
 #pragma omp parallel if (work >= K_PAR_MIN)
     {
         Real *scratch = k_thread_scratch(K_SCRATCH_ATTENTION, backward_scratch(a));
-#pragma omp for collapse(2) schedule(dynamic, chunk)
-        for (int b = 0; b < B; b++)
-            for (int g = 0; g < NKV; g++) {
-                int nb = b, ng = g;
-                if (next_pair(a, NKV, &nb, &ng)) {
-                    int group = a->NH / NKV;
-                    prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
-                    prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
-                    for (int h = ng * group; h < (ng + 1) * group; h++) {
-                        prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS);
-                        prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS);
-                    }
+        PairWalk w = pair_walk(ranges, T, chunk);
+        for (int p; walk_next(&w, &p);) {
+            int n = walk_guess(&w, p);
+            if (n >= 0) {
+                int nb = n / NKV, ng = n % NKV;
+                /* its heads' probabilities: one block of group (nq, nk) planes */
+                prefetch_rows(P + p_at(a, nb, ng * group), 0, 1, group * n_q(a, nb) * n_k(a, nb));
+                prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                for (int h = ng * group; h < (ng + 1) * group; h++) {
+                    prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS);
+                    prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS);
                 }
-                backward_group(gq, gk, gv, q, k, v, P, gy, a, b, g, scratch, store);
             }
+            backward_group(gq, gk, gv, q, k, v, P, gy, a, p / NKV, p % NKV, scratch, store);
+        }
     }
 }
 
