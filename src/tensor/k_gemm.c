@@ -15,7 +15,8 @@
  *                 its strips or panels (reads along rows, writes in runs); op(B) stored
  *                 transposed (x W^T) is transposed VLEN x VLEN in registers (AVX-512, AVX2).
  *                 In a training step the packing is mostly waiting for memory: the weight
- *                 gradient gy^T x packs activations last touched in the forward.
+ *                 gradient gy^T x packs activations last touched in the forward. Packing gy^T
+ *                 also sums its rows, a Linear's bias gradient, when asked (k_gemm_sum_team).
  *   blocking      K is cut into blocks of KC, C into blocks of MC rows and NC columns, so that a
  *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
  *                 L1 while the kernel sweeps it across the B block.

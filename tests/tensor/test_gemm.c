@@ -6,7 +6,8 @@
  * cancellation cannot hide or fake an error. Then: results are bit-identical for 1, 2 and 3
  * threads at the default threshold and with every product split (k_par_min = 1), also for a
  * Linear backward's products run back to back in one team, and K = 0, M = 0 or N = 0 do what
- * the contract says.
+ * the contract says. A Linear's bias gradient summed inside gW's product (k_gemm_sum_team)
+ * keeps k_sum_rows's bits for any thread count.
  * Not here: the matmul ops built on k_gemm (tests/autograd/test_gradcheck.c). */
 #include <criterion/criterion.h>
 #include <math.h>
