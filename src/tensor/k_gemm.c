@@ -15,7 +15,8 @@
  *                 its strips or panels (reads along rows, writes in runs); op(B) stored
  *                 transposed (x W^T) is transposed VLEN x VLEN in registers (AVX-512, AVX2).
  *                 In a training step the packing is mostly waiting for memory: the weight
- *                 gradient gy^T x packs activations last touched in the forward.
+ *                 gradient gy^T x packs activations last touched in the forward. Packing gy^T
+ *                 also sums its rows, a Linear's bias gradient, when asked (k_gemm_sum_team).
  *   blocking      K is cut into blocks of KC, C into blocks of MC rows and NC columns, so that a
  *                 packed block of op(B) (KC x NC) stays in L2 and a strip of op(A) (MR x KC) in
  *                 L1 while the kernel sweeps it across the B block.
@@ -79,6 +80,13 @@ void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, con
                  const Real *B, Real *C, int accumulate) {
     (void)T;
     if (t == job % T) k_gemm(ta, tb, M, N, K, A, B, C, accumulate);
+}
+
+void k_gemm_sum_team(int t, int T, int job, int tb, int M, int N, int K, const Real *A,
+                     const Real *B, Real *C, int accumulate, Real *sum) {
+    if (t != job % T) return;
+    k_gemm(1, tb, M, N, K, A, B, C, accumulate);
+    if (sum && M > 0) k_sum_rows_team(0, 1, sum, A, (size_t)(K > 0 ? K : 0), M);
 }
 
 #else /* our own GEMM */
@@ -166,16 +174,52 @@ static inline void deal_rows(Real *d, const Real *src, size_t ld, int kn, int w,
     }
 }
 
+/* s[0..w) += the kn rows of w values at src (row stride ld), each s[i] adding its rows one by
+ * one in row order (a vector lane per i: the same bits as a scalar loop). Four vectors at a
+ * time, so that four chains of adds run side by side. */
+static void add_rows(Real *restrict s, const Real *restrict src, size_t ld, int kn, int w) {
+    int i = 0;
+    for (; i + 4 * VLEN <= w; i += 4 * VLEN) {
+        Vec v0 = vload(s + i), v1 = vload(s + i + VLEN), v2 = vload(s + i + 2 * VLEN),
+            v3 = vload(s + i + 3 * VLEN);
+        const Real *a = src + i;
+        for (int k = 0; k < kn; k++, a += ld) {
+            v0 = vadd(v0, vload(a));
+            v1 = vadd(v1, vload(a + VLEN));
+            v2 = vadd(v2, vload(a + 2 * VLEN));
+            v3 = vadd(v3, vload(a + 3 * VLEN));
+        }
+        vstore(s + i, v0);
+        vstore(s + i + VLEN, v1);
+        vstore(s + i + 2 * VLEN, v2);
+        vstore(s + i + 3 * VLEN, v3);
+    }
+    for (; i + VLEN <= w; i += VLEN) {
+        Vec v = vload(s + i);
+        const Real *a = src + i;
+        for (int k = 0; k < kn; k++, a += ld) v = vadd(v, vload(a));
+        vstore(s + i, v);
+    }
+    for (; i < w; i++) {
+        Real v = s[i];
+        for (int k = 0; k < kn; k++) v += src[(size_t)k * ld + i];
+        s[i] = v;
+    }
+}
+
 /* op(A)[i,k] = A[i*K + k], or A[k*M + i] when ta. The strips of rows [i0, i0+mc) of op(A), k in
  * [k0, k0+kc): strip s (rows i0 + s*MR ..) at d + s*MR*kc, k-major: for each k the MR values
  * of its rows (0 past the last row). Not ta, mc < MR: one strip (the caller packs only a last,
- * partial strip: full ones are read in place). */
-static void pack_a(Real *d, const Real *A, int ta, int M, int K, int i0, int mc, int k0, int kc) {
+ * partial strip: full ones are read in place). When ta and sum is not NULL, also sum[r] += the
+ * kc values of row i0 + r, in k order, from the stored rows just dealt out (still in L1). */
+static void pack_a(Real *d, const Real *A, int ta, int M, int K, int i0, int mc, int k0, int kc,
+                   Real *sum) {
     if (ta) {
         const Real *a = A + (size_t)k0 * M + i0;
         for (int kb = 0; kb < kc; kb += PACK_KB, a += (size_t)PACK_KB * M) {
             int kn = kc - kb < PACK_KB ? kc - kb : PACK_KB;
             deal_rows(d + (size_t)kb * MR, a, (size_t)M, kn, mc, MR, kc);
+            if (sum) add_rows(sum, a, (size_t)M, kn, mc);
         }
         return;
     }
@@ -286,13 +330,22 @@ static void micro_rows(int kc, const Real *a, size_t lda, const Real *b, Real *c
 
 /* ---- one thread's share: C[i0..i1, j0..j1) of the full product, blocked ----
  * Rows of a row-major A (not ta) are contiguous in k already: full strips are read in place
- * and only a last, partial strip is packed (with its zero rows). */
+ * and only a last, partial strip is packed (with its zero rows).
+ * sum (ta only; NULL: none): sum[i0..i1) += the row sums of op(A), taken while the first
+ * column block packs A. Each row's K values are added in k order into a running sum from 0
+ * (carried across the K blocks, in scratch after the B block), added to sum once at the end:
+ * the bits of k_sum_rows (k_reduce.c) on A stored (K,M). */
 static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                       int accumulate, const Real *bias, int relu, int i0, int i1, int j0, int j1) {
-    Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, (size_t)(MC + NC) * KC);
+                       int accumulate, const Real *bias, int relu, int i0, int i1, int j0, int j1,
+                       Real *sum) {
+    size_t nsum = sum ? (size_t)(i1 - i0) : 0;
+    Real *abuf = k_thread_scratch(K_SCRATCH_GEMM, (size_t)(MC + NC) * KC + nsum);
     Real *bbuf = abuf + (size_t)MC * KC;
+    Real *run = bbuf + (size_t)NC * KC; /* (i1 - i0) running sums */
+    if (sum) memset(run, 0, nsum * sizeof(Real));
     for (int jc = j0; jc < j1; jc += NC) {
         int nc = j1 - jc < NC ? j1 - jc : NC;
+        int summing = sum && jc == j0; /* a wider N packs the same rows again: sum them once */
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int add = accumulate || pc > 0, last = relu && pc + kc >= K;
@@ -300,10 +353,10 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
             for (int ic = i0; ic < i1; ic += MC) {
                 int mc = i1 - ic < MC ? i1 - ic : MC;
                 if (ta)
-                    pack_a(abuf, A, ta, M, K, ic, mc, pc, kc);
+                    pack_a(abuf, A, ta, M, K, ic, mc, pc, kc, summing ? run + (ic - i0) : NULL);
                 else if (mc % MR) /* the last, partial strip */
                     pack_a(abuf + (size_t)(mc - mc % MR) * kc, A, ta, M, K, ic + mc - mc % MR,
-                           mc % MR, pc, kc);
+                           mc % MR, pc, kc, NULL);
                 for (int ir = 0; ir < mc; ir += MR) {
                     int mr = mc - ir < MR ? mc - ir : MR;
                     int packed = ta || mr < MR;
@@ -331,6 +384,8 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
                 }
             }
         }
+        if (summing)
+            for (int i = 0; i < i1 - i0; i++) sum[i0 + i] += run[i];
     }
 }
 
@@ -359,10 +414,18 @@ static int gemm_is_small(int M, int N, int K) {
     return (size_t)M * (size_t)N * (size_t)K / 64 < K_PAR_MIN || (size_t)mt * nt <= 1;
 }
 
-/* Thread t of T's share of the product (all of it when T is 1). */
+/* Thread t of T's share of the product (all of it when T is 1), and of sum's (gemm_block;
+ * NULL: none): the rows of C a thread computes are summed by the one thread of their row band
+ * whose columns start at 0 (threads that split columns share those rows: one adds them). */
 static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A,
-                       const Real *B, Real *C, int accumulate, const Real *bias, int relu) {
-    if (M <= 0 || N <= 0) return;
+                       const Real *B, Real *C, int accumulate, const Real *bias, int relu,
+                       Real *sum) {
+    if (M <= 0) return;
+    if (sum && (N <= 0 || K <= 0)) { /* no product to take the sums from */
+        if (t == 0) k_sum_rows_team(0, 1, sum, A, (size_t)(K > 0 ? K : 0), M);
+        sum = NULL;
+    }
+    if (N <= 0) return;
     if (K <= 0) {
         if (!accumulate && t == 0)
             for (int i = 0; i < M; i++)
@@ -382,7 +445,8 @@ static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const 
     if (i1 > M) i1 = M;
     if (j1 > N) j1 = N;
     if (i0 < i1 && j0 < j1)
-        gemm_block(ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, i1, j0, j1);
+        gemm_block(ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, i1, j0, j1,
+                   j0 == 0 ? sum : NULL);
 }
 
 static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
@@ -394,17 +458,26 @@ static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real 
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias, relu);
+        gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias, relu, NULL);
     }
 }
 
 void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                  const Real *B, Real *C, int accumulate) {
     if (gemm_is_small(M, N, K)) {
-        if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0);
+        if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, NULL);
         return;
     }
-    gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0);
+    gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, NULL);
+}
+
+void k_gemm_sum_team(int t, int T, int job, int tb, int M, int N, int K, const Real *A,
+                     const Real *B, Real *C, int accumulate, Real *sum) {
+    if (gemm_is_small(M, N, K)) {
+        if (t == job % T) gemm_share(0, 1, 1, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
+        return;
+    }
+    gemm_share(t, T, 1, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
 }
 
 void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,

@@ -89,8 +89,9 @@ static void linear_backward_team(int t, int T, Real *gx, Real *gW, Real *gbias, 
                                  const Real *W, const Real *gy, int rows, int in, int out,
                                  int store) {
     /* EXERCISE(linear): y = x W^T + bias: dL/dx into gx, dL/dW into gW, dL/dbias into gbias
-     * (any may be NULL), thread t's share of T (k_gemm_team and k_sum_rows_team split the work
-     * by t; with T = 1, t = 0 a plain loop over everything is right too).
+     * (any may be NULL), thread t's share of T (k_gemm_team, k_gemm_sum_team and
+     * k_sum_rows_team split the work by t; with T = 1, t = 0 a plain loop over everything is
+     * right too).
      *   x, gx (rows, in); W, gW (out, in); gbias (out); gy (rows, out)
      *   store != 0: gx is a fresh buffer to write (=); otherwise, and always for gW and
      *   gbias, accumulate (+=)
@@ -99,8 +100,10 @@ static void linear_backward_team(int t, int T, Real *gx, Real *gW, Real *gbias, 
      * STUB:     for (size_t i = 0; i < (size_t)rows * in; i++) gx[i] = 0;
      * STUB: (void)T; (void)gW; (void)gbias; (void)x; (void)W; (void)gy; (void)out; */
     if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store);
-    if (gW) k_gemm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1);
-    if (gbias) k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
+    if (gW) /* gbias summed as gy is packed for gW (kernels.h) */
+        k_gemm_sum_team(t, T, 1, 0, out, in, rows, gy, x, gW, 1, gbias);
+    else if (gbias)
+        k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
     /* END EXERCISE */
 }
 

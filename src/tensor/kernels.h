@@ -134,6 +134,11 @@ void k_gemm_relu(int ta, int tb, int M, int N, int K, const Real *A, const Real 
  * may run other products that do not read C before its region ends. */
 void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                  const Real *B, Real *C, int accumulate);
+/* k_gemm_team with ta = 1 (A stored (K,M)) that also adds to sum (M; NULL: none) the column
+ * sums of A, summed while A is packed (a Linear's gbias next to gW = gy^T x, without a second
+ * pass over gy). sum gets exactly k_sum_rows(sum, A, K, M)'s bits, for any thread count. */
+void k_gemm_sum_team(int t, int T, int job, int tb, int M, int N, int K, const Real *A,
+                     const Real *B, Real *C, int accumulate, Real *sum);
 /* The GEMM kernel this build uses: "avx512", "avx2", "portable" or "openblas". */
 const char *k_gemm_kernel_name(void);
 /* Its register tile (mr x nr) and blocks (kc of K, mc rows, nc columns), for tests and benches. */

@@ -6,7 +6,8 @@
  * cancellation cannot hide or fake an error. Then: results are bit-identical for 1, 2 and 3
  * threads at the default threshold and with every product split (k_par_min = 1), also for a
  * Linear backward's products run back to back in one team, and K = 0, M = 0 or N = 0 do what
- * the contract says.
+ * the contract says. A Linear's bias gradient summed inside gW's product (k_gemm_sum_team)
+ * keeps k_sum_rows's bits for any thread count.
  * Not here: the matmul ops built on k_gemm (tests/autograd/test_gradcheck.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -222,4 +223,73 @@ Test(k_gemm, team_products_back_to_back_keep_their_bits) {
     free(gw1);
     free(gx2);
     free(gw2);
+}
+
+/* A Linear's gbias is summed while gW = gy^T x packs gy (k_gemm_sum_team): it must get the
+ * bits of k_sum_rows, a Real sum per column from 0 in row order added once to gbias (+=, from
+ * random values), with 1, 2 and 3 threads, on shapes one below and above the tile (out), KC
+ * (rows, the K of gW) and NC (in: the first column block sums, the next ones must not add
+ * again), with the default threshold (some products run whole on one thread) and with every
+ * product split; also rows = 0 (nothing added) and in = 0 (no product: the plain sum). */
+static void check_bias_sum(int rows, int in, int out) {
+    Rng rng;
+    rng_seed(&rng, 14);
+    Real *x = random_array(&rng, (size_t)rows * in), *gy = random_array(&rng, (size_t)rows * out);
+    Real *g0 = random_array(&rng, (size_t)out), *want = malloc((out + 1) * sizeof(Real));
+    Real *gb = malloc((out + 1) * sizeof(Real)), *gw = calloc((size_t)out * in + 1, sizeof(Real));
+    Real *gw1 = calloc((size_t)out * in + 1, sizeof(Real));
+    cr_assert(want && gb && gw && gw1);
+    for (int c = 0; c < out; c++) {
+        Real s = 0;
+        for (int r = 0; r < rows; r++) s += gy[(size_t)r * out + c];
+        want[c] = g0[c] + s;
+    }
+    memcpy(gb, g0, out * sizeof(Real));
+    set_threads(1);
+    k_sum_rows(gb, gy, (size_t)rows, out);
+    cr_assert(memcmp(gb, want, out * sizeof(Real)) == 0, "k_sum_rows %dx%d", rows, out);
+    k_gemm(1, 0, out, in, rows, gy, x, gw1, 1);
+    for (int t = 1; t <= 3; t++) {
+        set_threads(t);
+        memcpy(gb, g0, out * sizeof(Real));
+        memset(gw, 0, ((size_t)out * in + 1) * sizeof(Real));
+        k_linear_backward(NULL, gw, gb, x, NULL, gy, rows, in, out, 0);
+        cr_assert(memcmp(gb, want, out * sizeof(Real)) == 0,
+                  "gbias rows %d in %d out %d, %d threads: not k_sum_rows's bits", rows, in, out,
+                  t);
+        cr_assert(memcmp(gw, gw1, (size_t)out * in * sizeof(Real)) == 0,
+                  "gW rows %d in %d out %d, %d threads: not k_gemm's bits", rows, in, out, t);
+    }
+    set_threads(2);
+    free(x);
+    free(gy);
+    free(g0);
+    free(want);
+    free(gb);
+    free(gw);
+    free(gw1);
+}
+
+static void check_bias_sums(void) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    const Dims dims[] = {/* M = out, K = rows, N = in */
+                         {mr - 1, 5, 3},
+                         {mr + 1, kc - 1, nr + 1},
+                         {2 * mr + 3, kc + 1, nc + 1},
+                         {mc + mr + 1, 2 * kc + 3, 2 * nr + 5},
+                         {mc - 1, kc, nc - 1},
+                         {3 * mr, 3 * kc + 7, 2 * nc + nr + 3},
+                         {37, 0, 9},
+                         {45, 70, 0}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        check_bias_sum(dims[i].K, dims[i].N, dims[i].M);
+}
+
+Test(k_gemm, linear_bias_sum_in_the_weight_product_keeps_k_sum_rows_bits) {
+    check_bias_sums();
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    check_bias_sums();
+    k_par_min = saved;
 }
