@@ -198,22 +198,22 @@ static void transpose_pad(Real *restrict dst, const Real *restrict src, size_t l
     (void)r_end;
 }
 
-/* Ask for R rows of N values (ld apart) to come into L2. A thread asks for the pair it is
- * likely to take next (walk_guess) while it computes this one: the heads of a projection are
- * usually in L3 only when attention starts, and rows ld apart are not what the hardware's
- * prefetchers guess; the backward also asks for the pair's probabilities, written by the
- * forward long before (their first loads were a quarter of its own time at 2 threads). Only a
- * hint: a wrong guess costs a few loads. */
-static void prefetch_rows(const Real *p, size_t ld, int R, int N) {
+/* Ask for R rows of N values (ld apart) to come into L2, or, with write, into L1 to be
+ * written. A thread asks for the pair it is likely to take next (walk_guess) while it computes
+ * this one: the heads of a projection are usually in L3 only when attention starts, and rows ld
+ * apart are not what the hardware's prefetchers guess; the backward also asks for the pair's
+ * probabilities, written by the forward long before (their first loads were a quarter of its
+ * own time at 2 threads), the forward for the P and y rows it will write (last written a step
+ * before, often by the other core: a tenth of the forward's time at 2 threads; the backward's
+ * gradients did not gain). Only a hint: a wrong guess costs a few loads. */
+static void prefetch_rows(const Real *p, size_t ld, int R, int N, int write) {
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) PREFETCH_L2(p + (size_t)r * ld + c);
-}
-/* the same for rows to be written: the forward's P and y of the next pair (their lines were
- * last written a step before, often by the other core; asking for them cut the forward's time
- * at 2 threads by a tenth; the backward's gradients did not gain) */
-static void prefetch_rows_w(Real *p, size_t ld, int R, int N) {
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) PREFETCH_W(p + (size_t)r * ld + c);
+        for (int c = 0; c < N; c += 64 / (int)sizeof(Real)) {
+            if (write)
+                PREFETCH_W(p + (size_t)r * ld + c);
+            else
+                PREFETCH_L2(p + (size_t)r * ld + c);
+        }
 }
 
 /* An operand of tile() with N columns (rows ld apart): itself when N is a multiple of KB (*ldb
@@ -644,11 +644,11 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
             int b = p / NH, h = p % NH, n = walk_guess(&w, p);
             if (n >= 0) { /* its rows, to come while this pair is computed */
                 int nb = n / NH, nh = n % NH, g = nh / (NH / a->NKV);
-                prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS);
-                prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
-                prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS);
-                prefetch_rows_w(P + p_at(a, nb, nh), 0, 1, n_q(a, nb) * n_k(a, nb));
-                prefetch_rows_w(y + q_at(a, a->ys, nb, nh), a->ys[2], n_q(a, nb), a->HS);
+                prefetch_rows(q + q_at(a, a->qs, nb, nh), a->qs[2], n_q(a, nb), a->HS, 0);
+                prefetch_rows(k + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS, 0);
+                prefetch_rows(v + k_at(a, nb, g), a->ks[2], n_k(a, nb), a->HS, 0);
+                prefetch_rows(P + p_at(a, nb, nh), 0, 1, n_q(a, nb) * n_k(a, nb), 1);
+                prefetch_rows(y + q_at(a, a->ys, nb, nh), a->ys[2], n_q(a, nb), a->HS, 1);
             }
             forward_head(y, P, q, k, v, a, b, h, scratch);
             /* the thread that computes a head also unpacks it into Pd: no second parallel
@@ -797,12 +797,13 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
             if (n >= 0) {
                 int nb = n / NKV, ng = n % NKV;
                 /* its heads' probabilities: one block of group (nq, nk) planes */
-                prefetch_rows(P + p_at(a, nb, ng * group), 0, 1, group * n_q(a, nb) * n_k(a, nb));
-                prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
-                prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS);
+                prefetch_rows(P + p_at(a, nb, ng * group), 0, 1, group * n_q(a, nb) * n_k(a, nb),
+                              0);
+                prefetch_rows(k + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS, 0);
+                prefetch_rows(v + k_at(a, nb, ng), a->ks[2], n_k(a, nb), a->HS, 0);
                 for (int h = ng * group; h < (ng + 1) * group; h++) {
-                    prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS);
-                    prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS);
+                    prefetch_rows(q + q_at(a, a->qs, nb, h), a->qs[2], n_q(a, nb), a->HS, 0);
+                    prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS, 0);
                 }
             }
             backward_group(gq, gk, gv, q, k, v, P, gy, a, p / NKV, p % NKV, scratch, store);

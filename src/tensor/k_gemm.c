@@ -462,22 +462,25 @@ static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real 
     }
 }
 
-void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
-                 const Real *B, Real *C, int accumulate) {
+/* Thread t of T's share of a product that other jobs share a region with (kernels.h): a small
+ * product is job % T's alone; sum as gemm_share's (ta only) */
+static void gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                      const Real *B, Real *C, int accumulate, Real *sum) {
     if (gemm_is_small(M, N, K)) {
-        if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, NULL);
+        if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
         return;
     }
-    gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, NULL);
+    gemm_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
+}
+
+void k_gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                 const Real *B, Real *C, int accumulate) {
+    gemm_team(t, T, job, ta, tb, M, N, K, A, B, C, accumulate, NULL);
 }
 
 void k_gemm_sum_team(int t, int T, int job, int tb, int M, int N, int K, const Real *A,
                      const Real *B, Real *C, int accumulate, Real *sum) {
-    if (gemm_is_small(M, N, K)) {
-        if (t == job % T) gemm_share(0, 1, 1, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
-        return;
-    }
-    gemm_share(t, T, 1, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
+    gemm_team(t, T, job, 1, tb, M, N, K, A, B, C, accumulate, sum);
 }
 
 void k_gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
