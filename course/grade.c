@@ -199,7 +199,8 @@ static Tensor *forward(Tape *t, Tensor **in, const Case *c) {
     case ATTENTION: {
         for (int b = 0; b < a[0]; b++)
             for (int j = 0; j < a[4]; j++) g_pad[b * a[4] + j] = j >= a[4] - 1 - b % (a[4] - 1);
-        AgAttnMask m = {.causal = a[6] == 1, .key_padding = a[6] == 2 ? g_pad : NULL};
+        AgMask pad = {g_pad, a[0], a[4]};
+        AgAttnMask m = {.causal = a[6] == 1, .key_padding = a[6] == 2 ? &pad : NULL};
         Rng rng;
         rng_seed(&rng, 77 + c->seed); /* the same dropout mask at every evaluation */
         return ag_attention(t, in[0], in[1], in[2], NULL, &m, a[7] / 100.0, &rng, NULL);
@@ -619,7 +620,7 @@ typedef struct {
 static MultiHeadAttention g_mha;
 static FeedForward g_ffn;
 static Gpt g_gpt;
-static NnMask g_mha_pad;
+static AgMask g_mha_pad;
 static uint8_t g_mha_pad_bytes[2 * 5];
 
 /* softmax, matmul: attention built from tape ops as the formula reads (causal mask added) */
@@ -663,7 +664,7 @@ static int setup_nll(Inputs *I, void *st) {
  * padding mask, d_model 8 */
 static Tensor *mod_mha(Tape *t, Tensor **in, const void *ctx) {
     (void)ctx;
-    NnAttnMasks m = {.key_padding = &g_mha_pad, .causal = 1};
+    AgAttnMask m = {.key_padding = &g_mha_pad, .causal = 1};
     return nn_mha_forward(t, &g_mha, in[0], in[0], in[0], &m, NULL);
 }
 static ParamList g_pl;
@@ -675,7 +676,7 @@ static int setup_mha(Inputs *I, void *st) {
     NnBuilder b = nn_builder(g_arena, &g_pl, &rng);
     nn_mha_init(&g_mha, &b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 4, .n_kv_heads = 2});
     for (int i = 0; i < 10; i++) g_mha_pad_bytes[i] = (i == 4) || (i >= 8);
-    g_mha_pad = (NnMask){g_mha_pad_bytes, 2, 5};
+    g_mha_pad = (AgMask){g_mha_pad_bytes, 2, 5};
     memset(I, 0, sizeof *I);
     input(I, &rng, "x", 3, (int[]){2, 5, 8});
     I->names[I->n] = "k_proj.weight";

@@ -1,10 +1,11 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
- * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
- * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
- * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), then
- * lens (head detectors; the cache, ablation and patching on the models' hook points; the logit
- * lens and direct logit attribution; the export to TransformerLens). The
- * kernels (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
+ * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list,
+ * gradcheck, and the tables that describe a model's configuration to checkpoints), nn
+ * (modules), optim (optimizers), io (.npz files, checkpoints) and text (tokenizers, token
+ * shards, training windows), then dist (data-parallel steps over MPI), then lens (head
+ * detectors; the cache, ablation and patching on the models' hook points; the logit lens and
+ * direct logit attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are
+ * internal: a program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -14,6 +15,7 @@
 #include "tensor/rng.h"
 #include "tensor/threads.h"
 #include "autograd/autograd.h"
+#include "autograd/config.h"
 #include "nn/nn.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"

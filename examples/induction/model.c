@@ -29,7 +29,6 @@ void ind_model_init(AttnOnly *m, Arena *a, Rng *rng, const AttnOnlyConfig *c) {
 Tensor *ind_model_forward(Tape *t, AttnOnly *m, const int *idx, int B, int T) {
     Tensor *x = nn_positional(t, &m->wpe, nn_embedding(t, &m->wte, idx, B, T), 0); /* (B,T,C) */
     for (int l = 0; l < m->cfg.n_layer; l++)
-        x = ag_add(t, x,
-                   nn_mha_forward(t, &m->attn[l], x, x, x, &(NnAttnMasks){.causal = 1}, NULL));
+        x = ag_add(t, x, nn_mha_forward(t, &m->attn[l], x, x, x, &(AgAttnMask){.causal = 1}, NULL));
     return nn_linear(t, &m->unembed, x); /* (B, T, vocab) */
 }

@@ -383,8 +383,8 @@ Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, in
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
 int tr_check_config(const Seq2SeqConfig *c, const char *what);
-/* The model's configuration in a checkpoint (model_config.c): its fields are *c's, and what
- * ckpt_read reads of them passes nn_seq2seq_check_config and tr_check_config. */
+/* The model's configuration in a checkpoint (model_config.c): nn_seq2seq_ckpt_config(c), whose
+ * check also runs tr_check_config: what ckpt_read reads passes both. */
 CkptConfig tr_model_config(Seq2SeqConfig *c);
 /* Checks the trainer's data.position of a checkpoint read by ckpt_read (when it has one), with
  * a table of rules (ckpt_check_rules): every value in its range, the loader's position that

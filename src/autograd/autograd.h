@@ -17,7 +17,7 @@
 
 /* ---- the op table: AG_OP_ADD, AG_OP_MATMUL, ... come from ops.def ---- */
 typedef enum {
-#define AG_OP(NAME, name, derivative) AG_OP_##NAME,
+#define AG_OP(NAME, name, store, derivative) AG_OP_##NAME,
 #include "ops.def"
 #undef AG_OP
     AG_OP_COUNT
@@ -259,8 +259,8 @@ Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r);
 /* What attention masks. The parts combine (a key is seen only when none blocks it):
  *   causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end, so a query appended to a
  *   key/value cache sees the whole cache; for Tq == Tk the usual lower triangle).
- *   key_padding: (B, Tk) bytes, 1 = "this key is padding" (PyTorch's key_padding_mask=True), or
- *   NULL.
+ *   key_padding: a (B, Tk) byte mask (AgMask: its shape is checked), 1 = "this key is padding"
+ *   (PyTorch's key_padding_mask=True), or NULL.
  *   attn_mask: added to the scaled scores (PyTorch's float attn_mask): 0 lets a key through,
  *   -inf blocks it, another value biases it (ALiBi's distances, a prefix-LM's blocks). (Tq, Tk)
  *   for every batch element and head, or (B, NH, Tq, Tk), where B or NH may be 1 (one mask for
@@ -269,10 +269,14 @@ Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r);
  *   With packed rows (AG_ATTN_ROWS) it is indexed by positions t, as for the full batch.
  * A query row whose keys are all blocked gets probabilities 0, output 0, gradient 0 (where
  * PyTorch gives NaN). */
+typedef struct AgMask {
+    const uint8_t *data; /* (B, T) bytes */
+    int B, T;
+} AgMask;
 typedef struct AgAttnMask {
-    int causal;
-    const uint8_t *key_padding;
-    const Tensor *attn_mask;
+    int causal;                /* 1: causal (PyTorch's is_causal) */
+    const AgMask *key_padding; /* (B, Tk), 1 = padding (PyTorch's key_padding_mask), or NULL */
+    const Tensor *attn_mask;   /* (Tq, Tk) or (B, NH, Tq, Tk), added to the scores, or NULL */
 } AgAttnMask;
 /* the causal mask alone: ag_attention(t, q, k, v, NULL, AG_CAUSAL, 0.0, NULL, NULL) */
 #define AG_CAUSAL (&(const AgAttnMask){.causal = 1})

@@ -324,7 +324,14 @@ static void read_options(Tape *tape, KAttention *a, const Tensor *q, const Tenso
              "%s: dropout_p = %g must be in [0, 1) (q %s %s, k %s %s)", op, dropout_p, q->name,
              tensor_shape_str(q), k->name, tensor_shape_str(k));
     a->causal = M->causal != 0;
-    a->mask = M->key_padding;
+    const AgMask *kp = M->key_padding;
+    AG_CHECK(!kp || (kp->B == a->B && kp->T == a->Tk),
+             "%s: key_padding (%d,%d) must be (B, Tk) = (%d,%d) (q %s %s, k %s %s)", op,
+             kp ? kp->B : 0, kp ? kp->T : 0, a->B, a->Tk, q->name, tensor_shape_str(q), k->name,
+             tensor_shape_str(k));
+    AG_CHECK(!kp || kp->data, "%s: key_padding (%d,%d) has NULL data (q %s %s, k %s %s)", op, a->B,
+             a->Tk, q->name, tensor_shape_str(q), k->name, tensor_shape_str(k));
+    a->mask = kp ? kp->data : NULL;
     if (a->mask) /* (B,Tk) of 0/1: another value means the caller passed something else */
         for (size_t e = 0; e < (size_t)a->B * a->Tk; e++)
             AG_CHECK(a->mask[e] <= 1,
@@ -359,8 +366,6 @@ Tensor *ag_attn_mask_bool(Tape *tape, const uint8_t *blocked, int ndim, const in
 
 /* ---- the per-head gate ---- */
 
-static Real *grad_if(Tensor *t) { return t->requires_grad ? t->grad : NULL; }
-
 Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {
     AG_CHECK(tape != NULL, "ag_head_gate: tape is NULL");
     AG_CHECK_TENSOR("ag_head_gate", x);
@@ -376,6 +381,6 @@ Tensor *ag_head_gate(Tape *tape, Tensor *x, Tensor *gate) {
 }
 void ag_head_gate_backward(AgNode *n) {
     Tensor *x = n->in[0], *gate = n->in[1];
-    k_head_gate_backward(grad_if(x), grad_if(gate), x->data, gate->data, n->out->grad, x->shape[0],
-                         x->shape[1], x->shape[2], x->shape[3]);
+    k_head_gate_backward(ag_grad_if(x), ag_grad_if(gate), x->data, gate->data, n->out->grad,
+                         x->shape[0], x->shape[1], x->shape[2], x->shape[3]);
 }

@@ -12,8 +12,6 @@ static void check_same(const char *op, const Tensor *a, const Tensor *b) {
              tensor_shape_str(a), b->name, tensor_shape_str(b));
 }
 
-static Real *grad_if(Tensor *t) { return t->requires_grad ? t->grad : NULL; }
-
 /* The three same-shape binary ops share everything but their kernels. */
 static Tensor *binary(Tape *tape, AgOp op, const char *opname, Tensor *a, Tensor *b,
                       void (*fwd)(Real *, const Real *, const Real *, size_t)) {
@@ -29,21 +27,23 @@ Tensor *ag_add(Tape *tape, Tensor *a, Tensor *b) {
     return binary(tape, AG_OP_ADD, "ag_add", a, b, k_add_forward);
 }
 void ag_add_backward(AgNode *n) {
-    k_add_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size, n->store);
+    k_add_backward(ag_grad_if(n->in[0]), ag_grad_if(n->in[1]), n->out->grad, n->out->size,
+                   n->store);
 }
 
 Tensor *ag_sub(Tape *tape, Tensor *a, Tensor *b) {
     return binary(tape, AG_OP_SUB, "ag_sub", a, b, k_sub_forward);
 }
 void ag_sub_backward(AgNode *n) {
-    k_sub_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->out->grad, n->out->size, n->store);
+    k_sub_backward(ag_grad_if(n->in[0]), ag_grad_if(n->in[1]), n->out->grad, n->out->size,
+                   n->store);
 }
 
 Tensor *ag_mul(Tape *tape, Tensor *a, Tensor *b) {
     return binary(tape, AG_OP_MUL, "ag_mul", a, b, k_mul_forward);
 }
 void ag_mul_backward(AgNode *n) {
-    k_mul_backward(grad_if(n->in[0]), grad_if(n->in[1]), n->in[0]->data, n->in[1]->data,
+    k_mul_backward(ag_grad_if(n->in[0]), ag_grad_if(n->in[1]), n->in[0]->data, n->in[1]->data,
                    n->out->grad, n->out->size, n->store);
 }
 
@@ -64,7 +64,7 @@ Tensor *ag_add_bias(Tape *tape, Tensor *x, Tensor *bias) {
 }
 void ag_add_bias_backward(AgNode *n) {
     Tensor *x = n->in[0], *bias = n->in[1];
-    k_add_bias_backward(grad_if(x), grad_if(bias), n->out->grad, x->size / bias->size,
+    k_add_bias_backward(ag_grad_if(x), ag_grad_if(bias), n->out->grad, x->size / bias->size,
                         (int)bias->size, n->store & 1);
 }
 

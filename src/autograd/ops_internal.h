@@ -11,7 +11,7 @@
 #include "../tensor/kernels.h"
 #include "autograd.h"
 
-#define AG_OP(NAME, name, derivative) void ag_##name##_backward(AgNode *node);
+#define AG_OP(NAME, name, store, derivative) void ag_##name##_backward(AgNode *node);
 #include "ops.def"
 #undef AG_OP
 
@@ -32,13 +32,17 @@ const int *ag_save_ints(Tape *tape, const int *src, size_t n);
 const uint8_t *ag_save_bytes(Tape *tape, const uint8_t *src, size_t n);
 
 /* The inputs of attention node n whose gradient its backward writes whole (bit i: in[i]),
- * parts of one tensor included (ops_attention.c; the tape's can_store). */
+ * parts of one tensor included (ops_attention.c; ASK in ops.def's store column). */
 unsigned ag_attention_can_store(const AgNode *n);
 
 /* The tape's gradient recycling (tape.c): grows the arena's last block, which ends at end, by
  * bytes in place when its chunk has room (returns 1), else changes nothing (returns 0).
  * Defined with the arena in ../tensor/tensor.c. */
 int arena_grow_last(Arena *a, const void *end, size_t bytes);
+
+/* The gradient buffer a backward kernel writes for input t: t->grad, or NULL when t is NULL (an
+ * optional input, such as a bias) or needs no gradient (the kernel then skips it). */
+static inline Real *ag_grad_if(const Tensor *t) { return t && t->requires_grad ? t->grad : NULL; }
 
 /* Aborts (naming the op) when t is NULL; ops call it on every tensor argument. */
 #define AG_CHECK_TENSOR(op, t) AG_CHECK((t) != NULL, "%s: tensor argument '%s' is NULL", op, #t)

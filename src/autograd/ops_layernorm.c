@@ -9,8 +9,6 @@
  * Next: ops_rope.c. */
 #include "ops_internal.h"
 
-static Real *grad_if(Tensor *t) { return t && t->requires_grad ? t->grad : NULL; }
-
 /* The checks every normalisation op makes, naming op: x (..., C), weight (C), bias (C) or NULL,
  * eps > 0. */
 static void check_norm(const char *op, const Tensor *x, const Tensor *weight, const Tensor *bias,
@@ -46,7 +44,7 @@ Tensor *ag_layernorm(Tape *tape, Tensor *x, Tensor *weight, Tensor *bias, double
 }
 void ag_layernorm_backward(AgNode *n) {
     Tensor *x = n->in[0], *weight = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
-    k_layernorm_backward(grad_if(x), grad_if(weight), grad_if(bias), x->data, weight->data,
+    k_layernorm_backward(ag_grad_if(x), ag_grad_if(weight), ag_grad_if(bias), x->data, weight->data,
                          n->saved->data, n->out->grad, tensor_rows(x), x->shape[x->ndim - 1],
                          n->store & 1);
 }
@@ -76,9 +74,9 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
 }
 void ag_add_layernorm_backward(AgNode *n) {
     Tensor *x = n->in[0], *f = n->in[1], *weight = n->in[2], *bias = n->n_in == 4 ? n->in[3] : NULL;
-    k_add_layernorm_backward(grad_if(x), grad_if(f), grad_if(weight), grad_if(bias), x->data,
-                             f->data, weight->data, n->saved->data, n->out->grad, tensor_rows(x),
-                             x->shape[x->ndim - 1], n->store & 3);
+    k_add_layernorm_backward(ag_grad_if(x), ag_grad_if(f), ag_grad_if(weight), ag_grad_if(bias),
+                             x->data, f->data, weight->data, n->saved->data, n->out->grad,
+                             tensor_rows(x), x->shape[x->ndim - 1], n->store & 3);
 }
 
 /* x (..., C), weight (C) -> (..., C): y = x / sqrt(mean(x^2) + eps) * weight per row */
@@ -98,6 +96,6 @@ Tensor *ag_rmsnorm(Tape *tape, Tensor *x, Tensor *weight, double eps) {
 }
 void ag_rmsnorm_backward(AgNode *n) {
     Tensor *x = n->in[0], *weight = n->in[1];
-    k_rmsnorm_backward(grad_if(x), grad_if(weight), x->data, weight->data, n->saved->data,
+    k_rmsnorm_backward(ag_grad_if(x), ag_grad_if(weight), x->data, weight->data, n->saved->data,
                        n->out->grad, tensor_rows(x), x->shape[x->ndim - 1], n->store & 1);
 }

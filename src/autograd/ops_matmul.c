@@ -4,8 +4,6 @@
 
 #include "ops_internal.h"
 
-static Real *grad_if(Tensor *t) { return t->requires_grad ? t->grad : NULL; }
-
 /* Shape rules shared by matmul and matmul_bt. a (..., M, K); b is 2-D (shared across the
  * leading dims) or has a's leading dims. bt: b is (N, K) rather than (K, N). */
 typedef struct {
@@ -59,7 +57,7 @@ static Tensor *matmul_op(Tape *tape, AgOp op, const char *opname, Tensor *a, Ten
 
 static void matmul_op_backward(AgNode *n, const char *opname, int bt) {
     MatmulDims d = matmul_dims(opname, n->in[0], n->in[1], bt);
-    (bt ? k_matmul_bt_backward : k_matmul_backward)(grad_if(n->in[0]), grad_if(n->in[1]),
+    (bt ? k_matmul_bt_backward : k_matmul_backward)(ag_grad_if(n->in[0]), ag_grad_if(n->in[1]),
                                                     n->in[0]->data, n->in[1]->data, n->out->grad,
                                                     d.BATCH, d.M, d.K, d.N, d.b_batched);
 }
@@ -100,7 +98,7 @@ Tensor *ag_linear(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
 void ag_linear_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
-    k_linear_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data, n->out->grad,
+    k_linear_backward(ag_grad_if(x), ag_grad_if(W), ag_grad_if(b), x->data, W->data, n->out->grad,
                       rows, in, out, n->store & 1);
 }
 
@@ -112,7 +110,7 @@ Tensor *ag_linear_relu(Tape *tape, Tensor *x, Tensor *W, Tensor *b) {
 void ag_linear_relu_backward(AgNode *n) {
     Tensor *x = n->in[0], *W = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     int in = W->shape[1], out = W->shape[0], rows = (int)(x->size / (size_t)in);
-    k_linear_relu_backward(grad_if(x), grad_if(W), b ? grad_if(b) : NULL, x->data, W->data,
+    k_linear_relu_backward(ag_grad_if(x), ag_grad_if(W), ag_grad_if(b), x->data, W->data,
                            n->out->data, n->out->grad, rows, in, out, n->store & 1);
 }
 

@@ -10,20 +10,20 @@
 #include "ops_internal.h"
 
 static const char *const op_names[] = {
-#define AG_OP(NAME, name, derivative) #name,
+#define AG_OP(NAME, name, store, derivative) #name,
 #include "ops.def"
 #undef AG_OP
 };
 
 static const char *const op_derivatives[] = {
-#define AG_OP(NAME, name, derivative) derivative,
+#define AG_OP(NAME, name, store, derivative) derivative,
 #include "ops.def"
 #undef AG_OP
 };
 
 typedef void (*BackwardFn)(AgNode *node);
 static const BackwardFn backward_fns[] = {
-#define AG_OP(NAME, name, derivative) ag_##name##_backward,
+#define AG_OP(NAME, name, store, derivative) ag_##name##_backward,
 #include "ops.def"
 #undef AG_OP
 };
@@ -310,29 +310,22 @@ static int ensure_grad(Tape *tape, Tensor *t, int zero) {
 }
 
 /* The inputs (bit j: in[j]) whose new gradient buffer the op's backward writes (=) whole, so
- * the tape need not zero it: the backward honours node->store for these and adds elsewhere.
- * Zeroing was about 2.7% of a seq2seq step; these ops write nearly every new gradient there.
- * Attention's inputs are often one tensor (q, k and v side by side), each part written by
- * its own gradient: ag_attention_can_store tells when those parts make the whole tensor. */
+ * the tape need not zero it: ops.def's store column. The backward honours node->store for
+ * these and adds elsewhere. Zeroing was about 2.7% of a seq2seq step; these ops write nearly
+ * every new gradient there. Attention's inputs are often one tensor (q, k and v side by side),
+ * each part written by its own gradient: ag_attention_can_store (ASK) tells when those parts
+ * make the whole tensor. */
+#define AG_STORE_NONE(name) 0u
+#define AG_STORE_IN0(name) 1u
+#define AG_STORE_IN0_IN1(name) 3u
+#define AG_STORE_ASK(name) ag_##name##_can_store(n)
 static unsigned can_store(const AgNode *n) {
     switch (n->op) {
-    case AG_OP_ATTENTION: return ag_attention_can_store(n);
-    case AG_OP_ADD:
-    case AG_OP_SUB:
-    case AG_OP_MUL:
-    case AG_OP_ADD_LAYERNORM: return 3;
-    case AG_OP_ADD_BIAS:
-    case AG_OP_SCALE:
-    case AG_OP_GELU:
-    case AG_OP_DROPOUT:
-    case AG_OP_LINEAR:
-    case AG_OP_LINEAR_RELU:
-    case AG_OP_LAYERNORM:
-    case AG_OP_RMSNORM:
-    case AG_OP_GATHER_ROWS:
-    case AG_OP_SCATTER_ROWS:
-    case AG_OP_SUM:
-    case AG_OP_MEAN: return 1;
+#define AG_OP(NAME, name, store, derivative)                                                       \
+    case AG_OP_##NAME:                                                                             \
+        return AG_STORE_##store(name);
+#include "ops.def"
+#undef AG_OP
     default: return 0;
     }
 }

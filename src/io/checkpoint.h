@@ -4,7 +4,8 @@
  * and the caller's bytes (e.g. a vocabulary). A checkpoint alone rebuilds the model and
  * continues the run to the bit.
  *
- * A model says what its configuration is with a table of fields of its config struct:
+ * A model says what its configuration is with a table of fields of its config struct
+ * (CkptField, CkptConfig: ../autograd/config.h, below io so that models need no file code):
  *   typedef struct { int vocab, d_model, n_layer; double dropout; char name[16]; } MyConfig;
  *   static const CkptField my_fields[] = {
  *       CKPT_CFG_INT(MyConfig, vocab, 1, 1 << 20), CKPT_CFG_INT(MyConfig, d_model, 1, 4096),
@@ -31,48 +32,18 @@
  *   data.position         (n) int64: the caller's data-loader position (epoch, cursor, ...)
  * Weights-only export: opt, rng and n_data left empty. Files written before meta.model existed
  * load (their configuration entries are named as the fields were).
- * Not here: the .npz container (npz.h); a model's own configuration rules (its check). */
+ * Not here: the .npz container (npz.h); the field tables (../autograd/config.h); a model's own
+ * configuration rules (its check). */
 #ifndef ATTOGRAD_CHECKPOINT_H
 #define ATTOGRAD_CHECKPOINT_H
 
 #include <stddef.h>
 
+#include "../autograd/config.h"
 #include "../optim/optim.h"
 #include "npz.h"
 
 #define CKPT_MAX_DATA 32
-
-/* ---- a model's configuration: fields of its config struct ---- */
-
-typedef enum { CKPT_FIELD_INT, CKPT_FIELD_FLOAT, CKPT_FIELD_STRING } CkptFieldType;
-typedef struct CkptField {
-    const char *name;   /* meta.config.<name>; nested members as "layer.d_model" */
-    CkptFieldType type; /* INT: an int, enum or int64_t; FLOAT: a double; STRING: a char array */
-    size_t offset, size;
-    double lo, hi; /* a number read from a file must be in [lo, hi] */
-    int optional;  /* 1: a file without the entry reads 0 (a field added after files were
-                    * written; 0 must be in [lo, hi] and mean what those files meant) */
-} CkptField;
-#define CKPT_FIELD_(S, f, type, lo, hi, opt)                                                       \
-    { #f, type, offsetof(S, f), sizeof(((S *)0)->f), (double)(lo), (double)(hi), opt }
-#define CKPT_CFG_INT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi, 0)
-#define CKPT_CFG_FLOAT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi, 0)
-#define CKPT_CFG_STRING(S, f) CKPT_FIELD_(S, f, CKPT_FIELD_STRING, 0, 0, 0)
-/* the same, optional: older files without the entry read 0 */
-#define CKPT_CFG_INT_OPT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_INT, lo, hi, 1)
-#define CKPT_CFG_FLOAT_OPT(S, f, lo, hi) CKPT_FIELD_(S, f, CKPT_FIELD_FLOAT, lo, hi, 1)
-
-/* A configuration: the struct at values, described by fields[0..n_fields). check (may be NULL)
- * says what the fields alone cannot (n_heads divides d_model, ...) and how many parameter values
- * the model it describes has: a file must hold that many, and a small file cannot make the
- * caller build a large model. It returns AG_OK or ag_fail(AG_ERR_FORMAT, "<reason>"). */
-typedef struct CkptConfig {
-    const char *model; /* meta.model: a file of another kind is refused; NULL: none */
-    const CkptField *fields;
-    int n_fields;
-    void *values;
-    int (*check)(const void *values, int64_t *n_params);
-} CkptConfig;
 
 /* ---- the whole state ---- */
 
@@ -103,13 +74,11 @@ int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats)
  *                           meta.optim.*, train.step, rng.state, data.position
  *   CKPT_MAX_SMALL_ENTRIES  small entries in a file
  *   CKPT_MAX_EXTRA          .npy bytes of meta.extra
- *   CKPT_MAX_PARAMS         parameter values a configuration may describe: 2^28 values, 1 GiB
- *                           in float, 2 GiB in double, twice that with gradients */
+ *   CKPT_MAX_PARAMS         parameter values a configuration may describe (../autograd/config.h) */
 #define CKPT_MAX_STEP ((int64_t)1 << 53)
 #define CKPT_MAX_SMALL 4096
 #define CKPT_MAX_SMALL_ENTRIES 96
 #define CKPT_MAX_EXTRA ((uint64_t)64 << 20)
-#define CKPT_MAX_PARAMS ((int64_t)1 << 28)
 
 /* Reads path once (npz_read with its limits) and checks what it means before anything is
  * used. In order: the small entries (above) are read first, each at most CKPT_MAX_SMALL bytes,

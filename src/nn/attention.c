@@ -112,19 +112,18 @@ static int gates_are_identity(const MultiHeadAttention *m) {
     return 1;
 }
 
-/* The masks as ag_attention takes them, once the key padding mask's shape is checked against
- * (B, Tk) (ag_attention checks the attention mask's). */
-static AgAttnMask ag_masks(const NnAttnMasks *mk, const Tensor *query, int B, int Tk,
-                           const Tensor *keys) {
-    const NnMask *key_padding_mask = mk->key_padding;
+/* The masks, once the key padding mask's shape is checked against (B, Tk) in the module's terms
+ * (ag_attention checks it again, and the attention mask's). */
+static AgAttnMask checked_masks(const AgAttnMask *mk, const Tensor *query, int B, int Tk,
+                                const Tensor *keys) {
+    const AgMask *key_padding_mask = mk->key_padding;
     AG_CHECK(key_padding_mask == NULL ||
                  (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
              "nn_mha_forward: key_padding_mask (%d,%d) must be (B, Tk) = (%d,%d) for query %s %s "
              "and keys %s",
              key_padding_mask ? key_padding_mask->B : 0, key_padding_mask ? key_padding_mask->T : 0,
              B, Tk, query->name, tensor_shape_str(query), tensor_shape_str(keys));
-    return (AgAttnMask){mk->causal, key_padding_mask ? key_padding_mask->data : NULL,
-                        mk->attn_mask};
+    return *mk;
 }
 
 /* x (B, T, C), or (n, C) packed by rows when rows is given */
@@ -146,8 +145,8 @@ static void check_input(const MultiHeadAttention *m, const Tensor *x, const NnRo
 }
 
 /* *masks, or none when NULL; a causal flag other than 0 or 1 aborts */
-static NnAttnMasks masks_or_none(const NnAttnMasks *masks, const Tensor *query) {
-    NnAttnMasks none = {0};
+static AgAttnMask masks_or_none(const AgAttnMask *masks, const Tensor *query) {
+    AgAttnMask none = {0};
     if (!masks) return none;
     AG_CHECK(masks->causal == 0 || masks->causal == 1,
              "nn_mha_forward: causal %d is not 0 or 1 (query %s %s)", masks->causal, query->name,
@@ -181,8 +180,8 @@ static MhaProj project(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
 /* With head gates: query (B, Tq, C), keys and values split into heads kh, vh (B, NKV, Tk, HS);
  * q split the same way, attention, the gates, the heads merged, the output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnAttnMasks *masks, Rng *rng, const HookAt *at) {
-    AgAttnMask mask = ag_masks(masks, query, query->shape[0], kh->shape[2], kh);
+                          const AgAttnMask *masks, Rng *rng, const HookAt *at) {
+    AgAttnMask mask = checked_masks(masks, query, query->shape[0], kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
     Tensor *o = ag_attention(t, qh, kh, vh, NULL, &mask, m->dropout, rng,
@@ -194,8 +193,8 @@ static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor 
 
 /* nn_mha_forward, with z's hooks when at is given */
 static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key,
-                           Tensor *value, const NnAttnMasks *masks, Rng *rng, const HookAt *at) {
-    NnAttnMasks mk = masks_or_none(masks, query);
+                           Tensor *value, const AgAttnMask *masks, Rng *rng, const HookAt *at) {
+    AgAttnMask mk = masks_or_none(masks, query);
     check_input(m, query, NULL, "query");
     check_input(m, key, NULL, "key");
     check_input(m, value, NULL, "value");
@@ -212,7 +211,7 @@ static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor
         Tensor *vh = nn_mha_project_kv(t, m, value, 1); /* (B, NKV, Tk, HS) */
         return mha_attend(t, m, query, kh, vh, &mk, rng, at);
     }
-    AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key->shape[1], key);
+    AgAttnMask mask = checked_masks(&mk, query, query->shape[0], key->shape[1], key);
     MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
     Tensor *o =
         ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
@@ -221,7 +220,7 @@ static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor
 }
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
-                       const NnAttnMasks *masks, Rng *rng) {
+                       const AgAttnMask *masks, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
@@ -231,7 +230,7 @@ Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
 }
 
 Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                              const NnAttnMasks *masks, Rng *rng, NnHooks *h, const NnHookAttn *a) {
+                              const AgAttnMask *masks, Rng *rng, NnHooks *h, const NnHookAttn *a) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
@@ -245,16 +244,16 @@ Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Ten
     HookAt at = {h, a};
     if (!nn_hooks_explicit_at(h, a->layer, a->q))
         return mha_forward(t, m, query, key_value, key_value, masks, rng, &at);
-    NnAttnMasks mk = masks_or_none(masks, query);
+    AgAttnMask mk = masks_or_none(masks, query);
     check_input(m, query, NULL, "query");
     check_input(m, key_value, NULL, "key");
     AG_CHECK(m->n_kv_heads == m->n_heads && !mk.attn_mask,
              "nn_mha_forward_hooked: blocks.%d: grouped-query attention (%d of %d heads) and "
              "float attention masks have no hooked path",
              a->layer, m->n_kv_heads, m->n_heads);
-    AgAttnMask mask = ag_masks(&mk, query, query->shape[0], key_value->shape[1], key_value);
+    checked_masks(&mk, query, query->shape[0], key_value->shape[1], key_value);
     NnHookAttn plain = *a; /* the module's masks, dropout and probabilities */
-    plain.causal = mk.causal, plain.key_padding = mask.key_padding;
+    plain.causal = mk.causal, plain.key_padding = mk.key_padding ? mk.key_padding->data : NULL;
     plain.dropout = m->dropout, plain.rng = rng, plain.probs = probs_of(m);
     Tensor *q = nn_linear(t, &m->q_proj, query);             /* (B, Tq, C) */
     Tensor *k = nn_linear(t, &m->k_proj, key_value);         /* (B, Tk, C) */
@@ -280,14 +279,14 @@ static Tensor *as_rows(Tape *t, Tensor *x, const NnRows *r) {
 }
 
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
-                            Tensor *key_value, const NnRows *kv_rows, const NnAttnMasks *masks,
+                            Tensor *key_value, const NnRows *kv_rows, const AgAttnMask *masks,
                             Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(key_value);
     if (!q_rows && !kv_rows) return nn_mha_forward(t, m, query, key_value, key_value, masks, rng);
-    NnAttnMasks mk = masks_or_none(masks, query);
+    AgAttnMask mk = masks_or_none(masks, query);
     check_input(m, query, q_rows, "query");
     check_input(m, key_value, kv_rows, "key");
     AG_CHECK(query != key_value || q_rows == kv_rows,
@@ -306,7 +305,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
         return q_rows ? ag_gather_rows(t, y, q_rows->idx, q_rows->n) : y;
     }
     int Tk = kv_rows ? kv_rows->T : key_value->shape[1];
-    AgAttnMask mask = ag_masks(&mk, query, B, Tk, key_value);
+    AgAttnMask mask = checked_masks(&mk, query, B, Tk, key_value);
     MhaProj p = project(t, m, query, key_value, key_value); /* packed (n, width) */
     AgAttnLayout rows = {.kind = AG_ATTN_ROWS, .heads = p.heads};
     rows.q_rows = rows_of(t, q_rows, p.q);
@@ -329,13 +328,13 @@ Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which) 
 }
 
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnAttnMasks *masks, Rng *rng) {
+                          const AgAttnMask *masks, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(query);
     AG_CHECK_ARG(kh);
     AG_CHECK_ARG(vh);
     check_input(m, query, NULL, "query");
-    NnAttnMasks mk = masks_or_none(masks, query);
+    AgAttnMask mk = masks_or_none(masks, query);
     return mha_attend(t, m, query, kh, vh, &mk, rng, NULL);
 }

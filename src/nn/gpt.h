@@ -18,7 +18,7 @@
 #ifndef ATTOGRAD_NN_GPT_H
 #define ATTOGRAD_NN_GPT_H
 
-#include "../io/checkpoint.h"
+#include "../autograd/config.h"
 #include "hooks.h"
 #include "nn.h"
 

@@ -205,6 +205,6 @@ Tensor *nn_hook_attention_at(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q
  * hooks before out_proj (same bits with hooks that do nothing); with one, the attention as
  * plain ops (nn_hook_attend). Grouped-query modules have no explicit path (it aborts). */
 Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key_value,
-                              const NnAttnMasks *masks, Rng *rng, NnHooks *h, const NnHookAttn *a);
+                              const AgAttnMask *masks, Rng *rng, NnHooks *h, const NnHookAttn *a);
 
 #endif

@@ -59,5 +59,5 @@ Tensor *nn_mha_forward_cached(Tape *t, MultiHeadAttention *m, NnKVCache *c, Tens
     c->len += T;
     /* causal aligned at the end: new position i sees the cache and new positions <= i */
     return nn_mha_forward_kv(t, m, x, cache_view(t, c, c->k), cache_view(t, c, c->v),
-                             &(NnAttnMasks){.causal = 1}, NULL);
+                             &(AgAttnMask){.causal = 1}, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "../autograd/autograd.h"
+#include "../autograd/config.h"
 
 /* ---- parameters (the list itself, ParamList, is autograd's: ag_params_*) ----
  * What a module's init needs: where parameters live, the list that names them, the RNG that
@@ -111,26 +112,13 @@ void nn_ffn_init(FeedForward *f, NnBuilder *b, const char *name, int C, int ff, 
 /* x (..., C) -> (..., C) */
 Tensor *nn_ffn(Tape *t, const FeedForward *f, Tensor *x, Rng *rng);
 
-/* ---- masks: a (B, T) byte mask with its shape, so that a mismatch is caught ----
- * 1 means "this key is padding" (PyTorch's key_padding_mask=True). */
-typedef struct NnMask {
-    const uint8_t *data;
-    int B, T;
-} NnMask;
-
-/* ---- what an attention call may mask; zeroed (or a NULL pointer to it): nothing ----
- *   nn_mha_forward(t, &m, x, x, x, &(NnAttnMasks){.causal = 1}, rng)  (GPT's self-attention)
- *   nn_mha_forward(t, &m, q, mem, mem, &(NnAttnMasks){.key_padding = &pad}, rng)
+/* ---- masks: what an attention call may mask is ag_attention's AgAttnMask (autograd.h): causal,
+ * key_padding (an AgMask: (B, Tk) bytes with their shape, 1 = padding, PyTorch's
+ * key_padding_mask=True) and attn_mask; zeroed (or a NULL pointer to it): nothing.
+ *   nn_mha_forward(t, &m, x, x, x, &(AgAttnMask){.causal = 1}, rng)  (GPT's self-attention)
+ *   nn_mha_forward(t, &m, q, mem, mem, &(AgAttnMask){.key_padding = &pad}, rng)
  * causal: query i sees keys j <= i + (Tk - Tq) (aligned at the end: with a cache of earlier
- * keys, a new query sees all of them), as ag_attention. */
-typedef struct NnAttnMasks {
-    const NnMask *key_padding; /* (B, Tk), 1 = padding (PyTorch's key_padding_mask), or NULL */
-    int causal;                /* 1: causal (PyTorch's is_causal) */
-    /* added to the scaled scores (PyTorch's float attn_mask; -inf blocks): (Tq, Tk), or
-     * (B, NH, Tq, Tk) where B or NH may be 1; a boolean one through ag_attn_mask_bool (as
-     * ag_attention's AgAttnMask.attn_mask), or NULL */
-    const Tensor *attn_mask;
-} NnAttnMasks;
+ * keys, a new query sees all of them), as ag_attention. ---- */
 
 /* ---- multi-head attention ----
  * n_kv_heads == n_heads: PyTorch's nn.MultiheadAttention layout, in_proj_weight (3C, C) and
@@ -179,7 +167,7 @@ void nn_mha_track_gates(MultiHeadAttention *m, int on);
  * distinct key and value tensors each through its rows of in_proj_weight. With gates the heads are
  * split into (B, NH, T, HS) tensors for ag_attention and ag_head_gate. */
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
-                       const NnAttnMasks *masks, Rng *rng);
+                       const AgAttnMask *masks, Rng *rng);
 
 /* ---- packed rows: the live rows of a (B, T, C) batch ----
  * A row map names n of the B*T rows of a batch (row b*T + t), distinct and increasing. A tensor
@@ -201,7 +189,7 @@ typedef struct NnRows {
  * in q_rows is 0 (with head gates: the attention of a zero query, uniform over the visible
  * keys). */
 Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const NnRows *q_rows,
-                            Tensor *key_value, const NnRows *kv_rows, const NnAttnMasks *masks,
+                            Tensor *key_value, const NnRows *kv_rows, const AgAttnMask *masks,
                             Rng *rng);
 
 /* The pieces of nn_mha_forward, for callers that reuse keys and values (cross-attention over
@@ -209,7 +197,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
  * (B, NKV, Tk, HS); then attention of query (B, Tq, C) over those heads -> (B, Tq, C). */
 Tensor *nn_mha_project_kv(Tape *t, MultiHeadAttention *m, Tensor *x, int which);
 Tensor *nn_mha_forward_kv(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
-                          const NnAttnMasks *masks, Rng *rng);
+                          const AgAttnMask *masks, Rng *rng);
 
 /* A key/value cache for causal self-attention during incremental decoding: keys and values of
  * every position decoded so far, (B, NKV, max_T, HS) each, owned by the cache (malloc). */
@@ -268,13 +256,13 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
  *   nn_encoder_layer_init(&blk, b, "", &(TransformerConfig){.d_model = C, .n_heads = NH,
  *                         .pre_ln = 1, .act = NN_GELU, .causal = 1});
  *   x = nn_encoder_layer(t, &blk, x, NULL, rng); */
-Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng);
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const AgMask *src_pad, Rng *rng);
 /* names: <name>.self_attn.*, <name>.multihead_attn.*, <name>.linear1.*, ..., <name>.norm3.* */
 void nn_decoder_layer_init(DecoderLayer *l, NnBuilder *b, const char *name,
                            const TransformerConfig *cfg);
 /* x (B, T, C), memory (B, S, C), tgt_pad (B, T) and memory_pad (B, S) or NULL -> (B, T, C) */
-Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,
-                         const NnMask *memory_pad, Rng *rng);
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const AgMask *tgt_pad,
+                         const AgMask *memory_pad, Rng *rng);
 
 /* ---- the seq2seq model: embeddings * sqrt(d_model) + positions, encoder and decoder stacks
  * with their final LayerNorms (encoder.norm, decoder.norm, as nn.Transformer), and a
@@ -322,6 +310,10 @@ void nn_seq2seq_free(Seq2Seq *m);
  * AG_ERR_FORMAT with the reason in ag_last_error() ("n_heads 3 must divide d_model 64"). A
  * test pins the counts to nn_seq2seq_init's. */
 int nn_seq2seq_check_config(const Seq2SeqConfig *c, int64_t *n_params, int64_t *n_values);
+/* The configuration as a checkpoint's (meta.model "seq2seq"; each field with its range, and
+ * nn_seq2seq_check_config with at most CKPT_MAX_PARAMS values as its check):
+ * Checkpoint ck = {.config = nn_seq2seq_ckpt_config(&cfg)}. */
+CkptConfig nn_seq2seq_ckpt_config(Seq2SeqConfig *cfg);
 /* Every dropout probability of m: the configuration's (the embeddings'), then each encoder
  * layer's (residual, self-attention, feed-forward) and each decoder layer's (residual, self-,
  * cross-attention, feed-forward). Their addresses go to p (room for NN_SEQ2SEQ_MAX_DROPOUTS);
@@ -334,7 +326,7 @@ int nn_seq2seq_dropouts(Seq2Seq *m, double **p);
  * gradients, to the bit), a pass that reads them (tr_attention, lens) 1, the default. */
 void nn_seq2seq_need_weights(Seq2Seq *m, int on);
 /* A (B, T) padding mask of ids: 1 where ids == pad_id, its bytes in the tape's arena. */
-NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
+AgMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id);
 /* src (B, S) -> memory (B, S, C) */
 Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng *rng);
 /* tgt_in (B, T) and memory (B, S, C) from encode with src (for its padding) -> logits (B,T,V) */
@@ -382,7 +374,7 @@ int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng);
 typedef struct NnDecodeState {
     int B, S, max_T, pos;
     Arena *arena;
-    NnMask src_pad;
+    AgMask src_pad;
     Tensor *mem_k[NN_MAX_LAYERS], *mem_v[NN_MAX_LAYERS];
     NnKVCache self[NN_MAX_LAYERS];
 } NnDecodeState;

@@ -4,10 +4,12 @@
  * packed (n, C) with a row map (NnRows): nn_seq2seq_loss packs, encode and decode do not.
  * nn_seq2seq_forward_hooked runs encode and decode with hooks (hooks.h) at TransformerLens's
  * points, under "encoder." and "decoder."; without hooks each point is one branch.
+ * The seq2seq's configuration in a checkpoint: nn_seq2seq_ckpt_config.
  * Not here: attention itself (attention.c), the hook points' names (hooks.c). */
 #include "hooks.h"
 #include "nn.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,12 +131,12 @@ void nn_encoder_layer_init(EncoderLayer *l, NnBuilder *b, const char *name,
 
 /* x (B, S, C), or (n, C) packed by rows when rows is given; hk: the hooks of layer li, or NULL
  * (with hooks the layer runs dense) */
-static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad,
+static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const AgMask *src_pad,
                              const NnRows *rows, Rng *rng, NnHooks *hk, int li) {
     AG_CHECK(!hk || !rows, "encoder layer %d: hooks run on dense batches", li);
     x = HOOK(hk, NN_HOOK_RESID_PRE, li, x);
     Tensor *h = l->pre_ln ? pre_norm(t, hk, &l->norm1, x, NN_HOOK_LN1_SCALE, li) : x;
-    NnAttnMasks am = {.key_padding = src_pad, .causal = l->causal};
+    AgAttnMask am = {.key_padding = src_pad, .causal = l->causal};
     NnHookAttn ha = hook_attn(&l->self_attn, li, NN_HOOK_Q);
     Tensor *a = hk ? nn_mha_forward_hooked(t, &l->self_attn, h, h, &am, rng, hk, &ha)
                    : nn_mha_forward_rows(t, &l->self_attn, h, rows, h, rows, &am, rng);
@@ -145,7 +147,7 @@ static Tensor *encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *
                         l->pre_ln, NN_HOOK_MLP_OUT, NN_HOOK_LN2_SCALE, NN_HOOK_RESID_POST);
 }
 
-Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const NnMask *src_pad, Rng *rng) {
+Tensor *nn_encoder_layer(Tape *t, EncoderLayer *l, Tensor *x, const AgMask *src_pad, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(x);
@@ -176,14 +178,14 @@ typedef struct {
 
 /* hk: the hooks of layer li, or NULL (with hooks the layer runs dense, without a cache) */
 static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory,
-                             const NnMask *tgt_pad, const NnMask *memory_pad, KVSource kv, Rng *rng,
+                             const AgMask *tgt_pad, const AgMask *memory_pad, KVSource kv, Rng *rng,
                              NnHooks *hk, int li) {
     AG_CHECK(!hk || (!kv.cache && !kv.mem_k && !kv.rows && !kv.mem_rows),
              "decoder layer %d: hooks run on dense batches without a cache", li);
     double p = l->dropout;
     x = HOOK(hk, NN_HOOK_RESID_PRE, li, x);
     Tensor *h = l->pre_ln ? pre_norm(t, hk, &l->norm1, x, NN_HOOK_LN1_SCALE, li) : x;
-    NnAttnMasks self = {.key_padding = tgt_pad, .causal = 1};
+    AgAttnMask self = {.key_padding = tgt_pad, .causal = 1};
     NnHookAttn ha = hook_attn(&l->self_attn, li, NN_HOOK_Q);
     NnHookAttn hc = hook_attn(&l->multihead_attn, li, NN_HOOK_CROSS_Q);
     Tensor *a = kv.cache ? nn_mha_forward_cached(t, &l->self_attn, kv.cache, h)
@@ -192,7 +194,7 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
     x = sublayer_end(t, hk, li, x, a, p, rng, &l->norm1, l->pre_ln, NN_HOOK_ATTN_OUT,
                      NN_HOOK_LN1_SCALE, NN_HOOK_RESID_MID);
     h = l->pre_ln ? pre_norm(t, hk, &l->norm2, x, NN_HOOK_LN2_SCALE, li) : x;
-    NnAttnMasks cross = {.key_padding = memory_pad};
+    AgAttnMask cross = {.key_padding = memory_pad};
     a = kv.mem_k ? nn_mha_forward_kv(t, &l->multihead_attn, h, kv.mem_k, kv.mem_v, &cross, rng)
         : hk     ? nn_mha_forward_hooked(t, &l->multihead_attn, h, memory, &cross, rng, hk, &hc)
              : nn_mha_forward_rows(t, &l->multihead_attn, h, kv.rows, memory, kv.mem_rows, &cross,
@@ -204,8 +206,8 @@ static Tensor *decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory
                         NN_HOOK_MLP_OUT, NN_HOOK_LN3_SCALE, NN_HOOK_RESID_POST);
 }
 
-Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const NnMask *tgt_pad,
-                         const NnMask *memory_pad, Rng *rng) {
+Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, const AgMask *tgt_pad,
+                         const AgMask *memory_pad, Rng *rng) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(l);
     AG_CHECK_ARG(x);
@@ -285,6 +287,47 @@ int nn_seq2seq_check_config(const Seq2SeqConfig *cfg, int64_t *n_params, int64_t
     if (n_params) *n_params = params < big ? (int64_t)params : (int64_t)big;
     if (n_values) *n_values = params + tables < big ? (int64_t)(params + tables) : (int64_t)big;
     return AG_OK;
+}
+
+/* The checkpoint's configuration: the fields of Seq2SeqConfig as meta.config.* entries (their
+ * names are those of the files written before checkpoints were generic, so those still load). */
+static const CkptField seq2seq_fields[] = {
+    CKPT_CFG_INT(Seq2SeqConfig, src_vocab, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, tgt_vocab, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, n_enc_layers, 0, NN_MAX_LAYERS),
+    CKPT_CFG_INT(Seq2SeqConfig, n_dec_layers, 1, NN_MAX_LAYERS),
+    CKPT_CFG_INT(Seq2SeqConfig, max_len, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, pad_id, 0, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, learned_pos, 0, 1),
+    CKPT_CFG_INT(Seq2SeqConfig, tie_output, 0, 1),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.d_model, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.n_heads, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.n_kv_heads, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.d_ff, 1, INT_MAX),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.pre_ln, 0, 1),
+    CKPT_CFG_INT(Seq2SeqConfig, layer.act, NN_RELU, NN_GELU),
+    CKPT_CFG_FLOAT(Seq2SeqConfig, layer.dropout, 0, 1),
+    CKPT_CFG_FLOAT(Seq2SeqConfig, layer.ln_eps, 1e-300, 1),
+};
+
+/* nn_seq2seq_check_config, and a model of at most CKPT_MAX_PARAMS values in all (the tables
+ * nn_seq2seq_init allocates beside the parameters included) */
+static int check_seq2seq(const void *values, int64_t *n_params) {
+    int64_t n_values = 0;
+    int rc = nn_seq2seq_check_config(values, n_params, &n_values);
+    if (rc == AG_OK && n_values > CKPT_MAX_PARAMS)
+        return ag_fail(AG_ERR_FORMAT,
+                       "a model of %lld parameters and other values is over the limit of %lld "
+                       "(CKPT_MAX_PARAMS)",
+                       (long long)n_values, (long long)CKPT_MAX_PARAMS);
+    return rc;
+}
+
+CkptConfig nn_seq2seq_ckpt_config(Seq2SeqConfig *cfg) {
+    AG_CHECK_ARG(cfg);
+    return (CkptConfig){"seq2seq", seq2seq_fields,
+                        (int)(sizeof seq2seq_fields / sizeof seq2seq_fields[0]), cfg,
+                        check_seq2seq};
 }
 
 void nn_seq2seq_init(Seq2Seq *m, Arena *a, Rng *rng, const Seq2SeqConfig *cfg) {
@@ -377,12 +420,12 @@ void nn_seq2seq_need_weights(Seq2Seq *m, int on) {
         m->dec[l].self_attn.need_weights = m->dec[l].multihead_attn.need_weights = on;
 }
 
-NnMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
+AgMask nn_padding_mask(Tape *t, const int *ids, int B, int T, int pad_id) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(ids);
     uint8_t *mask = arena_alloc(t->arena, (size_t)B * T);
     for (size_t i = 0; i < (size_t)B * T; i++) mask[i] = ids[i] == pad_id;
-    return (NnMask){mask, B, T};
+    return (AgMask){mask, B, T};
 }
 
 /* embedding * sqrt(d_model) + positions, then dropout (as in the paper, section 5.4), then
@@ -431,7 +474,7 @@ static const NnRows *live_rows(Tape *t, NnRows *rows, const int *a, const int *b
 }
 
 /* src (B, S) -> memory (B, S, C), or its live rows (n, C) packed by rows when given */
-static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const NnMask *src_pad,
+static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const AgMask *src_pad,
                       const NnRows *rows, Rng *rng) {
     if (m->hooks) m->hooks->stack = NN_HOOK_ENCODER;
     Tensor *x = embed(t, m, &m->src_embed, &m->src_pos, src, B, S, 0, rows, rng);
@@ -443,9 +486,9 @@ static Tensor *encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, const N
 /* tgt_in (B, T) and memory (from encode, packed by mem_rows or not) -> logits (B, T, V), or
  * the logits of the live rows (n, V) packed by rows when given */
 static Tensor *decode(Tape *t, Seq2Seq *m, Tensor *memory, const NnRows *mem_rows,
-                      const NnMask *src_pad, const int *tgt_in, int B, int T, const NnRows *rows,
+                      const AgMask *src_pad, const int *tgt_in, int B, int T, const NnRows *rows,
                       Rng *rng) {
-    NnMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
+    AgMask tgt_pad = nn_padding_mask(t, tgt_in, B, T, m->cfg.pad_id);
     if (m->hooks) m->hooks->stack = NN_HOOK_DECODER;
     Tensor *x = embed(t, m, &m->tgt_embed, &m->tgt_pos, tgt_in, B, T, 0, rows, rng);
     KVSource kv = {NULL, NULL, NULL, rows, mem_rows};
@@ -459,7 +502,7 @@ Tensor *nn_seq2seq_encode(Tape *t, Seq2Seq *m, const int *src, int B, int S, Rng
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(src);
-    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    AgMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     return encode(t, m, src, B, S, &src_pad, NULL, rng);
 }
 
@@ -470,7 +513,7 @@ Tensor *nn_seq2seq_decode(Tape *t, Seq2Seq *m, Tensor *memory, const int *src, i
     AG_CHECK_ARG(memory);
     AG_CHECK_ARG(src);
     AG_CHECK_ARG(tgt_in);
-    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    AgMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     return decode(t, m, memory, NULL, &src_pad, tgt_in, B, T, NULL, rng); /* (B, T, V) */
 }
 
@@ -488,7 +531,7 @@ Tensor *nn_seq2seq_forward_hooked(Tape *t, Seq2Seq *m, const int *src, int S, co
              hooks->n_layer, m->cfg.n_enc_layers, m->cfg.n_dec_layers);
     hooks->status = AG_OK;
     m->hooks = hooks; /* for this call only */
-    NnMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
+    AgMask src_pad = nn_padding_mask(t, src, B, S, m->cfg.pad_id);
     Tensor *memory = encode(t, m, src, B, S, &src_pad, NULL, rng);
     Tensor *logits = decode(t, m, memory, NULL, &src_pad, tgt_in, B, T, NULL, rng);
     m->hooks = NULL;
@@ -508,7 +551,7 @@ Tensor *nn_seq2seq_loss(Tape *t, Seq2Seq *m, const int *src, int S, const int *t
     AG_CHECK_ARG(tgt_in);
     AG_CHECK_ARG(tgt_out);
     int pad = m->cfg.pad_id;
-    NnMask src_pad = nn_padding_mask(t, src, B, S, pad);
+    AgMask src_pad = nn_padding_mask(t, src, B, S, pad);
     /* dead rows: source padding (only ever a masked key), and target positions whose input is
      * padding (a masked key) and whose target is padding (ignored by the loss) */
     NnRows src_map, tgt_map;

@@ -260,6 +260,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_seq2seq_init, rng, nn_seq2seq_init(&S2S, &A, NULL, &S2C))                                 \
     X(nn_seq2seq_init, cfg, nn_seq2seq_init(&S2S, &A, &R, NULL))                                   \
     X(nn_seq2seq_free, m, nn_seq2seq_free(NULL))                                                   \
+    X(nn_seq2seq_ckpt_config, cfg, nn_seq2seq_ckpt_config(NULL))                                   \
     X(nn_padding_mask, t, nn_padding_mask(NULL, IDS, 1, 2, 0))                                     \
     X(nn_padding_mask, ids, nn_padding_mask(&TP, NULL, 1, 2, 0))                                   \
     X(nn_seq2seq_encode, t, nn_seq2seq_encode(NULL, &S2S, IDS, 1, 2, NULL))                        \

@@ -142,7 +142,8 @@ static void check_masked_against_composition(int causal) {
     Tensor *v = randn4(env.params, B, NH, T, HS, "v", 9);
     Tensor *P;
     Tensor *y = ag_attention(env.tape, q, k, v, NULL,
-                             &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &P);
+                             &(AgAttnMask){.causal = causal, .key_padding = &(AgMask){mask, B, T}},
+                             0, NULL, &P);
     Fused f = keep_fused(&env, y, P, q, k, v);
     Tensor *M = tensor_new4(env.tape->arena, B, NH, T, T, "mask");
     for (int b = 0; b < B; b++)
@@ -190,7 +191,7 @@ static void check_attn_mask_against_composition(int shape) {
     Tensor *k = randn4(env.params, B, NH, T, HS, "k", 22);
     Tensor *v = randn4(env.params, B, NH, T, HS, "v", 23);
     Tensor *P;
-    AgAttnMask mask = {.causal = 1, .key_padding = pad, .attn_mask = M};
+    AgAttnMask mask = {.causal = 1, .key_padding = &(AgMask){pad, B, T}, .attn_mask = M};
     Tensor *y = ag_attention(env.tape, q, k, v, NULL, &mask, 0, NULL, &P);
     cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
     Fused f = keep_fused(&env, y, P, q, k, v);
@@ -265,6 +266,8 @@ Test(ag_attention, a_boolean_mask_blocks_what_it_marks) {
 enum { MB = 2, MNH = 2, MT = 4, MHS = 3 };
 static const uint8_t left_pad[MB * MT] = {0, 0, 0, 0, /**/ 1, 1, 0, 0};
 
+static const AgMask left_pad_mask = {left_pad, MB, MT};
+
 static int mask_visible(int b, int i, int j) { return j <= i && !left_pad[b * MT + j]; }
 
 Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
@@ -273,8 +276,8 @@ Test(ag_attention, probs_rows_sum_to_one_and_masked_entries_are_zero) {
     Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 5);
     Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 6);
     Tensor *P = NULL;
-    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = 1, .key_padding = left_pad}, 0,
-                 NULL, &P);
+    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = 1, .key_padding = &left_pad_mask},
+                 0, NULL, &P);
     cr_assert(P != NULL);
     cr_assert(P->ndim == 4 && P->shape[0] == MB && P->shape[1] == MNH && P->shape[2] == MT &&
                   P->shape[3] == MT,
@@ -332,8 +335,9 @@ Test(ag_attention, fully_masked_rows_give_zero_output_and_gradient_without_nan) 
     Tensor *k = randn4(env.params, MB, MNH, MT, MHS, "k", 11);
     Tensor *v = randn4(env.params, MB, MNH, MT, MHS, "v", 12);
     Tensor *P;
-    Tensor *y = ag_attention(env.tape, q, k, v, NULL,
-                             &(AgAttnMask){.causal = 1, .key_padding = left_pad}, 0, NULL, &P);
+    Tensor *y =
+        ag_attention(env.tape, q, k, v, NULL,
+                     &(AgAttnMask){.causal = 1, .key_padding = &left_pad_mask}, 0, NULL, &P);
     backward_weighted(env.tape, y);
     cr_assert(all_finite(y->data, y->size) && all_finite(P->data, P->size));
     cr_assert(all_finite(q->grad, q->size) && all_finite(k->grad, k->size) &&
@@ -403,7 +407,8 @@ static void check_gqa_against_repeated(int NKV) {
             memcpy(vr->data + dst, v->data + src, blk * sizeof(Real));
         }
     Tensor *y = ag_attention(env.tape, q, k, v, NULL,
-                             &(AgAttnMask){.causal = 1, .key_padding = pad}, 0, NULL, NULL);
+                             &(AgAttnMask){.causal = 1, .key_padding = &(AgMask){pad, B, Tk}}, 0,
+                             NULL, NULL);
     backward_weighted(env.tape, y);
     Real *yg = arena_alloc(env.params, y->size * sizeof(Real));
     memcpy(yg, y->data, y->size * sizeof(Real));
@@ -412,7 +417,8 @@ static void check_gqa_against_repeated(int NKV) {
     ag_tape_reset(env.tape);
     tensor_zero_grad(q);
     Tensor *yr = ag_attention(env.tape, q, kr, vr, NULL,
-                              &(AgAttnMask){.causal = 1, .key_padding = pad}, 0, NULL, NULL);
+                              &(AgAttnMask){.causal = 1, .key_padding = &(AgMask){pad, B, Tk}}, 0,
+                              NULL, NULL);
     backward_weighted(env.tape, yr);
     cr_assert(max_diff(yg, yr->data, y->size) < TOL, "NKV=%d output: %g", NKV,
               max_diff(yg, yr->data, y->size));
@@ -460,6 +466,7 @@ static int same_bits(const Real *x, const Real *y, size_t n) {
  * Then once more with q, k, v packed side by side in one (B,T,3C) tensor (self-attention). */
 static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int HS, int causal,
                                      const uint8_t *mask, double p) {
+    const AgMask *kp = mask ? &(AgMask){mask, B, Tk} : NULL;
     TestEnv env = test_env_new();
     Tensor *q = randn3(env.params, B, Tq, NH * HS, "q", 31);
     Tensor *k = randn3(env.params, B, Tk, NKV * HS, "k", 32);
@@ -471,7 +478,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
         env.tape,
         ag_attention(env.tape, ag_split_heads(env.tape, q, NH), ag_split_heads(env.tape, k, NKV),
                      ag_split_heads(env.tape, v, NKV), NULL,
-                     &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, &P));
+                     &(AgAttnMask){.causal = causal, .key_padding = kp}, p, &rng, &P));
     backward_weighted(env.tape, yh);
     Real *y0 = arena_alloc(env.params, yh->size * sizeof(Real));
     memcpy(y0, yh->data, yh->size * sizeof(Real));
@@ -485,7 +492,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
     rng_seed(&rng, 4);
     Tensor *y = ag_attention(env.tape, q, k, v,
                              &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}},
-                             &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, &Pc);
+                             &(AgAttnMask){.causal = causal, .key_padding = kp}, p, &rng, &Pc);
     backward_weighted(env.tape, y);
     cr_assert(y->ndim == 3 && y->shape[0] == B && y->shape[1] == Tq && y->shape[2] == NH * HS);
     cr_assert(same_bits(y->data, y0, y->size), "output");
@@ -507,7 +514,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
         rng_seed(&rng, 4);
         y = ag_attention(env.tape, qkv, qkv, qkv,
                          &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NH, HS, 0, C, 2 * C}},
-                         &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, NULL);
+                         &(AgAttnMask){.causal = causal, .key_padding = kp}, p, &rng, NULL);
         backward_weighted(env.tape, y);
         cr_assert(same_bits(y->data, y0, y->size), "packed output");
         for (size_t r = 0; r < (size_t)B * Tq; r++) {
@@ -527,7 +534,7 @@ static void check_cols_against_heads(int B, int NH, int NKV, int Tq, int Tk, int
             y = ag_attention(
                 env.tape, s, s, s,
                 &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NH, HS, 0, C, 2 * C}},
-                &(AgAttnMask){.causal = causal, .key_padding = mask}, p, &rng, NULL);
+                &(AgAttnMask){.causal = causal, .key_padding = kp}, p, &rng, NULL);
             backward_weighted(env.tape, y);
             cr_assert(env.tape->last->prev->prev->store == 1, "attention sets qkv's gradient");
             for (size_t r = 0; r < (size_t)B * Tq; r++) {
@@ -574,6 +581,7 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
     uint8_t *mask = arena_alloc(env.params, (size_t)B * Tk);
     memset(mask, 1, (size_t)B * Tk);
     for (int r = 0; r < nk; r++) mask[ki[r]] = ki[r] % Tk == Tk - 2 && ki[r] / Tk != 1;
+    const AgMask *kp = &(AgMask){mask, B, Tk};
     Tensor *q = randn2(env.params, nq, NH * HS, "q", 41);
     Tensor *k = randn2(env.params, nk, NKV * HS, "k", 42);
     Tensor *v = randn2(env.params, nk, NKV * HS, "v", 43);
@@ -582,7 +590,7 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
         env.tape, ag_scatter_rows(env.tape, q, qi, B, Tq), ag_scatter_rows(env.tape, k, ki, B, Tk),
         ag_scatter_rows(env.tape, v, ki, B, Tk),
         &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = {NH, NKV, HS, 0, 0, 0}},
-        &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &P);
+        &(AgAttnMask){.causal = causal, .key_padding = kp}, 0, NULL, &P);
     yc = ag_gather_rows(env.tape, yc, qi, nq);
     backward_weighted(env.tape, yc);
     Real *y0 = arena_alloc(env.params, yc->size * sizeof(Real));
@@ -600,7 +608,7 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
                                              .heads = {NH, NKV, HS, 0, 0, 0},
                                              .q_rows = {qi, B, Tq},
                                              .k_rows = {ki, B, Tk}},
-                             &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, &Pr);
+                             &(AgAttnMask){.causal = causal, .key_padding = kp}, 0, NULL, &Pr);
     cr_assert(env.tape->last && env.tape->last->op == AG_OP_ATTENTION &&
                   env.tape->last->prev == NULL,
               "one node, no scatter or gather");
@@ -635,7 +643,7 @@ static void check_rows_against_cols(int B, int NH, int NKV, int Tq, int Tk, int 
                                          .heads = {NH, NKV, HS, 0, 0, 0},
                                          .q_rows = {qi, B, Tq},
                                          .k_rows = {ki, B, Tk}},
-                         &(AgAttnMask){.causal = causal, .key_padding = mask}, 0, NULL, NULL);
+                         &(AgAttnMask){.causal = causal, .key_padding = kp}, 0, NULL, NULL);
         backward_weighted(env.tape, ys);
         cr_assert(env.tape->last->prev->prev->store == 7, "attention sets the gradients");
         cr_assert(max_diff(q->grad, gq, q->size) <= TOL, "set dq: %g",
@@ -782,7 +790,8 @@ static void attention_of(int q1, int q3, int k0, int k1, int v2, int causal, con
     Tensor *v = randn4(env.params, k0, k1, v2, 4, "v", 3);
     Rng rng;
     rng_seed(&rng, 1);
-    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = causal, .key_padding = mask}, p,
+    const AgMask *kp = mask ? &(AgMask){mask, 2, 5} : NULL;
+    ag_attention(env.tape, q, k, v, NULL, &(AgAttnMask){.causal = causal, .key_padding = kp}, p,
                  with_rng ? &rng : NULL, NULL);
     test_env_free(&env); /* not reached when the call aborts */
 }
@@ -849,7 +858,7 @@ Test(ag_attention, rows_without_a_mask_give_the_bits_of_a_mask_of_zeros) {
                         pad[b * T + t] = b == 2 || (b == 1 && 3 * t >= 2 * T);
                 Tensor *zero = tensor_new(env.tape->arena, 2, (int[]){T, T}, "zeros");
                 tensor_fill(zero, 0);
-                AgAttnMask plain = {.causal = causal, .key_padding = pad};
+                AgAttnMask plain = {.causal = causal, .key_padding = &(AgMask){pad, B, T}};
                 AgAttnMask with_zero = plain;
                 with_zero.attn_mask = zero;
                 Tensor *P0, *P1;

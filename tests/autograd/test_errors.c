@@ -291,7 +291,7 @@ static void scatter_rows_tape(Tape *tp) { ag_scatter_rows(NULL, T2("p", 2, 5), (
 /* attention: q (B,NH,Tq,HS), k and v (B,NKV,Tk,HS); no causal mask, no probs out */
 static void att(Tape *tp, Tensor *q, Tensor *k, Tensor *v, const uint8_t *mask, double p,
                 Rng *rng) {
-    ag_attention(tp, q, k, v, NULL, &(AgAttnMask){.key_padding = mask}, p, rng, NULL);
+    ag_attention(tp, q, k, v, NULL, &(AgAttnMask){.key_padding = mask ? &(AgMask){mask, 2, 3} : NULL}, p, rng, NULL);
 }
 #define Q T4("q", 2, 4, 3, 8)
 #define KV(n) T4(n, 2, 2, 3, 8)
@@ -356,6 +356,13 @@ static void attention_amask_grad(Tape *tp) {
     att_mask(tp, m);
 }
 static void attention_tape(Tape *tp) { att(NULL, Q, KV("k"), KV("v"), NULL, 0, NULL); }
+static void attention_mask_shape(Tape *tp) {
+    static const uint8_t m[6] = {0};
+    ag_attention(tp, Q, KV("k"), KV("v"), NULL, &(AgAttnMask){.key_padding = &(AgMask){m, 3, 2}}, 0, NULL, NULL);
+}
+static void attention_mask_data(Tape *tp) {
+    ag_attention(tp, Q, KV("k"), KV("v"), NULL, &(AgAttnMask){.key_padding = &(AgMask){NULL, 2, 3}}, 0, NULL, NULL);
+}
 static void attention_layout_kind(Tape *tp) {
     ag_attention(tp, Q, KV("k"), KV("v"), &(AgAttnLayout){.kind = (AgAttnKind)7}, NULL, 0,
                  NULL, NULL);
@@ -365,7 +372,7 @@ static void attention_layout_kind(Tape *tp) {
 
 static void cols(Tape *tp, Tensor *q, Tensor *k, Tensor *v, AgHeads h, double p, Rng *rng,
                  const uint8_t *mask) {
-    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = h}, &(AgAttnMask){.key_padding = mask}, p, rng, NULL);
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = h}, &(AgAttnMask){.key_padding = mask ? &(AgMask){mask, 2, 3} : NULL}, p, rng, NULL);
 }
 static const AgHeads H24 = {2, 2, 4, 0, 8, 16};
 static void cols_rank(Tape *tp) {
@@ -421,7 +428,7 @@ static const int R3[3] = {0, 1, 3};
 static const uint8_t R_MASK[4] = {0, 0, 1, 0}; /* row (1,0) is left out: it must be masked */
 static void rows_op(Tape *tp, Tensor *q, const int *qi, Tensor *k, Tensor *v, const int *ki,
                     int kB, AgHeads h, const uint8_t *mask) {
-    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = h, .q_rows = {qi, 2, 2}, .k_rows = {ki, kB, 2}}, &(AgAttnMask){.causal = 1, .key_padding = mask}, 0,
+    ag_attention(tp, q, k, v, &(AgAttnLayout){.kind = AG_ATTN_ROWS, .heads = h, .q_rows = {qi, 2, 2}, .k_rows = {ki, kB, 2}}, &(AgAttnMask){.causal = 1, .key_padding = mask ? &(AgMask){mask, kB, 2} : NULL}, 0,
                  NULL, NULL);
 }
 static void rows_rank(Tape *tp) {
@@ -702,6 +709,8 @@ static const Misuse misuses[] = {
     {AG_OP_ATTENTION, "dropout_p NaN", attention_p_nan, {"dropout_p = nan", "[0, 1)", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "dropout_p == 1 in no-grad mode", attention_p_one_no_grad, {"dropout_p = 1 ", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "mask value 2", attention_mask_value, {"key_padding (2,3) holds 2 at (1,2)", "0 (attend) or 1 (padding)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "key_padding of another shape", attention_mask_shape, {"key_padding (3,2) must be (B, Tk) = (2,3)", "q (2,4,3,8)", "k (2,2,3,8)"}},
+    {AG_OP_ATTENTION, "key_padding without data", attention_mask_data, {"key_padding (2,3) has NULL data", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL rng", attention_null_rng, {"rng is NULL", "dropout_p = 0.5", "q (2,4,3,8)", "k (2,2,3,8)"}},
     {AG_OP_ATTENTION, "NULL tape", attention_tape, {"tape is NULL"}},
     {AG_OP_ATTENTION, "attn_mask rows", attention_amask_rows, {"attn_mask bias (4,3) must be (Tq, Tk) = (3,3)", "q (2,4,3,8)"}},

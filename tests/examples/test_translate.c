@@ -339,8 +339,8 @@ Test(tr_batch, pads_and_places_bos_eos) {
     /* the model's padding masks: 1 exactly past each row's length */
     Arena *ar = arena_new("masks", 1 << 16);
     Tape *tape = ag_tape_new(ar);
-    NnMask ms = nn_padding_mask(tape, b.src, b.B, b.S, TR_PAD);
-    NnMask mt = nn_padding_mask(tape, b.tgt_in, b.B, b.T, TR_PAD);
+    AgMask ms = nn_padding_mask(tape, b.src, b.B, b.S, TR_PAD);
+    AgMask mt = nn_padding_mask(tape, b.tgt_in, b.B, b.T, TR_PAD);
     int src_len[3] = {2, 4, 5}, tgt_len[3] = {5, 3, 2};
     cr_assert(ms.B == 3 && ms.T == 5 && mt.B == 3 && mt.T == 5);
     for (int r = 0; r < 3; r++)

@@ -219,6 +219,49 @@ Test(tr_limits, a_vocabulary_of_a_million_words_is_refused) {
               "%s", ag_last_error());
 }
 
+/* A checkpoint the seq2seq model accepts (nn_seq2seq_ckpt_config) but the translator does not
+ * (tr_check_config, added to the check by tr_model_config) is refused when read, naming the
+ * file and the translator's rule; the model's own rules and ranges are
+ * tests/io/test_checkpoint.c's. */
+Test(tr_limits, a_checkpoint_outside_the_translators_limits_is_refused) {
+    char dir[64], path[128];
+    ts_tmp_dir(dir, sizeof dir, "limits");
+    snprintf(path, sizeof path, "%s/m.npz", dir);
+    Seq2SeqConfig bad[2];
+    bad[0] = nn_seq2seq_default_config(12, 12, 16, 2, 1);
+    bad[0].pad_id = 11; /* inside the vocabularies, but the translator pads with 0 */
+    bad[1] = nn_seq2seq_default_config(12, 12, 2, 1, 1);
+    bad[1].n_enc_layers = 0;
+    bad[1].layer.d_ff = 70000; /* the translator takes at most 65536 */
+    const char *want[] = {"the translator: pad_id must be 0", "the translator: d_model must be in"};
+    for (int i = 0; i < 2; i++) {
+        Arena *a = arena_new("params", 0);
+        Rng r;
+        rng_seed(&r, 1);
+        Seq2Seq m;
+        nn_seq2seq_init(&m, a, &r, &bad[i]);
+        Checkpoint ck = {.params = &m.params, .config = nn_seq2seq_ckpt_config(&m.cfg)};
+        cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
+        nn_seq2seq_free(&m);
+        arena_free(a);
+        Seq2SeqConfig c = {0};
+        CkptConfig kc = nn_seq2seq_ckpt_config(&c);
+        NpzFile *f = NULL;
+        cr_assert_eq(ckpt_read(path, &kc, &f), AG_OK, "%d: %s", i, ag_last_error());
+        npz_free(f);
+        memset(&c, 0, sizeof c);
+        kc = tr_model_config(&c);
+        f = NULL;
+        int rc = ckpt_read(path, &kc, &f);
+        cr_assert_eq(rc, AG_ERR_FORMAT, "%d: code %d: %s", i, rc, ag_last_error());
+        cr_assert(f == NULL);
+        cr_assert(strncmp(ag_last_error(), path, strlen(path)) == 0, "%s", ag_last_error());
+        cr_assert(strstr(ag_last_error(), want[i]), "%d: expected '%s': %s", i, want[i],
+                  ag_last_error());
+    }
+    ts_rm_tree(dir);
+}
+
 /* Found by fuzz/vocab.c: the word count was read with strtol, which skips blanks (newlines
  * too) and so read past the end of bytes that are not NUL-terminated ("tgt  \n" as the last
  * line). Now only digits up to the newline count; the buffers here are exactly their size, so

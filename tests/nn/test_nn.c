@@ -81,7 +81,7 @@ typedef struct {
     MultiHeadAttention mha;
     EncoderLayer enc;
     DecoderLayer dec;
-    const NnMask *pad, *mem_pad;
+    const AgMask *pad, *mem_pad;
     int causal, self, ids[64], B, T;
     uint64_t seed;
 } Ctx;
@@ -295,7 +295,7 @@ static Tensor *f_mha(Tape *t, Tensor **in, void *ctx) {
     Ctx *c = ctx;
     Rng rng;
     rng_seed(&rng, c->seed);
-    NnAttnMasks masks = {.key_padding = c->pad, .causal = c->causal};
+    AgAttnMask masks = {.key_padding = c->pad, .causal = c->causal};
     Tensor *key = c->self == 1 ? in[0] : in[1], *value = c->self == 2 ? in[2] : key;
     return nn_mha_forward(t, &c->mha, in[0], key, value, &masks, &rng);
 }
@@ -339,7 +339,7 @@ Test(nn_mha, grad_matches_finite_differences_in_every_configuration) {
         for (int b = 0; b < mc->B; b++)
             for (int j = 0; j < mc->Tk; j++)
                 pad[b * mc->Tk + j] = mc->pad == 1 ? pad1[b][j] : mc->pad == 2 ? pad2[b][j] : 0;
-        NnMask mask = {pad, mc->B, mc->Tk};
+        AgMask mask = {pad, mc->B, mc->Tk};
         c.pad = mc->pad ? &mask : NULL;
         nn_mha_init(&c.mha, &e.b, "attn",
                     &(MhaConfig){.d_model = mc->C,
@@ -391,14 +391,14 @@ Test(nn_mha, probabilities_kept_after_every_forward_and_zero_gate_ablates) {
     nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     Tensor *x = env_input(&e, 3, (int[]){1, 3, 8});
     ag_no_grad(e.tape, 1);
-    Tensor *y = nn_mha_forward(e.tape, &m, x, x, x, &(NnAttnMasks){.causal = 1}, NULL);
+    Tensor *y = nn_mha_forward(e.tape, &m, x, x, x, &(AgAttnMask){.causal = 1}, NULL);
     cr_assert(m.last_probs != NULL);
     cr_assert(m.last_probs->ndim == 4 && m.last_probs->shape[1] == 2 &&
               m.last_probs->shape[3] == 3);
     cr_assert_eq(m.last_probs->data[1], 0, "causal: query 0 does not see key 1");
     /* ablating both heads leaves only the output bias */
     m.gate->data[0] = m.gate->data[1] = 0;
-    y = nn_mha_forward(e.tape, &m, x, x, x, &(NnAttnMasks){.causal = 1}, NULL);
+    y = nn_mha_forward(e.tape, &m, x, x, x, &(AgAttnMask){.causal = 1}, NULL);
     for (int tq = 0; tq < 3; tq++)
         for (int c = 0; c < 8; c++) cr_assert_eq(y->data[tq * 8 + c], m.out_proj.bias->data[c]);
     env_free(&e);
@@ -411,8 +411,8 @@ Test(nn_mha, aborts_when_the_padding_mask_has_another_shape, .signal = SIGABRT) 
     nn_mha_init(&m, &e.b, "attn", &(MhaConfig){.d_model = 8, .n_heads = 2});
     Tensor *q = env_input(&e, 3, (int[]){2, 3, 8}), *kv = env_input(&e, 3, (int[]){2, 5, 8});
     static const uint8_t bytes[2 * 3] = {0};
-    NnMask wrong = {bytes, 2, 3}; /* (B, Tq) instead of (B, Tk) */
-    nn_mha_forward(e.tape, &m, q, kv, kv, &(NnAttnMasks){.key_padding = &wrong}, NULL);
+    AgMask wrong = {bytes, 2, 3}; /* (B, Tq) instead of (B, Tk) */
+    nn_mha_forward(e.tape, &m, q, kv, kv, &(AgAttnMask){.key_padding = &wrong}, NULL);
 }
 
 /* distinct key and value: the keys decide where each query looks, the values what it reads */
@@ -492,9 +492,8 @@ Test(nn_transformer, causal_encoder_layer_is_the_gpt_block) {
     ag_no_grad(e.tape, 1);
     Tensor *y = nn_encoder_layer(e.tape, &l, x, NULL, NULL);
     Tensor *h = nn_layernorm(e.tape, &l.norm1, x);
-    Tensor *r =
-        ag_add(e.tape, x,
-               nn_mha_forward(e.tape, &l.self_attn, h, h, h, &(NnAttnMasks){.causal = 1}, NULL));
+    Tensor *r = ag_add(
+        e.tape, x, nn_mha_forward(e.tape, &l.self_attn, h, h, h, &(AgAttnMask){.causal = 1}, NULL));
     r = ag_add(e.tape, r, nn_ffn(e.tape, &l.ffn, nn_layernorm(e.tape, &l.norm2, r), NULL));
     cr_assert(memcmp(y->data, r->data, y->size * sizeof(Real)) == 0, "not the hand-written block");
     env_free(&e);
@@ -584,7 +583,7 @@ static Tensor *f_dec(Tape *t, Tensor **in, void *ctx) {
 Test(nn_transformer, encoder_and_decoder_layers_grad_match_post_and_pre_ln) {
     static const uint8_t tgt_bytes[2 * 4] = {0, 0, 0, 0, 0, 0, 0, 1};
     static const uint8_t src_bytes[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-    static const NnMask tgt_pad = {tgt_bytes, 2, 4}, src_pad = {src_bytes, 2, 5};
+    static const AgMask tgt_pad = {tgt_bytes, 2, 4}, src_pad = {src_bytes, 2, 5};
     for (int pre = 0; pre <= 1; pre++) {
         TransformerConfig cfg = {
             .d_model = 8, .n_heads = 2, .d_ff = 12, .dropout = 0.1, .pre_ln = pre};

@@ -295,14 +295,14 @@ Test(nn_mha_forward_rows, packed_queries_over_unpacked_keys) {
     enum { NB = 2, TQ = 3, TK = 4, C = 8 };
     static const int idx[3] = {0, 2, 4}; /* (0,0), (0,2), (1,1) */
     static const uint8_t pad[NB * TK] = {0, 0, 0, 1, /**/ 0, 1, 1, 1};
-    NnMask mask = {pad, NB, TK};
+    AgMask mask = {pad, NB, TK};
     NnRows rows = {idx, 3, NB, TQ};
     Tensor *x = tensor_new3(a, NB, TQ, C, "x"), *kv = tensor_new3(a, NB, TK, C, "kv");
     rng_fill_uniform(&f.rng, x, -1, 1);
     rng_fill_uniform(&f.rng, kv, -1, 1);
     Tensor *xp = tensor_new(a, 2, (int[]){3, C}, "xp");
     for (int i = 0; i < 3; i++) memcpy(xp->data + i * C, x->data + idx[i] * C, C * sizeof(Real));
-    NnAttnMasks masks = {.key_padding = &mask};
+    AgAttnMask masks = {.key_padding = &mask};
     Tensor *y = nn_mha_forward_rows(t, &f.m, xp, &rows, kv, NULL, &masks, NULL);
     cr_assert(y->ndim == 2 && y->shape[0] == 3 && y->shape[1] == C);
     Tensor *yd = nn_mha_forward(t, &f.m, x, kv, kv, &masks, NULL);

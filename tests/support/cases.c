@@ -209,18 +209,18 @@ static const Tensor *case_attn_mask(Tape *t, int which, int B, int NH, int Tq, i
 /* q, k, v = in[0..2]; arg[0] causal, arg[1] mask, arg[2] rng seed for dropout p = farg,
  * arg[3] an attention mask (case_attn_mask) */
 static Tensor *b_attention(Tape *t, Tensor **in, const GcCase *c) {
-    const uint8_t *mask = NULL;
+    AgMask mask = {NULL, 0, 0};
     if (c->arg[1]) {
         AG_CHECK(attn_masks[c->arg[1]].B == in[1]->shape[0] &&
                  attn_masks[c->arg[1]].Tk == in[1]->shape[2], "%s: mask %d does not fit k %s",
                  c->name, c->arg[1], tensor_shape_str(in[1]));
-        mask = attn_masks[c->arg[1]].m;
+        mask = (AgMask){attn_masks[c->arg[1]].m, attn_masks[c->arg[1]].B, attn_masks[c->arg[1]].Tk};
     }
     Rng rng; /* the same key on every call, so every evaluation sees the same dropout mask */
     rng_seed(&rng, (uint64_t)c->arg[2]);
     const Tensor *am = case_attn_mask(t, c->arg[3], in[0]->shape[0], in[0]->shape[1],
                                       in[0]->shape[2], in[1]->shape[2]);
-    return ag_attention(t, in[0], in[1], in[2], NULL, &(AgAttnMask){.causal = c->arg[0], .key_padding = mask, .attn_mask = am}, c->farg,
+    return ag_attention(t, in[0], in[1], in[2], NULL, &(AgAttnMask){.causal = c->arg[0], .key_padding = mask.data ? &mask : NULL, .attn_mask = am}, c->farg,
                         &rng, NULL);
 }
 /* ag_attention, AG_ATTN_COLS: where the heads sit (AgHeads), causal, an attn_masks row and the dropout
@@ -243,19 +243,19 @@ static const struct {
 static Tensor *b_attention_cols(Tape *t, Tensor **in, const GcCase *c) {
     int vi = c->arg[0];
     Tensor *q = in[0], *k = in[c->n_in > 1 ? 1 : 0], *v = in[c->n_in - 1];
-    const uint8_t *mask = NULL;
+    AgMask mask = {NULL, 0, 0};
     if (cols_variants[vi].mask) {
         int m = cols_variants[vi].mask;
         AG_CHECK(attn_masks[m].B == k->shape[0] && attn_masks[m].Tk == k->shape[1],
                  "%s: mask %d does not fit k %s", c->name, m, tensor_shape_str(k));
-        mask = attn_masks[m].m;
+        mask = (AgMask){attn_masks[m].m, attn_masks[m].B, attn_masks[m].Tk};
     }
     Rng rng;
     rng_seed(&rng, (uint64_t)cols_variants[vi].seed);
     const Tensor *am = case_attn_mask(t, cols_variants[vi].attn_mask, q->shape[0],
                                       cols_variants[vi].heads.n_heads, q->shape[1], k->shape[1]);
     AgAttnLayout L = {.kind = AG_ATTN_COLS, .heads = cols_variants[vi].heads};
-    return ag_attention(t, q, k, v, &L, &(AgAttnMask){.causal = cols_variants[vi].causal, .key_padding = mask, .attn_mask = am}, c->farg,
+    return ag_attention(t, q, k, v, &L, &(AgAttnMask){.causal = cols_variants[vi].causal, .key_padding = mask.data ? &mask : NULL, .attn_mask = am}, c->farg,
                         &rng, NULL);
 }
 /* ag_attention, AG_ATTN_ROWS, on ragged row maps of a batch of B = 3: a row left out in the middle of a
@@ -288,7 +288,8 @@ static Tensor *b_attention_rows(Tape *t, Tensor **in, const GcCase *c) {
                                       rows_variants[vi].heads.n_heads, rq.T, rk.T);
     AgAttnLayout L = {.kind = AG_ATTN_ROWS, .heads = rows_variants[vi].heads, .q_rows = rq,
                       .k_rows = rk};
-    AgAttnMask M = {rows_variants[vi].causal, cross ? rows_ck_mask : rows_self_mask, am};
+    AgMask kp = {cross ? rows_ck_mask : rows_self_mask, rk.B, rk.T};
+    AgAttnMask M = {rows_variants[vi].causal, &kp, am};
     return ag_attention(t, q, k, v, &L, &M, c->farg, &rng, NULL);
 }
 static Tensor *b_head_gate(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_head_gate(t, in[0], in[1]); }

@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
         mha.out_proj.bias->data[i] = (Real)(0.1 * rng_normal(&rng));
     Tensor *q = input(params, &rng, B, Tq, C, "q"), *kv = input(params, &rng, B, Tk, C, "kv");
     uint8_t kpm[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-    NnMask kpm_mask = {kpm, B, Tk};
-    Tensor *y = nn_mha_forward(t, &mha, q, kv, kv, &(NnAttnMasks){.key_padding = &kpm_mask}, NULL);
+    AgMask kpm_mask = {kpm, B, Tk};
+    Tensor *y = nn_mha_forward(t, &mha, q, kv, kv, &(AgAttnMask){.key_padding = &kpm_mask}, NULL);
     put("mha.q", q, q->data);
     put("mha.kv", kv, kv->data);
     mask_tensor(params, kpm, B, Tk, "mha.key_padding_mask");
@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < pl.n; i++) tensor_zero_grad(pl.items[i]);
     Tensor *k = input(params, &rng, B, Tk, C, "k"), *v = input(params, &rng, B, Tk, C, "v");
     tensor_zero_grad(q);
-    y = nn_mha_forward(t, &mha, q, k, v, &(NnAttnMasks){.key_padding = &kpm_mask, .causal = 1},
+    y = nn_mha_forward(t, &mha, q, k, v, &(AgAttnMask){.key_padding = &kpm_mask, .causal = 1},
                        NULL);
     put("qkv.k", k, k->data);
     put("qkv.v", v, v->data);
@@ -111,8 +111,7 @@ int main(int argc, char **argv) {
             j == 3 ? -(Real)INFINITY : (Real)(-0.25 * (h + 1) * abs(i + Tk - Tq - j) + 0.1 * bb);
     }
     y = nn_mha_forward(t, &mha, q, k, v,
-                       &(NnAttnMasks){.key_padding = &kpm_mask, .causal = 1, .attn_mask = am},
-                       NULL);
+                       &(AgAttnMask){.key_padding = &kpm_mask, .causal = 1, .attn_mask = am}, NULL);
     put("amask.mask", am, am->data);
     put("amask.out", y, y->data);
     backward_with_R(t, y, &rng, "amask.R");
@@ -130,8 +129,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < Tq; i++)
         for (int j = 0; j < Tk; j++) blocked[i * Tk + j] = j >= 2 && j > i + 2;
     Tensor *bm = ag_attn_mask_bool(t, blocked, 2, (int[]){Tq, Tk});
-    y = nn_mha_forward(t, &mha, q, kv, kv,
-                       &(NnAttnMasks){.key_padding = &kpm_mask, .attn_mask = bm}, NULL);
+    y = nn_mha_forward(t, &mha, q, kv, kv, &(AgAttnMask){.key_padding = &kpm_mask, .attn_mask = bm},
+                       NULL);
     Tensor *bm_out = tensor_new2(params, Tq, Tk, "bool_mask");
     for (int e = 0; e < Tq * Tk; e++) bm_out->data[e] = blocked[e];
     put("bmask.mask", bm_out, bm_out->data);
@@ -162,7 +161,7 @@ int main(int argc, char **argv) {
     Tensor *src = input(params, &rng, B, Tk, C, "src"), *tgt = input(params, &rng, B, Tq, C, "tgt");
     uint8_t src_pad[2 * 7] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
     uint8_t tgt_pad[2 * 5] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    NnMask sm = {src_pad, B, Tk}, tm = {tgt_pad, B, Tq};
+    AgMask sm = {src_pad, B, Tk}, tm = {tgt_pad, B, Tq};
     Tensor *mem = nn_layernorm(t, &enc_norm, nn_encoder_layer(t, &enc, src, &sm, NULL));
     Tensor *o = nn_layernorm(t, &dec_norm, nn_decoder_layer(t, &dec, tgt, mem, &tm, &sm, NULL));
     put("tf.src", src, src->data);
