@@ -3,6 +3,7 @@
 #   make test               the Criterion suite, float and double builds, OpenMP with 2 threads
 #   make OMP=0 test         the same without OpenMP
 #   make DEBUG=1 test       with AddressSanitizer and UndefinedBehaviorSanitizer
+#   make check-docs         every relative link of README.md, docs/, bench/ resolves (in make test)
 #   make REAL=double        the double build (in build/double)
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
@@ -155,7 +156,7 @@ FORMAT_SRC = $(sort $(wildcard src/*.h src/*/*.c src/*/*.h tests/*/*.c tests/*/*
                                examples/*.h bench/*.c))
 VERSION := $(shell sed -n 's/^\#define ATTOGRAD_VERSION "\(.*\)"/\1/p' src/attograd.h)
 
-.PHONY: all lib examples test test-one test-torch test-numpy deps-test install uninstall test-install \
+.PHONY: all lib examples test test-one test-torch test-numpy check-docs deps-test install uninstall test-install \
         format format-check clean help bench
 all: lib examples
 
@@ -297,8 +298,7 @@ $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_tokenizer.o: examples/translate/translate.h
-$(B)/obj/tests/examples/%.o $(B)/obj/tests/io/test_checkpoint.o: CFLAGS += -Iexamples/translate
-$(B)/obj/tests/io/test_checkpoint.o: examples/translate/translate.h
+$(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 # the trainer's files (train*.c) share its state through trainer.h
 TRAINER_SRC := $(wildcard examples/translate/train*.c)
 $(TRAINER_SRC:%.c=$(B)/obj/%.o): examples/translate/trainer.h
@@ -482,6 +482,14 @@ test: deps-test
 	@$(MAKE) --no-print-directory REAL=float test-one
 	@$(MAKE) --no-print-directory REAL=double test-torch
 	@$(MAKE) --no-print-directory REAL=float test-numpy
+	@$(MAKE) --no-print-directory check-docs
+
+# every relative link of the README, docs/ and bench/ resolves: files, and #anchors as GitHub
+# makes them (the checker first proves on a tree of its own that it finds broken links)
+check-docs:
+	@scripts/deps.sh python3
+	@python3 scripts/check_docs.py --self-test
+	@python3 scripts/check_docs.py README.md docs/*.md bench/*.md
 
 # attograd vs PyTorch on the same weights (where python3-torch is installed): modules, then
 # optimizers and clipping; then the .npz interop with numpy (where python3-numpy is installed),
@@ -725,6 +733,7 @@ help:
 	@echo 'attograd targets:'
 	@echo '  make                 the library ($(B)/libattograd.a, .so) and examples ($(B)/examples/)'
 	@echo '  make test            the test suite: double then float build, OMP_NUM_THREADS=$(THREADS)'
+	@echo '  make check-docs      every relative link of README.md, docs/ and bench/ resolves'
 	@echo '  make test-numpy      .npz files between attograd and numpy, both ways (where numpy is)'
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'

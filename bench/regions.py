@@ -10,7 +10,7 @@ the CPU time of their busiest thread, then the total:
 critical_ms (serial + max) is the run's time if starting and joining threads cost nothing: CPU
 time only, so it holds on a machine other jobs share; run the program on 1 and on N threads and
 divide. GOMP_SPINCOUNT=0 keeps waiting out of cpu_ms. wall_ms and late_ms (how late the last
-thread started) need a quiet machine. Example (bench/README.md, "The step arena and two
+thread started) need a quiet machine. Example (bench/JOURNAL.md, "The step arena and two
 threads"):
 
     GOMP_SPINCOUNT=0 python3 bench/regions.py -- build/bench/bench_models seq2seq-small 2 20
