@@ -112,10 +112,10 @@ static int gates_are_identity(const MultiHeadAttention *m) {
     return 1;
 }
 
-/* The masks, once the key padding mask's shape is checked against (B, Tk) in the module's terms
- * (ag_attention checks it again, and the attention mask's). */
-static AgAttnMask checked_masks(const AgAttnMask *mk, const Tensor *query, int B, int Tk,
-                                const Tensor *keys) {
+/* Checks the key padding mask's shape against (B, Tk) in the module's terms, before any
+ * projection (ag_attention checks it again, and the attention mask's). */
+static void check_padding(const AgAttnMask *mk, const Tensor *query, int B, int Tk,
+                          const Tensor *keys) {
     const AgMask *key_padding_mask = mk->key_padding;
     AG_CHECK(key_padding_mask == NULL ||
                  (key_padding_mask->B == B && key_padding_mask->T == Tk && key_padding_mask->data),
@@ -123,7 +123,6 @@ static AgAttnMask checked_masks(const AgAttnMask *mk, const Tensor *query, int B
              "and keys %s",
              key_padding_mask ? key_padding_mask->B : 0, key_padding_mask ? key_padding_mask->T : 0,
              B, Tk, query->name, tensor_shape_str(query), tensor_shape_str(keys));
-    return *mk;
 }
 
 /* x (B, T, C), or (n, C) packed by rows when rows is given */
@@ -181,10 +180,10 @@ static MhaProj project(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *ke
  * q split the same way, attention, the gates, the heads merged, the output projection. */
 static Tensor *mha_attend(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *kh, Tensor *vh,
                           const AgAttnMask *masks, Rng *rng, const HookAt *at) {
-    AgAttnMask mask = checked_masks(masks, query, query->shape[0], kh->shape[2], kh);
+    check_padding(masks, query, query->shape[0], kh->shape[2], kh);
     Tensor *q = nn_linear(t, &m->q_proj, query);   /* (B, Tq, C) */
     Tensor *qh = ag_split_heads(t, q, m->n_heads); /* (B, NH, Tq, HS) */
-    Tensor *o = ag_attention(t, qh, kh, vh, NULL, &mask, m->dropout, rng,
+    Tensor *o = ag_attention(t, qh, kh, vh, NULL, masks, m->dropout, rng,
                              probs_of(m)); /* (B, NH, Tq, HS) */
     if (!gates_are_identity(m)) o = ag_head_gate(t, o, m->gate);
     Tensor *merged = hook_z(t, at, ag_merge_heads(t, o)); /* (B, Tq, C) */
@@ -211,12 +210,12 @@ static Tensor *mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor
         Tensor *vh = nn_mha_project_kv(t, m, value, 1); /* (B, NKV, Tk, HS) */
         return mha_attend(t, m, query, kh, vh, &mk, rng, at);
     }
-    AgAttnMask mask = checked_masks(&mk, query, query->shape[0], key->shape[1], key);
+    check_padding(&mk, query, query->shape[0], key->shape[1], key);
     MhaProj p = project(t, m, query, key, value); /* (B, T, width): heads side by side */
     Tensor *o =
-        ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads},
-                     &mask, m->dropout, rng, probs_of(m)); /* (B, Tq, C) */
-    return nn_linear(t, &m->out_proj, hook_z(t, at, o));   /* (B, Tq, C) */
+        ag_attention(t, p.q, p.k, p.v, &(AgAttnLayout){.kind = AG_ATTN_COLS, .heads = p.heads}, &mk,
+                     m->dropout, rng, probs_of(m));      /* (B, Tq, C) */
+    return nn_linear(t, &m->out_proj, hook_z(t, at, o)); /* (B, Tq, C) */
 }
 
 Tensor *nn_mha_forward(Tape *t, MultiHeadAttention *m, Tensor *query, Tensor *key, Tensor *value,
@@ -251,7 +250,7 @@ Tensor *nn_mha_forward_hooked(Tape *t, MultiHeadAttention *m, Tensor *query, Ten
              "nn_mha_forward_hooked: blocks.%d: grouped-query attention (%d of %d heads) and "
              "float attention masks have no hooked path",
              a->layer, m->n_kv_heads, m->n_heads);
-    checked_masks(&mk, query, query->shape[0], key_value->shape[1], key_value);
+    check_padding(&mk, query, query->shape[0], key_value->shape[1], key_value);
     NnHookAttn plain = *a; /* the module's masks, dropout and probabilities */
     plain.causal = mk.causal, plain.key_padding = mk.key_padding ? mk.key_padding->data : NULL;
     plain.dropout = m->dropout, plain.rng = rng, plain.probs = probs_of(m);
@@ -305,7 +304,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
         return q_rows ? ag_gather_rows(t, y, q_rows->idx, q_rows->n) : y;
     }
     int Tk = kv_rows ? kv_rows->T : key_value->shape[1];
-    AgAttnMask mask = checked_masks(&mk, query, B, Tk, key_value);
+    check_padding(&mk, query, B, Tk, key_value);
     MhaProj p = project(t, m, query, key_value, key_value); /* packed (n, width) */
     AgAttnLayout rows = {.kind = AG_ATTN_ROWS, .heads = p.heads};
     rows.q_rows = rows_of(t, q_rows, p.q);
@@ -313,7 +312,7 @@ Tensor *nn_mha_forward_rows(Tape *t, MultiHeadAttention *m, Tensor *query, const
     Tensor *q = as_rows(t, p.q, q_rows);
     Tensor *k = p.k == p.q ? q : as_rows(t, p.k, kv_rows);
     Tensor *v = p.v == p.k ? k : as_rows(t, p.v, kv_rows);
-    Tensor *o = ag_attention(t, q, k, v, &rows, &mask, m->dropout, rng, probs_of(m)); /* (nq, C) */
+    Tensor *o = ag_attention(t, q, k, v, &rows, &mk, m->dropout, rng, probs_of(m)); /* (nq, C) */
     if (!q_rows) o = ag_reshape(t, o, 3, (int[]){p.q->shape[0], p.q->shape[1], o->shape[1]});
     return nn_linear(t, &m->out_proj, o); /* (Nq, C) or (B, Tq, C) */
 }
