@@ -63,7 +63,14 @@ for p in course/mutations/*.patch; do
         fail "$name: no '$hint' hint for $op"
     n_mut=$((n_mut + 1))
 done
-[ "$n_mut" -ge 6 ] || fail "only $n_mut mutations"
+[ "$n_mut" -ge 20 ] || fail "only $n_mut mutations"
+# the mistakes docs/course.md says the grader names
+for m in softmax_overwrites layernorm_overwrites matmul_overwrites softmax_sum_without_weights \
+    softmax_sign_flipped softmax_skips_last_column softmax_first_row_only softmax_without_y_factor \
+    softmax_half softmax_y_squared attention_scale_forgotten attention_causal_ignored \
+    attention_p_for_dp attention_groups_not_summed; do
+    [ -f "course/mutations/$m.patch" ] || fail "no mutation $m"
+done
 
 # 4. hidden cases from an instructor's file; a bad file exits 2 naming it
 printf '# hidden\nsoftmax 4 9 seed 17\nattention 1 3 1 4 7 2 2 10 seed 5\n' > "$work/cases.txt"
