@@ -237,7 +237,9 @@ static double weighted(const Tensor *y, const Tensor *R) {
 }
 
 /* |a - n| / max(1, |a|, |n|), ag_gradcheck's measure */
-static double rel_err(double a, double n) { return fabs(a - n) / fmax(1.0, fmax(fabs(a), fabs(n))); }
+static double rel_err(double a, double n) {
+    return fabs(a - n) / fmax(1.0, fmax(fabs(a), fabs(n)));
+}
 
 /* one backward of sum(f(in) * R) into the inputs' gradient buffers, each filled first with
  * zeros (fill NULL) or with random values drawn from fill; out[i][e] = after - before */
@@ -246,14 +248,12 @@ static void backward_increment(Tape *t, ForwardFn f, const void *ctx, Tensor **i
     ag_tape_reset(t);
     Tensor *y = f(t, in, ctx);
     for (int i = 0; i < n_in; i++) {
-        for (size_t e = 0; e < in[i]->size; e++)
-            in[i]->grad[e] = fill ? (Real)rng_normal(fill) : 0;
+        for (size_t e = 0; e < in[i]->size; e++) in[i]->grad[e] = fill ? (Real)rng_normal(fill) : 0;
         for (size_t e = 0; e < in[i]->size; e++) out[i][e] = (double)in[i]->grad[e];
     }
     ag_backward(t, ag_sum(t, ag_mul(t, y, R)));
     for (int i = 0; i < n_in; i++)
-        for (size_t e = 0; e < in[i]->size; e++)
-            out[i][e] = (double)in[i]->grad[e] - out[i][e];
+        for (size_t e = 0; e < in[i]->size; e++) out[i][e] = (double)in[i]->grad[e] - out[i][e];
     ag_tape_reset(t);
 }
 
@@ -513,7 +513,10 @@ static void name_list(const Check *k, unsigned mask, char *buf, size_t n) {
     for (int j = 0; j < k->n_in; j++) {
         if (!((mask >> j) & 1)) continue;
         size_t len = strlen(buf);
-        snprintf(buf + len, n - len, "%s%s's", seen == 0 ? "" : seen == total - 1 ? " and " : ", ",
+        snprintf(buf + len, n - len, "%s%s's",
+                 seen == 0           ? ""
+                 : seen == total - 1 ? " and "
+                                     : ", ",
                  k->names[j]);
         seen++;
     }
