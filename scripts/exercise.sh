@@ -13,8 +13,9 @@
 # --hide (make exercise HIDE=1, for graded work) also withholds the answers the copy would
 # otherwise hold in words: the comments above each blanked function (and above the functions of
 # its file that call it or name it), the gradient part of the op's row of
-# src/autograd/ops.def, the blocks of docs/backprop.md between "<!-- withhold: names -->" and
-# "<!-- /withhold -->" that name a chosen exercise (each replaced by a line saying so), and the
+# src/autograd/ops.def, the blocks of docs/backprop.md and docs/course.md between
+# "<!-- withhold: names -->" and "<!-- /withhold -->" that name a chosen exercise (each replaced
+# by a line saying so), and the
 # places course/withhold.txt lists (formulas in other files; that list stays out of the copy).
 # The real tree is only read. Exit 2 with a message on a bad argument.
 set -eu
@@ -166,19 +167,21 @@ withhold() {
     END { exit bad }
     ' "$copy/src/autograd/ops.def" > "$copy/src/autograd/ops.def.new"
     mv "$copy/src/autograd/ops.def.new" "$copy/src/autograd/ops.def"
-    # 3. the marked blocks of docs/backprop.md
-    awk -v sel="$names" '
-    /^<!-- withhold: [a-z_ ]* -->$/ {
-        list = $0; sub(/^<!-- withhold: /, "", list); sub(/ -->$/, "", list)
-        n = split(list, a, " ")
-        for (i = 1; i <= n; i++) if (index(sel, " " a[i] " ")) inside = 1
-        if (inside) print "*(Withheld in this copy, for the exercise: derive it yourself; `make grade` checks your backward.)*"
-        next
-    }
-    /^<!-- \/withhold -->$/ { inside = 0; next }
-    !inside { print }
-    ' "$copy/docs/backprop.md" > "$copy/docs/backprop.md.new"
-    mv "$copy/docs/backprop.md.new" "$copy/docs/backprop.md"
+    # 3. the marked blocks of docs/backprop.md and docs/course.md
+    for doc in docs/backprop.md docs/course.md; do
+        awk -v sel="$names" '
+        /^<!-- withhold: [a-z_ ]* -->$/ {
+            list = $0; sub(/^<!-- withhold: /, "", list); sub(/ -->$/, "", list)
+            n = split(list, a, " ")
+            for (i = 1; i <= n; i++) if (index(sel, " " a[i] " ")) inside = 1
+            if (inside) print "*(Withheld in this copy, for the exercise: derive it yourself; `make grade` checks your backward.)*"
+            next
+        }
+        /^<!-- \/withhold -->$/ { inside = 0; next }
+        !inside { print }
+        ' "$copy/$doc" > "$copy/$doc.new"
+        mv "$copy/$doc.new" "$copy/$doc"
+    done
     # 4. the other places: "exercise<TAB>file<TAB>text<TAB>replacement" in course/withhold.txt
     [ -f course/withhold.txt ] || return 0
     grep -v '^#' course/withhold.txt | while IFS='	' read -r e f text repl; do

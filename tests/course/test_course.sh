@@ -118,6 +118,7 @@ left=$(formulas_in "$hid" " softmax ")
 [ -n "$(formulas_in "$hid" " log_softmax layernorm attention ")" ] ||
     fail "EX=softmax HIDE=1 withheld the other exercises' formulas too"
 grep -q '^\*(Withheld in this copy' "$hid/docs/backprop.md" || fail "HIDE=1: no withheld line"
+grep -q '| exercise | the mistake |' "$hid/docs/course.md" && fail "HIDE=1: the table of mistakes stayed"
 (cd "$hid" && "$MAKE" --no-print-directory -j2 grade) > "$work/hidden_blank.out" 2>> "$log"
 cat "$work/hidden_blank.out" >> "$log"
 [ "$(tail -n 1 "$work/hidden_blank.out")" = "0 passed, 5 failed" ] &&
