@@ -646,14 +646,19 @@ test-one: fuzz-replay
 $(B)/obj/tests/examples/test_translate_limits.o: examples/translate/translate.h
 
 # ---- coursework (docs/course.md) ----
-# make exercise EX="attention softmax" (or all) [OUT=dir]: a student copy of the tree in OUT
-# (build/exercises) with those backward bodies blanked (scripts/exercise.sh); the real tree is
-# only read. make grade (in the copy): the double build, then course/grade on the exercises the
-# copy lists (here, in the real tree: every one, against the losses it records first);
-# CASES=file adds an instructor's hidden cases.
+# make exercise EX="attention softmax" (or all) [OUT=dir] [HIDE=1]: a student copy of the tree
+# in OUT (build/exercises) with those backward bodies blanked (scripts/exercise.sh); HIDE=1 also
+# withholds their derivations (comments, ops.def's gradients, docs/backprop.md's sections); the
+# real tree is only read. make grade (in the copy): the double build, then course/grade on the
+# exercises the copy lists (here, in the real tree: every one, against the losses it records
+# first); CASES=file adds an instructor's hidden cases.
 EX ?= all
 OUT ?= build/exercises
 CASES ?=
+HIDE ?=
+ifneq ($(filter-out 0 1,$(HIDE)),)
+$(error HIDE must be 0 or 1, not '$(HIDE)')
+endif
 GRADER := $(B)/course/grade
 FORMAT_SRC += course/*.c
 .PHONY: exercise exercise-run grade grade-run
@@ -664,7 +669,7 @@ $(GRADER): $(B)/obj/course/grade.o $(B)/libattograd.a
 exercise:
 	@$(MAKE) --no-print-directory REAL=double exercise-run
 exercise-run: $(GRADER)
-	@scripts/exercise.sh "$(OUT)" $(GRADER) $(EX)
+	@scripts/exercise.sh $(if $(filter 1,$(HIDE)),--hide) "$(OUT)" $(GRADER) $(EX)
 
 grade:
 	@$(MAKE) --no-print-directory REAL=double grade-run

@@ -4,15 +4,19 @@
  *   1. gradient checks of the op on several shapes (odd sizes, masks, grouped heads), each
  *      against central differences with loss = sum(out * R), R a random upstream gradient, and
  *      the measure of ag_gradcheck (|a - n| / max(1, |a|, |n|) <= 1e-6, gradient not all 0);
+ *      the analytic gradient is what backward adds to buffers that held random values before
+ *      (a backward that writes = instead of adding += fails);
  *   2. a check of the op's module (nn's multi-head attention with masks and grouped heads, the
  *      feed-forward block, a GPT's loss, ...) against central differences;
  *   3. an end-to-end run: a tiny model that uses the op trains 8 SGD steps, and its losses
  *      must match, step for step, the losses the real kernels gave (course/expected.txt,
  *      written by `make exercise` from the real tree).
  * A failure prints the op, the case, the first failing element (index, analytic, numeric) and
- * a hint read off the two gradients: all zero, off by a constant factor, the transpose of the
- * right one, off by a per-row term (a missing mean or weighted-sum term), right without masks
- * but not with them, the attention weights transposed. The last line is "N passed, N failed".
+ * a hint read off the two gradients: all zero, overwritten instead of added to, off by a
+ * constant factor, the transpose of the right one, off by a per-row term (a missing mean or
+ * weighted-sum term), elements left out, right without masks (or without grouped heads) but
+ * not with them, the attention weights transposed, which inputs' gradients are wrong. The last
+ * line is "N passed, N failed".
  * Each exercise runs in a child process, so a crash in a student's kernel is reported, not
  * fatal. Usage:
  *   grade [--exercises FILE] [--expected FILE] [--cases FILE]   (exit 0: all passed, 1: not)
@@ -215,8 +219,11 @@ typedef struct {
     int n_in;
     const char *names[4];
     Tensor *in[4];
-    double *ana[4], *num[4]; /* per input, size elements */
+    double *ana[4], *num[4]; /* per input, size elements: the increment, the numeric gradient */
+    double *ana0[4];         /* the analytic gradient from zeroed buffers */
     int pass;
+    int pass0;     /* ana0 matches num */
+    int overwrote; /* ana != ana0: the increment depends on what the buffer held */
     int bad_input; /* the first failing element: input, index */
     size_t bad_index;
     double worst;
@@ -230,30 +237,55 @@ static double weighted(const Tensor *y, const Tensor *R) {
     return s;
 }
 
-/* analytic and numeric gradients of sum(f(in) * R) for every input element */
+/* |a - n| / max(1, |a|, |n|), ag_gradcheck's measure */
+static double rel_err(double a, double n) {
+    return fabs(a - n) / fmax(1.0, fmax(fabs(a), fabs(n)));
+}
+
+/* one backward of sum(f(in) * R) into the inputs' gradient buffers, each filled first with
+ * zeros (fill NULL) or with random values drawn from fill; out[i][e] = after - before */
+static void backward_increment(Tape *t, ForwardFn f, const void *ctx, Tensor **in, int n_in,
+                               Tensor *R, Rng *fill, double **out) {
+    ag_tape_reset(t);
+    Tensor *y = f(t, in, ctx);
+    for (int i = 0; i < n_in; i++) {
+        for (size_t e = 0; e < in[i]->size; e++) in[i]->grad[e] = fill ? (Real)rng_normal(fill) : 0;
+        for (size_t e = 0; e < in[i]->size; e++) out[i][e] = (double)in[i]->grad[e];
+    }
+    ag_backward(t, ag_sum(t, ag_mul(t, y, R)));
+    for (int i = 0; i < n_in; i++)
+        for (size_t e = 0; e < in[i]->size; e++) out[i][e] = (double)in[i]->grad[e] - out[i][e];
+    ag_tape_reset(t);
+}
+
+/* Analytic and numeric gradients of sum(f(in) * R) for every input element. The analytic
+ * gradient is what one backward adds to the inputs' gradient buffers, which hold random values
+ * before it (as when another op has added its share already): a backward that writes (=)
+ * instead of adding (+=) loses them and fails. The same backward from zeroed buffers (ana0)
+ * tells that mistake apart from a wrong formula. */
 static void run_check(Tape *t, ForwardFn f, const void *ctx, Tensor **in, const char **names,
                       int n_in, unsigned seed, Check *k) {
     memset(k, 0, sizeof *k);
     k->n_in = n_in;
-    ag_tape_reset(t);
     for (int i = 0; i < n_in; i++) {
         k->in[i] = in[i];
         k->names[i] = names[i];
-        tensor_zero_grad(in[i]);
+        k->ana[i] = malloc(in[i]->size * sizeof(double));
+        k->ana0[i] = malloc(in[i]->size * sizeof(double));
+        k->num[i] = malloc(in[i]->size * sizeof(double));
     }
+    ag_tape_reset(t);
     Tensor *y = f(t, in, ctx);
     Arena *ra = arena_new("R", 0);
     Tensor *R = tensor_new(ra, y->ndim, y->shape, "R");
     Rng rng;
     rng_seed(&rng, 555 + seed);
     rng_fill_normal(&rng, R, 0, 1);
-    ag_backward(t, ag_sum(t, ag_mul(t, y, R)));
-    for (int i = 0; i < n_in; i++) {
-        k->ana[i] = malloc(in[i]->size * sizeof(double));
-        k->num[i] = malloc(in[i]->size * sizeof(double));
-        for (size_t e = 0; e < in[i]->size; e++) k->ana[i][e] = (double)in[i]->grad[e];
-    }
-    k->pass = 1;
+    backward_increment(t, f, ctx, in, n_in, R, NULL, k->ana0);
+    Rng fill;
+    rng_seed(&fill, 9000 + seed);
+    backward_increment(t, f, ctx, in, n_in, R, &fill, k->ana);
+    k->pass = k->pass0 = 1;
     k->bad_input = -1;
     double maxabs = 0;
     for (int i = 0; i < n_in; i++)
@@ -266,14 +298,17 @@ static void run_check(Tape *t, ForwardFn f, const void *ctx, Tensor **in, const 
             ag_tape_reset(t);
             double lo = weighted(f(t, in, ctx), R);
             in[i]->data[e] = orig;
-            double n = (hi - lo) / (2 * EPS), an = k->ana[i][e];
+            double n = (hi - lo) / (2 * EPS), an = k->ana[i][e], an0 = k->ana0[i][e];
             k->num[i][e] = n;
-            double err = fabs(an - n) / fmax(1.0, fmax(fabs(an), fabs(n)));
+            double err = rel_err(an, n);
             if (!(err <= TOL) && k->bad_input < 0) {
                 k->bad_input = i;
                 k->bad_index = e;
             }
             if (!(err <= k->worst)) k->worst = err;
+            if (!(rel_err(an0, n) <= TOL)) k->pass0 = 0;
+            /* the same sum added to other starting values differs by rounding only */
+            if (!(fabs(an - an0) <= 1e-9 * fmax(1.0, fabs(an0)))) k->overwrote = 1;
             maxabs = fmax(maxabs, fabs(an));
         }
     ag_tape_reset(t);
@@ -285,6 +320,7 @@ static void run_check(Tape *t, ForwardFn f, const void *ctx, Tensor **in, const 
 static void free_check(Check *k) {
     for (int i = 0; i < k->n_in; i++) {
         free(k->ana[i]);
+        free(k->ana0[i]);
         free(k->num[i]);
     }
 }
@@ -470,12 +506,45 @@ static void index_str(const Tensor *x, size_t e, char *buf, size_t n) {
     if (len < (int)n) snprintf(buf + len, n - (size_t)len, "]");
 }
 
-/* the hint for a failed check of op c (NULL c: a module, generic hints only) */
-static void hint(const Check *k, const Case *c, Tape *t, Tensor **in, int twin_passed, char *buf,
+/* "q's and k's": names[j] for the inputs j whose bit is set in mask, joined */
+static void name_list(const Check *k, unsigned mask, char *buf, size_t n) {
+    int total = 0, seen = 0;
+    for (int j = 0; j < k->n_in; j++) total += (mask >> j) & 1;
+    buf[0] = 0;
+    for (int j = 0; j < k->n_in; j++) {
+        if (!((mask >> j) & 1)) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s's",
+                 seen == 0           ? ""
+                 : seen == total - 1 ? " and "
+                                     : ", ",
+                 k->names[j]);
+        seen++;
+    }
+}
+
+/* input i's analytic gradient is right except where it is exactly 0: returns how many such
+ * elements there are (0: not that pattern) */
+static size_t left_out(const Check *k, int i) {
+    size_t zeros = 0;
+    for (size_t e = 0; e < k->in[i]->size; e++) {
+        if (rel_err(k->ana[i][e], k->num[i][e]) <= TOL) continue;
+        if (k->ana[i][e] != 0) return 0;
+        zeros++;
+    }
+    return zeros;
+}
+
+/* the hint for a failed check of op c (NULL c: a module, generic hints only); twin: which
+ * variant of the case passes (TWIN_MASKS: without its masks, ignored rows or dropout;
+ * TWIN_GROUPS: attention with one key/value head per query head), or 0 */
+enum { TWIN_MASKS = 1, TWIN_GROUPS = 2 };
+static void hint(const Check *k, const Case *c, Tape *t, Tensor **in, int twin, char *buf,
                  size_t n) {
     int i = k->bad_input;
     const Tensor *x = k->in[i];
     double f;
+    size_t zeros;
     int allzero = 1;
     for (int j = 0; j < k->n_in; j++)
         for (size_t e = 0; e < k->in[j]->size; e++) allzero &= k->ana[j][e] == 0;
@@ -483,11 +552,22 @@ static void hint(const Check *k, const Case *c, Tape *t, Tensor **in, int twin_p
         snprintf(buf, n,
                  "zero gradient: every input's gradient is 0 (is the body still the stub? "
                  "gradients are added into the buffers, +=)");
-    else if (twin_passed)
+    else if (k->overwrote)
+        snprintf(buf, n,
+                 "overwrote the gradient instead of adding to it (+=): the buffers held "
+                 "values before this backward (another op's share) and lost them; from "
+                 "zeroed buffers the values are %s",
+                 k->pass0 ? "right" : "wrong too");
+    else if (twin == TWIN_MASKS)
         snprintf(buf, n,
                  "mask forgotten: the same case without masks, ignored rows or dropout "
                  "passes; the backward must skip (or zero) what the forward masked, "
                  "ignored or dropped");
+    else if (twin == TWIN_GROUPS)
+        snprintf(buf, n,
+                 "grouped heads not summed: the same case with one key/value head per query "
+                 "head passes; key/value head g is read by the query heads g*NH/NKV to "
+                 "(g+1)*NH/NKV - 1, and its gradient is the sum of theirs");
     else if (c && c->op == ATTENTION && i == 2 && attention_p_transposed(t, c, in, k->ana[2]))
         snprintf(buf, n,
                  "off by a transpose: v's gradient is A gy with the attention weights A "
@@ -517,21 +597,33 @@ static void hint(const Check *k, const Case *c, Tape *t, Tensor **in, int twin_p
                  "missing or wrong",
                  c->op == LAYERNORM ? "a + b xhat" : "b xhat",
                  c->op == LAYERNORM ? "mean and variance (the mean terms)" : "mean square");
-    else {
+    else if ((zeros = left_out(k, i)) > 0) {
+        char idx[64];
+        index_str(x, k->bad_index, idx, sizeof idx);
+        snprintf(buf, n,
+                 "elements left out: %s's gradient is right except at %zu elements where it "
+                 "is 0 (the first %s): does a loop stop early, or skip a row or a column?",
+                 k->names[i], zeros, idx);
+    } else {
         int extra = 0; /* analytic nonzero where the output does not depend on the input */
         for (size_t e = 0; e < x->size; e++) extra |= k->num[i][e] == 0 && k->ana[i][e] != 0;
-        int others_ok = 1;
+        unsigned wrong = 0;
         for (int j = 0; j < k->n_in; j++)
-            if (j != i) others_ok &= close_arrays(k->ana[j], k->num[j], k->in[j]->size);
+            for (size_t e = 0; e < k->in[j]->size; e++)
+                if (!(rel_err(k->ana[j][e], k->num[j][e]) <= TOL)) wrong |= 1u << j;
+        unsigned right = ((1u << k->n_in) - 1) & ~wrong;
         if (extra)
             snprintf(buf, n,
                      "a gradient where the output does not depend on %s (a masked, "
                      "padded or ignored position?)",
                      k->names[i]);
-        else if (k->n_in > 1 && others_ok)
-            snprintf(buf, n, "wrong values in %s's gradient only; the other inputs' are right",
-                     k->names[i]);
-        else
+        else if (wrong && right) {
+            char w[160], r[160];
+            name_list(k, wrong, w, sizeof w);
+            name_list(k, right, r, sizeof r);
+            snprintf(buf, n, "wrong values in %s gradient%s only; %s %s right", w,
+                     wrong & (wrong - 1) ? "s" : "", r, right & (right - 1) ? "are" : "is");
+        } else
             snprintf(buf, n, "wrong values (compare with the derivation in docs/backprop.md)");
     }
 }
@@ -568,6 +660,25 @@ static int unmasked_twin(const Case *c, Case *twin) {
     return 0;
 }
 
+/* attention with grouped heads (NKV < NH): the same case with one key/value head a query head */
+static int ungrouped_twin(const Case *c, Case *twin) {
+    *twin = *c;
+    if (c->op != ATTENTION || c->a[2] == c->a[1]) return 0;
+    twin->a[2] = c->a[1];
+    return 1;
+}
+
+/* whether the variant twin of a failed case passes */
+static int twin_passes(Tape *t, const Case *twin) {
+    Inputs J;
+    make_inputs(twin, &J);
+    Check k2;
+    run_check(t, case_forward, twin, J.in, J.names, J.n, twin->seed, &k2);
+    int pass = k2.pass;
+    free_check(&k2);
+    return pass;
+}
+
 static int grade_case(Tape *t, const Case *c) {
     Inputs I;
     make_inputs(c, &I);
@@ -581,16 +692,12 @@ static int grade_case(Tape *t, const Case *c) {
         printf("pass  %-13s %s (worst error %.2g)\n", ops[c->op].name, label, k.worst);
     } else {
         Case twin;
-        int twin_passed = 0;
-        if (unmasked_twin(c, &twin)) {
-            Inputs J;
-            make_inputs(&twin, &J);
-            Check k2;
-            run_check(t, case_forward, &twin, J.in, J.names, J.n, twin.seed, &k2);
-            twin_passed = k2.pass;
-            free_check(&k2);
-        }
-        hint(&k, c, t, I.in, twin_passed, h, sizeof h);
+        int which = 0;
+        if (unmasked_twin(c, &twin) && twin_passes(t, &twin))
+            which = TWIN_MASKS;
+        else if (ungrouped_twin(c, &twin) && twin_passes(t, &twin))
+            which = TWIN_GROUPS;
+        hint(&k, c, t, I.in, which, h, sizeof h);
         print_failure(ops[c->op].name, label, &k, h);
     }
     int pass = k.pass;
