@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "text/text.h"
 #include "dist/dist.h"
+#include "flag/flag.h"
 #include "lens/detect.h"
 #include "lens/lens.h"
 #include "lens/logit.h"
