@@ -127,8 +127,8 @@ static void range_text(const Flag *f, char *buf, size_t cap) {
     if (f->type == FLAG_DOUBLE) {
         snprintf(buf, cap, "[%g, %g]", f->lo, f->hi);
     } else if (f->type == FLAG_U64) {
-        unsigned long long hi = f->hi >= 18446744073709551615.0 ? ULLONG_MAX
-                                                                 : (unsigned long long)f->hi;
+        unsigned long long hi =
+            f->hi >= 18446744073709551615.0 ? ULLONG_MAX : (unsigned long long)f->hi;
         snprintf(buf, cap, "[%llu, %llu]", (unsigned long long)(f->lo > 0 ? f->lo : 0), hi);
     } else {
         long long lo, hi;
@@ -156,8 +156,8 @@ static int read_ints(const Flag *f, const char *sp, const char *v) {
         char el[32];
         long long x;
         if (len == 0)
-            return ag_fail(AG_ERR_ARG, "'--%s %s' has an empty element: give integers like 3,4",
-                           sp, v);
+            return ag_fail(AG_ERR_ARG, "'--%s %s' has an empty element: give integers like 3,4", sp,
+                           v);
         if (len >= sizeof el)
             return ag_fail(AG_ERR_ARG, "'--%s %s': '%.*s' is not an integer", sp, v, (int)len, p);
         memcpy(el, p, len);

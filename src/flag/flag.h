@@ -42,11 +42,18 @@ typedef struct Flag {
     void *ptr;       /* where the value goes (FlagType); it holds the default before parsing */
     const char *arg; /* the value's name in --help and messages ("N", "DIR"); NULL: by type */
     const char *help;
-    double lo, hi;              /* numbers and list elements: the range; FLAG_SWITCH: lo is stored */
+    double lo, hi; /* numbers and list elements: the range; FLAG_SWITCH: lo is stored */
     const char *const *choices; /* FLAG_CHOICE: the names, NULL-terminated */
     int given; /* set by flag_parse: 0, or 1 + the index of the spelling last used (1: the
                 * canonical one); a table starts it at 0 */
 } Flag;
+
+/* The ranges the programs built on this parser share, one per concept (docs/architecture.md):
+ * the learning rate and the cosine's floor (up to 1e6: a rate meant to diverge, as the NaN
+ * stop's test gives, is still a rate), AdamW's weight decay, the clipping norm. */
+#define FLAG_LR_MAX 1e6
+#define FLAG_WD_MAX 10.0
+#define FLAG_CLIP_MAX 1e30
 
 /* flag_parse's answer when --help or -h was given (nothing after it is read) */
 #define FLAG_HELP 1

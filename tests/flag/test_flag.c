@@ -14,7 +14,6 @@
 
 static const char *const OPTIMS[] = {"sgd", "adam", "adamw", NULL};
 
-
 /* one table of every type; its values start at the defaults */
 typedef struct {
     int steps, optim, resume, pre_ln;
@@ -162,12 +161,9 @@ Test(flag_parse, reads_numbers_strictly_in_base_10) {
         int steps;
         double lr;
     } good[] = {
-        {"--steps 010", 10, 1e-3},
-        {"--steps 1000 --lr 10", 1000, 10},
-        {"--lr .5", 100, 0.5},
-        {"--lr 5.", 100, 5},
-        {"--lr 1E-1", 100, 0.1},
-        {"--lr 1e+0", 100, 1},
+        {"--steps 010", 10, 1e-3},    {"--steps 1000 --lr 10", 1000, 10},
+        {"--lr .5", 100, 0.5},        {"--lr 5.", 100, 5},
+        {"--lr 1E-1", 100, 0.1},      {"--lr 1e+0", 100, 1},
         {"--lr 1e-320", 100, 1e-320}, /* an underflow: the subnormal strtod gives */
         {"--lr 0", 100, 0},
     };
