@@ -1,9 +1,10 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
  * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
- * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), then
- * lens (head detectors; the cache, ablation and patching on the models' hook points; the logit
- * lens and direct logit attribution; the export to TransformerLens). The
+ * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), flag
+ * (a program's command line from one table of flags), then lens (head detectors; the cache,
+ * ablation and patching on the models' hook points; the logit lens and direct logit
+ * attribution; the export to TransformerLens). The
  * kernels (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H

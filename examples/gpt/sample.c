@@ -210,7 +210,7 @@ int gp_eval(int argc, char **argv) {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint", 0, 0, NULL, 0},
         {"data", FLAG_PATH, &data, NULL, "the prepared folder: its valid.bin is evaluated", 0, 0,
          NULL, 0},
-        {"batch-size", FLAG_INT, &batch, NULL, "windows a forward pass", 1, 1 << 16, NULL, 0},
+        {"batch|batch-size", FLAG_INT, &batch, NULL, "windows a forward pass", 1, 1 << 16, NULL, 0},
         {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
