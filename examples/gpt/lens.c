@@ -192,8 +192,8 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
                     "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0}};
     int n = 1, help;
     if (parts & GP_LENS_ROWS) {
-        fl[n++] = (Flag){"prompt", FLAG_STR, &c->prompt, NULL, "the text to run (one row)",
-                         0,        0,        NULL,       0};
+        fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
+                         0,        0,         NULL,       0};
         fl[n++] = (Flag){
             "prompts", FLAG_PATH, &c->prompts, NULL, "a file: one row a line, all as many tokens",
             0,         0,         NULL,        0};
@@ -202,12 +202,12 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
     int n0 = n;
     for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
     if (parts & GP_LENS_METRIC) {
+        fl[n++] = (Flag){
+            "good", FLAG_PATH, &c->good, "TOKEN", "logit-diff: the token whose logit counts +",
+            0,      0,         NULL,     0};
         fl[n++] =
-            (Flag){"good", FLAG_STR, &c->good, NULL, "logit-diff: the token whose logit counts +",
-                   0,      0,        NULL,     0};
-        fl[n++] =
-            (Flag){"bad", FLAG_STR, &c->bad, NULL, "logit-diff: the token whose logit counts -",
-                   0,     0,        NULL,    0};
+            (Flag){"bad", FLAG_PATH, &c->bad, "TOKEN", "logit-diff: the token whose logit counts -",
+                   0,     0,         NULL,    0};
     }
     fl[n++] = (Flag){"out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)",
                      0,     0,         NULL,    0};
@@ -232,8 +232,8 @@ int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
     GpLensFlags a = {0};
     Flag fl[] = {
-        {"hooks", FLAG_STR, &hooks, NULL, "hook names to cache, comma-separated globs", 0, 0, NULL,
-         0},
+        {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
+         NULL, 0},
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -332,12 +332,13 @@ int gp_ablate(int argc, char **argv) {
     FlagInts positions = {0};
     GpLensFlags a = {0};
     Flag fl[] = {
-        {"hook", FLAG_STR, &hook, NULL, "the points to ablate, one at a time (a glob)", 0, 0, NULL,
-         0},
-        {"mode", FLAG_STR, &mode, NULL, "zero, or mean (the batch's mean)", 0, 0, NULL, 0},
+        {"hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)", 0, 0,
+         NULL, 0},
+        {"mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)", 0, 0, NULL, 0},
         {"positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)", 0,
          1 << 16, NULL, 0},
-        {"metric", FLAG_STR, &metric, NULL, "loss, or logit-diff (--good, --bad)", 0, 0, NULL, 0},
+        {"metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)", 0, 0, NULL,
+         0},
     };
     int rc =
         gp_lens_parse(argc, argv, "ablate",
@@ -434,12 +435,12 @@ int gp_patch(int argc, char **argv) {
     int attribution = 0;
     GpLensFlags a = {0};
     Flag fl[] = {
-        {"clean", FLAG_STR, &clean, NULL, "the clean prompt (one row)", 0, 0, NULL, 0},
-        {"corrupt", FLAG_STR, &corrupt, NULL, "the corrupted prompt, as many tokens", 0, 0, NULL,
+        {"clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)", 0, 0, NULL, 0},
+        {"corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens", 0, 0, NULL,
          0},
-        {"hook", FLAG_STR, &hook, NULL, "the points to patch (a glob)", 0, 0, NULL, 0},
-        {"by", FLAG_STR, &by, NULL, "position, head or head-position", 0, 0, NULL, 0},
-        {"metric", FLAG_STR, &metric, NULL, "logit-diff (--good, --bad) or loss (clean's)", 0, 0,
+        {"hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)", 0, 0, NULL, 0},
+        {"by", FLAG_PATH, &by, "NAME", "position, head or head-position", 0, 0, NULL, 0},
+        {"metric", FLAG_PATH, &metric, "NAME", "logit-diff (--good, --bad) or loss (clean's)", 0, 0,
          NULL, 0},
         {"attribution", FLAG_SWITCH, &attribution, NULL, "attribution patching (1 fwd+bwd)", 1, 0,
          NULL, 0},

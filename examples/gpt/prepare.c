@@ -81,7 +81,7 @@ int gp_prepare(int argc, char **argv) {
         {"shakespeare", FLAG_SWITCH, &shakespeare, NULL, "Shakespeare's plays (docs/text.md)", 1, 0,
          NULL, 0},
         {"cache", FLAG_PATH, &cache, NULL, "where --shakespeare keeps the text", 0, 0, NULL, 0},
-        {"tokenizer", FLAG_STR, &kind, NULL, "char or bpe", 0, 0, NULL, 0},
+        {"tokenizer", FLAG_PATH, &kind, "char|bpe", "char or bpe", 0, 0, NULL, 0},
         {"vocab", FLAG_INT, &vocab, NULL, "bpe: the vocabulary size", 256, TXT_MAX_VOCAB, NULL, 0},
         {"valid-frac", FLAG_DOUBLE, &valid_frac, NULL,
          "the last part of the tokens kept for validation", 0.0001, 0.5, NULL, 0},

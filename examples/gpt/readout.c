@@ -166,8 +166,8 @@ int gp_lens(int argc, char **argv) {
     int pos = -1;
     GpLensFlags a = {0};
     Flag fl[] = {
-        {"token", FLAG_STR, &token, NULL, "the token whose logit is read (or --good, --bad)", 0, 0,
-         NULL, 0},
+        {"token", FLAG_PATH, &token, "TOKEN", "the token whose logit is read (or --good, --bad)", 0,
+         0, NULL, 0},
         {"pos", FLAG_INT, &pos, NULL, "the position read (-1: the last)", -(1 << 20), 1 << 20, NULL,
          0},
     };
@@ -301,7 +301,7 @@ int gp_export(int argc, char **argv) {
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
          0},
-        {"format", FLAG_STR, &format, NULL, "transformer-lens (the only one)", 0, 0, NULL, 0},
+        {"format", FLAG_PATH, &format, "NAME", "transformer-lens (the only one)", 0, 0, NULL, 0},
         {"out", FLAG_PATH, &out, NULL, "the .npz to write (its config: .json beside it)", 0, 0,
          NULL, 0},
     };

@@ -237,7 +237,7 @@ static int check_given(const GpTrainer *g, Flag *fl, int n, const GptConfig *mc,
         if (!f->given || v[i].given == v[i].stored) continue;
         char given[64], stored[64], spelled[64]; /* a choice by its name, a switch by the option */
         const char *const *names = choice_names(v[i].flag);
-        if (f->type == FLAG_STR) {
+        if (f->type == FLAG_PATH) { /* --pos, --norm, --mlp */
             snprintf(given, sizeof given, " %s", *(const char **)f->ptr);
             snprintf(stored, sizeof stored, "%s", names[(int)v[i].stored]);
         } else if (f->type == FLAG_SWITCH) {
@@ -712,12 +712,12 @@ int gp_train(int argc, char **argv) {
         {"llama", FLAG_SWITCH, &llama, NULL,
          "LLaMA's defaults and names (RoPE, RMSNorm, SwiGLU, no biases) instead of GPT-2's", 1, 0,
          NULL, 0},
-        {"pos", FLAG_STR, &pos, NULL,
+        {"pos", FLAG_PATH, &pos, "NAME",
          "positions: learned|rope|none (default: GPT-2 learned, --llama rope)", 0, 0, NULL, 0},
-        {"norm", FLAG_STR, &norm, NULL,
+        {"norm", FLAG_PATH, &norm, "NAME",
          "norms: layernorm|rmsnorm|none (default: GPT-2 layernorm, --llama rmsnorm)", 0, 0, NULL,
          0},
-        {"mlp", FLAG_STR, &mlp, NULL,
+        {"mlp", FLAG_PATH, &mlp, "NAME",
          "feed-forward: gelu|swiglu|none (none: attention only; default: GPT-2 gelu, --llama "
          "swiglu)",
          0, 0, NULL, 0},

@@ -23,7 +23,7 @@ typedef enum {
     FLAG_U64,    /* uint64_t (a seed): a '-' is out of range */
     FLAG_DOUBLE, /* double; an underflow gives the subnormal or 0 strtod gives */
     FLAG_STR,    /* const char *: any text, the empty one included */
-    FLAG_PATH,   /* const char *: a file or folder, not empty */
+    FLAG_PATH,   /* const char *: a file, a folder or any other text that may not be empty */
     FLAG_SWITCH, /* int: takes no value; set to (int)lo when given */
     FLAG_CHOICE, /* int: the index of the value in choices */
     FLAG_INTS,   /* FlagInts: "3,4,9", each element in [lo, hi], none empty */
