@@ -202,7 +202,7 @@ static int cmd_train(int argc, char **argv) {
                "(gnuplot).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
                "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
                "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
-               "state), 2 bad flags or data.\nflags (default):\n",
+               "state), 2 bad flags or data.\nflags (default) [range]:\n",
                PROG, "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact");
         flag_help(stdout, opts, n);
         return TR_EXIT_OK;
@@ -283,7 +283,7 @@ static int cmd_eval(int argc, char **argv) {
                "prints\nexact match (whole sentences), token accuracy (reference positions "
                "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
                "brevity penalty). Memory: one batch\nand the hypotheses of 4096 pairs at a time, "
-               "whatever the size of the file.\nflags (default):\n",
+               "whatever the size of the file.\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -439,7 +439,7 @@ static int cmd_translate(int argc, char **argv) {
                "own: \"the cat sees a dog .\");\nunknown words are named on stderr with a hint "
                "and read as <unk> (`%s vocab`\nlists the words). Input is UTF-8 (a byte-order "
                "mark is dropped). Greedy decoding with\nthe key/value cache, or --beam K.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG, PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -552,7 +552,7 @@ static int cmd_attention(int argc, char **argv) {
                "encoder.layers.0.self_attn, decoder.layers.0.self_attn,\n"
                "decoder.layers.0.multihead_attn; encoder_tokens and decoder_tokens as bytes) and "
                "one picture\nper layer, --out/attention_layerN.png (gnuplot; skipped when it is "
-               "not installed).\nflags (default):\n",
+               "not installed).\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -631,7 +631,7 @@ static int cmd_heads(int argc, char **argv) {
                "with all heads\n  grad_score     Michel et al. 2019: the mean over batches of "
                "|d loss / d gate|,\n                 divided by the L2 norm of its block's "
                "heads (grad_raw: before)\nPrints the table, writes it to --out/heads.tsv and "
-               "draws --out/heads.png (gnuplot).\nflags (default):\n",
+               "draws --out/heads.png (gnuplot).\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         return TR_EXIT_OK;
@@ -718,7 +718,7 @@ static int cmd_vocab(int argc, char **argv) {
                "vocabulary (what\ntranslate reads), then the target one; the specials <pad> "
                "<bos> <eos> <unk> are not listed.\nWords are whatever the training data held "
                "between single spaces: case matters, and in\nthe toy corpus every word is lower "
-               "case and punctuation marks are words of their own.\nflags (default):\n",
+               "case and punctuation marks are words of their own.\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         return TR_EXIT_OK;
@@ -843,7 +843,7 @@ static int cmd_cache(int argc, char **argv) {
                "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens "
                "(the decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with "
                "--good and --bad also the gradients of their logit\ndifference as <name>.grad.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -904,7 +904,7 @@ static int cmd_ablate(int argc, char **argv) {
                "and writes\nthe metric of every run: values (point, head), base, points, axes; "
                "and a heatmap of the\nchanges (gnuplot). The default points are every "
                "attention's z: encoder and decoder\nself-attention and the cross-attention.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -976,7 +976,7 @@ static int cmd_patch(int argc, char **argv) {
                "then the\ncorrupted run with one part of one point patched from the clean run, "
                "for every point\n--hook matches and every position, head or both; writes "
                "values, axes, points, clean,\ncorrupted and attribution, and a heatmap of the "
-               "change from the corrupted run.\nflags (default):\n",
+               "change from the corrupted run.\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         return TR_EXIT_OK;
@@ -1039,7 +1039,7 @@ static int cmd_detect(int argc, char **argv) {
                "the cross-attention by its diagonal score\n(the share on the source position of "
                "the same index), on the sentence pair(s) run\nteacher-forced; writes encoder, "
                "decoder (kind, layer, head) and cross_diagonal (layer, head)\nand a heatmap "
-               "(gnuplot).\nflags (default):\n",
+               "(gnuplot).\nflags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
@@ -1099,7 +1099,7 @@ static int cmd_lens(int argc, char **argv) {
                "with the final norm's scale: the parts sum to the\nlogit) of --word's logit, or "
                "of logit(--good) - logit(--bad), at decoder position --pos, on\nthe sentence "
                "pair(s) run teacher-forced. Pre-LN models only (--pre-ln in train).\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
         flag_help(stdout, opts, n);
         free(pos);
