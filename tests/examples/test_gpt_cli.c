@@ -203,6 +203,41 @@ Test(gpt_cli, prepare_train_sample_eval_on_a_small_text) {
     ts_rm_tree(dir);
 }
 
+/* attograd's spellings and nanoGPT's name the same flags: a run given each writes the same
+ * bytes (the canonical ones override TINY's nanoGPT names, with other values, so a spelling that
+ * reached another flag would show); a resume names the spelling given; --help lists both. */
+Test(gpt_cli, nanogpt_names_and_attograd_names_give_the_same_run) {
+    char dir[256], a[512], b[512], pa[512], pb[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-names");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(a, dir, "nanogpt");
+    ts_join(b, dir, "attograd");
+    const char *nano[] = {
+        "--max-iters", "6",    "--batch-size",   "2", "--warmup-iters",  "2", "--grad-clip", "0.5",
+        "--min-lr",    "1e-4", "--log-interval", "3", "--eval-interval", "6", "--n-embd",    "8",
+        NULL};
+    const char *ours[] = {"--steps",       "6",   "--batch",   "2",    "--warmup",    "2",
+                          "--clip",        "0.5", "--lr-min",  "1e-4", "--log-every", "3",
+                          "--valid-every", "6",   "--d-model", "8",    NULL};
+    train(dir, a, nano);
+    train(dir, b, ours);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
+    const char *again[] = {"train",    "--data",       data, "--out", b,
+                           "--resume", "--batch-size", "3",  NULL};
+    const char *says[] = {"--batch-size 3 differs from the checkpoint's (2)", NULL};
+    expect_usage(dir, again, says);
+    const char *h[] = {"train", "--help", NULL};
+    TsRun r = run(dir, h);
+    expect_ok(&r, "train --help");
+    cr_assert(strstr(r.out, "--steps N") && strstr(r.out, "also --max-iters") &&
+                  strstr(r.out, "--batch N") && strstr(r.out, "also --batch-size"),
+              "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
 Test(gpt_cli, a_bpe_tokenizer_trains_and_samples) {
     char dir[256], run_dir[512], ck[512];
     ts_tmp_dir(dir, sizeof dir, "gpt-bpe");
