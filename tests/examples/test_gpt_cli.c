@@ -203,6 +203,41 @@ Test(gpt_cli, prepare_train_sample_eval_on_a_small_text) {
     ts_rm_tree(dir);
 }
 
+/* attograd's spellings and nanoGPT's name the same flags: a run given each writes the same
+ * bytes (the canonical ones override TINY's nanoGPT names, with other values, so a spelling that
+ * reached another flag would show); a resume names the spelling given; --help lists both. */
+Test(gpt_cli, nanogpt_names_and_attograd_names_give_the_same_run) {
+    char dir[256], a[512], b[512], pa[512], pb[512], data[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-names");
+    prepare(dir, "char");
+    ts_join(data, dir, "data");
+    ts_join(a, dir, "nanogpt");
+    ts_join(b, dir, "attograd");
+    const char *nano[] = {
+        "--max-iters", "6",    "--batch-size",   "2", "--warmup-iters",  "2", "--grad-clip", "0.5",
+        "--min-lr",    "1e-4", "--log-interval", "3", "--eval-interval", "6", "--n-embd",    "8",
+        NULL};
+    const char *ours[] = {"--steps",       "6",   "--batch",   "2",    "--warmup",    "2",
+                          "--clip",        "0.5", "--lr-min",  "1e-4", "--log-every", "3",
+                          "--valid-every", "6",   "--d-model", "8",    NULL};
+    train(dir, a, nano);
+    train(dir, b, ours);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
+    const char *again[] = {"train",    "--data",       data, "--out", b,
+                           "--resume", "--batch-size", "3",  NULL};
+    const char *says[] = {"--batch-size 3 differs from the checkpoint's (2)", NULL};
+    expect_usage(dir, again, says);
+    const char *h[] = {"train", "--help", NULL};
+    TsRun r = run(dir, h);
+    expect_ok(&r, "train --help");
+    cr_assert(strstr(r.out, "--steps N") && strstr(r.out, "also --max-iters") &&
+                  strstr(r.out, "--batch N") && strstr(r.out, "also --batch-size"),
+              "%s", r.out);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
 Test(gpt_cli, a_bpe_tokenizer_trains_and_samples) {
     char dir[256], run_dir[512], ck[512];
     ts_tmp_dir(dir, sizeof dir, "gpt-bpe");
@@ -651,11 +686,16 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         const char *s[] = {"/nonexistent/t.txt", "No such file", NULL};
         expect_usage(dir, a, s);
         const char *b[] = {"prepare", "--input", txt, "--out", out, "--valid-frac", "2", NULL};
-        const char *t[] = {"--valid-frac 2", "must be in", NULL};
+        const char *t[] = {"'--valid-frac 2' is out of range [0.0001, 0.5]", NULL};
         expect_usage(dir, b, t);
         const char *c[] = {"prepare", "--input", txt, "--out", out, "--tokenizer", "word", NULL};
         const char *u[] = {"--tokenizer word", NULL};
         expect_usage(dir, c, u);
+        /* issue 31: numbers are base 10 only */
+        const char *x[] = {"prepare",     "--input", txt,       "--out", out,
+                           "--tokenizer", "bpe",     "--vocab", "0x100", NULL};
+        const char *y[] = {"'--vocab 0x100' is not an integer", NULL};
+        expect_usage(dir, x, y);
         const char *d[] = {"prepare", "--input", txt, "--out", out, "--bogus", NULL};
         const char *v[] = {"--bogus", "unknown flag", NULL};
         expect_usage(dir, d, v);
@@ -695,7 +735,7 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
             {{"--mlp", "relu"}, {"--mlp relu", "must be gelu, swiglu or none"}},
             {{"--bias", "--no-bias"}, {"--bias and --no-bias: choose one"}},
             {{"--pos", "rope", "--n-embd", "12"}, {"the model", "head size 3", "even for RoPE"}},
-            {{"--ffn-hidden", "-1"}, {"--ffn-hidden -1", "must be in"}},
+            {{"--ffn-hidden", "-1"}, {"'--ffn-hidden -1' is out of range [0, 1048576]"}},
         };
         for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++) {
             const char *args[16] = {"train", "--data",  data,       "--out",
