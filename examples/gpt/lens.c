@@ -43,22 +43,31 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
         r->B = 1, r->T = (int)len;
         return rc;
     }
-    FILE *f = fopen(file, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
+    FILE *f;
+    int rc = io_fopen_read(file, &f, NULL); /* a regular file: a FIFO never hangs */
+    if (rc != AG_OK) return rc;
     char *text = tr_malloc(GP_MAX_PROMPTS + 1);
     size_t n = fread(text, 1, GP_MAX_PROMPTS + 1, f);
     int bad = ferror(f);
     fclose(f);
-    int rc = AG_OK;
     if (bad) rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
     if (rc == AG_OK && n > GP_MAX_PROMPTS)
         rc = ag_fail(AG_ERR_ARG, "%s: more than %zu bytes", file, GP_MAX_PROMPTS);
+    const char *nul = rc == AG_OK ? memchr(text, 0, n) : NULL;
+    if (nul) { /* a NUL byte would end the text there: the lines after it would be lost */
+        int line_no = 1;
+        for (const char *q = text; q < nul; q++) line_no += *q == '\n';
+        rc = ag_fail(AG_ERR_FORMAT, "%s: line %d: a NUL byte (at byte %zu): not text", file,
+                     line_no, (size_t)(nul - text));
+    }
     text[rc == AG_OK ? n : 0] = 0;
     char *line = text;
+    size_t label_cap = strlen(file) + 32;
+    char *label = tr_malloc(label_cap);
     for (int k = 1; rc == AG_OK && *line; k++) {
-        char *end = strchr(line, '\n'), label[600];
+        char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line), got;
-        snprintf(label, sizeof label, "%s: line %d", file, k);
+        snprintf(label, label_cap, "%s: line %d", file, k);
         int *ids;
         rc = encode_row(g, line, len, label, &ids, &got);
         if (rc == AG_OK && r->B && (int)got != r->T) {
@@ -76,6 +85,7 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
         line = end ? end + 1 : line + len;
     }
     if (rc == AG_OK && r->B == 0) rc = ag_fail(AG_ERR_ARG, "%s: no lines", file);
+    free(label);
     free(text);
     if (rc != AG_OK) free(r->ids), memset(r, 0, sizeof *r);
     return rc;
@@ -139,10 +149,13 @@ static int int_list(const char *s, const char *flag, int hi, int *list, int cap,
 /* ---- heatmaps ---- */
 
 /* png: path with ".npz" replaced by suffix (".png", "_parts.png") */
-void gp_png_of(const char *npz, const char *suffix, char *png, size_t n) {
-    size_t len = strlen(npz);
+char *gp_png_of(const char *npz, const char *suffix) {
+    size_t len = strlen(npz), n = strlen(suffix);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
+    char *png = tr_malloc(len + n + 1);
+    memcpy(png, npz, len);
+    memcpy(png + len, suffix, n + 1);
+    return png;
 }
 
 void gp_say_plot(int rc, const char *png) {
@@ -186,6 +199,16 @@ int gp_refail(int rc, const char *prefix) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ag_last_error());
     return ag_fail(rc, "%s: %s", prefix, msg);
+}
+
+int gp_not_finite(int rc, const char *ckpt, const Tape *t) {
+    const AgNonFinite *nf = t ? ag_first_nonfinite(t) : NULL;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc,
+                   "%s: the model's values are not finite on this input (its weights are finite "
+                   "but overflow): %s%s%s",
+                   ckpt, msg, nf ? "; it began at the " : "", nf ? ag_nonfinite_message(nf) : "");
 }
 
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
@@ -258,12 +281,10 @@ int gp_cache(int argc, char **argv) {
     lens_cache_init(&c, good != NULL);
     NnHooks h;
     nn_hooks_init(&h, g.arena ? g.m.cfg.n_layer : 1);
-    char *list = tr_malloc(strlen(hooks) + 1);
-    strcpy(list, hooks);
-    for (char *p = strtok(list, ","); rc == AG_OK && p; p = strtok(NULL, ","))
-        rc =
-            nn_hooks_add(&h, p, lens_cache_hook, &c) < 0 ? gp_refail(AG_ERR_ARG, "--hooks") : AG_OK;
-    free(list);
+    if (rc == AG_OK) { /* strict: an empty pattern ('', ',', '*,') is an error */
+        int n = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c);
+        rc = n < 0 ? n : AG_OK;
+    }
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     if (rc == AG_OK) {
@@ -285,7 +306,7 @@ int gp_cache(int argc, char **argv) {
                            .T = r.T,
                            .token_strs = (const char *const *)strs,
                            .cfg = &cfg};
-        rc = lens_cache_save(&c, out, &run);
+        if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE) rc = gp_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
@@ -379,6 +400,7 @@ int gp_ablate(int argc, char **argv) {
     const double *values = tab.values, base = tab.base;
     if (rc == AG_OK) {
         NpzWriter *w = npz_writer_new();
+        npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
         npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
         npz_add_f64(w, "base", 0, NULL, &base);
         const char *axes = NH ? "point,head" : "point,none";
@@ -391,7 +413,7 @@ int gp_ablate(int argc, char **argv) {
             strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
         strcat(names, "]");
         npz_add_bytes(w, "points", names, strlen(names));
-        rc = npz_write(w, out, 0, NULL);
+        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = gp_not_finite(rc, ckpt, NULL);
         npz_writer_free(w);
         free(names);
     }
@@ -405,11 +427,11 @@ int gp_ablate(int argc, char **argv) {
         }
         double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
         for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
-        char png[1024], title[256], **yl = gp_point_labels(pts, n_pts, 0),
-                                    **xl = gp_number_labels(cols);
-        gp_png_of(out, ".png", png, sizeof png);
+        char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
+                                               **xl = gp_number_labels(cols);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
         gp_say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
+        free(png);
         gp_labels_free(yl, n_pts);
         gp_labels_free(xl, cols);
         free(d);
@@ -476,7 +498,8 @@ int gp_patch(int argc, char **argv) {
             t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    if (rc == AG_OK) rc = lens_sweep_save(&s, out);
+    if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
+        rc = gp_not_finite(rc, ckpt, NULL);
     if (rc == AG_OK) {
         int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
         int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
@@ -491,13 +514,13 @@ int gp_patch(int argc, char **argv) {
             axes == LENS_BY_HEAD ? gp_number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
         for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
             xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
-        char png[1024], title[256];
-        gp_png_of(out, ".png", png, sizeof png);
+        char *png = gp_png_of(out, ".png"), title[256];
         snprintf(title, sizeof title,
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
         gp_say_plot(tr_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
+        free(png);
         gp_labels_free(yl, rows);
         gp_labels_free(xl, cols);
         free(d);

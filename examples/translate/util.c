@@ -55,6 +55,8 @@ void tr_fmt_time(char *buf, size_t n, double s) {
  * truncating the file after the last of them, then appends. Truncating needs no disk space and
  * writes nothing, so a full disk or a failed write never loses the rows already there. */
 int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
+    int rc = io_check_replace(path); /* a regular file or a new name: never a FIFO or a device */
+    if (rc != AG_OK) return rc;
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (!f && resume && errno != ENOENT)
         return ag_fail(AG_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));

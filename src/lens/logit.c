@@ -384,6 +384,7 @@ int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const i
     char *snames = names_json(stages[0], NN_HOOK_NAME_LEN, S, &ns);
     int64_t p = r->pos;
     NpzWriter *w = npz_writer_new();
+    npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
     npz_add_i32(w, "tokens", 2, (int64_t[]){B, T}, tok);
     npz_add_i32(w, "good", 1, (int64_t[]){B}, g);
     if (bad) npz_add_i32(w, "bad", 1, (int64_t[]){B}, bd);
