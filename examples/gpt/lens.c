@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpt_cli.h"
 #include "translate.h" /* the heatmaps of plot.c (tr_plot_heatmap) */
@@ -253,11 +254,56 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
 
 /* ---- cache ---- */
 
+/* half of the machine's memory: --max-bytes's default */
+static double half_the_ram(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size / 2 : 4.0 * (1 << 30);
+}
+
+/* The bytes a cache of every row of r would take, checked against max_bytes before anything of
+ * that size is allocated: the first rows run alone (at most GP_PROBE_ROWS) with the same
+ * patterns give what their copies take and what their forward pass takes (the step arena's
+ * peak); both grow with the rows, and with gradients (grads) each doubles. AG_OK, or AG_ERR_ARG
+ * with the figures. */
+#define GP_PROBE_ROWS 32
+static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads, double max_bytes) {
+    LensCache probe;
+    lens_cache_init(&probe, 0);
+    NnHooks h;
+    nn_hooks_init(&h, g->m.cfg.n_layer);
+    int rc = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &probe);
+    int rows = r->B < GP_PROBE_ROWS ? r->B : GP_PROBE_ROWS;
+    Arena *step = arena_new("probe", 0);
+    Tape *t = ag_tape_new(step);
+    if (rc >= 0) {
+        ag_no_grad(t, 1);
+        rc = nn_gpt_forward_hooked(t, &g->m, r->ids, rows, r->T, NULL, &h) ? AG_OK : AG_ERR_ARG;
+    }
+    double copies = 0, pass = (double)step->peak / rows, k = grads ? 2.0 : 1.0;
+    for (int i = 0; i < probe.n; i++) copies += (double)probe.acts[i].size * sizeof(Real) / rows;
+    ag_tape_free(t);
+    arena_free(step);
+    nn_hooks_free(&h);
+    lens_cache_free(&probe);
+    double need = (double)r->B * k * (copies + pass);
+    if (rc == AG_OK && need > max_bytes)
+        rc = ag_fail(AG_ERR_ARG,
+                     "a cache of %d row(s) x %d tokens needs about %.0f bytes (%.0f for the "
+                     "activations it keeps, %.0f for the forward pass%s), over --max-bytes %.0f: "
+                     "give fewer rows or patterns, or a larger --max-bytes",
+                     r->B, r->T, need, (double)r->B * k * copies, (double)r->B * k * pass,
+                     grads ? ", both doubled by the gradients" : "", max_bytes);
+    return rc;
+}
+
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
+    double max_bytes = half_the_ram();
     GpLensFlags a = {0};
     GpFlag fl[] = {
         {"hooks", GP_STRING, &hooks, 0, 0, 0, "hook names to cache, comma-separated globs"},
+        {"max-bytes", GP_DOUBLE, &max_bytes, 1, 1e18, 0,
+         "the memory a cache may take (half the RAM)"},
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -265,7 +311,7 @@ int gp_cache(int argc, char **argv) {
         "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
         "config; with --good and --bad also\nthe gradients of the logit difference "
         "(last position) as <name>.grad",
-        &a, fl, 1, GP_LENS_ROWS | GP_LENS_METRIC);
+        &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return TR_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
@@ -276,6 +322,8 @@ int gp_cache(int argc, char **argv) {
     TrLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK) ag_threads_use(threads);
+    if (rc == AG_OK) rc = cache_fits(&g, &r, hooks, good != NULL, max_bytes);
     if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
     LensCache c;
     lens_cache_init(&c, good != NULL);
@@ -306,7 +354,8 @@ int gp_cache(int argc, char **argv) {
                            .T = r.T,
                            .token_strs = (const char *const *)strs,
                            .cfg = &cfg};
-        if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE) rc = gp_not_finite(rc, ckpt, NULL);
+        if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE)
+            rc = gp_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
@@ -428,7 +477,7 @@ int gp_ablate(int argc, char **argv) {
         double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
         for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
         char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
-                                               **xl = gp_number_labels(cols);
+             **xl = gp_number_labels(cols);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
         gp_say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
         free(png);

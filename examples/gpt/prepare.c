@@ -35,8 +35,7 @@ static int read_text(const char *path, char **text, size_t *n) {
     fclose(f);
     if (bad) {
         free(*text);
-        return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n,
-                       (unsigned long long)size);
+        return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n, (unsigned long long)size);
     }
     return AG_OK;
 }

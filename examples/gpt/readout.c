@@ -123,7 +123,8 @@ int gp_detect(int argc, char **argv) {
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
         npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-        if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE) rc = gp_not_finite(rc, a.ckpt, NULL);
+        if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
+            rc = gp_not_finite(rc, a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }

@@ -196,8 +196,7 @@ double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int
         ag_tape_reset(t);
         double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
         if (!isfinite(l)) { /* stop there; the tape keeps what its check mode saw */
-            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len,
-                    l);
+            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len, l);
             sum = NAN;
             break;
         }

@@ -24,18 +24,23 @@ void *tr_calloc(size_t n, size_t size) {
 }
 
 int tr_make_dirs(const char *path) {
-    char buf[600];
-    snprintf(buf, sizeof buf, "%s", path);
+    if (!*path) return ag_fail(AG_ERR_IO, "'': not a folder");
+    char *buf = io_path_join("", path); /* a copy, never cut */
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                int rc =
+                    ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+                free(buf);
+                return rc;
+            }
             *p = c;
             if (!c) break;
         }
     }
+    free(buf);
     struct stat s;
     if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
         return ag_fail(AG_ERR_IO, "%s: not a folder", path);

@@ -4,6 +4,7 @@
  * Not here: the formats that use these (npz_read.c, npz_write.c, src/text). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -77,6 +78,40 @@ int io_fopen_read(const char *path, FILE **f, uint64_t *size) {
     return AG_OK;
 }
 
+int io_fopen_stream(const char *path, int wait_ms, FILE **f) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(f);
+    *f = NULL;
+    if (!*path) return ag_fail(AG_ERR_IO, "'': cannot open: an empty path");
+    int d = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (d < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = AG_OK;
+    if (fstat(d, &st) != 0)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+        rc =
+            ag_fail(AG_ERR_IO, "%s: not a regular file (%s): only regular files and pipes are read",
+                    path, kind_of(st.st_mode));
+    if (rc == AG_OK && S_ISFIFO(st.st_mode)) { /* a writer must come: data, or its end */
+        struct pollfd p = {.fd = d, .events = POLLIN};
+        int got;
+        while ((got = poll(&p, 1, wait_ms)) < 0 && errno == EINTR) {
+        }
+        if (got < 0)
+            rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        else if (got == 0)
+            rc = ag_fail(AG_ERR_IO, "%s: a FIFO that nothing was written to in %g s", path,
+                         wait_ms / 1000.0);
+    }
+    if (rc == AG_OK && fcntl(d, F_SETFL, fcntl(d, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (rc == AG_OK && !(*f = fdopen(d, "rb")))
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (rc != AG_OK) close(d);
+    return rc;
+}
+
 int io_check_replace(const char *path) {
     AG_CHECK_ARG(path);
     struct stat st;
@@ -126,8 +161,7 @@ int io_replace(const char *tmp, const char *path) {
     int rc = io_check_replace(path);
     if (rc != AG_OK) return rc;
     if (rename(tmp, path) != 0)
-        return ag_fail(AG_ERR_IO, "%s: cannot rename '%s' over it: %s", path, tmp,
-                       strerror(errno));
+        return ag_fail(AG_ERR_IO, "%s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
     return AG_OK;
 }
 

@@ -24,6 +24,13 @@ int io_open_read(const char *path, int *fd, uint64_t *size);
 /* io_open_read as a stdio stream ("rb") */
 int io_fopen_read(const char *path, FILE **f, uint64_t *size);
 
+/* For an input documented as a stream: a regular file, or a pipe or FIFO. A FIFO is opened
+ * without blocking, then waited for at most wait_ms milliseconds until a writer sends data or
+ * closes it: a FIFO nobody writes to is AG_ERR_IO ("PATH: a FIFO that nothing was written to in
+ * 10 s") instead of a hang. Anything else is refused as io_open_read refuses it. *f is blocking
+ * afterwards ("rb"). */
+int io_fopen_stream(const char *path, int wait_ms, FILE **f);
+
 /* What stands at path, for a writer about to replace it: AG_OK when nothing does or a regular
  * file; else AG_ERR_IO "PATH: not a regular file (a character device): not replaced (only a regular
  * file or a new name is)". Symbolic links are not followed: a link is refused as such. */

@@ -228,8 +228,10 @@ int lens_hooks_add_list(NnHooks *h, const char *list, const char *flag, NnHookFn
         const char *end = strchr(at, ',');
         size_t n = end ? (size_t)(end - at) : strlen(at);
         if (n == 0) {
-            total = ag_fail(AG_ERR_ARG, "%s '%s': pattern %d is empty (patterns are separated "
-                            "by single commas)", flag, list, k);
+            total = ag_fail(AG_ERR_ARG,
+                            "%s '%s': pattern %d is empty (patterns are separated "
+                            "by single commas)",
+                            flag, list, k);
             break;
         }
         memcpy(p, at, n);
@@ -437,7 +439,8 @@ static int sweep_init(LensSweep *s, const LensModel *lm, const char *pattern, Le
                          "has no gradient): it cannot be patched",
                          pattern, s->points[i].name);
         else if (axes != LENS_BY_POS && s->points[i].head_axis < 0)
-            rc = ag_fail(AG_ERR_ARG, "%s has no head axis: patch it by position", s->points[i].name);
+            rc =
+                ag_fail(AG_ERR_ARG, "%s has no head axis: patch it by position", s->points[i].name);
         if (rc != AG_OK) {
             nn_hooks_free(&h);
             lens_sweep_free(s);
