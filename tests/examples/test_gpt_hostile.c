@@ -404,7 +404,12 @@ Test(hostile_sweep, every_command_exits_0_or_2_on_hostile_files_and_paths, .time
     cr_assert_eq(mkdir(in[2], 0755), 0);
     ts_join(in[3], dir, "fifo");
     cr_assert_eq(mkfifo(in[3], 0644), 0);
-    snprintf(in[4], sizeof in[4], "/dev/zero");
+    /* a character device: as root a node of /dev/zero's kind in the test's folder (were a
+     * writer to replace it, no device of the machine would be lost); otherwise /dev/zero
+     * itself, which an ordinary user cannot replace */
+    ts_join(in[4], dir, "zero");
+    if (mknod(in[4], S_IFCHR | 0644, makedev(1, 5)) != 0)
+        snprintf(in[4], sizeof in[4], "/dev/zero");
     ts_join(in[5], dir, "garbage");
     {
         unsigned char g[4096];
@@ -523,6 +528,7 @@ Test(hostile_sweep, every_command_exits_0_or_2_on_hostile_files_and_paths, .time
     cr_assert(lstat(in[3], &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
     cr_assert(lstat(in[8], &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
     cr_assert(lstat(in[2], &st) == 0 && S_ISDIR(st.st_mode), "the folder was replaced");
+    cr_assert(lstat(in[4], &st) == 0 && S_ISCHR(st.st_mode), "the device was replaced");
     cr_assert_eq(bad, 0, "%d of %d runs exited with neither 0 nor 2 (see above)", bad, runs);
     ts_rm_tree(dir);
 }
