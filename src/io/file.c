@@ -37,63 +37,23 @@ static const char *kind_of(mode_t m) {
                          : "an unknown kind";
 }
 
-int io_open_read(const char *path, int *fd, uint64_t *size) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(fd);
+/* Opens path without blocking (a FIFO with no writer must not hang) and checks its kind: a
+ * regular file, or also a FIFO or pipe when wait_ms >= 0, which must then get data or its end
+ * within wait_ms. AG_OK with *fd (blocking again) and *size, or AG_ERR_IO naming path. */
+static int open_checked(const char *path, int wait_ms, int *fd, uint64_t *size) {
     *fd = -1;
     if (size) *size = 0;
     if (!*path) return ag_fail(AG_ERR_IO, "'': cannot open: an empty path");
-    /* O_NONBLOCK: opening a FIFO with no writer must not hang; it is refused below */
     int d = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (d < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    int rc = AG_OK;
+    int rc = AG_OK, pipe = 0;
     if (fstat(d, &st) != 0)
         rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = ag_fail(AG_ERR_IO, "%s: not a regular file (%s): only regular files are read", path,
-                     kind_of(st.st_mode));
-    else if (fcntl(d, F_SETFL, fcntl(d, F_GETFL) & ~O_NONBLOCK) != 0)
-        rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (rc != AG_OK) {
-        close(d);
-        return rc;
-    }
-    *fd = d;
-    if (size) *size = (uint64_t)st.st_size;
-    return AG_OK;
-}
-
-int io_fopen_read(const char *path, FILE **f, uint64_t *size) {
-    AG_CHECK_ARG(f);
-    *f = NULL;
-    int fd, rc = io_open_read(path, &fd, size);
-    if (rc != AG_OK) return rc;
-    *f = fdopen(fd, "rb");
-    if (!*f) {
-        int err = errno;
-        close(fd);
-        return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(err));
-    }
-    return AG_OK;
-}
-
-int io_fopen_stream(const char *path, int wait_ms, FILE **f) {
-    AG_CHECK_ARG(path);
-    AG_CHECK_ARG(f);
-    *f = NULL;
-    if (!*path) return ag_fail(AG_ERR_IO, "'': cannot open: an empty path");
-    int d = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (d < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc = AG_OK;
-    if (fstat(d, &st) != 0)
-        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-        rc =
-            ag_fail(AG_ERR_IO, "%s: not a regular file (%s): only regular files and pipes are read",
-                    path, kind_of(st.st_mode));
-    if (rc == AG_OK && S_ISFIFO(st.st_mode)) { /* a writer must come: data, or its end */
+    else if (!S_ISREG(st.st_mode) && !(pipe = wait_ms >= 0 && S_ISFIFO(st.st_mode)))
+        rc = ag_fail(AG_ERR_IO, "%s: not a regular file (%s): only regular files %sare read", path,
+                     kind_of(st.st_mode), wait_ms >= 0 ? "and pipes " : "");
+    if (rc == AG_OK && pipe) { /* a writer must come: data, or its end */
         struct pollfd p = {.fd = d, .events = POLLIN};
         int got;
         while ((got = poll(&p, 1, wait_ms)) < 0 && errno == EINTR) {
@@ -106,10 +66,44 @@ int io_fopen_stream(const char *path, int wait_ms, FILE **f) {
     }
     if (rc == AG_OK && fcntl(d, F_SETFL, fcntl(d, F_GETFL) & ~O_NONBLOCK) != 0)
         rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (rc == AG_OK && !(*f = fdopen(d, "rb")))
-        rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (rc != AG_OK) close(d);
-    return rc;
+    if (rc != AG_OK) {
+        close(d);
+        return rc;
+    }
+    *fd = d;
+    if (size && !pipe) *size = (uint64_t)st.st_size;
+    return AG_OK;
+}
+
+int io_open_read(const char *path, int *fd, uint64_t *size) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(fd);
+    return open_checked(path, -1, fd, size);
+}
+
+/* fd as a stdio stream, or closed with an error naming path */
+static int as_stream(const char *path, int fd, FILE **f) {
+    *f = fdopen(fd, "rb");
+    if (*f) return AG_OK;
+    int err = errno;
+    close(fd);
+    return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(err));
+}
+
+int io_fopen_read(const char *path, FILE **f, uint64_t *size) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(f);
+    *f = NULL;
+    int fd, rc = open_checked(path, -1, &fd, size);
+    return rc != AG_OK ? rc : as_stream(path, fd, f);
+}
+
+int io_fopen_stream(const char *path, int wait_ms, FILE **f) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(f);
+    *f = NULL;
+    int fd, rc = open_checked(path, wait_ms < 0 ? 0 : wait_ms, &fd, NULL);
+    return rc != AG_OK ? rc : as_stream(path, fd, f);
 }
 
 int io_check_replace(const char *path) {

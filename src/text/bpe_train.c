@@ -10,7 +10,7 @@
  * bytes a distinct chunk (start, weight), 4 bytes an adjacent pair for the positions (their
  * lists grow at most to twice that as merges add positions), and the pairs and the heap (one
  * entry a distinct pair or a count that grew). For any text that is at most about 9 bytes a byte
- * of text besides the text itself (docs/text.md gives measurements: 200 MB of one letter, 200
+ * of text besides the text itself (docs/robustness.md gives measurements: 200 MB of one letter, 200
  * MB of base64).
  *
  * Counting is incremental, as in sentencepiece's and Hugging Face's trainers: every adjacent
