@@ -9,9 +9,8 @@
  * Memory: 4 bytes a byte of the distinct chunks for the symbols, 1 bit for the chunk starts, 8
  * bytes a distinct chunk (start, weight), 4 bytes an adjacent pair for the positions (their
  * lists grow at most to twice that as merges add positions), and the pairs and the heap (one
- * entry a distinct pair or a count that grew). For any text that is at most about 9 bytes a byte
- * of text besides the text itself (docs/robustness.md gives measurements: 200 MB of one letter, 200
- * MB of base64).
+ * entry a distinct pair or a count that grew), whatever the text: one repeated letter is one
+ * chunk of the whole text (docs/robustness.md measures 200 MB of one letter and of base64).
  *
  * Counting is incremental, as in sentencepiece's and Hugging Face's trainers: every adjacent
  * pair has a count (the sum of the weights of its occurrences) and a list of the positions
