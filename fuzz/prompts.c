@@ -13,8 +13,11 @@ static void make_model(void) {
     static const char chars[] = "ab c\n";
     model.tok = txt_char_new(chars, sizeof chars - 1);
     model.arena = arena_new("params", 0);
-    GptConfig c = {.vocab_size = txt_vocab_size(model.tok), .block_size = 8, .n_layer = 1,
-                   .n_head = 1, .n_embd = 8};
+    GptConfig c = {.vocab_size = txt_vocab_size(model.tok),
+                   .block_size = 8,
+                   .n_layer = 1,
+                   .n_head = 1,
+                   .n_embd = 8};
     Rng r;
     rng_seed(&r, 1);
     nn_gpt_init(&model.m, model.arena, &r, &c);
