@@ -810,8 +810,8 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h"};
-    static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
-                                           "optim_", "ckpt_",  "npz_",    "txt_", "lens_"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",  "optim_",
+                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);
