@@ -584,14 +584,15 @@ memcheck-run: $(TRANSLATE_BIN) $(B)/data/gen
 # harness run N seconds (fuzz/run.sh prints executions per harness). make test replays
 # fuzz/regressions/<harness>/ with the same harnesses built by the default toolchain.
 FUZZ_SECONDS ?= 60
-FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli tokenizer bpe shard
+FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli tokenizer bpe shard gpt prompts
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_B := build/fuzz
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
-               -Wno-unused-variable -Isrc -Iexamples/translate -Idata -Ifuzz -g -O1 \
+               -Wno-unused-variable -Isrc -Iexamples/translate -Iexamples/gpt -Idata -Ifuzz -g -O1 \
                -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=all
-FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC))
+# attograd-gpt's files too (gpt, prompts), its main() renamed so that libFuzzer's is the one
+FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC)) $(GPT_SRC)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
 FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
 .PHONY: fuzz deps-fuzz fuzz-build fuzz-replay
@@ -606,6 +607,7 @@ $(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h $(wildcard fuzz
 	@echo "  CC  fuzz  $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 $(TRAINER_SRC:%.c=$(FUZZ_B)/obj/%.o): examples/translate/trainer.h
+$(FUZZ_B)/obj/examples/gpt/main.o: FUZZ_CFLAGS += -Dmain=gp_program_main
 
 $(FUZZ_HARNESSES:%=$(FUZZ_B)/%): $(FUZZ_B)/%: $(FUZZ_B)/obj/fuzz/%.o $(FUZZ_B)/obj/fuzz/common.o \
                                          $(FUZZ_LIB_OBJ)
@@ -618,7 +620,7 @@ fuzz-build: deps-fuzz
 $(B)/fuzz-tools/seeds: $(B)/obj/fuzz/seeds.o $(TRANSLATE_LIB_OBJ) $(DATA_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-$(B)/obj/fuzz/%.o: CFLAGS += -Iexamples/translate -Idata -Ifuzz -Isrc/io
+$(B)/obj/fuzz/%.o: CFLAGS += -Iexamples/translate -Iexamples/gpt -Idata -Ifuzz -Isrc/io
 
 fuzz: fuzz-build $(B)/fuzz-tools/seeds
 	@rm -rf $(FUZZ_B)/seeds && $(B)/fuzz-tools/seeds $(FUZZ_B)/seeds
@@ -630,6 +632,14 @@ $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz
                     $(TRANSLATE_LIB_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# the harnesses of attograd-gpt's inputs link its files (main() renamed), the library after them
+GPT_FUZZ_OBJ := $(filter-out %/main.o,$(GPT_SRC:%.c=$(B)/obj/%.o)) $(B)/obj/fuzz/gpt_main.o
+$(B)/obj/fuzz/gpt_main.o: examples/gpt/main.c examples/gpt/gpt_cli.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iexamples/translate -Dmain=gp_program_main -c $< -o $@
+$(B)/fuzz-tools/replay_gpt $(B)/fuzz-tools/replay_prompts: $(GPT_FUZZ_OBJ)
+$(B)/fuzz-tools/replay_gpt $(B)/fuzz-tools/replay_prompts: LDLIBS := $(B)/libattograd.a $(LDLIBS)
 
 fuzz-replay: $(FUZZ_REPLAY)
 	@n=0; for h in $(FUZZ_HARNESSES); do \

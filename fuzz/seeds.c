@@ -3,7 +3,7 @@
  * the translation example's own functions (tiny models, with and without optimizer state,
  * several configurations and deflate levels), .npz files of every dtype from npz_write, the
  * .npy entries cut out of stored .npz files, typical command lines, and saved tokenizers,
- * training texts and token shards (src/text).
+ * training texts and token shards (src/text), attograd-gpt's checkpoints and --prompts files.
  * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
  * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
 #include <errno.h>
@@ -268,6 +268,43 @@ static void cli_seeds(void) {
     }
 }
 
+/* attograd-gpt's inputs: tiny checkpoints (GPT-2's and LLaMA's styles, stored and deflated) as
+ * its train writes them (the model, its configuration, the tokenizer in meta.extra), and
+ * --prompts files */
+static void gpt_seeds(void) {
+    static const char text[] = "abba cab.\nbac abc!\n";
+    TxtTokenizer *tok = txt_char_new(text, sizeof text - 1);
+    size_t tlen;
+    void *tb = txt_to_bytes(tok, &tlen);
+    put("gpt", "empty", "", 0);
+    for (int v = 0; v < 2; v++) {
+        GptConfig c = {.style = v ? NN_LLAMA : NN_GPT2,
+                       .vocab_size = txt_vocab_size(tok),
+                       .block_size = 8,
+                       .n_layer = 1,
+                       .n_head = 2,
+                       .n_embd = 8};
+        Arena *a = arena_new("params", 0);
+        Rng r;
+        rng_seed(&r, 1);
+        Gpt m;
+        nn_gpt_init(&m, a, &r, &c);
+        Checkpoint ck = {.params = &m.params,
+                         .config = nn_gpt_ckpt_config(&m.cfg),
+                         .extra = tb,
+                         .extra_len = tlen};
+        char path[700];
+        path_of(path, sizeof path, "gpt", v ? "llama.npz" : "gpt2.npz");
+        if (ckpt_save(path, &ck, v ? 6 : 0, NULL) != AG_OK) die(path);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+    put("prompts", "rows.txt", "abba\nbaab\nab c\n", 15);
+    put("prompts", "one.txt", "ab", 2);
+    free(tb);
+    txt_free(tok);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: seeds OUT_DIR\n");
@@ -283,5 +320,6 @@ int main(int argc, char **argv) {
     npz_seeds();
     cli_seeds();
     text_seeds();
+    gpt_seeds();
     return 0;
 }

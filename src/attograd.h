@@ -20,6 +20,7 @@
 #include "nn/nn.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
+#include "io/file.h"
 #include "io/npz.h"
 #include "io/checkpoint.h"
 #include "text/text.h"

@@ -101,8 +101,13 @@ int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* png: the path npz with its ".npz" replaced by suffix (".png") */
-void gp_png_of(const char *npz, const char *suffix, char *png, size_t n);
+/* Values of a run that are not finite although the checkpoint's weights are (they overflow):
+ * the last error again as "CKPT: the model's values are not finite (...): <error>", followed by
+ * where the first NaN or inf appeared when the tape's check mode (ag_check_finite) saw it (t may
+ * be NULL). Returns rc (AG_ERR_RANGE: exit 2). */
+int gp_not_finite(int rc, const char *ckpt, const Tape *t);
+/* the path npz with its ".npz" replaced by suffix (".png"), malloc'd */
+char *gp_png_of(const char *npz, const char *suffix);
 /* prints where the heatmap went, or why not */
 void gp_say_plot(int rc, const char *png);
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
@@ -114,7 +119,9 @@ void gp_labels_free(char **lab, int n);
 
 /* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
  * has a predecessor, in consecutive windows of block_size positions (each window's first
- * token is context only, as in training): *n_pred the tokens predicted. No dropout, no grad. */
+ * token is context only, as in training): *n_pred the tokens predicted. No dropout, no grad.
+ * It stops at the first window whose loss is not finite and returns NAN, with ag_fail naming
+ * the tokens (the tape is left as that window left it, for ag_first_nonfinite). */
 double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred);
 
 #endif

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpt_cli.h"
 #include "translate.h" /* the heatmaps of plot.c (tr_plot_heatmap) */
@@ -43,22 +44,31 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
         r->B = 1, r->T = (int)len;
         return rc;
     }
-    FILE *f = fopen(file, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
+    FILE *f;
+    int rc = io_fopen_read(file, &f, NULL); /* a regular file: a FIFO never hangs */
+    if (rc != AG_OK) return rc;
     char *text = tr_malloc(GP_MAX_PROMPTS + 1);
     size_t n = fread(text, 1, GP_MAX_PROMPTS + 1, f);
     int bad = ferror(f);
     fclose(f);
-    int rc = AG_OK;
     if (bad) rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", file, strerror(errno));
     if (rc == AG_OK && n > GP_MAX_PROMPTS)
         rc = ag_fail(AG_ERR_ARG, "%s: more than %zu bytes", file, GP_MAX_PROMPTS);
+    const char *nul = rc == AG_OK ? memchr(text, 0, n) : NULL;
+    if (nul) { /* a NUL byte would end the text there: the lines after it would be lost */
+        int line_no = 1;
+        for (const char *q = text; q < nul; q++) line_no += *q == '\n';
+        rc = ag_fail(AG_ERR_FORMAT, "%s: line %d: a NUL byte (at byte %zu): not text", file,
+                     line_no, (size_t)(nul - text));
+    }
     text[rc == AG_OK ? n : 0] = 0;
     char *line = text;
+    size_t label_cap = strlen(file) + 32;
+    char *label = tr_malloc(label_cap);
     for (int k = 1; rc == AG_OK && *line; k++) {
-        char *end = strchr(line, '\n'), label[600];
+        char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line), got;
-        snprintf(label, sizeof label, "%s: line %d", file, k);
+        snprintf(label, label_cap, "%s: line %d", file, k);
         int *ids;
         rc = encode_row(g, line, len, label, &ids, &got);
         if (rc == AG_OK && r->B && (int)got != r->T) {
@@ -76,6 +86,7 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
         line = end ? end + 1 : line + len;
     }
     if (rc == AG_OK && r->B == 0) rc = ag_fail(AG_ERR_ARG, "%s: no lines", file);
+    free(label);
     free(text);
     if (rc != AG_OK) free(r->ids), memset(r, 0, sizeof *r);
     return rc;
@@ -137,10 +148,13 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
 /* ---- heatmaps ---- */
 
 /* png: path with ".npz" replaced by suffix (".png", "_parts.png") */
-void gp_png_of(const char *npz, const char *suffix, char *png, size_t n) {
-    size_t len = strlen(npz);
+char *gp_png_of(const char *npz, const char *suffix) {
+    size_t len = strlen(npz), n = strlen(suffix);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
+    char *png = tr_malloc(len + n + 1);
+    memcpy(png, npz, len);
+    memcpy(png + len, suffix, n + 1);
+    return png;
 }
 
 void gp_say_plot(int rc, const char *png) {
@@ -186,6 +200,16 @@ int gp_refail(int rc, const char *prefix) {
     return ag_fail(rc, "%s: %s", prefix, msg);
 }
 
+int gp_not_finite(int rc, const char *ckpt, const Tape *t) {
+    const AgNonFinite *nf = t ? ag_first_nonfinite(t) : NULL;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc,
+                   "%s: the model's values are not finite on this input (its weights are finite "
+                   "but overflow): %s%s%s",
+                   ckpt, msg, nf ? "; it began at the " : "", nf ? ag_nonfinite_message(nf) : "");
+}
+
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
@@ -228,12 +252,57 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
 
 /* ---- cache ---- */
 
+/* half of the machine's memory: --max-bytes's default */
+static double half_the_ram(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size / 2 : 4.0 * (1 << 30);
+}
+
+/* The bytes a cache of every row of r would take, checked against max_bytes before anything of
+ * that size is allocated: the first rows run alone (at most GP_PROBE_ROWS) with the same
+ * patterns give what their copies take and what their forward pass takes (the step arena's
+ * peak); both grow with the rows, and with gradients (grads) each doubles. AG_OK, or AG_ERR_ARG
+ * with the figures. */
+#define GP_PROBE_ROWS 32
+static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads, double max_bytes) {
+    LensCache probe;
+    lens_cache_init(&probe, 0);
+    NnHooks h;
+    nn_hooks_init(&h, g->m.cfg.n_layer);
+    int rc = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &probe);
+    int rows = r->B < GP_PROBE_ROWS ? r->B : GP_PROBE_ROWS;
+    Arena *step = arena_new("probe", 0);
+    Tape *t = ag_tape_new(step);
+    if (rc >= 0) {
+        ag_no_grad(t, 1);
+        rc = nn_gpt_forward_hooked(t, &g->m, r->ids, rows, r->T, NULL, &h) ? AG_OK : AG_ERR_ARG;
+    }
+    double copies = 0, pass = (double)step->peak / rows, k = grads ? 2.0 : 1.0;
+    for (int i = 0; i < probe.n; i++) copies += (double)probe.acts[i].size * sizeof(Real) / rows;
+    ag_tape_free(t);
+    arena_free(step);
+    nn_hooks_free(&h);
+    lens_cache_free(&probe);
+    double need = (double)r->B * k * (copies + pass);
+    if (rc == AG_OK && need > max_bytes)
+        rc = ag_fail(AG_ERR_ARG,
+                     "a cache of %d row(s) x %d tokens needs about %.0f bytes (%.0f for the "
+                     "activations it keeps, %.0f for the forward pass%s), over --max-bytes %.0f: "
+                     "give fewer rows or patterns, or a larger --max-bytes",
+                     r->B, r->T, need, (double)r->B * k * copies, (double)r->B * k * pass,
+                     grads ? ", both doubled by the gradients" : "", max_bytes);
+    return rc;
+}
+
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
+    double max_bytes = half_the_ram();
     GpLensFlags a = {0};
     Flag fl[] = {
         {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
          NULL, 0},
+        {"max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES", "the memory a cache may take (half the RAM)",
+         1, 1e18, NULL, 0},
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -241,7 +310,7 @@ int gp_cache(int argc, char **argv) {
         "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
         "config; with --good and --bad also\nthe gradients of the logit difference "
         "(last position) as <name>.grad",
-        &a, fl, 1, GP_LENS_ROWS | GP_LENS_METRIC);
+        &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return TR_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
@@ -252,17 +321,17 @@ int gp_cache(int argc, char **argv) {
     TrLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
+    if (rc == AG_OK) ag_threads_use(threads);
+    if (rc == AG_OK) rc = cache_fits(&g, &r, hooks, good != NULL, max_bytes);
     if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
     LensCache c;
     lens_cache_init(&c, good != NULL);
     NnHooks h;
     nn_hooks_init(&h, g.arena ? g.m.cfg.n_layer : 1);
-    char *list = tr_malloc(strlen(hooks) + 1);
-    strcpy(list, hooks);
-    for (char *p = strtok(list, ","); rc == AG_OK && p; p = strtok(NULL, ","))
-        rc =
-            nn_hooks_add(&h, p, lens_cache_hook, &c) < 0 ? gp_refail(AG_ERR_ARG, "--hooks") : AG_OK;
-    free(list);
+    if (rc == AG_OK) { /* strict: an empty pattern ('', ',', '*,') is an error */
+        int n = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c);
+        rc = n < 0 ? n : AG_OK;
+    }
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     if (rc == AG_OK) {
@@ -284,7 +353,8 @@ int gp_cache(int argc, char **argv) {
                            .T = r.T,
                            .token_strs = (const char *const *)strs,
                            .cfg = &cfg};
-        rc = lens_cache_save(&c, out, &run);
+        if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE)
+            rc = gp_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
@@ -382,6 +452,7 @@ int gp_ablate(int argc, char **argv) {
     const double *values = tab.values, base = tab.base;
     if (rc == AG_OK) {
         NpzWriter *w = npz_writer_new();
+        npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
         npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
         npz_add_f64(w, "base", 0, NULL, &base);
         const char *axes = NH ? "point,head" : "point,none";
@@ -394,7 +465,7 @@ int gp_ablate(int argc, char **argv) {
             strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
         strcat(names, "]");
         npz_add_bytes(w, "points", names, strlen(names));
-        rc = npz_write(w, out, 0, NULL);
+        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = gp_not_finite(rc, ckpt, NULL);
         npz_writer_free(w);
         free(names);
     }
@@ -408,11 +479,11 @@ int gp_ablate(int argc, char **argv) {
         }
         double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
         for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
-        char png[1024], title[256], **yl = gp_point_labels(pts, n_pts, 0),
-                                    **xl = gp_number_labels(cols);
-        gp_png_of(out, ".png", png, sizeof png);
+        char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
+             **xl = gp_number_labels(cols);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
         gp_say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
+        free(png);
         gp_labels_free(yl, n_pts);
         gp_labels_free(xl, cols);
         free(d);
@@ -482,7 +553,8 @@ int gp_patch(int argc, char **argv) {
             t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    if (rc == AG_OK) rc = lens_sweep_save(&s, out);
+    if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
+        rc = gp_not_finite(rc, ckpt, NULL);
     if (rc == AG_OK) {
         int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
         int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
@@ -497,13 +569,13 @@ int gp_patch(int argc, char **argv) {
             axes == LENS_BY_HEAD ? gp_number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
         for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
             xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
-        char png[1024], title[256];
-        gp_png_of(out, ".png", png, sizeof png);
+        char *png = gp_png_of(out, ".png"), title[256];
         snprintf(title, sizeof title,
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
         gp_say_plot(tr_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
+        free(png);
         gp_labels_free(yl, rows);
         gp_labels_free(xl, cols);
         free(d);

@@ -17,23 +17,25 @@
 /* The whole file, malloc'd: AG_OK, or an error naming path (missing, a folder, empty, over
  * GP_MAX_TEXT). */
 static int read_text(const char *path, char **text, size_t *n) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return ag_fail(AG_ERR_IO, "%s: not a regular file", path);
-    if (st.st_size == 0) return ag_fail(AG_ERR_FORMAT, "%s: empty: nothing to train on", path);
-    if ((uint64_t)st.st_size > GP_MAX_TEXT)
-        return ag_fail(AG_ERR_ARG, "%s: %lld bytes: at most %zu", path, (long long)st.st_size,
-                       GP_MAX_TEXT);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    *text = tr_malloc((size_t)st.st_size);
-    *n = fread(*text, 1, (size_t)st.st_size, f);
-    int bad = ferror(f) || *n != (size_t)st.st_size;
+    FILE *f;
+    uint64_t size;
+    int rc = io_fopen_read(path, &f, &size); /* a regular file (src/io/file.h) */
+    if (rc == AG_OK && size == 0)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: empty: nothing to train on", path);
+    if (rc == AG_OK && size > GP_MAX_TEXT)
+        rc = ag_fail(AG_ERR_ARG, "%s: %llu bytes: at most %zu", path, (unsigned long long)size,
+                     GP_MAX_TEXT);
+    if (rc != AG_OK) {
+        if (f) fclose(f);
+        return rc;
+    }
+    *text = tr_malloc((size_t)size);
+    *n = fread(*text, 1, (size_t)size, f);
+    int bad = ferror(f) || *n != (size_t)size;
     fclose(f);
     if (bad) {
         free(*text);
-        return ag_fail(AG_ERR_IO, "%s: read %zu of %lld bytes", path, *n, (long long)st.st_size);
+        return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n, (unsigned long long)size);
     }
     return AG_OK;
 }
@@ -50,14 +52,16 @@ static int fetch_shakespeare(const char *cache) {
                        "%s: cannot read: %s (run from attograd's source folder, or set "
                        "AG_SHAKESPEARE_SH, or give --input)",
                        script, strerror(errno));
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s", cache);
-    char *slash = strrchr(dir, '/');
+    char *dir = io_path_join("", cache), *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
         int rc = tr_make_dirs(dir);
-        if (rc != AG_OK) return rc;
+        if (rc != AG_OK) {
+            free(dir);
+            return rc;
+        }
     }
+    free(dir);
     printf("fetching Shakespeare into %s (%s, once)\n", cache, script);
     fflush(stdout);
     pid_t pid = fork();
@@ -125,20 +129,17 @@ int gp_prepare(int argc, char **argv) {
                      "%s: %zu tokens: too few for a train and a valid part of 2 tokens or more "
                      "(--valid-frac %g)",
                      path, n_ids, valid_frac);
-    char p[700];
+    char *p_tok = io_path_join(out, "tokenizer"), *p_train = io_path_join(out, "train.bin"),
+         *p_valid = io_path_join(out, "valid.bin");
     if (rc == AG_OK) rc = tr_make_dirs(out);
-    if (rc == AG_OK) {
-        snprintf(p, sizeof p, "%s/tokenizer", out);
-        rc = txt_save(tok, p);
-    }
-    if (rc == AG_OK) {
-        snprintf(p, sizeof p, "%s/train.bin", out);
-        rc = txt_shard_write(p, ids + sp.train_lo, sp.train_hi - sp.train_lo, txt_vocab_size(tok));
-    }
-    if (rc == AG_OK) {
-        snprintf(p, sizeof p, "%s/valid.bin", out);
-        rc = txt_shard_write(p, ids + sp.valid_lo, sp.valid_hi - sp.valid_lo, txt_vocab_size(tok));
-    }
+    if (rc == AG_OK) rc = txt_save(tok, p_tok);
+    if (rc == AG_OK)
+        rc = txt_shard_write(p_train, ids + sp.train_lo, sp.train_hi - sp.train_lo,
+                             txt_vocab_size(tok));
+    if (rc == AG_OK)
+        rc = txt_shard_write(p_valid, ids + sp.valid_lo, sp.valid_hi - sp.valid_lo,
+                             txt_vocab_size(tok));
+    free(p_tok), free(p_train), free(p_valid);
     if (rc == AG_OK)
         printf("%s: %zu bytes -> %zu tokens (%s tokenizer, %d ids, %.2f bytes a token); "
                "%s/train.bin %zu tokens, valid.bin %zu; %.1f s\n",

@@ -121,12 +121,14 @@ int gp_detect(int argc, char **argv) {
         static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
         int64_t ex[2] = {exclude_bos, exclude_current};
         NpzWriter *w = npz_writer_new();
+        npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
         npz_add_f64(w, "scores", 3, (int64_t[]){K, L, NH}, scores);
         npz_add_bytes(w, "kinds", kinds, strlen(kinds));
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
         npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-        rc = npz_write(w, a.out, 0, NULL);
+        if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
+            rc = gp_not_finite(rc, a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }
@@ -138,11 +140,11 @@ int gp_detect(int argc, char **argv) {
                 yl[k * L + l] = tr_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        char png[1024];
-        gp_png_of(a.out, ".png", png, sizeof png);
+        char *png = gp_png_of(a.out, ".png");
         gp_say_plot(tr_plot_heatmap(png, "head detectors: share of attention on the pattern",
                                     scores, K * L, NH, yl, xl, 1),
                     png);
+        free(png);
         gp_labels_free(yl, K * L);
         gp_labels_free(xl, NH);
     }
@@ -204,7 +206,9 @@ int gp_lens(int argc, char **argv) {
         ag_tape_free(t);
         arena_free(step);
     }
-    if (rc == AG_OK) rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out);
+    if (rc == AG_OK &&
+        (rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
+        rc = gp_not_finite(rc, a.ckpt, NULL);
     if (rc == AG_OK) {
         int B = r.B, T = r.T, L = cfg.n_layer, NH = cfg.n_head, S = L + 1, P = ll.pos;
         size_t BT = (size_t)B * T;
@@ -264,8 +268,7 @@ int gp_lens(int argc, char **argv) {
             snprintf(xl[c], 16, "%s", c < NH ? "" : c == NH && has_bo ? "b_O" : "mlp");
             if (c < NH) snprintf(xl[c], 16, "h%d", c);
         }
-        char png[1024], title[256];
-        gp_png_of(a.out, ".png", png, sizeof png);
+        char *png = gp_png_of(a.out, ".png"), title[256];
         snprintf(title, sizeof title, "direct logit attribution to %s at position %d", metric, P);
         gp_say_plot(tr_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
         gp_labels_free(yl, L);
@@ -281,9 +284,11 @@ int gp_lens(int argc, char **argv) {
             snprintf(yl[s], 32, s ? "after block %d" : "embeddings", s - 1);
         }
         for (int p = 0; p < T; p++) xl[p] = gp_token_text(&g, r.ids[p], 1);
-        gp_png_of(a.out, "_lens.png", png, sizeof png);
+        free(png);
+        png = gp_png_of(a.out, "_lens.png");
         snprintf(title, sizeof title, "logit lens: %s at each position (row 0's tokens)", metric);
         gp_say_plot(tr_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
+        free(png);
         gp_labels_free(yl, S);
         gp_labels_free(xl, T);
         free(lens), free(grid), free(mean), free(gt), free(bt), free(at);
@@ -320,13 +325,15 @@ int gp_export(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--format %s: only transformer-lens", format);
     GpModel g = {0};
     GptConfig cfg = {0};
-    char json[1024];
+    char *json = NULL;
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) gp_png_of(out, ".json", json, sizeof json);
+    if (rc == AG_OK) json = gp_png_of(out, ".json");
     if (rc == AG_OK && (rc = lens_tl_check(&cfg)) != AG_OK) rc = gp_refail(rc, ckpt);
-    if (rc == AG_OK) rc = lens_tl_export(&g.m, out, json);
+    if (rc == AG_OK && (rc = lens_tl_export(&g.m, out, json)) == AG_ERR_RANGE)
+        rc = gp_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
     if (rc == AG_OK)
         printf("%s: %s in TransformerLens's layout (float32); its config: %s\n", out, ckpt, json);
+    free(json);
     gp_model_free(&g);
     return gp_lens_finish(rc, "export");
 }

@@ -155,10 +155,16 @@ int gp_sample(int argc, char **argv) {
     rng_seed(&rng, (uint64_t)seed);
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
+    ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
     Stream st = {g.tok};
-    nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
+    int got = nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
     printf("\n");
     int code = fflush(stdout) != 0 || ferror(stdout) ? TR_EXIT_FAIL : TR_EXIT_OK;
+    if (got < 0) {
+        gp_not_finite(got, ckpt, t);
+        fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
+        code = TR_EXIT_USAGE;
+    }
     ag_tape_free(t);
     arena_free(step);
     free(text);
@@ -193,14 +199,18 @@ double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int
         }
         ag_tape_reset(t);
         double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
+        if (!isfinite(l)) { /* stop there; the tape keeps what its check mode saw */
+            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len, l);
+            sum = NAN;
+            break;
+        }
         sum += l * B * len; /* the mean of B len tokens */
         *n_pred += (int64_t)B * len;
     }
     ag_no_grad(t, was);
-    ag_tape_reset(t);
     free(x);
     free(y);
-    return *n_pred ? sum / (double)*n_pred : NAN;
+    return *n_pred && isfinite(sum) ? sum / (double)*n_pred : NAN;
 }
 
 int gp_eval(int argc, char **argv) {
@@ -224,16 +234,14 @@ int gp_eval(int argc, char **argv) {
     if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
     int *ids = NULL;
     size_t n = 0;
-    char p[700];
-    if (rc == AG_OK) {
-        snprintf(p, sizeof p, "%s/valid.bin", data);
-        rc = txt_shard_read(p, g.m.cfg.vocab_size, &ids, &n);
-    }
+    char *p = data ? io_path_join(data, "valid.bin") : NULL;
+    if (rc == AG_OK) rc = txt_shard_read(p, g.m.cfg.vocab_size, &ids, &n);
     if (rc == AG_OK && n < 2)
         rc = ag_fail(AG_ERR_FORMAT, "%s: %zu tokens: nothing to predict", p, n);
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " eval: %s\n", ag_last_error());
         free(ids);
+        free(p);
         gp_model_free(&g);
         return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
     }
@@ -241,7 +249,18 @@ int gp_eval(int argc, char **argv) {
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     int64_t n_pred;
+    ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
     double t0 = tr_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
+    if (!isfinite(loss)) {
+        gp_not_finite(AG_ERR_RANGE, ckpt, t);
+        fprintf(stderr, GP_PROG " eval: %s (%s)\n", ag_last_error(), p);
+        ag_tape_free(t);
+        arena_free(step);
+        free(ids);
+        free(p);
+        gp_model_free(&g);
+        return TR_EXIT_USAGE;
+    }
     /* bytes: those the predicted tokens (ids[1..n)) decode to */
     int64_t bytes = 0;
     for (size_t i = 1; i < n; i++) {
@@ -257,6 +276,7 @@ int gp_eval(int argc, char **argv) {
     ag_tape_free(t);
     arena_free(step);
     free(ids);
+    free(p);
     gp_model_free(&g);
-    return isfinite(loss) ? TR_EXIT_OK : TR_EXIT_FAIL;
+    return TR_EXIT_OK;
 }

@@ -50,7 +50,7 @@ typedef struct {
     size_t *starts;   /* (batch) the windows of this batch */
     int64_t step, saved_step, step_start;
     int64_t pos[GP_POS_COUNT];
-    char last_path[700], best_path[700], csv_path[700];
+    char *last_path, *best_path, *csv_path; /* OUT/last.npz, ... (io_path_join) */
     FILE *csv;
     int tty;
     DistGrad *dist;      /* NULL: one process, one shard (the plain step) */
@@ -65,18 +65,20 @@ static const char csv_header[] = "step,train_loss,lr,grad_norm,tokens_per_s,vali
 /* ---- data ---- */
 
 static int read_data(GpTrainer *g) {
-    char p[700];
-    snprintf(p, sizeof p, "%s/tokenizer", g->data);
+    char *p = io_path_join(g->data, "tokenizer");
     int rc = txt_load(p, &g->tok);
+    free(p);
     if (rc != AG_OK) return rc;
     g->tok_bytes = txt_to_bytes(g->tok, &g->tok_len);
     int V = txt_vocab_size(g->tok);
-    snprintf(p, sizeof p, "%s/train.bin", g->data);
+    p = io_path_join(g->data, "train.bin"); /* shards: regular files only (a FIFO never hangs) */
     rc = txt_shard_open(p, V, &g->train_bin);
+    free(p);
     if (rc != AG_OK) return rc;
     g->n_train = txt_shard_count(g->train_bin);
-    snprintf(p, sizeof p, "%s/valid.bin", g->data);
+    p = io_path_join(g->data, "valid.bin");
     rc = txt_shard_open(p, V, &g->valid_bin);
+    free(p);
     if (rc == AG_OK) g->n_valid = txt_shard_count(g->valid_bin);
     return rc;
 }
@@ -671,6 +673,9 @@ static void trainer_free(GpTrainer *g) {
     free(g->tok_bytes);
     txt_shard_close(g->train_bin);
     txt_shard_close(g->valid_bin);
+    free(g->last_path);
+    free(g->best_path);
+    free(g->csv_path);
     free(g->x);
     free(g->y);
     free(g->win);
@@ -794,9 +799,9 @@ int gp_train(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
     int threads = ag_threads_use(g->threads);
     if (rc == AG_OK) {
-        snprintf(g->last_path, sizeof g->last_path, "%s/last.npz", g->out);
-        snprintf(g->best_path, sizeof g->best_path, "%s/best.npz", g->out);
-        snprintf(g->csv_path, sizeof g->csv_path, "%s/log.csv", g->out);
+        g->last_path = io_path_join(g->out, "last.npz");
+        g->best_path = io_path_join(g->out, "best.npz");
+        g->csv_path = io_path_join(g->out, "log.csv");
         rc = read_data(g);
     }
     if (rc == AG_OK) rc = g->resume ? setup_resume(g, fl, n_fl) : setup_fresh(g);

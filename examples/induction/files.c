@@ -10,7 +10,8 @@
  *   curves.csv       model,step,train_loss,loss_predictable,loss_other
  *   heads.csv        model,step,layer,head,induction,previous_token
  *   positions.csv    model,step,pos_0,...,pos_<T-1> (the mean loss of each position)
- * A file that cannot be written is an error naming its path. Not here: the pictures (plot.c).
+ * A file that cannot be written is an error naming its path; every file is written to a
+ * temporary name and renamed (src/io/file.h). Not here: the pictures (plot.c).
  * Read next: plot.c. */
 #include <errno.h>
 #include <math.h>
@@ -19,31 +20,40 @@
 
 #include "induction.h"
 
-static int csv_close(FILE *f, const char *path) {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return AG_OK;
+/* A CSV file of the folder, written as the library writes every file (src/io/file.h): into a
+ * new temporary file beside it, then renamed over it (a device, FIFO, folder or link there is
+ * refused and stays). The path is allocated, never cut. */
+typedef struct {
+    FILE *f;
+    char *path, *tmp;
+} Csv;
+
+static int csv_open(const char *dir, const char *name, Csv *c) {
+    c->path = io_path_join(dir, name);
+    int rc = io_fopen_write(c->path, &c->f, &c->tmp);
+    if (rc != AG_OK) free(c->path);
+    return rc;
 }
 
-static FILE *csv_open(const char *dir, const char *name, char *path, size_t n) {
-    snprintf(path, n, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return f;
+static int csv_close(Csv *c) {
+    int rc = io_fclose_replace(c->f, c->tmp, c->path);
+    free(c->path);
+    return rc;
 }
 
 static int write_csv(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    char path[1100];
-    FILE *f = csv_open(o->out, "curves.csv", path, sizeof path);
-    if (!f) return AG_ERR_IO;
+    Csv c;
+    int rc = csv_open(o->out, "curves.csv", &c);
+    if (rc != AG_OK) return rc;
+    FILE *f = c.f;
     fprintf(f, "model,step,train_loss,loss_predictable,loss_other\n");
     for (int m = 0; m < n_recs; m++)
         for (int r = 0; r < recs[m].R; r++)
             fprintf(f, "%s,%lld,%.6g,%.6g,%.6g\n", recs[m].name, (long long)recs[m].step[r],
                     recs[m].train_loss[r], recs[m].loss_pred[r], recs[m].loss_other[r]);
-    int rc = csv_close(f, path);
-    if (rc != AG_OK || !(f = csv_open(o->out, "heads.csv", path, sizeof path))) return AG_ERR_IO;
+    if ((rc = csv_close(&c)) != AG_OK || (rc = csv_open(o->out, "heads.csv", &c)) != AG_OK)
+        return rc;
+    f = c.f;
     fprintf(f, "model,step,layer,head,induction,previous_token\n");
     for (int m = 0; m < n_recs; m++) {
         const IndRecord *x = &recs[m];
@@ -54,9 +64,9 @@ static int write_csv(const IndOptions *o, const IndRecord *recs, int n_recs) {
                         k % x->NH, x->induction[(size_t)r * LH + k],
                         x->previous[(size_t)r * LH + k]);
     }
-    rc = csv_close(f, path);
-    if (rc != AG_OK || !(f = csv_open(o->out, "positions.csv", path, sizeof path)))
-        return AG_ERR_IO;
+    if ((rc = csv_close(&c)) != AG_OK || (rc = csv_open(o->out, "positions.csv", &c)) != AG_OK)
+        return rc;
+    f = c.f;
     fprintf(f, "model,step");
     for (int i = 0; i < o->ctx; i++) fprintf(f, ",pos_%d", i);
     fprintf(f, "\n");
@@ -67,7 +77,7 @@ static int write_csv(const IndOptions *o, const IndRecord *recs, int n_recs) {
                 fprintf(f, ",%.5g", recs[m].loss_pos[(size_t)r * o->ctx + i]);
             fprintf(f, "\n");
         }
-    return csv_close(f, path);
+    return csv_close(&c);
 }
 
 int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
@@ -121,9 +131,9 @@ int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, cons
         }
 #undef KEY
     }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/induction.npz", o->out);
+    char *path = io_path_join(o->out, "induction.npz");
     int rc = npz_write(w, path, 1, NULL);
+    free(path);
     npz_writer_free(w);
     free(tok), free(pre);
     return rc != AG_OK ? rc : write_csv(o, recs, n_recs);

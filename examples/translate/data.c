@@ -196,15 +196,9 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
      * once open (the path may have changed in between) */
     struct stat st;
     if (stat(path, &st) == 0 && readable_kind(path, &st) != AG_OK) return AG_ERR_IO;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int kind = fstat(fileno(f), &st) != 0
-                   ? ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno))
-                   : readable_kind(path, &st);
-    if (kind != AG_OK) {
-        fclose(f);
-        return kind;
-    }
+    FILE *f; /* a pipe nobody writes to is an error after TR_PIPE_WAIT_MS, not a hang */
+    int kind = io_fopen_stream(path, TR_PIPE_WAIT_MS, &f);
+    if (kind != AG_OK) return kind;
     if (!grow || src_v->tok || src_v->kind == TR_TOK_WORD) {
         int rc = read_pairs(f, path, d, src_v, tgt_v, grow, max_tokens);
         fclose(f);

@@ -70,8 +70,9 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
     if (sentence) {
         rc = add_pair(tr, r, 0, 1, sentence, target, "the sentence");
     } else {
-        FILE *f = fopen(pairs, "rb");
-        if (!f) return ag_fail(AG_ERR_IO, "%s: cannot read: %s", pairs, strerror(errno));
+        FILE *f;
+        rc = io_fopen_read(pairs, &f, NULL); /* a regular file: it is read twice */
+        if (rc != AG_OK) return rc;
         char *line = NULL;
         size_t cap = 0, len;
         int n = 0, k = 0, got;
@@ -143,31 +144,14 @@ void tr_lens_words_free(char **w, size_t n) {
     free(w);
 }
 
-/* "a,b" into hooks of h with fn and ctx; an error names the flag */
-static int add_patterns(NnHooks *h, const char *patterns, const char *flag, NnHookFn fn,
-                        void *ctx) {
-    char *list = tr_malloc(strlen(patterns) + 1);
-    strcpy(list, patterns);
-    int rc = AG_OK, n = 0;
-    for (char *p = strtok(list, ","); rc == AG_OK && p; p = strtok(NULL, ","), n++) {
-        if (nn_hooks_add(h, p, fn, ctx) < 0) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", ag_last_error());
-            rc = ag_fail(AG_ERR_ARG, "%s: %s", flag, msg);
-        }
-    }
-    if (rc == AG_OK && n == 0) rc = ag_fail(AG_ERR_ARG, "%s '%s': no pattern", flag, patterns);
-    free(list);
-    return rc;
-}
-
 int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const TrLensMetric *mt,
                   const char *out) {
     LensCache c;
     lens_cache_init(&c, mt != NULL);
     NnHooks h;
     nn_hooks_init_seq2seq(&h, tr->model.cfg.n_enc_layers, tr->model.cfg.n_dec_layers);
-    int rc = add_patterns(&h, hooks, "--hooks", lens_cache_hook, &c);
+    int rc = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c); /* strict */
+    if (rc > 0) rc = AG_OK;
     LensModel lm = lens_seq2seq(&tr->model);
     LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
     if (rc == AG_OK) {

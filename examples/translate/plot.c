@@ -122,14 +122,17 @@ int tr_plot_script(const char *script, const char *png) {
     /* the script next to the picture, then gnuplot draws into a temporary file that is renamed
      * over png: a reader never sees half a picture */
     char base[600], gp[620], tmp[640], setout[700];
+    if (strlen(png) + 1 > sizeof base) { /* the names below are made from it: never cut */
+        ag_fail(AG_ERR_IO, "%s: plot skipped: a path of %zu bytes (at most %zu)", png, strlen(png),
+                sizeof base - 1);
+        return TR_PLOT_FAILED;
+    }
     strip_png(base, sizeof base, png);
     snprintf(gp, sizeof gp, "%s.gp", base);
     snprintf(tmp, sizeof tmp, "%s.png.tmp.%ld", base, (long)getpid());
-    FILE *f = fopen(gp, "w");
-    if (!f) {
-        ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
-        return TR_PLOT_FAILED;
-    }
+    FILE *f;
+    char *gp_tmp; /* the script too goes through a temporary file (src/io/file.h) */
+    if (io_fopen_write(gp, &f, &gp_tmp) != AG_OK) return TR_PLOT_FAILED;
     fprintf(f,
             "# drawn by attograd's trainers (examples/translate/plot.c); `gnuplot %s` draws %s "
             "again\n",
@@ -138,10 +141,8 @@ int tr_plot_script(const char *script, const char *png) {
     gp_assign(def, sizeof def, "outfile", png);
     fprintf(f, "if (!exists('outfile')) %s\n", def);
     fputs(script, f);
-    if (fclose(f) != 0) {
-        ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
-        return TR_PLOT_FAILED;
-    }
+    if (io_fclose_replace(f, gp_tmp, gp) != AG_OK) return TR_PLOT_FAILED;
+    if (io_check_replace(png) != AG_OK) return TR_PLOT_FAILED; /* before gnuplot's work */
     gp_assign(setout, sizeof setout, "outfile", tmp);
     int pfd[2];
     if (pipe(pfd) != 0) {
@@ -211,8 +212,7 @@ int tr_plot_script(const char *script, const char *png) {
                     exe, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), why, gp);
         return TR_PLOT_FAILED;
     }
-    if (rename(tmp, png) != 0) {
-        ag_fail(AG_ERR_IO, "%s: cannot rename %s: %s", png, tmp, strerror(errno));
+    if (io_replace(tmp, png) != AG_OK) { /* a regular file or a new name only */
         unlink(tmp);
         return TR_PLOT_FAILED;
     }

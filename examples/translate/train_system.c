@@ -144,8 +144,9 @@ void tr_report_rss(const Trainer *tr, long first[2]) {
 
 /* 1 if name is "<file>.tmp.<digits>" for one of the files the trainer writes atomically */
 static int is_temp_of_ours(const char *name) {
-    static const char *const files[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp."};
-    for (int i = 0; i < 3; i++) {
+    static const char *const files[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp.",
+                                        "loss.gp.tmp."};
+    for (int i = 0; i < 4; i++) {
         size_t n = strlen(files[i]);
         if (strncmp(name, files[i], n) != 0 || !name[n]) continue;
         if (strspn(name + n, "0123456789") == strlen(name + n)) return 1;
@@ -154,7 +155,7 @@ static int is_temp_of_ours(const char *name) {
 }
 
 /* Temporary files of saves that a kill -9 interrupted ("last.npz.tmp.<pid>", also the loss
- * plot's): never read, removed when a run starts in the folder. */
+ * plot's picture and script): never read, removed when a run starts in the folder. */
 void tr_remove_stale_temps(const Trainer *tr) {
     DIR *d = opendir(tr->cfg->out_dir);
     if (!d) return;

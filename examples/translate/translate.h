@@ -78,6 +78,8 @@ enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
 /* translate skips an over-long line of its input, but gives up (exit 2) when the line goes on
  * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
 #define TR_MAX_SKIP (64 * TR_MAX_LINE)
+/* a FIFO given as data: how long a writer may take to send something (or close it) */
+#define TR_PIPE_WAIT_MS 10000
 
 /* How a side is cut into tokens (--tokenizer): whitespace words, or a txt_ tokenizer
  * (src/text: characters, or byte-level BPE) trained on the training file's column. */

@@ -24,18 +24,23 @@ void *tr_calloc(size_t n, size_t size) {
 }
 
 int tr_make_dirs(const char *path) {
-    char buf[600];
-    snprintf(buf, sizeof buf, "%s", path);
+    if (!*path) return ag_fail(AG_ERR_IO, "'': not a folder");
+    char *buf = io_path_join("", path); /* a copy, never cut */
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                int rc =
+                    ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+                free(buf);
+                return rc;
+            }
             *p = c;
             if (!c) break;
         }
     }
+    free(buf);
     struct stat s;
     if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode))
         return ag_fail(AG_ERR_IO, "%s: not a folder", path);
@@ -55,6 +60,8 @@ void tr_fmt_time(char *buf, size_t n, double s) {
  * truncating the file after the last of them, then appends. Truncating needs no disk space and
  * writes nothing, so a full disk or a failed write never loses the rows already there. */
 int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
+    int rc = io_check_replace(path); /* a regular file or a new name: never a FIFO or a device */
+    if (rc != AG_OK) return rc;
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (!f && resume && errno != ENOENT)
         return ag_fail(AG_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));

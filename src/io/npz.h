@@ -128,6 +128,12 @@ void npz_writer_free(NpzWriter *w);
 /* 1: every entry and the end record use ZIP64 fields even when small (as numpy's writer
  * does for local headers). 0 (default): only when a size or offset needs it (>= 4 GiB). */
 void npz_writer_force_zip64(NpzWriter *w, int on);
+/* 1: the float entries added from now on (until it is turned off) must be finite: npz_write
+ * refuses (AG_ERR_RANGE, before any file is touched) one holding a NaN or an infinity, as stored,
+ * naming the first: "PATH: not written: blocks.0.hook_z[12] = inf: must be finite". For files of
+ * results (the lens's caches and tables, an exported model), where a non-finite value means a
+ * model that overflowed. */
+void npz_writer_finite(NpzWriter *w, int on);
 
 /* An array of dtype with shape (ndim values, NULL for a scalar) at data (NULL allowed only when
  * an element count is 0). name: the key numpy.load shows; ".npy" is appended in the zip.
@@ -155,7 +161,9 @@ void npz_add_params(NpzWriter *w, const ParamList *pl, NpzDtype as);
  * fsync, rename over path, fsync of the folder. level: 0 stores the entries, 1..9 deflates
  * them with zlib at that level (6 is zlib's default). On any failure (open, write, a full
  * disk, fsync, close, rename) it returns AG_ERR_IO with the path and strerror, removes the
- * temporary file and leaves an existing file at path as it was. One exception: if only the
+ * temporary file and leaves an existing file at path as it was. The temporary file is created
+ * new and never through a symbolic link, and path must be a regular file or a missing name
+ * (io_temp_create, io_replace in file.h: a device, FIFO, folder or link there is refused). One exception: if only the
  * final fsync of the folder fails, the new file is already in place (the message says so).
  * A level outside 0..9 is AG_ERR_ARG. stats may be NULL. The file's bytes depend only on the
  * entries and the level (the zip's timestamps are fixed at 1980-01-01 00:00). */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "file.h"
 #include "npz_internal.h"
 
 /* Deflate's best ratio: a match of 258 bytes coded in 2 bits (a 1-bit length code and a 1-bit
@@ -722,18 +723,8 @@ static int read_file(const char *path, NpzFile **out, const NpzLimits *lim, NpzA
                      void *ctx) {
     *out = NULL;
     Reader r = {.path = path, .fd = -1, .lim = lim ? *lim : npz_default_limits()};
-    r.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* NONBLOCK: a FIFO must not hang */
-    if (r.fd < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc = AG_OK;
-    if (fstat(r.fd, &st) != 0)
-        rc = ag_fail(AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        rc = ag_fail(AG_ERR_IO, "%s: is a directory, not an .npz file", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = ag_fail(AG_ERR_IO, "%s: not a regular file", path);
-    else
-        r.size = (uint64_t)st.st_size;
+    int rc = io_open_read(path, &r.fd, &r.size); /* a regular file; a FIFO must not hang */
+    if (rc != AG_OK) return rc;
     uint64_t n = 0;
     if (rc == AG_OK) rc = read_end(&r, &n);
     if (rc == AG_OK) rc = read_directory(&r, n);

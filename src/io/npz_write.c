@@ -9,6 +9,7 @@
  * Also here: the dtype table and npz_shape_str, shared with npz_read.c.
  * Not here: reading (npz_read.c), parameters (npz_params.c). */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "file.h"
 #include "npz_internal.h"
 
 /* ---- dtypes ---- */
@@ -76,6 +78,7 @@ typedef struct {
     int64_t shape[NPZ_MAX_DIMS];
     size_t count;
     const void *data;
+    int finite; /* npz_writer_finite was on when it was added: checked by npz_write */
     /* filled while writing */
     uint32_t crc;
     uint64_t usize, csize, offset;
@@ -85,6 +88,7 @@ struct NpzWriter {
     WEntry *e;
     int n, cap;
     int force_zip64;
+    int finite; /* npz_writer_finite */
 };
 
 NpzWriter *npz_writer_new(void) {
@@ -103,6 +107,30 @@ void npz_writer_free(NpzWriter *w) {
 void npz_writer_force_zip64(NpzWriter *w, int on) {
     AG_CHECK_ARG(w);
     w->force_zip64 = on != 0;
+}
+
+void npz_writer_finite(NpzWriter *w, int on) {
+    AG_CHECK_ARG(w);
+    w->finite = on != 0;
+}
+
+/* npz_writer_finite's check: AG_OK, or AG_ERR_RANGE naming the first entry and element that
+ * holds a NaN or an infinity */
+static int check_finite(const NpzWriter *w, const char *path) {
+    for (int i = 0; i < w->n; i++) {
+        const WEntry *e = &w->e[i];
+        if (!e->finite || (e->src != NPZ_F32 && e->src != NPZ_F64)) continue;
+        for (size_t k = 0; k < e->count; k++) {
+            double v = e->src == NPZ_F32 ? (double)((const float *)e->data)[k]
+                                         : ((const double *)e->data)[k];
+            if (e->dtype == NPZ_F32) v = (double)(float)v;
+            if (isfinite(v)) continue;
+            int len = (int)strlen(e->zname) - 4;
+            return ag_fail(AG_ERR_RANGE, "%s: not written: %.*s[%zu] = %g: must be finite", path,
+                           len, e->zname, k, v);
+        }
+    }
+    return AG_OK;
 }
 
 static void add_entry(NpzWriter *w, const char *fn, const char *name, NpzDtype dtype, NpzDtype src,
@@ -149,6 +177,7 @@ static void add_entry(NpzWriter *w, const char *fn, const char *name, NpzDtype d
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->count = count;
     e->data = data;
+    e->finite = w->finite;
     w->n++;
 }
 
@@ -573,20 +602,21 @@ int npz_write(NpzWriter *w, const char *path, int level, NpzStats *stats) {
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     memset(o, 0, offsetof(Out, buf));
     s->o = o;
-    int rc = AG_OK;
-    if (level > 0 && deflateInit2(&s->z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        rc = ag_fail(AG_ERR_NOMEM, "%s: zlib deflateInit2 failed", path);
+    int rc = check_finite(w, path);
     o->fd = -1;
-    if (rc == AG_OK) {
-        o->fd = fault(NPZ_FAULT_OPEN, 0)
-                    ? -1
-                    : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (o->fd < 0) {
-            int err = errno;
-            rc = ag_fail(AG_ERR_IO, "%s: cannot create the temporary file '%s': %s", path, tmp,
-                         strerror(err));
-        }
+    if (rc == AG_OK && fault(NPZ_FAULT_OPEN, 0)) {
+        int err = errno;
+        rc = ag_fail(AG_ERR_IO, "%s: cannot create the temporary file '%s': %s", path, tmp,
+                     strerror(err));
+    } else if (rc == AG_OK) { /* io_temp_create: a new file, never through a link */
+        char *made = NULL;
+        rc = io_temp_create(path, &o->fd, &made);
+        free(made);
     }
+    if (rc == AG_OK && level > 0 &&
+        deflateInit2(&s->z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        rc = ag_fail(AG_ERR_NOMEM, "%s: zlib deflateInit2 failed", path);
+    int deflating = rc == AG_OK && level > 0;
     if (rc == AG_OK) rc = write_archive(w, o, s, level, path);
     if (rc == AG_OK && (fault(NPZ_FAULT_FSYNC, 0) || fsync(o->fd) != 0))
         rc = fail_errno(path, "fsync of the temporary file failed", errno);
@@ -595,9 +625,11 @@ int npz_write(NpzWriter *w, const char *path, int level, NpzStats *stats) {
         if (fault(NPZ_FAULT_CLOSE, 0)) err = errno;
         if (err && rc == AG_OK) rc = fail_errno(path, "closing the temporary file failed", err);
     }
-    if (rc == AG_OK && (fault(NPZ_FAULT_RENAME, 0) || rename(tmp, path) != 0)) {
+    if (rc == AG_OK && fault(NPZ_FAULT_RENAME, 0)) {
         int err = errno;
         rc = ag_fail(AG_ERR_IO, "%s: cannot rename '%s' over it: %s", path, tmp, strerror(err));
+    } else if (rc == AG_OK) {
+        rc = io_replace(tmp, path);
     }
     if (rc != AG_OK) {
         if (o->fd >= 0) unlink(tmp); /* the old file at path was never touched */
@@ -617,7 +649,7 @@ int npz_write(NpzWriter *w, const char *path, int level, NpzStats *stats) {
             stats->file_bytes = o->pos;
         }
     }
-    if (level > 0) deflateEnd(&s->z);
+    if (deflating) deflateEnd(&s->z);
     free(tmp);
     free(o);
     free(s);

@@ -8,6 +8,7 @@
  * model trains (examples/induction/). */
 #include "detect.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,8 @@ void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, L
              * TransformerLens's sum of the whole pattern */
             for (int i = 0; i < T; i++)
                 for (int j = i + 1; j < T; j++) all += (double)A[(size_t)i * T + j];
-            scores[h] += all > 0 ? on / all : 0;
+            /* a pattern holding a NaN or inf (a model that overflowed) scores NaN, never 0 */
+            scores[h] += !isfinite(all) || !isfinite(on) ? NAN : all > 0 ? on / all : 0;
         }
     }
     for (int h = 0; h < NH; h++) scores[h] /= B;

@@ -62,6 +62,7 @@ void lens_detection_pattern(LensHeadKind kind, const int *tokens, int T, uint8_t
 /* Scores every head of one layer: pattern (B, NH, T, T) (query, key: a model's attention
  * probabilities), tokens (B, T) (row b the tokens of sequence b), opt or NULL
  * -> scores (NH), each the mean over the B sequences of that head's score (the sums in double).
+ * A head whose pattern holds a NaN or an infinity (a model that overflowed) scores NaN.
  * Aborts, naming the function and the shapes, when pattern is not 4-D with square (T, T)
  * matrices matching tokens (B, T), or a kind is unknown. */
 void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, LensHeadKind kind,

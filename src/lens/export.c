@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/file.h"
 #include "../io/npz.h"
 
 int lens_tl_check(const GptConfig *cfg) {
@@ -90,8 +91,10 @@ static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfi
 }
 
 static int write_config(const GptConfig *c, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f;
+    char *tmp;
+    int rc = io_fopen_write(path, &f, &tmp); /* a new file renamed over path (src/io/file.h) */
+    if (rc != AG_OK) return rc;
     int attn_only = c->mlp == NN_GPT_MLP_NONE, rope = c->pos == NN_GPT_POS_ROPE;
     const char *norm = c->norm == NN_GPT_NORM_LAYER ? "\"LN\""
                        : c->norm == NN_GPT_NORM_RMS ? "\"RMS\""
@@ -119,10 +122,7 @@ static int write_config(const GptConfig *c, const char *path) {
             "  \"default_prepend_bos\": false\n}\n",
             c->vocab_size, c->vocab_size, c->mlp == NN_GPT_MLP_SWIGLU ? "silu" : "gelu", norm,
             c->norm_eps);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return ag_fail(AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return AG_OK;
+    return io_fclose_replace(f, tmp, path);
 }
 
 int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
@@ -135,6 +135,7 @@ int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
     int C = c.n_embd, NH = c.n_head, NKV = c.n_kv_head, HS = C / NH, H = c.ffn_hidden;
     int V = c.vocab_size, gqa = NKV != NH;
     Out o = {.w = npz_writer_new()};
+    npz_writer_finite(o.w, 1); /* float32 copies: a weight beyond float32's range is refused */
     copy(&o, "embed.W_E", m->wte.weight, 2, (int64_t[]){V, C});
     if (c.pos != NN_GPT_POS_ROPE) /* no positions: a standard embedding of zeros */
         copy(&o, "pos_embed.W_pos", c.pos == NN_GPT_POS_LEARNED ? m->wpe.table : NULL, 2,

@@ -182,6 +182,10 @@ int lens_cache_save(const LensCache *c, const char *path, const LensRunInfo *run
         const LensAct *a = &c->acts[i];
         int64_t shape[AG_MAX_DIMS];
         for (int d = 0; d < a->ndim; d++) shape[d] = a->shape[d];
+        /* every activation finite (a NaN or inf means a model that overflowed, named by the
+         * first point in forward order that holds one), but the attention scores, -inf above
+         * the diagonal; what overflows there reaches the pattern after them */
+        npz_writer_finite(w, strstr(a->at.name, "hook_attn_scores") == NULL);
         npz_add(w, a->at.name, NPZ_REAL, a->ndim, shape, a->data);
         if (a->grad) {
             char gname[NN_HOOK_NAME_LEN + 8];
@@ -209,6 +213,42 @@ int lens_cache_save(const LensCache *c, const char *path, const LensRunInfo *run
     npz_writer_free(w);
     for (int i = 0; i < 4; i++) free(keep[i]);
     return rc;
+}
+
+int lens_hooks_add_list(NnHooks *h, const char *list, const char *flag, NnHookFn fn, void *ctx) {
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(list);
+    AG_CHECK_ARG(flag);
+    AG_CHECK_ARG(fn);
+    size_t len = strlen(list);
+    char *p = malloc(len + 1);
+    AG_CHECK(p, "%s: out of memory", __func__);
+    int total = 0, k = 1;
+    for (const char *at = list;; k++) {
+        const char *end = strchr(at, ',');
+        size_t n = end ? (size_t)(end - at) : strlen(at);
+        if (n == 0) {
+            total = ag_fail(AG_ERR_ARG,
+                            "%s '%s': pattern %d is empty (patterns are separated "
+                            "by single commas)",
+                            flag, list, k);
+            break;
+        }
+        memcpy(p, at, n);
+        p[n] = 0;
+        int got = nn_hooks_add(h, p, fn, ctx);
+        if (got < 0) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", ag_last_error());
+            total = ag_fail(got, "%s '%s': %s", flag, list, msg);
+            break;
+        }
+        total += got;
+        if (!end) break;
+        at = end + 1;
+    }
+    free(p);
+    return total;
 }
 
 /* ---- replacing chosen elements ---- */
@@ -392,10 +432,17 @@ static int sweep_init(LensSweep *s, const LensModel *lm, const char *pattern, Le
     AG_CHECK(s->points, "lens: out of memory for %d points", n);
     for (int i = 0; i < n; i++) {
         s->points[i] = nn_hook_entry_point(&h.entries[i]);
-        if (axes != LENS_BY_POS && s->points[i].head_axis < 0) {
-            nn_hooks_free(&h);
-            int rc =
+        int rc = AG_OK;
+        if (s->points[i].read_only) /* a patch would replace it; the fused norm takes none */
+            rc = ag_fail(AG_ERR_ARG,
+                         "%s: %s is read-only (the fused norm's scale takes no replacement and "
+                         "has no gradient): it cannot be patched",
+                         pattern, s->points[i].name);
+        else if (axes != LENS_BY_POS && s->points[i].head_axis < 0)
+            rc =
                 ag_fail(AG_ERR_ARG, "%s has no head axis: patch it by position", s->points[i].name);
+        if (rc != AG_OK) {
+            nn_hooks_free(&h);
             lens_sweep_free(s);
             return rc;
         }
@@ -672,6 +719,7 @@ int lens_sweep_save(const LensSweep *s, const char *path) {
     free(names);
     if (!json) return ag_fail(AG_ERR_NOMEM, "%s: out of memory for the point names", path);
     NpzWriter *w = npz_writer_new();
+    npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
     npz_add_f64(w, "values", ndim, shape, s->values);
     npz_add_bytes(w, "axes", axes[s->axes], strlen(axes[s->axes]));
     npz_add_bytes(w, "points", json, len);

@@ -47,6 +47,11 @@ const LensAct *lens_cache_get(const LensCache *c, const char *name);
 int lens_cache_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx);
 /* After ag_backward of a metric: copies each tapped activation's gradient into its grad */
 void lens_cache_take_grads(LensCache *c);
+/* A flag's comma-separated list of patterns ("blocks.0.*,hook_embed"): fn at the points of each
+ * (nn_hooks_add). Strict: an empty list or an empty element ("", ",", "*,", "a,,b") and a
+ * pattern that matches nothing are AG_ERR_ARG naming the flag and the value
+ * ("--hooks '*,': pattern 2 is empty"). Returns the points added, or the error. */
+int lens_hooks_add_list(NnHooks *h, const char *list, const char *flag, NnHookFn fn, void *ctx);
 
 /* What was run: tokens (B, T) (a seq2seq model: the decoder's input); token_strs (B*T strings,
  * may be NULL); the model's config (may be NULL). A seq2seq model's run also has its source
@@ -150,7 +155,8 @@ typedef struct LensSweep {
 } LensSweep;
 /* Runs clean (B, T) and corrupt (B, T) tokens, then for every point matching pattern and
  * every index of axes the corrupted run with that part patched. The points must have a head
- * axis for LENS_BY_HEAD*. AG_OK, or AG_ERR_ARG (no point matches, no head axis, a hook's
+ * axis for LENS_BY_HEAD*, and none may be read-only (hook_scale). AG_OK, or AG_ERR_ARG (no point
+ * matches, no head axis, a read-only point, a hook's
  * failure). Resets the tape t; leaves the parameters' gradients zero. */
 int lens_patch_sweep(Tape *t, Gpt *m, const int *clean, const int *corrupt, int B, int T,
                      const char *pattern, LensAxes axes, const LensMetric *mt, LensSweep *out);

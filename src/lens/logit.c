@@ -384,6 +384,7 @@ int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const i
     char *snames = names_json(stages[0], NN_HOOK_NAME_LEN, S, &ns);
     int64_t p = r->pos;
     NpzWriter *w = npz_writer_new();
+    npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
     npz_add_i32(w, "tokens", 2, (int64_t[]){B, T}, tok);
     npz_add_i32(w, "good", 1, (int64_t[]){B}, g);
     if (bad) npz_add_i32(w, "bad", 1, (int64_t[]){B}, bd);
@@ -394,7 +395,9 @@ int lens_logit_save(const LensLogit *r, const int *ids, const int *good, const i
     npz_add_bytes(w, "stages", snames, ns);
     npz_add_f64(w, "lens", 3, (int64_t[]){S, B, T}, r->lens);
     npz_add_f64(w, "lens_logprob", 3, (int64_t[]){S, B, T}, r->lens_logprob);
+    npz_writer_finite(w, 0); /* NaN where a row has no next token */
     npz_add_f64(w, "lens_next", 3, (int64_t[]){S, B, T}, r->lens_next);
+    npz_writer_finite(w, 1);
     npz_add_i32(w, "lens_top", 3, (int64_t[]){S, B, T}, top);
     npz_add_f64(w, "accumulated", 3, (int64_t[]){S, B, T}, r->accumulated);
     npz_add_f32(w, "lens_logits", 3, (int64_t[]){S, B, r->V}, r->lens_logits);

@@ -552,7 +552,16 @@ int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampl
     ag_tape_reset(t);
     Tensor *logits = nn_gpt_forward_cached(t, m, &c, ids + n - T, 1, T);
     while (added < max_new) {
-        int tok = nn_sample(logits->data + (size_t)(T - 1) * V, V, s, rng);
+        const Real *last = logits->data + (size_t)(T - 1) * V;
+        for (int j = 0; j < V; j++)
+            if (!isfinite((double)last[j])) { /* weights that overflow: an error, not an abort */
+                nn_gpt_cache_free(&c);
+                return ag_fail(AG_ERR_RANGE,
+                               "the logits of position %d hold %g (token id %d of %d): the model "
+                               "overflowed",
+                               n - 1, (double)last[j], j, V);
+            }
+        int tok = nn_sample(last, V, s, rng);
         ids[n++] = tok, added++;
         if ((on_token && on_token(tok, ctx)) || added == max_new) break;
         ag_tape_reset(t);

@@ -161,7 +161,9 @@ Tensor *nn_gpt_forward_cached_hooked(Tape *t, Gpt *m, GptCache *c, const int *id
  * goes to on_token(token, ctx) as it comes (NULL: none), which may return nonzero to stop. The
  * context is the last block_size tokens (nanoGPT's crop): a cache while they fit, then the
  * window run again for each token. One row (B = 1), no-grad; resets the tape t between
- * tokens. Returns how many tokens were added. */
+ * tokens. Returns how many tokens were added, or AG_ERR_RANGE (negative; ag_last_error names the
+ * position, the value and the token id) when the logits it would draw from hold a NaN or an
+ * infinity: finite weights that overflow are a fault of the file they came from, not misuse. */
 int nn_gpt_generate(Tape *t, Gpt *m, int *ids, int n, int max_new, const NnSampling *s, Rng *rng,
                     int (*on_token)(int token, void *ctx), void *ctx);
 

@@ -1,7 +1,16 @@
 /* bpe_train.c: training a byte-level BPE (txt_bpe_train). The text is cut into chunks
  * (TXT_SPLIT_GPT2) and equal chunks are counted once with their number of occurrences as a
  * weight (TXT_SPLIT_NONE: the whole text is one chunk of weight 1). The symbols of the distinct
- * chunks sit back to back in arrays with links to their neighbours (sym, nxt, prv).
+ * chunks sit back to back in one array, a symbol of L bytes at the position of its first byte:
+ * its next is L positions on (or none at the end of its chunk), and the L - 1 positions it
+ * covers hold -(start + 2), so that the position before a symbol names the symbol before it.
+ * A bit marks the first position of each chunk; the chunk's weight is found by its start.
+ *
+ * Memory: 4 bytes a byte of the distinct chunks for the symbols, 1 bit for the chunk starts, 8
+ * bytes a distinct chunk (start, weight), 4 bytes an adjacent pair for the positions (their
+ * lists grow at most to twice that as merges add positions), and the pairs and the heap (one
+ * entry a distinct pair or a count that grew), whatever the text: one repeated letter is one
+ * chunk of the whole text (docs/robustness.md measures 200 MB of one letter and of base64).
  *
  * Counting is incremental, as in sentencepiece's and Hugging Face's trainers: every adjacent
  * pair has a count (the sum of the weights of its occurrences) and a list of the positions
@@ -35,9 +44,14 @@ typedef struct {
 } HeapEntry;
 
 typedef struct {
-    /* symbols of the distinct chunks, back to back; w: the chunk's weight at each position */
-    int32_t *sym, *nxt, *prv, *w;
+    /* symbols of the distinct chunks, back to back: sym[i] >= 0 a symbol starting at i, else
+     * -(s + 2): a byte of the symbol that starts at s; bit i of first: a chunk starts at i */
+    int32_t *sym;
+    uint8_t *first;
     int32_t n;
+    int32_t *cstart, *cweight; /* each distinct chunk's first position and weight */
+    int32_t n_chunks;
+    const TxtTokenizer *tok; /* the symbols' byte lengths */
     /* pairs, and a hash (a, b) -> index into pairs */
     Pair *pairs;
     int32_t n_pairs, cap_pairs;
@@ -158,6 +172,36 @@ static void pair_dec(Trainer *T, int32_t a, int32_t b, int32_t w) {
     if (k >= 0) T->pairs[k].count -= w;
 }
 
+/* ---- symbols: neighbours and weights ---- */
+
+static int is_first(const Trainer *T, int32_t i) { return (T->first[i >> 3] >> (i & 7)) & 1; }
+
+/* the symbol after the one at start i, or -1 at the end of its chunk */
+static int32_t next_of(const Trainer *T, int32_t i) {
+    int32_t e = i + (int32_t)txt_len_(T->tok, T->sym[i]);
+    return e >= T->n || is_first(T, e) ? -1 : e;
+}
+
+/* the symbol before the one at start i, or -1 at the start of its chunk */
+static int32_t prev_of(const Trainer *T, int32_t i) {
+    if (is_first(T, i)) return -1;
+    int32_t k = T->sym[i - 1];
+    return k >= 0 ? i - 1 : -(k + 2);
+}
+
+/* the weight of the chunk that holds position i */
+static int32_t weight_of(const Trainer *T, int32_t i) {
+    int32_t lo = 0, hi = T->n_chunks - 1; /* the last chunk starting at or before i */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (T->cstart[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return T->cweight[lo];
+}
+
 /* Merges every occurrence of pair k into the new id c, left to right. A pair's positions are
  * in increasing order: they are either the first count's (a scan) or were all added during the
  * one merge that made the newer of its two ids, which visits positions in increasing order.
@@ -171,16 +215,18 @@ static void merge_pair(Trainer *T, int32_t k, int32_t c) {
         int32_t i = pos[q];
         AG_CHECK(q == 0 || i > pos[q - 1], "txt_bpe_train: positions of pair (%d, %d) out of order",
                  a, b);
-        int32_t j = T->nxt[i];
-        if (T->sym[i] != a || j < 0 || T->sym[j] != b) continue; /* stale */
-        int32_t w = T->w[i], p = T->prv[i], n = T->nxt[j];
+        if (T->sym[i] != a) continue; /* stale */
+        int32_t j = next_of(T, i);
+        if (j < 0 || T->sym[j] != b) continue;
+        int32_t w = weight_of(T, i), p = prev_of(T, i), n = next_of(T, j);
         if (p >= 0) pair_dec(T, T->sym[p], a, w);
         if (n >= 0) pair_dec(T, b, T->sym[n], w);
         T->pairs[k].count -= w;
+        /* c covers [i, j + len(b)): j and the last byte name i as the start */
+        int32_t last = j + (int32_t)txt_len_(T->tok, b) - 1;
+        T->sym[j] = -(i + 2);
+        T->sym[last] = -(i + 2);
         T->sym[i] = c;
-        T->sym[j] = -1;
-        T->nxt[i] = n;
-        if (n >= 0) T->prv[n] = i;
         if (p >= 0) pair_inc(T, T->sym[p], c, w, p);
         if (n >= 0) pair_inc(T, c, T->sym[n], w, i);
     }
@@ -259,9 +305,9 @@ oom:
 
 static void trainer_free(Trainer *T) {
     free(T->sym);
-    free(T->nxt);
-    free(T->prv);
-    free(T->w);
+    free(T->first);
+    free(T->cstart);
+    free(T->cweight);
     for (int32_t k = 0; k < T->n_pairs; k++) free(T->pairs[k].pos);
     free(T->pairs);
     txt_pairs_free_(&T->index);
@@ -303,26 +349,28 @@ int txt_bpe_train(const void *text, size_t n, int vocab_size, TxtSplit split, co
     size_t total = 0;
     for (int64_t k = 0; k < nc; k++) total += ch[k].len;
     T.n = (int32_t)total; /* at most n */
+    T.tok = t;
     size_t m = total ? total : 1;
     T.sym = malloc(m * sizeof *T.sym);
-    T.nxt = malloc(m * sizeof *T.nxt);
-    T.prv = malloc(m * sizeof *T.prv);
-    T.w = malloc(m * sizeof *T.w);
-    if (!T.sym || !T.nxt || !T.prv || !T.w) goto oom;
+    T.first = calloc(m / 8 + 1, 1);
+    T.cstart = malloc((size_t)(nc ? nc : 1) * sizeof *T.cstart);
+    T.cweight = malloc((size_t)(nc ? nc : 1) * sizeof *T.cweight);
+    if (!T.sym || !T.first || !T.cstart || !T.cweight) goto oom;
     int32_t at = 0;
     for (int64_t k = 0; k < nc; k++) {
-        int32_t w = (int32_t)ch[k].count; /* at most n */
-        for (size_t i = 0; i < ch[k].len; i++, at++) {
-            T.sym[at] = p[ch[k].off + i];
-            T.w[at] = w;
-            T.prv[at] = i > 0 ? at - 1 : -1;
-            T.nxt[at] = i + 1 < ch[k].len ? at + 1 : -1;
-        }
+        T.cstart[k] = at;
+        T.cweight[k] = (int32_t)ch[k].count; /* at most n */
+        T.first[at >> 3] |= (uint8_t)(1u << (at & 7));
+        for (size_t i = 0; i < ch[k].len; i++, at++) T.sym[at] = p[ch[k].off + i];
     }
+    T.n_chunks = (int32_t)nc;
     free(ch);
     ch = NULL;
-    for (int32_t i = 0; i < T.n; i++)
-        if (T.nxt[i] >= 0) pair_inc(&T, T.sym[i], T.sym[T.nxt[i]], T.w[i], i);
+    for (int32_t k = 0; k < T.n_chunks; k++) {
+        int32_t end = k + 1 < T.n_chunks ? T.cstart[k + 1] : T.n;
+        for (int32_t i = T.cstart[k]; i + 1 < end; i++)
+            pair_inc(&T, T.sym[i], T.sym[i + 1], T.cweight[k], i);
+    }
     for (int32_t d = 0; d < T.n_dirty; d++) {
         Pair *pr = &T.pairs[T.dirty[d]];
         pr->dirty = 0;

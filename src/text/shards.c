@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/file.h"
 #include "text_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -39,11 +40,17 @@ int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size) 
     header[1] = wide ? TXT_SHARD_VERSION_U32 : TXT_SHARD_VERSION_U16;
     header[2] = (int32_t)n;
 
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return ag_fail(AG_ERR_IO, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot create '%s': %s", path, tmp, strerror(errno));
+    char *tmp; /* a new file beside path, never through a link (io_temp_create) */
+    int fd, rc = io_temp_create(path, &fd, &tmp);
+    if (rc != AG_OK) return rc;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        rc = ag_fail(AG_ERR_IO, "%s: cannot write '%s': %s", path, tmp, strerror(errno));
+        close(fd);
+        remove(tmp);
+        free(tmp);
+        return rc;
+    }
     int ok = fwrite(header, sizeof header, 1, f) == 1;
     /* tokens in blocks, converted to the file's width */
     enum { BLOCK = 4096 };
@@ -63,12 +70,13 @@ int txt_shard_write(const char *path, const int *ids, size_t n, int vocab_size) 
     if (ok && fflush(f) != 0) ok = 0, err = errno;
     if (ok && fsync(fileno(f)) != 0) ok = 0, err = errno;
     if (fclose(f) != 0 && ok) ok = 0, err = errno;
-    if (ok && rename(tmp, path) != 0) ok = 0, err = errno;
-    if (!ok) {
-        remove(tmp);
-        return ag_fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(err));
-    }
-    return AG_OK;
+    if (!ok)
+        rc = ag_fail(AG_ERR_IO, "%s: write failed: %s", path, strerror(err));
+    else
+        rc = io_replace(tmp, path); /* a regular file or a new name only */
+    if (rc != AG_OK) remove(tmp);
+    free(tmp);
+    return rc;
 }
 
 /* ---- reading ---- */
@@ -84,9 +92,9 @@ int txt_shard_open(const char *path, int vocab_size, TxtShard **out) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(out);
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int rc = AG_OK, width = 0;
+    FILE *f;
+    int rc = io_fopen_read(path, &f, NULL), width = 0; /* a regular file: a FIFO never hangs */
+    if (rc != AG_OK) return rc;
     struct stat st;
     int32_t header[TXT_SHARD_HEADER_INTS];
     uint64_t size = 0;

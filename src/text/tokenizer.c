@@ -298,9 +298,13 @@ size_t txt_gpt2_chunk_(const uint8_t *p, size_t n) {
 
 /* ---- encoding ---- */
 
-/* Working memory of one BPE chunk, kept between chunks. */
+/* Working memory of one BPE chunk, kept between chunks: the chunk's m symbols, a symbol of L
+ * bytes at the position of its first byte (its next is L positions on), the other L - 1
+ * positions holding -(start + 2) so that the position before a symbol names the symbol before
+ * it; 4 bytes a byte of the chunk, and the heap's 8 bytes a pair. */
 typedef struct {
-    int32_t *sym, *nxt, *prv;
+    int32_t *sym;
+    int32_t m;
     uint64_t *heap; /* (rank << 40 | position), smallest first */
     size_t cap, hcap, hn;
 } EncWork;
@@ -309,15 +313,22 @@ static int work_reserve(EncWork *w, size_t m) {
     if (m > w->cap) {
         size_t cap = m + m / 2 + 64;
         int32_t *s = realloc(w->sym, cap * sizeof *s);
-        if (s) w->sym = s;
-        int32_t *x = realloc(w->nxt, cap * sizeof *x);
-        if (x) w->nxt = x;
-        int32_t *v = realloc(w->prv, cap * sizeof *v);
-        if (v) w->prv = v;
-        if (!s || !x || !v) return AG_ERR_NOMEM;
+        if (!s) return AG_ERR_NOMEM;
+        w->sym = s;
         w->cap = cap;
     }
     return AG_OK;
+}
+
+/* the symbol after the one at i, or -1; the one before, or -1 */
+static int32_t enc_next(const TxtTokenizer *t, const EncWork *w, int32_t i) {
+    int32_t e = i + (int32_t)txt_len_(t, w->sym[i]);
+    return e < w->m ? e : -1;
+}
+static int32_t enc_prev(const EncWork *w, int32_t i) {
+    if (i == 0) return -1;
+    int32_t k = w->sym[i - 1];
+    return k >= 0 ? i - 1 : -(k + 2);
 }
 
 static int heap_push(EncWork *w, uint64_t key) {
@@ -354,8 +365,8 @@ static uint64_t heap_pop(EncWork *w) {
 
 /* pushes the pair that starts at position i, if it is a merge */
 static int push_pair(const TxtTokenizer *t, EncWork *w, int32_t i) {
-    if (i < 0 || w->nxt[i] < 0) return AG_OK;
-    int32_t j = w->nxt[i];
+    int32_t j = i < 0 ? -1 : enc_next(t, w, i);
+    if (j < 0) return AG_OK;
     int r = txt_merge_rank_(t, w->sym[i], w->sym[j]);
     return r < 0 ? AG_OK : heap_push(w, ((uint64_t)r << 40) | (uint64_t)i);
 }
@@ -371,27 +382,27 @@ static int encode_bpe_chunk(const TxtTokenizer *t, EncWork *w, const uint8_t *p,
         return AG_OK;
     }
     if (work_reserve(w, m) != AG_OK) return AG_ERR_NOMEM;
-    for (size_t i = 0; i < m; i++) {
-        w->sym[i] = p[i];
-        w->nxt[i] = i + 1 < m ? (int32_t)(i + 1) : -1;
-        w->prv[i] = (int32_t)i - 1;
-    }
+    for (size_t i = 0; i < m; i++) w->sym[i] = p[i];
+    w->m = (int32_t)m;
     w->hn = 0;
     for (size_t i = 0; i + 1 < m; i++)
         if (push_pair(t, w, (int32_t)i) != AG_OK) return AG_ERR_NOMEM;
     while (w->hn) {
         uint64_t e = heap_pop(w);
-        int r = (int)(e >> 40);
-        int32_t i = (int32_t)(e & (((uint64_t)1 << 40) - 1)), j = w->nxt[i];
+        int r = (int)(e >> 40), a = t->merges[2 * r], b = t->merges[2 * r + 1];
+        int32_t i = (int32_t)(e & (((uint64_t)1 << 40) - 1));
         /* stale: position i was merged away or now starts another pair */
-        if (w->sym[i] != t->merges[2 * r] || j < 0 || w->sym[j] != t->merges[2 * r + 1]) continue;
+        if (w->sym[i] != a) continue;
+        int32_t j = enc_next(t, w, i);
+        if (j < 0 || w->sym[j] != b) continue;
+        int32_t last = j + (int32_t)txt_len_(t, b) - 1; /* the merged symbol covers [i, last] */
+        w->sym[j] = -(i + 2);
+        w->sym[last] = -(i + 2);
         w->sym[i] = t->n_base + r;
-        w->sym[j] = -1;
-        w->nxt[i] = w->nxt[j];
-        if (w->nxt[j] >= 0) w->prv[w->nxt[j]] = i;
-        if (push_pair(t, w, w->prv[i]) != AG_OK || push_pair(t, w, i) != AG_OK) return AG_ERR_NOMEM;
+        if (push_pair(t, w, enc_prev(w, i)) != AG_OK || push_pair(t, w, i) != AG_OK)
+            return AG_ERR_NOMEM;
     }
-    for (int32_t i = 0; i >= 0; i = w->nxt[i]) {
+    for (int32_t i = 0; i >= 0; i = enc_next(t, w, i)) {
         if (*n_out >= cap) return AG_ERR_NOMEM;
         out[(*n_out)++] = w->sym[i];
     }
@@ -466,8 +477,6 @@ int txt_encode(const TxtTokenizer *t, const void *text, size_t n, TxtSpecialMode
     if (rc == AG_OK)
         rc = encode_ordinary(t, &w, p + start, n - start, start, ids, cap, n_ids_out, label);
     free(w.sym);
-    free(w.nxt);
-    free(w.prv);
     free(w.heap);
     return rc;
 }

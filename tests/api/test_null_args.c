@@ -427,6 +427,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_cache_free, c, lens_cache_free(NULL))                                                   \
     X(lens_cache_get, c, lens_cache_get(NULL, "x"))                                                \
     X(lens_cache_get, name, lens_cache_get(&LC, NULL))                                             \
+    X(lens_hooks_add_list, h, lens_hooks_add_list(NULL, "*", "--hooks", hook_fn, NULL))            \
+    X(lens_hooks_add_list, list, lens_hooks_add_list(&HK, NULL, "--hooks", hook_fn, NULL))         \
+    X(lens_hooks_add_list, flag, lens_hooks_add_list(&HK, "*", NULL, hook_fn, NULL))               \
+    X(lens_hooks_add_list, fn, lens_hooks_add_list(&HK, "*", "--hooks", NULL, NULL))               \
     X(lens_cache_hook, t, lens_cache_hook(NULL, &TX, &HP, &LC))                                    \
     X(lens_cache_hook, x, lens_cache_hook(&TP, NULL, &HP, &LC))                                    \
     X(lens_cache_hook, at, lens_cache_hook(&TP, &TX, NULL, &LC))                                   \
@@ -570,6 +574,25 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(npz_entry_to_tensor, f, npz_entry_to_tensor(NULL, &NE, &T, NULL))                            \
     X(npz_entry_to_tensor, e, npz_entry_to_tensor(&NF, NULL, &T, NULL))                            \
     X(npz_entry_to_tensor, t, npz_entry_to_tensor(&NF, &NE, NULL, NULL))                           \
+    X(io_path_join, dir, io_path_join(NULL, "x"))                                                  \
+    X(io_path_join, name, io_path_join("d", NULL))                                                 \
+    X(io_open_read, path, io_open_read(NULL, (int[1]){0}, NULL))                                   \
+    X(io_open_read, fd, io_open_read("x", NULL, NULL))                                             \
+    X(io_fopen_read, f, io_fopen_read("x", NULL, NULL))                                            \
+    X(io_fopen_stream, path, io_fopen_stream(NULL, 0, (FILE *[1]){0}))                             \
+    X(io_fopen_stream, f, io_fopen_stream("x", 0, NULL))                                           \
+    X(io_check_replace, path, io_check_replace(NULL))                                              \
+    X(io_temp_create, path, io_temp_create(NULL, (int[1]){0}, (char *[1]){0}))                     \
+    X(io_temp_create, fd, io_temp_create("x", NULL, (char *[1]){0}))                               \
+    X(io_temp_create, tmp, io_temp_create("x", (int[1]){0}, NULL))                                 \
+    X(io_replace, tmp, io_replace(NULL, "x"))                                                      \
+    X(io_replace, path, io_replace("x", NULL))                                                     \
+    X(io_fopen_write, f, io_fopen_write("x", NULL, (char *[1]){0}))                                \
+    X(io_fopen_write, tmp, io_fopen_write("x", (FILE *[1]){0}, NULL))                              \
+    X(io_fclose_replace, f, io_fclose_replace(NULL, BUF, "x"))                                     \
+    X(io_fclose_replace, tmp, io_fclose_replace(stdin, NULL, "x"))                                 \
+    X(io_fclose_replace, path, io_fclose_replace(stdin, BUF, NULL))                                \
+    X(npz_writer_finite, w, npz_writer_finite(NULL, 1))                                            \
     X(npz_writer_force_zip64, w, npz_writer_force_zip64(NULL, 1))                                  \
     X(npz_add, w, npz_add(NULL, "x", NPZ_F32, 0, NULL, (float[]){1}))                              \
     X(npz_add, name, npz_add(npz_writer_new(), NULL, NPZ_F32, 0, NULL, (float[]){1}))              \
@@ -796,10 +819,11 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
         "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/text/text.h",     "src/dist/dist.h",   "src/nn/hooks.h",          "src/lens/lens.h",
-        "src/lens/detect.h",   "src/lens/logit.h",  "src/lens/export.h",       "src/flag/flag.h"};
-    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_",  "optim_",
-                                           "ckpt_", "npz_",   "txt_",    "lens_", "flag_"};
+        "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
+        "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
+        "src/flag/flag.h"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",  "optim_",
+                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

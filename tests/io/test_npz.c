@@ -690,7 +690,7 @@ Test(npz_hostile, not_a_zip_empty_a_folder_missing_a_fifo_a_lone_npy) {
     expect_read_fails(path, AG_ERR_FORMAT, "empty file");
     spit(td_file(&td, "tiny.npz", path), "PK", 2);
     expect_read_fails(path, AG_ERR_FORMAT, "not a zip archive");
-    expect_read_fails(td.dir, AG_ERR_IO, "is a directory");
+    expect_read_fails(td.dir, AG_ERR_IO, "not a regular file (a folder)");
     expect_read_fails(td_file(&td, "missing.npz", path), AG_ERR_IO, strerror(ENOENT));
     cr_assert_eq(mkfifo(td_file(&td, "fifo.npz", path), 0600), 0);
     expect_read_fails(path, AG_ERR_IO, "not a regular file"); /* and does not wait for a writer */

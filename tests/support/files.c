@@ -216,6 +216,22 @@ int ts_start_env(const char *bin_var, const char *dir, const char *const *args, 
     return (int)pid;
 }
 
+int ts_exits_with(const char *bin_var, const char *dir, const char *const *args, int want,
+                  const char *const *says, char *why, size_t n) {
+    TsRun r = ts_finish(dir, ts_start_env(bin_var, dir, args, NULL));
+    int ok = r.code == want;
+    if (!ok) snprintf(why, n, "%s: exit %d, expected %d", args[0], r.code, want);
+    for (int i = 0; ok && says && says[i]; i++)
+        if (!strstr(r.err, says[i]))
+            ok = 0, snprintf(why, n, "%s: stderr does not name '%s'", args[0], says[i]);
+    if (!ok) {
+        size_t at = strlen(why);
+        snprintf(why + at, n - at, "\nstdout: %.2000s\nstderr: %.2000s", r.out, r.err);
+    }
+    ts_run_free(&r);
+    return ok;
+}
+
 TsRun ts_finish(const char *dir, int pid) {
     int status;
     while (waitpid((pid_t)pid, &status, 0) < 0)

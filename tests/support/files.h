@@ -61,6 +61,11 @@ int ts_start_env(const char *bin_var, const char *dir, const char *const *args, 
 TsRun ts_finish(const char *dir, int pid);
 TsRun ts_run(const char *dir, const char *const *args, const char *in);
 void ts_run_free(TsRun *r);
+/* Runs the program bin_var names with args (ts_start_env); 1 when it exits with want and its
+ * stderr names each of the NULL-terminated strings says (NULL: none), else 0 with why (n bytes)
+ * saying what differed, stdout and stderr included. */
+int ts_exits_with(const char *bin_var, const char *dir, const char *const *args, int want,
+                  const char *const *says, char *why, size_t n);
 
 /* ---- real faults: a full disk, a read-only folder, for root and for other users ---- */
 
