@@ -262,8 +262,8 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
  * (TransformerLens's order); then, with a cache, the hooked keys and values join it and the
  * queries attend over all of it (decoding runs without gradients: the cache's copy is a plain
  * tensor) -> (B, T, C), z before its hooks */
-static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v,
-                                  int pos0, GptCache *cache, Rng *rng) {
+static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, int pos0,
+                                  GptCache *cache, Rng *rng) {
     const GptConfig *c = &m->cfg;
     NnHookAttn at = {.layer = l,
                      .q = NN_HOOK_Q,

@@ -65,10 +65,13 @@ NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer) {
              "nn_hook_point: layer %d of %s (per layer: %d)", layer, kinds[kind].fmt,
              kinds[kind].per_layer);
     int rot = kind == NN_HOOK_ROT_Q || kind == NN_HOOK_ROT_K;
-    AG_CHECK(rot ? stack == NN_HOOK_GPT : kind <= NN_HOOK_LNF_NORMALIZED || stack == NN_HOOK_DECODER,
+    AG_CHECK(rot ? stack == NN_HOOK_GPT
+                 : kind <= NN_HOOK_LNF_NORMALIZED || stack == NN_HOOK_DECODER,
              "nn_hook_point: %s is a %s point, not of %s", kinds[kind].fmt,
              rot ? "GPT's" : "seq2seq decoder's",
-             stack == NN_HOOK_GPT ? "a GPT" : stack == NN_HOOK_ENCODER ? "the encoder" : "the decoder");
+             stack == NN_HOOK_GPT       ? "a GPT"
+             : stack == NN_HOOK_ENCODER ? "the encoder"
+                                        : "the decoder");
     NnHookPoint p = {.stack = stack,
                      .kind = kind,
                      .layer = layer,
@@ -341,7 +344,8 @@ Tensor *nn_hook_norm(Tape *t, NnHooks *h, NnHookKind scale, int layer, Tensor *x
     NnHookKind normalized = (NnHookKind)(scale + 1);
     if (!nn_hooks_on(h, normalized, layer))
         return nn_hook_run(t, h, normalized, layer,
-                           rms ? ag_rmsnorm(t, x, weight, eps) : ag_layernorm(t, x, weight, bias, eps));
+                           rms ? ag_rmsnorm(t, x, weight, eps)
+                               : ag_layernorm(t, x, weight, bias, eps));
     /* apart: x / scale (centred for LayerNorm) with a weight of ones, hooked, then times the
      * weight (its row repeated over (B, T)) plus the bias: the fused kernel's
      * ((x - mean) rstd) w + b in the same order, so the same bits */

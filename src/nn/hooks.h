@@ -191,8 +191,8 @@ Tensor *nn_hook_norm(Tape *t, NnHooks *h, NnHookKind scale, int layer, Tensor *x
 int nn_hooks_explicit_attention(const NnHooks *h, int layer);
 int nn_hooks_explicit_at(const NnHooks *h, int layer, NnHookKind q);
 /* Causal self-attention as plain ops with the hooks of layer l: q (B, T, NH*HS), k and v
- * (B, T, NKV*HS), NKV dividing NH -> (B, T, NH*HS), the heads merged (z before its hook); *probs gets the
- * pattern (B, NH, T, T). dropout on the pattern while training. */
+ * (B, T, NKV*HS), NKV dividing NH -> (B, T, NH*HS), the heads merged (z before its hook);
+ * *probs gets the pattern (B, NH, T, T). dropout on the pattern while training. */
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
                           int n_heads, double dropout, Rng *rng, Tensor **probs); /* rng, probs:
                                                                                  * may be NULL */

@@ -592,8 +592,7 @@ static void check_gradients(const GptConfig *c, const char *const *points, const
     LensPatch patch_pos = {&ref, {NULL, 0, pos + 1, 1}};
     nn_hooks_init(&h, c->n_layer);
     for (int i = 0; i < n; i++)
-        cr_assert(nn_hooks_add(&h, points[i],
-                               modes[i] % 2 ? lens_patch_hook : lens_ablate_hook,
+        cr_assert(nn_hooks_add(&h, points[i], modes[i] % 2 ? lens_patch_hook : lens_ablate_hook,
                                modes[i] == 0   ? (void *)&mean
                                : modes[i] == 1 ? (void *)&patch
                                : modes[i] == 2 ? (void *)&zero
