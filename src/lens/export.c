@@ -2,7 +2,8 @@
  * express, each weight transposed or split by head into TransformerLens's layout (float32), and
  * the configuration as JSON.
  * Not here: the layout's table (export.h). Read next: tests/lens/tl_forward.py, a numpy forward
- * written from TransformerLens's conventions, which the test suite runs on an exported file. */
+ * written from TransformerLens's conventions, which the test suite runs on an exported file;
+ * tests/lens/tl_cache.py, which loads one into HookedTransformer itself. */
 #include "export.h"
 
 #include <errno.h>
@@ -174,19 +175,15 @@ int lens_tl_export(const Gpt *m, const char *npz_path, const char *json_path) {
         if (c.mlp == NN_GPT_MLP_NONE) continue;
         snprintf(name, sizeof name, "%s.ln2", pre);
         norm(&o, name, &h->ln_2, &c);
-        if (c.mlp == NN_GPT_MLP_SWIGLU) { /* silu(x W_gate) * (x W_in), then W_out; no biases */
+        int gated = c.mlp == NN_GPT_MLP_SWIGLU; /* silu(x W_gate) * (x W_in) + b_in, W_out */
+        if (gated) {
             snprintf(name, sizeof name, "%s.mlp.W_gate", pre);
             transposed(&o, name, h->c_fc.weight, H, C);
-            snprintf(name, sizeof name, "%s.mlp.W_in", pre);
-            transposed(&o, name, h->w3.weight, H, C);
-            snprintf(name, sizeof name, "%s.mlp.W_out", pre);
-            transposed(&o, name, h->mlp_proj.weight, C, H);
-            continue;
         }
         snprintf(name, sizeof name, "%s.mlp.W_in", pre);
-        transposed(&o, name, h->c_fc.weight, H, C);
-        snprintf(name, sizeof name, "%s.mlp.b_in", pre);
-        copy(&o, name, h->c_fc.bias, 1, (int64_t[]){H});
+        transposed(&o, name, gated ? h->w3.weight : h->c_fc.weight, H, C);
+        snprintf(name, sizeof name, "%s.mlp.b_in", pre); /* gated: zeros (lens_tl_check) */
+        copy(&o, name, gated ? NULL : h->c_fc.bias, 1, (int64_t[]){H});
         snprintf(name, sizeof name, "%s.mlp.W_out", pre);
         transposed(&o, name, h->mlp_proj.weight, C, H);
         snprintf(name, sizeof name, "%s.mlp.b_out", pre);

@@ -1,6 +1,7 @@
 /* export.h: a GPT (../nn/gpt.h) in TransformerLens's HookedTransformer state-dict layout, so
  * that HookedTransformer(HookedTransformerConfig(**cfg)).load_state_dict(...) runs it with the
- * same logits. The arrays (float32, one .npz) under TransformerLens's names and shapes
+ * same logits (strict: every parameter key is here; HookedTransformer builds only its buffers,
+ * the causal mask, IGNORE and the rotary tables). The arrays (float32, one .npz) under TransformerLens's names and shapes
  * (C = d_model, NH = n_heads, HS = d_head, H = d_mlp, V = d_vocab, n_ctx = block_size):
  *   embed.W_E (V, C)                    pos_embed.W_pos (n_ctx, C)  (not with RoPE)
  *   blocks.L.ln1.w, ln1.b (C)           (RMSNorm: w only; no norm: neither)
@@ -9,7 +10,9 @@
  *   blocks.L.attn.W_O (NH, HS, C)       b_O (C)
  *   blocks.L.ln2.w, ln2.b (C)           (not in attention-only models)
  *   blocks.L.mlp.W_in (C, H), b_in (H), W_out (H, C), b_out (C)
- *                                       (SwiGLU: W_gate (w1), W_in (w3), W_out (w2), no biases)
+ *                                       (SwiGLU: W_gate (w1), W_in (w3), W_out (w2), and b_in,
+ *                                       b_out of zeros: TransformerLens's GatedMLP holds them,
+ *                                       no b_gate; a strict load_state_dict needs every key)
  *   ln_final.w, ln_final.b (C)          unembed.W_U (C, V), unembed.b_U (V)
  * TransformerLens multiplies activations on the right (x W), attograd's Linear weights are
  * (out, in) as PyTorch's: W_Q[h][m][k] = c_attn.weight[h HS + k][m], W_O[h][k][m] =

@@ -256,11 +256,13 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
-/* The explicit attention of layer l (hooks.h) on q (B, T, C), k and v (B, T, KV): their hooks,
- * then, with a cache, the hooked keys and values join it and the queries attend over all of it
- * (decoding runs without gradients: the cache's copy is a plain tensor) -> (B, T, C), z before
- * its hooks */
-static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v,
+/* The explicit attention of layer l (hooks.h) on q (B, T, C), k and v (B, T, KV) as the
+ * projections leave them: hook_q, hook_k and hook_v (k and v with the key/value heads), then
+ * with rotary positions the rotation from position pos0 and hook_rot_q, hook_rot_k
+ * (TransformerLens's order); then, with a cache, the hooked keys and values join it and the
+ * queries attend over all of it (decoding runs without gradients: the cache's copy is a plain
+ * tensor) -> (B, T, C), z before its hooks */
+static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, Tensor *v, int pos0,
                                   GptCache *cache, Rng *rng) {
     const GptConfig *c = &m->cfg;
     NnHookAttn at = {.layer = l,
@@ -270,11 +272,16 @@ static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, 
                      .dropout = c->dropout,
                      .rng = rng,
                      .probs = &m->last_probs[l]};
-    if (!cache) return nn_hook_attention_at(t, m->hooks, &at, q, k, v);
-    AG_CHECK(t->no_grad, "gpt: blocks.%d: the cached forward runs without gradients", l);
+    AG_CHECK(!cache || t->no_grad, "gpt: blocks.%d: the cached forward runs without gradients", l);
     q = nn_hook_heads(t, m->hooks, NN_HOOK_Q, l, q, c->n_head);
-    k = nn_hook_heads(t, m->hooks, NN_HOOK_K, l, k, c->n_head);
-    v = nn_hook_heads(t, m->hooks, NN_HOOK_V, l, v, c->n_head);
+    k = nn_hook_heads(t, m->hooks, NN_HOOK_K, l, k, n_kv(c));
+    v = nn_hook_heads(t, m->hooks, NN_HOOK_V, l, v, n_kv(c));
+    if (pos_kind(c) == NN_GPT_POS_ROPE) {
+        AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
+        q = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_Q, l, ag_rope(t, q, &rope), c->n_head);
+        k = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_K, l, ag_rope(t, k, &rope), n_kv(c));
+    }
+    if (!cache) return nn_hook_attend(t, m->hooks, &at, q, k, v);
     Tensor *kv = cache_append(t, cache, l, k, 0, v, 0); /* (B, len, 2 KV) */
     int B = kv->shape[0], len = kv->shape[1], W = kv->shape[2], half = W / 2;
     Tensor *ks = tensor_new3(t->arena, B, len, half, "kv_cache.k");
@@ -286,8 +293,8 @@ static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, 
     return nn_hook_attend(t, m->hooks, &at, q, ks, vs);
 }
 
-/* GPT-2's attention with a hook on q, k, v, the scores or the pattern (hooks.h): q, k and v
- * apart (c_attn's three row blocks), the attention as plain ops, z's hooks, c_proj */
+/* GPT-2's attention with a hook on q, k, v, rot_q, rot_k, the scores or the pattern (hooks.h):
+ * q, k and v apart (c_attn's three row blocks), the attention as plain ops, z's hooks, c_proj */
 static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache,
                                 Rng *rng) {
     const GptConfig *c = &m->cfg;
@@ -296,11 +303,7 @@ static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Gpt
     for (int i = 0; i < 3; i++) /* (B, T, C), (B, T, KV) twice */
         qkv[i] = ag_linear(t, x, nn_param_rows(t->arena, w, row0[i], rows[i], "c_attn.rows"),
                            b ? nn_param_rows(t->arena, b, row0[i], rows[i], "c_attn.rows") : NULL);
-    if (pos_kind(c) == NN_GPT_POS_ROPE) { /* the rotation attention() gives the fused columns */
-        AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
-        qkv[0] = ag_rope(t, qkv[0], &rope), qkv[1] = ag_rope(t, qkv[1], &rope);
-    }
-    Tensor *y = explicit_attention(t, m, l, qkv[0], qkv[1], qkv[2], cache, rng);
+    Tensor *y = explicit_attention(t, m, l, qkv[0], qkv[1], qkv[2], pos0, cache, rng);
     y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
@@ -316,15 +319,15 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
     Tensor *q = nn_linear(t, &h->wq, x); /* (B, T, C) */
     Tensor *k = nn_linear(t, &h->wk, x); /* (B, T, KV) */
     Tensor *v = nn_linear(t, &h->wv, x); /* (B, T, KV) */
-    if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
-        q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
-    }
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, 0, 0};
     Tensor *y;
     if (nn_hooks_explicit_attention(m->hooks, l)) {
-        y = explicit_attention(t, m, l, q, k, v, cache, rng);
+        y = explicit_attention(t, m, l, q, k, v, pos0, cache, rng);
     } else {
+        if (pos_kind(c) == NN_GPT_POS_ROPE) {
+            AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
+            q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
+        }
         if (cache) { /* the rotated keys are cached */
             k = v = cache_append(t, cache, l, k, 0, v, 0);
             heads.v_col = KV;
@@ -349,15 +352,15 @@ static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
 }
 
 /* a norm of the model: LayerNorm (GPT-2's), RMSNorm (LLaMA's), or none; with the hooks of its
- * scale (a hook kind) and its output (the kind after it) at layer l */
+ * scale (a hook kind) and hook_normalized (the kind after it: x / scale before the weight and
+ * bias, TransformerLens's) at layer l */
 static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x, NnHookKind scale,
                     int l) {
     NnGptNorm k = norm_kind(&m->cfg);
     if (k == NN_GPT_NORM_NONE) return x;
     int rms = k == NN_GPT_NORM_RMS;
-    if (m->hooks) nn_hook_norm_scale(t, m->hooks, scale, l, x, ln->eps, rms);
-    Tensor *y = rms ? ag_rmsnorm(t, x, ln->weight, ln->eps) : nn_layernorm(t, ln, x);
-    return HOOK(scale + 1, l, y);
+    if (m->hooks) return nn_hook_norm(t, m->hooks, scale, l, x, ln->weight, ln->bias, ln->eps, rms);
+    return rms ? ag_rmsnorm(t, x, ln->weight, ln->eps) : nn_layernorm(t, ln, x);
 }
 
 /* pre-LN: x + attn(norm_1(x)), then + mlp(norm_2(x)); post-LN: norm_1(x + attn(x)), then

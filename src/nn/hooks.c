@@ -50,6 +50,8 @@ static const struct {
     [NN_HOOK_RESID_MID_CROSS] = {"blocks.%d.hook_resid_mid_cross", 1, -1, 1, 0},
     [NN_HOOK_LN3_SCALE] = {"blocks.%d.ln3.hook_scale", 1, -1, 1, 1},
     [NN_HOOK_LN3_NORMALIZED] = {"blocks.%d.ln3.hook_normalized", 1, -1, 1, 0},
+    [NN_HOOK_ROT_Q] = {"blocks.%d.attn.hook_rot_q", 1, 2, 1, 0},
+    [NN_HOOK_ROT_K] = {"blocks.%d.attn.hook_rot_k", 1, 2, 1, 0},
 };
 
 static const char *const stack_prefix[NN_HOOK_N_STACKS] = {"", "encoder.", "decoder."};
@@ -62,9 +64,14 @@ NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer) {
     AG_CHECK(kinds[kind].per_layer ? layer >= 0 && layer < NN_MAX_LAYERS : layer == -1,
              "nn_hook_point: layer %d of %s (per layer: %d)", layer, kinds[kind].fmt,
              kinds[kind].per_layer);
-    AG_CHECK(kind <= NN_HOOK_LNF_NORMALIZED || stack == NN_HOOK_DECODER,
-             "nn_hook_point: %s is a seq2seq decoder's point, not of %s", kinds[kind].fmt,
-             stack == NN_HOOK_GPT ? "a GPT" : "the encoder");
+    int rot = kind == NN_HOOK_ROT_Q || kind == NN_HOOK_ROT_K;
+    AG_CHECK(rot ? stack == NN_HOOK_GPT
+                 : kind <= NN_HOOK_LNF_NORMALIZED || stack == NN_HOOK_DECODER,
+             "nn_hook_point: %s is a %s point, not of %s", kinds[kind].fmt,
+             rot ? "GPT's" : "seq2seq decoder's",
+             stack == NN_HOOK_GPT       ? "a GPT"
+             : stack == NN_HOOK_ENCODER ? "the encoder"
+                                        : "the decoder");
     NnHookPoint p = {.stack = stack,
                      .kind = kind,
                      .layer = layer,
@@ -99,11 +106,15 @@ static void each_kind(NnHookStack stack, NnHookKind k, int n_layer,
     }
 }
 /* The kinds in the forward's order: a GPT's and an encoder's are the enum's up to ln_final's; a
- * decoder's add the cross-attention (through ln3) after ln2 */
+ * GPT's add hook_rot_q and hook_rot_k after hook_v (as TransformerLens lists them; they run
+ * only with rotary positions); a decoder's add the cross-attention (through ln3) after ln2 */
 static void each_point_of(NnHookStack stack, int n_layer,
                           void (*visit)(const NnHookPoint *p, void *ctx), void *ctx) {
     for (int k = 0; k <= NN_HOOK_LNF_NORMALIZED; k++) {
         each_kind(stack, (NnHookKind)k, n_layer, visit, ctx);
+        if (k == NN_HOOK_V && stack == NN_HOOK_GPT)
+            for (int r = NN_HOOK_ROT_Q; r <= NN_HOOK_ROT_K; r++)
+                each_kind(stack, (NnHookKind)r, n_layer, visit, ctx);
         if (k == NN_HOOK_LN2_NORMALIZED && stack == NN_HOOK_DECODER)
             for (int c = NN_HOOK_CROSS_Q; c <= NN_HOOK_LN3_NORMALIZED; c++)
                 each_kind(stack, (NnHookKind)c, n_layer, visit, ctx);
@@ -312,12 +323,51 @@ void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const T
     nn_hook_run(t, h, kind, layer, s);
 }
 
+/* x (B, T, C) seen as rows -> the rows of x picked by ids (B, T): (B, T, C), an id read any
+ * number of times (ag_embedding with x as its table, so that gradients reach x) */
+static Tensor *rows_of(Tape *t, Tensor *x, int rows, int C, const int *ids, int B, int T) {
+    return ag_embedding(t, ag_reshape(t, x, 2, (int[]){rows, C}), ids, B, T);
+}
+
+Tensor *nn_hook_norm(Tape *t, NnHooks *h, NnHookKind scale, int layer, Tensor *x, Tensor *weight,
+                     Tensor *bias, double eps, int rms) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(x);
+    AG_CHECK_ARG(weight);
+    AG_CHECK(x->ndim == 3 && weight->ndim == 1 && weight->shape[0] == x->shape[2] &&
+                 (!bias || tensor_same_shape(bias, weight)) && !(rms && bias),
+             "nn_hook_norm: x %s must be (B, T, C), the weight %s (C), the bias (C) or NULL "
+             "(RMSNorm: NULL)",
+             tensor_shape_str(x), tensor_shape_str(weight));
+    nn_hook_norm_scale(t, h, scale, layer, x, eps, rms);
+    NnHookKind normalized = (NnHookKind)(scale + 1);
+    if (!nn_hooks_on(h, normalized, layer))
+        return nn_hook_run(t, h, normalized, layer,
+                           rms ? ag_rmsnorm(t, x, weight, eps)
+                               : ag_layernorm(t, x, weight, bias, eps));
+    /* apart: x / scale (centred for LayerNorm) with a weight of ones, hooked, then times the
+     * weight (its row repeated over (B, T)) plus the bias: the fused kernel's
+     * ((x - mean) rstd) w + b in the same order, so the same bits */
+    int B = x->shape[0], T = x->shape[1], C = x->shape[2];
+    Tensor *ones = tensor_new(t->arena, 1, (int[]){C}, "norm_ones");
+    tensor_fill(ones, 1);
+    Tensor *xh = rms ? ag_rmsnorm(t, x, ones, eps) : ag_layernorm(t, x, ones, NULL, eps);
+    xh = nn_hook_run(t, h, normalized, layer, xh);
+    int *zeros = calloc((size_t)B * T, sizeof(int));
+    AG_CHECK(zeros, "nn_hook_norm: out of memory for (%d, %d) ids", B, T);
+    Tensor *y = ag_mul(t, xh, rows_of(t, weight, 1, C, zeros, B, T));
+    free(zeros);
+    return bias ? ag_add_bias(t, y, bias) : y;
+}
+
 int nn_hooks_explicit_at(const NnHooks *h, int layer, NnHookKind q) {
     AG_CHECK(q == NN_HOOK_Q || q == NN_HOOK_CROSS_Q,
              "nn_hooks_explicit_at: kind %d is not NN_HOOK_Q or NN_HOOK_CROSS_Q", (int)q);
     for (int k = 0; k < 5; k++) /* q, k, v, scores, pattern */
         if (nn_hooks_on(h, (NnHookKind)(q + k), layer)) return 1;
-    return 0;
+    return q == NN_HOOK_Q &&
+           (nn_hooks_on(h, NN_HOOK_ROT_Q, layer) || nn_hooks_on(h, NN_HOOK_ROT_K, layer));
 }
 
 int nn_hooks_explicit_attention(const NnHooks *h, int layer) {
@@ -328,6 +378,20 @@ int nn_hooks_explicit_attention(const NnHooks *h, int layer) {
 #define AT(a, k) ((NnHookKind)((a)->q + (k)))
 enum { AT_Q, AT_K, AT_V, AT_SCORES, AT_PATTERN, AT_Z };
 
+/* q (B, Tq, NH*HS), k and v (B, Tk, NKV*HS) with NKV dividing NH (causal: Tk >= Tq), or abort
+ * naming the layer and the shapes */
+static void check_qkv(const NnHookAttn *a, const Tensor *q, const Tensor *k, const Tensor *v) {
+    int NH = a->n_heads, HS = NH > 0 && q->ndim == 3 ? q->shape[2] / NH : 0;
+    int NKV = HS > 0 && k->ndim == 3 ? k->shape[2] / HS : 0;
+    AG_CHECK(q->ndim == 3 && k->ndim == 3 && tensor_same_shape(k, v) &&
+                 q->shape[0] == k->shape[0] && NH > 0 && HS > 0 && q->shape[2] == NH * HS &&
+                 NKV > 0 && k->shape[2] == NKV * HS && NH % NKV == 0 &&
+                 (!a->causal || k->shape[1] >= q->shape[1]),
+             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be (B, Tq, NH*HS) and "
+             "(B, Tk, NKV*HS) twice for %d heads, NKV dividing NH (causal: Tk >= Tq)",
+             a->layer, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v), NH);
+}
+
 Tensor *nn_hook_attend(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k, Tensor *v) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(h);
@@ -336,14 +400,21 @@ Tensor *nn_hook_attend(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tens
     AG_CHECK_ARG(k);
     AG_CHECK_ARG(v);
     int NH = a->n_heads, l = a->layer;
-    AG_CHECK(q->ndim == 3 && k->ndim == 3 && tensor_same_shape(k, v) &&
-                 q->shape[0] == k->shape[0] && q->shape[2] == k->shape[2] && NH > 0 &&
-                 q->shape[2] % NH == 0 && (!a->causal || k->shape[1] >= q->shape[1]),
-             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be (B, Tq, NH*HS), "
-             "(B, Tk, NH*HS) twice for %d heads (causal: Tk >= Tq): grouped-query attention "
-             "has no hooked path",
-             l, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v), NH);
+    check_qkv(a, q, k, v);
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], HS = q->shape[2] / NH;
+    int NKV = k->shape[2] / HS;
+    if (NKV != NH) { /* grouped-query: key/value head g serves query heads [g r, (g + 1) r),
+                      * TransformerLens's repeat_interleave (gradients sum over the group) */
+        int *ids = malloc((size_t)B * Tk * NH * sizeof(int));
+        AG_CHECK(ids, "nn_hook_attention: out of memory for (%d, %d, %d) ids", B, Tk, NH);
+        for (int r = 0; r < B * Tk; r++)
+            for (int hd = 0; hd < NH; hd++) ids[r * NH + hd] = r * NKV + hd / (NH / NKV);
+        k = ag_reshape(t, rows_of(t, k, B * Tk * NKV, HS, ids, 1, B * Tk * NH), 3,
+                       (int[]){B, Tk, NH * HS});
+        v = ag_reshape(t, rows_of(t, v, B * Tk * NKV, HS, ids, 1, B * Tk * NH), 3,
+                       (int[]){B, Tk, NH * HS});
+        free(ids);
+    }
     Tensor *qh = ag_split_heads(t, q, NH), *kh = ag_split_heads(t, k, NH);
     Tensor *vh = ag_split_heads(t, v, NH);
     /* the scores (B, NH, Tq, Tk): q k^T / sqrt(HS), -inf where a key is masked */
@@ -373,13 +444,11 @@ Tensor *nn_hook_attention_at(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q
     AG_CHECK_ARG(q);
     AG_CHECK_ARG(k);
     AG_CHECK_ARG(v);
-    AG_CHECK(tensor_same_shape(k, v) && q->ndim == 3 && k->ndim == 3 && q->shape[2] == k->shape[2],
-             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be (B, Tq, NH*HS), "
-             "(B, Tk, NH*HS) twice: grouped-query attention has no hooked path",
-             a->layer, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v));
+    check_qkv(a, q, k, v);
+    int nkv = k->shape[2] / (q->shape[2] / a->n_heads); /* k and v: the key/value heads */
     q = nn_hook_heads(t, h, AT(a, AT_Q), a->layer, q, a->n_heads);
-    k = nn_hook_heads(t, h, AT(a, AT_K), a->layer, k, a->n_heads);
-    v = nn_hook_heads(t, h, AT(a, AT_V), a->layer, v, a->n_heads);
+    k = nn_hook_heads(t, h, AT(a, AT_K), a->layer, k, nkv);
+    v = nn_hook_heads(t, h, AT(a, AT_V), a->layer, v, nkv);
     return nn_hook_attend(t, h, a, q, k, v);
 }
 
@@ -390,10 +459,6 @@ Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, 
     AG_CHECK_ARG(q);
     AG_CHECK_ARG(k);
     AG_CHECK_ARG(v);
-    AG_CHECK(q->ndim == 3 && tensor_same_shape(q, k) && tensor_same_shape(q, v),
-             "nn_hook_attention: blocks.%d: q %s, k %s and v %s must be the same (B, T, NH*HS): "
-             "grouped-query attention has no hooked path",
-             layer, tensor_shape_str(q), tensor_shape_str(k), tensor_shape_str(v));
     NnHookAttn a = {.layer = layer,
                     .q = NN_HOOK_Q,
                     .n_heads = n_heads,

@@ -10,8 +10,13 @@
  *   hook_pos_embed                     (B, T, C)          GPT-2's learned positions
  *   blocks.L.hook_resid_pre            (B, T, C)
  *   blocks.L.ln1.hook_scale            (B, T, 1)          read-only (the fused norm's 1/rstd)
- *   blocks.L.ln1.hook_normalized       (B, T, C)          the norm's output (weight, bias in)
- *   blocks.L.attn.hook_q / hook_k / hook_v  (B, T, NH, HS) LLaMA: q and k after RoPE
+ *   blocks.L.ln1.hook_normalized       (B, T, C)          (x - mean) / scale (RMSNorm: x / scale),
+ *                                                         before the weight and bias
+ *   blocks.L.attn.hook_q               (B, T, NH, HS)     before the rotation (rotary positions)
+ *   blocks.L.attn.hook_k / hook_v      (B, T, NKV, HS)    NKV the key/value heads (grouped-query:
+ *                                                         fewer than NH; before repeating them)
+ *   blocks.L.attn.hook_rot_q           (B, T, NH, HS)     rotary positions only: q rotated
+ *   blocks.L.attn.hook_rot_k           (B, T, NKV, HS)    rotary positions only: k rotated
  *   blocks.L.attn.hook_attn_scores     (B, NH, T, T)      scaled, causal -inf above the diagonal
  *   blocks.L.attn.hook_pattern         (B, NH, T, T)      the softmax
  *   blocks.L.attn.hook_z               (B, T, NH, HS)     the heads' outputs, before c_proj
@@ -34,8 +39,10 @@
  *   decoder.blocks.L.hook_cross_attn_out     (B, T, C)
  *   decoder.blocks.L.hook_resid_mid_cross    (B, T, C)  resid_mid + cross_attn_out
  *   decoder.blocks.L.ln3.hook_scale / hook_normalized
- * A hook on q, k, v, attn_scores or pattern of a layer makes that layer's attention run as plain
- * ops (matmul_bt, scale, mask, softmax, matmul: the same numbers as the fused op up to rounding);
+ * The names, shapes and values are TransformerLens's (HookedTransformer, its GroupedQueryAttention
+ * for NKV < NH). A hook on q, k, v, rot_q, rot_k, attn_scores or pattern of a layer makes that
+ * layer's attention run as plain ops (matmul_bt, scale, mask, softmax, matmul; grouped-query: each
+ * key/value head repeated to its query heads: the same numbers as the fused op up to rounding);
  * hooks on the other points leave every bit of the forward as it is without hooks.
  * Not here: what hooks do (../lens: cache, ablation, patching); the GPT (gpt.c).
  * Read next: hooks.c, then gpt.c's calls of HOOK. */
@@ -77,6 +84,9 @@ typedef enum {
     NN_HOOK_RESID_MID_CROSS,
     NN_HOOK_LN3_SCALE,
     NN_HOOK_LN3_NORMALIZED,
+    /* a GPT's with rotary positions: q and k after the rotation (listed after hook_v) */
+    NN_HOOK_ROT_Q,
+    NN_HOOK_ROT_K,
     NN_HOOK_N_KINDS
 } NnHookKind;
 
@@ -158,21 +168,31 @@ static inline int nn_hooks_on(const NnHooks *h, NnHookKind kind, int layer) {
 /* x -> x, or what the hooks at (kind, layer) replaced it with (the same shape; another shape
  * aborts naming the hook and both shapes). */
 Tensor *nn_hook_run(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x);
-/* x (B, T, NH*HS) seen as (B, T, NH, HS) at a head point (q, k, v, z), hooked, back to 3-D */
+/* x (B, T, NH*HS) seen as (B, T, NH, HS) at a head point (q, k, v, rot_q, rot_k, z; n_heads:
+ * x's heads, the key/value heads for k and v), hooked, back to 3-D */
 Tensor *nn_hook_heads(Tape *t, NnHooks *h, NnHookKind kind, int layer, Tensor *x, int n_heads);
 /* The hooks of a norm's scale, read-only: x (B, T, C) the norm's input -> (B, T, 1) the
  * standard deviation sqrt(var + eps) (LayerNorm) or the root mean square sqrt(mean(x^2) + eps)
  * (rms = 1), computed only when a hook is set. */
 void nn_hook_norm_scale(Tape *t, NnHooks *h, NnHookKind kind, int layer, const Tensor *x,
                         double eps, int rms);
-/* Does layer l need the explicit attention (a hook on q, k, v, scores or pattern)? h NULL:
+/* A norm with its hooks: x (B, T, C) -> LayerNorm (x - mean) / scale * weight + bias (bias
+ * NULL: none), or RMSNorm (rms = 1, bias NULL) x / scale * weight, (B, T, C). hook_scale (the
+ * kind `scale`) reads the scale; hook_normalized (the kind after it) is TransformerLens's:
+ * (x - mean) / scale, or x / scale, BEFORE the weight and bias. With no hook on it the norm is
+ * the fused op; with one, x / scale is computed with a weight of ones, hooked, then times the
+ * weight plus the bias (the fused kernel's order of operations: the same bits). */
+Tensor *nn_hook_norm(Tape *t, NnHooks *h, NnHookKind scale, int layer, Tensor *x, Tensor *weight,
+                     Tensor *bias, double eps, int rms);
+/* Does layer l need the explicit attention (a hook on q, k, v, rot_q, rot_k, scores or
+ * pattern)? h NULL:
  * no. nn_hooks_explicit_at: of the attention whose hook_q is kind q (NN_HOOK_Q, or
  * NN_HOOK_CROSS_Q: the decoder's cross-attention). */
 int nn_hooks_explicit_attention(const NnHooks *h, int layer);
 int nn_hooks_explicit_at(const NnHooks *h, int layer, NnHookKind q);
 /* Causal self-attention as plain ops with the hooks of layer l: q (B, T, NH*HS), k and v
- * (B, T, NH*HS) -> (B, T, NH*HS), the heads merged (z before its hook); *probs gets the
- * pattern (B, NH, T, T). dropout on the pattern while training. */
+ * (B, T, NKV*HS), NKV dividing NH -> (B, T, NH*HS), the heads merged (z before its hook);
+ * *probs gets the pattern (B, NH, T, T). dropout on the pattern while training. */
 Tensor *nn_hook_attention(Tape *t, NnHooks *h, int layer, Tensor *q, Tensor *k, Tensor *v,
                           int n_heads, double dropout, Rng *rng, Tensor **probs); /* rng, probs:
                                                                                  * may be NULL */
@@ -191,7 +211,8 @@ typedef struct NnHookAttn {
     Rng *rng;
     Tensor **probs;
 } NnHookAttn;
-/* q (B, Tq, NH*HS), k and v (B, Tk, NH*HS), already past their hooks -> the scores (hooked),
+/* q (B, Tq, NH*HS), k and v (B, Tk, NKV*HS) (NKV dividing NH: grouped-query, each key/value
+ * head repeated to its NH / NKV query heads), already past their hooks -> the scores (hooked),
  * the pattern (hooked), pattern . v merged (B, Tq, NH*HS) (z before its hook) */
 Tensor *nn_hook_attend(Tape *t, NnHooks *h, const NnHookAttn *a, Tensor *q, Tensor *k, Tensor *v);
 /* nn_hook_attend after the hooks of q, k and v */

@@ -31,11 +31,12 @@ static Tensor *residual_norm(Tape *t, Tensor *x, Tensor *f, double p, Rng *rng,
 /* x, or what the hooks at (kind, l) of the part the forward is in make of it */
 #define HOOK(h, kind, l, x) ((h) ? nn_hook_run(t, h, kind, l, x) : (x))
 
-/* a pre-LN norm of x: ln(x), with the hooks of its scale (a kind) and output (the next kind) */
+/* a pre-LN norm of x: ln(x), with the hooks of its scale (a kind) and hook_normalized (the
+ * next kind: (x - mean) / scale before the weight and bias) */
 static Tensor *pre_norm(Tape *t, NnHooks *h, const LayerNorm *ln, Tensor *x, NnHookKind scale,
                         int l) {
-    if (h) nn_hook_norm_scale(t, h, scale, l, x, ln->eps, 0);
-    return HOOK(h, scale + 1, l, nn_layernorm(t, ln, x));
+    return h ? nn_hook_norm(t, h, scale, l, x, ln->weight, ln->bias, ln->eps, 0)
+             : nn_layernorm(t, ln, x);
 }
 
 /* The end of a sub-layer with its hooks: the branch f hooked as `out`, then residual_norm (a
@@ -51,12 +52,16 @@ static Tensor *sublayer_end(Tape *t, NnHooks *h, int l, Tensor *x, Tensor *f, do
         y = residual(t, x, f, p, rng);
     } else {
         Tensor *fd = ag_dropout(t, f, p, rng);
+        if (nn_hooks_on(h, scale + 1, l)) /* hook_normalized before the weight and bias */
+            return nn_hook_run(t, h, resid, l,
+                               nn_hook_norm(t, h, scale, l, ag_add(t, x, fd), norm->weight,
+                                            norm->bias, norm->eps, 0));
         if (nn_hooks_on(h, scale, l)) {
             Tensor *sum = tensor_new(t->arena, x->ndim, x->shape, "resid_sum");
             for (size_t i = 0; i < x->size; i++) sum->data[i] = x->data[i] + fd->data[i];
             nn_hook_norm_scale(t, h, scale, l, sum, norm->eps, 0);
         }
-        y = nn_hook_run(t, h, scale + 1, l, nn_add_layernorm(t, norm, x, fd));
+        y = nn_add_layernorm(t, norm, x, fd);
     }
     return nn_hook_run(t, h, resid, l, y);
 }

@@ -367,6 +367,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_hook_norm_scale, t, nn_hook_norm_scale(NULL, &HK, NN_HOOK_LN1_SCALE, 0, &T, 1e-5, 0))     \
     X(nn_hook_norm_scale, h, nn_hook_norm_scale(&TP, NULL, NN_HOOK_LN1_SCALE, 0, &T, 1e-5, 0))     \
     X(nn_hook_norm_scale, x, nn_hook_norm_scale(&TP, &HK, NN_HOOK_LN1_SCALE, 0, NULL, 1e-5, 0))    \
+    X(nn_hook_norm, t, nn_hook_norm(NULL, &HK, NN_HOOK_LN1_SCALE, 0, &T, &T, NULL, 1e-5, 0))       \
+    X(nn_hook_norm, h, nn_hook_norm(&TP, NULL, NN_HOOK_LN1_SCALE, 0, &T, &T, NULL, 1e-5, 0))       \
+    X(nn_hook_norm, x, nn_hook_norm(&TP, &HK, NN_HOOK_LN1_SCALE, 0, NULL, &T, NULL, 1e-5, 0))      \
+    X(nn_hook_norm, weight, nn_hook_norm(&TP, &HK, NN_HOOK_LN1_SCALE, 0, &T, NULL, NULL, 1e-5, 0)) \
     X(nn_hook_attention, t, nn_hook_attention(NULL, &HK, 0, &T, &T, &T, 1, 0, NULL, NULL))         \
     X(nn_hook_attention, h, nn_hook_attention(&TP, NULL, 0, &T, &T, &T, 1, 0, NULL, NULL))         \
     X(nn_hook_attention, q, nn_hook_attention(&TP, &HK, 0, NULL, &T, &T, 1, 0, NULL, NULL))        \

@@ -103,8 +103,10 @@ static double max_diff(const Real *a, const Real *b, size_t n) {
 /* a hook on q (or any of the five) runs the attention as plain ops: the same numbers as the
  * fused op up to rounding, and the pattern the fused op returns */
 Test(lens_hooks, the_explicit_attention_matches_the_fused_one) {
-    const GptConfig *cs[] = {&tiny, &tiny_llama, &tiny_mixed};
-    for (int v = 0; v < 3; v++) {
+    GptConfig gqa = tiny, gqa_llama = tiny_llama; /* grouped-query: 4 heads over 2, 2 over 1 */
+    gqa.n_kv_head = 2, gqa_llama.n_kv_head = 1;
+    const GptConfig *cs[] = {&tiny, &tiny_llama, &tiny_mixed, &gqa, &gqa_llama};
+    for (int v = 0; v < 5; v++) {
         TsGpt e = env_new(cs[v]);
         Real *plain = logits_of(&e, e.ids, NULL);
         ag_tape_reset(e.t);
@@ -115,7 +117,7 @@ Test(lens_hooks, the_explicit_attention_matches_the_fused_one) {
         LensCache c;
         lens_cache_init(&c, 0);
         cr_assert_eq(nn_hooks_add(&h, "blocks.*.attn.hook_*", lens_cache_hook, &c),
-                     6 * cs[v]->n_layer);
+                     8 * cs[v]->n_layer); /* q, k, v, rot_q, rot_k, scores, pattern, z */
         Real *saved = malloc(probs->size * sizeof(Real));
         memcpy(saved, probs->data, probs->size * sizeof(Real));
         Real *hooked = logits_of(&e, e.ids, &h);
@@ -129,8 +131,25 @@ Test(lens_hooks, the_explicit_attention_matches_the_fused_one) {
         cr_assert(isinf(s->data[1]) && s->data[1] < 0 && isfinite(s->data[T]),
                   "scores above the diagonal are -inf");
         const LensAct *q = lens_cache_get(&c, "blocks.0.attn.hook_q");
+        int HS = cs[v]->n_embd / cs[v]->n_head, NKV = nn_gpt_options(cs[v]).n_kv_head;
         cr_assert(q->ndim == 4 && q->shape[1] == T && q->shape[2] == cs[v]->n_head &&
-                  q->shape[3] == cs[v]->n_embd / cs[v]->n_head);
+                  q->shape[3] == HS);
+        /* k and v with the key/value heads (TransformerLens's GroupedQueryAttention) */
+        const LensAct *k = lens_cache_get(&c, "blocks.1.attn.hook_k");
+        const LensAct *vv = lens_cache_get(&c, "blocks.1.attn.hook_v");
+        cr_assert(k->ndim == 4 && k->shape[2] == NKV && k->shape[3] == HS && vv->shape[2] == NKV);
+        /* rotary positions: hook_q before the rotation, hook_rot_q after it (position 0 is
+         * not turned, position 1 is); otherwise no rot_q */
+        const LensAct *rq = lens_cache_get(&c, "blocks.0.attn.hook_rot_q");
+        const LensAct *rk = lens_cache_get(&c, "blocks.0.attn.hook_rot_k");
+        if (nn_gpt_options(cs[v]).pos != NN_GPT_POS_ROPE) {
+            cr_assert(!rq && !rk, "rot_q without rotary positions");
+        } else {
+            cr_assert(rq && rk && rk->shape[2] == NKV && rq->size == q->size);
+            size_t row = (size_t)cs[v]->n_head * HS; /* one position's values */
+            cr_assert(max_diff(q->data, rq->data, row) == 0, "position 0 is not rotated");
+            cr_assert(max_diff(q->data + row, rq->data + row, row) > 1e-3, "rot_q is q");
+        }
         free(saved);
         free(hooked);
         free(plain);
@@ -394,7 +413,7 @@ Test(lens_cache, the_npz_holds_every_point_with_its_shape) {
     lens_cache_init(&c, 1);
     NnHooks h;
     nn_hooks_init(&h, tiny.n_layer);
-    cr_assert_eq(nn_hooks_add(&h, "*", lens_cache_hook, &c), 4 + 17 * tiny.n_layer);
+    cr_assert_eq(nn_hooks_add(&h, "*", lens_cache_hook, &c), 4 + 19 * tiny.n_layer);
     ag_tape_reset(e.t);
     Tensor *y = nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
     int good[B] = {1, 2}, bad[B] = {3, 4};
@@ -540,23 +559,6 @@ Test(lens_hooks, hooks_for_another_number_of_layers_abort, .signal = SIGABRT) {
     nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
 }
 
-/* grouped-query attention has no explicit path: a hook on its pattern aborts naming the layer */
-static void pattern_hook_with_gqa(GptConfig c) {
-    c.n_head = 4, c.n_kv_head = 2;
-    TsGpt e = env_new(&c);
-    NnHooks h;
-    nn_hooks_init(&h, c.n_layer);
-    int calls = 0;
-    nn_hooks_add(&h, "blocks.1.attn.hook_pattern", ts_count_hook, &calls);
-    nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
-}
-Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_llama, .signal = SIGABRT) {
-    pattern_hook_with_gqa(tiny_llama);
-}
-Test(lens_hooks, a_pattern_hook_on_grouped_query_attention_aborts_gpt2, .signal = SIGABRT) {
-    pattern_hook_with_gqa(tiny);
-}
-
 /* ---- gradients through writing hooks: the double build's check ---- */
 #ifdef AG_REAL_DOUBLE
 typedef struct {
@@ -570,24 +572,34 @@ static Tensor *hooked_logits(Tape *t, Tensor **in, void *ctx) {
     return nn_gpt_forward_hooked(t, &g->e->m, g->e->ids, B, T, NULL, g->h);
 }
 
-Test(lens_hooks, gradients_through_writing_hooks_match_finite_differences) {
-    TsGpt e = env_new(&tiny);
+/* the float64 gradient check of model c's logits with the hooks of hooks[] (a point, a
+ * mode: 0 mean ablation of heads {0, last key/value head} at position 1, 1 patch of that head
+ * at position 4 from the corrupted run, 2 zero ablation at position 1, 3 patch of position 4) */
+static void check_gradients(const GptConfig *c, const char *const *points, const int *modes,
+                            int n) {
+    TsGpt e = env_new(c);
     LensCache ref;
     lens_cache_init(&ref, 0);
     NnHooks h;
-    nn_hooks_init(&h, tiny.n_layer);
+    nn_hooks_init(&h, c->n_layer);
     nn_hooks_add(&h, "*", lens_cache_hook, &ref);
     free(logits_of(&e, e.corrupt, &h));
     nn_hooks_free(&h);
-    int heads[] = {0, 3}, pos[] = {1, 4};
+    int heads[] = {0, nn_gpt_options(c).n_kv_head - 1}, pos[] = {1, 4};
     LensAblation mean = {LENS_MEAN, {heads, 2, pos, 1}, &ref};
     LensPatch patch = {&ref, {heads + 1, 1, pos + 1, 1}};
-    nn_hooks_init(&h, tiny.n_layer);
-    nn_hooks_add(&h, "blocks.0.attn.hook_pattern", lens_ablate_hook, &mean); /* explicit path */
-    nn_hooks_add(&h, "blocks.1.attn.hook_z", lens_patch_hook, &patch);
-    nn_hooks_add(&h, "blocks.0.hook_resid_mid", lens_ablate_hook,
-                 &(LensAblation){LENS_ZERO, {NULL, 0, pos, 1}, NULL});
+    LensAblation zero = {LENS_ZERO, {NULL, 0, pos, 1}, NULL};
+    LensPatch patch_pos = {&ref, {NULL, 0, pos + 1, 1}};
+    nn_hooks_init(&h, c->n_layer);
+    for (int i = 0; i < n; i++)
+        cr_assert(nn_hooks_add(&h, points[i], modes[i] % 2 ? lens_patch_hook : lens_ablate_hook,
+                               modes[i] == 0   ? (void *)&mean
+                               : modes[i] == 1 ? (void *)&patch
+                               : modes[i] == 2 ? (void *)&zero
+                                               : (void *)&patch_pos) == 1,
+                  "%s", points[i]);
     GcLens g = {&e, &h};
+    free(logits_of(&e, e.ids, &h)); /* the hooks run */
     AgGradcheckResult r;
     int ok = ag_gradcheck(e.t, hooked_logits, &g, e.m.params.items, e.m.params.n, 1e-6, 1e-6, &r);
     cr_assert(ok, "max error %g at input %d (%s) element %zu: analytic %g, numeric %g", r.max_err,
@@ -596,5 +608,21 @@ Test(lens_hooks, gradients_through_writing_hooks_match_finite_differences) {
     nn_hooks_free(&h);
     lens_cache_free(&ref);
     ts_gpt_free(&e);
+}
+
+Test(lens_hooks, gradients_through_writing_hooks_match_finite_differences) {
+    check_gradients(&tiny,
+                    (const char *[]){"blocks.0.attn.hook_pattern", "blocks.1.attn.hook_z",
+                                     "blocks.0.hook_resid_mid", "blocks.1.ln1.hook_normalized"},
+                    (int[]){0, 1, 2, 3}, 4);
+    /* grouped-query heads with rotary positions, RMSNorm and SwiGLU: the keys' and values' own
+     * heads, the rotated queries and keys, a normalized point before the weight */
+    GptConfig gqa = tiny_mixed;
+    gqa.n_kv_head = 2;
+    check_gradients(&gqa,
+                    (const char *[]){"blocks.0.attn.hook_k", "blocks.0.attn.hook_v",
+                                     "blocks.1.attn.hook_rot_q", "blocks.1.attn.hook_rot_k",
+                                     "blocks.0.ln2.hook_normalized", "ln_final.hook_normalized"},
+                    (int[]){0, 1, 2, 0, 3, 2}, 6);
 }
 #endif

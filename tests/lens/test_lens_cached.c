@@ -1,8 +1,9 @@
 /* test_lens_cached.c: hooks in the GPT's incremental forward (nn_gpt_forward_cached_hooked,
  * src/nn/gpt.c): a prompt and then one token at a time, as sampling runs, gives at every hook
  * point the activations of the full forward at the same positions (the scores and the pattern
- * over every cached key), with GPT-2's learned positions and LLaMA's RoPE; an ablation in the
- * cached forward (of z, and of the keys, which then join the cache) gives the ablated full
+ * over every cached key), with GPT-2's learned positions and LLaMA's RoPE (also with grouped-query
+ * heads); an ablation in the cached forward (of z, and of the keys, before or after the rotation,
+ * which then join the cache) gives the ablated full
  * forward's logits; the hooks are gone after each call.
  * Not here: the full forward's points (test_lens.c). */
 #include <criterion/criterion.h>
@@ -136,6 +137,17 @@ Test(lens_cached, every_point_of_a_cached_step_is_the_full_forwards_at_its_posit
 Test(lens_cached, every_point_of_a_cached_step_is_the_full_forwards_at_its_positions_llama) {
     check_every_point(&llama);
 }
+/* grouped-query heads (4 query heads on 2 key/value heads) with rotary positions */
+static const GptConfig llama_gqa = {.style = NN_LLAMA,
+                                    .vocab_size = 11,
+                                    .block_size = 8,
+                                    .n_layer = 2,
+                                    .n_head = 4,
+                                    .n_kv_head = 2,
+                                    .n_embd = 16};
+Test(lens_cached, every_point_of_a_cached_step_is_the_full_forwards_at_its_positions_gqa) {
+    check_every_point(&llama_gqa);
+}
 
 typedef struct {
     const char *point;
@@ -183,4 +195,7 @@ Test(lens_cached, an_ablation_in_the_cached_forward_is_the_full_forwards) {
     check_ablation(&gpt2, "blocks.1.attn.hook_k"); /* the zeroed keys join the cache */
     check_ablation(&llama, "blocks.0.attn.hook_v");
     check_ablation(&llama, "blocks.1.attn.hook_pattern");
+    check_ablation(&llama, "blocks.1.attn.hook_rot_k"); /* the rotated keys join the cache */
+    check_ablation(&llama_gqa, "blocks.0.attn.hook_k"); /* key/value head 1 of 2 */
+    check_ablation(&llama_gqa, "blocks.1.attn.hook_rot_q");
 }

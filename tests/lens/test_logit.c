@@ -513,7 +513,12 @@ Test(lens_tl_export, a_llama_model_has_rotary_gated_and_grouped_query_layout) {
     NpzFile *f = exported(&e, dir, sizeof dir, text, sizeof text);
     int C = 8, HS = 2, H = 32;
     cr_assert(!npz_find(f, "pos_embed.W_pos") && !npz_find(f, "blocks.0.attn.W_K") &&
-              !npz_find(f, "blocks.0.mlp.b_in") && !npz_find(f, "blocks.0.ln1.b"));
+              !npz_find(f, "blocks.0.mlp.b_gate") && !npz_find(f, "blocks.0.ln1.b"));
+    /* TransformerLens's GatedMLP holds b_in and b_out (no b_gate): zeros, for a strict load */
+    const float *bi = arr(f, "blocks.0.mlp.b_in", 1, (int64_t[]){H})->data;
+    const float *bo = arr(f, "blocks.0.mlp.b_out", 1, (int64_t[]){C})->data;
+    for (int i = 0; i < H; i++) cr_assert_eq(bi[i], 0.0f, "b_in[%d]", i);
+    for (int i = 0; i < C; i++) cr_assert_eq(bo[i], 0.0f, "b_out[%d]", i);
     const GptBlock *h = &e.m.h[1];
     const float *WQ = arr(f, "blocks.1.attn.W_Q", 3, (int64_t[]){4, C, HS})->data;
     const float *WK = arr(f, "blocks.1.attn._W_K", 3, (int64_t[]){2, C, HS})->data;

@@ -10,7 +10,7 @@ n_heads / n_key_value_heads query heads after it, torch.repeat_interleave); rota
 turn q and k (rotary_adjacent_pairs: the pair (x[2i], x[2i+1]) by pos / base^(2i / rotary_dim));
 scores = q.k / sqrt(d_head), causal mask, softmax over keys; z = pattern . v;
 attn_out = einsum("bphd,hdm->bpm", z, W_O) + b_O; resid += attn_out; then (unless attn_only)
-x = ln2(resid), post = gelu(x W_in + b_in) (gated_mlp: silu(x W_gate) * (x W_in)), resid +=
+x = ln2(resid), post = gelu(x W_in + b_in) (gated_mlp: silu(x W_gate) * (x W_in) + b_in), resid +=
 post W_out + b_out; logits = ln_final(resid) W_U + b_U. LayerNorm: (x - mean) /
 sqrt(var + eps) * w + b; RMS: x / sqrt(mean(x^2) + eps) * w.
 
@@ -89,8 +89,8 @@ def forward(p, cfg, tokens):
         if cfg.get("gated_mlp"):
             assert cfg["act_fn"] == "silu"
             x = norm(resid, p, b + "ln2", kind, eps)
-            post = silu(x @ p[b + "mlp.W_gate"]) * (x @ p[b + "mlp.W_in"])
-            resid = resid + post @ p[b + "mlp.W_out"]
+            post = silu(x @ p[b + "mlp.W_gate"]) * (x @ p[b + "mlp.W_in"]) + p[b + "mlp.b_in"]
+            resid = resid + post @ p[b + "mlp.W_out"] + p[b + "mlp.b_out"]
         elif not cfg["attn_only"]:
             x = norm(resid, p, b + "ln2", kind, eps)
             post = gelu(x @ p[b + "mlp.W_in"] + p[b + "mlp.b_in"])
@@ -136,9 +136,8 @@ def main():
     missing, unexpected = model.load_state_dict(
         {k: torch.tensor(f[k]) for k in f.files}, strict=False)
     assert not unexpected, unexpected
-    # the attention's buffers, which HookedTransformer builds; the zero biases some versions'
-    # GatedMLP has (the export writes none for a gated MLP)
-    built = ("mask", "IGNORE", "rotary_sin", "rotary_cos", "mlp.b_in", "mlp.b_out")
+    # only the attention's buffers, which HookedTransformer builds itself, are not exported
+    built = ("mask", "IGNORE", "rotary_sin", "rotary_cos")
     assert all(k.endswith(built) for k in missing), missing
     with torch.no_grad():
         got = model(torch.tensor(tokens, dtype=torch.long)).double().numpy()

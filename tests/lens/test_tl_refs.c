@@ -1,0 +1,152 @@
+/* test_tl_refs.c: every point `attograd-gpt cache` writes (AG_GPT_BIN) equals TransformerLens's
+ * value of the same name, for three committed models (tests/fixtures/lens: a GPT-2-style one,
+ * a LLaMA-style one with rotary positions and grouped-query heads, an attention-only one):
+ *   - everywhere, against the committed references, TransformerLens 3.9's run_with_cache on the
+ *     models' exports (written by tests/lens/make_tl_refs.sh): the same set of names, the same
+ *     shapes, each point within 1e-5 of its largest magnitude (the masked scores -inf at the
+ *     same places), the same tokens;
+ *   - where a python3 with transformer_lens's HookedTransformer is found (AG_TL_PYTHON, else
+ *     /usr/bin/python3), live: the models exported now, loaded with a strict load_state_dict,
+ *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise.
+ * Not here: the hook points' own tests (test_lens.c), the export's numpy forward
+ * (tests/examples/test_gpt_lens_cli.c). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "files.h"
+
+#define FIXTURES "tests/fixtures/lens"
+#define TOL 1e-5
+
+static const char *const models[] = {"gpt2", "llama", "attn"};
+enum { N_MODELS = 3 };
+
+static void ok(const char *dir, const char *const *args) {
+    TsRun r = ts_finish(dir, ts_start_env("AG_GPT_BIN", dir, args, NULL));
+    cr_assert_eq(r.code, 0, "%s: exit %d\nstdout: %s\nstderr: %s", args[0], r.code, r.out, r.err);
+    ts_run_free(&r);
+}
+
+/* element i of a float entry as a double */
+static double at(const NpzEntry *e, size_t i) {
+    cr_assert(e->dtype == NPZ_F32 || e->dtype == NPZ_F64, "%s: not a float array", e->name);
+    return e->dtype == NPZ_F32 ? ((const float *)e->data)[i] : ((const double *)e->data)[i];
+}
+
+static int is_point(const char *name) {
+    size_t n = strlen(name);
+    return strcmp(name, "tokens") && strcmp(name, "token_strs") && strcmp(name, "config") &&
+           !(n > 5 && strcmp(name + n - 5, ".grad") == 0);
+}
+
+/* max |a - b| / max |b| over b's finite values; the non-finite ones must be equal */
+static double relative(const NpzEntry *a, const NpzEntry *b) {
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < b->count; i++) {
+        double x = at(a, i), y = at(b, i);
+        if (!isfinite(y)) {
+            cr_assert(x == y, "%s: element %zu is %g, TransformerLens's %g", b->name, i, x, y);
+            continue;
+        }
+        diff = fmax(diff, fabs(x - y)), scale = fmax(scale, fabs(y));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+/* cache (attograd's) against ref (TransformerLens's): the same points and tokens */
+static void compare(const char *model, const char *cache, const char *ref) {
+    NpzFile *c, *r;
+    cr_assert_eq(npz_read(cache, &c, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(npz_read(ref, &r, NULL), AG_OK, "%s", ag_last_error());
+    int n = 0;
+    double worst = 0;
+    for (int i = 0; i < c->n; i++) {
+        const NpzEntry *a = &c->entries[i];
+        if (!is_point(a->name)) continue;
+        const NpzEntry *b = npz_find(r, a->name);
+        cr_assert(b, "%s: %s is not in TransformerLens's cache (%s)", model, a->name, ref);
+        cr_assert(a->ndim == b->ndim &&
+                      memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) == 0,
+                  "%s: %s has another shape than TransformerLens's", model, a->name);
+        double d = relative(a, b);
+        cr_assert(d <= TOL, "%s: %s differs from TransformerLens's by %.3g of its scale (> %g)",
+                  model, a->name, d, TOL);
+        worst = fmax(worst, d), n++;
+    }
+    int m = 0;
+    for (int i = 0; i < r->n; i++) m += strcmp(r->entries[i].name, "tokens") != 0;
+    cr_assert_eq(n, m, "%s: %d points, the reference %d", model, n, m);
+    const NpzEntry *ta = npz_find(c, "tokens"), *tb = npz_find(r, "tokens");
+    cr_assert(ta && tb && ta->nbytes == tb->nbytes && memcmp(ta->data, tb->data, ta->nbytes) == 0,
+              "%s: other tokens than the reference's", model);
+    cr_assert(n >= 26, "%s: %d points", model, n);
+    cr_log_info("%s: %d points within %.2g of TransformerLens's", model, n, worst);
+    npz_free(c);
+    npz_free(r);
+}
+
+Test(lens_tl, every_cached_point_equals_the_committed_transformer_lens_values) {
+    char dir[256], ck[512], ref[512], out[512];
+    ts_tmp_dir(dir, sizeof dir, "tlrefs");
+    for (int k = 0; k < N_MODELS; k++) {
+        snprintf(ck, sizeof ck, FIXTURES "/%s.npz", models[k]);
+        snprintf(ref, sizeof ref, FIXTURES "/%s_tl.npz", models[k]);
+        snprintf(out, sizeof out, "%s/%s_cache.npz", dir, models[k]);
+        ok(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", FIXTURES "/prompts.txt",
+                                 "--out", out, NULL});
+        compare(models[k], out, ref);
+    }
+    ts_rm_tree(dir);
+}
+
+/* a python3 with transformer_lens's HookedTransformer, or NULL */
+static const char *tl_python(void) {
+    static char cmd[1024];
+    const char *env = getenv("AG_TL_PYTHON");
+    const char *py = env && *env ? env : "/usr/bin/python3";
+    snprintf(cmd, sizeof cmd,
+             "'%s' -c 'from transformer_lens import HookedTransformer' >/dev/null 2>&1", py);
+    return system(cmd) == 0 ? py : NULL;
+}
+
+Test(lens_tl, every_cached_point_equals_transformer_lens_live_where_installed) {
+    const char *py = tl_python();
+    if (!py) {
+        const char *env = getenv("AG_TL_PYTHON");
+        cr_skip_test("the live comparison with TransformerLens: %s cannot import "
+                     "transformer_lens's HookedTransformer (install torch >= 2 and "
+                     "transformer_lens < 4 and set AG_TL_PYTHON to that python3); the committed "
+                     "references were compared",
+                     env && *env ? env : "/usr/bin/python3");
+    }
+    char dir[256], ck[512], cmd[8192], log[512];
+    ts_tmp_dir(dir, sizeof dir, "tllive");
+    int len = snprintf(cmd, sizeof cmd, "'%s' tests/lens/tl_cache.py compare", py);
+    for (int k = 0; k < N_MODELS; k++) {
+        char ex[512], cache[512];
+        snprintf(ck, sizeof ck, FIXTURES "/%s.npz", models[k]);
+        snprintf(ex, sizeof ex, "%s/%s_tl.npz", dir, models[k]);
+        snprintf(cache, sizeof cache, "%s/%s_cache.npz", dir, models[k]);
+        ok(dir, (const char *[]){"export", "--ckpt", ck, "--format", "transformer-lens", "--out",
+                                 ex, NULL});
+        ok(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", FIXTURES "/prompts.txt",
+                                 "--out", cache, NULL});
+        ex[strlen(ex) - 4] = 0; /* the .json beside the .npz */
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len, " '%s.npz' '%s.json' '%s'", ex, ex,
+                        cache);
+    }
+    snprintf(cmd + len, sizeof cmd - (size_t)len, " >'%s' 2>&1", ts_join(log, dir, "tl.log"));
+    int rc = system(cmd);
+    FILE *f = fopen(log, "r");
+    char text[16384] = "";
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+    }
+    cr_assert(rc == 0, "tests/lens/tl_cache.py (exit %d):\n%s", rc, text);
+    ts_rm_tree(dir);
+}
