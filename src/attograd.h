@@ -2,10 +2,11 @@
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list,
  * gradcheck, and the tables that describe a model's configuration to checkpoints), nn
  * (modules), optim (optimizers), io (.npz files, checkpoints) and text (tokenizers, token
- * shards, training windows), then dist (data-parallel steps over MPI), then lens (head
- * detectors; the cache, ablation and patching on the models' hook points; the logit lens and
- * direct logit attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are
- * internal: a program that calls one includes that header itself. */
+ * shards, training windows), then dist (data-parallel steps over MPI), flag (a program's
+ * command line from one table of flags), then lens (head detectors; the cache, ablation and
+ * patching on the models' hook points; the logit lens and direct logit attribution; the export
+ * to TransformerLens). The kernels (tensor/kernels.h) are internal: a program that calls one
+ * includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -23,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "text/text.h"
 #include "dist/dist.h"
+#include "flag/flag.h"
 #include "lens/detect.h"
 #include "lens/lens.h"
 #include "lens/logit.h"

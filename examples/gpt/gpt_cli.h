@@ -3,7 +3,7 @@
  * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
  * and `eval` (valid loss, bits per byte); the lens commands `cache`, `ablate`, `patch`
  * (lens.c), `detect`, `lens` and `export` (readout.c). docs/gpt.md is the user's guide.
- * What the files share: the flag parser, the exit codes (the translator's, translate.h), the
+ * What the files share: how a command reads its flags (src/flag), the exit codes (the translator's, translate.h), the
  * checkpoint layout. Borrowed from the translator (examples/translate): util.c (folders, times,
  * the CSV log), plot.c (the loss curve), train_system.c (signals, the clock).
  * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text). Read next: main.c. */
@@ -16,22 +16,12 @@
 
 #define GP_PROG "attograd-gpt"
 
-/* ---- flags: "--name value" or "--name=value" ---- */
-typedef enum { GP_INT, GP_I64, GP_DOUBLE, GP_STRING, GP_BOOL } GpFlagType;
-typedef struct GpFlag {
-    const char *name; /* without the dashes */
-    GpFlagType type;
-    void *value;   /* int, int64_t, double, const char *, int (BOOL: set to 1, takes no value) */
-    double lo, hi; /* numbers: the range, checked */
-    int given;     /* set by gp_parse */
-    const char *help;
-} GpFlag;
-/* Parses argv[first..argc) into flags: AG_OK, or AG_ERR_ARG naming the flag and the reason
- * (unknown, no value, not a number, out of range). "--help" sets *help. */
-int gp_parse(int argc, char **argv, int first, GpFlag *flags, int n, int *help);
-/* The flag called name (must exist) */
-GpFlag *gp_flag(GpFlag *flags, int n, const char *name);
-void gp_usage(const char *cmd, const char *what, const GpFlag *flags, int n);
+/* ---- flags: a table of src/flag's Flag rows, "--name value" or "--name=value" ----
+ * gp_parse parses argv[first..argc) into flags: AG_OK, or AG_ERR_ARG naming the flag and the
+ * reason (unknown, no value, not a number, out of range); "--help" sets *help. gp_usage prints
+ * the command's usage and the table. */
+int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help);
+void gp_usage(const char *cmd, const char *what, const Flag *flags, int n);
 
 /* ---- the commands: each returns an exit code (TR_EXIT_*) ---- */
 int gp_prepare(int argc, char **argv);
@@ -52,11 +42,11 @@ int gp_export(int argc, char **argv);
 enum {
     GP_POS_LOADER = 0,               /* TXT_LOADER_STATE_LEN values: the train loader */
     GP_POS_SEED = GP_POS_LOADER + 5, /* --seed */
-    GP_POS_BATCH,                    /* --batch-size */
+    GP_POS_BATCH,                    /* --batch */
     GP_POS_N_TRAIN,                  /* tokens of train.bin */
     GP_POS_N_VALID,                  /* tokens of valid.bin */
     GP_POS_WD,                       /* --weight-decay (double bits) */
-    GP_POS_CLIP,                     /* --grad-clip (double bits) */
+    GP_POS_CLIP,                     /* --clip (double bits) */
     GP_POS_EVAL_INTERVAL,
     GP_POS_EVAL_ITERS,
     GP_POS_LOG_INTERVAL,
@@ -104,7 +94,7 @@ typedef struct GpLensFlags {
 } GpLensFlags;
 enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
-                  GpFlag *extra, int n_extra, int parts); /* sets extra[i].given */
+                  Flag *extra, int n_extra, int parts); /* sets extra[i].given */
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
 int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 /* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */

@@ -118,20 +118,18 @@ static int make_metric(const GpModel *g, const char *kind, const char *good, con
     return tr_lens_logit_diff(kind, good, bad, -1, r->B, r->T, one_token, g, m);
 }
 
-/* "0,2,5" into list (at most cap values in [0, hi)) */
-static int int_list(const char *s, const char *flag, int hi, int *list, int cap, int *n) {
+/* --positions (parsed: integers >= 0) into list: each below T, at most T of them */
+static int positions_in(const FlagInts *l, int T, int *list, int *n) {
+    char text[96] = "";
+    for (int i = 0; i < l->n && strlen(text) + 16 < sizeof text; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%d", i ? "," : "", l->v[i]);
     *n = 0;
-    if (!s) return AG_OK;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v >= hi || (*end && *end != ','))
-            return ag_fail(AG_ERR_ARG, "--%s %s: not a list of integers in [0, %d)", flag, s, hi);
-        if (*n == cap) return ag_fail(AG_ERR_ARG, "--%s %s: more than %d values", flag, s, cap);
-        list[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
+    for (int i = 0; i < l->n; i++) {
+        if (l->v[i] >= T)
+            return ag_fail(AG_ERR_ARG, "--positions %s: not a list of integers in [0, %d)", text,
+                           T);
+        if (*n == T) return ag_fail(AG_ERR_ARG, "--positions %s: more than %d values", text, T);
+        list[(*n)++] = l->v[i];
     }
     return AG_OK;
 }
@@ -189,32 +187,32 @@ int gp_refail(int rc, const char *prefix) {
 }
 
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
-                  GpFlag *extra, int n_extra, int parts) {
-    GpFlag fl[24] = {
-        {"ckpt", GP_STRING, &c->ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"}};
+                  Flag *extra, int n_extra, int parts) {
+    Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
+                    "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0}};
     int n = 1, help;
     if (parts & GP_LENS_ROWS) {
-        fl[n++] = (GpFlag){"prompt", GP_STRING, &c->prompt, 0, 0, 0, "the text to run (one row)"};
-        fl[n++] = (GpFlag){"prompts",
-                           GP_STRING,
-                           &c->prompts,
-                           0,
-                           0,
-                           0,
-                           "a file: one row a line, all as many tokens"};
+        fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
+                         0,        0,         NULL,       0};
+        fl[n++] = (Flag){
+            "prompts", FLAG_PATH, &c->prompts, NULL, "a file: one row a line, all as many tokens",
+            0,         0,         NULL,        0};
     }
     AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
     int n0 = n;
     for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
     if (parts & GP_LENS_METRIC) {
-        fl[n++] = (GpFlag){
-            "good", GP_STRING, &c->good, 0, 0, 0, "logit-diff: the token whose logit counts +"};
-        fl[n++] = (GpFlag){
-            "bad", GP_STRING, &c->bad, 0, 0, 0, "logit-diff: the token whose logit counts -"};
+        fl[n++] = (Flag){
+            "good", FLAG_PATH, &c->good, "TOKEN", "logit-diff: the token whose logit counts +",
+            0,      0,         NULL,     0};
+        fl[n++] =
+            (Flag){"bad", FLAG_PATH, &c->bad, "TOKEN", "logit-diff: the token whose logit counts -",
+                   0,     0,         NULL,    0};
     }
-    fl[n++] =
-        (GpFlag){"out", GP_STRING, &c->out, 0, 0, 0, "the .npz to write (and a .png beside it)"};
-    fl[n++] = (GpFlag){"threads", GP_INT, &c->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"};
+    fl[n++] = (Flag){"out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)",
+                     0,     0,         NULL,    0};
+    fl[n++] = (Flag){"threads", FLAG_INT, &c->threads, NULL, "0: the CPUs (OMP_NUM_THREADS)",
+                     0,         1024,     NULL,        0};
     int rc = gp_parse(argc, argv, 2, fl, n, &help);
     for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
     if (help) {
@@ -233,8 +231,9 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
     GpLensFlags a = {0};
-    GpFlag fl[] = {
-        {"hooks", GP_STRING, &hooks, 0, 0, 0, "hook names to cache, comma-separated globs"},
+    Flag fl[] = {
+        {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
+         NULL, 0},
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -329,13 +328,17 @@ void gp_labels_free(char **lab, int n) {
 }
 
 int gp_ablate(int argc, char **argv) {
-    const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss", *positions = NULL;
+    const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss";
+    FlagInts positions = {0};
     GpLensFlags a = {0};
-    GpFlag fl[] = {
-        {"hook", GP_STRING, &hook, 0, 0, 0, "the points to ablate, one at a time (a glob)"},
-        {"mode", GP_STRING, &mode, 0, 0, 0, "zero, or mean (the batch's mean)"},
-        {"positions", GP_STRING, &positions, 0, 0, 0, "only these positions, e.g. 3,4 (all)"},
-        {"metric", GP_STRING, &metric, 0, 0, 0, "loss, or logit-diff (--good, --bad)"},
+    Flag fl[] = {
+        {"hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)", 0, 0,
+         NULL, 0},
+        {"mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)", 0, 0, NULL, 0},
+        {"positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)", 0,
+         1 << 16, NULL, 0},
+        {"metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)", 0, 0, NULL,
+         0},
     };
     int rc =
         gp_lens_parse(argc, argv, "ablate",
@@ -360,7 +363,7 @@ int gp_ablate(int argc, char **argv) {
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
     int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
-    if (rc == AG_OK) rc = int_list(positions, "positions", r.T, pos, r.T, &n_pos);
+    if (rc == AG_OK) rc = positions_in(&positions, r.T, pos, &n_pos);
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     if (rc == AG_OK && am == LENS_MEAN && r.B == 1)
@@ -431,13 +434,16 @@ int gp_patch(int argc, char **argv) {
     const char *by = "position", *metric = "logit-diff";
     int attribution = 0;
     GpLensFlags a = {0};
-    GpFlag fl[] = {
-        {"clean", GP_STRING, &clean, 0, 0, 0, "the clean prompt (one row)"},
-        {"corrupt", GP_STRING, &corrupt, 0, 0, 0, "the corrupted prompt, as many tokens"},
-        {"hook", GP_STRING, &hook, 0, 0, 0, "the points to patch (a glob)"},
-        {"by", GP_STRING, &by, 0, 0, 0, "position, head or head-position"},
-        {"metric", GP_STRING, &metric, 0, 0, 0, "logit-diff (--good, --bad) or loss (clean's)"},
-        {"attribution", GP_BOOL, &attribution, 0, 1, 0, "attribution patching (1 fwd+bwd)"},
+    Flag fl[] = {
+        {"clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)", 0, 0, NULL, 0},
+        {"corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens", 0, 0, NULL,
+         0},
+        {"hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)", 0, 0, NULL, 0},
+        {"by", FLAG_PATH, &by, "NAME", "position, head or head-position", 0, 0, NULL, 0},
+        {"metric", FLAG_PATH, &metric, "NAME", "logit-diff (--good, --bad) or loss (clean's)", 0, 0,
+         NULL, 0},
+        {"attribution", FLAG_SWITCH, &attribution, NULL, "attribution patching (1 fwd+bwd)", 1, 0,
+         NULL, 0},
     };
     int rc = gp_lens_parse(argc, argv, "patch",
                            "patches the clean run's activation into the corrupted run, one (point, "

@@ -1,86 +1,20 @@
-/* main.c: attograd-gpt's entry: the subcommand, and the flag parser every command uses (a table
- * of flags with their types and ranges; a bad flag is named with the reason, exit 2).
+/* main.c: attograd-gpt's entry: the subcommand, and how every command reads its table of flags
+ * (src/flag's parser; a bad flag is named with the reason, exit 2).
  * Not here: the commands (prepare.c, train.c, sample.c, lens.c, readout.c). Read next: prepare.c. */
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt_cli.h"
 
-GpFlag *gp_flag(GpFlag *flags, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(flags[i].name, name) == 0) return &flags[i];
-    AG_CHECK(0, "gp_flag: no flag --%s", name);
-    return NULL;
+int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help) {
+    int rc = flag_parse(flags, n, argc - first, argv + first, NULL, NULL);
+    *help = rc == FLAG_HELP;
+    return *help ? AG_OK : rc;
 }
 
-static int set_value(GpFlag *f, const char *v) {
-    char *end;
-    errno = 0;
-    if (f->type == GP_STRING) {
-        if (!*v && f->lo == 0) return ag_fail(AG_ERR_ARG, "--%s: empty", f->name);
-        *(const char **)f->value = v;
-        return AG_OK;
-    }
-    double x = strtod(v, &end);
-    if (!*v || *end || errno == ERANGE || !isfinite(x))
-        return ag_fail(AG_ERR_ARG, "--%s %s: not a number", f->name, v);
-    if (f->type != GP_DOUBLE && x != floor(x))
-        return ag_fail(AG_ERR_ARG, "--%s %s: not an integer", f->name, v);
-    if (!(x >= f->lo && x <= f->hi))
-        return ag_fail(AG_ERR_ARG, "--%s %s: must be in [%.10g, %.10g]", f->name, v, f->lo, f->hi);
-    if (f->type == GP_INT) *(int *)f->value = (int)x;
-    if (f->type == GP_I64) *(int64_t *)f->value = (int64_t)x;
-    if (f->type == GP_DOUBLE) *(double *)f->value = x;
-    return AG_OK;
-}
-
-int gp_parse(int argc, char **argv, int first, GpFlag *flags, int n, int *help) {
-    *help = 0;
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            *help = 1;
-            return AG_OK;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return ag_fail(AG_ERR_ARG, "%s: unexpected argument (flags start with --)", a);
-        const char *eq = strchr(a + 2, '=');
-        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        GpFlag *f = NULL;
-        for (int k = 0; k < n && !f; k++)
-            if (strlen(flags[k].name) == len && strncmp(flags[k].name, a + 2, len) == 0)
-                f = &flags[k];
-        if (!f) return ag_fail(AG_ERR_ARG, "--%.*s: unknown flag (see --help)", (int)len, a + 2);
-        if (f->given) return ag_fail(AG_ERR_ARG, "--%s: given twice", f->name);
-        f->given = 1;
-        if (f->type == GP_BOOL) {
-            if (eq) return ag_fail(AG_ERR_ARG, "--%s takes no value", f->name);
-            *(int *)f->value = 1;
-            continue;
-        }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) return ag_fail(AG_ERR_ARG, "--%s: needs a value", f->name);
-        int rc = set_value(f, v);
-        if (rc != AG_OK) return rc;
-    }
-    return AG_OK;
-}
-
-void gp_usage(const char *cmd, const char *what, const GpFlag *flags, int n) {
-    printf("usage: " GP_PROG " %s [flags]\n%s\n\nflags:\n", cmd, what);
-    for (int i = 0; i < n; i++) {
-        const GpFlag *f = &flags[i];
-        char def[64] = "";
-        if (f->type == GP_INT) snprintf(def, sizeof def, " (%d)", *(int *)f->value);
-        if (f->type == GP_I64)
-            snprintf(def, sizeof def, " (%lld)", (long long)*(int64_t *)f->value);
-        if (f->type == GP_DOUBLE) snprintf(def, sizeof def, " (%g)", *(double *)f->value);
-        if (f->type == GP_STRING && *(const char **)f->value)
-            snprintf(def, sizeof def, " (%s)", *(const char **)f->value);
-        printf("  --%-16s %s%s\n", f->name, f->help, def);
-    }
+void gp_usage(const char *cmd, const char *what, const Flag *flags, int n) {
+    printf("usage: " GP_PROG " %s [flags]\n%s\n\nflags (default) [range]:\n", cmd, what);
+    flag_help(stdout, flags, n);
 }
 
 static void usage(void) {

@@ -76,15 +76,16 @@ int gp_prepare(int argc, char **argv) {
     const char *input = NULL, *out = NULL, *kind = "char", *cache = "build/shakespeare.txt";
     int shakespeare = 0, vocab = 512;
     double valid_frac = 0.1;
-    GpFlag fl[] = {
-        {"input", GP_STRING, &input, 0, 0, 0, "the text file"},
-        {"shakespeare", GP_BOOL, &shakespeare, 0, 0, 0, "Shakespeare's plays (docs/text.md)"},
-        {"cache", GP_STRING, &cache, 0, 0, 0, "where --shakespeare keeps the text"},
-        {"tokenizer", GP_STRING, &kind, 0, 0, 0, "char or bpe"},
-        {"vocab", GP_INT, &vocab, 256, TXT_MAX_VOCAB, 0, "bpe: the vocabulary size"},
-        {"valid-frac", GP_DOUBLE, &valid_frac, 0.0001, 0.5, 0,
-         "the last part of the tokens kept for validation"},
-        {"out", GP_STRING, &out, 0, 0, 0, "the folder to write"},
+    Flag fl[] = {
+        {"input", FLAG_PATH, &input, NULL, "the text file", 0, 0, NULL, 0},
+        {"shakespeare", FLAG_SWITCH, &shakespeare, NULL, "Shakespeare's plays (docs/text.md)", 1, 0,
+         NULL, 0},
+        {"cache", FLAG_PATH, &cache, NULL, "where --shakespeare keeps the text", 0, 0, NULL, 0},
+        {"tokenizer", FLAG_PATH, &kind, "char|bpe", "char or bpe", 0, 0, NULL, 0},
+        {"vocab", FLAG_INT, &vocab, NULL, "bpe: the vocabulary size", 256, TXT_MAX_VOCAB, NULL, 0},
+        {"valid-frac", FLAG_DOUBLE, &valid_frac, NULL,
+         "the last part of the tokens kept for validation", 0.0001, 0.5, NULL, 0},
+        {"out", FLAG_PATH, &out, NULL, "the folder to write", 0, 0, NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
@@ -97,7 +98,7 @@ int gp_prepare(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "give one of --input FILE and --shakespeare");
     if (rc == AG_OK && strcmp(kind, "char") != 0 && strcmp(kind, "bpe") != 0)
         rc = ag_fail(AG_ERR_ARG, "--tokenizer %s: char or bpe", kind);
-    if (rc == AG_OK && gp_flag(fl, n_fl, "vocab")->given && strcmp(kind, "bpe") != 0)
+    if (rc == AG_OK && flag_find(fl, n_fl, "vocab")->given && strcmp(kind, "bpe") != 0)
         rc = ag_fail(AG_ERR_ARG, "--vocab is for --tokenizer bpe");
     if (rc == AG_OK && shakespeare) rc = fetch_shakespeare(cache);
     if (rc != AG_OK) {

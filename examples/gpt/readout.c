@@ -19,15 +19,19 @@ int gp_detect(int argc, char **argv) {
     int repeat = 0, batch = 8, length = 0, exclude_bos = 0, exclude_current = 0;
     int64_t seed = 1;
     GpLensFlags a = {0};
-    GpFlag fl[] = {
-        {"repeat", GP_INT, &repeat, 0, 1 << 20, 0,
-         "without prompts: rows of this many random tokens repeated (0: half of --length)"},
-        {"length", GP_INT, &length, 0, 1 << 20, 0, "the generated rows' length (0: block_size)"},
-        {"batch", GP_INT, &batch, 1, 4096, 0, "generated rows"},
-        {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "the generated tokens' seed"},
-        {"exclude-bos", GP_BOOL, &exclude_bos, 0, 1, 0, "leave key 0 out of the attention mass"},
-        {"exclude-current", GP_BOOL, &exclude_current, 0, 1, 0,
-         "leave the query's own key out of the attention mass"},
+    Flag fl[] = {
+        {"repeat", FLAG_INT, &repeat, NULL,
+         "without prompts: rows of this many random tokens repeated (0: half of --length)", 0,
+         1 << 20, NULL, 0},
+        {"length", FLAG_INT, &length, NULL, "the generated rows' length (0: block_size)", 0,
+         1 << 20, NULL, 0},
+        {"batch", FLAG_INT, &batch, NULL, "generated rows", 1, 4096, NULL, 0},
+        {"seed", FLAG_I64, &seed, NULL, "the generated tokens' seed", 0, 9007199254740992.0, NULL,
+         0},
+        {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
+         0, NULL, 0},
+        {"exclude-current", FLAG_SWITCH, &exclude_current, NULL,
+         "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
     };
     int rc = gp_lens_parse(argc, argv, "detect",
                            "scores every head as a previous-token, duplicate-token and induction "
@@ -161,9 +165,11 @@ int gp_lens(int argc, char **argv) {
     const char *token = NULL;
     int pos = -1;
     GpLensFlags a = {0};
-    GpFlag fl[] = {
-        {"token", GP_STRING, &token, 0, 0, 0, "the token whose logit is read (or --good, --bad)"},
-        {"pos", GP_INT, &pos, -(1 << 20), 1 << 20, 0, "the position read (-1: the last)"},
+    Flag fl[] = {
+        {"token", FLAG_PATH, &token, "TOKEN", "the token whose logit is read (or --good, --bad)", 0,
+         0, NULL, 0},
+        {"pos", FLAG_INT, &pos, NULL, "the position read (-1: the last)", -(1 << 20), 1 << 20, NULL,
+         0},
     };
     int rc = gp_lens_parse(argc, argv, "lens",
                            "the logit lens (the residual stream after the embeddings and after "
@@ -292,10 +298,12 @@ int gp_lens(int argc, char **argv) {
 
 int gp_export(int argc, char **argv) {
     const char *ckpt = NULL, *out = NULL, *format = "transformer-lens";
-    GpFlag fl[] = {
-        {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"},
-        {"format", GP_STRING, &format, 0, 0, 0, "transformer-lens (the only one)"},
-        {"out", GP_STRING, &out, 0, 0, 0, "the .npz to write (its config: .json beside it)"},
+    Flag fl[] = {
+        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
+         0},
+        {"format", FLAG_PATH, &format, "NAME", "transformer-lens (the only one)", 0, 0, NULL, 0},
+        {"out", FLAG_PATH, &out, NULL, "the .npz to write (its config: .json beside it)", 0, 0,
+         NULL, 0},
     };
     int help, rc = gp_parse(argc, argv, 2, fl, 3, &help);
     if (help) {

@@ -96,15 +96,19 @@ int gp_sample(int argc, char **argv) {
     NnSampling s = {.temperature = 0.8, .top_k = 200, .top_p = 1.0};
     int max_tokens = 500, threads = 0;
     int64_t seed = 1337;
-    GpFlag fl[] = {
-        {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint (train's last.npz or best.npz)"},
-        {"prompt", GP_STRING, &prompt, 1, 0, 0, "the text to continue (else: stdin)"},
-        {"temperature", GP_DOUBLE, &s.temperature, 0, 100, 0, "0: the most likely token"},
-        {"top-k", GP_INT, &s.top_k, 0, TXT_MAX_VOCAB, 0, "keep the k most likely (0: all)"},
-        {"top-p", GP_DOUBLE, &s.top_p, 0, 1, 0, "keep the nucleus of probability p (1: all)"},
-        {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "the draws"},
-        {"max-tokens", GP_INT, &max_tokens, 0, 1 << 24, 0, "tokens to add"},
-        {"threads", GP_INT, &threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
+    Flag fl[] = {
+        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
+         0},
+        {"prompt", FLAG_STR, &prompt, NULL, "the text to continue (else: stdin)", 0, 0, NULL, 0},
+        {"temperature", FLAG_DOUBLE, &s.temperature, NULL, "0: the most likely token", 0, 100, NULL,
+         0},
+        {"top-k", FLAG_INT, &s.top_k, NULL, "keep the k most likely (0: all)", 0, TXT_MAX_VOCAB,
+         NULL, 0},
+        {"top-p", FLAG_DOUBLE, &s.top_p, NULL, "keep the nucleus of probability p (1: all)", 0, 1,
+         NULL, 0},
+        {"seed", FLAG_I64, &seed, NULL, "the draws", 0, 9007199254740992.0, NULL, 0},
+        {"max-tokens", FLAG_INT, &max_tokens, NULL, "tokens to add", 0, 1 << 24, NULL, 0},
+        {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
@@ -202,11 +206,12 @@ double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int
 int gp_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL;
     int batch = 64, threads = 0;
-    GpFlag fl[] = {
-        {"ckpt", GP_STRING, &ckpt, 0, 0, 0, "a checkpoint"},
-        {"data", GP_STRING, &data, 0, 0, 0, "the prepared folder: its valid.bin is evaluated"},
-        {"batch-size", GP_INT, &batch, 1, 1 << 16, 0, "windows a forward pass"},
-        {"threads", GP_INT, &threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
+    Flag fl[] = {
+        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint", 0, 0, NULL, 0},
+        {"data", FLAG_PATH, &data, NULL, "the prepared folder: its valid.bin is evaluated", 0, 0,
+         NULL, 0},
+        {"batch|batch-size", FLAG_INT, &batch, NULL, "windows a forward pass", 1, 1 << 16, NULL, 0},
+        {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);

@@ -3,9 +3,9 @@
  * it is used, so memory does not grow with the file, and a process reads only its rows' and
  * its validation batches' windows), the GPT's loss, backward, gradient clipping (1.0),
  * AdamW (decay on the weights of two or more dimensions only, as nanoGPT's param groups) with
- * linear warmup and cosine decay to --min-lr (OptimConfig's OPTIM_WARMUP_COSINE); every
- * --eval-interval steps the mean loss over --eval-iters fixed batches of valid.bin, best.npz
- * when it is the best so far, and last.npz. A CSV row every --log-interval steps (the means
+ * linear warmup and cosine decay to --lr-min (OptimConfig's OPTIM_WARMUP_COSINE); every
+ * --valid-every steps the mean loss over --eval-iters fixed batches of valid.bin, best.npz
+ * when it is the best so far, and last.npz. A CSV row every --log-every steps (the means
  * since the last row), a progress line with the ETA and tokens/s. SIGINT and SIGTERM save
  * last.npz and exit 130 / 143; --resume continues to the bit (the checkpoint holds the
  * weights, AdamW's state and step, the dropout RNG, the loader's RNG, the sums of the CSV row
@@ -183,10 +183,10 @@ static const char *const *choice_names(const char *flag) {
 
 /* --flag's value (when given) as the number of its name in choice_names(flag) -> *out, or
  * AG_ERR_ARG naming the flag and the choices */
-static int parse_choice(GpFlag *fl, int n, const char *flag, int *out) {
-    const GpFlag *f = gp_flag(fl, n, flag);
+static int parse_choice(Flag *fl, int n, const char *flag, int *out) {
+    const Flag *f = flag_find(fl, n, flag);
     if (!f->given) return AG_OK;
-    const char *v = *(const char **)f->value, *const *names = choice_names(flag);
+    const char *v = *(const char **)f->ptr, *const *names = choice_names(flag);
     for (int k = 1; names[k]; k++)
         if (strcmp(v, names[k]) == 0) {
             *out = k;
@@ -198,17 +198,17 @@ static int parse_choice(GpFlag *fl, int n, const char *flag, int *out) {
 
 /* --resume: a flag given again must agree with the checkpoint (the run cannot honour another
  * value); AG_ERR_ARG naming it. */
-static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *mc,
+static int check_given(const GpTrainer *g, Flag *fl, int n, const GptConfig *mc,
                        const OptimConfig *oc) {
     GptConfig so = nn_gpt_options(mc); /* the stored model's choices, each made */
     const struct {
         const char *flag;
         double given, stored;
     } v[] = {
-        {"n-layer", g->mc.n_layer, mc->n_layer},
-        {"n-head", g->mc.n_head, mc->n_head},
-        {"n-embd", g->mc.n_embd, mc->n_embd},
-        {"n-kv-head", g->mc.n_kv_head, so.n_kv_head},
+        {"layers", g->mc.n_layer, mc->n_layer},
+        {"heads", g->mc.n_head, mc->n_head},
+        {"d-model", g->mc.n_embd, mc->n_embd},
+        {"kv-heads", g->mc.n_kv_head, so.n_kv_head},
         {"llama", g->mc.style, mc->style},
         {"pos", g->mc.pos, so.pos},
         {"norm", g->mc.norm, so.norm},
@@ -216,31 +216,31 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
         {"bias", NN_GPT_BIAS_ON, so.bias},
         {"no-bias", NN_GPT_BIAS_OFF, so.bias},
         {"post-ln", g->mc.post_ln, mc->post_ln},
-        {"ffn-hidden", g->mc.ffn_hidden, so.ffn_hidden},
+        {"ff", g->mc.ffn_hidden, so.ffn_hidden},
         {"rope-base", g->mc.rope_base, so.rope_base},
         {"untied", g->mc.untied, mc->untied},
         {"block-size", g->mc.block_size, mc->block_size},
         {"dropout", g->mc.dropout, mc->dropout},
-        {"batch-size", g->batch, (double)g->pos[GP_POS_BATCH]},
+        {"batch", g->batch, (double)g->pos[GP_POS_BATCH]},
         {"lr", g->oc.lr, oc->lr},
-        {"min-lr", g->oc.schedule.lr_min, oc->schedule.lr_min},
-        {"warmup-iters", (double)g->oc.schedule.warmup, (double)oc->schedule.warmup},
-        {"lr-decay-iters", (double)g->lr_decay_iters, (double)oc->schedule.total},
+        {"lr-min", g->oc.schedule.lr_min, oc->schedule.lr_min},
+        {"warmup", (double)g->oc.schedule.warmup, (double)oc->schedule.warmup},
+        {"schedule-steps", (double)g->lr_decay_iters, (double)oc->schedule.total},
         {"beta2", g->oc.beta2, oc->beta2},
         {"weight-decay", g->wd, bitsd(g->pos[GP_POS_WD])},
-        {"grad-clip", g->clip, bitsd(g->pos[GP_POS_CLIP])},
+        {"clip", g->clip, bitsd(g->pos[GP_POS_CLIP])},
         {"seed", (double)g->seed, (double)g->pos[GP_POS_SEED]},
         {"shards", g->shards, (double)g->pos[GP_POS_SHARDS]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        const GpFlag *f = gp_flag(fl, n, v[i].flag);
+        const Flag *f = flag_find(fl, n, v[i].flag);
         if (!f->given || v[i].given == v[i].stored) continue;
-        char given[64], stored[64]; /* a choice by its name, a switch by the option */
+        char given[64], stored[64], spelled[64]; /* a choice by its name, a switch by the option */
         const char *const *names = choice_names(v[i].flag);
-        if (f->type == GP_STRING) {
-            snprintf(given, sizeof given, " %s", *(const char **)f->value);
+        if (f->type == FLAG_PATH) { /* --pos, --norm, --mlp */
+            snprintf(given, sizeof given, " %s", *(const char **)f->ptr);
             snprintf(stored, sizeof stored, "%s", names[(int)v[i].stored]);
-        } else if (f->type == GP_BOOL) {
+        } else if (f->type == FLAG_SWITCH) {
             given[0] = '\0';
             snprintf(stored, sizeof stored, "%s",
                      strcmp(v[i].flag, "llama") == 0 ? (mc->style ? "LLaMA" : "GPT-2")
@@ -256,12 +256,12 @@ static int check_given(const GpTrainer *g, GpFlag *fl, int n, const GptConfig *m
                        "--%s%s differs from the checkpoint's (%s): --resume continues the run "
                        "with its model, optimizer, batch size and seed (start a new run with "
                        "--force to change them)",
-                       v[i].flag, given, stored);
+                       flag_spelling(f, spelled, sizeof spelled), given, stored);
     }
     return AG_OK;
 }
 
-static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
+static int setup_resume(GpTrainer *g, Flag *fl, int n_fl) {
     if (!tr_file_exists(g->last_path))
         return ag_fail(AG_ERR_IO, "%s: no checkpoint to resume from (train without --resume first)",
                        g->last_path);
@@ -325,15 +325,15 @@ static int setup_resume(GpTrainer *g, GpFlag *fl, int n_fl) {
     g->clip = bitsd(g->pos[GP_POS_CLIP]);
     g->shards = (int)g->pos[GP_POS_SHARDS];
 #define KEPT(field, flag, p)                                                                       \
-    if (!gp_flag(fl, n_fl, flag)->given) g->field = (int)g->pos[p]
-    KEPT(eval_interval, "eval-interval", GP_POS_EVAL_INTERVAL);
+    if (!flag_find(fl, n_fl, flag)->given) g->field = (int)g->pos[p]
+    KEPT(eval_interval, "valid-every", GP_POS_EVAL_INTERVAL);
     KEPT(eval_iters, "eval-iters", GP_POS_EVAL_ITERS);
-    KEPT(log_interval, "log-interval", GP_POS_LOG_INTERVAL);
+    KEPT(log_interval, "log-every", GP_POS_LOG_INTERVAL);
 #undef KEPT
-    if (!gp_flag(fl, n_fl, "max-iters")->given) g->max_iters = g->oc.schedule.total;
+    if (!flag_find(fl, n_fl, "steps")->given) g->max_iters = g->oc.schedule.total;
     if (g->max_iters < g->step)
         return ag_fail(AG_ERR_ARG,
-                       "--max-iters %lld: %s is already at step %lld: give more, or none to "
+                       "--steps %lld: %s is already at step %lld: give more, or none to "
                        "finish the schedule",
                        (long long)g->max_iters, g->last_path, (long long)g->step);
     rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, g->batch, g->mc.block_size, 1,
@@ -360,10 +360,10 @@ static int setup_fresh(GpTrainer *g) {
     g->oc.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, g->oc.schedule.warmup, g->lr_decay_iters,
                                      g->oc.schedule.lr_min};
     if (g->oc.schedule.warmup >= g->lr_decay_iters)
-        return ag_fail(AG_ERR_ARG, "--warmup-iters %lld must be below --lr-decay-iters %lld",
+        return ag_fail(AG_ERR_ARG, "--warmup %lld must be below --schedule-steps %lld",
                        (long long)g->oc.schedule.warmup, (long long)g->lr_decay_iters);
     if (g->oc.schedule.lr_min > g->oc.lr)
-        return ag_fail(AG_ERR_ARG, "--min-lr %g must not exceed --lr %g", g->oc.schedule.lr_min,
+        return ag_fail(AG_ERR_ARG, "--lr-min %g must not exceed --lr %g", g->oc.schedule.lr_min,
                        g->oc.lr);
     rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, g->batch, g->mc.block_size,
                          rng_hash(g->seed, 2), "train.bin");
@@ -701,56 +701,73 @@ int gp_train(int argc, char **argv) {
     int64_t seed = 1337;
     int llama = 0, bias = 0;
     const char *pos = NULL, *norm = NULL, *mlp = NULL;
-    GpFlag fl[] = {
-        {"data", GP_STRING, &g->data, 0, 0, 0, "the prepared folder (prepare --out)"},
-        {"out", GP_STRING, &g->out, 0, 0, 0, "where last.npz, best.npz, log.csv go"},
-        {"n-layer", GP_INT, &g->mc.n_layer, 1, NN_MAX_LAYERS, 0, "blocks"},
-        {"n-head", GP_INT, &g->mc.n_head, 1, 1024, 0, "attention heads"},
-        {"n-embd", GP_INT, &g->mc.n_embd, 1, 8192, 0, "the model's width"},
-        {"n-kv-head", GP_INT, &g->mc.n_kv_head, 0, 1024, 0,
-         "key/value heads (0: n-head; fewer: grouped-query)"},
-        {"llama", GP_BOOL, &llama, 0, 0, 0,
-         "LLaMA's defaults and names (RoPE, RMSNorm, SwiGLU, no biases) instead of GPT-2's"},
-        {"pos", GP_STRING, &pos, 0, 0, 0,
-         "positions: learned|rope|none (default: GPT-2 learned, --llama rope)"},
-        {"norm", GP_STRING, &norm, 0, 0, 0,
-         "norms: layernorm|rmsnorm|none (default: GPT-2 layernorm, --llama rmsnorm)"},
-        {"mlp", GP_STRING, &mlp, 0, 0, 0,
+    Flag fl[] = {
+        {"data", FLAG_PATH, &g->data, NULL, "the prepared folder (prepare --out)", 0, 0, NULL, 0},
+        {"out", FLAG_PATH, &g->out, NULL, "where last.npz, best.npz, log.csv go", 0, 0, NULL, 0},
+        {"layers|n-layer", FLAG_INT, &g->mc.n_layer, NULL, "blocks", 1, NN_MAX_LAYERS, NULL, 0},
+        {"heads|n-head", FLAG_INT, &g->mc.n_head, NULL, "attention heads", 1, 1024, NULL, 0},
+        {"d-model|n-embd", FLAG_INT, &g->mc.n_embd, NULL, "the model's width", 1, 8192, NULL, 0},
+        {"kv-heads|n-kv-head", FLAG_INT, &g->mc.n_kv_head, NULL,
+         "key/value heads (0: --heads; fewer: grouped-query)", 0, 1024, NULL, 0},
+        {"llama", FLAG_SWITCH, &llama, NULL,
+         "LLaMA's defaults and names (RoPE, RMSNorm, SwiGLU, no biases) instead of GPT-2's", 1, 0,
+         NULL, 0},
+        {"pos", FLAG_PATH, &pos, "NAME",
+         "positions: learned|rope|none (default: GPT-2 learned, --llama rope)", 0, 0, NULL, 0},
+        {"norm", FLAG_PATH, &norm, "NAME",
+         "norms: layernorm|rmsnorm|none (default: GPT-2 layernorm, --llama rmsnorm)", 0, 0, NULL,
+         0},
+        {"mlp", FLAG_PATH, &mlp, "NAME",
          "feed-forward: gelu|swiglu|none (none: attention only; default: GPT-2 gelu, --llama "
-         "swiglu)"},
-        {"ffn-hidden", GP_INT, &g->mc.ffn_hidden, 0, 1 << 20, 0,
-         "the MLP's width (0: gelu 4 n-embd, swiglu llama2.c's 8/3 n-embd)"},
-        {"rope-base", GP_DOUBLE, &g->mc.rope_base, 0, 1e9, 0, "RoPE's base (0: 10000)"},
-        {"bias", GP_BOOL, &bias, 0, 0, 0, "biases in the Linear layers and LayerNorms (GPT-2's)"},
-        {"no-bias", GP_BOOL, &g->mc.no_bias, 0, 0, 0, "no biases (nanoGPT's bias=False; LLaMA's)"},
-        {"post-ln", GP_BOOL, &g->mc.post_ln, 0, 0, 0,
-         "post-LN blocks, norm(x + f(x)), no final norm (default: pre-LN)"},
-        {"untied", GP_BOOL, &g->mc.untied, 0, 0, 0, "a head of its own (not the embeddings)"},
-        {"block-size", GP_INT, &g->mc.block_size, 1, 1 << 16, 0, "context length (tokens)"},
-        {"dropout", GP_DOUBLE, &g->mc.dropout, 0, 0.99, 0, "dropout rate"},
-        {"batch-size", GP_INT, &g->batch, 1, 1 << 16, 0, "windows a step"},
-        {"max-iters", GP_I64, &g->max_iters, 1, 1e12, 0, "steps of the run"},
-        {"lr", GP_DOUBLE, &g->oc.lr, 0, 10, 0, "the peak learning rate"},
-        {"min-lr", GP_DOUBLE, &g->oc.schedule.lr_min, 0, 10, 0, "where the cosine ends"},
-        {"warmup-iters", GP_I64, &g->oc.schedule.warmup, 0, 1e12, 0, "linear warmup steps"},
-        {"lr-decay-iters", GP_I64, &g->lr_decay_iters, 1, 1e12, 0,
-         "the step where the cosine reaches --min-lr (default: --max-iters)"},
-        {"beta2", GP_DOUBLE, &g->oc.beta2, 0, 0.999999, 0, "AdamW's beta2"},
-        {"weight-decay", GP_DOUBLE, &g->wd, 0, 10, 0, "AdamW's decay of 2-D weights"},
-        {"grad-clip", GP_DOUBLE, &g->clip, 0, 1e30, 0, "clip the gradient norm (0: no)"},
-        {"eval-interval", GP_INT, &g->eval_interval, 1, 1 << 30, 0,
-         "steps between validations and last.npz"},
-        {"eval-iters", GP_INT, &g->eval_iters, 1, 1 << 30, 0, "batches of a validation"},
-        {"log-interval", GP_INT, &g->log_interval, 1, 1 << 30, 0, "steps between CSV rows"},
-        {"seed", GP_I64, &seed, 0, 9007199254740992.0, 0, "initialisation, batches, dropout"},
-        {"shards", GP_INT, &g->shards, 0, 1 << 16, 0,
+         "swiglu)",
+         0, 0, NULL, 0},
+        {"ff|ffn-hidden", FLAG_INT, &g->mc.ffn_hidden, NULL,
+         "the MLP's width (0: gelu 4 d-model, swiglu llama2.c's 8/3 d-model)", 0, 1 << 20, NULL, 0},
+        {"rope-base", FLAG_DOUBLE, &g->mc.rope_base, NULL, "RoPE's base (0: 10000)", 0, 1e9, NULL,
+         0},
+        {"bias", FLAG_SWITCH, &bias, NULL, "biases in the Linear layers and LayerNorms (GPT-2's)",
+         1, 0, NULL, 0},
+        {"no-bias", FLAG_SWITCH, &g->mc.no_bias, NULL, "no biases (nanoGPT's bias=False; LLaMA's)",
+         1, 0, NULL, 0},
+        {"post-ln", FLAG_SWITCH, &g->mc.post_ln, NULL,
+         "post-LN blocks, norm(x + f(x)), no final norm (default: pre-LN)", 1, 0, NULL, 0},
+        {"untied", FLAG_SWITCH, &g->mc.untied, NULL, "a head of its own (not the embeddings)", 1, 0,
+         NULL, 0},
+        {"block-size", FLAG_INT, &g->mc.block_size, NULL, "context length (tokens)", 1, 1 << 16,
+         NULL, 0},
+        {"dropout", FLAG_DOUBLE, &g->mc.dropout, NULL, "dropout rate", 0, 0.99, NULL, 0},
+        {"batch|batch-size", FLAG_INT, &g->batch, NULL, "windows a step", 1, 1 << 16, NULL, 0},
+        {"steps|max-iters", FLAG_I64, &g->max_iters, NULL, "steps of the run", 1, 1e12, NULL, 0},
+        {"lr", FLAG_DOUBLE, &g->oc.lr, NULL, "the peak learning rate", 0, FLAG_LR_MAX, NULL, 0},
+        {"lr-min|min-lr", FLAG_DOUBLE, &g->oc.schedule.lr_min, NULL, "where the cosine ends", 0,
+         FLAG_LR_MAX, NULL, 0},
+        {"warmup|warmup-iters", FLAG_I64, &g->oc.schedule.warmup, NULL, "linear warmup steps", 0,
+         1e12, NULL, 0},
+        {"schedule-steps|lr-decay-iters", FLAG_I64, &g->lr_decay_iters, NULL,
+         "the step where the cosine reaches --lr-min (default: --steps)", 1, 1e12, NULL, 0},
+        {"beta2", FLAG_DOUBLE, &g->oc.beta2, NULL, "AdamW's beta2", 0, 0.999999, NULL, 0},
+        {"weight-decay", FLAG_DOUBLE, &g->wd, NULL, "AdamW's decay of 2-D weights", 0, FLAG_WD_MAX,
+         NULL, 0},
+        {"clip|grad-clip", FLAG_DOUBLE, &g->clip, NULL, "clip the gradient norm (0: no)", 0,
+         FLAG_CLIP_MAX, NULL, 0},
+        {"valid-every|eval-interval", FLAG_INT, &g->eval_interval, NULL,
+         "steps between validations and last.npz", 1, 1 << 30, NULL, 0},
+        {"eval-iters", FLAG_INT, &g->eval_iters, NULL, "batches of a validation", 1, 1 << 30, NULL,
+         0},
+        {"log-every|log-interval", FLAG_INT, &g->log_interval, NULL, "steps between CSV rows", 1,
+         1 << 30, NULL, 0},
+        {"seed", FLAG_I64, &seed, NULL, "initialisation, batches, dropout", 0, 9007199254740992.0,
+         NULL, 0},
+        {"shards", FLAG_INT, &g->shards, NULL,
          "micro-shards a batch, summed in a fixed order: the same bits for any number of "
-         "processes (0: one a process; docs/mpi.md)"},
-        {"threads", GP_INT, &g->threads, 0, 1024, 0, "0: the CPUs (OMP_NUM_THREADS)"},
-        {"resume", GP_BOOL, &g->resume, 0, 0, 0, "continue OUT/last.npz"},
-        {"force", GP_BOOL, &g->force, 0, 0, 0, "start over an existing run"},
-        {"quiet", GP_BOOL, &g->quiet, 0, 0, 0, "print errors only"},
-        {"inject-nan", GP_I64, &g->inject_nan, 1, 1e12, 0, "(tests) a NaN weight at that step"},
+         "processes (0: one a process; docs/mpi.md)",
+         0, 1 << 16, NULL, 0},
+        {"threads", FLAG_INT, &g->threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
+        {"resume", FLAG_SWITCH, &g->resume, NULL, "continue OUT/last.npz", 1, 0, NULL, 0},
+        {"force", FLAG_SWITCH, &g->force, NULL, "start over an existing run", 1, 0, NULL, 0},
+        {"quiet", FLAG_SWITCH, &g->quiet, NULL, "print errors only", 1, 0, NULL, 0},
+        {"inject-nan", FLAG_I64, &g->inject_nan, NULL, "(tests) a NaN weight at that step", 1, 1e12,
+         NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
@@ -771,7 +788,7 @@ int gp_train(int argc, char **argv) {
     if (rc == AG_OK && (!g->data || !g->out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
     if (rc == AG_OK && (int64_t)g->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
-        rc = ag_fail(AG_ERR_ARG, "--batch-size %d x --block-size %d: more than %d tokens a step",
+        rc = ag_fail(AG_ERR_ARG, "--batch %d x --block-size %d: more than %d tokens a step",
                      g->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK && g->resume && g->force)
         rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");

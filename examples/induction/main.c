@@ -5,39 +5,10 @@
  * below 1.0, the head with the highest induction score (and the previous-token head that feeds
  * it), and the control's highest induction score. Errors in flags or files exit 2 naming the
  * flag or the path. Read next: model.c. */
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "induction.h"
 #include "translate.h" /* tr_make_dirs, tr_malloc */
-
-static void usage(FILE *f) {
-    fputs("usage: attograd-induction [flags]\n"
-          "Trains a 2-layer attention-only transformer (and a 1-layer control) on random\n"
-          "prefixes repeated to fill the context, recording the loss on the repeated positions\n"
-          "and every head's induction and previous-token scores (docs/induction.md).\n"
-          "  --out DIR          output folder (build/induction)\n"
-          "  --steps N          training steps (1500)\n"
-          "  --every N          record every N steps (25)\n"
-          "  --batch N          training sequences per step (32)\n"
-          "  --eval-batch N     sequences of the fixed evaluation batch (32)\n"
-          "  --lr X             AdamW's learning rate (3e-3)\n"
-          "  --weight-decay X   AdamW's decoupled weight decay (0.01)\n"
-          "  --seed N           initialisation and data (1)\n"
-          "  --vocab N          tokens (64)\n"
-          "  --ctx N            context length (64)\n"
-          "  --d-model N        residual width (64)\n"
-          "  --heads N          heads per layer (4)\n"
-          "  --min-prefix N     shortest repeated prefix (8)\n"
-          "  --max-prefix N     longest repeated prefix (24)\n"
-          "  --no-control       skip the 1-layer control\n"
-          "  --quiet            print the summary only\n"
-          "Writes DIR/induction.npz, curves.csv, heads.csv, positions.csv and, with gnuplot,\n"
-          "loss.png, scores.png, patterns_two_layer.png, patterns_one_layer.png.\n",
-          f);
-}
 
 static int bad(const char *flag, const char *value, const char *why) {
     fprintf(stderr, "attograd-induction: %s %s: %s (attograd-induction --help)\n", flag,
@@ -45,97 +16,54 @@ static int bad(const char *flag, const char *value, const char *why) {
     return 2;
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end) return bad(flag, v, "not an integer");
-    if (x < lo || x > hi) {
-        char why[96];
-        snprintf(why, sizeof why, "must be in [%d, %d]", lo, hi);
-        return bad(flag, v, why);
-    }
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x)) return bad(flag, v, "not a finite number");
-    if (x < lo || x > hi) {
-        char why[96];
-        snprintf(why, sizeof why, "must be in [%g, %g]", lo, hi);
-        return bad(flag, v, why);
-    }
-    *out = x;
-    return 0;
-}
-
+/* The flags into o (its defaults shown by --help): 0, -1 after --help, or 2 (message printed) */
 static int parse_args(int argc, char **argv, IndOptions *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
-        }
-        if (!strcmp(a, "--no-control")) {
-            o->control = 0;
-            continue;
-        }
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-            continue;
-        }
-        struct {
-            const char *name;
-            int *i;
-            double *d;
-            int lo, hi;
-            double dlo, dhi;
-        } const flags[] = {
-            {"--steps", &o->steps, NULL, 0, 1000000, 0, 0},
-            {"--every", &o->every, NULL, 1, 1000000, 0, 0},
-            {"--batch", &o->batch, NULL, 1, 4096, 0, 0},
-            {"--eval-batch", &o->eval_batch, NULL, 1, 1024, 0, 0},
-            {"--vocab", &o->vocab, NULL, 2, 65536, 0, 0},
-            {"--ctx", &o->ctx, NULL, 4, 1024, 0, 0},
-            {"--d-model", &o->d_model, NULL, 1, 4096, 0, 0},
-            {"--heads", &o->n_head, NULL, 1, 64, 0, 0},
-            {"--min-prefix", &o->min_prefix, NULL, 1, 1024, 0, 0},
-            {"--max-prefix", &o->max_prefix, NULL, 1, 1024, 0, 0},
-            {"--lr", NULL, &o->lr, 0, 0, 0, 1},
-            {"--weight-decay", NULL, &o->weight_decay, 0, 0, 0, 10},
-        };
-        int k = 0, n = (int)(sizeof flags / sizeof flags[0]);
-        if (!strcmp(a, "--out") || !strcmp(a, "--seed"))
-            k = -1;
-        else
-            while (k < n && strcmp(a, flags[k].name)) k++;
-        if (k == n) return bad(a, NULL, "unknown flag");
-        if (i + 1 >= argc) return bad(a, NULL, "needs a value");
-        const char *v = argv[++i];
-        if (!strcmp(a, "--out")) {
-            if (!*v) return bad(a, v, "an empty path");
-            o->out = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || end == v || *end || *v == '-') return bad(a, v, "not a seed (0 or more)");
-            o->seed = s;
-        } else if (flags[k].i) {
-            if (parse_int(a, v, flags[k].lo, flags[k].hi, flags[k].i)) return 2;
-        } else if (parse_double(a, v, flags[k].dlo, flags[k].dhi, flags[k].d))
-            return 2;
+    Flag fl[] = {
+        {"out", FLAG_PATH, &o->out, "DIR", "output folder", 0, 0, NULL, 0},
+        {"steps", FLAG_INT, &o->steps, "N", "training steps", 0, 1000000, NULL, 0},
+        {"every", FLAG_INT, &o->every, "N", "record every N steps", 1, 1000000, NULL, 0},
+        {"batch", FLAG_INT, &o->batch, "N", "training sequences per step", 1, 4096, NULL, 0},
+        {"eval-batch", FLAG_INT, &o->eval_batch, "N", "sequences of the fixed evaluation batch", 1,
+         1024, NULL, 0},
+        {"lr", FLAG_DOUBLE, &o->lr, "X", "AdamW's learning rate", 0, FLAG_LR_MAX, NULL, 0},
+        {"weight-decay", FLAG_DOUBLE, &o->weight_decay, "X", "AdamW's decoupled weight decay", 0,
+         FLAG_WD_MAX, NULL, 0},
+        {"seed", FLAG_U64, &o->seed, "N", "initialisation and data", 0, 18446744073709551615.0,
+         NULL, 0},
+        {"vocab", FLAG_INT, &o->vocab, "N", "tokens", 2, 65536, NULL, 0},
+        {"block-size|ctx", FLAG_INT, &o->ctx, "N", "context length", 4, 1024, NULL, 0},
+        {"d-model", FLAG_INT, &o->d_model, "N", "residual width", 1, 4096, NULL, 0},
+        {"heads", FLAG_INT, &o->n_head, "N", "heads per layer", 1, 64, NULL, 0},
+        {"min-prefix", FLAG_INT, &o->min_prefix, "N", "shortest repeated prefix", 1, 1024, NULL, 0},
+        {"max-prefix", FLAG_INT, &o->max_prefix, "N", "longest repeated prefix", 1, 1024, NULL, 0},
+        {"no-control", FLAG_SWITCH, &o->control, NULL, "skip the 1-layer control", 0, 0, NULL, 0},
+        {"quiet", FLAG_SWITCH, &o->quiet, NULL, "print the summary only", 1, 0, NULL, 0},
+    };
+    int n = (int)(sizeof fl / sizeof fl[0]);
+    int rc = flag_parse(fl, n, argc - 1, argv + 1, NULL, NULL);
+    if (rc == FLAG_HELP) {
+        printf("usage: attograd-induction [flags]\n"
+               "Trains a 2-layer attention-only transformer (and a 1-layer control) on random\n"
+               "prefixes repeated to fill the context, recording the loss on the repeated "
+               "positions\nand every head's induction and previous-token scores "
+               "(docs/induction.md).\nflags (default) [range]:\n");
+        flag_help(stdout, fl, n);
+        printf("Writes DIR/induction.npz, curves.csv, heads.csv, positions.csv and, with "
+               "gnuplot,\nloss.png, scores.png, patterns_two_layer.png, "
+               "patterns_one_layer.png.\n");
+        return -1;
+    }
+    if (rc != AG_OK) {
+        fprintf(stderr, "attograd-induction: %s (attograd-induction --help)\n", ag_last_error());
+        return 2;
     }
     if (o->d_model % o->n_head)
         return bad("--heads", NULL, "the number of heads must divide --d-model");
     if (o->min_prefix < 2 || o->min_prefix > o->max_prefix)
         return bad("--min-prefix", NULL, "must be at least 2 and at most --max-prefix");
     if (o->max_prefix >= o->ctx)
-        return bad("--max-prefix", NULL, "must be shorter than --ctx (the prefix must repeat)");
+        return bad("--max-prefix", NULL,
+                   "must be shorter than --block-size (the prefix must repeat)");
     return 0;
 }
 

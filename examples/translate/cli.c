@@ -23,47 +23,7 @@
  * it touches a file or the machine (the fuzz harness of the command line, fuzz/cli.c) */
 static int parse_only;
 
-/* ---- a table-driven flag parser ---- */
-/* O_STR: any text; O_PATH: a file or folder, not empty */
-typedef enum { O_INT, O_I64, O_DOUBLE, O_STR, O_PATH, O_SET, O_CHOICE } OptType;
-
-typedef struct {
-    const char *name; /* without the leading "--" */
-    OptType type;
-    void *ptr;       /* int, int64_t, double, const char * (O_STR, O_PATH), int (O_SET, O_CHOICE) */
-    const char *arg; /* the value's name in the help ("N", "PATH"); NULL for O_SET */
-    const char *help;
-    double lo, hi;              /* allowed range of a number; O_SET: the value it stores (lo) */
-    const char *const *choices; /* O_CHOICE: NULL-terminated names; *ptr = the index */
-    int set;                    /* given on the command line */
-} Opt;
-
-static void print_value(FILE *f, const Opt *o) {
-    switch (o->type) {
-    case O_INT: fprintf(f, "%d", *(int *)o->ptr); break;
-    case O_I64: fprintf(f, "%lld", (long long)*(int64_t *)o->ptr); break;
-    case O_DOUBLE: fprintf(f, "%g", *(double *)o->ptr); break;
-    case O_STR:
-    case O_PATH: fprintf(f, "%s", *(const char **)o->ptr ? *(const char **)o->ptr : ""); break;
-    case O_CHOICE: fprintf(f, "%s", o->choices[*(int *)o->ptr]); break;
-    case O_SET: break;
-    }
-}
-
-static void print_opts(FILE *f, const Opt *opts, int n) {
-    for (int i = 0; i < n; i++) {
-        const Opt *o = &opts[i];
-        char head[64];
-        snprintf(head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-22s %s", head, o->help);
-        if (o->type != O_SET && !strstr(o->help, "(default")) {
-            fprintf(f, " (");
-            print_value(f, o);
-            fprintf(f, ")");
-        }
-        fprintf(f, "\n");
-    }
-}
+/* ---- the flags: src/flag's parser, its messages after "attograd-translate CMD: " ---- */
 
 static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
     fprintf(stderr, "%s %s: ", PROG, cmd);
@@ -72,119 +32,18 @@ static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
     return TR_EXIT_USAGE;
 }
 
-/* Parses argv[0..argc) (after the subcommand). Positional arguments go to pos (*npos of them).
- * Returns -1 if --help was asked, 0 if all is well, else TR_EXIT_USAGE (message printed). */
-static int parse(const char *cmd, Opt *opts, int n, int argc, char **argv, char **pos, int *npos) {
-    *npos = 0;
-    int only_pos = 0;
-    for (int i = 0; i < argc; i++) {
-        char *a = argv[i];
-        if (only_pos || a[0] != '-' || strcmp(a, "-") == 0) {
-            pos[(*npos)++] = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            only_pos = 1;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return -1;
-        if (strncmp(a, "--", 2) != 0) return bad(cmd, "unknown flag '%s'%s", a, "");
-        const char *name = a + 2, *eq = strchr(name, '='), *val = NULL;
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        Opt *o = NULL;
-        for (int k = 0; k < n && !o; k++)
-            if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0) o = &opts[k];
-        if (!o) return bad(cmd, "unknown flag '%s'%s", a, "");
-        if (o->type == O_SET) {
-            if (eq) return bad(cmd, "flag '--%s' takes no value%s", o->name, "");
-            *(int *)o->ptr = (int)o->lo;
-            o->set = 1;
-            continue;
-        }
-        if (eq)
-            val = eq + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else
-            return bad(cmd, "flag '--%s' needs a value (%s)", o->name, o->arg);
-        char *end = NULL;
-        errno = 0;
-        double x = 0;
-        switch (o->type) {
-        case O_INT:
-        case O_I64: {
-            long long v = strtoll(val, &end, 10);
-            if (!*val || *end || (errno && errno != ERANGE))
-                return bad(cmd, "'--%s %s' is not an integer", o->name, val);
-            /* beyond long long (ERANGE): v is LLONG_MIN or LLONG_MAX, out of every range */
-            x = (double)v;
-            if (x < o->lo || x > o->hi) break;
-            if (o->type == O_INT)
-                *(int *)o->ptr = (int)v;
-            else
-                *(int64_t *)o->ptr = v;
-            break;
-        }
-        case O_DOUBLE:
-            /* ERANGE: an overflow gives +-HUGE_VAL (out of range below); an underflow a
-             * subnormal or 0, a number like any other (1e-320) */
-            x = strtod(val, &end);
-            if (!*val || *end || (errno && errno != ERANGE) || x != x)
-                return bad(cmd, "'--%s %s' is not a number", o->name, val);
-            if (x >= o->lo && x <= o->hi) *(double *)o->ptr = x;
-            break;
-        case O_PATH:
-            if (!*val) return bad(cmd, "'--%s' is empty: give a %s", o->name, o->arg);
-            *(const char **)o->ptr = val;
-            break;
-        case O_STR: *(const char **)o->ptr = val; break;
-        case O_CHOICE: {
-            int k = 0;
-            while (o->choices[k] && strcmp(o->choices[k], val) != 0) k++;
-            if (!o->choices[k]) {
-                char list[256] = "";
-                for (int j = 0; o->choices[j]; j++) {
-                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
-                    strncat(list, o->choices[j], sizeof list - strlen(list) - 1);
-                }
-                fprintf(stderr, "%s %s: '--%s %s': expected one of %s (see %s %s --help)\n", PROG,
-                        cmd, o->name, val, list, PROG, cmd);
-                return TR_EXIT_USAGE;
-            }
-            *(int *)o->ptr = k;
-            break;
-        }
-        case O_SET: break;
-        }
-        if ((o->type == O_INT || o->type == O_I64) && (x < o->lo || x > o->hi)) {
-            fprintf(stderr, "%s %s: '--%s %s' is out of range [%lld, %lld] (see %s %s --help)\n",
-                    PROG, cmd, o->name, val, (long long)o->lo, (long long)o->hi, PROG, cmd);
-            return TR_EXIT_USAGE;
-        }
-        if (o->type == O_DOUBLE && (x < o->lo || x > o->hi)) {
-            fprintf(stderr, "%s %s: '--%s %s' is out of range [%g, %g] (see %s %s --help)\n", PROG,
-                    cmd, o->name, val, o->lo, o->hi, PROG, cmd);
-            return TR_EXIT_USAGE;
-        }
-        o->set = 1;
-    }
-    return 0;
+/* Parses argv[0..argc) (after the subcommand); positional arguments go to pos (*npos of them),
+ * or are refused when pos is NULL. Returns -1 if --help was asked, 0 if all is well, else
+ * TR_EXIT_USAGE (message printed). */
+static int parse(const char *cmd, Flag *opts, int n, int argc, char **argv, char **pos, int *npos) {
+    int rc = flag_parse(opts, n, argc, argv, pos, npos);
+    if (rc == FLAG_HELP) return -1;
+    return rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
 }
 
 /* parse for a command that takes flags only: a positional argument is a usage error */
-static int parse_flags(const char *cmd, Opt *opts, int n, int argc, char **argv) {
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    if (!pos) return bad(cmd, "out of memory%s%s", "", "");
-    int npos, rc = parse(cmd, opts, n, argc, argv, pos, &npos);
-    if (rc == 0 && npos > 0) rc = bad(cmd, "unexpected argument '%s'%s", pos[0], "");
-    free(pos);
-    return rc;
-}
-
-static Opt *find_opt(Opt *opts, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(opts[i].name, name) == 0) return &opts[i];
-    return NULL;
+static int parse_flags(const char *cmd, Flag *opts, int n, int argc, char **argv) {
+    return parse(cmd, opts, n, argc, argv, NULL, NULL);
 }
 
 /* --threads N (0: the library's default, ag_threads_default); more than the CPUs warns */
@@ -205,7 +64,7 @@ static const char *const act_names[] = {"relu", "gelu", NULL};
  * batch size and the seed given again go to given (" name name "), and tr_train refuses a
  * value that differs from the checkpoint's (exit 2 naming the flag); the run's settings not
  * given again are the checkpoint's (TR_KEEP). */
-static void resume_flags(Opt *opts, int n, char *given, size_t cap) {
+static void resume_flags(Flag *opts, int n, char *given, size_t cap) {
     static const char *const fixed[] = {
         "d-model",      "heads",      "kv-heads", "layers",    "enc-layers",     "dec-layers",
         "ff",           "act",        "dropout",  "pre-ln",    "post-ln",        "max-len",
@@ -216,16 +75,16 @@ static void resume_flags(Opt *opts, int n, char *given, size_t cap) {
     };
     snprintf(given, cap, " ");
     for (int i = 0; fixed[i]; i++)
-        if (find_opt(opts, n, fixed[i])->set && strlen(given) + strlen(fixed[i]) + 2 < cap)
+        if (flag_given(opts, n, fixed[i]) && strlen(given) + strlen(fixed[i]) + 2 < cap)
             strcat(strcat(given, fixed[i]), " ");
     static const char *const keep[] = {"steps",     "log-every", "valid-every", "save-every",
                                        "valid-max", "clip",      NULL};
     for (int i = 0; keep[i]; i++) {
-        Opt *o = find_opt(opts, n, keep[i]);
-        if (o->set) continue;
-        if (o->type == O_I64)
+        Flag *o = flag_find(opts, n, keep[i]);
+        if (o->given) continue;
+        if (o->type == FLAG_I64)
             *(int64_t *)o->ptr = TR_KEEP;
-        else if (o->type == O_DOUBLE)
+        else if (o->type == FLAG_DOUBLE)
             *(double *)o->ptr = TR_KEEP;
         else
             *(int *)o->ptr = TR_KEEP;
@@ -240,93 +99,98 @@ static int cmd_train(int argc, char **argv) {
     int schedule = (int)c.optim.schedule.kind, act = (int)c.model.layer.act, no_valid = 0;
     int quiet = 0, kv_heads = 0, tokenizer = (int)c.tokenizer;
     int64_t warmup = c.optim.schedule.warmup;
-    Opt opts[] = {
-        {"data", O_PATH, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
-        {"train", O_PATH, &train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0, NULL, 0},
-        {"valid", O_PATH, &valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0, NULL,
+    Flag opts[] = {
+        {"data", FLAG_PATH, &data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
+        {"train", FLAG_PATH, &train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0, NULL,
          0},
-        {"no-valid", O_SET, &no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL, 0},
-        {"out", O_PATH, &c.out_dir, "DIR", "where last.npz, best.npz and log.csv go", 0, 0, NULL,
+        {"valid", FLAG_PATH, &valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0, NULL,
          0},
-        {"resume", O_SET, &c.resume, NULL, "continue the run in --out from its last.npz", 1, 0,
+        {"no-valid", FLAG_SWITCH, &no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL,
+         0},
+        {"out", FLAG_PATH, &c.out_dir, "DIR", "where last.npz, best.npz and log.csv go", 0, 0, NULL,
+         0},
+        {"resume", FLAG_SWITCH, &c.resume, NULL, "continue the run in --out from its last.npz", 1,
+         0, NULL, 0},
+        {"force", FLAG_SWITCH, &c.force, NULL, "start a new run even if --out holds one", 1, 0,
          NULL, 0},
-        {"force", O_SET, &c.force, NULL, "start a new run even if --out holds one", 1, 0, NULL, 0},
-        {"tokenizer", O_CHOICE, &tokenizer, "word|char|bpe",
+        {"tokenizer", FLAG_CHOICE, &tokenizer, "word|char|bpe",
          "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
          tr_tok_names, 0},
-        {"vocab", O_INT, &c.vocab, "N",
+        {"vocab", FLAG_INT, &c.vocab, "N",
          "--tokenizer bpe: each side's tokens, the 256 bytes included", TR_BPE_VOCAB_MIN,
          TR_BPE_VOCAB_MAX, NULL, 0},
-        {"d-model", O_INT, &c.model.layer.d_model, "N", "model width", 1, 8192, NULL, 0},
-        {"heads", O_INT, &c.model.layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
-        {"kv-heads", O_INT, &kv_heads, "N", "key/value heads, grouped-query (default: --heads)", 0,
-         1024, NULL, 0},
-        {"layers", O_INT, &layers, "N", "encoder and decoder layers", 1, NN_MAX_LAYERS, NULL, 0},
-        {"enc-layers", O_INT, &enc, "N", "encoder layers (default --layers)", 0, NN_MAX_LAYERS,
+        {"d-model", FLAG_INT, &c.model.layer.d_model, "N", "model width", 1, 8192, NULL, 0},
+        {"heads", FLAG_INT, &c.model.layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
+        {"kv-heads", FLAG_INT, &kv_heads, "N", "key/value heads, grouped-query (default: --heads)",
+         0, 1024, NULL, 0},
+        {"layers", FLAG_INT, &layers, "N", "encoder and decoder layers", 1, NN_MAX_LAYERS, NULL, 0},
+        {"enc-layers", FLAG_INT, &enc, "N", "encoder layers (default --layers)", 0, NN_MAX_LAYERS,
          NULL, 0},
-        {"dec-layers", O_INT, &dec, "N", "decoder layers (default --layers)", 1, NN_MAX_LAYERS,
+        {"dec-layers", FLAG_INT, &dec, "N", "decoder layers (default --layers)", 1, NN_MAX_LAYERS,
          NULL, 0},
-        {"ff", O_INT, &c.model.layer.d_ff, "N", "feed-forward width", 1, 65536, NULL, 0},
-        {"act", O_CHOICE, &act, "relu|gelu", "feed-forward activation", 0, 0, act_names, 0},
-        {"dropout", O_DOUBLE, &c.model.layer.dropout, "P", "dropout", 0, 0.99, NULL, 0},
-        {"pre-ln", O_SET, &c.model.layer.pre_ln, NULL, "LayerNorm before each sub-layer", 1, 0,
+        {"ff", FLAG_INT, &c.model.layer.d_ff, "N", "feed-forward width", 1, 65536, NULL, 0},
+        {"act", FLAG_CHOICE, &act, "relu|gelu", "feed-forward activation", 0, 0, act_names, 0},
+        {"dropout", FLAG_DOUBLE, &c.model.layer.dropout, "P", "dropout", 0, 0.99, NULL, 0},
+        {"pre-ln", FLAG_SWITCH, &c.model.layer.pre_ln, NULL, "LayerNorm before each sub-layer", 1,
+         0, NULL, 0},
+        {"post-ln", FLAG_SWITCH, &c.model.layer.pre_ln, NULL, "LayerNorm after (the default)", 0, 0,
          NULL, 0},
-        {"post-ln", O_SET, &c.model.layer.pre_ln, NULL, "LayerNorm after (the default)", 0, 0, NULL,
-         0},
-        {"max-len", O_INT, &c.model.max_len, "N", "longest sequence, EOS/BOS included", 2, 4096,
+        {"max-len", FLAG_INT, &c.model.max_len, "N", "longest sequence, EOS/BOS included", 2, 4096,
          NULL, 0},
-        {"learned-pos", O_SET, &c.model.learned_pos, NULL, "learned positions, not sinusoids", 1, 0,
+        {"learned-pos", FLAG_SWITCH, &c.model.learned_pos, NULL, "learned positions, not sinusoids",
+         1, 0, NULL, 0},
+        {"tie-output", FLAG_SWITCH, &c.model.tie_output, NULL, "the generator shares tgt_embed", 1,
+         0, NULL, 0},
+        {"optim", FLAG_CHOICE, &optim, "NAME", "sgd, adam or adamw", 0, 0, optim_names, 0},
+        {"lr", FLAG_DOUBLE, &c.optim.lr, "X", "peak learning rate", 0, FLAG_LR_MAX, NULL, 0},
+        {"beta1", FLAG_DOUBLE, &c.optim.beta1, "X", "Adam's beta1", 0, 0.999999, NULL, 0},
+        {"beta2", FLAG_DOUBLE, &c.optim.beta2, "X", "Adam's beta2", 0, 0.999999, NULL, 0},
+        {"weight-decay", FLAG_DOUBLE, &c.optim.weight_decay, "X",
+         "weight decay (default 0, adamw 0.01)", 0, FLAG_WD_MAX, NULL, 0},
+        {"momentum", FLAG_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
+        {"schedule", FLAG_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0,
+         0, schedule_names, 0},
+        {"warmup", FLAG_I64, &warmup, "N", "warmup steps (default: min(300, steps / 5))", 0, BIG,
          NULL, 0},
-        {"tie-output", O_SET, &c.model.tie_output, NULL, "the generator shares tgt_embed", 1, 0,
-         NULL, 0},
-        {"optim", O_CHOICE, &optim, "NAME", "sgd, adam or adamw", 0, 0, optim_names, 0},
-        {"lr", O_DOUBLE, &c.optim.lr, "X", "peak learning rate", 0, BIG, NULL, 0},
-        {"beta1", O_DOUBLE, &c.optim.beta1, "X", "Adam's beta1", 0, 0.999999, NULL, 0},
-        {"beta2", O_DOUBLE, &c.optim.beta2, "X", "Adam's beta2", 0, 0.999999, NULL, 0},
-        {"weight-decay", O_DOUBLE, &c.optim.weight_decay, "X",
-         "weight decay (default 0, adamw 0.01)", 0, BIG, NULL, 0},
-        {"momentum", O_DOUBLE, &c.optim.momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
-        {"schedule", O_CHOICE, &schedule, "NAME", "lr schedule: constant, invsqrt or cosine", 0, 0,
-         schedule_names, 0},
-        {"warmup", O_I64, &warmup, "N", "warmup steps (default: min(300, steps / 5))", 0, BIG, NULL,
-         0},
-        {"schedule-steps", O_I64, &c.optim.schedule.total, "N",
+        {"schedule-steps", FLAG_I64, &c.optim.schedule.total, "N",
          "steps the cosine spans (default --steps)", 0, BIG, NULL, 0},
-        {"lr-min", O_DOUBLE, &c.optim.schedule.lr_min, "X", "cosine: the final lr", 0, BIG, NULL,
-         0},
-        {"embed-gain", O_DOUBLE, &c.embed_gain, "G",
+        {"lr-min", FLAG_DOUBLE, &c.optim.schedule.lr_min, "X", "cosine: the final lr", 0,
+         FLAG_LR_MAX, NULL, 0},
+        {"embed-gain", FLAG_DOUBLE, &c.embed_gain, "G",
          "initial embeddings N(0, G^2/d_model): std G once scaled by sqrt(d_model)", 0, BIG, NULL,
          0},
-        {"clip", O_DOUBLE, &c.clip, "X", "max gradient norm, 0: no clipping", 0, BIG, NULL, 0},
-        {"batch", O_INT, &c.batch, "N", "sentence pairs a batch", 1, 1 << 20, NULL, 0},
-        {"steps", O_I64, &c.steps, "N", "training steps", 1, BIG, NULL, 0},
-        {"epochs", O_INT, &c.epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL, 0},
-        {"seed", O_I64, &c.seed, "N", "weights, dropout and data order", 0, BIG, NULL, 0},
-        {"threads", O_INT, &c.threads, "N",
+        {"clip", FLAG_DOUBLE, &c.clip, "X", "max gradient norm, 0: no clipping", 0, FLAG_CLIP_MAX,
+         NULL, 0},
+        {"batch", FLAG_INT, &c.batch, "N", "sentence pairs a batch", 1, 1 << 20, NULL, 0},
+        {"steps", FLAG_I64, &c.steps, "N", "training steps", 1, BIG, NULL, 0},
+        {"epochs", FLAG_INT, &c.epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL,
+         0},
+        {"seed", FLAG_I64, &c.seed, "N", "weights, dropout and data order", 0, BIG, NULL, 0},
+        {"threads", FLAG_INT, &c.threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
-        {"shards", O_INT, &c.shards, "S",
+        {"shards", FLAG_INT, &c.shards, "S",
          "micro-shards a batch, summed in a fixed order: the same bits for any number of "
          "processes under mpirun (0: one a process; docs/mpi.md)",
          0, 1 << 20, NULL, 0},
-        {"log-every", O_INT, &c.log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
-        {"valid-every", O_INT, &c.valid_every, "N", "steps between validations", 1, 1 << 30, NULL,
-         0},
-        {"save-every", O_INT, &c.save_every, "N", "steps between saves (default --valid-every)", 0,
-         1 << 30, NULL, 0},
-        {"valid-max", O_INT, &c.valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30, NULL,
-         0},
-        {"compress", O_INT, &c.compress, "LEVEL", "zlib level of the checkpoints, 0: stored", 0, 9,
+        {"log-every", FLAG_INT, &c.log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
+        {"valid-every", FLAG_INT, &c.valid_every, "N", "steps between validations", 1, 1 << 30,
          NULL, 0},
-        {"quiet", O_SET, &quiet, NULL, "print errors only", 1, 0, NULL, 0},
-        {"inject-nan", O_I64, &c.inject_nan, "STEP", "testing: poison a weight at STEP", 0, BIG,
+        {"save-every", FLAG_INT, &c.save_every, "N", "steps between saves (default --valid-every)",
+         0, 1 << 30, NULL, 0},
+        {"valid-max", FLAG_INT, &c.valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30,
          NULL, 0},
-        {"check-finite", O_SET, &c.check_finite, NULL,
+        {"compress", FLAG_INT, &c.compress, "LEVEL", "zlib level of the checkpoints, 0: stored", 0,
+         9, NULL, 0},
+        {"quiet", FLAG_SWITCH, &quiet, NULL, "print errors only", 1, 0, NULL, 0},
+        {"inject-nan", FLAG_I64, &c.inject_nan, "STEP", "testing: poison a weight at STEP", 0, BIG,
+         NULL, 0},
+        {"check-finite", FLAG_SWITCH, &c.check_finite, NULL,
          "check every op's output and gradient: a divergence names the op", 1, 0, NULL, 0},
-        {"max-memory", O_DOUBLE, &c.max_memory, "GIB",
+        {"max-memory", FLAG_DOUBLE, &c.max_memory, "GIB",
          "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG, NULL,
          0},
-        {"report-rss", O_I64, &c.report_rss, "STEP", "print the peak RSS after STEP and at the end",
-         0, BIG, NULL, 0},
+        {"report-rss", FLAG_I64, &c.report_rss, "STEP",
+         "print the peak RSS after STEP and at the end", 0, BIG, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
     int rc = parse_flags("train", opts, n, argc, argv);
@@ -338,17 +202,17 @@ static int cmd_train(int argc, char **argv) {
                "(gnuplot).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
                "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
                "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
-               "state), 2 bad flags or data.\nflags (default):\n",
+               "state), 2 bad flags or data.\nflags (default) [range]:\n",
                PROG, "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact");
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         return TR_EXIT_OK;
     }
     if (rc) return rc;
     set_threads(c.threads);
-    if (find_opt(opts, n, "steps")->set && c.epochs > 0)
+    if (flag_given(opts, n, "steps") && c.epochs > 0)
         return bad("train", "give --steps or --epochs, not both%s%s", "", "");
     c.tokenizer = (TrTokKind)tokenizer;
-    if (find_opt(opts, n, "vocab")->set && c.tokenizer != TR_TOK_BPE)
+    if (flag_given(opts, n, "vocab") && c.tokenizer != TR_TOK_BPE)
         return bad("train", "--vocab needs --tokenizer bpe%s%s", "", "");
     char given[512];
     if (c.resume) {
@@ -361,7 +225,7 @@ static int cmd_train(int argc, char **argv) {
     c.model.layer.n_kv_heads = kv_heads > 0 ? kv_heads : c.model.layer.n_heads;
     c.model.layer.act = (NnActivation)act;
     c.optim.kind = (OptimKind)optim;
-    if (c.optim.kind == OPTIM_ADAMW && !find_opt(opts, n, "weight-decay")->set)
+    if (c.optim.kind == OPTIM_ADAMW && !flag_given(opts, n, "weight-decay"))
         c.optim.weight_decay = 0.01;
     c.optim.schedule.kind = (OptimScheduleKind)schedule;
     c.optim.schedule.warmup = warmup;
@@ -398,16 +262,16 @@ static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
 static int cmd_eval(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *hyps_path = NULL;
     int batch = 64, limit = 0, threads = 0;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"batch", O_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
-        {"max", O_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30, NULL,
-         0},
-        {"hyps", O_PATH, &hyps_path, "FILE",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"batch", FLAG_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
+        {"max", FLAG_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30,
+         NULL, 0},
+        {"hyps", FLAG_PATH, &hyps_path, "FILE",
          "write source<TAB>reference<TAB>hypothesis lines "
          "(default: none)",
          0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N",
+        {"threads", FLAG_INT, &threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -419,9 +283,9 @@ static int cmd_eval(int argc, char **argv) {
                "prints\nexact match (whole sentences), token accuracy (reference positions "
                "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
                "brevity penalty). Memory: one batch\nand the hypotheses of 4096 pairs at a time, "
-               "whatever the size of the file.\nflags (default):\n",
+               "whatever the size of the file.\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
@@ -556,11 +420,12 @@ static int cmd_translate(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT;
     int beam = 1, threads = 0;
     double alpha = 0.6;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"beam", O_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
-        {"alpha", O_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL, 0},
-        {"threads", O_INT, &threads, "N",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
+        {"alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL,
+         0},
+        {"threads", FLAG_INT, &threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -574,9 +439,9 @@ static int cmd_translate(int argc, char **argv) {
                "own: \"the cat sees a dog .\");\nunknown words are named on stderr with a hint "
                "and read as <unk> (`%s vocab`\nlists the words). Input is UTF-8 (a byte-order "
                "mark is dropped). Greedy decoding with\nthe key/value cache, or --beam K.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG, PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
@@ -664,16 +529,16 @@ static int cmd_attention(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *out = "build/attention", *sentence = NULL;
     const char *target = NULL;
     int threads = 0, no_plot = 0;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"sentence", O_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0, 0,
-         NULL, 0},
-        {"target", O_STR, &target, "TEXT",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"sentence", FLAG_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0,
+         0, NULL, 0},
+        {"target", FLAG_STR, &target, "TEXT",
          "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
-        {"out", O_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0, NULL,
-         0},
-        {"no-plot", O_SET, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N",
+        {"out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0,
+         NULL, 0},
+        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -687,9 +552,9 @@ static int cmd_attention(int argc, char **argv) {
                "encoder.layers.0.self_attn, decoder.layers.0.self_attn,\n"
                "decoder.layers.0.multihead_attn; encoder_tokens and decoder_tokens as bytes) and "
                "one picture\nper layer, --out/attention_layerN.png (gnuplot; skipped when it is "
-               "not installed).\nflags (default):\n",
+               "not installed).\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
@@ -747,14 +612,14 @@ static int cmd_heads(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *data = "build/data/valid.tsv";
     const char *out = "build/heads";
     int threads = 0, limit = 0, batch = 64, no_plot = 0;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"data", O_PATH, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
-        {"max", O_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
-        {"batch", O_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
-        {"out", O_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
-        {"no-plot", O_SET, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"data", FLAG_PATH, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
+        {"max", FLAG_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
+        {"batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
+        {"out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
+        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N",
          "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -766,9 +631,9 @@ static int cmd_heads(int argc, char **argv) {
                "with all heads\n  grad_score     Michel et al. 2019: the mean over batches of "
                "|d loss / d gate|,\n                 divided by the L2 norm of its block's "
                "heads (grad_raw: before)\nPrints the table, writes it to --out/heads.tsv and "
-               "draws --out/heads.png (gnuplot).\nflags (default):\n",
+               "draws --out/heads.png (gnuplot).\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         return TR_EXIT_OK;
     }
     if (rc || parse_only) return rc;
@@ -840,9 +705,9 @@ static const char *const side_names[] = {"both", "src", "tgt", NULL};
 static int cmd_vocab(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT;
     int side = 0;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"side", O_CHOICE, &side, "both|src|tgt",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"side", FLAG_CHOICE, &side, "both|src|tgt",
          "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -853,9 +718,9 @@ static int cmd_vocab(int argc, char **argv) {
                "vocabulary (what\ntranslate reads), then the target one; the specials <pad> "
                "<bos> <eos> <unk> are not listed.\nWords are whatever the training data held "
                "between single spaces: case matters, and in\nthe toy corpus every word is lower "
-               "case and punctuation marks are words of their own.\nflags (default):\n",
+               "case and punctuation marks are words of their own.\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         return TR_EXIT_OK;
     }
     if (rc || parse_only) return rc;
@@ -915,28 +780,11 @@ static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *cons
     return 0;
 }
 
-/* "0,2,5" into list (at most cap values); an error names the flag */
-static int lens_int_list(const char *s, const char *flag, int *list, int cap, int *n) {
-    *n = 0;
-    const char *p = s;
-    while (s && *p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 1000000 || (*end && *end != ','))
-            return ag_fail(AG_ERR_ARG, "--%s %s: not a list of integers >= 0", flag, s);
-        if (*n == cap) return ag_fail(AG_ERR_ARG, "--%s %s: more than %d values", flag, s, cap);
-        list[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return AG_OK;
-}
-
 #define LENS_INPUT_OPTS(sentence, target, pairs)                                                   \
-    {"sentence", O_STR, &sentence, "TEXT", "the source sentence (default: the argument)",          \
-     0,          0,     NULL,      0},                                                             \
+    {"sentence", FLAG_STR, &sentence, "TEXT", "the source sentence (default: the argument)",       \
+     0,          0,        NULL,      0},                                                          \
         {"target",                                                                                 \
-         O_STR,                                                                                    \
+         FLAG_STR,                                                                                 \
          &target,                                                                                  \
          "TEXT",                                                                                   \
          "teacher-force this translation (default: the greedy one)",                               \
@@ -945,12 +793,12 @@ static int lens_int_list(const char *s, const char *flag, int *list, int cap, in
          NULL,                                                                                     \
          0},                                                                                       \
     {                                                                                              \
-        "pairs", O_PATH, &pairs, "FILE",                                                           \
+        "pairs", FLAG_PATH, &pairs, "FILE",                                                        \
             "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0            \
     }
 #define LENS_METRIC_OPTS(metric, good, bad, mpos)                                                  \
     {"metric",                                                                                     \
-     O_STR,                                                                                        \
+     FLAG_STR,                                                                                     \
      &metric,                                                                                      \
      "NAME",                                                                                       \
      "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",                          \
@@ -958,12 +806,12 @@ static int lens_int_list(const char *s, const char *flag, int *list, int cap, in
      0,                                                                                            \
      NULL,                                                                                         \
      0},                                                                                           \
-        {"good", O_STR, &good, "WORD", "logit-diff: the target word whose logit counts +",         \
-         0,      0,     NULL,  0},                                                                 \
-        {"bad", O_STR, &bad, "WORD", "logit-diff: the target word whose logit counts -",           \
-         0,     0,     NULL, 0},                                                                   \
+        {"good", FLAG_STR, &good, "WORD", "logit-diff: the target word whose logit counts +",      \
+         0,      0,        NULL,  0},                                                              \
+        {"bad", FLAG_STR, &bad, "WORD", "logit-diff: the target word whose logit counts -",        \
+         0,     0,        NULL, 0},                                                                \
     {                                                                                              \
-        "pos", O_INT, &mpos, "N", "logit-diff: the decoder position (-1: the last)", -1, 4096,     \
+        "pos", FLAG_INT, &mpos, "N", "logit-diff: the decoder position (-1: the last)", -1, 4096,  \
             NULL, 0                                                                                \
     }
 
@@ -971,18 +819,18 @@ static int cmd_cache(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *out = "build/lens/cache.npz", *hooks = "*";
     const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
     int threads = 0, mpos = -1;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         LENS_INPUT_OPTS(sentence, target, pairs),
-        {"hooks", O_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0, NULL,
-         0},
-        {"good", O_STR, &good, "WORD", "with --bad: also the gradients of their logit difference",
-         0, 0, NULL, 0},
-        {"bad", O_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
-        {"pos", O_INT, &mpos, "N", "the logit difference's decoder position (-1: the last)", -1,
+        {"hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
+         NULL, 0},
+        {"good", FLAG_STR, &good, "WORD",
+         "with --bad: also the gradients of their logit difference", 0, 0, NULL, 0},
+        {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
+        {"pos", FLAG_INT, &mpos, "N", "the logit difference's decoder position (-1: the last)", -1,
          4096, NULL, 0},
-        {"out", O_PATH, &out, "FILE", "the .npz to write", 0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+        {"out", FLAG_PATH, &out, "FILE", "the .npz to write", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
          4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -995,9 +843,9 @@ static int cmd_cache(int argc, char **argv) {
                "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens "
                "(the decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with "
                "--good and --bad also the gradients of their logit\ndifference as <name>.grad.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
@@ -1030,19 +878,21 @@ static int cmd_cache(int argc, char **argv) {
 static int cmd_ablate(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *out = "build/lens/ablate.npz", *hook = "*attn.hook_z";
     const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
-    const char *metric = "loss", *positions = NULL;
+    const char *metric = "loss";
+    FlagInts positions = {0};
     int threads = 0, mpos = -1, mode = 0;
     static const char *const modes[] = {"zero", "mean", NULL};
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         LENS_INPUT_OPTS(sentence, target, pairs),
-        {"hook", O_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
-        {"mode", O_CHOICE, &mode, "zero|mean", "zero, or the mean over the rows", 0, 0, modes, 0},
-        {"positions", O_STR, &positions, "LIST", "only these positions, e.g. 3,4 (default: all)", 0,
-         0, NULL, 0},
+        {"hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
+        {"mode", FLAG_CHOICE, &mode, "zero|mean", "zero, or the mean over the rows", 0, 0, modes,
+         0},
+        {"positions", FLAG_INTS, &positions, "LIST",
+         "only these positions, e.g. 3,4 (default: all)", 0, 1000000, NULL, 0},
         LENS_METRIC_OPTS(metric, good, bad_w, mpos),
-        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
          4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -1054,15 +904,12 @@ static int cmd_ablate(int argc, char **argv) {
                "and writes\nthe metric of every run: values (point, head), base, points, axes; "
                "and a heatmap of the\nchanges (gnuplot). The default points are every "
                "attention's z: encoder and decoder\nself-attention and the cross-attention.\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
-    int list[256], n_list = 0;
-    if (rc == 0 && lens_int_list(positions, "positions", list, 256, &n_list) != AG_OK)
-        rc = lens_finish("ablate", AG_ERR_ARG);
     if (rc == 0)
         rc = lens_texts_ok("ablate", pos, npos, (const char *[]){sentence, target, good, bad_w},
                            (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
@@ -1086,8 +933,8 @@ static int cmd_ablate(int argc, char **argv) {
                 "FILE for a batch)\n",
                 PROG);
     if (rc == AG_OK)
-        rc = tr_lens_ablate(&tr, &r, hook, mode ? LENS_MEAN : LENS_ZERO, list, n_list, &m, metric,
-                            out);
+        rc = tr_lens_ablate(&tr, &r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
+                            &m, metric, out);
     tr_lens_metric_free(&m);
     tr_lens_rows_free(&r);
     tr_free(&tr);
@@ -1101,23 +948,24 @@ static int cmd_patch(int argc, char **argv) {
     const char *target = NULL, *good = NULL, *bad_w = NULL, *metric = "loss";
     int threads = 0, mpos = -1, by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"clean", O_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
-        {"corrupt", O_STR, &corrupt, "TEXT", "the corrupted source sentence, as many words", 0, 0,
-         NULL, 0},
-        {"target", O_STR, &target, "TEXT",
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+        {"clean", FLAG_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
+        {"corrupt", FLAG_STR, &corrupt, "TEXT", "the corrupted source sentence, as many words", 0,
+         0, NULL, 0},
+        {"target", FLAG_STR, &target, "TEXT",
          "the translation both runs are teacher-forced with (default: the clean one's greedy)", 0,
          0, NULL, 0},
-        {"hook", O_STR, &hook, "GLOB", "the points to patch (as many positions each)", 0, 0, NULL,
+        {"hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)", 0, 0,
+         NULL, 0},
+        {"by", FLAG_CHOICE, &by, "position|head|head-position", "what one run patches", 0, 0, bys,
          0},
-        {"by", O_CHOICE, &by, "position|head|head-position", "what one run patches", 0, 0, bys, 0},
-        {"attribution", O_SET, &attribution, NULL,
+        {"attribution", FLAG_SWITCH, &attribution, NULL,
          "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
          NULL, 0},
         LENS_METRIC_OPTS(metric, good, bad_w, mpos),
-        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
          4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -1128,9 +976,9 @@ static int cmd_patch(int argc, char **argv) {
                "then the\ncorrupted run with one part of one point patched from the clean run, "
                "for every point\n--hook matches and every position, head or both; writes "
                "values, axes, points, clean,\ncorrupted and attribution, and a heatmap of the "
-               "change from the corrupted run.\nflags (default):\n",
+               "change from the corrupted run.\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         return TR_EXIT_OK;
     }
     if (rc == 0 && (!clean || !corrupt))
@@ -1169,15 +1017,15 @@ static int cmd_detect(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *out = "build/lens/detect.npz";
     const char *sentence = NULL, *target = NULL, *pairs = NULL;
     int threads = 0, exclude_bos = 0, exclude_current = 0;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         LENS_INPUT_OPTS(sentence, target, pairs),
-        {"exclude-bos", O_SET, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1, 0,
-         NULL, 0},
-        {"exclude-current", O_SET, &exclude_current, NULL,
+        {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
+         0, NULL, 0},
+        {"exclude-current", FLAG_SWITCH, &exclude_current, NULL,
          "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
-        {"out", O_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
          4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -1191,9 +1039,9 @@ static int cmd_detect(int argc, char **argv) {
                "the cross-attention by its diagonal score\n(the share on the source position of "
                "the same index), on the sentence pair(s) run\nteacher-forced; writes encoder, "
                "decoder (kind, layer, head) and cross_diagonal (layer, head)\nand a heatmap "
-               "(gnuplot).\nflags (default):\n",
+               "(gnuplot).\nflags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }
@@ -1225,18 +1073,18 @@ static int cmd_lens(int argc, char **argv) {
     const char *sentence = NULL, *target = NULL, *pairs = NULL, *word = NULL, *good = NULL,
                *bad_w = NULL;
     int threads = 0, mpos = -1;
-    Opt opts[] = {
-        {"ckpt", O_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+    Flag opts[] = {
+        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
         LENS_INPUT_OPTS(sentence, target, pairs),
-        {"word", O_STR, &word, "WORD", "the target word whose logit is read (or --good, --bad)", 0,
-         0, NULL, 0},
-        {"good", O_STR, &good, "WORD", "the target word whose logit counts +", 0, 0, NULL, 0},
-        {"bad", O_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
-        {"pos", O_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096, 4096, NULL,
+        {"word", FLAG_STR, &word, "WORD", "the target word whose logit is read (or --good, --bad)",
+         0, 0, NULL, 0},
+        {"good", FLAG_STR, &good, "WORD", "the target word whose logit counts +", 0, 0, NULL, 0},
+        {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
+        {"pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096, 4096, NULL,
          0},
-        {"out", O_PATH, &out, "FILE", "the .npz to write (and .png, _lens.png beside it)", 0, 0,
+        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and .png, _lens.png beside it)", 0, 0,
          NULL, 0},
-        {"threads", O_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
+        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
          4096, NULL, 0},
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos;
@@ -1251,9 +1099,9 @@ static int cmd_lens(int argc, char **argv) {
                "with the final norm's scale: the parts sum to the\nlogit) of --word's logit, or "
                "of logit(--good) - logit(--bad), at decoder position --pos, on\nthe sentence "
                "pair(s) run teacher-forced. Pre-LN models only (--pre-ln in train).\n"
-               "flags (default):\n",
+               "flags (default) [range]:\n",
                PROG);
-        print_opts(stdout, opts, n);
+        flag_help(stdout, opts, n);
         free(pos);
         return TR_EXIT_OK;
     }

@@ -3,7 +3,7 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io, text, lens) and fails for any function taking a pointer that has no row here, unless
+ * nn, optim, io, text, lens, flag) and fails for any function taking a pointer that has no row here, unless
  * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
  * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
@@ -28,6 +28,7 @@ static Linear LIN;
 static LayerNorm LN;
 static Embedding EMB;
 static PositionalEncoding PE;
+static Flag FL;
 static FeedForward FF;
 static MultiHeadAttention MHA;
 static MhaConfig MC;
@@ -667,7 +668,16 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(dist_grad_reduce, d, dist_grad_reduce(NULL))                                                 \
     X(dist_grad_step, d, dist_grad_step(NULL, &TP, null_loss, NULL))                               \
     X(dist_grad_step, t, dist_grad_step(&DG, NULL, null_loss, NULL))                               \
-    X(dist_grad_step, loss, dist_grad_step(&DG, &TP, NULL, NULL))
+    X(dist_grad_step, loss, dist_grad_step(&DG, &TP, NULL, NULL))                                  \
+    X(flag_parse, fl, flag_parse(NULL, 1, 0, NULL, NULL, NULL))                                    \
+    X(flag_help, out, flag_help(NULL, &FL, 1))                                                     \
+    X(flag_help, fl, flag_help(stderr, NULL, 1))                                                   \
+    X(flag_find, fl, flag_find(NULL, 1, "x"))                                                      \
+    X(flag_find, name, flag_find(&FL, 1, NULL))                                                    \
+    X(flag_given, fl, flag_given(NULL, 1, "x"))                                                    \
+    X(flag_given, name, flag_given(&FL, 1, NULL))                                                  \
+    X(flag_spelling, f, flag_spelling(NULL, BUF, 1))                                               \
+    X(flag_spelling, buf, flag_spelling(&FL, NULL, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -787,9 +797,9 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
         "src/text/text.h",     "src/dist/dist.h",   "src/nn/hooks.h",          "src/lens/lens.h",
-        "src/lens/detect.h",   "src/lens/logit.h",  "src/lens/export.h"};
-    static const char *const prefixes[] = {"ag_",    "arena_", "tensor_", "rng_", "nn_",
-                                           "optim_", "ckpt_",  "npz_",    "txt_", "lens_"};
+        "src/lens/detect.h",   "src/lens/logit.h",  "src/lens/export.h",       "src/flag/flag.h"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_",  "optim_",
+                                           "ckpt_", "npz_",   "txt_",    "lens_", "flag_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

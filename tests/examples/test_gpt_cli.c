@@ -651,11 +651,16 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         const char *s[] = {"/nonexistent/t.txt", "No such file", NULL};
         expect_usage(dir, a, s);
         const char *b[] = {"prepare", "--input", txt, "--out", out, "--valid-frac", "2", NULL};
-        const char *t[] = {"--valid-frac 2", "must be in", NULL};
+        const char *t[] = {"'--valid-frac 2' is out of range [0.0001, 0.5]", NULL};
         expect_usage(dir, b, t);
         const char *c[] = {"prepare", "--input", txt, "--out", out, "--tokenizer", "word", NULL};
         const char *u[] = {"--tokenizer word", NULL};
         expect_usage(dir, c, u);
+        /* issue 31: numbers are base 10 only */
+        const char *x[] = {"prepare",     "--input", txt,       "--out", out,
+                           "--tokenizer", "bpe",     "--vocab", "0x100", NULL};
+        const char *y[] = {"'--vocab 0x100' is not an integer", NULL};
+        expect_usage(dir, x, y);
         const char *d[] = {"prepare", "--input", txt, "--out", out, "--bogus", NULL};
         const char *v[] = {"--bogus", "unknown flag", NULL};
         expect_usage(dir, d, v);
@@ -695,7 +700,7 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
             {{"--mlp", "relu"}, {"--mlp relu", "must be gelu, swiglu or none"}},
             {{"--bias", "--no-bias"}, {"--bias and --no-bias: choose one"}},
             {{"--pos", "rope", "--n-embd", "12"}, {"the model", "head size 3", "even for RoPE"}},
-            {{"--ffn-hidden", "-1"}, {"--ffn-hidden -1", "must be in"}},
+            {{"--ffn-hidden", "-1"}, {"'--ffn-hidden -1' is out of range [0, 1048576]"}},
         };
         for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++) {
             const char *args[16] = {"train", "--data",  data,       "--out",

@@ -227,6 +227,11 @@ Test(gpt_lens_cli, bad_input_exits_2_naming_the_path_or_the_flag) {
             (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--positions", "1,3",
                              "--out", out, NULL},
             (const char *[]){"--positions 1,3", NULL});
+    /* issue 31: an empty element of a list is refused, not dropped */
+    refused(dir,
+            (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--positions", "0,",
+                             "--out", out, NULL},
+            (const char *[]){"'--positions 0,' has an empty element", NULL});
     refused(dir,
             (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--hook",
                              "blocks.0.ln1.hook_scale", "--out", out, NULL},

@@ -198,10 +198,10 @@ Test(induction, bad_flags_exit_2_naming_the_flag) {
     } rows[] = {
         {{"--bogus", NULL}, "--bogus"},
         {{"--steps", NULL}, "needs a value"},
-        {{"--steps", "ten", NULL}, "--steps ten: not an integer"},
-        {{"--steps", "-1", NULL}, "--steps -1: must be in"},
+        {{"--steps", "ten", NULL}, "'--steps ten' is not an integer"},
+        {{"--steps", "-1", NULL}, "'--steps -1' is out of range [0, 1000000]"},
         {{"--lr", "nan", NULL}, "--lr nan"},
-        {{"--lr", "2", NULL}, "--lr 2: must be in"},
+        {{"--lr", "2e6", NULL}, "'--lr 2e6' is out of range [0, 1e+06]"},
         {{"--seed", "-3", NULL}, "--seed -3"},
         {{"--heads", "3", NULL}, "--heads"},
         {{"--min-prefix", "1", NULL}, "--min-prefix"},
