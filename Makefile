@@ -280,6 +280,12 @@ bench-run: $(BENCH) $(B)/examples/attograd-gpt
 # tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz
 export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
 
+# ---- the run loop (src/run, docs/run.md) and its yardstick, examples/classify.c ----
+# classify is an examples/NAME.c program (built by make examples, in make test's list);
+# tests/run/test_classify.c runs it (AG_CLASSIFY_BIN); make test-mpi runs it under mpirun.
+CLASSIFY_BIN := $(B)/examples/classify
+export AG_CLASSIFY_BIN := $(CURDIR)/$(CLASSIFY_BIN)
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found

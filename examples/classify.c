@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     RunModel model = {.prog = "classify", .ctx = &m, .build = build, .batch = batch,
                       .loss = loss, .validate = validate, .n_metrics = 2, .metric_names = metrics,
                       .config = {"classify", config_fields, 5, &m.cfg, NULL}};
-    Run *r = run_new(&model, &rc);
+    RunLoop *r = run_new(&model, &rc);
     Flag fl[5 + RUN_N_FLAGS] = {
         {"len", FLAG_INT, &m.cfg.len, "N", "brackets a sequence (even)", 2, 256, NULL, 0},
         {"d-model", FLAG_INT, &m.cfg.d_model, "N", "the model's width", 1, 1024, NULL, 0},
@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
         {"layers", FLAG_INT, &m.cfg.n_layer, "N", "encoder layers", 1, 8, NULL, 0},
         {"dropout", FLAG_DOUBLE, &m.cfg.dropout, "P", "dropout", 0, 0.9, NULL, 0}};
     int code = run_main(r, fl, 5 + run_flags(r, fl + 5), argc, argv);
-    run_free(r);
+    run_loop_free(r);
     ag_params_free(&m.params);
     free(m.ids), free(m.labels);
     dist_finalize();

@@ -41,7 +41,7 @@ RunConfig run_defaults(void) {
     return c;
 }
 
-int run_flags(Run *r, Flag *fl) {
+int run_flags(RunLoop *r, Flag *fl) {
     RunConfig *c = r->c;
     const Flag rows[RUN_N_FLAGS] = {
         {"steps", FLAG_I64, &c->steps, "N", "training steps", 1, 1e12, NULL, 0},
@@ -102,7 +102,7 @@ static const char *const run_remember[] = {"steps", "log-every", "valid-every", 
 static const char *const run_transient[] = {"out",   "resume",     "force", "threads",
                                             "quiet", "inject-nan", "ckpt",  NULL};
 
-static int flag_class(const Run *r, const Flag *f, const char *name) {
+static int flag_class(const RunLoop *r, const Flag *f, const char *name) {
     const char *p = (const char *)f->ptr, *c0 = (const char *)r->c;
     int ours = (p >= c0 && p < c0 + sizeof *r->c) || f->ptr == (const void *)&r->ckpt;
     if (ours) return listed(run_remember, name) ? REMEMBER : listed(run_transient, name) ? TRANSIENT
@@ -129,7 +129,7 @@ static const struct {
 };
 #define N_STATE (int)(sizeof state_rows / sizeof state_rows[0])
 
-static void add_slot(Run *r, const char *name, CkptFieldType type, size_t size, double lo,
+static void add_slot(RunLoop *r, const char *name, CkptFieldType type, size_t size, double lo,
                      double hi, void *src, const Flag *flag, int cls) {
     AG_CHECK(r->n_slots < RUN_MAX_SLOTS, "run: more than %d saved values", RUN_MAX_SLOTS);
     RunSlot *s = &r->slots[r->n_slots];
@@ -145,7 +145,7 @@ static void add_slot(Run *r, const char *name, CkptFieldType type, size_t size, 
 }
 
 /* The table: the kept and remembered flags of fl, the run's state, the model's state. */
-static void build_slots(Run *r) {
+static void build_slots(RunLoop *r) {
     char name[80];
     r->n_slots = 0;
     r->buf_len = 0;
@@ -203,7 +203,7 @@ static void build_slots(Run *r) {
 }
 
 /* the values into buf (r->buf before a save; r->given before a checkpoint is read) */
-static void to_buf(Run *r, char *buf) {
+static void to_buf(RunLoop *r, char *buf) {
     for (int i = 0; i < r->n_slots; i++) {
         RunSlot *s = &r->slots[i];
         char *b = buf + s->off;
@@ -217,7 +217,7 @@ static void to_buf(Run *r, char *buf) {
 }
 
 /* r->buf into the values; a flag given on this command line from r->given */
-static void from_buf(Run *r) {
+static void from_buf(RunLoop *r) {
     for (int i = 0; i < r->n_slots; i++) {
         RunSlot *s = &r->slots[i];
         char *b = (s->flag && s->flag->given ? r->given : r->buf) + s->off;
@@ -229,7 +229,7 @@ static void from_buf(Run *r) {
 }
 
 /* A kept flag given again (r->given) must equal the checkpoint's (r->buf) */
-static int check_kept(Run *r, const char *path) {
+static int check_kept(RunLoop *r, const char *path) {
     for (int i = 0; i < r->n_slots; i++) {
         RunSlot *s = &r->slots[i];
         if (!s->flag || s->cls != KEEP || !s->flag->given) continue;
@@ -284,12 +284,12 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static CkptConfig run_table(Run *r) {
+static CkptConfig run_table(RunLoop *r) {
     return (CkptConfig){NULL, r->fields, r->n_slots, r->buf, NULL};
 }
 
 /* The model (its flags hold what it is), the optimizer (oc) and the training RNG */
-static int build(Run *r, const OptimConfig *oc) {
+static int build(RunLoop *r, const OptimConfig *oc) {
     r->params_arena = arena_new("params", 0);
     Rng init;
     rng_seed(&init, rng_hash((uint64_t)r->c->seed, 0));
@@ -300,7 +300,7 @@ static int build(Run *r, const OptimConfig *oc) {
     return AG_OK;
 }
 
-static int setup_fresh(Run *r) {
+static int setup_fresh(RunLoop *r) {
     RunConfig *c = r->c;
     if (!c->force && file_exists(r->last_path))
         return ag_fail(AG_ERR_ARG,
@@ -328,7 +328,7 @@ static int setup_fresh(Run *r) {
 /* Reads path: the saved flags (kept ones given again must agree; the others not given are
  * restored), the model built from them, then its weights and, when train, the optimizer,
  * RNG and state. */
-static int load(Run *r, const char *path, int train) {
+static int load(RunLoop *r, const char *path, int train) {
     if (!file_exists(path))
         return ag_fail(AG_ERR_IO, "%s: no checkpoint%s", path,
                        train ? " to resume from (train without --resume first)" : "");
@@ -371,7 +371,7 @@ static int load(Run *r, const char *path, int train) {
     return AG_OK;
 }
 
-int run_save(Run *r, const char *path) {
+int run_save(RunLoop *r, const char *path) {
     if (path == r->last_path) r->saved_step = r->step;
     if (dist_rank() != 0) return AG_OK; /* process 0 writes; the others hold the same state */
     /* the log's rows reach the disk before the checkpoint --resume would start from */
@@ -391,14 +391,14 @@ int run_save(Run *r, const char *path) {
 /* ---- the steps ---- */
 
 static Tensor *shard_loss(void *ctx, Tape *t, int i) {
-    Run *r = ctx;
+    RunLoop *r = ctx;
     Rng g;
     rng_seed(&g, rng_hash(r->shard_seed, (uint64_t)i));
     return r->m->loss(r->m->ctx, t, i, r->c->shards, &g);
 }
 
 /* One step: NULL, or what was not finite (then nothing was updated) */
-static const char *train_step(Run *r, double *loss, double *norm) {
+static const char *train_step(RunLoop *r, double *loss, double *norm) {
     if (r->dist) {
         r->shard_seed = rng_u64(&r->rng);
         *loss = dist_grad_step(r->dist, r->tape, shard_loss, r);
@@ -420,7 +420,7 @@ static const char *train_step(Run *r, double *loss, double *norm) {
     return NULL;
 }
 
-static int params_finite(const Run *r) {
+static int params_finite(const RunLoop *r) {
     for (int i = 0; i < r->params->n; i++) {
         const Tensor *p = r->params->items[i];
         for (size_t k = 0; k < p->size; k++)
@@ -430,7 +430,7 @@ static int params_finite(const Run *r) {
 }
 
 /* The model's validation: RUN_EXIT_OK (v filled, best.npz when better) or an exit code */
-static int validate(Run *r, double *v) {
+static int validate(RunLoop *r, double *v) {
     int rc = r->m->validate(r->m->ctx, r->tape, v);
     ag_tape_reset(r->tape);
     if (rc != AG_OK) return run_stopped(r, r->step, NULL, 0, RUN_EXIT_USAGE);
@@ -448,7 +448,7 @@ static int validate(Run *r, double *v) {
 }
 
 /* After step s: the row's sums, then what is due. An exit code. */
-static int after_step(Run *r, double loss, double norm, double tokens) {
+static int after_step(RunLoop *r, double loss, double norm, double tokens) {
     RunConfig *c = r->c;
     int64_t s = r->step;
     r->st.row_loss += loss;
@@ -474,7 +474,7 @@ static int after_step(Run *r, double loss, double norm, double tokens) {
     return RUN_EXIT_OK;
 }
 
-static int train_loop(Run *r) {
+static int train_loop(RunLoop *r) {
     RunConfig *c = r->c;
     int code = RUN_EXIT_OK, interrupted = 0;
     if (!c->resume && run_save(r, r->last_path) != AG_OK) code = run_write_failed(r);
@@ -516,19 +516,19 @@ static int train_loop(Run *r) {
 
 /* ---- the program ---- */
 
-Run *run_new(const RunModel *m, RunConfig *c) {
+RunLoop *run_new(const RunModel *m, RunConfig *c) {
     AG_CHECK(m && c && m->build && m->loss && m->prog, "run_new: a model needs prog, build, loss");
     AG_CHECK(!m->validate || (m->n_metrics >= 1 && m->n_metrics <= RUN_MAX_METRICS &&
                               m->metric_names),
              "run_new: %s: validate gives 1 to %d metrics, named", m->prog, RUN_MAX_METRICS);
-    Run *r = calloc(1, sizeof *r);
+    RunLoop *r = calloc(1, sizeof *r);
     AG_CHECK(r, "run_new: out of memory");
     r->m = m;
     r->c = c;
     return r;
 }
 
-void run_free(Run *r) {
+void run_loop_free(RunLoop *r) {
     if (!r) return;
     if (r->csv) fclose(r->csv);
     dist_grad_free(r->dist);
@@ -540,11 +540,11 @@ void run_free(Run *r) {
     free(r);
 }
 
-int64_t run_step(const Run *r) { return r->step; }
-const double *run_best(const Run *r) { return r->st.best; }
+int64_t run_last_step(const RunLoop *r) { return r->step; }
+const double *run_best(const RunLoop *r) { return r->st.best; }
 
 /* eval: the checkpoint's step and metrics */
-static int run_eval(Run *r) {
+static int run_eval(RunLoop *r) {
     const char *path = r->ckpt;
     char p[RUN_PATH_MAX];
     if (!path) {
@@ -567,7 +567,7 @@ static int run_eval(Run *r) {
     return AG_OK;
 }
 
-static int start_train(Run *r) {
+static int start_train(RunLoop *r) {
     RunConfig *c = r->c;
     int rc = AG_OK;
     if (c->resume && c->force) rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
@@ -581,7 +581,7 @@ static int start_train(Run *r) {
     return rc;
 }
 
-int run_main(Run *r, Flag *fl, int n, int argc, char **argv) {
+int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     const char *cmd = argc > 1 && argv[1][0] != '-' ? argv[1] : "train";
     int first = argc > 1 && argv[1][0] != '-' ? 2 : 1, eval = strcmp(cmd, "eval") == 0;
     r->fl = fl;

@@ -109,24 +109,24 @@ typedef struct RunConfig {
  * a row every 10 steps, validation and last.npz every 100. */
 RunConfig run_defaults(void);
 
-typedef struct Run Run; /* run.c */
+typedef struct RunLoop RunLoop; /* run.c */
 
 /* A run of model m with settings c (both are kept by pointer: they must outlive the run, and
  * c's fields are where the flags write). */
-Run *run_new(const RunModel *m, RunConfig *c);
-void run_free(Run *r);
+RunLoop *run_new(const RunModel *m, RunConfig *c);
+void run_loop_free(RunLoop *r);
 /* Writes the run's standard rows (RUN_N_FLAGS of them) at fl: the program's table is its
  * model's rows followed by these. Returns the number written. */
-int run_flags(Run *r, Flag *fl);
+int run_flags(RunLoop *r, Flag *fl);
 /* The whole program: argv[1] is "train" (the default when it is absent or starts with '-')
  * or "eval" (the checkpoint --ckpt, default OUT/best.npz, else OUT/last.npz: its step and
  * validation metrics), then flags of the table fl[0..n) (the model's rows and run_flags').
  * --help prints the table. Returns the exit code; messages go to stderr as "PROG CMD: ...". */
-int run_main(Run *r, Flag *fl, int n, int argc, char **argv);
+int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv);
 
 /* What a run did, for tests and programs: the steps taken and the last metrics */
-int64_t run_step(const Run *r);
-const double *run_best(const Run *r); /* the best validation's metrics (n_metrics) */
+int64_t run_last_step(const RunLoop *r);
+const double *run_best(const RunLoop *r); /* the best validation's metrics (n_metrics) */
 
 /* ---- run_log.c: what the run writes besides checkpoints (also usable alone) ---- */
 double run_now_s(void); /* a monotonic clock in seconds */

@@ -1,5 +1,5 @@
 /* run_internal.h: what run.c (the loop, the state, resuming) and run_log.c (what a run prints
- * and writes besides checkpoints, signals) share: the Run struct. Internal to src/run.
+ * and writes besides checkpoints, signals) share: the RunLoop struct. Internal to src/run.
  * Read next: run.c. */
 #ifndef AG_RUN_INTERNAL_H
 #define AG_RUN_INTERNAL_H
@@ -29,7 +29,7 @@ typedef struct RunSlot {
     int cls;          /* a flag: KEEP or REMEMBER (run.c) */
 } RunSlot;
 
-struct Run {
+struct RunLoop {
     const RunModel *m;
     RunConfig *c;
     const char *cmd, *ckpt;
@@ -57,23 +57,23 @@ struct Run {
 };
 
 /* run.c */
-int run_save(Run *r, const char *path);
+int run_save(RunLoop *r, const char *path);
 
 /* run_log.c */
-void run_paths(Run *r);
-int run_log_open(Run *r);
-int run_log_row(Run *r, const double *valid);
-void run_progress(Run *r, double loss, int force);
-void run_end_bar(Run *r);
-void run_plot(Run *r, int final);
-void run_say_start(Run *r, int threads);
-void run_say_valid(Run *r, const double *v, int better);
-void run_say_done(Run *r);
+void run_paths(RunLoop *r);
+int run_log_open(RunLoop *r);
+int run_log_row(RunLoop *r, const double *valid);
+void run_progress(RunLoop *r, double loss, int force);
+void run_end_bar(RunLoop *r);
+void run_plot(RunLoop *r, int final);
+void run_say_start(RunLoop *r, int threads);
+void run_say_valid(RunLoop *r, const double *v, int better);
+void run_say_done(RunLoop *r);
 /* the message of a run that stopped at step s (what is value, or a data error when what is
  * NULL: ag_last_error()); returns code */
-int run_stopped(Run *r, int64_t s, const char *what, double value, int code);
+int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code);
 /* a write failed (its message in ag_last_error()): what is still safe; RUN_EXIT_FAIL */
-int run_write_failed(Run *r);
+int run_write_failed(RunLoop *r);
 /* SIGINT and SIGTERM set a flag (a second one quits at once) */
 void run_signals_catch(struct sigaction old[2]);
 void run_signals_restore(const struct sigaction old[2]);

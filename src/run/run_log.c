@@ -84,7 +84,7 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
     return AG_OK;
 }
 
-void run_paths(Run *r) {
+void run_paths(RunLoop *r) {
     const char *o = r->c->out;
     snprintf(r->last_path, sizeof r->last_path, "%s/last.npz", o);
     snprintf(r->best_path, sizeof r->best_path, "%s/best.npz", o);
@@ -92,7 +92,7 @@ void run_paths(Run *r) {
     snprintf(r->png_path, sizeof r->png_path, "%s/loss.png", o);
 }
 
-int run_log_open(Run *r) {
+int run_log_open(RunLoop *r) {
     char header[512];
     size_t k = (size_t)snprintf(header, sizeof header, "step,train_loss,lr,grad_norm,tokens_per_s");
     for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
@@ -104,12 +104,12 @@ int run_log_open(Run *r) {
 
 /* ---- what is printed ---- */
 
-static double eta_s(const Run *r, double t) {
+static double eta_s(const RunLoop *r, double t) {
     int64_t done = r->step - r->step_start;
     return done > 0 ? (t - r->t_start) / (double)done * (double)(r->c->steps - r->step) : 0;
 }
 
-int run_log_row(Run *r, const double *valid) {
+int run_log_row(RunLoop *r, const double *valid) {
     RunState *st = &r->st;
     double n = st->row_steps > 0 ? (double)st->row_steps : 1, t = run_now_s();
     double loss = st->row_loss / n, norm = st->row_norm / n;
@@ -143,7 +143,7 @@ int run_log_row(Run *r, const double *valid) {
     return AG_OK;
 }
 
-void run_progress(Run *r, double loss, int force) {
+void run_progress(RunLoop *r, double loss, int force) {
     if (r->c->quiet || !r->tty) return;
     double t = run_now_s();
     if (!force && t - r->t_bar < 0.1) return;
@@ -161,13 +161,13 @@ void run_progress(Run *r, double loss, int force) {
     fflush(stdout);
 }
 
-void run_end_bar(Run *r) {
+void run_end_bar(RunLoop *r) {
     if (r->c->quiet || !r->tty) return;
     printf("\n");
     fflush(stdout);
 }
 
-void run_say_start(Run *r, int threads) {
+void run_say_start(RunLoop *r, int threads) {
     if (r->c->quiet) return;
     printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
     if (r->c->resume) printf("resuming %s at step %lld\n", r->last_path, (long long)r->step);
@@ -185,7 +185,7 @@ void run_say_start(Run *r, int threads) {
     fflush(stdout);
 }
 
-void run_say_valid(Run *r, const double *v, int better) {
+void run_say_valid(RunLoop *r, const double *v, int better) {
     if (r->c->quiet) return;
     run_end_bar(r);
     printf("valid at step %lld:", (long long)r->step);
@@ -195,7 +195,7 @@ void run_say_valid(Run *r, const double *v, int better) {
     fflush(stdout);
 }
 
-void run_say_done(Run *r) {
+void run_say_done(RunLoop *r) {
     if (r->c->quiet) return;
     double spent = run_now_s() - r->t_start;
     char t[32];
@@ -208,7 +208,7 @@ void run_say_done(Run *r) {
     fflush(stdout);
 }
 
-int run_stopped(Run *r, int64_t s, const char *what, double value, int code) {
+int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code) {
     run_end_bar(r);
     if (dist_rank() == 0) { /* every process stopped at the same step: one message */
         fprintf(stderr, "%s train: step %lld: ", r->m->prog, (long long)s);
@@ -226,7 +226,7 @@ int run_stopped(Run *r, int64_t s, const char *what, double value, int code) {
     return code;
 }
 
-int run_write_failed(Run *r) {
+int run_write_failed(RunLoop *r) {
     run_end_bar(r);
     fprintf(stderr, "%s train: %s\ntraining stopped at step %lld; the last good checkpoint is %s "
                     "(step %lld)\n",
@@ -421,7 +421,7 @@ int run_plot_loss(const char *csv, const char *png) {
 
 /* After a validation row and at the end: loss.png. A skipped or failed plot is said once
  * (skipped: on stdout unless quiet; failed: on stderr) and changes nothing else. */
-void run_plot(Run *r, int final) {
+void run_plot(RunLoop *r, int final) {
     int rc = run_plot_loss(r->csv_path, r->png_path);
     if (rc == RUN_PLOT_DRAWN && final && !r->c->quiet) printf("loss plot: %s\n", r->png_path);
     if (rc != RUN_PLOT_DRAWN && !r->plot_said) {
