@@ -514,7 +514,7 @@ test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
 
-# make test-mpi: the data-parallel trainers (attograd-gpt and attograd-translate) under mpirun
+# make test-mpi: the data-parallel trainers (attograd-gpt, attograd-translate, classify) under mpirun
 # -np 1, 2, 4 give the bits of one process accumulating the same shards (tests/dist/test_mpi.sh
 # says what it checks).
 # Installs Open MPI when missing, builds the plain float programs and the MPI=1 ones.
@@ -522,12 +522,14 @@ endif
 test-mpi:
 	@scripts/deps.sh libopenmpi-dev openmpi-bin
 	@$(MAKE) --no-print-directory REAL=float MPI=0 build/examples/attograd-gpt \
-	    build/examples/attograd-translate
+	    build/examples/attograd-translate build/examples/classify
 	@$(MAKE) --no-print-directory REAL=float MPI=1 build/float-mpi/examples/attograd-gpt \
-	    build/float-mpi/examples/attograd-translate build/float-mpi/tests/dist_tree
+	    build/float-mpi/examples/attograd-translate build/float-mpi/tests/dist_tree \
+	    build/float-mpi/examples/classify
 	@tests/dist/test_mpi.sh build/examples/attograd-gpt build/float-mpi/examples/attograd-gpt \
 	    build/float-mpi/tests/dist_tree build/tests/mpi build/examples/attograd-translate \
-	    build/float-mpi/examples/attograd-translate
+	    build/float-mpi/examples/attograd-translate build/examples/classify \
+	    build/float-mpi/examples/classify
 
 test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
