@@ -18,8 +18,8 @@ typedef struct {
     double dropout;
 } Config;
 static const CkptField config_fields[] = {
-    CKPT_CFG_INT(Config, len, 2, 256),       CKPT_CFG_INT(Config, d_model, 1, 1024),
-    CKPT_CFG_INT(Config, n_heads, 1, 64),    CKPT_CFG_INT(Config, n_layer, 1, 8),
+    CKPT_CFG_INT(Config, len, 2, 256), CKPT_CFG_INT(Config, d_model, 1, 1024),
+    CKPT_CFG_INT(Config, n_heads, 1, 64), CKPT_CFG_INT(Config, n_layer, 1, 8),
     CKPT_CFG_FLOAT(Config, dropout, 0, 0.9)};
 
 typedef struct {
@@ -71,8 +71,11 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     NnBuilder b = nn_builder(a, &m->params, init);
     nn_embedding_init(&m->tok, &b, "tok", 3, c->d_model, NN_NO_PADDING);
     nn_positional_init(&m->pos, &b, "pos", c->len, c->d_model, NN_LEARNED);
-    TransformerConfig lc = {.d_model = c->d_model, .n_heads = c->n_heads, .dropout = c->dropout,
-                            .pre_ln = 1, .act = NN_GELU};
+    TransformerConfig lc = {.d_model = c->d_model,
+                            .n_heads = c->n_heads,
+                            .dropout = c->dropout,
+                            .pre_ln = 1,
+                            .act = NN_GELU};
     for (int l = 0; l < c->n_layer; l++) {
         NnBuilder lb = nn_scope(&b, "layer.%d", l);
         nn_encoder_layer_init(&m->layer[l], &lb, "", &lc);
@@ -90,7 +93,8 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
 /* logits (B, 2) of rows [r0, r0 + B) */
 static Tensor *forward(Model *m, Tape *t, int r0, int B, Rng *rng) {
     int T = m->cfg.len, C = m->cfg.d_model;
-    Tensor *x = nn_positional(t, &m->pos, nn_embedding(t, &m->tok, m->ids + (size_t)r0 * T, B, T), 0);
+    Tensor *x =
+        nn_positional(t, &m->pos, nn_embedding(t, &m->tok, m->ids + (size_t)r0 * T, B, T), 0);
     for (int l = 0; l < m->cfg.n_layer; l++) x = nn_encoder_layer(t, &m->layer[l], x, NULL, rng);
     x = ag_reshape(t, nn_layernorm(t, &m->norm, x), 2, (int[]){B, T * C});
     return nn_linear(t, &m->head, x);
@@ -106,8 +110,10 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
 
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     Model *m = ctx;
-    int r0 = (int)((int64_t)i * m->run->batch / S), r1 = (int)((int64_t)(i + 1) * m->run->batch / S);
-    return r1 > r0 ? ag_cross_entropy(t, forward(m, t, r0, r1 - r0, rng), m->labels + r0, -1) : NULL;
+    int r0 = (int)((int64_t)i * m->run->batch / S),
+        r1 = (int)((int64_t)(i + 1) * m->run->batch / S);
+    return r1 > r0 ? ag_cross_entropy(t, forward(m, t, r0, r1 - r0, rng), m->labels + r0, -1)
+                   : NULL;
 }
 
 /* 512 rows no step draws (step 0): the mean loss and the accuracy */
@@ -131,8 +137,14 @@ int main(int argc, char **argv) {
     rc.steps = 300, rc.optim.lr = 3e-3, rc.optim.schedule.warmup = 20, rc.out = "build/classify";
     m.run = &rc;
     static const char *const metrics[] = {"loss", "accuracy"};
-    RunModel model = {.prog = "classify", .ctx = &m, .build = build, .batch = batch,
-                      .loss = loss, .validate = validate, .n_metrics = 2, .metric_names = metrics,
+    RunModel model = {.prog = "classify",
+                      .ctx = &m,
+                      .build = build,
+                      .batch = batch,
+                      .loss = loss,
+                      .validate = validate,
+                      .n_metrics = 2,
+                      .metric_names = metrics,
                       .config = {"classify", config_fields, 5, &m.cfg, NULL}};
     RunLoop *r = run_new(&model, &rc);
     Flag fl[5 + RUN_N_FLAGS] = {

@@ -59,18 +59,18 @@ int run_flags(RunLoop *r, Flag *fl) {
          0},
         {"clip", FLAG_DOUBLE, &c->clip, "X", "clip the gradient norm (0: no)", 0, FLAG_CLIP_MAX,
          NULL, 0},
-        {"seed", FLAG_I64, &c->seed, "N", "weights, data and dropout", 0, 9007199254740992.0,
-         NULL, 0},
+        {"seed", FLAG_I64, &c->seed, "N", "weights, data and dropout", 0, 9007199254740992.0, NULL,
+         0},
         {"shards", FLAG_INT, &c->shards, "S",
          "micro-shards a batch, summed in a fixed order: the same bits for any number of "
          "processes (0: one a process; docs/mpi.md)",
          0, 1 << 16, NULL, 0},
         {"out", FLAG_PATH, &c->out, "DIR", "where last.npz, best.npz, log.csv, loss.png go", 0, 0,
          NULL, 0},
-        {"resume", FLAG_SWITCH, &c->resume, NULL, "continue the run in --out from its last.npz",
-         1, 0, NULL, 0},
-        {"force", FLAG_SWITCH, &c->force, NULL, "start a new run over the one in --out", 1, 0,
-         NULL, 0},
+        {"resume", FLAG_SWITCH, &c->resume, NULL, "continue the run in --out from its last.npz", 1,
+         0, NULL, 0},
+        {"force", FLAG_SWITCH, &c->force, NULL, "start a new run over the one in --out", 1, 0, NULL,
+         0},
         {"log-every", FLAG_INT, &c->log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
         {"valid-every", FLAG_INT, &c->valid_every, "N", "steps between validations", 1, 1 << 30,
          NULL, 0},
@@ -97,18 +97,20 @@ static int listed(const char *const *list, const char *name) {
     return 0;
 }
 
-static const char *const run_remember[] = {"steps", "log-every", "valid-every", "save-every",
-                                           NULL};
+static const char *const run_remember[] = {"steps", "log-every", "valid-every", "save-every", NULL};
 static const char *const run_transient[] = {"out",   "resume",     "force", "threads",
                                             "quiet", "inject-nan", "ckpt",  NULL};
 
 static int flag_class(const RunLoop *r, const Flag *f, const char *name) {
     const char *p = (const char *)f->ptr, *c0 = (const char *)r->c;
     int ours = (p >= c0 && p < c0 + sizeof *r->c) || f->ptr == (const void *)&r->ckpt;
-    if (ours) return listed(run_remember, name) ? REMEMBER : listed(run_transient, name) ? TRANSIENT
-                                                                                         : KEEP;
-    return listed(r->m->remember, name) ? REMEMBER : listed(r->m->transient, name) ? TRANSIENT
-                                                                                   : KEEP;
+    if (ours)
+        return listed(run_remember, name)    ? REMEMBER
+               : listed(run_transient, name) ? TRANSIENT
+                                             : KEEP;
+    return listed(r->m->remember, name)    ? REMEMBER
+           : listed(r->m->transient, name) ? TRANSIENT
+                                           : KEEP;
 }
 
 /* ---- the run's state as named fields over one buffer ---- */
@@ -167,7 +169,8 @@ static void build_slots(RunLoop *r) {
         }
         case FLAG_I64:
         case FLAG_U64:
-            add_slot(r, name, CKPT_FIELD_INT, 8, f->lo, f->hi < 9e18 ? f->hi : 9e18, f->ptr, f, cls);
+            add_slot(r, name, CKPT_FIELD_INT, 8, f->lo, f->hi < 9e18 ? f->hi : 9e18, f->ptr, f,
+                     cls);
             break;
         case FLAG_DOUBLE:
             add_slot(r, name, CKPT_FIELD_FLOAT, 8, f->lo, f->hi, f->ptr, f, cls);
@@ -192,8 +195,8 @@ static void build_slots(RunLoop *r) {
     for (int i = 0; i < ms->n_fields; i++) {
         const CkptField *fd = &ms->fields[i];
         snprintf(name, sizeof name, "model.%s", fd->name);
-        add_slot(r, name, fd->type, fd->size, fd->lo, fd->hi, (char *)ms->values + fd->offset,
-                 NULL, KEEP);
+        add_slot(r, name, fd->type, fd->size, fd->lo, fd->hi, (char *)ms->values + fd->offset, NULL,
+                 KEEP);
     }
     free(r->buf);
     free(r->given);
@@ -359,8 +362,7 @@ static int load(RunLoop *r, const char *path, int train) {
     npz_free(f);
     if (rc != AG_OK) return rc;
     from_buf(r); /* the run's and the model's state, after build */
-    if (ck.extra && r->m->load_extra)
-        rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
+    if (ck.extra && r->m->load_extra) rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
     free((void *)ck.extra);
     if (rc != AG_OK) return rc;
     if (train && r->c->steps < r->step)
@@ -435,8 +437,8 @@ static int validate(RunLoop *r, double *v) {
     ag_tape_reset(r->tape);
     if (rc != AG_OK) return run_stopped(r, r->step, NULL, 0, RUN_EXIT_USAGE);
     if (!isfinite(v[0])) return run_stopped(r, r->step, "the valid loss", v[0], RUN_EXIT_FAIL);
-    int better = r->st.best_step == 0 ||
-                 (r->m->better ? r->m->better(v, r->st.best) : v[0] < r->st.best[0]);
+    int better =
+        r->st.best_step == 0 || (r->m->better ? r->m->better(v, r->st.best) : v[0] < r->st.best[0]);
     r->st.last_valid = r->step;
     if (better) {
         r->st.best_step = r->step;
@@ -518,8 +520,8 @@ static int train_loop(RunLoop *r) {
 
 RunLoop *run_new(const RunModel *m, RunConfig *c) {
     AG_CHECK(m && c && m->build && m->loss && m->prog, "run_new: a model needs prog, build, loss");
-    AG_CHECK(!m->validate || (m->n_metrics >= 1 && m->n_metrics <= RUN_MAX_METRICS &&
-                              m->metric_names),
+    AG_CHECK(!m->validate ||
+                 (m->n_metrics >= 1 && m->n_metrics <= RUN_MAX_METRICS && m->metric_names),
              "run_new: %s: validate gives 1 to %d metrics, named", m->prog, RUN_MAX_METRICS);
     RunLoop *r = calloc(1, sizeof *r);
     AG_CHECK(r, "run_new: out of memory");

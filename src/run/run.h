@@ -91,17 +91,17 @@ typedef struct RunModel {
 typedef struct RunConfig {
     int64_t steps;
     int batch;
-    OptimConfig optim;      /* kind, betas, eps; lr, warmup, schedule: the flags */
-    int decay_min_ndim;     /* 0: --weight-decay is the optimizer's own; k > 0: nanoGPT's groups,
+    OptimConfig optim;   /* kind, betas, eps; lr, warmup, schedule: the flags */
+    int decay_min_ndim;  /* 0: --weight-decay is the optimizer's own; k > 0: nanoGPT's groups,
                              * decay on the parameters of k or more dimensions (optim_step_decay) */
-    double weight_decay;    /* --weight-decay */
-    double clip;            /* --clip: the gradient's norm, 0: none */
-    int64_t seed;           /* --seed: the weights (rng_hash(seed, 0)), dropout (.., 1) */
-    int shards;             /* --shards: 0: one a process */
-    const char *out;        /* --out: last.npz, best.npz, log.csv, loss.png */
+    double weight_decay; /* --weight-decay */
+    double clip;         /* --clip: the gradient's norm, 0: none */
+    int64_t seed;        /* --seed: the weights (rng_hash(seed, 0)), dropout (.., 1) */
+    int shards;          /* --shards: 0: one a process */
+    const char *out;     /* --out: last.npz, best.npz, log.csv, loss.png */
     int resume, force, quiet, threads;
     int log_every, valid_every, save_every; /* save_every 0: --valid-every */
-    int64_t inject_nan;     /* tests: a NaN in the first parameter before that step */
+    int64_t inject_nan; /* tests: a NaN in the first parameter before that step */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,

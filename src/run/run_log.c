@@ -213,10 +213,7 @@ int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code)
     if (dist_rank() == 0) { /* every process stopped at the same step: one message */
         fprintf(stderr, "%s train: step %lld: ", r->m->prog, (long long)s);
         if (what)
-            fprintf(stderr, "%s is %s", what,
-                    isnan(value)  ? "nan"
-                    : value > 0 ? "inf"
-                                : "-inf");
+            fprintf(stderr, "%s is %s", what, isnan(value) ? "nan" : value > 0 ? "inf" : "-inf");
         else
             fprintf(stderr, "%s", ag_last_error());
         fprintf(stderr, ": training stopped. The last good checkpoint is %s (step %lld)\n",
@@ -228,9 +225,11 @@ int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code)
 
 int run_write_failed(RunLoop *r) {
     run_end_bar(r);
-    fprintf(stderr, "%s train: %s\ntraining stopped at step %lld; the last good checkpoint is %s "
-                    "(step %lld)\n",
-            r->m->prog, ag_last_error(), (long long)r->step, r->last_path, (long long)r->saved_step);
+    fprintf(stderr,
+            "%s train: %s\ntraining stopped at step %lld; the last good checkpoint is %s "
+            "(step %lld)\n",
+            r->m->prog, ag_last_error(), (long long)r->step, r->last_path,
+            (long long)r->saved_step);
     dist_abort(RUN_EXIT_FAIL); /* the others would wait for process 0 */
     return RUN_EXIT_FAIL;
 }
@@ -322,12 +321,13 @@ static char *loss_script(FILE *in, const char *csv, const char *png, int *rows) 
     size_t olen = 0;
     FILE *o = open_memstream(&out, &olen);
     AG_CHECK(o, "run: out of memory");
-    fprintf(o, "# the training curves of %s (src/run/run_log.c); `gnuplot loss.gp` draws %s again\n"
-               "if (!exists('outfile')) outfile = 'loss.png'\n"
-               "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
-               "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
-               "set key top right\n%s$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
-               "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
+    fprintf(o,
+            "# the training curves of %s (src/run/run_log.c); `gnuplot loss.gp` draws %s again\n"
+            "if (!exists('outfile')) outfile = 'loss.png'\n"
+            "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
+            "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
+            "set key top right\n%s$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
+            "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
             csv, png, positive ? "set logscale y\n" : "", text, vtext,
             nv ? ", $valid using 1:2 with linespoints lw 2 pt 7 title 'valid loss'" : "");
     fclose(o);

@@ -6,8 +6,11 @@
  * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
  * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
  * with another value refused, named as typed, a remembered one taken; a missing gnuplot reported
- * as skipped, never masking the exit code; eval.
- * Not here: examples/classify (test_classify.c), mpirun (tests/dist/test_mpi.sh). */
+ * as skipped, never masking the exit code; eval; a saved value out of its range refused, named.
+ * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
+ * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
+ * it writes the bytes of a run never killed; a changed model flag is refused; eval.
+ * Not here: mpirun (tests/dist/test_mpi.sh). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attograd.h"
@@ -107,9 +111,10 @@ static int tiny_extra(void *ctx, const void *bytes, size_t len) {
                                                       : ag_fail(AG_ERR_FORMAT, "extra bytes");
 }
 
+static int loud = 0; /* 1: the run prints its progress (quiet otherwise) */
+
 /* A run of the tiny model with args (after the program's name); its exit code; *out: what the
  * model saw (may be NULL) */
-static int loud = 0; /* 1: the run prints its progress (quiet otherwise) */
 static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
     static Tiny m;
     memset(&m, 0, sizeof m);
@@ -154,20 +159,37 @@ static void child_exit(int code) {
     _exit(code);
 }
 
-/* the run in a forked child (its own signals, stdout and stderr into dir/child.err): its exit
- * status */
-static int run_child(const char *dir, const char *const *args, int64_t raise_at) {
+/* the run in a forked child (its own signals; stdout and stderr into dir/child.out and
+ * dir/child.err; progress printed when loud): its exit status */
+static int run_child(const char *dir, const char *const *args, int64_t raise_at, int be_loud) {
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
         char p[512];
+        cr_assert(freopen(ts_join(p, dir, "child.out"), "w", stdout) != NULL);
         cr_assert(freopen(ts_join(p, dir, "child.err"), "w", stderr) != NULL);
+        loud = be_loud;
         child_exit(run_tiny(args, NULL, raise_at));
     }
     int st;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* the two runs in folders a and b wrote the same last.npz, best.npz and log.csv (but for its
+ * tokens/s); returns b's log (malloc'd) */
+static char *expect_same_run(const char *a, const char *b) {
+    char p[512], q[512];
+    const char *files[] = {"last.npz", "best.npz"};
+    for (int i = 0; i < 2; i++)
+        cr_assert(ts_same_file(ts_join(p, a, files[i]), ts_join(q, b, files[i])), "%s differs",
+                  files[i]);
+    char *la = ts_csv_drop_column(ts_join(p, a, "log.csv"), 4);
+    char *lb = ts_csv_drop_column(ts_join(q, b, "log.csv"), 4);
+    cr_assert_str_eq(la, lb);
+    free(la);
+    return lb;
 }
 
 static int64_t ckpt_step(const char *path) {
@@ -235,11 +257,10 @@ static void check_schedule(const char *const *flags, OptimSchedule s, double lr)
 }
 
 Test(run, follows_its_learning_rate_schedules) {
-    check_schedule((const char *[]){NULL}, (OptimSchedule){OPTIM_WARMUP_COSINE, 4, 20, 1e-4},
-                   0.05);
-    check_schedule((const char *[]){"--warmup", "0", "--lr-min", "0.001", "--schedule-steps", "10",
-                                    NULL},
-                   (OptimSchedule){OPTIM_WARMUP_COSINE, 0, 10, 1e-3}, 0.05);
+    check_schedule((const char *[]){NULL}, (OptimSchedule){OPTIM_WARMUP_COSINE, 4, 20, 1e-4}, 0.05);
+    check_schedule(
+        (const char *[]){"--warmup", "0", "--lr-min", "0.001", "--schedule-steps", "10", NULL},
+        (OptimSchedule){OPTIM_WARMUP_COSINE, 0, 10, 1e-3}, 0.05);
     check_schedule((const char *[]){"--schedule", "invsqrt", "--lr", "0.02", NULL},
                    (OptimSchedule){OPTIM_WARMUP_INVSQRT, 4, 20, 1e-4}, 0.02);
     check_schedule((const char *[]){"--schedule", "constant", NULL},
@@ -249,7 +270,7 @@ Test(run, follows_its_learning_rate_schedules) {
 Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-nan");
-    int code = run_child(dir, (const char *[]){"--out", dir, "--inject-nan", "11", NULL}, -1);
+    int code = run_child(dir, (const char *[]){"--out", dir, "--inject-nan", "11", NULL}, -1, 0);
     char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
     cr_assert_eq(code, 1, "exit %d: %s", code, err);
     cr_assert(strstr(err, "tiny train: step 11: the training loss is nan: training stopped") &&
@@ -261,11 +282,11 @@ Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
 }
 
 Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
-    char a[64], b[64], p[512], q[512];
+    char a[64], b[64], p[512];
     ts_tmp_dir(a, sizeof a, "run-straight");
     ts_tmp_dir(b, sizeof b, "run-resumed");
     cr_assert_eq(run_tiny((const char *[]){"--out", a, NULL}, NULL, -1), 0);
-    int code = run_child(b, (const char *[]){"--out", b, NULL}, 7); /* SIGINT in step 7 */
+    int code = run_child(b, (const char *[]){"--out", b, NULL}, 7, 0); /* SIGINT in step 7 */
     char *err = ts_read_text(ts_join(p, b, "child.err"), NULL);
     cr_assert_eq(code, 130, "exit %d: %s", code, err);
     const char *said = strstr(err, "interrupted by SIGINT at step 7: saved");
@@ -273,17 +294,10 @@ Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
     cr_assert_eq(ckpt_step(ts_join(p, b, "last.npz")), 7);
     Tiny m;
     cr_assert_eq(run_tiny((const char *[]){"--out", b, "--resume", NULL}, &m, -1), 0);
-    cr_assert_eq(m.st.draws, 20, "the model's state came back: %lld draws",
-                 (long long)m.st.draws);
+    cr_assert_eq(m.st.draws, 20, "the model's state came back: %lld draws", (long long)m.st.draws);
     cr_assert_str_eq(m.extra_seen, "hello");
-    const char *files[] = {"last.npz", "best.npz"};
-    for (int i = 0; i < 2; i++)
-        cr_assert(ts_same_file(ts_join(p, a, files[i]), ts_join(q, b, files[i])), "%s differs",
-                  files[i]);
-    char *la = ts_csv_drop_column(ts_join(p, a, "log.csv"), 4);
-    char *lb = ts_csv_drop_column(ts_join(q, b, "log.csv"), 4);
-    cr_assert_str_eq(la, lb);
-    free(la), free(lb), free(err);
+    free(expect_same_run(a, b));
+    free(err);
     ts_rm_tree(a);
     ts_rm_tree(b);
 }
@@ -291,17 +305,18 @@ Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
 Test(run, resume_refuses_a_changed_kept_flag_naming_it_and_takes_a_remembered_one) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-flags");
-    cr_assert_eq(run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "6", NULL},
-                          NULL, -1),
-                 0);
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "6", NULL}, NULL, -1),
+        0);
     const char *bad[][6] = {{"--hidden", "7"}, {"--lr", "0.1"}, {"--batch", "8"}, {"--seed", "2"}};
     const char *names[] = {"--hidden 7 differs from the checkpoint's (6,",
                            "--lr 0.1 differs from the checkpoint's (0.05,", "--batch 8 differs",
                            "--seed 2 differs"};
     for (int i = 0; i < 4; i++) {
-        int code = run_child(dir, (const char *[]){"--out", dir, "--resume", "--steps", "12",
-                                                   bad[i][0], bad[i][1], NULL},
-                             -1);
+        int code = run_child(
+            dir,
+            (const char *[]){"--out", dir, "--resume", "--steps", "12", bad[i][0], bad[i][1], NULL},
+            -1, 0);
         char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
         cr_assert_eq(code, 2, "%s: exit %d", bad[i][0], code);
         cr_assert(strstr(err, names[i]), "%s: %s", names[i], err);
@@ -310,14 +325,14 @@ Test(run, resume_refuses_a_changed_kept_flag_naming_it_and_takes_a_remembered_on
     }
     /* the same value again, and a remembered flag (--steps) given: taken */
     Tiny m;
-    cr_assert_eq(run_tiny((const char *[]){"--out", dir, "--resume", "--width", "6", "--steps",
-                                           "12", NULL},
-                          &m, -1),
-                 0);
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--resume", "--width", "6", "--steps", "12", NULL},
+                 &m, -1),
+        0);
     cr_assert_eq(m.cfg.width, 6);
     cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 12);
     /* without --resume or --force, an existing run is not overwritten */
-    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1);
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
     char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
     cr_assert(code == 2 && strstr(err, "exists: continue that run with --resume"), "%d %s", code,
               err);
@@ -329,45 +344,94 @@ Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-plot");
     setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) { /* the note goes to stdout */
-        loud = 1;
-        cr_assert(freopen(ts_join(p, dir, "child.out"), "w", stdout) != NULL);
-        cr_assert(freopen(ts_join(p, dir, "child.err"), "w", stderr) != NULL);
-        child_exit(run_tiny((const char *[]){"--out", dir, "--inject-nan", "7", NULL}, NULL, -1));
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    int code = run_child(dir, (const char *[]){"--out", dir, "--inject-nan", "7", NULL}, -1, 1);
     unsetenv("AG_GNUPLOT");
     char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
     char *out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d: %s", WEXITSTATUS(st), err);
-    cr_assert(strstr(err, "step 7: the training loss is nan") && !strstr(err, "plot skipped"), "%s", err);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "step 7: the training loss is nan") && !strstr(err, "plot skipped"), "%s",
+              err);
     const char *note = strstr(out, "loss.png: plot skipped: AG_GNUPLOT=/nonexistent/gnuplot not");
     cr_assert(note && !strstr(note + 30, "plot skipped"), "said once: %s", out);
     free(err), free(out);
     ts_rm_tree(dir);
 }
 
-Test(run, eval_reads_a_checkpoint_back) {
+Test(run, eval_reads_a_checkpoint_back_and_a_bad_saved_value_is_refused_named) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-eval");
-    cr_assert_eq(run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "5", NULL},
-                          NULL, -1),
-                 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        cr_assert(freopen(ts_join(p, dir, "child.out"), "w", stdout) != NULL);
-        child_exit(run_tiny((const char *[]){"eval", "--out", dir, NULL}, NULL, -1));
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "5", NULL}, NULL, -1),
+        0);
+    int code = run_child(dir, (const char *[]){"eval", "--out", dir, NULL}, -1, 0);
     char *out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    cr_assert_eq(code, 0, "%s", out);
     cr_assert(strstr(out, "best.npz: step 10: valid loss ") && strstr(out, ", valid acc "), "[%s]",
               out);
     free(out);
+    /* a saved value outside its flag's range: resume refuses the file, naming the entry */
+    ts_join(p, dir, "last.npz");
+    ts_npz_edit(p, p, "meta.run.flag.batch", 0, 0, 0);
+    code = run_child(dir, (const char *[]){"--out", dir, "--resume", "--steps", "12", NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 &&
+                  strstr(err, "last.npz: meta.run.flag.batch = 0: must be an integer in [1,"),
+              "exit %d: %s", code, err);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+/* ---- examples/classify (AG_CLASSIFY_BIN, which make test sets), run whole ---- */
+
+static TsRun classify(const char *dir, const char *const *args) {
+    return ts_finish(dir, ts_start_env("AG_CLASSIFY_BIN", dir, args, NULL));
+}
+
+static int log_rows(const char *path) {
+    char *t = ts_slurp(path, NULL);
+    int n = 0;
+    for (char *c = t; c && *c; c++) n += *c == '\n';
+    free(t);
+    return n - 1;
+}
+
+#define SMALL "--d-model", "16", "--layers", "1", "--len", "8", "--threads", "1", "--quiet"
+
+Test(classify, killed_and_resumed_writes_the_bytes_of_a_straight_run) {
+    char dir[64], a[512], b[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "classify");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "killed");
+    TsRun r = classify(
+        dir, (const char *[]){"--out", a, "--steps", "600", "--save-every", "20", SMALL, NULL});
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    int pid = ts_start_env(
+        "AG_CLASSIFY_BIN", dir,
+        (const char *[]){"--out", b, "--steps", "600", "--save-every", "20", SMALL, NULL}, NULL);
+    ts_join(p, b, "log.csv");
+    for (int i = 0; i < 3000 && log_rows(p) < 5; i++) /* at most 30 s */
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    kill(pid, SIGKILL);
+    r = ts_finish(dir, pid);
+    cr_assert_eq(r.code, 128 + SIGKILL, "the run ended before it was killed: exit %d", r.code);
+    ts_run_free(&r);
+    r = classify(dir, (const char *[]){"--out", b, "--resume", NULL});
+    cr_assert_eq(r.code, 0, "resume: exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    char *la = expect_same_run(a, b);
+    /* it learned: the last row's valid accuracy */
+    cr_assert(strtod(strrchr(la, ',') + 1, NULL) > 0.8, "valid accuracy: %s", strrchr(la, ','));
+    free(la);
+    /* a changed model flag is refused, named; eval reads best.npz */
+    r = classify(dir,
+                 (const char *[]){"--out", b, "--resume", "--heads", "2", "--steps", "700", NULL});
+    cr_assert(r.code == 2 && strstr(r.err, "--heads 2 differs from the checkpoint's (4"), "%d %s",
+              r.code, r.err);
+    ts_run_free(&r);
+    r = classify(dir, (const char *[]){"eval", "--out", b, NULL});
+    cr_assert(r.code == 0 && strstr(r.out, "best.npz: step ") && strstr(r.out, "valid accuracy"),
+              "%d %s %s", r.code, r.out, r.err);
+    ts_run_free(&r);
     ts_rm_tree(dir);
 }
