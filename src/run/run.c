@@ -42,6 +42,8 @@ RunConfig run_defaults(void) {
 }
 
 int run_flags(RunLoop *r, Flag *fl) {
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(fl);
     RunConfig *c = r->c;
     const Flag rows[RUN_N_FLAGS] = {
         {"steps", FLAG_I64, &c->steps, "N", "training steps", 1, 1e12, NULL, 0},
@@ -157,24 +159,27 @@ static void build_slots(RunLoop *r) {
         snprintf(name, sizeof name, "flag.%.*s", (int)len, f->name);
         int cls = flag_class(r, f, name + 5);
         if (cls == TRANSIENT) continue;
+        /* a number's saved range: its flag's, widened to a default outside it (0: "none") */
+        double now = f->type == FLAG_DOUBLE ? *(double *)f->ptr
+                     : f->type == FLAG_I64  ? (double)*(int64_t *)f->ptr
+                     : f->type == FLAG_INT  ? (double)*(int *)f->ptr
+                                            : 0;
+        double lo = f->lo < now ? f->lo : now, hi = f->hi > now ? f->hi : now;
         switch (f->type) {
         case FLAG_INT:
         case FLAG_SWITCH:
         case FLAG_CHOICE: {
-            double lo = f->type == FLAG_INT ? f->lo : 0, hi = f->type == FLAG_INT ? f->hi : 1;
             if (f->type == FLAG_SWITCH) lo = f->lo < 0 ? f->lo : 0, hi = f->lo > 1 ? f->lo : 1;
+            if (f->type == FLAG_CHOICE) lo = hi = 0;
             for (int k = 0; f->type == FLAG_CHOICE && f->choices[k]; k++) hi = k;
             add_slot(r, name, CKPT_FIELD_INT, sizeof(int), lo, hi, f->ptr, f, cls);
             break;
         }
-        case FLAG_I64:
-        case FLAG_U64:
-            add_slot(r, name, CKPT_FIELD_INT, 8, f->lo, f->hi < 9e18 ? f->hi : 9e18, f->ptr, f,
-                     cls);
+        case FLAG_I64: add_slot(r, name, CKPT_FIELD_INT, 8, lo, hi, f->ptr, f, cls); break;
+        case FLAG_U64: /* its bits in an int64 */
+            add_slot(r, name, CKPT_FIELD_INT, 8, -1e19, 1e19, f->ptr, f, cls);
             break;
-        case FLAG_DOUBLE:
-            add_slot(r, name, CKPT_FIELD_FLOAT, 8, f->lo, f->hi, f->ptr, f, cls);
-            break;
+        case FLAG_DOUBLE: add_slot(r, name, CKPT_FIELD_FLOAT, 8, lo, hi, f->ptr, f, cls); break;
         case FLAG_STR:
         case FLAG_PATH:
             add_slot(r, name, CKPT_FIELD_STRING, RUN_STR_MAX, 0, 0, f->ptr, f, cls);
@@ -519,7 +524,9 @@ static int train_loop(RunLoop *r) {
 /* ---- the program ---- */
 
 RunLoop *run_new(const RunModel *m, RunConfig *c) {
-    AG_CHECK(m && c && m->build && m->loss && m->prog, "run_new: a model needs prog, build, loss");
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(c);
+    AG_CHECK(m->build && m->loss && m->prog, "run_new: a model needs prog, build, loss");
     AG_CHECK(!m->validate ||
                  (m->n_metrics >= 1 && m->n_metrics <= RUN_MAX_METRICS && m->metric_names),
              "run_new: %s: validate gives 1 to %d metrics, named", m->prog, RUN_MAX_METRICS);
@@ -542,8 +549,14 @@ void run_loop_free(RunLoop *r) {
     free(r);
 }
 
-int64_t run_last_step(const RunLoop *r) { return r->step; }
-const double *run_best(const RunLoop *r) { return r->st.best; }
+int64_t run_last_step(const RunLoop *r) {
+    AG_CHECK_ARG(r);
+    return r->step;
+}
+const double *run_best(const RunLoop *r) {
+    AG_CHECK_ARG(r);
+    return r->st.best;
+}
 
 /* eval: the checkpoint's step and metrics */
 static int run_eval(RunLoop *r) {
@@ -584,6 +597,9 @@ static int start_train(RunLoop *r) {
 }
 
 int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(fl);
+    AG_CHECK_ARG(argv);
     const char *cmd = argc > 1 && argv[1][0] != '-' ? argv[1] : "train";
     int first = argc > 1 && argv[1][0] != '-' ? 2 : 1, eval = strcmp(cmd, "eval") == 0;
     r->fl = fl;

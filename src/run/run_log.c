@@ -26,6 +26,7 @@ double run_now_s(void) {
 }
 
 void run_fmt_time(char *buf, size_t n, double s) {
+    AG_CHECK_ARG(buf);
     long t = s >= 0 && s < 1e8 ? (long)(s + 0.5) : 0;
     if (t >= 3600)
         snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
@@ -34,6 +35,7 @@ void run_fmt_time(char *buf, size_t n, double s) {
 }
 
 int run_make_dirs(const char *path) {
+    AG_CHECK_ARG(path);
     char buf[RUN_PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1;; p++) {
@@ -52,6 +54,9 @@ int run_make_dirs(const char *path) {
 }
 
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(header);
+    AG_CHECK_ARG(out);
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (f) { /* keep the header and the rows up to step; a crash may have left more */
         char *line = NULL;
@@ -391,6 +396,8 @@ static int gnuplot(const char *gp, const char *png) {
 }
 
 int run_plot_loss(const char *csv, const char *png) {
+    AG_CHECK_ARG(csv);
+    AG_CHECK_ARG(png);
     FILE *in = fopen(csv, "r");
     if (!in) {
         ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s", png, csv, strerror(errno));
