@@ -5,6 +5,7 @@
  * or finished, loss.png drawn by gnuplot (a script loss.gp beside it; gnuplot missing: skipped,
  * said once, nothing else changes), SIGINT and SIGTERM, the clock. Process 0 alone writes.
  * Not here: the loop (run.c). Read next: docs/run.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -97,7 +98,28 @@ void run_paths(RunLoop *r) {
     snprintf(r->png_path, sizeof r->png_path, "%s/loss.png", o);
 }
 
+/* Temporary files a killed save or plot left in --out ("last.npz.tmp.<pid>", ...): never
+ * read, removed when a run starts there. */
+static void remove_stale_temps(const RunLoop *r) {
+    static const char *const prefixes[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp.",
+                                           "loss.png.err."};
+    DIR *d = opendir(r->c->out);
+    char path[RUN_PATH_MAX + 300];
+    for (struct dirent *e; d && (e = readdir(d));)
+        for (int i = 0; i < 4; i++) {
+            size_t n = strlen(prefixes[i]);
+            if (strncmp(e->d_name, prefixes[i], n) != 0 || !e->d_name[n] ||
+                strspn(e->d_name + n, "0123456789") != strlen(e->d_name + n))
+                continue;
+            snprintf(path, sizeof path, "%s/%s", r->c->out, e->d_name);
+            if (unlink(path) == 0 && !r->c->quiet)
+                printf("removed %s (left by an interrupted save)\n", path);
+        }
+    if (d) closedir(d);
+}
+
 int run_log_open(RunLoop *r) {
+    remove_stale_temps(r);
     char header[512];
     size_t k = (size_t)snprintf(header, sizeof header, "step,train_loss,lr,grad_norm,tokens_per_s");
     for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
