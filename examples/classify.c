@@ -1,12 +1,10 @@
-/* classify.c: your own model with the library's whole trainer (README, "Write your own model";
- * docs/run.md). An encoder-only classifier (embeddings, learned positions, pre-LN encoder
- * layers that see the whole sequence, a linear head over every position) answers "is this
- * bracket sequence balanced?" on sequences it generates: half are balanced, the others have as
- * many '(' as ')' but close one too early. The model gives src/run its flags, how to build
- * itself, the loss of a shard of a step's batch and its validation (loss, accuracy); the run
- * gives train, --resume to the bit, eval, --shards under mpirun, log.csv, loss.png, SIGINT.
- *   build/examples/classify --out build/classify --steps 300
- *   build/examples/classify eval --out build/classify
+/* classify.c: your own model with the library's whole trainer (README, "Write your own model").
+ * An encoder-only classifier (embeddings, learned positions, pre-LN encoder layers, a linear
+ * head over every position) learns whether a bracket sequence is balanced, on sequences it
+ * generates (half balanced; the others as many '(' as ')' but closing one too early). It gives
+ * src/run its flags, how to build itself, the loss of a shard of a step's batch, validation;
+ * the run gives train, --resume to the bit, eval, --shards under mpirun, log.csv, loss.png.
+ *   build/examples/classify --out build/classify; build/examples/classify eval
  * Not here: the trainer (src/run/run.h). Read next: docs/run.md. */
 #include <stdlib.h>
 #include <string.h>
@@ -71,11 +69,8 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     NnBuilder b = nn_builder(a, &m->params, init);
     nn_embedding_init(&m->tok, &b, "tok", 3, c->d_model, NN_NO_PADDING);
     nn_positional_init(&m->pos, &b, "pos", c->len, c->d_model, NN_LEARNED);
-    TransformerConfig lc = {.d_model = c->d_model,
-                            .n_heads = c->n_heads,
-                            .dropout = c->dropout,
-                            .pre_ln = 1,
-                            .act = NN_GELU};
+    TransformerConfig lc = {.d_model = c->d_model, .n_heads = c->n_heads, .pre_ln = 1};
+    lc.dropout = c->dropout, lc.act = NN_GELU;
     for (int l = 0; l < c->n_layer; l++) {
         NnBuilder lb = nn_scope(&b, "layer.%d", l);
         nn_encoder_layer_init(&m->layer[l], &lb, "", &lc);
@@ -110,10 +105,8 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
 
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     Model *m = ctx;
-    int r0 = (int)((int64_t)i * m->run->batch / S),
-        r1 = (int)((int64_t)(i + 1) * m->run->batch / S);
-    return r1 > r0 ? ag_cross_entropy(t, forward(m, t, r0, r1 - r0, rng), m->labels + r0, -1)
-                   : NULL;
+    int64_t B = m->run->batch, r0 = i * B / S, n = (i + 1) * B / S - r0;
+    return n ? ag_cross_entropy(t, forward(m, t, (int)r0, (int)n, rng), m->labels + r0, -1) : NULL;
 }
 
 /* 512 rows no step draws (step 0): the mean loss and the accuracy */
@@ -137,15 +130,9 @@ int main(int argc, char **argv) {
     rc.steps = 300, rc.optim.lr = 3e-3, rc.optim.schedule.warmup = 20, rc.out = "build/classify";
     m.run = &rc;
     static const char *const metrics[] = {"loss", "accuracy"};
-    RunModel model = {.prog = "classify",
-                      .ctx = &m,
-                      .build = build,
-                      .batch = batch,
-                      .loss = loss,
-                      .validate = validate,
-                      .n_metrics = 2,
-                      .metric_names = metrics,
-                      .config = {"classify", config_fields, 5, &m.cfg, NULL}};
+    RunModel model = {.prog = "classify", .ctx = &m, .build = build, .batch = batch, .loss = loss};
+    model.validate = validate, model.n_metrics = 2, model.metric_names = metrics;
+    model.config = (CkptConfig){"classify", config_fields, 5, &m.cfg, NULL};
     RunLoop *r = run_new(&model, &rc);
     Flag fl[5 + RUN_N_FLAGS] = {
         {"len", FLAG_INT, &m.cfg.len, "N", "brackets a sequence (even)", 2, 256, NULL, 0},
