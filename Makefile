@@ -280,6 +280,12 @@ bench-run: $(BENCH) $(B)/examples/attograd-gpt
 # tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz
 export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
 
+# ---- the run loop (src/run, docs/run.md) and its yardstick, examples/classify.c ----
+# classify is an examples/NAME.c program (built by make examples, in make test's list);
+# tests/run/test_classify.c runs it (AG_CLASSIFY_BIN); make test-mpi runs it under mpirun.
+CLASSIFY_BIN := $(B)/examples/classify
+export AG_CLASSIFY_BIN := $(CURDIR)/$(CLASSIFY_BIN)
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found
@@ -508,7 +514,7 @@ test-torch:
 	$(MAKE) --no-print-directory REAL=double test-torch
 endif
 
-# make test-mpi: the data-parallel trainers (attograd-gpt and attograd-translate) under mpirun
+# make test-mpi: the data-parallel trainers (attograd-gpt, attograd-translate, classify) under mpirun
 # -np 1, 2, 4 give the bits of one process accumulating the same shards (tests/dist/test_mpi.sh
 # says what it checks).
 # Installs Open MPI when missing, builds the plain float programs and the MPI=1 ones.
@@ -516,12 +522,14 @@ endif
 test-mpi:
 	@scripts/deps.sh libopenmpi-dev openmpi-bin
 	@$(MAKE) --no-print-directory REAL=float MPI=0 build/examples/attograd-gpt \
-	    build/examples/attograd-translate
+	    build/examples/attograd-translate build/examples/classify
 	@$(MAKE) --no-print-directory REAL=float MPI=1 build/float-mpi/examples/attograd-gpt \
-	    build/float-mpi/examples/attograd-translate build/float-mpi/tests/dist_tree
+	    build/float-mpi/examples/attograd-translate build/float-mpi/tests/dist_tree \
+	    build/float-mpi/examples/classify
 	@tests/dist/test_mpi.sh build/examples/attograd-gpt build/float-mpi/examples/attograd-gpt \
 	    build/float-mpi/tests/dist_tree build/tests/mpi build/examples/attograd-translate \
-	    build/float-mpi/examples/attograd-translate
+	    build/float-mpi/examples/attograd-translate build/examples/classify \
+	    build/float-mpi/examples/classify
 
 test-numpy: $(B)/tests/npz_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)

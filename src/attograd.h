@@ -3,9 +3,10 @@
  * gradcheck, and the tables that describe a model's configuration to checkpoints), nn
  * (modules), optim (optimizers), io (.npz files, checkpoints) and text (tokenizers, token
  * shards, training windows), then dist (data-parallel steps over MPI), flag (a program's
- * command line from one table of flags), then lens (head detectors; the cache, ablation and
- * patching on the models' hook points; the logit lens and direct logit attribution; the export
- * to TransformerLens). The kernels (tensor/kernels.h) are internal: a program that calls one
+ * command line from one table of flags), run (a training run around a model's callbacks:
+ * cadence, schedules, shards, checkpoints, resume, the CSV and the loss plot), then lens (head
+ * detectors; the cache, ablation and patching on the models' hook points; the logit lens and
+ * direct logit attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are internal: a program that calls one
  * includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -26,6 +27,7 @@
 #include "text/text.h"
 #include "dist/dist.h"
 #include "flag/flag.h"
+#include "run/run.h"
 #include "lens/detect.h"
 #include "lens/lens.h"
 #include "lens/logit.h"

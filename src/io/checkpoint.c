@@ -195,6 +195,7 @@ static int check_saved(const char *path, const Checkpoint *c) {
         rc = ag_fail(AG_ERR_RANGE, "%s: not saved: rng.state is all zeros", path);
     if (rc == AG_OK && c->config.n_fields)
         rc = check_config_saved(path, "meta.config.", &c->config);
+    if (rc == AG_OK && c->run.n_fields) rc = check_config_saved(path, "meta.run.", &c->run);
     return rc;
 }
 
@@ -206,13 +207,16 @@ int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats)
              "ckpt_save: '%s': %d configuration fields at NULL", path, c->config.n_fields);
     AG_CHECK(c->n_data >= 0 && c->n_data <= CKPT_MAX_DATA, "ckpt_save: n_data %d outside [0, %d]",
              c->n_data, CKPT_MAX_DATA);
+    AG_CHECK(c->run.n_fields >= 0 && (c->run.n_fields == 0 || (c->run.fields && c->run.values)),
+             "ckpt_save: '%s': %d run fields at NULL", path, c->run.n_fields);
     int bad = check_saved(path, c);
     if (bad != AG_OK) return bad;
     NpzWriter *w = npz_writer_new();
     npz_add_params(w, c->params, NPZ_REAL);
     int n = c->config.n_fields > N_OPTIM ? c->config.n_fields : N_OPTIM;
-    int64_t *iv = calloc((size_t)n * 2, sizeof *iv), step = 0;
-    double *dv = calloc((size_t)n * 2, sizeof *dv);
+    if (c->run.n_fields > n) n = c->run.n_fields;
+    int64_t *iv = calloc((size_t)n * 3, sizeof *iv), step = 0;
+    double *dv = calloc((size_t)n * 3, sizeof *dv);
     AG_CHECK(iv && dv, "ckpt_save: out of memory");
     if (c->config.model) npz_add_bytes(w, "meta.model", c->config.model, strlen(c->config.model));
     add_fields(w, "meta.config.", &c->config, iv, dv);
@@ -229,6 +233,7 @@ int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats)
     if (c->rng) npz_add_u64(w, "rng.state", 1, (int64_t[]){4}, c->rng->s);
     if (c->n_data > 0) npz_add_i64(w, "data.position", 1, (int64_t[]){c->n_data}, c->data);
     if (c->extra && c->extra_len) npz_add_bytes(w, "meta.extra", c->extra, c->extra_len);
+    if (c->run.n_fields) add_fields(w, "meta.run.", &c->run, iv + 2 * n, dv + 2 * n);
     int rc = npz_write(w, path, level, stats);
     npz_writer_free(w);
     free(iv);
@@ -480,6 +485,7 @@ static int check_holds_params(const NpzFile *f, int64_t n_params) {
  * data position. */
 static int is_small_entry(const char *name) {
     return strncmp(name, "meta.config.", 12) == 0 || strncmp(name, "meta.optim.", 11) == 0 ||
+           strncmp(name, "meta.run.", 9) == 0 ||
            strcmp(name, "meta.model") == 0 || strcmp(name, "train.step") == 0 ||
            strcmp(name, "rng.state") == 0 || strcmp(name, "data.position") == 0;
 }
@@ -599,6 +605,15 @@ int ckpt_read(const char *path, const CkptConfig *cfg, NpzFile **out) {
     return AG_OK;
 }
 
+int ckpt_read_run(const NpzFile *f, const CkptConfig *run) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(run);
+    AG_CHECK(run->n_fields == 0 || (run->fields && run->values),
+             "ckpt_read_run: '%s': %d run fields at NULL", f->path, run->n_fields);
+    CkptConfig c = {NULL, run->fields, run->n_fields, run->values, NULL};
+    return run->n_fields ? read_config(f, "meta.run.", &c, 1, NULL) : AG_OK;
+}
+
 int ckpt_optim_config(const NpzFile *f, OptimConfig *o, int *has) {
     AG_CHECK_ARG(f);
     AG_CHECK_ARG(o);
@@ -682,6 +697,8 @@ int ckpt_load_from(const NpzFile *f, Checkpoint *c) {
     if (rc == AG_OK && c->rng) rc = check_ints(f, "rng.state", NPZ_U64, 4, &rng);
     if (rc == AG_OK && c->n_data > 0)
         rc = check_ints(f, "data.position", NPZ_I64, c->n_data, &data);
+    CkptConfig run = {NULL, c->run.fields, c->run.n_fields, c->run.values, NULL};
+    if (rc == AG_OK && run.n_fields) rc = read_config(f, "meta.run.", &run, 0, NULL);
     if (rc == AG_OK) {
         extra = npz_find(f, "meta.extra");
         if (extra && (extra->dtype != NPZ_U8 || extra->ndim != 1))
@@ -717,6 +734,7 @@ int ckpt_load_from(const NpzFile *f, Checkpoint *c) {
     }
     if (rng) memcpy(c->rng->s, rng->data, sizeof c->rng->s);
     if (data) memcpy(c->data, data->data, (size_t)c->n_data * sizeof(int64_t));
+    if (run.n_fields) read_config(f, "meta.run.", &run, 1, NULL); /* checked above */
     c->extra = extra_copy;
     c->extra_len = extra ? extra->nbytes : 0;
     return AG_OK;

@@ -30,6 +30,8 @@
  *   optim.<param>.exp_avg / .exp_avg_sq / .momentum_buffer, and train.step (0-d int64)
  *   rng.state             (4) uint64: the training RNG (dropout)
  *   data.position         (n) int64: the caller's data-loader position (epoch, cursor, ...)
+ *   meta.run.<field>      one 0-d int64 or float64 per field of Checkpoint.run (a string as
+ *                         '|u1' bytes): the run's state by name (src/run/run.h)
  * Weights-only export: opt, rng and n_data left empty. Files written before meta.model existed
  * load (their configuration entries are named as the fields were).
  * Not here: the .npz container (npz.h); the field tables (../autograd/config.h); a model's own
@@ -57,6 +59,9 @@ typedef struct Checkpoint {
     int n_data;
     const void *extra; /* saving: bytes to keep; loading: a malloc'd copy (free it), or NULL */
     size_t extra_len;
+    CkptConfig run; /* the run's state as named fields (meta.run.<name>: a trainer's sums, its
+                     * settings, a loader's position; src/run), n_fields 0: none. run.model and
+                     * run.check are not used */
 } Checkpoint;
 
 /* Writes path atomically (npz_write: temp file, fsync, rename, fsync of the folder); level
@@ -71,7 +76,7 @@ int ckpt_save(const char *path, const Checkpoint *c, int level, NpzStats *stats)
  * Limits (docs/robustness.md):
  *   CKPT_MAX_STEP           train.step: the integers a double counts exactly
  *   CKPT_MAX_SMALL          .npy bytes of each small entry: meta.model, meta.config.*,
- *                           meta.optim.*, train.step, rng.state, data.position
+ *                           meta.optim.*, meta.run.*, train.step, rng.state, data.position
  *   CKPT_MAX_SMALL_ENTRIES  small entries in a file
  *   CKPT_MAX_EXTRA          .npy bytes of meta.extra
  *   CKPT_MAX_PARAMS         parameter values a configuration may describe (../autograd/config.h) */
@@ -114,6 +119,10 @@ int ckpt_optim_config(const NpzFile *f, OptimConfig *o, int *has);
  * c->extra gets a malloc'd copy of meta.extra, NUL-terminated (free it), and c->extra_len its
  * length; NULL and 0 when the file has none. */
 int ckpt_load_from(const NpzFile *f, Checkpoint *c);
+/* The run's fields (meta.run.<name>) of a file from ckpt_read into run->values, each checked
+ * against its field (present, its type, in [lo, hi]; an optional one absent reads 0): AG_OK,
+ * or an error naming the file and the entry, and then run->values is as it was. */
+int ckpt_read_run(const NpzFile *f, const CkptConfig *run);
 /* ckpt_read with c->config, then ckpt_load_from: for a model already built with the file's
  * configuration. */
 int ckpt_load(const char *path, Checkpoint *c);

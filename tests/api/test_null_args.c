@@ -3,7 +3,7 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io, text, lens, flag) and fails for any function taking a pointer that has no row here, unless
+ * nn, optim, io, text, lens, flag, run) and fails for any function taking a pointer that has no row here, unless
  * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
  * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
@@ -63,6 +63,9 @@ static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
     return in[0];
 }
 static TxtTokenizer *const TOK = (TxtTokenizer *)&A; /* never read: the checks come first */
+static RunLoop *const RL = (RunLoop *)&A;            /* never read: the checks come first */
+static RunModel RM;
+static RunConfig RC;
 static TxtLoader TL;
 static int I1;
 static size_t Z1;
@@ -313,6 +316,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(ckpt_optim_config, has, ckpt_optim_config(&NF, &OC, NULL))                                   \
     X(ckpt_load_from, f, ckpt_load_from(NULL, &CK))                                                \
     X(ckpt_load_from, c, ckpt_load_from(&NF, NULL))                                                \
+    X(ckpt_read_run, f, ckpt_read_run(NULL, &CK.run))                                              \
+    X(ckpt_read_run, run, ckpt_read_run(&NF, NULL))                                                \
     X(nn_seq2seq_check_config, cfg, nn_seq2seq_check_config(NULL, NULL, NULL))                     \
     /* gpt.h */                                                                                    \
     X(nn_gpt_check_config, c, nn_gpt_check_config(NULL, NULL))                                     \
@@ -704,7 +709,24 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(flag_given, fl, flag_given(NULL, 1, "x"))                                                    \
     X(flag_given, name, flag_given(&FL, 1, NULL))                                                  \
     X(flag_spelling, f, flag_spelling(NULL, BUF, 1))                                               \
-    X(flag_spelling, buf, flag_spelling(&FL, NULL, 1))
+    X(flag_spelling, buf, flag_spelling(&FL, NULL, 1))                                             \
+    /* run.h */                                                                                    \
+    X(run_new, m, run_new(NULL, &RC))                                                              \
+    X(run_new, c, run_new(&RM, NULL))                                                              \
+    X(run_flags, r, run_flags(NULL, &FL))                                                          \
+    X(run_flags, fl, run_flags(RL, NULL))                                                          \
+    X(run_main, r, run_main(NULL, &FL, 1, 1, (char *[]){"x", NULL}))                               \
+    X(run_main, fl, run_main(RL, NULL, 1, 1, (char *[]){"x", NULL}))                               \
+    X(run_main, argv, run_main(RL, &FL, 1, 1, NULL))                                               \
+    X(run_last_step, r, run_last_step(NULL))                                                       \
+    X(run_best, r, run_best(NULL))                                                                 \
+    X(run_fmt_time, buf, run_fmt_time(NULL, 1, 0))                                                 \
+    X(run_make_dirs, path, run_make_dirs(NULL))                                                    \
+    X(run_csv_open, path, run_csv_open(NULL, "h", 0, 0, (FILE *[1]){0}))                           \
+    X(run_csv_open, header, run_csv_open("x", NULL, 0, 0, (FILE *[1]){0}))                         \
+    X(run_csv_open, out, run_csv_open("x", "h", 0, 0, NULL))                                       \
+    X(run_plot_loss, csv, run_plot_loss(NULL, "x.png"))                                            \
+    X(run_plot_loss, png, run_plot_loss("x.csv", NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -730,6 +752,7 @@ static const char *const accepts_null[][2] = {
     {"npz_writer_free", "NULL is a no-op, as free"},
     {"txt_free", "NULL is a no-op, as free"},
     {"dist_grad_free", "NULL is a no-op, as free"},
+    {"run_loop_free", "NULL is a no-op, as free"},
     {"txt_shard_close", "NULL is a no-op, as free"},
     {"txt_loader_init", "tokens NULL: a loader of window starts only (txt_loader_starts)"},
     {"tensor_shape_str", "gives \"(NULL)\": error messages show a missing tensor"},
@@ -825,9 +848,10 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
-        "src/flag/flag.h"};
+        "src/flag/flag.h",     "src/run/run.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",  "optim_",
-                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_"};
+                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
+                                           "run_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

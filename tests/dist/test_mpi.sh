@@ -20,7 +20,11 @@
 #      the last, weighted by their tokens), the plain build accumulating and mpirun -np 1, 2, 3, 4
 #      writing the same last.npz and best.npz (validation dealt to the processes); 10 steps on 2
 #      processes resumed to 20 on 1; SIGINT and SIGKILL to process 1.
+#   7. examples/classify (the library's run loop, src/run), the same: 20 steps --shards 4 on one
+#      process and mpirun -np 1, 2; 10 steps on 2 processes resumed to 20 on 1; SIGINT and SIGKILL
+#      to process 1 (when PLAIN_CLASSIFY and MPI_CLASSIFY are given).
 # Usage: tests/dist/test_mpi.sh PLAIN_GPT MPI_GPT DIST_TREE WORKDIR PLAIN_TRANSLATE MPI_TRANSLATE
+#        [PLAIN_CLASSIFY MPI_CLASSIFY]
 set -u
 plain="$1"
 mgpt="$2"
@@ -28,6 +32,8 @@ tree="$3"
 work="$4"
 ptr="$5"
 mtr="$6"
+pcl="${7:-}"
+mcl="${8:-}"
 rm -rf "$work"
 mkdir -p "$work"
 log="$work/test.log"
@@ -229,4 +235,14 @@ resumed translate "$ptr" "$mtr" "--data $work/tr --steps 20 --threads 1 --quiet"
     $targs --steps 10 --schedule-steps 20 --shards 4
 signals translate "$mtr" "--data $work/tr --threads 1 --quiet" --steps \
     $targs --steps 1000000 --shards 4
-echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals; both trainers); log: $log"
+
+# ---- 7. examples/classify on the library's run loop ----
+if [ -n "$pcl" ]; then
+    cargs="--d-model 16 --heads 2 --layers 1 --len 8 --batch 16 --warmup 5 --valid-every 10
+           --dropout 0.1 --threads 1 --quiet"
+    same_bits classify "$pcl" "$mcl" "1 2" 4 $cargs --steps 20
+    resumed classify "$pcl" "$mcl" "--steps 20 --threads 1 --quiet" \
+        $cargs --steps 10 --schedule-steps 20 --shards 4
+    signals classify "$mcl" "--threads 1 --quiet" --steps $cargs --steps 1000000 --shards 4
+fi
+echo "  test-mpi: $checks checks passed (mpirun -np 1, 2, 3, 4: the same bits; resume; signals; both trainers${pcl:+ and classify}); log: $log"

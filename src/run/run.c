@@ -1,0 +1,649 @@
+/* run.c: the run loop (run.h). run_main parses the flags, starts a fresh run or resumes one,
+ * then takes steps: the model's batch, the loss of each shard (src/dist sums them in a fixed
+ * tree when there are several shards or processes), backward, clipping, the optimizer's step;
+ * after each, what is due: validation (best.npz), a CSV row, last.npz. The run's state is a
+ * table of named fields built at start (CkptField rows over one buffer): the flags it keeps
+ * ("flag.lr"), its sums since the last CSV row and its best validation ("run.*"), the model's
+ * own fields ("model.*"), written to meta.run.<name> by every save and read back by --resume.
+ * Not here: the CSV, progress, plots, signals and the clock (run_log.c). Read next:
+ * run_log.c. */
+#include "run.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run_internal.h"
+
+/* ---- the run's flags ---- */
+
+static const char *const schedule_names[] = {"constant", "invsqrt", "cosine", NULL};
+
+RunConfig run_defaults(void) {
+    RunConfig c;
+    memset(&c, 0, sizeof c);
+    c.steps = 1000;
+    c.batch = 32;
+    c.optim = optim_defaults(OPTIM_ADAMW);
+    c.optim.weight_decay = 0; /* --weight-decay */
+    c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 100, 0, 1e-4};
+    c.weight_decay = 0.01;
+    c.clip = 1.0;
+    c.seed = 1;
+    c.out = "build/run";
+    c.log_every = 10;
+    c.valid_every = 100;
+    return c;
+}
+
+int run_flags(RunLoop *r, Flag *fl) {
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(fl);
+    RunConfig *c = r->c;
+    const Flag rows[RUN_N_FLAGS] = {
+        {"steps", FLAG_I64, &c->steps, "N", "training steps", 1, 1e12, NULL, 0},
+        {"batch", FLAG_INT, &c->batch, "N", "examples a step", 1, 1 << 20, NULL, 0},
+        {"lr", FLAG_DOUBLE, &c->optim.lr, "X", "the peak learning rate", 0, FLAG_LR_MAX, NULL, 0},
+        {"lr-min", FLAG_DOUBLE, &c->optim.schedule.lr_min, "X", "cosine: the final learning rate",
+         0, FLAG_LR_MAX, NULL, 0},
+        {"warmup", FLAG_I64, &c->optim.schedule.warmup, "N", "linear warmup steps", 0, 1e12, NULL,
+         0},
+        {"schedule", FLAG_CHOICE, &c->optim.schedule.kind, "NAME",
+         "the decay after warmup: constant, invsqrt or cosine", 0, 0, schedule_names, 0},
+        {"schedule-steps", FLAG_I64, &c->optim.schedule.total, "N",
+         "the step where the cosine reaches --lr-min (0: --steps)", 0, 1e12, NULL, 0},
+        {"weight-decay", FLAG_DOUBLE, &c->weight_decay, "X", "weight decay", 0, FLAG_WD_MAX, NULL,
+         0},
+        {"clip", FLAG_DOUBLE, &c->clip, "X", "clip the gradient norm (0: no)", 0, FLAG_CLIP_MAX,
+         NULL, 0},
+        {"seed", FLAG_I64, &c->seed, "N", "weights, data and dropout", 0, 9007199254740992.0, NULL,
+         0},
+        {"shards", FLAG_INT, &c->shards, "S",
+         "micro-shards a batch, summed in a fixed order: the same bits for any number of "
+         "processes (0: one a process; docs/mpi.md)",
+         0, 1 << 16, NULL, 0},
+        {"out", FLAG_PATH, &c->out, "DIR", "where last.npz, best.npz, log.csv, loss.png go", 0, 0,
+         NULL, 0},
+        {"resume", FLAG_SWITCH, &c->resume, NULL, "continue the run in --out from its last.npz", 1,
+         0, NULL, 0},
+        {"force", FLAG_SWITCH, &c->force, NULL, "start a new run over the one in --out", 1, 0, NULL,
+         0},
+        {"log-every", FLAG_INT, &c->log_every, "N", "steps between CSV rows", 1, 1 << 30, NULL, 0},
+        {"valid-every", FLAG_INT, &c->valid_every, "N", "steps between validations", 1, 1 << 30,
+         NULL, 0},
+        {"save-every", FLAG_INT, &c->save_every, "N", "steps between saves (0: --valid-every)", 0,
+         1 << 30, NULL, 0},
+        {"threads", FLAG_INT, &c->threads, "N", "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
+        {"quiet", FLAG_SWITCH, &c->quiet, NULL, "print errors only", 1, 0, NULL, 0},
+        {"inject-nan", FLAG_I64, &c->inject_nan, "STEP", "(tests) a NaN weight before STEP", 0,
+         1e12, NULL, 0},
+        {"ckpt", FLAG_PATH, &r->ckpt, "FILE",
+         "eval: the checkpoint (default OUT/best.npz, else OUT/last.npz)", 0, 0, NULL, 0},
+    };
+    memcpy(fl, rows, sizeof rows);
+    return RUN_N_FLAGS;
+}
+
+/* What --resume does with a flag: keep it (refuse another value), remember it (the
+ * checkpoint's unless given), or nothing (not saved) */
+enum { KEEP, REMEMBER, TRANSIENT };
+
+static int listed(const char *const *list, const char *name) {
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(list[i], name) == 0) return 1;
+    return 0;
+}
+
+static const char *const run_remember[] = {"steps", "log-every", "valid-every", "save-every", NULL};
+static const char *const run_transient[] = {"out",   "resume",     "force", "threads",
+                                            "quiet", "inject-nan", "ckpt",  NULL};
+
+static int flag_class(const RunLoop *r, const Flag *f, const char *name) {
+    const char *p = (const char *)f->ptr, *c0 = (const char *)r->c;
+    int ours = (p >= c0 && p < c0 + sizeof *r->c) || f->ptr == (const void *)&r->ckpt;
+    if (ours)
+        return listed(run_remember, name)    ? REMEMBER
+               : listed(run_transient, name) ? TRANSIENT
+                                             : KEEP;
+    return listed(r->m->remember, name)    ? REMEMBER
+           : listed(r->m->transient, name) ? TRANSIENT
+                                           : KEEP;
+}
+
+/* ---- the run's state as named fields over one buffer ---- */
+
+/* the run's own: the sums of the CSV row being accumulated, the best validation */
+static const struct {
+    const char *name;
+    size_t offset;
+    CkptFieldType type;
+    double lo, hi;
+} state_rows[] = {
+    {"run.row_loss", offsetof(RunState, row_loss), CKPT_FIELD_FLOAT, -DBL_MAX, DBL_MAX},
+    {"run.row_norm", offsetof(RunState, row_norm), CKPT_FIELD_FLOAT, 0, DBL_MAX},
+    {"run.row_tokens", offsetof(RunState, row_tokens), CKPT_FIELD_FLOAT, 0, DBL_MAX},
+    {"run.row_steps", offsetof(RunState, row_steps), CKPT_FIELD_INT, 0, (double)CKPT_MAX_STEP},
+    {"run.best_step", offsetof(RunState, best_step), CKPT_FIELD_INT, 0, (double)CKPT_MAX_STEP},
+    {"run.last_valid", offsetof(RunState, last_valid), CKPT_FIELD_INT, 0, (double)CKPT_MAX_STEP},
+};
+#define N_STATE (int)(sizeof state_rows / sizeof state_rows[0])
+
+static void add_slot(RunLoop *r, const char *name, CkptFieldType type, size_t size, double lo,
+                     double hi, void *src, const Flag *flag, int cls) {
+    AG_CHECK(r->n_slots < RUN_MAX_SLOTS, "run: more than %d saved values", RUN_MAX_SLOTS);
+    RunSlot *s = &r->slots[r->n_slots];
+    CkptField *fd = &r->fields[r->n_slots++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->src = src;
+    s->flag = flag;
+    s->cls = cls;
+    s->size = size;
+    s->off = r->buf_len;
+    r->buf_len += (size + 7) / 8 * 8;
+    *fd = (CkptField){s->name, type, s->off, size, lo, hi, 0};
+}
+
+/* The table: the kept and remembered flags of fl, the run's state, the model's state. */
+static void build_slots(RunLoop *r) {
+    char name[80];
+    r->n_slots = 0;
+    r->buf_len = 0;
+    for (int i = 0; i < r->n_fl; i++) {
+        const Flag *f = &r->fl[i];
+        size_t len = strcspn(f->name, "|");
+        snprintf(name, sizeof name, "flag.%.*s", (int)len, f->name);
+        int cls = flag_class(r, f, name + 5);
+        if (cls == TRANSIENT) continue;
+        /* a number's saved range: its flag's, widened to a default outside it (0: "none") */
+        double now = f->type == FLAG_DOUBLE ? *(double *)f->ptr
+                     : f->type == FLAG_I64  ? (double)*(int64_t *)f->ptr
+                     : f->type == FLAG_INT  ? (double)*(int *)f->ptr
+                                            : 0;
+        double lo = f->lo < now ? f->lo : now, hi = f->hi > now ? f->hi : now;
+        switch (f->type) {
+        case FLAG_INT:
+        case FLAG_SWITCH:
+        case FLAG_CHOICE: {
+            if (f->type == FLAG_SWITCH) lo = f->lo < 0 ? f->lo : 0, hi = f->lo > 1 ? f->lo : 1;
+            if (f->type == FLAG_CHOICE) lo = hi = 0;
+            for (int k = 0; f->type == FLAG_CHOICE && f->choices[k]; k++) hi = k;
+            add_slot(r, name, CKPT_FIELD_INT, sizeof(int), lo, hi, f->ptr, f, cls);
+            break;
+        }
+        case FLAG_I64: add_slot(r, name, CKPT_FIELD_INT, 8, lo, hi, f->ptr, f, cls); break;
+        case FLAG_U64: /* its bits in an int64 */
+            add_slot(r, name, CKPT_FIELD_INT, 8, -1e19, 1e19, f->ptr, f, cls);
+            break;
+        case FLAG_DOUBLE: add_slot(r, name, CKPT_FIELD_FLOAT, 8, lo, hi, f->ptr, f, cls); break;
+        case FLAG_STR:
+        case FLAG_PATH:
+            add_slot(r, name, CKPT_FIELD_STRING, RUN_STR_MAX, 0, 0, f->ptr, f, cls);
+            break;
+        default:
+            AG_CHECK(0, "run: flag --%s: a list cannot be saved: name it in RunModel.transient",
+                     name + 5);
+        }
+    }
+    for (int i = 0; i < N_STATE; i++)
+        add_slot(r, state_rows[i].name, state_rows[i].type, 8, state_rows[i].lo, state_rows[i].hi,
+                 (char *)&r->st + state_rows[i].offset, NULL, KEEP);
+    for (int i = 0; i < r->m->n_metrics; i++) {
+        snprintf(name, sizeof name, "run.best_%s", r->m->metric_names[i]);
+        add_slot(r, name, CKPT_FIELD_FLOAT, 8, -DBL_MAX, DBL_MAX, &r->st.best[i], NULL, KEEP);
+    }
+    const CkptConfig *ms = &r->m->state;
+    for (int i = 0; i < ms->n_fields; i++) {
+        const CkptField *fd = &ms->fields[i];
+        snprintf(name, sizeof name, "model.%s", fd->name);
+        add_slot(r, name, fd->type, fd->size, fd->lo, fd->hi, (char *)ms->values + fd->offset, NULL,
+                 KEEP);
+    }
+    free(r->buf);
+    free(r->given);
+    r->buf = calloc(r->buf_len ? r->buf_len : 1, 1);
+    r->given = calloc(r->buf_len ? r->buf_len : 1, 1);
+    AG_CHECK(r->buf && r->given, "run: out of memory");
+}
+
+/* the values into buf (r->buf before a save; r->given before a checkpoint is read) */
+static void to_buf(RunLoop *r, char *buf) {
+    for (int i = 0; i < r->n_slots; i++) {
+        RunSlot *s = &r->slots[i];
+        char *b = buf + s->off;
+        if (s->flag && (s->flag->type == FLAG_STR || s->flag->type == FLAG_PATH)) {
+            const char *v = *(const char **)s->src;
+            snprintf(b, RUN_STR_MAX, "%s", v ? v : "");
+        } else {
+            memcpy(b, s->src, s->size);
+        }
+    }
+}
+
+/* r->buf into the values; a flag given on this command line from r->given */
+static void from_buf(RunLoop *r) {
+    for (int i = 0; i < r->n_slots; i++) {
+        RunSlot *s = &r->slots[i];
+        char *b = (s->flag && s->flag->given ? r->given : r->buf) + s->off;
+        if (s->flag && (s->flag->type == FLAG_STR || s->flag->type == FLAG_PATH))
+            *(const char **)s->src = s->flag->type == FLAG_PATH && !*b ? NULL : b;
+        else
+            memcpy(s->src, b, s->size);
+    }
+}
+
+/* A kept flag given again (r->given) must equal the checkpoint's (r->buf) */
+static int check_kept(RunLoop *r, const char *path) {
+    for (int i = 0; i < r->n_slots; i++) {
+        RunSlot *s = &r->slots[i];
+        if (!s->flag || s->cls != KEEP || !s->flag->given) continue;
+        const char *b = r->buf + s->off, *src = r->given + s->off;
+        char given[RUN_STR_MAX + 8], stored[RUN_STR_MAX + 8], sp[80];
+        int same;
+        if (s->flag->type == FLAG_STR || s->flag->type == FLAG_PATH) {
+            same = strcmp(src, b) == 0;
+            snprintf(given, sizeof given, " %s", src);
+            snprintf(stored, sizeof stored, "%s", b);
+        } else if (s->flag->type == FLAG_DOUBLE) {
+            double v, w;
+            memcpy(&v, src, 8), memcpy(&w, b, 8);
+            same = v == w;
+            snprintf(given, sizeof given, " %.9g", v);
+            snprintf(stored, sizeof stored, "%.9g", w);
+        } else {
+            int64_t v = 0, w = 0;
+            if (s->size == 8) {
+                memcpy(&v, src, 8), memcpy(&w, b, 8);
+            } else {
+                int x, y;
+                memcpy(&x, src, 4), memcpy(&y, b, 4);
+                v = x, w = y;
+            }
+            same = v == w;
+            if (s->flag->type == FLAG_CHOICE) {
+                snprintf(given, sizeof given, " %s", s->flag->choices[v]);
+                snprintf(stored, sizeof stored, "%s", s->flag->choices[w]);
+            } else if (s->flag->type == FLAG_SWITCH) {
+                given[0] = '\0';
+                snprintf(stored, sizeof stored, "%s", w ? "on" : "off");
+            } else {
+                snprintf(given, sizeof given, " %lld", (long long)v);
+                snprintf(stored, sizeof stored, "%lld", (long long)w);
+            }
+        }
+        if (same) continue;
+        return ag_fail(AG_ERR_ARG,
+                       "--%s%s differs from the checkpoint's (%s, %s): --resume continues the run "
+                       "with its model, optimizer, batch size and seed (start a new run with "
+                       "--force to change them)",
+                       flag_spelling(s->flag, sp, sizeof sp), given, stored, path);
+    }
+    return AG_OK;
+}
+
+/* ---- starting ---- */
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static CkptConfig run_table(RunLoop *r) {
+    return (CkptConfig){NULL, r->fields, r->n_slots, r->buf, NULL};
+}
+
+/* The model (its flags hold what it is), the optimizer (oc) and the training RNG */
+static int build(RunLoop *r, const OptimConfig *oc) {
+    r->params_arena = arena_new("params", 0);
+    Rng init;
+    rng_seed(&init, rng_hash((uint64_t)r->c->seed, 0));
+    int rc = r->m->build(r->m->ctx, r->params_arena, &init, &r->params);
+    if (rc != AG_OK) return rc;
+    if (oc) r->opt = optim_new(r->params_arena, r->params, oc);
+    rng_seed(&r->rng, rng_hash((uint64_t)r->c->seed, 1));
+    return AG_OK;
+}
+
+static int setup_fresh(RunLoop *r) {
+    RunConfig *c = r->c;
+    if (!c->force && file_exists(r->last_path))
+        return ag_fail(AG_ERR_ARG,
+                       "%s exists: continue that run with --resume, or start a new one over it "
+                       "with --force",
+                       r->last_path);
+    if (c->shards == 0) c->shards = dist_size(); /* saved as resolved */
+    OptimSchedule *s = &c->optim.schedule;
+    if (s->total == 0) s->total = c->steps;
+    if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total)
+        return ag_fail(AG_ERR_ARG, "--warmup %lld must be below --schedule-steps %lld",
+                       (long long)s->warmup, (long long)s->total);
+    if (s->kind == OPTIM_WARMUP_INVSQRT && s->warmup < 1)
+        return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
+    if (s->kind == OPTIM_WARMUP_COSINE && s->lr_min > c->optim.lr)
+        return ag_fail(AG_ERR_ARG, "--lr-min %g must not exceed --lr %g", s->lr_min, c->optim.lr);
+    OptimConfig oc = c->optim;
+    oc.weight_decay = c->decay_min_ndim > 0 ? 0 : c->weight_decay;
+    int rc = optim_check_config(&oc);
+    if (rc != AG_OK) return rc;
+    memset(&r->st, 0, sizeof r->st);
+    return build(r, &oc);
+}
+
+/* Reads path: the saved flags (kept ones given again must agree; the others not given are
+ * restored), the model built from them, then its weights and, when train, the optimizer,
+ * RNG and state. */
+static int load(RunLoop *r, const char *path, int train) {
+    if (!file_exists(path))
+        return ag_fail(AG_ERR_IO, "%s: no checkpoint%s", path,
+                       train ? " to resume from (train without --resume first)" : "");
+    NpzFile *f;
+    to_buf(r, r->given); /* ckpt_read fills the model's configuration, which flags may be */
+    const CkptConfig *mc = r->m->config.n_fields ? &r->m->config : NULL;
+    int rc = ckpt_read(path, mc, &f);
+    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
+    const NpzEntry *se = npz_find(f, "train.step"); /* its type: checked by ckpt_read */
+    if (se) memcpy(&r->step, se->data, sizeof r->step);
+    CkptConfig rt = run_table(r);
+    rc = ckpt_read_run(f, &rt);
+    if (rc == AG_OK && train) rc = check_kept(r, path);
+    if (rc == AG_OK) from_buf(r);
+    OptimConfig oc;
+    int has = 0;
+    if (rc == AG_OK && train) rc = ckpt_optim_config(f, &oc, &has);
+    if (rc == AG_OK && train && (!has || !npz_find(f, "rng.state")))
+        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no optimizer state or RNG: cannot resume from it",
+                     path);
+    if (rc == AG_OK) rc = build(r, train ? &oc : NULL);
+    Checkpoint ck = {.params = r->params,
+                     .config = r->m->config,
+                     .opt = train ? r->opt : NULL,
+                     .rng = train ? &r->rng : NULL,
+                     .run = rt};
+    if (rc == AG_OK) rc = ckpt_load_from(f, &ck);
+    npz_free(f);
+    if (rc != AG_OK) return rc;
+    from_buf(r); /* the run's and the model's state, after build */
+    if (ck.extra && r->m->load_extra) rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
+    free((void *)ck.extra);
+    if (rc != AG_OK) return rc;
+    if (train && r->c->steps < r->step)
+        return ag_fail(AG_ERR_ARG,
+                       "--steps %lld: %s is already at step %lld: give more, or none to finish "
+                       "the run",
+                       (long long)r->c->steps, path, (long long)r->step);
+    return AG_OK;
+}
+
+int run_save(RunLoop *r, const char *path) {
+    if (path == r->last_path) r->saved_step = r->step;
+    if (dist_rank() != 0) return AG_OK; /* process 0 writes; the others hold the same state */
+    /* the log's rows reach the disk before the checkpoint --resume would start from */
+    if (r->csv && (fflush(r->csv) != 0 || fsync(fileno(r->csv)) != 0))
+        return ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", r->csv_path, strerror(errno));
+    to_buf(r, r->buf);
+    Checkpoint ck = {.params = r->params,
+                     .config = r->m->config,
+                     .opt = r->opt,
+                     .rng = &r->rng,
+                     .extra = r->m->extra,
+                     .extra_len = r->m->extra_len,
+                     .run = run_table(r)};
+    return ckpt_save(path, &ck, 0, NULL);
+}
+
+/* ---- the steps ---- */
+
+static Tensor *shard_loss(void *ctx, Tape *t, int i) {
+    RunLoop *r = ctx;
+    Rng g;
+    rng_seed(&g, rng_hash(r->shard_seed, (uint64_t)i));
+    return r->m->loss(r->m->ctx, t, i, r->c->shards, &g);
+}
+
+/* One step: NULL, or what was not finite (then nothing was updated) */
+static const char *train_step(RunLoop *r, double *loss, double *norm) {
+    if (r->dist) {
+        r->shard_seed = rng_u64(&r->rng);
+        *loss = dist_grad_step(r->dist, r->tape, shard_loss, r);
+    } else {
+        ag_tape_reset(r->tape);
+        ag_params_zero_grad(r->params);
+        Tensor *l = r->m->loss(r->m->ctx, r->tape, 0, 1, &r->rng);
+        AG_CHECK(l != NULL, "%s: the loss of the only shard is NULL", r->m->prog);
+        *loss = (double)l->data[0];
+        if (isfinite(*loss)) ag_backward(r->tape, l);
+    }
+    if (!isfinite(*loss)) return "the training loss";
+    *norm = optim_clip_grad_norm(r->params, r->c->clip > 0 ? r->c->clip : DBL_MAX);
+    if (!isfinite(*norm)) return "the gradient norm";
+    if (r->c->decay_min_ndim > 0)
+        optim_step_decay(r->opt, r->c->weight_decay, r->c->decay_min_ndim);
+    else
+        optim_step(r->opt);
+    return NULL;
+}
+
+static int params_finite(const RunLoop *r) {
+    for (int i = 0; i < r->params->n; i++) {
+        const Tensor *p = r->params->items[i];
+        for (size_t k = 0; k < p->size; k++)
+            if (!isfinite((double)p->data[k])) return 0;
+    }
+    return 1;
+}
+
+/* The model's validation: RUN_EXIT_OK (v filled, best.npz when better) or an exit code */
+static int validate(RunLoop *r, double *v) {
+    int rc = r->m->validate(r->m->ctx, r->tape, v);
+    ag_tape_reset(r->tape);
+    if (rc != AG_OK) return run_stopped(r, r->step, NULL, 0, RUN_EXIT_USAGE);
+    if (!isfinite(v[0])) return run_stopped(r, r->step, "the valid loss", v[0], RUN_EXIT_FAIL);
+    int better =
+        r->st.best_step == 0 || (r->m->better ? r->m->better(v, r->st.best) : v[0] < r->st.best[0]);
+    r->st.last_valid = r->step;
+    if (better) {
+        r->st.best_step = r->step;
+        memcpy(r->st.best, v, (size_t)r->m->n_metrics * sizeof *v);
+    }
+    run_say_valid(r, v, better);
+    if (better && run_save(r, r->best_path) != AG_OK) return run_write_failed(r);
+    return RUN_EXIT_OK;
+}
+
+/* After step s: the row's sums, then what is due. An exit code. */
+static int after_step(RunLoop *r, double loss, double norm, double tokens) {
+    RunConfig *c = r->c;
+    int64_t s = r->step;
+    r->st.row_loss += loss;
+    r->st.row_norm += norm;
+    r->st.row_tokens += tokens;
+    r->st.row_steps++;
+    run_progress(r, loss, 0);
+    int save_every = c->save_every > 0 ? c->save_every : c->valid_every;
+    int valid_due = r->m->validate && (s % c->valid_every == 0 || s == c->steps);
+    int save_due = s % save_every == 0 || s == c->steps;
+    if ((valid_due || save_due) && !params_finite(r))
+        return run_stopped(r, s, "a weight after the update", NAN, RUN_EXIT_FAIL);
+    double v[RUN_MAX_METRICS];
+    if (valid_due) {
+        int code = validate(r, v);
+        if (code != RUN_EXIT_OK) return code;
+    }
+    if (s % c->log_every == 0 || valid_due || s == c->steps) {
+        if (run_log_row(r, valid_due ? v : NULL) != AG_OK) return run_write_failed(r);
+        run_progress(r, loss, 1);
+    }
+    if (save_due && run_save(r, r->last_path) != AG_OK) return run_write_failed(r);
+    return RUN_EXIT_OK;
+}
+
+static int train_loop(RunLoop *r) {
+    RunConfig *c = r->c;
+    int code = RUN_EXIT_OK, interrupted = 0;
+    if (!c->resume && run_save(r, r->last_path) != AG_OK) code = run_write_failed(r);
+    while (code == RUN_EXIT_OK && r->step < c->steps) {
+        if (dist_any(run_signal_caught() != 0)) { /* a signal to any process stops all */
+            interrupted = 1;
+            break;
+        }
+        int64_t s = r->step + 1;
+        if (c->inject_nan == s) r->params->items[0]->data[0] = (Real)NAN; /* fault tests */
+        double tokens = c->batch, loss = 0, norm = 0;
+        int lo = r->dist ? r->dist->lo : 0, hi = r->dist ? r->dist->hi : 1;
+        if (r->m->batch && r->m->batch(r->m->ctx, s, lo, hi, c->shards, &tokens) != AG_OK) {
+            code = run_stopped(r, s, NULL, 0, RUN_EXIT_USAGE);
+            break;
+        }
+        const char *what = train_step(r, &loss, &norm);
+        if (what) {
+            code = run_stopped(r, s, what, isfinite(loss) ? norm : loss, RUN_EXIT_FAIL);
+            break;
+        }
+        r->step = s;
+        code = after_step(r, loss, norm, tokens);
+    }
+    run_end_bar(r);
+    if (code == RUN_EXIT_OK && interrupted) {
+        int sig = run_signal_caught();
+        if (run_save(r, r->last_path) != AG_OK) return run_write_failed(r);
+        if (dist_rank() == 0)
+            fprintf(stderr,
+                    "%s train: interrupted by %s at step %lld: saved %s; continue with --resume\n",
+                    r->m->prog, sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)r->step,
+                    r->last_path);
+        return sig == SIGTERM ? RUN_EXIT_SIGTERM : RUN_EXIT_SIGINT;
+    }
+    if (code == RUN_EXIT_OK) run_say_done(r);
+    return code;
+}
+
+/* ---- the program ---- */
+
+RunLoop *run_new(const RunModel *m, RunConfig *c) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(c);
+    AG_CHECK(m->build && m->loss && m->prog, "run_new: a model needs prog, build, loss");
+    AG_CHECK(!m->validate ||
+                 (m->n_metrics >= 1 && m->n_metrics <= RUN_MAX_METRICS && m->metric_names),
+             "run_new: %s: validate gives 1 to %d metrics, named", m->prog, RUN_MAX_METRICS);
+    RunLoop *r = calloc(1, sizeof *r);
+    AG_CHECK(r, "run_new: out of memory");
+    r->m = m;
+    r->c = c;
+    return r;
+}
+
+void run_loop_free(RunLoop *r) {
+    if (!r) return;
+    if (r->csv) fclose(r->csv);
+    dist_grad_free(r->dist);
+    if (r->tape) ag_tape_free(r->tape);
+    if (r->step_arena) arena_free(r->step_arena);
+    if (r->params_arena) arena_free(r->params_arena);
+    free(r->buf);
+    free(r->given);
+    free(r);
+}
+
+int64_t run_last_step(const RunLoop *r) {
+    AG_CHECK_ARG(r);
+    return r->step;
+}
+const double *run_best(const RunLoop *r) {
+    AG_CHECK_ARG(r);
+    return r->st.best;
+}
+
+/* eval: the checkpoint's step and metrics */
+static int run_eval(RunLoop *r) {
+    const char *path = r->ckpt;
+    char p[RUN_PATH_MAX];
+    if (!path) {
+        path = file_exists(r->best_path) ? r->best_path : r->last_path;
+        snprintf(p, sizeof p, "%s", path);
+        path = p;
+    }
+    if (!r->m->validate) return ag_fail(AG_ERR_ARG, "%s: the model has no validation", path);
+    int rc = load(r, path, 0);
+    if (rc != AG_OK) return rc;
+    r->step_arena = arena_new("step", 0);
+    r->tape = ag_tape_new(r->step_arena);
+    double v[RUN_MAX_METRICS];
+    rc = r->m->validate(r->m->ctx, r->tape, v);
+    if (rc != AG_OK || dist_rank() != 0) return rc;
+    printf("%s: step %lld:", path, (long long)r->step);
+    for (int i = 0; i < r->m->n_metrics; i++)
+        printf("%s valid %s %.6f", i ? "," : "", r->m->metric_names[i], v[i]);
+    printf("\n");
+    return AG_OK;
+}
+
+static int start_train(RunLoop *r) {
+    RunConfig *c = r->c;
+    int rc = AG_OK;
+    if (c->resume && c->force) rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
+    if (rc == AG_OK) rc = c->resume ? load(r, r->last_path, 1) : setup_fresh(r);
+    if (rc == AG_OK && (c->shards < dist_size() || c->shards > c->batch))
+        rc = ag_fail(AG_ERR_ARG,
+                     "--shards %d: must be at least the %d processes and at most the batch %d",
+                     c->shards, dist_size(), c->batch);
+    if (rc == AG_OK && dist_rank() == 0) rc = run_make_dirs(c->out);
+    if (rc == AG_OK && dist_rank() == 0) rc = run_log_open(r);
+    return rc;
+}
+
+int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
+    AG_CHECK_ARG(r);
+    AG_CHECK_ARG(fl);
+    AG_CHECK_ARG(argv);
+    const char *cmd = argc > 1 && argv[1][0] != '-' ? argv[1] : "train";
+    int first = argc > 1 && argv[1][0] != '-' ? 2 : 1, eval = strcmp(cmd, "eval") == 0;
+    r->fl = fl;
+    r->n_fl = n;
+    r->cmd = cmd;
+    int rc = eval || strcmp(cmd, "train") == 0
+                 ? flag_parse(fl, n, argc - first, argv + first, NULL, NULL)
+                 : ag_fail(AG_ERR_ARG, "'%s': not a command (train, eval)", cmd);
+    if (rc == FLAG_HELP) {
+        printf("usage: %s [train|eval] [flags]\n  train: trains a model (--resume continues it)\n"
+               "  eval: a checkpoint's validation metrics\nflags:\n",
+               r->m->prog);
+        flag_help(stdout, fl, n);
+        return RUN_EXIT_OK;
+    }
+    if (dist_rank() != 0) r->c->quiet = 1;
+    int threads = ag_threads_use(r->c->threads);
+    if (rc == AG_OK) {
+        build_slots(r);
+        run_paths(r);
+        rc = eval ? run_eval(r) : start_train(r);
+    }
+    int print;
+    rc = dist_agree(rc, &print); /* one process that cannot start stops all */
+    if (rc != AG_OK) {
+        if (print) fprintf(stderr, "%s %s: %s\n", r->m->prog, cmd, ag_last_error());
+        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
+    }
+    if (eval) return RUN_EXIT_OK;
+    r->step_arena = arena_new("step", 0);
+    r->tape = ag_tape_new(r->step_arena);
+    if (r->c->shards > 1 || dist_size() > 1) {
+        r->dist = dist_grad_new(r->params, r->c->shards);
+        r->dist->mean = !r->m->shard_sum;
+    }
+    run_say_start(r, threads);
+    struct sigaction old[2];
+    run_signals_catch(old);
+    r->step_start = r->saved_step = r->step;
+    r->t_start = r->t_row = r->t_bar = run_now_s();
+    int code = train_loop(r);
+    if (r->csv) run_plot(r, 1);
+    dist_any(0); /* no process exits (ending the job) before process 0 saved */
+    run_signals_restore(old);
+    fflush(stdout);
+    return code;
+}

@@ -1,0 +1,146 @@
+/* run.h: a training run around a model's callbacks, nanoGPT's train.py as a library: the model
+ * gives its flags, how to build itself, the loss of a shard of a step's batch, its validation
+ * metrics and the state it wants kept; the run gives the rest. That is: one table of flags (the
+ * run's standard rows, run_flags, after the model's own), AdamW/Adam/SGD with warmup and cosine
+ * or inverse-sqrt decay (src/optim), gradient clipping, --shards and mpirun through src/dist
+ * (the same bits for any number of processes), a CSV row every --log-every steps, validation
+ * every --valid-every steps with best.npz, last.npz every --save-every steps (atomic writes),
+ * progress with the ETA and tokens/s, loss.png drawn by gnuplot when it is installed, SIGINT and
+ * SIGTERM (save once, exit 130 / 143), a non-finite loss, gradient or weight (stop naming the
+ * step, exit 1, the last good checkpoint kept), and --resume: the checkpoint holds the weights,
+ * the optimizer, the RNG, the flags of the run and the model and their state as named fields
+ * (meta.run.<name>), so `--out DIR --resume` alone continues to the bit, and a model flag given
+ * again with another value is refused, named. `PROG eval` reads a checkpoint back and prints
+ * the validation metrics. docs/run.md is the guide; examples/classify.c the shortest program.
+ * Not here: a model (its callbacks), the flag parser (../flag/flag.h), the tree of shards
+ * (../dist/dist.h), checkpoints' entries (../io/checkpoint.h). Read next: run.c, then
+ * run_log.c. */
+#ifndef AG_RUN_H
+#define AG_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../dist/dist.h"
+#include "../flag/flag.h"
+#include "../io/checkpoint.h"
+#include "../optim/optim.h"
+#include "../tensor/threads.h"
+
+/* Exit codes of run_main (as the example programs' TR_EXIT_*) */
+enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_USAGE = 2 };
+#define RUN_EXIT_SIGINT 130
+#define RUN_EXIT_SIGTERM 143
+
+#define RUN_MAX_METRICS 8 /* validation metrics of a model (the loss first) */
+#define RUN_N_FLAGS 21    /* rows run_flags writes */
+#define RUN_MAX_FLAGS 256 /* rows of a program's whole table */
+
+/* What a model gives the run. Every callback gets ctx. Only build and loss are required. */
+typedef struct RunModel {
+    const char *prog; /* the program's name in messages: "classify train: ..." */
+    void *ctx;
+    /* Builds the model from its flags (on --resume and for eval they hold the checkpoint's
+     * values) into the long-lived arena a, drawing its initial weights from init; *params: its
+     * parameter list. AG_OK, or AG_ERR_ARG naming the flag that cannot be honoured. */
+    int (*build)(void *ctx, Arena *a, Rng *init, ParamList **params);
+    /* the model's configuration (meta.config.*; its values the struct build fills), so that the
+     * checkpoint alone rebuilds the model; n_fields 0: none */
+    CkptConfig config;
+    /* Draws the batch of step `step` (from 1; every process draws the same) and reads the rows
+     * of shards [lo, hi) of n_shards, which this process computes; *tokens: what the batch
+     * counts toward tokens/s. NULL: loss draws its own. AG_OK, or a data error (the message
+     * names the file): the run stops, exit 2. */
+    int (*batch)(void *ctx, int64_t step, int lo, int hi, int n_shards, double *tokens);
+    /* The loss of shard i of n_shards of the step's batch, a scalar on t; rng: this shard's
+     * dropout (the same whichever process computes it). NULL: the shard holds no rows. */
+    Tensor *(*loss)(void *ctx, Tape *t, int shard, int n_shards, Rng *rng);
+    /* Validation (NULL: none, and no best.npz): the metrics v[0..n_metrics), v[0] the loss,
+     * computed with t (no gradients needed). Collective: every process calls it. AG_OK or a
+     * data error. */
+    int (*validate)(void *ctx, Tape *t, double *v);
+    int n_metrics;
+    const char *const *metric_names; /* CSV columns valid_<name>; [0] is "loss" */
+    /* 1 when metrics v beat best (NULL: a lower loss v[0]) */
+    int (*better)(const double *v, const double *best);
+    /* the model's own state beside the run's (a data loader's position) as named fields,
+     * saved as meta.run.model.<name> and restored on --resume before batch is next called;
+     * n_fields 0: none */
+    CkptConfig state;
+    /* bytes to keep in the checkpoint (meta.extra: a tokenizer); on --resume and eval, the
+     * file's are given to load_extra (may be NULL), which checks them (AG_OK or an error) */
+    const void *extra;
+    size_t extra_len;
+    int (*load_extra)(void *ctx, const void *bytes, size_t len);
+    /* 1: each shard's loss is already weighted by its share of the batch (tokens), and the
+     * shards' gradients are summed; 0: their mean (shards of equal weight) */
+    int shard_sum;
+    /* flags of the model's table (canonical names, NULL-terminated lists; may be NULL) that
+     * --resume takes from the checkpoint unless given again, with no refusal (a path, a
+     * validation's size): remember; and those never saved (an output's name): transient.
+     * Every other row of the model's is kept: given again with another value, it is refused. */
+    const char *const *remember;
+    const char *const *transient;
+} RunModel;
+
+/* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The
+ * program sets its defaults before run_flags. Kept by --resume (given again with another value:
+ * refused): batch, lr, lr-min, warmup, schedule, schedule-steps, weight-decay, clip, seed,
+ * shards and the optimizer; remembered (the checkpoint's unless given): steps, log-every,
+ * valid-every, save-every; not saved: out, resume, force, threads, quiet, inject-nan. */
+typedef struct RunConfig {
+    int64_t steps;
+    int batch;
+    OptimConfig optim;   /* kind, betas, eps; lr, warmup, schedule: the flags */
+    int decay_min_ndim;  /* 0: --weight-decay is the optimizer's own; k > 0: nanoGPT's groups,
+                             * decay on the parameters of k or more dimensions (optim_step_decay) */
+    double weight_decay; /* --weight-decay */
+    double clip;         /* --clip: the gradient's norm, 0: none */
+    int64_t seed;        /* --seed: the weights (rng_hash(seed, 0)), dropout (.., 1) */
+    int shards;          /* --shards: 0: one a process */
+    const char *out;     /* --out: last.npz, best.npz, log.csv, loss.png */
+    int resume, force, quiet, threads;
+    int log_every, valid_every, save_every; /* save_every 0: --valid-every */
+    int64_t inject_nan; /* tests: a NaN in the first parameter before that step */
+} RunConfig;
+
+/* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,
+ * cosine to 1e-4 after 100 warmup steps, weight decay 0.01, clip 1, seed 1, out "build/run",
+ * a row every 10 steps, validation and last.npz every 100. */
+RunConfig run_defaults(void);
+
+typedef struct RunLoop RunLoop; /* run.c */
+
+/* A run of model m with settings c (both are kept by pointer: they must outlive the run, and
+ * c's fields are where the flags write). */
+RunLoop *run_new(const RunModel *m, RunConfig *c);
+void run_loop_free(RunLoop *r);
+/* Writes the run's standard rows (RUN_N_FLAGS of them) at fl: the program's table is its
+ * model's rows followed by these. Returns the number written. */
+int run_flags(RunLoop *r, Flag *fl);
+/* The whole program: argv[1] is "train" (the default when it is absent or starts with '-')
+ * or "eval" (the checkpoint --ckpt, default OUT/best.npz, else OUT/last.npz: its step and
+ * validation metrics), then flags of the table fl[0..n) (the model's rows and run_flags').
+ * --help prints the table. Returns the exit code; messages go to stderr as "PROG CMD: ...". */
+int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv);
+
+/* What a run did, for tests and programs: the steps taken and the last metrics */
+int64_t run_last_step(const RunLoop *r);
+const double *run_best(const RunLoop *r); /* the best validation's metrics (n_metrics) */
+
+/* ---- run_log.c: what the run writes besides checkpoints (also usable alone) ---- */
+double run_now_s(void); /* a monotonic clock in seconds */
+/* "1h02m" or "3m07s" */
+void run_fmt_time(char *buf, size_t n, double seconds);
+/* mkdir -p: AG_OK or AG_ERR_IO naming the folder */
+int run_make_dirs(const char *path);
+/* Opens the CSV log with its header; on resume keeps the rows up to step (cut after them) and
+ * appends. AG_OK or AG_ERR_IO naming the path. */
+int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
+/* Draws png from the CSV at csv (columns step, train_loss, valid_loss by their header names)
+ * with gnuplot: RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in
+ * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */
+enum { RUN_PLOT_DRAWN = 0, RUN_PLOT_SKIPPED = 1, RUN_PLOT_FAILED = 2 };
+int run_plot_loss(const char *csv, const char *png);
+
+#endif

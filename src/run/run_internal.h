@@ -1,0 +1,82 @@
+/* run_internal.h: what run.c (the loop, the state, resuming) and run_log.c (what a run prints
+ * and writes besides checkpoints, signals) share: the RunLoop struct. Internal to src/run.
+ * Read next: run.c. */
+#ifndef AG_RUN_INTERNAL_H
+#define AG_RUN_INTERNAL_H
+
+#include <signal.h>
+
+#include "run.h"
+
+#define RUN_MAX_SLOTS 96 /* saved values: flags, the run's state, the model's */
+#define RUN_STR_MAX 256  /* a saved text flag's bytes, NUL included */
+#define RUN_PATH_MAX 1100
+
+/* the run's state beside the model's: the sums of the CSV row being accumulated, the best
+ * validation (best_step 0: none yet), the last validated step */
+typedef struct RunState {
+    double row_loss, row_norm, row_tokens;
+    int64_t row_steps, best_step, last_valid;
+    double best[RUN_MAX_METRICS];
+} RunState;
+
+/* one saved value: where it lives (src) and where in the buffer (off) */
+typedef struct RunSlot {
+    char name[96];
+    void *src;
+    size_t size, off;
+    const Flag *flag; /* a flag's value, or NULL */
+    int cls;          /* a flag: KEEP or REMEMBER (run.c) */
+} RunSlot;
+
+struct RunLoop {
+    const RunModel *m;
+    RunConfig *c;
+    const char *cmd, *ckpt;
+    Flag *fl;
+    int n_fl;
+    RunSlot slots[RUN_MAX_SLOTS];
+    CkptField fields[RUN_MAX_SLOTS];
+    int n_slots;
+    char *buf, *given; /* the saved values; the values of this command line */
+    size_t buf_len;
+    RunState st;
+    Arena *params_arena, *step_arena;
+    ParamList *params;
+    Tape *tape;
+    Optimizer *opt;
+    Rng rng;
+    DistGrad *dist;
+    uint64_t shard_seed;
+    int64_t step, saved_step, step_start;
+    char last_path[RUN_PATH_MAX], best_path[RUN_PATH_MAX], csv_path[RUN_PATH_MAX],
+        png_path[RUN_PATH_MAX];
+    FILE *csv;
+    int tty, plot_said;
+    double t_start, t_row, t_bar, last_tps;
+};
+
+/* run.c */
+int run_save(RunLoop *r, const char *path);
+
+/* run_log.c */
+void run_paths(RunLoop *r);
+int run_log_open(RunLoop *r);
+int run_log_row(RunLoop *r, const double *valid);
+void run_progress(RunLoop *r, double loss, int force);
+void run_end_bar(RunLoop *r);
+void run_plot(RunLoop *r, int final);
+void run_say_start(RunLoop *r, int threads);
+void run_say_valid(RunLoop *r, const double *v, int better);
+void run_say_done(RunLoop *r);
+/* the message of a run that stopped at step s (what is value, or a data error when what is
+ * NULL: ag_last_error()); returns code */
+int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code);
+/* a write failed (its message in ag_last_error()): what is still safe; RUN_EXIT_FAIL */
+int run_write_failed(RunLoop *r);
+/* SIGINT and SIGTERM set a flag (a second one quits at once) */
+void run_signals_catch(struct sigaction old[2]);
+void run_signals_restore(const struct sigaction old[2]);
+int run_signal_caught(void);
+
+#endif

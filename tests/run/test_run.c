@@ -1,0 +1,437 @@
+/* test_run.c: the run loop (src/run) with a tiny model of its own (a dropout layer and a linear
+ * classifier of 4 numbers, one state field, a few extra bytes), run in this process through
+ * run_main: the cadence of CSV rows, validations and saves; the learning rate of each step
+ * under warmup + cosine, inverse-sqrt and constant schedules; the CSV's columns; a NaN stop
+ * naming the step and keeping the last good checkpoint; SIGINT (a forked child) saving once and
+ * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
+ * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
+ * with another value refused, named as typed, a remembered one taken; a missing gnuplot reported
+ * as skipped, never masking the exit code; eval; a saved value out of its range refused, named.
+ * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
+ * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
+ * it writes the bytes of a run never killed; a changed model flag is refused; eval.
+ * Not here: mpirun (tests/dist/test_mpi.sh). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attograd.h"
+#include "files.h"
+
+typedef struct {
+    int width;
+    double p;
+} TinyConfig;
+static const CkptField tiny_fields[] = {CKPT_CFG_INT(TinyConfig, width, 1, 64),
+                                        CKPT_CFG_FLOAT(TinyConfig, p, 0, 0.9)};
+typedef struct {
+    int64_t draws; /* the model's state: batches drawn */
+} TinyState;
+static const CkptField state_fields[] = {CKPT_CFG_INT(TinyState, draws, 0, 1 << 30)};
+
+typedef struct {
+    TinyConfig cfg;
+    TinyState st;
+    ParamList params;
+    Linear l1, l2;
+    RunConfig *rc;
+    float x[64 * 4];
+    int y[64];
+    int64_t raise_at;
+    int n_valid;
+    char extra_seen[16];
+} Tiny;
+
+static int tiny_build(void *ctx, Arena *a, Rng *init, ParamList **params) {
+    Tiny *m = ctx;
+    NnBuilder b = nn_builder(a, &m->params, init);
+    nn_linear_init(&m->l1, &b, "l1", 4, m->cfg.width, NN_BIAS);
+    nn_linear_init(&m->l2, &b, "l2", m->cfg.width, 2, NN_BIAS);
+    *params = &m->params;
+    return AG_OK;
+}
+
+/* rows of step s: 4 numbers, label 1 when their sum is positive */
+static void tiny_rows(Tiny *m, int64_t s, int n) {
+    Rng g;
+    rng_seed(&g, rng_hash((uint64_t)m->rc->seed, (uint64_t)s));
+    for (int j = 0; j < n; j++) {
+        double sum = 0;
+        for (int k = 0; k < 4; k++) sum += m->x[j * 4 + k] = (float)(2 * rng_uniform(&g) - 1);
+        m->y[j] = sum > 0;
+    }
+}
+
+static int tiny_batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens) {
+    Tiny *m = ctx;
+    (void)lo, (void)hi, (void)S;
+    if (step == m->raise_at) raise(SIGINT);
+    tiny_rows(m, step, m->rc->batch);
+    m->st.draws++;
+    *tokens = m->rc->batch;
+    return AG_OK;
+}
+
+static Tensor *tiny_forward(Tiny *m, Tape *t, int r0, int B, Rng *rng) {
+    Tensor *x = tensor_new2(t->arena, B, 4, "x");
+    for (int i = 0; i < B * 4; i++) x->data[i] = (Real)m->x[r0 * 4 + i];
+    Tensor *h = nn_linear(t, &m->l1, x); /* no ReLU: a NaN weight makes the loss NaN */
+    return nn_linear(t, &m->l2, rng ? ag_dropout(t, h, m->cfg.p, rng) : h);
+}
+
+static Tensor *tiny_loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
+    Tiny *m = ctx;
+    int B = m->rc->batch, r0 = i * B / S, r1 = (i + 1) * B / S;
+    return ag_cross_entropy(t, tiny_forward(m, t, r0, r1 - r0, rng), m->y + r0, -1);
+}
+
+static int tiny_validate(void *ctx, Tape *t, double *v) {
+    Tiny *m = ctx;
+    m->n_valid++;
+    tiny_rows(m, 0, 64);
+    int prev = ag_no_grad(t, 1), right = 0;
+    Tensor *lg = tiny_forward(m, t, 0, 64, NULL);
+    v[0] = (double)ag_cross_entropy(t, lg, m->y, -1)->data[0];
+    for (int j = 0; j < 64; j++) right += (lg->data[2 * j + 1] > lg->data[2 * j]) == m->y[j];
+    v[1] = right / 64.0;
+    ag_no_grad(t, prev);
+    return AG_OK;
+}
+
+static int tiny_extra(void *ctx, const void *bytes, size_t len) {
+    Tiny *m = ctx;
+    snprintf(m->extra_seen, sizeof m->extra_seen, "%.*s", (int)len, (const char *)bytes);
+    return len == 5 && memcmp(bytes, "hello", 5) == 0 ? AG_OK
+                                                      : ag_fail(AG_ERR_FORMAT, "extra bytes");
+}
+
+static int loud = 0; /* 1: the run prints its progress (quiet otherwise) */
+
+/* A run of the tiny model with args (after the program's name); its exit code; *out: what the
+ * model saw (may be NULL) */
+static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
+    static Tiny m;
+    memset(&m, 0, sizeof m);
+    m.cfg = (TinyConfig){8, 0.1};
+    m.raise_at = raise_at;
+    RunConfig rc = run_defaults();
+    rc.steps = 20, rc.batch = 16, rc.optim.lr = 0.05, rc.optim.schedule.warmup = 4;
+    rc.log_every = 3, rc.valid_every = 5, rc.save_every = 4, rc.threads = 1, rc.quiet = !loud;
+    m.rc = &rc;
+    static const char *const metrics[] = {"loss", "acc"};
+    RunModel model = {.prog = "tiny",
+                      .ctx = &m,
+                      .build = tiny_build,
+                      .config = {"tiny", tiny_fields, 2, &m.cfg, NULL},
+                      .batch = tiny_batch,
+                      .loss = tiny_loss,
+                      .validate = tiny_validate,
+                      .n_metrics = 2,
+                      .metric_names = metrics,
+                      .state = {NULL, state_fields, 1, &m.st, NULL},
+                      .extra = "hello",
+                      .extra_len = 5,
+                      .load_extra = tiny_extra};
+    RunLoop *r = run_new(&model, &rc);
+    Flag fl[2 + RUN_N_FLAGS] = {
+        {"width|hidden", FLAG_INT, &m.cfg.width, "N", "hidden units", 1, 64, NULL, 0},
+        {"p", FLAG_DOUBLE, &m.cfg.p, "P", "dropout", 0, 0.9, NULL, 0}};
+    int n = 2 + run_flags(r, fl + 2);
+    char *argv[64] = {"tiny"};
+    int argc = 1;
+    while (args[argc - 1]) argv[argc] = (char *)args[argc - 1], argc++;
+    int code = run_main(r, fl, n, argc, argv);
+    run_loop_free(r);
+    ag_params_free(&m.params);
+    if (out) *out = m;
+    return code;
+}
+
+/* the end of a forked child: what it printed reaches its files */
+static void child_exit(int code) {
+    fflush(NULL);
+    _exit(code);
+}
+
+/* the run in a forked child (its own signals; stdout and stderr into dir/child.out and
+ * dir/child.err; progress printed when loud): its exit status */
+static int run_child(const char *dir, const char *const *args, int64_t raise_at, int be_loud) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char p[512];
+        cr_assert(freopen(ts_join(p, dir, "child.out"), "w", stdout) != NULL);
+        cr_assert(freopen(ts_join(p, dir, "child.err"), "w", stderr) != NULL);
+        loud = be_loud;
+        child_exit(run_tiny(args, NULL, raise_at));
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* the two runs in folders a and b wrote the same last.npz, best.npz and log.csv (but for its
+ * tokens/s); returns b's log (malloc'd) */
+static char *expect_same_run(const char *a, const char *b) {
+    char p[512], q[512];
+    const char *files[] = {"last.npz", "best.npz"};
+    for (int i = 0; i < 2; i++)
+        cr_assert(ts_same_file(ts_join(p, a, files[i]), ts_join(q, b, files[i])), "%s differs",
+                  files[i]);
+    char *la = ts_csv_drop_column(ts_join(p, a, "log.csv"), 4);
+    char *lb = ts_csv_drop_column(ts_join(q, b, "log.csv"), 4);
+    cr_assert_str_eq(la, lb);
+    free(la);
+    return lb;
+}
+
+static int64_t ckpt_step(const char *path) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(path, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, "train.step");
+    cr_assert(e);
+    int64_t s;
+    memcpy(&s, e->data, 8);
+    npz_free(f);
+    return s;
+}
+
+Test(run, logs_validates_and_saves_at_its_cadence_with_the_csv_columns) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run");
+    Tiny m;
+    cr_assert_eq(run_tiny((const char *[]){"--out", dir, NULL}, &m, -1), 0);
+    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
+    /* rows every 3 steps, at each validation (every 5) and at the end */
+    const char *want[] = {"3,", "5,", "6,", "9,", "10,", "12,", "15,", "18,", "20,"};
+    char *line = strchr(csv, '\n') + 1;
+    cr_assert_eq(strncmp(csv, "step,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_acc\n",
+                         (size_t)(line - csv)),
+                 0, "header: %.*s", (int)(line - csv), csv);
+    for (int i = 0; i < 9; i++) {
+        cr_assert_eq(strncmp(line, want[i], strlen(want[i])), 0, "row %d: %s", i, line);
+        int commas = 0, valid = 0;
+        char *end = strchr(line, '\n');
+        for (char *c = line; c < end; c++) commas += *c == ',';
+        valid = end[-1] != ',';
+        cr_assert_eq(commas, 6, "row %d has %d commas", i, commas);
+        int due = atoi(line) % 5 == 0;
+        cr_assert_eq(valid, due, "row %s: validation %d, expected %d", line, valid, due);
+        line = end + 1;
+    }
+    cr_assert_eq(*line, '\0', "rows after the end: %s", line);
+    cr_assert_eq(m.n_valid, 4, "validations: %d", m.n_valid);
+    cr_assert_eq(m.st.draws, 20);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 20);
+    free(csv);
+    ts_rm_tree(dir);
+}
+
+/* the lr column of a run with flags, one row a step, against optim_schedule_lr */
+static void check_schedule(const char *const *flags, OptimSchedule s, double lr) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-sched");
+    const char *args[16] = {"--out", dir, "--log-every", "1"};
+    int n = 4;
+    for (int i = 0; flags[i]; i++) args[n++] = flags[i];
+    args[n] = NULL;
+    cr_assert_eq(run_tiny(args, NULL, -1), 0);
+    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL), *line = strchr(csv, '\n') + 1;
+    for (int64_t t = 1; t <= 20; t++, line = strchr(line, '\n') + 1) {
+        long long step;
+        double loss, got;
+        cr_assert_eq(sscanf(line, "%lld,%lf,%lf", &step, &loss, &got), 3, "%s", line);
+        double want = optim_schedule_lr(&s, lr, t);
+        cr_assert(step == t && fabs(got - want) <= 1e-6 * want + 1e-300,
+                  "step %lld: lr %.9g, expected %.9g", step, got, want);
+    }
+    free(csv);
+    ts_rm_tree(dir);
+}
+
+Test(run, follows_its_learning_rate_schedules) {
+    check_schedule((const char *[]){NULL}, (OptimSchedule){OPTIM_WARMUP_COSINE, 4, 20, 1e-4}, 0.05);
+    check_schedule(
+        (const char *[]){"--warmup", "0", "--lr-min", "0.001", "--schedule-steps", "10", NULL},
+        (OptimSchedule){OPTIM_WARMUP_COSINE, 0, 10, 1e-3}, 0.05);
+    check_schedule((const char *[]){"--schedule", "invsqrt", "--lr", "0.02", NULL},
+                   (OptimSchedule){OPTIM_WARMUP_INVSQRT, 4, 20, 1e-4}, 0.02);
+    check_schedule((const char *[]){"--schedule", "constant", NULL},
+                   (OptimSchedule){OPTIM_CONSTANT, 4, 20, 1e-4}, 0.05);
+}
+
+Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-nan");
+    int code = run_child(dir, (const char *[]){"--out", dir, "--inject-nan", "11", NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "tiny train: step 11: the training loss is nan: training stopped") &&
+                  strstr(err, "last.npz (step 8)"),
+              "%s", err);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
+    char a[64], b[64], p[512];
+    ts_tmp_dir(a, sizeof a, "run-straight");
+    ts_tmp_dir(b, sizeof b, "run-resumed");
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, NULL}, NULL, -1), 0);
+    int code = run_child(b, (const char *[]){"--out", b, NULL}, 7, 0); /* SIGINT in step 7 */
+    char *err = ts_read_text(ts_join(p, b, "child.err"), NULL);
+    cr_assert_eq(code, 130, "exit %d: %s", code, err);
+    const char *said = strstr(err, "interrupted by SIGINT at step 7: saved");
+    cr_assert(said && !strstr(said + 1, "interrupted"), "%s", err);
+    cr_assert_eq(ckpt_step(ts_join(p, b, "last.npz")), 7);
+    Tiny m;
+    cr_assert_eq(run_tiny((const char *[]){"--out", b, "--resume", NULL}, &m, -1), 0);
+    cr_assert_eq(m.st.draws, 20, "the model's state came back: %lld draws", (long long)m.st.draws);
+    cr_assert_str_eq(m.extra_seen, "hello");
+    free(expect_same_run(a, b));
+    free(err);
+    ts_rm_tree(a);
+    ts_rm_tree(b);
+}
+
+Test(run, resume_refuses_a_changed_kept_flag_naming_it_and_takes_a_remembered_one) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-flags");
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "6", NULL}, NULL, -1),
+        0);
+    const char *bad[][6] = {{"--hidden", "7"}, {"--lr", "0.1"}, {"--batch", "8"}, {"--seed", "2"}};
+    const char *names[] = {"--hidden 7 differs from the checkpoint's (6,",
+                           "--lr 0.1 differs from the checkpoint's (0.05,", "--batch 8 differs",
+                           "--seed 2 differs"};
+    for (int i = 0; i < 4; i++) {
+        int code = run_child(
+            dir,
+            (const char *[]){"--out", dir, "--resume", "--steps", "12", bad[i][0], bad[i][1], NULL},
+            -1, 0);
+        char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+        cr_assert_eq(code, 2, "%s: exit %d", bad[i][0], code);
+        cr_assert(strstr(err, names[i]), "%s: %s", names[i], err);
+        free(err);
+        cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 10, "the checkpoint was touched");
+    }
+    /* the same value again, and a remembered flag (--steps) given: taken */
+    Tiny m;
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--resume", "--width", "6", "--steps", "12", NULL},
+                 &m, -1),
+        0);
+    cr_assert_eq(m.cfg.width, 6);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 12);
+    /* without --resume or --force, an existing run is not overwritten */
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "exists: continue that run with --resume"), "%d %s", code,
+              err);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-plot");
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    int code = run_child(dir, (const char *[]){"--out", dir, "--inject-nan", "7", NULL}, -1, 1);
+    unsetenv("AG_GNUPLOT");
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    char *out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "step 7: the training loss is nan") && !strstr(err, "plot skipped"), "%s",
+              err);
+    const char *note = strstr(out, "loss.png: plot skipped: AG_GNUPLOT=/nonexistent/gnuplot not");
+    cr_assert(note && !strstr(note + 30, "plot skipped"), "said once: %s", out);
+    free(err), free(out);
+    ts_rm_tree(dir);
+}
+
+Test(run, eval_reads_a_checkpoint_back_and_a_bad_saved_value_is_refused_named) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-eval");
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", dir, "--steps", "10", "--width", "5", NULL}, NULL, -1),
+        0);
+    int code = run_child(dir, (const char *[]){"eval", "--out", dir, NULL}, -1, 0);
+    char *out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
+    cr_assert_eq(code, 0, "%s", out);
+    cr_assert(strstr(out, "best.npz: step 10: valid loss ") && strstr(out, ", valid acc "), "[%s]",
+              out);
+    free(out);
+    /* a saved value outside its flag's range: resume refuses the file, naming the entry */
+    ts_join(p, dir, "last.npz");
+    ts_npz_edit(p, p, "meta.run.flag.batch", 0, 0, 0);
+    code = run_child(dir, (const char *[]){"--out", dir, "--resume", "--steps", "12", NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 &&
+                  strstr(err, "last.npz: meta.run.flag.batch = 0: must be an integer in [1,"),
+              "exit %d: %s", code, err);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+/* ---- examples/classify (AG_CLASSIFY_BIN, which make test sets), run whole ---- */
+
+static TsRun classify(const char *dir, const char *const *args) {
+    return ts_finish(dir, ts_start_env("AG_CLASSIFY_BIN", dir, args, NULL));
+}
+
+static int log_rows(const char *path) {
+    char *t = ts_slurp(path, NULL);
+    int n = 0;
+    for (char *c = t; c && *c; c++) n += *c == '\n';
+    free(t);
+    return n - 1;
+}
+
+#define SMALL "--d-model", "16", "--layers", "1", "--len", "8", "--threads", "1", "--quiet"
+
+Test(classify, killed_and_resumed_writes_the_bytes_of_a_straight_run) {
+    char dir[64], a[512], b[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "classify");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "killed");
+    TsRun r = classify(
+        dir, (const char *[]){"--out", a, "--steps", "600", "--save-every", "20", SMALL, NULL});
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    int pid = ts_start_env(
+        "AG_CLASSIFY_BIN", dir,
+        (const char *[]){"--out", b, "--steps", "600", "--save-every", "20", SMALL, NULL}, NULL);
+    ts_join(p, b, "log.csv");
+    for (int i = 0; i < 3000 && log_rows(p) < 5; i++) /* at most 30 s */
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    kill(pid, SIGKILL);
+    r = ts_finish(dir, pid);
+    cr_assert_eq(r.code, 128 + SIGKILL, "the run ended before it was killed: exit %d", r.code);
+    ts_run_free(&r);
+    r = classify(dir, (const char *[]){"--out", b, "--resume", NULL});
+    cr_assert_eq(r.code, 0, "resume: exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    char *la = expect_same_run(a, b);
+    /* it learned: the last row's valid accuracy */
+    cr_assert(strtod(strrchr(la, ',') + 1, NULL) > 0.8, "valid accuracy: %s", strrchr(la, ','));
+    free(la);
+    /* a changed model flag is refused, named; eval reads best.npz */
+    r = classify(dir,
+                 (const char *[]){"--out", b, "--resume", "--heads", "2", "--steps", "700", NULL});
+    cr_assert(r.code == 2 && strstr(r.err, "--heads 2 differs from the checkpoint's (4"), "%d %s",
+              r.code, r.err);
+    ts_run_free(&r);
+    r = classify(dir, (const char *[]){"eval", "--out", b, NULL});
+    cr_assert(r.code == 0 && strstr(r.out, "best.npz: step ") && strstr(r.out, "valid accuracy"),
+              "%d %s %s", r.code, r.out, r.err);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
