@@ -294,6 +294,16 @@ static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads,
     return rc;
 }
 
+/* The model's output on the rows: a cache of finite activations from a model whose logits
+ * overflow is refused as the other commands refuse it (AG_ERR_RANGE naming the first element). */
+static int logits_finite(const Tensor *logits) {
+    for (size_t i = 0; i < logits->size; i++)
+        if (!isfinite(logits->data[i]))
+            return ag_fail(AG_ERR_RANGE, "logits[%zu] = %g: must be finite", i,
+                           (double)logits->data[i]);
+    return AG_OK;
+}
+
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
     double max_bytes = half_the_ram();
@@ -339,7 +349,8 @@ int gp_cache(int argc, char **argv) {
         int was = ag_no_grad(t, !good);
         Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
         if (!logits) rc = AG_ERR_ARG;
-        if (logits && good) {
+        if (logits && (rc = logits_finite(logits)) != AG_OK) rc = gp_not_finite(rc, ckpt, NULL);
+        if (rc == AG_OK && good) {
             ag_backward(t, lens_metric(t, &mt.mt, logits));
             lens_cache_take_grads(&c);
         }
