@@ -19,6 +19,7 @@
 #include "optim/optim.h"
 #include "io/npz.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "text/text.h"
 #include "dist/dist.h"
 #include "lens/detect.h"
