@@ -120,6 +120,8 @@ int st_to_reals(const StTensor *t, Real *out) {
 }
 
 const char *st_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    AG_CHECK_ARG(buf);
+    AG_CHECK(ndim == 0 || shape != NULL, "%s: argument 'shape' is NULL", __func__);
     size_t k = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && k < cap; i++)
         k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)shape[i]);

@@ -64,8 +64,9 @@ static int is_utf8(const char *s) {
 
 static void add_tensor(StWriter *w, const char *fn, const char *name, StDtype dtype, int from_real,
                        int ndim, const int64_t *shape, const void *data) {
-    AG_CHECK_ARG(w);
-    AG_CHECK(name && *name, "%s: a tensor needs a non-empty name", fn);
+    AG_CHECK(w != NULL, "%s: argument 'w' is NULL", fn);
+    AG_CHECK(name != NULL, "%s: argument 'name' is NULL", fn);
+    AG_CHECK(*name, "%s: a tensor needs a non-empty name", fn);
     AG_CHECK(is_utf8(name), "%s: tensor name '%s' is not UTF-8", fn, name);
     AG_CHECK(strcmp(name, "__metadata__") != 0, "%s: '__metadata__' is not a tensor name", fn);
     AG_CHECK((unsigned)dtype < ST_N_DTYPES, "%s: '%s': dtype %d outside the enum", fn, name,
@@ -100,6 +101,8 @@ void st_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_
 }
 
 void st_add_real(StWriter *w, const char *name, const Tensor *t, StDtype as) {
+    AG_CHECK_ARG(w);
+    AG_CHECK_ARG(name);
     AG_CHECK_ARG(t);
     AG_CHECK(st_dtype_is_float(as), "st_add_real: '%s': %s is not F32, F64, F16 or BF16",
              name ? name : "(null)", st_dtype_name(as));
@@ -109,6 +112,7 @@ void st_add_real(StWriter *w, const char *name, const Tensor *t, StDtype as) {
 }
 
 void st_add_params(StWriter *w, const ParamList *pl, StDtype as) {
+    AG_CHECK_ARG(w);
     AG_CHECK_ARG(pl);
     for (int i = 0; i < pl->n; i++) st_add_real(w, pl->items[i]->name, pl->items[i], as);
 }
