@@ -3,9 +3,10 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io (npz, checkpoints, safetensors), text, lens) and fails for any function taking a pointer that has no row here, unless
- * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
- * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
+ * nn, optim, io (npz, checkpoints, safetensors), text, lens) and fails for any function taking
+ * a pointer that has no row here, unless it is listed below as accepting NULL (free-like
+ * functions) or is an op (ag_add, ...: the misuse table of tests/autograd/test_errors.c covers
+ * those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
  * tests). */
 #include <criterion/criterion.h>
