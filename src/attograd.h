@@ -1,7 +1,8 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list and
- * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints) and text
- * (tokenizers, token shards, training windows), then dist (data-parallel steps over MPI), then
+ * gradcheck), nn (modules), optim (optimizers), io (.npz files, checkpoints, safetensors), hf
+ * (Hugging Face configurations) and text (tokenizers, token shards, training windows), then
+ * dist (data-parallel steps over MPI), then
  * lens (head detectors; the cache, ablation and patching on the models' hook points; the logit
  * lens and direct logit attribution; the export to TransformerLens). The
  * kernels (tensor/kernels.h) are internal: a program that calls one includes that header itself. */
@@ -20,6 +21,7 @@
 #include "io/npz.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "hf/hf.h"
 #include "text/text.h"
 #include "dist/dist.h"
 #include "lens/detect.h"

@@ -158,6 +158,10 @@ typedef struct StSet {
 int st_open(const char *path, StSet **out, const StLimits *lim);
 const StTensor *st_set_find(const StSet *s, const char *name);
 void st_set_free(StSet *s);
+/* The whole of a small file (an index, a config.json) at path, at most max bytes: *text is
+ * malloc'd (free it) with a NUL after its *len bytes. AG_ERR_IO (open, read, not a regular
+ * file) or AG_ERR_NOMEM ("path: N bytes, over the limit of max bytes"), *text then NULL. */
+int st_read_small(const char *path, uint64_t max, char **text, size_t *len);
 
 /* Element i of t as a double (exact for every float type; an integer type's value, rounded
  * for 64-bit integers past 2^53; an F8 or BOOL's raw byte). Misuse (i out of range) aborts. */

@@ -382,8 +382,10 @@ static int set_collect(StSet *s) {
     return AG_OK;
 }
 
-/* Reads the whole (small) file at path into a malloc'd buffer of at most max bytes. */
-static int slurp(const char *path, uint64_t max, char **buf, size_t *len) {
+int st_read_small(const char *path, uint64_t max, char **buf, size_t *len) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(buf);
+    AG_CHECK_ARG(len);
     *buf = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -392,8 +394,8 @@ static int slurp(const char *path, uint64_t max, char **buf, size_t *len) {
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         rc = ag_fail(AG_ERR_IO, "%s: not a regular file", path);
     else if ((uint64_t)st.st_size > max)
-        rc = ag_fail(AG_ERR_NOMEM, "%s: %lld bytes, over the limit of %llu (StLimits.max_header)",
-                     path, (long long)st.st_size, (ull)max);
+        rc = ag_fail(AG_ERR_NOMEM, "%s: %lld bytes, over the limit of %llu bytes", path,
+                     (long long)st.st_size, (ull)max);
     else if (!(*buf = malloc((size_t)st.st_size + 1)))
         rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", path);
     size_t done = 0;
@@ -423,7 +425,7 @@ static int cmp_str(const void *a, const void *b) {
 static int open_index(StSet *s, const char *path, const StLimits *lim) {
     char *text = NULL;
     size_t len = 0;
-    int rc = slurp(path, lim->max_header, &text, &len);
+    int rc = st_read_small(path, lim->max_header, &text, &len);
     if (rc) return rc;
     json_error_t err;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);

@@ -3,7 +3,7 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io (npz, checkpoints, safetensors), text, lens) and fails for any function taking
+ * nn, optim, io (npz, checkpoints, safetensors), hf, text, lens) and fails for any function taking
  * a pointer that has no row here, unless it is listed below as accepting NULL (free-like
  * functions) or is an op (ag_add, ...: the misuse table of tests/autograd/test_errors.c covers
  * those, NULL tape and tensors included).
@@ -608,6 +608,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(st_open, out, st_open("x", NULL, NULL))                                                      \
     X(st_set_find, s, st_set_find(NULL, "w"))                                                      \
     X(st_set_find, name, st_set_find(&SS, NULL))                                                   \
+    X(st_read_small, path, st_read_small(NULL, 8, (char *[1]){0}, &Z1))                            \
+    X(st_read_small, text, st_read_small("x", 8, NULL, &Z1))                                       \
+    X(st_read_small, len, st_read_small("x", 8, (char *[1]){0}, NULL))                             \
     X(st_value, t, st_value(NULL, 0))                                                              \
     X(st_to_reals, t, st_to_reals(NULL, (Real[1]){0}))                                             \
     X(st_to_reals, out, st_to_reals(&STT, NULL))                                                   \
@@ -628,6 +631,12 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(st_write, path, st_write(st_writer_new(), NULL, NULL))                                       \
     X(st_save_params, pl, st_save_params(NULL, "x.safetensors", ST_F32, NULL))                     \
     X(st_save_params, path, st_save_params(&PL, NULL, ST_F32, NULL))                               \
+    /* hf.h */                                                                                     \
+    X(hf_gpt2_config, path, hf_gpt2_config(NULL, &GPC))                                            \
+    X(hf_gpt2_config, out, hf_gpt2_config("x", NULL))                                              \
+    X(hf_gpt2_config_from_text, text, hf_gpt2_config_from_text(NULL, 0, "x", &GPC))                \
+    X(hf_gpt2_config_from_text, label, hf_gpt2_config_from_text("{}", 2, NULL, &GPC))              \
+    X(hf_gpt2_config_from_text, out, hf_gpt2_config_from_text("{}", 2, "x", NULL))                 \
     /* text.h */                                                                                   \
     X(txt_char_new, text, txt_char_new(NULL, 1))                                                   \
     X(txt_bpe_train, text, txt_bpe_train(NULL, 1, 300, TXT_SPLIT_NONE, "x", NULL))                 \
@@ -823,14 +832,14 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h", "src/autograd/autograd.h",
-        "src/nn/nn.h",         "src/nn/gpt.h",     "src/optim/optim.h",
-        "src/io/checkpoint.h", "src/io/npz.h",     "src/text/text.h",
-        "src/dist/dist.h",     "src/nn/hooks.h",   "src/lens/lens.h",
-        "src/lens/detect.h",   "src/lens/logit.h", "src/lens/export.h",
-        "src/io/safetensors.h"};
+        "src/tensor/tensor.h",  "src/tensor/rng.h", "src/autograd/autograd.h",
+        "src/nn/nn.h",          "src/nn/gpt.h",     "src/optim/optim.h",
+        "src/io/checkpoint.h",  "src/io/npz.h",     "src/text/text.h",
+        "src/dist/dist.h",      "src/nn/hooks.h",   "src/lens/lens.h",
+        "src/lens/detect.h",    "src/lens/logit.h", "src/lens/export.h",
+        "src/io/safetensors.h", "src/hf/hf.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_", "optim_",
-                                           "ckpt_", "npz_",   "txt_",    "lens_", "st_"};
+                                           "ckpt_", "npz_",   "txt_",    "lens_", "st_", "hf_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);
