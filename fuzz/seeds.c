@@ -4,7 +4,7 @@
  * several configurations and deflate levels), .npz files of every dtype from npz_write, the
  * .npy entries cut out of stored .npz files, typical command lines, and saved tokenizers,
  * training texts and token shards (src/text), safetensors files (the reference library's, and
- * every dtype from st_write).
+ * every dtype from st_write), configurations transformers wrote.
  * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
  * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
 #include <errno.h>
@@ -272,6 +272,12 @@ static void safetensors_seeds(void) {
     st_writer_free(w);
 }
 
+/* ---- hf_config: configurations transformers wrote (tests/fixtures/hf) ---- */
+static void hf_config_seeds(void) {
+    put_file("hf_config", "tiny_gelu.json", "tests/fixtures/hf/tiny_gelu/config.json");
+    put_file("hf_config", "gpt2_default.json", "tests/fixtures/hf/gpt2_default/config.json");
+}
+
 /* ---- cli: command lines, one argument a line ---- */
 static void cli_seeds(void) {
     static const char *const lines[] = {
@@ -310,5 +316,6 @@ int main(int argc, char **argv) {
     cli_seeds();
     text_seeds();
     safetensors_seeds();
+    hf_config_seeds();
     return 0;
 }
