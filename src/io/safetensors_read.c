@@ -382,11 +382,11 @@ static int set_collect(StSet *s) {
     return AG_OK;
 }
 
-int st_read_small(const char *path, uint64_t max, char **buf, size_t *len) {
+int st_read_small(const char *path, uint64_t max, char **text, size_t *len) {
     AG_CHECK_ARG(path);
-    AG_CHECK_ARG(buf);
+    AG_CHECK_ARG(text);
     AG_CHECK_ARG(len);
-    *buf = NULL;
+    *text = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -396,11 +396,11 @@ int st_read_small(const char *path, uint64_t max, char **buf, size_t *len) {
     else if ((uint64_t)st.st_size > max)
         rc = ag_fail(AG_ERR_NOMEM, "%s: %lld bytes, over the limit of %llu bytes", path,
                      (long long)st.st_size, (ull)max);
-    else if (!(*buf = malloc((size_t)st.st_size + 1)))
+    else if (!(*text = malloc((size_t)st.st_size + 1)))
         rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", path);
     size_t done = 0;
     while (rc == AG_OK && done < (size_t)st.st_size) {
-        ssize_t k = read(fd, *buf + done, (size_t)st.st_size - done);
+        ssize_t k = read(fd, *text + done, (size_t)st.st_size - done);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0)
             rc = ag_fail(AG_ERR_IO, "%s: reading failed: %s", path,
@@ -409,9 +409,10 @@ int st_read_small(const char *path, uint64_t max, char **buf, size_t *len) {
             done += (size_t)k;
     }
     close(fd);
+    if (rc == AG_OK) (*text)[done] = '\0';
     if (rc != AG_OK) {
-        free(*buf);
-        *buf = NULL;
+        free(*text);
+        *text = NULL;
     }
     *len = done;
     return rc;
