@@ -1,7 +1,8 @@
 /* config.c: a GPT-2's config.json (transformers' GPT2Config) into a GptConfig. The keys are in
  * three tables: mapped onto a field (their values checked), required to hold the one value
  * attograd computes, and known not to change what the model computes; a key in none of them is
- * refused, naming it. The JSON is parsed by jansson (docs/hf.md says why).
+ * refused, naming it; the values then pass the ranges of the model's checkpoint fields and
+ * nn_gpt_check_config. The JSON is parsed by jansson (docs/hf.md says why).
  * Not here: the weights (src/io/safetensors_read.c). */
 #include <jansson.h>
 #include <limits.h>
@@ -190,6 +191,46 @@ static int one_key(Ctx *x, const char *key, json_t *v) {
     return kfail(x, key, v, "not a key of a GPT-2 configuration attograd knows");
 }
 
+/* GptConfig's fields as the keys of a configuration name them. Their ranges are the model's
+ * own, from the table its checkpoints are read with (nn_gpt_ckpt_config), so that both accept
+ * the same models, and nn_gpt_check_config's arithmetic stays far from int's range. */
+static const char *const field_keys[][2] = {{"vocab_size", "vocab_size"},
+                                            {"block_size", "n_positions"},
+                                            {"n_layer", "n_layer"},
+                                            {"n_head", "n_head"},
+                                            {"n_embd", "n_embd"},
+                                            {"ffn_hidden", "n_inner"},
+                                            {"norm_eps", "layer_norm_epsilon"},
+                                            {"dropout", "resid_pdrop"}};
+
+static int check_ranges(const char *label, GptConfig *c) {
+    CkptConfig cc = nn_gpt_ckpt_config(c);
+    for (size_t k = 0; k < sizeof field_keys / sizeof *field_keys; k++) {
+        const CkptField *fd = NULL;
+        for (int i = 0; i < cc.n_fields && !fd; i++)
+            if (strcmp(cc.fields[i].name, field_keys[k][0]) == 0) fd = &cc.fields[i];
+        AG_CHECK(fd && (fd->type == CKPT_FIELD_FLOAT ? fd->size == sizeof(double)
+                                                     : fd->size == sizeof(int)),
+                 "hf: GptConfig's field '%s' is not in its checkpoint table as expected",
+                 field_keys[k][0]);
+        const char *at = (const char *)c + fd->offset;
+        double x;
+        if (fd->type == CKPT_FIELD_FLOAT) {
+            memcpy(&x, at, sizeof x);
+        } else {
+            int i;
+            memcpy(&i, at, sizeof i);
+            x = i;
+        }
+        if (x < fd->lo || x > fd->hi)
+            return ag_fail(AG_ERR_FORMAT,
+                           "%s: \"%s\": %.17g: outside [%.17g, %.17g], what attograd's GPT "
+                           "accepts (as in its checkpoints)",
+                           label, field_keys[k][1], x, fd->lo, fd->hi);
+    }
+    return AG_OK;
+}
+
 int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
     AG_CHECK_ARG(text);
     AG_CHECK_ARG(label);
@@ -237,6 +278,7 @@ int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, Gp
     json_decref(root);
     x.c.block_size = x.n_positions;
     x.c.dropout = x.pdrop[0];
+    if (rc == AG_OK) rc = check_ranges(label, &x.c);
     if (rc == AG_OK && nn_gpt_check_config(&x.c, NULL) != AG_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", ag_last_error());

@@ -105,6 +105,11 @@ Test(hf_config, refuses_what_attograd_cannot_compute_naming_the_key_and_value) {
         {"vocab_size", "4294967296", "\"vocab_size\": 4294967296: must be an integer"},
         {"n_head", "3", "tests/fixtures/hf/tiny_gelu/config.json: "},
         {"n_ctx", "64", "\"n_ctx\": 64: differs from n_positions 32"},
+        {"n_embd", "2147483647",
+         "\"n_embd\": 2147483647: outside [1, 65536], what attograd's GPT accepts (as in its "
+         "checkpoints)"},
+        {"n_layer", "24", "\"n_layer\": 24: outside [1, 16]"},
+        {"layer_norm_epsilon", "0.75", "\"layer_norm_epsilon\": 0.75: outside [0, 0.5]"},
         {"attn_pdrop", "0.0",
          "\"resid_pdrop\" 0.1, \"embd_pdrop\" 0.1 and \"attn_pdrop\" 0 differ"},
         {"resid_pdrop", "1.5", "\"resid_pdrop\": 1.5: must be a number in [0, 1)"},
