@@ -23,18 +23,10 @@ import sys
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
+from interop import Checks
 
 tool, real, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = 0
-checks = 0
-
-
-def check(ok, what):
-    global failures, checks
-    checks += 1
-    if not ok:
-        failures += 1
-    print(("ok    " if ok else "FAIL  ") + what)
+check = Checks("safetensors interop", real)
 
 
 def thirds(shape, sign=1.0, dtype=np.float32):
@@ -188,5 +180,4 @@ hostile("wrong_size", "{" + T % ("a", 0, 6) + "}", bytes(6))
 hostile("truncated", "{" + T % ("a", 0, 8) + "}", bytes(5))
 hostile("stray_bytes", "{" + T % ("a", 0, 8) + "}", bytes(9))
 
-print(f"safetensors interop ({real} build): {checks - failures} passed, {failures} failed")
-sys.exit(1 if failures else 0)
+check.finish()
