@@ -749,7 +749,9 @@ Test(safetensors, a_failed_write_leaves_what_was_there) {
     for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
     closedir(d);
     cr_assert_eq(n, 1, "the temporary file was left behind");
-    cr_assert_str_eq(ts_read_text(path, NULL), "kept");
+    char *kept = ts_read_text(path, NULL);
+    cr_assert_str_eq(kept, "kept");
+    free(kept);
     st_writer_free(w);
     ts_rm_tree(dir);
 }
