@@ -115,8 +115,9 @@ endif
 ifneq ($(CI),)
 CFLAGS += -Werror
 endif
-# zlib: the deflate streams and CRC-32 of .npz files (src/io)
-LDLIBS := -lm -lz
+# zlib: the deflate streams and CRC-32 of .npz files (src/io); jansson: the JSON of safetensors
+# headers and Hugging Face's index and config files (src/io, docs/hf.md)
+LDLIBS := -lm -lz -ljansson
 # BLAS=openblas: k_gemm calls cblas_sgemm/dgemm (k_gemm.c); only to compare, never the default
 ifeq ($(BLAS),openblas)
 CFLAGS += -DAG_BLAS_OPENBLAS $(shell pkg-config --cflags openblas 2>/dev/null)
@@ -379,7 +380,7 @@ DEMO_FLAGS ?=
 .PHONY: demo deps-demo
 deps-demo:
 	@command -v $(CC) >/dev/null 2>&1 || scripts/deps.sh gcc libc6-dev
-	@scripts/deps.sh zlib1g-dev
+	@scripts/deps.sh zlib1g-dev libjansson-dev
 	@scripts/deps.sh gnuplot-nox || echo "make demo: no gnuplot: the pictures will be skipped"
 
 demo: deps-demo
@@ -396,7 +397,7 @@ $(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # small programs the comparison scripts run: tests/tools/<name>.c -> $(B)/tests/<name>
-TOOLS := torch_dump torch_load optim_dump ops_dump npz_tool threads_info dist_tree
+TOOLS := torch_dump torch_load optim_dump ops_dump npz_tool st_tool threads_info dist_tree
 # threads_info: what k_threads.c decided, run by tests/tensor/test_threads.c with chosen environments
 export AG_THREADS_INFO := $(CURDIR)/$(B)/tests/threads_info
 $(TOOLS:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/tools/%.o $(B)/obj/tests/support/dumpfile.o \
@@ -474,7 +475,7 @@ endif
 # optional (without them the tests that draw PNGs check the "skipped" path only, and the dot
 # layout test is skipped)
 deps-test:
-	@scripts/deps.sh libcriterion-dev zlib1g-dev pkg-config patch
+	@scripts/deps.sh libcriterion-dev zlib1g-dev libjansson-dev pkg-config patch
 	@scripts/deps.sh gnuplot-nox || echo "(no gnuplot-nox: the tests that draw PNGs are skipped)"
 	@scripts/deps.sh graphviz || echo "(no graphviz: the test that lays out a tape's dot graph is skipped)"
 
@@ -531,8 +532,8 @@ test-mpi:
 	    build/float-mpi/examples/attograd-translate build/examples/classify \
 	    build/float-mpi/examples/classify
 
-test-numpy: $(B)/tests/npz_tool
-	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL)
+test-numpy: $(B)/tests/npz_tool $(B)/tests/st_tool
+	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL) $(B)/tests/st_tool
 
 # the examples are built too, so that a change that breaks them fails the suite
 test-one: $(B)/tests/run_tests $(B)/tests/dump_cases $(B)/tests/threads_info $(EXAMPLES) \
@@ -592,7 +593,8 @@ memcheck-run: $(TRANSLATE_BIN) $(B)/data/gen
 # harness run N seconds (fuzz/run.sh prints executions per harness). make test replays
 # fuzz/regressions/<harness>/ with the same harnesses built by the default toolchain.
 FUZZ_SECONDS ?= 60
-FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli tokenizer bpe shard gpt prompts
+FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli tokenizer bpe shard gpt prompts safetensors \
+    hf_config
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_B := build/fuzz
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unknown-pragmas \
@@ -619,7 +621,7 @@ $(FUZZ_B)/obj/examples/gpt/main.o: FUZZ_CFLAGS += -Dmain=gp_program_main
 
 $(FUZZ_HARNESSES:%=$(FUZZ_B)/%): $(FUZZ_B)/%: $(FUZZ_B)/obj/fuzz/%.o $(FUZZ_B)/obj/fuzz/common.o \
                                          $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ -lm -lz
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ -lm -lz -ljansson
 
 fuzz-build: deps-fuzz
 	@$(MAKE) --no-print-directory $(FUZZ_HARNESSES:%=$(FUZZ_B)/%)
@@ -757,7 +759,7 @@ help:
 	@echo '  make                 the library ($(B)/libattograd.a, .so) and examples ($(B)/examples/)'
 	@echo '  make test            the test suite: double then float build, OMP_NUM_THREADS=$(THREADS)'
 	@echo '  make check-docs      every relative link of README.md, docs/ and bench/ resolves'
-	@echo '  make test-numpy      .npz files between attograd and numpy, both ways (where numpy is)'
+	@echo '  make test-numpy      .npz files with numpy, safetensors with the safetensors package, both ways'
 	@echo '  make examples        only the programs in examples/'
 	@echo '  make data            the toy corpus generator, then build/data/*.tsv (data/README.md)'
 	@echo '  make demo            trains the toy translator, evaluates it: build/demo/ (README)'

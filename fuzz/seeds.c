@@ -3,7 +3,9 @@
  * the translation example's own functions (tiny models, with and without optimizer state,
  * several configurations and deflate levels), .npz files of every dtype from npz_write, the
  * .npy entries cut out of stored .npz files, typical command lines, and saved tokenizers,
- * training texts and token shards (src/text), attograd-gpt's checkpoints and --prompts files.
+ * training texts and token shards (src/text), attograd-gpt's checkpoints and --prompts files,
+ * safetensors files (the reference library's, and every dtype from st_write), configurations
+ * transformers wrote.
  * Usage: seeds OUT_DIR  (writes OUT_DIR/<harness>/<name>; make fuzz runs it, built with the
  * default toolchain). Not here: the harnesses (fuzz/<harness>.c). */
 #include <errno.h>
@@ -246,6 +248,37 @@ static void npz_seeds(void) {
     free(z);
 }
 
+/* ---- safetensors: the reference library's files (tests/fixtures), every dtype from st_write ---- */
+static void safetensors_seeds(void) {
+    static const char *const fixtures[] = {"reference", "specials", "sharded/model-00001-of-00002"};
+    char path[700], name[64];
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        snprintf(path, sizeof path, "tests/fixtures/safetensors/%s.safetensors", fixtures[i]);
+        snprintf(name, sizeof name, "fixture_%zu.safetensors", i);
+        put_file("safetensors", name, path);
+    }
+    static const unsigned char bytes[16] = {0, 0x3c, 0x80, 0x3f, 1, 2, 3, 4, 0xff, 0x7f};
+    StWriter *w = st_writer_new();
+    for (int d = 0; d < ST_N_DTYPES; d++) {
+        snprintf(name, sizeof name, "t.%s", st_dtype_name((StDtype)d));
+        st_add(w, name, (StDtype)d, 1, (int64_t[]){(int64_t)(16 / st_dtype_size((StDtype)d))},
+               bytes);
+    }
+    st_add(w, "scalar", ST_F32, 0, NULL, bytes);
+    st_add(w, "empty", ST_F16, 2, (int64_t[]){0, 4}, NULL);
+    st_add_meta(w, "source", "seeds.c");
+    put("safetensors", "dtypes.safetensors", "", 0);
+    path_of(path, sizeof path, "safetensors", "dtypes.safetensors");
+    if (st_write(w, path, NULL) != AG_OK) die(path);
+    st_writer_free(w);
+}
+
+/* ---- hf_config: configurations transformers wrote (tests/fixtures/hf) ---- */
+static void hf_config_seeds(void) {
+    put_file("hf_config", "tiny_gelu.json", "tests/fixtures/hf/tiny_gelu/config.json");
+    put_file("hf_config", "gpt2_default.json", "tests/fixtures/hf/gpt2_default/config.json");
+}
+
 /* ---- cli: command lines, one argument a line ---- */
 static void cli_seeds(void) {
     static const char *const lines[] = {
@@ -321,5 +354,7 @@ int main(int argc, char **argv) {
     cli_seeds();
     text_seeds();
     gpt_seeds();
+    safetensors_seeds();
+    hf_config_seeds();
     return 0;
 }

@@ -3,9 +3,9 @@
 # unpacked from Debian's arm64 packages into a folder of the build (never installed on the
 # system: an arm64 library Debian built again for amd64 only, such as libnanomsg5, has another
 # version for each architecture, and apt would then remove the amd64 Criterion to install the
-# arm64 one). The folder then holds the C library, libgomp, zlib and Criterion with everything
-# they load, as / of an arm64 system would: qemu-aarch64 finds them there with QEMU_LD_PREFIX,
-# and the cross linker with -L.
+# arm64 one). The folder then holds the C library, libgomp, zlib, jansson and Criterion with
+# everything they load, as / of an arm64 system would: qemu-aarch64 finds them there with
+# QEMU_LD_PREFIX, and the cross linker with -L.
 # Usage: scripts/arm64-root.sh ROOT. Needs apt's arm64 package lists (dpkg --add-architecture
 # arm64, then apt-get update: the Makefile's deps-arm64 does both). Does nothing when ROOT/.done
 # exists.
@@ -14,7 +14,8 @@ root="$1"
 [ -f "$root/.done" ] && exit 0
 debs="$root.debs"
 mkdir -p "$root" "$debs"
-want="libc6:arm64 libgcc-s1:arm64 libgomp1:arm64 zlib1g:arm64 zlib1g-dev:arm64 libcriterion3:arm64"
+want="libc6:arm64 libgcc-s1:arm64 libgomp1:arm64 zlib1g:arm64 zlib1g-dev:arm64 libcriterion3:arm64
+      libjansson4:arm64"
 # every package these load, as apt resolves them for arm64 (only the arm64 ones: the rest are
 # architecture-independent names of the same packages), without the development packages
 # zlib1g-dev pulls in: the cross compiler has its own C library to link with (libc6-dev's
@@ -35,9 +36,10 @@ done
 # links to absolute paths (libz.so -> /lib/aarch64-linux-gnu/...) point into the folder instead
 top=$(cd "$root" && pwd)
 find "$root" -type l -lname '/*' | while read -r l; do ln -sfn "$top$(readlink "$l")" "$l"; done
-# the link-time name of Criterion (libcriterion-dev is not unpacked: its headers are the amd64
-# package's, the same files)
+# the link-time names of Criterion and jansson (libcriterion-dev and libjansson-dev are not
+# unpacked: their headers are the amd64 packages', the same files)
 lib="$root/usr/lib/aarch64-linux-gnu"
 [ -e "$lib/libcriterion.so" ] || ln -s libcriterion.so.3 "$lib/libcriterion.so"
+[ -e "$lib/libjansson.so" ] || ln -s libjansson.so.4 "$lib/libjansson.so"
 touch "$root/.done"
 echo "arm64-root.sh: $n arm64 packages unpacked into $root"

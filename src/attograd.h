@@ -1,13 +1,14 @@
 /* attograd.h: the one header a program includes. It pulls in the modules in reading order:
  * tensor (data, arenas, RNG, the thread count), autograd (the tape, ops, the parameter list,
  * gradcheck, and the tables that describe a model's configuration to checkpoints), nn
- * (modules), optim (optimizers), io (.npz files, checkpoints) and text (tokenizers, token
- * shards, training windows), then dist (data-parallel steps over MPI), flag (a program's
- * command line from one table of flags), run (a training run around a model's callbacks:
- * cadence, schedules, shards, checkpoints, resume, the CSV and the loss plot), then lens (head
- * detectors; the cache, ablation and patching on the models' hook points; the logit lens and
- * direct logit attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are internal: a program that calls one
- * includes that header itself. */
+ * (modules), optim (optimizers), io (files read and replaced safely, .npz files, checkpoints,
+ * safetensors), hf (Hugging Face configurations) and text (tokenizers, token shards, training
+ * windows), then dist (data-parallel steps over MPI), flag (a program's command line from one
+ * table of flags), run (a training run around a model's callbacks: cadence, schedules, shards,
+ * checkpoints, resume, the CSV and the loss plot), then lens (head detectors; the cache,
+ * ablation and patching on the models' hook points; the logit lens and direct logit
+ * attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are internal: a
+ * program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -24,6 +25,8 @@
 #include "io/file.h"
 #include "io/npz.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "hf/hf.h"
 #include "text/text.h"
 #include "dist/dist.h"
 #include "flag/flag.h"

@@ -3,9 +3,10 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io, text, lens, flag, run) and fails for any function taking a pointer that has no row here, unless
- * it is listed below as accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse
- * table of tests/autograd/test_errors.c covers those, NULL tape and tensors included).
+ * nn, optim, io (files, npz, checkpoints, safetensors), hf, text, lens, flag, run) and fails for
+ * any function taking a pointer that has no row here, unless it is listed below as accepting
+ * NULL (free-like functions) or is an op (ag_add, ...: the misuse table of
+ * tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
  * tests). */
 #include <criterion/criterion.h>
@@ -45,6 +46,9 @@ static GptCache GCA;
 static NnSampling SMP;
 static OptimConfig OC;
 static NpzFile NF;
+static StFile SF;
+static StSet SS;
+static StTensor STT;
 static Checkpoint CK;
 static int admit_all(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
     (void)ctx, (void)dir, (void)loaded;
@@ -625,6 +629,48 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(npz_load_params, path, npz_load_params(&PL, NULL, NULL))                                     \
     X(npz_params_from_file, pl, npz_params_from_file(NULL, &NF, NULL))                             \
     X(npz_params_from_file, f, npz_params_from_file(&PL, NULL, NULL))                              \
+    /* safetensors.h */                                                                            \
+    X(st_shape_str, buf, st_shape_str(NULL, 8, 0, NULL))                                           \
+    X(st_shape_str, shape, st_shape_str(BUF, sizeof BUF, 2, NULL))                                 \
+    X(st_read, path, st_read(NULL, (StFile *[1]){0}, NULL))                                        \
+    X(st_read, out, st_read("x.safetensors", NULL, NULL))                                          \
+    X(st_find, f, st_find(NULL, "w"))                                                              \
+    X(st_find, name, st_find(&SF, NULL))                                                           \
+    X(st_meta, f, st_meta(NULL, "format"))                                                         \
+    X(st_meta, key, st_meta(&SF, NULL))                                                            \
+    X(st_open, path, st_open(NULL, (StSet *[1]){0}, NULL))                                         \
+    X(st_open, out, st_open("x", NULL, NULL))                                                      \
+    X(st_set_find, s, st_set_find(NULL, "w"))                                                      \
+    X(st_set_find, name, st_set_find(&SS, NULL))                                                   \
+    X(st_read_small, path, st_read_small(NULL, 8, (char *[1]){0}, &Z1))                            \
+    X(st_read_small, text, st_read_small("x", 8, NULL, &Z1))                                       \
+    X(st_read_small, len, st_read_small("x", 8, (char *[1]){0}, NULL))                             \
+    X(st_value, t, st_value(NULL, 0))                                                              \
+    X(st_to_reals, t, st_to_reals(NULL, (Real[1]){0}))                                             \
+    X(st_to_reals, out, st_to_reals(&STT, NULL))                                                   \
+    X(st_to_tensor, t, st_to_tensor(NULL, &T, NULL))                                               \
+    X(st_to_tensor, dst, st_to_tensor(&STT, NULL, NULL))                                           \
+    X(st_check_finite, t, st_check_finite(NULL))                                                   \
+    X(st_add, w, st_add(NULL, "x", ST_F32, 0, NULL, (float[]){1}))                                 \
+    X(st_add, name, st_add(st_writer_new(), NULL, ST_F32, 0, NULL, (float[]){1}))                  \
+    X(st_add_real, w, st_add_real(NULL, "x", &T, ST_F32))                                          \
+    X(st_add_real, name, st_add_real(st_writer_new(), NULL, &T, ST_F32))                           \
+    X(st_add_real, t, st_add_real(st_writer_new(), "x", NULL, ST_F32))                             \
+    X(st_add_params, w, st_add_params(NULL, &PL, ST_F32))                                          \
+    X(st_add_params, pl, st_add_params(st_writer_new(), NULL, ST_F32))                             \
+    X(st_add_meta, w, st_add_meta(NULL, "k", "v"))                                                 \
+    X(st_add_meta, key, st_add_meta(st_writer_new(), NULL, "v"))                                   \
+    X(st_add_meta, value, st_add_meta(st_writer_new(), "k", NULL))                                 \
+    X(st_write, w, st_write(NULL, "x.safetensors", NULL))                                          \
+    X(st_write, path, st_write(st_writer_new(), NULL, NULL))                                       \
+    X(st_save_params, pl, st_save_params(NULL, "x.safetensors", ST_F32, NULL))                     \
+    X(st_save_params, path, st_save_params(&PL, NULL, ST_F32, NULL))                               \
+    /* hf.h */                                                                                     \
+    X(hf_gpt2_config, path, hf_gpt2_config(NULL, &GPC))                                            \
+    X(hf_gpt2_config, out, hf_gpt2_config("x", NULL))                                              \
+    X(hf_gpt2_config_from_text, text, hf_gpt2_config_from_text(NULL, 0, "x", &GPC))                \
+    X(hf_gpt2_config_from_text, label, hf_gpt2_config_from_text("{}", 2, NULL, &GPC))              \
+    X(hf_gpt2_config_from_text, out, hf_gpt2_config_from_text("{}", 2, "x", NULL))                 \
     /* text.h */                                                                                   \
     X(txt_char_new, text, txt_char_new(NULL, 1))                                                   \
     X(txt_bpe_train, text, txt_bpe_train(NULL, 1, 300, TXT_SPLIT_NONE, "x", NULL))                 \
@@ -750,6 +796,9 @@ static const char *const accepts_null[][2] = {
     {"ag_tape_free", "NULL is a no-op, as free"},
     {"npz_free", "NULL is a no-op, as free"},
     {"npz_writer_free", "NULL is a no-op, as free"},
+    {"st_free", "NULL is a no-op, as free"},
+    {"st_set_free", "NULL is a no-op, as free"},
+    {"st_writer_free", "NULL is a no-op, as free"},
     {"txt_free", "NULL is a no-op, as free"},
     {"dist_grad_free", "NULL is a no-op, as free"},
     {"run_loop_free", "NULL is a no-op, as free"},
@@ -844,14 +893,16 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
-        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
-        "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
-        "src/flag/flag.h",     "src/run/run.h"};
+        "src/tensor/tensor.h",  "src/tensor/rng.h",  "src/autograd/autograd.h",
+        "src/nn/nn.h",          "src/nn/gpt.h",      "src/optim/optim.h",
+        "src/io/checkpoint.h",  "src/io/npz.h",      "src/io/file.h",
+        "src/text/text.h",      "src/dist/dist.h",   "src/nn/hooks.h",
+        "src/lens/lens.h",      "src/lens/detect.h", "src/lens/logit.h",
+        "src/lens/export.h",    "src/flag/flag.h",   "src/run/run.h",
+        "src/io/safetensors.h", "src/hf/hf.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",  "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
-                                           "run_"};
+                                           "run_",  "st_",    "hf_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

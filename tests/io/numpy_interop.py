@@ -18,19 +18,11 @@ import sys
 import zipfile
 
 import numpy as np
+from interop import Checks
 
 tool, real, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
 RT = np.float32 if real == "float" else np.float64
-failures = 0
-checks = 0
-
-
-def check(ok, what):
-    global failures, checks
-    checks += 1
-    if not ok:
-        failures += 1
-    print(("ok    " if ok else "FAIL  ") + what)
+check = Checks("numpy interop", real)
 
 
 def thirds(shape, sign=1.0, dtype=RT):
@@ -174,5 +166,4 @@ for label, write in numpy_writers():
         a = np.asarray(a)
         check(k in got and same(got[k], a), f"numpy -> attograd, {label}: '{k}' {a.dtype} {a.shape}")
 
-print(f"numpy interop ({real} build): {checks - failures} passed, {failures} failed")
-sys.exit(1 if failures else 0)
+check.finish()

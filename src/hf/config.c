@@ -1,0 +1,309 @@
+/* config.c: a GPT-2's config.json (transformers' GPT2Config) into a GptConfig. The keys are in
+ * three tables: mapped onto a field (their values checked), required to hold the one value
+ * attograd computes, and known not to change what the model computes; a key in none of them is
+ * refused, naming it; the values then pass the ranges of the model's checkpoint fields and
+ * nn_gpt_check_config. The JSON is parsed by jansson (docs/hf.md says why).
+ * Not here: the weights (src/io/safetensors_read.c). */
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hf.h"
+#include "../io/safetensors.h"
+
+/* Keys that do not change the logits of a GPT2LMHeadModel: the tokenizer's ids, generation
+ * defaults, the heads of other GPT-2 classes (summary_*: GPT2DoubleHeadsModel), the
+ * initialisation, and transformers' bookkeeping. Their values are not read. */
+static const char *const ignored[] = {"_name_or_path",
+                                      "transformers_version",
+                                      "torch_dtype",
+                                      "dtype",
+                                      "initializer_range",
+                                      "use_cache",
+                                      "bos_token_id",
+                                      "eos_token_id",
+                                      "pad_token_id",
+                                      "sep_token_id",
+                                      "decoder_start_token_id",
+                                      "summary_type",
+                                      "summary_use_proj",
+                                      "summary_activation",
+                                      "summary_proj_to_labels",
+                                      "summary_first_dropout",
+                                      "task_specific_params",
+                                      "output_attentions",
+                                      "output_hidden_states",
+                                      "return_dict",
+                                      "id2label",
+                                      "label2id",
+                                      "problem_type",
+                                      "chunk_size_feed_forward",
+                                      "torchscript",
+                                      "use_bfloat16",
+                                      "tokenizer_class",
+                                      "prefix",
+                                      "finetuning_task",
+                                      "max_length",
+                                      "min_length",
+                                      "do_sample",
+                                      "early_stopping",
+                                      "num_beams",
+                                      "num_beam_groups",
+                                      "diversity_penalty",
+                                      "temperature",
+                                      "top_k",
+                                      "top_p",
+                                      "typical_p",
+                                      "repetition_penalty",
+                                      "length_penalty",
+                                      "no_repeat_ngram_size",
+                                      "encoder_no_repeat_ngram_size",
+                                      "bad_words_ids",
+                                      "num_return_sequences",
+                                      "output_scores",
+                                      "return_dict_in_generate",
+                                      "forced_bos_token_id",
+                                      "forced_eos_token_id",
+                                      "remove_invalid_values",
+                                      "exponential_decay_length_penalty",
+                                      "suppress_tokens",
+                                      "begin_suppress_tokens"};
+
+/* Keys whose only value attograd computes (transformers' default), as JSON text. */
+static const char *const required[][2] = {
+    {"scale_attn_weights", "true"},               /* scores / sqrt(head size) */
+    {"scale_attn_by_inverse_layer_idx", "false"}, /* no extra 1 / (layer + 1) */
+    {"reorder_and_upcast_attn", "false"},         /* no other precision for the scores */
+    {"add_cross_attention", "false"},             /* a decoder only */
+    {"is_encoder_decoder", "false"},
+    {"is_decoder", "false"},
+    {"tie_encoder_decoder", "false"},
+    {"pruned_heads", "{}"}, /* every head of every layer */
+    {"cross_attention_hidden_size", "null"},
+};
+
+typedef struct {
+    const char *label;
+    GptConfig c;
+    double pdrop[3]; /* resid, embd, attn */
+    int have_type, n_positions, n_ctx;
+} Ctx;
+
+/* v as compact JSON for a message, at most about 60 bytes */
+static const char *shown(const json_t *v, char *buf, size_t cap) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    snprintf(buf, cap, "%.60s%s", s ? s : "?", s && strlen(s) > 60 ? "..." : "");
+    free(s);
+    return buf;
+}
+
+/* Records "label: "key": value: reason"; returns AG_ERR_FORMAT. */
+__attribute__((format(printf, 4, 5))) static int kfail(const Ctx *x, const char *key,
+                                                       const json_t *v, const char *fmt, ...) {
+    char reason[320], val[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    return ag_fail(AG_ERR_FORMAT, "%s: \"%.80s\": %s: %s", x->label, key,
+                   v ? shown(v, val, sizeof val) : "(absent)", reason);
+}
+
+static int get_int(const Ctx *x, const char *key, const json_t *v, int *out) {
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT_MAX)
+        return kfail(x, key, v, "must be an integer in [1, %d]", INT_MAX);
+    *out = (int)json_integer_value(v);
+    return AG_OK;
+}
+
+static int get_num(const Ctx *x, const char *key, const json_t *v, double lo, double hi,
+                   int lo_open, double *out) {
+    double d = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(d) || d < lo || (lo_open && d == lo) || d >= hi)
+        return kfail(x, key, v, "must be a number in %s%g, %g)", lo_open ? "(" : "[", lo, hi);
+    *out = d;
+    return AG_OK;
+}
+
+static int activation(const Ctx *x, const char *key, const json_t *v) {
+    const char *s = json_string_value(v);
+    if (!s) return kfail(x, key, v, "must be a string");
+    if (strcmp(s, "gelu") == 0) return AG_OK;
+    if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_fast"))
+        return kfail(x, key, v,
+                     "GELU's tanh approximation is not supported: attograd's GELU is the exact "
+                     "one, x Phi(x) (\"gelu\")");
+    return kfail(x, key, v, "not supported: attograd's GPT-2 MLP computes \"gelu\" (x Phi(x))");
+}
+
+static int one_key(Ctx *x, const char *key, json_t *v) {
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+        if (strcmp(key, ignored[i]) == 0) return AG_OK;
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+        if (strcmp(key, required[i][0]) != 0) continue;
+        json_t *want = json_loads(required[i][1], JSON_DECODE_ANY, NULL);
+        int same = json_equal(v, want);
+        json_decref(want);
+        return same ? AG_OK : kfail(x, key, v, "attograd computes only %s", required[i][1]);
+    }
+    GptConfig *c = &x->c;
+    if (!strcmp(key, "model_type")) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "gpt2") != 0)
+            return kfail(x, key, v, "not a GPT-2 configuration (\"gpt2\")");
+        x->have_type = 1;
+        return AG_OK;
+    }
+    if (!strcmp(key, "architectures")) {
+        size_t i;
+        json_t *a;
+        if (!json_is_array(v)) return kfail(x, key, v, "must be a list of class names");
+        json_array_foreach(v, i, a) {
+            if (!json_is_string(a) || strcmp(json_string_value(a), "GPT2LMHeadModel") != 0)
+                return kfail(x, key, v, "only \"GPT2LMHeadModel\" is supported");
+        }
+        return AG_OK;
+    }
+    if (!strcmp(key, "vocab_size")) return get_int(x, key, v, &c->vocab_size);
+    if (!strcmp(key, "n_positions")) return get_int(x, key, v, &x->n_positions);
+    if (!strcmp(key, "n_ctx")) return get_int(x, key, v, &x->n_ctx);
+    if (!strcmp(key, "n_embd")) return get_int(x, key, v, &c->n_embd);
+    if (!strcmp(key, "n_layer")) return get_int(x, key, v, &c->n_layer);
+    if (!strcmp(key, "n_head")) return get_int(x, key, v, &c->n_head);
+    if (!strcmp(key, "n_inner"))
+        return json_is_null(v) ? AG_OK : get_int(x, key, v, &c->ffn_hidden);
+    if (!strcmp(key, "activation_function")) return activation(x, key, v);
+    if (!strcmp(key, "resid_pdrop")) return get_num(x, key, v, 0, 1, 0, &x->pdrop[0]);
+    if (!strcmp(key, "embd_pdrop")) return get_num(x, key, v, 0, 1, 0, &x->pdrop[1]);
+    if (!strcmp(key, "attn_pdrop")) return get_num(x, key, v, 0, 1, 0, &x->pdrop[2]);
+    if (!strcmp(key, "layer_norm_epsilon")) return get_num(x, key, v, 0, 1, 1, &c->norm_eps);
+    if (!strcmp(key, "tie_word_embeddings")) {
+        if (!json_is_boolean(v)) return kfail(x, key, v, "must be true or false");
+        c->untied = json_is_false(v);
+        return AG_OK;
+    }
+    if (!strcmp(key, "quantization_config"))
+        return kfail(x, key, v, "quantized weights are not supported");
+    return kfail(x, key, v, "not a key of a GPT-2 configuration attograd knows");
+}
+
+/* GptConfig's fields as the keys of a configuration name them. Their ranges are the model's
+ * own, from the table its checkpoints are read with (nn_gpt_ckpt_config), so that both accept
+ * the same models, and nn_gpt_check_config's arithmetic stays far from int's range. */
+static const char *const field_keys[][2] = {{"vocab_size", "vocab_size"},
+                                            {"block_size", "n_positions"},
+                                            {"n_layer", "n_layer"},
+                                            {"n_head", "n_head"},
+                                            {"n_embd", "n_embd"},
+                                            {"ffn_hidden", "n_inner"},
+                                            {"norm_eps", "layer_norm_epsilon"},
+                                            {"dropout", "resid_pdrop"}};
+
+static int check_ranges(const char *label, GptConfig *c) {
+    CkptConfig cc = nn_gpt_ckpt_config(c);
+    for (size_t k = 0; k < sizeof field_keys / sizeof *field_keys; k++) {
+        const CkptField *fd = NULL;
+        for (int i = 0; i < cc.n_fields && !fd; i++)
+            if (strcmp(cc.fields[i].name, field_keys[k][0]) == 0) fd = &cc.fields[i];
+        AG_CHECK(fd && (fd->type == CKPT_FIELD_FLOAT ? fd->size == sizeof(double)
+                                                     : fd->size == sizeof(int)),
+                 "hf: GptConfig's field '%s' is not in its checkpoint table as expected",
+                 field_keys[k][0]);
+        const char *at = (const char *)c + fd->offset;
+        double x;
+        if (fd->type == CKPT_FIELD_FLOAT) {
+            memcpy(&x, at, sizeof x);
+        } else {
+            int i;
+            memcpy(&i, at, sizeof i);
+            x = i;
+        }
+        if (x < fd->lo || x > fd->hi)
+            return ag_fail(AG_ERR_FORMAT,
+                           "%s: \"%s\": %.17g: outside [%.17g, %.17g], what attograd's GPT "
+                           "accepts (as in its checkpoints)",
+                           label, field_keys[k][1], x, fd->lo, fd->hi);
+    }
+    return AG_OK;
+}
+
+int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
+    AG_CHECK_ARG(text);
+    AG_CHECK_ARG(label);
+    AG_CHECK_ARG(out);
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return ag_fail(AG_ERR_FORMAT, "%s: not valid JSON: %s (at byte %d)", label, err.text,
+                       err.position);
+    /* transformers' GPT2Config defaults for what a file leaves out */
+    Ctx x = {.label = label,
+             .c = {.style = NN_GPT2,
+                   .vocab_size = 50257,
+                   .n_layer = 12,
+                   .n_head = 12,
+                   .n_embd = 768,
+                   .norm_eps = 1e-5,
+                   .pos = NN_GPT_POS_LEARNED,
+                   .norm = NN_GPT_NORM_LAYER,
+                   .mlp = NN_GPT_MLP_GELU,
+                   .bias = NN_GPT_BIAS_ON},
+             .pdrop = {0.1, 0.1, 0.1},
+             .n_positions = 1024};
+    int rc = json_is_object(root) ? AG_OK : ag_fail(AG_ERR_FORMAT, "%s: not a JSON object", label);
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (rc != AG_OK) break;
+        rc = one_key(&x, key, v);
+    }
+    if (rc == AG_OK && !x.have_type)
+        rc = kfail(&x, "model_type", NULL, "a configuration names its model type (\"gpt2\")");
+    if (rc == AG_OK && !json_object_get(root, "activation_function"))
+        rc = kfail(&x, "activation_function", NULL,
+                   "transformers' default is \"gelu_new\", GELU's tanh approximation, which is "
+                   "not supported");
+    if (rc == AG_OK && x.n_ctx && x.n_ctx != x.n_positions)
+        rc = kfail(&x, "n_ctx", json_object_get(root, "n_ctx"), "differs from n_positions %d",
+                   x.n_positions);
+    if (rc == AG_OK && (x.pdrop[0] != x.pdrop[1] || x.pdrop[0] != x.pdrop[2]))
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: \"resid_pdrop\" %g, \"embd_pdrop\" %g and \"attn_pdrop\" %g differ: "
+                     "attograd's GPT has one dropout rate",
+                     label, x.pdrop[0], x.pdrop[1], x.pdrop[2]);
+    json_decref(root);
+    x.c.block_size = x.n_positions;
+    x.c.dropout = x.pdrop[0];
+    if (rc == AG_OK) rc = check_ranges(label, &x.c);
+    if (rc == AG_OK && nn_gpt_check_config(&x.c, NULL) != AG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ag_last_error());
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %s", label, why);
+    }
+    if (rc == AG_OK) *out = x.c;
+    return rc;
+}
+
+int hf_gpt2_config(const char *path, GptConfig *out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    struct stat st;
+    char file[4096];
+    size_t plen = strlen(path);
+    int k = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
+                ? snprintf(file, sizeof file, "%s%sconfig.json", path,
+                           plen && path[plen - 1] == '/' ? "" : "/")
+                : snprintf(file, sizeof file, "%s", path);
+    if (k < 0 || (size_t)k >= sizeof file)
+        return ag_fail(AG_ERR_ARG, "%.200s...: a path of %zu bytes is too long", path, plen);
+    char *text = NULL;
+    size_t n = 0;
+    int rc = st_read_small(file, HF_MAX_CONFIG, &text, &n);
+    if (rc == AG_OK) rc = hf_gpt2_config_from_text(text, n, file, out);
+    free(text);
+    return rc;
+}
