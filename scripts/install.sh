@@ -40,34 +40,34 @@ loader_dirs() {
     "$ldc" -v -N 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'
 }
 
-# 0 when the dynamic loader finds libraries in $1 without LD_LIBRARY_PATH
-is_loader_dir() {
+# 0 when folder $1 is one of the folders read from stdin (one a line), links resolved
+listed_dir() {
     real="$(cd "$1" && pwd -P)"
-    loader_dirs | while read -r d; do
-        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$real" ] && echo yes && break
-    done | grep -q yes
+    while read -r d; do
+        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$real" ] && return 0
+    done
+    return 1
 }
 
-# 0 when pkg-config finds $1/attograd.pc without PKG_CONFIG_PATH (its own list of folders;
-# without pkg-config, Debian's: those under /usr/local and /usr)
-is_pc_dir() {
-    real="$(cd "$1" && pwd -P)"
+# 0 when the dynamic loader finds libraries in $1 without LD_LIBRARY_PATH
+is_loader_dir() { loader_dirs | listed_dir "$1"; }
+
+# the folders pkg-config searches without PKG_CONFIG_PATH, one a line (without pkg-config,
+# Debian's: those under /usr/local and /usr)
+pc_dirs() {
     if command -v pkg-config >/dev/null 2>&1; then
-        dirs="$(pkg-config --variable pc_path pkg-config 2>/dev/null | tr ':' '\n')"
+        pkg-config --variable pc_path pkg-config 2>/dev/null | tr ':' '\n'
     else
-        dirs="$(printf '%s\n' /usr/local/lib/*/pkgconfig /usr/local/lib/pkgconfig /usr/lib/*/pkgconfig \
-            /usr/lib/pkgconfig)"
+        printf '%s\n' /usr/local/lib/*/pkgconfig /usr/local/lib/pkgconfig /usr/lib/*/pkgconfig \
+            /usr/lib/pkgconfig
     fi
-    printf '%s\n' "$dirs" | while read -r d; do
-        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$real" ] && echo yes && break
-    done | grep -q yes
 }
 
 # after install: the PKG_CONFIG_PATH line the README's `pkg-config --cflags --libs attograd`
 # needs when pkg-config does not look in PREFIX/lib/pkgconfig
 pc_step() {
     [ -z "$destdir" ] || return 0
-    is_pc_dir "$libdir/pkgconfig" && return 0
+    pc_dirs | listed_dir "$libdir/pkgconfig" && return 0
     echo "note: pkg-config does not search $libdir/pkgconfig; pkg-config --cflags --libs attograd"
     echo "works after"
     echo "  export PKG_CONFIG_PATH=$libdir/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
