@@ -721,6 +721,15 @@ uninstall:
 test-install: deps-test
 	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) SYSTEM=$(SYSTEM) bash tests/install/test_install.sh
 
+# make test-fresh: first contact on a fresh Debian 12 (as root; .ci/run runs it): a debootstrap
+# minbase root with git, make and ca-certificates only, this tree cloned into it (its committed
+# HEAD); make test first, then make demo, as root; as an ordinary user without sudo, make test,
+# demo, gpt, induction and install each print one install line, and after that line make test,
+# make demo and make install PREFIX=$$HOME/.local with pkg-config pass (scripts/fresh-root.sh).
+.PHONY: test-fresh
+test-fresh:
+	@scripts/fresh-root.sh
+
 # ---- formatting (.clang-format) ----
 format:
 	clang-format -i $(FORMAT_SRC)
@@ -745,6 +754,7 @@ help:
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
 	@echo '  make test-arm64      cross-builds for arm64, runs the suite under qemu-user (docs/install.md)'
+	@echo '  make test-fresh      make test, demo, install in a new Debian root, as root and as a user'
 	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
 	@echo '  make exercise        a student copy with EX=... (all) backward bodies blanked, in OUT=$(OUT)'
 	@echo '  make grade           grades the exercises (in a student copy; CASES=file: hidden cases)'
