@@ -14,8 +14,8 @@
 #             and a program built with it work.
 # Every command runs chrooted, in a mount namespace of its own (nothing is mounted outside it;
 # the EXIT trap still checks that no mount is left under the work folder before removing it),
-# with /proc, a writable /dev/shm (tmpfs, mode 1777: Criterion needs one) and the host's
-# resolv.conf. The mirror is this machine's (FRESH_MIRROR, else the first URIs of
+# with /proc, /dev/pts, a writable /dev/shm (tmpfs, mode 1777: Criterion needs one) and the
+# host's resolv.conf. The mirror is this machine's (FRESH_MIRROR, else the first URIs of
 # /etc/apt/sources.list.d/debian.sources, else http://deb.debian.org/debian). If it cannot be
 # reached, debootstrap or apt fails and so does this script, saying so.
 # Caches (FRESH_CACHE, default /var/cache/attograd-fresh; FRESH_CACHE=none: none): the base root
@@ -110,8 +110,8 @@ new_root() {
 }
 
 # Runs a shell command chrooted into root $1 as user $2 (a clean environment: HOME, USER,
-# LOGNAME and PATH only), in a mount namespace of its own with /proc, a tmpfs on /dev/shm and
-# the .deb cache; its output goes to stdout, its exit status is returned.
+# LOGNAME and PATH only), in a mount namespace of its own with /proc, /dev/pts, a tmpfs on
+# /dev/shm and the .deb cache; its output goes to stdout, its exit status is returned.
 in_root() {
     local root="$1" who="$2" cmd="$3" home=/root
     [ "$who" = root ] || home="/home/$who"
@@ -120,6 +120,8 @@ in_root() {
         r="$1" who="$2" home="$3" debs="$4" cmd="$5"
         mount -t proc proc "$r/proc"
         mount -t tmpfs -o mode=1777,size=1g shm "$r/dev/shm"
+        mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$r/dev/pts"
+        mount --bind "$r/dev/pts/ptmx" "$r/dev/ptmx"
         [ -z "$debs" ] || mount --bind "$debs" "$r/var/cache/apt/archives"
         exec chroot --userspec="$who:$who" "$r" /usr/bin/env -i HOME="$home" USER="$who" \
             LOGNAME="$who" PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin \

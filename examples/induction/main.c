@@ -35,7 +35,8 @@ static void usage(FILE *f) {
           "  --no-control       skip the 1-layer control\n"
           "  --quiet            print the summary only\n"
           "Writes DIR/induction.npz, curves.csv, heads.csv, positions.csv and, with gnuplot,\n"
-          "loss.png, scores.png, patterns_two_layer.png, patterns_one_layer.png.\n",
+          "loss.png, scores.png, loss_positions.png, patterns_two_layer.png,\n"
+          "patterns_one_layer.png.\n",
           f);
 }
 
@@ -210,7 +211,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
         rc = 2;
     } else {
-        ind_plot(&o, recs, n, eval_tokens);
+        char drawn[512] = "";
+        ind_plot(&o, recs, n, eval_tokens, drawn, sizeof drawn);
         const IndRecord *two = &recs[0];
         int L, H, pl, ph;
         double best = ind_best_head(two, two->induction, &L, &H);
@@ -251,7 +253,8 @@ int main(int argc, char **argv) {
                n < 2     ? "not run"
                : c < 0.3 ? "below 0.3"
                          : "0.3 or more");
-        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv\n", o.out);
+        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv%s\n", o.out,
+               drawn);
     }
     for (int i = 0; i < n; i++) ind_record_free(&recs[i]);
     free(eval_tokens), free(eval_prefix);

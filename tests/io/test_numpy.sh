@@ -7,8 +7,8 @@
 set -u
 tool="$1"
 real="$2"
-if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
-    echo "numpy interop ($real build): SKIPPED (python3-numpy is not installed for /usr/bin/python3; apt-get install python3-numpy to run it)"
+if ! why="$("$(dirname "$0")/../support/python_module.sh" numpy python3-numpy)"; then
+    echo "numpy interop ($real build): SKIPPED ($why)"
     exit 0
 fi
 tmp=$(mktemp -d) || exit 1
