@@ -46,6 +46,8 @@ fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 head="$(git -C "$src" rev-parse HEAD 2>/dev/null)" || die "$src is not a git clone"
 "$src/scripts/deps.sh" --for "make test-fresh" debootstrap || die "debootstrap is not installed"
 command -v unshare >/dev/null || die "unshare (util-linux) not found"
+[ -z "$(git -C "$src" status --porcelain --untracked-files=no)" ] ||
+    echo "fresh root: note: $src has uncommitted changes; the clone holds HEAD ($head) only"
 
 mirror="${FRESH_MIRROR:-}"
 if [ -z "$mirror" ] && [ -f /etc/apt/sources.list.d/debian.sources ]; then
