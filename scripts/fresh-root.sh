@@ -24,7 +24,10 @@
 # /var/tmp), removed at the end unless FRESH_KEEP=1 (or a step failed: then it is kept).
 # Prints each step's time and a summary. Exit 0: every check passed; 1: one failed (said which).
 # Usage: scripts/fresh-root.sh   (as root)
+# (Everything is in main, which bash reads whole before running it: editing this file during a
+# run cannot change the run.)
 set -euo pipefail
+main() {
 src="$(cd "$(dirname "$0")/.." && pwd)"
 suite=bookworm
 user=newcomer
@@ -120,6 +123,7 @@ in_root() {
     unshare --mount --propagation private -- /bin/sh -c '
         set -e
         r="$1" who="$2" home="$3" debs="$4" cmd="$5"
+        mount --bind "$r" "$r" # / a mount point, as on a machine (tests make it private)
         mount -t proc proc "$r/proc"
         mount -t tmpfs -o mode=1777,size=1g shm "$r/dev/shm"
         mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$r/dev/pts"
@@ -233,3 +237,5 @@ echo
 echo "fresh root: every check passed ($suite minbase from $mirror, HEAD $head):"
 printf '%s' "$summary"
 printf '  %-58s %s\n' "total" "$(fmt $t_all)"
+}
+main "$@"
