@@ -7,8 +7,8 @@
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
 #   make test-arm64         cross-builds for arm64 and runs the suite under qemu-user
-#   make test-fresh         make test first, then demo, in a new minbase Debian root, as root and as
-#                           a user without sudo (one install line); run it as root (scripts/fresh-root.sh)
+#   make test-fresh         (as root) make test first, then demo, in a new minbase Debian root,
+#                           as root and as a user without sudo (scripts/fresh-root.sh)
 #   make ARCH=x86-64        the portable kernels (ARCH=x86-64-v3: AVX2, x86-64-v4: AVX-512)
 #   make format             clang-format every source file (format-check: only report)
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness (fuzz/) N seconds, with clang
