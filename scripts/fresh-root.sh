@@ -221,10 +221,10 @@ grep -q '^  export PKG_CONFIG_PATH=' "$work/logs/$user-make-install.log" ||
     die "make install PREFIX=\$HOME/.local printed no PKG_CONFIG_PATH line"
 exports="$(grep '^  export ' "$work/logs/$user-make-install.log" | sed 's/^  //' | tr '\n' ';')"
 cat >"$r/home/$user/first.c" <<'EOF'
-#include <attograd/attograd.h>
+#include <attograd.h> /* pkg-config's Cflags: -I PREFIX/include/attograd */
 #include <stdio.h>
 int main(void) {
-    printf("attograd %s, %s\n", ATTOGRAD_VERSION, AG_REAL_NAME);
+    printf("attograd %s, %s, %s kernels\n", ATTOGRAD_VERSION, AG_REAL_NAME, ag_kernel_family());
     return 0;
 }
 EOF
