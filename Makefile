@@ -727,7 +727,7 @@ test-install: deps-test
 # minbase root with git, make and ca-certificates only, this tree cloned into it (its committed
 # HEAD); make test first, then make demo, as root; as an ordinary user without sudo, make test,
 # demo, gpt, induction and install each print one install line, and after that line make test,
-# make demo and make install PREFIX=$$HOME/.local with pkg-config pass (scripts/fresh-root.sh).
+# make demo and make install PREFIX=$HOME/.local with pkg-config pass (scripts/fresh-root.sh).
 .PHONY: test-fresh
 test-fresh:
 	@scripts/fresh-root.sh
