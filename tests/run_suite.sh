@@ -46,6 +46,13 @@ awk '
     }
 ' "$log" "$log"
 [ -n "$synthesis" ] || tail -n 40 "$log"
+# Criterion (BoxFort) keeps what its test processes share in a POSIX shared-memory file, which
+# glibc creates in /dev/shm: a chroot or container without a writable /dev/shm stops it there
+if grep -q 'Could not initialize inheritable arena' "$log"; then
+    echo "  tests $label: Criterion could not create its shared memory: /dev/shm must be a folder"
+    echo "  every user may write (mode 1777, as on any Debian system; in a chroot, as root:"
+    echo "  mount -t tmpfs -o mode=1777 tmpfs /dev/shm)"
+fi
 [ -n "$synthesis" ] && echo "$synthesis"
 echo "  tests $label: every message of the run is in $log"
 exit "$rc"

@@ -79,8 +79,10 @@ double ind_best_head(const IndRecord *rec, const double *scores, int *layer, int
 /* files.c: induction.npz, curves.csv, heads.csv, positions.csv in o->out */
 int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
                     const int *eval_prefix);
-/* plot.c: loss.png, scores.png, patterns_<name>.png (gnuplot; skipped without it). Returns the
- * number of pictures drawn; a skip or failure is said on stderr. */
-int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens);
+/* plot.c: loss.png, scores.png, loss_positions.png, patterns_<name>.png (gnuplot; skipped
+ * without it). Returns the number of pictures drawn and appends ", NAME.png" to drawn (a string
+ * of size n) for each; a skip or failure is said on stderr. */
+int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
+             char *drawn, size_t n);
 
 #endif

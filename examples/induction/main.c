@@ -138,7 +138,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
         rc = 2;
     } else {
-        ind_plot(&o, recs, n, eval_tokens);
+        char drawn[512] = "";
+        ind_plot(&o, recs, n, eval_tokens, drawn, sizeof drawn);
         const IndRecord *two = &recs[0];
         int L, H, pl, ph;
         double best = ind_best_head(two, two->induction, &L, &H);
@@ -179,7 +180,8 @@ int main(int argc, char **argv) {
                n < 2     ? "not run"
                : c < 0.3 ? "below 0.3"
                          : "0.3 or more");
-        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv\n", o.out);
+        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv%s\n", o.out,
+               drawn);
     }
     for (int i = 0; i < n; i++) ind_record_free(&recs[i]);
     free(eval_tokens), free(eval_prefix);

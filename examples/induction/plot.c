@@ -183,16 +183,28 @@ static int plot_patterns(const IndOptions *o, const IndRecord *x) {
     return draw(&s, o->out, name);
 }
 
-int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens) {
+/* ", name" at the end of the string drawn (of size n), when drawn is 1 */
+static int add_name(char *list, size_t n, int drawn, const char *name) {
+    size_t len = strlen(list);
+    if (drawn && len < n) snprintf(list + len, n - len, ", %s", name);
+    return drawn;
+}
+
+int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
+             char *drawn, size_t n) {
     (void)eval_tokens;
     if (!tr_gnuplot_available()) {
         fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
                         "pictures are skipped, the data files are written\n");
         return 0;
     }
-    int n = plot_loss(o, recs, n_recs);
-    n += plot_scores(o, recs, n_recs);
-    n += plot_positions(o, &recs[0]);
-    for (int m = 0; m < n_recs; m++) n += plot_patterns(o, &recs[m]);
-    return n;
+    int k = add_name(drawn, n, plot_loss(o, recs, n_recs), "loss.png");
+    k += add_name(drawn, n, plot_scores(o, recs, n_recs), "scores.png");
+    k += add_name(drawn, n, plot_positions(o, &recs[0]), "loss_positions.png");
+    for (int m = 0; m < n_recs; m++) {
+        char name[128];
+        snprintf(name, sizeof name, "patterns_%s.png", recs[m].name);
+        k += add_name(drawn, n, plot_patterns(o, &recs[m]), name);
+    }
+    return k;
 }

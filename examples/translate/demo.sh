@@ -54,9 +54,14 @@ sed -n '2p' "$OUT/heads.txt" | sed 's/^/    /'
 sed -n '3,$p' "$OUT/heads.txt" | awk 'NF == 7' | sort -g -r -k 5 | head -n 5 | sed 's/^/    /'
 t4=$SECONDS
 
-# a file's line, in the column of the lines above; a picture that is not there says why
-W=$((${#OUT} + 28))
-file() { printf '  %-*s %s\n' $W "$1" "$2"; }
+# the files, a line each: the names in one column (as wide as the longest), then what they hold;
+# a picture that is not there says why
+names=()
+descs=()
+file() {
+    names+=("$1")
+    descs+=("$2")
+}
 picture() {
     if [ -f "$1" ]; then
         file "$1" "$2"
@@ -65,12 +70,13 @@ picture() {
     fi
 }
 
-echo "== files"
-echo "  $OUT/last.npz, $OUT/best.npz    checkpoints (latest; best on valid)"
-echo "  $OUT/log.csv                     training log: step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact"
-echo "  $OUT/eval.txt                    exact match, token accuracy, BLEU-4 on test and gen_test"
-echo "  $OUT/test_hyps.tsv, $OUT/gen_test_hyps.tsv   source<TAB>reference<TAB>hypothesis"
-echo "  $OUT/translations.txt            the sentences above"
+file "$OUT/last.npz" "checkpoint: the latest step"
+file "$OUT/best.npz" "checkpoint: the best on valid"
+file "$OUT/log.csv" "training log: step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact"
+file "$OUT/eval.txt" "exact match, token accuracy, BLEU-4 on test and gen_test"
+file "$OUT/test_hyps.tsv" "test: source<TAB>reference<TAB>hypothesis"
+file "$OUT/gen_test_hyps.tsv" "gen_test: source<TAB>reference<TAB>hypothesis"
+file "$OUT/translations.txt" "the sentences above"
 file "$OUT/attention/attention.npz" "every head's attention for the first sentence (bertviz's layout)"
 file "$OUT/heads/heads.tsv" "head importance: loss increase when masked, gradient score"
 picture "$OUT/loss.png" "train and valid loss, valid exact match against the step"
@@ -81,6 +87,10 @@ for f in "${grids[@]}"; do
     picture "$f" "a layer's attention: a row per block, a column per head"
 done
 picture "$OUT/heads/heads.png" "head importance heatmap (rows: blocks, columns: heads)"
+echo "== files"
+w=0
+for n in "${names[@]}"; do [ ${#n} -le $w ] || w=${#n}; done
+for i in "${!names[@]}"; do printf '  %-*s  %s\n' $w "${names[$i]}" "${descs[$i]}"; done
 [ ! -f "$OUT/loss.png" ] || echo "  (each picture's gnuplot script, its data inline, is next to it: NAME.gp)"
 echo "time: training $((t1 - t0)) s, evaluation $((t2 - t1)) s, translation $((t3 - t2)) s, analysis $((t4 - t3)) s, total $((t4 - t0)) s"
 # "DATA/test.tsv: exact match 98.70% (1974/2000), ..." -> "test exact-match: 98.7% (2000 sentences)"

@@ -426,9 +426,13 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
 
 /* The trainer's hook (train_log.c, after a CSV row with a validation, and at the end): redraws
  * loss.png next to log.csv. A skipped plot is said once (when verbose), a failed one once on
- * stderr; training goes on either way. */
+ * stderr; training goes on either way. The plot never replaces the error already recorded
+ * (ag_last_error(): a failed save the caller reports after the final plot stays the failed save,
+ * with or without gnuplot). */
 void tr_train_plot(const char *prog, const char *csv_path, int verbose, int final) {
     static int said = 0;
+    char before[512];
+    snprintf(before, sizeof before, "%s", ag_last_error());
     char png[700];
     const char *slash = strrchr(csv_path, '/');
     if (slash)
@@ -445,6 +449,7 @@ void tr_train_plot(const char *prog, const char *csv_path, int verbose, int fina
             printf("%s\n", ag_last_error());
         said = 1;
     }
+    ag_fail(AG_OK, "%s", before); /* what the plot recorded was said above */
     fflush(stdout);
 }
 

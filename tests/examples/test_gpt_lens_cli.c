@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "files.h"
@@ -361,8 +362,10 @@ Test(gpt_lens_cli, lens_and_export_match_the_model_and_a_numpy_forward_of_the_ex
     }
     if (!has_numpy()) {
         ts_rm_tree(dir);
-        cr_skip_test("the export's numpy forward: python3-numpy is not installed for "
-                     "/usr/bin/python3 (the export itself was checked)");
+        cr_skip_test("the export's numpy forward: %s (the export itself was checked)",
+                     access("/usr/bin/python3", X_OK) == 0
+                         ? "python3-numpy is not installed for /usr/bin/python3"
+                         : "python3 is not installed (apt-get install python3-numpy to run it)");
     }
     ts_rm_tree(dir);
 }

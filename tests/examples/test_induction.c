@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "files.h"
@@ -26,6 +27,9 @@ static TsRun run(const char *dir, const char *const *args) {
         "--ctx", "16", "--d-model", "16", "--heads", "2", "--min-prefix", "3", "--max-prefix", "6"
 enum { R = 5, T = 16, NH = 2, BE = 3 };
 
+static const char *const PNGS[] = {"loss.png", "scores.png", "loss_positions.png",
+                                   "patterns_two_layer.png", "patterns_one_layer.png"};
+
 static void tiny_run(const char *dir, const char *out, const char *seed) {
     const char *args[] = {TINY, "--seed", seed, "--out", out, NULL};
     TsRun r = run(dir, args);
@@ -34,6 +38,17 @@ static void tiny_run(const char *dir, const char *out, const char *seed) {
                   strstr(r.out, "1-layer control:") && strstr(r.out, "loss never below 1.0") &&
                   strstr(r.out, "phase change NOT shown"),
               "%s", r.out);
+    /* the last line names the files written: the pictures exactly when they were drawn */
+    const char *files = strstr(r.out, "  files: ");
+    cr_assert(files && strstr(files, "/induction.npz, curves.csv, heads.csv, positions.csv"), "%s",
+              r.out);
+    for (size_t k = 0; k < sizeof PNGS / sizeof PNGS[0]; k++) {
+        char path[512], named[64];
+        snprintf(named, sizeof named, ", %s", PNGS[k]);
+        int exists = access(ts_join(path, out, PNGS[k]), F_OK) == 0;
+        cr_assert_eq(strstr(files, named) != NULL, exists, "%s %s, and the files line: %s",
+                     PNGS[k], exists ? "was drawn" : "was not drawn", files);
+    }
     ts_run_free(&r);
 }
 
@@ -138,11 +153,9 @@ Test(induction, a_tiny_run_writes_its_records_and_its_scores_agree_with_the_libr
     cr_assert(strncmp(head, "model,step,pos_0,", 17) == 0 && strstr(head, ",pos_15\n"), "%.80s",
               head);
     free(head);
-    const char *pngs[] = {"loss.png", "scores.png", "loss_positions.png", "patterns_two_layer.png",
-                          "patterns_one_layer.png"};
-    for (size_t k = 0; k < sizeof pngs / sizeof pngs[0]; k++) {
+    for (size_t k = 0; k < sizeof PNGS / sizeof PNGS[0]; k++) {
         size_t n = 0;
-        char *png = ts_slurp(ts_join(path, out, pngs[k]), &n);
+        char *png = ts_slurp(ts_join(path, out, PNGS[k]), &n);
         if (system("command -v gnuplot >/dev/null 2>&1") == 0)
             cr_assert(png && n > 1000 && memcmp(png, "\x89PNG", 4) == 0, "%s is not a PNG", path);
         free(png);
@@ -160,6 +173,7 @@ Test(induction, without_gnuplot_the_data_files_are_written_and_the_pictures_skip
     cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
     cr_assert(strstr(r.err, "no gnuplot") && strstr(r.err, "data files are written"), "%s", r.err);
     cr_assert(strstr(r.out, "summary") && !strstr(r.out, "1-layer control"), "%s", r.out);
+    cr_assert(strstr(r.out, "  files: ") && !strstr(r.out, ".png"), "%s", r.out);
     ts_run_free(&r);
     cr_assert_eq(count_lines(ts_join(path, out, "curves.csv")), 1 + R);
     NpzFile *f;

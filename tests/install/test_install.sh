@@ -9,7 +9,8 @@
 # SONAME; that the Cflags carry -DAG_REAL_DOUBLE exactly in the double build (the program compares
 # its sizeof(Real) with the library's own gradcheck default, which depends on the library's
 # Real); that --static adds Libs.private; that the static program does not need
-# libattograd.so and the shared one starts with the LD_LIBRARY_PATH line make install printed.
+# libattograd.so and the shared one starts with the LD_LIBRARY_PATH line make install printed;
+# pkg-config finds attograd.pc with the PKG_CONFIG_PATH line it printed (none for /usr/local).
 # Uninstall: the folders install created go (the prefix included), folders that were there
 # before stay with what other software keeps in them; DESTDIR stages without ldconfig.
 # SYSTEM=1 (root, on a machine without attograd in /usr/local: .ci/run) also installs into
@@ -73,9 +74,14 @@ echo "   $soname -> libattograd.so.$version (SONAME $soname), libattograd.so -> 
 export_line="$(grep -E '^  export LD_LIBRARY_PATH=' <<<"$install_out")" ||
     fail "make install did not print the LD_LIBRARY_PATH line: $install_out"
 if grep -qx ldconfig <<<"$install_out"; then fail "ldconfig ran for $PREFIX"; fi
-
-export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
-unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+# and how pkg-config finds attograd.pc: the line it printed, applied as a user would
+pc_line="$(grep -E '^  export PKG_CONFIG_PATH=' <<<"$install_out")" ||
+    fail "make install did not print the PKG_CONFIG_PATH line: $install_out"
+unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+eval "$pc_line"
+[ "$PKG_CONFIG_PATH" = "$PREFIX/lib/pkgconfig" ] ||
+    fail "the printed line sets PKG_CONFIG_PATH=$PKG_CONFIG_PATH, not $PREFIX/lib/pkgconfig"
+export PKG_CONFIG_PATH
 cflags="$(pkg-config --cflags attograd)"
 libs="$(pkg-config --libs attograd)"
 static_libs="$(pkg-config --static --libs attograd)"
@@ -186,7 +192,7 @@ staged="$($MAKE -C "$ROOT" --no-print-directory install DESTDIR="$STAGE" PREFIX=
 [ -f "$STAGE/usr/local/lib/libattograd.so.$version" ] || fail "nothing staged in $STAGE"
 grep -q '^prefix=/usr/local$' "$STAGE/usr/local/lib/pkgconfig/attograd.pc" ||
     fail "the staged attograd.pc does not say prefix=/usr/local"
-if grep -q 'ldconfig\|LD_LIBRARY_PATH' <<<"$staged"; then fail "a staged install: $staged"; fi
+if grep -q 'ldconfig\|LD_LIBRARY_PATH\|PKG_CONFIG_PATH' <<<"$staged"; then fail "a staged install: $staged"; fi
 uninstall DESTDIR="$STAGE" PREFIX=/usr/local
 left="$(cd "$STAGE" && find . | sort | tr '\n' ' ')"
 [ "$left" = ". ./usr " ] || fail "uninstall with DESTDIR left: $left"
@@ -202,6 +208,7 @@ if [ "${SYSTEM:-0}" = 1 ]; then
     system_installed=1
     out="$($MAKE -C "$ROOT" --no-print-directory install PREFIX=/usr/local REAL="$REAL" OMP="$OMP")"
     grep -qx ldconfig <<<"$out" || fail "make install into /usr/local did not run ldconfig: $out"
+    if grep -q 'PKG_CONFIG_PATH' <<<"$out"; then fail "/usr/local needs no PKG_CONFIG_PATH: $out"; fi
     cache="$(ldconfig -p)"
     grep -qF "$soname " <<<"$cache" || fail "ldconfig's cache lacks $soname"
     cd "$TMP/prog"

@@ -22,6 +22,10 @@ status=0
 run_part() {
     name="$1" imports="$2" install="$3"
     shift 3
+    if [ ! -x /usr/bin/python3 ]; then
+        echo "$name ($real build): SKIPPED (python3 is not installed; $install to run it)"
+        return
+    fi
     if ! /usr/bin/python3 -c "import $imports" 2>/dev/null; then
         echo "$name ($real build): SKIPPED ($imports not importable by /usr/bin/python3; $install to run it)"
         return

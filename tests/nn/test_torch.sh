@@ -9,8 +9,8 @@
 set -u
 dump="$1"
 log="$2"
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    echo "torch comparison: SKIPPED (python3-torch is not installed; apt-get install python3-torch to run it)"
+if ! why="$("$(dirname "$0")/../support/python_module.sh" torch python3-torch)"; then
+    echo "torch comparison: SKIPPED ($why)"
     exit 0
 fi
 tmp=$(mktemp -d) || exit 1

@@ -11,8 +11,8 @@ what="$1"
 dump="$2"
 script="$3"
 log="$4"
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    echo "$what: SKIPPED (python3-torch is not installed; apt-get install python3-torch to run it)"
+if ! why="$("$(dirname "$0")/python_module.sh" torch python3-torch)"; then
+    echo "$what: SKIPPED ($why)"
     exit 0
 fi
 tmp=$(mktemp -d) || exit 1
