@@ -101,11 +101,6 @@ int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* Values of a run that are not finite although the checkpoint's weights are (they overflow):
- * the last error again as "CKPT: the model's values are not finite (...): <error>", followed by
- * where the first NaN or inf appeared when the tape's check mode (ag_check_finite) saw it (t may
- * be NULL). Returns rc (AG_ERR_RANGE: exit 2). */
-int gp_not_finite(int rc, const char *ckpt, const Tape *t);
 /* the path npz with its ".npz" replaced by suffix (".png"), malloc'd */
 char *gp_png_of(const char *npz, const char *suffix);
 /* prints where the heatmap went, or why not */

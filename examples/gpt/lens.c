@@ -200,16 +200,6 @@ int gp_refail(int rc, const char *prefix) {
     return ag_fail(rc, "%s: %s", prefix, msg);
 }
 
-int gp_not_finite(int rc, const char *ckpt, const Tape *t) {
-    const AgNonFinite *nf = t ? ag_first_nonfinite(t) : NULL;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ag_last_error());
-    return ag_fail(rc,
-                   "%s: the model's values are not finite on this input (its weights are finite "
-                   "but overflow): %s%s%s",
-                   ckpt, msg, nf ? "; it began at the " : "", nf ? ag_nonfinite_message(nf) : "");
-}
-
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
@@ -294,16 +284,6 @@ static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads,
     return rc;
 }
 
-/* The model's output on the rows: a cache of finite activations from a model whose logits
- * overflow is refused as the other commands refuse it (AG_ERR_RANGE naming the first element). */
-static int logits_finite(const Tensor *logits) {
-    for (size_t i = 0; i < logits->size; i++)
-        if (!isfinite(logits->data[i]))
-            return ag_fail(AG_ERR_RANGE, "logits[%zu] = %g: must be finite", i,
-                           (double)logits->data[i]);
-    return AG_OK;
-}
-
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
     double max_bytes = half_the_ram();
@@ -311,8 +291,8 @@ int gp_cache(int argc, char **argv) {
     Flag fl[] = {
         {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
          NULL, 0},
-        {"max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES", "the memory a cache may take (half the RAM)",
-         1, 1e18, NULL, 0},
+        {"max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
+         "the memory a cache may take (half the RAM)", 1, 1e18, NULL, 0},
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -349,7 +329,8 @@ int gp_cache(int argc, char **argv) {
         int was = ag_no_grad(t, !good);
         Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
         if (!logits) rc = AG_ERR_ARG;
-        if (logits && (rc = logits_finite(logits)) != AG_OK) rc = gp_not_finite(rc, ckpt, NULL);
+        if (logits && (rc = tr_tensor_finite(logits, "logits", NULL)) != AG_OK)
+            rc = tr_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK && good) {
             ag_backward(t, lens_metric(t, &mt.mt, logits));
             lens_cache_take_grads(&c);
@@ -365,7 +346,7 @@ int gp_cache(int argc, char **argv) {
                            .token_strs = (const char *const *)strs,
                            .cfg = &cfg};
         if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE)
-            rc = gp_not_finite(rc, ckpt, NULL);
+            rc = tr_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
@@ -476,7 +457,7 @@ int gp_ablate(int argc, char **argv) {
             strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
         strcat(names, "]");
         npz_add_bytes(w, "points", names, strlen(names));
-        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = gp_not_finite(rc, ckpt, NULL);
+        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = tr_not_finite(rc, ckpt, NULL);
         npz_writer_free(w);
         free(names);
     }
@@ -565,7 +546,7 @@ int gp_patch(int argc, char **argv) {
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
     if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
-        rc = gp_not_finite(rc, ckpt, NULL);
+        rc = tr_not_finite(rc, ckpt, NULL);
     if (rc == AG_OK) {
         int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
         int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);

@@ -128,7 +128,7 @@ int gp_detect(int argc, char **argv) {
         npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
         if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
-            rc = gp_not_finite(rc, a.ckpt, NULL);
+            rc = tr_not_finite(rc, a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }
@@ -208,7 +208,7 @@ int gp_lens(int argc, char **argv) {
     }
     if (rc == AG_OK &&
         (rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
-        rc = gp_not_finite(rc, a.ckpt, NULL);
+        rc = tr_not_finite(rc, a.ckpt, NULL);
     if (rc == AG_OK) {
         int B = r.B, T = r.T, L = cfg.n_layer, NH = cfg.n_head, S = L + 1, P = ll.pos;
         size_t BT = (size_t)B * T;
@@ -330,7 +330,7 @@ int gp_export(int argc, char **argv) {
     if (rc == AG_OK) json = gp_png_of(out, ".json");
     if (rc == AG_OK && (rc = lens_tl_check(&cfg)) != AG_OK) rc = gp_refail(rc, ckpt);
     if (rc == AG_OK && (rc = lens_tl_export(&g.m, out, json)) == AG_ERR_RANGE)
-        rc = gp_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
+        rc = tr_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
     if (rc == AG_OK)
         printf("%s: %s in TransformerLens's layout (float32); its config: %s\n", out, ckpt, json);
     free(json);

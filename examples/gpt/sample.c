@@ -161,7 +161,7 @@ int gp_sample(int argc, char **argv) {
     printf("\n");
     int code = fflush(stdout) != 0 || ferror(stdout) ? TR_EXIT_FAIL : TR_EXIT_OK;
     if (got < 0) {
-        gp_not_finite(got, ckpt, t);
+        tr_not_finite(got, ckpt, t);
         fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
         code = TR_EXIT_USAGE;
     }
@@ -252,7 +252,7 @@ int gp_eval(int argc, char **argv) {
     ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
     double t0 = tr_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
     if (!isfinite(loss)) {
-        gp_not_finite(AG_ERR_RANGE, ckpt, t);
+        tr_not_finite(AG_ERR_RANGE, ckpt, t);
         fprintf(stderr, GP_PROG " eval: %s (%s)\n", ag_last_error(), p);
         ag_tape_free(t);
         arena_free(step);

@@ -56,7 +56,13 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     } else {
         T = tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
     }
-    tr_forward_pair(tr, src, S, tgt, T);
+    int rc = T < 0 ? T : tr_tensor_finite(tr_forward_pair(tr, src, S, tgt, T), "logits", NULL);
+    if (rc != AG_OK) {
+        if (T >= 0) tr_not_finite(rc, tr->path, tr->tape); /* the pair's own forward */
+        free(src);
+        free(tgt);
+        return rc;
+    }
     a->n_enc = c->n_enc_layers;
     a->n_dec = c->n_dec_layers;
     a->NH = c->layer.n_heads;

@@ -254,7 +254,10 @@ static int cmd_train(int argc, char **argv) {
 /* ---- eval ---- */
 
 static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
-    if (tr_load(tr, path) == AG_OK) return 0;
+    if (tr_load(tr, path) == AG_OK) {
+        ag_check_finite(tr->tape, 1); /* where a NaN or inf began, when the model overflows */
+        return 0;
+    }
     fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
     return TR_EXIT_USAGE;
 }
@@ -302,6 +305,7 @@ static int cmd_eval(int argc, char **argv) {
         return rc;
     }
     FILE *hyps = NULL;
+    int overflowed = 0;
     if (hyps_path && !(hyps = fopen(hyps_path, "w"))) {
         fprintf(stderr, "%s eval: %s: cannot open for writing: %s\n", PROG, hyps_path,
                 strerror(errno));
@@ -316,7 +320,16 @@ static int cmd_eval(int argc, char **argv) {
         }
         TrScore s;
         double loss = 0;
-        tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src, &tr.tgt, NULL);
+        int got = tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
+                              &tr.tgt, NULL);
+        if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
+            tr_not_finite(got, ckpt, NULL);
+            fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
+            tr_data_free(&d);
+            rc = TR_EXIT_USAGE;
+            overflowed = 1;
+            break;
+        }
         printf("%s: exact match %.2f%% (%ld/%ld), token accuracy %.2f%%, BLEU-4 %.2f, loss "
                "%.4f\n",
                pos[i], 100 * tr_score_exact(&s), s.n_exact, s.n_sent, 100 * tr_score_tokens(&s),
@@ -332,6 +345,7 @@ static int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "%s eval: %s: %s\n", PROG, hyps_path, strerror(errno));
             rc = TR_EXIT_FAIL;
         }
+        if (overflowed) unlink(hyps_path); /* hypotheses of a model that overflowed */
     }
     tr_free(&tr);
     free(pos);
@@ -387,8 +401,10 @@ static void hint_vocab(const char *cmd, const char *ckpt, int n_unk) {
             PROG, cmd, PROG, ckpt);
 }
 
-static void translate_line(Translator *tr, const char *ckpt, const char *text, int beam,
-                           double alpha, const char *label) {
+/* Translates one line onto stdout: 0, or TR_EXIT_USAGE (said on stderr, nothing printed) when
+ * the model's values overflow on it. */
+static int translate_line(Translator *tr, const char *ckpt, const char *text, int beam,
+                          double alpha, const char *label) {
     int L = tr->model.cfg.max_len, n_unk = 0;
     int *ids = malloc((size_t)L * sizeof(int)), *out = malloc((size_t)L * sizeof(int));
     char where[96];
@@ -405,6 +421,12 @@ static void translate_line(Translator *tr, const char *ckpt, const char *text, i
         printf("\n");
     } else {
         int m = tr_translate_ids(tr, ids, n, beam, alpha, out, L);
+        if (m < 0) { /* finite weights that overflow (the message names the checkpoint) */
+            fprintf(stderr, "%s translate: %s: %s\n", PROG, label, ag_last_error());
+            free(out);
+            free(ids);
+            return TR_EXIT_USAGE;
+        }
         size_t need = tr_detokenize(&tr->tgt, out, m, NULL, 0);
         char *s = malloc(need + 1);
         tr_detokenize(&tr->tgt, out, m, s, need + 1);
@@ -414,6 +436,7 @@ static void translate_line(Translator *tr, const char *ckpt, const char *text, i
     fflush(stdout);
     free(out);
     free(ids);
+    return 0;
 }
 
 static int cmd_translate(int argc, char **argv) {
@@ -466,9 +489,9 @@ static int cmd_translate(int argc, char **argv) {
     }
     char label[64];
     if (npos > 0) {
-        for (int i = 0; i < npos; i++) {
+        for (int i = 0; i < npos && rc == 0; i++) {
             snprintf(label, sizeof label, "sentence %d", i + 1);
-            translate_line(&tr, ckpt, pos[i], beam, alpha, label);
+            rc = translate_line(&tr, ckpt, pos[i], beam, alpha, label);
         }
     } else {
         /* one output line per input line: a line that cannot be read gives an empty one */
@@ -501,7 +524,7 @@ static int cmd_translate(int argc, char **argv) {
                             PROG, label, bad + 1, (unsigned char)line[bad]);
                 printf("\n");
             } else {
-                translate_line(&tr, ckpt, text, beam, alpha, label);
+                rc = translate_line(&tr, ckpt, text, beam, alpha, label);
             }
             fflush(stdout);
         }

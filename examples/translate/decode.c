@@ -50,6 +50,7 @@ int tr_load(Translator *tr, const char *path) {
     if (rc != AG_OK) return rc;
     rc = load_from(tr, f, &cfg);
     npz_free(f);
+    if (rc == AG_OK) tr->path = io_path_join("", path); /* a copy, for tr_not_finite */
     if (rc != AG_OK) tr_free(tr);
     return rc;
 }
@@ -63,6 +64,7 @@ void tr_free(Translator *tr) {
     }
     if (tr->src.words) tr_vocab_free(&tr->src);
     if (tr->tgt.words) tr_vocab_free(&tr->tgt);
+    free(tr->path);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -101,8 +103,8 @@ static int argmax_token(const Real *x, int V) {
     return best;
 }
 
-void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens) {
-    int prev = ag_no_grad(t, 1), V = m->cfg.tgt_vocab;
+int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens) {
+    int prev = ag_no_grad(t, 1), V = m->cfg.tgt_vocab, rc = AG_OK;
     ag_tape_reset(t);
     Tensor *mem = nn_seq2seq_encode(t, m, src, B, S, NULL);
     NnDecodeState st;
@@ -116,6 +118,7 @@ void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int
     for (int pos = 0; pos < max_T && n_done < B; pos++) {
         ag_tape_reset(t);
         Tensor *logits = nn_decode_step(t, m, &st, tok); /* (B, 1, V) */
+        if (rc == AG_OK) rc = tr_tensor_finite(logits, "the decoder's logits", t);
         for (int b = 0; b < B; b++) {
             if (done[b]) continue;
             int y = argmax_token(logits->data + (size_t)b * V, V);
@@ -132,6 +135,7 @@ void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int
     nn_decode_end(&st);
     ag_tape_reset(t);
     ag_no_grad(t, prev);
+    return rc;
 }
 
 /* ---- beam search ---- */
@@ -165,7 +169,7 @@ static void reorder_cache(NnKVCache *c, const int *parent, int K, Real *tmp) {
 
 int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out) {
     AG_CHECK(K >= 1 && K <= 64, "tr_beam: K = %d outside [1, 64]", K);
-    int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1);
+    int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1), rc = AG_OK;
     ag_tape_reset(t);
     int *srcK = tr_malloc((size_t)K * S * sizeof(int));
     for (int k = 0; k < K; k++) memcpy(srcK + (size_t)k * S, src, (size_t)S * sizeof(int));
@@ -191,6 +195,7 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
     for (int pos = 0; pos < max_T && alive > 0; pos++) {
         ag_tape_reset(t);
         Tensor *logits = nn_decode_step(t, m, &st, tok); /* (K, 1, V) */
+        if ((rc = tr_tensor_finite(logits, "the decoder's logits", t)) != AG_OK) break;
         int nc = 0;
         for (int k = 0; k < alive; k++) {
             const Real *x = logits->data + (size_t)k * V;
@@ -239,6 +244,7 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
         if (alive > 0 && best_len >= 0 && score[0] / length_penalty(max_T, alpha) <= best_score)
             break;
     }
+    if (rc != AG_OK) best_len = 0;
     if (best_len < 0) { /* nothing finished: the best live beam */
         best_len = alive > 0 ? max_T : 0;
         if (alive > 0) memcpy(best, hist, (size_t)max_T * sizeof(int));
@@ -255,7 +261,7 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
     nn_decode_end(&st);
     ag_tape_reset(t);
     ag_no_grad(t, prev);
-    return best_len;
+    return rc != AG_OK ? rc : best_len;
 }
 
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
@@ -267,12 +273,14 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     row[S] = TR_EOS;
     int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     int *hyp = tr_malloc((size_t)max_T * sizeof(int)), n;
-    if (K == 1)
-        tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n);
-    else
-        n = tr_beam(&tr->model, tr->tape, row, S + 1, K, max_T, alpha, hyp);
-    if (n > cap) n = cap;
-    memcpy(out, hyp, (size_t)n * sizeof(int));
+    int rc = K == 1 ? tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n)
+                    : (n = tr_beam(&tr->model, tr->tape, row, S + 1, K, max_T, alpha, hyp));
+    if (rc < 0) {
+        n = tr_not_finite(rc, tr->path, NULL);
+    } else {
+        if (n > cap) n = cap;
+        memcpy(out, hyp, (size_t)n * sizeof(int));
+    }
     free(hyp);
     free(row);
     return n;
@@ -442,7 +450,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     long loss_tokens = 0, k = 0;
     TrBatch b;
     memset(&b, 0, sizeof b);
-    int finished = 1, prev = ag_no_grad(t, 1);
+    int finished = 1, prev = ag_no_grad(t, 1), rc = AG_OK;
     for (int w0 = 0; w0 < n && finished; w0 += W) {
         int wn = n - w0 < W ? n - w0 : W, nb = 0;
         sort_rows(d, w0, wn, idx);
@@ -456,12 +464,16 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
             if (k % P != me) continue;
             int B = wn - i0 < batch ? wn - i0 : batch;
             tr_batch_make(&b, d, idx + i0, B);
+            int max_T = tr_max_decode(&m->cfg, b.S);
+            int got = tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
+            if (rc == AG_OK) rc = got;
             if (loss) {
                 part[nb] = tr_batch_loss_sum(m, t, &b);
                 loss_tokens += b.n_tgt_tokens;
+                if (rc == AG_OK && !isfinite(part[nb]))
+                    rc = ag_fail(AG_ERR_RANGE, "the loss of batch %ld = %g: must be finite", k,
+                                 part[nb]);
             }
-            int max_T = tr_max_decode(&m->cfg, b.S);
-            tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
             for (int r = 0; r < B; r++) {
                 const TrPair *p = &d->pairs[idx[i0 + r]];
                 const int *h = out + (size_t)r * max_T;
@@ -494,5 +506,5 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     free(lens);
     free(out);
     free(idx);
-    return finished;
+    return finished && rc != AG_OK ? rc : finished;
 }

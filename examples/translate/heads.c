@@ -96,6 +96,12 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     h->n_pairs = n;
     /* (a) masking, in no-grad passes */
     h->base_loss = tr_data_loss(m, tr->tape, d, n, batch);
+    if (!isfinite(h->base_loss)) { /* finite weights that overflow */
+        int rc =
+            ag_fail(AG_ERR_RANGE, "the loss on %s = %g: must be finite", d->path, h->base_loss);
+        tr_heads_free(h);
+        return tr_not_finite(rc, tr->path, NULL);
+    }
     for (int b = 0; b < h->n_blocks; b++) {
         MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);
         for (int k = 0; k < h->NH; k++) {

@@ -32,6 +32,7 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
     if (rc == AG_OK) {
         T = target ? tr_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, stderr, TR_PROG ": ")
                    : tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
+        if (T < 0) rc = T; /* the model's values overflowed: the message names the checkpoint */
         if (target && T > L - 1)
             rc = ag_fail(AG_ERR_ARG, "%s: %d target words, the model reads at most %d", label, T,
                          L - 1);
@@ -59,6 +60,23 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
     }
     free(src);
     free(tgt);
+    return rc;
+}
+
+/* The rows' teacher-forced logits are finite: AG_OK, or AG_ERR_RANGE naming the checkpoint and
+ * where the first NaN or inf began (finite weights that overflow); every command on the rows
+ * refuses them so, before it writes or prints anything. */
+static int rows_finite(Translator *tr, const TrLensRows *r) {
+    Tape *t = tr->tape;
+    int was = ag_no_grad(t, 1), chk = ag_check_finite(t, 1);
+    ag_tape_reset(t);
+    Tensor *mem = nn_seq2seq_encode(t, &tr->model, r->src, r->B, r->S, NULL);
+    Tensor *logits = nn_seq2seq_decode(t, &tr->model, mem, r->src, r->S, r->tgt, r->B, r->T, NULL);
+    int rc = tr_tensor_finite(logits, "logits", NULL);
+    if (rc != AG_OK) tr_not_finite(rc, tr->path, t);
+    ag_tape_reset(t);
+    ag_check_finite(t, chk);
+    ag_no_grad(t, was);
     return rc;
 }
 
@@ -95,6 +113,7 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
         free(line);
         fclose(f);
     }
+    if (rc == AG_OK) rc = rows_finite(tr, r);
     if (rc != AG_OK) tr_lens_rows_free(r);
     return rc;
 }

@@ -110,6 +110,8 @@ static int validate(Trainer *tr, double *vloss, double *vexact) {
         tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->valid_max, tr->loader.batch_size, &sc, vloss,
                     NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? tr_stop_any : NULL);
     if (!done) return 0;
+    /* values that overflowed although the weights are finite (params_finite): the loss is
+     * logged as it came out (NaN) and training goes on, as the step's own checks decide */
     *vexact = tr_score_exact(&sc);
     int64_t *p = tr->pos;
     int better = p[POS_BEST_STEP] == 0 || *vexact > bitsd(p[POS_BEST_EXACT]) ||

@@ -48,6 +48,15 @@ void tr_fmt_time(char *buf, size_t n, double s);
  * after the last whole row whose step (first column) is at most step, then appended to (a file
  * with another header is started again). *out: the open file. AG_OK or AG_ERR_IO naming path. */
 int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
+/* AG_OK when every element of x is finite, else AG_ERR_RANGE naming the first ("NAME[i] = inf:
+ * must be finite") and, when t's check mode (ag_check_finite) saw one, where the first NaN or
+ * inf began ("; it began at the forward of ..."). t may be NULL. */
+int tr_tensor_finite(const Tensor *x, const char *name, const Tape *t);
+/* Values of a run that are not finite although the checkpoint's weights are (they overflow):
+ * the last error again as "CKPT: the model's values are not finite (...): <error>", followed by
+ * where the first NaN or inf appeared when the tape's check mode saw it (t may be NULL).
+ * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
+int tr_not_finite(int rc, const char *ckpt, const Tape *t);
 
 /* ---- the lens's --metric (util.c; lens.c and attograd-gpt's lens.c) ---- */
 /* A metric with the arrays it owns: good and bad (one id a row) for a logit difference, targets
@@ -253,6 +262,7 @@ typedef struct Translator {
     /* in no-grad mode; a pass with gradients (head importance) calls ag_no_grad(tape, 0) */
     Tape *tape;
     int64_t trained_steps; /* train.step of the checkpoint, 0 if it has none */
+    char *path;            /* the checkpoint's path (messages name it) */
 } Translator;
 
 /* Loads a checkpoint written by the trainer (last.npz or best.npz): the configuration, the
@@ -275,14 +285,17 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
 /* Greedy decoding of a batch with the key/value cache (nn_decode_*): src (B, S) rows as in a
  * TrBatch (tokens, EOS, PAD). Each row gets at most max_T - 1 tokens (the last position is
  * for EOS), without BOS/EOS, in out (B, max_T), its count in lens (B). max_T <= max_len.
- * Resets tape t (no-grad); PAD and BOS are never chosen. */
-void tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens);
+ * Resets tape t (no-grad); PAD and BOS are never chosen. Returns AG_OK, or AG_ERR_RANGE
+ * when a logit was not finite (tr_tensor_finite's message; the decoding still ran to its end). */
+int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens);
 /* Beam search of one sentence, K beams (K = 1 is greedy), src (S) as one TrBatch row.
  * Hypotheses end at EOS and are ranked by log-probability / ((5 + len) / 6)^alpha (GNMT's
- * length penalty; alpha 0: plain log-probability). -> the best in out (max_T), its length. */
+ * length penalty; alpha 0: plain log-probability). -> the best in out (max_T), its length, or
+ * AG_ERR_RANGE when a logit was not finite (tr_tensor_finite's message). */
 int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out);
 /* Translates one tokenized sentence (ids without EOS), greedy (beam <= 1) or beam search.
- * -> the number of target ids in out (at most cap). */
+ * -> the number of target ids in out (at most cap), or AG_ERR_RANGE when the model's values
+ * overflowed (the message names tr's checkpoint: tr_not_finite). */
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap);
 /* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
@@ -324,7 +337,8 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
  * is then needed). Memory: one batch and the hypotheses of one window, whatever the number of
  * pairs. stop, when not NULL, is polled between batches: when it returns 1 the evaluation
  * stops and this returns 0 (else 1); score then holds the pairs decoded so far and *loss is
- * not set. */
+ * not set. A logit or a loss that is not finite (finite weights that overflow) returns
+ * AG_ERR_RANGE naming it; the evaluation still runs to its end (every process alike). */
 /* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the

@@ -1,11 +1,13 @@
 /* util.c: small helpers the example's files share (and attograd-gpt, examples/gpt): allocation
  * that aborts when memory runs out (as the library's arenas do), mkdir -p, a duration in words,
- * a CSV log that a resumed run cuts back to its checkpoint's step, and the lens commands'
+ * a CSV log that a resumed run cuts back to its checkpoint's step, the message of a model whose
+ * values overflow (tr_not_finite), and the lens commands'
  * --metric logit-diff (--good, --bad, --pos).
  * Not here: anything about the model or the data. Read next: vocab.c. */
 #include "translate.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +23,27 @@ void *tr_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     AG_CHECK(p != NULL, "tr_calloc: out of memory (%zu x %zu bytes)", n, size);
     return p;
+}
+
+int tr_tensor_finite(const Tensor *x, const char *name, const Tape *t) {
+    for (size_t i = 0; i < x->size; i++) {
+        if (isfinite((double)x->data[i])) continue;
+        const AgNonFinite *nf = t ? ag_first_nonfinite(t) : NULL;
+        return ag_fail(AG_ERR_RANGE, "%s[%zu] = %g: must be finite%s%s", name, i,
+                       (double)x->data[i], nf ? "; it began at the " : "",
+                       nf ? ag_nonfinite_message(nf) : "");
+    }
+    return AG_OK;
+}
+
+int tr_not_finite(int rc, const char *ckpt, const Tape *t) {
+    const AgNonFinite *nf = t ? ag_first_nonfinite(t) : NULL;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc,
+                   "%s: the model's values are not finite on this input (its weights are finite "
+                   "but overflow): %s%s%s",
+                   ckpt, msg, nf ? "; it began at the " : "", nf ? ag_nonfinite_message(nf) : "");
 }
 
 int tr_make_dirs(const char *path) {
