@@ -619,8 +619,8 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     int threads = ag_threads_use(r->c->threads);
     if (rc == AG_OK) {
         build_slots(r);
-        run_paths(r);
-        rc = eval ? run_eval(r) : start_train(r);
+        rc = run_paths(r);
+        if (rc == AG_OK) rc = eval ? run_eval(r) : start_train(r);
     }
     int print;
     rc = dist_agree(rc, &print); /* one process that cannot start stops all */

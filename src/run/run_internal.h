@@ -60,7 +60,7 @@ struct RunLoop {
 int run_save(RunLoop *r, const char *path);
 
 /* run_log.c */
-void run_paths(RunLoop *r);
+int run_paths(RunLoop *r); /* AG_ERR_ARG when --out is too long for them */
 int run_log_open(RunLoop *r);
 int run_log_row(RunLoop *r, const double *valid);
 void run_progress(RunLoop *r, double loss, int force);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/file.h"
 #include "run_internal.h"
 
 /* ---- the clock, folders, the CSV file ---- */
@@ -58,6 +59,9 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(header);
     AG_CHECK_ARG(out);
+    *out = NULL;
+    int rc = io_check_replace(path); /* a FIFO, a device or a link there is never opened */
+    if (rc != AG_OK) return rc;
     FILE *f = resume ? fopen(path, "r+") : NULL;
     if (f) { /* keep the header and the rows up to step; a crash may have left more */
         char *line = NULL;
@@ -90,12 +94,16 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
     return AG_OK;
 }
 
-void run_paths(RunLoop *r) {
+int run_paths(RunLoop *r) {
     const char *o = r->c->out;
+    if (strlen(o) + sizeof "/loss.png.tmp.4294967295" > RUN_PATH_MAX - 64)
+        return ag_fail(AG_ERR_ARG, "--out: a path of %zu bytes: at most %d", strlen(o),
+                       (int)(RUN_PATH_MAX - 64 - sizeof "/loss.png.tmp.4294967295"));
     snprintf(r->last_path, sizeof r->last_path, "%s/last.npz", o);
     snprintf(r->best_path, sizeof r->best_path, "%s/best.npz", o);
     snprintf(r->csv_path, sizeof r->csv_path, "%s/log.csv", o);
     snprintf(r->png_path, sizeof r->png_path, "%s/loss.png", o);
+    return AG_OK;
 }
 
 /* Temporary files a killed save or plot left in --out ("last.npz.tmp.<pid>", ...): never
@@ -409,9 +417,8 @@ static int gnuplot(const char *gp, const char *png) {
                 *why ? why : "no picture", gp);
         return RUN_PLOT_FAILED;
     }
-    if (rename(tmp, png) != 0) {
+    if (io_replace(tmp, png) != AG_OK) { /* only over a regular file or a missing name */
         unlink(tmp);
-        ag_fail(AG_ERR_IO, "%s: plot failed: rename: %s", png, strerror(errno));
         return RUN_PLOT_FAILED;
     }
     return RUN_PLOT_DRAWN;
@@ -420,6 +427,11 @@ static int gnuplot(const char *gp, const char *png) {
 int run_plot_loss(const char *csv, const char *png) {
     AG_CHECK_ARG(csv);
     AG_CHECK_ARG(png);
+    if (strlen(png) > RUN_PATH_MAX - 64) { /* the names built from it (gnuplot()) would be cut */
+        ag_fail(AG_ERR_ARG, "%.60s...: plot failed: a path of %zu bytes: at most %d", png,
+                strlen(png), RUN_PATH_MAX - 64);
+        return RUN_PLOT_FAILED;
+    }
     FILE *in = fopen(csv, "r");
     if (!in) {
         ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s", png, csv, strerror(errno));
@@ -433,16 +445,15 @@ int run_plot_loss(const char *csv, const char *png) {
     snprintf(gp, sizeof gp, "%.*s.gp", (int)(n > 4 && !strcmp(png + n - 4, ".png") ? n - 4 : n),
              png);
     int rc = RUN_PLOT_SKIPPED;
-    FILE *f = rows ? fopen(gp, "w") : NULL;
-    int bad = f && fputs(script, f) < 0;
-    bad = (f && fclose(f) != 0) || bad;
+    FILE *f = NULL;
+    char *tmp = NULL;
     if (!rows) {
         ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png, csv);
-    } else if (!f || bad) {
-        ag_fail(AG_ERR_IO, "%s: cannot write the plot script: %s", gp, strerror(errno));
+    } else if (io_check_replace(png) != AG_OK || io_fopen_write(gp, &f, &tmp) != AG_OK) {
         rc = RUN_PLOT_FAILED;
     } else {
-        rc = gnuplot(gp, png);
+        fputs(script, f); /* a failed write is seen by io_fclose_replace (ferror), naming gp */
+        rc = io_fclose_replace(f, tmp, gp) == AG_OK ? gnuplot(gp, png) : RUN_PLOT_FAILED;
     }
     free(script);
     return rc;

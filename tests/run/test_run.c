@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -354,6 +355,44 @@ Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
     const char *note = strstr(out, "loss.png: plot skipped: AG_GNUPLOT=/nonexistent/gnuplot not");
     cr_assert(note && !strstr(note + 30, "plot skipped"), "said once: %s", out);
     free(err), free(out);
+    ts_rm_tree(dir);
+}
+
+/* what --out holds is written as every attograd program writes (src/io/file.h): a FIFO at
+ * log.csv is refused at once (never waited on), a link at loss.png is never replaced, and an
+ * --out too long for the names built from it is refused naming the flag, never cut */
+Test(run, a_fifo_a_link_or_a_long_out_is_refused_and_nothing_is_replaced, .timeout = 120) {
+    char dir[64], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-hostile");
+    cr_assert_eq(mkfifo(ts_join(p, dir, "log.csv"), 0600), 0);
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(q, dir, "child.err"), NULL);
+    cr_assert_eq(code, 2, "FIFO log.csv: exit %d: %s", code, err);
+    cr_assert(strstr(err, p) && strstr(err, "not a regular file"), "%s", err);
+    struct stat st;
+    cr_assert(lstat(p, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    free(err);
+    unlink(p);
+    /* a link at loss.png: the run goes on, the plot fails once naming it, the link stays */
+    cr_assert_eq(symlink("/nonexistent/target", ts_join(p, dir, "loss.png")), 0);
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* a "gnuplot" that draws nothing */
+    code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    unsetenv("AG_GNUPLOT");
+    err = ts_read_text(ts_join(q, dir, "child.err"), NULL);
+    cr_assert_eq(code, 0, "link loss.png: exit %d: %s", code, err);
+    cr_assert(strstr(err, "loss.png") && strstr(err, "not a regular file"), "%s", err);
+    cr_assert(lstat(p, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    free(err);
+    /* --out of 1500 bytes */
+    char *longdir = malloc(1600);
+    snprintf(longdir, 1600, "%s/", dir);
+    while (strlen(longdir) < 1500) strcat(longdir, "d");
+    code = run_child(dir, (const char *[]){"--out", longdir, NULL}, -1, 0);
+    err = ts_read_text(ts_join(q, dir, "child.err"), NULL);
+    cr_assert_eq(code, 2, "long --out: exit %d: %s", code, err);
+    cr_assert(strstr(err, "--out: a path of 1500 bytes"), "%s", err);
+    free(err);
+    free(longdir);
     ts_rm_tree(dir);
 }
 
