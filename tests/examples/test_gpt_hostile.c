@@ -90,15 +90,9 @@ Test(gpt_hostile, a_finite_checkpoint_that_overflows_is_refused_naming_it_and_wh
     ts_join(out, dir, "o.npz");
     /* one LayerNorm weight near the largest finite value of the checkpoint's type (3e38 in a
      * float32 file, 1e308 in a float64 one): finite, but the logits overflow */
-    NpzFile *f;
-    cr_assert_eq(npz_read(ck, &f, NULL), AG_OK, "%s", ag_last_error());
-    const NpzEntry *e = npz_find(f, "transformer.ln_f.weight");
-    cr_assert(e);
-    double big = e->dtype == NPZ_F64 ? 1e308 : 3e38;
-    npz_free(f);
-    ts_npz_edit(ck, ts_join(bad, dir, "bad.npz"), "transformer.ln_f.weight", -1, big, 0);
+    ts_npz_overflow(ck, ts_join(bad, dir, "bad.npz"), "transformer.ln_f.weight");
     /* and in the first block: the attention patterns overflow too (detect reads those) */
-    ts_npz_edit(ck, ts_join(early, dir, "early.npz"), "transformer.h.0.ln_1.weight", -1, big, 0);
+    ts_npz_overflow(ck, ts_join(early, dir, "early.npz"), "transformer.h.0.ln_1.weight");
     const char *not_finite = "the model's values are not finite";
     refused(dir,
             (const char *[]){"sample", "--ckpt", bad, "--prompt", "ab", "--max-tokens", "3", NULL},

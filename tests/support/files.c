@@ -138,6 +138,18 @@ char *ts_csv_drop_column(const char *path, int col) {
     return out;
 }
 
+const char *ts_npz_overflow(const char *src, const char *dst, const char *name) {
+    NpzFile *f;
+    FILES_CHECK(npz_read(src, &f, NULL) == AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, name);
+    FILES_CHECK(e && (e->dtype == NPZ_F32 || e->dtype == NPZ_F64), "%s: no float entry '%s'", src,
+                name);
+    double big = e->dtype == NPZ_F64 ? 1e308 : 3e38;
+    npz_free(f);
+    ts_npz_edit(src, dst, name, -1, big, 0);
+    return dst;
+}
+
 void ts_npz_edit(const char *src, const char *dst, const char *name, long index, double x,
                  int64_t i) {
     NpzFile *f;

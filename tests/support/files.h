@@ -44,6 +44,10 @@ void ts_write_copy_task(const char *path, int n, int reverse, uint64_t seed, int
  * the entry is absent (index -1 or more) or has no element index. The result is a valid .npz. */
 void ts_npz_edit(const char *src, const char *dst, const char *name, long index, double x,
                  int64_t i);
+/* ts_npz_edit setting every element of the float entry name near the largest finite value of
+ * its dtype (3e38 in float32, 1e308 in float64): a weight that is finite but makes a model's
+ * values overflow (the hostile-checkpoint tests). Returns dst. */
+const char *ts_npz_overflow(const char *src, const char *dst, const char *name);
 
 /* ---- running attograd-translate (AG_TRANSLATE_BIN, which make test sets) ---- */
 typedef struct {
