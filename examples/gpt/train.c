@@ -132,7 +132,7 @@ static int save(GpTrainer *g, const char *path) {
     int rc = ckpt_save(path, &ck, 0, NULL);
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
-        dist_abort(TR_EXIT_FAIL); /* the other processes would wait for this one */
+        dist_abort(RUN_EXIT_FAIL); /* the other processes would wait for this one */
     } else if (path == g->last_path)
         g->saved_step = g->step;
     return rc;
@@ -229,8 +229,8 @@ static int check_given(const GpTrainer *g, Flag *fl, int n, const GptConfig *mc,
         {"warmup", (double)g->oc.schedule.warmup, (double)oc->schedule.warmup},
         {"schedule-steps", (double)g->lr_decay_iters, (double)oc->schedule.total},
         {"beta2", g->oc.beta2, oc->beta2},
-        {"weight-decay", g->wd, bitsd(g->pos[GP_POS_WD])},
-        {"clip", g->clip, bitsd(g->pos[GP_POS_CLIP])},
+        {"weight-decay", g->wd, ex_bitsd(g->pos[GP_POS_WD])},
+        {"clip", g->clip, ex_bitsd(g->pos[GP_POS_CLIP])},
         {"seed", (double)g->seed, (double)g->pos[GP_POS_SEED]},
         {"shards", g->shards, (double)g->pos[GP_POS_SHARDS]},
     };
@@ -264,7 +264,7 @@ static int check_given(const GpTrainer *g, Flag *fl, int n, const GptConfig *mc,
 }
 
 static int setup_resume(GpTrainer *g, Flag *fl, int n_fl) {
-    if (!tr_file_exists(g->last_path))
+    if (!ex_file_exists(g->last_path))
         return ag_fail(AG_ERR_IO, "%s: no checkpoint to resume from (train without --resume first)",
                        g->last_path);
     NpzFile *f;
@@ -323,8 +323,8 @@ static int setup_resume(GpTrainer *g, Flag *fl, int n_fl) {
     if (rc != AG_OK) return rc;
     g->batch = (int)g->pos[GP_POS_BATCH];
     g->seed = (uint64_t)g->pos[GP_POS_SEED];
-    g->wd = bitsd(g->pos[GP_POS_WD]);
-    g->clip = bitsd(g->pos[GP_POS_CLIP]);
+    g->wd = ex_bitsd(g->pos[GP_POS_WD]);
+    g->clip = ex_bitsd(g->pos[GP_POS_CLIP]);
     g->shards = (int)g->pos[GP_POS_SHARDS];
 #define KEPT(field, flag, p)                                                                       \
     if (!flag_find(fl, n_fl, flag)->given) g->field = (int)g->pos[p]
@@ -346,7 +346,7 @@ static int setup_resume(GpTrainer *g, Flag *fl, int n_fl) {
 }
 
 static int setup_fresh(GpTrainer *g) {
-    if (!g->force && tr_file_exists(g->last_path))
+    if (!g->force && ex_file_exists(g->last_path))
         return ag_fail(AG_ERR_ARG,
                        "%s exists: continue that run with --resume, or start a new one over it "
                        "with --force",
@@ -378,8 +378,8 @@ static int setup_fresh(GpTrainer *g) {
     g->pos[GP_POS_BATCH] = g->batch;
     g->pos[GP_POS_N_TRAIN] = (int64_t)g->n_train;
     g->pos[GP_POS_N_VALID] = (int64_t)g->n_valid;
-    g->pos[GP_POS_WD] = dbits(g->wd);
-    g->pos[GP_POS_CLIP] = dbits(g->clip);
+    g->pos[GP_POS_WD] = ex_dbits(g->wd);
+    g->pos[GP_POS_CLIP] = ex_dbits(g->clip);
     return AG_OK;
 }
 
@@ -424,7 +424,7 @@ static int validate(GpTrainer *g, double *vloss) {
 
 static void progress(GpTrainer *g, double loss, int force) {
     if (g->quiet || !g->tty) return;
-    double t = tr_now_s();
+    double t = run_now_s();
     if (!force && t - g->t_bar < 0.1) return;
     g->t_bar = t;
     double frac = (double)g->step / (double)g->max_iters;
@@ -432,11 +432,11 @@ static void progress(GpTrainer *g, double loss, int force) {
     char bar[21], eta[32];
     for (int i = 0; i < 20; i++) bar[i] = i < (int)(frac * 20) ? '#' : '.';
     bar[20] = '\0';
-    tr_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
+    run_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
     int64_t n = g->pos[GP_POS_IV_STEPS];
     double tps =
         n && t > g->t_row ? (double)n * g->batch * g->mc.block_size / (t - g->t_row) : g->last_tps;
-    if (n) loss = bitsd(g->pos[GP_POS_IV_LOSS]) / (double)n;
+    if (n) loss = ex_bitsd(g->pos[GP_POS_IV_LOSS]) / (double)n;
     printf("\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
            (long long)g->step, (long long)g->max_iters, loss, g->opt->last_lr, tps, eta);
     fflush(stdout);
@@ -452,8 +452,8 @@ static void end_bar(GpTrainer *g) {
 /* A CSV row of the means since the last one (and the validation loss when valid). */
 static int log_row(GpTrainer *g, int valid, double vloss) {
     int64_t *p = g->pos;
-    double n = p[GP_POS_IV_STEPS] > 0 ? (double)p[GP_POS_IV_STEPS] : 1, t = tr_now_s();
-    double loss = bitsd(p[GP_POS_IV_LOSS]) / n, norm = bitsd(p[GP_POS_IV_NORM]) / n;
+    double n = p[GP_POS_IV_STEPS] > 0 ? (double)p[GP_POS_IV_STEPS] : 1, t = run_now_s();
+    double loss = ex_bitsd(p[GP_POS_IV_LOSS]) / n, norm = ex_bitsd(p[GP_POS_IV_NORM]) / n;
     double tps = t > g->t_row
                      ? (double)p[GP_POS_IV_STEPS] * g->batch * g->mc.block_size / (t - g->t_row)
                      : 0;
@@ -470,14 +470,14 @@ static int log_row(GpTrainer *g, int valid, double vloss) {
     if (!g->quiet && !g->tty) {
         char eta[32];
         double per = (t - g->t_start) / (double)(g->step - g->step_start);
-        tr_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
+        run_fmt_time(eta, sizeof eta, per * (double)(g->max_iters - g->step));
         printf("step %lld/%lld  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
                (long long)g->step, (long long)g->max_iters, loss, g->opt->last_lr, norm, tps, eta);
         fflush(stdout);
     }
 done:
     g->last_tps = tps;
-    p[GP_POS_IV_LOSS] = p[GP_POS_IV_NORM] = dbits(0);
+    p[GP_POS_IV_LOSS] = p[GP_POS_IV_NORM] = ex_dbits(0);
     p[GP_POS_IV_STEPS] = 0;
     g->t_row = t;
     return AG_OK;
@@ -549,16 +549,16 @@ static int data_failed(GpTrainer *g) {
             GP_PROG " train: %s: training stopped at step %lld. The last good checkpoint is %s "
                     "(step %lld)\n",
             ag_last_error(), (long long)g->step, g->last_path, (long long)g->saved_step);
-    dist_abort(TR_EXIT_USAGE); /* the others would wait for this process */
-    return TR_EXIT_USAGE;
+    dist_abort(RUN_EXIT_USAGE); /* the others would wait for this process */
+    return RUN_EXIT_USAGE;
 }
 
 /* After step s: the row's sums, the progress line, then validation, a CSV row and last.npz
  * when they are due. An exit code. */
 static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
     int64_t *p = g->pos;
-    p[GP_POS_IV_LOSS] = dbits(bitsd(p[GP_POS_IV_LOSS]) + l);
-    p[GP_POS_IV_NORM] = dbits(bitsd(p[GP_POS_IV_NORM]) + norm);
+    p[GP_POS_IV_LOSS] = ex_dbits(ex_bitsd(p[GP_POS_IV_LOSS]) + l);
+    p[GP_POS_IV_NORM] = ex_dbits(ex_bitsd(p[GP_POS_IV_NORM]) + norm);
     p[GP_POS_IV_STEPS]++;
     progress(g, l, 0);
     int valid_due = s % g->eval_interval == 0 || s == g->max_iters;
@@ -567,13 +567,13 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
         if (validate(g, &vloss) != AG_OK) return data_failed(g);
         if (!isfinite(vloss)) {
             stopped(g, s, "the valid loss", vloss);
-            return TR_EXIT_FAIL;
+            return RUN_EXIT_FAIL;
         }
-        int better = p[GP_POS_BEST_STEP] == 0 || vloss < bitsd(p[GP_POS_BEST_LOSS]);
+        int better = p[GP_POS_BEST_STEP] == 0 || vloss < ex_bitsd(p[GP_POS_BEST_LOSS]);
         p[GP_POS_LAST_VALID] = s;
         if (better) {
             p[GP_POS_BEST_STEP] = s;
-            p[GP_POS_BEST_LOSS] = dbits(vloss);
+            p[GP_POS_BEST_LOSS] = ex_dbits(vloss);
         }
         if (!g->quiet) {
             end_bar(g);
@@ -581,34 +581,34 @@ static int after_step(GpTrainer *g, int64_t s, double l, double norm) {
                    better ? ", best so far" : "");
             fflush(stdout);
         }
-        if (better && save(g, g->best_path) != AG_OK) return TR_EXIT_FAIL;
+        if (better && save(g, g->best_path) != AG_OK) return RUN_EXIT_FAIL;
     }
     if (s % g->log_interval == 0 || valid_due) {
         if (log_row(g, valid_due, vloss) != AG_OK) {
             fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
-            dist_abort(TR_EXIT_FAIL);
-            return TR_EXIT_FAIL;
+            dist_abort(RUN_EXIT_FAIL);
+            return RUN_EXIT_FAIL;
         }
         if (valid_due && g->csv) {
-            tr_train_plot(GP_PROG, g->csv_path, 0,
+            ex_train_plot(GP_PROG, g->csv_path, 0,
                           0); /* loss.png, outside the next row's tokens/s */
-            g->t_row = tr_now_s();
+            g->t_row = run_now_s();
         }
         progress(g, l, 1);
     }
-    if (valid_due && save(g, g->last_path) != AG_OK) return TR_EXIT_FAIL;
-    return TR_EXIT_OK;
+    if (valid_due && save(g, g->last_path) != AG_OK) return RUN_EXIT_FAIL;
+    return RUN_EXIT_OK;
 }
 
 static int run(GpTrainer *g) {
     struct sigaction old[2];
-    tr_signals_catch(old);
-    g->t_start = g->t_row = g->t_bar = tr_now_s();
+    run_signals_catch(old);
+    g->t_start = g->t_row = g->t_bar = run_now_s();
     g->step_start = g->step;
-    int code = TR_EXIT_OK, interrupted = 0;
-    if (!g->resume && save(g, g->last_path) != AG_OK) code = TR_EXIT_FAIL;
-    while (code == TR_EXIT_OK && g->step < g->max_iters) {
-        if (tr_stop_any()) { /* a signal to any process stops all */
+    int code = RUN_EXIT_OK, interrupted = 0;
+    if (!g->resume && save(g, g->last_path) != AG_OK) code = RUN_EXIT_FAIL;
+    while (code == RUN_EXIT_OK && g->step < g->max_iters) {
+        if (ex_stop_any()) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
@@ -621,41 +621,41 @@ static int run(GpTrainer *g) {
         const char *what = train_step(g, s, &l, &norm);
         if (what) {
             stopped(g, s, what, isfinite(l) ? norm : l);
-            code = TR_EXIT_FAIL;
+            code = RUN_EXIT_FAIL;
             break;
         }
         g->step = s;
         code = after_step(g, s, l, norm);
     }
     end_bar(g);
-    if (code == TR_EXIT_OK && interrupted) {
-        int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
+    if (code == RUN_EXIT_OK && interrupted) {
+        int sig = run_signal_caught() ? run_signal_caught() : SIGINT;
         if (save(g, g->last_path) != AG_OK) {
-            code = TR_EXIT_FAIL;
+            code = RUN_EXIT_FAIL;
         } else {
             if (dist_rank() == 0)
                 fprintf(stderr,
                         GP_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
                                 "--resume\n",
                         sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)g->step, g->last_path);
-            code = sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
+            code = sig == SIGTERM ? RUN_EXIT_SIGTERM : RUN_EXIT_SIGINT;
         }
-    } else if (code == TR_EXIT_OK && !g->quiet) {
-        double spent = tr_now_s() - g->t_start;
+    } else if (code == RUN_EXIT_OK && !g->quiet) {
+        double spent = run_now_s() - g->t_start;
         char t[32];
-        tr_fmt_time(t, sizeof t, spent);
+        run_fmt_time(t, sizeof t, spent);
         printf("done: step %lld in %s (%.0f tokens/s)\n", (long long)g->step, t,
                (double)(g->step - g->step_start) * g->batch * g->mc.block_size /
                    (spent > 0 ? spent : 1));
         if (g->pos[GP_POS_BEST_STEP] > 0)
             printf("best: step %lld, valid loss %.4f -> %s\n", (long long)g->pos[GP_POS_BEST_STEP],
-                   bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
+                   ex_bitsd(g->pos[GP_POS_BEST_LOSS]), g->best_path);
         printf("latest: %s; log: %s\n", g->last_path, g->csv_path);
-        tr_dist_summary(g->dist);
+        ex_dist_summary(g->dist);
     }
-    if (g->csv) tr_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
+    if (g->csv) ex_train_plot(GP_PROG, g->csv_path, !g->quiet, 1);
     dist_any(0); /* no process exits (and so ends the job) before process 0 has saved */
-    tr_signals_restore(old);
+    run_signals_restore(old);
     fflush(stdout);
     return code;
 }
@@ -778,7 +778,7 @@ int gp_train(int argc, char **argv) {
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
     if (help) {
         gp_usage("train", "trains a GPT on DATA (prepare's folder)", fl, n_fl);
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     g->seed = (uint64_t)seed;
     g->mc.style = llama ? NN_LLAMA : NN_GPT2;
@@ -817,39 +817,39 @@ int gp_train(int argc, char **argv) {
         TxtLoader L;
         rc = txt_loader_init(&L, NULL, 0, g->n_valid, g->batch, g->mc.block_size, 1, "valid.bin");
     }
-    if (rc == AG_OK && dist_rank() == 0) rc = tr_make_dirs(g->out);
+    if (rc == AG_OK && dist_rank() == 0) rc = run_make_dirs(g->out);
     /* every process stops when one cannot start; process 0 says why (the others when it could) */
     int print;
     rc = dist_agree(rc, &print);
     if (rc != AG_OK) {
         if (print) fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
         trainer_free(g);
-        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     g->step_arena = arena_new("step", 0);
     g->tape = ag_tape_new(g->step_arena);
-    g->x = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
-    g->y = tr_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
-    g->win = tr_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
-    g->starts = tr_malloc((size_t)g->batch * sizeof(size_t));
+    g->x = ex_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
+    g->y = ex_malloc((size_t)g->batch * (size_t)g->mc.block_size * sizeof(int));
+    g->win = ex_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
+    g->starts = ex_malloc((size_t)g->batch * sizeof(size_t));
     g->tty = isatty(STDOUT_FILENO);
     g->pos[GP_POS_EVAL_INTERVAL] = g->eval_interval; /* on resume: the checkpoint's, or given */
     g->pos[GP_POS_EVAL_ITERS] = g->eval_iters;
     g->pos[GP_POS_LOG_INTERVAL] = g->log_interval;
     if (dist_rank() == 0 &&
-        tr_csv_open(g->csv_path, csv_header, g->step, g->resume, &g->csv) != AG_OK) {
+        run_csv_open(g->csv_path, csv_header, g->step, g->resume, &g->csv) != AG_OK) {
         fprintf(stderr, GP_PROG " train: %s\n", ag_last_error());
-        dist_abort(TR_EXIT_FAIL);
+        dist_abort(RUN_EXIT_FAIL);
         trainer_free(g);
-        return TR_EXIT_FAIL;
+        return RUN_EXIT_FAIL;
     }
     if (g->shards > 1 || dist_size() > 1) g->dist = dist_grad_new(&g->m.params, g->shards);
-    tr_dist_warn_threads(GP_PROG, threads);
+    ex_dist_warn_threads(GP_PROG, threads);
     if (dist_rank() != 0) g->quiet = 1;
     if (!g->quiet) {
         printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
         if (g->resume) printf("resuming %s at step %lld\n", g->last_path, (long long)g->step);
-        tr_dist_line(g->dist, g->batch, "windows");
+        ex_dist_line(g->dist, g->batch, "windows");
         GptConfig o = nn_gpt_options(&g->mc);
         printf("model: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary %d, "
                "dropout %g; %zu parameters\n",

@@ -18,6 +18,7 @@
 #ifndef AG_RUN_H
 #define AG_RUN_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -142,5 +143,11 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
  * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */
 enum { RUN_PLOT_DRAWN = 0, RUN_PLOT_SKIPPED = 1, RUN_PLOT_FAILED = 2 };
 int run_plot_loss(const char *csv, const char *png);
+/* SIGINT and SIGTERM set a flag, the signal's number, that run_signal_caught returns (0: none);
+ * a second one quits at once (exit 128 + its number, nothing saved). old: the handlers to put
+ * back with run_signals_restore. */
+void run_signals_catch(struct sigaction old[2]);
+void run_signals_restore(const struct sigaction old[2]);
+int run_signal_caught(void);
 
 #endif

@@ -38,17 +38,21 @@ void run_fmt_time(char *buf, size_t n, double s) {
 
 int run_make_dirs(const char *path) {
     AG_CHECK_ARG(path);
-    char buf[RUN_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
+    if (!*path) return ag_fail(AG_ERR_IO, "'': not a folder");
+    char *buf = io_path_join("", path); /* a copy, never cut */
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p) continue;
         char c = *p;
         *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            int rc = ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            free(buf);
+            return rc;
+        }
         *p = c;
         if (!c) break;
     }
+    free(buf);
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return ag_fail(AG_ERR_IO, "%s: not a folder", path);
@@ -286,6 +290,7 @@ static void on_signal(int sig) {
 int run_signal_caught(void) { return caught; }
 
 void run_signals_catch(struct sigaction old[2]) {
+    AG_CHECK_ARG(old);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -296,6 +301,7 @@ void run_signals_catch(struct sigaction old[2]) {
 }
 
 void run_signals_restore(const struct sigaction old[2]) {
+    AG_CHECK_ARG(old);
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
 }

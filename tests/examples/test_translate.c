@@ -1073,7 +1073,7 @@ Test(tr_cli, a_short_run_works_without_other_flags) {
     char dir[64], data[512], path[512], out[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     ts_join(data, dir, "data");
-    cr_assert_eq(tr_make_dirs(data), AG_OK);
+    cr_assert_eq(run_make_dirs(data), AG_OK);
     /* few short pairs: the default model's 100 steps take a second or two */
     ts_write_copy_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
     ts_write_copy_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);
