@@ -71,14 +71,14 @@ static void resume_flags(Flag *opts, int n, char *given, size_t cap) {
         "learned-pos",  "tie-output", "optim",    "lr",        "beta1",          "beta2",
         "weight-decay", "momentum",   "schedule", "warmup",    "schedule-steps", "lr-min",
         "embed-gain",   "batch",      "seed",     "tokenizer", "vocab",          "shards",
-        NULL,
+        "clip",         NULL,
     };
     snprintf(given, cap, " ");
     for (int i = 0; fixed[i]; i++)
         if (flag_given(opts, n, fixed[i]) && strlen(given) + strlen(fixed[i]) + 2 < cap)
             strcat(strcat(given, fixed[i]), " ");
-    static const char *const keep[] = {"steps",     "log-every", "valid-every", "save-every",
-                                       "valid-max", "clip",      NULL};
+    static const char *const keep[] = {"steps",      "log-every", "valid-every",
+                                       "save-every", "valid-max", NULL};
     for (int i = 0; keep[i]; i++) {
         Flag *o = flag_find(opts, n, keep[i]);
         if (o->given) continue;

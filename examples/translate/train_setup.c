@@ -342,6 +342,7 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
         {"lr-min", go->schedule.lr_min, oc->schedule.lr_min},
         {"batch", c->batch, (double)tr->pos[POS_BATCH]},
         {"shards", c->shards, (double)tr->shards},
+        {"clip", c->clip, tr->clip},
         {"seed", (double)rng_hash(c->seed, 2), (double)(uint64_t)tr->pos[POS_SEED]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -398,10 +399,12 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
     int n_pos = ck.n_data;
     memcpy(tr->pos, ck.data, (size_t)n_pos * sizeof(int64_t));
     tr->shards = n_pos > POS_SHARDS ? (int)tr->pos[POS_SHARDS] : 1;
+    /* --clip is the run's (as attograd-gpt's --grad-clip): given again, it must agree */
+    TrTrainConfig d = tr_train_defaults();
+    tr->clip = n_pos > POS_CLIP ? ex_bitsd(tr->pos[POS_CLIP]) : d.clip;
     rc = check_given(tr, &mc, &oc);
     if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
-    TrTrainConfig d = tr_train_defaults();
     tr->log_every = (int)kept(c->log_every, tr, POS_LOG_EVERY, d.log_every, n_pos);
     /* a run without validation (--no-valid) stays one, unless --valid-every is given */
     tr->no_valid =
@@ -411,9 +414,6 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
                           : (int)kept(c->valid_every, tr, POS_VALID_EVERY, d.valid_every, n_pos);
     tr->save_every = (int)kept(c->save_every, tr, POS_SAVE_EVERY, d.save_every, n_pos);
     tr->valid_max = (int)kept(c->valid_max, tr, POS_VALID_MAX, d.valid_max, n_pos);
-    tr->clip = c->clip != TR_KEEP ? c->clip
-               : n_pos > POS_CLIP ? ex_bitsd(tr->pos[POS_CLIP])
-                                  : d.clip;
     rc = read_data(tr, 0);
     if (rc != AG_OK) return rc;
     if (tr->train.n != tr->pos[POS_N_TRAIN])

@@ -357,9 +357,10 @@ typedef struct TrTrainConfig {
 Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
                       TrBatch *sb, Rng *rng);
 
-/* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP
- * take the checkpoint's values (the run's own settings, stored in data.position); any other
- * value replaces them. The model, optimizer, batch size and seed are always the checkpoint's. */
+/* On resume, steps, log_every, valid_every, save_every and valid_max set to TR_KEEP take the
+ * checkpoint's values (the run's own settings, stored in data.position); any other value
+ * replaces them. The model, optimizer, batch size, seed and clip are always the checkpoint's
+ * (given again with another value, refused). */
 #define TR_KEEP (-1)
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
