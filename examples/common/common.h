@@ -2,9 +2,9 @@
  * share beyond the library: allocation that aborts when memory runs out, the message of a model
  * whose values overflow, the lens commands' --metric logit-diff, the lines of a data-parallel
  * run (util.c), and the pictures drawn by gnuplot: the training curves, heatmaps and the script
- * runner they go through (plot.c). Prefix ex_. The clock, folders, the CSV log and SIGINT come
+ * panels (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
  * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
- * run_csv_open, run_signals_catch).
+ * run_csv_open, run_signals_catch, run_plot_script).
  * Not here: anything about one program's model or data (examples/translate, examples/gpt,
  * examples/induction). Read next: util.c, plot.c. */
 #ifndef ATTOGRAD_EXAMPLES_COMMON_H
@@ -75,16 +75,9 @@ void ex_dist_summary(const DistGrad *d);
 /* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
  * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or
  * nothing to draw yet) or RUN_PLOT_FAILED (gnuplot failed, or a file could not be written);
- * for the last two ag_last_error() says why, starting with the PNG's path. The gnuplot script
- * (its data inline) is kept next to the picture as NAME.gp. */
-
-/* The gnuplot command: $AG_GNUPLOT when set (a path, or a name looked up in PATH), else
- * "gnuplot". ex_gnuplot_available: 1 if it names an executable file. */
-const char *ex_gnuplot_command(void);
-int ex_gnuplot_available(void);
-/* Writes script to PNG-without-.png + ".gp" and runs gnuplot on it; the script must set its
- * terminal, then `set output outfile` (ex_gp_begin does both). */
-int ex_plot_script(const char *script, const char *png);
+ * for the last two ag_last_error() says why, starting with the PNG's path. Scripts run through
+ * the library's run_plot_script (src/run/run.h), which keeps them next to the picture as
+ * NAME.gp; run_gnuplot_available says whether gnuplot is there. */
 /* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
  * log has a valid_exact column with values) against the step, from a trainer's log.csv. */
 int ex_plot_loss(const char *csv_path, const char *png_path);

@@ -1,68 +1,19 @@
-/* plot.c: the example programs' pictures, drawn by gnuplot (Debian's gnuplot-nox) through its
- * cairo PNG terminal: the training curves from log.csv (train and valid loss, valid exact match
- * against the step), and the helpers the translator's attention.c and heads.c, the lens
- * commands and attograd-induction draw their heatmaps with. Each picture is a
- * self-contained gnuplot script, its data inline, kept next to the PNG as NAME.gp: `gnuplot
- * NAME.gp` draws NAME.png again (edit it to restyle). gnuplot runs as a child process; when it
- * is not installed (or AG_GNUPLOT names a command that does not exist) nothing is drawn and the
- * caller is told the plot was skipped: training and the analyses never depend on it.
+/* plot.c: the example programs' pictures: the training curves from log.csv (train and valid
+ * loss, valid exact match against the step), and the heatmap panels the translator's
+ * attention.c and heads.c, the lens commands and attograd-induction draw with. Each is a
+ * gnuplot script run by the library's run_plot_script (src/run/run_plot.c: kept next to the
+ * PNG as NAME.gp; without gnuplot nothing is drawn and the caller is told the plot was
+ * skipped: training and the analyses never depend on it).
  * Not here: what the pictures show (the programs' files; their trainers write log.csv).
  * Read next: examples/translate/attention.c. */
 #include "common.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-/* ---- finding and running gnuplot ---- */
-
-const char *ex_gnuplot_command(void) {
-    const char *g = getenv("AG_GNUPLOT");
-    return g && *g ? g : "gnuplot";
-}
-
-static int is_program(const char *path) {
-    struct stat s;
-    return stat(path, &s) == 0 && S_ISREG(s.st_mode) && access(path, X_OK) == 0;
-}
-
-/* The program's path: cmd itself if it holds a '/', else the first match in PATH. */
-static int find_program(const char *cmd, char *out, size_t n) {
-    if (strchr(cmd, '/')) {
-        snprintf(out, n, "%s", cmd);
-        return is_program(out);
-    }
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
-    for (const char *p = path;;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(out, n, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
-        if (is_program(out)) return 1;
-        if (!end) return 0;
-        p = end + 1;
-    }
-}
-
-int ex_gnuplot_available(void) {
-    char path[1024];
-    return find_program(ex_gnuplot_command(), path, sizeof path);
-}
-
-/* base of png: "dir/loss.png" -> "dir/loss" */
-static void strip_png(char *out, size_t n, const char *png) {
-    size_t len = strlen(png);
-    if (len > 4 && strcmp(png + len - 4, ".png") == 0) len -= 4;
-    snprintf(out, n, "%.*s", (int)len, png);
-}
+/* ---- heatmap panels (attention.c, heads.c) ---- */
 
 /* s as a gnuplot single-quoted string: '' stands for a quote, nothing else is special */
 void ex_gp_string(FILE *f, const char *s) {
@@ -73,154 +24,6 @@ void ex_gp_string(FILE *f, const char *s) {
     }
     fputc('\'', f);
 }
-
-/* "name = 'value'" into out (value quoted as ex_gp_string does) */
-static void gp_assign(char *out, size_t n, const char *name, const char *value) {
-    size_t k = (size_t)snprintf(out, n, "%s = '", name);
-    for (const char *s = value; *s && k + 3 < n; s++) {
-        if (*s == '\'') out[k++] = '\'';
-        out[k++] = *s;
-    }
-    if (k + 2 <= n) {
-        out[k++] = '\'';
-        out[k] = '\0';
-    }
-}
-
-/* Keeps the first line of gnuplot's complaint that names a problem (for the message). */
-static void first_error(const char *log, char *out, size_t n) {
-    const char *p = log, *best = NULL;
-    while (*p) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && !best) best = p;
-        if (len > 0 && (strstr(p, "error") || strstr(p, "rror:"))) {
-            best = p;
-            break;
-        }
-        if (!e) break;
-        p = e + 1;
-    }
-    if (!best) {
-        snprintf(out, n, "no message");
-        return;
-    }
-    const char *e = strchr(best, '\n');
-    snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - best) : strlen(best)), best);
-}
-
-int ex_plot_script(const char *script, const char *png) {
-    char exe[1024];
-    const char *cmd = ex_gnuplot_command();
-    if (!find_program(cmd, exe, sizeof exe)) {
-        ag_fail(AG_ERR_IO,
-                "%s: plot skipped: gnuplot not found (%s%s); install it with "
-                "scripts/deps.sh gnuplot-nox, or set AG_GNUPLOT to its path",
-                png, getenv("AG_GNUPLOT") && *getenv("AG_GNUPLOT") ? "AG_GNUPLOT=" : "command ",
-                cmd);
-        return RUN_PLOT_SKIPPED;
-    }
-    /* the script next to the picture, then gnuplot draws into a temporary file that is renamed
-     * over png: a reader never sees half a picture */
-    char base[600], gp[620], tmp[640], setout[700];
-    if (strlen(png) + 1 > sizeof base) { /* the names below are made from it: never cut */
-        ag_fail(AG_ERR_IO, "%s: plot skipped: a path of %zu bytes (at most %zu)", png, strlen(png),
-                sizeof base - 1);
-        return RUN_PLOT_FAILED;
-    }
-    strip_png(base, sizeof base, png);
-    snprintf(gp, sizeof gp, "%s.gp", base);
-    snprintf(tmp, sizeof tmp, "%s.png.tmp.%ld", base, (long)getpid());
-    FILE *f;
-    char *gp_tmp; /* the script too goes through a temporary file (src/io/file.h) */
-    if (io_fopen_write(gp, &f, &gp_tmp) != AG_OK) return RUN_PLOT_FAILED;
-    fprintf(f,
-            "# drawn by attograd's trainers (examples/common/plot.c); `gnuplot %s` draws %s "
-            "again\n",
-            gp, png);
-    char def[700];
-    gp_assign(def, sizeof def, "outfile", png);
-    fprintf(f, "if (!exists('outfile')) %s\n", def);
-    fputs(script, f);
-    if (io_fclose_replace(f, gp_tmp, gp) != AG_OK) return RUN_PLOT_FAILED;
-    if (io_check_replace(png) != AG_OK) return RUN_PLOT_FAILED; /* before gnuplot's work */
-    gp_assign(setout, sizeof setout, "outfile", tmp);
-    int pfd[2];
-    if (pipe(pfd) != 0) {
-        ag_fail(AG_ERR_IO, "%s: pipe: %s", png, strerror(errno));
-        return RUN_PLOT_FAILED;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        ag_fail(AG_ERR_IO, "%s: fork: %s", png, strerror(errno));
-        return RUN_PLOT_FAILED;
-    }
-    if (pid == 0) {
-        /* its own process group: Ctrl-C on the terminal is the trainer's to handle */
-        setpgid(0, 0);
-#ifdef __linux__
-        /* but it dies with the trainer: after a kill -9 an orphan would still write its
-         * temporary PNG into the output folder, under a resumed run */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-#else
-        (void)parent;
-#endif
-        int in = open("/dev/null", O_RDONLY);
-        if (in >= 0) {
-            dup2(in, 0);
-            close(in);
-        }
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execl(exe, exe, "-e", setout, gp, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char log[4096];
-    size_t used = 0;
-    for (;;) {
-        char chunk[1024];
-        ssize_t r = read(pfd[0], chunk, sizeof chunk);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        size_t k = (size_t)r < sizeof log - 1 - used ? (size_t)r : sizeof log - 1 - used;
-        memcpy(log + used, chunk, k);
-        used += k;
-    }
-    log[used] = '\0';
-    close(pfd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    struct stat s;
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &s) == 0 && s.st_size > 0;
-    if (!ok) {
-        char why[256];
-        first_error(log, why, sizeof why);
-        unlink(tmp);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !*log)
-            ag_fail(AG_ERR_IO, "%s: plot failed: %s could not be started", png, exe);
-        else
-            ag_fail(AG_ERR_IO, "%s: plot failed: %s exited with %d: %s (the script is %s)", png,
-                    exe, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), why, gp);
-        return RUN_PLOT_FAILED;
-    }
-    if (io_replace(tmp, png) != AG_OK) { /* a regular file or a new name only */
-        unlink(tmp);
-        return RUN_PLOT_FAILED;
-    }
-    return RUN_PLOT_DRAWN;
-}
-
-/* ---- heatmap panels (attention.c, heads.c) ---- */
 
 void ex_gp_begin(FILE *f, int width, int height, int font_size) {
     fprintf(f,
@@ -285,7 +88,8 @@ void ex_gp_panel(FILE *f, const ExGpPanel *p) {
 
 /* ---- the training curves ---- */
 
-/* The columns of log.csv (also attograd-gpt's, which has no valid_exact) (by header name, so that appended columns change nothing). */
+/* The columns of log.csv (also attograd-gpt's, which has no valid_exact), by header name, so
+ * that appended columns change nothing. */
 typedef struct {
     double *step, *train, *vloss, *vexact;
     int n, n_valid, n_exact; /* rows with a valid loss, and with a valid exact match too */
@@ -420,7 +224,7 @@ int ex_plot_loss(const char *csv_path, const char *png_path) {
     fprintf(f, "\n");
     fclose(f);
     log_free(&l);
-    int rc = ex_plot_script(script, png_path);
+    int rc = run_plot_script(script, png_path);
     free(script);
     return rc;
 }
@@ -457,7 +261,7 @@ void ex_train_plot(const char *prog, const char *csv_path, int verbose, int fina
 /* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
 int ex_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
                     char **ylab, char **xlab, double range) {
-    if (!ex_gnuplot_available()) return RUN_PLOT_SKIPPED;
+    if (!run_gnuplot_available()) return RUN_PLOT_SKIPPED;
     float *f = ex_malloc((size_t)rows * cols * sizeof(float));
     double hi = 1e-9;
     for (size_t i = 0; i < (size_t)rows * cols; i++) {
@@ -499,7 +303,7 @@ int ex_plot_heatmap(const char *png, const char *title, const double *v, int row
     ex_gp_panel(s, &p);
     fprintf(s, "unset multiplot\n");
     fclose(s);
-    int rc = ex_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     free(f);
     return rc;

@@ -1,5 +1,5 @@
 /* plot.c: the experiment's pictures, gnuplot scripts with their data inline drawn through the
- * examples' ex_plot_script (examples/common/plot.c: NAME.gp kept next to NAME.png; without
+ * examples' run_plot_script (examples/common/plot.c: NAME.gp kept next to NAME.png; without
  * gnuplot nothing is drawn and the data files are all there is).
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "induction.h"
-#include "../common/common.h" /* ex_plot_script, ex_gp_begin, ex_gp_panel */
+#include "../common/common.h" /* run_plot_script, ex_gp_begin, ex_gp_panel */
 
 /* gnuplot runs on a script in memory: open_memstream's buffer */
 typedef struct {
@@ -28,7 +28,7 @@ static int draw(Script *s, const char *dir, const char *name) {
     fclose(s->f);
     char png[1100];
     snprintf(png, sizeof png, "%s/%s", dir, name);
-    int rc = ex_plot_script(s->buf, png);
+    int rc = run_plot_script(s->buf, png);
     free(s->buf);
     if (rc != RUN_PLOT_DRAWN) fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
     return rc == RUN_PLOT_DRAWN;
@@ -193,7 +193,7 @@ static int add_name(char *list, size_t n, int drawn, const char *name) {
 int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
              char *drawn, size_t n) {
     (void)eval_tokens;
-    if (!ex_gnuplot_available()) {
+    if (!run_gnuplot_available()) {
         fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
                         "pictures are skipped, the data files are written\n");
         return 0;

@@ -256,7 +256,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     }
     fprintf(f, "unset multiplot\n");
     fclose(f);
-    int rc = ex_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     return rc;
 }

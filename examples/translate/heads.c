@@ -246,7 +246,7 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     }
     fprintf(f, "unset multiplot\n");
     fclose(f);
-    int rc = ex_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     for (int b = 0; b < NB; b++) free(rows[b]);
     for (int k = 0; k < NH; k++) free(cols[k]);

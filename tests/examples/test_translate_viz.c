@@ -253,7 +253,7 @@ static const char csv[] = "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid
                           "40,0.4,0.8,1e-3,1.0,100,0.9,0.40\n";
 
 Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
-    if (!ex_gnuplot_available())
+    if (!run_gnuplot_available())
         cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
     char dir[64], path[512], png[512], gp[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
@@ -279,8 +279,8 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
     cr_assert_eq(ex_plot_loss(path, png), RUN_PLOT_FAILED);
     cr_assert(strstr(ag_last_error(), "train_loss"), "%s", ag_last_error());
     /* a script gnuplot rejects: failed, with gnuplot's complaint, and no PNG left behind */
-    cr_assert_eq(ex_plot_script("set terminal pngcairo\nset output outfile\nplot nonsense(\n",
-                                ts_join(png, dir, "bad.png")),
+    cr_assert_eq(run_plot_script("set terminal pngcairo\nset output outfile\nplot nonsense(\n",
+                                 ts_join(png, dir, "bad.png")),
                  RUN_PLOT_FAILED);
     cr_assert(strstr(ag_last_error(), "plot failed"), "%s", ag_last_error());
     cr_assert(!exists(png));
@@ -289,7 +289,7 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
 
 Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
-    cr_assert_eq(ex_gnuplot_available(), 0);
+    cr_assert_eq(run_gnuplot_available(), 0);
     char dir[64], path[512], png[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
     ts_write_text(ts_join(path, dir, "log.csv"), csv);
@@ -301,7 +301,7 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     cr_assert(!exists(png));
     /* a command name is looked up in PATH */
     setenv("AG_GNUPLOT", "no-such-gnuplot-here", 1);
-    cr_assert_eq(ex_gnuplot_available(), 0);
+    cr_assert_eq(run_gnuplot_available(), 0);
     cr_assert_eq(ex_plot_loss(path, png), RUN_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no-such-gnuplot-here"), "%s", ag_last_error());
     /* the heads heatmap likewise */
@@ -356,7 +356,7 @@ Test(tr_cli, training_without_gnuplot_says_the_plot_was_skipped) {
 }
 
 Test(tr_cli, training_attention_and_heads_draw_their_pictures) {
-    if (!ex_gnuplot_available())
+    if (!run_gnuplot_available())
         cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
     char dir[64], p[512], ckpt[512], out[512], valid[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
