@@ -285,6 +285,15 @@ export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
 CLASSIFY_BIN := $(B)/examples/classify
 export AG_CLASSIFY_BIN := $(CURDIR)/$(CLASSIFY_BIN)
 
+# ---- what the example programs share: examples/common/*.c (common.h, prefix ex_) ----
+# allocation, the plots drawn by gnuplot, the lens's --metric, the data-parallel lines; linked
+# into attograd-translate, attograd-gpt, attograd-induction and the test suite
+COMMON_SRC := $(sort $(wildcard examples/common/*.c))
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/obj/%.o)
+TEST_OBJ += $(COMMON_OBJ)
+FORMAT_SRC += examples/common/*.c examples/common/*.h
+$(COMMON_OBJ): examples/common/common.h
+
 # ---- the translation example: examples/translate/*.c -> $(B)/examples/attograd-translate ----
 # main.c is the program; the other files are its library part, which the test suite links too
 # (tests/examples/test_translate.c calls the functions directly, and runs the program, found
@@ -298,7 +307,8 @@ TEST_OBJ += $(TRANSLATE_LIB_OBJ)
 FORMAT_SRC += examples/translate/*.c examples/translate/*.h
 export AG_TRANSLATE_BIN := $(CURDIR)/$(TRANSLATE_BIN)
 examples: $(TRANSLATE_BIN)
-$(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h
+$(TRANSLATE_OBJ) $(B)/obj/tests/examples/test_translate.o: examples/translate/translate.h \
+                                                          examples/common/common.h
 $(B)/obj/tests/examples/test_translate_viz.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
@@ -309,42 +319,38 @@ $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 TRAINER_SRC := $(wildcard examples/translate/train*.c)
 $(TRAINER_SRC:%.c=$(B)/obj/%.o): examples/translate/trainer.h
 
-$(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(B)/libattograd.a
+$(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(B)/libattograd.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the GPT program: examples/gpt/*.c -> $(B)/examples/attograd-gpt (docs/gpt.md) ----
-# It borrows the translator's util.o (folders, times, the CSV log), plot.o (the loss curve) and
-# train_system.o (signals, the clock); tests/examples/test_gpt_cli.c runs it (AG_GPT_BIN).
+# It links examples/common (the loss curve, heatmaps, allocation); tests/examples/test_gpt_cli.c
+# runs it (AG_GPT_BIN).
 GPT_SRC := $(sort $(wildcard examples/gpt/*.c))
-GPT_OBJ := $(GPT_SRC:%.c=$(B)/obj/%.o) \
-           $(addprefix $(B)/obj/examples/translate/,util.o plot.o train_system.o)
+GPT_OBJ := $(GPT_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
 GPT_BIN := $(B)/examples/attograd-gpt
 EXAMPLES += $(GPT_BIN)
 FORMAT_SRC += examples/gpt/*.c examples/gpt/*.h
 export AG_GPT_BIN := $(CURDIR)/$(GPT_BIN)
 examples: $(GPT_BIN)
-$(GPT_SRC:%.c=$(B)/obj/%.o): examples/gpt/gpt_cli.h examples/translate/translate.h \
-                             examples/translate/trainer.h
-$(GPT_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/translate
+$(GPT_SRC:%.c=$(B)/obj/%.o): examples/gpt/gpt_cli.h examples/common/common.h
 $(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(GPT_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the induction-head experiment: examples/induction/*.c -> $(B)/examples/attograd-induction ----
-# (docs/induction.md) It borrows the translator's util.o (folders) and plot.o (gnuplot);
+# (docs/induction.md) It links examples/common (gnuplot, allocation);
 # tests/examples/test_induction.c runs it (AG_INDUCTION_BIN). make induction: installs what it
 # needs (as make demo), trains the 2-layer attention-only model and the 1-layer control, writes
 # build/induction/ and prints the summary. Extra flags: make induction INDUCTION_FLAGS="--seed 2".
 INDUCTION_SRC := $(sort $(wildcard examples/induction/*.c))
-INDUCTION_OBJ := $(INDUCTION_SRC:%.c=$(B)/obj/%.o) $(addprefix $(B)/obj/examples/translate/,util.o plot.o)
+INDUCTION_OBJ := $(INDUCTION_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
 INDUCTION_BIN := $(B)/examples/attograd-induction
 EXAMPLES += $(INDUCTION_BIN)
 FORMAT_SRC += examples/induction/*.c examples/induction/*.h
 export AG_INDUCTION_BIN := $(CURDIR)/$(INDUCTION_BIN)
 examples: $(INDUCTION_BIN)
-$(INDUCTION_SRC:%.c=$(B)/obj/%.o): examples/induction/induction.h examples/translate/translate.h
-$(INDUCTION_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/translate
+$(INDUCTION_SRC:%.c=$(B)/obj/%.o): examples/induction/induction.h examples/common/common.h
 $(INDUCTION_BIN): $(INDUCTION_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(INDUCTION_OBJ) $(B)/libattograd.a $(LDLIBS)
@@ -617,7 +623,7 @@ FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-un
                -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=all
 # attograd-gpt's files too (gpt, prompts), its main() renamed so that libFuzzer's is the one
-FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC)) $(GPT_SRC)
+FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out %/main.c,$(TRANSLATE_SRC)) $(GPT_SRC) $(COMMON_SRC)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
 FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
 .PHONY: fuzz deps-fuzz fuzz-build fuzz-replay
@@ -627,7 +633,8 @@ FORMAT_SRC += $(wildcard fuzz/*.c fuzz/*.h)
 deps-fuzz:
 	@scripts/deps.sh clang libclang-rt-14-dev
 
-$(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h $(wildcard fuzz/*.h) Makefile
+$(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h examples/common/common.h \
+                   $(wildcard fuzz/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  fuzz  $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
@@ -642,7 +649,8 @@ fuzz-build: deps-fuzz
 	@$(MAKE) --no-print-directory $(FUZZ_HARNESSES:%=$(FUZZ_B)/%)
 
 # the seeds come from the default build (gcc): the corpus generator, the example, npz_write
-$(B)/fuzz-tools/seeds: $(B)/obj/fuzz/seeds.o $(TRANSLATE_LIB_OBJ) $(DATA_OBJ) $(B)/libattograd.a
+$(B)/fuzz-tools/seeds: $(B)/obj/fuzz/seeds.o $(TRANSLATE_LIB_OBJ) $(COMMON_OBJ) $(DATA_OBJ) \
+                       $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(B)/obj/fuzz/%.o: CFLAGS += -Iexamples/translate -Iexamples/gpt -Idata -Ifuzz -Isrc/io
@@ -654,7 +662,7 @@ fuzz: fuzz-build $(B)/fuzz-tools/seeds
 # the regression inputs, replayed by each harness linked with fuzz/replay.c (make test)
 FUZZ_REPLAY := $(FUZZ_HARNESSES:%=$(B)/fuzz-tools/replay_%)
 $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz/common.o \
-                    $(TRANSLATE_LIB_OBJ) $(B)/libattograd.a
+                    $(TRANSLATE_LIB_OBJ) $(COMMON_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -662,7 +670,7 @@ $(B)/fuzz-tools/replay_%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/replay.o $(B)/obj/fuzz
 GPT_FUZZ_OBJ := $(filter-out %/main.o,$(GPT_SRC:%.c=$(B)/obj/%.o)) $(B)/obj/fuzz/gpt_main.o
 $(B)/obj/fuzz/gpt_main.o: examples/gpt/main.c examples/gpt/gpt_cli.h $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iexamples/translate -Dmain=gp_program_main -c $< -o $@
+	$(CC) $(CFLAGS) -Dmain=gp_program_main -c $< -o $@
 $(B)/fuzz-tools/replay_gpt $(B)/fuzz-tools/replay_prompts: $(GPT_FUZZ_OBJ)
 $(B)/fuzz-tools/replay_gpt $(B)/fuzz-tools/replay_prompts: LDLIBS := $(B)/libattograd.a $(LDLIBS)
 

@@ -3,16 +3,18 @@
  * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
  * and `eval` (valid loss, bits per byte); the lens commands `cache`, `ablate`, `patch`
  * (lens.c), `detect`, `lens` and `export` (readout.c). docs/gpt.md is the user's guide.
- * What the files share: how a command reads its flags (src/flag), the exit codes (the translator's, translate.h), the
- * checkpoint layout. Borrowed from the translator (examples/translate): util.c (folders, times,
- * the CSV log), plot.c (the loss curve), train_system.c (signals, the clock).
+ * What the files share: how a command reads its flags (src/flag), the exit codes (src/run's
+ * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the loss
+ * curve and heatmaps, the data-parallel lines; from src/run: folders, times, the CSV log,
+ * signals, the clock.
  * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text). Read next: main.c. */
 #ifndef ATTOGRAD_GPT_CLI_H
 #define ATTOGRAD_GPT_CLI_H
 
 #include <stdint.h>
 
-#include "trainer.h" /* the translator's: signals, the clock, dbits */
+#include "../common/common.h" /* ex_malloc, the plots, ex_dbits */
+#include "attograd.h"
 
 #define GP_PROG "attograd-gpt"
 
@@ -23,7 +25,7 @@
 int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help);
 void gp_usage(const char *cmd, const char *what, const Flag *flags, int n);
 
-/* ---- the commands: each returns an exit code (TR_EXIT_*) ---- */
+/* ---- the commands: each returns an exit code (RUN_EXIT_*) ---- */
 int gp_prepare(int argc, char **argv);
 int gp_train(int argc, char **argv);
 int gp_sample(int argc, char **argv);

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "gpt_cli.h"
-#include "translate.h" /* the heatmaps of plot.c (tr_plot_heatmap) */
 
 #define GP_MAX_PROMPTS ((size_t)1 << 22) /* bytes of a --prompts file */
 
@@ -47,7 +46,7 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
     FILE *f;
     int rc = io_fopen_read(file, &f, NULL); /* a regular file: a FIFO never hangs */
     if (rc != AG_OK) return rc;
-    char *text = tr_malloc(GP_MAX_PROMPTS + 1);
+    char *text = ex_malloc(GP_MAX_PROMPTS + 1);
     size_t n = fread(text, 1, GP_MAX_PROMPTS + 1, f);
     int bad = ferror(f);
     fclose(f);
@@ -64,7 +63,7 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
     text[rc == AG_OK ? n : 0] = 0;
     char *line = text;
     size_t label_cap = strlen(file) + 32;
-    char *label = tr_malloc(label_cap);
+    char *label = ex_malloc(label_cap);
     for (int k = 1; rc == AG_OK && *line; k++) {
         char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line), got;
@@ -108,17 +107,17 @@ int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) 
     return rc;
 }
 
-/* gp_one_token for tr_lens_logit_diff (ctx: the GpModel) */
+/* gp_one_token for ex_lens_logit_diff (ctx: the GpModel) */
 static int one_token(const void *ctx, const char *text, const char *flag, int *id) {
     return gp_one_token(ctx, text, flag, id);
 }
 
 /* The metric of --metric (loss, or logit-diff with --good and --bad) for r's rows */
 static int make_metric(const GpModel *g, const char *kind, const char *good, const char *bad,
-                       const GpRows *r, TrLensMetric *m) {
+                       const GpRows *r, ExLensMetric *m) {
     if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
         memset(m, 0, sizeof *m);
-        m->targets = tr_malloc((size_t)r->B * r->T * sizeof(int));
+        m->targets = ex_malloc((size_t)r->B * r->T * sizeof(int));
         for (int b = 0; b < r->B; b++)
             for (int t = 0; t < r->T; t++)
                 m->targets[b * r->T + t] = t + 1 < r->T ? r->ids[b * r->T + t + 1] : -1;
@@ -126,7 +125,7 @@ static int make_metric(const GpModel *g, const char *kind, const char *good, con
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = m->targets};
         return AG_OK;
     }
-    return tr_lens_logit_diff(kind, good, bad, -1, r->B, r->T, one_token, g, m);
+    return ex_lens_logit_diff(kind, good, bad, -1, r->B, r->T, one_token, g, m);
 }
 
 /* --positions (parsed: integers >= 0) into list: each below T, at most T of them */
@@ -151,23 +150,23 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
 char *gp_png_of(const char *npz, const char *suffix) {
     size_t len = strlen(npz), n = strlen(suffix);
     if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    char *png = tr_malloc(len + n + 1);
+    char *png = ex_malloc(len + n + 1);
     memcpy(png, npz, len);
     memcpy(png + len, suffix, n + 1);
     return png;
 }
 
 void gp_say_plot(int rc, const char *png) {
-    if (rc == TR_PLOT_DRAWN) printf("heatmap: %s\n", png);
-    if (rc == TR_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
-    if (rc == TR_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
+    if (rc == RUN_PLOT_DRAWN) printf("heatmap: %s\n", png);
+    if (rc == RUN_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
+    if (rc == RUN_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
 }
 
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label) {
     size_t len;
     const uint8_t *b = txt_token_bytes(g->tok, id, &len);
-    char *s = tr_malloc(4 * len + 1), *o = s;
+    char *s = ex_malloc(4 * len + 1), *o = s;
     *o = 0;
     for (size_t i = 0; i < len; i++)
         o += label && b[i] == '\n'   ? sprintf(o, "\\n")
@@ -188,9 +187,9 @@ int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg) {
 
 /* the exit code of rc, its message printed: 2 for anything from the flags or the files */
 int gp_lens_finish(int rc, const char *cmd) {
-    if (rc == AG_OK) return TR_EXIT_OK;
+    if (rc == AG_OK) return RUN_EXIT_OK;
     fprintf(stderr, GP_PROG " %s: %s\n", cmd, ag_last_error());
-    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
 }
 
 /* the last error again, after "prefix: " */
@@ -301,14 +300,14 @@ int gp_cache(int argc, char **argv) {
         "config; with --good and --bad also\nthe gradients of the logit difference "
         "(last position) as <name>.grad",
         &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return TR_EXIT_OK;
+    if (rc == 1) return RUN_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
     int threads = a.threads;
     GpModel g = {0};
     GptConfig cfg;
     GpRows r = {0};
-    TrLensMetric mt = {0};
+    ExLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK) ag_threads_use(threads);
@@ -329,8 +328,8 @@ int gp_cache(int argc, char **argv) {
         int was = ag_no_grad(t, !good);
         Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
         if (!logits) rc = AG_ERR_ARG;
-        if (logits && (rc = tr_tensor_finite(logits, "logits", NULL)) != AG_OK)
-            rc = tr_not_finite(rc, ckpt, NULL);
+        if (logits && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
+            rc = ex_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK && good) {
             ag_backward(t, lens_metric(t, &mt.mt, logits));
             lens_cache_take_grads(&c);
@@ -338,7 +337,7 @@ int gp_cache(int argc, char **argv) {
         ag_no_grad(t, was);
     }
     if (rc == AG_OK) {
-        char **strs = tr_calloc((size_t)r.B * r.T, sizeof(char *));
+        char **strs = ex_calloc((size_t)r.B * r.T, sizeof(char *));
         for (int i = 0; i < r.B * r.T; i++) strs[i] = gp_token_text(&g, r.ids[i], 0);
         LensRunInfo run = {.tokens = r.ids,
                            .B = r.B,
@@ -346,7 +345,7 @@ int gp_cache(int argc, char **argv) {
                            .token_strs = (const char *const *)strs,
                            .cfg = &cfg};
         if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE)
-            rc = tr_not_finite(rc, ckpt, NULL);
+            rc = ex_not_finite(rc, ckpt, NULL);
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
@@ -357,7 +356,7 @@ int gp_cache(int argc, char **argv) {
     arena_free(step);
     nn_hooks_free(&h);
     lens_cache_free(&c);
-    tr_lens_metric_free(&mt);
+    ex_lens_metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
     return gp_lens_finish(rc, "cache");
@@ -367,10 +366,10 @@ int gp_cache(int argc, char **argv) {
 
 /* row labels: a point's name, or "name h<k>" per head */
 char **gp_point_labels(const NnHookPoint *pts, int n, int heads) {
-    char **lab = tr_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
+    char **lab = ex_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
     for (int p = 0; p < n; p++)
         for (int k = 0; k < (heads ? heads : 1); k++) {
-            char *s = tr_malloc(NN_HOOK_NAME_LEN + 16);
+            char *s = ex_malloc(NN_HOOK_NAME_LEN + 16);
             if (heads)
                 snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
             else
@@ -380,8 +379,8 @@ char **gp_point_labels(const NnHookPoint *pts, int n, int heads) {
     return lab;
 }
 char **gp_number_labels(int n) {
-    char **lab = tr_calloc((size_t)n, sizeof(char *));
-    for (int i = 0; i < n; i++) lab[i] = tr_malloc(12), snprintf(lab[i], 12, "%d", i);
+    char **lab = ex_calloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) lab[i] = ex_malloc(12), snprintf(lab[i], 12, "%d", i);
     return lab;
 }
 void gp_labels_free(char **lab, int n) {
@@ -408,7 +407,7 @@ int gp_ablate(int argc, char **argv) {
                       "turn and writes\nthe metric of every run: values (point, head), base, "
                       "points, axes",
                       &a, fl, 4, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return TR_EXIT_OK;
+    if (rc == 1) return RUN_EXIT_OK;
     const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
     const char *good = a.good, *bad = a.bad;
     int threads = a.threads;
@@ -420,11 +419,11 @@ int gp_ablate(int argc, char **argv) {
     GpModel g = {0};
     GptConfig cfg;
     GpRows r = {0};
-    TrLensMetric mt = {0};
+    ExLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
     if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
-    int *pos = tr_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
+    int *pos = ex_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = positions_in(&positions, r.T, pos, &n_pos);
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
@@ -451,13 +450,13 @@ int gp_ablate(int argc, char **argv) {
         npz_add_bytes(w, "axes", axes, strlen(axes));
         npz_add_bytes(w, "metric", metric, strlen(metric));
         npz_add_bytes(w, "mode", mode, strlen(mode));
-        char *names = tr_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
+        char *names = ex_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
         strcpy(names, "[");
         for (int p = 0; p < n_pts; p++) /* hook names need no escapes */
             strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
         strcat(names, "]");
         npz_add_bytes(w, "points", names, strlen(names));
-        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = tr_not_finite(rc, ckpt, NULL);
+        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = ex_not_finite(rc, ckpt, NULL);
         npz_writer_free(w);
         free(names);
     }
@@ -469,12 +468,12 @@ int gp_ablate(int argc, char **argv) {
             for (int k = 0; k < cols; k++) printf(" %+9.4f", values[p * cols + k] - base);
             printf("\n");
         }
-        double *d = tr_malloc((size_t)n_pts * cols * sizeof(double));
+        double *d = ex_malloc((size_t)n_pts * cols * sizeof(double));
         for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
         char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
              **xl = gp_number_labels(cols);
         snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        gp_say_plot(tr_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
+        gp_say_plot(ex_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
         free(png);
         gp_labels_free(yl, n_pts);
         gp_labels_free(xl, cols);
@@ -484,7 +483,7 @@ int gp_ablate(int argc, char **argv) {
     free(pos);
     ag_tape_free(t);
     arena_free(step);
-    tr_lens_metric_free(&mt);
+    ex_lens_metric_free(&mt);
     free(r.ids);
     gp_model_free(&g);
     return gp_lens_finish(rc, "ablate");
@@ -513,7 +512,7 @@ int gp_patch(int argc, char **argv) {
                            "position / head)\nat a time, and writes the metric of each run (or its "
                            "first-order estimate, --attribution)",
                            &a, fl, 6, GP_LENS_METRIC);
-    if (rc == 1) return TR_EXIT_OK;
+    if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && (!clean || !corrupt))
         rc = ag_fail(AG_ERR_ARG, "--clean TEXT and --corrupt TEXT are required");
     const char *ckpt = a.ckpt, *out = a.out, *good = a.good, *bad = a.bad;
@@ -528,7 +527,7 @@ int gp_patch(int argc, char **argv) {
     GpModel g = {0};
     GptConfig cfg;
     GpRows rc_clean = {0}, rc_corr = {0};
-    TrLensMetric mt = {0};
+    ExLensMetric mt = {0};
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
     if (rc == AG_OK) rc = gp_read_rows(&g, clean, NULL, &rc_clean);
     if (rc == AG_OK) rc = gp_read_rows(&g, corrupt, NULL, &rc_corr);
@@ -546,19 +545,19 @@ int gp_patch(int argc, char **argv) {
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
     if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
-        rc = tr_not_finite(rc, ckpt, NULL);
+        rc = ex_not_finite(rc, ckpt, NULL);
     if (rc == AG_OK) {
         int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
         int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
         printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
                attribution ? "attribution patching" : "activation patching", by, s.n_points, metric,
                s.clean, s.corrupted);
-        double *d = tr_malloc((size_t)rows * cols * sizeof(double));
+        double *d = ex_malloc((size_t)rows * cols * sizeof(double));
         for (int i = 0; i < rows * cols; i++)
             d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
         char **yl = gp_point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
         char **xl =
-            axes == LENS_BY_HEAD ? gp_number_labels(cols) : tr_calloc((size_t)cols, sizeof(char *));
+            axes == LENS_BY_HEAD ? gp_number_labels(cols) : ex_calloc((size_t)cols, sizeof(char *));
         for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
             xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
         char *png = gp_png_of(out, ".png"), title[256];
@@ -566,7 +565,7 @@ int gp_patch(int argc, char **argv) {
                  "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
                  attribution ? "attribution patching" : "activation patching", metric, s.clean,
                  s.corrupted);
-        gp_say_plot(tr_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
+        gp_say_plot(ex_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
         free(png);
         gp_labels_free(yl, rows);
         gp_labels_free(xl, cols);
@@ -575,7 +574,7 @@ int gp_patch(int argc, char **argv) {
     if (s.values) lens_sweep_free(&s);
     ag_tape_free(t);
     arena_free(step);
-    tr_lens_metric_free(&mt);
+    ex_lens_metric_free(&mt);
     free(rc_clean.ids);
     free(rc_corr.ids);
     gp_model_free(&g);

@@ -38,12 +38,12 @@ static void usage(void) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage();
-        return TR_EXIT_USAGE;
+        return RUN_EXIT_USAGE;
     }
     const char *c = argv[1];
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         usage();
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     if (strcmp(c, "prepare") == 0) return gp_prepare(argc, argv);
     if (strcmp(c, "train") == 0) { /* under mpirun: one of the processes (docs/mpi.md) */
@@ -64,5 +64,5 @@ int main(int argc, char **argv) {
             GP_PROG ": %s: unknown command (prepare, train, sample, eval, cache, ablate, patch, "
                     "detect, lens, export)\n",
             c);
-    return TR_EXIT_USAGE;
+    return RUN_EXIT_USAGE;
 }

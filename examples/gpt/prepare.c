@@ -29,7 +29,7 @@ static int read_text(const char *path, char **text, size_t *n) {
         if (f) fclose(f);
         return rc;
     }
-    *text = tr_malloc((size_t)size);
+    *text = ex_malloc((size_t)size);
     *n = fread(*text, 1, (size_t)size, f);
     int bad = ferror(f) || *n != (size_t)size;
     fclose(f);
@@ -55,7 +55,7 @@ static int fetch_shakespeare(const char *cache) {
     char *dir = io_path_join("", cache), *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
-        int rc = tr_make_dirs(dir);
+        int rc = run_make_dirs(dir);
         if (rc != AG_OK) {
             free(dir);
             return rc;
@@ -95,7 +95,7 @@ int gp_prepare(int argc, char **argv) {
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
     if (help) {
         gp_usage("prepare", "a text -> OUT/tokenizer, OUT/train.bin, OUT/valid.bin", fl, n_fl);
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     if (rc == AG_OK && !out) rc = ag_fail(AG_ERR_ARG, "--out DIR is required");
     if (rc == AG_OK && !!input == !!shakespeare)
@@ -107,14 +107,14 @@ int gp_prepare(int argc, char **argv) {
     if (rc == AG_OK && shakespeare) rc = fetch_shakespeare(cache);
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
-        return TR_EXIT_USAGE;
+        return RUN_EXIT_USAGE;
     }
     const char *path = input ? input : cache;
     char *text = NULL;
     size_t n = 0, n_ids = 0;
     int *ids = NULL;
     TxtTokenizer *tok = NULL;
-    double t0 = tr_now_s();
+    double t0 = run_now_s();
     rc = read_text(path, &text, &n);
     if (rc == AG_OK) {
         if (strcmp(kind, "char") == 0)
@@ -131,7 +131,7 @@ int gp_prepare(int argc, char **argv) {
                      path, n_ids, valid_frac);
     char *p_tok = io_path_join(out, "tokenizer"), *p_train = io_path_join(out, "train.bin"),
          *p_valid = io_path_join(out, "valid.bin");
-    if (rc == AG_OK) rc = tr_make_dirs(out);
+    if (rc == AG_OK) rc = run_make_dirs(out);
     if (rc == AG_OK) rc = txt_save(tok, p_tok);
     if (rc == AG_OK)
         rc = txt_shard_write(p_train, ids + sp.train_lo, sp.train_hi - sp.train_lo,
@@ -144,11 +144,11 @@ int gp_prepare(int argc, char **argv) {
         printf("%s: %zu bytes -> %zu tokens (%s tokenizer, %d ids, %.2f bytes a token); "
                "%s/train.bin %zu tokens, valid.bin %zu; %.1f s\n",
                path, n, n_ids, kind, txt_vocab_size(tok), (double)n / (double)n_ids, out,
-               sp.train_hi - sp.train_lo, sp.valid_hi - sp.valid_lo, tr_now_s() - t0);
+               sp.train_hi - sp.train_lo, sp.valid_hi - sp.valid_lo, run_now_s() - t0);
     else
         fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
     free(text);
     free(ids);
     if (tok) txt_free(tok);
-    return rc == AG_OK ? TR_EXIT_OK : rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    return rc == AG_OK ? RUN_EXIT_OK : rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
 }

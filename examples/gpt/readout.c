@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "gpt_cli.h"
-#include "translate.h" /* the plot helpers' codes, tr_malloc */
 
 /* ---- detect ---- */
 
@@ -40,7 +39,7 @@ int gp_detect(int argc, char **argv) {
                            "prompts on rows of random tokens repeated; writes scores (kind, "
                            "layer, head)",
                            &a, fl, 6, GP_LENS_ROWS);
-    if (rc == 1) return TR_EXIT_OK;
+    if (rc == 1) return RUN_EXIT_OK;
     GpModel g = {0};
     GptConfig cfg = {0};
     GpRows r = {0};
@@ -61,7 +60,7 @@ int gp_detect(int argc, char **argv) {
             Rng rng;
             rng_seed(&rng, (uint64_t)seed);
             r.B = batch, r.T = T;
-            r.ids = tr_malloc((size_t)batch * T * sizeof(int));
+            r.ids = ex_malloc((size_t)batch * T * sizeof(int));
             lens_repeated_tokens(&rng, cfg.vocab_size, L, batch, T, r.ids);
             printf("detect: %d rows of %d random tokens repeated to %d (seed %lld)\n", batch, L, T,
                    (long long)seed);
@@ -70,7 +69,7 @@ int gp_detect(int argc, char **argv) {
         rc = gp_read_rows(&g, a.prompt, a.prompts, &r);
     }
     int L = cfg.n_layer, NH = cfg.n_head, K = LENS_N_HEAD_KINDS;
-    double *scores = tr_calloc((size_t)K * L * NH, sizeof(double));
+    double *scores = ex_calloc((size_t)K * L * NH, sizeof(double));
     LensDetectOptions opt = {exclude_bos, exclude_current};
     if (rc == AG_OK) {
         ag_threads_use(a.threads);
@@ -81,7 +80,7 @@ int gp_detect(int argc, char **argv) {
         arena_free(step);
         /* the share of queries that have a position to attend to (no exclusions): the score of
          * a perfect head of each kind on these tokens */
-        uint8_t *D = tr_malloc((size_t)r.T * r.T);
+        uint8_t *D = ex_malloc((size_t)r.T * r.T);
         printf("scores: the share of each head's attention on the pattern's positions "
                "(a perfect head: ");
         for (int k = 0; k < K; k++) {
@@ -116,7 +115,7 @@ int gp_detect(int argc, char **argv) {
         }
     }
     if (rc == AG_OK) {
-        int32_t *tok = tr_malloc((size_t)r.B * r.T * sizeof(int32_t));
+        int32_t *tok = ex_malloc((size_t)r.B * r.T * sizeof(int32_t));
         for (size_t i = 0; i < (size_t)r.B * r.T; i++) tok[i] = r.ids[i];
         static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
         int64_t ex[2] = {exclude_bos, exclude_current};
@@ -128,20 +127,20 @@ int gp_detect(int argc, char **argv) {
         npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
         if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
-            rc = tr_not_finite(rc, a.ckpt, NULL);
+            rc = ex_not_finite(rc, a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }
     if (rc == AG_OK) {
         printf("%s: scores (kind, layer, head)\n", a.out);
-        char **yl = tr_calloc((size_t)K * L, sizeof(char *)), **xl = gp_number_labels(NH);
+        char **yl = ex_calloc((size_t)K * L, sizeof(char *)), **xl = gp_number_labels(NH);
         for (int k = 0; k < K; k++)
             for (int l = 0; l < L; l++) {
-                yl[k * L + l] = tr_malloc(48);
+                yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
         char *png = gp_png_of(a.out, ".png");
-        gp_say_plot(tr_plot_heatmap(png, "head detectors: share of attention on the pattern",
+        gp_say_plot(ex_plot_heatmap(png, "head detectors: share of attention on the pattern",
                                     scores, K * L, NH, yl, xl, 1),
                     png);
         free(png);
@@ -180,7 +179,7 @@ int gp_lens(int argc, char **argv) {
                            "with the final norm's scale: the parts sum to the logit) of\n--token's "
                            "logit, or of logit(--good) - logit(--bad)",
                            &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return TR_EXIT_OK;
+    if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && !token == !a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
     GpModel g = {0};
@@ -193,8 +192,8 @@ int gp_lens(int argc, char **argv) {
     if (rc == AG_OK && a.bad) rc = gp_one_token(&g, a.bad, "bad", &bi);
     if (rc == AG_OK && (pos < -r.T || pos >= r.T))
         rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, r.T);
-    int *good = tr_malloc(((size_t)r.B + 1) * sizeof(int)),
-        *bad = tr_malloc(((size_t)r.B + 1) * sizeof(int));
+    int *good = ex_malloc(((size_t)r.B + 1) * sizeof(int)),
+        *bad = ex_malloc(((size_t)r.B + 1) * sizeof(int));
     for (int b = 0; b < r.B; b++) good[b] = gi, bad[b] = bi;
     LensLogit ll = {0};
     if (rc == AG_OK) {
@@ -208,7 +207,7 @@ int gp_lens(int argc, char **argv) {
     }
     if (rc == AG_OK &&
         (rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
-        rc = tr_not_finite(rc, a.ckpt, NULL);
+        rc = ex_not_finite(rc, a.ckpt, NULL);
     if (rc == AG_OK) {
         int B = r.B, T = r.T, L = cfg.n_layer, NH = cfg.n_head, S = L + 1, P = ll.pos;
         size_t BT = (size_t)B * T;
@@ -246,7 +245,7 @@ int gp_lens(int argc, char **argv) {
         /* the attribution at P, mean over the rows: the table, then a heatmap (layer, head |
          * b_O | mlp_out) */
         int n = ll.n_parts;
-        double *mean = tr_calloc((size_t)n, sizeof(double));
+        double *mean = ex_calloc((size_t)n, sizeof(double));
         for (int b = 0; b < B; b++)
             for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
         printf("direct logit attribution at position %d (mean over the rows):\n", P);
@@ -257,37 +256,37 @@ int gp_lens(int argc, char **argv) {
         printf("  %-12s %+12.6f (the model's: %.6f)\n", "sum", sum, model);
         int has_bo = g.m.h[0].c_proj.bias != NULL, has_mlp = g.m.h[0].mlp_proj.weight != NULL;
         int cols = NH + has_bo + has_mlp, first = strcmp(ll.parts[1], "pos_embed") == 0 ? 2 : 1;
-        double *grid = tr_calloc((size_t)L * cols, sizeof(double));
+        double *grid = ex_calloc((size_t)L * cols, sizeof(double));
         for (int l = 0; l < L; l++)
             for (int c = 0; c < cols; c++) grid[l * cols + c] = mean[first + l * cols + c];
-        char **yl = tr_calloc((size_t)L, sizeof(char *)),
-             **xl = tr_calloc((size_t)cols, sizeof(char *));
-        for (int l = 0; l < L; l++) yl[l] = tr_malloc(24), snprintf(yl[l], 24, "layer %d", l);
+        char **yl = ex_calloc((size_t)L, sizeof(char *)),
+             **xl = ex_calloc((size_t)cols, sizeof(char *));
+        for (int l = 0; l < L; l++) yl[l] = ex_malloc(24), snprintf(yl[l], 24, "layer %d", l);
         for (int c = 0; c < cols; c++) {
-            xl[c] = tr_malloc(16);
+            xl[c] = ex_malloc(16);
             snprintf(xl[c], 16, "%s", c < NH ? "" : c == NH && has_bo ? "b_O" : "mlp");
             if (c < NH) snprintf(xl[c], 16, "h%d", c);
         }
         char *png = gp_png_of(a.out, ".png"), title[256];
         snprintf(title, sizeof title, "direct logit attribution to %s at position %d", metric, P);
-        gp_say_plot(tr_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
+        gp_say_plot(ex_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
         gp_labels_free(yl, L);
         gp_labels_free(xl, cols);
         /* the lens over every position: (stage, position), mean over the rows */
-        double *lens = tr_calloc((size_t)S * T, sizeof(double));
+        double *lens = ex_calloc((size_t)S * T, sizeof(double));
         for (int s = 0; s < S; s++)
             for (int p = 0; p < T; p++) lens[s * T + p] = row_mean(ll.lens, s, B, T, p);
-        yl = tr_calloc((size_t)S, sizeof(char *));
-        xl = tr_calloc((size_t)T, sizeof(char *));
+        yl = ex_calloc((size_t)S, sizeof(char *));
+        xl = ex_calloc((size_t)T, sizeof(char *));
         for (int s = 0; s < S; s++) {
-            yl[s] = tr_malloc(32);
+            yl[s] = ex_malloc(32);
             snprintf(yl[s], 32, s ? "after block %d" : "embeddings", s - 1);
         }
         for (int p = 0; p < T; p++) xl[p] = gp_token_text(&g, r.ids[p], 1);
         free(png);
         png = gp_png_of(a.out, "_lens.png");
         snprintf(title, sizeof title, "logit lens: %s at each position (row 0's tokens)", metric);
-        gp_say_plot(tr_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
+        gp_say_plot(ex_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
         free(png);
         gp_labels_free(yl, S);
         gp_labels_free(xl, T);
@@ -317,7 +316,7 @@ int gp_export(int argc, char **argv) {
                  "layout (float32 .npz)\nand its HookedTransformerConfig (.json beside "
                  "it); docs/lens.md has the loading code",
                  fl, 3);
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     if (rc == AG_OK && (!ckpt || !out))
         rc = ag_fail(AG_ERR_ARG, "--ckpt FILE and --out FILE are required");
@@ -330,7 +329,7 @@ int gp_export(int argc, char **argv) {
     if (rc == AG_OK) json = gp_png_of(out, ".json");
     if (rc == AG_OK && (rc = lens_tl_check(&cfg)) != AG_OK) rc = gp_refail(rc, ckpt);
     if (rc == AG_OK && (rc = lens_tl_export(&g.m, out, json)) == AG_ERR_RANGE)
-        rc = tr_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
+        rc = ex_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
     if (rc == AG_OK)
         printf("%s: %s in TransformerLens's layout (float32); its config: %s\n", out, ckpt, json);
     free(json);

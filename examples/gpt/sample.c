@@ -16,7 +16,7 @@ int gp_model_load(GpModel *g, const char *path) {
     NpzFile *f;
     GptConfig mc = {0};
     CkptConfig kc = nn_gpt_ckpt_config(&mc);
-    if (!tr_file_exists(path))
+    if (!ex_file_exists(path))
         return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(ENOENT));
     int rc = ckpt_read(path, &kc, &f);
     if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
@@ -68,7 +68,7 @@ static int print_token(int token, void *ctx) {
 /* All of stdin, at most GP_MAX_PROMPT bytes (malloc'd). */
 static int read_stdin(char **text, size_t *n) {
     size_t cap = 4096;
-    *text = tr_malloc(cap);
+    *text = ex_malloc(cap);
     *n = 0;
     for (;;) {
         if (*n == cap) {
@@ -114,14 +114,14 @@ int gp_sample(int argc, char **argv) {
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
     if (help) {
         gp_usage("sample", "continues a prompt, streaming the tokens to stdout", fl, n_fl);
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     if (rc == AG_OK && !ckpt) rc = ag_fail(AG_ERR_ARG, "--ckpt FILE is required");
     char *text = NULL;
     size_t n = 0;
     if (rc == AG_OK && prompt) {
         n = strlen(prompt);
-        text = tr_malloc(n + 1);
+        text = ex_malloc(n + 1);
         memcpy(text, prompt, n + 1);
     } else if (rc == AG_OK) {
         rc = read_stdin(&text, &n);
@@ -132,12 +132,12 @@ int gp_sample(int argc, char **argv) {
     size_t n_ids = 0;
     if (rc == AG_OK && n == 0) { /* nanoGPT starts from a newline */
         free(text);
-        text = tr_malloc(2);
+        text = ex_malloc(2);
         memcpy(text, "\n", 2);
         n = 1;
     }
     if (rc == AG_OK) {
-        ids = tr_malloc((n + (size_t)max_tokens) * sizeof(int));
+        ids = ex_malloc((n + (size_t)max_tokens) * sizeof(int));
         rc = txt_encode(g.tok, text, n, TXT_SPECIAL_ORDINARY, ids, n, &n_ids,
                         prompt ? "--prompt" : "stdin");
     }
@@ -146,7 +146,7 @@ int gp_sample(int argc, char **argv) {
         free(text);
         free(ids);
         gp_model_free(&g);
-        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     ag_threads_use(threads);
     fwrite(text, 1, n, stdout);
@@ -159,11 +159,11 @@ int gp_sample(int argc, char **argv) {
     Stream st = {g.tok};
     int got = nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
     printf("\n");
-    int code = fflush(stdout) != 0 || ferror(stdout) ? TR_EXIT_FAIL : TR_EXIT_OK;
+    int code = fflush(stdout) != 0 || ferror(stdout) ? RUN_EXIT_FAIL : RUN_EXIT_OK;
     if (got < 0) {
-        tr_not_finite(got, ckpt, t);
+        ex_not_finite(got, ckpt, t);
         fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
-        code = TR_EXIT_USAGE;
+        code = RUN_EXIT_USAGE;
     }
     ag_tape_free(t);
     arena_free(step);
@@ -178,8 +178,8 @@ int gp_sample(int argc, char **argv) {
 double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred) {
     int T = m->cfg.block_size;
     size_t windows = n > 1 ? (n - 2) / (size_t)T + 1 : 0; /* window w: x at w T, T or fewer */
-    int *x = tr_malloc((size_t)batch * (size_t)T * sizeof(int));
-    int *y = tr_malloc((size_t)batch * (size_t)T * sizeof(int));
+    int *x = ex_malloc((size_t)batch * (size_t)T * sizeof(int));
+    int *y = ex_malloc((size_t)batch * (size_t)T * sizeof(int));
     double sum = 0;
     *n_pred = 0;
     int was = t->no_grad;
@@ -227,7 +227,7 @@ int gp_eval(int argc, char **argv) {
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
     if (help) {
         gp_usage("eval", "the loss over the whole of DATA/valid.bin, and bits per byte", fl, n_fl);
-        return TR_EXIT_OK;
+        return RUN_EXIT_OK;
     }
     if (rc == AG_OK && (!ckpt || !data)) rc = ag_fail(AG_ERR_ARG, "--ckpt and --data are required");
     GpModel g = {0};
@@ -243,23 +243,23 @@ int gp_eval(int argc, char **argv) {
         free(ids);
         free(p);
         gp_model_free(&g);
-        return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     ag_threads_use(threads);
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     int64_t n_pred;
     ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
-    double t0 = tr_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
+    double t0 = run_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
     if (!isfinite(loss)) {
-        tr_not_finite(AG_ERR_RANGE, ckpt, t);
+        ex_not_finite(AG_ERR_RANGE, ckpt, t);
         fprintf(stderr, GP_PROG " eval: %s (%s)\n", ag_last_error(), p);
         ag_tape_free(t);
         arena_free(step);
         free(ids);
         free(p);
         gp_model_free(&g);
-        return TR_EXIT_USAGE;
+        return RUN_EXIT_USAGE;
     }
     /* bytes: those the predicted tokens (ids[1..n)) decode to */
     int64_t bytes = 0;
@@ -272,11 +272,11 @@ int gp_eval(int argc, char **argv) {
     printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
            "%.4f bits/byte; %.1f s\n",
            ckpt, (long long)g.step, p, loss, (long long)n_pred, (long long)bytes, bpb,
-           tr_now_s() - t0);
+           run_now_s() - t0);
     ag_tape_free(t);
     arena_free(step);
     free(ids);
     free(p);
     gp_model_free(&g);
-    return TR_EXIT_OK;
+    return RUN_EXIT_OK;
 }

@@ -290,10 +290,10 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     }
     if (rc != AG_OK) return rc;
     size_t BT = (size_t)c->batch * (size_t)g->mc.block_size;
-    g->x = tr_malloc(BT * sizeof(int));
-    g->y = tr_malloc(BT * sizeof(int));
-    g->win = tr_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
-    g->starts = tr_malloc((size_t)c->batch * sizeof(size_t));
+    g->x = ex_malloc(BT * sizeof(int));
+    g->y = ex_malloc(BT * sizeof(int));
+    g->win = ex_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
+    g->starts = ex_malloc((size_t)c->batch * sizeof(size_t));
     rng_seed(init, (uint64_t)c->seed);
     nn_gpt_init(&g->m, a, init, &g->mc);
     g->built = 1;
@@ -424,8 +424,8 @@ static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
     c->steps = oc.schedule.total;
     c->batch = (int)p[GP_POS_BATCH];
     c->seed = p[GP_POS_SEED];
-    c->weight_decay = bitsd(p[GP_POS_WD]);
-    c->clip = bitsd(p[GP_POS_CLIP]);
+    c->weight_decay = ex_bitsd(p[GP_POS_WD]);
+    c->clip = ex_bitsd(p[GP_POS_CLIP]);
     c->shards = has_shards ? (int)p[GP_POS_SHARDS] : 1;
     c->valid_every = (int)p[GP_POS_EVAL_INTERVAL];
     c->log_every = (int)p[GP_POS_LOG_INTERVAL];
@@ -433,13 +433,13 @@ static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
     g->eval_iters = (int)p[GP_POS_EVAL_ITERS];
     memcpy(g->st.loader, p + GP_POS_LOADER, sizeof g->st.loader);
     g->st.n_train = p[GP_POS_N_TRAIN], g->st.n_valid = p[GP_POS_N_VALID];
-    *st = (RunState){.row_loss = bitsd(p[GP_POS_IV_LOSS]),
-                     .row_norm = bitsd(p[GP_POS_IV_NORM]),
+    *st = (RunState){.row_loss = ex_bitsd(p[GP_POS_IV_LOSS]),
+                     .row_norm = ex_bitsd(p[GP_POS_IV_NORM]),
                      .row_tokens = (double)p[GP_POS_IV_STEPS] * c->batch * g->mc.block_size,
                      .row_steps = p[GP_POS_IV_STEPS],
                      .best_step = p[GP_POS_BEST_STEP],
                      .last_valid = p[GP_POS_LAST_VALID]};
-    st->best[0] = bitsd(p[GP_POS_BEST_LOSS]);
+    st->best[0] = ex_bitsd(p[GP_POS_BEST_LOSS]);
     return AG_OK;
 }
 
@@ -546,7 +546,7 @@ int gp_train(int argc, char **argv) {
     int code;
     if (flag_parse(fl, n, argc - 2, argv + 2, NULL, NULL) == FLAG_HELP) {
         gp_usage("train", "trains a GPT on DATA (prepare's folder)", fl, n);
-        code = TR_EXIT_OK;
+        code = RUN_EXIT_OK;
     } else {
         code = run_main(r, fl, n, argc, argv);
     }

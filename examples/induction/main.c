@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "induction.h"
-#include "translate.h" /* tr_make_dirs, tr_malloc */
+#include "../common/common.h" /* ex_malloc */
 
 static int bad(const char *flag, const char *value, const char *why) {
     fprintf(stderr, "attograd-induction: %s %s: %s (attograd-induction --help)\n", flag,
@@ -72,8 +72,8 @@ static int parse_args(int argc, char **argv, IndOptions *o) {
  * elsewhere for the other queries, which so cap every head's score: the share of such queries. */
 static double ideal_induction(const IndOptions *o, const int *eval_tokens) {
     int T = o->ctx;
-    uint8_t *D = tr_malloc((size_t)T * T);
-    int *ids = tr_malloc((size_t)T * sizeof(int));
+    uint8_t *D = ex_malloc((size_t)T * T);
+    int *ids = ex_malloc((size_t)T * sizeof(int));
     double sum = 0;
     for (int b = 0; b < o->eval_batch; b++) {
         for (int t = 0; t < T; t++) ids[t] = eval_tokens[(size_t)b * (T + 1) + t];
@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
                     .control = 1};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    if (tr_make_dirs(o.out) != AG_OK) {
+    if (run_make_dirs(o.out) != AG_OK) {
         fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
         return 2;
     }
@@ -124,8 +124,8 @@ int main(int argc, char **argv) {
            ag_kernel_family(), ag_threads_use(0), o.steps, o.batch, o.lr,
            (unsigned long long)o.seed);
     /* the evaluation batch: its own stream, the same for both models */
-    int *eval_tokens = tr_malloc((size_t)o.eval_batch * (o.ctx + 1) * sizeof(int));
-    int *eval_prefix = tr_malloc((size_t)o.eval_batch * sizeof(int));
+    int *eval_tokens = ex_malloc((size_t)o.eval_batch * (o.ctx + 1) * sizeof(int));
+    int *eval_prefix = ex_malloc((size_t)o.eval_batch * sizeof(int));
     Rng er;
     rng_seed(&er, o.seed ^ 0x5eedULL);
     ind_make_batch(&er, &o, o.eval_batch, eval_tokens, eval_prefix);
@@ -180,8 +180,7 @@ int main(int argc, char **argv) {
                n < 2     ? "not run"
                : c < 0.3 ? "below 0.3"
                          : "0.3 or more");
-        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv%s\n", o.out,
-               drawn);
+        printf("  files: %s/induction.npz, curves.csv, heads.csv, positions.csv%s\n", o.out, drawn);
     }
     for (int i = 0; i < n; i++) ind_record_free(&recs[i]);
     free(eval_tokens), free(eval_prefix);

@@ -1,5 +1,5 @@
 /* plot.c: the experiment's pictures, gnuplot scripts with their data inline drawn through the
- * translator's tr_plot_script (examples/translate/plot.c: NAME.gp kept next to NAME.png; without
+ * examples' run_plot_script (examples/common/plot.c: NAME.gp kept next to NAME.png; without
  * gnuplot nothing is drawn and the data files are all there is).
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "induction.h"
-#include "translate.h" /* tr_plot_script, tr_gp_begin, tr_gp_panel */
+#include "../common/common.h" /* run_plot_script, ex_gp_begin, ex_gp_panel */
 
 /* gnuplot runs on a script in memory: open_memstream's buffer */
 typedef struct {
@@ -28,17 +28,17 @@ static int draw(Script *s, const char *dir, const char *name) {
     fclose(s->f);
     char png[1100];
     snprintf(png, sizeof png, "%s/%s", dir, name);
-    int rc = tr_plot_script(s->buf, png);
+    int rc = run_plot_script(s->buf, png);
     free(s->buf);
-    if (rc != TR_PLOT_DRAWN) fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
-    return rc == TR_PLOT_DRAWN;
+    if (rc != RUN_PLOT_DRAWN) fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
+    return rc == RUN_PLOT_DRAWN;
 }
 
 static void begin(Script *s, int w, int h) {
     s->buf = NULL, s->len = 0;
     s->f = open_memstream(&s->buf, &s->len);
     if (!s->f) abort();
-    tr_gp_begin(s->f, w, h, 11);
+    ex_gp_begin(s->f, w, h, 11);
 }
 
 /* $<name> << EOD: step and one column per series of (R, n) values */
@@ -126,7 +126,7 @@ static int plot_positions(const IndOptions *o, const IndRecord *x) {
     snprintf(title, sizeof title,
              "2-layer: loss per position (across, 0..%d) at each record (down, steps 0..%lld)",
              x->T - 1, (long long)x->step[x->R - 1]);
-    tr_gp_panel(s.f, &(TrGpPanel){.id = 1,
+    ex_gp_panel(s.f, &(ExGpPanel){.id = 1,
                                   .v = v,
                                   .rows = x->R,
                                   .cols = x->T,
@@ -162,7 +162,7 @@ static int plot_patterns(const IndOptions *o, const IndRecord *x) {
             char title[64];
             snprintf(title, sizeof title, "L%dH%d %s", l, h, row ? "after" : "before");
             double x0 = (60.0 + cell * k) / W, y1 = 1 - (35.0 + cell * row) / H;
-            tr_gp_panel(f, &(TrGpPanel){.id = row * LH + k,
+            ex_gp_panel(f, &(ExGpPanel){.id = row * LH + k,
                                         .v = p,
                                         .rows = T,
                                         .cols = T,
@@ -193,7 +193,7 @@ static int add_name(char *list, size_t n, int drawn, const char *name) {
 int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
              char *drawn, size_t n) {
     (void)eval_tokens;
-    if (!tr_gnuplot_available()) {
+    if (!run_gnuplot_available()) {
         fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
                         "pictures are skipped, the data files are written\n");
         return 0;

@@ -13,7 +13,7 @@
 
 #include <time.h>
 
-#include "translate.h" /* tr_malloc */
+#include "../common/common.h" /* ex_malloc */
 
 static double now_s(void) {
     struct timespec ts;
@@ -117,8 +117,8 @@ int ind_run(const IndOptions *o, int n_layer, const int *eval_tokens, const int 
                        .NH = o->n_head,
                        .T = T};
     size_t TT = (size_t)T * T;
-    rec->pattern_first = tr_malloc((size_t)n_layer * o->n_head * TT * sizeof(float));
-    rec->pattern_last = tr_malloc((size_t)n_layer * Be * o->n_head * TT * sizeof(float));
+    rec->pattern_first = ex_malloc((size_t)n_layer * o->n_head * TT * sizeof(float));
+    rec->pattern_last = ex_malloc((size_t)n_layer * Be * o->n_head * TT * sizeof(float));
     Arena *params = arena_new("params", 0), *step = arena_new("step", 0);
     Rng rng;
     rng_seed(&rng, o->seed); /* the same initial embeddings and batches for both models */
@@ -133,12 +133,12 @@ int ind_run(const IndOptions *o, int n_layer, const int *eval_tokens, const int 
     oc.lr = o->lr, oc.weight_decay = o->weight_decay;
     Optimizer *opt = optim_new(params, &m.params, &oc);
     Tape *t = ag_tape_new(step);
-    int *seq = tr_malloc((size_t)B * (T + 1) * sizeof(int)),
-        *pl = tr_malloc((size_t)B * sizeof(int));
-    int *idx = tr_malloc((size_t)B * T * sizeof(int)),
-        *tgt = tr_malloc((size_t)B * T * sizeof(int));
-    int *eidx = tr_malloc((size_t)Be * T * sizeof(int)),
-        *etgt = tr_malloc((size_t)Be * T * sizeof(int));
+    int *seq = ex_malloc((size_t)B * (T + 1) * sizeof(int)),
+        *pl = ex_malloc((size_t)B * sizeof(int));
+    int *idx = ex_malloc((size_t)B * T * sizeof(int)),
+        *tgt = ex_malloc((size_t)B * T * sizeof(int));
+    int *eidx = ex_malloc((size_t)Be * T * sizeof(int)),
+        *etgt = ex_malloc((size_t)Be * T * sizeof(int));
     split_batch(eval_tokens, Be, T, eidx, etgt);
     Rng data;
     rng_seed(&data, o->seed * 1000003u + 17); /* the training batches: one stream */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 static char *xstrdup(const char *s) {
-    char *d = tr_calloc(strlen(s) + 1, 1);
+    char *d = ex_calloc(strlen(s) + 1, 1);
     memcpy(d, s, strlen(s) + 1);
     return d;
 }
@@ -23,7 +23,7 @@ static float *copy_probs(const Tensor *p, int NH, int Tq, int Tk, const char *wh
                  p->shape[2] == Tq && p->shape[3] == Tk,
              "tr_attention: %s: last_probs %s must be (1,%d,%d,%d)", what,
              p ? tensor_shape_str(p) : "NULL", NH, Tq, Tk);
-    float *d = tr_calloc(p->size, sizeof(float));
+    float *d = ex_calloc(p->size, sizeof(float));
     for (size_t i = 0; i < p->size; i++) d[i] = (float)p->data[i];
     return d;
 }
@@ -33,7 +33,7 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     memset(a, 0, sizeof *a);
     const Seq2SeqConfig *c = &tr->model.cfg;
     int L = c->max_len;
-    int *src = tr_calloc((size_t)L, sizeof(int)), *tgt = tr_calloc((size_t)L, sizeof(int));
+    int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
     int S = tr_tokenize_src(tr, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
     if (S == 0) {
         free(src);
@@ -56,9 +56,9 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     } else {
         T = tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
     }
-    int rc = T < 0 ? T : tr_tensor_finite(tr_forward_pair(tr, src, S, tgt, T), "logits", NULL);
+    int rc = T < 0 ? T : ex_tensor_finite(tr_forward_pair(tr, src, S, tgt, T), "logits", NULL);
     if (rc != AG_OK) {
-        if (T >= 0) tr_not_finite(rc, tr->path, tr->tape); /* the pair's own forward */
+        if (T >= 0) ex_not_finite(rc, tr->path, tr->tape); /* the pair's own forward */
         free(src);
         free(tgt);
         return rc;
@@ -68,17 +68,17 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     a->NH = c->layer.n_heads;
     a->S = S + 1;
     a->T = T + 1;
-    a->src_tok = tr_calloc((size_t)a->S, sizeof(char *));
-    a->dec_tok = tr_calloc((size_t)a->T, sizeof(char *));
+    a->src_tok = ex_calloc((size_t)a->S, sizeof(char *));
+    a->dec_tok = ex_calloc((size_t)a->T, sizeof(char *));
     for (int i = 0; i < S; i++) a->src_tok[i] = xstrdup(tr_vocab_word(&tr->src, src[i]));
     a->src_tok[S] = xstrdup(tr_vocab_word(&tr->src, TR_EOS));
     a->dec_tok[0] = xstrdup(tr_vocab_word(&tr->tgt, TR_BOS));
     for (int i = 0; i < T; i++) a->dec_tok[i + 1] = xstrdup(tr_vocab_word(&tr->tgt, tgt[i]));
     size_t need = tr_detokenize(&tr->tgt, tgt, T, NULL, 0);
-    a->translation = tr_calloc(need + 1, 1);
+    a->translation = ex_calloc(need + 1, 1);
     tr_detokenize(&tr->tgt, tgt, T, a->translation, need + 1);
     need = tr_detokenize(&tr->src, src, S, NULL, 0);
-    a->source = tr_calloc(need + 1, 1);
+    a->source = ex_calloc(need + 1, 1);
     tr_detokenize(&tr->src, src, S, a->source, need + 1);
     for (int l = 0; l < a->n_enc; l++)
         a->enc_self[l] = copy_probs(tr->model.enc[l].self_attn.last_probs, a->NH, a->S, a->S,
@@ -113,7 +113,7 @@ void tr_attention_free(TrAttention *a) {
 static char *join_tokens(char *const *tok, int n, size_t *len) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += strlen(tok[i]) + 1;
-    char *s = tr_calloc(total + 1, 1), *p = s;
+    char *s = ex_calloc(total + 1, 1), *p = s;
     for (int i = 0; i < n; i++) {
         size_t k = strlen(tok[i]);
         memcpy(p, tok[i], k);
@@ -194,7 +194,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     char *script = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&script, &len);
-    tr_gp_begin(f, W, H, 10);
+    ex_gp_begin(f, W, H, 10);
     fprintf(f, "set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 "
                "'#2171b5', 1 '#08306b')\n");
     fprintf(f, "set cbtics 0.2 font ',8'\nset border lw 0.5\n");
@@ -203,14 +203,14 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     snprintf(buf, sizeof buf, "layer %d attention, every head (rows: queries, columns: keys)",
              layer);
     fprintf(f, "set label 1 ");
-    tr_gp_string(f, buf);
+    ex_gp_string(f, buf);
     fprintf(f, " at screen 0.5, screen %.5f center font ',12'\n", 1 - 22.0 / H);
     /* the sentences: long ones are cut (the axes carry every token) */
-    char *line = tr_calloc(strlen(a->source) + strlen(a->translation) + 32, 1);
+    char *line = ex_calloc(strlen(a->source) + strlen(a->translation) + 32, 1);
     sprintf(line, "%s  ->  %s", a->source, a->translation);
     if (strlen(line) > (size_t)(W / 7)) strcpy(line + W / 7 - 3, "...");
     fprintf(f, "set label 2 ");
-    tr_gp_string(f, line);
+    ex_gp_string(f, line);
     fprintf(f, " at screen 0.5, screen %.5f center font ',10'\n", 1 - 46.0 / H);
     free(line);
     int y = top, id = 0;
@@ -220,7 +220,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
         int k = kinds[r];
         y += title_h;
         for (int h = 0; h < NH; h++) {
-            TrGpPanel p;
+            ExGpPanel p;
             memset(&p, 0, sizeof p);
             p.id = id++;
             p.v = k == ENC   ? a->enc_self[layer] + (size_t)h * a->S * a->S
@@ -244,19 +244,19 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
             p.cb_w = 14.0 / W;
             if (h == 0) {
                 fprintf(f, "set ylabel ");
-                tr_gp_string(f, row_name[k]);
+                ex_gp_string(f, row_name[k]);
                 fprintf(f, " font ',10'\n");
             } else {
                 fprintf(f, "unset ylabel\n");
             }
-            tr_gp_panel(f, &p);
+            ex_gp_panel(f, &p);
             if (r == 0 && h == 0) fprintf(f, "unset label 1\nunset label 2\n");
         }
         y += row_h[r] + row_xl[r];
     }
     fprintf(f, "unset multiplot\n");
     fclose(f);
-    int rc = tr_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     return rc;
 }

@@ -71,14 +71,14 @@ static void resume_flags(Flag *opts, int n, char *given, size_t cap) {
         "learned-pos",  "tie-output", "optim",    "lr",        "beta1",          "beta2",
         "weight-decay", "momentum",   "schedule", "warmup",    "schedule-steps", "lr-min",
         "embed-gain",   "batch",      "seed",     "tokenizer", "vocab",          "shards",
-        NULL,
+        "clip",         NULL,
     };
     snprintf(given, cap, " ");
     for (int i = 0; fixed[i]; i++)
         if (flag_given(opts, n, fixed[i]) && strlen(given) + strlen(fixed[i]) + 2 < cap)
             strcat(strcat(given, fixed[i]), " ");
-    static const char *const keep[] = {"steps",     "log-every", "valid-every", "save-every",
-                                       "valid-max", "clip",      NULL};
+    static const char *const keep[] = {"steps",      "log-every", "valid-every",
+                                       "save-every", "valid-max", NULL};
     for (int i = 0; keep[i]; i++) {
         Flag *o = flag_find(opts, n, keep[i]);
         if (o->given) continue;
@@ -323,7 +323,7 @@ static int cmd_eval(int argc, char **argv) {
         int got = tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
                               &tr.tgt, NULL);
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
-            tr_not_finite(got, ckpt, NULL);
+            ex_not_finite(got, ckpt, NULL);
             fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
             tr_data_free(&d);
             rc = TR_EXIT_USAGE;
@@ -368,7 +368,7 @@ static const char *check_text(const char *cmd, const char *label, const char *te
 /* The folder a command writes into exists (made if needed) and is writable: 0, or
  * TR_EXIT_USAGE with the message (a bad --out is the user's flag, found before any work). */
 static int out_dir_ready(const char *cmd, const char *dir) {
-    if (tr_make_dirs(dir) != AG_OK) {
+    if (run_make_dirs(dir) != AG_OK) {
         fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
         return TR_EXIT_USAGE;
     }
@@ -539,13 +539,13 @@ static int cmd_translate(int argc, char **argv) {
 
 /* What a plot function returned, said on stdout (drawn, skipped) or stderr (failed). */
 static int report_plot(const char *cmd, int rc, const char *png) {
-    if (rc == TR_PLOT_DRAWN)
+    if (rc == RUN_PLOT_DRAWN)
         printf("  %s\n", png);
-    else if (rc == TR_PLOT_SKIPPED)
+    else if (rc == RUN_PLOT_SKIPPED)
         printf("  %s\n", ag_last_error());
     else
         fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
-    return rc == TR_PLOT_FAILED;
+    return rc == RUN_PLOT_FAILED;
 }
 
 static int cmd_attention(int argc, char **argv) {
@@ -887,11 +887,11 @@ static int cmd_cache(int argc, char **argv) {
         return rc;
     }
     TrLensRows r;
-    TrLensMetric m = {0};
+    ExLensMetric m = {0};
     rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
     if (rc == AG_OK && good) rc = tr_lens_metric(&tr, &r, "logit-diff", good, bad_w, mpos, &m);
     if (rc == AG_OK) rc = tr_lens_cache(&tr, &r, hooks, good ? &m : NULL, out);
-    tr_lens_metric_free(&m);
+    ex_lens_metric_free(&m);
     tr_lens_rows_free(&r);
     tr_free(&tr);
     free(pos);
@@ -947,7 +947,7 @@ static int cmd_ablate(int argc, char **argv) {
         return rc;
     }
     TrLensRows r;
-    TrLensMetric m = {0};
+    ExLensMetric m = {0};
     rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
     if (rc == AG_OK) rc = tr_lens_metric(&tr, &r, metric, good, bad_w, mpos, &m);
     if (rc == AG_OK && mode == 1 && r.B == 1)
@@ -958,7 +958,7 @@ static int cmd_ablate(int argc, char **argv) {
     if (rc == AG_OK)
         rc = tr_lens_ablate(&tr, &r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
                             &m, metric, out);
-    tr_lens_metric_free(&m);
+    ex_lens_metric_free(&m);
     tr_lens_rows_free(&r);
     tr_free(&tr);
     free(pos);
@@ -1015,12 +1015,12 @@ static int cmd_patch(int argc, char **argv) {
     Translator tr;
     if ((rc = load_or_complain("patch", &tr, ckpt)) != 0) return rc;
     TrLensRows rc_clean = {0}, rc_corr = {0};
-    TrLensMetric m = {0};
+    ExLensMetric m = {0};
     rc = lens_rows(&tr, NULL, 0, clean, target, NULL, &rc_clean);
     if (rc == AG_OK) {
         /* the corrupted run reads the clean run's target */
         size_t need = tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, NULL, 0);
-        char *tgt = tr_calloc(need + 1, 1);
+        char *tgt = ex_calloc(need + 1, 1);
         tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, tgt, need + 1);
         rc = lens_rows(&tr, NULL, 0, corrupt, target ? target : tgt, NULL, &rc_corr);
         free(tgt);
@@ -1029,7 +1029,7 @@ static int cmd_patch(int argc, char **argv) {
     if (rc == AG_OK)
         rc = tr_lens_patch(&tr, &rc_clean, &rc_corr, hook, (LensAxes)by, attribution, &m, metric,
                            out);
-    tr_lens_metric_free(&m);
+    ex_lens_metric_free(&m);
     tr_lens_rows_free(&rc_clean);
     tr_lens_rows_free(&rc_corr);
     tr_free(&tr);

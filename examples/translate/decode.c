@@ -50,7 +50,7 @@ int tr_load(Translator *tr, const char *path) {
     if (rc != AG_OK) return rc;
     rc = load_from(tr, f, &cfg);
     npz_free(f);
-    if (rc == AG_OK) tr->path = io_path_join("", path); /* a copy, for tr_not_finite */
+    if (rc == AG_OK) tr->path = io_path_join("", path); /* a copy, for ex_not_finite */
     if (rc != AG_OK) tr_free(tr);
     return rc;
 }
@@ -109,7 +109,7 @@ int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int 
     Tensor *mem = nn_seq2seq_encode(t, m, src, B, S, NULL);
     NnDecodeState st;
     nn_decode_begin(&st, m, mem, src, B, S, max_T);
-    int *tok = tr_malloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
+    int *tok = ex_malloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
     for (int b = 0; b < B; b++) {
         tok[b] = TR_BOS;
         done[b] = 0;
@@ -118,7 +118,7 @@ int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int 
     for (int pos = 0; pos < max_T && n_done < B; pos++) {
         ag_tape_reset(t);
         Tensor *logits = nn_decode_step(t, m, &st, tok); /* (B, 1, V) */
-        if (rc == AG_OK) rc = tr_tensor_finite(logits, "the decoder's logits", t);
+        if (rc == AG_OK) rc = ex_tensor_finite(logits, "the decoder's logits", t);
         for (int b = 0; b < B; b++) {
             if (done[b]) continue;
             int y = argmax_token(logits->data + (size_t)b * V, V);
@@ -171,19 +171,19 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
     AG_CHECK(K >= 1 && K <= 64, "tr_beam: K = %d outside [1, 64]", K);
     int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1), rc = AG_OK;
     ag_tape_reset(t);
-    int *srcK = tr_malloc((size_t)K * S * sizeof(int));
+    int *srcK = ex_malloc((size_t)K * S * sizeof(int));
     for (int k = 0; k < K; k++) memcpy(srcK + (size_t)k * S, src, (size_t)S * sizeof(int));
     Tensor *mem = nn_seq2seq_encode(t, m, srcK, K, S, NULL);
     NnDecodeState st;
     nn_decode_begin(&st, m, mem, srcK, K, S, max_T);
-    int *hist = tr_malloc((size_t)K * max_T * sizeof(int)),
-        *nhist = tr_malloc((size_t)K * max_T * sizeof(int));
-    int *tok = tr_malloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
-    double *score = tr_malloc((size_t)K * sizeof(double));
-    Cand *cand = tr_malloc((size_t)K * V * sizeof(Cand));
+    int *hist = ex_malloc((size_t)K * max_T * sizeof(int)),
+        *nhist = ex_malloc((size_t)K * max_T * sizeof(int));
+    int *tok = ex_malloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
+    double *score = ex_malloc((size_t)K * sizeof(double));
+    Cand *cand = ex_malloc((size_t)K * V * sizeof(Cand));
     size_t cache_row = (size_t)st.self[0].NKV * max_T * st.self[0].HS;
-    Real *tmp = tr_malloc((size_t)K * cache_row * sizeof(Real));
-    int *best = tr_malloc((size_t)max_T * sizeof(int)), best_len = -1;
+    Real *tmp = ex_malloc((size_t)K * cache_row * sizeof(Real));
+    int *best = ex_malloc((size_t)max_T * sizeof(int)), best_len = -1;
     double best_score = -INFINITY;
     int alive = 1; /* beams 0..alive-1 are live */
     tok[0] = TR_BOS;
@@ -195,7 +195,7 @@ int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double
     for (int pos = 0; pos < max_T && alive > 0; pos++) {
         ag_tape_reset(t);
         Tensor *logits = nn_decode_step(t, m, &st, tok); /* (K, 1, V) */
-        if ((rc = tr_tensor_finite(logits, "the decoder's logits", t)) != AG_OK) break;
+        if ((rc = ex_tensor_finite(logits, "the decoder's logits", t)) != AG_OK) break;
         int nc = 0;
         for (int k = 0; k < alive; k++) {
             const Real *x = logits->data + (size_t)k * V;
@@ -268,15 +268,15 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
                      int cap) {
     int L = tr->model.cfg.max_len;
     if (S > L - 1) S = L - 1;
-    int *row = tr_malloc((size_t)(S + 1) * sizeof(int));
+    int *row = ex_malloc((size_t)(S + 1) * sizeof(int));
     memcpy(row, src, (size_t)S * sizeof(int));
     row[S] = TR_EOS;
     int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
-    int *hyp = tr_malloc((size_t)max_T * sizeof(int)), n;
+    int *hyp = ex_malloc((size_t)max_T * sizeof(int)), n;
     int rc = K == 1 ? tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n)
                     : (n = tr_beam(&tr->model, tr->tape, row, S + 1, K, max_T, alpha, hyp));
     if (rc < 0) {
-        n = tr_not_finite(rc, tr->path, NULL);
+        n = ex_not_finite(rc, tr->path, NULL);
     } else {
         if (n > cap) n = cap;
         memcpy(out, hyp, (size_t)n * sizeof(int));
@@ -302,7 +302,7 @@ static int count_ngram(const int *x, int len, const int *a, int n) {
 void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len) {
     /* a reference UNK stands for a word outside the vocabulary: give it an id no hypothesis
      * holds (-1) */
-    int *r = tr_malloc((size_t)(ref_len + 1) * sizeof(int));
+    int *r = ex_malloc((size_t)(ref_len + 1) * sizeof(int));
     for (int i = 0; i < ref_len; i++) r[i] = ref[i] == TR_UNK ? -1 : ref[i];
     int exact = hyp_len == ref_len;
     for (int i = 0; i < ref_len; i++) {
@@ -365,7 +365,7 @@ static void sort_rows(const TrData *d, int first, int n, int *idx) {
 }
 
 int *tr_sorted_rows(const TrData *d, int n) {
-    int *idx = tr_malloc((size_t)n * sizeof(int));
+    int *idx = ex_malloc((size_t)n * sizeof(int));
     sort_rows(d, 0, n, idx);
     return idx;
 }
@@ -383,7 +383,7 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
 static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
     if (v->tok) { /* the text the tokens make */
         size_t need = tr_detokenize(v, ids, n, NULL, 0);
-        char *t = tr_malloc(need + 1);
+        char *t = ex_malloc(need + 1);
         tr_detokenize(v, ids, n, t, need + 1);
         fwrite(t, 1, need, f);
         free(t);
@@ -436,14 +436,14 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
      * as one process adds them, and the counts summed */
     int P = dist_size(), me = dist_rank();
     AG_CHECK(!hyps || P == 1, "tr_evaluate: the hypotheses are written by one process, not %d", P);
-    int *idx = tr_malloc((size_t)W * sizeof(int));
-    int *out = tr_malloc((size_t)batch * L * sizeof(int)),
-        *lens = tr_malloc((size_t)batch * sizeof(int));
-    double *part = tr_malloc((size_t)(W / batch + 1) * sizeof(double));
+    int *idx = ex_malloc((size_t)W * sizeof(int));
+    int *out = ex_malloc((size_t)batch * L * sizeof(int)),
+        *lens = ex_malloc((size_t)batch * sizeof(int));
+    double *part = ex_malloc((size_t)(W / batch + 1) * sizeof(double));
     HypWindow hw = {NULL, NULL, NULL, 0, 0};
     if (hyps) {
-        hw.len = tr_malloc((size_t)W * sizeof(int));
-        hw.off = tr_malloc((size_t)W * sizeof(size_t));
+        hw.len = ex_malloc((size_t)W * sizeof(int));
+        hw.off = ex_malloc((size_t)W * sizeof(size_t));
     }
     memset(score, 0, sizeof *score);
     double loss_sum = 0;

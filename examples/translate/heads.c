@@ -90,9 +90,9 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
             h->layer[h->n_blocks++] = l;
         }
     size_t cells = (size_t)h->n_blocks * h->NH;
-    h->loss_up = tr_calloc(cells, sizeof(double));
-    h->grad_raw = tr_calloc(cells, sizeof(double));
-    h->grad_score = tr_calloc(cells, sizeof(double));
+    h->loss_up = ex_calloc(cells, sizeof(double));
+    h->grad_raw = ex_calloc(cells, sizeof(double));
+    h->grad_score = ex_calloc(cells, sizeof(double));
     h->n_pairs = n;
     /* (a) masking, in no-grad passes */
     h->base_loss = tr_data_loss(m, tr->tape, d, n, batch);
@@ -100,7 +100,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
         int rc =
             ag_fail(AG_ERR_RANGE, "the loss on %s = %g: must be finite", d->path, h->base_loss);
         tr_heads_free(h);
-        return tr_not_finite(rc, tr->path, NULL);
+        return ex_not_finite(rc, tr->path, NULL);
     }
     for (int b = 0; b < h->n_blocks; b++) {
         MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);
@@ -185,18 +185,18 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     int pw = NH * cell_w, ph = NB * cell_h;
     int W = left + 2 * pw + gap + right, H = top + ph + bottom;
     if (W < 700) W = 700;
-    char **rows = tr_calloc((size_t)NB, sizeof(char *)),
-         **cols = tr_calloc((size_t)NH, sizeof(char *));
+    char **rows = ex_calloc((size_t)NB, sizeof(char *)),
+         **cols = ex_calloc((size_t)NH, sizeof(char *));
     for (int b = 0; b < NB; b++) {
-        rows[b] = tr_calloc(32, 1);
+        rows[b] = ex_calloc(32, 1);
         snprintf(rows[b], 32, "%s %d", tr_block_kind_name(h->kind[b]), h->layer[b]);
     }
     for (int k = 0; k < NH; k++) {
-        cols[k] = tr_calloc(16, 1);
+        cols[k] = ex_calloc(16, 1);
         snprintf(cols[k], 16, "%d", k);
     }
-    float *up = tr_calloc((size_t)NB * NH, sizeof(float)),
-          *gs = tr_calloc((size_t)NB * NH, sizeof(float));
+    float *up = ex_calloc((size_t)NB * NH, sizeof(float)),
+          *gs = ex_calloc((size_t)NB * NH, sizeof(float));
     double lo = 0, hi = 0;
     for (size_t i = 0; i < (size_t)NB * NH; i++) {
         up[i] = (float)h->loss_up[i];
@@ -208,14 +208,14 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     char *script = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&script, &len);
-    tr_gp_begin(f, W, H, 10);
+    ex_gp_begin(f, W, H, 10);
     fprintf(f, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\n");
     fprintf(f, "set label 1 ");
-    tr_gp_string(f, title ? title : "head importance");
+    ex_gp_string(f, title ? title : "head importance");
     fprintf(f, " at screen 0.5, screen %.5f center font ',12'\n", 1 - 22.0 / H);
     fprintf(f, "set xlabel 'head' font ',9' offset 0,0.6\n");
     for (int panel = 0; panel < 2; panel++) {
-        TrGpPanel p;
+        ExGpPanel p;
         memset(&p, 0, sizeof p);
         p.id = panel;
         p.v = panel ? gs : up;
@@ -241,12 +241,12 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
             fprintf(f, "set palette defined (0 '#ffffff', 0.5 '#fc9272', 1 '#a50f15')\n");
         else
             fprintf(f, "set palette defined (0 '#ffffff', 0.5 '#9ecae1', 1 '#08519c')\n");
-        tr_gp_panel(f, &p);
+        ex_gp_panel(f, &p);
         if (panel == 0) fprintf(f, "unset label 1\n");
     }
     fprintf(f, "unset multiplot\n");
     fclose(f);
-    int rc = tr_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     for (int b = 0; b < NB; b++) free(rows[b]);
     for (int k = 0; k < NH; k++) free(cols[k]);

@@ -8,7 +8,7 @@
  * head, and the cross-attention's by its diagonal (src/lens/detect.h); lens runs the decoder's
  * logit lens and direct logit attribution (src/lens/logit.h). docs/lens.md is the user's guide.
  * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the
- * heatmap (plot.c, tr_plot_heatmap). Read next: docs/lens.md. */
+ * heatmap (plot.c, ex_plot_heatmap). Read next: docs/lens.md. */
 #include "translate.h"
 
 #include <errno.h>
@@ -22,7 +22,7 @@
 static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *source,
                     const char *target, const char *label) {
     int L = tr->model.cfg.max_len, n_unk = 0;
-    int *src = tr_calloc((size_t)L, sizeof(int)), *tgt = tr_calloc((size_t)L, sizeof(int));
+    int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
     int S = tr_tokenize(&tr->src, source, src, L - 1, &n_unk, stderr, TR_PROG ": ");
     int T = 0, rc = AG_OK;
     if (S == 0) rc = ag_fail(AG_ERR_ARG, "%s: the source has no words", label);
@@ -39,9 +39,9 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
     }
     if (rc == AG_OK && b == 0) {
         r->B = B, r->S = S + 1, r->T = T + 1;
-        r->src = tr_calloc((size_t)B * r->S, sizeof(int));
-        r->tgt = tr_calloc((size_t)B * r->T, sizeof(int));
-        r->next = tr_calloc((size_t)B * r->T, sizeof(int));
+        r->src = ex_calloc((size_t)B * r->S, sizeof(int));
+        r->tgt = ex_calloc((size_t)B * r->T, sizeof(int));
+        r->next = ex_calloc((size_t)B * r->T, sizeof(int));
     } else if (rc == AG_OK && (S + 1 != r->S || T + 1 != r->T)) {
         rc = ag_fail(AG_ERR_ARG,
                      "%s has %d source and %d target tokens, the first row %d and %d (rows must "
@@ -72,8 +72,8 @@ static int rows_finite(Translator *tr, const TrLensRows *r) {
     ag_tape_reset(t);
     Tensor *mem = nn_seq2seq_encode(t, &tr->model, r->src, r->B, r->S, NULL);
     Tensor *logits = nn_seq2seq_decode(t, &tr->model, mem, r->src, r->S, r->tgt, r->B, r->T, NULL);
-    int rc = tr_tensor_finite(logits, "logits", NULL);
-    if (rc != AG_OK) tr_not_finite(rc, tr->path, t);
+    int rc = ex_tensor_finite(logits, "logits", NULL);
+    if (rc != AG_OK) ex_not_finite(rc, tr->path, t);
     ag_tape_reset(t);
     ag_check_finite(t, chk);
     ag_no_grad(t, was);
@@ -138,22 +138,22 @@ static int one_word(const void *ctx, const char *word, const char *flag, int *id
 }
 
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, TrLensMetric *m) {
+                   const char *bad, int pos, ExLensMetric *m) {
     if (strcmp(kind, "loss") == 0) { /* the teacher-forced loss of the target, EOS included */
         memset(m, 0, sizeof *m);
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = r->next};
         return AG_OK;
     }
-    return tr_lens_logit_diff(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
+    return ex_lens_logit_diff(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
 }
 
 /* ---- cache ---- */
 
 char **tr_lens_words(const TrVocab *v, const int *ids, size_t n) {
-    char **w = tr_calloc(n ? n : 1, sizeof(char *));
+    char **w = ex_calloc(n ? n : 1, sizeof(char *));
     for (size_t i = 0; i < n; i++) {
         const char *s = tr_vocab_word(v, ids[i]);
-        w[i] = tr_malloc(strlen(s) + 1);
+        w[i] = ex_malloc(strlen(s) + 1);
         strcpy(w[i], s);
     }
     return w;
@@ -163,7 +163,7 @@ void tr_lens_words_free(char **w, size_t n) {
     free(w);
 }
 
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const TrLensMetric *mt,
+int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const ExLensMetric *mt,
                   const char *out) {
     LensCache c;
     lens_cache_init(&c, mt != NULL);
@@ -214,10 +214,10 @@ int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const 
 /* row labels: a point's name, or "name h<k>" per head */
 static char **point_labels(const NnHookPoint *pts, int n, int heads) {
     int per = heads ? heads : 1;
-    char **lab = tr_calloc((size_t)n * per, sizeof(char *));
+    char **lab = ex_calloc((size_t)n * per, sizeof(char *));
     for (int p = 0; p < n; p++)
         for (int k = 0; k < per; k++) {
-            char *s = tr_malloc(NN_HOOK_NAME_LEN + 16);
+            char *s = ex_malloc(NN_HOOK_NAME_LEN + 16);
             if (heads)
                 snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
             else
@@ -227,8 +227,8 @@ static char **point_labels(const NnHookPoint *pts, int n, int heads) {
     return lab;
 }
 static char **number_labels(int n) {
-    char **lab = tr_calloc((size_t)n, sizeof(char *));
-    for (int i = 0; i < n; i++) lab[i] = tr_malloc(12), snprintf(lab[i], 12, "%d", i);
+    char **lab = ex_calloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) lab[i] = ex_malloc(12), snprintf(lab[i], 12, "%d", i);
     return lab;
 }
 
@@ -239,16 +239,16 @@ static void png_of(const char *npz, const char *suffix, char *png, size_t n) {
     snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
 }
 
-/* draws the heatmap beside out (out without .npz, then suffix; range as tr_plot_heatmap's) and
+/* draws the heatmap beside out (out without .npz, then suffix; range as ex_plot_heatmap's) and
  * says where (or why not); frees the labels */
 static void heatmap_as(const char *out, const char *suffix, const char *title, const double *v,
                        int rows, int cols, char **yl, char **xl, double range) {
     char png[1024];
     png_of(out, suffix, png, sizeof png);
-    int rc = tr_plot_heatmap(png, title, v, rows, cols, yl, xl, range);
-    if (rc == TR_PLOT_DRAWN) printf("heatmap: %s\n", png);
-    if (rc == TR_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
-    if (rc == TR_PLOT_FAILED) fprintf(stderr, TR_PROG ": %s\n", ag_last_error());
+    int rc = ex_plot_heatmap(png, title, v, rows, cols, yl, xl, range);
+    if (rc == RUN_PLOT_DRAWN) printf("heatmap: %s\n", png);
+    if (rc == RUN_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
+    if (rc == RUN_PLOT_FAILED) fprintf(stderr, TR_PROG ": %s\n", ag_last_error());
     tr_lens_words_free(yl, (size_t)rows);
     tr_lens_words_free(xl, (size_t)cols);
 }
@@ -259,7 +259,7 @@ static void heatmap(const char *out, const char *title, const double *v, int row
 
 /* the point names as a JSON list (hook names need no escapes), malloc'd */
 static char *names_json(const NnHookPoint *pts, int n) {
-    char *s = tr_malloc((size_t)n * (NN_HOOK_NAME_LEN + 3) + 3);
+    char *s = ex_malloc((size_t)n * (NN_HOOK_NAME_LEN + 3) + 3);
     strcpy(s, "[");
     for (int p = 0; p < n; p++)
         strcat(strcat(strcat(s, "\""), pts[p].name), p + 1 < n ? "\"," : "\"");
@@ -267,7 +267,7 @@ static char *names_json(const NnHookPoint *pts, int n) {
 }
 
 int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const TrLensMetric *m, const char *metric,
+                   const int *positions, int n_pos, const ExLensMetric *m, const char *metric,
                    const char *out) {
     LensModel lm = lens_seq2seq(&tr->model);
     LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
@@ -295,7 +295,7 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
     if (rc == AG_OK) {
         printf("%s: %s ablation of %d point(s)%s, %s with every part %.6f\n", out, smode,
                a.n_points, a.n_heads ? " x every head" : "", metric, a.base);
-        double *d = tr_malloc((size_t)a.n_points * cols * sizeof(double));
+        double *d = ex_malloc((size_t)a.n_points * cols * sizeof(double));
         for (int p = 0; p < a.n_points; p++) {
             printf("  %-40s", a.points[p].name);
             for (int k = 0; k < cols; k++) {
@@ -315,7 +315,7 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
 }
 
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const TrLensMetric *m,
+                  const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
                   const char *metric, const char *out) {
     if (clean->S != corrupt->S || clean->T != corrupt->T)
         return ag_fail(AG_ERR_ARG,
@@ -341,7 +341,7 @@ int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *cor
         printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
                attribution ? "attribution patching" : "activation patching", by[axes], s.n_points,
                metric, s.clean, s.corrupted);
-        double *d = tr_malloc((size_t)rows * cols * sizeof(double));
+        double *d = ex_malloc((size_t)rows * cols * sizeof(double));
         for (int i = 0; i < rows * cols; i++)
             d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
         int enc = s.points[0].stack == NN_HOOK_ENCODER; /* positions: the source's */
@@ -365,7 +365,7 @@ int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *cor
 
 /* a label of at most 63 bytes, malloc'd */
 static char *label(const char *fmt, const char *a, int l, int h) {
-    char *s = tr_malloc(64);
+    char *s = ex_malloc(64);
     snprintf(s, 64, fmt, a, l, h);
     return s;
 }
@@ -374,9 +374,9 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
                    const char *out) {
     int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
     int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS;
-    double *enc = tr_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
-    double *dec = tr_calloc((size_t)K * LD * NH, sizeof(double));
-    double *cross = tr_calloc((size_t)LD * NH, sizeof(double));
+    double *enc = ex_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
+    double *dec = ex_calloc((size_t)K * LD * NH, sizeof(double));
+    double *cross = ex_calloc((size_t)LD * NH, sizeof(double));
     lens_detect_seq2seq(tr->tape, &tr->model, r->src, r->S, r->tgt, r->B, r->T, opt, enc, dec,
                         cross);
     /* the table: a row per head, its scores of each kind; the cross-attention's diagonal */
@@ -397,8 +397,8 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
     for (int l = 0; l < LD; l++)
         for (int h = 0; h < NH; h++)
             printf("  cross    L%dH%-3d %16.3f\n", l, h, cross[l * NH + h]);
-    int32_t *tok = tr_malloc((size_t)r->B * r->T * sizeof(int32_t));
-    int32_t *stok = tr_malloc((size_t)r->B * r->S * sizeof(int32_t));
+    int32_t *tok = ex_malloc((size_t)r->B * r->T * sizeof(int32_t));
+    int32_t *stok = ex_malloc((size_t)r->B * r->S * sizeof(int32_t));
     for (size_t i = 0; i < (size_t)r->B * r->T; i++) tok[i] = r->tgt[i];
     for (size_t i = 0; i < (size_t)r->B * r->S; i++) stok[i] = r->src[i];
     static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
@@ -421,8 +421,8 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
                out);
         /* the heatmap: a row per (side, kind, layer), the cross-attention's diagonal last */
         int rows = K * (LE + LD) + LD;
-        double *grid = tr_calloc((size_t)rows * NH, sizeof(double));
-        char **yl = tr_calloc((size_t)rows, sizeof(char *));
+        double *grid = ex_calloc((size_t)rows * NH, sizeof(double));
+        char **yl = ex_calloc((size_t)rows, sizeof(char *));
         int row = 0;
         for (int side = 0; side < 2; side++)
             for (int k = 0; k < K; k++)
@@ -461,7 +461,7 @@ int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const c
         return ag_fail(AG_ERR_ARG, "--pos %d: outside the decoder's %d positions (-1: the last)",
                        pos, r->T);
     int B = r->B, T = r->T;
-    int *gs = tr_malloc((size_t)B * sizeof(int)), *bs = tr_malloc((size_t)B * sizeof(int));
+    int *gs = ex_malloc((size_t)B * sizeof(int)), *bs = ex_malloc((size_t)B * sizeof(int));
     for (int b = 0; b < B; b++) gs[b] = gi, bs[b] = bi;
     LensModel lm = lens_seq2seq(&tr->model);
     LensPair in = {r->src, r->tgt, B, r->S, T};
@@ -503,7 +503,7 @@ int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const c
                    row_mean(ll.lens, s, B, T, P), row_mean(ll.lens_logprob, s, B, T, P), quoted,
                    row_mean(ll.accumulated, s, B, T, P), loss);
         }
-        double *mean = tr_calloc((size_t)n, sizeof(double));
+        double *mean = ex_calloc((size_t)n, sizeof(double));
         for (int b = 0; b < B; b++)
             for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
         printf("direct logit attribution at decoder position %d (mean over the rows):\n", P);
@@ -519,11 +519,11 @@ int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const c
         while (first + per < n && strncmp(ll.parts[first + per], "L0", 2) == 0 &&
                (ll.parts[first + per][2] == 'H' || ll.parts[first + per][2] == '.'))
             per++;
-        double *grid = tr_calloc((size_t)L * per, sizeof(double));
+        double *grid = ex_calloc((size_t)L * per, sizeof(double));
         for (int l = 0; l < L; l++)
             for (int c = 0; c < per; c++) grid[l * per + c] = mean[first + l * per + c];
-        char **yl = tr_calloc((size_t)L, sizeof(char *)),
-             **xl = tr_calloc((size_t)per, sizeof(char *));
+        char **yl = ex_calloc((size_t)L, sizeof(char *)),
+             **xl = ex_calloc((size_t)per, sizeof(char *));
         for (int l = 0; l < L; l++) yl[l] = label("%sblock %d", "", l, 0);
         for (int c = 0; c < per; c++) {
             const char *name = ll.parts[first + c] + 2; /* "H0", ".b_O", ".cross.H0" */
@@ -534,10 +534,10 @@ int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const c
                  metric, P);
         heatmap(out, title, grid, L, per, yl, xl);
         /* the lens at every position: (stage, position), mean over the rows */
-        double *lens = tr_calloc((size_t)S * T, sizeof(double));
+        double *lens = ex_calloc((size_t)S * T, sizeof(double));
         for (int s = 0; s < S; s++)
             for (int q = 0; q < T; q++) lens[s * T + q] = row_mean(ll.lens, s, B, T, q);
-        yl = tr_calloc((size_t)S, sizeof(char *));
+        yl = ex_calloc((size_t)S, sizeof(char *));
         for (int s = 0; s < S; s++)
             yl[s] = s ? label("%safter block %d", "", s - 1, 0) : label("%sembeddings", "", 0, 0);
         snprintf(title, sizeof title, "logit lens: %s at each decoder position (row 0's input)",

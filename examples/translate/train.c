@@ -108,19 +108,19 @@ static int validate(Trainer *tr, double *vloss, double *vexact) {
     TrScore sc;
     int done =
         tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->valid_max, tr->loader.batch_size, &sc, vloss,
-                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? tr_stop_any : NULL);
+                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? ex_stop_any : NULL);
     if (!done) return 0;
     /* values that overflowed although the weights are finite (params_finite): the loss is
      * logged as it came out (NaN) and training goes on, as the step's own checks decide */
     *vexact = tr_score_exact(&sc);
     int64_t *p = tr->pos;
-    int better = p[POS_BEST_STEP] == 0 || *vexact > bitsd(p[POS_BEST_EXACT]) ||
-                 (*vexact == bitsd(p[POS_BEST_EXACT]) && *vloss < bitsd(p[POS_BEST_LOSS]));
+    int better = p[POS_BEST_STEP] == 0 || *vexact > ex_bitsd(p[POS_BEST_EXACT]) ||
+                 (*vexact == ex_bitsd(p[POS_BEST_EXACT]) && *vloss < ex_bitsd(p[POS_BEST_LOSS]));
     p[POS_LAST_VALID] = tr->step;
     if (better) {
         p[POS_BEST_STEP] = tr->step;
-        p[POS_BEST_EXACT] = dbits(*vexact);
-        p[POS_BEST_LOSS] = dbits(*vloss);
+        p[POS_BEST_EXACT] = ex_dbits(*vexact);
+        p[POS_BEST_LOSS] = ex_dbits(*vloss);
     }
     if (tr->cfg->verbose) {
         tr_end_bar(tr);
@@ -155,8 +155,8 @@ static int finish_validation(Trainer *tr, int *interrupted) {
  * last.npz, the memory report. Exit code; *interrupted when validation was. */
 static int after_step(Trainer *tr, int64_t s, double l, double norm, int *interrupted) {
     int64_t *p = tr->pos;
-    p[POS_IV_LOSS] = dbits(bitsd(p[POS_IV_LOSS]) + l);
-    p[POS_IV_NORM] = dbits(bitsd(p[POS_IV_NORM]) + norm);
+    p[POS_IV_LOSS] = ex_dbits(ex_bitsd(p[POS_IV_LOSS]) + l);
+    p[POS_IV_NORM] = ex_dbits(ex_bitsd(p[POS_IV_NORM]) + norm);
     p[POS_IV_STEPS]++;
     p[POS_IV_TOKENS] += tr->batch.n_tgt_tokens;
     tr_progress(tr, l, 0);
@@ -201,7 +201,7 @@ static int after_step(Trainer *tr, int64_t s, double l, double norm, int *interr
  * summary of a verbose run). */
 static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
     if (code == TR_EXIT_OK && interrupted) {
-        int sig = tr_stop_signal ? tr_stop_signal : SIGINT;
+        int sig = run_signal_caught() ? run_signal_caught() : SIGINT;
         if (!params_finite(tr)) {
             tr_diverged(tr, tr->step, "a weight after the update", NAN, 0);
             return TR_EXIT_FAIL;
@@ -215,17 +215,17 @@ static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
         return sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
     }
     if (code == TR_EXIT_OK && tr->cfg->verbose) {
-        double spent = tr_now_s() - tr->t_start;
+        double spent = run_now_s() - tr->t_start;
         char t[32];
-        tr_fmt_time(t, sizeof t, spent);
+        run_fmt_time(t, sizeof t, spent);
         printf("done: step %lld, last loss %.4f, %s (%.1f steps/s)\n", (long long)tr->step,
                last_loss, t, (double)(tr->step - tr->step_start) / (spent > 0 ? spent : 1));
-        if (tr->pos[POS_BEST_STEP] > 0 && tr_file_exists(tr->best_path))
+        if (tr->pos[POS_BEST_STEP] > 0 && ex_file_exists(tr->best_path))
             printf("best: step %lld, valid exact match %.2f%%, loss %.4f -> %s\n",
-                   (long long)tr->pos[POS_BEST_STEP], 100 * bitsd(tr->pos[POS_BEST_EXACT]),
-                   bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
+                   (long long)tr->pos[POS_BEST_STEP], 100 * ex_bitsd(tr->pos[POS_BEST_EXACT]),
+                   ex_bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
         printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
-        tr_dist_summary(tr->dist);
+        ex_dist_summary(tr->dist);
     }
     return code;
 }
@@ -242,11 +242,11 @@ int tr_train(const TrTrainConfig *cfg) {
         tr_trainer_free(tr);
         return code;
     }
-    if (dist_size() > 1) tr_dist_warn_threads(TR_PROG, threads); /* one process: cli.c warns */
+    if (dist_size() > 1) ex_dist_warn_threads(TR_PROG, threads); /* one process: cli.c warns */
     if (c->verbose) tr_log_header(tr, threads);
     struct sigaction old[2];
-    if (c->handle_signals) tr_signals_catch(old);
-    tr->t_start = tr->t_row = tr->t_bar = tr_now_s();
+    if (c->handle_signals) run_signals_catch(old);
+    tr->t_start = tr->t_row = tr->t_bar = run_now_s();
     tr->step_start = tr->step;
     if (!c->resume && tr_save(tr, tr->last_path) != AG_OK) code = TR_EXIT_FAIL;
     int interrupted = 0;
@@ -254,7 +254,7 @@ int tr_train(const TrTrainConfig *cfg) {
     double last_loss = 0;
     if (code == TR_EXIT_OK) code = finish_validation(tr, &interrupted);
     while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
-        if (c->handle_signals && tr_stop_any()) { /* a signal to any process stops all */
+        if (c->handle_signals && ex_stop_any()) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
@@ -275,9 +275,9 @@ int tr_train(const TrTrainConfig *cfg) {
     tr_end_bar(tr);
     code = finish(tr, code, interrupted, last_loss);
     if (c->report_rss > 0 && rss_first[0] >= 0) tr_report_rss(tr, rss_first);
-    if (tr->csv) tr_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
+    if (tr->csv) ex_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
     if (tr->dist) dist_any(0); /* no process exits (ending the job) before process 0 saved */
-    if (c->handle_signals) tr_signals_restore(old);
+    if (c->handle_signals) run_signals_restore(old);
     fflush(stdout);
     tr_trainer_free(tr);
     return code;

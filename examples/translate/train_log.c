@@ -13,9 +13,9 @@
 static const char csv_header[] =
     "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact\n";
 
-/* A fresh log, or on resume the rows up to the checkpoint's step (tr_csv_open, util.c). */
+/* A fresh log, or on resume the rows up to the checkpoint's step (run_csv_open, util.c). */
 int tr_log_open(Trainer *tr, int resume) {
-    return tr_csv_open(tr->csv_path, csv_header, tr->step, resume, &tr->csv);
+    return run_csv_open(tr->csv_path, csv_header, tr->step, resume, &tr->csv);
 }
 
 static double epoch_of(const Trainer *tr) {
@@ -26,8 +26,8 @@ static double epoch_of(const Trainer *tr) {
  * write (a full disk) is AG_ERR_IO naming the log: the run stops there. */
 int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
     int64_t *p = tr->pos;
-    double n = p[POS_IV_STEPS] > 0 ? (double)p[POS_IV_STEPS] : 1, t = tr_now_s();
-    double loss = bitsd(p[POS_IV_LOSS]) / n, norm = bitsd(p[POS_IV_NORM]) / n;
+    double n = p[POS_IV_STEPS] > 0 ? (double)p[POS_IV_STEPS] : 1, t = run_now_s();
+    double loss = ex_bitsd(p[POS_IV_LOSS]) / n, norm = ex_bitsd(p[POS_IV_NORM]) / n;
     double tps = t > tr->t_row ? (double)p[POS_IV_TOKENS] / (t - tr->t_row) : 0;
     if (!tr->csv) goto done; /* not process 0 */
     fprintf(tr->csv, "%lld,%.4f,%.6f,%.6e,%.6f,%.0f,", (long long)tr->step, epoch_of(tr), loss,
@@ -42,7 +42,7 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
     if (tr->cfg->verbose && !tr->tty) {
         char eta[32];
         double spent = t - tr->t_start, per = spent / (double)(tr->step - tr->step_start);
-        tr_fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
+        run_fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
         printf("step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  eta %s\n",
                (long long)tr->step, (long long)tr->total, epoch_of(tr), loss, tr->opt->last_lr,
                norm, tps, eta);
@@ -50,13 +50,13 @@ int tr_log_row(Trainer *tr, int valid, double vloss, double vexact) {
     }
 done:
     tr->last_tps = tps;
-    p[POS_IV_LOSS] = dbits(0);
-    p[POS_IV_NORM] = dbits(0);
+    p[POS_IV_LOSS] = ex_dbits(0);
+    p[POS_IV_NORM] = ex_dbits(0);
     p[POS_IV_STEPS] = p[POS_IV_TOKENS] = 0;
     tr->t_row = t;
     if (valid && tr->csv) { /* redraw loss.png (plot.c), outside the next row's tokens/s */
-        tr_train_plot(TR_PROG, tr->csv_path, tr->cfg->verbose, 0);
-        tr->t_row = tr_now_s();
+        ex_train_plot(TR_PROG, tr->csv_path, tr->cfg->verbose, 0);
+        tr->t_row = run_now_s();
     }
     return AG_OK;
 }
@@ -64,7 +64,7 @@ done:
 /* The progress bar (a terminal only), at most 10 times a second. */
 void tr_progress(Trainer *tr, double loss, int force) {
     if (!tr->cfg->verbose || !tr->tty) return;
-    double t = tr_now_s();
+    double t = run_now_s();
     if (!force && t - tr->t_bar < 0.1) return;
     tr->t_bar = t;
     double frac = (double)tr->step / (double)tr->total, spent = t - tr->t_start;
@@ -72,12 +72,12 @@ void tr_progress(Trainer *tr, double loss, int force) {
     char bar[21], eta[32];
     for (int i = 0; i < 20; i++) bar[i] = i < (int)(frac * 20) ? '#' : '.';
     bar[20] = '\0';
-    tr_fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
+    run_fmt_time(eta, sizeof eta, per * (double)(tr->total - tr->step));
     double n = tr->pos[POS_IV_STEPS] ? (double)tr->pos[POS_IV_STEPS] : 1;
     double tps = tr->pos[POS_IV_STEPS] && t > tr->t_row
                      ? (double)tr->pos[POS_IV_TOKENS] / (t - tr->t_row)
                      : tr->last_tps;
-    if (tr->pos[POS_IV_STEPS]) loss = bitsd(tr->pos[POS_IV_LOSS]) / n;
+    if (tr->pos[POS_IV_STEPS]) loss = ex_bitsd(tr->pos[POS_IV_LOSS]) / n;
     printf("\r[%s] step %lld/%lld  epoch %.2f  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
            (long long)tr->step, (long long)tr->total, epoch_of(tr), loss, tr->opt->last_lr, tps,
            eta);
@@ -139,7 +139,7 @@ void tr_log_header(const Trainer *tr, int threads) {
            "vocabularies %d source, %d target words\n",
            tr->train.n, tr->loader.n_batches, tr->loader.batch_size,
            tr->have_valid ? tr->valid.n : 0, tr->src.n, tr->tgt.n);
-    tr_dist_line(tr->dist, tr->loader.batch_size, "pairs");
+    ex_dist_line(tr->dist, tr->loader.batch_size, "pairs");
     printf("training to step %lld; writing %s, %s and %s\n", (long long)tr->total, tr->last_path,
            tr->best_path, tr->csv_path);
     fflush(stdout);

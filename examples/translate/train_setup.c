@@ -154,7 +154,7 @@ int tr_save(Trainer *tr, const char *path) {
         tr->have_valid || tr->save_every > 0 ? tr->save_every : tr->valid_every;
     tr->pos[POS_VALID_MAX] = tr->valid_max;
     tr->pos[POS_TOTAL] = tr->total;
-    tr->pos[POS_CLIP] = dbits(tr->clip);
+    tr->pos[POS_CLIP] = ex_dbits(tr->clip);
     tr->pos[POS_SHARDS] = tr->shards;
     Checkpoint ck = {.params = &tr->m.params,
                      .config = tr_model_config(&tr->m.cfg),
@@ -342,6 +342,7 @@ static int check_given(const Trainer *tr, const Seq2SeqConfig *mc, const OptimCo
         {"lr-min", go->schedule.lr_min, oc->schedule.lr_min},
         {"batch", c->batch, (double)tr->pos[POS_BATCH]},
         {"shards", c->shards, (double)tr->shards},
+        {"clip", c->clip, tr->clip},
         {"seed", (double)rng_hash(c->seed, 2), (double)(uint64_t)tr->pos[POS_SEED]},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -398,10 +399,12 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
     int n_pos = ck.n_data;
     memcpy(tr->pos, ck.data, (size_t)n_pos * sizeof(int64_t));
     tr->shards = n_pos > POS_SHARDS ? (int)tr->pos[POS_SHARDS] : 1;
+    /* --clip is the run's (as attograd-gpt's --grad-clip): given again, it must agree */
+    TrTrainConfig d = tr_train_defaults();
+    tr->clip = n_pos > POS_CLIP ? ex_bitsd(tr->pos[POS_CLIP]) : d.clip;
     rc = check_given(tr, &mc, &oc);
     if (rc != AG_OK) return rc;
     tr->step = optim_get_step(tr->opt);
-    TrTrainConfig d = tr_train_defaults();
     tr->log_every = (int)kept(c->log_every, tr, POS_LOG_EVERY, d.log_every, n_pos);
     /* a run without validation (--no-valid) stays one, unless --valid-every is given */
     tr->no_valid =
@@ -411,7 +414,6 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
                           : (int)kept(c->valid_every, tr, POS_VALID_EVERY, d.valid_every, n_pos);
     tr->save_every = (int)kept(c->save_every, tr, POS_SAVE_EVERY, d.save_every, n_pos);
     tr->valid_max = (int)kept(c->valid_max, tr, POS_VALID_MAX, d.valid_max, n_pos);
-    tr->clip = c->clip != TR_KEEP ? c->clip : n_pos > POS_CLIP ? bitsd(tr->pos[POS_CLIP]) : d.clip;
     rc = read_data(tr, 0);
     if (rc != AG_OK) return rc;
     if (tr->train.n != tr->pos[POS_N_TRAIN])
@@ -437,7 +439,7 @@ static int resume_from(Trainer *tr, const NpzFile *f, const Seq2SeqConfig *file_
 }
 
 static int setup_resume(Trainer *tr) {
-    if (!tr_file_exists(tr->last_path))
+    if (!ex_file_exists(tr->last_path))
         return ag_fail(AG_ERR_IO,
                        "%s: no checkpoint to resume from (train without --resume "
                        "first)",
@@ -502,7 +504,7 @@ int tr_trainer_start(Trainer *tr, const TrTrainConfig *c) {
     snprintf(tr->csv_path, sizeof tr->csv_path, "%s/log.csv", c->out_dir);
     if (rc == AG_OK && c->resume)
         rc = setup_resume(tr);
-    else if (rc == AG_OK && !c->force && tr_file_exists(tr->last_path))
+    else if (rc == AG_OK && !c->force && ex_file_exists(tr->last_path))
         rc = ag_fail(AG_ERR_ARG,
                      "%s exists: continue that run with --resume, or start a new "
                      "one over it with --force",
@@ -517,7 +519,7 @@ int tr_trainer_start(Trainer *tr, const TrTrainConfig *c) {
                      "--shards %d: must be at least the %d processes and at most the batch "
                      "size %d",
                      tr->shards, dist_size(), tr->loader.batch_size);
-    if (rc == AG_OK && dist_rank() == 0) rc = tr_make_dirs(c->out_dir);
+    if (rc == AG_OK && dist_rank() == 0) rc = run_make_dirs(c->out_dir);
     if (rc == AG_OK) {
         tr->vocab_text = tr_vocab_pair_save(&tr->src, &tr->tgt, &tr->vocab_len);
         tr->step_arena = arena_new("step", 0);

@@ -1,8 +1,7 @@
-/* train_system.c: what the trainer does with the process rather than the model: SIGINT and
- * SIGTERM handlers (a flag checked between steps), the clock, resident and malloc memory figures
- * (--report-rss), temporary files an interrupted save left, glibc's mmap threshold, and the
- * lines both trainers (this one and attograd-gpt's) share when they run as several processes
- * (a signal to any of them, the threads warning, the data-parallel lines).
+/* train_system.c: what the trainer does with the process rather than the model: resident and
+ * malloc memory figures (--report-rss), temporary files an interrupted save left, glibc's mmap
+ * threshold. (SIGINT and SIGTERM, the clock: src/run; the data-parallel lines:
+ * examples/common/util.c.)
  * Not here: the loop (train.c). Read next: train_log.c. */
 #include <dirent.h>
 #include <stdio.h>
@@ -15,80 +14,6 @@
 #endif
 
 #include "trainer.h"
-
-volatile sig_atomic_t tr_stop_signal = 0;
-
-double tr_now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-int tr_file_exists(const char *path) {
-    struct stat s;
-    return stat(path, &s) == 0;
-}
-
-static void on_signal(int sig) {
-    if (tr_stop_signal) { /* a second signal: stop now, without saving */
-        static const char msg[] = "\nsecond signal: quitting without saving\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void)w;
-        _exit(128 + sig);
-    }
-    tr_stop_signal = sig;
-}
-
-int tr_stop_requested(void) { return tr_stop_signal != 0; }
-
-/* ---- several processes ---- */
-
-int tr_stop_any(void) { return dist_any(tr_stop_requested()); }
-
-void tr_dist_warn_threads(const char *prog, int threads) {
-    int node_threads, cpus;
-    dist_threads_on_node(threads, &node_threads, &cpus);
-    if (node_threads > cpus && dist_rank() == 0)
-        fprintf(stderr,
-                "%s train: warning: the processes on this machine run %d threads in all (%d "
-                "here) for %d CPUs: give fewer --threads or processes (docs/mpi.md)\n",
-                prog, node_threads, threads, cpus);
-}
-
-void tr_dist_line(const DistGrad *d, int batch, const char *unit) {
-    if (!d) return;
-    int S = d->n_shards;
-    if (batch % S == 0)
-        printf("data parallel: %d processes, %d shards of %d %s a step (process 0: shards "
-               "%d..%d)\n",
-               dist_size(), S, batch / S, unit, d->lo, d->hi - 1);
-    else
-        printf("data parallel: %d processes, %d shards of %d or %d %s a step (process 0: shards "
-               "%d..%d)\n",
-               dist_size(), S, batch / S, batch / S + 1, unit, d->lo, d->hi - 1);
-}
-
-void tr_dist_summary(const DistGrad *d) {
-    if (!d || d->n_reduce == 0) return;
-    printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took %.2f ms "
-           "a step in process 0, %.2f ms of it after backward\n",
-           d->n, 1e3 * d->reduce_s / (double)d->n_reduce, 1e3 * d->after_s / (double)d->n_reduce);
-}
-
-void tr_signals_catch(struct sigaction old[2]) {
-    struct sigaction sa;
-    tr_stop_signal = 0;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old[0]);
-    sigaction(SIGTERM, &sa, &old[1]);
-}
-
-void tr_signals_restore(const struct sigaction old[2]) {
-    sigaction(SIGINT, &old[0], NULL);
-    sigaction(SIGTERM, &old[1], NULL);
-}
 
 /* Peak and current resident memory in KiB: VmHWM and VmRSS of /proc/self/status, or where
  * there is none getrusage's ru_maxrss (and -1 for the current figure). */

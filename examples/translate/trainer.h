@@ -1,7 +1,7 @@
 /* trainer.h: the trainer's state and the functions its files share (train.c runs the loop;
  * train_setup.c starts a run, fresh or resumed, and saves checkpoints; train_log.c writes the
  * CSV log, the progress bar and the messages of a stopped run; train_system.c holds what
- * touches the process: signals, memory figures, temporary files). Internal to the example:
+ * touches the process: memory figures, temporary files). Internal to the example:
  * tests use translate.h. Read next: train_setup.c (after train.c, the loop). */
 #ifndef ATTOGRAD_TRAINER_H
 #define ATTOGRAD_TRAINER_H
@@ -40,17 +40,6 @@ enum {
     POS_V1_COUNT = POS_LOG_EVERY,
     POS_V2_COUNT = POS_SHARDS
 };
-
-static inline int64_t dbits(double x) {
-    int64_t i;
-    memcpy(&i, &x, sizeof i);
-    return i;
-}
-static inline double bitsd(int64_t i) {
-    double x;
-    memcpy(&x, &i, sizeof x);
-    return x;
-}
 
 /* the trainer's state */
 typedef struct {
@@ -104,26 +93,8 @@ void tr_end_bar(Trainer *tr);
 void tr_diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape);
 void tr_write_failed(Trainer *tr);
 
-/* ---- train_system.c: signals, memory, files ---- */
-double tr_now_s(void);
-int tr_file_exists(const char *path);
-/* SIGINT and SIGTERM set tr_stop_signal (a second one quits at once); old: the handlers to
- * put back with tr_signals_restore */
-void tr_signals_catch(struct sigaction old[2]);
-void tr_signals_restore(const struct sigaction old[2]);
-int tr_stop_requested(void);
+/* ---- train_system.c: memory, files ---- */
 void tr_report_rss(const Trainer *tr, long first[2]);
 void tr_remove_stale_temps(const Trainer *tr);
 void tr_fixed_mmap_threshold(void);
-/* Several processes (src/dist, docs/mpi.md), shared by both trainers. tr_stop_any: 1 when
- * SIGINT or SIGTERM reached any process (collective: every process asks at the same point).
- * tr_dist_warn_threads: warns (process 0, stderr) when the processes of this machine run more
- * threads in all than it has CPUs; collective. tr_dist_line: "data parallel: P processes, S
- * shards of N <unit> a step ..." (nothing for d NULL: one process, one shard).
- * tr_dist_summary: the reduction's time a step (nothing when none ran). */
-int tr_stop_any(void);
-void tr_dist_warn_threads(const char *prog, int threads);
-void tr_dist_line(const DistGrad *d, int batch, const char *unit);
-void tr_dist_summary(const DistGrad *d);
-
 #endif

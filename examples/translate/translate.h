@@ -3,12 +3,12 @@
  * model, greedy and beam decoding with the
  * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
  * the command line; attention maps, head importance and the plots drawn with gnuplot
- * (attention.c, heads.c, plot.c). main.c only calls tr_main; the tests call these functions
- * directly.
+ * (attention.c, heads.c; ../common/plot.c). main.c only calls tr_main; the tests call these
+ * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
  * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h and the train_*.c files), then
- * cli.c (the subcommands and their flags); util.c holds the small helpers (allocation,
- * mkdir -p).
+ * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
+ * programs share (allocation, plots).
  *
  * Conventions of the example: token ids are ints; PAD is 0 in both vocabularies (the model's
  * pad_id), then BOS, EOS, UNK. A source row is its tokens then EOS; the decoder reads BOS then
@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/common.h"
 #include "attograd.h"
 
 /* The program's name: every message on stderr starts with "attograd-translate COMMAND: ". */
@@ -36,44 +37,8 @@ enum {
     TR_EXIT_SIGTERM = 143, /* interrupted by SIGTERM, checkpoint saved (128 + 15) */
 };
 
-/* ---- small helpers (util.c) ---- */
-/* malloc and calloc that abort (AG_CHECK) when memory runs out; 0 bytes is allowed */
-void *tr_malloc(size_t bytes);
-void *tr_calloc(size_t n, size_t size);
-/* mkdir -p path: AG_OK, or AG_ERR_IO naming the folder that could not be made. */
-int tr_make_dirs(const char *path);
-/* A duration as "4m05s" or "1h02m" */
-void tr_fmt_time(char *buf, size_t n, double s);
-/* A CSV log at path whose first line is header: a new file, or on resume the same file cut
- * after the last whole row whose step (first column) is at most step, then appended to (a file
- * with another header is started again). *out: the open file. AG_OK or AG_ERR_IO naming path. */
-int tr_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
-/* AG_OK when every element of x is finite, else AG_ERR_RANGE naming the first ("NAME[i] = inf:
- * must be finite") and, when t's check mode (ag_check_finite) saw one, where the first NaN or
- * inf began ("; it began at the forward of ..."). t may be NULL. */
-int tr_tensor_finite(const Tensor *x, const char *name, const Tape *t);
-/* Values of a run that are not finite although the checkpoint's weights are (they overflow):
- * the last error again as "CKPT: the model's values are not finite (...): <error>", followed by
- * where the first NaN or inf appeared when the tape's check mode saw it (t may be NULL).
- * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
-int tr_not_finite(int rc, const char *ckpt, const Tape *t);
-
-/* ---- the lens's --metric (util.c; lens.c and attograd-gpt's lens.c) ---- */
-/* A metric with the arrays it owns: good and bad (one id a row) for a logit difference, targets
- * (next tokens) where the caller made them; any may be NULL. */
-typedef struct TrLensMetric {
-    LensMetric mt;
-    int *good, *bad, *targets;
-} TrLensMetric;
-/* ctx's id of the token text, which must be exactly one token; errors name --flag */
-typedef int (*TrTokenFn)(const void *ctx, const char *text, const char *flag, int *id);
-/* --metric kind when it is not "loss" (which the caller builds): "logit-diff" of the tokens good
- * minus bad (--good, --bad: token(ctx, ...) finds each) at position pos of T (-1: the last) in
- * every one of B rows, into m (zeroed first). AG_OK, or AG_ERR_ARG naming the flag: a kind that
- * is neither, --good or --bad missing, --pos outside, a token that token() refuses. */
-int tr_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
-                       TrTokenFn token, const void *ctx, TrLensMetric *m);
-void tr_lens_metric_free(TrLensMetric *m);
+/* The helpers the example programs share (allocation, plots, the lens's --metric, the
+ * data-parallel lines): ../common/common.h, prefix ex_. */
 
 /* ---- vocabulary: words <-> ids ---- */
 enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
@@ -286,16 +251,16 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
  * TrBatch (tokens, EOS, PAD). Each row gets at most max_T - 1 tokens (the last position is
  * for EOS), without BOS/EOS, in out (B, max_T), its count in lens (B). max_T <= max_len.
  * Resets tape t (no-grad); PAD and BOS are never chosen. Returns AG_OK, or AG_ERR_RANGE
- * when a logit was not finite (tr_tensor_finite's message; the decoding still ran to its end). */
+ * when a logit was not finite (ex_tensor_finite's message; the decoding still ran to its end). */
 int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens);
 /* Beam search of one sentence, K beams (K = 1 is greedy), src (S) as one TrBatch row.
  * Hypotheses end at EOS and are ranked by log-probability / ((5 + len) / 6)^alpha (GNMT's
  * length penalty; alpha 0: plain log-probability). -> the best in out (max_T), its length, or
- * AG_ERR_RANGE when a logit was not finite (tr_tensor_finite's message). */
+ * AG_ERR_RANGE when a logit was not finite (ex_tensor_finite's message). */
 int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out);
 /* Translates one tokenized sentence (ids without EOS), greedy (beam <= 1) or beam search.
  * -> the number of target ids in out (at most cap), or AG_ERR_RANGE when the model's values
- * overflowed (the message names tr's checkpoint: tr_not_finite). */
+ * overflowed (the message names tr's checkpoint: ex_not_finite). */
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap);
 /* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
@@ -320,7 +285,7 @@ double tr_score_tokens(const TrScore *s); /* token accuracy, 0..1 */
 double tr_score_bleu(const TrScore *s);
 
 /* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
- * rows of it have little padding. A tr_malloc'd array of n row indices. */
+ * rows of it have little padding. A ex_malloc'd array of n row indices. */
 int *tr_sorted_rows(const TrData *d, int n);
 /* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
  * of it over batches, divided by the tokens, give the mean over a data set. */
@@ -342,7 +307,7 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
 /* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the
- * same answer in every process (tr_stop_any), and hyps must be NULL. */
+ * same answer in every process (ex_stop_any), and hyps must be NULL. */
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void));
@@ -392,9 +357,10 @@ typedef struct TrTrainConfig {
 Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
                       TrBatch *sb, Rng *rng);
 
-/* On resume, steps, log_every, valid_every, save_every, valid_max and clip set to TR_KEEP
- * take the checkpoint's values (the run's own settings, stored in data.position); any other
- * value replaces them. The model, optimizer, batch size and seed are always the checkpoint's. */
+/* On resume, steps, log_every, valid_every, save_every and valid_max set to TR_KEEP take the
+ * checkpoint's values (the run's own settings, stored in data.position); any other value
+ * replaces them. The model, optimizer, batch size, seed and clip are always the checkpoint's
+ * (given again with another value, refused). */
 #define TR_KEEP (-1)
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
@@ -417,9 +383,6 @@ TrTrainConfig tr_train_defaults(void);
  * checkpoint stays; or a write error), TR_EXIT_SIGINT / TR_EXIT_SIGTERM (checkpoint saved). */
 int tr_train(const TrTrainConfig *cfg);
 
-/* Set by the SIGINT/SIGTERM handler (the signal number); checked between steps. */
-extern volatile sig_atomic_t tr_stop_signal;
-
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
  * translate, attention and heads. Returns the exit code. */
 int tr_main(int argc, char **argv);
@@ -427,55 +390,6 @@ int tr_main(int argc, char **argv);
  * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
  * For the fuzz harness of the command line (fuzz/cli.c). */
 int tr_check_args(int argc, char **argv);
-
-/* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
- * Every plot function returns TR_PLOT_DRAWN, TR_PLOT_SKIPPED (gnuplot is not installed, or
- * nothing to draw yet) or TR_PLOT_FAILED (gnuplot failed, or a file could not be written);
- * for the last two ag_last_error() says why, starting with the PNG's path. The gnuplot script
- * (its data inline) is kept next to the picture as NAME.gp. */
-enum { TR_PLOT_DRAWN = 0, TR_PLOT_SKIPPED = 1, TR_PLOT_FAILED = 2 };
-
-/* The gnuplot command: $AG_GNUPLOT when set (a path, or a name looked up in PATH), else
- * "gnuplot". tr_gnuplot_available: 1 if it names an executable file. */
-const char *tr_gnuplot_command(void);
-int tr_gnuplot_available(void);
-/* Writes script to PNG-without-.png + ".gp" and runs gnuplot on it; the script must set its
- * terminal, then `set output outfile` (tr_gp_begin does both). */
-int tr_plot_script(const char *script, const char *png);
-/* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
- * log has a valid_exact column with values) against the step, from the trainer's log.csv. */
-int tr_plot_loss(const char *csv_path, const char *png_path);
-/* The trainers' hook (attograd-translate's and attograd-gpt's): redraws loss.png next to
- * csv_path; says once when it was skipped (verbose) or failed (stderr, as "<prog> train: ...");
- * final: also prints the picture's path (verbose). */
-void tr_train_plot(const char *prog, const char *csv_path, int verbose, int final);
-
-/* Building blocks of heatmap scripts (attention.c, heads.c). */
-typedef struct TrGpPanel {
-    int id;                                /* a number unique within the script */
-    const float *v;                        /* (rows, cols), row 0 at the top */
-    int rows, cols;                        /* queries, keys */
-    const char *const *xlab, *const *ylab; /* (cols) and (rows) tick labels, NULL: none */
-    const char *title;
-    double x0, x1, y0, y1; /* the plot area, screen fractions (0, 0: bottom left) */
-    double lo, hi;         /* the colour range */
-    int colorbox;          /* draw the colour bar at cb_x (width cb_w), as high as the panel */
-    double cb_x, cb_w;
-    int values;           /* > 0: print each value in its cell with this many digits */
-    int horizontal_xtics; /* 0: x labels rotated by 90 degrees */
-} TrGpPanel;
-/* set terminal pngcairo (width x height pixels, font size) and set output outfile */
-void tr_gp_begin(FILE *f, int width, int height, int font_size);
-/* s as a gnuplot string literal ('...'; a quote doubled, line breaks dropped) */
-void tr_gp_string(FILE *f, const char *s);
-/* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
-void tr_gp_panel(FILE *f, const TrGpPanel *p);
-
-/* A heatmap of values (rows, cols), row 0 at the top, each value printed in its cell when the
- * grid is small (lens.c of both programs): range 0: blue (negative) through white to red, 0 in
- * the middle; range > 0: white (0) to red (range), for shares such as detector scores */
-int tr_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
-                    char **ylab, char **xlab, double range);
 
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {
@@ -522,26 +436,26 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
                  TrLensRows *r);
 void tr_lens_rows_free(TrLensRows *r);
 /* kind "loss" (the teacher-forced loss of next) or "logit-diff" (target words good and bad,
- * each one token, at decoder position pos, -1 the last): tr_lens_logit_diff (util.c) */
+ * each one token, at decoder position pos, -1 the last): ex_lens_logit_diff (../common/util.c) */
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, TrLensMetric *m);
+                   const char *bad, int pos, ExLensMetric *m);
 /* Runs the rows with a cache at the points of hooks (comma-separated globs) and writes it to
  * out (lens_cache_save: the names, tokens, src_tokens, their words, the config); with a metric
  * (mt not NULL) also its gradients (<name>.grad). Prints a line naming out. */
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const TrLensMetric *mt,
+int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const ExLensMetric *mt,
                   const char *out);
 /* Each head (or each point, without heads) of the points of hook ablated in turn (mode
  * LENS_ZERO or LENS_MEAN over the rows; at positions, n_pos 0: all); writes out (values
  * (point, head), base, axes, metric, mode, points), prints the changes and draws the heatmap
  * beside out. metric: its name for the file. */
 int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const TrLensMetric *m, const char *metric,
+                   const int *positions, int n_pos, const ExLensMetric *m, const char *metric,
                    const char *out);
 /* Activation patching (or attribution, when attribution) from the clean row into the corrupted
  * one (as many tokens), over every point of hook by axes; writes out (lens_sweep_save), prints
  * the two runs' metrics and draws the heatmap beside out. */
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const TrLensMetric *m,
+                  const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
                   const char *metric, const char *out);
 /* The words of tokens (n) in v, malloc'd, and their release */
 /* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,

@@ -246,7 +246,7 @@ static void warn_unknown(const TrVocab *v, const char *w, size_t len, FILE *warn
     while (b > a && is_punct(w[b - 1])) b--;
     /* the pieces in order: each leading mark, the core (if any), each trailing mark; found[i]
      * for the piece starting at i, low its spelling in the vocabulary (or as written) */
-    char *low = tr_malloc(2 * len + 1), *found = low + len;
+    char *low = ex_malloc(2 * len + 1), *found = low + len;
     int lowered, any_lowered = 0, pieces = 0, n_found = 0;
     for (size_t i = 0; i < len; pieces++) {
         size_t n = i < a || i >= b ? 1 : b - a;

@@ -18,6 +18,7 @@
 #ifndef AG_RUN_H
 #define AG_RUN_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -162,5 +163,19 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
  * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */
 enum { RUN_PLOT_DRAWN = 0, RUN_PLOT_SKIPPED = 1, RUN_PLOT_FAILED = 2 };
 int run_plot_loss(const char *csv, const char *png);
+/* Writes script to PNG-without-.png + ".gp" (a first line saying how to draw it again, and
+ * outfile set to png unless gnuplot -e set it) and runs gnuplot on it into a temporary file
+ * renamed over png; the script sets its terminal, then `set output outfile`. RUN_PLOT_* as
+ * above: skipped when gnuplot is missing ("PNG: plot skipped: gnuplot not found (...)"),
+ * failed with gnuplot's first complaint. run_gnuplot_available: 1 if $AG_GNUPLOT (a path, or a
+ * name looked up in PATH), else gnuplot, names an executable file. */
+int run_plot_script(const char *script, const char *png);
+int run_gnuplot_available(void);
+/* SIGINT and SIGTERM set a flag, the signal's number, that run_signal_caught returns (0: none);
+ * a second one quits at once (exit 128 + its number, nothing saved). old: the handlers to put
+ * back with run_signals_restore. */
+void run_signals_catch(struct sigaction old[2]);
+void run_signals_restore(const struct sigaction old[2]);
+int run_signal_caught(void);
 
 #endif

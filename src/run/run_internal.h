@@ -66,9 +66,5 @@ void run_say_done(RunLoop *r);
 int run_stopped(RunLoop *r, int64_t s, const char *what, double value, int code);
 /* a write failed (its message in ag_last_error()): what is still safe; RUN_EXIT_FAIL */
 int run_write_failed(RunLoop *r);
-/* SIGINT and SIGTERM set a flag (a second one quits at once) */
-void run_signals_catch(struct sigaction old[2]);
-void run_signals_restore(const struct sigaction old[2]);
-int run_signal_caught(void);
 
 #endif

@@ -2,17 +2,15 @@
  * steps: the means since the last row, the learning rate, tokens/s, the validation metrics
  * when there was one; a resumed run cuts it back to its checkpoint's step), the progress bar on
  * a terminal (a line a row elsewhere) with the ETA, the messages of a run that started, stopped
- * or finished, loss.png drawn by gnuplot (a script loss.gp beside it; gnuplot missing: skipped,
- * said once, nothing else changes), SIGINT and SIGTERM, the clock. Process 0 alone writes.
+ * or finished, when loss.png is redrawn (run_plot.c draws it; gnuplot missing: skipped, said
+ * once, nothing else changes), SIGINT and SIGTERM, the clock. Process 0 alone writes.
  * Not here: the loop (run.c). Read next: docs/run.md. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,17 +36,21 @@ void run_fmt_time(char *buf, size_t n, double s) {
 
 int run_make_dirs(const char *path) {
     AG_CHECK_ARG(path);
-    char buf[RUN_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
+    if (!*path) return ag_fail(AG_ERR_IO, "'': not a folder");
+    char *buf = io_path_join("", path); /* a copy, never cut */
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p) continue;
         char c = *p;
         *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            int rc = ag_fail(AG_ERR_IO, "%s: cannot create the folder: %s", buf, strerror(errno));
+            free(buf);
+            return rc;
+        }
         *p = c;
         if (!c) break;
     }
+    free(buf);
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return ag_fail(AG_ERR_IO, "%s: not a folder", path);
@@ -110,11 +112,11 @@ int run_paths(RunLoop *r) {
  * read, removed when a run starts there. */
 static void remove_stale_temps(const RunLoop *r) {
     static const char *const prefixes[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp.",
-                                           "loss.png.err."};
+                                           "loss.png.err.", "loss.gp.tmp."};
     DIR *d = opendir(r->c->out);
     char path[RUN_PATH_MAX + 300];
     for (struct dirent *e; d && (e = readdir(d));)
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             size_t n = strlen(prefixes[i]);
             if (strncmp(e->d_name, prefixes[i], n) != 0 || !e->d_name[n] ||
                 strspn(e->d_name + n, "0123456789") != strlen(e->d_name + n))
@@ -286,6 +288,7 @@ static void on_signal(int sig) {
 int run_signal_caught(void) { return caught; }
 
 void run_signals_catch(struct sigaction old[2]) {
+    AG_CHECK_ARG(old);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -296,168 +299,12 @@ void run_signals_catch(struct sigaction old[2]) {
 }
 
 void run_signals_restore(const struct sigaction old[2]) {
+    AG_CHECK_ARG(old);
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
 }
 
-/* ---- the loss curve ---- */
-
-/* the column of each name in a CSV header line, -1 when absent */
-static void csv_columns(const char *header, const char *const *names, int n, int *col) {
-    for (int j = 0; j < n; j++) col[j] = -1;
-    const char *p = header;
-    for (int k = 0; p; k++) {
-        size_t len = strcspn(p, ",\n");
-        for (int j = 0; j < n; j++)
-            if (strlen(names[j]) == len && strncmp(p, names[j], len) == 0) col[j] = k;
-        p = p[len] == ',' ? p + len + 1 : NULL;
-    }
-}
-
-/* field k of a CSV line as a number, NAN when empty or absent */
-static double csv_number(const char *line, int k) {
-    const char *p = line;
-    for (int i = 0; i < k && p; i++)
-        if ((p = strchr(p, ','))) p++;
-    if (k < 0 || !p || *p == ',' || *p == '\n' || !*p) return NAN;
-    char *end;
-    double x = strtod(p, &end);
-    return end != p && (*end == ',' || *end == '\n' || !*end) ? x : NAN;
-}
-
-/* The script: the data inline (train loss, and valid loss where there is one), log y when every
- * loss is positive. NULL when the log has no rows. */
-static char *loss_script(FILE *in, const char *csv, const char *png, int *rows) {
-    static const char *const names[] = {"step", "train_loss", "valid_loss"};
-    int col[3];
-    char *line = NULL, *text = NULL;
-    size_t cap = 0, len = 0;
-    FILE *t = open_memstream(&text, &len), *v = NULL;
-    char *vtext = NULL;
-    size_t vlen = 0;
-    v = open_memstream(&vtext, &vlen);
-    AG_CHECK(t && v, "run: out of memory");
-    int positive = 1, nv = 0;
-    *rows = 0;
-    if (getline(&line, &cap, in) > 0) csv_columns(line, names, 3, col);
-    while (col[0] >= 0 && col[1] >= 0 && getline(&line, &cap, in) > 0) {
-        double s = csv_number(line, col[0]), a = csv_number(line, col[1]),
-               b = csv_number(line, col[2]);
-        if (!isfinite(s) || !isfinite(a)) continue;
-        fprintf(t, "%.10g %.8g\n", s, a);
-        positive &= a > 0;
-        (*rows)++;
-        if (isfinite(b)) fprintf(v, "%.10g %.8g\n", s, b), positive &= b > 0, nv++;
-    }
-    free(line);
-    fclose(v);
-    fclose(t);
-    char *out = NULL;
-    size_t olen = 0;
-    FILE *o = open_memstream(&out, &olen);
-    AG_CHECK(o, "run: out of memory");
-    fprintf(o,
-            "# the training curves of %s (src/run/run_log.c); `gnuplot loss.gp` draws %s again\n"
-            "if (!exists('outfile')) outfile = 'loss.png'\n"
-            "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
-            "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
-            "set key top right\n%s$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
-            "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
-            csv, png, positive ? "set logscale y\n" : "", text, vtext,
-            nv ? ", $valid using 1:2 with linespoints lw 2 pt 7 title 'valid loss'" : "");
-    fclose(o);
-    free(text);
-    free(vtext);
-    return out;
-}
-
-/* runs gnuplot on script (in gp) writing png through a temporary file renamed over it */
-static int gnuplot(const char *gp, const char *png) {
-    const char *cmd = getenv("AG_GNUPLOT");
-    cmd = cmd && *cmd ? cmd : "gnuplot";
-    char tmp[RUN_PATH_MAX + 32], set[RUN_PATH_MAX + 64], err[RUN_PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
-    snprintf(err, sizeof err, "%s.err.%ld", png, (long)getpid());
-    snprintf(set, sizeof set, "outfile = '%s'", tmp);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return ag_fail(AG_ERR_IO, "%s: plot failed: fork: %s", png, strerror(errno));
-    if (pid == 0) {
-        setpgid(0, 0); /* Ctrl-C on the terminal is the run's to handle */
-        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0666), in = open("/dev/null", O_RDONLY);
-        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-        if (in >= 0) dup2(in, 0);
-        execlp(cmd, cmd, "-e", set, gp, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    char why[200] = "";
-    FILE *e = fopen(err, "r");
-    if (e) {
-        if (!fgets(why, sizeof why, e)) why[0] = '\0';
-        why[strcspn(why, "\n")] = '\0';
-        fclose(e);
-    }
-    unlink(err);
-    struct stat st;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-        unlink(tmp);
-        ag_fail(AG_ERR_IO,
-                "%s: plot skipped: %s%s not found; install gnuplot (scripts/deps.sh gnuplot-nox) "
-                "or set AG_GNUPLOT",
-                png, getenv("AG_GNUPLOT") && *getenv("AG_GNUPLOT") ? "AG_GNUPLOT=" : "", cmd);
-        return RUN_PLOT_SKIPPED;
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp, &st) != 0 || !st.st_size) {
-        unlink(tmp);
-        ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s (the script is %s)", png, cmd,
-                *why ? why : "no picture", gp);
-        return RUN_PLOT_FAILED;
-    }
-    if (io_replace(tmp, png) != AG_OK) { /* only over a regular file or a missing name */
-        unlink(tmp);
-        return RUN_PLOT_FAILED;
-    }
-    return RUN_PLOT_DRAWN;
-}
-
-int run_plot_loss(const char *csv, const char *png) {
-    AG_CHECK_ARG(csv);
-    AG_CHECK_ARG(png);
-    if (strlen(png) > RUN_PATH_MAX - 64) { /* the names built from it (gnuplot()) would be cut */
-        ag_fail(AG_ERR_ARG, "%.60s...: plot failed: a path of %zu bytes: at most %d", png,
-                strlen(png), RUN_PATH_MAX - 64);
-        return RUN_PLOT_FAILED;
-    }
-    FILE *in = fopen(csv, "r");
-    if (!in) {
-        ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s", png, csv, strerror(errno));
-        return RUN_PLOT_FAILED;
-    }
-    int rows;
-    char *script = loss_script(in, csv, png, &rows);
-    fclose(in);
-    char gp[RUN_PATH_MAX + 8];
-    size_t n = strlen(png);
-    snprintf(gp, sizeof gp, "%.*s.gp", (int)(n > 4 && !strcmp(png + n - 4, ".png") ? n - 4 : n),
-             png);
-    int rc = RUN_PLOT_SKIPPED;
-    FILE *f = NULL;
-    char *tmp = NULL;
-    if (!rows) {
-        ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png, csv);
-    } else if (io_check_replace(png) != AG_OK || io_fopen_write(gp, &f, &tmp) != AG_OK) {
-        rc = RUN_PLOT_FAILED;
-    } else {
-        fputs(script, f); /* a failed write is seen by io_fclose_replace (ferror), naming gp */
-        rc = io_fclose_replace(f, tmp, gp) == AG_OK ? gnuplot(gp, png) : RUN_PLOT_FAILED;
-    }
-    free(script);
-    return rc;
-}
+/* ---- the loss curve (drawn by run_plot.c) ---- */
 
 /* After a validation row and at the end: loss.png. A skipped or failed plot is said once
  * (skipped: on stdout unless quiet; failed: on stderr) and changes nothing else. */

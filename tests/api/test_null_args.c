@@ -772,7 +772,11 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_csv_open, header, run_csv_open("x", NULL, 0, 0, (FILE *[1]){0}))                         \
     X(run_csv_open, out, run_csv_open("x", "h", 0, 0, NULL))                                       \
     X(run_plot_loss, csv, run_plot_loss(NULL, "x.png"))                                            \
-    X(run_plot_loss, png, run_plot_loss("x.csv", NULL))
+    X(run_plot_loss, png, run_plot_loss("x.csv", NULL))                                            \
+    X(run_signals_catch, old, run_signals_catch(NULL))                                             \
+    X(run_signals_restore, old, run_signals_restore(NULL))                                         \
+    X(run_plot_script, script, run_plot_script(NULL, "x.png"))                                     \
+    X(run_plot_script, png, run_plot_script("x", NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

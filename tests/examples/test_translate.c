@@ -850,6 +850,52 @@ Test(tr_train, a_checkpoint_written_before_generic_checkpoints_loads_and_resumes
     ts_rm_tree(dir);
 }
 
+/* tests/fixtures/translate_v2_last.npz and translate_v2_shards_last.npz: checkpoints of the
+ * trainer that kept its run state in the positional int64 slots of data.position (POS_*: 19
+ * values, 20 with --shards above 1), written by the float build at 2a71c97: 6 steps of a
+ * d_model 8 model on the five pairs V1_PAIRS with --batch 2 --log-every 2 --valid-every 3 (the
+ * second also --shards 2 --clip 0.5). They load, and --resume alone continues them with their
+ * settings: a CSV row every 2 steps, a validation every 3, and the shards. */
+static void resume_positional(const char *fixture, int n_position, const char *want_out) {
+    Seq2SeqConfig mc = {0};
+    CkptConfig kc = tr_model_config(&mc);
+    NpzFile *f;
+    cr_assert_eq(ckpt_read(fixture, &kc, &f), AG_OK, "%s", ag_last_error());
+    const NpzEntry *pos = npz_find(f, "data.position");
+    cr_assert(pos != NULL && pos->ndim == 1 && pos->shape[0] == n_position,
+              "%s: data.position of %d values", fixture, n_position);
+    cr_assert(mc.layer.d_model == 8 && mc.layer.n_heads == 2 && mc.n_enc_layers == 1 &&
+              mc.layer.d_ff == 8 && mc.max_len == 8);
+    npz_free(f);
+    cr_assert_eq(ckpt_step(fixture), 6);
+    char dir[64], train[512], out_dir[512], last[512], csv[512], cmd[1200];
+    ts_tmp_dir(dir, sizeof dir, "translate");
+    ts_write_text(ts_join(train, dir, "train.tsv"), V1_PAIRS);
+    ts_join(out_dir, dir, "run");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/last.npz", out_dir, fixture, out_dir);
+    cr_assert(system(cmd) == 0);
+    const char *args[] = {"train",    "--train", train, "--valid",   train, "--out", out_dir,
+                          "--resume", "--steps", "10",  "--threads", "1",   NULL};
+    TsRun r = ts_run(dir, args, NULL);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    cr_assert(strstr(r.out, want_out) != NULL, "%s: wanted '%s' in: %s", fixture, want_out, r.out);
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out_dir, "last.npz")), 10);
+    char *log = ts_read_text(ts_join(csv, out_dir, "log.csv"), NULL);
+    /* the kept settings: rows at 8, 9 (a validation), 10 */
+    cr_assert(strstr(log, "\n8,") && strstr(log, "\n9,") && strstr(log, "\n10,"), "%s", log);
+    const char *r9 = strstr(log, "\n9,") + 1, *end = strchr(r9, '\n');
+    cr_assert(end && end - r9 > 2 && strncmp(end - 2, ",,", 2) != 0,
+              "step 9's row holds a validation: %s", log);
+    free(log);
+    ts_rm_tree(dir);
+}
+
+Test(tr_train, a_checkpoint_with_positional_run_state_loads_and_resumes) {
+    resume_positional("tests/fixtures/translate_v2_last.npz", 19, "training to step 10");
+    resume_positional("tests/fixtures/translate_v2_shards_last.npz", 20, " 2 shards of 1 pairs");
+}
+
 /* The flags of a tiny model for the program */
 #define TINY_FLAGS                                                                                 \
     "--threads", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--ff", "32",            \
@@ -1073,7 +1119,7 @@ Test(tr_cli, a_short_run_works_without_other_flags) {
     char dir[64], data[512], path[512], out[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     ts_join(data, dir, "data");
-    cr_assert_eq(tr_make_dirs(data), AG_OK);
+    cr_assert_eq(run_make_dirs(data), AG_OK);
     /* few short pairs: the default model's 100 steps take a second or two */
     ts_write_copy_task(ts_join(path, data, "train.tsv"), 12, 0, 71, 2, 3, 6);
     ts_write_copy_task(ts_join(path, data, "valid.tsv"), 4, 0, 72, 2, 3, 6);

@@ -287,6 +287,7 @@ Test(tr_values, resume_refuses_flags_it_cannot_honour_and_names_best_only_when_t
         {"--batch", "4", "--batch differs from the checkpoint's (8)"},
         {"--seed", "9", "--seed differs from the checkpoint's"},
         {"--optim", "sgd", "--optim differs"},
+        {"--clip", "0.5", "--clip differs from the checkpoint's (1)"},
     };
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
         const char *args[] = {"train",          "--train", train,      "--no-valid",

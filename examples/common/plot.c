@@ -1,70 +1,22 @@
-/* plot.c: the example's pictures, drawn by gnuplot (Debian's gnuplot-nox) through its cairo PNG
- * terminal: the training curves from log.csv (train and valid loss, valid exact match against
- * the step), and the helpers attention.c and heads.c draw their heatmaps with. Each picture is a
- * self-contained gnuplot script, its data inline, kept next to the PNG as NAME.gp: `gnuplot
- * NAME.gp` draws NAME.png again (edit it to restyle). gnuplot runs as a child process; when it
- * is not installed (or AG_GNUPLOT names a command that does not exist) nothing is drawn and the
- * caller is told the plot was skipped: training and the analyses never depend on it.
- * Not here: what the pictures show (attention.c, heads.c, train_log.c writes log.csv).
- * Read next: attention.c. */
-#include "translate.h"
+/* plot.c: the example programs' pictures: the training curves from log.csv (train and valid
+ * loss, valid exact match against the step), and the heatmap panels the translator's
+ * attention.c and heads.c, the lens commands and attograd-induction draw with. Each is a
+ * gnuplot script run by the library's run_plot_script (src/run/run_plot.c: kept next to the
+ * PNG as NAME.gp; without gnuplot nothing is drawn and the caller is told the plot was
+ * skipped: training and the analyses never depend on it).
+ * Not here: what the pictures show (the programs' files; their trainers write log.csv).
+ * Read next: examples/translate/attention.c. */
+#include "common.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-/* ---- finding and running gnuplot ---- */
-
-const char *tr_gnuplot_command(void) {
-    const char *g = getenv("AG_GNUPLOT");
-    return g && *g ? g : "gnuplot";
-}
-
-static int is_program(const char *path) {
-    struct stat s;
-    return stat(path, &s) == 0 && S_ISREG(s.st_mode) && access(path, X_OK) == 0;
-}
-
-/* The program's path: cmd itself if it holds a '/', else the first match in PATH. */
-static int find_program(const char *cmd, char *out, size_t n) {
-    if (strchr(cmd, '/')) {
-        snprintf(out, n, "%s", cmd);
-        return is_program(out);
-    }
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
-    for (const char *p = path;;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(out, n, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
-        if (is_program(out)) return 1;
-        if (!end) return 0;
-        p = end + 1;
-    }
-}
-
-int tr_gnuplot_available(void) {
-    char path[1024];
-    return find_program(tr_gnuplot_command(), path, sizeof path);
-}
-
-/* base of png: "dir/loss.png" -> "dir/loss" */
-static void strip_png(char *out, size_t n, const char *png) {
-    size_t len = strlen(png);
-    if (len > 4 && strcmp(png + len - 4, ".png") == 0) len -= 4;
-    snprintf(out, n, "%.*s", (int)len, png);
-}
+/* ---- heatmap panels (attention.c, heads.c) ---- */
 
 /* s as a gnuplot single-quoted string: '' stands for a quote, nothing else is special */
-void tr_gp_string(FILE *f, const char *s) {
+void ex_gp_string(FILE *f, const char *s) {
     fputc('\'', f);
     for (; *s; s++) {
         if (*s == '\'') fputc('\'', f);
@@ -73,155 +25,7 @@ void tr_gp_string(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
-/* "name = 'value'" into out (value quoted as tr_gp_string does) */
-static void gp_assign(char *out, size_t n, const char *name, const char *value) {
-    size_t k = (size_t)snprintf(out, n, "%s = '", name);
-    for (const char *s = value; *s && k + 3 < n; s++) {
-        if (*s == '\'') out[k++] = '\'';
-        out[k++] = *s;
-    }
-    if (k + 2 <= n) {
-        out[k++] = '\'';
-        out[k] = '\0';
-    }
-}
-
-/* Keeps the first line of gnuplot's complaint that names a problem (for the message). */
-static void first_error(const char *log, char *out, size_t n) {
-    const char *p = log, *best = NULL;
-    while (*p) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && !best) best = p;
-        if (len > 0 && (strstr(p, "error") || strstr(p, "rror:"))) {
-            best = p;
-            break;
-        }
-        if (!e) break;
-        p = e + 1;
-    }
-    if (!best) {
-        snprintf(out, n, "no message");
-        return;
-    }
-    const char *e = strchr(best, '\n');
-    snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - best) : strlen(best)), best);
-}
-
-int tr_plot_script(const char *script, const char *png) {
-    char exe[1024];
-    const char *cmd = tr_gnuplot_command();
-    if (!find_program(cmd, exe, sizeof exe)) {
-        ag_fail(AG_ERR_IO,
-                "%s: plot skipped: gnuplot not found (%s%s); install it with "
-                "scripts/deps.sh gnuplot-nox, or set AG_GNUPLOT to its path",
-                png, getenv("AG_GNUPLOT") && *getenv("AG_GNUPLOT") ? "AG_GNUPLOT=" : "command ",
-                cmd);
-        return TR_PLOT_SKIPPED;
-    }
-    /* the script next to the picture, then gnuplot draws into a temporary file that is renamed
-     * over png: a reader never sees half a picture */
-    char base[600], gp[620], tmp[640], setout[700];
-    if (strlen(png) + 1 > sizeof base) { /* the names below are made from it: never cut */
-        ag_fail(AG_ERR_IO, "%s: plot skipped: a path of %zu bytes (at most %zu)", png, strlen(png),
-                sizeof base - 1);
-        return TR_PLOT_FAILED;
-    }
-    strip_png(base, sizeof base, png);
-    snprintf(gp, sizeof gp, "%s.gp", base);
-    snprintf(tmp, sizeof tmp, "%s.png.tmp.%ld", base, (long)getpid());
-    FILE *f;
-    char *gp_tmp; /* the script too goes through a temporary file (src/io/file.h) */
-    if (io_fopen_write(gp, &f, &gp_tmp) != AG_OK) return TR_PLOT_FAILED;
-    fprintf(f,
-            "# drawn by attograd's trainers (examples/translate/plot.c); `gnuplot %s` draws %s "
-            "again\n",
-            gp, png);
-    char def[700];
-    gp_assign(def, sizeof def, "outfile", png);
-    fprintf(f, "if (!exists('outfile')) %s\n", def);
-    fputs(script, f);
-    if (io_fclose_replace(f, gp_tmp, gp) != AG_OK) return TR_PLOT_FAILED;
-    if (io_check_replace(png) != AG_OK) return TR_PLOT_FAILED; /* before gnuplot's work */
-    gp_assign(setout, sizeof setout, "outfile", tmp);
-    int pfd[2];
-    if (pipe(pfd) != 0) {
-        ag_fail(AG_ERR_IO, "%s: pipe: %s", png, strerror(errno));
-        return TR_PLOT_FAILED;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        ag_fail(AG_ERR_IO, "%s: fork: %s", png, strerror(errno));
-        return TR_PLOT_FAILED;
-    }
-    if (pid == 0) {
-        /* its own process group: Ctrl-C on the terminal is the trainer's to handle */
-        setpgid(0, 0);
-#ifdef __linux__
-        /* but it dies with the trainer: after a kill -9 an orphan would still write its
-         * temporary PNG into the output folder, under a resumed run */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-#else
-        (void)parent;
-#endif
-        int in = open("/dev/null", O_RDONLY);
-        if (in >= 0) {
-            dup2(in, 0);
-            close(in);
-        }
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execl(exe, exe, "-e", setout, gp, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char log[4096];
-    size_t used = 0;
-    for (;;) {
-        char chunk[1024];
-        ssize_t r = read(pfd[0], chunk, sizeof chunk);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        size_t k = (size_t)r < sizeof log - 1 - used ? (size_t)r : sizeof log - 1 - used;
-        memcpy(log + used, chunk, k);
-        used += k;
-    }
-    log[used] = '\0';
-    close(pfd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    struct stat s;
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &s) == 0 && s.st_size > 0;
-    if (!ok) {
-        char why[256];
-        first_error(log, why, sizeof why);
-        unlink(tmp);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !*log)
-            ag_fail(AG_ERR_IO, "%s: plot failed: %s could not be started", png, exe);
-        else
-            ag_fail(AG_ERR_IO, "%s: plot failed: %s exited with %d: %s (the script is %s)", png,
-                    exe, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), why, gp);
-        return TR_PLOT_FAILED;
-    }
-    if (io_replace(tmp, png) != AG_OK) { /* a regular file or a new name only */
-        unlink(tmp);
-        return TR_PLOT_FAILED;
-    }
-    return TR_PLOT_DRAWN;
-}
-
-/* ---- heatmap panels (attention.c, heads.c) ---- */
-
-void tr_gp_begin(FILE *f, int width, int height, int font_size) {
+void ex_gp_begin(FILE *f, int width, int height, int font_size) {
     fprintf(f,
             "set terminal pngcairo size %d,%d font 'DejaVu Sans,%d' noenhanced background "
             "'white'\n",
@@ -234,13 +38,13 @@ static void gp_tics(FILE *f, const char *axis, const char *const *labels, int n,
     fprintf(f, "set %s (", axis);
     for (int i = 0; i < n; i++) {
         if (i) fputs(", ", f);
-        tr_gp_string(f, labels[i]);
+        ex_gp_string(f, labels[i]);
         fprintf(f, " %d", i);
     }
     fprintf(f, ") %s\n", opt);
 }
 
-void tr_gp_panel(FILE *f, const TrGpPanel *p) {
+void ex_gp_panel(FILE *f, const ExGpPanel *p) {
     int id = p->id;
     fprintf(f, "$M%d << EOD\n", id);
     for (int r = 0; r < p->rows; r++) {
@@ -254,7 +58,7 @@ void tr_gp_panel(FILE *f, const TrGpPanel *p) {
     fprintf(f, "set xrange [-0.5:%g]\nset yrange [%g:-0.5]\n", p->cols - 0.5, p->rows - 0.5);
     fprintf(f, "set cbrange [%.6g:%.6g]\n", p->lo, p->hi);
     fprintf(f, "set title ");
-    tr_gp_string(f, p->title ? p->title : "");
+    ex_gp_string(f, p->title ? p->title : "");
     fputc('\n', f);
     if (p->xlab)
         gp_tics(f, "xtics", p->xlab, p->cols,
@@ -284,7 +88,8 @@ void tr_gp_panel(FILE *f, const TrGpPanel *p) {
 
 /* ---- the training curves ---- */
 
-/* The columns of log.csv (also attograd-gpt's, which has no valid_exact) (by header name, so that appended columns change nothing). */
+/* The columns of log.csv (also attograd-gpt's, which has no valid_exact), by header name, so
+ * that appended columns change nothing. */
 typedef struct {
     double *step, *train, *vloss, *vexact;
     int n, n_valid, n_exact; /* rows with a valid loss, and with a valid exact match too */
@@ -368,13 +173,13 @@ static int read_log(const char *csv, LossLog *l) {
     return AG_OK;
 }
 
-int tr_plot_loss(const char *csv_path, const char *png_path) {
+int ex_plot_loss(const char *csv_path, const char *png_path) {
     LossLog l;
-    if (read_log(csv_path, &l) != AG_OK) return TR_PLOT_FAILED;
+    if (read_log(csv_path, &l) != AG_OK) return RUN_PLOT_FAILED;
     if (l.n == 0) {
         log_free(&l);
         ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png_path, csv_path);
-        return TR_PLOT_SKIPPED;
+        return RUN_PLOT_SKIPPED;
     }
     int positive = 1;
     for (int i = 0; i < l.n; i++) {
@@ -384,13 +189,13 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
     char *script = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&script, &len);
-    tr_gp_begin(f, 960, 600, 11);
+    ex_gp_begin(f, 960, 600, 11);
     /* the key in one row above the plot (inside, it would hide a curve sooner or later); the
      * log's path small at the bottom right */
     char title[700];
     snprintf(title, sizeof title, "training curves: %s", csv_path);
     fprintf(f, "set label 99 ");
-    tr_gp_string(f, title);
+    ex_gp_string(f, title);
     fprintf(f, " at screen 0.99, screen 0.02 right font ',8' tc rgb '#666666'\n");
     fprintf(f, "set xlabel 'step'\nset ylabel 'loss (cross-entropy per target token)'\n");
     if (positive) fprintf(f, "set logscale y\nset mytics 10\n");
@@ -419,7 +224,7 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
     fprintf(f, "\n");
     fclose(f);
     log_free(&l);
-    int rc = tr_plot_script(script, png_path);
+    int rc = run_plot_script(script, png_path);
     free(script);
     return rc;
 }
@@ -429,7 +234,7 @@ int tr_plot_loss(const char *csv_path, const char *png_path) {
  * stderr; training goes on either way. The plot never replaces the error already recorded
  * (ag_last_error(): a failed save the caller reports after the final plot stays the failed save,
  * with or without gnuplot). */
-void tr_train_plot(const char *prog, const char *csv_path, int verbose, int final) {
+void ex_train_plot(const char *prog, const char *csv_path, int verbose, int final) {
     static int said = 0;
     char before[512];
     snprintf(before, sizeof before, "%s", ag_last_error());
@@ -439,11 +244,11 @@ void tr_train_plot(const char *prog, const char *csv_path, int verbose, int fina
         snprintf(png, sizeof png, "%.*s/loss.png", (int)(slash - csv_path), csv_path);
     else
         snprintf(png, sizeof png, "loss.png");
-    int rc = tr_plot_loss(csv_path, png);
-    if (rc == TR_PLOT_DRAWN) {
+    int rc = ex_plot_loss(csv_path, png);
+    if (rc == RUN_PLOT_DRAWN) {
         if (final && verbose) printf("loss plot: %s\n", png);
     } else if (!said) {
-        if (rc == TR_PLOT_FAILED)
+        if (rc == RUN_PLOT_FAILED)
             fprintf(stderr, "%s train: %s\n", prog, ag_last_error());
         else if (verbose)
             printf("%s\n", ag_last_error());
@@ -454,10 +259,10 @@ void tr_train_plot(const char *prog, const char *csv_path, int verbose, int fina
 }
 
 /* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
-int tr_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+int ex_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
                     char **ylab, char **xlab, double range) {
-    if (!tr_gnuplot_available()) return TR_PLOT_SKIPPED;
-    float *f = tr_malloc((size_t)rows * cols * sizeof(float));
+    if (!run_gnuplot_available()) return RUN_PLOT_SKIPPED;
+    float *f = ex_malloc((size_t)rows * cols * sizeof(float));
     double hi = 1e-9;
     for (size_t i = 0; i < (size_t)rows * cols; i++) {
         f[i] = (float)v[i];
@@ -470,15 +275,15 @@ int tr_plot_heatmap(const char *png, const char *title, const double *v, int row
     char *script = NULL;
     size_t len = 0;
     FILE *s = open_memstream(&script, &len);
-    tr_gp_begin(s, W, H, 10);
+    ex_gp_begin(s, W, H, 10);
     fprintf(s, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\nset label 1 ");
-    tr_gp_string(s, title);
+    ex_gp_string(s, title);
     fprintf(s, " at screen 0.5, screen %.5f center font ',11'\n", 1 - 22.0 / H);
     if (range > 0)
         fprintf(s, "set palette defined (0 '#ffffff', 1 '#b2182b')\n");
     else
         fprintf(s, "set palette defined (-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')\n");
-    TrGpPanel p = {.id = 0,
+    ExGpPanel p = {.id = 0,
                    .v = f,
                    .rows = rows,
                    .cols = cols,
@@ -495,10 +300,10 @@ int tr_plot_heatmap(const char *png, const char *title, const double *v, int row
                    .cb_w = 12.0 / W,
                    .values = cols <= 16 && rows <= 32 ? 2 : 0,
                    .horizontal_xtics = cols <= 16};
-    tr_gp_panel(s, &p);
+    ex_gp_panel(s, &p);
     fprintf(s, "unset multiplot\n");
     fclose(s);
-    int rc = tr_plot_script(script, png);
+    int rc = run_plot_script(script, png);
     free(script);
     free(f);
     return rc;

@@ -1,0 +1,117 @@
+/* common.h: what the example programs (attograd-translate, attograd-gpt, attograd-induction)
+ * share beyond the library: allocation that aborts when memory runs out, the message of a model
+ * whose values overflow, the lens commands' --metric logit-diff, the lines of a data-parallel
+ * run (util.c), and the pictures drawn by gnuplot: the training curves, heatmaps and the script
+ * panels (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
+ * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
+ * run_csv_open, run_signals_catch, run_plot_script).
+ * Not here: anything about one program's model or data (examples/translate, examples/gpt,
+ * examples/induction). Read next: util.c, plot.c. */
+#ifndef ATTOGRAD_EXAMPLES_COMMON_H
+#define ATTOGRAD_EXAMPLES_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attograd.h"
+
+/* ---- small helpers (util.c) ---- */
+/* malloc and calloc that abort (AG_CHECK) when memory runs out; 0 bytes is allowed */
+void *ex_malloc(size_t bytes);
+void *ex_calloc(size_t n, size_t size);
+/* 1 if path names something (stat succeeds) */
+int ex_file_exists(const char *path);
+/* A double as the int64 of its bits and back (run state kept in an int64 checkpoint entry) */
+static inline int64_t ex_dbits(double x) {
+    int64_t i;
+    memcpy(&i, &x, sizeof i);
+    return i;
+}
+static inline double ex_bitsd(int64_t i) {
+    double x;
+    memcpy(&x, &i, sizeof x);
+    return x;
+}
+/* AG_OK when every element of x is finite, else AG_ERR_RANGE naming the first ("NAME[i] = inf:
+ * must be finite") and, when t's check mode (ag_check_finite) saw one, where the first NaN or
+ * inf began ("; it began at the forward of ..."). t may be NULL. */
+int ex_tensor_finite(const Tensor *x, const char *name, const Tape *t);
+/* Values of a run that are not finite although the checkpoint's weights are (they overflow):
+ * the last error again as "CKPT: the model's values are not finite (...): <error>", followed by
+ * where the first NaN or inf appeared when the tape's check mode saw it (t may be NULL).
+ * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
+int ex_not_finite(int rc, const char *ckpt, const Tape *t);
+
+/* ---- the lens's --metric (util.c; the lens commands of attograd-translate and -gpt) ---- */
+/* A metric with the arrays it owns: good and bad (one id a row) for a logit difference, targets
+ * (next tokens) where the caller made them; any may be NULL. */
+typedef struct ExLensMetric {
+    LensMetric mt;
+    int *good, *bad, *targets;
+} ExLensMetric;
+/* ctx's id of the token text, which must be exactly one token; errors name --flag */
+typedef int (*ExTokenFn)(const void *ctx, const char *text, const char *flag, int *id);
+/* --metric kind when it is not "loss" (which the caller builds): "logit-diff" of the tokens good
+ * minus bad (--good, --bad: token(ctx, ...) finds each) at position pos of T (-1: the last) in
+ * every one of B rows, into m (zeroed first). AG_OK, or AG_ERR_ARG naming the flag: a kind that
+ * is neither, --good or --bad missing, --pos outside, a token that token() refuses. */
+int ex_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
+                       ExTokenFn token, const void *ctx, ExLensMetric *m);
+void ex_lens_metric_free(ExLensMetric *m);
+
+/* ---- several processes (util.c; src/dist, docs/mpi.md) ----
+ * ex_stop_any: 1 when SIGINT or SIGTERM reached any process (run_signal_caught; collective:
+ * every process asks at the same point). ex_dist_warn_threads: warns (process 0, stderr) when
+ * the processes of this machine run more threads in all than it has CPUs; collective.
+ * ex_dist_line: "data parallel: P processes, S shards of N <unit> a step ..." (nothing for d
+ * NULL: one process, one shard). ex_dist_summary: the reduction's time a step (nothing when
+ * none ran). */
+int ex_stop_any(void);
+void ex_dist_warn_threads(const char *prog, int threads);
+void ex_dist_line(const DistGrad *d, int batch, const char *unit);
+void ex_dist_summary(const DistGrad *d);
+
+/* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
+ * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or
+ * nothing to draw yet) or RUN_PLOT_FAILED (gnuplot failed, or a file could not be written);
+ * for the last two ag_last_error() says why, starting with the PNG's path. Scripts run through
+ * the library's run_plot_script (src/run/run.h), which keeps them next to the picture as
+ * NAME.gp; run_gnuplot_available says whether gnuplot is there. */
+/* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
+ * log has a valid_exact column with values) against the step, from a trainer's log.csv. */
+int ex_plot_loss(const char *csv_path, const char *png_path);
+/* The trainers' hook (attograd-translate's and attograd-gpt's): redraws loss.png next to
+ * csv_path; says once when it was skipped (verbose) or failed (stderr, as "<prog> train: ...");
+ * final: also prints the picture's path (verbose). */
+void ex_train_plot(const char *prog, const char *csv_path, int verbose, int final);
+
+/* Building blocks of heatmap scripts (the translator's attention.c and heads.c, induction). */
+typedef struct ExGpPanel {
+    int id;                                /* a number unique within the script */
+    const float *v;                        /* (rows, cols), row 0 at the top */
+    int rows, cols;                        /* queries, keys */
+    const char *const *xlab, *const *ylab; /* (cols) and (rows) tick labels, NULL: none */
+    const char *title;
+    double x0, x1, y0, y1; /* the plot area, screen fractions (0, 0: bottom left) */
+    double lo, hi;         /* the colour range */
+    int colorbox;          /* draw the colour bar at cb_x (width cb_w), as high as the panel */
+    double cb_x, cb_w;
+    int values;           /* > 0: print each value in its cell with this many digits */
+    int horizontal_xtics; /* 0: x labels rotated by 90 degrees */
+} ExGpPanel;
+/* set terminal pngcairo (width x height pixels, font size) and set output outfile */
+void ex_gp_begin(FILE *f, int width, int height, int font_size);
+/* s as a gnuplot string literal ('...'; a quote doubled, line breaks dropped) */
+void ex_gp_string(FILE *f, const char *s);
+/* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
+void ex_gp_panel(FILE *f, const ExGpPanel *p);
+
+/* A heatmap of values (rows, cols), row 0 at the top, each value printed in its cell when the
+ * grid is small (the lens commands of both programs): range 0: blue (negative) through white to
+ * red, 0 in the middle; range > 0: white (0) to red (range), for shares such as detector
+ * scores */
+int ex_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+                    char **ylab, char **xlab, double range);
+
+#endif

@@ -1,0 +1,308 @@
+/* run_plot.c: the pictures, drawn by gnuplot (Debian's gnuplot-nox) through its cairo PNG
+ * terminal: run_plot_script runs any script (the example programs' heatmaps too), and the
+ * run's loss curve from its log.csv (run_plot_loss). Each picture is a self-contained gnuplot
+ * script, its data inline, kept next to the PNG as NAME.gp: `gnuplot NAME.gp` draws NAME.png
+ * again (edit it to restyle). gnuplot runs as a child process in its own process group (Ctrl-C
+ * is the run's), dying with the run, drawing into a temporary file renamed over the PNG; when
+ * it is not installed (or AG_GNUPLOT names a command that does not exist) nothing is drawn and
+ * the caller is told the plot was skipped: training never depends on it.
+ * Not here: when a run draws (run_log.c, run_plot). Read next: docs/run.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "io/file.h"
+#include "run_internal.h"
+
+/* ---- finding and running gnuplot ---- */
+
+static const char *gnuplot_command(void) {
+    const char *g = getenv("AG_GNUPLOT");
+    return g && *g ? g : "gnuplot";
+}
+
+static int is_program(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISREG(s.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The program's path: cmd itself if it holds a '/', else the first match in PATH. */
+static int find_program(const char *cmd, char *out, size_t n) {
+    if (strchr(cmd, '/')) {
+        snprintf(out, n, "%s", cmd);
+        return is_program(out);
+    }
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        snprintf(out, n, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
+        if (is_program(out)) return 1;
+        if (!end) return 0;
+        p = end + 1;
+    }
+}
+
+int run_gnuplot_available(void) {
+    char path[1024];
+    return find_program(gnuplot_command(), path, sizeof path);
+}
+
+/* base of png: "dir/loss.png" -> "dir/loss" */
+static void strip_png(char *out, size_t n, const char *png) {
+    size_t len = strlen(png);
+    if (len > 4 && strcmp(png + len - 4, ".png") == 0) len -= 4;
+    snprintf(out, n, "%.*s", (int)len, png);
+}
+
+/* "name = 'value'" into out (value quoted as gnuplot reads it: '' for a quote) */
+static void gp_assign(char *out, size_t n, const char *name, const char *value) {
+    size_t k = (size_t)snprintf(out, n, "%s = '", name);
+    for (const char *s = value; *s && k + 3 < n; s++) {
+        if (*s == '\'') out[k++] = '\'';
+        out[k++] = *s;
+    }
+    if (k + 2 <= n) {
+        out[k++] = '\'';
+        out[k] = '\0';
+    }
+}
+
+/* Keeps the first line of gnuplot's complaint that names a problem (for the message). */
+static void first_error(const char *log, char *out, size_t n) {
+    const char *p = log, *best = NULL;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > 0 && !best) best = p;
+        if (len > 0 && (strstr(p, "error") || strstr(p, "rror:"))) {
+            best = p;
+            break;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    if (!best) {
+        snprintf(out, n, "no message");
+        return;
+    }
+    const char *e = strchr(best, '\n');
+    snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - best) : strlen(best)), best);
+}
+
+int run_plot_script(const char *script, const char *png) {
+    AG_CHECK_ARG(script);
+    AG_CHECK_ARG(png);
+    char exe[1024];
+    const char *cmd = gnuplot_command();
+    if (!find_program(cmd, exe, sizeof exe)) {
+        ag_fail(AG_ERR_IO,
+                "%s: plot skipped: gnuplot not found (%s%s); install it with "
+                "scripts/deps.sh gnuplot-nox, or set AG_GNUPLOT to its path",
+                png, getenv("AG_GNUPLOT") && *getenv("AG_GNUPLOT") ? "AG_GNUPLOT=" : "command ",
+                cmd);
+        return RUN_PLOT_SKIPPED;
+    }
+    /* the script next to the picture, then gnuplot draws into a temporary file that is renamed
+     * over png: a reader never sees half a picture */
+    char base[600], gp[620], tmp[640], setout[700];
+    if (strlen(png) + 1 > sizeof base) { /* the names below are made from it: never cut */
+        ag_fail(AG_ERR_IO, "%s: plot skipped: a path of %zu bytes (at most %zu)", png, strlen(png),
+                sizeof base - 1);
+        return RUN_PLOT_FAILED;
+    }
+    strip_png(base, sizeof base, png);
+    snprintf(gp, sizeof gp, "%s.gp", base);
+    snprintf(tmp, sizeof tmp, "%s.png.tmp.%ld", base, (long)getpid());
+    FILE *f;
+    char *gp_tmp; /* the script too goes through a temporary file (src/io/file.h) */
+    if (io_fopen_write(gp, &f, &gp_tmp) != AG_OK) return RUN_PLOT_FAILED;
+    fprintf(f, "# drawn by attograd (src/run/run_plot.c); `gnuplot %s` draws %s again\n", gp, png);
+    char def[700];
+    gp_assign(def, sizeof def, "outfile", png);
+    fprintf(f, "if (!exists('outfile')) %s\n", def);
+    fputs(script, f);
+    if (io_fclose_replace(f, gp_tmp, gp) != AG_OK) return RUN_PLOT_FAILED;
+    if (io_check_replace(png) != AG_OK) return RUN_PLOT_FAILED; /* before gnuplot's work */
+    gp_assign(setout, sizeof setout, "outfile", tmp);
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        ag_fail(AG_ERR_IO, "%s: pipe: %s", png, strerror(errno));
+        return RUN_PLOT_FAILED;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        ag_fail(AG_ERR_IO, "%s: fork: %s", png, strerror(errno));
+        return RUN_PLOT_FAILED;
+    }
+    if (pid == 0) {
+        /* its own process group: Ctrl-C on the terminal is the trainer's to handle */
+        setpgid(0, 0);
+#ifdef __linux__
+        /* but it dies with the trainer: after a kill -9 an orphan would still write its
+         * temporary PNG into the output folder, under a resumed run */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+#else
+        (void)parent;
+#endif
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) {
+            dup2(in, 0);
+            close(in);
+        }
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl(exe, exe, "-e", setout, gp, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char log[4096];
+    size_t used = 0;
+    for (;;) {
+        char chunk[1024];
+        ssize_t r = read(pfd[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        size_t k = (size_t)r < sizeof log - 1 - used ? (size_t)r : sizeof log - 1 - used;
+        memcpy(log + used, chunk, k);
+        used += k;
+    }
+    log[used] = '\0';
+    close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    struct stat s;
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &s) == 0 && s.st_size > 0;
+    if (!ok) {
+        char why[256];
+        first_error(log, why, sizeof why);
+        unlink(tmp);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !*log)
+            ag_fail(AG_ERR_IO, "%s: plot failed: %s could not be started", png, exe);
+        else
+            ag_fail(AG_ERR_IO, "%s: plot failed: %s exited with %d: %s (the script is %s)", png,
+                    exe, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), why, gp);
+        return RUN_PLOT_FAILED;
+    }
+    if (io_replace(tmp, png) != AG_OK) { /* a regular file or a new name only */
+        unlink(tmp);
+        return RUN_PLOT_FAILED;
+    }
+    return RUN_PLOT_DRAWN;
+}
+
+/* ---- the loss curve ---- */
+
+/* the column of each name in a CSV header line, -1 when absent */
+static void csv_columns(const char *header, const char *const *names, int n, int *col) {
+    for (int j = 0; j < n; j++) col[j] = -1;
+    const char *p = header;
+    for (int k = 0; p; k++) {
+        size_t len = strcspn(p, ",\n");
+        for (int j = 0; j < n; j++)
+            if (strlen(names[j]) == len && strncmp(p, names[j], len) == 0) col[j] = k;
+        p = p[len] == ',' ? p + len + 1 : NULL;
+    }
+}
+
+/* field k of a CSV line as a number, NAN when empty or absent */
+static double csv_number(const char *line, int k) {
+    const char *p = line;
+    for (int i = 0; i < k && p; i++)
+        if ((p = strchr(p, ','))) p++;
+    if (k < 0 || !p || *p == ',' || *p == '\n' || !*p) return NAN;
+    char *end;
+    double x = strtod(p, &end);
+    return end != p && (*end == ',' || *end == '\n' || !*end) ? x : NAN;
+}
+
+/* The script: the data inline (train loss, and valid loss where there is one), log y when every
+ * loss is positive. NULL when the log has no rows. */
+static char *loss_script(FILE *in, const char *csv, int *rows) {
+    static const char *const names[] = {"step", "train_loss", "valid_loss"};
+    int col[3];
+    char *line = NULL, *text = NULL;
+    size_t cap = 0, len = 0;
+    FILE *t = open_memstream(&text, &len), *v = NULL;
+    char *vtext = NULL;
+    size_t vlen = 0;
+    v = open_memstream(&vtext, &vlen);
+    AG_CHECK(t && v, "run: out of memory");
+    int positive = 1, nv = 0;
+    *rows = 0;
+    if (getline(&line, &cap, in) > 0) csv_columns(line, names, 3, col);
+    while (col[0] >= 0 && col[1] >= 0 && getline(&line, &cap, in) > 0) {
+        double s = csv_number(line, col[0]), a = csv_number(line, col[1]),
+               b = csv_number(line, col[2]);
+        if (!isfinite(s) || !isfinite(a)) continue;
+        fprintf(t, "%.10g %.8g\n", s, a);
+        positive &= a > 0;
+        (*rows)++;
+        if (isfinite(b)) fprintf(v, "%.10g %.8g\n", s, b), positive &= b > 0, nv++;
+    }
+    free(line);
+    fclose(v);
+    fclose(t);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *o = open_memstream(&out, &olen);
+    AG_CHECK(o, "run: out of memory");
+    fprintf(o,
+            "# the training curves of %s\n"
+            "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
+            "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
+            "set key top right\n%s$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
+            "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
+            csv, positive ? "set logscale y\n" : "", text, vtext,
+            nv ? ", $valid using 1:2 with linespoints lw 2 pt 7 title 'valid loss'" : "");
+    fclose(o);
+    free(text);
+    free(vtext);
+    return out;
+}
+
+int run_plot_loss(const char *csv, const char *png) {
+    AG_CHECK_ARG(csv);
+    AG_CHECK_ARG(png);
+    if (strlen(png) > RUN_PATH_MAX - 64) { /* the names built from it would be cut */
+        ag_fail(AG_ERR_ARG, "%.60s...: plot failed: a path of %zu bytes: at most %d", png,
+                strlen(png), RUN_PATH_MAX - 64);
+        return RUN_PLOT_FAILED;
+    }
+    FILE *in = fopen(csv, "r");
+    if (!in) {
+        ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s", png, csv, strerror(errno));
+        return RUN_PLOT_FAILED;
+    }
+    int rows;
+    char *script = loss_script(in, csv, &rows);
+    fclose(in);
+    int rc = RUN_PLOT_SKIPPED;
+    if (!rows)
+        ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png, csv);
+    else
+        rc = run_plot_script(script, png);
+    free(script);
+    return rc;
+}
+
+/* After a validation row and at the end: loss.png. A skipped or failed plot is said once
+ * (skipped: on stdout unless quiet; failed: on stderr) and changes nothing else. */
