@@ -80,6 +80,7 @@ typedef struct {
     size_t *starts;   /* (batch) the windows of this batch */
     char *last_path;  /* OUT/last.npz */
     RunModel *model;
+    RunLoop *run;
     int built;
 } GpTrain;
 
@@ -246,6 +247,10 @@ static int resumed(GpTrain *g) {
                        "%lld: resume with the same data",
                        g->data, g->n_train, g->n_valid, g->last_path, (long long)g->st.n_train,
                        (long long)g->st.n_valid);
+    if (g->st.loader[4] != run_last_step(g->run))
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: meta.run.model.loader_batches = %lld: must be its step %lld",
+                       g->last_path, (long long)g->st.loader[4], (long long)run_last_step(g->run));
     int rc = check_given(g, &g->mc);
     if (rc == AG_OK && (int64_t)c->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
         rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x block_size %d: more than %d tokens a step",
@@ -463,8 +468,7 @@ static const char *const transient[] = {
 static const char *const remember[] = {"eval-iters", NULL};
 
 int gp_train(int argc, char **argv) {
-    static GpTrain T; /* the flags' values live as long as the run */
-    GpTrain *g = &T;
+    GpTrain T, *g = &T;
     memset(g, 0, sizeof *g);
     /* nanoGPT's config/train_shakespeare_char.py, and its README's CPU run */
     g->given =
@@ -497,6 +501,7 @@ int gp_train(int argc, char **argv) {
                       .legacy = legacy};
     g->model = &model;
     RunLoop *r = run_new(&model, c);
+    g->run = r;
     GptConfig *m = &g->given;
     Flag fl[24 + RUN_N_FLAGS] = {
         {"data", FLAG_PATH, &g->data, NULL, "the prepared folder (prepare --out)", 0, 0, NULL, 0},

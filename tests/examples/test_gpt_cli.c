@@ -508,6 +508,7 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
         {"meta.config.post_ln", 0, 2, "meta.config.post_ln = 2"},
         {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
         {"meta.run.flag.batch", 0, 0, "meta.run.flag.batch = 0"},
+        {"meta.run.model.loader_batches", 0, 3, "meta.run.model.loader_batches = 3: must be"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
         ts_npz_edit(ck, bad, edits[k].entry, edits[k].at, 0, edits[k].value);
