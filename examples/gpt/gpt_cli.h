@@ -37,31 +37,11 @@ int gp_detect(int argc, char **argv); /* readout.c: head detectors, logit lens, 
 int gp_lens(int argc, char **argv);
 int gp_export(int argc, char **argv);
 
-/* ---- checkpoints (train.c writes them) ----
+/* ---- checkpoints (train.c writes them on the run loop, docs/run.md) ----
  * A checkpoint holds the GPT (meta.config.* from nn_gpt_ckpt_config), AdamW's state and step
- * (its schedule included), the dropout RNG, the tokenizer's saved form (meta.extra) and in
- * data.position the values below. */
-enum {
-    GP_POS_LOADER = 0,               /* TXT_LOADER_STATE_LEN values: the train loader */
-    GP_POS_SEED = GP_POS_LOADER + 5, /* --seed */
-    GP_POS_BATCH,                    /* --batch */
-    GP_POS_N_TRAIN,                  /* tokens of train.bin */
-    GP_POS_N_VALID,                  /* tokens of valid.bin */
-    GP_POS_WD,                       /* --weight-decay (double bits) */
-    GP_POS_CLIP,                     /* --clip (double bits) */
-    GP_POS_EVAL_INTERVAL,
-    GP_POS_EVAL_ITERS,
-    GP_POS_LOG_INTERVAL,
-    GP_POS_BEST_STEP,  /* step of best.npz (0: none) */
-    GP_POS_BEST_LOSS,  /* its valid loss (double bits) */
-    GP_POS_LAST_VALID, /* the last step validated */
-    GP_POS_IV_LOSS,
-    GP_POS_IV_NORM,  /* sums since the last CSV row (double bits) */
-    GP_POS_IV_STEPS, /* steps since the last CSV row */
-    GP_POS_SHARDS,   /* --shards (docs/mpi.md); saved only when above 1, so a run without
-                      * shards writes the values above alone, as before */
-    GP_POS_COUNT
-};
+ * (its schedule included), the dropout RNG, the tokenizer's saved form (meta.extra) and the
+ * run's state by name (meta.run.*); one written before the run loop holds data.position
+ * instead (train.c reads it). */
 
 /* A checkpoint read for sampling or evaluation: the model (weights only) and its tokenizer.
  * AG_OK, or an error naming the path and the reason. */

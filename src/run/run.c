@@ -333,6 +333,20 @@ static int setup_fresh(RunLoop *r) {
     return build(r, &oc);
 }
 
+/* 1 when --steps was given on this command line */
+static int steps_given(const RunLoop *r) {
+    for (int i = 0; i < r->n_slots; i++)
+        if (r->slots[i].src == (void *)&r->c->steps) return r->slots[i].flag->given != 0;
+    return 0;
+}
+
+/* 1 when f holds any of the run's named fields (meta.run.*) */
+static int has_run_fields(const NpzFile *f) {
+    for (int i = 0; i < f->n; i++)
+        if (strncmp(f->entries[i].name, "meta.run.", 9) == 0) return 1;
+    return 0;
+}
+
 /* Reads path: the saved flags (kept ones given again must agree; the others not given are
  * restored), the model built from them, then its weights and, when train, the optimizer,
  * RNG and state. */
@@ -348,7 +362,9 @@ static int load(RunLoop *r, const char *path, int train) {
     const NpzEntry *se = npz_find(f, "train.step"); /* its type: checked by ckpt_read */
     if (se) memcpy(&r->step, se->data, sizeof r->step);
     CkptConfig rt = run_table(r);
-    rc = ckpt_read_run(f, &rt);
+    int old = train && r->m->legacy && !has_run_fields(f);
+    rc = old ? r->m->legacy(r->m->ctx, f, r->step, &r->st) : ckpt_read_run(f, &rt);
+    if (rc == AG_OK && old) to_buf(r, r->buf); /* the file's values as a saved table */
     if (rc == AG_OK && train) rc = check_kept(r, path);
     if (rc == AG_OK) from_buf(r);
     OptimConfig oc;
@@ -362,7 +378,7 @@ static int load(RunLoop *r, const char *path, int train) {
                      .config = r->m->config,
                      .opt = train ? r->opt : NULL,
                      .rng = train ? &r->rng : NULL,
-                     .run = rt};
+                     .run = old ? (CkptConfig){0} : rt};
     if (rc == AG_OK) rc = ckpt_load_from(f, &ck);
     npz_free(f);
     if (rc != AG_OK) return rc;
@@ -370,6 +386,8 @@ static int load(RunLoop *r, const char *path, int train) {
     if (ck.extra && r->m->load_extra) rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
     free((void *)ck.extra);
     if (rc != AG_OK) return rc;
+    if (train && r->c->steps_to_schedule && !steps_given(r))
+        r->c->steps = r->c->optim.schedule.total;
     if (train && r->c->steps < r->step)
         return ag_fail(AG_ERR_ARG,
                        "--steps %lld: %s is already at step %lld: give more, or none to finish "
@@ -617,6 +635,7 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     }
     if (dist_rank() != 0) r->c->quiet = 1;
     int threads = ag_threads_use(r->c->threads);
+    if (rc == AG_OK && r->m->start) rc = r->m->start(r->m->ctx);
     if (rc == AG_OK) {
         build_slots(r);
         rc = run_paths(r);

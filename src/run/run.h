@@ -37,6 +37,14 @@ enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_USAGE = 2 };
 #define RUN_N_FLAGS 21    /* rows run_flags writes */
 #define RUN_MAX_FLAGS 256 /* rows of a program's whole table */
 
+/* The run's state beside the model's: the sums of the CSV row being accumulated, the best
+ * validation (best_step 0: none yet), the last validated step (meta.run.run.*) */
+typedef struct RunState {
+    double row_loss, row_norm, row_tokens;
+    int64_t row_steps, best_step, last_valid;
+    double best[RUN_MAX_METRICS];
+} RunState;
+
 /* What a model gives the run. Every callback gets ctx. Only build and loss are required. */
 typedef struct RunModel {
     const char *prog; /* the program's name in messages: "classify train: ..." */
@@ -82,6 +90,16 @@ typedef struct RunModel {
      * Every other row of the model's is kept: given again with another value, it is refused. */
     const char *const *remember;
     const char *const *transient;
+    /* Called once the flags are read, before anything is built or read (NULL: none): the
+     * model checks its flags together and opens its data. AG_OK, or an error naming the flag
+     * or the file (exit 2). */
+    int (*start)(void *ctx);
+    /* --resume of a checkpoint without the run's named fields (meta.run.*), written by the
+     * program before it was on this loop (NULL: such a file is refused): sets the values of
+     * the flags and of the model's state that f holds in its own layout (a flag given again
+     * is then checked against them as any other), and the run's state *st; step is the
+     * file's. AG_OK, or an error naming the file and the value. */
+    int (*legacy)(void *ctx, const NpzFile *f, int64_t step, RunState *st);
 } RunModel;
 
 /* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The
@@ -102,7 +120,9 @@ typedef struct RunConfig {
     const char *out;     /* --out: last.npz, best.npz, log.csv, loss.png */
     int resume, force, quiet, threads;
     int log_every, valid_every, save_every; /* save_every 0: --valid-every */
-    int64_t inject_nan; /* tests: a NaN in the first parameter before that step */
+    int64_t inject_nan;    /* tests: a NaN in the first parameter before that step */
+    int steps_to_schedule; /* 1: --resume without --steps runs to --schedule-steps (nanoGPT's
+                            * max_iters = lr_decay_iters) instead of the saved --steps */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,

@@ -8,17 +8,9 @@
 
 #include "run.h"
 
-#define RUN_MAX_SLOTS 96 /* saved values: flags, the run's state, the model's */
-#define RUN_STR_MAX 256  /* a saved text flag's bytes, NUL included */
-#define RUN_PATH_MAX 1100
-
-/* the run's state beside the model's: the sums of the CSV row being accumulated, the best
- * validation (best_step 0: none yet), the last validated step */
-typedef struct RunState {
-    double row_loss, row_norm, row_tokens;
-    int64_t row_steps, best_step, last_valid;
-    double best[RUN_MAX_METRICS];
-} RunState;
+#define RUN_MAX_SLOTS 96  /* saved values: flags, the run's state, the model's */
+#define RUN_STR_MAX 256   /* a saved text flag's bytes, NUL included */
+#define RUN_PATH_MAX 4224 /* PATH_MAX and the names built on --out */
 
 /* one saved value: where it lives (src) and where in the buffer (off) */
 typedef struct RunSlot {

@@ -226,7 +226,7 @@ Test(gpt_cli, nanogpt_names_and_attograd_names_give_the_same_run) {
     expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
     const char *again[] = {"train",    "--data",       data, "--out", b,
                            "--resume", "--batch-size", "3",  NULL};
-    const char *says[] = {"--batch-size 3 differs from the checkpoint's (2)", NULL};
+    const char *says[] = {"--batch-size 3 differs from the checkpoint's (2, ", NULL};
     expect_usage(dir, again, says);
     const char *h[] = {"train", "--help", NULL};
     TsRun r = run(dir, h);
@@ -298,6 +298,40 @@ Test(gpt_cli, a_llama_model_trains_resumes_and_samples) {
 #define V1_FIXTURE "tests/fixtures/gpt_v1_last.npz"
 #define V1_LINES "KING:\nthe king speaks of love and war.\n\nQUEEN:\nmy lord, thy queen speaks.\n\n"
 
+/* An older program's checkpoint at work: dir/data prepared from V1_LINES, the checkpoint
+ * fixture samples and evaluates, then, copied to dir/run/last.npz (out), resumes to step 9 */
+static void old_fixture_runs(const char *dir, const char *fixture, char *data, char *out) {
+    char txt[512], last[512], cmd[1400];
+    FILE *fp = fopen(ts_join(txt, dir, "text.txt"), "w");
+    cr_assert(fp != NULL);
+    for (int i = 0; i < 12; i++) fputs(V1_LINES, fp);
+    fclose(fp);
+    ts_join(data, dir, "data");
+    const char *prep[] = {"prepare", "--input", txt, "--out", data, NULL};
+    TsRun r = run(dir, prep);
+    expect_ok(&r, "prepare");
+    ts_run_free(&r);
+    const char *s[] = {"sample", "--ckpt",       fixture, "--prompt",
+                       "KING:",  "--max-tokens", "10",    NULL};
+    r = run(dir, s);
+    expect_ok(&r, "sample");
+    cr_assert(strncmp(r.out, "KING:", 5) == 0, "%s", r.out);
+    ts_run_free(&r);
+    const char *e[] = {"eval", "--ckpt", fixture, "--data", data, NULL};
+    r = run(dir, e);
+    expect_ok(&r, "eval");
+    ts_run_free(&r);
+    ts_join(out, dir, "run");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/last.npz", out, fixture, out);
+    cr_assert(system(cmd) == 0);
+    const char *res[] = {"train",       "--data", data,      "--out",     out, "--resume",
+                         "--max-iters", "9",      "--quiet", "--threads", "1", NULL};
+    r = run(dir, res);
+    expect_ok(&r, "train --resume");
+    ts_run_free(&r);
+    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 9);
+}
+
 Test(gpt_cli, a_checkpoint_from_before_the_options_loads_samples_and_resumes) {
     GptConfig mc = {0};
     CkptConfig kc = nn_gpt_ckpt_config(&mc);
@@ -314,36 +348,51 @@ Test(gpt_cli, a_checkpoint_from_before_the_options_loads_samples_and_resumes) {
     cr_assert(o.pos == NN_GPT_POS_LEARNED && o.norm == NN_GPT_NORM_LAYER &&
               o.mlp == NN_GPT_MLP_GELU && o.bias == NN_GPT_BIAS_ON);
 
-    char dir[256], txt[512], data[512], out[512], last[512], cmd[1400];
+    char dir[256], data[512], out[512];
     ts_tmp_dir(dir, sizeof dir, "gpt-v1");
-    FILE *fp = fopen(ts_join(txt, dir, "text.txt"), "w");
-    cr_assert(fp != NULL);
-    for (int i = 0; i < 12; i++) fputs(V1_LINES, fp);
-    fclose(fp);
-    ts_join(data, dir, "data");
-    const char *prep[] = {"prepare", "--input", txt, "--out", data, NULL};
-    TsRun r = run(dir, prep);
-    expect_ok(&r, "prepare");
-    ts_run_free(&r);
-    const char *s[] = {"sample", "--ckpt",       V1_FIXTURE, "--prompt",
-                       "KING:",  "--max-tokens", "10",       NULL};
-    r = run(dir, s);
-    expect_ok(&r, "sample");
-    cr_assert(strncmp(r.out, "KING:", 5) == 0, "%s", r.out);
-    ts_run_free(&r);
-    const char *e[] = {"eval", "--ckpt", V1_FIXTURE, "--data", data, NULL};
-    r = run(dir, e);
-    expect_ok(&r, "eval");
-    ts_run_free(&r);
-    ts_join(out, dir, "run");
-    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " V1_FIXTURE " %s/last.npz", out, out);
+    old_fixture_runs(dir, V1_FIXTURE, data, out);
+    ts_rm_tree(dir);
+}
+
+/* tests/fixtures/gpt_v2_last.npz: a checkpoint of attograd-gpt train as it was when the run's
+ * state was positional (data.position, GP_POS_*, with the --shards slot; the model's option
+ * fields in meta.config; commit 2a71c97, the float build): prepare of V1_LINES with the char
+ * tokenizer, then train V2_FLAGS --max-iters 6. It samples, evaluates, refuses another
+ * --n-head, and resumed with nothing but --max-iters 9 gives, in the float build it was written
+ * by, the very bytes of a run of V2_FLAGS --max-iters 9 made by the program under test (a
+ * double build resumes from float weights: there the run must reach step 9). */
+#define V2_FIXTURE "tests/fixtures/gpt_v2_last.npz"
+#define V2_FLAGS                                                                                   \
+    "--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "8", "--batch-size", "2",  \
+        "--lr-decay-iters", "9", "--warmup-iters", "2", "--eval-interval", "3", "--eval-iters",    \
+        "2", "--log-interval", "3", "--threads", "1", "--shards", "2", "--quiet"
+
+Test(gpt_cli, a_checkpoint_of_positional_run_state_loads_samples_and_resumes_to_the_bit) {
+    char dir[256], data[512], out[512], straight[512], pa[512], pb[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-v2");
+    old_fixture_runs(dir, V2_FIXTURE, data, out);
+    const char *again[] = {"train",    "--data",   data, "--out", out,
+                           "--resume", "--n-head", "4",  NULL};
+    const char *says[] = {"--n-head 4 differs from the checkpoint's (2", NULL};
+    expect_usage(dir, again, says);
+    char bad[512], badout[512], cmd[1400];
+    ts_join(badout, dir, "edited");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", badout);
     cr_assert(system(cmd) == 0);
-    const char *res[] = {"train",       "--data", data,      "--out",     out, "--resume",
-                         "--max-iters", "9",      "--quiet", "--threads", "1", NULL};
-    r = run(dir, res);
-    expect_ok(&r, "train --resume");
-    ts_run_free(&r);
-    cr_assert_eq(ckpt_step(ts_join(last, out, "last.npz")), 9);
+    ts_npz_edit(V2_FIXTURE, ts_join(bad, badout, "last.npz"), "data.position", 6, 0, 0);
+    const char *edited[] = {"train", "--data", data, "--out", badout, "--resume", NULL};
+    const char *says_edit[] = {"data.position[6] (--batch-size) = 0", NULL};
+    expect_usage(dir, edited, says_edit);
+    ts_join(pb, out, "last.npz");
+    if (sizeof(Real) == sizeof(float)) {
+        ts_join(straight, dir, "straight");
+        const char *st[] = {"train",  "--data",      data, "--out", straight,
+                            V2_FLAGS, "--max-iters", "9",  NULL};
+        TsRun r = run(dir, st);
+        expect_ok(&r, "train");
+        ts_run_free(&r);
+        expect_same_npz(ts_join(pa, straight, "last.npz"), pb);
+    }
     ts_rm_tree(dir);
 }
 
@@ -458,14 +507,15 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
         {"meta.config.mlp", 0, -1, "meta.config.mlp = -1"},
         {"meta.config.post_ln", 0, 2, "meta.config.post_ln = 2"},
         {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
-        {"data.position", 6, 0, "data.position[6] (--batch-size) = 0"},
+        {"meta.run.flag.batch", 0, 0, "meta.run.flag.batch = 0"},
+        {"meta.run.model.loader_batches", 0, 3, "meta.run.model.loader_batches = 3: must be"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
         ts_npz_edit(ck, bad, edits[k].entry, edits[k].at, 0, edits[k].value);
         size_t len;
         char *before = ts_read_text(bad, &len);
         const char *s[] = {edits[k].says, NULL};
-        if (strcmp(edits[k].entry, "data.position") != 0) {
+        if (strncmp(edits[k].entry, "meta.run.", 9) != 0) {
             const char *a[] = {"sample", "--ckpt", bad, "--prompt", "KING", NULL};
             expect_usage(dir, a, s);
             const char *e[] = {"eval", "--ckpt", bad, "--data", data, NULL};
@@ -770,7 +820,8 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         cr_assert_eq(txt_shard_write(ts_join(badv, bad, "valid.bin"), ids, 300, V + 2), AG_OK);
         const char *h[] = {"train", "--data",    bad, "--out", ts_join(bout, dir, "badout"),
                            TINY,    "--threads", "1", NULL};
-        const char *z[] = {"train.bin: token", "outside the vocabulary", "stopped at step 0", NULL};
+        const char *z[] = {"train.bin: token", "outside the vocabulary", "training stopped",
+                           "(step 0)", NULL};
         expect_usage(dir, h, z);
     }
     /* sample and eval */

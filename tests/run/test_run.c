@@ -5,7 +5,9 @@
  * naming the step and keeping the last good checkpoint; SIGINT (a forked child) saving once and
  * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
  * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
- * with another value refused, named as typed, a remembered one taken; a missing gnuplot reported
+ * with another value refused, named as typed, a remembered one taken; a file of an older layout
+ * resumed through the model's legacy reader, a start that refuses, --resume to --schedule-steps;
+ * a missing gnuplot reported
  * as skipped, never masking the exit code; eval; a saved value out of its range refused, named.
  * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
  * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
@@ -113,6 +115,59 @@ static int tiny_extra(void *ctx, const void *bytes, size_t len) {
 }
 
 static int loud = 0; /* 1: the run prints its progress (quiet otherwise) */
+/* the optional parts a test turns on: the legacy reader, a start that fails, steps_to_schedule */
+static int with_legacy = 0, start_fails = 0, to_schedule = 0;
+
+/* A file of the tiny model's "older program": its run's state in data.position (LEGACY_*) */
+enum {
+    LEGACY_DRAWS,
+    LEGACY_BATCH,
+    LEGACY_ROW_STEPS,
+    LEGACY_BEST_STEP,
+    LEGACY_LAST_VALID,
+    LEGACY_ROW_LOSS,
+    LEGACY_ROW_NORM,
+    LEGACY_ROW_TOKENS,
+    LEGACY_BEST_LOSS,
+    LEGACY_BEST_ACC,
+    LEGACY_COUNT
+};
+
+static double as_double(int64_t i) {
+    double d;
+    memcpy(&d, &i, 8);
+    return d;
+}
+
+static int tiny_legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
+    Tiny *m = ctx;
+    const NpzEntry *e = npz_find(f, "data.position");
+    if (!e || e->dtype != NPZ_I64 || e->count != LEGACY_COUNT)
+        return ag_fail(AG_ERR_FORMAT, "%s: no data.position of %d values", f->path, LEGACY_COUNT);
+    const int64_t *p = e->data;
+    if (p[LEGACY_DRAWS] != step) return ag_fail(AG_ERR_FORMAT, "%s: draws != step", f->path);
+    m->st.draws = p[LEGACY_DRAWS];
+    m->rc->batch = (int)p[LEGACY_BATCH];
+    m->rc->shards = 1; /* its only layout: one process, one shard */
+    OptimConfig oc;
+    int has = 0;
+    int rc = ckpt_optim_config(f, &oc, &has);
+    if (rc != AG_OK || !has) return rc != AG_OK ? rc : ag_fail(AG_ERR_FORMAT, "no optimizer");
+    m->rc->optim.schedule = oc.schedule; /* --schedule-steps as resolved */
+    *st = (RunState){.row_loss = as_double(p[LEGACY_ROW_LOSS]),
+                     .row_norm = as_double(p[LEGACY_ROW_NORM]),
+                     .row_tokens = as_double(p[LEGACY_ROW_TOKENS]),
+                     .row_steps = p[LEGACY_ROW_STEPS],
+                     .best_step = p[LEGACY_BEST_STEP],
+                     .last_valid = p[LEGACY_LAST_VALID],
+                     .best = {as_double(p[LEGACY_BEST_LOSS]), as_double(p[LEGACY_BEST_ACC])}};
+    return AG_OK;
+}
+
+static int tiny_start(void *ctx) {
+    Tiny *m = ctx;
+    return start_fails ? ag_fail(AG_ERR_ARG, "--width %d: the start says no", m->cfg.width) : AG_OK;
+}
 
 /* A run of the tiny model with args (after the program's name); its exit code; *out: what the
  * model saw (may be NULL) */
@@ -138,7 +193,10 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
                       .state = {NULL, state_fields, 1, &m.st, NULL},
                       .extra = "hello",
                       .extra_len = 5,
-                      .load_extra = tiny_extra};
+                      .load_extra = tiny_extra,
+                      .start = tiny_start,
+                      .legacy = with_legacy ? tiny_legacy : NULL};
+    rc.steps_to_schedule = to_schedule;
     RunLoop *r = run_new(&model, &rc);
     Flag fl[2 + RUN_N_FLAGS] = {
         {"width|hidden", FLAG_INT, &m.cfg.width, "N", "hidden units", 1, 64, NULL, 0},
@@ -341,6 +399,105 @@ Test(run, resume_refuses_a_changed_kept_flag_naming_it_and_takes_a_remembered_on
     ts_rm_tree(dir);
 }
 
+/* src's checkpoint as the tiny model's older program wrote it: every entry but the run's named
+ * fields (meta.run.*), which go to data.position (LEGACY_*) */
+static void write_legacy(const char *src, const char *dst) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    NpzWriter *w = npz_writer_new();
+    int64_t pos[LEGACY_COUNT];
+    const struct {
+        const char *name;
+        int at;
+    } named[] = {{"meta.run.model.draws", LEGACY_DRAWS},
+                 {"meta.run.flag.batch", LEGACY_BATCH},
+                 {"meta.run.run.row_steps", LEGACY_ROW_STEPS},
+                 {"meta.run.run.best_step", LEGACY_BEST_STEP},
+                 {"meta.run.run.last_valid", LEGACY_LAST_VALID},
+                 {"meta.run.run.row_loss", LEGACY_ROW_LOSS},
+                 {"meta.run.run.row_norm", LEGACY_ROW_NORM},
+                 {"meta.run.run.row_tokens", LEGACY_ROW_TOKENS},
+                 {"meta.run.run.best_loss", LEGACY_BEST_LOSS},
+                 {"meta.run.run.best_acc", LEGACY_BEST_ACC}};
+    for (int k = 0; k < LEGACY_COUNT; k++) {
+        const NpzEntry *e = npz_find(f, named[k].name);
+        cr_assert(e && e->nbytes == 8, "%s: no %s", src, named[k].name);
+        memcpy(&pos[named[k].at], e->data, 8); /* an int64, or a double's bits */
+    }
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        if (strncmp(e->name, "meta.run.", 9) != 0)
+            npz_add(w, e->name, e->dtype, e->ndim, e->shape, e->data);
+    }
+    npz_add_i64(w, "data.position", 1, (int64_t[]){LEGACY_COUNT}, pos);
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
+/* RunModel.legacy: a file without the run's named fields, written by "an older program",
+ * resumes to the bytes of a straight run (its --batch and state from its own layout), refuses a
+ * kept flag given again with another value, and is refused outright by a model without a
+ * legacy reader. RunModel.start: its error stops the run before anything is written (exit 2).
+ * steps_to_schedule: --resume without --steps runs to --schedule-steps. */
+Test(run, a_file_of_an_older_layout_resumes_through_the_model_and_start_may_refuse) {
+    char a[64], b[64], c[64], p[512], q[512];
+    ts_tmp_dir(a, sizeof a, "run-legacy-a");
+    ts_tmp_dir(b, sizeof b, "run-legacy-b");
+    ts_tmp_dir(c, sizeof c, "run-legacy-c");
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, "--batch", "8", NULL}, NULL, -1), 0);
+    cr_assert_eq(run_tiny((const char *[]){"--out", c, "--batch", "8", "--steps", "10",
+                                           "--schedule-steps", "20", NULL},
+                          NULL, -1),
+                 0);
+    write_legacy(ts_join(p, c, "last.npz"), ts_join(q, b, "last.npz"));
+    /* without a legacy reader the file is refused, naming a missing field */
+    int code = run_child(b, (const char *[]){"--out", b, "--resume", "--steps", "20", NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, b, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "meta.run."), "exit %d: %s", code, err);
+    free(err);
+    with_legacy = 1;
+    code = run_child(b, (const char *[]){"--out", b, "--resume", "--batch", "16", NULL}, -1, 0);
+    err = ts_read_text(ts_join(p, b, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--batch 16 differs from the checkpoint's (8,"),
+              "exit %d: %s", code, err);
+    free(err);
+    Tiny m;
+    cr_assert_eq(run_tiny((const char *[]){"--out", b, "--resume", "--steps", "20", NULL}, &m, -1),
+                 0);
+    with_legacy = 0;
+    cr_assert_eq(m.st.draws, 20);
+    cr_assert(ts_same_file(ts_join(p, a, "last.npz"), ts_join(q, b, "last.npz")));
+    cr_assert(ts_same_file(ts_join(p, a, "best.npz"), ts_join(q, b, "best.npz")));
+    /* steps_to_schedule: the run of c (10 steps, its schedule to 20) resumed without --steps */
+    ts_rm_tree(c);
+    ts_tmp_dir(c, sizeof c, "run-legacy-c");
+    cr_assert_eq(run_tiny((const char *[]){"--out", c, "--batch", "8", "--steps", "10",
+                                           "--schedule-steps", "20", NULL},
+                          NULL, -1),
+                 0);
+    to_schedule = 1;
+    cr_assert_eq(run_tiny((const char *[]){"--out", c, "--resume", NULL}, &m, -1), 0);
+    to_schedule = 0;
+    cr_assert_eq(ckpt_step(ts_join(q, c, "last.npz")), 20);
+    cr_assert(ts_same_file(ts_join(p, a, "last.npz"), q));
+    /* a start that refuses: exit 2 with its message, nothing written */
+    ts_rm_tree(c);
+    ts_tmp_dir(c, sizeof c, "run-legacy-c");
+    start_fails = 1;
+    code = run_child(c, (const char *[]){"--out", c, NULL}, -1, 0);
+    start_fails = 0;
+    err = ts_read_text(ts_join(p, c, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "tiny train: --width 8: the start says no"), "exit %d: %s",
+              code, err);
+    free(err);
+    struct stat sb;
+    cr_assert(stat(ts_join(p, c, "last.npz"), &sb) != 0, "a refused start wrote last.npz");
+    ts_rm_tree(a);
+    ts_rm_tree(b);
+    ts_rm_tree(c);
+}
+
 Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-plot");
@@ -384,14 +541,14 @@ Test(run, a_fifo_a_link_or_a_long_out_is_refused_and_nothing_is_replaced, .timeo
     cr_assert(strstr(err, "loss.png") && strstr(err, "not a regular file"), "%s", err);
     cr_assert(lstat(p, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
     free(err);
-    /* --out of 1500 bytes */
-    char *longdir = malloc(1600);
-    snprintf(longdir, 1600, "%s/", dir);
-    while (strlen(longdir) < 1500) strcat(longdir, "d");
+    /* --out of 5000 bytes (beyond PATH_MAX) */
+    char *longdir = malloc(5100);
+    snprintf(longdir, 5100, "%s/", dir);
+    while (strlen(longdir) < 5000) strcat(longdir, "d");
     code = run_child(dir, (const char *[]){"--out", longdir, NULL}, -1, 0);
     err = ts_read_text(ts_join(q, dir, "child.err"), NULL);
     cr_assert_eq(code, 2, "long --out: exit %d: %s", code, err);
-    cr_assert(strstr(err, "--out: a path of 1500 bytes"), "%s", err);
+    cr_assert(strstr(err, "--out: a path of 5000 bytes"), "%s", err);
     free(err);
     free(longdir);
     ts_rm_tree(dir);
