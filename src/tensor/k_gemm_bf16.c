@@ -92,9 +92,18 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
     }
 }
 
-/* s = ftz(fma(a, b, s)), one half of a pair (the emulation) */
+/* s = ftz(fma(a, b, s)), one half of a pair (the emulation). Where fmaf is an instruction it is
+ * used as is. Elsewhere (x86-64 without FMA, where it is a call into libm) a b + s, which is
+ * the same value whenever the product a b is exact in fp32: always for two bf16 (8-bit
+ * significands) unless it falls below 2^-100 or overflows, and then fmaf. */
 static inline float step(float a, float b, float s) {
+#if defined(FP_FAST_FMAF) || defined(__FMA__) || defined(__aarch64__)
     float r = fmaf(a, b, s);
+#else
+    float p = a * b;
+    float r = (fabsf(p) >= 0x1p-100f && fabsf(p) <= FLT_MAX) || a == 0 || b == 0 ? s + p
+                                                                                 : fmaf(a, b, s);
+#endif
     return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
 }
 

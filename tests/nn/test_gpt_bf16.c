@@ -13,6 +13,7 @@
 
 #include "attograd.h"
 
+#ifndef AG_REAL_DOUBLE
 enum { V = 65, BT = 4, TT = 64, STEPS = 30 };
 
 /* step s's rows: token i+1 follows token i by a fixed rule, with a jump every 7 positions */
@@ -58,6 +59,8 @@ static void run(int precision, int threads, double *losses) {
     ag_precision_use(AG_PRECISION_FP32);
     ag_threads_use(1);
 }
+
+#endif
 
 Test(gpt_bf16, trains_with_the_same_bits_at_one_and_two_threads_close_to_fp32) {
 #ifdef AG_REAL_DOUBLE
