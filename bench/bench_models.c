@@ -343,8 +343,8 @@ int main(int argc, char **argv) {
 #endif
     Bench w;
     memset(&w, 0, sizeof w);
-    w.params = arena_new("params", (size_t)4 << 30);
-    w.tape = ag_tape_new(arena_new("step", (size_t)8 << 30));
+    w.params = arena_new("params", (size_t)1 << 30);
+    w.tape = ag_tape_new(arena_new("step", (size_t)4 << 30));
     rng_seed(&w.rng, 1);
     if (strcmp(name, "gemm") == 0)
         gemm_init(&w);
