@@ -306,8 +306,9 @@ static CkptConfig run_table(RunLoop *r) {
 /* The model (its flags hold what it is), the optimizer (oc) and the training RNG */
 static int build(RunLoop *r, const OptimConfig *oc) {
     if (ag_precision_use(r->c->precision) != AG_OK)
-        return ag_fail(AG_ERR_ARG, "--precision %s: this build computes in double only (bf16 "
-                                   "products are the float build's)",
+        return ag_fail(AG_ERR_ARG,
+                       "--precision %s: not in this build (bf16 products are the float build's, "
+                       "without BLAS=openblas)",
                        precision_names[r->c->precision]);
     r->params_arena = arena_new("params", 0);
     Rng init;

@@ -23,8 +23,8 @@
  * disjoint strips of rows (or panels of columns when there are fewer strips than threads):
  * every element is computed the same way whoever computes it, so the bits do not depend on the
  * thread count. Scratch per thread from k_thread_scratch (K_SCRATCH_BF16).
- * Not here: the fp32 product (k_gemm.c); where the step chooses this one (k_matmul.c).
- * Read next: k_matmul.c. */
+ * Not here: the fp32 product, and where a step's products choose this one (k_gemm.c's gemm and
+ * gemm_team, so that every matmul and Linear of k_matmul.c follows). Read next: k_matmul.c. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -236,7 +236,7 @@ int ag_precision_use(int precision) {
         k_bf16_products = 0;
         return AG_OK;
     }
-#ifdef AG_REAL_DOUBLE
+#if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
     return AG_ERR_ARG;
 #else
     if (precision != AG_PRECISION_BF16) return AG_ERR_ARG;

@@ -8,57 +8,16 @@
 
 #include "kernels.h"
 
-/* ---- the products of this file, in the step's precision (ag_precision_use): k_gemm's fp32,
- * or k_gemm_bf16's bf16 inputs with fp32 sums. In bf16 a bias is C's starting value (C = bias,
- * then C += the product), a ReLU a pass after, and a Linear's bias gradient k_sum_rows_team's
- * bits (which k_gemm_sum_team gives too). ---- */
-static void mm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-               int accumulate) {
-    if (k_bf16_products)
-        k_gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate);
-    else
-        k_gemm(ta, tb, M, N, K, A, B, C, accumulate);
-}
-static void mm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
-                    const Real *B, Real *C, int accumulate, Real *sum) {
-    if (!k_bf16_products) {
-        if (sum)
-            k_gemm_sum_team(t, T, job, tb, M, N, K, A, B, C, accumulate, sum);
-        else
-            k_gemm_team(t, T, job, ta, tb, M, N, K, A, B, C, accumulate);
-        return;
-    }
-    k_gemm_bf16_team(t, T, job, ta, tb, M, N, K, A, B, C, accumulate);
-    if (sum) k_sum_rows_team(t, T, sum, A, (size_t)K, M); /* ta: A stored (K,M) */
-}
-/* C (M,N) = [max(0, ] bias + op(A) op(B) [)] (bias may be NULL) */
-static void mm_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                    const Real *bias, int relu) {
-    if (!k_bf16_products) {
-        if (relu)
-            k_gemm_relu(ta, tb, M, N, K, A, B, C, bias);
-        else if (bias)
-            k_gemm_bias(ta, tb, M, N, K, A, B, C, bias);
-        else
-            k_gemm(ta, tb, M, N, K, A, B, C, 0);
-        return;
-    }
-    if (bias)
-        for (int i = 0; i < M; i++) memcpy(C + (size_t)i * N, bias, (size_t)N * sizeof(Real));
-    k_gemm_bf16(ta, tb, M, N, K, A, B, C, bias != NULL);
-    if (relu) k_relu_forward(C, C, (size_t)M * N);
-}
-
 /* y (BATCH,M,N) = a (BATCH,M,K) times b read as (K,N), stored (K,N) or, when tb, (N,K);
  * a 2-D b is shared by the whole batch: one GEMM over all BATCH*M rows */
 static void batched_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                             int b_batched, int tb) {
     if (!b_batched) {
-        mm(0, tb, BATCH * M, N, K, a, b, y, 0);
+        k_gemm(0, tb, BATCH * M, N, K, a, b, y, 0);
         return;
     }
     for (int p = 0; p < BATCH; p++)
-        mm(0, tb, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N, y + (size_t)p * M * N,
+        k_gemm(0, tb, M, N, K, a + (size_t)p * M * K, b + (size_t)p * K * N, y + (size_t)p * M * N,
                0);
 }
 
@@ -78,15 +37,15 @@ void k_matmul_backward(Real *ga, Real *gb, const Real *a, const Real *b, const R
      * STUB: (void)ga; (void)gb; (void)a; (void)b; (void)gy; (void)BATCH; (void)M; (void)K;
      * STUB: (void)N; (void)b_batched; */
     if (!b_batched) {
-        if (ga) mm(0, 1, BATCH * M, K, N, gy, b, ga, 1);
-        if (gb) mm(1, 0, K, N, BATCH * M, a, gy, gb, 1);
+        if (ga) k_gemm(0, 1, BATCH * M, K, N, gy, b, ga, 1);
+        if (gb) k_gemm(1, 0, K, N, BATCH * M, a, gy, gb, 1);
         return;
     }
     for (int p = 0; p < BATCH; p++) {
         const Real *ap = a + (size_t)p * M * K, *bp = b + (size_t)p * K * N;
         const Real *gyp = gy + (size_t)p * M * N;
-        if (ga) mm(0, 1, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
-        if (gb) mm(1, 0, K, N, M, ap, gyp, gb + (size_t)p * K * N, 1);
+        if (ga) k_gemm(0, 1, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
+        if (gb) k_gemm(1, 0, K, N, M, ap, gyp, gb + (size_t)p * K * N, 1);
     }
     /* END EXERCISE */
 }
@@ -102,22 +61,25 @@ void k_matmul_bt_backward(Real *ga, Real *gb, const Real *a, const Real *b, cons
      * STUB: (void)ga; (void)gb; (void)a; (void)b; (void)gy; (void)BATCH; (void)M; (void)K;
      * STUB: (void)N; (void)b_batched; */
     if (!b_batched) {
-        if (ga) mm(0, 0, BATCH * M, K, N, gy, b, ga, 1);
-        if (gb) mm(1, 0, N, K, BATCH * M, gy, a, gb, 1);
+        if (ga) k_gemm(0, 0, BATCH * M, K, N, gy, b, ga, 1);
+        if (gb) k_gemm(1, 0, N, K, BATCH * M, gy, a, gb, 1);
         return;
     }
     for (int p = 0; p < BATCH; p++) {
         const Real *ap = a + (size_t)p * M * K, *bp = b + (size_t)p * N * K;
         const Real *gyp = gy + (size_t)p * M * N;
-        if (ga) mm(0, 0, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
-        if (gb) mm(1, 0, N, K, M, gyp, ap, gb + (size_t)p * N * K, 1);
+        if (ga) k_gemm(0, 0, M, K, N, gyp, bp, ga + (size_t)p * M * K, 1);
+        if (gb) k_gemm(1, 0, N, K, M, gyp, ap, gb + (size_t)p * N * K, 1);
     }
     /* END EXERCISE */
 }
 
 void k_linear_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows, int in,
                       int out) {
-    mm_bias(0, 1, rows, out, in, x, W, y, bias, 0);
+    if (bias)
+        k_gemm_bias(0, 1, rows, out, in, x, W, y, bias);
+    else
+        k_gemm(0, 1, rows, out, in, x, W, y, 0);
 }
 /* Thread t of T's share of a Linear's backward: gx = gy W (rows,out)x(out,in) (stored when
  * store, else added), gW += gy^T x (out,rows)x(rows,in), gbias += the column sums of gy. The
@@ -137,9 +99,9 @@ static void linear_backward_team(int t, int T, Real *gx, Real *gW, Real *gbias, 
      * STUB: if (store && gx && t == 0)
      * STUB:     for (size_t i = 0; i < (size_t)rows * in; i++) gx[i] = 0;
      * STUB: (void)T; (void)gW; (void)gbias; (void)x; (void)W; (void)gy; (void)out; */
-    if (gx) mm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store, NULL);
+    if (gx) k_gemm_team(t, T, 0, 0, 0, rows, in, out, gy, W, gx, !store);
     if (gW) /* gbias summed as gy is packed for gW (kernels.h) */
-        mm_team(t, T, 1, 1, 0, out, in, rows, gy, x, gW, 1, gbias);
+        k_gemm_sum_team(t, T, 1, 0, out, in, rows, gy, x, gW, 1, gbias);
     else if (gbias)
         k_sum_rows_team(t, T, gbias, gy, (size_t)rows, out);
     /* END EXERCISE */
@@ -169,7 +131,7 @@ void k_linear_backward(Real *gx, Real *gW, Real *gbias, const Real *x, const Rea
 
 void k_linear_relu_forward(Real *y, const Real *x, const Real *W, const Real *bias, int rows,
                            int in, int out) {
-    mm_bias(0, 1, rows, out, in, x, W, y, bias, 1);
+    k_gemm_relu(0, 1, rows, out, in, x, W, y, bias);
 }
 /* forward: y = max(x W^T + b, 0). So the gradient at the product is g = gy where y > 0 and 0
  * elsewhere (as k_relu_backward), and then gx, gW, gbias as k_linear_backward with g. g is

@@ -150,7 +150,8 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * the one order k_gemm_bf16.c defines (vdpbf16ps where the build has AVX512_BF16, its exact
  * emulation elsewhere: the same bits; any thread count the same bits). k_gemm_bf16_team as
  * k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
- * step's products run in bf16 (ag_precision_use); k_matmul.c reads it. */
+ * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
+ * k_gemm_bf16. */
 #define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
 extern int k_bf16_products;
 uint16_t k_bf16_round(float x);

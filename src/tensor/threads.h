@@ -25,7 +25,7 @@ const char *ag_kernel_family(void);
  * to bf16 and the products summed in fp32 (k_gemm_bf16.c); weights, gradients, the optimizer,
  * norms, softmax, the loss and attention stay in the build's Real. ag_precision_use(p) sets it
  * for every following product and returns AG_OK, or AG_ERR_ARG (nothing changed) for bf16 in
- * the double build (which stays exact for gradient checks). ag_precision_bf16_unit: "vdpbf16ps"
+ * the double build (which stays exact for gradient checks) and in make BLAS=openblas's. ag_precision_bf16_unit: "vdpbf16ps"
  * when the build runs AVX512_BF16's instruction, else "emulated" (the same bits, slower). */
 enum { AG_PRECISION_FP32 = 0, AG_PRECISION_BF16 = 1 };
 int ag_precision_use(int precision);

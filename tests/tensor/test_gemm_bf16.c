@@ -181,7 +181,7 @@ Test(k_gemm_bf16, same_bits_for_one_two_and_three_threads) {
 }
 
 Test(ag_precision, bf16_is_refused_in_the_double_build_only) {
-#ifdef AG_REAL_DOUBLE
+#if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
     cr_assert_eq(ag_precision_use(AG_PRECISION_BF16), AG_ERR_ARG);
     cr_assert_eq(ag_precision(), AG_PRECISION_FP32);
 #else
