@@ -8,7 +8,9 @@
  * against the FMA peak measured here first (one thread, registers only), times the threads.
  * cpu_ms is the CPU time of all threads per product: on a machine shared with other programs,
  * cpu_ms of one thread is the time the product takes when it has the core (ms is wall time).
- * bench_gemm --peak prints the first line (the peak) only; bench_gemm TEXT runs the shapes whose
+ * bench_gemm --peak prints the first line (the peak; with AVX512_BF16 also vdpbf16ps's,
+ * peak_bf16_gflops_per_thread) only; bench_gemm --bandwidth one line of the memory bandwidth
+ * at 1 and 2 threads (gbs_1, gbs_2: GB/s of a[i] = b[i] + s c[i] over arrays no cache holds); bench_gemm TEXT runs the shapes whose
  * "FORM MxKxN" contains TEXT (e.g. TN, or 1280x128x). bench_gemm --cold [TEXT] runs each product
  * on operands no cache holds (one of many copies in turn: COLD_MIB of them), as a training step
  * runs a weight gradient on activations last touched in the forward.
@@ -186,10 +188,75 @@ static double time_ref(const Shape *s, const Real *A, const Real *B, Real *C, in
 }
 #endif
 
+/* GFLOP/s of one thread running independent vdpbf16ps chains (2 multiply-adds a lane): the
+ * bf16 peak the products of --precision bf16 reach for; 0 when the build lacks AVX512_BF16 */
+static double measure_peak_bf16(void) {
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+    const long iters = 5000000;
+    double best = 0;
+    for (int rep = 0; rep < 15; rep++) {
+        double t0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+        __m512 acc[12];
+        __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = x; /* bf16 1.0 pairs */
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i);
+        for (long n = 0; n < iters; n++)
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+        for (int i = 1; i < 12; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+        volatile float sink = _mm512_reduce_add_ps(acc[0]);
+        (void)sink;
+        double ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - t0;
+        double g = (double)iters * 12 * 16 * 4 / (ms * 1e6);
+        if (g > best) best = g;
+    }
+    return best;
+#else
+    return 0;
+#endif
+}
+
+/* GB/s of memory moved by `threads` threads running a[i] = b[i] + s c[i] (read two arrays, write
+ * one: 12 bytes an element in float) over BW_MIB of arrays, far past any cache: the bound of the
+ * steps' memory-bound work (the optimizer, norms, elementwise). The best of 5 passes, timed in
+ * wall time (bandwidth is shared: on a busy machine this is low). */
+#define BW_MIB 192.0
+static double measure_bandwidth(int threads) {
+    size_t n = (size_t)(BW_MIB * 1048576.0 / 3 / sizeof(float));
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    if (!a || !b || !c) return 0;
+    set_threads(threads);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2; /* pages placed by their thread */
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = clock_ms(CLOCK_MONOTONIC);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) a[i] = b[i] + 0.5f * c[i];
+        double ms = clock_ms(CLOCK_MONOTONIC) - t0;
+        double g = 3.0 * n * sizeof(float) / (ms * 1e6);
+        if (g > best) best = g;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
 int main(int argc, char **argv) {
-    double peak = measure_peak();
-    printf("bench gemm kernel=%s real=%s peak_gflops_per_thread=%.1f\n", k_gemm_kernel_name(),
+    if (argc > 1 && strcmp(argv[1], "--bandwidth") == 0) { /* compare.py's roofline */
+        printf("bench bandwidth array_mib=%.0f", BW_MIB);
+        for (int threads = 1; threads <= 2; threads++)
+            printf(" gbs_%d=%.1f", threads, measure_bandwidth(threads));
+        printf("\n");
+        return 0;
+    }
+    double peak = measure_peak(), peak_bf16 = measure_peak_bf16();
+    printf("bench gemm kernel=%s real=%s peak_gflops_per_thread=%.1f", k_gemm_kernel_name(),
            AG_REAL_NAME, peak);
+    if (peak_bf16 > 0) printf(" peak_bf16_gflops_per_thread=%.1f", peak_bf16);
+    printf("\n");
     if (argc > 1 && strcmp(argv[1], "--peak") == 0) return 0; /* compare.py's pct_peak */
     int cold = argc > 1 && strcmp(argv[1], "--cold") == 0;
     const char *only = argc > 1 + cold ? argv[1 + cold] : NULL; /* "TN", "1280x128": those only */

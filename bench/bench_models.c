@@ -2,9 +2,11 @@
  * bench/compare.py (bench/torch_bench.py is the PyTorch half, built to the same sizes).
  *
  *   bench_models --info   one line: version, kernel family, precision, CPUs, how idle threads wait
- *   bench_models WORKLOAD THREADS [STEPS]
+ *   bench_models WORKLOAD THREADS [STEPS [PRECISION]]
  *   -> attograd workload=<w> threads=<n> ms=<x> cpu_ms=<c> gflop=<f> dense_gflop=<d>
- *      live_rows=<r> peak_mib=<p> state_mib=<s> tokens=<t> loss=<l>
+ *      live_rows=<r> peak_mib=<p> state_mib=<s> mem_mib=<m> tokens=<t> loss=<l> precision=<q>
+ * PRECISION: fp32 (the default) or bf16, the step's products with bf16 inputs and fp32 sums
+ * (ag_precision_use; the float build only).
  *
  * Workloads (one step each; the models train: loss, backward and an Adam update that zeroes the
  * gradients in its pass, optim_step_zero_grad; PyTorch zeroes them first, zero_grad):
@@ -30,6 +32,9 @@
  *                  attention (4 + 12 per layer, src/nn/hooks.h): the cost of hooks set but idle
  *   gpt-hooked-all the same at every point (q, k, v, scores, pattern too): the explicit
  *                  attention's cost
+ *   gpt2-124m      GPT-2 small at llm.c's CPU setting: nn_gpt with 12 layers, 12 heads, n_embd
+ *                  768, vocabulary 50257, block 1024, random weights, B 4, T 64, AdamW
+ *   gpt2-124m-256  the same with B 8, T 256
  * ms is the median wall time of STEPS steps (default 7) after two warm-up steps, cpu_ms the
  * median CPU time of all threads. gflop counts the multiply-adds of the products (2 flops each:
  * the Linear layers, q k^T and P v, forward and the two backward products) actually done: the
@@ -37,7 +42,11 @@
  * row (the work of the dense path and of PyTorch), and live_rows is the share of rows computed
  * (source and target rows together). peak_mib is the
  * step arena's peak (activations and gradients of one step); state_mib the parameters, their
- * gradients and Adam's moments. tokens is what one step processes (source + target).
+ * gradients and Adam's moments. mem_mib is the memory traffic a perfect step cannot avoid,
+ * estimated as 2 (state_mib + peak_mib): the optimizer reads and writes each array of the
+ * state once, and each byte of the step arena's peak is written once and read once (the
+ * roofline's memory side, bench/compare.py). tokens is what one step processes (source +
+ * target).
  * Not here: GEMM shapes one by one (bench_gemm.c). Build: make bench (bench/README.md). */
 #include <math.h>
 #include <stdio.h>
@@ -87,6 +96,7 @@ struct Bench {
     Gpt gpt;
     NnHooks hooks;
     int hook_calls;
+    int adamw; /* 1: AdamW (GPT-2 124M, as llm.c), else Adam */
     Embedding embed;
     PositionalEncoding pos;
     EncoderLayer layers[2];
@@ -251,16 +261,18 @@ static int idle_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 }
 static double nn_gpt_step(Bench *w) {
     Tape *t = w->tape;
-    Tensor *logits = w->hooks.n ? nn_gpt_forward_hooked(t, &w->gpt, w->src, GB, GT, NULL, &w->hooks)
-                                : nn_gpt_forward(t, &w->gpt, w->src, GB, GT, NULL);
+    int B = w->B, T = w->T;
+    Tensor *logits = w->hooks.n ? nn_gpt_forward_hooked(t, &w->gpt, w->src, B, T, NULL, &w->hooks)
+                                : nn_gpt_forward(t, &w->gpt, w->src, B, T, NULL);
     Tensor *l = ag_cross_entropy(t, logits, w->tgt_out, -1);
     ag_backward(t, l);
     return l->data[0];
 }
-static void nn_gpt_bench_init(Bench *w, int hooked) {
-    GptConfig c = {.vocab_size = GV, .block_size = GT, .n_layer = GL, .n_head = GNH, .n_embd = GC};
+/* nn_gpt of c on (B, T) rows, hooked: 0 none, 1 the idle hooks that keep the fused attention,
+ * 2 every point */
+static void nn_gpt_sized_init(Bench *w, GptConfig c, int B, int T, int hooked) {
     nn_gpt_init(&w->gpt, w->params, &w->rng, &c);
-    nn_hooks_init(&w->hooks, GL);
+    nn_hooks_init(&w->hooks, c.n_layer);
     static const char *const idle[] = {"hook_*",
                                        "blocks.?.hook_*",
                                        "blocks.?.ln?.hook_*",
@@ -270,23 +282,35 @@ static void nn_gpt_bench_init(Bench *w, int hooked) {
     for (size_t i = 0; hooked == 1 && i < sizeof idle / sizeof *idle; i++)
         nn_hooks_add(&w->hooks, idle[i], idle_hook, &w->hook_calls);
     if (hooked == 2) nn_hooks_add(&w->hooks, "*", idle_hook, &w->hook_calls);
-    w->src = tokens(&w->rng, GB, GT, GV, 0);
-    w->tgt_out = tokens(&w->rng, GB, GT, GV, 0);
+    w->B = B, w->T = T;
+    w->src = tokens(&w->rng, B, T, c.vocab_size, 0);
+    w->tgt_out = tokens(&w->rng, B, T, c.vocab_size, 0);
     w->pl = &w->gpt.params;
-    double rows = (double)GB * GT;
-    w->flops =
-        train_flops(GL * (4 * rows * GC * GC + 2 * rows * GC * 4 * GC + 2.0 * GB * GT * GT * GC) +
-                    rows * GC * GV);
+    double rows = (double)B * T, C = c.n_embd;
+    w->flops = train_flops(c.n_layer * (4 * rows * C * C + 2 * rows * C * 4 * C +
+                                        2.0 * B * T * T * C) +
+                           rows * C * c.vocab_size);
     w->tokens = rows;
     w->step = nn_gpt_step;
+}
+static void nn_gpt_bench_init(Bench *w, int hooked) {
+    GptConfig c = {.vocab_size = GV, .block_size = GT, .n_layer = GL, .n_head = GNH, .n_embd = GC};
+    nn_gpt_sized_init(w, c, GB, GT, hooked);
+}
+/* ---- gpt2-124m, gpt2-124m-256: GPT-2 small (llm.c's CPU setting), random weights ---- */
+static void gpt2_init(Bench *w, int B, int T) {
+    GptConfig c = {
+        .vocab_size = 50257, .block_size = 1024, .n_layer = 12, .n_head = 12, .n_embd = 768};
+    nn_gpt_sized_init(w, c, B, T, 0);
+    w->adamw = 1;
 }
 
 int main(int argc, char **argv) {
     if (argc < 3 && !(argc == 2 && strcmp(argv[1], "--info") == 0)) {
         fprintf(stderr,
                 "usage: %s gemm|mha|seq2seq-small|seq2seq-small-dense|seq2seq-base|gpt-tiny|gpt|"
-                "gpt-hooked|gpt-hooked-all "
-                "THREADS [STEPS]\n       %s --info\n",
+                "gpt-hooked|gpt-hooked-all|gpt2-124m|gpt2-124m-256 "
+                "THREADS [STEPS [fp32|bf16]]\n       %s --info\n",
                 argv[0], argv[0]);
         return 2;
     }
@@ -302,6 +326,14 @@ int main(int argc, char **argv) {
     int threads = atoi(argv[2]), steps = argc > 3 ? atoi(argv[3]) : 7;
     if (steps < 1 || steps > 1000 || threads < 1) {
         fprintf(stderr, "%s: bad THREADS or STEPS\n", argv[0]);
+        return 2;
+    }
+    const char *precision = argc > 4 ? argv[4] : "fp32";
+    int bf16 = strcmp(precision, "bf16") == 0;
+    if ((!bf16 && strcmp(precision, "fp32") != 0) ||
+        ag_precision_use(bf16 ? AG_PRECISION_BF16 : AG_PRECISION_FP32) != AG_OK) {
+        fprintf(stderr, "%s: PRECISION '%s': fp32, or bf16 in the float build\n", argv[0],
+                precision);
         return 2;
     }
 #ifdef _OPENMP
@@ -332,12 +364,16 @@ int main(int argc, char **argv) {
         nn_gpt_bench_init(&w, 1);
     else if (strcmp(name, "gpt-hooked-all") == 0)
         nn_gpt_bench_init(&w, 2);
+    else if (strcmp(name, "gpt2-124m") == 0)
+        gpt2_init(&w, 4, 64);
+    else if (strcmp(name, "gpt2-124m-256") == 0)
+        gpt2_init(&w, 8, 256);
     else {
         fprintf(stderr, "%s: unknown workload '%s'\n", argv[0], name);
         return 2;
     }
     if (w.pl && strcmp(name, "mha") != 0) {
-        OptimConfig oc = optim_defaults(OPTIM_ADAM);
+        OptimConfig oc = optim_defaults(w.adamw ? OPTIM_ADAMW : OPTIM_ADAM);
         oc.lr = 1e-4;
         w.opt = optim_new(w.params, w.pl, &oc);
     }
@@ -360,11 +396,13 @@ int main(int argc, char **argv) {
     qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
     if (w.dense_flops == 0) w.dense_flops = w.flops;
     if (w.live_rows == 0) w.live_rows = 1;
+    double peak_mib = (double)w.tape->arena->peak / MIB, state_mib = (double)w.params->used / MIB;
     printf("attograd workload=%s threads=%d ms=%.3f cpu_ms=%.3f gflop=%.4f dense_gflop=%.4f "
-           "live_rows=%.2f peak_mib=%.1f state_mib=%.1f tokens=%.0f loss=%.6f\n",
+           "live_rows=%.2f peak_mib=%.1f state_mib=%.1f mem_mib=%.1f tokens=%.0f loss=%.6f "
+           "precision=%s\n",
            name, threads, ms[steps / 2], cpu[steps / 2], w.flops * 1e-9, w.dense_flops * 1e-9,
-           w.live_rows, (double)w.tape->arena->peak / MIB, (double)w.params->used / MIB, w.tokens,
-           loss);
+           w.live_rows, peak_mib, state_mib, 2 * (state_mib + peak_mib), w.tokens, loss,
+           precision);
     free(ms);
     free(cpu);
     free(w.src);

@@ -3,8 +3,9 @@
 1 and 2 threads, in alternating runs; one line per workload and thread count:
 
     bench <name> threads=<n> attograd_ms=<x> torch_ms=<y> speedup=<y/x> gflops=<g>
-        pct_peak=<pp> torch_gflops=<tg> tokens_per_s=<k> live_rows=<l> peak_mib=<p>
-        state_mib=<s> torch_rss_mib=<r> cpu_ms=<c>
+        pct_peak=<pp> mem_mib=<m> pct_bw=<pb> bound_ms=<b> over_bound=<x/b> torch_gflops=<tg>
+        tokens_per_s=<k> torch_tokens_per_s=<tk> live_rows=<l> peak_mib=<p> state_mib=<s>
+        torch_rss_mib=<r> cpu_ms=<c>
 
 and, after the thread counts of a workload, how much the second thread speeds each up:
 
@@ -26,20 +27,30 @@ gflops counts the products' flops (bench_models.c) per second of each program, t
 really does: attograd's over the rows it computes (live_rows is their share: seq2seq-small and
 -base skip padding), PyTorch's over every row (dense_gflop); pct_peak is
 attograd's gflops against the FMA peak bench_gemm measures (per thread, times the threads; left
-out when bench_gemm is not next to bench_models); tokens_per_s is attograd's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
+out when bench_gemm is not next to bench_models). The roofline: mem_mib is the memory traffic a
+perfect step cannot avoid (bench_models.c: the optimizer's pass over its state, the step
+arena's peak written and read once), pct_bw that traffic's rate against the bandwidth
+bench_gemm --bandwidth measures at that thread count, bound_ms the step of a perfect
+implementation (the products at the FMA peak, then the traffic at that bandwidth) and
+over_bound attograd's step over it (1.00: at the bound). With --precision bf16 attograd's
+products are bf16 (bench_models' PRECISION) and the peak is vdpbf16ps's (none, and no roofline,
+on a build without AVX512_BF16). tokens_per_s is attograd's, torch_tokens_per_s PyTorch's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
 Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
                [--no-torch] [--no-contention] [--gpt-bin build/examples/attograd-gpt]
-               [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full] [workload ...]
-               (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny)
+               [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full]
+               [--precision fp32|bf16] [workload ...]
+               (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
+               gpt2-124m gpt2-124m-256)
 
 The workload gpt-char (not in the default list) is the program attograd-gpt train against
 torch_gpt.py on the shards in --gpt-data, in tokens/s (gpt_char.py says how); --gpt-full also
 trains both for 2000 steps and prints their valid losses side by side (--gpt-steps 0: only that).
 
-STEPS defaults to 7, and to 3 for seq2seq-base (a PyTorch step takes seconds there).
+STEPS defaults to 7, and to 3 for seq2seq-base, gpt2-124m and gpt2-124m-256 (a PyTorch step
+takes seconds there).
 
 Both run in the fair configuration: OMP_NUM_THREADS=n for each, and PyTorch on OpenBLAS's
 OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines,
@@ -55,8 +66,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-small-dense", "seq2seq-base", "gpt-tiny"]
-DEFAULT_STEPS = {"seq2seq-base": 3}
+WORKLOADS = ["gemm", "mha", "seq2seq-small", "seq2seq-small-dense", "seq2seq-base", "gpt-tiny",
+             "gpt2-124m", "gpt2-124m-256"]
+DEFAULT_STEPS = {"seq2seq-base": 3, "gpt2-124m": 3, "gpt2-124m-256": 3}
 CONTENTION_WORKLOAD = "seq2seq-small"
 OPENBLAS_OMP = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
@@ -121,15 +133,34 @@ def find_torch_pythons():
     return [("torch" if i == 0 else "torch2", py) for i, py in enumerate(found[:2])]
 
 
-def measure_peak(bench_bin):
-    """bench_gemm's FMA peak per thread in GFLOP/s (bench_gemm --peak), or None"""
+def bench_gemm_line(bench_bin, flag):
+    """the fields of bench_gemm FLAG's first line (bench_gemm next to bench_models), or {}"""
     gemm = os.path.join(os.path.dirname(os.path.abspath(bench_bin)), "bench_gemm")
     if not os.access(gemm, os.X_OK):
-        return None
-    r = subprocess.run([gemm, "--peak"], capture_output=True, text=True,
+        return {}
+    r = subprocess.run([gemm, flag], capture_output=True, text=True,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
-    f = fields(r.stdout.strip().splitlines()[0]) if r.returncode == 0 and r.stdout else {}
-    return float(f["peak_gflops_per_thread"]) if "peak_gflops_per_thread" in f else None
+    return fields(r.stdout.strip().splitlines()[0]) if r.returncode == 0 and r.stdout else {}
+
+
+def measure_peak(bench_bin, precision="fp32"):
+    """bench_gemm's FMA peak per thread in GFLOP/s (bench_gemm --peak), vdpbf16ps's for bf16
+    (None where the build has no AVX512_BF16: the emulation has no peak of its own), or None"""
+    key = "peak_bf16_gflops_per_thread" if precision == "bf16" else "peak_gflops_per_thread"
+    f = bench_gemm_line(bench_bin, "--peak")
+    return float(f[key]) if key in f else None
+
+
+def measure_bandwidth(bench_bin):
+    """bench_gemm --bandwidth: {threads: GB/s} for 1 and 2 threads, or {}"""
+    f = bench_gemm_line(bench_bin, "--bandwidth")
+    return {int(k[4:]): float(v) for k, v in f.items() if k.startswith("gbs_")}
+
+
+def roofline(gflop, mem_mib, threads, peak, gbs):
+    """the step time (ms) of a perfect implementation: its products at the FMA peak, then its
+    unavoidable memory traffic (bench_models' mem_mib) at the measured bandwidth"""
+    return gflop / (peak * threads) * 1e3 + mem_mib * 1048576 / (gbs * 1e9) * 1e3
 
 
 def run(cmd, env):
@@ -151,6 +182,7 @@ def main():
     ap.add_argument("--gpt-data", default="build/gpt/data")
     ap.add_argument("--gpt-steps", type=int, default=100)
     ap.add_argument("--gpt-full", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
@@ -173,9 +205,17 @@ def main():
     print(f"# {a.rounds} alternating runs of each, each the median of "
           f"{a.steps or 'its'} steps; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    peak = measure_peak(a.bin)
+    peak = measure_peak(a.bin, a.precision)
     if peak:
-        print(f"# FMA peak {peak:.1f} GFLOP/s per thread (bench_gemm --peak)")
+        print(f"# {'bf16 (vdpbf16ps)' if a.precision == 'bf16' else 'FMA'} peak {peak:.1f} "
+              "GFLOP/s per thread (bench_gemm --peak)")
+    gbs = measure_bandwidth(a.bin)
+    if gbs:
+        print("# memory bandwidth " + " ".join(f"{v:.1f} GB/s at {t} thread{'s' * (t > 1)}"
+                                               for t, v in sorted(gbs.items()))
+              + " (bench_gemm --bandwidth)")
+    if a.precision != "fp32":
+        print(f"# attograd's products in {a.precision}" + (" (PyTorch's in fp32)" if torches else ""))
     sys.stdout.flush()
     quiet = {}
     med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
@@ -190,7 +230,7 @@ def main():
         times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
-            cmds = [([a.bin, name, str(threads), str(steps)],
+            cmds = [([a.bin, name, str(threads), str(steps), a.precision],
                      dict(os.environ, OMP_NUM_THREADS=str(threads)))]
             cmds += [([py, os.path.join(HERE, "torch_bench.py"), name, str(threads), str(steps)],
                       torch_env(threads)) for _, py in torches]
@@ -210,10 +250,17 @@ def main():
             out += f" gflops={gflop / ag_ms * 1e3:.1f}"
             if peak:
                 out += f" pct_peak={100 * gflop / ag_ms * 1e3 / (peak * threads):.0f}"
+            if peak and threads in gbs and "mem_mib" in ours[0]:
+                mem = float(ours[0]["mem_mib"])
+                bound = roofline(gflop, mem, threads, peak, gbs[threads])
+                out += (f" mem_mib={mem:.0f} pct_bw={100 * mem * 1048576 / (ag_ms * 1e6) / gbs[threads]:.0f}"
+                        f" bound_ms={bound:.2f} over_bound={ag_ms / bound:.2f}")
             for (tag, _), ms in zip(torches, th_ms):
                 out += f" {tag}_gflops={dense_gflop / ms * 1e3:.1f}"
             if tokens > 0:
                 out += f" tokens_per_s={tokens / ag_ms * 1e3:.0f}"
+                for (tag, _), ms in zip(torches, th_ms):
+                    out += f" {tag}_tokens_per_s={tokens / ms * 1e3:.0f}"
             if "live_rows" in ours[0]:
                 out += f" live_rows={ours[0]['live_rows']}"
             out += f" peak_mib={ours[0]['peak_mib']} state_mib={ours[0]['state_mib']}"

@@ -2,6 +2,7 @@
 """torch_bench.py: the workloads of bench/bench_models.c in PyTorch, for bench/compare.py.
 
     torch_bench.py WORKLOAD THREADS [STEPS]    one line: torch workload=... ms=... rss_mb=...
+(gpt2-124m and gpt2-124m-256 take the model of torch_gpt.py, next to this file)
     torch_bench.py --info                      PyTorch's version, threads and BLAS
 
 Each workload is built as bench_models.c builds it (same sizes, same padding pattern, the same
@@ -14,6 +15,7 @@ and OpenBLAS's OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX,
 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist.
 Not here: the comparison and the medians over runs (compare.py)."""
 import math
+import os
 import resource
 import statistics
 import sys
@@ -136,6 +138,23 @@ def workload(name):
             m.loss(ids, targets).backward()
             opt.step()
         return gpt_step
+    if name in ("gpt2-124m", "gpt2-124m-256"):
+        # GPT-2 small as nanoGPT writes it (torch_gpt.py's model), random weights, AdamW at its
+        # best: fused where this PyTorch has it; BENCH_TORCH_COMPILE=1 adds torch.compile
+        from torch_gpt import GPT
+        B, T = (4, 64) if name == "gpt2-124m" else (8, 256)
+        m = GPT(50257, 1024, 12, 12, 768)
+        try:
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        fwd = torch.compile(m) if os.environ.get("BENCH_TORCH_COMPILE") == "1" else m
+        ids, targets = tokens(g, B, T, 50257, False), tokens(g, B, T, 50257, False)
+        def gpt2_step():
+            opt.zero_grad(set_to_none=False)
+            fwd(ids, targets).backward()
+            opt.step()
+        return gpt2_step
     sys.exit(f"torch_bench.py: unknown workload '{name}'")
 
 

@@ -23,6 +23,7 @@
 /* ---- the run's flags ---- */
 
 static const char *const schedule_names[] = {"constant", "invsqrt", "cosine", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL}; /* AG_PRECISION_* */
 
 RunConfig run_defaults(void) {
     RunConfig c;
@@ -84,6 +85,10 @@ int run_flags(RunLoop *r, Flag *fl) {
          1e12, NULL, 0},
         {"ckpt", FLAG_PATH, &r->ckpt, "FILE",
          "eval: the checkpoint (default OUT/best.npz, else OUT/last.npz)", 0, 0, NULL, 0},
+        {"precision", FLAG_CHOICE, &c->precision, "P",
+         "the matrix products: fp32, or bf16 inputs summed in fp32 (the float build; "
+         "docs/speed.md)",
+         0, 0, precision_names, 0},
     };
     memcpy(fl, rows, sizeof rows);
     return RUN_N_FLAGS;
@@ -173,6 +178,8 @@ static void build_slots(RunLoop *r) {
             if (f->type == FLAG_CHOICE) lo = hi = 0;
             for (int k = 0; f->type == FLAG_CHOICE && f->choices[k]; k++) hi = k;
             add_slot(r, name, CKPT_FIELD_INT, sizeof(int), lo, hi, f->ptr, f, cls);
+            /* a checkpoint older than --precision holds no flag.precision: fp32 (0) */
+            if (f->ptr == (const void *)&r->c->precision) r->fields[r->n_slots - 1].optional = 1;
             break;
         }
         case FLAG_I64: add_slot(r, name, CKPT_FIELD_INT, 8, lo, hi, f->ptr, f, cls); break;
@@ -298,6 +305,11 @@ static CkptConfig run_table(RunLoop *r) {
 
 /* The model (its flags hold what it is), the optimizer (oc) and the training RNG */
 static int build(RunLoop *r, const OptimConfig *oc) {
+    if (ag_precision_use(r->c->precision) != AG_OK)
+        return ag_fail(AG_ERR_ARG,
+                       "--precision %s: not in this build (bf16 products are the float build's, "
+                       "without BLAS=openblas)",
+                       precision_names[r->c->precision]);
     r->params_arena = arena_new("params", 0);
     Rng init;
     rng_seed(&init, rng_hash((uint64_t)r->c->seed, 0));

@@ -34,7 +34,7 @@ enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_USAGE = 2 };
 #define RUN_EXIT_SIGTERM 143
 
 #define RUN_MAX_METRICS 8 /* validation metrics of a model (the loss first) */
-#define RUN_N_FLAGS 21    /* rows run_flags writes */
+#define RUN_N_FLAGS 22    /* rows run_flags writes */
 #define RUN_MAX_FLAGS 256 /* rows of a program's whole table */
 
 /* The run's state beside the model's: the sums of the CSV row being accumulated, the best
@@ -105,7 +105,7 @@ typedef struct RunModel {
 /* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The
  * program sets its defaults before run_flags. Kept by --resume (given again with another value:
  * refused): batch, lr, lr-min, warmup, schedule, schedule-steps, weight-decay, clip, seed,
- * shards and the optimizer; remembered (the checkpoint's unless given): steps, log-every,
+ * shards, precision and the optimizer; remembered (the checkpoint's unless given): steps, log-every,
  * valid-every, save-every; not saved: out, resume, force, threads, quiet, inject-nan. */
 typedef struct RunConfig {
     int64_t steps;
@@ -123,6 +123,9 @@ typedef struct RunConfig {
     int64_t inject_nan;    /* tests: a NaN in the first parameter before that step */
     int steps_to_schedule; /* 1: --resume without --steps runs to --schedule-steps (nanoGPT's
                             * max_iters = lr_decay_iters) instead of the saved --steps */
+    int precision;         /* --precision: AG_PRECISION_FP32 or _BF16 (threads.h), set as the model
+                            * is built (the double build refuses bf16: exit 2); a checkpoint older
+                            * than the flag reads fp32 */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,

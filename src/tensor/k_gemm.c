@@ -449,8 +449,23 @@ static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const 
                    j0 == 0 ? sum : NULL);
 }
 
+/* The products under --precision bf16 (k_bf16_products; k_gemm_bf16.c): C = the bias rows,
+ * then C += the product, and a ReLU after it; a Linear's bias gradient (sum) k_sum_rows_team's
+ * bits, as gemm_block gives them */
+static void gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                      int accumulate, const Real *bias, int relu) {
+    if (bias)
+        for (int i = 0; i < M; i++) memcpy(C + (size_t)i * N, bias, (size_t)N * sizeof(Real));
+    k_gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate || bias);
+    if (relu && M > 0 && N > 0) k_relu_forward(C, C, (size_t)M * N);
+}
+
 static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                  int accumulate, const Real *bias, int relu) {
+    if (k_bf16_products) {
+        gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate, bias, relu);
+        return;
+    }
 #pragma omp parallel if (!gemm_is_small(M, N, K))
     {
         int T = 1, t = 0;
@@ -466,6 +481,11 @@ static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real 
  * product is job % T's alone; sum as gemm_share's (ta only) */
 static void gemm_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate, Real *sum) {
+    if (k_bf16_products) {
+        k_gemm_bf16_team(t, T, job, ta, tb, M, N, K, A, B, C, accumulate);
+        if (sum && M > 0) k_sum_rows_team(t, T, sum, A, (size_t)(K > 0 ? K : 0), M);
+        return;
+    }
     if (gemm_is_small(M, N, K)) {
         if (t == job % T) gemm_share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, 0, sum);
         return;

@@ -65,6 +65,7 @@ enum {
     K_SCRATCH_LAYERNORM,
     K_SCRATCH_REDUCE,
     K_SCRATCH_ROWS, /* a few rows of a row-wise kernel (LayerNorm's x + f) */
+    K_SCRATCH_BF16, /* k_gemm_bf16.c's packed pairs */
     K_SCRATCH_SLOTS
 };
 Real *k_thread_scratch(int slot, size_t n);
@@ -143,6 +144,23 @@ void k_gemm_sum_team(int t, int T, int job, int tb, int M, int N, int K, const R
 const char *k_gemm_kernel_name(void);
 /* Its register tile (mr x nr) and blocks (kc of K, mc rows, nc columns), for tests and benches. */
 void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
+/* ---- bf16 products (k_gemm_bf16.c) ----
+ * k_gemm_bf16: k_gemm with both operands rounded to bf16 (k_bf16_round: to nearest even, a
+ * float denormal to a zero of its sign, NaN kept quiet) and every product summed in fp32, in
+ * the one order k_gemm_bf16.c defines (vdpbf16ps where the build has AVX512_BF16, its exact
+ * emulation elsewhere: the same bits; any thread count the same bits). k_gemm_bf16_team as
+ * k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
+ * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
+ * k_gemm_bf16. */
+#define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
+extern int k_bf16_products;
+uint16_t k_bf16_round(float x);
+float k_bf16_to_float(uint16_t h);
+int k_bf16_native(void);
+void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate);
+void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                      const Real *B, Real *C, int accumulate);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);

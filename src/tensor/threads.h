@@ -20,4 +20,16 @@ int ag_threads_use(int n);
 const char *ag_threads_wait(void);
 const char *ag_kernel_family(void);
 
+/* The precision of the matrix products of a step (the Linear layers' and ag_matmul's, forward
+ * and backward): AG_PRECISION_FP32 (the default), or AG_PRECISION_BF16: their operands rounded
+ * to bf16 and the products summed in fp32 (k_gemm_bf16.c); weights, gradients, the optimizer,
+ * norms, softmax, the loss and attention stay in the build's Real. ag_precision_use(p) sets it
+ * for every following product and returns AG_OK, or AG_ERR_ARG (nothing changed) for bf16 in
+ * the double build (which stays exact for gradient checks) and in make BLAS=openblas's. ag_precision_bf16_unit: "vdpbf16ps"
+ * when the build runs AVX512_BF16's instruction, else "emulated" (the same bits, slower). */
+enum { AG_PRECISION_FP32 = 0, AG_PRECISION_BF16 = 1 };
+int ag_precision_use(int precision);
+int ag_precision(void);
+const char *ag_precision_bf16_unit(void);
+
 #endif

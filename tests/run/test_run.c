@@ -498,6 +498,47 @@ Test(run, a_file_of_an_older_layout_resumes_through_the_model_and_start_may_refu
     ts_rm_tree(c);
 }
 
+Test(run, precision_bf16_is_thread_count_free_kept_on_resume_and_refused_in_double) {
+    char a[64], b[64], c[64], p[512], q[512];
+    ts_tmp_dir(a, sizeof a, "run-bf16-1");
+#if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
+    int code = run_child(a, (const char *[]){"--out", a, "--precision", "bf16", NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, a, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--precision bf16: not in this build"),
+              "exit %d: %s", code, err);
+    free(err);
+    (void)b, (void)c, (void)q;
+#else
+    ts_tmp_dir(b, sizeof b, "run-bf16-2");
+    ts_tmp_dir(c, sizeof c, "run-fp32");
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, "--precision", "bf16", NULL}, NULL, -1), 0);
+    cr_assert_eq(ag_precision(), AG_PRECISION_BF16);
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", b, "--precision", "bf16", "--threads", "2", NULL}, NULL,
+                 -1),
+        0);
+    free(expect_same_run(a, b));
+    cr_assert_eq(run_tiny((const char *[]){"--out", c, NULL}, NULL, -1), 0);
+    cr_assert_eq(ag_precision(), AG_PRECISION_FP32);
+    cr_assert(!ts_same_file(ts_join(p, a, "last.npz"), ts_join(q, c, "last.npz")),
+              "bf16 wrote fp32's bytes: its products were not bf16");
+    int code = run_child(
+        a, (const char *[]){"--out", a, "--resume", "--steps", "22", "--precision", "fp32", NULL},
+        -1, 0);
+    char *err = ts_read_text(ts_join(p, a, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--precision fp32 differs from the checkpoint's (bf16,"),
+              "exit %d: %s", code, err);
+    free(err);
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, "--resume", "--steps", "22", NULL}, NULL, -1),
+                 0);
+    cr_assert_eq(ag_precision(), AG_PRECISION_BF16, "--resume took the checkpoint's bf16");
+    ag_precision_use(AG_PRECISION_FP32);
+    ts_rm_tree(b);
+    ts_rm_tree(c);
+#endif
+    ts_rm_tree(a);
+}
+
 Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-plot");

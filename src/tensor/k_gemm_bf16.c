@@ -1,0 +1,250 @@
+/* k_gemm_bf16.c: the matrix product with bf16 inputs and fp32 sums, C (M,N) = op(A) op(B)
+ * (+ C), for the bf16 precision of a training step (kernels.h's k_precision): the operands are
+ * rounded to bf16 (round to nearest even, k_bf16_round) as they are packed, and every product
+ * is summed in fp32. With AVX512_BF16 (the build's -march has it: __AVX512BF16__) the
+ * micro-kernel is vdpbf16ps; every other build runs an exact emulation of that instruction,
+ * with the same bits.
+ *
+ * The arithmetic, the one definition both forms compute. K is cut into blocks of KB (even;
+ * fixed boundaries 0, KB, 2KB, ...) and each block into pairs (k, k+1), an odd K padded with a
+ * zero pair half. Per element of C, each block's sum starts at +0 and takes its pairs in
+ * order, each pair as vdpbf16ps takes it (Intel SDM, VDPBF16PS: the odd half first):
+ *     s = ftz(fma(a[k+1], b[k+1], s));  s = ftz(fma(a[k], b[k], s))
+ * where ftz(x) is x, or a zero of x's sign when |x| < FLT_MIN (the instruction flushes its
+ * result; the products of two bf16 are exact in fp32, so the fma adds the exact product). The
+ * first block's sum is stored in C (or added to it when accumulating), each later one added:
+ * C = C + s, an fp32 add. Checked bit for bit on an AMD Zen 5 against the instruction (tests:
+ * tests/tensor/test_gemm_bf16.c): the order (odd half first), the flushed sums and the
+ * products kept exact even when they are below FLT_MIN.
+ *
+ * Layout: op(B) is packed into panels of NR columns, per pair one 32-bit word per column
+ * (bf16 of k in the low half, of k+1 in the high half: vdpbf16ps's element order); op(A) into
+ * strips of MR rows, per pair one word per row, broadcast to every lane. Threads split C into
+ * disjoint strips of rows (or panels of columns when there are fewer strips than threads):
+ * every element is computed the same way whoever computes it, so the bits do not depend on the
+ * thread count. Scratch per thread from k_thread_scratch (K_SCRATCH_BF16).
+ * Not here: the fp32 product, and where a step's products choose this one (k_gemm.c's gemm and
+ * gemm_team, so that every matmul and Linear of k_matmul.c follows). Read next: k_matmul.c. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "k_simd.h"
+#include "kernels.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(AG_SIMD_PORTABLE)
+#include <immintrin.h>
+#define BF16_HW 1
+#endif
+
+enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512 };
+
+uint16_t k_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN, quiet */
+    if (!(u & 0x7f800000u)) return (uint16_t)((u >> 16) & 0x8000u); /* 0 or denormal: +-0 */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float k_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+int k_bf16_native(void) {
+#ifdef BF16_HW
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* the word of a pair: bf16(lo) in the low half, bf16(hi) in the high half */
+static inline uint32_t pair_word(Real lo, Real hi) {
+    return (uint32_t)k_bf16_round((float)lo) | (uint32_t)k_bf16_round((float)hi) << 16;
+}
+
+/* op(X)[r, k] of a stored (R,K) matrix, or of (K,R) read transposed when t */
+static inline Real at(const Real *X, int t, int R, int K, int r, int k) {
+    return t ? X[(size_t)k * R + r] : X[(size_t)r * K + k];
+}
+
+/* rows [r0, r0+rn) of op(X) (R,K), pairs of k in [k0, k0+kc): for each pair, W words (one per
+ * row, 0 past rn) at d; kc even except at the end of K (the missing half 0) */
+static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
+                       int kc, int W) {
+    for (int q = 0; q < kc; q += 2, d += W) {
+        int k = k0 + q;
+        for (int r = 0; r < rn; r++) {
+            Real lo = at(X, t, R, K, r0 + r, k);
+            Real hi = k + 1 < K ? at(X, t, R, K, r0 + r, k + 1) : 0;
+            d[r] = pair_word(lo, hi);
+        }
+        for (int r = rn; r < W; r++) d[r] = 0;
+    }
+}
+
+/* s = ftz(fma(a, b, s)), one half of a pair (the emulation). Where fmaf is an instruction it is
+ * used as is. Elsewhere (x86-64 without FMA, where it is a call into libm) a b + s, which is
+ * the same value whenever the product a b is exact in fp32: always for two bf16 (8-bit
+ * significands) unless it falls below 2^-100 or overflows, and then fmaf. */
+static inline float step(float a, float b, float s) {
+#if defined(FP_FAST_FMAF) || defined(__FMA__) || defined(__aarch64__)
+    float r = fmaf(a, b, s);
+#else
+    float p = a * b;
+    float r = (fabsf(p) >= 0x1p-100f && fabsf(p) <= FLT_MAX) || a == 0 || b == 0 ? s + p
+                                                                                 : fmaf(a, b, s);
+#endif
+    return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
+}
+
+/* One BMR x BNR tile: sums of np pairs of strip a (np x BMR words) and panel b (np x BNR
+ * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add. */
+static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b, Real *c,
+                  size_t ldc, int mr, int nr, int add) {
+    float tile[BMR * BNR];
+#ifdef BF16_HW
+    __m512 acc[BMR][2];
+    for (int i = 0; i < BMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int q = 0; q < np; q++, a += BMR, b += BNR) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+        UNROLL for (int i = 0; i < BMR; i++) {
+            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+    }
+    for (int i = 0; i < BMR; i++) {
+        _mm512_storeu_ps(tile + i * BNR, acc[i][0]);
+        _mm512_storeu_ps(tile + i * BNR + 16, acc[i][1]);
+    }
+#else
+    for (int i = 0; i < BMR * BNR; i++) tile[i] = 0.0f;
+    for (int q = 0; q < np; q++, a += BMR, b += BNR) {
+        float bl[BNR], bh[BNR];
+        for (int j = 0; j < BNR; j++) {
+            bl[j] = k_bf16_to_float((uint16_t)b[j]);
+            bh[j] = k_bf16_to_float((uint16_t)(b[j] >> 16));
+        }
+        for (int i = 0; i < BMR; i++) {
+            float al = k_bf16_to_float((uint16_t)a[i]), ah = k_bf16_to_float((uint16_t)(a[i] >> 16));
+            float *s = tile + i * BNR;
+            for (int j = 0; j < BNR; j++) s[j] = step(al, bl[j], step(ah, bh[j], s[j]));
+        }
+    }
+#endif
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            Real *p = c + (size_t)i * ldc + j;
+            *p = add ? (Real)((float)*p + tile[i * BNR + j]) : (Real)tile[i * BNR + j];
+        }
+}
+
+/* C[i0..i1, j0..j1) of the product, blocked: for each BNC columns and KB of K, the B block
+ * packed once, then each strip of BMR rows packed and swept across it */
+static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                  int accumulate, int i0, int i1, int j0, int j1) {
+    size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
+    uint32_t *abuf = (uint32_t *)k_thread_scratch(K_SCRATCH_BF16,
+                                                  (words * sizeof(uint32_t) + sizeof(Real) - 1) /
+                                                      sizeof(Real));
+    uint32_t *bbuf = abuf + (size_t)BMR * (KB / 2);
+    for (int jc = j0; jc < j1; jc += BNC) {
+        int nc = j1 - jc < BNC ? j1 - jc : BNC;
+        for (int pc = 0; pc < K; pc += KB) {
+            int kc = K - pc < KB ? K - pc : KB, np = (kc + 1) / 2;
+            int add = accumulate || pc > 0;
+            for (int jr = 0; jr < nc; jr += BNR) {
+                int nr = nc - jr < BNR ? nc - jr : BNR;
+                /* op(B) (K,N) is op'(B) (N,K) read the other way: tb stored (N,K) */
+                pack_pairs(bbuf + (size_t)jr * np, B, !tb, N, K, jc + jr, nr, pc, kc, BNR);
+            }
+            for (int ir = i0; ir < i1; ir += BMR) {
+                int mr = i1 - ir < BMR ? i1 - ir : BMR;
+                pack_pairs(abuf, A, ta, M, K, ir, mr, pc, kc, BMR);
+                for (int jr = 0; jr < nc; jr += BNR) {
+                    int nr = nc - jr < BNR ? nc - jr : BNR;
+                    micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr,
+                          (size_t)N, mr, nr, add);
+                }
+            }
+        }
+    }
+}
+
+/* thread t of T's share: strips of rows when there are at least T, else panels of columns */
+static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
+                  Real *C, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate && t == 0)
+            for (size_t i = 0; i < (size_t)M * N; i++) C[i] = 0;
+        return;
+    }
+    int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR;
+    int i0 = 0, i1 = M, j0 = 0, j1 = N;
+    if (mt >= T || mt >= nt) {
+        i0 = (int)((long)t * mt / T) * BMR, i1 = (int)((long)(t + 1) * mt / T) * BMR;
+        if (i1 > M) i1 = M;
+    } else {
+        j0 = (int)((long)t * nt / T) * BNR, j1 = (int)((long)(t + 1) * nt / T) * BNR;
+        if (j1 > N) j1 = N;
+    }
+    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
+}
+
+static int is_small(int M, int N, int K) {
+    return (size_t)M * (size_t)N * (size_t)K / 64 < K_PAR_MIN;
+}
+
+void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
+                      const Real *B, Real *C, int accumulate) {
+    if (is_small(M, N, K)) {
+        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate);
+        return;
+    }
+    share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+}
+
+void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate) {
+#pragma omp parallel if (!is_small(M, N, K))
+    {
+        int T = 1, t = 0;
+#ifdef _OPENMP
+        T = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+    }
+}
+
+/* ---- the step's precision (threads.h) ---- */
+int k_bf16_products = 0;
+
+int ag_precision_use(int precision) {
+    if (precision == AG_PRECISION_FP32) {
+        k_bf16_products = 0;
+        return AG_OK;
+    }
+#if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
+    return AG_ERR_ARG;
+#else
+    if (precision != AG_PRECISION_BF16) return AG_ERR_ARG;
+    k_bf16_products = 1;
+    return AG_OK;
+#endif
+}
+
+int ag_precision(void) { return k_bf16_products ? AG_PRECISION_BF16 : AG_PRECISION_FP32; }
+
+const char *ag_precision_bf16_unit(void) { return k_bf16_native() ? "vdpbf16ps" : "emulated"; }
