@@ -93,7 +93,10 @@ static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfi
 
 /* HookedTransformerConfig's act_fn of an MLP kind (SwiGLU: with gated_mlp) */
 static const char *mlp_act(NnGptMlp k) {
-    return k == NN_GPT_MLP_SWIGLU ? "silu" : k == NN_GPT_MLP_RELU ? "relu" : "gelu";
+    return k == NN_GPT_MLP_SWIGLU      ? "silu"
+           : k == NN_GPT_MLP_RELU      ? "relu"
+           : k == NN_GPT_MLP_GELU_TANH ? "gelu_new"
+                                       : "gelu";
 }
 
 static int write_config(const GptConfig *c, const char *path) {

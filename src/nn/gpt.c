@@ -1,6 +1,6 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
  * parameters (init, in the style's names), the block (causal self-attention with learned,
- * rotary or no positions; a GELU, ReLU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
+ * rotary or no positions; a GELU (exact or tanh), ReLU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
  * loss, then the cache of incremental decoding, generation and the checkpoint's field table.
  * Each option is read through one helper (pos_kind, norm_kind, mlp_kind, has_bias): zero
  * there means the style's choice.
@@ -35,7 +35,7 @@ static int has_bias(const GptConfig *c) {
 static int ffn_width(const GptConfig *c) {
     if (mlp_kind(c) == NN_GPT_MLP_NONE) return 0;
     if (c->ffn_hidden) return c->ffn_hidden;
-    if (mlp_kind(c) != NN_GPT_MLP_SWIGLU) return 4 * c->n_embd; /* GELU, ReLU */
+    if (mlp_kind(c) != NN_GPT_MLP_SWIGLU) return 4 * c->n_embd; /* GELU, ReLU, GELU tanh */
     int h = 2 * (4 * c->n_embd) / 3;
     return (h + 31) / 32 * 32;
 }
@@ -101,7 +101,7 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
                                                                    : 1 + b; /* a norm's vectors */
     double attn = W * C + W * b + C * C + C * b; /* c_attn (wq, wk, wv), c_proj (wo) */
     double mlp = mlp_kind(c) == NN_GPT_MLP_SWIGLU ? 3 * H * C + 2 * H * b + C * b
-                 : H > 0 ? 2 * H * C + H * b + C * b /* GELU, ReLU */
+                 : H > 0 ? 2 * H * C + H * b + C * b /* GELU, ReLU, GELU tanh */
                          : 0;
     double norms = (mlp_kind(c) == NN_GPT_MLP_NONE ? 1 : 2) * nb * C; /* ln_1, ln_2 */
     double total = V * C + c->n_layer * (attn + mlp + norms) + (c->post_ln ? 0 : nb * C) +
@@ -339,7 +339,8 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
-/* x (B, T, C) -> the MLP (B, T, C): GELU's c_proj(gelu(c_fc x)), ReLU's c_proj(relu(c_fc x)),
+/* x (B, T, C) -> the MLP (B, T, C): GELU's c_proj(gelu(c_fc x)) (or gelu_tanh, GPT-2's
+ * gelu_new), ReLU's c_proj(relu(c_fc x)),
  * or SwiGLU's w2(silu(w1 x) * w3 x) (c_fc is w1, mlp_proj w2); then dropout. hook_pre is
  * c_fc x, hook_post the activation's output (SwiGLU: the product) */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
@@ -350,6 +351,8 @@ static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
         a = ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x));
     else if (k == NN_GPT_MLP_RELU)
         a = ag_relu(t, a);
+    else if (k == NN_GPT_MLP_GELU_TANH)
+        a = ag_gelu_tanh(t, a);
     else
         a = ag_gelu(t, a);
     Tensor *y = nn_linear(t, &h->mlp_proj, HOOK(NN_HOOK_MLP_POST, l, a));

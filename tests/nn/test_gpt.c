@@ -3,7 +3,7 @@
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
  * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
  * in both styles, GPT-2's and LLaMA's. Then the options mixed (GptMix rows: RoPE, RMSNorm,
- * SwiGLU or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
+ * SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
  * its gradient check, its cached decoding and its checkpoint; checkpoints written before the
  * options existed; bad mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
@@ -334,7 +334,7 @@ Test(nn_gpt, a_relu_mlp_without_norms_trains_and_resumes_bit_exactly) {
 }
 
 /* The MLP's activation as computed: hook_post against f(hook_pre), element by element, in
- * double from the same input (tol relative; 0: the same bits) */
+ * double from the same input (within tol of |input| + |value|; 0: the same bits) */
 typedef struct {
     Real *pre;
     size_t n;
@@ -358,7 +358,7 @@ static int check_post(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     cr_assert(c->pre->pre && c->pre->n == (*x)->size, "%s: no hook_pre before it", at->name);
     for (size_t i = 0; i < (*x)->size; i++) {
         double in = (double)c->pre->pre[i], want = c->f(in), got = (double)(*x)->data[i];
-        cr_assert(fabs(got - want) <= c->tol * (1e-30 + fabs(want)) || got == want,
+        cr_assert(fabs(got - want) <= c->tol * (fabs(in) + fabs(want)) || got == want,
                   "%s[%zu]: f(%.17g) = %.17g, want %.17g", at->name, i, in, got, want);
     }
     free(c->pre->pre);
@@ -385,6 +385,15 @@ Test(nn_gpt, the_relu_mlp_computes_relu_of_c_fc) {
     GptConfig c = grok_like;
     c.style = NN_LLAMA, c.n_layer = 2;
     check_mlp_activation(&c, relu_ref, 0);
+}
+/* GPT-2's gelu_new as HF's activations.py writes it (NewGELUActivation) */
+static double gelu_new_ref(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2 / acos(-1.0)) * (x + 0.044715 * pow(x, 3))));
+}
+Test(nn_gpt, the_gelu_tanh_mlp_computes_gpt2s_gelu_new_of_c_fc) {
+    GptConfig c = tiny;
+    c.mlp = NN_GPT_MLP_GELU_TANH;
+    check_mlp_activation(&c, gelu_new_ref, TOL);
 }
 
 /* ---- the options, mixed: one table, every row through names, gradients, the cache and a
@@ -451,6 +460,10 @@ static const GptMix mixes[] = {
       "lm_head.weight"},
      {"transformer.h.0.ln_1.weight", "transformer.h.0.ln_2.weight", "transformer.ln_f.weight",
       "transformer.h.0.mlp.c_up.weight"}},
+    {"GPT-2 with GPT-2's own GELU (gelu_new, the tanh approximation)",
+     {.mlp = NN_GPT_MLP_GELU_TANH},
+     {"transformer.h.0.mlp.c_fc.bias", "transformer.h.1.mlp.c_proj.weight", "transformer.ln_f.bias"},
+     {"transformer.h.0.mlp.c_up.weight", "lm_head.weight"}},
     {"LLaMA with a ReLU MLP",
      {.style = NN_LLAMA, .mlp = NN_GPT_MLP_RELU, .ffn_hidden = 12},
      {"layers.0.feed_forward.w1.weight", "layers.1.feed_forward.w2.weight", "norm.weight"},
