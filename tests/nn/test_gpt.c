@@ -5,8 +5,9 @@
  * in both styles, GPT-2's and LLaMA's; published depths (48 blocks, the build limit) and a
  * model made for a load (nn_gpt_init_unset). Then the options mixed (GptMix rows: RoPE,
  * RMSNorm, SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, parallel blocks, partial
- * rotary, ... in either style's names): each row's names and count, its gradient check, its cached decoding and its checkpoint; checkpoints written before the
- * options existed; bad mixes abort naming the configuration.
+ * rotary, ... in either style's names): each row's names and count, its gradient check, its
+ * cached decoding and its checkpoint; checkpoints written before the options existed; bad
+ * mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
  * Not here: the ops' own checks (tests/autograd). */
 #include <criterion/criterion.h>
