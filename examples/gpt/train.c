@@ -505,7 +505,7 @@ int gp_train(int argc, char **argv) {
     GptConfig *m = &g->given;
     Flag fl[24 + RUN_N_FLAGS] = {
         {"data", FLAG_PATH, &g->data, NULL, "the prepared folder (prepare --out)", 0, 0, NULL, 0},
-        {"layers|n-layer", FLAG_INT, &m->n_layer, NULL, "blocks", 1, NN_MAX_LAYERS, NULL, 0},
+        {"layers|n-layer", FLAG_INT, &m->n_layer, NULL, "blocks", 1, NN_GPT_MAX_LAYERS, NULL, 0},
         {"heads|n-head", FLAG_INT, &m->n_head, NULL, "attention heads", 1, 1024, NULL, 0},
         {"d-model|n-embd", FLAG_INT, &m->n_embd, NULL, "the model's width", 1, 8192, NULL, 0},
         {"kv-heads|n-kv-head", FLAG_INT, &m->n_kv_head, NULL,

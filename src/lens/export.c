@@ -91,6 +91,14 @@ static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfi
     }
 }
 
+/* HookedTransformerConfig's act_fn of an MLP kind (SwiGLU: with gated_mlp) */
+static const char *mlp_act(NnGptMlp k) {
+    return k == NN_GPT_MLP_SWIGLU      ? "silu"
+           : k == NN_GPT_MLP_RELU      ? "relu"
+           : k == NN_GPT_MLP_GELU_TANH ? "gelu_new"
+                                       : "gelu";
+}
+
 static int write_config(const GptConfig *c, const char *path) {
     FILE *f;
     char *tmp;
@@ -109,19 +117,20 @@ static int write_config(const GptConfig *c, const char *path) {
     else
         fprintf(f, "  \"d_mlp\": %d,\n  \"attn_only\": false,\n", c->ffn_hidden);
     if (c->mlp == NN_GPT_MLP_SWIGLU) fprintf(f, "  \"gated_mlp\": true,\n");
+    if (c->parallel_residual) fprintf(f, "  \"parallel_attn_mlp\": true,\n");
     if (c->n_kv_head != c->n_head) fprintf(f, "  \"n_key_value_heads\": %d,\n", c->n_kv_head);
     if (rope)
         fprintf(f,
                 "  \"positional_embedding_type\": \"rotary\",\n  \"rotary_dim\": %d,\n"
                 "  \"rotary_base\": %.17g,\n  \"rotary_adjacent_pairs\": true,\n",
-                c->n_embd / c->n_head, c->rope_base);
+                c->rotary_dim, c->rope_base);
     else
         fprintf(f, "  \"positional_embedding_type\": \"standard\",\n");
     fprintf(f,
             "  \"d_vocab\": %d,\n  \"d_vocab_out\": %d,\n  \"act_fn\": \"%s\",\n"
             "  \"normalization_type\": %s,\n  \"eps\": %.17g,\n"
             "  \"default_prepend_bos\": false\n}\n",
-            c->vocab_size, c->vocab_size, c->mlp == NN_GPT_MLP_SWIGLU ? "silu" : "gelu", norm,
+            c->vocab_size, c->vocab_size, mlp_act(c->mlp), norm,
             c->norm_eps);
     return io_fclose_replace(f, tmp, path);
 }

@@ -1,7 +1,7 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
  * parameters (init, in the style's names), the block (causal self-attention with learned,
- * rotary or no positions; a GELU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
- * loss, then the cache of incremental decoding, generation and the checkpoint's field table.
+ * rotary (whole or partial) or no positions; a GELU (exact or tanh), ReLU, SwiGLU or no MLP;
+ * pre- or post-LN, or GPT-NeoX's parallel attention and MLP), the model's forward and loss, then the cache of incremental decoding, generation and the checkpoint's field table.
  * Each option is read through one helper (pos_kind, norm_kind, mlp_kind, has_bias): zero
  * there means the style's choice.
  * The attention of a block reads q, k and v where c_attn leaves them, side by side in its
@@ -35,11 +35,13 @@ static int has_bias(const GptConfig *c) {
 static int ffn_width(const GptConfig *c) {
     if (mlp_kind(c) == NN_GPT_MLP_NONE) return 0;
     if (c->ffn_hidden) return c->ffn_hidden;
-    if (mlp_kind(c) == NN_GPT_MLP_GELU) return 4 * c->n_embd;
+    if (mlp_kind(c) != NN_GPT_MLP_SWIGLU) return 4 * c->n_embd; /* GELU, ReLU, GELU tanh */
     int h = 2 * (4 * c->n_embd) / 3;
     return (h + 31) / 32 * 32;
 }
 static double norm_eps(const GptConfig *c) { return c->norm_eps ? c->norm_eps : NN_LN_EPS; }
+/* the columns of each head that rotary positions turn */
+static int rot_dims(const GptConfig *c) { return c->rotary_dim ? c->rotary_dim : head_size(c); }
 
 GptConfig nn_gpt_options(const GptConfig *c) {
     AG_CHECK_ARG(c);
@@ -49,6 +51,7 @@ GptConfig nn_gpt_options(const GptConfig *c) {
     r.bias = has_bias(c) ? NN_GPT_BIAS_ON : NN_GPT_BIAS_OFF, r.no_bias = !has_bias(c);
     r.n_kv_head = n_kv(c), r.ffn_hidden = ffn_width(c), r.norm_eps = norm_eps(c);
     r.rope_base = c->rope_base ? c->rope_base : 10000;
+    r.rotary_dim = pos_kind(c) == NN_GPT_POS_ROPE ? rot_dims(c) : 0;
     return r;
 }
 
@@ -62,17 +65,21 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
         return ag_fail(AG_ERR_FORMAT, "style %d is not NN_GPT2 (%d) or NN_LLAMA (%d)",
                        (int)c->style, (int)NN_GPT2, (int)NN_LLAMA);
     if ((unsigned)c->pos > NN_GPT_POS_NONE || (unsigned)c->norm > NN_GPT_NORM_NONE ||
-        (unsigned)c->mlp > NN_GPT_MLP_NONE || (unsigned)c->bias > NN_GPT_BIAS_OFF ||
+        (unsigned)c->mlp > NN_GPT_MLP_LAST || (unsigned)c->bias > NN_GPT_BIAS_OFF ||
         (c->post_ln & ~1))
         return ag_fail(AG_ERR_FORMAT,
-                       "pos %d, norm %d and mlp %d must be in [0, 3], bias %d in [0, 2] and "
-                       "post_ln %d 0 or 1",
-                       (int)c->pos, (int)c->norm, (int)c->mlp, (int)c->bias, c->post_ln);
+                       "pos %d and norm %d must be in [0, 3], mlp %d in [0, %d], bias %d in "
+                       "[0, 2] and post_ln %d 0 or 1",
+                       (int)c->pos, (int)c->norm, (int)c->mlp, (int)NN_GPT_MLP_LAST, (int)c->bias,
+                       c->post_ln);
     if (c->vocab_size < 1 || c->block_size < 1 || c->n_embd < 1)
         return ag_fail(AG_ERR_FORMAT, "vocab_size %d, block_size %d and n_embd %d must be >= 1",
                        c->vocab_size, c->block_size, c->n_embd);
-    if (c->n_layer < 1 || c->n_layer > NN_MAX_LAYERS)
-        return ag_fail(AG_ERR_FORMAT, "n_layer %d outside [1, %d]", c->n_layer, NN_MAX_LAYERS);
+    if (c->n_layer < 1 || c->n_layer > NN_GPT_MAX_LAYERS)
+        return ag_fail(AG_ERR_FORMAT,
+                       "n_layer %d outside [1, %d] (%d: a build limit, NN_GPT_MAX_LAYERS in "
+                       "src/nn/nn.h)",
+                       c->n_layer, NN_GPT_MAX_LAYERS, NN_GPT_MAX_LAYERS);
     if (c->n_head < 1 || c->n_embd % c->n_head != 0 || c->n_kv_head < 0 || c->n_head % n_kv(c) != 0)
         return ag_fail(AG_ERR_FORMAT,
                        "n_head %d must divide n_embd %d, and n_kv_head %d (0: n_head) must "
@@ -93,6 +100,19 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if (pos_kind(c) == NN_GPT_POS_ROPE && head_size(c) % 2 != 0)
         return ag_fail(AG_ERR_FORMAT, "head size %d (n_embd %d / n_head %d) must be even for RoPE",
                        head_size(c), c->n_embd, c->n_head);
+    if (c->rotary_dim != 0 &&
+        (pos_kind(c) != NN_GPT_POS_ROPE || c->rotary_dim < 0 || c->rotary_dim % 2 != 0 ||
+         c->rotary_dim > head_size(c)))
+        return ag_fail(AG_ERR_FORMAT,
+                       "rotary_dim %d must be 0 (the whole head), or even, > 0 and <= the head "
+                       "size %d with rotary positions (pos %d)",
+                       c->rotary_dim, head_size(c), (int)pos_kind(c));
+    if (c->parallel_residual & ~1)
+        return ag_fail(AG_ERR_FORMAT, "parallel_residual %d must be 0 or 1", c->parallel_residual);
+    if (c->parallel_residual && (c->post_ln || mlp_kind(c) == NN_GPT_MLP_NONE))
+        return ag_fail(AG_ERR_FORMAT,
+                       "parallel_residual 1 needs pre-LN blocks with an MLP (post_ln %d, mlp %d)",
+                       c->post_ln, (int)mlp_kind(c));
     /* the values nn_gpt_init allocates (doubles: in range, no product overflows them) */
     double C = c->n_embd, W = qkv_width(c), V = c->vocab_size, H = ffn_width(c);
     double b = has_bias(c), nb = norm_kind(c) == NN_GPT_NORM_NONE  ? 0
@@ -100,8 +120,8 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
                                                                    : 1 + b; /* a norm's vectors */
     double attn = W * C + W * b + C * C + C * b; /* c_attn (wq, wk, wv), c_proj (wo) */
     double mlp = mlp_kind(c) == NN_GPT_MLP_SWIGLU ? 3 * H * C + 2 * H * b + C * b
-                 : mlp_kind(c) == NN_GPT_MLP_GELU ? 2 * H * C + H * b + C * b
-                                                  : 0;
+                 : H > 0 ? 2 * H * C + H * b + C * b /* GELU, ReLU, GELU tanh */
+                         : 0;
     double norms = (mlp_kind(c) == NN_GPT_MLP_NONE ? 1 : 2) * nb * C; /* ln_1, ln_2 */
     double total = V * C + c->n_layer * (attn + mlp + norms) + (c->post_ln ? 0 : nb * C) +
                    (pos_kind(c) == NN_GPT_POS_LEARNED ? (double)c->block_size * C : 0) +
@@ -122,11 +142,17 @@ static void ln_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, int no
     ln->eps = eps;
 }
 
+/* w N(0, std) from b's stream; nothing drawn (w stays as it is) with no stream
+ * (nn_gpt_init_unset) */
+static void normal(NnBuilder *b, Tensor *w, double std) {
+    if (b->rng) rng_fill_normal(b->rng, w, 0, std);
+}
+
 /* A Linear (out, in) with weight N(0, std), bias 0 */
 static void linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, int no_bias,
                         double std) {
     nn_linear_init(l, b, name, in, out, no_bias ? NN_NO_BIAS : NN_BIAS);
-    rng_fill_normal(b->rng, l->weight, 0, std);
+    normal(b, l->weight, std);
     if (l->bias) tensor_fill(l->bias, 0);
 }
 
@@ -137,10 +163,10 @@ static void llama_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
     int swiglu = mlp_kind(c) == NN_GPT_MLP_SWIGLU;
     nn_embedding_init(&m->wte, top, "tok_embeddings", c->vocab_size, C, NN_NO_PADDING);
-    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    normal(top, m->wte.weight, std);
     if (pos_kind(c) == NN_GPT_POS_LEARNED) {
         nn_positional_init(&m->wpe, top, "pos_embeddings", c->block_size, C, NN_LEARNED);
-        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+        normal(top, m->wpe.table, std);
     }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
@@ -168,10 +194,10 @@ static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
     NnBuilder tr = nn_scope(top, "transformer");
     nn_embedding_init(&m->wte, &tr, "wte", c->vocab_size, C, NN_NO_PADDING);
-    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    normal(top, m->wte.weight, std);
     if (pos_kind(c) == NN_GPT_POS_LEARNED) {
         nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
-        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+        normal(top, m->wpe.table, std);
     }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
@@ -189,14 +215,16 @@ static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     if (c->untied) linear_init(&m->lm_head, top, "lm_head", C, c->vocab_size, 1, std);
 }
 
-void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
-    AG_CHECK_ARG(m);
-    AG_CHECK_ARG(a);
-    AG_CHECK_ARG(rng);
-    AG_CHECK_ARG(cfg);
-    AG_CHECK(nn_gpt_check_config(cfg, NULL) == AG_OK, "nn_gpt_init: %s", ag_last_error());
+/* nn_gpt_init, or with rng NULL nn_gpt_init_unset (nothing drawn) */
+static void gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg, const char *fn) {
+    AG_CHECK(nn_gpt_check_config(cfg, NULL) == AG_OK, "%s: %s", fn, ag_last_error());
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    int L = cfg->n_layer;
+    m->h = arena_alloc(a, (size_t)L * sizeof *m->h);
+    m->last_probs = arena_alloc(a, (size_t)L * sizeof *m->last_probs);
+    memset(m->h, 0, (size_t)L * sizeof *m->h);
+    memset(m->last_probs, 0, (size_t)L * sizeof *m->last_probs);
     double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
     NnBuilder top = nn_builder(a, &m->params, rng);
     if (cfg->style == NN_LLAMA)
@@ -205,6 +233,21 @@ void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
         gpt2_init(m, &top, std, proj_std);
     if (!cfg->untied) /* weight tying: the head reads the token embeddings (no parameter) */
         m->lm_head = (Linear){.weight = m->wte.weight, .in = cfg->n_embd, .out = cfg->vocab_size};
+}
+
+void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(rng);
+    AG_CHECK_ARG(cfg);
+    gpt_init(m, a, rng, cfg, "nn_gpt_init");
+}
+
+void nn_gpt_init_unset(Gpt *m, Arena *a, const GptConfig *cfg) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(cfg);
+    gpt_init(m, a, NULL, cfg, "nn_gpt_init_unset");
 }
 
 void nn_gpt_free(Gpt *m) {
@@ -242,8 +285,12 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
     Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 KV) */
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, C, C + KV};
     if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {
-            .head_size = hs, .pos0 = pos0, .base = c->rope_base, .n_cols = C + KV, .keep = 1};
+        AgRope rope = {.head_size = hs,
+                       .pos0 = pos0,
+                       .base = c->rope_base,
+                       .n_cols = C + KV,
+                       .keep = 1,
+                       .rot_dims = c->rotary_dim};
         qkv = ag_rope(t, qkv, &rope); /* (B, T, C + 2 KV) */
     }
     Tensor *kv = qkv;
@@ -277,7 +324,10 @@ static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, 
     k = nn_hook_heads(t, m->hooks, NN_HOOK_K, l, k, n_kv(c));
     v = nn_hook_heads(t, m->hooks, NN_HOOK_V, l, v, n_kv(c));
     if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
+        AgRope rope = {.head_size = head_size(c),
+                       .pos0 = pos0,
+                       .base = c->rope_base,
+                       .rot_dims = c->rotary_dim};
         q = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_Q, l, ag_rope(t, q, &rope), c->n_head);
         k = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_K, l, ag_rope(t, k, &rope), n_kv(c));
     }
@@ -325,7 +375,8 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
         y = explicit_attention(t, m, l, q, k, v, pos0, cache, rng);
     } else {
         if (pos_kind(c) == NN_GPT_POS_ROPE) {
-            AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
+            AgRope rope = {
+                .head_size = hs, .pos0 = pos0, .base = c->rope_base, .rot_dims = c->rotary_dim};
             q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
         }
         if (cache) { /* the rotated keys are cached */
@@ -338,13 +389,20 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
     return ag_dropout(t, nn_linear(t, &h->c_proj, y), c->dropout, rng); /* (B, T, C) */
 }
 
-/* x (B, T, C) -> the MLP (B, T, C): GELU's c_proj(gelu(c_fc x)), or SwiGLU's
- * w2(silu(w1 x) * w3 x) (c_fc is w1, mlp_proj w2); then dropout */
+/* x (B, T, C) -> the MLP (B, T, C): GELU's c_proj(gelu(c_fc x)) (or gelu_tanh, GPT-2's
+ * gelu_new), ReLU's c_proj(relu(c_fc x)),
+ * or SwiGLU's w2(silu(w1 x) * w3 x) (c_fc is w1, mlp_proj w2); then dropout. hook_pre is
+ * c_fc x, hook_post the activation's output (SwiGLU: the product) */
 static Tensor *mlp(Tape *t, Gpt *m, int l, Tensor *x, Rng *rng) {
     GptBlock *h = &m->h[l];
     Tensor *a = HOOK(NN_HOOK_MLP_PRE, l, nn_linear(t, &h->c_fc, x)); /* (B, T, H) */
-    if (mlp_kind(&m->cfg) == NN_GPT_MLP_SWIGLU)
+    NnGptMlp k = mlp_kind(&m->cfg);
+    if (k == NN_GPT_MLP_SWIGLU)
         a = ag_mul(t, ag_silu(t, a), nn_linear(t, &h->w3, x));
+    else if (k == NN_GPT_MLP_RELU)
+        a = ag_relu(t, a);
+    else if (k == NN_GPT_MLP_GELU_TANH)
+        a = ag_gelu_tanh(t, a);
     else
         a = ag_gelu(t, a);
     Tensor *y = nn_linear(t, &h->mlp_proj, HOOK(NN_HOOK_MLP_POST, l, a));
@@ -364,11 +422,22 @@ static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x, NnHoo
 }
 
 /* pre-LN: x + attn(norm_1(x)), then + mlp(norm_2(x)); post-LN: norm_1(x + attn(x)), then
- * norm_2(x + mlp(x)); no MLP: the attention's step alone */
+ * norm_2(x + mlp(x)); no MLP: the attention's step alone; parallel (GPT-NeoX):
+ * (x + attn(norm_1(x))) + mlp(norm_2(x)), no hook_resid_mid (TransformerLens's
+ * parallel_attn_mlp: resid_pre + attn_out + mlp_out) */
 static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     GptBlock *h = &m->h[l];
     int post = m->cfg.post_ln;
     x = HOOK(NN_HOOK_RESID_PRE, l, x);
+    if (m->cfg.parallel_residual) {
+        Tensor *a = norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
+        a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
+                                     : attention(t, m, l, a, pos0, cache, rng);
+        a = HOOK(NN_HOOK_ATTN_OUT, l, a);
+        Tensor *f = norm(t, m, &h->ln_2, x, NN_HOOK_LN2_SCALE, l);
+        f = HOOK(NN_HOOK_MLP_OUT, l, mlp(t, m, l, f, rng));
+        return HOOK(NN_HOOK_RESID_POST, l, ag_add(t, ag_add(t, x, a), f));
+    }
     Tensor *a = post ? x : norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
     a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
                                  : attention(t, m, l, a, pos0, cache, rng);
@@ -478,6 +547,8 @@ void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {
     memset(c, 0, sizeof *c);
     c->B = B, c->max_T = max_T, c->n_layer = m->cfg.n_layer;
     c->width = 2 * n_kv(&m->cfg) * head_size(&m->cfg);
+    c->kv = calloc((size_t)c->n_layer, sizeof *c->kv);
+    AG_CHECK(c->kv, "nn_gpt_cache_init: out of memory for %d layers", c->n_layer);
     for (int l = 0; l < c->n_layer; l++) {
         c->kv[l] = calloc((size_t)B * max_T * c->width, sizeof(Real));
         AG_CHECK(c->kv[l], "nn_gpt_cache_init: out of memory for (%d, %d, %d) values", B, max_T,
@@ -487,7 +558,8 @@ void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {
 
 void nn_gpt_cache_free(GptCache *c) {
     AG_CHECK_ARG(c);
-    for (int l = 0; l < c->n_layer; l++) free(c->kv[l]);
+    for (int l = 0; c->kv && l < c->n_layer; l++) free(c->kv[l]);
+    free(c->kv);
     memset(c, 0, sizeof *c);
 }
 
@@ -586,7 +658,7 @@ static const CkptField gpt_fields[] = {
     CKPT_CFG_FLOAT(GptConfig, norm_eps, 0, 0.5),
     GPT_INT(vocab_size, 1, 1 << 24),
     GPT_INT(block_size, 1, 1 << 20),
-    GPT_INT(n_layer, 1, NN_MAX_LAYERS),
+    GPT_INT(n_layer, 1, NN_GPT_MAX_LAYERS),
     GPT_INT(n_head, 1, 1024),
     GPT_INT(n_embd, 1, 1 << 16),
     GPT_INT(n_kv_head, 0, 1024),
@@ -596,9 +668,11 @@ static const CkptField gpt_fields[] = {
     /* added later: files without them are of the style's choices, as the code that wrote them */
     CKPT_CFG_INT_OPT(GptConfig, pos, 0, NN_GPT_POS_NONE),
     CKPT_CFG_INT_OPT(GptConfig, norm, 0, NN_GPT_NORM_NONE),
-    CKPT_CFG_INT_OPT(GptConfig, mlp, 0, NN_GPT_MLP_NONE),
+    CKPT_CFG_INT_OPT(GptConfig, mlp, 0, NN_GPT_MLP_LAST),
     CKPT_CFG_INT_OPT(GptConfig, bias, 0, NN_GPT_BIAS_OFF),
     CKPT_CFG_INT_OPT(GptConfig, post_ln, 0, 1),
+    CKPT_CFG_INT_OPT(GptConfig, parallel_residual, 0, 1),
+    CKPT_CFG_INT_OPT(GptConfig, rotary_dim, 0, 1 << 16),
 };
 
 static int check_values(const void *values, int64_t *n_params) {

@@ -10,7 +10,8 @@
  *             w3), layers.0.attention_norm.weight, layers.0.ffn_norm.weight, norm.weight,
  *             output.weight.
  * Every option mixes with either style (GptConfig: positions, norm, MLP, biases, the tied head,
- * grouped-query heads, dropout, pre- or post-LN); a part the options leave out has no
+ * grouped-query heads, dropout, pre- or post-LN, GPT-NeoX's parallel residual and partial
+ * rotary); a part the options leave out has no
  * parameter, and a part the style's names lack takes a name in its convention (the table in
  * nn_gpt_init, and docs/gpt.md).
  * Linear weights are (out, in) as PyTorch's nn.Linear, so a state_dict moves by name.
@@ -36,8 +37,20 @@ typedef enum { NN_GPT_POS_STYLE, NN_GPT_POS_LEARNED, NN_GPT_POS_ROPE, NN_GPT_POS
  * none (no norm parameters at all) */
 typedef enum { NN_GPT_NORM_STYLE, NN_GPT_NORM_LAYER, NN_GPT_NORM_RMS, NN_GPT_NORM_NONE } NnGptNorm;
 /* the feed-forward: GPT-2 c_proj(gelu(c_fc x)), LLaMA w2(silu(w1 x) * w3 x); or none (an
- * attention-only model: each block is x + attn(ln_1(x))) */
-typedef enum { NN_GPT_MLP_STYLE, NN_GPT_MLP_GELU, NN_GPT_MLP_SWIGLU, NN_GPT_MLP_NONE } NnGptMlp;
+ * attention-only model: each block is x + attn(ln_1(x))); or c_proj(relu(c_fc x)) (the
+ * grokking papers' 1-layer model), or c_proj(gelu_tanh(c_fc x)) (GPT-2's own MLP: HF's
+ * "gelu_new", ag_gelu_tanh; NN_GPT_MLP_GELU is the exact erf GELU, nanoGPT's nn.GELU()), both
+ * with GELU's names and width. The values are the checkpoint
+ * field's (meta.config.mlp): new kinds are appended. */
+typedef enum {
+    NN_GPT_MLP_STYLE,
+    NN_GPT_MLP_GELU,
+    NN_GPT_MLP_SWIGLU,
+    NN_GPT_MLP_NONE,
+    NN_GPT_MLP_RELU,
+    NN_GPT_MLP_GELU_TANH,
+} NnGptMlp;
+#define NN_GPT_MLP_LAST NN_GPT_MLP_GELU_TANH /* the largest value */
 /* biases of the Linear layers and LayerNorms: GPT-2 yes, LLaMA no */
 typedef enum { NN_GPT_BIAS_STYLE, NN_GPT_BIAS_ON, NN_GPT_BIAS_OFF } NnGptBias;
 typedef struct GptConfig {
@@ -50,7 +63,7 @@ typedef struct GptConfig {
     int no_bias;      /* 1: no biases, as .bias = NN_GPT_BIAS_OFF (nanoGPT's bias=False) */
     int untied;       /* 1: the head's weight of its own (lm_head, output); 0: the token
                      * embeddings' (tied, as GPT-2 and llama2.c's small models) */
-    int ffn_hidden;   /* the MLP's width; 0: GELU 4 n_embd, SwiGLU llama2.c's rule (2/3 of
+    int ffn_hidden;   /* the MLP's width; 0: GELU (ReLU, GELU tanh) 4 n_embd, SwiGLU llama2.c's rule (2/3 of
                      * 4 n_embd rounded up to a multiple of 32) */
     double rope_base; /* RoPE's base; 0: 10000 */
     double norm_eps;  /* the norms' eps (LayerNorm, RMSNorm); 0: 1e-5 */
@@ -60,6 +73,21 @@ typedef struct GptConfig {
     NnGptBias bias;
     int post_ln; /* 0: pre-LN, x + f(norm(x)), and a final norm (both styles); 1: post-LN as the
                   * original Transformer and GPT-1, norm(x + f(x)), no final norm */
+    int parallel_residual; /* 1: GPT-NeoX's parallel attention and MLP (HF's
+                            * use_parallel_residual, TransformerLens's parallel_attn_mlp): each
+                            * block is x + attn(ln_1(x)) + mlp(ln_2(x)), both reading the block's
+                            * input; pre-LN with an MLP only. 0: x + attn(ln_1(x)), then that plus
+                            * mlp(ln_2(that)) */
+    int rotary_dim; /* rotary positions: the columns of each head that turn (even, <= head size;
+                     * 0: all of them). Fewer: partial rotary (GPT-NeoX's rotary_pct: rotary_dim
+                     * = head_size * rotary_pct; GPT-J's and TransformerLens's rotary_dim): in
+                     * each head of q and k, the pairs (2i, 2i+1) with 2i < rotary_dim turn by
+                     * p base^(-2i/rotary_dim), the columns [rotary_dim, head_size) pass
+                     * unchanged (ag_rope's rot_dims). HF's NeoX rotates the halves of those
+                     * columns instead, pair (j, j + rotary_dim/2) at the same frequency as our
+                     * pair j: a loader moves HF's q/k row j of a head to 2j and
+                     * rotary_dim/2 + j to 2j + 1, for j < rotary_dim/2, and leaves the rows
+                     * from rotary_dim on in place. */
 } GptConfig;
 
 /* GPT-2's names: transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2,
@@ -79,11 +107,11 @@ typedef struct Gpt {
     Embedding wte;          /* transformer.wte.weight (vocab_size, C); LLaMA: tok_embeddings */
     PositionalEncoding wpe; /* learned positions: transformer.wpe.weight (block_size, C);
                              * LLaMA's names: pos_embeddings.weight */
-    GptBlock h[NN_MAX_LAYERS];
+    GptBlock *h; /* n_layer blocks, in the parameters' arena */
     LayerNorm ln_f; /* LLaMA: norm (weight only); none post-LN */
     Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
-    Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
-                                        * of the last forward, in the step arena */
+    Tensor **last_probs; /* n_layer: each block's attention probabilities (B, NH, T, T) of the
+                          * last forward, in the step arena */
     NnHooks *hooks;                    /* during nn_gpt_forward_hooked only; NULL otherwise */
 } Gpt;
 
@@ -91,7 +119,8 @@ typedef struct Gpt {
  * this refuses. AG_OK with the parameter count in *n_params (may be NULL), or AG_ERR_FORMAT
  * with the reason in ag_last_error() ("n_head 3 must divide n_embd 64"). */
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
-/* Every parameter in arena a (registered in m->params), initialised as nanoGPT and llama2.c
+/* Every parameter in arena a (registered in m->params; the blocks' table too, so the model
+ * lives as long as the arena), initialised as nanoGPT and llama2.c
  * do: weights and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj;
  * LLaMA's wo and w3, or w2 without w3) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1 and 0.
  * The parameters, in this order (a part is there when the options in brackets say so):
@@ -111,6 +140,12 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
  * ffn_norm.) Each norm has .weight, and .bias when it is a LayerNorm with biases; each Linear .weight, and
  * .bias with biases (never the head's). */
 void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
+/* nn_gpt_init without the initialisation's draws: the same parameters, names and order, the
+ * norms' weights 1 and every other value 0, for a model whose weights a load overwrites
+ * (ckpt_load, an HF folder): no normals generated to be thrown away. Initialisation stays
+ * serial (one RNG stream in the parameters' order: the same bits for any thread count, and
+ * for the runs and checkpoints already made); this entry is what makes a load fast. */
+void nn_gpt_init_unset(Gpt *m, Arena *a, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
@@ -142,7 +177,7 @@ GptConfig nn_gpt_options(const GptConfig *c);
 typedef struct GptCache {
     int B, max_T, len, width; /* width: 2 n_kv_head hs, a position's keys then values */
     int n_layer;
-    Real *kv[NN_MAX_LAYERS]; /* (B, max_T, width) */
+    Real **kv; /* n_layer of (B, max_T, width) */
 } GptCache;
 void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T);
 void nn_gpt_cache_free(GptCache *c);

@@ -21,10 +21,12 @@
  *   blocks.L.attn.hook_pattern         (B, NH, T, T)      the softmax
  *   blocks.L.attn.hook_z               (B, T, NH, HS)     the heads' outputs, before c_proj
  *   blocks.L.hook_attn_out             (B, T, C)
- *   blocks.L.hook_resid_mid            (B, T, C)
- *   blocks.L.ln2.hook_scale / hook_normalized
- *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after GELU (LLaMA: w1 x, and
- *                                                         silu(w1 x) * w3 x)
+ *   blocks.L.hook_resid_mid            (B, T, C)          not with parallel attention and MLP
+ *                                                         (TransformerLens's parallel_attn_mlp)
+ *                                                         nor attention only
+ *   blocks.L.ln2.hook_scale / hook_normalized             (parallel: of resid_pre)
+ *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after the activation (GELU,
+ *                                                         ReLU; SwiGLU: w1 x, and silu(w1 x) * w3 x)
  *   blocks.L.hook_mlp_out              (B, T, C)
  *   blocks.L.hook_resid_post           (B, T, C)
  *   ln_final.hook_scale / hook_normalized
@@ -132,7 +134,7 @@ typedef struct NnHooks {
     int n, cap;
     NnHookEntry *entries; /* in the order they were added: run in that order at a point */
     /* model-level points: layer 0 */
-    unsigned char on[NN_HOOK_N_STACKS][NN_HOOK_N_KINDS][NN_MAX_LAYERS];
+    unsigned char on[NN_HOOK_N_STACKS][NN_HOOK_N_KINDS][NN_GPT_MAX_LAYERS];
     int status;      /* AG_OK, or the first hook's failure */
     char error[512]; /* its message */
 } NnHooks;

@@ -2,10 +2,12 @@
  * gradient check of the whole model (every parameter, in the double build, with and without
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
  * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
- * in both styles, GPT-2's and LLaMA's. Then the options mixed (GptMix rows: RoPE, RMSNorm,
- * SwiGLU or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
- * its gradient check, its cached decoding and its checkpoint; checkpoints written before the
- * options existed; bad mixes abort naming the configuration.
+ * in both styles, GPT-2's and LLaMA's; published depths (48 blocks, the build limit) and a
+ * model made for a load (nn_gpt_init_unset). Then the options mixed (GptMix rows: RoPE,
+ * RMSNorm, SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, parallel blocks, partial
+ * rotary, ... in either style's names): each row's names and count, its gradient check, its
+ * cached decoding and its checkpoint; checkpoints written before the options existed; bad
+ * mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
  * Not here: the ops' own checks (tests/autograd). */
 #include <criterion/criterion.h>
@@ -246,10 +248,9 @@ Test(nn_gpt, cached_decoding_equals_the_full_forward) {
 
 /* ---- training and resuming: the model's checkpoint table ---- */
 
-static void train(const char *path, int resume, int steps, double *losses) {
-    GptConfig c = tiny;
-    c.dropout = 0.1;
-    GptConfig *cfg = &c;
+static void train_model(const GptConfig *model, const char *path, int resume, int steps,
+                        double *losses) {
+    GptConfig c = *model, *cfg = &c;
     Checkpoint ck = {.config = nn_gpt_ckpt_config(cfg)};
     Arena *params = arena_new("params", 0);
     Tape *t = ag_tape_new(arena_new("step", 0));
@@ -278,30 +279,176 @@ static void train(const char *path, int resume, int steps, double *losses) {
     nn_gpt_free(&m);
     arena_free(params);
 }
-
-Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
+/* Trains c for `steps` steps straight, and again stopped after `cut` and resumed from the
+ * checkpoint: the same losses to the bit, and learning (the last loss under 0.7 of the first).
+ * -> the configuration read back from the resumed run's checkpoint (*f: the file, open) */
+static GptConfig train_and_resume(const GptConfig *c, int steps, int cut, NpzFile **f) {
     char dir[64], a[600], b[600];
     ts_tmp_dir(dir, sizeof dir, "gpt");
     ts_join(a, dir, "straight.npz");
     ts_join(b, dir, "resumed.npz");
-    double straight[20], resumed[20];
-    train(a, 0, 20, straight);
-    train(b, 0, 9, resumed);
-    train(b, 1, 20, resumed);
-    for (int i = 0; i < 20; i++)
+    double straight[32], resumed[32];
+    cr_assert(steps <= 32);
+    train_model(c, a, 0, steps, straight);
+    train_model(c, b, 0, cut, resumed);
+    train_model(c, b, 1, steps, resumed);
+    for (int i = 0; i < steps; i++)
         cr_assert(straight[i] == resumed[i], "step %d: %.17g straight, %.17g resumed", i,
                   straight[i], resumed[i]);
-    cr_assert(straight[19] < 0.7 * straight[0], "no learning: %g -> %g", straight[0], straight[19]);
+    cr_assert(straight[steps - 1] < 0.7 * straight[0], "no learning: %g -> %g", straight[0],
+              straight[steps - 1]);
     GptConfig read;
     memset(&read, 0, sizeof read);
     CkptConfig cc = nn_gpt_ckpt_config(&read);
+    cr_assert_eq(ckpt_read(b, &cc, f), AG_OK, "%s", ag_last_error());
+    ts_rm_tree(dir);
+    return read;
+}
+
+Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
+    GptConfig c = tiny;
+    c.dropout = 0.1;
     NpzFile *f;
-    cr_assert_eq(ckpt_read(b, &cc, &f), AG_OK, "%s", ag_last_error());
+    GptConfig read = train_and_resume(&c, 20, 9, &f);
     cr_assert(read.vocab_size == 7 && read.block_size == 6 && read.n_layer == 2 &&
               read.n_embd == 8 && read.dropout == 0.1);
     cr_assert(npz_find(f, "transformer.h.1.attn.c_attn.weight") && npz_find(f, "meta.model"));
     npz_free(f);
-    ts_rm_tree(dir);
+}
+
+/* The grokking papers' 1-layer model (Nanda et al. 2023): a ReLU MLP, no norms, learned
+ * positions, an untied head; it learns, and resumes to the bit. */
+static const GptConfig grok_like = {.vocab_size = 7,
+                                    .block_size = 6,
+                                    .n_layer = 1,
+                                    .n_head = 2,
+                                    .n_embd = 8,
+                                    .mlp = NN_GPT_MLP_RELU,
+                                    .norm = NN_GPT_NORM_NONE,
+                                    .untied = 1};
+Test(nn_gpt, a_relu_mlp_without_norms_trains_and_resumes_bit_exactly) {
+    NpzFile *f;
+    GptConfig read = train_and_resume(&grok_like, 30, 12, &f);
+    cr_assert(read.mlp == NN_GPT_MLP_RELU && read.norm == NN_GPT_NORM_NONE && read.untied == 1);
+    cr_assert(npz_find(f, "meta.config.mlp") && npz_find(f, "lm_head.weight") &&
+              !npz_find(f, "transformer.ln_f.weight"));
+    npz_free(f);
+}
+
+/* The MLP's activation as computed: hook_post against f(hook_pre), element by element, in
+ * double from the same input (within tol of |input| + |value|; 0: the same bits) */
+typedef struct {
+    Real *pre;
+    size_t n;
+    int seen;
+} MlpSeen;
+static int keep_pre(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)at;
+    MlpSeen *s = ctx;
+    s->pre = ts_values(*x), s->n = (*x)->size;
+    return AG_OK;
+}
+typedef struct {
+    MlpSeen *pre;
+    double (*f)(double);
+    double tol;
+    int checked;
+} MlpCheck;
+static int check_post(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t;
+    MlpCheck *c = ctx;
+    cr_assert(c->pre->pre && c->pre->n == (*x)->size, "%s: no hook_pre before it", at->name);
+    for (size_t i = 0; i < (*x)->size; i++) {
+        double in = (double)c->pre->pre[i], want = c->f(in), got = (double)(*x)->data[i];
+        cr_assert(fabs(got - want) <= c->tol * (fabs(in) + fabs(want)) || got == want,
+                  "%s[%zu]: f(%.17g) = %.17g, want %.17g", at->name, i, in, got, want);
+    }
+    free(c->pre->pre);
+    c->pre->pre = NULL;
+    c->checked++;
+    return AG_OK;
+}
+static void check_mlp_activation(const GptConfig *c, double (*f)(double), double tol) {
+    TsGpt e = ts_gpt_new(c, 3, 0.2, 0.3, 2, 5);
+    NnHooks h;
+    nn_hooks_init(&h, c->n_layer);
+    MlpSeen seen = {0};
+    MlpCheck chk = {&seen, f, tol, 0};
+    cr_assert(nn_hooks_add(&h, "blocks.*.mlp.hook_pre", keep_pre, &seen) == c->n_layer);
+    cr_assert(nn_hooks_add(&h, "blocks.*.mlp.hook_post", check_post, &chk) == c->n_layer);
+    cr_assert(nn_gpt_forward_hooked(e.t, &e.m, e.ids, 2, 5, NULL, &h), "%s", ag_last_error());
+    cr_assert_eq(chk.checked, c->n_layer);
+    nn_hooks_free(&h);
+    ts_gpt_free(&e);
+}
+static double relu_ref(double x) { return x > 0 ? x : 0; }
+Test(nn_gpt, the_relu_mlp_computes_relu_of_c_fc) {
+    check_mlp_activation(&grok_like, relu_ref, 0);
+    GptConfig c = grok_like;
+    c.style = NN_LLAMA, c.n_layer = 2;
+    check_mlp_activation(&c, relu_ref, 0);
+}
+/* GPT-2's gelu_new as HF's activations.py writes it (NewGELUActivation) */
+static double gelu_new_ref(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2 / acos(-1.0)) * (x + 0.044715 * pow(x, 3))));
+}
+Test(nn_gpt, the_gelu_tanh_mlp_computes_gpt2s_gelu_new_of_c_fc) {
+    GptConfig c = tiny;
+    c.mlp = NN_GPT_MLP_GELU_TANH;
+    check_mlp_activation(&c, gelu_new_ref, TOL);
+}
+
+/* GPT-NeoX's parallel block as TransformerLens runs it (parallel_attn_mlp): no hook_resid_mid,
+ * resid_post = resid_pre + attn_out + mlp_out, and ln2 normalizes resid_pre (the same values
+ * as ln1's before their weights) */
+typedef struct {
+    Real *v[NN_HOOK_N_KINDS];
+    int runs[NN_HOOK_N_KINDS];
+} Seen;
+static int seen_hook(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t;
+    Seen *s = ctx;
+    if (at->layer == 0) {
+        free(s->v[at->kind]);
+        s->v[at->kind] = ts_values(*x);
+        s->runs[at->kind]++;
+    }
+    return AG_OK;
+}
+Test(nn_gpt, the_parallel_block_has_transformer_lens_points) {
+    GptConfig c = tiny;
+    c.parallel_residual = 1, c.pos = NN_GPT_POS_ROPE, c.rotary_dim = 2;
+    enum { B = 2, T = 5, C = 8 };
+    TsGpt e = ts_gpt_new(&c, 4, 0.2, 0.3, B, T);
+    NnHooks h;
+    nn_hooks_init(&h, c.n_layer);
+    Seen s = {0};
+    cr_assert(nn_hooks_add(&h, "blocks.*", seen_hook, &s) > 0);
+    Tensor *y = nn_gpt_forward_hooked(e.t, &e.m, e.ids, B, T, NULL, &h);
+    cr_assert(y, "%s", ag_last_error());
+    Real *plain = ts_values(y);
+    cr_assert_eq(s.runs[NN_HOOK_RESID_MID], 0, "hook_resid_mid ran in a parallel block");
+    int want[] = {NN_HOOK_RESID_PRE, NN_HOOK_ATTN_OUT, NN_HOOK_MLP_OUT, NN_HOOK_RESID_POST,
+                  NN_HOOK_LN1_NORMALIZED, NN_HOOK_LN2_NORMALIZED, NN_HOOK_ROT_Q, NN_HOOK_MLP_PRE};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        cr_assert_eq(s.runs[want[k]], 1, "kind %d: %d runs", want[k], s.runs[want[k]]);
+    for (int i = 0; i < B * T * C; i++) {
+        double sum = (double)s.v[NN_HOOK_RESID_PRE][i] + (double)s.v[NN_HOOK_ATTN_OUT][i] +
+                     (double)s.v[NN_HOOK_MLP_OUT][i];
+        double post = (double)s.v[NN_HOOK_RESID_POST][i];
+        cr_assert(fabs(post - sum) <= TOL * (1 + fabs(sum)), "[%d]: resid_post %.17g, sum %.17g",
+                  i, post, sum);
+        cr_assert(s.v[NN_HOOK_LN1_NORMALIZED][i] == s.v[NN_HOOK_LN2_NORMALIZED][i],
+                  "[%d]: ln2 does not normalize resid_pre", i);
+    }
+    /* hooks that change nothing leave the logits' bits */
+    ag_tape_reset(e.t);
+    Tensor *y2 = nn_gpt_forward(e.t, &e.m, e.ids, B, T, NULL);
+    cr_assert(memcmp(plain, y2->data, y2->size * sizeof(Real)) == 0);
+    free(plain);
+    for (int k = 0; k < NN_HOOK_N_KINDS; k++) free(s.v[k]);
+    nn_hooks_free(&h);
+    ts_gpt_free(&e);
 }
 
 /* ---- the options, mixed: one table, every row through names, gradients, the cache and a
@@ -362,6 +509,30 @@ static const GptMix mixes[] = {
      {.style = NN_LLAMA, .n_kv_head = 1, .mlp = NN_GPT_MLP_NONE, .post_ln = 1},
      {"layers.0.attention_norm.weight", "layers.1.attention.wk.weight"},
      {"layers.0.ffn_norm.weight", "layers.0.feed_forward.w1.weight", "norm.weight"}},
+    {"GPT-2 with a ReLU MLP, no norms, untied (the grokking papers' model)",
+     {.mlp = NN_GPT_MLP_RELU, .norm = NN_GPT_NORM_NONE, .untied = 1},
+     {"transformer.wpe.weight", "transformer.h.1.mlp.c_fc.weight", "transformer.h.0.mlp.c_proj.bias",
+      "lm_head.weight"},
+     {"transformer.h.0.ln_1.weight", "transformer.h.0.ln_2.weight", "transformer.ln_f.weight",
+      "transformer.h.0.mlp.c_up.weight"}},
+    {"GPT-2 with GPT-2's own GELU (gelu_new, the tanh approximation)",
+     {.mlp = NN_GPT_MLP_GELU_TANH},
+     {"transformer.h.0.mlp.c_fc.bias", "transformer.h.1.mlp.c_proj.weight", "transformer.ln_f.bias"},
+     {"transformer.h.0.mlp.c_up.weight", "lm_head.weight"}},
+    {"GPT-NeoX-like: parallel attention and MLP, rotary on 2 of each head's 4 columns, untied",
+     {.pos = NN_GPT_POS_ROPE, .parallel_residual = 1, .rotary_dim = 2, .untied = 1,
+      .mlp = NN_GPT_MLP_GELU_TANH},
+     {"transformer.h.0.ln_2.weight", "transformer.h.1.ln_1.bias", "lm_head.weight"},
+     {"transformer.wpe.weight"}},
+    {"LLaMA with parallel attention and MLP, grouped-query, rotary on 2 of 4 columns",
+     {.style = NN_LLAMA, .parallel_residual = 1, .rotary_dim = 2, .n_head = 4, .n_embd = 16,
+      .n_kv_head = 2, .ffn_hidden = 12},
+     {"layers.0.ffn_norm.weight", "layers.1.attention_norm.weight"},
+     {"pos_embeddings.weight"}},
+    {"LLaMA with a ReLU MLP",
+     {.style = NN_LLAMA, .mlp = NN_GPT_MLP_RELU, .ffn_hidden = 12},
+     {"layers.0.feed_forward.w1.weight", "layers.1.feed_forward.w2.weight", "norm.weight"},
+     {"layers.0.feed_forward.w3.weight", "layers.0.feed_forward.w1.bias"}},
     {"LLaMA without norms or positions, with dropout, untied",
      {.style = NN_LLAMA,
       .norm = NN_GPT_NORM_NONE,
@@ -445,7 +616,8 @@ static int same_config(const GptConfig *a, const GptConfig *b) {
            a->n_embd == b->n_embd && a->n_kv_head == b->n_kv_head && a->dropout == b->dropout &&
            a->no_bias == b->no_bias && a->untied == b->untied && a->ffn_hidden == b->ffn_hidden &&
            a->rope_base == b->rope_base && a->norm_eps == b->norm_eps && a->pos == b->pos &&
-           a->norm == b->norm && a->mlp == b->mlp && a->bias == b->bias && a->post_ln == b->post_ln;
+           a->norm == b->norm && a->mlp == b->mlp && a->bias == b->bias && a->post_ln == b->post_ln &&
+           a->parallel_residual == b->parallel_residual && a->rotary_dim == b->rotary_dim;
 }
 
 /* Saves model m with the configuration table (fields), reads it back as today's table
@@ -545,6 +717,71 @@ Test(nn_gpt, a_checkpoint_without_the_option_fields_loads_as_its_style) {
     ts_rm_tree(dir);
 }
 
+/* Published depths: a 48-block model (GPT-2 XL's) builds, runs with hooks and caches; past
+ * the build limit the refusal says it is one */
+Test(nn_gpt, a_model_of_gpt2_xls_48_layers_runs_with_hooks_and_a_cache) {
+    GptConfig c = tiny;
+    c.n_layer = 48, c.block_size = 9;
+    check_cache(&c);
+    TsGpt e = ts_gpt_new(&c, 2, 0.2, 0, 2, 5);
+    NnHooks h;
+    nn_hooks_init(&h, c.n_layer);
+    int calls = 0;
+    cr_assert_eq(nn_hooks_add(&h, "blocks.*.hook_resid_post", ts_count_hook, &calls), 48);
+    cr_assert(nn_gpt_forward_hooked(e.t, &e.m, e.ids, 2, 5, NULL, &h), "%s", ag_last_error());
+    cr_assert_eq(calls, 48);
+    nn_hooks_free(&h);
+    ts_gpt_free(&e);
+    c.n_layer = NN_GPT_MAX_LAYERS + 1;
+    cr_assert_eq(nn_gpt_check_config(&c, NULL), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "n_layer 257 outside [1, 256] (256: a build limit, "
+                                      "NN_GPT_MAX_LAYERS in src/nn/nn.h)"),
+              "%s", ag_last_error());
+}
+
+/* nn_gpt_init_unset: nn_gpt_init's parameters (names, shapes, order) without the draws (norm
+ * weights 1, the rest 0); a checkpoint loaded into it gives the saved model's logits to the bit */
+Test(nn_gpt, a_model_made_for_a_load_draws_nothing_and_loads_to_the_bit) {
+    const GptConfig cs[] = {
+        {.vocab_size = 7, .block_size = 6, .n_layer = 2, .n_head = 2, .n_embd = 8},
+        {.style = NN_LLAMA, .vocab_size = 7, .block_size = 6, .n_layer = 2, .n_head = 2,
+         .n_embd = 8, .untied = 1, .pos = NN_GPT_POS_LEARNED},
+    };
+    char dir[64], path[600];
+    ts_tmp_dir(dir, sizeof dir, "gptunset");
+    ts_join(path, dir, "m.npz");
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        TsGpt e = ts_gpt_new(&cs[k], 5, 0.2, 0.1, 2, 6);
+        Checkpoint ck = {.params = &e.m.params, .config = nn_gpt_ckpt_config(&e.m.cfg)};
+        cr_assert_eq(ckpt_save(path, &ck, 1, NULL), AG_OK, "%s", ag_last_error());
+        Arena *a = arena_new("params", 0);
+        Gpt m;
+        nn_gpt_init_unset(&m, a, &cs[k]);
+        cr_assert_eq(m.params.n, e.m.params.n);
+        for (int i = 0; i < m.params.n; i++) {
+            const Tensor *p = m.params.items[i], *q = e.m.params.items[i];
+            cr_assert_str_eq(p->name, q->name);
+            cr_assert(p->size == q->size && p->ndim == q->ndim);
+            int norm = strstr(p->name, "norm") || strstr(p->name, "ln_");
+            int weight = strstr(p->name, ".weight") != NULL;
+            for (size_t j = 0; j < p->size; j++)
+                cr_assert(p->data[j] == (norm && weight ? 1 : 0), "%s[%zu] = %g", p->name, j,
+                          (double)p->data[j]);
+        }
+        Checkpoint ck2 = {.params = &m.params, .config = nn_gpt_ckpt_config(&m.cfg)};
+        cr_assert_eq(ckpt_load(path, &ck2), AG_OK, "%s", ag_last_error());
+        ag_no_grad(e.t, 1);
+        Real *want = ts_values(nn_gpt_forward(e.t, &e.m, e.ids, 2, 6, NULL));
+        Tensor *y = nn_gpt_forward(e.t, &m, e.ids, 2, 6, NULL);
+        cr_assert(memcmp(want, y->data, y->size * sizeof(Real)) == 0, "other logits");
+        free(want);
+        nn_gpt_free(&m);
+        arena_free(a);
+        ts_gpt_free(&e);
+    }
+    ts_rm_tree(dir);
+}
+
 /* Misuse: nn_gpt_init aborts naming itself and the configuration's fault. */
 static void init_bad(void *ctx) {
     Arena *a = arena_new("params", 0);
@@ -568,6 +805,13 @@ Test(nn_gpt_mix, a_bad_mix_aborts_naming_the_configuration) {
         {{.bias = 3}, "bias 3"},
         {{.post_ln = 2}, "post_ln 2"},
         {{.no_bias = 1, .bias = NN_GPT_BIAS_ON}, "no_bias 1 contradicts bias"},
+        {{.rotary_dim = 2}, "rotary_dim 2 must be 0 (the whole head), or even, > 0 and <= the head size 4 with rotary positions (pos 1)"},
+        {{.pos = NN_GPT_POS_ROPE, .rotary_dim = 3}, "rotary_dim 3"},
+        {{.pos = NN_GPT_POS_ROPE, .rotary_dim = 6}, "rotary_dim 6"},
+        {{.style = NN_LLAMA, .rotary_dim = -2}, "rotary_dim -2"},
+        {{.parallel_residual = 2}, "parallel_residual 2 must be 0 or 1"},
+        {{.parallel_residual = 1, .post_ln = 1}, "parallel_residual 1 needs pre-LN blocks with an MLP (post_ln 1, mlp 1)"},
+        {{.parallel_residual = 1, .mlp = NN_GPT_MLP_NONE}, "(post_ln 0, mlp 3)"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         GptConfig cfg = sized(bad[k].c);
