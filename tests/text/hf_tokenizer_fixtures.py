@@ -12,7 +12,8 @@ skip_special_tokens=False) of each line.
 With an argument it is the live comparison the C test runs where a python with tokenizers is
 named by ATTOGRAD_TOKENIZERS_PYTHON:
     python hf_tokenizer_fixtures.py encode TOKENIZER.json TEXT_FILE
-prints the ids of each line of TEXT_FILE (split at \\n), one line of space-separated ids each.
+prints the ids of each line of TEXT_FILE (split at \\n), one line of space-separated ids each
+(TOKENIZER.json may be a folder with GPT-2's vocab.json and merges.txt: GPT2Tokenizer reads it).
 """
 import json
 import os
@@ -205,13 +206,22 @@ def main():
 
 
 def live_encode(tok_path, text_path):
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(tok_path)
+    """a tokenizer.json through the tokenizers library, or a folder (GPT-2's vocab.json and
+    merges.txt) through transformers' GPT2Tokenizer"""
     with open(text_path, "rb") as f:
         text = f.read().decode("utf-8")
+    if os.path.isdir(tok_path):
+        from transformers import GPT2Tokenizer
+
+        tok = GPT2Tokenizer.from_pretrained(tok_path)
+        enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+    else:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(tok_path)
+        enc = lambda s: tok.encode(s, add_special_tokens=False).ids
     for line in text.split("\n"):
-        print(" ".join(str(i) for i in tok.encode(line, add_special_tokens=False).ids))
+        print(" ".join(str(i) for i in enc(line)))
 
 
 if __name__ == "__main__":

