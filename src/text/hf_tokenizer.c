@@ -1263,7 +1263,7 @@ static int encode_segment(const TxtHf *t, Enc *e, const uint8_t *p, size_t n, in
         return AG_OK;
     }
     /* SPM: the normalizer and Metaspace into buf, spaces as U+2581 */
-    if (ensure_buf(e, 3 * n + 3) != AG_OK) return AG_ERR_NOMEM;
+    if (ensure_buf(e, 3 * n + 6) != AG_OK) return AG_ERR_NOMEM; /* spaces, both prefixes */
     size_t k = 0;
     if (t->prepend_norm) memcpy(e->buf, SPACE_MARK, 3), k = 3;
     for (size_t i = 0; i < n; i++) {
@@ -1282,7 +1282,7 @@ static int encode_segment(const TxtHf *t, Enc *e, const uint8_t *p, size_t n, in
     if (!t->meta || !t->meta_split) return bpe_word(t, e, q, k);
     /* Metaspace's split: a word starts at each U+2581 */
     size_t start = 0;
-    for (size_t i = 3; i + 3 <= k; i++)
+    for (size_t i = 1; i + 3 <= k; i++)
         if (!memcmp(q + i, SPACE_MARK, 3)) {
             if (bpe_word(t, e, q + start, i - start) != AG_OK) return AG_ERR_NOMEM;
             start = i;

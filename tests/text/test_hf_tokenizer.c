@@ -195,6 +195,49 @@ Test(hf_tokenizer, llama_sentencepiece_bpe_with_byte_fallback) {
     }
 }
 
+/* Metaspace's split without a prefix, unknown characters fused within a word only: the ids the
+ * tokenizers library 0.23 gives for this file (Tokenizer.from_str, encode(s,
+ * add_special_tokens=False)) */
+Test(hf_tokenizer, metaspace_split_without_prefix_and_fused_unknowns) {
+    static const char *json =
+        "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[{\"id\":0,"
+        "\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+        "\"normalized\":false,\"special\":true}],\"normalizer\":null,\"pre_tokenizer\":{\"type\":"
+        "\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"never\",\"split\":true},"
+        "\"post_processor\":null,\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\u2581\","
+        "\"prepend_scheme\":\"never\",\"split\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,"
+        "\"unk_token\":\"<unk>\",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,"
+        "\"fuse_unk\":true,\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{\"<unk>\":0,"
+        "\"\u2581\":1,\"a\":2,\"b\":3,\"\u2581a\":4,\"ab\":5,\"b\u2581\":6,\"c\":7},\"merges\":["
+        "\"a b\",\"\u2581 a\",\"b \u2581\"]}}";
+    static const struct {
+        const char *s, *decoded;
+        int n, ids[6];
+    } cases[] = {
+        {"ab c", "ab c", 3, {5, 1, 7}},
+        {"b a", "b a", 2, {3, 4}},
+        {"b  a", "b  a", 3, {3, 1, 4}},
+        {"abab", "abab", 2, {5, 5}},
+        {"ab\xc3\xa9 xb", "ab<unk> <unk>b", 5, {5, 0, 1, 0, 3}},
+    };
+    TxtHf *t;
+    cr_assert_eq(txt_hf_from_json(json, strlen(json), "m.json", &t), AG_OK, "%s", ag_last_error());
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int *ids;
+        size_t n;
+        cr_assert_eq(txt_hf_encode_alloc(t, cases[k].s, strlen(cases[k].s), &ids, &n, "x"), AG_OK);
+        cr_assert(n == (size_t)cases[k].n && !memcmp(ids, cases[k].ids, n * sizeof *ids),
+                  "'%s': other ids", cases[k].s);
+        char *d;
+        size_t dl;
+        cr_assert_eq(txt_hf_decode_alloc(t, ids, n, &d, &dl, "x"), AG_OK);
+        cr_assert_str_eq(d, cases[k].decoded);
+        free(d);
+        free(ids);
+    }
+    txt_hf_free(t);
+}
+
 /* the merges as "a b" strings (tokenizers before 0.20 wrote them so) read the same */
 Test(hf_tokenizer, merges_as_strings_read_the_same) {
     json_error_t err;
