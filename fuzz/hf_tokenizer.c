@@ -17,6 +17,7 @@ static void encode_decode(const TxtHf *t, const char *s, size_t n) {
         return;
     }
     FUZZ_CHECK(txt_hf_encode_alloc(t, s, n, &again, &n_again, "text") == AG_OK, "second encode");
+    FUZZ_CHECK(ids && again, "no array for %zu ids", n_ids);
     FUZZ_CHECK(n_again == n_ids && !memcmp(ids, again, n_ids * sizeof *ids), "not deterministic");
     for (size_t i = 0; i < n_ids; i++)
         FUZZ_CHECK(ids[i] >= 0 && ids[i] < txt_hf_vocab_size(t), "id %d of %d", ids[i],

@@ -1366,6 +1366,7 @@ int txt_hf_encode_alloc(const TxtHf *t, const void *text, size_t n, int **ids, s
     free(e.sym);
     free(e.heap);
     free(e.buf);
+    if (rc == AG_OK && !e.ids && !(e.ids = malloc(sizeof *e.ids))) rc = AG_ERR_NOMEM; /* none */
     if (rc != AG_OK) {
         free(e.ids);
         return FAIL(AG_ERR_NOMEM, "%s: out of memory", label);
