@@ -184,7 +184,7 @@ void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]);
 /* AG_ERR_RANGE (message starts with label) for an all-zero RNG or a negative batch count. */
 int txt_loader_restore(TxtLoader *L, const int64_t state[TXT_LOADER_STATE_LEN], const char *label);
 
-/* ---- Hugging Face tokenizers (hf_tokenizer.c, hf_write.c; docs/hf.md "tokenizer.json") ----
+/* ---- Hugging Face tokenizers (hf_tokenizer.c, hf_encode.c, hf_write.c; docs/hf.md) ----
  * A tokenizer.json of the two BPE families published models use: byte-level BPE (GPT-2,
  * GPT-NeoX / Pythia, SmolLM: the ByteLevel pre-tokenizer with GPT-2's split, optionally after
  * Digits; an NFC normalizer on texts it cannot change) and SentencePiece-style BPE (LLaMA: U+2581
