@@ -279,6 +279,17 @@ static void hf_config_seeds(void) {
     put_file("hf_config", "gpt2_default.json", "tests/fixtures/hf/gpt2_default/config.json");
 }
 
+/* ---- hf_tokenizer: tokenizer.json files the tokenizers library wrote (tests/fixtures) ---- */
+static void hf_tokenizer_seeds(void) {
+    static const char *const names[] = {"gpt2", "neox", "smollm", "llama", "llama_metaspace"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char from[256], name[64];
+        snprintf(from, sizeof from, "tests/fixtures/tokenizers/%s/tokenizer.json", names[k]);
+        snprintf(name, sizeof name, "%s.json", names[k]);
+        put_file("hf_tokenizer", name, from);
+    }
+}
+
 /* ---- cli: command lines, one argument a line ---- */
 static void cli_seeds(void) {
     static const char *const lines[] = {
@@ -356,5 +367,6 @@ int main(int argc, char **argv) {
     gpt_seeds();
     safetensors_seeds();
     hf_config_seeds();
+    hf_tokenizer_seeds();
     return 0;
 }

@@ -184,4 +184,42 @@ void txt_loader_state(const TxtLoader *L, int64_t state[TXT_LOADER_STATE_LEN]);
 /* AG_ERR_RANGE (message starts with label) for an all-zero RNG or a negative batch count. */
 int txt_loader_restore(TxtLoader *L, const int64_t state[TXT_LOADER_STATE_LEN], const char *label);
 
+/* ---- Hugging Face tokenizers (hf_tokenizer.c, hf_encode.c, hf_write.c; docs/hf.md) ----
+ * A tokenizer.json of the two BPE families published models use: byte-level BPE (GPT-2,
+ * GPT-NeoX / Pythia, SmolLM: the ByteLevel pre-tokenizer with GPT-2's split, optionally after
+ * Digits; an NFC normalizer on texts it cannot change) and SentencePiece-style BPE (LLaMA: U+2581
+ * for spaces through the Prepend/Replace normalizer or the Metaspace pre-tokenizer, byte
+ * fallback <0xXX>). Anything else is refused naming the key and value (AG_ERR_FORMAT, message
+ * "PATH: "key": value: reason"). Ids are the library's: encode equals its
+ * encode(text, add_special_tokens=False).ids, decode its decode(ids, skip_special_tokens=False)
+ * as bytes. */
+typedef struct TxtHf TxtHf;
+/* path: a tokenizer.json, or a folder holding one (else vocab.json and merges.txt). Files over
+ * 256 MiB are refused; every value is checked before use. */
+int txt_hf_load(const char *path, TxtHf **out);
+int txt_hf_from_json(const char *text, size_t len, const char *label, TxtHf **out);
+/* GPT-2's pair, read as GPT2Tokenizer reads it ("<|endoftext|>" a special token) */
+int txt_hf_from_vocab_merges(const char *vocab_path, const char *merges_path, TxtHf **out);
+void txt_hf_free(TxtHf *t);
+int txt_hf_vocab_size(const TxtHf *t);
+/* the bytes id decodes to alone (a SentencePiece piece as written, U+2581 included) */
+const uint8_t *txt_hf_token_bytes(const TxtHf *t, int id, size_t *len);
+int txt_hf_is_special(const TxtHf *t, int id);
+/* the id of an added token's content or of a vocabulary token's bytes, or -1 */
+int txt_hf_token_id(const TxtHf *t, const char *s);
+/* text must be UTF-8 (else AG_ERR_FORMAT naming the offset: the library encodes only text);
+ * added tokens split off first (leftmost, longest), then the pre-tokenizer and the merges. */
+int txt_hf_encode_alloc(const TxtHf *t, const void *text, size_t n, int **ids, size_t *n_ids,
+                        const char *label);
+/* NUL-terminated, *len without it; AG_ERR_RANGE for an id outside the vocabulary */
+int txt_hf_decode_alloc(const TxtHf *t, const int *ids, size_t n, char **out, size_t *len,
+                        const char *label);
+/* attograd's char or BPE tokenizer as a tokenizer.json the tokenizers library loads with the
+ * same ids (byte-level BPE; TXT_SPLIT_GPT2 as a Split pre-tokenizer with attograd's own pattern,
+ * which counts every non-ASCII character a letter). txt_to_hf_json gives the text (malloc'd,
+ * free it); txt_write_hf writes it atomically. AG_ERR_ARG when two ids stand for the same bytes
+ * (a tokenizer.json cannot hold that). */
+int txt_to_hf_json(const TxtTokenizer *t, char **text);
+int txt_write_hf(const TxtTokenizer *t, const char *path);
+
 #endif

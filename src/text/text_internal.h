@@ -50,6 +50,8 @@ int txt_push_token_(TxtTokenizer *t, const uint8_t *bytes, size_t len);
 int txt_push_merge_(TxtTokenizer *t, int a, int b);
 /* The rank of merge (a, b) (its id is n_base + rank), or -1. */
 int txt_merge_rank_(const TxtTokenizer *t, int a, int b);
+/* GPT-2's contractions 's 't 're 've 'm 'll 'd at p[0..n): the length of the one there, or 0 */
+size_t txt_contraction_(const uint8_t *p, size_t n);
 /* The length of the chunk that starts at p[0] of p[0..n), n > 0, under TXT_SPLIT_GPT2. */
 size_t txt_gpt2_chunk_(const uint8_t *p, size_t n);
 /* bytes of id (no checks) */

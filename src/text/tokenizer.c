@@ -274,13 +274,19 @@ static int byte_class(uint8_t c) {
 
 /* GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * over bytes: the first alternative that matches at p[0] wins, each as long as it can. */
-size_t txt_gpt2_chunk_(const uint8_t *p, size_t n) {
+size_t txt_contraction_(const uint8_t *p, size_t n) {
     if (p[0] == '\'' && n >= 2) {
         if (n >= 3 && ((p[1] == 'r' && p[2] == 'e') || (p[1] == 'v' && p[2] == 'e') ||
                        (p[1] == 'l' && p[2] == 'l')))
             return 3;
         if (p[1] == 's' || p[1] == 't' || p[1] == 'm' || p[1] == 'd') return 2;
     }
+    return 0;
+}
+
+size_t txt_gpt2_chunk_(const uint8_t *p, size_t n) {
+    size_t q = txt_contraction_(p, n);
+    if (q) return q;
     size_t i = 0;
     if (p[0] == ' ' && n >= 2 && byte_class(p[1]) != C_SPACE) i = 1;
     int c = byte_class(p[i]);

@@ -736,6 +736,34 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_loader_state, state, txt_loader_state(&TL, NULL))                                        \
     X(txt_loader_restore, L, txt_loader_restore(NULL, STATE, "x"))                                 \
     X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))                               \
+    X(txt_hf_load, path, txt_hf_load(NULL, NULL))                                                  \
+    X(txt_hf_load, out, txt_hf_load("x.json", NULL))                                               \
+    X(txt_hf_from_json, text, txt_hf_from_json(NULL, 1, "x", NULL))                                \
+    X(txt_hf_from_json, label, txt_hf_from_json("{}", 2, NULL, NULL))                              \
+    X(txt_hf_from_json, out, txt_hf_from_json("{}", 2, "x", NULL))                                 \
+    X(txt_hf_from_vocab_merges, vocab_path, txt_hf_from_vocab_merges(NULL, "m", NULL))             \
+    X(txt_hf_from_vocab_merges, merges_path, txt_hf_from_vocab_merges("v", NULL, NULL))            \
+    X(txt_hf_from_vocab_merges, out, txt_hf_from_vocab_merges("v", "m", NULL))                     \
+    X(txt_hf_vocab_size, t, txt_hf_vocab_size(NULL))                                               \
+    X(txt_hf_token_bytes, t, txt_hf_token_bytes(NULL, 0, &Z1))                                     \
+    X(txt_hf_token_bytes, len, txt_hf_token_bytes((TxtHf *)&A, 0, NULL))                           \
+    X(txt_hf_is_special, t, txt_hf_is_special(NULL, 0))                                            \
+    X(txt_hf_token_id, t, txt_hf_token_id(NULL, "a"))                                              \
+    X(txt_hf_token_id, s, txt_hf_token_id((TxtHf *)&A, NULL))                                      \
+    X(txt_hf_encode_alloc, t, txt_hf_encode_alloc(NULL, "a", 1, NULL, &Z1, "x"))                   \
+    X(txt_hf_encode_alloc, text, txt_hf_encode_alloc((TxtHf *)&A, NULL, 1, NULL, &Z1, "x"))        \
+    X(txt_hf_encode_alloc, ids, txt_hf_encode_alloc((TxtHf *)&A, "a", 1, NULL, &Z1, "x"))          \
+    X(txt_hf_encode_alloc, n_ids,                                                                  \
+      txt_hf_encode_alloc((TxtHf *)&A, "a", 1, (int **)&TOK, NULL, "x"))                           \
+    X(txt_hf_decode_alloc, t, txt_hf_decode_alloc(NULL, IDS, 1, NULL, &Z1, "x"))                   \
+    X(txt_hf_decode_alloc, ids, txt_hf_decode_alloc((TxtHf *)&A, NULL, 1, NULL, &Z1, "x"))         \
+    X(txt_hf_decode_alloc, out, txt_hf_decode_alloc((TxtHf *)&A, IDS, 1, NULL, &Z1, "x"))          \
+    X(txt_hf_decode_alloc, len,                                                                    \
+      txt_hf_decode_alloc((TxtHf *)&A, IDS, 1, (char **)&TOK, NULL, "x"))                          \
+    X(txt_to_hf_json, t, txt_to_hf_json(NULL, NULL))                                               \
+    X(txt_to_hf_json, text, txt_to_hf_json(TOK, NULL))                                             \
+    X(txt_write_hf, t, txt_write_hf(NULL, "x.json"))                                               \
+    X(txt_write_hf, path, txt_write_hf(TOK, NULL))                                                 \
     X(dist_sum_disjoint, v, dist_sum_disjoint(NULL, 1))                                            \
     X(dist_sum_i64, v, dist_sum_i64(NULL, 1))                                                      \
     X(dist_agree, print, dist_agree(0, NULL))                                                      \
@@ -807,6 +835,7 @@ static const char *const accepts_null[][2] = {
     {"st_set_free", "NULL is a no-op, as free"},
     {"st_writer_free", "NULL is a no-op, as free"},
     {"txt_free", "NULL is a no-op, as free"},
+    {"txt_hf_free", "NULL is a no-op, as free"},
     {"dist_grad_free", "NULL is a no-op, as free"},
     {"run_loop_free", "NULL is a no-op, as free"},
     {"txt_shard_close", "NULL is a no-op, as free"},
