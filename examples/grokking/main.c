@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "grokking.h"
@@ -61,7 +62,7 @@ typedef struct {
 static GptConfig gpt_config(const Config *c) {
     GptConfig g = {.vocab_size = c->p + 1, .block_size = 3, .n_layer = 1, .n_head = c->n_heads,
                    .n_embd = c->d_model, .untied = 1, .ffn_hidden = c->d_mlp};
-    g.pos = NN_GPT_POS_LEARNED, g.norm = NN_GPT_NORM_NONE, g.mlp = NN_GPT_MLP_GELU;
+    g.pos = NN_GPT_POS_LEARNED, g.norm = NN_GPT_NORM_NONE, g.mlp = NN_GPT_MLP_RELU;
     return g;
 }
 
@@ -354,7 +355,7 @@ static int analyze(int argc, char **argv) {
     Row *rows = calloc((size_t)n, sizeof *rows);
     double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
            *fnorms = NULL, *share = NULL;
-    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0;
+    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0, tty = isatty(2);
     rc = AG_OK;
     /* the last checkpoint first: its neurons name the key frequencies */
     for (int pass = 0; pass < n + 1 && rc == AG_OK; pass++) {
@@ -415,9 +416,9 @@ static int analyze(int argc, char **argv) {
             for (int j = 0; j < m.cfg.d_model; j++)
                 W[a * m.cfg.d_model + j] = (double)m.gpt.wte.weight->data[a * m.cfg.d_model + j];
         gk_freq_norms(p, m.cfg.d_model, W, B, fnorms + (size_t)i * K, NULL);
-        fprintf(stderr, "\r" PROG " analyze: %d/%d checkpoints", pass, n);
+        if (tty) fprintf(stderr, "\r" PROG " analyze: %d/%d checkpoints", pass, n);
     }
-    fprintf(stderr, "\n");
+    if (tty) fprintf(stderr, "\n");
     if (rc != AG_OK) {
         fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     } else {
