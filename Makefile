@@ -377,7 +377,7 @@ $(GROKKING_BIN): $(GROKKING_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(GROKKING_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 GROKKING_FLAGS ?=
-GROKKING_QUICK := --p 59 --frac 0.5 --steps 3000 --keep-every 50
+GROKKING_QUICK := --p 59 --frac 0.5 --steps 2500 --keep-every 100
 .PHONY: grokking grokking-full
 grokking: deps-grokking
 	@$(MAKE) --no-print-directory $(GROKKING_BIN)

@@ -60,7 +60,7 @@ void gk_project_freqs(int p, const double *logits, const int *keys, int nk, int 
  * constant. Excluded loss: the loss on the training pairs of the logits with the key
  * frequencies' parts removed. work: p^3 doubles. */
 double gk_restricted_loss(int p, const double *logits, const int *keys, int nk, double *work);
-double gk_excluded_loss(int p, const double *logits, const unsigned char *is_train,
-                        const int *keys, int nk, double *work);
+double gk_excluded_loss(int p, const double *logits, const unsigned char *is_train, const int *keys,
+                        int nk, double *work);
 
 #endif

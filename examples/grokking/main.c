@@ -45,9 +45,9 @@ static int config_check(const void *values, int64_t *n_params) {
     return AG_OK;
 }
 static const CkptField config_fields[] = {
-    CKPT_CFG_INT(Config, p, 3, GK_MAX_P),      CKPT_CFG_FLOAT(Config, frac, 0.01, 0.99),
-    CKPT_CFG_INT(Config, d_model, 4, 1024),    CKPT_CFG_INT(Config, n_heads, 1, 64),
-    CKPT_CFG_INT(Config, d_mlp, 1, 8192),      CKPT_CFG_INT(Config, data_seed, 0, 1LL << 53)};
+    CKPT_CFG_INT(Config, p, 3, GK_MAX_P),   CKPT_CFG_FLOAT(Config, frac, 0.01, 0.99),
+    CKPT_CFG_INT(Config, d_model, 4, 1024), CKPT_CFG_INT(Config, n_heads, 1, 64),
+    CKPT_CFG_INT(Config, d_mlp, 1, 8192),   CKPT_CFG_INT(Config, data_seed, 0, 1LL << 53)};
 #define N_CONFIG_FIELDS 6
 
 typedef struct {
@@ -60,8 +60,13 @@ typedef struct {
 } Model;
 
 static GptConfig gpt_config(const Config *c) {
-    GptConfig g = {.vocab_size = c->p + 1, .block_size = 3, .n_layer = 1, .n_head = c->n_heads,
-                   .n_embd = c->d_model, .untied = 1, .ffn_hidden = c->d_mlp};
+    GptConfig g = {.vocab_size = c->p + 1,
+                   .block_size = 3,
+                   .n_layer = 1,
+                   .n_head = c->n_heads,
+                   .n_embd = c->d_model,
+                   .untied = 1,
+                   .ffn_hidden = c->d_mlp};
     g.pos = NN_GPT_POS_LEARNED, g.norm = NN_GPT_NORM_NONE, g.mlp = NN_GPT_MLP_RELU;
     return g;
 }
@@ -103,8 +108,8 @@ static void make_data(Model *m) {
 static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     Model *m = ctx;
     if (config_check(&m->cfg, NULL) != AG_OK)
-        return ag_fail(AG_ERR_ARG, "--p %d, --heads %d, --d-model %d: %s", m->cfg.p,
-                       m->cfg.n_heads, m->cfg.d_model, ag_last_error());
+        return ag_fail(AG_ERR_ARG, "--p %d, --heads %d, --d-model %d: %s", m->cfg.p, m->cfg.n_heads,
+                       m->cfg.d_model, ag_last_error());
     GptConfig g = gpt_config(&m->cfg);
     nn_gpt_init(&m->gpt, a, init, &g);
     paper_init(&m->gpt, init);
@@ -123,8 +128,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     Model *m = ctx;
     int64_t r0 = (int64_t)i * m->n_train / S, n = (int64_t)(i + 1) * m->n_train / S - r0;
-    return n ? nn_gpt_loss(t, &m->gpt, m->train_ids + 3 * r0, m->train_tgt + 3 * r0, (int)n, 3,
-                           rng)
+    return n ? nn_gpt_loss(t, &m->gpt, m->train_ids + 3 * r0, m->train_tgt + 3 * r0, (int)n, 3, rng)
              : NULL;
 }
 
@@ -183,7 +187,8 @@ static int grab_post(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     int B = a->shape[0];
     for (int r = 0; r < B; r++)
         for (int h = 0; h < g->H; h++)
-            g->act[(size_t)(g->r0 + r) * g->H + h] = (double)a->data[((size_t)r * 3 + 2) * g->H + h];
+            g->act[(size_t)(g->r0 + r) * g->H + h] =
+                (double)a->data[((size_t)r * 3 + 2) * g->H + h];
     return AG_OK;
 }
 
@@ -305,20 +310,22 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
 
     begin(&s, 900, 760);
     rows_block(s.f, rows, n);
-    fprintf(s.f, "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
-                 "set xlabel 'step'\nset title 'total weight norm'\nset ylabel 'L2 norm'\n"
-                 "plot $D u 1:6 w l lw 2 t 'weights'\nset yrange [0:1.02]\n"
-                 "set title 'share of MLP neurons one frequency explains (>= %g of variance)'\n"
-                 "set ylabel 'share'\nplot $D u 1:9 w l lw 2 t 'neurons'\nunset multiplot\n",
+    fprintf(s.f,
+            "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
+            "set xlabel 'step'\nset title 'total weight norm'\nset ylabel 'L2 norm'\n"
+            "plot $D u 1:6 w l lw 2 t 'weights'\nset yrange [0:1.02]\n"
+            "set title 'share of MLP neurons one frequency explains (>= %g of variance)'\n"
+            "set ylabel 'share'\nplot $D u 1:9 w l lw 2 t 'neurons'\nunset multiplot\n",
             GK_SHARE);
     draw(&s, dir, "neurons.png");
 
     begin(&s, 900, 480);
     fprintf(s.f, "$F << EOD\n");
     for (int k = 1; k <= K; k++) fprintf(s.f, "%d %.6g\n", k, fnorm[k - 1]);
-    fprintf(s.f, "EOD\nset grid\nset xlabel 'frequency k'\nset ylabel 'norm'\nset xrange [0:%d]\n"
-                 "set title 'Fourier norms of the embedding, last checkpoint'\nset style fill "
-                 "solid\nplot $F u 1:2 w boxes lc rgb '#1f77b4' notitle\n",
+    fprintf(s.f,
+            "EOD\nset grid\nset xlabel 'frequency k'\nset ylabel 'norm'\nset xrange [0:%d]\n"
+            "set title 'Fourier norms of the embedding, last checkpoint'\nset style fill "
+            "solid\nplot $F u 1:2 w boxes lc rgb '#1f77b4' notitle\n",
             K + 1);
     draw(&s, dir, "fourier.png");
 }
@@ -326,11 +333,10 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
 static int analyze(int argc, char **argv) {
     const char *out = "build/grokking";
     int threads = 0;
-    Flag fl[] = {
-        {"out", FLAG_PATH, &out, "DIR", "the run's folder (its ckpt/ holds the checkpoints)", 0,
-         0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (0: OMP_NUM_THREADS or every core)", 0,
-         1024, NULL, 0}};
+    Flag fl[] = {{"out", FLAG_PATH, &out, "DIR",
+                  "the run's folder (its ckpt/ holds the checkpoints)", 0, 0, NULL, 0},
+                 {"threads", FLAG_INT, &threads, "N", "threads (0: OMP_NUM_THREADS or every core)",
+                  0, 1024, NULL, 0}};
     int rc = flag_parse(fl, 2, argc, argv, NULL, NULL);
     if (rc == FLAG_HELP) {
         printf("usage: " PROG " analyze [flags]\nflags:\n");
@@ -428,13 +434,13 @@ static int analyze(int argc, char **argv) {
         AG_CHECK(steps && col, PROG ": out of memory");
         for (int i = 0; i < n; i++) {
             steps[i] = rows[i].step;
-            double v[8] = {rows[i].train_loss, rows[i].test_loss,  rows[i].train_acc,
-                           rows[i].test_acc,   rows[i].wnorm,      rows[i].restricted,
+            double v[8] = {rows[i].train_loss, rows[i].test_loss, rows[i].train_acc,
+                           rows[i].test_acc,   rows[i].wnorm,     rows[i].restricted,
                            rows[i].excluded,   rows[i].explained};
             for (int c = 0; c < 8; c++) col[(size_t)c * n + i] = v[c];
         }
-        static const char *const cols[] = {"train_loss", "test_loss", "train_acc",
-                                           "test_acc",   "weight_norm", "restricted_loss",
+        static const char *const cols[] = {"train_loss",    "test_loss",        "train_acc",
+                                           "test_acc",      "weight_norm",      "restricted_loss",
                                            "excluded_loss", "neurons_explained"};
         NpzWriter *nw = npz_writer_new();
         int64_t sh[2] = {n, K};
@@ -474,8 +480,8 @@ static int analyze(int argc, char **argv) {
             if (te95 < 0 && rows[i].test_acc >= 0.95) te95 = rows[i].step;
         }
         const Row *l = &rows[n - 1];
-        printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p,
-               m.cfg.frac, m.n_train, n, (long long)l->step);
+        printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p, m.cfg.frac,
+               m.n_train, n, (long long)l->step);
         printf("train accuracy 100%%: step %lld; test accuracy 50%%: step %lld; 95%%: step %lld\n",
                (long long)tr100, (long long)te50, (long long)te95);
         printf("last: train loss %.3g, test loss %.3g, test accuracy %.4f, weight norm %.1f\n",
@@ -484,8 +490,8 @@ static int analyze(int argc, char **argv) {
         for (int i = 0; i < nk; i++) printf(" %d", keys[i]);
         printf("%s\nrestricted loss %.3g, excluded loss %.3g; %.0f%% of the MLP neurons explained "
                "by one frequency\n",
-               nk ? "" : " none (no frequency explains enough neurons)", l->restricted,
-               l->excluded, 100 * l->explained);
+               nk ? "" : " none (no frequency explains enough neurons)", l->restricted, l->excluded,
+               100 * l->explained);
         printf("wrote %s/progress.npz, progress.csv, curves.png, measures.png, neurons.png, "
                "fourier.png\n",
                out);
@@ -502,8 +508,9 @@ static int analyze(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "analyze") == 0) return analyze(argc - 2, argv + 2);
     dist_init();
-    static Model m = {.cfg = {.p = 113, .frac = 0.3, .d_model = 128, .n_heads = 4, .d_mlp = 512,
-                              .data_seed = 598}};
+    static Model m = {
+        .cfg = {
+            .p = 113, .frac = 0.3, .d_model = 128, .n_heads = 4, .d_mlp = 512, .data_seed = 598}};
     RunConfig rc = run_defaults();
     rc.steps = 20000, rc.optim.lr = 1e-3, rc.optim.beta2 = 0.98, rc.weight_decay = 1.0;
     rc.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 10, 0, 1e-3}; /* 10 warmup, flat */

@@ -70,8 +70,8 @@ void gk_neuron_freqs(int p, int H, const double *act, const double *B, int *best
     int K = (p - 1) / 2;
     /* Y[i][b][h] = sum_a B[i][a] act[a][b][h]: the transform over a */
     double *Y = calloc((size_t)p * pH, sizeof *Y);
-    double *F0 = calloc(pH, sizeof *F0);            /* F[0][j][h] for every j */
-    double *Fi0 = calloc(pH, sizeof *Fi0);          /* F[i][0][h] for every i */
+    double *F0 = calloc(pH, sizeof *F0);                  /* F[0][j][h] for every j */
+    double *Fi0 = calloc(pH, sizeof *Fi0);                /* F[i][0][h] for every i */
     double *Fin = calloc(4 * (size_t)K * H, sizeof *Fin); /* F[i][j] within frequency k */
     double *total = calloc((size_t)H, sizeof *total);
     AG_CHECK(Y && F0 && Fi0 && Fin && total, "gk_neuron_freqs: out of memory (p %d, H %d)", p, H);
@@ -193,8 +193,8 @@ double gk_restricted_loss(int p, const double *logits, const int *keys, int nk, 
     return loss;
 }
 
-double gk_excluded_loss(int p, const double *logits, const unsigned char *is_train,
-                        const int *keys, int nk, double *work) {
+double gk_excluded_loss(int p, const double *logits, const unsigned char *is_train, const int *keys,
+                        int nk, double *work) {
     double loss;
     gk_project_freqs(p, logits, keys, nk, 0, work);
     size_t n = (size_t)p * p * p;

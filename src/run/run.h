@@ -102,7 +102,7 @@ typedef struct RunConfig {
     int resume, force, quiet, threads;
     int log_every, valid_every, save_every; /* save_every 0: --valid-every */
     int64_t inject_nan; /* tests: a NaN in the first parameter before that step */
-    int keep_every; /* 0: none; k > 0: the state at step 0 and every k steps is also kept as
+    int keep_every;     /* 0: none; k > 0: the state at step 0 and every k steps is also kept as
                      * OUT/ckpt/step_NNNNNNNN.npz (last.npz's entries; --resume continues from
                      * one copied to last.npz): the run's history, for an analysis. No row of
                      * run_flags: a program offers it as a flag of its own */

@@ -75,8 +75,8 @@ Test(grokking, a_neuron_of_one_frequency_is_explained_by_it) {
             double wx = 2 * pi * 5 * x / P, wy = 2 * pi * 5 * y / P;
             double *a = act + (x * P + y) * H;
             a[0] = 2 + cos(wx) * cos(wy) + 0.5 * sin(wx) - 0.3 * sin(wy); /* frequency 5 */
-            a[1] = fmax(0, cos(2 * pi * 2 * (x + y) / P));               /* ReLU of cos(w_2 (a+b)) */
-            a[2] = rng_normal(&g);                                       /* noise */
+            a[1] = fmax(0, cos(2 * pi * 2 * (x + y) / P)); /* ReLU of cos(w_2 (a+b)) */
+            a[2] = rng_normal(&g);                         /* noise */
         }
     gk_neuron_freqs(P, H, act, B, best, share);
     cr_assert_eq(best[0], 5);
@@ -119,9 +119,9 @@ Test(grokking, restricted_and_excluded_loss_of_a_one_frequency_model_are_known) 
 }
 
 /* the tiny model's flags: p 13, a small model, 20 steps, kept every 10 */
-#define TINY "--p", "13", "--frac", "0.5", "--d-model", "16", "--heads", "2", "--d-mlp", "32", \
-             "--steps", "20", "--keep-every", "10", "--valid-every", "10", "--threads", "1", \
-             "--quiet"
+#define TINY                                                                                       \
+    "--p", "13", "--frac", "0.5", "--d-model", "16", "--heads", "2", "--d-mlp", "32", "--steps",   \
+        "20", "--keep-every", "10", "--valid-every", "10", "--threads", "1", "--quiet"
 
 Test(grokking, the_program_trains_keeps_resumes_to_the_bits_and_analyzes, .timeout = 300) {
     char dir[64], a[512], b[512], p[600], q[600], why[4096];
@@ -148,8 +148,8 @@ Test(grokking, the_program_trains_keeps_resumes_to_the_bits_and_analyzes, .timeo
               "%s", why);
     NpzFile *f;
     cr_assert_eq(npz_read(ts_join(p, a, "progress.npz"), &f, NULL), AG_OK, "%s", ag_last_error());
-    const char *cols[] = {"train_loss", "test_loss", "train_acc", "test_acc", "weight_norm",
-                          "restricted_loss", "excluded_loss", "neurons_explained"};
+    const char *cols[] = {"train_loss",  "test_loss",       "train_acc",     "test_acc",
+                          "weight_norm", "restricted_loss", "excluded_loss", "neurons_explained"};
     for (int c = 0; c < 8; c++) {
         const NpzEntry *e = npz_find(f, cols[c]);
         cr_assert(e && e->ndim == 1 && e->shape[0] == 3, "%s: 3 checkpoints (0, 10, 20)", cols[c]);
@@ -166,8 +166,8 @@ Test(grokking, the_program_trains_keeps_resumes_to_the_bits_and_analyzes, .timeo
     cr_assert(strncmp(csv, "step,train_loss,test_loss", 25) == 0, "%s", csv);
     free(csv);
     cr_assert(ts_exits_with("AG_GROKKING_BIN", dir,
-                            (const char *[]){"analyze", "--out", ts_join(p, dir, "none"), NULL},
-                            2, (const char *[]){"none/ckpt", NULL}, why, sizeof why),
+                            (const char *[]){"analyze", "--out", ts_join(p, dir, "none"), NULL}, 2,
+                            (const char *[]){"none/ckpt", NULL}, why, sizeof why),
               "%s", why);
     ts_rm_tree(dir);
 }
