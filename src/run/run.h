@@ -126,6 +126,10 @@ typedef struct RunConfig {
     int precision;         /* --precision: AG_PRECISION_FP32 or _BF16 (threads.h), set as the model
                             * is built (the double build refuses bf16: exit 2); a checkpoint older
                             * than the flag reads fp32 */
+    int keep_every;        /* 0: none; k > 0: the state at step 0 and every k steps is also kept
+                            * as OUT/ckpt/step_NNNNNNNN.npz (last.npz's entries; --resume continues
+                            * from one copied to last.npz): the run's history, for an analysis. No
+                            * row of run_flags: a program offers it as a flag of its own */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,

@@ -168,6 +168,7 @@ static int tiny_start(void *ctx) {
     Tiny *m = ctx;
     return start_fails ? ag_fail(AG_ERR_ARG, "--width %d: the start says no", m->cfg.width) : AG_OK;
 }
+static int keep_every = 0; /* RunConfig.keep_every of the next run_tiny */
 
 /* A run of the tiny model with args (after the program's name); its exit code; *out: what the
  * model saw (may be NULL) */
@@ -179,6 +180,7 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
     RunConfig rc = run_defaults();
     rc.steps = 20, rc.batch = 16, rc.optim.lr = 0.05, rc.optim.schedule.warmup = 4;
     rc.log_every = 3, rc.valid_every = 5, rc.save_every = 4, rc.threads = 1, rc.quiet = !loud;
+    rc.keep_every = keep_every;
     m.rc = &rc;
     static const char *const metrics[] = {"loss", "acc"};
     RunModel model = {.prog = "tiny",
@@ -357,6 +359,31 @@ Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
     cr_assert_str_eq(m.extra_seen, "hello");
     free(expect_same_run(a, b));
     free(err);
+    ts_rm_tree(a);
+    ts_rm_tree(b);
+}
+
+Test(run, keep_every_keeps_the_history_and_a_kept_state_resumes_to_the_bits) {
+    char a[64], b[64], p[512], q[512];
+    ts_tmp_dir(a, sizeof a, "run-keep");
+    ts_tmp_dir(b, sizeof b, "run-keep-resumed");
+    keep_every = 6;
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, NULL}, NULL, -1), 0);
+    keep_every = 0;
+    for (int s = 0; s <= 20; s++) {
+        snprintf(q, sizeof q, "ckpt/step_%08d.npz", s);
+        struct stat st;
+        int kept = stat(ts_join(p, a, q), &st) == 0;
+        cr_assert_eq(kept, s % 6 == 0, "step %d: %s", s, kept ? "kept" : "missing");
+        if (kept) cr_assert_eq(ckpt_step(p), s);
+    }
+    /* the state kept at step 12, as last.npz of another folder, continues to the same bits */
+    size_t len;
+    char *kept = ts_slurp(ts_join(p, a, "ckpt/step_00000012.npz"), &len);
+    ts_write_bytes(ts_join(q, b, "last.npz"), kept, len);
+    free(kept);
+    cr_assert_eq(run_tiny((const char *[]){"--out", b, "--resume", NULL}, NULL, -1), 0);
+    cr_assert(ts_same_file(ts_join(p, a, "last.npz"), q), "last.npz differs");
     ts_rm_tree(a);
     ts_rm_tree(b);
 }

@@ -1,0 +1,541 @@
+/* main.c: attograd-grokking, grokking of modular addition and its progress measures
+ * (docs/grokking.md).
+ *   attograd-grokking train [flags]     the model of Nanda et al. 2023 (nn_gpt: 1 layer, no
+ *                                       norm, learned positions, untied head) on `a b =`,
+ *                                       full-batch AdamW on the run loop (src/run), the state
+ *                                       kept every --keep-every steps in OUT/ckpt/
+ *   attograd-grokking eval [flags]      the run loop's eval: test loss and accuracies
+ *   attograd-grokking analyze --out DIR the measures of every kept checkpoint: OUT/progress.npz,
+ *                                       progress.csv, curves.png, fourier.png, measures.png,
+ *                                       neurons.png, and a summary (grokking's steps, the key
+ *                                       frequencies)
+ * Not here: the measures themselves (measures.c). Read next: measures.c, docs/grokking.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attograd.h"
+#include "grokking.h"
+#include "common.h" /* ex_gp_begin */
+
+#define PROG "attograd-grokking"
+#define GK_SHARE 0.85 /* a neuron one frequency explains: at least this share of its variance */
+
+typedef struct {
+    int p;
+    double frac;
+    int d_model, n_heads, d_mlp;
+    int64_t data_seed;
+} Config;
+
+static int config_check(const void *values, int64_t *n_params) {
+    const Config *c = values;
+    if (!gk_is_prime(c->p) || c->p < 3)
+        return ag_fail(AG_ERR_FORMAT, "p %d must be an odd prime", c->p);
+    if (c->d_model % c->n_heads)
+        return ag_fail(AG_ERR_FORMAT, "n_heads %d must divide d_model %d", c->n_heads, c->d_model);
+    if (n_params) {
+        int64_t V = c->p + 1, C = c->d_model, H = c->d_mlp;
+        *n_params = 2 * V * C + 3 * C + 4 * C * C + 4 * C + 2 * C * H + H + C;
+    }
+    return AG_OK;
+}
+static const CkptField config_fields[] = {
+    CKPT_CFG_INT(Config, p, 3, GK_MAX_P),   CKPT_CFG_FLOAT(Config, frac, 0.01, 0.99),
+    CKPT_CFG_INT(Config, d_model, 4, 1024), CKPT_CFG_INT(Config, n_heads, 1, 64),
+    CKPT_CFG_INT(Config, d_mlp, 1, 8192),   CKPT_CFG_INT(Config, data_seed, 0, 1LL << 53)};
+#define N_CONFIG_FIELDS 6
+
+typedef struct {
+    Config cfg;
+    Gpt gpt;
+    RunConfig *run;
+    unsigned char is_train[GK_MAX_P * GK_MAX_P];
+    int n_train, n_test;
+    int *train_ids, *train_tgt, *test_ids, *test_tgt; /* (n, 3): a b =; targets -1 -1 c */
+} Model;
+
+static GptConfig gpt_config(const Config *c) {
+    GptConfig g = {.vocab_size = c->p + 1,
+                   .block_size = 3,
+                   .n_layer = 1,
+                   .n_head = c->n_heads,
+                   .n_embd = c->d_model,
+                   .untied = 1,
+                   .ffn_hidden = c->d_mlp};
+    g.pos = NN_GPT_POS_LEARNED, g.norm = NN_GPT_NORM_NONE, g.mlp = NN_GPT_MLP_RELU;
+    return g;
+}
+
+/* Nanda et al.'s initialization: each matrix N(0, 1/fan_in) (the unembedding 1/d_vocab), the
+ * embeddings N(0, 1/d_model), biases 0 */
+static void paper_init(Gpt *g, Rng *rng) {
+    double C = g->cfg.n_embd;
+    for (int i = 0; i < g->params.n; i++) {
+        Tensor *t = g->params.items[i];
+        if (t->ndim < 2) continue; /* biases stay 0 */
+        double fan = t == g->lm_head.weight ? g->cfg.vocab_size : t->ndim == 2 ? t->shape[1] : C;
+        if (t == g->wte.weight || t == g->wpe.table) fan = C;
+        rng_fill_normal(rng, t, 0, 1 / sqrt(fan));
+    }
+}
+
+/* every pair in two sets: training rows and test rows */
+static void make_data(Model *m) {
+    int p = m->cfg.p;
+    m->n_train = gk_split(p, m->cfg.frac, (uint64_t)m->cfg.data_seed, m->is_train);
+    m->n_test = p * p - m->n_train;
+    free(m->train_ids), free(m->train_tgt), free(m->test_ids), free(m->test_tgt);
+    m->train_ids = malloc((size_t)m->n_train * 3 * sizeof(int));
+    m->train_tgt = malloc((size_t)m->n_train * 3 * sizeof(int));
+    m->test_ids = malloc((size_t)m->n_test * 3 * sizeof(int));
+    m->test_tgt = malloc((size_t)m->n_test * 3 * sizeof(int));
+    AG_CHECK(m->train_ids && m->train_tgt && m->test_ids && m->test_tgt, PROG ": out of memory");
+    int i = 0, j = 0;
+    for (int a = 0; a < p; a++)
+        for (int b = 0; b < p; b++) {
+            int tr = m->is_train[a * p + b], *ids = tr ? m->train_ids + 3 * i : m->test_ids + 3 * j;
+            int *tg = tr ? m->train_tgt + 3 * i++ : m->test_tgt + 3 * j++;
+            ids[0] = a, ids[1] = b, ids[2] = p;
+            tg[0] = -1, tg[1] = -1, tg[2] = (a + b) % p;
+        }
+}
+
+static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
+    Model *m = ctx;
+    if (config_check(&m->cfg, NULL) != AG_OK)
+        return ag_fail(AG_ERR_ARG, "--p %d, --heads %d, --d-model %d: %s", m->cfg.p, m->cfg.n_heads,
+                       m->cfg.d_model, ag_last_error());
+    GptConfig g = gpt_config(&m->cfg);
+    nn_gpt_init(&m->gpt, a, init, &g);
+    paper_init(&m->gpt, init);
+    make_data(m);
+    *params = &m->gpt.params;
+    return AG_OK;
+}
+
+static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens) {
+    Model *m = ctx;
+    (void)step, (void)lo, (void)hi, (void)S;
+    *tokens = m->n_train; /* the full batch: every training pair, every step */
+    return AG_OK;
+}
+
+static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
+    Model *m = ctx;
+    int64_t r0 = (int64_t)i * m->n_train / S, n = (int64_t)(i + 1) * m->n_train / S - r0;
+    return n ? nn_gpt_loss(t, &m->gpt, m->train_ids + 3 * r0, m->train_tgt + 3 * r0, (int)n, 3, rng)
+             : NULL;
+}
+
+/* the answers' accuracy of rows ids (n, 3): argmax over the p numbers at the last position */
+static double accuracy(Model *m, Tape *t, const int *ids, const int *tgt, int n, double *loss_out) {
+    int p = m->cfg.p, V = p + 1, right = 0;
+    Tensor *lg = nn_gpt_forward(t, &m->gpt, ids, n, 3, NULL);
+    if (loss_out) {
+        double s = 0;
+        for (int r = 0; r < n; r++) {
+            const Real *l = lg->data + ((size_t)r * 3 + 2) * V;
+            double mx = l[0], z = 0;
+            for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
+            for (int c = 0; c < V; c++) z += exp((double)l[c] - mx);
+            s += log(z) + mx - (double)l[tgt[3 * r + 2]];
+        }
+        *loss_out = s / n;
+    }
+    for (int r = 0; r < n; r++) {
+        const Real *l = lg->data + ((size_t)r * 3 + 2) * V;
+        int arg = 0;
+        for (int c = 1; c < p; c++)
+            if (l[c] > l[arg]) arg = c;
+        right += arg == tgt[3 * r + 2];
+    }
+    return (double)right / n;
+}
+
+/* test loss, test accuracy, train accuracy */
+static int validate(void *ctx, Tape *t, double *v) {
+    Model *m = ctx;
+    int prev = ag_no_grad(t, 1);
+    v[1] = accuracy(m, t, m->test_ids, m->test_tgt, m->n_test, &v[0]);
+    ag_tape_reset(t);
+    v[2] = accuracy(m, t, m->train_ids, m->train_tgt, m->n_train, NULL);
+    ag_no_grad(t, prev);
+    return AG_OK;
+}
+
+/* ---- analyze: the measures of every kept checkpoint ---- */
+
+typedef struct {
+    int64_t step;
+    double train_loss, train_acc, test_loss, test_acc, wnorm, restricted, excluded, explained;
+} Row;
+
+/* the MLP's activations at the last position, (p^2, H) doubles */
+typedef struct {
+    double *act;
+    int r0, H;
+} Grab;
+static int grab_post(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)at;
+    Grab *g = ctx;
+    const Tensor *a = *x; /* (B, 3, H) */
+    int B = a->shape[0];
+    for (int r = 0; r < B; r++)
+        for (int h = 0; h < g->H; h++)
+            g->act[(size_t)(g->r0 + r) * g->H + h] =
+                (double)a->data[((size_t)r * 3 + 2) * g->H + h];
+    return AG_OK;
+}
+
+/* logits (p^2, p) of the answers and act (p^2, H): every pair, in chunks */
+static int run_all(Model *m, Tape *t, double *logits, double *act) {
+    int p = m->cfg.p, V = p + 1, P2 = p * p, H = m->cfg.d_mlp, chunk = 1024;
+    int *ids = malloc((size_t)chunk * 3 * sizeof(int));
+    AG_CHECK(ids, PROG ": out of memory");
+    NnHooks hooks;
+    nn_hooks_init(&hooks, 1);
+    Grab g = {act, 0, H};
+    nn_hooks_add(&hooks, "blocks.0.mlp.hook_post", grab_post, &g);
+    int rc = AG_OK;
+    for (int r0 = 0; r0 < P2 && rc == AG_OK; r0 += chunk) {
+        int n = P2 - r0 < chunk ? P2 - r0 : chunk;
+        for (int r = 0; r < n; r++)
+            ids[3 * r] = (r0 + r) / p, ids[3 * r + 1] = (r0 + r) % p, ids[3 * r + 2] = p;
+        g.r0 = r0;
+        ag_tape_reset(t);
+        int prev = ag_no_grad(t, 1);
+        Tensor *lg = nn_gpt_forward_hooked(t, &m->gpt, ids, n, 3, NULL, &hooks);
+        ag_no_grad(t, prev);
+        if (!lg) {
+            rc = AG_ERR_ARG;
+            break;
+        }
+        for (int r = 0; r < n; r++)
+            for (int c = 0; c < p; c++)
+                logits[(size_t)(r0 + r) * p + c] = (double)lg->data[((size_t)r * 3 + 2) * V + c];
+    }
+    ag_tape_reset(t);
+    nn_hooks_free(&hooks);
+    free(ids);
+    return rc;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* the kept checkpoints of dir/ckpt, by step (their names sort so) */
+static int list_ckpts(const char *dir, char ***names, int *n) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return ag_fail(AG_ERR_IO, "%s: cannot read: %s (train with --keep-every first)", path,
+                       strerror(errno));
+    *names = NULL, *n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "step_", 5) || len < 9 || strcmp(e->d_name + len - 4, ".npz"))
+            continue;
+        *names = realloc(*names, (size_t)(*n + 1) * sizeof **names);
+        AG_CHECK(*names, PROG ": out of memory");
+        (*names)[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n == 0) return ag_fail(AG_ERR_IO, "%s: no step_*.npz in it", path);
+    qsort(*names, (size_t)*n, sizeof **names, by_name);
+    return AG_OK;
+}
+
+typedef struct {
+    FILE *f;
+    char *buf;
+    size_t len;
+} Script;
+static void begin(Script *s, int w, int h) {
+    s->buf = NULL, s->len = 0;
+    s->f = open_memstream(&s->buf, &s->len);
+    AG_CHECK(s->f, PROG ": out of memory");
+    ex_gp_begin(s->f, w, h, 11);
+}
+static void draw(Script *s, const char *dir, const char *name) {
+    fclose(s->f);
+    char png[1100];
+    snprintf(png, sizeof png, "%s/%s", dir, name);
+    int rc = run_plot_script(s->buf, png);
+    free(s->buf);
+    if (rc != RUN_PLOT_DRAWN) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+}
+/* $D: the rows (step > 0 only: the x axis is logarithmic) */
+static void rows_block(FILE *f, const Row *rows, int n) {
+    fprintf(f, "$D << EOD\n");
+    for (int i = 0; i < n; i++)
+        if (rows[i].step > 0)
+            fprintf(f, "%lld %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", (long long)rows[i].step,
+                    rows[i].train_loss, rows[i].test_loss, rows[i].train_acc, rows[i].test_acc,
+                    rows[i].wnorm, rows[i].restricted, rows[i].excluded, rows[i].explained);
+    fprintf(f, "EOD\n");
+}
+
+static void plots(const char *dir, const Row *rows, int n, const double *fnorm, int K,
+                  const int *keys, int nk) {
+    Script s;
+    begin(&s, 900, 760);
+    rows_block(s.f, rows, n);
+    fprintf(s.f, "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
+                 "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\n"
+                 "set title 'train and test loss'\n"
+                 "plot $D u 1:2 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:3 w lp pt 7 ps 0.4 lw 2 t "
+                 "'test'\nunset logscale y\nset ylabel 'accuracy'\nset yrange [0:1.02]\n"
+                 "set title 'train and test accuracy'\n"
+                 "plot $D u 1:4 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:5 w lp pt 7 ps 0.4 lw 2 t "
+                 "'test'\nunset multiplot\n");
+    draw(&s, dir, "curves.png");
+
+    begin(&s, 900, 480);
+    rows_block(s.f, rows, n);
+    fprintf(s.f, "set logscale xy\nset grid\nset key outside right\nset xlabel 'step'\n"
+                 "set ylabel 'cross-entropy'\nset title 'restricted and excluded loss (key "
+                 "frequencies");
+    for (int i = 0; i < nk; i++) fprintf(s.f, " %d", keys[i]);
+    fprintf(s.f, ")'\nplot $D u 1:2 w l lw 2 t 'train', $D u 1:3 w l lw 2 t 'test', "
+                 "$D u 1:7 w l lw 2 t 'restricted', $D u 1:8 w l lw 2 t 'excluded'\n");
+    draw(&s, dir, "measures.png");
+
+    begin(&s, 900, 760);
+    rows_block(s.f, rows, n);
+    fprintf(s.f,
+            "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
+            "set xlabel 'step'\nset title 'total weight norm'\nset ylabel 'L2 norm'\n"
+            "plot $D u 1:6 w l lw 2 t 'weights'\nset yrange [0:1.02]\n"
+            "set title 'share of MLP neurons one frequency explains (>= %g of variance)'\n"
+            "set ylabel 'share'\nplot $D u 1:9 w l lw 2 t 'neurons'\nunset multiplot\n",
+            GK_SHARE);
+    draw(&s, dir, "neurons.png");
+
+    begin(&s, 900, 480);
+    fprintf(s.f, "$F << EOD\n");
+    for (int k = 1; k <= K; k++) fprintf(s.f, "%d %.6g\n", k, fnorm[k - 1]);
+    fprintf(s.f,
+            "EOD\nset grid\nset xlabel 'frequency k'\nset ylabel 'norm'\nset xrange [0:%d]\n"
+            "set title 'Fourier norms of the embedding, last checkpoint'\nset style fill "
+            "solid\nplot $F u 1:2 w boxes lc rgb '#1f77b4' notitle\n",
+            K + 1);
+    draw(&s, dir, "fourier.png");
+}
+
+static int analyze(int argc, char **argv) {
+    const char *out = "build/grokking";
+    int threads = 0;
+    Flag fl[] = {{"out", FLAG_PATH, &out, "DIR",
+                  "the run's folder (its ckpt/ holds the checkpoints)", 0, 0, NULL, 0},
+                 {"threads", FLAG_INT, &threads, "N", "threads (0: OMP_NUM_THREADS or every core)",
+                  0, 1024, NULL, 0}};
+    int rc = flag_parse(fl, 2, argc, argv, NULL, NULL);
+    if (rc == FLAG_HELP) {
+        printf("usage: " PROG " analyze [flags]\nflags:\n");
+        flag_help(stdout, fl, 2);
+        return 0;
+    }
+    if (rc != AG_OK) {
+        fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+        return 2;
+    }
+    ag_threads_use(threads);
+    char **names = NULL;
+    int n = 0;
+    if (list_ckpts(out, &names, &n) != AG_OK) {
+        fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+        return 2;
+    }
+    static Model m;
+    CkptConfig cc = {"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    Arena *arena = arena_new("grokking", 0), *step_arena = arena_new("step", 0);
+    Tape *t = ag_tape_new(step_arena);
+    Row *rows = calloc((size_t)n, sizeof *rows);
+    double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
+           *fnorms = NULL, *share = NULL;
+    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0, tty = isatty(2);
+    rc = AG_OK;
+    /* the last checkpoint first: its neurons name the key frequencies */
+    for (int pass = 0; pass < n + 1 && rc == AG_OK; pass++) {
+        int i = pass == 0 ? n - 1 : pass - 1;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/ckpt/%s", out, names[i]);
+        NpzFile *f;
+        rc = ckpt_read(path, &cc, &f);
+        if (rc != AG_OK) break;
+        if (!built) {
+            GptConfig g = gpt_config(&m.cfg);
+            Rng r0;
+            rng_seed(&r0, 1);
+            nn_gpt_init(&m.gpt, arena, &r0, &g);
+            make_data(&m);
+            p = m.cfg.p, H = m.cfg.d_mlp, K = (p - 1) / 2;
+            size_t P2 = (size_t)p * p;
+            logits = malloc(P2 * p * sizeof *logits), work = malloc(P2 * p * sizeof *work);
+            act = malloc(P2 * H * sizeof *act), B = malloc(P2 * sizeof *B);
+            W = malloc((size_t)p * m.cfg.d_model * sizeof *W);
+            fnorm = malloc((size_t)K * sizeof *fnorm);
+            fnorms = calloc((size_t)n * K, sizeof *fnorms);
+            share = malloc((size_t)H * sizeof *share), best = malloc((size_t)H * sizeof *best);
+            AG_CHECK(logits && work && act && B && W && fnorm && fnorms && share && best,
+                     PROG ": out of memory");
+            gk_fourier_basis(p, B);
+            built = 1;
+        }
+        Checkpoint ck = {.params = &m.gpt.params, .config = cc};
+        rc = ckpt_load_from(f, &ck);
+        const NpzEntry *e = npz_find(f, "train.step");
+        int64_t step = 0;
+        if (e) memcpy(&step, e->data, 8);
+        npz_free(f);
+        if (rc != AG_OK || (rc = run_all(&m, t, logits, act)) != AG_OK) break;
+        gk_neuron_freqs(p, H, act, B, best, share);
+        if (pass == 0) {
+            int min_neurons = H / 50 > 2 ? H / 50 : 2;
+            nk = gk_key_freqs(p, H, best, share, GK_SHARE, min_neurons, keys, 16);
+            continue;
+        }
+        Row *w = &rows[i];
+        w->step = step;
+        gk_loss(p, logits, m.is_train, 1, &w->train_loss, &w->train_acc);
+        gk_loss(p, logits, m.is_train, 0, &w->test_loss, &w->test_acc);
+        double s2 = 0;
+        for (int q = 0; q < m.gpt.params.n; q++) {
+            const Tensor *x = m.gpt.params.items[q];
+            for (size_t j = 0; j < x->size; j++) s2 += (double)x->data[j] * x->data[j];
+        }
+        w->wnorm = sqrt(s2);
+        w->restricted = gk_restricted_loss(p, logits, keys, nk, work);
+        w->excluded = gk_excluded_loss(p, logits, m.is_train, keys, nk, work);
+        int ex = 0;
+        for (int h = 0; h < H; h++) ex += share[h] >= GK_SHARE;
+        w->explained = (double)ex / H;
+        for (int a = 0; a < p; a++)
+            for (int j = 0; j < m.cfg.d_model; j++)
+                W[a * m.cfg.d_model + j] = (double)m.gpt.wte.weight->data[a * m.cfg.d_model + j];
+        gk_freq_norms(p, m.cfg.d_model, W, B, fnorms + (size_t)i * K, NULL);
+        if (tty) fprintf(stderr, "\r" PROG " analyze: %d/%d checkpoints", pass, n);
+    }
+    if (tty) fprintf(stderr, "\n");
+    if (rc != AG_OK) {
+        fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+    } else {
+        /* progress.npz and progress.csv */
+        int64_t *steps = malloc((size_t)n * sizeof *steps), kk[16];
+        double *col = malloc((size_t)n * 9 * sizeof *col);
+        AG_CHECK(steps && col, PROG ": out of memory");
+        for (int i = 0; i < n; i++) {
+            steps[i] = rows[i].step;
+            double v[8] = {rows[i].train_loss, rows[i].test_loss, rows[i].train_acc,
+                           rows[i].test_acc,   rows[i].wnorm,     rows[i].restricted,
+                           rows[i].excluded,   rows[i].explained};
+            for (int c = 0; c < 8; c++) col[(size_t)c * n + i] = v[c];
+        }
+        static const char *const cols[] = {"train_loss",    "test_loss",        "train_acc",
+                                           "test_acc",      "weight_norm",      "restricted_loss",
+                                           "excluded_loss", "neurons_explained"};
+        NpzWriter *nw = npz_writer_new();
+        int64_t sh[2] = {n, K};
+        npz_add_i64(nw, "step", 1, sh, steps);
+        for (int c = 0; c < 8; c++) npz_add_f64(nw, cols[c], 1, sh, col + (size_t)c * n);
+        npz_add_f64(nw, "fourier_norms", 2, sh, fnorms);
+        for (int i = 0; i < nk; i++) kk[i] = keys[i];
+        npz_add_i64(nw, "key_freqs", 1, (int64_t[]){nk}, kk);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/progress.npz", out);
+        rc = npz_write(nw, path, 6, NULL);
+        npz_writer_free(nw);
+        snprintf(path, sizeof path, "%s/progress.csv", out);
+        FILE *f = rc == AG_OK ? fopen(path, "w") : NULL;
+        if (rc == AG_OK && !f) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
+        if (f) {
+            fprintf(f, "step");
+            for (int c = 0; c < 8; c++) fprintf(f, ",%s", cols[c]);
+            fprintf(f, "\n");
+            for (int i = 0; i < n; i++) {
+                fprintf(f, "%lld", (long long)steps[i]);
+                for (int c = 0; c < 8; c++) fprintf(f, ",%.6g", col[(size_t)c * n + i]);
+                fprintf(f, "\n");
+            }
+            if (fclose(f) != 0) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
+        }
+        if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+        free(steps), free(col);
+    }
+    if (rc == AG_OK) {
+        plots(out, rows, n, fnorms + (size_t)(n - 1) * K, K, keys, nk);
+        /* the summary: where train accuracy reached 100 %, test 50 % and 95 % */
+        int64_t tr100 = -1, te50 = -1, te95 = -1;
+        for (int i = 0; i < n; i++) {
+            if (tr100 < 0 && rows[i].train_acc >= 1) tr100 = rows[i].step;
+            if (te50 < 0 && rows[i].test_acc >= 0.5) te50 = rows[i].step;
+            if (te95 < 0 && rows[i].test_acc >= 0.95) te95 = rows[i].step;
+        }
+        const Row *l = &rows[n - 1];
+        printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p, m.cfg.frac,
+               m.n_train, n, (long long)l->step);
+        printf("train accuracy 100%%: step %lld; test accuracy 50%%: step %lld; 95%%: step %lld\n",
+               (long long)tr100, (long long)te50, (long long)te95);
+        printf("last: train loss %.3g, test loss %.3g, test accuracy %.4f, weight norm %.1f\n",
+               l->train_loss, l->test_loss, l->test_acc, l->wnorm);
+        printf("key frequencies:");
+        for (int i = 0; i < nk; i++) printf(" %d", keys[i]);
+        printf("%s\nrestricted loss %.3g, excluded loss %.3g; %.0f%% of the MLP neurons explained "
+               "by one frequency\n",
+               nk ? "" : " none (no frequency explains enough neurons)", l->restricted, l->excluded,
+               100 * l->explained);
+        printf("wrote %s/progress.npz, progress.csv, curves.png, measures.png, neurons.png, "
+               "fourier.png\n",
+               out);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names), free(rows), free(logits), free(act), free(work), free(B), free(W), free(fnorm),
+        free(fnorms), free(share), free(best);
+    free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
+    if (built) nn_gpt_free(&m.gpt);
+    arena_free(step_arena), arena_free(arena);
+    return rc == AG_OK ? 0 : 2; /* a file that cannot be read or written */
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "analyze") == 0) return analyze(argc - 2, argv + 2);
+    dist_init();
+    static Model m = {
+        .cfg = {
+            .p = 113, .frac = 0.3, .d_model = 128, .n_heads = 4, .d_mlp = 512, .data_seed = 598}};
+    RunConfig rc = run_defaults();
+    rc.steps = 20000, rc.optim.lr = 1e-3, rc.optim.beta2 = 0.98, rc.weight_decay = 1.0;
+    rc.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, 10, 0, 1e-3}; /* 10 warmup, flat */
+    rc.clip = 0, rc.batch = 1 << 20, rc.log_every = 100, rc.valid_every = 100;
+    rc.save_every = 1000, rc.keep_every = 100, rc.out = "build/grokking";
+    m.run = &rc;
+    static const char *const metrics[] = {"loss", "accuracy", "train_accuracy"};
+    RunModel model = {.prog = PROG, .ctx = &m, .build = build, .batch = batch, .loss = loss};
+    model.validate = validate, model.n_metrics = 3, model.metric_names = metrics;
+    model.config = (CkptConfig){"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    RunLoop *r = run_new(&model, &rc);
+    Flag fl[7 + RUN_N_FLAGS] = {
+        {"p", FLAG_INT, &m.cfg.p, "P", "the modulus (an odd prime)", 3, GK_MAX_P, NULL, 0},
+        {"frac", FLAG_DOUBLE, &m.cfg.frac, "F", "the share of pairs trained on", 0.01, 0.99, NULL,
+         0},
+        {"d-model", FLAG_INT, &m.cfg.d_model, "N", "the residual stream's width", 4, 1024, NULL, 0},
+        {"heads", FLAG_INT, &m.cfg.n_heads, "N", "attention heads", 1, 64, NULL, 0},
+        {"d-mlp", FLAG_INT, &m.cfg.d_mlp, "N", "MLP neurons", 1, 8192, NULL, 0},
+        {"data-seed", FLAG_I64, &m.cfg.data_seed, "N", "the split's seed", 0, 1LL << 53, NULL, 0},
+        {"keep-every", FLAG_INT, &rc.keep_every, "N",
+         "keep the state every N steps in OUT/ckpt/ (0: none)", 0, 1 << 30, NULL, 0}};
+    int code = run_main(r, fl, 7 + run_flags(r, fl + 7), argc, argv);
+    run_loop_free(r);
+    nn_gpt_free(&m.gpt);
+    free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
+    dist_finalize();
+    return code;
+}
