@@ -1,0 +1,299 @@
+/* view.c: the JSON writer of view.h (escaping, numbers, base64, quantized attention) and the
+ * page writer. Not here: the page itself (page.html, embedded as page.c). Read next: page.html. */
+#include "view.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/file.h"
+
+void view_buf_free(ViewBuf *b) {
+    if (!b) return;
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+static void put(ViewBuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        AG_CHECK(p, "view: out of memory for %zu bytes of JSON", cap);
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void view_raw(ViewBuf *b, const char *text) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(text);
+    put(b, text, strlen(text));
+}
+
+/* the length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not one (overlong
+ * forms, surrogates and code points above U+10FFFF are not) */
+static int utf8_len(const uint8_t *s, size_t n, uint32_t *cp) {
+    uint8_t c = s[0];
+    int len = c < 0x80             ? 1
+              : (c & 0xE0) == 0xC0 ? 2
+              : (c & 0xF0) == 0xE0 ? 3
+              : (c & 0xF8) == 0xF0 ? 4
+                                   : 0;
+    if (len == 0 || (size_t)len > n) return 0;
+    uint32_t v = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = v;
+    return len;
+}
+
+void view_str(ViewBuf *b, const void *bytes, size_t n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(bytes);
+    const uint8_t *s = bytes;
+    char e[16];
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        int len = utf8_len(s + i, n - i, &cp);
+        if (len == 0) { /* not UTF-8: the byte shown as the text \xNN */
+            snprintf(e, sizeof e, "\\\\x%02X", s[i]);
+            put(b, e, strlen(e));
+            i++;
+            continue;
+        }
+        if (cp == '"' || cp == '\\') {
+            e[0] = '\\', e[1] = (char)cp;
+            put(b, e, 2);
+        } else if (cp < 0x20 || cp == '<' || cp == '>' || cp == '&' || cp == 0x7F || cp == 0x2028 ||
+                   cp == 0x2029) {
+            snprintf(e, sizeof e, "\\u%04X", (unsigned)cp);
+            put(b, e, 6);
+        } else {
+            put(b, (const char *)s + i, (size_t)len);
+        }
+        i += (size_t)len;
+    }
+    put(b, "\"", 1);
+}
+
+void view_key(ViewBuf *b, const char *key) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(key);
+    view_str(b, key, strlen(key));
+    put(b, ":", 1);
+}
+
+void view_num(ViewBuf *b, double v) {
+    AG_CHECK_ARG(b);
+    char t[32];
+    if (!isfinite(v)) {
+        put(b, "null", 4);
+        return;
+    }
+    snprintf(t, sizeof t, "%.7g", v);
+    put(b, t, strlen(t));
+}
+
+void view_int(ViewBuf *b, long long v) {
+    AG_CHECK_ARG(b);
+    char t[32];
+    snprintf(t, sizeof t, "%lld", v);
+    put(b, t, strlen(t));
+}
+
+void view_base64(ViewBuf *b, const uint8_t *s, size_t n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(s);
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4];
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        q[0] = A[v >> 18 & 63], q[1] = A[v >> 12 & 63];
+        q[2] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        q[3] = i + 2 < n ? A[v & 63] : '=';
+        put(b, q, 4);
+    }
+    put(b, "\"", 1);
+}
+
+uint8_t view_quantize(double p) {
+    if (!(p > 0)) return 0; /* NaN too */
+    if (p >= 1) return 255;
+    return (uint8_t)lround(p * 255);
+}
+
+void view_attention(ViewBuf *out, const Tensor *probs, int b, int causal) {
+    AG_CHECK_ARG(out);
+    AG_CHECK_ARG(probs);
+    AG_CHECK(probs->ndim == 4 && b >= 0 && b < probs->shape[0] &&
+                 (!causal || probs->shape[2] == probs->shape[3]),
+             "view_attention: probs %s must be (B, NH, Tq, Tk)%s with row %d < B",
+             tensor_shape_str(probs), causal ? " with Tq == Tk (causal)" : "", b);
+    int NH = probs->shape[1], Tq = probs->shape[2], Tk = probs->shape[3];
+    size_t n = 0, cap = (size_t)NH * Tq * Tk;
+    uint8_t *q = malloc(cap ? cap : 1);
+    AG_CHECK(q, "view_attention: out of memory for %zu bytes", cap);
+    for (int h = 0; h < NH; h++)
+        for (int i = 0; i < Tq; i++) {
+            const Real *row = probs->data + (((size_t)b * NH + h) * Tq + i) * Tk;
+            for (int j = 0; j < (causal ? i + 1 : Tk); j++) q[n++] = view_quantize(row[j]);
+        }
+    view_base64(out, q, n);
+    free(q);
+}
+
+void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,
+                  int shift) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(kind);
+    AG_CHECK_ARG(v);
+    view_raw(b, "{");
+    view_key(b, "name");
+    view_str(b, name, strlen(name));
+    view_raw(b, ",");
+    view_key(b, "kind");
+    view_str(b, kind, strlen(kind));
+    view_raw(b, ",\"values\":[");
+    for (int row = 0; row < B; row++) {
+        view_raw(b, row ? ",[" : "[");
+        for (int i = 0; i < T; i++) {
+            if (i) view_raw(b, ",");
+            view_num(b, i >= shift ? v[(size_t)row * T + i - shift] : NAN);
+        }
+        view_raw(b, "]");
+    }
+    view_raw(b, "]}");
+}
+
+int view_write_html(const char *path, const ViewBuf *data) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(data);
+    FILE *f;
+    char *tmp;
+    int rc = io_fopen_write(path, &f, &tmp);
+    if (rc != AG_OK) return rc;
+    fputs(view_page_head, f);
+    if (data->n) fwrite(data->p, 1, data->n, f);
+    fputs(view_page_tail, f);
+    return io_fclose_replace(f, tmp, path);
+}
+
+/* ---- runs: log.csv files ---- */
+
+#define VIEW_MAX_CSV ((size_t)64 << 20) /* bytes of one log.csv */
+
+/* Appends one run {"name": dir, "columns": [...], "rows": [[...], ...]} from dir/log.csv */
+static int one_run(ViewBuf *b, const char *dir) {
+    char *path = io_path_join(dir, "log.csv");
+    FILE *f;
+    uint64_t size = 0;
+    int rc = io_fopen_read(path, &f, &size);
+    if (rc == AG_OK && size > VIEW_MAX_CSV) {
+        fclose(f);
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %llu bytes, more than %zu", path, (unsigned long long)size,
+                     VIEW_MAX_CSV);
+    }
+    if (rc != AG_OK) {
+        free(path);
+        return rc;
+    }
+    char *text = malloc(size + 1);
+    AG_CHECK(text, "view_runs: out of memory for %llu bytes", (unsigned long long)size);
+    size_t n = fread(text, 1, size, f);
+    int bad = ferror(f);
+    fclose(f);
+    text[n] = 0;
+    if (bad || n != size) rc = ag_fail(AG_ERR_IO, "%s: cannot read it whole", path);
+    if (rc == AG_OK && memchr(text, 0, n))
+        rc = ag_fail(AG_ERR_FORMAT, "%s: a NUL byte: not a CSV file", path);
+    char *line = text, *end = rc == AG_OK ? strchr(line, '\n') : NULL;
+    if (rc == AG_OK && (!end || end == line))
+        rc = ag_fail(AG_ERR_FORMAT, "%s: no header line", path);
+    int cols = 0;
+    if (rc == AG_OK) {
+        *end = 0;
+        if (end > line && end[-1] == '\r') end[-1] = 0;
+        view_raw(b, "{");
+        view_key(b, "name");
+        view_str(b, dir, strlen(dir));
+        view_raw(b, ",");
+        view_key(b, "columns");
+        view_raw(b, "[");
+        for (char *c = line;; cols++) {
+            char *comma = strchr(c, ',');
+            size_t len = comma ? (size_t)(comma - c) : strlen(c);
+            if (cols) view_raw(b, ",");
+            view_str(b, c, len);
+            if (!comma) break;
+            c = comma + 1;
+        }
+        cols++;
+        view_raw(b, "],");
+        view_key(b, "rows");
+        view_raw(b, "[");
+        line = end + 1;
+    }
+    for (int row = 0, no = 2; rc == AG_OK && *line; no++) {
+        end = strchr(line, '\n');
+        if (end) *end = 0;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r') line[--len] = 0;
+        if (len) {
+            view_raw(b, row++ ? ",[" : "[");
+            int k = 0;
+            for (char *c = line; rc == AG_OK; k++) {
+                char *comma = strchr(c, ','), *stop;
+                if (comma) *comma = 0;
+                if (k) view_raw(b, ",");
+                if (*c == 0) {
+                    view_raw(b, "null");
+                } else {
+                    double v = strtod(c, &stop);
+                    if (*stop != 0 || stop == c)
+                        rc = ag_fail(AG_ERR_FORMAT, "%s: line %d: '%.40s' is not a number", path,
+                                     no, c);
+                    view_num(b, v);
+                }
+                if (!comma) break;
+                c = comma + 1;
+            }
+            if (rc == AG_OK && k + 1 != cols)
+                rc = ag_fail(AG_ERR_FORMAT, "%s: line %d has %d fields, the header %d", path, no,
+                             k + 1, cols);
+            view_raw(b, "]");
+        }
+        line = end ? end + 1 : line + len;
+    }
+    if (rc == AG_OK) view_raw(b, "]}");
+    free(text);
+    free(path);
+    return rc;
+}
+
+int view_runs(ViewBuf *b, char *const *dirs, int n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(dirs);
+    for (int i = 0; i < n; i++) AG_CHECK(dirs[i], "view_runs: dirs[%d] is NULL", i);
+    view_key(b, "runs");
+    view_raw(b, "[");
+    for (int i = 0; i < n; i++) {
+        if (i) view_raw(b, ",");
+        int rc = one_run(b, dirs[i]);
+        if (rc != AG_OK) return rc;
+    }
+    view_raw(b, "]");
+    return AG_OK;
+}

@@ -1,0 +1,82 @@
+#!/bin/sh
+# test_browser.sh: the pages of src/view opened in headless Chromium (make test; tests/view/
+# browser.py says what it checks). Trains a tiny GPT on a text full of markup, quotes, newlines,
+# Hebrew and Arabic (BPE: whole right-to-left letters and words become tokens; the char
+# tokenizer: bytes of UTF-8 letters alone, which are not UTF-8), writes the view of a hostile
+# prompt with the runs' curves, and checks it in the browser: no console error, no network
+# request, the heads, the token labels as text, hover and click. Also checks that src/view/page.c
+# is what src/view/page.html gives. Screenshots go to OUT/shots.
+# Usage: tests/view/test_browser.sh GPT_BIN OUT
+# Without chromium (Debian's package, installed by make test's set-up when it can be): skipped,
+# saying so.
+set -eu
+gpt=$1
+out=$2
+here=$(dirname "$0")
+python3 "$here/../../scripts/embed_page.py" --check
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${AG_CHROMIUM:-}" ]; then
+    echo "  view pages in Chromium: skipped (chromium is not installed: apt-get install chromium)"
+    exit 0
+fi
+rm -rf "$out"
+mkdir -p "$out"
+log="$out/log.txt"
+fail() {
+    echo "  view pages in Chromium: FAILED ($1); the log, $log:"
+    tail -n 40 "$log"
+    exit 1
+}
+python3 - "$out/text.txt" <<'PY'
+import random, sys
+random.seed(3)
+parts = ["<script>alert(1)</script>", "&amp; & ", '"quoted" ', "'single' ", "\n", "שלום עולם ",
+         "مرحبا بالعالم ", "</script><b>x</b> ", "abc def ", "<img src=http://example.com/x> "]
+open(sys.argv[1], "w", encoding="utf-8").write("".join(random.choice(parts) for _ in range(600)))
+PY
+prompt=$(printf '<b>x</b> & "q" </script>\nשלום مرحبا <img src=http://example.com/x>')
+for tok in bpe char; do
+    d="$out/$tok"
+    vocab=
+    [ $tok = bpe ] && vocab="--vocab 320"
+    # shellcheck disable=SC2086
+    "$gpt" prepare --input "$out/text.txt" --tokenizer $tok $vocab --out "$d/data" >>"$log" 2>&1 ||
+        fail "prepare --tokenizer $tok"
+    "$gpt" train --data "$d/data" --out "$d/run" --n-layer 2 --n-head 2 --n-embd 16 \
+        --block-size 96 --batch-size 4 --max-iters 20 --warmup-iters 2 --eval-interval 10 \
+        --eval-iters 2 --log-interval 5 --threads 1 --quiet >>"$log" 2>&1 || fail "train ($tok)"
+    "$gpt" view --ckpt "$d/run/last.npz" --prompt "$prompt" --out "$d/view.html" --threads 1 \
+        --runs "$d/run" "$d/run" >>"$log" 2>&1 || fail "view ($tok)"
+    python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-$tok-" --expect-text "$prompt" \
+        "$d/view.html" >>"$log" 2>&1 || fail "the $tok page in the browser"
+done
+# a batch of prompts (--prompts: rows of as many tokens); the logit lens after the last block is
+# the model's own probability of each token
+printf 'abc <b>&amp;</b> def\ndef "q" \047s\047 <b>abc</\n' >"$out/prompts.txt"
+"$gpt" view --ckpt "$out/char/run/last.npz" --prompts "$out/prompts.txt" --out "$out/batch.html" \
+    --top-k 3 >>"$log" 2>&1 || fail "view --prompts"
+python3 - "$out/batch.html" "$out/bpe/view.html" >>"$log" 2>&1 <<'PY' || fail "the pages' data"
+import json, re, sys
+for path in sys.argv[1:]:
+    html = open(path, encoding="utf-8").read()
+    d = json.loads(re.search(r'id="data">\n(.*?)</script>', html, re.S).group(1))
+    rows = len(d["attention"][0]["prompts"])
+    assert rows == len(d["tokens"]["prompts"]), path
+    m = {x["name"]: x["values"] for x in d["tokens"]["measures"]}
+    prob = m["probability of this token"]
+    last = [k for k in m if k.startswith("logit lens: after block")][-1]
+    for b in range(rows):
+        assert prob[b][0] is None and len(prob[b]) == len(d["tokens"]["prompts"][b]["tok"])
+        for p, q in zip(prob[b][1:], m[last][b][1:]):
+            assert abs(p - q) <= 1e-5 * max(1, abs(p)), (path, last, p, q)
+    print(path, rows, "rows: the logit lens after the last block is the model's probability")
+PY
+[ "$(grep -c . "$out/prompts.txt")" = 2 ] && grep -q '"prompts":\[{"q"' "$out/batch.html" ||
+    fail "the batch page"
+python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-batch-" "$out/batch.html" >>"$log" 2>&1 ||
+    fail "the batch page in the browser"
+# what a bad command line gets: exit 2 naming the flag
+if "$gpt" view --ckpt "$out/bpe/run/last.npz" --out "$out/x.html" >>"$log" 2>&1; then
+    fail "view without --prompt succeeded"
+fi
+echo "  view pages in Chromium: 3 GPT pages (BPE, char, a batch) with hostile tokens: attention," \
+     "tokens, runs: 0 console errors, 0 network requests, the DOM as expected"
