@@ -1,8 +1,9 @@
 /* view.c: `attograd-gpt view`: one offline HTML page (src/view) of a checkpoint on prompts, and
  * of training runs. For each prompt: every layer x head's attention pattern (with its
  * previous-token, duplicate-token and induction scores, src/lens/detect.h), and every token's
- * loss and probability of the next token with the model's top-k predictions; for each run
- * folder given after --runs: its log.csv curves. docs/view.md is the user's guide.
+ * loss and probability of the next token with the model's top-k predictions; the tables of an
+ * .npz of ablate, patch or detect (--from); for each run folder given after --runs: its
+ * log.csv curves. docs/view.md is the user's guide.
  * Not here: the page and its JSON writer (src/view), the rows and flags the lens commands share
  * (lens.c). Read next: src/view/view.h. */
 #include <math.h>
@@ -176,7 +177,7 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
 }
 
 int gp_view(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *out = NULL;
+    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *out = NULL, *from = NULL;
     int runs = 0, top_k = 5, threads = 0, help = 0;
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
@@ -186,6 +187,8 @@ int gp_view(int argc, char **argv) {
          NULL, 0},
         {"runs", FLAG_SWITCH, &runs, NULL,
          "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
+        {"from", FLAG_PATH, &from, "FILE.npz",
+         "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
         {"top-k", FLAG_INT, &top_k, NULL, "predictions shown when a token is hovered", 1, 100, NULL,
          0},
         {"out", FLAG_PATH, &out, NULL, "the .html page to write", 0, 0, NULL, 0},
@@ -198,7 +201,8 @@ int gp_view(int argc, char **argv) {
         gp_usage("view",
                  "one HTML page, offline (docs/view.md): the attention of every layer x head on "
                  "the prompt(s)\n(detector scores on the thumbnails), each token's loss and "
-                 "top-k predictions; and with\n--runs DIR... the log.csv curves of run folders",
+                 "top-k predictions; --from: the\ntables of ablate, patch or detect; --runs "
+                 "DIR...: the log.csv curves of run folders",
                  fl, n);
         help = 1;
         rc = AG_OK;
@@ -213,8 +217,9 @@ int gp_view(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--prompt and --prompts need --ckpt");
     if (!help && rc == AG_OK && ckpt && !prompt && !prompts)
         rc = ag_fail(AG_ERR_ARG, "--ckpt needs --prompt TEXT or --prompts FILE");
-    if (!help && rc == AG_OK && !ckpt && !runs)
-        rc = ag_fail(AG_ERR_ARG, "give --ckpt with --prompt or --prompts, or --runs DIR...");
+    if (!help && rc == AG_OK && !ckpt && !runs && !from)
+        rc = ag_fail(AG_ERR_ARG,
+                     "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
     GpModel g = {0};
     GptConfig cfg = {0};
     GpRows r = {0};
@@ -224,7 +229,7 @@ int gp_view(int argc, char **argv) {
     if (!help && rc == AG_OK) {
         view_raw(&b, "{");
         view_key(&b, "title");
-        const char *name = ckpt ? ckpt : "runs";
+        const char *name = ckpt ? ckpt : from ? from : "runs";
         view_str(&b, name, strlen(name));
     }
     if (!help && rc == AG_OK && ckpt) {
@@ -238,6 +243,11 @@ int gp_view(int argc, char **argv) {
         ag_tape_free(t);
         arena_free(step);
         for (int l = 0; l < cfg.n_layer; l++) g.m.last_probs[l] = NULL;
+    }
+    if (!help && rc == AG_OK && from) {
+        view_raw(&b, ",\"tables\":[");
+        rc = view_tables(&b, from);
+        view_raw(&b, "]");
     }
     if (!help && rc == AG_OK && runs) {
         view_raw(&b, ",");

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "../io/file.h"
+#include "../io/npz.h"
 
 void view_buf_free(ViewBuf *b) {
     if (!b) return;
@@ -296,4 +299,156 @@ int view_runs(ViewBuf *b, char *const *dirs, int n) {
     }
     view_raw(b, "]");
     return AG_OK;
+}
+
+/* ---- tables: the .npz of ablate, patch and detect ---- */
+
+/* the entry name of f, checked to be a float64 array of ndim dimensions (0: any); NULL when
+ * missing (need: an error) */
+static int f64_entry(const NpzFile *f, const char *name, const NpzEntry **e) {
+    *e = npz_find(f, name);
+    if (*e && (*e)->dtype != NPZ_F64)
+        return ag_fail(AG_ERR_FORMAT, "%s: '%s' is %s, not float64", f->path, name,
+                       npz_dtype_descr((*e)->dtype));
+    return AG_OK;
+}
+
+/* the text of a bytes entry (malloc'd, NUL-terminated), or NULL when missing */
+static char *bytes_of(const NpzFile *f, const char *name) {
+    const NpzEntry *e = npz_find(f, name);
+    if (!e || e->dtype != NPZ_U8) return NULL;
+    char *s = malloc(e->nbytes + 1);
+    AG_CHECK(s, "view_tables: out of memory");
+    memcpy(s, e->data, e->nbytes);
+    s[e->nbytes] = 0;
+    return s;
+}
+
+/* the strings of a JSON list in entry name: *n of them (malloc'd, each too); AG_ERR_FORMAT
+ * naming the file unless it is a list of want strings */
+static int names_of(const NpzFile *f, const char *name, size_t want, char ***out) {
+    char *text = bytes_of(f, name);
+    json_error_t err;
+    json_t *j = text ? json_loads(text, 0, &err) : NULL;
+    free(text);
+    int rc = AG_OK;
+    if (!json_is_array(j) || json_array_size(j) != want)
+        rc =
+            ag_fail(AG_ERR_FORMAT, "%s: '%s' is not a JSON list of %zu names", f->path, name, want);
+    for (size_t i = 0; rc == AG_OK && i < want; i++)
+        if (!json_is_string(json_array_get(j, i)))
+            rc = ag_fail(AG_ERR_FORMAT, "%s: '%s'[%zu] is not a string", f->path, name, i);
+    *out = NULL;
+    if (rc == AG_OK) {
+        *out = calloc(want + 1, sizeof(char *));
+        AG_CHECK(*out, "view_tables: out of memory");
+        for (size_t i = 0; i < want; i++) {
+            (*out)[i] = strdup(json_string_value(json_array_get(j, i)));
+            AG_CHECK((*out)[i], "view_tables: out of memory");
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+static void free_names(char **v) {
+    for (size_t i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+/* one table {"name", "title", "rows", "cols", "values"}: v (R, C); a row label is
+ * rows[r / per_row] followed by " h<r % per_row>" when per_row > 1, a column label col_prefix
+ * and the index */
+static void table(ViewBuf *b, const char *name, const char *title, char *const *rows, int R,
+                  int per_row, const char *col_prefix, int C, const double *v) {
+    char lab[160];
+    view_raw(b, "{");
+    view_key(b, "name");
+    view_str(b, name, strlen(name));
+    view_raw(b, ",");
+    view_key(b, "title");
+    view_str(b, title, strlen(title));
+    view_raw(b, ",\"rows\":[");
+    for (int r = 0; r < R; r++) {
+        if (per_row > 1)
+            snprintf(lab, sizeof lab, "%s h%d", rows[r / per_row], r % per_row);
+        else
+            snprintf(lab, sizeof lab, "%s", rows[r]);
+        if (r) view_raw(b, ",");
+        view_str(b, lab, strlen(lab));
+    }
+    view_raw(b, "],\"cols\":[");
+    for (int c = 0; c < C; c++) {
+        snprintf(lab, sizeof lab, "%s%d", col_prefix, c);
+        if (c) view_raw(b, ",");
+        view_str(b, lab, strlen(lab));
+    }
+    view_raw(b, "],\"values\":[");
+    for (size_t i = 0; i < (size_t)R * C; i++) {
+        if (i) view_raw(b, ",");
+        view_num(b, v[i]);
+    }
+    view_raw(b, "]}");
+}
+
+int view_tables(ViewBuf *b, const char *path) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(path);
+    NpzFile *f = NULL;
+    int rc = npz_read(path, &f, NULL);
+    if (rc != AG_OK) return rc;
+    const NpzEntry *values, *scores;
+    char **rows = NULL, *axes = bytes_of(f, "axes"), *what = bytes_of(f, "metric");
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char title[512];
+    if ((rc = f64_entry(f, "values", &values)) == AG_OK && values) {
+        /* ablate (point, head | none) and patch (point, position | head | head, position) */
+        int R = values->ndim >= 2 ? (int)values->shape[0] : 0;
+        if ((values->ndim != 2 && values->ndim != 3) || !axes || values->shape[0] > (1 << 20))
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'values' %s with axes '%s': not ablate's or patch's",
+                         path, npz_shape_str(title, sizeof title, values->ndim, values->shape),
+                         axes ? axes : "(none)");
+        if (rc == AG_OK) rc = names_of(f, "points", (size_t)R, &rows);
+        if (rc == AG_OK) {
+            int three = values->ndim == 3, per = three ? (int)values->shape[1] : 1;
+            int C = (int)values->shape[values->ndim - 1];
+            const char *col = strstr(axes, "position") ? "pos " : strstr(axes, "head") ? "h" : "";
+            snprintf(title, sizeof title, "%s: %s by %s", base, what ? what : "value", axes);
+            table(b, base, title, rows, R * per, per, col, C, values->data);
+        }
+    } else if (rc == AG_OK && (rc = f64_entry(f, "scores", &scores)) == AG_OK && scores) {
+        /* detect: (kind, layer, head) */
+        if (scores->ndim != 3)
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'scores' is not (kind, layer, head)", path);
+        char **kinds = NULL;
+        if (rc == AG_OK) rc = names_of(f, "kinds", (size_t)scores->shape[0], &kinds);
+        int L = rc == AG_OK ? (int)scores->shape[1] : 0,
+            NH = rc == AG_OK ? (int)scores->shape[2] : 0;
+        if (rc == AG_OK) rows = calloc((size_t)L + 1, sizeof(char *));
+        for (int l = 0; rc == AG_OK && l < L; l++) {
+            rows[l] = malloc(24);
+            AG_CHECK(rows[l], "view_tables: out of memory");
+            snprintf(rows[l], 24, "L%d", l);
+        }
+        for (int k = 0; rc == AG_OK && k < (int)scores->shape[0]; k++) {
+            char name[200];
+            snprintf(name, sizeof name, "%s: %s", base, kinds[k]);
+            snprintf(title, sizeof title, "%s: %s score of each head (layer, head)", base,
+                     kinds[k]);
+            if (k) view_raw(b, ",");
+            table(b, name, title, rows, L, 1, "H", NH,
+                  (const double *)scores->data + (size_t)k * L * NH);
+        }
+        free_names(kinds);
+    } else if (rc == AG_OK) {
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: not a table of ablate, patch or detect (no 'values' with 'points', "
+                     "nor 'scores')",
+                     path);
+    }
+    free_names(rows);
+    free(axes);
+    free(what);
+    npz_free(f);
+    return rc;
 }

@@ -64,6 +64,14 @@ void view_measure(ViewBuf *b, const char *name, const char *kind, const double *
  * over 64 MiB); the buffer then holds a partial document, to be thrown away. */
 int view_runs(ViewBuf *b, char *const *dirs, int n);
 
+/* Appends the tables of path, an .npz of attograd-gpt's or attograd-translate's ablate or patch
+ * ("values" (point, head | position) or (point, head, position), "points" the names, "axes",
+ * "metric"): one table; or of detect ("scores" (kind, layer, head), "kinds"): a table a kind.
+ * Each {"name", "title", "rows", "cols", "values"}, separated by commas (the caller writes
+ * "tables": [ and ]). AG_OK, or an error naming the path and the reason (not such a file, an
+ * entry of another type or shape). */
+int view_tables(ViewBuf *b, const char *path);
+
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
  * AG_OK, or AG_ERR_IO naming the path and the reason. */

@@ -793,6 +793,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_measure, name, view_measure(&VB, NULL, "k", D1, 1, 1, 0))                               \
     X(view_measure, kind, view_measure(&VB, "n", NULL, D1, 1, 1, 0))                               \
     X(view_measure, v, view_measure(&VB, "n", "k", NULL, 1, 1, 0))                                 \
+    X(view_tables, b, view_tables(NULL, "x.npz"))                                                  \
+    X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \
     X(view_write_html, data, view_write_html("x.html", NULL))
 

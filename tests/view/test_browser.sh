@@ -74,9 +74,28 @@ PY
     fail "the batch page"
 python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-batch-" "$out/batch.html" >>"$log" 2>&1 ||
     fail "the batch page in the browser"
-# what a bad command line gets: exit 2 naming the flag
+# the tables of ablate, patch and detect (--from), with the char model's runs
+c="$out/char"
+"$gpt" ablate --ckpt "$c/run/last.npz" --prompt "abc def abc" --out "$c/ablate.npz" \
+    --threads 1 >>"$log" 2>&1 || fail "ablate"
+"$gpt" detect --ckpt "$c/run/last.npz" --prompt "abc def abc" --out "$c/detect.npz" \
+    --threads 1 >>"$log" 2>&1 || fail "detect"
+"$gpt" patch --ckpt "$c/run/last.npz" --clean "abc def a" --corrupt "abd def a" --good b \
+    --bad d --by head --hook 'blocks.*.attn.hook_z' --out "$c/patch.npz" --threads 1 \
+    >>"$log" 2>&1 || fail "patch"
+for t in ablate detect patch; do
+    "$gpt" view --from "$c/$t.npz" --out "$c/$t.html" --runs "$c/run" >>"$log" 2>&1 ||
+        fail "view --from $t.npz"
+done
+python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-tables-" "$c/ablate.html" \
+    "$c/detect.html" "$c/patch.html" >>"$log" 2>&1 || fail "the tables in the browser"
+# what a bad command line gets: exit 2 naming the flag or the file
+"$gpt" view --from "$c/run/last.npz" --out "$out/x.html" >>"$log" 2>&1 && fail "view --from a checkpoint succeeded"
+grep -q "last.npz: not a table of ablate, patch or detect" "$log" || fail "view --from a checkpoint: no reason"
+
 if "$gpt" view --ckpt "$out/bpe/run/last.npz" --out "$out/x.html" >>"$log" 2>&1; then
     fail "view without --prompt succeeded"
 fi
-echo "  view pages in Chromium: 3 GPT pages (BPE, char, a batch) with hostile tokens: attention," \
-     "tokens, runs: 0 console errors, 0 network requests, the DOM as expected"
+echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate, detect," \
+     "patch tables): attention, tokens, tables, runs: 0 console errors, 0 network requests," \
+     "the DOM as expected"

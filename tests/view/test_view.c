@@ -211,3 +211,61 @@ Test(view_write_html, the_page_holds_the_document_in_its_json_block) {
     view_buf_free(&b);
     ts_rm_tree(dir);
 }
+
+/* an .npz at path with the entries fill adds */
+static void write_npz(const char *path, void (*fill)(NpzWriter *w)) {
+    NpzWriter *w = npz_writer_new();
+    fill(w);
+    cr_assert_eq(npz_write(w, path, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+}
+static const double V6[6] = {1, -2, 3, 0.5, NAN, 6};
+static void detect_like(NpzWriter *w) {
+    npz_add_f64(w, "scores", 3, (int64_t[]){2, 1, 3}, V6);
+    npz_add_bytes(w, "kinds", "[\"a<b\",\"c\"]", 11);
+}
+static void patch_like(NpzWriter *w) {
+    npz_add_f64(w, "values", 3, (int64_t[]){1, 2, 3}, V6);
+    npz_add_bytes(w, "axes", "point,head,position", 19);
+    npz_add_bytes(w, "points", "[\"blocks.0.attn.hook_z\"]", 24);
+}
+static void names_short(NpzWriter *w) {
+    npz_add_f64(w, "values", 2, (int64_t[]){2, 3}, V6);
+    npz_add_bytes(w, "axes", "point,head", 10);
+    npz_add_bytes(w, "points", "[\"x\"]", 5);
+}
+static void not_f64(NpzWriter *w) { npz_add_f32(w, "values", 2, (int64_t[]){2, 3}, (float[6]){0}); }
+static void neither(NpzWriter *w) { npz_add_f64(w, "w", 1, (int64_t[]){6}, V6); }
+
+Test(view_tables, detect_patch_and_ablate_tables_and_what_is_refused) {
+    char dir[256], path[512];
+    ts_tmp_dir(dir, sizeof dir, "view");
+    ts_join(path, dir, "t.npz");
+    ViewBuf b = {0};
+    write_npz(path, detect_like);
+    cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
+    cr_assert(strstr(b.p, "\"name\":\"t.npz: a\\u003Cb\"") &&
+                  strstr(b.p, "\"rows\":[\"L0\"],\"cols\":[\"H0\",\"H1\",\"H2\"],"
+                              "\"values\":[1,-2,3]}") &&
+                  strstr(b.p, "\"values\":[0.5,null,6]}"),
+              "%s", b.p);
+    view_buf_free(&b);
+    write_npz(path, patch_like);
+    cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
+    cr_assert(strstr(b.p, "\"rows\":[\"blocks.0.attn.hook_z h0\",\"blocks.0.attn.hook_z h1\"],"
+                          "\"cols\":[\"pos 0\",\"pos 1\",\"pos 2\"],"
+                          "\"values\":[1,-2,3,0.5,null,6]}"),
+              "%s", b.p);
+    view_buf_free(&b);
+    void (*bad[])(NpzWriter *) = {names_short, not_f64, neither};
+    const char *says[] = {"'points' is not a JSON list of 2 names", "'values' is <f4, not float64",
+                          "not a table of ablate, patch or detect"};
+    for (int i = 0; i < 3; i++) {
+        write_npz(path, bad[i]);
+        cr_assert_eq(view_tables(&b, path), AG_ERR_FORMAT, "case %d", i);
+        cr_assert(strstr(ag_last_error(), says[i]) && strstr(ag_last_error(), path), "case %d: %s",
+                  i, ag_last_error());
+        view_buf_free(&b);
+    }
+    ts_rm_tree(dir);
+}
