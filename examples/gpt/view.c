@@ -86,19 +86,15 @@ static int keep_stream(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     return AG_OK;
 }
 
-/* p[0..V): the softmax of z[0..V) */
-static void softmax_of(const Real *z, int V, double *p) {
-    double mx = -INFINITY, s = 0;
-    for (int v = 0; v < V; v++) mx = fmax(mx, z[v]);
-    for (int v = 0; v < V; v++) s += p[v] = exp(z[v] - mx);
-    for (int v = 0; v < V; v++) p[v] /= s;
+/* a token's bytes (ViewTokenText; ctx: the GpModel) */
+static const void *token_bytes(const void *ctx, int id, size_t *len) {
+    return txt_token_bytes(((const GpModel *)ctx)->tok, id, len);
 }
 
 /* "tokens": each token's loss (of predicting it from the tokens before) and probability of the
  * next token, the top-k predictions after it */
 static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int top_k) {
     int T = r->T, V = g->m.cfg.vocab_size;
-    if (top_k > V) top_k = V;
     int was = ag_no_grad(t, 1), L = g->m.cfg.n_layer;
     Streams st = {0};
     NnHooks h;
@@ -110,7 +106,6 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
     AG_CHECK(logits, "view: a hook failed: %s", ag_last_error());
     double *p = tr_malloc((size_t)V * sizeof(double)), *loss = tr_malloc((size_t)r->B * T * 8),
            *next = tr_malloc((size_t)r->B * T * 8);
-    int *top = tr_malloc((size_t)top_k * sizeof(int));
     view_key(b, "tokens");
     view_raw(b, "{\"prompts\":[");
     for (int row = 0; row < r->B; row++) {
@@ -122,29 +117,13 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
         }
         view_raw(b, "],\"top\":[");
         for (int i = 0; i < T; i++) {
-            softmax_of(logits->data + ((size_t)row * T + i) * V, V, p);
+            view_softmax(logits->data + ((size_t)row * T + i) * V, V, p);
             /* position i predicts token i + 1; token i's own loss is position i - 1's */
             size_t at = (size_t)row * T + i;
             next[at] = i + 1 < T ? p[ids[i + 1]] : NAN;
             loss[at] = i + 1 < T ? -log(p[ids[i + 1]]) : NAN;
-            for (int k = 0; k < top_k; k++) { /* the k-th largest, lowest id first among ties */
-                int best = -1;
-                for (int v = 0; v < V; v++) {
-                    int taken = 0;
-                    for (int j = 0; j < k; j++) taken |= top[j] == v;
-                    if (!taken && (best < 0 || p[v] > p[best])) best = v;
-                }
-                top[k] = best;
-            }
-            view_raw(b, i ? ",[" : "[");
-            for (int k = 0; k < top_k; k++) {
-                view_raw(b, k ? ",[" : "[");
-                token_str(b, g, top[k]);
-                view_raw(b, ",");
-                view_num(b, p[top[k]]);
-                view_raw(b, "]");
-            }
-            view_raw(b, "]");
+            if (i) view_raw(b, ",");
+            view_top_k(b, p, V, top_k, token_bytes, g);
         }
         view_raw(b, "]}");
     }
@@ -158,7 +137,7 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
         Tensor *z = nn_gpt_unembed(t, &g->m, st.x[s]);
         for (int row = 0; row < r->B; row++)
             for (int i = 0; i + 1 < T; i++) {
-                softmax_of(z->data + ((size_t)row * T + i) * V, V, p);
+                view_softmax(z->data + ((size_t)row * T + i) * V, V, p);
                 next[(size_t)row * T + i] = p[r->ids[(size_t)row * T + i + 1]];
             }
         char name[96];
@@ -173,7 +152,7 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
     view_raw(b, "]}");
     ag_no_grad(t, was);
     ag_tape_reset(t);
-    free(p), free(loss), free(next), free(top);
+    free(p), free(loss), free(next);
 }
 
 int gp_view(int argc, char **argv) {

@@ -157,6 +157,43 @@ void view_attention(ViewBuf *out, const Tensor *probs, int b, int causal) {
     free(q);
 }
 
+void view_softmax(const Real *z, int V, double *p) {
+    AG_CHECK_ARG(z);
+    AG_CHECK_ARG(p);
+    double mx = -INFINITY, s = 0;
+    for (int v = 0; v < V; v++) mx = fmax(mx, z[v]);
+    for (int v = 0; v < V; v++) s += p[v] = exp(z[v] - mx);
+    for (int v = 0; v < V; v++) p[v] /= s;
+}
+
+void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, const void *ctx) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(text);
+    if (k > V) k = V;
+    int *top = malloc((size_t)(k > 0 ? k : 1) * sizeof(int));
+    AG_CHECK(top, "view_top_k: out of memory");
+    view_raw(b, "[");
+    for (int n = 0; n < k; n++) { /* the n-th largest: below the (n-1)-th in (p, -id) order */
+        int best = -1;
+        for (int v = 0; v < V; v++) {
+            int after = n == 0 || p[v] < p[top[n - 1]] || (p[v] == p[top[n - 1]] && v > top[n - 1]);
+            if (after && (best < 0 || p[v] > p[best])) best = v;
+        }
+        if (best < 0) break;
+        top[n] = best;
+        size_t len;
+        const void *t = text(ctx, best, &len);
+        view_raw(b, n ? ",[" : "[");
+        view_str(b, t, len);
+        view_raw(b, ",");
+        view_num(b, p[best]);
+        view_raw(b, "]");
+    }
+    view_raw(b, "]");
+    free(top);
+}
+
 void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,
                   int shift) {
     AG_CHECK_ARG(b);

@@ -52,6 +52,13 @@ uint8_t view_quantize(double p);
  * causal and Tq != Tk. */
 void view_attention(ViewBuf *out, const Tensor *probs, int b, int causal);
 
+/* p[0..V): the softmax of z[0..V) (in double, the maximum subtracted first) */
+void view_softmax(const Real *z, int V, double *p);
+/* Appends the k most probable of p[0..V) as [[text, p], ...] (highest first, the lower id first
+ * among ties; k is cut to V), text(ctx, id, &len) giving each id's bytes */
+typedef const void *(*ViewTokenText)(const void *ctx, int id, size_t *len);
+void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, const void *ctx);
+
 /* Appends one measure of the tokens page, {"name": name, "kind": kind, "values": [B rows of T]}:
  * token i of row b gets v[b * T + i - shift] (v (B, T); null for i < shift or a NaN). kind
  * "prob" (colored on [0, 1]) or "loss" (on [0, the largest]). */

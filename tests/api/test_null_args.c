@@ -22,6 +22,11 @@
 static Arena A;
 static Tensor T;
 static ViewBuf VB;
+static const void *view_text(const void *ctx, int id, size_t *len) {
+    (void)ctx, (void)id;
+    *len = 1;
+    return "x";
+}
 static Tape TP;
 static Rng R;
 static ParamList PL;
@@ -793,6 +798,11 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_measure, name, view_measure(&VB, NULL, "k", D1, 1, 1, 0))                               \
     X(view_measure, kind, view_measure(&VB, "n", NULL, D1, 1, 1, 0))                               \
     X(view_measure, v, view_measure(&VB, "n", "k", NULL, 1, 1, 0))                                 \
+    X(view_softmax, z, view_softmax(NULL, 1, D1))                                                  \
+    X(view_softmax, p, view_softmax((Real[1]){0}, 1, NULL))                                        \
+    X(view_top_k, b, view_top_k(NULL, D1, 1, 1, view_text, NULL))                                  \
+    X(view_top_k, p, view_top_k(&VB, NULL, 1, 1, view_text, NULL))                                 \
+    X(view_top_k, text, view_top_k(&VB, D1, 1, 1, NULL, NULL))                                     \
     X(view_tables, b, view_tables(NULL, "x.npz"))                                                  \
     X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \

@@ -269,3 +269,25 @@ Test(view_tables, detect_patch_and_ablate_tables_and_what_is_refused) {
     }
     ts_rm_tree(dir);
 }
+
+static const void *letter(const void *ctx, int id, size_t *len) {
+    (void)ctx;
+    *len = 1;
+    return "abcdef" + id;
+}
+
+Test(view_top_k, highest_first_lower_id_first_among_ties_k_cut_to_v) {
+    double p[5] = {0.1, 0.3, 0.1, 0.3, 0.2};
+    ViewBuf b = {0};
+    view_top_k(&b, p, 5, 4, letter, NULL);
+    cr_assert_str_eq(b.p, "[[\"b\",0.3],[\"d\",0.3],[\"e\",0.2],[\"a\",0.1]]");
+    view_buf_free(&b);
+    view_top_k(&b, p, 2, 9, letter, NULL);
+    cr_assert_str_eq(b.p, "[[\"b\",0.3],[\"a\",0.1]]");
+    view_buf_free(&b);
+    Real z[3] = {1, 2, 3};
+    double q[3];
+    view_softmax(z, 3, q);
+    cr_assert_float_eq(q[0] + q[1] + q[2], 1.0, 1e-12);
+    cr_assert_float_eq(q[2] / q[1], exp(1.0), 1e-6);
+}
