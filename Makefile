@@ -550,12 +550,12 @@ test-mpi:
 	    build/float-mpi/examples/attograd-translate build/examples/classify \
 	    build/float-mpi/examples/classify
 
-# the pages of src/view (attograd-gpt view) in headless Chromium: no console error, no network
+# the pages of src/view (attograd-gpt view, attograd-translate view) in headless Chromium: no console error, no network
 # request, the DOM as their data says, hostile token texts shown as text (tests/view/
 # test_browser.sh; skipped, saying so, without chromium); screenshots in $(B)/tests/view/shots
 .PHONY: test-view
-test-view: $(GPT_BIN)
-	@tests/view/test_browser.sh $(GPT_BIN) $(B)/tests/view
+test-view: $(GPT_BIN) $(TRANSLATE_BIN)
+	@tests/view/test_browser.sh $(GPT_BIN) $(TRANSLATE_BIN) $(B)/tests/view
 
 test-numpy: $(B)/tests/npz_tool $(B)/tests/st_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL) $(B)/tests/st_tool

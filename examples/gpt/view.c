@@ -54,19 +54,8 @@ static void attention_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r) {
             view_attention(b, g->m.last_probs[l], 0, 1);
         }
         view_raw(b, "],");
-        view_key(b, "scores");
-        view_raw(b, "{");
-        for (int k = 0; k < K; k++) {
-            if (k) view_raw(b, ",");
-            view_key(b, lens_head_kind_name((LensHeadKind)k));
-            view_raw(b, "[");
-            for (int i = 0; i < L * NH; i++) {
-                if (i) view_raw(b, ",");
-                view_num(b, sc[(size_t)k * L * NH + i]);
-            }
-            view_raw(b, "]");
-        }
-        view_raw(b, "}}");
+        view_scores(b, sc, K, L, NH);
+        view_raw(b, "}");
         ag_no_grad(t, was);
         ag_tape_reset(t);
     }

@@ -12,6 +12,7 @@
 
 #include "../io/file.h"
 #include "../io/npz.h"
+#include "../lens/detect.h"
 
 void view_buf_free(ViewBuf *b) {
     if (!b) return;
@@ -192,6 +193,24 @@ void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, c
     }
     view_raw(b, "]");
     free(top);
+}
+
+void view_scores(ViewBuf *b, const double *sc, int K, int L, int NH) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(sc);
+    view_key(b, "scores");
+    view_raw(b, "{");
+    for (int k = 0; k < (K ? K : 1); k++) {
+        if (k) view_raw(b, ",");
+        view_key(b, K ? lens_head_kind_name((LensHeadKind)k) : "diagonal");
+        view_raw(b, "[");
+        for (int i = 0; i < L * NH; i++) {
+            if (i) view_raw(b, ",");
+            view_num(b, sc[(size_t)k * L * NH + i]);
+        }
+        view_raw(b, "]");
+    }
+    view_raw(b, "}");
 }
 
 void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,

@@ -65,6 +65,11 @@ void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, c
 void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,
                   int shift);
 
+/* Appends "scores": {...} of an attention set's prompt: for each of K head kinds (K =
+ * LENS_N_HEAD_KINDS: "previous_token", ...) the list of sc (K, L, NH), kind-major; K 0: one
+ * "diagonal" list of sc (L, NH) (a cross-attention's, lens_detect_diagonal) */
+void view_scores(ViewBuf *b, const double *sc, int K, int L, int NH);
+
 /* Appends "runs": [...] from each dirs[i]/log.csv (a header of column names, then rows of
  * numbers, an empty field for a value not logged on that row: the run loop's CSV). AG_OK, or an
  * error naming the file, the line and the reason (not a number, fields unlike the header's,

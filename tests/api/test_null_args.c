@@ -803,6 +803,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_top_k, b, view_top_k(NULL, D1, 1, 1, view_text, NULL))                                  \
     X(view_top_k, p, view_top_k(&VB, NULL, 1, 1, view_text, NULL))                                 \
     X(view_top_k, text, view_top_k(&VB, D1, 1, 1, NULL, NULL))                                     \
+    X(view_scores, b, view_scores(NULL, D1, 0, 1, 1))                                              \
+    X(view_scores, sc, view_scores(&VB, NULL, 0, 1, 1))                                            \
     X(view_tables, b, view_tables(NULL, "x.npz"))                                                  \
     X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \

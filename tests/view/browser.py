@@ -227,8 +227,11 @@ def check_attention(pg, data, shots, prefix, expect_text):
         n = pg.js("document.querySelectorAll('#thumbs .thumb').length")
         pg.check(n == L * H, "%s: %s thumbnails, the model has %d x %d heads" % (S["name"], n, L, H))
         strip = pg.js("[...document.querySelectorAll('#att-strip .tok')].map(e => e.textContent)")
-        pg.check(strip == [shown(s) for s in k], "%s: the token strip is not the tokens as "
+        pg.check(strip == [shown(s) for s in q], "%s: the token strip is not the tokens as "
                  "text: %r" % (S["name"], strip[:20]))
+        kstrip = pg.js("[...document.querySelectorAll('#att-kstrip .tok')].map(e => e.textContent)")
+        pg.check(kstrip == ([] if P["k"] is None else [shown(s) for s in k]),
+                 "%s: the keys' strip is not the keys as text: %r" % (S["name"], kstrip[:20]))
         ylab = pg.js("[...document.querySelectorAll('#big .ylab .lab')].map(e => e.textContent)")
         xlab = pg.js("[...document.querySelectorAll('#big .xlab .lab')].map(e => e.textContent)")
         pg.check(ylab == [shown(s) for s in q] and xlab == [shown(s) for s in k],
@@ -237,11 +240,11 @@ def check_attention(pg, data, shots, prefix, expect_text):
             got = b"".join(unshown_bytes(s) for s in q)
             pg.check(got == expect_text.encode("utf-8"), "the tokens joined give %r, not %r"
                      % (got, expect_text))
-        colored = "[...document.querySelectorAll('#att-strip .tok')].filter(e => " \
-                  "e.style.background).length"
+        colored = "[...document.querySelectorAll('#att-strip .tok, #att-kstrip .tok')].filter(" \
+                  "e => e.style.background).length"
         pg.check(pg.js(colored) == 0, "%s: tokens colored before any hover" % S["name"])
         # hover the last query token of the strip (a causal one sees every key)
-        last = len(k) - 1 if S["causal"] else 0
+        last = len(q) - 1 if S["causal"] else 0
         pg.mouse("#att-strip .tok[data-i='%d']" % last)
         c = pg.js(colored)
         pg.check(c >= 1, "%s: hovering token %d colored no token" % (S["name"], last))
@@ -277,7 +280,10 @@ def check_tokens(pg, data, shots, prefix):
     pg.check(n >= 1, "tokens: no token colored by the measure")
     pg.mouse("#tok-strip .tok[data-i='%d']" % (len(texts) // 2))
     r = pg.js("document.getElementById('tokreadout').textContent")
-    pg.check("top predictions" in r, "tokens: hovering a token shows no top-k: %r" % r)
+    label = T.get("top_label", "top predictions of the next token")
+    top = T["prompts"][0]["top"][len(texts) // 2]
+    pg.check(label in r and (not top or shown(top[0][0]) in r),
+             "tokens: hovering a token shows no top-k: %r" % r)
     if shots:
         pg.shot(os.path.join(shots, prefix + "tokens.png"))
 

@@ -6,12 +6,14 @@
 # prompt with the runs' curves, and checks it in the browser: no console error, no network
 # request, the heads, the token labels as text, hover and click. Also checks that src/view/page.c
 # is what src/view/page.html gives. Screenshots go to OUT/shots.
-# Usage: tests/view/test_browser.sh GPT_BIN OUT
+# Then a tiny translator on word pairs of the same kind: its encoder, decoder and cross-attention
+# pages. Usage: tests/view/test_browser.sh GPT_BIN TRANSLATE_BIN OUT
 # Without chromium (Debian's package, installed by make test's set-up when it can be): skipped,
 # saying so.
 set -eu
 gpt=$1
-out=$2
+translate=$2
+out=$3
 here=$(dirname "$0")
 python3 "$here/../../scripts/embed_page.py" --check
 if ! command -v chromium >/dev/null 2>&1 && [ -z "${AG_CHROMIUM:-}" ]; then
@@ -89,7 +91,38 @@ for t in ablate detect patch; do
 done
 python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-tables-" "$c/ablate.html" \
     "$c/detect.html" "$c/patch.html" >>"$log" 2>&1 || fail "the tables in the browser"
+# the translator: encoder and decoder self-attention, cross-attention, its words, a table
+t="$out/translate"
+mkdir -p "$t"
+python3 - "$t" <<'PY'
+import random, sys
+random.seed(2)
+words = '<b> & "q" שלום مرحبا cat dog sat mat </script> <img/src=http://example.com/y>'.split()
+lines = []
+for _ in range(300):
+    s = [random.choice(words) for _ in range(random.randint(3, 6))]
+    lines.append(" ".join(s) + "\t" + " ".join(reversed(s)))
+for name, part in (("train.tsv", lines), ("valid.tsv", lines[:30])):
+    open(sys.argv[1] + "/" + name, "w", encoding="utf-8").write("\n".join(part) + "\n")
+PY
+"$translate" train --data "$t" --out "$t/run" --d-model 16 --heads 2 --layers 2 --ff 32 \
+    --max-len 16 --batch 16 --steps 40 --log-every 10 --valid-every 20 --threads 1 --quiet \
+    >>"$log" 2>&1 || fail "attograd-translate train"
+printf '<b> & "q" cat\tcat "q" & <b>\nשלום mat dog sat\tsat dog mat שלום\n' >"$t/pairs.tsv"
+"$translate" view --ckpt "$t/run/best.npz" --sentence '<b> & "q" שלום </script> مرحبا' \
+    --out "$t/view.html" --runs "$t/run" >>"$log" 2>&1 || fail "attograd-translate view"
+"$translate" view --ckpt "$t/run/best.npz" --pairs "$t/pairs.tsv" --out "$t/pairs.html" \
+    >>"$log" 2>&1 || fail "attograd-translate view --pairs"
+"$translate" ablate --ckpt "$t/run/best.npz" --sentence '<b> & "q" cat' --out "$t/ablate.npz" \
+    --threads 1 >>"$log" 2>&1 || fail "attograd-translate ablate"
+"$translate" view --from "$t/ablate.npz" --out "$t/ablate.html" >>"$log" 2>&1 ||
+    fail "attograd-translate view --from"
+python3 "$here/browser.py" --shots "$out/shots" --prefix "translate-" "$t/view.html" \
+    "$t/pairs.html" "$t/ablate.html" >>"$log" 2>&1 || fail "the translator's pages in the browser"
+grep -q '"name":"cross-attention (decoder -\\u003E source)"' "$t/view.html" || fail "no cross-attention"
 # what a bad command line gets: exit 2 naming the flag or the file
+"$translate" view --sentence x --out "$out/y.html" >>"$log" 2>&1 && fail "view without --ckpt succeeded"
+grep -q "attograd-translate view: --ckpt goes with --sentence" "$log" || fail "view without --ckpt: no reason"
 "$gpt" view --from "$c/run/last.npz" --out "$out/x.html" >>"$log" 2>&1 && fail "view --from a checkpoint succeeded"
 grep -q "last.npz: not a table of ablate, patch or detect" "$log" || fail "view --from a checkpoint: no reason"
 
@@ -97,5 +130,5 @@ if "$gpt" view --ckpt "$out/bpe/run/last.npz" --out "$out/x.html" >>"$log" 2>&1;
     fail "view without --prompt succeeded"
 fi
 echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate, detect," \
-     "patch tables): attention, tokens, tables, runs: 0 console errors, 0 network requests," \
-     "the DOM as expected"
+     "patch tables), 3 translator pages (encoder, decoder, cross-attention; pairs; a table):" \
+     "0 console errors, 0 network requests, the DOM as expected"
