@@ -433,6 +433,8 @@ DEPS_install = $(DEPS_BUILD) pkg-config?
 # python3-torch is not in it (over 1 GB with its libraries): the PyTorch comparisons say they
 # were skipped without it (.ci/run installs it).
 DEPS_test = $(DEPS_BUILD) libcriterion-dev pkg-config patch python3 gnuplot-nox? graphviz? python3-numpy?
+# (optional: chromium, the browser the pages of src/view are tested in: make test-view)
+DEPS_test += chromium?
 DEPS_bench = $(DEPS_gpt) libopenblas-dev? libopenblas0-openmp? pkg-config? python3-torch? \
               python3-numpy?
 DEPS_TARGETS := demo induction gpt install test bench grokking
@@ -545,6 +547,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory REAL=float test-one
 	@$(MAKE) --no-print-directory REAL=double test-torch
 	@$(MAKE) --no-print-directory REAL=float test-numpy
+	@$(MAKE) --no-print-directory REAL=float test-view
 	@$(MAKE) --no-print-directory check-docs
 
 # every relative link of the README, docs/ and bench/ resolves: files, and #anchors as GitHub
@@ -587,6 +590,13 @@ test-mpi:
 	    build/float-mpi/tests/dist_tree build/tests/mpi build/examples/attograd-translate \
 	    build/float-mpi/examples/attograd-translate build/examples/classify \
 	    build/float-mpi/examples/classify
+
+# the pages of src/view (attograd-gpt view, attograd-translate view) in headless Chromium: no console error, no network
+# request, the DOM as their data says, hostile token texts shown as text (tests/view/
+# test_browser.sh; skipped, saying so, without chromium); screenshots in $(B)/tests/view/shots
+.PHONY: test-view
+test-view: $(GPT_BIN) $(TRANSLATE_BIN)
+	@tests/view/test_browser.sh $(GPT_BIN) $(TRANSLATE_BIN) $(B)/tests/view
 
 test-numpy: $(B)/tests/npz_tool $(B)/tests/st_tool
 	@tests/io/test_numpy.sh $(B)/tests/npz_tool $(REAL) $(B)/tests/st_tool

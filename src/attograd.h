@@ -7,7 +7,8 @@
  * table of flags), run (a training run around a model's callbacks: cadence, schedules, shards,
  * checkpoints, resume, the CSV and the loss plot), then lens (head detectors; the cache,
  * ablation and patching on the models' hook points; the logit lens and direct logit
- * attribution; the export to TransformerLens). The kernels (tensor/kernels.h) are internal: a
+ * attribution; the export to TransformerLens), and view (interactive pages: one offline HTML
+ * file of attention, tokens, tables and runs). The kernels (tensor/kernels.h) are internal: a
  * program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -35,5 +36,6 @@
 #include "lens/lens.h"
 #include "lens/logit.h"
 #include "lens/export.h"
+#include "view/view.h"
 
 #endif

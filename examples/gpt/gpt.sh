@@ -34,6 +34,11 @@ echo "== 4. a sample (temperature 0.8, top-k 200)"
 "$BIN" sample --ckpt "$OUT/run/best.npz" --prompt "ROMEO:" --max-tokens 500 --seed 1
 t3=$SECONDS
 
+echo "== 5. the view: one offline HTML page of the heads, the tokens and the run (docs/view.md)"
+"$BIN" view --ckpt "$OUT/run/best.npz" --out "$OUT/run/view.html" --runs "$OUT/run" \
+    --prompt "ROMEO:
+But soft, what light through yonder window breaks?"
+
 echo
 echo "files: $OUT/data (tokenizer, train.bin, valid.bin), $OUT/run (last.npz, best.npz, log.csv$(
     [ -f "$OUT/run/loss.png" ] && echo ", loss.png"))"

@@ -36,6 +36,7 @@ int gp_patch(int argc, char **argv);
 int gp_detect(int argc, char **argv); /* readout.c: head detectors, logit lens, export */
 int gp_lens(int argc, char **argv);
 int gp_export(int argc, char **argv);
+int gp_view(int argc, char **argv); /* view.c: one HTML page (src/view) */
 
 /* ---- checkpoints (train.c writes them on the run loop, docs/run.md) ----
  * A checkpoint holds the GPT (meta.config.* from nn_gpt_ckpt_config), AdamW's state and step

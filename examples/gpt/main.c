@@ -29,7 +29,8 @@ static void usage(void) {
            "  patch     activation or attribution patching, clean -> corrupted: .npz, .png\n"
            "  detect    previous-token, duplicate-token and induction scores of every head\n"
            "  lens      the logit lens and direct logit attribution to a token: .npz, .png\n"
-           "  export    the model in TransformerLens's state-dict layout: .npz + .json\n\n"
+           "  export    the model in TransformerLens's state-dict layout: .npz + .json\n"
+           "  view      one offline HTML page: attention, tokens, runs (docs/view.md)\n\n"
            "each command takes --help. Exit codes: 0 done, 1 a failed run (non-finite loss, "
            "write error),\n2 bad input (the path or flag is named), 130/143 interrupted "
            "(checkpoint saved)\n");
@@ -60,9 +61,10 @@ int main(int argc, char **argv) {
     if (strcmp(c, "detect") == 0) return gp_detect(argc, argv);
     if (strcmp(c, "lens") == 0) return gp_lens(argc, argv);
     if (strcmp(c, "export") == 0) return gp_export(argc, argv);
+    if (strcmp(c, "view") == 0) return gp_view(argc, argv); /* view.c */
     fprintf(stderr,
             GP_PROG ": %s: unknown command (prepare, train, sample, eval, cache, ablate, patch, "
-                    "detect, lens, export)\n",
+                    "detect, lens, export, view)\n",
             c);
     return RUN_EXIT_USAGE;
 }

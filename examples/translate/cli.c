@@ -1179,6 +1179,7 @@ static const Command commands[] = {
     {"detect", "every head's previous-token, duplicate-token, induction and diagonal scores",
      cmd_detect},
     {"lens", "the decoder's logit lens and direct logit attribution to a target word", cmd_lens},
+    {"view", "one offline HTML page: attention, words, tables, runs (view.c)", tr_view_main},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -48,6 +48,9 @@ echo "== 4. attention of the first test sentence, head importance on valid.tsv"
 rm -rf "$OUT/attention" "$OUT/heads"
 "$BIN" attention --ckpt "$OUT/best.npz" --out "$OUT/attention" "$(head -n 1 "$OUT/sentences.txt")"
 "$BIN" heads --ckpt "$OUT/best.npz" --data "$DATA/valid.tsv" --out "$OUT/heads" > "$OUT/heads.txt"
+# one offline HTML page of the same sentence's heads and words, and the run's curves (docs/view.md)
+"$BIN" view --ckpt "$OUT/best.npz" --sentence "$(head -n 1 "$OUT/sentences.txt")" \
+    --out "$OUT/view.html" --runs "$OUT"
 head -n 1 "$OUT/heads.txt"
 echo "the five heads whose masking costs most (every head: $OUT/heads/heads.tsv):"
 sed -n '2p' "$OUT/heads.txt" | sed 's/^/    /'
@@ -79,6 +82,7 @@ file "$OUT/gen_test_hyps.tsv" "gen_test: source<TAB>reference<TAB>hypothesis"
 file "$OUT/translations.txt" "the sentences above"
 file "$OUT/attention/attention.npz" "every head's attention for the first sentence (bertviz's layout)"
 file "$OUT/heads/heads.tsv" "head importance: loss increase when masked, gradient score"
+file "$OUT/view.html" "open in a browser: every head, hover a word; the words' loss; the curves"
 picture "$OUT/loss.png" "train and valid loss, valid exact match against the step"
 shopt -s nullglob
 grids=("$OUT"/attention/attention_layer*.png)

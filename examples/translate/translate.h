@@ -413,6 +413,8 @@ typedef struct TrAttention {
 int tr_attention_collect(Translator *tr, const char *sentence, const char *target, TrAttention *a,
                          FILE *warn);
 void tr_attention_free(TrAttention *a);
+/* `view` (view.c): one HTML page of src/view; argv after the command. An exit code. */
+int tr_view_main(int argc, char **argv);
 /* bertviz's layout, float32, one entry per block: encoder.layers.L.self_attn (1, NH, S, S),
  * decoder.layers.L.self_attn (1, NH, T, T), decoder.layers.L.multihead_attn (1, NH, T, S);
  * encoder_tokens and decoder_tokens: the tokens as UTF-8 bytes joined by '\n'. */

@@ -3,9 +3,9 @@
  * arguments before it non-NULL: zeroed dummies, since nothing is read before the checks) in a
  * child process, and asserts that the child died by SIGABRT with "file.c:LINE: <function>:
  * argument '<name>' is NULL". A coverage test reads the public headers (src/tensor, autograd,
- * nn, optim, io (files, npz, checkpoints, safetensors), hf, text, lens, flag, run) and fails for
- * any function taking a pointer that has no row here, unless it is listed below as accepting
- * NULL (free-like functions) or is an op (ag_add, ...: the misuse table of
+ * nn, optim, io (files, npz, checkpoints, safetensors), hf, text, lens, flag, run, view) and
+ * fails for any function taking a pointer that has no row here, unless it is listed below as
+ * accepting NULL (free-like functions) or is an op (ag_add, ...: the misuse table of
  * tests/autograd/test_errors.c covers those, NULL tape and tensors included).
  * Not here: shape and range checks (test_errors.c, tests/tensor/test_arena.c, the nn and optim
  * tests). */
@@ -21,6 +21,12 @@
 /* zeroed dummies: non-NULL arguments that come before the NULL one */
 static Arena A;
 static Tensor T;
+static ViewBuf VB;
+static const void *view_text(const void *ctx, int id, size_t *len) {
+    (void)ctx, (void)id;
+    *len = 1;
+    return "x";
+}
 static Tape TP;
 static Rng R;
 static ParamList PL;
@@ -807,7 +813,37 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_signals_catch, old, run_signals_catch(NULL))                                             \
     X(run_signals_restore, old, run_signals_restore(NULL))                                         \
     X(run_plot_script, script, run_plot_script(NULL, "x.png"))                                     \
-    X(run_plot_script, png, run_plot_script("x", NULL))
+    X(run_plot_script, png, run_plot_script("x", NULL))                                            \
+    /* view.h */                                                                                   \
+    X(view_raw, b, view_raw(NULL, "x"))                                                            \
+    X(view_raw, text, view_raw(&VB, NULL))                                                         \
+    X(view_str, b, view_str(NULL, "x", 1))                                                         \
+    X(view_str, bytes, view_str(&VB, NULL, 0))                                                     \
+    X(view_key, b, view_key(NULL, "x"))                                                            \
+    X(view_key, key, view_key(&VB, NULL))                                                          \
+    X(view_num, b, view_num(NULL, 1))                                                              \
+    X(view_int, b, view_int(NULL, 1))                                                              \
+    X(view_base64, b, view_base64(NULL, (const uint8_t *)"x", 1))                                  \
+    X(view_base64, s, view_base64(&VB, NULL, 0))                                                   \
+    X(view_attention, out, view_attention(NULL, &T, 0, 0))                                         \
+    X(view_attention, probs, view_attention(&VB, NULL, 0, 0))                                      \
+    X(view_runs, b, view_runs(NULL, (char *[1]){"x"}, 1))                                          \
+    X(view_runs, dirs, view_runs(&VB, NULL, 0))                                                    \
+    X(view_measure, b, view_measure(NULL, "n", "k", D1, 1, 1, 0))                                  \
+    X(view_measure, name, view_measure(&VB, NULL, "k", D1, 1, 1, 0))                               \
+    X(view_measure, kind, view_measure(&VB, "n", NULL, D1, 1, 1, 0))                               \
+    X(view_measure, v, view_measure(&VB, "n", "k", NULL, 1, 1, 0))                                 \
+    X(view_softmax, z, view_softmax(NULL, 1, D1))                                                  \
+    X(view_softmax, p, view_softmax((Real[1]){0}, 1, NULL))                                        \
+    X(view_top_k, b, view_top_k(NULL, D1, 1, 1, view_text, NULL))                                  \
+    X(view_top_k, p, view_top_k(&VB, NULL, 1, 1, view_text, NULL))                                 \
+    X(view_top_k, text, view_top_k(&VB, D1, 1, 1, NULL, NULL))                                     \
+    X(view_scores, b, view_scores(NULL, D1, 0, 1, 1))                                              \
+    X(view_scores, sc, view_scores(&VB, NULL, 0, 1, 1))                                            \
+    X(view_tables, b, view_tables(NULL, "x.npz"))                                                  \
+    X(view_tables, path, view_tables(&VB, NULL))                                                   \
+    X(view_write_html, path, view_write_html(NULL, &VB))                                           \
+    X(view_write_html, data, view_write_html("x.html", NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -847,6 +883,7 @@ static const char *const accepts_null[][2] = {
     {"nn_hooks_on", "NULL hooks: none is set (the models' test at every point)"},
     {"nn_hooks_explicit_attention", "NULL hooks: the fused attention"},
     {"nn_hooks_explicit_at", "NULL hooks: the fused attention"},
+    {"view_buf_free", "NULL is a no-op, as free"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
@@ -929,16 +966,15 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h",  "src/tensor/rng.h",  "src/autograd/autograd.h",
-        "src/nn/nn.h",          "src/nn/gpt.h",      "src/optim/optim.h",
-        "src/io/checkpoint.h",  "src/io/npz.h",      "src/io/file.h",
-        "src/text/text.h",      "src/dist/dist.h",   "src/nn/hooks.h",
-        "src/lens/lens.h",      "src/lens/detect.h", "src/lens/logit.h",
-        "src/lens/export.h",    "src/flag/flag.h",   "src/run/run.h",
-        "src/io/safetensors.h", "src/hf/hf.h"};
-    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",  "optim_",
+        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
+        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
+        "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
+        "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
+        "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
+        "src/view/view.h"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
-                                           "run_",  "st_",    "hf_"};
+                                           "run_",  "st_",    "hf_",     "view_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

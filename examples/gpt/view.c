@@ -1,0 +1,234 @@
+/* view.c: `attograd-gpt view`: one offline HTML page (src/view) of a checkpoint on prompts, and
+ * of training runs. For each prompt: every layer x head's attention pattern (with its
+ * previous-token, duplicate-token and induction scores, src/lens/detect.h), and every token's
+ * loss and probability of the next token with the model's top-k predictions; the tables of an
+ * .npz of ablate, patch or detect (--from); for each run folder given after --runs: its
+ * log.csv curves. docs/view.md is the user's guide.
+ * Not here: the page and its JSON writer (src/view), the rows and flags the lens commands share
+ * (lens.c). Read next: src/view/view.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_cli.h"
+#include "translate.h" /* tr_malloc */
+
+/* appends token id's bytes as a JSON string */
+static void token_str(ViewBuf *b, const GpModel *g, int id) {
+    size_t len;
+    const uint8_t *s = txt_token_bytes(g->tok, id, &len);
+    view_str(b, s, len);
+}
+
+/* "attention": the patterns of every row, the detector scores of each */
+static void attention_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r) {
+    int L = g->m.cfg.n_layer, NH = g->m.cfg.n_head, K = LENS_N_HEAD_KINDS;
+    double *sc = tr_malloc((size_t)K * L * NH * sizeof(double));
+    view_key(b, "attention");
+    view_raw(b, "[{");
+    view_key(b, "name");
+    view_raw(b, "\"self-attention\",");
+    view_key(b, "layers");
+    view_int(b, L);
+    view_raw(b, ",");
+    view_key(b, "heads");
+    view_int(b, NH);
+    view_raw(b, ",\"causal\":true,\"prompts\":[");
+    for (int row = 0; row < r->B; row++) {
+        const int *ids = r->ids + (size_t)row * r->T;
+        lens_detect_gpt(t, &g->m, ids, 1, r->T, NULL, sc); /* resets the tape */
+        int was = ag_no_grad(t, 1);
+        nn_gpt_forward(t, &g->m, ids, 1, r->T, NULL); /* fills last_probs (1, NH, T, T) */
+        view_raw(b, row ? ",{" : "{");
+        view_key(b, "q");
+        view_raw(b, "[");
+        for (int i = 0; i < r->T; i++) {
+            if (i) view_raw(b, ",");
+            token_str(b, g, ids[i]);
+        }
+        view_raw(b, "],\"k\":null,");
+        view_key(b, "p");
+        view_raw(b, "["); /* one base64 string per layer */
+        for (int l = 0; l < L; l++) {
+            if (l) view_raw(b, ",");
+            view_attention(b, g->m.last_probs[l], 0, 1);
+        }
+        view_raw(b, "],");
+        view_scores(b, sc, K, L, NH);
+        view_raw(b, "}");
+        ag_no_grad(t, was);
+        ag_tape_reset(t);
+    }
+    view_raw(b, "]}]");
+    free(sc);
+}
+
+/* the residual streams a forward passes through: stream[0] the embeddings (blocks.0.
+ * hook_resid_pre), stream[1 + l] after block l (blocks.l.hook_resid_post), each (B, T, C) */
+typedef struct Streams {
+    Tensor *x[NN_MAX_LAYERS + 1];
+} Streams;
+static int keep_stream(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t;
+    Streams *s = ctx;
+    s->x[strstr(at->name, "resid_pre") ? 0 : at->layer + 1] = *x;
+    return AG_OK;
+}
+
+/* a token's bytes (ViewTokenText; ctx: the GpModel) */
+static const void *token_bytes(const void *ctx, int id, size_t *len) {
+    return txt_token_bytes(((const GpModel *)ctx)->tok, id, len);
+}
+
+/* "tokens": each token's loss (of predicting it from the tokens before) and probability of the
+ * next token, the top-k predictions after it */
+static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int top_k) {
+    int T = r->T, V = g->m.cfg.vocab_size;
+    int was = ag_no_grad(t, 1), L = g->m.cfg.n_layer;
+    Streams st = {0};
+    NnHooks h;
+    nn_hooks_init(&h, L);
+    nn_hooks_add(&h, "blocks.0.hook_resid_pre", keep_stream, &st);
+    nn_hooks_add(&h, "blocks.*.hook_resid_post", keep_stream, &st);
+    Tensor *logits = nn_gpt_forward_hooked(t, &g->m, r->ids, r->B, T, NULL, &h); /* (B, T, V) */
+    nn_hooks_free(&h);
+    AG_CHECK(logits, "view: a hook failed: %s", ag_last_error());
+    double *p = tr_malloc((size_t)V * sizeof(double)), *loss = tr_malloc((size_t)r->B * T * 8),
+           *next = tr_malloc((size_t)r->B * T * 8);
+    view_key(b, "tokens");
+    view_raw(b, "{\"prompts\":[");
+    for (int row = 0; row < r->B; row++) {
+        const int *ids = r->ids + (size_t)row * T;
+        view_raw(b, row ? ",{\"tok\":[" : "{\"tok\":[");
+        for (int i = 0; i < T; i++) {
+            if (i) view_raw(b, ",");
+            token_str(b, g, ids[i]);
+        }
+        view_raw(b, "],\"top\":[");
+        for (int i = 0; i < T; i++) {
+            view_softmax(logits->data + ((size_t)row * T + i) * V, V, p);
+            /* position i predicts token i + 1; token i's own loss is position i - 1's */
+            size_t at = (size_t)row * T + i;
+            next[at] = i + 1 < T ? p[ids[i + 1]] : NAN;
+            loss[at] = i + 1 < T ? -log(p[ids[i + 1]]) : NAN;
+            if (i) view_raw(b, ",");
+            view_top_k(b, p, V, top_k, token_bytes, g);
+        }
+        view_raw(b, "]}");
+    }
+    /* the measures: the loss of token i is that of predicting it (position i - 1's) */
+    view_raw(b, "],\"measures\":[");
+    view_measure(b, "loss of this token (nats)", "loss", loss, r->B, T, 1);
+    view_raw(b, ",");
+    view_measure(b, "probability of this token", "prob", next, r->B, T, 1);
+    /* the logit lens: each stream through the final norm and the head (nn_gpt_unembed) */
+    for (int s = 0; s <= L; s++) {
+        Tensor *z = nn_gpt_unembed(t, &g->m, st.x[s]);
+        for (int row = 0; row < r->B; row++)
+            for (int i = 0; i + 1 < T; i++) {
+                view_softmax(z->data + ((size_t)row * T + i) * V, V, p);
+                next[(size_t)row * T + i] = p[r->ids[(size_t)row * T + i + 1]];
+            }
+        char name[96];
+        if (s == 0)
+            snprintf(name, sizeof name, "logit lens: the embeddings' probability of this token");
+        else
+            snprintf(name, sizeof name, "logit lens: after block %d, probability of this token",
+                     s - 1);
+        view_raw(b, ",");
+        view_measure(b, name, "prob", next, r->B, T, 1);
+    }
+    view_raw(b, "]}");
+    ag_no_grad(t, was);
+    ag_tape_reset(t);
+    free(p), free(loss), free(next);
+}
+
+int gp_view(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *out = NULL, *from = NULL;
+    int runs = 0, top_k = 5, threads = 0, help = 0;
+    Flag fl[] = {
+        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
+         0},
+        {"prompt", FLAG_PATH, &prompt, "TEXT", "the text to show (one row)", 0, 0, NULL, 0},
+        {"prompts", FLAG_PATH, &prompts, NULL, "a file: one row a line, all as many tokens", 0, 0,
+         NULL, 0},
+        {"runs", FLAG_SWITCH, &runs, NULL,
+         "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
+        {"from", FLAG_PATH, &from, "FILE.npz",
+         "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
+        {"top-k", FLAG_INT, &top_k, NULL, "predictions shown when a token is hovered", 1, 100, NULL,
+         0},
+        {"out", FLAG_PATH, &out, NULL, "the .html page to write", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
+    };
+    int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
+    char **pos = tr_calloc((size_t)argc + 1, sizeof(char *));
+    int rc = flag_parse(fl, n, argc - 2, argv + 2, pos, &npos);
+    if (rc == FLAG_HELP) {
+        gp_usage("view",
+                 "one HTML page, offline (docs/view.md): the attention of every layer x head on "
+                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss and "
+                 "top-k predictions; --from: the\ntables of ablate, patch or detect; --runs "
+                 "DIR...: the log.csv curves of run folders",
+                 fl, n);
+        help = 1;
+        rc = AG_OK;
+    }
+    if (!help && rc == AG_OK && !out) rc = ag_fail(AG_ERR_ARG, "--out FILE.html is required");
+    if (!help && rc == AG_OK && npos && !runs)
+        rc = ag_fail(AG_ERR_ARG, "'%s': an argument without a flag (run folders follow --runs)",
+                     pos[0]);
+    if (!help && rc == AG_OK && runs && !npos)
+        rc = ag_fail(AG_ERR_ARG, "--runs: give the run folders after the flags");
+    if (!help && rc == AG_OK && !ckpt && (prompt || prompts))
+        rc = ag_fail(AG_ERR_ARG, "--prompt and --prompts need --ckpt");
+    if (!help && rc == AG_OK && ckpt && !prompt && !prompts)
+        rc = ag_fail(AG_ERR_ARG, "--ckpt needs --prompt TEXT or --prompts FILE");
+    if (!help && rc == AG_OK && !ckpt && !runs && !from)
+        rc = ag_fail(AG_ERR_ARG,
+                     "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
+    GpModel g = {0};
+    GptConfig cfg = {0};
+    GpRows r = {0};
+    ViewBuf b = {0};
+    if (!help && rc == AG_OK && ckpt) rc = gp_lens_load(&g, ckpt, &cfg);
+    if (!help && rc == AG_OK && ckpt) rc = gp_read_rows(&g, prompt, prompts, &r);
+    if (!help && rc == AG_OK) {
+        view_raw(&b, "{");
+        view_key(&b, "title");
+        const char *name = ckpt ? ckpt : from ? from : "runs";
+        view_str(&b, name, strlen(name));
+    }
+    if (!help && rc == AG_OK && ckpt) {
+        ag_threads_use(threads);
+        Arena *step = arena_new("step", 0);
+        Tape *t = ag_tape_new(step);
+        view_raw(&b, ",");
+        attention_json(&b, &g, t, &r);
+        view_raw(&b, ",");
+        tokens_json(&b, &g, t, &r, top_k);
+        ag_tape_free(t);
+        arena_free(step);
+        for (int l = 0; l < cfg.n_layer; l++) g.m.last_probs[l] = NULL;
+    }
+    if (!help && rc == AG_OK && from) {
+        view_raw(&b, ",\"tables\":[");
+        rc = view_tables(&b, from);
+        view_raw(&b, "]");
+    }
+    if (!help && rc == AG_OK && runs) {
+        view_raw(&b, ",");
+        rc = view_runs(&b, pos, npos);
+    }
+    if (!help && rc == AG_OK) {
+        view_raw(&b, "}");
+        rc = view_write_html(out, &b);
+    }
+    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)b.n / 1e6);
+    view_buf_free(&b);
+    free(r.ids);
+    free(pos);
+    gp_model_free(&g);
+    return gp_lens_finish(rc, "view");
+}

@@ -1,0 +1,95 @@
+/* view.h: interactive views in one self-contained HTML file. A program gathers what it wants to
+ * show (attention patterns, per-token losses and predictions, tables, training curves) into a
+ * JSON document with the writer below, and view_write_html wraps it in the page: the JSON in a
+ * <script type="application/json"> block, the page's JavaScript and CSS inline (page.html,
+ * embedded as page.c), no request to the network (a Content-Security-Policy forbids any), so it
+ * opens from file:// anywhere, offline.
+ * Escaping: every string goes through view_str, which writes valid JSON that cannot end the
+ * script block: '<', '>' and '&' as \u003c, \u003e, \u0026, control characters as \u00XX,
+ * U+2028 and U+2029 escaped, and each byte that is not part of valid UTF-8 as the text "\xNN"
+ * (so a byte-level token shows which byte it is). The page puts strings into the DOM as text
+ * (textContent), never as markup.
+ * Attention patterns are stored quantized: each probability as one byte round(p * 255), only
+ * the causal triangle (j <= i) for a causal pattern, base64 in a JSON string; the page draws
+ * them on canvas. A 12-layer x 12-head model over 128 tokens takes about 1.6 MB.
+ * The JSON the page reads (each part optional; docs/view.md describes it):
+ *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...]}
+ * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
+ * examples/translate/view.c). Read next: view.c, page.html. */
+#ifndef ATTOGRAD_VIEW_VIEW_H
+#define ATTOGRAD_VIEW_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../tensor/tensor.h"
+
+/* A growing text buffer (the JSON document); zero-initialise, free with view_buf_free (NULL: a
+ * no-op). Appending aborts when out of memory; a NULL pointer argument aborts naming it. */
+typedef struct ViewBuf {
+    char *p;
+    size_t n, cap;
+} ViewBuf;
+void view_buf_free(ViewBuf *b);
+/* appends text as it is (JSON punctuation: "{", ",", "]") */
+void view_raw(ViewBuf *b, const char *text);
+/* appends bytes[0..n) as a JSON string, escaped as above */
+void view_str(ViewBuf *b, const void *bytes, size_t n);
+/* appends "key": (key escaped as view_str) */
+void view_key(ViewBuf *b, const char *key);
+/* appends a number with 7 significant digits; a NaN or infinity as null */
+void view_num(ViewBuf *b, double v);
+/* appends an integer */
+void view_int(ViewBuf *b, long long v);
+/* appends s[0..n) as a base64 JSON string */
+void view_base64(ViewBuf *b, const uint8_t *s, size_t n);
+/* a probability as one byte: round(p * 255), p clamped to [0, 1] (NaN: 0) */
+uint8_t view_quantize(double p);
+
+/* Appends the quantized attention patterns of batch row b of probs (B, NH, Tq, Tk) as one
+ * base64 string: for each head h, row i: keys 0..i when causal (then Tq == Tk), else 0..Tk-1.
+ * Aborts naming the function and the shape when probs is not 4-D, b is out of range, or
+ * causal and Tq != Tk. */
+void view_attention(ViewBuf *out, const Tensor *probs, int b, int causal);
+
+/* p[0..V): the softmax of z[0..V) (in double, the maximum subtracted first) */
+void view_softmax(const Real *z, int V, double *p);
+/* Appends the k most probable of p[0..V) as [[text, p], ...] (highest first, the lower id first
+ * among ties; k is cut to V), text(ctx, id, &len) giving each id's bytes */
+typedef const void *(*ViewTokenText)(const void *ctx, int id, size_t *len);
+void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, const void *ctx);
+
+/* Appends one measure of the tokens page, {"name": name, "kind": kind, "values": [B rows of T]}:
+ * token i of row b gets v[b * T + i - shift] (v (B, T); null for i < shift or a NaN). kind
+ * "prob" (colored on [0, 1]) or "loss" (on [0, the largest]). */
+void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,
+                  int shift);
+
+/* Appends "scores": {...} of an attention set's prompt: for each of K head kinds (K =
+ * LENS_N_HEAD_KINDS: "previous_token", ...) the list of sc (K, L, NH), kind-major; K 0: one
+ * "diagonal" list of sc (L, NH) (a cross-attention's, lens_detect_diagonal) */
+void view_scores(ViewBuf *b, const double *sc, int K, int L, int NH);
+
+/* Appends "runs": [...] from each dirs[i]/log.csv (a header of column names, then rows of
+ * numbers, an empty field for a value not logged on that row: the run loop's CSV). AG_OK, or an
+ * error naming the file, the line and the reason (not a number, fields unlike the header's,
+ * over 64 MiB); the buffer then holds a partial document, to be thrown away. */
+int view_runs(ViewBuf *b, char *const *dirs, int n);
+
+/* Appends the tables of path, an .npz of attograd-gpt's or attograd-translate's ablate or patch
+ * ("values" (point, head | position) or (point, head, position), "points" the names, "axes",
+ * "metric"): one table; or of detect ("scores" (kind, layer, head), "kinds"): a table a kind.
+ * Each {"name", "title", "rows", "cols", "values"}, separated by commas (the caller writes
+ * "tables": [ and ]). AG_OK, or an error naming the path and the reason (not such a file, an
+ * entry of another type or shape). */
+int view_tables(ViewBuf *b, const char *path);
+
+/* Writes the page with the JSON document data (a complete JSON object, written with the
+ * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
+ * AG_OK, or AG_ERR_IO naming the path and the reason. */
+int view_write_html(const char *path, const ViewBuf *data);
+
+/* the page, before and after the JSON document (page.c, generated from page.html) */
+extern const char view_page_head[], view_page_tail[];
+
+#endif
