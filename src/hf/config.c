@@ -141,16 +141,46 @@ static int activation(const Ctx *x, const char *key, const json_t *v) {
     return kfail(x, key, v, "not supported: attograd's GPT-2 MLP computes \"gelu\" (x Phi(x))");
 }
 
-static int one_key(Ctx *x, const char *key, json_t *v) {
+/* 1 when key is one of the ignored or required keys (*rc: its verdict), else 0. The required
+ * keys of n_required rows from table; tie_word_embeddings and quantization_config too, which
+ * both families share. */
+static int common_key(Ctx *x, const char *key, const json_t *v, const char *const (*table)[2],
+                      size_t n_required, int *rc) {
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
-        if (strcmp(key, ignored[i]) == 0) return AG_OK;
-    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
-        if (strcmp(key, required[i][0]) != 0) continue;
-        json_t *want = json_loads(required[i][1], JSON_DECODE_ANY, NULL);
+        if (strcmp(key, ignored[i]) == 0) return *rc = AG_OK, 1;
+    if (!strcmp(key, "tie_word_embeddings")) {
+        *rc = json_is_boolean(v) ? AG_OK : kfail(x, key, v, "must be true or false");
+        if (*rc == AG_OK) x->c.untied = json_is_false(v);
+        return 1;
+    }
+    if (!strcmp(key, "quantization_config"))
+        return *rc = kfail(x, key, v, "quantized weights are not supported"), 1;
+    for (size_t i = 0; i < n_required; i++) {
+        if (strcmp(key, table[i][0]) != 0) continue;
+        json_t *want = json_loads(table[i][1], JSON_DECODE_ANY, NULL);
         int same = json_equal(v, want);
         json_decref(want);
-        return same ? AG_OK : kfail(x, key, v, "attograd computes only %s", required[i][1]);
+        *rc = same ? AG_OK : kfail(x, key, v, "attograd computes only %s", table[i][1]);
+        return 1;
     }
+    return 0;
+}
+
+/* "architectures": a list of the one class name cls */
+static int architectures(const Ctx *x, const char *key, const json_t *v, const char *cls) {
+    size_t i;
+    json_t *a;
+    if (!json_is_array(v)) return kfail(x, key, v, "must be a list of class names");
+    json_array_foreach(v, i, a) {
+        if (!json_is_string(a) || strcmp(json_string_value(a), cls) != 0)
+            return kfail(x, key, v, "only \"%s\" is supported", cls);
+    }
+    return AG_OK;
+}
+
+static int one_key(Ctx *x, const char *key, json_t *v) {
+    int rc;
+    if (common_key(x, key, v, required, sizeof required / sizeof *required, &rc)) return rc;
     GptConfig *c = &x->c;
     if (!strcmp(key, "model_type")) {
         if (!json_is_string(v) || strcmp(json_string_value(v), "gpt2") != 0)
@@ -158,16 +188,7 @@ static int one_key(Ctx *x, const char *key, json_t *v) {
         x->have_type = 1;
         return AG_OK;
     }
-    if (!strcmp(key, "architectures")) {
-        size_t i;
-        json_t *a;
-        if (!json_is_array(v)) return kfail(x, key, v, "must be a list of class names");
-        json_array_foreach(v, i, a) {
-            if (!json_is_string(a) || strcmp(json_string_value(a), "GPT2LMHeadModel") != 0)
-                return kfail(x, key, v, "only \"GPT2LMHeadModel\" is supported");
-        }
-        return AG_OK;
-    }
+    if (!strcmp(key, "architectures")) return architectures(x, key, v, "GPT2LMHeadModel");
     if (!strcmp(key, "vocab_size")) return get_int(x, key, v, &c->vocab_size);
     if (!strcmp(key, "n_positions")) return get_int(x, key, v, &x->n_positions);
     if (!strcmp(key, "n_ctx")) return get_int(x, key, v, &x->n_ctx);
@@ -181,38 +202,45 @@ static int one_key(Ctx *x, const char *key, json_t *v) {
     if (!strcmp(key, "embd_pdrop")) return get_num(x, key, v, 0, 1, 0, &x->pdrop[1]);
     if (!strcmp(key, "attn_pdrop")) return get_num(x, key, v, 0, 1, 0, &x->pdrop[2]);
     if (!strcmp(key, "layer_norm_epsilon")) return get_num(x, key, v, 0, 1, 1, &c->norm_eps);
-    if (!strcmp(key, "tie_word_embeddings")) {
-        if (!json_is_boolean(v)) return kfail(x, key, v, "must be true or false");
-        c->untied = json_is_false(v);
-        return AG_OK;
-    }
-    if (!strcmp(key, "quantization_config"))
-        return kfail(x, key, v, "quantized weights are not supported");
     return kfail(x, key, v, "not a key of a GPT-2 configuration attograd knows");
 }
 
 /* GptConfig's fields as the keys of a configuration name them. Their ranges are the model's
  * own, from the table its checkpoints are read with (nn_gpt_ckpt_config), so that both accept
  * the same models, and nn_gpt_check_config's arithmetic stays far from int's range. */
-static const char *const field_keys[][2] = {{"vocab_size", "vocab_size"},
-                                            {"block_size", "n_positions"},
-                                            {"n_layer", "n_layer"},
-                                            {"n_head", "n_head"},
-                                            {"n_embd", "n_embd"},
-                                            {"ffn_hidden", "n_inner"},
-                                            {"norm_eps", "layer_norm_epsilon"},
-                                            {"dropout", "resid_pdrop"}};
+#define N_FIELD_KEYS 8
+static const char *const field_keys[N_FIELD_KEYS][2] = {{"vocab_size", "vocab_size"},
+                                                        {"block_size", "n_positions"},
+                                                        {"n_layer", "n_layer"},
+                                                        {"n_head", "n_head"},
+                                                        {"n_embd", "n_embd"},
+                                                        {"ffn_hidden", "n_inner"},
+                                                        {"norm_eps", "layer_norm_epsilon"},
+                                                        {"dropout", "resid_pdrop"}};
+/* the same for LLaMA's names, with the key/value heads and RoPE's base */
+static const char *const llama_field_keys[N_FIELD_KEYS + 2][2] = {
+    {"vocab_size", "vocab_size"},
+    {"block_size", "max_position_embeddings"},
+    {"n_layer", "num_hidden_layers"},
+    {"n_head", "num_attention_heads"},
+    {"n_embd", "hidden_size"},
+    {"ffn_hidden", "intermediate_size"},
+    {"norm_eps", "rms_norm_eps"},
+    {"dropout", "attention_dropout"},
+    {"n_kv_head", "num_key_value_heads"},
+    {"rope_base", "rope_theta"}};
 
-static int check_ranges(const char *label, GptConfig *c) {
+static int check_ranges(const char *label, GptConfig *c, const char *const (*keys)[2],
+                        size_t n_keys) {
     CkptConfig cc = nn_gpt_ckpt_config(c);
-    for (size_t k = 0; k < sizeof field_keys / sizeof *field_keys; k++) {
+    for (size_t k = 0; k < n_keys; k++) {
         const CkptField *fd = NULL;
         for (int i = 0; i < cc.n_fields && !fd; i++)
-            if (strcmp(cc.fields[i].name, field_keys[k][0]) == 0) fd = &cc.fields[i];
+            if (strcmp(cc.fields[i].name, keys[k][0]) == 0) fd = &cc.fields[i];
         AG_CHECK(fd && (fd->type == CKPT_FIELD_FLOAT ? fd->size == sizeof(double)
                                                      : fd->size == sizeof(int)),
                  "hf: GptConfig's field '%s' is not in its checkpoint table as expected",
-                 field_keys[k][0]);
+                 keys[k][0]);
         const char *at = (const char *)c + fd->offset;
         double x;
         if (fd->type == CKPT_FIELD_FLOAT) {
@@ -226,20 +254,38 @@ static int check_ranges(const char *label, GptConfig *c) {
             return ag_fail(AG_ERR_FORMAT,
                            "%s: \"%s\": %.17g: outside [%.17g, %.17g], what attograd's GPT "
                            "accepts (as in its checkpoints)",
-                           label, field_keys[k][1], x, fd->lo, fd->hi);
+                           label, keys[k][1], x, fd->lo, fd->hi);
     }
     return AG_OK;
 }
 
-int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
-    AG_CHECK_ARG(text);
-    AG_CHECK_ARG(label);
-    AG_CHECK_ARG(out);
+/* The configuration's JSON: AG_OK with *root, or AG_ERR_FORMAT naming label. */
+static int parse(const char *text, size_t len, const char *label, json_t **root) {
     json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    if (!root)
+    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!*root)
         return ag_fail(AG_ERR_FORMAT, "%s: not valid JSON: %s (at byte %d)", label, err.text,
                        err.position);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        return ag_fail(AG_ERR_FORMAT, "%s: not a JSON object", label);
+    }
+    return AG_OK;
+}
+
+/* The values of a configuration read: within the checkpoint's ranges (keys named as in the
+ * file), then a model nn_gpt_check_config accepts. */
+static int finish(const char *label, GptConfig *c, const char *const (*keys)[2], size_t n) {
+    int rc = check_ranges(label, c, keys, n);
+    if (rc == AG_OK && nn_gpt_check_config(c, NULL) != AG_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ag_last_error());
+        rc = ag_fail(AG_ERR_FORMAT, "%s: %s", label, why);
+    }
+    return rc;
+}
+
+static int gpt2_from_json(json_t *root, const char *label, GptConfig *out) {
     /* transformers' GPT2Config defaults for what a file leaves out */
     Ctx x = {.label = label,
              .c = {.style = NN_GPT2,
@@ -254,7 +300,7 @@ int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, Gp
                    .bias = NN_GPT_BIAS_ON},
              .pdrop = {0.1, 0.1, 0.1},
              .n_positions = 1024};
-    int rc = json_is_object(root) ? AG_OK : ag_fail(AG_ERR_FORMAT, "%s: not a JSON object", label);
+    int rc = AG_OK;
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
@@ -275,34 +321,201 @@ int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, Gp
                      "%s: \"resid_pdrop\" %g, \"embd_pdrop\" %g and \"attn_pdrop\" %g differ: "
                      "attograd's GPT has one dropout rate",
                      label, x.pdrop[0], x.pdrop[1], x.pdrop[2]);
-    json_decref(root);
     x.c.block_size = x.n_positions;
     x.c.dropout = x.pdrop[0];
-    if (rc == AG_OK) rc = check_ranges(label, &x.c);
-    if (rc == AG_OK && nn_gpt_check_config(&x.c, NULL) != AG_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", ag_last_error());
-        rc = ag_fail(AG_ERR_FORMAT, "%s: %s", label, why);
-    }
+    if (rc == AG_OK) rc = finish(label, &x.c, field_keys, N_FIELD_KEYS);
     if (rc == AG_OK) *out = x.c;
+    return rc;
+}
+
+int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
+    AG_CHECK_ARG(text);
+    AG_CHECK_ARG(label);
+    AG_CHECK_ARG(out);
+    json_t *root;
+    int rc = parse(text, len, label, &root);
+    if (rc != AG_OK) return rc;
+    rc = gpt2_from_json(root, label, out);
+    json_decref(root);
+    return rc;
+}
+
+
+/* ---- LLaMA (transformers' LlamaConfig, LlamaForCausalLM) ---- */
+
+/* Keys of a LlamaConfig whose only value attograd computes. */
+static const char *const llama_required[][2] = {
+    {"hidden_act", "\"silu\""},         /* SwiGLU's gate */
+    {"attention_bias", "false"},       /* no biases */
+    {"mlp_bias", "false"},
+    {"rope_scaling", "null"},          /* RoPE as trained, no extension */
+    {"is_encoder_decoder", "false"},
+    {"is_decoder", "false"},
+    {"add_cross_attention", "false"},
+    {"tie_encoder_decoder", "false"},
+    {"pruned_heads", "{}"},
+};
+
+typedef struct {
+    Ctx x;
+    int n_kv_null, head_dim, have_theta;
+} LCtx;
+
+/* "rope_parameters" (transformers 5) or an old "rope_scaling": {"rope_type": "default",
+ * "rope_theta": base}; any other rope_type (linear, dynamic, yarn, llama3, ...) is refused */
+static int rope_parameters(LCtx *l, const char *key, json_t *v) {
+    const char *k;
+    json_t *e;
+    if (!json_is_object(v)) return kfail(&l->x, key, v, "must be an object");
+    json_object_foreach(v, k, e) {
+        if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+            if (!json_is_string(e) || strcmp(json_string_value(e), "default") != 0)
+                return kfail(&l->x, key, v,
+                             "only \"rope_type\": \"default\" (RoPE without scaling) is "
+                             "supported");
+        } else if (!strcmp(k, "rope_theta")) {
+            int rc = get_num(&l->x, "rope_theta", e, 0, 1e300, 1, &l->x.c.rope_base);
+            if (rc != AG_OK) return rc;
+            l->have_theta = 1;
+        } else {
+            return kfail(&l->x, key, v, "\"%s\" is not supported (RoPE without scaling only)",
+                         k);
+        }
+    }
+    return AG_OK;
+}
+
+static int llama_key(LCtx *l, const char *key, json_t *v) {
+    Ctx *x = &l->x;
+    GptConfig *c = &x->c;
+    int rc;
+    if (common_key(x, key, v, llama_required, sizeof llama_required / sizeof *llama_required,
+                   &rc))
+        return rc;
+    if (!strcmp(key, "model_type")) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "llama") != 0)
+            return kfail(x, key, v, "not a LLaMA configuration (\"llama\")");
+        x->have_type = 1;
+        return AG_OK;
+    }
+    if (!strcmp(key, "architectures")) return architectures(x, key, v, "LlamaForCausalLM");
+    if (!strcmp(key, "vocab_size")) return get_int(x, key, v, &c->vocab_size);
+    if (!strcmp(key, "max_position_embeddings")) return get_int(x, key, v, &c->block_size);
+    if (!strcmp(key, "hidden_size")) return get_int(x, key, v, &c->n_embd);
+    if (!strcmp(key, "intermediate_size")) return get_int(x, key, v, &c->ffn_hidden);
+    if (!strcmp(key, "num_hidden_layers")) return get_int(x, key, v, &c->n_layer);
+    if (!strcmp(key, "num_attention_heads")) return get_int(x, key, v, &c->n_head);
+    if (!strcmp(key, "num_key_value_heads")) {
+        l->n_kv_null = json_is_null(v);
+        return l->n_kv_null ? AG_OK : get_int(x, key, v, &c->n_kv_head);
+    }
+    if (!strcmp(key, "head_dim")) return json_is_null(v) ? AG_OK : get_int(x, key, v, &l->head_dim);
+    if (!strcmp(key, "rms_norm_eps")) return get_num(x, key, v, 0, 1, 1, &c->norm_eps);
+    if (!strcmp(key, "attention_dropout")) return get_num(x, key, v, 0, 1, 0, &c->dropout);
+    if (!strcmp(key, "rope_theta")) {
+        l->have_theta = 1;
+        return get_num(x, key, v, 0, 1e300, 1, &c->rope_base);
+    }
+    if (!strcmp(key, "rope_parameters")) return rope_parameters(l, key, v);
+    if (!strcmp(key, "pretraining_tp")) /* a slicing of the same products in old transformers */
+        return json_is_integer(v) && json_integer_value(v) >= 1
+                   ? AG_OK
+                   : kfail(x, key, v, "must be an integer >= 1");
+    return kfail(x, key, v, "not a key of a LLaMA configuration attograd knows");
+}
+
+static int llama_from_json(json_t *root, const char *label, GptConfig *out) {
+    /* LlamaConfig's defaults for what a file leaves out */
+    LCtx l = {.x = {.label = label,
+                    .c = {.style = NN_LLAMA,
+                          .vocab_size = 32000,
+                          .block_size = 2048,
+                          .n_layer = 32,
+                          .n_head = 32,
+                          .n_embd = 4096,
+                          .ffn_hidden = 11008,
+                          .norm_eps = 1e-6,
+                          .rope_base = 10000,
+                          .untied = 1,
+                          .no_bias = 1,
+                          .pos = NN_GPT_POS_ROPE,
+                          .norm = NN_GPT_NORM_RMS,
+                          .mlp = NN_GPT_MLP_SWIGLU,
+                          .bias = NN_GPT_BIAS_OFF}}};
+    int rc = AG_OK;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (rc != AG_OK) break;
+        rc = llama_key(&l, key, v);
+    }
+    GptConfig *c = &l.x.c;
+    if (rc == AG_OK && c->n_kv_head == c->n_head) c->n_kv_head = 0; /* no grouping */
+    if (rc == AG_OK && l.head_dim && l.head_dim * c->n_head != c->n_embd)
+        rc = kfail(&l.x, "head_dim", json_object_get(root, "head_dim"),
+                   "attograd's heads are hidden_size / num_attention_heads = %d / %d wide",
+                   c->n_embd, c->n_head);
+    if (rc == AG_OK) rc = finish(label, c, llama_field_keys, N_FIELD_KEYS + 2);
+    if (rc == AG_OK) *out = *c;
+    return rc;
+}
+
+int hf_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
+    AG_CHECK_ARG(text);
+    AG_CHECK_ARG(label);
+    AG_CHECK_ARG(out);
+    json_t *root;
+    int rc = parse(text, len, label, &root);
+    if (rc != AG_OK) return rc;
+    const json_t *t = json_object_get(root, "model_type");
+    const char *type = json_string_value(t);
+    Ctx x = {.label = label};
+    if (type && !strcmp(type, "llama"))
+        rc = llama_from_json(root, label, out);
+    else if (type && !strcmp(type, "gpt2"))
+        rc = gpt2_from_json(root, label, out);
+    else if (type && !strcmp(type, "gpt_neox"))
+        rc = kfail(&x, "model_type", t,
+                   "GPT-NeoX's parallel residual and partial rotary are not in attograd's GPT "
+                   "yet");
+    else
+        rc = kfail(&x, "model_type", t,
+                   "attograd reads \"gpt2\" (GPT2LMHeadModel) and \"llama\" "
+                   "(LlamaForCausalLM)");
+    json_decref(root);
+    return rc;
+}
+
+/* path's config.json: path itself, or the file in the folder path */
+static int config_text(const char *path, char **text, size_t *n, char *file, size_t cap) {
+    struct stat st;
+    size_t plen = strlen(path);
+    int k = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
+                ? snprintf(file, cap, "%s%sconfig.json", path,
+                           plen && path[plen - 1] == '/' ? "" : "/")
+                : snprintf(file, cap, "%s", path);
+    if (k < 0 || (size_t)k >= cap)
+        return ag_fail(AG_ERR_ARG, "%.200s...: a path of %zu bytes is too long", path, plen);
+    return st_read_small(file, HF_MAX_CONFIG, text, n);
+}
+
+int hf_config(const char *path, GptConfig *out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    char file[4096], *text = NULL;
+    size_t n = 0;
+    int rc = config_text(path, &text, &n, file, sizeof file);
+    if (rc == AG_OK) rc = hf_config_from_text(text, n, file, out);
+    free(text);
     return rc;
 }
 
 int hf_gpt2_config(const char *path, GptConfig *out) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(out);
-    struct stat st;
-    char file[4096];
-    size_t plen = strlen(path);
-    int k = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
-                ? snprintf(file, sizeof file, "%s%sconfig.json", path,
-                           plen && path[plen - 1] == '/' ? "" : "/")
-                : snprintf(file, sizeof file, "%s", path);
-    if (k < 0 || (size_t)k >= sizeof file)
-        return ag_fail(AG_ERR_ARG, "%.200s...: a path of %zu bytes is too long", path, plen);
-    char *text = NULL;
+    char file[4096], *text = NULL;
     size_t n = 0;
-    int rc = st_read_small(file, HF_MAX_CONFIG, &text, &n);
+    int rc = config_text(path, &text, &n, file, sizeof file);
     if (rc == AG_OK) rc = hf_gpt2_config_from_text(text, n, file, out);
     free(text);
     return rc;

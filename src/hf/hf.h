@@ -29,4 +29,37 @@ int hf_gpt2_config(const char *path, GptConfig *out);
 /* The same from the text of a configuration (len bytes); label names it in messages. */
 int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out);
 
+/* ---- any family: GPT-2 and LLaMA ---- */
+
+/* Reads a config.json (path: the file or its folder) of the family its "model_type" names:
+ * "gpt2" as hf_gpt2_config; "llama" (LlamaForCausalLM): vocab_size, max_position_embeddings
+ * (block_size), hidden_size, intermediate_size (ffn_hidden), num_hidden_layers,
+ * num_attention_heads, num_key_value_heads (grouped-query heads; null: as many as heads),
+ * head_dim (hidden_size / num_attention_heads only), rms_norm_eps, rope_theta (or transformers
+ * 5's "rope_parameters" {"rope_type": "default", "rope_theta": ...}), tie_word_embeddings,
+ * attention_dropout, with LlamaConfig's defaults; hidden_act "silu", attention_bias and
+ * mlp_bias false, no rope_scaling required. An NN_LLAMA GptConfig (RoPE, RMSNorm, SwiGLU, no
+ * biases). Errors as hf_gpt2_config's; "gpt_neox" and other types are refused naming the
+ * value. */
+int hf_config(const char *path, GptConfig *out);
+int hf_config_from_text(const char *text, size_t len, const char *label, GptConfig *out);
+
+/* Builds *m in arena a from the Hugging Face folder dir: config.json (hf_config), then every
+ * parameter from model.safetensors or the shards of model.safetensors.index.json, in the
+ * layout weights.c describes (GPT-2's Conv1D transposed, LLaMA's q/k rows from rotate-half to
+ * adjacent pairs). Each tensor's name, dtype (a float type), shape and values (finite) are
+ * checked, and every tensor of the folder must be one of the model's. The model's dropout is
+ * 0 (as in evaluation). AG_OK, or AG_ERR_IO / AG_ERR_FORMAT / AG_ERR_SHAPE / AG_ERR_RANGE /
+ * AG_ERR_NOMEM with a message naming the folder (or file) and the tensor; *m is then zeroed
+ * and a's allocations are the caller's to free (arena_free). */
+int hf_load(const char *dir, Arena *a, Gpt *m);
+/* Writes m into the folder dir (created if missing): config.json for GPT2LMHeadModel (a
+ * GPT-2-style model: learned positions, LayerNorm, exact GELU, biases, pre-LN,
+ * "activation_function": "gelu") or LlamaForCausalLM (a LLaMA-style model: RoPE, RMSNorm,
+ * SwiGLU, no biases), and model.safetensors in the build's Real (F32 or F64) with
+ * transformers' names and layouts, so hf_load reads back the same bits. A model no
+ * transformers class computes (other options) is AG_ERR_ARG naming the option; a failed write
+ * AG_ERR_IO naming the path. */
+int hf_save(const Gpt *m, const char *dir);
+
 #endif
