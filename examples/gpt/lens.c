@@ -204,8 +204,8 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
                   Flag *extra, int n_extra, int parts) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
                     "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0},
-                   {"model", FLAG_PATH, &c->ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)",
-                    0, 0, NULL, 0}};
+                   {"model", FLAG_PATH, &c->ckpt, "DIR",
+                    "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL, 0}};
     int n = 2, help;
     if (parts & GP_LENS_ROWS) {
         fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",

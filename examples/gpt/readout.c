@@ -306,8 +306,8 @@ int gp_export(int argc, char **argv) {
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
          0},
-        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0,
-         NULL, 0},
+        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
+         0},
         {"format", FLAG_PATH, &format, "NAME",
          "transformer-lens, or hf (a folder transformers loads)", 0, 0, NULL, 0},
         {"out", FLAG_PATH, &out, NULL,

@@ -340,15 +340,14 @@ int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, Gp
     return rc;
 }
 
-
 /* ---- LLaMA (transformers' LlamaConfig, LlamaForCausalLM) ---- */
 
 /* Keys of a LlamaConfig whose only value attograd computes. */
 static const char *const llama_required[][2] = {
-    {"hidden_act", "\"silu\""},         /* SwiGLU's gate */
-    {"attention_bias", "false"},       /* no biases */
+    {"hidden_act", "\"silu\""},  /* SwiGLU's gate */
+    {"attention_bias", "false"}, /* no biases */
     {"mlp_bias", "false"},
-    {"rope_scaling", "null"},          /* RoPE as trained, no extension */
+    {"rope_scaling", "null"}, /* RoPE as trained, no extension */
     {"is_encoder_decoder", "false"},
     {"is_decoder", "false"},
     {"add_cross_attention", "false"},
@@ -378,8 +377,7 @@ static int rope_parameters(LCtx *l, const char *key, json_t *v) {
             if (rc != AG_OK) return rc;
             l->have_theta = 1;
         } else {
-            return kfail(&l->x, key, v, "\"%s\" is not supported (RoPE without scaling only)",
-                         k);
+            return kfail(&l->x, key, v, "\"%s\" is not supported (RoPE without scaling only)", k);
         }
     }
     return AG_OK;
@@ -389,8 +387,7 @@ static int llama_key(LCtx *l, const char *key, json_t *v) {
     Ctx *x = &l->x;
     GptConfig *c = &x->c;
     int rc;
-    if (common_key(x, key, v, llama_required, sizeof llama_required / sizeof *llama_required,
-                   &rc))
+    if (common_key(x, key, v, llama_required, sizeof llama_required / sizeof *llama_required, &rc))
         return rc;
     if (!strcmp(key, "model_type")) {
         if (!json_is_string(v) || strcmp(json_string_value(v), "llama") != 0)
@@ -490,10 +487,10 @@ int hf_config_from_text(const char *text, size_t len, const char *label, GptConf
 static int config_text(const char *path, char **text, size_t *n, char *file, size_t cap) {
     struct stat st;
     size_t plen = strlen(path);
-    int k = stat(path, &st) == 0 && S_ISDIR(st.st_mode)
-                ? snprintf(file, cap, "%s%sconfig.json", path,
-                           plen && path[plen - 1] == '/' ? "" : "/")
-                : snprintf(file, cap, "%s", path);
+    int k =
+        stat(path, &st) == 0 && S_ISDIR(st.st_mode)
+            ? snprintf(file, cap, "%s%sconfig.json", path, plen && path[plen - 1] == '/' ? "" : "/")
+            : snprintf(file, cap, "%s", path);
     if (k < 0 || (size_t)k >= cap)
         return ag_fail(AG_ERR_ARG, "%.200s...: a path of %zu bytes is too long", path, plen);
     return st_read_small(file, HF_MAX_CONFIG, text, n);

@@ -40,10 +40,10 @@ static int ends_with(const char *s, const char *end) {
 
 /* LLaMA: Meta's part names (attograd's) and transformers' */
 static const char *const llama_parts[][2] = {
-    {"attention.wq", "self_attn.q_proj"},      {"attention.wk", "self_attn.k_proj"},
-    {"attention.wv", "self_attn.v_proj"},      {"attention.wo", "self_attn.o_proj"},
-    {"feed_forward.w1", "mlp.gate_proj"},      {"feed_forward.w2", "mlp.down_proj"},
-    {"feed_forward.w3", "mlp.up_proj"},        {"attention_norm", "input_layernorm"},
+    {"attention.wq", "self_attn.q_proj"},     {"attention.wk", "self_attn.k_proj"},
+    {"attention.wv", "self_attn.v_proj"},     {"attention.wo", "self_attn.o_proj"},
+    {"feed_forward.w1", "mlp.gate_proj"},     {"feed_forward.w2", "mlp.down_proj"},
+    {"feed_forward.w3", "mlp.up_proj"},       {"attention_norm", "input_layernorm"},
     {"ffn_norm", "post_attention_layernorm"},
 };
 
@@ -103,7 +103,8 @@ static void relayout(const HfName *h, const Real *src, Real *dst, int rows, int 
         for (int hd = 0; hd < h->heads; hd++)
             for (int p = 0; p < hs / 2; p++)
                 for (int r = 0; r < 2; r++) {
-                    size_t meta = (size_t)hd * hs + 2 * p + r, hf = (size_t)hd * hs + r * hs / 2 + p;
+                    size_t meta = (size_t)hd * hs + 2 * p + r,
+                           hf = (size_t)hd * hs + r * hs / 2 + p;
                     memcpy(dst + (to_hf ? hf : meta) * cols, src + (to_hf ? meta : hf) * cols,
                            (size_t)cols * sizeof *dst);
                 }
@@ -196,16 +197,26 @@ static int exportable(const GptConfig *cfg) {
     GptConfig c = nn_gpt_options(cfg);
     const char *why = NULL;
     int gpt2 = c.style == NN_GPT2;
-    if (c.post_ln) why = "post-LN blocks";
-    else if (gpt2 && c.pos != NN_GPT_POS_LEARNED) why = "positions other than learned ones";
-    else if (gpt2 && c.norm != NN_GPT_NORM_LAYER) why = "norms other than LayerNorm";
-    else if (gpt2 && c.mlp != NN_GPT_MLP_GELU) why = "an MLP other than GELU's";
-    else if (gpt2 && c.bias != NN_GPT_BIAS_ON) why = "no biases";
-    else if (gpt2 && c.n_kv_head != c.n_head) why = "grouped-query heads";
-    else if (!gpt2 && c.pos != NN_GPT_POS_ROPE) why = "positions other than rotary ones";
-    else if (!gpt2 && c.norm != NN_GPT_NORM_RMS) why = "norms other than RMSNorm";
-    else if (!gpt2 && c.mlp != NN_GPT_MLP_SWIGLU) why = "an MLP other than SwiGLU";
-    else if (!gpt2 && c.bias != NN_GPT_BIAS_OFF) why = "biases";
+    if (c.post_ln)
+        why = "post-LN blocks";
+    else if (gpt2 && c.pos != NN_GPT_POS_LEARNED)
+        why = "positions other than learned ones";
+    else if (gpt2 && c.norm != NN_GPT_NORM_LAYER)
+        why = "norms other than LayerNorm";
+    else if (gpt2 && c.mlp != NN_GPT_MLP_GELU)
+        why = "an MLP other than GELU's";
+    else if (gpt2 && c.bias != NN_GPT_BIAS_ON)
+        why = "no biases";
+    else if (gpt2 && c.n_kv_head != c.n_head)
+        why = "grouped-query heads";
+    else if (!gpt2 && c.pos != NN_GPT_POS_ROPE)
+        why = "positions other than rotary ones";
+    else if (!gpt2 && c.norm != NN_GPT_NORM_RMS)
+        why = "norms other than RMSNorm";
+    else if (!gpt2 && c.mlp != NN_GPT_MLP_SWIGLU)
+        why = "an MLP other than SwiGLU";
+    else if (!gpt2 && c.bias != NN_GPT_BIAS_OFF)
+        why = "biases";
     if (!why) return AG_OK;
     return ag_fail(AG_ERR_ARG,
                    "a %s-style model with %s has no transformers class (%s computes another "

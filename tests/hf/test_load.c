@@ -110,8 +110,14 @@ Test(hf_save, round_trips_models_attograd_builds) {
     GptConfig cs[] = {
         {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8},
         {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .untied = 1},
-        {.style = NN_LLAMA, .vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 4,
-         .n_kv_head = 2, .n_embd = 16, .rope_base = 777},
+        {.style = NN_LLAMA,
+         .vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 4,
+         .n_kv_head = 2,
+         .n_embd = 16,
+         .rope_base = 777},
     };
     for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
         Arena *a = arena_new("params", 0);
@@ -126,7 +132,11 @@ Test(hf_save, round_trips_models_attograd_builds) {
 }
 
 Test(hf_save, refuses_models_no_transformers_class_computes) {
-    GptConfig c = {.vocab_size = 40, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8,
+    GptConfig c = {.vocab_size = 40,
+                   .block_size = 8,
+                   .n_layer = 1,
+                   .n_head = 2,
+                   .n_embd = 8,
                    .pos = NN_GPT_POS_ROPE};
     Arena *a = arena_new("params", 0);
     Rng rng;
@@ -183,8 +193,7 @@ Test(hf_load, refuses_hostile_folders_naming_tensor_and_reason) {
     char *c;
     /* another model's weights: the first missing tensor named */
     c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
-    refused(c, FX "llama_tied/model.safetensors", AG_ERR_FORMAT,
-            "tensor 'wte.weight' is missing");
+    refused(c, FX "llama_tied/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
     free(c);
     /* a width the weights do not have */
     c = config_with(FX "gpt2_gelu", "\"n_inner\": null", "\"n_inner\": 32");
@@ -253,8 +262,15 @@ Test(hf_save, transformers_loads_the_export_with_the_same_logits) {
                      "(e.g. AG_HF_PYTHON=/opt/tl/bin/python)");
     GptConfig cs[] = {
         {.vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16},
-        {.style = NN_LLAMA, .vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 4,
-         .n_kv_head = 2, .n_embd = 16, .rope_base = 5000, .untied = 1},
+        {.style = NN_LLAMA,
+         .vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 4,
+         .n_kv_head = 2,
+         .n_embd = 16,
+         .rope_base = 5000,
+         .untied = 1},
     };
     for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
         Arena *a = arena_new("params", 0);
