@@ -277,6 +277,9 @@ static void safetensors_seeds(void) {
 static void hf_config_seeds(void) {
     put_file("hf_config", "tiny_gelu.json", "tests/fixtures/hf/tiny_gelu/config.json");
     put_file("hf_config", "gpt2_default.json", "tests/fixtures/hf/gpt2_default/config.json");
+    put_file("hf_config", "llama.json", "tests/fixtures/hf/llama/config.json");
+    put_file("hf_config", "llama_tied.json", "tests/fixtures/hf/llama_tied/config.json");
+    put_file("hf_config", "neox.json", "tests/fixtures/hf/neox/config.json");
 }
 
 /* ---- cli: command lines, one argument a line ---- */
