@@ -273,6 +273,22 @@ static void safetensors_seeds(void) {
     st_writer_free(w);
 }
 
+/* ---- hf_load: a byte choosing the configuration, then weights transformers wrote ---- */
+static void hf_load_seeds(void) {
+    static const char *const files[] = {"tests/fixtures/hf/gpt2_gelu/model.safetensors",
+                                        "tests/fixtures/hf/llama_tied/model.safetensors"};
+    static const char *const names[] = {"gpt2_gelu", "llama_tied"};
+    for (int k = 0; k < 2; k++) {
+        size_t n;
+        unsigned char *b = slurp(files[k], &n), *s = malloc(n + 1);
+        s[0] = (unsigned char)k;
+        memcpy(s + 1, b, n);
+        put("hf_load", names[k], s, n + 1);
+        free(s);
+        free(b);
+    }
+}
+
 /* ---- hf_config: configurations transformers wrote (tests/fixtures/hf) ---- */
 static void hf_config_seeds(void) {
     put_file("hf_config", "tiny_gelu.json", "tests/fixtures/hf/tiny_gelu/config.json");
@@ -359,5 +375,6 @@ int main(int argc, char **argv) {
     gpt_seeds();
     safetensors_seeds();
     hf_config_seeds();
+    hf_load_seeds();
     return 0;
 }
