@@ -142,6 +142,10 @@ Tensor *ag_scale(Tape *tape, Tensor *x, double s);
 Tensor *ag_relu(Tape *tape, Tensor *x);
 /* The exact GELU, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default form. */
 Tensor *ag_gelu(Tape *tape, Tensor *x);
+/* GPT-2's GELU, the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
+ * Hugging Face's "gelu_new" (GPT-2's activation_function), PyTorch's
+ * gelu(x, approximate='tanh'). (...) -> (...) */
+Tensor *ag_gelu_tanh(Tape *tape, Tensor *x);
 /* SiLU (swish), x * sigmoid(x), as PyTorch's nn.SiLU. LLaMA's SwiGLU feed-forward is
  * ag_mul(ag_silu(x W1^T), x W3^T) followed by W2. (...) -> (...) */
 Tensor *ag_silu(Tape *tape, Tensor *x);

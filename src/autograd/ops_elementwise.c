@@ -1,4 +1,5 @@
-/* ops_elementwise.c: add, sub, mul, add_bias, scale, relu, gelu, silu, dropout; each constructor
+/* ops_elementwise.c: add, sub, mul, add_bias, scale, relu, gelu, gelu_tanh, silu, dropout; each
+ * constructor
  * followed by its backward. The pattern every op file follows: check, allocate, run the
  * forward kernel, record; backward runs the backward kernel into the inputs' gradients.
  * Next: ops_matmul.c. */
@@ -85,7 +86,7 @@ void ag_scale_backward(AgNode *n) {
     k_scale_backward(n->in[0]->grad, n->out->grad, (Real)c->s, n->out->size, n->store & 1);
 }
 
-/* relu, gelu and silu: one input, same shape out */
+/* relu, gelu, gelu_tanh and silu: one input, same shape out */
 static Tensor *unary(Tape *tape, AgOp op, const char *opname, Tensor *x,
                      void (*fwd)(Real *, const Real *, size_t)) {
     AG_CHECK(tape != NULL, "%s: tape is NULL", opname);
@@ -108,6 +109,14 @@ Tensor *ag_gelu(Tape *tape, Tensor *x) {
 }
 void ag_gelu_backward(AgNode *n) {
     k_gelu_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size, n->store & 1);
+}
+
+Tensor *ag_gelu_tanh(Tape *tape, Tensor *x) {
+    return unary(tape, AG_OP_GELU_TANH, "ag_gelu_tanh", x, k_gelu_tanh_forward);
+}
+void ag_gelu_tanh_backward(AgNode *n) {
+    k_gelu_tanh_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size,
+                         n->store & 1);
 }
 
 Tensor *ag_silu(Tape *tape, Tensor *x) {

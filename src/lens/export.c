@@ -91,6 +91,14 @@ static void norm(Out *o, const char *prefix, const LayerNorm *ln, const GptConfi
     }
 }
 
+/* HookedTransformerConfig's act_fn of an MLP kind (SwiGLU: with gated_mlp) */
+static const char *mlp_act(NnGptMlp k) {
+    return k == NN_GPT_MLP_SWIGLU      ? "silu"
+           : k == NN_GPT_MLP_RELU      ? "relu"
+           : k == NN_GPT_MLP_GELU_TANH ? "gelu_new"
+                                       : "gelu";
+}
+
 static int write_config(const GptConfig *c, const char *path) {
     FILE *f;
     char *tmp;
@@ -121,7 +129,7 @@ static int write_config(const GptConfig *c, const char *path) {
             "  \"d_vocab\": %d,\n  \"d_vocab_out\": %d,\n  \"act_fn\": \"%s\",\n"
             "  \"normalization_type\": %s,\n  \"eps\": %.17g,\n"
             "  \"default_prepend_bos\": false\n}\n",
-            c->vocab_size, c->vocab_size, c->mlp == NN_GPT_MLP_SWIGLU ? "silu" : "gelu", norm,
+            c->vocab_size, c->vocab_size, mlp_act(c->mlp), norm,
             c->norm_eps);
     return io_fclose_replace(f, tmp, path);
 }

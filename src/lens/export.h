@@ -20,7 +20,7 @@
  * biases gets zero biases (TransformerLens's layers always have them); b_U is zero (attograd's
  * head has no bias). The configuration (JSON, HookedTransformerConfig's field names) says
  * act_fn "gelu" (attograd's GELU is the exact erf form, as PyTorch's nn.GELU; GPT-2's own
- * "gelu_new" is the tanh approximation) or "silu" with gated_mlp (SwiGLU), normalization_type
+ * "gelu_new" is the tanh approximation, NN_GPT_MLP_GELU_TANH's), "relu" or "silu" with gated_mlp (SwiGLU), normalization_type
  * "LN", "RMS" or null, positional_embedding_type "standard" (learned positions; no positions:
  * W_pos of zeros) or "rotary" (rotary_dim d_head, rotary_base, rotary_adjacent_pairs: attograd's
  * RoPE turns interleaved pairs, as Meta's and GPT-J's), n_key_value_heads for grouped-query

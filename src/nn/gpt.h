@@ -36,8 +36,20 @@ typedef enum { NN_GPT_POS_STYLE, NN_GPT_POS_LEARNED, NN_GPT_POS_ROPE, NN_GPT_POS
  * none (no norm parameters at all) */
 typedef enum { NN_GPT_NORM_STYLE, NN_GPT_NORM_LAYER, NN_GPT_NORM_RMS, NN_GPT_NORM_NONE } NnGptNorm;
 /* the feed-forward: GPT-2 c_proj(gelu(c_fc x)), LLaMA w2(silu(w1 x) * w3 x); or none (an
- * attention-only model: each block is x + attn(ln_1(x))) */
-typedef enum { NN_GPT_MLP_STYLE, NN_GPT_MLP_GELU, NN_GPT_MLP_SWIGLU, NN_GPT_MLP_NONE } NnGptMlp;
+ * attention-only model: each block is x + attn(ln_1(x))); or c_proj(relu(c_fc x)) (the
+ * grokking papers' 1-layer model), or c_proj(gelu_tanh(c_fc x)) (GPT-2's own MLP: HF's
+ * "gelu_new", ag_gelu_tanh; NN_GPT_MLP_GELU is the exact erf GELU, nanoGPT's nn.GELU()), both
+ * with GELU's names and width. The values are the checkpoint
+ * field's (meta.config.mlp): new kinds are appended. */
+typedef enum {
+    NN_GPT_MLP_STYLE,
+    NN_GPT_MLP_GELU,
+    NN_GPT_MLP_SWIGLU,
+    NN_GPT_MLP_NONE,
+    NN_GPT_MLP_RELU,
+    NN_GPT_MLP_GELU_TANH,
+} NnGptMlp;
+#define NN_GPT_MLP_LAST NN_GPT_MLP_GELU_TANH /* the largest value */
 /* biases of the Linear layers and LayerNorms: GPT-2 yes, LLaMA no */
 typedef enum { NN_GPT_BIAS_STYLE, NN_GPT_BIAS_ON, NN_GPT_BIAS_OFF } NnGptBias;
 typedef struct GptConfig {
@@ -50,7 +62,7 @@ typedef struct GptConfig {
     int no_bias;      /* 1: no biases, as .bias = NN_GPT_BIAS_OFF (nanoGPT's bias=False) */
     int untied;       /* 1: the head's weight of its own (lm_head, output); 0: the token
                      * embeddings' (tied, as GPT-2 and llama2.c's small models) */
-    int ffn_hidden;   /* the MLP's width; 0: GELU 4 n_embd, SwiGLU llama2.c's rule (2/3 of
+    int ffn_hidden;   /* the MLP's width; 0: GELU (ReLU, GELU tanh) 4 n_embd, SwiGLU llama2.c's rule (2/3 of
                      * 4 n_embd rounded up to a multiple of 32) */
     double rope_base; /* RoPE's base; 0: 10000 */
     double norm_eps;  /* the norms' eps (LayerNorm, RMSNorm); 0: 1e-5 */

@@ -23,8 +23,8 @@
  *   blocks.L.hook_attn_out             (B, T, C)
  *   blocks.L.hook_resid_mid            (B, T, C)
  *   blocks.L.ln2.hook_scale / hook_normalized
- *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after GELU (LLaMA: w1 x, and
- *                                                         silu(w1 x) * w3 x)
+ *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after the activation (GELU,
+ *                                                         ReLU; SwiGLU: w1 x, and silu(w1 x) * w3 x)
  *   blocks.L.hook_mlp_out              (B, T, C)
  *   blocks.L.hook_resid_post           (B, T, C)
  *   ln_final.hook_scale / hook_normalized

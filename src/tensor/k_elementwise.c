@@ -1,5 +1,5 @@
 /* k_elementwise.c: forward/backward pairs of the elementwise kernels (add, sub, mul, bias,
- * scale, relu, gelu, silu, dropout). Every output element depends on one input position, so the
+ * scale, relu, gelu, gelu_tanh, silu, dropout). Every output element depends on one input position, so the
  * loops split freely across threads. Next: k_matmul.c. */
 #include <math.h>
 
@@ -157,6 +157,41 @@ void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n, int stor
     }
 #undef GELU_SLOPE
     /* END EXERCISE */
+}
+
+/* GPT-2's GELU (HF's gelu_new, PyTorch's gelu(approximate='tanh')):
+ *   y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
+ * Computed as y = x s with s = (1 + tanh u) / 2 = 1 / (1 + e^(-2u)) (the same function: no
+ * cancellation where tanh u is near -1, and K_EXP runs in vector lanes where tanh is a call).
+ * Far below 0, e^(-2u) overflows to inf and s is 0; x^3 overflowing gives u = -inf, also s = 0. */
+#define GELU_TANH_K ((Real)0.79788456080286535588) /* sqrt(2 / pi) */
+#define GELU_TANH_C ((Real)0.044715)
+static inline Real gelu_tanh_e(Real x) { /* e^(-2u) */
+    return K_EXP(-2 * GELU_TANH_K * (x + GELU_TANH_C * x * x * x));
+}
+void k_gelu_tanh_forward(Real *y, const Real *x, size_t n) {
+    PAR_FOR
+    for (size_t i = 0; i < n; i++) y[i] = x[i] / (1 + gelu_tanh_e(x[i]));
+}
+/* forward: y = x s(u(x)) with s = sigmoid(2u), so ds/dx = 2 s (1 - s) u'(x),
+ * u'(x) = sqrt(2/pi) (1 + 3 * 0.044715 x^2); dy/dx = s + 2 x s (1 - s) u'(x) (in tanh's terms
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) u'). s (1 - s) is taken as e s^2 with e = e^(-2u) (1 - s
+ * rounded from s near 1 would keep few bits); where e is inf, or s (1 - s) is 0, the second
+ * term is 0 (not 0 * inf: x^3 overflows first). store: gx is a fresh buffer, written (=). */
+static inline Real gelu_tanh_slope(Real x) {
+    Real e = gelu_tanh_e(x), s = 1 / (1 + e);
+    Real ss = e < (Real)INFINITY ? e * s * s : 0;
+    Real du = GELU_TANH_K * (1 + 3 * GELU_TANH_C * x * x);
+    return s + (ss > 0 ? 2 * x * ss * du : 0);
+}
+void k_gelu_tanh_backward(Real *gx, const Real *x, const Real *gy, size_t n, int store) {
+    if (store) {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] = gy[i] * gelu_tanh_slope(x[i]);
+    } else {
+        PAR_FOR
+        for (size_t i = 0; i < n; i++) gx[i] += gy[i] * gelu_tanh_slope(x[i]);
+    }
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x). For x far below 0, e^-x overflows to inf and the result is 0,

@@ -106,6 +106,10 @@ void k_relu_backward(Real *gx, const Real *y, const Real *gy, size_t n);
 void k_gelu_forward(Real *y, const Real *x, size_t n);
 /* store: write gx (=) instead of adding to it */
 void k_gelu_backward(Real *gx, const Real *x, const Real *gy, size_t n, int store);
+/* GPT-2's GELU, the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void k_gelu_tanh_forward(Real *y, const Real *x, size_t n);
+/* store: write gx (=) instead of adding to it */
+void k_gelu_tanh_backward(Real *gx, const Real *x, const Real *gy, size_t n, int store);
 /* y = x sigmoid(x) (SiLU, also called swish) */
 void k_silu_forward(Real *y, const Real *x, size_t n);
 void k_silu_backward(Real *gx, const Real *x, const Real *gy, size_t n);

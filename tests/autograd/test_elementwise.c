@@ -1,6 +1,6 @@
 /* test_elementwise.c: ag_silu beyond the gradient check of the case table: values against
  * x / (1 + e^-x) in double, and inputs far out on both sides (finite, no NaN, the limits x and
- * 0); sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits);
+ * 0); ag_gelu_tanh against PyTorch's values (committed) and far out; sub, mul and sum setting the fresh gradients of intermediates (the tape's store bits);
  * dropout's mask against its definition on rng_hash. The gradient checks of every elementwise
  * op are cases in tests/support/cases.c. */
 #include <criterion/criterion.h>
@@ -29,29 +29,95 @@ Test(ag_silu, matches_x_over_one_plus_exp_minus_x) {
     test_env_free(&env);
 }
 
-/* e^-x overflows for x far below 0: the output must be (minus) zero and the gradient zero,
- * not NaN; far above 0 the output is x and the gradient 1 */
-Test(ag_silu, far_inputs_give_the_limits_without_nan) {
+/* op at v[0..n) far out on both sides: finite, never NaN; below 0 the output and gradient (minus)
+ * zero, above it the output x and the gradient 1 */
+static void check_far_limits(Tensor *(*op)(Tape *, Tensor *), const char *name, const Real *v,
+                             int n) {
     TestEnv env = test_env_new();
-    const Real v[] = {-1000, -200, -90, 90, 200, 1000};
-    enum { N = sizeof v / sizeof v[0] };
-    Tensor *x = tensor_new1(env.params, N, "x");
-    for (int i = 0; i < N; i++) x->data[i] = v[i];
+    Tensor *x = tensor_new1(env.params, n, "x");
+    for (int i = 0; i < n; i++) x->data[i] = v[i];
     tensor_requires_grad(x);
-    Tensor *y = ag_silu(env.tape, x);
+    Tensor *y = op(env.tape, x);
     ag_backward(env.tape, ag_sum(env.tape, y));
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         double yi = (double)y->data[i], gi = (double)x->grad[i];
-        cr_assert(isfinite(yi) && isfinite(gi), "silu(%g) = %g, gradient %g", (double)v[i], yi, gi);
+        cr_assert(isfinite(yi) && isfinite(gi), "%s(%g) = %g, gradient %g", name, (double)v[i], yi,
+                  gi);
         if (v[i] < 0) {
-            cr_assert(fabs(yi) < 1e-30, "silu(%g) = %g", (double)v[i], yi);
-            cr_assert(fabs(gi) < 1e-30, "silu'(%g) = %g", (double)v[i], gi);
+            cr_assert(fabs(yi) < 1e-30, "%s(%g) = %g", name, (double)v[i], yi);
+            cr_assert(fabs(gi) < 1e-30, "%s'(%g) = %g", name, (double)v[i], gi);
         } else {
-            cr_assert_eq(yi, (double)v[i], "silu(%g) = %.17g", (double)v[i], yi);
-            cr_assert_eq(gi, 1.0, "silu'(%g) = %.17g", (double)v[i], gi);
+            cr_assert_eq(yi, (double)v[i], "%s(%g) = %.17g", name, (double)v[i], yi);
+            cr_assert_eq(gi, 1.0, "%s'(%g) = %.17g", name, (double)v[i], gi);
         }
     }
     test_env_free(&env);
+}
+
+/* e^-x overflows for x far below 0: the output must be (minus) zero and the gradient zero,
+ * not NaN; far above 0 the output is x and the gradient 1 */
+Test(ag_silu, far_inputs_give_the_limits_without_nan) {
+    const Real v[] = {-1000, -200, -90, 90, 200, 1000};
+    check_far_limits(ag_silu, "silu", v, (int)(sizeof v / sizeof v[0]));
+}
+
+/* PyTorch's values (torch 2.15, float64, torch.nn.functional.gelu(x, approximate='tanh') and
+ * its autograd derivative; tests/autograd/torch_ops.py compares the op live where torch is
+ * installed): x, y, dy/dx. Within TIGHT of the larger of 1 and the value (in the far left tail
+ * PyTorch's 1 + tanh(u) keeps few bits; ours is x / (1 + e^-2u), the same function). */
+static const double gelu_tanh_torch[][3] = {
+    {-30.0, -0.0, 0},
+    {-10.0, -0.0, 0},
+    {-6.0, -8.43964897967453e-11, -7.7099760128363292e-10},
+    {-4.5, -5.1367374119259956e-06, -2.9322270442568694e-05},
+    {-3.0, -0.0036373920817729943, -0.011584166630969648},
+    {-2.25, -0.027201329897288629, -0.059914534517762241},
+    {-1.5, -0.10042842301976707, -0.12771079315143308},
+    {-1.0, -0.15880800939172329, -0.082964083845782577},
+    {-0.75, -0.17003944483437966, 0.0010617438625856179},
+    {-0.5, -0.15428599017485606, 0.13263009646535764},
+    {-0.25, -0.100324649298315, 0.30464590484893955},
+    {-0.001, -0.00049960105778641803, 0.49920211570647499},
+    {0.0, 0, 0.5},
+    {0.001, 0.00050039894221358199, 0.50079788429352501},
+    {0.1, 0.053982751045435165, 0.57952178927175668},
+    {0.25, 0.149675350701685, 0.69535409515106039},
+    {0.5, 0.34571400982514394, 0.86736990353464238},
+    {0.75, 0.57996055516562028, 0.99893825613741427},
+    {1.0, 0.84119199060827676, 1.0829640838457826},
+    {1.5, 1.3995715769802328, 1.127710793151433},
+    {2.0, 1.954597694087775, 1.0860992566236183},
+    {3.0, 2.9963626079182268, 1.0115841666309695},
+    {4.5, 4.4999948632625877, 1.0000293222704426},
+    {6.0, 5.9999999999156035, 1.0000000007709977},
+    {10.0, 10, 1},
+    {30.0, 30, 1},
+};
+Test(ag_gelu_tanh, matches_pytorchs_gelu_approximate_tanh) {
+    TestEnv env = test_env_new();
+    enum { N = sizeof gelu_tanh_torch / sizeof gelu_tanh_torch[0] };
+    Tensor *x = tensor_new1(env.params, N, "x");
+    for (int i = 0; i < N; i++) x->data[i] = (Real)gelu_tanh_torch[i][0];
+    tensor_requires_grad(x);
+    Tensor *y = ag_gelu_tanh(env.tape, x);
+    ag_backward(env.tape, ag_sum(env.tape, y));
+    for (int i = 0; i < N; i++) {
+        double v = gelu_tanh_torch[i][0], wy = gelu_tanh_torch[i][1], wg = gelu_tanh_torch[i][2];
+        double yi = (double)y->data[i], gi = (double)x->grad[i];
+        cr_assert(fabs(yi - wy) <= TIGHT * fmax(1, fabs(wy)), "gelu_tanh(%g) = %.17g, torch %.17g",
+                  v, yi, wy);
+        cr_assert(fabs(gi - wg) <= TIGHT * fmax(1, fabs(wg)),
+                  "gelu_tanh'(%g) = %.17g, torch %.17g", v, gi, wg);
+    }
+    /* not the exact GELU: at x = 1 the two differ by 1.6e-4 */
+    cr_assert(fabs((double)y->data[18] - 0.5 * (1 + erf(1 / sqrt(2.0)))) > 1e-4);
+    test_env_free(&env);
+}
+
+/* far out on both sides: the limits (0 and x, slopes 0 and 1), never NaN (x^3 overflows) */
+Test(ag_gelu_tanh, far_inputs_give_the_limits_without_nan) {
+    const Real v[] = {-1e30f, -1e6, -200, 200, 1e6, 1e30f};
+    check_far_limits(ag_gelu_tanh, "gelu_tanh", v, (int)(sizeof v / sizeof v[0]));
 }
 
 /* a = 2x and b = 3x are intermediates, so their gradient buffers are new when sub or mul runs

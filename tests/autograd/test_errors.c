@@ -57,6 +57,8 @@ static void relu_null(Tape *tp) { ag_relu(tp, NULL); }
 static void relu_tape(Tape *tp) { ag_relu(NULL, T1("x", 3)); }
 static void gelu_null(Tape *tp) { ag_gelu(tp, NULL); }
 static void gelu_tape(Tape *tp) { ag_gelu(NULL, T1("x", 3)); }
+static void gelu_tanh_null(Tape *tp) { ag_gelu_tanh(tp, NULL); }
+static void gelu_tanh_tape(Tape *tp) { ag_gelu_tanh(NULL, T1("x", 3)); }
 static void silu_null(Tape *tp) { ag_silu(tp, NULL); }
 static void silu_tape(Tape *tp) { ag_silu(NULL, T1("x", 3)); }
 
@@ -528,6 +530,8 @@ static const Misuse misuses[] = {
     {AG_OP_RELU, "NULL tape", relu_tape, {"tape is NULL"}},
     {AG_OP_GELU, "NULL tensor", gelu_null, {"'x' is NULL"}},
     {AG_OP_GELU, "NULL tape", gelu_tape, {"tape is NULL"}},
+    {AG_OP_GELU_TANH, "NULL tensor", gelu_tanh_null, {"'x' is NULL"}},
+    {AG_OP_GELU_TANH, "NULL tape", gelu_tanh_tape, {"tape is NULL"}},
     {AG_OP_SILU, "NULL tensor", silu_null, {"'x' is NULL"}},
     {AG_OP_SILU, "NULL tape", silu_tape, {"tape is NULL"}},
 

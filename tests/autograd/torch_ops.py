@@ -1,5 +1,5 @@
 """torch_ops.py: recomputes in PyTorch float64 the LLaMA-block ops that tests/tools/ops_dump.c ran
-in attograd (rmsnorm, rope, silu, SwiGLU as silu(a) * b) from the same inputs, and compares
+in attograd (rmsnorm, rope, silu, SwiGLU as silu(a) * b, GPT-2's gelu_tanh) from the same inputs, and compares
 outputs and gradients (PyTorch's autograd on the references below). PyTorch 1.13 has no RMSNorm
 or RoPE module, so both are written here as Meta's llama model.py defines them: RMSNorm as
 x * rsqrt(mean(x^2) + eps) * weight, and RoPE in its complex-number form (precompute_freqs_cis,
@@ -107,6 +107,13 @@ def main(path):
     print("silu (torch.nn.functional.silu):")
     compare("silu output", y.detach(), d["silu.y"])
     compare("silu grad x", x.grad, d["silu.gx"])
+
+    x = leaf(d["gelu_tanh.x"])
+    y = torch.nn.functional.gelu(x, approximate="tanh")
+    (y * d["gelu_tanh.R"]).sum().backward()
+    print("gelu_tanh (torch.nn.functional.gelu(approximate='tanh'), GPT-2's gelu_new):")
+    compare("gelu_tanh output", y.detach(), d["gelu_tanh.y"])
+    compare("gelu_tanh grad x", x.grad, d["gelu_tanh.gx"])
 
     a, b = leaf(d["swiglu.a"]), leaf(d["swiglu.b"])
     y = torch.nn.functional.silu(a) * b

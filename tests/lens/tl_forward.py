@@ -1,6 +1,6 @@
 """tl_forward.py: a numpy forward of a model exported by `attograd-gpt export --format
 transformer-lens`, written from TransformerLens's documented conventions (HookedTransformer with
-the config's normalization_type, act_fn "gelu", standard positions), compared with the logits
+the config's normalization_type, act_fn "gelu" ("gelu_new", "relu"), standard positions), compared with the logits
 attograd computed for the same tokens.
 
 TransformerLens's conventions used here (transformer_lens/components): resid = W_E[tokens] +
@@ -45,6 +45,13 @@ ERF = np.vectorize(math.erf)
 
 def gelu(x):  # act_fn "gelu": PyTorch's F.gelu, the exact erf form
     return 0.5 * x * (1 + ERF(x / math.sqrt(2)))
+
+
+ACT = {  # TransformerLens's act_fn names of the ungated MLPs
+    "gelu": gelu,
+    "gelu_new": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "relu": lambda x: np.maximum(x, 0),
+}
 
 
 def rotary(x, cfg):  # x (B, T, heads, d_head); rotary_adjacent_pairs
@@ -93,7 +100,7 @@ def forward(p, cfg, tokens):
             resid = resid + post @ p[b + "mlp.W_out"] + p[b + "mlp.b_out"]
         elif not cfg["attn_only"]:
             x = norm(resid, p, b + "ln2", kind, eps)
-            post = gelu(x @ p[b + "mlp.W_in"] + p[b + "mlp.b_in"])
+            post = ACT[cfg["act_fn"]](x @ p[b + "mlp.W_in"] + p[b + "mlp.b_in"])
             resid = resid + post @ p[b + "mlp.W_out"] + p[b + "mlp.b_out"]
     return norm(resid, p, "ln_final", kind, eps) @ p["unembed.W_U"] + p["unembed.b_U"]
 

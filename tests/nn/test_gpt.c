@@ -3,7 +3,7 @@
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
  * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
  * in both styles, GPT-2's and LLaMA's. Then the options mixed (GptMix rows: RoPE, RMSNorm,
- * SwiGLU or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
+ * SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
  * its gradient check, its cached decoding and its checkpoint; checkpoints written before the
  * options existed; bad mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
@@ -246,10 +246,9 @@ Test(nn_gpt, cached_decoding_equals_the_full_forward) {
 
 /* ---- training and resuming: the model's checkpoint table ---- */
 
-static void train(const char *path, int resume, int steps, double *losses) {
-    GptConfig c = tiny;
-    c.dropout = 0.1;
-    GptConfig *cfg = &c;
+static void train_model(const GptConfig *model, const char *path, int resume, int steps,
+                        double *losses) {
+    GptConfig c = *model, *cfg = &c;
     Checkpoint ck = {.config = nn_gpt_ckpt_config(cfg)};
     Arena *params = arena_new("params", 0);
     Tape *t = ag_tape_new(arena_new("step", 0));
@@ -278,30 +277,123 @@ static void train(const char *path, int resume, int steps, double *losses) {
     nn_gpt_free(&m);
     arena_free(params);
 }
-
-Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
+/* Trains c for `steps` steps straight, and again stopped after `cut` and resumed from the
+ * checkpoint: the same losses to the bit, and learning (the last loss under 0.7 of the first).
+ * -> the configuration read back from the resumed run's checkpoint (*f: the file, open) */
+static GptConfig train_and_resume(const GptConfig *c, int steps, int cut, NpzFile **f) {
     char dir[64], a[600], b[600];
     ts_tmp_dir(dir, sizeof dir, "gpt");
     ts_join(a, dir, "straight.npz");
     ts_join(b, dir, "resumed.npz");
-    double straight[20], resumed[20];
-    train(a, 0, 20, straight);
-    train(b, 0, 9, resumed);
-    train(b, 1, 20, resumed);
-    for (int i = 0; i < 20; i++)
+    double straight[32], resumed[32];
+    cr_assert(steps <= 32);
+    train_model(c, a, 0, steps, straight);
+    train_model(c, b, 0, cut, resumed);
+    train_model(c, b, 1, steps, resumed);
+    for (int i = 0; i < steps; i++)
         cr_assert(straight[i] == resumed[i], "step %d: %.17g straight, %.17g resumed", i,
                   straight[i], resumed[i]);
-    cr_assert(straight[19] < 0.7 * straight[0], "no learning: %g -> %g", straight[0], straight[19]);
+    cr_assert(straight[steps - 1] < 0.7 * straight[0], "no learning: %g -> %g", straight[0],
+              straight[steps - 1]);
     GptConfig read;
     memset(&read, 0, sizeof read);
     CkptConfig cc = nn_gpt_ckpt_config(&read);
+    cr_assert_eq(ckpt_read(b, &cc, f), AG_OK, "%s", ag_last_error());
+    ts_rm_tree(dir);
+    return read;
+}
+
+Test(nn_gpt, trains_and_resumes_from_a_checkpoint_bit_exactly) {
+    GptConfig c = tiny;
+    c.dropout = 0.1;
     NpzFile *f;
-    cr_assert_eq(ckpt_read(b, &cc, &f), AG_OK, "%s", ag_last_error());
+    GptConfig read = train_and_resume(&c, 20, 9, &f);
     cr_assert(read.vocab_size == 7 && read.block_size == 6 && read.n_layer == 2 &&
               read.n_embd == 8 && read.dropout == 0.1);
     cr_assert(npz_find(f, "transformer.h.1.attn.c_attn.weight") && npz_find(f, "meta.model"));
     npz_free(f);
-    ts_rm_tree(dir);
+}
+
+/* The grokking papers' 1-layer model (Nanda et al. 2023): a ReLU MLP, no norms, learned
+ * positions, an untied head; it learns, and resumes to the bit. */
+static const GptConfig grok_like = {.vocab_size = 7,
+                                    .block_size = 6,
+                                    .n_layer = 1,
+                                    .n_head = 2,
+                                    .n_embd = 8,
+                                    .mlp = NN_GPT_MLP_RELU,
+                                    .norm = NN_GPT_NORM_NONE,
+                                    .untied = 1};
+Test(nn_gpt, a_relu_mlp_without_norms_trains_and_resumes_bit_exactly) {
+    NpzFile *f;
+    GptConfig read = train_and_resume(&grok_like, 30, 12, &f);
+    cr_assert(read.mlp == NN_GPT_MLP_RELU && read.norm == NN_GPT_NORM_NONE && read.untied == 1);
+    cr_assert(npz_find(f, "meta.config.mlp") && npz_find(f, "lm_head.weight") &&
+              !npz_find(f, "transformer.ln_f.weight"));
+    npz_free(f);
+}
+
+/* The MLP's activation as computed: hook_post against f(hook_pre), element by element, in
+ * double from the same input (within tol of |input| + |value|; 0: the same bits) */
+typedef struct {
+    Real *pre;
+    size_t n;
+    int seen;
+} MlpSeen;
+static int keep_pre(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)at;
+    MlpSeen *s = ctx;
+    s->pre = ts_values(*x), s->n = (*x)->size;
+    return AG_OK;
+}
+typedef struct {
+    MlpSeen *pre;
+    double (*f)(double);
+    double tol;
+    int checked;
+} MlpCheck;
+static int check_post(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t;
+    MlpCheck *c = ctx;
+    cr_assert(c->pre->pre && c->pre->n == (*x)->size, "%s: no hook_pre before it", at->name);
+    for (size_t i = 0; i < (*x)->size; i++) {
+        double in = (double)c->pre->pre[i], want = c->f(in), got = (double)(*x)->data[i];
+        cr_assert(fabs(got - want) <= c->tol * (fabs(in) + fabs(want)) || got == want,
+                  "%s[%zu]: f(%.17g) = %.17g, want %.17g", at->name, i, in, got, want);
+    }
+    free(c->pre->pre);
+    c->pre->pre = NULL;
+    c->checked++;
+    return AG_OK;
+}
+static void check_mlp_activation(const GptConfig *c, double (*f)(double), double tol) {
+    TsGpt e = ts_gpt_new(c, 3, 0.2, 0.3, 2, 5);
+    NnHooks h;
+    nn_hooks_init(&h, c->n_layer);
+    MlpSeen seen = {0};
+    MlpCheck chk = {&seen, f, tol, 0};
+    cr_assert(nn_hooks_add(&h, "blocks.*.mlp.hook_pre", keep_pre, &seen) == c->n_layer);
+    cr_assert(nn_hooks_add(&h, "blocks.*.mlp.hook_post", check_post, &chk) == c->n_layer);
+    cr_assert(nn_gpt_forward_hooked(e.t, &e.m, e.ids, 2, 5, NULL, &h), "%s", ag_last_error());
+    cr_assert_eq(chk.checked, c->n_layer);
+    nn_hooks_free(&h);
+    ts_gpt_free(&e);
+}
+static double relu_ref(double x) { return x > 0 ? x : 0; }
+Test(nn_gpt, the_relu_mlp_computes_relu_of_c_fc) {
+    check_mlp_activation(&grok_like, relu_ref, 0);
+    GptConfig c = grok_like;
+    c.style = NN_LLAMA, c.n_layer = 2;
+    check_mlp_activation(&c, relu_ref, 0);
+}
+/* GPT-2's gelu_new as HF's activations.py writes it (NewGELUActivation) */
+static double gelu_new_ref(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2 / acos(-1.0)) * (x + 0.044715 * pow(x, 3))));
+}
+Test(nn_gpt, the_gelu_tanh_mlp_computes_gpt2s_gelu_new_of_c_fc) {
+    GptConfig c = tiny;
+    c.mlp = NN_GPT_MLP_GELU_TANH;
+    check_mlp_activation(&c, gelu_new_ref, TOL);
 }
 
 /* ---- the options, mixed: one table, every row through names, gradients, the cache and a
@@ -362,6 +454,20 @@ static const GptMix mixes[] = {
      {.style = NN_LLAMA, .n_kv_head = 1, .mlp = NN_GPT_MLP_NONE, .post_ln = 1},
      {"layers.0.attention_norm.weight", "layers.1.attention.wk.weight"},
      {"layers.0.ffn_norm.weight", "layers.0.feed_forward.w1.weight", "norm.weight"}},
+    {"GPT-2 with a ReLU MLP, no norms, untied (the grokking papers' model)",
+     {.mlp = NN_GPT_MLP_RELU, .norm = NN_GPT_NORM_NONE, .untied = 1},
+     {"transformer.wpe.weight", "transformer.h.1.mlp.c_fc.weight", "transformer.h.0.mlp.c_proj.bias",
+      "lm_head.weight"},
+     {"transformer.h.0.ln_1.weight", "transformer.h.0.ln_2.weight", "transformer.ln_f.weight",
+      "transformer.h.0.mlp.c_up.weight"}},
+    {"GPT-2 with GPT-2's own GELU (gelu_new, the tanh approximation)",
+     {.mlp = NN_GPT_MLP_GELU_TANH},
+     {"transformer.h.0.mlp.c_fc.bias", "transformer.h.1.mlp.c_proj.weight", "transformer.ln_f.bias"},
+     {"transformer.h.0.mlp.c_up.weight", "lm_head.weight"}},
+    {"LLaMA with a ReLU MLP",
+     {.style = NN_LLAMA, .mlp = NN_GPT_MLP_RELU, .ffn_hidden = 12},
+     {"layers.0.feed_forward.w1.weight", "layers.1.feed_forward.w2.weight", "norm.weight"},
+     {"layers.0.feed_forward.w3.weight", "layers.0.feed_forward.w1.bias"}},
     {"LLaMA without norms or positions, with dropout, untied",
      {.style = NN_LLAMA,
       .norm = NN_GPT_NORM_NONE,

@@ -16,6 +16,12 @@ static Tensor *b_add_bias(Tape *t, Tensor **in, const GcCase *c) { (void)c; retu
 static Tensor *b_scale(Tape *t, Tensor **in, const GcCase *c) { return ag_scale(t, in[0], c->farg); }
 static Tensor *b_relu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_relu(t, in[0]); }
 static Tensor *b_gelu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_gelu(t, in[0]); }
+static Tensor *b_gelu_tanh(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_gelu_tanh(t, in[0]); }
+/* gelu_tanh of 3 in[0]: the inputs spread over [-6, 6], where the tails matter */
+static Tensor *b_gelu_tanh_wide(Tape *t, Tensor **in, const GcCase *c) {
+    (void)c;
+    return ag_gelu_tanh(t, ag_scale(t, in[0], 3));
+}
 static Tensor *b_silu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_silu(t, in[0]); }
 /* LLaMA's SwiGLU gate from existing ops: silu(a) * b */
 static Tensor *b_swiglu(Tape *t, Tensor **in, const GcCase *c) { (void)c; return ag_mul(t, ag_silu(t, in[0]), in[1]); }
@@ -311,6 +317,8 @@ static const GcCase cases[] = {
     {"scale (3,7) by -1.7", 1, {2}, {{3, 7}}, b_scale, {0}, -1.7, 0},
     {"relu (5,13)", 1, {2}, {{5, 13}}, b_relu, {0}, 0, 0},
     {"gelu (5,13)", 1, {2}, {{5, 13}}, b_gelu, {0}, 0, 0},
+    {"gelu_tanh (5,13)", 1, {2}, {{5, 13}}, b_gelu_tanh, {0}, 0, 0},
+    {"gelu_tanh of 3 x (2,3,11): the tails", 1, {3}, {{2, 3, 11}}, b_gelu_tanh_wide, {0}, 0, 0},
     {"silu (5,13)", 1, {2}, {{5, 13}}, b_silu, {0}, 0, 0},
     {"swiglu silu(a) * b (2,3,7)", 2, {3, 3}, {{2, 3, 7}, {2, 3, 7}}, b_swiglu, {0}, 0, 0},
     {"dropout p=0.3 (4,17)", 1, {2}, {{4, 17}}, b_dropout, {7}, 0.3, 0},

@@ -1,5 +1,6 @@
 /* ops_dump.c: runs the ops of a LLaMA-style block (rmsnorm, rope, silu, and SwiGLU as
- * silu(a) * b) on seeded inputs, backward from loss = sum(y * R) with a random R, and writes
+ * silu(a) * b) and GPT-2's GELU (gelu_tanh, HF's gelu_new) on seeded inputs, backward from
+ * loss = sum(y * R) with a random R, and writes
  * inputs, settings, outputs and gradients to a file that tests/autograd/torch_ops.py reads and
  * recomputes in PyTorch float64 with references written by hand (PyTorch 1.13 has no RMSNorm
  * or RoPE module). Double build. File format: ../support/dumpfile.h. */
@@ -102,6 +103,11 @@ int main(int argc, char **argv) {
     Tensor *x = input(a, &rng, 2, (int[]){4, 33}, 0, 4, "silu", "x");
     ag_backward(t, weighed(t, &rng, ag_silu(t, x), "silu", "y", "R"));
     put("silu", "gx", x, x->grad);
+
+    ag_tape_reset(t); /* GPT-2's gelu_new; inputs N(0, 3), the tails included */
+    Tensor *xg = input(a, &rng, 2, (int[]){5, 41}, 0, 3, "gelu_tanh", "x");
+    ag_backward(t, weighed(t, &rng, ag_gelu_tanh(t, xg), "gelu_tanh", "y", "R"));
+    put("gelu_tanh", "gx", xg, xg->grad);
 
     ag_tape_reset(t);
     Tensor *ga = input(a, &rng, 3, (int[]){3, 7, 20}, 0, 2, "swiglu", "a");
