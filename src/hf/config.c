@@ -130,15 +130,23 @@ static int get_num(const Ctx *x, const char *key, const json_t *v, double lo, do
     return AG_OK;
 }
 
-static int activation(const Ctx *x, const char *key, const json_t *v) {
+/* transformers' ACT2FN names of what attograd's GPT-2 MLP computes: "gelu" the exact GELU,
+ * x Phi(x); "gelu_new" (GPT-2's own) and "gelu_pytorch_tanh" its tanh approximation, one formula
+ * (ag_gelu_tanh); "relu" */
+static int activation(Ctx *x, const char *key, const json_t *v) {
     const char *s = json_string_value(v);
     if (!s) return kfail(x, key, v, "must be a string");
-    if (strcmp(s, "gelu") == 0) return AG_OK;
-    if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_fast"))
+    if (!strcmp(s, "gelu")) return x->c.mlp = NN_GPT_MLP_GELU, AG_OK;
+    if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_pytorch_tanh"))
+        return x->c.mlp = NN_GPT_MLP_GELU_TANH, AG_OK;
+    if (!strcmp(s, "relu")) return x->c.mlp = NN_GPT_MLP_RELU, AG_OK;
+    if (!strcmp(s, "gelu_fast"))
         return kfail(x, key, v,
-                     "GELU's tanh approximation is not supported: attograd's GELU is the exact "
-                     "one, x Phi(x) (\"gelu\")");
-    return kfail(x, key, v, "not supported: attograd's GPT-2 MLP computes \"gelu\" (x Phi(x))");
+                     "not supported: its constants are rounded (0.7978845608), so it is not "
+                     "\"gelu_new\"'s formula");
+    return kfail(x, key, v,
+                 "not supported: attograd's GPT-2 MLP computes \"gelu\", \"gelu_new\" (also "
+                 "\"gelu_pytorch_tanh\") or \"relu\"");
 }
 
 /* 1 when key is one of the ignored or required keys (*rc: its verdict), else 0. The required
@@ -296,7 +304,7 @@ static int gpt2_from_json(json_t *root, const char *label, GptConfig *out) {
                    .norm_eps = 1e-5,
                    .pos = NN_GPT_POS_LEARNED,
                    .norm = NN_GPT_NORM_LAYER,
-                   .mlp = NN_GPT_MLP_GELU,
+                   .mlp = NN_GPT_MLP_GELU_TANH, /* "activation_function": "gelu_new" */
                    .bias = NN_GPT_BIAS_ON},
              .pdrop = {0.1, 0.1, 0.1},
              .n_positions = 1024};
@@ -309,10 +317,6 @@ static int gpt2_from_json(json_t *root, const char *label, GptConfig *out) {
     }
     if (rc == AG_OK && !x.have_type)
         rc = kfail(&x, "model_type", NULL, "a configuration names its model type (\"gpt2\")");
-    if (rc == AG_OK && !json_object_get(root, "activation_function"))
-        rc = kfail(&x, "activation_function", NULL,
-                   "transformers' default is \"gelu_new\", GELU's tanh approximation, which is "
-                   "not supported");
     if (rc == AG_OK && x.n_ctx && x.n_ctx != x.n_positions)
         rc = kfail(&x, "n_ctx", json_object_get(root, "n_ctx"), "differs from n_positions %d",
                    x.n_positions);

@@ -20,11 +20,12 @@
  * path (a config.json, or a folder holding one) into *out: vocab_size, n_positions (the
  * context: block_size), n_embd, n_layer, n_head, n_inner (null: 4 n_embd), the three dropout
  * rates (equal: attograd has one), layer_norm_epsilon and tie_word_embeddings, with
- * transformers' defaults for the keys a file leaves out; learned positions, LayerNorm, GELU,
- * biases, pre-LN. Then nn_gpt_check_config. On failure *out is unchanged and the code is
- * AG_ERR_IO (open, read), AG_ERR_NOMEM (over HF_MAX_CONFIG) or AG_ERR_FORMAT, with a message
- * naming the file, the key and the value: "gpt2/config.json: "activation_function": "gelu_new"
- * (GELU's tanh approximation) is not supported: attograd's GELU is the exact one, x Phi(x)". */
+ * transformers' defaults for the keys a file leaves out; learned positions, LayerNorm, the MLP
+ * of activation_function ("gelu_new", GPT-2's own and the default, and "gelu_pytorch_tanh":
+ * NN_GPT_MLP_GELU_TANH; "gelu": NN_GPT_MLP_GELU, the exact one; "relu"), biases, pre-LN. Then
+ * nn_gpt_check_config. On failure *out is unchanged and the code is AG_ERR_IO (open, read),
+ * AG_ERR_NOMEM (over HF_MAX_CONFIG) or AG_ERR_FORMAT, with a message naming the file, the key
+ * and the value: "gpt2/config.json: "activation_function": "silu": not supported: ...". */
 int hf_gpt2_config(const char *path, GptConfig *out);
 /* The same from the text of a configuration (len bytes); label names it in messages. */
 int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, GptConfig *out);
@@ -55,7 +56,7 @@ int hf_config_from_text(const char *text, size_t len, const char *label, GptConf
 int hf_load(const char *dir, Arena *a, Gpt *m);
 /* Writes m into the folder dir (created if missing): config.json for GPT2LMHeadModel (a
  * GPT-2-style model: learned positions, LayerNorm, exact GELU, biases, pre-LN,
- * "activation_function": "gelu") or LlamaForCausalLM (a LLaMA-style model: RoPE, RMSNorm,
+ * "activation_function" "gelu", "gelu_new" or "relu") or LlamaForCausalLM (a LLaMA-style model: RoPE, RMSNorm,
  * SwiGLU, no biases), and model.safetensors in the build's Real (F32 or F64) with
  * transformers' names and layouts, so hf_load reads back the same bits. A model no
  * transformers class computes (other options) is AG_ERR_ARG naming the option; a failed write

@@ -203,8 +203,9 @@ static int exportable(const GptConfig *cfg) {
         why = "positions other than learned ones";
     else if (gpt2 && c.norm != NN_GPT_NORM_LAYER)
         why = "norms other than LayerNorm";
-    else if (gpt2 && c.mlp != NN_GPT_MLP_GELU)
-        why = "an MLP other than GELU's";
+    else if (gpt2 && c.mlp != NN_GPT_MLP_GELU && c.mlp != NN_GPT_MLP_GELU_TANH &&
+             c.mlp != NN_GPT_MLP_RELU)
+        why = "an MLP other than GELU's or ReLU's";
     else if (gpt2 && c.bias != NN_GPT_BIAS_ON)
         why = "no biases";
     else if (gpt2 && c.n_kv_head != c.n_head)
@@ -241,7 +242,10 @@ static json_t *config_json(const GptConfig *cfg) {
         SET(o, "n_layer", json_integer(c.n_layer));
         SET(o, "n_head", json_integer(c.n_head));
         SET(o, "n_inner", json_integer(c.ffn_hidden));
-        SET(o, "activation_function", json_string("gelu"));
+        SET(o, "activation_function",
+            json_string(c.mlp == NN_GPT_MLP_GELU_TANH ? "gelu_new"
+                        : c.mlp == NN_GPT_MLP_RELU    ? "relu"
+                                                      : "gelu"));
         SET(o, "layer_norm_epsilon", json_real(c.norm_eps));
         SET(o, "resid_pdrop", json_real(c.dropout));
         SET(o, "embd_pdrop", json_real(c.dropout));

@@ -55,6 +55,7 @@ static void matches(const char *dir) {
     arena_free(a);
 }
 
+Test(hf_load, gpt2_with_gelu_new_matches_transformers) { matches(FX "gpt2"); }
 Test(hf_load, gpt2_with_the_exact_gelu_matches_transformers) { matches(FX "gpt2_gelu"); }
 Test(hf_load, gpt2_keys_without_transformer_prefix) { matches(FX "gpt2_bare"); }
 Test(hf_load, llama_grouped_query_sharded_matches_transformers) { matches(FX "llama"); }
@@ -86,8 +87,8 @@ static void round_trip(Gpt *m) {
                   "%s: not the same bits after hf_save and hf_load", p->name);
     }
     GptConfig c = nn_gpt_options(&m->cfg), d = nn_gpt_options(&back.cfg);
-    cr_assert(c.style == d.style && c.n_kv_head == d.n_kv_head && c.untied == d.untied &&
-              c.rope_base == d.rope_base && c.norm_eps == d.norm_eps &&
+    cr_assert(c.style == d.style && c.mlp == d.mlp && c.n_kv_head == d.n_kv_head &&
+              c.untied == d.untied && c.rope_base == d.rope_base && c.norm_eps == d.norm_eps &&
               c.ffn_hidden == d.ffn_hidden && c.block_size == d.block_size);
     nn_gpt_free(&back);
     arena_free(b);
@@ -110,6 +111,12 @@ Test(hf_save, round_trips_models_attograd_builds) {
     GptConfig cs[] = {
         {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8},
         {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .untied = 1},
+        {.vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 8,
+         .mlp = NN_GPT_MLP_GELU_TANH},
         {.style = NN_LLAMA,
          .vocab_size = 40,
          .block_size = 8,
@@ -276,6 +283,19 @@ Test(hf_save, transformers_loads_the_export_with_the_same_logits) {
     }
     GptConfig cs[] = {
         {.vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16},
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 16,
+         .mlp = NN_GPT_MLP_GELU_TANH,
+         .untied = 1},
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 1,
+         .n_head = 2,
+         .n_embd = 16,
+         .mlp = NN_GPT_MLP_RELU},
         {.style = NN_LLAMA,
          .vocab_size = 50,
          .block_size = 16,
