@@ -239,13 +239,20 @@ Tensor *ag_add_layernorm(Tape *tape, Tensor *x, Tensor *f, Tensor *weight, Tenso
  * keep 1: every column of x is returned, (..., T, C), those outside [col, col + n_cols) as they
  * were: a fused qkv with its query and key blocks rotated and its values unchanged, which
  * attention reads as it read the projection.
- * base 0: 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double. */
+ * base 0: 10000 (LLaMA 1 and 2). Angles and their cos and sin are computed in double.
+ * rot_dims R < HS (GPT-NeoX's rotary_pct, R = HS * rotary_pct; GPT-J's rotary_dim): only the
+ * first R columns of each head turn, pair (2i, 2i+1) for 2i < R by p * base^(-2i/R) (the
+ * frequencies of an R-wide head, as HF's inv_freq over rotary_ndims); columns [R, HS) of each
+ * head pass through (gradient 1). HF rotates halves within those R columns, its pair
+ * (j, j + R/2) for j < R/2 turning by base^(-2j/R): the same rotation once q and k rows are
+ * permuted within the first R dims of each head (HF's j to 2j, R/2 + j to 2j + 1). */
 typedef struct AgRope {
     int head_size;   /* HS, even */
     int pos0;        /* the position of t = 0 */
     double base;     /* theta_i = base^(-2i/HS); 0: 10000 */
     int col, n_cols; /* the heads are columns [col, col + n_cols) of x; n_cols 0: to the end */
     int keep;        /* 0: return the rotated columns; 1: all of x's, the others unchanged */
+    int rot_dims;    /* 0: head_size; fewer (even, > 0): partial rotary, below */
 } AgRope;
 Tensor *ag_rope(Tape *tape, Tensor *x, const AgRope *r);
 

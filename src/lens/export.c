@@ -117,12 +117,13 @@ static int write_config(const GptConfig *c, const char *path) {
     else
         fprintf(f, "  \"d_mlp\": %d,\n  \"attn_only\": false,\n", c->ffn_hidden);
     if (c->mlp == NN_GPT_MLP_SWIGLU) fprintf(f, "  \"gated_mlp\": true,\n");
+    if (c->parallel_residual) fprintf(f, "  \"parallel_attn_mlp\": true,\n");
     if (c->n_kv_head != c->n_head) fprintf(f, "  \"n_key_value_heads\": %d,\n", c->n_kv_head);
     if (rope)
         fprintf(f,
                 "  \"positional_embedding_type\": \"rotary\",\n  \"rotary_dim\": %d,\n"
                 "  \"rotary_base\": %.17g,\n  \"rotary_adjacent_pairs\": true,\n",
-                c->n_embd / c->n_head, c->rope_base);
+                c->rotary_dim, c->rope_base);
     else
         fprintf(f, "  \"positional_embedding_type\": \"standard\",\n");
     fprintf(f,

@@ -1,7 +1,7 @@
 /* gpt.c: the GPT of gpt.h, in the order of nanoGPT's model.py: the configuration's checks, the
  * parameters (init, in the style's names), the block (causal self-attention with learned,
- * rotary or no positions; a GELU (exact or tanh), ReLU, SwiGLU or no MLP; pre- or post-LN), the model's forward and
- * loss, then the cache of incremental decoding, generation and the checkpoint's field table.
+ * rotary (whole or partial) or no positions; a GELU (exact or tanh), ReLU, SwiGLU or no MLP;
+ * pre- or post-LN, or GPT-NeoX's parallel attention and MLP), the model's forward and loss, then the cache of incremental decoding, generation and the checkpoint's field table.
  * Each option is read through one helper (pos_kind, norm_kind, mlp_kind, has_bias): zero
  * there means the style's choice.
  * The attention of a block reads q, k and v where c_attn leaves them, side by side in its
@@ -40,6 +40,8 @@ static int ffn_width(const GptConfig *c) {
     return (h + 31) / 32 * 32;
 }
 static double norm_eps(const GptConfig *c) { return c->norm_eps ? c->norm_eps : NN_LN_EPS; }
+/* the columns of each head that rotary positions turn */
+static int rot_dims(const GptConfig *c) { return c->rotary_dim ? c->rotary_dim : head_size(c); }
 
 GptConfig nn_gpt_options(const GptConfig *c) {
     AG_CHECK_ARG(c);
@@ -49,6 +51,7 @@ GptConfig nn_gpt_options(const GptConfig *c) {
     r.bias = has_bias(c) ? NN_GPT_BIAS_ON : NN_GPT_BIAS_OFF, r.no_bias = !has_bias(c);
     r.n_kv_head = n_kv(c), r.ffn_hidden = ffn_width(c), r.norm_eps = norm_eps(c);
     r.rope_base = c->rope_base ? c->rope_base : 10000;
+    r.rotary_dim = pos_kind(c) == NN_GPT_POS_ROPE ? rot_dims(c) : 0;
     return r;
 }
 
@@ -94,6 +97,19 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if (pos_kind(c) == NN_GPT_POS_ROPE && head_size(c) % 2 != 0)
         return ag_fail(AG_ERR_FORMAT, "head size %d (n_embd %d / n_head %d) must be even for RoPE",
                        head_size(c), c->n_embd, c->n_head);
+    if (c->rotary_dim != 0 &&
+        (pos_kind(c) != NN_GPT_POS_ROPE || c->rotary_dim < 0 || c->rotary_dim % 2 != 0 ||
+         c->rotary_dim > head_size(c)))
+        return ag_fail(AG_ERR_FORMAT,
+                       "rotary_dim %d must be 0 (the whole head), or even, > 0 and <= the head "
+                       "size %d with rotary positions (pos %d)",
+                       c->rotary_dim, head_size(c), (int)pos_kind(c));
+    if (c->parallel_residual & ~1)
+        return ag_fail(AG_ERR_FORMAT, "parallel_residual %d must be 0 or 1", c->parallel_residual);
+    if (c->parallel_residual && (c->post_ln || mlp_kind(c) == NN_GPT_MLP_NONE))
+        return ag_fail(AG_ERR_FORMAT,
+                       "parallel_residual 1 needs pre-LN blocks with an MLP (post_ln %d, mlp %d)",
+                       c->post_ln, (int)mlp_kind(c));
     /* the values nn_gpt_init allocates (doubles: in range, no product overflows them) */
     double C = c->n_embd, W = qkv_width(c), V = c->vocab_size, H = ffn_width(c);
     double b = has_bias(c), nb = norm_kind(c) == NN_GPT_NORM_NONE  ? 0
@@ -243,8 +259,12 @@ static Tensor *attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *
     Tensor *qkv = nn_linear(t, &h->c_attn, x); /* (B, T, C + 2 KV) */
     AgHeads heads = {c->n_head, n_kv(c), hs, 0, C, C + KV};
     if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {
-            .head_size = hs, .pos0 = pos0, .base = c->rope_base, .n_cols = C + KV, .keep = 1};
+        AgRope rope = {.head_size = hs,
+                       .pos0 = pos0,
+                       .base = c->rope_base,
+                       .n_cols = C + KV,
+                       .keep = 1,
+                       .rot_dims = c->rotary_dim};
         qkv = ag_rope(t, qkv, &rope); /* (B, T, C + 2 KV) */
     }
     Tensor *kv = qkv;
@@ -278,7 +298,10 @@ static Tensor *explicit_attention(Tape *t, Gpt *m, int l, Tensor *q, Tensor *k, 
     k = nn_hook_heads(t, m->hooks, NN_HOOK_K, l, k, n_kv(c));
     v = nn_hook_heads(t, m->hooks, NN_HOOK_V, l, v, n_kv(c));
     if (pos_kind(c) == NN_GPT_POS_ROPE) {
-        AgRope rope = {.head_size = head_size(c), .pos0 = pos0, .base = c->rope_base};
+        AgRope rope = {.head_size = head_size(c),
+                       .pos0 = pos0,
+                       .base = c->rope_base,
+                       .rot_dims = c->rotary_dim};
         q = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_Q, l, ag_rope(t, q, &rope), c->n_head);
         k = nn_hook_heads(t, m->hooks, NN_HOOK_ROT_K, l, ag_rope(t, k, &rope), n_kv(c));
     }
@@ -326,7 +349,8 @@ static Tensor *llama_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptC
         y = explicit_attention(t, m, l, q, k, v, pos0, cache, rng);
     } else {
         if (pos_kind(c) == NN_GPT_POS_ROPE) {
-            AgRope rope = {.head_size = hs, .pos0 = pos0, .base = c->rope_base};
+            AgRope rope = {
+                .head_size = hs, .pos0 = pos0, .base = c->rope_base, .rot_dims = c->rotary_dim};
             q = ag_rope(t, q, &rope), k = ag_rope(t, k, &rope);
         }
         if (cache) { /* the rotated keys are cached */
@@ -372,11 +396,22 @@ static Tensor *norm(Tape *t, const Gpt *m, const LayerNorm *ln, Tensor *x, NnHoo
 }
 
 /* pre-LN: x + attn(norm_1(x)), then + mlp(norm_2(x)); post-LN: norm_1(x + attn(x)), then
- * norm_2(x + mlp(x)); no MLP: the attention's step alone */
+ * norm_2(x + mlp(x)); no MLP: the attention's step alone; parallel (GPT-NeoX):
+ * (x + attn(norm_1(x))) + mlp(norm_2(x)), no hook_resid_mid (TransformerLens's
+ * parallel_attn_mlp: resid_pre + attn_out + mlp_out) */
 static Tensor *block(Tape *t, Gpt *m, int l, Tensor *x, int pos0, GptCache *cache, Rng *rng) {
     GptBlock *h = &m->h[l];
     int post = m->cfg.post_ln;
     x = HOOK(NN_HOOK_RESID_PRE, l, x);
+    if (m->cfg.parallel_residual) {
+        Tensor *a = norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
+        a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
+                                     : attention(t, m, l, a, pos0, cache, rng);
+        a = HOOK(NN_HOOK_ATTN_OUT, l, a);
+        Tensor *f = norm(t, m, &h->ln_2, x, NN_HOOK_LN2_SCALE, l);
+        f = HOOK(NN_HOOK_MLP_OUT, l, mlp(t, m, l, f, rng));
+        return HOOK(NN_HOOK_RESID_POST, l, ag_add(t, ag_add(t, x, a), f));
+    }
     Tensor *a = post ? x : norm(t, m, &h->ln_1, x, NN_HOOK_LN1_SCALE, l);
     a = m->cfg.style == NN_LLAMA ? llama_attention(t, m, l, a, pos0, cache, rng)
                                  : attention(t, m, l, a, pos0, cache, rng);
@@ -607,6 +642,8 @@ static const CkptField gpt_fields[] = {
     CKPT_CFG_INT_OPT(GptConfig, mlp, 0, NN_GPT_MLP_LAST),
     CKPT_CFG_INT_OPT(GptConfig, bias, 0, NN_GPT_BIAS_OFF),
     CKPT_CFG_INT_OPT(GptConfig, post_ln, 0, 1),
+    CKPT_CFG_INT_OPT(GptConfig, parallel_residual, 0, 1),
+    CKPT_CFG_INT_OPT(GptConfig, rotary_dim, 0, 1 << 16),
 };
 
 static int check_values(const void *values, int64_t *n_params) {

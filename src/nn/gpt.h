@@ -10,7 +10,8 @@
  *             w3), layers.0.attention_norm.weight, layers.0.ffn_norm.weight, norm.weight,
  *             output.weight.
  * Every option mixes with either style (GptConfig: positions, norm, MLP, biases, the tied head,
- * grouped-query heads, dropout, pre- or post-LN); a part the options leave out has no
+ * grouped-query heads, dropout, pre- or post-LN, GPT-NeoX's parallel residual and partial
+ * rotary); a part the options leave out has no
  * parameter, and a part the style's names lack takes a name in its convention (the table in
  * nn_gpt_init, and docs/gpt.md).
  * Linear weights are (out, in) as PyTorch's nn.Linear, so a state_dict moves by name.
@@ -72,6 +73,21 @@ typedef struct GptConfig {
     NnGptBias bias;
     int post_ln; /* 0: pre-LN, x + f(norm(x)), and a final norm (both styles); 1: post-LN as the
                   * original Transformer and GPT-1, norm(x + f(x)), no final norm */
+    int parallel_residual; /* 1: GPT-NeoX's parallel attention and MLP (HF's
+                            * use_parallel_residual, TransformerLens's parallel_attn_mlp): each
+                            * block is x + attn(ln_1(x)) + mlp(ln_2(x)), both reading the block's
+                            * input; pre-LN with an MLP only. 0: x + attn(ln_1(x)), then that plus
+                            * mlp(ln_2(that)) */
+    int rotary_dim; /* rotary positions: the columns of each head that turn (even, <= head size;
+                     * 0: all of them). Fewer: partial rotary (GPT-NeoX's rotary_pct: rotary_dim
+                     * = head_size * rotary_pct; GPT-J's and TransformerLens's rotary_dim): in
+                     * each head of q and k, the pairs (2i, 2i+1) with 2i < rotary_dim turn by
+                     * p base^(-2i/rotary_dim), the columns [rotary_dim, head_size) pass
+                     * unchanged (ag_rope's rot_dims). HF's NeoX rotates the halves of those
+                     * columns instead, pair (j, j + rotary_dim/2) at the same frequency as our
+                     * pair j: a loader moves HF's q/k row j of a head to 2j and
+                     * rotary_dim/2 + j to 2j + 1, for j < rotary_dim/2, and leaves the rows
+                     * from rotary_dim on in place. */
 } GptConfig;
 
 /* GPT-2's names: transformer.h.<l>: ln_1, attn.c_attn (q, k, v rows), attn.c_proj, ln_2,

@@ -21,8 +21,10 @@
  *   blocks.L.attn.hook_pattern         (B, NH, T, T)      the softmax
  *   blocks.L.attn.hook_z               (B, T, NH, HS)     the heads' outputs, before c_proj
  *   blocks.L.hook_attn_out             (B, T, C)
- *   blocks.L.hook_resid_mid            (B, T, C)
- *   blocks.L.ln2.hook_scale / hook_normalized
+ *   blocks.L.hook_resid_mid            (B, T, C)          not with parallel attention and MLP
+ *                                                         (TransformerLens's parallel_attn_mlp)
+ *                                                         nor attention only
+ *   blocks.L.ln2.hook_scale / hook_normalized             (parallel: of resid_pre)
  *   blocks.L.mlp.hook_pre / hook_post  (B, T, H)          before / after the activation (GELU,
  *                                                         ReLU; SwiGLU: w1 x, and silu(w1 x) * w3 x)
  *   blocks.L.hook_mlp_out              (B, T, C)

@@ -241,17 +241,18 @@ void k_add_layernorm_backward(Real *gx, Real *gf, Real *gweight, Real *gbias, co
                               size_t rows, int C, unsigned store);
 
 /* ---- rotary position embedding (k_rope.c) ---- */
-/* cs (T, HS): for position pos0 + t and pair i < HS/2, cs[t, 2i] = cos(a), cs[t, 2i+1] = sin(a),
- * a = (pos0 + t) base^(-2i/HS), each computed in double. HS even. */
-void k_rope_table(Real *cs, int T, int pos0, int HS, double base);
+/* cs (T, R): for position pos0 + t and pair i < R/2, cs[t, 2i] = cos(a), cs[t, 2i+1] = sin(a),
+ * a = (pos0 + t) base^(-2i/R), each computed in double. R even (the rotated columns a head). */
+void k_rope_table(Real *cs, int T, int pos0, int R, double base);
 /* rows of n = NH*HS columns: x row r starts at x + r*ldx, y row r at y + r*ldy; row r is at
- * table row t = r % T. Within each head of HS columns, pair (2i, 2i+1) turns by the table's
- * angle: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos. */
+ * table row t = r % T. Within each head of HS columns, pair (2i, 2i+1) with 2i < R turns by the
+ * table's angle: y0 = x0 cos - x1 sin, y1 = x0 sin + x1 cos; columns [R, HS) are copied. */
 void k_rope_forward(Real *y, size_t ldy, const Real *x, size_t ldx, const Real *cs, size_t rows,
-                    int T, int n, int HS);
-/* gx (rows with stride ldx) += the inverse rotation of gy (stride ldy) */
+                    int T, int n, int HS, int R);
+/* gx (rows with stride ldx) += the inverse rotation of gy (stride ldy); gy itself on the
+ * columns [R, HS) of each head */
 void k_rope_backward(Real *gx, size_t ldx, const Real *gy, size_t ldy, const Real *cs, size_t rows,
-                     int T, int n, int HS);
+                     int T, int n, int HS, int R);
 /* ag_rope's keep: rows of C columns; y = x outside the columns [col, col + n) (forward), and
  * gx += gy there (backward) */
 void k_rope_pass(Real *y, const Real *x, size_t rows, int C, int col, int n);

@@ -222,6 +222,9 @@ static void rope_base_negative(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRop
 static void rope_base_inf(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = INFINITY}); }
 static void rope_base_nan(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), &(AgRope){.head_size = 4, .base = NAN}); }
 static void rope_null_r(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 8), NULL); }
+static void rope_rot_odd(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 16), &(AgRope){.head_size = 8, .rot_dims = 3}); }
+static void rope_rot_wide(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 16), &(AgRope){.head_size = 8, .rot_dims = 10}); }
+static void rope_rot_negative(Tape *tp) { ag_rope(tp, T3("q", 2, 3, 16), &(AgRope){.head_size = 8, .rot_dims = -2}); }
 static void rope_null_x(Tape *tp) { ag_rope(tp, NULL, &(AgRope){.head_size = 4}); }
 static void rope_keep(Tape *tp) { ag_rope(tp, T3("qkv", 2, 3, 24), &(AgRope){.head_size = 4, .n_cols = 16, .keep = 2}); }
 static void rope_tape(Tape *tp) { ag_rope(NULL, T3("q", 2, 3, 8), &(AgRope){.head_size = 4}); }
@@ -657,6 +660,9 @@ static const Misuse misuses[] = {
     {AG_OP_ROPE, "base < 0", rope_base_negative, {"base = -10000", "finite and > 0", "q (2,3,8)"}},
     {AG_OP_ROPE, "base inf", rope_base_inf, {"base = inf", "finite and > 0", "q (2,3,8)"}},
     {AG_OP_ROPE, "base NaN", rope_base_nan, {"base = nan", "finite and > 0", "q (2,3,8)"}},
+    {AG_OP_ROPE, "odd rot_dims", rope_rot_odd, {"rot_dims 3", "even, > 0 and <= head_size 8", "q (2,3,16)"}},
+    {AG_OP_ROPE, "rot_dims > head_size", rope_rot_wide, {"rot_dims 10", "<= head_size 8", "q (2,3,16)"}},
+    {AG_OP_ROPE, "rot_dims < 0", rope_rot_negative, {"rot_dims -2", "even, > 0", "q (2,3,16)"}},
     {AG_OP_ROPE, "NULL AgRope", rope_null_r, {"AgRope argument is NULL", "q (2,3,8)"}},
     {AG_OP_ROPE, "NULL x", rope_null_x, {"'x' is NULL"}},
     {AG_OP_ROPE, "NULL tape", rope_tape, {"tape is NULL"}},

@@ -3,7 +3,9 @@
  * identity, a rotation keeps each pair's length, the score of a rotated query and key depends
  * only on their distance (what RoPE is for), a decoding step at pos0 = t gives row t of the
  * whole sequence to the bit, a column block gives the bits of the same columns copied out, and
- * split heads (B, NH, T, HS) give the bits of (B, T, C). The gradient checks and the misuse rows
+ * split heads (B, NH, T, HS) give the bits of (B, T, C); partial rotary (rot_dims) against
+ * GPT-NeoX's rotate_half written out as HF's modeling_gpt_neox.py does it, on rows permuted
+ * within the rotated dims as a loader does. The gradient checks and the misuse rows
  * are in tests/support/cases.c and test_errors.c; the PyTorch comparison in
  * tests/autograd/torch_ops.py. */
 #include <complex.h>
@@ -171,5 +173,55 @@ Test(ag_rope, split_heads_give_the_bits_of_the_projection_layout) {
     Tensor *b = ag_rope(env.tape, ag_split_heads(env.tape, x, NH), &rope);
     cr_assert(tensor_same_shape(a, b));
     cr_assert(memcmp(a->data, b->data, a->size * sizeof(Real)) == 0);
+    test_env_free(&env);
+}
+
+/* HF's GPT-NeoX rotary on one head h (HS values, its first R rotated), as modeling_gpt_neox.py
+ * writes it: inv_freq_j = base^(-2j/R) for j < R/2, cos and sin of p inv_freq repeated over
+ * both halves, q_rot * cos + rotate_half(q_rot) * sin with rotate_half(x) = (-x2, x1), then
+ * the pass-through dims appended. */
+static void neox_rotary(double *out, const double *h, int HS, int R, int pos, double base) {
+    for (int j = 0; j < R / 2; j++) {
+        double a = pos * (1.0 / pow(base, (double)(2 * j) / R)), co = cos(a), si = sin(a);
+        out[j] = h[j] * co - h[j + R / 2] * si;
+        out[j + R / 2] = h[j + R / 2] * co + h[j] * si;
+    }
+    for (int i = R; i < HS; i++) out[i] = h[i];
+}
+
+Test(ag_rope, partial_rotary_is_neoxs_on_rows_permuted_within_the_rotated_dims) {
+    TestEnv env = test_env_new();
+    enum { B = 2, T = 5, NH = 3, HS = 8, C = NH * HS };
+    Tensor *x = tensor_new3(env.params, B, T, C, "x");
+    fill(x, 7);
+    const struct {
+        int R, pos0;
+        double base;
+    } runs[] = {{2, 0, 10000}, {4, 3, 10000}, {6, 11, 500}, {8, 2, 10000}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        int R = runs[k].R;
+        Tensor *y = ag_rope(env.tape, x,
+                            &(AgRope){.head_size = HS,
+                                      .pos0 = runs[k].pos0,
+                                      .base = runs[k].base,
+                                      .rot_dims = R == HS ? 0 : R});
+        double worst = 0;
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            for (int h = 0; h < NH; h++) {
+                const Real *xh = x->data + r * C + h * HS, *yh = y->data + r * C + h * HS;
+                double hf[HS], want[HS];
+                /* attograd's pair (2j, 2j+1) is HF's (j, j + R/2): our 2j is HF's j */
+                for (int j = 0; j < R / 2; j++) hf[j] = xh[2 * j], hf[j + R / 2] = xh[2 * j + 1];
+                for (int i = R; i < HS; i++) hf[i] = xh[i];
+                neox_rotary(want, hf, HS, R, runs[k].pos0 + (int)(r % T), runs[k].base);
+                for (int j = 0; j < R / 2; j++) {
+                    worst = fmax(worst, fabs((double)yh[2 * j] - want[j]));
+                    worst = fmax(worst, fabs((double)yh[2 * j + 1] - want[j + R / 2]));
+                }
+                for (int i = R; i < HS; i++) /* passed through: the same bits */
+                    cr_assert(yh[i] == xh[i], "R %d: column %d of head %d changed", R, i, h);
+            }
+        cr_assert(worst < 10 * TIGHT, "R %d pos0 %d: max error %.3g", R, runs[k].pos0, worst);
+    }
     test_env_free(&env);
 }

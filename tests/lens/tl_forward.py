@@ -92,8 +92,13 @@ def forward(p, cfg, tokens):
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         pattern = scores / scores.sum(-1, keepdims=True)
         z = np.einsum("bhqk,bkhd->bqhd", pattern, v)
-        resid = resid + np.einsum("bqhd,hdm->bqm", z, p[b + "attn.W_O"]) + p[b + "attn.b_O"]
-        if cfg.get("gated_mlp"):
+        attn_out = np.einsum("bqhd,hdm->bqm", z, p[b + "attn.W_O"]) + p[b + "attn.b_O"]
+        resid_pre, resid = resid, resid + attn_out
+        if cfg.get("parallel_attn_mlp"):  # both read resid_pre: resid_pre + attn_out + mlp_out
+            x = norm(resid_pre, p, b + "ln2", kind, eps)
+            post = ACT[cfg["act_fn"]](x @ p[b + "mlp.W_in"] + p[b + "mlp.b_in"])
+            resid = resid + post @ p[b + "mlp.W_out"] + p[b + "mlp.b_out"]
+        elif cfg.get("gated_mlp"):
             assert cfg["act_fn"] == "silu"
             x = norm(resid, p, b + "ln2", kind, eps)
             post = silu(x @ p[b + "mlp.W_gate"]) * (x @ p[b + "mlp.W_in"]) + p[b + "mlp.b_in"]

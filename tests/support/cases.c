@@ -141,18 +141,30 @@ static Tensor *b_rmsnorm(Tape *t, Tensor **in, const GcCase *c) {
 
 /* rope of in[0]: arg = {head_size, pos0, col, n_cols}, farg the base (0: 10000) */
 static Tensor *b_rope(Tape *t, Tensor **in, const GcCase *c) {
-    return ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, c->arg[2], c->arg[3], 0});
+    return ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, c->arg[2], c->arg[3], 0, 0});
 }
 /* rope of in[0] with keep: every column back, those outside [col, col + n_cols) unchanged */
 static Tensor *b_rope_keep(Tape *t, Tensor **in, const GcCase *c) {
-    return ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, c->arg[2], c->arg[3], 1});
+    return ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, c->arg[2], c->arg[3], 1, 0});
+}
+/* partial rotary: rope of in[0] turning the first rot_dims = arg[2] columns of each head;
+ * arg = {head_size, pos0, rot_dims, n_cols}, keep 1 (the columns past n_cols, 0: none, pass
+ * through as well), farg the base */
+static Tensor *b_rope_partial(Tape *t, Tensor **in, const GcCase *c) {
+    return ag_rope(t, in[0],
+                   &(AgRope){.head_size = c->arg[0],
+                             .pos0 = c->arg[1],
+                             .base = c->farg,
+                             .n_cols = c->arg[3],
+                             .keep = 1,
+                             .rot_dims = c->arg[2]});
 }
 /* a fused projection's query and key blocks: in[0] (..., T, 3n) with n = arg[3], q = rope of
  * columns [0, n), k = rope of [n, 2n), y = q * k (both ropes add into in[0]'s gradient) */
 static Tensor *b_rope_qk(Tape *t, Tensor **in, const GcCase *c) {
     int n = c->arg[3];
-    Tensor *q = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, 0, n, 0});
-    Tensor *k = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, n, n, 0});
+    Tensor *q = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, 0, n, 0, 0});
+    Tensor *k = ag_rope(t, in[0], &(AgRope){c->arg[0], c->arg[1], c->farg, n, n, 0, 0});
     return ag_mul(t, q, k);
 }
 
@@ -370,6 +382,9 @@ static const GcCase cases[] = {
     {"rope one step (1,1,8) at pos0 100000", 1, {3}, {{1, 1, 8}}, b_rope, {8, 100000, 0, 0}, 0, 0},
     {"rope q and k blocks of one qkv (2,3,24)", 1, {3}, {{2, 3, 24}}, b_rope_qk, {4, 1, 0, 8}, 0, 0},
     {"rope keep: q and k blocks of one qkv (2,3,24) rotated, v passed through", 1, {3}, {{2, 3, 24}}, b_rope_keep, {4, 2, 0, 16}, 0, 0},
+    {"rope partial: 4 of each head's 8 columns (2,5,16) pos0 3", 1, {3}, {{2, 5, 16}}, b_rope_partial, {8, 3, 4, 0}, 0, 0},
+    {"rope partial: 2 of 6 (3,18) pos0 1 base 500", 1, {2}, {{3, 18}}, b_rope_partial, {6, 1, 2, 0}, 500, 0},
+    {"rope partial: q and k blocks [0,16) of a qkv (2,3,24), 4 of 8 a head", 1, {3}, {{2, 3, 24}}, b_rope_partial, {8, 2, 4, 16}, 0, 0},
     {"rope keep: columns [4,12) of (2,3,16), the others passed through", 1, {3}, {{2, 3, 16}}, b_rope_keep, {4, 5, 4, 8}, 300, 0},
     {"rope q (2,4,8) k v (2,4,4) at pos0 3, then grouped-query causal attention", 3, {3, 3, 3}, {{2, 4, 8}, {2, 4, 4}, {2, 4, 4}}, b_rope_attention, {4, 3}, 0, 0},
     {"embedding (7,5) ids (2,3)", 1, {2}, {{7, 5}}, b_embedding, {2, 3, -1}, 0, 0},

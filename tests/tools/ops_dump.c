@@ -74,8 +74,8 @@ static void rope_qkv_case(Tape *t, Arena *a, Rng *rng, const char *p, int NH, in
     int B = 2, T = 5, C = (NH + 2 * NKV) * HS;
     Tensor *x = input(a, rng, 3, (int[]){B, T, C}, 0, 1, p, "x");
     put_numbers(a, p, "config", 5, (double[]){HS, pos0, base, NH, NKV});
-    Tensor *q = ag_rope(t, x, &(AgRope){HS, pos0, base, 0, NH * HS, 0});
-    Tensor *k = ag_rope(t, x, &(AgRope){HS, pos0, base, NH * HS, NKV * HS, 0});
+    Tensor *q = ag_rope(t, x, &(AgRope){HS, pos0, base, 0, NH * HS, 0, 0});
+    Tensor *k = ag_rope(t, x, &(AgRope){HS, pos0, base, NH * HS, NKV * HS, 0, 0});
     ag_backward(t, ag_add(t, weighed(t, rng, q, p, "yq", "Rq"), weighed(t, rng, k, p, "yk", "Rk")));
     put(p, "gx", x, x->grad);
 }
