@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,14 @@ static const char *const llama_field_keys[N_FIELD_KEYS + 2][2] = {
     {"n_kv_head", "num_key_value_heads"},
     {"rope_base", "rope_theta"}};
 
+/* the same for GPT-NeoX's names */
+static const char *const neox_field_keys[N_FIELD_KEYS + 1][2] = {
+    {"vocab_size", "vocab_size"},     {"block_size", "max_position_embeddings"},
+    {"n_layer", "num_hidden_layers"}, {"n_head", "num_attention_heads"},
+    {"n_embd", "hidden_size"},        {"ffn_hidden", "intermediate_size"},
+    {"norm_eps", "layer_norm_eps"},   {"dropout", "attention_dropout"},
+    {"rope_base", "rotary_emb_base"}};
+
 static int check_ranges(const char *label, GptConfig *c, const char *const (*keys)[2],
                         size_t n_keys) {
     CkptConfig cc = nn_gpt_ckpt_config(c);
@@ -361,7 +370,8 @@ static const char *const llama_required[][2] = {
 
 typedef struct {
     Ctx x;
-    int n_kv_null, head_dim, have_theta;
+    int n_kv_null, head_dim, have_theta, neox;
+    double rotary_pct, dropout2; /* GPT-NeoX: rotary_pct; hidden_dropout */
 } LCtx;
 
 /* "rope_parameters" (transformers 5) or an old "rope_scaling": {"rope_type": "default",
@@ -380,11 +390,44 @@ static int rope_parameters(LCtx *l, const char *key, json_t *v) {
             int rc = get_num(&l->x, "rope_theta", e, 0, 1e300, 1, &l->x.c.rope_base);
             if (rc != AG_OK) return rc;
             l->have_theta = 1;
+        } else if (l->neox && !strcmp(k, "partial_rotary_factor")) {
+            int rc = get_num(&l->x, "partial_rotary_factor", e, 0, 1.0000001, 1, &l->rotary_pct);
+            if (rc != AG_OK) return rc;
         } else {
             return kfail(&l->x, key, v, "\"%s\" is not supported (RoPE without scaling only)", k);
         }
     }
     return AG_OK;
+}
+
+/* The sizes LLaMA's and GPT-NeoX's configurations name alike: 1 when key is one (*rc: its
+ * verdict), else 0 */
+static int sizes(Ctx *x, const char *key, const json_t *v, int *rc) {
+    static const struct {
+        const char *key;
+        size_t at;
+    } t[] = {{"vocab_size", offsetof(GptConfig, vocab_size)},
+             {"max_position_embeddings", offsetof(GptConfig, block_size)},
+             {"hidden_size", offsetof(GptConfig, n_embd)},
+             {"intermediate_size", offsetof(GptConfig, ffn_hidden)},
+             {"num_hidden_layers", offsetof(GptConfig, n_layer)},
+             {"num_attention_heads", offsetof(GptConfig, n_head)}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(key, t[i].key))
+            return *rc = get_int(x, key, v, (int *)((char *)&x->c + t[i].at)), 1;
+    return 0;
+}
+
+/* every member of root through fn, stopping at the first refusal */
+static int each_key(json_t *root, LCtx *l, int (*fn)(LCtx *, const char *, json_t *)) {
+    int rc = AG_OK;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (rc != AG_OK) break;
+        rc = fn(l, key, v);
+    }
+    return rc;
 }
 
 static int llama_key(LCtx *l, const char *key, json_t *v) {
@@ -400,12 +443,7 @@ static int llama_key(LCtx *l, const char *key, json_t *v) {
         return AG_OK;
     }
     if (!strcmp(key, "architectures")) return architectures(x, key, v, "LlamaForCausalLM");
-    if (!strcmp(key, "vocab_size")) return get_int(x, key, v, &c->vocab_size);
-    if (!strcmp(key, "max_position_embeddings")) return get_int(x, key, v, &c->block_size);
-    if (!strcmp(key, "hidden_size")) return get_int(x, key, v, &c->n_embd);
-    if (!strcmp(key, "intermediate_size")) return get_int(x, key, v, &c->ffn_hidden);
-    if (!strcmp(key, "num_hidden_layers")) return get_int(x, key, v, &c->n_layer);
-    if (!strcmp(key, "num_attention_heads")) return get_int(x, key, v, &c->n_head);
+    if (sizes(x, key, v, &rc)) return rc;
     if (!strcmp(key, "num_key_value_heads")) {
         l->n_kv_null = json_is_null(v);
         return l->n_kv_null ? AG_OK : get_int(x, key, v, &c->n_kv_head);
@@ -443,13 +481,7 @@ static int llama_from_json(json_t *root, const char *label, GptConfig *out) {
                           .norm = NN_GPT_NORM_RMS,
                           .mlp = NN_GPT_MLP_SWIGLU,
                           .bias = NN_GPT_BIAS_OFF}}};
-    int rc = AG_OK;
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (rc != AG_OK) break;
-        rc = llama_key(&l, key, v);
-    }
+    int rc = each_key(root, &l, llama_key);
     GptConfig *c = &l.x.c;
     if (rc == AG_OK && c->n_kv_head == c->n_head) c->n_kv_head = 0; /* no grouping */
     if (rc == AG_OK && l.head_dim && l.head_dim * c->n_head != c->n_embd)
@@ -460,6 +492,8 @@ static int llama_from_json(json_t *root, const char *label, GptConfig *out) {
     if (rc == AG_OK) *out = *c;
     return rc;
 }
+
+static int neox_from_json(json_t *root, const char *label, GptConfig *out);
 
 int hf_config_from_text(const char *text, size_t len, const char *label, GptConfig *out) {
     AG_CHECK_ARG(text);
@@ -476,13 +510,11 @@ int hf_config_from_text(const char *text, size_t len, const char *label, GptConf
     else if (type && !strcmp(type, "gpt2"))
         rc = gpt2_from_json(root, label, out);
     else if (type && !strcmp(type, "gpt_neox"))
-        rc = kfail(&x, "model_type", t,
-                   "GPT-NeoX's parallel residual and partial rotary are not in attograd's GPT "
-                   "yet");
+        rc = neox_from_json(root, label, out);
     else
         rc = kfail(&x, "model_type", t,
-                   "attograd reads \"gpt2\" (GPT2LMHeadModel) and \"llama\" "
-                   "(LlamaForCausalLM)");
+                   "attograd reads \"gpt2\" (GPT2LMHeadModel), \"llama\" "
+                   "(LlamaForCausalLM) and \"gpt_neox\" (GPTNeoXForCausalLM)");
     json_decref(root);
     return rc;
 }
@@ -519,5 +551,89 @@ int hf_gpt2_config(const char *path, GptConfig *out) {
     int rc = config_text(path, &text, &n, file, sizeof file);
     if (rc == AG_OK) rc = hf_gpt2_config_from_text(text, n, file, out);
     free(text);
+    return rc;
+}
+
+/* ---- GPT-NeoX (transformers' GPTNeoXConfig, GPTNeoXForCausalLM: Pythia) ---- */
+
+static const char *const neox_required[][2] = {
+    {"attention_bias", "true"}, /* biases on query_key_value and dense */
+    {"rope_scaling", "null"},         {"is_encoder_decoder", "false"},  {"is_decoder", "false"},
+    {"add_cross_attention", "false"}, {"tie_encoder_decoder", "false"}, {"pruned_heads", "{}"},
+};
+
+static int neox_key(LCtx *l, const char *key, json_t *v) {
+    Ctx *x = &l->x;
+    GptConfig *c = &x->c;
+    int rc;
+    if (common_key(x, key, v, neox_required, sizeof neox_required / sizeof *neox_required, &rc))
+        return rc;
+    if (!strcmp(key, "model_type")) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "gpt_neox") != 0)
+            return kfail(x, key, v, "not a GPT-NeoX configuration (\"gpt_neox\")");
+        x->have_type = 1;
+        return AG_OK;
+    }
+    if (!strcmp(key, "architectures")) return architectures(x, key, v, "GPTNeoXForCausalLM");
+    if (sizes(x, key, v, &rc)) return rc;
+    if (!strcmp(key, "hidden_act")) return activation(x, key, v);
+    if (!strcmp(key, "layer_norm_eps")) return get_num(x, key, v, 0, 1, 1, &c->norm_eps);
+    if (!strcmp(key, "attention_dropout")) return get_num(x, key, v, 0, 1, 0, &c->dropout);
+    if (!strcmp(key, "hidden_dropout")) return get_num(x, key, v, 0, 1, 0, &l->dropout2);
+    if (!strcmp(key, "classifier_dropout")) /* GPTNeoXForTokenClassification's head */
+        return json_is_null(v) || json_is_number(v) ? AG_OK : kfail(x, key, v, "must be a number");
+    if (!strcmp(key, "use_parallel_residual")) {
+        if (!json_is_boolean(v)) return kfail(x, key, v, "must be true or false");
+        c->parallel_residual = json_is_true(v);
+        return AG_OK;
+    }
+    if (!strcmp(key, "rotary_pct")) return get_num(x, key, v, 0, 1.0000001, 1, &l->rotary_pct);
+    if (!strcmp(key, "rotary_emb_base") || !strcmp(key, "rope_theta")) {
+        l->have_theta = 1;
+        return get_num(x, key, v, 0, 1e300, 1, &c->rope_base);
+    }
+    if (!strcmp(key, "rope_parameters")) return rope_parameters(l, key, v);
+    return kfail(x, key, v, "not a key of a GPT-NeoX configuration attograd knows");
+}
+
+static int neox_from_json(json_t *root, const char *label, GptConfig *out) {
+    /* GPTNeoXConfig's defaults for what a file leaves out */
+    LCtx l = {.x = {.label = label,
+                    .c = {.style = NN_GPT2,
+                          .vocab_size = 50432,
+                          .block_size = 2048,
+                          .n_layer = 44,
+                          .n_head = 64,
+                          .n_embd = 6144,
+                          .ffn_hidden = 24576,
+                          .norm_eps = 1e-5,
+                          .rope_base = 10000,
+                          .untied = 1,
+                          .parallel_residual = 1,
+                          .pos = NN_GPT_POS_ROPE,
+                          .norm = NN_GPT_NORM_LAYER,
+                          .mlp = NN_GPT_MLP_GELU,
+                          .bias = NN_GPT_BIAS_ON}},
+              .neox = 1,
+              .rotary_pct = 0.25};
+    int rc = each_key(root, &l, neox_key);
+    GptConfig *c = &l.x.c;
+    if (rc == AG_OK && l.dropout2 != c->dropout)
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: \"attention_dropout\" %g and \"hidden_dropout\" %g differ: attograd's "
+                     "GPT has one dropout rate",
+                     label, c->dropout, l.dropout2);
+    if (rc == AG_OK && c->n_head >= 1 && c->n_embd % c->n_head == 0) {
+        /* transformers: rotary_ndims = int(head_size * rotary_pct) */
+        int hs = c->n_embd / c->n_head, r = (int)(hs * l.rotary_pct);
+        if (r < 2 || r % 2)
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s: \"rotary_pct\" (\"partial_rotary_factor\") %g of a head of %d "
+                         "columns is %d rotary columns: attograd turns an even number, at least 2",
+                         label, l.rotary_pct, hs, r);
+        c->rotary_dim = r >= hs ? 0 : r;
+    }
+    if (rc == AG_OK) rc = finish(label, c, neox_field_keys, N_FIELD_KEYS + 1);
+    if (rc == AG_OK) *out = *c;
     return rc;
 }

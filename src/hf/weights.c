@@ -25,13 +25,27 @@
 #include "../io/file.h"
 #include "../io/safetensors.h"
 
-typedef enum { HF_AS_IS, HF_TRANSPOSE, HF_ROPE } HfLayout;
+typedef enum { HF_AS_IS, HF_TRANSPOSE, HF_ROPE, HF_NEOX_QKV } HfLayout;
 
 typedef struct {
     char name[256]; /* the tensor's name in the folder */
     HfLayout how;
-    int heads; /* HF_ROPE: the heads of the rows */
+    int heads; /* HF_ROPE, HF_NEOX_QKV: the heads of the rows */
+    int rot;   /* the rotary columns of a head (HF_ROPE: the head size) */
 } HfName;
+
+/* GPT-NeoX: a GPT-2-style model with rotary positions (how hf_config reads "gpt_neox") */
+static int neox(const GptConfig *c) { return c->style == NN_GPT2 && c->pos == NN_GPT_POS_ROPE; }
+
+/* GPT-NeoX's names for GPT-2's (nanoGPT's) */
+static const char *const neox_parts[][2] = {
+    {"ln_1", "input_layernorm"},
+    {"ln_2", "post_attention_layernorm"},
+    {"attn.c_attn", "attention.query_key_value"},
+    {"attn.c_proj", "attention.dense"},
+    {"mlp.c_fc", "mlp.dense_h_to_4h"},
+    {"mlp.c_proj", "mlp.dense_4h_to_h"},
+};
 
 static int ends_with(const char *s, const char *end) {
     size_t n = strlen(s), k = strlen(end);
@@ -51,6 +65,34 @@ static const char *const llama_parts[][2] = {
  * "transformer.". Aborts on a name attograd's GPT does not make (misuse). */
 static HfName hf_name(const GptConfig *c, const char *p, int bare) {
     HfName h = {.how = HF_AS_IS};
+    int l, k;
+    char rest[200];
+    if (neox(c)) {
+        int hs = c->n_embd / c->n_head;
+        if (!strcmp(p, "transformer.wte.weight")) {
+            snprintf(h.name, sizeof h.name, "gpt_neox.embed_in.weight");
+        } else if (!strncmp(p, "transformer.ln_f.", 17)) {
+            snprintf(h.name, sizeof h.name, "gpt_neox.final_layer_norm.%s", p + 17);
+        } else if (!strcmp(p, "lm_head.weight")) {
+            snprintf(h.name, sizeof h.name, "embed_out.weight");
+        } else if (sscanf(p, "transformer.h.%d.%n", &l, &k) == 1 && strlen(p + k) < sizeof rest) {
+            snprintf(rest, sizeof rest, "%s", p + k);
+            char *dot = strrchr(rest, '.');
+            AG_CHECK(dot, "hf: parameter '%s' has no GPT-NeoX name", p);
+            *dot = 0;
+            const char *to = NULL;
+            for (size_t i = 0; i < sizeof neox_parts / sizeof *neox_parts && !to; i++)
+                if (!strcmp(rest, neox_parts[i][0])) to = neox_parts[i][1];
+            AG_CHECK(to, "hf: parameter '%s' has no GPT-NeoX name", p);
+            snprintf(h.name, sizeof h.name, "gpt_neox.layers.%d.%s.%s", l, to, dot + 1);
+            if (!strcmp(rest, "attn.c_attn"))
+                h.how = HF_NEOX_QKV, h.heads = c->n_head,
+                h.rot = c->rotary_dim ? c->rotary_dim : hs;
+        } else {
+            AG_CHECK(0, "hf: parameter '%s' has no GPT-NeoX name", p);
+        }
+        return h;
+    }
     if (c->style == NN_GPT2) {
         const char *q = bare && !strncmp(p, "transformer.", 12) ? p + 12 : p;
         snprintf(h.name, sizeof h.name, "%s", q);
@@ -59,8 +101,6 @@ static HfName hf_name(const GptConfig *c, const char *p, int bare) {
             h.how = HF_TRANSPOSE;
         return h;
     }
-    int l, k;
-    char rest[200];
     if (!strcmp(p, "tok_embeddings.weight")) {
         snprintf(h.name, sizeof h.name, "model.embed_tokens.weight");
     } else if (!strcmp(p, "norm.weight")) {
@@ -80,12 +120,18 @@ static HfName hf_name(const GptConfig *c, const char *p, int bare) {
         if (!strcmp(rest, "attention.wq") || !strcmp(rest, "attention.wk")) {
             h.how = HF_ROPE;
             h.heads = !strcmp(rest, "attention.wq") || !c->n_kv_head ? c->n_head : c->n_kv_head;
+            h.rot = c->n_embd / c->n_head;
         }
     } else {
         AG_CHECK(0, "hf: parameter '%s' has no LLaMA name", p);
     }
     return h;
 }
+
+/* The row of a head in transformers' rotate-half layout holding attograd's (Meta's) row i,
+ * with rot rotary columns: pair p's two rows 2p and 2p + 1 are HF's p and rot/2 + p; the rows
+ * from rot on pass through. */
+static int half_row(int i, int rot) { return i >= rot ? i : (i % 2) * (rot / 2) + i / 2; }
 
 /* src (rows, cols) in the folder's layout -> dst in attograd's (to_hf 0), or back (to_hf 1) */
 static void relayout(const HfName *h, const Real *src, Real *dst, int rows, int cols, int to_hf) {
@@ -98,13 +144,24 @@ static void relayout(const HfName *h, const Real *src, Real *dst, int rows, int 
                     dst[(size_t)i * cols + j] = src[(size_t)j * rows + i];
         return;
     }
-    if (h->how == HF_ROPE) { /* per head: HF row r hs/2 + p <-> Meta row 2p + r */
+    if (h->how == HF_ROPE) { /* each head of rows / heads rows: rotate-half to pairs */
         int hs = rows / h->heads;
         for (int hd = 0; hd < h->heads; hd++)
-            for (int p = 0; p < hs / 2; p++)
-                for (int r = 0; r < 2; r++) {
-                    size_t meta = (size_t)hd * hs + 2 * p + r,
-                           hf = (size_t)hd * hs + r * hs / 2 + p;
+            for (int i = 0; i < hs; i++) {
+                size_t meta = (size_t)hd * hs + i, hf = (size_t)hd * hs + half_row(i, h->rot);
+                memcpy(dst + (to_hf ? hf : meta) * cols, src + (to_hf ? meta : hf) * cols,
+                       (size_t)cols * sizeof *dst);
+            }
+        return;
+    }
+    if (h->how == HF_NEOX_QKV) { /* HF (heads, [q k v], hs) per head; attograd (q, k, v) */
+        int hs = rows / 3 / h->heads, C = hs * h->heads;
+        for (int part = 0; part < 3; part++)
+            for (int hd = 0; hd < h->heads; hd++)
+                for (int i = 0; i < hs; i++) {
+                    size_t meta = (size_t)part * C + (size_t)hd * hs + i,
+                           hf = (size_t)hd * 3 * hs + (size_t)part * hs +
+                                (part < 2 ? half_row(i, h->rot) : i);
                     memcpy(dst + (to_hf ? hf : meta) * cols, src + (to_hf ? meta : hf) * cols,
                            (size_t)cols * sizeof *dst);
                 }
@@ -117,12 +174,15 @@ static void relayout(const HfName *h, const Real *src, Real *dst, int rows, int 
  * files' causal masks, rotary caches, a tied head saved anyway (transformers ties it over). */
 static int ignorable(const GptConfig *c, const char *name) {
     return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
+           ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias") ||
            ends_with(name, "rotary_emb.inv_freq") ||
            (!c->untied && !strcmp(name, "lm_head.weight"));
 }
 
 static const char *class_of(const GptConfig *c) {
-    return c->style == NN_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+    return c->style == NN_LLAMA ? "LlamaForCausalLM"
+           : neox(c)            ? "GPTNeoXForCausalLM"
+                                : "GPT2LMHeadModel";
 }
 
 /* One parameter from the set: name, dtype, shape and values checked. */
@@ -199,6 +259,10 @@ static int exportable(const GptConfig *cfg) {
     int gpt2 = c.style == NN_GPT2;
     if (c.post_ln)
         why = "post-LN blocks";
+    else if (c.parallel_residual)
+        why = "a parallel residual (GPT-NeoX's; its export is not written yet)";
+    else if (c.rotary_dim && c.rotary_dim != c.n_embd / c.n_head)
+        why = "partial rotary (GPT-NeoX's; its export is not written yet)";
     else if (gpt2 && c.pos != NN_GPT_POS_LEARNED)
         why = "positions other than learned ones";
     else if (gpt2 && c.norm != NN_GPT_NORM_LAYER)

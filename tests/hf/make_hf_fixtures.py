@@ -20,8 +20,9 @@ input's dtype.
   llama/         LlamaForCausalLM, grouped-query heads (4 heads, 2 key/value heads),
                  rope_theta 500000, rms_norm_eps 1e-6, untied head, in two shards with an index
   llama_tied/    LlamaForCausalLM with tie_word_embeddings true, one file
-  neox/          GPTNeoXForCausalLM: parallel residual, rotary on a quarter of each head
-                 (partial_rotary_factor 0.25), untied embed_out
+  neox/          GPTNeoXForCausalLM (as Pythia): parallel residual, rotary on a quarter of each
+                 head (rotary_pct 0.25: 2 of 8 columns), untied embed_out, exact GELU
+  neox_sequential/  the same with use_parallel_residual false
 """
 import json
 import os
@@ -114,8 +115,9 @@ write("llama", LlamaForCausalLM(LlamaConfig(**lc, tie_word_embeddings=False)),
       max_shard_size="20KB")
 write("llama_tied", LlamaForCausalLM(LlamaConfig(**lc, tie_word_embeddings=True)))
 
-write("neox", GPTNeoXForCausalLM(GPTNeoXConfig(
-    vocab_size=V, hidden_size=16, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-    max_position_embeddings=32, rotary_pct=0.25, use_parallel_residual=True,
-    tie_word_embeddings=False)))
+nc = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+          num_attention_heads=4, max_position_embeddings=32, rotary_pct=0.25,
+          rotary_emb_base=10000, tie_word_embeddings=False)
+write("neox", GPTNeoXForCausalLM(GPTNeoXConfig(**nc, use_parallel_residual=True)))
+write("neox_sequential", GPTNeoXForCausalLM(GPTNeoXConfig(**nc, use_parallel_residual=False)))
 print("wrote", out)

@@ -61,6 +61,20 @@ Test(hf_load, gpt2_keys_without_transformer_prefix) { matches(FX "gpt2_bare"); }
 Test(hf_load, llama_grouped_query_sharded_matches_transformers) { matches(FX "llama"); }
 Test(hf_load, llama_tied_matches_transformers) { matches(FX "llama_tied"); }
 
+Test(hf_load, neox_parallel_partial_rotary_matches_transformers) { matches(FX "neox"); }
+Test(hf_load, neox_sequential_matches_transformers) { matches(FX "neox_sequential"); }
+
+Test(hf_load, reads_neoxs_configuration) {
+    GptConfig c;
+    cr_assert_eq(hf_config(FX "neox", &c), AG_OK, "%s", ag_last_error());
+    cr_assert(c.style == NN_GPT2 && c.pos == NN_GPT_POS_ROPE && c.norm == NN_GPT_NORM_LAYER &&
+              c.mlp == NN_GPT_MLP_GELU && c.bias == NN_GPT_BIAS_ON && c.parallel_residual == 1 &&
+              c.rotary_dim == 2 && c.untied == 1 && c.n_embd == 32 && c.n_head == 4 &&
+              c.ffn_hidden == 64 && c.rope_base == 10000);
+    cr_assert_eq(hf_config(FX "neox_sequential", &c), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(c.parallel_residual, 0);
+}
+
 Test(hf_load, reads_llamas_configuration) {
     GptConfig c;
     cr_assert_eq(hf_config(FX "llama", &c), AG_OK, "%s", ag_last_error());
@@ -229,6 +243,21 @@ Test(hf_load, refuses_hostile_folders_naming_tensor_and_reason) {
     refused(c, NULL, AG_ERR_FORMAT, "\"sliding_window\": 4096: not a key");
     free(c);
     refused("{\"model_type\": \"mistral\"}", NULL, AG_ERR_FORMAT, "\"model_type\": \"mistral\"");
+    /* GPT-NeoX: an odd number of rotary columns, another activation, biases off */
+    c = config_with(FX "neox", "\"partial_rotary_factor\": 0.25",
+                    "\"partial_rotary_factor\": 0.375");
+    refused(c, NULL, AG_ERR_FORMAT, "0.375 of a head of 8 columns is 3 rotary columns");
+    free(c);
+    c = config_with(FX "neox", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"");
+    refused(c, NULL, AG_ERR_FORMAT, "\"hidden_act\": \"silu\": not supported");
+    free(c);
+    c = config_with(FX "neox", "\"attention_bias\": true", "\"attention_bias\": false");
+    refused(c, NULL, AG_ERR_FORMAT, "\"attention_bias\": false: attograd computes only true");
+    free(c);
+    /* GPT-NeoX's weights under a GPT-2 configuration: named */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
+    refused(c, FX "neox/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
+    free(c);
     refused("[1]", NULL, AG_ERR_FORMAT, "not a JSON object");
     /* no weights at all */
     c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
