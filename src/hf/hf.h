@@ -1,11 +1,13 @@
-/* hf.h: models in the Hugging Face layout, the configuration side: a config.json read into a
- * GptConfig. A name borrowed from transformers means what it means there: each key of the
+/* hf.h: models in the Hugging Face layout: a config.json read into a GptConfig (GPT-2, LLaMA,
+ * GPT-NeoX), a folder's weights loaded into attograd's GPT (hf_load) and written back
+ * (hf_save). A name borrowed from transformers means what it means there: each key of the
  * configuration is either mapped onto a GptConfig field (with its value checked), required to
  * hold the value attograd's model computes (e.g. "scale_attn_weights": true), or listed as not
  * changing what the model computes (the tokenizer's ids, generation defaults, transformers'
  * bookkeeping). Any other key, and any value attograd cannot compute, is refused naming the key
  * and the value, never approximated (docs/hf.md, "config.json").
- * Not here: the weights (src/io/safetensors.h); the model (src/nn/gpt.h). */
+ * Not here: the safetensors format (src/io/safetensors.h); the model (src/nn/gpt.h). Read next:
+ * config.c, then weights.c. */
 #ifndef ATTOGRAD_HF_H
 #define ATTOGRAD_HF_H
 
@@ -40,15 +42,19 @@ int hf_gpt2_config_from_text(const char *text, size_t len, const char *label, Gp
  * 5's "rope_parameters" {"rope_type": "default", "rope_theta": ...}), tie_word_embeddings,
  * attention_dropout, with LlamaConfig's defaults; hidden_act "silu", attention_bias and
  * mlp_bias false, no rope_scaling required. An NN_LLAMA GptConfig (RoPE, RMSNorm, SwiGLU, no
- * biases). Errors as hf_gpt2_config's; "gpt_neox" and other types are refused naming the
- * value. */
+ * biases); "gpt_neox" (GPTNeoXForCausalLM): the same sizes, layer_norm_eps, hidden_act (as
+ * GPT-2's activation_function), use_parallel_residual (parallel_residual), rotary_pct or
+ * rope_parameters' partial_rotary_factor (rotary_dim = int(head size x it), even, at least 2),
+ * rotary_emb_base or rope_theta, attention_dropout and hidden_dropout (equal), with
+ * GPTNeoXConfig's defaults: an NN_GPT2 GptConfig with RoPE, LayerNorm, biases, untied unless
+ * tie_word_embeddings. Errors as hf_gpt2_config's; other types are refused naming the value. */
 int hf_config(const char *path, GptConfig *out);
 int hf_config_from_text(const char *text, size_t len, const char *label, GptConfig *out);
 
 /* Builds *m in arena a from the Hugging Face folder dir: config.json (hf_config), then every
  * parameter from model.safetensors or the shards of model.safetensors.index.json, in the
  * layout weights.c describes (GPT-2's Conv1D transposed, LLaMA's q/k rows from rotate-half to
- * adjacent pairs). Each tensor's name, dtype (a float type), shape and values (finite) are
+ * adjacent pairs, GPT-NeoX's fused query_key_value regrouped). Each tensor's name, dtype (a float type), shape and values (finite) are
  * checked, and every tensor of the folder must be one of the model's. The model's dropout is
  * 0 (as in evaluation). AG_OK, or AG_ERR_IO / AG_ERR_FORMAT / AG_ERR_SHAPE / AG_ERR_RANGE /
  * AG_ERR_NOMEM with a message naming the folder (or file) and the tensor; *m is then zeroed

@@ -10,6 +10,12 @@
  *                     model.norm, lm_head. transformers' rotary turns the two halves of each
  *                     head (rotate_half), attograd's (Meta's) adjacent pairs: the rows of q_proj
  *                     and k_proj are permuted per head, HF row r*hs/2 + p <-> Meta row 2p + r.
+ *   GPTNeoXForCausalLM  gpt_neox.embed_in, gpt_neox.layers.<l>.attention.query_key_value (per
+ *                     head [q k v], regrouped into attograd's q, k, v rows, the first rotary_dim
+ *                     rows of each q and k head turned from rotate-half to pairs as LLaMA's),
+ *                     attention.dense, mlp.dense_h_to_4h, mlp.dense_4h_to_h, input_layernorm,
+ *                     post_attention_layernorm, gpt_neox.final_layer_norm, embed_out; read into
+ *                     a GPT-2-style model with rotary positions (written back: not yet).
  * Every tensor is checked before use (its dtype a float type, its shape, finite values) and
  * every tensor of the folder must be a weight of the model (old GPT-2 files' causal-mask
  * buffers and rotary inv_freq aside), with errors naming the folder and the tensor.
