@@ -276,9 +276,10 @@ static void safetensors_seeds(void) {
 /* ---- hf_load: a byte choosing the configuration, then weights transformers wrote ---- */
 static void hf_load_seeds(void) {
     static const char *const files[] = {"tests/fixtures/hf/gpt2_gelu/model.safetensors",
-                                        "tests/fixtures/hf/llama_tied/model.safetensors"};
-    static const char *const names[] = {"gpt2_gelu", "llama_tied"};
-    for (int k = 0; k < 2; k++) {
+                                        "tests/fixtures/hf/llama_tied/model.safetensors",
+                                        "tests/fixtures/hf/neox/model.safetensors"};
+    static const char *const names[] = {"gpt2_gelu", "llama_tied", "neox"};
+    for (int k = 0; k < 3; k++) {
         size_t n;
         unsigned char *b = slurp(files[k], &n), *s = malloc(n + 1);
         s[0] = (unsigned char)k;

@@ -43,63 +43,78 @@ typedef struct {
 /* GPT-NeoX: a GPT-2-style model with rotary positions (how hf_config reads "gpt_neox") */
 static int neox(const GptConfig *c) { return c->style == NN_GPT2 && c->pos == NN_GPT_POS_ROPE; }
 
-/* GPT-NeoX's names for GPT-2's (nanoGPT's) */
-static const char *const neox_parts[][2] = {
-    {"ln_1", "input_layernorm"},
-    {"ln_2", "post_attention_layernorm"},
-    {"attn.c_attn", "attention.query_key_value"},
-    {"attn.c_proj", "attention.dense"},
-    {"mlp.c_fc", "mlp.dense_h_to_4h"},
-    {"mlp.c_proj", "mlp.dense_4h_to_h"},
-};
-
 static int ends_with(const char *s, const char *end) {
     size_t n = strlen(s), k = strlen(end);
     return n >= k && strcmp(s + n - k, end) == 0;
 }
 
-/* LLaMA: Meta's part names (attograd's) and transformers' */
-static const char *const llama_parts[][2] = {
-    {"attention.wq", "self_attn.q_proj"},     {"attention.wk", "self_attn.k_proj"},
-    {"attention.wv", "self_attn.v_proj"},     {"attention.wo", "self_attn.o_proj"},
-    {"feed_forward.w1", "mlp.gate_proj"},     {"feed_forward.w2", "mlp.down_proj"},
-    {"feed_forward.w3", "mlp.up_proj"},       {"attention_norm", "input_layernorm"},
-    {"ffn_norm", "post_attention_layernorm"},
+/* attograd's names (a parameter's name up to its last dot; %d: the layer) and transformers' */
+typedef struct {
+    const char *ours, *theirs;
+} Rename;
+static const Rename neox_names[] = {
+    {"transformer.wte", "gpt_neox.embed_in"},
+    {"transformer.ln_f", "gpt_neox.final_layer_norm"},
+    {"lm_head", "embed_out"},
+    {"transformer.h.%d.ln_1", "gpt_neox.layers.%d.input_layernorm"},
+    {"transformer.h.%d.ln_2", "gpt_neox.layers.%d.post_attention_layernorm"},
+    {"transformer.h.%d.attn.c_attn", "gpt_neox.layers.%d.attention.query_key_value"},
+    {"transformer.h.%d.attn.c_proj", "gpt_neox.layers.%d.attention.dense"},
+    {"transformer.h.%d.mlp.c_fc", "gpt_neox.layers.%d.mlp.dense_h_to_4h"},
+    {"transformer.h.%d.mlp.c_proj", "gpt_neox.layers.%d.mlp.dense_4h_to_h"},
 };
+static const Rename llama_names[] = {
+    {"tok_embeddings", "model.embed_tokens"},
+    {"norm", "model.norm"},
+    {"output", "lm_head"},
+    {"layers.%d.attention.wq", "model.layers.%d.self_attn.q_proj"},
+    {"layers.%d.attention.wk", "model.layers.%d.self_attn.k_proj"},
+    {"layers.%d.attention.wv", "model.layers.%d.self_attn.v_proj"},
+    {"layers.%d.attention.wo", "model.layers.%d.self_attn.o_proj"},
+    {"layers.%d.feed_forward.w1", "model.layers.%d.mlp.gate_proj"},
+    {"layers.%d.feed_forward.w2", "model.layers.%d.mlp.down_proj"},
+    {"layers.%d.feed_forward.w3", "model.layers.%d.mlp.up_proj"},
+    {"layers.%d.attention_norm", "model.layers.%d.input_layernorm"},
+    {"layers.%d.ffn_norm", "model.layers.%d.post_attention_layernorm"},
+};
+
+/* p renamed by table t (its leaf, ".weight" or ".bias", kept) into h->name; the row of t, or
+ * NULL when none matches. The layer is the first number between dots. */
+static const Rename *rename_by(const Rename *t, size_t n, const char *p, HfName *h) {
+    const char *leaf = strrchr(p, '.');
+    if (!leaf || (size_t)(leaf - p) >= 200) return NULL;
+    char stem[256];
+    int layer = -1;
+    size_t o = 0;
+    for (const char *q = p; q < leaf && o < sizeof stem - 3; q++) {
+        if (layer < 0 && *q >= '0' && *q <= '9' && q > p && q[-1] == '.') {
+            layer = atoi(q);
+            while (q + 1 < leaf && q[1] >= '0' && q[1] <= '9') q++;
+            stem[o++] = '%', stem[o++] = 'd';
+        } else {
+            stem[o++] = *q;
+        }
+    }
+    stem[o] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(stem, t[i].ours) != 0) continue;
+        char fmt[256];
+        snprintf(fmt, sizeof fmt, "%s%%s", t[i].theirs);
+        if (layer >= 0)
+            snprintf(h->name, sizeof h->name, fmt, layer, leaf);
+        else
+            snprintf(h->name, sizeof h->name, "%s%s", t[i].theirs, leaf);
+        return &t[i];
+    }
+    return NULL;
+}
 
 /* The folder's name and layout of attograd's parameter p; bare: GPT-2 names without
  * "transformer.". Aborts on a name attograd's GPT does not make (misuse). */
 static HfName hf_name(const GptConfig *c, const char *p, int bare) {
     HfName h = {.how = HF_AS_IS};
-    int l, k;
-    char rest[200];
-    if (neox(c)) {
-        int hs = c->n_embd / c->n_head;
-        if (!strcmp(p, "transformer.wte.weight")) {
-            snprintf(h.name, sizeof h.name, "gpt_neox.embed_in.weight");
-        } else if (!strncmp(p, "transformer.ln_f.", 17)) {
-            snprintf(h.name, sizeof h.name, "gpt_neox.final_layer_norm.%s", p + 17);
-        } else if (!strcmp(p, "lm_head.weight")) {
-            snprintf(h.name, sizeof h.name, "embed_out.weight");
-        } else if (sscanf(p, "transformer.h.%d.%n", &l, &k) == 1 && strlen(p + k) < sizeof rest) {
-            snprintf(rest, sizeof rest, "%s", p + k);
-            char *dot = strrchr(rest, '.');
-            AG_CHECK(dot, "hf: parameter '%s' has no GPT-NeoX name", p);
-            *dot = 0;
-            const char *to = NULL;
-            for (size_t i = 0; i < sizeof neox_parts / sizeof *neox_parts && !to; i++)
-                if (!strcmp(rest, neox_parts[i][0])) to = neox_parts[i][1];
-            AG_CHECK(to, "hf: parameter '%s' has no GPT-NeoX name", p);
-            snprintf(h.name, sizeof h.name, "gpt_neox.layers.%d.%s.%s", l, to, dot + 1);
-            if (!strcmp(rest, "attn.c_attn"))
-                h.how = HF_NEOX_QKV, h.heads = c->n_head,
-                h.rot = c->rotary_dim ? c->rotary_dim : hs;
-        } else {
-            AG_CHECK(0, "hf: parameter '%s' has no GPT-NeoX name", p);
-        }
-        return h;
-    }
-    if (c->style == NN_GPT2) {
+    int hs = c->n_embd / c->n_head;
+    if (c->style == NN_GPT2 && !neox(c)) {
         const char *q = bare && !strncmp(p, "transformer.", 12) ? p + 12 : p;
         snprintf(h.name, sizeof h.name, "%s", q);
         if (ends_with(p, "attn.c_attn.weight") || ends_with(p, "attn.c_proj.weight") ||
@@ -107,29 +122,16 @@ static HfName hf_name(const GptConfig *c, const char *p, int bare) {
             h.how = HF_TRANSPOSE;
         return h;
     }
-    if (!strcmp(p, "tok_embeddings.weight")) {
-        snprintf(h.name, sizeof h.name, "model.embed_tokens.weight");
-    } else if (!strcmp(p, "norm.weight")) {
-        snprintf(h.name, sizeof h.name, "model.norm.weight");
-    } else if (!strcmp(p, "output.weight")) {
-        snprintf(h.name, sizeof h.name, "lm_head.weight");
-    } else if (sscanf(p, "layers.%d.%n", &l, &k) == 1 && strlen(p + k) < sizeof rest) {
-        snprintf(rest, sizeof rest, "%s", p + k);
-        char *dot = strrchr(rest, '.');
-        AG_CHECK(dot, "hf: parameter '%s' has no LLaMA name", p);
-        *dot = 0;
-        const char *to = NULL;
-        for (size_t i = 0; i < sizeof llama_parts / sizeof *llama_parts && !to; i++)
-            if (!strcmp(rest, llama_parts[i][0])) to = llama_parts[i][1];
-        AG_CHECK(to, "hf: parameter '%s' has no LLaMA name", p);
-        snprintf(h.name, sizeof h.name, "model.layers.%d.%s.%s", l, to, dot + 1);
-        if (!strcmp(rest, "attention.wq") || !strcmp(rest, "attention.wk")) {
-            h.how = HF_ROPE;
-            h.heads = !strcmp(rest, "attention.wq") || !c->n_kv_head ? c->n_head : c->n_kv_head;
-            h.rot = c->n_embd / c->n_head;
-        }
-    } else {
-        AG_CHECK(0, "hf: parameter '%s' has no LLaMA name", p);
+    const Rename *r = neox(c)
+                          ? rename_by(neox_names, sizeof neox_names / sizeof *neox_names, p, &h)
+                          : rename_by(llama_names, sizeof llama_names / sizeof *llama_names, p, &h);
+    AG_CHECK(r, "hf: parameter '%s' has no %s name", p, neox(c) ? "GPT-NeoX" : "LLaMA");
+    if (!strcmp(r->ours, "transformer.h.%d.attn.c_attn"))
+        h.how = HF_NEOX_QKV, h.heads = c->n_head, h.rot = c->rotary_dim ? c->rotary_dim : hs;
+    if (!strcmp(r->ours, "layers.%d.attention.wq") || !strcmp(r->ours, "layers.%d.attention.wk")) {
+        h.how = HF_ROPE, h.rot = hs;
+        h.heads =
+            !strcmp(r->ours, "layers.%d.attention.wq") || !c->n_kv_head ? c->n_head : c->n_kv_head;
     }
     return h;
 }
