@@ -543,7 +543,7 @@ Test(gpt_hostile, a_damaged_hf_folder_exits_2_naming_what_is_wrong) {
     /* a value attograd cannot compute */
     char *bad = malloc(n + 64), *at = strstr(config, "\"activation_function\": \"gelu\"");
     cr_assert(at, "%s", config);
-    sprintf(bad, "%.*s\"activation_function\": \"relu\"%s", (int)(at - config), config,
+    sprintf(bad, "%.*s\"activation_function\": \"silu\"%s", (int)(at - config), config,
             at + strlen("\"activation_function\": \"gelu\""));
     ts_write_text(p, bad);
     char out[512];
@@ -561,7 +561,7 @@ Test(gpt_hostile, a_damaged_hf_folder_exits_2_naming_what_is_wrong) {
         (const char *[]){"export", "--model", hf, "--out", out, NULL}};
     for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++)
         refused(dir, cmds[k],
-                (const char *[]){"config.json", "\"activation_function\": \"relu\"", NULL});
+                (const char *[]){"config.json", "\"activation_function\": \"silu\"", NULL});
     /* a weight missing: another folder's config over these weights */
     at = strstr(config, "\"n_layer\": 2");
     cr_assert(at, "%s", config);
