@@ -709,7 +709,7 @@ int gp_train(int argc, char **argv) {
     Flag fl[] = {
         {"data", FLAG_PATH, &g->data, NULL, "the prepared folder (prepare --out)", 0, 0, NULL, 0},
         {"out", FLAG_PATH, &g->out, NULL, "where last.npz, best.npz, log.csv go", 0, 0, NULL, 0},
-        {"layers|n-layer", FLAG_INT, &g->mc.n_layer, NULL, "blocks", 1, NN_MAX_LAYERS, NULL, 0},
+        {"layers|n-layer", FLAG_INT, &g->mc.n_layer, NULL, "blocks", 1, NN_GPT_MAX_LAYERS, NULL, 0},
         {"heads|n-head", FLAG_INT, &g->mc.n_head, NULL, "attention heads", 1, 1024, NULL, 0},
         {"d-model|n-embd", FLAG_INT, &g->mc.n_embd, NULL, "the model's width", 1, 8192, NULL, 0},
         {"kv-heads|n-kv-head", FLAG_INT, &g->mc.n_kv_head, NULL,

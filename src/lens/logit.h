@@ -80,8 +80,8 @@ typedef struct LensReadout {
     int has_pos, has_mlp;            /* hook_pos_embed and blocks.L.hook_mlp_out are parts */
     int n_attn;                      /* attentions per block: 1, or 2 (self, cross) */
     const char *attn[LENS_MAX_ATTN]; /* their hook names: "attn", "cross_attn" */
-    const Tensor *W_O[NN_MAX_LAYERS][LENS_MAX_ATTN]; /* (C, C): out, in (the heads' columns) */
-    const Tensor *b_O[NN_MAX_LAYERS][LENS_MAX_ATTN]; /* (C) or NULL */
+    const Tensor *W_O[NN_GPT_MAX_LAYERS][LENS_MAX_ATTN]; /* (C, C): out, in (the heads' columns) */
+    const Tensor *b_O[NN_GPT_MAX_LAYERS][LENS_MAX_ATTN]; /* (C) or NULL */
     /* the final norm and the head on a stream x (B, T, C) -> (B, T, V), the model's own ops */
     Tensor *(*unembed)(Tape *t, void *model, Tensor *x);
     void *model;

@@ -75,8 +75,11 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if (c->vocab_size < 1 || c->block_size < 1 || c->n_embd < 1)
         return ag_fail(AG_ERR_FORMAT, "vocab_size %d, block_size %d and n_embd %d must be >= 1",
                        c->vocab_size, c->block_size, c->n_embd);
-    if (c->n_layer < 1 || c->n_layer > NN_MAX_LAYERS)
-        return ag_fail(AG_ERR_FORMAT, "n_layer %d outside [1, %d]", c->n_layer, NN_MAX_LAYERS);
+    if (c->n_layer < 1 || c->n_layer > NN_GPT_MAX_LAYERS)
+        return ag_fail(AG_ERR_FORMAT,
+                       "n_layer %d outside [1, %d] (%d: a build limit, NN_GPT_MAX_LAYERS in "
+                       "src/nn/nn.h)",
+                       c->n_layer, NN_GPT_MAX_LAYERS, NN_GPT_MAX_LAYERS);
     if (c->n_head < 1 || c->n_embd % c->n_head != 0 || c->n_kv_head < 0 || c->n_head % n_kv(c) != 0)
         return ag_fail(AG_ERR_FORMAT,
                        "n_head %d must divide n_embd %d, and n_kv_head %d (0: n_head) must "
@@ -139,11 +142,17 @@ static void ln_init(LayerNorm *ln, NnBuilder *b, const char *name, int C, int no
     ln->eps = eps;
 }
 
+/* w N(0, std) from b's stream; nothing drawn (w stays as it is) with no stream
+ * (nn_gpt_init_unset) */
+static void normal(NnBuilder *b, Tensor *w, double std) {
+    if (b->rng) rng_fill_normal(b->rng, w, 0, std);
+}
+
 /* A Linear (out, in) with weight N(0, std), bias 0 */
 static void linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, int no_bias,
                         double std) {
     nn_linear_init(l, b, name, in, out, no_bias ? NN_NO_BIAS : NN_BIAS);
-    rng_fill_normal(b->rng, l->weight, 0, std);
+    normal(b, l->weight, std);
     if (l->bias) tensor_fill(l->bias, 0);
 }
 
@@ -154,10 +163,10 @@ static void llama_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
     int swiglu = mlp_kind(c) == NN_GPT_MLP_SWIGLU;
     nn_embedding_init(&m->wte, top, "tok_embeddings", c->vocab_size, C, NN_NO_PADDING);
-    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    normal(top, m->wte.weight, std);
     if (pos_kind(c) == NN_GPT_POS_LEARNED) {
         nn_positional_init(&m->wpe, top, "pos_embeddings", c->block_size, C, NN_LEARNED);
-        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+        normal(top, m->wpe.table, std);
     }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
@@ -185,10 +194,10 @@ static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     int nn = norm_kind(c) == NN_GPT_NORM_NONE, lnb = nb || norm_kind(c) == NN_GPT_NORM_RMS;
     NnBuilder tr = nn_scope(top, "transformer");
     nn_embedding_init(&m->wte, &tr, "wte", c->vocab_size, C, NN_NO_PADDING);
-    rng_fill_normal(top->rng, m->wte.weight, 0, std);
+    normal(top, m->wte.weight, std);
     if (pos_kind(c) == NN_GPT_POS_LEARNED) {
         nn_positional_init(&m->wpe, &tr, "wpe", c->block_size, C, NN_LEARNED);
-        rng_fill_normal(top->rng, m->wpe.table, 0, std);
+        normal(top, m->wpe.table, std);
     }
     for (int l = 0; l < c->n_layer; l++) {
         GptBlock *h = &m->h[l];
@@ -206,14 +215,16 @@ static void gpt2_init(Gpt *m, NnBuilder *top, double std, double proj_std) {
     if (c->untied) linear_init(&m->lm_head, top, "lm_head", C, c->vocab_size, 1, std);
 }
 
-void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
-    AG_CHECK_ARG(m);
-    AG_CHECK_ARG(a);
-    AG_CHECK_ARG(rng);
-    AG_CHECK_ARG(cfg);
-    AG_CHECK(nn_gpt_check_config(cfg, NULL) == AG_OK, "nn_gpt_init: %s", ag_last_error());
+/* nn_gpt_init, or with rng NULL nn_gpt_init_unset (nothing drawn) */
+static void gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg, const char *fn) {
+    AG_CHECK(nn_gpt_check_config(cfg, NULL) == AG_OK, "%s: %s", fn, ag_last_error());
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    int L = cfg->n_layer;
+    m->h = arena_alloc(a, (size_t)L * sizeof *m->h);
+    m->last_probs = arena_alloc(a, (size_t)L * sizeof *m->last_probs);
+    memset(m->h, 0, (size_t)L * sizeof *m->h);
+    memset(m->last_probs, 0, (size_t)L * sizeof *m->last_probs);
     double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
     NnBuilder top = nn_builder(a, &m->params, rng);
     if (cfg->style == NN_LLAMA)
@@ -222,6 +233,21 @@ void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
         gpt2_init(m, &top, std, proj_std);
     if (!cfg->untied) /* weight tying: the head reads the token embeddings (no parameter) */
         m->lm_head = (Linear){.weight = m->wte.weight, .in = cfg->n_embd, .out = cfg->vocab_size};
+}
+
+void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(rng);
+    AG_CHECK_ARG(cfg);
+    gpt_init(m, a, rng, cfg, "nn_gpt_init");
+}
+
+void nn_gpt_init_unset(Gpt *m, Arena *a, const GptConfig *cfg) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(cfg);
+    gpt_init(m, a, NULL, cfg, "nn_gpt_init_unset");
 }
 
 void nn_gpt_free(Gpt *m) {
@@ -521,6 +547,8 @@ void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {
     memset(c, 0, sizeof *c);
     c->B = B, c->max_T = max_T, c->n_layer = m->cfg.n_layer;
     c->width = 2 * n_kv(&m->cfg) * head_size(&m->cfg);
+    c->kv = calloc((size_t)c->n_layer, sizeof *c->kv);
+    AG_CHECK(c->kv, "nn_gpt_cache_init: out of memory for %d layers", c->n_layer);
     for (int l = 0; l < c->n_layer; l++) {
         c->kv[l] = calloc((size_t)B * max_T * c->width, sizeof(Real));
         AG_CHECK(c->kv[l], "nn_gpt_cache_init: out of memory for (%d, %d, %d) values", B, max_T,
@@ -530,7 +558,8 @@ void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {
 
 void nn_gpt_cache_free(GptCache *c) {
     AG_CHECK_ARG(c);
-    for (int l = 0; l < c->n_layer; l++) free(c->kv[l]);
+    for (int l = 0; c->kv && l < c->n_layer; l++) free(c->kv[l]);
+    free(c->kv);
     memset(c, 0, sizeof *c);
 }
 
@@ -629,7 +658,7 @@ static const CkptField gpt_fields[] = {
     CKPT_CFG_FLOAT(GptConfig, norm_eps, 0, 0.5),
     GPT_INT(vocab_size, 1, 1 << 24),
     GPT_INT(block_size, 1, 1 << 20),
-    GPT_INT(n_layer, 1, NN_MAX_LAYERS),
+    GPT_INT(n_layer, 1, NN_GPT_MAX_LAYERS),
     GPT_INT(n_head, 1, 1024),
     GPT_INT(n_embd, 1, 1 << 16),
     GPT_INT(n_kv_head, 0, 1024),

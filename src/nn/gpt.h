@@ -107,11 +107,11 @@ typedef struct Gpt {
     Embedding wte;          /* transformer.wte.weight (vocab_size, C); LLaMA: tok_embeddings */
     PositionalEncoding wpe; /* learned positions: transformer.wpe.weight (block_size, C);
                              * LLaMA's names: pos_embeddings.weight */
-    GptBlock h[NN_MAX_LAYERS];
+    GptBlock *h; /* n_layer blocks, in the parameters' arena */
     LayerNorm ln_f; /* LLaMA: norm (weight only); none post-LN */
     Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
-    Tensor *last_probs[NN_MAX_LAYERS]; /* each block's attention probabilities (B, NH, T, T)
-                                        * of the last forward, in the step arena */
+    Tensor **last_probs; /* n_layer: each block's attention probabilities (B, NH, T, T) of the
+                          * last forward, in the step arena */
     NnHooks *hooks;                    /* during nn_gpt_forward_hooked only; NULL otherwise */
 } Gpt;
 
@@ -119,7 +119,8 @@ typedef struct Gpt {
  * this refuses. AG_OK with the parameter count in *n_params (may be NULL), or AG_ERR_FORMAT
  * with the reason in ag_last_error() ("n_head 3 must divide n_embd 64"). */
 int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
-/* Every parameter in arena a (registered in m->params), initialised as nanoGPT and llama2.c
+/* Every parameter in arena a (registered in m->params; the blocks' table too, so the model
+ * lives as long as the arena), initialised as nanoGPT and llama2.c
  * do: weights and embeddings N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj;
  * LLaMA's wo and w3, or w2 without w3) N(0, 0.02 / sqrt(2 n_layer)), biases 0, norms 1 and 0.
  * The parameters, in this order (a part is there when the options in brackets say so):
@@ -139,6 +140,12 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params);
  * ffn_norm.) Each norm has .weight, and .bias when it is a LayerNorm with biases; each Linear .weight, and
  * .bias with biases (never the head's). */
 void nn_gpt_init(Gpt *m, Arena *a, Rng *rng, const GptConfig *cfg);
+/* nn_gpt_init without the initialisation's draws: the same parameters, names and order, the
+ * norms' weights 1 and every other value 0, for a model whose weights a load overwrites
+ * (ckpt_load, an HF folder): no normals generated to be thrown away. Initialisation stays
+ * serial (one RNG stream in the parameters' order: the same bits for any thread count, and
+ * for the runs and checkpoints already made); this entry is what makes a load fast. */
+void nn_gpt_init_unset(Gpt *m, Arena *a, const GptConfig *cfg);
 void nn_gpt_free(Gpt *m);
 /* idx (B, T) token ids in [0, vocab_size), T <= block_size -> logits (B, T, vocab_size) */
 Tensor *nn_gpt_forward(Tape *t, Gpt *m, const int *idx, int B, int T, Rng *rng);
@@ -170,7 +177,7 @@ GptConfig nn_gpt_options(const GptConfig *c);
 typedef struct GptCache {
     int B, max_T, len, width; /* width: 2 n_kv_head hs, a position's keys then values */
     int n_layer;
-    Real *kv[NN_MAX_LAYERS]; /* (B, max_T, width) */
+    Real **kv; /* n_layer of (B, max_T, width) */
 } GptCache;
 void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T);
 void nn_gpt_cache_free(GptCache *c);

@@ -61,7 +61,7 @@ NnHookPoint nn_hook_point_in(NnHookStack stack, NnHookKind kind, int layer) {
              (int)stack, NN_HOOK_N_STACKS);
     AG_CHECK(kind >= 0 && kind < NN_HOOK_N_KINDS, "nn_hook_point: kind %d outside [0, %d)",
              (int)kind, NN_HOOK_N_KINDS);
-    AG_CHECK(kinds[kind].per_layer ? layer >= 0 && layer < NN_MAX_LAYERS : layer == -1,
+    AG_CHECK(kinds[kind].per_layer ? layer >= 0 && layer < NN_GPT_MAX_LAYERS : layer == -1,
              "nn_hook_point: layer %d of %s (per layer: %d)", layer, kinds[kind].fmt,
              kinds[kind].per_layer);
     int rot = kind == NN_HOOK_ROT_Q || kind == NN_HOOK_ROT_K;
@@ -191,8 +191,9 @@ int nn_hook_find(const char *name, int n_layer, NnHookPoint *out) {
 
 void nn_hooks_init(NnHooks *h, int n_layer) {
     AG_CHECK_ARG(h);
-    AG_CHECK(n_layer >= 1 && n_layer <= NN_MAX_LAYERS, "nn_hooks_init: n_layer %d outside [1, %d]",
-             n_layer, NN_MAX_LAYERS);
+    AG_CHECK(n_layer >= 1 && n_layer <= NN_GPT_MAX_LAYERS,
+             "nn_hooks_init: n_layer %d outside [1, %d] (a build limit, NN_GPT_MAX_LAYERS)", n_layer,
+             NN_GPT_MAX_LAYERS);
     memset(h, 0, sizeof *h);
     h->n_layer = n_layer;
 }

@@ -134,7 +134,7 @@ typedef struct NnHooks {
     int n, cap;
     NnHookEntry *entries; /* in the order they were added: run in that order at a point */
     /* model-level points: layer 0 */
-    unsigned char on[NN_HOOK_N_STACKS][NN_HOOK_N_KINDS][NN_MAX_LAYERS];
+    unsigned char on[NN_HOOK_N_STACKS][NN_HOOK_N_KINDS][NN_GPT_MAX_LAYERS];
     int status;      /* AG_OK, or the first hook's failure */
     char error[512]; /* its message */
 } NnHooks;

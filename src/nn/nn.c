@@ -87,6 +87,7 @@ void nn_linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, 
     l->weight = nn_param(&s, "weight", 2, (int[]){out, in});
     l->bias = bias == NN_BIAS ? nn_param(&s, "bias", 1, (int[]){out}) : NULL;
     double bound = 1.0 / sqrt((double)in);
+    if (!b->rng) return; /* no stream: zeros, for a load to overwrite */
     rng_fill_uniform(b->rng, l->weight, -bound, bound);
     if (l->bias) rng_fill_uniform(b->rng, l->bias, -bound, bound);
 }
@@ -142,7 +143,7 @@ void nn_embedding_init(Embedding *e, NnBuilder *b, const char *name, int V, int 
     NnBuilder s = nn_scope(b, "%s", name);
     e->weight = nn_param(&s, "weight", 2, (int[]){V, C});
     e->padding_idx = padding_idx;
-    rng_fill_normal(b->rng, e->weight, 0, 1);
+    if (b->rng) rng_fill_normal(b->rng, e->weight, 0, 1);
     if (padding_idx >= 0)
         memset(e->weight->data + (size_t)padding_idx * C, 0, (size_t)C * sizeof(Real));
 }
@@ -170,7 +171,7 @@ void nn_positional_init(PositionalEncoding *pe, NnBuilder *b, const char *name, 
         /* PyTorch has no such module; we name it like an nn.Parameter of the model */
         NnBuilder s = nn_scope(b, "%s", name);
         pe->table = nn_param(&s, "weight", 2, (int[]){max_len, C});
-        rng_fill_normal(b->rng, pe->table, 0, 0.02);
+        if (b->rng) rng_fill_normal(b->rng, pe->table, 0, 0.02);
         return;
     }
     pe->table = tensor_new2(b->arena, max_len, C, "sinusoidal_positions");

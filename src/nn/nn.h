@@ -33,7 +33,9 @@ typedef struct NnBuilder {
     char scope[AG_NAME_LEN]; /* "" or "blocks.0.self_attn" */
 } NnBuilder;
 
-/* A builder at the top scope: parameters in arena a, registered in pl, initialised from rng */
+/* A builder at the top scope: parameters in arena a, registered in pl, initialised from rng;
+ * rng NULL: the module inits draw nothing and leave their weights zero (a model whose weights a
+ * load overwrites) */
 NnBuilder nn_builder(Arena *a, ParamList *pl, Rng *rng);
 /* b's builder with the scope "<b's scope>.<fmt...>" (or "<fmt...>" at the top; an empty
  * result keeps b's scope). A scope longer than AG_NAME_LEN - 1 characters aborts. */
@@ -268,6 +270,10 @@ Tensor *nn_decoder_layer(Tape *t, DecoderLayer *l, Tensor *x, Tensor *memory, co
  * with their final LayerNorms (encoder.norm, decoder.norm, as nn.Transformer), and a
  * generator Linear to the target vocabulary (optionally tied to tgt_embed.weight). ---- */
 #define NN_MAX_LAYERS 16
+/* The most blocks a GPT (gpt.h) may have: a build limit (the hooks' table, hooks.h, and the
+ * logit lens's readout, ../lens/logit.h, hold a slot per layer); the model and its cache are
+ * allocated per model. Published models stay well below it (GPT-2 XL 48, LLaMA 3 405B 126). */
+#define NN_GPT_MAX_LAYERS 256
 typedef struct Seq2SeqConfig {
     int src_vocab, tgt_vocab;
     int n_enc_layers, n_dec_layers;

@@ -330,6 +330,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_gpt_init, a, nn_gpt_init(&GPT, NULL, &R, &GPC))                                           \
     X(nn_gpt_init, rng, nn_gpt_init(&GPT, &A, NULL, &GPC))                                         \
     X(nn_gpt_init, cfg, nn_gpt_init(&GPT, &A, &R, NULL))                                           \
+    X(nn_gpt_init_unset, m, nn_gpt_init_unset(NULL, &A, &GPC))                                     \
+    X(nn_gpt_init_unset, a, nn_gpt_init_unset(&GPT, NULL, &GPC))                                   \
+    X(nn_gpt_init_unset, cfg, nn_gpt_init_unset(&GPT, &A, NULL))                                   \
     X(nn_gpt_free, m, nn_gpt_free(NULL))                                                           \
     X(nn_gpt_forward, t, nn_gpt_forward(NULL, &GPT, (int[]){0}, 1, 1, NULL))                       \
     X(nn_gpt_forward, m, nn_gpt_forward(&TP, NULL, (int[]){0}, 1, 1, NULL))                        \

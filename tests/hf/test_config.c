@@ -125,7 +125,7 @@ Test(hf_config, refuses_what_attograd_cannot_compute_naming_the_key_and_value) {
         {"n_embd", "2147483647",
          "\"n_embd\": 2147483647: outside [1, 65536], what attograd's GPT accepts (as in its "
          "checkpoints)"},
-        {"n_layer", "24", "\"n_layer\": 24: outside [1, 16]"},
+        {"n_layer", "300", "\"n_layer\": 300: outside [1, 256]"},
         {"layer_norm_epsilon", "0.75", "\"layer_norm_epsilon\": 0.75: outside [0, 0.5]"},
         {"attn_pdrop", "0.0",
          "\"resid_pdrop\" 0.1, \"embd_pdrop\" 0.1 and \"attn_pdrop\" 0 differ"},

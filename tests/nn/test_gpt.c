@@ -2,10 +2,12 @@
  * gradient check of the whole model (every parameter, in the double build, with and without
  * dropout, grouped-query and untied variants), incremental decoding against the full forward, training
  * and resuming from a checkpoint to the bit, and the refusals (configurations, tokens, sizes);
- * in both styles, GPT-2's and LLaMA's. Then the options mixed (GptMix rows: RoPE, RMSNorm,
- * SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, ... in either style's names): each row's names and count,
- * its gradient check, its cached decoding and its checkpoint; checkpoints written before the
- * options existed; bad mixes abort naming the configuration.
+ * in both styles, GPT-2's and LLaMA's; published depths (48 blocks, the build limit) and a
+ * model made for a load (nn_gpt_init_unset). Then the options mixed (GptMix rows: RoPE,
+ * RMSNorm, SwiGLU, ReLU, GELU tanh or no MLP, biases, post-LN, parallel blocks, partial
+ * rotary, ... in either style's names): each row's names and count, its gradient check, its
+ * cached decoding and its checkpoint; checkpoints written before the options existed; bad
+ * mixes abort naming the configuration.
  * The comparison with a nanoGPT model in PyTorch is tests/nn/torch_compare.py (section 4).
  * Not here: the ops' own checks (tests/autograd). */
 #include <criterion/criterion.h>
@@ -711,6 +713,71 @@ Test(nn_gpt, a_checkpoint_without_the_option_fields_loads_as_its_style) {
         npz_free(f);
         nn_gpt_free(&m);
         arena_free(a);
+    }
+    ts_rm_tree(dir);
+}
+
+/* Published depths: a 48-block model (GPT-2 XL's) builds, runs with hooks and caches; past
+ * the build limit the refusal says it is one */
+Test(nn_gpt, a_model_of_gpt2_xls_48_layers_runs_with_hooks_and_a_cache) {
+    GptConfig c = tiny;
+    c.n_layer = 48, c.block_size = 9;
+    check_cache(&c);
+    TsGpt e = ts_gpt_new(&c, 2, 0.2, 0, 2, 5);
+    NnHooks h;
+    nn_hooks_init(&h, c.n_layer);
+    int calls = 0;
+    cr_assert_eq(nn_hooks_add(&h, "blocks.*.hook_resid_post", ts_count_hook, &calls), 48);
+    cr_assert(nn_gpt_forward_hooked(e.t, &e.m, e.ids, 2, 5, NULL, &h), "%s", ag_last_error());
+    cr_assert_eq(calls, 48);
+    nn_hooks_free(&h);
+    ts_gpt_free(&e);
+    c.n_layer = NN_GPT_MAX_LAYERS + 1;
+    cr_assert_eq(nn_gpt_check_config(&c, NULL), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "n_layer 257 outside [1, 256] (256: a build limit, "
+                                      "NN_GPT_MAX_LAYERS in src/nn/nn.h)"),
+              "%s", ag_last_error());
+}
+
+/* nn_gpt_init_unset: nn_gpt_init's parameters (names, shapes, order) without the draws (norm
+ * weights 1, the rest 0); a checkpoint loaded into it gives the saved model's logits to the bit */
+Test(nn_gpt, a_model_made_for_a_load_draws_nothing_and_loads_to_the_bit) {
+    const GptConfig cs[] = {
+        {.vocab_size = 7, .block_size = 6, .n_layer = 2, .n_head = 2, .n_embd = 8},
+        {.style = NN_LLAMA, .vocab_size = 7, .block_size = 6, .n_layer = 2, .n_head = 2,
+         .n_embd = 8, .untied = 1, .pos = NN_GPT_POS_LEARNED},
+    };
+    char dir[64], path[600];
+    ts_tmp_dir(dir, sizeof dir, "gptunset");
+    ts_join(path, dir, "m.npz");
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        TsGpt e = ts_gpt_new(&cs[k], 5, 0.2, 0.1, 2, 6);
+        Checkpoint ck = {.params = &e.m.params, .config = nn_gpt_ckpt_config(&e.m.cfg)};
+        cr_assert_eq(ckpt_save(path, &ck, 1, NULL), AG_OK, "%s", ag_last_error());
+        Arena *a = arena_new("params", 0);
+        Gpt m;
+        nn_gpt_init_unset(&m, a, &cs[k]);
+        cr_assert_eq(m.params.n, e.m.params.n);
+        for (int i = 0; i < m.params.n; i++) {
+            const Tensor *p = m.params.items[i], *q = e.m.params.items[i];
+            cr_assert_str_eq(p->name, q->name);
+            cr_assert(p->size == q->size && p->ndim == q->ndim);
+            int norm = strstr(p->name, "norm") || strstr(p->name, "ln_");
+            int weight = strstr(p->name, ".weight") != NULL;
+            for (size_t j = 0; j < p->size; j++)
+                cr_assert(p->data[j] == (norm && weight ? 1 : 0), "%s[%zu] = %g", p->name, j,
+                          (double)p->data[j]);
+        }
+        Checkpoint ck2 = {.params = &m.params, .config = nn_gpt_ckpt_config(&m.cfg)};
+        cr_assert_eq(ckpt_load(path, &ck2), AG_OK, "%s", ag_last_error());
+        ag_no_grad(e.t, 1);
+        Real *want = ts_values(nn_gpt_forward(e.t, &e.m, e.ids, 2, 6, NULL));
+        Tensor *y = nn_gpt_forward(e.t, &m, e.ids, 2, 6, NULL);
+        cr_assert(memcmp(want, y->data, y->size * sizeof(Real)) == 0, "other logits");
+        free(want);
+        nn_gpt_free(&m);
+        arena_free(a);
+        ts_gpt_free(&e);
     }
     ts_rm_tree(dir);
 }
