@@ -231,10 +231,8 @@ int hf_load(const char *dir, Arena *a, Gpt *m) {
     if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
     StSet *s = NULL;
     if ((rc = st_open(dir, &s, NULL)) != AG_OK) return rc;
-    Rng init;
-    rng_seed(&init, 1);
     cfg.dropout = 0; /* a published model runs as in evaluation; training sets its own */
-    nn_gpt_init(m, a, &init, &cfg);
+    nn_gpt_init_unset(m, a, &cfg); /* no draws: every weight is loaded below */
     int bare = cfg.style == NN_GPT2 && !st_set_find(s, "transformer.wte.weight");
     unsigned char *used = calloc((size_t)s->n + 1, 1);
     AG_CHECK(used, "hf_load: out of memory");
