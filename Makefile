@@ -660,7 +660,7 @@ memcheck-run: $(TRANSLATE_BIN) $(B)/data/gen
 # fuzz/regressions/<harness>/ with the same harnesses built by the default toolchain.
 FUZZ_SECONDS ?= 60
 FUZZ_HARNESSES := npy npz checkpoint tsv vocab cli tokenizer bpe shard gpt prompts safetensors \
-    hf_config
+    hf_config hf_load
 FUZZ_HARNESSES += hf_tokenizer
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_B := build/fuzz

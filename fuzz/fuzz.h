@@ -1,6 +1,6 @@
 /* fuzz.h: what the fuzz harnesses share. Each fuzz/<name>.c defines LLVMFuzzerTestOneInput for
  * one input path of attograd (npy, npz, checkpoint, tsv, vocab, cli, tokenizer, bpe, shard,
- * safetensors, hf_config, and attograd-gpt's gpt (its checkpoints) and prompts (--prompts files));
+ * safetensors, hf_config, hf_load, and attograd-gpt's gpt (its checkpoints) and prompts (--prompts files));
  * clang's libFuzzer drives it (make fuzz), and fuzz/replay.c drives it from gcc over the saved
  * inputs of fuzz/regressions/<name>/ (make test).
  * The harnesses check more than "no crash": every failure must be a known AG_ERR_* code with a

@@ -273,10 +273,30 @@ static void safetensors_seeds(void) {
     st_writer_free(w);
 }
 
+/* ---- hf_load: a byte choosing the configuration, then weights transformers wrote ---- */
+static void hf_load_seeds(void) {
+    static const char *const files[] = {"tests/fixtures/hf/gpt2_gelu/model.safetensors",
+                                        "tests/fixtures/hf/llama_tied/model.safetensors",
+                                        "tests/fixtures/hf/neox/model.safetensors"};
+    static const char *const names[] = {"gpt2_gelu", "llama_tied", "neox"};
+    for (int k = 0; k < 3; k++) {
+        size_t n;
+        unsigned char *b = slurp(files[k], &n), *s = malloc(n + 1);
+        s[0] = (unsigned char)k;
+        memcpy(s + 1, b, n);
+        put("hf_load", names[k], s, n + 1);
+        free(s);
+        free(b);
+    }
+}
+
 /* ---- hf_config: configurations transformers wrote (tests/fixtures/hf) ---- */
 static void hf_config_seeds(void) {
     put_file("hf_config", "tiny_gelu.json", "tests/fixtures/hf/tiny_gelu/config.json");
     put_file("hf_config", "gpt2_default.json", "tests/fixtures/hf/gpt2_default/config.json");
+    put_file("hf_config", "llama.json", "tests/fixtures/hf/llama/config.json");
+    put_file("hf_config", "llama_tied.json", "tests/fixtures/hf/llama_tied/config.json");
+    put_file("hf_config", "neox.json", "tests/fixtures/hf/neox/config.json");
 }
 
 /* ---- hf_tokenizer: tokenizer.json files the tokenizers library wrote (tests/fixtures) ---- */
@@ -368,5 +388,6 @@ int main(int argc, char **argv) {
     safetensors_seeds();
     hf_config_seeds();
     hf_tokenizer_seeds();
+    hf_load_seeds();
     return 0;
 }

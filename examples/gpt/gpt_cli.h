@@ -52,8 +52,16 @@ typedef struct GpModel {
     TxtTokenizer *tok;
     int64_t step;
 } GpModel;
-int gp_model_load(GpModel *g, const char *path);
+int gp_model_load(GpModel *g, const char *path); /* a folder: gp_hf_model_load */
 void gp_model_free(GpModel *g);
+
+/* ---- Hugging Face folders (hf.c): --model DIR, export --format hf ---- */
+#define GP_HF_TOKENIZER "attograd-tokenizer.bin" /* attograd's tokenizer in a folder */
+int gp_is_folder(const char *path);
+/* dir's model (hf_load) and attograd's tokenizer saved beside it; errors name dir */
+int gp_hf_model_load(GpModel *g, const char *dir);
+/* config.json + model.safetensors (hf_save) and GP_HF_TOKENIZER into dir */
+int gp_hf_export(const GpModel *g, const char *dir);
 
 /* ---- what the lens commands share (lens.c) ---- */
 

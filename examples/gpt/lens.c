@@ -202,8 +202,10 @@ int gp_refail(int rc, const char *prefix) {
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
-                    "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0}};
-    int n = 1, help;
+                    "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0},
+                   {"model", FLAG_PATH, &c->ckpt, "DIR",
+                    "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL, 0}};
+    int n = 2, help;
     if (parts & GP_LENS_ROWS) {
         fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
                          0,        0,         NULL,       0};
@@ -233,7 +235,7 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
         return 1;
     }
     if (rc == AG_OK && (!c->ckpt || !c->out))
-        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE and --out FILE are required");
+        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out FILE are required");
     if (rc == AG_OK && !c->good != !c->bad)
         rc = ag_fail(AG_ERR_ARG, "--good and --bad go together");
     return rc;

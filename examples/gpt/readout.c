@@ -305,23 +305,37 @@ int gp_export(int argc, char **argv) {
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
          0},
-        {"format", FLAG_PATH, &format, "NAME", "transformer-lens (the only one)", 0, 0, NULL, 0},
-        {"out", FLAG_PATH, &out, NULL, "the .npz to write (its config: .json beside it)", 0, 0,
-         NULL, 0},
+        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
+         0},
+        {"format", FLAG_PATH, &format, "NAME",
+         "transformer-lens, or hf (a folder transformers loads)", 0, 0, NULL, 0},
+        {"out", FLAG_PATH, &out, NULL,
+         "the .npz to write (its config: .json beside it); hf: the folder", 0, 0, NULL, 0},
     };
-    int help, rc = gp_parse(argc, argv, 2, fl, 3, &help);
+    int help, rc = gp_parse(argc, argv, 2, fl, 4, &help);
     if (help) {
         gp_usage("export",
                  "writes the model in TransformerLens's HookedTransformer state-dict "
                  "layout (float32 .npz)\nand its HookedTransformerConfig (.json beside "
                  "it); docs/lens.md has the loading code",
-                 fl, 3);
+                 fl, 4);
         return RUN_EXIT_OK;
     }
     if (rc == AG_OK && (!ckpt || !out))
-        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE and --out FILE are required");
-    if (rc == AG_OK && strcmp(format, "transformer-lens") != 0)
-        rc = ag_fail(AG_ERR_ARG, "--format %s: only transformer-lens", format);
+        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out are required");
+    int hf = rc == AG_OK && strcmp(format, "hf") == 0;
+    if (rc == AG_OK && !hf && strcmp(format, "transformer-lens") != 0)
+        rc = ag_fail(AG_ERR_ARG, "--format %s: transformer-lens or hf", format);
+    if (hf) {
+        GpModel g = {0};
+        rc = gp_model_load(&g, ckpt);
+        if (rc == AG_OK && (rc = gp_hf_export(&g, out)) == AG_ERR_ARG) rc = gp_refail(rc, ckpt);
+        if (rc == AG_OK)
+            printf("%s: %s as a Hugging Face folder (config.json, model.safetensors, %s)\n", out,
+                   ckpt, GP_HF_TOKENIZER);
+        gp_model_free(&g);
+        return gp_lens_finish(rc, "export");
+    }
     GpModel g = {0};
     GptConfig cfg = {0};
     char *json = NULL;

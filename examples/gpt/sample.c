@@ -12,6 +12,7 @@
 #define GP_MAX_PROMPT ((size_t)1 << 20) /* bytes of a prompt (stdin or --prompt) */
 
 int gp_model_load(GpModel *g, const char *path) {
+    if (gp_is_folder(path)) return gp_hf_model_load(g, path);
     memset(g, 0, sizeof *g);
     NpzFile *f;
     GptConfig mc = {0};
@@ -99,6 +100,8 @@ int gp_sample(int argc, char **argv) {
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
          0},
+        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
+         0},
         {"prompt", FLAG_STR, &prompt, NULL, "the text to continue (else: stdin)", 0, 0, NULL, 0},
         {"temperature", FLAG_DOUBLE, &s.temperature, NULL, "0: the most likely token", 0, 100, NULL,
          0},
@@ -116,7 +119,7 @@ int gp_sample(int argc, char **argv) {
         gp_usage("sample", "continues a prompt, streaming the tokens to stdout", fl, n_fl);
         return RUN_EXIT_OK;
     }
-    if (rc == AG_OK && !ckpt) rc = ag_fail(AG_ERR_ARG, "--ckpt FILE is required");
+    if (rc == AG_OK && !ckpt) rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) is required");
     char *text = NULL;
     size_t n = 0;
     if (rc == AG_OK && prompt) {
@@ -218,6 +221,8 @@ int gp_eval(int argc, char **argv) {
     int batch = 64, threads = 0;
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint", 0, 0, NULL, 0},
+        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
+         0},
         {"data", FLAG_PATH, &data, NULL, "the prepared folder: its valid.bin is evaluated", 0, 0,
          NULL, 0},
         {"batch|batch-size", FLAG_INT, &batch, NULL, "windows a forward pass", 1, 1 << 16, NULL, 0},
@@ -229,7 +234,8 @@ int gp_eval(int argc, char **argv) {
         gp_usage("eval", "the loss over the whole of DATA/valid.bin, and bits per byte", fl, n_fl);
         return RUN_EXIT_OK;
     }
-    if (rc == AG_OK && (!ckpt || !data)) rc = ag_fail(AG_ERR_ARG, "--ckpt and --data are required");
+    if (rc == AG_OK && (!ckpt || !data))
+        rc = ag_fail(AG_ERR_ARG, "--ckpt (or --model) and --data are required");
     GpModel g = {0};
     if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
     int *ids = NULL;

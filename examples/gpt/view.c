@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "gpt_cli.h"
-#include "translate.h" /* tr_malloc */
 
 /* appends token id's bytes as a JSON string */
 static void token_str(ViewBuf *b, const GpModel *g, int id) {
@@ -23,7 +22,7 @@ static void token_str(ViewBuf *b, const GpModel *g, int id) {
 /* "attention": the patterns of every row, the detector scores of each */
 static void attention_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r) {
     int L = g->m.cfg.n_layer, NH = g->m.cfg.n_head, K = LENS_N_HEAD_KINDS;
-    double *sc = tr_malloc((size_t)K * L * NH * sizeof(double));
+    double *sc = ex_malloc((size_t)K * L * NH * sizeof(double));
     view_key(b, "attention");
     view_raw(b, "[{");
     view_key(b, "name");
@@ -93,8 +92,8 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
     Tensor *logits = nn_gpt_forward_hooked(t, &g->m, r->ids, r->B, T, NULL, &h); /* (B, T, V) */
     nn_hooks_free(&h);
     AG_CHECK(logits, "view: a hook failed: %s", ag_last_error());
-    double *p = tr_malloc((size_t)V * sizeof(double)), *loss = tr_malloc((size_t)r->B * T * 8),
-           *next = tr_malloc((size_t)r->B * T * 8);
+    double *p = ex_malloc((size_t)V * sizeof(double)), *loss = ex_malloc((size_t)r->B * T * 8),
+           *next = ex_malloc((size_t)r->B * T * 8);
     view_key(b, "tokens");
     view_raw(b, "{\"prompts\":[");
     for (int row = 0; row < r->B; row++) {
@@ -163,7 +162,7 @@ int gp_view(int argc, char **argv) {
         {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
-    char **pos = tr_calloc((size_t)argc + 1, sizeof(char *));
+    char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
     int rc = flag_parse(fl, n, argc - 2, argv + 2, pos, &npos);
     if (rc == FLAG_HELP) {
         gp_usage("view",

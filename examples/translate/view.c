@@ -35,11 +35,11 @@ static void words(ViewBuf *b, const TrVocab *v, const int *ids, int n) {
 static int model_json(ViewBuf *b, Translator *tr, const TrLensRows *r, int top_k) {
     int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
     int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS, S = r->S, T = r->T;
-    double *enc = tr_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
-    double *dec = tr_calloc((size_t)K * LD * NH, sizeof(double));
-    double *cross = tr_calloc((size_t)LD * NH, sizeof(double));
-    double *loss = tr_malloc((size_t)r->B * T * sizeof(double));
-    double *prob = tr_malloc((size_t)r->B * T * sizeof(double)), *p = NULL;
+    double *enc = ex_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
+    double *dec = ex_calloc((size_t)K * LD * NH, sizeof(double));
+    double *cross = ex_calloc((size_t)LD * NH, sizeof(double));
+    double *loss = ex_malloc((size_t)r->B * T * sizeof(double));
+    double *prob = ex_malloc((size_t)r->B * T * sizeof(double)), *p = NULL;
     ViewBuf set[3] = {{0}}, tok = {0}; /* encoder self, decoder self, cross; the tokens */
     int rc = AG_OK;
     for (int row = 0; rc == AG_OK && row < r->B; row++) {
@@ -47,8 +47,8 @@ static int model_json(ViewBuf *b, Translator *tr, const TrLensRows *r, int top_k
         lens_detect_seq2seq(tr->tape, &tr->model, src, S, tgt, 1, T, NULL, enc, dec, cross);
         /* src: the source + EOS, tgt: BOS + the target; tr_forward_pair adds both itself */
         Tensor *logits = tr_forward_pair(tr, src, S - 1, tgt + 1, T - 1); /* (1, T, V) */
-        if ((rc = tr_tensor_finite(logits, "logits", NULL)) != AG_OK) {
-            rc = tr_not_finite(rc, tr->path, tr->tape);
+        if ((rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK) {
+            rc = ex_not_finite(rc, tr->path, tr->tape);
             break;
         }
         for (int s = 0; s < 3; s++) {
@@ -83,7 +83,7 @@ static int model_json(ViewBuf *b, Translator *tr, const TrLensRows *r, int top_k
          * EOS at the end): the strip shows next, each word with the loss of predicting it */
         const int *next = r->next + (size_t)row * T;
         int V = logits->shape[2];
-        if (!p) p = tr_malloc((size_t)V * sizeof(double));
+        if (!p) p = ex_malloc((size_t)V * sizeof(double));
         view_raw(&tok, row ? ",{\"tok\":" : "{\"tok\":");
         words(&tok, &tr->tgt, next, T);
         view_raw(&tok, ",\"top\":[");
@@ -151,7 +151,7 @@ int tr_view_main(int argc, char **argv) {
          4096, NULL, 0},
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
-    char **pos = tr_calloc((size_t)argc + 1, sizeof(char *));
+    char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
     int rc = flag_parse(fl, n, argc, argv, pos, &npos);
     if (rc == FLAG_HELP) {
         printf("usage: %s view [flags] [--runs DIR...]\n"

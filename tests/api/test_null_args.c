@@ -680,6 +680,16 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(hf_gpt2_config_from_text, text, hf_gpt2_config_from_text(NULL, 0, "x", &GPC))                \
     X(hf_gpt2_config_from_text, label, hf_gpt2_config_from_text("{}", 2, NULL, &GPC))              \
     X(hf_gpt2_config_from_text, out, hf_gpt2_config_from_text("{}", 2, "x", NULL))                 \
+    X(hf_config, path, hf_config(NULL, &GPC))                                                      \
+    X(hf_config, out, hf_config("x", NULL))                                                        \
+    X(hf_config_from_text, text, hf_config_from_text(NULL, 0, "x", &GPC))                          \
+    X(hf_config_from_text, label, hf_config_from_text("{}", 2, NULL, &GPC))                        \
+    X(hf_config_from_text, out, hf_config_from_text("{}", 2, "x", NULL))                           \
+    X(hf_load, dir, hf_load(NULL, &A, &GPT))                                                       \
+    X(hf_load, a, hf_load("x", NULL, &GPT))                                                        \
+    X(hf_load, m, hf_load("x", &A, NULL))                                                          \
+    X(hf_save, m, hf_save(NULL, "x"))                                                              \
+    X(hf_save, dir, hf_save(&GPT, NULL))                                                           \
     /* text.h */                                                                                   \
     X(txt_char_new, text, txt_char_new(NULL, 1))                                                   \
     X(txt_bpe_train, text, txt_bpe_train(NULL, 1, 300, TXT_SPLIT_NONE, "x", NULL))                 \

@@ -851,3 +851,47 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
     free(ck_bytes);
     ts_rm_tree(dir);
 }
+
+/* export --format hf, then --model DIR: the same samples and the same valid loss as --ckpt,
+ * for a GPT-2-style and a LLaMA-style model with grouped-query heads (docs/hf.md) */
+Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
+    static const char *const styles[][5] = {{"--max-iters", "20", NULL},
+                                            {"--max-iters", "20", "--llama", "--n-kv-head", "1"}};
+    for (int k = 0; k < 2; k++) {
+        char dir[256], run_dir[512], ck[512], hf[512], data[512];
+        ts_tmp_dir(dir, sizeof dir, "gpt-hf");
+        prepare(dir, "char");
+        ts_join(run_dir, dir, "run");
+        const char *extra[8] = {0};
+        for (int i = 0; i < 5 && styles[k][i]; i++) extra[i] = styles[k][i];
+        train(dir, run_dir, extra);
+        ts_join(ck, run_dir, "best.npz");
+        ts_join(hf, dir, "hf");
+        ts_join(data, dir, "data");
+        const char *ex[] = {"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL};
+        TsRun r = run(dir, ex);
+        expect_ok(&r, "export --format hf");
+        ts_run_free(&r);
+        char *out[2][2];
+        for (int m = 0; m < 2; m++) {
+            const char *flag = m ? "--model" : "--ckpt", *src = m ? hf : ck;
+            const char *s[] = {"sample",       flag, src,      "--prompt", "the ",
+                               "--max-tokens", "30", "--seed", "3",        NULL};
+            r = run(dir, s);
+            expect_ok(&r, "sample");
+            out[m][0] = strdup(r.out);
+            ts_run_free(&r);
+            const char *e[] = {"eval", flag, src, "--data", data, NULL};
+            r = run(dir, e);
+            expect_ok(&r, "eval");
+            cr_assert(strstr(r.out, "valid loss") && strchr(r.out, ';'), "%s", r.out);
+            out[m][1] = strndup(strstr(r.out, "valid loss"),
+                                (size_t)(strchr(r.out, ';') - strstr(r.out, "valid loss")));
+            ts_run_free(&r);
+        }
+        cr_assert_str_eq(out[0][0], out[1][0]);
+        cr_assert_str_eq(out[0][1], out[1][1]);
+        for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
+        ts_rm_tree(dir);
+    }
+}

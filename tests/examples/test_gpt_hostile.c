@@ -527,3 +527,58 @@ Test(hostile_sweep, every_command_exits_0_or_2_on_hostile_files_and_paths, .time
     cr_assert_eq(bad, 0, "%d of %d runs exited with neither 0 nor 2 (see above)", bad, runs);
     ts_rm_tree(dir);
 }
+
+/* --model DIR on damaged Hugging Face folders: exit 2 naming the folder, the key or tensor and
+ * the reason, for every subcommand that takes it; a folder nothing damaged loads */
+Test(gpt_hostile, a_damaged_hf_folder_exits_2_naming_what_is_wrong) {
+    char dir[256], ck[512], hf[512], p[512], data[512];
+    tiny_model(dir, sizeof dir, "gpt-hostile-hf");
+    ts_join(ck, dir, "run/last.npz");
+    ts_join(hf, dir, "hf");
+    ts_join(data, dir, "data");
+    ok(dir, (const char *[]){"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL});
+    ok(dir, (const char *[]){"eval", "--model", hf, "--data", data, NULL});
+    size_t n;
+    char *config = ts_read_text(ts_join(p, hf, "config.json"), &n);
+    /* a value attograd cannot compute */
+    char *bad = malloc(n + 64), *at = strstr(config, "\"activation_function\": \"gelu\"");
+    cr_assert(at, "%s", config);
+    sprintf(bad, "%.*s\"activation_function\": \"silu\"%s", (int)(at - config), config,
+            at + strlen("\"activation_function\": \"gelu\""));
+    ts_write_text(p, bad);
+    char out[512];
+    ts_join(out, dir, "o.npz");
+    const char *const *cmds[] = {
+        (const char *[]){"sample", "--model", hf, "--prompt", "abba", NULL},
+        (const char *[]){"eval", "--model", hf, "--data", data, NULL},
+        (const char *[]){"cache", "--model", hf, "--prompt", "abba", "--out", out, NULL},
+        (const char *[]){"ablate", "--model", hf, "--prompt", "abba", "--out", out, NULL},
+        (const char *[]){"patch", "--model", hf, "--clean", "ab", "--corrupt", "ba", "--out", out,
+                         NULL},
+        (const char *[]){"detect", "--model", hf, "--prompt", "abba", "--out", out, NULL},
+        (const char *[]){"lens", "--model", hf, "--prompt", "abba", "--token", "a", "--out", out,
+                         NULL},
+        (const char *[]){"export", "--model", hf, "--out", out, NULL}};
+    for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++)
+        refused(dir, cmds[k],
+                (const char *[]){"config.json", "\"activation_function\": \"silu\"", NULL});
+    /* a weight missing: another folder's config over these weights */
+    at = strstr(config, "\"n_layer\": 2");
+    cr_assert(at, "%s", config);
+    sprintf(bad, "%.*s\"n_layer\": 3%s", (int)(at - config), config, at + strlen("\"n_layer\": 2"));
+    ts_write_text(p, bad);
+    refused(dir, (const char *[]){"sample", "--model", hf, "--prompt", "a", NULL},
+            (const char *[]){"tensor 'transformer.h.2.ln_1.weight' is missing", NULL});
+    /* the weights file truncated */
+    ts_write_text(p, config);
+    char w[512];
+    size_t wn;
+    char *bytes = ts_slurp(ts_join(w, hf, "model.safetensors"), &wn);
+    ts_write_bytes(w, bytes, wn - 5);
+    refused(dir, (const char *[]){"sample", "--model", hf, "--prompt", "a", NULL},
+            (const char *[]){"model.safetensors", "truncated", NULL});
+    free(bytes);
+    free(bad);
+    free(config);
+    ts_rm_tree(dir);
+}

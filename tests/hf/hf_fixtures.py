@@ -6,7 +6,7 @@ with transformers (pip install transformers; torch is not needed for configurati
 
   tiny_gelu/     a 2-layer GPT-2 (vocabulary 96, context 32, width 16, 4 heads) with the exact
                  GELU ("gelu"), which attograd reads
-  gpt2_default/  GPT2Config's defaults (GPT-2 small, "gelu_new"), which attograd refuses
+  gpt2_default/  GPT2Config's defaults (GPT-2 small, "gelu_new"), which attograd reads
 """
 import os
 import sys

@@ -1,6 +1,6 @@
 /* test_config.c: a GPT-2's config.json into a GptConfig (src/hf/config.c): the configurations
  * transformers itself wrote (tests/fixtures/hf/, by tests/hf/hf_fixtures.py: a tiny GPT-2 with
- * the exact GELU, and GPT2Config's defaults, whose "gelu_new" is refused), then one change at a
+ * the exact GELU, and GPT2Config's defaults, GPT-2 small's with "gelu_new"), then one change at a
  * time to the tiny one: every key attograd cannot honour refused naming the key and the value. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -35,15 +35,35 @@ Test(hf_config, reads_the_configuration_transformers_writes) {
     }
 }
 
-Test(hf_config, refuses_gpt2s_own_tanh_gelu_naming_it) {
+Test(hf_config, reads_gpt2s_own_tanh_gelu) {
     GptConfig c = {0};
-    int rc = hf_gpt2_config("tests/fixtures/hf/gpt2_default", &c);
-    cr_assert_eq(rc, AG_ERR_FORMAT);
-    cr_assert(strstr(ag_last_error(), "tests/fixtures/hf/gpt2_default/config.json: "
-                                      "\"activation_function\": \"gelu_new\": GELU's tanh "
-                                      "approximation is not supported"),
-              "%s", ag_last_error());
-    cr_assert_eq(c.vocab_size, 0, "*out changed on failure");
+    cr_assert_eq(hf_gpt2_config("tests/fixtures/hf/gpt2_default", &c), AG_OK, "%s",
+                 ag_last_error());
+    cr_assert(c.mlp == NN_GPT_MLP_GELU_TANH && c.n_layer == 12 && c.n_embd == 768 &&
+              c.vocab_size == 50257 && c.block_size == 1024);
+    /* the other spellings of the activations attograd computes */
+    static const struct {
+        const char *act;
+        NnGptMlp mlp;
+    } acts[] = {{"gelu_pytorch_tanh", NN_GPT_MLP_GELU_TANH},
+                {"gelu_new", NN_GPT_MLP_GELU_TANH},
+                {"gelu", NN_GPT_MLP_GELU},
+                {"relu", NN_GPT_MLP_RELU}};
+    for (size_t k = 0; k < sizeof acts / sizeof *acts; k++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"activation_function\": \"%s\"}",
+                 acts[k].act);
+        memset(&c, 0, sizeof c);
+        cr_assert_eq(hf_gpt2_config_from_text(text, strlen(text), "t", &c), AG_OK, "%s",
+                     ag_last_error());
+        cr_assert_eq(c.mlp, acts[k].mlp, "%s", acts[k].act);
+    }
+    /* absent: transformers' default, gelu_new */
+    memset(&c, 0, sizeof c);
+    cr_assert_eq(hf_gpt2_config_from_text("{\"model_type\": \"gpt2\"}", 22, "t", &c), AG_OK, "%s",
+                 ag_last_error());
+    cr_assert_eq(c.mlp, NN_GPT_MLP_GELU_TANH);
 }
 
 /* the tiny configuration with "key": value replaced (or added; value NULL: removed) */
@@ -77,13 +97,10 @@ Test(hf_config, refuses_what_attograd_cannot_compute_naming_the_key_and_value) {
     static const struct {
         const char *key, *value, *msg;
     } cases[] = {
-        {"activation_function", "\"relu\"",
-         "\"activation_function\": \"relu\": not supported: attograd's GPT-2 MLP computes "
-         "\"gelu\""},
-        {"activation_function", "\"gelu_pytorch_tanh\"", "GELU's tanh approximation"},
-        {"activation_function", NULL,
-         "\"activation_function\": (absent): transformers' default is "
-         "\"gelu_new\""},
+        {"activation_function", "\"silu\"",
+         "\"activation_function\": \"silu\": not supported: attograd's GPT-2 MLP computes "
+         "\"gelu\", \"gelu_new\""},
+        {"activation_function", "\"gelu_fast\"", "its constants are rounded"},
         {"model_type", "\"llama\"", "\"model_type\": \"llama\": not a GPT-2 configuration"},
         {"model_type", NULL, "\"model_type\": (absent): a configuration names its model type"},
         {"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}",

@@ -1,0 +1,358 @@
+/* test_load.c: Hugging Face folders into attograd's GPT (src/hf/weights.c) and back. The
+ * folders of tests/fixtures/hf/ were written by transformers (tests/hf/make_hf_fixtures.py,
+ * run by hand) with the logits it computes in float64 for fixed ids (expected.safetensors):
+ * attograd's forward of the loaded model must give them to 1e-4 (float build) or 1e-10
+ * (double). Then an export written by hf_save reads back with the same bits of every weight,
+ * and what cannot be loaded is refused naming the folder, the tensor and the reason. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "files.h"
+
+#define FX "tests/fixtures/hf/"
+#define TOL (sizeof(Real) == sizeof(double) ? 1e-10 : 1e-4)
+
+/* the largest |attograd - transformers| over the logits of dir's expected ids, relative to
+ * 1 + |transformers'| */
+static double logits_error(const char *dir, Gpt *m) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    StFile *f;
+    cr_assert_eq(st_read(path, &f, NULL), AG_OK, "%s", ag_last_error());
+    const StTensor *ids = st_find(f, "ids"), *lg = st_find(f, "logits");
+    cr_assert(ids && lg && ids->ndim == 2 && lg->ndim == 3 && lg->dtype == ST_F64);
+    int B = (int)ids->shape[0], T = (int)ids->shape[1], V = (int)lg->shape[2];
+    cr_assert_eq(V, m->cfg.vocab_size);
+    int *idx = malloc(sizeof(int) * B * T);
+    for (int i = 0; i < B * T; i++) idx[i] = (int)st_value(ids, i);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    ag_no_grad(t, 1);
+    Tensor *y = nn_gpt_forward(t, m, idx, B, T, NULL);
+    cr_assert_eq(y->size, lg->count);
+    double worst = 0;
+    for (size_t i = 0; i < y->size; i++) {
+        double want = st_value(lg, i), e = fabs((double)y->data[i] - want) / (1 + fabs(want));
+        if (!(e <= worst)) worst = e; /* a NaN wins */
+    }
+    ag_tape_free(t);
+    free(idx);
+    st_free(f);
+    return worst;
+}
+
+static void matches(const char *dir) {
+    Arena *a = arena_new("params", 0);
+    Gpt m;
+    cr_assert_eq(hf_load(dir, a, &m), AG_OK, "%s: %s", dir, ag_last_error());
+    double e = logits_error(dir, &m);
+    cr_assert(e <= TOL, "%s: logits differ from transformers' by %.3g (tolerance %.0e)", dir, e,
+              TOL);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+Test(hf_load, gpt2_with_gelu_new_matches_transformers) { matches(FX "gpt2"); }
+Test(hf_load, gpt2_with_the_exact_gelu_matches_transformers) { matches(FX "gpt2_gelu"); }
+Test(hf_load, gpt2_keys_without_transformer_prefix) { matches(FX "gpt2_bare"); }
+Test(hf_load, llama_grouped_query_sharded_matches_transformers) { matches(FX "llama"); }
+Test(hf_load, llama_tied_matches_transformers) { matches(FX "llama_tied"); }
+
+Test(hf_load, neox_parallel_partial_rotary_matches_transformers) { matches(FX "neox"); }
+Test(hf_load, neox_sequential_matches_transformers) { matches(FX "neox_sequential"); }
+
+Test(hf_load, reads_neoxs_configuration) {
+    GptConfig c;
+    cr_assert_eq(hf_config(FX "neox", &c), AG_OK, "%s", ag_last_error());
+    cr_assert(c.style == NN_GPT2 && c.pos == NN_GPT_POS_ROPE && c.norm == NN_GPT_NORM_LAYER &&
+              c.mlp == NN_GPT_MLP_GELU && c.bias == NN_GPT_BIAS_ON && c.parallel_residual == 1 &&
+              c.rotary_dim == 2 && c.untied == 1 && c.n_embd == 32 && c.n_head == 4 &&
+              c.ffn_hidden == 64 && c.rope_base == 10000);
+    cr_assert_eq(hf_config(FX "neox_sequential", &c), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(c.parallel_residual, 0);
+}
+
+Test(hf_load, reads_llamas_configuration) {
+    GptConfig c;
+    cr_assert_eq(hf_config(FX "llama", &c), AG_OK, "%s", ag_last_error());
+    cr_assert(c.style == NN_LLAMA && c.n_head == 4 && c.n_kv_head == 2 && c.n_embd == 16 &&
+              c.ffn_hidden == 40 && c.rope_base == 500000.0 && c.norm_eps == 1e-6 &&
+              c.untied == 1 && c.block_size == 32 && c.vocab_size == 96);
+    cr_assert_eq(hf_config(FX "llama_tied", &c), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(c.untied, 0);
+}
+
+/* dir's model written by hf_save into a fresh folder and read back: every weight the same bits */
+static void round_trip(Gpt *m) {
+    char tmp[256];
+    ts_tmp_dir(tmp, sizeof tmp, "hfsave");
+    cr_assert_eq(hf_save(m, tmp), AG_OK, "%s", ag_last_error());
+    Arena *b = arena_new("params", 0);
+    Gpt back;
+    cr_assert_eq(hf_load(tmp, b, &back), AG_OK, "%s: %s", tmp, ag_last_error());
+    cr_assert_eq(back.params.n, m->params.n);
+    for (int i = 0; i < m->params.n; i++) {
+        const Tensor *p = m->params.items[i], *q = back.params.items[i];
+        cr_assert_str_eq(p->name, q->name);
+        cr_assert(p->size == q->size && memcmp(p->data, q->data, p->size * sizeof(Real)) == 0,
+                  "%s: not the same bits after hf_save and hf_load", p->name);
+    }
+    GptConfig c = nn_gpt_options(&m->cfg), d = nn_gpt_options(&back.cfg);
+    cr_assert(c.style == d.style && c.mlp == d.mlp && c.n_kv_head == d.n_kv_head &&
+              c.untied == d.untied && c.rope_base == d.rope_base && c.norm_eps == d.norm_eps &&
+              c.ffn_hidden == d.ffn_hidden && c.block_size == d.block_size);
+    nn_gpt_free(&back);
+    arena_free(b);
+    ts_rm_tree(tmp);
+}
+
+Test(hf_save, round_trips_the_fixtures_bit_for_bit) {
+    static const char *const dirs[] = {FX "gpt2_gelu", FX "llama", FX "llama_tied"};
+    for (int k = 0; k < 3; k++) {
+        Arena *a = arena_new("params", 0);
+        Gpt m;
+        cr_assert_eq(hf_load(dirs[k], a, &m), AG_OK, "%s", ag_last_error());
+        round_trip(&m);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+}
+
+Test(hf_save, round_trips_models_attograd_builds) {
+    GptConfig cs[] = {
+        {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8},
+        {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .untied = 1},
+        {.vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 8,
+         .mlp = NN_GPT_MLP_GELU_TANH},
+        {.style = NN_LLAMA,
+         .vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 4,
+         .n_kv_head = 2,
+         .n_embd = 16,
+         .rope_base = 777},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        Arena *a = arena_new("params", 0);
+        Rng rng;
+        rng_seed(&rng, 5 + k);
+        Gpt m;
+        nn_gpt_init(&m, a, &rng, &cs[k]);
+        round_trip(&m);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+}
+
+Test(hf_save, refuses_models_no_transformers_class_computes) {
+    GptConfig c = {.vocab_size = 40,
+                   .block_size = 8,
+                   .n_layer = 1,
+                   .n_head = 2,
+                   .n_embd = 8,
+                   .pos = NN_GPT_POS_ROPE};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 1);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    cr_assert_eq(hf_save(&m, "/nonexistent-never-written"), AG_ERR_ARG);
+    cr_assert(strstr(ag_last_error(), "positions other than learned"), "%s", ag_last_error());
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+/* ---- hostile folders ---- */
+
+/* a folder tmp holding config (text) and a copy of src's weights file */
+static void folder(char *tmp, size_t n, const char *config, const char *weights) {
+    ts_tmp_dir(tmp, n, "hfbad");
+    char p[512];
+    ts_write_text(ts_join(p, tmp, "config.json"), config);
+    if (weights) {
+        size_t len;
+        char *b = ts_slurp(weights, &len);
+        ts_write_bytes(ts_join(p, tmp, "model.safetensors"), b, len);
+        free(b);
+    }
+}
+
+static void refused(const char *config, const char *weights, int code, const char *want) {
+    char tmp[256];
+    folder(tmp, sizeof tmp, config, weights);
+    Arena *a = arena_new("params", 0);
+    Gpt m;
+    int rc = hf_load(tmp, a, &m);
+    cr_assert_eq(rc, code, "rc %d: %s", rc, ag_last_error());
+    cr_assert(strstr(ag_last_error(), want), "'%s' lacks '%s'", ag_last_error(), want);
+    arena_free(a);
+    ts_rm_tree(tmp);
+}
+
+/* the text of fixture dir's config.json with from replaced by to (once) */
+static char *config_with(const char *dir, const char *from, const char *to) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    size_t n;
+    char *s = ts_read_text(p, &n), *at = strstr(s, from);
+    cr_assert(at, "%s lacks %s", p, from);
+    char *r = malloc(n + strlen(to) + 1);
+    sprintf(r, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    free(s);
+    return r;
+}
+
+Test(hf_load, refuses_hostile_folders_naming_tensor_and_reason) {
+    char *c;
+    /* another model's weights: the first missing tensor named */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
+    refused(c, FX "llama_tied/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
+    free(c);
+    /* a width the weights do not have */
+    c = config_with(FX "gpt2_gelu", "\"n_inner\": null", "\"n_inner\": 32");
+    refused(c, FX "gpt2_gelu/model.safetensors", AG_ERR_SHAPE,
+            "tensor 'transformer.h.0.mlp.c_fc.weight' (");
+    free(c);
+    /* fewer layers than the weights: layer 1's tensors belong to nothing */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 1");
+    refused(c, FX "gpt2_gelu/model.safetensors", AG_ERR_FORMAT,
+            "is not a weight of a GPT2LMHeadModel");
+    free(c);
+    /* values attograd cannot compute, named with the key */
+    c = config_with(FX "llama", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"");
+    refused(c, NULL, AG_ERR_FORMAT, "\"hidden_act\": \"gelu\": attograd computes only \"silu\"");
+    free(c);
+    c = config_with(FX "llama", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"");
+    refused(c, NULL, AG_ERR_FORMAT, "only \"rope_type\": \"default\"");
+    free(c);
+    c = config_with(FX "llama", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+    refused(c, NULL, AG_ERR_FORMAT, "n_kv_head");
+    free(c);
+    c = config_with(FX "llama", "\"head_dim\": 4", "\"head_dim\": 8");
+    refused(c, NULL, AG_ERR_FORMAT, "\"head_dim\": 8");
+    free(c);
+    c = config_with(FX "llama", "\"use_cache\": true", "\"sliding_window\": 4096");
+    refused(c, NULL, AG_ERR_FORMAT, "\"sliding_window\": 4096: not a key");
+    free(c);
+    refused("{\"model_type\": \"mistral\"}", NULL, AG_ERR_FORMAT, "\"model_type\": \"mistral\"");
+    /* GPT-NeoX: an odd number of rotary columns, another activation, biases off */
+    c = config_with(FX "neox", "\"partial_rotary_factor\": 0.25",
+                    "\"partial_rotary_factor\": 0.375");
+    refused(c, NULL, AG_ERR_FORMAT, "0.375 of a head of 8 columns is 3 rotary columns");
+    free(c);
+    c = config_with(FX "neox", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"");
+    refused(c, NULL, AG_ERR_FORMAT, "\"hidden_act\": \"silu\": not supported");
+    free(c);
+    c = config_with(FX "neox", "\"attention_bias\": true", "\"attention_bias\": false");
+    refused(c, NULL, AG_ERR_FORMAT, "\"attention_bias\": false: attograd computes only true");
+    free(c);
+    /* GPT-NeoX's weights under a GPT-2 configuration: named */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
+    refused(c, FX "neox/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
+    free(c);
+    refused("[1]", NULL, AG_ERR_FORMAT, "not a JSON object");
+    /* no weights at all */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
+    refused(c, NULL, AG_ERR_IO, "");
+    free(c);
+    /* a weights file that is not one */
+    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
+    refused(c, FX "gpt2_gelu/config.json", AG_ERR_FORMAT, "model.safetensors");
+    free(c);
+}
+
+Test(hf_load, refuses_weights_that_are_not_finite) {
+    Arena *a = arena_new("params", 0);
+    Gpt m;
+    cr_assert_eq(hf_load(FX "gpt2_gelu", a, &m), AG_OK, "%s", ag_last_error());
+    Tensor *w = ag_params_find(&m.params, "transformer.h.1.ln_2.bias");
+    w->data[3] = NAN;
+    char tmp[256];
+    ts_tmp_dir(tmp, sizeof tmp, "hfnan");
+    cr_assert_eq(hf_save(&m, tmp), AG_OK, "%s", ag_last_error());
+    Arena *b = arena_new("params", 0);
+    Gpt back;
+    cr_assert_eq(hf_load(tmp, b, &back), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "'transformer.h.1.ln_2.bias'[3] = nan"), "%s",
+              ag_last_error());
+    arena_free(b);
+    ts_rm_tree(tmp);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+/* ---- the live comparison: transformers loads what hf_save writes ---- */
+
+/* a python3 with transformers and torch (AG_HF_PYTHON, else /usr/bin/python3), or NULL */
+static const char *hf_python(void) {
+    static char cmd[1024];
+    const char *env = getenv("AG_HF_PYTHON");
+    const char *py = env && *env ? env : "/usr/bin/python3";
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch, safetensors, transformers' >/dev/null 2>&1",
+             py);
+    return system(cmd) == 0 ? py : NULL;
+}
+
+Test(hf_save, transformers_loads_the_export_with_the_same_logits) {
+    const char *py = hf_python();
+    if (!py) {
+        const char *env = getenv("AG_HF_PYTHON");
+        cr_skip_test("the live comparison with transformers: %s cannot import torch, safetensors "
+                     "and transformers (set AG_HF_PYTHON to a python3 that can, e.g. "
+                     "/opt/tl/bin/python); the committed fixtures were compared",
+                     env && *env ? env : "/usr/bin/python3");
+    }
+    GptConfig cs[] = {
+        {.vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16},
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 16,
+         .mlp = NN_GPT_MLP_GELU_TANH,
+         .untied = 1},
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 1,
+         .n_head = 2,
+         .n_embd = 16,
+         .mlp = NN_GPT_MLP_RELU},
+        {.style = NN_LLAMA,
+         .vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 4,
+         .n_kv_head = 2,
+         .n_embd = 16,
+         .rope_base = 5000,
+         .untied = 1},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        Arena *a = arena_new("params", 0);
+        Rng rng;
+        rng_seed(&rng, 11 + k);
+        Gpt m;
+        nn_gpt_init(&m, a, &rng, &cs[k]);
+        for (int i = 0; i < m.params.n; i++) /* weights far from the initialisation's scale */
+            for (size_t j = 0; j < m.params.items[i]->size; j++)
+                m.params.items[i]->data[j] += (Real)(0.3 * rng_normal(&rng));
+        char tmp[256], cmd[1024];
+        ts_tmp_dir(tmp, sizeof tmp, "hflive");
+        cr_assert_eq(hf_save(&m, tmp), AG_OK, "%s", ag_last_error());
+        snprintf(cmd, sizeof cmd, "'%s' tests/hf/hf_live.py '%s' >/dev/null 2>&1", py, tmp);
+        cr_assert_eq(system(cmd), 0, "%s failed (run it by hand to see why)", cmd);
+        double e = logits_error(tmp, &m);
+        cr_assert(e <= TOL, "%s: transformers' logits differ by %.3g", tmp, e);
+        ts_rm_tree(tmp);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
+}
