@@ -25,9 +25,9 @@ int gp_hf_model_load(GpModel *g, const char *dir) {
         return rc;
     }
     char *tok = io_path_join(dir, GP_HF_TOKENIZER), *json = io_path_join(dir, "tokenizer.json");
-    if (tr_file_exists(tok))
+    if (ex_file_exists(tok))
         rc = txt_load(tok, &g->tok);
-    else if (tr_file_exists(json))
+    else if (ex_file_exists(json))
         rc = ag_fail(AG_ERR_FORMAT,
                      "%s: tokenizer.json is not read by attograd yet (only its own tokenizer, "
                      "%s, which export --format hf writes)",
