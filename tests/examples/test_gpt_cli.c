@@ -7,6 +7,7 @@
  * path or the flag, leaving the checkpoints as they were.
  * Not here: the model (tests/nn/test_gpt.c), tokenizers and shards (tests/text). */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -894,4 +895,166 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
         ts_rm_tree(dir);
     }
+}
+
+/* ---- --model DIR with a published tokenizer: tokenizer.json or vocab.json + merges.txt ---- */
+
+#define TOK_FIX "tests/fixtures/tokenizers"
+
+static int collect_token(int token, void *ctx) {
+    (void)token, (void)ctx;
+    return 0;
+}
+
+/* line k (0-based) of the tokenizer fixtures' text (malloc'd, without its newline) */
+static char *fixture_line(int k) {
+    size_t len;
+    char *text = ts_read_text(TOK_FIX "/text.txt", &len), *p = text;
+    for (int i = 0; i < k; i++) p = strchr(p, '\n') + 1;
+    char *line = strndup(p, (size_t)(strchr(p, '\n') - p));
+    free(text);
+    return line;
+}
+
+/* the tokenizers library's ids of line k for the fixture name (expected.json) */
+static int *library_ids(const char *name, int k, size_t *n) {
+    json_error_t err;
+    json_t *root = json_load_file(TOK_FIX "/expected.json", JSON_ALLOW_NUL, &err);
+    cr_assert(root, "expected.json: %s", err.text);
+    json_t *line = json_array_get(json_object_get(json_object_get(root, name), "lines"), (size_t)k);
+    cr_assert(line, "expected.json: no line %d for %s", k, name);
+    *n = json_array_size(line);
+    int *ids = malloc((*n + 64) * sizeof(int));
+    for (size_t i = 0; i < *n; i++) ids[i] = (int)json_integer_value(json_array_get(line, i));
+    json_decref(root);
+    return ids;
+}
+
+/* A random model of the fixture's vocabulary saved as a folder beside the fixture's tokenizer
+ * files (and nothing of attograd's own): sample --model prints the prompt and what the greedy
+ * continuation of the library's ids decodes to; cache --model runs on the library's ids */
+static void sample_with_the_folders_tokenizer(const char *name, const char *const *files) {
+    enum { LINE = 6, NEW = 12 }; /* "Café naïve résumé façade Ångström" */
+    char dir[256], mdir[512], src[512], dst[512], npz[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-hftok");
+    ts_join(mdir, dir, "model");
+    TxtHf *tok;
+    snprintf(src, sizeof src, TOK_FIX "/%s", name);
+    cr_assert_eq(txt_hf_load(src, &tok), AG_OK, "%s", ag_last_error());
+    GptConfig c = {.vocab_size = txt_hf_vocab_size(tok),
+                   .block_size = 64,
+                   .n_layer = 1,
+                   .n_head = 2,
+                   .n_embd = 16};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 5);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    for (int i = 0; i < m.params.n; i++) /* weights far from the initialisation's scale */
+        for (size_t j = 0; j < m.params.items[i]->size; j++)
+            m.params.items[i]->data[j] += (Real)(0.5 * rng_normal(&rng));
+    cr_assert_eq(hf_save(&m, mdir), AG_OK, "%s", ag_last_error());
+    for (int i = 0; files[i]; i++) {
+        size_t len;
+        snprintf(src, sizeof src, TOK_FIX "/%s/%s", name, files[i]);
+        char *b = ts_slurp(src, &len);
+        ts_write_bytes(ts_join(dst, mdir, files[i]), b, len);
+        free(b);
+    }
+    char *line = fixture_line(LINE);
+    size_t n;
+    int *ids = library_ids(name, LINE, &n);
+    /* the greedy continuation, here */
+    NnSampling s = {.temperature = 0, .top_k = 0, .top_p = 1};
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    cr_assert_eq(nn_gpt_generate(t, &m, ids, (int)n, NEW, &s, &rng, collect_token, NULL), NEW);
+    char *all, *prompt;
+    size_t all_len, prompt_len;
+    cr_assert_eq(txt_hf_decode_alloc(tok, ids, n + NEW, &all, &all_len, "all"), AG_OK);
+    cr_assert_eq(txt_hf_decode_alloc(tok, ids, n, &prompt, &prompt_len, "prompt"), AG_OK);
+    cr_assert(all_len >= prompt_len && memcmp(all, prompt, prompt_len) == 0);
+    char *want = malloc(strlen(line) + all_len + 2);
+    sprintf(want, "%s%s\n", line, all + prompt_len);
+    /* the program's */
+    const char *sa[] = {"sample",      "--model", mdir, "--prompt", line,      "--max-tokens",
+                        "12",          "--temperature", "0", "--threads", "1", NULL};
+    TsRun r = run(dir, sa);
+    expect_ok(&r, "sample --model");
+    cr_assert_str_eq(r.out, want, "%s: sample printed\n%s\nthe ids decode to\n%s", name, r.out, want);
+    ts_run_free(&r);
+    const char *ca[] = {"cache",  "--model", mdir, "--prompt", line, "--out",
+                        ts_join(npz, dir, "cache.npz"), "--threads", "1", NULL};
+    r = run(dir, ca);
+    expect_ok(&r, "cache --model");
+    ts_run_free(&r);
+    NpzFile *f;
+    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, "tokens");
+    cr_assert(e && e->dtype == NPZ_I32 && e->ndim == 2 && e->shape[1] == (int64_t)n,
+              "%s: tokens of cache.npz are not the library's %zu", name, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(((const int32_t *)e->data)[i], ids[i], "%s: token %zu", name, i);
+    npz_free(f);
+    free(want), free(all), free(prompt), free(ids), free(line);
+    ag_tape_free(t);
+    arena_free(step);
+    nn_gpt_free(&m);
+    arena_free(a);
+    txt_hf_free(tok);
+    ts_rm_tree(dir);
+}
+
+Test(gpt_cli, model_folders_use_their_tokenizer_json_with_the_librarys_ids) {
+    static const char *const json[] = {"tokenizer.json", NULL};
+    static const char *const pair[] = {"vocab.json", "merges.txt", NULL};
+    sample_with_the_folders_tokenizer("gpt2", json);  /* byte-level BPE */
+    sample_with_the_folders_tokenizer("llama", json); /* SentencePiece-style, byte fallback */
+    sample_with_the_folders_tokenizer("gpt2_files", pair);
+}
+
+/* a hostile tokenizer.json in a model folder: exit 2 naming the file and the reason, for every
+ * command that reads the folder */
+Test(gpt_cli, a_hostile_tokenizer_json_in_a_model_folder_exits_2_naming_it) {
+    char dir[256], mdir[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-hftok-bad");
+    ts_join(mdir, dir, "model");
+    GptConfig c = {.vocab_size = 50, .block_size = 16, .n_layer = 1, .n_head = 2, .n_embd = 16};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 5);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    cr_assert_eq(hf_save(&m, mdir), AG_OK, "%s", ag_last_error());
+    nn_gpt_free(&m);
+    arena_free(a);
+    static const char *const bad[][2] = {
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "tokenizer.json"},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}, \"pre_tokenizer\": "
+         "{\"type\": \"ByteLevel\"}}",
+         "tokenizer.json: \""},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999999}, \"merges\": []}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "tokenizer.json"},
+        {"[1, 2, 3]", "tokenizer.json"},
+    };
+    ts_join(p, mdir, "tokenizer.json");
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        ts_write_text(p, bad[k][0]);
+        const char *sa[] = {"sample", "--model", mdir, "--prompt", "a", NULL};
+        const char *says[] = {p, bad[k][1], NULL};
+        expect_usage(dir, sa, says);
+        const char *ca[] = {"cache", "--model", mdir, "--prompt", "a", "--out", "c.npz", NULL};
+        expect_usage(dir, ca, says);
+    }
+    /* a tokenizer with more ids than the model */
+    size_t len;
+    char *b = ts_slurp(TOK_FIX "/gpt2/tokenizer.json", &len);
+    ts_write_bytes(p, b, len);
+    free(b);
+    const char *sa[] = {"sample", "--model", mdir, "--prompt", "a", NULL};
+    const char *says[] = {mdir, "the tokenizer has 500 ids, the model 50", NULL};
+    expect_usage(dir, sa, says);
+    ts_rm_tree(dir);
 }
