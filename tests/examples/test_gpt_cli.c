@@ -853,15 +853,69 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
     ts_rm_tree(dir);
 }
 
+/* a python3 with transformers (AG_HF_PYTHON, else /usr/bin/python3), or NULL */
+static const char *hf_python(void) {
+    static char cmd[1024];
+    const char *env = getenv("AG_HF_PYTHON");
+    const char *py = env && *env ? env : "/usr/bin/python3";
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import transformers' >/dev/null 2>&1", py);
+    return system(cmd) == 0 ? py : NULL;
+}
+
+/* transformers' AutoTokenizer loads the exported folder hf with the ids attograd's tokenizer
+ * (hf/attograd-tokenizer.bin) gives text; where no python has transformers, nothing to do */
+static void autotokenizer_agrees(const char *dir, const char *hf, const char *text) {
+    const char *py = hf_python();
+    if (!py) return;
+    char script[512], in[512], out[512], cmd[4096];
+    ts_write_text(ts_join(in, dir, "autotok.txt"), text);
+    ts_write_text(ts_join(script, dir, "autotok.py"),
+                  "import sys\n"
+                  "from transformers import AutoTokenizer\n"
+                  "t = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+                  "text = open(sys.argv[2], encoding='utf-8', newline='').read()\n"
+                  "ids = t.encode(text, add_special_tokens=False)\n"
+                  "assert t.decode(ids) == text\n"
+                  "open(sys.argv[3], 'w').write(' '.join(map(str, ids)))\n");
+    ts_join(out, dir, "autotok.ids");
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' >/dev/null 2>&1", py, script, hf, in, out);
+    cr_assert_eq(system(cmd), 0, "%s failed (run it by hand to see why)", cmd);
+    TxtTokenizer *tok;
+    char tp[512];
+    cr_assert_eq(txt_load(ts_join(tp, hf, "attograd-tokenizer.bin"), &tok), AG_OK, "%s",
+                 ag_last_error());
+    int *ids;
+    size_t n;
+    cr_assert_eq(txt_encode_alloc(tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, "text"),
+                 AG_OK, "%s", ag_last_error());
+    size_t len;
+    char *got = ts_read_text(out, &len), *p = got;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        long id = strtol(p, &end, 10);
+        cr_assert(end != p, "AutoTokenizer gave %zu ids, attograd %zu: %s", i, n, got);
+        cr_assert_eq(id, ids[i], "id %zu: AutoTokenizer %ld, attograd %d", i, id, ids[i]);
+        p = end;
+    }
+    cr_assert(strtol(p, NULL, 10) == 0 && !strpbrk(p, "0123456789"),
+              "AutoTokenizer gave more ids than attograd's %zu: %s", n, got);
+    free(got), free(ids);
+    txt_free(tok);
+}
+
 /* export --format hf, then --model DIR: the same samples and the same valid loss as --ckpt,
- * for a GPT-2-style and a LLaMA-style model with grouped-query heads (docs/hf.md) */
+ * for a GPT-2-style and a LLaMA-style model with grouped-query heads (char tokenizers) and a
+ * GPT-2-style one with a BPE tokenizer (docs/hf.md); the same samples again from the folder
+ * without attograd-tokenizer.bin (its tokenizer.json read by txt_hf_*); AutoTokenizer's ids
+ * equal attograd's where transformers is installed (AG_HF_PYTHON) */
 Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
     static const char *const styles[][5] = {{"--max-iters", "20", NULL},
-                                            {"--max-iters", "20", "--llama", "--n-kv-head", "1"}};
-    for (int k = 0; k < 2; k++) {
-        char dir[256], run_dir[512], ck[512], hf[512], data[512];
+                                            {"--max-iters", "20", "--llama", "--n-kv-head", "1"},
+                                            {"--max-iters", "20", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char dir[256], run_dir[512], ck[512], hf[512], data[512], hj[512], p[512], q[512];
         ts_tmp_dir(dir, sizeof dir, "gpt-hf");
-        prepare(dir, "char");
+        prepare(dir, k == 2 ? "bpe" : "char");
         ts_join(run_dir, dir, "run");
         const char *extra[8] = {0};
         for (int i = 0; i < 5 && styles[k][i]; i++) extra[i] = styles[k][i];
@@ -892,6 +946,26 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         }
         cr_assert_str_eq(out[0][0], out[1][0]);
         cr_assert_str_eq(out[0][1], out[1][1]);
+        /* the folder with tokenizer.json only */
+        ts_join(hj, dir, "hf-json");
+        cr_assert_eq(mkdir(hj, 0700), 0);
+        static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                            "tokenizer_config.json"};
+        for (int i = 0; i < 4; i++) {
+            size_t len;
+            char *b = ts_slurp(ts_join(p, hf, files[i]), &len);
+            ts_write_bytes(ts_join(q, hj, files[i]), b, len);
+            free(b);
+        }
+        const char *s[] = {"sample",       "--model", hj,       "--prompt", "the ",
+                           "--max-tokens", "30",      "--seed", "3",        NULL};
+        r = run(dir, s);
+        expect_ok(&r, "sample --model (tokenizer.json)");
+        cr_assert_str_eq(r.out, out[0][0]);
+        ts_run_free(&r);
+        autotokenizer_agrees(dir, hf,
+                             k == 2 ? "the king—café 你好🙂speaks\n\n  of love,\tx2y3 war.\n"
+                                    : "KING:\nthe queen speaks  of love.\n\n");
         for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
         ts_rm_tree(dir);
     }
