@@ -40,8 +40,8 @@ int gp_hf_model_load(GpModel *g, const char *dir) {
         if (rc == AG_OK && !g->hf_dir) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", dir);
     } else {
         rc = ag_fail(AG_ERR_FORMAT,
-                     "%s: holds no tokenizer (tokenizer.json, vocab.json + merges.txt, or %s)",
-                     dir, GP_HF_TOKENIZER);
+                     "%s: holds no tokenizer (tokenizer.json, vocab.json + merges.txt, or %s)", dir,
+                     GP_HF_TOKENIZER);
     }
     /* a tokenizer.json may hold fewer ids than the model's padded vocabulary (GPT-2's 50257 of
      * 50257, Pythia's 50277 of 50304): ids it lacks are never encoded, and decoding one is an

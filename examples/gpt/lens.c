@@ -97,9 +97,8 @@ int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) 
     snprintf(label, sizeof label, "--%s", flag);
     int *ids = NULL;
     size_t n = 0;
-    int rc =
-        *text ? gp_encode_alloc(g, text, strlen(text), &ids, &n, label)
-              : ag_fail(AG_ERR_ARG, "%s: empty", label);
+    int rc = *text ? gp_encode_alloc(g, text, strlen(text), &ids, &n, label)
+                   : ag_fail(AG_ERR_ARG, "%s: empty", label);
     if (rc == AG_OK && n != 1)
         rc = ag_fail(AG_ERR_ARG, "%s '%s': %zu tokens, must be one", label, text, n);
     if (rc == AG_OK) *id = ids[0];

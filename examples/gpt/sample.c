@@ -160,9 +160,10 @@ int gp_sample(int argc, char **argv) {
     }
     if (rc == AG_OK) {
         rc = gp_encode_alloc(&g, text, n, &ids, &n_ids, prompt ? "--prompt" : "stdin");
-        int *more = rc == AG_OK ? realloc(ids, (n_ids + (size_t)max_tokens + 1) * sizeof(int)) : ids;
-        if (!more) rc = ag_fail(AG_ERR_NOMEM, "sample: out of memory");
-        else ids = more;
+        int *more = NULL;
+        if (rc == AG_OK && !(more = realloc(ids, (n_ids + (size_t)max_tokens + 1) * sizeof(int))))
+            rc = ag_fail(AG_ERR_NOMEM, "sample: out of memory");
+        if (more) ids = more;
     }
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());

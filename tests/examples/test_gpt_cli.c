@@ -1052,14 +1052,16 @@ static void sample_with_the_folders_tokenizer(const char *name, const char *cons
     char *want = malloc(strlen(line) + all_len + 2);
     sprintf(want, "%s%s\n", line, all + prompt_len);
     /* the program's */
-    const char *sa[] = {"sample",      "--model", mdir, "--prompt", line,      "--max-tokens",
-                        "12",          "--temperature", "0", "--threads", "1", NULL};
+    const char *sa[] = {"sample", "--model",       mdir, "--prompt",  line, "--max-tokens",
+                        "12",     "--temperature", "0",  "--threads", "1",  NULL};
     TsRun r = run(dir, sa);
     expect_ok(&r, "sample --model");
-    cr_assert_str_eq(r.out, want, "%s: sample printed\n%s\nthe ids decode to\n%s", name, r.out, want);
+    cr_assert_str_eq(r.out, want, "%s: sample printed\n%s\nthe ids decode to\n%s", name, r.out,
+                     want);
     ts_run_free(&r);
-    const char *ca[] = {"cache",  "--model", mdir, "--prompt", line, "--out",
-                        ts_join(npz, dir, "cache.npz"), "--threads", "1", NULL};
+    const char *ca[] = {
+        "cache",     "--model", mdir, "--prompt", line, "--out", ts_join(npz, dir, "cache.npz"),
+        "--threads", "1",       NULL};
     r = run(dir, ca);
     expect_ok(&r, "cache --model");
     ts_run_free(&r);
