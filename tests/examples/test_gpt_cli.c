@@ -1065,6 +1065,17 @@ static void sample_with_the_folders_tokenizer(const char *name, const char *cons
     r = run(dir, ca);
     expect_ok(&r, "cache --model");
     ts_run_free(&r);
+    char html[512];
+    const char *va[] = {
+        "view",      "--model", mdir, "--prompt", line, "--out", ts_join(html, dir, "view.html"),
+        "--threads", "1",       NULL};
+    r = run(dir, va);
+    expect_ok(&r, "view --model");
+    ts_run_free(&r);
+    size_t html_len;
+    char *page = ts_read_text(html, &html_len);
+    cr_assert(html_len > 1000 && strstr(page, "\"tok\""), "%s: no tokens in the page", html);
+    free(page);
     NpzFile *f;
     cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
     const NpzEntry *e = npz_find(f, "tokens");
