@@ -963,6 +963,16 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         expect_ok(&r, "sample --model (tokenizer.json)");
         cr_assert_str_eq(r.out, out[0][0]);
         ts_run_free(&r);
+        /* its export (from a folder with a published tokenizer) copies the tokenizer files */
+        const char *ex2[] = {
+            "export", "--model", hj, "--format", "hf", "--out", ts_join(q, dir, "hf-again"), NULL};
+        r = run(dir, ex2);
+        expect_ok(&r, "export --model");
+        ts_run_free(&r);
+        for (int i = 2; i < 4; i++) {
+            char a[512], b[512];
+            cr_assert(ts_same_file(ts_join(a, hj, files[i]), ts_join(b, q, files[i])), "%s", b);
+        }
         autotokenizer_agrees(dir, hf,
                              k == 2 ? "the king—café 你好🙂speaks\n\n  of love,\tx2y3 war.\n"
                                     : "KING:\nthe queen speaks  of love.\n\n");
