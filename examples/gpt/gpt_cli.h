@@ -49,7 +49,9 @@ int gp_view(int argc, char **argv); /* view.c: one HTML page (src/view) */
 typedef struct GpModel {
     Gpt m;
     Arena *arena;
-    TxtTokenizer *tok;
+    TxtTokenizer *tok; /* attograd's own tokenizer, or NULL when hf is set */
+    TxtHf *hf;         /* a folder's tokenizer.json (or vocab.json + merges.txt) */
+    char *hf_dir;      /* the folder hf came from (export copies its files) */
     int64_t step;
 } GpModel;
 int gp_model_load(GpModel *g, const char *path); /* a folder: gp_hf_model_load */
@@ -58,10 +60,21 @@ void gp_model_free(GpModel *g);
 /* ---- Hugging Face folders (hf.c): --model DIR, export --format hf ---- */
 #define GP_HF_TOKENIZER "attograd-tokenizer.bin" /* attograd's tokenizer in a folder */
 int gp_is_folder(const char *path);
-/* dir's model (hf_load) and attograd's tokenizer saved beside it; errors name dir */
+/* dir's model (hf_load) and its tokenizer: attograd's own (GP_HF_TOKENIZER) where the folder
+ * holds one, else tokenizer.json, else vocab.json + merges.txt (txt_hf_load); errors name dir
+ * or the file */
 int gp_hf_model_load(GpModel *g, const char *dir);
-/* config.json + model.safetensors (hf_save) and GP_HF_TOKENIZER into dir */
+/* config.json + model.safetensors (hf_save) and the tokenizer into dir: attograd's own as
+ * GP_HF_TOKENIZER and as tokenizer.json (txt_write_hf) with a tokenizer_config.json naming
+ * PreTrainedTokenizerFast, or the source folder's tokenizer files copied as they were */
 int gp_hf_export(const GpModel *g, const char *dir);
+/* text as ids with the model's tokenizer (malloc'd; errors start with label) */
+int gp_encode_alloc(const GpModel *g, const void *text, size_t n, int **ids, size_t *len,
+                    const char *label);
+/* the bytes id stands for alone (a SentencePiece piece as written, U+2581 included) */
+const uint8_t *gp_token_bytes(const GpModel *g, int id, size_t *len);
+/* ids decoded to bytes (malloc'd, NUL-terminated; *len without it) */
+int gp_decode_alloc(const GpModel *g, const int *ids, size_t n, char **out, size_t *len);
 
 /* ---- what the lens commands share (lens.c) ---- */
 

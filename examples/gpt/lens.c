@@ -23,7 +23,7 @@
 static int encode_row(const GpModel *g, const char *text, size_t n, const char *label, int **ids,
                       size_t *len) {
     if (n == 0) return ag_fail(AG_ERR_ARG, "%s: empty", label);
-    int rc = txt_encode_alloc(g->tok, text, n, TXT_SPECIAL_ORDINARY, ids, len, label);
+    int rc = gp_encode_alloc(g, text, n, ids, len, label);
     if (rc == AG_OK && *len > (size_t)g->m.cfg.block_size) {
         free(*ids);
         *ids = NULL;
@@ -97,9 +97,8 @@ int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) 
     snprintf(label, sizeof label, "--%s", flag);
     int *ids = NULL;
     size_t n = 0;
-    int rc =
-        *text ? txt_encode_alloc(g->tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, label)
-              : ag_fail(AG_ERR_ARG, "%s: empty", label);
+    int rc = *text ? gp_encode_alloc(g, text, strlen(text), &ids, &n, label)
+                   : ag_fail(AG_ERR_ARG, "%s: empty", label);
     if (rc == AG_OK && n != 1)
         rc = ag_fail(AG_ERR_ARG, "%s '%s': %zu tokens, must be one", label, text, n);
     if (rc == AG_OK) *id = ids[0];
@@ -165,7 +164,7 @@ void gp_say_plot(int rc, const char *png) {
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label) {
     size_t len;
-    const uint8_t *b = txt_token_bytes(g->tok, id, &len);
+    const uint8_t *b = gp_token_bytes(g, id, &len);
     char *s = ex_malloc(4 * len + 1), *o = s;
     *o = 0;
     for (size_t i = 0; i < len; i++)

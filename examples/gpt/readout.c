@@ -331,8 +331,9 @@ int gp_export(int argc, char **argv) {
         rc = gp_model_load(&g, ckpt);
         if (rc == AG_OK && (rc = gp_hf_export(&g, out)) == AG_ERR_ARG) rc = gp_refail(rc, ckpt);
         if (rc == AG_OK)
-            printf("%s: %s as a Hugging Face folder (config.json, model.safetensors, %s)\n", out,
-                   ckpt, GP_HF_TOKENIZER);
+            printf("%s: %s as a Hugging Face folder (config.json, model.safetensors, "
+                   "tokenizer.json)\n",
+                   out, ckpt);
         gp_model_free(&g);
         return gp_lens_finish(rc, "export");
     }

@@ -48,20 +48,39 @@ void gp_model_free(GpModel *g) {
         arena_free(g->arena);
     }
     if (g->tok) txt_free(g->tok);
+    if (g->hf) txt_hf_free(g->hf);
+    free(g->hf_dir);
     memset(g, 0, sizeof *g);
 }
 
 /* ---- sample ---- */
 
+/* The generated text as it comes: with attograd's tokenizer each token's bytes; with a
+ * tokenizer.json the decode of all ids so far past what is printed (a SentencePiece piece's
+ * U+2581 is a space, byte-fallback pieces <0xXX> join into their character, as the library
+ * decodes them). ids has room for every id (the prompt's n of them first). */
 typedef struct {
-    const TxtTokenizer *tok;
+    const GpModel *g;
+    int *ids;
+    size_t n;
+    size_t printed; /* bytes of the decode printed (or, for the prompt's ids, the prompt) */
 } Stream;
 
 static int print_token(int token, void *ctx) {
-    const Stream *s = ctx;
-    size_t len;
-    const uint8_t *b = txt_token_bytes(s->tok, token, &len);
-    fwrite(b, 1, len, stdout);
+    Stream *s = ctx;
+    s->ids[s->n++] = token;
+    if (!s->g->hf) {
+        size_t len;
+        const uint8_t *b = gp_token_bytes(s->g, token, &len);
+        fwrite(b, 1, len, stdout);
+    } else {
+        char *text;
+        size_t len;
+        if (gp_decode_alloc(s->g, s->ids, s->n, &text, &len) != AG_OK) return 1;
+        if (len > s->printed) fwrite(text + s->printed, 1, len - s->printed, stdout);
+        if (len > s->printed) s->printed = len;
+        free(text);
+    }
     fflush(stdout);
     return ferror(stdout) != 0; /* a closed pipe: stop */
 }
@@ -140,9 +159,11 @@ int gp_sample(int argc, char **argv) {
         n = 1;
     }
     if (rc == AG_OK) {
-        ids = ex_malloc((n + (size_t)max_tokens) * sizeof(int));
-        rc = txt_encode(g.tok, text, n, TXT_SPECIAL_ORDINARY, ids, n, &n_ids,
-                        prompt ? "--prompt" : "stdin");
+        rc = gp_encode_alloc(&g, text, n, &ids, &n_ids, prompt ? "--prompt" : "stdin");
+        int *more = NULL;
+        if (rc == AG_OK && !(more = realloc(ids, (n_ids + (size_t)max_tokens + 1) * sizeof(int))))
+            rc = ag_fail(AG_ERR_NOMEM, "sample: out of memory");
+        if (more) ids = more;
     }
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
@@ -159,7 +180,11 @@ int gp_sample(int argc, char **argv) {
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
-    Stream st = {g.tok};
+    Stream st = {&g, ids, n_ids, 0};
+    if (g.hf) { /* what the prompt's ids decode to counts as printed */
+        char *pt;
+        if (gp_decode_alloc(&g, ids, n_ids, &pt, &st.printed) == AG_OK) free(pt);
+    }
     int got = nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
     printf("\n");
     int code = fflush(stdout) != 0 || ferror(stdout) ? RUN_EXIT_FAIL : RUN_EXIT_OK;
@@ -269,11 +294,10 @@ int gp_eval(int argc, char **argv) {
     }
     /* bytes: those the predicted tokens (ids[1..n)) decode to */
     int64_t bytes = 0;
-    for (size_t i = 1; i < n; i++) {
-        size_t len;
-        txt_token_bytes(g.tok, ids[i], &len);
-        bytes += (int64_t)len;
-    }
+    char *dec = NULL;
+    size_t dec_len = 0;
+    if (gp_decode_alloc(&g, ids + 1, n - 1, &dec, &dec_len) == AG_OK) bytes = (int64_t)dec_len;
+    free(dec);
     double bpb = loss * (double)n_pred / (double)bytes / log(2.0);
     printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
            "%.4f bits/byte; %.1f s\n",

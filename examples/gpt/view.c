@@ -15,7 +15,7 @@
 /* appends token id's bytes as a JSON string */
 static void token_str(ViewBuf *b, const GpModel *g, int id) {
     size_t len;
-    const uint8_t *s = txt_token_bytes(g->tok, id, &len);
+    const uint8_t *s = gp_token_bytes(g, id, &len);
     view_str(b, s, len);
 }
 
@@ -76,7 +76,7 @@ static int keep_stream(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
 
 /* a token's bytes (ViewTokenText; ctx: the GpModel) */
 static const void *token_bytes(const void *ctx, int id, size_t *len) {
-    return txt_token_bytes(((const GpModel *)ctx)->tok, id, len);
+    return gp_token_bytes(ctx, id, len);
 }
 
 /* "tokens": each token's loss (of predicting it from the tokens before) and probability of the
@@ -148,6 +148,8 @@ int gp_view(int argc, char **argv) {
     int runs = 0, top_k = 5, threads = 0, help = 0;
     Flag fl[] = {
         {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
+         0},
+        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
          0},
         {"prompt", FLAG_PATH, &prompt, "TEXT", "the text to show (one row)", 0, 0, NULL, 0},
         {"prompts", FLAG_PATH, &prompts, NULL, "a file: one row a line, all as many tokens", 0, 0,

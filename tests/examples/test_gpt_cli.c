@@ -7,6 +7,7 @@
  * path or the flag, leaving the checkpoints as they were.
  * Not here: the model (tests/nn/test_gpt.c), tokenizers and shards (tests/text). */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -852,15 +853,69 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
     ts_rm_tree(dir);
 }
 
+/* a python3 with transformers (AG_HF_PYTHON, else /usr/bin/python3), or NULL */
+static const char *hf_python(void) {
+    static char cmd[1024];
+    const char *env = getenv("AG_HF_PYTHON");
+    const char *py = env && *env ? env : "/usr/bin/python3";
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import transformers' >/dev/null 2>&1", py);
+    return system(cmd) == 0 ? py : NULL;
+}
+
+/* transformers' AutoTokenizer loads the exported folder hf with the ids attograd's tokenizer
+ * (hf/attograd-tokenizer.bin) gives text; where no python has transformers, nothing to do */
+static void autotokenizer_agrees(const char *dir, const char *hf, const char *text) {
+    const char *py = hf_python();
+    if (!py) return;
+    char script[512], in[512], out[512], cmd[4096];
+    ts_write_text(ts_join(in, dir, "autotok.txt"), text);
+    ts_write_text(ts_join(script, dir, "autotok.py"),
+                  "import sys\n"
+                  "from transformers import AutoTokenizer\n"
+                  "t = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+                  "text = open(sys.argv[2], encoding='utf-8', newline='').read()\n"
+                  "ids = t.encode(text, add_special_tokens=False)\n"
+                  "assert t.decode(ids) == text\n"
+                  "open(sys.argv[3], 'w').write(' '.join(map(str, ids)))\n");
+    ts_join(out, dir, "autotok.ids");
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' >/dev/null 2>&1", py, script, hf, in, out);
+    cr_assert_eq(system(cmd), 0, "%s failed (run it by hand to see why)", cmd);
+    TxtTokenizer *tok;
+    char tp[512];
+    cr_assert_eq(txt_load(ts_join(tp, hf, "attograd-tokenizer.bin"), &tok), AG_OK, "%s",
+                 ag_last_error());
+    int *ids;
+    size_t n;
+    cr_assert_eq(txt_encode_alloc(tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, "text"),
+                 AG_OK, "%s", ag_last_error());
+    size_t len;
+    char *got = ts_read_text(out, &len), *p = got;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        long id = strtol(p, &end, 10);
+        cr_assert(end != p, "AutoTokenizer gave %zu ids, attograd %zu: %s", i, n, got);
+        cr_assert_eq(id, ids[i], "id %zu: AutoTokenizer %ld, attograd %d", i, id, ids[i]);
+        p = end;
+    }
+    cr_assert(strtol(p, NULL, 10) == 0 && !strpbrk(p, "0123456789"),
+              "AutoTokenizer gave more ids than attograd's %zu: %s", n, got);
+    free(got), free(ids);
+    txt_free(tok);
+}
+
 /* export --format hf, then --model DIR: the same samples and the same valid loss as --ckpt,
- * for a GPT-2-style and a LLaMA-style model with grouped-query heads (docs/hf.md) */
+ * for a GPT-2-style and a LLaMA-style model with grouped-query heads (char tokenizers) and a
+ * GPT-2-style one with a BPE tokenizer (docs/hf.md); the same samples again from the folder
+ * without attograd-tokenizer.bin (its tokenizer.json read by txt_hf_*); AutoTokenizer's ids
+ * equal attograd's where transformers is installed (AG_HF_PYTHON) */
 Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
     static const char *const styles[][5] = {{"--max-iters", "20", NULL},
-                                            {"--max-iters", "20", "--llama", "--n-kv-head", "1"}};
-    for (int k = 0; k < 2; k++) {
-        char dir[256], run_dir[512], ck[512], hf[512], data[512];
+                                            {"--max-iters", "20", "--llama", "--n-kv-head", "1"},
+                                            {"--max-iters", "20", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char dir[256], run_dir[512], ck[512], hf[512], data[512], hj[512], p[512], q[512];
         ts_tmp_dir(dir, sizeof dir, "gpt-hf");
-        prepare(dir, "char");
+        prepare(dir, k == 2 ? "bpe" : "char");
         ts_join(run_dir, dir, "run");
         const char *extra[8] = {0};
         for (int i = 0; i < 5 && styles[k][i]; i++) extra[i] = styles[k][i];
@@ -891,7 +946,215 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         }
         cr_assert_str_eq(out[0][0], out[1][0]);
         cr_assert_str_eq(out[0][1], out[1][1]);
+        /* the folder with tokenizer.json only */
+        ts_join(hj, dir, "hf-json");
+        cr_assert_eq(mkdir(hj, 0700), 0);
+        static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                            "tokenizer_config.json"};
+        for (int i = 0; i < 4; i++) {
+            size_t len;
+            char *b = ts_slurp(ts_join(p, hf, files[i]), &len);
+            ts_write_bytes(ts_join(q, hj, files[i]), b, len);
+            free(b);
+        }
+        const char *s[] = {"sample",       "--model", hj,       "--prompt", "the ",
+                           "--max-tokens", "30",      "--seed", "3",        NULL};
+        r = run(dir, s);
+        expect_ok(&r, "sample --model (tokenizer.json)");
+        cr_assert_str_eq(r.out, out[0][0]);
+        ts_run_free(&r);
+        /* its export (from a folder with a published tokenizer) copies the tokenizer files */
+        const char *ex2[] = {
+            "export", "--model", hj, "--format", "hf", "--out", ts_join(q, dir, "hf-again"), NULL};
+        r = run(dir, ex2);
+        expect_ok(&r, "export --model");
+        ts_run_free(&r);
+        for (int i = 2; i < 4; i++) {
+            char a[512], b[512];
+            cr_assert(ts_same_file(ts_join(a, hj, files[i]), ts_join(b, q, files[i])), "%s", b);
+        }
+        autotokenizer_agrees(dir, hf,
+                             k == 2 ? "the king—café 你好🙂speaks\n\n  of love,\tx2y3 war.\n"
+                                    : "KING:\nthe queen speaks  of love.\n\n");
         for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
         ts_rm_tree(dir);
     }
+}
+
+/* ---- --model DIR with a published tokenizer: tokenizer.json or vocab.json + merges.txt ---- */
+
+#define TOK_FIX "tests/fixtures/tokenizers"
+
+static int collect_token(int token, void *ctx) {
+    (void)token, (void)ctx;
+    return 0;
+}
+
+/* line k (0-based) of the tokenizer fixtures' text (malloc'd, without its newline) */
+static char *fixture_line(int k) {
+    size_t len;
+    char *text = ts_read_text(TOK_FIX "/text.txt", &len), *p = text;
+    for (int i = 0; i < k; i++) p = strchr(p, '\n') + 1;
+    char *line = strndup(p, (size_t)(strchr(p, '\n') - p));
+    free(text);
+    return line;
+}
+
+/* the tokenizers library's ids of line k for the fixture name (expected.json) */
+static int *library_ids(const char *name, int k, size_t *n) {
+    json_error_t err;
+    json_t *root = json_load_file(TOK_FIX "/expected.json", JSON_ALLOW_NUL, &err);
+    cr_assert(root, "expected.json: %s", err.text);
+    json_t *line = json_array_get(json_object_get(json_object_get(root, name), "lines"), (size_t)k);
+    cr_assert(line, "expected.json: no line %d for %s", k, name);
+    *n = json_array_size(line);
+    int *ids = malloc((*n + 64) * sizeof(int));
+    for (size_t i = 0; i < *n; i++) ids[i] = (int)json_integer_value(json_array_get(line, i));
+    json_decref(root);
+    return ids;
+}
+
+/* A random model of the fixture's vocabulary saved as a folder beside the fixture's tokenizer
+ * files (and nothing of attograd's own): sample --model prints the prompt and what the greedy
+ * continuation of the library's ids decodes to; cache --model runs on the library's ids */
+static void sample_with_the_folders_tokenizer(const char *name, const char *const *files) {
+    enum { LINE = 6, NEW = 12 }; /* "Café naïve résumé façade Ångström" */
+    char dir[256], mdir[512], src[512], dst[512], npz[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-hftok");
+    ts_join(mdir, dir, "model");
+    TxtHf *tok;
+    snprintf(src, sizeof src, TOK_FIX "/%s", name);
+    cr_assert_eq(txt_hf_load(src, &tok), AG_OK, "%s", ag_last_error());
+    GptConfig c = {.vocab_size = txt_hf_vocab_size(tok),
+                   .block_size = 64,
+                   .n_layer = 1,
+                   .n_head = 2,
+                   .n_embd = 16};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 5);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    for (int i = 0; i < m.params.n; i++) /* weights far from the initialisation's scale */
+        for (size_t j = 0; j < m.params.items[i]->size; j++)
+            m.params.items[i]->data[j] += (Real)(0.5 * rng_normal(&rng));
+    cr_assert_eq(hf_save(&m, mdir), AG_OK, "%s", ag_last_error());
+    for (int i = 0; files[i]; i++) {
+        size_t len;
+        snprintf(src, sizeof src, TOK_FIX "/%s/%s", name, files[i]);
+        char *b = ts_slurp(src, &len);
+        ts_write_bytes(ts_join(dst, mdir, files[i]), b, len);
+        free(b);
+    }
+    char *line = fixture_line(LINE);
+    size_t n;
+    int *ids = library_ids(name, LINE, &n);
+    /* the greedy continuation, here */
+    NnSampling s = {.temperature = 0, .top_k = 0, .top_p = 1};
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    cr_assert_eq(nn_gpt_generate(t, &m, ids, (int)n, NEW, &s, &rng, collect_token, NULL), NEW);
+    char *all, *prompt;
+    size_t all_len, prompt_len;
+    cr_assert_eq(txt_hf_decode_alloc(tok, ids, n + NEW, &all, &all_len, "all"), AG_OK);
+    cr_assert_eq(txt_hf_decode_alloc(tok, ids, n, &prompt, &prompt_len, "prompt"), AG_OK);
+    cr_assert(all_len >= prompt_len && memcmp(all, prompt, prompt_len) == 0);
+    char *want = malloc(strlen(line) + all_len + 2);
+    sprintf(want, "%s%s\n", line, all + prompt_len);
+    /* the program's */
+    const char *sa[] = {"sample", "--model",       mdir, "--prompt",  line, "--max-tokens",
+                        "12",     "--temperature", "0",  "--threads", "1",  NULL};
+    TsRun r = run(dir, sa);
+    expect_ok(&r, "sample --model");
+    cr_assert_str_eq(r.out, want, "%s: sample printed\n%s\nthe ids decode to\n%s", name, r.out,
+                     want);
+    ts_run_free(&r);
+    char html[512];
+    for (int k = 0; k < 2; k++) { /* cache and view, on the same prompt */
+        const char *ca[] = {k ? "view" : "cache",
+                            "--model",
+                            mdir,
+                            "--prompt",
+                            line,
+                            "--out",
+                            k ? ts_join(html, dir, "view.html") : ts_join(npz, dir, "cache.npz"),
+                            "--threads",
+                            "1",
+                            NULL};
+        r = run(dir, ca);
+        expect_ok(&r, ca[0]);
+        ts_run_free(&r);
+    }
+    size_t html_len;
+    char *page = ts_read_text(html, &html_len);
+    cr_assert(html_len > 1000 && strstr(page, "\"tok\""), "%s: no tokens in the page", html);
+    free(page);
+    NpzFile *f;
+    cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, "tokens");
+    cr_assert(e && e->dtype == NPZ_I32 && e->ndim == 2 && e->shape[1] == (int64_t)n,
+              "%s: tokens of cache.npz are not the library's %zu", name, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(((const int32_t *)e->data)[i], ids[i], "%s: token %zu", name, i);
+    npz_free(f);
+    free(want), free(all), free(prompt), free(ids), free(line);
+    ag_tape_free(t);
+    arena_free(step);
+    nn_gpt_free(&m);
+    arena_free(a);
+    txt_hf_free(tok);
+    ts_rm_tree(dir);
+}
+
+Test(gpt_cli, model_folders_use_their_tokenizer_json_with_the_librarys_ids) {
+    static const char *const json[] = {"tokenizer.json", NULL};
+    static const char *const pair[] = {"vocab.json", "merges.txt", NULL};
+    sample_with_the_folders_tokenizer("gpt2", json);  /* byte-level BPE */
+    sample_with_the_folders_tokenizer("llama", json); /* SentencePiece-style, byte fallback */
+    sample_with_the_folders_tokenizer("gpt2_files", pair);
+}
+
+/* a hostile tokenizer.json in a model folder: exit 2 naming the file and the reason, for every
+ * command that reads the folder */
+Test(gpt_cli, a_hostile_tokenizer_json_in_a_model_folder_exits_2_naming_it) {
+    char dir[256], mdir[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-hftok-bad");
+    ts_join(mdir, dir, "model");
+    GptConfig c = {.vocab_size = 50, .block_size = 16, .n_layer = 1, .n_head = 2, .n_embd = 16};
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 5);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    cr_assert_eq(hf_save(&m, mdir), AG_OK, "%s", ag_last_error());
+    nn_gpt_free(&m);
+    arena_free(a);
+    static const char *const bad[][2] = {
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", "tokenizer.json"},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}, \"pre_tokenizer\": "
+         "{\"type\": \"ByteLevel\"}}",
+         "tokenizer.json: \""},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999999}, \"merges\": []}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "tokenizer.json"},
+        {"[1, 2, 3]", "tokenizer.json"},
+    };
+    ts_join(p, mdir, "tokenizer.json");
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        ts_write_text(p, bad[k][0]);
+        const char *sa[] = {"sample", "--model", mdir, "--prompt", "a", NULL};
+        const char *says[] = {p, bad[k][1], NULL};
+        expect_usage(dir, sa, says);
+        const char *ca[] = {"cache", "--model", mdir, "--prompt", "a", "--out", "c.npz", NULL};
+        expect_usage(dir, ca, says);
+    }
+    /* a tokenizer with more ids than the model */
+    size_t len;
+    char *b = ts_slurp(TOK_FIX "/gpt2/tokenizer.json", &len);
+    ts_write_bytes(p, b, len);
+    free(b);
+    const char *sa[] = {"sample", "--model", mdir, "--prompt", "a", NULL};
+    const char *says[] = {mdir, "the tokenizer has 500 ids, the model 50", NULL};
+    expect_usage(dir, sa, says);
+    ts_rm_tree(dir);
 }
