@@ -338,6 +338,11 @@ static json_t *config_json(const GptConfig *cfg) {
         SET(o, "mlp_bias", json_false());
         SET(o, "attention_dropout", json_real(c.dropout));
     }
+    /* transformers' defaults name tokens a small vocabulary lacks (GPT2Config's bos and eos
+     * 50256, LlamaConfig's 1 and 2): null says the model has none, as attograd's have */
+    int bos = c.style == NN_GPT2 ? 50256 : 1, eos = c.style == NN_GPT2 ? 50256 : 2;
+    if (bos >= c.vocab_size) SET(o, "bos_token_id", json_null());
+    if (eos >= c.vocab_size) SET(o, "eos_token_id", json_null());
     SET(o, "tie_word_embeddings", json_boolean(!c.untied));
     SET(o, "dtype", json_string(dtype));
     return o;

@@ -90,6 +90,13 @@ static void round_trip(Gpt *m) {
     char tmp[256];
     ts_tmp_dir(tmp, sizeof tmp, "hfsave");
     cr_assert_eq(hf_save(m, tmp), AG_OK, "%s", ag_last_error());
+    /* no bos/eos id outside the vocabulary (transformers' GPT-2 defaults are 50256): null */
+    char cp[512];
+    char *json = ts_read_text(ts_join(cp, tmp, "config.json"), NULL);
+    int gpt2 = nn_gpt_options(&m->cfg).style == NN_GPT2;
+    cr_assert(!gpt2 == !strstr(json, "\"eos_token_id\": null") && !strstr(json, "50256"), "%s",
+              json);
+    free(json);
     Arena *b = arena_new("params", 0);
     Gpt back;
     cr_assert_eq(hf_load(tmp, b, &back), AG_OK, "%s: %s", tmp, ag_last_error());
