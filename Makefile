@@ -207,6 +207,7 @@ $(B)/examples/%: $(B)/obj/examples/%.o $(B)/libattograd.a
 # bench_gemm is compared with OpenBLAS when it is installed: bench/openblas_ref.c is then built
 # and linked into that program only, never into the library.
 BENCH := $(B)/bench/bench_gemm $(B)/bench/bench_step $(B)/bench/bench_models
+BENCH += $(B)/bench/bench_hf
 # (pkg-config and the folders name this machine's OpenBLAS: a cross build goes without)
 ifeq ($(CROSS),)
 HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
@@ -229,6 +230,7 @@ HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
 BENCH_CORE := $(if $(filter x86-64-v3,$(ARCH)),Haswell,SkylakeX)
 BENCH_ENV := $(if $(and $(HAVE_AVX512),$(filter x86_64-%,$(TARGET))),OPENBLAS_CORETYPE=$(BENCH_CORE)) \
     $(if $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp),LD_LIBRARY_PATH=/usr/lib/$(MULTIARCH)/openblas-openmp)
+.SECONDARY: $(B)/obj/bench/bench_hf.o
 .SECONDARY: $(B)/obj/bench/bench_gemm.o $(B)/obj/bench/bench_step.o $(B)/obj/bench/bench_models.o \
             $(BENCH_REF_OBJ)
 
@@ -275,6 +277,17 @@ bench-run: $(BENCH) $(B)/examples/attograd-gpt
 	    for w in $(BENCH_WORKLOADS); do for n in 1 2; do $(B)/bench/bench_models $$w $$n; done; done; \
 	    echo "(no python3: no contention line, no gpt-char)"; \
 	fi
+
+# make bench-hf: a GPT-2 small-shaped Hugging Face folder (random weights, written once into
+# build/bench/gpt2-hf-<layers>) loaded, run forward and sampled greedily with the KV cache in
+# attograd (bench_hf) and in transformers (bench/hf_bench.py, under HF_PYTHON or a TORCH_PYTHON
+# that imports transformers): compare.py's gpt2-hf workload (bench/README.md). Not in make
+# bench's list (a 500 MB model in each of 2 x 5 alternating processes per thread count).
+# BENCH_HF_ARGS adds compare.py flags, e.g. --hf-layers 2 --rounds 1 for a quick check.
+BENCH_HF_ARGS ?=
+.PHONY: bench-hf
+bench-hf: $(B)/bench/bench_hf $(B)/bench/bench_models
+	python3 bench/compare.py --bin $(B)/bench/bench_models --no-contention $(BENCH_HF_ARGS) gpt2-hf
 
 # tests/autograd/test_tape.c lays out attention_tour's graph (--dot) with Graphviz
 export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour

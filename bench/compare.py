@@ -41,13 +41,18 @@ Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew duri
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
                [--no-torch] [--no-contention] [--gpt-bin build/examples/attograd-gpt]
                [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full]
-               [--precision fp32|bf16] [workload ...]
+               [--precision fp32|bf16] [--hf-layers 12] [--hf-new-tokens 64]
+               [--hf-dir DIR] [workload ...]
                (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
                gpt2-124m gpt2-124m-256)
 
 The workload gpt-char (not in the default list) is the program attograd-gpt train against
 torch_gpt.py on the shards in --gpt-data, in tokens/s (gpt_char.py says how); --gpt-full also
 trains both for 2000 steps and prints their valid losses side by side (--gpt-steps 0: only that).
+The workload gpt2-hf (not in the default list either; make bench-hf) is a GPT-2 small-shaped
+Hugging Face folder in attograd (bench_hf) against transformers (hf_bench.py): load time, peak
+memory, a forward, greedy generation (gpt2_hf.py says how; --hf-layers, --hf-new-tokens,
+--hf-dir).
 
 STEPS defaults to 7, and to 3 for seq2seq-base, gpt2-124m and gpt2-124m-256 (a PyTorch step
 takes seconds there).
@@ -107,9 +112,10 @@ def torch_env(threads):
     return env
 
 
-def imports_torch(py):
+def imports(py, module="torch"):
+    """whether python py imports module (in PyTorch's environment)"""
     try:
-        r = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=120,
+        r = subprocess.run([py, "-c", f"import {module}"], capture_output=True, timeout=300,
                            env=torch_env(1))
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -122,7 +128,7 @@ def find_torch_pythons():
     version (a venv with PyTorch 2); TORCH_PYTHON alone is "torch" """
     found, versions = [], set()
     for py in ["python3", "/usr/bin/python3", os.environ.get("TORCH_PYTHON")]:
-        if not py or not imports_torch(py):
+        if not py or not imports(py):
             continue
         v = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
                            capture_output=True, text=True, env=torch_env(1)).stdout.strip()
@@ -183,6 +189,9 @@ def main():
     ap.add_argument("--gpt-steps", type=int, default=100)
     ap.add_argument("--gpt-full", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--hf-layers", type=int, default=12)
+    ap.add_argument("--hf-new-tokens", type=int, default=64)
+    ap.add_argument("--hf-dir", default=None)
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
@@ -205,11 +214,13 @@ def main():
     print(f"# {a.rounds} alternating runs of each, each the median of "
           f"{a.steps or 'its'} steps; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    peak = measure_peak(a.bin, a.precision)
+    # the roofline's figures, for the workloads of bench_models only
+    no_roofline = all(w in ("gpt-char", "gpt2-hf") for w in a.workloads)
+    peak = None if no_roofline else measure_peak(a.bin, a.precision)
     if peak:
         print(f"# {'bf16 (vdpbf16ps)' if a.precision == 'bf16' else 'FMA'} peak {peak:.1f} "
               "GFLOP/s per thread (bench_gemm --peak)")
-    gbs = measure_bandwidth(a.bin)
+    gbs = {} if no_roofline else measure_bandwidth(a.bin)
     if gbs:
         print("# memory bandwidth " + " ".join(f"{v:.1f} GB/s at {t} thread{'s' * (t > 1)}"
                                                for t, v in sorted(gbs.items()))
@@ -226,6 +237,10 @@ def main():
                 gpt_char.bench(a, torches)
             if a.gpt_full:
                 gpt_char.full(a, torches)
+            continue
+        if name == "gpt2-hf":  # bench_hf against hf_bench.py (gpt2_hf.py)
+            import gpt2_hf
+            gpt2_hf.bench(a, torches)
             continue
         times = {}
         for threads in [int(t) for t in a.threads.split(",")]:
