@@ -7,11 +7,12 @@
  *       n_positions 1024, n_embd 768, 12 heads, N_LAYER layers (default 12), "gelu_new",
  *       biases, tied head) written to DIR by hf_save (config.json, model.safetensors)
  *   bench_hf run DIR THREADS [NEW_TOKENS]
- *   -> attograd threads=<n> load_ms=<l> rss0_mib=<r0> load_rss_mib=<lr> rss_mib=<r>
- *      forward_ms=<f> forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt> ids=<a,b,...>
+ *   -> attograd threads=<n> load_ms=<l> params_mib=<p> rss0_mib=<r0> load_rss_mib=<lr>
+ *      rss_mib=<r> forward_ms=<f> forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt> ids=<a,b,...>
  *
  * run, in one fresh process: load_ms is the wall time of hf_load(DIR) (config.json, the
- * safetensors, the model built); rss0_mib the process's peak resident memory before it,
+ * safetensors, the model built); params_mib what the parameters' arena holds after it (the
+ * weights, and whatever else the model keeps there); rss0_mib the process's peak resident memory before it,
  * load_rss_mib after it, rss_mib at the end (getrusage's ru_maxrss: the peak over the load,
  * the forwards and the generation). forward_ms is the median of 5 no-grad forwards of one row
  * of PROMPT tokens (logits at every position), after one more not timed. gen_ms is one call of
@@ -119,10 +120,12 @@ static int run_model(const char *dir, int threads, int new_tokens) {
                 got < 0 ? ag_last_error() : "stopped");
         rc = 2;
     } else {
-        printf("attograd threads=%d load_ms=%.1f rss0_mib=%.1f load_rss_mib=%.1f rss_mib=%.1f "
-               "forward_ms=%.2f forward_tok_s=%.0f new_tokens=%d gen_ms=%.1f gen_tok_s=%.1f ids=",
-               threads, load_ms, rss0, load_rss, peak_rss_mib(), ms[FORWARDS / 2],
-               PROMPT / ms[FORWARDS / 2] * 1e3, new_tokens, gen_ms, new_tokens / gen_ms * 1e3);
+        double fwd = ms[FORWARDS / 2], params = (double)a->used / (1024.0 * 1024.0);
+        printf("attograd threads=%d load_ms=%.1f params_mib=%.1f rss0_mib=%.1f "
+               "load_rss_mib=%.1f rss_mib=%.1f forward_ms=%.2f forward_tok_s=%.0f "
+               "new_tokens=%d gen_ms=%.1f gen_tok_s=%.1f ids=",
+               threads, load_ms, params, rss0, load_rss, peak_rss_mib(), fwd, PROMPT / fwd * 1e3,
+               new_tokens, gen_ms, new_tokens / gen_ms * 1e3);
         for (int i = 0; i < new_tokens; i++) printf("%s%d", i ? "," : "", ids[PROMPT + i]);
         printf("\n");
     }
