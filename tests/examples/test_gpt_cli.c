@@ -903,6 +903,21 @@ static void autotokenizer_agrees(const char *dir, const char *hf, const char *te
     txt_free(tok);
 }
 
+/* dir/data prepared (kind), a run of the tiny model with extra flags in dir/run, its best.npz
+ * (ck) exported to the folder dir/hf (hf): export --format hf */
+static void export_trained(const char *dir, const char *kind, const char *const *extra, char *ck,
+                           char *hf) {
+    char run_dir[512];
+    prepare(dir, kind);
+    train(dir, ts_join(run_dir, dir, "run"), extra);
+    ts_join(ck, run_dir, "best.npz");
+    ts_join(hf, dir, "hf");
+    const char *ex[] = {"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL};
+    TsRun r = run(dir, ex);
+    expect_ok(&r, "export --format hf");
+    ts_run_free(&r);
+}
+
 /* export --format hf, then --model DIR: the same samples and the same valid loss as --ckpt,
  * for a GPT-2-style and a LLaMA-style model with grouped-query heads (char tokenizers) and a
  * GPT-2-style one with a BPE tokenizer (docs/hf.md); the same samples again from the folder
@@ -913,20 +928,13 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
                                             {"--max-iters", "20", "--llama", "--n-kv-head", "1"},
                                             {"--max-iters", "20", NULL}};
     for (int k = 0; k < 3; k++) {
-        char dir[256], run_dir[512], ck[512], hf[512], data[512], hj[512], p[512], q[512];
+        char dir[256], ck[512], hf[512], data[512], hj[512], p[512], q[512];
         ts_tmp_dir(dir, sizeof dir, "gpt-hf");
-        prepare(dir, k == 2 ? "bpe" : "char");
-        ts_join(run_dir, dir, "run");
         const char *extra[8] = {0};
         for (int i = 0; i < 5 && styles[k][i]; i++) extra[i] = styles[k][i];
-        train(dir, run_dir, extra);
-        ts_join(ck, run_dir, "best.npz");
-        ts_join(hf, dir, "hf");
+        export_trained(dir, k == 2 ? "bpe" : "char", extra, ck, hf);
         ts_join(data, dir, "data");
-        const char *ex[] = {"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL};
-        TsRun r = run(dir, ex);
-        expect_ok(&r, "export --format hf");
-        ts_run_free(&r);
+        TsRun r;
         char *out[2][2];
         for (int m = 0; m < 2; m++) {
             const char *flag = m ? "--model" : "--ckpt", *src = m ? hf : ck;
@@ -979,6 +987,143 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
         ts_rm_tree(dir);
     }
+}
+
+/* ---- train --init-from DIR: fine-tuning a Hugging Face folder ---- */
+
+/* train --init-from hf --data data: the tiny run's flags, then extra (NULL-terminated) */
+static TsRun tune(const char *dir, const char *hf, const char *data, const char *out,
+                  const char *const *extra) {
+    const char *args[48] = {"train", "--init-from",    hf,  "--data",
+                            data,    "--out",          out, "--batch-size",
+                            "4",     "--warmup-iters", "5", "--eval-interval",
+                            "10",    "--eval-iters",   "3", "--log-interval",
+                            "5",     "--threads",      "1", NULL};
+    int n = 0;
+    while (args[n]) n++;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    return run(dir, args);
+}
+
+/* the valid_loss (the last column) of the last row of a log.csv */
+static double log_valid(const char *path) {
+    char *t = ts_read_text(path, NULL), *row = strchr(t, '\n');
+    cr_assert(row && row[1], "%s: no rows", path);
+    row++;
+    for (char *nl; (nl = strchr(row, '\n')) && nl[1];) row = nl + 1;
+    char *nl = strchr(row, '\n');
+    if (nl) *nl = '\0';
+    double v = strtod(strrchr(row, ',') + 1, NULL);
+    free(t);
+    return v;
+}
+
+/* "valid loss X" of `eval FLAG SRC --data DATA` (malloc'd) */
+static char *eval_loss(const char *dir, const char *flag, const char *src, const char *data) {
+    const char *e[] = {"eval", flag, src, "--data", data, NULL};
+    TsRun r = run(dir, e);
+    expect_ok(&r, "eval");
+    const char *v = strstr(r.out, "valid loss"), *end = v ? strstr(v, " nats") : NULL;
+    cr_assert(end != NULL, "eval: %s", r.out);
+    char *s = strndup(v, (size_t)(end - v));
+    ts_run_free(&r);
+    return s;
+}
+
+/* A tiny model trained 20 steps and exported (export --format hf); its data prepared again with
+ * the folder's tokenizer (prepare --model: the same tokenizer bytes). train --init-from at
+ * learning rate 0 leaves the folder's weights as they are, so its checkpoint evaluates as
+ * `eval --model` does (the same digits) and its validations are the step-0 one; with a learning
+ * rate, the valid loss of step 40 is below it (in a window of 8 of the model's 16 positions,
+ * with dropout); 20 steps resumed (without --init-from) to 40 give the straight run's bytes.
+ * Refused, exit 2 naming what: data of another vocabulary (both tokenizers), a model flag, a
+ * window above the context, --init-from with --resume, another --block-size on --resume, a
+ * folder with only tokenizer.json (train and prepare). */
+Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
+    char dir[256], ck[512], hf[512], d2[512], d3[512], txt[512], p[512], q[512], ft0[512], ft[512],
+        fr[512], hj[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-init-from");
+    const char *src_flags[] = {"--max-iters", "20", NULL};
+    export_trained(dir, "char", src_flags, ck, hf);
+    TsRun r;
+    ts_join(txt, dir, "text.txt");
+    ts_join(d2, dir, "data2");
+    const char *pm[] = {"prepare", "--model", hf, "--input", txt, "--out", d2, NULL};
+    r = run(dir, pm);
+    expect_ok(&r, "prepare --model");
+    ts_run_free(&r);
+    cr_assert(ts_same_file(ts_join(p, d2, "tokenizer"), ts_join(q, hf, "attograd-tokenizer.bin")));
+    /* lr 0: the folder's weights; its validation is the step-0 one */
+    const char *still[] = {"--max-iters",  "10", "--lr",      "0",   "--lr-min", "0",
+                           "--block-size", "8",  "--dropout", "0.1", NULL};
+    r = tune(dir, hf, d2, ts_join(ft0, dir, "ft0"), still);
+    expect_ok(&r, "train --init-from (lr 0)");
+    ts_run_free(&r);
+    char *a = eval_loss(dir, "--ckpt", ts_join(p, ft0, "last.npz"), d2);
+    char *b = eval_loss(dir, "--model", hf, d2);
+    cr_assert_str_eq(a, b);
+    free(a), free(b);
+    double v0 = log_valid(ts_join(p, ft0, "log.csv")); /* step 10, as at step 0 */
+    /* trained: the loss goes down; and resumed to the bit */
+    const char *straight[] = {"--max-iters", "40", "--block-size", "8", "--dropout", "0.1", NULL};
+    r = tune(dir, hf, d2, ts_join(ft, dir, "ft"), straight);
+    expect_ok(&r, "train --init-from");
+    cr_assert(strstr(r.out, "block 16") && strstr(r.out, "batch 4 x 8 tokens"), "%s", r.out);
+    ts_run_free(&r);
+    double v40 = log_valid(ts_join(p, ft, "log.csv"));
+    cr_assert(isfinite(v0) && v40 < v0, "valid loss %g at step 40, %g at step 0", v40, v0);
+    const char *first[] = {"--max-iters", "20",           "--lr-decay-iters",
+                           "40",          "--block-size", "8",
+                           "--dropout",   "0.1",          NULL};
+    r = tune(dir, hf, d2, ts_join(fr, dir, "fr"), first);
+    expect_ok(&r, "train --init-from (20 steps)");
+    ts_run_free(&r);
+    const char *again[] = {"train", "--data", d2, "--out", fr, "--resume", "--threads", "1", NULL};
+    r = run(dir, again);
+    expect_ok(&r, "train --resume");
+    ts_run_free(&r);
+    expect_same_npz(ts_join(p, ft, "last.npz"), ts_join(q, fr, "last.npz"));
+    expect_same_npz(ts_join(p, ft, "best.npz"), ts_join(q, fr, "best.npz"));
+    /* refused */
+    ts_join(d3, dir, "data3");
+    const char *pb[] = {"prepare", "--input", txt, "--tokenizer", "bpe", "--vocab",
+                        "300",     "--out",   d3,  NULL};
+    r = run(dir, pb);
+    expect_ok(&r, "prepare bpe");
+    ts_run_free(&r);
+    char tok3[600];
+    snprintf(tok3, sizeof tok3, "%s/tokenizer (300 ids)", d3);
+    ts_join(p, dir, "refused");
+    const char *other[] = {"train", "--init-from", hf, "--data", d3, "--out", p, NULL};
+    expect_usage(dir, other, (const char *[]){tok3, "attograd-tokenizer.bin (", NULL});
+    const char *layers[] = {"train", "--init-from", hf,  "--data", d2, "--out",
+                            p,       "--n-layer",   "3", NULL};
+    expect_usage(dir, layers, (const char *[]){"--n-layer", "--init-from", NULL});
+    const char *wide[] = {"train", "--init-from",  hf,   "--data", d2, "--out",
+                          p,       "--block-size", "17", NULL};
+    expect_usage(dir, wide, (const char *[]){"--block-size 17", "16 tokens", NULL});
+    const char *both[] = {"train", "--init-from", hf, "--data", d2, "--out", fr, "--resume", NULL};
+    expect_usage(dir, both, (const char *[]){"--init-from", "--resume", NULL});
+    const char *window[] = {"train", "--data",      d2,   "--out", fr, "--resume", "--block-size",
+                            "4",     "--max-iters", "50", NULL};
+    expect_usage(dir, window, (const char *[]){"--block-size 4", "(8)", NULL});
+    cr_assert_eq(ckpt_step(ts_join(q, fr, "last.npz")), 40, "a refused resume left it as it was");
+    ts_join(hj, dir, "hf-json");
+    cr_assert_eq(mkdir(hj, 0700), 0);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        char *bytes = ts_slurp(ts_join(p, hf, files[i]), &len);
+        ts_write_bytes(ts_join(q, hj, files[i]), bytes, len);
+        free(bytes);
+    }
+    ts_join(p, dir, "refused");
+    const char *json[] = {"train", "--init-from", hj, "--data", d2, "--out", p, NULL};
+    expect_usage(dir, json, (const char *[]){hj, "no attograd-tokenizer.bin", NULL});
+    const char *pj[] = {"prepare", "--model", hj, "--input", txt, "--out", p, NULL};
+    expect_usage(dir, pj, (const char *[]){"--model", hj, "attograd-tokenizer.bin", NULL});
+    ts_rm_tree(dir);
 }
 
 /* ---- --model DIR with a published tokenizer: tokenizer.json or vocab.json + merges.txt ---- */
