@@ -421,6 +421,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
     (void)step;
     txt_loader_starts(&g->loader, g->starts);
     txt_loader_state(&g->loader, g->st.loader); /* what the next save keeps */
+    g->st.window = g->T; /* a file without it resumed: its saves from here on name it */
     int b = g->rc.batch / S;
     *tokens = (double)g->rc.batch * g->T;
     return read_rows(g, g->train_bin, lo * b, hi * b);

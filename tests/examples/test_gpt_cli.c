@@ -510,6 +510,7 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
         {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
         {"meta.run.flag.batch", 0, 0, "meta.run.flag.batch = 0"},
         {"meta.run.model.loader_batches", 0, 3, "meta.run.model.loader_batches = 3: must be"},
+        {"meta.run.model.window", 0, 17, "meta.run.model.window = 17: above block_size 16"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
         ts_npz_edit(ck, bad, edits[k].entry, edits[k].at, 0, edits[k].value);
@@ -563,6 +564,41 @@ Test(gpt_cli, resume_is_byte_identical_to_a_straight_run) {
     cr_assert_str_eq(la, lb);
     free(la);
     free(lb);
+    ts_rm_tree(dir);
+}
+
+/* src's entries but name written to dst (a checkpoint as an older program wrote it) */
+static void npz_without(const char *src, const char *dst, const char *name) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, name) != NULL, "%s: no entry %s", src, name);
+    NpzWriter *w = npz_writer_new();
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        if (strcmp(e->name, name) != 0) npz_add(w, e->name, e->dtype, e->ndim, e->shape, e->data);
+    }
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
+/* A checkpoint of the run loop written before the training window was kept (no
+ * meta.run.model.window) resumes in the model's block_size, to the bytes of a straight run */
+Test(gpt_cli, a_checkpoint_without_the_window_resumes_to_the_bit) {
+    char dir[256], a[512], b[512], pa[512], pb[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-window");
+    prepare(dir, "char");
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"--max-iters", "20", NULL};
+    train(dir, a, straight);
+    const char *first[] = {"--max-iters", "10", "--lr-decay-iters", "20", NULL};
+    train(dir, b, first);
+    ts_join(pb, b, "last.npz");
+    npz_without(pb, pb, "meta.run.model.window");
+    const char *again[] = {"--resume", NULL};
+    train(dir, b, again);
+    expect_same_npz(ts_join(pa, a, "last.npz"), pb);
     ts_rm_tree(dir);
 }
 
