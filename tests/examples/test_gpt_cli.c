@@ -1058,43 +1058,51 @@ static char *eval_loss(const char *dir, const char *flag, const char *src, const
  * learning rate 0 leaves the folder's weights as they are, so its checkpoint evaluates as
  * `eval --model` does (the same digits) and its validations are the step-0 one; with a learning
  * rate, the valid loss of step 40 is below it (in a window of 8 of the model's 16 positions,
- * with dropout); 20 steps resumed (without --init-from) to 40 give the straight run's bytes.
+ * with dropout), for a LLaMA-style model with grouped-query heads and a GPT-2 one; for the
+ * latter, 20 steps resumed (without --init-from) to 40 give the straight run's bytes.
  * Refused, exit 2 naming what: data of another vocabulary (both tokenizers), a model flag, a
  * window above the context, --init-from with --resume, another --block-size on --resume, a
  * folder with only tokenizer.json (train and prepare). */
 Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
     char dir[256], ck[512], hf[512], d2[512], d3[512], txt[512], p[512], q[512], ft0[512], ft[512],
         fr[512], hj[512];
-    ts_tmp_dir(dir, sizeof dir, "gpt-init-from");
-    const char *src_flags[] = {"--max-iters", "20", NULL};
-    export_trained(dir, "char", src_flags, ck, hf);
     TsRun r;
-    ts_join(txt, dir, "text.txt");
-    ts_join(d2, dir, "data2");
-    const char *pm[] = {"prepare", "--model", hf, "--input", txt, "--out", d2, NULL};
-    r = run(dir, pm);
-    expect_ok(&r, "prepare --model");
-    ts_run_free(&r);
-    cr_assert(ts_same_file(ts_join(p, d2, "tokenizer"), ts_join(q, hf, "attograd-tokenizer.bin")));
-    /* lr 0: the folder's weights; its validation is the step-0 one */
-    const char *still[] = {"--max-iters",  "10", "--lr",      "0",   "--lr-min", "0",
-                           "--block-size", "8",  "--dropout", "0.1", NULL};
-    r = tune(dir, hf, d2, ts_join(ft0, dir, "ft0"), still);
-    expect_ok(&r, "train --init-from (lr 0)");
-    ts_run_free(&r);
-    char *a = eval_loss(dir, "--ckpt", ts_join(p, ft0, "last.npz"), d2);
-    char *b = eval_loss(dir, "--model", hf, d2);
-    cr_assert_str_eq(a, b);
-    free(a), free(b);
-    double v0 = log_valid(ts_join(p, ft0, "log.csv")); /* step 10, as at step 0 */
-    /* trained: the loss goes down; and resumed to the bit */
-    const char *straight[] = {"--max-iters", "40", "--block-size", "8", "--dropout", "0.1", NULL};
-    r = tune(dir, hf, d2, ts_join(ft, dir, "ft"), straight);
-    expect_ok(&r, "train --init-from");
-    cr_assert(strstr(r.out, "block 16") && strstr(r.out, "batch 4 x 8 tokens"), "%s", r.out);
-    ts_run_free(&r);
-    double v40 = log_valid(ts_join(p, ft, "log.csv"));
-    cr_assert(isfinite(v0) && v40 < v0, "valid loss %g at step 40, %g at step 0", v40, v0);
+    /* a LLaMA-style model (rotary, grouped-query heads), then a GPT-2 one, kept for the rest */
+    for (int k = 1; k >= 0; k--) {
+        ts_tmp_dir(dir, sizeof dir, "gpt-init-from");
+        const char *src_flags[2][8] = {{"--max-iters", "20", NULL},
+                                       {"--max-iters", "20", "--llama", "--n-kv-head", "1", NULL}};
+        export_trained(dir, "char", src_flags[k], ck, hf);
+        ts_join(txt, dir, "text.txt");
+        ts_join(d2, dir, "data2");
+        const char *pm[] = {"prepare", "--model", hf, "--input", txt, "--out", d2, NULL};
+        r = run(dir, pm);
+        expect_ok(&r, "prepare --model");
+        ts_run_free(&r);
+        cr_assert(
+            ts_same_file(ts_join(p, d2, "tokenizer"), ts_join(q, hf, "attograd-tokenizer.bin")));
+        /* lr 0: the folder's weights; its validation is the step-0 one */
+        const char *still[] = {"--max-iters",  "10", "--lr",      "0",   "--lr-min", "0",
+                               "--block-size", "8",  "--dropout", "0.1", NULL};
+        r = tune(dir, hf, d2, ts_join(ft0, dir, "ft0"), still);
+        expect_ok(&r, "train --init-from (lr 0)");
+        ts_run_free(&r);
+        char *a = eval_loss(dir, "--ckpt", ts_join(p, ft0, "last.npz"), d2);
+        char *b = eval_loss(dir, "--model", hf, d2);
+        cr_assert_str_eq(a, b);
+        free(a), free(b);
+        double v0 = log_valid(ts_join(p, ft0, "log.csv")); /* step 10, as at step 0 */
+        /* trained: the loss goes down; and resumed to the bit */
+        const char *straight[] = {"--max-iters", "40", "--block-size", "8", "--dropout",
+                                  "0.1",         NULL};
+        r = tune(dir, hf, d2, ts_join(ft, dir, "ft"), straight);
+        expect_ok(&r, "train --init-from");
+        cr_assert(strstr(r.out, "block 16") && strstr(r.out, "batch 4 x 8 tokens"), "%s", r.out);
+        ts_run_free(&r);
+        double v40 = log_valid(ts_join(p, ft, "log.csv"));
+        cr_assert(isfinite(v0) && v40 < v0, "valid loss %g at step 40, %g at step 0", v40, v0);
+        if (k == 1) ts_rm_tree(dir);
+    }
     const char *first[] = {"--max-iters", "20",           "--lr-decay-iters",
                            "40",          "--block-size", "8",
                            "--dropout",   "0.1",          NULL};
