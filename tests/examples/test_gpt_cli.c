@@ -1115,6 +1115,15 @@ Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
     ts_run_free(&r);
     expect_same_npz(ts_join(p, ft, "last.npz"), ts_join(q, fr, "last.npz"));
     expect_same_npz(ts_join(p, ft, "best.npz"), ts_join(q, fr, "best.npz"));
+    /* the fine-tuned model exported evaluates as its checkpoint */
+    const char *ex[] = {"export", "--ckpt", p, "--format", "hf", "--out", ts_join(q, dir, "hf2"),
+                        NULL};
+    r = run(dir, ex);
+    expect_ok(&r, "export of the fine-tuned checkpoint");
+    ts_run_free(&r);
+    char *a = eval_loss(dir, "--ckpt", p, d2), *b = eval_loss(dir, "--model", q, d2);
+    cr_assert_str_eq(a, b);
+    free(a), free(b);
     /* refused */
     ts_join(d3, dir, "data3");
     const char *pb[] = {"prepare", "--input", txt, "--tokenizer", "bpe", "--vocab",
