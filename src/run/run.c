@@ -209,6 +209,7 @@ static void build_slots(RunLoop *r) {
         snprintf(name, sizeof name, "model.%s", fd->name);
         add_slot(r, name, fd->type, fd->size, fd->lo, fd->hi, (char *)ms->values + fd->offset, NULL,
                  KEEP);
+        r->fields[r->n_slots - 1].optional = fd->optional; /* a field added later reads 0 */
     }
     free(r->buf);
     free(r->given);

@@ -73,7 +73,8 @@ typedef struct RunModel {
     /* 1 when metrics v beat best (NULL: a lower loss v[0]) */
     int (*better)(const double *v, const double *best);
     /* the model's own state beside the run's (a data loader's position) as named fields,
-     * saved as meta.run.model.<name> and restored on --resume before batch is next called;
+     * saved as meta.run.model.<name> and restored on --resume before batch is next called
+     * (a field marked optional, added after files were written, reads 0 from them);
      * n_fields 0: none */
     CkptConfig state;
     /* bytes to keep in the checkpoint (meta.extra: a tokenizer); on --resume and eval, the

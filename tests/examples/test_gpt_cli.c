@@ -510,6 +510,7 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
         {"meta.config.n_embd", 0, 18, "head size 9 (n_embd 18 / n_head 2) must be even for RoPE"},
         {"meta.run.flag.batch", 0, 0, "meta.run.flag.batch = 0"},
         {"meta.run.model.loader_batches", 0, 3, "meta.run.model.loader_batches = 3: must be"},
+        {"meta.run.model.window", 0, 17, "meta.run.model.window = 17: above block_size 16"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
         ts_npz_edit(ck, bad, edits[k].entry, edits[k].at, 0, edits[k].value);
@@ -540,29 +541,50 @@ Test(gpt_cli, an_edited_checkpoint_is_refused_naming_the_entry) {
 
 /* ---- resume ---- */
 
+/* src's entries but name written to dst (a checkpoint as an older program wrote it) */
+static void npz_without(const char *src, const char *dst, const char *name) {
+    NpzFile *f;
+    cr_assert_eq(npz_read(src, &f, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert(npz_find(f, name) != NULL, "%s: no entry %s", src, name);
+    NpzWriter *w = npz_writer_new();
+    for (int i = 0; i < f->n; i++) {
+        const NpzEntry *e = &f->entries[i];
+        if (strcmp(e->name, name) != 0) npz_add(w, e->name, e->dtype, e->ndim, e->shape, e->data);
+    }
+    cr_assert_eq(npz_write(w, dst, 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    npz_free(f);
+}
+
 /* A run of 40 steps, and the same run stopped at 20 and resumed: the same checkpoints, entry
- * by entry, and the same log (but the timing column); with dropout, so the RNG counts too. */
+ * by entry, and the same log (but the timing column); with dropout, so the RNG counts too.
+ * Again from a checkpoint of the run loop written before the training window was kept (no
+ * meta.run.model.window): it resumes in the model's block_size, to the same bytes. */
 Test(gpt_cli, resume_is_byte_identical_to_a_straight_run) {
     char dir[256], a[512], b[512], pa[512], pb[512];
     ts_tmp_dir(dir, sizeof dir, "gpt-resume");
     prepare(dir, "char");
     ts_join(a, dir, "straight");
-    ts_join(b, dir, "resumed");
     const char *straight[] = {"--max-iters", "40", "--dropout", "0.1", NULL};
     train(dir, a, straight);
-    const char *first[] = {"--max-iters", "20", "--lr-decay-iters", "40", "--dropout", "0.1", NULL};
-    train(dir, b, first);
-    cr_assert_eq(ckpt_step(ts_join(pb, b, "last.npz")), 20);
-    const char *again[] = {"--resume", NULL};
-    train(dir, b, again);
-    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
-    expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
-    /* the logs but for column 4, tokens_per_s (a timing) */
-    char *la = ts_csv_drop_column(ts_join(pa, a, "log.csv"), 4);
-    char *lb = ts_csv_drop_column(ts_join(pb, b, "log.csv"), 4);
-    cr_assert_str_eq(la, lb);
-    free(la);
-    free(lb);
+    for (int old = 0; old < 2; old++) {
+        ts_join(b, dir, old ? "resumed-old" : "resumed");
+        const char *first[] = {"--max-iters", "20", "--lr-decay-iters", "40", "--dropout",
+                               "0.1",         NULL};
+        train(dir, b, first);
+        cr_assert_eq(ckpt_step(ts_join(pb, b, "last.npz")), 20);
+        if (old) npz_without(pb, pb, "meta.run.model.window");
+        const char *again[] = {"--resume", NULL};
+        train(dir, b, again);
+        expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+        expect_same_npz(ts_join(pa, a, "best.npz"), ts_join(pb, b, "best.npz"));
+        /* the logs but for column 4, tokens_per_s (a timing) */
+        char *la = ts_csv_drop_column(ts_join(pa, a, "log.csv"), 4);
+        char *lb = ts_csv_drop_column(ts_join(pb, b, "log.csv"), 4);
+        cr_assert_str_eq(la, lb);
+        free(la);
+        free(lb);
+    }
     ts_rm_tree(dir);
 }
 
@@ -903,6 +925,21 @@ static void autotokenizer_agrees(const char *dir, const char *hf, const char *te
     txt_free(tok);
 }
 
+/* dir/data prepared (kind), a run of the tiny model with extra flags in dir/run, its best.npz
+ * (ck) exported to the folder dir/hf (hf): export --format hf */
+static void export_trained(const char *dir, const char *kind, const char *const *extra, char *ck,
+                           char *hf) {
+    char run_dir[512];
+    prepare(dir, kind);
+    train(dir, ts_join(run_dir, dir, "run"), extra);
+    ts_join(ck, run_dir, "best.npz");
+    ts_join(hf, dir, "hf");
+    const char *ex[] = {"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL};
+    TsRun r = run(dir, ex);
+    expect_ok(&r, "export --format hf");
+    ts_run_free(&r);
+}
+
 /* export --format hf, then --model DIR: the same samples and the same valid loss as --ckpt,
  * for a GPT-2-style and a LLaMA-style model with grouped-query heads (char tokenizers) and a
  * GPT-2-style one with a BPE tokenizer (docs/hf.md); the same samples again from the folder
@@ -913,20 +950,13 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
                                             {"--max-iters", "20", "--llama", "--n-kv-head", "1"},
                                             {"--max-iters", "20", NULL}};
     for (int k = 0; k < 3; k++) {
-        char dir[256], run_dir[512], ck[512], hf[512], data[512], hj[512], p[512], q[512];
+        char dir[256], ck[512], hf[512], data[512], hj[512], p[512], q[512];
         ts_tmp_dir(dir, sizeof dir, "gpt-hf");
-        prepare(dir, k == 2 ? "bpe" : "char");
-        ts_join(run_dir, dir, "run");
         const char *extra[8] = {0};
         for (int i = 0; i < 5 && styles[k][i]; i++) extra[i] = styles[k][i];
-        train(dir, run_dir, extra);
-        ts_join(ck, run_dir, "best.npz");
-        ts_join(hf, dir, "hf");
+        export_trained(dir, k == 2 ? "bpe" : "char", extra, ck, hf);
         ts_join(data, dir, "data");
-        const char *ex[] = {"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL};
-        TsRun r = run(dir, ex);
-        expect_ok(&r, "export --format hf");
-        ts_run_free(&r);
+        TsRun r;
         char *out[2][2];
         for (int m = 0; m < 2; m++) {
             const char *flag = m ? "--model" : "--ckpt", *src = m ? hf : ck;
@@ -979,6 +1009,160 @@ Test(gpt_cli, an_hf_export_samples_and_evaluates_as_its_checkpoint) {
         for (int m = 0; m < 2; m++) free(out[m][0]), free(out[m][1]);
         ts_rm_tree(dir);
     }
+}
+
+/* ---- train --init-from DIR: fine-tuning a Hugging Face folder ---- */
+
+/* train --init-from hf --data data: the tiny run's flags, then extra (NULL-terminated) */
+static TsRun tune(const char *dir, const char *hf, const char *data, const char *out,
+                  const char *const *extra) {
+    const char *args[48] = {"train", "--init-from",    hf,  "--data",
+                            data,    "--out",          out, "--batch-size",
+                            "4",     "--warmup-iters", "5", "--eval-interval",
+                            "10",    "--eval-iters",   "3", "--log-interval",
+                            "5",     "--threads",      "1", NULL};
+    int n = 0;
+    while (args[n]) n++;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    return run(dir, args);
+}
+
+/* the valid_loss (the last column) of the last row of a log.csv */
+static double log_valid(const char *path) {
+    char *t = ts_read_text(path, NULL), *row = strchr(t, '\n');
+    cr_assert(row && row[1], "%s: no rows", path);
+    row++;
+    for (char *nl; (nl = strchr(row, '\n')) && nl[1];) row = nl + 1;
+    char *nl = strchr(row, '\n');
+    if (nl) *nl = '\0';
+    double v = strtod(strrchr(row, ',') + 1, NULL);
+    free(t);
+    return v;
+}
+
+/* "valid loss X" of `eval FLAG SRC --data DATA` (malloc'd) */
+static char *eval_loss(const char *dir, const char *flag, const char *src, const char *data) {
+    const char *e[] = {"eval", flag, src, "--data", data, NULL};
+    TsRun r = run(dir, e);
+    expect_ok(&r, "eval");
+    const char *v = strstr(r.out, "valid loss"), *end = v ? strstr(v, " nats") : NULL;
+    cr_assert(end != NULL, "eval: %s", r.out);
+    char *s = strndup(v, (size_t)(end - v));
+    ts_run_free(&r);
+    return s;
+}
+
+/* A tiny model trained 20 steps and exported (export --format hf); its data prepared again with
+ * the folder's tokenizer (prepare --model: the same tokenizer bytes). train --init-from at
+ * learning rate 0 leaves the folder's weights as they are, so its checkpoint evaluates as
+ * `eval --model` does (the same digits) and its validations are the step-0 one; with a learning
+ * rate, the valid loss of step 40 is below it (in a window of 8 of the model's 16 positions,
+ * with dropout), for a LLaMA-style model with grouped-query heads and a GPT-2 one; for the
+ * latter, 20 steps resumed (without --init-from) to 40 give the straight run's bytes.
+ * Refused, exit 2 naming what: data of another vocabulary (both tokenizers), a model flag, a
+ * window above the context, --init-from with --resume, another --block-size on --resume, a
+ * folder with only tokenizer.json (train and prepare). */
+Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
+    char dir[256], ck[512], hf[512], d2[512], d3[512], txt[512], p[512], q[512], ft0[512], ft[512],
+        fr[512], hj[512];
+    TsRun r;
+    /* a LLaMA-style model (rotary, grouped-query heads), then a GPT-2 one, kept for the rest */
+    for (int k = 1; k >= 0; k--) {
+        ts_tmp_dir(dir, sizeof dir, "gpt-init-from");
+        const char *src_flags[2][8] = {{"--max-iters", "20", NULL},
+                                       {"--max-iters", "20", "--llama", "--n-kv-head", "1", NULL}};
+        export_trained(dir, "char", src_flags[k], ck, hf);
+        ts_join(txt, dir, "text.txt");
+        ts_join(d2, dir, "data2");
+        const char *pm[] = {"prepare", "--model", hf, "--input", txt, "--out", d2, NULL};
+        r = run(dir, pm);
+        expect_ok(&r, "prepare --model");
+        ts_run_free(&r);
+        cr_assert(
+            ts_same_file(ts_join(p, d2, "tokenizer"), ts_join(q, hf, "attograd-tokenizer.bin")));
+        /* lr 0: the folder's weights; its validation is the step-0 one */
+        const char *still[] = {"--max-iters",  "10", "--lr",      "0",   "--lr-min", "0",
+                               "--block-size", "8",  "--dropout", "0.1", NULL};
+        r = tune(dir, hf, d2, ts_join(ft0, dir, "ft0"), still);
+        expect_ok(&r, "train --init-from (lr 0)");
+        ts_run_free(&r);
+        char *a = eval_loss(dir, "--ckpt", ts_join(p, ft0, "last.npz"), d2);
+        char *b = eval_loss(dir, "--model", hf, d2);
+        cr_assert_str_eq(a, b);
+        free(a), free(b);
+        double v0 = log_valid(ts_join(p, ft0, "log.csv")); /* step 10, as at step 0 */
+        /* trained: the loss goes down; and resumed to the bit */
+        const char *straight[] = {"--max-iters", "40", "--block-size", "8", "--dropout",
+                                  "0.1",         NULL};
+        r = tune(dir, hf, d2, ts_join(ft, dir, "ft"), straight);
+        expect_ok(&r, "train --init-from");
+        cr_assert(strstr(r.out, "block 16") && strstr(r.out, "batch 4 x 8 tokens"), "%s", r.out);
+        ts_run_free(&r);
+        double v40 = log_valid(ts_join(p, ft, "log.csv"));
+        cr_assert(isfinite(v0) && v40 < v0, "valid loss %g at step 40, %g at step 0", v40, v0);
+        if (k == 1) ts_rm_tree(dir);
+    }
+    const char *first[] = {"--max-iters", "20",           "--lr-decay-iters",
+                           "40",          "--block-size", "8",
+                           "--dropout",   "0.1",          NULL};
+    r = tune(dir, hf, d2, ts_join(fr, dir, "fr"), first);
+    expect_ok(&r, "train --init-from (20 steps)");
+    ts_run_free(&r);
+    const char *again[] = {"train", "--data", d2, "--out", fr, "--resume", "--threads", "1", NULL};
+    r = run(dir, again);
+    expect_ok(&r, "train --resume");
+    ts_run_free(&r);
+    expect_same_npz(ts_join(p, ft, "last.npz"), ts_join(q, fr, "last.npz"));
+    expect_same_npz(ts_join(p, ft, "best.npz"), ts_join(q, fr, "best.npz"));
+    /* the fine-tuned model exported evaluates as its checkpoint */
+    const char *ex[] = {"export", "--ckpt", p, "--format", "hf", "--out", ts_join(q, dir, "hf2"),
+                        NULL};
+    r = run(dir, ex);
+    expect_ok(&r, "export of the fine-tuned checkpoint");
+    ts_run_free(&r);
+    char *a = eval_loss(dir, "--ckpt", p, d2), *b = eval_loss(dir, "--model", q, d2);
+    cr_assert_str_eq(a, b);
+    free(a), free(b);
+    /* refused */
+    ts_join(d3, dir, "data3");
+    const char *pb[] = {"prepare", "--input", txt, "--tokenizer", "bpe", "--vocab",
+                        "300",     "--out",   d3,  NULL};
+    r = run(dir, pb);
+    expect_ok(&r, "prepare bpe");
+    ts_run_free(&r);
+    char tok3[600];
+    snprintf(tok3, sizeof tok3, "%s/tokenizer (300 ids)", d3);
+    ts_join(p, dir, "refused");
+    const char *other[] = {"train", "--init-from", hf, "--data", d3, "--out", p, NULL};
+    expect_usage(dir, other, (const char *[]){tok3, "attograd-tokenizer.bin (", NULL});
+    const char *layers[] = {"train", "--init-from", hf,  "--data", d2, "--out",
+                            p,       "--n-layer",   "3", NULL};
+    expect_usage(dir, layers, (const char *[]){"--n-layer", "--init-from", NULL});
+    const char *wide[] = {"train", "--init-from",  hf,   "--data", d2, "--out",
+                          p,       "--block-size", "17", NULL};
+    expect_usage(dir, wide, (const char *[]){"--block-size 17", "16 tokens", NULL});
+    const char *both[] = {"train", "--init-from", hf, "--data", d2, "--out", fr, "--resume", NULL};
+    expect_usage(dir, both, (const char *[]){"--init-from", "--resume", NULL});
+    const char *window[] = {"train", "--data",      d2,   "--out", fr, "--resume", "--block-size",
+                            "4",     "--max-iters", "50", NULL};
+    expect_usage(dir, window, (const char *[]){"--block-size 4", "(8)", NULL});
+    cr_assert_eq(ckpt_step(ts_join(q, fr, "last.npz")), 40, "a refused resume left it as it was");
+    ts_join(hj, dir, "hf-json");
+    cr_assert_eq(mkdir(hj, 0700), 0);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        char *bytes = ts_slurp(ts_join(p, hf, files[i]), &len);
+        ts_write_bytes(ts_join(q, hj, files[i]), bytes, len);
+        free(bytes);
+    }
+    ts_join(p, dir, "refused");
+    const char *json[] = {"train", "--init-from", hj, "--data", d2, "--out", p, NULL};
+    expect_usage(dir, json, (const char *[]){hj, "no attograd-tokenizer.bin", NULL});
+    const char *pj[] = {"prepare", "--model", hj, "--input", txt, "--out", p, NULL};
+    expect_usage(dir, pj, (const char *[]){"--model", hj, "attograd-tokenizer.bin", NULL});
+    ts_rm_tree(dir);
 }
 
 /* ---- --model DIR with a published tokenizer: tokenizer.json or vocab.json + merges.txt ---- */
