@@ -7,7 +7,11 @@
  *     same places), the same tokens;
  *   - where a python3 with transformer_lens's HookedTransformer is found (AG_TL_PYTHON, else
  *     /usr/bin/python3), live: the models exported now, loaded with a strict load_state_dict,
- *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise.
+ *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise;
+ *   - where AG_TL4_PYTHON imports TransformerLens 4's TransformerBridge: the GPT-2-style and the
+ *     LLaMA-style models exported as Hugging Face folders (export --format hf), booted by the
+ *     bridge (tests/lens/tl4_bridge.py), its logits against attograd's forward and every cached
+ *     point against the bridge's of the same name; skipped with the reason otherwise.
  * Not here: the hook points' own tests (test_lens.c), the export's numpy forward
  * (tests/examples/test_gpt_lens_cli.c). */
 #include <criterion/criterion.h>
@@ -184,10 +188,11 @@ static const char *tl4_python(char *why, size_t n) {
 
 /* The GPT-2-style and the LLaMA-style (4 query heads on 2 key/value heads) models, exported with
  * export --format hf and booted by TransformerBridge.boot_transformers (tests/lens/tl4_bridge.py):
- * its logits on the cache's tokens equal attograd's forward of the export (1e-4 float build,
- * 1e-6 double: transformers' LLaMA computes RMSNorm and the rotary angles in float32 even in a
- * float64 model), and every point attograd-gpt cache writes equals the bridge's point of the same
- * name (1e-5 of its scale in the float build; in double 1e-12 for GPT-2, 1e-6 for LLaMA). */
+ * its logits on the cache's tokens equal attograd's forward of the export (1e-4 in the float
+ * build), and every point attograd-gpt cache writes equals the bridge's point of the same name
+ * (1e-5 of its scale); in the double build both within 1e-12 for GPT-2 and 1e-6 for LLaMA
+ * (transformers' LLaMA computes RMSNorm and the rotary angles in float32 even in a float64
+ * model). */
 Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
     char why[1024];
     const char *py = tl4_python(why, sizeof why);
@@ -219,7 +224,7 @@ Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
                                                      c.n_head == 4,
                   "%s: not the model this test is about", hf);
         snprintf(st, sizeof st, "%s/tl4_logits.safetensors", hf);
-        double e = ts_logits_error(st, &m), lt = dbl ? 1e-6 : 1e-4;
+        double e = ts_logits_error(st, &m), lt = dbl ? tol : 1e-4;
         cr_assert(e <= lt, "%s: the bridge's logits differ from attograd's by %.3g (> %g)", hf, e,
                   lt);
         cr_log_info("%s: the bridge's logits within %.2g of attograd's", models[k], e);
