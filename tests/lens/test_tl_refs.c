@@ -220,8 +220,8 @@ Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
         Gpt m;
         cr_assert_eq(hf_load(hf, a, &m), AG_OK, "%s: %s", hf, ag_last_error());
         GptConfig c = nn_gpt_options(&m.cfg);
-        cr_assert(k == 0 ? c.style == NN_GPT2 : c.style == NN_LLAMA && c.n_kv_head == 2 &&
-                                                     c.n_head == 4,
+        cr_assert(k == 0 ? c.style == NN_GPT2
+                         : c.style == NN_LLAMA && c.n_kv_head == 2 && c.n_head == 4,
                   "%s: not the model this test is about", hf);
         snprintf(st, sizeof st, "%s/tl4_logits.safetensors", hf);
         double e = ts_logits_error(st, &m), lt = dbl ? tol : 1e-4;
