@@ -191,8 +191,8 @@ static const char *tl4_python(char *why, size_t n) {
  * its logits on the cache's tokens equal attograd's forward of the export (1e-4 in the float
  * build), and every point attograd-gpt cache writes equals the bridge's point of the same name
  * (1e-5 of its scale); in the double build both within 1e-12 for GPT-2 and 1e-6 for LLaMA
- * (transformers' LLaMA computes RMSNorm and the rotary angles in float32 even in a float64
- * model). */
+ * (transformers' LLaMA computes RMSNorm, the rotary angles and the attention's softmax in
+ * float32 even in a float64 model). */
 Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
     char why[1024];
     const char *py = tl4_python(why, sizeof why);
