@@ -12,36 +12,17 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "models.h"
 
 #define FX "tests/fixtures/hf/"
 #define TOL (sizeof(Real) == sizeof(double) ? 1e-10 : 1e-4)
 
 /* the largest |attograd - transformers| over the logits of dir's expected ids, relative to
- * 1 + |transformers'| */
+ * 1 + |transformers'| (ts_logits_error) */
 static double logits_error(const char *dir, Gpt *m) {
     char path[512];
     snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-    StFile *f;
-    cr_assert_eq(st_read(path, &f, NULL), AG_OK, "%s", ag_last_error());
-    const StTensor *ids = st_find(f, "ids"), *lg = st_find(f, "logits");
-    cr_assert(ids && lg && ids->ndim == 2 && lg->ndim == 3 && lg->dtype == ST_F64);
-    int B = (int)ids->shape[0], T = (int)ids->shape[1], V = (int)lg->shape[2];
-    cr_assert_eq(V, m->cfg.vocab_size);
-    int *idx = malloc(sizeof(int) * B * T);
-    for (int i = 0; i < B * T; i++) idx[i] = (int)st_value(ids, i);
-    Tape *t = ag_tape_new(arena_new("step", 0));
-    ag_no_grad(t, 1);
-    Tensor *y = nn_gpt_forward(t, m, idx, B, T, NULL);
-    cr_assert_eq(y->size, lg->count);
-    double worst = 0;
-    for (size_t i = 0; i < y->size; i++) {
-        double want = st_value(lg, i), e = fabs((double)y->data[i] - want) / (1 + fabs(want));
-        if (!(e <= worst)) worst = e; /* a NaN wins */
-    }
-    ag_tape_free(t);
-    free(idx);
-    st_free(f);
-    return worst;
+    return ts_logits_error(path, m);
 }
 
 static void matches(const char *dir) {

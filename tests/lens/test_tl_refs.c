@@ -7,7 +7,11 @@
  *     same places), the same tokens;
  *   - where a python3 with transformer_lens's HookedTransformer is found (AG_TL_PYTHON, else
  *     /usr/bin/python3), live: the models exported now, loaded with a strict load_state_dict,
- *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise.
+ *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise;
+ *   - where AG_TL4_PYTHON imports TransformerLens 4's TransformerBridge: the GPT-2-style and the
+ *     LLaMA-style models exported as Hugging Face folders (export --format hf), booted by the
+ *     bridge (tests/lens/tl4_bridge.py), its logits against attograd's forward and every cached
+ *     point against the bridge's of the same name; skipped with the reason otherwise.
  * Not here: the hook points' own tests (test_lens.c), the export's numpy forward
  * (tests/examples/test_gpt_lens_cli.c). */
 #include <criterion/criterion.h>
@@ -18,6 +22,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "models.h"
 
 #define FIXTURES "tests/fixtures/lens"
 #define TOL 1e-5
@@ -103,6 +108,22 @@ Test(lens_tl, every_cached_point_equals_the_committed_transformer_lens_values) {
     ts_rm_tree(dir);
 }
 
+/* the python command cmd, its output in dir/name.log; asserts exit 0 and shows the output */
+static void python_ok(const char *dir, const char *name, char *cmd, size_t n) {
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", dir, name);
+    size_t len = strlen(cmd);
+    snprintf(cmd + len, n - len, " >'%s' 2>&1", log);
+    int rc = system(cmd);
+    FILE *f = fopen(log, "r");
+    char text[16384] = "";
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = 0;
+        fclose(f);
+    }
+    cr_assert(rc == 0, "%s (exit %d):\n%s", cmd, rc, text);
+}
+
 /* a python3 with transformer_lens's HookedTransformer, or NULL */
 static const char *tl_python(void) {
     static char cmd[1024];
@@ -123,7 +144,7 @@ Test(lens_tl, every_cached_point_equals_transformer_lens_live_where_installed) {
                      "references were compared",
                      env && *env ? env : "/usr/bin/python3");
     }
-    char dir[256], ck[512], cmd[8192], log[512];
+    char dir[256], ck[512], cmd[8192];
     ts_tmp_dir(dir, sizeof dir, "tllive");
     int len = snprintf(cmd, sizeof cmd, "'%s' tests/lens/tl_cache.py compare", py);
     for (int k = 0; k < N_MODELS; k++) {
@@ -139,14 +160,76 @@ Test(lens_tl, every_cached_point_equals_transformer_lens_live_where_installed) {
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " '%s.npz' '%s.json' '%s'", ex, ex,
                         cache);
     }
-    snprintf(cmd + len, sizeof cmd - (size_t)len, " >'%s' 2>&1", ts_join(log, dir, "tl.log"));
-    int rc = system(cmd);
-    FILE *f = fopen(log, "r");
-    char text[16384] = "";
-    if (f) {
-        text[fread(text, 1, sizeof text - 1, f)] = 0;
-        fclose(f);
+    python_ok(dir, "tl", cmd, sizeof cmd);
+    ts_rm_tree(dir);
+}
+
+/* ---- TransformerLens 4: TransformerBridge boots the Hugging Face export ---- */
+
+/* AG_TL4_PYTHON when it imports transformer_lens >= 4's TransformerBridge, else NULL and the
+ * reason in why */
+static const char *tl4_python(char *why, size_t n) {
+    static char cmd[1024];
+    const char *py = getenv("AG_TL4_PYTHON");
+    if (!py || !*py) {
+        snprintf(why, n, "AG_TL4_PYTHON is not set");
+        return NULL;
     }
-    cr_assert(rc == 0, "tests/lens/tl_cache.py (exit %d):\n%s", rc, text);
+    snprintf(cmd, sizeof cmd,
+             "'%s' -c 'import sys; from importlib.metadata import version; "
+             "from transformer_lens.model_bridge import TransformerBridge; "
+             "sys.exit(int(version(\"transformer_lens\").split(\".\")[0]) < 4)' >/dev/null 2>&1",
+             py);
+    if (system(cmd) == 0) return py;
+    snprintf(why, n, "AG_TL4_PYTHON=%s cannot import transformer_lens >= 4's TransformerBridge",
+             py);
+    return NULL;
+}
+
+/* The GPT-2-style and the LLaMA-style (4 query heads on 2 key/value heads) models, exported with
+ * export --format hf and booted by TransformerBridge.boot_transformers (tests/lens/tl4_bridge.py):
+ * its logits on the cache's tokens equal attograd's forward of the export (1e-4 in the float
+ * build), and every point attograd-gpt cache writes equals the bridge's point of the same name
+ * (1e-5 of its scale); in the double build both within 1e-12 for GPT-2 and 1e-6 for LLaMA
+ * (transformers' LLaMA computes RMSNorm, the rotary angles and the attention's softmax in
+ * float32 even in a float64 model). */
+Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
+    char why[1024];
+    const char *py = tl4_python(why, sizeof why);
+    if (!py)
+        cr_skip_test("the check that TransformerLens 4's TransformerBridge boots the Hugging Face "
+                     "export: %s (set it to a python3 with 'transformer_lens>=4', e.g. "
+                     "/opt/tl4/bin/python)",
+                     why);
+    int dbl = sizeof(Real) == sizeof(double);
+    char dir[256];
+    ts_tmp_dir(dir, sizeof dir, "tl4");
+    for (int k = 0; k < 2; k++) { /* gpt2, llama */
+        char ck[512], hf[512], cache[512], cmd[4096], st[600];
+        snprintf(ck, sizeof ck, FIXTURES "/%s.npz", models[k]);
+        snprintf(hf, sizeof hf, "%s/%s", dir, models[k]);
+        snprintf(cache, sizeof cache, "%s/%s_cache.npz", dir, models[k]);
+        ok(dir, (const char *[]){"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL});
+        ok(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", FIXTURES "/prompts.txt",
+                                 "--out", cache, NULL});
+        double tol = !dbl ? 1e-5 : k == 0 ? 1e-12 : 1e-6;
+        snprintf(cmd, sizeof cmd, "'%s' tests/lens/tl4_bridge.py compare --tol %g '%s' '%s'", py,
+                 tol, hf, cache);
+        python_ok(dir, models[k], cmd, sizeof cmd);
+        Arena *a = arena_new("params", 0);
+        Gpt m;
+        cr_assert_eq(hf_load(hf, a, &m), AG_OK, "%s: %s", hf, ag_last_error());
+        GptConfig c = nn_gpt_options(&m.cfg);
+        cr_assert(k == 0 ? c.style == NN_GPT2
+                         : c.style == NN_LLAMA && c.n_kv_head == 2 && c.n_head == 4,
+                  "%s: not the model this test is about", hf);
+        snprintf(st, sizeof st, "%s/tl4_logits.safetensors", hf);
+        double e = ts_logits_error(st, &m), lt = dbl ? tol : 1e-4;
+        cr_assert(e <= lt, "%s: the bridge's logits differ from attograd's by %.3g (> %g)", hf, e,
+                  lt);
+        cr_log_info("%s: the bridge's logits within %.2g of attograd's", models[k], e);
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
     ts_rm_tree(dir);
 }

@@ -73,3 +73,34 @@ Real *ts_logits_and_grads(Tape *t, const ParamList *pl, Tensor *logits, size_t *
     *n = total;
     return out;
 }
+
+double ts_logits_error(const char *path, Gpt *m) {
+    StFile *f;
+    AG_CHECK(st_read(path, &f, NULL) == AG_OK, "ts_logits_error: %s", ag_last_error());
+    const StTensor *ids = st_find(f, "ids"), *lg = st_find(f, "logits");
+    AG_CHECK(ids && lg && ids->ndim == 2 && lg->ndim == 3 && lg->dtype == ST_F64 &&
+                 lg->shape[0] == ids->shape[0] && lg->shape[1] == ids->shape[1] &&
+                 lg->shape[2] == (int64_t)m->cfg.vocab_size,
+             "ts_logits_error: %s: not ids (B, T) and F64 logits (B, T, %d)", path,
+             m->cfg.vocab_size);
+    int B = (int)ids->shape[0], T = (int)ids->shape[1];
+    int *idx = malloc(sizeof(int) * (size_t)B * (size_t)T);
+    AG_CHECK(idx, "ts_logits_error: out of memory (%d ids)", B * T);
+    for (int i = 0; i < B * T; i++) idx[i] = (int)st_value(ids, (size_t)i);
+    Tape *t = ag_tape_new(arena_new("step", 0));
+    ag_no_grad(t, 1);
+    Tensor *y = nn_gpt_forward(t, m, idx, B, T, NULL);
+    AG_CHECK(y && y->size == lg->count, "ts_logits_error: %s: the forward failed: %s", path,
+             ag_last_error());
+    double worst = 0;
+    for (size_t i = 0; i < y->size; i++) {
+        double want = st_value(lg, i), e = fabs((double)y->data[i] - want) / (1 + fabs(want));
+        if (!(e <= worst)) worst = e; /* a NaN wins */
+    }
+    Arena *step = t->arena;
+    ag_tape_free(t);
+    arena_free(step);
+    free(idx);
+    st_free(f);
+    return worst;
+}

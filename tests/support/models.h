@@ -41,4 +41,10 @@ Real *ts_values(const Tensor *y);
  * forward), naming ag_last_error(). */
 Real *ts_logits_and_grads(Tape *t, const ParamList *pl, Tensor *logits, size_t *n);
 
+/* The largest |attograd - reference| / (1 + |reference|) over the logits of m's forward on the
+ * ids of the safetensors file path ("ids" (B, T), "logits" (B, T, V) F64: another tool's
+ * logits, e.g. transformers' in tests/hf, TransformerLens's in tests/lens); a NaN logit gives
+ * NaN. Aborts when the file cannot be read or its shapes are not m's. */
+double ts_logits_error(const char *path, Gpt *m);
+
 #endif
