@@ -128,6 +128,34 @@ static void expect_same_npz(const char *a, const char *b) {
     npz_free(fb);
 }
 
+/* the same entries as expect_same_npz, but float32 values within tol of each other (the same
+ * run computed by another kernel family, which rounds differently in the last bits) */
+static void expect_close_npz(const char *a, const char *b, double tol) {
+    NpzFile *fa, *fb;
+    cr_assert_eq(npz_read(a, &fa, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(npz_read(b, &fb, NULL), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(fa->n, fb->n, "%s has %d entries, %s %d", a, fa->n, b, fb->n);
+    for (int i = 0; i < fa->n; i++) {
+        const NpzEntry *x = &fa->entries[i], *y = npz_find(fb, x->name);
+        cr_assert(y != NULL && x->dtype == y->dtype && x->nbytes == y->nbytes,
+                  "%s: entry %s missing or of another type", b, x->name);
+        if (x->dtype != NPZ_F32) {
+            cr_assert(memcmp(x->data, y->data, x->nbytes) == 0, "%s and %s: entry %s differs", a, b,
+                      x->name);
+            continue;
+        }
+        for (size_t k = 0; k < x->nbytes / sizeof(float); k++) {
+            float u, v;
+            memcpy(&u, (const char *)x->data + k * sizeof u, sizeof u);
+            memcpy(&v, (const char *)y->data + k * sizeof v, sizeof v);
+            cr_assert(fabs((double)u - (double)v) <= tol, "%s and %s: %s[%zu] %.9g and %.9g", a, b,
+                      x->name, k, (double)u, (double)v);
+        }
+    }
+    npz_free(fa);
+    npz_free(fb);
+}
+
 static int log_rows(const char *path) {
     char *t = ts_read_text(path, NULL);
     int n = 0;
@@ -359,8 +387,8 @@ Test(gpt_cli, a_checkpoint_from_before_the_options_loads_samples_and_resumes) {
  * state was positional (data.position, GP_POS_*, with the --shards slot; the model's option
  * fields in meta.config; commit 2a71c97, the float build): prepare of V1_LINES with the char
  * tokenizer, then train V2_FLAGS --max-iters 6. It samples, evaluates, refuses another
- * --n-head, and resumed with nothing but --max-iters 9 gives, in the float build it was written
- * by, the very bytes of a run of V2_FLAGS --max-iters 9 made by the program under test (a
+ * --n-head, and resumed with nothing but --max-iters 9 gives, in the float build and kernel
+ * family (AVX-512) it was written by, the very bytes of a run of V2_FLAGS --max-iters 9 made by the program under test (a
  * double build resumes from float weights: there the run must reach step 9). */
 #define V2_FIXTURE "tests/fixtures/gpt_v2_last.npz"
 #define V2_FLAGS                                                                                   \
@@ -392,7 +420,13 @@ Test(gpt_cli, a_checkpoint_of_positional_run_state_loads_samples_and_resumes_to_
         TsRun r = run(dir, st);
         expect_ok(&r, "train");
         ts_run_free(&r);
-        expect_same_npz(ts_join(pa, straight, "last.npz"), pb);
+        /* the fixture's first 6 steps are the AVX-512 kernels': another family's straight run
+         * rounds differently, so there the same run within float rounding (a wrong loader
+         * position or schedule would move the weights by ~lr) */
+        if (strcmp(ag_kernel_family(), "AVX-512") == 0)
+            expect_same_npz(ts_join(pa, straight, "last.npz"), pb);
+        else
+            expect_close_npz(ts_join(pa, straight, "last.npz"), pb, 1e-5);
     }
     ts_rm_tree(dir);
 }
