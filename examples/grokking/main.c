@@ -501,6 +501,7 @@ static int analyze(int argc, char **argv) {
         free(fnorms), free(share), free(best);
     free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
     if (built) nn_gpt_free(&m.gpt);
+    ag_tape_free(t);
     arena_free(step_arena), arena_free(arena);
     return rc == AG_OK ? 0 : 2; /* a file that cannot be read or written */
 }
