@@ -234,7 +234,8 @@ static void names_short(NpzWriter *w) {
     npz_add_bytes(w, "axes", "point,head", 10);
     npz_add_bytes(w, "points", "[\"x\"]", 5);
 }
-static const float Z6[6] = {0}; /* npz_write reads the data when it writes: not a compound literal */
+/* npz_write reads the data when it writes: not a compound literal of the fill function */
+static const float Z6[6] = {0};
 static void not_f64(NpzWriter *w) { npz_add_f32(w, "values", 2, (int64_t[]){2, 3}, Z6); }
 static void neither(NpzWriter *w) { npz_add_f64(w, "w", 1, (int64_t[]){6}, V6); }
 
