@@ -244,8 +244,7 @@ int tr_train(const TrTrainConfig *cfg) {
     }
     if (dist_size() > 1) ex_dist_warn_threads(TR_PROG, threads); /* one process: cli.c warns */
     if (c->verbose) tr_log_header(tr, threads);
-    struct sigaction old[2];
-    if (c->handle_signals) run_signals_catch(old);
+    if (c->handle_signals) run_signals_catch();
     tr->t_start = tr->t_row = tr->t_bar = run_now_s();
     tr->step_start = tr->step;
     if (!c->resume && tr_save(tr, tr->last_path) != AG_OK) code = TR_EXIT_FAIL;
@@ -277,7 +276,7 @@ int tr_train(const TrTrainConfig *cfg) {
     if (c->report_rss > 0 && rss_first[0] >= 0) tr_report_rss(tr, rss_first);
     if (tr->csv) ex_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
     if (tr->dist) dist_any(0); /* no process exits (ending the job) before process 0 saved */
-    if (c->handle_signals) run_signals_restore(old);
+    if (c->handle_signals) run_signals_restore();
     fflush(stdout);
     tr_trainer_free(tr);
     return code;

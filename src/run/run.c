@@ -682,14 +682,13 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
         r->dist->mean = !r->m->shard_sum;
     }
     run_say_start(r, threads);
-    struct sigaction old[2];
-    run_signals_catch(old);
+    run_signals_catch();
     r->step_start = r->saved_step = r->step;
     r->t_start = r->t_row = r->t_bar = run_now_s();
     int code = train_loop(r);
     if (r->csv) run_plot(r, 1);
     dist_any(0); /* no process exits (ending the job) before process 0 saved */
-    run_signals_restore(old);
+    run_signals_restore();
     fflush(stdout);
     return code;
 }

@@ -18,7 +18,6 @@
 #ifndef AG_RUN_H
 #define AG_RUN_H
 
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -180,10 +179,11 @@ int run_plot_loss(const char *csv, const char *png);
 int run_plot_script(const char *script, const char *png);
 int run_gnuplot_available(void);
 /* SIGINT and SIGTERM set a flag, the signal's number, that run_signal_caught returns (0: none);
- * a second one quits at once (exit 128 + its number, nothing saved). old: the handlers to put
- * back with run_signals_restore. */
-void run_signals_catch(struct sigaction old[2]);
-void run_signals_restore(const struct sigaction old[2]);
+ * a second one quits at once (exit 128 + its number, nothing saved). run_signals_restore puts
+ * back the handlers run_signals_catch found; calls nest (only the outermost restore puts them
+ * back; a restore without a catch does nothing). The header needs no POSIX feature macro. */
+void run_signals_catch(void);
+void run_signals_restore(void);
 int run_signal_caught(void);
 
 #endif

@@ -287,21 +287,27 @@ static void on_signal(int sig) {
 
 int run_signal_caught(void) { return caught; }
 
-void run_signals_catch(struct sigaction old[2]) {
-    AG_CHECK_ARG(old);
+/* The handlers to put back: one process has one set of them, so they live here; depth counts
+ * nested catches (the translator's trainer inside a run), and only the outermost restores. */
+static struct sigaction saved[2];
+static int depth = 0;
+
+void run_signals_catch(void) {
+    if (depth++ > 0) return;
+    caught = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    caught = 0;
-    sigaction(SIGINT, &sa, &old[0]);
-    sigaction(SIGTERM, &sa, &old[1]);
+    sigaction(SIGINT, &sa, &saved[0]);
+    sigaction(SIGTERM, &sa, &saved[1]);
 }
 
-void run_signals_restore(const struct sigaction old[2]) {
-    AG_CHECK_ARG(old);
-    sigaction(SIGINT, &old[0], NULL);
-    sigaction(SIGTERM, &old[1], NULL);
+void run_signals_restore(void) {
+    if (depth == 0) return; /* nothing caught */
+    if (--depth > 0) return;
+    sigaction(SIGINT, &saved[0], NULL);
+    sigaction(SIGTERM, &saved[1], NULL);
 }
 
 /* ---- the loss curve (drawn by run_plot.c) ---- */

@@ -820,8 +820,6 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_csv_open, out, run_csv_open("x", "h", 0, 0, NULL))                                       \
     X(run_plot_loss, csv, run_plot_loss(NULL, "x.png"))                                            \
     X(run_plot_loss, png, run_plot_loss("x.csv", NULL))                                            \
-    X(run_signals_catch, old, run_signals_catch(NULL))                                             \
-    X(run_signals_restore, old, run_signals_restore(NULL))                                         \
     X(run_plot_script, script, run_plot_script(NULL, "x.png"))                                     \
     X(run_plot_script, png, run_plot_script("x", NULL))                                            \
     /* view.h */                                                                                   \
