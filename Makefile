@@ -252,7 +252,8 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/libattograd.a
 # character level, prepared once into build/gpt/data as make gpt prepares it (left out when the
 # text cannot be fetched). make bench BENCH_GPT_FULL=1 also trains both for 2000 steps and
 # prints their valid losses side by side.
-BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
+BENCH_WORKLOADS := gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny gpt2-124m \
+                   gpt2-124m-256
 BENCH_GPT_DATA := build/gpt/data
 BENCH_GPT_FULL ?=
 # make bench installs what the comparison needs (deps-bench: OpenBLAS in its OpenMP flavour,
