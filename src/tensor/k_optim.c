@@ -76,6 +76,7 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
                       const KAdam *h) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += ps[i]->size;
+    (void)total; /* read only by the OpenMP clause: unused without OpenMP */
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
         int t, T;
@@ -129,6 +130,7 @@ double k_sum_squares_grads(Tensor *const *ts, int count) {
         if (ts[i]->grad) nb += sq_blocks(ts[i]->size), total += ts[i]->size;
     double *part = (double *)k_thread_scratch(
         K_SCRATCH_REDUCE, (nb * sizeof(double) + sizeof(Real) - 1) / sizeof(Real));
+    (void)total; /* read only by the OpenMP clause: unused without OpenMP */
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
         int t, T;

@@ -88,6 +88,7 @@ static void scale_grads(Tensor *const *ts, int count, Real s) {
     size_t total = 0;
     for (int i = 0; i < count; i++)
         if (ts[i]->grad) total += ts[i]->size;
+    (void)total; /* read only by the OpenMP clause: unused without OpenMP */
 #pragma omp parallel if (total >= K_PAR_MIN)
     {
         int t, T;
