@@ -77,7 +77,8 @@ typedef struct RunModel {
      * n_fields 0: none */
     CkptConfig state;
     /* bytes to keep in the checkpoint (meta.extra: a tokenizer); on --resume and eval, the
-     * file's are given to load_extra (may be NULL), which checks them (AG_OK or an error) */
+     * file's are given to load_extra (may be NULL), which checks them (AG_OK or an error).
+     * Read at each save: a model may point them at what it has gathered so far */
     const void *extra;
     size_t extra_len;
     int (*load_extra)(void *ctx, const void *bytes, size_t len);
