@@ -186,5 +186,10 @@ int run_gnuplot_available(void);
 void run_signals_catch(void);
 void run_signals_restore(void);
 int run_signal_caught(void);
+/* The text flag `name` (its canonical spelling) that the checkpoint at path saved
+ * (meta.run.flag.<name>, at most 4095 bytes), read without the file's other arrays, into
+ * *value (allocated; NULL on failure): so a program finds its data folder on --resume before
+ * the run reads the checkpoint. AG_OK, or an error naming the path and the entry. */
+int run_saved_text(const char *path, const char *name, char **value);
 
 #endif
