@@ -136,22 +136,30 @@ static size_t extra_size(const IndRecord *rec, int64_t R) {
            LH * rec->T * rec->T * sizeof(float);
 }
 
+/* The arrays of R records in the bytes' order after the head: into out when it is not NULL,
+ * else from in (rec's arrays hold R records) */
+static void copy_arrays(const IndRecord *rec, size_t R, char *out, const char *in) {
+    size_t LH = (size_t)rec->n_layer * rec->NH, T = (size_t)rec->T;
+    struct {
+        void *at;
+        size_t bytes;
+    } a[] = {{rec->step, R * 8},          {rec->train_loss, R * 8},
+             {rec->loss_pred, R * 8},     {rec->loss_other, R * 8},
+             {rec->loss_pos, R * T * 8},  {rec->induction, R * LH * 8},
+             {rec->previous, R * LH * 8}, {rec->pattern_first, LH * T * T * sizeof(float)}};
+    for (size_t k = 0, at = 0; k < sizeof a / sizeof a[0]; at += a[k].bytes, k++)
+        if (a[k].bytes && out)
+            memcpy(out + at, a[k].at, a[k].bytes);
+        else if (a[k].bytes)
+            memcpy(a[k].at, in + at, a[k].bytes);
+}
+
 void *ind_record_bytes(const IndRecord *rec, size_t *len) {
-    size_t LH = (size_t)rec->n_layer * rec->NH, R = (size_t)rec->R, T = (size_t)rec->T;
     *len = extra_size(rec, rec->R);
-    char *b = ex_malloc(*len), *p = b;
+    char *b = ex_malloc(*len);
     int64_t head[4] = {rec->n_layer, rec->NH, rec->T, rec->R};
-#define PUT(src, bytes) (memcpy(p, src, bytes), p += (bytes))
-    PUT(head, sizeof head);
-    PUT(rec->step, R * 8);
-    PUT(rec->train_loss, R * 8);
-    PUT(rec->loss_pred, R * 8);
-    PUT(rec->loss_other, R * 8);
-    PUT(rec->loss_pos, R * T * 8);
-    PUT(rec->induction, R * LH * 8);
-    PUT(rec->previous, R * LH * 8);
-    PUT(rec->pattern_first, LH * T * T * sizeof(float));
-#undef PUT
+    memcpy(b, head, sizeof head);
+    copy_arrays(rec, (size_t)rec->R, b + sizeof head, NULL);
     return b;
 }
 
@@ -185,17 +193,7 @@ int ind_record_load(IndRecord *rec, const void *bytes, size_t len, int64_t last_
                            (long long)r, (long long)s, (long long)last_step);
     }
     record_alloc(rec, (int)R);
-    size_t LH = (size_t)rec->n_layer * rec->NH, T = (size_t)rec->T, n = (size_t)R;
-#define GET(dst, bytes) (memcpy(dst, p, bytes), p += (bytes))
-    GET(rec->step, n * 8);
-    GET(rec->train_loss, n * 8);
-    GET(rec->loss_pred, n * 8);
-    GET(rec->loss_other, n * 8);
-    GET(rec->loss_pos, n * T * 8);
-    GET(rec->induction, n * LH * 8);
-    GET(rec->previous, n * LH * 8);
-    GET(rec->pattern_first, LH * T * T * sizeof(float));
-#undef GET
+    copy_arrays(rec, (size_t)R, NULL, p);
     rec->R = (int)R;
     return AG_OK;
 }
