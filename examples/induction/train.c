@@ -36,26 +36,10 @@ static void sync_options(IndRun *x) {
     o->n_head = x->cfg.n_head, o->quiet = x->rc.quiet;
 }
 
-/* the run's folder OUT/<name>; the one_layer run starts afresh on --resume when it has none yet
- * (the experiment was stopped during the two_layer run) */
-static int start(void *ctx) {
-    IndRun *x = ctx;
-    x->o.out = x->rc.out;
-    free(x->out);
-    x->out = io_path_join(x->rc.out, x->name);
-    x->rc.out = x->out;
-    char *last = io_path_join(x->out, "last.npz");
-    struct stat st;
-    if (x->fresh_if_missing && x->rc.resume && stat(last, &st) != 0) x->rc.resume = 0;
-    free(last);
-    return AG_OK;
-}
-
-static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
-    IndRun *x = ctx;
-    IndOptions *o = &x->o;
-    (void)init; /* the weights are drawn from --seed itself, as the experiment always drew them */
+/* the flags together (a new run's in start, before anything is read; the final ones in build) */
+static int check_options(IndRun *x) {
     sync_options(x);
+    const IndOptions *o = &x->o;
     if (o->d_model % o->n_head)
         return ag_fail(AG_ERR_ARG, "--heads %d: the number of heads must divide --d-model %d",
                        o->n_head, o->d_model);
@@ -68,6 +52,30 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
                        "--max-prefix %d: must be shorter than --block-size %d (the prefix must "
                        "repeat)",
                        o->max_prefix, o->ctx);
+    return AG_OK;
+}
+
+/* the run's folder OUT/<name>; the one_layer run starts afresh on --resume when it has none yet
+ * (the experiment was stopped during the two_layer run) */
+static int start(void *ctx) {
+    IndRun *x = ctx;
+    x->o.out = x->rc.out;
+    free(x->out);
+    x->out = io_path_join(x->rc.out, x->name);
+    x->rc.out = x->out;
+    char *last = io_path_join(x->out, "last.npz");
+    struct stat st;
+    if (x->fresh_if_missing && x->rc.resume && stat(last, &st) != 0) x->rc.resume = 0;
+    free(last);
+    return x->rc.resume ? AG_OK : check_options(x);
+}
+
+static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
+    IndRun *x = ctx;
+    IndOptions *o = &x->o;
+    (void)init; /* the weights are drawn from --seed itself, as the experiment always drew them */
+    int rc = check_options(x);
+    if (rc != AG_OK) return rc;
     if (x->cfg.n_layer != x->layers)
         return ag_fail(AG_ERR_FORMAT, "%s: a checkpoint of %d layers, not %s's %d", x->out,
                        x->cfg.n_layer, x->name, x->layers);
@@ -202,7 +210,10 @@ void ind_run_init(IndRun *x, const char *name, int n_layer, const IndRun *like) 
     memcpy(x->fl, rows, sizeof rows);
     x->n_fl = IND_N_FLAGS + run_flags(x->r, x->fl + IND_N_FLAGS);
     /* the experiment's spelling of the records' cadence: an alias of the run's --valid-every */
-    flag_find(x->fl, x->n_fl, "valid-every")->name = "valid-every|every";
+    Flag *every = flag_find(x->fl, x->n_fl, "valid-every");
+    every->name = "valid-every|every";
+    every->help = "steps between records of the evaluation batch (the run's validations)";
+    flag_find(x->fl, x->n_fl, "quiet")->help = "print the summary only";
     flag_find(x->fl, x->n_fl, "steps")->hi = 1000000; /* the experiment's ranges */
     flag_find(x->fl, x->n_fl, "batch")->hi = 4096;
 }
