@@ -357,6 +357,7 @@ $(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
 # tests/examples/test_induction.c runs it (AG_INDUCTION_BIN). make induction: installs what it
 # needs (as make demo), trains the 2-layer attention-only model and the 1-layer control, writes
 # build/induction/ and prints the summary. Extra flags: make induction INDUCTION_FLAGS="--seed 2".
+# (--force: each make induction starts the experiment again over the last one's runs)
 INDUCTION_SRC := $(sort $(wildcard examples/induction/*.c))
 INDUCTION_OBJ := $(INDUCTION_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
 INDUCTION_BIN := $(B)/examples/attograd-induction
@@ -373,7 +374,7 @@ INDUCTION_FLAGS ?=
 .PHONY: induction
 induction: deps-induction
 	@$(MAKE) --no-print-directory $(INDUCTION_BIN)
-	@$(INDUCTION_BIN) --out build/induction $(INDUCTION_FLAGS)
+	@$(INDUCTION_BIN) --out build/induction --force $(INDUCTION_FLAGS)
 
 # ---- grokking of modular addition: examples/grokking/*.c -> $(B)/examples/attograd-grokking ----
 # (docs/grokking.md) It links examples/common (gnuplot); measures.c is its

@@ -71,6 +71,7 @@ typedef struct {
     GptConfig given; /* the model's flags */
     int llama, bias, eval_iters;
     const char *pos, *norm, *mlp, *data;
+    char *saved_data;      /* --data read from OUT/last.npz on --resume */
     const char *init_from; /* --init-from: a Hugging Face folder whose model is fine-tuned */
     int T;                 /* the training window: block_size, or shorter with --init-from */
     Flag *fl;
@@ -299,6 +300,14 @@ static int start(void *ctx) {
     if (rc == AG_OK && g->bias && g->given.no_bias)
         rc = ag_fail(AG_ERR_ARG, "--bias and --no-bias: choose one");
     if (g->bias) g->given.bias = NN_GPT_BIAS_ON;
+    if (rc == AG_OK && !g->data && g->rc.out && g->rc.resume) { /* the run's own folder */
+        char *last = io_path_join(g->rc.out, "last.npz");
+        rc = run_saved_text(last, "data", &g->saved_data);
+        if (rc != AG_OK)
+            rc = ag_fail(rc, "--resume without --data: %s (give --data)", ag_last_error());
+        g->data = g->saved_data;
+        free(last);
+    }
     if (rc == AG_OK && (!g->data || !g->rc.out))
         rc = ag_fail(AG_ERR_ARG, "--data and --out are required");
     g->mc = g->given, g->T = g->given.block_size;
@@ -555,11 +564,13 @@ static const char *const aliases[][2] = {
     {"log-every", "log-every|log-interval"},
 };
 
-static const char *const transient[] = {"data",       "layers",  "heads",     "d-model", "kv-heads",
-                                        "llama",      "pos",     "norm",      "mlp",     "ff",
-                                        "rope-base",  "bias",    "no-bias",   "post-ln", "untied",
-                                        "block-size", "dropout", "init-from", NULL};
-static const char *const remember[] = {"eval-iters", NULL};
+static const char *const transient[] = {"layers",  "heads",     "d-model", "kv-heads", "llama",
+                                        "pos",     "norm",      "mlp",     "ff",       "rope-base",
+                                        "bias",    "no-bias",   "post-ln", "untied",   "block-size",
+                                        "dropout", "init-from", NULL};
+/* --data: the checkpoint's unless given (start reads it from OUT/last.npz on --resume); the
+ * folder given instead is checked against the checkpoint (its token counts, its tokenizer) */
+static const char *const remember[] = {"eval-iters", "data", NULL};
 
 int gp_train(int argc, char **argv) {
     GpTrain T, *g = &T;
@@ -658,6 +669,7 @@ int gp_train(int argc, char **argv) {
     run_loop_free(r);
     if (g->tok) txt_free(g->tok);
     free(g->tok_bytes);
+    free(g->saved_data);
     txt_shard_close(g->train_bin);
     txt_shard_close(g->valid_bin);
     free(g->last_path);

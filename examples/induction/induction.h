@@ -1,9 +1,9 @@
 /* induction.h: the induction-head experiment (docs/induction.md). An attention-only
  * transformer (model.c: embeddings, n_layer causal attention layers on a residual stream, an
  * unembedding; no MLP, no LayerNorm) trained on sequences whose random prefix repeats
- * (main.c), with the loss on the repeated positions and every head's induction and
- * previous-token scores (src/lens/detect.h) recorded as it trains (record.c), written to .npz
- * and CSV files and drawn by gnuplot (plot.c).
+ * (main.c) on the library's run loop (train.c), with the loss on the repeated positions and
+ * every head's induction and previous-token scores (src/lens/detect.h) recorded as it trains
+ * (record.c), written to .npz and CSV files and drawn by gnuplot (plot.c).
  * Not here: the detectors themselves (src/lens/detect.c). Read next: model.c. */
 #ifndef AG_INDUCTION_H
 #define AG_INDUCTION_H
@@ -34,9 +34,9 @@ void ind_model_init(AttnOnly *m, Arena *a, Rng *rng, const AttnOnlyConfig *c);
 /* idx (B, T) -> logits (B, T, vocab); m->attn[l].last_probs: layer l's (B, NH, T, T) */
 Tensor *ind_model_forward(Tape *t, AttnOnly *m, const int *idx, int B, int T);
 
-/* ---- the run ---- */
+/* ---- the experiment's settings: the flags (main.c's table) ---- */
 typedef struct IndOptions {
-    const char *out;  /* output folder */
+    const char *out;  /* output folder (--out); each model's run in OUT/<name>/ */
     int steps, every; /* training steps; a record every `every` steps (and at 0 and the end) */
     int batch, eval_batch;
     double lr, weight_decay;
@@ -50,6 +50,8 @@ typedef struct IndOptions {
 /* Sequences of T + 1 tokens: a prefix of L tokens drawn uniformly from the vocabulary, L drawn
  * in [min_prefix, max_prefix], repeated to the end. tokens (B, T + 1); prefix_len (B). */
 void ind_make_batch(Rng *r, const IndOptions *o, int B, int *tokens, int *prefix_len);
+/* inputs idx (B, T) and targets tgt (B, T) from sequences seq (B, T + 1) */
+void ind_split_batch(const int *seq, int B, int T, int *idx, int *tgt);
 
 /* What one model's run recorded: R records of the evaluation batch. */
 typedef struct IndRecord {
@@ -64,17 +66,60 @@ typedef struct IndRecord {
     double *previous;     /* (R, n_layer, NH) previous-token scores */
     float *pattern_first; /* (n_layer, NH, T, T) of evaluation sequence 0 before training */
     float *pattern_last;  /* (n_layer, B_eval, NH, T, T) after training: every sequence */
-    double seconds;       /* training time */
+    double seconds;       /* training time (of this process's part, when resumed) */
 } IndRecord;
 
-/* record.c: runs one model (n_layer layers) through training, recording as it goes */
-int ind_run(const IndOptions *o, int n_layer, const int *eval_tokens, const int *eval_prefix,
-            IndRecord *rec);
+/* record.c: the records of one model (rec zeroed or started before) */
+void ind_record_start(IndRecord *rec, const char *name, int n_layer, int NH, int T, int B_eval);
+/* One record of step `step`: the model on the evaluation batch eval_idx, eval_tgt (B_eval, T)
+ * with no gradient, its losses and head scores; first: also pattern_first. v (NULL: none):
+ * the validation metrics: the loss of every position, of the predictable ones, of the others. */
+void ind_record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, const int *eval_idx,
+                const int *eval_tgt, const int *eval_prefix, int64_t step, double train_loss,
+                int first, double *v);
+/* pattern_last: the model's patterns on the evaluation batch eval_idx (B_eval, T) */
+void ind_record_patterns(IndRecord *rec, AttnOnly *m, Tape *t, const int *eval_idx, int B_eval);
+/* the records as bytes (allocated, *len of them) and back (a checkpoint's meta.extra): AG_OK,
+ * or AG_ERR_FORMAT when they are not records of this model up to step last_step */
+void *ind_record_bytes(const IndRecord *rec, size_t *len);
+int ind_record_load(IndRecord *rec, const void *bytes, size_t len, int64_t last_step);
 void ind_record_free(IndRecord *rec);
 /* the first record step whose predictable-position loss is below x, or -1 */
 int64_t ind_first_below(const IndRecord *rec, double x);
 /* the highest score of the last record: its layer and head */
 double ind_best_head(const IndRecord *rec, const double *scores, int *layer, int *head);
+
+/* ---- one model's training run (train.c): the library's run loop (src/run/run.h) in
+ * OUT/<name>/ (last.npz, best.npz, log.csv, loss.png; --resume, --shards, SIGINT) ---- */
+#define IND_N_FLAGS 8 /* the experiment's rows before the run's */
+typedef struct IndRun {
+    const char *name; /* "two_layer", "one_layer" */
+    IndOptions o;     /* the flags as the run ends (o.out: --out) */
+    AttnOnlyConfig cfg;
+    RunConfig rc;
+    RunModel model;
+    RunLoop *r;
+    Flag fl[IND_N_FLAGS + RUN_N_FLAGS];
+    int n_fl, layers, fresh_if_missing;
+    char *out; /* OUT/<name> */
+    AttnOnly m;
+    IndRecord rec;
+    int64_t data[4]; /* the training batches' Rng state (meta.run.model.data0..3) */
+    int *seq, *pl, *idx, *tgt, *eval_tokens, *eval_prefix, *eidx, *etgt;
+    int64_t step;
+    double loss_sum; /* the step's shards' losses, and their count */
+    int loss_n;
+    void *extra; /* the records as bytes, saved with every checkpoint */
+    Arena *arena;
+    Tape *tape; /* records outside validation */
+} IndRun;
+
+/* A run of the n_layer model `name`, its flags' defaults those of like (NULL: the experiment's
+ * defaults), then its table. */
+void ind_run_init(IndRun *x, const char *name, int n_layer, const IndRun *like);
+/* run_main on argv: trains (or resumes) the model, then records its patterns; the exit code */
+int ind_run_main(IndRun *x, int argc, char **argv);
+void ind_run_free(IndRun *x);
 
 /* files.c: induction.npz, curves.csv, heads.csv, positions.csv in o->out */
 int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,

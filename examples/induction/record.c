@@ -1,25 +1,17 @@
-/* record.c: the data (random prefixes repeated to fill the context), the training loop (AdamW
- * on the next-token loss of every position) and what is recorded every few steps on a fixed
- * evaluation batch: the loss on the predictable positions (those whose next token repeats an
- * earlier one: the prefix has been seen), the loss on the others, the loss per position, and
- * every head's induction and previous-token scores (lens_detect_heads, TransformerLens's
- * definitions, no exclusions). Not here: the files and pictures (files.c, plot.c). Read next:
- * files.c. */
+/* record.c: the data (random prefixes repeated to fill the context) and what is recorded every
+ * few steps on a fixed evaluation batch: the loss on the predictable positions (those whose
+ * next token repeats an earlier one: the prefix has been seen), the loss on the others, the
+ * loss per position, and every head's induction and previous-token scores (lens_detect_heads,
+ * TransformerLens's definitions, no exclusions); the records as bytes for the checkpoint's
+ * meta.extra, and back. Not here: the training run (train.c), the files and pictures (files.c,
+ * plot.c). Read next: train.c. */
 #include "induction.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
-
 #include "../common/common.h" /* ex_malloc */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void ind_make_batch(Rng *r, const IndOptions *o, int B, int *tokens, int *prefix_len) {
     int T1 = o->ctx + 1;
@@ -32,8 +24,7 @@ void ind_make_batch(Rng *r, const IndOptions *o, int B, int *tokens, int *prefix
     }
 }
 
-/* inputs (B, T) and targets (B, T) from sequences (B, T + 1) */
-static void split_batch(const int *seq, int B, int T, int *idx, int *tgt) {
+void ind_split_batch(const int *seq, int B, int T, int *idx, int *tgt) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             idx[b * T + t] = seq[b * (T + 1) + t];
@@ -41,9 +32,11 @@ static void split_batch(const int *seq, int B, int T, int *idx, int *tgt) {
         }
 }
 
-static void record_grow(IndRecord *rec) {
-    if (rec->R < rec->cap) return;
+/* room for R records */
+static void record_alloc(IndRecord *rec, int R) {
+    if (R <= rec->cap) return;
     int cap = rec->cap ? 2 * rec->cap : 64, LH = rec->n_layer * rec->NH;
+    if (cap < R) cap = R;
     rec->step = realloc(rec->step, (size_t)cap * sizeof *rec->step);
     rec->train_loss = realloc(rec->train_loss, (size_t)cap * sizeof(double));
     rec->loss_pred = realloc(rec->loss_pred, (size_t)cap * sizeof(double));
@@ -51,27 +44,39 @@ static void record_grow(IndRecord *rec) {
     rec->loss_pos = realloc(rec->loss_pos, (size_t)cap * rec->T * sizeof(double));
     rec->induction = realloc(rec->induction, (size_t)cap * LH * sizeof(double));
     rec->previous = realloc(rec->previous, (size_t)cap * LH * sizeof(double));
-    if (!rec->step || !rec->train_loss || !rec->loss_pred || !rec->loss_other || !rec->loss_pos ||
-        !rec->induction || !rec->previous) {
-        fprintf(stderr, "attograd-induction: out of memory for %d records\n", cap);
-        abort();
-    }
+    AG_CHECK(rec->step && rec->train_loss && rec->loss_pred && rec->loss_other && rec->loss_pos &&
+                 rec->induction && rec->previous,
+             "attograd-induction: out of memory for %d records", cap);
     rec->cap = cap;
 }
 
-/* One record: the model on the evaluation batch (no gradient), its losses and head scores. */
-static void record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, const int *eval_idx,
-                   const int *eval_tgt, const int *eval_prefix, int64_t step, double train_loss,
-                   int first, int last) {
+void ind_record_start(IndRecord *rec, const char *name, int n_layer, int NH, int T, int Be) {
+    ind_record_free(rec);
+    *rec = (IndRecord){.name = name, .n_layer = n_layer, .NH = NH, .T = T};
+    size_t TT = (size_t)T * T;
+    rec->pattern_first = ex_calloc((size_t)n_layer * NH * TT, sizeof(float));
+    rec->pattern_last = ex_calloc((size_t)n_layer * Be * NH * TT, sizeof(float));
+}
+
+/* the model on the evaluation batch eval_idx (Be, T), no gradient: its probabilities stay in
+ * m->attn[l].last_probs; the logits (Be, T, vocab) */
+static Tensor *eval_forward(AttnOnly *m, Tape *t, const int *eval_idx, int Be, int T) {
+    ag_tape_reset(t);
+    int was = ag_no_grad(t, 1);
+    Tensor *logits = ind_model_forward(t, m, eval_idx, Be, T);
+    ag_no_grad(t, was);
+    return logits;
+}
+
+void ind_record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, const int *eval_idx,
+                const int *eval_tgt, const int *eval_prefix, int64_t step, double train_loss,
+                int first, double *v) {
     int B = o->eval_batch, T = o->ctx, V = o->vocab, NH = rec->NH;
-    record_grow(rec);
+    record_alloc(rec, rec->R + 1);
     int r = rec->R++;
     rec->step[r] = step;
     rec->train_loss[r] = train_loss;
-    ag_tape_reset(t);
-    int was = ag_no_grad(t, 1);
-    Tensor *logits = ind_model_forward(t, m, eval_idx, B, T); /* (B, T, V) */
-    ag_no_grad(t, was);
+    Tensor *logits = eval_forward(m, t, eval_idx, B, T); /* (B, T, V) */
     double pred = 0, other = 0;
     int n_pred = 0, n_other = 0;
     double *pos = rec->loss_pos + (size_t)r * T;
@@ -80,8 +85,8 @@ static void record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, co
         for (int i = 0; i < T; i++) {
             const Real *z = logits->data + ((size_t)b * T + i) * V;
             double mx = z[0], s = 0;
-            for (int v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-            for (int v = 0; v < V; v++) s += exp((double)z[v] - mx);
+            for (int c = 1; c < V; c++) mx = z[c] > mx ? z[c] : mx;
+            for (int c = 0; c < V; c++) s += exp((double)z[c] - mx);
             double ce = log(s) + mx - (double)z[eval_tgt[b * T + i]];
             pos[i] += ce / B;
             /* position i predicts token i + 1, a repeat when i + 1 >= the prefix's length */
@@ -92,6 +97,9 @@ static void record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, co
         }
     rec->loss_pred[r] = n_pred ? pred / n_pred : NAN;
     rec->loss_other[r] = n_other ? other / n_other : NAN;
+    if (v)
+        v[0] = (pred + other) / (n_pred + n_other), v[1] = rec->loss_pred[r],
+        v[2] = rec->loss_other[r];
     for (int l = 0; l < rec->n_layer; l++) {
         const Tensor *P = m->attn[l].last_probs; /* (B, NH, T, T) */
         double *ind = rec->induction + ((size_t)r * rec->n_layer + l) * NH;
@@ -102,71 +110,91 @@ static void record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, co
         if (first)
             for (size_t k = 0; k < NH * TT; k++)
                 rec->pattern_first[l * NH * TT + k] = (float)P->data[k]; /* sequence 0 */
-        if (last)
-            for (size_t k = 0; k < (size_t)B * NH * TT; k++)
-                rec->pattern_last[(size_t)l * B * NH * TT + k] = (float)P->data[k];
     }
     ag_tape_reset(t);
 }
 
-int ind_run(const IndOptions *o, int n_layer, const int *eval_tokens, const int *eval_prefix,
-            IndRecord *rec) {
-    int T = o->ctx, B = o->batch, Be = o->eval_batch;
-    *rec = (IndRecord){.name = n_layer == 1 ? "one_layer" : "two_layer",
-                       .n_layer = n_layer,
-                       .NH = o->n_head,
-                       .T = T};
-    size_t TT = (size_t)T * T;
-    rec->pattern_first = ex_malloc((size_t)n_layer * o->n_head * TT * sizeof(float));
-    rec->pattern_last = ex_malloc((size_t)n_layer * Be * o->n_head * TT * sizeof(float));
-    Arena *params = arena_new("params", 0), *step = arena_new("step", 0);
-    Rng rng;
-    rng_seed(&rng, o->seed); /* the same initial embeddings and batches for both models */
-    AttnOnly m;
-    ind_model_init(&m, params, &rng,
-                   &(AttnOnlyConfig){.vocab = o->vocab,
-                                     .block = T,
-                                     .n_layer = n_layer,
-                                     .n_head = o->n_head,
-                                     .d_model = o->d_model});
-    OptimConfig oc = optim_defaults(OPTIM_ADAMW);
-    oc.lr = o->lr, oc.weight_decay = o->weight_decay;
-    Optimizer *opt = optim_new(params, &m.params, &oc);
-    Tape *t = ag_tape_new(step);
-    int *seq = ex_malloc((size_t)B * (T + 1) * sizeof(int)),
-        *pl = ex_malloc((size_t)B * sizeof(int));
-    int *idx = ex_malloc((size_t)B * T * sizeof(int)),
-        *tgt = ex_malloc((size_t)B * T * sizeof(int));
-    int *eidx = ex_malloc((size_t)Be * T * sizeof(int)),
-        *etgt = ex_malloc((size_t)Be * T * sizeof(int));
-    split_batch(eval_tokens, Be, T, eidx, etgt);
-    Rng data;
-    rng_seed(&data, o->seed * 1000003u + 17); /* the training batches: one stream */
-    double t0 = now_s();
-    record(rec, &m, t, o, eidx, etgt, eval_prefix, 0, NAN, 1, o->steps == 0);
-    for (int64_t s = 1; s <= o->steps; s++) {
-        ind_make_batch(&data, o, B, seq, pl);
-        split_batch(seq, B, T, idx, tgt);
-        ag_tape_reset(t);
-        ag_params_zero_grad(&m.params);
-        Tensor *loss = ag_cross_entropy(t, ind_model_forward(t, &m, idx, B, T), tgt, -1);
-        ag_backward(t, loss);
-        optim_step(opt);
-        double lv = (double)loss->data[0];
-        if (s % o->every == 0 || s == o->steps) {
-            record(rec, &m, t, o, eidx, etgt, eval_prefix, s, lv, 0, s == o->steps);
-            if (!o->quiet) {
-                int r = rec->R - 1;
-                printf("  %s step %5lld  train %.3f  predictable %.3f  other %.3f  (%.1f s)\n",
-                       rec->name, (long long)s, lv, rec->loss_pred[r], rec->loss_other[r],
-                       now_s() - t0);
-                fflush(stdout);
-            }
-        }
+void ind_record_patterns(IndRecord *rec, AttnOnly *m, Tape *t, const int *eval_idx, int Be) {
+    int T = rec->T, NH = rec->NH;
+    eval_forward(m, t, eval_idx, Be, T);
+    size_t n = (size_t)Be * NH * T * T;
+    for (int l = 0; l < rec->n_layer; l++)
+        for (size_t k = 0; k < n; k++)
+            rec->pattern_last[(size_t)l * n + k] = (float)m->attn[l].last_probs->data[k];
+    ag_tape_reset(t);
+}
+
+/* ---- the records as bytes (meta.extra): int64 n_layer, NH, T, R; then step (R) int64;
+ * train_loss, loss_pred, loss_other (R), loss_pos (R, T), induction and previous (R, n_layer,
+ * NH) float64; pattern_first (n_layer, NH, T, T) float32; native byte order ---- */
+
+#define IND_MAX_RECORDS 10000000 /* more than any run's records: a file claiming more is refused */
+
+static size_t extra_size(const IndRecord *rec, int64_t R) {
+    size_t LH = (size_t)rec->n_layer * rec->NH;
+    return 4 * 8 + (size_t)R * (8 + 8 * (3 + (size_t)rec->T + 2 * LH)) +
+           LH * rec->T * rec->T * sizeof(float);
+}
+
+/* The arrays of R records in the bytes' order after the head: into out when it is not NULL,
+ * else from in (rec's arrays hold R records) */
+static void copy_arrays(const IndRecord *rec, size_t R, char *out, const char *in) {
+    size_t LH = (size_t)rec->n_layer * rec->NH, T = (size_t)rec->T;
+    struct {
+        void *at;
+        size_t bytes;
+    } a[] = {{rec->step, R * 8},          {rec->train_loss, R * 8},
+             {rec->loss_pred, R * 8},     {rec->loss_other, R * 8},
+             {rec->loss_pos, R * T * 8},  {rec->induction, R * LH * 8},
+             {rec->previous, R * LH * 8}, {rec->pattern_first, LH * T * T * sizeof(float)}};
+    for (size_t k = 0, at = 0; k < sizeof a / sizeof a[0]; at += a[k].bytes, k++)
+        if (a[k].bytes && out)
+            memcpy(out + at, a[k].at, a[k].bytes);
+        else if (a[k].bytes)
+            memcpy(a[k].at, in + at, a[k].bytes);
+}
+
+void *ind_record_bytes(const IndRecord *rec, size_t *len) {
+    *len = extra_size(rec, rec->R);
+    char *b = ex_malloc(*len);
+    int64_t head[4] = {rec->n_layer, rec->NH, rec->T, rec->R};
+    memcpy(b, head, sizeof head);
+    copy_arrays(rec, (size_t)rec->R, b + sizeof head, NULL);
+    return b;
+}
+
+int ind_record_load(IndRecord *rec, const void *bytes, size_t len, int64_t last_step) {
+    int64_t head[4];
+    if (!bytes || len < sizeof head)
+        return ag_fail(AG_ERR_FORMAT, "meta.extra holds %zu bytes: no records of %s", len,
+                       rec->name);
+    memcpy(head, bytes, sizeof head);
+    if (head[0] != rec->n_layer || head[1] != rec->NH || head[2] != rec->T)
+        return ag_fail(AG_ERR_FORMAT,
+                       "meta.extra: records of %lld layers, %lld heads, %lld positions; the "
+                       "model has %d, %d, %d",
+                       (long long)head[0], (long long)head[1], (long long)head[2], rec->n_layer,
+                       rec->NH, rec->T);
+    int64_t R = head[3];
+    if (R < 0 || R > IND_MAX_RECORDS || extra_size(rec, R) != len)
+        return ag_fail(AG_ERR_FORMAT, "meta.extra: %lld records do not fill its %zu bytes",
+                       (long long)R, len);
+    const char *p = (const char *)bytes + sizeof head;
+    const int64_t *step = (const int64_t *)(const void *)p;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t s;
+        memcpy(&s, step + r, 8);
+        int64_t before = 0;
+        if (r) memcpy(&before, step + r - 1, 8);
+        if (s < 0 || s > last_step || (r && s <= before))
+            return ag_fail(AG_ERR_FORMAT,
+                           "meta.extra: record %lld is of step %lld (steps rise from 0 to the "
+                           "checkpoint's %lld)",
+                           (long long)r, (long long)s, (long long)last_step);
     }
-    rec->seconds = now_s() - t0;
-    free(seq), free(pl), free(idx), free(tgt), free(eidx), free(etgt);
-    ag_tape_free(t), arena_free(step), ag_params_free(&m.params), arena_free(params);
+    record_alloc(rec, (int)R);
+    copy_arrays(rec, (size_t)R, NULL, p);
+    rec->R = (int)R;
     return AG_OK;
 }
 

@@ -27,8 +27,8 @@ typedef struct CkptField {
     CkptFieldType type; /* INT: an int, enum or int64_t; FLOAT: a double; STRING: a char array */
     size_t offset, size;
     double lo, hi; /* a number read from a file must be in [lo, hi] */
-    int optional;  /* 1: a file without the entry reads 0 (a field added after files were
-                    * written; 0 must be in [lo, hi] and mean what those files meant) */
+    int optional;  /* 1: a file without the entry reads 0 (a string: "") (a field added after
+                    * files were written; 0 must be in [lo, hi] and mean what those files meant) */
 } CkptField;
 #define CKPT_FIELD_(S, f, type, lo, hi, opt)                                                       \
     { #f, type, offsetof(S, f), sizeof(((S *)0)->f), (double)(lo), (double)(hi), opt }

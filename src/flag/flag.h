@@ -5,7 +5,7 @@
  * AG_ERR_ARG with a message naming the flag as typed and the value (ag_last_error); the library
  * prints nothing and never exits: the program prints "PROG CMD: message" and exits 2.
  * Not here: what a program does with its flags, its exit codes, its usage line.
- * Read next: flag.c; examples/induction/main.c is the shortest program on it. */
+ * Read next: flag.c; examples/classify.c is the shortest program on it (through src/run). */
 #ifndef AG_FLAG_H
 #define AG_FLAG_H
 

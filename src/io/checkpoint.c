@@ -57,9 +57,9 @@ static void check_field(const CkptField *fd) {
              "checkpoint: configuration field '%s' (type %d, %zu bytes): INT is an int, enum or "
              "int64_t, FLOAT a double, STRING a char array",
              fd->name ? fd->name : "NULL", (int)fd->type, fd->size);
-    AG_CHECK(!fd->optional || (fd->type != CKPT_FIELD_STRING && fd->lo <= 0 && fd->hi >= 0),
+    AG_CHECK(!fd->optional || fd->type == CKPT_FIELD_STRING || (fd->lo <= 0 && fd->hi >= 0),
              "checkpoint: optional configuration field '%s': a number whose range [%g, %g] holds "
-             "0 (the value of a file without it)",
+             "0 (the value of a file without it; a string's: empty)",
              fd->name, fd->lo, fd->hi);
 }
 
@@ -87,7 +87,7 @@ static void set_field(void *s, const CkptField *fd, const FieldValue *v) {
     if (fd->type == CKPT_FIELD_FLOAT) {
         memcpy(p, &v->d, sizeof v->d);
     } else if (fd->type == CKPT_FIELD_STRING) {
-        memcpy(p, v->s, v->len);
+        if (v->len) memcpy(p, v->s, v->len); /* an optional string absent from the file: empty */
         memset(p + v->len, 0, fd->size - v->len);
     } else if (fd->size == 8) {
         memcpy(p, &v->i, sizeof v->i);

@@ -190,6 +190,7 @@ static void build_slots(RunLoop *r) {
         case FLAG_STR:
         case FLAG_PATH:
             add_slot(r, name, CKPT_FIELD_STRING, RUN_STR_MAX, 0, 0, f->ptr, f, cls);
+            r->fields[r->n_slots - 1].optional = 1; /* a file older than the flag's saving: "" */
             break;
         default:
             AG_CHECK(0, "run: flag --%s: a list cannot be saved: name it in RunModel.transient",
@@ -224,8 +225,11 @@ static void to_buf(RunLoop *r, char *buf) {
         RunSlot *s = &r->slots[i];
         char *b = buf + s->off;
         if (s->flag && (s->flag->type == FLAG_STR || s->flag->type == FLAG_PATH)) {
+            /* v may be b itself: a value restored from the buffer (from_buf) */
             const char *v = *(const char **)s->src;
-            snprintf(b, RUN_STR_MAX, "%s", v ? v : "");
+            size_t n = v ? strnlen(v, RUN_STR_MAX - 1) : 0;
+            if (v != b) memmove(b, v ? v : "", n);
+            b[n] = '\0';
         } else {
             memcpy(b, s->src, s->size);
         }
@@ -242,6 +246,25 @@ static void from_buf(RunLoop *r) {
         else
             memcpy(s->src, b, s->size);
     }
+}
+
+/* Every text flag the run saves fits its field whole (RUN_STR_MAX): AG_OK, or AG_ERR_ARG
+ * naming it (before the model's start reads anything) */
+static int texts_fit(RunLoop *r) {
+    char sp[80];
+    for (int i = 0; i < r->n_fl; i++) {
+        const Flag *f = &r->fl[i];
+        if (f->type != FLAG_STR && f->type != FLAG_PATH) continue;
+        flag_spelling(f, sp, sizeof sp);
+        const char *v = *(const char *const *)f->ptr;
+        size_t n = v ? strlen(v) : 0, len = strcspn(f->name, "|");
+        char name[80];
+        snprintf(name, sizeof name, "%.*s", (int)len, f->name);
+        if (n >= RUN_STR_MAX && flag_class(r, f, name) != TRANSIENT)
+            return ag_fail(AG_ERR_ARG, "--%s: %zu bytes: a run saves a text of at most %d", sp, n,
+                           RUN_STR_MAX - 1);
+    }
+    return AG_OK;
 }
 
 /* A kept flag given again (r->given) must equal the checkpoint's (r->buf) */
@@ -662,6 +685,7 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     }
     if (dist_rank() != 0) r->c->quiet = 1;
     int threads = ag_threads_use(r->c->threads);
+    if (rc == AG_OK) rc = texts_fit(r);
     if (rc == AG_OK && r->m->start) rc = r->m->start(r->m->ctx);
     if (rc == AG_OK) {
         build_slots(r);
@@ -691,4 +715,45 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     run_signals_restore();
     fflush(stdout);
     return code;
+}
+
+/* ---- one saved text flag, read without the rest of its checkpoint ---- */
+
+typedef struct {
+    const char *entry;
+    char *value;
+} SavedText;
+
+static int admit_text(void *ctx, const NpzDirectory *dir, const NpzFile *loaded) {
+    SavedText *st = ctx;
+    if (!loaded) {
+        for (int i = 0; i < dir->n; i++) dir->first[i] = strcmp(dir->names[i], st->entry) == 0;
+        return AG_OK;
+    }
+    const NpzEntry *e = npz_find(loaded, st->entry);
+    if (!e)
+        return ag_fail(AG_ERR_FORMAT, "%s: holds no %s (written before the run saved it)",
+                       loaded->path, st->entry);
+    if (e->dtype != NPZ_U8 || e->ndim != 1 || e->count >= RUN_STR_MAX ||
+        memchr(e->data, 0, e->count))
+        return ag_fail(AG_ERR_FORMAT, "%s: %s: a text of at most %d bytes with no NUL expected",
+                       loaded->path, st->entry, RUN_STR_MAX - 1);
+    st->value = calloc(e->count + 1, 1);
+    AG_CHECK(st->value, "run: out of memory");
+    memcpy(st->value, e->data, e->count);
+    return AG_ERR_ARG; /* the rest of the file is not read */
+}
+
+int run_saved_text(const char *path, const char *name, char **value) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(value);
+    char entry[160];
+    snprintf(entry, sizeof entry, "meta.run.flag.%s", name);
+    SavedText st = {entry, NULL};
+    NpzFile *f = NULL;
+    int rc = npz_read_admitted(path, &f, NULL, admit_text, &st);
+    npz_free(f);
+    *value = st.value;
+    return st.value ? AG_OK : rc;
 }

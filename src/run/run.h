@@ -77,7 +77,8 @@ typedef struct RunModel {
      * n_fields 0: none */
     CkptConfig state;
     /* bytes to keep in the checkpoint (meta.extra: a tokenizer); on --resume and eval, the
-     * file's are given to load_extra (may be NULL), which checks them (AG_OK or an error) */
+     * file's are given to load_extra (may be NULL), which checks them (AG_OK or an error).
+     * Read at each save: a model may point them at what it has gathered so far */
     const void *extra;
     size_t extra_len;
     int (*load_extra)(void *ctx, const void *bytes, size_t len);
@@ -185,5 +186,10 @@ int run_gnuplot_available(void);
 void run_signals_catch(void);
 void run_signals_restore(void);
 int run_signal_caught(void);
+/* The text flag `name` (its canonical spelling) that the checkpoint at path saved
+ * (meta.run.flag.<name>, at most 4095 bytes), read without the file's other arrays, into
+ * *value (allocated; NULL on failure): so a program finds its data folder on --resume before
+ * the run reads the checkpoint. AG_OK, or an error naming the path and the entry. */
+int run_saved_text(const char *path, const char *name, char **value);
 
 #endif

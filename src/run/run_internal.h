@@ -9,7 +9,7 @@
 #include "run.h"
 
 #define RUN_MAX_SLOTS 96  /* saved values: flags, the run's state, the model's */
-#define RUN_STR_MAX 256   /* a saved text flag's bytes, NUL included */
+#define RUN_STR_MAX 4096  /* a saved text flag's bytes, NUL included (PATH_MAX) */
 #define RUN_PATH_MAX 4224 /* PATH_MAX and the names built on --out */
 
 /* one saved value: where it lives (src) and where in the buffer (off) */

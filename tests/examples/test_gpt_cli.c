@@ -2,7 +2,8 @@
  * small generated texts, in a temporary folder: prepare (char and BPE) + train + sample + eval;
  * --resume byte-identical to a straight run (every checkpoint entry, the CSV log but for its
  * timing column), validation and dropout included; SIGINT and SIGTERM save and exit 130 / 143,
- * and the run resumes; a non-finite loss stops naming the step (exit 1) and keeps the last good
+ * and the run resumes; `train --out DIR --resume` alone finds its data folder (a path past 255
+ * bytes) in the checkpoint; a non-finite loss stops naming the step (exit 1) and keeps the last good
  * checkpoint; bad input (missing and corrupt files, bad flags and values) exits 2 naming the
  * path or the flag, leaving the checkpoints as they were.
  * Not here: the model (tests/nn/test_gpt.c), tokenizers and shards (tests/text). */
@@ -1374,5 +1375,76 @@ Test(gpt_cli, a_hostile_tokenizer_json_in_a_model_folder_exits_2_naming_it) {
     const char *sa[] = {"sample", "--model", mdir, "--prompt", "a", NULL};
     const char *says[] = {mdir, "the tokenizer has 500 ids, the model 50", NULL};
     expect_usage(dir, sa, says);
+    ts_rm_tree(dir);
+}
+
+/* --data is saved with the run (meta.run.flag.data, whole: here a path of more than 255 bytes),
+ * so `train --out DIR --resume` alone continues to the bytes of a straight run; a checkpoint
+ * written before the run saved it resumes with --data given, and without it is refused naming
+ * the entry (exit 2) */
+Test(gpt_cli, resume_without_data_finds_the_folder_in_the_checkpoint) {
+    char dir[256], deep[1024], data[1100], old[512], a[512], b[512], pa[512], pb[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-resume-data");
+    prepare(dir, "char");
+    char part[121];
+    memset(part, 'd', 120), part[120] = '\0';
+    snprintf(deep, sizeof deep, "%s/%s", dir, part);
+    cr_assert_eq(mkdir(deep, 0700), 0);
+    snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/%s", part);
+    cr_assert_eq(mkdir(deep, 0700), 0);
+    snprintf(data, sizeof data, "%s/data", deep);
+    cr_assert_eq(rename(ts_join(old, dir, "data"), data), 0, "%s", strerror(errno));
+    cr_assert(strlen(data) > 255, "%zu", strlen(data));
+    ts_join(a, dir, "straight");
+    ts_join(b, dir, "resumed");
+    const char *straight[] = {"train",       "--data", data,        "--out", a,   TINY,
+                              "--max-iters", "20",     "--threads", "1",     NULL};
+    TsRun r = run(dir, straight);
+    expect_ok(&r, "train 20");
+    ts_run_free(&r);
+    const char *first[] = {"train", "--data",           data, "--out",     b,   TINY, "--max-iters",
+                           "10",    "--lr-decay-iters", "20", "--threads", "1", NULL};
+    r = run(dir, first);
+    expect_ok(&r, "train 10");
+    ts_run_free(&r);
+    const char *again[] = {"train", "--out", b, "--resume", "--max-iters", "20", NULL};
+    r = run(dir, again);
+    expect_ok(&r, "train --out --resume");
+    ts_run_free(&r);
+    expect_same_npz(ts_join(pa, a, "last.npz"), ts_join(pb, b, "last.npz"));
+    /* a checkpoint without the entry: --data is needed, and enough */
+    r = run(dir, first);
+    cr_assert_eq(r.code, 2, "%s", r.err); /* b/last.npz exists */
+    ts_run_free(&r);
+    const char *force[] = {
+        "train", "--data",           data, "--out",     b,   TINY,      "--max-iters",
+        "10",    "--lr-decay-iters", "20", "--threads", "1", "--force", NULL};
+    r = run(dir, force);
+    expect_ok(&r, "train 10 --force");
+    ts_run_free(&r);
+    ts_join(pb, b, "last.npz");
+    npz_without(pb, pb, "meta.run.flag.data");
+    r = run(dir, again);
+    cr_assert(r.code == 2 && strstr(r.err, "meta.run.flag.data") && strstr(r.err, "--data"),
+              "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    const char *with_data[] = {"train", "--out",  b,    "--resume", "--max-iters",
+                               "20",    "--data", data, NULL};
+    r = run(dir, with_data);
+    expect_ok(&r, "train --resume --data with an older checkpoint");
+    ts_run_free(&r);
+    expect_same_npz(ts_join(pa, a, "last.npz"), pb);
+    /* a folder's name too long to be saved whole: refused before anything is read */
+    char *huge = malloc(5001);
+    cr_assert(huge);
+    for (int i = 0; i < 5000; i++) huge[i] = i % 2 ? '/' : 'x';
+    huge[5000] = '\0';
+    const char *too_long[] = {"train", "--data", huge, "--out", ts_join(pb, dir, "long"), NULL};
+    r = run(dir, too_long);
+    cr_assert(r.code == 2 &&
+                  strstr(r.err, "--data: 5000 bytes: a run saves a text of at most 4095"),
+              "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    free(huge);
     ts_rm_tree(dir);
 }

@@ -4,6 +4,8 @@
  * that lens_detect_heads gives again from the saved patterns and tokens; the CSV files have one
  * row per record (and head); the pictures are drawn, or skipped with a message when there is no
  * gnuplot, the data files written all the same; a seed gives the same bytes on 1 and 2 threads;
+ * a run stopped (at fewer --steps, or before the control's run began) and continued with
+ * --resume writes the very bytes of a run straight through;
  * bad flags and an output folder that cannot be made exit 2 naming the flag or the path.
  * Not here: the detectors' own cases (tests/lens/test_detect.c); the phase change itself, which
  * takes minutes (make induction, docs/induction.md). */
@@ -46,8 +48,8 @@ static void tiny_run(const char *dir, const char *out, const char *seed) {
         char path[512], named[64];
         snprintf(named, sizeof named, ", %s", PNGS[k]);
         int exists = access(ts_join(path, out, PNGS[k]), F_OK) == 0;
-        cr_assert_eq(strstr(files, named) != NULL, exists, "%s %s, and the files line: %s",
-                     PNGS[k], exists ? "was drawn" : "was not drawn", files);
+        cr_assert_eq(strstr(files, named) != NULL, exists, "%s %s, and the files line: %s", PNGS[k],
+                     exists ? "was drawn" : "was not drawn", files);
     }
     ts_run_free(&r);
 }
@@ -202,6 +204,47 @@ Test(induction, a_seed_gives_the_same_bytes_on_one_and_two_threads) {
     ts_rm_tree(dir);
 }
 
+Test(induction, a_stopped_run_resumed_writes_the_bytes_of_a_straight_run) {
+    char dir[64], a[512], b[512], c[512], pa[512], pb[512], path[512];
+    ts_tmp_dir(dir, sizeof dir, "induction");
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    tiny_run(dir, ts_join(a, dir, "straight"), "4");
+    /* 10 steps, then --resume to 20: both models' runs continue, their records too */
+    const char *first[] = {
+        TINY, "--steps", "10", "--seed", "4", "--quiet", "--out", ts_join(b, dir, "halves"), NULL};
+    TsRun r = run(dir, first);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    const char *again[] = {"--out", b, "--resume", "--steps", "20", NULL};
+    r = run(dir, again);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    ts_join(pa, a, "induction.npz");
+    cr_assert(ts_same_file(pa, ts_join(pb, b, "induction.npz")),
+              "a run resumed at step 10 wrote another induction.npz than a straight one");
+    cr_assert(ts_same_file(ts_join(path, a, "heads.csv"), ts_join(pb, b, "heads.csv")));
+    /* the one_layer run's folder does not exist yet: --resume starts it (the 2-layer model's
+     * flags, from its checkpoint); a model flag given again with another value is refused */
+    const char *two_only[] = {TINY, "--seed", "4", "--quiet", "--out", ts_join(c, dir, "two"),
+                              NULL};
+    r = run(dir, two_only);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    ts_join(path, c, "one_layer");
+    ts_rm_tree(path);
+    const char *resume[] = {"--out", c, "--resume", NULL};
+    r = run(dir, resume);
+    cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    cr_assert(ts_same_file(pa, ts_join(pb, c, "induction.npz")),
+              "the control started by --resume wrote another induction.npz");
+    const char *changed[] = {"--out", c, "--resume", "--vocab", "20", NULL};
+    r = run(dir, changed);
+    cr_assert(r.code == 2 && strstr(r.err, "--vocab 20 differs"), "exit %d: %s", r.code, r.err);
+    ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
 Test(induction, bad_flags_exit_2_naming_the_flag) {
     char dir[64], file[512], under[512];
     ts_tmp_dir(dir, sizeof dir, "induction");
@@ -213,7 +256,7 @@ Test(induction, bad_flags_exit_2_naming_the_flag) {
         {{"--bogus", NULL}, "--bogus"},
         {{"--steps", NULL}, "needs a value"},
         {{"--steps", "ten", NULL}, "'--steps ten' is not an integer"},
-        {{"--steps", "-1", NULL}, "'--steps -1' is out of range [0, 1000000]"},
+        {{"--steps", "-1", NULL}, "'--steps -1' is out of range [1, 1000000]"},
         {{"--lr", "nan", NULL}, "--lr nan"},
         {{"--lr", "2e6", NULL}, "'--lr 2e6' is out of range [0, 1e+06]"},
         {{"--seed", "-3", NULL}, "--seed -3"},
