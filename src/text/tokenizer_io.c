@@ -203,6 +203,7 @@ int txt_save_bytes(const void *bytes, size_t len, const char *path) {
 
 int txt_save(const TxtTokenizer *t, const char *path) {
     AG_CHECK_ARG(t);
+    AG_CHECK_ARG(path);
     size_t n;
     uint8_t *b = txt_to_bytes(t, &n);
     int rc = txt_save_bytes(b, n, path);
