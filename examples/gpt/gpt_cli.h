@@ -69,7 +69,6 @@ int gp_hf_tokenizer_load(const char *dir, TxtTokenizer **tok, TxtHf **hf);
 /* A tokenizer's saved form (a checkpoint's meta.extra, a prepared folder's tokenizer file):
  * attograd's (txt_to_bytes, magic ATGTOKEN) or a tokenizer.json's text (txt_hf_json); from it
  * *tok or *hf, every value checked (errors name label) */
-#define GP_MAX_TOKENIZER ((size_t)256 << 20) /* bytes of a saved form: a tokenizer.json's limit */
 int gp_tokenizer_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenizer **tok,
                             TxtHf **hf);
 uint8_t *gp_tokenizer_bytes(const TxtTokenizer *tok, const TxtHf *hf, size_t *len); /* malloc'd */

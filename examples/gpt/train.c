@@ -186,7 +186,7 @@ static int read_data(GpTrain *g) {
     char *p = io_path_join(g->data, "tokenizer");
     uint8_t *b;
     size_t len;
-    int rc = txt_load_bytes(p, GP_MAX_TOKENIZER, &b, &len);
+    int rc = txt_load_bytes(p, (size_t)CKPT_MAX_EXTRA, &b, &len); /* what a checkpoint keeps */
     if (rc == AG_OK) rc = gp_tokenizer_from_bytes(b, len, p, &g->tok, &g->hf);
     if (rc == AG_OK) g->tok_bytes = gp_tokenizer_bytes(g->tok, g->hf, &g->tok_len);
     free(b);
