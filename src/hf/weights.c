@@ -14,14 +14,15 @@
  *                     head [q k v], regrouped into attograd's q, k, v rows, the first rotary_dim
  *                     rows of each q and k head turned from rotate-half to pairs as LLaMA's),
  *                     attention.dense, mlp.dense_h_to_4h, mlp.dense_4h_to_h, input_layernorm,
- *                     post_attention_layernorm, gpt_neox.final_layer_norm, embed_out; read into
- *                     a GPT-2-style model with rotary positions (written back: not yet).
+ *                     post_attention_layernorm, gpt_neox.final_layer_norm, embed_out: a
+ *                     GPT-2-style model with rotary positions, read and written back.
  * Every tensor is checked before use (its dtype a float type, its shape, finite values) and
  * every tensor of the folder must be a weight of the model (old GPT-2 files' causal-mask
  * buffers and rotary inv_freq aside), with errors naming the folder and the tensor.
  * Not here: config.json (config.c); the safetensors format (src/io/safetensors*.c). */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,19 +259,21 @@ int hf_load(const char *dir, Arena *a, Gpt *m) {
 
 /* ---- writing a folder ---- */
 
-/* AG_OK when transformers' class computes what c does; else AG_ERR_ARG naming the option */
+/* AG_OK when transformers' class computes what c does; else AG_ERR_ARG naming the option. A
+ * GPT-2-style model with rotary positions is GPT-NeoX's (parallel residual or not, rotary on
+ * all or part of each head, tied or untied). */
 static int exportable(const GptConfig *cfg) {
     GptConfig c = nn_gpt_options(cfg);
     const char *why = NULL;
-    int gpt2 = c.style == NN_GPT2;
+    int gpt2 = c.style == NN_GPT2, nx = neox(&c);
     if (c.post_ln)
         why = "post-LN blocks";
-    else if (c.parallel_residual)
-        why = "a parallel residual (GPT-NeoX's; its export is not written yet)";
-    else if (c.rotary_dim && c.rotary_dim != c.n_embd / c.n_head)
-        why = "partial rotary (GPT-NeoX's; its export is not written yet)";
-    else if (gpt2 && c.pos != NN_GPT_POS_LEARNED)
-        why = "positions other than learned ones";
+    else if (c.parallel_residual && !nx)
+        why = "a parallel residual without rotary positions (GPT-NeoX's has them)";
+    else if (c.rotary_dim && c.rotary_dim != c.n_embd / c.n_head && !nx)
+        why = "partial rotary (GPT-NeoX's; LLaMA turns whole heads)";
+    else if (gpt2 && c.pos != NN_GPT_POS_LEARNED && !nx)
+        why = "positions other than learned or rotary ones";
     else if (gpt2 && c.norm != NN_GPT_NORM_LAYER)
         why = "norms other than LayerNorm";
     else if (gpt2 && c.mlp != NN_GPT_MLP_GELU && c.mlp != NN_GPT_MLP_GELU_TANH &&
@@ -295,16 +298,53 @@ static int exportable(const GptConfig *cfg) {
                    gpt2 ? "GPT-2" : "LLaMA", why, class_of(cfg));
 }
 
+/* GPT-NeoX's partial_rotary_factor for rot of hs columns: the smallest double from rot / hs up
+ * whose int(hs * f), as transformers computes the rotary columns, is rot */
+static double rotary_factor(int rot, int hs) {
+    double f = (double)rot / hs;
+    while ((int)(hs * f) < rot) f = nextafter(f, 2.0);
+    return f;
+}
+
 #define SET(o, k, v) json_object_set_new(o, k, v)
 
-/* config.json for c as transformers' GPT2Config or LlamaConfig writes it */
+/* the sizes LlamaConfig and GPTNeoXConfig name alike */
+static void sizes_json(json_t *o, const GptConfig *c) {
+    SET(o, "vocab_size", json_integer(c->vocab_size));
+    SET(o, "max_position_embeddings", json_integer(c->block_size));
+    SET(o, "hidden_size", json_integer(c->n_embd));
+    SET(o, "intermediate_size", json_integer(c->ffn_hidden));
+    SET(o, "num_hidden_layers", json_integer(c->n_layer));
+    SET(o, "num_attention_heads", json_integer(c->n_head));
+}
+
+/* config.json for c as transformers' GPT2Config, LlamaConfig or GPTNeoXConfig writes it */
 static json_t *config_json(const GptConfig *cfg) {
     GptConfig c = nn_gpt_options(cfg);
     json_t *o = json_object(), *arch = json_array();
     json_array_append_new(arch, json_string(class_of(&c)));
     SET(o, "architectures", arch);
     const char *dtype = sizeof(Real) == sizeof(double) ? "float64" : "float32";
-    if (c.style == NN_GPT2) {
+    const char *act = c.mlp == NN_GPT_MLP_GELU_TANH ? "gelu_new"
+                      : c.mlp == NN_GPT_MLP_RELU    ? "relu"
+                                                    : "gelu";
+    if (neox(&c)) { /* as transformers 5's GPTNeoXConfig writes it */
+        int hs = c.n_embd / c.n_head;
+        SET(o, "model_type", json_string("gpt_neox"));
+        sizes_json(o, &c);
+        SET(o, "hidden_act", json_string(act));
+        SET(o, "layer_norm_eps", json_real(c.norm_eps));
+        SET(o, "use_parallel_residual", json_boolean(c.parallel_residual));
+        SET(o, "attention_bias", json_true());
+        SET(o, "attention_dropout", json_real(c.dropout));
+        SET(o, "hidden_dropout", json_real(c.dropout));
+        json_t *rope = json_object();
+        SET(rope, "partial_rotary_factor",
+            json_real(rotary_factor(c.rotary_dim ? c.rotary_dim : hs, hs)));
+        SET(rope, "rope_theta", json_real(c.rope_base));
+        SET(rope, "rope_type", json_string("default"));
+        SET(o, "rope_parameters", rope);
+    } else if (c.style == NN_GPT2) {
         SET(o, "model_type", json_string("gpt2"));
         SET(o, "vocab_size", json_integer(c.vocab_size));
         SET(o, "n_positions", json_integer(c.block_size));
@@ -312,10 +352,7 @@ static json_t *config_json(const GptConfig *cfg) {
         SET(o, "n_layer", json_integer(c.n_layer));
         SET(o, "n_head", json_integer(c.n_head));
         SET(o, "n_inner", json_integer(c.ffn_hidden));
-        SET(o, "activation_function",
-            json_string(c.mlp == NN_GPT_MLP_GELU_TANH ? "gelu_new"
-                        : c.mlp == NN_GPT_MLP_RELU    ? "relu"
-                                                      : "gelu"));
+        SET(o, "activation_function", json_string(act));
         SET(o, "layer_norm_epsilon", json_real(c.norm_eps));
         SET(o, "resid_pdrop", json_real(c.dropout));
         SET(o, "embd_pdrop", json_real(c.dropout));
@@ -323,12 +360,7 @@ static json_t *config_json(const GptConfig *cfg) {
         SET(o, "scale_attn_weights", json_true());
     } else {
         SET(o, "model_type", json_string("llama"));
-        SET(o, "vocab_size", json_integer(c.vocab_size));
-        SET(o, "max_position_embeddings", json_integer(c.block_size));
-        SET(o, "hidden_size", json_integer(c.n_embd));
-        SET(o, "intermediate_size", json_integer(c.ffn_hidden));
-        SET(o, "num_hidden_layers", json_integer(c.n_layer));
-        SET(o, "num_attention_heads", json_integer(c.n_head));
+        sizes_json(o, &c);
         SET(o, "num_key_value_heads", json_integer(c.n_kv_head));
         SET(o, "head_dim", json_integer(c.n_embd / c.n_head));
         SET(o, "hidden_act", json_string("silu"));
@@ -339,8 +371,12 @@ static json_t *config_json(const GptConfig *cfg) {
         SET(o, "attention_dropout", json_real(c.dropout));
     }
     /* transformers' defaults name tokens a small vocabulary lacks (GPT2Config's bos and eos
-     * 50256, LlamaConfig's 1 and 2): null says the model has none, as attograd's have */
-    int bos = c.style == NN_GPT2 ? 50256 : 1, eos = c.style == NN_GPT2 ? 50256 : 2;
+     * 50256, LlamaConfig's 1 and 2, GPTNeoXConfig's 0 and 2): null says the model has none, as
+     * attograd's have */
+    int bos = neox(&c)             ? 0
+              : c.style == NN_GPT2 ? 50256
+                                   : 1,
+        eos = c.style == NN_GPT2 && !neox(&c) ? 50256 : 2;
     if (bos >= c.vocab_size) SET(o, "bos_token_id", json_null());
     if (eos >= c.vocab_size) SET(o, "eos_token_id", json_null());
     SET(o, "tie_word_embeddings", json_boolean(!c.untied));

@@ -46,6 +46,8 @@ struct TxtHf {
     int meta, meta_prepend, meta_split;
     /* SPM decoder */
     int dec_replace, dec_byte_fallback, dec_strip, dec_meta_strip;
+    char *json; /* the tokenizer.json text read (txt_hf_json), json_len bytes */
+    size_t json_len;
 };
 
 #define SPACE_MARK "\xe2\x96\x81" /* U+2581, SentencePiece's space */

@@ -100,6 +100,7 @@ void txt_hf_free(TxtHf *t) {
     txt_pairs_free_(&t->rank);
     free(t->merged);
     free(t->adds);
+    free(t->json);
     free(t);
 }
 
@@ -775,10 +776,14 @@ int txt_hf_from_json(const char *text, size_t len, const char *label, TxtHf **ou
     if (rc == AG_OK) rc = load_model(&x, json_object_get(root, "model"), added);
     json_decref(empty);
     json_decref(root);
+    if (rc == AG_OK && !(x.t->json = malloc(len ? len : 1)))
+        rc = FAIL(AG_ERR_NOMEM, "%s: out of memory", label);
     if (rc != AG_OK) {
         txt_hf_free(x.t);
         return rc;
     }
+    memcpy(x.t->json, text, len);
+    x.t->json_len = len;
     *out = x.t;
     return AG_OK;
 }
@@ -865,16 +870,24 @@ int txt_hf_from_vocab_merges(const char *vocab_path, const char *merges_path, Tx
         }
     }
     if (rc == AG_OK) {
-        root =
-            json_pack("{s:o, s:{s:s, s:b, s:b, s:b}, s:{s:s}, s:{s:s, s:O, s:O}}", "added_tokens",
-                      json_array(), "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0,
-                      "trim_offsets", 1, "use_regex", 1, "decoder", "type", "ByteLevel", "model",
-                      "type", "BPE", "vocab", vocab, "merges", merges);
+        /* a whole tokenizer.json, as transformers converts GPT2Tokenizer (GPT2Converter), so
+         * that its text (txt_hf_json) is a file the tokenizers library loads too */
+        root = json_pack("{s:s, s:n, s:n, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:n, "
+                         "s:{s:s, s:b, s:b, s:b}, s:{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, "
+                         "s:O, s:O}}",
+                         "version", "1.0", "truncation", "padding", "added_tokens", json_array(),
+                         "normalizer", "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0,
+                         "trim_offsets", 1, "use_regex", 1, "post_processor", "decoder", "type",
+                         "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1,
+                         "model", "type", "BPE", "dropout", "unk_token",
+                         "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
+                         "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
         json_t *eot = json_object_get(vocab, "<|endoftext|>");
         if (root && json_is_integer(eot))
             json_array_append_new(json_object_get(root, "added_tokens"),
-                                  json_pack("{s:O, s:s, s:b, s:b}", "id", eot, "content",
-                                            "<|endoftext|>", "special", 1, "normalized", 0));
+                                  json_pack("{s:O, s:s, s:b, s:b, s:b, s:b, s:b}", "id", eot,
+                                            "content", "<|endoftext|>", "single_word", 0, "lstrip",
+                                            0, "rstrip", 0, "normalized", 0, "special", 1));
         char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
         if (!text)
             rc = FAIL(AG_ERR_NOMEM, "%s: out of memory", vocab_path);
@@ -902,6 +915,13 @@ int txt_hf_from_vocab_merges(const char *vocab_path, const char *merges_path, Tx
 int txt_hf_vocab_size(const TxtHf *t) {
     AG_CHECK_ARG(t);
     return t->n;
+}
+
+const char *txt_hf_json(const TxtHf *t, size_t *len) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(len);
+    *len = t->json_len;
+    return t->json;
 }
 
 const uint8_t *txt_hf_token_bytes(const TxtHf *t, int id, size_t *len) {

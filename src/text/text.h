@@ -119,6 +119,11 @@ int txt_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenize
  * atomically (npz_write); np.load shows it. Errors name the path. */
 int txt_save(const TxtTokenizer *t, const char *path);
 int txt_load(const char *path, TxtTokenizer **out);
+/* The same file around any bytes (a saved form of another tokenizer, e.g. a tokenizer.json's
+ * text): txt_save_bytes writes them as the entry "tokenizer"; txt_load_bytes reads them back
+ * (malloc'd, free it), refusing a file whose entry is not 1-D '|u1' or holds over max bytes. */
+int txt_save_bytes(const void *bytes, size_t len, const char *path);
+int txt_load_bytes(const char *path, size_t max, uint8_t **bytes, size_t *len);
 
 /* ---- token shards in llm.c's format ----
  * A header of 256 little-endian int32: [0] magic, [1] version, [2] token count; then the
@@ -202,6 +207,10 @@ int txt_hf_from_json(const char *text, size_t len, const char *label, TxtHf **ou
 int txt_hf_from_vocab_merges(const char *vocab_path, const char *merges_path, TxtHf **out);
 void txt_hf_free(TxtHf *t);
 int txt_hf_vocab_size(const TxtHf *t);
+/* The tokenizer.json text t was read from (of vocab.json + merges.txt: the whole tokenizer.json
+ * made of them, which the tokenizers library loads too), len bytes, not NUL-terminated: its
+ * saved form; txt_hf_from_json of it gives the same ids. Owned by t. */
+const char *txt_hf_json(const TxtHf *t, size_t *len);
 /* the bytes id decodes to alone (a SentencePiece piece as written, U+2581 included) */
 const uint8_t *txt_hf_token_bytes(const TxtHf *t, int id, size_t *len);
 int txt_hf_is_special(const TxtHf *t, int id);

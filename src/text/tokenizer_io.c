@@ -191,27 +191,32 @@ fail:
 
 /* ---- a standalone file: an .npz with the entry "tokenizer" ---- */
 
+int txt_save_bytes(const void *bytes, size_t len, const char *path) {
+    AG_CHECK(bytes || len == 0, "txt_save_bytes: argument 'bytes' is NULL");
+    AG_CHECK_ARG(path);
+    NpzWriter *w = npz_writer_new();
+    npz_add_bytes(w, "tokenizer", bytes, len);
+    int rc = npz_write(w, path, 6, NULL);
+    npz_writer_free(w);
+    return rc;
+}
+
 int txt_save(const TxtTokenizer *t, const char *path) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(path);
     size_t n;
     uint8_t *b = txt_to_bytes(t, &n);
-    NpzWriter *w = npz_writer_new();
-    npz_add_bytes(w, "tokenizer", b, n);
-    int rc = npz_write(w, path, 6, NULL);
-    npz_writer_free(w);
+    int rc = txt_save_bytes(b, n, path);
     free(b);
     return rc;
 }
 
-int txt_load(const char *path, TxtTokenizer **out) {
+int txt_load_bytes(const char *path, size_t max, uint8_t **bytes, size_t *len) {
     AG_CHECK_ARG(path);
-    AG_CHECK_ARG(out);
-    *out = NULL;
-    /* the largest valid tokenizer: header, 256 bytes, every merge, every special */
-    NpzLimits lim = {.max_bytes = TOK_HEADER + 256 + 8 * (size_t)TXT_MAX_VOCAB +
-                                  (size_t)TXT_MAX_SPECIAL * (4 + TXT_MAX_SPECIAL_LEN) + 4096,
-                     .max_entries = 16};
+    AG_CHECK_ARG(bytes);
+    AG_CHECK_ARG(len);
+    *bytes = NULL, *len = 0;
+    NpzLimits lim = {.max_bytes = max + 4096, .max_entries = 16};
     NpzFile *f;
     int rc = npz_read(path, &f, &lim);
     if (rc != AG_OK) return rc;
@@ -220,8 +225,28 @@ int txt_load(const char *path, TxtTokenizer **out) {
         rc = ag_fail(AG_ERR_FORMAT, "%s: no entry 'tokenizer': not a tokenizer file", path);
     else if (e->dtype != NPZ_U8 || e->ndim != 1)
         rc = ag_fail(AG_ERR_FORMAT, "%s: entry 'tokenizer' is not a 1-D '|u1' array", path);
+    else if (e->nbytes > max)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: a tokenizer of %zu bytes, over the limit of %zu", path,
+                     e->nbytes, max);
+    else if (!(*bytes = malloc(e->nbytes ? e->nbytes : 1)))
+        rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", path);
     else
-        rc = txt_from_bytes(e->data, e->nbytes, path, out);
+        memcpy(*bytes, e->data, *len = e->nbytes);
     npz_free(f);
+    return rc;
+}
+
+int txt_load(const char *path, TxtTokenizer **out) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(out);
+    *out = NULL;
+    /* the largest valid tokenizer: header, 256 bytes, every merge, every special */
+    size_t max = TOK_HEADER + 256 + 8 * (size_t)TXT_MAX_VOCAB +
+                 (size_t)TXT_MAX_SPECIAL * (4 + TXT_MAX_SPECIAL_LEN);
+    uint8_t *b;
+    size_t n;
+    int rc = txt_load_bytes(path, max, &b, &n);
+    if (rc == AG_OK) rc = txt_from_bytes(b, n, path, out);
+    free(b);
     return rc;
 }

@@ -732,6 +732,11 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_save, path, txt_save(TOK, NULL))                                                         \
     X(txt_load, path, txt_load(NULL, NULL))                                                        \
     X(txt_load, out, txt_load("x.npz", NULL))                                                      \
+    X(txt_save_bytes, bytes, txt_save_bytes(NULL, 1, "x.npz"))                                     \
+    X(txt_save_bytes, path, txt_save_bytes("x", 1, NULL))                                          \
+    X(txt_load_bytes, path, txt_load_bytes(NULL, 1, NULL, NULL))                                   \
+    X(txt_load_bytes, bytes, txt_load_bytes("x.npz", 1, NULL, NULL))                               \
+    X(txt_load_bytes, len, txt_load_bytes("x.npz", 1, (uint8_t **)&VB, NULL))                      \
     X(txt_shard_write, path, txt_shard_write(NULL, IDS, 1, 10))                                    \
     X(txt_shard_write, ids, txt_shard_write("x.bin", NULL, 1, 10))                                 \
     X(txt_shard_read, path, txt_shard_read(NULL, 0, NULL, NULL))                                   \
@@ -761,6 +766,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_hf_from_vocab_merges, merges_path, txt_hf_from_vocab_merges("v", NULL, NULL))            \
     X(txt_hf_from_vocab_merges, out, txt_hf_from_vocab_merges("v", "m", NULL))                     \
     X(txt_hf_vocab_size, t, txt_hf_vocab_size(NULL))                                               \
+    X(txt_hf_json, t, txt_hf_json(NULL, NULL))                                                     \
+    X(txt_hf_json, len, txt_hf_json((TxtHf *)&A, NULL))                                            \
     X(txt_hf_token_bytes, t, txt_hf_token_bytes(NULL, 0, &Z1))                                     \
     X(txt_hf_token_bytes, len, txt_hf_token_bytes((TxtHf *)&A, 0, NULL))                           \
     X(txt_hf_is_special, t, txt_hf_is_special(NULL, 0))                                            \

@@ -920,7 +920,8 @@ static const char *hf_python(void) {
 }
 
 /* transformers' AutoTokenizer loads the exported folder hf with the ids attograd's tokenizer
- * (hf/attograd-tokenizer.bin) gives text; where no python has transformers, nothing to do */
+ * (hf/attograd-tokenizer.bin, else the folder's tokenizer.json) gives text; where no python has
+ * transformers, nothing to do */
 static void autotokenizer_agrees(const char *dir, const char *hf, const char *text) {
     const char *py = hf_python();
     if (!py) return;
@@ -937,14 +938,21 @@ static void autotokenizer_agrees(const char *dir, const char *hf, const char *te
     ts_join(out, dir, "autotok.ids");
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' >/dev/null 2>&1", py, script, hf, in, out);
     cr_assert_eq(system(cmd), 0, "%s failed (run it by hand to see why)", cmd);
-    TxtTokenizer *tok;
+    TxtTokenizer *tok = NULL;
+    TxtHf *published = NULL;
     char tp[512];
-    cr_assert_eq(txt_load(ts_join(tp, hf, "attograd-tokenizer.bin"), &tok), AG_OK, "%s",
-                 ag_last_error());
     int *ids;
     size_t n;
-    cr_assert_eq(txt_encode_alloc(tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, "text"),
-                 AG_OK, "%s", ag_last_error());
+    if (access(ts_join(tp, hf, "attograd-tokenizer.bin"), F_OK) == 0) {
+        cr_assert_eq(txt_load(tp, &tok), AG_OK, "%s", ag_last_error());
+        cr_assert_eq(
+            txt_encode_alloc(tok, text, strlen(text), TXT_SPECIAL_ORDINARY, &ids, &n, "text"),
+            AG_OK, "%s", ag_last_error());
+    } else { /* a published tokenizer.json: the library's ids, as attograd reads it */
+        cr_assert_eq(txt_hf_load(hf, &published), AG_OK, "%s", ag_last_error());
+        cr_assert_eq(txt_hf_encode_alloc(published, text, strlen(text), &ids, &n, "text"), AG_OK,
+                     "%s", ag_last_error());
+    }
     size_t len;
     char *got = ts_read_text(out, &len), *p = got;
     for (size_t i = 0; i < n; i++) {
@@ -957,7 +965,8 @@ static void autotokenizer_agrees(const char *dir, const char *hf, const char *te
     cr_assert(strtol(p, NULL, 10) == 0 && !strpbrk(p, "0123456789"),
               "AutoTokenizer gave more ids than attograd's %zu: %s", n, got);
     free(got), free(ids);
-    txt_free(tok);
+    if (tok) txt_free(tok);
+    if (published) txt_hf_free(published);
 }
 
 /* dir/data prepared (kind), a run of the tiny model with extra flags in dir/run, its best.npz
@@ -1096,8 +1105,9 @@ static char *eval_loss(const char *dir, const char *flag, const char *src, const
  * with dropout), for a LLaMA-style model with grouped-query heads and a GPT-2 one; for the
  * latter, 20 steps resumed (without --init-from) to 40 give the straight run's bytes.
  * Refused, exit 2 naming what: data of another vocabulary (both tokenizers), a model flag, a
- * window above the context, --init-from with --resume, another --block-size on --resume, a
- * folder with only tokenizer.json (train and prepare). */
+ * window above the context, --init-from with --resume, another --block-size on --resume, data of
+ * attograd's tokenizer for a folder whose only tokenizer is the tokenizer.json made of it (the
+ * data must hold that file's text: prepare --model). */
 Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
     char dir[256], ck[512], hf[512], d2[512], d3[512], txt[512], p[512], q[512], ft0[512], ft[512],
         fr[512], hj[512];
@@ -1194,9 +1204,9 @@ Test(gpt_cli, init_from_fine_tunes_an_hf_folder_and_resumes_to_the_bit) {
     }
     ts_join(p, dir, "refused");
     const char *json[] = {"train", "--init-from", hj, "--data", d2, "--out", p, NULL};
-    expect_usage(dir, json, (const char *[]){hj, "no attograd-tokenizer.bin", NULL});
-    const char *pj[] = {"prepare", "--model", hj, "--input", txt, "--out", p, NULL};
-    expect_usage(dir, pj, (const char *[]){"--model", hj, "attograd-tokenizer.bin", NULL});
+    char d2tok[600];
+    snprintf(d2tok, sizeof d2tok, "%s/tokenizer (", d2);
+    expect_usage(dir, json, (const char *[]){d2tok, "is not the published tokenizer of", hj, NULL});
     ts_rm_tree(dir);
 }
 
@@ -1446,5 +1456,194 @@ Test(gpt_cli, resume_without_data_finds_the_folder_in_the_checkpoint) {
               "exit %d: %s", r.code, r.err);
     ts_run_free(&r);
     free(huge);
+    ts_rm_tree(dir);
+}
+
+/* the tokenizers library's ids of the whole of text.txt for the fixture name (expected.json) */
+static int *library_whole(const char *name, size_t *n) {
+    json_error_t err;
+    json_t *root = json_load_file(TOK_FIX "/expected.json", JSON_ALLOW_NUL, &err);
+    cr_assert(root, "expected.json: %s", err.text);
+    json_t *w = json_object_get(json_object_get(root, name), "whole");
+    cr_assert(json_is_array(w), "expected.json: no whole text for %s", name);
+    *n = json_array_size(w);
+    int *ids = malloc(*n * sizeof(int));
+    for (size_t i = 0; i < *n; i++) ids[i] = (int)json_integer_value(json_array_get(w, i));
+    json_decref(root);
+    return ids;
+}
+
+/* dir/NAME: a random model (vocab_size ids; a GPT-2, or a LLaMA with grouped-query heads) saved
+ * with the fixture's tokenizer files beside it, and nothing of attograd's own */
+static void published_folder(const char *dir, const char *name, const char *const *files,
+                             int vocab_size, int llama, char *mdir) {
+    GptConfig c = {
+        .vocab_size = vocab_size, .block_size = 16, .n_layer = 1, .n_head = 2, .n_embd = 16};
+    if (llama) c.style = NN_LLAMA, c.n_kv_head = 1;
+    Arena *a = arena_new("params", 0);
+    Rng rng;
+    rng_seed(&rng, 9);
+    Gpt m;
+    nn_gpt_init(&m, a, &rng, &c);
+    ts_join(mdir, dir, name);
+    cr_assert_eq(hf_save(&m, mdir), AG_OK, "%s", ag_last_error());
+    nn_gpt_free(&m);
+    arena_free(a);
+    for (int i = 0; files[i]; i++) {
+        char src[512], dst[512];
+        size_t len;
+        snprintf(src, sizeof src, TOK_FIX "/%s/%s", name, files[i]);
+        char *b = ts_slurp(src, &len);
+        ts_write_bytes(ts_join(dst, mdir, files[i]), b, len);
+        free(b);
+    }
+}
+
+/* train --init-from hf of steps steps (of a schedule of 20) in a window of 8 tokens, into out */
+static void tune_steps(const char *dir, const char *hf, const char *data, const char *out,
+                       const char *steps) {
+    const char *extra[] = {"--max-iters", steps, "--lr-decay-iters", "20", "--block-size",
+                           "8",           NULL};
+    TsRun r = tune(dir, hf, data, out, extra);
+    expect_ok(&r, "train --init-from (a published tokenizer)");
+    ts_run_free(&r);
+}
+
+/* `attograd-gpt sample FLAG SRC` greedily from line 6 of the fixtures' text (malloc'd) */
+static char *greedy(const char *dir, const char *flag, const char *src) {
+    char *line = fixture_line(6);
+    const char *sa[] = {"sample",        flag, src,         "--prompt", line, "--max-tokens", "12",
+                        "--temperature", "0",  "--threads", "1",        NULL};
+    TsRun r = run(dir, sa);
+    expect_ok(&r, "sample");
+    char *out = strdup(r.out);
+    ts_run_free(&r);
+    free(line);
+    return out;
+}
+
+/* train --init-from DIR and prepare --model DIR of a folder whose only tokenizer is a published
+ * one (the fixtures' tokenizer.json of a byte-level BPE and of a SentencePiece-style BPE, GPT-2's
+ * vocab.json + merges.txt): prepare writes the library's ids of the text and keeps the
+ * tokenizer.json text (the very file's bytes; of vocab.json + merges.txt the tokenizer.json made
+ * of them); the fine-tuned checkpoint carries it, so sample and eval of the checkpoint print
+ * what they print of its export (export --format hf writes that tokenizer.json again, which
+ * AutoTokenizer reads with the same ids where AG_HF_PYTHON has transformers); a run resumed from
+ * step 10 ends with the straight run's bytes (the LLaMA, whose vocabulary is padded past the
+ * tokenizer's as Pythia's is). Refused, exit 2 naming the file: data of another tokenizer, a
+ * tokenizer with more ids than the model, a data tokenizer that is not JSON or not one attograd
+ * reads. */
+Test(gpt_cli, init_from_fine_tunes_a_folder_with_a_published_tokenizer) {
+    static const char *const json[] = {"tokenizer.json", NULL};
+    static const char *const pair[] = {"vocab.json", "merges.txt", NULL};
+    static const struct {
+        const char *name;
+        const char *const *files;
+        int llama, pad;
+    } cases[] = {{"llama", json, 1, 3}, {"gpt2", json, 0, 0}, {"gpt2_files", pair, 0, 0}};
+    char dir[256], mdir[512], data[512], ft[512], fr[512], ex[512], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "gpt-init-published");
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const char *name = cases[k].name;
+        TxtHf *tok;
+        snprintf(p, sizeof p, TOK_FIX "/%s", name);
+        cr_assert_eq(txt_hf_load(p, &tok), AG_OK, "%s", ag_last_error());
+        int V = txt_hf_vocab_size(tok);
+        published_folder(dir, name, cases[k].files, V + cases[k].pad, cases[k].llama, mdir);
+        /* prepare --model: the library's ids, the tokenizer.json text */
+        snprintf(data, sizeof data, "%s/data-%s", dir, name);
+        const char *pm[] = {"prepare", "--model", mdir,           "--input", TOK_FIX "/text.txt",
+                            "--out",   data,      "--valid-frac", "0.2",     NULL};
+        TsRun r = run(dir, pm);
+        expect_ok(&r, "prepare --model (a published tokenizer)");
+        ts_run_free(&r);
+        size_t n_want, n_train, n_valid, len;
+        int *want = library_whole(name, &n_want), *tr, *va;
+        cr_assert_eq(txt_shard_read(ts_join(p, data, "train.bin"), V, &tr, &n_train), AG_OK, "%s",
+                     ag_last_error());
+        cr_assert_eq(txt_shard_read(ts_join(p, data, "valid.bin"), V, &va, &n_valid), AG_OK, "%s",
+                     ag_last_error());
+        cr_assert_eq(n_train + n_valid, n_want, "%s: %zu tokens, the library's %zu", name,
+                     n_train + n_valid, n_want);
+        for (size_t i = 0; i < n_want; i++)
+            cr_assert_eq(i < n_train ? tr[i] : va[i - n_train], want[i], "%s: token %zu", name, i);
+        free(want), free(tr), free(va);
+        uint8_t *saved;
+        size_t saved_len;
+        cr_assert_eq(
+            txt_load_bytes(ts_join(p, data, "tokenizer"), (size_t)1 << 28, &saved, &saved_len),
+            AG_OK, "%s", ag_last_error());
+        const char *text = txt_hf_json(tok, &len);
+        cr_assert(saved_len == len && memcmp(saved, text, len) == 0,
+                  "%s: data/tokenizer does not hold the tokenizer.json text", name);
+        if (cases[k].files == json) {
+            char *file = ts_slurp(ts_join(q, mdir, "tokenizer.json"), &len);
+            cr_assert(saved_len == len && memcmp(saved, file, len) == 0,
+                      "%s: data/tokenizer is not the folder's tokenizer.json", name);
+            free(file);
+        }
+        free(saved);
+        /* fine-tuned; its checkpoint samples and evaluates as its export */
+        snprintf(ft, sizeof ft, "%s/ft-%s", dir, name);
+        tune_steps(dir, mdir, data, ft, "20");
+        snprintf(ex, sizeof ex, "%s/ex-%s", dir, name);
+        const char *exa[] = {
+            "export", "--ckpt", ts_join(p, ft, "last.npz"), "--format", "hf", "--out", ex, NULL};
+        r = run(dir, exa);
+        expect_ok(&r, "export of the fine-tuned checkpoint");
+        ts_run_free(&r);
+        char *a = greedy(dir, "--ckpt", p), *b = greedy(dir, "--model", ex);
+        cr_assert_str_eq(a, b, "%s: sample --ckpt and --model of its export differ", name);
+        free(a), free(b);
+        a = eval_loss(dir, "--ckpt", p, data), b = eval_loss(dir, "--model", ex, data);
+        cr_assert_str_eq(a, b);
+        free(a), free(b);
+        char *file = ts_slurp(ts_join(q, ex, "tokenizer.json"), &len);
+        text = txt_hf_json(tok, &saved_len);
+        cr_assert(len == saved_len && memcmp(file, text, len) == 0,
+                  "%s: the export's tokenizer.json is not the data's", name);
+        free(file);
+        cr_assert(access(ts_join(q, ex, "attograd-tokenizer.bin"), F_OK) != 0);
+        autotokenizer_agrees(dir, ex,
+                             "the king—café 你好🙂speaks\n\n  of love,\tx2y3 war.\n");
+        if (cases[k].llama) { /* resumed from step 10: the straight run's bytes */
+            snprintf(fr, sizeof fr, "%s/fr-%s", dir, name);
+            tune_steps(dir, mdir, data, fr, "10");
+            const char *again[] = {"train",       "--data", data,        "--out", fr,  "--resume",
+                                   "--max-iters", "20",     "--threads", "1",     NULL};
+            r = run(dir, again);
+            expect_ok(&r, "train --resume");
+            ts_run_free(&r);
+            expect_same_npz(ts_join(p, ft, "last.npz"), ts_join(q, fr, "last.npz"));
+        }
+        txt_hf_free(tok);
+    }
+    /* refused: the GPT-2 data for the LLaMA folder; a model with fewer ids than the tokenizer */
+    char gdata[512], lmodel[512];
+    snprintf(gdata, sizeof gdata, "%s/data-gpt2", dir);
+    snprintf(lmodel, sizeof lmodel, "%s/llama", dir);
+    char says[600];
+    snprintf(says, sizeof says, "%s/tokenizer (", gdata);
+    const char *other[] = {
+        "train", "--init-from", lmodel, "--data", gdata, "--out", ts_join(p, dir, "refused"), NULL};
+    expect_usage(dir, other,
+                 (const char *[]){says, "is not the published tokenizer of", lmodel, NULL});
+    published_folder(dir, "gpt2", json, 499, 0, mdir); /* the fixture's 500 ids */
+    const char *small[] = {
+        "train", "--init-from", mdir, "--data", gdata, "--out", ts_join(p, dir, "refused"), NULL};
+    expect_usage(dir, small,
+                 (const char *[]){mdir, "the tokenizer has 500 ids, the model 499", NULL});
+    /* a data folder's tokenizer that is not JSON, or a tokenizer.json attograd does not read */
+    static const char *const bad[][2] = {
+        {"{\"model\": {", "neither attograd's tokenizer (ATGTOKEN) nor a tokenizer.json"},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}, \"pre_tokenizer\": "
+         "{\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"ByteLevel\"}}",
+         "\"model.type\": \"Unigram\""}};
+    ts_join(p, gdata, "tokenizer");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(txt_save_bytes(bad[i][0], strlen(bad[i][0]), p), AG_OK);
+        const char *tr[] = {"train", "--data", gdata, "--out", ts_join(q, dir, "refused"), NULL};
+        expect_usage(dir, tr, (const char *[]){p, bad[i][1], NULL});
+    }
     ts_rm_tree(dir);
 }

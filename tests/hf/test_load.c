@@ -74,7 +74,8 @@ static void round_trip(Gpt *m) {
     /* no bos/eos id outside the vocabulary (transformers' GPT-2 defaults are 50256): null */
     char cp[512];
     char *json = ts_read_text(ts_join(cp, tmp, "config.json"), NULL);
-    int gpt2 = nn_gpt_options(&m->cfg).style == NN_GPT2;
+    GptConfig o = nn_gpt_options(&m->cfg);
+    int gpt2 = o.style == NN_GPT2 && o.pos != NN_GPT_POS_ROPE; /* rotary: GPT-NeoX's 0 and 2 */
     cr_assert(!gpt2 == !strstr(json, "\"eos_token_id\": null") && !strstr(json, "50256"), "%s",
               json);
     free(json);
@@ -91,15 +92,17 @@ static void round_trip(Gpt *m) {
     GptConfig c = nn_gpt_options(&m->cfg), d = nn_gpt_options(&back.cfg);
     cr_assert(c.style == d.style && c.mlp == d.mlp && c.n_kv_head == d.n_kv_head &&
               c.untied == d.untied && c.rope_base == d.rope_base && c.norm_eps == d.norm_eps &&
-              c.ffn_hidden == d.ffn_hidden && c.block_size == d.block_size);
+              c.ffn_hidden == d.ffn_hidden && c.block_size == d.block_size && c.pos == d.pos &&
+              c.rotary_dim == d.rotary_dim && c.parallel_residual == d.parallel_residual);
     nn_gpt_free(&back);
     arena_free(b);
     ts_rm_tree(tmp);
 }
 
 Test(hf_save, round_trips_the_fixtures_bit_for_bit) {
-    static const char *const dirs[] = {FX "gpt2_gelu", FX "llama", FX "llama_tied"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const dirs[] = {FX "gpt2_gelu", FX "llama", FX "llama_tied", FX "neox",
+                                       FX "neox_sequential"};
+    for (int k = 0; k < 5; k++) {
         Arena *a = arena_new("params", 0);
         Gpt m;
         cr_assert_eq(hf_load(dirs[k], a, &m), AG_OK, "%s", ag_last_error());
@@ -127,6 +130,24 @@ Test(hf_save, round_trips_models_attograd_builds) {
          .n_kv_head = 2,
          .n_embd = 16,
          .rope_base = 777},
+        /* GPT-NeoX: rotary on whole heads, tied; parallel and partial rotary (4 of 12), untied */
+        {.vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 8,
+         .pos = NN_GPT_POS_ROPE},
+        {.vocab_size = 40,
+         .block_size = 8,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 24,
+         .pos = NN_GPT_POS_ROPE,
+         .rotary_dim = 4,
+         .parallel_residual = 1,
+         .mlp = NN_GPT_MLP_GELU_TANH,
+         .rope_base = 321,
+         .untied = 1},
     };
     for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
         Arena *a = arena_new("params", 0);
@@ -140,22 +161,33 @@ Test(hf_save, round_trips_models_attograd_builds) {
     }
 }
 
+/* each model with the option named: GPT-2 has no post-LN blocks, no positions other than
+ * learned ones (rotary: GPT-NeoX's), no parallel residual (GPT-NeoX's, with rotary positions) */
 Test(hf_save, refuses_models_no_transformers_class_computes) {
-    GptConfig c = {.vocab_size = 40,
-                   .block_size = 8,
-                   .n_layer = 1,
-                   .n_head = 2,
-                   .n_embd = 8,
-                   .pos = NN_GPT_POS_ROPE};
-    Arena *a = arena_new("params", 0);
-    Rng rng;
-    rng_seed(&rng, 1);
-    Gpt m;
-    nn_gpt_init(&m, a, &rng, &c);
-    cr_assert_eq(hf_save(&m, "/nonexistent-never-written"), AG_ERR_ARG);
-    cr_assert(strstr(ag_last_error(), "positions other than learned"), "%s", ag_last_error());
-    nn_gpt_free(&m);
-    arena_free(a);
+#define ONE_LAYER .vocab_size = 40, .block_size = 8, .n_layer = 1, .n_head = 2
+    static const struct {
+        GptConfig c;
+        const char *says;
+    } rows[] = {
+        {{ONE_LAYER, .n_embd = 8, .pos = NN_GPT_POS_NONE},
+         "positions other than learned or rotary ones"},
+        {{ONE_LAYER, .n_embd = 8, .parallel_residual = 1}, "a parallel residual without rotary"},
+        {{ONE_LAYER, .n_embd = 8, .pos = NN_GPT_POS_ROPE, .norm = NN_GPT_NORM_RMS},
+         "norms other than LayerNorm has no transformers class (GPTNeoXForCausalLM"},
+        {{ONE_LAYER, .style = NN_LLAMA, .n_embd = 16, .rotary_dim = 4}, "partial rotary"},
+    };
+#undef ONE_LAYER
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        Arena *a = arena_new("params", 0);
+        Rng rng;
+        rng_seed(&rng, 1);
+        Gpt m;
+        nn_gpt_init(&m, a, &rng, &rows[k].c);
+        cr_assert_eq(hf_save(&m, "/nonexistent-never-written"), AG_ERR_ARG, "row %zu", k);
+        cr_assert(strstr(ag_last_error(), rows[k].says), "row %zu: %s", k, ag_last_error());
+        nn_gpt_free(&m);
+        arena_free(a);
+    }
 }
 
 /* ---- hostile folders ---- */
@@ -322,6 +354,25 @@ Test(hf_save, transformers_loads_the_export_with_the_same_logits) {
          .n_embd = 16,
          .rope_base = 5000,
          .untied = 1},
+        /* GPTNeoXForCausalLM: parallel residual, 4 of each head's 8 columns turned, untied; and
+         * sequential, whole heads, gelu_new, tied */
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 16,
+         .pos = NN_GPT_POS_ROPE,
+         .rotary_dim = 4,
+         .parallel_residual = 1,
+         .untied = 1},
+        {.vocab_size = 50,
+         .block_size = 16,
+         .n_layer = 2,
+         .n_head = 2,
+         .n_embd = 16,
+         .pos = NN_GPT_POS_ROPE,
+         .mlp = NN_GPT_MLP_GELU_TANH,
+         .rope_base = 2000},
     };
     for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
         Arena *a = arena_new("params", 0);

@@ -8,6 +8,9 @@
  *   - where a python3 with transformer_lens's HookedTransformer is found (AG_TL_PYTHON, else
  *     /usr/bin/python3), live: the models exported now, loaded with a strict load_state_dict,
  *     and compared point by point by tests/lens/tl_cache.py; skipped with the reason otherwise;
+ *   - everywhere, against committed references of TransformerLens 4.3's TransformerBridge (written
+ *     by tests/lens/make_tl4_refs.sh): the GPT-2-style and the LLaMA-style models exported as
+ *     Hugging Face folders and cached through them (cache --model), the bridge's points and logits;
  *   - where AG_TL4_PYTHON imports TransformerLens 4's TransformerBridge: the GPT-2-style and the
  *     LLaMA-style models exported as Hugging Face folders (export --format hf), booted by the
  *     bridge (tests/lens/tl4_bridge.py), its logits against attograd's forward and every cached
@@ -186,6 +189,58 @@ static const char *tl4_python(char *why, size_t n) {
     return NULL;
 }
 
+/* models[k] (gpt2 or llama) exported with export --format hf into dir/NAME (hf), and
+ * `attograd-gpt cache --model hf` of the prompts into dir/NAME_cache.npz (cache) */
+static void export_and_cache(const char *dir, int k, char *hf, char *cache) {
+    char ck[512];
+    snprintf(ck, sizeof ck, FIXTURES "/%s.npz", models[k]);
+    snprintf(hf, 512, "%s/%s", dir, models[k]);
+    snprintf(cache, 512, "%s/%s_cache.npz", dir, models[k]);
+    ok(dir, (const char *[]){"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL});
+    ok(dir, (const char *[]){"cache", "--model", hf, "--prompts", FIXTURES "/prompts.txt", "--out",
+                             cache, NULL});
+}
+
+/* the bridge's logits (st: "ids" and F64 "logits") against attograd's forward of the folder hf,
+ * within tol */
+static void bridge_logits_within(const char *hf, int k, const char *st, double tol) {
+    Arena *a = arena_new("params", 0);
+    Gpt m;
+    cr_assert_eq(hf_load(hf, a, &m), AG_OK, "%s: %s", hf, ag_last_error());
+    GptConfig c = nn_gpt_options(&m.cfg);
+    cr_assert(k == 0 ? c.style == NN_GPT2
+                     : c.style == NN_LLAMA && c.n_kv_head == 2 && c.n_head == 4,
+              "%s: not the model this test is about", hf);
+    double e = ts_logits_error(st, &m);
+    cr_assert(e <= tol, "%s: the bridge's logits (%s) differ from attograd's by %.3g (> %g)", hf,
+              st, e, tol);
+    cr_log_info("%s: the bridge's logits within %.2g of attograd's", models[k], e);
+    nn_gpt_free(&m);
+    arena_free(a);
+}
+
+/* The GPT-2-style and the LLaMA-style models' Hugging Face exports, cached through the folder
+ * (cache --model), against the committed values of TransformerLens 4.3's TransformerBridge on the
+ * same folders (tests/lens/make_tl4_refs.sh, booted in float64): every point within 1e-5 of its
+ * scale (as the TransformerLens 3 references), the same tokens; the bridge's logits against
+ * attograd's forward of the folder: 1e-4 in the float build, in double 1e-12 for GPT-2 and 1e-6
+ * for LLaMA (transformers' LLaMA computes RMSNorm, the rotary angles and the attention's softmax
+ * in float32 even in a float64 model). */
+Test(lens_tl, every_cached_point_equals_the_committed_transformer_lens_4_values) {
+    int dbl = sizeof(Real) == sizeof(double);
+    char dir[256];
+    ts_tmp_dir(dir, sizeof dir, "tl4refs");
+    for (int k = 0; k < 2; k++) { /* gpt2, llama */
+        char hf[512], cache[512], ref[512], st[512];
+        export_and_cache(dir, k, hf, cache);
+        snprintf(ref, sizeof ref, FIXTURES "/%s_tl4.npz", models[k]);
+        compare(models[k], cache, ref);
+        snprintf(st, sizeof st, FIXTURES "/%s_tl4_logits.safetensors", models[k]);
+        bridge_logits_within(hf, k, st, !dbl ? 1e-4 : k == 0 ? 1e-12 : 1e-6);
+    }
+    ts_rm_tree(dir);
+}
+
 /* The GPT-2-style and the LLaMA-style (4 query heads on 2 key/value heads) models, exported with
  * export --format hf and booted by TransformerBridge.boot_transformers (tests/lens/tl4_bridge.py):
  * its logits on the cache's tokens equal attograd's forward of the export (1e-4 in the float
@@ -199,37 +254,20 @@ Test(lens_tl, transformer_lens_4_bridge_boots_the_hf_export_where_installed) {
     if (!py)
         cr_skip_test("the check that TransformerLens 4's TransformerBridge boots the Hugging Face "
                      "export: %s (set it to a python3 with 'transformer_lens>=4', e.g. "
-                     "/opt/tl4/bin/python)",
+                     "/opt/tl4/bin/python); the committed references were compared",
                      why);
     int dbl = sizeof(Real) == sizeof(double);
     char dir[256];
     ts_tmp_dir(dir, sizeof dir, "tl4");
     for (int k = 0; k < 2; k++) { /* gpt2, llama */
-        char ck[512], hf[512], cache[512], cmd[4096], st[600];
-        snprintf(ck, sizeof ck, FIXTURES "/%s.npz", models[k]);
-        snprintf(hf, sizeof hf, "%s/%s", dir, models[k]);
-        snprintf(cache, sizeof cache, "%s/%s_cache.npz", dir, models[k]);
-        ok(dir, (const char *[]){"export", "--ckpt", ck, "--format", "hf", "--out", hf, NULL});
-        ok(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", FIXTURES "/prompts.txt",
-                                 "--out", cache, NULL});
+        char hf[512], cache[512], cmd[4096], st[600];
+        export_and_cache(dir, k, hf, cache);
         double tol = !dbl ? 1e-5 : k == 0 ? 1e-12 : 1e-6;
         snprintf(cmd, sizeof cmd, "'%s' tests/lens/tl4_bridge.py compare --tol %g '%s' '%s'", py,
                  tol, hf, cache);
         python_ok(dir, models[k], cmd, sizeof cmd);
-        Arena *a = arena_new("params", 0);
-        Gpt m;
-        cr_assert_eq(hf_load(hf, a, &m), AG_OK, "%s: %s", hf, ag_last_error());
-        GptConfig c = nn_gpt_options(&m.cfg);
-        cr_assert(k == 0 ? c.style == NN_GPT2
-                         : c.style == NN_LLAMA && c.n_kv_head == 2 && c.n_head == 4,
-                  "%s: not the model this test is about", hf);
         snprintf(st, sizeof st, "%s/tl4_logits.safetensors", hf);
-        double e = ts_logits_error(st, &m), lt = dbl ? tol : 1e-4;
-        cr_assert(e <= lt, "%s: the bridge's logits differ from attograd's by %.3g (> %g)", hf, e,
-                  lt);
-        cr_log_info("%s: the bridge's logits within %.2g of attograd's", models[k], e);
-        nn_gpt_free(&m);
-        arena_free(a);
+        bridge_logits_within(hf, k, st, dbl ? tol : 1e-4);
     }
     ts_rm_tree(dir);
 }

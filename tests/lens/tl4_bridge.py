@@ -22,6 +22,13 @@ Usage:
   tl4_bridge.py compare [--tol TOL] DIR CACHE.npz [DIR2 CACHE2 ...]
       exits 0 when every point is within TOL (1e-5), 1 when one is not, 3 when
       transformer_lens's TransformerBridge cannot be imported (skipped, the reason printed)
+  tl4_bridge.py reference DIR CACHE.npz OUT.npz OUT_LOGITS.safetensors
+      the committed references of tests/fixtures/lens (written by tests/lens/make_tl4_refs.sh),
+      which the suite compares with everywhere: the folder booted in float64 (its float32
+      weights exactly), the bridge's values of the points CACHE.npz holds in attograd's
+      representation (masked scores -inf, LLaMA's rotary coordinates back in adjacent pairs;
+      float32, the same names) and the tokens to OUT.npz, its logits ("ids" I64, "logits" F64)
+      to OUT_LOGITS.safetensors
 Needs transformer_lens >= 4 (e.g. python3 -m venv /opt/tl4 && /opt/tl4/bin/pip install
 'transformer_lens>=4').
 """
@@ -36,13 +43,14 @@ NOT_POINTS = ("tokens", "token_strs", "config")
 ROTARY_POINTS = ("attn.hook_q", "attn.hook_k", "attn.hook_rot_q", "attn.hook_rot_k")
 
 
-def boot(d):
+def boot(d, dtype=None):
     import torch
     from transformer_lens.model_bridge import TransformerBridge
 
     with open(os.path.join(d, "config.json")) as j:
         cfg = json.load(j)
-    dtype = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
+    if dtype is None:
+        dtype = torch.float64 if cfg.get("dtype") == "float64" else torch.float32
     bridge = TransformerBridge.boot_transformers(d, device="cpu", dtype=dtype)
     bridge.eval()
     return bridge, cfg, dtype
@@ -53,6 +61,17 @@ def halves_order(x):
     hs = x.shape[-1]
     perm = [2 * p + r for r in range(2) for p in range(hs // 2)]
     return x[..., perm]
+
+
+def adjacent_order(x):
+    """x (..., HS) in transformers' halves order with attograd's adjacent rotary pairs: the
+    inverse of halves_order"""
+    hs = x.shape[-1]
+    perm = [2 * p + r for r in range(2) for p in range(hs // 2)]
+    inv = [0] * hs
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return x[..., inv]
 
 
 def relative(got, want, masked):
@@ -134,9 +153,44 @@ def compare(argv):
     sys.exit(1 if failed else 0)
 
 
+def reference(d, cache_path, out, out_logits):
+    import torch
+    from safetensors.torch import save_file
+
+    bridge, cfg, dtype = boot(d, torch.float64)
+    f = np.load(cache_path)
+    tokens = torch.tensor(f["tokens"], dtype=torch.long)
+    with torch.no_grad():
+        logits, cache = bridge.run_with_cache(tokens)
+    llama = cfg.get("model_type") == "llama"
+    lowest = torch.finfo(dtype).min
+    names = [k for k in f.files if k not in NOT_POINTS and not k.endswith(".grad")]
+    missing = [n for n in names if n not in cache]
+    if missing:
+        sys.exit("not points of the bridge's cache: %s" % ", ".join(missing))
+    arrays = {}
+    for n in names:
+        t = cache[n]
+        v = t.numpy().copy()
+        v[(t <= lowest / 2).numpy()] = -np.inf  # the additive causal mask: attograd's -inf
+        if llama and n.endswith(ROTARY_POINTS):
+            v = adjacent_order(v)
+        if v.shape != f[n].shape:
+            sys.exit("%s: shape %s, attograd's %s" % (n, v.shape, f[n].shape))
+        arrays[n] = v.astype(np.float32)
+    arrays["tokens"] = f["tokens"]
+    np.savez_compressed(out, **arrays)
+    save_file({"ids": tokens.contiguous(), "logits": logits.double().contiguous()}, out_logits,
+              metadata={"format": "pt"})
+    print("%s, %s: TransformerBridge's values of %d points and its logits (transformer_lens %s, "
+          "float64)" % (out, out_logits, len(names), metadata.version("transformer_lens")))
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "compare":
         compare(sys.argv[2:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "reference":
+        reference(*sys.argv[2:])
     else:
         sys.exit(__doc__)
 
