@@ -501,12 +501,27 @@ int view_tables(ViewBuf *b, const char *path) {
                          path, npz_shape_str(title, sizeof title, values->ndim, values->shape),
                          axes ? axes : "(none)");
         if (rc == AG_OK) rc = names_of(f, "points", (size_t)R, &rows);
+        /* ablate's: the change from "base" (the metric with every part), as ablate prints it */
+        const NpzEntry *from = NULL;
+        if (rc == AG_OK && (rc = f64_entry(f, "base", &from)) == AG_OK && from && from->ndim != 0)
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'base' is not a number", path);
         if (rc == AG_OK) {
             int three = values->ndim == 3, per = three ? (int)values->shape[1] : 1;
             int C = (int)values->shape[values->ndim - 1];
             const char *col = strstr(axes, "position") ? "pos " : strstr(axes, "head") ? "h" : "";
-            snprintf(title, sizeof title, "%s: %s by %s", base, what ? what : "value", axes);
-            table(b, base, title, rows, R * per, per, col, C, values->data);
+            double *v = malloc(values->nbytes ? values->nbytes : 1), b0 = 0;
+            AG_CHECK(v, "view_tables: out of memory");
+            memcpy(v, values->data, values->nbytes);
+            if (from) {
+                b0 = *(const double *)from->data;
+                for (size_t i = 0; i < values->count; i++) v[i] -= b0;
+                snprintf(title, sizeof title, "%s: change of %s from %.6g (every part) by %s", base,
+                         what ? what : "value", b0, axes);
+            } else {
+                snprintf(title, sizeof title, "%s: %s by %s", base, what ? what : "value", axes);
+            }
+            table(b, base, title, rows, R * per, per, col, C, v);
+            free(v);
         }
     } else if (rc == AG_OK && (rc = f64_entry(f, "scores", &scores)) == AG_OK && scores) {
         /* attograd-gpt detect: (kind, layer, head) */

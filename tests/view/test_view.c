@@ -241,6 +241,14 @@ static void patch_like(NpzWriter *w) {
     npz_add_bytes(w, "axes", "point,head,position", 19);
     npz_add_bytes(w, "points", "[\"blocks.0.attn.hook_z\"]", 24);
 }
+static const double BASE = 0.5;
+static void ablate_like(NpzWriter *w) {
+    npz_add_f64(w, "values", 2, (int64_t[]){2, 3}, V6);
+    npz_add_f64(w, "base", 0, NULL, &BASE);
+    npz_add_bytes(w, "axes", "point,head", 10);
+    npz_add_bytes(w, "metric", "loss", 4);
+    npz_add_bytes(w, "points", "[\"a\",\"b\"]", 9);
+}
 static void names_short(NpzWriter *w) {
     npz_add_f64(w, "values", 2, (int64_t[]){2, 3}, V6);
     npz_add_bytes(w, "axes", "point,head", 10);
@@ -281,6 +289,14 @@ Test(view_tables, detect_patch_and_ablate_tables_and_what_is_refused) {
                           "\"cols\":[\"pos 0\",\"pos 1\",\"pos 2\"],"
                           "\"values\":[1,-2,3,0.5,null,6]}"),
               "%s", b.p);
+    view_buf_free(&b);
+    /* ablate's: the change from its base */
+    write_npz(path, ablate_like);
+    cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
+    cr_assert(
+        strstr(b.p, "\"title\":\"t.npz: change of loss from 0.5 (every part) by point,head\"") &&
+            strstr(b.p, "\"values\":[0.5,-2.5,2.5,0,null,5.5]}"),
+        "%s", b.p);
     view_buf_free(&b);
     void (*bad[])(NpzWriter *) = {names_short, not_f64, neither, encoder_alone};
     const char *says[] = {"'points' is not a JSON list of 2 names", "'values' is <f4, not float64",
