@@ -1,7 +1,8 @@
 /* view.c: `attograd-gpt view`: one offline HTML page (src/view) of a checkpoint on prompts, and
  * of training runs. For each prompt: every layer x head's attention pattern (with its
  * previous-token, duplicate-token and induction scores, src/lens/detect.h), and every token's
- * loss and probability of the next token with the model's top-k predictions; the tables of an
+ * loss and probability with the model's top-k predictions, its probability through the logit
+ * lens and its direct logit attribution (src/lens/logit.h); the tables of an
  * .npz of ablate, patch or detect (--from); for each run folder given after --runs: its
  * log.csv curves. docs/view.md is the user's guide.
  * Not here: the page and its JSON writer (src/view), the rows and flags the lens commands share
@@ -172,9 +173,10 @@ int gp_view(int argc, char **argv) {
     if (rc == FLAG_HELP) {
         gp_usage("view",
                  "one HTML page, offline (docs/view.md): the attention of every layer x head on "
-                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss and "
-                 "top-k predictions; --from: the\ntables of ablate, patch or detect; --runs "
-                 "DIR...: the log.csv curves of run folders",
+                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss, "
+                 "top-k predictions, logit lens and\ndirect logit attribution; --from: the "
+                 "tables of ablate, patch or detect; --runs DIR...:\nthe log.csv curves of run "
+                 "folders",
                  fl, n);
         help = 1;
         rc = AG_OK;
