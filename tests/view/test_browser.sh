@@ -112,6 +112,17 @@ assert len([k for k in m if k.startswith("direct logit attribution: ")]) == n
 assert all(v[0] is None for k, v in m.items())
 print("the page's direct logit attribution of 'e' is lens's:", checked, "parts and their sum")
 PY
+# a post-LN model has no such decomposition: its page has the loss and the probability, and
+# says why on stderr
+"$gpt" train --data "$out/char/data" --out "$out/postln" --post-ln --n-layer 1 --n-head 2 \
+    --n-embd 16 --block-size 32 --batch-size 2 --max-iters 2 --warmup-iters 1 --eval-interval 2 \
+    --eval-iters 1 --threads 1 --quiet >>"$log" 2>&1 || fail "train --post-ln"
+"$gpt" view --ckpt "$out/postln/last.npz" --prompt "abc def" --out "$out/postln.html" \
+    --threads 1 >"$out/postln.txt" 2>&1 || fail "view of a post-LN model"
+grep -q "view: no logit lens or direct logit attribution: a post-LN model" "$out/postln.txt" ||
+    fail "the post-LN model's view does not say why it has no DLA"
+[ "$(grep -o '"kind":"' "$out/postln.html" | wc -l)" = 2 ] || fail "the post-LN page's measures"
+python3 "$here/browser.py" "$out/postln.html" >>"$log" 2>&1 || fail "the post-LN page in the browser"
 # the tables of ablate, patch and detect (--from), with the char model's runs
 c="$out/char"
 "$gpt" ablate --ckpt "$c/run/last.npz" --prompt "abc def abc" --out "$c/ablate.npz" \
