@@ -41,6 +41,6 @@ But soft, what light through yonder window breaks?"
 
 echo
 echo "files: $OUT/data (tokenizer, train.bin, valid.bin), $OUT/run (last.npz, best.npz, log.csv$(
-    [ -f "$OUT/run/loss.png" ] && echo ", loss.png"))"
+    [ -f "$OUT/run/loss.png" ] && echo ", loss.png"), view.html)"
 echo "time: prepare $((t1 - t0)) s, train $((t2 - t1)) s, eval and sample $((t3 - t2)) s;" \
     "total $((t3 - t0)) s"

@@ -1,7 +1,8 @@
 /* view.c: `attograd-gpt view`: one offline HTML page (src/view) of a checkpoint on prompts, and
  * of training runs. For each prompt: every layer x head's attention pattern (with its
  * previous-token, duplicate-token and induction scores, src/lens/detect.h), and every token's
- * loss and probability of the next token with the model's top-k predictions; the tables of an
+ * loss and probability with the model's top-k predictions, its probability through the logit
+ * lens and its direct logit attribution (src/lens/logit.h); the tables of an
  * .npz of ablate, patch or detect (--from); for each run folder given after --runs: its
  * log.csv curves. docs/view.md is the user's guide.
  * Not here: the page and its JSON writer (src/view), the rows and flags the lens commands share
@@ -62,36 +63,55 @@ static void attention_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r) {
     free(sc);
 }
 
-/* the residual streams a forward passes through: stream[0] the embeddings (blocks.0.
- * hook_resid_pre), stream[1 + l] after block l (blocks.l.hook_resid_post), each (B, T, C) */
-typedef struct Streams {
-    Tensor *x[NN_MAX_LAYERS + 1];
-} Streams;
-static int keep_stream(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
-    (void)t;
-    Streams *s = ctx;
-    s->x[strstr(at->name, "resid_pre") ? 0 : at->layer + 1] = *x;
-    return AG_OK;
-}
-
 /* a token's bytes (ViewTokenText; ctx: the GpModel) */
 static const void *token_bytes(const void *ctx, int id, size_t *len) {
     return gp_token_bytes(ctx, id, len);
 }
 
-/* "tokens": each token's loss (of predicting it from the tokens before) and probability of the
- * next token, the top-k predictions after it */
+/* The measures of the logit lens and of direct logit attribution, from lens_logit_run without a
+ * good token (each position read toward its own next token, src/lens/logit.h): the probability
+ * of each token from the stream after the embeddings and after each block, the logit of it and
+ * each part's share of that logit (TransformerLens's DLA: the part through the final norm with
+ * the whole stream's scale, dotted with the token's row of the head). Token i gets position
+ * i - 1's values. A post-LN model has neither (said on stderr). */
+static void lens_measures(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r) {
+    LensLogit ll;
+    if (lens_logit_run(t, &g->m, r->ids, r->B, r->T, NULL, NULL, -1, &ll) != AG_OK) {
+        fprintf(stderr, "view: no logit lens or direct logit attribution: %s\n", ag_last_error());
+        return;
+    }
+    size_t BT = (size_t)r->B * r->T;
+    double *v = ex_malloc(BT * sizeof(double));
+    char name[128];
+    for (int s = 0; s <= ll.n_layer; s++) {
+        for (size_t i = 0; i < BT; i++) v[i] = exp(ll.lens_next[(size_t)s * BT + i]);
+        if (s == 0)
+            snprintf(name, sizeof name, "logit lens: the embeddings' probability of this token");
+        else
+            snprintf(name, sizeof name, "logit lens: after block %d, probability of this token",
+                     s - 1);
+        view_raw(b, ",");
+        view_measure(b, name, "prob", v, r->B, r->T, 1);
+    }
+    view_raw(b, ",");
+    view_measure(b, "logit of this token (the sum of the parts below)", "logit", ll.metric, r->B,
+                 r->T, 1);
+    for (int k = 0; k < ll.n_parts; k++) {
+        for (size_t i = 0; i < BT; i++) v[i] = ll.dla[i * ll.n_parts + k];
+        snprintf(name, sizeof name, "direct logit attribution: %s", ll.parts[k]);
+        view_raw(b, ",");
+        view_measure(b, name, "logit", v, r->B, r->T, 1);
+    }
+    free(v);
+    lens_logit_free(&ll);
+}
+
+/* "tokens": each token's loss (of predicting it from the tokens before) and probability, the
+ * top-k predictions after it, the logit lens and direct logit attribution (lens_measures) */
 static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int top_k) {
     int T = r->T, V = g->m.cfg.vocab_size;
-    int was = ag_no_grad(t, 1), L = g->m.cfg.n_layer;
-    Streams st = {0};
-    NnHooks h;
-    nn_hooks_init(&h, L);
-    nn_hooks_add(&h, "blocks.0.hook_resid_pre", keep_stream, &st);
-    nn_hooks_add(&h, "blocks.*.hook_resid_post", keep_stream, &st);
-    Tensor *logits = nn_gpt_forward_hooked(t, &g->m, r->ids, r->B, T, NULL, &h); /* (B, T, V) */
-    nn_hooks_free(&h);
-    AG_CHECK(logits, "view: a hook failed: %s", ag_last_error());
+    int was = ag_no_grad(t, 1);
+    Tensor *logits = nn_gpt_forward(t, &g->m, r->ids, r->B, T, NULL); /* (B, T, V) */
     double *p = ex_malloc((size_t)V * sizeof(double)), *loss = ex_malloc((size_t)r->B * T * 8),
            *next = ex_malloc((size_t)r->B * T * 8);
     view_key(b, "tokens");
@@ -115,31 +135,15 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
         }
         view_raw(b, "]}");
     }
+    ag_no_grad(t, was);
+    ag_tape_reset(t);
     /* the measures: the loss of token i is that of predicting it (position i - 1's) */
     view_raw(b, "],\"measures\":[");
     view_measure(b, "loss of this token (nats)", "loss", loss, r->B, T, 1);
     view_raw(b, ",");
     view_measure(b, "probability of this token", "prob", next, r->B, T, 1);
-    /* the logit lens: each stream through the final norm and the head (nn_gpt_unembed) */
-    for (int s = 0; s <= L; s++) {
-        Tensor *z = nn_gpt_unembed(t, &g->m, st.x[s]);
-        for (int row = 0; row < r->B; row++)
-            for (int i = 0; i + 1 < T; i++) {
-                view_softmax(z->data + ((size_t)row * T + i) * V, V, p);
-                next[(size_t)row * T + i] = p[r->ids[(size_t)row * T + i + 1]];
-            }
-        char name[96];
-        if (s == 0)
-            snprintf(name, sizeof name, "logit lens: the embeddings' probability of this token");
-        else
-            snprintf(name, sizeof name, "logit lens: after block %d, probability of this token",
-                     s - 1);
-        view_raw(b, ",");
-        view_measure(b, name, "prob", next, r->B, T, 1);
-    }
+    lens_measures(b, g, t, r);
     view_raw(b, "]}");
-    ag_no_grad(t, was);
-    ag_tape_reset(t);
     free(p), free(loss), free(next);
 }
 
@@ -169,9 +173,10 @@ int gp_view(int argc, char **argv) {
     if (rc == FLAG_HELP) {
         gp_usage("view",
                  "one HTML page, offline (docs/view.md): the attention of every layer x head on "
-                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss and "
-                 "top-k predictions; --from: the\ntables of ablate, patch or detect; --runs "
-                 "DIR...: the log.csv curves of run folders",
+                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss, "
+                 "top-k predictions, logit lens and\ndirect logit attribution; --from: the "
+                 "tables of ablate, patch or detect; --runs DIR...:\nthe log.csv curves of run "
+                 "folders",
                  fl, n);
         help = 1;
         rc = AG_OK;

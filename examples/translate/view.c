@@ -3,7 +3,7 @@
  * encoder's self-attention, the decoder's (causal) self-attention and its cross-attention to
  * the source (with their detector scores, src/lens/detect.h: previous-token, duplicate-token,
  * induction; the cross-attention's diagonal), and every target word's loss and probability with
- * the model's top-k words on hover; the tables of an .npz of ablate or patch (--from); for each
+ * the model's top-k words on hover; the tables of an .npz of ablate, patch or detect (--from); for each
  * run folder given after --runs: its log.csv curves. docs/view.md is the user's guide.
  * Not here: the page and its JSON writer (src/view), the rows of the lens commands (lens.c).
  * Read next: src/view/view.h. */
@@ -141,8 +141,8 @@ int tr_view_main(int argc, char **argv) {
          0, 0, NULL, 0},
         {"pairs", FLAG_PATH, &pairs, "FILE",
          "a row a line: source<TAB>target, all as many source and target words", 0, 0, NULL, 0},
-        {"from", FLAG_PATH, &from, "FILE.npz", "an .npz of ablate or patch: its table as a heatmap",
-         0, 0, NULL, 0},
+        {"from", FLAG_PATH, &from, "FILE.npz",
+         "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
         {"runs", FLAG_SWITCH, &runs, NULL,
          "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
         {"top-k", FLAG_INT, &top_k, "N", "words shown when a word is hovered", 1, 100, NULL, 0},
@@ -158,7 +158,8 @@ int tr_view_main(int argc, char **argv) {
                "One HTML page, offline (docs/view.md): every head of the encoder's and the "
                "decoder's\nself-attention and of the cross-attention on the sentence pair(s) "
                "(detector scores on the\nthumbnails), each target word's loss and top-k words; "
-               "--from: the table of ablate or\npatch; --runs DIR...: the log.csv curves of run "
+               "--from: the tables of ablate,\npatch or detect; --runs DIR...: the log.csv curves "
+               "of run "
                "folders.\nflags (default) [range]:\n",
                TR_PROG);
         flag_help(stdout, fl, n);

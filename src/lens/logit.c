@@ -213,8 +213,8 @@ int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *goo
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(ids);
-    AG_CHECK_ARG(good);
     AG_CHECK_ARG(out);
+    if (bad) AG_CHECK_ARG(good);
     AG_CHECK(B >= 1 && T >= 1, "lens_logit_run: (B, T) (%d,%d) must be at least 1", B, T);
     int *next = zalloc((size_t)B * T, sizeof(int)); /* the next input token, none at the end */
     for (size_t i = 0; i < (size_t)B * T; i++) next[i] = (int)(i % T) + 1 < T ? ids[i + 1] : -1;
@@ -235,18 +235,24 @@ int lens_logit_run_model(Tape *t, const LensModel *lm, const void *input, const 
     AG_CHECK_ARG(input);
     AG_CHECK_ARG(ro);
     AG_CHECK_ARG(next);
-    AG_CHECK_ARG(good);
     AG_CHECK_ARG(out);
+    if (bad) AG_CHECK_ARG(good); /* (a NULL good alone reads each position's next token) */
     memset(out, 0, sizeof *out);
     int V = ro->V, C = ro->C, L = ro->n_layer, NH = ro->n_head, S = L + 1;
     if (ro->refuse) return ag_fail(AG_ERR_ARG, "%s", ro->refuse);
     if (pos < 0) pos += T;
     if (pos < 0 || pos >= T)
         return ag_fail(AG_ERR_ARG, "position %d outside the %d positions", pos, T);
-    for (int b = 0; b < B; b++)
+    for (int b = 0; good && b < B; b++)
         if (good[b] < 0 || good[b] >= V || (bad && (bad[b] < 0 || bad[b] >= V)))
             return ag_fail(AG_ERR_ARG, "row %d: token %d or %d outside the vocabulary [0, %d)", b,
                            good[b], bad ? bad[b] : 0, V);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (next[i] < -1 || next[i] >= V)
+            return ag_fail(AG_ERR_ARG,
+                           "row %zu, position %zu: next token %d outside the "
+                           "vocabulary [0, %d)",
+                           i / T, i % T, next[i], V);
     /* the forward, caching the parts and the streams */
     LensCache c;
     lens_cache_init(&c, 0);
@@ -301,13 +307,17 @@ int lens_logit_run_model(Tape *t, const LensModel *lm, const void *input, const 
     double *dir = zalloc((size_t)C, sizeof(double));
     const Real *WU = ro->W_U->data; /* (V, C) */
     for (size_t row = 0; row < BT; row++) {
-        int b = (int)(row / T), gi = good[b], bi = bad ? bad[b] : -1;
+        /* (without good: the position's next token, none (NaN) at the row's end) */
+        int b = (int)(row / T), gi = good ? good[b] : next[row], bi = bad ? bad[b] : -1;
+        int none = gi < 0;
+        if (none) gi = 0;
         for (int i = 0; i < C; i++)
             dir[i] =
                 (double)WU[(size_t)gi * C + i] - (bi >= 0 ? (double)WU[(size_t)bi * C + i] : 0);
         double dir_b = ro->b_U ? (double)ro->b_U->data[gi] - (bi >= 0 ? ro->b_U->data[bi] : 0) : 0;
         attribute(&rd, row, dir, &dir_b, out->dla + row * out->n_parts, &out->scale[row]);
-        out->metric[row] = metric_of(logits->data + row * V, gi, bi);
+        out->metric[row] = none ? NAN : metric_of(logits->data + row * V, gi, bi);
+        for (int k = 0; none && k < out->n_parts; k++) out->dla[row * out->n_parts + k] = NAN;
     }
     /* accumulated: the parts in the stream at each stage, and the biases after the norm */
     for (size_t row = 0; row < BT; row++) {
@@ -330,11 +340,12 @@ int lens_logit_run_model(Tape *t, const LensModel *lm, const void *input, const 
         memcpy(x->data, act(&c, name), BT * C * sizeof(Real));
         Tensor *z = ro->unembed(t, ro->model, x); /* (B, T, V) */
         for (size_t row = 0; row < BT; row++) {
-            int b = (int)(row / T);
+            int b = (int)(row / T), gi = good ? good[b] : next[row];
             const Real *zr = z->data + row * V;
             size_t at = (size_t)s * BT + row;
-            out->lens[at] = metric_of(zr, good[b], bad ? bad[b] : -1);
-            out->lens_logprob[at] = logprob_of(zr, V, good[b], &out->lens_top[at]);
+            out->lens[at] = gi < 0 ? NAN : metric_of(zr, gi, bad ? bad[b] : -1);
+            out->lens_logprob[at] = logprob_of(zr, V, gi < 0 ? 0 : gi, &out->lens_top[at]);
+            if (gi < 0) out->lens_logprob[at] = NAN;
             int top;
             out->lens_next[at] =
                 next[row] >= 0 && next[row] < V ? logprob_of(zr, V, next[row], &top) : NAN;

@@ -99,8 +99,11 @@ int lens_logit_run_model(Tape *t, const LensModel *lm, const void *input, const 
 
 /* Runs the model (no grad, as in evaluation) on ids (B, T) with the hooks it needs and fills
  * out: good (B) the tokens whose logit counts, bad (B) the ones subtracted or NULL; pos the
- * position whose whole lens logits are kept (-1: the last). AG_OK, or AG_ERR_ARG for a post-LN
- * model, a token or position out of range (out is then empty). Resets the tape t. */
+ * position whose whole lens logits are kept (-1: the last). good NULL (bad NULL too: a bad
+ * without a good aborts): each position's own next token (TransformerLens's direct logit
+ * attribution to the correct next token; metric, dla, lens, lens_logprob and accumulated NaN
+ * where a row has none, its last position; lens_logit_save needs a good). AG_OK, or AG_ERR_ARG for a post-LN model, a token or
+ * position out of range (out is then empty). Resets the tape t. */
 int lens_logit_run(Tape *t, Gpt *m, const int *ids, int B, int T, const int *good, const int *bad,
                    int pos, LensLogit *out);
 void lens_logit_free(LensLogit *r);

@@ -447,6 +447,42 @@ static void table(ViewBuf *b, const char *name, const char *title, char *const *
     view_raw(b, "]}");
 }
 
+/* The tables of detect's scores e: (kind, layer, head) with the kinds' names in "kinds", a table
+ * a kind; or (layer, head): one table of the diagonal score (the translator's cross-attention).
+ * side: "encoder", "decoder", ... or NULL (a GPT's); comma: a comma before the first. AG_OK or
+ * AG_ERR_FORMAT naming the file. */
+static int score_tables(ViewBuf *b, const NpzFile *f, const char *base, const char *side,
+                        const NpzEntry *e, int comma) {
+    int two = e->ndim == 2, K = two ? 1 : (int)e->shape[0];
+    if ((e->ndim != 3 && !(two && side)) || e->shape[e->ndim - 2] > 4096 ||
+        e->shape[e->ndim - 1] > 4096)
+        return ag_fail(AG_ERR_FORMAT, "%s: '%s' is not (%slayer, head)", f->path, e->name,
+                       two ? "" : "kind, ");
+    int L = (int)e->shape[e->ndim - 2], NH = (int)e->shape[e->ndim - 1];
+    char **kinds = NULL, **rows = NULL, name[200], title[512];
+    int rc = two ? AG_OK : names_of(f, "kinds", (size_t)K, &kinds);
+    if (rc == AG_OK) {
+        rows = calloc((size_t)L + 1, sizeof(char *));
+        AG_CHECK(rows, "view_tables: out of memory");
+    }
+    for (int l = 0; rc == AG_OK && l < L; l++) {
+        rows[l] = malloc(24);
+        AG_CHECK(rows[l], "view_tables: out of memory");
+        snprintf(rows[l], 24, "L%d", l);
+    }
+    for (int k = 0; rc == AG_OK && k < K; k++) {
+        const char *kind = two ? "diagonal" : kinds[k];
+        snprintf(name, sizeof name, "%s: %s%s%s", base, side ? side : "", side ? " " : "", kind);
+        snprintf(title, sizeof title, "%s: %s%s%s score of each head (layer, head)", base,
+                 side ? side : "", side ? " " : "", kind);
+        if (k || comma) view_raw(b, ",");
+        table(b, name, title, rows, L, 1, "H", NH, (const double *)e->data + (size_t)k * L * NH);
+    }
+    free_names(kinds);
+    free_names(rows);
+    return rc;
+}
+
 int view_tables(ViewBuf *b, const char *path) {
     AG_CHECK_ARG(b);
     AG_CHECK_ARG(path);
@@ -465,41 +501,45 @@ int view_tables(ViewBuf *b, const char *path) {
                          path, npz_shape_str(title, sizeof title, values->ndim, values->shape),
                          axes ? axes : "(none)");
         if (rc == AG_OK) rc = names_of(f, "points", (size_t)R, &rows);
+        /* ablate's: the change from "base" (the metric with every part), as ablate prints it */
+        const NpzEntry *from = NULL;
+        if (rc == AG_OK && (rc = f64_entry(f, "base", &from)) == AG_OK && from && from->ndim != 0)
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'base' is not a number", path);
         if (rc == AG_OK) {
             int three = values->ndim == 3, per = three ? (int)values->shape[1] : 1;
             int C = (int)values->shape[values->ndim - 1];
             const char *col = strstr(axes, "position") ? "pos " : strstr(axes, "head") ? "h" : "";
-            snprintf(title, sizeof title, "%s: %s by %s", base, what ? what : "value", axes);
-            table(b, base, title, rows, R * per, per, col, C, values->data);
+            double *v = malloc(values->nbytes ? values->nbytes : 1), b0 = 0;
+            AG_CHECK(v, "view_tables: out of memory");
+            memcpy(v, values->data, values->nbytes);
+            if (from) {
+                b0 = *(const double *)from->data;
+                for (size_t i = 0; i < values->count; i++) v[i] -= b0;
+                snprintf(title, sizeof title, "%s: change of %s from %.6g (every part) by %s", base,
+                         what ? what : "value", b0, axes);
+            } else {
+                snprintf(title, sizeof title, "%s: %s by %s", base, what ? what : "value", axes);
+            }
+            table(b, base, title, rows, R * per, per, col, C, v);
+            free(v);
         }
     } else if (rc == AG_OK && (rc = f64_entry(f, "scores", &scores)) == AG_OK && scores) {
-        /* detect: (kind, layer, head) */
-        if (scores->ndim != 3)
-            rc = ag_fail(AG_ERR_FORMAT, "%s: 'scores' is not (kind, layer, head)", path);
-        char **kinds = NULL;
-        if (rc == AG_OK) rc = names_of(f, "kinds", (size_t)scores->shape[0], &kinds);
-        int L = rc == AG_OK ? (int)scores->shape[1] : 0,
-            NH = rc == AG_OK ? (int)scores->shape[2] : 0;
-        if (rc == AG_OK) rows = calloc((size_t)L + 1, sizeof(char *));
-        for (int l = 0; rc == AG_OK && l < L; l++) {
-            rows[l] = malloc(24);
-            AG_CHECK(rows[l], "view_tables: out of memory");
-            snprintf(rows[l], 24, "L%d", l);
-        }
-        for (int k = 0; rc == AG_OK && k < (int)scores->shape[0]; k++) {
-            char name[200];
-            snprintf(name, sizeof name, "%s: %s", base, kinds[k]);
-            snprintf(title, sizeof title, "%s: %s score of each head (layer, head)", base,
-                     kinds[k]);
-            if (k) view_raw(b, ",");
-            table(b, name, title, rows, L, 1, "H", NH,
-                  (const double *)scores->data + (size_t)k * L * NH);
-        }
-        free_names(kinds);
+        /* attograd-gpt detect: (kind, layer, head) */
+        rc = score_tables(b, f, base, NULL, scores, 0);
+    } else if (rc == AG_OK && (rc = f64_entry(f, "encoder", &scores)) == AG_OK && scores) {
+        /* attograd-translate detect: encoder and decoder (kind, layer, head), cross_diagonal
+         * (layer, head) */
+        const NpzEntry *dec = NULL, *cross = NULL;
+        if ((rc = f64_entry(f, "decoder", &dec)) == AG_OK && !dec)
+            rc = ag_fail(AG_ERR_FORMAT, "%s: 'encoder' without 'decoder': not detect's", path);
+        if (rc == AG_OK) rc = score_tables(b, f, base, "encoder", scores, 0);
+        if (rc == AG_OK) rc = score_tables(b, f, base, "decoder", dec, 1);
+        if (rc == AG_OK) rc = f64_entry(f, "cross_diagonal", &cross);
+        if (rc == AG_OK && cross) rc = score_tables(b, f, base, "cross-attention", cross, 1);
     } else if (rc == AG_OK) {
         rc = ag_fail(AG_ERR_FORMAT,
                      "%s: not a table of ablate, patch or detect (no 'values' with 'points', "
-                     "nor 'scores')",
+                     "nor 'scores', nor 'encoder')",
                      path);
     }
     free_names(rows);

@@ -61,7 +61,9 @@ void view_top_k(ViewBuf *b, const double *p, int V, int k, ViewTokenText text, c
 
 /* Appends one measure of the tokens page, {"name": name, "kind": kind, "values": [B rows of T]}:
  * token i of row b gets v[b * T + i - shift] (v (B, T); null for i < shift or a NaN). kind
- * "prob" (colored on [0, 1]) or "loss" (on [0, the largest]). */
+ * "prob" (colored on [0, 1]), "loss" (on [0, the largest]) or "logit" (signed: blue negative,
+ * red positive, on the largest magnitude). The page's selector groups the measures by the
+ * name's text before ": ". */
 void view_measure(ViewBuf *b, const char *name, const char *kind, const double *v, int B, int T,
                   int shift);
 
@@ -78,7 +80,9 @@ int view_runs(ViewBuf *b, char *const *dirs, int n);
 
 /* Appends the tables of path, an .npz of attograd-gpt's or attograd-translate's ablate or patch
  * ("values" (point, head | position) or (point, head, position), "points" the names, "axes",
- * "metric"): one table; or of detect ("scores" (kind, layer, head), "kinds"): a table a kind.
+ * "metric"): one table; or of detect ("scores" (kind, layer, head), "kinds"): a table a kind;
+ * or of attograd-translate's detect ("encoder", "decoder" (kind, layer, head), "kinds",
+ * "cross_diagonal" (layer, head)): a table a side and kind, and the cross-attention's diagonal.
  * Each {"name", "title", "rows", "cols", "values"}, separated by commas (the caller writes
  * "tables": [ and ]). AG_OK, or an error naming the path and the reason (not such a file, an
  * entry of another type or shape). */

@@ -553,7 +553,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_logit_run, t, lens_logit_run(NULL, &GPT, IDS, 1, 1, IDS, NULL, -1, &LL))                \
     X(lens_logit_run, m, lens_logit_run(&TP, NULL, IDS, 1, 1, IDS, NULL, -1, &LL))                 \
     X(lens_logit_run, ids, lens_logit_run(&TP, &GPT, NULL, 1, 1, IDS, NULL, -1, &LL))              \
-    X(lens_logit_run, good, lens_logit_run(&TP, &GPT, IDS, 1, 1, NULL, NULL, -1, &LL))             \
+    X(lens_logit_run, good, lens_logit_run(&TP, &GPT, IDS, 1, 1, NULL, IDS, -1, &LL))              \
     X(lens_logit_run, out, lens_logit_run(&TP, &GPT, IDS, 1, 1, IDS, NULL, -1, NULL))              \
     X(lens_readout_gpt, m, lens_readout_gpt(NULL))                                                 \
     X(lens_readout_seq2seq, m, lens_readout_seq2seq(NULL))                                         \
@@ -568,7 +568,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_logit_run_model, next,                                                                  \
       lens_logit_run_model(&TP, &LMO, IDS, &RO, NULL, 1, 1, IDS, NULL, -1, &LL))                   \
     X(lens_logit_run_model, good,                                                                  \
-      lens_logit_run_model(&TP, &LMO, IDS, &RO, IDS, 1, 1, NULL, NULL, -1, &LL))                   \
+      lens_logit_run_model(&TP, &LMO, IDS, &RO, IDS, 1, 1, NULL, IDS, -1, &LL))                    \
     X(lens_logit_run_model, out,                                                                   \
       lens_logit_run_model(&TP, &LMO, IDS, &RO, IDS, 1, 1, IDS, NULL, -1, NULL))                   \
     X(lens_logit_free, r, lens_logit_free(NULL))                                                   \

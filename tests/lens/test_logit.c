@@ -109,6 +109,44 @@ Test(lens_logit_run, the_parts_sum_to_the_logit_and_the_logit_difference) {
         }
 }
 
+/* without good, each position reads its own next token: the attribution, metric and lens of a
+ * position are those of a run whose good is that token (exactly: the same loops), NaN at a
+ * row's last position */
+Test(lens_logit_run, without_good_each_position_reads_its_next_token) {
+    for (int k = 0; k < N_MODELS; k++) {
+        TsGpt e = env_new(&models[k].c);
+        LensLogit all, one;
+        cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, NULL, NULL, -1, &all), AG_OK, "%s: %s",
+                     models[k].what, ag_last_error());
+        int S = all.n_layer + 1, n = all.n_parts;
+        for (int p = 0; p < T; p++) {
+            int g1[B];
+            for (int b = 0; b < B; b++) g1[b] = p + 1 < T ? e.ids[b * T + p + 1] : 0;
+            cr_assert_eq(lens_logit_run(e.t, &e.m, e.ids, B, T, g1, NULL, -1, &one), AG_OK);
+            for (int b = 0; b < B; b++) {
+                size_t row = (size_t)b * T + p;
+                for (int q = 0; q < n; q++) {
+                    double x = all.dla[row * n + q], y = one.dla[row * n + q];
+                    cr_assert(p + 1 < T ? x == y : isnan(x), "%s: row %d position %d %s: %g, %g",
+                              models[k].what, b, p, all.parts[q], x, y);
+                }
+                cr_assert(p + 1 < T ? all.metric[row] == one.metric[row] : isnan(all.metric[row]));
+                for (int s = 0; s < S; s++) {
+                    size_t at = (size_t)s * B * T + row;
+                    cr_assert(p + 1 < T ? all.lens[at] == one.lens[at] &&
+                                              all.lens_logprob[at] == one.lens_logprob[at] &&
+                                              all.lens_logprob[at] == all.lens_next[at]
+                                        : isnan(all.lens[at]) && isnan(all.accumulated[at]),
+                              "%s: stage %d row %d position %d", models[k].what, s, b, p);
+                }
+            }
+            lens_logit_free(&one);
+        }
+        lens_logit_free(&all);
+        ts_gpt_free(&e);
+    }
+}
+
 Test(lens_logit_run, the_parts_are_named_in_order) {
     TsGpt e = env_new(&models[0].c);
     LensLogit r;

@@ -286,6 +286,30 @@ def check_tokens(pg, data, shots, prefix):
              "tokens: hovering a token shows no top-k: %r" % r)
     if shots:
         pg.shot(os.path.join(shots, prefix + "tokens.png"))
+    # the selector lists every measure (grouped by the name's text before ": "); choosing a
+    # direct-logit-attribution part recolors the tokens by it, its value on hover
+    opts = pg.js("[...document.querySelectorAll('#tok-measure option')].map(o => "
+                 "(o.parentNode.label ? o.parentNode.label + ': ' : '') + o.textContent)")
+    pg.check(opts == [m["name"] for m in T["measures"]], "tokens: the selector lists %r, not the "
+             "measures" % opts[:8])
+    dla = [i for i, m in enumerate(T["measures"]) if m["name"].startswith("direct logit")]
+    if dla:
+        k = max(dla, key=lambda i: sum(abs(v or 0) for v in T["measures"][i]["values"][0]))
+        bg = "[...document.querySelectorAll('#tok-strip .tok')].map(e => e.style.background)"
+        before = pg.js(bg)
+        pg.js("(() => { const s = document.getElementById('tok-measure'); s.value = '%d'; "
+              "s.dispatchEvent(new Event('change')); })()" % k)
+        after = pg.js(bg)
+        vals = T["measures"][k]["values"][0]
+        pg.check(after != before and all((v is None) == (c == "") for v, c in zip(vals, after)),
+                 "tokens: choosing %s did not recolor the tokens by it" % T["measures"][k]["name"])
+        i = max(range(len(vals)), key=lambda j: abs(vals[j] or 0))
+        pg.mouse("#tok-strip .tok[data-i='%d']" % i)
+        r = pg.js("document.getElementById('tokreadout').textContent")
+        pg.check("%s: %.4f" % (T["measures"][k]["name"], vals[i]) in r,
+                 "tokens: hovering token %d under %s shows %r" % (i, T["measures"][k]["name"], r))
+        if shots:
+            pg.shot(os.path.join(shots, prefix + "tokens-dla.png"))
 
 
 def check_tables(pg, data, shots, prefix):

@@ -76,6 +76,53 @@ PY
     fail "the batch page"
 python3 "$here/browser.py" --shots "$out/shots" --prefix "gpt-batch-" "$out/batch.html" >>"$log" 2>&1 ||
     fail "the batch page in the browser"
+# direct logit attribution: the page's value of each part at a token is the lens command's
+# (attograd-gpt lens --token THAT_TOKEN --pos THE_POSITION_BEFORE), as is the logit they sum to
+"$gpt" view --ckpt "$out/char/run/last.npz" --prompt "abc def abc" --out "$out/dla.html" \
+    --threads 1 >>"$log" 2>&1 || fail "view (the DLA page)"
+"$gpt" lens --ckpt "$out/char/run/last.npz" --prompt "abc def abc" --token e --pos 4 \
+    --out "$out/lens.npz" --threads 1 >>"$log" 2>&1 || fail "lens"
+python3 - "$out/dla.html" "$out/lens.npz" >>"$log" 2>&1 <<'PY' || fail "the page's DLA against lens"
+import ast, json, re, struct, sys, zipfile
+html = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'id="data">\n(.*?)</script>', html, re.S).group(1))
+z = zipfile.ZipFile(sys.argv[2])
+def npy(name):  # a float64 or bytes entry of the .npz (no numpy needed)
+    raw = z.read(name + ".npy")
+    n = struct.unpack("<H", raw[8:10])[0]
+    head = ast.literal_eval(raw[10:10 + n].decode())
+    body = raw[10 + n:]
+    if head["descr"] == "|u1":
+        return body
+    assert head["descr"] == "<f8", head
+    return head["shape"], struct.unpack("<%dd" % (len(body) // 8), body)
+(B, T, n), dla = npy("dla")
+parts = json.loads(npy("parts"))
+(_, _), metric = npy("metric")
+m = {x["name"]: x["values"][0] for x in d["tokens"]["measures"]}
+assert d["tokens"]["prompts"][0]["tok"][5] == "e"
+checked = 0
+for k, part in enumerate(parts):
+    got, want = m["direct logit attribution: " + part][5], dla[4 * n + k]
+    assert abs(got - want) <= 1e-5 * max(1, abs(want)), (part, got, want)
+    checked += 1
+got = m["logit of this token (the sum of the parts below)"][5]
+assert abs(got - metric[4]) <= 1e-5 * max(1, abs(metric[4])), (got, metric[4])
+assert len([k for k in m if k.startswith("direct logit attribution: ")]) == n
+assert all(v[0] is None for k, v in m.items())
+print("the page's direct logit attribution of 'e' is lens's:", checked, "parts and their sum")
+PY
+# a post-LN model has no such decomposition: its page has the loss and the probability, and
+# says why on stderr
+"$gpt" train --data "$out/char/data" --out "$out/postln" --post-ln --n-layer 1 --n-head 2 \
+    --n-embd 16 --block-size 32 --batch-size 2 --max-iters 2 --warmup-iters 1 --eval-interval 2 \
+    --eval-iters 1 --threads 1 --quiet >>"$log" 2>&1 || fail "train --post-ln"
+"$gpt" view --ckpt "$out/postln/last.npz" --prompt "abc def" --out "$out/postln.html" \
+    --threads 1 >"$out/postln.txt" 2>&1 || fail "view of a post-LN model"
+grep -q "view: no logit lens or direct logit attribution: a post-LN model" "$out/postln.txt" ||
+    fail "the post-LN model's view does not say why it has no DLA"
+[ "$(grep -o '"kind":"' "$out/postln.html" | wc -l)" = 2 ] || fail "the post-LN page's measures"
+python3 "$here/browser.py" "$out/postln.html" >>"$log" 2>&1 || fail "the post-LN page in the browser"
 # the tables of ablate, patch and detect (--from), with the char model's runs
 c="$out/char"
 "$gpt" ablate --ckpt "$c/run/last.npz" --prompt "abc def abc" --out "$c/ablate.npz" \
@@ -117,8 +164,27 @@ printf '<b> & "q" cat\tcat "q" & <b>\nשלום mat dog sat\tsat dog mat שלום
     --threads 1 >>"$log" 2>&1 || fail "attograd-translate ablate"
 "$translate" view --from "$t/ablate.npz" --out "$t/ablate.html" >>"$log" 2>&1 ||
     fail "attograd-translate view --from"
+"$translate" detect --ckpt "$t/run/best.npz" --sentence '<b> & "q" cat' --out "$t/detect.npz" \
+    --threads 1 >>"$log" 2>&1 || fail "attograd-translate detect"
+"$translate" view --from "$t/detect.npz" --out "$t/detect.html" >>"$log" 2>&1 ||
+    fail "attograd-translate view --from detect.npz"
 python3 "$here/browser.py" --shots "$out/shots" --prefix "translate-" "$t/view.html" \
-    "$t/pairs.html" "$t/ablate.html" >>"$log" 2>&1 || fail "the translator's pages in the browser"
+    "$t/pairs.html" "$t/ablate.html" "$t/detect.html" >>"$log" 2>&1 ||
+    fail "the translator's pages in the browser"
+# detect's tables: a kind per side, the cross-attention's diagonal, each (layer, head)
+python3 - "$t/detect.html" >>"$log" 2>&1 <<'PY' || fail "the translator's detect tables"
+import json, re, sys
+d = json.loads(re.search(r'id="data">\n(.*?)</script>', open(sys.argv[1], encoding="utf-8").read(),
+               re.S).group(1))
+names = [t["name"] for t in d["tables"]]
+want = ["detect.npz: %s %s" % (s, k) for s in ("encoder", "decoder")
+        for k in ("previous_token", "duplicate_token", "induction")]
+assert names == want + ["detect.npz: cross-attention diagonal"], names
+for t in d["tables"]:
+    assert t["rows"] == ["L0", "L1"] and t["cols"] == ["H0", "H1"], t
+    assert all(v is not None and 0 <= v <= 1 for v in t["values"]), t
+print("the translator's detect: %d tables" % len(names))
+PY
 grep -q '"name":"cross-attention (decoder -\\u003E source)"' "$t/view.html" || fail "no cross-attention"
 # what a bad command line gets: exit 2 naming the flag or the file
 "$translate" view --sentence x --out "$out/y.html" >>"$log" 2>&1 && fail "view without --ckpt succeeded"
@@ -129,6 +195,7 @@ grep -q "last.npz: not a table of ablate, patch or detect" "$log" || fail "view 
 if "$gpt" view --ckpt "$out/bpe/run/last.npz" --out "$out/x.html" >>"$log" 2>&1; then
     fail "view without --prompt succeeded"
 fi
-echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate, detect," \
-     "patch tables), 3 translator pages (encoder, decoder, cross-attention; pairs; a table):" \
-     "0 console errors, 0 network requests, the DOM as expected"
+echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate," \
+     "detect, patch tables), 4 translator pages (encoder, decoder, cross-attention; pairs;" \
+     "ablate and detect tables): 0 console errors, 0 network requests, the DOM as expected;" \
+     "the direct logit attribution as lens gives it"

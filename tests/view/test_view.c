@@ -224,10 +224,30 @@ static void detect_like(NpzWriter *w) {
     npz_add_f64(w, "scores", 3, (int64_t[]){2, 1, 3}, V6);
     npz_add_bytes(w, "kinds", "[\"a<b\",\"c\"]", 11);
 }
+/* attograd-translate detect's: encoder (kind, layer, head), decoder, cross_diagonal */
+static const double V4[4] = {0.25, 0.5, 0.75, 1};
+static void translate_detect_like(NpzWriter *w) {
+    npz_add_f64(w, "encoder", 3, (int64_t[]){2, 1, 3}, V6);
+    npz_add_f64(w, "decoder", 3, (int64_t[]){2, 1, 2}, V4);
+    npz_add_f64(w, "cross_diagonal", 2, (int64_t[]){2, 2}, V4);
+    npz_add_bytes(w, "kinds", "[\"a\",\"c\"]", 9);
+}
+static void encoder_alone(NpzWriter *w) {
+    npz_add_f64(w, "encoder", 3, (int64_t[]){2, 1, 3}, V6);
+    npz_add_bytes(w, "kinds", "[\"a\",\"c\"]", 9);
+}
 static void patch_like(NpzWriter *w) {
     npz_add_f64(w, "values", 3, (int64_t[]){1, 2, 3}, V6);
     npz_add_bytes(w, "axes", "point,head,position", 19);
     npz_add_bytes(w, "points", "[\"blocks.0.attn.hook_z\"]", 24);
+}
+static const double BASE = 0.5;
+static void ablate_like(NpzWriter *w) {
+    npz_add_f64(w, "values", 2, (int64_t[]){2, 3}, V6);
+    npz_add_f64(w, "base", 0, NULL, &BASE);
+    npz_add_bytes(w, "axes", "point,head", 10);
+    npz_add_bytes(w, "metric", "loss", 4);
+    npz_add_bytes(w, "points", "[\"a\",\"b\"]", 9);
 }
 static void names_short(NpzWriter *w) {
     npz_add_f64(w, "values", 2, (int64_t[]){2, 3}, V6);
@@ -252,6 +272,17 @@ Test(view_tables, detect_patch_and_ablate_tables_and_what_is_refused) {
                   strstr(b.p, "\"values\":[0.5,null,6]}"),
               "%s", b.p);
     view_buf_free(&b);
+    write_npz(path, translate_detect_like);
+    cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
+    cr_assert(strstr(b.p, "{\"name\":\"t.npz: encoder a\"") &&
+                  strstr(b.p, "\"cols\":[\"H0\",\"H1\",\"H2\"],\"values\":[0.5,null,6]}") &&
+                  strstr(b.p, "{\"name\":\"t.npz: decoder c\"") &&
+                  strstr(b.p, "\"rows\":[\"L0\"],\"cols\":[\"H0\",\"H1\"],\"values\":[0.75,1]}") &&
+                  strstr(b.p, "{\"name\":\"t.npz: cross-attention diagonal\"") &&
+                  strstr(b.p, "\"rows\":[\"L0\",\"L1\"],\"cols\":[\"H0\",\"H1\"],"
+                              "\"values\":[0.25,0.5,0.75,1]}"),
+              "%s", b.p);
+    view_buf_free(&b);
     write_npz(path, patch_like);
     cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
     cr_assert(strstr(b.p, "\"rows\":[\"blocks.0.attn.hook_z h0\",\"blocks.0.attn.hook_z h1\"],"
@@ -259,10 +290,18 @@ Test(view_tables, detect_patch_and_ablate_tables_and_what_is_refused) {
                           "\"values\":[1,-2,3,0.5,null,6]}"),
               "%s", b.p);
     view_buf_free(&b);
-    void (*bad[])(NpzWriter *) = {names_short, not_f64, neither};
+    /* ablate's: the change from its base */
+    write_npz(path, ablate_like);
+    cr_assert_eq(view_tables(&b, path), AG_OK, "%s", ag_last_error());
+    cr_assert(
+        strstr(b.p, "\"title\":\"t.npz: change of loss from 0.5 (every part) by point,head\"") &&
+            strstr(b.p, "\"values\":[0.5,-2.5,2.5,0,null,5.5]}"),
+        "%s", b.p);
+    view_buf_free(&b);
+    void (*bad[])(NpzWriter *) = {names_short, not_f64, neither, encoder_alone};
     const char *says[] = {"'points' is not a JSON list of 2 names", "'values' is <f4, not float64",
-                          "not a table of ablate, patch or detect"};
-    for (int i = 0; i < 3; i++) {
+                          "not a table of ablate, patch or detect", "'encoder' without 'decoder'"};
+    for (int i = 0; i < 4; i++) {
         write_npz(path, bad[i]);
         cr_assert_eq(view_tables(&b, path), AG_ERR_FORMAT, "case %d", i);
         cr_assert(strstr(ag_last_error(), says[i]) && strstr(ag_last_error(), path), "case %d: %s",
