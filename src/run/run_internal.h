@@ -45,6 +45,7 @@ struct RunLoop {
         png_path[RUN_PATH_MAX];
     FILE *csv;
     int tty, plot_said;
+    int valid_stopped; /* a signal stopped a validation (RUN_VALID_INTERRUPTED) */
     double t_start, t_row, t_bar, last_tps;
 };
 

@@ -131,7 +131,9 @@ static void remove_stale_temps(const RunLoop *r) {
 int run_log_open(RunLoop *r) {
     remove_stale_temps(r);
     char header[512];
-    size_t k = (size_t)snprintf(header, sizeof header, "step,train_loss,lr,grad_norm,tokens_per_s");
+    size_t k =
+        (size_t)snprintf(header, sizeof header, "step%s%s,train_loss,lr,grad_norm,tokens_per_s",
+                         r->m->columns ? "," : "", r->m->columns ? r->m->columns : "");
     for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
         k += (size_t)snprintf(header + k, sizeof header - k, ",valid_%s", r->m->metric_names[i]);
     snprintf(header + k, sizeof header - k, "\n");
@@ -140,6 +142,15 @@ int run_log_open(RunLoop *r) {
 }
 
 /* ---- what is printed ---- */
+
+/* the model's words for the row or the progress line (RunModel.describe): sep then them, or "" */
+static const char *model_says(const RunLoop *r, int csv, const char *sep, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (!r->m->columns || !r->m->describe) return buf;
+    size_t k = (size_t)snprintf(buf, n, "%s", sep);
+    r->m->describe(r->m->ctx, csv, buf + k, n - k);
+    return buf;
+}
 
 static double eta_s(const RunLoop *r, double t) {
     int64_t done = r->step - r->step_start;
@@ -151,9 +162,10 @@ int run_log_row(RunLoop *r, const double *valid) {
     double n = st->row_steps > 0 ? (double)st->row_steps : 1, t = run_now_s();
     double loss = st->row_loss / n, norm = st->row_norm / n;
     double tps = t > r->t_row ? st->row_tokens / (t - r->t_row) : 0;
+    char said[128];
     if (r->csv) {
-        fprintf(r->csv, "%lld,%.6f,%.6e,%.6f,%.0f", (long long)r->step, loss, r->opt->last_lr, norm,
-                tps);
+        fprintf(r->csv, "%lld%s,%.6f,%.6e,%.6f,%.0f", (long long)r->step,
+                model_says(r, 1, ",", said, sizeof said), loss, r->opt->last_lr, norm, tps);
         for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
             valid ? fprintf(r->csv, ",%.6f", valid[i]) : fputs(",", r->csv);
         fputs("\n", r->csv);
@@ -163,8 +175,9 @@ int run_log_row(RunLoop *r, const double *valid) {
         if (!r->c->quiet && !r->tty) {
             char eta[32];
             run_fmt_time(eta, sizeof eta, eta_s(r, t));
-            printf("step %lld/%lld  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
-                   (long long)r->step, (long long)r->c->steps, loss, r->opt->last_lr, norm, tps,
+            printf("step %lld/%lld%s  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
+                   (long long)r->step, (long long)r->c->steps,
+                   model_says(r, 0, "  ", said, sizeof said), loss, r->opt->last_lr, norm, tps,
                    eta);
             fflush(stdout);
         }
@@ -193,8 +206,10 @@ void run_progress(RunLoop *r, double loss, int force) {
     int64_t n = r->st.row_steps;
     double tps = n && t > r->t_row ? r->st.row_tokens / (t - r->t_row) : r->last_tps;
     if (n) loss = r->st.row_loss / (double)n;
-    printf("\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
-           (long long)r->step, (long long)r->c->steps, loss, r->opt->last_lr, tps, eta);
+    char said[128];
+    printf("\r[%s] step %lld/%lld%s  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
+           (long long)r->step, (long long)r->c->steps, model_says(r, 0, "  ", said, sizeof said),
+           loss, r->opt->last_lr, tps, eta);
     fflush(stdout);
 }
 
@@ -286,6 +301,8 @@ static void on_signal(int sig) {
 }
 
 int run_signal_caught(void) { return caught; }
+
+int run_stop_requested(void) { return dist_any(caught != 0); }
 
 /* The handlers to put back: one process has one set of them, so they live here; depth counts
  * nested catches (the translator's trainer inside a run), and only the outermost restores. */
