@@ -227,7 +227,7 @@ static void to_buf(RunLoop *r, char *buf) {
         char *b = buf + s->off;
         if (s->flag && (s->flag->type == FLAG_STR || s->flag->type == FLAG_PATH)) {
             const char *v = *(const char **)s->src;
-            snprintf(b, RUN_STR_MAX, "%s", v ? v : "");
+            if (v != b) snprintf(b, RUN_STR_MAX, "%s", v ? v : ""); /* b: the value resumed */
         } else {
             memcpy(b, s->src, s->size);
         }
@@ -397,7 +397,7 @@ static int load(RunLoop *r, const char *path, int train) {
     if (rc == AG_OK) rc = ckpt_load_from(f, &ck);
     npz_free(f);
     if (rc != AG_OK) return rc;
-    from_buf(r); /* the run's and the model's state, after build */
+    from_buf(r);              /* the run's and the model's state, after build */
     if (train && r->step > 0) /* the lr of the checkpoint's step, as after that step */
         r->opt->last_lr = optim_schedule_lr(&r->opt->cfg.schedule, r->opt->cfg.lr, r->step);
     if (ck.extra && r->m->load_extra) rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
@@ -414,8 +414,10 @@ static int load(RunLoop *r, const char *path, int train) {
 }
 
 int run_save(RunLoop *r, const char *path) {
-    if (path == r->last_path) r->saved_step = r->step;
-    if (dist_rank() != 0) return AG_OK; /* process 0 writes; the others hold the same state */
+    if (dist_rank() != 0) { /* process 0 writes; the others hold the same state */
+        if (path == r->last_path) r->saved_step = r->step;
+        return AG_OK;
+    }
     /* the log's rows reach the disk before the checkpoint --resume would start from */
     if (r->csv && (fflush(r->csv) != 0 || fsync(fileno(r->csv)) != 0))
         return ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", r->csv_path, strerror(errno));
@@ -427,7 +429,9 @@ int run_save(RunLoop *r, const char *path) {
                      .extra = r->m->extra,
                      .extra_len = r->m->extra_len,
                      .run = run_table(r)};
-    return ckpt_save(path, &ck, r->c->compress, NULL);
+    int rc = ckpt_save(path, &ck, r->c->compress, NULL);
+    if (rc == AG_OK && path == r->last_path) r->saved_step = r->step; /* the last good one */
+    return rc;
 }
 
 /* OUT/ckpt/step_NNNNNNNN.npz, the kept state of this step (RunConfig.keep_every) */
@@ -607,7 +611,10 @@ static int train_loop(RunLoop *r) {
             break;
         }
         int64_t s = r->step + 1;
-        if (c->inject_nan == s) r->params->items[0]->data[0] = (Real)NAN; /* fault tests */
+        if (c->inject_nan == s) { /* fault tests */
+            Tensor *p = r->m->nan_param ? ag_params_find(r->params, r->m->nan_param) : NULL;
+            (p ? p : r->params->items[0])->data[0] = (Real)NAN;
+        }
         double tokens = c->batch, loss = 0, norm = 0;
         int lo = r->dist ? r->dist->lo : 0, hi = r->dist ? r->dist->hi : 1;
         if (r->m->batch && r->m->batch(r->m->ctx, s, lo, hi, c->shards, &tokens) != AG_OK) {
@@ -707,10 +714,14 @@ static int start_train(RunLoop *r) {
     if (rc == AG_OK) rc = c->resume ? load(r, r->last_path, 1) : setup_fresh(r);
     if (rc == AG_OK && (c->shards < dist_size() || c->shards > c->batch))
         rc = ag_fail(AG_ERR_ARG,
-                     "--shards %d: must be at least the %d processes and at most the batch %d",
+                     "--shards %d: must be at least the %d processes and at most the batch size %d",
                      c->shards, dist_size(), c->batch);
     if (rc == AG_OK && dist_rank() == 0) rc = run_make_dirs(c->out);
-    if (rc == AG_OK && dist_rank() == 0) rc = run_log_open(r);
+    if (rc == AG_OK && dist_rank() == 0) {
+        rc = run_log_open(r);
+        struct stat st; /* a log that cannot be written (not one that is no file): exit 1 */
+        r->log_failed = rc != AG_OK && (stat(r->csv_path, &st) != 0 || S_ISREG(st.st_mode));
+    }
     return rc;
 }
 
@@ -745,7 +756,7 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     rc = dist_agree(rc, &print); /* one process that cannot start stops all */
     if (rc != AG_OK) {
         if (print) fprintf(stderr, "%s %s: %s\n", r->m->prog, cmd, ag_last_error());
-        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM || r->log_failed ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     if (eval) return RUN_EXIT_OK;
     r->step_arena = arena_new("step", 0);
@@ -760,7 +771,14 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     r->step_start = r->saved_step = r->step;
     r->t_start = r->t_row = r->t_bar = run_now_s();
     int code = train_loop(r);
-    if (r->csv) run_plot(r, 1);
+    if (r->csv && code == RUN_EXIT_OK) {
+        run_plot(r, 1);
+    } else if (r->csv) { /* the plot's failure never hides why the run stopped */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", ag_last_error());
+        run_plot(r, 1);
+        ag_fail(AG_ERR_IO, "%s", why);
+    }
     dist_any(0); /* no process exits (ending the job) before process 0 saved */
     run_signals_restore();
     fflush(stdout);

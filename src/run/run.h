@@ -108,6 +108,10 @@ typedef struct RunModel {
      * the progress lines after "step N/M" (csv 0: "epoch 0.21"), into buf of n bytes */
     const char *columns;
     void (*describe)(void *ctx, int csv, char *buf, size_t n);
+    /* the parameter --inject-nan poisons (its name; NULL: the first) */
+    const char *nan_param;
+    /* what the batch counts, in the data-parallel line ("pairs"; NULL: "examples") */
+    const char *unit;
 } RunModel;
 
 /* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The

@@ -46,6 +46,7 @@ struct RunLoop {
     FILE *csv;
     int tty, plot_said;
     int valid_stopped; /* a signal stopped a validation (RUN_VALID_INTERRUPTED) */
+    int log_failed;    /* the log could not be opened to write (exit 1, not 2) */
     double t_start, t_row, t_bar, last_tps;
 };
 

@@ -134,7 +134,7 @@ int run_log_open(RunLoop *r) {
     size_t k =
         (size_t)snprintf(header, sizeof header, "step%s%s,train_loss,lr,grad_norm,tokens_per_s",
                          r->m->columns ? "," : "", r->m->columns ? r->m->columns : "");
-    for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
+    for (int i = 0; i < r->m->n_metrics; i++) /* without validation too: empty cells */
         k += (size_t)snprintf(header + k, sizeof header - k, ",valid_%s", r->m->metric_names[i]);
     snprintf(header + k, sizeof header - k, "\n");
     r->tty = isatty(STDOUT_FILENO);
@@ -166,7 +166,7 @@ int run_log_row(RunLoop *r, const double *valid) {
     if (r->csv) {
         fprintf(r->csv, "%lld%s,%.6f,%.6e,%.6f,%.0f", (long long)r->step,
                 model_says(r, 1, ",", said, sizeof said), loss, r->opt->last_lr, norm, tps);
-        for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
+        for (int i = 0; i < r->m->n_metrics; i++)
             valid ? fprintf(r->csv, ",%.6f", valid[i]) : fputs(",", r->csv);
         fputs("\n", r->csv);
         if (fflush(r->csv) != 0 || ferror(r->csv))
@@ -221,11 +221,17 @@ void run_end_bar(RunLoop *r) {
 
 void run_say_start(RunLoop *r, int threads) {
     if (r->c->quiet) return;
-    printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
+    printf("kernels: %s, %d threads (%s)\n", ag_kernel_family(), threads, ag_threads_wait());
     if (r->c->resume) printf("resuming %s at step %lld\n", r->last_path, (long long)r->step);
-    if (r->dist)
-        printf("data parallel: %d processes, %d shards a step (process 0: shards %d..%d)\n",
-               dist_size(), r->dist->n_shards, r->dist->lo, r->dist->hi - 1);
+    if (r->dist) {
+        int S = r->dist->n_shards, b = r->c->batch / S;
+        char rows[48];
+        snprintf(rows, sizeof rows, r->c->batch % S ? "%d or %d" : "%d", b, b + 1);
+        printf("data parallel: %d processes, %d shards of %s %s a step (process 0: shards "
+               "%d..%d)\n",
+               dist_size(), S, rows, r->m->unit ? r->m->unit : "examples", r->dist->lo,
+               r->dist->hi - 1);
+    }
     printf("%zu parameters; batch %d; lr %g, %s schedule (warmup %lld, to step %lld); training to "
            "step %lld; writing %s, %s\n",
            ag_params_count(r->params), r->c->batch, r->opt->cfg.lr,
@@ -253,7 +259,8 @@ void run_say_done(RunLoop *r) {
     char t[32];
     run_fmt_time(t, sizeof t, spent);
     printf("done: step %lld in %s\n", (long long)r->step, t);
-    if (r->st.best_step > 0)
+    struct stat st;
+    if (r->st.best_step > 0 && stat(r->best_path, &st) == 0)
         printf("best: step %lld, valid %s %.4f -> %s\n", (long long)r->st.best_step,
                r->m->metric_names[0], r->st.best[0], r->best_path);
     printf("latest: %s; log: %s\n", r->last_path, r->csv_path);
@@ -279,7 +286,7 @@ int run_write_failed(RunLoop *r) {
     run_end_bar(r);
     fprintf(stderr,
             "%s train: %s\ntraining stopped at step %lld; the last good checkpoint is %s "
-            "(step %lld)\n",
+            "(step %lld), unchanged\n",
             r->m->prog, ag_last_error(), (long long)r->step, r->last_path,
             (long long)r->saved_step);
     dist_abort(RUN_EXIT_FAIL); /* the others would wait for process 0 */
