@@ -382,6 +382,9 @@ TrTrainConfig tr_train_defaults(void);
  * TR_EXIT_FAIL (non-finite loss or gradient: stops naming the step, the last good
  * checkpoint stays; or a write error), TR_EXIT_SIGINT / TR_EXIT_SIGTERM (checkpoint saved). */
 int tr_train(const TrTrainConfig *cfg);
+/* `attograd-translate train` (its flags after the command: argv[0..argc)); parse_only: the
+ * flags parsed and checked, nothing read or written. Returns the exit code. */
+int tr_train_main(int argc, char **argv, int parse_only);
 
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
  * translate, attention and heads. Returns the exit code. */
