@@ -486,7 +486,8 @@ int tr_train_main(int argc, char **argv, int parse_only) {
                           .columns = "epoch",
                           .describe = describe,
                           .nan_param = "decoder.norm.weight",
-                          .unit = "pairs"};
+                          .unit = "pairs",
+                          .plot = ex_plot_loss};
     RunLoop *r = run_new(&g->model, c);
     g->run = r;
     Seq2SeqConfig *m = &g->given;

@@ -112,6 +112,9 @@ typedef struct RunModel {
     const char *nan_param;
     /* what the batch counts, in the data-parallel line ("pairs"; NULL: "examples") */
     const char *unit;
+    /* draws png from the CSV at csv (RUN_PLOT_*, as run_plot_loss; NULL: run_plot_loss): a
+     * model's own loss.png (attograd-translate's adds the exact match) */
+    int (*plot)(const char *csv, const char *png);
 } RunModel;
 
 /* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The

@@ -339,7 +339,8 @@ void run_signals_restore(void) {
 /* After a validation row and at the end: loss.png. A skipped or failed plot is said once
  * (skipped: on stdout unless quiet; failed: on stderr) and changes nothing else. */
 void run_plot(RunLoop *r, int final) {
-    int rc = run_plot_loss(r->csv_path, r->png_path);
+    int rc =
+        r->m->plot ? r->m->plot(r->csv_path, r->png_path) : run_plot_loss(r->csv_path, r->png_path);
     if (rc == RUN_PLOT_DRAWN && final && !r->c->quiet) printf("loss plot: %s\n", r->png_path);
     if (rc != RUN_PLOT_DRAWN && !r->plot_said) {
         if (rc == RUN_PLOT_FAILED)
