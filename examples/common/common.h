@@ -79,12 +79,9 @@ void ex_dist_summary(const DistGrad *d);
  * the library's run_plot_script (src/run/run.h), which keeps them next to the picture as
  * NAME.gp; run_gnuplot_available says whether gnuplot is there. */
 /* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
- * log has a valid_exact column with values) against the step, from a trainer's log.csv. */
+ * log has a valid_exact column with values) against the step, from a trainer's log.csv
+ * (attograd-translate's RunModel.plot). */
 int ex_plot_loss(const char *csv_path, const char *png_path);
-/* The trainers' hook (attograd-translate's and attograd-gpt's): redraws loss.png next to
- * csv_path; says once when it was skipped (verbose) or failed (stderr, as "<prog> train: ...");
- * final: also prints the picture's path (verbose). */
-void ex_train_plot(const char *prog, const char *csv_path, int verbose, int final);
 
 /* Building blocks of heatmap scripts (the translator's attention.c and heads.c, induction). */
 typedef struct ExGpPanel {

@@ -229,35 +229,6 @@ int ex_plot_loss(const char *csv_path, const char *png_path) {
     return rc;
 }
 
-/* The trainer's hook (train_log.c, after a CSV row with a validation, and at the end): redraws
- * loss.png next to log.csv. A skipped plot is said once (when verbose), a failed one once on
- * stderr; training goes on either way. The plot never replaces the error already recorded
- * (ag_last_error(): a failed save the caller reports after the final plot stays the failed save,
- * with or without gnuplot). */
-void ex_train_plot(const char *prog, const char *csv_path, int verbose, int final) {
-    static int said = 0;
-    char before[512];
-    snprintf(before, sizeof before, "%s", ag_last_error());
-    char png[700];
-    const char *slash = strrchr(csv_path, '/');
-    if (slash)
-        snprintf(png, sizeof png, "%.*s/loss.png", (int)(slash - csv_path), csv_path);
-    else
-        snprintf(png, sizeof png, "loss.png");
-    int rc = ex_plot_loss(csv_path, png);
-    if (rc == RUN_PLOT_DRAWN) {
-        if (final && verbose) printf("loss plot: %s\n", png);
-    } else if (!said) {
-        if (rc == RUN_PLOT_FAILED)
-            fprintf(stderr, "%s train: %s\n", prog, ag_last_error());
-        else if (verbose)
-            printf("%s\n", ag_last_error());
-        said = 1;
-    }
-    ag_fail(AG_OK, "%s", before); /* what the plot recorded was said above */
-    fflush(stdout);
-}
-
 /* values (rows, cols) as a heatmap: blue (negative) through white to red, 0 in the middle */
 int ex_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
                     char **ylab, char **xlab, double range) {

@@ -1,21 +1,22 @@
-/* train.c: the trainer's loop. Each step takes a length-bucketed batch, the loss, backward,
- * clipping and an Adam step (train_step: the whole step in one screen); after it come a CSV row
- * every log_every steps, validation (loss and greedy exact match) every valid_every steps, and
- * the latest and best checkpoints. SIGINT and SIGTERM set a flag checked between steps: the run
- * saves and stops. A non-finite loss or gradient stops the run naming the step (and, in check
- * mode, the op), keeping the last good checkpoint. A failed write (a full disk, a read-only
- * folder) stops it naming the file; checkpoints are written atomically and the log is synced
- * before each save and cut back to the checkpoint's step on resume, so no fault loses a
- * checkpoint or a logged row (README, "Faults"). Resuming is bit-exact: the checkpoint holds the
- * weights, Adam's state and step, the dropout RNG and the loader's position, and an epoch's
- * batches are a pure function of (seed, epoch). --shards S (or mpirun -np P): each batch is S
- * micro-shards whose gradients are summed in a fixed tree (src/dist/dist.h, tr_shard_loss), the
- * same bits for any P; process 0 alone writes files (docs/mpi.md).
- * Not here: starting and resuming a run, checkpoints (train_setup.c), the log and messages
- * (train_log.c), signals and memory figures (train_system.c), decoding and metrics (decode.c),
- * flags (cli.c). Read next: trainer.h, then train_setup.c. */
+/* train.c: `attograd-translate train` on the library's run loop (src/run, docs/run.md): the
+ * translator gives its flags, the model (built from them, or on --resume from the checkpoint's
+ * meta.config), a step's length-bucketed batch (tr_loader), the loss of a shard weighted by its
+ * target tokens, the validation (loss and greedy exact match, interruptible: a signal during it
+ * saves, and --resume validates that step first), the loader's position as its state, the
+ * vocabularies in meta.extra, the epoch column of the CSV; the run gives the rest: Adam, the
+ * schedules, clipping, --shards and mpirun, the CSV, progress, loss.png, best.npz and last.npz
+ * (zlib level --compress), SIGINT and the NaN stop (--check-finite names the op), --resume to
+ * the bit. Checkpoints written before the run loop (their positional data.position, POS_*,
+ * trainer.h) still resume to the bit (legacy). tr_train runs a TrTrainConfig as the command
+ * line it stands for (the tests' and the library's entry).
+ * Not here: the flags of the other commands (cli.c), decoding and metrics (decode.c), memory
+ * figures (train_system.c), checking a configuration (train_setup.c). Read next: trainer.h. */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "trainer.h"
 
@@ -33,251 +34,566 @@ Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, in
     return ag_scale(t, l, (double)sb->n_tgt_tokens / (double)b->n_tgt_tokens);
 }
 
-/* dist_grad_step's callback: shard i of this step's batch, its own dropout RNG: the same
- * numbers whichever process computes it. */
-static Tensor *shard_loss(void *ctx, Tape *t, int i) {
-    Trainer *tr = ctx;
-    Rng r;
-    rng_seed(&r, rng_hash(tr->shard_seed, (uint64_t)i));
-    return tr_shard_loss(&tr->m, t, &tr->train, &tr->batch, i, tr->shards, &tr->shard, &r);
+/* the model's state beside the run's (meta.run.model.*): the loader's position and seed, the
+ * training file's pairs (a resume needs the same data) */
+typedef struct {
+    int64_t epoch, cursor, loader_seed, n_train;
+} TrState;
+
+static const CkptField state_fields[] = {
+    {"epoch", CKPT_FIELD_INT, offsetof(TrState, epoch), 8, 0, (double)CKPT_MAX_STEP, 0},
+    {"cursor", CKPT_FIELD_INT, offsetof(TrState, cursor), 8, 0, INT_MAX, 0},
+    {"loader_seed", CKPT_FIELD_INT, offsetof(TrState, loader_seed), 8, -1e19, 1e19, 0},
+    {"n_train", CKPT_FIELD_INT, offsetof(TrState, n_train), 8, 1, INT_MAX, 0},
+};
+
+typedef struct {
+    RunConfig rc;
+    RunModel model;
+    RunLoop *run;
+    Flag *fl;
+    int n_fl;
+    /* the model's flags */
+    const char *data, *train, *valid;
+    int no_valid, tokenizer, vocab, layers, enc, dec, kv_heads, act, epochs, valid_max;
+    double embed_gain, max_memory;
+    int64_t report_rss;
+    Seq2SeqConfig given; /* the model's flags as a configuration */
+    Seq2SeqConfig mc;    /* the model: the flags' (a new run) or the checkpoint's (--resume) */
+    TrState st;
+    TrVocab src, tgt;
+    TrData train_d, valid_d;
+    int have_valid, built, ready;
+    Seq2Seq m;
+    Arena *arena;
+    TrLoader loader;
+    TrBatch batch, shard;
+    char *vocab_text;
+    long rss_first[2];
+} TrRun;
+
+static const Flag *find(const TrRun *g, const char *name) {
+    return flag_find(g->fl, g->n_fl, name);
 }
 
-/* Check mode with shards: the tape of the shard where a value went non-finite was reset since
- * (dist_grad_step runs the shards one after another). Run this process's shards again (the
- * weights and the dropout seeds are unchanged) up to the first non-finite value, so that
- * tr_diverged can name its op; the step is abandoned anyway. */
-static void retrace_shards(Trainer *tr) {
-    if (!tr->tape->check_finite) return;
-    for (int i = tr->dist->lo; i < tr->dist->hi; i++) {
-        ag_tape_reset(tr->tape);
-        ag_params_zero_grad(&tr->m.params);
-        Tensor *l = shard_loss(tr, tr->tape, i);
-        if (!l) continue;
-        if (ag_first_nonfinite(tr->tape)) return;
-        ag_backward(tr->tape, l);
-        if (ag_first_nonfinite(tr->tape)) return;
+/* ---- data ---- */
+
+static int read_data(TrRun *g, int grow) {
+    char tp[600], vp[600];
+    snprintf(tp, sizeof tp, "%s/train.tsv", g->data);
+    snprintf(vp, sizeof vp, "%s/valid.tsv", g->data);
+    const char *train = g->train ? g->train : tp, *valid = g->valid ? g->valid : vp;
+    int max_tokens = g->mc.max_len - 1;
+    int rc = tr_data_read(train, &g->train_d, &g->src, &g->tgt, grow, max_tokens);
+    if (rc == AG_OK && !g->no_valid) {
+        rc = tr_data_read(valid, &g->valid_d, &g->src, &g->tgt, 0, max_tokens);
+        g->have_valid = rc == AG_OK;
     }
+    if (rc == AG_OK && !grow && g->train_d.n != g->st.n_train)
+        rc = ag_fail(AG_ERR_ARG,
+                     "%s has %d pairs; the checkpoint was trained on %lld: resume with the same "
+                     "data",
+                     train, g->train_d.n, (long long)g->st.n_train);
+    return rc;
 }
 
-/* One training step: the next batch, the loss, backward, clipping, the optimizer's update.
- * Returns NULL, or what was not finite ("the training loss", "the gradient norm"), and then
- * nothing was updated. *loss, *norm: the step's loss and gradient norm (before clipping).
- * With shards (tr->dist), the batch's gradient is the fixed-order sum of the shards'
- * (src/dist), the same in every process. */
-static const char *train_step(Trainer *tr, int64_t s, double *loss, double *norm) {
-    TrBatch *b = &tr->batch;
-    tr_loader_next(&tr->loader, b);
-    if (tr->poison && s == tr->cfg->inject_nan) tr->poison->data[0] = (Real)NAN; /* fault tests */
-    if (tr->dist) {
-        tr->shard_seed = rng_u64(&tr->rng);
-        *loss = dist_grad_step(tr->dist, tr->tape, shard_loss, tr);
-        if (!isfinite(*loss)) {
-            retrace_shards(tr);
-            return "the training loss";
-        }
-    } else {
-        ag_tape_reset(tr->tape);
-        ag_params_zero_grad(&tr->m.params);
-        Tensor *l = nn_seq2seq_loss(tr->tape, &tr->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B,
-                                    b->T, &tr->rng);
-        *loss = (double)l->data[0];
-        if (!isfinite(*loss)) return "the training loss";
-        ag_backward(tr->tape, l);
+static int64_t n_batches(const TrRun *g) { return (g->train_d.n + g->rc.batch - 1) / g->rc.batch; }
+
+/* A batch too big for the memory is the user's flag, refused before the run. A step of two
+ * rows, the longest source and the longest target (each row padded to both lengths, as in the
+ * largest batch), is run and measured; the largest batch has min(--batch, pairs) such rows.
+ * The parameters keep their values; every step zeroes the gradients this one leaves. */
+static int check_step_memory(TrRun *g) {
+    const TrData *d = &g->train_d;
+    int rows[2] = {0, 0};
+    for (int i = 1; i < d->n; i++) {
+        if (d->pairs[i].src_len > d->pairs[rows[0]].src_len) rows[0] = i;
+        if (d->pairs[i].tgt_len > d->pairs[rows[1]].tgt_len) rows[1] = i;
     }
-    *norm = optim_clip_grad_norm(&tr->m.params, tr->clip > 0 ? tr->clip : DBL_MAX);
-    if (!isfinite(*norm)) {
-        if (tr->dist) retrace_shards(tr);
-        return "the gradient norm";
-    }
-    optim_step(tr->opt);
-    return NULL;
+    TrBatch b;
+    memset(&b, 0, sizeof b);
+    tr_batch_make(&b, d, rows, 2);
+    Arena *a = arena_new("step", 0);
+    Tape *t = ag_tape_new(a);
+    Rng rng; /* dropout's draws: the memory is the same whatever they are */
+    rng_seed(&rng, 0);
+    ag_backward(t, nn_seq2seq_loss(t, &g->m, b.src, b.S, b.tgt_in, b.tgt_out, 2, b.T, &rng));
+    int B = g->rc.batch < d->n ? g->rc.batch : d->n;
+    double need = (double)a->used / 2 * B, gib = (double)(1 << 30);
+    ag_tape_free(t);
+    arena_free(a);
+    tr_batch_free(&b);
+    ag_params_zero_grad(&g->m.params);
+    double limit = g->max_memory * gib;
+    if (limit <= 0) limit = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (limit <= 0 || need <= limit) return AG_OK;
+    return ag_fail(AG_ERR_ARG,
+                   "--batch %d: a step of %d pairs of up to %d source and %d target tokens needs "
+                   "%.2f GiB, more than %s%.2f GiB: use a smaller --batch",
+                   g->rc.batch, B, d->max_src, d->max_tgt, need / gib,
+                   g->max_memory > 0 ? "--max-memory " : "this machine's memory of ", limit / gib);
 }
 
-static int params_finite(const Trainer *tr) {
-    for (int i = 0; i < tr->m.params.n; i++) {
-        const Tensor *p = tr->m.params.items[i];
-        for (size_t k = 0; k < p->size; k++)
-            if (!isfinite((double)p->data[k])) return 0;
-    }
-    return 1;
-}
-
-/* Validation: loss and greedy exact match on valid; best.npz when it is the best so far.
- * Returns 1, 0 if interrupted, -1 if best.npz could not be written. */
-static int validate(Trainer *tr, double *vloss, double *vexact) {
-    TrScore sc;
-    int done =
-        tr_evaluate(&tr->m, tr->tape, &tr->valid, tr->valid_max, tr->loader.batch_size, &sc, vloss,
-                    NULL, &tr->src, &tr->tgt, tr->cfg->handle_signals ? ex_stop_any : NULL);
-    if (!done) return 0;
-    /* values that overflowed although the weights are finite (params_finite): the loss is
-     * logged as it came out (NaN) and training goes on, as the step's own checks decide */
-    *vexact = tr_score_exact(&sc);
-    int64_t *p = tr->pos;
-    int better = p[POS_BEST_STEP] == 0 || *vexact > ex_bitsd(p[POS_BEST_EXACT]) ||
-                 (*vexact == ex_bitsd(p[POS_BEST_EXACT]) && *vloss < ex_bitsd(p[POS_BEST_LOSS]));
-    p[POS_LAST_VALID] = tr->step;
-    if (better) {
-        p[POS_BEST_STEP] = tr->step;
-        p[POS_BEST_EXACT] = ex_dbits(*vexact);
-        p[POS_BEST_LOSS] = ex_dbits(*vloss);
-    }
-    if (tr->cfg->verbose) {
-        tr_end_bar(tr);
-        printf("valid at step %lld: loss %.4f, exact match %.2f%% (%ld sentences)%s\n",
-               (long long)tr->step, *vloss, 100 * *vexact, sc.n_sent,
-               better ? ", best so far" : "");
-        fflush(stdout);
-    }
-    if (better && tr_save(tr, tr->best_path) != AG_OK) return -1;
-    return 1;
-}
-
-/* A validation the previous run could not finish (it was interrupted during it): exit code,
- * *interrupted when this one is interrupted too. */
-static int finish_validation(Trainer *tr, int *interrupted) {
-    double vloss = 0, vexact = 0;
-    if (!(tr->cfg->resume && tr->have_valid && tr->step > 0 && tr->pos[POS_LAST_VALID] < tr->step &&
-          (tr->step % tr->valid_every == 0 || tr->step == tr->total)))
-        return TR_EXIT_OK;
-    int v = validate(tr, &vloss, &vexact);
-    if (v < 0) return TR_EXIT_FAIL;
-    if (v == 0) *interrupted = 1;
-    if (v > 0 && tr_log_row(tr, 1, vloss, vexact) != AG_OK) {
-        fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
-        dist_abort(TR_EXIT_FAIL);
-        return TR_EXIT_FAIL;
-    }
-    return TR_EXIT_OK;
-}
-
-/* After step s: the log's sums, the progress bar, then what is due: validation, a CSV row,
- * last.npz, the memory report. Exit code; *interrupted when validation was. */
-static int after_step(Trainer *tr, int64_t s, double l, double norm, int *interrupted) {
-    int64_t *p = tr->pos;
-    p[POS_IV_LOSS] = ex_dbits(ex_bitsd(p[POS_IV_LOSS]) + l);
-    p[POS_IV_NORM] = ex_dbits(ex_bitsd(p[POS_IV_NORM]) + norm);
-    p[POS_IV_STEPS]++;
-    p[POS_IV_TOKENS] += tr->batch.n_tgt_tokens;
-    tr_progress(tr, l, 0);
-    int save_every = tr->save_every > 0 ? tr->save_every : tr->valid_every;
-    int valid_due = tr->have_valid && (s % tr->valid_every == 0 || s == tr->total);
-    int save_due = s % save_every == 0 || s == tr->total, valid_ok = 0;
-    double vloss = 0, vexact = 0;
-    if ((valid_due || save_due) && !params_finite(tr)) {
-        /* an update overflowed: nothing is saved, the last good checkpoint stays */
-        tr_diverged(tr, s, "a weight after the update", NAN, 0);
-        return TR_EXIT_FAIL;
-    }
-    if (valid_due) {
-        int v = validate(tr, &vloss, &vexact);
-        if (v < 0) {
-            tr_write_failed(tr);
-            return TR_EXIT_FAIL;
-        }
-        if (v == 0) {
-            *interrupted = 1;
-            return TR_EXIT_OK;
-        }
-        valid_ok = 1;
-    }
-    if (s % tr->log_every == 0 || valid_due || s == tr->total) {
-        if (tr_log_row(tr, valid_ok, vloss, vexact) != AG_OK) {
-            fprintf(stderr, TR_PROG " train: %s\n", ag_last_error());
-            tr_write_failed(tr);
-            dist_abort(TR_EXIT_FAIL); /* process 0's log: the others would wait for it */
-            return TR_EXIT_FAIL;
-        }
-        tr_progress(tr, l, 1);
-    }
-    if (save_due && tr_save(tr, tr->last_path) != AG_OK) {
-        tr_write_failed(tr);
-        return TR_EXIT_FAIL;
-    }
-    return TR_EXIT_OK;
-}
-
-/* The end of a run that was interrupted (save and say how to continue) or finished (the
- * summary of a verbose run). */
-static int finish(Trainer *tr, int code, int interrupted, double last_loss) {
-    if (code == TR_EXIT_OK && interrupted) {
-        int sig = run_signal_caught() ? run_signal_caught() : SIGINT;
-        if (!params_finite(tr)) {
-            tr_diverged(tr, tr->step, "a weight after the update", NAN, 0);
-            return TR_EXIT_FAIL;
-        }
-        if (tr_save(tr, tr->last_path) != AG_OK) return TR_EXIT_FAIL;
-        if (dist_rank() == 0)
-            fprintf(stderr,
-                    TR_PROG " train: interrupted by %s at step %lld: saved %s; continue with "
-                            "--resume\n",
-                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)tr->step, tr->last_path);
-        return sig == SIGTERM ? TR_EXIT_SIGTERM : TR_EXIT_SIGINT;
-    }
-    if (code == TR_EXIT_OK && tr->cfg->verbose) {
-        double spent = run_now_s() - tr->t_start;
-        char t[32];
-        run_fmt_time(t, sizeof t, spent);
-        printf("done: step %lld, last loss %.4f, %s (%.1f steps/s)\n", (long long)tr->step,
-               last_loss, t, (double)(tr->step - tr->step_start) / (spent > 0 ? spent : 1));
-        if (tr->pos[POS_BEST_STEP] > 0 && ex_file_exists(tr->best_path))
-            printf("best: step %lld, valid exact match %.2f%%, loss %.4f -> %s\n",
-                   (long long)tr->pos[POS_BEST_STEP], 100 * ex_bitsd(tr->pos[POS_BEST_EXACT]),
-                   ex_bitsd(tr->pos[POS_BEST_LOSS]), tr->best_path);
-        printf("latest: %s; log: %s\n", tr->last_path, tr->csv_path);
-        ex_dist_summary(tr->dist);
-    }
-    return code;
-}
-
-int tr_train(const TrTrainConfig *cfg) {
-    Trainer T, *tr = &T;
-    TrTrainConfig quiet = *cfg; /* under mpirun, process 0 alone prints (errors aside) */
-    quiet.verbose = 0;
-    const TrTrainConfig *c = dist_rank() == 0 ? cfg : &quiet;
-    int threads = ag_threads_use(c->threads);
-    tr_fixed_mmap_threshold();
-    int code = tr_trainer_start(tr, c);
-    if (code != TR_EXIT_OK) {
-        tr_trainer_free(tr);
-        return code;
-    }
-    if (dist_size() > 1) ex_dist_warn_threads(TR_PROG, threads); /* one process: cli.c warns */
-    if (c->verbose) tr_log_header(tr, threads);
-    if (c->handle_signals) run_signals_catch();
-    tr->t_start = tr->t_row = tr->t_bar = run_now_s();
-    tr->step_start = tr->step;
-    if (!c->resume && tr_save(tr, tr->last_path) != AG_OK) code = TR_EXIT_FAIL;
-    int interrupted = 0;
-    long rss_first[2] = {-1, -1};
-    double last_loss = 0;
-    if (code == TR_EXIT_OK) code = finish_validation(tr, &interrupted);
-    while (code == TR_EXIT_OK && !interrupted && tr->step < tr->total) {
-        if (c->handle_signals && ex_stop_any()) { /* a signal to any process stops all */
-            interrupted = 1;
-            break;
-        }
-        int64_t s = tr->step + 1;
-        double l = 0, norm = 0;
-        const char *what = train_step(tr, s, &l, &norm);
-        if (what) {
-            tr_diverged(tr, s, what, isfinite(l) ? norm : l, 1);
-            code = TR_EXIT_FAIL;
-            break;
-        }
-        tr->step = s;
-        last_loss = l;
-        code = after_step(tr, s, l, norm, &interrupted);
-        if (code == TR_EXIT_OK && !interrupted && c->report_rss > 0 && s == c->report_rss)
-            tr_report_rss(tr, rss_first);
-    }
-    tr_end_bar(tr);
-    code = finish(tr, code, interrupted, last_loss);
-    if (c->report_rss > 0 && rss_first[0] >= 0) tr_report_rss(tr, rss_first);
-    if (tr->csv) ex_train_plot(TR_PROG, tr->csv_path, c->verbose, 1);
-    if (tr->dist) dist_any(0); /* no process exits (ending the job) before process 0 saved */
-    if (c->handle_signals) run_signals_restore();
+/* The data read and the model built: the loader at the state's position, the step's memory
+ * checked, what a run says before its first step */
+static int ready(TrRun *g) {
+    int64_t nb = n_batches(g), step = run_last_step(g->run);
+    if (g->st.cursor > nb || g->st.epoch * nb + g->st.cursor != step)
+        return ag_fail(AG_ERR_RANGE,
+                       "%s/last.npz: the loader's position, epoch %lld, cursor %lld: with %lld "
+                       "batches an epoch that is not step %lld: the loader takes one batch a step",
+                       g->rc.out, (long long)g->st.epoch, (long long)g->st.cursor, (long long)nb,
+                       (long long)step);
+    tr_loader_init(&g->loader, &g->train_d, g->rc.batch, (uint64_t)g->st.loader_seed);
+    tr_loader_seek(&g->loader, g->st.epoch, g->st.cursor);
+    g->ready = 1;
+    if (find(g, "epochs")->given) g->rc.steps = g->epochs * nb;
+    if (g->rc.steps < step)
+        return ag_fail(AG_ERR_ARG,
+                       "--%s asks for %lld steps, but %s/last.npz is already at step %lld: give "
+                       "more steps, or none to finish the run",
+                       find(g, "epochs")->given ? "epochs" : "steps", (long long)g->rc.steps,
+                       g->rc.out, (long long)step);
+    g->vocab_text = tr_vocab_pair_save(&g->src, &g->tgt, &g->model.extra_len);
+    g->model.extra = g->vocab_text;
+    int rc = check_step_memory(g);
+    if (rc != AG_OK || g->rc.quiet) return rc;
+    const Seq2SeqConfig *m = &g->mc;
+    printf("model: d_model %d, %d heads (%d key/value), %d+%d layers, ff %d, dropout %g, "
+           "%s; %zu parameters\n",
+           m->layer.d_model, m->layer.n_heads, m->layer.n_kv_heads, m->n_enc_layers,
+           m->n_dec_layers, m->layer.d_ff, m->layer.dropout, m->layer.pre_ln ? "pre-LN" : "post-LN",
+           ag_params_count(&g->m.params));
+    printf("data: %d training pairs (%d batches of %d an epoch), %d valid pairs; "
+           "vocabularies %d source, %d target words\n",
+           g->train_d.n, g->loader.n_batches, g->loader.batch_size,
+           g->have_valid ? g->valid_d.n : 0, g->src.n, g->tgt.n);
     fflush(stdout);
-    tr_trainer_free(tr);
+    return AG_OK;
+}
+
+/* ---- the run's callbacks ---- */
+
+/* The checks of the flags among themselves (also tr_check_args'): AG_OK or AG_ERR_ARG */
+static int check_flags(TrRun *g) {
+    if (find(g, "steps")->given && find(g, "epochs")->given)
+        return ag_fail(AG_ERR_ARG, "give --steps or --epochs, not both");
+    if (find(g, "vocab")->given && g->tokenizer != TR_TOK_BPE)
+        return ag_fail(AG_ERR_ARG, "--vocab needs --tokenizer bpe");
+    Seq2SeqConfig *m = &g->given;
+    m->n_enc_layers = g->enc >= 0 ? g->enc : g->layers;
+    m->n_dec_layers = g->dec >= 0 ? g->dec : g->layers;
+    m->layer.n_kv_heads = g->kv_heads > 0 ? g->kv_heads : m->layer.n_heads;
+    m->layer.act = (NnActivation)g->act;
+    if (m->layer.d_model % m->layer.n_heads != 0)
+        return ag_fail(AG_ERR_ARG, "--heads %d does not divide --d-model %d", m->layer.n_heads,
+                       m->layer.d_model);
+    if (m->layer.n_heads % m->layer.n_kv_heads != 0)
+        return ag_fail(AG_ERR_ARG, "--kv-heads %d does not divide --heads %d", m->layer.n_kv_heads,
+                       m->layer.n_heads);
+    return AG_OK;
+}
+
+/* The flags read (RunModel.start): they agree with each other; a new run reads its data, grows
+ * the vocabularies and resolves the schedule's defaults */
+static int start(void *ctx) {
+    TrRun *g = ctx;
+    RunConfig *c = &g->rc;
+    int rc = check_flags(g);
+    if (rc != AG_OK) return rc;
+    if (c->threads > ag_threads_available())
+        fprintf(stderr,
+                TR_PROG ": warning: --threads %d is more than the %d CPUs this process may "
+                        "use\n",
+                c->threads, ag_threads_available());
+    if (c->optim.momentum == 0) c->optim.nesterov = 0;
+    if (c->optim.kind == OPTIM_ADAMW && !find(g, "weight-decay")->given) c->weight_decay = 0.01;
+    if (c->resume) {
+        if (find(g, "embed-gain")->given)
+            fprintf(stderr, TR_PROG " train: warning: --embed-gain has no effect on --resume (it "
+                                    "only scales the initial embeddings)\n");
+        return AG_OK;
+    }
+    g->mc = g->given;
+    tr_vocab_init(&g->src);
+    tr_vocab_init(&g->tgt);
+    g->src.kind = g->tgt.kind = (TrTokKind)g->tokenizer; /* char, bpe: trained as it is read */
+    g->src.bpe_vocab = g->tgt.bpe_vocab = g->vocab;
+    rc = read_data(g, 1);
+    if (rc != AG_OK) return rc;
+    g->mc.src_vocab = g->src.n, g->mc.tgt_vocab = g->tgt.n, g->mc.pad_id = TR_PAD;
+    rc = tr_check_config(&g->mc, "the model");
+    if (rc != AG_OK) return rc;
+    if (g->epochs > 0) c->steps = g->epochs * n_batches(g);
+    OptimSchedule *s = &c->optim.schedule;
+    if (s->total == 0) s->total = c->steps;
+    if (s->warmup < 0) { /* the default scales with the run: min(300, steps / 5) */
+        int64_t w = s->total / 5 < 300 ? s->total / 5 : 300;
+        s->warmup = s->kind == OPTIM_WARMUP_INVSQRT && w < 1 ? 1 : w;
+    }
+    if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total)
+        return ag_fail(AG_ERR_ARG, "--warmup %lld must be below the number of steps %lld",
+                       (long long)s->warmup, (long long)s->total);
+    g->st = (TrState){0, 0, (int64_t)rng_hash((uint64_t)c->seed, 2), g->train_d.n};
+    return AG_OK;
+}
+
+/* --resume: a model flag given again must make the checkpoint's model (mc), named */
+static int check_given(const TrRun *g, const Seq2SeqConfig *mc) {
+    const Seq2SeqConfig *gv = &g->given;
+    const struct {
+        const char *flag;
+        double given, stored;
+    } v[] = {
+        {"d-model", gv->layer.d_model, mc->layer.d_model},
+        {"heads", gv->layer.n_heads, mc->layer.n_heads},
+        {"kv-heads", gv->layer.n_kv_heads, mc->layer.n_kv_heads},
+        {"layers", gv->n_enc_layers, mc->n_enc_layers},
+        {"layers", gv->n_dec_layers, mc->n_dec_layers},
+        {"enc-layers", gv->n_enc_layers, mc->n_enc_layers},
+        {"dec-layers", gv->n_dec_layers, mc->n_dec_layers},
+        {"ff", gv->layer.d_ff, mc->layer.d_ff},
+        {"act", gv->layer.act, mc->layer.act},
+        {"dropout", gv->layer.dropout, mc->layer.dropout},
+        {"pre-ln", gv->layer.pre_ln, mc->layer.pre_ln},
+        {"post-ln", gv->layer.pre_ln, mc->layer.pre_ln},
+        {"max-len", gv->max_len, mc->max_len},
+        {"learned-pos", gv->learned_pos, mc->learned_pos},
+        {"tie-output", gv->tie_output, mc->tie_output},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (!find(g, v[i].flag)->given || v[i].given == v[i].stored) continue;
+        return ag_fail(AG_ERR_ARG,
+                       "--%s differs from the checkpoint's (%.9g): --resume continues the run "
+                       "with its model, optimizer, batch size and seed (start a new run with "
+                       "--force to change them)",
+                       v[i].flag, v[i].stored);
+    }
+    return AG_OK;
+}
+
+/* The model, into the run's arena (RunModel.build): a new run's weights drawn from --seed
+ * itself (the translator's seeding, as before the run loop), the embeddings scaled by
+ * --embed-gain */
+static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
+    TrRun *g = ctx;
+    RunConfig *c = &g->rc;
+    if (c->resume) {
+        int rc = check_given(g, &g->mc);
+        if (rc != AG_OK) return rc;
+        /* a run without validation stays one, unless --valid-every is given */
+        if (g->no_valid && !find(g, "no-valid")->given && find(g, "valid-every")->given)
+            g->no_valid = 0;
+    }
+    g->model.validate = g->no_valid ? NULL : g->model.validate;
+    rng_seed(init, (uint64_t)c->seed);
+    nn_seq2seq_init(&g->m, a, init, &g->mc);
+    nn_seq2seq_need_weights(&g->m, 0); /* training reads no attention maps */
+    g->built = 1;
+    *params = &g->m.params;
+    if (c->resume) return AG_OK; /* the weights are the checkpoint's; ready: load_extra */
+    Tensor *emb[2] = {g->m.src_embed.weight, g->m.tgt_embed.weight};
+    for (int k = 0; k < 2 && g->embed_gain != 1.0; k++)
+        for (size_t i = 0; i < emb[k]->size; i++) emb[k]->data[i] *= (Real)g->embed_gain;
+    return ready(g);
+}
+
+/* --resume: the checkpoint's vocabularies (RunModel.load_extra), then the data read with them */
+static int load_extra(void *ctx, const void *bytes, size_t len) {
+    TrRun *g = ctx;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/last.npz", g->rc.out);
+    int rc = tr_vocab_pair_load(bytes, len, &g->src, &g->tgt, path);
+    if (rc == AG_OK && (g->src.n != g->mc.src_vocab || g->tgt.n != g->mc.tgt_vocab))
+        rc = ag_fail(AG_ERR_FORMAT,
+                     "the checkpoint's vocabularies (%d, %d words) do not match its model's "
+                     "(%d, %d)",
+                     g->src.n, g->tgt.n, g->mc.src_vocab, g->mc.tgt_vocab);
+    if (rc == AG_OK && find(g, "tokenizer")->given && g->tokenizer != (int)g->src.kind)
+        rc = ag_fail(AG_ERR_ARG,
+                     "--tokenizer %s differs from the checkpoint's (%s): --resume continues the "
+                     "run with its tokenizers",
+                     tr_tok_names[g->tokenizer], tr_tok_names[g->src.kind]);
+    if (rc == AG_OK && find(g, "vocab")->given && g->vocab != g->src.bpe_vocab)
+        rc = ag_fail(AG_ERR_ARG,
+                     "--vocab %d differs from the checkpoint's (%d): --resume continues the run "
+                     "with its tokenizers",
+                     g->vocab, g->src.bpe_vocab);
+    if (rc == AG_OK) rc = read_data(g, 0);
+    return rc == AG_OK ? ready(g) : rc;
+}
+
+/* Step s's batch (RunModel.batch): the loader's next, whole in every process (its shards' rows
+ * are made by loss) */
+static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens) {
+    TrRun *g = ctx;
+    (void)lo, (void)hi, (void)S;
+    if (g->report_rss > 0 && step == g->report_rss + 1)
+        tr_report_rss(step - 1, g->report_rss, g->rss_first);
+    tr_loader_next(&g->loader, &g->batch);
+    g->st.epoch = g->loader.epoch, g->st.cursor = g->loader.cursor;
+    *tokens = (double)g->batch.n_tgt_tokens;
+    return AG_OK;
+}
+
+/* Shard i of S (RunModel.loss); one shard: the batch's loss itself */
+static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
+    TrRun *g = ctx;
+    TrBatch *b = &g->batch;
+    if (S == 1)
+        return nn_seq2seq_loss(t, &g->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, rng);
+    return tr_shard_loss(&g->m, t, &g->train_d, b, i, S, &g->shard, rng);
+}
+
+/* The valid loss and greedy exact match on --valid-max pairs (RunModel.validate); a signal
+ * stops it between batches. Values that overflowed although the weights are finite are
+ * logged as they came out, as the step's own checks decide. */
+static int validate(void *ctx, Tape *t, double *v) {
+    TrRun *g = ctx;
+    TrScore sc;
+    int done = tr_evaluate(&g->m, t, &g->valid_d, g->valid_max, g->rc.batch, &sc, &v[0], NULL,
+                           &g->src, &g->tgt, run_stop_requested);
+    if (!done) return RUN_VALID_INTERRUPTED;
+    v[1] = tr_score_exact(&sc);
+    return AG_OK;
+}
+
+/* better: a higher exact match, or as high and a lower loss */
+static int better(const double *v, const double *best) {
+    return v[1] > best[1] || (v[1] == best[1] && v[0] < best[0]);
+}
+
+/* the CSV's epoch column and the progress lines' epoch (RunModel.describe) */
+static void describe(void *ctx, int csv, char *buf, size_t n) {
+    TrRun *g = ctx;
+    double e =
+        g->ready ? (double)g->loader.epoch + (double)g->loader.cursor / (double)g->loader.n_batches
+                 : 0;
+    snprintf(buf, n, csv ? "%.4f" : "epoch %.2f", e);
+}
+
+/* A checkpoint written before the run loop (RunModel.legacy): data.position (checked by
+ * tr_check_position) and the optimizer's configuration as the run's flags and state. Its
+ * seed is the loader's (rng_hash(--seed, 2)): a --seed given again must hash to it. */
+static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
+    TrRun *g = ctx;
+    RunConfig *c = &g->rc;
+    (void)step;
+    const NpzEntry *e = npz_find(f, "data.position");
+    OptimConfig oc;
+    int has = 0, rc = e ? tr_check_position(f) : AG_OK;
+    if (rc == AG_OK && !e)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no data position: cannot resume from it", f->path);
+    if (rc == AG_OK) rc = ckpt_optim_config(f, &oc, &has);
+    if (rc == AG_OK && !has)
+        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no optimizer state: cannot resume from it", f->path);
+    if (rc != AG_OK) return rc;
+    const int64_t *p = (const int64_t *)e->data;
+    int n = (int)e->count;
+    if (find(g, "seed")->given && (int64_t)rng_hash((uint64_t)c->seed, 2) != p[POS_SEED])
+        return ag_fail(AG_ERR_ARG,
+                       "--seed differs from the checkpoint's: --resume continues the run with "
+                       "its model, optimizer, batch size and seed (start a new run with --force "
+                       "to change them)");
+    TrTrainConfig d = tr_train_defaults();
+    c->optim = oc;
+    c->weight_decay = oc.weight_decay;
+    c->batch = (int)p[POS_BATCH];
+    c->shards = n > POS_SHARDS ? (int)p[POS_SHARDS] : 1;
+    c->clip = n > POS_CLIP ? ex_bitsd(p[POS_CLIP]) : d.clip;
+    c->steps = n > POS_TOTAL ? p[POS_TOTAL] : d.steps;
+    c->log_every = n > POS_LOG_EVERY ? (int)p[POS_LOG_EVERY] : d.log_every;
+    c->valid_every =
+        n > POS_VALID_EVERY && p[POS_VALID_EVERY] ? (int)p[POS_VALID_EVERY] : d.valid_every;
+    g->no_valid = n > POS_VALID_EVERY && p[POS_VALID_EVERY] == 0;
+    c->save_every = n > POS_SAVE_EVERY ? (int)p[POS_SAVE_EVERY] : d.save_every;
+    g->valid_max = n > POS_VALID_MAX ? (int)p[POS_VALID_MAX] : d.valid_max;
+    g->st = (TrState){p[POS_EPOCH], p[POS_CURSOR], p[POS_SEED], p[POS_N_TRAIN]};
+    *st = (RunState){.row_loss = ex_bitsd(p[POS_IV_LOSS]),
+                     .row_norm = ex_bitsd(p[POS_IV_NORM]),
+                     .row_tokens = (double)p[POS_IV_TOKENS],
+                     .row_steps = p[POS_IV_STEPS],
+                     .best_step = p[POS_BEST_STEP],
+                     .last_valid = p[POS_LAST_VALID]};
+    st->best[0] = ex_bitsd(p[POS_BEST_LOSS]);
+    st->best[1] = ex_bitsd(p[POS_BEST_EXACT]);
+    return AG_OK;
+}
+
+/* ---- the command ---- */
+
+static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
+static const char *const act_names[] = {"relu", "gelu", NULL};
+/* the data's paths are not saved (as before the run loop: --resume reads --data, default
+ * build/data, or --train and --valid) */
+static const char *const remember[] = {"no-valid", "valid-max", NULL};
+static const char *const transient[] = {
+    "data",       "train",      "valid",  "tokenizer",  "vocab",      "d-model",
+    "heads",      "kv-heads",   "layers", "enc-layers", "dec-layers", "ff",
+    "act",        "dropout",    "pre-ln", "post-ln",    "max-len",    "learned-pos",
+    "tie-output", "embed-gain", "epochs", "max-memory", "report-rss", NULL};
+
+#define N_MODEL_FLAGS 31
+#define BIG 1e18
+
+static void usage(const Flag *fl, int n) {
+    printf("usage: %s train [flags]\n"
+           "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated "
+           "by spaces).\nWrites --out/last.npz (latest), --out/best.npz (best validation) "
+           "and --out/log.csv\n(columns: %s),\nand draws the curves in --out/loss.png "
+           "(gnuplot).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
+           "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
+           "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
+           "state), 2 bad flags or data.\nflags (default) [range]:\n",
+           TR_PROG, "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact");
+    flag_help(stdout, fl, n);
+}
+
+/* `attograd-translate train` with argv[0..argc) after "train"; parse_only: the flags parsed
+ * and checked, nothing read or written (tr_check_args) */
+int tr_train_main(int argc, char **argv, int parse_only) {
+    TrRun G, *g = &G;
+    memset(g, 0, sizeof *g);
+    g->rss_first[0] = g->rss_first[1] = -1;
+    TrTrainConfig d = tr_train_defaults();
+    RunConfig *c = &g->rc;
+    *c = run_defaults();
+    c->optim = d.optim, c->weight_decay = d.optim.weight_decay;
+    c->batch = d.batch, c->steps = d.steps, c->clip = d.clip, c->seed = (int64_t)d.seed;
+    c->out = d.out_dir, c->log_every = d.log_every, c->valid_every = d.valid_every;
+    c->save_every = d.save_every, c->compress = d.compress;
+    g->data = "build/data", g->given = d.model, g->tokenizer = d.tokenizer, g->vocab = d.vocab;
+    g->layers = d.model.n_enc_layers, g->enc = g->dec = -1, g->act = (int)d.model.layer.act;
+    g->embed_gain = d.embed_gain, g->valid_max = d.valid_max;
+    static const char *const metrics[] = {"loss", "exact"};
+    g->model = (RunModel){.prog = TR_PROG,
+                          .ctx = g,
+                          .build = build,
+                          .config = tr_model_config(&g->mc),
+                          .batch = batch,
+                          .loss = loss,
+                          .validate = validate,
+                          .n_metrics = 2,
+                          .metric_names = metrics,
+                          .better = better,
+                          .state = {NULL, state_fields, 4, &g->st, NULL},
+                          .load_extra = load_extra,
+                          .shard_sum = 1,
+                          .remember = remember,
+                          .transient = transient,
+                          .start = start,
+                          .legacy = legacy,
+                          .columns = "epoch",
+                          .describe = describe,
+                          .nan_param = "decoder.norm.weight",
+                          .unit = "pairs",
+                          .plot = ex_plot_loss};
+    RunLoop *r = run_new(&g->model, c);
+    g->run = r;
+    Seq2SeqConfig *m = &g->given;
+    OptimConfig *o = &c->optim;
+    Flag fl[N_MODEL_FLAGS + RUN_N_FLAGS] = {
+        {"data", FLAG_PATH, &g->data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
+        {"train", FLAG_PATH, &g->train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0,
+         NULL, 0},
+        {"valid", FLAG_PATH, &g->valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0,
+         NULL, 0},
+        {"no-valid", FLAG_SWITCH, &g->no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL,
+         0},
+        {"tokenizer", FLAG_CHOICE, &g->tokenizer, "word|char|bpe",
+         "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
+         tr_tok_names, 0},
+        {"vocab", FLAG_INT, &g->vocab, "N",
+         "--tokenizer bpe: each side's tokens, the 256 bytes included", TR_BPE_VOCAB_MIN,
+         TR_BPE_VOCAB_MAX, NULL, 0},
+        {"d-model", FLAG_INT, &m->layer.d_model, "N", "model width", 1, 8192, NULL, 0},
+        {"heads", FLAG_INT, &m->layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
+        {"kv-heads", FLAG_INT, &g->kv_heads, "N",
+         "key/value heads, grouped-query (default: --heads)", 0, 1024, NULL, 0},
+        {"layers", FLAG_INT, &g->layers, "N", "encoder and decoder layers", 1, NN_MAX_LAYERS, NULL,
+         0},
+        {"enc-layers", FLAG_INT, &g->enc, "N", "encoder layers (default --layers)", 0,
+         NN_MAX_LAYERS, NULL, 0},
+        {"dec-layers", FLAG_INT, &g->dec, "N", "decoder layers (default --layers)", 1,
+         NN_MAX_LAYERS, NULL, 0},
+        {"ff", FLAG_INT, &m->layer.d_ff, "N", "feed-forward width", 1, 65536, NULL, 0},
+        {"act", FLAG_CHOICE, &g->act, "relu|gelu", "feed-forward activation", 0, 0, act_names, 0},
+        {"dropout", FLAG_DOUBLE, &m->layer.dropout, "P", "dropout", 0, 0.99, NULL, 0},
+        {"pre-ln", FLAG_SWITCH, &m->layer.pre_ln, NULL, "LayerNorm before each sub-layer", 1, 0,
+         NULL, 0},
+        {"post-ln", FLAG_SWITCH, &m->layer.pre_ln, NULL, "LayerNorm after (the default)", 0, 0,
+         NULL, 0},
+        {"max-len", FLAG_INT, &m->max_len, "N", "longest sequence, EOS/BOS included", 2, 4096, NULL,
+         0},
+        {"learned-pos", FLAG_SWITCH, &m->learned_pos, NULL, "learned positions, not sinusoids", 1,
+         0, NULL, 0},
+        {"tie-output", FLAG_SWITCH, &m->tie_output, NULL, "the generator shares tgt_embed", 1, 0,
+         NULL, 0},
+        {"optim", FLAG_CHOICE, &o->kind, "NAME", "sgd, adam or adamw", 0, 0, optim_names, 0},
+        {"beta1", FLAG_DOUBLE, &o->beta1, "X", "Adam's beta1", 0, 0.999999, NULL, 0},
+        {"beta2", FLAG_DOUBLE, &o->beta2, "X", "Adam's beta2", 0, 0.999999, NULL, 0},
+        {"momentum", FLAG_DOUBLE, &o->momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
+        {"embed-gain", FLAG_DOUBLE, &g->embed_gain, "G",
+         "initial embeddings N(0, G^2/d_model): std G once scaled by sqrt(d_model)", 0, BIG, NULL,
+         0},
+        {"epochs", FLAG_INT, &g->epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL,
+         0},
+        {"valid-max", FLAG_INT, &g->valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30,
+         NULL, 0},
+        {"compress", FLAG_INT, &c->compress, "LEVEL", "zlib level of the checkpoints, 0: stored", 0,
+         9, NULL, 0},
+        {"check-finite", FLAG_SWITCH, &c->check_finite, NULL,
+         "check every op's output and gradient: a divergence names the op", 1, 0, NULL, 0},
+        {"max-memory", FLAG_DOUBLE, &g->max_memory, "GIB",
+         "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG, NULL,
+         0},
+        {"report-rss", FLAG_I64, &g->report_rss, "STEP",
+         "print the peak RSS after STEP and at the end", 0, BIG, NULL, 0},
+    };
+    int n = N_MODEL_FLAGS;
+    n += run_flags(r, fl + n);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(fl[i].name, "ckpt") == 0)
+            fl[i--] = fl[--n]; /* eval's: the translator's own */
+        else if (strcmp(fl[i].name, "steps") == 0 || strcmp(fl[i].name, "seed") == 0)
+            fl[i].hi = BIG; /* the translator's ranges */
+        else if (strcmp(fl[i].name, "threads") == 0)
+            fl[i].hi = 4096;
+        else if (strcmp(fl[i].name, "warmup") == 0)
+            fl[i].help = "warmup steps (default: min(300, steps / 5))";
+        else if (strcmp(fl[i].name, "weight-decay") == 0)
+            fl[i].help = "weight decay (default 0, adamw 0.01)";
+    }
+    g->fl = fl, g->n_fl = n;
+    int code, rc = flag_parse(fl, n, argc, argv, NULL, NULL);
+    if (rc == AG_OK && parse_only) rc = check_flags(g);
+    if (rc == FLAG_HELP) {
+        usage(fl, n);
+        code = RUN_EXIT_OK;
+    } else if (rc != AG_OK || parse_only) {
+        if (rc != AG_OK)
+            fprintf(stderr, "%s train: %s (see %s train --help)\n", TR_PROG, ag_last_error(),
+                    TR_PROG);
+        code = rc != AG_OK ? RUN_EXIT_USAGE : RUN_EXIT_OK;
+    } else {
+        tr_fixed_mmap_threshold();
+        char *args[RUN_MAX_FLAGS * 2 + 4] = {TR_PROG, "train"};
+        int k = 2;
+        for (int i = 0; i < argc && k < (int)(sizeof args / sizeof *args) - 1; i++)
+            args[k++] = argv[i];
+        code = run_main(r, fl, n, k, args);
+        if (g->report_rss > 0 && g->rss_first[0] >= 0 && g->ready)
+            tr_report_rss(run_last_step(r), g->report_rss, g->rss_first);
+    }
+    run_loop_free(r);
+    if (g->built) nn_seq2seq_free(&g->m);
+    tr_batch_free(&g->batch);
+    tr_batch_free(&g->shard);
+    if (g->ready) tr_loader_free(&g->loader);
+    tr_data_free(&g->train_d);
+    tr_data_free(&g->valid_d);
+    if (g->src.words) tr_vocab_free(&g->src);
+    if (g->tgt.words) tr_vocab_free(&g->tgt);
+    free(g->vocab_text);
     return code;
 }

@@ -1,9 +1,7 @@
 /* train_system.c: what the trainer does with the process rather than the model: resident and
- * malloc memory figures (--report-rss), temporary files an interrupted save left, glibc's mmap
- * threshold. (SIGINT and SIGTERM, the clock: src/run; the data-parallel lines:
- * examples/common/util.c.)
- * Not here: the loop (train.c). Read next: train_log.c. */
-#include <dirent.h>
+ * malloc memory figures (--report-rss), glibc's mmap threshold. (SIGINT and SIGTERM, the clock,
+ * temporary files an interrupted save left: src/run.)
+ * Not here: the run (train.c). Read next: cli.c. */
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -47,14 +45,12 @@ static long malloc_in_use_kib(void) {
 
 /* --report-rss: one line, to stdout (also with --quiet: it was asked for); first[0], first[1]:
  * the peak RSS and the malloc figure of the first report */
-void tr_report_rss(const Trainer *tr, long first[2]) {
+void tr_report_rss(int64_t step, int64_t report_rss, long first[2]) {
     long peak, now;
     memory_kib(&peak, &now);
-    printf("memory: peak RSS %ld KiB after step %lld (now %ld KiB)", peak, (long long)tr->step,
-           now);
+    printf("memory: peak RSS %ld KiB after step %lld (now %ld KiB)", peak, (long long)step, now);
     long used = malloc_in_use_kib(); /* after a printf: with --quiet, stdout's buffer is new */
-    if (first[0] >= 0)
-        printf(", %+ld KiB since step %lld", peak - first[0], (long long)tr->cfg->report_rss);
+    if (first[0] >= 0) printf(", %+ld KiB since step %lld", peak - first[0], (long long)report_rss);
     if (used >= 0) {
         printf("; malloc in use %ld KiB", used);
         if (first[0] >= 0) printf(", %+ld KiB", used - first[1]);
@@ -65,33 +61,6 @@ void tr_report_rss(const Trainer *tr, long first[2]) {
         first[0] = peak;
         first[1] = used;
     }
-}
-
-/* 1 if name is "<file>.tmp.<digits>" for one of the files the trainer writes atomically */
-static int is_temp_of_ours(const char *name) {
-    static const char *const files[] = {"last.npz.tmp.", "best.npz.tmp.", "loss.png.tmp.",
-                                        "loss.gp.tmp."};
-    for (int i = 0; i < 4; i++) {
-        size_t n = strlen(files[i]);
-        if (strncmp(name, files[i], n) != 0 || !name[n]) continue;
-        if (strspn(name + n, "0123456789") == strlen(name + n)) return 1;
-    }
-    return 0;
-}
-
-/* Temporary files of saves that a kill -9 interrupted ("last.npz.tmp.<pid>", also the loss
- * plot's picture and script): never read, removed when a run starts in the folder. */
-void tr_remove_stale_temps(const Trainer *tr) {
-    DIR *d = opendir(tr->cfg->out_dir);
-    if (!d) return;
-    char path[1100];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_temp_of_ours(e->d_name)) continue;
-        snprintf(path, sizeof path, "%s/%s", tr->cfg->out_dir, e->d_name);
-        if (unlink(path) == 0 && tr->cfg->verbose)
-            printf("removed %s (left by an interrupted save)\n", path);
-    }
-    closedir(d);
 }
 
 /* glibc's malloc serves a block of 128 KiB or more with an mmap of its own, but once such a

@@ -1,8 +1,7 @@
-/* trainer.h: the trainer's state and the functions its files share (train.c runs the loop;
- * train_setup.c starts a run, fresh or resumed, and saves checkpoints; train_log.c writes the
- * CSV log, the progress bar and the messages of a stopped run; train_system.c holds what
- * touches the process: memory figures, temporary files). Internal to the example:
- * tests use translate.h. Read next: train_setup.c (after train.c, the loop). */
+/* trainer.h: what the trainer's files share (train.c: the run on src/run's loop; train_setup.c:
+ * the defaults, the checks of a configuration and of a checkpoint written before the run loop,
+ * tr_train; train_system.c: memory figures). Internal to the example: tests use translate.h.
+ * Read next: train_setup.c. */
 #ifndef ATTOGRAD_TRAINER_H
 #define ATTOGRAD_TRAINER_H
 
@@ -10,9 +9,10 @@
 
 #include "translate.h"
 
-/* data.position of a checkpoint: the loader, the best validation so far, the last validated
- * step, the CSV row being accumulated and the run's settings that --resume keeps (doubles
- * stored as their bits). Checkpoints written before the settings were kept hold the first
+/* data.position of a checkpoint written before the run loop (today's keep their state as named
+ * meta.run.* fields): the loader, the best validation so far, the last validated step, the CSV
+ * row being accumulated and the run's settings that --resume keeps (doubles stored as their
+ * bits). Checkpoints written before the settings were kept hold the first
  * POS_V1_COUNT values; --shards is stored only when above 1 (POS_V2_COUNT values otherwise, as
  * before it existed). What each may be: tr_check_position. */
 enum {
@@ -41,60 +41,9 @@ enum {
     POS_V2_COUNT = POS_SHARDS
 };
 
-/* the trainer's state */
-typedef struct {
-    const TrTrainConfig *cfg;
-    TrVocab src, tgt;
-    TrData train, valid;
-    int have_valid;
-    int no_valid; /* resumed from a run without validation, and --valid-every not given */
-    Seq2Seq m;
-    Arena *params, *step_arena;
-    Tape *tape;
-    Optimizer *opt;
-    Rng rng;
-    TrLoader loader;
-    TrBatch batch;
-    int64_t step, total, saved_step;
-    int64_t pos[POS_COUNT];
-    int log_every, valid_every, save_every, valid_max; /* the run's (cfg's, or on resume the
-                                                        * checkpoint's unless given again) */
-    double clip;
-    char last_path[600], best_path[600], csv_path[600];
-    FILE *csv;
-    char *vocab_text;
-    size_t vocab_len;
-    int tty;
-    double t_start, t_row, t_bar, last_tps;
-    int64_t step_start;
-    Tensor *poison; /* --inject-nan: the weight set to NaN before that step (fault tests) */
-    /* several shards or processes (docs/mpi.md); dist NULL: one process, one shard (the plain
-     * step) */
-    int shards;
-    DistGrad *dist;
-    uint64_t shard_seed; /* this step's: shard i's dropout RNG is rng_hash(shard_seed, i) */
-    TrBatch shard;       /* the rows of the shard being computed */
-} Trainer;
-
-/* ---- train_setup.c: starting a run, checkpoints ---- */
-/* Reads the data, builds or resumes the model and optimizer, opens the log, measures a step's
- * memory: TR_EXIT_OK, or the exit code of a failed start (its message printed). */
-int tr_trainer_start(Trainer *tr, const TrTrainConfig *c);
-void tr_trainer_free(Trainer *tr);
-/* Writes the whole state to path (last.npz or best.npz) after syncing the log. */
-int tr_save(Trainer *tr, const char *path);
-
-/* ---- train_log.c: what the run prints and logs ---- */
-int tr_log_open(Trainer *tr, int resume);
-int tr_log_row(Trainer *tr, int valid, double vloss, double vexact);
-void tr_log_header(const Trainer *tr, int threads);
-void tr_progress(Trainer *tr, double loss, int force);
-void tr_end_bar(Trainer *tr);
-void tr_diverged(Trainer *tr, int64_t s, const char *what, double value, int from_tape);
-void tr_write_failed(Trainer *tr);
-
-/* ---- train_system.c: memory, files ---- */
-void tr_report_rss(const Trainer *tr, long first[2]);
-void tr_remove_stale_temps(const Trainer *tr);
+/* ---- train_system.c: memory ---- */
+/* --report-rss: one line (peak and current RSS after step, the malloc figure); first: the
+ * first report's figures (-1: none yet), the later ones say the change since step report_rss */
+void tr_report_rss(int64_t step, int64_t report_rss, long first[2]);
 void tr_fixed_mmap_threshold(void);
 #endif

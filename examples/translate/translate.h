@@ -334,7 +334,6 @@ typedef struct TrTrainConfig {
     int force;                              /* start a new run even if out_dir/last.npz exists */
     int verbose;                            /* 0: errors only, 1: lines and the progress bar */
     int64_t inject_nan;  /* testing: poison a weight before this step (0: never) */
-    int handle_signals;  /* SIGINT/SIGTERM: save and stop (the program sets it) */
     int check_finite;    /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
     int64_t report_rss;  /* > 0: print the peak RSS after this step and at the end (soak) */
@@ -357,10 +356,10 @@ typedef struct TrTrainConfig {
 Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
                       TrBatch *sb, Rng *rng);
 
-/* On resume, steps, log_every, valid_every, save_every and valid_max set to TR_KEEP take the
- * checkpoint's values (the run's own settings, stored in data.position); any other value
- * replaces them. The model, optimizer, batch size, seed and clip are always the checkpoint's
- * (given again with another value, refused). */
+/* On resume (tr_train), steps, log_every, valid_every, save_every and valid_max set to TR_KEEP
+ * take the checkpoint's values (the run's settings, kept as named meta.run.* fields); any other
+ * value replaces them. The model, optimizer, batch size, seed and clip are always the
+ * checkpoint's (named in TrTrainConfig.given with another value, refused). */
 #define TR_KEEP (-1)
 
 /* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
@@ -378,10 +377,14 @@ int tr_check_position(const NpzFile *f);
  * invsqrt), so that a short run (--steps 100) needs no --warmup. */
 TrTrainConfig tr_train_defaults(void);
 /* Trains, writing out_dir/{last.npz, best.npz, log.csv} (see README, "The translation
- * example"). Returns an exit code: TR_EXIT_OK, TR_EXIT_USAGE (data or configuration),
+ * example"): cfg run as the command line it stands for (tr_train_main: on resume, the flags
+ * TR_KEEP leaves out and those not in cfg->given are the checkpoint's). Returns an exit code: TR_EXIT_OK, TR_EXIT_USAGE (data or configuration),
  * TR_EXIT_FAIL (non-finite loss or gradient: stops naming the step, the last good
  * checkpoint stays; or a write error), TR_EXIT_SIGINT / TR_EXIT_SIGTERM (checkpoint saved). */
 int tr_train(const TrTrainConfig *cfg);
+/* `attograd-translate train` (its flags after the command: argv[0..argc)); parse_only: the
+ * flags parsed and checked, nothing read or written. Returns the exit code. */
+int tr_train_main(int argc, char **argv, int parse_only);
 
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
  * translate, attention and heads. Returns the exit code. */

@@ -111,6 +111,8 @@ static const char *const run_transient[] = {"out",   "resume",     "force", "thr
 static int flag_class(const RunLoop *r, const Flag *f, const char *name) {
     const char *p = (const char *)f->ptr, *c0 = (const char *)r->c;
     int ours = (p >= c0 && p < c0 + sizeof *r->c) || f->ptr == (const void *)&r->ckpt;
+    if (f->ptr == (const void *)&r->c->compress || f->ptr == (const void *)&r->c->check_finite)
+        return TRANSIENT; /* a program's rows for them, under any name */
     if (ours)
         return listed(run_remember, name)    ? REMEMBER
                : listed(run_transient, name) ? TRANSIENT
@@ -418,7 +420,9 @@ static int load(RunLoop *r, const char *path, int train) {
     if (rc == AG_OK) rc = ckpt_load_from(f, &ck);
     npz_free(f);
     if (rc != AG_OK) return rc;
-    from_buf(r); /* the run's and the model's state, after build */
+    from_buf(r);              /* the run's and the model's state, after build */
+    if (train && r->step > 0) /* the lr of the checkpoint's step, as after that step */
+        r->opt->last_lr = optim_schedule_lr(&r->opt->cfg.schedule, r->opt->cfg.lr, r->step);
     if (ck.extra && r->m->load_extra) rc = r->m->load_extra(r->m->ctx, ck.extra, ck.extra_len);
     free((void *)ck.extra);
     if (rc != AG_OK) return rc;
@@ -433,8 +437,10 @@ static int load(RunLoop *r, const char *path, int train) {
 }
 
 int run_save(RunLoop *r, const char *path) {
-    if (path == r->last_path) r->saved_step = r->step;
-    if (dist_rank() != 0) return AG_OK; /* process 0 writes; the others hold the same state */
+    if (dist_rank() != 0) { /* process 0 writes; the others hold the same state */
+        if (path == r->last_path) r->saved_step = r->step;
+        return AG_OK;
+    }
     /* the log's rows reach the disk before the checkpoint --resume would start from */
     if (r->csv && (fflush(r->csv) != 0 || fsync(fileno(r->csv)) != 0))
         return ag_fail(AG_ERR_IO, "%s: cannot write the log: %s", r->csv_path, strerror(errno));
@@ -446,7 +452,9 @@ int run_save(RunLoop *r, const char *path) {
                      .extra = r->m->extra,
                      .extra_len = r->m->extra_len,
                      .run = run_table(r)};
-    return ckpt_save(path, &ck, 0, NULL);
+    int rc = ckpt_save(path, &ck, r->c->compress, NULL);
+    if (rc == AG_OK && path == r->last_path) r->saved_step = r->step; /* the last good one */
+    return rc;
 }
 
 /* OUT/ckpt/step_NNNNNNNN.npz, the kept state of this step (RunConfig.keep_every) */
@@ -468,11 +476,48 @@ static Tensor *shard_loss(void *ctx, Tape *t, int i) {
     return r->m->loss(r->m->ctx, t, i, r->c->shards, &g);
 }
 
+/* Check mode with shards: the tape of the shard where a value went non-finite was reset since
+ * (dist_grad_step runs them one after another). This process's shards run again (the weights
+ * and the dropout seeds are unchanged) up to the first non-finite value, which the stop names. */
+static void retrace_shards(RunLoop *r) {
+    if (!r->tape->check_finite) return;
+    for (int i = r->dist->lo; i < r->dist->hi; i++) {
+        ag_tape_reset(r->tape);
+        ag_params_zero_grad(r->params);
+        Tensor *l = shard_loss(r, r->tape, i);
+        if (!l) continue;
+        if (ag_first_nonfinite(r->tape)) return;
+        ag_backward(r->tape, l);
+        if (ag_first_nonfinite(r->tape)) return;
+    }
+}
+
+/* After the stop message of a non-finite value (process 0): where it began. from_tape: the loss
+ * or a gradient, which check mode traced to an op; else the update overflowed a weight. */
+static void say_where(const RunLoop *r, int from_tape) {
+    if (dist_rank() != 0) return;
+    const AgNonFinite *nf = ag_first_nonfinite(r->tape);
+    char sp[80] = "";
+    for (int i = 0; i < r->n_fl; i++)
+        if (r->fl[i].ptr == (const void *)&r->c->check_finite) flag_spelling(&r->fl[i], sp, 64);
+    if (!from_tape)
+        fprintf(stderr, "the loss and gradients were finite: the optimizer's update overflowed "
+                        "(try a smaller --lr, or --clip)\n");
+    else if (nf)
+        fprintf(stderr, "the first non-finite value: %s\n", ag_nonfinite_message(nf));
+    else if (!r->tape->check_finite)
+        fprintf(stderr,
+                "(run with %s%s%sAG_CHECK_FINITE=1, to name the op where it first "
+                "appeared)\n",
+                *sp ? "--" : "", sp, *sp ? ", or " : "");
+}
+
 /* One step: NULL, or what was not finite (then nothing was updated) */
 static const char *train_step(RunLoop *r, double *loss, double *norm) {
     if (r->dist) {
         r->shard_seed = rng_u64(&r->rng);
         *loss = dist_grad_step(r->dist, r->tape, shard_loss, r);
+        if (!isfinite(*loss)) retrace_shards(r);
     } else {
         ag_tape_reset(r->tape);
         ag_params_zero_grad(r->params);
@@ -483,7 +528,10 @@ static const char *train_step(RunLoop *r, double *loss, double *norm) {
     }
     if (!isfinite(*loss)) return "the training loss";
     *norm = optim_clip_grad_norm(r->params, r->c->clip > 0 ? r->c->clip : DBL_MAX);
-    if (!isfinite(*norm)) return "the gradient norm";
+    if (!isfinite(*norm)) {
+        if (r->dist) retrace_shards(r);
+        return "the gradient norm";
+    }
     if (r->c->decay_min_ndim > 0)
         optim_step_decay(r->opt, r->c->weight_decay, r->c->decay_min_ndim);
     else
@@ -504,6 +552,10 @@ static int params_finite(const RunLoop *r) {
 static int validate(RunLoop *r, double *v) {
     int rc = r->m->validate(r->m->ctx, r->tape, v);
     ag_tape_reset(r->tape);
+    if (rc == RUN_VALID_INTERRUPTED) {
+        r->valid_stopped = 1; /* train_loop saves and stops; --resume validates this step */
+        return RUN_EXIT_OK;
+    }
     if (rc != AG_OK) return run_stopped(r, r->step, NULL, 0, RUN_EXIT_USAGE);
     if (!isfinite(v[0])) return run_stopped(r, r->step, "the valid loss", v[0], RUN_EXIT_FAIL);
     int better =
@@ -530,12 +582,15 @@ static int after_step(RunLoop *r, double loss, double norm, double tokens) {
     int save_every = c->save_every > 0 ? c->save_every : c->valid_every;
     int valid_due = r->m->validate && (s % c->valid_every == 0 || s == c->steps);
     int save_due = s % save_every == 0 || s == c->steps;
-    if ((valid_due || save_due) && !params_finite(r))
-        return run_stopped(r, s, "a weight after the update", NAN, RUN_EXIT_FAIL);
+    if ((valid_due || save_due) && !params_finite(r)) {
+        int code = run_stopped(r, s, "a weight after the update", NAN, RUN_EXIT_FAIL);
+        say_where(r, 0);
+        return code;
+    }
     double v[RUN_MAX_METRICS];
     if (valid_due) {
         int code = validate(r, v);
-        if (code != RUN_EXIT_OK) return code;
+        if (code != RUN_EXIT_OK || r->valid_stopped) return code;
     }
     if (s % c->log_every == 0 || valid_due || s == c->steps) {
         if (run_log_row(r, valid_due ? v : NULL) != AG_OK) return run_write_failed(r);
@@ -547,19 +602,42 @@ static int after_step(RunLoop *r, double loss, double norm, double tokens) {
     return RUN_EXIT_OK;
 }
 
+/* --resume of a run a signal stopped during the validation of its step: that validation, its
+ * CSV row and (when due) last.npz, as the run would have done. An exit code. */
+static int finish_validation(RunLoop *r) {
+    RunConfig *c = r->c;
+    int64_t s = r->step;
+    if (!c->resume || !r->m->validate || s == 0 || r->st.last_valid >= s ||
+        (s % c->valid_every != 0 && s != c->steps))
+        return RUN_EXIT_OK;
+    double v[RUN_MAX_METRICS];
+    int code = validate(r, v);
+    if (code != RUN_EXIT_OK || r->valid_stopped) return code;
+    if (run_log_row(r, v) != AG_OK) return run_write_failed(r);
+    int save_every = c->save_every > 0 ? c->save_every : c->valid_every;
+    if ((s % save_every == 0 || s == c->steps) && run_save(r, r->last_path) != AG_OK)
+        return run_write_failed(r);
+    return RUN_EXIT_OK;
+}
+
 static int train_loop(RunLoop *r) {
     RunConfig *c = r->c;
     int code = RUN_EXIT_OK, interrupted = 0;
     if (!c->resume && run_save(r, r->last_path) != AG_OK) code = run_write_failed(r);
     if (code == RUN_EXIT_OK && !c->resume && c->keep_every > 0 && run_keep(r) != AG_OK)
         code = run_write_failed(r);
-    while (code == RUN_EXIT_OK && r->step < c->steps) {
-        if (dist_any(run_signal_caught() != 0)) { /* a signal to any process stops all */
+    if (code == RUN_EXIT_OK) code = finish_validation(r);
+    interrupted = r->valid_stopped;
+    while (code == RUN_EXIT_OK && !interrupted && r->step < c->steps) {
+        if (run_stop_requested()) { /* a signal to any process stops all */
             interrupted = 1;
             break;
         }
         int64_t s = r->step + 1;
-        if (c->inject_nan == s) r->params->items[0]->data[0] = (Real)NAN; /* fault tests */
+        if (c->inject_nan == s) { /* fault tests */
+            Tensor *p = r->m->nan_param ? ag_params_find(r->params, r->m->nan_param) : NULL;
+            (p ? p : r->params->items[0])->data[0] = (Real)NAN;
+        }
         double tokens = c->batch, loss = 0, norm = 0;
         int lo = r->dist ? r->dist->lo : 0, hi = r->dist ? r->dist->hi : 1;
         if (r->m->batch && r->m->batch(r->m->ctx, s, lo, hi, c->shards, &tokens) != AG_OK) {
@@ -569,14 +647,16 @@ static int train_loop(RunLoop *r) {
         const char *what = train_step(r, &loss, &norm);
         if (what) {
             code = run_stopped(r, s, what, isfinite(loss) ? norm : loss, RUN_EXIT_FAIL);
+            say_where(r, 1);
             break;
         }
         r->step = s;
         code = after_step(r, loss, norm, tokens);
+        interrupted = r->valid_stopped;
     }
     run_end_bar(r);
     if (code == RUN_EXIT_OK && interrupted) {
-        int sig = run_signal_caught();
+        int sig = run_signal_caught() ? run_signal_caught() : SIGINT;
         if (run_save(r, r->last_path) != AG_OK) return run_write_failed(r);
         if (dist_rank() == 0)
             fprintf(stderr,
@@ -657,10 +737,14 @@ static int start_train(RunLoop *r) {
     if (rc == AG_OK) rc = c->resume ? load(r, r->last_path, 1) : setup_fresh(r);
     if (rc == AG_OK && (c->shards < dist_size() || c->shards > c->batch))
         rc = ag_fail(AG_ERR_ARG,
-                     "--shards %d: must be at least the %d processes and at most the batch %d",
+                     "--shards %d: must be at least the %d processes and at most the batch size %d",
                      c->shards, dist_size(), c->batch);
     if (rc == AG_OK && dist_rank() == 0) rc = run_make_dirs(c->out);
-    if (rc == AG_OK && dist_rank() == 0) rc = run_log_open(r);
+    if (rc == AG_OK && dist_rank() == 0) {
+        rc = run_log_open(r);
+        struct stat st; /* a log that cannot be written (not one that is no file): exit 1 */
+        r->log_failed = rc != AG_OK && (stat(r->csv_path, &st) != 0 || S_ISREG(st.st_mode));
+    }
     return rc;
 }
 
@@ -696,11 +780,12 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     rc = dist_agree(rc, &print); /* one process that cannot start stops all */
     if (rc != AG_OK) {
         if (print) fprintf(stderr, "%s %s: %s\n", r->m->prog, cmd, ag_last_error());
-        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM || r->log_failed ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     if (eval) return RUN_EXIT_OK;
     r->step_arena = arena_new("step", 0);
     r->tape = ag_tape_new(r->step_arena);
+    if (r->c->check_finite) ag_check_finite(r->tape, 1);
     if (r->c->shards > 1 || dist_size() > 1) {
         r->dist = dist_grad_new(r->params, r->c->shards);
         r->dist->mean = !r->m->shard_sum;
@@ -710,7 +795,14 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     r->step_start = r->saved_step = r->step;
     r->t_start = r->t_row = r->t_bar = run_now_s();
     int code = train_loop(r);
-    if (r->csv) run_plot(r, 1);
+    if (r->csv && code == RUN_EXIT_OK) {
+        run_plot(r, 1);
+    } else if (r->csv) { /* the plot's failure never hides why the run stopped */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", ag_last_error());
+        run_plot(r, 1);
+        ag_fail(AG_ERR_IO, "%s", why);
+    }
     dist_any(0); /* no process exits (ending the job) before process 0 saved */
     run_signals_restore();
     fflush(stdout);

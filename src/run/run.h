@@ -35,6 +35,9 @@ enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_USAGE = 2 };
 #define RUN_MAX_METRICS 8 /* validation metrics of a model (the loss first) */
 #define RUN_N_FLAGS 22    /* rows run_flags writes */
 #define RUN_MAX_FLAGS 256 /* rows of a program's whole table */
+/* RunModel.validate's return when a signal stopped it (run_stop_requested): the run saves
+ * last.npz and exits 130 / 143; --resume validates that step first, then goes on */
+#define RUN_VALID_INTERRUPTED 1
 
 /* The run's state beside the model's: the sums of the CSV row being accumulated, the best
  * validation (best_step 0: none yet), the last validated step (meta.run.run.*) */
@@ -64,8 +67,8 @@ typedef struct RunModel {
      * dropout (the same whichever process computes it). NULL: the shard holds no rows. */
     Tensor *(*loss)(void *ctx, Tape *t, int shard, int n_shards, Rng *rng);
     /* Validation (NULL: none, and no best.npz): the metrics v[0..n_metrics), v[0] the loss,
-     * computed with t (no gradients needed). Collective: every process calls it. AG_OK or a
-     * data error. */
+     * computed with t (no gradients needed). Collective: every process calls it. AG_OK, a
+     * data error, or RUN_VALID_INTERRUPTED when run_stop_requested() said so during a long one. */
     int (*validate)(void *ctx, Tape *t, double *v);
     int n_metrics;
     const char *const *metric_names; /* CSV columns valid_<name>; [0] is "loss" */
@@ -101,6 +104,18 @@ typedef struct RunModel {
      * is then checked against them as any other), and the run's state *st; step is the
      * file's. AG_OK, or an error naming the file and the value. */
     int (*legacy)(void *ctx, const NpzFile *f, int64_t step, RunState *st);
+    /* columns of the model's own in the CSV after step, comma-separated ("epoch"; NULL: none),
+     * and describe: their cells for the row being written (csv 1: "0.2133") or a few words for
+     * the progress lines after "step N/M" (csv 0: "epoch 0.21"), into buf of n bytes */
+    const char *columns;
+    void (*describe)(void *ctx, int csv, char *buf, size_t n);
+    /* the parameter --inject-nan poisons (its name; NULL: the first) */
+    const char *nan_param;
+    /* what the batch counts, in the data-parallel line ("pairs"; NULL: "examples") */
+    const char *unit;
+    /* draws png from the CSV at csv (RUN_PLOT_*, as run_plot_loss; NULL: run_plot_loss): a
+     * model's own loss.png (attograd-translate's adds the exact match) */
+    int (*plot)(const char *csv, const char *png);
 } RunModel;
 
 /* The run's settings, the rows of run_flags (their canonical spellings; docs/run.md). The
@@ -131,6 +146,12 @@ typedef struct RunConfig {
                             * as OUT/ckpt/step_NNNNNNNN.npz (last.npz's entries; --resume continues
                             * from one copied to last.npz): the run's history, for an analysis. No
                             * row of run_flags: a program offers it as a flag of its own */
+    /* Not saved, no row of run_flags (a program offers them as flags of its own: their names
+     * are then never kept by --resume): */
+    int compress;     /* the checkpoints' zlib level, 0 (stored) to 9 (attograd-translate's
+                       * --compress) */
+    int check_finite; /* check mode on the run's tape (ag_check_finite): a non-finite loss or
+                       * gradient is traced to the op where it began, named in the stop */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,
@@ -191,5 +212,8 @@ int run_signal_caught(void);
  * *value (allocated; NULL on failure): so a program finds its data folder on --resume before
  * the run reads the checkpoint. AG_OK, or an error naming the path and the entry. */
 int run_saved_text(const char *path, const char *name, char **value);
+/* 1 when SIGINT or SIGTERM reached any process of the run (collective: every process calls
+ * it): a long validation polls it and returns RUN_VALID_INTERRUPTED */
+int run_stop_requested(void);
 
 #endif

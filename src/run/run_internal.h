@@ -45,6 +45,8 @@ struct RunLoop {
         png_path[RUN_PATH_MAX];
     FILE *csv;
     int tty, plot_said;
+    int valid_stopped; /* a signal stopped a validation (RUN_VALID_INTERRUPTED) */
+    int log_failed;    /* the log could not be opened to write (exit 1, not 2) */
     double t_start, t_row, t_bar, last_tps;
 };
 

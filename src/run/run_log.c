@@ -131,8 +131,10 @@ static void remove_stale_temps(const RunLoop *r) {
 int run_log_open(RunLoop *r) {
     remove_stale_temps(r);
     char header[512];
-    size_t k = (size_t)snprintf(header, sizeof header, "step,train_loss,lr,grad_norm,tokens_per_s");
-    for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
+    size_t k =
+        (size_t)snprintf(header, sizeof header, "step%s%s,train_loss,lr,grad_norm,tokens_per_s",
+                         r->m->columns ? "," : "", r->m->columns ? r->m->columns : "");
+    for (int i = 0; i < r->m->n_metrics; i++) /* without validation too: empty cells */
         k += (size_t)snprintf(header + k, sizeof header - k, ",valid_%s", r->m->metric_names[i]);
     snprintf(header + k, sizeof header - k, "\n");
     r->tty = isatty(STDOUT_FILENO);
@@ -140,6 +142,15 @@ int run_log_open(RunLoop *r) {
 }
 
 /* ---- what is printed ---- */
+
+/* the model's words for the row or the progress line (RunModel.describe): sep then them, or "" */
+static const char *model_says(const RunLoop *r, int csv, const char *sep, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (!r->m->columns || !r->m->describe) return buf;
+    size_t k = (size_t)snprintf(buf, n, "%s", sep);
+    r->m->describe(r->m->ctx, csv, buf + k, n - k);
+    return buf;
+}
 
 static double eta_s(const RunLoop *r, double t) {
     int64_t done = r->step - r->step_start;
@@ -151,10 +162,11 @@ int run_log_row(RunLoop *r, const double *valid) {
     double n = st->row_steps > 0 ? (double)st->row_steps : 1, t = run_now_s();
     double loss = st->row_loss / n, norm = st->row_norm / n;
     double tps = t > r->t_row ? st->row_tokens / (t - r->t_row) : 0;
+    char said[128];
     if (r->csv) {
-        fprintf(r->csv, "%lld,%.6f,%.6e,%.6f,%.0f", (long long)r->step, loss, r->opt->last_lr, norm,
-                tps);
-        for (int i = 0; r->m->validate && i < r->m->n_metrics; i++)
+        fprintf(r->csv, "%lld%s,%.6f,%.6e,%.6f,%.0f", (long long)r->step,
+                model_says(r, 1, ",", said, sizeof said), loss, r->opt->last_lr, norm, tps);
+        for (int i = 0; i < r->m->n_metrics; i++)
             valid ? fprintf(r->csv, ",%.6f", valid[i]) : fputs(",", r->csv);
         fputs("\n", r->csv);
         if (fflush(r->csv) != 0 || ferror(r->csv))
@@ -163,8 +175,9 @@ int run_log_row(RunLoop *r, const double *valid) {
         if (!r->c->quiet && !r->tty) {
             char eta[32];
             run_fmt_time(eta, sizeof eta, eta_s(r, t));
-            printf("step %lld/%lld  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
-                   (long long)r->step, (long long)r->c->steps, loss, r->opt->last_lr, norm, tps,
+            printf("step %lld/%lld%s  loss %.4f  lr %.2e  grad %.3f  %.0f tok/s  ETA %s\n",
+                   (long long)r->step, (long long)r->c->steps,
+                   model_says(r, 0, "  ", said, sizeof said), loss, r->opt->last_lr, norm, tps,
                    eta);
             fflush(stdout);
         }
@@ -193,8 +206,10 @@ void run_progress(RunLoop *r, double loss, int force) {
     int64_t n = r->st.row_steps;
     double tps = n && t > r->t_row ? r->st.row_tokens / (t - r->t_row) : r->last_tps;
     if (n) loss = r->st.row_loss / (double)n;
-    printf("\r[%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
-           (long long)r->step, (long long)r->c->steps, loss, r->opt->last_lr, tps, eta);
+    char said[128];
+    printf("\r[%s] step %lld/%lld%s  loss %.4f  lr %.2e  %.0f tok/s  ETA %s\033[K", bar,
+           (long long)r->step, (long long)r->c->steps, model_says(r, 0, "  ", said, sizeof said),
+           loss, r->opt->last_lr, tps, eta);
     fflush(stdout);
 }
 
@@ -206,11 +221,17 @@ void run_end_bar(RunLoop *r) {
 
 void run_say_start(RunLoop *r, int threads) {
     if (r->c->quiet) return;
-    printf("kernels: %s, %d threads\n", ag_kernel_family(), threads);
+    printf("kernels: %s, %d threads (%s)\n", ag_kernel_family(), threads, ag_threads_wait());
     if (r->c->resume) printf("resuming %s at step %lld\n", r->last_path, (long long)r->step);
-    if (r->dist)
-        printf("data parallel: %d processes, %d shards a step (process 0: shards %d..%d)\n",
-               dist_size(), r->dist->n_shards, r->dist->lo, r->dist->hi - 1);
+    if (r->dist) {
+        int S = r->dist->n_shards, b = r->c->batch / S;
+        char rows[48];
+        snprintf(rows, sizeof rows, r->c->batch % S ? "%d or %d" : "%d", b, b + 1);
+        printf("data parallel: %d processes, %d shards of %s %s a step (process 0: shards "
+               "%d..%d)\n",
+               dist_size(), S, rows, r->m->unit ? r->m->unit : "examples", r->dist->lo,
+               r->dist->hi - 1);
+    }
     printf("%zu parameters; batch %d; lr %g, %s schedule (warmup %lld, to step %lld); training to "
            "step %lld; writing %s, %s\n",
            ag_params_count(r->params), r->c->batch, r->opt->cfg.lr,
@@ -238,7 +259,8 @@ void run_say_done(RunLoop *r) {
     char t[32];
     run_fmt_time(t, sizeof t, spent);
     printf("done: step %lld in %s\n", (long long)r->step, t);
-    if (r->st.best_step > 0)
+    struct stat st;
+    if (r->st.best_step > 0 && stat(r->best_path, &st) == 0)
         printf("best: step %lld, valid %s %.4f -> %s\n", (long long)r->st.best_step,
                r->m->metric_names[0], r->st.best[0], r->best_path);
     printf("latest: %s; log: %s\n", r->last_path, r->csv_path);
@@ -264,7 +286,7 @@ int run_write_failed(RunLoop *r) {
     run_end_bar(r);
     fprintf(stderr,
             "%s train: %s\ntraining stopped at step %lld; the last good checkpoint is %s "
-            "(step %lld)\n",
+            "(step %lld), unchanged\n",
             r->m->prog, ag_last_error(), (long long)r->step, r->last_path,
             (long long)r->saved_step);
     dist_abort(RUN_EXIT_FAIL); /* the others would wait for process 0 */
@@ -286,6 +308,8 @@ static void on_signal(int sig) {
 }
 
 int run_signal_caught(void) { return caught; }
+
+int run_stop_requested(void) { return dist_any(caught != 0); }
 
 /* The handlers to put back: one process has one set of them, so they live here; depth counts
  * nested catches (the translator's trainer inside a run), and only the outermost restores. */
@@ -315,7 +339,8 @@ void run_signals_restore(void) {
 /* After a validation row and at the end: loss.png. A skipped or failed plot is said once
  * (skipped: on stdout unless quiet; failed: on stderr) and changes nothing else. */
 void run_plot(RunLoop *r, int final) {
-    int rc = run_plot_loss(r->csv_path, r->png_path);
+    int rc =
+        r->m->plot ? r->m->plot(r->csv_path, r->png_path) : run_plot_loss(r->csv_path, r->png_path);
     if (rc == RUN_PLOT_DRAWN && final && !r->c->quiet) printf("loss plot: %s\n", r->png_path);
     if (rc != RUN_PLOT_DRAWN && !r->plot_said) {
         if (rc == RUN_PLOT_FAILED)

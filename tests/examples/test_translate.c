@@ -745,7 +745,7 @@ Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     c.given = " shards ";
     c.steps = 30;
     cr_assert_eq(tr_train(&c), TR_EXIT_USAGE);
-    cr_assert(strstr(ag_last_error(), "--shards differs from the checkpoint's (3)"), "%s",
+    cr_assert(strstr(ag_last_error(), "--shards 2 differs from the checkpoint's (3, "), "%s",
               ag_last_error());
     c = tiny_config(ts_join(a, dir, "many"), train, valid);
     c.shards = 9;

@@ -58,7 +58,8 @@ static void good_run(const char *dir, const char *train, char *out) {
     ts_run_free(&r);
 }
 
-/* data.position's layout (trainer.h) */
+/* data.position's layout (trainer.h), in a checkpoint written before the run loop */
+#define V2_FIXTURE "tests/fixtures/translate_v2_last.npz"
 enum {
     EPOCH,
     CURSOR,
@@ -117,14 +118,15 @@ Test(tr_values, every_command_refuses_each_wrong_value_naming_it_with_exit_2) {
         /* memory: entries far beyond what the model holds */
         {"optim.junk", -2, 0, 8 << 20, "more than a model of"},
         {"meta.extra", -2, 0, (int64_t)CKPT_MAX_EXTRA + 1, "'meta.extra' holds at most"},
-        /* the example's data.position */
+        /* the example's data.position, in a checkpoint written before the run loop (the
+         * fixture: step 6 of 5 pairs, --batch 2: 3 batches an epoch) */
         {p, EPOCH, 0, -1, "data.position[0] (epoch) = -1: must be >= 0"},
         {p, EPOCH, 0, big, "data.position[0] (epoch) = 4611686018427387904: must be <= 6"},
         {p, EPOCH, 0, 0,
-         "epoch 0, cursor 1: with 5 batches an epoch (40 pairs, batch 8) that is "
+         "epoch 0, cursor 3: with 3 batches an epoch (5 pairs, batch 2) that is "
          "not step 6 (train.step)"},
         {p, CURSOR, 0, -1, "data.position[1] (cursor) = -1: must be >= 0"},
-        {p, CURSOR, 0, 7, "data.position: epoch 1, cursor 7: with 5 batches an epoch"},
+        {p, CURSOR, 0, 7, "data.position: epoch 1, cursor 7: with 3 batches an epoch"},
         {p, CURSOR, 0, big, "data.position[1] (cursor) = 4611686018427387904: must be <="},
         {p, BATCH, 0, 0, "data.position[3] (batch size) = 0: must be >= 1"},
         {p, BATCH, 0, -1, "data.position[3] (batch size) = -1: must be >= 1"},
@@ -161,7 +163,9 @@ Test(tr_values, every_command_refuses_each_wrong_value_naming_it_with_exit_2) {
     ts_join(att, dir, "att");
     ts_join(heads, dir, "heads");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        ts_npz_edit(good_last, last, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
+        /* today's checkpoints keep the run's state as named fields (below) */
+        const char *base = cases[k].name == p ? V2_FIXTURE : good_last;
+        ts_npz_edit(base, last, cases[k].name, cases[k].index, cases[k].x, cases[k].i);
         const char *cmds[5][16] = {
             {"eval", "--ckpt", last, "--max", "4", train, NULL},
             {"translate", "--ckpt", last, "a b", NULL},
@@ -179,6 +183,30 @@ Test(tr_values, every_command_refuses_each_wrong_value_naming_it_with_exit_2) {
             cr_assert(!strstr(r.err, "last good checkpoint"), "%s", r.err);
             ts_run_free(&r);
         }
+    }
+    /* the run's named fields (meta.run.*), which train --resume alone reads: each checked */
+    const struct {
+        const char *name;
+        int64_t i;
+        const char *want;
+    } named[] = {
+        {"meta.run.model.epoch", -1, "meta.run.model.epoch = -1: must be an integer in [0, "},
+        {"meta.run.model.cursor", 2, "the loader's position, epoch 1, cursor 2: with 5 batches"},
+        {"meta.run.model.n_train", 0, "meta.run.model.n_train = 0: must be an integer in [1, "},
+        {"meta.run.run.best_step", -1, "meta.run.run.best_step = -1: must be an integer in [0, "},
+        {"meta.run.flag.batch", 0, "meta.run.flag.batch = 0: must be an integer in [1, "},
+        {"meta.run.flag.log-every", 0, "meta.run.flag.log-every = 0: must be an integer in [1, "},
+    };
+    for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) {
+        ts_npz_edit(good_last, last, named[k].name, 0, 0, named[k].i);
+        const char *args[] = {"train",   "--resume", "--out",   bad, "--train", train,
+                              "--valid", train,      "--steps", "8", "--quiet", NULL};
+        TsRun r = ts_run(dir, args, NULL);
+        cr_assert_eq(r.code, 2, "%s changed: exit %d (2 expected): %s", named[k].name, r.code,
+                     r.err);
+        cr_assert(strstr(r.err, named[k].want) && strstr(r.err, last),
+                  "expected '%s' naming %s: %s", named[k].want, last, r.err);
+        ts_run_free(&r);
     }
     /* the untouched checkpoint passes every command */
     const char *ok[] = {"eval", "--ckpt", good_last, "--max", "4", train, NULL};
@@ -282,12 +310,12 @@ Test(tr_values, resume_refuses_flags_it_cannot_honour_and_names_best_only_when_t
         const char *flag, *value, *want;
     } refused[] = {
         {"--steps", "4", "--steps asks for 4 steps, but"},
-        {"--lr", "0.5", "--lr differs from the checkpoint's (0.001)"},
+        {"--lr", "0.5", "--lr 0.5 differs from the checkpoint's (0.001, "},
         {"--d-model", "32", "--d-model differs from the checkpoint's (16)"},
-        {"--batch", "4", "--batch differs from the checkpoint's (8)"},
-        {"--seed", "9", "--seed differs from the checkpoint's"},
-        {"--optim", "sgd", "--optim differs"},
-        {"--clip", "0.5", "--clip differs from the checkpoint's (1)"},
+        {"--batch", "4", "--batch 4 differs from the checkpoint's (8, "},
+        {"--seed", "9", "--seed 9 differs from the checkpoint's"},
+        {"--optim", "sgd", "--optim sgd differs"},
+        {"--clip", "0.5", "--clip 0.5 differs from the checkpoint's (1, "},
     };
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
         const char *args[] = {"train",          "--train", train,      "--no-valid",
@@ -301,7 +329,7 @@ Test(tr_values, resume_refuses_flags_it_cannot_honour_and_names_best_only_when_t
     }
     /* the same values again are honoured; a hostile best step names no best.npz */
     ts_join(last, out, "last.npz");
-    ts_npz_edit(last, last, "data.position", BEST_STEP, 0, 3);
+    ts_npz_edit(last, last, "meta.run.run.best_step", 0, 0, 3);
     const char *same[] = {"train",    "--train", train, "--no-valid", "--out", out,
                           "--resume", "--steps", "8",   TINY_FLAGS,   NULL};
     r = ts_run(dir, same, NULL);

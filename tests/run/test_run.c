@@ -94,9 +94,13 @@ static Tensor *tiny_loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     return ag_cross_entropy(t, tiny_forward(m, t, r0, r1 - r0, rng), m->y + r0, -1);
 }
 
+static int stop_in_valid = 0; /* k > 0: a SIGINT during the k-th validation (run_stop_requested) */
+
 static int tiny_validate(void *ctx, Tape *t, double *v) {
     Tiny *m = ctx;
     m->n_valid++;
+    if (m->n_valid == stop_in_valid) raise(SIGINT);
+    if (stop_in_valid && run_stop_requested()) return RUN_VALID_INTERRUPTED;
     tiny_rows(m, 0, 64);
     int prev = ag_no_grad(t, 1), right = 0;
     Tensor *lg = tiny_forward(m, t, 0, 64, NULL);
@@ -169,6 +173,15 @@ static int tiny_start(void *ctx) {
     return start_fails ? ag_fail(AG_ERR_ARG, "--width %d: the start says no", m->cfg.width) : AG_OK;
 }
 static int keep_every = 0; /* RunConfig.keep_every of the next run_tiny */
+/* RunConfig.compress and .check_finite of the next run_tiny; draws_column: the model's CSV
+ * column "draws" (RunModel.columns, describe) */
+static int compress = 0, check_finite = 0, draws_column = 0;
+static const char *nan_param = NULL; /* RunModel.nan_param of the next run_tiny */
+
+static void tiny_describe(void *ctx, int csv, char *buf, size_t n) {
+    Tiny *m = ctx;
+    snprintf(buf, n, csv ? "%lld" : "draws %lld", (long long)m->st.draws);
+}
 
 /* A run of the tiny model with args (after the program's name); its exit code; *out: what the
  * model saw (may be NULL) */
@@ -180,7 +193,7 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
     RunConfig rc = run_defaults();
     rc.steps = 20, rc.batch = 16, rc.optim.lr = 0.05, rc.optim.schedule.warmup = 4;
     rc.log_every = 3, rc.valid_every = 5, rc.save_every = 4, rc.threads = 1, rc.quiet = !loud;
-    rc.keep_every = keep_every;
+    rc.keep_every = keep_every, rc.compress = compress, rc.check_finite = check_finite;
     m.rc = &rc;
     static const char *const metrics[] = {"loss", "acc"};
     RunModel model = {.prog = "tiny",
@@ -197,7 +210,10 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
                       .extra_len = 5,
                       .load_extra = tiny_extra,
                       .start = tiny_start,
-                      .legacy = with_legacy ? tiny_legacy : NULL};
+                      .legacy = with_legacy ? tiny_legacy : NULL,
+                      .columns = draws_column ? "draws" : NULL,
+                      .describe = tiny_describe,
+                      .nan_param = nan_param};
     rc.steps_to_schedule = to_schedule;
     RunLoop *r = run_new(&model, &rc);
     Flag fl[2 + RUN_N_FLAGS] = {
@@ -361,6 +377,99 @@ Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
     free(err);
     ts_rm_tree(a);
     ts_rm_tree(b);
+}
+
+/* a signal during a validation (the model polls run_stop_requested): last.npz of that step, no
+ * CSV row for it, exit 130; --resume validates that step first, then the run ends as one never
+ * stopped (the same checkpoints and log) */
+Test(run, a_signal_in_a_validation_saves_and_resume_validates_that_step_first) {
+    char a[64], b[64], p[512];
+    ts_tmp_dir(a, sizeof a, "run-vstraight");
+    ts_tmp_dir(b, sizeof b, "run-vstopped");
+    stop_in_valid = 1000; /* polled, never raised: the straight run */
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, NULL}, NULL, -1), 0);
+    stop_in_valid = 2; /* the validation of step 10 */
+    int code = run_child(b, (const char *[]){"--out", b, NULL}, -1, 0);
+    char *err = ts_read_text(ts_join(p, b, "child.err"), NULL);
+    cr_assert_eq(code, 130, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "interrupted by SIGINT at step 10: saved"), "%s", err);
+    cr_assert_eq(ckpt_step(ts_join(p, b, "last.npz")), 10);
+    char *log = ts_read_text(ts_join(p, b, "log.csv"), NULL);
+    cr_assert(strstr(log, "\n9,") && !strstr(log, "\n10,"), "no row of step 10 yet: %s", log);
+    free(log);
+    stop_in_valid = 1000;
+    Tiny m;
+    cr_assert_eq(run_tiny((const char *[]){"--out", b, "--resume", NULL}, &m, -1), 0);
+    cr_assert_eq(m.n_valid, 3, "step 10's validation, then 15 and 20: %d", m.n_valid);
+    stop_in_valid = 0;
+    free(expect_same_run(a, b));
+    free(err);
+    ts_rm_tree(a);
+    ts_rm_tree(b);
+}
+
+/* RunModel.columns: the model's CSV columns after step (its words in the progress lines too);
+ * RunConfig.compress: deflated checkpoints, which resume as stored ones do */
+Test(run, a_model_adds_csv_columns_and_the_checkpoints_may_be_compressed) {
+    char a[64], b[64], p[512], q[512];
+    ts_tmp_dir(a, sizeof a, "run-stored");
+    ts_tmp_dir(b, sizeof b, "run-deflated");
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, NULL}, NULL, -1), 0);
+    draws_column = 1, compress = 6;
+    int code = run_child(b, (const char *[]){"--out", b, "--steps", "12", NULL}, -1, 1);
+    cr_assert_eq(code, 0);
+    char *log = ts_read_text(ts_join(p, b, "log.csv"), NULL);
+    cr_assert(
+        strncmp(
+            log, "step,draws,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_acc\n3,3,",
+            strlen("step,draws,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_acc\n3,3,")) ==
+            0,
+        "%s", log);
+    char *out = ts_read_text(ts_join(p, b, "child.out"), NULL);
+    cr_assert(strstr(out, "step 3/12  draws 3  loss "), "%s", out);
+    struct stat sa, sb;
+    cr_assert(stat(ts_join(p, a, "last.npz"), &sa) == 0 &&
+              stat(ts_join(q, b, "last.npz"), &sb) == 0);
+    cr_assert(sb.st_size < sa.st_size, "deflated %lld, stored %lld bytes", (long long)sb.st_size,
+              (long long)sa.st_size);
+    draws_column = 0;
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", b, "--resume", "--steps", "20", NULL}, NULL, -1), 0);
+    compress = 0;
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", b, "--resume", "--steps", "21", NULL}, NULL, -1), 0);
+    cr_assert_eq(ckpt_step(ts_join(p, b, "last.npz")), 21);
+    free(log), free(out);
+    ts_rm_tree(a);
+    ts_rm_tree(b);
+}
+
+/* RunConfig.check_finite: a NaN's stop names the op where it began, with shards too; without
+ * it, the stop says how to find it. RunModel.nan_param: the parameter --inject-nan poisons. */
+Test(run, check_mode_names_the_op_of_a_nan_with_or_without_shards) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-check");
+    const char *const shards[] = {"1", "2"};
+    for (int k = 0; k < 3; k++) {
+        check_finite = k < 2;
+        nan_param = k == 1 ? "l2.weight" : NULL;
+        int code = run_child(dir,
+                             (const char *[]){"--out", dir, "--force", "--inject-nan", "6",
+                                              "--shards", shards[k % 2], NULL},
+                             -1, 0);
+        char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+        cr_assert_eq(code, 1, "exit %d: %s", code, err);
+        cr_assert(strstr(err, "tiny train: step 6: the training loss is nan"), "%s", err);
+        if (check_finite)
+            cr_assert(strstr(err, "the first non-finite value: ") &&
+                          strstr(err, k == 1 ? "l2.weight" : "l1.weight"),
+                      "shards %s: %s", shards[k % 2], err);
+        else
+            cr_assert(strstr(err, "(run with AG_CHECK_FINITE=1, to name the op"), "%s", err);
+        free(err);
+    }
+    check_finite = 0, nan_param = NULL;
+    ts_rm_tree(dir);
 }
 
 Test(run, keep_every_keeps_the_history_and_a_kept_state_resumes_to_the_bits) {
@@ -531,8 +640,8 @@ Test(run, precision_bf16_is_thread_count_free_kept_on_resume_and_refused_in_doub
 #if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
     int code = run_child(a, (const char *[]){"--out", a, "--precision", "bf16", NULL}, -1, 0);
     char *err = ts_read_text(ts_join(p, a, "child.err"), NULL);
-    cr_assert(code == 2 && strstr(err, "--precision bf16: not in this build"),
-              "exit %d: %s", code, err);
+    cr_assert(code == 2 && strstr(err, "--precision bf16: not in this build"), "exit %d: %s", code,
+              err);
     free(err);
     (void)b, (void)c, (void)q;
 #else
@@ -556,8 +665,8 @@ Test(run, precision_bf16_is_thread_count_free_kept_on_resume_and_refused_in_doub
     cr_assert(code == 2 && strstr(err, "--precision fp32 differs from the checkpoint's (bf16,"),
               "exit %d: %s", code, err);
     free(err);
-    cr_assert_eq(run_tiny((const char *[]){"--out", a, "--resume", "--steps", "22", NULL}, NULL, -1),
-                 0);
+    cr_assert_eq(
+        run_tiny((const char *[]){"--out", a, "--resume", "--steps", "22", NULL}, NULL, -1), 0);
     cr_assert_eq(ag_precision(), AG_PRECISION_BF16, "--resume took the checkpoint's bf16");
     ag_precision_use(AG_PRECISION_FP32);
     ts_rm_tree(b);
