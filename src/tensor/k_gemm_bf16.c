@@ -101,7 +101,7 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
  * t: the pair's two halves are rows k and k+1 of the stored (K,R) matrix, each contiguous in
  * r: 16 columns at a time, the halves widened to 32 bits and joined. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
- * the pair words; they go to column r of d. */
+ * the pair words; they go to column r of d (a transpose). */
 static inline __m512i half_words(const float *p, __mmask16 m) {
     return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p)));
 }
@@ -123,23 +123,36 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
         }
         return;
     }
+    /* by blocks of 16 rows (8 for an A strip) and 16 pairs: the rows' words into a 16 x 16
+     * block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the words
+     * only move) into 16 pairs of W words */
     int np = (kc + 1) / 2;
-    for (int r = 0; r < W; r++) {
-        if (r >= rn) {
-            for (int q = 0; q < np; q++) d[(size_t)q * W + r] = 0;
-            continue;
-        }
-        const float *x = X + (size_t)(r0 + r) * K + k0;
+    for (int r = 0; r < W; r += 16) {
+        int rows = W - r < 16 ? W - r : 16;
         for (int q = 0; q < np; q += 16) {
-            int n = kc - 2 * q < 32 ? kc - 2 * q : 32; /* values left of this row's block */
+            float blk[16 * 16], out[16 * 16];
+            int n = kc - 2 * q < 32 ? kc - 2 * q : 32; /* values left of each row's block */
             __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
             __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);
-            __m512i w = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 2 * q + 16),
-                                                     _mm512_maskz_loadu_ps(m0, x + 2 * q));
-            uint32_t tmp[16];
-            _mm512_storeu_si512(tmp, w);
+            for (int i = 0; i < 16; i++) {
+                __m512i w = _mm512_setzero_si512();
+                if (i < rows && r + i < rn) {
+                    const float *x = X + (size_t)(r0 + r + i) * K + k0 + 2 * q;
+                    w = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
+                                                     _mm512_maskz_loadu_ps(m0, x));
+                }
+                _mm512_storeu_si512(blk + 16 * i, w);
+            }
             int nq = np - q < 16 ? np - q : 16;
-            for (int i = 0; i < nq; i++) d[(size_t)(q + i) * W + r] = tmp[i];
+            if (rows == 16 && nq == 16) {
+                transpose_tile((float *)(d + (size_t)q * W + r), (size_t)W, blk, 16);
+                continue;
+            }
+            transpose_tile(out, 16, blk, 16);
+            __mmask16 mr = (__mmask16)((1u << rows) - 1u);
+            for (int p = 0; p < nq; p++)
+                _mm512_mask_storeu_epi32(d + (size_t)(q + p) * W + r, mr,
+                                         _mm512_loadu_si512(out + 16 * p));
         }
     }
 }
