@@ -17,6 +17,8 @@
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
+ * Under --precision bf16 (kernels.h's k_bf16_products) every product takes operands rounded to
+ * bf16, its sums in fp32 as ever (forward_head, backward_group).
  * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>
@@ -233,11 +235,23 @@ static const Real *as_operand(Real *restrict dst, const Real *restrict src, size
     return dst;
 }
 
+/* as_operand's copy, of bf16(src) (kernels.h's k_bf16_round_rows): an operand of a product
+ * under --precision bf16, always copied, rows of padded(N) values, zeros past N */
+static const Real *as_bf16(Real *restrict dst, const Real *src, size_t ld, int R, int N,
+                           size_t *ldb) {
+    int NP = padded(N);
+    k_bf16_round_rows(dst, (size_t)NP, src, ld, R, N);
+    for (int r = 0; r < R; r++)
+        for (int c = N; c < NP; c++) dst[(size_t)r * NP + c] = 0;
+    *ldb = (size_t)NP;
+    return dst;
+}
+
 /* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
- * A (Tq x Tk), padrow (Tk) */
+ * A (Tq x Tk), padrow (Tk), and under bf16 qr (Tq x HS) */
 static size_t forward_scratch(const KAttention *a) {
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk +
-           (size_t)a->Tk;
+           (size_t)a->Tk + (k_bf16_products ? (size_t)a->Tq * a->HS : 0);
 }
 
 /* Rows of P from their raw dots: row i becomes pi[j] = softmax over visible j of
@@ -452,7 +466,10 @@ static void softmax_rows(Real *Ph, int i0, int i1, int vis, const KAttention *a,
  * added calls: 4% slower at T 64). */
 static int row_step(const KAttention *a) { return a->causal ? RB : a->Tq; }
 
-/* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h]. */
+/* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h].
+ * Under bf16 (k_bf16_products) both products take bf16 operands (q, k; A = dropout(P), v: the
+ * copies qr, kt, vp and A rounded) and sum in fp32 as ever: a product of two bf16 is exact in
+ * fp32, so each sum is the fp32 sum, in k order from 0, of the exact products. */
 static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a, int b, int h, Real *scratch) {
     int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
@@ -460,13 +477,22 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
     Real *A = vp + (size_t)a->Tk * padded(HS), *padrow = A + (size_t)a->Tq * a->Tk;
+    Real *qr = padrow + a->Tk;
     size_t p0 = p_at(a, b, h); /* the head's first element of P */
     size_t lq = a->qs[2], ly = a->ys[2], ldv;
     Real *Ph = P + p0;
     const Real *qh = q + q_at(a, a->qs, b, h);
     Real *yh = y + q_at(a, a->ys, b, h);
+    int bf = k_bf16_products;
     transpose_pad(kt, k + k_at(a, b, g), a->ks[2], vis, HS);
-    const Real *vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
+    const Real *vb;
+    if (bf) {
+        k_bf16_round_rows(kt, (size_t)padded(vis), kt, (size_t)padded(vis), HS, vis);
+        k_bf16_round_rows(qr, (size_t)HS, qh, lq, Tq, HS);
+        qh = qr, lq = (size_t)HS;
+        vb = as_bf16(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
+    } else
+        vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
 #ifdef ATTN_VROWS
     if (pad_of(a, b)) pad_row(padrow, pad_of(a, b), Tk);
 #endif
@@ -485,6 +511,10 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
                     size_t e = p0 + (size_t)i * Tk + j;
                     A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
                 }
+            Ab = A + (size_t)i0 * Tk;
+        }
+        if (bf) {
+            k_bf16_round_rows(A + (size_t)i0 * Tk, (size_t)Tk, Ab, (size_t)Tk, nb, kend);
             Ab = A + (size_t)i0 * Tk;
         }
         tile(yh + (size_t)i0 * ly, ly, Ab, (size_t)Tk, 1, nb, kend, vb, ldv, HS, 0);
@@ -666,11 +696,15 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
  * Masked and fully masked rows have P = 0, so G = A = 0 there and nothing flows.
  * Here for key/value head g of batch b and every head h that reads it, in order h = g*group,
  * ..., so a key row's gradient adds one head's sum after the other. Keys past the batch's last
- * key that is not padding (visible_end) have P = 0 in every row: the products skip them. */
+ * key that is not padding (visible_end) have P = 0 in every row: the products skip them.
+ * Under bf16 (k_bf16_products) every product takes bf16 operands (gy, v; G, k; G, q; A, gy:
+ * rounded copies, G rounded in place once the softmax backward has used it in fp32) and sums in
+ * fp32 as the forward's do. */
 static size_t backward_scratch(const KAttention *a) {
     size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS, hp = (size_t)padded(a->HS);
-    /* vt, kp, G, A (with dropout), qp or gyp */
-    return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
+    /* vt, kp, G, A (with dropout or bf16), qp or gyp, and under bf16 gyr */
+    return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp +
+           (k_bf16_products ? tq * hp : 0);
 }
 
 /* gx (rows of keys, ld apart) += X^T Y over the keys j < vis of batch b: X (Tq, Tk) read
@@ -700,15 +734,23 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(a->Tk);
     Real *G = kp + (size_t)a->Tk * padded(HS);
     Real *A = G + (size_t)a->Tq * a->Tk, *xp = A + (size_t)a->Tq * a->Tk;
+    Real *gyr = xp + (size_t)a->Tq * padded(HS);
     size_t kv = k_at(a, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
-    int vis = visible_end(a, b);
+    int vis = visible_end(a, b), bf = k_bf16_products;
     const Real *kb = NULL;
-    if (gq || gk) transpose_pad(vt, v + kv, lk, vis, HS);
-    if (gq) kb = as_operand(kp, k + kv, lk, vis, HS, &ldk);
+    if (gq || gk) {
+        transpose_pad(vt, v + kv, lk, vis, HS);
+        if (bf) k_bf16_round_rows(vt, (size_t)padded(vis), vt, (size_t)padded(vis), HS, vis);
+    }
+    if (gq)
+        kb =
+            bf ? as_bf16(kp, k + kv, lk, vis, HS, &ldk) : as_operand(kp, k + kv, lk, vis, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t p0 = p_at(a, b, h);
         int first = h == g * group; /* the first head of the group: sets gk and gv (store) */
         const Real *Ph = P + p0, *gyh = gy + q_at(a, a->ys, b, h);
+        ly = a->ys[2]; /* gy's rows, or under bf16 its rounded copy's */
+        if (bf) gyh = as_bf16(gyr, gyh, ly, Tq, HS, &ly);
         if (gq || gk) { /* by blocks of query rows (row_step), each up to the keys it sees */
             for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
                 int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
@@ -726,12 +768,15 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                     for (int j = 0; j < vis; j++) /* 0 past kend, where gk's product reads */
                         Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
                 }
+                if (bf) k_bf16_round_rows(Gb, (size_t)Tk, Gb, (size_t)Tk, nb, vis);
                 if (gq)
                     tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb,
                          kend, kb, ldk, HS, !(store & 1));
             }
             if (gk) { /* gk += G^T q */
-                const Real *qb = as_operand(xp, q + q_at(a, a->qs, b, h), lq, Tq, HS, &ldx);
+                const Real *qh = q + q_at(a, a->qs, b, h);
+                const Real *qb =
+                    bf ? as_bf16(xp, qh, lq, Tq, HS, &ldx) : as_operand(xp, qh, lq, Tq, HS, &ldx);
                 add_keys(gk + kv, lk, G, qb, ldx, a, b, vis, first && (store & 2));
             }
         }
@@ -743,6 +788,10 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                         size_t e = p0 + (size_t)i * Tk + j;
                         A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
                     }
+                Ah = A;
+            }
+            if (bf) {
+                k_bf16_round_rows(A, (size_t)Tk, Ah, (size_t)Tk, Tq, vis);
                 Ah = A;
             }
             /* gyb first: as an argument beside ldx, ldx could be read before as_operand set

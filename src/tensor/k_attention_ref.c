@@ -6,13 +6,21 @@
  * The layouts (full batch or packed rows, heads side by side or not) are read through
  * k_attention.h, as the fast kernel reads them. Forward runs (b, h) pairs in parallel, backward
  * (b, key/value head) pairs: one thread writes a query row's and a key/value head's gradients,
- * in a fixed order, so any thread count gives the same bits.
+ * in a fixed order, so any thread count gives the same bits. Under --precision bf16 every
+ * product's operands are rounded to bf16 (op below), its sums and the softmax stay fp32.
  * Not here: shape checks (../autograd/ops_attention.c), the fast kernel. Read the softmax pair
  * in k_softmax.c first: the backward below is its formula, with scores q k^T / sqrt(HS).
  * Read next: k_attention.c. */
 #include <math.h>
 
 #include "k_attention.h"
+
+/* an operand of a product: as it is, or under --precision bf16 (kernels.h's k_bf16_products)
+ * rounded to bf16; the product of two is exact in fp32, so the sums below are then the fp32
+ * sums of exact products, in the same order */
+static inline Real op(Real x) {
+    return k_bf16_products ? (Real)k_bf16_to_float(k_bf16_round((float)x)) : x;
+}
 
 /* key j is visible from query row i of batch b: allowed by the causal rule, not padding */
 static int visible(const KAttention *a, int b, int i, int j) {
@@ -46,7 +54,8 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
                         pi[j] = -INFINITY;
                         continue;
                     }
-                    for (int d = 0; d < HS; d++) pi[j] += qi[d] * kh[(size_t)j * a->ks[2] + d];
+                    for (int d = 0; d < HS; d++)
+                        pi[j] += op(qi[d]) * op(kh[(size_t)j * a->ks[2] + d]);
                     pi[j] *= scale;
                     if (Mi) pi[j] += Mi[kp ? kp[j] : j];
                     if (pi[j] > max) max = pi[j];
@@ -61,7 +70,7 @@ void k_attention_forward_ref(Real *y, Real *P, const Real *q, const Real *k, con
                     Real acc = 0;
                     for (int j = 0; j < nk; j++)
                         if (pi[j] != 0 && keep(a, e0 + (size_t)j))
-                            acc += pi[j] * inv_keep * vh[(size_t)j * a->ks[2] + d];
+                            acc += op(pi[j] * inv_keep) * op(vh[(size_t)j * a->ks[2] + d]);
                     yi[d] = acc;
                 }
             }
@@ -107,24 +116,26 @@ void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const
                     for (int j = 0; j < nk; j++) {
                         if (pi[j] == 0 || !keep(a, e0 + (size_t)j)) continue;
                         Real gA = 0;
-                        for (int d = 0; d < HS; d++) gA += gyi[d] * v[kv + (size_t)j * lk + d];
+                        for (int d = 0; d < HS; d++)
+                            gA += op(gyi[d]) * op(v[kv + (size_t)j * lk + d]);
                         dot += pi[j] * gA * inv_keep;
                         if (gv) /* gv_j += A_ij gy_i */
                             for (int d = 0; d < HS; d++)
-                                gv[kv + (size_t)j * lk + d] += pi[j] * inv_keep * gyi[d];
+                                gv[kv + (size_t)j * lk + d] += op(pi[j] * inv_keep) * op(gyi[d]);
                     }
                     for (int j = 0; j < nk; j++) {
                         if (pi[j] == 0) continue;
                         Real gP = 0;
                         if (keep(a, e0 + (size_t)j)) {
-                            for (int d = 0; d < HS; d++) gP += gyi[d] * v[kv + (size_t)j * lk + d];
+                            for (int d = 0; d < HS; d++)
+                                gP += op(gyi[d]) * op(v[kv + (size_t)j * lk + d]);
                             gP *= inv_keep;
                         }
-                        Real gs = pi[j] * (gP - dot) * scale;
+                        Real gs = op(pi[j] * (gP - dot) * scale);
                         for (int d = 0; d < HS && gq; d++)
-                            gq[qi + d] += gs * k[kv + (size_t)j * lk + d];
+                            gq[qi + d] += gs * op(k[kv + (size_t)j * lk + d]);
                         for (int d = 0; d < HS && gk; d++)
-                            gk[kv + (size_t)j * lk + d] += gs * q[qi + d];
+                            gk[kv + (size_t)j * lk + d] += gs * op(q[qi + d]);
                     }
                 }
             }

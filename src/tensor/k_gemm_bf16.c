@@ -43,7 +43,7 @@
 
 enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512 };
 
-uint16_t k_bf16_round(float x) {
+static inline uint16_t round_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN, quiet */
@@ -51,6 +51,8 @@ uint16_t k_bf16_round(float x) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+
+uint16_t k_bf16_round(float x) { return round_bf16(x); }
 
 float k_bf16_to_float(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -69,7 +71,7 @@ int k_bf16_native(void) {
 
 /* the word of a pair: bf16(lo) in the low half, bf16(hi) in the high half */
 static inline uint32_t pair_word(Real lo, Real hi) {
-    return (uint32_t)k_bf16_round((float)lo) | (uint32_t)k_bf16_round((float)hi) << 16;
+    return (uint32_t)round_bf16((float)lo) | (uint32_t)round_bf16((float)hi) << 16;
 }
 
 /* op(X)[r, k] of a stored (R,K) matrix, or of (K,R) read transposed when t */
@@ -77,6 +79,7 @@ static inline Real at(const Real *X, int t, int R, int K, int r, int k) {
     return t ? X[(size_t)k * R + r] : X[(size_t)r * K + k];
 }
 
+#if !defined(BF16_HW) || defined(AG_REAL_DOUBLE)
 /* rows [r0, r0+rn) of op(X) (R,K), pairs of k in [k0, k0+kc): for each pair, W words (one per
  * row, 0 past rn) at d; kc even except at the end of K (the missing half 0) */
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
@@ -92,6 +95,69 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
     }
 }
 
+#else
+/* The same packing with vcvtneps2bf16, which rounds as round_bf16 does (to nearest even,
+ * denormals to a zero of their sign, NaN kept quiet: checked on every one of the 2^32 floats).
+ * t: the pair's two halves are rows k and k+1 of the stored (K,R) matrix, each contiguous in
+ * r: 16 columns at a time, the halves widened to 32 bits and joined. Not t: a row r of the
+ * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
+ * the pair words; they go to column r of d (a transpose). */
+static inline __m512i half_words(const float *p, __mmask16 m) {
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p)));
+}
+
+static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
+                       int kc, int W) {
+    if (t) {
+        for (int q = 0; q < kc; q += 2, d += W) {
+            int k = k0 + q;
+            const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
+            for (int r = 0; r < W; r += 16) {
+                int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
+                __mmask16 m = (__mmask16)((1u << n) - 1u),
+                          st = (__mmask16)((1u << (W - r < 16 ? W - r : 16)) - 1u);
+                __m512i w = half_words(lo + r, m);
+                if (k + 1 < K) w = _mm512_or_si512(w, _mm512_slli_epi32(half_words(hi + r, m), 16));
+                _mm512_mask_storeu_epi32(d + r, st, w);
+            }
+        }
+        return;
+    }
+    /* by blocks of 16 rows (8 for an A strip) and 16 pairs: the rows' words into a 16 x 16
+     * block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the words
+     * only move) into 16 pairs of W words */
+    int np = (kc + 1) / 2;
+    for (int r = 0; r < W; r += 16) {
+        int rows = W - r < 16 ? W - r : 16;
+        for (int q = 0; q < np; q += 16) {
+            float blk[16 * 16], out[16 * 16];
+            int n = kc - 2 * q < 32 ? kc - 2 * q : 32; /* values left of each row's block */
+            __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+            __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);
+            for (int i = 0; i < 16; i++) {
+                __m512i w = _mm512_setzero_si512();
+                if (i < rows && r + i < rn) {
+                    const float *x = X + (size_t)(r0 + r + i) * K + k0 + 2 * q;
+                    w = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
+                                                     _mm512_maskz_loadu_ps(m0, x));
+                }
+                _mm512_storeu_si512(blk + 16 * i, w);
+            }
+            int nq = np - q < 16 ? np - q : 16;
+            if (rows == 16 && nq == 16) {
+                transpose_tile((float *)(d + (size_t)q * W + r), (size_t)W, blk, 16);
+                continue;
+            }
+            transpose_tile(out, 16, blk, 16);
+            __mmask16 mr = (__mmask16)((1u << rows) - 1u);
+            for (int p = 0; p < nq; p++)
+                _mm512_mask_storeu_epi32(d + (size_t)(q + p) * W + r, mr,
+                                         _mm512_loadu_si512(out + 16 * p));
+        }
+    }
+}
+#endif
+
 /* s = ftz(fma(a, b, s)), one half of a pair (the emulation). Where fmaf is an instruction it is
  * used as is. Elsewhere (x86-64 without FMA, where it is a call into libm) a b + s, which is
  * the same value whenever the product a b is exact in fp32: always for two bf16 (8-bit
@@ -101,8 +167,8 @@ static inline float step(float a, float b, float s) {
     float r = fmaf(a, b, s);
 #else
     float p = a * b;
-    float r = (fabsf(p) >= 0x1p-100f && fabsf(p) <= FLT_MAX) || a == 0 || b == 0 ? s + p
-                                                                                 : fmaf(a, b, s);
+    float r =
+        (fabsf(p) >= 0x1p-100f && fabsf(p) <= FLT_MAX) || a == 0 || b == 0 ? s + p : fmaf(a, b, s);
 #endif
     return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
 }
@@ -123,6 +189,22 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
         }
     }
+#ifndef AG_REAL_DOUBLE
+    /* C = sum, or C + sum (the same fp32 add as the loop below), straight from the registers */
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1u);
+    __mmask16 m1 = (__mmask16)(nr <= 16 ? 0u : nr >= 32 ? 0xffffu : (1u << (nr - 16)) - 1u);
+    for (int i = 0; i < mr; i++) {
+        float *p = c + (size_t)i * ldc;
+        __m512 s0 = acc[i][0], s1 = acc[i][1];
+        if (add) {
+            s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, p), s0);
+            s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, p + 16), s1);
+        }
+        _mm512_mask_storeu_ps(p, m0, s0);
+        _mm512_mask_storeu_ps(p + 16, m1, s1);
+    }
+    return;
+#endif
     for (int i = 0; i < BMR; i++) {
         _mm512_storeu_ps(tile + i * BNR, acc[i][0]);
         _mm512_storeu_ps(tile + i * BNR + 16, acc[i][1]);
@@ -136,7 +218,8 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
             bh[j] = k_bf16_to_float((uint16_t)(b[j] >> 16));
         }
         for (int i = 0; i < BMR; i++) {
-            float al = k_bf16_to_float((uint16_t)a[i]), ah = k_bf16_to_float((uint16_t)(a[i] >> 16));
+            float al = k_bf16_to_float((uint16_t)a[i]),
+                  ah = k_bf16_to_float((uint16_t)(a[i] >> 16));
             float *s = tile + i * BNR;
             for (int j = 0; j < BNR; j++) s[j] = step(al, bl[j], step(ah, bh[j], s[j]));
         }
@@ -154,9 +237,8 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                   int accumulate, int i0, int i1, int j0, int j1) {
     size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
-    uint32_t *abuf = (uint32_t *)k_thread_scratch(K_SCRATCH_BF16,
-                                                  (words * sizeof(uint32_t) + sizeof(Real) - 1) /
-                                                      sizeof(Real));
+    uint32_t *abuf = (uint32_t *)k_thread_scratch(
+        K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
     uint32_t *bbuf = abuf + (size_t)BMR * (KB / 2);
     for (int jc = j0; jc < j1; jc += BNC) {
         int nc = j1 - jc < BNC ? j1 - jc : BNC;
@@ -173,8 +255,8 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                 pack_pairs(abuf, A, ta, M, K, ir, mr, pc, kc, BMR);
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
-                    micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr,
-                          (size_t)N, mr, nr, add);
+                    micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
+                          mr, nr, add);
                 }
             }
         }
@@ -225,6 +307,25 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
         t = omp_get_thread_num();
 #endif
         share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+    }
+}
+
+/* dst (R,N) = the bf16 values of src (R,N), kept as Reals (rows ldd and lds apart; dst may be
+ * src): attention's operands under bf16 (k_attention.c, k_attention_ref.c) */
+void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N) {
+    for (int r = 0; r < R; r++) {
+        Real *d = dst + (size_t)r * ldd;
+        const Real *x = src + (size_t)r * lds;
+        int c = 0;
+#if defined(BF16_HW) && !defined(AG_REAL_DOUBLE)
+        for (; c < N; c += 16) {
+            __mmask16 m = (__mmask16)(N - c >= 16 ? 0xffffu : (1u << (N - c)) - 1u);
+            __m512i w =
+                _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + c)));
+            _mm512_mask_storeu_ps(d + c, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        }
+#endif
+        for (; c < N; c++) d[c] = (Real)k_bf16_to_float(round_bf16((float)x[c]));
     }
 }
 

@@ -155,7 +155,8 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * emulation elsewhere: the same bits; any thread count the same bits). k_gemm_bf16_team as
  * k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
  * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
- * k_gemm_bf16. */
+ * k_gemm_bf16, and attention's products (k_attention.c, k_attention_ref.c) round their
+ * operands to bf16 and sum in fp32 in their own order. */
 #define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
 extern int k_bf16_products;
 uint16_t k_bf16_round(float x);
@@ -165,6 +166,9 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
                  int accumulate);
 void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate);
+/* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
+ * operands of attention's products under bf16 (k_attention.c and its reference) */
+void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);

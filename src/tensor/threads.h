@@ -22,8 +22,9 @@ const char *ag_kernel_family(void);
 
 /* The precision of the matrix products of a step (the Linear layers' and ag_matmul's, forward
  * and backward): AG_PRECISION_FP32 (the default), or AG_PRECISION_BF16: their operands rounded
- * to bf16 and the products summed in fp32 (k_gemm_bf16.c); weights, gradients, the optimizer,
- * norms, softmax, the loss and attention stay in the build's Real. ag_precision_use(p) sets it
+ * to bf16 and the products summed in fp32 (k_gemm_bf16.c), and so attention's products (q k^T,
+ * P v and their backward's: k_attention.c); weights, gradients, the optimizer, norms, softmax
+ * and the loss stay in the build's Real. ag_precision_use(p) sets it
  * for every following product and returns AG_OK, or AG_ERR_ARG (nothing changed) for bf16 in
  * the double build (which stays exact for gradient checks) and in make BLAS=openblas's. ag_precision_bf16_unit: "vdpbf16ps"
  * when the build runs AVX512_BF16's instruction, else "emulated" (the same bits, slower). */
