@@ -7,7 +7,8 @@
  *   attograd-grokking eval [flags]      the run loop's eval: test loss and accuracies
  *   attograd-grokking analyze --out DIR the measures of every kept checkpoint: OUT/progress.npz,
  *                                       progress.csv, curves.png, fourier.png, measures.png,
- *                                       neurons.png, and a summary (grokking's steps, the key
+ *                                       neurons.png, view.html (the same in one offline page:
+ *                                       src/view), and a summary (grokking's steps, the key
  *                                       frequencies)
  * Not here: the measures themselves (measures.c). Read next: measures.c, docs/grokking.md. */
 #include <dirent.h>
@@ -330,6 +331,134 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
     draw(&s, dir, "fourier.png");
 }
 
+/* ---- the view: the same curves in one offline HTML page (src/view, docs/view.md) ---- */
+
+/* one plot of the page's Plots tab: ns series ys[s][0..n) named names[s] over x[0..n); extra:
+ * more fields of the plot ("\"ymin\":0", marks), or "" */
+static void plot(ViewBuf *b, const char *name, const char *title, const char *xlabel, int logx,
+                 int logy, const double *x, int n, const char *const *names,
+                 const double *const *ys, int ns, const char *extra) {
+    view_raw(b, "{");
+    view_key(b, "name");
+    view_str(b, name, strlen(name));
+    view_raw(b, ",");
+    view_key(b, "title");
+    view_str(b, title, strlen(title));
+    view_raw(b, ",");
+    view_key(b, "xlabel");
+    view_str(b, xlabel, strlen(xlabel));
+    view_raw(b, logx ? ",\"logx\":true" : ",\"logx\":false");
+    view_raw(b, logy ? ",\"logy\":true,\"x\":" : ",\"logy\":false,\"x\":");
+    view_nums(b, x, (size_t)n);
+    view_raw(b, ",\"series\":[");
+    for (int s = 0; s < ns; s++) {
+        view_raw(b, s ? ",{" : "{");
+        view_key(b, "name");
+        view_str(b, names[s], strlen(names[s]));
+        view_raw(b, ",\"y\":");
+        view_nums(b, ys[s], (size_t)n);
+        view_raw(b, "}");
+    }
+    view_raw(b, "]");
+    if (*extra) view_raw(b, ","), view_raw(b, extra);
+    view_raw(b, "}");
+}
+
+/* DIR/view.html: the curves (log step axis), the measures, the last checkpoint's Fourier norms
+ * with the key frequencies marked, the norms of every checkpoint as a table, the run's log.csv */
+static int write_view(const char *dir, const Config *c, const Row *rows, int n,
+                      const double *fnorms, int K, const int *keys, int nk) {
+    double *v = malloc((size_t)n * 9 * sizeof *v), *fx = malloc((size_t)K * sizeof *fx);
+    AG_CHECK(v && fx, PROG ": out of memory");
+    double *x = v, *col[8];
+    for (int c8 = 0; c8 < 8; c8++) col[c8] = v + (size_t)(c8 + 1) * n;
+    for (int i = 0; i < n; i++) {
+        const Row *r = &rows[i];
+        double row[9] = {(double)r->step, r->train_loss, r->test_loss, r->train_acc, r->test_acc,
+                         r->wnorm,        r->restricted, r->excluded,  r->explained};
+        for (int j = 0; j < 9; j++) v[(size_t)j * n + i] = row[j];
+    }
+    for (int k = 0; k < K; k++) fx[k] = k + 1;
+    char title[300], keytext[200] = "", extra[300];
+    int at = 0;
+    for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
+    snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
+             c->frac, nk ? keytext : " none");
+    ViewBuf b = {0};
+    view_raw(&b, "{");
+    view_key(&b, "title");
+    view_str(&b, title, strlen(title));
+    view_raw(&b, ",\"plots\":[");
+    plot(&b, "loss", "train and test loss (cross-entropy)", "step", 1, 1, x, n,
+         (const char *[]){"train", "test"}, (const double *[]){col[0], col[1]}, 2, "");
+    view_raw(&b, ",");
+    plot(&b, "accuracy", "train and test accuracy", "step", 1, 0, x, n,
+         (const char *[]){"train", "test"}, (const double *[]){col[2], col[3]}, 2,
+         "\"ymin\":0,\"ymax\":1");
+    view_raw(&b, ",");
+    plot(&b, "restricted and excluded loss",
+         "restricted loss (only the key frequencies kept, every pair) and excluded loss (the key "
+         "frequencies removed, training pairs)",
+         "step", 1, 1, x, n, (const char *[]){"train", "test", "restricted", "excluded"},
+         (const double *[]){col[0], col[1], col[5], col[6]}, 4, "");
+    view_raw(&b, ",");
+    plot(&b, "weight norm", "total weight norm (L2, every parameter)", "step", 1, 0, x, n,
+         (const char *[]){"weights"}, (const double *[]){col[4]}, 1, "");
+    view_raw(&b, ",");
+    snprintf(extra, sizeof extra, "\"ymin\":0,\"ymax\":1");
+    plot(&b, "neurons", "share of the MLP neurons one frequency explains (>= 85% of variance)",
+         "step", 1, 0, x, n, (const char *[]){"neurons"}, (const double *[]){col[7]}, 1, extra);
+    view_raw(&b, ",");
+    ViewBuf mk = {0};
+    view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":[");
+    for (int i = 0; i < nk; i++) {
+        if (i) view_raw(&mk, ",");
+        view_int(&mk, keys[i]);
+    }
+    view_raw(&mk, "]");
+    char last[64];
+    snprintf(last, sizeof last, "step %lld", (long long)rows[n - 1].step);
+    plot(&b, "fourier", "Fourier norms of the embedding by frequency, last checkpoint",
+         "frequency k", 0, 0, fx, K, (const char *[]){last},
+         (const double *[]){fnorms + (size_t)(n - 1) * K}, 1, mk.p);
+    view_buf_free(&mk);
+    /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
+    view_raw(&b, "],\"tables\":[{\"name\":\"Fourier norms\",\"title\":\"Fourier norms of the "
+                 "embedding, a row a checkpoint (key frequencies: *)\",\"rows\":[");
+    for (int i = 0; i < n; i++) {
+        char lab[40];
+        snprintf(lab, sizeof lab, "step %lld", (long long)rows[i].step);
+        if (i) view_raw(&b, ",");
+        view_str(&b, lab, strlen(lab));
+    }
+    view_raw(&b, "],\"cols\":[");
+    for (int k = 1; k <= K; k++) {
+        char lab[16];
+        int key = 0;
+        for (int i = 0; i < nk; i++) key |= keys[i] == k;
+        snprintf(lab, sizeof lab, "%d%s", k, key ? "*" : "");
+        if (k > 1) view_raw(&b, ",");
+        view_str(&b, lab, strlen(lab));
+    }
+    view_raw(&b, "],\"values\":");
+    view_nums(&b, fnorms, (size_t)n * K);
+    view_raw(&b, "}]");
+    /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/log.csv", dir);
+    int rc = AG_OK;
+    if (access(path, F_OK) == 0) {
+        view_raw(&b, ",");
+        rc = view_runs(&b, (char *[]){(char *)dir}, 1);
+    }
+    view_raw(&b, "}");
+    snprintf(path, sizeof path, "%s/view.html", dir);
+    if (rc == AG_OK) rc = view_write_html(path, &b);
+    view_buf_free(&b);
+    free(v), free(fx);
+    return rc;
+}
+
 static int analyze(int argc, char **argv) {
     const char *out = "build/grokking";
     int threads = 0;
@@ -495,6 +624,11 @@ static int analyze(int argc, char **argv) {
         printf("wrote %s/progress.npz, progress.csv, curves.png, measures.png, neurons.png, "
                "fourier.png\n",
                out);
+        rc = write_view(out, &m.cfg, rows, n, fnorms, K, keys, nk);
+        if (rc == AG_OK)
+            printf("view: %s/view.html (the curves in a browser, offline)\n", out);
+        else
+            fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names), free(rows), free(logits), free(act), free(work), free(B), free(W), free(fnorm),

@@ -355,7 +355,18 @@ static int setup_fresh(RunLoop *r) {
                        r->last_path);
     if (c->shards == 0) c->shards = dist_size(); /* saved as resolved */
     OptimSchedule *s = &c->optim.schedule;
-    if (s->total == 0) s->total = c->steps;
+    int from_steps = s->total == 0; /* --schedule-steps not given: the cosine spans --steps */
+    if (from_steps) s->total = c->steps;
+    /* a flat cosine (--lr-min at --lr: a warmup, then constant) is the same for any end past
+     * its warmup: a run no longer than the warmup is then allowed (it stops within the warmup) */
+    if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total && s->lr_min >= c->optim.lr)
+        s->total = s->warmup + 1;
+    if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total && from_steps)
+        return ag_fail(AG_ERR_ARG,
+                       "--steps %lld: the cosine schedule decays from the end of its warmup "
+                       "(--warmup %lld) to --steps: give more steps, a shorter --warmup, a "
+                       "--schedule-steps above the warmup, or --schedule constant",
+                       (long long)c->steps, (long long)s->warmup);
     if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total)
         return ag_fail(AG_ERR_ARG, "--warmup %lld must be below --schedule-steps %lld",
                        (long long)s->warmup, (long long)s->total);

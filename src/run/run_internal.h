@@ -61,6 +61,9 @@ void run_progress(RunLoop *r, double loss, int force);
 void run_end_bar(RunLoop *r);
 void run_plot(RunLoop *r, int final);
 void run_say_start(RunLoop *r, int threads);
+/* the learning rate and its schedule in words ("constant lr 0.001", "lr 0.001 (warmup 10
+ * steps, then constant)", "lr 0.05, cosine schedule (...)"), in buf[0..n); returns buf */
+const char *run_describe_schedule(const OptimSchedule *s, double lr, char *buf, size_t n);
 void run_say_valid(RunLoop *r, const double *v, int better);
 void run_say_done(RunLoop *r);
 /* the message of a run that stopped at step s (what is value, or a data error when what is

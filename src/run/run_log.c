@@ -219,6 +219,23 @@ void run_end_bar(RunLoop *r) {
     fflush(stdout);
 }
 
+/* What the learning rate does, as the schedule really is: a cosine whose floor is the peak
+ * (lr_min = lr) is a warmup then a constant rate, and is said so; the constant schedule has no
+ * warmup (optim.h) */
+const char *run_describe_schedule(const OptimSchedule *s, double lr, char *buf, size_t n) {
+    long long w = (long long)s->warmup, total = (long long)s->total;
+    if (s->kind == OPTIM_CONSTANT || (s->kind == OPTIM_WARMUP_COSINE && s->lr_min >= lr && !w))
+        snprintf(buf, n, "constant lr %g", lr);
+    else if (s->kind == OPTIM_WARMUP_COSINE && s->lr_min >= lr)
+        snprintf(buf, n, "lr %g (warmup %lld steps, then constant)", lr, w);
+    else if (s->kind == OPTIM_WARMUP_COSINE)
+        snprintf(buf, n, "lr %g, cosine schedule (warmup %lld steps, to lr %g at step %lld)", lr, w,
+                 s->lr_min, total);
+    else
+        snprintf(buf, n, "lr %g, invsqrt schedule (warmup %lld steps)", lr, w);
+    return buf;
+}
+
 void run_say_start(RunLoop *r, int threads) {
     if (r->c->quiet) return;
     printf("kernels: %s, %d threads (%s)\n", ag_kernel_family(), threads, ag_threads_wait());
@@ -232,13 +249,10 @@ void run_say_start(RunLoop *r, int threads) {
                dist_size(), S, rows, r->m->unit ? r->m->unit : "examples", r->dist->lo,
                r->dist->hi - 1);
     }
-    printf("%zu parameters; batch %d; lr %g, %s schedule (warmup %lld, to step %lld); training to "
-           "step %lld; writing %s, %s\n",
-           ag_params_count(r->params), r->c->batch, r->opt->cfg.lr,
-           r->opt->cfg.schedule.kind == OPTIM_CONSTANT        ? "constant"
-           : r->opt->cfg.schedule.kind == OPTIM_WARMUP_COSINE ? "cosine"
-                                                              : "invsqrt",
-           (long long)r->opt->cfg.schedule.warmup, (long long)r->opt->cfg.schedule.total,
+    char sched[160];
+    printf("%zu parameters; batch %d; %s; training to step %lld; writing %s, %s\n",
+           ag_params_count(r->params), r->c->batch,
+           run_describe_schedule(&r->opt->cfg.schedule, r->opt->cfg.lr, sched, sizeof sched),
            (long long)r->c->steps, r->last_path, r->csv_path);
     fflush(stdout);
 }

@@ -13,7 +13,8 @@
  * the causal triangle (j <= i) for a causal pattern, base64 in a JSON string; the page draws
  * them on canvas. A 12-layer x 12-head model over 128 tokens takes about 1.6 MB.
  * The JSON the page reads (each part optional; docs/view.md describes it):
- *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...]}
+ *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...],
+ *    "plots": [PLOT...]}
  * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
  * examples/translate/view.c). Read next: view.c, page.html. */
 #ifndef ATTOGRAD_VIEW_VIEW_H
@@ -87,6 +88,9 @@ int view_runs(ViewBuf *b, char *const *dirs, int n);
  * "tables": [ and ]). AG_OK, or an error naming the path and the reason (not such a file, an
  * entry of another type or shape). */
 int view_tables(ViewBuf *b, const char *path);
+
+/* Appends v[0..n) as a JSON array of numbers ([1.5,null,...]: view_num's) */
+void view_nums(ViewBuf *b, const double *v, size_t n);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).

@@ -165,6 +165,19 @@ Test(grokking, the_program_trains_keeps_resumes_to_the_bits_and_analyzes, .timeo
     char *csv = ts_read_text(ts_join(p, a, "progress.csv"), NULL);
     cr_assert(strncmp(csv, "step,train_loss,test_loss", 25) == 0, "%s", csv);
     free(csv);
+    /* the view: the plots and the norms' table (make test-view opens it in a browser) */
+    char *html = ts_read_text(ts_join(p, a, "view.html"), NULL);
+    cr_assert(
+        strstr(html, "\"plots\":[{\"name\":\"loss\"") && strstr(html, "{\"name\":\"fourier\"") &&
+            strstr(html, "\"tables\":[{\"name\":\"Fourier norms\"") && strstr(html, "\"runs\":["),
+        "view.html lacks a part");
+    free(html);
+    /* fewer steps than the warmup (10): the schedule is flat after it, so the run is allowed */
+    cr_assert(ts_exits_with("AG_GROKKING_BIN", dir,
+                            (const char *[]){"train", "--out", ts_join(p, dir, "short"), TINY,
+                                             "--steps", "5", NULL},
+                            0, NULL, why, sizeof why),
+              "%s", why);
     cr_assert(ts_exits_with("AG_GROKKING_BIN", dir,
                             (const char *[]){"analyze", "--out", ts_join(p, dir, "none"), NULL}, 2,
                             (const char *[]){"none/ckpt", NULL}, why, sizeof why),

@@ -675,6 +675,72 @@ Test(run, precision_bf16_is_thread_count_free_kept_on_resume_and_refused_in_doub
     ts_rm_tree(a);
 }
 
+/* the start line says what the learning rate really does: a cosine whose floor is the peak is
+ * a warmup then a constant rate, not "cosine" */
+Test(run, says_what_its_schedule_really_is) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-say");
+    const struct {
+        const char *flags[7], *want;
+    } rows[] = {{{NULL}, "; lr 0.05, cosine schedule (warmup 4 steps, to lr 0.0001 at step 5);"},
+                {{"--lr-min", "0.05", NULL}, "; lr 0.05 (warmup 4 steps, then constant);"},
+                {{"--lr-min", "0.05", "--warmup", "0", NULL}, "; constant lr 0.05;"},
+                {{"--schedule", "constant", NULL}, "; constant lr 0.05;"},
+                {{"--schedule", "invsqrt", NULL}, "; lr 0.05, invsqrt schedule (warmup 4 steps);"}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *args[12] = {"--out", dir, "--force", "--steps", "5"};
+        int n = 5;
+        for (int j = 0; rows[i].flags[j]; j++) args[n++] = rows[i].flags[j];
+        args[n] = NULL;
+        int code = run_child(dir, args, -1, 1);
+        char *out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
+        cr_assert(code == 0 && strstr(out, rows[i].want), "row %zu: exit %d, want [%s] in: %s", i,
+                  code, rows[i].want, out);
+        cr_assert(!strstr(out, "cosine") || strstr(rows[i].want, "cosine"), "row %zu: %s", i, out);
+        free(out);
+    }
+    ts_rm_tree(dir);
+}
+
+/* --steps within the warmup: a flat cosine (warmup, then constant) runs them, its lr the
+ * warmup's; a decaying cosine whose end is --steps is refused naming --steps and the ways out */
+Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-short");
+    int code = run_child(dir,
+                         (const char *[]){"--out", dir, "--steps", "3", "--lr-min", "0.05",
+                                          "--log-every", "1", NULL},
+                         -1, 0);
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    free(err);
+    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL), *line = strchr(csv, '\n') + 1;
+    for (int t = 1; t <= 3; t++, line = strchr(line, '\n') + 1) {
+        long long step;
+        double loss, lr;
+        cr_assert_eq(sscanf(line, "%lld,%lf,%lf", &step, &loss, &lr), 3, "%s", line);
+        cr_assert(step == t && fabs(lr - 0.05 * t / 4) <= 1e-9, "step %lld: lr %g", step, lr);
+    }
+    free(csv);
+    code = run_child(dir, (const char *[]){"--out", dir, "--force", "--steps", "3", NULL}, -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 &&
+                  strstr(err, "--steps 3: the cosine schedule decays from the end of its "
+                              "warmup (--warmup 4) to --steps") &&
+                  strstr(err, "--schedule constant"),
+              "exit %d: %s", code, err);
+    free(err);
+    code = run_child(
+        dir,
+        (const char *[]){"--out", dir, "--force", "--steps", "3", "--schedule-steps", "4", NULL},
+        -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --schedule-steps 4"),
+              "exit %d: %s", code, err);
+    free(err);
+    ts_rm_tree(dir);
+}
+
 Test(run, a_missing_gnuplot_is_reported_as_skipped_and_masks_no_exit_code) {
     char dir[64], p[512];
     ts_tmp_dir(dir, sizeof dir, "run-plot");

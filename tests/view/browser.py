@@ -10,7 +10,8 @@ it. Then, for each tab the page's JSON document has, the DOM is checked against 
 the token labels' text (every token as text: the DOM never holds an element the tokens' markup
 would make), a real mouse hover (Input.dispatchMouseEvent) that colors the attended tokens and
 highlights the row, the layer filter, a click on a thumbnail; tokens colored with a top-k
-readout on hover; a table's value on hover; one legend line per run. A screenshot of each tab
+readout on hover; a table's value on hover; one legend line per run; each plot's first series
+drawn on its canvas, its legend, its marked values and a value on hover. A screenshot of each tab
 is written with --shots DIR. --expect-text TEXT: the tokens of the first prompt, joined (a
 "\\xNN" shown for a byte that is not UTF-8 read back as that byte), must give TEXT's bytes.
 --timing: prints the page's first-render time (performance.mark "view-ready", from navigation
@@ -336,6 +337,40 @@ def check_runs(pg, data, shots, prefix):
         pg.shot(os.path.join(shots, prefix + "runs.png"))
 
 
+def check_plots(pg, data, shots, prefix):
+    """each plot drawn: a canvas with pixels of its first series' color (the curve or the bars),
+    one legend entry a series, the marked x values (key frequencies) listed, a value on hover"""
+    pg.mouse("#tab-plots", "click")
+    plots = data["plots"]
+    n = pg.js("document.querySelectorAll('#plots canvas.plot-canvas').length")
+    pg.check(n == len(plots), "plots: %s canvases for %d plots" % (n, len(plots)))
+    for i, P in enumerate(plots):
+        leg = pg.js("document.querySelectorAll('#plot-%d .plot-legend span:not(.plot-marks)')"
+                    ".length" % i)
+        pg.check(leg == len(P["series"]), "plot %s: %s legend entries for %d series"
+                 % (P["name"], leg, len(P["series"])))
+        # the first series' color (a bar of another color when it is marked), counted on canvas
+        rgb = [31, 119, 180]
+        if P.get("bars") and P.get("marks") and all(x in P["marks"] for x in P["x"]):
+            rgb = [214, 39, 40]
+        drawn = pg.js("(() => { const c = document.querySelector('#plot-%d canvas'); const d = "
+                      "c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0; "
+                      "for (let i = 0; i < d.length; i += 4) n += d[i] === %d && d[i + 1] === %d "
+                      "&& d[i + 2] === %d; return n; })()" % (i, rgb[0], rgb[1], rgb[2]))
+        has = any(v is not None and v > 0 for v in P["series"][0]["y"])
+        pg.check(drawn > 0 or not has, "plot %s: its first series is not drawn" % P["name"])
+        if P.get("marks"):
+            m = pg.js("document.querySelector('#plot-%d .plot-marks').textContent" % i)
+            pg.check(m.endswith(": " + " ".join(str(x) for x in P["marks"])),
+                     "plot %s: the marks listed as %r, not %r" % (P["name"], m, P["marks"]))
+    pg.mouse("#plot-0 canvas")
+    r = pg.js("document.querySelector('#plot-0 .plotreadout').textContent")
+    name = plots[0]["series"][0]["name"]
+    pg.check(name + " " in r, "plots: hovering the first plot shows no value: %r" % r)
+    if shots:
+        pg.shot(os.path.join(shots, prefix + "plots.png"))
+
+
 def main():
     args, shots, prefix, expect, timing = sys.argv[1:], None, "", None, False
     pages = []
@@ -395,6 +430,8 @@ def main():
                 check_tables(pg, data, shots, prefix)
             if data.get("runs"):
                 check_runs(pg, data, shots, prefix)
+            if data.get("plots"):
+                check_plots(pg, data, shots, prefix)
             pg.check(pg.js("document.querySelectorAll('body b, body img, body iframe, "
                            "body a').length") == 0, "markup from the data became elements")
             pg.check(pg.js("document.scripts.length") == 2, "a script element appeared")

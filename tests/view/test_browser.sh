@@ -7,7 +7,8 @@
 # request, the heads, the token labels as text, hover and click. Also checks that src/view/page.c
 # is what src/view/page.html gives. Screenshots go to OUT/shots.
 # Then a tiny translator on word pairs of the same kind: its encoder, decoder and cross-attention
-# pages. Usage: tests/view/test_browser.sh GPT_BIN TRANSLATE_BIN OUT
+# pages. Then a tiny attograd-grokking run's analysis page (AG_GROKKING_BIN): its plots.
+# Usage: tests/view/test_browser.sh GPT_BIN TRANSLATE_BIN OUT
 # Without chromium (Debian's package, installed by make test's set-up when it can be): skipped,
 # saying so.
 set -eu
@@ -195,7 +196,19 @@ grep -q "last.npz: not a table of ablate, patch or detect" "$log" || fail "view 
 if "$gpt" view --ckpt "$out/bpe/run/last.npz" --out "$out/x.html" >>"$log" 2>&1; then
     fail "view without --prompt succeeded"
 fi
+# attograd-grokking (AG_GROKKING_BIN, which the Makefile exports): a tiny run's analysis page,
+# its plots (curves on a log step axis, the Fourier norms' bars) and the norms' table
+grok=${AG_GROKKING_BIN:-}
+[ -n "$grok" ] || fail "AG_GROKKING_BIN is not set (make test-view sets it)"
+g="$out/grokking"
+"$grok" train --out "$g" --p 13 --frac 0.5 --d-model 16 --heads 2 --d-mlp 32 --steps 30 \
+    --keep-every 10 --valid-every 10 --threads 1 --quiet >>"$log" 2>&1 || fail "grokking train"
+"$grok" analyze --out "$g" --threads 1 >>"$log" 2>&1 || fail "grokking analyze"
+grep -q "^view: $g/view.html" "$log" || fail "grokking analyze did not name its view"
+python3 "$here/browser.py" --shots "$out/shots" --prefix "grokking-" "$g/view.html" >>"$log" 2>&1 ||
+    fail "the grokking page in the browser"
 echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate," \
      "detect, patch tables), 4 translator pages (encoder, decoder, cross-attention; pairs;" \
-     "ablate and detect tables): 0 console errors, 0 network requests, the DOM as expected;" \
-     "the direct logit attribution as lens gives it"
+     "ablate and detect tables), a grokking page (its plots, the Fourier norms' table, the" \
+     "run): 0 console errors, 0 network requests, the DOM as expected; the direct logit" \
+     "attribution as lens gives it"

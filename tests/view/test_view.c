@@ -332,3 +332,12 @@ Test(view_top_k, highest_first_lower_id_first_among_ties_k_cut_to_v) {
     cr_assert_float_eq(q[0] + q[1] + q[2], 1.0, 1e-12);
     cr_assert_float_eq(q[2] / q[1], exp(1.0), 1e-6);
 }
+
+Test(view_nums, an_array_of_numbers_with_nulls) {
+    ViewBuf b = {0};
+    view_nums(&b, (const double[]){1.5, NAN, -2}, 3);
+    view_raw(&b, ",");
+    view_nums(&b, (const double[]){0}, 0);
+    cr_assert_str_eq(b.p, "[1.5,null,-2],[]");
+    view_buf_free(&b);
+}
