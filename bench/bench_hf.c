@@ -76,6 +76,7 @@ static int run_model(const char *dir, int threads, int new_tokens) {
     threads = ag_threads_use(threads);
     double rss0 = peak_rss_mib();
     Arena *a = arena_new("params", 0);
+    arena_lazy_grads(a, 1); /* as attograd-gpt sample --model: no gradients */
     Gpt m;
     double t0 = now_ms();
     int rc = hf_load(dir, a, &m);

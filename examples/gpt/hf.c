@@ -21,6 +21,7 @@ int gp_is_folder(const char *path) {
 int gp_hf_model_load(GpModel *g, const char *dir) {
     memset(g, 0, sizeof *g);
     g->arena = arena_new("params", 0);
+    arena_lazy_grads(g->arena, 1); /* run or studied, not trained: gradients only if needed */
     int rc = hf_load(dir, g->arena, &g->m);
     if (rc != AG_OK) {
         arena_free(g->arena);

@@ -214,6 +214,7 @@ static int load_param(const char *dir, const StSet *s, const GptConfig *c, Tenso
                        st_shape_str(ws, sizeof ws, p->ndim, want));
     int rc = st_check_finite(t);
     if (rc != AG_OK) return rc;
+    if (h.how == HF_AS_IS) return st_to_reals(t, p->data); /* no temporary copy */
     Real *tmp = malloc(p->size * sizeof *tmp);
     AG_CHECK(tmp, "hf_load: out of memory for %zu values", p->size);
     rc = st_to_reals(t, tmp);

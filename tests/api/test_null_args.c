@@ -112,6 +112,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     /* tensor.h */                                                                                 \
     X(arena_new, name, arena_new(NULL, 64))                                                        \
     X(arena_set_limit, a, arena_set_limit(NULL, 0))                                                \
+    X(arena_lazy_grads, a, arena_lazy_grads(NULL, 1))                                              \
     X(arena_alloc, a, arena_alloc(NULL, 8))                                                        \
     X(arena_reset, a, arena_reset(NULL))                                                           \
     X(tensor_new, a, tensor_new(NULL, 1, (int[]){2}, "x"))                                         \
