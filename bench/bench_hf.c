@@ -12,7 +12,8 @@
  *
  * run, in one fresh process: load_ms is the wall time of hf_load(DIR) (config.json, the
  * safetensors, the model built); params_mib what the parameters' arena holds after it (the
- * weights, and whatever else the model keeps there); rss0_mib the process's peak resident memory before it,
+ * weights: the arena is arena_lazy_grads', as attograd-gpt's for a loaded model, so no
+ * gradients); rss0_mib the process's peak resident memory before it,
  * load_rss_mib after it, rss_mib at the end (getrusage's ru_maxrss: the peak over the load,
  * the forwards and the generation). forward_ms is the median of 5 no-grad forwards of one row
  * of PROMPT tokens (logits at every position), after one more not timed. gen_ms is one call of

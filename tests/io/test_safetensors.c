@@ -728,6 +728,32 @@ Test(safetensors, maps_the_file_instead_of_reading_it) {
     cr_assert_eq(t->nbytes, n * 4);
     cr_assert_eq(st_value(t, n - 1), (double)(n - 1));
     st_free(f);
+    /* converted, a tensor's pages leave memory (st_set_done_with) and read back the same */
+    StSet *set;
+    cr_assert_eq(st_open(path, &set, NULL), AG_OK, "%s", ag_last_error());
+    t = st_set_find(set, "x");
+    Real *r = malloc(n * sizeof *r);
+    cr_assert(r && st_to_reals(t, r) == AG_OK);
+    long read = rss_kib();
+    st_set_done_with(set, t);
+    long done = rss_kib();
+    cr_assert_gt(read - done, 24 * 1024, "st_set_done_with gave back %ld KiB of 32 MiB",
+                 read - done);
+    for (size_t i = 0; i < n; i += 4093) cr_assert_eq(st_value(t, i), (double)i);
+    unsigned char keep[64];
+    memset(keep, 7, sizeof keep);
+    StTensor mine = {.name = "m",
+                     .path = "mem",
+                     .dtype = ST_U8,
+                     .ndim = 1,
+                     .shape = {64},
+                     .count = 64,
+                     .nbytes = 64,
+                     .data = keep};
+    st_set_done_with(set, &mine); /* not the set's: untouched */
+    cr_assert(keep[0] == 7 && keep[63] == 7);
+    free(r);
+    st_set_free(set);
     ts_rm_tree(dir);
 }
 
