@@ -12,7 +12,8 @@
  *
  * run, in one fresh process: load_ms is the wall time of hf_load(DIR) (config.json, the
  * safetensors, the model built); params_mib what the parameters' arena holds after it (the
- * weights, and whatever else the model keeps there); rss0_mib the process's peak resident memory before it,
+ * weights: the arena is arena_lazy_grads', as attograd-gpt's for a loaded model, so no
+ * gradients); rss0_mib the process's peak resident memory before it,
  * load_rss_mib after it, rss_mib at the end (getrusage's ru_maxrss: the peak over the load,
  * the forwards and the generation). forward_ms is the median of 5 no-grad forwards of one row
  * of PROMPT tokens (logits at every position), after one more not timed. gen_ms is one call of
@@ -76,6 +77,7 @@ static int run_model(const char *dir, int threads, int new_tokens) {
     threads = ag_threads_use(threads);
     double rss0 = peak_rss_mib();
     Arena *a = arena_new("params", 0);
+    arena_lazy_grads(a, 1); /* as attograd-gpt sample --model: no gradients */
     Gpt m;
     double t0 = now_ms();
     int rc = hf_load(dir, a, &m);

@@ -76,6 +76,7 @@ int gp_tokenizer_fits(const TxtTokenizer *tok, const TxtHf *hf, int vocab_size, 
 int gp_hf_model_load(GpModel *g, const char *dir) {
     memset(g, 0, sizeof *g);
     g->arena = arena_new("params", 0);
+    arena_lazy_grads(g->arena, 1); /* run or studied, not trained: gradients only if needed */
     int rc = hf_load(dir, g->arena, &g->m);
     if (rc != AG_OK) {
         arena_free(g->arena);

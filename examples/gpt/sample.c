@@ -22,6 +22,7 @@ int gp_model_load(GpModel *g, const char *path) {
     int rc = ckpt_read(path, &kc, &f);
     if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
     g->arena = arena_new("params", 0);
+    arena_lazy_grads(g->arena, 1); /* run or studied, not trained: gradients only if needed */
     Rng init;
     rng_seed(&init, 1);
     nn_gpt_init(&g->m, g->arena, &init, &mc);

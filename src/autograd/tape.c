@@ -291,6 +291,10 @@ static void *grow_free(Tape *tape, size_t bytes) {
  * zeroed unless the backward about to run stores into it whole. Returns 1 when it is new. */
 static int ensure_grad(Tape *tape, Tensor *t, int zero) {
     if (t->grad) return 0;
+    if (t->is_param) { /* a lazy parameter's (arena_lazy_grads): zeroed and added to, as ever */
+        tensor_requires_grad(t);
+        return 0;
+    }
     AG_CHECK(t->arena == tape->arena,
              "ag_backward: tensor '%s' %s requires grad but has no "
              "gradient buffer; call tensor_requires_grad on it",

@@ -215,11 +215,16 @@ static int load_param(const char *dir, const StSet *s, const GptConfig *c, Tenso
                        st_shape_str(ws, sizeof ws, p->ndim, want));
     int rc = st_check_finite(t);
     if (rc != AG_OK) return rc;
-    Real *tmp = malloc(p->size * sizeof *tmp);
-    AG_CHECK(tmp, "hf_load: out of memory for %zu values", p->size);
-    rc = st_to_reals(t, tmp);
-    if (rc == AG_OK) relayout(&h, tmp, p->data, rows, cols, 0);
-    free(tmp);
+    if (h.how == HF_AS_IS) { /* no temporary copy */
+        rc = st_to_reals(t, p->data);
+    } else {
+        Real *tmp = malloc(p->size * sizeof *tmp);
+        AG_CHECK(tmp, "hf_load: out of memory for %zu values", p->size);
+        rc = st_to_reals(t, tmp);
+        if (rc == AG_OK) relayout(&h, tmp, p->data, rows, cols, 0);
+        free(tmp);
+    }
+    st_set_done_with(s, t); /* the file's copy leaves memory: one copy of each weight at a time */
     return rc;
 }
 

@@ -158,6 +158,11 @@ typedef struct StSet {
 int st_open(const char *path, StSet **out, const StLimits *lim);
 const StTensor *st_set_find(const StSet *s, const char *name);
 void st_set_free(StSet *s);
+/* Gives back the memory that t's bytes (a tensor of s) hold in this process once the caller has
+ * converted them (the mapped file's pages, madvise MADV_DONTNEED: read again, they come back from
+ * the file with the same bytes), so that loading a model holds one copy of each weight at a
+ * time, not the whole file as well. Nothing for a tensor that is not in s's files. */
+void st_set_done_with(const StSet *s, const StTensor *t);
 /* The whole of a small file (an index, a config.json) at path, at most max bytes: *text is
  * malloc'd (free it) with a NUL after its *len bytes. AG_ERR_IO (open, read, not a regular
  * file) or AG_ERR_NOMEM ("path: N bytes, over the limit of max bytes"), *text then NULL. */

@@ -12,6 +12,7 @@
  * Any failure frees everything and returns a code with a message naming the file, the tensor
  * and the reason. Layout: the format section of huggingface/safetensors' README.
  * Not here: the conversions to Real (safetensors.c); writing (safetensors_write.c). */
+#define _DEFAULT_SOURCE /* madvise's MADV_DONTNEED (st_set_done_with) beside POSIX 2008 */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -588,6 +589,25 @@ const StTensor *st_set_find(const StSet *s, const char *name) {
     AG_CHECK_ARG(s);
     AG_CHECK_ARG(name);
     return find_sorted(s->tensors, s->n, name);
+}
+
+void st_set_done_with(const StSet *s, const StTensor *t) {
+    AG_CHECK_ARG(s);
+    AG_CHECK_ARG(t);
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t b = (uintptr_t)t->data, e = b + t->nbytes;
+    if (page <= 0) return;
+    for (int i = 0; i < s->n_files; i++) {
+        uintptr_t m = (uintptr_t)s->files[i]->map_, n = m + s->files[i]->map_len_;
+        if (!m || b < m || e > n) continue; /* not this file's bytes */
+        /* the whole pages inside t's bytes: another tensor's bytes may share the edge pages */
+        uintptr_t p0 = (b + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        uintptr_t p1 = e / (uintptr_t)page * (uintptr_t)page;
+#ifdef MADV_DONTNEED
+        if (p1 > p0) madvise((void *)p0, p1 - p0, MADV_DONTNEED);
+#endif
+        return;
+    }
 }
 
 void st_set_free(StSet *s) {

@@ -50,10 +50,9 @@ Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape) {
     return t;
 }
 
-Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name) {
-    AG_CHECK_ARG(a);
-    AG_CHECK_ARG(p);
-    AG_CHECK_ARG(name);
+/* nn_param_rows; grads 0: a view whose gradient nothing will ask for (no-grad mode), which
+ * leaves a lazy parameter's (arena_lazy_grads) unmade */
+static Tensor *param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name, int grads) {
     AG_CHECK(p != NULL && (p->ndim == 1 || p->ndim == 2),
              "nn_param_rows: '%s' %s is not 1-D or "
              "2-D",
@@ -62,6 +61,7 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
              "nn_param_rows: rows [%d, %d) outside %s %s", row0, row0 + rows, p->name,
              tensor_shape_str(p));
     size_t row_size = p->ndim == 2 ? (size_t)p->shape[1] : 1;
+    if (grads && p->is_param && p->requires_grad && !p->grad) tensor_requires_grad(p); /* shared */
     Tensor *v = arena_alloc(a, sizeof *v);
     *v = *p;
     v->shape[0] = rows;
@@ -71,6 +71,13 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
     v->arena = a;
     snprintf(v->name, sizeof v->name, "%s", name);
     return v;
+}
+
+Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name) {
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(name);
+    return param_rows(a, p, row0, rows, name, 1);
 }
 
 /* ---- Linear ---- */
@@ -188,7 +195,7 @@ Tensor *nn_positions(Tape *t, const PositionalEncoding *pe, int start, int T) {
     AG_CHECK_ARG(pe);
     AG_CHECK(start >= 0 && T >= 1 && start + T <= pe->max_len,
              "nn_positions: positions [%d, %d) exceed max_len %d", start, start + T, pe->max_len);
-    return nn_param_rows(t->arena, pe->table, start, T, "positions");
+    return param_rows(t->arena, pe->table, start, T, "positions", !t->no_grad);
 }
 
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start) {

@@ -44,7 +44,8 @@ NnBuilder nn_scope(const NnBuilder *b, const char *fmt, ...) __attribute__((form
  * or does not fit AG_NAME_LEN aborts. */
 Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape);
 /* A view on rows [row0, row0 + rows) of a 2-D or 1-D parameter: same data and gradient memory,
- * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter. */
+ * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter (a
+ * lazy parameter's, arena_lazy_grads, is made then). */
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);
 
 /* ---- the flags of module inits, by name ---- */

@@ -151,6 +151,8 @@ Optimizer *optim_new(Arena *a, const ParamList *pl, const OptimConfig *cfg) {
     o->state = arena_alloc(a, 2 * bytes);
     for (int i = 0; i < n; i++) {
         Tensor *p = pl->items[i];
+        if (p && !p->grad && p->is_param && p->requires_grad)
+            tensor_requires_grad(p); /* made in an arena_lazy_grads arena */
         AG_CHECK(p != NULL && p->grad != NULL,
                  "optim_new: parameter %d '%s' %s has no gradient (make it with nn_param or "
                  "tensor_param)",

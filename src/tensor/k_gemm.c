@@ -389,6 +389,114 @@ static void gemm_block(int ta, int tb, int M, int N, int K, const Real *A, const
     }
 }
 
+/* ---- a few rows: C (M <= ROWS_MAX, N) with op(B) read as it streams ----
+ * Decoding one token at a time runs products of one row (x W^T of every Linear, the head's
+ * x wte^T), where packing op(B) whole for the blocked loop above cost as much as the product
+ * (each B value is used once) and the MR-row tile was mostly zero rows. Here a thread sweeps
+ * its columns ROWS_P panels (ROWS_P NR columns) at a time, every row of C at once, and for
+ * each block of KC values of k keeps the rows x ROWS_P NR sums in registers: a row-major
+ * op(B) (not tb) is read in place, a transposed one (x W^T) is transposed ROWS_KB values of k
+ * at a time into a buffer on the stack (pack_b on a sliver that stays in L1), and so is a
+ * last, partial group of panels (zero-padded).
+ * The same bits as gemm_block: each element is summed block by block (KC), inside a block by
+ * one FMA chain in k order started from 0, the block's sum stored (or added to the bias row)
+ * for the first block and added to C after, a ReLU on the last: so a row gives the same
+ * values alone as in a product of many rows, and threads split only columns. */
+#define ROWS_MAX 4
+#define ROWS_P 4
+#ifndef GEMM_ROWS_KB
+#define GEMM_ROWS_KB 32
+#endif
+#define ROWS_KB GEMM_ROWS_KB
+#ifndef GEMM_ROWS /* tuning: products of at most this many rows (0..ROWS_MAX) come here */
+#define GEMM_ROWS ROWS_MAX
+#endif
+_Static_assert(GEMM_ROWS >= 0 && GEMM_ROWS <= ROWS_MAX, "k_gemm: GEMM_ROWS in 0..ROWS_MAX");
+
+/* rows i0 .. i0+R of C, columns [j0, j1) (j0 a multiple of NR), P panels at a time (R x P NV
+ * sums in registers); R and P constants once inlined */
+static K_ALWAYS_INLINE void rows_tile(int R, int P, int ta, int tb, int M, int N, int K,
+                                      const Real *A, const Real *B, Real *C, int accumulate,
+                                      const Real *bias, int relu, int i0, int j0, int j1) {
+    _Alignas(64) Real buf[ROWS_P * NR * ROWS_KB];
+    size_t as = ta ? (size_t)M : 1; /* op(A)[i, k + 1] is as values after op(A)[i, k] */
+    for (int jg = j0; jg < j1; jg += P * NR) {
+        int nc = j1 - jg < P * NR ? j1 - jg : P * NR;
+        int inplace = !tb && nc == P * NR;
+        if (nc < P * NR) memset(buf, 0, sizeof buf); /* the panels pack_b leaves out */
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            Vec acc[ROWS_MAX][ROWS_P * NV];
+            UNROLL for (int r = 0; r < R; r++) UNROLL for (int q = 0; q < P * NV; q++) acc[r][q] =
+                vzero();
+            for (int kb = 0; kb < kc; kb += ROWS_KB) {
+                int kn = kc - kb < ROWS_KB ? kc - kb : ROWS_KB, k0 = pc + kb;
+                const Real *b = buf;
+                size_t ldk = NR,
+                       ldp = (size_t)NR * kn; /* op(B)[k0 + k, panel p] at k ldk + p ldp */
+                if (inplace) {
+                    b = B + (size_t)k0 * N + jg;
+                    ldk = (size_t)N;
+                    ldp = NR;
+                } else {
+                    pack_b(buf, B, tb, N, K, k0, kn, jg, nc);
+                }
+                const Real *a = ta ? A + (size_t)k0 * M + i0 : A + (size_t)i0 * K + k0;
+                size_t ra = ta ? 1 : (size_t)K; /* the next row of op(A) */
+                for (int k = 0; k < kn; k++) {
+                    Vec ai[ROWS_MAX];
+                    UNROLL for (int r = 0; r < R; r++) ai[r] = vset1(a[r * ra + k * as]);
+                    UNROLL for (int q = 0; q < P * NV; q++) {
+                        Vec bv = vload(b + k * ldk + (q / NV) * ldp + (q % NV) * VLEN);
+                        UNROLL for (int r = 0; r < R; r++) acc[r][q] = vfma(ai[r], bv, acc[r][q]);
+                    }
+                }
+            }
+            int add = accumulate || pc > 0, last = relu && pc + kc >= K;
+            UNROLL for (int r = 0; r < R; r++) UNROLL for (int q = 0; q < P * NV; q++) {
+                int j = jg + q * VLEN;
+                if (j >= j1) break;
+                Real *c = C + (size_t)(i0 + r) * N + j;
+                if (j + VLEN <= j1) {
+                    Vec x = add    ? vadd(vload(c), acc[r][q])
+                            : bias ? vadd(vload(bias + j), acc[r][q])
+                                   : acc[r][q];
+                    vstore(c, last ? vmax0(x) : x);
+                } else {
+                    Real t[VLEN];
+                    vstore(t, acc[r][q]);
+                    for (int l = 0; l < j1 - j; l++) {
+                        Real x = add ? c[l] + t[l] : bias ? bias[j + l] + t[l] : t[l];
+                        c[l] = last && !(x > 0) ? 0 : x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Thread t of T's share of a product of M <= ROWS_MAX rows: whole panels of columns. As many
+ * panels at a time as keep the sums within the micro-kernel's MR x NV registers (at most
+ * ROWS_P: 8 chains of fused multiply-adds for one row hide their latency). */
+#define ROWS_PANELS(R) (MR / (R) < 1 ? 1 : MR / (R) > ROWS_P ? ROWS_P : MR / (R))
+static void rows_share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A,
+                       const Real *B, Real *C, int accumulate, const Real *bias, int relu) {
+    int nt = (N + NR - 1) / NR;
+    int j0 = (int)((long)t * nt / T) * NR, j1 = (int)((long)(t + 1) * nt / T) * NR;
+    if (j1 > N) j1 = N;
+    for (int i0 = 0; i0 < M && j0 < j1; i0 += ROWS_MAX) {
+        switch (M - i0 < ROWS_MAX ? M - i0 : ROWS_MAX) {
+#define ROWS_TILE(R)                                                                               \
+    rows_tile(R, ROWS_PANELS(R), ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, j0, j1)
+        case 1: ROWS_TILE(1); break;
+        case 2: ROWS_TILE(2); break;
+        case 3: ROWS_TILE(3); break;
+        default: ROWS_TILE(4);
+#undef ROWS_TILE
+        }
+    }
+}
+
 /* How T threads cut C: into tm x tn rectangles of whole tiles (mt row strips, nt column
  * panels), the factorisation with the least work on the busiest thread, counting the packing
  * each thread repeats. Any choice gives the same numbers; this one only sets the speed. */
@@ -411,6 +519,9 @@ static void split_threads(int T, int mt, int nt, int K, int *tm_out, int *tn_out
  * about 20 us on one core); waking a team costs more than it saves */
 static int gemm_is_small(int M, int N, int K) {
     int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
+    /* a product of a few rows reads each value of op(B) once, from memory: a team pays off
+     * from 4 K_PAR_MIN values of op(B) on (256 KiB of floats) */
+    if (M <= GEMM_ROWS) return (size_t)N * (size_t)K / 4 < K_PAR_MIN || nt <= 1;
     return (size_t)M * (size_t)N * (size_t)K / 64 < K_PAR_MIN || (size_t)mt * nt <= 1;
 }
 
@@ -433,6 +544,10 @@ static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const 
                     Real r = bias ? bias[j] : 0;
                     C[(size_t)i * N + j] = relu && !(r > 0) ? 0 : r;
                 }
+        return;
+    }
+    if (M <= GEMM_ROWS && !sum) {
+        rows_share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias, relu);
         return;
     }
     int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;

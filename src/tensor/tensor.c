@@ -107,6 +107,11 @@ void arena_set_limit(Arena *a, size_t limit_bytes) {
     a->limit = limit_bytes;
 }
 
+void arena_lazy_grads(Arena *a, int on) {
+    AG_CHECK_ARG(a);
+    a->lazy_grads = on != 0;
+}
+
 void arena_free(Arena *a) {
     if (!a) return;
     for (ArenaChunk *c = a->first, *next; c; c = next) {
@@ -227,7 +232,10 @@ Tensor *tensor_param(Arena *a, int ndim, const int *shape, const char *name) {
     AG_CHECK_ARG(a);
     Tensor *t = tensor_zeros(a, ndim, shape, name);
     t->is_param = 1;
-    tensor_requires_grad(t);
+    if (a->lazy_grads)
+        t->requires_grad = 1; /* its gradient comes with its first use (arena_lazy_grads) */
+    else
+        tensor_requires_grad(t);
     return t;
 }
 

@@ -65,6 +65,7 @@ typedef struct Arena {
     size_t used;             /* bytes handed out since the last reset (64-byte blocks) */
     size_t peak;             /* the most `used` has been */
     size_t limit;            /* cap may not pass it: SIZE_MAX unless arena_set_limit */
+    int lazy_grads;          /* arena_lazy_grads */
 } Arena;
 
 Arena *arena_new(const char *name, size_t capacity_bytes);
@@ -74,6 +75,11 @@ void arena_free(Arena *a);
 void *arena_alloc(Arena *a, size_t bytes);
 /* Aborts if the arena already reserves more than limit_bytes. */
 void arena_set_limit(Arena *a, size_t limit_bytes);
+/* on 1: the parameters made in a from now on (tensor_param) get their gradient (zeroed) when
+ * one is first needed (ag_backward, optim_new, a view of their rows) instead of at once, so
+ * that a model that is only run holds no gradients (a published model loaded to sample or
+ * study: half the memory); 0: at once (the default). Either way the same values. */
+void arena_lazy_grads(Arena *a, int on);
 /* Frees everything at once and keeps the chunks. Debug builds (AG_DEBUG) fill the freed
  * bytes with NaN. */
 void arena_reset(Arena *a);
@@ -99,7 +105,8 @@ Tensor *tensor_new1(Arena *a, int d0, const char *name);
 Tensor *tensor_new2(Arena *a, int d0, int d1, const char *name);
 Tensor *tensor_new3(Arena *a, int d0, int d1, int d2, const char *name);
 Tensor *tensor_new4(Arena *a, int d0, int d1, int d2, int d3, const char *name);
-/* A parameter: data zeroed, requires_grad, gradient allocated and zeroed, in arena a. */
+/* A parameter: data zeroed, requires_grad, gradient allocated and zeroed, in arena a (in an
+ * arena_lazy_grads arena: the gradient NULL until first needed). */
 Tensor *tensor_param(Arena *a, int ndim, const int *shape, const char *name);
 
 void tensor_set_name(Tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

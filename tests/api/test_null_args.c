@@ -112,6 +112,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     /* tensor.h */                                                                                 \
     X(arena_new, name, arena_new(NULL, 64))                                                        \
     X(arena_set_limit, a, arena_set_limit(NULL, 0))                                                \
+    X(arena_lazy_grads, a, arena_lazy_grads(NULL, 1))                                              \
     X(arena_alloc, a, arena_alloc(NULL, 8))                                                        \
     X(arena_reset, a, arena_reset(NULL))                                                           \
     X(tensor_new, a, tensor_new(NULL, 1, (int[]){2}, "x"))                                         \
@@ -651,6 +652,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(st_open, out, st_open("x", NULL, NULL))                                                      \
     X(st_set_find, s, st_set_find(NULL, "w"))                                                      \
     X(st_set_find, name, st_set_find(&SS, NULL))                                                   \
+    X(st_set_done_with, s, st_set_done_with(NULL, &STT))                                           \
+    X(st_set_done_with, t, st_set_done_with(&SS, NULL))                                            \
     X(st_read_small, path, st_read_small(NULL, 8, (char *[1]){0}, &Z1))                            \
     X(st_read_small, text, st_read_small("x", 8, NULL, &Z1))                                       \
     X(st_read_small, len, st_read_small("x", 8, (char *[1]){0}, NULL))                             \

@@ -246,6 +246,83 @@ Test(nn_gpt, cached_decoding_equals_the_full_forward) {
     check_cache(&c);
 }
 
+/* ---- parameters without gradients until needed (arena_lazy_grads) ----
+ * A model made in a lazy arena holds no gradient after its init and after no-grad forwards
+ * (half the memory of one made to train); trained, it gets them at the first backward and
+ * steps to the very bits of the same model made with its gradients at once. A view of a lazy
+ * parameter's rows (nn_param_rows, as the hooked attention takes c_attn apart) shares the
+ * parameter's gradient, made for it then. */
+Test(nn_gpt, a_lazy_gradient_model_runs_without_them_and_trains_to_the_same_bits) {
+    GptConfig c = tiny;
+    Arena *pa[2];
+    Gpt m[2];
+    Optimizer *opt[2] = {NULL, NULL};
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    for (int lazy = 0; lazy < 2; lazy++) {
+        pa[lazy] = arena_new("params", 0);
+        arena_lazy_grads(pa[lazy], lazy);
+        Rng rng;
+        rng_seed(&rng, 4);
+        nn_gpt_init(&m[lazy], pa[lazy], &rng, &c);
+    }
+    for (int i = 0; i < m[1].params.n; i++)
+        cr_assert(!m[1].params.items[i]->grad && m[1].params.items[i]->requires_grad,
+                  "'%s' has a gradient", m[1].params.items[i]->name);
+    size_t grads = 0; /* the eager arena's gradients, in the arena's 64-byte blocks */
+    for (int i = 0; i < m[0].params.n; i++)
+        grads += (m[0].params.items[i]->size * sizeof(Real) + 63) / 64 * 64;
+    cr_assert_eq(pa[0]->used - pa[1]->used, grads, "lazy %zu bytes, eager %zu", pa[1]->used,
+                 pa[0]->used);
+    int idx[4 * 6], tgt[4 * 6];
+    fill_ids(idx, 4, 6, 7, 0);
+    ag_no_grad(t, 1);
+    nn_gpt_forward(t, &m[1], idx, 4, 6, NULL);
+    ag_no_grad(t, 0);
+    ag_tape_reset(t);
+    for (int i = 0; i < m[1].params.n; i++)
+        cr_assert(!m[1].params.items[i]->grad, "'%s' has a gradient after a no-grad forward",
+                  m[1].params.items[i]->name);
+    Tensor *w = m[1].h[0].c_attn.weight, *v = nn_param_rows(t->arena, w, 2, 3, "rows");
+    cr_assert(w->grad && v->grad == w->grad + 2 * w->shape[1], "the view shares w's gradient");
+    ag_tape_reset(t);
+    for (int s = 0; s < 4; s++) {
+        Real loss[2];
+        for (int lazy = 0; lazy < 2; lazy++) {
+            Rng rng;
+            rng_seed(&rng, 9 + s);
+            fill_ids(idx, 4, 6, 7, s);
+            for (int i = 0; i < 4 * 6; i++) tgt[i] = i % 6 == 5 ? -1 : idx[i + 1];
+            ag_params_zero_grad(&m[lazy].params);
+            Tensor *l = nn_gpt_loss(t, &m[lazy], idx, tgt, 4, 6, &rng);
+            ag_backward(t, l);
+            loss[lazy] = l->data[0];
+            if (s == 1 && !opt[lazy]) { /* an optimizer made after a first backward */
+                OptimConfig oc = optim_defaults(OPTIM_ADAMW);
+                oc.lr = 1e-2;
+                opt[lazy] = optim_new(pa[lazy], &m[lazy].params, &oc);
+            }
+            if (opt[lazy]) optim_step(opt[lazy]);
+            ag_tape_reset(t);
+        }
+        cr_assert(loss[0] == loss[1], "step %d: loss %.9g eager, %.9g lazy", s, (double)loss[0],
+                  (double)loss[1]);
+        for (int i = 0; i < m[0].params.n; i++) {
+            const Tensor *a = m[0].params.items[i], *b = m[1].params.items[i];
+            cr_assert(b->grad, "'%s' has no gradient after a backward", b->name);
+            cr_assert(memcmp(a->data, b->data, a->size * sizeof(Real)) == 0 &&
+                          memcmp(a->grad, b->grad, a->size * sizeof(Real)) == 0,
+                      "step %d: '%s' differs", s, a->name);
+        }
+    }
+    ag_tape_free(t);
+    arena_free(step);
+    for (int lazy = 0; lazy < 2; lazy++) {
+        nn_gpt_free(&m[lazy]);
+        arena_free(pa[lazy]);
+    }
+}
+
 /* ---- training and resuming: the model's checkpoint table ---- */
 
 static void train_model(const GptConfig *model, const char *path, int resume, int steps,

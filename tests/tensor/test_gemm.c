@@ -293,3 +293,98 @@ Test(k_gemm, linear_bias_sum_in_the_weight_product_keeps_k_sum_rows_bits) {
     check_bias_sums();
     k_par_min = saved;
 }
+
+/* Products of a few rows (decoding one token: x W^T, the head) take k_gemm's path that reads
+ * op(B) as it streams instead of packing it whole. Each row must come out with the very bits
+ * it gets inside a product of many rows (the blocked path), in every form, with accumulate,
+ * bias and bias + ReLU, on shapes around the tile (nr), the column groups and KC, for 1, 2 and
+ * 3 threads with the default threshold and with every product split. Rows i0 .. i0+m of a
+ * product of `big` rows: op(A) restricted to them, stored as the form stores A. */
+static Real *rows_of(const Real *A, int ta, int big, int K, int i0, int m) {
+    Real *s = malloc(((size_t)m * K + 1) * sizeof(Real));
+    cr_assert(s);
+    for (int i = 0; i < m; i++)
+        for (int k = 0; k < K; k++)
+            s[ta ? (size_t)k * m + i : (size_t)i * K + k] =
+                ta ? A[(size_t)k * big + i0 + i] : A[(size_t)(i0 + i) * K + k];
+    return s;
+}
+
+/* how = 0: k_gemm, 1: k_gemm with accumulate, 2: k_gemm_bias, 3: k_gemm_relu with a bias */
+static void product(int how, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
+                    Real *C, const Real *bias) {
+    if (how <= 1)
+        k_gemm(ta, tb, M, N, K, A, B, C, how);
+    else if (how == 2)
+        k_gemm_bias(ta, tb, M, N, K, A, B, C, bias);
+    else
+        k_gemm_relu(ta, tb, M, N, K, A, B, C, bias);
+}
+
+static void check_few_rows(Dims d) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    int big = 2 * mr + 3, K = d.K, N = d.N;
+    Rng rng;
+    rng_seed(&rng, 15);
+    Real *A = random_array(&rng, (size_t)big * K), *B = random_array(&rng, (size_t)K * N);
+    Real *C0 = random_array(&rng, (size_t)big * N), *bias = random_array(&rng, (size_t)N);
+    Real *full = malloc(((size_t)big * N + 1) * sizeof(Real));
+    Real *part = malloc(((size_t)4 * N + 1) * sizeof(Real));
+    cr_assert(full && part);
+    for (int f = 0; f < 4; f++)
+        for (int how = 0; how < 4; how++) {
+            int ta = f >= 2, tb = f % 2;
+            set_threads(1);
+            memcpy(full, C0, (size_t)big * N * sizeof(Real));
+            product(how, ta, tb, big, N, K, A, B, full, bias);
+            for (int m = 1; m <= 4; m++)
+                for (int i0 = 0; i0 + m <= big; i0 += 2 * m + 1) {
+                    Real *a = rows_of(A, ta, big, K, i0, m);
+                    for (int t = 1; t <= 3; t++) {
+                        set_threads(t);
+                        memcpy(part, C0 + (size_t)i0 * N, (size_t)m * N * sizeof(Real));
+                        product(how, ta, tb, m, N, K, a, B, part, bias);
+                        cr_assert(
+                            memcmp(part, full + (size_t)i0 * N, (size_t)m * N * sizeof(Real)) == 0,
+                            "form %d how %d K %d N %d: rows %d..%d alone, %d threads, "
+                            "differ from the product of %d rows",
+                            f, how, K, N, i0, i0 + m - 1, t, big);
+                    }
+                    free(a);
+                }
+        }
+    set_threads(2);
+    free(A);
+    free(B);
+    free(C0);
+    free(bias);
+    free(full);
+    free(part);
+}
+
+static void check_few_rows_shapes(void) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    const Dims dims[] = {/* M unused: K and N */
+                         {0, 1, 1},           {0, 3, nr - 1},          {0, 17, nr + 1},
+                         {0, kc - 1, 4 * nr}, {0, kc + 1, 4 * nr + 3}, {0, 2 * kc + 5, 9 * nr - 1},
+                         {0, 40, 3 * nr + 7}, {0, 96, nc + 5}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) check_few_rows(dims[i]);
+}
+
+Test(k_gemm, a_few_rows_alone_get_their_bits_in_a_product_of_many) {
+    check_few_rows_shapes();
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    check_few_rows_shapes();
+    k_par_min = saved;
+}
+
+Test(k_gemm, a_few_rows_match_a_double_reference) {
+    int mr, nr, kc, mc, nc;
+    k_gemm_blocking(&mr, &nr, &kc, &mc, &nc);
+    const Dims dims[] = {{1, 2 * kc + 3, 5 * nr + 3}, {2, kc + 1, 4 * nr + 1}, {3, 33, 2 * nr - 1},
+                         {4, 7, 9 * nr + 5},          {1, 768, 257},           {3, 1, 1}};
+    check_shapes(dims, (int)(sizeof dims / sizeof dims[0]));
+}
