@@ -290,7 +290,7 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
     begin(&s, 900, 760);
     rows_block(s.f, rows, n);
     fprintf(s.f, "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
-                 "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\n"
+                 "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\nset format y '%%g'\n"
                  "set title 'train and test loss'\n"
                  "plot $D u 1:2 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:3 w lp pt 7 ps 0.4 lw 2 t "
                  "'test'\nunset logscale y\nset ylabel 'accuracy'\nset yrange [0:1.02]\n"
@@ -301,7 +301,8 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
 
     begin(&s, 900, 480);
     rows_block(s.f, rows, n);
-    fprintf(s.f, "set logscale xy\nset grid\nset key outside right\nset xlabel 'step'\n"
+    fprintf(s.f, "set logscale xy\nset format y '%%g'\nset grid\nset key outside right\n"
+                 "set xlabel 'step'\n"
                  "set ylabel 'cross-entropy'\nset title 'restricted and excluded loss (key "
                  "frequencies");
     for (int i = 0; i < nk; i++) fprintf(s.f, " %d", keys[i]);
