@@ -46,11 +46,15 @@ static int parse_flags(const char *cmd, Flag *opts, int n, int argc, char **argv
     return parse(cmd, opts, n, argc, argv, NULL, NULL);
 }
 
-/* --threads N (0: the library's default, ag_threads_default); more than the CPUs warns */
-static void set_threads(int threads) {
+void tr_warn_threads(int threads) {
     if (threads > ag_threads_available())
         fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
                 PROG, threads, ag_threads_available());
+}
+
+/* --threads N (0: the library's default, ag_threads_default) */
+static void set_threads(int threads) {
+    tr_warn_threads(threads);
     ag_threads_use(threads);
 }
 

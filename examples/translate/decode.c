@@ -1,6 +1,6 @@
 /* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
- * teacher-forced forward of one pair (for attention maps), greedy decoding of a batch and beam
- * search of one sentence with the key/value cache (nn_decode_begin/step/end), the metrics
+ * teacher-forced forward of one pair (for attention maps), translating a sentence greedily or
+ * by beam search (the library's nn_seq2seq_greedy and nn_seq2seq_beam), the metrics
  * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set, window by
  * window (its memory does not grow with the number of pairs).
  * Not here: training (train.c). Read next: train.c. */
@@ -88,180 +88,10 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
     return nn_seq2seq_decode(tr->tape, &tr->model, mem, s, S + 1, ti, 1, T + 1, NULL);
 }
 
-int tr_max_decode(const Seq2SeqConfig *c, int S) {
+/* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
+static int max_decode(const Seq2SeqConfig *c, int S) {
     int n = 2 * S + 10;
     return n < c->max_len ? n : c->max_len;
-}
-
-/* ---- greedy ---- */
-
-/* The best token of a row of V logits, never PAD or BOS. */
-static int argmax_token(const Real *x, int V) {
-    int best = TR_EOS;
-    for (int v = TR_EOS + 1; v < V; v++)
-        if (x[v] > x[best]) best = v;
-    return best;
-}
-
-int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens) {
-    int prev = ag_no_grad(t, 1), V = m->cfg.tgt_vocab, rc = AG_OK;
-    ag_tape_reset(t);
-    Tensor *mem = nn_seq2seq_encode(t, m, src, B, S, NULL);
-    NnDecodeState st;
-    nn_decode_begin(&st, m, mem, src, B, S, max_T);
-    int *tok = ex_malloc((size_t)B * 2 * sizeof(int)), *done = tok + B, n_done = 0;
-    for (int b = 0; b < B; b++) {
-        tok[b] = TR_BOS;
-        done[b] = 0;
-        lens[b] = 0;
-    }
-    for (int pos = 0; pos < max_T && n_done < B; pos++) {
-        ag_tape_reset(t);
-        Tensor *logits = nn_decode_step(t, m, &st, tok); /* (B, 1, V) */
-        if (rc == AG_OK) rc = ex_tensor_finite(logits, "the decoder's logits", t);
-        for (int b = 0; b < B; b++) {
-            if (done[b]) continue;
-            int y = argmax_token(logits->data + (size_t)b * V, V);
-            if (y == TR_EOS || pos == max_T - 1) {
-                done[b] = 1;
-                n_done++;
-            } else {
-                out[(size_t)b * max_T + lens[b]++] = y;
-            }
-            tok[b] = y;
-        }
-    }
-    free(tok);
-    nn_decode_end(&st);
-    ag_tape_reset(t);
-    ag_no_grad(t, prev);
-    return rc;
-}
-
-/* ---- beam search ---- */
-
-static double length_penalty(int len, double alpha) {
-    return alpha == 0 ? 1.0 : pow((5.0 + len) / 6.0, alpha);
-}
-
-typedef struct {
-    double score;
-    int beam, token;
-} Cand;
-
-static int cmp_cand(const void *a, const void *b) {
-    const Cand *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    if (x->beam != y->beam) return x->beam - y->beam;
-    return x->token - y->token;
-}
-
-/* Copies cache rows so that row j holds what row parent[j] held (first len positions). */
-static void reorder_cache(NnKVCache *c, const int *parent, int K, Real *tmp) {
-    size_t row = (size_t)c->NKV * c->max_T * c->HS;
-    Real *bufs[2] = {c->k, c->v};
-    for (int w = 0; w < 2; w++) {
-        memcpy(tmp, bufs[w], (size_t)K * row * sizeof(Real));
-        for (int j = 0; j < K; j++)
-            memcpy(bufs[w] + (size_t)j * row, tmp + (size_t)parent[j] * row, row * sizeof(Real));
-    }
-}
-
-int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out) {
-    AG_CHECK(K >= 1 && K <= 64, "tr_beam: K = %d outside [1, 64]", K);
-    int V = m->cfg.tgt_vocab, prev = ag_no_grad(t, 1), rc = AG_OK;
-    ag_tape_reset(t);
-    int *srcK = ex_malloc((size_t)K * S * sizeof(int));
-    for (int k = 0; k < K; k++) memcpy(srcK + (size_t)k * S, src, (size_t)S * sizeof(int));
-    Tensor *mem = nn_seq2seq_encode(t, m, srcK, K, S, NULL);
-    NnDecodeState st;
-    nn_decode_begin(&st, m, mem, srcK, K, S, max_T);
-    int *hist = ex_malloc((size_t)K * max_T * sizeof(int)),
-        *nhist = ex_malloc((size_t)K * max_T * sizeof(int));
-    int *tok = ex_malloc((size_t)K * 2 * sizeof(int)), *parent = tok + K;
-    double *score = ex_malloc((size_t)K * sizeof(double));
-    Cand *cand = ex_malloc((size_t)K * V * sizeof(Cand));
-    size_t cache_row = (size_t)st.self[0].NKV * max_T * st.self[0].HS;
-    Real *tmp = ex_malloc((size_t)K * cache_row * sizeof(Real));
-    int *best = ex_malloc((size_t)max_T * sizeof(int)), best_len = -1;
-    double best_score = -INFINITY;
-    int alive = 1; /* beams 0..alive-1 are live */
-    tok[0] = TR_BOS;
-    score[0] = 0;
-    for (int k = 1; k < K; k++) {
-        tok[k] = TR_BOS;
-        score[k] = -INFINITY;
-    }
-    for (int pos = 0; pos < max_T && alive > 0; pos++) {
-        ag_tape_reset(t);
-        Tensor *logits = nn_decode_step(t, m, &st, tok); /* (K, 1, V) */
-        if ((rc = ex_tensor_finite(logits, "the decoder's logits", t)) != AG_OK) break;
-        int nc = 0;
-        for (int k = 0; k < alive; k++) {
-            const Real *x = logits->data + (size_t)k * V;
-            double mx = x[0], sum = 0;
-            for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-            for (int v = 0; v < V; v++) sum += exp((double)x[v] - mx);
-            double lse = mx + log(sum);
-            for (int v = TR_EOS; v < V; v++)
-                cand[nc++] = (Cand){score[k] + (double)x[v] - lse, k, v};
-        }
-        qsort(cand, (size_t)nc, sizeof *cand, cmp_cand);
-        int n_new = 0;
-        for (int c = 0; c < nc && n_new < K; c++) {
-            int len = pos + 1; /* tokens so far, this one included */
-            if (cand[c].token == TR_EOS || pos == max_T - 1) {
-                double s = cand[c].score / length_penalty(len, alpha);
-                if (s > best_score) {
-                    best_score = s;
-                    int n = cand[c].token == TR_EOS ? pos : pos + 1;
-                    memcpy(best, hist + (size_t)cand[c].beam * max_T, (size_t)pos * sizeof(int));
-                    if (n > pos) best[pos] = cand[c].token;
-                    best_len = n;
-                }
-                continue;
-            }
-            int *h = nhist + (size_t)n_new * max_T;
-            memcpy(h, hist + (size_t)cand[c].beam * max_T, (size_t)pos * sizeof(int));
-            h[pos] = cand[c].token;
-            parent[n_new] = cand[c].beam;
-            tok[n_new] = cand[c].token;
-            score[n_new] = cand[c].score;
-            n_new++;
-        }
-        alive = n_new;
-        for (int k = alive; k < K; k++) {
-            parent[k] = 0;
-            tok[k] = TR_EOS;
-            score[k] = -INFINITY;
-        }
-        int *sw = hist;
-        hist = nhist;
-        nhist = sw;
-        for (int l = 0; l < m->cfg.n_dec_layers; l++) reorder_cache(&st.self[l], parent, K, tmp);
-        /* stop when no live beam can beat the best finished one: scores only fall, and the
-         * length penalty is largest at max_T */
-        if (alive > 0 && best_len >= 0 && score[0] / length_penalty(max_T, alpha) <= best_score)
-            break;
-    }
-    if (rc != AG_OK) best_len = 0;
-    if (best_len < 0) { /* nothing finished: the best live beam */
-        best_len = alive > 0 ? max_T : 0;
-        if (alive > 0) memcpy(best, hist, (size_t)max_T * sizeof(int));
-    }
-    memcpy(out, best, (size_t)best_len * sizeof(int));
-    free(best);
-    free(tmp);
-    free(cand);
-    free(score);
-    free(tok);
-    free(nhist);
-    free(hist);
-    free(srcK);
-    nn_decode_end(&st);
-    ag_tape_reset(t);
-    ag_no_grad(t, prev);
-    return rc != AG_OK ? rc : best_len;
 }
 
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
@@ -271,10 +101,12 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     int *row = ex_malloc((size_t)(S + 1) * sizeof(int));
     memcpy(row, src, (size_t)S * sizeof(int));
     row[S] = TR_EOS;
-    int max_T = tr_max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
+    int max_T = max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     int *hyp = ex_malloc((size_t)max_T * sizeof(int)), n;
-    int rc = K == 1 ? tr_greedy(&tr->model, tr->tape, row, 1, S + 1, max_T, hyp, &n)
-                    : (n = tr_beam(&tr->model, tr->tape, row, S + 1, K, max_T, alpha, hyp));
+    int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TR_BOS, TR_EOS,
+                                        max_T, hyp, &n)
+                    : (n = nn_seq2seq_beam(tr->tape, &tr->model, row, S + 1, TR_BOS, TR_EOS, K,
+                                           max_T, alpha, hyp));
     if (rc < 0) {
         n = ex_not_finite(rc, tr->path, NULL);
     } else {
@@ -464,8 +296,8 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
             if (k % P != me) continue;
             int B = wn - i0 < batch ? wn - i0 : batch;
             tr_batch_make(&b, d, idx + i0, B);
-            int max_T = tr_max_decode(&m->cfg, b.S);
-            int got = tr_greedy(m, t, b.src, B, b.S, max_T, out, lens);
+            int max_T = max_decode(&m->cfg, b.S);
+            int got = nn_seq2seq_greedy(t, m, b.src, B, b.S, TR_BOS, TR_EOS, max_T, out, lens);
             if (rc == AG_OK) rc = got;
             if (loss) {
                 part[nb] = tr_batch_loss_sum(m, t, &b);

@@ -2,7 +2,7 @@
  * configuration (tr_check_config) and of the positional data.position of a checkpoint written
  * before the run loop (tr_check_position: every command that loads one, and the legacy resume
  * of train.c), and tr_train: a TrTrainConfig run as the command line it stands for.
- * Not here: the run (train.c). Read next: train_system.c. */
+ * Not here: the run (train.c). Read next: cli.c. */
 #include <errno.h>
 #include <float.h>
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* trainer.h: what the trainer's files share (train.c: the run on src/run's loop; train_setup.c:
  * the defaults, the checks of a configuration and of a checkpoint written before the run loop,
- * tr_train; train_system.c: memory figures). Internal to the example: tests use translate.h.
+ * tr_train). Internal to the example: tests use translate.h.
  * Read next: train_setup.c. */
 #ifndef ATTOGRAD_TRAINER_H
 #define ATTOGRAD_TRAINER_H
@@ -41,9 +41,4 @@ enum {
     POS_V2_COUNT = POS_SHARDS
 };
 
-/* ---- train_system.c: memory ---- */
-/* --report-rss: one line (peak and current RSS after step, the malloc figure); first: the
- * first report's figures (-1: none yet), the later ones say the change since step report_rss */
-void tr_report_rss(int64_t step, int64_t report_rss, long first[2]);
-void tr_fixed_mmap_threshold(void);
 #endif

@@ -247,24 +247,12 @@ int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, i
  * (1, NH, S+1, S+1). Valid until the next call on tr. S + 1 and T + 1 <= max_len. */
 Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T);
 
-/* Greedy decoding of a batch with the key/value cache (nn_decode_*): src (B, S) rows as in a
- * TrBatch (tokens, EOS, PAD). Each row gets at most max_T - 1 tokens (the last position is
- * for EOS), without BOS/EOS, in out (B, max_T), its count in lens (B). max_T <= max_len.
- * Resets tape t (no-grad); PAD and BOS are never chosen. Returns AG_OK, or AG_ERR_RANGE
- * when a logit was not finite (ex_tensor_finite's message; the decoding still ran to its end). */
-int tr_greedy(Seq2Seq *m, Tape *t, const int *src, int B, int S, int max_T, int *out, int *lens);
-/* Beam search of one sentence, K beams (K = 1 is greedy), src (S) as one TrBatch row.
- * Hypotheses end at EOS and are ranked by log-probability / ((5 + len) / 6)^alpha (GNMT's
- * length penalty; alpha 0: plain log-probability). -> the best in out (max_T), its length, or
- * AG_ERR_RANGE when a logit was not finite (ex_tensor_finite's message). */
-int tr_beam(Seq2Seq *m, Tape *t, const int *src, int S, int K, int max_T, double alpha, int *out);
-/* Translates one tokenized sentence (ids without EOS), greedy (beam <= 1) or beam search.
- * -> the number of target ids in out (at most cap), or AG_ERR_RANGE when the model's values
+/* Translates one tokenized sentence (ids without EOS), greedy (beam <= 1) or beam search of
+ * beam beams with the length penalty alpha (src/nn: nn_seq2seq_greedy, nn_seq2seq_beam; at
+ * most 2 S + 10 tokens, within max_len). -> the number of target ids in out (at most cap), or AG_ERR_RANGE when the model's values
  * overflowed (the message names tr's checkpoint: ex_not_finite). */
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap);
-/* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
-int tr_max_decode(const Seq2SeqConfig *c, int S);
 
 /* ---- metrics ---- */
 typedef struct TrScore {
@@ -393,6 +381,8 @@ int tr_main(int argc, char **argv);
  * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
  * For the fuzz harness of the command line (fuzz/cli.c). */
 int tr_check_args(int argc, char **argv);
+/* Warns on stderr when --threads asks for more than the CPUs this process may use. */
+void tr_warn_threads(int threads);
 
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {

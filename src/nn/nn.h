@@ -392,4 +392,22 @@ void nn_decode_begin(NnDecodeState *s, Seq2Seq *m, Tensor *memory, const int *sr
 Tensor *nn_decode_step(Tape *t, Seq2Seq *m, NnDecodeState *s, const int *tokens);
 void nn_decode_end(NnDecodeState *s);
 
+/* ---- a translation with the cache (seq2seq_search.c) ----
+ * src (B, S): rows as nn_seq2seq_encode reads them (a sentence's tokens, its end token, then
+ * pad_id). Every row starts from the token bos; pad_id and bos are never chosen; a row ends at
+ * eos, or after max_T - 1 tokens (max_T <= max_len). No-grad; both reset the tape t. A logit
+ * that is not finite (finite weights that overflow) gives AG_ERR_RANGE naming it ("the
+ * decoder's logits[i] = inf: must be finite", and where it began when t's check mode saw it).
+ * nn_seq2seq_greedy: the most likely token at each step (the lowest id on ties), a batch at a
+ * time: row b's tokens (without bos and eos) in out[b * max_T ...], their count in lens[b];
+ * AG_OK (the decoding runs to its end even after a bad logit) or AG_ERR_RANGE.
+ * nn_seq2seq_beam: beam search of one row (B = 1) with K beams (1..64; K = 1 is greedy),
+ * hypotheses ranked by log-probability / ((5 + len) / 6)^alpha (GNMT's length penalty, alpha
+ * >= 0; 0: plain log-probability): the best one's tokens in out (max_T), returns their count,
+ * or AG_ERR_RANGE. */
+int nn_seq2seq_greedy(Tape *t, Seq2Seq *m, const int *src, int B, int S, int bos, int eos,
+                      int max_T, int *out, int *lens);
+int nn_seq2seq_beam(Tape *t, Seq2Seq *m, const int *src, int S, int bos, int eos, int K,
+                    int max_T, double alpha, int *out);
+
 #endif

@@ -65,6 +65,7 @@ static NpzEntry NE;
 static AgGradcheckResult GCR;
 static char BUF[AG_NAME_LEN];
 static const int IDS[4];
+static int OUTI[4];
 static double D1[4];
 static Tensor *INPUTS[1] = {&T};
 static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
@@ -300,6 +301,15 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_decode_step, s, nn_decode_step(&TP, &S2S, NULL, IDS))                                     \
     X(nn_decode_step, tokens, nn_decode_step(&TP, &S2S, &DS, NULL))                                \
     X(nn_decode_end, s, nn_decode_end(NULL))                                                       \
+    X(nn_seq2seq_greedy, t, nn_seq2seq_greedy(NULL, &S2S, IDS, 1, 2, 1, 2, 4, OUTI, OUTI))        \
+    X(nn_seq2seq_greedy, m, nn_seq2seq_greedy(&TP, NULL, IDS, 1, 2, 1, 2, 4, OUTI, OUTI))          \
+    X(nn_seq2seq_greedy, src, nn_seq2seq_greedy(&TP, &S2S, NULL, 1, 2, 1, 2, 4, OUTI, OUTI))       \
+    X(nn_seq2seq_greedy, out, nn_seq2seq_greedy(&TP, &S2S, IDS, 1, 2, 1, 2, 4, NULL, OUTI))        \
+    X(nn_seq2seq_greedy, lens, nn_seq2seq_greedy(&TP, &S2S, IDS, 1, 2, 1, 2, 4, OUTI, NULL))       \
+    X(nn_seq2seq_beam, t, nn_seq2seq_beam(NULL, &S2S, IDS, 2, 1, 2, 2, 4, 0.6, OUTI))              \
+    X(nn_seq2seq_beam, m, nn_seq2seq_beam(&TP, NULL, IDS, 2, 1, 2, 2, 4, 0.6, OUTI))               \
+    X(nn_seq2seq_beam, src, nn_seq2seq_beam(&TP, &S2S, NULL, 2, 1, 2, 2, 4, 0.6, OUTI))            \
+    X(nn_seq2seq_beam, out, nn_seq2seq_beam(&TP, &S2S, IDS, 2, 1, 2, 2, 4, 0.6, NULL))             \
     /* optim.h */                                                                                  \
     X(optim_schedule_lr, s, optim_schedule_lr(NULL, 1e-3, 1))                                      \
     X(optim_new, a, optim_new(NULL, &PL, &OC))                                                     \

@@ -773,3 +773,89 @@ Test(nn_seq2seq, incremental_decoding_equals_the_full_forward) {
         arena_free(a);
     }
 }
+
+/* A small seq2seq for the searches: pad 0, bos 1, eos 2; two source rows */
+static void search_model(Seq2Seq *m, Arena **a, Tape **t) {
+    Seq2SeqConfig cfg = nn_seq2seq_default_config(9, 8, 16, 4, 2);
+    cfg.max_len = 12;
+    cfg.layer.dropout = 0;
+    *a = arena_new("params", 8 << 20);
+    Rng rng;
+    rng_seed(&rng, 7);
+    nn_seq2seq_init(m, *a, &rng, &cfg);
+    *t = ag_tape_new(arena_new("step", 32 << 20));
+}
+
+static void search_free(Seq2Seq *m, Arena *a, Tape *t) {
+    arena_free(t->arena);
+    ag_tape_free(t);
+    nn_seq2seq_free(m);
+    arena_free(a);
+}
+
+/* Greedy decoding takes, at every step, a best token of the full decoder run teacher-forced on
+ * bos and the tokens chosen so far (never pad or bos), and stops at eos or max_T - 1 tokens;
+ * beam search with one beam finds the same sentence. */
+Test(nn_seq2seq, greedy_takes_the_full_decoders_best_token_and_one_beam_agrees) {
+    Seq2Seq m;
+    Arena *a;
+    Tape *t;
+    search_model(&m, &a, &t);
+    int B = 2, S = 6, max_T = 9, V = m.cfg.tgt_vocab;
+    int src[12] = {3, 4, 5, 6, 7, 2, 3, 4, 5, 2, 0, 0}, out[18], lens[2];
+    cr_assert_eq(nn_seq2seq_greedy(t, &m, src, B, S, 1, 2, max_T, out, lens), AG_OK);
+    for (int b = 0; b < B; b++) {
+        int n = lens[b], tin[9] = {1};
+        cr_assert(n >= 0 && n <= max_T - 1);
+        for (int i = 0; i < n; i++) tin[i + 1] = out[b * max_T + i];
+        int T = n < max_T - 1 ? n + 1 : n; /* the positions whose choice was made */
+        ag_tape_reset(t);
+        ag_no_grad(t, 1);
+        Tensor *mem = nn_seq2seq_encode(t, &m, src + b * S, 1, S, NULL);
+        Tensor *full = nn_seq2seq_decode(t, &m, mem, src + b * S, S, tin, 1, T, NULL);
+        for (int pos = 0; pos < T; pos++) {
+            const Real *x = full->data + (size_t)pos * V;
+            int chosen = pos < n ? out[b * max_T + pos] : 2;
+            cr_assert(chosen != 0 && chosen != 1, "row %d position %d chose %d", b, pos, chosen);
+            for (int v = 2; v < V; v++)
+                cr_assert((double)x[chosen] >= (double)x[v] - 1e-4,
+                          "row %d position %d: token %d (%g) beats the chosen %d (%g)", b, pos,
+                          v, (double)x[v], chosen, (double)x[chosen]);
+        }
+        int one[9];
+        int k = nn_seq2seq_beam(t, &m, src + b * S, S, 1, 2, 1, max_T, 0.6, one);
+        cr_assert_eq(k, n, "row %d: one beam found %d tokens, greedy %d", b, k, n);
+        for (int i = 0; i < n; i++) cr_assert_eq(one[i], out[b * max_T + i]);
+    }
+    search_free(&m, a, t);
+}
+
+/* Logits that overflow are AG_ERR_RANGE naming them (greedy and beam), not an abort */
+Test(nn_seq2seq, searches_refuse_logits_that_are_not_finite) {
+    Seq2Seq m;
+    Arena *a;
+    Tape *t;
+    search_model(&m, &a, &t);
+    m.generator.bias->data[3] = (Real)INFINITY;
+    int src[6] = {3, 4, 5, 6, 7, 2}, out[9], lens[1];
+    cr_assert_eq(nn_seq2seq_greedy(t, &m, src, 1, 6, 1, 2, 9, out, lens), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "the decoder's logits[3] = inf: must be finite"), "%s",
+              ag_last_error());
+    cr_assert_eq(nn_seq2seq_beam(t, &m, src, 6, 1, 2, 4, 9, 0.6, out), AG_ERR_RANGE);
+    search_free(&m, a, t);
+}
+
+/* misuse: eos the padding token, max_T beyond max_len, more than 64 beams */
+static void search_misuse(int which) {
+    Seq2Seq m;
+    Arena *a;
+    Tape *t;
+    search_model(&m, &a, &t);
+    int src[6] = {3, 4, 5, 6, 7, 2}, out[13], lens[1];
+    if (which == 0) nn_seq2seq_greedy(t, &m, src, 1, 6, 1, 0, 9, out, lens);
+    if (which == 1) nn_seq2seq_greedy(t, &m, src, 1, 6, 1, 2, 13, out, lens);
+    if (which == 2) nn_seq2seq_beam(t, &m, src, 6, 1, 2, 65, 9, 0.6, out);
+}
+Test(nn_seq2seq, greedy_aborts_when_eos_is_the_padding, .signal = SIGABRT) { search_misuse(0); }
+Test(nn_seq2seq, greedy_aborts_beyond_max_len, .signal = SIGABRT) { search_misuse(1); }
+Test(nn_seq2seq, beam_aborts_on_more_than_64_beams, .signal = SIGABRT) { search_misuse(2); }
