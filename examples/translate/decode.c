@@ -103,8 +103,8 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     row[S] = TR_EOS;
     int max_T = max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     int *hyp = ex_malloc((size_t)max_T * sizeof(int)), n;
-    int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TR_BOS, TR_EOS,
-                                        max_T, hyp, &n)
+    int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TR_BOS, TR_EOS, max_T,
+                                        hyp, &n)
                     : (n = nn_seq2seq_beam(tr->tape, &tr->model, row, S + 1, TR_BOS, TR_EOS, K,
                                            max_T, alpha, hyp));
     if (rc < 0) {

@@ -407,7 +407,7 @@ void nn_decode_end(NnDecodeState *s);
  * or AG_ERR_RANGE. */
 int nn_seq2seq_greedy(Tape *t, Seq2Seq *m, const int *src, int B, int S, int bos, int eos,
                       int max_T, int *out, int *lens);
-int nn_seq2seq_beam(Tape *t, Seq2Seq *m, const int *src, int S, int bos, int eos, int K,
-                    int max_T, double alpha, int *out);
+int nn_seq2seq_beam(Tape *t, Seq2Seq *m, const int *src, int S, int bos, int eos, int K, int max_T,
+                    double alpha, int *out);
 
 #endif

@@ -35,8 +35,8 @@ static void check_search(const char *fn, const Seq2Seq *m, int B, int S, int bos
              "%s: B %d and S %d must be >= 1, max_T %d in [1, %d]", fn, B, S, max_T,
              m->cfg.max_len);
     AG_CHECK(bos >= 0 && bos < V && eos >= 0 && eos < V && bos != eos && eos != pad,
-             "%s: bos %d and eos %d must be distinct tokens in [0, %d), eos not pad_id %d", fn,
-             bos, eos, V, pad);
+             "%s: bos %d and eos %d must be distinct tokens in [0, %d), eos not pad_id %d", fn, bos,
+             eos, V, pad);
 }
 
 /* ---- greedy ---- */
@@ -122,8 +122,8 @@ static void reorder_cache(NnKVCache *c, const int *parent, int K, Real *tmp) {
     }
 }
 
-int nn_seq2seq_beam(Tape *t, Seq2Seq *m, const int *src, int S, int bos, int eos, int K,
-                    int max_T, double alpha, int *out) {
+int nn_seq2seq_beam(Tape *t, Seq2Seq *m, const int *src, int S, int bos, int eos, int K, int max_T,
+                    double alpha, int *out) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(m);
     AG_CHECK_ARG(src);

@@ -301,7 +301,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_decode_step, s, nn_decode_step(&TP, &S2S, NULL, IDS))                                     \
     X(nn_decode_step, tokens, nn_decode_step(&TP, &S2S, &DS, NULL))                                \
     X(nn_decode_end, s, nn_decode_end(NULL))                                                       \
-    X(nn_seq2seq_greedy, t, nn_seq2seq_greedy(NULL, &S2S, IDS, 1, 2, 1, 2, 4, OUTI, OUTI))        \
+    X(nn_seq2seq_greedy, t, nn_seq2seq_greedy(NULL, &S2S, IDS, 1, 2, 1, 2, 4, OUTI, OUTI))         \
     X(nn_seq2seq_greedy, m, nn_seq2seq_greedy(&TP, NULL, IDS, 1, 2, 1, 2, 4, OUTI, OUTI))          \
     X(nn_seq2seq_greedy, src, nn_seq2seq_greedy(&TP, &S2S, NULL, 1, 2, 1, 2, 4, OUTI, OUTI))       \
     X(nn_seq2seq_greedy, out, nn_seq2seq_greedy(&TP, &S2S, IDS, 1, 2, 1, 2, 4, NULL, OUTI))        \

@@ -819,8 +819,8 @@ Test(nn_seq2seq, greedy_takes_the_full_decoders_best_token_and_one_beam_agrees) 
             cr_assert(chosen != 0 && chosen != 1, "row %d position %d chose %d", b, pos, chosen);
             for (int v = 2; v < V; v++)
                 cr_assert((double)x[chosen] >= (double)x[v] - 1e-4,
-                          "row %d position %d: token %d (%g) beats the chosen %d (%g)", b, pos,
-                          v, (double)x[v], chosen, (double)x[chosen]);
+                          "row %d position %d: token %d (%g) beats the chosen %d (%g)", b, pos, v,
+                          (double)x[v], chosen, (double)x[chosen]);
         }
         int one[9];
         int k = nn_seq2seq_beam(t, &m, src + b * S, S, 1, 2, 1, max_T, 0.6, one);
