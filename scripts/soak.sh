@@ -10,7 +10,7 @@
 #    (default: 1 MiB or 2 % of the step-100 figure, whichever is larger). What it may still gain
 #    without a leak: pages of code first run late (libm: 40 to 64 KiB near the end of the
 #    run) and of the heap first touched (16 KiB); measured: 0 to +152 KiB in 8 runs.
-#    The trainer fixes glibc's mmap threshold (train_system.c, tr_fixed_mmap_threshold): without
+#    The trainer fixes glibc's mmap threshold (train.c, fixed_mmap_threshold): without
 #    it the validation's decoding arena moved into the heap after the first validation and
 #    fragmented it, up to +490 KiB, depending on the layout.
 #  - the bytes malloc has handed out and not had back (glibc's mallinfo2, when the trainer

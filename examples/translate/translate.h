@@ -1,12 +1,11 @@
 /* translate.h: the translation example as a library: vocabularies (words, or char / BPE
  * tokenizers of src/text), TSV data and length-bucketed batches, loading a checkpoint into a
- * model, greedy and beam decoding with the
- * key/value cache, the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
+ * model, translating a sentence (src/nn's greedy and beam search), the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
  * the command line; attention maps, head importance and the plots drawn with gnuplot
  * (attention.c, heads.c; ../common/plot.c). main.c only calls tr_main; the tests call these
  * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
- * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h and the train_*.c files), then
+ * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h and train_setup.c), then
  * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
  * programs share (allocation, plots).
  *
