@@ -120,16 +120,11 @@ int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* the path npz with its ".npz" replaced by suffix (".png"), malloc'd */
-char *gp_png_of(const char *npz, const char *suffix);
-/* prints where the heatmap went, or why not */
-void gp_say_plot(int rc, const char *png);
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label);
-/* labels (malloc'd): "0", "1", ..; a hook point's name or "name h<k>" per head (heads > 0) */
-char **gp_number_labels(int n);
-char **gp_point_labels(const NnHookPoint *pts, int n, int heads);
-void gp_labels_free(char **lab, int n);
+/* the lens commands' outputs (src/lens/report.h) with g's token texts and the heatmaps of
+ * examples/common */
+LensReport gp_report(const GpModel *g);
 
 /* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
  * has a predecessor, in consecutive windows of block_size positions (each window's first

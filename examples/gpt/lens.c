@@ -4,9 +4,10 @@
  * every point) in turn and tables the metric; patch runs activation patching or attribution
  * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
  * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also the parts
- * every lens command shares (gpt_cli.h): rows of tokens, flags, heatmaps, labels, exit codes.
- * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c); detect, lens and export
- * (readout.c). Read next: readout.c, docs/lens.md. */
+ * every lens command shares (gpt_cli.h): rows of tokens, flags, token texts, exit codes.
+ * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the files, tables and
+ * heatmaps the commands share with attograd-translate's (src/lens/report.c); detect, lens and
+ * export (readout.c). Read next: readout.c, src/lens/report.h, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -143,23 +144,7 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
     return AG_OK;
 }
 
-/* ---- heatmaps ---- */
-
-/* png: path with ".npz" replaced by suffix (".png", "_parts.png") */
-char *gp_png_of(const char *npz, const char *suffix) {
-    size_t len = strlen(npz), n = strlen(suffix);
-    if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    char *png = ex_malloc(len + n + 1);
-    memcpy(png, npz, len);
-    memcpy(png + len, suffix, n + 1);
-    return png;
-}
-
-void gp_say_plot(int rc, const char *png) {
-    if (rc == RUN_PLOT_DRAWN) printf("heatmap: %s\n", png);
-    if (rc == RUN_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
-    if (rc == RUN_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
-}
+/* ---- the outputs (src/lens/report.h) ---- */
 
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label) {
@@ -172,6 +157,16 @@ char *gp_token_text(const GpModel *g, int id, int label) {
              : label && b[i] == '\t' ? sprintf(o, "\\t")
                                      : sprintf(o, "%c", b[i]);
     return s;
+}
+
+/* gp_token_text for the report (ctx: the GpModel; a GPT has one vocabulary) */
+static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
+    (void)stack;
+    return gp_token_text(ctx, id, label);
+}
+
+LensReport gp_report(const GpModel *g) {
+    return (LensReport){GP_PROG, ex_plot_heatmap, token_text, g};
 }
 
 /* ---- the shared start and end ---- */
@@ -325,21 +320,16 @@ int gp_cache(int argc, char **argv) {
     Arena *step = arena_new("step", 0);
     Tape *t = ag_tape_new(step);
     if (rc == AG_OK) {
-        ag_threads_use(threads);
-        int was = ag_no_grad(t, !good);
-        Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
-        if (!logits) rc = AG_ERR_ARG;
-        if (logits && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
+        LensModel lm = lens_gpt(&g.m);
+        LensTokens in = {r.ids, r.B, r.T};
+        Tensor *logits;
+        rc = lens_cache_run(t, &lm, &in, &h, &c, good ? &mt.mt : NULL, &logits);
+        if (rc == AG_OK && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
             rc = ex_not_finite(rc, ckpt, NULL);
-        if (rc == AG_OK && good) {
-            ag_backward(t, lens_metric(t, &mt.mt, logits));
-            lens_cache_take_grads(&c);
-        }
-        ag_no_grad(t, was);
     }
     if (rc == AG_OK) {
-        char **strs = ex_calloc((size_t)r.B * r.T, sizeof(char *));
-        for (int i = 0; i < r.B * r.T; i++) strs[i] = gp_token_text(&g, r.ids[i], 0);
+        LensReport rp = gp_report(&g);
+        char **strs = lens_labels_tokens(&rp, NN_HOOK_GPT, r.ids, r.B * r.T, 0);
         LensRunInfo run = {.tokens = r.ids,
                            .B = r.B,
                            .T = r.T,
@@ -350,8 +340,7 @@ int gp_cache(int argc, char **argv) {
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
                    good ? " and gradients" : "", r.B, r.T);
-        for (int i = 0; i < r.B * r.T; i++) free(strs[i]);
-        free(strs);
+        lens_labels_free(strs, r.B * r.T);
     }
     ag_tape_free(t);
     arena_free(step);
@@ -364,30 +353,6 @@ int gp_cache(int argc, char **argv) {
 }
 
 /* ---- ablate ---- */
-
-/* row labels: a point's name, or "name h<k>" per head */
-char **gp_point_labels(const NnHookPoint *pts, int n, int heads) {
-    char **lab = ex_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
-    for (int p = 0; p < n; p++)
-        for (int k = 0; k < (heads ? heads : 1); k++) {
-            char *s = ex_malloc(NN_HOOK_NAME_LEN + 16);
-            if (heads)
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
-            else
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s", pts[p].name);
-            lab[p * (heads ? heads : 1) + k] = s;
-        }
-    return lab;
-}
-char **gp_number_labels(int n) {
-    char **lab = ex_calloc((size_t)n, sizeof(char *));
-    for (int i = 0; i < n; i++) lab[i] = ex_malloc(12), snprintf(lab[i], 12, "%d", i);
-    return lab;
-}
-void gp_labels_free(char **lab, int n) {
-    for (int i = 0; i < n; i++) free(lab[i]);
-    free(lab);
-}
 
 int gp_ablate(int argc, char **argv) {
     const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss";
@@ -439,47 +404,9 @@ int gp_ablate(int argc, char **argv) {
         rc = lens_ablate_sweep_model(t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    int n_pts = tab.n_points, NH = tab.n_heads, cols = NH ? NH : 1;
-    const NnHookPoint *pts = tab.points;
-    const double *values = tab.values, base = tab.base;
-    if (rc == AG_OK) {
-        NpzWriter *w = npz_writer_new();
-        npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
-        npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
-        npz_add_f64(w, "base", 0, NULL, &base);
-        const char *axes = NH ? "point,head" : "point,none";
-        npz_add_bytes(w, "axes", axes, strlen(axes));
-        npz_add_bytes(w, "metric", metric, strlen(metric));
-        npz_add_bytes(w, "mode", mode, strlen(mode));
-        char *names = ex_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
-        strcpy(names, "[");
-        for (int p = 0; p < n_pts; p++) /* hook names need no escapes */
-            strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
-        strcat(names, "]");
-        npz_add_bytes(w, "points", names, strlen(names));
-        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = ex_not_finite(rc, ckpt, NULL);
-        npz_writer_free(w);
-        free(names);
-    }
-    if (rc == AG_OK) {
-        printf("%s: %s ablation of %d point(s)%s, %s with every part %.6f\n", out, mode, n_pts,
-               NH ? " x every head" : "", metric, base);
-        for (int p = 0; p < n_pts; p++) {
-            printf("  %-32s", pts[p].name);
-            for (int k = 0; k < cols; k++) printf(" %+9.4f", values[p * cols + k] - base);
-            printf("\n");
-        }
-        double *d = ex_malloc((size_t)n_pts * cols * sizeof(double));
-        for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
-        char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
-             **xl = gp_number_labels(cols);
-        snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        gp_say_plot(ex_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, n_pts);
-        gp_labels_free(xl, cols);
-        free(d);
-    }
+    LensReport rp = gp_report(&g);
+    if (rc == AG_OK && (rc = lens_report_ablate(&rp, &tab, am, metric, out)) == AG_ERR_RANGE)
+        rc = ex_not_finite(rc, ckpt, NULL);
     lens_ablate_table_free(&tab);
     free(pos);
     ag_tape_free(t);
@@ -545,33 +472,10 @@ int gp_patch(int argc, char **argv) {
             t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
+    LensReport rp = gp_report(&g);
+    if (rc == AG_OK &&
+        (rc = lens_report_patch(&rp, &s, metric, rc_corr.ids, NULL, out)) == AG_ERR_RANGE)
         rc = ex_not_finite(rc, ckpt, NULL);
-    if (rc == AG_OK) {
-        int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
-        int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
-        printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
-               attribution ? "attribution patching" : "activation patching", by, s.n_points, metric,
-               s.clean, s.corrupted);
-        double *d = ex_malloc((size_t)rows * cols * sizeof(double));
-        for (int i = 0; i < rows * cols; i++)
-            d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
-        char **yl = gp_point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
-        char **xl =
-            axes == LENS_BY_HEAD ? gp_number_labels(cols) : ex_calloc((size_t)cols, sizeof(char *));
-        for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
-            xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
-        char *png = gp_png_of(out, ".png"), title[256];
-        snprintf(title, sizeof title,
-                 "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
-                 attribution ? "attribution patching" : "activation patching", metric, s.clean,
-                 s.corrupted);
-        gp_say_plot(ex_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, rows);
-        gp_labels_free(xl, cols);
-        free(d);
-    }
     if (s.values) lens_sweep_free(&s);
     ag_tape_free(t);
     arena_free(step);

@@ -133,19 +133,15 @@ int gp_detect(int argc, char **argv) {
     }
     if (rc == AG_OK) {
         printf("%s: scores (kind, layer, head)\n", a.out);
-        char **yl = ex_calloc((size_t)K * L, sizeof(char *)), **xl = gp_number_labels(NH);
+        char **yl = ex_calloc((size_t)K * L, sizeof(char *));
         for (int k = 0; k < K; k++)
             for (int l = 0; l < L; l++) {
                 yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        char *png = gp_png_of(a.out, ".png");
-        gp_say_plot(ex_plot_heatmap(png, "head detectors: share of attention on the pattern",
-                                    scores, K * L, NH, yl, xl, 1),
-                    png);
-        free(png);
-        gp_labels_free(yl, K * L);
-        gp_labels_free(xl, NH);
+        LensReport rp = gp_report(&g);
+        lens_report_heatmap(&rp, a.out, ".png", "head detectors: share of attention on the pattern",
+                            scores, K * L, NH, yl, lens_labels_numbers(NH), 1);
     }
     free(scores);
     free(r.ids);
@@ -154,13 +150,6 @@ int gp_detect(int argc, char **argv) {
 }
 
 /* ---- lens ---- */
-
-/* the mean over the B rows of v[(s * B + b) * T + pos] (a (S, B, T) array) */
-static double row_mean(const double *v, int s, int B, int T, int pos) {
-    double m = 0;
-    for (int b = 0; b < B; b++) m += v[((size_t)s * B + b) * T + pos];
-    return m / B;
-}
 
 int gp_lens(int argc, char **argv) {
     const char *token = NULL;
@@ -205,93 +194,10 @@ int gp_lens(int argc, char **argv) {
         ag_tape_free(t);
         arena_free(step);
     }
+    LensReport rp = gp_report(&g);
     if (rc == AG_OK &&
-        (rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
+        (rc = lens_report_logit(&rp, &ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
         rc = ex_not_finite(rc, a.ckpt, NULL);
-    if (rc == AG_OK) {
-        int B = r.B, T = r.T, L = cfg.n_layer, NH = cfg.n_head, S = L + 1, P = ll.pos;
-        size_t BT = (size_t)B * T;
-        char *gt = gp_token_text(&g, gi, 1), *bt = bi >= 0 ? gp_token_text(&g, bi, 1) : NULL;
-        char *at = gp_token_text(&g, r.ids[P], 1), metric[128];
-        if (bt)
-            snprintf(metric, sizeof metric, "logit('%s') - logit('%s')", gt, bt);
-        else
-            snprintf(metric, sizeof metric, "logit('%s')", gt);
-        double model = 0, sum = 0;
-        for (int b = 0; b < B; b++) model += ll.metric[(size_t)b * T + P] / B;
-        printf("%s: %s at position %d (row 0's token there: '%s'), mean over %d row(s): %.6f\n",
-               a.out, metric, P, at, B, model);
-        printf("logit lens (each stream through the final norm and the head; accumulated: the "
-               "parts so far\nread with the final norm's scale; loss: of the next token, over "
-               "every row and position):\n");
-        printf("  %-28s %12s %12s %8s %12s %8s\n", "stage", "metric", "log p(good)", "top-1",
-               "accumulated", "loss");
-        for (int s = 0; s < S; s++) {
-            char stage[64], *top = gp_token_text(&g, ll.lens_top[(size_t)s * BT + P], 1);
-            if (s == 0)
-                snprintf(stage, sizeof stage, "blocks.0.hook_resid_pre");
-            else
-                snprintf(stage, sizeof stage, "blocks.%d.hook_resid_post", s - 1);
-            double loss = 0;
-            for (size_t i = 0; i < BT; i++)
-                if (T > 1 && (int)(i % T) < T - 1) loss -= ll.lens_next[(size_t)s * BT + i];
-            char quoted[64];
-            snprintf(quoted, sizeof quoted, "'%s'", top);
-            printf("  %-28s %12.6f %12.6f %8s %12.6f %8.4f\n", stage, row_mean(ll.lens, s, B, T, P),
-                   row_mean(ll.lens_logprob, s, B, T, P), quoted,
-                   row_mean(ll.accumulated, s, B, T, P), T > 1 ? loss / (B * (T - 1.0)) : NAN);
-            free(top);
-        }
-        /* the attribution at P, mean over the rows: the table, then a heatmap (layer, head |
-         * b_O | mlp_out) */
-        int n = ll.n_parts;
-        double *mean = ex_calloc((size_t)n, sizeof(double));
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
-        printf("direct logit attribution at position %d (mean over the rows):\n", P);
-        for (int k = 0; k < n; k++) {
-            printf("  %-12s %+12.6f\n", ll.parts[k], mean[k]);
-            sum += mean[k];
-        }
-        printf("  %-12s %+12.6f (the model's: %.6f)\n", "sum", sum, model);
-        int has_bo = g.m.h[0].c_proj.bias != NULL, has_mlp = g.m.h[0].mlp_proj.weight != NULL;
-        int cols = NH + has_bo + has_mlp, first = strcmp(ll.parts[1], "pos_embed") == 0 ? 2 : 1;
-        double *grid = ex_calloc((size_t)L * cols, sizeof(double));
-        for (int l = 0; l < L; l++)
-            for (int c = 0; c < cols; c++) grid[l * cols + c] = mean[first + l * cols + c];
-        char **yl = ex_calloc((size_t)L, sizeof(char *)),
-             **xl = ex_calloc((size_t)cols, sizeof(char *));
-        for (int l = 0; l < L; l++) yl[l] = ex_malloc(24), snprintf(yl[l], 24, "layer %d", l);
-        for (int c = 0; c < cols; c++) {
-            xl[c] = ex_malloc(16);
-            snprintf(xl[c], 16, "%s", c < NH ? "" : c == NH && has_bo ? "b_O" : "mlp");
-            if (c < NH) snprintf(xl[c], 16, "h%d", c);
-        }
-        char *png = gp_png_of(a.out, ".png"), title[256];
-        snprintf(title, sizeof title, "direct logit attribution to %s at position %d", metric, P);
-        gp_say_plot(ex_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
-        gp_labels_free(yl, L);
-        gp_labels_free(xl, cols);
-        /* the lens over every position: (stage, position), mean over the rows */
-        double *lens = ex_calloc((size_t)S * T, sizeof(double));
-        for (int s = 0; s < S; s++)
-            for (int p = 0; p < T; p++) lens[s * T + p] = row_mean(ll.lens, s, B, T, p);
-        yl = ex_calloc((size_t)S, sizeof(char *));
-        xl = ex_calloc((size_t)T, sizeof(char *));
-        for (int s = 0; s < S; s++) {
-            yl[s] = ex_malloc(32);
-            snprintf(yl[s], 32, s ? "after block %d" : "embeddings", s - 1);
-        }
-        for (int p = 0; p < T; p++) xl[p] = gp_token_text(&g, r.ids[p], 1);
-        free(png);
-        png = gp_png_of(a.out, "_lens.png");
-        snprintf(title, sizeof title, "logit lens: %s at each position (row 0's tokens)", metric);
-        gp_say_plot(ex_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, S);
-        gp_labels_free(xl, T);
-        free(lens), free(grid), free(mean), free(gt), free(bt), free(at);
-    }
     lens_logit_free(&ll);
     free(good), free(bad), free(r.ids);
     gp_model_free(&g);
@@ -341,7 +247,7 @@ int gp_export(int argc, char **argv) {
     GptConfig cfg = {0};
     char *json = NULL;
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) json = gp_png_of(out, ".json");
+    if (rc == AG_OK) json = lens_path_swap(out, ".json");
     if (rc == AG_OK && (rc = lens_tl_check(&cfg)) != AG_OK) rc = gp_refail(rc, ckpt);
     if (rc == AG_OK && (rc = lens_tl_export(&g.m, out, json)) == AG_ERR_RANGE)
         rc = ex_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */
