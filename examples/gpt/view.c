@@ -147,6 +147,27 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
     free(p), free(loss), free(next);
 }
 
+/* what the page shows of a checkpoint (view_page's body) */
+typedef struct ViewGpt {
+    GpModel g;
+    GptConfig cfg;
+    GpRows r;
+    int top_k;
+} ViewGpt;
+static int model_json(ViewBuf *b, void *ctx) {
+    ViewGpt *v = ctx;
+    Arena *step = arena_new("step", 0);
+    Tape *t = ag_tape_new(step);
+    view_raw(b, ",");
+    attention_json(b, &v->g, t, &v->r);
+    view_raw(b, ",");
+    tokens_json(b, &v->g, t, &v->r, v->top_k);
+    ag_tape_free(t);
+    arena_free(step);
+    for (int l = 0; l < v->cfg.n_layer; l++) v->g.m.last_probs[l] = NULL;
+    return AG_OK;
+}
+
 int gp_view(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *out = NULL, *from = NULL;
     int runs = 0, top_k = 5, threads = 0, help = 0;
@@ -194,47 +215,22 @@ int gp_view(int argc, char **argv) {
     if (!help && rc == AG_OK && !ckpt && !runs && !from)
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
-    ViewBuf b = {0};
-    if (!help && rc == AG_OK && ckpt) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (!help && rc == AG_OK && ckpt) rc = gp_read_rows(&g, prompt, prompts, &r);
+    ViewGpt v = {0};
+    if (!help && rc == AG_OK && ckpt) rc = gp_lens_load(&v.g, ckpt, &v.cfg);
+    if (!help && rc == AG_OK && ckpt) rc = gp_read_rows(&v.g, prompt, prompts, &v.r);
+    v.top_k = top_k;
+    size_t bytes = 0;
     if (!help && rc == AG_OK) {
-        view_raw(&b, "{");
-        view_key(&b, "title");
-        const char *name = ckpt ? ckpt : from ? from : "runs";
-        view_str(&b, name, strlen(name));
-    }
-    if (!help && rc == AG_OK && ckpt) {
         ag_threads_use(threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        view_raw(&b, ",");
-        attention_json(&b, &g, t, &r);
-        view_raw(&b, ",");
-        tokens_json(&b, &g, t, &r, top_k);
-        ag_tape_free(t);
-        arena_free(step);
-        for (int l = 0; l < cfg.n_layer; l++) g.m.last_probs[l] = NULL;
+        rc = view_page(out,
+                       ckpt   ? ckpt
+                       : from ? from
+                              : "runs",
+                       ckpt ? model_json : NULL, &v, from, pos, runs ? npos : 0, &bytes);
     }
-    if (!help && rc == AG_OK && from) {
-        view_raw(&b, ",\"tables\":[");
-        rc = view_tables(&b, from);
-        view_raw(&b, "]");
-    }
-    if (!help && rc == AG_OK && runs) {
-        view_raw(&b, ",");
-        rc = view_runs(&b, pos, npos);
-    }
-    if (!help && rc == AG_OK) {
-        view_raw(&b, "}");
-        rc = view_write_html(out, &b);
-    }
-    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)b.n / 1e6);
-    view_buf_free(&b);
-    free(r.ids);
+    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)bytes / 1e6);
+    free(v.r.ids);
     free(pos);
-    gp_model_free(&g);
+    gp_model_free(&v.g);
     return gp_lens_finish(rc, "view");
 }

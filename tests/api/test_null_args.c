@@ -900,6 +900,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \
     X(view_write_html, data, view_write_html("x.html", NULL))                                      \
+    X(view_page, out, view_page(NULL, "t", NULL, NULL, NULL, NULL, 0, NULL))                       \
+    X(view_page, title, view_page("x.html", NULL, NULL, NULL, NULL, NULL, 0, NULL))                \
     X(view_nums, b, view_nums(NULL, D1, 1))                                                        \
     X(view_nums, v, view_nums(&VB, NULL, 0))
 
