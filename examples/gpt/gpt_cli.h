@@ -114,6 +114,20 @@ typedef struct GpLensFlags {
 enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts); /* sets extra[i].given */
+/* What a lens command holds: its flags, the model (dropout 0), its configuration as trained,
+ * the rows, a tape. gp_lens_start (rc: gp_lens_parse's; nothing loaded unless AG_OK) loads
+ * --ckpt, reads the rows of --prompt or --prompts (rows 1), sets --threads and makes the tape;
+ * gp_lens_end frees everything and returns gp_lens_finish's exit code. */
+typedef struct GpLens {
+    GpLensFlags a;
+    GpModel g;
+    GptConfig cfg;
+    GpRows r;
+    Arena *step;
+    Tape *t;
+} GpLens;
+int gp_lens_start(GpLens *l, int rc, int rows);
+int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
 int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 /* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */

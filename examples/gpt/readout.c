@@ -17,7 +17,7 @@
 int gp_detect(int argc, char **argv) {
     int repeat = 0, batch = 8, length = 0, exclude_bos = 0, exclude_current = 0;
     int64_t seed = 1;
-    GpLensFlags a = {0};
+    GpLens lc = {0};
     Flag fl[] = {
         {"repeat", FLAG_INT, &repeat, NULL,
          "without prompts: rows of this many random tokens repeated (0: half of --length)", 0,
@@ -38,63 +38,53 @@ int gp_detect(int argc, char **argv) {
                            "TransformerLens's detect_head) on the prompt(s), or\nwithout "
                            "prompts on rows of random tokens repeated; writes scores (kind, "
                            "layer, head)",
-                           &a, fl, 6, GP_LENS_ROWS);
+                           &lc.a, fl, 6, GP_LENS_ROWS);
     if (rc == 1) return RUN_EXIT_OK;
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
-    int generated = !a.prompt && !a.prompts;
+    int generated = !lc.a.prompt && !lc.a.prompts;
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
         rc = ag_fail(AG_ERR_ARG, "--repeat, --length, --batch and --seed make rows: not with "
                                  "--prompt or --prompts");
-    if (rc == AG_OK) rc = gp_lens_load(&g, a.ckpt, &cfg);
+    rc = gp_lens_start(&lc, rc, !generated);
     if (rc == AG_OK && generated) {
-        int T = length ? length : cfg.block_size, L = repeat ? repeat : T / 2;
-        if (T > cfg.block_size)
+        int T = length ? length : lc.cfg.block_size, L = repeat ? repeat : T / 2;
+        if (T > lc.cfg.block_size)
             rc = ag_fail(AG_ERR_ARG, "--length %d: more than the model's block_size %d", T,
-                         cfg.block_size);
+                         lc.cfg.block_size);
         else if (L < 1 || L >= T)
             rc =
                 ag_fail(AG_ERR_ARG, "--repeat %d: must be in [1, %d) (the rows must repeat)", L, T);
         if (rc == AG_OK) {
             Rng rng;
             rng_seed(&rng, (uint64_t)seed);
-            r.B = batch, r.T = T;
-            r.ids = ex_malloc((size_t)batch * T * sizeof(int));
-            lens_repeated_tokens(&rng, cfg.vocab_size, L, batch, T, r.ids);
+            lc.r.B = batch, lc.r.T = T;
+            lc.r.ids = ex_malloc((size_t)batch * T * sizeof(int));
+            lens_repeated_tokens(&rng, lc.cfg.vocab_size, L, batch, T, lc.r.ids);
             printf("detect: %d rows of %d random tokens repeated to %d (seed %lld)\n", batch, L, T,
                    (long long)seed);
         }
-    } else if (rc == AG_OK) {
-        rc = gp_read_rows(&g, a.prompt, a.prompts, &r);
     }
-    int L = cfg.n_layer, NH = cfg.n_head, K = LENS_N_HEAD_KINDS;
+    int L = lc.cfg.n_layer, NH = lc.cfg.n_head, K = LENS_N_HEAD_KINDS;
     double *scores = ex_calloc((size_t)K * L * NH, sizeof(double));
     LensDetectOptions opt = {exclude_bos, exclude_current};
     if (rc == AG_OK) {
-        ag_threads_use(a.threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        lens_detect_gpt(t, &g.m, r.ids, r.B, r.T, &opt, scores);
-        ag_tape_free(t);
-        arena_free(step);
+        lens_detect_gpt(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, &opt, scores);
         /* the share of queries that have a position to attend to (no exclusions): the score of
          * a perfect head of each kind on these tokens */
-        uint8_t *D = ex_malloc((size_t)r.T * r.T);
+        uint8_t *D = ex_malloc((size_t)lc.r.T * lc.r.T);
         printf("scores: the share of each head's attention on the pattern's positions "
                "(a perfect head: ");
         for (int k = 0; k < K; k++) {
             double with = 0;
-            for (int b = 0; b < r.B; b++) {
-                lens_detection_pattern((LensHeadKind)k, r.ids + (size_t)b * r.T, r.T, D);
-                for (int i = 0; i < r.T; i++) {
+            for (int b = 0; b < lc.r.B; b++) {
+                lens_detection_pattern((LensHeadKind)k, lc.r.ids + (size_t)b * lc.r.T, lc.r.T, D);
+                for (int i = 0; i < lc.r.T; i++) {
                     int any = 0;
-                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * r.T + j];
+                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * lc.r.T + j];
                     with += any;
                 }
             }
             printf("%s%s %.3f", k ? ", " : "", lens_head_kind_name((LensHeadKind)k),
-                   with / ((double)r.B * r.T));
+                   with / ((double)lc.r.B * lc.r.T));
         }
         printf(" without exclusions)\n  head ");
         free(D);
@@ -115,8 +105,8 @@ int gp_detect(int argc, char **argv) {
         }
     }
     if (rc == AG_OK) {
-        int32_t *tok = ex_malloc((size_t)r.B * r.T * sizeof(int32_t));
-        for (size_t i = 0; i < (size_t)r.B * r.T; i++) tok[i] = r.ids[i];
+        int32_t *tok = ex_malloc((size_t)lc.r.B * lc.r.T * sizeof(int32_t));
+        for (size_t i = 0; i < (size_t)lc.r.B * lc.r.T; i++) tok[i] = lc.r.ids[i];
         static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
         int64_t ex[2] = {exclude_bos, exclude_current};
         NpzWriter *w = npz_writer_new();
@@ -124,29 +114,28 @@ int gp_detect(int argc, char **argv) {
         npz_add_f64(w, "scores", 3, (int64_t[]){K, L, NH}, scores);
         npz_add_bytes(w, "kinds", kinds, strlen(kinds));
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
-        npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
+        npz_add_i32(w, "tokens", 2, (int64_t[]){lc.r.B, lc.r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-        if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
-            rc = ex_not_finite(rc, a.ckpt, NULL);
+        if ((rc = npz_write(w, lc.a.out, 0, NULL)) == AG_ERR_RANGE)
+            rc = ex_not_finite(rc, lc.a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }
     if (rc == AG_OK) {
-        printf("%s: scores (kind, layer, head)\n", a.out);
+        printf("%s: scores (kind, layer, head)\n", lc.a.out);
         char **yl = ex_calloc((size_t)K * L, sizeof(char *));
         for (int k = 0; k < K; k++)
             for (int l = 0; l < L; l++) {
                 yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        LensReport rp = gp_report(&g);
-        lens_report_heatmap(&rp, a.out, ".png", "head detectors: share of attention on the pattern",
-                            scores, K * L, NH, yl, lens_labels_numbers(NH), 1);
+        LensReport rp = gp_report(&lc.g);
+        lens_report_heatmap(&rp, lc.a.out, ".png",
+                            "head detectors: share of attention on the pattern", scores, K * L, NH,
+                            yl, lens_labels_numbers(NH), 1);
     }
     free(scores);
-    free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "detect");
+    return gp_lens_end(&lc, rc, "detect");
 }
 
 /* ---- lens ---- */
@@ -154,7 +143,7 @@ int gp_detect(int argc, char **argv) {
 int gp_lens(int argc, char **argv) {
     const char *token = NULL;
     int pos = -1;
-    GpLensFlags a = {0};
+    GpLens lc = {0};
     Flag fl[] = {
         {"token", FLAG_PATH, &token, "TOKEN", "the token whose logit is read (or --good, --bad)", 0,
          0, NULL, 0},
@@ -167,41 +156,33 @@ int gp_lens(int argc, char **argv) {
                            "attribution (every head, attention bias,\nMLP and embedding, read "
                            "with the final norm's scale: the parts sum to the logit) of\n--token's "
                            "logit, or of logit(--good) - logit(--bad)",
-                           &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
+                           &lc.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
-    if (rc == AG_OK && !token == !a.good)
+    if (rc == AG_OK && !token == !lc.a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
     int gi = -1, bi = -1;
-    if (rc == AG_OK) rc = gp_lens_load(&g, a.ckpt, &cfg);
-    if (rc == AG_OK) rc = gp_read_rows(&g, a.prompt, a.prompts, &r);
-    if (rc == AG_OK) rc = gp_one_token(&g, token ? token : a.good, token ? "token" : "good", &gi);
-    if (rc == AG_OK && a.bad) rc = gp_one_token(&g, a.bad, "bad", &bi);
-    if (rc == AG_OK && (pos < -r.T || pos >= r.T))
-        rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, r.T);
-    int *good = ex_malloc(((size_t)r.B + 1) * sizeof(int)),
-        *bad = ex_malloc(((size_t)r.B + 1) * sizeof(int));
-    for (int b = 0; b < r.B; b++) good[b] = gi, bad[b] = bi;
+    rc = gp_lens_start(&lc, rc, 1);
+    if (rc == AG_OK)
+        rc = gp_one_token(&lc.g, token ? token : lc.a.good, token ? "token" : "good", &gi);
+    if (rc == AG_OK && lc.a.bad) rc = gp_one_token(&lc.g, lc.a.bad, "bad", &bi);
+    if (rc == AG_OK && (pos < -lc.r.T || pos >= lc.r.T))
+        rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, lc.r.T);
+    int *good = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int)),
+        *bad = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int));
+    for (int b = 0; b < lc.r.B; b++) good[b] = gi, bad[b] = bi;
     LensLogit ll = {0};
     if (rc == AG_OK) {
-        ag_threads_use(a.threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        rc = lens_logit_run(t, &g.m, r.ids, r.B, r.T, good, a.bad ? bad : NULL, pos, &ll);
-        if (rc != AG_OK) rc = gp_refail(rc, a.ckpt);
-        ag_tape_free(t);
-        arena_free(step);
+        rc = lens_logit_run(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, good, lc.a.bad ? bad : NULL,
+                            pos, &ll);
+        if (rc != AG_OK) rc = gp_refail(rc, lc.a.ckpt);
     }
-    LensReport rp = gp_report(&g);
-    if (rc == AG_OK &&
-        (rc = lens_report_logit(&rp, &ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, a.ckpt, NULL);
+    LensReport rp = gp_report(&lc.g);
+    if (rc == AG_OK && (rc = lens_report_logit(&rp, &ll, lc.r.ids, good, lc.a.bad ? bad : NULL,
+                                               lc.a.out)) == AG_ERR_RANGE)
+        rc = ex_not_finite(rc, lc.a.ckpt, NULL);
     lens_logit_free(&ll);
-    free(good), free(bad), free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "lens");
+    free(good), free(bad);
+    return gp_lens_end(&lc, rc, "lens");
 }
 
 /* ---- export ---- */
