@@ -2,7 +2,8 @@
  * `prepare` (text -> tokenizer + llm.c token shards), `train` (nanoGPT's loop: AdamW, warmup
  * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
  * and `eval` (valid loss, bits per byte); the lens commands `cache`, `ablate`, `patch`
- * (lens.c), `detect`, `lens` and `export` (readout.c). docs/gpt.md is the user's guide.
+ * (lens.c), `detect`, `lens` and `export` (readout.c), `view` (view.c); their files and
+ * tables are src/lens/report.h's. docs/gpt.md is the user's guide.
  * What the files share: how a command reads its flags (src/flag), the exit codes (src/run's
  * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the loss
  * curve and heatmaps, the data-parallel lines; from src/run: folders, times, the CSV log,

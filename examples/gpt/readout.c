@@ -5,7 +5,8 @@
  * export writes the model in TransformerLens's state-dict layout (src/lens/export.h). Each
  * writes an .npz (detect and lens also a heatmap PNG where gnuplot is installed) and prints a
  * table. docs/lens.md is the user's guide.
- * Not here: the flags, rows and heatmaps they share (lens.c). Read next: docs/lens.md. */
+ * Not here: the flags, rows and start they share (lens.c); the lens's files, tables and
+ * heatmaps (src/lens/report.c). Read next: docs/lens.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
