@@ -451,7 +451,6 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
                   const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
                   const char *metric, const char *out);
-/* The words of tokens (n) in v, malloc'd, and their release */
 /* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
@@ -464,8 +463,6 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
  * (--word/--good/--bad, --pos) or a post-LN model, or npz_write's error. */
 int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
                   const char *out);
-char **tr_lens_words(const TrVocab *v, const int *ids, size_t n);
-void tr_lens_words_free(char **w, size_t n);
 
 /* ---- head importance (heads.c) ---- */
 enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };

@@ -16,7 +16,7 @@
  *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...],
  *    "plots": [PLOT...]}
  * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
- * examples/translate/view.c). Read next: view.c, page.html. */
+ * examples/translate/view.c). Read next: view.c, view_page.c, page.html. */
 #ifndef ATTOGRAD_VIEW_VIEW_H
 #define ATTOGRAD_VIEW_VIEW_H
 
@@ -96,6 +96,15 @@ void view_nums(ViewBuf *b, const double *v, size_t n);
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
  * AG_OK, or AG_ERR_IO naming the path and the reason. */
 int view_write_html(const char *path, const ViewBuf *data);
+
+/* The document of a view command, written as a page: {"title": title, then what body(b, ctx)
+ * appends (its parts, each after a comma: ",\"attention\":[...]"; body NULL: none), "tables"
+ * of the .npz from (view_tables; NULL: none), "runs" of the folders runs[0..n_runs)
+ * (view_runs)} into out (view_write_html). *bytes (bytes may be NULL): the document's size.
+ * AG_OK, or the first error (body's, view_tables', view_runs', the file's; nothing written). */
+typedef int (*ViewBodyFn)(ViewBuf *b, void *ctx);
+int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, const char *from,
+              char *const *runs, int n_runs, size_t *bytes);
 
 /* the page, before and after the JSON document (page.c, generated from page.html) */
 extern const char view_page_head[], view_page_tail[];

@@ -100,6 +100,7 @@ static LensRunInfo LRI;
 static LensModel LMO;
 static LensReadout RO;
 static LensAblateTable LAT;
+static LensReport LRP;
 static NnHookAttn HA;
 static MultiHeadAttention MHA;
 static Tensor *TX = &T;
@@ -591,6 +592,40 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_tl_export, m, lens_tl_export(NULL, "x.npz", "x.json"))                                  \
     X(lens_tl_export, npz_path, lens_tl_export(&GPT, NULL, "x.json"))                              \
     X(lens_tl_export, json_path, lens_tl_export(&GPT, "x.npz", NULL))                              \
+    X(lens_path_swap, npz, lens_path_swap(NULL, ".png"))                                           \
+    X(lens_path_swap, suffix, lens_path_swap("x.npz", NULL))                                       \
+    X(lens_labels_points, pts, lens_labels_points(NULL, 1, 0))                                     \
+    X(lens_labels_tokens, rp, lens_labels_tokens(NULL, NN_HOOK_GPT, IDS, 1, 0))                    \
+    X(lens_labels_tokens, ids, lens_labels_tokens(&LRP, NN_HOOK_GPT, NULL, 1, 0))                  \
+    X(lens_report_heatmap, rp,                                                                     \
+      lens_report_heatmap(NULL, "x.npz", ".png", "t", D1, 1, 1, NULL, NULL, 0))                    \
+    X(lens_report_heatmap, out,                                                                    \
+      lens_report_heatmap(&LRP, NULL, ".png", "t", D1, 1, 1, NULL, NULL, 0))                       \
+    X(lens_report_heatmap, suffix,                                                                 \
+      lens_report_heatmap(&LRP, "x.npz", NULL, "t", D1, 1, 1, NULL, NULL, 0))                      \
+    X(lens_report_heatmap, title,                                                                  \
+      lens_report_heatmap(&LRP, "x.npz", ".png", NULL, D1, 1, 1, NULL, NULL, 0))                   \
+    X(lens_report_heatmap, v,                                                                      \
+      lens_report_heatmap(&LRP, "x.npz", ".png", "t", NULL, 1, 1, NULL, NULL, 0))                  \
+    X(lens_cache_run, t, lens_cache_run(NULL, &LMO, IDS, &HK, &LC, NULL, NULL))                    \
+    X(lens_cache_run, lm, lens_cache_run(&TP, NULL, IDS, &HK, &LC, NULL, NULL))                    \
+    X(lens_cache_run, input, lens_cache_run(&TP, &LMO, NULL, &HK, &LC, NULL, NULL))                \
+    X(lens_cache_run, h, lens_cache_run(&TP, &LMO, IDS, NULL, &LC, NULL, NULL))                    \
+    X(lens_cache_run, c, lens_cache_run(&TP, &LMO, IDS, &HK, NULL, NULL, NULL))                    \
+    X(lens_report_ablate, rp, lens_report_ablate(NULL, &LAT, LENS_ZERO, "loss", "x.npz"))          \
+    X(lens_report_ablate, a, lens_report_ablate(&LRP, NULL, LENS_ZERO, "loss", "x.npz"))           \
+    X(lens_report_ablate, metric, lens_report_ablate(&LRP, &LAT, LENS_ZERO, NULL, "x.npz"))        \
+    X(lens_report_ablate, out, lens_report_ablate(&LRP, &LAT, LENS_ZERO, "loss", NULL))            \
+    X(lens_report_patch, rp, lens_report_patch(NULL, &LSW, "loss", IDS, NULL, "x.npz"))            \
+    X(lens_report_patch, s, lens_report_patch(&LRP, NULL, "loss", IDS, NULL, "x.npz"))             \
+    X(lens_report_patch, metric, lens_report_patch(&LRP, &LSW, NULL, IDS, NULL, "x.npz"))          \
+    X(lens_report_patch, ids, lens_report_patch(&LRP, &LSW, "loss", NULL, NULL, "x.npz"))          \
+    X(lens_report_patch, out, lens_report_patch(&LRP, &LSW, "loss", IDS, NULL, NULL))              \
+    X(lens_report_logit, rp, lens_report_logit(NULL, &LL, IDS, IDS, NULL, "x.npz"))                \
+    X(lens_report_logit, ll, lens_report_logit(&LRP, NULL, IDS, IDS, NULL, "x.npz"))               \
+    X(lens_report_logit, ids, lens_report_logit(&LRP, &LL, NULL, IDS, NULL, "x.npz"))              \
+    X(lens_report_logit, good, lens_report_logit(&LRP, &LL, IDS, NULL, NULL, "x.npz"))             \
+    X(lens_report_logit, out, lens_report_logit(&LRP, &LL, IDS, IDS, NULL, NULL))                  \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
@@ -875,6 +910,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \
     X(view_write_html, data, view_write_html("x.html", NULL))                                      \
+    X(view_page, out, view_page(NULL, "t", NULL, NULL, NULL, NULL, 0, NULL))                       \
+    X(view_page, title, view_page("x.html", NULL, NULL, NULL, NULL, NULL, 0, NULL))                \
     X(view_nums, b, view_nums(NULL, D1, 1))                                                        \
     X(view_nums, v, view_nums(&VB, NULL, 0))
 
@@ -917,6 +954,7 @@ static const char *const accepts_null[][2] = {
     {"nn_hooks_explicit_attention", "NULL hooks: the fused attention"},
     {"nn_hooks_explicit_at", "NULL hooks: the fused attention"},
     {"view_buf_free", "NULL is a no-op, as free"},
+    {"lens_labels_free", "NULL is a no-op, as free"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
@@ -1004,7 +1042,7 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
         "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h"};
+        "src/view/view.h",     "src/lens/report.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
                                            "run_",  "st_",    "hf_",     "view_"};
