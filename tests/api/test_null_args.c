@@ -866,7 +866,12 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \
     X(view_write_html, data, view_write_html("x.html", NULL))                                      \
     X(view_nums, b, view_nums(NULL, D1, 1))                                                        \
-    X(view_nums, v, view_nums(&VB, NULL, 0))
+    X(view_nums, v, view_nums(&VB, NULL, 0))                                                       \
+    X(view_field_str, b, view_field_str(NULL, "k", "v"))                                           \
+    X(view_field_str, key, view_field_str(&VB, NULL, "v"))                                         \
+    X(view_field_str, s, view_field_str(&VB, "k", NULL))                                           \
+    X(view_plot, b, view_plot(NULL, &(ViewPlot){0}))                                               \
+    X(view_plot, p, view_plot(&VB, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
