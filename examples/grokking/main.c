@@ -11,7 +11,6 @@
  *                                       src/view), and a summary (grokking's steps, the key
  *                                       frequencies)
  * Not here: the measures themselves (measures.c). Read next: measures.c, docs/grokking.md. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -226,34 +225,6 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
     return rc;
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* the kept checkpoints of dir/ckpt, by step (their names sort so) */
-static int list_ckpts(const char *dir, char ***names, int *n) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/ckpt", dir);
-    DIR *d = opendir(path);
-    if (!d)
-        return ag_fail(AG_ERR_IO, "%s: cannot read: %s (train with --keep-every first)", path,
-                       strerror(errno));
-    *names = NULL, *n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "step_", 5) || len < 9 || strcmp(e->d_name + len - 4, ".npz"))
-            continue;
-        *names = realloc(*names, (size_t)(*n + 1) * sizeof **names);
-        AG_CHECK(*names, PROG ": out of memory");
-        (*names)[(*n)++] = strdup(e->d_name);
-    }
-    closedir(d);
-    if (*n == 0) return ag_fail(AG_ERR_IO, "%s: no step_*.npz in it", path);
-    qsort(*names, (size_t)*n, sizeof **names, by_name);
-    return AG_OK;
-}
-
 /* $D: the rows (step > 0 only: the x axis is logarithmic) */
 static void rows_block(FILE *f, const Row *rows, int n) {
     fprintf(f, "$D << EOD\n");
@@ -429,8 +400,8 @@ static int analyze(int argc, char **argv) {
     ag_threads_use(threads);
     char **names = NULL;
     int n = 0;
-    if (list_ckpts(out, &names, &n) != AG_OK) {
-        fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+    if (run_kept(out, &names, &n) != AG_OK) {
+        fprintf(stderr, PROG " analyze: %s (train with --keep-every first)\n", ag_last_error());
         return 2;
     }
     static Model m;

@@ -835,6 +835,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_saved_text, path, run_saved_text(NULL, "x", (char *[1]){0}))                             \
     X(run_saved_text, name, run_saved_text("x", NULL, (char *[1]){0}))                             \
     X(run_saved_text, value, run_saved_text("x", "x", NULL))                                       \
+    X(run_kept, dir, run_kept(NULL, (char **[1]){0}, (int[1]){0}))                                 \
+    X(run_kept, names, run_kept("x", NULL, (int[1]){0}))                                           \
+    X(run_kept, n, run_kept("x", (char **[1]){0}, NULL))                                           \
     /* view.h */                                                                                   \
     X(view_raw, b, view_raw(NULL, "x"))                                                            \
     X(view_raw, text, view_raw(&VB, NULL))                                                         \
