@@ -351,6 +351,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_gpt_loss, m, nn_gpt_loss(&TP, NULL, (int[]){0}, (int[]){0}, 1, 1, NULL))                  \
     X(nn_gpt_loss, idx, nn_gpt_loss(&TP, &GPT, NULL, (int[]){0}, 1, 1, NULL))                      \
     X(nn_gpt_loss, targets, nn_gpt_loss(&TP, &GPT, (int[]){0}, NULL, 1, 1, NULL))                  \
+    X(nn_gpt_loss_over, t, nn_gpt_loss_over(NULL, &GPT, (int[2]){0}, 2, 1, (int64_t[1]){0}))       \
+    X(nn_gpt_loss_over, m, nn_gpt_loss_over(&TP, NULL, (int[2]){0}, 2, 1, (int64_t[1]){0}))        \
+    X(nn_gpt_loss_over, tokens, nn_gpt_loss_over(&TP, &GPT, NULL, 2, 1, (int64_t[1]){0}))          \
+    X(nn_gpt_loss_over, n_pred, nn_gpt_loss_over(&TP, &GPT, (int[2]){0}, 2, 1, NULL))              \
     X(nn_gpt_ckpt_config, cfg, nn_gpt_ckpt_config(NULL))                                           \
     X(nn_gpt_cache_init, c, nn_gpt_cache_init(NULL, &GPT, 1, 1))                                   \
     X(nn_gpt_cache_init, m, nn_gpt_cache_init(&GCA, NULL, 1, 1))                                   \
