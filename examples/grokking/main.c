@@ -138,13 +138,8 @@ static double accuracy(Model *m, Tape *t, const int *ids, const int *tgt, int n,
     Tensor *lg = nn_gpt_forward(t, &m->gpt, ids, n, 3, NULL);
     if (loss_out) {
         double s = 0;
-        for (int r = 0; r < n; r++) {
-            const Real *l = lg->data + ((size_t)r * 3 + 2) * V;
-            double mx = l[0], z = 0;
-            for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
-            for (int c = 0; c < V; c++) z += exp((double)l[c] - mx);
-            s += log(z) + mx - (double)l[tgt[3 * r + 2]];
-        }
+        for (int r = 0; r < n; r++)
+            s += nn_token_loss(lg->data + ((size_t)r * 3 + 2) * V, V, tgt[3 * r + 2]);
         *loss_out = s / n;
     }
     for (int r = 0; r < n; r++) {

@@ -585,6 +585,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_tl_export, m, lens_tl_export(NULL, "x.npz", "x.json"))                                  \
     X(lens_tl_export, npz_path, lens_tl_export(&GPT, NULL, "x.json"))                              \
     X(lens_tl_export, json_path, lens_tl_export(&GPT, "x.npz", NULL))                              \
+    X(nn_token_loss, logits, nn_token_loss(NULL, 1, 0))                                            \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \

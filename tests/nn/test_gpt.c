@@ -1033,6 +1033,19 @@ Test(nn_sample, greedy_takes_the_first_most_likely_and_draws_nothing) {
                      nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &b));
 }
 
+/* nn_token_loss: -log softmax(z)[target], shifted so that large logits stay finite */
+Test(nn_token_loss, is_the_rows_cross_entropy_and_stays_finite) {
+    const Real z[4] = {1.5, -0.25, 3, 0};
+    double e = exp(1.5) + exp(-0.25) + exp(3.0) + 1;
+    for (int k = 0; k < 4; k++)
+        cr_assert_float_eq(nn_token_loss(z, 4, k), log(e) - (double)z[k], 1e-12, "target %d", k);
+    const Real big[2] = {10000, 9999};
+    cr_assert_float_eq(nn_token_loss(big, 2, 1), log(1 + exp(1.0)), 1e-9);
+}
+Test(nn_token_loss, a_target_outside_the_logits_aborts, .signal = SIGABRT) {
+    nn_token_loss((const Real[2]){0, 0}, 2, 2);
+}
+
 Test(nn_sample, a_nan_logit_aborts, .signal = SIGABRT) {
     Rng rng;
     rng_seed(&rng, 1);
