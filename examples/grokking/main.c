@@ -11,7 +11,6 @@
  *                                       src/view), and a summary (grokking's steps, the key
  *                                       frequencies)
  * Not here: the measures themselves (measures.c). Read next: measures.c, docs/grokking.md. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,9 +498,9 @@ static int analyze(int argc, char **argv) {
         rc = npz_write(nw, path, 6, NULL);
         npz_writer_free(nw);
         snprintf(path, sizeof path, "%s/progress.csv", out);
-        FILE *f = rc == AG_OK ? fopen(path, "w") : NULL;
-        if (rc == AG_OK && !f) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
-        if (f) {
+        FILE *f; /* a temporary file renamed over it, as the library writes (src/io/file.h) */
+        char *tmp;
+        if (rc == AG_OK && (rc = io_fopen_write(path, &f, &tmp)) == AG_OK) {
             fprintf(f, "step");
             for (int c = 0; c < 8; c++) fprintf(f, ",%s", cols[c]);
             fprintf(f, "\n");
@@ -510,7 +509,7 @@ static int analyze(int argc, char **argv) {
                 for (int c = 0; c < 8; c++) fprintf(f, ",%.6g", col[(size_t)c * n + i]);
                 fprintf(f, "\n");
             }
-            if (fclose(f) != 0) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
+            rc = io_fclose_replace(f, tmp, path);
         }
         if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
         free(steps), free(col);
