@@ -1103,35 +1103,28 @@ Test(nn_gpt, greedy_generation_equals_the_full_forward_on_the_cropped_window) {
 /* nn_gpt_loss_over: the windows' mean, weighted by their tokens, whatever the batch; a stream
  * of one token predicts nothing */
 Test(nn_gpt, loss_over_a_stream_is_the_token_weighted_mean_of_its_windows) {
-    Arena *a = arena_new("params", 0);
-    Tape *t = ag_tape_new(arena_new("step", 0));
-    Rng rng;
-    rng_seed(&rng, 5);
-    Gpt m;
-    nn_gpt_init(&m, a, &rng, &tiny);
-    int T = tiny.block_size, tok[2 * 6 + 4]; /* windows of 6, 6 and 3 predictions */
-    size_t n = sizeof tok / sizeof tok[0];
-    for (size_t i = 0; i < n; i++) tok[i] = (int)((i * 5 + 1) % 7);
+    TsGpt e = ts_gpt_new(&tiny, 5, 0.1, 0.3, 2, 8); /* 16 tokens: windows of 6, 6 and 3 */
+    Tape *t = e.t;
+    int T = tiny.block_size, *tok = e.ids;
+    size_t n = 16;
     double sum = 0;
     ag_no_grad(t, 1);
     for (size_t lo = 0; lo + 1 < n; lo += (size_t)T) {
         int len = n - 1 - lo < (size_t)T ? (int)(n - 1 - lo) : T;
         ag_tape_reset(t);
-        sum += len * (double)nn_gpt_loss(t, &m, tok + lo, tok + lo + 1, 1, len, NULL)->data[0];
+        sum += len * (double)nn_gpt_loss(t, &e.m, tok + lo, tok + lo + 1, 1, len, NULL)->data[0];
     }
     ag_no_grad(t, 0);
     int64_t np;
     for (int batch = 1; batch <= 3; batch++) {
-        double l = nn_gpt_loss_over(t, &m, tok, n, batch, &np);
+        double l = nn_gpt_loss_over(t, &e.m, tok, n, batch, &np);
         cr_assert_eq(np, (int64_t)n - 1);
         cr_assert_float_eq(l, sum / (double)(n - 1), 1e-5, "batch %d: %g, not %g", batch, l,
                            sum / (double)(n - 1));
     }
     cr_assert(!t->no_grad, "the tape's no-grad mode is put back");
-    cr_assert(isnan(nn_gpt_loss_over(t, &m, tok, 1, 1, &np)) && np == 0);
-    ag_tape_free(t);
-    nn_gpt_free(&m);
-    arena_free(a);
+    cr_assert(isnan(nn_gpt_loss_over(t, &e.m, tok, 1, 1, &np)) && np == 0);
+    ts_gpt_free(&e);
 }
 
 static int stop_after_two(int token, void *ctx) {
