@@ -141,11 +141,4 @@ char *gp_token_text(const GpModel *g, int id, int label);
  * examples/common */
 LensReport gp_report(const GpModel *g);
 
-/* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
- * has a predecessor, in consecutive windows of block_size positions (each window's first
- * token is context only, as in training): *n_pred the tokens predicted. No dropout, no grad.
- * It stops at the first window whose loss is not finite and returns NAN, with ag_fail naming
- * the tokens (the tape is left as that window left it, for ag_first_nonfinite). */
-double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred);
-
 #endif

@@ -294,7 +294,7 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
 /* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the
- * same answer in every process (ex_stop_any), and hyps must be NULL. */
+ * same answer in every process (run_stop_requested), and hyps must be NULL. */
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
                 double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
                 int (*stop)(void));

@@ -536,6 +536,49 @@ Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, 
     return ag_cross_entropy(t, nn_gpt_forward(t, m, idx, B, T, rng), targets, -1);
 }
 
+double nn_gpt_loss_over(Tape *t, Gpt *m, const int *tokens, size_t n, int batch, int64_t *n_pred) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(tokens);
+    AG_CHECK_ARG(n_pred);
+    AG_CHECK(batch >= 1, "nn_gpt_loss_over: batch %d must be >= 1", batch);
+    int T = m->cfg.block_size;
+    size_t windows = n > 1 ? (n - 2) / (size_t)T + 1 : 0; /* window w: x at w T, T or fewer */
+    int *x = malloc((size_t)batch * (size_t)T * sizeof(int));
+    int *y = malloc((size_t)batch * (size_t)T * sizeof(int));
+    AG_CHECK(x && y, "nn_gpt_loss_over: out of memory for %d windows of %d tokens", batch, T);
+    double sum = 0;
+    *n_pred = 0;
+    int was = ag_no_grad(t, 1);
+    for (size_t w = 0; w < windows;) {
+        /* full windows in batches; the last, shorter one alone */
+        size_t lo = w * (size_t)T;
+        int len = (int)(n - 1 - lo < (size_t)T ? n - 1 - lo : (size_t)T);
+        int B = 0;
+        while (w < windows && B < batch) {
+            size_t at = w * (size_t)T;
+            int l = (int)(n - 1 - at < (size_t)T ? n - 1 - at : (size_t)T);
+            if (l != len) break;
+            memcpy(x + (size_t)B * len, tokens + at, (size_t)len * sizeof(int));
+            memcpy(y + (size_t)B * len, tokens + at + 1, (size_t)len * sizeof(int));
+            B++, w++;
+        }
+        ag_tape_reset(t);
+        double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
+        if (!isfinite(l)) { /* stop there; the tape keeps what its check mode saw */
+            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len, l);
+            sum = NAN;
+            break;
+        }
+        sum += l * B * len; /* the mean of B len tokens */
+        *n_pred += (int64_t)B * len;
+    }
+    ag_no_grad(t, was);
+    free(x);
+    free(y);
+    return *n_pred && isfinite(sum) ? sum / (double)*n_pred : NAN;
+}
+
 /* ---- incremental decoding ---- */
 
 void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {

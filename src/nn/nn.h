@@ -370,6 +370,10 @@ typedef struct NnSampling {
 } NnSampling;
 /* logits (V), none NaN or +inf -> a token in [0, V) */
 int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng);
+/* The cross-entropy of one position's logits (V) against target, in double: log sum_v
+ * e^(logits[v] - max) + max - logits[target] (nats; what ag_cross_entropy gives a row, without a
+ * tape: records and evaluations that read logits) */
+double nn_token_loss(const Real *logits, int V, int target);
 
 /* ---- incremental decoding: one token per step, reusing cached keys and values ----
  * nn_decode_begin projects the memory into every layer's cross-attention keys and values once

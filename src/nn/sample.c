@@ -3,6 +3,7 @@
  * (Holtzman et al. 2019), the kept probabilities renormalised. Deterministic: tokens are ranked
  * by logit then id, the probabilities summed in double in that order, and one uniform draw
  * picks the token.
+ * nn_token_loss: one position's cross-entropy from its logits, in double.
  * Not here: running a model (gpt.c: nn_gpt_generate). Next: gpt.c. */
 #include "nn.h"
 
@@ -64,4 +65,14 @@ int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng) {
     }
     free(r);
     return tok;
+}
+
+double nn_token_loss(const Real *logits, int V, int target) {
+    AG_CHECK_ARG(logits);
+    AG_CHECK(V > 0 && target >= 0 && target < V, "nn_token_loss: target %d outside [0, V %d)",
+             target, V);
+    double mx = logits[0], s = 0;
+    for (int c = 1; c < V; c++) mx = logits[c] > mx ? logits[c] : mx;
+    for (int c = 0; c < V; c++) s += exp((double)logits[c] - mx);
+    return log(s) + mx - (double)logits[target];
 }

@@ -38,6 +38,8 @@ void view_raw(ViewBuf *b, const char *text);
 void view_str(ViewBuf *b, const void *bytes, size_t n);
 /* appends "key": (key escaped as view_str) */
 void view_key(ViewBuf *b, const char *key);
+/* appends "key":"s" (both escaped as view_str; s ends at its NUL) */
+void view_field_str(ViewBuf *b, const char *key, const char *s);
 /* appends a number with 7 significant digits; a NaN or infinity as null */
 void view_num(ViewBuf *b, double v);
 /* appends an integer */
@@ -91,6 +93,23 @@ int view_tables(ViewBuf *b, const char *path);
 
 /* Appends v[0..n) as a JSON array of numbers ([1.5,null,...]: view_num's) */
 void view_nums(ViewBuf *b, const double *v, size_t n);
+
+/* One plot of the page's Plots tab (docs/view.md): ns curves ys[s][0..n), named names[s], over
+ * x[0..n), on a logarithmic x or y axis when logx, logy; extra: more fields of the plot as JSON
+ * ("\"ymin\":0,\"ymax\":1", bars and marks), or NULL */
+typedef struct ViewPlot {
+    const char *name, *title, *xlabel;
+    int logx, logy;
+    const double *x;
+    int n;
+    const char *const *names;
+    const double *const *ys;
+    int ns;
+    const char *extra;
+} ViewPlot;
+/* Appends p as {"name", "title", "xlabel", "logx", "logy", "x", "series": [{"name", "y"}...]}
+ * and extra's fields (plot.c). Aborts naming the function when a field but extra is NULL. */
+void view_plot(ViewBuf *b, const ViewPlot *p);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).

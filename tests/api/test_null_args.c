@@ -362,6 +362,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_gpt_loss, m, nn_gpt_loss(&TP, NULL, (int[]){0}, (int[]){0}, 1, 1, NULL))                  \
     X(nn_gpt_loss, idx, nn_gpt_loss(&TP, &GPT, NULL, (int[]){0}, 1, 1, NULL))                      \
     X(nn_gpt_loss, targets, nn_gpt_loss(&TP, &GPT, (int[]){0}, NULL, 1, 1, NULL))                  \
+    X(nn_gpt_loss_over, t, nn_gpt_loss_over(NULL, &GPT, (int[2]){0}, 2, 1, (int64_t[1]){0}))       \
+    X(nn_gpt_loss_over, m, nn_gpt_loss_over(&TP, NULL, (int[2]){0}, 2, 1, (int64_t[1]){0}))        \
+    X(nn_gpt_loss_over, tokens, nn_gpt_loss_over(&TP, &GPT, NULL, 2, 1, (int64_t[1]){0}))          \
+    X(nn_gpt_loss_over, n_pred, nn_gpt_loss_over(&TP, &GPT, (int[2]){0}, 2, 1, NULL))              \
     X(nn_gpt_ckpt_config, cfg, nn_gpt_ckpt_config(NULL))                                           \
     X(nn_gpt_cache_init, c, nn_gpt_cache_init(NULL, &GPT, 1, 1))                                   \
     X(nn_gpt_cache_init, m, nn_gpt_cache_init(&GCA, NULL, 1, 1))                                   \
@@ -626,6 +630,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_report_logit, ids, lens_report_logit(&LRP, &LL, NULL, IDS, NULL, "x.npz"))              \
     X(lens_report_logit, good, lens_report_logit(&LRP, &LL, IDS, NULL, NULL, "x.npz"))             \
     X(lens_report_logit, out, lens_report_logit(&LRP, &LL, IDS, IDS, NULL, NULL))                  \
+    X(nn_token_loss, logits, nn_token_loss(NULL, 1, 0))                                            \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
@@ -880,6 +885,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_saved_text, path, run_saved_text(NULL, "x", (char *[1]){0}))                             \
     X(run_saved_text, name, run_saved_text("x", NULL, (char *[1]){0}))                             \
     X(run_saved_text, value, run_saved_text("x", "x", NULL))                                       \
+    X(run_kept, dir, run_kept(NULL, (char **[1]){0}, (int[1]){0}))                                 \
+    X(run_kept, names, run_kept("x", NULL, (int[1]){0}))                                           \
+    X(run_kept, n, run_kept("x", (char **[1]){0}, NULL))                                           \
     /* view.h */                                                                                   \
     X(view_raw, b, view_raw(NULL, "x"))                                                            \
     X(view_raw, text, view_raw(&VB, NULL))                                                         \
@@ -913,7 +921,12 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_page, out, view_page(NULL, "t", NULL, NULL, NULL, NULL, 0, NULL))                       \
     X(view_page, title, view_page("x.html", NULL, NULL, NULL, NULL, NULL, 0, NULL))                \
     X(view_nums, b, view_nums(NULL, D1, 1))                                                        \
-    X(view_nums, v, view_nums(&VB, NULL, 0))
+    X(view_nums, v, view_nums(&VB, NULL, 0))                                                       \
+    X(view_field_str, b, view_field_str(NULL, "k", "v"))                                           \
+    X(view_field_str, key, view_field_str(&VB, NULL, "v"))                                         \
+    X(view_field_str, s, view_field_str(&VB, "k", NULL))                                           \
+    X(view_plot, b, view_plot(NULL, &(ViewPlot){0}))                                               \
+    X(view_plot, p, view_plot(&VB, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

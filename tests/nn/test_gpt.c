@@ -1033,6 +1033,19 @@ Test(nn_sample, greedy_takes_the_first_most_likely_and_draws_nothing) {
                      nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &b));
 }
 
+/* nn_token_loss: -log softmax(z)[target], shifted so that large logits stay finite */
+Test(nn_token_loss, is_the_rows_cross_entropy_and_stays_finite) {
+    const Real z[4] = {1.5, -0.25, 3, 0};
+    double e = exp(1.5) + exp(-0.25) + exp(3.0) + 1;
+    for (int k = 0; k < 4; k++)
+        cr_assert_float_eq(nn_token_loss(z, 4, k), log(e) - (double)z[k], 1e-12, "target %d", k);
+    const Real big[2] = {10000, 9999};
+    cr_assert_float_eq(nn_token_loss(big, 2, 1), log(1 + exp(1.0)), 1e-9);
+}
+Test(nn_token_loss, a_target_outside_the_logits_aborts, .signal = SIGABRT) {
+    nn_token_loss((const Real[2]){0, 0}, 2, 2);
+}
+
 Test(nn_sample, a_nan_logit_aborts, .signal = SIGABRT) {
     Rng rng;
     rng_seed(&rng, 1);
@@ -1085,6 +1098,33 @@ Test(nn_gpt, greedy_generation_equals_the_full_forward_on_the_cropped_window) {
     ag_tape_free(t);
     nn_gpt_free(&m);
     arena_free(a);
+}
+
+/* nn_gpt_loss_over: the windows' mean, weighted by their tokens, whatever the batch; a stream
+ * of one token predicts nothing */
+Test(nn_gpt, loss_over_a_stream_is_the_token_weighted_mean_of_its_windows) {
+    TsGpt e = ts_gpt_new(&tiny, 5, 0.1, 0.3, 2, 8); /* 16 tokens: windows of 6, 6 and 3 */
+    Tape *t = e.t;
+    int T = tiny.block_size, *tok = e.ids;
+    size_t n = 16;
+    double sum = 0;
+    ag_no_grad(t, 1);
+    for (size_t lo = 0; lo + 1 < n; lo += (size_t)T) {
+        int len = n - 1 - lo < (size_t)T ? (int)(n - 1 - lo) : T;
+        ag_tape_reset(t);
+        sum += len * (double)nn_gpt_loss(t, &e.m, tok + lo, tok + lo + 1, 1, len, NULL)->data[0];
+    }
+    ag_no_grad(t, 0);
+    int64_t np;
+    for (int batch = 1; batch <= 3; batch++) {
+        double l = nn_gpt_loss_over(t, &e.m, tok, n, batch, &np);
+        cr_assert_eq(np, (int64_t)n - 1);
+        cr_assert_float_eq(l, sum / (double)(n - 1), 1e-5, "batch %d: %g, not %g", batch, l,
+                           sum / (double)(n - 1));
+    }
+    cr_assert(!t->no_grad, "the tape's no-grad mode is put back");
+    cr_assert(isnan(nn_gpt_loss_over(t, &e.m, tok, 1, 1, &np)) && np == 0);
+    ts_gpt_free(&e);
 }
 
 static int stop_after_two(int token, void *ctx) {
