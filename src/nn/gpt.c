@@ -351,8 +351,8 @@ static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Gpt
     Tensor *w = m->h[l].c_attn.weight, *b = m->h[l].c_attn.bias, *qkv[3];
     int C = c->n_embd, KV = n_kv(c) * head_size(c), row0[3] = {0, C, C + KV}, rows[3] = {C, KV, KV};
     for (int i = 0; i < 3; i++) /* (B, T, C), (B, T, KV) twice */
-        qkv[i] = ag_linear(t, x, nn_param_rows(t->arena, w, row0[i], rows[i], "c_attn.rows"),
-                           b ? nn_param_rows(t->arena, b, row0[i], rows[i], "c_attn.rows") : NULL);
+        qkv[i] = ag_linear(t, x, nn_param_rows_on(t, w, row0[i], rows[i], "c_attn.rows"),
+                           b ? nn_param_rows_on(t, b, row0[i], rows[i], "c_attn.rows") : NULL);
     Tensor *y = explicit_attention(t, m, l, qkv[0], qkv[1], qkv[2], pos0, cache, rng);
     y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */

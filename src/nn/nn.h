@@ -47,6 +47,10 @@ Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape);
  * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter (a
  * lazy parameter's, arena_lazy_grads, is made then). */
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);
+/* nn_param_rows for a forward on tape t, in t's arena: the view's gradient is p's when t
+ * records gradients; in no-grad mode (a forward only run or studied) a lazy parameter's
+ * gradient is left unmade, and the view has none */
+Tensor *nn_param_rows_on(Tape *t, Tensor *p, int row0, int rows, const char *name);
 
 /* ---- the flags of module inits, by name ---- */
 typedef enum { NN_NO_BIAS = 0, NN_BIAS = 1 } NnBias;               /* Linear */
