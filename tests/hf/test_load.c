@@ -12,6 +12,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "tensor/kernels.h" /* k_par_min: every product split among the threads */
 #include "models.h"
 
 #define FX "tests/fixtures/hf/"
@@ -64,6 +65,59 @@ Test(hf_load, reads_llamas_configuration) {
               c.untied == 1 && c.block_size == 32 && c.vocab_size == 96);
     cr_assert_eq(hf_config(FX "llama_tied", &c), AG_OK, "%s", ag_last_error());
     cr_assert_eq(c.untied, 0);
+}
+
+/* ---- decoding ---- */
+
+/* Decoding through the cache (5 positions, then one at a time: products of one row, k_gemm's
+ * rows path, and attention over the cached keys) gives every position the very bits of the
+ * full forward over all 12 (the blocked products), for 1, 2 and 3 threads with every product
+ * split among them: so a token generated is the one the full forward gives, and a change of
+ * the decoding path that changes a bit fails here */
+Test(hf_load, decoding_through_the_cache_gives_the_full_forwards_bits) {
+    static const char *const dirs[] = {FX "gpt2", FX "llama", FX "neox", FX "neox_sequential"};
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    for (int k = 0; k < 4; k++) {
+        Arena *a = arena_new("params", 0), *step = arena_new("step", 0);
+        Gpt m;
+        cr_assert_eq(hf_load(dirs[k], a, &m), AG_OK, "%s", ag_last_error());
+        enum { T = 12 };
+        int V = m.cfg.vocab_size, ids[T];
+        for (int i = 0; i < T; i++) ids[i] = (1 + 37 * i) % V;
+        Tape *t = ag_tape_new(step);
+        ag_no_grad(t, 1);
+        ag_threads_use(1);
+        Tensor *full = nn_gpt_forward(t, &m, ids, 1, T, NULL);
+        Real *want = malloc(full->size * sizeof(Real));
+        cr_assert(want);
+        memcpy(want, full->data, full->size * sizeof(Real));
+        for (int threads = 1; threads <= 3; threads++) {
+            ag_threads_use(threads);
+            GptCache c;
+            nn_gpt_cache_init(&c, &m, 1, T);
+            for (int p = 0; p < T;) {
+                int n = p == 0 ? 5 : 1;
+                ag_tape_reset(t);
+                Tensor *y = nn_gpt_forward_cached(t, &m, &c, ids + p, 1, n);
+                for (int i = 0; i < n; i++)
+                    cr_assert(memcmp(y->data + (size_t)i * V, want + (size_t)(p + i) * V,
+                                     (size_t)V * sizeof(Real)) == 0,
+                              "%s, %d threads: position %d's logits decoded through the cache "
+                              "differ from the full forward's",
+                              dirs[k], threads, p + i);
+                p += n;
+            }
+            nn_gpt_cache_free(&c);
+        }
+        free(want);
+        ag_tape_free(t);
+        nn_gpt_free(&m);
+        arena_free(step);
+        arena_free(a);
+    }
+    k_par_min = saved;
+    ag_threads_use(0); /* the default again */
 }
 
 /* ---- a loaded model only run holds no gradients ---- */
