@@ -372,7 +372,7 @@ typedef struct NnSampling {
     int top_k;
     double top_p;
 } NnSampling;
-/* logits (V), none NaN or +inf -> a token in [0, V) */
+/* logits (V), none NaN or +inf (and not all -inf when drawing) -> a token in [0, V) */
 int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng);
 
 /* ---- incremental decoding: one token per step, reusing cached keys and values ----
