@@ -192,6 +192,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_param_rows, a, nn_param_rows(NULL, &T, 0, 1, "v"))                                        \
     X(nn_param_rows, p, nn_param_rows(&A, NULL, 0, 1, "v"))                                        \
     X(nn_param_rows, name, nn_param_rows(&A, &T, 0, 1, NULL))                                      \
+    X(nn_param_rows_on, t, nn_param_rows_on(NULL, &T, 0, 1, "v"))                                  \
+    X(nn_param_rows_on, p, nn_param_rows_on(&TP, NULL, 0, 1, "v"))                                 \
+    X(nn_param_rows_on, name, nn_param_rows_on(&TP, &T, 0, 1, NULL))                               \
     X(nn_linear_init, l, nn_linear_init(NULL, &NB, "", 2, 3, NN_BIAS))                             \
     X(nn_linear_init, b, nn_linear_init(&LIN, NULL, "", 2, 3, NN_BIAS))                            \
     X(nn_linear_init, name, nn_linear_init(&LIN, &NB, NULL, 2, 3, NN_BIAS))                        \
