@@ -8,7 +8,8 @@
  * with another value refused, named as typed, a remembered one taken; a file of an older layout
  * resumed through the model's legacy reader, a start that refuses, --resume to --schedule-steps;
  * a missing gnuplot reported
- * as skipped, never masking the exit code; eval; a saved value out of its range refused, named.
+ * as skipped, never masking the exit code; eval; a saved value out of its range refused, named;
+ * a log loss axis's tick labels distinct and each its tick's value.
  * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
  * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
  * it writes the bytes of a run never killed; a changed model flag is refused; eval.
@@ -873,5 +874,69 @@ Test(classify, killed_and_resumed_writes_the_bytes_of_a_straight_run) {
     cr_assert(r.code == 0 && strstr(r.out, "best.npz: step ") && strstr(r.out, "valid accuracy"),
               "%d %s %s", r.code, r.out, r.err);
     ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* the ticks of a log y axis (run_gp_log_ytics) in script: each label and value into lab and v
+ * (at most 32); how many. Asserts the script sets them and a yrange [*lo:*hi]. */
+static int log_ytics_of(const char *script, char lab[][40], double *v, double *lo, double *hi) {
+    const char *r = strstr(script, "set yrange [");
+    cr_assert(r && sscanf(r, "set yrange [%lf:%lf]", lo, hi) == 2, "no yrange: %s", script);
+    const char *p = strstr(script, "set ytics (");
+    cr_assert(p, "no ytics: %s", script);
+    p += strlen("set ytics (");
+    int n = 0, used;
+    while (n < 32 && sscanf(p, " \"%39[^\"]\" %lf%n", lab[n], &v[n], &used) == 2) {
+        n++, p += used;
+        if (*p == ',') p++;
+    }
+    cr_assert_eq(*p, ')', "ytics not read to their end: %s", p);
+    return n;
+}
+
+/* loss curves on a log y axis: the tick labels are distinct, each its tick's value, 3 or more,
+ * within the range, whether the losses span a few hundredths or several decades */
+Test(run, a_log_loss_axis_has_distinct_tick_labels_that_are_their_values) {
+    static const double ranges[][2] = {{2.2, 2.25}, {2.201, 2.203}, {1.82, 2.4}, {0.9, 1.3},
+                                       {1.5, 4},    {0.02, 3.5},    {1e-4, 7},   {3, 3},
+                                       {250, 260},  {0.0311, 0.0312}};
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        char *s = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&s, &len);
+        run_gp_log_ytics(f, ranges[k][0], ranges[k][1]);
+        fclose(f);
+        char lab[32][40];
+        double v[32], lo, hi;
+        int n = log_ytics_of(s, lab, v, &lo, &hi);
+        cr_assert(lo > 0 && lo <= ranges[k][0] && hi >= ranges[k][1], "%s", s);
+        cr_assert(n >= 3 && n <= 32, "[%g, %g]: %d ticks: %s", ranges[k][0], ranges[k][1], n, s);
+        for (int i = 0; i < n; i++) {
+            cr_assert(v[i] >= lo && v[i] <= hi, "a tick outside the range: %s", s);
+            cr_assert(fabs(strtod(lab[i], NULL) - v[i]) <= 1e-9 * v[i], "label %s of %.17g: %s",
+                      lab[i], v[i], s);
+            for (int j = 0; j < i; j++)
+                cr_assert(strcmp(lab[i], lab[j]) != 0 && v[i] > v[j], "ticks %s %s: %s", lab[j],
+                          lab[i], s);
+        }
+        free(s);
+    }
+    /* a run's loss.gp whose losses span two hundredths (once drawn with "2" "2" or no label) */
+    char dir[64], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-logtics");
+    FILE *c = fopen(ts_join(p, dir, "log.csv"), "w");
+    cr_assert(c);
+    fprintf(c, "step,train_loss,valid_loss\n10,2.231,\n20,2.224,2.229\n30,2.219,2.226\n");
+    fclose(c);
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    run_plot_loss(p, ts_join(q, dir, "loss.png"));
+    unsetenv("AG_GNUPLOT");
+    char *gp = ts_read_text(ts_join(q, dir, "loss.gp"), NULL);
+    char lab[32][40];
+    double v[32], lo, hi;
+    int n = log_ytics_of(gp, lab, v, &lo, &hi);
+    cr_assert(strstr(gp, "set logscale y") && n >= 3 && lo <= 2.219 && hi >= 2.231, "%s", gp);
+    for (int i = 1; i < n; i++) cr_assert(strcmp(lab[i], lab[i - 1]) != 0, "%s", gp);
+    free(gp);
     ts_rm_tree(dir);
 }
