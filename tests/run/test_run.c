@@ -174,6 +174,7 @@ static int tiny_start(void *ctx) {
     return start_fails ? ag_fail(AG_ERR_ARG, "--width %d: the start says no", m->cfg.width) : AG_OK;
 }
 static int keep_every = 0; /* RunConfig.keep_every of the next run_tiny */
+static int nano_names = 0; /* the next run_tiny's run flags under nanoGPT's names too */
 /* RunConfig.compress and .check_finite of the next run_tiny; draws_column: the model's CSV
  * column "draws" (RunModel.columns, describe) */
 static int compress = 0, check_finite = 0, draws_column = 0;
@@ -221,6 +222,12 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
         {"width|hidden", FLAG_INT, &m.cfg.width, "N", "hidden units", 1, 64, NULL, 0},
         {"p", FLAG_DOUBLE, &m.cfg.p, "P", "dropout", 0, 0.9, NULL, 0}};
     int n = 2 + run_flags(r, fl + 2);
+    if (nano_names) { /* as attograd-gpt train names them */
+        flag_find(fl, n, "steps")->name = "steps|max-iters";
+        flag_find(fl, n, "warmup")->name = "warmup|warmup-iters";
+        flag_find(fl, n, "schedule-steps")->name = "schedule-steps|lr-decay-iters";
+        flag_find(fl, n, "lr-min")->name = "lr-min|min-lr";
+    }
     char *argv[64] = {"tiny"};
     int argc = 1;
     while (args[argc - 1]) argv[argc] = (char *)args[argc - 1], argc++;
@@ -739,6 +746,34 @@ Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise
     cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --schedule-steps 4"),
               "exit %d: %s", code, err);
     free(err);
+    /* given under another of their names (attograd-gpt's nanoGPT spellings), they are named so */
+    nano_names = 1;
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--max-iters", "3",
+                                      "--warmup-iters", "5", NULL},
+                     -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 &&
+                  strstr(err, "--max-iters 3: the cosine schedule decays from the end of its "
+                              "warmup (--warmup-iters 5) to --max-iters: give more steps, a "
+                              "shorter --warmup-iters, a --schedule-steps above"),
+              "exit %d: %s", code, err);
+    free(err);
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--max-iters", "3",
+                                      "--lr-decay-iters", "4", NULL},
+                     -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --lr-decay-iters 4"),
+              "exit %d: %s", code, err);
+    free(err);
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--min-lr", "0.5", NULL}, -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--min-lr 0.5 must not exceed --lr 0.05"), "exit %d: %s",
+              code, err);
+    free(err);
+    nano_names = 0;
     ts_rm_tree(dir);
 }
 
