@@ -2,7 +2,8 @@
  * classifier of 4 numbers, one state field, a few extra bytes), run in this process through
  * run_main: the cadence of CSV rows, validations and saves; the learning rate of each step
  * under warmup + cosine, inverse-sqrt and constant schedules; the CSV's columns; a NaN stop
- * naming the step and keeping the last good checkpoint; SIGINT (a forked child) saving once and
+ * naming the step and keeping the last good checkpoint, and a validation loss not finite
+ * (finite weights whose products overflow) stopping the same way; SIGINT (a forked child) saving once and
  * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
  * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
  * with another value refused, named as typed, a remembered one taken; a file of an older layout
@@ -97,9 +98,15 @@ static Tensor *tiny_loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
 
 static int stop_in_valid = 0; /* k > 0: a SIGINT during the k-th validation (run_stop_requested) */
 
+static int huge_in_valid = 0; /* k > 0: the k-th validation makes the weights huge (finite) */
+
 static int tiny_validate(void *ctx, Tape *t, double *v) {
     Tiny *m = ctx;
     m->n_valid++;
+    if (m->n_valid == huge_in_valid) /* finite weights whose products overflow */
+        for (int i = 0; i < m->params.n; i++)
+            for (size_t k = 0; k < m->params.items[i]->size; k++)
+                m->params.items[i]->data[k] = (Real)(sizeof(Real) == 4 ? 1e38 : 1e307);
     if (m->n_valid == stop_in_valid) raise(SIGINT);
     if (stop_in_valid && run_stop_requested()) return RUN_VALID_INTERRUPTED;
     tiny_rows(m, 0, 64);
@@ -362,6 +369,29 @@ Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
                   strstr(err, "last.npz (step 8)"),
               "%s", err);
     cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+/* a validation loss that is not finite (finite weights whose products overflow) stops the run
+ * as a training NaN does: the step named, exit 1, no row of it, best.npz the last good one */
+Test(run, a_valid_loss_not_finite_stops_naming_the_step_and_keeps_the_best) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-valid-nan");
+    huge_in_valid = 2; /* the validation of step 10 */
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    huge_in_valid = 0;
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "tiny train: step 10: the valid loss is ") &&
+                  strstr(err, ": training stopped. The last good checkpoint is") &&
+                  strstr(err, "last.npz (step 8)"),
+              "%s", err);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
+    cr_assert(!strstr(csv, "\n10,") && !strstr(csv, "nan") && !strstr(csv, "inf"), "%s", csv);
+    free(csv);
     free(err);
     ts_rm_tree(dir);
 }
