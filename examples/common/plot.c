@@ -199,9 +199,12 @@ int ex_plot_loss(const char *csv_path, const char *png_path) {
         return RUN_PLOT_SKIPPED;
     }
     int positive = 1;
+    double lo = INFINITY, hi = 0;
     for (int i = 0; i < l.n; i++) {
         if (isfinite(l.train[i]) && !(l.train[i] > 0)) positive = 0;
         if (isfinite(l.vloss[i]) && !(l.vloss[i] > 0)) positive = 0;
+        if (isfinite(l.train[i])) lo = fmin(lo, l.train[i]), hi = fmax(hi, l.train[i]);
+        if (isfinite(l.vloss[i])) lo = fmin(lo, l.vloss[i]), hi = fmax(hi, l.vloss[i]);
     }
     char *script = NULL;
     size_t len = 0;
@@ -218,6 +221,7 @@ int ex_plot_loss(const char *csv_path, const char *png_path) {
     if (positive) fprintf(f, "set logscale y\nset mytics 10\n");
     fprintf(f, "set grid xtics ytics mytics lt 1 lc rgb '#dddddd' lw 1, lt 1 lc rgb '#f0f0f0' "
                "lw 1\nset ytics nomirror\nset xrange [0:*]\nset border 3\nset tmargin 3\n");
+    if (positive && lo <= hi) run_gp_log_ytics(f, lo, hi); /* distinct labels, narrow or wide */
     fprintf(f, "set key outside top center horizontal Left reverse samplen 3 width 2 maxrows 1 "
                "font ',10'\n");
     if (l.n_exact > 0)

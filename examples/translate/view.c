@@ -111,6 +111,8 @@ static int model_json(ViewBuf *b, void *ctx) {
         view_raw(b, ",");
         static const char *names[3] = {"encoder self-attention", "decoder self-attention",
                                        "cross-attention (decoder -> source)"};
+        /* words: the prompt selectors join them with spaces, as tr_detokenize does */
+        view_raw(b, "\"token_sep\":\" \",");
         view_key(b, "attention");
         view_raw(b, "[");
         for (int s = LE ? 0 : 1, first = 1; s < 3; s++, first = 0) {

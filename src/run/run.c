@@ -250,6 +250,16 @@ static void from_buf(RunLoop *r) {
     }
 }
 
+/* The spelling the user typed of the flag whose value is at ptr (the canonical one when it was
+ * not given; canon when no row holds ptr), without "--", into buf (cap bytes): for messages */
+static const char *spelled(const RunLoop *r, const void *ptr, const char *canon, char *buf,
+                           size_t cap) {
+    for (int i = 0; i < r->n_fl; i++)
+        if (r->fl[i].ptr == ptr) return flag_spelling(&r->fl[i], buf, cap);
+    snprintf(buf, cap, "%s", canon);
+    return buf;
+}
+
 /* Every text flag the run saves fits its field whole (RUN_STR_MAX): AG_OK, or AG_ERR_ARG
  * naming it (before the model's start reads anything) */
 static int texts_fit(RunLoop *r) {
@@ -361,19 +371,27 @@ static int setup_fresh(RunLoop *r) {
      * its warmup: a run no longer than the warmup is then allowed (it stops within the warmup) */
     if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total && s->lr_min >= c->optim.lr)
         s->total = s->warmup + 1;
+    /* the flags named as the user typed them (attograd-gpt's --max-iters, --warmup-iters) */
+    char st[80], wu[80], ss[80], lm[80], lr[80];
+    spelled(r, &c->steps, "steps", st, sizeof st);
+    spelled(r, &s->warmup, "warmup", wu, sizeof wu);
+    spelled(r, &s->total, "schedule-steps", ss, sizeof ss);
+    spelled(r, &s->lr_min, "lr-min", lm, sizeof lm);
+    spelled(r, &c->optim.lr, "lr", lr, sizeof lr);
     if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total && from_steps)
         return ag_fail(AG_ERR_ARG,
-                       "--steps %lld: the cosine schedule decays from the end of its warmup "
-                       "(--warmup %lld) to --steps: give more steps, a shorter --warmup, a "
-                       "--schedule-steps above the warmup, or --schedule constant",
-                       (long long)c->steps, (long long)s->warmup);
+                       "--%s %lld: the cosine schedule decays from the end of its warmup "
+                       "(--%s %lld) to --%s: give more steps, a shorter --%s, a "
+                       "--%s above the warmup, or --schedule constant",
+                       st, (long long)c->steps, wu, (long long)s->warmup, st, wu, ss);
     if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total)
-        return ag_fail(AG_ERR_ARG, "--warmup %lld must be below --schedule-steps %lld",
-                       (long long)s->warmup, (long long)s->total);
+        return ag_fail(AG_ERR_ARG, "--%s %lld must be below --%s %lld", wu,
+                       (long long)s->warmup, ss, (long long)s->total);
     if (s->kind == OPTIM_WARMUP_INVSQRT && s->warmup < 1)
-        return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --warmup >= 1");
+        return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --%s >= 1", wu);
     if (s->kind == OPTIM_WARMUP_COSINE && s->lr_min > c->optim.lr)
-        return ag_fail(AG_ERR_ARG, "--lr-min %g must not exceed --lr %g", s->lr_min, c->optim.lr);
+        return ag_fail(AG_ERR_ARG, "--%s %g must not exceed --%s %g", lm, s->lr_min, lr,
+                       c->optim.lr);
     OptimConfig oc = c->optim;
     oc.weight_decay = c->decay_min_ndim > 0 ? 0 : c->weight_decay;
     int rc = optim_check_config(&oc);
@@ -508,9 +526,8 @@ static void retrace_shards(RunLoop *r) {
 static void say_where(const RunLoop *r, int from_tape) {
     if (dist_rank() != 0) return;
     const AgNonFinite *nf = ag_first_nonfinite(r->tape);
-    char sp[80] = "";
-    for (int i = 0; i < r->n_fl; i++)
-        if (r->fl[i].ptr == (const void *)&r->c->check_finite) flag_spelling(&r->fl[i], sp, 64);
+    char sp[80];
+    spelled(r, &r->c->check_finite, "", sp, sizeof sp);
     if (!from_tape)
         fprintf(stderr, "the loss and gradients were finite: the optimizer's update overflowed "
                         "(try a smaller --lr, or --clip)\n");

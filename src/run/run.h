@@ -199,6 +199,12 @@ int run_plot_loss(const char *csv, const char *png);
  * failed with gnuplot's first complaint. run_gnuplot_available: 1 if $AG_GNUPLOT (a path, or a
  * name looked up in PATH), else gnuplot, names an executable file. */
 int run_plot_script(const char *script, const char *png);
+/* Writes gnuplot's "set yrange" and "set ytics (...)" for a log y axis over data in [lo, hi]
+ * (both finite and > 0; lo <= hi): the range padded a little, 3 ticks or more at round values
+ * (whole decades; 1, 2, 5 of each; 1 to 9 of each; or, for a narrow range, multiples of a round
+ * step), each labelled with as few digits as give its value back (so no two labels are the
+ * same). */
+void run_gp_log_ytics(FILE *f, double lo, double hi);
 int run_gnuplot_available(void);
 /* SIGINT and SIGTERM set a flag, the signal's number, that run_signal_caught returns (0: none);
  * a second one quits at once (exit 128 + its number, nothing saved). run_signals_restore puts

@@ -234,8 +234,56 @@ static double csv_number(const char *line, int k) {
     return end != p && (*end == ',' || *end == '\n' || !*end) ? x : NAN;
 }
 
+/* m * 10^e, as the double nearest to it (a negative power divides: 3 / 10, not 3 * 0.1) */
+static double times_ten(double m, int e) { return e < 0 ? m / pow(10, -e) : m * pow(10, e); }
+
+/* the ticks of a log axis over [lo, hi]: at most cap into t; how many (run_gp_log_ytics) */
+static int log_ticks(double lo, double hi, double *t, int cap) {
+    static const double mant[3][9] = {{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    static const int n_mant[3] = {1, 3, 9};
+    int e0 = (int)floor(log10(lo)), e1 = (int)floor(log10(hi));
+    for (int s = 0; s < 3; s++) {
+        int n = 0;
+        for (int e = e0; e <= e1; e++)
+            for (int k = 0; k < n_mant[s]; k++) {
+                double v = times_ten(mant[s][k], e);
+                if (v >= lo && v <= hi && n < cap) t[n++] = v;
+            }
+        if (n >= 3) return n;
+    }
+    /* narrower than from one whole number to the next of a decade: multiples of 5, 2 or 1
+     * times a power of ten, the largest step that gives 3 ticks */
+    for (int e = (int)floor(log10(hi - lo)); e > (int)floor(log10(hi - lo)) - 4; e--)
+        for (int k = 2; k >= 0; k--) {
+            double m = mant[1][k], step = times_ten(m, e);
+            double i0 = ceil(lo / step), i1 = floor(hi / step);
+            if (i1 - i0 + 1 < 3) continue;
+            int n = 0;
+            for (double i = i0; i <= i1 && n < cap; i++) t[n++] = times_ten(i * m, e);
+            return n;
+        }
+    return 0;
+}
+
+void run_gp_log_ytics(FILE *f, double lo, double hi) {
+    AG_CHECK_ARG(f);
+    double pad = fmax(1.05, pow(hi / lo, 0.05)), a = lo / pad, b = hi * pad, t[32];
+    if (!(lo > 0) || !(hi >= lo) || !isfinite(b) || !(a > 0)) return; /* gnuplot's own */
+    int n = log_ticks(a, b, t, 32);
+    fprintf(f, "set yrange [%.10g:%.10g]\nset ytics (", a, b);
+    for (int i = 0; i < n; i++) {
+        char lab[40];
+        for (int p = 1; p <= 17; p++) { /* the fewest digits that give the value back */
+            snprintf(lab, sizeof lab, "%.*g", p, t[i]);
+            if (fabs(strtod(lab, NULL) - t[i]) <= 1e-9 * t[i]) break;
+        }
+        fprintf(f, "%s\"%s\" %s", i ? ", " : "", lab, lab);
+    }
+    fprintf(f, ")\n");
+}
+
 /* The script: the data inline (train loss, and valid loss where there is one), log y when every
- * loss is positive. NULL when the log has no rows. */
+ * loss is positive (its ticks from run_gp_log_ytics). NULL when the log has no rows. */
 static char *loss_script(FILE *in, const char *csv, int *rows) {
     static const char *const names[] = {"step", "train_loss", "valid_loss"};
     int col[3];
@@ -247,6 +295,7 @@ static char *loss_script(FILE *in, const char *csv, int *rows) {
     v = open_memstream(&vtext, &vlen);
     AG_CHECK(t && v, "run: out of memory");
     int positive = 1, nv = 0;
+    double lo = INFINITY, hi = 0;
     *rows = 0;
     if (getline(&line, &cap, in) > 0) csv_columns(line, names, 3, col);
     while (col[0] >= 0 && col[1] >= 0 && getline(&line, &cap, in) > 0) {
@@ -255,8 +304,12 @@ static char *loss_script(FILE *in, const char *csv, int *rows) {
         if (!isfinite(s) || !isfinite(a)) continue;
         fprintf(t, "%.10g %.8g\n", s, a);
         positive &= a > 0;
+        lo = fmin(lo, a), hi = fmax(hi, a);
         (*rows)++;
-        if (isfinite(b)) fprintf(v, "%.10g %.8g\n", s, b), positive &= b > 0, nv++;
+        if (isfinite(b)) {
+            fprintf(v, "%.10g %.8g\n", s, b), positive &= b > 0, nv++;
+            lo = fmin(lo, b), hi = fmax(hi, b);
+        }
     }
     free(line);
     fclose(v);
@@ -269,9 +322,13 @@ static char *loss_script(FILE *in, const char *csv, int *rows) {
             "# the training curves of %s\n"
             "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
             "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
-            "set key top right\n%s$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
+            "set key top right\n%s",
+            csv, positive ? "set logscale y\n" : "");
+    if (positive && *rows) run_gp_log_ytics(o, lo, hi);
+    fprintf(o,
+            "$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
             "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
-            csv, positive ? "set logscale y\n" : "", text, vtext,
+            text, vtext,
             nv ? ", $valid using 1:2 with linespoints lw 2 pt 7 title 'valid loss'" : "");
     fclose(o);
     free(text);

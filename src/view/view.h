@@ -14,7 +14,8 @@
  * them on canvas. A 12-layer x 12-head model over 128 tokens takes about 1.6 MB.
  * The JSON the page reads (each part optional; docs/view.md describes it):
  *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...],
- *    "plots": [PLOT...]}
+ *    "plots": [PLOT...], "token_sep": str (what joins tokens into a prompt's text in the
+ *    selectors: " " for word-level tokens; absent: "", bytes and characters)}
  * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
  * examples/translate/view.c). Read next: view.c, view_page.c, page.html. */
 #ifndef ATTOGRAD_VIEW_VIEW_H

@@ -885,6 +885,7 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_plot_loss, png, run_plot_loss("x.csv", NULL))                                            \
     X(run_plot_script, script, run_plot_script(NULL, "x.png"))                                     \
     X(run_plot_script, png, run_plot_script("x", NULL))                                            \
+    X(run_gp_log_ytics, f, run_gp_log_ytics(NULL, 1, 2))                                           \
     X(run_saved_text, path, run_saved_text(NULL, "x", (char *[1]){0}))                             \
     X(run_saved_text, name, run_saved_text("x", NULL, (char *[1]){0}))                             \
     X(run_saved_text, value, run_saved_text("x", "x", NULL))                                       \

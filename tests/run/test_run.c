@@ -2,13 +2,15 @@
  * classifier of 4 numbers, one state field, a few extra bytes), run in this process through
  * run_main: the cadence of CSV rows, validations and saves; the learning rate of each step
  * under warmup + cosine, inverse-sqrt and constant schedules; the CSV's columns; a NaN stop
- * naming the step and keeping the last good checkpoint; SIGINT (a forked child) saving once and
+ * naming the step and keeping the last good checkpoint, and a validation loss not finite
+ * (finite weights whose products overflow) stopping the same way; SIGINT (a forked child) saving once and
  * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
  * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
  * with another value refused, named as typed, a remembered one taken; a file of an older layout
  * resumed through the model's legacy reader, a start that refuses, --resume to --schedule-steps;
  * a missing gnuplot reported
- * as skipped, never masking the exit code; eval; a saved value out of its range refused, named.
+ * as skipped, never masking the exit code; eval; a saved value out of its range refused, named;
+ * a log loss axis's tick labels distinct and each its tick's value.
  * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
  * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
  * it writes the bytes of a run never killed; a changed model flag is refused; eval.
@@ -96,9 +98,15 @@ static Tensor *tiny_loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
 
 static int stop_in_valid = 0; /* k > 0: a SIGINT during the k-th validation (run_stop_requested) */
 
+static int huge_in_valid = 0; /* k > 0: the k-th validation makes the weights huge (finite) */
+
 static int tiny_validate(void *ctx, Tape *t, double *v) {
     Tiny *m = ctx;
     m->n_valid++;
+    if (m->n_valid == huge_in_valid) /* finite weights whose products overflow */
+        for (int i = 0; i < m->params.n; i++)
+            for (size_t k = 0; k < m->params.items[i]->size; k++)
+                m->params.items[i]->data[k] = (Real)(sizeof(Real) == 4 ? 1e38 : 1e307);
     if (m->n_valid == stop_in_valid) raise(SIGINT);
     if (stop_in_valid && run_stop_requested()) return RUN_VALID_INTERRUPTED;
     tiny_rows(m, 0, 64);
@@ -173,6 +181,7 @@ static int tiny_start(void *ctx) {
     return start_fails ? ag_fail(AG_ERR_ARG, "--width %d: the start says no", m->cfg.width) : AG_OK;
 }
 static int keep_every = 0; /* RunConfig.keep_every of the next run_tiny */
+static int nano_names = 0; /* the next run_tiny's run flags under nanoGPT's names too */
 /* RunConfig.compress and .check_finite of the next run_tiny; draws_column: the model's CSV
  * column "draws" (RunModel.columns, describe) */
 static int compress = 0, check_finite = 0, draws_column = 0;
@@ -220,6 +229,12 @@ static int run_tiny(const char *const *args, Tiny *out, int64_t raise_at) {
         {"width|hidden", FLAG_INT, &m.cfg.width, "N", "hidden units", 1, 64, NULL, 0},
         {"p", FLAG_DOUBLE, &m.cfg.p, "P", "dropout", 0, 0.9, NULL, 0}};
     int n = 2 + run_flags(r, fl + 2);
+    if (nano_names) { /* as attograd-gpt train names them */
+        flag_find(fl, n, "steps")->name = "steps|max-iters";
+        flag_find(fl, n, "warmup")->name = "warmup|warmup-iters";
+        flag_find(fl, n, "schedule-steps")->name = "schedule-steps|lr-decay-iters";
+        flag_find(fl, n, "lr-min")->name = "lr-min|min-lr";
+    }
     char *argv[64] = {"tiny"};
     int argc = 1;
     while (args[argc - 1]) argv[argc] = (char *)args[argc - 1], argc++;
@@ -354,6 +369,29 @@ Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
                   strstr(err, "last.npz (step 8)"),
               "%s", err);
     cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+/* a validation loss that is not finite (finite weights whose products overflow) stops the run
+ * as a training NaN does: the step named, exit 1, no row of it, best.npz the last good one */
+Test(run, a_valid_loss_not_finite_stops_naming_the_step_and_keeps_the_best) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-valid-nan");
+    huge_in_valid = 2; /* the validation of step 10 */
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    huge_in_valid = 0;
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "tiny train: step 10: the valid loss is ") &&
+                  strstr(err, ": training stopped. The last good checkpoint is") &&
+                  strstr(err, "last.npz (step 8)"),
+              "%s", err);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
+    cr_assert(!strstr(csv, "\n10,") && !strstr(csv, "nan") && !strstr(csv, "inf"), "%s", csv);
+    free(csv);
     free(err);
     ts_rm_tree(dir);
 }
@@ -756,6 +794,34 @@ Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise
     cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --schedule-steps 4"),
               "exit %d: %s", code, err);
     free(err);
+    /* given under another of their names (attograd-gpt's nanoGPT spellings), they are named so */
+    nano_names = 1;
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--max-iters", "3",
+                                      "--warmup-iters", "5", NULL},
+                     -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 &&
+                  strstr(err, "--max-iters 3: the cosine schedule decays from the end of its "
+                              "warmup (--warmup-iters 5) to --max-iters: give more steps, a "
+                              "shorter --warmup-iters, a --schedule-steps above"),
+              "exit %d: %s", code, err);
+    free(err);
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--max-iters", "3",
+                                      "--lr-decay-iters", "4", NULL},
+                     -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --lr-decay-iters 4"),
+              "exit %d: %s", code, err);
+    free(err);
+    code = run_child(dir,
+                     (const char *[]){"--out", dir, "--force", "--min-lr", "0.5", NULL}, -1, 0);
+    err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 2 && strstr(err, "--min-lr 0.5 must not exceed --lr 0.05"), "exit %d: %s",
+              code, err);
+    free(err);
+    nano_names = 0;
     ts_rm_tree(dir);
 }
 
@@ -891,5 +957,69 @@ Test(classify, killed_and_resumed_writes_the_bytes_of_a_straight_run) {
     cr_assert(r.code == 0 && strstr(r.out, "best.npz: step ") && strstr(r.out, "valid accuracy"),
               "%d %s %s", r.code, r.out, r.err);
     ts_run_free(&r);
+    ts_rm_tree(dir);
+}
+
+/* the ticks of a log y axis (run_gp_log_ytics) in script: each label and value into lab and v
+ * (at most 32); how many. Asserts the script sets them and a yrange [*lo:*hi]. */
+static int log_ytics_of(const char *script, char lab[][40], double *v, double *lo, double *hi) {
+    const char *r = strstr(script, "set yrange [");
+    cr_assert(r && sscanf(r, "set yrange [%lf:%lf]", lo, hi) == 2, "no yrange: %s", script);
+    const char *p = strstr(script, "set ytics (");
+    cr_assert(p, "no ytics: %s", script);
+    p += strlen("set ytics (");
+    int n = 0, used;
+    while (n < 32 && sscanf(p, " \"%39[^\"]\" %lf%n", lab[n], &v[n], &used) == 2) {
+        n++, p += used;
+        if (*p == ',') p++;
+    }
+    cr_assert_eq(*p, ')', "ytics not read to their end: %s", p);
+    return n;
+}
+
+/* loss curves on a log y axis: the tick labels are distinct, each its tick's value, 3 or more,
+ * within the range, whether the losses span a few hundredths or several decades */
+Test(run, a_log_loss_axis_has_distinct_tick_labels_that_are_their_values) {
+    static const double ranges[][2] = {{2.2, 2.25}, {2.201, 2.203}, {1.82, 2.4}, {0.9, 1.3},
+                                       {1.5, 4},    {0.02, 3.5},    {1e-4, 7},   {3, 3},
+                                       {250, 260},  {0.0311, 0.0312}};
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        char *s = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&s, &len);
+        run_gp_log_ytics(f, ranges[k][0], ranges[k][1]);
+        fclose(f);
+        char lab[32][40];
+        double v[32], lo, hi;
+        int n = log_ytics_of(s, lab, v, &lo, &hi);
+        cr_assert(lo > 0 && lo <= ranges[k][0] && hi >= ranges[k][1], "%s", s);
+        cr_assert(n >= 3 && n <= 32, "[%g, %g]: %d ticks: %s", ranges[k][0], ranges[k][1], n, s);
+        for (int i = 0; i < n; i++) {
+            cr_assert(v[i] >= lo && v[i] <= hi, "a tick outside the range: %s", s);
+            cr_assert(fabs(strtod(lab[i], NULL) - v[i]) <= 1e-9 * v[i], "label %s of %.17g: %s",
+                      lab[i], v[i], s);
+            for (int j = 0; j < i; j++)
+                cr_assert(strcmp(lab[i], lab[j]) != 0 && v[i] > v[j], "ticks %s %s: %s", lab[j],
+                          lab[i], s);
+        }
+        free(s);
+    }
+    /* a run's loss.gp whose losses span two hundredths (once drawn with "2" "2" or no label) */
+    char dir[64], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-logtics");
+    FILE *c = fopen(ts_join(p, dir, "log.csv"), "w");
+    cr_assert(c);
+    fprintf(c, "step,train_loss,valid_loss\n10,2.231,\n20,2.224,2.229\n30,2.219,2.226\n");
+    fclose(c);
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    run_plot_loss(p, ts_join(q, dir, "loss.png"));
+    unsetenv("AG_GNUPLOT");
+    char *gp = ts_read_text(ts_join(q, dir, "loss.gp"), NULL);
+    char lab[32][40];
+    double v[32], lo, hi;
+    int n = log_ytics_of(gp, lab, v, &lo, &hi);
+    cr_assert(strstr(gp, "set logscale y") && n >= 3 && lo <= 2.219 && hi >= 2.231, "%s", gp);
+    for (int i = 1; i < n; i++) cr_assert(strcmp(lab[i], lab[i - 1]) != 0, "%s", gp);
+    free(gp);
     ts_rm_tree(dir);
 }

@@ -14,10 +14,14 @@ readout on hover; a table's value on hover; one legend line per run; each plot's
 drawn on its canvas, its legend, its marked values and a value on hover. A screenshot of each tab
 is written with --shots DIR. --expect-text TEXT: the tokens of the first prompt, joined (a
 "\\xNN" shown for a byte that is not UTF-8 read back as that byte), must give TEXT's bytes.
+--expect-sep SEP: what joins a prompt's first tokens in the prompt selectors' options (" " for
+a word-level translator's words, as its detokenization joins them; "" by default: bytes and
+characters join with nothing).
 --timing: prints the page's first-render time (performance.mark "view-ready", from navigation
 start) and its first contentful paint.
 
-Usage: browser.py [--shots DIR] [--prefix NAME] [--expect-text TEXT] [--timing] PAGE.html...
+Usage: browser.py [--shots DIR] [--prefix NAME] [--expect-text TEXT] [--expect-sep SEP] [--timing]
+                  PAGE.html...
 Exit 0 when every check passed, 1 with the failures listed, 77 when Chromium is not found."""
 import base64
 import fcntl
@@ -217,13 +221,27 @@ class Page:
                 self.check(False, "network request: %s" % p["request"]["url"][:200])
 
 
-def check_attention(pg, data, shots, prefix, expect_text):
+def js_slice(s, n):
+    """JavaScript's s.slice(0, n): n UTF-16 code units"""
+    return s.encode("utf-16-le", "surrogatepass")[:2 * n].decode("utf-16-le", "surrogatepass")
+
+
+def prompt_options(pg, select_id, rows, key, sep):
+    """the options of a prompt selector: "i: " and the first 12 tokens joined by sep, shown"""
+    got = pg.js("[...document.querySelectorAll('#%s option')].map(o => o.textContent)" % select_id)
+    want = ["%d: %s" % (i, js_slice(shown(sep.join(r[key][:12])), 40)) for i, r in enumerate(rows)]
+    pg.check(got == want, "%s: the prompt selector shows %r, not %r (tokens joined by %r)"
+             % (select_id, got[:2], want[:2], sep))
+
+
+def check_attention(pg, data, shots, prefix, expect_text, sep):
     for si, S in enumerate(data["attention"]):
         if si:
             pg.js("(() => { const s = document.getElementById('att-set'); s.value = %d; "
                   "s.dispatchEvent(new Event('change')); })()" % si)
         P = S["prompts"][0]
         q, k = P["q"], P["k"] or P["q"]
+        prompt_options(pg, "att-prompt", S["prompts"], "q", sep)
         L, H = S["layers"], S["heads"]
         n = pg.js("document.querySelectorAll('#thumbs .thumb').length")
         pg.check(n == L * H, "%s: %s thumbnails, the model has %d x %d heads" % (S["name"], n, L, H))
@@ -270,9 +288,10 @@ def check_attention(pg, data, shots, prefix, expect_text):
               "f.dispatchEvent(new Event('input')); })()")
 
 
-def check_tokens(pg, data, shots, prefix):
+def check_tokens(pg, data, shots, prefix, sep):
     T = data["tokens"]
     pg.mouse("#tab-tokens", "click")
+    prompt_options(pg, "tok-prompt", T["prompts"], "tok", sep)
     texts = pg.js("[...document.querySelectorAll('#tok-strip .tok')].map(e => e.textContent)")
     pg.check(texts == [shown(s) for s in T["prompts"][0]["tok"]], "tokens: the strip is not the "
              "tokens as text")
@@ -372,7 +391,7 @@ def check_plots(pg, data, shots, prefix):
 
 
 def main():
-    args, shots, prefix, expect, timing = sys.argv[1:], None, "", None, False
+    args, shots, prefix, expect, sep, timing = sys.argv[1:], None, "", None, "", False
     pages = []
     while args:
         a = args.pop(0)
@@ -382,6 +401,8 @@ def main():
             prefix = args.pop(0)
         elif a == "--expect-text":
             expect = args.pop(0)
+        elif a == "--expect-sep":
+            sep = args.pop(0)
         elif a == "--timing":
             timing = True
         else:
@@ -423,9 +444,9 @@ def main():
             pg.check(pg.js("document.scripts.length") == 2, "the page holds %s scripts, not 2"
                      % pg.js("document.scripts.length"))
             if data.get("attention"):
-                check_attention(pg, data, shots, prefix, expect)
+                check_attention(pg, data, shots, prefix, expect, sep)
             if data.get("tokens"):
-                check_tokens(pg, data, shots, prefix)
+                check_tokens(pg, data, shots, prefix, sep)
             if data.get("tables"):
                 check_tables(pg, data, shots, prefix)
             if data.get("runs"):

@@ -169,8 +169,8 @@ printf '<b> & "q" cat\tcat "q" & <b>\nשלום mat dog sat\tsat dog mat שלום
     --threads 1 >>"$log" 2>&1 || fail "attograd-translate detect"
 "$translate" view --from "$t/detect.npz" --out "$t/detect.html" >>"$log" 2>&1 ||
     fail "attograd-translate view --from detect.npz"
-python3 "$here/browser.py" --shots "$out/shots" --prefix "translate-" "$t/view.html" \
-    "$t/pairs.html" "$t/ablate.html" "$t/detect.html" >>"$log" 2>&1 ||
+python3 "$here/browser.py" --shots "$out/shots" --prefix "translate-" --expect-sep " " \
+    "$t/view.html" "$t/pairs.html" "$t/ablate.html" "$t/detect.html" >>"$log" 2>&1 ||
     fail "the translator's pages in the browser"
 # detect's tables: a kind per side, the cross-attention's diagonal, each (layer, head)
 python3 - "$t/detect.html" >>"$log" 2>&1 <<'PY' || fail "the translator's detect tables"
