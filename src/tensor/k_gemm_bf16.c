@@ -36,12 +36,12 @@
 #include "k_simd.h"
 #include "kernels.h"
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(AG_SIMD_PORTABLE)
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && !defined(AG_SIMD_PORTABLE)
 #include <immintrin.h>
 #define BF16_HW 1
 #endif
 
-enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512 };
+enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512, AROWS = 512 };
 
 static inline uint16_t round_bf16(float x) {
     uint32_t u;
@@ -99,16 +99,16 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
 /* The same packing with vcvtneps2bf16, which rounds as round_bf16 does (to nearest even,
  * denormals to a zero of their sign, NaN kept quiet: checked on every one of the 2^32 floats).
  * t: the pair's two halves are rows k and k+1 of the stored (K,R) matrix, each contiguous in
- * r: 16 columns at a time, the halves widened to 32 bits and joined. Not t: a row r of the
+ * r: 16 columns at a time, both rounded at once and their words interleaved. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
  * the pair words; they go to column r of d (a transpose). */
-static inline __m512i half_words(const float *p, __mmask16 m) {
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p)));
-}
-
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
                        int kc, int W) {
-    if (t) {
+    if (t) { /* both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
+        static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                       21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        __m512i ix = _mm512_loadu_si512(pick);
         for (int q = 0; q < kc; q += 2, d += W) {
             int k = k0 + q;
             const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
@@ -116,9 +116,9 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
                 int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
                 __mmask16 m = (__mmask16)((1u << n) - 1u),
                           st = (__mmask16)((1u << (W - r < 16 ? W - r : 16)) - 1u);
-                __m512i w = half_words(lo + r, m);
-                if (k + 1 < K) w = _mm512_or_si512(w, _mm512_slli_epi32(half_words(hi + r, m), 16));
-                _mm512_mask_storeu_epi32(d + r, st, w);
+                __m512 h = k + 1 < K ? _mm512_maskz_loadu_ps(m, hi + r) : _mm512_setzero_ps();
+                __m512i w = (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + r));
+                _mm512_mask_storeu_epi32(d + r, st, _mm512_permutexvar_epi16(ix, w));
             }
         }
         return;
@@ -232,14 +232,47 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
         }
 }
 
-/* C[i0..i1, j0..j1) of the product, blocked: for each BNC columns and KB of K, the B block
- * packed once, then each strip of BMR rows packed and swept across it */
+/* The values one thread packs for its block (rows x cols of C) in each loop order below:
+ * by_b packs its op(B) once and its op(A) once per BNC columns; by_a its op(A) once and its
+ * op(B) once per AROWS rows */
+static double packed_by_b(double rows, double cols, int K) {
+    return ((double)cols + rows * ceil(cols / BNC)) * K;
+}
+static double packed_by_a(double rows, double cols, int K) {
+    return ((double)rows + cols * ceil(rows / AROWS)) * K;
+}
+
+/* C[i0..i1, j0..j1) of the product, blocked in whichever of two loop orders packs less (the
+ * bits are the same: every element takes its K blocks in order, each summed the same way).
+ * By B: for each BNC columns and KB of K, the B block packed once, then each strip of BMR rows
+ * packed and swept across it. By A: for each AROWS rows and KB of K, their strips packed once,
+ * then each panel of BNR columns packed and swept down them. */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                   int accumulate, int i0, int i1, int j0, int j1) {
-    size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
+    size_t words = (size_t)AROWS * (KB / 2) + (size_t)BNC * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
-    uint32_t *bbuf = abuf + (size_t)BMR * (KB / 2);
+    uint32_t *bbuf = abuf + (size_t)AROWS * (KB / 2);
+    if (packed_by_a(i1 - i0, j1 - j0, K) < packed_by_b(i1 - i0, j1 - j0, K)) {
+        for (int ic = i0; ic < i1; ic += AROWS) {
+            int ie = i1 - ic < AROWS ? i1 : ic + AROWS;
+            for (int pc = 0; pc < K; pc += KB) {
+                int kc = K - pc < KB ? K - pc : KB, np = (kc + 1) / 2;
+                int add = accumulate || pc > 0;
+                for (int ir = ic; ir < ie; ir += BMR)
+                    pack_pairs(abuf + (size_t)(ir - ic) * np, A, ta, M, K, ir,
+                               ie - ir < BMR ? ie - ir : BMR, pc, kc, BMR);
+                for (int jr = j0; jr < j1; jr += BNR) {
+                    int nr = j1 - jr < BNR ? j1 - jr : BNR;
+                    pack_pairs(bbuf, B, !tb, N, K, jr, nr, pc, kc, BNR);
+                    for (int ir = ic; ir < ie; ir += BMR)
+                        micro(np, abuf + (size_t)(ir - ic) * np, bbuf, C + (size_t)ir * N + jr,
+                              (size_t)N, ie - ir < BMR ? ie - ir : BMR, nr, add);
+                }
+            }
+        }
+        return;
+    }
     for (int jc = j0; jc < j1; jc += BNC) {
         int nc = j1 - jc < BNC ? j1 - jc : BNC;
         for (int pc = 0; pc < K; pc += KB) {
@@ -263,7 +296,10 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
     }
 }
 
-/* thread t of T's share: strips of rows when there are at least T, else panels of columns */
+/* thread t of T's share: a grid of tm x tn blocks of whole strips and panels (tm tn = T), the
+ * one whose largest block costs least: its multiply-adds, and the values it packs at about
+ * 128 multiply-adds each (a value packed costs about two cycles, vdpbf16ps does 32 two to a
+ * cycle) */
 static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
                   Real *C, int accumulate) {
     if (M <= 0 || N <= 0) return;
@@ -272,15 +308,21 @@ static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real 
             for (size_t i = 0; i < (size_t)M * N; i++) C[i] = 0;
         return;
     }
-    int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR;
-    int i0 = 0, i1 = M, j0 = 0, j1 = N;
-    if (mt >= T || mt >= nt) {
-        i0 = (int)((long)t * mt / T) * BMR, i1 = (int)((long)(t + 1) * mt / T) * BMR;
-        if (i1 > M) i1 = M;
-    } else {
-        j0 = (int)((long)t * nt / T) * BNR, j1 = (int)((long)(t + 1) * nt / T) * BNR;
-        if (j1 > N) j1 = N;
+    int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR, tm = T, tn = 1;
+    double best = -1;
+    for (int m = 1; m <= T; m++) {
+        if (T % m) continue;
+        double rows = (double)((mt + m - 1) / m) * BMR,
+               cols = (double)((nt + T / m - 1) / (T / m)) * BNR;
+        double packed = fmin(packed_by_a(rows, cols, K), packed_by_b(rows, cols, K));
+        double cost = rows * cols * K + 128.0 * packed;
+        if (best < 0 || cost < best) best = cost, tm = m, tn = T / m;
     }
+    int ti = t / tn, tj = t % tn;
+    int i0 = (int)((long)ti * mt / tm) * BMR, i1 = (int)((long)(ti + 1) * mt / tm) * BMR;
+    int j0 = (int)((long)tj * nt / tn) * BNR, j1 = (int)((long)(tj + 1) * nt / tn) * BNR;
+    if (i1 > M) i1 = M;
+    if (j1 > N) j1 = N;
     if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
 }
 
