@@ -41,7 +41,7 @@
 #define BF16_HW 1
 #endif
 
-enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512, AROWS = 512 };
+enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512 };
 
 static inline uint16_t round_bf16(float x) {
     uint32_t u;
@@ -232,47 +232,21 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
         }
 }
 
-/* The values one thread packs for its block (rows x cols of C) in each loop order below:
- * by_b packs its op(B) once and its op(A) once per BNC columns; by_a its op(A) once and its
- * op(B) once per AROWS rows */
-static double packed_by_b(double rows, double cols, int K) {
+/* The values one thread packs for its block (rows x cols of C): its op(B) once and its op(A)
+ * once per BNC columns */
+static double packed(double rows, double cols, int K) {
     return ((double)cols + rows * ceil(cols / BNC)) * K;
 }
-static double packed_by_a(double rows, double cols, int K) {
-    return ((double)rows + cols * ceil(rows / AROWS)) * K;
-}
 
-/* C[i0..i1, j0..j1) of the product, blocked in whichever of two loop orders packs less (the
- * bits are the same: every element takes its K blocks in order, each summed the same way).
- * By B: for each BNC columns and KB of K, the B block packed once, then each strip of BMR rows
- * packed and swept across it. By A: for each AROWS rows and KB of K, their strips packed once,
- * then each panel of BNR columns packed and swept down them. */
+/* C[i0..i1, j0..j1) of the product, blocked: for each BNC columns and KB of K, the B block
+ * packed once, then each strip of BMR rows packed and swept across it (its strip in L1, the
+ * block's panels read from L2: strips packed together and read from L2 were slower) */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                   int accumulate, int i0, int i1, int j0, int j1) {
-    size_t words = (size_t)AROWS * (KB / 2) + (size_t)BNC * (KB / 2);
+    size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
-    uint32_t *bbuf = abuf + (size_t)AROWS * (KB / 2);
-    if (packed_by_a(i1 - i0, j1 - j0, K) < packed_by_b(i1 - i0, j1 - j0, K)) {
-        for (int ic = i0; ic < i1; ic += AROWS) {
-            int ie = i1 - ic < AROWS ? i1 : ic + AROWS;
-            for (int pc = 0; pc < K; pc += KB) {
-                int kc = K - pc < KB ? K - pc : KB, np = (kc + 1) / 2;
-                int add = accumulate || pc > 0;
-                for (int ir = ic; ir < ie; ir += BMR)
-                    pack_pairs(abuf + (size_t)(ir - ic) * np, A, ta, M, K, ir,
-                               ie - ir < BMR ? ie - ir : BMR, pc, kc, BMR);
-                for (int jr = j0; jr < j1; jr += BNR) {
-                    int nr = j1 - jr < BNR ? j1 - jr : BNR;
-                    pack_pairs(bbuf, B, !tb, N, K, jr, nr, pc, kc, BNR);
-                    for (int ir = ic; ir < ie; ir += BMR)
-                        micro(np, abuf + (size_t)(ir - ic) * np, bbuf, C + (size_t)ir * N + jr,
-                              (size_t)N, ie - ir < BMR ? ie - ir : BMR, nr, add);
-                }
-            }
-        }
-        return;
-    }
+    uint32_t *bbuf = abuf + (size_t)BMR * (KB / 2);
     for (int jc = j0; jc < j1; jc += BNC) {
         int nc = j1 - jc < BNC ? j1 - jc : BNC;
         for (int pc = 0; pc < K; pc += KB) {
@@ -314,8 +288,7 @@ static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real 
         if (T % m) continue;
         double rows = (double)((mt + m - 1) / m) * BMR,
                cols = (double)((nt + T / m - 1) / (T / m)) * BNR;
-        double packed = fmin(packed_by_a(rows, cols, K), packed_by_b(rows, cols, K));
-        double cost = rows * cols * K + 128.0 * packed;
+        double cost = rows * cols * K + 128.0 * packed(rows, cols, K);
         if (best < 0 || cost < best) best = cost, tm = m, tn = T / m;
     }
     int ti = t / tn, tj = t % tn;

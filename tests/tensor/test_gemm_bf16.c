@@ -123,7 +123,7 @@ Test(k_gemm_bf16, every_form_matches_its_definition_and_the_bf16_bound) {
     rng_seed(&rng, 35);
     int dims[][3] = {{1, 1, 1},    {3, 5, 7},     {8, 2, 32},   {9, 255, 33},
                      {7, 256, 31}, {17, 257, 65}, {16, 513, 40}, {33, 600, 530},
-                     {520, 3, 1025}}; /* the last: packed by A, in two chunks of rows */
+                     {520, 3, 1025}}; /* the last: C three blocks of columns wide */
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (int form = 0; form < 8; form++) {
             int M = dims[d][0], K = dims[d][1], N = dims[d][2];
