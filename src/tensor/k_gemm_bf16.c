@@ -174,9 +174,10 @@ static inline float step(float a, float b, float s) {
 }
 
 /* One BMR x BNR tile: sums of np pairs of strip a (np x BMR words) and panel b (np x BNR
- * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add. */
+ * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add, or else bias + sum
+ * when bias (nr values: the same add as storing the bias in C first) */
 static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b, Real *c,
-                  size_t ldc, int mr, int nr, int add) {
+                  size_t ldc, int mr, int nr, int add, const Real *bias) {
     float tile[BMR * BNR];
 #ifdef BF16_HW
     __m512 acc[BMR][2];
@@ -195,10 +196,11 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
     __mmask16 m1 = (__mmask16)(nr <= 16 ? 0u : nr >= 32 ? 0xffffu : (1u << (nr - 16)) - 1u);
     for (int i = 0; i < mr; i++) {
         float *p = c + (size_t)i * ldc;
+        const float *x = add ? p : bias;
         __m512 s0 = acc[i][0], s1 = acc[i][1];
-        if (add) {
-            s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, p), s0);
-            s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, p + 16), s1);
+        if (x) {
+            s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, x), s0);
+            s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, x + 16), s1);
         }
         _mm512_mask_storeu_ps(p, m0, s0);
         _mm512_mask_storeu_ps(p + 16, m1, s1);
@@ -228,7 +230,9 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             Real *p = c + (size_t)i * ldc + j;
-            *p = add ? (Real)((float)*p + tile[i * BNR + j]) : (Real)tile[i * BNR + j];
+            *p = add    ? (Real)((float)*p + tile[i * BNR + j])
+                 : bias ? (Real)((float)bias[j] + tile[i * BNR + j])
+                        : (Real)tile[i * BNR + j];
         }
 }
 
@@ -242,7 +246,7 @@ static double packed(double rows, double cols, int K) {
  * packed once, then each strip of BMR rows packed and swept across it (its strip in L1, the
  * block's panels read from L2: strips packed together and read from L2 were slower) */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                  int accumulate, int i0, int i1, int j0, int j1) {
+                  int accumulate, const Real *bias, int i0, int i1, int j0, int j1) {
     size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
@@ -263,7 +267,7 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
                     micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
-                          mr, nr, add);
+                          mr, nr, add, bias ? bias + jc + jr : NULL);
                 }
             }
         }
@@ -275,13 +279,14 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
  * 128 multiply-adds each (a value packed costs about two cycles, vdpbf16ps does 32 two to a
  * cycle) */
 static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
-                  Real *C, int accumulate) {
+                  Real *C, int accumulate, const Real *bias) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         if (!accumulate && t == 0)
-            for (size_t i = 0; i < (size_t)M * N; i++) C[i] = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) C[i] = bias ? bias[i % (size_t)N] : 0;
         return;
     }
+    if (accumulate) bias = NULL; /* not both (k_gemm_bf16_bias) */
     int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR, tm = T, tn = 1;
     double best = -1;
     for (int m = 1; m <= T; m++) {
@@ -296,7 +301,7 @@ static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real 
     int j0 = (int)((long)tj * nt / tn) * BNR, j1 = (int)((long)(tj + 1) * nt / tn) * BNR;
     if (i1 > M) i1 = M;
     if (j1 > N) j1 = N;
-    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
+    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, bias, i0, i1, j0, j1);
 }
 
 static int is_small(int M, int N, int K) {
@@ -306,14 +311,15 @@ static int is_small(int M, int N, int K) {
 void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate) {
     if (is_small(M, N, K)) {
-        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate);
+        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL);
         return;
     }
-    share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+    share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL);
 }
 
-void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                 int accumulate) {
+/* C = op(A) op(B), + C when accumulate, + the bias row (N) when bias */
+static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate, const Real *bias) {
 #pragma omp parallel if (!is_small(M, N, K))
     {
         int T = 1, t = 0;
@@ -321,8 +327,18 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+        share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias);
     }
+}
+
+void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate) {
+    gemm(ta, tb, M, N, K, A, B, C, accumulate, NULL);
+}
+
+void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                      const Real *bias) {
+    gemm(ta, tb, M, N, K, A, B, C, 0, bias);
 }
 
 /* dst (R,N) = the bf16 values of src (R,N), kept as Reals (rows ldd and lds apart; dst may be
