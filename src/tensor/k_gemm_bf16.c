@@ -102,6 +102,50 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
  * r: 16 columns at a time, both rounded at once and their words interleaved. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
  * the pair words; they go to column r of d (a transpose). */
+/* rows [r0, r0+rn) (rn <= 8, the rest 0) of the stored (R,K) X, pairs of k in [k0, k0+kc): an
+ * A strip, 8 words a pair. 16 pairs at a time: each row's 16 words in a register, the 8 x 16
+ * words turned over by unpacks (rows 0-3 and 4-7 of 4 pairs in each) and a qword permute that
+ * joins a pair's two halves, one 8-word store a pair */
+static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, int kc) {
+    static const long long lo[8] = {0, 1, 8, 9, 2, 3, 10, 11}, hi[8] = {4, 5, 12, 13, 6, 7, 14, 15};
+    __m512i join_lo = _mm512_loadu_si512(lo), join_hi = _mm512_loadu_si512(hi);
+    int np = (kc + 1) / 2;
+    for (int q = 0; q < np; q += 16) {
+        int n = kc - 2 * q < 32 ? kc - 2 * q : 32; /* values left of each row's block */
+        __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+        __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);
+        __m512i w[8], t[8], u[8];
+        for (int i = 0; i < 8; i++) {
+            w[i] = _mm512_setzero_si512();
+            if (i < rn) {
+                const float *x = X + (size_t)(r0 + i) * K + k0 + 2 * q;
+                w[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
+                                                    _mm512_maskz_loadu_ps(m0, x));
+            }
+        }
+        for (int i = 0; i < 8; i += 2) { /* rows i, i+1 of pairs 4l, 4l+1 | 4l+2, 4l+3 */
+            t[i] = _mm512_unpacklo_epi32(w[i], w[i + 1]);
+            t[i + 1] = _mm512_unpackhi_epi32(w[i], w[i + 1]);
+        }
+        for (int h = 0; h < 8; h += 4) { /* rows h..h+3 of pair 4l + j in lane l of u[h/4*4+j] */
+            u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+            u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+            u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+            u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+        }
+        int nq = np - q < 16 ? np - q : 16;
+        for (int j = 0; j < 4; j++) {
+            __m512i a = _mm512_permutex2var_epi64(u[j], join_lo, u[4 + j]); /* pairs j, 4+j */
+            __m512i b = _mm512_permutex2var_epi64(u[j], join_hi, u[4 + j]); /* 8+j, 12+j */
+            __m256i part[4] = {_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1),
+                               _mm512_castsi512_si256(b), _mm512_extracti64x4_epi64(b, 1)};
+            for (int l = 0; l < 4; l++)
+                if (4 * l + j < nq)
+                    _mm256_storeu_si256((__m256i *)(d + (size_t)(q + 4 * l + j) * 8), part[l]);
+        }
+    }
+}
+
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
                        int kc, int W) {
     if (t) { /* both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
@@ -123,10 +167,14 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
         }
         return;
     }
-    /* by blocks of 16 rows (8 for an A strip) and 16 pairs: the rows' words into a 16 x 16
-     * block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the words
-     * only move) into 16 pairs of W words */
+    /* by blocks of 16 rows (8 for an A strip: strip8) and 16 pairs: the rows' words into a
+     * 16 x 16 block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the
+     * words only move) into 16 pairs of W words */
     int np = (kc + 1) / 2;
+    if (W == 8) {
+        strip8(d, X, K, r0, rn, k0, kc);
+        return;
+    }
     for (int r = 0; r < W; r += 16) {
         int rows = W - r < 16 ? W - r : 16;
         for (int q = 0; q < np; q += 16) {
