@@ -13,6 +13,9 @@ Shakespeare, default build/gpt/data): each run is `train` with make gpt's recipe
 flags) for 11 steps and for 11 + STEPS steps; ms is the wall time and cpu_ms the CPU time of
 all threads per step between the two (start-up and the first steps cancel), and loss the last
 train loss of the longer run (printed, not checked: a change may move the last bits).
+PRECISION=bf16 in the environment runs both with `bf16` after STEPS (bench_models' PRECISION);
+PRECISION_A and PRECISION_B set one side's (fp32 or bf16: A bf16 against B fp32 gives the
+bf16/fp32 step ratio of one build).
 Not here: the comparison with PyTorch (compare.py).
 
 usage: bench/alternate.py A_BIN B_BIN WORKLOAD THREADS [STEPS 20] [ROUNDS 7]
@@ -52,11 +55,11 @@ def run_gpt(binary, threads, steps):
             long_[2])
 
 
-def run(binary, workload, threads, steps):
+def run(binary, workload, threads, steps, precision):
     if workload == "gpt-char":
         return run_gpt(binary, threads, steps)
-    out = subprocess.run([binary, workload, threads, steps], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([binary, workload, threads, steps] + ([precision] if precision else []),
+                         capture_output=True, text=True, check=True).stdout
     ms = float(re.search(r" ms=([\d.]+)", out).group(1))
     cpu = float(re.search(r"cpu_ms=([\d.]+)", out).group(1))
     loss = re.search(r"loss=(\S+)", out).group(1)
@@ -70,10 +73,11 @@ def main():
     steps = sys.argv[5] if len(sys.argv) > 5 else "20"
     rounds = int(sys.argv[6]) if len(sys.argv) > 6 else 7
     res = {"A": [], "B": []}
+    precision = {x: os.environ.get("PRECISION_" + x, os.environ.get("PRECISION")) for x in res}
     for r in range(rounds):
         order = (("A", a), ("B", b)) if r % 2 == 0 else (("B", b), ("A", a))
         for name, binary in order:
-            res[name].append(run(binary, workload, threads, steps))
+            res[name].append(run(binary, workload, threads, steps, precision[name]))
     losses = {x[2] for x in res["A"] + res["B"]}
     if len(losses) != 1 and workload != "gpt-char" and os.environ.get("LOSSES") != "differ":
         sys.exit(f"the two builds print different losses: {sorted(losses)}")

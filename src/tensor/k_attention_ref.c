@@ -7,7 +7,9 @@
  * k_attention.h, as the fast kernel reads them. Forward runs (b, h) pairs in parallel, backward
  * (b, key/value head) pairs: one thread writes a query row's and a key/value head's gradients,
  * in a fixed order, so any thread count gives the same bits. Under --precision bf16 every
- * product's operands are rounded to bf16 (op below), its sums and the softmax stay fp32.
+ * product's operands are rounded to bf16 (op below), its sums and the softmax stay fp32; the
+ * backward (a course exercise) reads as the plain formula: its products are rowdot and rowaxpy
+ * below, which do the rounding.
  * Not here: shape checks (../autograd/ops_attention.c), the fast kernel. Read the softmax pair
  * in k_softmax.c first: the backward below is its formula, with scores q k^T / sqrt(HS).
  * Read next: k_attention.c. */
@@ -20,6 +22,18 @@
  * sums of exact products, in the same order */
 static inline Real op(Real x) {
     return k_bf16_products ? (Real)k_bf16_to_float(k_bf16_round((float)x)) : x;
+}
+
+/* x . y over n values, summed from 0 in order (the operands rounded by op) */
+static inline Real rowdot(const Real *x, const Real *y, int n) {
+    Real s = 0;
+    for (int d = 0; d < n; d++) s += op(x[d]) * op(y[d]);
+    return s;
+}
+/* y += s x over n values (the operands rounded by op) */
+static inline void rowaxpy(Real *y, Real s, const Real *x, int n) {
+    Real r = op(s);
+    for (int d = 0; d < n; d++) y[d] += r * op(x[d]);
 }
 
 /* key j is visible from query row i of batch b: allowed by the causal rule, not padding */
@@ -96,6 +110,7 @@ void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const
      *   dropout kept P_ij, then scaled by 1 / (1 - a->p)
      *   gq, gk, gv: shaped as q, k, v; accumulate (+=); any of them may be NULL
      * A key/value head read by several query heads (grouped-query) sums their gradients.
+     * rowdot(x, y, n) and rowaxpy(y, s, x, n) above: a row's dot product, y += s x.
      * Derived in docs/backprop.md, section 8 "Scaled dot-product attention".
      * STUB: (void)gq; (void)gk; (void)gv; (void)q; (void)k; (void)v; (void)P; (void)gy;
      * STUB: (void)a; */
@@ -115,27 +130,19 @@ void k_attention_backward_ref(Real *gq, Real *gk, Real *gv, const Real *q, const
                     Real dot = 0; /* sum_l P_il gP_il */
                     for (int j = 0; j < nk; j++) {
                         if (pi[j] == 0 || !keep(a, e0 + (size_t)j)) continue;
-                        Real gA = 0;
-                        for (int d = 0; d < HS; d++)
-                            gA += op(gyi[d]) * op(v[kv + (size_t)j * lk + d]);
+                        Real gA = rowdot(gyi, v + kv + (size_t)j * lk, HS);
                         dot += pi[j] * gA * inv_keep;
                         if (gv) /* gv_j += A_ij gy_i */
-                            for (int d = 0; d < HS; d++)
-                                gv[kv + (size_t)j * lk + d] += op(pi[j] * inv_keep) * op(gyi[d]);
+                            rowaxpy(gv + kv + (size_t)j * lk, pi[j] * inv_keep, gyi, HS);
                     }
                     for (int j = 0; j < nk; j++) {
                         if (pi[j] == 0) continue;
                         Real gP = 0;
-                        if (keep(a, e0 + (size_t)j)) {
-                            for (int d = 0; d < HS; d++)
-                                gP += op(gyi[d]) * op(v[kv + (size_t)j * lk + d]);
-                            gP *= inv_keep;
-                        }
-                        Real gs = op(pi[j] * (gP - dot) * scale);
-                        for (int d = 0; d < HS && gq; d++)
-                            gq[qi + d] += gs * op(k[kv + (size_t)j * lk + d]);
-                        for (int d = 0; d < HS && gk; d++)
-                            gk[kv + (size_t)j * lk + d] += gs * op(q[qi + d]);
+                        if (keep(a, e0 + (size_t)j))
+                            gP = rowdot(gyi, v + kv + (size_t)j * lk, HS) * inv_keep;
+                        Real gs = pi[j] * (gP - dot) * scale;
+                        if (gq) rowaxpy(gq + qi, gs, k + kv + (size_t)j * lk, HS);
+                        if (gk) rowaxpy(gk + kv + (size_t)j * lk, gs, q + qi, HS);
                     }
                 }
             }

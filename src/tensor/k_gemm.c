@@ -637,14 +637,15 @@ static void gemm_share(int t, int T, int ta, int tb, int M, int N, int K, const 
                    j0 == 0 ? sum : NULL);
 }
 
-/* The products under --precision bf16 (k_bf16_products; k_gemm_bf16.c): C = the bias rows,
- * then C += the product, and a ReLU after it; a Linear's bias gradient (sum) k_sum_rows_team's
- * bits, as gemm_block gives them */
+/* The products under --precision bf16 (k_bf16_products; k_gemm_bf16.c): C = the bias rows +
+ * the product (bias only without accumulate), and a ReLU after it; a Linear's bias gradient
+ * (sum) k_sum_rows_team's bits, as gemm_block gives them */
 static void gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                       int accumulate, const Real *bias, int relu) {
-    if (bias)
-        for (int i = 0; i < M; i++) memcpy(C + (size_t)i * N, bias, (size_t)N * sizeof(Real));
-    k_gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate || bias);
+    if (bias && !accumulate)
+        k_gemm_bf16_bias(ta, tb, M, N, K, A, B, C, bias);
+    else
+        k_gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate);
     if (relu && M > 0 && N > 0) k_relu_forward(C, C, (size_t)M * N);
 }
 

@@ -36,7 +36,7 @@
 #include "k_simd.h"
 #include "kernels.h"
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(AG_SIMD_PORTABLE)
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && !defined(AG_SIMD_PORTABLE)
 #include <immintrin.h>
 #define BF16_HW 1
 #endif
@@ -99,16 +99,60 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
 /* The same packing with vcvtneps2bf16, which rounds as round_bf16 does (to nearest even,
  * denormals to a zero of their sign, NaN kept quiet: checked on every one of the 2^32 floats).
  * t: the pair's two halves are rows k and k+1 of the stored (K,R) matrix, each contiguous in
- * r: 16 columns at a time, the halves widened to 32 bits and joined. Not t: a row r of the
+ * r: 16 columns at a time, both rounded at once and their words interleaved. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
  * the pair words; they go to column r of d (a transpose). */
-static inline __m512i half_words(const float *p, __mmask16 m) {
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p)));
+/* rows [r0, r0+rn) (rn <= 8, the rest 0) of the stored (R,K) X, pairs of k in [k0, k0+kc): an
+ * A strip, 8 words a pair. 16 pairs at a time: each row's 16 words in a register, the 8 x 16
+ * words turned over by unpacks (rows 0-3 and 4-7 of 4 pairs in each) and a qword permute that
+ * joins a pair's two halves, one 8-word store a pair */
+static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, int kc) {
+    static const long long lo[8] = {0, 1, 8, 9, 2, 3, 10, 11}, hi[8] = {4, 5, 12, 13, 6, 7, 14, 15};
+    __m512i join_lo = _mm512_loadu_si512(lo), join_hi = _mm512_loadu_si512(hi);
+    int np = (kc + 1) / 2;
+    for (int q = 0; q < np; q += 16) {
+        int n = kc - 2 * q < 32 ? kc - 2 * q : 32; /* values left of each row's block */
+        __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+        __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);
+        __m512i w[8], t[8], u[8];
+        for (int i = 0; i < 8; i++) {
+            w[i] = _mm512_setzero_si512();
+            if (i < rn) {
+                const float *x = X + (size_t)(r0 + i) * K + k0 + 2 * q;
+                w[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
+                                                    _mm512_maskz_loadu_ps(m0, x));
+            }
+        }
+        for (int i = 0; i < 8; i += 2) { /* rows i, i+1 of pairs 4l, 4l+1 | 4l+2, 4l+3 */
+            t[i] = _mm512_unpacklo_epi32(w[i], w[i + 1]);
+            t[i + 1] = _mm512_unpackhi_epi32(w[i], w[i + 1]);
+        }
+        for (int h = 0; h < 8; h += 4) { /* rows h..h+3 of pair 4l + j in lane l of u[h/4*4+j] */
+            u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+            u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+            u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+            u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+        }
+        int nq = np - q < 16 ? np - q : 16;
+        for (int j = 0; j < 4; j++) {
+            __m512i a = _mm512_permutex2var_epi64(u[j], join_lo, u[4 + j]); /* pairs j, 4+j */
+            __m512i b = _mm512_permutex2var_epi64(u[j], join_hi, u[4 + j]); /* 8+j, 12+j */
+            __m256i part[4] = {_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1),
+                               _mm512_castsi512_si256(b), _mm512_extracti64x4_epi64(b, 1)};
+            for (int l = 0; l < 4; l++)
+                if (4 * l + j < nq)
+                    _mm256_storeu_si256((__m256i *)(d + (size_t)(q + 4 * l + j) * 8), part[l]);
+        }
+    }
 }
 
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
                        int kc, int W) {
-    if (t) {
+    if (t) { /* both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
+        static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                       21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        __m512i ix = _mm512_loadu_si512(pick);
         for (int q = 0; q < kc; q += 2, d += W) {
             int k = k0 + q;
             const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
@@ -116,17 +160,21 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
                 int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
                 __mmask16 m = (__mmask16)((1u << n) - 1u),
                           st = (__mmask16)((1u << (W - r < 16 ? W - r : 16)) - 1u);
-                __m512i w = half_words(lo + r, m);
-                if (k + 1 < K) w = _mm512_or_si512(w, _mm512_slli_epi32(half_words(hi + r, m), 16));
-                _mm512_mask_storeu_epi32(d + r, st, w);
+                __m512 h = k + 1 < K ? _mm512_maskz_loadu_ps(m, hi + r) : _mm512_setzero_ps();
+                __m512i w = (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + r));
+                _mm512_mask_storeu_epi32(d + r, st, _mm512_permutexvar_epi16(ix, w));
             }
         }
         return;
     }
-    /* by blocks of 16 rows (8 for an A strip) and 16 pairs: the rows' words into a 16 x 16
-     * block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the words
-     * only move) into 16 pairs of W words */
+    /* by blocks of 16 rows (8 for an A strip: strip8) and 16 pairs: the rows' words into a
+     * 16 x 16 block (rows past rn 0), turned over in registers (k_simd.h's transpose_tile: the
+     * words only move) into 16 pairs of W words */
     int np = (kc + 1) / 2;
+    if (W == 8) {
+        strip8(d, X, K, r0, rn, k0, kc);
+        return;
+    }
     for (int r = 0; r < W; r += 16) {
         int rows = W - r < 16 ? W - r : 16;
         for (int q = 0; q < np; q += 16) {
@@ -174,9 +222,10 @@ static inline float step(float a, float b, float s) {
 }
 
 /* One BMR x BNR tile: sums of np pairs of strip a (np x BMR words) and panel b (np x BNR
- * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add. */
+ * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add, or else bias + sum
+ * when bias (nr values: the same add as storing the bias in C first) */
 static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b, Real *c,
-                  size_t ldc, int mr, int nr, int add) {
+                  size_t ldc, int mr, int nr, int add, const Real *bias) {
     float tile[BMR * BNR];
 #ifdef BF16_HW
     __m512 acc[BMR][2];
@@ -195,10 +244,11 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
     __mmask16 m1 = (__mmask16)(nr <= 16 ? 0u : nr >= 32 ? 0xffffu : (1u << (nr - 16)) - 1u);
     for (int i = 0; i < mr; i++) {
         float *p = c + (size_t)i * ldc;
+        const float *x = add ? p : bias;
         __m512 s0 = acc[i][0], s1 = acc[i][1];
-        if (add) {
-            s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, p), s0);
-            s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, p + 16), s1);
+        if (x) {
+            s0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, x), s0);
+            s1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, x + 16), s1);
         }
         _mm512_mask_storeu_ps(p, m0, s0);
         _mm512_mask_storeu_ps(p + 16, m1, s1);
@@ -228,14 +278,23 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             Real *p = c + (size_t)i * ldc + j;
-            *p = add ? (Real)((float)*p + tile[i * BNR + j]) : (Real)tile[i * BNR + j];
+            *p = add    ? (Real)((float)*p + tile[i * BNR + j])
+                 : bias ? (Real)((float)bias[j] + tile[i * BNR + j])
+                        : (Real)tile[i * BNR + j];
         }
 }
 
+/* The values one thread packs for its block (rows x cols of C): its op(B) once and its op(A)
+ * once per BNC columns */
+static double packed(double rows, double cols, int K) {
+    return ((double)cols + rows * ceil(cols / BNC)) * K;
+}
+
 /* C[i0..i1, j0..j1) of the product, blocked: for each BNC columns and KB of K, the B block
- * packed once, then each strip of BMR rows packed and swept across it */
+ * packed once, then each strip of BMR rows packed and swept across it (its strip in L1, the
+ * block's panels read from L2: strips packed together and read from L2 were slower) */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                  int accumulate, int i0, int i1, int j0, int j1) {
+                  int accumulate, const Real *bias, int i0, int i1, int j0, int j1) {
     size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
@@ -256,32 +315,41 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
                     micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
-                          mr, nr, add);
+                          mr, nr, add, bias ? bias + jc + jr : NULL);
                 }
             }
         }
     }
 }
 
-/* thread t of T's share: strips of rows when there are at least T, else panels of columns */
+/* thread t of T's share: a grid of tm x tn blocks of whole strips and panels (tm tn = T), the
+ * one whose largest block costs least: its multiply-adds, and the values it packs at about
+ * 128 multiply-adds each (a value packed costs about two cycles, vdpbf16ps does 32 two to a
+ * cycle) */
 static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
-                  Real *C, int accumulate) {
+                  Real *C, int accumulate, const Real *bias) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         if (!accumulate && t == 0)
-            for (size_t i = 0; i < (size_t)M * N; i++) C[i] = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) C[i] = bias ? bias[i % (size_t)N] : 0;
         return;
     }
-    int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR;
-    int i0 = 0, i1 = M, j0 = 0, j1 = N;
-    if (mt >= T || mt >= nt) {
-        i0 = (int)((long)t * mt / T) * BMR, i1 = (int)((long)(t + 1) * mt / T) * BMR;
-        if (i1 > M) i1 = M;
-    } else {
-        j0 = (int)((long)t * nt / T) * BNR, j1 = (int)((long)(t + 1) * nt / T) * BNR;
-        if (j1 > N) j1 = N;
+    if (accumulate) bias = NULL; /* not both (k_gemm_bf16_bias) */
+    int mt = (M + BMR - 1) / BMR, nt = (N + BNR - 1) / BNR, tm = T, tn = 1;
+    double best = -1;
+    for (int m = 1; m <= T; m++) {
+        if (T % m) continue;
+        double rows = (double)((mt + m - 1) / m) * BMR,
+               cols = (double)((nt + T / m - 1) / (T / m)) * BNR;
+        double cost = rows * cols * K + 128.0 * packed(rows, cols, K);
+        if (best < 0 || cost < best) best = cost, tm = m, tn = T / m;
     }
-    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, i0, i1, j0, j1);
+    int ti = t / tn, tj = t % tn;
+    int i0 = (int)((long)ti * mt / tm) * BMR, i1 = (int)((long)(ti + 1) * mt / tm) * BMR;
+    int j0 = (int)((long)tj * nt / tn) * BNR, j1 = (int)((long)(tj + 1) * nt / tn) * BNR;
+    if (i1 > M) i1 = M;
+    if (j1 > N) j1 = N;
+    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, bias, i0, i1, j0, j1);
 }
 
 static int is_small(int M, int N, int K) {
@@ -291,14 +359,15 @@ static int is_small(int M, int N, int K) {
 void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate) {
     if (is_small(M, N, K)) {
-        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate);
+        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL);
         return;
     }
-    share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+    share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL);
 }
 
-void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                 int accumulate) {
+/* C = op(A) op(B), + C when accumulate, + the bias row (N) when bias */
+static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate, const Real *bias) {
 #pragma omp parallel if (!is_small(M, N, K))
     {
         int T = 1, t = 0;
@@ -306,8 +375,18 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        share(t, T, ta, tb, M, N, K, A, B, C, accumulate);
+        share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias);
     }
+}
+
+void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                 int accumulate) {
+    gemm(ta, tb, M, N, K, A, B, C, accumulate, NULL);
+}
+
+void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                      const Real *bias) {
+    gemm(ta, tb, M, N, K, A, B, C, 0, bias);
 }
 
 /* dst (R,N) = the bf16 values of src (R,N), kept as Reals (rows ldd and lds apart; dst may be

@@ -152,8 +152,9 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * k_gemm_bf16: k_gemm with both operands rounded to bf16 (k_bf16_round: to nearest even, a
  * float denormal to a zero of its sign, NaN kept quiet) and every product summed in fp32, in
  * the one order k_gemm_bf16.c defines (vdpbf16ps where the build has AVX512_BF16, its exact
- * emulation elsewhere: the same bits; any thread count the same bits). k_gemm_bf16_team as
- * k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
+ * emulation elsewhere: the same bits; any thread count the same bits). k_gemm_bf16_bias: C =
+ * the bias row (N) + the product, the bits of storing the bias in C and accumulating onto it,
+ * without that pass over C. k_gemm_bf16_team as k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
  * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
  * k_gemm_bf16, and attention's products (k_attention.c, k_attention_ref.c) round their
  * operands to bf16 and sum in fp32 in their own order. */
@@ -166,6 +167,8 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
                  int accumulate);
 void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate);
+void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
+                      const Real *bias);
 /* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
  * operands of attention's products under bf16 (k_attention.c and its reference) */
 void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);

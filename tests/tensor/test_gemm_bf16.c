@@ -6,7 +6,8 @@
  * those bits, also for values whose sums and products fall below FLT_MIN), and against a
  * float64 product of the unrounded inputs within the bound bf16 rounding implies (2^-7 of
  * sum |a b| for the two roundings of each product, plus the fp32 sums'). Then: 1, 2 and 3
- * threads give the same bits; ag_precision_use refuses bf16 in the double build.
+ * threads give the same bits; the bias form (k_gemm_bf16_bias) is the bias stored, then the
+ * product accumulated; ag_precision_use refuses bf16 in the double build.
  * Not here: a step in bf16 (tests/autograd/test_precision_bf16.c). */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -122,7 +123,8 @@ Test(k_gemm_bf16, every_form_matches_its_definition_and_the_bf16_bound) {
     Rng rng;
     rng_seed(&rng, 35);
     int dims[][3] = {{1, 1, 1},    {3, 5, 7},     {8, 2, 32},   {9, 255, 33},
-                     {7, 256, 31}, {17, 257, 65}, {16, 513, 40}, {33, 600, 530}};
+                     {7, 256, 31}, {17, 257, 65}, {16, 513, 40}, {33, 600, 530},
+                     {520, 3, 1025}}; /* the last: C three blocks of columns wide */
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (int form = 0; form < 8; form++) {
             int M = dims[d][0], K = dims[d][1], N = dims[d][2];
@@ -142,6 +144,42 @@ Test(k_gemm_bf16, tiny_values_flush_as_the_instruction_does) {
     /* A around 2^-63 and B around 1: sums near FLT_MIN, products below it */
     check_one(&rng, 0, 1, 1, 9, 300, 40, 0x1p-63);
     check_one(&rng, 1, 0, 0, 9, 300, 40, 0x1p-66);
+}
+
+/* k_gemm_bf16_bias: bias + the product, the bits of the bias stored in C and the product
+ * accumulated onto it (its definition: C + s per K block), 1 and 2 threads, K 0 too */
+Test(k_gemm_bf16, the_bias_form_is_the_bias_then_accumulate) {
+    Rng rng;
+    rng_seed(&rng, 38);
+    int dims[][3] = {{9, 300, 40}, {70, 530, 90}, {5, 0, 33}};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int form = 0; form < 4; form++) {
+            int M = dims[d][0], K = dims[d][1], N = dims[d][2], ta = form & 1, tb = form >> 1;
+            Real *A = random_array(&rng, (size_t)M * K, 1);
+            Real *B = random_array(&rng, (size_t)K * N, 1);
+            Real *bias = random_array(&rng, (size_t)N, 1);
+            Real *want = random_array(&rng, (size_t)M * N, 1);
+            Real *got = random_array(&rng, (size_t)M * N, 1);
+            for (int i = 0; i < M; i++)
+                memcpy(want + (size_t)i * N, bias, (size_t)N * sizeof(Real));
+            k_gemm_bf16(ta, tb, M, N, K, A, B, want, 1);
+            for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+                omp_set_num_threads(threads);
+#endif
+                size_t saved = k_par_min;
+                k_par_min = 1;
+                k_gemm_bf16_bias(ta, tb, M, N, K, A, B, got, bias);
+                k_par_min = saved;
+                cr_assert(memcmp(got, want, (size_t)M * N * sizeof(Real)) == 0,
+                          "M %d K %d N %d ta %d tb %d, %d threads: not the bias then accumulate", M,
+                          K, N, ta, tb, threads);
+            }
+#ifdef _OPENMP
+            omp_set_num_threads(1);
+#endif
+            free(A), free(B), free(bias), free(want), free(got);
+        }
 }
 
 Test(k_gemm_bf16, same_bits_for_one_two_and_three_threads) {
