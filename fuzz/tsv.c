@@ -6,7 +6,7 @@
 #include "fuzz.h"
 #include "translate.h"
 
-static void check_data(const TrData *d, const TrVocab *src, const TrVocab *tgt, int max_tokens) {
+static void check_data(const TrData *d, const TxtVocab *src, const TxtVocab *tgt, int max_tokens) {
     int max_s = 0, max_t = 0, line = 0;
     for (int i = 0; i < d->n; i++) {
         const TrPair *p = &d->pairs[i];
@@ -17,9 +17,9 @@ static void check_data(const TrData *d, const TrVocab *src, const TrVocab *tgt, 
         FUZZ_CHECK(p->line > line, "line numbers %d after %d", p->line, line);
         line = p->line;
         for (int k = 0; k < p->src_len; k++)
-            FUZZ_CHECK(p->src[k] >= TR_UNK && p->src[k] < src->n, "source id %d", p->src[k]);
+            FUZZ_CHECK(p->src[k] >= TXT_UNK && p->src[k] < src->n, "source id %d", p->src[k]);
         for (int k = 0; k < p->tgt_len; k++)
-            FUZZ_CHECK(p->tgt[k] >= TR_UNK && p->tgt[k] < tgt->n, "target id %d", p->tgt[k]);
+            FUZZ_CHECK(p->tgt[k] >= TXT_UNK && p->tgt[k] < tgt->n, "target id %d", p->tgt[k]);
         if (p->src_len > max_s) max_s = p->src_len;
         if (p->tgt_len > max_t) max_t = p->tgt_len;
     }
@@ -29,9 +29,9 @@ static void check_data(const TrData *d, const TrVocab *src, const TrVocab *tgt, 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size);
-    TrVocab src, tgt;
-    tr_vocab_init(&src);
-    tr_vocab_init(&tgt);
+    TxtVocab src, tgt;
+    txt_vocab_init(&src);
+    txt_vocab_init(&tgt);
     TrData d;
     int rc = tr_data_read(path, &d, &src, &tgt, 1, 0);
     if (rc != AG_OK) {
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz_check_failure(rc, path);
         }
     }
-    tr_vocab_free(&src);
-    tr_vocab_free(&tgt);
+    txt_vocab_free(&src);
+    txt_vocab_free(&tgt);
     return 0;
 }

@@ -135,7 +135,7 @@ typedef struct {
     Seq2SeqConfig given; /* the model's flags as a configuration */
     Seq2SeqConfig mc;    /* the model: the flags' (a new run) or the checkpoint's (--resume) */
     TrState st;
-    TrVocab src, tgt;
+    TxtVocab src, tgt;
     TrData train_d, valid_d;
     int have_valid, built, ready;
     Seq2Seq m;
@@ -228,7 +228,7 @@ static int ready(TrRun *g) {
                        "more steps, or none to finish the run",
                        find(g, "epochs")->given ? "epochs" : "steps", (long long)g->rc.steps,
                        g->rc.out, (long long)step);
-    g->vocab_text = tr_vocab_pair_save(&g->src, &g->tgt, &g->model.extra_len);
+    g->vocab_text = txt_vocab_pair_save(&g->src, &g->tgt, &g->model.extra_len);
     g->model.extra = g->vocab_text;
     int rc = check_step_memory(g);
     if (rc != AG_OK || g->rc.quiet) return rc;
@@ -252,7 +252,7 @@ static int ready(TrRun *g) {
 static int check_flags(TrRun *g) {
     if (find(g, "steps")->given && find(g, "epochs")->given)
         return ag_fail(AG_ERR_ARG, "give --steps or --epochs, not both");
-    if (find(g, "vocab")->given && g->tokenizer != TR_TOK_BPE)
+    if (find(g, "vocab")->given && g->tokenizer != TXT_VOCAB_BPE)
         return ag_fail(AG_ERR_ARG, "--vocab needs --tokenizer bpe");
     Seq2SeqConfig *m = &g->given;
     m->n_enc_layers = g->enc >= 0 ? g->enc : g->layers;
@@ -285,13 +285,13 @@ static int start(void *ctx) {
         return AG_OK;
     }
     g->mc = g->given;
-    tr_vocab_init(&g->src);
-    tr_vocab_init(&g->tgt);
-    g->src.kind = g->tgt.kind = (TrTokKind)g->tokenizer; /* char, bpe: trained as it is read */
+    txt_vocab_init(&g->src);
+    txt_vocab_init(&g->tgt);
+    g->src.kind = g->tgt.kind = (TxtVocabKind)g->tokenizer; /* char, bpe: trained as it is read */
     g->src.bpe_vocab = g->tgt.bpe_vocab = g->vocab;
     rc = read_data(g, 1);
     if (rc != AG_OK) return rc;
-    g->mc.src_vocab = g->src.n, g->mc.tgt_vocab = g->tgt.n, g->mc.pad_id = TR_PAD;
+    g->mc.src_vocab = g->src.n, g->mc.tgt_vocab = g->tgt.n, g->mc.pad_id = TXT_PAD;
     rc = tr_check_config(&g->mc, "the model");
     if (rc != AG_OK) return rc;
     if (g->epochs > 0) c->steps = g->epochs * n_batches(g);
@@ -373,7 +373,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
     TrRun *g = ctx;
     char path[4200];
     snprintf(path, sizeof path, "%s/last.npz", g->rc.out);
-    int rc = tr_vocab_pair_load(bytes, len, &g->src, &g->tgt, path);
+    int rc = txt_vocab_pair_load(bytes, len, &g->src, &g->tgt, path);
     if (rc == AG_OK && (g->src.n != g->mc.src_vocab || g->tgt.n != g->mc.tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
                      "the checkpoint's vocabularies (%d, %d words) do not match its model's "
@@ -383,7 +383,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
         rc = ag_fail(AG_ERR_ARG,
                      "--tokenizer %s differs from the checkpoint's (%s): --resume continues the "
                      "run with its tokenizers",
-                     tr_tok_names[g->tokenizer], tr_tok_names[g->src.kind]);
+                     txt_vocab_kind_names[g->tokenizer], txt_vocab_kind_names[g->src.kind]);
     if (rc == AG_OK && find(g, "vocab")->given && g->vocab != g->src.bpe_vocab)
         rc = ag_fail(AG_ERR_ARG,
                      "--vocab %d differs from the checkpoint's (%d): --resume continues the run "
@@ -420,11 +420,11 @@ static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
  * logged as they came out, as the step's own checks decide. */
 static int validate(void *ctx, Tape *t, double *v) {
     TrRun *g = ctx;
-    TrScore sc;
+    TxtScore sc;
     int done = tr_evaluate(&g->m, t, &g->valid_d, g->valid_max, g->rc.batch, &sc, &v[0], NULL,
                            &g->src, &g->tgt, run_stop_requested);
     if (!done) return RUN_VALID_INTERRUPTED;
-    v[1] = tr_score_exact(&sc);
+    v[1] = txt_score_exact(&sc);
     return AG_OK;
 }
 
@@ -572,10 +572,10 @@ int tr_train_main(int argc, char **argv, int parse_only) {
          0},
         {"tokenizer", FLAG_CHOICE, &g->tokenizer, "word|char|bpe",
          "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
-         tr_tok_names, 0},
+         txt_vocab_kind_names, 0},
         {"vocab", FLAG_INT, &g->vocab, "N",
-         "--tokenizer bpe: each side's tokens, the 256 bytes included", TR_BPE_VOCAB_MIN,
-         TR_BPE_VOCAB_MAX, NULL, 0},
+         "--tokenizer bpe: each side's tokens, the 256 bytes included", TXT_VOCAB_BPE_MIN,
+         TXT_VOCAB_BPE_MAX, NULL, 0},
         {"d-model", FLAG_INT, &m->layer.d_model, "N", "model width", 1, 8192, NULL, 0},
         {"heads", FLAG_INT, &m->layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
         {"kv-heads", FLAG_INT, &g->kv_heads, "N",
@@ -662,8 +662,8 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     if (g->ready) tr_loader_free(&g->loader);
     tr_data_free(&g->train_d);
     tr_data_free(&g->valid_d);
-    if (g->src.words) tr_vocab_free(&g->src);
-    if (g->tgt.words) tr_vocab_free(&g->tgt);
+    if (g->src.words) txt_vocab_free(&g->src);
+    if (g->tgt.words) txt_vocab_free(&g->tgt);
     free(g->vocab_text);
     return code;
 }
