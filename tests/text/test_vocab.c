@@ -17,6 +17,18 @@
 #include "attograd.h"
 #include "files.h"
 
+/* txt_vocab_tokenize of text into ids (cap 16 or more), its warnings after where: a malloc'd
+ * string (the caller frees it); the count in *n, the unknown words in *unk */
+static char *tokenize_warned(const TxtVocab *v, const char *text, int *ids, int cap, int *n,
+                             int *unk, const char *where) {
+    char *msg = NULL;
+    size_t msg_len = 0;
+    FILE *warn = open_memstream(&msg, &msg_len);
+    *n = txt_vocab_tokenize(v, text, ids, cap, unk, warn, where);
+    fclose(warn);
+    return msg;
+}
+
 /* ---- word vocabularies ---- */
 
 Test(txt_vocab, tokenize_round_trips) {
@@ -55,11 +67,7 @@ Test(txt_vocab, tokenize_round_trips) {
     cr_assert_str_eq(out, text);
     cr_assert_eq(len, strlen(text));
     /* unknown words map to UNK, are counted and named */
-    char *msg = NULL;
-    size_t msg_len = 0;
-    FILE *warn = open_memstream(&msg, &msg_len);
-    n = txt_vocab_tokenize(&v, "le zèbre dort zzz", got, 16, &unk, warn, "x: ");
-    fclose(warn);
+    char *msg = tokenize_warned(&v, "le zèbre dort zzz", got, 16, &n, &unk, "x: ");
     cr_assert_eq(n, 4);
     cr_assert_eq(unk, 2);
     cr_assert(got[1] == TXT_UNK && got[3] == TXT_UNK && got[0] == ids[0]);
@@ -84,9 +92,8 @@ Test(txt_vocab, tokenize_round_trips) {
         {"l'eau", "'l'eau' is not in the vocabulary (read as <unk>)"},
     };
     for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
-        warn = open_memstream(&msg, &msg_len);
-        cr_assert_eq(txt_vocab_tokenize(&v, hints[i].word, got, 16, &unk, warn, NULL), 1);
-        fclose(warn);
+        msg = tokenize_warned(&v, hints[i].word, got, 16, &n, &unk, NULL);
+        cr_assert_eq(n, 1);
         cr_assert(got[0] == TXT_UNK && unk == 1, "%s", hints[i].word);
         cr_assert(strncmp(msg, hints[i].hint, strlen(hints[i].hint)) == 0, "'%s' instead of '%s'",
                   msg, hints[i].hint);
@@ -303,11 +310,7 @@ Test(txt_vocab_tokenizer, char_encodes_the_text_whole_and_decodes_it_back) {
     cr_assert_str_eq(out, "the dog.");
     cr_assert_str_eq(txt_vocab_word(&v, ids[7]), ".");
     /* a byte the tokenizer never saw is <unk>, named with its offset */
-    char *msg = NULL;
-    size_t msg_len = 0;
-    FILE *warn = open_memstream(&msg, &msg_len);
-    n = txt_vocab_tokenize(&v, "dog?", ids, 64, &n_unk, warn, "w: ");
-    fclose(warn);
+    char *msg = tokenize_warned(&v, "dog?", ids, 64, &n, &n_unk, "w: ");
     cr_assert_eq(n, 4);
     cr_assert_eq(n_unk, 1);
     cr_assert_eq(ids[3], TXT_UNK);
