@@ -9,7 +9,7 @@
 static void check_data(const TrData *d, const TxtVocab *src, const TxtVocab *tgt, int max_tokens) {
     int max_s = 0, max_t = 0, line = 0;
     for (int i = 0; i < d->n; i++) {
-        const TrPair *p = &d->pairs[i];
+        const TxtPair *p = &d->pairs[i];
         FUZZ_CHECK(p->src_len >= 1 && p->tgt_len >= 1, "pair %d: lengths %d, %d", i, p->src_len,
                    p->tgt_len);
         FUZZ_CHECK(max_tokens == 0 || (p->src_len <= max_tokens && p->tgt_len <= max_tokens),
@@ -38,17 +38,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check_failure(rc, path);
     } else {
         check_data(&d, &src, &tgt, 0);
-        TrLoader l;
-        TrBatch b;
+        TxtPairLoader l;
+        TxtPairBatch b;
         memset(&b, 0, sizeof b);
-        tr_loader_init(&l, &d, 3, 7);
+        txt_pair_loader_init(&l, d.pairs, d.n, 3, 7);
         for (int k = 0; k < l.n_batches && k < 4; k++) {
-            tr_loader_next(&l, &b);
+            txt_pair_loader_next(&l, &b);
             FUZZ_CHECK(b.B >= 1 && b.B <= 3 && b.S >= 2 && b.T >= 2, "batch %d %d %d", b.B, b.S,
                        b.T);
         }
-        tr_batch_free(&b);
-        tr_loader_free(&l);
+        txt_pair_batch_free(&b);
+        txt_pair_loader_free(&l);
         tr_data_free(&d);
         /* again with the vocabularies fixed (unknown words) and a token limit */
         rc = tr_data_read(path, &d, &src, &tgt, 0, 6);

@@ -122,7 +122,7 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 
 static const TrData *sort_data; /* qsort has no context argument */
 static int cmp_by_length(const void *a, const void *b) {
-    const TrPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
+    const TxtPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
     if (x->src_len != y->src_len) return x->src_len - y->src_len;
     if (x->tgt_len != y->tgt_len) return x->tgt_len - y->tgt_len;
     return *(const int *)a - *(const int *)b;
@@ -141,7 +141,7 @@ int *tr_sorted_rows(const TrData *d, int n) {
     return idx;
 }
 
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b) {
     int prev = ag_no_grad(t, 1);
     ag_tape_reset(t);
     Tensor *l = nn_seq2seq_loss(t, m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, NULL);
@@ -219,7 +219,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
     memset(score, 0, sizeof *score);
     double loss_sum = 0;
     long loss_tokens = 0, k = 0;
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     int finished = 1, prev = ag_no_grad(t, 1), rc = AG_OK;
     for (int w0 = 0; w0 < n && finished; w0 += W) {
@@ -234,7 +234,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
             part[nb] = 0;
             if (k % P != me) continue;
             int B = wn - i0 < batch ? wn - i0 : batch;
-            tr_batch_make(&b, d, idx + i0, B);
+            txt_pair_batch_make(&b, d->pairs, idx + i0, B);
             int max_T = max_decode(&m->cfg, b.S);
             int got = nn_seq2seq_greedy(t, m, b.src, B, b.S, TXT_BOS, TXT_EOS, max_T, out, lens);
             if (rc == AG_OK) rc = got;
@@ -246,7 +246,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
                                  part[nb]);
             }
             for (int r = 0; r < B; r++) {
-                const TrPair *p = &d->pairs[idx[i0 + r]];
+                const TxtPair *p = &d->pairs[idx[i0 + r]];
                 const int *h = out + (size_t)r * max_T;
                 txt_score_add(score, h, lens[r], p->tgt, p->tgt_len);
                 if (hyps) hyp_keep(&hw, idx[i0 + r] - w0, h, lens[r]);
@@ -256,7 +256,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
         dist_sum_disjoint(part, nb);
         for (int i = 0; i < nb; i++) loss_sum += part[i];
         for (int i = 0; hyps && i < wn; i++) {
-            const TrPair *p = &d->pairs[w0 + i];
+            const TxtPair *p = &d->pairs[w0 + i];
             write_side(hyps, src, p->src, p->src_len);
             fputc('\t', hyps);
             write_side(hyps, tgt, p->tgt, p->tgt_len);
@@ -269,7 +269,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
     ag_tape_reset(t);
     ag_no_grad(t, prev);
     if (finished && loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     free(hw.hyp);
     free(hw.len);
     free(hw.off);

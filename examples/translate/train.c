@@ -1,9 +1,9 @@
 /* train.c: `attograd-translate train` on the library's run loop (src/run, docs/run.md): the
  * translator gives its flags, the model (built from them, or on --resume from the checkpoint's
- * meta.config), a step's length-bucketed batch (tr_loader), the loss of a shard weighted by its
- * target tokens, the validation (loss and greedy exact match, interruptible: a signal during it
- * saves, and --resume validates that step first), the loader's position as its state, the
- * vocabularies in meta.extra, the epoch column of the CSV; the run gives the rest: Adam, the
+ * meta.config), a step's length-bucketed batch (src/text's txt_pair_loader), the loss of a
+ * shard weighted by its target tokens, the validation (loss and greedy exact match,
+ * interruptible: a signal during it saves, and --resume validates that step first), the
+ * loader's position as its state, the vocabularies in meta.extra, the epoch column of the CSV; the run gives the rest: Adam, the
  * schedules, clipping, --shards and mpirun, the CSV, progress, loss.png, best.npz and last.npz
  * (zlib level --compress), SIGINT and the NaN stop (--check-finite names the op), --resume to
  * the bit. Checkpoints written before the run loop (their positional data.position, POS_*,
@@ -97,13 +97,13 @@ static void fixed_mmap_threshold(void) {
 /* The loss of a shard is its mean over its target tokens times their share of the batch's:
  * the batch's loss is the mean over all its non-padding tokens (nn_seq2seq_loss), so the
  * normalizer is the whole batch's token count, whichever process holds the shard. */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
-                      TrBatch *sb, Rng *rng) {
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+                      TxtPairBatch *sb, Rng *rng) {
     AG_CHECK(S >= 1 && i >= 0 && i < S && b->B >= 1,
              "tr_shard_loss: shard %d of %d of a batch of %d rows", i, S, b->B);
     int r0 = (int)((int64_t)i * b->B / S), r1 = (int)((int64_t)(i + 1) * b->B / S);
     if (r1 == r0) return NULL;
-    tr_batch_make(sb, d, b->rows + r0, r1 - r0);
+    txt_pair_batch_make(sb, d->pairs, b->rows + r0, r1 - r0);
     Tensor *l = nn_seq2seq_loss(t, m, sb->src, sb->S, sb->tgt_in, sb->tgt_out, sb->B, sb->T, rng);
     return ag_scale(t, l, (double)sb->n_tgt_tokens / (double)b->n_tgt_tokens);
 }
@@ -140,8 +140,8 @@ typedef struct {
     int have_valid, built, ready;
     Seq2Seq m;
     Arena *arena;
-    TrLoader loader;
-    TrBatch batch, shard;
+    TxtPairLoader loader;
+    TxtPairBatch batch, shard;
     char *vocab_text;
     long rss_first[2];
 } TrRun;
@@ -184,9 +184,9 @@ static int check_step_memory(TrRun *g) {
         if (d->pairs[i].src_len > d->pairs[rows[0]].src_len) rows[0] = i;
         if (d->pairs[i].tgt_len > d->pairs[rows[1]].tgt_len) rows[1] = i;
     }
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
-    tr_batch_make(&b, d, rows, 2);
+    txt_pair_batch_make(&b, d->pairs, rows, 2);
     Arena *a = arena_new("step", 0);
     Tape *t = ag_tape_new(a);
     Rng rng; /* dropout's draws: the memory is the same whatever they are */
@@ -196,7 +196,7 @@ static int check_step_memory(TrRun *g) {
     double need = (double)a->used / 2 * B, gib = (double)(1 << 30);
     ag_tape_free(t);
     arena_free(a);
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     ag_params_zero_grad(&g->m.params);
     double limit = g->max_memory * gib;
     if (limit <= 0) limit = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
@@ -218,8 +218,9 @@ static int ready(TrRun *g) {
                        "batches an epoch that is not step %lld: the loader takes one batch a step",
                        g->rc.out, (long long)g->st.epoch, (long long)g->st.cursor, (long long)nb,
                        (long long)step);
-    tr_loader_init(&g->loader, &g->train_d, g->rc.batch, (uint64_t)g->st.loader_seed);
-    tr_loader_seek(&g->loader, g->st.epoch, g->st.cursor);
+    txt_pair_loader_init(&g->loader, g->train_d.pairs, g->train_d.n, g->rc.batch,
+                         (uint64_t)g->st.loader_seed);
+    txt_pair_loader_seek(&g->loader, g->st.epoch, g->st.cursor);
     g->ready = 1;
     if (find(g, "epochs")->given) g->rc.steps = g->epochs * nb;
     if (g->rc.steps < step)
@@ -400,7 +401,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
     (void)lo, (void)hi, (void)S;
     if (g->report_rss > 0 && step == g->report_rss + 1)
         report_rss(step - 1, g->report_rss, g->rss_first);
-    tr_loader_next(&g->loader, &g->batch);
+    txt_pair_loader_next(&g->loader, &g->batch);
     g->st.epoch = g->loader.epoch, g->st.cursor = g->loader.cursor;
     *tokens = (double)g->batch.n_tgt_tokens;
     return AG_OK;
@@ -409,7 +410,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
 /* Shard i of S (RunModel.loss); one shard: the batch's loss itself */
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     TrRun *g = ctx;
-    TrBatch *b = &g->batch;
+    TxtPairBatch *b = &g->batch;
     if (S == 1)
         return nn_seq2seq_loss(t, &g->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, rng);
     return tr_shard_loss(&g->m, t, &g->train_d, b, i, S, &g->shard, rng);
@@ -657,9 +658,9 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     }
     run_loop_free(r);
     if (g->built) nn_seq2seq_free(&g->m);
-    tr_batch_free(&g->batch);
-    tr_batch_free(&g->shard);
-    if (g->ready) tr_loader_free(&g->loader);
+    txt_pair_batch_free(&g->batch);
+    txt_pair_batch_free(&g->shard);
+    if (g->ready) txt_pair_loader_free(&g->loader);
     tr_data_free(&g->train_d);
     tr_data_free(&g->valid_d);
     if (g->src.words) txt_vocab_free(&g->src);

@@ -1,11 +1,12 @@
-/* translate.h: the translation example as a library: TSV data and length-bucketed batches, loading a checkpoint into a
- * model, translating a sentence (src/nn's greedy and beam search), evaluating a data set, the trainer and
- * the command line; attention maps, head importance and the plots drawn with gnuplot
+/* translate.h: the translation example as a library: TSV data, loading a checkpoint into a
+ * model, translating a sentence (src/nn's greedy and beam search), evaluating a data set, the
+ * trainer and the command line; attention maps, head importance and the plots drawn with gnuplot
  * (attention.c, heads.c; ../common/plot.c). main.c only calls tr_main; the tests call these
  * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
  * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token
- * accuracy, corpus BLEU-4) are the library's: src/text/vocab.h and score.h.
+ * accuracy, corpus BLEU-4), the batches and their length-bucketed loader are the library's:
+ * src/text/vocab.h, score.h and pairs.h.
  * Read next: data.c, decode.c, train.c (then trainer.h and train_setup.c), then
  * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
  * programs share (allocation, plots).
@@ -51,6 +52,9 @@ enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS, TR_N_SPECIAL = TXT_N_SPECIAL };
 #define tr_detokenize txt_vocab_detokenize
 #define tr_utf8_check txt_utf8_check
 #define tr_read_line txt_read_line
+typedef TxtPairBatch TrBatch;
+#define tr_batch_make(b, d, rows, B) txt_pair_batch_make(b, (d)->pairs, rows, B)
+#define tr_batch_free txt_pair_batch_free
 
 /* Limits on what files and the standard input may hold (README, "Limits"): each is a clear
  * error (AG_ERR_FORMAT or AG_ERR_ARG naming the file, the line and the limit), never an
@@ -64,16 +68,10 @@ enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS, TR_N_SPECIAL = TXT_N_SPECIAL };
 /* a FIFO given as data: how long a writer may take to send something (or close it) */
 #define TR_PIPE_WAIT_MS 10000
 
-/* ---- data: sentence pairs from a TSV file ---- */
-typedef struct TrPair {
-    int *src, *tgt;       /* token ids without BOS/EOS, into TrData.ids */
-    int src_len, tgt_len; /* >= 1 */
-    int line;             /* 1-based line in the file */
-} TrPair;
-
+/* ---- data: sentence pairs from a TSV file (batches and the loader: src/text/pairs.h) ---- */
 typedef struct TrData {
     char path[512];
-    TrPair *pairs;
+    TxtPair *pairs; /* src/text/pairs.h: ids without BOS/EOS, into ids; line: the file's */
     int n;
     int *ids;                  /* every pair's tokens in one block */
     long n_unk_src, n_unk_tgt; /* words not in the vocabularies (grow == 0) */
@@ -96,43 +94,6 @@ typedef struct TrData {
 int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
                  int max_tokens);
 void tr_data_free(TrData *d);
-
-/* ---- batches: padded rows and the targets of the loss ---- */
-typedef struct TrBatch {
-    int B, S, T;       /* rows; source length (longest source + EOS); target length (+1) */
-    int *src;          /* (B, S): tokens, EOS, then PAD */
-    int *tgt_in;       /* (B, T): BOS, tokens, then PAD */
-    int *tgt_out;      /* (B, T): tokens, EOS, then PAD (PAD is ignored by the loss) */
-    int *rows;         /* (B): the pair index of each row */
-    long n_src_tokens; /* non-PAD entries of src */
-    long n_tgt_tokens; /* non-PAD entries of tgt_out: the tokens the loss averages over */
-    size_t cap;        /* the buffers' capacity in ints */
-} TrBatch;
-
-/* Fills b with pairs rows[0..B) of d (buffers grow as needed; start from a zeroed TrBatch). */
-void tr_batch_make(TrBatch *b, const TrData *d, const int *rows, int B);
-void tr_batch_free(TrBatch *b);
-
-/* An epoch's batches: the pairs sorted by (source length, target length, a random key), cut
- * into batches of batch_size consecutive pairs (so a batch holds pairs of about one length and
- * little padding), the batch order shuffled. The random keys and the shuffle come from an RNG
- * seeded with (seed, epoch): the plan of an epoch is a pure function of them, so (epoch,
- * cursor) is the whole position of the loader and a checkpoint restores it exactly. */
-typedef struct TrLoader {
-    const TrData *d;
-    int batch_size, n_batches; /* batches per epoch, the last may be smaller */
-    uint64_t seed;
-    int64_t epoch, cursor; /* the next batch: batch `cursor` of epoch `epoch` */
-    int *order;            /* (n): pairs of the epoch, batch after batch */
-    int *start;            /* (n_batches + 1): where each batch starts in order */
-} TrLoader;
-
-void tr_loader_init(TrLoader *l, const TrData *d, int batch_size, uint64_t seed);
-void tr_loader_free(TrLoader *l);
-/* Moves to batch cursor of epoch (0 <= cursor <= n_batches). */
-void tr_loader_seek(TrLoader *l, int64_t epoch, int64_t cursor);
-/* The batch at the position, then advances (to the next epoch after its last batch). */
-void tr_loader_next(TrLoader *l, TrBatch *b);
 
 /* ---- a trained model with its vocabularies ---- */
 typedef struct Translator {
@@ -176,7 +137,7 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 int *tr_sorted_rows(const TrData *d, int n);
 /* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
  * of it over batches, divided by the tokens, give the mean over a data set. */
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
 
 /* Pairs an evaluation holds the hypotheses of at a time (or one batch, when larger). */
 #define TR_EVAL_WINDOW 4096
@@ -240,8 +201,8 @@ typedef struct TrTrainConfig {
  * (sb->n_tgt_tokens / b->n_tgt_tokens), so that the S shards' losses and gradients sum to the
  * whole batch's mean over its non-padding tokens (up to rounding). rng: the shard's dropout
  * RNG. NULL when the shard holds no rows (a batch of fewer than S pairs). */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
-                      TrBatch *sb, Rng *rng);
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+                      TxtPairBatch *sb, Rng *rng);
 
 /* On resume (tr_train), steps, log_every, valid_every, save_every and valid_max set to TR_KEEP
  * take the checkpoint's values (the run's settings, kept as named meta.run.* fields); any other

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../tensor/tensor.h"
+#include "text_internal.h"
 
 static const char *const special_words[TXT_N_SPECIAL] = {"<pad>", "<bos>", "<eos>", "<unk>"};
 #define VOCAB_MAGIC "attograd-translate vocab 1\n"
@@ -26,14 +27,14 @@ static uint64_t hash_word(const char *w, size_t len) {
     return h;
 }
 
-static void *xrealloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes);
-    AG_CHECK(q != NULL, "txt_vocab: out of memory (%zu bytes)", bytes);
+void *txt_xrealloc_(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    AG_CHECK(q != NULL, "src/text: out of memory (%zu bytes)", bytes);
     return q;
 }
 
 static char *xstrndup(const char *s, size_t len) {
-    char *c = xrealloc(NULL, len + 1);
+    char *c = txt_xrealloc_(NULL, len + 1);
     memcpy(c, s, len);
     c[len] = '\0';
     return c;
@@ -49,7 +50,7 @@ static void insert_slot(TxtVocab *v, int id) {
 /* keeps the table at most half full */
 static void rehash(TxtVocab *v, int n_slots) {
     free(v->slots);
-    v->slots = xrealloc(NULL, (size_t)n_slots * sizeof *v->slots);
+    v->slots = txt_xrealloc_(NULL, (size_t)n_slots * sizeof *v->slots);
     v->n_slots = n_slots;
     for (int i = 0; i < n_slots; i++) v->slots[i] = -1;
     for (int id = TXT_N_SPECIAL; id < v->n; id++) insert_slot(v, id);
@@ -59,7 +60,7 @@ void txt_vocab_init(TxtVocab *v) {
     AG_CHECK_ARG(v);
     memset(v, 0, sizeof *v);
     v->cap_words = 64;
-    v->words = xrealloc(NULL, (size_t)v->cap_words * sizeof *v->words);
+    v->words = txt_xrealloc_(NULL, (size_t)v->cap_words * sizeof *v->words);
     for (int i = 0; i < TXT_N_SPECIAL; i++)
         v->words[i] = xstrndup(special_words[i], strlen(special_words[i]));
     v->n = TXT_N_SPECIAL;
@@ -93,7 +94,7 @@ int txt_vocab_add(TxtVocab *v, const char *w, size_t len) {
     if (id >= 0) return id;
     if (v->n == v->cap_words) {
         v->cap_words *= 2;
-        v->words = xrealloc(v->words, (size_t)v->cap_words * sizeof *v->words);
+        v->words = txt_xrealloc_(v->words, (size_t)v->cap_words * sizeof *v->words);
     }
     id = v->n++;
     v->words[id] = xstrndup(w, len);
@@ -117,7 +118,7 @@ int txt_vocab_set_tokenizer(TxtVocab *v, TxtTokenizer *t, const char *what) {
     v->tok = t;
     v->kind = txt_kind(t) == TXT_CHAR ? TXT_VOCAB_CHAR : TXT_VOCAB_BPE;
     v->cap_words = TXT_N_SPECIAL + n;
-    v->words = xrealloc(v->words, (size_t)v->cap_words * sizeof *v->words);
+    v->words = txt_xrealloc_(v->words, (size_t)v->cap_words * sizeof *v->words);
     for (int i = 0; i < n; i++) {
         size_t len;
         const uint8_t *b = txt_token_bytes(t, i, &len);
@@ -230,7 +231,7 @@ int txt_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
         if (n + 2 > *cap) {
             size_t want = *cap ? 2 * *cap : 256;
             if (want > max + 2) want = max + 2;
-            *buf = xrealloc(*buf, want);
+            *buf = txt_xrealloc_(*buf, want);
             *cap = want;
         }
         (*buf)[n++] = (char)c;
@@ -238,7 +239,7 @@ int txt_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
     }
     if (c == EOF && n == 0) return 0;
     if (!*buf) {
-        *buf = xrealloc(NULL, 2);
+        *buf = txt_xrealloc_(NULL, 2);
         *cap = 2;
     }
     (*buf)[n] = '\0';
@@ -306,7 +307,7 @@ static void warn_unknown(const TxtVocab *v, const char *w, size_t len, FILE *war
     while (b > a && is_punct(w[b - 1])) b--;
     /* the pieces in order: each leading mark, the core (if any), each trailing mark; found[i]
      * for the piece starting at i, low its spelling in the vocabulary (or as written) */
-    char *low = xrealloc(NULL, 2 * len + 1), *found = low + len;
+    char *low = txt_xrealloc_(NULL, 2 * len + 1), *found = low + len;
     int lowered, any_lowered = 0, pieces = 0, n_found = 0;
     for (size_t i = 0; i < len; pieces++) {
         size_t n = i < a || i >= b ? 1 : b - a;
@@ -395,7 +396,7 @@ size_t txt_vocab_detokenize(const TxtVocab *v, const int *ids, int n, char *out,
 static void append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
     if (*len + n + 1 > *cap) {
         while (*len + n + 1 > *cap) *cap = *cap ? 2 * *cap : 4096;
-        *buf = xrealloc(*buf, *cap);
+        *buf = txt_xrealloc_(*buf, *cap);
     }
     memcpy(*buf + *len, s, n);
     *len += n;

@@ -80,6 +80,9 @@ static RunConfig RC;
 static TxtLoader TL;
 static TxtVocab VOC;
 static TxtScore SCO;
+static TxtPair PAIR;
+static TxtPairBatch PB;
+static TxtPairLoader PL2;
 static int I1;
 static size_t Z1;
 static int64_t STATE[TXT_LOADER_STATE_LEN];
@@ -813,6 +816,16 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_score_exact, s, txt_score_exact(NULL))                                                   \
     X(txt_score_tokens, s, txt_score_tokens(NULL))                                                 \
     X(txt_score_bleu, s, txt_score_bleu(NULL))                                                     \
+    X(txt_pair_batch_make, b, txt_pair_batch_make(NULL, &PAIR, IDS, 1))                            \
+    X(txt_pair_batch_make, pairs, txt_pair_batch_make(&PB, NULL, IDS, 1))                          \
+    X(txt_pair_batch_make, rows, txt_pair_batch_make(&PB, &PAIR, NULL, 1))                         \
+    X(txt_pair_batch_free, b, txt_pair_batch_free(NULL))                                           \
+    X(txt_pair_loader_init, l, txt_pair_loader_init(NULL, &PAIR, 1, 1, 1))                         \
+    X(txt_pair_loader_init, pairs, txt_pair_loader_init(&PL2, NULL, 1, 1, 1))                      \
+    X(txt_pair_loader_free, l, txt_pair_loader_free(NULL))                                         \
+    X(txt_pair_loader_seek, l, txt_pair_loader_seek(NULL, 0, 0))                                   \
+    X(txt_pair_loader_next, l, txt_pair_loader_next(NULL, &PB))                                    \
+    X(txt_pair_loader_next, b, txt_pair_loader_next(&PL2, NULL))                                   \
     X(txt_hf_load, path, txt_hf_load(NULL, NULL))                                                  \
     X(txt_hf_load, out, txt_hf_load("x.json", NULL))                                               \
     X(txt_hf_from_json, text, txt_hf_from_json(NULL, 1, "x", NULL))                                \
@@ -1047,7 +1060,7 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
         "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h",     "src/text/vocab.h",  "src/text/score.h"};
+        "src/view/view.h",     "src/text/vocab.h",  "src/text/score.h",        "src/text/pairs.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
                                            "run_",  "st_",    "hf_",     "view_"};

@@ -146,127 +146,6 @@ Test(tr_data, malformed_lines_name_the_line) {
     ts_rm_tree(dir);
 }
 
-Test(tr_batch, pads_and_places_bos_eos) {
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "d.tsv");
-    ts_write_text(path, "a b c\tx y\nb\tz x y w\na b c d\tx\n");
-    TxtVocab s, t;
-    txt_vocab_init(&s);
-    txt_vocab_init(&t);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
-    TrBatch b;
-    memset(&b, 0, sizeof b);
-    int rows[3] = {1, 0, 2};
-    tr_batch_make(&b, &d, rows, 3);
-    cr_assert_eq(b.B, 3);
-    cr_assert_eq(b.S, 5, "longest source (4) + EOS");
-    cr_assert_eq(b.T, 5, "longest target (4) + BOS/EOS");
-    int a = txt_vocab_find(&s, "a", 1), bb = txt_vocab_find(&s, "b", 1),
-        c = txt_vocab_find(&s, "c", 1), dd = txt_vocab_find(&s, "d", 1);
-    int x = txt_vocab_find(&t, "x", 1), y = txt_vocab_find(&t, "y", 1),
-        z = txt_vocab_find(&t, "z", 1), w = txt_vocab_find(&t, "w", 1);
-    const int P = TXT_PAD, E = TXT_EOS, O = TXT_BOS;
-    int src[3][5] = {{bb, E, P, P, P}, {a, bb, c, E, P}, {a, bb, c, dd, E}};
-    int tin[3][5] = {{O, z, x, y, w}, {O, x, y, P, P}, {O, x, P, P, P}};
-    int tout[3][5] = {{z, x, y, w, E}, {x, y, E, P, P}, {x, E, P, P, P}};
-    for (int r = 0; r < 3; r++) {
-        cr_assert_eq(b.rows[r], rows[r]);
-        for (int i = 0; i < 5; i++) {
-            cr_assert_eq(b.src[r * 5 + i], src[r][i], "src (%d,%d)", r, i);
-            cr_assert_eq(b.tgt_in[r * 5 + i], tin[r][i], "tgt_in (%d,%d)", r, i);
-            cr_assert_eq(b.tgt_out[r * 5 + i], tout[r][i], "tgt_out (%d,%d)", r, i);
-        }
-    }
-    cr_assert_eq(b.n_src_tokens, 2 + 4 + 5);
-    cr_assert_eq(b.n_tgt_tokens, 5 + 3 + 2);
-    /* the model's padding masks: 1 exactly past each row's length */
-    Arena *ar = arena_new("masks", 1 << 16);
-    Tape *tape = ag_tape_new(ar);
-    AgMask ms = nn_padding_mask(tape, b.src, b.B, b.S, TXT_PAD);
-    AgMask mt = nn_padding_mask(tape, b.tgt_in, b.B, b.T, TXT_PAD);
-    int src_len[3] = {2, 4, 5}, tgt_len[3] = {5, 3, 2};
-    cr_assert(ms.B == 3 && ms.T == 5 && mt.B == 3 && mt.T == 5);
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 5; i++) {
-            cr_assert_eq(ms.data[r * 5 + i], i >= src_len[r], "source mask (%d,%d)", r, i);
-            cr_assert_eq(mt.data[r * 5 + i], i >= tgt_len[r], "target mask (%d,%d)", r, i);
-        }
-    ag_tape_free(tape);
-    arena_free(ar);
-    /* a smaller batch reuses the buffers */
-    tr_batch_make(&b, &d, rows + 1, 1);
-    cr_assert(b.B == 1 && b.S == 4 && b.T == 3);
-    tr_batch_free(&b);
-    tr_data_free(&d);
-    txt_vocab_free(&s);
-    txt_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
-Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "d.tsv");
-    ts_write_copy_task(path, 203, 0, 5, 1, 12, 8);
-    TxtVocab s, t;
-    txt_vocab_init(&s);
-    txt_vocab_init(&t);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
-    TrLoader l;
-    tr_loader_init(&l, &d, 16, 99);
-    cr_assert_eq(l.n_batches, 13, "ceil(203 / 16)");
-    TrBatch b;
-    memset(&b, 0, sizeof b);
-    int seen[203], first_rows[2][16], spread = 0, full = 0;
-    for (int e = 0; e < 2; e++) {
-        memset(seen, 0, sizeof seen);
-        for (int k = 0; k < l.n_batches; k++) {
-            tr_loader_next(&l, &b);
-            cr_assert_eq(l.epoch, e);
-            int lo = 1 << 30, hi = 0;
-            for (int r = 0; r < b.B; r++) {
-                seen[b.rows[r]]++;
-                int len = d.pairs[b.rows[r]].src_len;
-                lo = len < lo ? len : lo;
-                hi = len > hi ? len : hi;
-            }
-            if (b.B == 16) {
-                spread += hi - lo;
-                full++;
-            }
-            if (k == 0) memcpy(first_rows[e], b.rows, sizeof first_rows[e]);
-        }
-        for (int i = 0; i < 203; i++) cr_assert_eq(seen[i], 1, "epoch %d: pair %d", e, i);
-    }
-    cr_assert_eq(full, 24, "12 full batches an epoch, one of 11");
-    /* sorted by length: 203 pairs over 12 lengths, so a batch spans about one length */
-    cr_assert(spread <= full, "a batch of 16 spans %d lengths on average",
-              spread / (full ? full : 1));
-    cr_assert(memcmp(first_rows[0], first_rows[1], sizeof first_rows[0]) != 0,
-              "each epoch has another order");
-    /* the position is the whole state: seeking reproduces the batches; so does the seed */
-    tr_loader_seek(&l, 7, 5);
-    tr_loader_next(&l, &b);
-    int want[16], want_B = b.B;
-    memcpy(want, b.rows, (size_t)b.B * sizeof(int));
-    TrLoader l2;
-    tr_loader_init(&l2, &d, 16, 99);
-    for (int k = 0; k < 7 * 13 + 5; k++) tr_loader_next(&l2, &b);
-    tr_loader_next(&l2, &b);
-    cr_assert_eq(b.B, want_B);
-    cr_assert_arr_eq(b.rows, want, (size_t)b.B * sizeof(int));
-    tr_loader_free(&l2);
-    tr_loader_free(&l);
-    tr_batch_free(&b);
-    tr_data_free(&d);
-    txt_vocab_free(&s);
-    txt_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
 /* ---- learning copy and reverse ---- */
 
 /* The share of target positions of the first n pairs whose cross-attention (averaged over
@@ -274,7 +153,7 @@ Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
 static double alignment(Translator *tr, const TrData *d, int n, int reverse) {
     int hits = 0, total = 0;
     for (int i = 0; i < n && i < d->n; i++) {
-        const TrPair *p = &d->pairs[i];
+        const TxtPair *p = &d->pairs[i];
         tr_forward_pair(tr, p->src, p->src_len, p->tgt, p->tgt_len);
         const Tensor *P = tr->model.dec[tr->model.cfg.n_dec_layers - 1].multihead_attn.last_probs;
         int NH = P->shape[1], Tq = P->shape[2], Tk = P->shape[3];
@@ -345,7 +224,7 @@ static void learn_task(int reverse) {
               reverse ? "reverse (anti-diagonal)" : "copy (diagonal)", 100 * a);
     /* beam search finds the same (correct) translations */
     for (int i = 0; i < 10; i++) {
-        const TrPair *p = &d.pairs[i];
+        const TxtPair *p = &d.pairs[i];
         int hyp[64];
         int n = tr_translate_ids(&tr, p->src, p->src_len, 3, 0.6, hyp, 64);
         cr_assert_eq(n, p->tgt_len, "beam: pair %d", i);
@@ -421,8 +300,8 @@ Test(tr_train, resume_is_bit_exact) {
 typedef struct {
     Seq2Seq *m;
     const TrData *d;
-    const TrBatch *b;
-    TrBatch sb;
+    const TxtPairBatch *b;
+    TxtPairBatch sb;
     int S;
 } ShardCtx;
 
@@ -454,10 +333,10 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
     rng_seed(&r, 3);
     Seq2Seq m;
     nn_seq2seq_init(&m, params, &r, &mc);
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     int rows[7] = {0, 1, 2, 3, 4, 5, 6};
-    tr_batch_make(&b, &d, rows, 7);
+    txt_pair_batch_make(&b, d.pairs, rows, 7);
     cr_assert(b.n_tgt_tokens < (long)b.B * b.T, "the batch must hold padding");
     ag_params_zero_grad(&m.params);
     Tensor *l = nn_seq2seq_loss(tape, &m, b.src, b.S, b.tgt_in, b.tgt_out, b.B, b.T, NULL);
@@ -489,11 +368,11 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
         }
         cr_assert(max_abs > 1e-3, "the whole batch's gradient is all (nearly) zero");
         dist_grad_free(dg);
-        tr_batch_free(&ctx.sb);
+        txt_pair_batch_free(&ctx.sb);
     }
     cr_assert_null(tr_shard_loss(&m, tape, &d, &b, 0, 9, &b, NULL), "shard 0 of 9 of 7 rows");
     free(want);
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     ag_tape_free(tape);
     arena_free(steps);
     nn_seq2seq_free(&m);
@@ -505,7 +384,7 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
 }
 
 Test(tr_shard_loss, aborts_on_a_shard_outside_the_count, .signal = SIGABRT) {
-    TrBatch b = {.B = 4};
+    TxtPairBatch b = {.B = 4};
     tr_shard_loss(NULL, NULL, NULL, &b, 4, 4, &b, NULL);
 }
 
