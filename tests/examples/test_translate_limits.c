@@ -1,9 +1,10 @@
 /* test_translate_limits.c: the bounds on what the translation example reads (README,
- * "Limits"): lines (txt_read_line, TR_MAX_LINE), words (TR_MAX_WORD), vocabularies
- * (TR_MAX_VOCAB) in TSV files and in a checkpoint's vocabulary bytes, a checkpoint whose
- * max_len would make its loader reserve gigabytes, and the command-line check the fuzz harness
- * uses (tr_check_args: parses, runs nothing). Each hostile size must give a clear error naming
- * the file, the line and the limit, in bounded memory. */
+ * "Limits"): lines (TR_MAX_LINE), words (TR_MAX_WORD) and vocabularies (TR_MAX_VOCAB) in TSV
+ * files and configurations, a checkpoint whose max_len would make its loader reserve
+ * gigabytes, and the command-line check the fuzz harness uses (tr_check_args: parses, runs
+ * nothing). Each hostile size must give a clear error naming the file, the line and the
+ * limit, in bounded memory. The reader's own bound and a checkpoint's vocabulary bytes over
+ * the limits: tests/text/test_vocab.c. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -187,10 +188,6 @@ Test(tr_limits, a_checkpoint_outside_the_translators_limits_is_refused) {
     ts_rm_tree(dir);
 }
 
-/* Found by fuzz/vocab.c: the word count was read with strtol, which skips blanks (newlines
- * too) and so read past the end of bytes that are not NUL-terminated ("tgt  \n" as the last
- * line). Now only digits up to the newline count; the buffers here are exactly their size, so
- * ASan (DEBUG=1) sees any read past them. */
 /* An untrained translator of configuration c (its weights drawn from seed) and the vocabularies s
  * and t, saved as a checkpoint at path */
 static void save_untrained(const char *path, const TxtVocab *s, const TxtVocab *t,
