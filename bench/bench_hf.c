@@ -8,7 +8,8 @@
  *       biases, tied head) written to DIR by hf_save (config.json, model.safetensors)
  *   bench_hf run DIR THREADS [NEW_TOKENS]
  *   -> attograd threads=<n> load_ms=<l> params_mib=<p> rss0_mib=<r0> load_rss_mib=<lr>
- *      rss_mib=<r> forward_ms=<f> forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt> ids=<a,b,...>
+ *      rss_mib=<r> forward_ms=<f> forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt>
+ *      step_ms=<s> ids=<a,b,...>
  *
  * run, in one fresh process: load_ms is the wall time of hf_load(DIR) (config.json, the
  * safetensors, the model built); params_mib what the parameters' arena holds after it (the
@@ -19,7 +20,9 @@
  * of PROMPT tokens (logits at every position), after one more not timed. gen_ms is one call of
  * nn_gpt_generate continuing those PROMPT tokens by NEW_TOKENS (default 64) greedy tokens with
  * the KV cache, as `attograd-gpt sample --temperature 0` runs it (check mode on), prompt
- * included; gen_tok_s = NEW_TOKENS / gen_ms; ids are the new tokens, for gpt2_hf.py to check
+ * included; gen_tok_s = NEW_TOKENS / gen_ms; step_ms the median time of one step of it past the
+ * prompt (one token through the model with the cache, from one new token to the next: the
+ * prompt's forward left out; 0 for one token); ids are the new tokens, for gpt2_hf.py to check
  * against transformers'. The prompt's token i is (1 + 7919 i) mod vocab_size (hf_bench.py's).
  * Not here: the comparison (gpt2_hf.py); the training workloads (bench_models.c). */
 #include <stdio.h>
@@ -48,6 +51,18 @@ static double peak_rss_mib(void) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* the times of generated tokens, for step_ms: on_token's */
+typedef struct {
+    double *at;
+    int n;
+} Steps;
+static int on_token(int token, void *ctx) {
+    (void)token;
+    Steps *s = ctx;
+    s->at[s->n++] = now_ms();
+    return 0;
 }
 
 static int write_model(const char *dir, int n_layer) {
@@ -114,9 +129,14 @@ static int run_model(const char *dir, int threads, int new_tokens) {
     NnSampling s = {.temperature = 0, .top_k = 0, .top_p = 1};
     Rng rng;
     rng_seed(&rng, 1);
+    Steps steps = {malloc((size_t)new_tokens * sizeof *steps.at), 0};
     double g0 = now_ms();
-    int got = nn_gpt_generate(t, &m, ids, PROMPT, new_tokens, &s, &rng, NULL, NULL);
+    int got = nn_gpt_generate(t, &m, ids, PROMPT, new_tokens, &s, &rng, on_token, &steps);
     double gen_ms = now_ms() - g0;
+    for (int i = 0; i + 1 < steps.n; i++) steps.at[i] = steps.at[i + 1] - steps.at[i];
+    qsort(steps.at, (size_t)(steps.n - 1), sizeof *steps.at, cmp_double);
+    double step_ms = steps.n > 1 ? steps.at[(steps.n - 1) / 2] : 0;
+    free(steps.at);
     if (got != new_tokens) {
         fprintf(stderr, "bench_hf run: generated %d of %d tokens: %s\n", got, new_tokens,
                 got < 0 ? ag_last_error() : "stopped");
@@ -125,9 +145,9 @@ static int run_model(const char *dir, int threads, int new_tokens) {
         double fwd = ms[FORWARDS / 2], params = (double)a->used / (1024.0 * 1024.0);
         printf("attograd threads=%d load_ms=%.1f params_mib=%.1f rss0_mib=%.1f "
                "load_rss_mib=%.1f rss_mib=%.1f forward_ms=%.2f forward_tok_s=%.0f "
-               "new_tokens=%d gen_ms=%.1f gen_tok_s=%.1f ids=",
+               "new_tokens=%d gen_ms=%.1f gen_tok_s=%.1f step_ms=%.2f ids=",
                threads, load_ms, params, rss0, load_rss, peak_rss_mib(), fwd, PROMPT / fwd * 1e3,
-               new_tokens, gen_ms, new_tokens / gen_ms * 1e3);
+               new_tokens, gen_ms, new_tokens / gen_ms * 1e3, step_ms);
         for (int i = 0; i < new_tokens; i++) printf("%s%d", i ? "," : "", ids[PROMPT + i]);
         printf("\n");
     }

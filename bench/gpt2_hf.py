@@ -12,8 +12,9 @@ another). Then, at each thread count, ROUNDS alternating runs of `bench_hf run` 
         load_speedup=<h/a> attograd_rss_mib=<a> hf_rss_mib=<h> rss_ratio=<h/a>
         attograd_model_rss_mib=<a> hf_model_rss_mib=<h> attograd_forward_ms=<a>
         hf_forward_ms=<h> forward_speedup=<h/a> attograd_gen_tok_s=<a> hf_gen_tok_s=<h>
-        gen_speedup=<a/h> same_ids=<m>/<k>
+        gen_speedup=<a/h> attograd_step_ms=<a> hf_step_ms=<h> step_speedup=<h/a> same_ids=<m>/<k>
 
+step_ms is one decoding step past the prompt (gen_tok_s includes the prompt's forward);
 speedups and rss_ratio > 1 mean attograd is faster or smaller (the issue's targets: gen_speedup
 at least 2, rss_ratio at least 1). *_rss_mib is the process's peak resident memory over the
 whole run (load, forwards, generation: what the machine must hold), *_model_rss_mib that peak
@@ -31,7 +32,7 @@ import sys
 import compare
 from compare import HERE, alternate, imports, torch_env
 
-MEDIANS = ["load_ms", "rss_mib", "model_rss_mib", "forward_ms", "gen_tok_s"]
+MEDIANS = ["load_ms", "rss_mib", "model_rss_mib", "forward_ms", "gen_tok_s", "step_ms"]
 
 
 def hf_python(torches):
@@ -99,10 +100,13 @@ def bench(a, torches):
                     f" forward_speedup={hf['forward_ms'] / ag['forward_ms']:.2f}"
                     f" attograd_gen_tok_s={ag['gen_tok_s']:.1f} hf_gen_tok_s={hf['gen_tok_s']:.1f}"
                     f" gen_speedup={ag['gen_tok_s'] / hf['gen_tok_s']:.2f}"
+                    f" attograd_step_ms={ag['step_ms']:.2f} hf_step_ms={hf['step_ms']:.2f}"
+                    f" step_speedup={hf['step_ms'] / ag['step_ms'] if ag['step_ms'] else 0:.2f}"
                     f" same_ids={leading_same(rows[0][0]['ids'], rows[1][0]['ids'])}/{k}")
         else:
             out += (f" attograd_load_ms={ag['load_ms']:.1f} attograd_rss_mib={ag['rss_mib']:.1f}"
                     f" attograd_model_rss_mib={ag['model_rss_mib']:.1f}"
                     f" attograd_forward_ms={ag['forward_ms']:.2f}"
-                    f" attograd_gen_tok_s={ag['gen_tok_s']:.1f}")
+                    f" attograd_gen_tok_s={ag['gen_tok_s']:.1f}"
+                    f" attograd_step_ms={ag['step_ms']:.2f}")
         print(out, flush=True)

@@ -5,7 +5,7 @@ measured as bench_hf.c measures attograd on the same folder.
 
     hf_bench.py DIR THREADS [NEW_TOKENS]
     -> hf threads=<n> load_ms=<l> rss0_mib=<r0> load_rss_mib=<lr> rss_mib=<r> forward_ms=<f>
-       forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt> ids=<a,b,...>
+       forward_tok_s=<ft> new_tokens=<k> gen_ms=<g> gen_tok_s=<gt> step_ms=<s> ids=<a,b,...>
     hf_bench.py --info     the versions of torch and transformers, the attention implementation
 
 In one fresh process, after importing torch and transformers (not timed): load_ms is the wall
@@ -17,8 +17,11 @@ of 5 forwards of one row of 64 tokens under torch.no_grad() (use_cache=False; lo
 position), after one more not timed. gen_ms is one model.generate of NEW_TOKENS (default 64)
 new tokens after the same 64, do_sample=False (greedy) with its KV cache (transformers'
 default), no end-of-text stop (eos_token_id None, min_new_tokens NEW_TOKENS), prompt included;
-gen_tok_s = NEW_TOKENS / gen_ms. Threads: torch.set_num_threads(THREADS) (compare.py also sets
-OMP_NUM_THREADS). The prompt's token i is (1 + 7919 i) mod vocab_size, as bench_hf.c's.
+gen_tok_s = NEW_TOKENS / gen_ms; step_ms the median time of one step of it past the prompt (one
+token through the model with the cache: between consecutive calls of a logits processor, which
+generate calls once a token), as bench_hf.c's. Threads: torch.set_num_threads(THREADS)
+(compare.py also sets OMP_NUM_THREADS). The prompt's token i is (1 + 7919 i) mod vocab_size, as
+bench_hf.c's.
 Not here: the comparison (gpt2_hf.py); the training workloads (torch_bench.py)."""
 import resource
 import statistics
@@ -27,7 +30,7 @@ import time
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, LogitsProcessorList
 
 PROMPT, FORWARDS = 64, 5
 
@@ -64,11 +67,20 @@ def main():
             model(ids, use_cache=False)
             if i > 0:
                 times.append((time.perf_counter() - f0) * 1e3)
+        stamps = []
+
+        def stamp(input_ids, scores):  # a logits processor: the time of each token's step
+            stamps.append(time.perf_counter())
+            return scores
+
         g0 = time.perf_counter()
         out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             eos_token_id=None, pad_token_id=0)
+                             eos_token_id=None, pad_token_id=0,
+                             logits_processor=LogitsProcessorList([stamp]))
         gen_ms = (time.perf_counter() - g0) * 1e3
+    steps = [(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])]
+    step_ms = statistics.median(steps) if steps else 0.0
     new = out[0, PROMPT:].tolist()
     if len(new) != new_tokens:
         sys.exit(f"hf_bench.py: generated {len(new)} of {new_tokens} tokens")
@@ -76,7 +88,8 @@ def main():
     print(f"hf threads={torch.get_num_threads()} load_ms={load_ms:.1f} rss0_mib={rss0:.1f} "
           f"load_rss_mib={load_rss:.1f} rss_mib={peak_rss_mib():.1f} forward_ms={fwd:.2f} "
           f"forward_tok_s={PROMPT / fwd * 1e3:.0f} new_tokens={new_tokens} gen_ms={gen_ms:.1f} "
-          f"gen_tok_s={new_tokens / gen_ms * 1e3:.1f} ids={','.join(map(str, new))}")
+          f"gen_tok_s={new_tokens / gen_ms * 1e3:.1f} step_ms={step_ms:.2f} "
+          f"ids={','.join(map(str, new))}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 /* gpt.c: attograd-gpt's checkpoint, fed any file: gp_model_load (examples/gpt/sample.c: the
  * checkpoint, its configuration, weights and tokenizer), then what sample and eval do with the
- * model it loads: nn_gpt_generate draws a few tokens, gp_loss_over gives the loss of a window.
+ * model it loads: nn_gpt_generate draws a few tokens, nn_gpt_loss_over gives the loss of a window.
  * A model whose values overflow (finite weights, non-finite logits) must come back as
  * AG_ERR_RANGE with a message, never abort in nn_sample; a finite loss or a NaN with the
  * reason. */
@@ -34,10 +34,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                "nn_gpt_generate: %d: %s", got, ag_last_error());
     for (int i = 0; i < 16; i++) ids[i] = i % V;
     int64_t n_pred;
-    double loss = gp_loss_over(&g.m, t, ids, (size_t)T + 1, 2, &n_pred);
+    double loss = nn_gpt_loss_over(t, &g.m, ids, (size_t)T + 1, 2, &n_pred);
     FUZZ_CHECK(isfinite(loss) ? loss >= 0 && n_pred == T
                               : strstr(ag_last_error(), "the loss of tokens") != NULL,
-               "gp_loss_over: %g over %lld tokens: %s", loss, (long long)n_pred, ag_last_error());
+               "nn_gpt_loss_over: %g over %lld tokens: %s", loss, (long long)n_pred,
+               ag_last_error());
     ag_tape_free(t);
     arena_free(step);
     gp_model_free(&g);

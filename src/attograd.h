@@ -39,6 +39,7 @@
 #include "lens/lens.h"
 #include "lens/logit.h"
 #include "lens/export.h"
+#include "lens/report.h"
 #include "view/view.h"
 
 #endif

@@ -1,8 +1,8 @@
 /* common.h: what the example programs (attograd-translate, attograd-gpt, attograd-induction)
  * share beyond the library: allocation that aborts when memory runs out, the message of a model
- * whose values overflow, the lens commands' --metric logit-diff, the lines of a data-parallel
- * run (util.c), and the pictures drawn by gnuplot: the training curves, heatmaps and the script
- * panels (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
+ * whose values overflow, the lens commands' --metric logit-diff (util.c), and the pictures
+ * drawn by gnuplot: the training curves, heatmaps, the script panels and scripts written in
+ * memory (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
  * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
  * run_csv_open, run_signals_catch, run_plot_script).
  * Not here: anything about one program's model or data (examples/translate, examples/gpt,
@@ -60,18 +60,6 @@ int ex_lens_logit_diff(const char *kind, const char *good, const char *bad, int 
                        ExTokenFn token, const void *ctx, ExLensMetric *m);
 void ex_lens_metric_free(ExLensMetric *m);
 
-/* ---- several processes (util.c; src/dist, docs/mpi.md) ----
- * ex_stop_any: 1 when SIGINT or SIGTERM reached any process (run_signal_caught; collective:
- * every process asks at the same point). ex_dist_warn_threads: warns (process 0, stderr) when
- * the processes of this machine run more threads in all than it has CPUs; collective.
- * ex_dist_line: "data parallel: P processes, S shards of N <unit> a step ..." (nothing for d
- * NULL: one process, one shard). ex_dist_summary: the reduction's time a step (nothing when
- * none ran). */
-int ex_stop_any(void);
-void ex_dist_warn_threads(const char *prog, int threads);
-void ex_dist_line(const DistGrad *d, int batch, const char *unit);
-void ex_dist_summary(const DistGrad *d);
-
 /* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
  * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or
  * nothing to draw yet) or RUN_PLOT_FAILED (gnuplot failed, or a file could not be written);
@@ -103,6 +91,16 @@ void ex_gp_begin(FILE *f, int width, int height, int font_size);
 void ex_gp_string(FILE *f, const char *s);
 /* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
 void ex_gp_panel(FILE *f, const ExGpPanel *p);
+/* A script written in memory (open_memstream; f), begun with ex_gp_begin (width x height
+ * pixels, font 11); ex_script_draw closes it and draws DIR/NAME through run_plot_script,
+ * saying a skip or failure on stderr as "PREFIX: <why>". 1 when drawn. (induction, grokking) */
+typedef struct ExScript {
+    FILE *f;
+    char *buf;
+    size_t len;
+} ExScript;
+void ex_script_begin(ExScript *s, int width, int height);
+int ex_script_draw(ExScript *s, const char *dir, const char *name, const char *prefix);
 
 /* A heatmap of values (rows, cols), row 0 at the top, each value printed in its cell when the
  * grid is small (the lens commands of both programs): range 0: blue (negative) through white to

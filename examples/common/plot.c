@@ -33,6 +33,23 @@ void ex_gp_begin(FILE *f, int width, int height, int font_size) {
     fprintf(f, "set output outfile\n");
 }
 
+void ex_script_begin(ExScript *s, int width, int height) {
+    s->buf = NULL, s->len = 0;
+    s->f = open_memstream(&s->buf, &s->len);
+    AG_CHECK(s->f, "ex_script_begin: out of memory");
+    ex_gp_begin(s->f, width, height, 11);
+}
+
+int ex_script_draw(ExScript *s, const char *dir, const char *name, const char *prefix) {
+    fclose(s->f);
+    char png[1100];
+    snprintf(png, sizeof png, "%s/%s", dir, name);
+    int rc = run_plot_script(s->buf, png);
+    free(s->buf);
+    if (rc != RUN_PLOT_DRAWN) fprintf(stderr, "%s: %s\n", prefix, ag_last_error());
+    return rc == RUN_PLOT_DRAWN;
+}
+
 /* tics from labels: set xtics ('a' 0, 'b' 1, ...) */
 static void gp_tics(FILE *f, const char *axis, const char *const *labels, int n, const char *opt) {
     fprintf(f, "set %s (", axis);

@@ -1,7 +1,6 @@
 /* util.c: small helpers the example programs share: allocation that aborts when memory runs
  * out (as the library's arenas do), the message of a model whose values overflow
- * (ex_not_finite), the lens commands' --metric logit-diff (--good, --bad, --pos), and the lines
- * both trainers print when they run as several processes.
+ * (ex_not_finite) and the lens commands' --metric logit-diff (--good, --bad, --pos).
  * Not here: anything about a model or its data; the pictures (plot.c). Read next: plot.c. */
 #include "common.h"
 
@@ -46,40 +45,6 @@ int ex_not_finite(int rc, const char *ckpt, const Tape *t) {
 int ex_file_exists(const char *path) {
     struct stat s;
     return stat(path, &s) == 0;
-}
-
-/* ---- several processes ---- */
-
-int ex_stop_any(void) { return dist_any(run_signal_caught() != 0); }
-
-void ex_dist_warn_threads(const char *prog, int threads) {
-    int node_threads, cpus;
-    dist_threads_on_node(threads, &node_threads, &cpus);
-    if (node_threads > cpus && dist_rank() == 0)
-        fprintf(stderr,
-                "%s train: warning: the processes on this machine run %d threads in all (%d "
-                "here) for %d CPUs: give fewer --threads or processes (docs/mpi.md)\n",
-                prog, node_threads, threads, cpus);
-}
-
-void ex_dist_line(const DistGrad *d, int batch, const char *unit) {
-    if (!d) return;
-    int S = d->n_shards;
-    if (batch % S == 0)
-        printf("data parallel: %d processes, %d shards of %d %s a step (process 0: shards "
-               "%d..%d)\n",
-               dist_size(), S, batch / S, unit, d->lo, d->hi - 1);
-    else
-        printf("data parallel: %d processes, %d shards of %d or %d %s a step (process 0: shards "
-               "%d..%d)\n",
-               dist_size(), S, batch / S, batch / S + 1, unit, d->lo, d->hi - 1);
-}
-
-void ex_dist_summary(const DistGrad *d) {
-    if (!d || d->n_reduce == 0) return;
-    printf("data parallel: the gradients' reduction (%zu values, tree and broadcast) took %.2f ms "
-           "a step in process 0, %.2f ms of it after backward\n",
-           d->n, 1e3 * d->reduce_s / (double)d->n_reduce, 1e3 * d->after_s / (double)d->n_reduce);
 }
 
 /* ---- the lens's --metric ---- */

@@ -2,7 +2,8 @@
  * `prepare` (text -> tokenizer + llm.c token shards), `train` (nanoGPT's loop: AdamW, warmup
  * and cosine, clipping, validation, checkpoints, exact resume), `sample` (streamed generation)
  * and `eval` (valid loss, bits per byte); the lens commands `cache`, `ablate`, `patch`
- * (lens.c), `detect`, `lens` and `export` (readout.c). docs/gpt.md is the user's guide.
+ * (lens.c), `detect`, `lens` and `export` (readout.c), `view` (view.c); their files and
+ * tables are src/lens/report.h's. docs/gpt.md is the user's guide.
  * What the files share: how a command reads its flags (src/flag), the exit codes (src/run's
  * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the loss
  * curve and heatmaps, the data-parallel lines; from src/run: folders, times, the CSV log,
@@ -114,28 +115,30 @@ typedef struct GpLensFlags {
 enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts); /* sets extra[i].given */
+/* What a lens command holds: its flags, the model (dropout 0), its configuration as trained,
+ * the rows, a tape. gp_lens_start (rc: gp_lens_parse's; nothing loaded unless AG_OK) loads
+ * --ckpt, reads the rows of --prompt or --prompts (rows 1), sets --threads and makes the tape;
+ * gp_lens_end frees everything and returns gp_lens_finish's exit code. */
+typedef struct GpLens {
+    GpLensFlags a;
+    GpModel g;
+    GptConfig cfg;
+    GpRows r;
+    Arena *step;
+    Tape *t;
+} GpLens;
+int gp_lens_start(GpLens *l, int rc, int rows);
+int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
 int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
 /* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* the path npz with its ".npz" replaced by suffix (".png"), malloc'd */
-char *gp_png_of(const char *npz, const char *suffix);
-/* prints where the heatmap went, or why not */
-void gp_say_plot(int rc, const char *png);
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label);
-/* labels (malloc'd): "0", "1", ..; a hook point's name or "name h<k>" per head (heads > 0) */
-char **gp_number_labels(int n);
-char **gp_point_labels(const NnHookPoint *pts, int n, int heads);
-void gp_labels_free(char **lab, int n);
-
-/* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
- * has a predecessor, in consecutive windows of block_size positions (each window's first
- * token is context only, as in training): *n_pred the tokens predicted. No dropout, no grad.
- * It stops at the first window whose loss is not finite and returns NAN, with ag_fail naming
- * the tokens (the tape is left as that window left it, for ag_first_nonfinite). */
-double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred);
+/* the lens commands' outputs (src/lens/report.h) with g's token texts and the heatmaps of
+ * examples/common */
+LensReport gp_report(const GpModel *g);
 
 #endif

@@ -94,16 +94,10 @@ int gp_hf_model_load(GpModel *g, const char *dir) {
 /* src's bytes written to dst (a tokenizer file of the source folder, at most 256 MiB as
  * txt_hf_load reads it) */
 static int copy_file(const char *src, const char *dst) {
-    FILE *in, *out;
-    uint64_t size;
-    char *tmp;
-    int rc = io_fopen_read(src, &in, &size);
-    if (rc != AG_OK) return rc;
-    char *buf = malloc(size ? size : 1);
-    if (!buf) rc = ag_fail(AG_ERR_NOMEM, "%s: out of memory", src);
-    if (rc == AG_OK && fread(buf, 1, size, in) != size)
-        rc = ag_fail(AG_ERR_IO, "%s: cannot read", src);
-    fclose(in);
+    char *buf, *tmp;
+    size_t size;
+    FILE *out;
+    int rc = st_read_small(src, (uint64_t)256 << 20, &buf, &size);
     if (rc == AG_OK && (rc = io_fopen_write(dst, &out, &tmp)) == AG_OK) {
         fwrite(buf, 1, size, out);
         rc = io_fclose_replace(out, tmp, dst);

@@ -4,9 +4,10 @@
  * every point) in turn and tables the metric; patch runs activation patching or attribution
  * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
  * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also the parts
- * every lens command shares (gpt_cli.h): rows of tokens, flags, heatmaps, labels, exit codes.
- * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c); detect, lens and export
- * (readout.c). Read next: readout.c, docs/lens.md. */
+ * every lens command shares (gpt_cli.h): rows of tokens, flags, token texts, exit codes.
+ * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the files, tables and
+ * heatmaps the commands share with attograd-translate's (src/lens/report.c); detect, lens and
+ * export (readout.c). Read next: readout.c, src/lens/report.h, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -143,23 +144,7 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
     return AG_OK;
 }
 
-/* ---- heatmaps ---- */
-
-/* png: path with ".npz" replaced by suffix (".png", "_parts.png") */
-char *gp_png_of(const char *npz, const char *suffix) {
-    size_t len = strlen(npz), n = strlen(suffix);
-    if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    char *png = ex_malloc(len + n + 1);
-    memcpy(png, npz, len);
-    memcpy(png + len, suffix, n + 1);
-    return png;
-}
-
-void gp_say_plot(int rc, const char *png) {
-    if (rc == RUN_PLOT_DRAWN) printf("heatmap: %s\n", png);
-    if (rc == RUN_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
-    if (rc == RUN_PLOT_FAILED) fprintf(stderr, GP_PROG ": %s\n", ag_last_error());
-}
+/* ---- the outputs (src/lens/report.h) ---- */
 
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
 char *gp_token_text(const GpModel *g, int id, int label) {
@@ -172,6 +157,16 @@ char *gp_token_text(const GpModel *g, int id, int label) {
              : label && b[i] == '\t' ? sprintf(o, "\\t")
                                      : sprintf(o, "%c", b[i]);
     return s;
+}
+
+/* gp_token_text for the report (ctx: the GpModel; a GPT has one vocabulary) */
+static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
+    (void)stack;
+    return gp_token_text(ctx, id, label);
+}
+
+LensReport gp_report(const GpModel *g) {
+    return (LensReport){GP_PROG, ex_plot_heatmap, token_text, g};
 }
 
 /* ---- the shared start and end ---- */
@@ -240,6 +235,23 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
     return rc;
 }
 
+int gp_lens_start(GpLens *l, int rc, int rows) {
+    if (rc == AG_OK) rc = gp_lens_load(&l->g, l->a.ckpt, &l->cfg);
+    if (rc == AG_OK && rows) rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->r);
+    if (rc == AG_OK) ag_threads_use(l->a.threads);
+    l->step = arena_new("step", 0);
+    l->t = ag_tape_new(l->step);
+    return rc;
+}
+
+int gp_lens_end(GpLens *l, int rc, const char *cmd) {
+    if (l->t) ag_tape_free(l->t);
+    if (l->step) arena_free(l->step);
+    free(l->r.ids);
+    gp_model_free(&l->g);
+    return gp_lens_finish(rc, cmd);
+}
+
 /* ---- cache ---- */
 
 /* half of the machine's memory: --max-bytes's default */
@@ -287,7 +299,7 @@ static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads,
 int gp_cache(int argc, char **argv) {
     const char *hooks = "*";
     double max_bytes = half_the_ram();
-    GpLensFlags a = {0};
+    GpLens l = {0};
     Flag fl[] = {
         {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
          NULL, 0},
@@ -300,99 +312,58 @@ int gp_cache(int argc, char **argv) {
         "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
         "config; with --good and --bad also\nthe gradients of the logit difference "
         "(last position) as <name>.grad",
-        &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
+        &l.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
-    const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
-    const char *good = a.good, *bad = a.bad;
-    int threads = a.threads;
-    GpModel g = {0};
-    GptConfig cfg;
-    GpRows r = {0};
+    const char *good = l.a.good;
     ExLensMetric mt = {0};
-    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
-    if (rc == AG_OK) ag_threads_use(threads);
-    if (rc == AG_OK) rc = cache_fits(&g, &r, hooks, good != NULL, max_bytes);
-    if (rc == AG_OK && good) rc = make_metric(&g, "logit-diff", good, bad, &r, &mt);
+    rc = gp_lens_start(&l, rc, 1);
+    if (rc == AG_OK) rc = cache_fits(&l.g, &l.r, hooks, good != NULL, max_bytes);
+    if (rc == AG_OK && good) rc = make_metric(&l.g, "logit-diff", good, l.a.bad, &l.r, &mt);
     LensCache c;
     lens_cache_init(&c, good != NULL);
     NnHooks h;
-    nn_hooks_init(&h, g.arena ? g.m.cfg.n_layer : 1);
+    nn_hooks_init(&h, l.g.arena ? l.g.m.cfg.n_layer : 1);
     if (rc == AG_OK) { /* strict: an empty pattern ('', ',', '*,') is an error */
         int n = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c);
         rc = n < 0 ? n : AG_OK;
     }
-    Arena *step = arena_new("step", 0);
-    Tape *t = ag_tape_new(step);
     if (rc == AG_OK) {
-        ag_threads_use(threads);
-        int was = ag_no_grad(t, !good);
-        Tensor *logits = nn_gpt_forward_hooked(t, &g.m, r.ids, r.B, r.T, NULL, &h);
-        if (!logits) rc = AG_ERR_ARG;
-        if (logits && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
-            rc = ex_not_finite(rc, ckpt, NULL);
-        if (rc == AG_OK && good) {
-            ag_backward(t, lens_metric(t, &mt.mt, logits));
-            lens_cache_take_grads(&c);
-        }
-        ag_no_grad(t, was);
+        LensModel lm = lens_gpt(&l.g.m);
+        LensTokens in = {l.r.ids, l.r.B, l.r.T};
+        Tensor *logits;
+        rc = lens_cache_run(l.t, &lm, &in, &h, &c, good ? &mt.mt : NULL, &logits);
+        if (rc == AG_OK && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
+            rc = ex_not_finite(rc, l.a.ckpt, NULL);
+        nn_hooks_free(&lm.layout);
     }
     if (rc == AG_OK) {
-        char **strs = ex_calloc((size_t)r.B * r.T, sizeof(char *));
-        for (int i = 0; i < r.B * r.T; i++) strs[i] = gp_token_text(&g, r.ids[i], 0);
-        LensRunInfo run = {.tokens = r.ids,
-                           .B = r.B,
-                           .T = r.T,
+        LensReport rp = gp_report(&l.g);
+        int n = l.r.B * l.r.T;
+        char **strs = lens_labels_tokens(&rp, NN_HOOK_GPT, l.r.ids, n, 0);
+        LensRunInfo run = {.tokens = l.r.ids,
+                           .B = l.r.B,
+                           .T = l.r.T,
                            .token_strs = (const char *const *)strs,
-                           .cfg = &cfg};
-        if ((rc = lens_cache_save(&c, out, &run)) == AG_ERR_RANGE)
-            rc = ex_not_finite(rc, ckpt, NULL);
+                           .cfg = &l.cfg};
+        if ((rc = lens_cache_save(&c, l.a.out, &run)) == AG_ERR_RANGE)
+            rc = ex_not_finite(rc, l.a.ckpt, NULL);
         if (rc == AG_OK)
-            printf("%s: %d activations%s of %d x %d tokens\n", out, c.n,
-                   good ? " and gradients" : "", r.B, r.T);
-        for (int i = 0; i < r.B * r.T; i++) free(strs[i]);
-        free(strs);
+            printf("%s: %d activations%s of %d x %d tokens\n", l.a.out, c.n,
+                   good ? " and gradients" : "", l.r.B, l.r.T);
+        lens_labels_free(strs, n);
     }
-    ag_tape_free(t);
-    arena_free(step);
     nn_hooks_free(&h);
     lens_cache_free(&c);
     ex_lens_metric_free(&mt);
-    free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "cache");
+    return gp_lens_end(&l, rc, "cache");
 }
 
 /* ---- ablate ---- */
 
-/* row labels: a point's name, or "name h<k>" per head */
-char **gp_point_labels(const NnHookPoint *pts, int n, int heads) {
-    char **lab = ex_calloc((size_t)n * (heads ? heads : 1), sizeof(char *));
-    for (int p = 0; p < n; p++)
-        for (int k = 0; k < (heads ? heads : 1); k++) {
-            char *s = ex_malloc(NN_HOOK_NAME_LEN + 16);
-            if (heads)
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
-            else
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s", pts[p].name);
-            lab[p * (heads ? heads : 1) + k] = s;
-        }
-    return lab;
-}
-char **gp_number_labels(int n) {
-    char **lab = ex_calloc((size_t)n, sizeof(char *));
-    for (int i = 0; i < n; i++) lab[i] = ex_malloc(12), snprintf(lab[i], 12, "%d", i);
-    return lab;
-}
-void gp_labels_free(char **lab, int n) {
-    for (int i = 0; i < n; i++) free(lab[i]);
-    free(lab);
-}
-
 int gp_ablate(int argc, char **argv) {
     const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss";
     FlagInts positions = {0};
-    GpLensFlags a = {0};
+    GpLens l = {0};
     Flag fl[] = {
         {"hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)", 0, 0,
          NULL, 0},
@@ -407,87 +378,36 @@ int gp_ablate(int argc, char **argv) {
                       "ablates each head (or each point without heads) of the matching points in "
                       "turn and writes\nthe metric of every run: values (point, head), base, "
                       "points, axes",
-                      &a, fl, 4, GP_LENS_ROWS | GP_LENS_METRIC);
+                      &l.a, fl, 4, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
-    const char *ckpt = a.ckpt, *prompt = a.prompt, *prompts = a.prompts, *out = a.out;
-    const char *good = a.good, *bad = a.bad;
-    int threads = a.threads;
     LensAblateMode am = LENS_ZERO;
     if (rc == AG_OK && strcmp(mode, "mean") == 0)
         am = LENS_MEAN;
     else if (rc == AG_OK && strcmp(mode, "zero") != 0)
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
-    GpModel g = {0};
-    GptConfig cfg;
-    GpRows r = {0};
     ExLensMetric mt = {0};
-    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = gp_read_rows(&g, prompt, prompts, &r);
-    if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &r, &mt);
-    int *pos = ex_malloc(((size_t)r.T + 1) * sizeof(int)), n_pos = 0;
-    if (rc == AG_OK) rc = positions_in(&positions, r.T, pos, &n_pos);
-    Arena *step = arena_new("step", 0);
-    Tape *t = ag_tape_new(step);
-    if (rc == AG_OK && am == LENS_MEAN && r.B == 1)
+    rc = gp_lens_start(&l, rc, 1);
+    if (rc == AG_OK) rc = make_metric(&l.g, metric, l.a.good, l.a.bad, &l.r, &mt);
+    int *pos = ex_malloc(((size_t)l.r.T + 1) * sizeof(int)), n_pos = 0;
+    if (rc == AG_OK) rc = positions_in(&positions, l.r.T, pos, &n_pos);
+    if (rc == AG_OK && am == LENS_MEAN && l.r.B == 1)
         fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
                                 "--prompts FILE for a batch)\n");
     LensAblateTable tab = {0};
     if (rc == AG_OK) {
-        ag_threads_use(threads);
-        LensModel lm = lens_gpt(&g.m);
-        LensTokens in = {r.ids, r.B, r.T};
-        rc = lens_ablate_sweep_model(t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
+        LensModel lm = lens_gpt(&l.g.m);
+        LensTokens in = {l.r.ids, l.r.B, l.r.T};
+        rc = lens_ablate_sweep_model(l.t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
+        nn_hooks_free(&lm.layout);
     }
-    int n_pts = tab.n_points, NH = tab.n_heads, cols = NH ? NH : 1;
-    const NnHookPoint *pts = tab.points;
-    const double *values = tab.values, base = tab.base;
-    if (rc == AG_OK) {
-        NpzWriter *w = npz_writer_new();
-        npz_writer_finite(w, 1); /* a model that overflowed is refused, not written */
-        npz_add_f64(w, "values", 2, (int64_t[]){n_pts, cols}, values);
-        npz_add_f64(w, "base", 0, NULL, &base);
-        const char *axes = NH ? "point,head" : "point,none";
-        npz_add_bytes(w, "axes", axes, strlen(axes));
-        npz_add_bytes(w, "metric", metric, strlen(metric));
-        npz_add_bytes(w, "mode", mode, strlen(mode));
-        char *names = ex_malloc((size_t)n_pts * (NN_HOOK_NAME_LEN + 3) + 3); /* a JSON list */
-        strcpy(names, "[");
-        for (int p = 0; p < n_pts; p++) /* hook names need no escapes */
-            strcat(strcat(strcat(names, "\""), pts[p].name), p + 1 < n_pts ? "\"," : "\"");
-        strcat(names, "]");
-        npz_add_bytes(w, "points", names, strlen(names));
-        if ((rc = npz_write(w, out, 0, NULL)) == AG_ERR_RANGE) rc = ex_not_finite(rc, ckpt, NULL);
-        npz_writer_free(w);
-        free(names);
-    }
-    if (rc == AG_OK) {
-        printf("%s: %s ablation of %d point(s)%s, %s with every part %.6f\n", out, mode, n_pts,
-               NH ? " x every head" : "", metric, base);
-        for (int p = 0; p < n_pts; p++) {
-            printf("  %-32s", pts[p].name);
-            for (int k = 0; k < cols; k++) printf(" %+9.4f", values[p * cols + k] - base);
-            printf("\n");
-        }
-        double *d = ex_malloc((size_t)n_pts * cols * sizeof(double));
-        for (int i = 0; i < n_pts * cols; i++) d[i] = values[i] - base;
-        char *png = gp_png_of(out, ".png"), title[256], **yl = gp_point_labels(pts, n_pts, 0),
-             **xl = gp_number_labels(cols);
-        snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", mode, metric, base);
-        gp_say_plot(ex_plot_heatmap(png, title, d, n_pts, cols, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, n_pts);
-        gp_labels_free(xl, cols);
-        free(d);
-    }
+    LensReport rp = gp_report(&l.g);
+    if (rc == AG_OK && (rc = lens_report_ablate(&rp, &tab, am, metric, l.a.out)) == AG_ERR_RANGE)
+        rc = ex_not_finite(rc, l.a.ckpt, NULL);
     lens_ablate_table_free(&tab);
     free(pos);
-    ag_tape_free(t);
-    arena_free(step);
     ex_lens_metric_free(&mt);
-    free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "ablate");
+    return gp_lens_end(&l, rc, "ablate");
 }
 
 /* ---- patch ---- */
@@ -496,7 +416,7 @@ int gp_patch(int argc, char **argv) {
     const char *clean = NULL, *corrupt = NULL, *hook = "blocks.*.hook_resid_pre";
     const char *by = "position", *metric = "logit-diff";
     int attribution = 0;
-    GpLensFlags a = {0};
+    GpLens l = {0};
     Flag fl[] = {
         {"clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)", 0, 0, NULL, 0},
         {"corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens", 0, 0, NULL,
@@ -512,12 +432,10 @@ int gp_patch(int argc, char **argv) {
                            "patches the clean run's activation into the corrupted run, one (point, "
                            "position / head)\nat a time, and writes the metric of each run (or its "
                            "first-order estimate, --attribution)",
-                           &a, fl, 6, GP_LENS_METRIC);
+                           &l.a, fl, 6, GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && (!clean || !corrupt))
         rc = ag_fail(AG_ERR_ARG, "--clean TEXT and --corrupt TEXT are required");
-    const char *ckpt = a.ckpt, *out = a.out, *good = a.good, *bad = a.bad;
-    int threads = a.threads;
     LensAxes axes = LENS_BY_POS;
     if (rc == AG_OK && strcmp(by, "head") == 0)
         axes = LENS_BY_HEAD;
@@ -525,59 +443,27 @@ int gp_patch(int argc, char **argv) {
         axes = LENS_BY_HEAD_POS;
     else if (rc == AG_OK && strcmp(by, "position") != 0)
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
-    GpModel g = {0};
-    GptConfig cfg;
-    GpRows rc_clean = {0}, rc_corr = {0};
+    GpRows corr = {0}; /* l.r: the clean row */
     ExLensMetric mt = {0};
-    if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) rc = gp_read_rows(&g, clean, NULL, &rc_clean);
-    if (rc == AG_OK) rc = gp_read_rows(&g, corrupt, NULL, &rc_corr);
-    if (rc == AG_OK && rc_corr.T != rc_clean.T)
+    rc = gp_lens_start(&l, rc, 0);
+    if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.r);
+    if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
+    if (rc == AG_OK && corr.T != l.r.T)
         rc = ag_fail(AG_ERR_ARG, "--corrupt has %d tokens, --clean %d: they must be as many",
-                     rc_corr.T, rc_clean.T);
-    if (rc == AG_OK) rc = make_metric(&g, metric, good, bad, &rc_clean, &mt);
+                     corr.T, l.r.T);
+    if (rc == AG_OK) rc = make_metric(&l.g, metric, l.a.good, l.a.bad, &l.r, &mt);
     LensSweep s = {0};
-    Arena *step = arena_new("step", 0);
-    Tape *t = ag_tape_new(step);
     if (rc == AG_OK) {
-        ag_threads_use(threads);
-        rc = (attribution ? lens_attribute : lens_patch_sweep)(
-            t, &g.m, rc_clean.ids, rc_corr.ids, 1, rc_clean.T, hook, axes, &mt.mt, &s);
+        rc = (attribution ? lens_attribute : lens_patch_sweep)(l.t, &l.g.m, l.r.ids, corr.ids, 1,
+                                                               l.r.T, hook, axes, &mt.mt, &s);
         if (rc != AG_OK) rc = gp_refail(rc, "--hook");
     }
-    if (rc == AG_OK && (rc = lens_sweep_save(&s, out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, ckpt, NULL);
-    if (rc == AG_OK) {
-        int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
-        int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
-        printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
-               attribution ? "attribution patching" : "activation patching", by, s.n_points, metric,
-               s.clean, s.corrupted);
-        double *d = ex_malloc((size_t)rows * cols * sizeof(double));
-        for (int i = 0; i < rows * cols; i++)
-            d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
-        char **yl = gp_point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0);
-        char **xl =
-            axes == LENS_BY_HEAD ? gp_number_labels(cols) : ex_calloc((size_t)cols, sizeof(char *));
-        for (int i = 0; axes != LENS_BY_HEAD && i < cols; i++)
-            xl[i] = gp_token_text(&g, rc_corr.ids[i], 1);
-        char *png = gp_png_of(out, ".png"), title[256];
-        snprintf(title, sizeof title,
-                 "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
-                 attribution ? "attribution patching" : "activation patching", metric, s.clean,
-                 s.corrupted);
-        gp_say_plot(ex_plot_heatmap(png, title, d, rows, cols, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, rows);
-        gp_labels_free(xl, cols);
-        free(d);
-    }
+    LensReport rp = gp_report(&l.g);
+    if (rc == AG_OK &&
+        (rc = lens_report_patch(&rp, &s, metric, corr.ids, NULL, l.a.out)) == AG_ERR_RANGE)
+        rc = ex_not_finite(rc, l.a.ckpt, NULL);
     if (s.values) lens_sweep_free(&s);
-    ag_tape_free(t);
-    arena_free(step);
     ex_lens_metric_free(&mt);
-    free(rc_clean.ids);
-    free(rc_corr.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "patch");
+    free(corr.ids);
+    return gp_lens_end(&l, rc, "patch");
 }

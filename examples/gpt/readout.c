@@ -5,7 +5,8 @@
  * export writes the model in TransformerLens's state-dict layout (src/lens/export.h). Each
  * writes an .npz (detect and lens also a heatmap PNG where gnuplot is installed) and prints a
  * table. docs/lens.md is the user's guide.
- * Not here: the flags, rows and heatmaps they share (lens.c). Read next: docs/lens.md. */
+ * Not here: the flags, rows and start they share (lens.c); the lens's files, tables and
+ * heatmaps (src/lens/report.c). Read next: docs/lens.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 int gp_detect(int argc, char **argv) {
     int repeat = 0, batch = 8, length = 0, exclude_bos = 0, exclude_current = 0;
     int64_t seed = 1;
-    GpLensFlags a = {0};
+    GpLens lc = {0};
     Flag fl[] = {
         {"repeat", FLAG_INT, &repeat, NULL,
          "without prompts: rows of this many random tokens repeated (0: half of --length)", 0,
@@ -38,63 +39,53 @@ int gp_detect(int argc, char **argv) {
                            "TransformerLens's detect_head) on the prompt(s), or\nwithout "
                            "prompts on rows of random tokens repeated; writes scores (kind, "
                            "layer, head)",
-                           &a, fl, 6, GP_LENS_ROWS);
+                           &lc.a, fl, 6, GP_LENS_ROWS);
     if (rc == 1) return RUN_EXIT_OK;
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
-    int generated = !a.prompt && !a.prompts;
+    int generated = !lc.a.prompt && !lc.a.prompts;
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
         rc = ag_fail(AG_ERR_ARG, "--repeat, --length, --batch and --seed make rows: not with "
                                  "--prompt or --prompts");
-    if (rc == AG_OK) rc = gp_lens_load(&g, a.ckpt, &cfg);
+    rc = gp_lens_start(&lc, rc, !generated);
     if (rc == AG_OK && generated) {
-        int T = length ? length : cfg.block_size, L = repeat ? repeat : T / 2;
-        if (T > cfg.block_size)
+        int T = length ? length : lc.cfg.block_size, L = repeat ? repeat : T / 2;
+        if (T > lc.cfg.block_size)
             rc = ag_fail(AG_ERR_ARG, "--length %d: more than the model's block_size %d", T,
-                         cfg.block_size);
+                         lc.cfg.block_size);
         else if (L < 1 || L >= T)
             rc =
                 ag_fail(AG_ERR_ARG, "--repeat %d: must be in [1, %d) (the rows must repeat)", L, T);
         if (rc == AG_OK) {
             Rng rng;
             rng_seed(&rng, (uint64_t)seed);
-            r.B = batch, r.T = T;
-            r.ids = ex_malloc((size_t)batch * T * sizeof(int));
-            lens_repeated_tokens(&rng, cfg.vocab_size, L, batch, T, r.ids);
+            lc.r.B = batch, lc.r.T = T;
+            lc.r.ids = ex_malloc((size_t)batch * T * sizeof(int));
+            lens_repeated_tokens(&rng, lc.cfg.vocab_size, L, batch, T, lc.r.ids);
             printf("detect: %d rows of %d random tokens repeated to %d (seed %lld)\n", batch, L, T,
                    (long long)seed);
         }
-    } else if (rc == AG_OK) {
-        rc = gp_read_rows(&g, a.prompt, a.prompts, &r);
     }
-    int L = cfg.n_layer, NH = cfg.n_head, K = LENS_N_HEAD_KINDS;
+    int L = lc.cfg.n_layer, NH = lc.cfg.n_head, K = LENS_N_HEAD_KINDS;
     double *scores = ex_calloc((size_t)K * L * NH, sizeof(double));
     LensDetectOptions opt = {exclude_bos, exclude_current};
     if (rc == AG_OK) {
-        ag_threads_use(a.threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        lens_detect_gpt(t, &g.m, r.ids, r.B, r.T, &opt, scores);
-        ag_tape_free(t);
-        arena_free(step);
+        lens_detect_gpt(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, &opt, scores);
         /* the share of queries that have a position to attend to (no exclusions): the score of
          * a perfect head of each kind on these tokens */
-        uint8_t *D = ex_malloc((size_t)r.T * r.T);
+        uint8_t *D = ex_malloc((size_t)lc.r.T * lc.r.T);
         printf("scores: the share of each head's attention on the pattern's positions "
                "(a perfect head: ");
         for (int k = 0; k < K; k++) {
             double with = 0;
-            for (int b = 0; b < r.B; b++) {
-                lens_detection_pattern((LensHeadKind)k, r.ids + (size_t)b * r.T, r.T, D);
-                for (int i = 0; i < r.T; i++) {
+            for (int b = 0; b < lc.r.B; b++) {
+                lens_detection_pattern((LensHeadKind)k, lc.r.ids + (size_t)b * lc.r.T, lc.r.T, D);
+                for (int i = 0; i < lc.r.T; i++) {
                     int any = 0;
-                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * r.T + j];
+                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * lc.r.T + j];
                     with += any;
                 }
             }
             printf("%s%s %.3f", k ? ", " : "", lens_head_kind_name((LensHeadKind)k),
-                   with / ((double)r.B * r.T));
+                   with / ((double)lc.r.B * lc.r.T));
         }
         printf(" without exclusions)\n  head ");
         free(D);
@@ -115,8 +106,8 @@ int gp_detect(int argc, char **argv) {
         }
     }
     if (rc == AG_OK) {
-        int32_t *tok = ex_malloc((size_t)r.B * r.T * sizeof(int32_t));
-        for (size_t i = 0; i < (size_t)r.B * r.T; i++) tok[i] = r.ids[i];
+        int32_t *tok = ex_malloc((size_t)lc.r.B * lc.r.T * sizeof(int32_t));
+        for (size_t i = 0; i < (size_t)lc.r.B * lc.r.T; i++) tok[i] = lc.r.ids[i];
         static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
         int64_t ex[2] = {exclude_bos, exclude_current};
         NpzWriter *w = npz_writer_new();
@@ -124,48 +115,36 @@ int gp_detect(int argc, char **argv) {
         npz_add_f64(w, "scores", 3, (int64_t[]){K, L, NH}, scores);
         npz_add_bytes(w, "kinds", kinds, strlen(kinds));
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
-        npz_add_i32(w, "tokens", 2, (int64_t[]){r.B, r.T}, tok);
+        npz_add_i32(w, "tokens", 2, (int64_t[]){lc.r.B, lc.r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-        if ((rc = npz_write(w, a.out, 0, NULL)) == AG_ERR_RANGE)
-            rc = ex_not_finite(rc, a.ckpt, NULL);
+        if ((rc = npz_write(w, lc.a.out, 0, NULL)) == AG_ERR_RANGE)
+            rc = ex_not_finite(rc, lc.a.ckpt, NULL);
         npz_writer_free(w);
         free(tok);
     }
     if (rc == AG_OK) {
-        printf("%s: scores (kind, layer, head)\n", a.out);
-        char **yl = ex_calloc((size_t)K * L, sizeof(char *)), **xl = gp_number_labels(NH);
+        printf("%s: scores (kind, layer, head)\n", lc.a.out);
+        char **yl = ex_calloc((size_t)K * L, sizeof(char *));
         for (int k = 0; k < K; k++)
             for (int l = 0; l < L; l++) {
                 yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        char *png = gp_png_of(a.out, ".png");
-        gp_say_plot(ex_plot_heatmap(png, "head detectors: share of attention on the pattern",
-                                    scores, K * L, NH, yl, xl, 1),
-                    png);
-        free(png);
-        gp_labels_free(yl, K * L);
-        gp_labels_free(xl, NH);
+        LensReport rp = gp_report(&lc.g);
+        lens_report_heatmap(&rp, lc.a.out, ".png",
+                            "head detectors: share of attention on the pattern", scores, K * L, NH,
+                            yl, lens_labels_numbers(NH), 1);
     }
     free(scores);
-    free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "detect");
+    return gp_lens_end(&lc, rc, "detect");
 }
 
 /* ---- lens ---- */
 
-/* the mean over the B rows of v[(s * B + b) * T + pos] (a (S, B, T) array) */
-static double row_mean(const double *v, int s, int B, int T, int pos) {
-    double m = 0;
-    for (int b = 0; b < B; b++) m += v[((size_t)s * B + b) * T + pos];
-    return m / B;
-}
-
 int gp_lens(int argc, char **argv) {
     const char *token = NULL;
     int pos = -1;
-    GpLensFlags a = {0};
+    GpLens lc = {0};
     Flag fl[] = {
         {"token", FLAG_PATH, &token, "TOKEN", "the token whose logit is read (or --good, --bad)", 0,
          0, NULL, 0},
@@ -178,124 +157,33 @@ int gp_lens(int argc, char **argv) {
                            "attribution (every head, attention bias,\nMLP and embedding, read "
                            "with the final norm's scale: the parts sum to the logit) of\n--token's "
                            "logit, or of logit(--good) - logit(--bad)",
-                           &a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
+                           &lc.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
-    if (rc == AG_OK && !token == !a.good)
+    if (rc == AG_OK && !token == !lc.a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
     int gi = -1, bi = -1;
-    if (rc == AG_OK) rc = gp_lens_load(&g, a.ckpt, &cfg);
-    if (rc == AG_OK) rc = gp_read_rows(&g, a.prompt, a.prompts, &r);
-    if (rc == AG_OK) rc = gp_one_token(&g, token ? token : a.good, token ? "token" : "good", &gi);
-    if (rc == AG_OK && a.bad) rc = gp_one_token(&g, a.bad, "bad", &bi);
-    if (rc == AG_OK && (pos < -r.T || pos >= r.T))
-        rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, r.T);
-    int *good = ex_malloc(((size_t)r.B + 1) * sizeof(int)),
-        *bad = ex_malloc(((size_t)r.B + 1) * sizeof(int));
-    for (int b = 0; b < r.B; b++) good[b] = gi, bad[b] = bi;
+    rc = gp_lens_start(&lc, rc, 1);
+    if (rc == AG_OK)
+        rc = gp_one_token(&lc.g, token ? token : lc.a.good, token ? "token" : "good", &gi);
+    if (rc == AG_OK && lc.a.bad) rc = gp_one_token(&lc.g, lc.a.bad, "bad", &bi);
+    if (rc == AG_OK && (pos < -lc.r.T || pos >= lc.r.T))
+        rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, lc.r.T);
+    int *good = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int)),
+        *bad = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int));
+    for (int b = 0; b < lc.r.B; b++) good[b] = gi, bad[b] = bi;
     LensLogit ll = {0};
     if (rc == AG_OK) {
-        ag_threads_use(a.threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        rc = lens_logit_run(t, &g.m, r.ids, r.B, r.T, good, a.bad ? bad : NULL, pos, &ll);
-        if (rc != AG_OK) rc = gp_refail(rc, a.ckpt);
-        ag_tape_free(t);
-        arena_free(step);
+        rc = lens_logit_run(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, good, lc.a.bad ? bad : NULL,
+                            pos, &ll);
+        if (rc != AG_OK) rc = gp_refail(rc, lc.a.ckpt);
     }
-    if (rc == AG_OK &&
-        (rc = lens_logit_save(&ll, r.ids, good, a.bad ? bad : NULL, a.out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, a.ckpt, NULL);
-    if (rc == AG_OK) {
-        int B = r.B, T = r.T, L = cfg.n_layer, NH = cfg.n_head, S = L + 1, P = ll.pos;
-        size_t BT = (size_t)B * T;
-        char *gt = gp_token_text(&g, gi, 1), *bt = bi >= 0 ? gp_token_text(&g, bi, 1) : NULL;
-        char *at = gp_token_text(&g, r.ids[P], 1), metric[128];
-        if (bt)
-            snprintf(metric, sizeof metric, "logit('%s') - logit('%s')", gt, bt);
-        else
-            snprintf(metric, sizeof metric, "logit('%s')", gt);
-        double model = 0, sum = 0;
-        for (int b = 0; b < B; b++) model += ll.metric[(size_t)b * T + P] / B;
-        printf("%s: %s at position %d (row 0's token there: '%s'), mean over %d row(s): %.6f\n",
-               a.out, metric, P, at, B, model);
-        printf("logit lens (each stream through the final norm and the head; accumulated: the "
-               "parts so far\nread with the final norm's scale; loss: of the next token, over "
-               "every row and position):\n");
-        printf("  %-28s %12s %12s %8s %12s %8s\n", "stage", "metric", "log p(good)", "top-1",
-               "accumulated", "loss");
-        for (int s = 0; s < S; s++) {
-            char stage[64], *top = gp_token_text(&g, ll.lens_top[(size_t)s * BT + P], 1);
-            if (s == 0)
-                snprintf(stage, sizeof stage, "blocks.0.hook_resid_pre");
-            else
-                snprintf(stage, sizeof stage, "blocks.%d.hook_resid_post", s - 1);
-            double loss = 0;
-            for (size_t i = 0; i < BT; i++)
-                if (T > 1 && (int)(i % T) < T - 1) loss -= ll.lens_next[(size_t)s * BT + i];
-            char quoted[64];
-            snprintf(quoted, sizeof quoted, "'%s'", top);
-            printf("  %-28s %12.6f %12.6f %8s %12.6f %8.4f\n", stage, row_mean(ll.lens, s, B, T, P),
-                   row_mean(ll.lens_logprob, s, B, T, P), quoted,
-                   row_mean(ll.accumulated, s, B, T, P), T > 1 ? loss / (B * (T - 1.0)) : NAN);
-            free(top);
-        }
-        /* the attribution at P, mean over the rows: the table, then a heatmap (layer, head |
-         * b_O | mlp_out) */
-        int n = ll.n_parts;
-        double *mean = ex_calloc((size_t)n, sizeof(double));
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
-        printf("direct logit attribution at position %d (mean over the rows):\n", P);
-        for (int k = 0; k < n; k++) {
-            printf("  %-12s %+12.6f\n", ll.parts[k], mean[k]);
-            sum += mean[k];
-        }
-        printf("  %-12s %+12.6f (the model's: %.6f)\n", "sum", sum, model);
-        int has_bo = g.m.h[0].c_proj.bias != NULL, has_mlp = g.m.h[0].mlp_proj.weight != NULL;
-        int cols = NH + has_bo + has_mlp, first = strcmp(ll.parts[1], "pos_embed") == 0 ? 2 : 1;
-        double *grid = ex_calloc((size_t)L * cols, sizeof(double));
-        for (int l = 0; l < L; l++)
-            for (int c = 0; c < cols; c++) grid[l * cols + c] = mean[first + l * cols + c];
-        char **yl = ex_calloc((size_t)L, sizeof(char *)),
-             **xl = ex_calloc((size_t)cols, sizeof(char *));
-        for (int l = 0; l < L; l++) yl[l] = ex_malloc(24), snprintf(yl[l], 24, "layer %d", l);
-        for (int c = 0; c < cols; c++) {
-            xl[c] = ex_malloc(16);
-            snprintf(xl[c], 16, "%s", c < NH ? "" : c == NH && has_bo ? "b_O" : "mlp");
-            if (c < NH) snprintf(xl[c], 16, "h%d", c);
-        }
-        char *png = gp_png_of(a.out, ".png"), title[256];
-        snprintf(title, sizeof title, "direct logit attribution to %s at position %d", metric, P);
-        gp_say_plot(ex_plot_heatmap(png, title, grid, L, cols, yl, xl, 0), png);
-        gp_labels_free(yl, L);
-        gp_labels_free(xl, cols);
-        /* the lens over every position: (stage, position), mean over the rows */
-        double *lens = ex_calloc((size_t)S * T, sizeof(double));
-        for (int s = 0; s < S; s++)
-            for (int p = 0; p < T; p++) lens[s * T + p] = row_mean(ll.lens, s, B, T, p);
-        yl = ex_calloc((size_t)S, sizeof(char *));
-        xl = ex_calloc((size_t)T, sizeof(char *));
-        for (int s = 0; s < S; s++) {
-            yl[s] = ex_malloc(32);
-            snprintf(yl[s], 32, s ? "after block %d" : "embeddings", s - 1);
-        }
-        for (int p = 0; p < T; p++) xl[p] = gp_token_text(&g, r.ids[p], 1);
-        free(png);
-        png = gp_png_of(a.out, "_lens.png");
-        snprintf(title, sizeof title, "logit lens: %s at each position (row 0's tokens)", metric);
-        gp_say_plot(ex_plot_heatmap(png, title, lens, S, T, yl, xl, 0), png);
-        free(png);
-        gp_labels_free(yl, S);
-        gp_labels_free(xl, T);
-        free(lens), free(grid), free(mean), free(gt), free(bt), free(at);
-    }
+    LensReport rp = gp_report(&lc.g);
+    if (rc == AG_OK && (rc = lens_report_logit(&rp, &ll, lc.r.ids, good, lc.a.bad ? bad : NULL,
+                                               lc.a.out)) == AG_ERR_RANGE)
+        rc = ex_not_finite(rc, lc.a.ckpt, NULL);
     lens_logit_free(&ll);
-    free(good), free(bad), free(r.ids);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "lens");
+    free(good), free(bad);
+    return gp_lens_end(&lc, rc, "lens");
 }
 
 /* ---- export ---- */
@@ -341,7 +229,7 @@ int gp_export(int argc, char **argv) {
     GptConfig cfg = {0};
     char *json = NULL;
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (rc == AG_OK) json = gp_png_of(out, ".json");
+    if (rc == AG_OK) json = lens_path_swap(out, ".json");
     if (rc == AG_OK && (rc = lens_tl_check(&cfg)) != AG_OK) rc = gp_refail(rc, ckpt);
     if (rc == AG_OK && (rc = lens_tl_export(&g.m, out, json)) == AG_ERR_RANGE)
         rc = ex_not_finite(rc, ckpt, NULL); /* a weight beyond float32's range */

@@ -202,44 +202,6 @@ int gp_sample(int argc, char **argv) {
 
 /* ---- eval ---- */
 
-double gp_loss_over(Gpt *m, Tape *t, const int *tokens, size_t n, int batch, int64_t *n_pred) {
-    int T = m->cfg.block_size;
-    size_t windows = n > 1 ? (n - 2) / (size_t)T + 1 : 0; /* window w: x at w T, T or fewer */
-    int *x = ex_malloc((size_t)batch * (size_t)T * sizeof(int));
-    int *y = ex_malloc((size_t)batch * (size_t)T * sizeof(int));
-    double sum = 0;
-    *n_pred = 0;
-    int was = t->no_grad;
-    ag_no_grad(t, 1);
-    for (size_t w = 0; w < windows;) {
-        /* full windows in batches; the last, shorter one alone */
-        size_t lo = w * (size_t)T;
-        int len = (int)(n - 1 - lo < (size_t)T ? n - 1 - lo : (size_t)T);
-        int B = 0;
-        while (w < windows && B < batch) {
-            size_t at = w * (size_t)T;
-            int l = (int)(n - 1 - at < (size_t)T ? n - 1 - at : (size_t)T);
-            if (l != len) break;
-            memcpy(x + (size_t)B * len, tokens + at, (size_t)len * sizeof(int));
-            memcpy(y + (size_t)B * len, tokens + at + 1, (size_t)len * sizeof(int));
-            B++, w++;
-        }
-        ag_tape_reset(t);
-        double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
-        if (!isfinite(l)) { /* stop there; the tape keeps what its check mode saw */
-            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len, l);
-            sum = NAN;
-            break;
-        }
-        sum += l * B * len; /* the mean of B len tokens */
-        *n_pred += (int64_t)B * len;
-    }
-    ag_no_grad(t, was);
-    free(x);
-    free(y);
-    return *n_pred && isfinite(sum) ? sum / (double)*n_pred : NAN;
-}
-
 int gp_eval(int argc, char **argv) {
     const char *ckpt = NULL, *data = NULL;
     int batch = 64, threads = 0;
@@ -280,7 +242,7 @@ int gp_eval(int argc, char **argv) {
     Tape *t = ag_tape_new(step);
     int64_t n_pred;
     ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
-    double t0 = run_now_s(), loss = gp_loss_over(&g.m, t, ids, n, batch, &n_pred);
+    double t0 = run_now_s(), loss = nn_gpt_loss_over(t, &g.m, ids, n, batch, &n_pred);
     if (!isfinite(loss)) {
         ex_not_finite(AG_ERR_RANGE, ckpt, t);
         fprintf(stderr, GP_PROG " eval: %s (%s)\n", ag_last_error(), p);

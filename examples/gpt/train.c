@@ -223,9 +223,10 @@ static int read_rows(GpTrain *g, TxtShard *f, int r0, int r1) {
 /* ---- --init-from: a Hugging Face folder's model ---- */
 
 /* the flags that make a model: with --init-from its config.json does */
-static const char *const model_flags[] = {"layers", "heads",   "d-model", "kv-heads", "llama",
-                                          "pos",    "norm",    "mlp",     "ff",       "rope-base",
-                                          "bias",   "no-bias", "post-ln", "untied",   NULL};
+#define GP_MODEL_FLAGS                                                                             \
+    "layers", "heads", "d-model", "kv-heads", "llama", "pos", "norm", "mlp", "ff", "rope-base",    \
+        "bias", "no-bias", "post-ln", "untied"
+static const char *const model_flags[] = {GP_MODEL_FLAGS, NULL};
 
 /* A new run from --init-from DIR: no model flag (the folder's config.json makes the model), the
  * configuration read (g->mc) with --dropout's rate (0 unless given, as nanoGPT's init_from),
@@ -568,10 +569,8 @@ static const char *const aliases[][2] = {
     {"log-every", "log-every|log-interval"},
 };
 
-static const char *const transient[] = {"layers",  "heads",     "d-model", "kv-heads", "llama",
-                                        "pos",     "norm",      "mlp",     "ff",       "rope-base",
-                                        "bias",    "no-bias",   "post-ln", "untied",   "block-size",
-                                        "dropout", "init-from", NULL};
+/* the model's flags: its architecture is meta.config's (check_given compares them) */
+static const char *const transient[] = {GP_MODEL_FLAGS, "block-size", "dropout", "init-from", NULL};
 /* --data: the checkpoint's unless given (start reads it from OUT/last.npz on --resume); the
  * folder given instead is checked against the checkpoint (its token counts, its tokenizer) */
 static const char *const remember[] = {"eval-iters", "data", NULL};

@@ -147,25 +147,42 @@ static void tokens_json(ViewBuf *b, GpModel *g, Tape *t, const GpRows *r, int to
     free(p), free(loss), free(next);
 }
 
+/* what the page shows of a checkpoint (view_page's body): the lens command's model and rows */
+typedef struct ViewGpt {
+    GpLens l;
+    int top_k;
+} ViewGpt;
+static int model_json(ViewBuf *b, void *ctx) {
+    ViewGpt *v = ctx;
+    view_raw(b, ",");
+    attention_json(b, &v->l.g, v->l.t, &v->l.r);
+    view_raw(b, ",");
+    tokens_json(b, &v->l.g, v->l.t, &v->l.r, v->top_k);
+    for (int l = 0; l < v->l.cfg.n_layer; l++) v->l.g.m.last_probs[l] = NULL; /* in the tape's */
+    return AG_OK;
+}
+
 int gp_view(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prompts = NULL, *out = NULL, *from = NULL;
-    int runs = 0, top_k = 5, threads = 0, help = 0;
+    ViewGpt v = {.top_k = 5};
+    const char **ckpt = &v.l.a.ckpt, *from = NULL;
+    int runs = 0, help = 0;
     Flag fl[] = {
-        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
+        {"ckpt", FLAG_PATH, ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
          0},
-        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
+        {"model", FLAG_PATH, ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
          0},
-        {"prompt", FLAG_PATH, &prompt, "TEXT", "the text to show (one row)", 0, 0, NULL, 0},
-        {"prompts", FLAG_PATH, &prompts, NULL, "a file: one row a line, all as many tokens", 0, 0,
-         NULL, 0},
+        {"prompt", FLAG_PATH, &v.l.a.prompt, "TEXT", "the text to show (one row)", 0, 0, NULL, 0},
+        {"prompts", FLAG_PATH, &v.l.a.prompts, NULL, "a file: one row a line, all as many tokens",
+         0, 0, NULL, 0},
         {"runs", FLAG_SWITCH, &runs, NULL,
          "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
         {"from", FLAG_PATH, &from, "FILE.npz",
          "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
-        {"top-k", FLAG_INT, &top_k, NULL, "predictions shown when a token is hovered", 1, 100, NULL,
+        {"top-k", FLAG_INT, &v.top_k, NULL, "predictions shown when a token is hovered", 1, 100,
+         NULL, 0},
+        {"out", FLAG_PATH, &v.l.a.out, NULL, "the .html page to write", 0, 0, NULL, 0},
+        {"threads", FLAG_INT, &v.l.a.threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL,
          0},
-        {"out", FLAG_PATH, &out, NULL, "the .html page to write", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
     char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
@@ -181,60 +198,26 @@ int gp_view(int argc, char **argv) {
         help = 1;
         rc = AG_OK;
     }
-    if (!help && rc == AG_OK && !out) rc = ag_fail(AG_ERR_ARG, "--out FILE.html is required");
+    if (!help && rc == AG_OK && !v.l.a.out) rc = ag_fail(AG_ERR_ARG, "--out FILE.html is required");
     if (!help && rc == AG_OK && npos && !runs)
         rc = ag_fail(AG_ERR_ARG, "'%s': an argument without a flag (run folders follow --runs)",
                      pos[0]);
     if (!help && rc == AG_OK && runs && !npos)
         rc = ag_fail(AG_ERR_ARG, "--runs: give the run folders after the flags");
-    if (!help && rc == AG_OK && !ckpt && (prompt || prompts))
+    if (!help && rc == AG_OK && !*ckpt && (v.l.a.prompt || v.l.a.prompts))
         rc = ag_fail(AG_ERR_ARG, "--prompt and --prompts need --ckpt");
-    if (!help && rc == AG_OK && ckpt && !prompt && !prompts)
+    if (!help && rc == AG_OK && *ckpt && !v.l.a.prompt && !v.l.a.prompts)
         rc = ag_fail(AG_ERR_ARG, "--ckpt needs --prompt TEXT or --prompts FILE");
-    if (!help && rc == AG_OK && !ckpt && !runs && !from)
+    if (!help && rc == AG_OK && !*ckpt && !runs && !from)
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
-    GpModel g = {0};
-    GptConfig cfg = {0};
-    GpRows r = {0};
-    ViewBuf b = {0};
-    if (!help && rc == AG_OK && ckpt) rc = gp_lens_load(&g, ckpt, &cfg);
-    if (!help && rc == AG_OK && ckpt) rc = gp_read_rows(&g, prompt, prompts, &r);
-    if (!help && rc == AG_OK) {
-        view_raw(&b, "{");
-        view_key(&b, "title");
-        const char *name = ckpt ? ckpt : from ? from : "runs";
-        view_str(&b, name, strlen(name));
-    }
-    if (!help && rc == AG_OK && ckpt) {
-        ag_threads_use(threads);
-        Arena *step = arena_new("step", 0);
-        Tape *t = ag_tape_new(step);
-        view_raw(&b, ",");
-        attention_json(&b, &g, t, &r);
-        view_raw(&b, ",");
-        tokens_json(&b, &g, t, &r, top_k);
-        ag_tape_free(t);
-        arena_free(step);
-        for (int l = 0; l < cfg.n_layer; l++) g.m.last_probs[l] = NULL;
-    }
-    if (!help && rc == AG_OK && from) {
-        view_raw(&b, ",\"tables\":[");
-        rc = view_tables(&b, from);
-        view_raw(&b, "]");
-    }
-    if (!help && rc == AG_OK && runs) {
-        view_raw(&b, ",");
-        rc = view_runs(&b, pos, npos);
-    }
-    if (!help && rc == AG_OK) {
-        view_raw(&b, "}");
-        rc = view_write_html(out, &b);
-    }
-    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)b.n / 1e6);
-    view_buf_free(&b);
-    free(r.ids);
+    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, 1);
+    size_t bytes = 0;
+    const char *title = *ckpt ? *ckpt : from ? from : "runs";
+    if (!help && rc == AG_OK)
+        rc = view_page(v.l.a.out, title, *ckpt ? model_json : NULL, &v, from, pos, runs ? npos : 0,
+                       &bytes);
+    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", v.l.a.out, (double)bytes / 1e6);
     free(pos);
-    gp_model_free(&g);
-    return gp_lens_finish(rc, "view");
+    return gp_lens_end(&v.l, rc, "view");
 }

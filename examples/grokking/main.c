@@ -11,8 +11,6 @@
  *                                       src/view), and a summary (grokking's steps, the key
  *                                       frequencies)
  * Not here: the measures themselves (measures.c). Read next: measures.c, docs/grokking.md. */
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +19,7 @@
 
 #include "attograd.h"
 #include "grokking.h"
-#include "common.h" /* ex_gp_begin */
+#include "common.h" /* ExScript */
 
 #define PROG "attograd-grokking"
 #define GK_SHARE 0.85 /* a neuron one frequency explains: at least this share of its variance */
@@ -139,13 +137,8 @@ static double accuracy(Model *m, Tape *t, const int *ids, const int *tgt, int n,
     Tensor *lg = nn_gpt_forward(t, &m->gpt, ids, n, 3, NULL);
     if (loss_out) {
         double s = 0;
-        for (int r = 0; r < n; r++) {
-            const Real *l = lg->data + ((size_t)r * 3 + 2) * V;
-            double mx = l[0], z = 0;
-            for (int c = 1; c < V; c++) mx = l[c] > mx ? l[c] : mx;
-            for (int c = 0; c < V; c++) z += exp((double)l[c] - mx);
-            s += log(z) + mx - (double)l[tgt[3 * r + 2]];
-        }
+        for (int r = 0; r < n; r++)
+            s += nn_token_loss(lg->data + ((size_t)r * 3 + 2) * V, V, tgt[3 * r + 2]);
         *loss_out = s / n;
     }
     for (int r = 0; r < n; r++) {
@@ -226,53 +219,6 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
     return rc;
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* the kept checkpoints of dir/ckpt, by step (their names sort so) */
-static int list_ckpts(const char *dir, char ***names, int *n) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/ckpt", dir);
-    DIR *d = opendir(path);
-    if (!d)
-        return ag_fail(AG_ERR_IO, "%s: cannot read: %s (train with --keep-every first)", path,
-                       strerror(errno));
-    *names = NULL, *n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "step_", 5) || len < 9 || strcmp(e->d_name + len - 4, ".npz"))
-            continue;
-        *names = realloc(*names, (size_t)(*n + 1) * sizeof **names);
-        AG_CHECK(*names, PROG ": out of memory");
-        (*names)[(*n)++] = strdup(e->d_name);
-    }
-    closedir(d);
-    if (*n == 0) return ag_fail(AG_ERR_IO, "%s: no step_*.npz in it", path);
-    qsort(*names, (size_t)*n, sizeof **names, by_name);
-    return AG_OK;
-}
-
-typedef struct {
-    FILE *f;
-    char *buf;
-    size_t len;
-} Script;
-static void begin(Script *s, int w, int h) {
-    s->buf = NULL, s->len = 0;
-    s->f = open_memstream(&s->buf, &s->len);
-    AG_CHECK(s->f, PROG ": out of memory");
-    ex_gp_begin(s->f, w, h, 11);
-}
-static void draw(Script *s, const char *dir, const char *name) {
-    fclose(s->f);
-    char png[1100];
-    snprintf(png, sizeof png, "%s/%s", dir, name);
-    int rc = run_plot_script(s->buf, png);
-    free(s->buf);
-    if (rc != RUN_PLOT_DRAWN) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
-}
 /* $D: the rows (step > 0 only: the x axis is logarithmic) */
 static void rows_block(FILE *f, const Row *rows, int n) {
     fprintf(f, "$D << EOD\n");
@@ -286,20 +232,21 @@ static void rows_block(FILE *f, const Row *rows, int n) {
 
 static void plots(const char *dir, const Row *rows, int n, const double *fnorm, int K,
                   const int *keys, int nk) {
-    Script s;
-    begin(&s, 900, 760);
+    ExScript s;
+    ex_script_begin(&s, 900, 760);
     rows_block(s.f, rows, n);
-    fprintf(s.f, "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
-                 "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\nset format y '%%g'\n"
-                 "set title 'train and test loss'\n"
-                 "plot $D u 1:2 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:3 w lp pt 7 ps 0.4 lw 2 t "
-                 "'test'\nunset logscale y\nset ylabel 'accuracy'\nset yrange [0:1.02]\n"
-                 "set title 'train and test accuracy'\n"
-                 "plot $D u 1:4 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:5 w lp pt 7 ps 0.4 lw 2 t "
-                 "'test'\nunset multiplot\n");
-    draw(&s, dir, "curves.png");
+    fprintf(s.f,
+            "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
+            "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\nset format y '%%g'\n"
+            "set title 'train and test loss'\n"
+            "plot $D u 1:2 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:3 w lp pt 7 ps 0.4 lw 2 t "
+            "'test'\nunset logscale y\nset ylabel 'accuracy'\nset yrange [0:1.02]\n"
+            "set title 'train and test accuracy'\n"
+            "plot $D u 1:4 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:5 w lp pt 7 ps 0.4 lw 2 t "
+            "'test'\nunset multiplot\n");
+    ex_script_draw(&s, dir, "curves.png", PROG " analyze");
 
-    begin(&s, 900, 480);
+    ex_script_begin(&s, 900, 480);
     rows_block(s.f, rows, n);
     fprintf(s.f, "set logscale xy\nset format y '%%g'\nset grid\nset key outside right\n"
                  "set xlabel 'step'\n"
@@ -308,9 +255,9 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
     for (int i = 0; i < nk; i++) fprintf(s.f, " %d", keys[i]);
     fprintf(s.f, ")'\nplot $D u 1:2 w l lw 2 t 'train', $D u 1:3 w l lw 2 t 'test', "
                  "$D u 1:7 w l lw 2 t 'restricted', $D u 1:8 w l lw 2 t 'excluded'\n");
-    draw(&s, dir, "measures.png");
+    ex_script_draw(&s, dir, "measures.png", PROG " analyze");
 
-    begin(&s, 900, 760);
+    ex_script_begin(&s, 900, 760);
     rows_block(s.f, rows, n);
     fprintf(s.f,
             "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
@@ -319,9 +266,9 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
             "set title 'share of MLP neurons one frequency explains (>= %g of variance)'\n"
             "set ylabel 'share'\nplot $D u 1:9 w l lw 2 t 'neurons'\nunset multiplot\n",
             GK_SHARE);
-    draw(&s, dir, "neurons.png");
+    ex_script_draw(&s, dir, "neurons.png", PROG " analyze");
 
-    begin(&s, 900, 480);
+    ex_script_begin(&s, 900, 480);
     fprintf(s.f, "$F << EOD\n");
     for (int k = 1; k <= K; k++) fprintf(s.f, "%d %.6g\n", k, fnorm[k - 1]);
     fprintf(s.f,
@@ -329,41 +276,10 @@ static void plots(const char *dir, const Row *rows, int n, const double *fnorm, 
             "set title 'Fourier norms of the embedding, last checkpoint'\nset style fill "
             "solid\nplot $F u 1:2 w boxes lc rgb '#1f77b4' notitle\n",
             K + 1);
-    draw(&s, dir, "fourier.png");
+    ex_script_draw(&s, dir, "fourier.png", PROG " analyze");
 }
 
 /* ---- the view: the same curves in one offline HTML page (src/view, docs/view.md) ---- */
-
-/* one plot of the page's Plots tab: ns series ys[s][0..n) named names[s] over x[0..n); extra:
- * more fields of the plot ("\"ymin\":0", marks), or "" */
-static void plot(ViewBuf *b, const char *name, const char *title, const char *xlabel, int logx,
-                 int logy, const double *x, int n, const char *const *names,
-                 const double *const *ys, int ns, const char *extra) {
-    view_raw(b, "{");
-    view_key(b, "name");
-    view_str(b, name, strlen(name));
-    view_raw(b, ",");
-    view_key(b, "title");
-    view_str(b, title, strlen(title));
-    view_raw(b, ",");
-    view_key(b, "xlabel");
-    view_str(b, xlabel, strlen(xlabel));
-    view_raw(b, logx ? ",\"logx\":true" : ",\"logx\":false");
-    view_raw(b, logy ? ",\"logy\":true,\"x\":" : ",\"logy\":false,\"x\":");
-    view_nums(b, x, (size_t)n);
-    view_raw(b, ",\"series\":[");
-    for (int s = 0; s < ns; s++) {
-        view_raw(b, s ? ",{" : "{");
-        view_key(b, "name");
-        view_str(b, names[s], strlen(names[s]));
-        view_raw(b, ",\"y\":");
-        view_nums(b, ys[s], (size_t)n);
-        view_raw(b, "}");
-    }
-    view_raw(b, "]");
-    if (*extra) view_raw(b, ","), view_raw(b, extra);
-    view_raw(b, "}");
-}
 
 /* DIR/view.html: the curves (log step axis), the measures, the last checkpoint's Fourier norms
  * with the key frequencies marked, the norms of every checkpoint as a table, the run's log.csv */
@@ -380,36 +296,32 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
         for (int j = 0; j < 9; j++) v[(size_t)j * n + i] = row[j];
     }
     for (int k = 0; k < K; k++) fx[k] = k + 1;
-    char title[300], keytext[200] = "", extra[300];
+    char title[300], keytext[200] = "";
     int at = 0;
     for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
     snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
              c->frac, nk ? keytext : " none");
     ViewBuf b = {0};
     view_raw(&b, "{");
-    view_key(&b, "title");
-    view_str(&b, title, strlen(title));
+    view_field_str(&b, "title", title);
     view_raw(&b, ",\"plots\":[");
-    plot(&b, "loss", "train and test loss (cross-entropy)", "step", 1, 1, x, n,
-         (const char *[]){"train", "test"}, (const double *[]){col[0], col[1]}, 2, "");
-    view_raw(&b, ",");
-    plot(&b, "accuracy", "train and test accuracy", "step", 1, 0, x, n,
-         (const char *[]){"train", "test"}, (const double *[]){col[2], col[3]}, 2,
-         "\"ymin\":0,\"ymax\":1");
-    view_raw(&b, ",");
-    plot(&b, "restricted and excluded loss",
+    const char *const tt[] = {"train", "test"},
+                      *both[] = {"train", "test", "restricted", "excluded"};
+    ViewPlot pl[] = {
+        {"loss", "train and test loss (cross-entropy)", "step", 1, 1, x, n, tt,
+         (const double *[]){col[0], col[1]}, 2, NULL},
+        {"accuracy", "train and test accuracy", "step", 1, 0, x, n, tt,
+         (const double *[]){col[2], col[3]}, 2, "\"ymin\":0,\"ymax\":1"},
+        {"restricted and excluded loss",
          "restricted loss (only the key frequencies kept, every pair) and excluded loss (the key "
          "frequencies removed, training pairs)",
-         "step", 1, 1, x, n, (const char *[]){"train", "test", "restricted", "excluded"},
-         (const double *[]){col[0], col[1], col[5], col[6]}, 4, "");
-    view_raw(&b, ",");
-    plot(&b, "weight norm", "total weight norm (L2, every parameter)", "step", 1, 0, x, n,
-         (const char *[]){"weights"}, (const double *[]){col[4]}, 1, "");
-    view_raw(&b, ",");
-    snprintf(extra, sizeof extra, "\"ymin\":0,\"ymax\":1");
-    plot(&b, "neurons", "share of the MLP neurons one frequency explains (>= 85% of variance)",
-         "step", 1, 0, x, n, (const char *[]){"neurons"}, (const double *[]){col[7]}, 1, extra);
-    view_raw(&b, ",");
+         "step", 1, 1, x, n, both, (const double *[]){col[0], col[1], col[5], col[6]}, 4, NULL},
+        {"weight norm", "total weight norm (L2, every parameter)", "step", 1, 0, x, n,
+         (const char *[]){"weights"}, (const double *[]){col[4]}, 1, NULL},
+        {"neurons", "share of the MLP neurons one frequency explains (>= 85% of variance)", "step",
+         1, 0, x, n, (const char *[]){"neurons"}, (const double *[]){col[7]}, 1,
+         "\"ymin\":0,\"ymax\":1"}};
+    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++) view_plot(&b, &pl[i]), view_raw(&b, ",");
     ViewBuf mk = {0};
     view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":[");
     for (int i = 0; i < nk; i++) {
@@ -419,9 +331,11 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
     view_raw(&mk, "]");
     char last[64];
     snprintf(last, sizeof last, "step %lld", (long long)rows[n - 1].step);
-    plot(&b, "fourier", "Fourier norms of the embedding by frequency, last checkpoint",
-         "frequency k", 0, 0, fx, K, (const char *[]){last},
-         (const double *[]){fnorms + (size_t)(n - 1) * K}, 1, mk.p);
+    view_plot(&b, &(ViewPlot){"fourier",
+                              "Fourier norms of the embedding by frequency, last "
+                              "checkpoint",
+                              "frequency k", 0, 0, fx, K, (const char *[]){last},
+                              (const double *[]){fnorms + (size_t)(n - 1) * K}, 1, mk.p});
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
     view_raw(&b, "],\"tables\":[{\"name\":\"Fourier norms\",\"title\":\"Fourier norms of the "
@@ -480,8 +394,8 @@ static int analyze(int argc, char **argv) {
     ag_threads_use(threads);
     char **names = NULL;
     int n = 0;
-    if (list_ckpts(out, &names, &n) != AG_OK) {
-        fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+    if (run_kept(out, &names, &n) != AG_OK) {
+        fprintf(stderr, PROG " analyze: %s (train with --keep-every first)\n", ag_last_error());
         return 2;
     }
     static Model m;
@@ -584,9 +498,9 @@ static int analyze(int argc, char **argv) {
         rc = npz_write(nw, path, 6, NULL);
         npz_writer_free(nw);
         snprintf(path, sizeof path, "%s/progress.csv", out);
-        FILE *f = rc == AG_OK ? fopen(path, "w") : NULL;
-        if (rc == AG_OK && !f) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
-        if (f) {
+        FILE *f; /* a temporary file renamed over it, as the library writes (src/io/file.h) */
+        char *tmp;
+        if (rc == AG_OK && (rc = io_fopen_write(path, &f, &tmp)) == AG_OK) {
             fprintf(f, "step");
             for (int c = 0; c < 8; c++) fprintf(f, ",%s", cols[c]);
             fprintf(f, "\n");
@@ -595,7 +509,7 @@ static int analyze(int argc, char **argv) {
                 for (int c = 0; c < 8; c++) fprintf(f, ",%.6g", col[(size_t)c * n + i]);
                 fprintf(f, "\n");
             }
-            if (fclose(f) != 0) rc = ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
+            rc = io_fclose_replace(f, tmp, path);
         }
         if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
         free(steps), free(col);

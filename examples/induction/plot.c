@@ -1,6 +1,6 @@
 /* plot.c: the experiment's pictures, gnuplot scripts with their data inline drawn through the
- * examples' run_plot_script (examples/common/plot.c: NAME.gp kept next to NAME.png; without
- * gnuplot nothing is drawn and the data files are all there is).
+ * library's run_plot_script (ex_script_draw, examples/common/plot.c: NAME.gp kept next to
+ * NAME.png; without gnuplot nothing is drawn and the data files are all there is).
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
  *   scores.png             every head's induction score (top) and previous-token score (bottom)
@@ -15,31 +15,7 @@
 #include <string.h>
 
 #include "induction.h"
-#include "../common/common.h" /* run_plot_script, ex_gp_begin, ex_gp_panel */
-
-/* gnuplot runs on a script in memory: open_memstream's buffer */
-typedef struct {
-    char *buf;
-    size_t len;
-    FILE *f;
-} Script;
-
-static int draw(Script *s, const char *dir, const char *name) {
-    fclose(s->f);
-    char png[1100];
-    snprintf(png, sizeof png, "%s/%s", dir, name);
-    int rc = run_plot_script(s->buf, png);
-    free(s->buf);
-    if (rc != RUN_PLOT_DRAWN) fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
-    return rc == RUN_PLOT_DRAWN;
-}
-
-static void begin(Script *s, int w, int h) {
-    s->buf = NULL, s->len = 0;
-    s->f = open_memstream(&s->buf, &s->len);
-    if (!s->f) abort();
-    ex_gp_begin(s->f, w, h, 11);
-}
+#include "../common/common.h" /* ExScript, ex_gp_panel */
 
 /* $<name> << EOD: step and one column per series of (R, n) values */
 static void data_block(FILE *f, const char *name, const IndRecord *x, const double *v, int n) {
@@ -53,8 +29,8 @@ static void data_block(FILE *f, const char *name, const IndRecord *x, const doub
 }
 
 static int plot_loss(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    Script s;
-    begin(&s, 900, 520);
+    ExScript s;
+    ex_script_begin(&s, 900, 520);
     FILE *f = s.f;
     data_block(f, "P2", &recs[0], recs[0].loss_pred, 1);
     data_block(f, "O2", &recs[0], recs[0].loss_other, 1);
@@ -70,7 +46,7 @@ static int plot_loss(const IndOptions *o, const IndRecord *recs, int n_recs) {
         fprintf(f, ", $P1 using 1:2 with lines lw 2 lc rgb '#d62728' title '1-layer control, "
                    "predictable'");
     fprintf(f, ", %g with lines dt 3 lc rgb 'gray50' title 'ln(vocab)'\n", log((double)o->vocab));
-    return draw(&s, o->out, "loss.png");
+    return ex_script_draw(&s, o->out, "loss.png", "attograd-induction");
 }
 
 static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
@@ -98,8 +74,8 @@ static void score_panel(FILE *f, const IndRecord *recs, int n_recs, int prev, do
 }
 
 static int plot_scores(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    Script s;
-    begin(&s, 1000, 800);
+    ExScript s;
+    ex_script_begin(&s, 1000, 800);
     FILE *f = s.f;
     for (int m = 0; m < n_recs; m++)
         for (int prev = 0; prev < 2; prev++) {
@@ -113,12 +89,12 @@ static int plot_scores(const IndOptions *o, const IndRecord *recs, int n_recs) {
     score_panel(f, recs, n_recs, 0, 0.56, 0.95);
     score_panel(f, recs, n_recs, 1, 0.07, 0.46);
     fprintf(f, "unset multiplot\n");
-    return draw(&s, o->out, "scores.png");
+    return ex_script_draw(&s, o->out, "scores.png", "attograd-induction");
 }
 
 static int plot_positions(const IndOptions *o, const IndRecord *x) {
-    Script s;
-    begin(&s, 900, 620);
+    ExScript s;
+    ex_script_begin(&s, 900, 620);
     float *v = malloc((size_t)x->R * x->T * sizeof *v);
     if (!v) abort();
     for (size_t k = 0; k < (size_t)x->R * x->T; k++) v[k] = (float)x->loss_pos[k];
@@ -141,14 +117,14 @@ static int plot_positions(const IndOptions *o, const IndRecord *x) {
                                   .cb_x = 0.89,
                                   .cb_w = 0.025});
     free(v);
-    return draw(&s, o->out, "loss_positions.png");
+    return ex_script_draw(&s, o->out, "loss_positions.png", "attograd-induction");
 }
 
 static int plot_patterns(const IndOptions *o, const IndRecord *x) {
     int LH = x->n_layer * x->NH, T = x->T, Be = o->eval_batch;
-    Script s;
+    ExScript s;
     int cell = 190;
-    begin(&s, 60 + cell * LH + 70, 2 * cell + 60);
+    ex_script_begin(&s, 60 + cell * LH + 70, 2 * cell + 60);
     FILE *f = s.f;
     fprintf(f, "set multiplot\n");
     double W = 60 + cell * LH + 70, H = 2 * cell + 60;
@@ -180,7 +156,7 @@ static int plot_patterns(const IndOptions *o, const IndRecord *x) {
     fprintf(f, "unset multiplot\n");
     char name[64];
     snprintf(name, sizeof name, "patterns_%s.png", x->name);
-    return draw(&s, o->out, name);
+    return ex_script_draw(&s, o->out, name, "attograd-induction");
 }
 
 /* ", name" at the end of the string drawn (of size n), when drawn is 1 */

@@ -83,11 +83,8 @@ void ind_record(IndRecord *rec, AttnOnly *m, Tape *t, const IndOptions *o, const
     for (int i = 0; i < T; i++) pos[i] = 0;
     for (int b = 0; b < B; b++)
         for (int i = 0; i < T; i++) {
-            const Real *z = logits->data + ((size_t)b * T + i) * V;
-            double mx = z[0], s = 0;
-            for (int c = 1; c < V; c++) mx = z[c] > mx ? z[c] : mx;
-            for (int c = 0; c < V; c++) s += exp((double)z[c] - mx);
-            double ce = log(s) + mx - (double)z[eval_tgt[b * T + i]];
+            double ce =
+                nn_token_loss(logits->data + ((size_t)b * T + i) * V, V, eval_tgt[b * T + i]);
             pos[i] += ce / B;
             /* position i predicts token i + 1, a repeat when i + 1 >= the prefix's length */
             if (i + 1 >= eval_prefix[b])

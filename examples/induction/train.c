@@ -11,10 +11,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "induction.h"
-#include "../common/common.h" /* ex_malloc */
+#include "../common/common.h" /* ex_malloc, ex_file_exists */
 
 static const CkptField config_fields[] = {
     CKPT_CFG_INT(AttnOnlyConfig, vocab, 2, 65536), CKPT_CFG_INT(AttnOnlyConfig, block, 4, 1024),
@@ -55,6 +54,13 @@ static int check_options(IndRun *x) {
     return AG_OK;
 }
 
+/* the records so far as the bytes every checkpoint keeps (meta.extra) */
+static void keep_records(IndRun *x) {
+    free(x->extra);
+    x->extra = ind_record_bytes(&x->rec, &x->model.extra_len);
+    x->model.extra = x->extra;
+}
+
 /* the run's folder OUT/<name>; the one_layer run starts afresh on --resume when it has none yet
  * (the experiment was stopped during the two_layer run) */
 static int start(void *ctx) {
@@ -64,8 +70,7 @@ static int start(void *ctx) {
     x->out = io_path_join(x->rc.out, x->name);
     x->rc.out = x->out;
     char *last = io_path_join(x->out, "last.npz");
-    struct stat st;
-    if (x->fresh_if_missing && x->rc.resume && stat(last, &st) != 0) x->rc.resume = 0;
+    if (x->fresh_if_missing && x->rc.resume && !ex_file_exists(last)) x->rc.resume = 0;
     free(last);
     return x->rc.resume ? AG_OK : check_options(x);
 }
@@ -105,9 +110,7 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     ind_record_start(&x->rec, x->name, x->layers, o->n_head, T, Be);
     if (!x->rc.resume) { /* step 0: the weights as drawn */
         ind_record(&x->rec, &x->m, x->tape, o, x->eidx, x->etgt, x->eval_prefix, 0, NAN, 1, NULL);
-        free(x->extra);
-        x->extra = ind_record_bytes(&x->rec, &x->model.extra_len);
-        x->model.extra = x->extra;
+        keep_records(x);
     }
     return AG_OK;
 }
@@ -146,9 +149,7 @@ static int validate(void *ctx, Tape *t, double *v) {
     IndRun *x = ctx;
     ind_record(&x->rec, &x->m, t, &x->o, x->eidx, x->etgt, x->eval_prefix, x->step,
                x->loss_n ? x->loss_sum / x->loss_n : NAN, 0, v);
-    free(x->extra);
-    x->extra = ind_record_bytes(&x->rec, &x->model.extra_len);
-    x->model.extra = x->extra;
+    keep_records(x);
     return AG_OK;
 }
 
@@ -156,9 +157,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
     IndRun *x = ctx;
     int rc = ind_record_load(&x->rec, bytes, len, run_last_step(x->r));
     if (rc != AG_OK) return ag_fail(rc, "%s/last.npz: %s", x->out, ag_last_error());
-    free(x->extra);
-    x->extra = ind_record_bytes(&x->rec, &x->model.extra_len);
-    x->model.extra = x->extra;
+    keep_records(x);
     return AG_OK;
 }
 

@@ -573,54 +573,22 @@ static int cmd_vocab(int argc, char **argv) {
 
 /* ---- the lens: cache, ablate, patch, detect, lens (lens.c; docs/lens.md) ---- */
 
-/* The folder of the file path exists (made if needed): 0, or TR_EXIT_USAGE with the message */
-static int out_file_ready(const char *cmd, const char *path) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) return 0;
-    *slash = 0;
-    return *dir ? out_dir_ready(cmd, dir) : 0;
-}
+/* What every lens command reads and holds: the flags around its own, the sentence argument(s),
+ * the checkpoint and the rows it runs on */
+typedef struct LensCmd {
+    const char *name, *ckpt, *out, *sentence, *target, *pairs;
+    int threads, npos, loaded;
+    char **pos; /* the arguments without a flag (commands that take a sentence) */
+    Translator tr;
+    TrLensRows r;
+} LensCmd;
 
-/* the end of a lens command: its exit code, the message printed (2: flags, files, data) */
-static int lens_finish(const char *cmd, int rc) {
-    if (rc == AG_OK) return TR_EXIT_OK;
-    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
-    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
-}
-
-/* the rows of --sentence (or the argument) with --target, or of --pairs: a sentence given
- * twice, or none, is refused */
-static int lens_rows(Translator *tr, char **pos, int npos, const char *sentence, const char *target,
-                     const char *pairs, TrLensRows *r) {
-    if (npos > 1)
-        return ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", pos[0], pos[1]);
-    if (npos == 1 && sentence)
-        return ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", pos[0],
-                       sentence);
-    if (npos == 1) sentence = pos[0];
-    if (pairs && target) return ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
-    return tr_lens_rows(tr, sentence, target, pairs, r);
-}
-
-/* the texts a lens command was given are UTF-8 (each NULL, or checked; the message printed):
- * 0, or TR_EXIT_USAGE */
-static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *const *texts,
-                         const char *const *labels, int n) {
-    for (int i = 0; i < npos; i++)
-        if (!check_text(cmd, "the sentence", pos[i])) return TR_EXIT_USAGE;
-    for (int i = 0; i < n; i++)
-        if (texts[i] && !check_text(cmd, labels[i], texts[i])) return TR_EXIT_USAGE;
-    return 0;
-}
-
-#define LENS_INPUT_OPTS(sentence, target, pairs)                                                   \
-    {"sentence", FLAG_STR, &sentence, "TEXT", "the source sentence (default: the argument)",       \
-     0,          0,        NULL,      0},                                                          \
+#define LENS_INPUT_OPTS(c)                                                                         \
+    {"sentence", FLAG_STR, &(c)->sentence, "TEXT", "the source sentence (default: the argument)",  \
+     0,          0,        NULL,           0},                                                     \
         {"target",                                                                                 \
          FLAG_STR,                                                                                 \
-         &target,                                                                                  \
+         &(c)->target,                                                                             \
          "TEXT",                                                                                   \
          "teacher-force this translation (default: the greedy one)",                               \
          0,                                                                                        \
@@ -628,7 +596,7 @@ static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *cons
          NULL,                                                                                     \
          0},                                                                                       \
     {                                                                                              \
-        "pairs", FLAG_PATH, &pairs, "FILE",                                                        \
+        "pairs", FLAG_PATH, &(c)->pairs, "FILE",                                                   \
             "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0            \
     }
 #define LENS_METRIC_OPTS(metric, good, bad, mpos)                                                  \
@@ -650,13 +618,95 @@ static int lens_texts_ok(const char *cmd, char **pos, int npos, const char *cons
             NULL, 0                                                                                \
     }
 
+/* Parses cmd's flags: --ckpt, the input's (rows: --sentence, --target, --pairs and a sentence
+ * argument), own[0..n_own), --out (out_help), --threads; own[i].given is set. --help prints
+ * "usage: PROG name args", what and the flags. Returns 0, -1 after --help, or the exit code of
+ * a refused flag (printed). */
+static int lens_parse(LensCmd *c, int rows, Flag *own, int n_own, const char *out_help,
+                      const char *args, const char *what, int argc, char **argv) {
+    Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+                   LENS_INPUT_OPTS(c)};
+    int n = rows ? 4 : 1;
+    for (int i = 0; i < n_own; i++) fl[n++] = own[i];
+    fl[n++] = (Flag){"out", FLAG_PATH, &c->out, "FILE", out_help, 0, 0, NULL, 0};
+    fl[n++] = (Flag){
+        "threads", FLAG_INT, &c->threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)",
+        0,         4096,     NULL,        0};
+    c->pos = rows ? malloc(((size_t)argc + 1) * sizeof *c->pos) : NULL;
+    int rc = parse(c->name, fl, n, argc, argv, c->pos, &c->npos);
+    for (int i = 0; i < n_own; i++) own[i].given = fl[(rows ? 4 : 1) + i].given;
+    if (rc == -1) {
+        printf("usage: %s %s %s\n%s\nflags (default) [range]:\n", PROG, c->name, args, what);
+        flag_help(stdout, fl, n);
+    }
+    return rc;
+}
+
+/* The texts a lens command was given are UTF-8 (each NULL, or checked; the message printed),
+ * the folder of --out exists, then the checkpoint is loaded and (rows) the rows read: 0, or the
+ * exit code (also 0 after a parse-only check, with *done set). */
+static int lens_start(LensCmd *c, int rows, const char **texts, const char *const *labels, int n,
+                      int *done) {
+    *done = 1;
+    for (int i = 0; i < c->npos; i++)
+        if (!check_text(c->name, "the sentence", c->pos[i])) return TR_EXIT_USAGE;
+    if (rows) { /* the rows' texts come first */
+        texts[0] = c->sentence;
+        texts[1] = c->target;
+    }
+    for (int i = 0; i < n; i++)
+        if (texts[i] && !check_text(c->name, labels[i], texts[i])) return TR_EXIT_USAGE;
+    if (parse_only) return TR_EXIT_OK;
+    char dir[1024]; /* the folder of --out, made if needed */
+    snprintf(dir, sizeof dir, "%s", c->out);
+    char *slash = strrchr(dir, '/');
+    int rc = 0;
+    if (slash) *slash = 0;
+    if (slash && *dir && (rc = out_dir_ready(c->name, dir)) != 0) return rc;
+    set_threads(c->threads);
+    if ((rc = load_or_complain(c->name, &c->tr, c->ckpt)) != 0) return rc;
+    c->loaded = 1, *done = 0;
+    if (!rows) return 0;
+    if (c->npos > 1)
+        rc = ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", c->pos[0],
+                     c->pos[1]);
+    else if (c->npos == 1 && c->sentence)
+        rc = ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", c->pos[0],
+                     c->sentence);
+    else if (c->pairs && c->target)
+        rc = ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
+    else
+        rc = tr_lens_rows(&c->tr, c->npos ? c->pos[0] : c->sentence, c->target, c->pairs, &c->r);
+    return rc; /* an AG_ERR_*: lens_end prints it */
+}
+
+/* The end of a lens command: everything freed; the exit code of rc (an AG_ERR_* from the run,
+ * its message printed: 2 for flags, files and data) */
+static int lens_end(LensCmd *c, int rc) {
+    tr_lens_rows_free(&c->r);
+    if (c->loaded) tr_free(&c->tr);
+    free(c->pos);
+    if (rc == AG_OK) return TR_EXIT_OK;
+    fprintf(stderr, "%s %s: %s\n", PROG, c->name, ag_last_error());
+    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+}
+
+/* lens_start, and lens_end when the command is done before its run */
+#define LENS_START(c, rows, texts, labels, n)                                                      \
+    do {                                                                                           \
+        int done_, rc_ = lens_start(c, rows, texts, labels, n, &done_);                            \
+        if (done_) {                                                                               \
+            lens_end(c, AG_OK);                                                                    \
+            return rc_;                                                                            \
+        }                                                                                          \
+        if (rc_ != 0) return lens_end(c, rc_);                                                     \
+    } while (0)
+
 static int cmd_cache(int argc, char **argv) {
-    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/cache.npz", *hooks = "*";
-    const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
-    int threads = 0, mpos = -1;
-    Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        LENS_INPUT_OPTS(sentence, target, pairs),
+    LensCmd c = {.name = "cache", .ckpt = DEFAULT_CKPT, .out = "build/lens/cache.npz"};
+    const char *hooks = "*", *good = NULL, *bad_w = NULL;
+    int mpos = -1;
+    Flag own[] = {
         {"hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
          NULL, 0},
         {"good", FLAG_STR, &good, "WORD",
@@ -664,131 +714,76 @@ static int cmd_cache(int argc, char **argv) {
         {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
         {"pos", FLAG_INT, &mpos, "N", "the logit difference's decoder position (-1: the last)", -1,
          4096, NULL, 0},
-        {"out", FLAG_PATH, &out, "FILE", "the .npz to write", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("cache", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s cache [flags] SENTENCE\n"
-               "Runs the model on the sentence and its translation (teacher-forced) and writes "
-               "the activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
-               "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens "
-               "(the decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with "
-               "--good and --bad also the gradients of their logit\ndifference as <name>.grad.\n"
-               "flags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
+    int rc = lens_parse(
+        &c, 1, own, 4, "the .npz to write", "[flags] SENTENCE",
+        "Runs the model on the sentence and its translation (teacher-forced) and writes the "
+        "activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
+        "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens (the "
+        "decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with --good and "
+        "--bad also the gradients of their logit\ndifference as <name>.grad.",
+        argc, argv);
     if (rc == 0 && !good != !bad_w) rc = bad("cache", "--good and --bad go together%s%s", "", "");
-    if (rc == 0)
-        rc = lens_texts_ok("cache", pos, npos, (const char *[]){sentence, target, good, bad_w},
-                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
-    if (rc || parse_only || (rc = out_file_ready("cache", out)) != 0) {
-        free(pos);
-        return rc;
-    }
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("cache", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
-    TrLensRows r;
+    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
+    const char *texts[] = {NULL, NULL, good, bad_w};
+    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
     ExLensMetric m = {0};
-    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
-    if (rc == AG_OK && good) rc = tr_lens_metric(&tr, &r, "logit-diff", good, bad_w, mpos, &m);
-    if (rc == AG_OK) rc = tr_lens_cache(&tr, &r, hooks, good ? &m : NULL, out);
+    if (good) rc = tr_lens_metric(&c.tr, &c.r, "logit-diff", good, bad_w, mpos, &m);
+    if (rc == AG_OK) rc = tr_lens_cache(&c.tr, &c.r, hooks, good ? &m : NULL, c.out);
     ex_lens_metric_free(&m);
-    tr_lens_rows_free(&r);
-    tr_free(&tr);
-    free(pos);
-    return lens_finish("cache", rc);
+    return lens_end(&c, rc);
 }
 
 static int cmd_ablate(int argc, char **argv) {
-    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/ablate.npz", *hook = "*attn.hook_z";
-    const char *sentence = NULL, *target = NULL, *pairs = NULL, *good = NULL, *bad_w = NULL;
-    const char *metric = "loss";
+    LensCmd c = {.name = "ablate", .ckpt = DEFAULT_CKPT, .out = "build/lens/ablate.npz"};
+    const char *hook = "*attn.hook_z", *good = NULL, *bad_w = NULL, *metric = "loss";
     FlagInts positions = {0};
-    int threads = 0, mpos = -1, mode = 0;
+    int mpos = -1, mode = 0;
     static const char *const modes[] = {"zero", "mean", NULL};
-    Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        LENS_INPUT_OPTS(sentence, target, pairs),
+    Flag own[] = {
         {"hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
         {"mode", FLAG_CHOICE, &mode, "zero|mean", "zero, or the mean over the rows", 0, 0, modes,
          0},
         {"positions", FLAG_INTS, &positions, "LIST",
          "only these positions, e.g. 3,4 (default: all)", 0, 1000000, NULL, 0},
         LENS_METRIC_OPTS(metric, good, bad_w, mpos),
-        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("ablate", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s ablate [flags] SENTENCE\n"
-               "Ablates each head (or each point without heads) of the matching points in turn "
-               "and writes\nthe metric of every run: values (point, head), base, points, axes; "
-               "and a heatmap of the\nchanges (gnuplot). The default points are every "
-               "attention's z: encoder and decoder\nself-attention and the cross-attention.\n"
-               "flags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
-    if (rc == 0)
-        rc = lens_texts_ok("ablate", pos, npos, (const char *[]){sentence, target, good, bad_w},
-                           (const char *[]){"--sentence", "--target", "--good", "--bad"}, 4);
-    if (rc || parse_only || (rc = out_file_ready("ablate", out)) != 0) {
-        free(pos);
-        return rc;
-    }
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("ablate", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
-    TrLensRows r;
+    int rc =
+        lens_parse(&c, 1, own, 7, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+                   "Ablates each head (or each point without heads) of the matching points "
+                   "in turn and writes\nthe metric of every run: values (point, head), base, "
+                   "points, axes; and a heatmap of the\nchanges (gnuplot). The default "
+                   "points are every attention's z: encoder and decoder\nself-attention and "
+                   "the cross-attention.",
+                   argc, argv);
+    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
+    const char *texts[] = {NULL, NULL, good, bad_w};
+    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
     ExLensMetric m = {0};
-    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
-    if (rc == AG_OK) rc = tr_lens_metric(&tr, &r, metric, good, bad_w, mpos, &m);
-    if (rc == AG_OK && mode == 1 && r.B == 1)
+    rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK && mode == 1 && c.r.B == 1)
         fprintf(stderr,
                 "%s ablate: note: the mean over one row is the row itself (give --pairs "
                 "FILE for a batch)\n",
                 PROG);
     if (rc == AG_OK)
-        rc = tr_lens_ablate(&tr, &r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
-                            &m, metric, out);
+        rc = tr_lens_ablate(&c.tr, &c.r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v,
+                            positions.n, &m, metric, c.out);
     ex_lens_metric_free(&m);
-    tr_lens_rows_free(&r);
-    tr_free(&tr);
-    free(pos);
-    return lens_finish("ablate", rc);
+    return lens_end(&c, rc);
 }
 
 static int cmd_patch(int argc, char **argv) {
-    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/patch.npz";
+    LensCmd c = {.name = "patch", .ckpt = DEFAULT_CKPT, .out = "build/lens/patch.npz"};
     const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
-    const char *target = NULL, *good = NULL, *bad_w = NULL, *metric = "loss";
-    int threads = 0, mpos = -1, by = 0, attribution = 0;
+    const char *good = NULL, *bad_w = NULL, *metric = "loss";
+    int mpos = -1, by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
-    Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
+    Flag own[] = {
         {"clean", FLAG_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
         {"corrupt", FLAG_STR, &corrupt, "TEXT", "the corrupted source sentence, as many words", 0,
          0, NULL, 0},
-        {"target", FLAG_STR, &target, "TEXT",
+        {"target", FLAG_STR, &c.target, "TEXT",
          "the translation both runs are teacher-forced with (default: the clean one's greedy)", 0,
          0, NULL, 0},
         {"hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)", 0, 0,
@@ -799,175 +794,99 @@ static int cmd_patch(int argc, char **argv) {
          "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
          NULL, 0},
         LENS_METRIC_OPTS(metric, good, bad_w, mpos),
-        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]);
-    int rc = parse_flags("patch", opts, n, argc, argv);
-    if (rc == -1) {
-        printf("usage: %s patch --clean TEXT --corrupt TEXT [flags]\n"
-               "Runs the clean and the corrupted source (the same translation teacher-forced), "
-               "then the\ncorrupted run with one part of one point patched from the clean run, "
-               "for every point\n--hook matches and every position, head or both; writes "
-               "values, axes, points, clean,\ncorrupted and attribution, and a heatmap of the "
-               "change from the corrupted run.\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        return TR_EXIT_OK;
-    }
+    int rc = lens_parse(&c, 0, own, 10, "the .npz to write (and a .png beside it)",
+                        "--clean TEXT --corrupt TEXT [flags]",
+                        "Runs the clean and the corrupted source (the same translation "
+                        "teacher-forced), then the\ncorrupted run with one part of one point "
+                        "patched from the clean run, for every point\n--hook matches and every "
+                        "position, head or both; writes values, axes, points, clean,\ncorrupted "
+                        "and attribution, and a heatmap of the change from the corrupted run.",
+                        argc, argv);
     if (rc == 0 && (!clean || !corrupt))
         rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
-    if (rc == 0)
-        rc = lens_texts_ok("patch", NULL, 0, (const char *[]){clean, corrupt, target, good, bad_w},
-                           (const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"},
-                           5);
-    if (rc || parse_only || (rc = out_file_ready("patch", out)) != 0) return rc;
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("patch", &tr, ckpt)) != 0) return rc;
-    TrLensRows rc_clean = {0}, rc_corr = {0};
+    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
+    const char *texts[] = {clean, corrupt, c.target, good, bad_w};
+    LENS_START(&c, 0, texts,
+               ((const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"}), 5);
+    TrLensRows corr = {0};
     ExLensMetric m = {0};
-    rc = lens_rows(&tr, NULL, 0, clean, target, NULL, &rc_clean);
-    if (rc == AG_OK) {
-        /* the corrupted run reads the clean run's target */
-        size_t need = tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, NULL, 0);
+    rc = tr_lens_rows(&c.tr, clean, c.target, NULL, &c.r);
+    if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
+        size_t need = tr_detokenize(&c.tr.tgt, c.r.tgt + 1, c.r.T - 1, NULL, 0);
         char *tgt = ex_calloc(need + 1, 1);
-        tr_detokenize(&tr.tgt, rc_clean.tgt + 1, rc_clean.T - 1, tgt, need + 1);
-        rc = lens_rows(&tr, NULL, 0, corrupt, target ? target : tgt, NULL, &rc_corr);
+        tr_detokenize(&c.tr.tgt, c.r.tgt + 1, c.r.T - 1, tgt, need + 1);
+        rc = tr_lens_rows(&c.tr, corrupt, c.target ? c.target : tgt, NULL, &corr);
         free(tgt);
     }
-    if (rc == AG_OK) rc = tr_lens_metric(&tr, &rc_clean, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK) rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
     if (rc == AG_OK)
-        rc = tr_lens_patch(&tr, &rc_clean, &rc_corr, hook, (LensAxes)by, attribution, &m, metric,
-                           out);
+        rc = tr_lens_patch(&c.tr, &c.r, &corr, hook, (LensAxes)by, attribution, &m, metric, c.out);
     ex_lens_metric_free(&m);
-    tr_lens_rows_free(&rc_clean);
-    tr_lens_rows_free(&rc_corr);
-    tr_free(&tr);
-    return lens_finish("patch", rc);
+    tr_lens_rows_free(&corr);
+    return lens_end(&c, rc);
 }
 
 static int cmd_detect(int argc, char **argv) {
-    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/detect.npz";
-    const char *sentence = NULL, *target = NULL, *pairs = NULL;
-    int threads = 0, exclude_bos = 0, exclude_current = 0;
-    Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        LENS_INPUT_OPTS(sentence, target, pairs),
+    LensCmd c = {.name = "detect", .ckpt = DEFAULT_CKPT, .out = "build/lens/detect.npz"};
+    int exclude_bos = 0, exclude_current = 0;
+    Flag own[] = {
         {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
          0, NULL, 0},
         {"exclude-current", FLAG_SWITCH, &exclude_current, NULL,
          "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
-        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and a .png beside it)", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("detect", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s detect [flags] SENTENCE\n"
-               "Scores every head of the encoder's and the decoder's self-attention as a "
-               "previous-token,\nduplicate-token and induction head (the share of its attention "
-               "on the pattern's positions,\nTransformerLens's detect_head), and every head of "
-               "the cross-attention by its diagonal score\n(the share on the source position of "
-               "the same index), on the sentence pair(s) run\nteacher-forced; writes encoder, "
-               "decoder (kind, layer, head) and cross_diagonal (layer, head)\nand a heatmap "
-               "(gnuplot).\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
-    if (rc == 0)
-        rc = lens_texts_ok("detect", pos, npos, (const char *[]){sentence, target},
-                           (const char *[]){"--sentence", "--target"}, 2);
-    if (rc || parse_only || (rc = out_file_ready("detect", out)) != 0) {
-        free(pos);
-        return rc;
-    }
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("detect", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
-    TrLensRows r;
+    int rc = lens_parse(
+        &c, 1, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+        "Scores every head of the encoder's and the decoder's self-attention as a "
+        "previous-token,\nduplicate-token and induction head (the share of its attention on the "
+        "pattern's positions,\nTransformerLens's detect_head), and every head of the "
+        "cross-attention by its diagonal score\n(the share on the source position of the same "
+        "index), on the sentence pair(s) run\nteacher-forced; writes encoder, decoder (kind, "
+        "layer, head) and cross_diagonal (layer, head)\nand a heatmap (gnuplot).",
+        argc, argv);
+    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
+    const char *texts[] = {NULL, NULL};
+    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target"}), 2);
     LensDetectOptions opt = {exclude_bos, exclude_current};
-    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
-    if (rc == AG_OK) rc = tr_lens_detect(&tr, &r, &opt, out);
-    tr_lens_rows_free(&r);
-    tr_free(&tr);
-    free(pos);
-    return lens_finish("detect", rc);
+    return lens_end(&c, tr_lens_detect(&c.tr, &c.r, &opt, c.out));
 }
 
 static int cmd_lens(int argc, char **argv) {
-    const char *ckpt = DEFAULT_CKPT, *out = "build/lens/lens.npz";
-    const char *sentence = NULL, *target = NULL, *pairs = NULL, *word = NULL, *good = NULL,
-               *bad_w = NULL;
-    int threads = 0, mpos = -1;
-    Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        LENS_INPUT_OPTS(sentence, target, pairs),
+    LensCmd c = {.name = "lens", .ckpt = DEFAULT_CKPT, .out = "build/lens/lens.npz"};
+    const char *word = NULL, *good = NULL, *bad_w = NULL;
+    int mpos = -1;
+    Flag own[] = {
         {"word", FLAG_STR, &word, "WORD", "the target word whose logit is read (or --good, --bad)",
          0, 0, NULL, 0},
         {"good", FLAG_STR, &good, "WORD", "the target word whose logit counts +", 0, 0, NULL, 0},
         {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
         {"pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096, 4096, NULL,
          0},
-        {"out", FLAG_PATH, &out, "FILE", "the .npz to write (and .png, _lens.png beside it)", 0, 0,
-         NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("lens", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s lens [flags] SENTENCE\n"
-               "The decoder's logit lens (its residual stream after the embeddings and after "
-               "every block,\nthrough the final decoder norm and the generator) and direct logit "
-               "attribution (every head\nof the self- and the cross-attention, their biases, "
-               "every MLP, the embeddings, the final\nnorm's and the generator's biases, read "
-               "with the final norm's scale: the parts sum to the\nlogit) of --word's logit, or "
-               "of logit(--good) - logit(--bad), at decoder position --pos, on\nthe sentence "
-               "pair(s) run teacher-forced. Pre-LN models only (--pre-ln in train).\n"
-               "flags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
+    int rc = lens_parse(
+        &c, 1, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
+        "The decoder's logit lens (its residual stream after the embeddings and after every "
+        "block,\nthrough the final decoder norm and the generator) and direct logit attribution "
+        "(every head\nof the self- and the cross-attention, their biases, every MLP, the "
+        "embeddings, the final\nnorm's and the generator's biases, read with the final norm's "
+        "scale: the parts sum to the\nlogit) of --word's logit, or of logit(--good) - "
+        "logit(--bad), at decoder position --pos, on\nthe sentence pair(s) run teacher-forced. "
+        "Pre-LN models only (--pre-ln in train).",
+        argc, argv);
     if (rc == 0 && (!word == !good || !good != !bad_w))
         rc = bad("lens", "give --word WORD, or --good WORD --bad WORD%s%s", "", "");
-    if (rc == 0)
-        rc = lens_texts_ok("lens", pos, npos, (const char *[]){sentence, target, word, good, bad_w},
-                           (const char *[]){"--sentence", "--target", "--word", "--good", "--bad"},
-                           5);
-    if (rc || parse_only || (rc = out_file_ready("lens", out)) != 0) {
-        free(pos);
-        return rc;
-    }
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("lens", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
-    TrLensRows r;
-    rc = lens_rows(&tr, pos, npos, sentence, target, pairs, &r);
-    if (rc == AG_OK) rc = tr_lens_logit(&tr, &r, word ? word : good, bad_w, mpos, out);
+    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
+    const char *texts[] = {NULL, NULL, word, good, bad_w};
+    LENS_START(&c, 1, texts,
+               ((const char *[]){"--sentence", "--target", "--word", "--good", "--bad"}), 5);
+    rc = tr_lens_logit(&c.tr, &c.r, word ? word : good, bad_w, mpos, c.out);
     if (rc == AG_ERR_ARG && strstr(ag_last_error(), "post-LN")) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ag_last_error());
-        rc = ag_fail(AG_ERR_ARG, "%s: %s", ckpt, msg);
+        rc = ag_fail(AG_ERR_ARG, "%s: %s", c.ckpt, msg);
     }
-    tr_lens_rows_free(&r);
-    tr_free(&tr);
-    free(pos);
-    return lens_finish("lens", rc);
+    return lens_end(&c, rc);
 }
 
 /* ---- the subcommands ---- */

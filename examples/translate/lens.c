@@ -8,7 +8,8 @@
  * head, and the cross-attention's by its diagonal (src/lens/detect.h); lens runs the decoder's
  * logit lens and direct logit attribution (src/lens/logit.h). docs/lens.md is the user's guide.
  * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the
- * heatmap (plot.c, ex_plot_heatmap). Read next: docs/lens.md. */
+ * files, tables and heatmaps the commands share with attograd-gpt's (src/lens/report.c).
+ * Read next: src/lens/report.h, docs/lens.md. */
 #include "translate.h"
 
 #include <errno.h>
@@ -147,20 +148,20 @@ int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, 
     return ex_lens_logit_diff(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
 }
 
-/* ---- cache ---- */
+/* ---- the outputs (src/lens/report.h) ---- */
 
-char **tr_lens_words(const TrVocab *v, const int *ids, size_t n) {
-    char **w = ex_calloc(n ? n : 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++) {
-        const char *s = tr_vocab_word(v, ids[i]);
-        w[i] = ex_malloc(strlen(s) + 1);
-        strcpy(w[i], s);
-    }
-    return w;
+/* a token's word (malloc'd): the source vocabulary's for the encoder's points, else the
+ * target's (ctx: the Translator; words hold no newline or tab, label changes nothing) */
+static char *token_word(const void *ctx, NnHookStack stack, int id, int label) {
+    const Translator *tr = ctx;
+    (void)label;
+    const char *w = tr_vocab_word(stack == NN_HOOK_ENCODER ? &tr->src : &tr->tgt, id);
+    char *s = ex_malloc(strlen(w) + 1);
+    return strcpy(s, w);
 }
-void tr_lens_words_free(char **w, size_t n) {
-    for (size_t i = 0; i < n; i++) free(w[i]);
-    free(w);
+
+static LensReport report(const Translator *tr) {
+    return (LensReport){TR_PROG, ex_plot_heatmap, token_word, tr};
 }
 
 int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const ExLensMetric *mt,
@@ -170,25 +171,14 @@ int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const 
     NnHooks h;
     nn_hooks_init_seq2seq(&h, tr->model.cfg.n_enc_layers, tr->model.cfg.n_dec_layers);
     int rc = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c); /* strict */
-    if (rc > 0) rc = AG_OK;
     LensModel lm = lens_seq2seq(&tr->model);
     LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
+    if (rc >= 0) rc = lens_cache_run(tr->tape, &lm, &in, &h, &c, mt ? &mt->mt : NULL, NULL);
     if (rc == AG_OK) {
-        ag_tape_reset(tr->tape);
-        int was = ag_no_grad(tr->tape, mt == NULL);
-        Tensor *logits = lm.forward(tr->tape, lm.model, &in, &h);
-        if (!logits) rc = AG_ERR_ARG;
-        if (logits && mt) {
-            ag_backward(tr->tape, lens_metric(tr->tape, &mt->mt, logits));
-            lens_cache_take_grads(&c);
-            ag_params_zero_grad(&tr->model.params);
-        }
-        ag_no_grad(tr->tape, was);
-    }
-    if (rc == AG_OK) {
-        size_t ns = (size_t)r->B * r->S, nt = (size_t)r->B * r->T;
-        char **ss = tr_lens_words(&tr->src, r->src, ns);
-        char **ts = tr_lens_words(&tr->tgt, r->tgt, nt);
+        LensReport rp = report(tr);
+        int ns = r->B * r->S, nt = r->B * r->T;
+        char **ss = lens_labels_tokens(&rp, NN_HOOK_ENCODER, r->src, ns, 0);
+        char **ts = lens_labels_tokens(&rp, NN_HOOK_DECODER, r->tgt, nt, 0);
         LensRunInfo run = {.tokens = r->tgt,
                            .B = r->B,
                            .T = r->T,
@@ -201,69 +191,22 @@ int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const 
         if (rc == AG_OK)
             printf("%s: %d activations%s of %d row(s), %d source and %d decoder positions\n", out,
                    c.n, mt ? " and gradients" : "", r->B, r->S, r->T);
-        tr_lens_words_free(ss, ns);
-        tr_lens_words_free(ts, nt);
+        lens_labels_free(ss, ns);
+        lens_labels_free(ts, nt);
     }
+    nn_hooks_free(&lm.layout);
     nn_hooks_free(&h);
     lens_cache_free(&c);
     return rc;
 }
 
-/* ---- ablate and patch: the tables, their .npz and their heatmaps ---- */
+/* ---- ablate and patch ---- */
 
-/* row labels: a point's name, or "name h<k>" per head */
-static char **point_labels(const NnHookPoint *pts, int n, int heads) {
-    int per = heads ? heads : 1;
-    char **lab = ex_calloc((size_t)n * per, sizeof(char *));
-    for (int p = 0; p < n; p++)
-        for (int k = 0; k < per; k++) {
-            char *s = ex_malloc(NN_HOOK_NAME_LEN + 16);
-            if (heads)
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s h%d", pts[p].name, k);
-            else
-                snprintf(s, NN_HOOK_NAME_LEN + 16, "%s", pts[p].name);
-            lab[p * per + k] = s;
-        }
-    return lab;
-}
-static char **number_labels(int n) {
-    char **lab = ex_calloc((size_t)n, sizeof(char *));
-    for (int i = 0; i < n; i++) lab[i] = ex_malloc(12), snprintf(lab[i], 12, "%d", i);
-    return lab;
-}
-
-/* png: path with ".npz" replaced by suffix (".png", "_lens.png") */
-static void png_of(const char *npz, const char *suffix, char *png, size_t n) {
-    size_t len = strlen(npz);
-    if (len > 4 && strcmp(npz + len - 4, ".npz") == 0) len -= 4;
-    snprintf(png, n, "%.*s%s", (int)len, npz, suffix);
-}
-
-/* draws the heatmap beside out (out without .npz, then suffix; range as ex_plot_heatmap's) and
- * says where (or why not); frees the labels */
-static void heatmap_as(const char *out, const char *suffix, const char *title, const double *v,
-                       int rows, int cols, char **yl, char **xl, double range) {
-    char png[1024];
-    png_of(out, suffix, png, sizeof png);
-    int rc = ex_plot_heatmap(png, title, v, rows, cols, yl, xl, range);
-    if (rc == RUN_PLOT_DRAWN) printf("heatmap: %s\n", png);
-    if (rc == RUN_PLOT_SKIPPED) printf("heatmap: skipped (gnuplot is not installed)\n");
-    if (rc == RUN_PLOT_FAILED) fprintf(stderr, TR_PROG ": %s\n", ag_last_error());
-    tr_lens_words_free(yl, (size_t)rows);
-    tr_lens_words_free(xl, (size_t)cols);
-}
-static void heatmap(const char *out, const char *title, const double *v, int rows, int cols,
-                    char **yl, char **xl) {
-    heatmap_as(out, ".png", title, v, rows, cols, yl, xl, 0);
-}
-
-/* the point names as a JSON list (hook names need no escapes), malloc'd */
-static char *names_json(const NnHookPoint *pts, int n) {
-    char *s = ex_malloc((size_t)n * (NN_HOOK_NAME_LEN + 3) + 3);
-    strcpy(s, "[");
-    for (int p = 0; p < n; p++)
-        strcat(strcat(strcat(s, "\""), pts[p].name), p + 1 < n ? "\"," : "\"");
-    return strcat(s, "]");
+/* the last error again, after "--hook: " */
+static int hook_error(int rc) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc, "--hook: %s", msg);
 }
 
 int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
@@ -273,43 +216,10 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
     LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
     LensAblateTable a;
     int rc = lens_ablate_sweep_model(tr->tape, &lm, &in, hook, mode, positions, n_pos, &m->mt, &a);
-    if (rc != AG_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ag_last_error());
-        return ag_fail(rc, "--hook: %s", msg);
-    }
-    int cols = a.n_heads ? a.n_heads : 1;
-    const char *smode = mode == LENS_MEAN ? "mean" : "zero";
-    NpzWriter *w = npz_writer_new();
-    npz_add_f64(w, "values", 2, (int64_t[]){a.n_points, cols}, a.values);
-    npz_add_f64(w, "base", 0, NULL, &a.base);
-    const char *axes = a.n_heads ? "point,head" : "point,none";
-    npz_add_bytes(w, "axes", axes, strlen(axes));
-    npz_add_bytes(w, "metric", metric, strlen(metric));
-    npz_add_bytes(w, "mode", smode, strlen(smode));
-    char *names = names_json(a.points, a.n_points);
-    npz_add_bytes(w, "points", names, strlen(names));
-    rc = npz_write(w, out, 0, NULL);
-    npz_writer_free(w);
-    free(names);
-    if (rc == AG_OK) {
-        printf("%s: %s ablation of %d point(s)%s, %s with every part %.6f\n", out, smode,
-               a.n_points, a.n_heads ? " x every head" : "", metric, a.base);
-        double *d = ex_malloc((size_t)a.n_points * cols * sizeof(double));
-        for (int p = 0; p < a.n_points; p++) {
-            printf("  %-40s", a.points[p].name);
-            for (int k = 0; k < cols; k++) {
-                d[p * cols + k] = a.values[p * cols + k] - a.base;
-                printf(" %+9.4f", d[p * cols + k]);
-            }
-            printf("\n");
-        }
-        char title[256];
-        snprintf(title, sizeof title, "%s ablation: %s change (base %.4f)", smode, metric, a.base);
-        heatmap(out, title, d, a.n_points, cols, point_labels(a.points, a.n_points, 0),
-                number_labels(cols));
-        free(d);
-    }
+    nn_hooks_free(&lm.layout);
+    if (rc != AG_OK) return hook_error(rc);
+    LensReport rp = report(tr);
+    rc = lens_report_ablate(&rp, &a, mode, metric, out);
     lens_ablate_table_free(&a);
     return rc;
 }
@@ -328,35 +238,10 @@ int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *cor
     LensSweep s;
     int rc = (attribution ? lens_attribute_model : lens_patch_sweep_model)(tr->tape, &lm, &a, &b,
                                                                            hook, axes, &m->mt, &s);
-    if (rc != AG_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ag_last_error());
-        return ag_fail(rc, "--hook: %s", msg);
-    }
-    rc = lens_sweep_save(&s, out);
-    if (rc == AG_OK) {
-        static const char *by[] = {"position", "head", "head-position"};
-        int cols = axes == LENS_BY_HEAD ? s.n_heads : s.T;
-        int rows = s.n_points * (axes == LENS_BY_HEAD_POS ? s.n_heads : 1);
-        printf("%s: %s over (%s) of %d point(s); %s clean %.6f, corrupted %.6f\n", out,
-               attribution ? "attribution patching" : "activation patching", by[axes], s.n_points,
-               metric, s.clean, s.corrupted);
-        double *d = ex_malloc((size_t)rows * cols * sizeof(double));
-        for (int i = 0; i < rows * cols; i++)
-            d[i] = attribution ? s.values[i] : s.values[i] - s.corrupted;
-        int enc = s.points[0].stack == NN_HOOK_ENCODER; /* positions: the source's */
-        char **xl = axes == LENS_BY_HEAD ? number_labels(cols)
-                    : enc                ? tr_lens_words(&tr->src, corrupt->src, (size_t)cols)
-                                         : tr_lens_words(&tr->tgt, corrupt->tgt, (size_t)cols);
-        char title[256];
-        snprintf(title, sizeof title,
-                 "%s: %s change from the corrupted run (clean %.3f, corrupted %.3f)",
-                 attribution ? "attribution patching" : "activation patching", metric, s.clean,
-                 s.corrupted);
-        heatmap(out, title, d, rows, cols,
-                point_labels(s.points, s.n_points, axes == LENS_BY_HEAD_POS ? s.n_heads : 0), xl);
-        free(d);
-    }
+    nn_hooks_free(&lm.layout);
+    if (rc != AG_OK) return hook_error(rc);
+    LensReport rp = report(tr);
+    rc = lens_report_patch(&rp, &s, metric, corrupt->tgt, corrupt->src, out);
     lens_sweep_free(&s);
     return rc;
 }
@@ -437,19 +322,13 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
             memcpy(grid + (size_t)row * NH, cross + (size_t)l * NH, (size_t)NH * sizeof(double));
             yl[row] = label("%scross diagonal L%d", "", l, 0);
         }
-        heatmap_as(out, ".png", "head detectors: share of attention on the pattern", grid, rows, NH,
-                   yl, number_labels(NH), 1);
+        LensReport rp = report(tr);
+        lens_report_heatmap(&rp, out, ".png", "head detectors: share of attention on the pattern",
+                            grid, rows, NH, yl, lens_labels_numbers(NH), 1);
         free(grid);
     }
     free(tok), free(stok), free(enc), free(dec), free(cross);
     return rc;
-}
-
-/* the mean over the B rows of v[(s * B + b) * T + pos] (a (stage, B, T) array) */
-static double row_mean(const double *v, int s, int B, int T, int pos) {
-    double m = 0;
-    for (int b = 0; b < B; b++) m += v[((size_t)s * B + b) * T + pos];
-    return m / B;
 }
 
 int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
@@ -470,82 +349,8 @@ int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const c
     rc =
         lens_logit_run_model(tr->tape, &lm, &in, &ro, r->next, B, T, gs, bad ? bs : NULL, pos, &ll);
     nn_hooks_free(&lm.layout);
-    if (rc == AG_OK) rc = lens_logit_save(&ll, r->tgt, gs, bad ? bs : NULL, out);
-    if (rc == AG_OK) {
-        int L = ll.n_layer, S = L + 1, P = ll.pos, n = ll.n_parts;
-        size_t BT = (size_t)B * T;
-        char metric[256];
-        if (bad)
-            snprintf(metric, sizeof metric, "logit('%s') - logit('%s')", good, bad);
-        else
-            snprintf(metric, sizeof metric, "logit('%s')", good);
-        double model = 0, sum = 0;
-        for (int b = 0; b < B; b++) model += ll.metric[(size_t)b * T + P] / B;
-        printf("%s: %s at decoder position %d (row 0's input there: '%s'), mean over %d "
-               "row(s): %.6f\n",
-               out, metric, P, tr_vocab_word(&tr->tgt, r->tgt[P]), B, model);
-        printf("logit lens (each decoder stream through the final decoder norm and the "
-               "generator; accumulated:\nthe parts so far read with the final norm's scale; "
-               "loss: of the next target word, every row\nand position):\n");
-        printf("  %-36s %12s %12s %10s %12s %8s\n", "stage", "metric", "log p(good)", "top-1",
-               "accumulated", "loss");
-        for (int s = 0; s < S; s++) {
-            char stage[64], quoted[64];
-            if (s == 0)
-                snprintf(stage, sizeof stage, "decoder.blocks.0.hook_resid_pre");
-            else
-                snprintf(stage, sizeof stage, "decoder.blocks.%d.hook_resid_post", s - 1);
-            double loss = 0;
-            for (size_t i = 0; i < BT; i++) loss -= ll.lens_next[(size_t)s * BT + i] / (double)BT;
-            snprintf(quoted, sizeof quoted, "'%s'",
-                     tr_vocab_word(&tr->tgt, ll.lens_top[(size_t)s * BT + P]));
-            printf("  %-36s %12.6f %12.6f %10s %12.6f %8.4f\n", stage,
-                   row_mean(ll.lens, s, B, T, P), row_mean(ll.lens_logprob, s, B, T, P), quoted,
-                   row_mean(ll.accumulated, s, B, T, P), loss);
-        }
-        double *mean = ex_calloc((size_t)n, sizeof(double));
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < n; k++) mean[k] += ll.dla[((size_t)b * T + P) * n + k] / B;
-        printf("direct logit attribution at decoder position %d (mean over the rows):\n", P);
-        for (int k = 0; k < n; k++) {
-            printf("  %-16s %+12.6f\n", ll.parts[k], mean[k]);
-            sum += mean[k];
-        }
-        printf("  %-16s %+12.6f (the model's: %.6f)\n", "sum", sum, model);
-        /* the heatmap: a row per block, a column per part of a block (self-attention's heads
-         * and bias, the cross-attention's, the MLP), named without the layer */
-        int first = 0, per = 0;
-        while (first < n && ll.parts[first][0] != 'L') first++;
-        while (first + per < n && strncmp(ll.parts[first + per], "L0", 2) == 0 &&
-               (ll.parts[first + per][2] == 'H' || ll.parts[first + per][2] == '.'))
-            per++;
-        double *grid = ex_calloc((size_t)L * per, sizeof(double));
-        for (int l = 0; l < L; l++)
-            for (int c = 0; c < per; c++) grid[l * per + c] = mean[first + l * per + c];
-        char **yl = ex_calloc((size_t)L, sizeof(char *)),
-             **xl = ex_calloc((size_t)per, sizeof(char *));
-        for (int l = 0; l < L; l++) yl[l] = label("%sblock %d", "", l, 0);
-        for (int c = 0; c < per; c++) {
-            const char *name = ll.parts[first + c] + 2; /* "H0", ".b_O", ".cross.H0" */
-            xl[c] = label("%s", name + (*name == '.'), 0, 0);
-        }
-        char title[512];
-        snprintf(title, sizeof title, "direct logit attribution to %s at decoder position %d",
-                 metric, P);
-        heatmap(out, title, grid, L, per, yl, xl);
-        /* the lens at every position: (stage, position), mean over the rows */
-        double *lens = ex_calloc((size_t)S * T, sizeof(double));
-        for (int s = 0; s < S; s++)
-            for (int q = 0; q < T; q++) lens[s * T + q] = row_mean(ll.lens, s, B, T, q);
-        yl = ex_calloc((size_t)S, sizeof(char *));
-        for (int s = 0; s < S; s++)
-            yl[s] = s ? label("%safter block %d", "", s - 1, 0) : label("%sembeddings", "", 0, 0);
-        snprintf(title, sizeof title, "logit lens: %s at each decoder position (row 0's input)",
-                 metric);
-        heatmap_as(out, "_lens.png", title, lens, S, T, yl,
-                   tr_lens_words(&tr->tgt, r->tgt, (size_t)T), 0);
-        free(lens), free(grid), free(mean);
-    }
+    LensReport rp = report(tr);
+    if (rc == AG_OK) rc = lens_report_logit(&rp, &ll, r->tgt, gs, bad ? bs : NULL, out);
     lens_logit_free(&ll);
     free(gs), free(bs);
     return rc;

@@ -155,7 +155,7 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
 /* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the
- * same answer in every process (ex_stop_any), and hyps must be NULL. */
+ * same answer in every process (run_stop_requested), and hyps must be NULL. */
 int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
                 double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void));
@@ -312,7 +312,6 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
                   const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
                   const char *metric, const char *out);
-/* The words of tokens (n) in v, malloc'd, and their release */
 /* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
@@ -325,8 +324,6 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
  * (--word/--good/--bad, --pos) or a post-LN model, or npz_write's error. */
 int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
                   const char *out);
-char **tr_lens_words(const TrVocab *v, const int *ids, size_t n);
-void tr_lens_words_free(char **w, size_t n);
 
 /* ---- head importance (heads.c) ---- */
 enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };

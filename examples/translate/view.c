@@ -31,8 +31,19 @@ static void words(ViewBuf *b, const TrVocab *v, const int *ids, int n) {
     view_raw(b, "]");
 }
 
-/* "attention" (encoder self, decoder self, cross) and "tokens" of every row of r */
-static int model_json(ViewBuf *b, Translator *tr, const TrLensRows *r, int top_k) {
+/* what the page shows of a checkpoint (view_page's body) */
+typedef struct ViewTr {
+    Translator tr;
+    TrLensRows r;
+    int top_k;
+} ViewTr;
+
+/* ",\"attention\"" (encoder self, decoder self, cross) and "tokens" of every row of v's rows */
+static int model_json(ViewBuf *b, void *ctx) {
+    ViewTr *v = ctx;
+    Translator *tr = &v->tr;
+    const TrLensRows *r = &v->r;
+    int top_k = v->top_k;
     int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
     int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS, S = r->S, T = r->T;
     double *enc = ex_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
@@ -97,6 +108,7 @@ static int model_json(ViewBuf *b, Translator *tr, const TrLensRows *r, int top_k
         view_raw(&tok, "]}");
     }
     if (rc == AG_OK) {
+        view_raw(b, ",");
         static const char *names[3] = {"encoder self-attention", "decoder self-attention",
                                        "cross-attention (decoder -> source)"};
         view_key(b, "attention");
@@ -186,42 +198,23 @@ int tr_view_main(int argc, char **argv) {
             rc = ag_fail(AG_ERR_ARG, "--%s is not valid UTF-8 (byte %zu is 0x%02x)",
                          i ? "target" : "sentence", bad + 1, (unsigned char)t[bad]);
     }
-    Translator tr;
+    ViewTr v = {.top_k = top_k};
     int loaded = 0;
-    TrLensRows r = {0};
-    ViewBuf b = {0};
     if (rc == AG_OK && ckpt) {
         ag_threads_use(threads);
-        if ((rc = tr_load(&tr, ckpt)) == AG_OK) loaded = 1;
-        if (rc == AG_OK) rc = tr_lens_rows(&tr, sentence, target, pairs, &r);
+        if ((rc = tr_load(&v.tr, ckpt)) == AG_OK) loaded = 1;
+        if (rc == AG_OK) rc = tr_lens_rows(&v.tr, sentence, target, pairs, &v.r);
     }
-    if (rc == AG_OK) {
-        const char *name = ckpt ? ckpt : from ? from : "runs";
-        view_raw(&b, "{");
-        view_key(&b, "title");
-        view_str(&b, name, strlen(name));
-    }
-    if (rc == AG_OK && ckpt) {
-        view_raw(&b, ",");
-        rc = model_json(&b, &tr, &r, top_k);
-    }
-    if (rc == AG_OK && from) {
-        view_raw(&b, ",\"tables\":[");
-        rc = view_tables(&b, from);
-        view_raw(&b, "]");
-    }
-    if (rc == AG_OK && runs) {
-        view_raw(&b, ",");
-        rc = view_runs(&b, pos, npos);
-    }
-    if (rc == AG_OK) {
-        view_raw(&b, "}");
-        rc = view_write_html(out, &b);
-    }
-    if (rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)b.n / 1e6);
-    view_buf_free(&b);
-    if (ckpt) tr_lens_rows_free(&r);
-    if (loaded) tr_free(&tr);
+    size_t bytes = 0;
+    if (rc == AG_OK)
+        rc = view_page(out,
+                       ckpt   ? ckpt
+                       : from ? from
+                              : "runs",
+                       ckpt ? model_json : NULL, &v, from, pos, runs ? npos : 0, &bytes);
+    if (rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)bytes / 1e6);
+    if (ckpt) tr_lens_rows_free(&v.r);
+    if (loaded) tr_free(&v.tr);
     free(pos);
     if (rc == AG_OK) return TR_EXIT_OK;
     fprintf(stderr, "%s view: %s\n", TR_PROG, ag_last_error());

@@ -367,6 +367,31 @@ static char *path_in(const char *dir, size_t dlen, const char *sep, const char *
     return s;
 }
 
+/* A folder without safetensors weights: AG_ERR_IO naming what it holds instead, when it is one
+ * of the other forms transformers reads (PyTorch's pickle, TensorFlow's, Flax's), which attograd
+ * does not: a pickle runs code when it is loaded, and the others need their own libraries */
+static int no_weights(const char *dir, size_t dlen, const char *sep) {
+    static const char *const other[] = {"pytorch_model.bin", "pytorch_model.bin.index.json",
+                                        "tf_model.h5", "flax_model.msgpack"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        char *p = path_in(dir, dlen, sep, other[i]);
+        struct stat st;
+        int there = p && stat(p, &st) == 0;
+        free(p);
+        if (there)
+            return ag_fail(AG_ERR_IO,
+                           "%s: no %s or %s in this folder, only %s, which attograd does not read "
+                           "(%s): the weights are needed as safetensors (transformers writes them: "
+                           "AutoModelForCausalLM.from_pretrained(\"%s\").save_pretrained(NEW_DIR))",
+                           dir, ST_WEIGHTS_NAME, ST_INDEX_NAME, other[i],
+                           i < 2 ? "PyTorch's pickle, which runs code when it is loaded"
+                                 : "another library's format",
+                           dir);
+    }
+    return ag_fail(AG_ERR_IO, "%s: no %s or %s in this folder", dir, ST_WEIGHTS_NAME,
+                   ST_INDEX_NAME);
+}
+
 /* Fills s->tensors with every tensor of s's files, sorted by name. */
 static int set_collect(StSet *s) {
     size_t n = 0;
@@ -559,8 +584,7 @@ int st_open(const char *path, StSet **out, const StLimits *lim) {
             if (stat(index, &st) == 0)
                 rc = open_index(s, index, &l);
             else
-                rc = ag_fail(AG_ERR_IO, "%s: no %s or %s in this folder", path, ST_WEIGHTS_NAME,
-                             ST_INDEX_NAME);
+                rc = no_weights(path, plen, sep);
         }
         free(index);
     } else if (plen >= 5 && strcmp(path + plen - 5, ".json") == 0) {

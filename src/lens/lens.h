@@ -11,8 +11,8 @@
  *   lens_cache_save(&c, "cache.npz", &(LensRunInfo){.tokens = ids, .B = B, .T = T});
  * The sweeps run any model through a LensModel (lens_gpt, lens_seq2seq).
  * Not here: the hook points and their calls (../nn/hooks.c), the models (../nn/gpt.c,
- * transformer.c).
- * Read next: lens.c. */
+ * transformer.c), what the programs' commands write from the sweeps (report.h).
+ * Read next: lens.c, report.h. */
 #ifndef ATTOGRAD_LENS_H
 #define ATTOGRAD_LENS_H
 

@@ -351,8 +351,8 @@ static Tensor *hooked_attention(Tape *t, Gpt *m, int l, Tensor *x, int pos0, Gpt
     Tensor *w = m->h[l].c_attn.weight, *b = m->h[l].c_attn.bias, *qkv[3];
     int C = c->n_embd, KV = n_kv(c) * head_size(c), row0[3] = {0, C, C + KV}, rows[3] = {C, KV, KV};
     for (int i = 0; i < 3; i++) /* (B, T, C), (B, T, KV) twice */
-        qkv[i] = ag_linear(t, x, nn_param_rows(t->arena, w, row0[i], rows[i], "c_attn.rows"),
-                           b ? nn_param_rows(t->arena, b, row0[i], rows[i], "c_attn.rows") : NULL);
+        qkv[i] = ag_linear(t, x, nn_param_rows_on(t, w, row0[i], rows[i], "c_attn.rows"),
+                           b ? nn_param_rows_on(t, b, row0[i], rows[i], "c_attn.rows") : NULL);
     Tensor *y = explicit_attention(t, m, l, qkv[0], qkv[1], qkv[2], pos0, cache, rng);
     y = nn_hook_heads(t, m->hooks, NN_HOOK_Z, l, y, c->n_head);
     return ag_dropout(t, nn_linear(t, &m->h[l].c_proj, y), c->dropout, rng); /* (B, T, C) */
@@ -536,6 +536,49 @@ Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, 
     return ag_cross_entropy(t, nn_gpt_forward(t, m, idx, B, T, rng), targets, -1);
 }
 
+double nn_gpt_loss_over(Tape *t, Gpt *m, const int *tokens, size_t n, int batch, int64_t *n_pred) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(tokens);
+    AG_CHECK_ARG(n_pred);
+    AG_CHECK(batch >= 1, "nn_gpt_loss_over: batch %d must be >= 1", batch);
+    int T = m->cfg.block_size;
+    size_t windows = n > 1 ? (n - 2) / (size_t)T + 1 : 0; /* window w: x at w T, T or fewer */
+    int *x = malloc((size_t)batch * (size_t)T * sizeof(int));
+    int *y = malloc((size_t)batch * (size_t)T * sizeof(int));
+    AG_CHECK(x && y, "nn_gpt_loss_over: out of memory for %d windows of %d tokens", batch, T);
+    double sum = 0;
+    *n_pred = 0;
+    int was = ag_no_grad(t, 1);
+    for (size_t w = 0; w < windows;) {
+        /* full windows in batches; the last, shorter one alone */
+        size_t lo = w * (size_t)T;
+        int len = (int)(n - 1 - lo < (size_t)T ? n - 1 - lo : (size_t)T);
+        int B = 0;
+        while (w < windows && B < batch) {
+            size_t at = w * (size_t)T;
+            int l = (int)(n - 1 - at < (size_t)T ? n - 1 - at : (size_t)T);
+            if (l != len) break;
+            memcpy(x + (size_t)B * len, tokens + at, (size_t)len * sizeof(int));
+            memcpy(y + (size_t)B * len, tokens + at + 1, (size_t)len * sizeof(int));
+            B++, w++;
+        }
+        ag_tape_reset(t);
+        double l = (double)nn_gpt_loss(t, m, x, y, B, len, NULL)->data[0];
+        if (!isfinite(l)) { /* stop there; the tape keeps what its check mode saw */
+            ag_fail(AG_ERR_RANGE, "the loss of tokens %zu..%zu is %g", lo, lo + (size_t)B * len, l);
+            sum = NAN;
+            break;
+        }
+        sum += l * B * len; /* the mean of B len tokens */
+        *n_pred += (int64_t)B * len;
+    }
+    ag_no_grad(t, was);
+    free(x);
+    free(y);
+    return *n_pred && isfinite(sum) ? sum / (double)*n_pred : NAN;
+}
+
 /* ---- incremental decoding ---- */
 
 void nn_gpt_cache_init(GptCache *c, const Gpt *m, int B, int max_T) {
@@ -563,11 +606,13 @@ void nn_gpt_cache_free(GptCache *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* (the cache's rows of one sequence are its first len rows: with B = 1 the tensor is a view
+ * of them, not a copy, so that a token's step reads the cache once and copies nothing but its
+ * own keys and values; with B > 1 the sequences are max_T rows apart and are copied together) */
 static Tensor *cache_append(Tape *t, GptCache *c, int l, const Tensor *k, int kcol, const Tensor *v,
                             int vcol) {
     int B = c->B, T = k->shape[1], W = c->width, half = W / 2, len = c->len + T;
     int wk = k->shape[2], wv = v->shape[2];
-    Tensor *kv = tensor_new3(t->arena, B, len, W, "kv_cache");
     for (int b = 0; b < B; b++) {
         Real *dst = c->kv[l] + (size_t)b * c->max_T * W;
         for (int i = 0; i < T; i++) {
@@ -576,8 +621,21 @@ static Tensor *cache_append(Tape *t, GptCache *c, int l, const Tensor *k, int kc
             memcpy(d, k->data + row * wk + kcol, (size_t)half * sizeof(Real));
             memcpy(d + half, v->data + row * wv + vcol, (size_t)half * sizeof(Real));
         }
-        memcpy(kv->data + (size_t)b * len * W, dst, (size_t)len * W * sizeof(Real));
     }
+    if (B == 1) {
+        Tensor *kv = arena_alloc(t->arena, sizeof *kv);
+        *kv = (Tensor){.ndim = 3,
+                       .shape = {1, len, W},
+                       .size = (size_t)len * W,
+                       .data = c->kv[l],
+                       .arena = t->arena,
+                       .name = "kv_cache"};
+        return kv;
+    }
+    Tensor *kv = tensor_new3(t->arena, B, len, W, "kv_cache");
+    for (int b = 0; b < B; b++)
+        memcpy(kv->data + (size_t)b * len * W, c->kv[l] + (size_t)b * c->max_T * W,
+               (size_t)len * W * sizeof(Real));
     return kv;
 }
 

@@ -162,6 +162,13 @@ Tensor *nn_gpt_unembed(Tape *t, Gpt *m, Tensor *x);
 /* The mean cross-entropy of nn_gpt_forward's logits against targets (B, T); a target of -1 is
  * ignored (nanoGPT's ignore_index). A scalar. */
 Tensor *nn_gpt_loss(Tape *t, Gpt *m, const int *idx, const int *targets, int B, int T, Rng *rng);
+/* The mean cross-entropy (nats per token) of the model over every token of tokens[0..n) that
+ * has a predecessor, in consecutive windows of block_size positions (each window's first
+ * token is context only, as in training), batch windows a forward: *n_pred the tokens
+ * predicted. No dropout, no grad. It stops at the first window whose loss is not finite and
+ * returns NAN, with ag_fail naming the tokens (the tape is left as that window left it, for
+ * ag_first_nonfinite). NAN with *n_pred 0 when n < 2. */
+double nn_gpt_loss_over(Tape *t, Gpt *m, const int *tokens, size_t n, int batch, int64_t *n_pred);
 /* The configuration as a checkpoint's (meta.model "gpt"; each field with its range, and
  * nn_gpt_check_config as its check): Checkpoint ck = {.config = nn_gpt_ckpt_config(&cfg)}. */
 CkptConfig nn_gpt_ckpt_config(GptConfig *cfg);

@@ -80,6 +80,13 @@ Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name)
     return param_rows(a, p, row0, rows, name, 1);
 }
 
+Tensor *nn_param_rows_on(Tape *t, Tensor *p, int row0, int rows, const char *name) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(name);
+    return param_rows(t->arena, p, row0, rows, name, !t->no_grad);
+}
+
 /* ---- Linear ---- */
 
 void nn_linear_init(Linear *l, NnBuilder *b, const char *name, int in, int out, NnBias bias) {
@@ -195,7 +202,7 @@ Tensor *nn_positions(Tape *t, const PositionalEncoding *pe, int start, int T) {
     AG_CHECK_ARG(pe);
     AG_CHECK(start >= 0 && T >= 1 && start + T <= pe->max_len,
              "nn_positions: positions [%d, %d) exceed max_len %d", start, start + T, pe->max_len);
-    return param_rows(t->arena, pe->table, start, T, "positions", !t->no_grad);
+    return nn_param_rows_on(t, pe->table, start, T, "positions");
 }
 
 Tensor *nn_positional(Tape *t, const PositionalEncoding *pe, Tensor *x, int start) {

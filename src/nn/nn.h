@@ -47,6 +47,10 @@ Tensor *nn_param(NnBuilder *b, const char *name, int ndim, const int *shape);
  * allocated in arena a; the tape treats it as a leaf whose gradient lands in the parameter (a
  * lazy parameter's, arena_lazy_grads, is made then). */
 Tensor *nn_param_rows(Arena *a, Tensor *p, int row0, int rows, const char *name);
+/* nn_param_rows for a forward on tape t, in t's arena: the view's gradient is p's when t
+ * records gradients; in no-grad mode (a forward only run or studied) a lazy parameter's
+ * gradient is left unmade, and the view has none */
+Tensor *nn_param_rows_on(Tape *t, Tensor *p, int row0, int rows, const char *name);
 
 /* ---- the flags of module inits, by name ---- */
 typedef enum { NN_NO_BIAS = 0, NN_BIAS = 1 } NnBias;               /* Linear */
@@ -368,8 +372,12 @@ typedef struct NnSampling {
     int top_k;
     double top_p;
 } NnSampling;
-/* logits (V), none NaN or +inf -> a token in [0, V) */
+/* logits (V), none NaN or +inf (and not all -inf when drawing) -> a token in [0, V) */
 int nn_sample(const Real *logits, int V, const NnSampling *s, Rng *rng);
+/* The cross-entropy of one position's logits (V) against target, in double: log sum_v
+ * e^(logits[v] - max) + max - logits[target] (nats; what ag_cross_entropy gives a row, without a
+ * tape: records and evaluations that read logits) */
+double nn_token_loss(const Real *logits, int V, int target);
 
 /* ---- incremental decoding: one token per step, reusing cached keys and values ----
  * nn_decode_begin projects the memory into every layer's cross-attention keys and values once

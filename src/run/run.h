@@ -212,6 +212,10 @@ int run_signal_caught(void);
  * *value (allocated; NULL on failure): so a program finds its data folder on --resume before
  * the run reads the checkpoint. AG_OK, or an error naming the path and the entry. */
 int run_saved_text(const char *path, const char *name, char **value);
+/* The checkpoints a run kept (RunConfig.keep_every) in dir/ckpt: their names
+ * (step_NNNNNNNN.npz), by step, into *names[0..*n) (each and the list allocated: free them).
+ * AG_OK, or AG_ERR_IO naming the folder: it cannot be read, or it holds none. */
+int run_kept(const char *dir, char ***names, int *n);
 /* 1 when SIGINT or SIGTERM reached any process of the run (collective: every process calls
  * it): a long validation polls it and returns RUN_VALID_INTERRUPTED */
 int run_stop_requested(void);

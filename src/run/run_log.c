@@ -365,3 +365,39 @@ void run_plot(RunLoop *r, int final) {
     }
     fflush(stdout);
 }
+
+/* ---- the kept checkpoints ---- */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int run_kept(const char *dir, char ***names, int *n) {
+    AG_CHECK_ARG(dir);
+    AG_CHECK_ARG(names);
+    AG_CHECK_ARG(n);
+    *names = NULL, *n = 0;
+    char *path = io_path_join(dir, "ckpt");
+    DIR *d = opendir(path);
+    if (!d) {
+        int rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "step_", 5) || len < 9 || strcmp(e->d_name + len - 4, ".npz"))
+            continue;
+        char **more = realloc(*names, (size_t)(*n + 1) * sizeof **names);
+        AG_CHECK(more, "run_kept: out of memory for %d names", *n + 1);
+        *names = more;
+        (*names)[*n] = malloc(len + 1);
+        AG_CHECK((*names)[*n], "run_kept: out of memory");
+        memcpy((*names)[(*n)++], e->d_name, len + 1);
+    }
+    closedir(d);
+    int rc = *n ? AG_OK : ag_fail(AG_ERR_IO, "%s: no step_*.npz in it", path);
+    free(path);
+    if (*n) qsort(*names, (size_t)*n, sizeof **names, by_name); /* their names sort by step */
+    return rc;
+}

@@ -475,6 +475,67 @@ static K_ALWAYS_INLINE void rows_tile(int R, int P, int ta, int tb, int M, int N
     }
 }
 
+#ifdef K_HAVE_TRANSPOSE
+/* The sums of one VLEN-wide group of columns of C in a row-tile (rows_tb): stored (or added
+ * to the bias) for the first block of K, added to C after, a ReLU on the last: rows_tile's
+ * arithmetic for one full vector */
+static K_ALWAYS_INLINE void rows_put(Real *c, Vec acc, const Real *bias, int add, int last) {
+    Vec x = add ? vadd(vload(c), acc) : bias ? vadd(vload(bias), acc) : acc;
+    vstore(c, last ? vmax0(x) : x);
+}
+
+/* Rows i0 .. i0+R of C (R <= ROWS_MAX), columns [j0, j1) in groups of VLEN, for op(B) stored
+ * transposed (x W^T: B is (N, K), column j of op(B) is row j of B): a group is VLEN rows of B,
+ * VLEN * K values one after the other in memory, read once, VLEN x VLEN at a time transposed
+ * in registers (transpose_tile into a buffer that stays in L1), all of K before the next
+ * group. rows_tile instead swept P NR rows of B in steps of ROWS_KB values of k: 128 rows
+ * read 128 bytes at a time, more streams than the hardware prefetcher follows, so that a
+ * product of one row ran at a third of the memory's speed. While a group is summed, the next
+ * group's bytes (VLEN cache lines per tile, as many as the tile reads) are asked for into L2,
+ * in memory order. Columns past the last full group (j1 - j0 not a multiple of VLEN) are left
+ * to the caller. The same bits as rows_tile: each element summed block by block (KC), inside
+ * a block one FMA chain in k order from 0 (the tail of K past the last full tile gathered a
+ * value per lane). */
+#define TB_LINES ((int)(VLEN * VLEN * sizeof(Real) / 64)) /* the cache lines of a tile */
+static K_ALWAYS_INLINE void rows_tb(int R, int ta, int M, int N, int K, const Real *A,
+                                    const Real *B, Real *C, int accumulate, const Real *bias,
+                                    int relu, int i0, int j0, int j1) {
+    _Alignas(64) Real buf[VLEN * VLEN];
+    size_t as = ta ? (size_t)M : 1, ra = ta ? 1 : (size_t)K; /* op(A)[i, k]: i ra + k as */
+    const Real *a0 = A + (size_t)i0 * (ta ? 1 : (size_t)K);
+    const char *end = (const char *)(B + (size_t)(j1 - (j1 - j0) % VLEN) * K);
+    for (int jg = j0; jg + VLEN <= j1; jg += VLEN) {
+        const Real *w = B + (size_t)jg * K;
+        const char *next = (const char *)(w + (size_t)VLEN * K); /* the next group's bytes */
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC, kb = 0;
+            Vec acc[ROWS_MAX];
+            UNROLL for (int r = 0; r < R; r++) acc[r] = vzero();
+            for (; kb + VLEN <= kc; kb += VLEN) {
+                int k0 = pc + kb;
+                transpose_tile(buf, VLEN, w + k0, (size_t)K); /* buf[k VLEN + c] = B[jg+c, k0+k] */
+                for (int l = 0; l < TB_LINES && next < end; l++, next += 64) PREFETCH_L2(next);
+                UNROLL for (int k = 0; k < VLEN; k++) {
+                    Vec bv = vload(buf + k * VLEN);
+                    UNROLL for (int r = 0; r < R; r++) acc[r] =
+                        vfma(vset1(a0[r * ra + (size_t)(k0 + k) * as]), bv, acc[r]);
+                }
+            }
+            for (; kb < kc; kb++) { /* K's tail: one k at a time, a lane per column */
+                int k = pc + kb;
+                for (int c = 0; c < VLEN; c++) buf[c] = w[(size_t)c * K + k];
+                Vec bv = vload(buf);
+                UNROLL for (int r = 0; r < R; r++) acc[r] =
+                    vfma(vset1(a0[r * ra + (size_t)k * as]), bv, acc[r]);
+            }
+            int add = accumulate || pc > 0, last = relu && pc + kc >= K;
+            UNROLL for (int r = 0; r < R; r++)
+                rows_put(C + (size_t)(i0 + r) * N + jg, acc[r], bias ? bias + jg : NULL, add, last);
+        }
+    }
+}
+#endif
+
 /* Thread t of T's share of a product of M <= ROWS_MAX rows: whole panels of columns. As many
  * panels at a time as keep the sums within the micro-kernel's MR x NV registers (at most
  * ROWS_P: 8 chains of fused multiply-adds for one row hide their latency). */
@@ -484,15 +545,27 @@ static void rows_share(int t, int T, int ta, int tb, int M, int N, int K, const 
     int nt = (N + NR - 1) / NR;
     int j0 = (int)((long)t * nt / T) * NR, j1 = (int)((long)(t + 1) * nt / T) * NR;
     if (j1 > N) j1 = N;
+    int jt = j0; /* columns from jt on: rows_tile's */
+#ifdef K_HAVE_TRANSPOSE
+    if (tb) jt = j0 + (j1 > j0 ? (j1 - j0) / VLEN * VLEN : 0);
+#endif
     for (int i0 = 0; i0 < M && j0 < j1; i0 += ROWS_MAX) {
         switch (M - i0 < ROWS_MAX ? M - i0 : ROWS_MAX) {
+#ifdef K_HAVE_TRANSPOSE
+#define ROWS_TB(R) rows_tb(R, ta, M, N, K, A, B, C, accumulate, bias, relu, i0, j0, jt)
+#else
+#define ROWS_TB(R) (void)0
+#endif
 #define ROWS_TILE(R)                                                                               \
-    rows_tile(R, ROWS_PANELS(R), ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, j0, j1)
+    ROWS_TB(R);                                                                                    \
+    if (jt < j1)                                                                                   \
+    rows_tile(R, ROWS_PANELS(R), ta, tb, M, N, K, A, B, C, accumulate, bias, relu, i0, jt, j1)
         case 1: ROWS_TILE(1); break;
         case 2: ROWS_TILE(2); break;
         case 3: ROWS_TILE(3); break;
         default: ROWS_TILE(4);
 #undef ROWS_TILE
+#undef ROWS_TB
         }
     }
 }

@@ -97,6 +97,14 @@ void view_key(ViewBuf *b, const char *key) {
     put(b, ":", 1);
 }
 
+void view_field_str(ViewBuf *b, const char *key, const char *s) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(key);
+    AG_CHECK_ARG(s);
+    view_key(b, key);
+    view_str(b, s, strlen(s));
+}
+
 void view_num(ViewBuf *b, double v) {
     AG_CHECK_ARG(b);
     char t[32];
@@ -220,11 +228,9 @@ void view_measure(ViewBuf *b, const char *name, const char *kind, const double *
     AG_CHECK_ARG(kind);
     AG_CHECK_ARG(v);
     view_raw(b, "{");
-    view_key(b, "name");
-    view_str(b, name, strlen(name));
+    view_field_str(b, "name", name);
     view_raw(b, ",");
-    view_key(b, "kind");
-    view_str(b, kind, strlen(kind));
+    view_field_str(b, "kind", kind);
     view_raw(b, ",\"values\":[");
     for (int row = 0; row < B; row++) {
         view_raw(b, row ? ",[" : "[");
@@ -297,8 +303,7 @@ static int one_run(ViewBuf *b, const char *dir) {
         *end = 0;
         if (end > line && end[-1] == '\r') end[-1] = 0;
         view_raw(b, "{");
-        view_key(b, "name");
-        view_str(b, dir, strlen(dir));
+        view_field_str(b, "name", dir);
         view_raw(b, ",");
         view_key(b, "columns");
         view_raw(b, "[");
@@ -430,11 +435,9 @@ static void table(ViewBuf *b, const char *name, const char *title, char *const *
                   int per_row, const char *col_prefix, int C, const double *v) {
     char lab[160];
     view_raw(b, "{");
-    view_key(b, "name");
-    view_str(b, name, strlen(name));
+    view_field_str(b, "name", name);
     view_raw(b, ",");
-    view_key(b, "title");
-    view_str(b, title, strlen(title));
+    view_field_str(b, "title", title);
     view_raw(b, ",\"rows\":[");
     for (int r = 0; r < R; r++) {
         if (per_row > 1)

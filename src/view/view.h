@@ -16,7 +16,7 @@
  *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...],
  *    "plots": [PLOT...]}
  * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
- * examples/translate/view.c). Read next: view.c, page.html. */
+ * examples/translate/view.c). Read next: view.c, view_page.c, page.html. */
 #ifndef ATTOGRAD_VIEW_VIEW_H
 #define ATTOGRAD_VIEW_VIEW_H
 
@@ -38,6 +38,8 @@ void view_raw(ViewBuf *b, const char *text);
 void view_str(ViewBuf *b, const void *bytes, size_t n);
 /* appends "key": (key escaped as view_str) */
 void view_key(ViewBuf *b, const char *key);
+/* appends "key":"s" (both escaped as view_str; s ends at its NUL) */
+void view_field_str(ViewBuf *b, const char *key, const char *s);
 /* appends a number with 7 significant digits; a NaN or infinity as null */
 void view_num(ViewBuf *b, double v);
 /* appends an integer */
@@ -92,10 +94,36 @@ int view_tables(ViewBuf *b, const char *path);
 /* Appends v[0..n) as a JSON array of numbers ([1.5,null,...]: view_num's) */
 void view_nums(ViewBuf *b, const double *v, size_t n);
 
+/* One plot of the page's Plots tab (docs/view.md): ns curves ys[s][0..n), named names[s], over
+ * x[0..n), on a logarithmic x or y axis when logx, logy; extra: more fields of the plot as JSON
+ * ("\"ymin\":0,\"ymax\":1", bars and marks), or NULL */
+typedef struct ViewPlot {
+    const char *name, *title, *xlabel;
+    int logx, logy;
+    const double *x;
+    int n;
+    const char *const *names;
+    const double *const *ys;
+    int ns;
+    const char *extra;
+} ViewPlot;
+/* Appends p as {"name", "title", "xlabel", "logx", "logy", "x", "series": [{"name", "y"}...]}
+ * and extra's fields (plot.c). Aborts naming the function when a field but extra is NULL. */
+void view_plot(ViewBuf *b, const ViewPlot *p);
+
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
  * AG_OK, or AG_ERR_IO naming the path and the reason. */
 int view_write_html(const char *path, const ViewBuf *data);
+
+/* The document of a view command, written as a page: {"title": title, then what body(b, ctx)
+ * appends (its parts, each after a comma: ",\"attention\":[...]"; body NULL: none), "tables"
+ * of the .npz from (view_tables; NULL: none), "runs" of the folders runs[0..n_runs)
+ * (view_runs)} into out (view_write_html). *bytes (bytes may be NULL): the document's size.
+ * AG_OK, or the first error (body's, view_tables', view_runs', the file's; nothing written). */
+typedef int (*ViewBodyFn)(ViewBuf *b, void *ctx);
+int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, const char *from,
+              char *const *runs, int n_runs, size_t *bytes);
 
 /* the page, before and after the JSON document (page.c, generated from page.html) */
 extern const char view_page_head[], view_page_tail[];

@@ -105,6 +105,7 @@ static LensRunInfo LRI;
 static LensModel LMO;
 static LensReadout RO;
 static LensAblateTable LAT;
+static LensReport LRP;
 static NnHookAttn HA;
 static MultiHeadAttention MHA;
 static Tensor *TX = &T;
@@ -196,6 +197,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_param_rows, a, nn_param_rows(NULL, &T, 0, 1, "v"))                                        \
     X(nn_param_rows, p, nn_param_rows(&A, NULL, 0, 1, "v"))                                        \
     X(nn_param_rows, name, nn_param_rows(&A, &T, 0, 1, NULL))                                      \
+    X(nn_param_rows_on, t, nn_param_rows_on(NULL, &T, 0, 1, "v"))                                  \
+    X(nn_param_rows_on, p, nn_param_rows_on(&TP, NULL, 0, 1, "v"))                                 \
+    X(nn_param_rows_on, name, nn_param_rows_on(&TP, &T, 0, 1, NULL))                               \
     X(nn_linear_init, l, nn_linear_init(NULL, &NB, "", 2, 3, NN_BIAS))                             \
     X(nn_linear_init, b, nn_linear_init(&LIN, NULL, "", 2, 3, NN_BIAS))                            \
     X(nn_linear_init, name, nn_linear_init(&LIN, &NB, NULL, 2, 3, NN_BIAS))                        \
@@ -366,6 +370,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(nn_gpt_loss, m, nn_gpt_loss(&TP, NULL, (int[]){0}, (int[]){0}, 1, 1, NULL))                  \
     X(nn_gpt_loss, idx, nn_gpt_loss(&TP, &GPT, NULL, (int[]){0}, 1, 1, NULL))                      \
     X(nn_gpt_loss, targets, nn_gpt_loss(&TP, &GPT, (int[]){0}, NULL, 1, 1, NULL))                  \
+    X(nn_gpt_loss_over, t, nn_gpt_loss_over(NULL, &GPT, (int[2]){0}, 2, 1, (int64_t[1]){0}))       \
+    X(nn_gpt_loss_over, m, nn_gpt_loss_over(&TP, NULL, (int[2]){0}, 2, 1, (int64_t[1]){0}))        \
+    X(nn_gpt_loss_over, tokens, nn_gpt_loss_over(&TP, &GPT, NULL, 2, 1, (int64_t[1]){0}))          \
+    X(nn_gpt_loss_over, n_pred, nn_gpt_loss_over(&TP, &GPT, (int[2]){0}, 2, 1, NULL))              \
     X(nn_gpt_ckpt_config, cfg, nn_gpt_ckpt_config(NULL))                                           \
     X(nn_gpt_cache_init, c, nn_gpt_cache_init(NULL, &GPT, 1, 1))                                   \
     X(nn_gpt_cache_init, m, nn_gpt_cache_init(&GCA, NULL, 1, 1))                                   \
@@ -596,6 +604,41 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_tl_export, m, lens_tl_export(NULL, "x.npz", "x.json"))                                  \
     X(lens_tl_export, npz_path, lens_tl_export(&GPT, NULL, "x.json"))                              \
     X(lens_tl_export, json_path, lens_tl_export(&GPT, "x.npz", NULL))                              \
+    X(lens_path_swap, npz, lens_path_swap(NULL, ".png"))                                           \
+    X(lens_path_swap, suffix, lens_path_swap("x.npz", NULL))                                       \
+    X(lens_labels_points, pts, lens_labels_points(NULL, 1, 0))                                     \
+    X(lens_labels_tokens, rp, lens_labels_tokens(NULL, NN_HOOK_GPT, IDS, 1, 0))                    \
+    X(lens_labels_tokens, ids, lens_labels_tokens(&LRP, NN_HOOK_GPT, NULL, 1, 0))                  \
+    X(lens_report_heatmap, rp,                                                                     \
+      lens_report_heatmap(NULL, "x.npz", ".png", "t", D1, 1, 1, NULL, NULL, 0))                    \
+    X(lens_report_heatmap, out,                                                                    \
+      lens_report_heatmap(&LRP, NULL, ".png", "t", D1, 1, 1, NULL, NULL, 0))                       \
+    X(lens_report_heatmap, suffix,                                                                 \
+      lens_report_heatmap(&LRP, "x.npz", NULL, "t", D1, 1, 1, NULL, NULL, 0))                      \
+    X(lens_report_heatmap, title,                                                                  \
+      lens_report_heatmap(&LRP, "x.npz", ".png", NULL, D1, 1, 1, NULL, NULL, 0))                   \
+    X(lens_report_heatmap, v,                                                                      \
+      lens_report_heatmap(&LRP, "x.npz", ".png", "t", NULL, 1, 1, NULL, NULL, 0))                  \
+    X(lens_cache_run, t, lens_cache_run(NULL, &LMO, IDS, &HK, &LC, NULL, NULL))                    \
+    X(lens_cache_run, lm, lens_cache_run(&TP, NULL, IDS, &HK, &LC, NULL, NULL))                    \
+    X(lens_cache_run, input, lens_cache_run(&TP, &LMO, NULL, &HK, &LC, NULL, NULL))                \
+    X(lens_cache_run, h, lens_cache_run(&TP, &LMO, IDS, NULL, &LC, NULL, NULL))                    \
+    X(lens_cache_run, c, lens_cache_run(&TP, &LMO, IDS, &HK, NULL, NULL, NULL))                    \
+    X(lens_report_ablate, rp, lens_report_ablate(NULL, &LAT, LENS_ZERO, "loss", "x.npz"))          \
+    X(lens_report_ablate, a, lens_report_ablate(&LRP, NULL, LENS_ZERO, "loss", "x.npz"))           \
+    X(lens_report_ablate, metric, lens_report_ablate(&LRP, &LAT, LENS_ZERO, NULL, "x.npz"))        \
+    X(lens_report_ablate, out, lens_report_ablate(&LRP, &LAT, LENS_ZERO, "loss", NULL))            \
+    X(lens_report_patch, rp, lens_report_patch(NULL, &LSW, "loss", IDS, NULL, "x.npz"))            \
+    X(lens_report_patch, s, lens_report_patch(&LRP, NULL, "loss", IDS, NULL, "x.npz"))             \
+    X(lens_report_patch, metric, lens_report_patch(&LRP, &LSW, NULL, IDS, NULL, "x.npz"))          \
+    X(lens_report_patch, ids, lens_report_patch(&LRP, &LSW, "loss", NULL, NULL, "x.npz"))          \
+    X(lens_report_patch, out, lens_report_patch(&LRP, &LSW, "loss", IDS, NULL, NULL))              \
+    X(lens_report_logit, rp, lens_report_logit(NULL, &LL, IDS, IDS, NULL, "x.npz"))                \
+    X(lens_report_logit, ll, lens_report_logit(&LRP, NULL, IDS, IDS, NULL, "x.npz"))               \
+    X(lens_report_logit, ids, lens_report_logit(&LRP, &LL, NULL, IDS, NULL, "x.npz"))              \
+    X(lens_report_logit, good, lens_report_logit(&LRP, &LL, IDS, NULL, NULL, "x.npz"))             \
+    X(lens_report_logit, out, lens_report_logit(&LRP, &LL, IDS, IDS, NULL, NULL))                  \
+    X(nn_token_loss, logits, nn_token_loss(NULL, 1, 0))                                            \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
     X(ckpt_check_rules, f, ckpt_check_rules(NULL, NULL, 0))                                        \
@@ -901,6 +944,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_saved_text, path, run_saved_text(NULL, "x", (char *[1]){0}))                             \
     X(run_saved_text, name, run_saved_text("x", NULL, (char *[1]){0}))                             \
     X(run_saved_text, value, run_saved_text("x", "x", NULL))                                       \
+    X(run_kept, dir, run_kept(NULL, (char **[1]){0}, (int[1]){0}))                                 \
+    X(run_kept, names, run_kept("x", NULL, (int[1]){0}))                                           \
+    X(run_kept, n, run_kept("x", (char **[1]){0}, NULL))                                           \
     /* view.h */                                                                                   \
     X(view_raw, b, view_raw(NULL, "x"))                                                            \
     X(view_raw, text, view_raw(&VB, NULL))                                                         \
@@ -931,8 +977,15 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_tables, path, view_tables(&VB, NULL))                                                   \
     X(view_write_html, path, view_write_html(NULL, &VB))                                           \
     X(view_write_html, data, view_write_html("x.html", NULL))                                      \
+    X(view_page, out, view_page(NULL, "t", NULL, NULL, NULL, NULL, 0, NULL))                       \
+    X(view_page, title, view_page("x.html", NULL, NULL, NULL, NULL, NULL, 0, NULL))                \
     X(view_nums, b, view_nums(NULL, D1, 1))                                                        \
-    X(view_nums, v, view_nums(&VB, NULL, 0))
+    X(view_nums, v, view_nums(&VB, NULL, 0))                                                       \
+    X(view_field_str, b, view_field_str(NULL, "k", "v"))                                           \
+    X(view_field_str, key, view_field_str(&VB, NULL, "v"))                                         \
+    X(view_field_str, s, view_field_str(&VB, "k", NULL))                                           \
+    X(view_plot, b, view_plot(NULL, &(ViewPlot){0}))                                               \
+    X(view_plot, p, view_plot(&VB, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -973,6 +1026,7 @@ static const char *const accepts_null[][2] = {
     {"nn_hooks_explicit_attention", "NULL hooks: the fused attention"},
     {"nn_hooks_explicit_at", "NULL hooks: the fused attention"},
     {"view_buf_free", "NULL is a no-op, as free"},
+    {"lens_labels_free", "NULL is a no-op, as free"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
@@ -1060,7 +1114,8 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
         "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h",     "src/text/vocab.h",  "src/text/score.h",        "src/text/pairs.h"};
+        "src/view/view.h",     "src/lens/report.h", "src/text/vocab.h",        "src/text/score.h",
+        "src/text/pairs.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
                                            "run_",  "st_",    "hf_",     "view_"};

@@ -12,6 +12,7 @@
 
 #include "attograd.h"
 #include "files.h"
+#include "tensor/kernels.h" /* k_par_min: every product split among the threads */
 #include "models.h"
 
 #define FX "tests/fixtures/hf/"
@@ -66,6 +67,117 @@ Test(hf_load, reads_llamas_configuration) {
     cr_assert_eq(c.untied, 0);
 }
 
+/* ---- decoding ---- */
+
+/* Decoding through the cache (5 positions, then one at a time: products of one row, k_gemm's
+ * rows path, and attention over the cached keys) gives every position the very bits of the
+ * full forward over all 12 (the blocked products), for 1, 2 and 3 threads with every product
+ * split among them: so a token generated is the one the full forward gives, and a change of
+ * the decoding path that changes a bit fails here */
+Test(hf_load, decoding_through_the_cache_gives_the_full_forwards_bits) {
+    static const char *const dirs[] = {FX "gpt2", FX "llama", FX "neox", FX "neox_sequential"};
+    size_t saved = k_par_min;
+    k_par_min = 1;
+    for (int k = 0; k < 4; k++) {
+        Arena *a = arena_new("params", 0), *step = arena_new("step", 0);
+        Gpt m;
+        cr_assert_eq(hf_load(dirs[k], a, &m), AG_OK, "%s", ag_last_error());
+        enum { T = 12 };
+        int V = m.cfg.vocab_size, ids[T];
+        for (int i = 0; i < T; i++) ids[i] = (1 + 37 * i) % V;
+        Tape *t = ag_tape_new(step);
+        ag_no_grad(t, 1);
+        ag_threads_use(1);
+        Tensor *full = nn_gpt_forward(t, &m, ids, 1, T, NULL);
+        Real *want = malloc(full->size * sizeof(Real));
+        cr_assert(want);
+        memcpy(want, full->data, full->size * sizeof(Real));
+        for (int threads = 1; threads <= 3; threads++) {
+            ag_threads_use(threads);
+            GptCache c;
+            nn_gpt_cache_init(&c, &m, 1, T);
+            for (int p = 0; p < T;) {
+                int n = p == 0 ? 5 : 1;
+                ag_tape_reset(t);
+                Tensor *y = nn_gpt_forward_cached(t, &m, &c, ids + p, 1, n);
+                for (int i = 0; i < n; i++)
+                    cr_assert(memcmp(y->data + (size_t)i * V, want + (size_t)(p + i) * V,
+                                     (size_t)V * sizeof(Real)) == 0,
+                              "%s, %d threads: position %d's logits decoded through the cache "
+                              "differ from the full forward's",
+                              dirs[k], threads, p + i);
+                p += n;
+            }
+            nn_gpt_cache_free(&c);
+        }
+        free(want);
+        ag_tape_free(t);
+        nn_gpt_free(&m);
+        arena_free(step);
+        arena_free(a);
+    }
+    k_par_min = saved;
+    ag_threads_use(0); /* the default again */
+}
+
+/* ---- a loaded model only run holds no gradients ---- */
+
+static int read_only(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
+    (void)t, (void)x, (void)at;
+    ++*(int *)ctx;
+    return AG_OK;
+}
+
+/* every parameter of m without a gradient, and a's bytes as they were (used) */
+static void no_gradient(const Gpt *m, const Arena *a, size_t used, const char *dir,
+                        const char *after) {
+    for (int i = 0; i < m->params.n; i++)
+        cr_assert(m->params.items[i]->grad == NULL, "%s: %s has a gradient after %s", dir,
+                  m->params.items[i]->name, after);
+    cr_assert_eq(a->used, used, "%s: the parameters' arena grew by %zu bytes in %s", dir,
+                 a->used - used, after);
+}
+
+/* attograd-gpt loads a folder into an arena_lazy_grads arena to sample or study it: a forward,
+ * a hooked forward (every point hooked, so the attention runs as plain ops on c_attn's row
+ * blocks) and a cached hooked forward, all without gradients, make no gradient */
+Test(hf_load, a_forward_with_every_hook_makes_no_gradient_of_a_lazy_model) {
+    static const char *const dirs[] = {FX "gpt2", FX "llama", FX "neox"};
+    for (int k = 0; k < 3; k++) {
+        Arena *a = arena_new("params", 0), *step = arena_new("step", 0);
+        arena_lazy_grads(a, 1);
+        Gpt m;
+        cr_assert_eq(hf_load(dirs[k], a, &m), AG_OK, "%s", ag_last_error());
+        size_t used = a->used;
+        no_gradient(&m, a, used, dirs[k], "hf_load");
+        Tape *t = ag_tape_new(step);
+        ag_no_grad(t, 1);
+        int ids[6] = {1, 5, 9, 2, 7, 3}, calls = 0;
+        nn_gpt_forward(t, &m, ids, 1, 6, NULL);
+        no_gradient(&m, a, used, dirs[k], "a forward");
+        NnHooks h;
+        nn_hooks_init(&h, m.cfg.n_layer);
+        cr_assert_gt(nn_hooks_add(&h, "*", read_only, &calls), 0);
+        ag_tape_reset(t);
+        cr_assert(nn_gpt_forward_hooked(t, &m, ids, 1, 6, NULL, &h), "%s", ag_last_error());
+        cr_assert_gt(calls, 0);
+        no_gradient(&m, a, used, dirs[k], "a hooked forward");
+        GptCache c;
+        nn_gpt_cache_init(&c, &m, 1, 6);
+        ag_tape_reset(t);
+        cr_assert(nn_gpt_forward_cached_hooked(t, &m, &c, ids, 1, 4, &h), "%s", ag_last_error());
+        cr_assert(nn_gpt_forward_cached_hooked(t, &m, &c, ids + 4, 1, 2, &h), "%s",
+                  ag_last_error());
+        no_gradient(&m, a, used, dirs[k], "a cached hooked forward");
+        nn_gpt_cache_free(&c);
+        nn_hooks_free(&h);
+        ag_tape_free(t);
+        nn_gpt_free(&m);
+        arena_free(step);
+        arena_free(a);
+    }
+}
+
 /* dir's model written by hf_save into a fresh folder and read back: every weight the same bits */
 static void round_trip(Gpt *m) {
     char tmp[256];
@@ -112,49 +224,43 @@ Test(hf_save, round_trips_the_fixtures_bit_for_bit) {
     }
 }
 
+/* The models attograd builds that a transformers class computes, each family and option once:
+ * GPT-2 (GPT2LMHeadModel) with the exact GELU, tied; gelu_new, untied; ReLU, one layer; LLaMA
+ * (LlamaForCausalLM) with grouped-query heads, untied and tied; GPT-NeoX (GPTNeoXForCausalLM)
+ * with a parallel residual and 4 of each head's 12 columns turned, untied, and sequential with
+ * whole heads turned, gelu_new, tied. Both the round trip and the live comparison run them. */
+#define SMALL(L) .vocab_size = 50, .block_size = 16, .n_layer = L
+static const GptConfig exportable[] = {
+    {SMALL(2), .n_head = 2, .n_embd = 16},
+    {SMALL(2), .n_head = 2, .n_embd = 16, .mlp = NN_GPT_MLP_GELU_TANH, .untied = 1},
+    {SMALL(1), .n_head = 2, .n_embd = 16, .mlp = NN_GPT_MLP_RELU},
+    {SMALL(2), .style = NN_LLAMA, .n_head = 4, .n_kv_head = 2, .n_embd = 16, .rope_base = 5000,
+     .untied = 1},
+    {SMALL(2), .style = NN_LLAMA, .n_head = 4, .n_kv_head = 2, .n_embd = 16, .rope_base = 777},
+    {SMALL(2), .n_head = 2, .n_embd = 24, .pos = NN_GPT_POS_ROPE, .rotary_dim = 4,
+     .parallel_residual = 1, .rope_base = 321, .untied = 1},
+    {SMALL(2), .n_head = 2, .n_embd = 16, .pos = NN_GPT_POS_ROPE, .mlp = NN_GPT_MLP_GELU_TANH,
+     .rope_base = 2000},
+};
+#undef SMALL
+#define N_EXPORTABLE (sizeof exportable / sizeof *exportable)
+
+/* exportable[k] with random weights from seed, far from the initialisation's scale (m in a's
+ * arena) */
+static void exportable_model(Gpt *m, Arena *a, size_t k, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    nn_gpt_init(m, a, &rng, &exportable[k]);
+    for (int i = 0; i < m->params.n; i++)
+        for (size_t j = 0; j < m->params.items[i]->size; j++)
+            m->params.items[i]->data[j] += (Real)(0.3 * rng_normal(&rng));
+}
+
 Test(hf_save, round_trips_models_attograd_builds) {
-    GptConfig cs[] = {
-        {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8},
-        {.vocab_size = 40, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .untied = 1},
-        {.vocab_size = 40,
-         .block_size = 8,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 8,
-         .mlp = NN_GPT_MLP_GELU_TANH},
-        {.style = NN_LLAMA,
-         .vocab_size = 40,
-         .block_size = 8,
-         .n_layer = 2,
-         .n_head = 4,
-         .n_kv_head = 2,
-         .n_embd = 16,
-         .rope_base = 777},
-        /* GPT-NeoX: rotary on whole heads, tied; parallel and partial rotary (4 of 12), untied */
-        {.vocab_size = 40,
-         .block_size = 8,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 8,
-         .pos = NN_GPT_POS_ROPE},
-        {.vocab_size = 40,
-         .block_size = 8,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 24,
-         .pos = NN_GPT_POS_ROPE,
-         .rotary_dim = 4,
-         .parallel_residual = 1,
-         .mlp = NN_GPT_MLP_GELU_TANH,
-         .rope_base = 321,
-         .untied = 1},
-    };
-    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+    for (size_t k = 0; k < N_EXPORTABLE; k++) {
         Arena *a = arena_new("params", 0);
-        Rng rng;
-        rng_seed(&rng, 5 + k);
         Gpt m;
-        nn_gpt_init(&m, a, &rng, &cs[k]);
+        exportable_model(&m, a, k, 5 + k);
         round_trip(&m);
         nn_gpt_free(&m);
         arena_free(a);
@@ -230,63 +336,58 @@ static char *config_with(const char *dir, const char *from, const char *to) {
     return r;
 }
 
-Test(hf_load, refuses_hostile_folders_naming_tensor_and_reason) {
-    char *c;
+/* A folder whose config.json is fixture dir's with from replaced by to (dir NULL: to is the
+ * whole text), with weights (a file copied; NULL: none), refused with code and a message
+ * holding want */
+static const struct {
+    const char *dir, *from, *to, *weights;
+    int code;
+    const char *want;
+} hostile[] = {
     /* another model's weights: the first missing tensor named */
-    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
-    refused(c, FX "llama_tied/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
-    free(c);
+    {FX "gpt2_gelu", "", "", FX "llama_tied/model.safetensors", AG_ERR_FORMAT,
+     "tensor 'wte.weight' is missing"},
     /* a width the weights do not have */
-    c = config_with(FX "gpt2_gelu", "\"n_inner\": null", "\"n_inner\": 32");
-    refused(c, FX "gpt2_gelu/model.safetensors", AG_ERR_SHAPE,
-            "tensor 'transformer.h.0.mlp.c_fc.weight' (");
-    free(c);
+    {FX "gpt2_gelu", "\"n_inner\": null", "\"n_inner\": 32", FX "gpt2_gelu/model.safetensors",
+     AG_ERR_SHAPE, "tensor 'transformer.h.0.mlp.c_fc.weight' ("},
     /* fewer layers than the weights: layer 1's tensors belong to nothing */
-    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 1");
-    refused(c, FX "gpt2_gelu/model.safetensors", AG_ERR_FORMAT,
-            "is not a weight of a GPT2LMHeadModel");
-    free(c);
+    {FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 1", FX "gpt2_gelu/model.safetensors",
+     AG_ERR_FORMAT, "is not a weight of a GPT2LMHeadModel"},
     /* values attograd cannot compute, named with the key */
-    c = config_with(FX "llama", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"");
-    refused(c, NULL, AG_ERR_FORMAT, "\"hidden_act\": \"gelu\": attograd computes only \"silu\"");
-    free(c);
-    c = config_with(FX "llama", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"");
-    refused(c, NULL, AG_ERR_FORMAT, "only \"rope_type\": \"default\"");
-    free(c);
-    c = config_with(FX "llama", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
-    refused(c, NULL, AG_ERR_FORMAT, "n_kv_head");
-    free(c);
-    c = config_with(FX "llama", "\"head_dim\": 4", "\"head_dim\": 8");
-    refused(c, NULL, AG_ERR_FORMAT, "\"head_dim\": 8");
-    free(c);
-    c = config_with(FX "llama", "\"use_cache\": true", "\"sliding_window\": 4096");
-    refused(c, NULL, AG_ERR_FORMAT, "\"sliding_window\": 4096: not a key");
-    free(c);
-    refused("{\"model_type\": \"mistral\"}", NULL, AG_ERR_FORMAT, "\"model_type\": \"mistral\"");
+    {FX "llama", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", NULL, AG_ERR_FORMAT,
+     "\"hidden_act\": \"gelu\": attograd computes only \"silu\""},
+    {FX "llama", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", NULL, AG_ERR_FORMAT,
+     "only \"rope_type\": \"default\""},
+    {FX "llama", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", NULL, AG_ERR_FORMAT,
+     "n_kv_head"},
+    {FX "llama", "\"head_dim\": 4", "\"head_dim\": 8", NULL, AG_ERR_FORMAT, "\"head_dim\": 8"},
+    {FX "llama", "\"use_cache\": true", "\"sliding_window\": 4096", NULL, AG_ERR_FORMAT,
+     "\"sliding_window\": 4096: not a key"},
+    {NULL, NULL, "{\"model_type\": \"mistral\"}", NULL, AG_ERR_FORMAT,
+     "\"model_type\": \"mistral\""},
     /* GPT-NeoX: an odd number of rotary columns, another activation, biases off */
-    c = config_with(FX "neox", "\"partial_rotary_factor\": 0.25",
-                    "\"partial_rotary_factor\": 0.375");
-    refused(c, NULL, AG_ERR_FORMAT, "0.375 of a head of 8 columns is 3 rotary columns");
-    free(c);
-    c = config_with(FX "neox", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"");
-    refused(c, NULL, AG_ERR_FORMAT, "\"hidden_act\": \"silu\": not supported");
-    free(c);
-    c = config_with(FX "neox", "\"attention_bias\": true", "\"attention_bias\": false");
-    refused(c, NULL, AG_ERR_FORMAT, "\"attention_bias\": false: attograd computes only true");
-    free(c);
+    {FX "neox", "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.375", NULL,
+     AG_ERR_FORMAT, "0.375 of a head of 8 columns is 3 rotary columns"},
+    {FX "neox", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"", NULL, AG_ERR_FORMAT,
+     "\"hidden_act\": \"silu\": not supported"},
+    {FX "neox", "\"attention_bias\": true", "\"attention_bias\": false", NULL, AG_ERR_FORMAT,
+     "\"attention_bias\": false: attograd computes only true"},
     /* GPT-NeoX's weights under a GPT-2 configuration: named */
-    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
-    refused(c, FX "neox/model.safetensors", AG_ERR_FORMAT, "tensor 'wte.weight' is missing");
-    free(c);
-    refused("[1]", NULL, AG_ERR_FORMAT, "not a JSON object");
-    /* no weights at all */
-    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
-    refused(c, NULL, AG_ERR_IO, "");
-    free(c);
-    /* a weights file that is not one */
-    c = config_with(FX "gpt2_gelu", "\"n_layer\": 2", "\"n_layer\": 2");
-    refused(c, FX "gpt2_gelu/config.json", AG_ERR_FORMAT, "model.safetensors");
-    free(c);
+    {FX "gpt2_gelu", "", "", FX "neox/model.safetensors", AG_ERR_FORMAT,
+     "tensor 'wte.weight' is missing"},
+    {NULL, NULL, "[1]", NULL, AG_ERR_FORMAT, "not a JSON object"},
+    /* no weights at all; a weights file that is not one */
+    {FX "gpt2_gelu", "", "", NULL, AG_ERR_IO, ""},
+    {FX "gpt2_gelu", "", "", FX "gpt2_gelu/config.json", AG_ERR_FORMAT, "model.safetensors"},
+};
+
+Test(hf_load, refuses_hostile_folders_naming_tensor_and_reason) {
+    for (size_t k = 0; k < sizeof hostile / sizeof *hostile; k++) {
+        char *c = hostile[k].dir ? config_with(hostile[k].dir, hostile[k].from, hostile[k].to)
+                                 : strdup(hostile[k].to);
+        refused(c, hostile[k].weights, hostile[k].code, hostile[k].want);
+        free(c);
+    }
 }
 
 Test(hf_load, refuses_weights_that_are_not_finite) {
@@ -330,59 +431,10 @@ Test(hf_save, transformers_loads_the_export_with_the_same_logits) {
                      "/opt/tl/bin/python); the committed fixtures were compared",
                      env && *env ? env : "/usr/bin/python3");
     }
-    GptConfig cs[] = {
-        {.vocab_size = 50, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 16},
-        {.vocab_size = 50,
-         .block_size = 16,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 16,
-         .mlp = NN_GPT_MLP_GELU_TANH,
-         .untied = 1},
-        {.vocab_size = 50,
-         .block_size = 16,
-         .n_layer = 1,
-         .n_head = 2,
-         .n_embd = 16,
-         .mlp = NN_GPT_MLP_RELU},
-        {.style = NN_LLAMA,
-         .vocab_size = 50,
-         .block_size = 16,
-         .n_layer = 2,
-         .n_head = 4,
-         .n_kv_head = 2,
-         .n_embd = 16,
-         .rope_base = 5000,
-         .untied = 1},
-        /* GPTNeoXForCausalLM: parallel residual, 4 of each head's 8 columns turned, untied; and
-         * sequential, whole heads, gelu_new, tied */
-        {.vocab_size = 50,
-         .block_size = 16,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 16,
-         .pos = NN_GPT_POS_ROPE,
-         .rotary_dim = 4,
-         .parallel_residual = 1,
-         .untied = 1},
-        {.vocab_size = 50,
-         .block_size = 16,
-         .n_layer = 2,
-         .n_head = 2,
-         .n_embd = 16,
-         .pos = NN_GPT_POS_ROPE,
-         .mlp = NN_GPT_MLP_GELU_TANH,
-         .rope_base = 2000},
-    };
-    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+    for (size_t k = 0; k < N_EXPORTABLE; k++) {
         Arena *a = arena_new("params", 0);
-        Rng rng;
-        rng_seed(&rng, 11 + k);
         Gpt m;
-        nn_gpt_init(&m, a, &rng, &cs[k]);
-        for (int i = 0; i < m.params.n; i++) /* weights far from the initialisation's scale */
-            for (size_t j = 0; j < m.params.items[i]->size; j++)
-                m.params.items[i]->data[j] += (Real)(0.3 * rng_normal(&rng));
+        exportable_model(&m, a, k, 11 + k);
         char tmp[256], cmd[1024];
         ts_tmp_dir(tmp, sizeof tmp, "hflive");
         cr_assert_eq(hf_save(&m, tmp), AG_OK, "%s", ag_last_error());

@@ -693,6 +693,25 @@ Test(safetensors, a_folder_prefers_model_safetensors_as_transformers_does, .init
     expect_fail(st_open(path, &s, NULL), AG_ERR_IO, path, "cannot open");
 }
 
+/* a folder with only the other forms transformers reads: refused naming the file and saying
+ * that safetensors are needed (and how to get them) */
+Test(safetensors, a_folder_of_pickled_weights_is_refused_naming_the_file, .init = hostile_setup,
+     .fini = hostile_teardown) {
+    static const char *const files[] = {"flax_model.msgpack", "tf_model.h5",
+                                        "pytorch_model.bin.index.json", "pytorch_model.bin"};
+    char path[512];
+    StSet *s;
+    for (int i = 0; i < 4; i++) { /* added in turn: the one transformers reads first is named */
+        ts_write_text(ts_join(path, hostile_dir, files[i]), "not read");
+        expect_fail(st_open(hostile_dir, &s, NULL), AG_ERR_IO, hostile_dir, files[i]);
+        cr_assert(strstr(ag_last_error(), i < 2 ? "another library's format" : "PyTorch's pickle"),
+                  "%s", ag_last_error());
+        cr_assert(strstr(ag_last_error(), "the weights are needed as safetensors (transformers "
+                                          "writes them: AutoModelForCausalLM.from_pretrained("),
+                  "%s", ag_last_error());
+    }
+}
+
 /* ---- memory: the file is mapped, not read ---- */
 
 static long rss_kib(void) {

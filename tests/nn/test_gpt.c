@@ -14,6 +14,7 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attograd.h"
@@ -1033,6 +1034,100 @@ Test(nn_sample, greedy_takes_the_first_most_likely_and_draws_nothing) {
                      nn_sample(logits, 5, &(NnSampling){.temperature = 1.3}, &b));
 }
 
+/* nn_token_loss: -log softmax(z)[target], shifted so that large logits stay finite */
+Test(nn_token_loss, is_the_rows_cross_entropy_and_stays_finite) {
+    const Real z[4] = {1.5, -0.25, 3, 0};
+    double e = exp(1.5) + exp(-0.25) + exp(3.0) + 1;
+    for (int k = 0; k < 4; k++)
+        cr_assert_float_eq(nn_token_loss(z, 4, k), log(e) - (double)z[k], 1e-12, "target %d", k);
+    const Real big[2] = {10000, 9999};
+    cr_assert_float_eq(nn_token_loss(big, 2, 1), log(1 + exp(1.0)), 1e-9);
+}
+Test(nn_token_loss, a_target_outside_the_logits_aborts, .signal = SIGABRT) {
+    nn_token_loss((const Real[2]){0, 0}, 2, 2);
+}
+
+/* The reference of a draw: the tokens ranked by qsort on (logit / temperature descending, id),
+ * the kept ones' weights e^(z - max z) in that order, the draw walked in that order */
+typedef struct {
+    double z;
+    int id;
+} RefRanked;
+static int ref_by_rank(const void *a, const void *b) {
+    const RefRanked *x = a, *y = b;
+    return x->z != y->z ? (x->z > y->z ? -1 : 1) : (x->id > y->id) - (x->id < y->id);
+}
+static int ref_sample(const Real *logits, int V, const NnSampling *s, Rng *rng) {
+    RefRanked *r = malloc((size_t)V * sizeof *r);
+    cr_assert(r);
+    for (int j = 0; j < V; j++) r[j] = (RefRanked){(double)logits[j] / s->temperature, j};
+    qsort(r, (size_t)V, sizeof *r, ref_by_rank);
+    int n = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+    double w[64], total = 0, kept = 0;
+    cr_assert(n <= 64 || (s->top_p >= 1 && n == V));
+    double *wt = n <= 64 ? w : malloc((size_t)n * sizeof *wt);
+    for (int j = 0; j < n; j++) total += wt[j] = exp(r[j].z - r[0].z);
+    if (s->top_p > 0 && s->top_p < 1) {
+        int m = 0;
+        while (m < n && kept < s->top_p * total) kept += wt[m++];
+        n = m, total = kept;
+    }
+    double u = rng_uniform(rng) * total, run = 0;
+    int tok = r[n - 1].id;
+    for (int j = 0; j < n; j++)
+        if (u < (run += wt[j])) {
+            tok = r[j].id;
+            break;
+        }
+    if (wt != w) free(wt);
+    free(r);
+    return tok;
+}
+
+/* nn_sample ranks the tokens by a radix sort of their logits: each draw must be the reference's
+ * (qsort), on logits with many ties, +0 and -0, -inf, and a vocabulary of GPT-2's size */
+Test(nn_sample, draws_the_tokens_of_a_ranking_by_logit_then_id) {
+    static const int sizes[] = {1, 2, 7, 300, 50257};
+    static const NnSampling how[] = {{.temperature = 1, .top_p = 1},
+                                     {.temperature = 0.6, .top_k = 5, .top_p = 1},
+                                     {.temperature = 1.7, .top_k = 40, .top_p = 0.9},
+                                     {.temperature = 1, .top_k = 64, .top_p = 0.3}};
+    Rng data;
+    rng_seed(&data, 5);
+    for (int c = 0; c < 10; c++) { /* 5 sizes; a few values, or only 0, -0 and -inf */
+        int V = sizes[c / 2], zeros = c % 2;
+        Real *logits = malloc((size_t)V * sizeof *logits);
+        cr_assert(logits);
+        for (int j = 0; j < V; j++) {
+            int d = (int)(rng_uniform(&data) * (zeros ? 3 : 9));
+            logits[j] = d == 0   ? (Real)0
+                        : d == 1 ? -(Real)0
+                        : d == 2 ? -(Real)INFINITY
+                        : d == 3 ? (Real)(rng_normal(&data) * 5)
+                                 : (Real)((d - 6) * 0.75);
+        }
+        logits[0] = zeros ? -(Real)0 : (Real)0.25; /* one finite at least */
+        for (int h = 0; h < 4; h++) {
+            Rng a, b;
+            rng_seed(&a, 100 + h), rng_seed(&b, 100 + h);
+            for (int i = 0; i < 25; i++) {
+                int got = nn_sample(logits, V, &how[h], &a),
+                    want = ref_sample(logits, V, &how[h], &b);
+                cr_assert_eq(got, want,
+                             "V %d (%s), sampling %d, draw %d: token %d, the reference's %d", V,
+                             zeros ? "0, -0, -inf" : "mixed", h, i, got, want);
+            }
+        }
+        free(logits);
+    }
+}
+
+Test(nn_sample, drawing_from_logits_all_minus_infinity_aborts, .signal = SIGABRT) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    nn_sample((const Real[]){-(Real)INFINITY, -(Real)INFINITY}, 2, &(NnSampling){.temperature = 1},
+              &rng);
+}
 Test(nn_sample, a_nan_logit_aborts, .signal = SIGABRT) {
     Rng rng;
     rng_seed(&rng, 1);
@@ -1085,6 +1180,33 @@ Test(nn_gpt, greedy_generation_equals_the_full_forward_on_the_cropped_window) {
     ag_tape_free(t);
     nn_gpt_free(&m);
     arena_free(a);
+}
+
+/* nn_gpt_loss_over: the windows' mean, weighted by their tokens, whatever the batch; a stream
+ * of one token predicts nothing */
+Test(nn_gpt, loss_over_a_stream_is_the_token_weighted_mean_of_its_windows) {
+    TsGpt e = ts_gpt_new(&tiny, 5, 0.1, 0.3, 2, 8); /* 16 tokens: windows of 6, 6 and 3 */
+    Tape *t = e.t;
+    int T = tiny.block_size, *tok = e.ids;
+    size_t n = 16;
+    double sum = 0;
+    ag_no_grad(t, 1);
+    for (size_t lo = 0; lo + 1 < n; lo += (size_t)T) {
+        int len = n - 1 - lo < (size_t)T ? (int)(n - 1 - lo) : T;
+        ag_tape_reset(t);
+        sum += len * (double)nn_gpt_loss(t, &e.m, tok + lo, tok + lo + 1, 1, len, NULL)->data[0];
+    }
+    ag_no_grad(t, 0);
+    int64_t np;
+    for (int batch = 1; batch <= 3; batch++) {
+        double l = nn_gpt_loss_over(t, &e.m, tok, n, batch, &np);
+        cr_assert_eq(np, (int64_t)n - 1);
+        cr_assert_float_eq(l, sum / (double)(n - 1), 1e-5, "batch %d: %g, not %g", batch, l,
+                           sum / (double)(n - 1));
+    }
+    cr_assert(!t->no_grad, "the tape's no-grad mode is put back");
+    cr_assert(isnan(nn_gpt_loss_over(t, &e.m, tok, 1, 1, &np)) && np == 0);
+    ts_gpt_free(&e);
 }
 
 static int stop_after_two(int token, void *ctx) {

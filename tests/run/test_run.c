@@ -486,6 +486,24 @@ Test(run, keep_every_keeps_the_history_and_a_kept_state_resumes_to_the_bits) {
         cr_assert_eq(kept, s % 6 == 0, "step %d: %s", s, kept ? "kept" : "missing");
         if (kept) cr_assert_eq(ckpt_step(p), s);
     }
+    /* run_kept lists them by step; a folder without ckpt/, or with none in it, is refused */
+    char **names;
+    int n;
+    cr_assert_eq(run_kept(a, &names, &n), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(n, 4);
+    for (int i = 0; i < n; i++) {
+        snprintf(q, sizeof q, "step_%08d.npz", 6 * i);
+        cr_assert_str_eq(names[i], q);
+        free(names[i]);
+    }
+    free(names);
+    cr_assert_eq(run_kept(b, &names, &n), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "/ckpt: cannot read: ") && n == 0 && !names, "%s",
+              ag_last_error());
+    cr_assert_eq(mkdir(ts_join(p, b, "ckpt"), 0755), 0);
+    cr_assert_eq(run_kept(b, &names, &n), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "/ckpt: no step_*.npz in it"), "%s", ag_last_error());
+    rmdir(p);
     /* the state kept at step 12, as last.npz of another folder, continues to the same bits */
     size_t len;
     char *kept = ts_slurp(ts_join(p, a, "ckpt/step_00000012.npz"), &len);

@@ -341,3 +341,35 @@ Test(view_nums, an_array_of_numbers_with_nulls) {
     cr_assert_str_eq(b.p, "[1.5,null,-2],[]");
     view_buf_free(&b);
 }
+
+Test(view_field_str, key_and_value_escaped) {
+    ViewBuf b = {0};
+    view_field_str(&b, "na\"me", "</script>");
+    cr_assert_str_eq(b.p, "\"na\\\"me\":\"\\u003C/script\\u003E\"");
+    view_buf_free(&b);
+}
+
+static void plot_without_title(void *ctx) {
+    (void)ctx;
+    ViewBuf b = {0};
+    view_plot(&b, &(ViewPlot){.name = "p", .xlabel = "x", .x = (const double[]){1}, .n = 1});
+}
+
+Test(view_plot, the_documented_fields_then_the_extra_ones) {
+    ViewBuf b = {0};
+    const double x[] = {1, 10}, y0[] = {0.5, NAN}, y1[] = {2, 3};
+    view_plot(&b, &(ViewPlot){"loss", "a <title>", "step", 1, 0, x, 2,
+                              (const char *[]){"train", "test"}, (const double *[]){y0, y1}, 2,
+                              "\"ymin\":0"});
+    view_raw(&b, ",");
+    view_plot(&b, &(ViewPlot){"none", "t", "k", 0, 1, x, 0, NULL, NULL, 0, ""});
+    cr_assert_str_eq(b.p, "{\"name\":\"loss\",\"title\":\"a \\u003Ctitle\\u003E\",\"xlabel\":"
+                          "\"step\",\"logx\":true,\"logy\":false,\"x\":[1,10],\"series\":[{"
+                          "\"name\":\"train\",\"y\":[0.5,null]},{\"name\":\"test\",\"y\":[2,3]}"
+                          "],\"ymin\":0},{\"name\":\"none\",\"title\":\"t\",\"xlabel\":\"k\","
+                          "\"logx\":false,\"logy\":true,\"x\":[],\"series\":[]}");
+    view_buf_free(&b);
+    Capture c;
+    capture_run(plot_without_title, NULL, &c);
+    cr_assert(capture_aborted(&c) && capture_has(&c, "view_plot"), "%s", c.err);
+}
