@@ -94,7 +94,7 @@ static void translator_load(const char *path) {
     FUZZ_CHECK(tr.src.n == tr.model.cfg.src_vocab && tr.tgt.n == tr.model.cfg.tgt_vocab,
                "vocabularies %d, %d for a model of %d, %d", tr.src.n, tr.tgt.n,
                tr.model.cfg.src_vocab, tr.model.cfg.tgt_vocab);
-    int src[2] = {TR_N_SPECIAL % tr.src.n, (TR_N_SPECIAL + 1) % tr.src.n}, out[64];
+    int src[2] = {TXT_N_SPECIAL % tr.src.n, (TXT_N_SPECIAL + 1) % tr.src.n}, out[64];
     int n = tr_translate_ids(&tr, src, 2, 1, 0.6, out, 64);
     /* finite weights may overflow: refused (AG_ERR_RANGE), never an abort */
     FUZZ_CHECK((n >= 0 && n <= 64) || n == AG_ERR_RANGE, "%d ids", n);

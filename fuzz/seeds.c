@@ -91,21 +91,21 @@ static void tsv_seeds(void) {
 static void model_seeds(void) {
     char tsv[700];
     path_of(tsv, sizeof tsv, "tsv", "translate_0.tsv");
-    TrVocab src, tgt;
-    tr_vocab_init(&src);
-    tr_vocab_init(&tgt);
+    TxtVocab src, tgt;
+    txt_vocab_init(&src);
+    txt_vocab_init(&tgt);
     TrData d;
     if (tr_data_read(tsv, &d, &src, &tgt, 1, 0) != AG_OK) die(tsv);
     size_t vlen;
-    char *vocab = tr_vocab_pair_save(&src, &tgt, &vlen);
+    char *vocab = txt_vocab_pair_save(&src, &tgt, &vlen);
     put("vocab", "translate.vocab", vocab, vlen);
-    TrVocab s2, t2;
-    tr_vocab_init(&s2);
-    tr_vocab_init(&t2);
-    tr_vocab_add(&s2, "a", 1);
-    tr_vocab_add(&t2, "b", 1);
+    TxtVocab s2, t2;
+    txt_vocab_init(&s2);
+    txt_vocab_init(&t2);
+    txt_vocab_add(&s2, "a", 1);
+    txt_vocab_add(&t2, "b", 1);
     size_t slen;
-    char *small = tr_vocab_pair_save(&s2, &t2, &slen);
+    char *small = txt_vocab_pair_save(&s2, &t2, &slen);
     put("vocab", "small.vocab", small, slen);
 
     for (int variant = 0; variant < 4; variant++) {
@@ -156,10 +156,10 @@ static void model_seeds(void) {
     free(vocab);
     free(small);
     tr_data_free(&d);
-    tr_vocab_free(&src);
-    tr_vocab_free(&tgt);
-    tr_vocab_free(&s2);
-    tr_vocab_free(&t2);
+    txt_vocab_free(&src);
+    txt_vocab_free(&tgt);
+    txt_vocab_free(&s2);
+    txt_vocab_free(&t2);
 }
 
 /* ---- text: saved tokenizers, training texts, token shards (src/text) ---- */

@@ -3,7 +3,7 @@
  * gradcheck, and the tables that describe a model's configuration to checkpoints), nn
  * (modules), optim (optimizers), io (files read and replaced safely, .npz files, checkpoints,
  * safetensors), hf (Hugging Face configurations) and text (tokenizers, token shards, training
- * windows), then dist (data-parallel steps over MPI), flag (a program's command line from one
+ * windows, word vocabularies, batches of sentence pairs, the scores of a translation), then dist (data-parallel steps over MPI), flag (a program's command line from one
  * table of flags), run (a training run around a model's callbacks: cadence, schedules, shards,
  * checkpoints, resume, the CSV and the loss plot), then lens (head detectors; the cache,
  * ablation and patching on the models' hook points; the logit lens and direct logit
@@ -29,6 +29,9 @@
 #include "io/safetensors.h"
 #include "hf/hf.h"
 #include "text/text.h"
+#include "text/vocab.h"
+#include "text/score.h"
+#include "text/pairs.h"
 #include "dist/dist.h"
 #include "flag/flag.h"
 #include "run/run.h"

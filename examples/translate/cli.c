@@ -130,7 +130,7 @@ static int cmd_eval(int argc, char **argv) {
             rc = TR_EXIT_USAGE;
             break;
         }
-        TrScore s;
+        TxtScore s;
         double loss = 0;
         int got = tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
                               &tr.tgt, NULL);
@@ -144,8 +144,8 @@ static int cmd_eval(int argc, char **argv) {
         }
         printf("%s: exact match %.2f%% (%ld/%ld), token accuracy %.2f%%, BLEU-4 %.2f, loss "
                "%.4f\n",
-               pos[i], 100 * tr_score_exact(&s), s.n_exact, s.n_sent, 100 * tr_score_tokens(&s),
-               tr_score_bleu(&s), loss);
+               pos[i], 100 * txt_score_exact(&s), s.n_exact, s.n_sent, 100 * txt_score_tokens(&s),
+               txt_score_bleu(&s), loss);
         if (d.n_unk_src || d.n_unk_tgt)
             printf("%s: %ld source and %ld target words are not in the vocabularies (<unk>)\n",
                    pos[i], d.n_unk_src, d.n_unk_tgt);
@@ -170,8 +170,8 @@ static int cmd_eval(int argc, char **argv) {
  * message printed, naming label and the byte) when it is not valid UTF-8. */
 static const char *check_text(const char *cmd, const char *label, const char *text) {
     size_t bad;
-    text += tr_bom_len(text, strlen(text));
-    if (tr_utf8_check(text, strlen(text), &bad)) return text;
+    text += txt_bom_len(text, strlen(text));
+    if (txt_utf8_check(text, strlen(text), &bad)) return text;
     fprintf(stderr, "%s %s: %s is not valid UTF-8 (byte %zu is 0x%02x)\n", PROG, cmd, label,
             bad + 1, (unsigned char)text[bad]);
     return NULL;
@@ -194,7 +194,7 @@ static int out_dir_ready(const char *cmd, const char *dir) {
 
 /* Warns when text holds several sentences (the model was trained on one a line). */
 static void warn_sentences(const char *cmd, const char *label, const char *text) {
-    int n = tr_count_sentences(text);
+    int n = txt_count_sentences(text);
     if (n > 1)
         fprintf(stderr,
                 "%s %s: %s holds %d sentences; the model translates one at a time and may drop "
@@ -239,9 +239,9 @@ static int translate_line(Translator *tr, const char *ckpt, const char *text, in
             free(ids);
             return TR_EXIT_USAGE;
         }
-        size_t need = tr_detokenize(&tr->tgt, out, m, NULL, 0);
+        size_t need = txt_vocab_detokenize(&tr->tgt, out, m, NULL, 0);
         char *s = malloc(need + 1);
-        tr_detokenize(&tr->tgt, out, m, s, need + 1);
+        txt_vocab_detokenize(&tr->tgt, out, m, s, need + 1);
         printf("%s\n", s);
         free(s);
     }
@@ -310,12 +310,12 @@ static int cmd_translate(int argc, char **argv) {
         char *line = NULL;
         size_t cap = 0, len, bad;
         int k = 0, got;
-        while (rc == 0 && (got = tr_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
+        while (rc == 0 && (got = txt_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
             snprintf(label, sizeof label, "line %d", ++k);
-            const char *text = line + (k == 1 ? tr_bom_len(line, len) : 0);
+            const char *text = line + (k == 1 ? txt_bom_len(line, len) : 0);
             if (got < 0) {
                 /* skip the rest, but not forever: an endless line is an error */
-                if (!tr_skip_line(stdin, TR_MAX_SKIP)) {
+                if (!txt_skip_line(stdin, TR_MAX_SKIP)) {
                     fprintf(stderr,
                             "%s translate: %s: more than %d bytes without an end of line: "
                             "stopped (the input is not text)\n",
@@ -326,7 +326,7 @@ static int cmd_translate(int argc, char **argv) {
                 fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n",
                         PROG, label, TR_MAX_LINE);
                 printf("\n");
-            } else if (memchr(line, '\0', len) || !tr_utf8_check(line, len, &bad)) {
+            } else if (memchr(line, '\0', len) || !txt_utf8_check(line, len, &bad)) {
                 if (memchr(line, '\0', len))
                     fprintf(stderr, "%s translate: %s: holds a NUL byte: skipped\n", PROG, label);
                 else

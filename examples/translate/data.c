@@ -1,9 +1,9 @@
-/* data.c: reading lines with a bound (an endless line stops at the limit), sentence pairs from
- * TSV files (regular files and pipes; UTF-8 checked; with --tokenizer char|bpe, the training
- * file's columns train the tokenizers first), padded batches, and the loader that
- * buckets pairs by length and shuffles the batches of each epoch from a seeded RNG (its
- * position is two integers, saved in checkpoints). Not here: the vocabulary and the text checks
- * (vocab.c). Read next: decode.c. */
+/* data.c: sentence pairs from TSV files (regular files and pipes; lines read with a bound by
+ * src/text's txt_read_line; UTF-8 checked; with --tokenizer char|bpe, the training file's
+ * columns train the tokenizers first), padded batches, and the loader that buckets pairs by
+ * length and shuffles the batches of each epoch from a seeded RNG (its position is two
+ * integers, saved in checkpoints). Not here: the vocabulary and the text checks
+ * (src/text/vocab.h). Read next: decode.c. */
 #include "translate.h"
 
 #include <errno.h>
@@ -22,7 +22,7 @@ static void *xrealloc(void *p, size_t bytes) {
 
 /* Splits side s[0..len) on single spaces into ids (appended to *ids). Returns the word count,
  * or -1 with a reason in why. */
-static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **ids, size_t *n_ids,
+static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **ids, size_t *n_ids,
                        size_t *cap, long *n_unk, const char **why) {
     if (len == 0) {
         *why = "is empty";
@@ -52,17 +52,17 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
             i = j + 1;
             continue;
         }
-        int id = tr_vocab_find(v, s + i, j - i);
+        int id = txt_vocab_find(v, s + i, j - i);
         if (id < 0 && grow) {
             if (v->n >= TR_MAX_VOCAB) {
                 *why = "has a new word, but its vocabulary already holds " XSTR(
                     TR_MAX_VOCAB) " words (TR_MAX_VOCAB)";
                 return -1;
             }
-            id = tr_vocab_add(v, s + i, j - i);
+            id = txt_vocab_add(v, s + i, j - i);
         }
         if (id < 0) {
-            id = TR_UNK;
+            id = TXT_UNK;
             (*n_unk)++;
         }
         if (*n_ids == *cap) {
@@ -74,49 +74,18 @@ static int encode_side(const char *s, size_t len, TrVocab *v, int grow, int **id
         i = j + 1;
     }
     if (v->tok) {
-        int n = tr_encode_text(v, s, len, NULL, 0, NULL, NULL, NULL);
+        int n = txt_vocab_encode(v, s, len, NULL, 0, NULL, NULL, NULL);
         if (*n_ids + (size_t)n > *cap) {
             while (*n_ids + (size_t)n > *cap) *cap = *cap ? 2 * *cap : 4096;
             *ids = xrealloc(*ids, *cap * sizeof **ids);
         }
         int unk;
-        tr_encode_text(v, s, len, *ids + *n_ids, n, &unk, NULL, NULL);
+        txt_vocab_encode(v, s, len, *ids + *n_ids, n, &unk, NULL, NULL);
         *n_ids += (size_t)n;
         *n_unk += unk;
         return n;
     }
     return words;
-}
-
-int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len) {
-    size_t n = 0;
-    int c;
-    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
-        if (n + 2 > *cap) {
-            size_t want = *cap ? 2 * *cap : 256;
-            if (want > max + 2) want = max + 2;
-            *buf = xrealloc(*buf, want);
-            *cap = want;
-        }
-        (*buf)[n++] = (char)c;
-        if (n > max) break; /* over the limit: stop, the rest of the line stays unread */
-    }
-    if (c == EOF && n == 0) return 0;
-    if (!*buf) {
-        *buf = xrealloc(NULL, 2);
-        *cap = 2;
-    }
-    (*buf)[n] = '\0';
-    *len = n;
-    return n > max ? -1 : 1;
-}
-
-int tr_skip_line(FILE *f, size_t max) {
-    for (size_t n = 0; n <= max; n++) {
-        int c = getc_unlocked(f);
-        if (c == EOF || c == '\n') return 1;
-    }
-    return 0;
 }
 
 /* AG_OK if st is a regular file or a pipe; else AG_ERR_IO naming what it is. */
@@ -130,7 +99,7 @@ static int readable_kind(const char *path, const struct stat *st) {
     return ag_fail(AG_ERR_IO, "%s: is %s: only regular files and pipes are read", path, kind);
 }
 
-static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v,
+static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v,
                       int grow, int max_tokens);
 
 /* Reads all of f into a malloc'd buffer (*buf, *len). */
@@ -153,20 +122,20 @@ static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
 /* Gathers the source and target columns of text[0..len) (lines joined by '\n' for BPE, whose
  * GPT-2 split keeps merges within a line; run together for characters) and trains v's
  * tokenizer on its column. Lines without exactly one tab are left out: read_pairs names them. */
-static int train_tokenizers(const char *text, size_t len, const char *path, TrVocab *v[2]) {
+static int train_tokenizers(const char *text, size_t len, const char *path, TxtVocab *v[2]) {
     char *col[2] = {xrealloc(NULL, len + 1), xrealloc(NULL, len + 1)};
     size_t n[2] = {0, 0};
     for (size_t i = 0; i < len;) {
         const char *line = text + i, *nl = memchr(line, '\n', len - i);
         size_t ll = nl ? (size_t)(nl - line) : len - i;
         i += ll + 1;
-        if (i == ll + 1 && tr_bom_len(line, ll)) line += 3, ll -= 3;
+        if (i == ll + 1 && txt_bom_len(line, ll)) line += 3, ll -= 3;
         if (ll && line[ll - 1] == '\r') ll--;
         const char *tab = memchr(line, '\t', ll);
         if (!tab || memchr(tab + 1, '\t', ll - (size_t)(tab + 1 - line))) continue;
         size_t part[2][2] = {{0, (size_t)(tab - line)}, {(size_t)(tab + 1 - line), ll}};
         for (int k = 0; k < 2; k++) {
-            if (v[k]->kind == TR_TOK_BPE && n[k]) col[k][n[k]++] = '\n';
+            if (v[k]->kind == TXT_VOCAB_BPE && n[k]) col[k][n[k]++] = '\n';
             memcpy(col[k] + n[k], line + part[k][0], part[k][1] - part[k][0]);
             n[k] += part[k][1] - part[k][0];
         }
@@ -177,18 +146,18 @@ static int train_tokenizers(const char *text, size_t len, const char *path, TrVo
         snprintf(label, sizeof label, "%s: the %s column's tokenizer", path,
                  k ? "target" : "source");
         TxtTokenizer *t = NULL;
-        if (v[k]->kind == TR_TOK_CHAR)
+        if (v[k]->kind == TXT_VOCAB_CHAR)
             t = txt_char_new(col[k], n[k]);
         else
             rc = txt_bpe_train(col[k], n[k], v[k]->bpe_vocab, TXT_SPLIT_GPT2, label, &t);
-        if (rc == AG_OK) rc = tr_vocab_set_tokenizer(v[k], t, label);
+        if (rc == AG_OK) rc = txt_vocab_set_tokenizer(v[k], t, label);
     }
     free(col[0]);
     free(col[1]);
     return rc;
 }
 
-int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
+int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
                  int max_tokens) {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
@@ -199,7 +168,7 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
     FILE *f; /* a pipe nobody writes to is an error after TR_PIPE_WAIT_MS, not a hang */
     int kind = io_fopen_stream(path, TR_PIPE_WAIT_MS, &f);
     if (kind != AG_OK) return kind;
-    if (!grow || src_v->tok || src_v->kind == TR_TOK_WORD) {
+    if (!grow || src_v->tok || src_v->kind == TXT_VOCAB_WORD) {
         int rc = read_pairs(f, path, d, src_v, tgt_v, grow, max_tokens);
         fclose(f);
         return rc;
@@ -211,7 +180,7 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
     int rc = slurp(f, path, &text, &len);
     fclose(f);
     if (rc != AG_OK) return rc;
-    TrVocab *v[2] = {src_v, tgt_v};
+    TxtVocab *v[2] = {src_v, tgt_v};
     rc = train_tokenizers(text, len, path, v);
     FILE *m = rc == AG_OK && len ? fmemopen(text, len, "rb") : NULL;
     if (rc == AG_OK && !m && len)
@@ -224,14 +193,14 @@ int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, in
 }
 
 /* The pairs of f, one a line (tr_data_read's rules); f stays open. */
-static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v,
+static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v,
                       int grow, int max_tokens) {
     char *line = NULL;
     size_t line_cap = 0, n_ids = 0, ids_cap = 0, len = 0;
     int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK, got;
     /* pairs point into ids, which moves while it grows: keep offsets, fix pointers at the end */
     size_t *offsets = NULL;
-    while ((got = tr_read_line(f, &line, &line_cap, TR_MAX_LINE, &len)) != 0) {
+    while ((got = txt_read_line(f, &line, &line_cap, TR_MAX_LINE, &len)) != 0) {
         lineno++;
         if (got < 0) {
             rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line is longer than %d bytes (TR_MAX_LINE)",
@@ -239,10 +208,10 @@ static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVo
             break;
         }
         /* a byte-order mark opens the file: it is no part of the first word */
-        size_t bom = lineno == 1 ? tr_bom_len(line, len) : 0, bad;
+        size_t bom = lineno == 1 ? txt_bom_len(line, len) : 0, bad;
         char *text = line + bom;
         len -= bom;
-        if (!tr_utf8_check(text, len, &bad)) {
+        if (!txt_utf8_check(text, len, &bad)) {
             rc = ag_fail(AG_ERR_FORMAT,
                          "%s:%d: the line is not valid UTF-8 (byte %zu is 0x%02x): save the "
                          "file as UTF-8",
@@ -288,7 +257,7 @@ static int read_pairs(FILE *f, const char *path, TrData *d, TrVocab *src_v, TrVo
             offsets = xrealloc(offsets, (size_t)cap_pairs * sizeof *offsets);
         }
         offsets[d->n] = off;
-        d->pairs[d->n++] = (TrPair){NULL, NULL, ns, nt, lineno};
+        d->pairs[d->n++] = (TxtPair){NULL, NULL, ns, nt, lineno};
         if (ns > d->max_src) d->max_src = ns;
         if (nt > d->max_tgt) d->max_tgt = nt;
     }
@@ -312,127 +281,4 @@ void tr_data_free(TrData *d) {
     d->pairs = NULL;
     d->ids = NULL;
     d->n = 0;
-}
-
-/* ---- batches ---- */
-
-void tr_batch_make(TrBatch *b, const TrData *d, const int *rows, int B) {
-    int S = 0, T = 0;
-    for (int r = 0; r < B; r++) {
-        const TrPair *p = &d->pairs[rows[r]];
-        if (p->src_len + 1 > S) S = p->src_len + 1;
-        if (p->tgt_len + 1 > T) T = p->tgt_len + 1;
-    }
-    size_t need = (size_t)B * (S + 2 * T + 1);
-    if (need > b->cap) {
-        free(b->src);
-        b->cap = need;
-        b->src = xrealloc(NULL, need * sizeof(int));
-    }
-    b->tgt_in = b->src + (size_t)B * S;
-    b->tgt_out = b->tgt_in + (size_t)B * T;
-    b->rows = b->tgt_out + (size_t)B * T;
-    b->B = B;
-    b->S = S;
-    b->T = T;
-    b->n_src_tokens = b->n_tgt_tokens = 0;
-    for (int r = 0; r < B; r++) {
-        const TrPair *p = &d->pairs[rows[r]];
-        int *s = b->src + (size_t)r * S, *ti = b->tgt_in + (size_t)r * T,
-            *to = b->tgt_out + (size_t)r * T;
-        for (int i = 0; i < S; i++) s[i] = i < p->src_len ? p->src[i] : TR_PAD;
-        s[p->src_len] = TR_EOS;
-        for (int i = 0; i < T; i++) {
-            ti[i] = i == 0 ? TR_BOS : i <= p->tgt_len ? p->tgt[i - 1] : TR_PAD;
-            to[i] = i < p->tgt_len ? p->tgt[i] : i == p->tgt_len ? TR_EOS : TR_PAD;
-        }
-        b->rows[r] = rows[r];
-        b->n_src_tokens += p->src_len + 1;
-        b->n_tgt_tokens += p->tgt_len + 1;
-    }
-}
-
-void tr_batch_free(TrBatch *b) {
-    free(b->src);
-    memset(b, 0, sizeof *b);
-}
-
-/* ---- the loader ---- */
-
-typedef struct {
-    uint64_t key;
-    int index;
-} SortItem;
-
-static int cmp_items(const void *a, const void *b) {
-    const SortItem *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return (x->index > y->index) - (x->index < y->index);
-}
-
-/* The plan of epoch l->epoch: bucketed by length with random tie keys, batch order shuffled. */
-static void plan_epoch(TrLoader *l) {
-    const TrData *d = l->d;
-    Rng r;
-    rng_seed(&r, rng_hash(l->seed, (uint64_t)l->epoch));
-    SortItem *items = xrealloc(NULL, (size_t)d->n * sizeof *items);
-    for (int i = 0; i < d->n; i++) {
-        uint64_t ls = (uint64_t)d->pairs[i].src_len, lt = (uint64_t)d->pairs[i].tgt_len;
-        items[i].key = (ls << 48) | ((lt & 0xffff) << 32) | (rng_u64(&r) >> 32);
-        items[i].index = i;
-    }
-    qsort(items, (size_t)d->n, sizeof *items, cmp_items);
-    int *perm = xrealloc(NULL, (size_t)l->n_batches * sizeof *perm);
-    for (int i = 0; i < l->n_batches; i++) perm[i] = i;
-    for (int i = l->n_batches - 1; i > 0; i--) {
-        int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    int pos = 0;
-    for (int k = 0; k < l->n_batches; k++) {
-        int first = perm[k] * l->batch_size, last = first + l->batch_size;
-        if (last > d->n) last = d->n;
-        l->start[k] = pos;
-        for (int i = first; i < last; i++) l->order[pos++] = items[i].index;
-    }
-    l->start[l->n_batches] = pos;
-    free(perm);
-    free(items);
-}
-
-void tr_loader_init(TrLoader *l, const TrData *d, int batch_size, uint64_t seed) {
-    AG_CHECK(batch_size > 0 && d->n > 0, "tr_loader_init: batch size %d, %d pairs", batch_size,
-             d->n);
-    memset(l, 0, sizeof *l);
-    l->d = d;
-    l->batch_size = batch_size;
-    l->n_batches = (d->n + batch_size - 1) / batch_size;
-    l->seed = seed;
-    l->order = xrealloc(NULL, (size_t)d->n * sizeof *l->order);
-    l->start = xrealloc(NULL, (size_t)(l->n_batches + 1) * sizeof *l->start);
-    plan_epoch(l);
-}
-
-void tr_loader_free(TrLoader *l) {
-    free(l->order);
-    free(l->start);
-    memset(l, 0, sizeof *l);
-}
-
-void tr_loader_seek(TrLoader *l, int64_t epoch, int64_t cursor) {
-    AG_CHECK(epoch >= 0 && cursor >= 0 && cursor <= l->n_batches,
-             "tr_loader_seek: epoch %lld cursor %lld (%d batches)", (long long)epoch,
-             (long long)cursor, l->n_batches);
-    if (epoch != l->epoch) {
-        l->epoch = epoch;
-        plan_epoch(l);
-    }
-    l->cursor = cursor;
-}
-
-void tr_loader_next(TrLoader *l, TrBatch *b) {
-    if (l->cursor == l->n_batches) tr_loader_seek(l, l->epoch + 1, 0);
-    int k = (int)l->cursor++;
-    tr_batch_make(b, l->d, l->order + l->start[k], l->start[k + 1] - l->start[k]);
 }

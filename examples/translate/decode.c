@@ -1,7 +1,7 @@
 /* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
  * teacher-forced forward of one pair (for attention maps), translating a sentence greedily or
- * by beam search (the library's nn_seq2seq_greedy and nn_seq2seq_beam), the metrics
- * (exact match, token accuracy, corpus BLEU-4) and the evaluation of a data set, window by
+ * by beam search (the library's nn_seq2seq_greedy and nn_seq2seq_beam) and the evaluation
+ * of a data set (scored with src/text/score.h), window by
  * window (its memory does not grow with the number of pairs).
  * Not here: training (train.c). Read next: train.c. */
 #include "translate.h"
@@ -22,7 +22,7 @@ static int load_from(Translator *tr, const NpzFile *f, const Seq2SeqConfig *cfg)
     nn_seq2seq_init(&tr->model, tr->params, &r, cfg);
     Checkpoint ck = {.params = &tr->model.params, .config = tr_model_config(&tr->model.cfg)};
     rc = ckpt_load_from(f, &ck);
-    if (rc == AG_OK) rc = tr_vocab_pair_load(ck.extra, ck.extra_len, &tr->src, &tr->tgt, f->path);
+    if (rc == AG_OK) rc = txt_vocab_pair_load(ck.extra, ck.extra_len, &tr->src, &tr->tgt, f->path);
     free((void *)ck.extra);
     if (rc == AG_OK && (tr->src.n != cfg->src_vocab || tr->tgt.n != cfg->tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
@@ -62,15 +62,15 @@ void tr_free(Translator *tr) {
         nn_seq2seq_free(&tr->model);
         arena_free(tr->params);
     }
-    if (tr->src.words) tr_vocab_free(&tr->src);
-    if (tr->tgt.words) tr_vocab_free(&tr->tgt);
+    if (tr->src.words) txt_vocab_free(&tr->src);
+    if (tr->tgt.words) txt_vocab_free(&tr->tgt);
     free(tr->path);
     memset(tr, 0, sizeof *tr);
 }
 
 int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
                     FILE *warn, const char *where) {
-    return tr_tokenize(&tr->src, text, ids, cap, n_unk, warn, where);
+    return txt_vocab_tokenize(&tr->src, text, ids, cap, n_unk, warn, where);
 }
 
 Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T) {
@@ -81,8 +81,8 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
     ag_no_grad(tr->tape, 1);
     int *s = arena_alloc(tr->step, (size_t)(S + T + 2) * sizeof(int)), *ti = s + S + 1;
     memcpy(s, src, (size_t)S * sizeof(int));
-    s[S] = TR_EOS;
-    ti[0] = TR_BOS;
+    s[S] = TXT_EOS;
+    ti[0] = TXT_BOS;
     memcpy(ti + 1, tgt, (size_t)T * sizeof(int));
     Tensor *mem = nn_seq2seq_encode(tr->tape, &tr->model, s, 1, S + 1, NULL);
     return nn_seq2seq_decode(tr->tape, &tr->model, mem, s, S + 1, ti, 1, T + 1, NULL);
@@ -100,12 +100,12 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     if (S > L - 1) S = L - 1;
     int *row = ex_malloc((size_t)(S + 1) * sizeof(int));
     memcpy(row, src, (size_t)S * sizeof(int));
-    row[S] = TR_EOS;
+    row[S] = TXT_EOS;
     int max_T = max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     int *hyp = ex_malloc((size_t)max_T * sizeof(int)), n;
-    int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TR_BOS, TR_EOS, max_T,
-                                        hyp, &n)
-                    : (n = nn_seq2seq_beam(tr->tape, &tr->model, row, S + 1, TR_BOS, TR_EOS, K,
+    int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TXT_BOS, TXT_EOS,
+                                        max_T, hyp, &n)
+                    : (n = nn_seq2seq_beam(tr->tape, &tr->model, row, S + 1, TXT_BOS, TXT_EOS, K,
                                            max_T, alpha, hyp));
     if (rc < 0) {
         n = ex_not_finite(rc, tr->path, NULL);
@@ -118,72 +118,11 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     return n;
 }
 
-/* ---- metrics ---- */
-
-/* Occurrences of the n-gram a[0..n) in x[0..len). */
-static int count_ngram(const int *x, int len, const int *a, int n) {
-    int c = 0;
-    for (int i = 0; i + n <= len; i++) {
-        int k = 0;
-        while (k < n && x[i + k] == a[k]) k++;
-        c += k == n;
-    }
-    return c;
-}
-
-void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len) {
-    /* a reference UNK stands for a word outside the vocabulary: give it an id no hypothesis
-     * holds (-1) */
-    int *r = ex_malloc((size_t)(ref_len + 1) * sizeof(int));
-    for (int i = 0; i < ref_len; i++) r[i] = ref[i] == TR_UNK ? -1 : ref[i];
-    int exact = hyp_len == ref_len;
-    for (int i = 0; i < ref_len; i++) {
-        int ok = i < hyp_len && hyp[i] == r[i];
-        s->tok_correct += ok;
-        exact = exact && ok;
-    }
-    s->n_sent++;
-    s->n_exact += exact;
-    s->ref_tokens += ref_len;
-    s->hyp_len += hyp_len;
-    s->ref_len += ref_len;
-    for (int n = 1; n <= 4; n++) {
-        if (hyp_len < n) break;
-        s->total[n - 1] += hyp_len - n + 1;
-        /* each distinct n-gram of hyp once (at its first occurrence): min(count in hyp, in ref) */
-        for (int i = 0; i + n <= hyp_len; i++) {
-            if (count_ngram(hyp, i + n - 1, hyp + i, n) > 0) continue; /* seen before */
-            int ch = count_ngram(hyp, hyp_len, hyp + i, n),
-                cr = count_ngram(r, ref_len, hyp + i, n);
-            s->match[n - 1] += ch < cr ? ch : cr;
-        }
-    }
-    free(r);
-}
-
-double tr_score_exact(const TrScore *s) {
-    return s->n_sent ? (double)s->n_exact / (double)s->n_sent : 0;
-}
-
-double tr_score_tokens(const TrScore *s) {
-    return s->ref_tokens ? (double)s->tok_correct / (double)s->ref_tokens : 0;
-}
-
-double tr_score_bleu(const TrScore *s) {
-    double log_sum = 0;
-    for (int n = 0; n < 4; n++) {
-        if (s->total[n] == 0 || s->match[n] == 0) return 0;
-        log_sum += log((double)s->match[n] / (double)s->total[n]);
-    }
-    double bp = s->hyp_len < s->ref_len ? exp(1.0 - (double)s->ref_len / (double)s->hyp_len) : 1;
-    return 100.0 * bp * exp(log_sum / 4);
-}
-
 /* ---- evaluation of a data set ---- */
 
 static const TrData *sort_data; /* qsort has no context argument */
 static int cmp_by_length(const void *a, const void *b) {
-    const TrPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
+    const TxtPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
     if (x->src_len != y->src_len) return x->src_len - y->src_len;
     if (x->tgt_len != y->tgt_len) return x->tgt_len - y->tgt_len;
     return *(const int *)a - *(const int *)b;
@@ -202,7 +141,7 @@ int *tr_sorted_rows(const TrData *d, int n) {
     return idx;
 }
 
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b) {
     int prev = ag_no_grad(t, 1);
     ag_tape_reset(t);
     Tensor *l = nn_seq2seq_loss(t, m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, NULL);
@@ -212,16 +151,16 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b) {
     return sum;
 }
 
-static void write_side(FILE *f, const TrVocab *v, const int *ids, int n) {
+static void write_side(FILE *f, const TxtVocab *v, const int *ids, int n) {
     if (v->tok) { /* the text the tokens make */
-        size_t need = tr_detokenize(v, ids, n, NULL, 0);
+        size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
         char *t = ex_malloc(need + 1);
-        tr_detokenize(v, ids, n, t, need + 1);
+        txt_vocab_detokenize(v, ids, n, t, need + 1);
         fwrite(t, 1, need, f);
         free(t);
         return;
     }
-    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", tr_vocab_word(v, ids[i]));
+    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", txt_vocab_word(v, ids[i]));
 }
 
 /* The hypotheses of one window, in a block that grows to what they hold (not pairs x
@@ -246,7 +185,7 @@ static void hyp_keep(HypWindow *w, int slot, const int *ids, int n) {
 }
 
 /* The score's counts and the loss's tokens summed over the processes (integers: exact). */
-static void score_sum(TrScore *s, long *tokens) {
+static void score_sum(TxtScore *s, long *tokens) {
     int64_t v[15] = {s->n_sent,  s->n_exact, s->ref_tokens, s->tok_correct,
                      s->hyp_len, s->ref_len, *tokens};
     for (int k = 0; k < 4; k++) v[7 + k] = s->match[k], v[11 + k] = s->total[k];
@@ -257,8 +196,8 @@ static void score_sum(TrScore *s, long *tokens) {
     for (int k = 0; k < 4; k++) s->match[k] = (long)v[7 + k], s->total[k] = (long)v[11 + k];
 }
 
-int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
-                double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
+int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
+                double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
     int W = batch > TR_EVAL_WINDOW ? batch : TR_EVAL_WINDOW;
@@ -280,7 +219,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     memset(score, 0, sizeof *score);
     double loss_sum = 0;
     long loss_tokens = 0, k = 0;
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     int finished = 1, prev = ag_no_grad(t, 1), rc = AG_OK;
     for (int w0 = 0; w0 < n && finished; w0 += W) {
@@ -295,9 +234,9 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
             part[nb] = 0;
             if (k % P != me) continue;
             int B = wn - i0 < batch ? wn - i0 : batch;
-            tr_batch_make(&b, d, idx + i0, B);
+            txt_pair_batch_make(&b, d->pairs, idx + i0, B);
             int max_T = max_decode(&m->cfg, b.S);
-            int got = nn_seq2seq_greedy(t, m, b.src, B, b.S, TR_BOS, TR_EOS, max_T, out, lens);
+            int got = nn_seq2seq_greedy(t, m, b.src, B, b.S, TXT_BOS, TXT_EOS, max_T, out, lens);
             if (rc == AG_OK) rc = got;
             if (loss) {
                 part[nb] = tr_batch_loss_sum(m, t, &b);
@@ -307,9 +246,9 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
                                  part[nb]);
             }
             for (int r = 0; r < B; r++) {
-                const TrPair *p = &d->pairs[idx[i0 + r]];
+                const TxtPair *p = &d->pairs[idx[i0 + r]];
                 const int *h = out + (size_t)r * max_T;
-                tr_score_add(score, h, lens[r], p->tgt, p->tgt_len);
+                txt_score_add(score, h, lens[r], p->tgt, p->tgt_len);
                 if (hyps) hyp_keep(&hw, idx[i0 + r] - w0, h, lens[r]);
             }
         }
@@ -317,7 +256,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
         dist_sum_disjoint(part, nb);
         for (int i = 0; i < nb; i++) loss_sum += part[i];
         for (int i = 0; hyps && i < wn; i++) {
-            const TrPair *p = &d->pairs[w0 + i];
+            const TxtPair *p = &d->pairs[w0 + i];
             write_side(hyps, src, p->src, p->src_len);
             fputc('\t', hyps);
             write_side(hyps, tgt, p->tgt, p->tgt_len);
@@ -330,7 +269,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrSc
     ag_tape_reset(t);
     ag_no_grad(t, prev);
     if (finished && loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     free(hw.hyp);
     free(hw.len);
     free(hw.off);

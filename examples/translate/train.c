@@ -1,9 +1,9 @@
 /* train.c: `attograd-translate train` on the library's run loop (src/run, docs/run.md): the
  * translator gives its flags, the model (built from them, or on --resume from the checkpoint's
- * meta.config), a step's length-bucketed batch (tr_loader), the loss of a shard weighted by its
- * target tokens, the validation (loss and greedy exact match, interruptible: a signal during it
- * saves, and --resume validates that step first), the loader's position as its state, the
- * vocabularies in meta.extra, the epoch column of the CSV; the run gives the rest: Adam, the
+ * meta.config), a step's length-bucketed batch (src/text's txt_pair_loader), the loss of a
+ * shard weighted by its target tokens, the validation (loss and greedy exact match,
+ * interruptible: a signal during it saves, and --resume validates that step first), the
+ * loader's position as its state, the vocabularies in meta.extra, the epoch column of the CSV; the run gives the rest: Adam, the
  * schedules, clipping, --shards and mpirun, the CSV, progress, loss.png, best.npz and last.npz
  * (zlib level --compress), SIGINT and the NaN stop (--check-finite names the op), --resume to
  * the bit. Checkpoints written before the run loop (their positional data.position, POS_*,
@@ -97,13 +97,13 @@ static void fixed_mmap_threshold(void) {
 /* The loss of a shard is its mean over its target tokens times their share of the batch's:
  * the batch's loss is the mean over all its non-padding tokens (nn_seq2seq_loss), so the
  * normalizer is the whole batch's token count, whichever process holds the shard. */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
-                      TrBatch *sb, Rng *rng) {
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+                      TxtPairBatch *sb, Rng *rng) {
     AG_CHECK(S >= 1 && i >= 0 && i < S && b->B >= 1,
              "tr_shard_loss: shard %d of %d of a batch of %d rows", i, S, b->B);
     int r0 = (int)((int64_t)i * b->B / S), r1 = (int)((int64_t)(i + 1) * b->B / S);
     if (r1 == r0) return NULL;
-    tr_batch_make(sb, d, b->rows + r0, r1 - r0);
+    txt_pair_batch_make(sb, d->pairs, b->rows + r0, r1 - r0);
     Tensor *l = nn_seq2seq_loss(t, m, sb->src, sb->S, sb->tgt_in, sb->tgt_out, sb->B, sb->T, rng);
     return ag_scale(t, l, (double)sb->n_tgt_tokens / (double)b->n_tgt_tokens);
 }
@@ -135,13 +135,13 @@ typedef struct {
     Seq2SeqConfig given; /* the model's flags as a configuration */
     Seq2SeqConfig mc;    /* the model: the flags' (a new run) or the checkpoint's (--resume) */
     TrState st;
-    TrVocab src, tgt;
+    TxtVocab src, tgt;
     TrData train_d, valid_d;
     int have_valid, built, ready;
     Seq2Seq m;
     Arena *arena;
-    TrLoader loader;
-    TrBatch batch, shard;
+    TxtPairLoader loader;
+    TxtPairBatch batch, shard;
     char *vocab_text;
     long rss_first[2];
 } TrRun;
@@ -184,9 +184,9 @@ static int check_step_memory(TrRun *g) {
         if (d->pairs[i].src_len > d->pairs[rows[0]].src_len) rows[0] = i;
         if (d->pairs[i].tgt_len > d->pairs[rows[1]].tgt_len) rows[1] = i;
     }
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
-    tr_batch_make(&b, d, rows, 2);
+    txt_pair_batch_make(&b, d->pairs, rows, 2);
     Arena *a = arena_new("step", 0);
     Tape *t = ag_tape_new(a);
     Rng rng; /* dropout's draws: the memory is the same whatever they are */
@@ -196,7 +196,7 @@ static int check_step_memory(TrRun *g) {
     double need = (double)a->used / 2 * B, gib = (double)(1 << 30);
     ag_tape_free(t);
     arena_free(a);
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     ag_params_zero_grad(&g->m.params);
     double limit = g->max_memory * gib;
     if (limit <= 0) limit = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
@@ -218,8 +218,9 @@ static int ready(TrRun *g) {
                        "batches an epoch that is not step %lld: the loader takes one batch a step",
                        g->rc.out, (long long)g->st.epoch, (long long)g->st.cursor, (long long)nb,
                        (long long)step);
-    tr_loader_init(&g->loader, &g->train_d, g->rc.batch, (uint64_t)g->st.loader_seed);
-    tr_loader_seek(&g->loader, g->st.epoch, g->st.cursor);
+    txt_pair_loader_init(&g->loader, g->train_d.pairs, g->train_d.n, g->rc.batch,
+                         (uint64_t)g->st.loader_seed);
+    txt_pair_loader_seek(&g->loader, g->st.epoch, g->st.cursor);
     g->ready = 1;
     if (find(g, "epochs")->given) g->rc.steps = g->epochs * nb;
     if (g->rc.steps < step)
@@ -228,7 +229,7 @@ static int ready(TrRun *g) {
                        "more steps, or none to finish the run",
                        find(g, "epochs")->given ? "epochs" : "steps", (long long)g->rc.steps,
                        g->rc.out, (long long)step);
-    g->vocab_text = tr_vocab_pair_save(&g->src, &g->tgt, &g->model.extra_len);
+    g->vocab_text = txt_vocab_pair_save(&g->src, &g->tgt, &g->model.extra_len);
     g->model.extra = g->vocab_text;
     int rc = check_step_memory(g);
     if (rc != AG_OK || g->rc.quiet) return rc;
@@ -252,7 +253,7 @@ static int ready(TrRun *g) {
 static int check_flags(TrRun *g) {
     if (find(g, "steps")->given && find(g, "epochs")->given)
         return ag_fail(AG_ERR_ARG, "give --steps or --epochs, not both");
-    if (find(g, "vocab")->given && g->tokenizer != TR_TOK_BPE)
+    if (find(g, "vocab")->given && g->tokenizer != TXT_VOCAB_BPE)
         return ag_fail(AG_ERR_ARG, "--vocab needs --tokenizer bpe");
     Seq2SeqConfig *m = &g->given;
     m->n_enc_layers = g->enc >= 0 ? g->enc : g->layers;
@@ -285,13 +286,13 @@ static int start(void *ctx) {
         return AG_OK;
     }
     g->mc = g->given;
-    tr_vocab_init(&g->src);
-    tr_vocab_init(&g->tgt);
-    g->src.kind = g->tgt.kind = (TrTokKind)g->tokenizer; /* char, bpe: trained as it is read */
+    txt_vocab_init(&g->src);
+    txt_vocab_init(&g->tgt);
+    g->src.kind = g->tgt.kind = (TxtVocabKind)g->tokenizer; /* char, bpe: trained as it is read */
     g->src.bpe_vocab = g->tgt.bpe_vocab = g->vocab;
     rc = read_data(g, 1);
     if (rc != AG_OK) return rc;
-    g->mc.src_vocab = g->src.n, g->mc.tgt_vocab = g->tgt.n, g->mc.pad_id = TR_PAD;
+    g->mc.src_vocab = g->src.n, g->mc.tgt_vocab = g->tgt.n, g->mc.pad_id = TXT_PAD;
     rc = tr_check_config(&g->mc, "the model");
     if (rc != AG_OK) return rc;
     if (g->epochs > 0) c->steps = g->epochs * n_batches(g);
@@ -373,7 +374,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
     TrRun *g = ctx;
     char path[4200];
     snprintf(path, sizeof path, "%s/last.npz", g->rc.out);
-    int rc = tr_vocab_pair_load(bytes, len, &g->src, &g->tgt, path);
+    int rc = txt_vocab_pair_load(bytes, len, &g->src, &g->tgt, path);
     if (rc == AG_OK && (g->src.n != g->mc.src_vocab || g->tgt.n != g->mc.tgt_vocab))
         rc = ag_fail(AG_ERR_FORMAT,
                      "the checkpoint's vocabularies (%d, %d words) do not match its model's "
@@ -383,7 +384,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
         rc = ag_fail(AG_ERR_ARG,
                      "--tokenizer %s differs from the checkpoint's (%s): --resume continues the "
                      "run with its tokenizers",
-                     tr_tok_names[g->tokenizer], tr_tok_names[g->src.kind]);
+                     txt_vocab_kind_names[g->tokenizer], txt_vocab_kind_names[g->src.kind]);
     if (rc == AG_OK && find(g, "vocab")->given && g->vocab != g->src.bpe_vocab)
         rc = ag_fail(AG_ERR_ARG,
                      "--vocab %d differs from the checkpoint's (%d): --resume continues the run "
@@ -400,7 +401,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
     (void)lo, (void)hi, (void)S;
     if (g->report_rss > 0 && step == g->report_rss + 1)
         report_rss(step - 1, g->report_rss, g->rss_first);
-    tr_loader_next(&g->loader, &g->batch);
+    txt_pair_loader_next(&g->loader, &g->batch);
     g->st.epoch = g->loader.epoch, g->st.cursor = g->loader.cursor;
     *tokens = (double)g->batch.n_tgt_tokens;
     return AG_OK;
@@ -409,7 +410,7 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
 /* Shard i of S (RunModel.loss); one shard: the batch's loss itself */
 static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
     TrRun *g = ctx;
-    TrBatch *b = &g->batch;
+    TxtPairBatch *b = &g->batch;
     if (S == 1)
         return nn_seq2seq_loss(t, &g->m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, rng);
     return tr_shard_loss(&g->m, t, &g->train_d, b, i, S, &g->shard, rng);
@@ -420,11 +421,11 @@ static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
  * logged as they came out, as the step's own checks decide. */
 static int validate(void *ctx, Tape *t, double *v) {
     TrRun *g = ctx;
-    TrScore sc;
+    TxtScore sc;
     int done = tr_evaluate(&g->m, t, &g->valid_d, g->valid_max, g->rc.batch, &sc, &v[0], NULL,
                            &g->src, &g->tgt, run_stop_requested);
     if (!done) return RUN_VALID_INTERRUPTED;
-    v[1] = tr_score_exact(&sc);
+    v[1] = txt_score_exact(&sc);
     return AG_OK;
 }
 
@@ -572,10 +573,10 @@ int tr_train_main(int argc, char **argv, int parse_only) {
          0},
         {"tokenizer", FLAG_CHOICE, &g->tokenizer, "word|char|bpe",
          "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
-         tr_tok_names, 0},
+         txt_vocab_kind_names, 0},
         {"vocab", FLAG_INT, &g->vocab, "N",
-         "--tokenizer bpe: each side's tokens, the 256 bytes included", TR_BPE_VOCAB_MIN,
-         TR_BPE_VOCAB_MAX, NULL, 0},
+         "--tokenizer bpe: each side's tokens, the 256 bytes included", TXT_VOCAB_BPE_MIN,
+         TXT_VOCAB_BPE_MAX, NULL, 0},
         {"d-model", FLAG_INT, &m->layer.d_model, "N", "model width", 1, 8192, NULL, 0},
         {"heads", FLAG_INT, &m->layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
         {"kv-heads", FLAG_INT, &g->kv_heads, "N",
@@ -657,13 +658,13 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     }
     run_loop_free(r);
     if (g->built) nn_seq2seq_free(&g->m);
-    tr_batch_free(&g->batch);
-    tr_batch_free(&g->shard);
-    if (g->ready) tr_loader_free(&g->loader);
+    txt_pair_batch_free(&g->batch);
+    txt_pair_batch_free(&g->shard);
+    if (g->ready) txt_pair_loader_free(&g->loader);
     tr_data_free(&g->train_d);
     tr_data_free(&g->valid_d);
-    if (g->src.words) tr_vocab_free(&g->src);
-    if (g->tgt.words) tr_vocab_free(&g->tgt);
+    if (g->src.words) txt_vocab_free(&g->src);
+    if (g->tgt.words) txt_vocab_free(&g->tgt);
     free(g->vocab_text);
     return code;
 }

@@ -78,7 +78,7 @@ TrTrainConfig tr_train_defaults(void) {
     c.model.layer.d_ff = 512;
     c.model.layer.dropout = 0.1;
     c.model.max_len = 128;
-    c.tokenizer = TR_TOK_WORD;
+    c.tokenizer = TXT_VOCAB_WORD;
     c.vocab = 1000;
     c.optim = optim_defaults(OPTIM_ADAM);
     c.optim.lr = 1e-3;
@@ -101,10 +101,10 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
     const TransformerConfig *l = &c->layer;
     const char *why = NULL;
     char buf[160];
-    if (c->src_vocab <= TR_N_SPECIAL || c->tgt_vocab <= TR_N_SPECIAL ||
+    if (c->src_vocab <= TXT_N_SPECIAL || c->tgt_vocab <= TXT_N_SPECIAL ||
         c->src_vocab > TR_MAX_VOCAB || c->tgt_vocab > TR_MAX_VOCAB) {
         snprintf(buf, sizeof buf, "vocabularies of %d and %d words: each must be in [%d, %d]",
-                 c->src_vocab, c->tgt_vocab, TR_N_SPECIAL + 1, TR_MAX_VOCAB);
+                 c->src_vocab, c->tgt_vocab, TXT_N_SPECIAL + 1, TR_MAX_VOCAB);
         why = buf;
     } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
                c->n_dec_layers > NN_MAX_LAYERS) {
@@ -113,7 +113,7 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
         why = buf;
     } else if (c->max_len < 2 || c->max_len > 4096)
         why = "max_len must be in [2, 4096]";
-    else if (c->pad_id != TR_PAD)
+    else if (c->pad_id != TXT_PAD)
         why = "pad_id must be 0";
     else if (l->d_model < 1 || l->d_model > 8192 || l->d_ff < 1 || l->d_ff > 65536)
         why = "d_model must be in [1, 8192] and ff in [1, 65536]";
@@ -196,8 +196,8 @@ int tr_train(const TrTrainConfig *c) {
     if (!(c->resume && c->save_every == TR_KEEP)) opt(a, 0, "--save-every", "%d", c->save_every);
     if (!(c->resume && c->valid_max == TR_KEEP)) opt(a, 0, "--valid-max", "%d", c->valid_max);
     /* the model, the optimizer, the batch and the seed: on resume, those given again */
-    opt(a, 1, "--tokenizer", "%s", tr_tok_names[c->tokenizer]);
-    if (c->tokenizer == TR_TOK_BPE) opt(a, 1, "--vocab", "%d", c->vocab);
+    opt(a, 1, "--tokenizer", "%s", txt_vocab_kind_names[c->tokenizer]);
+    if (c->tokenizer == TXT_VOCAB_BPE) opt(a, 1, "--vocab", "%d", c->vocab);
     opt(a, 1, "--d-model", "%d", m->layer.d_model);
     opt(a, 1, "--heads", "%d", m->layer.n_heads);
     opt(a, 1, "--kv-heads", "%d", m->layer.n_kv_heads);

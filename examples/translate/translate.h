@@ -1,11 +1,13 @@
-/* translate.h: the translation example as a library: vocabularies (words, or char / BPE
- * tokenizers of src/text), TSV data and length-bucketed batches, loading a checkpoint into a
- * model, translating a sentence (src/nn's greedy and beam search), the metrics (exact match, token accuracy, corpus BLEU-4), the trainer and
- * the command line; attention maps, head importance and the plots drawn with gnuplot
+/* translate.h: the translation example as a library: TSV data, loading a checkpoint into a
+ * model, translating a sentence (src/nn's greedy and beam search), evaluating a data set, the
+ * trainer and the command line; attention maps, head importance and the plots drawn with gnuplot
  * (attention.c, heads.c; ../common/plot.c). main.c only calls tr_main; the tests call these
  * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
- * Read next: vocab.c, data.c, decode.c, train.c (then trainer.h and train_setup.c), then
+ * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token
+ * accuracy, corpus BLEU-4), the batches and their length-bucketed loader are the library's:
+ * src/text/vocab.h, score.h and pairs.h.
+ * Read next: data.c, decode.c, train.c (then trainer.h and train_setup.c), then
  * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
  * programs share (allocation, plots).
  *
@@ -39,124 +41,37 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* ---- vocabulary: words <-> ids ---- */
-enum { TR_PAD = 0, TR_BOS = 1, TR_EOS = 2, TR_UNK = 3, TR_N_SPECIAL = 4 };
+/* ---- vocabulary: words <-> ids (src/text/vocab.h: TxtVocab, txt_vocab_*) ---- */
+/* The names the lens, heads, attention and view code still use (their move to src/lens and
+ * src/view renames them); everything else calls the library's names. */
+typedef TxtVocab TrVocab;
+enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS, TR_N_SPECIAL = TXT_N_SPECIAL };
+#define tr_vocab_find txt_vocab_find
+#define tr_vocab_word txt_vocab_word
+#define tr_tokenize txt_vocab_tokenize
+#define tr_detokenize txt_vocab_detokenize
+#define tr_utf8_check txt_utf8_check
+#define tr_read_line txt_read_line
+typedef TxtPairBatch TrBatch;
+#define tr_batch_make(b, d, rows, B) txt_pair_batch_make(b, (d)->pairs, rows, B)
+#define tr_batch_free txt_pair_batch_free
 
 /* Limits on what files and the standard input may hold (README, "Limits"): each is a clear
  * error (AG_ERR_FORMAT or AG_ERR_ARG naming the file, the line and the limit), never an
  * unbounded allocation. */
-#define TR_MAX_VOCAB 500000 /* words in one vocabulary, the 4 specials included */
-#define TR_MAX_WORD 512     /* bytes in one word (a token) */
-#define TR_MAX_LINE 262144  /* bytes in one line of a TSV file or of translate's input */
+#define TR_MAX_VOCAB TXT_VOCAB_MAX_WORDS   /* words in one vocabulary, the 4 specials included */
+#define TR_MAX_WORD TXT_VOCAB_MAX_WORD_LEN /* bytes in one word (a token) */
+#define TR_MAX_LINE 262144 /* bytes in one line of a TSV file or of translate's input */
 /* translate skips an over-long line of its input, but gives up (exit 2) when the line goes on
  * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
 #define TR_MAX_SKIP (64 * TR_MAX_LINE)
 /* a FIFO given as data: how long a writer may take to send something (or close it) */
 #define TR_PIPE_WAIT_MS 10000
 
-/* How a side is cut into tokens (--tokenizer): whitespace words, or a txt_ tokenizer
- * (src/text: characters, or byte-level BPE) trained on the training file's column. */
-typedef enum { TR_TOK_WORD = 0, TR_TOK_CHAR = 1, TR_TOK_BPE = 2 } TrTokKind;
-extern const char *const tr_tok_names[]; /* "word", "char", "bpe", NULL */
-#define TR_BPE_VOCAB_MIN 256             /* --vocab: the 256 bytes, then merges */
-#define TR_BPE_VOCAB_MAX 65536
-
-typedef struct TrVocab {
-    int n, cap_words; /* ids 0..n-1; ids below TR_N_SPECIAL are <pad> <bos> <eos> <unk> */
-    char **words;     /* id -> word (each malloc'd); with a tokenizer, each token's bytes */
-    int *slots;       /* open addressing: id or -1; size n_slots, a power of two */
-    int n_slots;
-    /* char or bpe: id TR_N_SPECIAL + k is the tokenizer's id k (NULL: words). kind says
-     * which; before the tokenizer is trained (tr_data_read with grow) tok is NULL and the
-     * side's texts are gathered instead. bpe_vocab: the --vocab the BPE was trained to. */
-    TrTokKind kind;
-    int bpe_vocab;
-    TxtTokenizer *tok;
-    int byte_id[256]; /* char: the vocabulary id of each byte, TR_UNK if unknown */
-} TrVocab;
-
-/* A vocabulary holding only the four specials. */
-void tr_vocab_init(TrVocab *v);
-void tr_vocab_free(TrVocab *v);
-/* The id of word w[0..len) (added if new). Specials are never found by spelling: a word
- * written "<unk>" in the data is an ordinary word. */
-int tr_vocab_add(TrVocab *v, const char *w, size_t len);
-/* The id of w[0..len), or -1. */
-int tr_vocab_find(const TrVocab *v, const char *w, size_t len);
-const char *tr_vocab_word(const TrVocab *v, int id); /* "<?>" outside [0, n) */
-
-/* Splits text on runs of blanks (space, tab, CR, LF) and writes the ids of the first cap words
- * into ids; returns the number of words (which may exceed cap). Unknown words become TR_UNK,
- * are counted in *n_unk (may be NULL) and, when warn is not NULL, named there one per line
- * after the prefix where (may be NULL), with what the vocabulary holds instead when another
- * case (ASCII lower case) or punctuation split off (each mark a token) finds it:
- *   'The' is not in the vocabulary; 'the' is (read as <unk>)
- *   'dog.' is not in the vocabulary; 'dog' '.' are: separate punctuation with spaces (read as
- *   <unk>)
- *   'zzz' is not in the vocabulary (read as <unk>)
- * The text itself is never changed: the tokens are the blank-separated words. */
-/* With a tokenizer (v->tok), the text without its leading and trailing blanks is encoded
- * whole (tr_encode_text). */
-int tr_tokenize(const TrVocab *v, const char *text, int *ids, int cap, int *n_unk, FILE *warn,
-                const char *where);
-/* Encodes s[0..len) with v's tokenizer (v->tok not NULL) into the first cap ids of ids;
- * returns the number of tokens (which may exceed cap). char: a byte the tokenizer does not
- * know becomes TR_UNK, counted in *n_unk (may be NULL) and named on warn (may be NULL) after
- * where. */
-int tr_encode_text(const TrVocab *v, const char *s, size_t len, int *ids, int cap, int *n_unk,
-                   FILE *warn, const char *where);
-/* The words of ids[0..n) joined by single spaces, stopping at EOS or PAD (BOS is skipped), into
- * out (always NUL-terminated when cap > 0). Returns the length the full text needs. With a
- * tokenizer, the tokens' bytes one after the other (TR_UNK as "<unk>"). */
-size_t tr_detokenize(const TrVocab *v, const int *ids, int n, char *out, size_t cap);
-
-/* Checks of input text (data files, the standard input, arguments).
- * tr_bom_len: 3 if s[0..len) starts with a UTF-8 byte-order mark (EF BB BF), else 0: the
- * caller skips it at the start of a file, of the standard input or of an argument.
- * tr_utf8_check: 1 if s[0..len) is valid UTF-8 (RFC 3629: no overlong forms, no surrogates,
- * nothing above U+10FFFF; NUL bytes are valid), else 0 with the offset of the first byte of
- * the bad sequence in *bad (Latin-1 text fails at its first accented letter).
- * tr_count_sentences: the sentences of text: runs of blank-separated words, each ended by a
- * word ending in '.', '!' or '?' (or by the end of the text); 0 for no words. The model
- * translates one sentence a line; the program warns when a line holds more. */
-size_t tr_bom_len(const char *s, size_t len);
-int tr_utf8_check(const char *s, size_t len, size_t *bad);
-int tr_count_sentences(const char *text);
-
-/* Both vocabularies as bytes (the checkpoint's meta.extra bytes). Words:
- *   attograd-translate vocab 1\nsrc <n>\n<word>\n...tgt <n>\n<word>\n...
- * listing the words of id TR_N_SPECIAL and up, in id order. A tokenizer (char, bpe):
- *   attograd-translate vocab 2\ntokenizer <char|bpe> <vocab>\nsrc <n>\n<n bytes>tgt <n>\n<n bytes>
- * each side's bytes txt_to_bytes' form. Returns a malloc'd buffer. */
-char *tr_vocab_pair_save(const TrVocab *src, const TrVocab *tgt, size_t *len);
-/* Parses it into two fresh vocabularies; what names the source in messages. At most
- * TR_MAX_VOCAB words a side (specials included) of at most TR_MAX_WORD bytes each. */
-int tr_vocab_pair_load(const char *bytes, size_t len, TrVocab *src, TrVocab *tgt, const char *what);
-/* Gives v (fresh from tr_vocab_init) the tokenizer t (v owns it then): its words become t's
- * tokens. AG_ERR_FORMAT (naming what) when the vocabulary would exceed TR_MAX_VOCAB. */
-int tr_vocab_set_tokenizer(TrVocab *v, TxtTokenizer *t, const char *what);
-
-/* Reads one line of f into *buf (grown as needed, *cap its size; start from NULL and 0), without
- * its '\n', NUL-terminated, its length (NUL bytes included) in *len. Returns 1 for a line, 0 at
- * the end of the file, -1 when the line is longer than max bytes: then *len is max + 1 and
- * reading stops there, after max + 1 bytes of the line (an endless line, /dev/zero or a pipe
- * that never sends a newline, costs no more); *buf never grows past max + 2 bytes. A data file
- * stops at such a line (an error); interactive input skips the rest with tr_skip_line. */
-int tr_read_line(FILE *f, char **buf, size_t *cap, size_t max, size_t *len);
-/* Reads and drops the rest of the current line, its '\n' included, but at most max bytes:
- * 1 if the line ended (or the file), 0 if max bytes went by without its end. */
-int tr_skip_line(FILE *f, size_t max);
-
-/* ---- data: sentence pairs from a TSV file ---- */
-typedef struct TrPair {
-    int *src, *tgt;       /* token ids without BOS/EOS, into TrData.ids */
-    int src_len, tgt_len; /* >= 1 */
-    int line;             /* 1-based line in the file */
-} TrPair;
-
+/* ---- data: sentence pairs from a TSV file (batches and the loader: src/text/pairs.h) ---- */
 typedef struct TrData {
     char path[512];
-    TrPair *pairs;
+    TxtPair *pairs; /* src/text/pairs.h: ids without BOS/EOS, into ids; line: the file's */
     int n;
     int *ids;                  /* every pair's tokens in one block */
     long n_unk_src, n_unk_tgt; /* words not in the vocabularies (grow == 0) */
@@ -165,7 +80,7 @@ typedef struct TrData {
 
 /* Reads path: one pair a line, source<TAB>target, tokens separated by single spaces, a final
  * CR tolerated, UTF-8 (a byte-order mark at the start of the file is skipped). With grow, new
- * words are added to the vocabularies (the training set); otherwise they become TR_UNK and
+ * words are added to the vocabularies (the training set); otherwise they become TXT_UNK and
  * are counted. A side longer than max_tokens (0: no limit) is an error, and so are a line
  * that is not valid UTF-8, a line over TR_MAX_LINE bytes (reading stops there: an endless
  * line costs TR_MAX_LINE bytes), a word over TR_MAX_WORD bytes and a vocabulary that would
@@ -176,51 +91,14 @@ typedef struct TrData {
  * (AG_ERR_IO for a file that cannot be read, AG_ERR_FORMAT for a malformed line or an empty
  * file):
  *   data/train.tsv:12: the line has no tab between source and target */
-int tr_data_read(const char *path, TrData *d, TrVocab *src_v, TrVocab *tgt_v, int grow,
+int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
                  int max_tokens);
 void tr_data_free(TrData *d);
-
-/* ---- batches: padded rows and the targets of the loss ---- */
-typedef struct TrBatch {
-    int B, S, T;       /* rows; source length (longest source + EOS); target length (+1) */
-    int *src;          /* (B, S): tokens, EOS, then PAD */
-    int *tgt_in;       /* (B, T): BOS, tokens, then PAD */
-    int *tgt_out;      /* (B, T): tokens, EOS, then PAD (PAD is ignored by the loss) */
-    int *rows;         /* (B): the pair index of each row */
-    long n_src_tokens; /* non-PAD entries of src */
-    long n_tgt_tokens; /* non-PAD entries of tgt_out: the tokens the loss averages over */
-    size_t cap;        /* the buffers' capacity in ints */
-} TrBatch;
-
-/* Fills b with pairs rows[0..B) of d (buffers grow as needed; start from a zeroed TrBatch). */
-void tr_batch_make(TrBatch *b, const TrData *d, const int *rows, int B);
-void tr_batch_free(TrBatch *b);
-
-/* An epoch's batches: the pairs sorted by (source length, target length, a random key), cut
- * into batches of batch_size consecutive pairs (so a batch holds pairs of about one length and
- * little padding), the batch order shuffled. The random keys and the shuffle come from an RNG
- * seeded with (seed, epoch): the plan of an epoch is a pure function of them, so (epoch,
- * cursor) is the whole position of the loader and a checkpoint restores it exactly. */
-typedef struct TrLoader {
-    const TrData *d;
-    int batch_size, n_batches; /* batches per epoch, the last may be smaller */
-    uint64_t seed;
-    int64_t epoch, cursor; /* the next batch: batch `cursor` of epoch `epoch` */
-    int *order;            /* (n): pairs of the epoch, batch after batch */
-    int *start;            /* (n_batches + 1): where each batch starts in order */
-} TrLoader;
-
-void tr_loader_init(TrLoader *l, const TrData *d, int batch_size, uint64_t seed);
-void tr_loader_free(TrLoader *l);
-/* Moves to batch cursor of epoch (0 <= cursor <= n_batches). */
-void tr_loader_seek(TrLoader *l, int64_t epoch, int64_t cursor);
-/* The batch at the position, then advances (to the next epoch after its last batch). */
-void tr_loader_next(TrLoader *l, TrBatch *b);
 
 /* ---- a trained model with its vocabularies ---- */
 typedef struct Translator {
     Seq2Seq model;
-    TrVocab src, tgt;
+    TxtVocab src, tgt;
     Arena *params; /* the parameters */
     Arena *step;   /* forward passes (it grows to the largest) */
     /* in no-grad mode; a pass with gradients (head importance) calls ag_no_grad(tape, 0) */
@@ -234,7 +112,7 @@ typedef struct Translator {
  * function below runs in no-grad mode). */
 int tr_load(Translator *tr, const char *ckpt_path);
 void tr_free(Translator *tr);
-/* Tokenizes a source sentence with tr->src; at most cap ids (see tr_tokenize). */
+/* Tokenizes a source sentence with tr->src; at most cap ids (see txt_vocab_tokenize). */
 int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
                     FILE *warn, const char *where);
 
@@ -253,30 +131,13 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap);
 
-/* ---- metrics ---- */
-typedef struct TrScore {
-    long n_sent, n_exact;
-    long ref_tokens, tok_correct; /* token accuracy: position-wise matches / reference tokens */
-    long match[4], total[4];      /* BLEU: clipped n-gram matches, hypothesis n-grams, n = 1..4 */
-    long hyp_len, ref_len;
-} TrScore;
-
-/* Adds one sentence: hyp and ref are target ids without specials. A reference TR_UNK is a
- * word outside the vocabulary and matches nothing (not even a hypothesis TR_UNK). */
-void tr_score_add(TrScore *s, const int *hyp, int hyp_len, const int *ref, int ref_len);
-double tr_score_exact(const TrScore *s);  /* exact-match share, 0..1 */
-double tr_score_tokens(const TrScore *s); /* token accuracy, 0..1 */
-/* Corpus BLEU-4 (Papineni et al. 2002), 0..100: the geometric mean of the clipped n-gram
- * precisions of the whole corpus for n = 1..4, times the brevity penalty exp(1 - r/c) when the
- * hypotheses are shorter (c < r) than the references. 0 if any precision is 0. */
-double tr_score_bleu(const TrScore *s);
-
+/* ---- evaluation (scored with src/text/score.h: TxtScore, txt_score_*) ---- */
 /* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
  * rows of it have little padding. A ex_malloc'd array of n row indices. */
 int *tr_sorted_rows(const TrData *d, int n);
 /* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
  * of it over batches, divided by the tokens, give the mean over a data set. */
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
+double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
 
 /* Pairs an evaluation holds the hypotheses of at a time (or one batch, when larger). */
 #define TR_EVAL_WINDOW 4096
@@ -295,8 +156,8 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TrBatch *b);
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the
  * same answer in every process (run_stop_requested), and hyps must be NULL. */
-int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TrScore *score,
-                double *loss, FILE *hyps, const TrVocab *src, const TrVocab *tgt,
+int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
+                double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void));
 
 /* ---- training ---- */
@@ -320,16 +181,16 @@ typedef struct TrTrainConfig {
     int resume;                             /* continue from out_dir/last.npz */
     int force;                              /* start a new run even if out_dir/last.npz exists */
     int verbose;                            /* 0: errors only, 1: lines and the progress bar */
-    int64_t inject_nan;  /* testing: poison a weight before this step (0: never) */
-    int check_finite;    /* check mode (ag_check_finite): a non-finite loss or gradient names
+    int64_t inject_nan;     /* testing: poison a weight before this step (0: never) */
+    int check_finite;       /* check mode (ag_check_finite): a non-finite loss or gradient names
                          * the op where it appeared; also on with AG_CHECK_FINITE=1 */
-    int64_t report_rss;  /* > 0: print the peak RSS after this step and at the end (soak) */
-    double max_memory;   /* GiB one training step may take (measured before the run); 0: the
+    int64_t report_rss;     /* > 0: print the peak RSS after this step and at the end (soak) */
+    double max_memory;      /* GiB one training step may take (measured before the run); 0: the
                          * machine's memory */
-    const char *given;   /* on resume, the model/optimizer/batch/seed flags the command gave
+    const char *given;      /* on resume, the model/optimizer/batch/seed flags the command gave
                          * (" d-model lr "): each must equal the checkpoint's; NULL: none */
-    TrTokKind tokenizer; /* words, or char / bpe tokenizers trained on the training file */
-    int vocab;           /* bpe: each side's tokenizer size (TR_BPE_VOCAB_MIN..MAX) */
+    TxtVocabKind tokenizer; /* words, or char / bpe tokenizers trained on the training file */
+    int vocab;              /* bpe: each side's tokenizer size (TXT_VOCAB_BPE_MIN..MAX) */
     int shards; /* micro-shards a batch whose gradients are summed in a fixed tree: the same bits
                  * for any number of processes (0: one a process; docs/mpi.md) */
 } TrTrainConfig;
@@ -340,8 +201,8 @@ typedef struct TrTrainConfig {
  * (sb->n_tgt_tokens / b->n_tgt_tokens), so that the S shards' losses and gradients sum to the
  * whole batch's mean over its non-padding tokens (up to rounding). rng: the shard's dropout
  * RNG. NULL when the shard holds no rows (a batch of fewer than S pairs). */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TrBatch *b, int i, int S,
-                      TrBatch *sb, Rng *rng);
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+                      TxtPairBatch *sb, Rng *rng);
 
 /* On resume (tr_train), steps, log_every, valid_every, save_every and valid_max set to TR_KEEP
  * take the checkpoint's values (the run's settings, kept as named meta.run.* fields); any other

@@ -57,4 +57,8 @@ size_t txt_gpt2_chunk_(const uint8_t *p, size_t n);
 /* bytes of id (no checks) */
 static inline size_t txt_len_(const TxtTokenizer *t, int id) { return t->off[id + 1] - t->off[id]; }
 
+/* realloc that aborts naming the size when memory runs out (vocab.c, pairs.c: a vocabulary or a
+ * batch that cannot grow is not an input error) */
+void *txt_xrealloc_(void *p, size_t bytes);
+
 #endif

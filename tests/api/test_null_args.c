@@ -78,6 +78,11 @@ static RunLoop *const RL = (RunLoop *)&A;            /* never read: the checks c
 static RunModel RM;
 static RunConfig RC;
 static TxtLoader TL;
+static TxtVocab VOC;
+static TxtScore SCO;
+static TxtPair PAIR;
+static TxtPairBatch PB;
+static TxtPairLoader PL2;
 static int I1;
 static size_t Z1;
 static int64_t STATE[TXT_LOADER_STATE_LEN];
@@ -813,6 +818,57 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_loader_state, state, txt_loader_state(&TL, NULL))                                        \
     X(txt_loader_restore, L, txt_loader_restore(NULL, STATE, "x"))                                 \
     X(txt_loader_restore, state, txt_loader_restore(&TL, NULL, "x"))                               \
+    /* vocab.h, score.h */                                                                         \
+    X(txt_vocab_init, v, txt_vocab_init(NULL))                                                     \
+    X(txt_vocab_free, v, txt_vocab_free(NULL))                                                     \
+    X(txt_vocab_add, v, txt_vocab_add(NULL, "a", 1))                                               \
+    X(txt_vocab_add, w, txt_vocab_add(&VOC, NULL, 1))                                              \
+    X(txt_vocab_find, v, txt_vocab_find(NULL, "a", 1))                                             \
+    X(txt_vocab_find, w, txt_vocab_find(&VOC, NULL, 1))                                            \
+    X(txt_vocab_word, v, txt_vocab_word(NULL, 0))                                                  \
+    X(txt_vocab_set_tokenizer, v, txt_vocab_set_tokenizer(NULL, TOK, "x"))                         \
+    X(txt_vocab_set_tokenizer, t, txt_vocab_set_tokenizer(&VOC, NULL, "x"))                        \
+    X(txt_vocab_set_tokenizer, what, txt_vocab_set_tokenizer(&VOC, TOK, NULL))                     \
+    X(txt_vocab_tokenize, v, txt_vocab_tokenize(NULL, "a", OUTI, 4, NULL, NULL, NULL))             \
+    X(txt_vocab_tokenize, text, txt_vocab_tokenize(&VOC, NULL, OUTI, 4, NULL, NULL, NULL))         \
+    X(txt_vocab_tokenize, ids, txt_vocab_tokenize(&VOC, "a", NULL, 4, NULL, NULL, NULL))           \
+    X(txt_vocab_encode, v, txt_vocab_encode(NULL, "a", 1, OUTI, 4, NULL, NULL, NULL))              \
+    X(txt_vocab_encode, s, txt_vocab_encode(&VOC, NULL, 1, OUTI, 4, NULL, NULL, NULL))             \
+    X(txt_vocab_encode, ids, txt_vocab_encode(&VOC, "a", 1, NULL, 4, NULL, NULL, NULL))            \
+    X(txt_vocab_detokenize, v, txt_vocab_detokenize(NULL, IDS, 1, BUF, 4))                         \
+    X(txt_vocab_detokenize, ids, txt_vocab_detokenize(&VOC, NULL, 1, BUF, 4))                      \
+    X(txt_vocab_detokenize, out, txt_vocab_detokenize(&VOC, IDS, 1, NULL, 4))                      \
+    X(txt_vocab_pair_save, src, txt_vocab_pair_save(NULL, &VOC, &Z1))                              \
+    X(txt_vocab_pair_save, tgt, txt_vocab_pair_save(&VOC, NULL, &Z1))                              \
+    X(txt_vocab_pair_save, len, txt_vocab_pair_save(&VOC, &VOC, NULL))                             \
+    X(txt_vocab_pair_load, src, txt_vocab_pair_load("x", 1, NULL, &VOC, "x"))                      \
+    X(txt_vocab_pair_load, tgt, txt_vocab_pair_load("x", 1, &VOC, NULL, "x"))                      \
+    X(txt_vocab_pair_load, what, txt_vocab_pair_load("x", 1, &VOC, &VOC, NULL))                    \
+    X(txt_bom_len, s, txt_bom_len(NULL, 3))                                                        \
+    X(txt_utf8_check, text, txt_utf8_check(NULL, 1, &Z1))                                          \
+    X(txt_utf8_check, bad, txt_utf8_check("a", 1, NULL))                                           \
+    X(txt_count_sentences, text, txt_count_sentences(NULL))                                        \
+    X(txt_read_line, f, txt_read_line(NULL, (char **)&TOK, &Z1, 8, &Z1))                           \
+    X(txt_read_line, buf, txt_read_line(stdin, NULL, &Z1, 8, &Z1))                                 \
+    X(txt_read_line, cap, txt_read_line(stdin, (char **)&TOK, NULL, 8, &Z1))                       \
+    X(txt_read_line, len, txt_read_line(stdin, (char **)&TOK, &Z1, 8, NULL))                       \
+    X(txt_skip_line, f, txt_skip_line(NULL, 8))                                                    \
+    X(txt_score_add, s, txt_score_add(NULL, IDS, 1, IDS, 1))                                       \
+    X(txt_score_add, hyp, txt_score_add(&SCO, NULL, 1, IDS, 1))                                    \
+    X(txt_score_add, ref, txt_score_add(&SCO, IDS, 1, NULL, 1))                                    \
+    X(txt_score_exact, s, txt_score_exact(NULL))                                                   \
+    X(txt_score_tokens, s, txt_score_tokens(NULL))                                                 \
+    X(txt_score_bleu, s, txt_score_bleu(NULL))                                                     \
+    X(txt_pair_batch_make, b, txt_pair_batch_make(NULL, &PAIR, IDS, 1))                            \
+    X(txt_pair_batch_make, pairs, txt_pair_batch_make(&PB, NULL, IDS, 1))                          \
+    X(txt_pair_batch_make, rows, txt_pair_batch_make(&PB, &PAIR, NULL, 1))                         \
+    X(txt_pair_batch_free, b, txt_pair_batch_free(NULL))                                           \
+    X(txt_pair_loader_init, l, txt_pair_loader_init(NULL, &PAIR, 1, 1, 1))                         \
+    X(txt_pair_loader_init, pairs, txt_pair_loader_init(&PL2, NULL, 1, 1, 1))                      \
+    X(txt_pair_loader_free, l, txt_pair_loader_free(NULL))                                         \
+    X(txt_pair_loader_seek, l, txt_pair_loader_seek(NULL, 0, 0))                                   \
+    X(txt_pair_loader_next, l, txt_pair_loader_next(NULL, &PB))                                    \
+    X(txt_pair_loader_next, b, txt_pair_loader_next(&PL2, NULL))                                   \
     X(txt_hf_load, path, txt_hf_load(NULL, NULL))                                                  \
     X(txt_hf_load, out, txt_hf_load("x.json", NULL))                                               \
     X(txt_hf_from_json, text, txt_hf_from_json(NULL, 1, "x", NULL))                                \
@@ -1059,7 +1115,8 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
         "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h",     "src/lens/report.h"};
+        "src/view/view.h",     "src/lens/report.h", "src/text/vocab.h",        "src/text/score.h",
+        "src/text/pairs.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
                                            "run_",  "st_",    "hf_",     "view_"};

@@ -51,161 +51,6 @@ static TrTrainConfig tiny_config(const char *dir, const char *train, const char 
     return c;
 }
 
-/* ---- the vocabulary and the tokenizer ---- */
-
-Test(tr_vocab, tokenize_round_trips) {
-    TrVocab v;
-    tr_vocab_init(&v);
-    cr_assert_eq(v.n, TR_N_SPECIAL);
-    const char *words[] = {"le", "chat", "noir", "dort", ".", "qu'", "<unk>"};
-    int ids[7];
-    for (int i = 0; i < 7; i++) ids[i] = tr_vocab_add(&v, words[i], strlen(words[i]));
-    for (int i = 0; i < 7; i++) {
-        cr_assert_eq(ids[i], TR_N_SPECIAL + i, "ids in order of first appearance");
-        cr_assert_eq(tr_vocab_add(&v, words[i], strlen(words[i])), ids[i], "no duplicates");
-        cr_assert_str_eq(tr_vocab_word(&v, ids[i]), words[i]);
-    }
-    /* "<unk>" written in the data is an ordinary word, not the special */
-    cr_assert_neq(tr_vocab_find(&v, "<unk>", 5), TR_UNK);
-    cr_assert_eq(tr_vocab_find(&v, "<pad>", 5), -1);
-    /* many words: the table grows and keeps every id */
-    char w[16];
-    for (int i = 0; i < 1000; i++) {
-        snprintf(w, sizeof w, "w%d", i);
-        cr_assert_eq(tr_vocab_add(&v, w, strlen(w)), 11 + i);
-    }
-    for (int i = 0; i < 1000; i++) {
-        snprintf(w, sizeof w, "w%d", i);
-        cr_assert_eq(tr_vocab_find(&v, w, strlen(w)), 11 + i);
-    }
-    /* text -> ids -> text */
-    const char *text = "le chat noir dort w999 .";
-    int got[16], unk = -1;
-    int n = tr_tokenize(&v, "  le chat\tnoir dort w999 .\n", got, 16, &unk, NULL, NULL);
-    cr_assert_eq(n, 6);
-    cr_assert_eq(unk, 0);
-    char out[128];
-    size_t len = tr_detokenize(&v, got, n, out, sizeof out);
-    cr_assert_str_eq(out, text);
-    cr_assert_eq(len, strlen(text));
-    /* unknown words map to UNK, are counted and named */
-    char *msg = NULL;
-    size_t msg_len = 0;
-    FILE *warn = open_memstream(&msg, &msg_len);
-    n = tr_tokenize(&v, "le zèbre dort zzz", got, 16, &unk, warn, "x: ");
-    fclose(warn);
-    cr_assert_eq(n, 4);
-    cr_assert_eq(unk, 2);
-    cr_assert(got[1] == TR_UNK && got[3] == TR_UNK && got[0] == ids[0]);
-    cr_assert(strstr(msg, "x: 'zèbre' is not in the vocabulary (read as <unk>)\n") != NULL, "%s",
-              msg);
-    cr_assert(strstr(msg, "x: 'zzz' is not in the vocabulary (read as <unk>)\n") != NULL, "%s",
-              msg);
-    free(msg);
-    /* natural input: what the vocabulary holds instead (another case, punctuation split off) */
-    static const struct {
-        const char *word, *hint;
-    } hints[] = {
-        {"Le", "'Le' is not in the vocabulary; 'le' is (read as <unk>)"},
-        {"CHAT", "'CHAT' is not in the vocabulary; 'chat' is (read as <unk>)"},
-        {"dort.", "'dort.' is not in the vocabulary; 'dort' '.' are: separate punctuation with "
-                  "spaces (read as <unk>)"},
-        {"Chat.", "'Chat.' is not in the vocabulary; 'chat' '.' are: separate punctuation"},
-        {".le", "'.le' is not in the vocabulary; '.' 'le' are: separate"},
-        {"chat,", "'chat,' is not in the vocabulary; 'chat' is, ',' is not (read as <unk>)"},
-        {"..", "'..' is not in the vocabulary; '.' '.' are: separate punctuation"},
-        {"Zèbre", "'Zèbre' is not in the vocabulary (read as <unk>)"},
-        {"l'eau", "'l'eau' is not in the vocabulary (read as <unk>)"},
-    };
-    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
-        warn = open_memstream(&msg, &msg_len);
-        cr_assert_eq(tr_tokenize(&v, hints[i].word, got, 16, &unk, warn, NULL), 1);
-        fclose(warn);
-        cr_assert(got[0] == TR_UNK && unk == 1, "%s", hints[i].word);
-        cr_assert(strncmp(msg, hints[i].hint, strlen(hints[i].hint)) == 0, "'%s' instead of '%s'",
-                  msg, hints[i].hint);
-        free(msg);
-    }
-    /* detokenize stops at EOS, skips BOS, truncates safely and reports the full length */
-    int seq[] = {TR_BOS, ids[0], ids[1], TR_EOS, ids[2]};
-    len = tr_detokenize(&v, seq, 5, out, sizeof out);
-    cr_assert_str_eq(out, "le chat");
-    cr_assert_eq(tr_detokenize(&v, seq, 5, out, 4), 7);
-    cr_assert_str_eq(out, "le ");
-    /* more words than room: the count is still returned */
-    cr_assert_eq(tr_tokenize(&v, "le le le le", got, 2, NULL, NULL, NULL), 4);
-    tr_vocab_free(&v);
-}
-
-Test(tr_vocab, utf8_bom_and_sentences) {
-    static const struct {
-        const char *s;
-        int ok;
-        size_t bad;
-    } cases[] = {
-        {"plain ascii", 1, 0},
-        {"le z\xc3\xa8"
-         "bre",
-         1, 0},                                  /* è */
-        {"\xe2\x82\xac \xf0\x9f\x98\x80", 1, 0}, /* the euro sign, an emoji */
-        {"\xef\xbb\xbfthe", 1, 0},               /* a byte-order mark is valid UTF-8 */
-        {"caf\xe9 au lait", 0, 3},               /* Latin-1 é */
-        {"ab\xc3", 0, 2},                        /* cut short at the end */
-        {"a\xe2\x82x", 0, 1},                    /* cut short before a non-continuation byte */
-        {"\xc0\xaf", 0, 0},                      /* an overlong '/' */
-        {"\xe0\x80\xaf", 0, 0},                  /* an overlong '/' in three bytes */
-        {"\xed\xa0\x80", 0, 0},                  /* a surrogate, U+D800 */
-        {"\xf4\x90\x80\x80", 0, 0},              /* above U+10FFFF */
-        {"\xf5\x80\x80\x80", 0, 0},              /* no such lead byte */
-        {"x\x80", 0, 1},                         /* a continuation byte alone */
-        {"\xf4\x8f\xbf\xbf", 1, 0},              /* U+10FFFF itself */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t bad = 999;
-        int ok = tr_utf8_check(cases[i].s, strlen(cases[i].s), &bad);
-        cr_assert_eq(ok, cases[i].ok, "case %zu", i);
-        if (!ok) cr_assert_eq(bad, cases[i].bad, "case %zu: byte %zu", i, bad);
-    }
-    cr_assert_eq(tr_utf8_check("a\0b", 3, &(size_t){0}), 1, "NUL is valid UTF-8");
-    cr_assert_eq(tr_bom_len("\xef\xbb\xbfthe", 6), 3);
-    cr_assert_eq(tr_bom_len("\xef\xbb", 2), 0);
-    cr_assert_eq(tr_bom_len("the", 3), 0);
-    cr_assert_eq(tr_count_sentences(""), 0);
-    cr_assert_eq(tr_count_sentences("  "), 0);
-    cr_assert_eq(tr_count_sentences("the cat sees a dog ."), 1);
-    cr_assert_eq(tr_count_sentences("the cat sees a dog"), 1);
-    cr_assert_eq(tr_count_sentences("the cat runs . the dog sleeps ."), 2);
-    cr_assert_eq(tr_count_sentences("The cat runs. The dog sleeps! Who? a b c ."), 4);
-    cr_assert_eq(tr_count_sentences(". ."), 2);
-}
-
-Test(tr_vocab, pair_saves_and_loads) {
-    TrVocab s, t, s2, t2;
-    tr_vocab_init(&s);
-    tr_vocab_init(&t);
-    tr_vocab_add(&s, "the", 3);
-    tr_vocab_add(&s, "cat", 3);
-    tr_vocab_add(&t, "le", 2);
-    size_t len;
-    char *b = tr_vocab_pair_save(&s, &t, &len);
-    cr_assert_eq(tr_vocab_pair_load(b, len, &s2, &t2, "x"), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(s2.n, s.n);
-    cr_assert_eq(t2.n, t.n);
-    for (int i = 0; i < s.n; i++) cr_assert_str_eq(s2.words[i], s.words[i]);
-    cr_assert_eq(tr_vocab_find(&t2, "le", 2), TR_N_SPECIAL);
-    tr_vocab_free(&s2);
-    tr_vocab_free(&t2);
-    /* damaged text: every cut fails with a message naming the source, never crashes */
-    for (size_t cut = 0; cut < len; cut++) {
-        cr_assert_neq(tr_vocab_pair_load(b, cut, &s2, &t2, "ckpt.npz"), AG_OK, "cut %zu", cut);
-        cr_assert(strstr(ag_last_error(), "ckpt.npz") != NULL);
-    }
-    cr_assert_neq(tr_vocab_pair_load(NULL, 0, &s2, &t2, "x"), AG_OK);
-    free(b);
-    tr_vocab_free(&s);
-    tr_vocab_free(&t);
-}
-
 /* ---- data, batches, the loader ---- */
 
 Test(tr_data, reads_pairs) {
@@ -213,9 +58,9 @@ Test(tr_data, reads_pairs) {
     ts_tmp_dir(dir, sizeof dir, "translate");
     ts_join(path, dir, "d.tsv");
     ts_write_text(path, "a b c\tx y\r\nb\tz x y w\n");
-    TrVocab s, t;
-    tr_vocab_init(&s);
-    tr_vocab_init(&t);
+    TxtVocab s, t;
+    txt_vocab_init(&s);
+    txt_vocab_init(&t);
     TrData d;
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
     cr_assert_eq(d.n, 2);
@@ -226,28 +71,28 @@ Test(tr_data, reads_pairs) {
     cr_assert_eq(d.pairs[1].line, 2);
     cr_assert_eq(d.max_src, 3);
     cr_assert_eq(d.max_tgt, 4);
-    cr_assert_eq(s.n, TR_N_SPECIAL + 3);
-    cr_assert_eq(t.n, TR_N_SPECIAL + 4);
-    cr_assert_eq(d.pairs[1].src[0], tr_vocab_find(&s, "b", 1));
-    cr_assert_eq(d.pairs[1].tgt[3], tr_vocab_find(&t, "w", 1));
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3);
+    cr_assert_eq(t.n, TXT_N_SPECIAL + 4);
+    cr_assert_eq(d.pairs[1].src[0], txt_vocab_find(&s, "b", 1));
+    cr_assert_eq(d.pairs[1].tgt[3], txt_vocab_find(&t, "w", 1));
     tr_data_free(&d);
     /* a fixed vocabulary: unknown words become UNK and are counted */
     ts_write_text(path, "a q\tx r s\n");
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 0, 0), AG_OK);
-    cr_assert_eq(d.pairs[0].src[1], TR_UNK);
+    cr_assert_eq(d.pairs[0].src[1], TXT_UNK);
     cr_assert_eq(d.n_unk_src, 1);
     cr_assert_eq(d.n_unk_tgt, 2);
-    cr_assert_eq(s.n, TR_N_SPECIAL + 3, "a fixed vocabulary does not grow");
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "a fixed vocabulary does not grow");
     tr_data_free(&d);
     /* a byte-order mark opens the file: skipped, so the first word is the same "a" */
     ts_write_text(path, "\xef\xbb\xbf"
                         "a b\tx\r\n");
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(d.pairs[0].src[0], tr_vocab_find(&s, "a", 1));
-    cr_assert_eq(s.n, TR_N_SPECIAL + 3, "no second 'a' with a mark in front");
+    cr_assert_eq(d.pairs[0].src[0], txt_vocab_find(&s, "a", 1));
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "no second 'a' with a mark in front");
     tr_data_free(&d);
-    tr_vocab_free(&s);
-    tr_vocab_free(&t);
+    txt_vocab_free(&s);
+    txt_vocab_free(&t);
     ts_rm_tree(dir);
 }
 
@@ -276,200 +121,29 @@ Test(tr_data, malformed_lines_name_the_line) {
     ts_join(path, dir, "bad.tsv");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_write_text(path, cases[i].text);
-        TrVocab s, t;
-        tr_vocab_init(&s);
-        tr_vocab_init(&t);
+        TxtVocab s, t;
+        txt_vocab_init(&s);
+        txt_vocab_init(&t);
         TrData d;
         int rc = tr_data_read(path, &d, &s, &t, 1, 5);
         cr_assert_eq(rc, cases[i].code, "case %zu: %d", i, rc);
         cr_assert(strstr(ag_last_error(), path) && strstr(ag_last_error(), cases[i].message),
                   "case %zu: '%s' lacks '%s'", i, ag_last_error(), cases[i].message);
         cr_assert(d.pairs == NULL && d.n == 0);
-        tr_vocab_free(&s);
-        tr_vocab_free(&t);
+        txt_vocab_free(&s);
+        txt_vocab_free(&t);
     }
-    TrVocab s, t;
-    tr_vocab_init(&s);
-    tr_vocab_init(&t);
+    TxtVocab s, t;
+    txt_vocab_init(&s);
+    txt_vocab_init(&t);
     TrData d;
     ts_join(path, dir, "missing.tsv");
     cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_ERR_IO);
     cr_assert(strstr(ag_last_error(), "missing.tsv: cannot open: No such file") != NULL, "%s",
               ag_last_error());
-    tr_vocab_free(&s);
-    tr_vocab_free(&t);
+    txt_vocab_free(&s);
+    txt_vocab_free(&t);
     ts_rm_tree(dir);
-}
-
-Test(tr_batch, pads_and_places_bos_eos) {
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "d.tsv");
-    ts_write_text(path, "a b c\tx y\nb\tz x y w\na b c d\tx\n");
-    TrVocab s, t;
-    tr_vocab_init(&s);
-    tr_vocab_init(&t);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
-    TrBatch b;
-    memset(&b, 0, sizeof b);
-    int rows[3] = {1, 0, 2};
-    tr_batch_make(&b, &d, rows, 3);
-    cr_assert_eq(b.B, 3);
-    cr_assert_eq(b.S, 5, "longest source (4) + EOS");
-    cr_assert_eq(b.T, 5, "longest target (4) + BOS/EOS");
-    int a = tr_vocab_find(&s, "a", 1), bb = tr_vocab_find(&s, "b", 1),
-        c = tr_vocab_find(&s, "c", 1), dd = tr_vocab_find(&s, "d", 1);
-    int x = tr_vocab_find(&t, "x", 1), y = tr_vocab_find(&t, "y", 1), z = tr_vocab_find(&t, "z", 1),
-        w = tr_vocab_find(&t, "w", 1);
-    const int P = TR_PAD, E = TR_EOS, O = TR_BOS;
-    int src[3][5] = {{bb, E, P, P, P}, {a, bb, c, E, P}, {a, bb, c, dd, E}};
-    int tin[3][5] = {{O, z, x, y, w}, {O, x, y, P, P}, {O, x, P, P, P}};
-    int tout[3][5] = {{z, x, y, w, E}, {x, y, E, P, P}, {x, E, P, P, P}};
-    for (int r = 0; r < 3; r++) {
-        cr_assert_eq(b.rows[r], rows[r]);
-        for (int i = 0; i < 5; i++) {
-            cr_assert_eq(b.src[r * 5 + i], src[r][i], "src (%d,%d)", r, i);
-            cr_assert_eq(b.tgt_in[r * 5 + i], tin[r][i], "tgt_in (%d,%d)", r, i);
-            cr_assert_eq(b.tgt_out[r * 5 + i], tout[r][i], "tgt_out (%d,%d)", r, i);
-        }
-    }
-    cr_assert_eq(b.n_src_tokens, 2 + 4 + 5);
-    cr_assert_eq(b.n_tgt_tokens, 5 + 3 + 2);
-    /* the model's padding masks: 1 exactly past each row's length */
-    Arena *ar = arena_new("masks", 1 << 16);
-    Tape *tape = ag_tape_new(ar);
-    AgMask ms = nn_padding_mask(tape, b.src, b.B, b.S, TR_PAD);
-    AgMask mt = nn_padding_mask(tape, b.tgt_in, b.B, b.T, TR_PAD);
-    int src_len[3] = {2, 4, 5}, tgt_len[3] = {5, 3, 2};
-    cr_assert(ms.B == 3 && ms.T == 5 && mt.B == 3 && mt.T == 5);
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 5; i++) {
-            cr_assert_eq(ms.data[r * 5 + i], i >= src_len[r], "source mask (%d,%d)", r, i);
-            cr_assert_eq(mt.data[r * 5 + i], i >= tgt_len[r], "target mask (%d,%d)", r, i);
-        }
-    ag_tape_free(tape);
-    arena_free(ar);
-    /* a smaller batch reuses the buffers */
-    tr_batch_make(&b, &d, rows + 1, 1);
-    cr_assert(b.B == 1 && b.S == 4 && b.T == 3);
-    tr_batch_free(&b);
-    tr_data_free(&d);
-    tr_vocab_free(&s);
-    tr_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
-Test(tr_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "d.tsv");
-    ts_write_copy_task(path, 203, 0, 5, 1, 12, 8);
-    TrVocab s, t;
-    tr_vocab_init(&s);
-    tr_vocab_init(&t);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK);
-    TrLoader l;
-    tr_loader_init(&l, &d, 16, 99);
-    cr_assert_eq(l.n_batches, 13, "ceil(203 / 16)");
-    TrBatch b;
-    memset(&b, 0, sizeof b);
-    int seen[203], first_rows[2][16], spread = 0, full = 0;
-    for (int e = 0; e < 2; e++) {
-        memset(seen, 0, sizeof seen);
-        for (int k = 0; k < l.n_batches; k++) {
-            tr_loader_next(&l, &b);
-            cr_assert_eq(l.epoch, e);
-            int lo = 1 << 30, hi = 0;
-            for (int r = 0; r < b.B; r++) {
-                seen[b.rows[r]]++;
-                int len = d.pairs[b.rows[r]].src_len;
-                lo = len < lo ? len : lo;
-                hi = len > hi ? len : hi;
-            }
-            if (b.B == 16) {
-                spread += hi - lo;
-                full++;
-            }
-            if (k == 0) memcpy(first_rows[e], b.rows, sizeof first_rows[e]);
-        }
-        for (int i = 0; i < 203; i++) cr_assert_eq(seen[i], 1, "epoch %d: pair %d", e, i);
-    }
-    cr_assert_eq(full, 24, "12 full batches an epoch, one of 11");
-    /* sorted by length: 203 pairs over 12 lengths, so a batch spans about one length */
-    cr_assert(spread <= full, "a batch of 16 spans %d lengths on average",
-              spread / (full ? full : 1));
-    cr_assert(memcmp(first_rows[0], first_rows[1], sizeof first_rows[0]) != 0,
-              "each epoch has another order");
-    /* the position is the whole state: seeking reproduces the batches; so does the seed */
-    tr_loader_seek(&l, 7, 5);
-    tr_loader_next(&l, &b);
-    int want[16], want_B = b.B;
-    memcpy(want, b.rows, (size_t)b.B * sizeof(int));
-    TrLoader l2;
-    tr_loader_init(&l2, &d, 16, 99);
-    for (int k = 0; k < 7 * 13 + 5; k++) tr_loader_next(&l2, &b);
-    tr_loader_next(&l2, &b);
-    cr_assert_eq(b.B, want_B);
-    cr_assert_arr_eq(b.rows, want, (size_t)b.B * sizeof(int));
-    tr_loader_free(&l2);
-    tr_loader_free(&l);
-    tr_batch_free(&b);
-    tr_data_free(&d);
-    tr_vocab_free(&s);
-    tr_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
-/* ---- metrics ---- */
-
-Test(tr_score, bleu_exact_and_token_accuracy_by_hand) {
-    enum { A = 4, B_, C, D, E, F };
-    int ref[] = {A, B_, C, D, F}, hyp[] = {A, B_, C, D, E};
-    TrScore s;
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, ref, 5, ref, 5);
-    cr_assert_float_eq(tr_score_bleu(&s), 100.0, 1e-9);
-    cr_assert_float_eq(tr_score_exact(&s), 1.0, 1e-12);
-    /* one wrong last word: precisions 4/5, 3/4, 2/3, 1/2 */
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, hyp, 5, ref, 5);
-    cr_assert_float_eq(tr_score_bleu(&s), 100 * pow(0.8 * 0.75 * (2.0 / 3) * 0.5, 0.25), 1e-9);
-    cr_assert_float_eq(tr_score_tokens(&s), 0.8, 1e-12);
-    cr_assert_eq(s.n_exact, 0);
-    /* corpus level: the counts add up over sentences before the ratios are taken */
-    tr_score_add(&s, ref, 5, ref, 5);
-    cr_assert_float_eq(tr_score_bleu(&s),
-                       100 * pow((9.0 / 10) * (7.0 / 8) * (5.0 / 6) * (3.0 / 4), 0.25), 1e-9);
-    cr_assert_float_eq(tr_score_exact(&s), 0.5, 1e-12);
-    cr_assert_float_eq(tr_score_tokens(&s), 0.9, 1e-12);
-    /* clipping: a word counts at most as often as in the reference */
-    int rep[] = {A, A, A, A}, ref4[] = {A, B_, A, C};
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, rep, 4, ref4, 4);
-    cr_assert_eq(s.match[0], 2);
-    cr_assert_eq(s.total[0], 4);
-    cr_assert_eq(s.match[1], 0);
-    cr_assert_float_eq(tr_score_bleu(&s), 0.0, 1e-12);
-    /* brevity penalty: a correct prefix of 4 words for a reference of 6 */
-    int ref6[] = {A, B_, C, D, E, F};
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, ref6, 4, ref6, 6);
-    cr_assert_float_eq(tr_score_bleu(&s), 100 * exp(1 - 6.0 / 4), 1e-9);
-    cr_assert_float_eq(tr_score_tokens(&s), 4.0 / 6, 1e-12);
-    /* a reference word outside the vocabulary (UNK) matches nothing, not even UNK */
-    int ru[] = {A, TR_UNK}, hu[] = {A, TR_UNK};
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, hu, 2, ru, 2);
-    cr_assert_eq(s.n_exact, 0);
-    cr_assert_float_eq(tr_score_tokens(&s), 0.5, 1e-12);
-    cr_assert_eq(s.match[0], 1);
-    /* an empty hypothesis */
-    memset(&s, 0, sizeof s);
-    tr_score_add(&s, hyp, 0, ref, 5);
-    cr_assert_float_eq(tr_score_bleu(&s), 0.0, 1e-12);
-    cr_assert_float_eq(tr_score_tokens(&s), 0.0, 1e-12);
 }
 
 /* ---- learning copy and reverse ---- */
@@ -479,7 +153,7 @@ Test(tr_score, bleu_exact_and_token_accuracy_by_hand) {
 static double alignment(Translator *tr, const TrData *d, int n, int reverse) {
     int hits = 0, total = 0;
     for (int i = 0; i < n && i < d->n; i++) {
-        const TrPair *p = &d->pairs[i];
+        const TxtPair *p = &d->pairs[i];
         tr_forward_pair(tr, p->src, p->src_len, p->tgt, p->tgt_len);
         const Tensor *P = tr->model.dec[tr->model.cfg.n_dec_layers - 1].multihead_attn.last_probs;
         int NH = P->shape[1], Tq = P->shape[2], Tk = P->shape[3];
@@ -534,15 +208,15 @@ static void learn_task(int reverse) {
     cr_assert_eq(tr_load(&tr, ts_join(ckpt, out, "best.npz")), AG_OK, "%s", ag_last_error());
     TrData d;
     cr_assert_eq(tr_data_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
-    TrScore s;
+    TxtScore s;
     double loss;
     tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
     cr_log_info("%s: %d steps in %.1f s (%.0f steps/s): exact %.1f%%, BLEU %.1f, loss %.4f",
-                reverse ? "reverse" : "copy", steps, secs, steps / secs, 100 * tr_score_exact(&s),
-                tr_score_bleu(&s), loss);
+                reverse ? "reverse" : "copy", steps, secs, steps / secs, 100 * txt_score_exact(&s),
+                txt_score_bleu(&s), loss);
     cr_assert_eq(s.n_exact, d.n, "%s: exact match %ld/%ld", reverse ? "reverse" : "copy", s.n_exact,
                  s.n_sent);
-    cr_assert_float_eq(tr_score_bleu(&s), 100.0, 1e-9);
+    cr_assert_float_eq(txt_score_bleu(&s), 100.0, 1e-9);
     double a = alignment(&tr, &d, 30, reverse);
     cr_log_info("%s: cross-attention peaks on the aligned position at %.0f%% of positions",
                 reverse ? "reverse" : "copy", 100 * a);
@@ -550,7 +224,7 @@ static void learn_task(int reverse) {
               reverse ? "reverse (anti-diagonal)" : "copy (diagonal)", 100 * a);
     /* beam search finds the same (correct) translations */
     for (int i = 0; i < 10; i++) {
-        const TrPair *p = &d.pairs[i];
+        const TxtPair *p = &d.pairs[i];
         int hyp[64];
         int n = tr_translate_ids(&tr, p->src, p->src_len, 3, 0.6, hyp, 64);
         cr_assert_eq(n, p->tgt_len, "beam: pair %d", i);
@@ -626,8 +300,8 @@ Test(tr_train, resume_is_bit_exact) {
 typedef struct {
     Seq2Seq *m;
     const TrData *d;
-    const TrBatch *b;
-    TrBatch sb;
+    const TxtPairBatch *b;
+    TxtPairBatch sb;
     int S;
 } ShardCtx;
 
@@ -643,26 +317,26 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
     char dir[64], path[512];
     ts_tmp_dir(dir, sizeof dir, "translate");
     ts_write_copy_task(ts_join(path, dir, "d.tsv"), 7, 1, 5, 1, 9, 6);
-    TrVocab sv, tv;
-    tr_vocab_init(&sv);
-    tr_vocab_init(&tv);
+    TxtVocab sv, tv;
+    txt_vocab_init(&sv);
+    txt_vocab_init(&tv);
     TrData d;
     cr_assert_eq(tr_data_read(path, &d, &sv, &tv, 1, 0), AG_OK);
     Seq2SeqConfig mc = nn_seq2seq_default_config(sv.n, tv.n, 16, 2, 1);
     mc.layer.d_ff = 32;
     mc.layer.dropout = 0; /* the shards' dropout masks are their own: compared without */
     mc.max_len = 16;
-    mc.pad_id = TR_PAD;
+    mc.pad_id = TXT_PAD;
     Arena *params = arena_new("params", 0), *steps = arena_new("step", 0);
     Tape *tape = ag_tape_new(steps);
     Rng r;
     rng_seed(&r, 3);
     Seq2Seq m;
     nn_seq2seq_init(&m, params, &r, &mc);
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     int rows[7] = {0, 1, 2, 3, 4, 5, 6};
-    tr_batch_make(&b, &d, rows, 7);
+    txt_pair_batch_make(&b, d.pairs, rows, 7);
     cr_assert(b.n_tgt_tokens < (long)b.B * b.T, "the batch must hold padding");
     ag_params_zero_grad(&m.params);
     Tensor *l = nn_seq2seq_loss(tape, &m, b.src, b.S, b.tgt_in, b.tgt_out, b.B, b.T, NULL);
@@ -694,23 +368,23 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
         }
         cr_assert(max_abs > 1e-3, "the whole batch's gradient is all (nearly) zero");
         dist_grad_free(dg);
-        tr_batch_free(&ctx.sb);
+        txt_pair_batch_free(&ctx.sb);
     }
     cr_assert_null(tr_shard_loss(&m, tape, &d, &b, 0, 9, &b, NULL), "shard 0 of 9 of 7 rows");
     free(want);
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     ag_tape_free(tape);
     arena_free(steps);
     nn_seq2seq_free(&m);
     arena_free(params);
     tr_data_free(&d);
-    tr_vocab_free(&sv);
-    tr_vocab_free(&tv);
+    txt_vocab_free(&sv);
+    txt_vocab_free(&tv);
     ts_rm_tree(dir);
 }
 
 Test(tr_shard_loss, aborts_on_a_shard_outside_the_count, .signal = SIGABRT) {
-    TrBatch b = {.B = 4};
+    TxtPairBatch b = {.B = 4};
     tr_shard_loss(NULL, NULL, NULL, &b, 4, 4, &b, NULL);
 }
 
@@ -832,7 +506,7 @@ Test(tr_train, a_checkpoint_written_before_generic_checkpoints_loads_and_resumes
     Translator tr;
     cr_assert_eq(tr_load(&tr, V1_FIXTURE), AG_OK, "%s", ag_last_error());
     cr_assert_eq(tr.trained_steps, 6);
-    int src[2] = {TR_N_SPECIAL, TR_N_SPECIAL + 1}, out[8];
+    int src[2] = {TXT_N_SPECIAL, TXT_N_SPECIAL + 1}, out[8];
     cr_assert(tr_translate_ids(&tr, src, 2, 1, 0.6, out, 8) >= 0);
     tr_free(&tr);
     char dir[64], train[512], out_dir[512], last[512], cmd[1200];
@@ -1272,8 +946,8 @@ Test(tr_cli, help_eval_and_translate) {
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK);
     char want[64] = "";
-    for (int i = TR_N_SPECIAL; i < tr.src.n; i++)
-        strcat(strcat(want, tr_vocab_word(&tr.src, i)), "\n");
+    for (int i = TXT_N_SPECIAL; i < tr.src.n; i++)
+        strcat(strcat(want, txt_vocab_word(&tr.src, i)), "\n");
     cr_assert_str_eq(r.out, want);
     tr_free(&tr);
     ts_run_free(&r);

@@ -34,97 +34,6 @@ static void write_copy(const char *path, int n, uint64_t seed) {
     fclose(f);
 }
 
-static TrVocab char_vocab(const char *text) {
-    TrVocab v;
-    tr_vocab_init(&v);
-    cr_assert_eq(tr_vocab_set_tokenizer(&v, txt_char_new(text, strlen(text)), "test"), AG_OK);
-    return v;
-}
-
-Test(tr_vocab_tokenizer, char_encodes_the_text_whole_and_decodes_it_back) {
-    TrVocab v = char_vocab("the dog. le chien!");
-    cr_assert_eq(v.kind, TR_TOK_CHAR);
-    int ids[64], n_unk = -1;
-    /* blanks at the ends are dropped; inside, the text is kept byte for byte */
-    int n = tr_tokenize(&v, "  the dog. \n", ids, 64, &n_unk, NULL, NULL);
-    cr_assert_eq(n, 8);
-    cr_assert_eq(n_unk, 0);
-    for (int i = 0; i < n; i++) cr_assert(ids[i] >= TR_N_SPECIAL && ids[i] < v.n);
-    char out[64];
-    cr_assert_eq(tr_detokenize(&v, ids, n, out, sizeof out), 8);
-    cr_assert_str_eq(out, "the dog.");
-    cr_assert_str_eq(tr_vocab_word(&v, ids[7]), ".");
-    /* a byte the tokenizer never saw is <unk>, named with its offset */
-    char *msg = NULL;
-    size_t msg_len = 0;
-    FILE *warn = open_memstream(&msg, &msg_len);
-    n = tr_tokenize(&v, "dog?", ids, 64, &n_unk, warn, "w: ");
-    fclose(warn);
-    cr_assert_eq(n, 4);
-    cr_assert_eq(n_unk, 1);
-    cr_assert_eq(ids[3], TR_UNK);
-    cr_assert(strstr(msg, "w: byte 0x3f ('?') at offset 3 is not in the vocabulary"), "%s", msg);
-    free(msg);
-    cr_assert_eq(tr_detokenize(&v, ids, n, out, sizeof out), 8);
-    cr_assert_str_eq(out, "dog<unk>");
-    /* a decoded text stops at EOS, skips BOS, and is cut (NUL-terminated) to the buffer */
-    int with[] = {TR_BOS, ids[0], ids[1], TR_EOS, ids[2]};
-    cr_assert_eq(tr_detokenize(&v, with, 5, out, 2), 2);
-    cr_assert_str_eq(out, "d");
-    tr_vocab_free(&v);
-}
-
-Test(tr_vocab_tokenizer, the_checkpoint_form_loads_back_and_refuses_damage) {
-    const char *text = "the dog. the cat! the dog's bone, the cat's toy.";
-    TxtTokenizer *t;
-    cr_assert_eq(txt_bpe_train(text, strlen(text), 280, TXT_SPLIT_GPT2, "test", &t), AG_OK);
-    TrVocab src, tgt, s2, t2;
-    tr_vocab_init(&src);
-    cr_assert_eq(tr_vocab_set_tokenizer(&src, t, "test"), AG_OK);
-    src.bpe_vocab = 280;
-    tgt = char_vocab(text);
-    /* both sides share the kind in the saved form: give tgt a BPE too */
-    tr_vocab_free(&tgt);
-    cr_assert_eq(txt_bpe_train("le chien. le chat!", 18, 260, TXT_SPLIT_GPT2, "test", &t), AG_OK);
-    tr_vocab_init(&tgt);
-    cr_assert_eq(tr_vocab_set_tokenizer(&tgt, t, "test"), AG_OK);
-    tgt.bpe_vocab = 280;
-    size_t len;
-    char *b = tr_vocab_pair_save(&src, &tgt, &len);
-    const char *head = "attograd-translate vocab 2\ntokenizer bpe 280\nsrc ";
-    cr_assert(strncmp(b, head, strlen(head)) == 0, "%.60s", b);
-    cr_assert_eq(tr_vocab_pair_load(b, len, &s2, &t2, "x.npz"), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(s2.kind, TR_TOK_BPE);
-    cr_assert_eq(s2.bpe_vocab, 280);
-    cr_assert_eq(s2.n, src.n);
-    cr_assert_eq(t2.n, tgt.n);
-    int a[128], c[128];
-    int na = tr_tokenize(&src, "the cat's dog.", a, 128, NULL, NULL, NULL);
-    int nc = tr_tokenize(&s2, "the cat's dog.", c, 128, NULL, NULL, NULL);
-    cr_assert_eq(na, nc);
-    cr_assert(na < 14, "the merges shorten the text: %d tokens", na);
-    cr_assert_eq(memcmp(a, c, (size_t)na * sizeof *a), 0);
-    tr_vocab_free(&s2);
-    tr_vocab_free(&t2);
-    /* every cut, and a byte changed in the header, are refused with a message */
-    for (size_t cut = 0; cut < len; cut += 7)
-        cr_assert_neq(tr_vocab_pair_load(b, cut, &s2, &t2, "x.npz"), AG_OK, "cut at %zu", cut);
-    char *bad = malloc(len + 1);
-    memcpy(bad, b, len);
-    memcpy(bad + 37, "cha", 3); /* "tokenizer bpe" -> "tokenizer cha" */
-    cr_assert_eq(tr_vocab_pair_load(bad, len, &s2, &t2, "x.npz"), AG_ERR_FORMAT);
-    cr_assert(strstr(ag_last_error(), "x.npz: vocabulary: expected 'tokenizer char 0'"), "%s",
-              ag_last_error());
-    memcpy(bad, b, len);
-    bad[len] = 'x';
-    cr_assert_eq(tr_vocab_pair_load(bad, len + 1, &s2, &t2, "x.npz"), AG_ERR_FORMAT);
-    cr_assert(strstr(ag_last_error(), "1 unexpected bytes at the end"), "%s", ag_last_error());
-    free(bad);
-    free(b);
-    tr_vocab_free(&src);
-    tr_vocab_free(&tgt);
-}
-
 #define TINY_FLAGS                                                                                 \
     "--threads", "1", "--d-model", "32", "--heads", "2", "--layers", "1", "--ff", "64",            \
         "--max-len", "24", "--batch", "16", "--lr", "1e-2", "--quiet"
@@ -151,10 +60,10 @@ Test(tr_cli_tokenizer, char_trains_evaluates_and_translates_text) {
     run_ok(dir, tr_args, "");
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(tr.src.kind, TR_TOK_CHAR);
+    cr_assert_eq(tr.src.kind, TXT_VOCAB_CHAR);
     /* the bytes of the sources: a b c . ! ? and the space */
-    cr_assert_eq(tr.src.n, TR_N_SPECIAL + 7);
-    cr_assert_eq(tr.tgt.n, TR_N_SPECIAL + 7);
+    cr_assert_eq(tr.src.n, TXT_N_SPECIAL + 7);
+    cr_assert_eq(tr.tgt.n, TXT_N_SPECIAL + 7);
     tr_free(&tr);
     const char *ev[] = {"eval", "--ckpt", ckpt, "--hyps", ts_join(hyps, dir, "hyps.tsv"),
                         valid,  NULL};
@@ -208,13 +117,13 @@ Test(tr_cli_tokenizer, bpe_resume_is_byte_identical) {
                   "%s differs after resume", files[i]);
     Translator tr;
     cr_assert_eq(tr_load(&tr, p1), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(tr.src.kind, TR_TOK_BPE);
-    cr_assert(tr.src.n > TR_N_SPECIAL + 256 && tr.src.n <= TR_N_SPECIAL + 270, "%d", tr.src.n);
+    cr_assert_eq(tr.src.kind, TXT_VOCAB_BPE);
+    cr_assert(tr.src.n > TXT_N_SPECIAL + 256 && tr.src.n <= TXT_N_SPECIAL + 270, "%d", tr.src.n);
     int ids[32];
-    int n = tr_tokenize(&tr.src, "ab ca!", ids, 32, NULL, NULL, NULL);
+    int n = txt_vocab_tokenize(&tr.src, "ab ca!", ids, 32, NULL, NULL, NULL);
     cr_assert(n < 6, "merges of the training text: %d tokens", n);
     char text[32];
-    tr_detokenize(&tr.src, ids, n, text, sizeof text);
+    txt_vocab_detokenize(&tr.src, ids, n, text, sizeof text);
     cr_assert_str_eq(text, "ab ca!");
     tr_free(&tr);
     const char *tl[] = {"translate", "--ckpt", p1, "ab ca!", NULL};
