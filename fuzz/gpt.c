@@ -1,4 +1,4 @@
-/* gpt.c: attograd-gpt's checkpoint, fed any file: gp_model_load (examples/gpt/sample.c: the
+/* gpt.c: attograd-gpt's checkpoint, fed any file: hf_model_load (src/hf/model.c: the
  * checkpoint, its configuration, weights and tokenizer), then what sample and eval do with the
  * model it loads: nn_gpt_generate draws a few tokens, nn_gpt_loss_over gives the loss of a window.
  * A model whose values overflow (finite weights, non-finite logits) must come back as
@@ -12,15 +12,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size);
-    GpModel g;
-    int rc = gp_model_load(&g, path);
+    HfModel g;
+    int rc = hf_model_load(path, &g);
     if (rc != AG_OK) {
         fuzz_check_failure(rc, path);
         return 0;
     }
     int V = g.m.cfg.vocab_size, T = g.m.cfg.block_size < 6 ? g.m.cfg.block_size : 6;
-    FUZZ_CHECK(V >= 1 && T >= 1 && g.tok && txt_vocab_size(g.tok) == V, "vocab %d, block %d", V,
-               g.m.cfg.block_size);
+    FUZZ_CHECK(V >= 1 && T >= 1 && g.text.tok && txt_vocab_size(g.text.tok) == V,
+               "vocab %d, block %d", V, g.m.cfg.block_size);
     int ids[16];
     for (int i = 0; i < 16; i++) ids[i] = i % V;
     Arena *step = arena_new("step", 0);
@@ -41,6 +41,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                ag_last_error());
     ag_tape_free(t);
     arena_free(step);
-    gp_model_free(&g);
+    hf_model_free(&g);
     return 0;
 }

@@ -7,13 +7,13 @@
 #include "fuzz.h"
 #include "gpt_cli.h"
 
-static GpModel model;
+static HfModel model;
 
 static void make_model(void) {
     static const char chars[] = "ab c\n";
-    model.tok = txt_char_new(chars, sizeof chars - 1);
+    model.text.tok = txt_char_new(chars, sizeof chars - 1);
     model.arena = arena_new("params", 0);
-    GptConfig c = {.vocab_size = txt_vocab_size(model.tok),
+    GptConfig c = {.vocab_size = txt_vocab_size(model.text.tok),
                    .block_size = 8,
                    .n_layer = 1,
                    .n_head = 1,
@@ -24,7 +24,7 @@ static void make_model(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!model.tok) make_model();
+    if (!model.text.tok) make_model();
     const char *path = fuzz_file(data, size);
     GpRows r;
     int rc = gp_read_rows(&model, NULL, path, &r);
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lines += size > 0 && data[size - 1] != '\n';
     FUZZ_CHECK((size_t)r.B == lines, "%d rows from %zu lines", r.B, lines);
     for (int i = 0; i < r.B * r.T; i++)
-        FUZZ_CHECK(r.ids[i] >= 0 && r.ids[i] < txt_vocab_size(model.tok), "id %d", r.ids[i]);
+        FUZZ_CHECK(r.ids[i] >= 0 && r.ids[i] < txt_vocab_size(model.text.tok), "id %d", r.ids[i]);
     free(r.ids);
     return 0;
 }

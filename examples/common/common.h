@@ -1,6 +1,6 @@
 /* common.h: what the example programs (attograd-translate, attograd-gpt, attograd-induction)
  * share beyond the library: allocation that aborts when memory runs out, the message of a model
- * whose values overflow, the lens commands' --metric logit-diff (util.c), and the pictures
+ * whose values overflow (util.c), and the pictures
  * drawn by gnuplot: the training curves, heatmaps, the script panels and scripts written in
  * memory (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
  * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
@@ -42,23 +42,6 @@ int ex_tensor_finite(const Tensor *x, const char *name, const Tape *t);
  * where the first NaN or inf appeared when the tape's check mode saw it (t may be NULL).
  * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
 int ex_not_finite(int rc, const char *ckpt, const Tape *t);
-
-/* ---- the lens's --metric (util.c; the lens commands of attograd-translate and -gpt) ---- */
-/* A metric with the arrays it owns: good and bad (one id a row) for a logit difference, targets
- * (next tokens) where the caller made them; any may be NULL. */
-typedef struct ExLensMetric {
-    LensMetric mt;
-    int *good, *bad, *targets;
-} ExLensMetric;
-/* ctx's id of the token text, which must be exactly one token; errors name --flag */
-typedef int (*ExTokenFn)(const void *ctx, const char *text, const char *flag, int *id);
-/* --metric kind when it is not "loss" (which the caller builds): "logit-diff" of the tokens good
- * minus bad (--good, --bad: token(ctx, ...) finds each) at position pos of T (-1: the last) in
- * every one of B rows, into m (zeroed first). AG_OK, or AG_ERR_ARG naming the flag: a kind that
- * is neither, --good or --bad missing, --pos outside, a token that token() refuses. */
-int ex_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
-                       ExTokenFn token, const void *ctx, ExLensMetric *m);
-void ex_lens_metric_free(ExLensMetric *m);
 
 /* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
  * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or

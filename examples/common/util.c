@@ -1,6 +1,6 @@
 /* util.c: small helpers the example programs share: allocation that aborts when memory runs
  * out (as the library's arenas do), the message of a model whose values overflow
- * (ex_not_finite) and the lens commands' --metric logit-diff (--good, --bad, --pos).
+ * (ex_not_finite).
  * Not here: anything about a model or its data; the pictures (plot.c). Read next: plot.c. */
 #include "common.h"
 
@@ -45,30 +45,4 @@ int ex_not_finite(int rc, const char *ckpt, const Tape *t) {
 int ex_file_exists(const char *path) {
     struct stat s;
     return stat(path, &s) == 0;
-}
-
-/* ---- the lens's --metric ---- */
-
-int ex_lens_logit_diff(const char *kind, const char *good, const char *bad, int pos, int B, int T,
-                       ExTokenFn token, const void *ctx, ExLensMetric *m) {
-    memset(m, 0, sizeof *m);
-    if (strcmp(kind, "logit-diff") != 0)
-        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
-    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
-    if (pos < -1 || pos >= T)
-        return ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions (-1: the last)", pos,
-                       T);
-    int gi, bi, rc = token(ctx, good, "good", &gi);
-    if (rc == AG_OK) rc = token(ctx, bad, "bad", &bi);
-    if (rc != AG_OK) return rc;
-    m->good = ex_malloc((size_t)B * sizeof(int));
-    m->bad = ex_malloc((size_t)B * sizeof(int));
-    for (int b = 0; b < B; b++) m->good[b] = gi, m->bad[b] = bi;
-    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = pos, .good = m->good, .bad = m->bad};
-    return AG_OK;
-}
-
-void ex_lens_metric_free(ExLensMetric *m) {
-    free(m->good), free(m->bad), free(m->targets);
-    memset(m, 0, sizeof *m);
 }

@@ -8,7 +8,8 @@
  * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the loss
  * curve and heatmaps, the data-parallel lines; from src/run: folders, times, the CSV log,
  * signals, the clock.
- * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text). Read next: main.c. */
+ * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text), loading a model with its
+ * tokenizer (src/hf's hf_model_load). Read next: main.c. */
 #ifndef ATTOGRAD_GPT_CLI_H
 #define ATTOGRAD_GPT_CLI_H
 
@@ -45,52 +46,14 @@ int gp_view(int argc, char **argv); /* view.c: one HTML page (src/view) */
  * run's state by name (meta.run.*); one written before the run loop holds data.position
  * instead (train.c reads it). */
 
-/* A checkpoint read for sampling or evaluation: the model (weights only) and its tokenizer.
- * AG_OK, or an error naming the path and the reason. */
-typedef struct GpModel {
-    Gpt m;
-    Arena *arena;
-    TxtTokenizer *tok; /* attograd's own tokenizer, or NULL when hf is set */
-    TxtHf *hf;    /* a tokenizer.json (or vocab.json + merges.txt): a folder's, a checkpoint's */
-    char *hf_dir; /* the folder hf came from (export copies its files), or NULL */
-    int64_t step;
-} GpModel;
-int gp_model_load(GpModel *g, const char *path); /* a folder: gp_hf_model_load */
-void gp_model_free(GpModel *g);
-
-/* ---- Hugging Face folders (hf.c): --model DIR, export --format hf ---- */
-#define GP_HF_TOKENIZER "attograd-tokenizer.bin" /* attograd's tokenizer in a folder */
-int gp_is_folder(const char *path);
-/* dir's model (hf_load) and its tokenizer: attograd's own (GP_HF_TOKENIZER) where the folder
- * holds one, else tokenizer.json, else vocab.json + merges.txt (txt_hf_load); errors name dir
- * or the file */
-int gp_hf_model_load(GpModel *g, const char *dir);
-/* dir's tokenizer alone, in that order: *tok (attograd's) or *hf set */
-int gp_hf_tokenizer_load(const char *dir, TxtTokenizer **tok, TxtHf **hf);
-/* A tokenizer's saved form (a checkpoint's meta.extra, a prepared folder's tokenizer file):
- * attograd's (txt_to_bytes, magic ATGTOKEN) or a tokenizer.json's text (txt_hf_json); from it
- * *tok or *hf, every value checked (errors name label) */
-int gp_tokenizer_from_bytes(const void *bytes, size_t len, const char *label, TxtTokenizer **tok,
-                            TxtHf **hf);
-uint8_t *gp_tokenizer_bytes(const TxtTokenizer *tok, const TxtHf *hf, size_t *len); /* malloc'd */
-int gp_tokenizer_vocab(const TxtTokenizer *tok, const TxtHf *hf);
-/* the tokenizer fits a model of vocab_size ids: attograd's has exactly as many, a tokenizer.json
- * at most as many (a published vocabulary padded to a round size); else AG_ERR_FORMAT naming
- * label and both counts */
-int gp_tokenizer_fits(const TxtTokenizer *tok, const TxtHf *hf, int vocab_size, const char *label);
+/* ---- Hugging Face folders (hf.c): export --format hf; --ckpt and --model DIR are read by
+ * src/hf's hf_model_load (HfModel: the model and its tokenizer, a TxtAny of src/text) ---- */
 /* config.json + model.safetensors (hf_save) and the tokenizer into dir: attograd's own as
- * GP_HF_TOKENIZER and as tokenizer.json (txt_write_hf) with a tokenizer_config.json naming
+ * TXT_ANY_OWN_FILE and as tokenizer.json (txt_write_hf) with a tokenizer_config.json naming
  * PreTrainedTokenizerFast, or the source folder's tokenizer files copied as they were, or (a
  * checkpoint trained on data of a folder's tokenizer.json) that tokenizer.json again with the
  * same tokenizer_config.json */
-int gp_hf_export(const GpModel *g, const char *dir);
-/* text as ids with the model's tokenizer (malloc'd; errors start with label) */
-int gp_encode_alloc(const GpModel *g, const void *text, size_t n, int **ids, size_t *len,
-                    const char *label);
-/* the bytes id stands for alone (a SentencePiece piece as written, U+2581 included) */
-const uint8_t *gp_token_bytes(const GpModel *g, int id, size_t *len);
-/* ids decoded to bytes (malloc'd, NUL-terminated; *len without it) */
-int gp_decode_alloc(const GpModel *g, const int *ids, size_t n, char **out, size_t *len);
+int gp_hf_export(const HfModel *g, const char *dir);
 
 /* ---- what the lens commands share (lens.c) ---- */
 
@@ -101,9 +64,9 @@ typedef struct GpRows {
 } GpRows;
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length, each at
  * most block_size tokens); errors name the flag or the file and line */
-int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows *r);
+int gp_read_rows(const HfModel *g, const char *prompt, const char *file, GpRows *r);
 /* the token id of text, which must be exactly one token; errors name --flag */
-int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id);
+int gp_one_token(const HfModel *g, const char *text, const char *flag, int *id);
 /* The flags the lens commands share, parsed with the command's own (extra): --ckpt, --prompt and
  * --prompts (parts & GP_LENS_ROWS), the command's, --good and --bad (parts & GP_LENS_METRIC),
  * --out, --threads. Returns AG_OK, an error (--ckpt and --out are required), or 1 after
@@ -121,7 +84,7 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
  * gp_lens_end frees everything and returns gp_lens_finish's exit code. */
 typedef struct GpLens {
     GpLensFlags a;
-    GpModel g;
+    HfModel g;
     GptConfig cfg;
     GpRows r;
     Arena *step;
@@ -130,15 +93,15 @@ typedef struct GpLens {
 int gp_lens_start(GpLens *l, int rc, int rows);
 int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
-int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg);
+int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg);
 /* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */
 int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
-char *gp_token_text(const GpModel *g, int id, int label);
+char *gp_token_text(const HfModel *g, int id, int label);
 /* the lens commands' outputs (src/lens/report.h) with g's token texts and the heatmaps of
  * examples/common */
-LensReport gp_report(const GpModel *g);
+LensReport gp_report(const HfModel *g);
 
 #endif

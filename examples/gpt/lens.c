@@ -21,10 +21,10 @@
 /* ---- the tokens a command runs on ---- */
 
 /* text[0..n) as one row; label names it in errors */
-static int encode_row(const GpModel *g, const char *text, size_t n, const char *label, int **ids,
+static int encode_row(const HfModel *g, const char *text, size_t n, const char *label, int **ids,
                       size_t *len) {
     if (n == 0) return ag_fail(AG_ERR_ARG, "%s: empty", label);
-    int rc = gp_encode_alloc(g, text, n, ids, len, label);
+    int rc = txt_any_encode_alloc(&g->text, text, n, ids, len, label);
     if (rc == AG_OK && *len > (size_t)g->m.cfg.block_size) {
         free(*ids);
         *ids = NULL;
@@ -35,7 +35,7 @@ static int encode_row(const GpModel *g, const char *text, size_t n, const char *
 }
 
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length) */
-int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows *r) {
+int gp_read_rows(const HfModel *g, const char *prompt, const char *file, GpRows *r) {
     memset(r, 0, sizeof *r);
     if (!prompt == !file) return ag_fail(AG_ERR_ARG, "give --prompt TEXT or --prompts FILE");
     if (prompt) {
@@ -93,12 +93,12 @@ int gp_read_rows(const GpModel *g, const char *prompt, const char *file, GpRows 
 }
 
 /* --good/--bad: a text of exactly one token */
-int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) {
+int gp_one_token(const HfModel *g, const char *text, const char *flag, int *id) {
     char label[32];
     snprintf(label, sizeof label, "--%s", flag);
     int *ids = NULL;
     size_t n = 0;
-    int rc = *text ? gp_encode_alloc(g, text, strlen(text), &ids, &n, label)
+    int rc = *text ? txt_any_encode_alloc(&g->text, text, strlen(text), &ids, &n, label)
                    : ag_fail(AG_ERR_ARG, "%s: empty", label);
     if (rc == AG_OK && n != 1)
         rc = ag_fail(AG_ERR_ARG, "%s '%s': %zu tokens, must be one", label, text, n);
@@ -107,14 +107,14 @@ int gp_one_token(const GpModel *g, const char *text, const char *flag, int *id) 
     return rc;
 }
 
-/* gp_one_token for ex_lens_logit_diff (ctx: the GpModel) */
+/* gp_one_token for lens_logit_diff_metric (ctx: the HfModel) */
 static int one_token(const void *ctx, const char *text, const char *flag, int *id) {
     return gp_one_token(ctx, text, flag, id);
 }
 
 /* The metric of --metric (loss, or logit-diff with --good and --bad) for r's rows */
-static int make_metric(const GpModel *g, const char *kind, const char *good, const char *bad,
-                       const GpRows *r, ExLensMetric *m) {
+static int make_metric(const HfModel *g, const char *kind, const char *good, const char *bad,
+                       const GpRows *r, LensOwnedMetric *m) {
     if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
         memset(m, 0, sizeof *m);
         m->targets = ex_malloc((size_t)r->B * r->T * sizeof(int));
@@ -125,7 +125,7 @@ static int make_metric(const GpModel *g, const char *kind, const char *good, con
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = m->targets};
         return AG_OK;
     }
-    return ex_lens_logit_diff(kind, good, bad, -1, r->B, r->T, one_token, g, m);
+    return lens_logit_diff_metric(kind, good, bad, -1, r->B, r->T, one_token, g, m);
 }
 
 /* --positions (parsed: integers >= 0) into list: each below T, at most T of them */
@@ -147,9 +147,9 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
 /* ---- the outputs (src/lens/report.h) ---- */
 
 /* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
-char *gp_token_text(const GpModel *g, int id, int label) {
+char *gp_token_text(const HfModel *g, int id, int label) {
     size_t len;
-    const uint8_t *b = gp_token_bytes(g, id, &len);
+    const uint8_t *b = txt_any_token_bytes(&g->text, id, &len);
     char *s = ex_malloc(4 * len + 1), *o = s;
     *o = 0;
     for (size_t i = 0; i < len; i++)
@@ -159,13 +159,13 @@ char *gp_token_text(const GpModel *g, int id, int label) {
     return s;
 }
 
-/* gp_token_text for the report (ctx: the GpModel; a GPT has one vocabulary) */
+/* gp_token_text for the report (ctx: the HfModel; a GPT has one vocabulary) */
 static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
     (void)stack;
     return gp_token_text(ctx, id, label);
 }
 
-LensReport gp_report(const GpModel *g) {
+LensReport gp_report(const HfModel *g) {
     return (LensReport){GP_PROG, ex_plot_heatmap, token_text, g};
 }
 
@@ -173,8 +173,8 @@ LensReport gp_report(const GpModel *g) {
 
 /* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
  * *cfg: its configuration as trained */
-int gp_lens_load(GpModel *g, const char *ckpt, GptConfig *cfg) {
-    int rc = gp_model_load(g, ckpt);
+int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg) {
+    int rc = hf_model_load(ckpt, g);
     if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
     return rc;
 }
@@ -248,7 +248,7 @@ int gp_lens_end(GpLens *l, int rc, const char *cmd) {
     if (l->t) ag_tape_free(l->t);
     if (l->step) arena_free(l->step);
     free(l->r.ids);
-    gp_model_free(&l->g);
+    hf_model_free(&l->g);
     return gp_lens_finish(rc, cmd);
 }
 
@@ -266,7 +266,7 @@ static double half_the_ram(void) {
  * peak); both grow with the rows, and with gradients (grads) each doubles. AG_OK, or AG_ERR_ARG
  * with the figures. */
 #define GP_PROBE_ROWS 32
-static int cache_fits(GpModel *g, const GpRows *r, const char *hooks, int grads, double max_bytes) {
+static int cache_fits(HfModel *g, const GpRows *r, const char *hooks, int grads, double max_bytes) {
     LensCache probe;
     lens_cache_init(&probe, 0);
     NnHooks h;
@@ -315,7 +315,7 @@ int gp_cache(int argc, char **argv) {
         &l.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
     if (rc == 1) return RUN_EXIT_OK;
     const char *good = l.a.good;
-    ExLensMetric mt = {0};
+    LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 1);
     if (rc == AG_OK) rc = cache_fits(&l.g, &l.r, hooks, good != NULL, max_bytes);
     if (rc == AG_OK && good) rc = make_metric(&l.g, "logit-diff", good, l.a.bad, &l.r, &mt);
@@ -354,7 +354,7 @@ int gp_cache(int argc, char **argv) {
     }
     nn_hooks_free(&h);
     lens_cache_free(&c);
-    ex_lens_metric_free(&mt);
+    lens_owned_metric_free(&mt);
     return gp_lens_end(&l, rc, "cache");
 }
 
@@ -385,7 +385,7 @@ int gp_ablate(int argc, char **argv) {
         am = LENS_MEAN;
     else if (rc == AG_OK && strcmp(mode, "zero") != 0)
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
-    ExLensMetric mt = {0};
+    LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 1);
     if (rc == AG_OK) rc = make_metric(&l.g, metric, l.a.good, l.a.bad, &l.r, &mt);
     int *pos = ex_malloc(((size_t)l.r.T + 1) * sizeof(int)), n_pos = 0;
@@ -406,7 +406,7 @@ int gp_ablate(int argc, char **argv) {
         rc = ex_not_finite(rc, l.a.ckpt, NULL);
     lens_ablate_table_free(&tab);
     free(pos);
-    ex_lens_metric_free(&mt);
+    lens_owned_metric_free(&mt);
     return gp_lens_end(&l, rc, "ablate");
 }
 
@@ -444,7 +444,7 @@ int gp_patch(int argc, char **argv) {
     else if (rc == AG_OK && strcmp(by, "position") != 0)
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
     GpRows corr = {0}; /* l.r: the clean row */
-    ExLensMetric mt = {0};
+    LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 0);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.r);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
@@ -463,7 +463,7 @@ int gp_patch(int argc, char **argv) {
         (rc = lens_report_patch(&rp, &s, metric, corr.ids, NULL, l.a.out)) == AG_ERR_RANGE)
         rc = ex_not_finite(rc, l.a.ckpt, NULL);
     if (s.values) lens_sweep_free(&s);
-    ex_lens_metric_free(&mt);
+    lens_owned_metric_free(&mt);
     free(corr.ids);
     return gp_lens_end(&l, rc, "patch");
 }

@@ -124,22 +124,19 @@ int gp_prepare(int argc, char **argv) {
     char *text = NULL;
     size_t n = 0, n_ids = 0;
     int *ids = NULL;
-    TxtTokenizer *tok = NULL;
-    TxtHf *hf = NULL;
+    TxtAny t = {0};
     double t0 = run_now_s();
     rc = read_text(path, &text, &n);
     if (rc == AG_OK && model) {
-        rc = gp_hf_tokenizer_load(model, &tok, &hf);
-        kind = hf ? "the model's published" : "the model's";
+        rc = txt_any_load_dir(model, &t);
+        kind = t.hf ? "the model's published" : "the model's";
     } else if (rc == AG_OK) {
         if (strcmp(kind, "char") == 0)
-            tok = txt_char_new(text, n);
+            t.tok = txt_char_new(text, n);
         else
-            rc = txt_bpe_train(text, n, vocab, TXT_SPLIT_GPT2, path, &tok);
+            rc = txt_bpe_train(text, n, vocab, TXT_SPLIT_GPT2, path, &t.tok);
     }
-    if (rc == AG_OK)
-        rc = hf ? txt_hf_encode_alloc(hf, text, n, &ids, &n_ids, path)
-                : txt_encode_alloc(tok, text, n, TXT_SPECIAL_ORDINARY, &ids, &n_ids, path);
+    if (rc == AG_OK) rc = txt_any_encode_alloc(&t, text, n, &ids, &n_ids, path);
     TxtSplitRange sp = txt_split_range(n_ids, valid_frac);
     if (rc == AG_OK && (sp.train_hi - sp.train_lo < 2 || sp.valid_hi - sp.valid_lo < 2))
         rc = ag_fail(AG_ERR_FORMAT,
@@ -149,11 +146,11 @@ int gp_prepare(int argc, char **argv) {
     char *p_tok = io_path_join(out, "tokenizer"), *p_train = io_path_join(out, "train.bin"),
          *p_valid = io_path_join(out, "valid.bin");
     if (rc == AG_OK) rc = run_make_dirs(out);
-    int V = rc == AG_OK ? gp_tokenizer_vocab(tok, hf) : 0;
-    if (rc == AG_OK && tok) rc = txt_save(tok, p_tok);
-    if (rc == AG_OK && hf) {
+    int V = rc == AG_OK ? txt_any_vocab_size(&t) : 0;
+    if (rc == AG_OK && t.tok) rc = txt_save(t.tok, p_tok);
+    if (rc == AG_OK && t.hf) {
         size_t len;
-        const char *json = txt_hf_json(hf, &len);
+        const char *json = txt_hf_json(t.hf, &len);
         rc = txt_save_bytes(json, len, p_tok);
     }
     if (rc == AG_OK) rc = txt_shard_write(p_train, ids + sp.train_lo, sp.train_hi - sp.train_lo, V);
@@ -168,7 +165,6 @@ int gp_prepare(int argc, char **argv) {
         fprintf(stderr, GP_PROG " prepare: %s\n", ag_last_error());
     free(text);
     free(ids);
-    if (tok) txt_free(tok);
-    if (hf) txt_hf_free(hf);
+    txt_any_free(&t);
     return rc == AG_OK ? RUN_EXIT_OK : rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
 }

@@ -215,17 +215,17 @@ int gp_export(int argc, char **argv) {
     if (rc == AG_OK && !hf && strcmp(format, "transformer-lens") != 0)
         rc = ag_fail(AG_ERR_ARG, "--format %s: transformer-lens or hf", format);
     if (hf) {
-        GpModel g = {0};
-        rc = gp_model_load(&g, ckpt);
+        HfModel g = {0};
+        rc = hf_model_load(ckpt, &g);
         if (rc == AG_OK && (rc = gp_hf_export(&g, out)) == AG_ERR_ARG) rc = gp_refail(rc, ckpt);
         if (rc == AG_OK)
             printf("%s: %s as a Hugging Face folder (config.json, model.safetensors, "
                    "tokenizer.json)\n",
                    out, ckpt);
-        gp_model_free(&g);
+        hf_model_free(&g);
         return gp_lens_finish(rc, "export");
     }
-    GpModel g = {0};
+    HfModel g = {0};
     GptConfig cfg = {0};
     char *json = NULL;
     if (rc == AG_OK) rc = gp_lens_load(&g, ckpt, &cfg);
@@ -236,6 +236,6 @@ int gp_export(int argc, char **argv) {
     if (rc == AG_OK)
         printf("%s: %s in TransformerLens's layout (float32); its config: %s\n", out, ckpt, json);
     free(json);
-    gp_model_free(&g);
+    hf_model_free(&g);
     return gp_lens_finish(rc, "export");
 }

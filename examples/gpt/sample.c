@@ -11,47 +11,6 @@
 
 #define GP_MAX_PROMPT ((size_t)1 << 20) /* bytes of a prompt (stdin or --prompt) */
 
-int gp_model_load(GpModel *g, const char *path) {
-    if (gp_is_folder(path)) return gp_hf_model_load(g, path);
-    memset(g, 0, sizeof *g);
-    NpzFile *f;
-    GptConfig mc = {0};
-    CkptConfig kc = nn_gpt_ckpt_config(&mc);
-    if (!ex_file_exists(path))
-        return ag_fail(AG_ERR_IO, "%s: cannot read: %s", path, strerror(ENOENT));
-    int rc = ckpt_read(path, &kc, &f);
-    if (rc != AG_OK) return rc == AG_ERR_NOMEM ? AG_ERR_FORMAT : rc;
-    g->arena = arena_new("params", 0);
-    arena_lazy_grads(g->arena, 1); /* run or studied, not trained: gradients only if needed */
-    Rng init;
-    rng_seed(&init, 1);
-    nn_gpt_init(&g->m, g->arena, &init, &mc);
-    Checkpoint ck = {.params = &g->m.params, .config = nn_gpt_ckpt_config(&g->m.cfg)};
-    rc = ckpt_load_from(f, &ck);
-    const NpzEntry *se = npz_find(f, "train.step");
-    if (rc == AG_OK && se && se->dtype == NPZ_I64 && se->ndim == 0)
-        memcpy(&g->step, se->data, sizeof g->step);
-    npz_free(f);
-    if (rc == AG_OK && !ck.extra)
-        rc = ag_fail(AG_ERR_FORMAT, "%s: holds no tokenizer (meta.extra)", path);
-    if (rc == AG_OK) rc = gp_tokenizer_from_bytes(ck.extra, ck.extra_len, path, &g->tok, &g->hf);
-    free((void *)ck.extra);
-    if (rc == AG_OK) rc = gp_tokenizer_fits(g->tok, g->hf, mc.vocab_size, path);
-    if (rc != AG_OK) gp_model_free(g);
-    return rc;
-}
-
-void gp_model_free(GpModel *g) {
-    if (g->arena) {
-        nn_gpt_free(&g->m);
-        arena_free(g->arena);
-    }
-    if (g->tok) txt_free(g->tok);
-    if (g->hf) txt_hf_free(g->hf);
-    free(g->hf_dir);
-    memset(g, 0, sizeof *g);
-}
-
 /* ---- sample ---- */
 
 /* The generated text as it comes: with attograd's tokenizer each token's bytes; with a
@@ -59,7 +18,7 @@ void gp_model_free(GpModel *g) {
  * U+2581 is a space, byte-fallback pieces <0xXX> join into their character, as the library
  * decodes them). ids has room for every id (the prompt's n of them first). */
 typedef struct {
-    const GpModel *g;
+    const HfModel *g;
     int *ids;
     size_t n;
     size_t printed; /* bytes of the decode printed (or, for the prompt's ids, the prompt) */
@@ -68,14 +27,14 @@ typedef struct {
 static int print_token(int token, void *ctx) {
     Stream *s = ctx;
     s->ids[s->n++] = token;
-    if (!s->g->hf) {
+    if (!s->g->text.hf) {
         size_t len;
-        const uint8_t *b = gp_token_bytes(s->g, token, &len);
+        const uint8_t *b = txt_any_token_bytes(&s->g->text, token, &len);
         fwrite(b, 1, len, stdout);
     } else {
         char *text;
         size_t len;
-        if (gp_decode_alloc(s->g, s->ids, s->n, &text, &len) != AG_OK) return 1;
+        if (txt_any_decode_alloc(&s->g->text, s->ids, s->n, &text, &len, "ids") != AG_OK) return 1;
         if (len > s->printed) fwrite(text + s->printed, 1, len - s->printed, stdout);
         if (len > s->printed) s->printed = len;
         free(text);
@@ -147,8 +106,8 @@ int gp_sample(int argc, char **argv) {
     } else if (rc == AG_OK) {
         rc = read_stdin(&text, &n);
     }
-    GpModel g = {0};
-    if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
+    HfModel g = {0};
+    if (rc == AG_OK) rc = hf_model_load(ckpt, &g);
     int *ids = NULL;
     size_t n_ids = 0;
     if (rc == AG_OK && n == 0) { /* nanoGPT starts from a newline */
@@ -158,7 +117,7 @@ int gp_sample(int argc, char **argv) {
         n = 1;
     }
     if (rc == AG_OK) {
-        rc = gp_encode_alloc(&g, text, n, &ids, &n_ids, prompt ? "--prompt" : "stdin");
+        rc = txt_any_encode_alloc(&g.text, text, n, &ids, &n_ids, prompt ? "--prompt" : "stdin");
         int *more = NULL;
         if (rc == AG_OK && !(more = realloc(ids, (n_ids + (size_t)max_tokens + 1) * sizeof(int))))
             rc = ag_fail(AG_ERR_NOMEM, "sample: out of memory");
@@ -168,7 +127,7 @@ int gp_sample(int argc, char **argv) {
         fprintf(stderr, GP_PROG " sample: %s\n", ag_last_error());
         free(text);
         free(ids);
-        gp_model_free(&g);
+        hf_model_free(&g);
         return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     ag_threads_use(threads);
@@ -180,9 +139,9 @@ int gp_sample(int argc, char **argv) {
     Tape *t = ag_tape_new(step);
     ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
     Stream st = {&g, ids, n_ids, 0};
-    if (g.hf) { /* what the prompt's ids decode to counts as printed */
+    if (g.text.hf) { /* what the prompt's ids decode to counts as printed */
         char *pt;
-        if (gp_decode_alloc(&g, ids, n_ids, &pt, &st.printed) == AG_OK) free(pt);
+        if (txt_any_decode_alloc(&g.text, ids, n_ids, &pt, &st.printed, "ids") == AG_OK) free(pt);
     }
     int got = nn_gpt_generate(t, &g.m, ids, (int)n_ids, max_tokens, &s, &rng, print_token, &st);
     printf("\n");
@@ -196,7 +155,7 @@ int gp_sample(int argc, char **argv) {
     arena_free(step);
     free(text);
     free(ids);
-    gp_model_free(&g);
+    hf_model_free(&g);
     return code;
 }
 
@@ -222,8 +181,8 @@ int gp_eval(int argc, char **argv) {
     }
     if (rc == AG_OK && (!ckpt || !data))
         rc = ag_fail(AG_ERR_ARG, "--ckpt (or --model) and --data are required");
-    GpModel g = {0};
-    if (rc == AG_OK) rc = gp_model_load(&g, ckpt);
+    HfModel g = {0};
+    if (rc == AG_OK) rc = hf_model_load(ckpt, &g);
     int *ids = NULL;
     size_t n = 0;
     char *p = data ? io_path_join(data, "valid.bin") : NULL;
@@ -234,7 +193,7 @@ int gp_eval(int argc, char **argv) {
         fprintf(stderr, GP_PROG " eval: %s\n", ag_last_error());
         free(ids);
         free(p);
-        gp_model_free(&g);
+        hf_model_free(&g);
         return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
     }
     ag_threads_use(threads);
@@ -250,14 +209,15 @@ int gp_eval(int argc, char **argv) {
         arena_free(step);
         free(ids);
         free(p);
-        gp_model_free(&g);
+        hf_model_free(&g);
         return RUN_EXIT_USAGE;
     }
     /* bytes: those the predicted tokens (ids[1..n)) decode to */
     int64_t bytes = 0;
     char *dec = NULL;
     size_t dec_len = 0;
-    if (gp_decode_alloc(&g, ids + 1, n - 1, &dec, &dec_len) == AG_OK) bytes = (int64_t)dec_len;
+    if (txt_any_decode_alloc(&g.text, ids + 1, n - 1, &dec, &dec_len, "ids") == AG_OK)
+        bytes = (int64_t)dec_len;
     free(dec);
     double bpb = loss * (double)n_pred / (double)bytes / log(2.0);
     printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
@@ -268,6 +228,6 @@ int gp_eval(int argc, char **argv) {
     arena_free(step);
     free(ids);
     free(p);
-    gp_model_free(&g);
+    hf_model_free(&g);
     return RUN_EXIT_OK;
 }

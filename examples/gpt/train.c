@@ -77,8 +77,8 @@ typedef struct {
     Flag *fl;
     int n_fl;
     GpState st;
-    TxtTokenizer *tok; /* the data's tokenizer: attograd's, or */
-    TxtHf *hf;         /* a folder's tokenizer.json (prepare --model) */
+    TxtAny
+        text; /* the data's tokenizer: attograd's, or a folder's tokenizer.json (prepare --model) */
     uint8_t *tok_bytes;
     size_t tok_len;
     TxtShard *train_bin, *valid_bin; /* open: each process reads the windows of its rows */
@@ -181,19 +181,19 @@ static int check_given(const GpTrain *g, const GptConfig *mc) {
 
 /* ---- data ---- */
 
-/* DATA/tokenizer (attograd's, or a folder's tokenizer.json: gp_tokenizer_from_bytes), its
+/* DATA/tokenizer (attograd's, or a folder's tokenizer.json: txt_any_from_bytes), its
  * saved form (what checkpoints keep) and the shards, their tokens below its ids */
 static int read_data(GpTrain *g) {
     char *p = io_path_join(g->data, "tokenizer");
     uint8_t *b;
     size_t len;
     int rc = txt_load_bytes(p, (size_t)CKPT_MAX_EXTRA, &b, &len); /* what a checkpoint keeps */
-    if (rc == AG_OK) rc = gp_tokenizer_from_bytes(b, len, p, &g->tok, &g->hf);
-    if (rc == AG_OK) g->tok_bytes = gp_tokenizer_bytes(g->tok, g->hf, &g->tok_len);
+    if (rc == AG_OK) rc = txt_any_from_bytes(b, len, p, &g->text);
+    if (rc == AG_OK) g->tok_bytes = txt_any_to_bytes(&g->text, &g->tok_len);
     free(b);
     free(p);
     if (rc != AG_OK) return rc;
-    int V = gp_tokenizer_vocab(g->tok, g->hf);
+    int V = txt_any_vocab_size(&g->text);
     p = io_path_join(g->data, "train.bin"); /* shards: regular files only (a FIFO never hangs) */
     rc = txt_shard_open(p, V, &g->train_bin);
     free(p);
@@ -260,30 +260,28 @@ static int init_from_flags(GpTrain *g) {
     return AG_OK;
 }
 
-/* The data's tokenizer must be the folder's (gp_hf_tokenizer_load: its attograd-tokenizer.bin,
+/* The data's tokenizer must be the folder's (txt_any_load_dir: its attograd-tokenizer.bin,
  * else its tokenizer.json, else vocab.json + merges.txt), the same saved form byte for byte (the
- * same vocabulary and ids), and fit the model (gp_tokenizer_fits): AG_ERR_ARG naming both */
+ * same vocabulary and ids), and fit the model (txt_any_fits): AG_ERR_ARG naming both */
 static int same_as_folder(GpTrain *g) {
-    TxtTokenizer *t;
-    TxtHf *h;
-    int rc = gp_hf_tokenizer_load(g->init_from, &t, &h);
+    TxtAny t;
+    int rc = txt_any_load_dir(g->init_from, &t);
     if (rc == AG_OK) {
         size_t len;
-        uint8_t *b = gp_tokenizer_bytes(t, h, &len);
-        int V = gp_tokenizer_vocab(t, h);
+        uint8_t *b = txt_any_to_bytes(&t, &len);
+        int V = txt_any_vocab_size(&t);
         char which[600];
-        snprintf(which, sizeof which, t ? "%s/" GP_HF_TOKENIZER : "the published tokenizer of %s",
-                 g->init_from);
-        if (len != g->tok_len || memcmp(b, g->tok_bytes, len) != 0 || !t != !g->tok)
+        snprintf(which, sizeof which,
+                 t.tok ? "%s/" TXT_ANY_OWN_FILE : "the published tokenizer of %s", g->init_from);
+        if (len != g->tok_len || memcmp(b, g->tok_bytes, len) != 0 || !t.tok != !g->text.tok)
             rc = ag_fail(AG_ERR_ARG,
                          "%s/tokenizer (%d ids) is not %s (%d ids): the data must be tokenized "
                          "with the model's tokenizer (attograd-gpt prepare --model %s)",
-                         g->data, gp_tokenizer_vocab(g->tok, g->hf), which, V, g->init_from);
+                         g->data, txt_any_vocab_size(&g->text), which, V, g->init_from);
         else
-            rc = gp_tokenizer_fits(t, h, g->mc.vocab_size, g->init_from);
+            rc = txt_any_fits(&t, g->mc.vocab_size, g->init_from);
         free(b);
-        if (t) txt_free(t);
-        if (h) txt_hf_free(h);
+        txt_any_free(&t);
     }
     return rc;
 }
@@ -349,7 +347,7 @@ static int resumed(GpTrain *g) {
         return ag_fail(AG_ERR_FORMAT, "%s: meta.run.model.window = %d: above block_size %d",
                        g->last_path, g->T, g->mc.block_size);
     int rc = check_given(g, &g->mc);
-    if (rc == AG_OK) rc = gp_tokenizer_fits(g->tok, g->hf, g->mc.vocab_size, g->last_path);
+    if (rc == AG_OK) rc = txt_any_fits(&g->text, g->mc.vocab_size, g->last_path);
     if (rc == AG_OK && (int64_t)c->batch * g->T > GP_MAX_STEP_TOKENS)
         rc = ag_fail(AG_ERR_RANGE, "%s: batch %d x window %d: more than %d tokens a step",
                      g->last_path, c->batch, g->T, GP_MAX_STEP_TOKENS);
@@ -369,7 +367,7 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     if (c->resume) {
         rc = resumed(g);
     } else {
-        if (!g->init_from) g->mc.vocab_size = gp_tokenizer_vocab(g->tok, g->hf);
+        if (!g->init_from) g->mc.vocab_size = txt_any_vocab_size(&g->text);
         rc = nn_gpt_check_config(&g->mc, NULL);
         if (rc != AG_OK) {
             char why[400];
@@ -670,8 +668,7 @@ int gp_train(int argc, char **argv) {
     }
     if (g->built) nn_gpt_free(&g->m);
     run_loop_free(r);
-    if (g->tok) txt_free(g->tok);
-    if (g->hf) txt_hf_free(g->hf);
+    txt_any_free(&g->text);
     free(g->tok_bytes);
     free(g->saved_data);
     txt_shard_close(g->train_bin);

@@ -727,10 +727,10 @@ static int cmd_cache(int argc, char **argv) {
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
     const char *texts[] = {NULL, NULL, good, bad_w};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
-    ExLensMetric m = {0};
+    LensOwnedMetric m = {0};
     if (good) rc = tr_lens_metric(&c.tr, &c.r, "logit-diff", good, bad_w, mpos, &m);
     if (rc == AG_OK) rc = tr_lens_cache(&c.tr, &c.r, hooks, good ? &m : NULL, c.out);
-    ex_lens_metric_free(&m);
+    lens_owned_metric_free(&m);
     return lens_end(&c, rc);
 }
 
@@ -759,7 +759,7 @@ static int cmd_ablate(int argc, char **argv) {
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
     const char *texts[] = {NULL, NULL, good, bad_w};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
-    ExLensMetric m = {0};
+    LensOwnedMetric m = {0};
     rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
     if (rc == AG_OK && mode == 1 && c.r.B == 1)
         fprintf(stderr,
@@ -769,7 +769,7 @@ static int cmd_ablate(int argc, char **argv) {
     if (rc == AG_OK)
         rc = tr_lens_ablate(&c.tr, &c.r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v,
                             positions.n, &m, metric, c.out);
-    ex_lens_metric_free(&m);
+    lens_owned_metric_free(&m);
     return lens_end(&c, rc);
 }
 
@@ -810,7 +810,7 @@ static int cmd_patch(int argc, char **argv) {
     LENS_START(&c, 0, texts,
                ((const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"}), 5);
     TrLensRows corr = {0};
-    ExLensMetric m = {0};
+    LensOwnedMetric m = {0};
     rc = tr_lens_rows(&c.tr, clean, c.target, NULL, &c.r);
     if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
         size_t need = tr_detokenize(&c.tr.tgt, c.r.tgt + 1, c.r.T - 1, NULL, 0);
@@ -822,7 +822,7 @@ static int cmd_patch(int argc, char **argv) {
     if (rc == AG_OK) rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
     if (rc == AG_OK)
         rc = tr_lens_patch(&c.tr, &c.r, &corr, hook, (LensAxes)by, attribution, &m, metric, c.out);
-    ex_lens_metric_free(&m);
+    lens_owned_metric_free(&m);
     tr_lens_rows_free(&corr);
     return lens_end(&c, rc);
 }

@@ -139,13 +139,13 @@ static int one_word(const void *ctx, const char *word, const char *flag, int *id
 }
 
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, ExLensMetric *m) {
+                   const char *bad, int pos, LensOwnedMetric *m) {
     if (strcmp(kind, "loss") == 0) { /* the teacher-forced loss of the target, EOS included */
         memset(m, 0, sizeof *m);
         m->mt = (LensMetric){.kind = LENS_LOSS, .targets = r->next};
         return AG_OK;
     }
-    return ex_lens_logit_diff(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
+    return lens_logit_diff_metric(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
 }
 
 /* ---- the outputs (src/lens/report.h) ---- */
@@ -164,7 +164,7 @@ static LensReport report(const Translator *tr) {
     return (LensReport){TR_PROG, ex_plot_heatmap, token_word, tr};
 }
 
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const ExLensMetric *mt,
+int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const LensOwnedMetric *mt,
                   const char *out) {
     LensCache c;
     lens_cache_init(&c, mt != NULL);
@@ -210,7 +210,7 @@ static int hook_error(int rc) {
 }
 
 int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const ExLensMetric *m, const char *metric,
+                   const int *positions, int n_pos, const LensOwnedMetric *m, const char *metric,
                    const char *out) {
     LensModel lm = lens_seq2seq(&tr->model);
     LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
@@ -225,7 +225,7 @@ int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAb
 }
 
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
+                  const char *hook, LensAxes axes, int attribution, const LensOwnedMetric *m,
                   const char *metric, const char *out) {
     if (clean->S != corrupt->S || clean->T != corrupt->T)
         return ag_fail(AG_ERR_ARG,

@@ -291,26 +291,26 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
                  TrLensRows *r);
 void tr_lens_rows_free(TrLensRows *r);
 /* kind "loss" (the teacher-forced loss of next) or "logit-diff" (target words good and bad,
- * each one token, at decoder position pos, -1 the last): ex_lens_logit_diff (../common/util.c) */
+ * each one token, at decoder position pos, -1 the last): lens_logit_diff_metric (../common/util.c) */
 int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, ExLensMetric *m);
+                   const char *bad, int pos, LensOwnedMetric *m);
 /* Runs the rows with a cache at the points of hooks (comma-separated globs) and writes it to
  * out (lens_cache_save: the names, tokens, src_tokens, their words, the config); with a metric
  * (mt not NULL) also its gradients (<name>.grad). Prints a line naming out. */
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const ExLensMetric *mt,
+int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const LensOwnedMetric *mt,
                   const char *out);
 /* Each head (or each point, without heads) of the points of hook ablated in turn (mode
  * LENS_ZERO or LENS_MEAN over the rows; at positions, n_pos 0: all); writes out (values
  * (point, head), base, axes, metric, mode, points), prints the changes and draws the heatmap
  * beside out. metric: its name for the file. */
 int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const ExLensMetric *m, const char *metric,
+                   const int *positions, int n_pos, const LensOwnedMetric *m, const char *metric,
                    const char *out);
 /* Activation patching (or attribution, when attribution) from the clean row into the corrupted
  * one (as many tokens), over every point of hook by axes; writes out (lens_sweep_save), prints
  * the two runs' metrics and draws the heatmap beside out. */
 int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const ExLensMetric *m,
+                  const char *hook, LensAxes axes, int attribution, const LensOwnedMetric *m,
                   const char *metric, const char *out);
 /* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,

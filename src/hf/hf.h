@@ -6,14 +6,16 @@
  * changing what the model computes (the tokenizer's ids, generation defaults, transformers'
  * bookkeeping). Any other key, and any value attograd cannot compute, is refused naming the key
  * and the value, never approximated (docs/hf.md, "config.json").
- * Not here: the safetensors format (src/io/safetensors.h); the model (src/nn/gpt.h). Read next:
- * config.c, then weights.c. */
+ * HfModel (model.c) loads a GPT with its tokenizer from a folder or an attograd checkpoint.
+ * Not here: the safetensors format (src/io/safetensors.h); the model (src/nn/gpt.h); the
+ * tokenizers (src/text/text.h). Read next: config.c, then weights.c, model.c. */
 #ifndef ATTOGRAD_HF_H
 #define ATTOGRAD_HF_H
 
 #include <stddef.h>
 
 #include "../nn/gpt.h"
+#include "../text/text.h"
 
 /* The largest config.json read (a GPT-2 configuration is under 1 KB). */
 #define HF_MAX_CONFIG (1 << 20)
@@ -68,5 +70,33 @@ int hf_load(const char *dir, Arena *a, Gpt *m);
  * transformers class computes (other options) is AG_ERR_ARG naming the option; a failed write
  * AG_ERR_IO naming the path. */
 int hf_save(const Gpt *m, const char *dir);
+
+/* ---- a GPT and its tokenizer, to run or study (model.c) ---- */
+/* What a program needs to run a trained GPT on text: the model (weights only, dropout 0,
+ * gradients allocated only when asked for: arena_lazy_grads) and the tokenizer it was trained
+ * with, from either
+ *   an attograd checkpoint (a .npz file as attograd-gpt train writes it: the configuration of
+ *   nn_gpt_ckpt_config, the parameters, the tokenizer's saved form in meta.extra, train.step),
+ *   or a Hugging Face folder (hf_load, and txt_any_load_dir's tokenizer).
+ *   HfModel g; if (hf_model_load("out/last.npz", &g) != AG_OK) puts(ag_last_error());
+ *   int *ids; size_t n; txt_any_encode_alloc(&g.text, "To be", 5, &ids, &n, "prompt");
+ *   ... nn_gpt_forward(tape, &g.m, ids, 1, (int)n, NULL) ...; hf_model_free(&g);
+ * docs/hf.md ("A model and its tokenizer") has a longer example. */
+typedef struct HfModel {
+    Gpt m;
+    Arena *arena; /* the parameters' arena */
+    TxtAny text;  /* the tokenizer: attograd's own or a tokenizer.json */
+    char *dir;    /* the folder the model came from (malloc'd), or NULL for a checkpoint */
+    int64_t step; /* a checkpoint's train.step (0 when it has none, and for a folder) */
+} HfModel;
+/* 1 when path names a folder (hf_model_load reads it as a Hugging Face folder) */
+int hf_is_folder(const char *path);
+/* path: a folder (hf_load, txt_any_load_dir) or a checkpoint file. The tokenizer must fit the
+ * model (txt_any_fits). AG_OK, or an error naming the path (or the file of the folder) and the
+ * reason: AG_ERR_IO (missing, unreadable), AG_ERR_FORMAT (not a checkpoint of a GPT, no
+ * tokenizer in meta.extra, a tokenizer that does not fit), AG_ERR_RANGE / AG_ERR_SHAPE as
+ * ckpt_load_from and hf_load give them; out is then zeroed and nothing is left allocated. */
+int hf_model_load(const char *path, HfModel *out);
+void hf_model_free(HfModel *g); /* everything g holds; g zeroed (a zeroed g is fine) */
 
 #endif

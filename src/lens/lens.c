@@ -376,6 +376,35 @@ Tensor *lens_metric(Tape *t, const LensMetric *mt, Tensor *logits) {
     return ag_sum(t, ag_mul(t, logits, r));
 }
 
+int lens_logit_diff_metric(const char *kind, const char *good, const char *bad, int pos, int B,
+                           int T, LensTokenFn token, const void *ctx, LensOwnedMetric *m) {
+    AG_CHECK_ARG(kind);
+    AG_CHECK_ARG(token);
+    AG_CHECK_ARG(m);
+    memset(m, 0, sizeof *m);
+    if (strcmp(kind, "logit-diff") != 0)
+        return ag_fail(AG_ERR_ARG, "--metric %s: not loss or logit-diff", kind);
+    if (!good || !bad) return ag_fail(AG_ERR_ARG, "--metric logit-diff needs --good and --bad");
+    if (pos < -1 || pos >= T)
+        return ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions (-1: the last)", pos,
+                       T);
+    int gi, bi, rc = token(ctx, good, "good", &gi);
+    if (rc == AG_OK) rc = token(ctx, bad, "bad", &bi);
+    if (rc != AG_OK) return rc;
+    m->good = malloc((size_t)(B > 0 ? B : 1) * sizeof(int));
+    m->bad = malloc((size_t)(B > 0 ? B : 1) * sizeof(int));
+    AG_CHECK(m->good && m->bad, "lens_logit_diff_metric: out of memory (%d rows)", B);
+    for (int b = 0; b < B; b++) m->good[b] = gi, m->bad[b] = bi;
+    m->mt = (LensMetric){.kind = LENS_LOGIT_DIFF, .pos = pos, .good = m->good, .bad = m->bad};
+    return AG_OK;
+}
+
+void lens_owned_metric_free(LensOwnedMetric *m) {
+    AG_CHECK_ARG(m);
+    free(m->good), free(m->bad), free(m->targets);
+    memset(m, 0, sizeof *m);
+}
+
 /* ---- the models a sweep runs ---- */
 
 static Tensor *gpt_forward(Tape *t, void *model, const void *input, NnHooks *h) {

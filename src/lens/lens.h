@@ -114,6 +114,22 @@ typedef struct LensMetric {
 } LensMetric;
 /* logits (B, T, V) -> the metric, a scalar on the tape */
 Tensor *lens_metric(Tape *t, const LensMetric *mt, Tensor *logits);
+/* A metric with the arrays it owns: good and bad (B) for a logit difference, targets (B, T)
+ * where the caller made them (malloc'd; lens_owned_metric_free frees them); any may be NULL. */
+typedef struct LensOwnedMetric {
+    LensMetric mt;
+    int *good, *bad, *targets;
+} LensOwnedMetric;
+/* ctx's id of the token text, which must be exactly one token; errors name flag */
+typedef int (*LensTokenFn)(const void *ctx, const char *text, const char *flag, int *id);
+/* The lens commands' --metric when it is not "loss" (which the caller builds): kind
+ * "logit-diff", the tokens good minus bad (--good, --bad: token(ctx, ...) finds each id) at
+ * position pos of T (-1: the last) in every one of B rows, into m (zeroed first). AG_OK, or
+ * AG_ERR_ARG naming the flag: a kind that is neither, --good or --bad missing, --pos outside
+ * [-1, T), a token that token() refuses (its message). */
+int lens_logit_diff_metric(const char *kind, const char *good, const char *bad, int pos, int B,
+                           int T, LensTokenFn token, const void *ctx, LensOwnedMetric *m);
+void lens_owned_metric_free(LensOwnedMetric *m); /* m zeroed; NULL arrays are fine */
 
 /* ---- the model a sweep runs ---- */
 /* forward: one run of input with the hooks h (h's layout is the model's), as in evaluation (no

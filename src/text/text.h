@@ -4,7 +4,8 @@
  * loader of random seeded windows (x, y) for training, resumable to the bit.
  * Not here: models (nn/), the checkpoint container (io/checkpoint.h), any network access (real
  * text comes from scripts/shakespeare.sh at set-up time). Read next: tokenizer.c (encode and
- * decode), bpe_train.c (training), tokenizer_io.c (the saved form), shards.c (shards, loader).
+ * decode), bpe_train.c (training), tokenizer_io.c (the saved form), shards.c (shards, loader),
+ * any.c (TxtAny: attograd's tokenizer or a tokenizer.json behind one interface).
  * docs/text.md describes every format and rule.
  *
  * Errors: anything from the environment (a file, a text, a saved tokenizer) returns AG_OK or an
@@ -230,5 +231,40 @@ int txt_hf_decode_alloc(const TxtHf *t, const int *ids, size_t n, char **out, si
  * (a tokenizer.json cannot hold that). */
 int txt_to_hf_json(const TxtTokenizer *t, char **text);
 int txt_write_hf(const TxtTokenizer *t, const char *path);
+
+/* ---- either tokenizer (any.c): attograd's own or a tokenizer.json, one interface ----
+ * What a GPT's checkpoint or a Hugging Face folder carries is one of the two; a TxtAny holds
+ * whichever it is (exactly one of tok, hf is set; both NULL: empty, as zeroed) and encodes,
+ * decodes and counts with it. txt_any_free frees it and zeroes it. */
+typedef struct TxtAny {
+    TxtTokenizer *tok; /* attograd's char or BPE tokenizer, or NULL */
+    TxtHf *hf;         /* a tokenizer.json (or vocab.json + merges.txt), or NULL */
+} TxtAny;
+#define TXT_ANY_OWN_FILE "attograd-tokenizer.bin" /* attograd's tokenizer in a folder */
+/* dir's tokenizer: attograd's own (TXT_ANY_OWN_FILE, txt_load) where the folder holds one, else
+ * tokenizer.json, else vocab.json + merges.txt (txt_hf_load); AG_ERR_FORMAT naming dir when it
+ * holds none, else the loader's error. *out is zeroed first. */
+int txt_any_load_dir(const char *dir, TxtAny *out);
+/* A tokenizer's saved form (txt_any_to_bytes): attograd's (txt_to_bytes, magic ATGTOKEN) or a
+ * tokenizer.json's text, every value checked; errors start with label ("label: neither
+ * attograd's tokenizer (ATGTOKEN) nor a tokenizer.json (...)"). *out is zeroed first. */
+int txt_any_from_bytes(const void *bytes, size_t len, const char *label, TxtAny *out);
+uint8_t *txt_any_to_bytes(const TxtAny *t, size_t *len); /* malloc'd (aborts out of memory) */
+int txt_any_vocab_size(const TxtAny *t);
+/* t fits a model of vocab_size ids: attograd's has exactly as many, a tokenizer.json at most as
+ * many (a published vocabulary padded to a round size: GPT-2's 50257 of 50257, Pythia's 50277
+ * of 50304); else AG_ERR_FORMAT "label: the tokenizer has V ids, the model N" */
+int txt_any_fits(const TxtAny *t, int vocab_size, const char *label);
+/* text[0..n) as ids (malloc'd, *len of them; specials in attograd's text encoded as ordinary
+ * bytes); errors start with label */
+int txt_any_encode_alloc(const TxtAny *t, const void *text, size_t n, int **ids, size_t *len,
+                         const char *label);
+/* the bytes id stands for alone (a SentencePiece piece as written, U+2581 included); an id of a
+ * model's padding past a tokenizer.json's vocabulary: "" (len 0) */
+const uint8_t *txt_any_token_bytes(const TxtAny *t, int id, size_t *len);
+/* ids decoded to bytes (malloc'd, NUL-terminated; *len without it); errors start with label */
+int txt_any_decode_alloc(const TxtAny *t, const int *ids, size_t n, char **out, size_t *len,
+                         const char *label);
+void txt_any_free(TxtAny *t);
 
 #endif

@@ -74,7 +74,14 @@ static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
     return in[0];
 }
 static TxtTokenizer *const TOK = (TxtTokenizer *)&A; /* never read: the checks come first */
-static RunLoop *const RL = (RunLoop *)&A;            /* never read: the checks come first */
+static TxtAny TANY = {.tok = (TxtTokenizer *)&A};    /* never read: the checks come first */
+static HfModel HFM;
+static LensOwnedMetric LOM;
+static int tok_fn(const void *ctx, const char *text, const char *flag, int *id) {
+    (void)ctx, (void)text, (void)flag, (void)id;
+    return AG_OK;
+}
+static RunLoop *const RL = (RunLoop *)&A; /* never read: the checks come first */
 static RunModel RM;
 static RunConfig RC;
 static TxtLoader TL;
@@ -496,6 +503,13 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_metric, t, lens_metric(NULL, &LM, &T))                                                  \
     X(lens_metric, mt, lens_metric(&TP, NULL, &T))                                                 \
     X(lens_metric, logits, lens_metric(&TP, &LM, NULL))                                            \
+    X(lens_logit_diff_metric, kind,                                                                \
+      lens_logit_diff_metric(NULL, "a", "b", -1, 1, 1, tok_fn, NULL, &LOM))                        \
+    X(lens_logit_diff_metric, token,                                                               \
+      lens_logit_diff_metric("logit-diff", "a", "b", -1, 1, 1, NULL, NULL, &LOM))                  \
+    X(lens_logit_diff_metric, m,                                                                   \
+      lens_logit_diff_metric("logit-diff", "a", "b", -1, 1, 1, tok_fn, NULL, NULL))                \
+    X(lens_owned_metric_free, m, lens_owned_metric_free(NULL))                                     \
     X(lens_patch_sweep, t, lens_patch_sweep(NULL, &GPT, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))        \
     X(lens_patch_sweep, m, lens_patch_sweep(&TP, NULL, IDS, IDS, 1, 1, "*", 0, &LM, &LSW))         \
     X(lens_patch_sweep, clean, lens_patch_sweep(&TP, &GPT, NULL, IDS, 1, 1, "*", 0, &LM, &LSW))    \
@@ -751,6 +765,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(hf_load, m, hf_load("x", &A, NULL))                                                          \
     X(hf_save, m, hf_save(NULL, "x"))                                                              \
     X(hf_save, dir, hf_save(&GPT, NULL))                                                           \
+    X(hf_model_load, path, hf_model_load(NULL, &HFM))                                              \
+    X(hf_model_load, out, hf_model_load("x", NULL))                                                \
+    X(hf_model_free, g, hf_model_free(NULL))                                                       \
     /* text.h */                                                                                   \
     X(txt_char_new, text, txt_char_new(NULL, 1))                                                   \
     X(txt_bpe_train, text, txt_bpe_train(NULL, 1, 300, TXT_SPLIT_NONE, "x", NULL))                 \
@@ -899,6 +916,21 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_to_hf_json, text, txt_to_hf_json(TOK, NULL))                                             \
     X(txt_write_hf, t, txt_write_hf(NULL, "x.json"))                                               \
     X(txt_write_hf, path, txt_write_hf(TOK, NULL))                                                 \
+    X(txt_any_load_dir, dir, txt_any_load_dir(NULL, &TANY))                                        \
+    X(txt_any_load_dir, out, txt_any_load_dir("x", NULL))                                          \
+    X(txt_any_from_bytes, bytes, txt_any_from_bytes(NULL, 1, "x", &TANY))                          \
+    X(txt_any_from_bytes, label, txt_any_from_bytes("a", 1, NULL, &TANY))                          \
+    X(txt_any_from_bytes, out, txt_any_from_bytes("a", 1, "x", NULL))                              \
+    X(txt_any_to_bytes, t, txt_any_to_bytes(NULL, &Z1))                                            \
+    X(txt_any_to_bytes, len, txt_any_to_bytes(&TANY, NULL))                                        \
+    X(txt_any_vocab_size, t, txt_any_vocab_size(NULL))                                             \
+    X(txt_any_fits, t, txt_any_fits(NULL, 1, "x"))                                                 \
+    X(txt_any_fits, label, txt_any_fits(&TANY, 1, NULL))                                           \
+    X(txt_any_encode_alloc, t, txt_any_encode_alloc(NULL, "a", 1, NULL, &Z1, "x"))                 \
+    X(txt_any_token_bytes, t, txt_any_token_bytes(NULL, 0, &Z1))                                   \
+    X(txt_any_token_bytes, len, txt_any_token_bytes(&TANY, 0, NULL))                               \
+    X(txt_any_decode_alloc, t, txt_any_decode_alloc(NULL, IDS, 1, NULL, &Z1, "x"))                 \
+    X(txt_any_free, t, txt_any_free(NULL))                                                         \
     X(dist_sum_disjoint, v, dist_sum_disjoint(NULL, 1))                                            \
     X(dist_sum_i64, v, dist_sum_i64(NULL, 1))                                                      \
     X(dist_agree, print, dist_agree(0, NULL))                                                      \
@@ -1028,6 +1060,7 @@ static const char *const accepts_null[][2] = {
     {"nn_hooks_explicit_at", "NULL hooks: the fused attention"},
     {"view_buf_free", "NULL is a no-op, as free"},
     {"lens_labels_free", "NULL is a no-op, as free"},
+    {"hf_is_folder", "NULL names no folder: 0"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {

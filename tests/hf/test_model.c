@@ -1,0 +1,140 @@
+/* test_model.c: HfModel (src/hf/model.c), a GPT with its tokenizer from an attograd checkpoint
+ * or a Hugging Face folder: the same weights to the bit, the same tokenizer, train.step, and
+ * each way it can fail refused naming the path and the reason with nothing left allocated.
+ * Read next: tests/text/test_any.c (the tokenizer), tests/hf/test_load.c (the folder's model). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "files.h"
+
+static const char TEXT[] = "hello, model\n";
+
+/* a small GPT-2 of tok's vocabulary (+ extra ids), its parameters moved from their init */
+static Gpt tiny(Arena *a, const TxtTokenizer *tok, int extra) {
+    GptConfig c = {.vocab_size = txt_vocab_size(tok) + extra,
+                   .block_size = 8,
+                   .n_layer = 1,
+                   .n_head = 2,
+                   .n_embd = 8};
+    Rng r;
+    rng_seed(&r, 7);
+    Gpt m;
+    nn_gpt_init(&m, a, &r, &c);
+    for (int i = 0; i < m.params.n; i++) {
+        Tensor *p = m.params.items[i];
+        for (size_t j = 0; j < p->size; j++) p->data[j] = (Real)(0.01 * (double)(j % 17) - 0.05);
+    }
+    return m;
+}
+
+static void same_weights(const Gpt *a, const Gpt *b) {
+    cr_assert_eq(a->params.n, b->params.n);
+    for (int i = 0; i < a->params.n; i++) {
+        const Tensor *x = a->params.items[i], *y = b->params.items[i];
+        cr_assert(x->size == y->size && memcmp(x->data, y->data, x->size * sizeof(Real)) == 0, "%s",
+                  x->name);
+    }
+}
+
+/* path as a checkpoint of m with tok's saved form (NULL: none) and step (with an optimizer) */
+static void save_ckpt(const char *path, Gpt *m, Arena *a, const TxtTokenizer *tok, int64_t step) {
+    size_t n = 0;
+    uint8_t *b = tok ? txt_to_bytes(tok, &n) : NULL;
+    OptimConfig oc = optim_defaults(OPTIM_ADAMW);
+    Optimizer *opt = optim_new(a, &m->params, &oc);
+    optim_set_step(opt, step);
+    Checkpoint ck = {.params = &m->params,
+                     .config = nn_gpt_ckpt_config(&m->cfg),
+                     .opt = opt,
+                     .extra = b,
+                     .extra_len = n};
+    cr_assert_eq(ckpt_save(path, &ck, 0, NULL), AG_OK, "%s", ag_last_error());
+    free(b);
+}
+
+Test(hf_model, a_checkpoint_loads_with_its_weights_tokenizer_and_step) {
+    char dir[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "hfmodel");
+    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
+    Arena *a = arena_new("params", 0);
+    Gpt m = tiny(a, tok, 0);
+    save_ckpt(ts_join(p, dir, "last.npz"), &m, a, tok, 42);
+    HfModel g;
+    cr_assert_eq(hf_model_load(p, &g), AG_OK, "%s", ag_last_error());
+    same_weights(&m, &g.m);
+    cr_assert_eq(g.step, 42);
+    cr_assert(g.text.tok && !g.text.hf && !g.dir);
+    cr_assert_eq(g.m.cfg.dropout, 0);
+    int *ids;
+    size_t n;
+    cr_assert_eq(txt_any_encode_alloc(&g.text, "hello", 5, &ids, &n, "p"), AG_OK);
+    cr_assert_eq(n, 5);
+    free(ids);
+    hf_model_free(&g);
+    cr_assert(!g.arena && !g.text.tok);
+    nn_gpt_free(&m);
+    arena_free(a);
+    txt_free(tok);
+    ts_rm_tree(dir);
+}
+
+Test(hf_model, a_folder_loads_with_attograds_tokenizer_or_a_tokenizer_json) {
+    char dir[512], p[512];
+    ts_tmp_dir(dir, sizeof dir, "hfmodel");
+    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
+    Arena *a = arena_new("params", 0);
+    Gpt m = tiny(a, tok, 3); /* a padded vocabulary: fits a tokenizer.json only */
+    cr_assert(hf_is_folder(dir) && !hf_is_folder(TEXT) && !hf_is_folder(NULL));
+    cr_assert_eq(hf_save(&m, dir), AG_OK, "%s", ag_last_error());
+    HfModel g;
+    cr_assert_eq(hf_model_load(dir, &g), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), dir) == ag_last_error() &&
+                  strstr(ag_last_error(), ": holds no tokenizer ("),
+              "%s", ag_last_error());
+    cr_assert(!g.arena && !g.dir);
+    cr_assert_eq(txt_write_hf(tok, ts_join(p, dir, "tokenizer.json")), AG_OK);
+    cr_assert_eq(hf_model_load(dir, &g), AG_OK, "%s", ag_last_error());
+    same_weights(&m, &g.m);
+    cr_assert(g.text.hf && !g.text.tok && g.step == 0);
+    cr_assert_str_eq(g.dir, dir);
+    hf_model_free(&g);
+    /* attograd's own comes first, and must have as many ids as the model */
+    cr_assert_eq(txt_save(tok, ts_join(p, dir, TXT_ANY_OWN_FILE)), AG_OK);
+    cr_assert_eq(hf_model_load(dir, &g), AG_ERR_FORMAT);
+    char want[1024];
+    snprintf(want, sizeof want, "%s: the tokenizer has %d ids, the model %d", dir,
+             txt_vocab_size(tok), txt_vocab_size(tok) + 3);
+    cr_assert_str_eq(ag_last_error(), want);
+    cr_assert(!g.arena && !g.text.tok && !g.text.hf && !g.dir);
+    nn_gpt_free(&m);
+    arena_free(a);
+    txt_free(tok);
+    ts_rm_tree(dir);
+}
+
+Test(hf_model, a_missing_file_or_a_checkpoint_without_tokenizer_is_refused_naming_it) {
+    char dir[512], p[512], want[1024];
+    ts_tmp_dir(dir, sizeof dir, "hfmodel");
+    HfModel g;
+    cr_assert_eq(hf_model_load(ts_join(p, dir, "none.npz"), &g), AG_ERR_IO);
+    snprintf(want, sizeof want, "%s: cannot read: No such file or directory", p);
+    cr_assert_str_eq(ag_last_error(), want);
+    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
+    Arena *a = arena_new("params", 0);
+    Gpt m = tiny(a, tok, 0);
+    save_ckpt(ts_join(p, dir, "bare.npz"), &m, a, NULL, 0);
+    cr_assert_eq(hf_model_load(p, &g), AG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: holds no tokenizer (meta.extra)", p);
+    cr_assert_str_eq(ag_last_error(), want);
+    cr_assert(!g.arena && !g.text.tok);
+    ts_write_text(ts_join(p, dir, "text.npz"), "not a checkpoint");
+    cr_assert_neq(hf_model_load(p, &g), AG_OK);
+    cr_assert(strstr(ag_last_error(), p) == ag_last_error(), "%s", ag_last_error());
+    nn_gpt_free(&m);
+    arena_free(a);
+    txt_free(tok);
+    ts_rm_tree(dir);
+}
