@@ -72,13 +72,15 @@ int hf_load(const char *dir, Arena *a, Gpt *m);
 int hf_save(const Gpt *m, const char *dir);
 
 /* ---- a GPT and its tokenizer, to run or study (model.c) ---- */
-/* What a program needs to run a trained GPT on text: the model (weights only, dropout 0,
- * gradients allocated only when asked for: arena_lazy_grads) and the tokenizer it was trained
- * with, from either
+/* What a program needs to run a trained GPT on text: the model (weights only, its gradients
+ * allocated only when asked for: arena_lazy_grads; its configuration as saved: a checkpoint's
+ * dropout as trained, set m.cfg.dropout = 0 to study it as the lens commands do, a folder's 0)
+ * and the tokenizer it was trained with, from either
  *   an attograd checkpoint (a .npz file as attograd-gpt train writes it: the configuration of
  *   nn_gpt_ckpt_config, the parameters, the tokenizer's saved form in meta.extra, train.step),
  *   or a Hugging Face folder (hf_load, and txt_any_load_dir's tokenizer).
  *   HfModel g; if (hf_model_load("out/last.npz", &g) != AG_OK) puts(ag_last_error());
+ *   g.m.cfg.dropout = 0;
  *   int *ids; size_t n; txt_any_encode_alloc(&g.text, "To be", 5, &ids, &n, "prompt");
  *   ... nn_gpt_forward(tape, &g.m, ids, 1, (int)n, NULL) ...; hf_model_free(&g);
  * docs/hf.md ("A model and its tokenizer") has a longer example. */

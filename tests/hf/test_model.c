@@ -55,19 +55,38 @@ static void save_ckpt(const char *path, Gpt *m, Arena *a, const TxtTokenizer *to
     free(b);
 }
 
-Test(hf_model, a_checkpoint_loads_with_its_weights_tokenizer_and_step) {
+/* what each test starts from: a folder, a tokenizer, a model of its vocabulary (+ extra) */
+typedef struct {
     char dir[512], p[512];
-    ts_tmp_dir(dir, sizeof dir, "hfmodel");
-    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
-    Arena *a = arena_new("params", 0);
-    Gpt m = tiny(a, tok, 0);
-    save_ckpt(ts_join(p, dir, "last.npz"), &m, a, tok, 42);
+    TxtTokenizer *tok;
+    Arena *a;
+    Gpt m;
+} Fx;
+static void fx_open(Fx *f, int extra) {
+    ts_tmp_dir(f->dir, sizeof f->dir, "hfmodel");
+    f->tok = txt_char_new(TEXT, sizeof TEXT - 1);
+    f->a = arena_new("params", 0);
+    f->m = tiny(f->a, f->tok, extra);
+}
+static void fx_close(Fx *f) {
+    nn_gpt_free(&f->m);
+    arena_free(f->a);
+    txt_free(f->tok);
+    ts_rm_tree(f->dir);
+}
+
+Test(hf_model, a_checkpoint_loads_with_its_weights_tokenizer_and_step) {
+    Fx f;
+    fx_open(&f, 0);
+    const char *p = ts_join(f.p, f.dir, "last.npz");
+    f.m.cfg.dropout = 0.25; /* kept as trained */
+    save_ckpt(p, &f.m, f.a, f.tok, 42);
     HfModel g;
     cr_assert_eq(hf_model_load(p, &g), AG_OK, "%s", ag_last_error());
-    same_weights(&m, &g.m);
+    same_weights(&f.m, &g.m);
     cr_assert_eq(g.step, 42);
     cr_assert(g.text.tok && !g.text.hf && !g.dir);
-    cr_assert_eq(g.m.cfg.dropout, 0);
+    cr_assert(g.m.cfg.dropout == 0.25 && g.m.cfg.vocab_size == f.m.cfg.vocab_size);
     int *ids;
     size_t n;
     cr_assert_eq(txt_any_encode_alloc(&g.text, "hello", 5, &ids, &n, "p"), AG_OK);
@@ -75,20 +94,18 @@ Test(hf_model, a_checkpoint_loads_with_its_weights_tokenizer_and_step) {
     free(ids);
     hf_model_free(&g);
     cr_assert(!g.arena && !g.text.tok);
-    nn_gpt_free(&m);
-    arena_free(a);
-    txt_free(tok);
-    ts_rm_tree(dir);
+    fx_close(&f);
 }
 
 Test(hf_model, a_folder_loads_with_attograds_tokenizer_or_a_tokenizer_json) {
-    char dir[512], p[512];
-    ts_tmp_dir(dir, sizeof dir, "hfmodel");
-    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
-    Arena *a = arena_new("params", 0);
-    Gpt m = tiny(a, tok, 3); /* a padded vocabulary: fits a tokenizer.json only */
+    Fx f;
+    fx_open(&f, 3); /* a padded vocabulary: fits a tokenizer.json only */
+    const char *dir = f.dir;
+    char *p = f.p;
+    TxtTokenizer *tok = f.tok;
+    Gpt *m = &f.m;
     cr_assert(hf_is_folder(dir) && !hf_is_folder(TEXT) && !hf_is_folder(NULL));
-    cr_assert_eq(hf_save(&m, dir), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(hf_save(m, dir), AG_OK, "%s", ag_last_error());
     HfModel g;
     cr_assert_eq(hf_model_load(dir, &g), AG_ERR_FORMAT);
     cr_assert(strstr(ag_last_error(), dir) == ag_last_error() &&
@@ -97,7 +114,7 @@ Test(hf_model, a_folder_loads_with_attograds_tokenizer_or_a_tokenizer_json) {
     cr_assert(!g.arena && !g.dir);
     cr_assert_eq(txt_write_hf(tok, ts_join(p, dir, "tokenizer.json")), AG_OK);
     cr_assert_eq(hf_model_load(dir, &g), AG_OK, "%s", ag_last_error());
-    same_weights(&m, &g.m);
+    same_weights(m, &g.m);
     cr_assert(g.text.hf && !g.text.tok && g.step == 0);
     cr_assert_str_eq(g.dir, dir);
     hf_model_free(&g);
@@ -109,32 +126,24 @@ Test(hf_model, a_folder_loads_with_attograds_tokenizer_or_a_tokenizer_json) {
              txt_vocab_size(tok), txt_vocab_size(tok) + 3);
     cr_assert_str_eq(ag_last_error(), want);
     cr_assert(!g.arena && !g.text.tok && !g.text.hf && !g.dir);
-    nn_gpt_free(&m);
-    arena_free(a);
-    txt_free(tok);
-    ts_rm_tree(dir);
+    fx_close(&f);
 }
 
 Test(hf_model, a_missing_file_or_a_checkpoint_without_tokenizer_is_refused_naming_it) {
-    char dir[512], p[512], want[1024];
-    ts_tmp_dir(dir, sizeof dir, "hfmodel");
+    Fx f;
+    fx_open(&f, 0);
+    char *p = f.p, want[1024];
     HfModel g;
-    cr_assert_eq(hf_model_load(ts_join(p, dir, "none.npz"), &g), AG_ERR_IO);
+    cr_assert_eq(hf_model_load(ts_join(p, f.dir, "none.npz"), &g), AG_ERR_IO);
     snprintf(want, sizeof want, "%s: cannot read: No such file or directory", p);
     cr_assert_str_eq(ag_last_error(), want);
-    TxtTokenizer *tok = txt_char_new(TEXT, sizeof TEXT - 1);
-    Arena *a = arena_new("params", 0);
-    Gpt m = tiny(a, tok, 0);
-    save_ckpt(ts_join(p, dir, "bare.npz"), &m, a, NULL, 0);
+    save_ckpt(ts_join(p, f.dir, "bare.npz"), &f.m, f.a, NULL, 0);
     cr_assert_eq(hf_model_load(p, &g), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: holds no tokenizer (meta.extra)", p);
     cr_assert_str_eq(ag_last_error(), want);
     cr_assert(!g.arena && !g.text.tok);
-    ts_write_text(ts_join(p, dir, "text.npz"), "not a checkpoint");
+    ts_write_text(ts_join(p, f.dir, "text.npz"), "not a checkpoint");
     cr_assert_neq(hf_model_load(p, &g), AG_OK);
     cr_assert(strstr(ag_last_error(), p) == ag_last_error(), "%s", ag_last_error());
-    nn_gpt_free(&m);
-    arena_free(a);
-    txt_free(tok);
-    ts_rm_tree(dir);
+    fx_close(&f);
 }
