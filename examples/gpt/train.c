@@ -70,7 +70,8 @@ typedef struct {
     GptConfig mc;    /* the model: from the flags (a new run) or the checkpoint's (--resume) */
     GptConfig given; /* the model's flags */
     int llama, bias, eval_iters;
-    const char *pos, *norm, *mlp, *data;
+    int pos, norm, mlp; /* --pos, --norm, --mlp: NnGptPos, NnGptNorm, NnGptMlp less 1 */
+    const char *data;
     char *saved_data;      /* --data read from OUT/last.npz on --resume */
     const char *init_from; /* --init-from: a Hugging Face folder whose model is fine-tuned */
     int T;                 /* the training window: block_size, or shorter with --init-from */
@@ -97,86 +98,37 @@ typedef struct {
 
 /* ---- the model's flags ---- */
 
-/* The option flags' values: the names of NnGptPos, NnGptNorm, NnGptMlp from 1 on (0, the
- * style's choice, is no value) */
+/* The names of NnGptPos, NnGptNorm, NnGptMlp; from 1 on the choices of --pos, --norm, --mlp
+ * (0, the style's choice, is no value) */
 static const char *const pos_names[] = {"", "learned", "rope", "none", NULL};
 static const char *const norm_names[] = {"", "layernorm", "rmsnorm", "none", NULL};
 static const char *const mlp_names[] = {"", "gelu", "swiglu", "none", NULL};
-static const char *const *choice_names(const char *flag) {
-    return strcmp(flag, "pos") == 0    ? pos_names
-           : strcmp(flag, "norm") == 0 ? norm_names
-           : strcmp(flag, "mlp") == 0  ? mlp_names
-                                       : NULL;
-}
-
-/* --flag's value (when given) as the number of its name in choice_names(flag) -> *out, or
- * AG_ERR_ARG naming the flag and the choices */
-static int parse_choice(Flag *fl, int n, const char *flag, int *out) {
-    const Flag *f = flag_find(fl, n, flag);
-    if (!f->given) return AG_OK;
-    const char *v = *(const char **)f->ptr, *const *names = choice_names(flag);
-    for (int k = 1; names[k]; k++)
-        if (strcmp(v, names[k]) == 0) {
-            *out = k;
-            return AG_OK;
-        }
-    return ag_fail(AG_ERR_ARG, "--%s %s: must be %s, %s or %s", flag, v, names[1], names[2],
-                   names[3]);
-}
 
 /* --resume: a model flag given again must make the checkpoint's model (mc); AG_ERR_ARG naming
  * it. The architecture is meta.config's, so these flags are not among the run's saved ones. */
 static int check_given(const GpTrain *g, const GptConfig *mc) {
     GptConfig so = nn_gpt_options(mc); /* the stored model's choices, each made */
     const GptConfig *gv = &g->given;
-    const struct {
-        const char *flag;
-        double given, stored;
-    } v[] = {
-        {"layers", gv->n_layer, mc->n_layer},
-        {"heads", gv->n_head, mc->n_head},
-        {"d-model", gv->n_embd, mc->n_embd},
-        {"kv-heads", gv->n_kv_head, so.n_kv_head},
-        {"llama", gv->style, mc->style},
-        {"pos", gv->pos, so.pos},
-        {"norm", gv->norm, so.norm},
-        {"mlp", gv->mlp, so.mlp},
-        {"bias", NN_GPT_BIAS_ON, so.bias},
-        {"no-bias", NN_GPT_BIAS_OFF, so.bias},
-        {"post-ln", gv->post_ln, mc->post_ln},
-        {"ff", gv->ffn_hidden, so.ffn_hidden},
-        {"rope-base", gv->rope_base, so.rope_base},
-        {"untied", gv->untied, mc->untied},
-        {"block-size", gv->block_size, g->T},
-        {"dropout", gv->dropout, mc->dropout},
+    const char *bias = so.bias == NN_GPT_BIAS_ON ? "biases" : "no biases";
+    const RunGiven v[] = {
+        {"layers", gv->n_layer, mc->n_layer, NULL},
+        {"heads", gv->n_head, mc->n_head, NULL},
+        {"d-model", gv->n_embd, mc->n_embd, NULL},
+        {"kv-heads", gv->n_kv_head, so.n_kv_head, NULL},
+        {"llama", gv->style, mc->style, mc->style ? "LLaMA" : "GPT-2"},
+        {"pos", gv->pos, so.pos, pos_names[so.pos]},
+        {"norm", gv->norm, so.norm, norm_names[so.norm]},
+        {"mlp", gv->mlp, so.mlp, mlp_names[so.mlp]},
+        {"bias", NN_GPT_BIAS_ON, so.bias, bias},
+        {"no-bias", NN_GPT_BIAS_OFF, so.bias, bias},
+        {"post-ln", gv->post_ln, mc->post_ln, NULL},
+        {"ff", gv->ffn_hidden, so.ffn_hidden, NULL},
+        {"rope-base", gv->rope_base, so.rope_base, NULL},
+        {"untied", gv->untied, mc->untied, NULL},
+        {"block-size", gv->block_size, g->T, NULL},
+        {"dropout", gv->dropout, mc->dropout, NULL},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        const Flag *f = flag_find(g->fl, g->n_fl, v[i].flag);
-        if (!f->given || v[i].given == v[i].stored) continue;
-        char given[64], stored[64], spelled[64]; /* a choice by its name, a switch by the option */
-        const char *const *names = choice_names(v[i].flag);
-        if (f->type == FLAG_PATH) { /* --pos, --norm, --mlp */
-            snprintf(given, sizeof given, " %s", *(const char **)f->ptr);
-            snprintf(stored, sizeof stored, "%s", names[(int)v[i].stored]);
-        } else if (f->type == FLAG_SWITCH) {
-            given[0] = '\0';
-            snprintf(stored, sizeof stored, "%s",
-                     strcmp(v[i].flag, "llama") == 0 ? (mc->style ? "LLaMA" : "GPT-2")
-                     : strstr(v[i].flag, "bias")
-                         ? (so.bias == NN_GPT_BIAS_ON ? "biases" : "no biases")
-                     : v[i].stored ? "on"
-                                   : "off");
-        } else {
-            snprintf(given, sizeof given, " %.9g", v[i].given);
-            snprintf(stored, sizeof stored, "%.9g", v[i].stored);
-        }
-        return ag_fail(AG_ERR_ARG,
-                       "--%s%s differs from the checkpoint's (%s): --resume continues the run "
-                       "with its model, optimizer, batch size and seed (start a new run with "
-                       "--force to change them)",
-                       flag_spelling(f, spelled, sizeof spelled), given, stored);
-    }
-    return AG_OK;
+    return run_check_given(g->fl, g->n_fl, v, (int)(sizeof v / sizeof v[0]));
 }
 
 /* ---- data ---- */
@@ -291,16 +243,11 @@ static int same_as_folder(GpTrain *g) {
 /* The flags read: they agree with each other, the data opens (RunModel.start) */
 static int start(void *ctx) {
     GpTrain *g = ctx;
-    Flag *fl = g->fl;
-    int n = g->n_fl, pos_k = 0, norm_k = 0, mlp_k = 0;
     g->given.style = g->llama ? NN_LLAMA : NN_GPT2;
-    int rc = parse_choice(fl, n, "pos", &pos_k);
-    if (rc == AG_OK) rc = parse_choice(fl, n, "norm", &norm_k);
-    if (rc == AG_OK) rc = parse_choice(fl, n, "mlp", &mlp_k);
-    g->given.pos = (NnGptPos)pos_k, g->given.norm = (NnGptNorm)norm_k;
-    g->given.mlp = (NnGptMlp)mlp_k;
-    if (rc == AG_OK && g->bias && g->given.no_bias)
-        rc = ag_fail(AG_ERR_ARG, "--bias and --no-bias: choose one");
+    g->given.pos = (NnGptPos)(g->pos + 1), g->given.norm = (NnGptNorm)(g->norm + 1);
+    g->given.mlp = (NnGptMlp)(g->mlp + 1);
+    int rc = g->bias && g->given.no_bias ? ag_fail(AG_ERR_ARG, "--bias and --no-bias: choose one")
+                                         : AG_OK;
     if (g->bias) g->given.bias = NN_GPT_BIAS_ON;
     if (rc == AG_OK && !g->data && g->rc.out && g->rc.resume) { /* the run's own folder */
         char *last = io_path_join(g->rc.out, "last.npz");
@@ -588,6 +535,7 @@ int gp_train(int argc, char **argv) {
     c->decay_min_ndim = 2;    /* nanoGPT's groups: decay on the 2-D weights and embeddings */
     c->steps_to_schedule = 1; /* --resume without --steps: to --schedule-steps, as nanoGPT */
     g->eval_iters = 200;
+    g->pos = g->norm = g->mlp = -1; /* the style's */
     static const char *const metrics[] = {"loss"};
     RunModel model = {.prog = GP_PROG,
                       .ctx = g,
@@ -619,15 +567,13 @@ int gp_train(int argc, char **argv) {
         {"llama", FLAG_SWITCH, &g->llama, NULL,
          "LLaMA's defaults and names (RoPE, RMSNorm, SwiGLU, no biases) instead of GPT-2's", 1, 0,
          NULL, 0},
-        {"pos", FLAG_PATH, &g->pos, "NAME",
-         "positions: learned|rope|none (default: GPT-2 learned, --llama rope)", 0, 0, NULL, 0},
-        {"norm", FLAG_PATH, &g->norm, "NAME",
-         "norms: layernorm|rmsnorm|none (default: GPT-2 layernorm, --llama rmsnorm)", 0, 0, NULL,
-         0},
-        {"mlp", FLAG_PATH, &g->mlp, "NAME",
-         "feed-forward: gelu|swiglu|none (none: attention only; default: GPT-2 gelu, --llama "
-         "swiglu)",
-         0, 0, NULL, 0},
+        {"pos", FLAG_CHOICE, &g->pos, NULL, "positions (default: GPT-2 learned, --llama rope)", 0,
+         0, pos_names + 1, 0},
+        {"norm", FLAG_CHOICE, &g->norm, NULL, "norms (default: GPT-2 layernorm, --llama rmsnorm)",
+         0, 0, norm_names + 1, 0},
+        {"mlp", FLAG_CHOICE, &g->mlp, NULL,
+         "feed-forward (none: attention only; default: GPT-2 gelu, --llama swiglu)", 0, 0,
+         mlp_names + 1, 0},
         {"ff|ffn-hidden", FLAG_INT, &m->ffn_hidden, NULL,
          "the MLP's width (0: gelu 4 d-model, swiglu llama2.c's 8/3 d-model)", 0, 1 << 20, NULL, 0},
         {"rope-base", FLAG_DOUBLE, &m->rope_base, NULL, "RoPE's base (0: 10000)", 0, 1e9, NULL, 0},

@@ -9,7 +9,7 @@
  * the bit. Checkpoints written before the run loop (their positional data.position, POS_*,
  * trainer.h) still resume to the bit (legacy). tr_train runs a TrTrainConfig as the command
  * line it stands for (the tests' and the library's entry).
- * --report-rss prints the resident and malloc memory figures (make soak).
+ * --report-rss: the run's memory report (run_report_memory; make soak).
  * Not here: the flags of the other commands (cli.c), decoding and metrics (decode.c), checking
  * a configuration (train_setup.c). Read next: trainer.h, train_setup.c. */
 #include <float.h>
@@ -17,80 +17,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "trainer.h"
-
-/* ---- memory: --report-rss, glibc's mmap threshold ---- */
-
-/* Peak and current resident memory in KiB: VmHWM and VmRSS of /proc/self/status, or where
- * there is none getrusage's ru_maxrss (and -1 for the current figure). */
-static void memory_kib(long *peak, long *now) {
-    *peak = *now = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f)) {
-            if (sscanf(line, "VmHWM: %ld", peak) == 1) continue;
-            sscanf(line, "VmRSS: %ld", now);
-        }
-        fclose(f);
-    }
-    struct rusage ru;
-    if (*peak < 0 && getrusage(RUSAGE_SELF, &ru) == 0) *peak = ru.ru_maxrss;
-}
-
-/* Bytes malloc has handed out and not had back, in KiB (glibc 2.33 and later), else -1. Unlike
- * the RSS it does not depend on where blocks land in the heap, so a leak of a few KiB a
- * validation shows; it counts the small freed blocks glibc keeps in its per-thread cache
- * (tcache) as in use: a few KiB that settle within the first few hundred steps. */
-static long malloc_in_use_kib(void) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
-    struct mallinfo2 mi = mallinfo2();
-    return (long)((mi.uordblks + mi.hblkhd) / 1024);
-#else
-    return -1;
-#endif
-}
-
-/* --report-rss: one line, to stdout (also with --quiet: it was asked for); first[0], first[1]:
- * the peak RSS and the malloc figure of the first report */
-static void report_rss(int64_t step, int64_t since, long first[2]) {
-    long peak, now;
-    memory_kib(&peak, &now);
-    printf("memory: peak RSS %ld KiB after step %lld (now %ld KiB)", peak, (long long)step, now);
-    long used = malloc_in_use_kib(); /* after a printf: with --quiet, stdout's buffer is new */
-    if (first[0] >= 0) printf(", %+ld KiB since step %lld", peak - first[0], (long long)since);
-    if (used >= 0) {
-        printf("; malloc in use %ld KiB", used);
-        if (first[0] >= 0) printf(", %+ld KiB", used - first[1]);
-    }
-    printf("\n");
-    fflush(stdout);
-    if (first[0] < 0) {
-        first[0] = peak;
-        first[1] = used;
-    }
-}
-
-/* glibc's malloc serves a block of 128 KiB or more with an mmap of its own, but once such a
- * block is freed it raises that threshold to the block's size (mallopt(3)): the first
- * validation's decoding arena (nn_decode_begin: 142 KiB for make soak's model) is mmapped and
- * unmapped, and every later one comes from the heap, between the blocks of checkpoint saves
- * and key/value caches, where it leaves holes that grow the heap a few times (make soak: up to
- * +490 KiB of peak RSS after step 100, flat after step 1000, the bytes in use flat throughout;
- * or nothing, as the layout falls). Setting the threshold turns that adjustment off: the large
- * blocks that come and go with each validation keep coming from mmap and go back at free.
- * Process-wide, like the thread count; nothing to do outside glibc. */
-static void fixed_mmap_threshold(void) {
-#ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-#endif
-}
 
 /* ---- the model's callbacks ---- */
 
@@ -131,7 +60,6 @@ typedef struct {
     const char *data, *train, *valid;
     int no_valid, tokenizer, vocab, layers, enc, dec, kv_heads, act, epochs, valid_max;
     double embed_gain, max_memory;
-    int64_t report_rss;
     Seq2SeqConfig given; /* the model's flags as a configuration */
     Seq2SeqConfig mc;    /* the model: the flags' (a new run) or the checkpoint's (--resume) */
     TrState st;
@@ -143,7 +71,6 @@ typedef struct {
     TxtPairLoader loader;
     TxtPairBatch batch, shard;
     char *vocab_text;
-    long rss_first[2];
 } TrRun;
 
 static const Flag *find(const TrRun *g, const char *name) {
@@ -309,38 +236,30 @@ static int start(void *ctx) {
     return AG_OK;
 }
 
+static const char *const act_names[] = {"relu", "gelu", NULL};
+
 /* --resume: a model flag given again must make the checkpoint's model (mc), named */
 static int check_given(const TrRun *g, const Seq2SeqConfig *mc) {
     const Seq2SeqConfig *gv = &g->given;
-    const struct {
-        const char *flag;
-        double given, stored;
-    } v[] = {
-        {"d-model", gv->layer.d_model, mc->layer.d_model},
-        {"heads", gv->layer.n_heads, mc->layer.n_heads},
-        {"kv-heads", gv->layer.n_kv_heads, mc->layer.n_kv_heads},
-        {"layers", gv->n_enc_layers, mc->n_enc_layers},
-        {"layers", gv->n_dec_layers, mc->n_dec_layers},
-        {"enc-layers", gv->n_enc_layers, mc->n_enc_layers},
-        {"dec-layers", gv->n_dec_layers, mc->n_dec_layers},
-        {"ff", gv->layer.d_ff, mc->layer.d_ff},
-        {"act", gv->layer.act, mc->layer.act},
-        {"dropout", gv->layer.dropout, mc->layer.dropout},
-        {"pre-ln", gv->layer.pre_ln, mc->layer.pre_ln},
-        {"post-ln", gv->layer.pre_ln, mc->layer.pre_ln},
-        {"max-len", gv->max_len, mc->max_len},
-        {"learned-pos", gv->learned_pos, mc->learned_pos},
-        {"tie-output", gv->tie_output, mc->tie_output},
+    const char *ln = mc->layer.pre_ln ? "pre-LN" : "post-LN";
+    const RunGiven v[] = {
+        {"d-model", gv->layer.d_model, mc->layer.d_model, NULL},
+        {"heads", gv->layer.n_heads, mc->layer.n_heads, NULL},
+        {"kv-heads", gv->layer.n_kv_heads, mc->layer.n_kv_heads, NULL},
+        {"layers", gv->n_enc_layers, mc->n_enc_layers, NULL},
+        {"layers", gv->n_dec_layers, mc->n_dec_layers, NULL},
+        {"enc-layers", gv->n_enc_layers, mc->n_enc_layers, NULL},
+        {"dec-layers", gv->n_dec_layers, mc->n_dec_layers, NULL},
+        {"ff", gv->layer.d_ff, mc->layer.d_ff, NULL},
+        {"act", gv->layer.act, mc->layer.act, act_names[mc->layer.act]},
+        {"dropout", gv->layer.dropout, mc->layer.dropout, NULL},
+        {"pre-ln", gv->layer.pre_ln, mc->layer.pre_ln, ln},
+        {"post-ln", gv->layer.pre_ln, mc->layer.pre_ln, ln},
+        {"max-len", gv->max_len, mc->max_len, NULL},
+        {"learned-pos", gv->learned_pos, mc->learned_pos, NULL},
+        {"tie-output", gv->tie_output, mc->tie_output, NULL},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        if (!find(g, v[i].flag)->given || v[i].given == v[i].stored) continue;
-        return ag_fail(AG_ERR_ARG,
-                       "--%s differs from the checkpoint's (%.9g): --resume continues the run "
-                       "with its model, optimizer, batch size and seed (start a new run with "
-                       "--force to change them)",
-                       v[i].flag, v[i].stored);
-    }
-    return AG_OK;
+    return run_check_given(g->fl, g->n_fl, v, (int)(sizeof v / sizeof v[0]));
 }
 
 /* The model, into the run's arena (RunModel.build): a new run's weights drawn from --seed
@@ -398,9 +317,7 @@ static int load_extra(void *ctx, const void *bytes, size_t len) {
  * are made by loss) */
 static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens) {
     TrRun *g = ctx;
-    (void)lo, (void)hi, (void)S;
-    if (g->report_rss > 0 && step == g->report_rss + 1)
-        report_rss(step - 1, g->report_rss, g->rss_first);
+    (void)step, (void)lo, (void)hi, (void)S;
     txt_pair_loader_next(&g->loader, &g->batch);
     g->st.epoch = g->loader.epoch, g->st.cursor = g->loader.cursor;
     *tokens = (double)g->batch.n_tgt_tokens;
@@ -494,7 +411,6 @@ static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
 /* ---- the command ---- */
 
 static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
-static const char *const act_names[] = {"relu", "gelu", NULL};
 /* the data's paths are not saved (as before the run loop: --resume reads --data, default
  * build/data, or --train and --valid) */
 static const char *const remember[] = {"no-valid", "valid-max", NULL};
@@ -502,7 +418,7 @@ static const char *const transient[] = {
     "data",       "train",      "valid",  "tokenizer",  "vocab",      "d-model",
     "heads",      "kv-heads",   "layers", "enc-layers", "dec-layers", "ff",
     "act",        "dropout",    "pre-ln", "post-ln",    "max-len",    "learned-pos",
-    "tie-output", "embed-gain", "epochs", "max-memory", "report-rss", NULL};
+    "tie-output", "embed-gain", "epochs", "max-memory", NULL};
 
 #define N_MODEL_FLAGS 31
 #define BIG 1e18
@@ -525,7 +441,6 @@ static void usage(const Flag *fl, int n) {
 int tr_train_main(int argc, char **argv, int parse_only) {
     TrRun G, *g = &G;
     memset(g, 0, sizeof *g);
-    g->rss_first[0] = g->rss_first[1] = -1;
     TrTrainConfig d = tr_train_defaults();
     RunConfig *c = &g->rc;
     *c = run_defaults();
@@ -618,7 +533,7 @@ int tr_train_main(int argc, char **argv, int parse_only) {
         {"max-memory", FLAG_DOUBLE, &g->max_memory, "GIB",
          "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG, NULL,
          0},
-        {"report-rss", FLAG_I64, &g->report_rss, "STEP",
+        {"report-rss", FLAG_I64, &c->report_rss, "STEP",
          "print the peak RSS after STEP and at the end", 0, BIG, NULL, 0},
     };
     int n = N_MODEL_FLAGS;
@@ -647,14 +562,12 @@ int tr_train_main(int argc, char **argv, int parse_only) {
                     TR_PROG);
         code = rc != AG_OK ? RUN_EXIT_USAGE : RUN_EXIT_OK;
     } else {
-        fixed_mmap_threshold();
+        run_fix_mmap_threshold(); /* a long run's RSS stays flat (make soak) */
         char *args[RUN_MAX_FLAGS * 2 + 4] = {TR_PROG, "train"};
         int k = 2;
         for (int i = 0; i < argc && k < (int)(sizeof args / sizeof *args) - 1; i++)
             args[k++] = argv[i];
         code = run_main(r, fl, n, k, args);
-        if (g->report_rss > 0 && g->rss_first[0] >= 0 && g->ready)
-            report_rss(run_last_step(r), g->report_rss, g->rss_first);
     }
     run_loop_free(r);
     if (g->built) nn_seq2seq_free(&g->m);

@@ -111,7 +111,8 @@ static const char *const run_transient[] = {"out",   "resume",     "force", "thr
 static int flag_class(const RunLoop *r, const Flag *f, const char *name) {
     const char *p = (const char *)f->ptr, *c0 = (const char *)r->c;
     int ours = (p >= c0 && p < c0 + sizeof *r->c) || f->ptr == (const void *)&r->ckpt;
-    if (f->ptr == (const void *)&r->c->compress || f->ptr == (const void *)&r->c->check_finite)
+    if (f->ptr == (const void *)&r->c->compress || f->ptr == (const void *)&r->c->check_finite ||
+        f->ptr == (const void *)&r->c->report_rss)
         return TRANSIENT; /* a program's rows for them, under any name */
     if (ours)
         return listed(run_remember, name)    ? REMEMBER
@@ -324,6 +325,35 @@ static int check_kept(RunLoop *r, const char *path) {
                        "with its model, optimizer, batch size and seed (start a new run with "
                        "--force to change them)",
                        flag_spelling(s->flag, sp, sizeof sp), given, stored, path);
+    }
+    return AG_OK;
+}
+
+int run_check_given(const Flag *fl, int nfl, const RunGiven *v, int n) {
+    AG_CHECK_ARG(fl);
+    AG_CHECK_ARG(v);
+    for (int i = 0; i < n; i++) {
+        const Flag *f = flag_find((Flag *)fl, nfl, v[i].flag);
+        if (!f->given || v[i].given == v[i].stored) continue;
+        char given[RUN_STR_MAX + 8] = "", stored[64], sp[80];
+        switch (f->type) { /* the value as typed */
+        case FLAG_SWITCH: break;
+        case FLAG_CHOICE: snprintf(given, sizeof given, " %s", f->choices[*(int *)f->ptr]); break;
+        case FLAG_STR:
+        case FLAG_PATH: snprintf(given, sizeof given, " %s", *(const char **)f->ptr); break;
+        default: snprintf(given, sizeof given, " %.9g", v[i].given);
+        }
+        if (v[i].stored_text)
+            snprintf(stored, sizeof stored, "%s", v[i].stored_text);
+        else if (f->type == FLAG_SWITCH)
+            snprintf(stored, sizeof stored, "%s", v[i].stored ? "on" : "off");
+        else
+            snprintf(stored, sizeof stored, "%.9g", v[i].stored);
+        return ag_fail(AG_ERR_ARG,
+                       "--%s%s differs from the checkpoint's (%s): --resume continues the run "
+                       "with its model, optimizer, batch size and seed (start a new run with "
+                       "--force to change them)",
+                       flag_spelling(f, sp, sizeof sp), given, stored);
     }
     return AG_OK;
 }
@@ -666,6 +696,8 @@ static int train_loop(RunLoop *r) {
             Tensor *p = r->m->nan_param ? ag_params_find(r->params, r->m->nan_param) : NULL;
             (p ? p : r->params->items[0])->data[0] = (Real)NAN;
         }
+        if (c->report_rss > 0 && s == c->report_rss + 1)
+            run_report_memory(stdout, s - 1, c->report_rss, r->rss_first);
         double tokens = c->batch, loss = 0, norm = 0;
         int lo = r->dist ? r->dist->lo : 0, hi = r->dist ? r->dist->hi : 1;
         if (r->m->batch && r->m->batch(r->m->ctx, s, lo, hi, c->shards, &tokens) != AG_OK) {
@@ -710,6 +742,7 @@ RunLoop *run_new(const RunModel *m, RunConfig *c) {
     AG_CHECK(r, "run_new: out of memory");
     r->m = m;
     r->c = c;
+    r->rss_first[0] = r->rss_first[1] = -1;
     return r;
 }
 
@@ -834,6 +867,8 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     dist_any(0); /* no process exits (ending the job) before process 0 saved */
     run_signals_restore();
     fflush(stdout);
+    if (r->c->report_rss > 0 && r->rss_first[0] >= 0)
+        run_report_memory(stdout, r->step, r->c->report_rss, r->rss_first);
     return code;
 }
 

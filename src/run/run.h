@@ -152,6 +152,9 @@ typedef struct RunConfig {
                        * --compress) */
     int check_finite; /* check mode on the run's tape (ag_check_finite): a non-finite loss or
                        * gradient is traced to the op where it began, named in the stop */
+    int64_t report_rss; /* k > 0: after step k and at the end, a line to stdout (also with
+                         * --quiet) of the peak and current resident memory and malloc's bytes
+                         * in use (run_report_memory; attograd-translate's --report-rss) */
 } RunConfig;
 
 /* The defaults a program starts from: 1000 steps, batch 32, AdamW (torch's betas) at lr 1e-3,
@@ -173,6 +176,20 @@ int run_flags(RunLoop *r, Flag *fl);
  * validation metrics), then flags of the table fl[0..n) (the model's rows and run_flags').
  * --help prints the table. Returns the exit code; messages go to stderr as "PROG CMD: ...". */
 int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv);
+
+/* A model flag that --resume compares with the checkpoint's model (its architecture is
+ * meta.config's, so such a flag is transient, not among the run's saved ones) */
+typedef struct RunGiven {
+    const char *flag;        /* its canonical name in the table */
+    double given, stored;    /* what the flag's value makes, and what the checkpoint's model is */
+    const char *stored_text; /* the checkpoint's in words ("rope"); NULL: the number (a switch:
+                              * on or off) */
+} RunGiven;
+/* The first flag of v[0..n) given (in fl[0..nfl)) with a value that makes another model than
+ * the checkpoint's: AG_ERR_ARG, "--n-head 4 differs from the checkpoint's (2): --resume
+ * continues the run with its model, ..." (the spelling and the value as typed; a switch by its
+ * name); AG_OK when there is none. A model's build calls it on --resume. */
+int run_check_given(const Flag *fl, int nfl, const RunGiven *v, int n);
 
 /* What a run did, for tests and programs: the steps taken and the last metrics */
 int64_t run_last_step(const RunLoop *r);
@@ -222,6 +239,17 @@ int run_saved_text(const char *path, const char *name, char **value);
  * (step_NNNNNNNN.npz), by step, into *names[0..*n) (each and the list allocated: free them).
  * AG_OK, or AG_ERR_IO naming the folder: it cannot be read, or it holds none. */
 int run_kept(const char *dir, char ***names, int *n);
+/* One line to f: "memory: peak RSS P KiB after step S (now N KiB)" (VmHWM and VmRSS of
+ * /proc/self/status; elsewhere getrusage's peak and -1), then, after the first report, ", +D KiB
+ * since step SINCE", and glibc's bytes in use ("; malloc in use U KiB" and its change), which
+ * unlike the RSS show a leak of a few KiB whatever the heap's layout. first[0..2): the first
+ * report's figures, {-1, -1} before it (set by it). */
+void run_report_memory(FILE *f, int64_t step, int64_t since, long first[2]);
+/* glibc's malloc raises its mmap threshold to the size of each large block freed (mallopt(3)),
+ * so blocks that come and go (a validation's decoding arena) land in the heap between
+ * long-lived ones and leave holes that grow it; this fixes the threshold at 128 KiB, process-
+ * wide (nothing outside glibc): a long run's RSS stays flat. */
+void run_fix_mmap_threshold(void);
 /* 1 when SIGINT or SIGTERM reached any process of the run (collective: every process calls
  * it): a long validation polls it and returns RUN_VALID_INTERRUPTED */
 int run_stop_requested(void);

@@ -48,6 +48,7 @@ struct RunLoop {
     int valid_stopped; /* a signal stopped a validation (RUN_VALID_INTERRUPTED) */
     int log_failed;    /* the log could not be opened to write (exit 1, not 2) */
     double t_start, t_row, t_bar, last_tps;
+    long rss_first[2]; /* run_report_memory's first figures (RunConfig.report_rss) */
 };
 
 /* run.c */

@@ -3,16 +3,21 @@
  * when there was one; a resumed run cuts it back to its checkpoint's step), the progress bar on
  * a terminal (a line a row elsewhere) with the ETA, the messages of a run that started, stopped
  * or finished, when loss.png is redrawn (run_plot.c draws it; gnuplot missing: skipped, said
- * once, nothing else changes), SIGINT and SIGTERM, the clock. Process 0 alone writes.
+ * once, nothing else changes), SIGINT and SIGTERM, the clock, the memory report. Process 0
+ * alone writes (the memory report: every process).
  * Not here: the loop (run.c). Read next: docs/run.md. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "io/file.h"
 #include "run_internal.h"
@@ -400,4 +405,61 @@ int run_kept(const char *dir, char ***names, int *n) {
     free(path);
     if (*n) qsort(*names, (size_t)*n, sizeof **names, by_name); /* their names sort by step */
     return rc;
+}
+
+/* ---- memory: the resident set and malloc's bytes in use ---- */
+
+/* Peak and current resident memory in KiB: VmHWM and VmRSS of /proc/self/status, or where
+ * there is none getrusage's ru_maxrss (and -1 for the current figure) */
+static void memory_kib(long *peak, long *now) {
+    *peak = *now = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "VmHWM: %ld", peak) == 1) continue;
+            sscanf(line, "VmRSS: %ld", now);
+        }
+        fclose(f);
+    }
+    struct rusage ru;
+    if (*peak < 0 && getrusage(RUSAGE_SELF, &ru) == 0) *peak = ru.ru_maxrss;
+}
+
+/* Bytes malloc has handed out and not had back, in KiB (glibc 2.33 and later), else -1; the
+ * small freed blocks of glibc's per-thread cache count as in use (a few KiB that settle) */
+static long malloc_in_use_kib(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    struct mallinfo2 mi = mallinfo2();
+    return (long)((mi.uordblks + mi.hblkhd) / 1024);
+#else
+    return -1;
+#endif
+}
+
+void run_report_memory(FILE *f, int64_t step, int64_t since, long first[2]) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(first);
+    long peak, now;
+    memory_kib(&peak, &now);
+    fprintf(f, "memory: peak RSS %ld KiB after step %lld (now %ld KiB)", peak, (long long)step,
+            now);
+    long used = malloc_in_use_kib(); /* after a print: with --quiet, stdout's buffer is new */
+    if (first[0] >= 0) fprintf(f, ", %+ld KiB since step %lld", peak - first[0], (long long)since);
+    if (used >= 0) {
+        fprintf(f, "; malloc in use %ld KiB", used);
+        if (first[0] >= 0) fprintf(f, ", %+ld KiB", used - first[1]);
+    }
+    fprintf(f, "\n");
+    fflush(f);
+    if (first[0] < 0) {
+        first[0] = peak;
+        first[1] = used;
+    }
+}
+
+void run_fix_mmap_threshold(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
 }

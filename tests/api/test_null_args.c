@@ -980,6 +980,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_kept, dir, run_kept(NULL, (char **[1]){0}, (int[1]){0}))                                 \
     X(run_kept, names, run_kept("x", NULL, (int[1]){0}))                                           \
     X(run_kept, n, run_kept("x", (char **[1]){0}, NULL))                                           \
+    X(run_check_given, fl, run_check_given(NULL, 1, &(RunGiven){"x", 1, 1, NULL}, 1))              \
+    X(run_check_given, v, run_check_given(&FL, 1, NULL, 1))                                        \
+    X(run_report_memory, f, run_report_memory(NULL, 1, 1, (long[2]){-1, -1}))                     \
+    X(run_report_memory, first, run_report_memory(stderr, 1, 1, NULL))                            \
     /* view.h */                                                                                   \
     X(view_raw, b, view_raw(NULL, "x"))                                                            \
     X(view_raw, text, view_raw(&VB, NULL))                                                         \

@@ -311,7 +311,7 @@ Test(tr_values, resume_refuses_flags_it_cannot_honour_and_names_best_only_when_t
     } refused[] = {
         {"--steps", "4", "--steps asks for 4 steps, but"},
         {"--lr", "0.5", "--lr 0.5 differs from the checkpoint's (0.001, "},
-        {"--d-model", "32", "--d-model differs from the checkpoint's (16)"},
+        {"--d-model", "32", "--d-model 32 differs from the checkpoint's (16)"},
         {"--batch", "4", "--batch 4 differs from the checkpoint's (8, "},
         {"--seed", "9", "--seed 9 differs from the checkpoint's"},
         {"--optim", "sgd", "--optim sgd differs"},

@@ -10,7 +10,8 @@
  * resumed through the model's legacy reader, a start that refuses, --resume to --schedule-steps;
  * a missing gnuplot reported
  * as skipped, never masking the exit code; eval; a saved value out of its range refused, named;
- * a log loss axis's tick labels distinct and each its tick's value.
+ * a log loss axis's tick labels distinct and each its tick's value; run_check_given's message;
+ * run_report_memory's lines.
  * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
  * whole: it learns; killed (SIGKILL) in the middle and resumed with `--out DIR --resume` alone,
  * it writes the bytes of a run never killed; a changed model flag is refused; eval.
@@ -1022,4 +1023,62 @@ Test(run, a_log_loss_axis_has_distinct_tick_labels_that_are_their_values) {
     for (int i = 1; i < n; i++) cr_assert(strcmp(lab[i], lab[i - 1]) != 0, "%s", gp);
     free(gp);
     ts_rm_tree(dir);
+}
+
+/* run_check_given: a model flag given with a value that makes another model than the
+ * checkpoint's is refused, named as typed with its value (a choice by name, a switch by its
+ * name alone) and the checkpoint's (in words when given); one not given, or given with the
+ * same value, passes */
+Test(run, check_given_names_the_first_changed_model_flag_as_typed) {
+    int width = 8, act = 0, tied = 0;
+    static const char *const acts[] = {"relu", "gelu", NULL};
+    Flag fl[] = {{"width|hidden", FLAG_INT, &width, "N", "width", 1, 64, NULL, 0},
+                 {"act", FLAG_CHOICE, &act, NULL, "activation", 0, 0, acts, 0},
+                 {"tied", FLAG_SWITCH, &tied, NULL, "tied", 1, 0, NULL, 0}};
+    const struct {
+        const char *argv[4];
+        const char *says; /* NULL: accepted */
+    } rows[] = {
+        {{"--act", "gelu", NULL}, "--act gelu differs from the checkpoint's (relu): --resume"},
+        {{"--hidden", "16", NULL}, "--hidden 16 differs from the checkpoint's (8)"},
+        {{"--tied", NULL}, "--tied differs from the checkpoint's (off)"},
+        {{"--width", "8", "--act", "relu"}, NULL},
+        {{NULL}, NULL},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        width = 8, act = 0, tied = 0;
+        for (int i = 0; i < 3; i++) fl[i].given = 0;
+        int argc = 0;
+        while (argc < 4 && rows[k].argv[argc]) argc++;
+        cr_assert_eq(flag_parse(fl, 3, argc, (char **)rows[k].argv, NULL, NULL), AG_OK);
+        const RunGiven v[] = {{"width", width, 8, NULL},
+                              {"act", act, 0, acts[0]},
+                              {"tied", tied, 0, NULL}};
+        int rc = run_check_given(fl, 3, v, 3);
+        if (!rows[k].says) {
+            cr_assert_eq(rc, AG_OK, "row %zu: %s", k, ag_last_error());
+            continue;
+        }
+        cr_assert_eq(rc, AG_ERR_ARG, "row %zu", k);
+        cr_assert(strstr(ag_last_error(), rows[k].says), "row %zu: %s", k, ag_last_error());
+    }
+}
+
+/* run_report_memory: a first line of the peak and current RSS after a step, then lines with
+ * the change since the first report; the first figures kept in first[] */
+Test(run, report_memory_says_the_peak_and_then_its_change) {
+    char buf[1024] = "";
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    cr_assert(f);
+    long first[2] = {-1, -1};
+    run_report_memory(f, 10, 10, first);
+    run_report_memory(f, 20, 10, first);
+    fclose(f);
+    cr_assert(first[0] > 0, "the peak RSS: %ld", first[0]);
+    char *second = strchr(buf, '\n');
+    cr_assert(second && strncmp(buf, "memory: peak RSS ", 17) == 0, "%s", buf);
+    cr_assert(strstr(buf, " KiB after step 10 (now ") < second && strstr(buf, "since") > second,
+              "%s", buf);
+    cr_assert(strstr(second, "KiB after step 20") && strstr(second, " KiB since step 10"), "%s",
+              buf);
 }
