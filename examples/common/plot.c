@@ -8,7 +8,6 @@
  * Read next: examples/translate/attention.c. */
 #include "common.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,96 +104,22 @@ void ex_gp_panel(FILE *f, const ExGpPanel *p) {
 
 /* ---- the training curves ---- */
 
-/* The columns of log.csv (also attograd-gpt's, which has no valid_exact), by header name, so
- * that appended columns change nothing. */
-typedef struct {
-    double *step, *train, *vloss, *vexact;
-    int n, n_valid, n_exact; /* rows with a valid loss, and with a valid exact match too */
-} LossLog;
-
-static void log_free(LossLog *l) {
-    free(l->step);
-    free(l->train);
-    free(l->vloss);
-    free(l->vexact);
-}
-
-/* field k (0-based) of a CSV line: its text in buf, "" if missing */
-static void csv_field(const char *line, int k, char *buf, size_t n) {
-    const char *p = line;
-    for (int i = 0; i < k && p; i++) {
-        p = strchr(p, ',');
-        if (p) p++;
-    }
-    if (!p) {
-        buf[0] = '\0';
-        return;
-    }
-    size_t len = strcspn(p, ",\r\n");
-    snprintf(buf, n, "%.*s", (int)len, p);
-}
-
-static int read_log(const char *csv, LossLog *l) {
-    memset(l, 0, sizeof *l);
-    FILE *f = fopen(csv, "r");
-    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", csv, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int col[4] = {-1, -1, -1, -1}, cap_rows = 0, header = 0;
-    const char *names[4] = {"step", "train_loss", "valid_loss", "valid_exact"};
-    while (getline(&line, &cap, f) > 0) {
-        if (!header) {
-            for (int k = 0; k < 32; k++) {
-                char name[64];
-                csv_field(line, k, name, sizeof name);
-                for (int j = 0; j < 4; j++)
-                    if (strcmp(name, names[j]) == 0) col[j] = k;
-            }
-            header = 1;
-            if (col[0] < 0 || col[1] < 0) {
-                free(line);
-                fclose(f);
-                return ag_fail(AG_ERR_FORMAT, "%s: no step and train_loss columns in its header",
-                               csv);
-            }
-            continue;
-        }
-        if (l->n == cap_rows) {
-            cap_rows = cap_rows ? 2 * cap_rows : 256;
-            l->step = realloc(l->step, (size_t)cap_rows * sizeof(double));
-            l->train = realloc(l->train, (size_t)cap_rows * sizeof(double));
-            l->vloss = realloc(l->vloss, (size_t)cap_rows * sizeof(double));
-            l->vexact = realloc(l->vexact, (size_t)cap_rows * sizeof(double));
-            AG_CHECK(l->step && l->train && l->vloss && l->vexact, "plot: out of memory");
-        }
-        double v[4];
-        for (int j = 0; j < 4; j++) {
-            char buf[64], *end;
-            v[j] = NAN;
-            if (col[j] < 0) continue;
-            csv_field(line, col[j], buf, sizeof buf);
-            double x = strtod(buf, &end);
-            if (*buf && !*end) v[j] = x;
-        }
-        if (!isfinite(v[0])) continue; /* a line cut short by a crash */
-        l->step[l->n] = v[0];
-        l->train[l->n] = v[1];
-        l->vloss[l->n] = v[2];
-        l->vexact[l->n] = v[3];
-        l->n_valid += isfinite(v[2]);
-        l->n_exact += isfinite(v[2]) && isfinite(v[3]);
-        l->n++;
-    }
-    free(line);
-    fclose(f);
-    return AG_OK;
-}
-
+/* log.csv's columns by header name (attograd-gpt's has no valid_exact), so that appended
+ * columns change nothing */
 int ex_plot_loss(const char *csv_path, const char *png_path) {
-    LossLog l;
-    if (read_log(csv_path, &l) != AG_OK) return RUN_PLOT_FAILED;
+    static const char *const names[] = {"step", "train_loss", "valid_loss", "valid_exact"};
+    double *c[4];
+    int n;
+    if (run_csv_read(csv_path, names, 4, 2, c, &n) != AG_OK) return RUN_PLOT_FAILED;
+    struct {
+        double *step, *train, *vloss, *vexact;
+        int n, n_valid, n_exact; /* rows with a valid loss, and with a valid exact match too */
+    } l = {c[0], c[1], c[2], c[3], n, 0, 0};
+    for (int i = 0; i < n; i++) {
+        l.n_valid += isfinite(l.vloss[i]);
+        l.n_exact += isfinite(l.vloss[i]) && isfinite(l.vexact[i]);
+    }
     if (l.n == 0) {
-        log_free(&l);
         ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png_path, csv_path);
         return RUN_PLOT_SKIPPED;
     }
@@ -244,7 +169,7 @@ int ex_plot_loss(const char *csv_path, const char *png_path) {
                    "dt 2 pt 5 ps 0.8 lc rgb '#2ca02c' title 'valid exact match (right axis)'");
     fprintf(f, "\n");
     fclose(f);
-    log_free(&l);
+    for (int j = 0; j < 4; j++) free(c[j]);
     int rc = run_plot_script(script, png_path);
     free(script);
     return rc;

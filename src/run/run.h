@@ -204,6 +204,13 @@ int run_make_dirs(const char *path);
 /* Opens the CSV log with its header; on resume keeps the rows up to step (cut after them) and
  * appends. AG_OK or AG_ERR_IO naming the path. */
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
+/* Reads the columns names[0..n) (n <= 64) of the CSV at path, found by its header, into
+ * cols[j][0..*rows) (each allocated: free them; NULL when there is no row): a row for each line
+ * whose names[0] cell is a number (a line cut short by a crash is skipped), an empty cell or a
+ * column the header lacks reads NAN. AG_OK, or AG_ERR_IO naming the path, or AG_ERR_FORMAT when
+ * the header lacks any of names[0..need) (naming them). */
+int run_csv_read(const char *path, const char *const *names, int n, int need, double **cols,
+                 int *rows);
 /* Draws png from the CSV at csv (columns step, train_loss, valid_loss by their header names)
  * with gnuplot: RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in
  * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */

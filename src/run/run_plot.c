@@ -234,6 +234,44 @@ static double csv_number(const char *line, int k) {
     return end != p && (*end == ',' || *end == '\n' || !*end) ? x : NAN;
 }
 
+int run_csv_read(const char *path, const char *const *names, int n, int need, double **cols,
+                 int *rows) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(names);
+    AG_CHECK_ARG(cols);
+    AG_CHECK_ARG(rows);
+    AG_CHECK(n >= 1 && n <= 64 && need <= n, "run_csv_read: %d columns, %d needed", n, need);
+    *rows = 0;
+    for (int j = 0; j < n; j++) cols[j] = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int col[64], room = 0, rc = AG_OK;
+    csv_columns(getline(&line, &cap, f) > 0 ? line : "", names, n, col);
+    char lacks[512] = "";
+    for (int j = 0; j < need; j++)
+        if (col[j] < 0)
+            snprintf(lacks + strlen(lacks), sizeof lacks - strlen(lacks), "%s%s",
+                     *lacks ? ", " : "", names[j]);
+    if (*lacks) rc = ag_fail(AG_ERR_FORMAT, "%s: its header has no column %s", path, lacks);
+    while (rc == AG_OK && getline(&line, &cap, f) > 0) {
+        if (!isfinite(csv_number(line, col[0]))) continue; /* a line cut short by a crash */
+        if (*rows == room) {
+            room = room ? 2 * room : 256;
+            for (int j = 0; j < n; j++) {
+                cols[j] = realloc(cols[j], (size_t)room * sizeof(double));
+                AG_CHECK(cols[j], "run_csv_read: out of memory");
+            }
+        }
+        for (int j = 0; j < n; j++) cols[j][*rows] = csv_number(line, col[j]);
+        (*rows)++;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 /* m * 10^e, as the double nearest to it (a negative power divides: 3 / 10, not 3 * 0.1) */
 static double times_ten(double m, int e) { return e < 0 ? m / pow(10, -e) : m * pow(10, e); }
 

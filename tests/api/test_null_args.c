@@ -982,8 +982,13 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_kept, n, run_kept("x", (char **[1]){0}, NULL))                                           \
     X(run_check_given, fl, run_check_given(NULL, 1, &(RunGiven){"x", 1, 1, NULL}, 1))              \
     X(run_check_given, v, run_check_given(&FL, 1, NULL, 1))                                        \
-    X(run_report_memory, f, run_report_memory(NULL, 1, 1, (long[2]){-1, -1}))                     \
-    X(run_report_memory, first, run_report_memory(stderr, 1, 1, NULL))                            \
+    X(run_report_memory, f, run_report_memory(NULL, 1, 1, (long[2]){-1, -1}))                      \
+    X(run_report_memory, first, run_report_memory(stderr, 1, 1, NULL))                             \
+    X(run_csv_read, path,                                                                          \
+      run_csv_read(NULL, (const char *[]){"x"}, 1, 0, (double *[1]){0}, (int[1]){0}))              \
+    X(run_csv_read, names, run_csv_read("x", NULL, 1, 0, (double *[1]){0}, (int[1]){0}))           \
+    X(run_csv_read, cols, run_csv_read("x", (const char *[]){"x"}, 1, 0, NULL, (int[1]){0}))       \
+    X(run_csv_read, rows, run_csv_read("x", (const char *[]){"x"}, 1, 0, (double *[1]){0}, NULL))  \
     /* view.h */                                                                                   \
     X(view_raw, b, view_raw(NULL, "x"))                                                            \
     X(view_raw, text, view_raw(&VB, NULL))                                                         \

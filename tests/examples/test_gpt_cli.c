@@ -824,9 +824,9 @@ Test(gpt_cli, bad_input_exits_2_naming_the_path_or_flag) {
         const struct {
             const char *flags[5], *says[4];
         } opt[] = {
-            {{"--pos", "sinusoidal"}, {"--pos sinusoidal", "must be learned, rope or none"}},
-            {{"--norm", "batch"}, {"--norm batch", "must be layernorm, rmsnorm or none"}},
-            {{"--mlp", "relu"}, {"--mlp relu", "must be gelu, swiglu or none"}},
+            {{"--pos", "sinusoidal"}, {"--pos sinusoidal", "expected one of learned, rope, none"}},
+            {{"--norm", "batch"}, {"--norm batch", "expected one of layernorm, rmsnorm, none"}},
+            {{"--mlp", "relu"}, {"--mlp relu", "expected one of gelu, swiglu, none"}},
             {{"--bias", "--no-bias"}, {"--bias and --no-bias: choose one"}},
             {{"--pos", "rope", "--n-embd", "12"}, {"the model", "head size 3", "even for RoPE"}},
             {{"--ffn-hidden", "-1"}, {"'--ffn-hidden -1' is out of range [0, 1048576]"}},

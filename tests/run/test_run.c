@@ -1051,9 +1051,8 @@ Test(run, check_given_names_the_first_changed_model_flag_as_typed) {
         int argc = 0;
         while (argc < 4 && rows[k].argv[argc]) argc++;
         cr_assert_eq(flag_parse(fl, 3, argc, (char **)rows[k].argv, NULL, NULL), AG_OK);
-        const RunGiven v[] = {{"width", width, 8, NULL},
-                              {"act", act, 0, acts[0]},
-                              {"tied", tied, 0, NULL}};
+        const RunGiven v[] = {
+            {"width", width, 8, NULL}, {"act", act, 0, acts[0]}, {"tied", tied, 0, NULL}};
         int rc = run_check_given(fl, 3, v, 3);
         if (!rows[k].says) {
             cr_assert_eq(rc, AG_OK, "row %zu: %s", k, ag_last_error());
@@ -1081,4 +1080,28 @@ Test(run, report_memory_says_the_peak_and_then_its_change) {
               "%s", buf);
     cr_assert(strstr(second, "KiB after step 20") && strstr(second, " KiB since step 10"), "%s",
               buf);
+}
+
+/* run_csv_read: columns by header name in any order, an empty cell or an absent column NAN, a
+ * line cut short skipped; a header without a needed column refused naming it, a missing file
+ * named */
+Test(run, csv_read_finds_columns_by_name_and_refuses_a_missing_needed_one) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "csv");
+    ts_write_text(ts_join(p, dir, "log.csv"), "epoch,step,train_loss,valid_loss\n"
+                                              "0.1,10,2.5,\n0.2,20,1.5,1.25\n0.3,");
+    static const char *const names[] = {"step", "valid_loss", "valid_exact"};
+    double *c[3];
+    int n;
+    cr_assert_eq(run_csv_read(p, names, 3, 2, c, &n), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(n, 2);
+    cr_assert(c[0][0] == 10 && c[0][1] == 20 && isnan(c[1][0]) && c[1][1] == 1.25);
+    cr_assert(isnan(c[2][0]) && isnan(c[2][1]));
+    for (int j = 0; j < 3; j++) free(c[j]);
+    cr_assert_eq(run_csv_read(p, names, 3, 3, c, &n), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "no column valid_exact"), "%s", ag_last_error());
+    cr_assert(!c[0] && n == 0);
+    cr_assert_eq(run_csv_read(ts_join(p, dir, "none.csv"), names, 3, 1, c, &n), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "none.csv"), "%s", ag_last_error());
+    ts_rm_tree(dir);
 }
