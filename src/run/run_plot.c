@@ -321,25 +321,18 @@ void run_gp_log_ytics(FILE *f, double lo, double hi) {
 }
 
 /* The script: the data inline (train loss, and valid loss where there is one), log y when every
- * loss is positive (its ticks from run_gp_log_ytics). NULL when the log has no rows. */
-static char *loss_script(FILE *in, const char *csv, int *rows) {
-    static const char *const names[] = {"step", "train_loss", "valid_loss"};
-    int col[3];
-    char *line = NULL, *text = NULL;
-    size_t cap = 0, len = 0;
-    FILE *t = open_memstream(&text, &len), *v = NULL;
-    char *vtext = NULL;
-    size_t vlen = 0;
-    v = open_memstream(&vtext, &vlen);
+ * loss is positive (its ticks from run_gp_log_ytics), from the log's n rows c[0..3) */
+static char *loss_script(const char *csv, double *const *c, int n, int *rows) {
+    char *out = NULL, *text = NULL, *vtext = NULL;
+    size_t olen = 0, len = 0, vlen = 0;
+    FILE *t = open_memstream(&text, &len), *v = open_memstream(&vtext, &vlen);
     AG_CHECK(t && v, "run: out of memory");
     int positive = 1, nv = 0;
     double lo = INFINITY, hi = 0;
     *rows = 0;
-    if (getline(&line, &cap, in) > 0) csv_columns(line, names, 3, col);
-    while (col[0] >= 0 && col[1] >= 0 && getline(&line, &cap, in) > 0) {
-        double s = csv_number(line, col[0]), a = csv_number(line, col[1]),
-               b = csv_number(line, col[2]);
-        if (!isfinite(s) || !isfinite(a)) continue;
+    for (int i = 0; i < n; i++) {
+        double s = c[0][i], a = c[1][i], b = c[2][i];
+        if (!isfinite(a)) continue;
         fprintf(t, "%.10g %.8g\n", s, a);
         positive &= a > 0;
         lo = fmin(lo, a), hi = fmax(hi, a);
@@ -349,11 +342,8 @@ static char *loss_script(FILE *in, const char *csv, int *rows) {
             lo = fmin(lo, b), hi = fmax(hi, b);
         }
     }
-    free(line);
     fclose(v);
     fclose(t);
-    char *out = NULL;
-    size_t olen = 0;
     FILE *o = open_memstream(&out, &olen);
     AG_CHECK(o, "run: out of memory");
     fprintf(o,
@@ -382,14 +372,17 @@ int run_plot_loss(const char *csv, const char *png) {
                 strlen(png), RUN_PATH_MAX - 64);
         return RUN_PLOT_FAILED;
     }
-    FILE *in = fopen(csv, "r");
-    if (!in) {
-        ag_fail(AG_ERR_IO, "%s: plot failed: %s: %s", png, csv, strerror(errno));
+    static const char *const names[] = {"step", "train_loss", "valid_loss"};
+    double *c[3];
+    int n, rows;
+    if (run_csv_read(csv, names, 3, 0, c, &n) != AG_OK) {
+        char why[RUN_PATH_MAX + 128];
+        snprintf(why, sizeof why, "%s", ag_last_error()); /* "CSV: cannot open: reason" */
+        ag_fail(AG_ERR_IO, "%s: plot failed: %s", png, why);
         return RUN_PLOT_FAILED;
     }
-    int rows;
-    char *script = loss_script(in, csv, &rows);
-    fclose(in);
+    char *script = loss_script(csv, c, n, &rows);
+    for (int j = 0; j < 3; j++) free(c[j]);
     int rc = RUN_PLOT_SKIPPED;
     if (!rows)
         ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png, csv);
