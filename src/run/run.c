@@ -606,6 +606,13 @@ static int params_finite(const RunLoop *r) {
     return 1;
 }
 
+/* the first of the validation's metrics v that is not finite, or -1 */
+static int first_not_finite(const RunLoop *r, const double *v) {
+    for (int i = 0; i < r->m->n_metrics; i++)
+        if (!isfinite(v[i])) return i;
+    return -1;
+}
+
 /* The model's validation: RUN_EXIT_OK (v filled, best.npz when better) or an exit code */
 static int validate(RunLoop *r, double *v) {
     int rc = r->m->validate(r->m->ctx, r->tape, v);
@@ -615,7 +622,12 @@ static int validate(RunLoop *r, double *v) {
         return RUN_EXIT_OK;
     }
     if (rc != AG_OK) return run_stopped(r, r->step, NULL, 0, RUN_EXIT_USAGE);
-    if (!isfinite(v[0])) return run_stopped(r, r->step, "the valid loss", v[0], RUN_EXIT_FAIL);
+    int bad = first_not_finite(r, v);
+    if (bad >= 0) {
+        char what[64];
+        snprintf(what, sizeof what, "the valid %s", r->m->metric_names[bad]);
+        return run_stopped(r, r->step, what, v[bad], RUN_EXIT_FAIL);
+    }
     int better =
         r->st.best_step == 0 || (r->m->better ? r->m->better(v, r->st.best) : v[0] < r->st.best[0]);
     r->st.last_valid = r->step;
@@ -788,7 +800,11 @@ static int run_eval(RunLoop *r) {
     for (int i = 0; i < r->m->n_metrics; i++)
         printf("%s valid %s %.6f", i ? "," : "", r->m->metric_names[i], v[i]);
     printf("\n");
-    return AG_OK;
+    int bad = first_not_finite(r, v);
+    if (bad < 0) return AG_OK;
+    r->eval_failed = 1; /* the file is sound (load checked it); the model's numbers are not */
+    return ag_fail(AG_ERR_RANGE, "%s: the valid %s is %s: the model does not compute finite values",
+                   path, r->m->metric_names[bad], isnan(v[bad]) ? "nan" : v[bad] > 0 ? "inf" : "-inf");
 }
 
 static int start_train(RunLoop *r) {
@@ -841,7 +857,8 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     rc = dist_agree(rc, &print); /* one process that cannot start stops all */
     if (rc != AG_OK) {
         if (print) fprintf(stderr, "%s %s: %s\n", r->m->prog, cmd, ag_last_error());
-        return rc == AG_ERR_NOMEM || r->log_failed ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
+        return rc == AG_ERR_NOMEM || r->log_failed || r->eval_failed ? RUN_EXIT_FAIL
+                                                                      : RUN_EXIT_USAGE;
     }
     if (eval) return RUN_EXIT_OK;
     r->step_arena = arena_new("step", 0);

@@ -47,6 +47,7 @@ struct RunLoop {
     int tty, plot_said;
     int valid_stopped; /* a signal stopped a validation (RUN_VALID_INTERRUPTED) */
     int log_failed;    /* the log could not be opened to write (exit 1, not 2) */
+    int eval_failed;   /* eval: a metric was not finite (exit 1, not 2) */
     double t_start, t_row, t_bar, last_tps;
     long rss_first[2]; /* run_report_memory's first figures (RunConfig.report_rss) */
 };

@@ -3,13 +3,13 @@
  * run_main: the cadence of CSV rows, validations and saves; the learning rate of each step
  * under warmup + cosine, inverse-sqrt and constant schedules; the CSV's columns; a NaN stop
  * naming the step and keeping the last good checkpoint, and a validation loss not finite
- * (finite weights whose products overflow) stopping the same way; SIGINT (a forked child) saving once and
+ * (finite weights whose products overflow) or a later metric not finite stopping the same way; SIGINT (a forked child) saving once and
  * exiting 130; --resume with no flag repeated giving the bytes of a straight run (checkpoints
  * and log but for tokens/s), the model's state and extra bytes back; a model flag given again
  * with another value refused, named as typed, a remembered one taken; a file of an older layout
  * resumed through the model's legacy reader, a start that refuses, --resume to --schedule-steps;
  * a missing gnuplot reported
- * as skipped, never masking the exit code; eval; a saved value out of its range refused, named;
+ * as skipped, never masking the exit code; eval (exit 1 when a metric is not finite); a saved value out of its range refused, named;
  * a log loss axis's tick labels distinct and each its tick's value; run_check_given's message;
  * run_report_memory's lines.
  * Then examples/classify (AG_CLASSIFY_BIN), the README's "write your own model" program, run
@@ -101,6 +101,8 @@ static int stop_in_valid = 0; /* k > 0: a SIGINT during the k-th validation (run
 
 static int huge_in_valid = 0; /* k > 0: the k-th validation makes the weights huge (finite) */
 
+static int nan_acc_in_valid = 0; /* k > 0: the k-th validation's second metric is a NaN */
+
 static int tiny_validate(void *ctx, Tape *t, double *v) {
     Tiny *m = ctx;
     m->n_valid++;
@@ -115,7 +117,7 @@ static int tiny_validate(void *ctx, Tape *t, double *v) {
     Tensor *lg = tiny_forward(m, t, 0, 64, NULL);
     v[0] = (double)ag_cross_entropy(t, lg, m->y, -1)->data[0];
     for (int j = 0; j < 64; j++) right += (lg->data[2 * j + 1] > lg->data[2 * j]) == m->y[j];
-    v[1] = right / 64.0;
+    v[1] = m->n_valid == nan_acc_in_valid ? NAN : right / 64.0;
     ag_no_grad(t, prev);
     return AG_OK;
 }
@@ -393,6 +395,21 @@ Test(run, a_valid_loss_not_finite_stops_naming_the_step_and_keeps_the_best) {
     char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
     cr_assert(!strstr(csv, "\n10,") && !strstr(csv, "nan") && !strstr(csv, "inf"), "%s", csv);
     free(csv);
+    free(err);
+    ts_rm_tree(dir);
+}
+
+Test(run, a_later_metric_not_finite_stops_too_naming_it) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-acc-nan");
+    nan_acc_in_valid = 2; /* the validation of step 10 */
+    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+    nan_acc_in_valid = 0;
+    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "tiny train: step 10: the valid acc is nan: training stopped."), "%s",
+              err);
+    cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
     free(err);
     ts_rm_tree(dir);
 }
@@ -894,6 +911,18 @@ Test(run, eval_reads_a_checkpoint_back_and_a_bad_saved_value_is_refused_named) {
     cr_assert(strstr(out, "best.npz: step 10: valid loss ") && strstr(out, ", valid acc "), "[%s]",
               out);
     free(out);
+    /* a checkpoint whose model computes a non-finite loss: the metrics, then exit 1, named */
+    huge_in_valid = 1;
+    code = run_child(dir, (const char *[]){"eval", "--out", dir, NULL}, -1, 0);
+    huge_in_valid = 0;
+    out = ts_read_text(ts_join(p, dir, "child.out"), NULL);
+    char *err0 = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+    cr_assert(code == 1 && strstr(out, "best.npz: step 10: valid loss ") &&
+                  strstr(err0, "best.npz: the valid loss is ") &&
+                  strstr(err0, ": the model does not compute finite values"),
+              "exit %d: [%s] [%s]", code, out, err0);
+    free(out);
+    free(err0);
     /* a saved value outside its flag's range: resume refuses the file, naming the entry */
     ts_join(p, dir, "last.npz");
     ts_npz_edit(p, p, "meta.run.flag.batch", 0, 0, 0);
