@@ -68,11 +68,6 @@ void tr_free(Translator *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
-int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn, const char *where) {
-    return txt_vocab_tokenize(&tr->src, text, ids, cap, n_unk, warn, where);
-}
-
 Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T) {
     int L = tr->model.cfg.max_len;
     AG_CHECK(S >= 0 && T >= 0 && S + 1 <= L && T + 1 <= L,

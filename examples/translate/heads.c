@@ -38,17 +38,17 @@ static int n_pairs(const TrData *d, int limit) { return limit > 0 && limit < d->
 double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) {
     int n = n_pairs(d, limit);
     int *idx = tr_sorted_rows(d, n);
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     double sum = 0;
     long tokens = 0;
     for (int i0 = 0; i0 < n; i0 += batch) {
         int B = n - i0 < batch ? n - i0 : batch;
-        tr_batch_make(&b, d, idx + i0, B);
+        txt_pair_batch_make(&b, d->pairs, idx + i0, B);
         sum += tr_batch_loss_sum(m, t, &b);
         tokens += b.n_tgt_tokens;
     }
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     free(idx);
     return tokens ? sum / (double)tokens : 0;
 }
@@ -123,11 +123,11 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     double saved[NN_SEQ2SEQ_MAX_DROPOUTS];
     dropout_off(m, saved);
     int *idx = tr_sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
-    TrBatch bt;
+    TxtPairBatch bt;
     memset(&bt, 0, sizeof bt);
     for (int i0 = 0; i0 < n; i0 += batch) {
         int B = n - i0 < batch ? n - i0 : batch;
-        tr_batch_make(&bt, d, idx + i0, B);
+        txt_pair_batch_make(&bt, d->pairs, idx + i0, B);
         ag_tape_reset(tr->tape);
         for (int b = 0; b < h->n_blocks; b++)
             tensor_zero_grad(tr_block(m, h->kind[b], h->layer[b])->gate);
@@ -144,7 +144,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     ag_tape_reset(tr->tape);
     ag_no_grad(tr->tape, prev);
     dropout_restore(m, saved);
-    tr_batch_free(&bt);
+    txt_pair_batch_free(&bt);
     free(idx);
     for (int b = 0; b < h->n_blocks; b++) {
         MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);

@@ -41,20 +41,15 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* ---- vocabulary: words <-> ids (src/text/vocab.h: TxtVocab, txt_vocab_*) ---- */
-/* The names the lens, heads, attention and view code still use (their move to src/lens and
- * src/view renames them); everything else calls the library's names. */
+/* The library's names the lens and view code still use (src/text/vocab.h, pairs.h); everything
+ * else calls them by the library's names. */
 typedef TxtVocab TrVocab;
-enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS, TR_N_SPECIAL = TXT_N_SPECIAL };
-#define tr_vocab_find txt_vocab_find
+enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
 #define tr_vocab_word txt_vocab_word
 #define tr_tokenize txt_vocab_tokenize
 #define tr_detokenize txt_vocab_detokenize
 #define tr_utf8_check txt_utf8_check
 #define tr_read_line txt_read_line
-typedef TxtPairBatch TrBatch;
-#define tr_batch_make(b, d, rows, B) txt_pair_batch_make(b, (d)->pairs, rows, B)
-#define tr_batch_free txt_pair_batch_free
 
 /* Limits on what files and the standard input may hold (README, "Limits"): each is a clear
  * error (AG_ERR_FORMAT or AG_ERR_ARG naming the file, the line and the limit), never an
@@ -112,10 +107,6 @@ typedef struct Translator {
  * function below runs in no-grad mode). */
 int tr_load(Translator *tr, const char *ckpt_path);
 void tr_free(Translator *tr);
-/* Tokenizes a source sentence with tr->src; at most cap ids (see txt_vocab_tokenize). */
-int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn, const char *where);
-
 /* One teacher-forced forward of a sentence pair in no-grad mode: src (S) and tgt (T) are
  * token ids without specials; the model reads src + EOS and BOS + tgt. -> logits (1, T+1, V)
  * in tr's step arena, where position i predicts tgt[i] (position T predicts EOS). Afterwards

@@ -143,12 +143,12 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     /* without a target: the greedy translation, the same as `translate` gives */
     TrAttention g;
     cr_assert_eq(tr_attention_collect(&tr, "b a c", NULL, &g, NULL), AG_OK);
-    int src[3] = {tr_vocab_find(&tr.src, "b", 1), tr_vocab_find(&tr.src, "a", 1),
-                  tr_vocab_find(&tr.src, "c", 1)},
+    int src[3] = {txt_vocab_find(&tr.src, "b", 1), txt_vocab_find(&tr.src, "a", 1),
+                  txt_vocab_find(&tr.src, "c", 1)},
         out[16];
     int n = tr_translate_ids(&tr, src, 3, 1, 0, out, 16);
     cr_assert_eq(g.T, n + 1);
-    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], tr_vocab_word(&tr.tgt, out[i]));
+    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], txt_vocab_word(&tr.tgt, out[i]));
     tr_attention_free(&g);
     /* no words: an error, not a crash */
     TrAttention e;
