@@ -130,8 +130,8 @@ static int cmd_eval(int argc, char **argv) {
         rc = TR_EXIT_USAGE;
     }
     for (int i = 0; i < npos && rc == 0; i++) {
-        TrData d;
-        if (tr_data_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+        TxtPairSet d;
+        if (txt_pairs_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
             fprintf(stderr, "%s eval: %s\n", PROG, ag_last_error());
             rc = TR_EXIT_USAGE;
             break;
@@ -143,7 +143,7 @@ static int cmd_eval(int argc, char **argv) {
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
             ex_not_finite(got, ckpt, NULL);
             fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
-            tr_data_free(&d);
+            txt_pairs_free(&d);
             rc = TR_EXIT_USAGE;
             overflowed = 1;
             break;
@@ -156,7 +156,7 @@ static int cmd_eval(int argc, char **argv) {
             printf("%s: %ld source and %ld target words are not in the vocabularies (<unk>)\n",
                    pos[i], d.n_unk_src, d.n_unk_tgt);
         fflush(stdout);
-        tr_data_free(&d);
+        txt_pairs_free(&d);
     }
     if (hyps) {
         if (fclose(hyps) != 0 && rc == 0) {
@@ -454,8 +454,8 @@ static int cmd_heads(int argc, char **argv) {
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
-    TrData d;
-    if (tr_data_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+    TxtPairSet d;
+    if (txt_pairs_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
         fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
         tr_free(&tr);
         return TR_EXIT_USAGE;
@@ -464,7 +464,7 @@ static int cmd_heads(int argc, char **argv) {
     if (tr_head_importance(&tr, &d, limit, batch, &h, isatty(STDERR_FILENO) ? stderr : NULL) !=
         AG_OK) {
         fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
-        tr_data_free(&d);
+        txt_pairs_free(&d);
         tr_free(&tr);
         return TR_EXIT_USAGE;
     }
@@ -501,7 +501,7 @@ static int cmd_heads(int argc, char **argv) {
     }
     fflush(stdout);
     tr_heads_free(&h);
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     tr_free(&tr);
     return rc;
 }

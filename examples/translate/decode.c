@@ -115,7 +115,7 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 
 /* ---- evaluation of a data set ---- */
 
-static const TrData *sort_data; /* qsort has no context argument */
+static const TxtPairSet *sort_data; /* qsort has no context argument */
 static int cmp_by_length(const void *a, const void *b) {
     const TxtPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
     if (x->src_len != y->src_len) return x->src_len - y->src_len;
@@ -124,13 +124,13 @@ static int cmp_by_length(const void *a, const void *b) {
 }
 
 /* idx[0..n) = pairs first..first+n-1 of d, sorted by (source length, target length, index) */
-static void sort_rows(const TrData *d, int first, int n, int *idx) {
+static void sort_rows(const TxtPairSet *d, int first, int n, int *idx) {
     for (int i = 0; i < n; i++) idx[i] = first + i;
     sort_data = d;
     qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
 }
 
-int *tr_sorted_rows(const TrData *d, int n) {
+int *tr_sorted_rows(const TxtPairSet *d, int n) {
     int *idx = ex_malloc((size_t)n * sizeof(int));
     sort_rows(d, 0, n, idx);
     return idx;
@@ -191,7 +191,7 @@ static void score_sum(TxtScore *s, long *tokens) {
     for (int k = 0; k < 4; k++) s->match[k] = (long)v[7 + k], s->total[k] = (long)v[11 + k];
 }
 
-int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
+int tr_evaluate(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch, TxtScore *score,
                 double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;

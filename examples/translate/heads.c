@@ -33,9 +33,9 @@ MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer) {
                                        : &m->dec[layer].multihead_attn;
 }
 
-static int n_pairs(const TrData *d, int limit) { return limit > 0 && limit < d->n ? limit : d->n; }
+static int n_pairs(const TxtPairSet *d, int limit) { return limit > 0 && limit < d->n ? limit : d->n; }
 
-double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) {
+double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch) {
     int n = n_pairs(d, limit);
     int *idx = tr_sorted_rows(d, n);
     TxtPairBatch b;
@@ -73,7 +73,7 @@ void tr_heads_free(TrHeadImportance *h) {
     memset(h, 0, sizeof *h);
 }
 
-int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, TrHeadImportance *h,
+int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch, TrHeadImportance *h,
                        FILE *progress) {
     memset(h, 0, sizeof *h);
     Seq2Seq *m = &tr->model;

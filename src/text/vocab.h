@@ -7,8 +7,8 @@
  * endless line costs no more than the bound), and the text form in which a
  * pair of vocabularies (source and target) is saved, the one attograd-translate keeps in its
  * checkpoints' meta.extra bytes.
- * Not here: the tokenizers themselves (text.h), reading data files (a program's own: see
- * examples/translate/data.c), the scores of a translation (score.h).
+ * Not here: the tokenizers themselves (text.h), reading TSV files of sentence pairs
+ * (pairs.h: txt_pairs_read), the scores of a translation (score.h).
  * Read next: vocab.c; docs/text.md, "Word vocabularies".
  *
  * Errors: text from the environment (saved bytes) returns AG_OK or an AG_ERR_* code with

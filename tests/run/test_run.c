@@ -1025,7 +1025,7 @@ Test(run, a_log_loss_axis_has_distinct_tick_labels_that_are_their_values) {
 }
 
 Test(run, out_dir_makes_the_folder_and_refuses_one_it_cannot_write_into) {
-    char dir[64], p[512], q[600];
+    char dir[64], p[700], q[512];
     ts_tmp_dir(dir, sizeof dir, "run-outdir");
     snprintf(q, sizeof q, "%s/a/b", dir);
     cr_assert_eq(run_out_dir(q), AG_OK, "%s", ag_last_error());
