@@ -62,6 +62,10 @@ void txt_pair_loader_seek(TxtPairLoader *l, int64_t epoch, int64_t cursor);
 /* The batch at the position, then advances (to the next epoch after its last batch). */
 void txt_pair_loader_next(TxtPairLoader *l, TxtPairBatch *b);
 
+/* rows[0..n) = pairs first .. first + n - 1 sorted by (source length, target length, index):
+ * batches of consecutive rows hold little padding (an evaluation's order). */
+void txt_pairs_by_length(const TxtPair *pairs, int first, int n, int *rows);
+
 /* ---- a set of pairs from a TSV file (pairs_read.c) ----
  * Limits (each a clear error naming the file and the line, never an unbounded allocation):
  * TXT_PAIRS_MAX_LINE bytes a line; a FIFO given as the file must send something (or close)

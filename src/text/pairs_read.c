@@ -13,16 +13,11 @@
 #include "../tensor/tensor.h"
 #include "pairs.h"
 #include "text.h"
+#include "text_internal.h"
 #include "vocab.h"
 
 #define XSTR_(x) #x
 #define XSTR(x) XSTR_(x) /* a limit's value as a string */
-
-static void *xrealloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    AG_CHECK(q != NULL, "txt_pairs_read: out of memory (%zu bytes)", bytes);
-    return q;
-}
 
 /* Splits side s[0..len) on single spaces into ids (appended to *ids). Returns the word count,
  * or -1 with a reason in why. */
@@ -71,7 +66,7 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
         }
         if (*n_ids == *cap) {
             *cap = *cap ? 2 * *cap : 4096;
-            *ids = xrealloc(*ids, *cap * sizeof **ids);
+            *ids = txt_xrealloc_(*ids, *cap * sizeof **ids);
         }
         (*ids)[(*n_ids)++] = id;
         words++;
@@ -81,7 +76,7 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
         int n = txt_vocab_encode(v, s, len, NULL, 0, NULL, NULL, NULL);
         if (*n_ids + (size_t)n > *cap) {
             while (*n_ids + (size_t)n > *cap) *cap = *cap ? 2 * *cap : 4096;
-            *ids = xrealloc(*ids, *cap * sizeof **ids);
+            *ids = txt_xrealloc_(*ids, *cap * sizeof **ids);
         }
         int unk;
         txt_vocab_encode(v, s, len, *ids + *n_ids, n, &unk, NULL, NULL);
@@ -109,12 +104,12 @@ static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v,
 /* Reads all of f into a malloc'd buffer (*buf, *len). */
 static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
     size_t cap = 1 << 16;
-    *buf = xrealloc(NULL, cap);
+    *buf = txt_xrealloc_(NULL, cap);
     *len = 0;
     size_t got;
     while ((got = fread(*buf + *len, 1, cap - *len, f)) > 0) {
         *len += got;
-        if (*len == cap) *buf = xrealloc(*buf, cap *= 2);
+        if (*len == cap) *buf = txt_xrealloc_(*buf, cap *= 2);
     }
     if (ferror(f)) {
         free(*buf);
@@ -127,7 +122,7 @@ static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
  * GPT-2 split keeps merges within a line; run together for characters) and trains v's
  * tokenizer on its column. Lines without exactly one tab are left out: read_pairs names them. */
 static int train_tokenizers(const char *text, size_t len, const char *path, TxtVocab *v[2]) {
-    char *col[2] = {xrealloc(NULL, len + 1), xrealloc(NULL, len + 1)};
+    char *col[2] = {txt_xrealloc_(NULL, len + 1), txt_xrealloc_(NULL, len + 1)};
     size_t n[2] = {0, 0};
     for (size_t i = 0; i < len;) {
         const char *line = text + i, *nl = memchr(line, '\n', len - i);
@@ -261,8 +256,8 @@ static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v,
         }
         if (d->n == cap_pairs) {
             cap_pairs = cap_pairs ? 2 * cap_pairs : 1024;
-            d->pairs = xrealloc(d->pairs, (size_t)cap_pairs * sizeof *d->pairs);
-            offsets = xrealloc(offsets, (size_t)cap_pairs * sizeof *offsets);
+            d->pairs = txt_xrealloc_(d->pairs, (size_t)cap_pairs * sizeof *d->pairs);
+            offsets = txt_xrealloc_(offsets, (size_t)cap_pairs * sizeof *offsets);
         }
         offsets[d->n] = off;
         d->pairs[d->n++] = (TxtPair){NULL, NULL, ns, nt, lineno};

@@ -1027,7 +1027,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_pairs_read, d, txt_pairs_read("x", NULL, &VOC, &VOC, 0, 0))                              \
     X(txt_pairs_read, src_v, txt_pairs_read("x", &(TxtPairSet){0}, NULL, &VOC, 0, 0))              \
     X(txt_pairs_read, tgt_v, txt_pairs_read("x", &(TxtPairSet){0}, &VOC, NULL, 0, 0))              \
-    X(txt_pairs_free, d, txt_pairs_free(NULL))
+    X(txt_pairs_free, d, txt_pairs_free(NULL))                                                     \
+    X(txt_pairs_by_length, pairs, txt_pairs_by_length(NULL, 0, 1, (int[1]){0}))                    \
+    X(txt_pairs_by_length, rows, txt_pairs_by_length(&(TxtPair){0}, 0, 1, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -213,3 +213,18 @@ Test(txt_pairs_read, malformed_lines_name_the_line) {
     txt_vocab_free(&t);
     ts_rm_tree(dir);
 }
+
+Test(txt_pairs_by_length, sorts_a_range_by_source_then_target_length_then_index) {
+    int ids[8] = {0};
+    /* (source length, target length) of pairs 0..5 */
+    const int len[6][2] = {{3, 1}, {1, 2}, {3, 1}, {1, 1}, {2, 5}, {1, 2}};
+    TxtPair p[6];
+    for (int i = 0; i < 6; i++) p[i] = (TxtPair){ids, ids, len[i][0], len[i][1], i + 1};
+    int rows[6];
+    txt_pairs_by_length(p, 0, 6, rows);
+    const int want[6] = {3, 1, 5, 4, 0, 2};
+    for (int i = 0; i < 6; i++) cr_assert_eq(rows[i], want[i], "row %d: %d", i, rows[i]);
+    /* a range: indices stay the pairs' own */
+    txt_pairs_by_length(p, 2, 3, rows);
+    cr_assert(rows[0] == 3 && rows[1] == 4 && rows[2] == 2, "%d %d %d", rows[0], rows[1], rows[2]);
+}
