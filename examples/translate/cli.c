@@ -107,7 +107,8 @@ static int cmd_eval(int argc, char **argv) {
         "usage: " PROG " eval [flags] FILE.tsv...\n"
         "Greedy-decodes every source sentence of each file with the key/value cache and prints\n"
         "exact match (whole sentences), token accuracy (reference positions matched) and corpus\n"
-        "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one batch\n"
+        "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
+        "batch\n"
         "and the hypotheses of 4096 pairs at a time, whatever the size of the file.\n",
         opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos == 0)
@@ -470,7 +471,7 @@ static int cmd_heads(int argc, char **argv) {
     }
     printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_pairs, h.n_batches,
            h.base_loss);
-    tr_heads_print(&h, stdout);
+    tr_heads_print(&h, stdout, 0);
     char path[700], title[700];
     snprintf(path, sizeof path, "%s/heads.tsv", out);
     FILE *f = fopen(path, "w");
@@ -478,13 +479,7 @@ static int cmd_heads(int argc, char **argv) {
         fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
         rc = TR_EXIT_FAIL;
     } else {
-        fprintf(f, "block\tlayer\thead\tloss_increase\tgrad_score\tgrad_raw\n");
-        for (int b = 0; b < h.n_blocks; b++)
-            for (int k = 0; k < h.NH; k++) {
-                size_t i = (size_t)b * h.NH + k;
-                fprintf(f, "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n", tr_block_kind_name(h.kind[b]),
-                        h.layer[b], k, h.loss_up[i], h.grad_score[i], h.grad_raw[i]);
-            }
+        tr_heads_print(&h, f, 1);
         if (fclose(f) != 0) {
             fprintf(stderr, "%s heads: %s: %s\n", PROG, path, strerror(errno));
             rc = TR_EXIT_FAIL;

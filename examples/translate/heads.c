@@ -33,7 +33,9 @@ MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer) {
                                        : &m->dec[layer].multihead_attn;
 }
 
-static int n_pairs(const TxtPairSet *d, int limit) { return limit > 0 && limit < d->n ? limit : d->n; }
+static int n_pairs(const TxtPairSet *d, int limit) {
+    return limit > 0 && limit < d->n ? limit : d->n;
+}
 
 double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch) {
     int n = n_pairs(d, limit);
@@ -73,8 +75,8 @@ void tr_heads_free(TrHeadImportance *h) {
     memset(h, 0, sizeof *h);
 }
 
-int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch, TrHeadImportance *h,
-                       FILE *progress) {
+int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch,
+                       TrHeadImportance *h, FILE *progress) {
     memset(h, 0, sizeof *h);
     Seq2Seq *m = &tr->model;
     int n = n_pairs(d, limit);
@@ -167,14 +169,16 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
     return AG_OK;
 }
 
-void tr_heads_print(const TrHeadImportance *h, FILE *f) {
-    fprintf(f, "%-9s %5s %4s %13s %10s %10s\n", "block", "layer", "head", "loss_increase",
-            "grad_score", "grad_raw");
+void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv) {
+    fprintf(f, tsv ? "%s\t%s\t%s\t%s\t%s\t%s\n" : "%-9s %5s %4s %13s %10s %10s\n", "block",
+            "layer", "head", "loss_increase", "grad_score", "grad_raw");
     for (int b = 0; b < h->n_blocks; b++)
         for (int k = 0; k < h->NH; k++) {
             size_t i = (size_t)b * h->NH + k;
-            fprintf(f, "%-9s %5d %4d %13.5f %10.4f %10.3e\n", tr_block_kind_name(h->kind[b]),
-                    h->layer[b], k, h->loss_up[i], h->grad_score[i], h->grad_raw[i]);
+            fprintf(f,
+                    tsv ? "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n" : "%-9s %5d %4d %13.5f %10.4f %10.3e\n",
+                    tr_block_kind_name(h->kind[b]), h->layer[b], k, h->loss_up[i],
+                    h->grad_score[i], h->grad_raw[i]);
         }
 }
 

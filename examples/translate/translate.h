@@ -315,8 +315,9 @@ double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int bat
 int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch, TrHeadImportance *h,
                        FILE *progress);
 void tr_heads_free(TrHeadImportance *h);
-/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head. */
-void tr_heads_print(const TrHeadImportance *h, FILE *f);
+/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head, in
+ * aligned columns or (tsv) tab-separated with %.6g values (heads.tsv). */
+void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv);
 /* Two heatmaps side by side (rows: blocks, columns: heads): the loss increase, the score. */
 int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title);
 

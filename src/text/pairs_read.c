@@ -44,7 +44,8 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
                 return -1;
             }
         if (j - i > TXT_VOCAB_MAX_WORD_LEN) {
-            *why = "has a word longer than " XSTR(TXT_VOCAB_MAX_WORD_LEN) " bytes (TXT_VOCAB_MAX_WORD_LEN)";
+            *why = "has a word longer than " XSTR(
+                TXT_VOCAB_MAX_WORD_LEN) " bytes (TXT_VOCAB_MAX_WORD_LEN)";
             return -1;
         }
         if (v->tok) { /* checked as words; the tokenizer encodes the whole side */
@@ -206,8 +207,9 @@ static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v,
     while ((got = txt_read_line(f, &line, &line_cap, TXT_PAIRS_MAX_LINE, &len)) != 0) {
         lineno++;
         if (got < 0) {
-            rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line is longer than %d bytes (TXT_PAIRS_MAX_LINE)",
-                         path, lineno, TXT_PAIRS_MAX_LINE);
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s:%d: the line is longer than %d bytes (TXT_PAIRS_MAX_LINE)", path,
+                         lineno, TXT_PAIRS_MAX_LINE);
             break;
         }
         /* a byte-order mark opens the file: it is no part of the first word */
