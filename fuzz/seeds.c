@@ -94,8 +94,8 @@ static void model_seeds(void) {
     TxtVocab src, tgt;
     txt_vocab_init(&src);
     txt_vocab_init(&tgt);
-    TrData d;
-    if (tr_data_read(tsv, &d, &src, &tgt, 1, 0) != AG_OK) die(tsv);
+    TxtPairSet d;
+    if (txt_pairs_read(tsv, &d, &src, &tgt, 1, 0) != AG_OK) die(tsv);
     size_t vlen;
     char *vocab = txt_vocab_pair_save(&src, &tgt, &vlen);
     put("vocab", "translate.vocab", vocab, vlen);
@@ -155,7 +155,7 @@ static void model_seeds(void) {
     }
     free(vocab);
     free(small);
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     txt_vocab_free(&src);
     txt_vocab_free(&tgt);
     txt_vocab_free(&s2);

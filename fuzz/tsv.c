@@ -1,4 +1,4 @@
-/* tsv.c: the TSV corpus loader (tr_data_read) of the translation example: lines, tabs, single
+/* tsv.c: the TSV corpus loader (txt_pairs_read) of the translation example: lines, tabs, single
  * spaces, CR, NUL bytes, long lines and words, a growing vocabulary; then the length-bucketed
  * loader and a padded batch of what was read. */
 #include <string.h>
@@ -6,7 +6,7 @@
 #include "fuzz.h"
 #include "translate.h"
 
-static void check_data(const TrData *d, const TxtVocab *src, const TxtVocab *tgt, int max_tokens) {
+static void check_data(const TxtPairSet *d, const TxtVocab *src, const TxtVocab *tgt, int max_tokens) {
     int max_s = 0, max_t = 0, line = 0;
     for (int i = 0; i < d->n; i++) {
         const TxtPair *p = &d->pairs[i];
@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     TxtVocab src, tgt;
     txt_vocab_init(&src);
     txt_vocab_init(&tgt);
-    TrData d;
-    int rc = tr_data_read(path, &d, &src, &tgt, 1, 0);
+    TxtPairSet d;
+    int rc = txt_pairs_read(path, &d, &src, &tgt, 1, 0);
     if (rc != AG_OK) {
         fuzz_check_failure(rc, path);
     } else {
@@ -49,12 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         txt_pair_batch_free(&b);
         txt_pair_loader_free(&l);
-        tr_data_free(&d);
+        txt_pairs_free(&d);
         /* again with the vocabularies fixed (unknown words) and a token limit */
-        rc = tr_data_read(path, &d, &src, &tgt, 0, 6);
+        rc = txt_pairs_read(path, &d, &src, &tgt, 0, 6);
         if (rc == AG_OK) {
             check_data(&d, &src, &tgt, 6);
-            tr_data_free(&d);
+            txt_pairs_free(&d);
         } else {
             fuzz_check_failure(rc, path);
         }

@@ -34,7 +34,7 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     const Seq2SeqConfig *c = &tr->model.cfg;
     int L = c->max_len;
     int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
-    int S = tr_tokenize_src(tr, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
+    int S = txt_vocab_tokenize(&tr->src, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
     if (S == 0) {
         free(src);
         free(tgt);
@@ -51,7 +51,7 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     int T;
     if (target) {
         int n_unk = 0;
-        T = tr_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn, TR_PROG " attention: target: ");
+        T = txt_vocab_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn, TR_PROG " attention: target: ");
         if (T > L - 1) T = L - 1;
     } else {
         T = tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
@@ -70,16 +70,16 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     a->T = T + 1;
     a->src_tok = ex_calloc((size_t)a->S, sizeof(char *));
     a->dec_tok = ex_calloc((size_t)a->T, sizeof(char *));
-    for (int i = 0; i < S; i++) a->src_tok[i] = xstrdup(tr_vocab_word(&tr->src, src[i]));
-    a->src_tok[S] = xstrdup(tr_vocab_word(&tr->src, TR_EOS));
-    a->dec_tok[0] = xstrdup(tr_vocab_word(&tr->tgt, TR_BOS));
-    for (int i = 0; i < T; i++) a->dec_tok[i + 1] = xstrdup(tr_vocab_word(&tr->tgt, tgt[i]));
-    size_t need = tr_detokenize(&tr->tgt, tgt, T, NULL, 0);
+    for (int i = 0; i < S; i++) a->src_tok[i] = xstrdup(txt_vocab_word(&tr->src, src[i]));
+    a->src_tok[S] = xstrdup(txt_vocab_word(&tr->src, TXT_EOS));
+    a->dec_tok[0] = xstrdup(txt_vocab_word(&tr->tgt, TXT_BOS));
+    for (int i = 0; i < T; i++) a->dec_tok[i + 1] = xstrdup(txt_vocab_word(&tr->tgt, tgt[i]));
+    size_t need = txt_vocab_detokenize(&tr->tgt, tgt, T, NULL, 0);
     a->translation = ex_calloc(need + 1, 1);
-    tr_detokenize(&tr->tgt, tgt, T, a->translation, need + 1);
-    need = tr_detokenize(&tr->src, src, S, NULL, 0);
+    txt_vocab_detokenize(&tr->tgt, tgt, T, a->translation, need + 1);
+    need = txt_vocab_detokenize(&tr->src, src, S, NULL, 0);
     a->source = ex_calloc(need + 1, 1);
-    tr_detokenize(&tr->src, src, S, a->source, need + 1);
+    txt_vocab_detokenize(&tr->src, src, S, a->source, need + 1);
     for (int l = 0; l < a->n_enc; l++)
         a->enc_self[l] = copy_probs(tr->model.enc[l].self_attn.last_probs, a->NH, a->S, a->S,
                                     "encoder self-attention");

@@ -41,10 +41,22 @@ static int parse(const char *cmd, Flag *opts, int n, int argc, char **argv, char
     return rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
 }
 
-/* parse for a command that takes flags only: a positional argument is a usage error */
-static int parse_flags(const char *cmd, Flag *opts, int n, int argc, char **argv) {
-    return parse(cmd, opts, n, argc, argv, NULL, NULL);
+/* parse, and for --help the command's usage (text, then its flags with their defaults): -1 */
+static int parse_help(const char *cmd, const char *text, Flag *opts, int n, int argc, char **argv,
+                      char **pos, int *npos) {
+    int rc = parse(cmd, opts, n, argc, argv, pos, npos);
+    if (rc == -1) {
+        fputs(text, stdout);
+        fputs("flags (default) [range]:\n", stdout);
+        flag_help(stdout, opts, n);
+    }
+    return rc;
 }
+
+/* --threads N, the same in every command but the lens's */
+#define THREADS_FLAG(p)                                                                            \
+    {"threads", FLAG_INT, p, "N", "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)",  \
+     0,         4096,     NULL, 0}
 
 void tr_warn_threads(int threads) {
     if (threads > ag_threads_available())
@@ -86,29 +98,24 @@ static int cmd_eval(int argc, char **argv) {
          "write source<TAB>reference<TAB>hypothesis lines "
          "(default: none)",
          0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N",
-         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
+        THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("eval", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s eval [flags] FILE.tsv...\n"
-               "Greedy-decodes every source sentence of each file with the key/value cache and "
-               "prints\nexact match (whole sentences), token accuracy (reference positions "
-               "matched) and corpus\nBLEU-4 (clipped 1..4-gram precisions, geometric mean, "
-               "brevity penalty). Memory: one batch\nand the hypotheses of 4096 pairs at a time, "
-               "whatever the size of the file.\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
+    int rc = parse_help(
+        "eval",
+        "usage: " PROG " eval [flags] FILE.tsv...\n"
+        "Greedy-decodes every source sentence of each file with the key/value cache and prints\n"
+        "exact match (whole sentences), token accuracy (reference positions matched) and corpus\n"
+        "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
+        "batch\n"
+        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.\n",
+        opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos == 0)
         rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
     if (rc || parse_only) {
         free(pos);
-        return rc;
+        return rc < 0 ? TR_EXIT_OK : rc;
     }
     set_threads(threads);
     Translator tr;
@@ -124,8 +131,8 @@ static int cmd_eval(int argc, char **argv) {
         rc = TR_EXIT_USAGE;
     }
     for (int i = 0; i < npos && rc == 0; i++) {
-        TrData d;
-        if (tr_data_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+        TxtPairSet d;
+        if (txt_pairs_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
             fprintf(stderr, "%s eval: %s\n", PROG, ag_last_error());
             rc = TR_EXIT_USAGE;
             break;
@@ -137,7 +144,7 @@ static int cmd_eval(int argc, char **argv) {
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
             ex_not_finite(got, ckpt, NULL);
             fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
-            tr_data_free(&d);
+            txt_pairs_free(&d);
             rc = TR_EXIT_USAGE;
             overflowed = 1;
             break;
@@ -150,7 +157,7 @@ static int cmd_eval(int argc, char **argv) {
             printf("%s: %ld source and %ld target words are not in the vocabularies (<unk>)\n",
                    pos[i], d.n_unk_src, d.n_unk_tgt);
         fflush(stdout);
-        tr_data_free(&d);
+        txt_pairs_free(&d);
     }
     if (hyps) {
         if (fclose(hyps) != 0 && rc == 0) {
@@ -169,27 +176,17 @@ static int cmd_eval(int argc, char **argv) {
 /* A text given as an argument: returns it past a byte-order mark at its start, or NULL (the
  * message printed, naming label and the byte) when it is not valid UTF-8. */
 static const char *check_text(const char *cmd, const char *label, const char *text) {
-    size_t bad;
-    text += txt_bom_len(text, strlen(text));
-    if (txt_utf8_check(text, strlen(text), &bad)) return text;
-    fprintf(stderr, "%s %s: %s is not valid UTF-8 (byte %zu is 0x%02x)\n", PROG, cmd, label,
-            bad + 1, (unsigned char)text[bad]);
-    return NULL;
+    if (txt_check_arg(text, label, &text) != AG_OK)
+        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return text;
 }
 
 /* The folder a command writes into exists (made if needed) and is writable: 0, or
  * TR_EXIT_USAGE with the message (a bad --out is the user's flag, found before any work). */
 static int out_dir_ready(const char *cmd, const char *dir) {
-    if (run_make_dirs(dir) != AG_OK) {
-        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
-        return TR_EXIT_USAGE;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "%s %s: %s: cannot write into the folder: %s\n", PROG, cmd, dir,
-                strerror(errno));
-        return TR_EXIT_USAGE;
-    }
-    return 0;
+    if (run_out_dir(dir) == AG_OK) return 0;
+    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return TR_EXIT_USAGE;
 }
 
 /* Warns when text holds several sentences (the model was trained on one a line). */
@@ -222,7 +219,7 @@ static int translate_line(Translator *tr, const char *ckpt, const char *text, in
     char where[96];
     snprintf(where, sizeof where, "%s translate: %s: ", PROG, label);
     warn_sentences("translate", label, text);
-    int n = tr_tokenize_src(tr, text, ids, L - 1, &n_unk, stderr, where);
+    int n = txt_vocab_tokenize(&tr->src, text, ids, L - 1, &n_unk, stderr, where);
     hint_vocab("translate", ckpt, n_unk);
     if (n > L - 1) {
         fprintf(stderr, "%s%d words; the model reads at most %d: the rest is dropped\n", where, n,
@@ -260,26 +257,20 @@ static int cmd_translate(int argc, char **argv) {
         {"beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
         {"alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL,
          0},
-        {"threads", FLAG_INT, &threads, "N",
-         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
+        THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("translate", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s translate [flags] [SENTENCE...]\n"
-               "Translates each SENTENCE, or each line of the standard input when there is "
-               "none, one\noutput line per input. Words split on blanks, exactly as in the "
-               "training data (the toy\ncorpus: lower case, punctuation marks as words of their "
-               "own: \"the cat sees a dog .\");\nunknown words are named on stderr with a hint "
-               "and read as <unk> (`%s vocab`\nlists the words). Input is UTF-8 (a byte-order "
-               "mark is dropped). Greedy decoding with\nthe key/value cache, or --beam K.\n"
-               "flags (default) [range]:\n",
-               PROG, PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
+    int rc = parse_help(
+        "translate",
+        "usage: " PROG " translate [flags] [SENTENCE...]\n"
+        "Translates each SENTENCE, or each line of the standard input when there is none, one\n"
+        "output line per input. Words split on blanks, exactly as in the training data (the toy\n"
+        "corpus: lower case, punctuation marks as words of their own: \"the cat sees a dog .\");\n"
+        "unknown words are named on stderr with a hint and read as <unk> (`" PROG " vocab`\n"
+        "lists the words). Input is UTF-8 (a byte-order mark is dropped). Greedy decoding with\n"
+        "the key/value cache, or --beam K.\n",
+        opts, n, argc, argv, pos, &npos);
     for (int i = 0; i < npos && rc == 0; i++) {
         char label[64];
         snprintf(label, sizeof label, "sentence %d", i + 1);
@@ -291,7 +282,7 @@ static int cmd_translate(int argc, char **argv) {
     }
     if (rc || parse_only) {
         free(pos);
-        return rc;
+        return rc < 0 ? TR_EXIT_OK : rc;
     }
     set_threads(threads);
     Translator tr;
@@ -373,26 +364,20 @@ static int cmd_attention(int argc, char **argv) {
         {"out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0,
          NULL, 0},
         {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N",
-         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
+        THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos;
+    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse("attention", opts, n, argc, argv, pos, &npos);
-    if (rc == -1) {
-        printf("usage: %s attention [flags] SENTENCE\n"
-               "Translates SENTENCE greedily, runs the model once on it and its translation "
-               "(teacher-forced),\nand saves every head's attention: --out/attention.npz "
-               "(bertviz's layout: per block\n(1, heads, queries, keys), e.g. "
-               "encoder.layers.0.self_attn, decoder.layers.0.self_attn,\n"
-               "decoder.layers.0.multihead_attn; encoder_tokens and decoder_tokens as bytes) and "
-               "one picture\nper layer, --out/attention_layerN.png (gnuplot; skipped when it is "
-               "not installed).\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        free(pos);
-        return TR_EXIT_OK;
-    }
+    int rc = parse_help(
+        "attention",
+        "usage: " PROG " attention [flags] SENTENCE\n"
+        "Translates SENTENCE greedily, runs the model once on it and its translation "
+        "(teacher-forced),\nand saves every head's attention: --out/attention.npz (bertviz's "
+        "layout: per block\n(1, heads, queries, keys), e.g. encoder.layers.0.self_attn, "
+        "decoder.layers.0.self_attn,\ndecoder.layers.0.multihead_attn; encoder_tokens and "
+        "decoder_tokens as bytes) and one picture\nper layer, --out/attention_layerN.png "
+        "(gnuplot; skipped when it is not installed).\n",
+        opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos > 0 && sentence)
         rc = bad("attention", "give the sentence once: '%s' and --sentence '%s'", pos[0], sentence);
     if (rc == 0 && npos > 1)
@@ -401,7 +386,7 @@ static int cmd_attention(int argc, char **argv) {
         rc = bad("attention", "give a sentence (argument or --sentence)%s%s", "", "");
     if (rc) {
         free(pos);
-        return rc;
+        return rc < 0 ? TR_EXIT_OK : rc;
     }
     if (!sentence) sentence = pos[0];
     free(pos);
@@ -454,30 +439,24 @@ static int cmd_heads(int argc, char **argv) {
         {"batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
         {"out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
         {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N",
-         "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0},
+        THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]);
-    int rc = parse_flags("heads", opts, n, argc, argv);
-    if (rc == -1) {
-        printf("usage: %s heads [flags]\n"
-               "How much each attention head matters, over --data (teacher-forced loss):\n"
-               "  loss_increase  the loss with the head masked (its gate at 0) minus the loss "
-               "with all heads\n  grad_score     Michel et al. 2019: the mean over batches of "
-               "|d loss / d gate|,\n                 divided by the L2 norm of its block's "
-               "heads (grad_raw: before)\nPrints the table, writes it to --out/heads.tsv and "
-               "draws --out/heads.png (gnuplot).\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        return TR_EXIT_OK;
-    }
-    if (rc || parse_only) return rc;
+    int rc = parse_help(
+        "heads",
+        "usage: " PROG " heads [flags]\n"
+        "How much each attention head matters, over --data (teacher-forced loss):\n"
+        "  loss_increase  the loss with the head masked (its gate at 0) minus the loss with all "
+        "heads\n  grad_score     Michel et al. 2019: the mean over batches of |d loss / d gate|,\n"
+        "                 divided by the L2 norm of its block's heads (grad_raw: before)\n"
+        "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).\n",
+        opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
+    if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     if ((rc = out_dir_ready("heads", out)) != 0) return rc;
     set_threads(threads);
     Translator tr;
     if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
-    TrData d;
-    if (tr_data_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+    TxtPairSet d;
+    if (txt_pairs_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
         fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
         tr_free(&tr);
         return TR_EXIT_USAGE;
@@ -486,13 +465,13 @@ static int cmd_heads(int argc, char **argv) {
     if (tr_head_importance(&tr, &d, limit, batch, &h, isatty(STDERR_FILENO) ? stderr : NULL) !=
         AG_OK) {
         fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
-        tr_data_free(&d);
+        txt_pairs_free(&d);
         tr_free(&tr);
         return TR_EXIT_USAGE;
     }
     printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_pairs, h.n_batches,
            h.base_loss);
-    tr_heads_print(&h, stdout);
+    tr_heads_print(&h, stdout, 0);
     char path[700], title[700];
     snprintf(path, sizeof path, "%s/heads.tsv", out);
     FILE *f = fopen(path, "w");
@@ -500,13 +479,7 @@ static int cmd_heads(int argc, char **argv) {
         fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
         rc = TR_EXIT_FAIL;
     } else {
-        fprintf(f, "block\tlayer\thead\tloss_increase\tgrad_score\tgrad_raw\n");
-        for (int b = 0; b < h.n_blocks; b++)
-            for (int k = 0; k < h.NH; k++) {
-                size_t i = (size_t)b * h.NH + k;
-                fprintf(f, "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n", tr_block_kind_name(h.kind[b]),
-                        h.layer[b], k, h.loss_up[i], h.grad_score[i], h.grad_raw[i]);
-            }
+        tr_heads_print(&h, f, 1);
         if (fclose(f) != 0) {
             fprintf(stderr, "%s heads: %s: %s\n", PROG, path, strerror(errno));
             rc = TR_EXIT_FAIL;
@@ -523,16 +496,16 @@ static int cmd_heads(int argc, char **argv) {
     }
     fflush(stdout);
     tr_heads_free(&h);
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     tr_free(&tr);
     return rc;
 }
 
 /* ---- vocab ---- */
 
-static void print_side(const TrVocab *v, const char *title) {
-    if (title) printf("%s: %d words\n", title, v->n - TR_N_SPECIAL);
-    for (int i = TR_N_SPECIAL; i < v->n; i++) printf("%s%s\n", title ? "  " : "", v->words[i]);
+static void print_side(const TxtVocab *v, const char *title) {
+    if (title) printf("%s: %d words\n", title, v->n - TXT_N_SPECIAL);
+    for (int i = TXT_N_SPECIAL; i < v->n; i++) printf("%s%s\n", title ? "  " : "", v->words[i]);
 }
 
 static const char *const side_names[] = {"both", "src", "tgt", NULL};
@@ -545,20 +518,16 @@ static int cmd_vocab(int argc, char **argv) {
         {"side", FLAG_CHOICE, &side, "both|src|tgt",
          "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
     };
-    int n = (int)(sizeof opts / sizeof opts[0]);
-    int rc = parse_flags("vocab", opts, n, argc, argv);
-    if (rc == -1) {
-        printf("usage: %s vocab [flags]\n"
-               "Lists the words a checkpoint knows, one a line in id order: the source "
-               "vocabulary (what\ntranslate reads), then the target one; the specials <pad> "
-               "<bos> <eos> <unk> are not listed.\nWords are whatever the training data held "
-               "between single spaces: case matters, and in\nthe toy corpus every word is lower "
-               "case and punctuation marks are words of their own.\nflags (default) [range]:\n",
-               PROG);
-        flag_help(stdout, opts, n);
-        return TR_EXIT_OK;
-    }
-    if (rc || parse_only) return rc;
+    int rc = parse_help(
+        "vocab",
+        "usage: " PROG " vocab [flags]\n"
+        "Lists the words a checkpoint knows, one a line in id order: the source vocabulary (what\n"
+        "translate reads), then the target one; the specials <pad> <bos> <eos> <unk> are not "
+        "listed.\n" "Words are whatever the training data held between single spaces: case "
+        "matters, and in\n" "the toy corpus every word is lower case and punctuation marks are "
+        "words of their own.\n",
+        opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
+    if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     Translator tr;
     if ((rc = load_or_complain("vocab", &tr, ckpt)) != 0) return rc;
     if (side != 2) print_side(&tr.src, side == 0 ? "source" : NULL);

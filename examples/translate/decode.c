@@ -68,11 +68,6 @@ void tr_free(Translator *tr) {
     memset(tr, 0, sizeof *tr);
 }
 
-int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn, const char *where) {
-    return txt_vocab_tokenize(&tr->src, text, ids, cap, n_unk, warn, where);
-}
-
 Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, int T) {
     int L = tr->model.cfg.max_len;
     AG_CHECK(S >= 0 && T >= 0 && S + 1 <= L && T + 1 <= L,
@@ -120,24 +115,9 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 
 /* ---- evaluation of a data set ---- */
 
-static const TrData *sort_data; /* qsort has no context argument */
-static int cmp_by_length(const void *a, const void *b) {
-    const TxtPair *x = &sort_data->pairs[*(const int *)a], *y = &sort_data->pairs[*(const int *)b];
-    if (x->src_len != y->src_len) return x->src_len - y->src_len;
-    if (x->tgt_len != y->tgt_len) return x->tgt_len - y->tgt_len;
-    return *(const int *)a - *(const int *)b;
-}
-
-/* idx[0..n) = pairs first..first+n-1 of d, sorted by (source length, target length, index) */
-static void sort_rows(const TrData *d, int first, int n, int *idx) {
-    for (int i = 0; i < n; i++) idx[i] = first + i;
-    sort_data = d;
-    qsort(idx, (size_t)n, sizeof *idx, cmp_by_length);
-}
-
-int *tr_sorted_rows(const TrData *d, int n) {
+int *tr_sorted_rows(const TxtPairSet *d, int n) {
     int *idx = ex_malloc((size_t)n * sizeof(int));
-    sort_rows(d, 0, n, idx);
+    txt_pairs_by_length(d->pairs, 0, n, idx);
     return idx;
 }
 
@@ -196,7 +176,7 @@ static void score_sum(TxtScore *s, long *tokens) {
     for (int k = 0; k < 4; k++) s->match[k] = (long)v[7 + k], s->total[k] = (long)v[11 + k];
 }
 
-int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
+int tr_evaluate(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch, TxtScore *score,
                 double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void)) {
     int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
@@ -224,7 +204,7 @@ int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtS
     int finished = 1, prev = ag_no_grad(t, 1), rc = AG_OK;
     for (int w0 = 0; w0 < n && finished; w0 += W) {
         int wn = n - w0 < W ? n - w0 : W, nb = 0;
-        sort_rows(d, w0, wn, idx);
+        txt_pairs_by_length(d->pairs, w0, wn, idx);
         hw.n = 0;
         for (int i0 = 0; i0 < wn; i0 += batch, nb++, k++) {
             if (stop && stop()) {

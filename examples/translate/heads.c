@@ -33,22 +33,24 @@ MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer) {
                                        : &m->dec[layer].multihead_attn;
 }
 
-static int n_pairs(const TrData *d, int limit) { return limit > 0 && limit < d->n ? limit : d->n; }
+static int n_pairs(const TxtPairSet *d, int limit) {
+    return limit > 0 && limit < d->n ? limit : d->n;
+}
 
-double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch) {
+double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch) {
     int n = n_pairs(d, limit);
     int *idx = tr_sorted_rows(d, n);
-    TrBatch b;
+    TxtPairBatch b;
     memset(&b, 0, sizeof b);
     double sum = 0;
     long tokens = 0;
     for (int i0 = 0; i0 < n; i0 += batch) {
         int B = n - i0 < batch ? n - i0 : batch;
-        tr_batch_make(&b, d, idx + i0, B);
+        txt_pair_batch_make(&b, d->pairs, idx + i0, B);
         sum += tr_batch_loss_sum(m, t, &b);
         tokens += b.n_tgt_tokens;
     }
-    tr_batch_free(&b);
+    txt_pair_batch_free(&b);
     free(idx);
     return tokens ? sum / (double)tokens : 0;
 }
@@ -73,8 +75,8 @@ void tr_heads_free(TrHeadImportance *h) {
     memset(h, 0, sizeof *h);
 }
 
-int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, TrHeadImportance *h,
-                       FILE *progress) {
+int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch,
+                       TrHeadImportance *h, FILE *progress) {
     memset(h, 0, sizeof *h);
     Seq2Seq *m = &tr->model;
     int n = n_pairs(d, limit);
@@ -123,11 +125,11 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     double saved[NN_SEQ2SEQ_MAX_DROPOUTS];
     dropout_off(m, saved);
     int *idx = tr_sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
-    TrBatch bt;
+    TxtPairBatch bt;
     memset(&bt, 0, sizeof bt);
     for (int i0 = 0; i0 < n; i0 += batch) {
         int B = n - i0 < batch ? n - i0 : batch;
-        tr_batch_make(&bt, d, idx + i0, B);
+        txt_pair_batch_make(&bt, d->pairs, idx + i0, B);
         ag_tape_reset(tr->tape);
         for (int b = 0; b < h->n_blocks; b++)
             tensor_zero_grad(tr_block(m, h->kind[b], h->layer[b])->gate);
@@ -144,7 +146,7 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     ag_tape_reset(tr->tape);
     ag_no_grad(tr->tape, prev);
     dropout_restore(m, saved);
-    tr_batch_free(&bt);
+    txt_pair_batch_free(&bt);
     free(idx);
     for (int b = 0; b < h->n_blocks; b++) {
         MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);
@@ -167,14 +169,16 @@ int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, Tr
     return AG_OK;
 }
 
-void tr_heads_print(const TrHeadImportance *h, FILE *f) {
-    fprintf(f, "%-9s %5s %4s %13s %10s %10s\n", "block", "layer", "head", "loss_increase",
-            "grad_score", "grad_raw");
+void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv) {
+    fprintf(f, tsv ? "%s\t%s\t%s\t%s\t%s\t%s\n" : "%-9s %5s %4s %13s %10s %10s\n", "block",
+            "layer", "head", "loss_increase", "grad_score", "grad_raw");
     for (int b = 0; b < h->n_blocks; b++)
         for (int k = 0; k < h->NH; k++) {
             size_t i = (size_t)b * h->NH + k;
-            fprintf(f, "%-9s %5d %4d %13.5f %10.4f %10.3e\n", tr_block_kind_name(h->kind[b]),
-                    h->layer[b], k, h->loss_up[i], h->grad_score[i], h->grad_raw[i]);
+            fprintf(f,
+                    tsv ? "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n" : "%-9s %5d %4d %13.5f %10.4f %10.3e\n",
+                    tr_block_kind_name(h->kind[b]), h->layer[b], k, h->loss_up[i],
+                    h->grad_score[i], h->grad_raw[i]);
         }
 }
 

@@ -7,7 +7,7 @@
  * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token
  * accuracy, corpus BLEU-4), the batches and their length-bucketed loader are the library's:
  * src/text/vocab.h, score.h and pairs.h.
- * Read next: data.c, decode.c, train.c (then trainer.h and train_setup.c), then
+ * Read next: decode.c, train.c (then trainer.h and train_setup.c), then
  * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
  * programs share (allocation, plots).
  *
@@ -41,59 +41,29 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* ---- vocabulary: words <-> ids (src/text/vocab.h: TxtVocab, txt_vocab_*) ---- */
-/* The names the lens, heads, attention and view code still use (their move to src/lens and
- * src/view renames them); everything else calls the library's names. */
+/* The library's names the lens and view code still use (src/text/vocab.h, pairs.h); everything
+ * else calls them by the library's names. */
 typedef TxtVocab TrVocab;
-enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS, TR_N_SPECIAL = TXT_N_SPECIAL };
-#define tr_vocab_find txt_vocab_find
+enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
 #define tr_vocab_word txt_vocab_word
 #define tr_tokenize txt_vocab_tokenize
 #define tr_detokenize txt_vocab_detokenize
 #define tr_utf8_check txt_utf8_check
 #define tr_read_line txt_read_line
-typedef TxtPairBatch TrBatch;
-#define tr_batch_make(b, d, rows, B) txt_pair_batch_make(b, (d)->pairs, rows, B)
-#define tr_batch_free txt_pair_batch_free
 
-/* Limits on what files and the standard input may hold (README, "Limits"): each is a clear
- * error (AG_ERR_FORMAT or AG_ERR_ARG naming the file, the line and the limit), never an
- * unbounded allocation. */
-#define TR_MAX_VOCAB TXT_VOCAB_MAX_WORDS   /* words in one vocabulary, the 4 specials included */
-#define TR_MAX_WORD TXT_VOCAB_MAX_WORD_LEN /* bytes in one word (a token) */
-#define TR_MAX_LINE 262144 /* bytes in one line of a TSV file or of translate's input */
+/* Limits on what files and the standard input may hold (README, "Limits"): the library's
+ * (src/text/vocab.h, pairs.h), each a clear error naming the file, the line and the limit. */
+#define TR_MAX_VOCAB TXT_VOCAB_MAX_WORDS /* words in one vocabulary, the 4 specials included */
+#define TR_MAX_LINE TXT_PAIRS_MAX_LINE /* bytes in one line of a TSV file or of translate's input */
 /* translate skips an over-long line of its input, but gives up (exit 2) when the line goes on
  * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
 #define TR_MAX_SKIP (64 * TR_MAX_LINE)
-/* a FIFO given as data: how long a writer may take to send something (or close it) */
-#define TR_PIPE_WAIT_MS 10000
 
-/* ---- data: sentence pairs from a TSV file (batches and the loader: src/text/pairs.h) ---- */
-typedef struct TrData {
-    char path[512];
-    TxtPair *pairs; /* src/text/pairs.h: ids without BOS/EOS, into ids; line: the file's */
-    int n;
-    int *ids;                  /* every pair's tokens in one block */
-    long n_unk_src, n_unk_tgt; /* words not in the vocabularies (grow == 0) */
-    int max_src, max_tgt;      /* longest sides */
-} TrData;
-
-/* Reads path: one pair a line, source<TAB>target, tokens separated by single spaces, a final
- * CR tolerated, UTF-8 (a byte-order mark at the start of the file is skipped). With grow, new
- * words are added to the vocabularies (the training set); otherwise they become TXT_UNK and
- * are counted. A side longer than max_tokens (0: no limit) is an error, and so are a line
- * that is not valid UTF-8, a line over TR_MAX_LINE bytes (reading stops there: an endless
- * line costs TR_MAX_LINE bytes), a word over TR_MAX_WORD bytes and a vocabulary that would
- * grow past TR_MAX_VOCAB words. With grow and vocabularies of kind char or bpe that have no
- * tokenizer yet, the file is read into memory, each side's tokenizer is trained on its column
- * (bpe: to bpe_vocab tokens), then the pairs are encoded with them. Only regular files and pipes are read: a device (/dev/zero)
- * or a folder is refused before it is read. Errors name the path, the line and the reason
- * (AG_ERR_IO for a file that cannot be read, AG_ERR_FORMAT for a malformed line or an empty
- * file):
- *   data/train.tsv:12: the line has no tab between source and target */
-int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
-                 int max_tokens);
-void tr_data_free(TrData *d);
+/* ---- data: sentence pairs from a TSV file (src/text/pairs.h: TxtPairSet, txt_pairs_read);
+ * the names train.c still uses ---- */
+typedef TxtPairSet TrData;
+#define tr_data_read txt_pairs_read
+#define tr_data_free txt_pairs_free
 
 /* ---- a trained model with its vocabularies ---- */
 typedef struct Translator {
@@ -112,10 +82,6 @@ typedef struct Translator {
  * function below runs in no-grad mode). */
 int tr_load(Translator *tr, const char *ckpt_path);
 void tr_free(Translator *tr);
-/* Tokenizes a source sentence with tr->src; at most cap ids (see txt_vocab_tokenize). */
-int tr_tokenize_src(const Translator *tr, const char *text, int *ids, int cap, int *n_unk,
-                    FILE *warn, const char *where);
-
 /* One teacher-forced forward of a sentence pair in no-grad mode: src (S) and tgt (T) are
  * token ids without specials; the model reads src + EOS and BOS + tgt. -> logits (1, T+1, V)
  * in tr's step arena, where position i predicts tgt[i] (position T predicts EOS). Afterwards
@@ -134,7 +100,7 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 /* ---- evaluation (scored with src/text/score.h: TxtScore, txt_score_*) ---- */
 /* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
  * rows of it have little padding. A ex_malloc'd array of n row indices. */
-int *tr_sorted_rows(const TrData *d, int n);
+int *tr_sorted_rows(const TxtPairSet *d, int n);
 /* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
  * of it over batches, divided by the tokens, give the mean over a data set. */
 double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
@@ -156,7 +122,7 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
  * process k mod P's; the losses are gathered exactly and added in batch order and the counts
  * summed, so every process gets the one-process figures, to the bit. stop must then give the
  * same answer in every process (run_stop_requested), and hyps must be NULL. */
-int tr_evaluate(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch, TxtScore *score,
+int tr_evaluate(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch, TxtScore *score,
                 double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
                 int (*stop)(void));
 
@@ -343,14 +309,15 @@ typedef struct TrHeadImportance {
 
 /* The teacher-forced loss (mean over target tokens) of pairs [0, limit) of d (limit <= 0:
  * all), in no-grad batches of batch pairs sorted by length. */
-double tr_data_loss(Seq2Seq *m, Tape *t, const TrData *d, int limit, int batch);
+double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch);
 /* Both measures over pairs [0, limit) of d; the gates are left as they were (1) and
  * untracked. progress (may be NULL) gets a line of progress. */
-int tr_head_importance(Translator *tr, const TrData *d, int limit, int batch, TrHeadImportance *h,
+int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch, TrHeadImportance *h,
                        FILE *progress);
 void tr_heads_free(TrHeadImportance *h);
-/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head. */
-void tr_heads_print(const TrHeadImportance *h, FILE *f);
+/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head, in
+ * aligned columns or (tsv) tab-separated with %.6g values (heads.tsv). */
+void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv);
 /* Two heatmaps side by side (rows: blocks, columns: heads): the loss increase, the score. */
 int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title);
 

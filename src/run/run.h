@@ -201,6 +201,9 @@ double run_now_s(void); /* a monotonic clock in seconds */
 void run_fmt_time(char *buf, size_t n, double seconds);
 /* mkdir -p: AG_OK or AG_ERR_IO naming the folder */
 int run_make_dirs(const char *path);
+/* The folder a program writes into (--out): made if needed (run_make_dirs) and writable by this
+ * process. AG_OK, or AG_ERR_IO naming it: "DIR: cannot write into the folder: REASON". */
+int run_out_dir(const char *dir);
 /* Opens the CSV log with its header; on resume keeps the rows up to step (cut after them) and
  * appends. AG_OK or AG_ERR_IO naming the path. */
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);

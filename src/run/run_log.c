@@ -62,6 +62,14 @@ int run_make_dirs(const char *path) {
     return AG_OK;
 }
 
+int run_out_dir(const char *dir) {
+    AG_CHECK_ARG(dir);
+    int rc = run_make_dirs(dir);
+    if (rc == AG_OK && access(dir, W_OK | X_OK) != 0)
+        rc = ag_fail(AG_ERR_IO, "%s: cannot write into the folder: %s", dir, strerror(errno));
+    return rc;
+}
+
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(header);

@@ -71,6 +71,20 @@ static int cmp_items(const void *a, const void *b) {
     return (x->index > y->index) - (x->index < y->index);
 }
 
+void txt_pairs_by_length(const TxtPair *pairs, int first, int n, int *rows) {
+    AG_CHECK_ARG(pairs);
+    AG_CHECK_ARG(rows);
+    SortItem *items = txt_xrealloc_(NULL, (size_t)n * sizeof *items);
+    for (int i = 0; i < n; i++) {
+        const TxtPair *p = &pairs[first + i];
+        items[i].key = ((uint64_t)p->src_len << 32) | (uint64_t)p->tgt_len;
+        items[i].index = first + i;
+    }
+    qsort(items, (size_t)n, sizeof *items, cmp_items);
+    for (int i = 0; i < n; i++) rows[i] = items[i].index;
+    free(items);
+}
+
 /* The plan of epoch l->epoch: bucketed by length with random tie keys, batch order shuffled. */
 static void plan_epoch(TxtPairLoader *l) {
     Rng r;

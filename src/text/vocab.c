@@ -272,6 +272,19 @@ int txt_count_sentences(const char *text) {
     return n;
 }
 
+int txt_check_arg(const char *text, const char *label, const char **out) {
+    AG_CHECK_ARG(text);
+    AG_CHECK_ARG(label);
+    AG_CHECK_ARG(out);
+    size_t len = strlen(text), bom = txt_bom_len(text, len), bad;
+    *out = NULL;
+    if (!txt_utf8_check(text + bom, len - bom, &bad))
+        return ag_fail(AG_ERR_FORMAT, "%s is not valid UTF-8 (byte %zu is 0x%02x)", label, bad + 1,
+                       (unsigned char)text[bom + bad]);
+    *out = text + bom;
+    return AG_OK;
+}
+
 /* ---- unknown words and their hints ---- */
 
 static int is_punct(char c) {

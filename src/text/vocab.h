@@ -7,8 +7,8 @@
  * endless line costs no more than the bound), and the text form in which a
  * pair of vocabularies (source and target) is saved, the one attograd-translate keeps in its
  * checkpoints' meta.extra bytes.
- * Not here: the tokenizers themselves (text.h), reading data files (a program's own: see
- * examples/translate/data.c), the scores of a translation (score.h).
+ * Not here: the tokenizers themselves (text.h), reading TSV files of sentence pairs
+ * (pairs.h: txt_pairs_read), the scores of a translation (score.h).
  * Read next: vocab.c; docs/text.md, "Word vocabularies".
  *
  * Errors: text from the environment (saved bytes) returns AG_OK or an AG_ERR_* code with
@@ -127,5 +127,9 @@ int txt_skip_line(FILE *f, size_t max);
 size_t txt_bom_len(const char *s, size_t len);
 int txt_utf8_check(const char *s, size_t len, size_t *bad);
 int txt_count_sentences(const char *text);
+/* A text given on a command line (label names it, e.g. "sentence 1" or "--target"): *out = text
+ * past a byte-order mark at its start, AG_OK; or AG_ERR_FORMAT "LABEL is not valid UTF-8 (byte N
+ * is 0xXX)" (N counted from 1 after the mark) with *out = NULL. */
+int txt_check_arg(const char *text, const char *label, const char **out);
 
 #endif

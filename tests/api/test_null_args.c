@@ -1027,7 +1027,18 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_field_str, key, view_field_str(&VB, NULL, "v"))                                         \
     X(view_field_str, s, view_field_str(&VB, "k", NULL))                                           \
     X(view_plot, b, view_plot(NULL, &(ViewPlot){0}))                                               \
-    X(view_plot, p, view_plot(&VB, NULL))
+    X(view_plot, p, view_plot(&VB, NULL))                                                          \
+    X(txt_check_arg, text, txt_check_arg(NULL, "x", (const char *[1]){0}))                         \
+    X(txt_check_arg, label, txt_check_arg("x", NULL, (const char *[1]){0}))                        \
+    X(txt_check_arg, out, txt_check_arg("x", "x", NULL))                                           \
+    X(run_out_dir, dir, run_out_dir(NULL))                                                         \
+    X(txt_pairs_read, path, txt_pairs_read(NULL, &(TxtPairSet){0}, &VOC, &VOC, 0, 0))              \
+    X(txt_pairs_read, d, txt_pairs_read("x", NULL, &VOC, &VOC, 0, 0))                              \
+    X(txt_pairs_read, src_v, txt_pairs_read("x", &(TxtPairSet){0}, NULL, &VOC, 0, 0))              \
+    X(txt_pairs_read, tgt_v, txt_pairs_read("x", &(TxtPairSet){0}, &VOC, NULL, 0, 0))              \
+    X(txt_pairs_free, d, txt_pairs_free(NULL))                                                     \
+    X(txt_pairs_by_length, pairs, txt_pairs_by_length(NULL, 0, 1, (int[1]){0}))                    \
+    X(txt_pairs_by_length, rows, txt_pairs_by_length(&(TxtPair){0}, 0, 1, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -51,106 +51,11 @@ static TrTrainConfig tiny_config(const char *dir, const char *train, const char 
     return c;
 }
 
-/* ---- data, batches, the loader ---- */
-
-Test(tr_data, reads_pairs) {
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "d.tsv");
-    ts_write_text(path, "a b c\tx y\r\nb\tz x y w\n");
-    TxtVocab s, t;
-    txt_vocab_init(&s);
-    txt_vocab_init(&t);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(d.n, 2);
-    cr_assert_eq(d.pairs[0].src_len, 3);
-    cr_assert_eq(d.pairs[0].tgt_len, 2);
-    cr_assert_eq(d.pairs[1].src_len, 1);
-    cr_assert_eq(d.pairs[1].tgt_len, 4);
-    cr_assert_eq(d.pairs[1].line, 2);
-    cr_assert_eq(d.max_src, 3);
-    cr_assert_eq(d.max_tgt, 4);
-    cr_assert_eq(s.n, TXT_N_SPECIAL + 3);
-    cr_assert_eq(t.n, TXT_N_SPECIAL + 4);
-    cr_assert_eq(d.pairs[1].src[0], txt_vocab_find(&s, "b", 1));
-    cr_assert_eq(d.pairs[1].tgt[3], txt_vocab_find(&t, "w", 1));
-    tr_data_free(&d);
-    /* a fixed vocabulary: unknown words become UNK and are counted */
-    ts_write_text(path, "a q\tx r s\n");
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 0, 0), AG_OK);
-    cr_assert_eq(d.pairs[0].src[1], TXT_UNK);
-    cr_assert_eq(d.n_unk_src, 1);
-    cr_assert_eq(d.n_unk_tgt, 2);
-    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "a fixed vocabulary does not grow");
-    tr_data_free(&d);
-    /* a byte-order mark opens the file: skipped, so the first word is the same "a" */
-    ts_write_text(path, "\xef\xbb\xbf"
-                        "a b\tx\r\n");
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
-    cr_assert_eq(d.pairs[0].src[0], txt_vocab_find(&s, "a", 1));
-    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "no second 'a' with a mark in front");
-    tr_data_free(&d);
-    txt_vocab_free(&s);
-    txt_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
-Test(tr_data, malformed_lines_name_the_line) {
-    static const struct {
-        const char *text, *message;
-        int code;
-    } cases[] = {
-        {"a\tb\nc d\n", ":2: the line has no tab", AG_ERR_FORMAT},
-        {"a\tb\tc\n", ":1: the line has more than one tab", AG_ERR_FORMAT},
-        {"a\tb\n\nc\td\n", ":2: the line is empty", AG_ERR_FORMAT},
-        {"a  b\tc\n", ":1: the source has two spaces in a row", AG_ERR_FORMAT},
-        {"a b\t c\n", ":1: the target starts with a space", AG_ERR_FORMAT},
-        {"a\tb\na b \tc\n", ":2: the source ends with a space", AG_ERR_FORMAT},
-        {"\tb\n", ":1: the source is empty", AG_ERR_FORMAT},
-        {"a\t\n", ":1: the target is empty", AG_ERR_FORMAT},
-        {"a\tb\rc\n", ":1: the target contains a control character", AG_ERR_FORMAT},
-        {"a\tb\nc\xe9\td\n", ":2: the line is not valid UTF-8 (byte 2 is 0xe9)", AG_ERR_FORMAT},
-        {"\xef\xbb\xbf\xff\tb\n", ":1: the line is not valid UTF-8 (byte 4 is 0xff)",
-         AG_ERR_FORMAT},
-        {"a b c d e f\tb\n", ":1: the source has 6 tokens; the model allows 5", AG_ERR_FORMAT},
-        {"", ": no sentence pairs", AG_ERR_FORMAT},
-    };
-    char dir[64], path[512];
-    ts_tmp_dir(dir, sizeof dir, "translate");
-    ts_join(path, dir, "bad.tsv");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ts_write_text(path, cases[i].text);
-        TxtVocab s, t;
-        txt_vocab_init(&s);
-        txt_vocab_init(&t);
-        TrData d;
-        int rc = tr_data_read(path, &d, &s, &t, 1, 5);
-        cr_assert_eq(rc, cases[i].code, "case %zu: %d", i, rc);
-        cr_assert(strstr(ag_last_error(), path) && strstr(ag_last_error(), cases[i].message),
-                  "case %zu: '%s' lacks '%s'", i, ag_last_error(), cases[i].message);
-        cr_assert(d.pairs == NULL && d.n == 0);
-        txt_vocab_free(&s);
-        txt_vocab_free(&t);
-    }
-    TxtVocab s, t;
-    txt_vocab_init(&s);
-    txt_vocab_init(&t);
-    TrData d;
-    ts_join(path, dir, "missing.tsv");
-    cr_assert_eq(tr_data_read(path, &d, &s, &t, 1, 0), AG_ERR_IO);
-    cr_assert(strstr(ag_last_error(), "missing.tsv: cannot open: No such file") != NULL, "%s",
-              ag_last_error());
-    txt_vocab_free(&s);
-    txt_vocab_free(&t);
-    ts_rm_tree(dir);
-}
-
 /* ---- learning copy and reverse ---- */
 
 /* The share of target positions of the first n pairs whose cross-attention (averaged over
  * heads, last decoder layer) peaks on the aligned source position. */
-static double alignment(Translator *tr, const TrData *d, int n, int reverse) {
+static double alignment(Translator *tr, const TxtPairSet *d, int n, int reverse) {
     int hits = 0, total = 0;
     for (int i = 0; i < n && i < d->n; i++) {
         const TxtPair *p = &d->pairs[i];
@@ -206,8 +111,8 @@ static void learn_task(int reverse) {
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     Translator tr;
     cr_assert_eq(tr_load(&tr, ts_join(ckpt, out, "best.npz")), AG_OK, "%s", ag_last_error());
-    TrData d;
-    cr_assert_eq(tr_data_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
+    TxtPairSet d;
+    cr_assert_eq(txt_pairs_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TxtScore s;
     double loss;
     tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
@@ -230,7 +135,7 @@ static void learn_task(int reverse) {
         cr_assert_eq(n, p->tgt_len, "beam: pair %d", i);
         cr_assert_arr_eq(hyp, p->tgt, (size_t)n * sizeof(int), "beam: pair %d", i);
     }
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     tr_free(&tr);
     ts_rm_tree(dir);
 }
@@ -299,7 +204,7 @@ Test(tr_train, resume_is_bit_exact) {
 
 typedef struct {
     Seq2Seq *m;
-    const TrData *d;
+    const TxtPairSet *d;
     const TxtPairBatch *b;
     TxtPairBatch sb;
     int S;
@@ -320,8 +225,8 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
     TxtVocab sv, tv;
     txt_vocab_init(&sv);
     txt_vocab_init(&tv);
-    TrData d;
-    cr_assert_eq(tr_data_read(path, &d, &sv, &tv, 1, 0), AG_OK);
+    TxtPairSet d;
+    cr_assert_eq(txt_pairs_read(path, &d, &sv, &tv, 1, 0), AG_OK);
     Seq2SeqConfig mc = nn_seq2seq_default_config(sv.n, tv.n, 16, 2, 1);
     mc.layer.d_ff = 32;
     mc.layer.dropout = 0; /* the shards' dropout masks are their own: compared without */
@@ -377,7 +282,7 @@ Test(tr_shard_loss, shards_sum_to_the_whole_batchs_mean_over_its_tokens) {
     arena_free(steps);
     nn_seq2seq_free(&m);
     arena_free(params);
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     txt_vocab_free(&sv);
     txt_vocab_free(&tv);
     ts_rm_tree(dir);

@@ -1,6 +1,6 @@
 /* test_translate_limits.c: the bounds on what the translation example reads (README,
- * "Limits"): lines (TR_MAX_LINE), words (TR_MAX_WORD) and vocabularies (TR_MAX_VOCAB) in TSV
- * files and configurations, a checkpoint whose max_len would make its loader reserve
+ * "Limits"): lines (TXT_PAIRS_MAX_LINE), words (TXT_VOCAB_MAX_WORD_LEN) and vocabularies
+ * (TXT_VOCAB_MAX_WORDS) in TSV files and configurations, a checkpoint whose max_len would make its loader reserve
  * gigabytes, and the command-line check the fuzz harness uses (tr_check_args: parses, runs
  * nothing). Each hostile size must give a clear error naming the file, the line and the
  * limit, in bounded memory. The reader's own bound and a checkpoint's vocabulary bytes over
@@ -21,13 +21,13 @@
 #include "files.h"
 #include "translate.h"
 
-/* tr_data_read of path with fresh vocabularies must fail naming path and containing want */
+/* txt_pairs_read of path with fresh vocabularies must fail naming path and containing want */
 static void expect_data_fails(const char *path, const char *want) {
     TxtVocab s, t;
     txt_vocab_init(&s);
     txt_vocab_init(&t);
-    TrData d;
-    int rc = tr_data_read(path, &d, &s, &t, 1, 0);
+    TxtPairSet d;
+    int rc = txt_pairs_read(path, &d, &s, &t, 1, 0);
     cr_assert_eq(rc, AG_ERR_FORMAT, "code %d: %s", rc, ag_last_error());
     cr_assert(strncmp(ag_last_error(), path, strlen(path)) == 0, "%s", ag_last_error());
     cr_assert(strstr(ag_last_error(), want), "expected '%s': %s", want, ag_last_error());
@@ -39,9 +39,9 @@ static void expect_data_fails(const char *path, const char *want) {
 static int data_reads(const char *path, TxtVocab *s, TxtVocab *t) {
     txt_vocab_init(s);
     txt_vocab_init(t);
-    TrData d;
-    int rc = tr_data_read(path, &d, s, t, 1, 0);
-    if (rc == AG_OK) tr_data_free(&d);
+    TxtPairSet d;
+    int rc = txt_pairs_read(path, &d, s, t, 1, 0);
+    if (rc == AG_OK) txt_pairs_free(&d);
     return rc;
 }
 
@@ -65,7 +65,7 @@ Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
     snprintf(path, sizeof path, "%s/long.tsv", dir);
     /* a megabyte */
     write_long_line(path, 1 << 20);
-    expect_data_fails(path, ":2: the line is longer than 262144 bytes (TR_MAX_LINE)");
+    expect_data_fails(path, ":2: the line is longer than 262144 bytes (TXT_PAIRS_MAX_LINE)");
     /* 64 MiB in one line: read in a child, whose peak memory must not grow by the line */
     write_long_line(path, 64 << 20);
     pid_t pid = fork();
@@ -76,8 +76,8 @@ Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
         TxtVocab s, t;
         txt_vocab_init(&s);
         txt_vocab_init(&t);
-        TrData d;
-        int rc = tr_data_read(path, &d, &s, &t, 1, 0);
+        TxtPairSet d;
+        int rc = txt_pairs_read(path, &d, &s, &t, 1, 0);
         getrusage(RUSAGE_SELF, &after);
         long grew_kb = after.ru_maxrss - before.ru_maxrss;
         int ok = rc == AG_ERR_FORMAT && strstr(ag_last_error(), ":2: the line is longer");
@@ -105,17 +105,18 @@ Test(tr_limits, a_word_over_the_limit_is_refused) {
     snprintf(path, sizeof path, "%s/w.tsv", dir);
     memset(text, 0, sizeof text);
     strcpy(text, "a b\tc ");
-    memset(text + 6, 'x', TR_MAX_WORD);
+    memset(text + 6, 'x', TXT_VOCAB_MAX_WORD_LEN);
     strcat(text, "\n");
     ts_write_bytes(path, text, strlen(text));
     TxtVocab s, t;
-    cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%d bytes: %s", TR_MAX_WORD, ag_last_error());
+    cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%d bytes: %s", TXT_VOCAB_MAX_WORD_LEN, ag_last_error());
     txt_vocab_free(&s);
     txt_vocab_free(&t);
     text[strlen(text) - 1] = 'x';
     strcat(text, "\n");
     ts_write_bytes(path, text, strlen(text));
-    expect_data_fails(path, ":1: the target has a word longer than 512 bytes (TR_MAX_WORD)");
+    expect_data_fails(path,
+                      ":1: the target has a word longer than 512 bytes (TXT_VOCAB_MAX_WORD_LEN)");
     ts_rm_tree(dir);
 }
 
@@ -132,7 +133,7 @@ Test(tr_limits, training_data_cannot_grow_a_vocabulary_past_the_limit) {
     }
     fclose(f);
     expect_data_fails(path, ":25: the source has a new word, but its vocabulary already holds "
-                            "500000 words (TR_MAX_VOCAB)");
+                            "500000 words (TXT_VOCAB_MAX_WORDS)");
     ts_rm_tree(dir);
 }
 
@@ -342,7 +343,8 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
     ts_join(fifo, dir, "endless.fifo");
     cr_assert(mkfifo(fifo, 0600) == 0, "%s", strerror(errno));
     char want[600];
-    snprintf(want, sizeof want, "%s:1: the line is longer than 262144 bytes (TR_MAX_LINE)", fifo);
+    snprintf(want, sizeof want,
+             "%s:1: the line is longer than 262144 bytes (TXT_PAIRS_MAX_LINE)", fifo);
     const char *const eval_fifo[] = {"eval", "--ckpt", ckpt, fifo, NULL};
     const char *const train_fifo[] = {"train", "--train", fifo, "--no-valid", "--out", out, NULL};
     const char *const *const fifo_cases[] = {eval_fifo, train_fifo};
@@ -421,9 +423,9 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
     cr_assert(pid >= 0);
     if (pid == 0) {
         Translator tr;
-        TrData d;
+        TxtPairSet d;
         if (tr_load(&tr, ckpt) != AG_OK ||
-            tr_data_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+            txt_pairs_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
             fprintf(stderr, "%s\n", ag_last_error());
             _exit(2);
         }
@@ -507,15 +509,15 @@ Test(tr_limits, eval_windows_match_separate_files) {
     double loss[3];
     const char *paths[3] = {all, part[0], part[1]};
     for (int k = 0; k < 3; k++) {
-        TrData d;
-        cr_assert_eq(tr_data_read(paths[k], &d, &tr.src, &tr.tgt, 0, 7), AG_OK, "%s",
+        TxtPairSet d;
+        cr_assert_eq(txt_pairs_read(paths[k], &d, &tr.src, &tr.tgt, 0, 7), AG_OK, "%s",
                      ag_last_error());
         FILE *h = open_memstream(&text[k], &len[k]);
         cr_assert_eq(
             tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s[k], &loss[k], h, &tr.src, &tr.tgt, NULL),
             1);
         fclose(h);
-        tr_data_free(&d);
+        txt_pairs_free(&d);
     }
     cr_assert_eq(len[0], len[1] + len[2]);
     cr_assert(memcmp(text[0], text[1], len[1]) == 0 &&

@@ -143,12 +143,12 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     /* without a target: the greedy translation, the same as `translate` gives */
     TrAttention g;
     cr_assert_eq(tr_attention_collect(&tr, "b a c", NULL, &g, NULL), AG_OK);
-    int src[3] = {tr_vocab_find(&tr.src, "b", 1), tr_vocab_find(&tr.src, "a", 1),
-                  tr_vocab_find(&tr.src, "c", 1)},
+    int src[3] = {txt_vocab_find(&tr.src, "b", 1), txt_vocab_find(&tr.src, "a", 1),
+                  txt_vocab_find(&tr.src, "c", 1)},
         out[16];
     int n = tr_translate_ids(&tr, src, 3, 1, 0, out, 16);
     cr_assert_eq(g.T, n + 1);
-    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], tr_vocab_word(&tr.tgt, out[i]));
+    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], txt_vocab_word(&tr.tgt, out[i]));
     tr_attention_free(&g);
     /* no words: an error, not a crash */
     TrAttention e;
@@ -173,8 +173,8 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     train_copy(dir, steps, 0.1, ckpt); /* dropout: off while measuring, then back */
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
-    TrData d;
-    cr_assert_eq(tr_data_read(ts_join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
+    TxtPairSet d;
+    cr_assert_eq(txt_pairs_read(ts_join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TrHeadImportance h;
     cr_assert_eq(tr_head_importance(&tr, &d, 0, 16, &h, NULL), AG_OK, "%s", ag_last_error());
     cr_assert_eq(h.n_blocks, 3);
@@ -239,7 +239,7 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     cr_log_info("rank correlation of masking and gradient: %.2f", rho);
     cr_assert(rho >= 0.5, "masking and the gradient rank the heads differently: rho %.2f", rho);
     tr_heads_free(&h);
-    tr_data_free(&d);
+    txt_pairs_free(&d);
     tr_free(&tr);
     ts_rm_tree(dir);
 }

@@ -1134,3 +1134,30 @@ Test(run, csv_read_finds_columns_by_name_and_refuses_a_missing_needed_one) {
     cr_assert(strstr(ag_last_error(), "none.csv"), "%s", ag_last_error());
     ts_rm_tree(dir);
 }
+
+Test(run, out_dir_makes_the_folder_and_refuses_one_it_cannot_write_into) {
+    char dir[64], p[700], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-outdir");
+    snprintf(q, sizeof q, "%s/a/b", dir);
+    cr_assert_eq(run_out_dir(q), AG_OK, "%s", ag_last_error());
+    struct stat st;
+    cr_assert(stat(q, &st) == 0 && S_ISDIR(st.st_mode), "%s was not made", q);
+    /* a regular file in the way: named */
+    ts_write_text(ts_join(p, dir, "file"), "x");
+    snprintf(q, sizeof q, "%s/file/sub", dir);
+    cr_assert_eq(run_out_dir(q), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "/file"), "%s", ag_last_error());
+    /* a folder without write permission: refused, naming it (root may write anywhere) */
+    snprintf(q, sizeof q, "%s/a", dir);
+    cr_assert_eq(chmod(q, 0555), 0);
+    int rc = run_out_dir(q);
+    if (geteuid() == 0) {
+        cr_assert_eq(rc, AG_OK, "%s", ag_last_error());
+    } else {
+        cr_assert_eq(rc, AG_ERR_IO);
+        snprintf(p, sizeof p, "%s: cannot write into the folder: ", q);
+        cr_assert(strstr(ag_last_error(), p), "%s", ag_last_error());
+    }
+    chmod(q, 0755);
+    ts_rm_tree(dir);
+}

@@ -2,12 +2,13 @@
  * source then EOS, BOS then the target, the target then EOS, PAD after, and its padding masks
  * (nn_padding_mask) match the lengths; the loader covers every pair once an epoch in batches of
  * about one length, changes the order each epoch, and its position (epoch, cursor) is its
- * whole state: seeking reproduces the batches.
- * Not here: reading pairs from TSV files (tests/examples/test_translate.c). */
+ * whole state: seeking reproduces the batches. txt_pairs_read reads TSV files of them: growing
+ * the vocabularies or counting unknown words, and each malformed line named. */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "attograd.h"
+#include "files.h"
 
 Test(txt_pair_batch, pads_and_places_bos_eos) {
     /* source words a b c d are ids 4..7, target words x y z w ids 4..7 */
@@ -114,4 +115,116 @@ Test(txt_pair_loader, buckets_by_length_and_covers_every_pair_each_epoch) {
     txt_pair_loader_free(&l2);
     txt_pair_loader_free(&l);
     txt_pair_batch_free(&b);
+}
+
+Test(txt_pairs_read, reads_pairs_growing_or_counting_unknown_words) {
+    char dir[64], path[512];
+    ts_tmp_dir(dir, sizeof dir, "pairs-read");
+    ts_join(path, dir, "d.tsv");
+    ts_write_text(path, "a b c\tx y\r\nb\tz x y w\n");
+    TxtVocab s, t;
+    txt_vocab_init(&s);
+    txt_vocab_init(&t);
+    TxtPairSet d;
+    cr_assert_eq(txt_pairs_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(d.n, 2);
+    cr_assert_eq(d.pairs[0].src_len, 3);
+    cr_assert_eq(d.pairs[0].tgt_len, 2);
+    cr_assert_eq(d.pairs[1].src_len, 1);
+    cr_assert_eq(d.pairs[1].tgt_len, 4);
+    cr_assert_eq(d.pairs[1].line, 2);
+    cr_assert_eq(d.max_src, 3);
+    cr_assert_eq(d.max_tgt, 4);
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3);
+    cr_assert_eq(t.n, TXT_N_SPECIAL + 4);
+    cr_assert_eq(d.pairs[1].src[0], txt_vocab_find(&s, "b", 1));
+    cr_assert_eq(d.pairs[1].tgt[3], txt_vocab_find(&t, "w", 1));
+    txt_pairs_free(&d);
+    /* a fixed vocabulary: unknown words become UNK and are counted */
+    ts_write_text(path, "a q\tx r s\n");
+    cr_assert_eq(txt_pairs_read(path, &d, &s, &t, 0, 0), AG_OK);
+    cr_assert_eq(d.pairs[0].src[1], TXT_UNK);
+    cr_assert_eq(d.n_unk_src, 1);
+    cr_assert_eq(d.n_unk_tgt, 2);
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "a fixed vocabulary does not grow");
+    txt_pairs_free(&d);
+    /* a byte-order mark opens the file: skipped, so the first word is the same "a" */
+    ts_write_text(path, "\xef\xbb\xbf"
+                        "a b\tx\r\n");
+    cr_assert_eq(txt_pairs_read(path, &d, &s, &t, 1, 0), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(d.pairs[0].src[0], txt_vocab_find(&s, "a", 1));
+    cr_assert_eq(s.n, TXT_N_SPECIAL + 3, "no second 'a' with a mark in front");
+    txt_pairs_free(&d);
+    txt_vocab_free(&s);
+    txt_vocab_free(&t);
+    ts_rm_tree(dir);
+}
+
+Test(txt_pairs_read, malformed_lines_name_the_line) {
+    static const struct {
+        const char *text, *message;
+        int code;
+    } cases[] = {
+        {"a\tb\nc d\n", ":2: the line has no tab", AG_ERR_FORMAT},
+        {"a\tb\tc\n", ":1: the line has more than one tab", AG_ERR_FORMAT},
+        {"a\tb\n\nc\td\n", ":2: the line is empty", AG_ERR_FORMAT},
+        {"a  b\tc\n", ":1: the source has two spaces in a row", AG_ERR_FORMAT},
+        {"a b\t c\n", ":1: the target starts with a space", AG_ERR_FORMAT},
+        {"a\tb\na b \tc\n", ":2: the source ends with a space", AG_ERR_FORMAT},
+        {"\tb\n", ":1: the source is empty", AG_ERR_FORMAT},
+        {"a\t\n", ":1: the target is empty", AG_ERR_FORMAT},
+        {"a\tb\rc\n", ":1: the target contains a control character", AG_ERR_FORMAT},
+        {"a\tb\nc\xe9\td\n", ":2: the line is not valid UTF-8 (byte 2 is 0xe9)", AG_ERR_FORMAT},
+        {"\xef\xbb\xbf\xff\tb\n", ":1: the line is not valid UTF-8 (byte 4 is 0xff)",
+         AG_ERR_FORMAT},
+        {"a b c d e f\tb\n", ":1: the source has 6 tokens; the model allows 5", AG_ERR_FORMAT},
+        {"", ": no sentence pairs", AG_ERR_FORMAT},
+    };
+    char dir[64], path[512];
+    ts_tmp_dir(dir, sizeof dir, "pairs-read");
+    ts_join(path, dir, "bad.tsv");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_write_text(path, cases[i].text);
+        TxtVocab s, t;
+        txt_vocab_init(&s);
+        txt_vocab_init(&t);
+        TxtPairSet d;
+        int rc = txt_pairs_read(path, &d, &s, &t, 1, 5);
+        cr_assert_eq(rc, cases[i].code, "case %zu: %d", i, rc);
+        cr_assert(strstr(ag_last_error(), path) && strstr(ag_last_error(), cases[i].message),
+                  "case %zu: '%s' lacks '%s'", i, ag_last_error(), cases[i].message);
+        cr_assert(d.pairs == NULL && d.n == 0);
+        txt_vocab_free(&s);
+        txt_vocab_free(&t);
+    }
+    TxtVocab s, t;
+    txt_vocab_init(&s);
+    txt_vocab_init(&t);
+    TxtPairSet d;
+    ts_join(path, dir, "missing.tsv");
+    cr_assert_eq(txt_pairs_read(path, &d, &s, &t, 1, 0), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "missing.tsv: cannot open: No such file") != NULL, "%s",
+              ag_last_error());
+    /* a folder (or a device) is refused before it is read */
+    cr_assert_eq(txt_pairs_read(dir, &d, &s, &t, 1, 0), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), ": is a folder: only regular files and pipes are read"),
+              "%s", ag_last_error());
+    txt_vocab_free(&s);
+    txt_vocab_free(&t);
+    ts_rm_tree(dir);
+}
+
+Test(txt_pairs_by_length, sorts_a_range_by_source_then_target_length_then_index) {
+    int ids[8] = {0};
+    /* (source length, target length) of pairs 0..5 */
+    const int len[6][2] = {{3, 1}, {1, 2}, {3, 1}, {1, 1}, {2, 5}, {1, 2}};
+    TxtPair p[6];
+    for (int i = 0; i < 6; i++) p[i] = (TxtPair){ids, ids, len[i][0], len[i][1], i + 1};
+    int rows[6];
+    txt_pairs_by_length(p, 0, 6, rows);
+    const int want[6] = {3, 1, 5, 4, 0, 2};
+    for (int i = 0; i < 6; i++) cr_assert_eq(rows[i], want[i], "row %d: %d", i, rows[i]);
+    /* a range: indices stay the pairs' own */
+    txt_pairs_by_length(p, 2, 3, rows);
+    cr_assert(rows[0] == 3 && rows[1] == 4 && rows[2] == 2, "%d %d %d", rows[0], rows[1], rows[2]);
 }

@@ -152,6 +152,20 @@ Test(txt_vocab, utf8_bom_and_sentences) {
     cr_assert_eq(txt_count_sentences(". ."), 2);
 }
 
+Test(txt_vocab, check_arg_drops_a_bom_and_names_a_bad_byte) {
+    const char *out = "unset";
+    cr_assert_eq(txt_check_arg("the cat", "sentence 1", &out), AG_OK);
+    cr_assert_str_eq(out, "the cat");
+    const char *bom = "\xef\xbb\xbfthe cat";
+    cr_assert_eq(txt_check_arg(bom, "sentence 1", &out), AG_OK);
+    cr_assert(out == bom + 3, "the mark is skipped");
+    cr_assert_eq(txt_check_arg("", "--target", &out), AG_OK);
+    cr_assert_str_eq(out, "");
+    cr_assert_eq(txt_check_arg("\xef\xbb\xbf" "caf\xe9", "--target", &out), AG_ERR_FORMAT);
+    cr_assert_null(out);
+    cr_assert_str_eq(ag_last_error(), "--target is not valid UTF-8 (byte 4 is 0xe9)");
+}
+
 Test(txt_vocab, pair_saves_and_loads) {
     TxtVocab s, t, s2, t2;
     txt_vocab_init(&s);

@@ -1,24 +1,23 @@
-/* data.c: sentence pairs from TSV files (regular files and pipes; lines read with a bound by
- * src/text's txt_read_line; UTF-8 checked; with --tokenizer char|bpe, the training file's
- * columns train the tokenizers first), padded batches, and the loader that buckets pairs by
- * length and shuffles the batches of each epoch from a seeded RNG (its position is two
- * integers, saved in checkpoints). Not here: the vocabulary and the text checks
- * (src/text/vocab.h). Read next: decode.c. */
-#include "translate.h"
-
+/* pairs_read.c: sentence pairs from a TSV file (pairs.h: txt_pairs_read): regular files and
+ * pipes, lines read with a bound (txt_read_line), UTF-8 checked, words split on single spaces
+ * into a vocabulary (grown, or unknown words counted as TXT_UNK); for a char or BPE vocabulary
+ * without a tokenizer yet, the file's columns train the tokenizers first.
+ * Not here: batches and the loader (pairs.c), the vocabulary (vocab.c). Read next: pairs.c. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../io/file.h"
+#include "../tensor/tensor.h"
+#include "pairs.h"
+#include "text.h"
+#include "text_internal.h"
+#include "vocab.h"
+
 #define XSTR_(x) #x
 #define XSTR(x) XSTR_(x) /* a limit's value as a string */
-
-static void *xrealloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    AG_CHECK(q != NULL, "translate: out of memory (%zu bytes)", bytes);
-    return q;
-}
 
 /* Splits side s[0..len) on single spaces into ids (appended to *ids). Returns the word count,
  * or -1 with a reason in why. */
@@ -44,8 +43,9 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
                 *why = s[k] == '\0' ? "contains a NUL byte" : "contains a control character";
                 return -1;
             }
-        if (j - i > TR_MAX_WORD) {
-            *why = "has a word longer than " XSTR(TR_MAX_WORD) " bytes (TR_MAX_WORD)";
+        if (j - i > TXT_VOCAB_MAX_WORD_LEN) {
+            *why = "has a word longer than " XSTR(
+                TXT_VOCAB_MAX_WORD_LEN) " bytes (TXT_VOCAB_MAX_WORD_LEN)";
             return -1;
         }
         if (v->tok) { /* checked as words; the tokenizer encodes the whole side */
@@ -54,9 +54,9 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
         }
         int id = txt_vocab_find(v, s + i, j - i);
         if (id < 0 && grow) {
-            if (v->n >= TR_MAX_VOCAB) {
+            if (v->n >= TXT_VOCAB_MAX_WORDS) {
                 *why = "has a new word, but its vocabulary already holds " XSTR(
-                    TR_MAX_VOCAB) " words (TR_MAX_VOCAB)";
+                    TXT_VOCAB_MAX_WORDS) " words (TXT_VOCAB_MAX_WORDS)";
                 return -1;
             }
             id = txt_vocab_add(v, s + i, j - i);
@@ -67,7 +67,7 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
         }
         if (*n_ids == *cap) {
             *cap = *cap ? 2 * *cap : 4096;
-            *ids = xrealloc(*ids, *cap * sizeof **ids);
+            *ids = txt_xrealloc_(*ids, *cap * sizeof **ids);
         }
         (*ids)[(*n_ids)++] = id;
         words++;
@@ -77,7 +77,7 @@ static int encode_side(const char *s, size_t len, TxtVocab *v, int grow, int **i
         int n = txt_vocab_encode(v, s, len, NULL, 0, NULL, NULL, NULL);
         if (*n_ids + (size_t)n > *cap) {
             while (*n_ids + (size_t)n > *cap) *cap = *cap ? 2 * *cap : 4096;
-            *ids = xrealloc(*ids, *cap * sizeof **ids);
+            *ids = txt_xrealloc_(*ids, *cap * sizeof **ids);
         }
         int unk;
         txt_vocab_encode(v, s, len, *ids + *n_ids, n, &unk, NULL, NULL);
@@ -99,18 +99,18 @@ static int readable_kind(const char *path, const struct stat *st) {
     return ag_fail(AG_ERR_IO, "%s: is %s: only regular files and pipes are read", path, kind);
 }
 
-static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v,
-                      int grow, int max_tokens);
+static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v,
+                      TxtVocab *tgt_v, int grow, int max_tokens);
 
 /* Reads all of f into a malloc'd buffer (*buf, *len). */
 static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
     size_t cap = 1 << 16;
-    *buf = xrealloc(NULL, cap);
+    *buf = txt_xrealloc_(NULL, cap);
     *len = 0;
     size_t got;
     while ((got = fread(*buf + *len, 1, cap - *len, f)) > 0) {
         *len += got;
-        if (*len == cap) *buf = xrealloc(*buf, cap *= 2);
+        if (*len == cap) *buf = txt_xrealloc_(*buf, cap *= 2);
     }
     if (ferror(f)) {
         free(*buf);
@@ -123,7 +123,7 @@ static int slurp(FILE *f, const char *path, char **buf, size_t *len) {
  * GPT-2 split keeps merges within a line; run together for characters) and trains v's
  * tokenizer on its column. Lines without exactly one tab are left out: read_pairs names them. */
 static int train_tokenizers(const char *text, size_t len, const char *path, TxtVocab *v[2]) {
-    char *col[2] = {xrealloc(NULL, len + 1), xrealloc(NULL, len + 1)};
+    char *col[2] = {txt_xrealloc_(NULL, len + 1), txt_xrealloc_(NULL, len + 1)};
     size_t n[2] = {0, 0};
     for (size_t i = 0; i < len;) {
         const char *line = text + i, *nl = memchr(line, '\n', len - i);
@@ -157,16 +157,20 @@ static int train_tokenizers(const char *text, size_t len, const char *path, TxtV
     return rc;
 }
 
-int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
-                 int max_tokens) {
+int txt_pairs_read(const char *path, TxtPairSet *d, TxtVocab *src_v, TxtVocab *tgt_v, int grow,
+                   int max_tokens) {
+    AG_CHECK_ARG(path);
+    AG_CHECK_ARG(d);
+    AG_CHECK_ARG(src_v);
+    AG_CHECK_ARG(tgt_v);
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
     /* a device is refused before it is opened (opening some has effects), and checked again
      * once open (the path may have changed in between) */
     struct stat st;
     if (stat(path, &st) == 0 && readable_kind(path, &st) != AG_OK) return AG_ERR_IO;
-    FILE *f; /* a pipe nobody writes to is an error after TR_PIPE_WAIT_MS, not a hang */
-    int kind = io_fopen_stream(path, TR_PIPE_WAIT_MS, &f);
+    FILE *f; /* a pipe nobody writes to is an error after TXT_PAIRS_PIPE_WAIT_MS, not a hang */
+    int kind = io_fopen_stream(path, TXT_PAIRS_PIPE_WAIT_MS, &f);
     if (kind != AG_OK) return kind;
     if (!grow || src_v->tok || src_v->kind == TXT_VOCAB_WORD) {
         int rc = read_pairs(f, path, d, src_v, tgt_v, grow, max_tokens);
@@ -192,19 +196,20 @@ int tr_data_read(const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v, 
     return rc;
 }
 
-/* The pairs of f, one a line (tr_data_read's rules); f stays open. */
-static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, TxtVocab *tgt_v,
+/* The pairs of f, one a line (txt_pairs_read's rules); f stays open. */
+static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v, TxtVocab *tgt_v,
                       int grow, int max_tokens) {
     char *line = NULL;
     size_t line_cap = 0, n_ids = 0, ids_cap = 0, len = 0;
     int *ids = NULL, cap_pairs = 0, lineno = 0, rc = AG_OK, got;
     /* pairs point into ids, which moves while it grows: keep offsets, fix pointers at the end */
     size_t *offsets = NULL;
-    while ((got = txt_read_line(f, &line, &line_cap, TR_MAX_LINE, &len)) != 0) {
+    while ((got = txt_read_line(f, &line, &line_cap, TXT_PAIRS_MAX_LINE, &len)) != 0) {
         lineno++;
         if (got < 0) {
-            rc = ag_fail(AG_ERR_FORMAT, "%s:%d: the line is longer than %d bytes (TR_MAX_LINE)",
-                         path, lineno, TR_MAX_LINE);
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "%s:%d: the line is longer than %d bytes (TXT_PAIRS_MAX_LINE)", path,
+                         lineno, TXT_PAIRS_MAX_LINE);
             break;
         }
         /* a byte-order mark opens the file: it is no part of the first word */
@@ -253,8 +258,8 @@ static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, Txt
         }
         if (d->n == cap_pairs) {
             cap_pairs = cap_pairs ? 2 * cap_pairs : 1024;
-            d->pairs = xrealloc(d->pairs, (size_t)cap_pairs * sizeof *d->pairs);
-            offsets = xrealloc(offsets, (size_t)cap_pairs * sizeof *offsets);
+            d->pairs = txt_xrealloc_(d->pairs, (size_t)cap_pairs * sizeof *d->pairs);
+            offsets = txt_xrealloc_(offsets, (size_t)cap_pairs * sizeof *offsets);
         }
         offsets[d->n] = off;
         d->pairs[d->n++] = (TxtPair){NULL, NULL, ns, nt, lineno};
@@ -271,11 +276,12 @@ static int read_pairs(FILE *f, const char *path, TrData *d, TxtVocab *src_v, Txt
         d->pairs[i].tgt = d->pairs[i].src + d->pairs[i].src_len;
     }
     free(offsets);
-    if (rc != AG_OK) tr_data_free(d);
+    if (rc != AG_OK) txt_pairs_free(d);
     return rc;
 }
 
-void tr_data_free(TrData *d) {
+void txt_pairs_free(TxtPairSet *d) {
+    AG_CHECK_ARG(d);
     free(d->pairs);
     free(d->ids);
     d->pairs = NULL;
