@@ -385,7 +385,7 @@ induction: deps-induction
 # build/grokking-full). GROKKING_FLAGS adds training flags (a flag given again wins).
 # The analysis ends with OUT/view.html, the curves in a browser (src/view), and prints its path.
 GROKKING_SRC := $(sort $(wildcard examples/grokking/*.c))
-GROKKING_OBJ := $(GROKKING_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
+GROKKING_OBJ := $(GROKKING_SRC:%.c=$(B)/obj/%.o)
 GROKKING_BIN := $(B)/examples/attograd-grokking
 EXAMPLES += $(GROKKING_BIN)
 TEST_OBJ += $(B)/obj/examples/grokking/measures.o
@@ -393,7 +393,6 @@ FORMAT_SRC += examples/grokking/*.c examples/grokking/*.h
 export AG_GROKKING_BIN := $(CURDIR)/$(GROKKING_BIN)
 examples: $(GROKKING_BIN)
 $(GROKKING_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/examples/test_grokking.o: examples/grokking/grokking.h
-$(GROKKING_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/common
 $(B)/obj/tests/examples/test_grokking.o: CFLAGS += -Iexamples/grokking
 $(GROKKING_BIN): $(GROKKING_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)

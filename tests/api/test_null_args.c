@@ -1018,7 +1018,24 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_field_str, key, view_field_str(&VB, NULL, "v"))                                         \
     X(view_field_str, s, view_field_str(&VB, "k", NULL))                                           \
     X(view_plot, b, view_plot(NULL, &(ViewPlot){0}))                                               \
-    X(view_plot, p, view_plot(&VB, NULL))
+    X(view_plot, p, view_plot(&VB, NULL))                                                          \
+    /* run.h: run_gp.c */                                                                          \
+    X(run_gp_string, f, run_gp_string(NULL, "x"))                                                  \
+    X(run_gp_string, s, run_gp_string(stderr, NULL))                                               \
+    X(run_gp_begin, f, run_gp_begin(NULL, 1, 1, 1))                                                \
+    X(run_gp_panel, f, run_gp_panel(NULL, &(RunGpPanel){0}))                                       \
+    X(run_gp_panel, p, run_gp_panel(stderr, NULL))                                                 \
+    X(run_gp_script_begin, s, run_gp_script_begin(NULL, 1, 1))                                     \
+    X(run_gp_script_draw, s, run_gp_script_draw(NULL, "d", "x.png", "p"))                          \
+    X(run_gp_script_draw, dir, run_gp_script_draw(&(RunGpScript){0}, NULL, "x.png", "p"))          \
+    X(run_gp_script_draw, name, run_gp_script_draw(&(RunGpScript){0}, "d", NULL, "p"))             \
+    X(run_gp_script_draw, prefix, run_gp_script_draw(&(RunGpScript){0}, "d", "x.png", NULL))       \
+    X(run_plot_heatmap, png, run_plot_heatmap(NULL, "t", (double[1]){0}, 1, 1, NULL, NULL, 0))     \
+    X(run_plot_heatmap, title,                                                                     \
+      run_plot_heatmap("x.png", NULL, (double[1]){0}, 1, 1, NULL, NULL, 0))                        \
+    X(run_plot_heatmap, v, run_plot_heatmap("x.png", "t", NULL, 1, 1, NULL, NULL, 0))              \
+    X(view_plot_png, png, view_plot_png(NULL, &(ViewPlot){0}, 1, 1, 1))                            \
+    X(view_plot_png, plots, view_plot_png("x.png", NULL, 1, 1, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
