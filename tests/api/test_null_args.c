@@ -687,6 +687,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(io_fclose_replace, f, io_fclose_replace(NULL, BUF, "x"))                                     \
     X(io_fclose_replace, tmp, io_fclose_replace(stdin, NULL, "x"))                                 \
     X(io_fclose_replace, path, io_fclose_replace(stdin, BUF, NULL))                                \
+    X(io_read_all, f, io_read_all(NULL, 1, "x", (char *[1]){0}, (size_t[1]){0}))                   \
+    X(io_read_all, label, io_read_all(stdin, 1, NULL, (char *[1]){0}, (size_t[1]){0}))             \
+    X(io_read_all, text, io_read_all(stdin, 1, "x", NULL, (size_t[1]){0}))                         \
+    X(io_read_all, n, io_read_all(stdin, 1, "x", (char *[1]){0}, NULL))                            \
     X(npz_writer_finite, w, npz_writer_finite(NULL, 1))                                            \
     X(npz_writer_force_zip64, w, npz_writer_force_zip64(NULL, 1))                                  \
     X(npz_add, w, npz_add(NULL, "x", NPZ_F32, 0, NULL, (float[]){1}))                              \
