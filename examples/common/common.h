@@ -1,11 +1,10 @@
 /* common.h: what the example programs (attograd-translate, attograd-gpt, attograd-induction)
  * share beyond the library: allocation that aborts when memory runs out, the message of a model
- * whose values overflow (util.c), and the translator's training curves (plot.c). Heatmaps and
- * gnuplot scripts in memory are the library's (src/run/run.h: run_gp_*, run_plot_heatmap). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
- * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
- * run_csv_open, run_signals_catch, run_plot_script).
+ * whose values overflow (util.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and the
+ * pictures come from the library's run module (src/run/run.h: run_now_s, run_fmt_time,
+ * run_make_dirs, run_csv_open, run_signals_catch, run_plot_loss, run_gp_*, run_plot_heatmap).
  * Not here: anything about one program's model or data (examples/translate, examples/gpt,
- * examples/induction). Read next: util.c, plot.c. */
+ * examples/induction). Read next: util.c. */
 #ifndef ATTOGRAD_EXAMPLES_COMMON_H
 #define ATTOGRAD_EXAMPLES_COMMON_H
 
@@ -42,18 +41,9 @@ int ex_tensor_finite(const Tensor *x, const char *name, const Tape *t);
  * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
 int ex_not_finite(int rc, const char *ckpt, const Tape *t);
 
-/* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
- * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or
- * nothing to draw yet) or RUN_PLOT_FAILED (gnuplot failed, or a file could not be written);
- * for the last two ag_last_error() says why, starting with the PNG's path. Scripts run through
- * the library's run_plot_script (src/run/run.h), which keeps them next to the picture as
- * NAME.gp; run_gnuplot_available says whether gnuplot is there. */
-/* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
- * log has a valid_exact column with values) against the step, from a trainer's log.csv
- * (attograd-translate's RunModel.plot). */
-int ex_plot_loss(const char *csv_path, const char *png_path);
-
-/* The lens commands' heatmap drawer (LensHeatmapFn), now the library's (src/run/run_gp.c) */
+/* The names the translator and its tests use for the library's pictures (src/run/run.h):
+ * log.csv's training curves (RunModel.plot) and the lens commands' heatmaps (LensHeatmapFn) */
+#define ex_plot_loss run_plot_loss
 #define ex_plot_heatmap run_plot_heatmap
 
 #endif

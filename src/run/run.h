@@ -187,9 +187,11 @@ int run_make_dirs(const char *path);
 /* Opens the CSV log with its header; on resume keeps the rows up to step (cut after them) and
  * appends. AG_OK or AG_ERR_IO naming the path. */
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);
-/* Draws png from the CSV at csv (columns step, train_loss, valid_loss by their header names)
- * with gnuplot: RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in
- * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */
+/* Draws png from the CSV at csv (columns step, train_loss, valid_loss and, when there, the
+ * valid_exact match on a right axis in %, by their header names) with gnuplot: RUN_PLOT_DRAWN,
+ * RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in ag_last_error) or
+ * RUN_PLOT_FAILED (the reason; a header without step or train_loss). AG_GNUPLOT names another
+ * gnuplot command. */
 enum { RUN_PLOT_DRAWN = 0, RUN_PLOT_SKIPPED = 1, RUN_PLOT_FAILED = 2 };
 int run_plot_loss(const char *csv, const char *png);
 /* Writes script to PNG-without-.png + ".gp" (a first line saying how to draw it again, and

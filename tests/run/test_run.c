@@ -1077,3 +1077,35 @@ Test(run_gp, a_script_of_panels_is_written_next_to_its_png_and_a_heatmap_draws) 
     free(gp);
     ts_rm_tree(dir);
 }
+
+/* run_plot_loss: the exact match on a right axis when the log has it, a header without the
+ * columns named */
+Test(run, the_loss_plot_adds_the_exact_match_when_the_log_has_it) {
+    char dir[64], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-exact");
+    ts_join(p, dir, "log.csv");
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    for (int exact = 0; exact < 2; exact++) {
+        ts_write_text(p, exact ? "step,train_loss,valid_loss,valid_exact\n10,2,,\n20,1,1.5,0.25\n"
+                               : "step,train_loss,valid_loss\n10,2,\n20,1,1.5\n");
+        run_plot_loss(p, ts_join(q, dir, "loss.png"));
+        char *gp = ts_read_text(ts_join(q, dir, "loss.gp"), NULL);
+        cr_assert(strstr(gp, "$train << EOD\n10 2\n20 1\nEOD\n"), "%s", gp);
+        if (exact)
+            cr_assert(strstr(gp, "$valid << EOD\n20 1.5 25\nEOD\n") && strstr(gp, "y2label") &&
+                          strstr(gp, "axes x1y2"),
+                      "%s", gp);
+        else
+            cr_assert(strstr(gp, "$valid << EOD\n20 1.5 nan\nEOD\n") && !strstr(gp, "y2label"),
+                      "%s", gp);
+        free(gp);
+    }
+    ts_write_text(p, "when,what\n1,2\n");
+    cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_FAILED);
+    cr_assert(strstr(ag_last_error(), "no step and train_loss columns"), "%s", ag_last_error());
+    ts_write_text(p, "");
+    cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_SKIPPED);
+    cr_assert(strstr(ag_last_error(), "no rows yet"), "%s", ag_last_error());
+    unsetenv("AG_GNUPLOT");
+    ts_rm_tree(dir);
+}
