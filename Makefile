@@ -338,7 +338,7 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the GPT program: examples/gpt/*.c -> $(B)/examples/attograd-gpt (docs/gpt.md) ----
-# It links examples/common (the loss curve, heatmaps, allocation); tests/examples/test_gpt_cli.c
+# It links examples/common (allocation, messages); tests/examples/test_gpt_cli.c
 # runs it (AG_GPT_BIN).
 GPT_SRC := $(sort $(wildcard examples/gpt/*.c))
 GPT_OBJ := $(GPT_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
@@ -353,7 +353,7 @@ $(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(GPT_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the induction-head experiment: examples/induction/*.c -> $(B)/examples/attograd-induction ----
-# (docs/induction.md) It links examples/common (gnuplot, allocation);
+# (docs/induction.md) It links examples/common (allocation);
 # tests/examples/test_induction.c runs it (AG_INDUCTION_BIN). make induction: installs what it
 # needs (as make demo), trains the 2-layer attention-only model and the 1-layer control, writes
 # build/induction/ and prints the summary. Extra flags: make induction INDUCTION_FLAGS="--seed 2".
@@ -377,7 +377,7 @@ induction: deps-induction
 	@$(INDUCTION_BIN) --out build/induction --force $(INDUCTION_FLAGS)
 
 # ---- grokking of modular addition: examples/grokking/*.c -> $(B)/examples/attograd-grokking ----
-# (docs/grokking.md) It links examples/common (gnuplot); measures.c is its
+# (docs/grokking.md) It links only the library; measures.c is its
 # library part, which tests/examples/test_grokking.c links (AG_GROKKING_BIN runs the program).
 # make grokking: the paper's p 113 and 30% with weight decay 5, not 1 (docs/grokking.md says
 # why), 1000 steps, then the analysis of its kept checkpoints (build/grokking); make
