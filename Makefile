@@ -328,6 +328,7 @@ $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_tokenizer.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_hostile.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_viz.o: examples/common/common.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 # the trainer's files (train*.c) share its state through trainer.h
 TRAINER_SRC := $(wildcard examples/translate/train*.c)
