@@ -328,6 +328,7 @@ $(B)/obj/tests/examples/test_translate_faults.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_values.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_tokenizer.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_hostile.o: examples/translate/translate.h
+$(B)/obj/tests/examples/test_translate_viz.o: examples/common/common.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
 # the trainer's files (train*.c) share its state through trainer.h
 TRAINER_SRC := $(wildcard examples/translate/train*.c)
@@ -338,7 +339,7 @@ $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the GPT program: examples/gpt/*.c -> $(B)/examples/attograd-gpt (docs/gpt.md) ----
-# It links examples/common (the loss curve, heatmaps, allocation); tests/examples/test_gpt_cli.c
+# It links examples/common (allocation, messages); tests/examples/test_gpt_cli.c
 # runs it (AG_GPT_BIN).
 GPT_SRC := $(sort $(wildcard examples/gpt/*.c))
 GPT_OBJ := $(GPT_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
@@ -353,7 +354,7 @@ $(GPT_BIN): $(GPT_OBJ) $(B)/libattograd.a
 	$(CC) $(LDFLAGS) -o $@ $(GPT_OBJ) $(B)/libattograd.a $(LDLIBS)
 
 # ---- the induction-head experiment: examples/induction/*.c -> $(B)/examples/attograd-induction ----
-# (docs/induction.md) It links examples/common (gnuplot, allocation);
+# (docs/induction.md) It links examples/common (allocation);
 # tests/examples/test_induction.c runs it (AG_INDUCTION_BIN). make induction: installs what it
 # needs (as make demo), trains the 2-layer attention-only model and the 1-layer control, writes
 # build/induction/ and prints the summary. Extra flags: make induction INDUCTION_FLAGS="--seed 2".
@@ -377,7 +378,7 @@ induction: deps-induction
 	@$(INDUCTION_BIN) --out build/induction --force $(INDUCTION_FLAGS)
 
 # ---- grokking of modular addition: examples/grokking/*.c -> $(B)/examples/attograd-grokking ----
-# (docs/grokking.md) It links examples/common (gnuplot); measures.c is its
+# (docs/grokking.md) It links only the library; measures.c is its
 # library part, which tests/examples/test_grokking.c links (AG_GROKKING_BIN runs the program).
 # make grokking: the paper's p 113 and 30% with weight decay 5, not 1 (docs/grokking.md says
 # why), 1000 steps, then the analysis of its kept checkpoints (build/grokking); make
@@ -385,7 +386,7 @@ induction: deps-induction
 # build/grokking-full). GROKKING_FLAGS adds training flags (a flag given again wins).
 # The analysis ends with OUT/view.html, the curves in a browser (src/view), and prints its path.
 GROKKING_SRC := $(sort $(wildcard examples/grokking/*.c))
-GROKKING_OBJ := $(GROKKING_SRC:%.c=$(B)/obj/%.o) $(COMMON_OBJ)
+GROKKING_OBJ := $(GROKKING_SRC:%.c=$(B)/obj/%.o)
 GROKKING_BIN := $(B)/examples/attograd-grokking
 EXAMPLES += $(GROKKING_BIN)
 TEST_OBJ += $(B)/obj/examples/grokking/measures.o
@@ -393,7 +394,6 @@ FORMAT_SRC += examples/grokking/*.c examples/grokking/*.h
 export AG_GROKKING_BIN := $(CURDIR)/$(GROKKING_BIN)
 examples: $(GROKKING_BIN)
 $(GROKKING_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/examples/test_grokking.o: examples/grokking/grokking.h
-$(GROKKING_SRC:%.c=$(B)/obj/%.o): CFLAGS += -Iexamples/common
 $(B)/obj/tests/examples/test_grokking.o: CFLAGS += -Iexamples/grokking
 $(GROKKING_BIN): $(GROKKING_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)

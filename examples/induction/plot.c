@@ -1,5 +1,5 @@
 /* plot.c: the experiment's pictures, gnuplot scripts with their data inline drawn through the
- * library's run_plot_script (ex_script_draw, examples/common/plot.c: NAME.gp kept next to
+ * library's run_plot_script (run_gp_script_draw, src/run/run_gp.c: NAME.gp kept next to
  * NAME.png; without gnuplot nothing is drawn and the data files are all there is).
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "induction.h"
-#include "../common/common.h" /* ExScript, ex_gp_panel */
 
 /* $<name> << EOD: step and one column per series of (R, n) values */
 static void data_block(FILE *f, const char *name, const IndRecord *x, const double *v, int n) {
@@ -29,8 +28,8 @@ static void data_block(FILE *f, const char *name, const IndRecord *x, const doub
 }
 
 static int plot_loss(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    ExScript s;
-    ex_script_begin(&s, 900, 520);
+    RunGpScript s;
+    run_gp_script_begin(&s, 900, 520);
     FILE *f = s.f;
     data_block(f, "P2", &recs[0], recs[0].loss_pred, 1);
     data_block(f, "O2", &recs[0], recs[0].loss_other, 1);
@@ -46,7 +45,7 @@ static int plot_loss(const IndOptions *o, const IndRecord *recs, int n_recs) {
         fprintf(f, ", $P1 using 1:2 with lines lw 2 lc rgb '#d62728' title '1-layer control, "
                    "predictable'");
     fprintf(f, ", %g with lines dt 3 lc rgb 'gray50' title 'ln(vocab)'\n", log((double)o->vocab));
-    return ex_script_draw(&s, o->out, "loss.png", "attograd-induction");
+    return run_gp_script_draw(&s, o->out, "loss.png", "attograd-induction");
 }
 
 static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
@@ -74,8 +73,8 @@ static void score_panel(FILE *f, const IndRecord *recs, int n_recs, int prev, do
 }
 
 static int plot_scores(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    ExScript s;
-    ex_script_begin(&s, 1000, 800);
+    RunGpScript s;
+    run_gp_script_begin(&s, 1000, 800);
     FILE *f = s.f;
     for (int m = 0; m < n_recs; m++)
         for (int prev = 0; prev < 2; prev++) {
@@ -89,12 +88,12 @@ static int plot_scores(const IndOptions *o, const IndRecord *recs, int n_recs) {
     score_panel(f, recs, n_recs, 0, 0.56, 0.95);
     score_panel(f, recs, n_recs, 1, 0.07, 0.46);
     fprintf(f, "unset multiplot\n");
-    return ex_script_draw(&s, o->out, "scores.png", "attograd-induction");
+    return run_gp_script_draw(&s, o->out, "scores.png", "attograd-induction");
 }
 
 static int plot_positions(const IndOptions *o, const IndRecord *x) {
-    ExScript s;
-    ex_script_begin(&s, 900, 620);
+    RunGpScript s;
+    run_gp_script_begin(&s, 900, 620);
     float *v = malloc((size_t)x->R * x->T * sizeof *v);
     if (!v) abort();
     for (size_t k = 0; k < (size_t)x->R * x->T; k++) v[k] = (float)x->loss_pos[k];
@@ -102,29 +101,29 @@ static int plot_positions(const IndOptions *o, const IndRecord *x) {
     snprintf(title, sizeof title,
              "2-layer: loss per position (across, 0..%d) at each record (down, steps 0..%lld)",
              x->T - 1, (long long)x->step[x->R - 1]);
-    ex_gp_panel(s.f, &(ExGpPanel){.id = 1,
-                                  .v = v,
-                                  .rows = x->R,
-                                  .cols = x->T,
-                                  .title = title,
-                                  .x0 = 0.06,
-                                  .x1 = 0.86,
-                                  .y0 = 0.05,
-                                  .y1 = 0.90,
-                                  .lo = 0,
-                                  .hi = 1.25 * log((double)o->vocab),
-                                  .colorbox = 1,
-                                  .cb_x = 0.89,
-                                  .cb_w = 0.025});
+    run_gp_panel(s.f, &(RunGpPanel){.id = 1,
+                                    .v = v,
+                                    .rows = x->R,
+                                    .cols = x->T,
+                                    .title = title,
+                                    .x0 = 0.06,
+                                    .x1 = 0.86,
+                                    .y0 = 0.05,
+                                    .y1 = 0.90,
+                                    .lo = 0,
+                                    .hi = 1.25 * log((double)o->vocab),
+                                    .colorbox = 1,
+                                    .cb_x = 0.89,
+                                    .cb_w = 0.025});
     free(v);
-    return ex_script_draw(&s, o->out, "loss_positions.png", "attograd-induction");
+    return run_gp_script_draw(&s, o->out, "loss_positions.png", "attograd-induction");
 }
 
 static int plot_patterns(const IndOptions *o, const IndRecord *x) {
     int LH = x->n_layer * x->NH, T = x->T, Be = o->eval_batch;
-    ExScript s;
+    RunGpScript s;
     int cell = 190;
-    ex_script_begin(&s, 60 + cell * LH + 70, 2 * cell + 60);
+    run_gp_script_begin(&s, 60 + cell * LH + 70, 2 * cell + 60);
     FILE *f = s.f;
     fprintf(f, "set multiplot\n");
     double W = 60 + cell * LH + 70, H = 2 * cell + 60;
@@ -138,25 +137,25 @@ static int plot_patterns(const IndOptions *o, const IndRecord *x) {
             char title[64];
             snprintf(title, sizeof title, "L%dH%d %s", l, h, row ? "after" : "before");
             double x0 = (60.0 + cell * k) / W, y1 = 1 - (35.0 + cell * row) / H;
-            ex_gp_panel(f, &(ExGpPanel){.id = row * LH + k,
-                                        .v = p,
-                                        .rows = T,
-                                        .cols = T,
-                                        .title = title,
-                                        .x0 = x0,
-                                        .x1 = x0 + (cell - 14.0) / W,
-                                        .y0 = y1 - (cell - 40.0) / H,
-                                        .y1 = y1,
-                                        .lo = 0,
-                                        .hi = 1,
-                                        .colorbox = k == LH - 1,
-                                        .cb_x = (60.0 + cell * LH + 10) / W,
-                                        .cb_w = 15.0 / W});
+            run_gp_panel(f, &(RunGpPanel){.id = row * LH + k,
+                                          .v = p,
+                                          .rows = T,
+                                          .cols = T,
+                                          .title = title,
+                                          .x0 = x0,
+                                          .x1 = x0 + (cell - 14.0) / W,
+                                          .y0 = y1 - (cell - 40.0) / H,
+                                          .y1 = y1,
+                                          .lo = 0,
+                                          .hi = 1,
+                                          .colorbox = k == LH - 1,
+                                          .cb_x = (60.0 + cell * LH + 10) / W,
+                                          .cb_w = 15.0 / W});
         }
     fprintf(f, "unset multiplot\n");
     char name[64];
     snprintf(name, sizeof name, "patterns_%s.png", x->name);
-    return ex_script_draw(&s, o->out, name, "attograd-induction");
+    return run_gp_script_draw(&s, o->out, name, "attograd-induction");
 }
 
 /* ", name" at the end of the string drawn (of size n), when drawn is 1 */

@@ -194,7 +194,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     char *script = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&script, &len);
-    ex_gp_begin(f, W, H, 10);
+    run_gp_begin(f, W, H, 10);
     fprintf(f, "set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 "
                "'#2171b5', 1 '#08306b')\n");
     fprintf(f, "set cbtics 0.2 font ',8'\nset border lw 0.5\n");
@@ -203,14 +203,14 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
     snprintf(buf, sizeof buf, "layer %d attention, every head (rows: queries, columns: keys)",
              layer);
     fprintf(f, "set label 1 ");
-    ex_gp_string(f, buf);
+    run_gp_string(f, buf);
     fprintf(f, " at screen 0.5, screen %.5f center font ',12'\n", 1 - 22.0 / H);
     /* the sentences: long ones are cut (the axes carry every token) */
     char *line = ex_calloc(strlen(a->source) + strlen(a->translation) + 32, 1);
     sprintf(line, "%s  ->  %s", a->source, a->translation);
     if (strlen(line) > (size_t)(W / 7)) strcpy(line + W / 7 - 3, "...");
     fprintf(f, "set label 2 ");
-    ex_gp_string(f, line);
+    run_gp_string(f, line);
     fprintf(f, " at screen 0.5, screen %.5f center font ',10'\n", 1 - 46.0 / H);
     free(line);
     int y = top, id = 0;
@@ -220,7 +220,7 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
         int k = kinds[r];
         y += title_h;
         for (int h = 0; h < NH; h++) {
-            ExGpPanel p;
+            RunGpPanel p;
             memset(&p, 0, sizeof p);
             p.id = id++;
             p.v = k == ENC   ? a->enc_self[layer] + (size_t)h * a->S * a->S
@@ -244,12 +244,12 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png) {
             p.cb_w = 14.0 / W;
             if (h == 0) {
                 fprintf(f, "set ylabel ");
-                ex_gp_string(f, row_name[k]);
+                run_gp_string(f, row_name[k]);
                 fprintf(f, " font ',10'\n");
             } else {
                 fprintf(f, "unset ylabel\n");
             }
-            ex_gp_panel(f, &p);
+            run_gp_panel(f, &p);
             if (r == 0 && h == 0) fprintf(f, "unset label 1\nunset label 2\n");
         }
         y += row_h[r] + row_xl[r];

@@ -212,14 +212,14 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
     char *script = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&script, &len);
-    ex_gp_begin(f, W, H, 10);
+    run_gp_begin(f, W, H, 10);
     fprintf(f, "set multiplot\nset border lw 0.5\nset cbtics font ',8'\n");
     fprintf(f, "set label 1 ");
-    ex_gp_string(f, title ? title : "head importance");
+    run_gp_string(f, title ? title : "head importance");
     fprintf(f, " at screen 0.5, screen %.5f center font ',12'\n", 1 - 22.0 / H);
     fprintf(f, "set xlabel 'head' font ',9' offset 0,0.6\n");
     for (int panel = 0; panel < 2; panel++) {
-        ExGpPanel p;
+        RunGpPanel p;
         memset(&p, 0, sizeof p);
         p.id = panel;
         p.v = panel ? gs : up;
@@ -245,7 +245,7 @@ int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title)
             fprintf(f, "set palette defined (0 '#ffffff', 0.5 '#fc9272', 1 '#a50f15')\n");
         else
             fprintf(f, "set palette defined (0 '#ffffff', 0.5 '#9ecae1', 1 '#08519c')\n");
-        ex_gp_panel(f, &p);
+        run_gp_panel(f, &p);
         if (panel == 0) fprintf(f, "unset label 1\n");
     }
     fprintf(f, "unset multiplot\n");

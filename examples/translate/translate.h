@@ -1,7 +1,7 @@
 /* translate.h: the translation example as a library: TSV data, loading a checkpoint into a
  * model, translating a sentence (src/nn's greedy and beam search), evaluating a data set, the
  * trainer and the command line; attention maps, head importance and the plots drawn with gnuplot
- * (attention.c, heads.c; ../common/plot.c). main.c only calls tr_main; the tests call these
+ * (attention.c, heads.c; the library's run_gp_panel). main.c only calls tr_main; the tests call these
  * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
  * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token

@@ -189,3 +189,37 @@ int io_fclose_replace(FILE *f, char *tmp, const char *path) {
     free(tmp);
     return rc;
 }
+
+int io_read_all(FILE *f, size_t max, const char *label, char **text, size_t *n) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(label);
+    AG_CHECK_ARG(text);
+    AG_CHECK_ARG(n);
+    AG_CHECK(max < SIZE_MAX / 4, "io_read_all: %s: a limit of %zu bytes", label, max);
+    size_t cap = max < 4096 ? max + 1 : 4096;
+    char *buf = malloc(cap);
+    AG_CHECK(buf, "io_read_all: %s: out of memory", label);
+    *n = 0;
+    for (size_t got = 1; got > 0 && *n <= max;) {
+        if (*n + 1 >= cap) { /* room for one byte past max (to see it) and the NUL */
+            cap = cap > max / 2 ? max + 2 : 2 * cap;
+            buf = realloc(buf, cap);
+            AG_CHECK(buf, "io_read_all: %s: out of memory for %zu bytes", label, cap);
+        }
+        got = fread(buf + *n, 1, cap - 1 - *n, f);
+        *n += got;
+    }
+    int rc = AG_OK;
+    if (ferror(f))
+        rc = ag_fail(AG_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
+    else if (*n > max)
+        rc = ag_fail(AG_ERR_ARG, "%s: more than %zu bytes", label, max);
+    if (rc != AG_OK) {
+        free(buf);
+        *text = NULL, *n = 0;
+        return rc;
+    }
+    buf[*n] = '\0';
+    *text = buf;
+    return AG_OK;
+}

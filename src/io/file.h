@@ -50,4 +50,9 @@ int io_replace(const char *tmp, const char *path);
 int io_fopen_write(const char *path, FILE **f, char **tmp);
 int io_fclose_replace(FILE *f, char *tmp, const char *path);
 
+/* All of the stream f, at most max bytes, into *text (malloc'd, a NUL after its *n bytes; the
+ * buffer grows with what f really holds): AG_OK, AG_ERR_ARG "LABEL: more than MAX bytes", or
+ * AG_ERR_IO "LABEL: cannot read: REASON" (nothing allocated then). f stays open (stdin too). */
+int io_read_all(FILE *f, size_t max, const char *label, char **text, size_t *n);
+
 #endif

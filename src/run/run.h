@@ -214,9 +214,11 @@ int run_csv_open(const char *path, const char *header, int64_t step, int resume,
  * the header lacks any of names[0..need) (naming them). */
 int run_csv_read(const char *path, const char *const *names, int n, int need, double **cols,
                  int *rows);
-/* Draws png from the CSV at csv (columns step, train_loss, valid_loss by their header names)
- * with gnuplot: RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in
- * ag_last_error) or RUN_PLOT_FAILED (the reason). AG_GNUPLOT names another gnuplot command. */
+/* Draws png from the CSV at csv (columns step, train_loss, valid_loss and, when there, the
+ * valid_exact match on a right axis in %, by their header names) with gnuplot: RUN_PLOT_DRAWN,
+ * RUN_PLOT_SKIPPED (no gnuplot, or no rows yet; the reason in ag_last_error) or
+ * RUN_PLOT_FAILED (the reason; a header without step or train_loss). AG_GNUPLOT names another
+ * gnuplot command. */
 enum { RUN_PLOT_DRAWN = 0, RUN_PLOT_SKIPPED = 1, RUN_PLOT_FAILED = 2 };
 int run_plot_loss(const char *csv, const char *png);
 /* Writes script to PNG-without-.png + ".gp" (a first line saying how to draw it again, and
@@ -233,6 +235,43 @@ int run_plot_script(const char *script, const char *png);
  * same). */
 void run_gp_log_ytics(FILE *f, double lo, double hi);
 int run_gnuplot_available(void);
+/* ---- run_gp.c: building blocks of the programs' gnuplot pictures ---- */
+/* s as a gnuplot string literal ('...'; a quote doubled, line breaks dropped) */
+void run_gp_string(FILE *f, const char *s);
+/* set terminal pngcairo (width x height pixels, font size) and set output outfile */
+void run_gp_begin(FILE *f, int width, int height, int font_size);
+/* One heatmap panel of a script: values v (rows, cols), row 0 at the top */
+typedef struct RunGpPanel {
+    int id;                                /* a number unique within the script */
+    const float *v;                        /* (rows, cols), row 0 at the top */
+    int rows, cols;                        /* queries, keys */
+    const char *const *xlab, *const *ylab; /* (cols) and (rows) tick labels, NULL: none */
+    const char *title;
+    double x0, x1, y0, y1; /* the plot area, screen fractions (0, 0: bottom left) */
+    double lo, hi;         /* the colour range */
+    int colorbox;          /* draw the colour bar at cb_x (width cb_w), as high as the panel */
+    double cb_x, cb_w;
+    int values;           /* > 0: print each value in its cell with this many digits */
+    int horizontal_xtics; /* 0: x labels rotated by 90 degrees */
+} RunGpPanel;
+/* one heatmap: inline data block $M<id>, margins, tics, the image (and its values) */
+void run_gp_panel(FILE *f, const RunGpPanel *p);
+/* A script written in memory (open_memstream; f), begun with run_gp_begin (width x height
+ * pixels, font 11); run_gp_script_draw closes it and draws DIR/NAME through run_plot_script,
+ * saying a skip or failure on stderr as "PREFIX: <why>". 1 when drawn. */
+typedef struct RunGpScript {
+    FILE *f;
+    char *buf;
+    size_t len;
+} RunGpScript;
+void run_gp_script_begin(RunGpScript *s, int width, int height);
+int run_gp_script_draw(RunGpScript *s, const char *dir, const char *name, const char *prefix);
+/* A heatmap picture of values (rows, cols), row 0 at the top, each value printed in its cell
+ * when the grid is small (the lens commands' LensHeatmapFn): range 0: blue (negative) through
+ * white to red, 0 in the middle; range > 0: white (0) to red (range), for shares such as
+ * detector scores. RUN_PLOT_* as run_plot_script (skipped without gnuplot). */
+int run_plot_heatmap(const char *png, const char *title, const double *v, int rows, int cols,
+                     char **ylab, char **xlab, double range);
 /* SIGINT and SIGTERM set a flag, the signal's number, that run_signal_caught returns (0: none);
  * a second one quits at once (exit 128 + its number, nothing saved). run_signals_restore puts
  * back the handlers run_signals_catch found; calls nest (only the outermost restore puts them

@@ -1,6 +1,7 @@
 /* run_plot.c: the pictures, drawn by gnuplot (Debian's gnuplot-nox) through its cairo PNG
  * terminal: run_plot_script runs any script (the example programs' heatmaps too), and the
- * run's loss curve from its log.csv (run_plot_loss). Each picture is a self-contained gnuplot
+ * run's training curves from its log.csv (run_plot_loss: train and valid loss, and valid exact
+ * match when the log has it; every program's loss.png). Each picture is a self-contained gnuplot
  * script, its data inline, kept next to the PNG as NAME.gp: `gnuplot NAME.gp` draws NAME.png
  * again (edit it to restyle). gnuplot runs as a child process in its own process group (Ctrl-C
  * is the run's), dying with the run, drawing into a temporary file renamed over the PNG; when
@@ -320,47 +321,64 @@ void run_gp_log_ytics(FILE *f, double lo, double hi) {
     fprintf(f, ")\n");
 }
 
-/* The script: the data inline (train loss, and valid loss where there is one), log y when every
- * loss is positive (its ticks from run_gp_log_ytics), from the log's n rows c[0..3) */
-static char *loss_script(const char *csv, double *const *c, int n, int *rows) {
-    char *out = NULL, *text = NULL, *vtext = NULL;
-    size_t olen = 0, len = 0, vlen = 0;
-    FILE *t = open_memstream(&text, &len), *v = open_memstream(&vtext, &vlen);
-    AG_CHECK(t && v, "run: out of memory");
-    int positive = 1, nv = 0;
+/* The script: train and valid loss (left axis, log scale when every loss is positive, its
+ * ticks from run_gp_log_ytics) and valid exact match (right axis, %, when the log has a
+ * valid_exact column with values), the data inline, from the log's n rows of c[0..4) (step,
+ * train_loss, valid_loss, valid_exact) */
+static char *loss_script(const char *csv, double *const *c, int n) {
+    char *tt = NULL, *va = NULL, *ve = NULL;
+    size_t lt = 0, la = 0, le = 0;
+    /* train rows; valid rows (all of them, and those with an exact match too) */
+    FILE *t = open_memstream(&tt, &lt), *v = open_memstream(&va, &la),
+         *e = open_memstream(&ve, &le);
+    AG_CHECK(t && v && e, "run: out of memory");
+    int positive = 1, n_valid = 0, n_exact = 0;
     double lo = INFINITY, hi = 0;
-    *rows = 0;
     for (int i = 0; i < n; i++) {
-        double s = c[0][i], a = c[1][i], b = c[2][i];
-        if (!isfinite(a)) continue;
-        fprintf(t, "%.10g %.8g\n", s, a);
-        positive &= a > 0;
-        lo = fmin(lo, a), hi = fmax(hi, a);
-        (*rows)++;
-        if (isfinite(b)) {
-            fprintf(v, "%.10g %.8g\n", s, b), positive &= b > 0, nv++;
-            lo = fmin(lo, b), hi = fmax(hi, b);
+        double s = c[0][i], a = c[1][i], b = c[2][i], x = c[3][i];
+        if (isfinite(a)) {
+            fprintf(t, "%.10g %.8g\n", s, a);
+            positive &= a > 0, lo = fmin(lo, a), hi = fmax(hi, a);
         }
+        if (!isfinite(b)) continue;
+        positive &= b > 0, lo = fmin(lo, b), hi = fmax(hi, b);
+        fprintf(v, "%.10g %.8g %.8g\n", s, b, 100 * x), n_valid++;
+        if (isfinite(x)) fprintf(e, "%.10g %.8g %.8g\n", s, b, 100 * x), n_exact++;
     }
-    fclose(v);
-    fclose(t);
-    FILE *o = open_memstream(&out, &olen);
-    AG_CHECK(o, "run: out of memory");
-    fprintf(o,
-            "# the training curves of %s\n"
-            "set terminal pngcairo size 960,600 font 'DejaVu Sans,11' noenhanced\n"
-            "set output outfile\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
-            "set key top right\n%s",
-            csv, positive ? "set logscale y\n" : "");
-    if (positive && *rows) run_gp_log_ytics(o, lo, hi);
-    fprintf(o,
-            "$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n"
-            "plot $train using 1:2 with lines lw 2 title 'train loss'%s\n",
-            text, vtext,
-            nv ? ", $valid using 1:2 with linespoints lw 2 pt 7 title 'valid loss'" : "");
-    fclose(o);
-    free(text);
-    free(vtext);
+    fclose(t), fclose(v), fclose(e);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&out, &olen);
+    AG_CHECK(f, "run: out of memory");
+    run_gp_begin(f, 960, 600, 11);
+    /* the key in one row above the plot (inside, it would hide a curve sooner or later); the
+     * log's path small at the bottom right */
+    char title[700];
+    snprintf(title, sizeof title, "training curves: %s", csv);
+    fprintf(f, "set label 99 ");
+    run_gp_string(f, title);
+    fprintf(f, " at screen 0.99, screen 0.02 right font ',8' tc rgb '#666666'\n");
+    fprintf(f, "set xlabel 'step'\nset ylabel 'loss (cross-entropy per target token)'\n");
+    if (positive) fprintf(f, "set logscale y\nset mytics 10\n");
+    fprintf(f, "set grid xtics ytics mytics lt 1 lc rgb '#dddddd' lw 1, lt 1 lc rgb '#f0f0f0' "
+               "lw 1\nset ytics nomirror\nset xrange [0:*]\nset border 3\nset tmargin 3\n");
+    if (positive && lo <= hi) run_gp_log_ytics(f, lo, hi); /* distinct labels, narrow or wide */
+    fprintf(f, "set key outside top center horizontal Left reverse samplen 3 width 2 maxrows 1 "
+               "font ',10'\n");
+    if (n_exact > 0)
+        fprintf(f, "set y2label 'valid exact match (%%)'\nset y2range [0:100]\n"
+                   "set y2tics 0,10,100\nset border 11\n");
+    fprintf(f, "$train << EOD\n%sEOD\n$valid << EOD\n%sEOD\n", tt, n_exact > 0 ? ve : va);
+    fprintf(f, "plot $train using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'train loss'");
+    if (n_valid > 0)
+        fprintf(f, ", \\\n  $valid using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb '#ff7f0e' "
+                   "title 'valid loss'");
+    if (n_exact > 0)
+        fprintf(f, ", \\\n  $valid using 1:3 axes x1y2 with linespoints lw 2 "
+                   "dt 2 pt 5 ps 0.8 lc rgb '#2ca02c' title 'valid exact match (right axis)'");
+    fprintf(f, "\n");
+    fclose(f);
+    free(tt), free(va), free(ve);
     return out;
 }
 
@@ -372,19 +390,21 @@ int run_plot_loss(const char *csv, const char *png) {
                 strlen(png), RUN_PATH_MAX - 64);
         return RUN_PLOT_FAILED;
     }
-    static const char *const names[] = {"step", "train_loss", "valid_loss"};
-    double *c[3];
-    int n, rows;
-    if (run_csv_read(csv, names, 3, 0, c, &n) != AG_OK) {
+    static const char *const names[] = {"step", "train_loss", "valid_loss", "valid_exact"};
+    double *c[4];
+    int n;
+    struct stat st; /* an empty log (no header yet) has no rows yet; a header needs the two */
+    int empty = stat(csv, &st) == 0 && st.st_size == 0;
+    if (run_csv_read(csv, names, 4, empty ? 0 : 2, c, &n) != AG_OK) {
         char why[RUN_PATH_MAX + 128];
         snprintf(why, sizeof why, "%s", ag_last_error()); /* "CSV: cannot open: reason" */
         ag_fail(AG_ERR_IO, "%s: plot failed: %s", png, why);
         return RUN_PLOT_FAILED;
     }
-    char *script = loss_script(csv, c, n, &rows);
-    for (int j = 0; j < 3; j++) free(c[j]);
+    char *script = loss_script(csv, c, n);
+    for (int j = 0; j < 4; j++) free(c[j]);
     int rc = RUN_PLOT_SKIPPED;
-    if (!rows)
+    if (!n)
         ag_fail(AG_ERR_FORMAT, "%s: plot skipped: %s has no rows yet", png, csv);
     else
         rc = run_plot_script(script, png);

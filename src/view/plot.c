@@ -1,6 +1,13 @@
 /* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h): named curves over one x
- * axis. Not here: drawing it (page.html's buildPlots), the other parts of the document
- * (view.c). Read next: page.html. */
+ * axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
+ * describes its curves once for its page and its pictures. Not here: drawing them in the page
+ * (page.html's buildPlots), running gnuplot (src/run/run_plot.c), the other parts of the
+ * document (view.c). Read next: page.html. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../run/run.h"
 #include "view.h"
 
 void view_plot(ViewBuf *b, const ViewPlot *p) {
@@ -33,4 +40,65 @@ void view_plot(ViewBuf *b, const ViewPlot *p) {
     view_raw(b, "]");
     if (p->extra && *p->extra) view_raw(b, ","), view_raw(b, p->extra);
     view_raw(b, "}");
+}
+
+/* the number after "key": in a plot's extra JSON fields, or def */
+static double extra_num(const char *extra, const char *key, double def) {
+    const char *at = extra ? strstr(extra, key) : NULL;
+    return at ? strtod(at + strlen(key), NULL) : def;
+}
+
+int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int height) {
+    AG_CHECK_ARG(png);
+    AG_CHECK_ARG(plots);
+    AG_CHECK(n >= 1, "view_plot_png: %s: %d plots", png, n);
+    RunGpScript s = {0};
+    s.f = open_memstream(&s.buf, &s.len);
+    AG_CHECK(s.f, "view_plot_png: out of memory");
+    FILE *f = s.f;
+    run_gp_begin(f, width, height, 11);
+    if (n > 1) fprintf(f, "set multiplot layout %d,1\n", n);
+    fprintf(f, "set grid\nset key outside right\nset format y '%%g'\n");
+    for (int i = 0; i < n; i++) {
+        const ViewPlot *p = &plots[i];
+        AG_CHECK(p->x && p->title && p->xlabel && (p->ns == 0 || (p->names && p->ys)),
+                 "view_plot_png: %s: plot %d needs its title, xlabel, x, names and ys", png, i);
+        fprintf(f, "$P%d << EOD\n", i); /* a row a point (x > 0 only on a log x axis) */
+        for (int r = 0; r < p->n; r++) {
+            if (p->logx && !(p->x[r] > 0)) continue;
+            fprintf(f, "%.10g", p->x[r]);
+            for (int c = 0; c < p->ns; c++) /* NaN: no point (gnuplot's missing value) */
+                isfinite(p->ys[c][r]) ? fprintf(f, " %.6g", p->ys[c][r]) : fprintf(f, " NaN");
+            fputc('\n', f);
+        }
+        fprintf(f, "EOD\nset title ");
+        run_gp_string(f, p->title);
+        fprintf(f, "\nset xlabel ");
+        run_gp_string(f, p->xlabel);
+        fprintf(f, "\n%s logscale x\n%s logscale y\n", p->logx ? "set" : "unset",
+                p->logy ? "set" : "unset");
+        double lo = extra_num(p->extra, "\"ymin\":", NAN),
+               hi = extra_num(p->extra, "\"ymax\":", NAN);
+        if (isfinite(lo) && isfinite(hi))
+            fprintf(f, "set yrange [%.6g:%.6g]\n", lo, hi + 0.02 * (hi - lo));
+        else
+            fprintf(f, "set yrange [*:*]\n");
+        int bars = p->extra && strstr(p->extra, "\"bars\":true");
+        if (bars && p->n > 0)
+            fprintf(f, "set style fill solid\nset xrange [%.10g:%.10g]\n", p->x[0] - 1,
+                    p->x[p->n - 1] + 1);
+        fprintf(f, "plot");
+        for (int c = 0; c < p->ns; c++) {
+            fprintf(f, "%s $P%d u 1:%d w %s t ", c ? "," : "", i, c + 2,
+                    bars ? "boxes" : "lp pt 7 ps 0.4 lw 2");
+            run_gp_string(f, p->names[c]);
+        }
+        fprintf(f, "%s\n", p->ns ? "" : " NaN notitle");
+        if (bars) fprintf(f, "set autoscale x\n");
+    }
+    if (n > 1) fprintf(f, "unset multiplot\n");
+    fclose(f);
+    int rc = run_plot_script(s.buf, png);
+    free(s.buf);
+    return rc;
 }

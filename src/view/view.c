@@ -277,24 +277,18 @@ static int one_run(ViewBuf *b, const char *dir) {
     FILE *f;
     uint64_t size = 0;
     int rc = io_fopen_read(path, &f, &size);
-    if (rc == AG_OK && size > VIEW_MAX_CSV) {
-        fclose(f);
+    if (rc == AG_OK && size > VIEW_MAX_CSV)
         rc = ag_fail(AG_ERR_FORMAT, "%s: %llu bytes, more than %zu", path, (unsigned long long)size,
                      VIEW_MAX_CSV);
-    }
+    char *text = NULL;
+    size_t n = 0;
+    if (rc == AG_OK) rc = io_read_all(f, VIEW_MAX_CSV, path, &text, &n);
+    if (f) fclose(f);
     if (rc != AG_OK) {
         free(path);
         return rc;
     }
-    char *text = malloc(size + 1);
-    AG_CHECK(text, "view_runs: out of memory for %llu bytes", (unsigned long long)size);
-    size_t n = fread(text, 1, size, f);
-    int bad = ferror(f);
-    fclose(f);
-    text[n] = 0;
-    if (bad || n != size) rc = ag_fail(AG_ERR_IO, "%s: cannot read it whole", path);
-    if (rc == AG_OK && memchr(text, 0, n))
-        rc = ag_fail(AG_ERR_FORMAT, "%s: a NUL byte: not a CSV file", path);
+    if (memchr(text, 0, n)) rc = ag_fail(AG_ERR_FORMAT, "%s: a NUL byte: not a CSV file", path);
     char *line = text, *end = rc == AG_OK ? strchr(line, '\n') : NULL;
     if (rc == AG_OK && (!end || end == line))
         rc = ag_fail(AG_ERR_FORMAT, "%s: no header line", path);

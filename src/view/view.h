@@ -111,6 +111,11 @@ typedef struct ViewPlot {
 /* Appends p as {"name", "title", "xlabel", "logx", "logy", "x", "series": [{"name", "y"}...]}
  * and extra's fields (plot.c). Aborts naming the function when a field but extra is NULL. */
 void view_plot(ViewBuf *b, const ViewPlot *p);
+/* Draws plots[0..n) one above the other into png (width x height pixels) with gnuplot
+ * (run_plot_script: the script kept as NAME.gp): each its title, xlabel, log axes, its curves
+ * as lines with points, the y range of extra's "ymin" and "ymax", boxes for "bars":true.
+ * RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot) or RUN_PLOT_FAILED; ag_last_error says why. */
+int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int height);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).

@@ -687,6 +687,10 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(io_fclose_replace, f, io_fclose_replace(NULL, BUF, "x"))                                     \
     X(io_fclose_replace, tmp, io_fclose_replace(stdin, NULL, "x"))                                 \
     X(io_fclose_replace, path, io_fclose_replace(stdin, BUF, NULL))                                \
+    X(io_read_all, f, io_read_all(NULL, 1, "x", (char *[1]){0}, (size_t[1]){0}))                   \
+    X(io_read_all, label, io_read_all(stdin, 1, NULL, (char *[1]){0}, (size_t[1]){0}))             \
+    X(io_read_all, text, io_read_all(stdin, 1, "x", NULL, (size_t[1]){0}))                         \
+    X(io_read_all, n, io_read_all(stdin, 1, "x", (char *[1]){0}, NULL))                            \
     X(npz_writer_finite, w, npz_writer_finite(NULL, 1))                                            \
     X(npz_writer_force_zip64, w, npz_writer_force_zip64(NULL, 1))                                  \
     X(npz_add, w, npz_add(NULL, "x", NPZ_F32, 0, NULL, (float[]){1}))                              \
@@ -1038,7 +1042,24 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(txt_pairs_read, tgt_v, txt_pairs_read("x", &(TxtPairSet){0}, &VOC, NULL, 0, 0))              \
     X(txt_pairs_free, d, txt_pairs_free(NULL))                                                     \
     X(txt_pairs_by_length, pairs, txt_pairs_by_length(NULL, 0, 1, (int[1]){0}))                    \
-    X(txt_pairs_by_length, rows, txt_pairs_by_length(&(TxtPair){0}, 0, 1, NULL))
+    X(txt_pairs_by_length, rows, txt_pairs_by_length(&(TxtPair){0}, 0, 1, NULL))                   \
+    /* run.h: run_gp.c */                                                                          \
+    X(run_gp_string, f, run_gp_string(NULL, "x"))                                                  \
+    X(run_gp_string, s, run_gp_string(stderr, NULL))                                               \
+    X(run_gp_begin, f, run_gp_begin(NULL, 1, 1, 1))                                                \
+    X(run_gp_panel, f, run_gp_panel(NULL, &(RunGpPanel){0}))                                       \
+    X(run_gp_panel, p, run_gp_panel(stderr, NULL))                                                 \
+    X(run_gp_script_begin, s, run_gp_script_begin(NULL, 1, 1))                                     \
+    X(run_gp_script_draw, s, run_gp_script_draw(NULL, "d", "x.png", "p"))                          \
+    X(run_gp_script_draw, dir, run_gp_script_draw(&(RunGpScript){0}, NULL, "x.png", "p"))          \
+    X(run_gp_script_draw, name, run_gp_script_draw(&(RunGpScript){0}, "d", NULL, "p"))             \
+    X(run_gp_script_draw, prefix, run_gp_script_draw(&(RunGpScript){0}, "d", "x.png", NULL))       \
+    X(run_plot_heatmap, png, run_plot_heatmap(NULL, "t", (double[1]){0}, 1, 1, NULL, NULL, 0))     \
+    X(run_plot_heatmap, title,                                                                     \
+      run_plot_heatmap("x.png", NULL, (double[1]){0}, 1, 1, NULL, NULL, 0))                        \
+    X(run_plot_heatmap, v, run_plot_heatmap("x.png", "t", NULL, 1, 1, NULL, NULL, 0))              \
+    X(view_plot_png, png, view_plot_png(NULL, &(ViewPlot){0}, 1, 1, 1))                            \
+    X(view_plot_png, plots, view_plot_png("x.png", NULL, 1, 1, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

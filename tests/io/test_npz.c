@@ -1567,3 +1567,41 @@ Test(npz_params, seq2seq_checkpoint_sizes) {
     arena_free(arena);
     td_free(&td);
 }
+
+/* io_read_all: a stream whole, its limit, a NUL after the bytes, and a stream that fails */
+Test(io_read_all, reads_a_stream_whole_up_to_its_limit_and_names_it_past_it) {
+    size_t big = 100000;
+    char *src = malloc(big);
+    cr_assert(src);
+    for (size_t i = 0; i < big; i++) src[i] = (char)('a' + i % 26);
+    for (int k = 0; k < 4; k++) {
+        size_t len = k == 0 ? 0 : k == 1 ? 1 : k == 2 ? 4097 : big;
+        FILE *f = fmemopen(src, big, "rb");
+        cr_assert(f);
+        char *text = NULL;
+        size_t n = 7;
+        /* limit len: a stream of len bytes after the first big - len are skipped */
+        fseek(f, (long)(big - len), SEEK_SET);
+        cr_assert_eq(io_read_all(f, len, "s", &text, &n), AG_OK, "%s", ag_last_error());
+        cr_assert(n == len && memcmp(text, src + big - len, len) == 0 && text[n] == 0);
+        free(text);
+        rewind(f);
+        if (len < big) { /* one byte more than allowed */
+            cr_assert_eq(io_read_all(f, len, "the stream", &text, &n), AG_ERR_ARG);
+            char want[80];
+            snprintf(want, sizeof want, "the stream: more than %zu bytes", len);
+            cr_assert_str_eq(ag_last_error(), want);
+            cr_assert(text == NULL && n == 0);
+        }
+        fclose(f);
+    }
+    FILE *w = tmpfile(); /* opened for writing and reading: a read error once closed for read */
+    cr_assert(w);
+    FILE *wo = fdopen(dup(fileno(w)), "w");
+    char *text = NULL;
+    size_t n = 0;
+    cr_assert_eq(io_read_all(wo, 10, "wo", &text, &n), AG_ERR_IO);
+    cr_assert(strncmp(ag_last_error(), "wo: cannot read: ", 17) == 0, "%s", ag_last_error());
+    fclose(wo), fclose(w);
+    free(src);
+}

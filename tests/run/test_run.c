@@ -1161,3 +1161,89 @@ Test(run, out_dir_makes_the_folder_and_refuses_one_it_cannot_write_into) {
     chmod(q, 0755);
     ts_rm_tree(dir);
 }
+
+/* run_gp.c: a string literal, a heatmap panel, a script drawn into a folder, a whole heatmap */
+Test(run_gp, a_script_of_panels_is_written_next_to_its_png_and_a_heatmap_draws) {
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&s, &len);
+    run_gp_string(f, "it's\nok");
+    fclose(f);
+    cr_assert_str_eq(s, "'it''sok'");
+    free(s);
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "run-gp");
+    RunGpScript sc;
+    run_gp_script_begin(&sc, 300, 200);
+    run_gp_panel(sc.f, &(RunGpPanel){.id = 7,
+                                     .v = (const float[]){0.25f, 1, 0, 0.5f},
+                                     .rows = 2,
+                                     .cols = 2,
+                                     .xlab = (const char *const[]){"a", "b'"},
+                                     .title = "t",
+                                     .x1 = 1,
+                                     .y1 = 1,
+                                     .hi = 1,
+                                     .values = 2});
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    cr_assert_eq(run_gp_script_draw(&sc, dir, "panel.png", "test"), 0); /* failed, said */
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    double v[6] = {-1, 0, 1, 2, 3, 4};
+    cr_assert_eq(run_plot_heatmap(ts_join(p, dir, "h.png"), "h", v, 2, 3, NULL, NULL, 0),
+                 RUN_PLOT_SKIPPED);
+    unsetenv("AG_GNUPLOT");
+    char *gp = ts_read_text(ts_join(p, dir, "panel.gp"), NULL);
+    cr_assert(strstr(gp, "set terminal pngcairo size 300,200 font 'DejaVu Sans,11'") &&
+                  strstr(gp, "$M7 << EOD\n0.25 1\n0 0.5\nEOD\n") &&
+                  strstr(gp, "set xtics ('a' 0, 'b''' 1)") && strstr(gp, "unset ytics") &&
+                  strstr(gp, "sprintf('%.2g', $3)") && strstr(gp, "unset colorbox"),
+              "%s", gp);
+    free(gp);
+    if (!run_gnuplot_available()) {
+        ts_rm_tree(dir);
+        cr_skip_test("gnuplot is not installed: the heatmap is not drawn");
+    }
+    char *yl[2] = {"r0", "r1"}, *xl[3] = {"c0", "c1", "c2"};
+    cr_assert_eq(run_plot_heatmap(ts_join(p, dir, "h.png"), "h", v, 2, 3, yl, xl, 0),
+                 RUN_PLOT_DRAWN, "%s", ag_last_error());
+    struct stat st;
+    cr_assert(stat(p, &st) == 0 && st.st_size > 0);
+    gp = ts_read_text(ts_join(p, dir, "h.gp"), NULL);
+    cr_assert(strstr(gp, "font 'DejaVu Sans,10'") && strstr(gp, "set cbrange [-4:4]") &&
+                  strstr(gp, "(-1 '#2166ac', 0 '#ffffff', 1 '#b2182b')"),
+              "%s", gp);
+    free(gp);
+    ts_rm_tree(dir);
+}
+
+/* run_plot_loss: the exact match on a right axis when the log has it, a header without the
+ * columns named */
+Test(run, the_loss_plot_adds_the_exact_match_when_the_log_has_it) {
+    char dir[64], p[512], q[512];
+    ts_tmp_dir(dir, sizeof dir, "run-exact");
+    ts_join(p, dir, "log.csv");
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    for (int exact = 0; exact < 2; exact++) {
+        ts_write_text(p, exact ? "step,train_loss,valid_loss,valid_exact\n10,2,,\n20,1,1.5,0.25\n"
+                               : "step,train_loss,valid_loss\n10,2,\n20,1,1.5\n");
+        run_plot_loss(p, ts_join(q, dir, "loss.png"));
+        char *gp = ts_read_text(ts_join(q, dir, "loss.gp"), NULL);
+        cr_assert(strstr(gp, "$train << EOD\n10 2\n20 1\nEOD\n"), "%s", gp);
+        if (exact)
+            cr_assert(strstr(gp, "$valid << EOD\n20 1.5 25\nEOD\n") && strstr(gp, "y2label") &&
+                          strstr(gp, "axes x1y2"),
+                      "%s", gp);
+        else
+            cr_assert(strstr(gp, "$valid << EOD\n20 1.5 nan\nEOD\n") && !strstr(gp, "y2label"),
+                      "%s", gp);
+        free(gp);
+    }
+    ts_write_text(p, "when,what\n1,2\n");
+    cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_FAILED);
+    cr_assert(strstr(ag_last_error(), "its header has no column step, train_loss"), "%s", ag_last_error());
+    ts_write_text(p, "");
+    cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_SKIPPED);
+    cr_assert(strstr(ag_last_error(), "no rows yet"), "%s", ag_last_error());
+    unsetenv("AG_GNUPLOT");
+    ts_rm_tree(dir);
+}

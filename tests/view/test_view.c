@@ -373,3 +373,35 @@ Test(view_plot, the_documented_fields_then_the_extra_ones) {
     capture_run(plot_without_title, NULL, &c);
     cr_assert(capture_aborted(&c) && capture_has(&c, "view_plot"), "%s", c.err);
 }
+
+/* view_plot_png: the plots of a page as one PNG, the script beside it */
+Test(view_plot, the_same_plots_draw_as_a_png_with_their_axes_and_ranges) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "view-png");
+    const double x[] = {0, 10, 100}, y0[] = {3, 2, NAN}, y1[] = {0.1, 0.5, 1};
+    const ViewPlot pl[] = {{"loss", "the loss", "step", 1, 1, x, 3,
+                            (const char *[]){"train", "it's"}, (const double *[]){y0, y1}, 2, NULL},
+                           {"acc", "accuracy", "step", 0, 0, x, 3, (const char *[]){"a"},
+                            (const double *[]){y1}, 1, "\"ymin\":0,\"ymax\":1,\"bars\":true"}};
+    setenv("AG_GNUPLOT", "/bin/true", 1); /* the script is written; nothing is drawn */
+    cr_assert_eq(view_plot_png(ts_join(p, dir, "two.png"), pl, 2, 500, 400), RUN_PLOT_FAILED);
+    unsetenv("AG_GNUPLOT");
+    char *gp = ts_read_text(ts_join(p, dir, "two.gp"), NULL);
+    cr_assert(strstr(gp, "size 500,400") && strstr(gp, "set multiplot layout 2,1") &&
+                  strstr(gp, "$P0 << EOD\n10 2 0.5\n100 NaN 1\nEOD\n") &&
+                  strstr(gp, "set logscale x\nset logscale y\nset yrange [*:*]") &&
+                  strstr(gp, "$P0 u 1:3 w lp pt 7 ps 0.4 lw 2 t 'it''s'") &&
+                  strstr(gp, "$P1 << EOD\n0 0.1\n10 0.5\n100 1\nEOD\n") &&
+                  strstr(gp, "set yrange [0:1.02]") && strstr(gp, "$P1 u 1:2 w boxes t 'a'"),
+              "%s", gp);
+    free(gp);
+    if (!run_gnuplot_available()) {
+        ts_rm_tree(dir);
+        cr_skip_test("gnuplot is not installed: nothing is drawn");
+    }
+    cr_assert_eq(view_plot_png(ts_join(p, dir, "two.png"), pl, 2, 500, 400), RUN_PLOT_DRAWN, "%s",
+                 ag_last_error());
+    struct stat st;
+    cr_assert(stat(p, &st) == 0 && st.st_size > 0);
+    ts_rm_tree(dir);
+}
