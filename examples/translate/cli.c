@@ -577,57 +577,49 @@ static int cmd_vocab(int argc, char **argv) {
  * the checkpoint and the library's command (src/lens/cmd.h: the rows it runs on) */
 typedef struct LensArgs {
     const char *name, *ckpt, *out, *sentence, *target, *pairs;
-    int threads, npos, loaded;
+    const char *metric, *good, *bad; /* --metric, --good, --bad of ablate and patch */
+    int threads, npos, loaded, mpos;
     char **pos; /* the arguments without a flag (commands that take a sentence) */
     Translator tr;
     LensCmd lc;
 } LensArgs;
 
-#define LENS_INPUT_OPTS(c)                                                                         \
-    {"sentence", FLAG_STR, &(c)->sentence, "TEXT", "the source sentence (default: the argument)",  \
-     0,          0,        NULL,           0},                                                     \
-        {"target",                                                                                 \
-         FLAG_STR,                                                                                 \
-         &(c)->target,                                                                             \
-         "TEXT",                                                                                   \
-         "teacher-force this translation (default: the greedy one)",                               \
-         0,                                                                                        \
-         0,                                                                                        \
-         NULL,                                                                                     \
-         0},                                                                                       \
-    {                                                                                              \
-        "pairs", FLAG_PATH, &(c)->pairs, "FILE",                                                   \
-            "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0            \
-    }
-#define LENS_METRIC_OPTS(metric, good, bad, mpos)                                                  \
-    {"metric",                                                                                     \
-     FLAG_STR,                                                                                     \
-     &metric,                                                                                      \
-     "NAME",                                                                                       \
-     "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",                          \
-     0,                                                                                            \
-     0,                                                                                            \
-     NULL,                                                                                         \
-     0},                                                                                           \
-        {"good", FLAG_STR, &good, "WORD", "logit-diff: the target word whose logit counts +",      \
-         0,      0,        NULL,  0},                                                              \
-        {"bad", FLAG_STR, &bad, "WORD", "logit-diff: the target word whose logit counts -",        \
-         0,     0,        NULL, 0},                                                                \
-    {                                                                                              \
-        "pos", FLAG_INT, &mpos, "N", "logit-diff: the decoder position (-1: the last)", -1, 4096,  \
-            NULL, 0                                                                                \
-    }
-
 /* Parses cmd's flags: --ckpt, the input's (rows: --sentence, --target, --pairs and a sentence
- * argument), own[0..n_own), --out (out_help), --threads; own[i].given is set. --help prints
- * "usage: PROG name args", what and the flags. Returns 0, -1 after --help, or the exit code of
- * a refused flag (printed). */
-static int lens_parse(LensArgs *c, int rows, Flag *own, int n_own, const char *out_help,
+ * argument), own[0..n_own), the metric's (metric: --metric, --good, --bad, --pos), --out
+ * (out_help), --threads; own[i].given is set. --help prints "usage: PROG name args", what and
+ * the flags. Returns 0, -1 after --help, or the exit code of a refused flag (printed). */
+static int lens_parse(LensArgs *c, int rows, int metric, Flag *own, int n_own, const char *out_help,
                       const char *args, const char *what, int argc, char **argv) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-                   LENS_INPUT_OPTS(c)};
+                   {"sentence", FLAG_STR, &c->sentence, "TEXT",
+                    "the source sentence (default: the argument)", 0, 0, NULL, 0},
+                   {"target", FLAG_STR, &c->target, "TEXT",
+                    "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
+                   {"pairs", FLAG_PATH, &c->pairs, "FILE",
+                    "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0}};
     int n = rows ? 4 : 1;
     for (int i = 0; i < n_own; i++) fl[n++] = own[i];
+    if (metric) {
+        c->metric = "loss", c->mpos = -1;
+        fl[n++] = (Flag){"metric",
+                         FLAG_STR,
+                         &c->metric,
+                         "NAME",
+                         "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",
+                         0,
+                         0,
+                         NULL,
+                         0};
+        fl[n++] = (Flag){
+            "good", FLAG_STR, &c->good, "WORD", "logit-diff: the target word whose logit counts +",
+            0,      0,        NULL,     0};
+        fl[n++] = (Flag){
+            "bad", FLAG_STR, &c->bad, "WORD", "logit-diff: the target word whose logit counts -",
+            0,     0,        NULL,    0};
+        fl[n++] = (Flag){
+            "pos", FLAG_INT, &c->mpos, "N", "logit-diff: the decoder position (-1: the last)",
+            -1,    4096,     NULL,     0};
+    }
     fl[n++] = (Flag){"out", FLAG_PATH, &c->out, "FILE", out_help, 0, 0, NULL, 0};
     fl[n++] = (Flag){
         "threads", FLAG_INT, &c->threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)",
@@ -716,7 +708,7 @@ static int cmd_cache(int argc, char **argv) {
          4096, NULL, 0},
     };
     int rc = lens_parse(
-        &c, 1, own, 4, "the .npz to write", "[flags] SENTENCE",
+        &c, 1, 0, own, 4, "the .npz to write", "[flags] SENTENCE",
         "Runs the model on the sentence and its translation (teacher-forced) and writes the "
         "activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
         "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens (the "
@@ -738,9 +730,9 @@ static int cmd_cache(int argc, char **argv) {
 
 static int cmd_ablate(int argc, char **argv) {
     LensArgs c = {.name = "ablate", .ckpt = DEFAULT_CKPT, .out = "build/lens/ablate.npz"};
-    const char *hook = "*attn.hook_z", *good = NULL, *bad_w = NULL, *metric = "loss";
+    const char *hook = "*attn.hook_z";
     FlagInts positions = {0};
-    int mpos = -1, mode = 0;
+    int mode = 0;
     static const char *const modes[] = {"zero", "mean", NULL};
     Flag own[] = {
         {"hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
@@ -748,10 +740,9 @@ static int cmd_ablate(int argc, char **argv) {
          0},
         {"positions", FLAG_INTS, &positions, "LIST",
          "only these positions, e.g. 3,4 (default: all)", 0, 1000000, NULL, 0},
-        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
     };
     int rc =
-        lens_parse(&c, 1, own, 7, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+        lens_parse(&c, 1, 1, own, 3, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
                    "Ablates each head (or each point without heads) of the matching points "
                    "in turn and writes\nthe metric of every run: values (point, head), base, "
                    "points, axes; and a heatmap of the\nchanges (gnuplot). The default "
@@ -759,10 +750,10 @@ static int cmd_ablate(int argc, char **argv) {
                    "the cross-attention.",
                    argc, argv);
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL, good, bad_w};
+    const char *texts[] = {NULL, NULL, c.good, c.bad};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
     LensOwnedMetric m = {0};
-    rc = lens_cmd_metric(&c.lc, &c.lc.r, metric, good, bad_w, mpos, &m);
+    rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
     if (rc == AG_OK && mode == 1 && c.lc.r.B == 1)
         fprintf(stderr,
                 "%s ablate: note: the mean over one row is the row itself (give --pairs "
@@ -770,7 +761,7 @@ static int cmd_ablate(int argc, char **argv) {
                 PROG);
     if (rc == AG_OK)
         rc = lens_cmd_ablate(&c.lc, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
-                             &m.mt, metric, c.out);
+                             &m.mt, c.metric, c.out);
     lens_owned_metric_free(&m);
     return lens_end(&c, rc);
 }
@@ -778,8 +769,7 @@ static int cmd_ablate(int argc, char **argv) {
 static int cmd_patch(int argc, char **argv) {
     LensArgs c = {.name = "patch", .ckpt = DEFAULT_CKPT, .out = "build/lens/patch.npz"};
     const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
-    const char *good = NULL, *bad_w = NULL, *metric = "loss";
-    int mpos = -1, by = 0, attribution = 0;
+    int by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
     Flag own[] = {
         {"clean", FLAG_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
@@ -795,9 +785,8 @@ static int cmd_patch(int argc, char **argv) {
         {"attribution", FLAG_SWITCH, &attribution, NULL,
          "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
          NULL, 0},
-        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
     };
-    int rc = lens_parse(&c, 0, own, 10, "the .npz to write (and a .png beside it)",
+    int rc = lens_parse(&c, 0, 1, own, 6, "the .npz to write (and a .png beside it)",
                         "--clean TEXT --corrupt TEXT [flags]",
                         "Runs the clean and the corrupted source (the same translation "
                         "teacher-forced), then the\ncorrupted run with one part of one point "
@@ -808,7 +797,7 @@ static int cmd_patch(int argc, char **argv) {
     if (rc == 0 && (!clean || !corrupt))
         rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {clean, corrupt, c.target, good, bad_w};
+    const char *texts[] = {clean, corrupt, c.target, c.good, c.bad};
     LENS_START(&c, 0, texts,
                ((const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"}), 5);
     LensRows corr = {0};
@@ -821,9 +810,9 @@ static int cmd_patch(int argc, char **argv) {
         rc = tr_lens_rows(&c.tr, corrupt, c.target ? c.target : tgt, NULL, &corr);
         free(tgt);
     }
-    if (rc == AG_OK) rc = lens_cmd_metric(&c.lc, &c.lc.r, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK) rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
     if (rc == AG_OK)
-        rc = lens_cmd_patch(&c.lc, &corr, hook, (LensAxes)by, attribution, &m.mt, metric, c.out);
+        rc = lens_cmd_patch(&c.lc, &corr, hook, (LensAxes)by, attribution, &m.mt, c.metric, c.out);
     lens_owned_metric_free(&m);
     lens_rows_free(&corr);
     return lens_end(&c, rc);
@@ -839,7 +828,7 @@ static int cmd_detect(int argc, char **argv) {
          "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
     };
     int rc = lens_parse(
-        &c, 1, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+        &c, 1, 0, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
         "Scores every head of the encoder's and the decoder's self-attention as a "
         "previous-token,\nduplicate-token and induction head (the share of its attention on the "
         "pattern's positions,\nTransformerLens's detect_head), and every head of the "
@@ -867,7 +856,7 @@ static int cmd_lens(int argc, char **argv) {
          0},
     };
     int rc = lens_parse(
-        &c, 1, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
+        &c, 1, 0, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
         "The decoder's logit lens (its residual stream after the embeddings and after every "
         "block,\nthrough the final decoder norm and the generator) and direct logit attribution "
         "(every head\nof the self- and the cross-attention, their biases, every MLP, the "
