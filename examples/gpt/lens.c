@@ -1,13 +1,14 @@
-/* lens.c: `attograd-gpt cache`, `ablate` and `patch`: the lens of src/lens/lens.h on a
- * checkpoint. cache writes the activations a name pattern selects (and, with --good/--bad,
- * the logit difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or
- * every point) in turn and tables the metric; patch runs activation patching or attribution
- * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
- * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also the parts
- * every lens command shares (gpt_cli.h): rows of tokens, flags, token texts, exit codes.
- * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the files, tables and
- * heatmaps the commands share with attograd-translate's (src/lens/report.c); detect, lens and
- * export (readout.c). Read next: readout.c, src/lens/report.h, docs/lens.md. */
+/* lens.c: `attograd-gpt cache`, `ablate` and `patch`: the lens of src/lens on a checkpoint.
+ * cache writes the activations a name pattern selects (and, with --good/--bad, the logit
+ * difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or every
+ * point) in turn and tables the metric; patch runs activation patching or attribution patching
+ * from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot is
+ * installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also what only
+ * attograd-gpt's lens commands share (gpt_cli.h): the rows of --prompt and --prompts, the
+ * flags, token texts, the library's LensCmd filled with the model.
+ * Not here: the commands' runs, files, tables and exit codes, shared with attograd-translate's
+ * (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
+ * src/lens/cmd.h, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -214,9 +215,7 @@ int gp_lens_start(GpLens *l, int rc, int rows) {
 }
 
 int gp_lens_end(GpLens *l, int rc, const char *cmd) {
-    l->c.name = cmd;
-    if (!l->c.prog) /* not started: --help, or the flags refused */
-        l->c.prog = GP_PROG;
+    l->c.prog = GP_PROG, l->c.name = cmd; /* also when not started (--help, refused flags) */
     int code = lens_cmd_end(&l->c, rc);
     if (l->c.t) ag_tape_free(l->c.t);
     if (l->step) arena_free(l->step);

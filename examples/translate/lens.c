@@ -1,15 +1,13 @@
-/* lens.c: `attograd-translate cache`, `ablate` and `patch`: the lens of src/lens/lens.h on the
- * seq2seq model's hook points (encoder.*, decoder.*, decoder.blocks.L.cross_attn.*) for
- * sentence pairs run teacher-forced: the source + EOS on the encoder, BOS + the target on the
- * decoder. cache writes the activations a name pattern selects (and a logit difference's
- * gradients) to one .npz; ablate zeroes or mean-ablates every head (or point) in turn and
- * tables the metric; patch runs activation or attribution patching from a clean source into a
- * corrupted one; detect scores every head as a previous-token, duplicate-token and induction
- * head, and the cross-attention's by its diagonal (src/lens/detect.h); lens runs the decoder's
- * logit lens and direct logit attribution (src/lens/logit.h). docs/lens.md is the user's guide.
- * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the
- * files, tables and heatmaps the commands share with attograd-gpt's (src/lens/report.c).
- * Read next: src/lens/report.h, docs/lens.md. */
+/* lens.c: what attograd-translate's lens commands (cache, ablate, patch, detect, lens) give
+ * the library's (src/lens/cmd.h) about the seq2seq model: its rows, sentence pairs run
+ * teacher-forced (the source + EOS on the encoder, BOS + the target on the decoder), its words
+ * (a target word as one token; the token texts of the outputs), the LensCmd on its model and
+ * tape; and detect, whose table differs from a GPT's: every head scored as a previous-token,
+ * duplicate-token and induction head, the cross-attention's by its diagonal
+ * (src/lens/detect.h). docs/lens.md is the user's guide.
+ * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the commands' runs, files, tables
+ * and heatmaps shared with attograd-gpt's (src/lens/cmd.c, report.c).
+ * Read next: src/lens/cmd.h, docs/lens.md. */
 #include "translate.h"
 
 #include <errno.h>

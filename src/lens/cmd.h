@@ -1,18 +1,10 @@
 /* cmd.h: the lens commands' runs, written once for any model: a program parses its flags,
- * loads its model and reads its rows of tokens into a LensCmd, then cache, ablate, patch and
- * the logit lens are one call each, and lens_cmd_end frees what the command holds and gives
- * its exit code. attograd-gpt's and attograd-translate's commands are these calls:
- *   LensCmd c = {"my-prog", "ablate", "my.npz", tape, lens_gpt(&m), lens_readout_gpt(&m),
- *                {"my-prog", my_heatmap, my_token_text, &vocab}, my_one_token};
- *   c.r = (LensRows){ids, NULL, NULL, B, 0, T};   // rows the program read
- *   LensOwnedMetric m;
- *   int rc = lens_cmd_metric(&c, &c.r, "loss", NULL, NULL, -1, &m);
- *   if (rc == AG_OK) rc = lens_cmd_ablate(&c, "blocks.*.attn.hook_z", LENS_ZERO, NULL, 0,
- *                                         &m.mt, "loss", "build/ablate.npz");
- *   lens_owned_metric_free(&m);
- *   return lens_cmd_end(&c, rc);     // 0, or 2 (1: out of memory) with "my-prog ablate: why"
- * A GPT's rows are its tokens (src NULL); a seq2seq model's are sentence pairs run
- * teacher-forced (src the source + EOS, ids BOS + the target, next the target + EOS).
+ * loads its model and reads its rows of tokens into a LensCmd; then the metric of --metric,
+ * cache, ablate, patch and the logit lens are one call each, and lens_cmd_end frees what the
+ * command holds and gives its exit code. attograd-gpt's and attograd-translate's commands are
+ * these calls (docs/lens.md shows a model of your own on them). A GPT's rows are its tokens
+ * (src NULL); a seq2seq model's are sentence pairs run teacher-forced (src the source + EOS,
+ * ids BOS + the target, next the target + EOS).
  * Not here: flags, checkpoints, how text becomes tokens (the programs), the outputs' files and
  * tables (report.h), the head detectors (their tables differ by model: the programs).
  * Read next: cmd.c, report.h; docs/lens.md. */
