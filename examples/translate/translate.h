@@ -290,8 +290,7 @@ LensCmd tr_lens_cmd(Translator *tr, const char *name);
 /* Scores every head of c's rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
-int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt,
-                   const char *out);
+int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt, const char *out);
 
 /* ---- head importance (heads.c) ---- */
 enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };
