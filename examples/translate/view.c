@@ -218,7 +218,5 @@ int tr_view_main(int argc, char **argv) {
     if (ckpt) lens_rows_free(&v.r);
     if (loaded) tr_free(&v.tr);
     free(pos);
-    if (rc == AG_OK) return TR_EXIT_OK;
-    fprintf(stderr, "%s view: %s\n", TR_PROG, ag_last_error());
-    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    return lens_cmd_end(&(LensCmd){.prog = TR_PROG, .name = "view"}, rc);
 }
