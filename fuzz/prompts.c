@@ -26,7 +26,7 @@ static void make_model(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!model.text.tok) make_model();
     const char *path = fuzz_file(data, size);
-    GpRows r;
+    LensRows r;
     int rc = gp_read_rows(&model, NULL, path, &r);
     if (rc != AG_OK) {
         FUZZ_CHECK(r.ids == NULL && r.B == 0, "a failure left rows");

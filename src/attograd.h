@@ -40,6 +40,7 @@
 #include "lens/logit.h"
 #include "lens/export.h"
 #include "lens/report.h"
+#include "lens/cmd.h"
 #include "view/view.h"
 
 #endif

@@ -57,16 +57,9 @@ int gp_hf_export(const HfModel *g, const char *dir);
 
 /* ---- what the lens commands share (lens.c) ---- */
 
-/* the tokens a command runs on */
-typedef struct GpRows {
-    int *ids; /* (B, T) */
-    int B, T;
-} GpRows;
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length, each at
  * most block_size tokens); errors name the flag or the file and line */
-int gp_read_rows(const HfModel *g, const char *prompt, const char *file, GpRows *r);
-/* the token id of text, which must be exactly one token; errors name --flag */
-int gp_one_token(const HfModel *g, const char *text, const char *flag, int *id);
+int gp_read_rows(const HfModel *g, const char *prompt, const char *file, LensRows *r);
 /* The flags the lens commands share, parsed with the command's own (extra): --ckpt, --prompt and
  * --prompts (parts & GP_LENS_ROWS), the command's, --good and --bad (parts & GP_LENS_METRIC),
  * --out, --threads. Returns AG_OK, an error (--ckpt and --out are required), or 1 after
@@ -79,29 +72,22 @@ enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts); /* sets extra[i].given */
 /* What a lens command holds: its flags, the model (dropout 0), its configuration as trained,
- * the rows, a tape. gp_lens_start (rc: gp_lens_parse's; nothing loaded unless AG_OK) loads
- * --ckpt, reads the rows of --prompt or --prompts (rows 1), sets --threads and makes the tape;
- * gp_lens_end frees everything and returns gp_lens_finish's exit code. */
+ * the library's command (src/lens/cmd.h: the rows, a tape, the model, its outputs). gp_lens_start
+ * (rc: gp_lens_parse's; nothing loaded unless AG_OK) loads --ckpt, reads the rows of --prompt or
+ * --prompts (rows 1), sets --threads and makes the tape; gp_lens_end frees everything and
+ * returns lens_cmd_end's exit code. */
 typedef struct GpLens {
     GpLensFlags a;
     HfModel g;
     GptConfig cfg;
-    GpRows r;
+    LensCmd c;
     Arena *step;
-    Tape *t;
 } GpLens;
 int gp_lens_start(GpLens *l, int rc, int rows);
 int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
 int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg);
-/* the exit code of rc, its message printed after "attograd-gpt cmd: " (2: bad input) */
-int gp_lens_finish(int rc, const char *cmd);
 /* the last error again, after "prefix: " */
 int gp_refail(int rc, const char *prefix);
-/* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
-char *gp_token_text(const HfModel *g, int id, int label);
-/* the lens commands' outputs (src/lens/report.h) with g's token texts and the heatmaps of
- * examples/common */
-LensReport gp_report(const HfModel *g);
 
 #endif

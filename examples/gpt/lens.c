@@ -1,13 +1,14 @@
-/* lens.c: `attograd-gpt cache`, `ablate` and `patch`: the lens of src/lens/lens.h on a
- * checkpoint. cache writes the activations a name pattern selects (and, with --good/--bad,
- * the logit difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or
- * every point) in turn and tables the metric; patch runs activation patching or attribution
- * patching from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot
- * is installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also the parts
- * every lens command shares (gpt_cli.h): rows of tokens, flags, token texts, exit codes.
- * Not here: the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the files, tables and
- * heatmaps the commands share with attograd-translate's (src/lens/report.c); detect, lens and
- * export (readout.c). Read next: readout.c, src/lens/report.h, docs/lens.md. */
+/* lens.c: `attograd-gpt cache`, `ablate` and `patch`: the lens of src/lens on a checkpoint.
+ * cache writes the activations a name pattern selects (and, with --good/--bad, the logit
+ * difference's gradients) to one .npz; ablate zeroes or mean-ablates every head (or every
+ * point) in turn and tables the metric; patch runs activation patching or attribution patching
+ * from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot is
+ * installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also what only
+ * attograd-gpt's lens commands share (gpt_cli.h): the rows of --prompt and --prompts, the
+ * flags, token texts, the library's LensCmd filled with the model.
+ * Not here: the commands' runs, files, tables and exit codes, shared with attograd-translate's
+ * (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
+ * src/lens/cmd.h, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ static int encode_row(const HfModel *g, const char *text, size_t n, const char *
 }
 
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length) */
-int gp_read_rows(const HfModel *g, const char *prompt, const char *file, GpRows *r) {
+int gp_read_rows(const HfModel *g, const char *prompt, const char *file, LensRows *r) {
     memset(r, 0, sizeof *r);
     if (!prompt == !file) return ag_fail(AG_ERR_ARG, "give --prompt TEXT or --prompts FILE");
     if (prompt) {
@@ -92,40 +93,20 @@ int gp_read_rows(const HfModel *g, const char *prompt, const char *file, GpRows 
     return rc;
 }
 
-/* --good/--bad: a text of exactly one token */
-int gp_one_token(const HfModel *g, const char *text, const char *flag, int *id) {
+/* --good/--bad/--token: a text of exactly one token (LensTokenFn; ctx: the HfModel) */
+static int one_token(const void *ctx, const char *text, const char *flag, int *id) {
     char label[32];
     snprintf(label, sizeof label, "--%s", flag);
     int *ids = NULL;
     size_t n = 0;
-    int rc = *text ? txt_any_encode_alloc(&g->text, text, strlen(text), &ids, &n, label)
+    int rc = *text ? txt_any_encode_alloc(&((const HfModel *)ctx)->text, text, strlen(text), &ids,
+                                          &n, label)
                    : ag_fail(AG_ERR_ARG, "%s: empty", label);
     if (rc == AG_OK && n != 1)
         rc = ag_fail(AG_ERR_ARG, "%s '%s': %zu tokens, must be one", label, text, n);
     if (rc == AG_OK) *id = ids[0];
     free(ids);
     return rc;
-}
-
-/* gp_one_token for lens_logit_diff_metric (ctx: the HfModel) */
-static int one_token(const void *ctx, const char *text, const char *flag, int *id) {
-    return gp_one_token(ctx, text, flag, id);
-}
-
-/* The metric of --metric (loss, or logit-diff with --good and --bad) for r's rows */
-static int make_metric(const HfModel *g, const char *kind, const char *good, const char *bad,
-                       const GpRows *r, LensOwnedMetric *m) {
-    if (strcmp(kind, "loss") == 0) { /* next-token loss over the row: the last has no target */
-        memset(m, 0, sizeof *m);
-        m->targets = ex_malloc((size_t)r->B * r->T * sizeof(int));
-        for (int b = 0; b < r->B; b++)
-            for (int t = 0; t < r->T; t++)
-                m->targets[b * r->T + t] = t + 1 < r->T ? r->ids[b * r->T + t + 1] : -1;
-        if (r->T < 2) return ag_fail(AG_ERR_ARG, "--metric loss: a row needs 2 tokens or more");
-        m->mt = (LensMetric){.kind = LENS_LOSS, .targets = m->targets};
-        return AG_OK;
-    }
-    return lens_logit_diff_metric(kind, good, bad, -1, r->B, r->T, one_token, g, m);
 }
 
 /* --positions (parsed: integers >= 0) into list: each below T, at most T of them */
@@ -146,8 +127,11 @@ static int positions_in(const FlagInts *l, int T, int *list, int *n) {
 
 /* ---- the outputs (src/lens/report.h) ---- */
 
-/* a token's text (malloc'd); for labels (label 1) newline and tab shown as \n, \t */
-char *gp_token_text(const HfModel *g, int id, int label) {
+/* a token's text (malloc'd; ctx: the HfModel, a GPT has one vocabulary); for labels (label 1)
+ * newline and tab shown as \n, \t */
+static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
+    (void)stack;
+    const HfModel *g = ctx;
     size_t len;
     const uint8_t *b = txt_any_token_bytes(&g->text, id, &len);
     char *s = ex_malloc(4 * len + 1), *o = s;
@@ -159,16 +143,6 @@ char *gp_token_text(const HfModel *g, int id, int label) {
     return s;
 }
 
-/* gp_token_text for the report (ctx: the HfModel; a GPT has one vocabulary) */
-static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
-    (void)stack;
-    return gp_token_text(ctx, id, label);
-}
-
-LensReport gp_report(const HfModel *g) {
-    return (LensReport){GP_PROG, ex_plot_heatmap, token_text, g};
-}
-
 /* ---- the shared start and end ---- */
 
 /* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
@@ -177,13 +151,6 @@ int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg) {
     int rc = hf_model_load(ckpt, g);
     if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
     return rc;
-}
-
-/* the exit code of rc, its message printed: 2 for anything from the flags or the files */
-int gp_lens_finish(int rc, const char *cmd) {
-    if (rc == AG_OK) return RUN_EXIT_OK;
-    fprintf(stderr, GP_PROG " %s: %s\n", cmd, ag_last_error());
-    return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
 }
 
 /* the last error again, after "prefix: " */
@@ -237,19 +204,23 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
 
 int gp_lens_start(GpLens *l, int rc, int rows) {
     if (rc == AG_OK) rc = gp_lens_load(&l->g, l->a.ckpt, &l->cfg);
-    if (rc == AG_OK && rows) rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->r);
+    if (rc == AG_OK && rows) rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
     if (rc == AG_OK) ag_threads_use(l->a.threads);
     l->step = arena_new("step", 0);
-    l->t = ag_tape_new(l->step);
+    l->c.t = ag_tape_new(l->step);
+    l->c.prog = GP_PROG, l->c.ckpt = l->a.ckpt, l->c.one_token = one_token;
+    l->c.rp = (LensReport){GP_PROG, ex_plot_heatmap, token_text, &l->g};
+    if (l->g.arena) l->c.lm = lens_gpt(&l->g.m), l->c.ro = lens_readout_gpt(&l->g.m);
     return rc;
 }
 
 int gp_lens_end(GpLens *l, int rc, const char *cmd) {
-    if (l->t) ag_tape_free(l->t);
+    l->c.prog = GP_PROG, l->c.name = cmd; /* also when not started (--help, refused flags) */
+    int code = lens_cmd_end(&l->c, rc);
+    if (l->c.t) ag_tape_free(l->c.t);
     if (l->step) arena_free(l->step);
-    free(l->r.ids);
     hf_model_free(&l->g);
-    return gp_lens_finish(rc, cmd);
+    return code;
 }
 
 /* ---- cache ---- */
@@ -266,7 +237,8 @@ static double half_the_ram(void) {
  * peak); both grow with the rows, and with gradients (grads) each doubles. AG_OK, or AG_ERR_ARG
  * with the figures. */
 #define GP_PROBE_ROWS 32
-static int cache_fits(HfModel *g, const GpRows *r, const char *hooks, int grads, double max_bytes) {
+static int cache_fits(HfModel *g, const LensRows *r, const char *hooks, int grads,
+                      double max_bytes) {
     LensCache probe;
     lens_cache_init(&probe, 0);
     NnHooks h;
@@ -317,43 +289,12 @@ int gp_cache(int argc, char **argv) {
     const char *good = l.a.good;
     LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 1);
-    if (rc == AG_OK) rc = cache_fits(&l.g, &l.r, hooks, good != NULL, max_bytes);
-    if (rc == AG_OK && good) rc = make_metric(&l.g, "logit-diff", good, l.a.bad, &l.r, &mt);
-    LensCache c;
-    lens_cache_init(&c, good != NULL);
-    NnHooks h;
-    nn_hooks_init(&h, l.g.arena ? l.g.m.cfg.n_layer : 1);
-    if (rc == AG_OK) { /* strict: an empty pattern ('', ',', '*,') is an error */
-        int n = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c);
-        rc = n < 0 ? n : AG_OK;
-    }
-    if (rc == AG_OK) {
-        LensModel lm = lens_gpt(&l.g.m);
-        LensTokens in = {l.r.ids, l.r.B, l.r.T};
-        Tensor *logits;
-        rc = lens_cache_run(l.t, &lm, &in, &h, &c, good ? &mt.mt : NULL, &logits);
-        if (rc == AG_OK && (rc = ex_tensor_finite(logits, "logits", NULL)) != AG_OK)
-            rc = ex_not_finite(rc, l.a.ckpt, NULL);
-        nn_hooks_free(&lm.layout);
-    }
-    if (rc == AG_OK) {
-        LensReport rp = gp_report(&l.g);
-        int n = l.r.B * l.r.T;
-        char **strs = lens_labels_tokens(&rp, NN_HOOK_GPT, l.r.ids, n, 0);
-        LensRunInfo run = {.tokens = l.r.ids,
-                           .B = l.r.B,
-                           .T = l.r.T,
-                           .token_strs = (const char *const *)strs,
-                           .cfg = &l.cfg};
-        if ((rc = lens_cache_save(&c, l.a.out, &run)) == AG_ERR_RANGE)
-            rc = ex_not_finite(rc, l.a.ckpt, NULL);
-        if (rc == AG_OK)
-            printf("%s: %d activations%s of %d x %d tokens\n", l.a.out, c.n,
-                   good ? " and gradients" : "", l.r.B, l.r.T);
-        lens_labels_free(strs, n);
-    }
-    nn_hooks_free(&h);
-    lens_cache_free(&c);
+    if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, good != NULL, max_bytes);
+    if (rc == AG_OK && good)
+        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", good, l.a.bad, -1, &mt);
+    if (rc == AG_OK)
+        rc = lens_cmd_cache(&l.c, hooks, good ? &mt.mt : NULL, (LensRunInfo){.cfg = &l.cfg},
+                            l.a.out);
     lens_owned_metric_free(&mt);
     return gp_lens_end(&l, rc, "cache");
 }
@@ -387,24 +328,13 @@ int gp_ablate(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
     LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 1);
-    if (rc == AG_OK) rc = make_metric(&l.g, metric, l.a.good, l.a.bad, &l.r, &mt);
-    int *pos = ex_malloc(((size_t)l.r.T + 1) * sizeof(int)), n_pos = 0;
-    if (rc == AG_OK) rc = positions_in(&positions, l.r.T, pos, &n_pos);
-    if (rc == AG_OK && am == LENS_MEAN && l.r.B == 1)
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
+    int *pos = ex_malloc(((size_t)l.c.r.T + 1) * sizeof(int)), n_pos = 0;
+    if (rc == AG_OK) rc = positions_in(&positions, l.c.r.T, pos, &n_pos);
+    if (rc == AG_OK && am == LENS_MEAN && l.c.r.B == 1)
         fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
                                 "--prompts FILE for a batch)\n");
-    LensAblateTable tab = {0};
-    if (rc == AG_OK) {
-        LensModel lm = lens_gpt(&l.g.m);
-        LensTokens in = {l.r.ids, l.r.B, l.r.T};
-        rc = lens_ablate_sweep_model(l.t, &lm, &in, hook, am, pos, n_pos, &mt.mt, &tab);
-        if (rc != AG_OK) rc = gp_refail(rc, "--hook");
-        nn_hooks_free(&lm.layout);
-    }
-    LensReport rp = gp_report(&l.g);
-    if (rc == AG_OK && (rc = lens_report_ablate(&rp, &tab, am, metric, l.a.out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, l.a.ckpt, NULL);
-    lens_ablate_table_free(&tab);
+    if (rc == AG_OK) rc = lens_cmd_ablate(&l.c, hook, am, pos, n_pos, &mt.mt, metric, l.a.out);
     free(pos);
     lens_owned_metric_free(&mt);
     return gp_lens_end(&l, rc, "ablate");
@@ -443,27 +373,15 @@ int gp_patch(int argc, char **argv) {
         axes = LENS_BY_HEAD_POS;
     else if (rc == AG_OK && strcmp(by, "position") != 0)
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
-    GpRows corr = {0}; /* l.r: the clean row */
+    LensRows corr = {0}; /* l.c.r: the clean row */
     LensOwnedMetric mt = {0};
     rc = gp_lens_start(&l, rc, 0);
-    if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.r);
+    if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.c.r);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
-    if (rc == AG_OK && corr.T != l.r.T)
-        rc = ag_fail(AG_ERR_ARG, "--corrupt has %d tokens, --clean %d: they must be as many",
-                     corr.T, l.r.T);
-    if (rc == AG_OK) rc = make_metric(&l.g, metric, l.a.good, l.a.bad, &l.r, &mt);
-    LensSweep s = {0};
-    if (rc == AG_OK) {
-        rc = (attribution ? lens_attribute : lens_patch_sweep)(l.t, &l.g.m, l.r.ids, corr.ids, 1,
-                                                               l.r.T, hook, axes, &mt.mt, &s);
-        if (rc != AG_OK) rc = gp_refail(rc, "--hook");
-    }
-    LensReport rp = gp_report(&l.g);
-    if (rc == AG_OK &&
-        (rc = lens_report_patch(&rp, &s, metric, corr.ids, NULL, l.a.out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, l.a.ckpt, NULL);
-    if (s.values) lens_sweep_free(&s);
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
+    if (rc == AG_OK)
+        rc = lens_cmd_patch(&l.c, &corr, hook, axes, attribution, &mt.mt, metric, l.a.out);
     lens_owned_metric_free(&mt);
-    free(corr.ids);
+    lens_rows_free(&corr);
     return gp_lens_end(&l, rc, "patch");
 }

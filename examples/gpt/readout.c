@@ -57,9 +57,9 @@ int gp_detect(int argc, char **argv) {
         if (rc == AG_OK) {
             Rng rng;
             rng_seed(&rng, (uint64_t)seed);
-            lc.r.B = batch, lc.r.T = T;
-            lc.r.ids = ex_malloc((size_t)batch * T * sizeof(int));
-            lens_repeated_tokens(&rng, lc.cfg.vocab_size, L, batch, T, lc.r.ids);
+            lc.c.r.B = batch, lc.c.r.T = T;
+            lc.c.r.ids = ex_malloc((size_t)batch * T * sizeof(int));
+            lens_repeated_tokens(&rng, lc.cfg.vocab_size, L, batch, T, lc.c.r.ids);
             printf("detect: %d rows of %d random tokens repeated to %d (seed %lld)\n", batch, L, T,
                    (long long)seed);
         }
@@ -68,24 +68,25 @@ int gp_detect(int argc, char **argv) {
     double *scores = ex_calloc((size_t)K * L * NH, sizeof(double));
     LensDetectOptions opt = {exclude_bos, exclude_current};
     if (rc == AG_OK) {
-        lens_detect_gpt(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, &opt, scores);
+        lens_detect_gpt(lc.c.t, &lc.g.m, lc.c.r.ids, lc.c.r.B, lc.c.r.T, &opt, scores);
         /* the share of queries that have a position to attend to (no exclusions): the score of
          * a perfect head of each kind on these tokens */
-        uint8_t *D = ex_malloc((size_t)lc.r.T * lc.r.T);
+        uint8_t *D = ex_malloc((size_t)lc.c.r.T * lc.c.r.T);
         printf("scores: the share of each head's attention on the pattern's positions "
                "(a perfect head: ");
         for (int k = 0; k < K; k++) {
             double with = 0;
-            for (int b = 0; b < lc.r.B; b++) {
-                lens_detection_pattern((LensHeadKind)k, lc.r.ids + (size_t)b * lc.r.T, lc.r.T, D);
-                for (int i = 0; i < lc.r.T; i++) {
+            for (int b = 0; b < lc.c.r.B; b++) {
+                lens_detection_pattern((LensHeadKind)k, lc.c.r.ids + (size_t)b * lc.c.r.T, lc.c.r.T,
+                                       D);
+                for (int i = 0; i < lc.c.r.T; i++) {
                     int any = 0;
-                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * lc.r.T + j];
+                    for (int j = 0; j <= i; j++) any |= D[(size_t)i * lc.c.r.T + j];
                     with += any;
                 }
             }
             printf("%s%s %.3f", k ? ", " : "", lens_head_kind_name((LensHeadKind)k),
-                   with / ((double)lc.r.B * lc.r.T));
+                   with / ((double)lc.c.r.B * lc.c.r.T));
         }
         printf(" without exclusions)\n  head ");
         free(D);
@@ -106,8 +107,8 @@ int gp_detect(int argc, char **argv) {
         }
     }
     if (rc == AG_OK) {
-        int32_t *tok = ex_malloc((size_t)lc.r.B * lc.r.T * sizeof(int32_t));
-        for (size_t i = 0; i < (size_t)lc.r.B * lc.r.T; i++) tok[i] = lc.r.ids[i];
+        int32_t *tok = ex_malloc((size_t)lc.c.r.B * lc.c.r.T * sizeof(int32_t));
+        for (size_t i = 0; i < (size_t)lc.c.r.B * lc.c.r.T; i++) tok[i] = lc.c.r.ids[i];
         static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
         int64_t ex[2] = {exclude_bos, exclude_current};
         NpzWriter *w = npz_writer_new();
@@ -115,10 +116,10 @@ int gp_detect(int argc, char **argv) {
         npz_add_f64(w, "scores", 3, (int64_t[]){K, L, NH}, scores);
         npz_add_bytes(w, "kinds", kinds, strlen(kinds));
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
-        npz_add_i32(w, "tokens", 2, (int64_t[]){lc.r.B, lc.r.T}, tok);
+        npz_add_i32(w, "tokens", 2, (int64_t[]){lc.c.r.B, lc.c.r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
         if ((rc = npz_write(w, lc.a.out, 0, NULL)) == AG_ERR_RANGE)
-            rc = ex_not_finite(rc, lc.a.ckpt, NULL);
+            rc = lens_cmd_not_finite(&lc.c, rc);
         npz_writer_free(w);
         free(tok);
     }
@@ -130,8 +131,7 @@ int gp_detect(int argc, char **argv) {
                 yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        LensReport rp = gp_report(&lc.g);
-        lens_report_heatmap(&rp, lc.a.out, ".png",
+        lens_report_heatmap(&lc.c.rp, lc.a.out, ".png",
                             "head detectors: share of attention on the pattern", scores, K * L, NH,
                             yl, lens_labels_numbers(NH), 1);
     }
@@ -161,28 +161,10 @@ int gp_lens(int argc, char **argv) {
     if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && !token == !lc.a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    int gi = -1, bi = -1;
     rc = gp_lens_start(&lc, rc, 1);
     if (rc == AG_OK)
-        rc = gp_one_token(&lc.g, token ? token : lc.a.good, token ? "token" : "good", &gi);
-    if (rc == AG_OK && lc.a.bad) rc = gp_one_token(&lc.g, lc.a.bad, "bad", &bi);
-    if (rc == AG_OK && (pos < -lc.r.T || pos >= lc.r.T))
-        rc = ag_fail(AG_ERR_ARG, "--pos %d: outside the rows' %d positions", pos, lc.r.T);
-    int *good = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int)),
-        *bad = ex_malloc(((size_t)lc.r.B + 1) * sizeof(int));
-    for (int b = 0; b < lc.r.B; b++) good[b] = gi, bad[b] = bi;
-    LensLogit ll = {0};
-    if (rc == AG_OK) {
-        rc = lens_logit_run(lc.t, &lc.g.m, lc.r.ids, lc.r.B, lc.r.T, good, lc.a.bad ? bad : NULL,
-                            pos, &ll);
-        if (rc != AG_OK) rc = gp_refail(rc, lc.a.ckpt);
-    }
-    LensReport rp = gp_report(&lc.g);
-    if (rc == AG_OK && (rc = lens_report_logit(&rp, &ll, lc.r.ids, good, lc.a.bad ? bad : NULL,
-                                               lc.a.out)) == AG_ERR_RANGE)
-        rc = ex_not_finite(rc, lc.a.ckpt, NULL);
-    lens_logit_free(&ll);
-    free(good), free(bad);
+        rc = lens_cmd_logit(&lc.c, token ? token : lc.a.good, token ? "token" : "good", lc.a.bad,
+                            pos, lc.a.out);
     return gp_lens_end(&lc, rc, "lens");
 }
 
@@ -223,7 +205,7 @@ int gp_export(int argc, char **argv) {
                    "tokenizer.json)\n",
                    out, ckpt);
         hf_model_free(&g);
-        return gp_lens_finish(rc, "export");
+        return lens_cmd_end(&(LensCmd){.prog = GP_PROG, .name = "export"}, rc);
     }
     HfModel g = {0};
     GptConfig cfg = {0};
@@ -237,5 +219,5 @@ int gp_export(int argc, char **argv) {
         printf("%s: %s in TransformerLens's layout (float32); its config: %s\n", out, ckpt, json);
     free(json);
     hf_model_free(&g);
-    return gp_lens_finish(rc, "export");
+    return lens_cmd_end(&(LensCmd){.prog = GP_PROG, .name = "export"}, rc);
 }

@@ -21,7 +21,7 @@ static void token_str(ViewBuf *b, const HfModel *g, int id) {
 }
 
 /* "attention": the patterns of every row, the detector scores of each */
-static void attention_json(ViewBuf *b, HfModel *g, Tape *t, const GpRows *r) {
+static void attention_json(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r) {
     int L = g->m.cfg.n_layer, NH = g->m.cfg.n_head, K = LENS_N_HEAD_KINDS;
     double *sc = ex_malloc((size_t)K * L * NH * sizeof(double));
     view_key(b, "attention");
@@ -74,7 +74,7 @@ static const void *token_bytes(const void *ctx, int id, size_t *len) {
  * each part's share of that logit (TransformerLens's DLA: the part through the final norm with
  * the whole stream's scale, dotted with the token's row of the head). Token i gets position
  * i - 1's values. A post-LN model has neither (said on stderr). */
-static void lens_measures(ViewBuf *b, HfModel *g, Tape *t, const GpRows *r) {
+static void lens_measures(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r) {
     LensLogit ll;
     if (lens_logit_run(t, &g->m, r->ids, r->B, r->T, NULL, NULL, -1, &ll) != AG_OK) {
         fprintf(stderr, "view: no logit lens or direct logit attribution: %s\n", ag_last_error());
@@ -108,7 +108,7 @@ static void lens_measures(ViewBuf *b, HfModel *g, Tape *t, const GpRows *r) {
 
 /* "tokens": each token's loss (of predicting it from the tokens before) and probability, the
  * top-k predictions after it, the logit lens and direct logit attribution (lens_measures) */
-static void tokens_json(ViewBuf *b, HfModel *g, Tape *t, const GpRows *r, int top_k) {
+static void tokens_json(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r, int top_k) {
     int T = r->T, V = g->m.cfg.vocab_size;
     int was = ag_no_grad(t, 1);
     Tensor *logits = nn_gpt_forward(t, &g->m, r->ids, r->B, T, NULL); /* (B, T, V) */
@@ -155,9 +155,9 @@ typedef struct ViewGpt {
 static int model_json(ViewBuf *b, void *ctx) {
     ViewGpt *v = ctx;
     view_raw(b, ",");
-    attention_json(b, &v->l.g, v->l.t, &v->l.r);
+    attention_json(b, &v->l.g, v->l.c.t, &v->l.c.r);
     view_raw(b, ",");
-    tokens_json(b, &v->l.g, v->l.t, &v->l.r, v->top_k);
+    tokens_json(b, &v->l.g, v->l.c.t, &v->l.c.r, v->top_k);
     for (int l = 0; l < v->l.cfg.n_layer; l++) v->l.g.m.last_probs[l] = NULL; /* in the tape's */
     return AG_OK;
 }

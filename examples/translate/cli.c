@@ -543,60 +543,52 @@ static int cmd_vocab(int argc, char **argv) {
 /* ---- the lens: cache, ablate, patch, detect, lens (lens.c; docs/lens.md) ---- */
 
 /* What every lens command reads and holds: the flags around its own, the sentence argument(s),
- * the checkpoint and the rows it runs on */
-typedef struct LensCmd {
+ * the checkpoint and the library's command (src/lens/cmd.h: the rows it runs on) */
+typedef struct LensArgs {
     const char *name, *ckpt, *out, *sentence, *target, *pairs;
-    int threads, npos, loaded;
+    const char *metric, *good, *bad; /* --metric, --good, --bad of ablate and patch */
+    int threads, npos, loaded, mpos;
     char **pos; /* the arguments without a flag (commands that take a sentence) */
     Translator tr;
-    TrLensRows r;
-} LensCmd;
-
-#define LENS_INPUT_OPTS(c)                                                                         \
-    {"sentence", FLAG_STR, &(c)->sentence, "TEXT", "the source sentence (default: the argument)",  \
-     0,          0,        NULL,           0},                                                     \
-        {"target",                                                                                 \
-         FLAG_STR,                                                                                 \
-         &(c)->target,                                                                             \
-         "TEXT",                                                                                   \
-         "teacher-force this translation (default: the greedy one)",                               \
-         0,                                                                                        \
-         0,                                                                                        \
-         NULL,                                                                                     \
-         0},                                                                                       \
-    {                                                                                              \
-        "pairs", FLAG_PATH, &(c)->pairs, "FILE",                                                   \
-            "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0            \
-    }
-#define LENS_METRIC_OPTS(metric, good, bad, mpos)                                                  \
-    {"metric",                                                                                     \
-     FLAG_STR,                                                                                     \
-     &metric,                                                                                      \
-     "NAME",                                                                                       \
-     "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",                          \
-     0,                                                                                            \
-     0,                                                                                            \
-     NULL,                                                                                         \
-     0},                                                                                           \
-        {"good", FLAG_STR, &good, "WORD", "logit-diff: the target word whose logit counts +",      \
-         0,      0,        NULL,  0},                                                              \
-        {"bad", FLAG_STR, &bad, "WORD", "logit-diff: the target word whose logit counts -",        \
-         0,     0,        NULL, 0},                                                                \
-    {                                                                                              \
-        "pos", FLAG_INT, &mpos, "N", "logit-diff: the decoder position (-1: the last)", -1, 4096,  \
-            NULL, 0                                                                                \
-    }
+    LensCmd lc;
+} LensArgs;
 
 /* Parses cmd's flags: --ckpt, the input's (rows: --sentence, --target, --pairs and a sentence
- * argument), own[0..n_own), --out (out_help), --threads; own[i].given is set. --help prints
- * "usage: PROG name args", what and the flags. Returns 0, -1 after --help, or the exit code of
- * a refused flag (printed). */
-static int lens_parse(LensCmd *c, int rows, Flag *own, int n_own, const char *out_help,
+ * argument), own[0..n_own), the metric's (metric: --metric, --good, --bad, --pos), --out
+ * (out_help), --threads; own[i].given is set. --help prints "usage: PROG name args", what and
+ * the flags. Returns 0, -1 after --help, or the exit code of a refused flag (printed). */
+static int lens_parse(LensArgs *c, int rows, int metric, Flag *own, int n_own, const char *out_help,
                       const char *args, const char *what, int argc, char **argv) {
     Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-                   LENS_INPUT_OPTS(c)};
+                   {"sentence", FLAG_STR, &c->sentence, "TEXT",
+                    "the source sentence (default: the argument)", 0, 0, NULL, 0},
+                   {"target", FLAG_STR, &c->target, "TEXT",
+                    "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
+                   {"pairs", FLAG_PATH, &c->pairs, "FILE",
+                    "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0}};
     int n = rows ? 4 : 1;
     for (int i = 0; i < n_own; i++) fl[n++] = own[i];
+    if (metric) {
+        c->metric = "loss", c->mpos = -1;
+        fl[n++] = (Flag){"metric",
+                         FLAG_STR,
+                         &c->metric,
+                         "NAME",
+                         "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",
+                         0,
+                         0,
+                         NULL,
+                         0};
+        fl[n++] = (Flag){
+            "good", FLAG_STR, &c->good, "WORD", "logit-diff: the target word whose logit counts +",
+            0,      0,        NULL,     0};
+        fl[n++] = (Flag){
+            "bad", FLAG_STR, &c->bad, "WORD", "logit-diff: the target word whose logit counts -",
+            0,     0,        NULL,    0};
+        fl[n++] = (Flag){
+            "pos", FLAG_INT, &c->mpos, "N", "logit-diff: the decoder position (-1: the last)",
+            -1,    4096,     NULL,     0};
+    }
     fl[n++] = (Flag){"out", FLAG_PATH, &c->out, "FILE", out_help, 0, 0, NULL, 0};
     fl[n++] = (Flag){
         "threads", FLAG_INT, &c->threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)",
@@ -614,7 +606,7 @@ static int lens_parse(LensCmd *c, int rows, Flag *own, int n_own, const char *ou
 /* The texts a lens command was given are UTF-8 (each NULL, or checked; the message printed),
  * the folder of --out exists, then the checkpoint is loaded and (rows) the rows read: 0, or the
  * exit code (also 0 after a parse-only check, with *done set). */
-static int lens_start(LensCmd *c, int rows, const char **texts, const char *const *labels, int n,
+static int lens_start(LensArgs *c, int rows, const char **texts, const char *const *labels, int n,
                       int *done) {
     *done = 1;
     for (int i = 0; i < c->npos; i++)
@@ -635,6 +627,7 @@ static int lens_start(LensCmd *c, int rows, const char **texts, const char *cons
     set_threads(c->threads);
     if ((rc = load_or_complain(c->name, &c->tr, c->ckpt)) != 0) return rc;
     c->loaded = 1, *done = 0;
+    c->lc = tr_lens_cmd(&c->tr, c->name);
     if (!rows) return 0;
     if (c->npos > 1)
         rc = ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", c->pos[0],
@@ -645,19 +638,18 @@ static int lens_start(LensCmd *c, int rows, const char **texts, const char *cons
     else if (c->pairs && c->target)
         rc = ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
     else
-        rc = tr_lens_rows(&c->tr, c->npos ? c->pos[0] : c->sentence, c->target, c->pairs, &c->r);
+        rc = tr_lens_rows(&c->tr, c->npos ? c->pos[0] : c->sentence, c->target, c->pairs, &c->lc.r);
     return rc; /* an AG_ERR_*: lens_end prints it */
 }
 
 /* The end of a lens command: everything freed; the exit code of rc (an AG_ERR_* from the run,
  * its message printed: 2 for flags, files and data) */
-static int lens_end(LensCmd *c, int rc) {
-    tr_lens_rows_free(&c->r);
+static int lens_end(LensArgs *c, int rc) {
+    c->lc.prog = PROG, c->lc.name = c->name;
+    int code = lens_cmd_end(&c->lc, rc);
     if (c->loaded) tr_free(&c->tr);
     free(c->pos);
-    if (rc == AG_OK) return TR_EXIT_OK;
-    fprintf(stderr, "%s %s: %s\n", PROG, c->name, ag_last_error());
-    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    return code;
 }
 
 /* lens_start, and lens_end when the command is done before its run */
@@ -672,7 +664,7 @@ static int lens_end(LensCmd *c, int rc) {
     } while (0)
 
 static int cmd_cache(int argc, char **argv) {
-    LensCmd c = {.name = "cache", .ckpt = DEFAULT_CKPT, .out = "build/lens/cache.npz"};
+    LensArgs c = {.name = "cache", .ckpt = DEFAULT_CKPT, .out = "build/lens/cache.npz"};
     const char *hooks = "*", *good = NULL, *bad_w = NULL;
     int mpos = -1;
     Flag own[] = {
@@ -685,7 +677,7 @@ static int cmd_cache(int argc, char **argv) {
          4096, NULL, 0},
     };
     int rc = lens_parse(
-        &c, 1, own, 4, "the .npz to write", "[flags] SENTENCE",
+        &c, 1, 0, own, 4, "the .npz to write", "[flags] SENTENCE",
         "Runs the model on the sentence and its translation (teacher-forced) and writes the "
         "activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
         "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens (the "
@@ -697,17 +689,19 @@ static int cmd_cache(int argc, char **argv) {
     const char *texts[] = {NULL, NULL, good, bad_w};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
     LensOwnedMetric m = {0};
-    if (good) rc = tr_lens_metric(&c.tr, &c.r, "logit-diff", good, bad_w, mpos, &m);
-    if (rc == AG_OK) rc = tr_lens_cache(&c.tr, &c.r, hooks, good ? &m : NULL, c.out);
+    if (good) rc = lens_cmd_metric(&c.lc, &c.lc.r, "logit-diff", good, bad_w, mpos, &m);
+    if (rc == AG_OK)
+        rc = lens_cmd_cache(&c.lc, hooks, good ? &m.mt : NULL,
+                            (LensRunInfo){.seq2seq_cfg = &c.tr.model.cfg}, c.out);
     lens_owned_metric_free(&m);
     return lens_end(&c, rc);
 }
 
 static int cmd_ablate(int argc, char **argv) {
-    LensCmd c = {.name = "ablate", .ckpt = DEFAULT_CKPT, .out = "build/lens/ablate.npz"};
-    const char *hook = "*attn.hook_z", *good = NULL, *bad_w = NULL, *metric = "loss";
+    LensArgs c = {.name = "ablate", .ckpt = DEFAULT_CKPT, .out = "build/lens/ablate.npz"};
+    const char *hook = "*attn.hook_z";
     FlagInts positions = {0};
-    int mpos = -1, mode = 0;
+    int mode = 0;
     static const char *const modes[] = {"zero", "mean", NULL};
     Flag own[] = {
         {"hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
@@ -715,10 +709,9 @@ static int cmd_ablate(int argc, char **argv) {
          0},
         {"positions", FLAG_INTS, &positions, "LIST",
          "only these positions, e.g. 3,4 (default: all)", 0, 1000000, NULL, 0},
-        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
     };
     int rc =
-        lens_parse(&c, 1, own, 7, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+        lens_parse(&c, 1, 1, own, 3, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
                    "Ablates each head (or each point without heads) of the matching points "
                    "in turn and writes\nthe metric of every run: values (point, head), base, "
                    "points, axes; and a heatmap of the\nchanges (gnuplot). The default "
@@ -726,27 +719,26 @@ static int cmd_ablate(int argc, char **argv) {
                    "the cross-attention.",
                    argc, argv);
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL, good, bad_w};
+    const char *texts[] = {NULL, NULL, c.good, c.bad};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
     LensOwnedMetric m = {0};
-    rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
-    if (rc == AG_OK && mode == 1 && c.r.B == 1)
+    rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
+    if (rc == AG_OK && mode == 1 && c.lc.r.B == 1)
         fprintf(stderr,
                 "%s ablate: note: the mean over one row is the row itself (give --pairs "
                 "FILE for a batch)\n",
                 PROG);
     if (rc == AG_OK)
-        rc = tr_lens_ablate(&c.tr, &c.r, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v,
-                            positions.n, &m, metric, c.out);
+        rc = lens_cmd_ablate(&c.lc, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
+                             &m.mt, c.metric, c.out);
     lens_owned_metric_free(&m);
     return lens_end(&c, rc);
 }
 
 static int cmd_patch(int argc, char **argv) {
-    LensCmd c = {.name = "patch", .ckpt = DEFAULT_CKPT, .out = "build/lens/patch.npz"};
+    LensArgs c = {.name = "patch", .ckpt = DEFAULT_CKPT, .out = "build/lens/patch.npz"};
     const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
-    const char *good = NULL, *bad_w = NULL, *metric = "loss";
-    int mpos = -1, by = 0, attribution = 0;
+    int by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
     Flag own[] = {
         {"clean", FLAG_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
@@ -762,9 +754,8 @@ static int cmd_patch(int argc, char **argv) {
         {"attribution", FLAG_SWITCH, &attribution, NULL,
          "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
          NULL, 0},
-        LENS_METRIC_OPTS(metric, good, bad_w, mpos),
     };
-    int rc = lens_parse(&c, 0, own, 10, "the .npz to write (and a .png beside it)",
+    int rc = lens_parse(&c, 0, 1, own, 6, "the .npz to write (and a .png beside it)",
                         "--clean TEXT --corrupt TEXT [flags]",
                         "Runs the clean and the corrupted source (the same translation "
                         "teacher-forced), then the\ncorrupted run with one part of one point "
@@ -775,29 +766,29 @@ static int cmd_patch(int argc, char **argv) {
     if (rc == 0 && (!clean || !corrupt))
         rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
     if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {clean, corrupt, c.target, good, bad_w};
+    const char *texts[] = {clean, corrupt, c.target, c.good, c.bad};
     LENS_START(&c, 0, texts,
                ((const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"}), 5);
-    TrLensRows corr = {0};
+    LensRows corr = {0};
     LensOwnedMetric m = {0};
-    rc = tr_lens_rows(&c.tr, clean, c.target, NULL, &c.r);
+    rc = tr_lens_rows(&c.tr, clean, c.target, NULL, &c.lc.r);
     if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
-        size_t need = tr_detokenize(&c.tr.tgt, c.r.tgt + 1, c.r.T - 1, NULL, 0);
+        size_t need = tr_detokenize(&c.tr.tgt, c.lc.r.ids + 1, c.lc.r.T - 1, NULL, 0);
         char *tgt = ex_calloc(need + 1, 1);
-        tr_detokenize(&c.tr.tgt, c.r.tgt + 1, c.r.T - 1, tgt, need + 1);
+        tr_detokenize(&c.tr.tgt, c.lc.r.ids + 1, c.lc.r.T - 1, tgt, need + 1);
         rc = tr_lens_rows(&c.tr, corrupt, c.target ? c.target : tgt, NULL, &corr);
         free(tgt);
     }
-    if (rc == AG_OK) rc = tr_lens_metric(&c.tr, &c.r, metric, good, bad_w, mpos, &m);
+    if (rc == AG_OK) rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
     if (rc == AG_OK)
-        rc = tr_lens_patch(&c.tr, &c.r, &corr, hook, (LensAxes)by, attribution, &m, metric, c.out);
+        rc = lens_cmd_patch(&c.lc, &corr, hook, (LensAxes)by, attribution, &m.mt, c.metric, c.out);
     lens_owned_metric_free(&m);
-    tr_lens_rows_free(&corr);
+    lens_rows_free(&corr);
     return lens_end(&c, rc);
 }
 
 static int cmd_detect(int argc, char **argv) {
-    LensCmd c = {.name = "detect", .ckpt = DEFAULT_CKPT, .out = "build/lens/detect.npz"};
+    LensArgs c = {.name = "detect", .ckpt = DEFAULT_CKPT, .out = "build/lens/detect.npz"};
     int exclude_bos = 0, exclude_current = 0;
     Flag own[] = {
         {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
@@ -806,7 +797,7 @@ static int cmd_detect(int argc, char **argv) {
          "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
     };
     int rc = lens_parse(
-        &c, 1, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+        &c, 1, 0, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
         "Scores every head of the encoder's and the decoder's self-attention as a "
         "previous-token,\nduplicate-token and induction head (the share of its attention on the "
         "pattern's positions,\nTransformerLens's detect_head), and every head of the "
@@ -818,11 +809,11 @@ static int cmd_detect(int argc, char **argv) {
     const char *texts[] = {NULL, NULL};
     LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target"}), 2);
     LensDetectOptions opt = {exclude_bos, exclude_current};
-    return lens_end(&c, tr_lens_detect(&c.tr, &c.r, &opt, c.out));
+    return lens_end(&c, tr_lens_detect(&c.tr, &c.lc, &opt, c.out));
 }
 
 static int cmd_lens(int argc, char **argv) {
-    LensCmd c = {.name = "lens", .ckpt = DEFAULT_CKPT, .out = "build/lens/lens.npz"};
+    LensArgs c = {.name = "lens", .ckpt = DEFAULT_CKPT, .out = "build/lens/lens.npz"};
     const char *word = NULL, *good = NULL, *bad_w = NULL;
     int mpos = -1;
     Flag own[] = {
@@ -834,7 +825,7 @@ static int cmd_lens(int argc, char **argv) {
          0},
     };
     int rc = lens_parse(
-        &c, 1, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
+        &c, 1, 0, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
         "The decoder's logit lens (its residual stream after the embeddings and after every "
         "block,\nthrough the final decoder norm and the generator) and direct logit attribution "
         "(every head\nof the self- and the cross-attention, their biases, every MLP, the "
@@ -849,13 +840,8 @@ static int cmd_lens(int argc, char **argv) {
     const char *texts[] = {NULL, NULL, word, good, bad_w};
     LENS_START(&c, 1, texts,
                ((const char *[]){"--sentence", "--target", "--word", "--good", "--bad"}), 5);
-    rc = tr_lens_logit(&c.tr, &c.r, word ? word : good, bad_w, mpos, c.out);
-    if (rc == AG_ERR_ARG && strstr(ag_last_error(), "post-LN")) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ag_last_error());
-        rc = ag_fail(AG_ERR_ARG, "%s: %s", c.ckpt, msg);
-    }
-    return lens_end(&c, rc);
+    return lens_end(
+        &c, lens_cmd_logit(&c.lc, word ? word : good, bad_w ? "good" : "word", bad_w, mpos, c.out));
 }
 
 /* ---- the subcommands ---- */

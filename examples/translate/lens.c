@@ -1,15 +1,13 @@
-/* lens.c: `attograd-translate cache`, `ablate` and `patch`: the lens of src/lens/lens.h on the
- * seq2seq model's hook points (encoder.*, decoder.*, decoder.blocks.L.cross_attn.*) for
- * sentence pairs run teacher-forced: the source + EOS on the encoder, BOS + the target on the
- * decoder. cache writes the activations a name pattern selects (and a logit difference's
- * gradients) to one .npz; ablate zeroes or mean-ablates every head (or point) in turn and
- * tables the metric; patch runs activation or attribution patching from a clean source into a
- * corrupted one; detect scores every head as a previous-token, duplicate-token and induction
- * head, and the cross-attention's by its diagonal (src/lens/detect.h); lens runs the decoder's
- * logit lens and direct logit attribution (src/lens/logit.h). docs/lens.md is the user's guide.
- * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the sweeps (src/lens/lens.c), the
- * files, tables and heatmaps the commands share with attograd-gpt's (src/lens/report.c).
- * Read next: src/lens/report.h, docs/lens.md. */
+/* lens.c: what attograd-translate's lens commands (cache, ablate, patch, detect, lens) give
+ * the library's (src/lens/cmd.h) about the seq2seq model: its rows, sentence pairs run
+ * teacher-forced (the source + EOS on the encoder, BOS + the target on the decoder), its words
+ * (a target word as one token; the token texts of the outputs), the LensCmd on its model and
+ * tape; and detect, whose table differs from a GPT's: every head scored as a previous-token,
+ * duplicate-token and induction head, the cross-attention's by its diagonal
+ * (src/lens/detect.h). docs/lens.md is the user's guide.
+ * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the commands' runs, files, tables
+ * and heatmaps shared with attograd-gpt's (src/lens/cmd.c, report.c).
+ * Read next: src/lens/cmd.h, docs/lens.md. */
 #include "translate.h"
 
 #include <errno.h>
@@ -20,7 +18,7 @@
 
 /* one pair into row b of r (allocated for r->B rows of S and T when b is 0): the source (its
  * words, not empty) and the target (NULL: the greedy translation) */
-static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *source,
+static int add_pair(Translator *tr, LensRows *r, int b, int B, const char *source,
                     const char *target, const char *label) {
     int L = tr->model.cfg.max_len, n_unk = 0;
     int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
@@ -41,7 +39,7 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
     if (rc == AG_OK && b == 0) {
         r->B = B, r->S = S + 1, r->T = T + 1;
         r->src = ex_calloc((size_t)B * r->S, sizeof(int));
-        r->tgt = ex_calloc((size_t)B * r->T, sizeof(int));
+        r->ids = ex_calloc((size_t)B * r->T, sizeof(int));
         r->next = ex_calloc((size_t)B * r->T, sizeof(int));
     } else if (rc == AG_OK && (S + 1 != r->S || T + 1 != r->T)) {
         rc = ag_fail(AG_ERR_ARG,
@@ -50,7 +48,7 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
                      label, S, T, r->S - 1, r->T - 1);
     }
     if (rc == AG_OK) {
-        int *s = r->src + (size_t)b * r->S, *ti = r->tgt + (size_t)b * r->T;
+        int *s = r->src + (size_t)b * r->S, *ti = r->ids + (size_t)b * r->T;
         int *nx = r->next + (size_t)b * r->T;
         memcpy(s, src, (size_t)S * sizeof(int));
         s[S] = TR_EOS;
@@ -67,12 +65,12 @@ static int add_pair(Translator *tr, TrLensRows *r, int b, int B, const char *sou
 /* The rows' teacher-forced logits are finite: AG_OK, or AG_ERR_RANGE naming the checkpoint and
  * where the first NaN or inf began (finite weights that overflow); every command on the rows
  * refuses them so, before it writes or prints anything. */
-static int rows_finite(Translator *tr, const TrLensRows *r) {
+static int rows_finite(Translator *tr, const LensRows *r) {
     Tape *t = tr->tape;
     int was = ag_no_grad(t, 1), chk = ag_check_finite(t, 1);
     ag_tape_reset(t);
     Tensor *mem = nn_seq2seq_encode(t, &tr->model, r->src, r->B, r->S, NULL);
-    Tensor *logits = nn_seq2seq_decode(t, &tr->model, mem, r->src, r->S, r->tgt, r->B, r->T, NULL);
+    Tensor *logits = nn_seq2seq_decode(t, &tr->model, mem, r->src, r->S, r->ids, r->B, r->T, NULL);
     int rc = ex_tensor_finite(logits, "logits", NULL);
     if (rc != AG_OK) ex_not_finite(rc, tr->path, t);
     ag_tape_reset(t);
@@ -82,7 +80,7 @@ static int rows_finite(Translator *tr, const TrLensRows *r) {
 }
 
 int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const char *pairs,
-                 TrLensRows *r) {
+                 LensRows *r) {
     memset(r, 0, sizeof *r);
     if (!sentence == !pairs) return ag_fail(AG_ERR_ARG, "give a sentence or --pairs FILE");
     int rc = AG_OK;
@@ -115,16 +113,9 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
         fclose(f);
     }
     if (rc == AG_OK) rc = rows_finite(tr, r);
-    if (rc != AG_OK) tr_lens_rows_free(r);
+    if (rc != AG_OK) lens_rows_free(r);
     return rc;
 }
-
-void tr_lens_rows_free(TrLensRows *r) {
-    free(r->src), free(r->tgt), free(r->next);
-    memset(r, 0, sizeof *r);
-}
-
-/* ---- the metric ---- */
 
 /* a target word that is one token of the target vocabulary (ctx: the Translator) */
 static int one_word(const void *ctx, const char *word, const char *flag, int *id) {
@@ -136,16 +127,6 @@ static int one_word(const void *ctx, const char *word, const char *flag, int *id
                        n != 1 ? "not one target token" : "not in the target vocabulary");
     *id = ids[0];
     return AG_OK;
-}
-
-int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, LensOwnedMetric *m) {
-    if (strcmp(kind, "loss") == 0) { /* the teacher-forced loss of the target, EOS included */
-        memset(m, 0, sizeof *m);
-        m->mt = (LensMetric){.kind = LENS_LOSS, .targets = r->next};
-        return AG_OK;
-    }
-    return lens_logit_diff_metric(kind, good, bad, pos, r->B, r->T, one_word, tr, m);
 }
 
 /* ---- the outputs (src/lens/report.h) ---- */
@@ -160,90 +141,16 @@ static char *token_word(const void *ctx, NnHookStack stack, int id, int label) {
     return strcpy(s, w);
 }
 
-static LensReport report(const Translator *tr) {
-    return (LensReport){TR_PROG, ex_plot_heatmap, token_word, tr};
-}
-
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const LensOwnedMetric *mt,
-                  const char *out) {
-    LensCache c;
-    lens_cache_init(&c, mt != NULL);
-    NnHooks h;
-    nn_hooks_init_seq2seq(&h, tr->model.cfg.n_enc_layers, tr->model.cfg.n_dec_layers);
-    int rc = lens_hooks_add_list(&h, hooks, "--hooks", lens_cache_hook, &c); /* strict */
-    LensModel lm = lens_seq2seq(&tr->model);
-    LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
-    if (rc >= 0) rc = lens_cache_run(tr->tape, &lm, &in, &h, &c, mt ? &mt->mt : NULL, NULL);
-    if (rc == AG_OK) {
-        LensReport rp = report(tr);
-        int ns = r->B * r->S, nt = r->B * r->T;
-        char **ss = lens_labels_tokens(&rp, NN_HOOK_ENCODER, r->src, ns, 0);
-        char **ts = lens_labels_tokens(&rp, NN_HOOK_DECODER, r->tgt, nt, 0);
-        LensRunInfo run = {.tokens = r->tgt,
-                           .B = r->B,
-                           .T = r->T,
-                           .token_strs = (const char *const *)ts,
-                           .src_tokens = r->src,
-                           .S = r->S,
-                           .src_token_strs = (const char *const *)ss,
-                           .seq2seq_cfg = &tr->model.cfg};
-        rc = lens_cache_save(&c, out, &run);
-        if (rc == AG_OK)
-            printf("%s: %d activations%s of %d row(s), %d source and %d decoder positions\n", out,
-                   c.n, mt ? " and gradients" : "", r->B, r->S, r->T);
-        lens_labels_free(ss, ns);
-        lens_labels_free(ts, nt);
-    }
-    nn_hooks_free(&lm.layout);
-    nn_hooks_free(&h);
-    lens_cache_free(&c);
-    return rc;
-}
-
-/* ---- ablate and patch ---- */
-
-/* the last error again, after "--hook: " */
-static int hook_error(int rc) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ag_last_error());
-    return ag_fail(rc, "--hook: %s", msg);
-}
-
-int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const LensOwnedMetric *m, const char *metric,
-                   const char *out) {
-    LensModel lm = lens_seq2seq(&tr->model);
-    LensPair in = {r->src, r->tgt, r->B, r->S, r->T};
-    LensAblateTable a;
-    int rc = lens_ablate_sweep_model(tr->tape, &lm, &in, hook, mode, positions, n_pos, &m->mt, &a);
-    nn_hooks_free(&lm.layout);
-    if (rc != AG_OK) return hook_error(rc);
-    LensReport rp = report(tr);
-    rc = lens_report_ablate(&rp, &a, mode, metric, out);
-    lens_ablate_table_free(&a);
-    return rc;
-}
-
-int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const LensOwnedMetric *m,
-                  const char *metric, const char *out) {
-    if (clean->S != corrupt->S || clean->T != corrupt->T)
-        return ag_fail(AG_ERR_ARG,
-                       "--corrupt has %d source and %d target tokens, --clean %d and %d: they "
-                       "must be as many",
-                       corrupt->S - 1, corrupt->T - 1, clean->S - 1, clean->T - 1);
-    LensModel lm = lens_seq2seq(&tr->model);
-    LensPair a = {clean->src, clean->tgt, 1, clean->S, clean->T};
-    LensPair b = {corrupt->src, corrupt->tgt, 1, corrupt->S, corrupt->T};
-    LensSweep s;
-    int rc = (attribution ? lens_attribute_model : lens_patch_sweep_model)(tr->tape, &lm, &a, &b,
-                                                                           hook, axes, &m->mt, &s);
-    nn_hooks_free(&lm.layout);
-    if (rc != AG_OK) return hook_error(rc);
-    LensReport rp = report(tr);
-    rc = lens_report_patch(&rp, &s, metric, corrupt->tgt, corrupt->src, out);
-    lens_sweep_free(&s);
-    return rc;
+LensCmd tr_lens_cmd(Translator *tr, const char *name) {
+    return (LensCmd){TR_PROG,
+                     name,
+                     tr->path,
+                     tr->tape,
+                     lens_seq2seq(&tr->model),
+                     lens_readout_seq2seq(&tr->model),
+                     {TR_PROG, ex_plot_heatmap, token_word, tr},
+                     one_word,
+                     {0}};
 }
 
 /* ---- detect and lens ---- */
@@ -255,14 +162,15 @@ static char *label(const char *fmt, const char *a, int l, int h) {
     return s;
 }
 
-int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions *opt,
+int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt,
                    const char *out) {
+    const LensRows *r = &c->r;
     int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
     int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS;
     double *enc = ex_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
     double *dec = ex_calloc((size_t)K * LD * NH, sizeof(double));
     double *cross = ex_calloc((size_t)LD * NH, sizeof(double));
-    lens_detect_seq2seq(tr->tape, &tr->model, r->src, r->S, r->tgt, r->B, r->T, opt, enc, dec,
+    lens_detect_seq2seq(tr->tape, &tr->model, r->src, r->S, r->ids, r->B, r->T, opt, enc, dec,
                         cross);
     /* the table: a row per head, its scores of each kind; the cross-attention's diagonal */
     printf("scores: the share of each head's attention on the pattern's positions, mean over %d "
@@ -284,7 +192,7 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
             printf("  cross    L%dH%-3d %16.3f\n", l, h, cross[l * NH + h]);
     int32_t *tok = ex_malloc((size_t)r->B * r->T * sizeof(int32_t));
     int32_t *stok = ex_malloc((size_t)r->B * r->S * sizeof(int32_t));
-    for (size_t i = 0; i < (size_t)r->B * r->T; i++) tok[i] = r->tgt[i];
+    for (size_t i = 0; i < (size_t)r->B * r->T; i++) tok[i] = r->ids[i];
     for (size_t i = 0; i < (size_t)r->B * r->S; i++) stok[i] = r->src[i];
     static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
     static const char axes[] = "encoder, decoder: kind,layer,head; cross_diagonal: layer,head";
@@ -322,36 +230,11 @@ int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions 
             memcpy(grid + (size_t)row * NH, cross + (size_t)l * NH, (size_t)NH * sizeof(double));
             yl[row] = label("%scross diagonal L%d", "", l, 0);
         }
-        LensReport rp = report(tr);
-        lens_report_heatmap(&rp, out, ".png", "head detectors: share of attention on the pattern",
-                            grid, rows, NH, yl, lens_labels_numbers(NH), 1);
+        lens_report_heatmap(&c->rp, out, ".png",
+                            "head detectors: share of attention on the pattern", grid, rows, NH, yl,
+                            lens_labels_numbers(NH), 1);
         free(grid);
     }
     free(tok), free(stok), free(enc), free(dec), free(cross);
-    return rc;
-}
-
-int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
-                  const char *out) {
-    int gi, bi = -1, rc = one_word(tr, good, bad ? "good" : "word", &gi);
-    if (rc == AG_OK && bad) rc = one_word(tr, bad, "bad", &bi);
-    if (rc != AG_OK) return rc;
-    if (pos < -r->T || pos >= r->T)
-        return ag_fail(AG_ERR_ARG, "--pos %d: outside the decoder's %d positions (-1: the last)",
-                       pos, r->T);
-    int B = r->B, T = r->T;
-    int *gs = ex_malloc((size_t)B * sizeof(int)), *bs = ex_malloc((size_t)B * sizeof(int));
-    for (int b = 0; b < B; b++) gs[b] = gi, bs[b] = bi;
-    LensModel lm = lens_seq2seq(&tr->model);
-    LensPair in = {r->src, r->tgt, B, r->S, T};
-    LensReadout ro = lens_readout_seq2seq(&tr->model);
-    LensLogit ll;
-    rc =
-        lens_logit_run_model(tr->tape, &lm, &in, &ro, r->next, B, T, gs, bad ? bs : NULL, pos, &ll);
-    nn_hooks_free(&lm.layout);
-    LensReport rp = report(tr);
-    if (rc == AG_OK) rc = lens_report_logit(&rp, &ll, r->tgt, gs, bad ? bs : NULL, out);
-    lens_logit_free(&ll);
-    free(gs), free(bs);
     return rc;
 }

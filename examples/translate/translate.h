@@ -243,53 +243,20 @@ int tr_attention_save_npz(const TrAttention *a, const char *path);
 int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png);
 
 /* ---- the lens on the model's hook points (lens.c; docs/lens.md) ---- */
-/* Sentence pairs run teacher-forced: src (B, S) the source tokens + EOS, tgt (B, T) BOS + the
- * target tokens (the decoder's input), next (B, T) the target tokens + EOS (what each decoder
- * position predicts). */
-typedef struct TrLensRows {
-    int *src, *tgt, *next;
-    int B, S, T;
-} TrLensRows;
-/* One row from sentence and target (NULL: its greedy translation), or a row per line of the
- * file pairs ("source<TAB>target", every line as many source and target tokens); exactly one
- * of sentence and pairs. AG_OK, or an error naming the file and line, or the sentence. */
+/* Sentence pairs run teacher-forced into r (src/lens/cmd.h's LensRows): src (B, S) the source
+ * tokens + EOS, ids (B, T) BOS + the target tokens (the decoder's input), next (B, T) the target
+ * tokens + EOS (what each decoder position predicts). One row from sentence and target (NULL:
+ * its greedy translation), or a row per line of the file pairs ("source<TAB>target", every line
+ * as many source and target tokens); exactly one of sentence and pairs. AG_OK, or an error
+ * naming the file and line, or the sentence. */
 int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const char *pairs,
-                 TrLensRows *r);
-void tr_lens_rows_free(TrLensRows *r);
-/* kind "loss" (the teacher-forced loss of next) or "logit-diff" (target words good and bad,
- * each one token, at decoder position pos, -1 the last): lens_logit_diff_metric (../common/util.c) */
-int tr_lens_metric(const Translator *tr, const TrLensRows *r, const char *kind, const char *good,
-                   const char *bad, int pos, LensOwnedMetric *m);
-/* Runs the rows with a cache at the points of hooks (comma-separated globs) and writes it to
- * out (lens_cache_save: the names, tokens, src_tokens, their words, the config); with a metric
- * (mt not NULL) also its gradients (<name>.grad). Prints a line naming out. */
-int tr_lens_cache(Translator *tr, const TrLensRows *r, const char *hooks, const LensOwnedMetric *mt,
-                  const char *out);
-/* Each head (or each point, without heads) of the points of hook ablated in turn (mode
- * LENS_ZERO or LENS_MEAN over the rows; at positions, n_pos 0: all); writes out (values
- * (point, head), base, axes, metric, mode, points), prints the changes and draws the heatmap
- * beside out. metric: its name for the file. */
-int tr_lens_ablate(Translator *tr, const TrLensRows *r, const char *hook, LensAblateMode mode,
-                   const int *positions, int n_pos, const LensOwnedMetric *m, const char *metric,
-                   const char *out);
-/* Activation patching (or attribution, when attribution) from the clean row into the corrupted
- * one (as many tokens), over every point of hook by axes; writes out (lens_sweep_save), prints
- * the two runs' metrics and draws the heatmap beside out. */
-int tr_lens_patch(Translator *tr, const TrLensRows *clean, const TrLensRows *corrupt,
-                  const char *hook, LensAxes axes, int attribution, const LensOwnedMetric *m,
-                  const char *metric, const char *out);
-/* Scores every head of the rows (lens_detect_seq2seq), prints the table, writes out (encoder,
+                 LensRows *r);
+/* The library's lens command (src/lens/cmd.h) named name on tr's model, tape and words */
+LensCmd tr_lens_cmd(Translator *tr, const char *name);
+/* Scores every head of c's rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
-int tr_lens_detect(Translator *tr, const TrLensRows *r, const LensDetectOptions *opt,
-                   const char *out);
-/* The decoder's logit lens and direct logit attribution of logit(good), or logit(good) -
- * logit(bad) (bad may be NULL; each one target word) at decoder position pos (-1: the last):
- * prints the tables, writes out (lens_logit_save) and two heatmaps (out's .png: the parts per
- * block; _lens.png: the lens per stage and position). AG_OK, or AG_ERR_ARG naming the flag
- * (--word/--good/--bad, --pos) or a post-LN model, or npz_write's error. */
-int tr_lens_logit(Translator *tr, const TrLensRows *r, const char *good, const char *bad, int pos,
-                  const char *out);
+int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt, const char *out);
 
 /* ---- head importance (heads.c) ---- */
 enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };

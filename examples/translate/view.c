@@ -34,7 +34,7 @@ static void words(ViewBuf *b, const TrVocab *v, const int *ids, int n) {
 /* what the page shows of a checkpoint (view_page's body) */
 typedef struct ViewTr {
     Translator tr;
-    TrLensRows r;
+    LensRows r;
     int top_k;
 } ViewTr;
 
@@ -42,7 +42,7 @@ typedef struct ViewTr {
 static int model_json(ViewBuf *b, void *ctx) {
     ViewTr *v = ctx;
     Translator *tr = &v->tr;
-    const TrLensRows *r = &v->r;
+    const LensRows *r = &v->r;
     int top_k = v->top_k;
     int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
     int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS, S = r->S, T = r->T;
@@ -54,7 +54,7 @@ static int model_json(ViewBuf *b, void *ctx) {
     ViewBuf set[3] = {{0}}, tok = {0}; /* encoder self, decoder self, cross; the tokens */
     int rc = AG_OK;
     for (int row = 0; rc == AG_OK && row < r->B; row++) {
-        const int *src = r->src + (size_t)row * S, *tgt = r->tgt + (size_t)row * T;
+        const int *src = r->src + (size_t)row * S, *tgt = r->ids + (size_t)row * T;
         lens_detect_seq2seq(tr->tape, &tr->model, src, S, tgt, 1, T, NULL, enc, dec, cross);
         /* src: the source + EOS, tgt: BOS + the target; tr_forward_pair adds both itself */
         Tensor *logits = tr_forward_pair(tr, src, S - 1, tgt + 1, T - 1); /* (1, T, V) */
@@ -215,10 +215,8 @@ int tr_view_main(int argc, char **argv) {
                               : "runs",
                        ckpt ? model_json : NULL, &v, from, pos, runs ? npos : 0, &bytes);
     if (rc == AG_OK) printf("view: %s (%.1f MB)\n", out, (double)bytes / 1e6);
-    if (ckpt) tr_lens_rows_free(&v.r);
+    if (ckpt) lens_rows_free(&v.r);
     if (loaded) tr_free(&v.tr);
     free(pos);
-    if (rc == AG_OK) return TR_EXIT_OK;
-    fprintf(stderr, "%s view: %s\n", TR_PROG, ag_last_error());
-    return rc == AG_ERR_NOMEM ? TR_EXIT_FAIL : TR_EXIT_USAGE;
+    return lens_cmd_end(&(LensCmd){.prog = TR_PROG, .name = "view"}, rc);
 }

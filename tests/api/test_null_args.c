@@ -113,6 +113,8 @@ static LensModel LMO;
 static LensReadout RO;
 static LensAblateTable LAT;
 static LensReport LRP;
+static LensCmd LCM;
+static LensRows LRW;
 static NnHookAttn HA;
 static MultiHeadAttention MHA;
 static Tensor *TX = &T;
@@ -652,6 +654,30 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_report_logit, ids, lens_report_logit(&LRP, &LL, NULL, IDS, NULL, "x.npz"))              \
     X(lens_report_logit, good, lens_report_logit(&LRP, &LL, IDS, NULL, NULL, "x.npz"))             \
     X(lens_report_logit, out, lens_report_logit(&LRP, &LL, IDS, IDS, NULL, NULL))                  \
+    X(lens_cmd_metric, c, lens_cmd_metric(NULL, &LRW, "loss", NULL, NULL, -1, &LOM))               \
+    X(lens_cmd_metric, r, lens_cmd_metric(&LCM, NULL, "loss", NULL, NULL, -1, &LOM))               \
+    X(lens_cmd_metric, kind, lens_cmd_metric(&LCM, &LRW, NULL, NULL, NULL, -1, &LOM))              \
+    X(lens_cmd_metric, m, lens_cmd_metric(&LCM, &LRW, "loss", NULL, NULL, -1, NULL))               \
+    X(lens_cmd_cache, c, lens_cmd_cache(NULL, "*", NULL, LRI, "x.npz"))                            \
+    X(lens_cmd_cache, hooks, lens_cmd_cache(&LCM, NULL, NULL, LRI, "x.npz"))                       \
+    X(lens_cmd_cache, out, lens_cmd_cache(&LCM, "*", NULL, LRI, NULL))                             \
+    X(lens_cmd_ablate, c, lens_cmd_ablate(NULL, "*", LENS_ZERO, NULL, 0, &LM, "loss", "x.npz"))    \
+    X(lens_cmd_ablate, hook, lens_cmd_ablate(&LCM, NULL, LENS_ZERO, NULL, 0, &LM, "loss", "x"))    \
+    X(lens_cmd_ablate, mt, lens_cmd_ablate(&LCM, "*", LENS_ZERO, NULL, 0, NULL, "loss", "x"))      \
+    X(lens_cmd_ablate, metric, lens_cmd_ablate(&LCM, "*", LENS_ZERO, NULL, 0, &LM, NULL, "x"))     \
+    X(lens_cmd_ablate, out, lens_cmd_ablate(&LCM, "*", LENS_ZERO, NULL, 0, &LM, "loss", NULL))     \
+    X(lens_cmd_patch, c, lens_cmd_patch(NULL, &LRW, "*", LENS_BY_POS, 0, &LM, "loss", "x"))        \
+    X(lens_cmd_patch, corrupt, lens_cmd_patch(&LCM, NULL, "*", LENS_BY_POS, 0, &LM, "loss", "x"))  \
+    X(lens_cmd_patch, hook, lens_cmd_patch(&LCM, &LRW, NULL, LENS_BY_POS, 0, &LM, "loss", "x"))    \
+    X(lens_cmd_patch, mt, lens_cmd_patch(&LCM, &LRW, "*", LENS_BY_POS, 0, NULL, "loss", "x"))      \
+    X(lens_cmd_patch, metric, lens_cmd_patch(&LCM, &LRW, "*", LENS_BY_POS, 0, &LM, NULL, "x"))     \
+    X(lens_cmd_patch, out, lens_cmd_patch(&LCM, &LRW, "*", LENS_BY_POS, 0, &LM, "loss", NULL))     \
+    X(lens_cmd_logit, c, lens_cmd_logit(NULL, "a", "token", NULL, -1, "x.npz"))                    \
+    X(lens_cmd_logit, good, lens_cmd_logit(&LCM, NULL, "token", NULL, -1, "x.npz"))                \
+    X(lens_cmd_logit, good_flag, lens_cmd_logit(&LCM, "a", NULL, NULL, -1, "x.npz"))               \
+    X(lens_cmd_logit, out, lens_cmd_logit(&LCM, "a", "token", NULL, -1, NULL))                     \
+    X(lens_cmd_not_finite, c, lens_cmd_not_finite(NULL, AG_ERR_RANGE))                             \
+    X(lens_cmd_end, c, lens_cmd_end(NULL, AG_OK))                                                  \
     X(nn_token_loss, logits, nn_token_loss(NULL, 1, 0))                                            \
     X(nn_sample, logits, nn_sample(NULL, 1, &SMP, &R))                                             \
     X(nn_sample, s, nn_sample((Real[1]){0}, 1, NULL, &R))                                          \
