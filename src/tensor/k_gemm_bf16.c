@@ -284,23 +284,45 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
         }
 }
 
-/* The values one thread packs for its block (rows x cols of C): its op(B) once and its op(A)
- * once per BNC columns */
-static double packed(double rows, double cols, int K) {
-    return ((double)cols + rows * ceil(cols / BNC)) * K;
+/* A thread's op(A) rows, all of K, stay packed across its blocks of columns when they take at
+ * most this many words (kernels.h: k_bf16_keep_a) */
+size_t k_bf16_keep_a = (size_t)1 << 19;
+
+/* the blocks of columns of a thread's cols: one when cols <= BNC_ONE (a B block of 768 x KB
+ * still sits in L2 beside the A strip in L1, and each A strip is packed once), else BNC wide */
+enum { BNC_ONE = BNC + BNC / 2 };
+static int col_block(int cols) { return cols <= BNC_ONE ? cols : BNC; }
+
+/* whether a thread's rows of op(A) (rows x K) are packed once for all its blocks of columns */
+static int keeps_a(double rows, int K) {
+    return rows * (double)((K + 1) / 2) <= (double)k_bf16_keep_a;
 }
 
-/* C[i0..i1, j0..j1) of the product, blocked: for each BNC columns and KB of K, the B block
- * packed once, then each strip of BMR rows packed and swept across it (its strip in L1, the
- * block's panels read from L2: strips packed together and read from L2 were slower) */
+/* The values one thread packs for its block (rows x cols of C): its op(B) once and its op(A)
+ * once, or once per block of columns when it does not keep it */
+static double packed(double rows, double cols, int K) {
+    double blocks = keeps_a(rows, K) ? 1 : ceil(cols / col_block((int)cols));
+    return ((double)cols + rows * blocks) * K;
+}
+
+/* C[i0..i1, j0..j1) of the product, blocked: for each block of columns (col_block) and KB of
+ * K, the B block packed once, then each strip of BMR rows packed and swept across it (its strip
+ * in L1, the block's panels read from L2: strips packed together and read from L2 were
+ * slower). When the thread keeps its A (keeps_a) the strips are packed during the first block
+ * of columns, each strip's pairs of all K in a row (pair p of strip s at word (s NPK + p) BMR),
+ * and read back for the next blocks: the same words, packed once. */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                   int accumulate, const Real *bias, int i0, int i1, int j0, int j1) {
-    size_t words = (size_t)BMR * (KB / 2) + (size_t)BNC * (KB / 2);
+    int bnc = col_block(j1 - j0), npk = (K + 1) / 2;
+    int keep = j1 - j0 > bnc && keeps_a(i1 - i0, K);
+    size_t awords = keep ? (size_t)((i1 - i0 + BMR - 1) / BMR) * BMR * npk
+                         : (size_t)BMR * (KB / 2);
+    size_t words = awords + (size_t)BNC_ONE * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
-    uint32_t *bbuf = abuf + (size_t)BMR * (KB / 2);
-    for (int jc = j0; jc < j1; jc += BNC) {
-        int nc = j1 - jc < BNC ? j1 - jc : BNC;
+    uint32_t *bbuf = abuf + awords;
+    for (int jc = j0; jc < j1; jc += bnc) {
+        int nc = j1 - jc < bnc ? j1 - jc : bnc;
         for (int pc = 0; pc < K; pc += KB) {
             int kc = K - pc < KB ? K - pc : KB, np = (kc + 1) / 2;
             int add = accumulate || pc > 0;
@@ -311,10 +333,11 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
             }
             for (int ir = i0; ir < i1; ir += BMR) {
                 int mr = i1 - ir < BMR ? i1 - ir : BMR;
-                pack_pairs(abuf, A, ta, M, K, ir, mr, pc, kc, BMR);
+                uint32_t *a = keep ? abuf + ((size_t)(ir - i0) / BMR * npk + pc / 2) * BMR : abuf;
+                if (!keep || jc == j0) pack_pairs(a, A, ta, M, K, ir, mr, pc, kc, BMR);
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
-                    micro(np, abuf, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
+                    micro(np, a, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
                           mr, nr, add, bias ? bias + jc + jr : NULL);
                 }
             }

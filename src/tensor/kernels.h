@@ -160,6 +160,11 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * operands to bf16 and sum in fp32 in their own order. */
 #define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
 extern int k_bf16_products;
+/* k_bf16_keep_a: a thread keeps its rows of op(A) packed (all of K) across its blocks of
+ * columns, packed once, when they take at most this many 32-bit words (2^19: 2 MiB); larger
+ * ones are packed again for each block. Speed only: the words are the same either way (tests
+ * set it to 0 to compare the two). */
+extern size_t k_bf16_keep_a;
 uint16_t k_bf16_round(float x);
 float k_bf16_to_float(uint16_t h);
 int k_bf16_native(void);

@@ -6,7 +6,8 @@
  * those bits, also for values whose sums and products fall below FLT_MIN), and against a
  * float64 product of the unrounded inputs within the bound bf16 rounding implies (2^-7 of
  * sum |a b| for the two roundings of each product, plus the fp32 sums'). Then: 1, 2 and 3
- * threads give the same bits; the bias form (k_gemm_bf16_bias) is the bias stored, then the
+ * threads give the same bits; keeping a thread's packed A across blocks of columns gives the
+ * bits of packing it per block; the bias form (k_gemm_bf16_bias) is the bias stored, then the
  * product accumulated; ag_precision_use refuses bf16 in the double build.
  * Not here: a step in bf16 (tests/autograd/test_precision_bf16.c). */
 #include <criterion/criterion.h>
@@ -216,6 +217,47 @@ Test(k_gemm_bf16, same_bits_for_one_two_and_three_threads) {
 #else
     cr_skip_test("built without OpenMP: one thread only");
 #endif
+}
+
+/* A thread keeps its packed rows of op(A) across its blocks of columns (k_bf16_keep_a) or
+ * packs them again for each: the same words, so the same bits, for every form, one block of
+ * columns (N <= 768) or several, K past one block */
+Test(k_gemm_bf16, keeping_a_packed_gives_the_bits_of_packing_it_per_block) {
+    Rng rng;
+    rng_seed(&rng, 41);
+    int dims[][3] = {{19, 300, 1700}, {8, 7, 1600}, {40, 513, 700}}; /* N > 2 x 768: split
+                                                                       * by 2 threads, still wider
+                                                                       * than one block */
+    size_t saved = k_bf16_keep_a;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int form = 0; form < 8; form++) {
+            int M = dims[d][0], K = dims[d][1], N = dims[d][2], ta = form & 1,
+                tb = (form >> 1) & 1, acc = form >> 2;
+            Real *A = random_array(&rng, (size_t)M * K, 1),
+                 *B = random_array(&rng, (size_t)K * N, 1),
+                 *C0 = random_array(&rng, (size_t)M * N, 1);
+            Real *C[2];
+            for (int keep = 0; keep < 2; keep++) {
+                C[keep] = malloc((size_t)M * N * sizeof(Real));
+                cr_assert(C[keep]);
+                memcpy(C[keep], C0, (size_t)M * N * sizeof(Real));
+                k_bf16_keep_a = keep ? saved : 0;
+                k_gemm_bf16(ta, tb, M, N, K, A, B, C[keep], acc);
+            }
+            k_bf16_keep_a = saved;
+            cr_assert(memcmp(C[0], C[1], (size_t)M * N * sizeof(Real)) == 0,
+                      "M %d K %d N %d form %d: kept A differs from A packed per block", M, K, N,
+                      form);
+            /* and both are the definition (a few elements: the full check is above) */
+            for (int i = 0; i < M; i += M - 1)
+                for (int j = 0; j < N; j += 97) {
+                    Real want = reference(A, B, C0[(size_t)i * N + j], ta, tb, M, K, N, i, j, acc);
+                    cr_assert(memcmp(&C[1][(size_t)i * N + j], &want, sizeof want) == 0,
+                              "M %d K %d N %d form %d: C[%d,%d] = %a, the definition %a", M, K,
+                              N, form, i, j, (double)C[1][(size_t)i * N + j], (double)want);
+                }
+            free(A), free(B), free(C0), free(C[0]), free(C[1]);
+        }
 }
 
 Test(ag_precision, bf16_is_refused_in_the_double_build_only) {
