@@ -226,6 +226,10 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
  * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
  * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
  * run's log.csv */
+static int append(ViewBuf *b, void *body) {
+    view_raw(b, ((const ViewBuf *)body)->p);
+    return AG_OK;
+}
 static int write_view(const char *dir, const Config *c, const int64_t *steps, double *v, int n,
                       const double *fnorms, int K, const int *keys, int nk) {
     double *x = malloc((size_t)n * sizeof *x), *fx = malloc((size_t)K * sizeof *fx), *col[N_COLS];
@@ -238,9 +242,7 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
     for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
     snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
              c->frac, nk ? keytext : " none");
-    ViewBuf b = {0};
-    view_raw(&b, "{");
-    view_field_str(&b, "title", title);
+    ViewBuf b = {0}; /* the page's plots and table, after its title (view_page) */
     view_raw(&b, ",\"plots\":[");
     const char *const tt[] = {"train", "test"},
                       *both[] = {"train", "test", "restricted", "excluded"};
@@ -318,14 +320,9 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
     view_raw(&b, "}]");
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
     snprintf(path, sizeof path, "%s/log.csv", dir);
-    int rc = AG_OK;
-    if (access(path, F_OK) == 0) {
-        view_raw(&b, ",");
-        rc = view_runs(&b, (char *[]){(char *)dir}, 1);
-    }
-    view_raw(&b, "}");
+    int runs = access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/view.html", dir);
-    if (rc == AG_OK) rc = view_write_html(path, &b);
+    int rc = view_page(path, title, append, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
     view_buf_free(&b);
     free(x), free(fx);
     return rc;
