@@ -226,6 +226,7 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
  * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
  * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
  * run's log.csv */
+/* view_page's body: the plots and the table written beforehand (body, a ViewBuf) */
 static int append(ViewBuf *b, void *body) {
     view_raw(b, ((const ViewBuf *)body)->p);
     return AG_OK;
