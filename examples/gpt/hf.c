@@ -11,14 +11,10 @@
 /* src's bytes written to dst (a tokenizer file of the source folder, at most 256 MiB as
  * txt_hf_load reads it) */
 static int copy_file(const char *src, const char *dst) {
-    char *buf, *tmp;
+    char *buf;
     size_t size;
-    FILE *out;
     int rc = st_read_small(src, (uint64_t)256 << 20, &buf, &size);
-    if (rc == AG_OK && (rc = io_fopen_write(dst, &out, &tmp)) == AG_OK) {
-        fwrite(buf, 1, size, out);
-        rc = io_fclose_replace(out, tmp, dst);
-    }
+    if (rc == AG_OK) rc = io_write_file(dst, buf, size);
     free(buf);
     return rc;
 }
@@ -28,13 +24,9 @@ static int copy_file(const char *src, const char *dst) {
  * which puts GPT-2's own pre-tokenizer in place of attograd's split and changes the ids of text
  * where a non-ASCII character touches a letter */
 static int write_tokenizer_config(const char *dir) {
-    char *path = io_path_join(dir, "tokenizer_config.json"), *tmp;
-    FILE *f;
-    int rc = io_fopen_write(path, &f, &tmp);
-    if (rc == AG_OK) {
-        fputs("{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n", f);
-        rc = io_fclose_replace(f, tmp, path);
-    }
+    static const char text[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n";
+    char *path = io_path_join(dir, "tokenizer_config.json");
+    int rc = io_write_file(path, text, sizeof text - 1);
     free(path);
     return rc;
 }
@@ -51,14 +43,10 @@ int gp_hf_export(const HfModel *g, const char *dir) {
         return rc;
     }
     if (!g->dir) { /* a checkpoint's tokenizer.json (prepare --model of a folder) */
-        char *json = io_path_join(dir, "tokenizer.json"), *tmp;
+        char *json = io_path_join(dir, "tokenizer.json");
         size_t len;
         const char *text = txt_hf_json(g->text.hf, &len);
-        FILE *f;
-        if (rc == AG_OK && (rc = io_fopen_write(json, &f, &tmp)) == AG_OK) {
-            fwrite(text, 1, len, f);
-            rc = io_fclose_replace(f, tmp, json);
-        }
+        if (rc == AG_OK) rc = io_write_file(json, text, len);
         if (rc == AG_OK) rc = write_tokenizer_config(dir);
         free(json);
         return rc;

@@ -163,10 +163,11 @@ static int validate(void *ctx, Tape *t, double *v) {
 
 /* ---- analyze: the measures of every kept checkpoint ---- */
 
-typedef struct {
-    int64_t step;
-    double train_loss, train_acc, test_loss, test_acc, wnorm, restricted, excluded, explained;
-} Row;
+/* the measures of every checkpoint: a column each, (N_COLS, n) doubles, in this order */
+enum { TRAIN_LOSS, TEST_LOSS, TRAIN_ACC, TEST_ACC, WNORM, RESTRICTED, EXCLUDED, EXPLAINED, N_COLS };
+static const char *const col_names[N_COLS] = {
+    "train_loss",  "test_loss",       "train_acc",     "test_acc",
+    "weight_norm", "restricted_loss", "excluded_loss", "neurons_explained"};
 
 /* the MLP's activations at the last position, (p^2, H) doubles */
 typedef struct {
@@ -225,27 +226,24 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
  * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
  * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
  * run's log.csv */
-static int write_view(const char *dir, const Config *c, const Row *rows, int n,
+/* view_page's body: the plots and the table written beforehand (body, a ViewBuf) */
+static int append(ViewBuf *b, void *body) {
+    view_raw(b, ((const ViewBuf *)body)->p);
+    return AG_OK;
+}
+static int write_view(const char *dir, const Config *c, const int64_t *steps, double *v, int n,
                       const double *fnorms, int K, const int *keys, int nk) {
-    double *v = malloc((size_t)n * 9 * sizeof *v), *fx = malloc((size_t)K * sizeof *fx);
-    AG_CHECK(v && fx, PROG ": out of memory");
-    double *x = v, *col[8];
-    for (int c8 = 0; c8 < 8; c8++) col[c8] = v + (size_t)(c8 + 1) * n;
-    for (int i = 0; i < n; i++) {
-        const Row *r = &rows[i];
-        double row[9] = {(double)r->step, r->train_loss, r->test_loss, r->train_acc, r->test_acc,
-                         r->wnorm,        r->restricted, r->excluded,  r->explained};
-        for (int j = 0; j < 9; j++) v[(size_t)j * n + i] = row[j];
-    }
+    double *x = malloc((size_t)n * sizeof *x), *fx = malloc((size_t)K * sizeof *fx), *col[N_COLS];
+    AG_CHECK(x && fx, PROG ": out of memory");
+    for (int j = 0; j < N_COLS; j++) col[j] = v + (size_t)j * n;
+    for (int i = 0; i < n; i++) x[i] = (double)steps[i];
     for (int k = 0; k < K; k++) fx[k] = k + 1;
     char title[300], keytext[200] = "";
     int at = 0;
     for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
     snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
              c->frac, nk ? keytext : " none");
-    ViewBuf b = {0};
-    view_raw(&b, "{");
-    view_field_str(&b, "title", title);
+    ViewBuf b = {0}; /* the page's plots and table, after its title (view_page) */
     view_raw(&b, ",\"plots\":[");
     const char *const tt[] = {"train", "test"},
                       *both[] = {"train", "test", "restricted", "excluded"};
@@ -272,7 +270,7 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
     }
     view_raw(&mk, "]");
     char last[64];
-    snprintf(last, sizeof last, "step %lld", (long long)rows[n - 1].step);
+    snprintf(last, sizeof last, "step %lld", (long long)steps[n - 1]);
     ViewPlot four = {"fourier",
                      "Fourier norms of the embedding by frequency, last checkpoint",
                      "frequency k",
@@ -305,7 +303,7 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
                  "embedding, a row a checkpoint (key frequencies: *)\",\"rows\":[");
     for (int i = 0; i < n; i++) {
         char lab[40];
-        snprintf(lab, sizeof lab, "step %lld", (long long)rows[i].step);
+        snprintf(lab, sizeof lab, "step %lld", (long long)steps[i]);
         if (i) view_raw(&b, ",");
         view_str(&b, lab, strlen(lab));
     }
@@ -323,16 +321,11 @@ static int write_view(const char *dir, const Config *c, const Row *rows, int n,
     view_raw(&b, "}]");
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
     snprintf(path, sizeof path, "%s/log.csv", dir);
-    int rc = AG_OK;
-    if (access(path, F_OK) == 0) {
-        view_raw(&b, ",");
-        rc = view_runs(&b, (char *[]){(char *)dir}, 1);
-    }
-    view_raw(&b, "}");
+    int runs = access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/view.html", dir);
-    if (rc == AG_OK) rc = view_write_html(path, &b);
+    int rc = view_page(path, title, append, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
     view_buf_free(&b);
-    free(v), free(fx);
+    free(x), free(fx);
     return rc;
 }
 
@@ -364,7 +357,10 @@ static int analyze(int argc, char **argv) {
     CkptConfig cc = {"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
     Arena *arena = arena_new("grokking", 0), *step_arena = arena_new("step", 0);
     Tape *t = ag_tape_new(step_arena);
-    Row *rows = calloc((size_t)n, sizeof *rows);
+    int64_t *steps = calloc((size_t)n, sizeof *steps);
+    double *v = calloc((size_t)n * N_COLS, sizeof *v);
+    AG_CHECK(steps && v, PROG ": out of memory");
+#define AT(c, i) v[(size_t)(c)*n + (i)]
     double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
            *fnorms = NULL, *share = NULL;
     int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0, tty = isatty(2);
@@ -409,21 +405,20 @@ static int analyze(int argc, char **argv) {
             nk = gk_key_freqs(p, H, best, share, GK_SHARE, min_neurons, keys, 16);
             continue;
         }
-        Row *w = &rows[i];
-        w->step = step;
-        gk_loss(p, logits, m.is_train, 1, &w->train_loss, &w->train_acc);
-        gk_loss(p, logits, m.is_train, 0, &w->test_loss, &w->test_acc);
+        steps[i] = step;
+        gk_loss(p, logits, m.is_train, 1, &AT(TRAIN_LOSS, i), &AT(TRAIN_ACC, i));
+        gk_loss(p, logits, m.is_train, 0, &AT(TEST_LOSS, i), &AT(TEST_ACC, i));
         double s2 = 0;
         for (int q = 0; q < m.gpt.params.n; q++) {
             const Tensor *x = m.gpt.params.items[q];
             for (size_t j = 0; j < x->size; j++) s2 += (double)x->data[j] * x->data[j];
         }
-        w->wnorm = sqrt(s2);
-        w->restricted = gk_restricted_loss(p, logits, keys, nk, work);
-        w->excluded = gk_excluded_loss(p, logits, m.is_train, keys, nk, work);
+        AT(WNORM, i) = sqrt(s2);
+        AT(RESTRICTED, i) = gk_restricted_loss(p, logits, keys, nk, work);
+        AT(EXCLUDED, i) = gk_excluded_loss(p, logits, m.is_train, keys, nk, work);
         int ex = 0;
         for (int h = 0; h < H; h++) ex += share[h] >= GK_SHARE;
-        w->explained = (double)ex / H;
+        AT(EXPLAINED, i) = (double)ex / H;
         for (int a = 0; a < p; a++)
             for (int j = 0; j < m.cfg.d_model; j++)
                 W[a * m.cfg.d_model + j] = (double)m.gpt.wte.weight->data[a * m.cfg.d_model + j];
@@ -435,23 +430,11 @@ static int analyze(int argc, char **argv) {
         fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     } else {
         /* progress.npz and progress.csv */
-        int64_t *steps = malloc((size_t)n * sizeof *steps), kk[16];
-        double *col = malloc((size_t)n * 9 * sizeof *col);
-        AG_CHECK(steps && col, PROG ": out of memory");
-        for (int i = 0; i < n; i++) {
-            steps[i] = rows[i].step;
-            double v[8] = {rows[i].train_loss, rows[i].test_loss, rows[i].train_acc,
-                           rows[i].test_acc,   rows[i].wnorm,     rows[i].restricted,
-                           rows[i].excluded,   rows[i].explained};
-            for (int c = 0; c < 8; c++) col[(size_t)c * n + i] = v[c];
-        }
-        static const char *const cols[] = {"train_loss",    "test_loss",        "train_acc",
-                                           "test_acc",      "weight_norm",      "restricted_loss",
-                                           "excluded_loss", "neurons_explained"};
+        int64_t kk[16];
         NpzWriter *nw = npz_writer_new();
         int64_t sh[2] = {n, K};
         npz_add_i64(nw, "step", 1, sh, steps);
-        for (int c = 0; c < 8; c++) npz_add_f64(nw, cols[c], 1, sh, col + (size_t)c * n);
+        for (int c = 0; c < N_COLS; c++) npz_add_f64(nw, col_names[c], 1, sh, &AT(c, 0));
         npz_add_f64(nw, "fourier_norms", 2, sh, fnorms);
         for (int i = 0; i < nk; i++) kk[i] = keys[i];
         npz_add_i64(nw, "key_freqs", 1, (int64_t[]){nk}, kk);
@@ -464,51 +447,51 @@ static int analyze(int argc, char **argv) {
         char *tmp;
         if (rc == AG_OK && (rc = io_fopen_write(path, &f, &tmp)) == AG_OK) {
             fprintf(f, "step");
-            for (int c = 0; c < 8; c++) fprintf(f, ",%s", cols[c]);
+            for (int c = 0; c < N_COLS; c++) fprintf(f, ",%s", col_names[c]);
             fprintf(f, "\n");
             for (int i = 0; i < n; i++) {
                 fprintf(f, "%lld", (long long)steps[i]);
-                for (int c = 0; c < 8; c++) fprintf(f, ",%.6g", col[(size_t)c * n + i]);
+                for (int c = 0; c < N_COLS; c++) fprintf(f, ",%.6g", AT(c, i));
                 fprintf(f, "\n");
             }
             rc = io_fclose_replace(f, tmp, path);
         }
         if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
-        free(steps), free(col);
     }
     if (rc == AG_OK) {
         /* the summary: where train accuracy reached 100 %, test 50 % and 95 % */
         int64_t tr100 = -1, te50 = -1, te95 = -1;
         for (int i = 0; i < n; i++) {
-            if (tr100 < 0 && rows[i].train_acc >= 1) tr100 = rows[i].step;
-            if (te50 < 0 && rows[i].test_acc >= 0.5) te50 = rows[i].step;
-            if (te95 < 0 && rows[i].test_acc >= 0.95) te95 = rows[i].step;
+            if (tr100 < 0 && AT(TRAIN_ACC, i) >= 1) tr100 = steps[i];
+            if (te50 < 0 && AT(TEST_ACC, i) >= 0.5) te50 = steps[i];
+            if (te95 < 0 && AT(TEST_ACC, i) >= 0.95) te95 = steps[i];
         }
-        const Row *l = &rows[n - 1];
+        int l = n - 1;
         printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p, m.cfg.frac,
-               m.n_train, n, (long long)l->step);
+               m.n_train, n, (long long)steps[l]);
         printf("train accuracy 100%%: step %lld; test accuracy 50%%: step %lld; 95%%: step %lld\n",
                (long long)tr100, (long long)te50, (long long)te95);
         printf("last: train loss %.3g, test loss %.3g, test accuracy %.4f, weight norm %.1f\n",
-               l->train_loss, l->test_loss, l->test_acc, l->wnorm);
+               AT(TRAIN_LOSS, l), AT(TEST_LOSS, l), AT(TEST_ACC, l), AT(WNORM, l));
         printf("key frequencies:");
         for (int i = 0; i < nk; i++) printf(" %d", keys[i]);
         printf("%s\nrestricted loss %.3g, excluded loss %.3g; %.0f%% of the MLP neurons explained "
                "by one frequency\n",
-               nk ? "" : " none (no frequency explains enough neurons)", l->restricted, l->excluded,
-               100 * l->explained);
+               nk ? "" : " none (no frequency explains enough neurons)", AT(RESTRICTED, l),
+               AT(EXCLUDED, l), 100 * AT(EXPLAINED, l));
         printf("wrote %s/progress.npz, progress.csv, curves.png, measures.png, neurons.png, "
                "fourier.png\n",
                out);
-        rc = write_view(out, &m.cfg, rows, n, fnorms, K, keys, nk);
+        rc = write_view(out, &m.cfg, steps, v, n, fnorms, K, keys, nk);
         if (rc == AG_OK)
             printf("view: %s/view.html (the curves in a browser, offline)\n", out);
         else
             fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     }
     for (int i = 0; i < n; i++) free(names[i]);
-    free(names), free(rows), free(logits), free(act), free(work), free(B), free(W), free(fnorm),
-        free(fnorms), free(share), free(best);
+#undef AT
+    free(names), free(steps), free(v), free(logits), free(act), free(work), free(B), free(W),
+        free(fnorm), free(fnorms), free(share), free(best);
     free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
     if (built) nn_gpt_free(&m.gpt);
     ag_tape_free(t);

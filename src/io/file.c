@@ -190,6 +190,16 @@ int io_fclose_replace(FILE *f, char *tmp, const char *path) {
     return rc;
 }
 
+int io_write_file(const char *path, const void *bytes, size_t n) {
+    AG_CHECK_ARG(path);
+    AG_CHECK(bytes || n == 0, "io_write_file: argument 'bytes' is NULL (%zu bytes)", n);
+    FILE *f;
+    char *tmp;
+    int rc = io_fopen_write(path, &f, &tmp);
+    if (rc == AG_OK && n) fwrite(bytes, 1, n, f); /* a short write sets ferror: seen below */
+    return rc == AG_OK ? io_fclose_replace(f, tmp, path) : rc;
+}
+
 int io_read_all(FILE *f, size_t max, const char *label, char **text, size_t *n) {
     AG_CHECK_ARG(f);
     AG_CHECK_ARG(label);

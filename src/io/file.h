@@ -49,6 +49,9 @@ int io_replace(const char *tmp, const char *path);
  * included) removes it; either way it frees tmp. Both return AG_OK or AG_ERR_IO naming path. */
 int io_fopen_write(const char *path, FILE **f, char **tmp);
 int io_fclose_replace(FILE *f, char *tmp, const char *path);
+/* n bytes (NULL when n is 0) written as a whole file at path the same way (io_fopen_write,
+ * io_fclose_replace): AG_OK or AG_ERR_IO naming path; path stays as it was on failure. */
+int io_write_file(const char *path, const void *bytes, size_t n);
 
 /* All of the stream f, at most max bytes, into *text (malloc'd, a NUL after its *n bytes; the
  * buffer grows with what f really holds): AG_OK, AG_ERR_ARG "LABEL: more than MAX bytes", or

@@ -717,6 +717,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(io_read_all, label, io_read_all(stdin, 1, NULL, (char *[1]){0}, (size_t[1]){0}))             \
     X(io_read_all, text, io_read_all(stdin, 1, "x", NULL, (size_t[1]){0}))                         \
     X(io_read_all, n, io_read_all(stdin, 1, "x", (char *[1]){0}, NULL))                            \
+    X(io_write_file, path, io_write_file(NULL, "x", 1))                                            \
+    X(io_write_file, bytes, io_write_file("x", NULL, 1))                                           \
     X(npz_writer_finite, w, npz_writer_finite(NULL, 1))                                            \
     X(npz_writer_force_zip64, w, npz_writer_force_zip64(NULL, 1))                                  \
     X(npz_add, w, npz_add(NULL, "x", NPZ_F32, 0, NULL, (float[]){1}))                              \

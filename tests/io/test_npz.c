@@ -1605,3 +1605,31 @@ Test(io_read_all, reads_a_stream_whole_up_to_its_limit_and_names_it_past_it) {
     fclose(wo), fclose(w);
     free(src);
 }
+
+/* io_write_file: bytes as a whole file (replaced whole, empty when n is 0), nothing left beside
+ * it; a folder at the path or a missing folder is an error naming the path, and the folder stays */
+Test(io_write_file, writes_the_bytes_whole_and_refuses_a_folder) {
+    TmpDir td;
+    td_init(&td);
+    char path[256], sub[256], *text = NULL;
+    size_t n = 0;
+    td_file(&td, "a.txt", path);
+    cr_assert_eq(io_write_file(path, "hello\0world", 11), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(st_read_small(path, 100, &text, &n), AG_OK, "%s", ag_last_error());
+    cr_assert(n == 11 && memcmp(text, "hello\0world", 11) == 0);
+    free(text);
+    cr_assert_eq(io_write_file(path, NULL, 0), AG_OK, "%s", ag_last_error());
+    struct stat st;
+    cr_assert(stat(path, &st) == 0 && st.st_size == 0);
+    cr_assert_eq(td_count(&td, NULL, 0), 1); /* no temporary file left */
+    cr_assert_eq(mkdir(td_file(&td, "d", sub), 0700), 0);
+    cr_assert_eq(io_write_file(sub, "x", 1), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), sub) != NULL, "%s", ag_last_error());
+    cr_assert(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
+    cr_assert_eq(td_count(&td, NULL, 0), 2);
+    td_file(&td, "missing/b.txt", sub);
+    cr_assert_eq(io_write_file(sub, "x", 1), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), sub) != NULL, "%s", ag_last_error());
+    rmdir(td_file(&td, "d", sub));
+    td_free(&td);
+}
