@@ -24,7 +24,7 @@ static void check_data(const TxtPairSet *d, const TxtVocab *src, const TxtVocab 
         if (p->tgt_len > max_t) max_t = p->tgt_len;
     }
     FUZZ_CHECK(max_s == d->max_src && max_t == d->max_tgt, "longest sides");
-    FUZZ_CHECK(src->n <= TR_MAX_VOCAB && tgt->n <= TR_MAX_VOCAB, "vocabulary over the limit");
+    FUZZ_CHECK(src->n <= TXT_VOCAB_MAX_WORDS && tgt->n <= TXT_VOCAB_MAX_WORDS, "vocabulary over the limit");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -41,9 +41,7 @@ int ex_tensor_finite(const Tensor *x, const char *name, const Tape *t);
  * Returns rc (AG_ERR_RANGE: exit 2). attograd-translate's and attograd-gpt's commands. */
 int ex_not_finite(int rc, const char *ckpt, const Tape *t);
 
-/* The names the translator and its tests use for the library's pictures (src/run/run.h):
- * log.csv's training curves (RunModel.plot) and the lens commands' heatmaps (LensHeatmapFn) */
-#define ex_plot_loss run_plot_loss
+/* The name the lens commands use for the library's heatmaps (src/run/run.h, LensHeatmapFn) */
 #define ex_plot_heatmap run_plot_heatmap
 
 #endif

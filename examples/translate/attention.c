@@ -34,24 +34,19 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     const Seq2SeqConfig *c = &tr->model.cfg;
     int L = c->max_len;
     int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
-    int S = txt_vocab_tokenize(&tr->src, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
+    int S =
+        txt_vocab_tokenize(&tr->src, sentence, src, L - 1, &a->n_unk, warn, TR_PROG " attention: ");
     if (S == 0) {
         free(src);
         free(tgt);
         return ag_fail(AG_ERR_ARG, "the sentence has no words");
     }
-    if (S > L - 1) {
-        if (warn)
-            fprintf(warn,
-                    TR_PROG " attention: %d words; the model reads at most %d: the rest is "
-                            "dropped\n",
-                    S, L - 1);
-        S = L - 1;
-    }
+    S = tr_cut_words(S, L - 1, warn, TR_PROG " attention: ");
     int T;
     if (target) {
         int n_unk = 0;
-        T = txt_vocab_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn, TR_PROG " attention: target: ");
+        T = txt_vocab_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, warn,
+                               TR_PROG " attention: target: ");
         if (T > L - 1) T = L - 1;
     } else {
         T = tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
@@ -74,12 +69,8 @@ int tr_attention_collect(Translator *tr, const char *sentence, const char *targe
     a->src_tok[S] = xstrdup(txt_vocab_word(&tr->src, TXT_EOS));
     a->dec_tok[0] = xstrdup(txt_vocab_word(&tr->tgt, TXT_BOS));
     for (int i = 0; i < T; i++) a->dec_tok[i + 1] = xstrdup(txt_vocab_word(&tr->tgt, tgt[i]));
-    size_t need = txt_vocab_detokenize(&tr->tgt, tgt, T, NULL, 0);
-    a->translation = ex_calloc(need + 1, 1);
-    txt_vocab_detokenize(&tr->tgt, tgt, T, a->translation, need + 1);
-    need = txt_vocab_detokenize(&tr->src, src, S, NULL, 0);
-    a->source = ex_calloc(need + 1, 1);
-    txt_vocab_detokenize(&tr->src, src, S, a->source, need + 1);
+    a->translation = tr_text(&tr->tgt, tgt, T);
+    a->source = tr_text(&tr->src, src, S);
     for (int l = 0; l < a->n_enc; l++)
         a->enc_self[l] = copy_probs(tr->model.enc[l].self_attn.last_probs, a->NH, a->S, a->S,
                                     "encoder self-attention");

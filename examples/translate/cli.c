@@ -32,6 +32,12 @@ static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
     return TR_EXIT_USAGE;
 }
 
+/* ag_last_error() after "attograd-translate CMD: " on stderr; returns rc */
+static int fail(const char *cmd, int rc) {
+    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    return rc;
+}
+
 /* Parses argv[0..argc) (after the subcommand); positional arguments go to pos (*npos of them),
  * or are refused when pos is NULL. Returns -1 if --help was asked, 0 if all is well, else
  * TR_EXIT_USAGE (message printed). */
@@ -78,12 +84,9 @@ static int cmd_train(int argc, char **argv) { return tr_train_main(argc, argv, p
 /* ---- eval ---- */
 
 static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
-    if (tr_load(tr, path) == AG_OK) {
-        ag_check_finite(tr->tape, 1); /* where a NaN or inf began, when the model overflows */
-        return 0;
-    }
-    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
-    return TR_EXIT_USAGE;
+    if (tr_load(tr, path) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
+    ag_check_finite(tr->tape, 1); /* where a NaN or inf began, when the model overflows */
+    return 0;
 }
 
 static int cmd_eval(int argc, char **argv) {
@@ -133,8 +136,7 @@ static int cmd_eval(int argc, char **argv) {
     for (int i = 0; i < npos && rc == 0; i++) {
         TxtPairSet d;
         if (txt_pairs_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
-            fprintf(stderr, "%s eval: %s\n", PROG, ag_last_error());
-            rc = TR_EXIT_USAGE;
+            rc = fail("eval", TR_EXIT_USAGE);
             break;
         }
         TxtScore s;
@@ -176,17 +178,14 @@ static int cmd_eval(int argc, char **argv) {
 /* A text given as an argument: returns it past a byte-order mark at its start, or NULL (the
  * message printed, naming label and the byte) when it is not valid UTF-8. */
 static const char *check_text(const char *cmd, const char *label, const char *text) {
-    if (txt_check_arg(text, label, &text) != AG_OK)
-        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+    if (txt_check_arg(text, label, &text) != AG_OK) fail(cmd, 0);
     return text;
 }
 
 /* The folder a command writes into exists (made if needed) and is writable: 0, or
  * TR_EXIT_USAGE with the message (a bad --out is the user's flag, found before any work). */
 static int out_dir_ready(const char *cmd, const char *dir) {
-    if (run_out_dir(dir) == AG_OK) return 0;
-    fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
-    return TR_EXIT_USAGE;
+    return run_out_dir(dir) == AG_OK ? 0 : fail(cmd, TR_EXIT_USAGE);
 }
 
 /* Warns when text holds several sentences (the model was trained on one a line). */
@@ -221,11 +220,7 @@ static int translate_line(Translator *tr, const char *ckpt, const char *text, in
     warn_sentences("translate", label, text);
     int n = txt_vocab_tokenize(&tr->src, text, ids, L - 1, &n_unk, stderr, where);
     hint_vocab("translate", ckpt, n_unk);
-    if (n > L - 1) {
-        fprintf(stderr, "%s%d words; the model reads at most %d: the rest is dropped\n", where, n,
-                L - 1);
-        n = L - 1;
-    }
+    n = tr_cut_words(n, L - 1, stderr, where);
     if (n == 0) {
         printf("\n");
     } else {
@@ -236,9 +231,7 @@ static int translate_line(Translator *tr, const char *ckpt, const char *text, in
             free(ids);
             return TR_EXIT_USAGE;
         }
-        size_t need = txt_vocab_detokenize(&tr->tgt, out, m, NULL, 0);
-        char *s = malloc(need + 1);
-        txt_vocab_detokenize(&tr->tgt, out, m, s, need + 1);
+        char *s = tr_text(&tr->tgt, out, m);
         printf("%s\n", s);
         free(s);
     }
@@ -301,7 +294,8 @@ static int cmd_translate(int argc, char **argv) {
         char *line = NULL;
         size_t cap = 0, len, bad;
         int k = 0, got;
-        while (rc == 0 && (got = txt_read_line(stdin, &line, &cap, TR_MAX_LINE, &len)) != 0) {
+        while (rc == 0 &&
+               (got = txt_read_line(stdin, &line, &cap, TXT_PAIRS_MAX_LINE, &len)) != 0) {
             snprintf(label, sizeof label, "line %d", ++k);
             const char *text = line + (k == 1 ? txt_bom_len(line, len) : 0);
             if (got < 0) {
@@ -310,12 +304,12 @@ static int cmd_translate(int argc, char **argv) {
                     fprintf(stderr,
                             "%s translate: %s: more than %d bytes without an end of line: "
                             "stopped (the input is not text)\n",
-                            PROG, label, TR_MAX_LINE + TR_MAX_SKIP);
+                            PROG, label, TXT_PAIRS_MAX_LINE + TR_MAX_SKIP);
                     rc = TR_EXIT_USAGE;
                     break;
                 }
                 fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n",
-                        PROG, label, TR_MAX_LINE);
+                        PROG, label, TXT_PAIRS_MAX_LINE);
                 printf("\n");
             } else if (memchr(line, '\0', len) || !txt_utf8_check(line, len, &bad)) {
                 if (memchr(line, '\0', len))
@@ -347,7 +341,7 @@ static int report_plot(const char *cmd, int rc, const char *png) {
     else if (rc == RUN_PLOT_SKIPPED)
         printf("  %s\n", ag_last_error());
     else
-        fprintf(stderr, "%s %s: %s\n", PROG, cmd, ag_last_error());
+        fail(cmd, 0);
     return rc == RUN_PLOT_FAILED;
 }
 
@@ -401,19 +395,16 @@ static int cmd_attention(int argc, char **argv) {
     TrAttention a;
     char path[700];
     if (tr_attention_collect(&tr, sentence, target, &a, stderr) != AG_OK) {
-        fprintf(stderr, "%s attention: %s\n", PROG, ag_last_error());
         tr_free(&tr);
-        return TR_EXIT_USAGE;
+        return fail("attention", TR_EXIT_USAGE);
     }
     printf("source:      %s\ntranslation: %s%s\n", a.source, a.translation,
            target ? " (given)" : " (greedy)");
     snprintf(path, sizeof path, "%s/attention.npz", out);
-    if (tr_attention_save_npz(&a, path) != AG_OK) {
-        fprintf(stderr, "%s attention: %s\n", PROG, ag_last_error());
-        rc = TR_EXIT_FAIL;
-    } else {
+    if (tr_attention_save_npz(&a, path) != AG_OK)
+        rc = fail("attention", TR_EXIT_FAIL);
+    else
         printf("attention probabilities: %s\n", path);
-    }
     int layers = a.n_enc > a.n_dec ? a.n_enc : a.n_dec, failed = 0;
     if (rc == 0 && !no_plot) {
         printf("pictures (gnuplot):\n");
@@ -457,17 +448,15 @@ static int cmd_heads(int argc, char **argv) {
     if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
     TxtPairSet d;
     if (txt_pairs_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
-        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
         tr_free(&tr);
-        return TR_EXIT_USAGE;
+        return fail("heads", TR_EXIT_USAGE);
     }
     TrHeadImportance h;
     if (tr_head_importance(&tr, &d, limit, batch, &h, isatty(STDERR_FILENO) ? stderr : NULL) !=
         AG_OK) {
-        fprintf(stderr, "%s heads: %s\n", PROG, ag_last_error());
         txt_pairs_free(&d);
         tr_free(&tr);
-        return TR_EXIT_USAGE;
+        return fail("heads", TR_EXIT_USAGE);
     }
     printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_pairs, h.n_batches,
            h.base_loss);

@@ -113,6 +113,13 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     return n;
 }
 
+int tr_cut_words(int n, int max, FILE *warn, const char *where) {
+    if (n > max && warn)
+        fprintf(warn, "%s%d words; the model reads at most %d: the rest is dropped\n", where, n,
+                max);
+    return n > max ? max : n;
+}
+
 /* ---- evaluation of a data set ---- */
 
 int *tr_sorted_rows(const TxtPairSet *d, int n) {
@@ -131,11 +138,17 @@ double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b) {
     return sum;
 }
 
+char *tr_text(const TxtVocab *v, const int *ids, int n) {
+    size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
+    char *t = ex_malloc(need + 1);
+    txt_vocab_detokenize(v, ids, n, t, need + 1);
+    return t;
+}
+
 static void write_side(FILE *f, const TxtVocab *v, const int *ids, int n) {
     if (v->tok) { /* the text the tokens make */
         size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
-        char *t = ex_malloc(need + 1);
-        txt_vocab_detokenize(v, ids, n, t, need + 1);
+        char *t = tr_text(v, ids, n);
         fwrite(t, 1, need, f);
         free(t);
         return;

@@ -120,8 +120,11 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
     }
     if (progress) fprintf(progress, "\n");
     /* (b) gate gradients: one backward a batch, |gradient| summed, then the mean */
-    for (int b = 0; b < h->n_blocks; b++)
-        nn_mha_track_gates(tr_block(m, h->kind[b], h->layer[b]), 1);
+    MultiHeadAttention *blk[3 * NN_MAX_LAYERS];
+    for (int b = 0; b < h->n_blocks; b++) {
+        blk[b] = tr_block(m, h->kind[b], h->layer[b]);
+        nn_mha_track_gates(blk[b], 1);
+    }
     double saved[NN_SEQ2SEQ_MAX_DROPOUTS];
     dropout_off(m, saved);
     int *idx = tr_sorted_rows(d, n), prev = ag_no_grad(tr->tape, 0);
@@ -131,16 +134,13 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
         int B = n - i0 < batch ? n - i0 : batch;
         txt_pair_batch_make(&bt, d->pairs, idx + i0, B);
         ag_tape_reset(tr->tape);
-        for (int b = 0; b < h->n_blocks; b++)
-            tensor_zero_grad(tr_block(m, h->kind[b], h->layer[b])->gate);
+        for (int b = 0; b < h->n_blocks; b++) tensor_zero_grad(blk[b]->gate);
         Tensor *loss =
             nn_seq2seq_loss(tr->tape, m, bt.src, bt.S, bt.tgt_in, bt.tgt_out, B, bt.T, NULL);
         ag_backward(tr->tape, loss);
-        for (int b = 0; b < h->n_blocks; b++) {
-            const Tensor *g = tr_block(m, h->kind[b], h->layer[b])->gate;
+        for (int b = 0; b < h->n_blocks; b++)
             for (int k = 0; k < h->NH; k++)
-                h->grad_raw[(size_t)b * h->NH + k] += fabs((double)g->grad[k]);
-        }
+                h->grad_raw[(size_t)b * h->NH + k] += fabs((double)blk[b]->gate->grad[k]);
         h->n_batches++;
     }
     ag_tape_reset(tr->tape);
@@ -149,9 +149,8 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
     txt_pair_batch_free(&bt);
     free(idx);
     for (int b = 0; b < h->n_blocks; b++) {
-        MultiHeadAttention *a = tr_block(m, h->kind[b], h->layer[b]);
-        tensor_zero_grad(a->gate);
-        nn_mha_track_gates(a, 0);
+        tensor_zero_grad(blk[b]->gate);
+        nn_mha_track_gates(blk[b], 0);
     }
     ag_params_zero_grad(&m->params); /* the weights' gradients came along: leave none behind */
     for (int b = 0; b < h->n_blocks; b++) {
@@ -170,15 +169,15 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
 }
 
 void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv) {
-    fprintf(f, tsv ? "%s\t%s\t%s\t%s\t%s\t%s\n" : "%-9s %5s %4s %13s %10s %10s\n", "block",
-            "layer", "head", "loss_increase", "grad_score", "grad_raw");
+    fprintf(f, tsv ? "%s\t%s\t%s\t%s\t%s\t%s\n" : "%-9s %5s %4s %13s %10s %10s\n", "block", "layer",
+            "head", "loss_increase", "grad_score", "grad_raw");
     for (int b = 0; b < h->n_blocks; b++)
         for (int k = 0; k < h->NH; k++) {
             size_t i = (size_t)b * h->NH + k;
             fprintf(f,
                     tsv ? "%s\t%d\t%d\t%.6g\t%.6g\t%.6g\n" : "%-9s %5d %4d %13.5f %10.4f %10.3e\n",
-                    tr_block_kind_name(h->kind[b]), h->layer[b], k, h->loss_up[i],
-                    h->grad_score[i], h->grad_raw[i]);
+                    tr_block_kind_name(h->kind[b]), h->layer[b], k, h->loss_up[i], h->grad_score[i],
+                    h->grad_raw[i]);
         }
 }
 

@@ -26,7 +26,7 @@
 /* The loss of a shard is its mean over its target tokens times their share of the batch's:
  * the batch's loss is the mean over all its non-padding tokens (nn_seq2seq_loss), so the
  * normalizer is the whole batch's token count, whichever process holds the shard. */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, const TxtPairBatch *b, int i, int S,
                       TxtPairBatch *sb, Rng *rng) {
     AG_CHECK(S >= 1 && i >= 0 && i < S && b->B >= 1,
              "tr_shard_loss: shard %d of %d of a batch of %d rows", i, S, b->B);
@@ -64,7 +64,7 @@ typedef struct {
     Seq2SeqConfig mc;    /* the model: the flags' (a new run) or the checkpoint's (--resume) */
     TrState st;
     TxtVocab src, tgt;
-    TrData train_d, valid_d;
+    TxtPairSet train_d, valid_d;
     int have_valid, built, ready;
     Seq2Seq m;
     Arena *arena;
@@ -85,9 +85,9 @@ static int read_data(TrRun *g, int grow) {
     snprintf(vp, sizeof vp, "%s/valid.tsv", g->data);
     const char *train = g->train ? g->train : tp, *valid = g->valid ? g->valid : vp;
     int max_tokens = g->mc.max_len - 1;
-    int rc = tr_data_read(train, &g->train_d, &g->src, &g->tgt, grow, max_tokens);
+    int rc = txt_pairs_read(train, &g->train_d, &g->src, &g->tgt, grow, max_tokens);
     if (rc == AG_OK && !g->no_valid) {
-        rc = tr_data_read(valid, &g->valid_d, &g->src, &g->tgt, 0, max_tokens);
+        rc = txt_pairs_read(valid, &g->valid_d, &g->src, &g->tgt, 0, max_tokens);
         g->have_valid = rc == AG_OK;
     }
     if (rc == AG_OK && !grow && g->train_d.n != g->st.n_train)
@@ -105,7 +105,7 @@ static int64_t n_batches(const TrRun *g) { return (g->train_d.n + g->rc.batch - 
  * largest batch), is run and measured; the largest batch has min(--batch, pairs) such rows.
  * The parameters keep their values; every step zeroes the gradients this one leaves. */
 static int check_step_memory(TrRun *g) {
-    const TrData *d = &g->train_d;
+    const TxtPairSet *d = &g->train_d;
     int rows[2] = {0, 0};
     for (int i = 1; i < d->n; i++) {
         if (d->pairs[i].src_len > d->pairs[rows[0]].src_len) rows[0] = i;
@@ -473,7 +473,7 @@ int tr_train_main(int argc, char **argv, int parse_only) {
                           .describe = describe,
                           .nan_param = "decoder.norm.weight",
                           .unit = "pairs",
-                          .plot = ex_plot_loss};
+                          .plot = run_plot_loss};
     RunLoop *r = run_new(&g->model, c);
     g->run = r;
     Seq2SeqConfig *m = &g->given;
@@ -574,8 +574,8 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     txt_pair_batch_free(&g->batch);
     txt_pair_batch_free(&g->shard);
     if (g->ready) txt_pair_loader_free(&g->loader);
-    tr_data_free(&g->train_d);
-    tr_data_free(&g->valid_d);
+    txt_pairs_free(&g->train_d);
+    txt_pairs_free(&g->valid_d);
     if (g->src.words) txt_vocab_free(&g->src);
     if (g->tgt.words) txt_vocab_free(&g->tgt);
     free(g->vocab_text);

@@ -102,9 +102,9 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
     const char *why = NULL;
     char buf[160];
     if (c->src_vocab <= TXT_N_SPECIAL || c->tgt_vocab <= TXT_N_SPECIAL ||
-        c->src_vocab > TR_MAX_VOCAB || c->tgt_vocab > TR_MAX_VOCAB) {
+        c->src_vocab > TXT_VOCAB_MAX_WORDS || c->tgt_vocab > TXT_VOCAB_MAX_WORDS) {
         snprintf(buf, sizeof buf, "vocabularies of %d and %d words: each must be in [%d, %d]",
-                 c->src_vocab, c->tgt_vocab, TXT_N_SPECIAL + 1, TR_MAX_VOCAB);
+                 c->src_vocab, c->tgt_vocab, TXT_N_SPECIAL + 1, TXT_VOCAB_MAX_WORDS);
         why = buf;
     } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
                c->n_dec_layers > NN_MAX_LAYERS) {

@@ -41,8 +41,8 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* The library's names the lens and view code still use (src/text/vocab.h, pairs.h); everything
- * else calls them by the library's names. */
+/* The library's names the lens and view code (lens.c, view.c, cli.c's lens commands) still use
+ * (src/text/vocab.h, pairs.h); everything else calls them by the library's names. */
 typedef TxtVocab TrVocab;
 enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
 #define tr_vocab_word txt_vocab_word
@@ -50,20 +50,14 @@ enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
 #define tr_detokenize txt_vocab_detokenize
 #define tr_utf8_check txt_utf8_check
 #define tr_read_line txt_read_line
+#define TR_MAX_LINE TXT_PAIRS_MAX_LINE
 
 /* Limits on what files and the standard input may hold (README, "Limits"): the library's
- * (src/text/vocab.h, pairs.h), each a clear error naming the file, the line and the limit. */
-#define TR_MAX_VOCAB TXT_VOCAB_MAX_WORDS /* words in one vocabulary, the 4 specials included */
-#define TR_MAX_LINE TXT_PAIRS_MAX_LINE /* bytes in one line of a TSV file or of translate's input */
-/* translate skips an over-long line of its input, but gives up (exit 2) when the line goes on
- * for this many more bytes (/dev/zero, an endless pipe): 16 MiB */
-#define TR_MAX_SKIP (64 * TR_MAX_LINE)
-
-/* ---- data: sentence pairs from a TSV file (src/text/pairs.h: TxtPairSet, txt_pairs_read);
- * the names train.c still uses ---- */
-typedef TxtPairSet TrData;
-#define tr_data_read txt_pairs_read
-#define tr_data_free txt_pairs_free
+ * TXT_VOCAB_MAX_WORDS (src/text/vocab.h) and TXT_PAIRS_MAX_LINE (pairs.h), each a clear error
+ * naming the file, the line and the limit. translate skips an over-long line of its input, but
+ * gives up (exit 2) when the line goes on for this many more bytes (/dev/zero, an endless
+ * pipe): 16 MiB */
+#define TR_MAX_SKIP (64 * TXT_PAIRS_MAX_LINE)
 
 /* ---- a trained model with its vocabularies ---- */
 typedef struct Translator {
@@ -96,6 +90,12 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
  * overflowed (the message names tr's checkpoint: ex_not_finite). */
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap);
+
+/* n tokens of a sentence cut to the max the model reads, saying so on warn (may be NULL) after
+ * the prefix where: min(n, max). */
+int tr_cut_words(int n, int max, FILE *warn, const char *where);
+/* The text of n ids of v (txt_vocab_detokenize), NUL-terminated, ex_malloc'd. */
+char *tr_text(const TxtVocab *v, const int *ids, int n);
 
 /* ---- evaluation (scored with src/text/score.h: TxtScore, txt_score_*) ---- */
 /* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
@@ -161,13 +161,13 @@ typedef struct TrTrainConfig {
                  * for any number of processes (0: one a process; docs/mpi.md) */
 } TrTrainConfig;
 
-/* Shard i of S of batch b (made by tr_batch_make or the loader from pairs of d): its rows
+/* Shard i of S of batch b (made by txt_pair_batch_make or the loader from pairs of d): its rows
  * [i B / S, (i + 1) B / S) made into sb (padded to their own lengths), and their loss: the mean
  * cross-entropy over the shard's target tokens times its share of the batch's target tokens
  * (sb->n_tgt_tokens / b->n_tgt_tokens), so that the S shards' losses and gradients sum to the
  * whole batch's mean over its non-padding tokens (up to rounding). rng: the shard's dropout
  * RNG. NULL when the shard holds no rows (a batch of fewer than S pairs). */
-Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TrData *d, const TxtPairBatch *b, int i, int S,
+Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, const TxtPairBatch *b, int i, int S,
                       TxtPairBatch *sb, Rng *rng);
 
 /* On resume (tr_train), steps, log_every, valid_every, save_every and valid_max set to TR_KEEP
@@ -279,8 +279,8 @@ typedef struct TrHeadImportance {
 double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch);
 /* Both measures over pairs [0, limit) of d; the gates are left as they were (1) and
  * untracked. progress (may be NULL) gets a line of progress. */
-int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch, TrHeadImportance *h,
-                       FILE *progress);
+int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch,
+                       TrHeadImportance *h, FILE *progress);
 void tr_heads_free(TrHeadImportance *h);
 /* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head, in
  * aligned columns or (tsv) tab-separated with %.6g values (heads.tsv). */

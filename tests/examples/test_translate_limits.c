@@ -91,7 +91,7 @@ Test(tr_limits, a_tsv_line_over_the_limit_fails_in_bounded_memory) {
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "a 64 MiB line was not refused cheaply");
     /* exactly the limit is a line like any other (65536 words a side) */
-    write_long_line(path, TR_MAX_LINE);
+    write_long_line(path, TXT_PAIRS_MAX_LINE);
     TxtVocab s, t;
     cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%s", ag_last_error());
     txt_vocab_free(&s);
@@ -139,7 +139,7 @@ Test(tr_limits, training_data_cannot_grow_a_vocabulary_past_the_limit) {
 
 /* a configuration naming more words than a vocabulary may hold */
 Test(tr_limits, a_configuration_naming_too_many_words_is_refused) {
-    Seq2SeqConfig c = nn_seq2seq_default_config(TR_MAX_VOCAB + 1, 10, 8, 2, 1);
+    Seq2SeqConfig c = nn_seq2seq_default_config(TXT_VOCAB_MAX_WORDS + 1, 10, 8, 2, 1);
     cr_assert_eq(tr_check_config(&c, "x.npz"), AG_ERR_ARG);
     cr_assert(strstr(ag_last_error(), "x.npz: vocabularies of 500001 and 10 words: each must be "
                                       "in [5, 500000]"),
@@ -339,7 +339,7 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
     const char *const eval_dir[] = {"eval", "--ckpt", ckpt, dir, NULL};
     expect_quick_refusal(dir, eval_dir, ": is a folder: only regular files and pipes are read");
     /* a pipe is read, but an endless line stops at the limit: the reader takes at most
-     * TR_MAX_LINE + 1 bytes and one stdio buffer, plus what the pipe holds (64 KiB by default) */
+     * TXT_PAIRS_MAX_LINE + 1 bytes and one stdio buffer, plus what the pipe holds (64 KiB by default) */
     ts_join(fifo, dir, "endless.fifo");
     cr_assert(mkfifo(fifo, 0600) == 0, "%s", strerror(errno));
     char want[600];
@@ -354,7 +354,7 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
         pid_t writer = start_endless_writer(fifo, report[1]);
         expect_quick_refusal(dir, fifo_cases[k], want);
         size_t sent = finish_writer(fifo, writer, report);
-        cr_assert_lt(sent, (size_t)TR_MAX_LINE + (1 << 20), "%zu bytes went into the pipe", sent);
+        cr_assert_lt(sent, (size_t)TXT_PAIRS_MAX_LINE + (1 << 20), "%zu bytes went into the pipe", sent);
     }
     ts_rm_tree(dir);
 }

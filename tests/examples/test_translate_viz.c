@@ -258,7 +258,7 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
     char dir[64], path[512], png[512], gp[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
     ts_write_text(ts_join(path, dir, "log.csv"), csv);
-    cr_assert_eq(ex_plot_loss(path, ts_join(png, dir, "loss.png")), RUN_PLOT_DRAWN, "%s",
+    cr_assert_eq(run_plot_loss(path, ts_join(png, dir, "loss.png")), RUN_PLOT_DRAWN, "%s",
                  ag_last_error());
     cr_assert(is_png(png, 2000), "%s is not a PNG", png);
     char *script = ts_read_text(ts_join(gp, dir, "loss.gp"), NULL);
@@ -268,15 +268,15 @@ Test(tr_plot, loss_plot_is_a_png_when_gnuplot_is_there) {
     char quoted[512], qcsv[512], qpng[512];
     cr_assert_eq(mkdir(ts_join(quoted, dir, "it's"), 0777), 0);
     ts_write_text(ts_join(qcsv, quoted, "log.csv"), csv);
-    cr_assert_eq(ex_plot_loss(qcsv, ts_join(qpng, quoted, "loss.png")), RUN_PLOT_DRAWN, "%s",
+    cr_assert_eq(run_plot_loss(qcsv, ts_join(qpng, quoted, "loss.png")), RUN_PLOT_DRAWN, "%s",
                  ag_last_error());
     cr_assert(is_png(qpng, 2000));
     /* the header names the columns: an appended column changes nothing, a missing one fails */
     ts_write_text(path, "step,train_loss\n");
-    cr_assert_eq(ex_plot_loss(path, png), RUN_PLOT_SKIPPED);
+    cr_assert_eq(run_plot_loss(path, png), RUN_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no rows"), "%s", ag_last_error());
     ts_write_text(path, "when,what\n1,2\n");
-    cr_assert_eq(ex_plot_loss(path, png), RUN_PLOT_FAILED);
+    cr_assert_eq(run_plot_loss(path, png), RUN_PLOT_FAILED);
     cr_assert(strstr(ag_last_error(), "train_loss"), "%s", ag_last_error());
     /* a script gnuplot rejects: failed, with gnuplot's complaint, and no PNG left behind */
     cr_assert_eq(run_plot_script("set terminal pngcairo\nset output outfile\nplot nonsense(\n",
@@ -293,7 +293,7 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     char dir[64], path[512], png[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
     ts_write_text(ts_join(path, dir, "log.csv"), csv);
-    cr_assert_eq(ex_plot_loss(path, ts_join(png, dir, "loss.png")), RUN_PLOT_SKIPPED);
+    cr_assert_eq(run_plot_loss(path, ts_join(png, dir, "loss.png")), RUN_PLOT_SKIPPED);
     const char *msg = ag_last_error();
     cr_assert(strstr(msg, "plot skipped") && strstr(msg, "gnuplot not found") &&
                   strstr(msg, "AG_GNUPLOT=/nonexistent/gnuplot") && strstr(msg, "gnuplot-nox"),
@@ -302,7 +302,7 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     /* a command name is looked up in PATH */
     setenv("AG_GNUPLOT", "no-such-gnuplot-here", 1);
     cr_assert_eq(run_gnuplot_available(), 0);
-    cr_assert_eq(ex_plot_loss(path, png), RUN_PLOT_SKIPPED);
+    cr_assert_eq(run_plot_loss(path, png), RUN_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no-such-gnuplot-here"), "%s", ag_last_error());
     /* the heads heatmap likewise */
     TrHeadImportance h;
