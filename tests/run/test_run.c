@@ -376,42 +376,31 @@ Test(run, a_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint) {
     ts_rm_tree(dir);
 }
 
-/* a validation loss that is not finite (finite weights whose products overflow) stops the run
- * as a training NaN does: the step named, exit 1, no row of it, best.npz the last good one */
-Test(run, a_valid_loss_not_finite_stops_naming_the_step_and_keeps_the_best) {
-    char dir[64], p[512];
-    ts_tmp_dir(dir, sizeof dir, "run-valid-nan");
-    huge_in_valid = 2; /* the validation of step 10 */
-    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
-    huge_in_valid = 0;
-    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
-    cr_assert_eq(code, 1, "exit %d: %s", code, err);
-    cr_assert(strstr(err, "tiny train: step 10: the valid loss is ") &&
-                  strstr(err, ": training stopped. The last good checkpoint is") &&
-                  strstr(err, "last.npz (step 8)"),
-              "%s", err);
-    cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
-    cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
-    char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
-    cr_assert(!strstr(csv, "\n10,") && !strstr(csv, "nan") && !strstr(csv, "inf"), "%s", csv);
-    free(csv);
-    free(err);
-    ts_rm_tree(dir);
-}
-
-Test(run, a_later_metric_not_finite_stops_too_naming_it) {
-    char dir[64], p[512];
-    ts_tmp_dir(dir, sizeof dir, "run-acc-nan");
-    nan_acc_in_valid = 2; /* the validation of step 10 */
-    int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
-    nan_acc_in_valid = 0;
-    char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
-    cr_assert_eq(code, 1, "exit %d: %s", code, err);
-    cr_assert(strstr(err, "tiny train: step 10: the valid acc is nan: training stopped."), "%s",
-              err);
-    cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
-    free(err);
-    ts_rm_tree(dir);
+/* a validation metric that is not finite stops the run as a training NaN does: the step and the
+ * metric named, exit 1, no row of it, best.npz the last good one. The loss: finite weights whose
+ * products overflow; the accuracy: a NaN. */
+Test(run, a_valid_metric_not_finite_stops_naming_the_step_and_keeps_the_best) {
+    for (int acc = 0; acc < 2; acc++) {
+        char dir[64], p[512];
+        ts_tmp_dir(dir, sizeof dir, "run-valid-nan");
+        *(acc ? &nan_acc_in_valid : &huge_in_valid) = 2; /* the validation of step 10 */
+        int code = run_child(dir, (const char *[]){"--out", dir, NULL}, -1, 0);
+        huge_in_valid = nan_acc_in_valid = 0;
+        char *err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
+        cr_assert_eq(code, 1, "exit %d: %s", code, err);
+        cr_assert(strstr(err, acc ? "tiny train: step 10: the valid acc is nan"
+                                  : "tiny train: step 10: the valid loss is ") &&
+                      strstr(err, ": training stopped. The last good checkpoint is") &&
+                      strstr(err, "last.npz (step 8)"),
+                  "%s", err);
+        cr_assert_eq(ckpt_step(ts_join(p, dir, "best.npz")), 5);
+        cr_assert_eq(ckpt_step(ts_join(p, dir, "last.npz")), 8);
+        char *csv = ts_read_text(ts_join(p, dir, "log.csv"), NULL);
+        cr_assert(!strstr(csv, "\n10,") && !strstr(csv, "nan") && !strstr(csv, "inf"), "%s", csv);
+        free(csv);
+        free(err);
+        ts_rm_tree(dir);
+    }
 }
 
 Test(run, sigint_saves_once_and_resume_gives_the_bytes_of_a_straight_run) {
