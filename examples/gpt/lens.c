@@ -166,7 +166,7 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
                     "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0},
                    {"model", FLAG_PATH, &c->ckpt, "DIR",
                     "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL, 0}};
-    int n = 2, help;
+    int n = 2;
     if (parts & GP_LENS_ROWS) {
         fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
                          0,        0,         NULL,       0};
@@ -189,12 +189,9 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
                      0,     0,         NULL,    0};
     fl[n++] = (Flag){"threads", FLAG_INT, &c->threads, NULL, "0: the CPUs (OMP_NUM_THREADS)",
                      0,         1024,     NULL,        0};
-    int rc = gp_parse(argc, argv, 2, fl, n, &help);
+    int rc = lens_cmd_parse(GP_PROG, cmd, "[flags]", what, fl, n, argc - 2, argv + 2, NULL, NULL);
     for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
-    if (help) {
-        gp_usage(cmd, what, fl, n);
-        return 1;
-    }
+    if (rc == FLAG_HELP) return 1;
     if (rc == AG_OK && (!c->ckpt || !c->out))
         rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out FILE are required");
     if (rc == AG_OK && !c->good != !c->bad)
@@ -202,9 +199,11 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
     return rc;
 }
 
-int gp_lens_start(GpLens *l, int rc, int rows) {
+int gp_lens_start(GpLens *l, int rc, int parts) {
+    if (rc == AG_OK && (parts & GP_LENS_OUT_DIR)) rc = run_out_file_dir(l->a.out);
     if (rc == AG_OK) rc = gp_lens_load(&l->g, l->a.ckpt, &l->cfg);
-    if (rc == AG_OK && rows) rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
+    if (rc == AG_OK && (parts & GP_LENS_ROWS))
+        rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
     if (rc == AG_OK) ag_threads_use(l->a.threads);
     l->step = arena_new("step", 0);
     l->c.t = ag_tape_new(l->step);
@@ -288,7 +287,7 @@ int gp_cache(int argc, char **argv) {
     if (rc == 1) return RUN_EXIT_OK;
     const char *good = l.a.good;
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 1);
+    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, good != NULL, max_bytes);
     if (rc == AG_OK && good)
         rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", good, l.a.bad, -1, &mt);
@@ -327,7 +326,7 @@ int gp_ablate(int argc, char **argv) {
     else if (rc == AG_OK && strcmp(mode, "zero") != 0)
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 1);
+    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
     int *pos = ex_malloc(((size_t)l.c.r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = positions_in(&positions, l.c.r.T, pos, &n_pos);
@@ -375,7 +374,7 @@ int gp_patch(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
     LensRows corr = {0}; /* l.c.r: the clean row */
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 0);
+    rc = gp_lens_start(&l, rc, GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.c.r);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
     if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);

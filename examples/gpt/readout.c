@@ -45,7 +45,7 @@ int gp_detect(int argc, char **argv) {
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
         rc = ag_fail(AG_ERR_ARG, "--repeat, --length, --batch and --seed make rows: not with "
                                  "--prompt or --prompts");
-    rc = gp_lens_start(&lc, rc, !generated);
+    rc = gp_lens_start(&lc, rc, (generated ? 0 : GP_LENS_ROWS) | GP_LENS_OUT_DIR);
     if (rc == AG_OK && generated) {
         int T = length ? length : lc.cfg.block_size, L = repeat ? repeat : T / 2;
         if (T > lc.cfg.block_size)
@@ -161,7 +161,7 @@ int gp_lens(int argc, char **argv) {
     if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && !token == !lc.a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    rc = gp_lens_start(&lc, rc, 1);
+    rc = gp_lens_start(&lc, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK)
         rc = lens_cmd_logit(&lc.c, token ? token : lc.a.good, token ? "token" : "good", lc.a.bad,
                             pos, lc.a.out);

@@ -211,7 +211,7 @@ int gp_view(int argc, char **argv) {
     if (!help && rc == AG_OK && !*ckpt && !runs && !from)
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
-    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, 1);
+    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, GP_LENS_ROWS);
     size_t bytes = 0;
     const char *title = *ckpt ? *ckpt : from ? from : "runs";
     if (!help && rc == AG_OK)

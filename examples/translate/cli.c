@@ -594,13 +594,9 @@ static int lens_parse(LensArgs *c, int rows, int metric, Flag *own, int n_own, c
         "threads", FLAG_INT, &c->threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)",
         0,         4096,     NULL,        0};
     c->pos = rows ? malloc(((size_t)argc + 1) * sizeof *c->pos) : NULL;
-    int rc = parse(c->name, fl, n, argc, argv, c->pos, &c->npos);
+    int rc = lens_cmd_parse(PROG, c->name, args, what, fl, n, argc, argv, c->pos, &c->npos);
     for (int i = 0; i < n_own; i++) own[i].given = fl[(rows ? 4 : 1) + i].given;
-    if (rc == -1) {
-        printf("usage: %s %s %s\n%s\nflags (default) [range]:\n", PROG, c->name, args, what);
-        flag_help(stdout, fl, n);
-    }
-    return rc;
+    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(c->name, "%s%s", ag_last_error(), "");
 }
 
 /* The texts a lens command was given are UTF-8 (each NULL, or checked; the message printed),
@@ -618,12 +614,9 @@ static int lens_start(LensArgs *c, int rows, const char **texts, const char *con
     for (int i = 0; i < n; i++)
         if (texts[i] && !check_text(c->name, labels[i], texts[i])) return TR_EXIT_USAGE;
     if (parse_only) return TR_EXIT_OK;
-    char dir[1024]; /* the folder of --out, made if needed */
-    snprintf(dir, sizeof dir, "%s", c->out);
-    char *slash = strrchr(dir, '/');
-    int rc = 0;
-    if (slash) *slash = 0;
-    if (slash && *dir && (rc = out_dir_ready(c->name, dir)) != 0) return rc;
+    int rc = run_out_file_dir(c->out); /* the folder of --out, made if needed */
+    if (rc != AG_OK)
+        return fprintf(stderr, "%s %s: %s\n", PROG, c->name, ag_last_error()), TR_EXIT_USAGE;
     set_threads(c->threads);
     if ((rc = load_or_complain(c->name, &c->tr, c->ckpt)) != 0) return rc;
     c->loaded = 1, *done = 0;
