@@ -162,33 +162,30 @@ int gp_refail(int rc, const char *prefix) {
 
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts) {
-    Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
-                    "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0},
-                   {"model", FLAG_PATH, &c->ckpt, "DIR",
-                    "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL, 0}};
+    Flag fl[24] = {
+        FLAG_ROW("ckpt", FLAG_PATH, &c->ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
+        FLAG_ROW("model", FLAG_PATH, &c->ckpt, "DIR",
+                 "a Hugging Face folder instead (docs/hf.md)")};
     int n = 2;
     if (parts & GP_LENS_ROWS) {
-        fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
-                         0,        0,         NULL,       0};
-        fl[n++] = (Flag){
-            "prompts", FLAG_PATH, &c->prompts, NULL, "a file: one row a line, all as many tokens",
-            0,         0,         NULL,        0};
+        fl[n++] =
+            (Flag)FLAG_ROW("prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)");
+        fl[n++] = (Flag)FLAG_ROW("prompts", FLAG_PATH, &c->prompts, NULL,
+                                 "a file: one row a line, all as many tokens");
     }
     AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
     int n0 = n;
     for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
     if (parts & GP_LENS_METRIC) {
-        fl[n++] = (Flag){
-            "good", FLAG_PATH, &c->good, "TOKEN", "logit-diff: the token whose logit counts +",
-            0,      0,         NULL,     0};
-        fl[n++] =
-            (Flag){"bad", FLAG_PATH, &c->bad, "TOKEN", "logit-diff: the token whose logit counts -",
-                   0,     0,         NULL,    0};
+        fl[n++] = (Flag)FLAG_ROW("good", FLAG_PATH, &c->good, "TOKEN",
+                                 "logit-diff: the token whose logit counts +");
+        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_PATH, &c->bad, "TOKEN",
+                                 "logit-diff: the token whose logit counts -");
     }
-    fl[n++] = (Flag){"out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)",
-                     0,     0,         NULL,    0};
-    fl[n++] = (Flag){"threads", FLAG_INT, &c->threads, NULL, "0: the CPUs (OMP_NUM_THREADS)",
-                     0,         1024,     NULL,        0};
+    fl[n++] =
+        (Flag)FLAG_ROW("out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)");
+    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &c->threads, NULL,
+                             "0: the CPUs (OMP_NUM_THREADS)", 0, 1024);
     int rc = lens_cmd_parse(GP_PROG, cmd, "[flags]", what, fl, n, argc - 2, argv + 2, NULL, NULL);
     for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
     if (rc == FLAG_HELP) return 1;
@@ -272,10 +269,9 @@ int gp_cache(int argc, char **argv) {
     double max_bytes = half_the_ram();
     GpLens l = {0};
     Flag fl[] = {
-        {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
-         NULL, 0},
-        {"max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
-         "the memory a cache may take (half the RAM)", 1, 1e18, NULL, 0},
+        FLAG_ROW("hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs"),
+        FLAG_NUM("max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
+                 "the memory a cache may take (half the RAM)", 1, 1e18),
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -305,13 +301,11 @@ int gp_ablate(int argc, char **argv) {
     FlagInts positions = {0};
     GpLens l = {0};
     Flag fl[] = {
-        {"hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)", 0, 0,
-         NULL, 0},
-        {"mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)", 0, 0, NULL, 0},
-        {"positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)", 0,
-         1 << 16, NULL, 0},
-        {"metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)", 0, 0, NULL,
-         0},
+        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)"),
+        FLAG_ROW("mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)"),
+        FLAG_NUM("positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)",
+                 0, 1 << 16),
+        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)"),
     };
     int rc =
         gp_lens_parse(argc, argv, "ablate",
@@ -347,15 +341,13 @@ int gp_patch(int argc, char **argv) {
     int attribution = 0;
     GpLens l = {0};
     Flag fl[] = {
-        {"clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)", 0, 0, NULL, 0},
-        {"corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens", 0, 0, NULL,
-         0},
-        {"hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)", 0, 0, NULL, 0},
-        {"by", FLAG_PATH, &by, "NAME", "position, head or head-position", 0, 0, NULL, 0},
-        {"metric", FLAG_PATH, &metric, "NAME", "logit-diff (--good, --bad) or loss (clean's)", 0, 0,
-         NULL, 0},
-        {"attribution", FLAG_SWITCH, &attribution, NULL, "attribution patching (1 fwd+bwd)", 1, 0,
-         NULL, 0},
+        FLAG_ROW("clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)"),
+        FLAG_ROW("corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens"),
+        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)"),
+        FLAG_ROW("by", FLAG_PATH, &by, "NAME", "position, head or head-position"),
+        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME",
+                 "logit-diff (--good, --bad) or loss (clean's)"),
+        FLAG_SW("attribution", &attribution, "attribution patching (1 fwd+bwd)"),
     };
     int rc = gp_lens_parse(argc, argv, "patch",
                            "patches the clean run's activation into the corrupted run, one (point, "
