@@ -68,13 +68,14 @@ typedef struct GpLensFlags {
     const char *ckpt, *prompt, *prompts, *good, *bad, *out;
     int threads;
 } GpLensFlags;
-enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2 };
+enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2, GP_LENS_OUT_DIR = 4 };
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts); /* sets extra[i].given */
 /* What a lens command holds: its flags, the model (dropout 0), its configuration as trained,
  * the library's command (src/lens/cmd.h: the rows, a tape, the model, its outputs). gp_lens_start
- * (rc: gp_lens_parse's; nothing loaded unless AG_OK) loads --ckpt, reads the rows of --prompt or
- * --prompts (rows 1), sets --threads and makes the tape; gp_lens_end frees everything and
+ * (rc: gp_lens_parse's; nothing loaded unless AG_OK) makes --out's folder (parts &
+ * GP_LENS_OUT_DIR), loads --ckpt, reads the rows of --prompt or --prompts (parts &
+ * GP_LENS_ROWS), sets --threads and makes the tape; gp_lens_end frees everything and
  * returns lens_cmd_end's exit code. */
 typedef struct GpLens {
     GpLensFlags a;
@@ -83,7 +84,7 @@ typedef struct GpLens {
     LensCmd c;
     Arena *step;
 } GpLens;
-int gp_lens_start(GpLens *l, int rc, int rows);
+int gp_lens_start(GpLens *l, int rc, int parts);
 int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */
 int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg);

@@ -162,39 +162,33 @@ int gp_refail(int rc, const char *prefix) {
 
 int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
                   Flag *extra, int n_extra, int parts) {
-    Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, NULL,
-                    "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL, 0},
-                   {"model", FLAG_PATH, &c->ckpt, "DIR",
-                    "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL, 0}};
-    int n = 2, help;
+    Flag fl[24] = {
+        FLAG_ROW("ckpt", FLAG_PATH, &c->ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
+        FLAG_ROW("model", FLAG_PATH, &c->ckpt, "DIR",
+                 "a Hugging Face folder instead (docs/hf.md)")};
+    int n = 2;
     if (parts & GP_LENS_ROWS) {
-        fl[n++] = (Flag){"prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)",
-                         0,        0,         NULL,       0};
-        fl[n++] = (Flag){
-            "prompts", FLAG_PATH, &c->prompts, NULL, "a file: one row a line, all as many tokens",
-            0,         0,         NULL,        0};
+        fl[n++] =
+            (Flag)FLAG_ROW("prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)");
+        fl[n++] = (Flag)FLAG_ROW("prompts", FLAG_PATH, &c->prompts, NULL,
+                                 "a file: one row a line, all as many tokens");
     }
     AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
     int n0 = n;
     for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
     if (parts & GP_LENS_METRIC) {
-        fl[n++] = (Flag){
-            "good", FLAG_PATH, &c->good, "TOKEN", "logit-diff: the token whose logit counts +",
-            0,      0,         NULL,     0};
-        fl[n++] =
-            (Flag){"bad", FLAG_PATH, &c->bad, "TOKEN", "logit-diff: the token whose logit counts -",
-                   0,     0,         NULL,    0};
+        fl[n++] = (Flag)FLAG_ROW("good", FLAG_PATH, &c->good, "TOKEN",
+                                 "logit-diff: the token whose logit counts +");
+        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_PATH, &c->bad, "TOKEN",
+                                 "logit-diff: the token whose logit counts -");
     }
-    fl[n++] = (Flag){"out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)",
-                     0,     0,         NULL,    0};
-    fl[n++] = (Flag){"threads", FLAG_INT, &c->threads, NULL, "0: the CPUs (OMP_NUM_THREADS)",
-                     0,         1024,     NULL,        0};
-    int rc = gp_parse(argc, argv, 2, fl, n, &help);
+    fl[n++] =
+        (Flag)FLAG_ROW("out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)");
+    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &c->threads, NULL,
+                             "0: the CPUs (OMP_NUM_THREADS)", 0, 1024);
+    int rc = lens_cmd_parse(GP_PROG, cmd, "[flags]", what, fl, n, argc - 2, argv + 2, NULL, NULL);
     for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
-    if (help) {
-        gp_usage(cmd, what, fl, n);
-        return 1;
-    }
+    if (rc == FLAG_HELP) return 1;
     if (rc == AG_OK && (!c->ckpt || !c->out))
         rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out FILE are required");
     if (rc == AG_OK && !c->good != !c->bad)
@@ -202,9 +196,11 @@ int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLe
     return rc;
 }
 
-int gp_lens_start(GpLens *l, int rc, int rows) {
+int gp_lens_start(GpLens *l, int rc, int parts) {
+    if (rc == AG_OK && (parts & GP_LENS_OUT_DIR)) rc = run_out_file_dir(l->a.out);
     if (rc == AG_OK) rc = gp_lens_load(&l->g, l->a.ckpt, &l->cfg);
-    if (rc == AG_OK && rows) rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
+    if (rc == AG_OK && (parts & GP_LENS_ROWS))
+        rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
     if (rc == AG_OK) ag_threads_use(l->a.threads);
     l->step = arena_new("step", 0);
     l->c.t = ag_tape_new(l->step);
@@ -273,10 +269,9 @@ int gp_cache(int argc, char **argv) {
     double max_bytes = half_the_ram();
     GpLens l = {0};
     Flag fl[] = {
-        {"hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
-         NULL, 0},
-        {"max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
-         "the memory a cache may take (half the RAM)", 1, 1e18, NULL, 0},
+        FLAG_ROW("hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs"),
+        FLAG_NUM("max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
+                 "the memory a cache may take (half the RAM)", 1, 1e18),
     };
     int rc = gp_lens_parse(
         argc, argv, "cache",
@@ -288,7 +283,7 @@ int gp_cache(int argc, char **argv) {
     if (rc == 1) return RUN_EXIT_OK;
     const char *good = l.a.good;
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 1);
+    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, good != NULL, max_bytes);
     if (rc == AG_OK && good)
         rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", good, l.a.bad, -1, &mt);
@@ -306,13 +301,11 @@ int gp_ablate(int argc, char **argv) {
     FlagInts positions = {0};
     GpLens l = {0};
     Flag fl[] = {
-        {"hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)", 0, 0,
-         NULL, 0},
-        {"mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)", 0, 0, NULL, 0},
-        {"positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)", 0,
-         1 << 16, NULL, 0},
-        {"metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)", 0, 0, NULL,
-         0},
+        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)"),
+        FLAG_ROW("mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)"),
+        FLAG_NUM("positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)",
+                 0, 1 << 16),
+        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)"),
     };
     int rc =
         gp_lens_parse(argc, argv, "ablate",
@@ -327,7 +320,7 @@ int gp_ablate(int argc, char **argv) {
     else if (rc == AG_OK && strcmp(mode, "zero") != 0)
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 1);
+    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
     int *pos = ex_malloc(((size_t)l.c.r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = positions_in(&positions, l.c.r.T, pos, &n_pos);
@@ -348,15 +341,13 @@ int gp_patch(int argc, char **argv) {
     int attribution = 0;
     GpLens l = {0};
     Flag fl[] = {
-        {"clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)", 0, 0, NULL, 0},
-        {"corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens", 0, 0, NULL,
-         0},
-        {"hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)", 0, 0, NULL, 0},
-        {"by", FLAG_PATH, &by, "NAME", "position, head or head-position", 0, 0, NULL, 0},
-        {"metric", FLAG_PATH, &metric, "NAME", "logit-diff (--good, --bad) or loss (clean's)", 0, 0,
-         NULL, 0},
-        {"attribution", FLAG_SWITCH, &attribution, NULL, "attribution patching (1 fwd+bwd)", 1, 0,
-         NULL, 0},
+        FLAG_ROW("clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)"),
+        FLAG_ROW("corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens"),
+        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)"),
+        FLAG_ROW("by", FLAG_PATH, &by, "NAME", "position, head or head-position"),
+        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME",
+                 "logit-diff (--good, --bad) or loss (clean's)"),
+        FLAG_SW("attribution", &attribution, "attribution patching (1 fwd+bwd)"),
     };
     int rc = gp_lens_parse(argc, argv, "patch",
                            "patches the clean run's activation into the corrupted run, one (point, "
@@ -375,7 +366,7 @@ int gp_patch(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
     LensRows corr = {0}; /* l.c.r: the clean row */
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, 0);
+    rc = gp_lens_start(&l, rc, GP_LENS_OUT_DIR);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.c.r);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
     if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);

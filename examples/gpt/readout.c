@@ -20,18 +20,17 @@ int gp_detect(int argc, char **argv) {
     int64_t seed = 1;
     GpLens lc = {0};
     Flag fl[] = {
-        {"repeat", FLAG_INT, &repeat, NULL,
-         "without prompts: rows of this many random tokens repeated (0: half of --length)", 0,
-         1 << 20, NULL, 0},
-        {"length", FLAG_INT, &length, NULL, "the generated rows' length (0: block_size)", 0,
-         1 << 20, NULL, 0},
-        {"batch", FLAG_INT, &batch, NULL, "generated rows", 1, 4096, NULL, 0},
+        FLAG_NUM("repeat", FLAG_INT, &repeat, NULL,
+                 "without prompts: rows of this many random tokens repeated (0: half of --length)",
+                 0, 1 << 20),
+        FLAG_NUM("length", FLAG_INT, &length, NULL, "the generated rows' length (0: block_size)", 0,
+                 1 << 20),
+        FLAG_NUM("batch", FLAG_INT, &batch, NULL, "generated rows", 1, 4096),
         {"seed", FLAG_I64, &seed, NULL, "the generated tokens' seed", 0, 9007199254740992.0, NULL,
          0},
-        {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
-         0, NULL, 0},
-        {"exclude-current", FLAG_SWITCH, &exclude_current, NULL,
-         "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
+        FLAG_SW("exclude-bos", &exclude_bos, "leave key 0 out of the attention mass"),
+        FLAG_SW("exclude-current", &exclude_current,
+                "leave the query's own key out of the attention mass"),
     };
     int rc = gp_lens_parse(argc, argv, "detect",
                            "scores every head as a previous-token, duplicate-token and induction "
@@ -45,7 +44,7 @@ int gp_detect(int argc, char **argv) {
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
         rc = ag_fail(AG_ERR_ARG, "--repeat, --length, --batch and --seed make rows: not with "
                                  "--prompt or --prompts");
-    rc = gp_lens_start(&lc, rc, !generated);
+    rc = gp_lens_start(&lc, rc, (generated ? 0 : GP_LENS_ROWS) | GP_LENS_OUT_DIR);
     if (rc == AG_OK && generated) {
         int T = length ? length : lc.cfg.block_size, L = repeat ? repeat : T / 2;
         if (T > lc.cfg.block_size)
@@ -146,10 +145,10 @@ int gp_lens(int argc, char **argv) {
     int pos = -1;
     GpLens lc = {0};
     Flag fl[] = {
-        {"token", FLAG_PATH, &token, "TOKEN", "the token whose logit is read (or --good, --bad)", 0,
-         0, NULL, 0},
-        {"pos", FLAG_INT, &pos, NULL, "the position read (-1: the last)", -(1 << 20), 1 << 20, NULL,
-         0},
+        FLAG_ROW("token", FLAG_PATH, &token, "TOKEN",
+                 "the token whose logit is read (or --good, --bad)"),
+        FLAG_NUM("pos", FLAG_INT, &pos, NULL, "the position read (-1: the last)", -(1 << 20),
+                 1 << 20),
     };
     int rc = gp_lens_parse(argc, argv, "lens",
                            "the logit lens (the residual stream after the embeddings and after "
@@ -161,7 +160,7 @@ int gp_lens(int argc, char **argv) {
     if (rc == 1) return RUN_EXIT_OK;
     if (rc == AG_OK && !token == !lc.a.good)
         rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    rc = gp_lens_start(&lc, rc, 1);
+    rc = gp_lens_start(&lc, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
     if (rc == AG_OK)
         rc = lens_cmd_logit(&lc.c, token ? token : lc.a.good, token ? "token" : "good", lc.a.bad,
                             pos, lc.a.out);
@@ -173,14 +172,12 @@ int gp_lens(int argc, char **argv) {
 int gp_export(int argc, char **argv) {
     const char *ckpt = NULL, *out = NULL, *format = "transformer-lens";
     Flag fl[] = {
-        {"ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
-         0},
-        {"model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
-         0},
-        {"format", FLAG_PATH, &format, "NAME",
-         "transformer-lens, or hf (a folder transformers loads)", 0, 0, NULL, 0},
-        {"out", FLAG_PATH, &out, NULL,
-         "the .npz to write (its config: .json beside it); hf: the folder", 0, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
+        FLAG_ROW("model", FLAG_PATH, &ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)"),
+        FLAG_ROW("format", FLAG_PATH, &format, "NAME",
+                 "transformer-lens, or hf (a folder transformers loads)"),
+        FLAG_ROW("out", FLAG_PATH, &out, NULL,
+                 "the .npz to write (its config: .json beside it); hf: the folder"),
     };
     int help, rc = gp_parse(argc, argv, 2, fl, 4, &help);
     if (help) {

@@ -167,22 +167,20 @@ int gp_view(int argc, char **argv) {
     const char **ckpt = &v.l.a.ckpt, *from = NULL;
     int runs = 0, help = 0;
     Flag fl[] = {
-        {"ckpt", FLAG_PATH, ckpt, NULL, "a checkpoint (train's last.npz or best.npz)", 0, 0, NULL,
-         0},
-        {"model", FLAG_PATH, ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)", 0, 0, NULL,
-         0},
-        {"prompt", FLAG_PATH, &v.l.a.prompt, "TEXT", "the text to show (one row)", 0, 0, NULL, 0},
-        {"prompts", FLAG_PATH, &v.l.a.prompts, NULL, "a file: one row a line, all as many tokens",
-         0, 0, NULL, 0},
-        {"runs", FLAG_SWITCH, &runs, NULL,
-         "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
-        {"from", FLAG_PATH, &from, "FILE.npz",
-         "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
-        {"top-k", FLAG_INT, &v.top_k, NULL, "predictions shown when a token is hovered", 1, 100,
-         NULL, 0},
-        {"out", FLAG_PATH, &v.l.a.out, NULL, "the .html page to write", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &v.l.a.threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL,
-         0},
+        FLAG_ROW("ckpt", FLAG_PATH, ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
+        FLAG_ROW("model", FLAG_PATH, ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)"),
+        FLAG_ROW("prompt", FLAG_PATH, &v.l.a.prompt, "TEXT", "the text to show (one row)"),
+        FLAG_ROW("prompts", FLAG_PATH, &v.l.a.prompts, NULL,
+                 "a file: one row a line, all as many tokens"),
+        FLAG_SW("runs", &runs,
+                "the arguments after the flags are run folders: their log.csv curves"),
+        FLAG_ROW("from", FLAG_PATH, &from, "FILE.npz",
+                 "an .npz of ablate, patch or detect: its tables as heatmaps"),
+        FLAG_NUM("top-k", FLAG_INT, &v.top_k, NULL, "predictions shown when a token is hovered", 1,
+                 100),
+        FLAG_ROW("out", FLAG_PATH, &v.l.a.out, NULL, "the .html page to write"),
+        FLAG_NUM("threads", FLAG_INT, &v.l.a.threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0,
+                 1024),
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
     char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
@@ -211,7 +209,7 @@ int gp_view(int argc, char **argv) {
     if (!help && rc == AG_OK && !*ckpt && !runs && !from)
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
-    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, 1);
+    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, GP_LENS_ROWS);
     size_t bytes = 0;
     const char *title = *ckpt ? *ckpt : from ? from : "runs";
     if (!help && rc == AG_OK)

@@ -548,48 +548,34 @@ typedef struct LensArgs {
  * the flags. Returns 0, -1 after --help, or the exit code of a refused flag (printed). */
 static int lens_parse(LensArgs *c, int rows, int metric, Flag *own, int n_own, const char *out_help,
                       const char *args, const char *what, int argc, char **argv) {
-    Flag fl[24] = {{"ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-                   {"sentence", FLAG_STR, &c->sentence, "TEXT",
-                    "the source sentence (default: the argument)", 0, 0, NULL, 0},
-                   {"target", FLAG_STR, &c->target, "TEXT",
-                    "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
-                   {"pairs", FLAG_PATH, &c->pairs, "FILE",
-                    "rows instead: source<TAB>target a line, all as many tokens", 0, 0, NULL, 0}};
+    Flag fl[24] = {FLAG_ROW("ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint"),
+                   FLAG_ROW("sentence", FLAG_STR, &c->sentence, "TEXT",
+                            "the source sentence (default: the argument)"),
+                   FLAG_ROW("target", FLAG_STR, &c->target, "TEXT",
+                            "teacher-force this translation (default: the greedy one)"),
+                   FLAG_ROW("pairs", FLAG_PATH, &c->pairs, "FILE",
+                            "rows instead: source<TAB>target a line, all as many tokens")};
     int n = rows ? 4 : 1;
     for (int i = 0; i < n_own; i++) fl[n++] = own[i];
     if (metric) {
         c->metric = "loss", c->mpos = -1;
-        fl[n++] = (Flag){"metric",
-                         FLAG_STR,
-                         &c->metric,
-                         "NAME",
-                         "loss (the target's, teacher-forced) or logit-diff (--good, --bad)",
-                         0,
-                         0,
-                         NULL,
-                         0};
-        fl[n++] = (Flag){
-            "good", FLAG_STR, &c->good, "WORD", "logit-diff: the target word whose logit counts +",
-            0,      0,        NULL,     0};
-        fl[n++] = (Flag){
-            "bad", FLAG_STR, &c->bad, "WORD", "logit-diff: the target word whose logit counts -",
-            0,     0,        NULL,    0};
-        fl[n++] = (Flag){
-            "pos", FLAG_INT, &c->mpos, "N", "logit-diff: the decoder position (-1: the last)",
-            -1,    4096,     NULL,     0};
+        fl[n++] =
+            (Flag)FLAG_ROW("metric", FLAG_STR, &c->metric, "NAME",
+                           "loss (the target's, teacher-forced) or logit-diff (--good, --bad)");
+        fl[n++] = (Flag)FLAG_ROW("good", FLAG_STR, &c->good, "WORD",
+                                 "logit-diff: the target word whose logit counts +");
+        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_STR, &c->bad, "WORD",
+                                 "logit-diff: the target word whose logit counts -");
+        fl[n++] = (Flag)FLAG_NUM("pos", FLAG_INT, &c->mpos, "N",
+                                 "logit-diff: the decoder position (-1: the last)", -1, 4096);
     }
-    fl[n++] = (Flag){"out", FLAG_PATH, &c->out, "FILE", out_help, 0, 0, NULL, 0};
-    fl[n++] = (Flag){
-        "threads", FLAG_INT, &c->threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)",
-        0,         4096,     NULL,        0};
+    fl[n++] = (Flag)FLAG_ROW("out", FLAG_PATH, &c->out, "FILE", out_help);
+    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &c->threads, "N",
+                             "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096);
     c->pos = rows ? malloc(((size_t)argc + 1) * sizeof *c->pos) : NULL;
-    int rc = parse(c->name, fl, n, argc, argv, c->pos, &c->npos);
+    int rc = lens_cmd_parse(PROG, c->name, args, what, fl, n, argc, argv, c->pos, &c->npos);
     for (int i = 0; i < n_own; i++) own[i].given = fl[(rows ? 4 : 1) + i].given;
-    if (rc == -1) {
-        printf("usage: %s %s %s\n%s\nflags (default) [range]:\n", PROG, c->name, args, what);
-        flag_help(stdout, fl, n);
-    }
-    return rc;
+    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(c->name, "%s%s", ag_last_error(), "");
 }
 
 /* The texts a lens command was given are UTF-8 (each NULL, or checked; the message printed),
@@ -607,12 +593,9 @@ static int lens_start(LensArgs *c, int rows, const char **texts, const char *con
     for (int i = 0; i < n; i++)
         if (texts[i] && !check_text(c->name, labels[i], texts[i])) return TR_EXIT_USAGE;
     if (parse_only) return TR_EXIT_OK;
-    char dir[1024]; /* the folder of --out, made if needed */
-    snprintf(dir, sizeof dir, "%s", c->out);
-    char *slash = strrchr(dir, '/');
-    int rc = 0;
-    if (slash) *slash = 0;
-    if (slash && *dir && (rc = out_dir_ready(c->name, dir)) != 0) return rc;
+    int rc = run_out_file_dir(c->out); /* the folder of --out, made if needed */
+    if (rc != AG_OK)
+        return fprintf(stderr, "%s %s: %s\n", PROG, c->name, ag_last_error()), TR_EXIT_USAGE;
     set_threads(c->threads);
     if ((rc = load_or_complain(c->name, &c->tr, c->ckpt)) != 0) return rc;
     c->loaded = 1, *done = 0;
@@ -657,13 +640,12 @@ static int cmd_cache(int argc, char **argv) {
     const char *hooks = "*", *good = NULL, *bad_w = NULL;
     int mpos = -1;
     Flag own[] = {
-        {"hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs", 0, 0,
-         NULL, 0},
-        {"good", FLAG_STR, &good, "WORD",
-         "with --bad: also the gradients of their logit difference", 0, 0, NULL, 0},
-        {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
-        {"pos", FLAG_INT, &mpos, "N", "the logit difference's decoder position (-1: the last)", -1,
-         4096, NULL, 0},
+        FLAG_ROW("hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs"),
+        FLAG_ROW("good", FLAG_STR, &good, "WORD",
+                 "with --bad: also the gradients of their logit difference"),
+        FLAG_ROW("bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -"),
+        FLAG_NUM("pos", FLAG_INT, &mpos, "N",
+                 "the logit difference's decoder position (-1: the last)", -1, 4096),
     };
     int rc = lens_parse(
         &c, 1, 0, own, 4, "the .npz to write", "[flags] SENTENCE",
@@ -693,11 +675,10 @@ static int cmd_ablate(int argc, char **argv) {
     int mode = 0;
     static const char *const modes[] = {"zero", "mean", NULL};
     Flag own[] = {
-        {"hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time", 0, 0, NULL, 0},
-        {"mode", FLAG_CHOICE, &mode, "zero|mean", "zero, or the mean over the rows", 0, 0, modes,
-         0},
-        {"positions", FLAG_INTS, &positions, "LIST",
-         "only these positions, e.g. 3,4 (default: all)", 0, 1000000, NULL, 0},
+        FLAG_ROW("hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time"),
+        FLAG_ONE_OF("mode", &mode, "zero|mean", "zero, or the mean over the rows", modes),
+        FLAG_NUM("positions", FLAG_INTS, &positions, "LIST",
+                 "only these positions, e.g. 3,4 (default: all)", 0, 1000000),
     };
     int rc =
         lens_parse(&c, 1, 1, own, 3, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
@@ -730,19 +711,17 @@ static int cmd_patch(int argc, char **argv) {
     int by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
     Flag own[] = {
-        {"clean", FLAG_STR, &clean, "TEXT", "the clean source sentence", 0, 0, NULL, 0},
-        {"corrupt", FLAG_STR, &corrupt, "TEXT", "the corrupted source sentence, as many words", 0,
-         0, NULL, 0},
-        {"target", FLAG_STR, &c.target, "TEXT",
-         "the translation both runs are teacher-forced with (default: the clean one's greedy)", 0,
-         0, NULL, 0},
-        {"hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)", 0, 0,
-         NULL, 0},
-        {"by", FLAG_CHOICE, &by, "position|head|head-position", "what one run patches", 0, 0, bys,
-         0},
-        {"attribution", FLAG_SWITCH, &attribution, NULL,
-         "attribution patching: the first-order estimate from one forward and backward a run", 1, 0,
-         NULL, 0},
+        FLAG_ROW("clean", FLAG_STR, &clean, "TEXT", "the clean source sentence"),
+        FLAG_ROW("corrupt", FLAG_STR, &corrupt, "TEXT",
+                 "the corrupted source sentence, as many words"),
+        FLAG_ROW(
+            "target", FLAG_STR, &c.target, "TEXT",
+            "the translation both runs are teacher-forced with (default: the clean one's greedy)"),
+        FLAG_ROW("hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)"),
+        FLAG_ONE_OF("by", &by, "position|head|head-position", "what one run patches", bys),
+        FLAG_SW(
+            "attribution", &attribution,
+            "attribution patching: the first-order estimate from one forward and backward a run"),
     };
     int rc = lens_parse(&c, 0, 1, own, 6, "the .npz to write (and a .png beside it)",
                         "--clean TEXT --corrupt TEXT [flags]",
@@ -780,10 +759,9 @@ static int cmd_detect(int argc, char **argv) {
     LensArgs c = {.name = "detect", .ckpt = DEFAULT_CKPT, .out = "build/lens/detect.npz"};
     int exclude_bos = 0, exclude_current = 0;
     Flag own[] = {
-        {"exclude-bos", FLAG_SWITCH, &exclude_bos, NULL, "leave key 0 out of the attention mass", 1,
-         0, NULL, 0},
-        {"exclude-current", FLAG_SWITCH, &exclude_current, NULL,
-         "leave the query's own key out of the attention mass", 1, 0, NULL, 0},
+        FLAG_SW("exclude-bos", &exclude_bos, "leave key 0 out of the attention mass"),
+        FLAG_SW("exclude-current", &exclude_current,
+                "leave the query's own key out of the attention mass"),
     };
     int rc = lens_parse(
         &c, 1, 0, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
@@ -806,12 +784,12 @@ static int cmd_lens(int argc, char **argv) {
     const char *word = NULL, *good = NULL, *bad_w = NULL;
     int mpos = -1;
     Flag own[] = {
-        {"word", FLAG_STR, &word, "WORD", "the target word whose logit is read (or --good, --bad)",
-         0, 0, NULL, 0},
-        {"good", FLAG_STR, &good, "WORD", "the target word whose logit counts +", 0, 0, NULL, 0},
-        {"bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -", 0, 0, NULL, 0},
-        {"pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096, 4096, NULL,
-         0},
+        FLAG_ROW("word", FLAG_STR, &word, "WORD",
+                 "the target word whose logit is read (or --good, --bad)"),
+        FLAG_ROW("good", FLAG_STR, &good, "WORD", "the target word whose logit counts +"),
+        FLAG_ROW("bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -"),
+        FLAG_NUM("pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096,
+                 4096),
     };
     int rc = lens_parse(
         &c, 1, 0, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",

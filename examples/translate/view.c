@@ -148,21 +148,20 @@ int tr_view_main(int argc, char **argv) {
                *out = NULL;
     int runs = 0, top_k = 5, threads = 0;
     Flag fl[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "a checkpoint (train's last.npz or best.npz)", 0, 0,
-         NULL, 0},
-        {"sentence", FLAG_PATH, &sentence, "TEXT", "the source sentence (one row)", 0, 0, NULL, 0},
-        {"target", FLAG_PATH, &target, "TEXT", "its translation (default: the model's greedy one)",
-         0, 0, NULL, 0},
-        {"pairs", FLAG_PATH, &pairs, "FILE",
-         "a row a line: source<TAB>target, all as many source and target words", 0, 0, NULL, 0},
-        {"from", FLAG_PATH, &from, "FILE.npz",
-         "an .npz of ablate, patch or detect: its tables as heatmaps", 0, 0, NULL, 0},
-        {"runs", FLAG_SWITCH, &runs, NULL,
-         "the arguments after the flags are run folders: their log.csv curves", 1, 0, NULL, 0},
-        {"top-k", FLAG_INT, &top_k, "N", "words shown when a word is hovered", 1, 100, NULL, 0},
-        {"out", FLAG_PATH, &out, "FILE", "the .html page to write", 0, 0, NULL, 0},
-        {"threads", FLAG_INT, &threads, "N", "threads (default: OMP_NUM_THREADS, else the CPUs)", 0,
-         4096, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "a checkpoint (train's last.npz or best.npz)"),
+        FLAG_ROW("sentence", FLAG_PATH, &sentence, "TEXT", "the source sentence (one row)"),
+        FLAG_ROW("target", FLAG_PATH, &target, "TEXT",
+                 "its translation (default: the model's greedy one)"),
+        FLAG_ROW("pairs", FLAG_PATH, &pairs, "FILE",
+                 "a row a line: source<TAB>target, all as many source and target words"),
+        FLAG_ROW("from", FLAG_PATH, &from, "FILE.npz",
+                 "an .npz of ablate, patch or detect: its tables as heatmaps"),
+        FLAG_SW("runs", &runs,
+                "the arguments after the flags are run folders: their log.csv curves"),
+        FLAG_NUM("top-k", FLAG_INT, &top_k, "N", "words shown when a word is hovered", 1, 100),
+        FLAG_ROW("out", FLAG_PATH, &out, "FILE", "the .html page to write"),
+        FLAG_NUM("threads", FLAG_INT, &threads, "N",
+                 "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096),
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
     char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));

@@ -17,6 +17,21 @@ static void *zalloc(size_t n, size_t size) {
     return p;
 }
 
+int lens_cmd_parse(const char *prog, const char *name, const char *args, const char *what, Flag *fl,
+                   int n, int argc, char **argv, char **pos, int *npos) {
+    AG_CHECK_ARG(prog);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(args);
+    AG_CHECK_ARG(what);
+    AG_CHECK_ARG(fl);
+    int rc = flag_parse(fl, n, argc, argv, pos, npos);
+    if (rc == FLAG_HELP) {
+        printf("usage: %s %s %s\n%s\n\nflags (default) [range]:\n", prog, name, args, what);
+        flag_help(stdout, fl, n);
+    }
+    return rc;
+}
+
 void lens_rows_free(LensRows *r) {
     if (!r) return;
     free(r->ids), free(r->src), free(r->next);

@@ -5,12 +5,13 @@
  * these calls (docs/lens.md shows a model of your own on them). A GPT's rows are its tokens
  * (src NULL); a seq2seq model's are sentence pairs run teacher-forced (src the source + EOS,
  * ids BOS + the target, next the target + EOS).
- * Not here: flags, checkpoints, how text becomes tokens (the programs), the outputs' files and
+ * Not here: what the flags mean (the programs; lens_cmd_parse reads them), checkpoints, how text becomes tokens (the programs), the outputs' files and
  * tables (report.h), the head detectors (their tables differ by model: the programs).
  * Read next: cmd.c, report.h; docs/lens.md. */
 #ifndef ATTOGRAD_LENS_CMD_H
 #define ATTOGRAD_LENS_CMD_H
 
+#include "../flag/flag.h"
 #include "lens.h"
 #include "logit.h"
 #include "report.h"
@@ -61,6 +62,13 @@ int lens_cmd_patch(LensCmd *c, const LensRows *corrupt, const char *hook, LensAx
  * good's flag ("token", "word", "good"). lens_report_logit's file, tables and heatmaps. */
 int lens_cmd_logit(LensCmd *c, const char *good, const char *good_flag, const char *bad, int pos,
                    const char *out);
+
+/* A lens command's flags: argv[0..argc) parsed into the table fl[0..n) (flag_parse; pos, npos
+ * as there). --help prints the one layout of every program's lens commands on stdout:
+ * "usage: PROG NAME ARGS", what, a blank line, "flags (default) [range]:" and flag_help's
+ * table. Returns flag_parse's AG_OK, FLAG_HELP or AG_ERR_ARG (the message: ag_last_error). */
+int lens_cmd_parse(const char *prog, const char *name, const char *args, const char *what, Flag *fl,
+                   int n, int argc, char **argv, char **pos, int *npos);
 
 /* rc again with ag_last_error() after "<ckpt>: the model's values are not finite on this input
  * ...": a file refused a value that is not finite (AG_ERR_RANGE) */

@@ -204,6 +204,9 @@ int run_make_dirs(const char *path);
 /* The folder a program writes into (--out): made if needed (run_make_dirs) and writable by this
  * process. AG_OK, or AG_ERR_IO naming it: "DIR: cannot write into the folder: REASON". */
 int run_out_dir(const char *dir);
+/* The folder of the file path (what is before its last '/'; nothing for a name alone) made
+ * ready as run_out_dir does: AG_OK or its AG_ERR_IO. */
+int run_out_file_dir(const char *path);
 /* Opens the CSV log with its header; on resume keeps the rows up to step (cut after them) and
  * appends. AG_OK or AG_ERR_IO naming the path. */
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out);

@@ -70,6 +70,16 @@ int run_out_dir(const char *dir) {
     return rc;
 }
 
+int run_out_file_dir(const char *path) {
+    AG_CHECK_ARG(path);
+    char *dir = io_path_join("", path), *slash = strrchr(dir, '/'); /* a copy */
+    int rc = AG_OK;
+    if (slash) *slash = 0;
+    if (slash && *dir) rc = run_out_dir(dir);
+    free(dir);
+    return rc;
+}
+
 int run_csv_open(const char *path, const char *header, int64_t step, int resume, FILE **out) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(header);

@@ -1087,7 +1087,17 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
       run_plot_heatmap("x.png", NULL, (double[1]){0}, 1, 1, NULL, NULL, 0))                        \
     X(run_plot_heatmap, v, run_plot_heatmap("x.png", "t", NULL, 1, 1, NULL, NULL, 0))              \
     X(view_plot_png, png, view_plot_png(NULL, &(ViewPlot){0}, 1, 1, 1))                            \
-    X(view_plot_png, plots, view_plot_png("x.png", NULL, 1, 1, 1))
+    X(view_plot_png, plots, view_plot_png("x.png", NULL, 1, 1, 1))                                 \
+    X(lens_cmd_parse, prog,                                                                        \
+      lens_cmd_parse(NULL, "c", "", "", (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                     \
+    X(lens_cmd_parse, name,                                                                        \
+      lens_cmd_parse("p", NULL, "", "", (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                     \
+    X(lens_cmd_parse, args,                                                                        \
+      lens_cmd_parse("p", "c", NULL, "", (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                    \
+    X(lens_cmd_parse, what,                                                                        \
+      lens_cmd_parse("p", "c", "", NULL, (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                    \
+    X(lens_cmd_parse, fl, lens_cmd_parse("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
+    X(run_out_file_dir, path, run_out_file_dir(NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

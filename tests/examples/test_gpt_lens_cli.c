@@ -164,9 +164,10 @@ Test(gpt_lens_cli, ablate_tables_every_head_and_patch_restores_the_clean_metric)
     cr_assert(clean != corrupted);
     cr_assert_eq(((const double *)v->data)[8 + 7], clean);
     npz_free(f);
-    /* the metric is logit(a) - logit(c) at the last position: the lens reads the same there */
+    /* the metric is logit(a) - logit(c) at the last position: the lens reads the same there;
+     * --out's folder is made */
     ok(dir, (const char *[]){"lens", "--ckpt", ck, "--prompt", "abba cab", "--good", "a", "--bad",
-                             "c", "--out", ts_join(out, dir, "l.npz"), NULL});
+                             "c", "--out", ts_join(out, dir, "new/l.npz"), NULL});
     cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
     double lens_last = ((const double *)entry(f, "metric", 2, (int[]){1, 8})->data)[7];
     cr_assert(fabs(clean) > 1e-3 && fabs(lens_last - clean) <= 1e-5 * (1 + fabs(clean)),
@@ -197,6 +198,10 @@ Test(gpt_lens_cli, bad_input_exits_2_naming_the_path_or_the_flag) {
         (const char *[]){"cache", "--ckpt", ck, "--prompt", "ab", "--hooks",
                          "blocks.*.attn.hook_result", "--out", out, NULL},
         (const char *[]){"--hooks", "blocks.*.attn.hook_result", "matches no hook point", NULL});
+    char in_file[600]; /* --out's folder cannot be made: a file is in the way */
+    snprintf(in_file, sizeof in_file, "%s/x.npz", prompts);
+    refused(dir, (const char *[]){"cache", "--ckpt", ck, "--prompt", "ab", "--out", in_file, NULL},
+            (const char *[]){prompts, NULL});
     refused(dir, (const char *[]){"cache", "--ckpt", ck, "--prompts", prompts, "--out", out, NULL},
             (const char *[]){"uneven.txt: line 2", NULL});
     refused(dir,

@@ -297,3 +297,28 @@ Test(flag_find, aborts_on_a_name_not_in_the_table, .signal = SIGABRT) {
     table(&t);
     flag_find(t.fl, 10, "max-iters"); /* an alias is not the row's name */
 }
+
+/* FLAG_ROW, FLAG_SW, FLAG_NUM and FLAG_ONE_OF are the rows written out in full */
+Test(flag_rows, the_short_forms_are_the_full_rows) {
+    const char *s = NULL;
+    int on = 0, k = 0, choice = 0;
+    static const char *const names[] = {"a", "b", NULL};
+    Flag shortf[] = {FLAG_ROW("s", FLAG_PATH, &s, "FILE", "a path"), FLAG_SW("on", &on, "a switch"),
+                     FLAG_NUM("k", FLAG_INT, &k, "N", "a number", -1, 9),
+                     FLAG_ONE_OF("c", &choice, "a|b", "a choice", names)};
+    Flag full[] = {{"s", FLAG_PATH, &s, "FILE", "a path", 0, 0, NULL, 0},
+                   {"on", FLAG_SWITCH, &on, NULL, "a switch", 1, 0, NULL, 0},
+                   {"k", FLAG_INT, &k, "N", "a number", -1, 9, NULL, 0},
+                   {"c", FLAG_CHOICE, &choice, "a|b", "a choice", 0, 0, names, 0}};
+    for (int i = 0; i < 4; i++) {
+        const Flag *a = &shortf[i], *b = &full[i];
+        cr_assert(strcmp(a->name, b->name) == 0 && a->type == b->type && a->ptr == b->ptr &&
+                      a->arg == b->arg && a->help == b->help && a->lo == b->lo && a->hi == b->hi &&
+                      a->choices == b->choices && a->given == 0,
+                  "row %d", i);
+    }
+    cr_assert_eq(
+        flag_parse(shortf, 4, 4, (char *[]){"--on", "--k=-1", "--c", "b", NULL}, NULL, NULL), AG_OK,
+        "%s", ag_last_error());
+    cr_assert(on == 1 && k == -1 && choice == 1);
+}

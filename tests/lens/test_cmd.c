@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "files.h"
@@ -203,4 +204,45 @@ Test(lens_cmd, the_end_gives_the_exit_code_and_the_message) {
     lens_rows_free(&r);
     cr_assert(!r.ids && !r.src && !r.B && !r.T, "zeroed");
     lens_rows_free(NULL);
+}
+
+/* lens_cmd_parse: the table read (a positional kept, given set), a refusal naming the flag, and
+ * --help's one layout on stdout */
+Test(lens_cmd, parse_reads_the_table_and_prints_the_one_help_layout) {
+    int n = 3;
+    const char *file = "x.npz";
+    Flag fl[] = {{"n", FLAG_INT, &n, "N", "a number", 1, 9, NULL, 0},
+                 {"out", FLAG_PATH, &file, "FILE", "the .npz to write", 0, 0, NULL, 0}};
+    char *pos[4];
+    int npos = 0;
+    cr_assert_eq(lens_cmd_parse("prog", "cmd", "[flags] TEXT", "what it does", fl, 2, 3,
+                                (char *[]){"--n=5", "a b", "--out", NULL}, pos, &npos),
+                 AG_ERR_ARG);
+    cr_assert(strstr(ag_last_error(), "--out"), "%s", ag_last_error());
+    fl[0].given = fl[1].given = 0; /* a table starts at 0 */
+    cr_assert_eq(lens_cmd_parse("prog", "cmd", "[flags] TEXT", "what it does", fl, 2, 2,
+                                (char *[]){"--n=5", "a b", NULL}, pos, &npos),
+                 AG_OK, "%s", ag_last_error());
+    cr_assert(n == 5 && fl[0].given && !fl[1].given && npos == 1 && strcmp(pos[0], "a b") == 0);
+    char path[] = "/tmp/lens_cmd_help_XXXXXX";
+    int fd = mkstemp(path), saved = dup(1);
+    cr_assert(fd >= 0 && saved >= 0);
+    fflush(stdout);
+    dup2(fd, 1);
+    int rc = lens_cmd_parse("prog", "cmd", "[flags] TEXT", "what it does", fl, 2, 1,
+                            (char *[]){"--help", NULL}, pos, &npos);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char text[1024] = "";
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    unlink(path);
+    cr_assert_eq(rc, FLAG_HELP);
+    const char *head = "usage: prog cmd [flags] TEXT\nwhat it does\n\nflags (default) [range]:\n";
+    cr_assert(strncmp(text, head, strlen(head)) == 0, "%s", text);
+    cr_assert(strstr(text, "--n N") && strstr(text, "(5) [1, 9]") && strstr(text, "--out FILE"),
+              "%s", text);
 }

@@ -1148,6 +1148,16 @@ Test(run, out_dir_makes_the_folder_and_refuses_one_it_cannot_write_into) {
         cr_assert(strstr(ag_last_error(), p), "%s", ag_last_error());
     }
     chmod(q, 0755);
+    /* run_out_file_dir: the folder of a file; a name alone and "/x" need nothing; a file in the
+     * way is named */
+    snprintf(q, sizeof q, "%s/c/d/x.npz", dir);
+    cr_assert_eq(run_out_file_dir(q), AG_OK, "%s", ag_last_error());
+    snprintf(p, sizeof p, "%s/c/d", dir);
+    cr_assert(stat(p, &st) == 0 && S_ISDIR(st.st_mode) && stat(q, &st) != 0, "%s", p);
+    cr_assert(run_out_file_dir("x.npz") == AG_OK && run_out_file_dir("/x.npz") == AG_OK);
+    snprintf(q, sizeof q, "%s/file/x.npz", dir);
+    cr_assert_eq(run_out_file_dir(q), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "/file"), "%s", ag_last_error());
     ts_rm_tree(dir);
 }
 
