@@ -21,11 +21,12 @@
 #define GP_PROG "attograd-gpt"
 
 /* ---- flags: a table of src/flag's Flag rows, "--name value" or "--name=value" ----
- * gp_parse parses argv[first..argc) into flags: AG_OK, or AG_ERR_ARG naming the flag and the
- * reason (unknown, no value, not a number, out of range); "--help" sets *help. gp_usage prints
- * the command's usage and the table. */
+ * A command reads argv[2..argc) with flag_parse_cmd (GP_PROG, its name, "[flags]", what it does):
+ * AG_OK, FLAG_HELP (the usage printed) or AG_ERR_ARG naming the flag and the reason. gp_parse
+ * (the same with *help set, AG_OK on --help) and gp_usage (the usage alone) are for the
+ * commands that print their usage themselves (readout.c, view.c). */
 int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help);
-void gp_usage(const char *cmd, const char *what, const Flag *flags, int n);
+#define gp_usage(cmd, what, flags, n) flag_usage(stdout, GP_PROG, cmd, "[flags]", what, flags, n)
 
 /* ---- the commands: each returns an exit code (RUN_EXIT_*) ---- */
 int gp_prepare(int argc, char **argv);

@@ -38,25 +38,14 @@ static int fail(const char *cmd, int rc) {
     return rc;
 }
 
-/* Parses argv[0..argc) (after the subcommand); positional arguments go to pos (*npos of them),
- * or are refused when pos is NULL. Returns -1 if --help was asked, 0 if all is well, else
- * TR_EXIT_USAGE (message printed). */
-static int parse(const char *cmd, Flag *opts, int n, int argc, char **argv, char **pos, int *npos) {
-    int rc = flag_parse(opts, n, argc, argv, pos, npos);
-    if (rc == FLAG_HELP) return -1;
-    return rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
-}
-
-/* parse, and for --help the command's usage (text, then its flags with their defaults): -1 */
-static int parse_help(const char *cmd, const char *text, Flag *opts, int n, int argc, char **argv,
-                      char **pos, int *npos) {
-    int rc = parse(cmd, opts, n, argc, argv, pos, npos);
-    if (rc == -1) {
-        fputs(text, stdout);
-        fputs("flags (default) [range]:\n", stdout);
-        flag_help(stdout, opts, n);
-    }
-    return rc;
+/* Parses argv[0..argc) (after the subcommand) with src/flag's flag_parse_cmd (--help prints
+ * "usage: PROG CMD ARGS", what, the flags): -1 if --help was asked, 0 if all is well, else
+ * TR_EXIT_USAGE (message printed). Positional arguments go to pos (*npos), or are refused when
+ * pos is NULL. */
+static int parse_help(const char *cmd, const char *args, const char *what, Flag *opts, int n,
+                      int argc, char **argv, char **pos, int *npos) {
+    int rc = flag_parse_cmd(PROG, cmd, args, what, opts, n, argc, argv, pos, npos);
+    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
 }
 
 /* --threads N, the same in every command but the lens's */
@@ -106,13 +95,12 @@ static int cmd_eval(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "eval",
-        "usage: " PROG " eval [flags] FILE.tsv...\n"
+        "eval", "[flags] FILE.tsv...",
         "Greedy-decodes every source sentence of each file with the key/value cache and prints\n"
         "exact match (whole sentences), token accuracy (reference positions matched) and corpus\n"
         "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
         "batch\n"
-        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.\n",
+        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.",
         opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos == 0)
         rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
@@ -141,8 +129,8 @@ static int cmd_eval(int argc, char **argv) {
         }
         TxtScore s;
         double loss = 0;
-        int got = tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
-                              &tr.tgt, NULL);
+        int got = eval_seq2seq(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
+                               &tr.tgt, NULL);
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
             ex_not_finite(got, ckpt, NULL);
             fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
@@ -255,14 +243,13 @@ static int cmd_translate(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "translate",
-        "usage: " PROG " translate [flags] [SENTENCE...]\n"
+        "translate", "[flags] [SENTENCE...]",
         "Translates each SENTENCE, or each line of the standard input when there is none, one\n"
         "output line per input. Words split on blanks, exactly as in the training data (the toy\n"
         "corpus: lower case, punctuation marks as words of their own: \"the cat sees a dog .\");\n"
         "unknown words are named on stderr with a hint and read as <unk> (`" PROG " vocab`\n"
         "lists the words). Input is UTF-8 (a byte-order mark is dropped). Greedy decoding with\n"
-        "the key/value cache, or --beam K.\n",
+        "the key/value cache, or --beam K.",
         opts, n, argc, argv, pos, &npos);
     for (int i = 0; i < npos && rc == 0; i++) {
         char label[64];
@@ -363,14 +350,13 @@ static int cmd_attention(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "attention",
-        "usage: " PROG " attention [flags] SENTENCE\n"
+        "attention", "[flags] SENTENCE",
         "Translates SENTENCE greedily, runs the model once on it and its translation "
         "(teacher-forced),\nand saves every head's attention: --out/attention.npz (bertviz's "
         "layout: per block\n(1, heads, queries, keys), e.g. encoder.layers.0.self_attn, "
         "decoder.layers.0.self_attn,\ndecoder.layers.0.multihead_attn; encoder_tokens and "
         "decoder_tokens as bytes) and one picture\nper layer, --out/attention_layerN.png "
-        "(gnuplot; skipped when it is not installed).\n",
+        "(gnuplot; skipped when it is not installed).",
         opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos > 0 && sentence)
         rc = bad("attention", "give the sentence once: '%s' and --sentence '%s'", pos[0], sentence);
@@ -433,13 +419,12 @@ static int cmd_heads(int argc, char **argv) {
         THREADS_FLAG(&threads),
     };
     int rc = parse_help(
-        "heads",
-        "usage: " PROG " heads [flags]\n"
+        "heads", "[flags]",
         "How much each attention head matters, over --data (teacher-forced loss):\n"
         "  loss_increase  the loss with the head masked (its gate at 0) minus the loss with all "
         "heads\n  grad_score     Michel et al. 2019: the mean over batches of |d loss / d gate|,\n"
         "                 divided by the L2 norm of its block's heads (grad_raw: before)\n"
-        "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).\n",
+        "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).",
         opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
     if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     if ((rc = out_dir_ready("heads", out)) != 0) return rc;
@@ -508,13 +493,12 @@ static int cmd_vocab(int argc, char **argv) {
          "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
     };
     int rc = parse_help(
-        "vocab",
-        "usage: " PROG " vocab [flags]\n"
+        "vocab", "[flags]",
         "Lists the words a checkpoint knows, one a line in id order: the source vocabulary (what\n"
         "translate reads), then the target one; the specials <pad> <bos> <eos> <unk> are not "
         "listed.\n" "Words are whatever the training data held between single spaces: case "
         "matters, and in\n" "the toy corpus every word is lower case and punctuation marks are "
-        "words of their own.\n",
+        "words of their own.",
         opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
     if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     Translator tr;

@@ -90,6 +90,7 @@ static TxtScore SCO;
 static TxtPair PAIR;
 static TxtPairBatch PB;
 static TxtPairLoader PL2;
+static TxtPairSet PSET;
 static int I1;
 static size_t Z1;
 static int64_t STATE[TXT_LOADER_STATE_LEN];
@@ -1097,7 +1098,27 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_cmd_parse, what,                                                                        \
       lens_cmd_parse("p", "c", "", NULL, (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                    \
     X(lens_cmd_parse, fl, lens_cmd_parse("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
-    X(run_out_file_dir, path, run_out_file_dir(NULL))
+    X(run_out_file_dir, path, run_out_file_dir(NULL))                                              \
+    X(flag_usage, out, flag_usage(NULL, "p", "c", "", "", &FL, 1))                                 \
+    X(flag_usage, prog, flag_usage(stderr, NULL, "c", "", "", &FL, 1))                             \
+    X(flag_usage, cmd, flag_usage(stderr, "p", NULL, "", "", &FL, 1))                              \
+    X(flag_usage, args, flag_usage(stderr, "p", "c", NULL, "", &FL, 1))                            \
+    X(flag_usage, what, flag_usage(stderr, "p", "c", "", NULL, &FL, 1))                            \
+    X(flag_usage, fl, flag_usage(stderr, "p", "c", "", "", NULL, 1))                               \
+    X(flag_parse_cmd, prog, flag_parse_cmd(NULL, "c", "", "", &FL, 1, 0, NULL, NULL, NULL))        \
+    X(flag_parse_cmd, cmd, flag_parse_cmd("p", NULL, "", "", &FL, 1, 0, NULL, NULL, NULL))         \
+    X(flag_parse_cmd, args, flag_parse_cmd("p", "c", NULL, "", &FL, 1, 0, NULL, NULL, NULL))       \
+    X(flag_parse_cmd, what, flag_parse_cmd("p", "c", "", NULL, &FL, 1, 0, NULL, NULL, NULL))       \
+    X(flag_parse_cmd, fl, flag_parse_cmd("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
+    /* eval.h */                                                                                   \
+    X(eval_seq2seq_budget, c, eval_seq2seq_budget(NULL, 1))                                        \
+    X(eval_seq2seq_loss_sum, m, eval_seq2seq_loss_sum(NULL, &TP, &PB))                             \
+    X(eval_seq2seq_loss_sum, t, eval_seq2seq_loss_sum(&S2S, NULL, &PB))                            \
+    X(eval_seq2seq_loss_sum, b, eval_seq2seq_loss_sum(&S2S, &TP, NULL))                            \
+    X(eval_seq2seq, m, eval_seq2seq(NULL, &TP, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))   \
+    X(eval_seq2seq, t, eval_seq2seq(&S2S, NULL, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))  \
+    X(eval_seq2seq, d, eval_seq2seq(&S2S, &TP, NULL, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))    \
+    X(eval_seq2seq, score, eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -1228,10 +1249,10 @@ Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
         "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
         "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
         "src/view/view.h",     "src/lens/report.h", "src/text/vocab.h",        "src/text/score.h",
-        "src/text/pairs.h"};
-    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
-                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
-                                           "run_",  "st_",    "hf_",     "view_"};
+        "src/text/pairs.h",    "src/eval/eval.h"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_",   "optim_",
+                                           "ckpt_", "npz_",   "io_",     "txt_",  "lens_", "flag_",
+                                           "run_",  "st_",    "hf_",     "view_", "eval_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);
