@@ -13,59 +13,28 @@
 
 #include "gpt_cli.h"
 
-/* appends token id's bytes as a JSON string */
-static void token_str(ViewBuf *b, const HfModel *g, int id) {
-    size_t len;
-    const uint8_t *s = txt_any_token_bytes(&g->text, id, &len);
-    view_str(b, s, len);
+/* a token's bytes (ViewTokenText; ctx: the HfModel) */
+static const void *token_bytes(const void *ctx, int id, size_t *len) {
+    return txt_any_token_bytes(&((const HfModel *)ctx)->text, id, len);
 }
 
 /* "attention": the patterns of every row, the detector scores of each */
 static void attention_json(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r) {
     int L = g->m.cfg.n_layer, NH = g->m.cfg.n_head, K = LENS_N_HEAD_KINDS;
     double *sc = ex_malloc((size_t)K * L * NH * sizeof(double));
-    view_key(b, "attention");
-    view_raw(b, "[{");
-    view_key(b, "name");
-    view_raw(b, "\"self-attention\",");
-    view_key(b, "layers");
-    view_int(b, L);
-    view_raw(b, ",");
-    view_key(b, "heads");
-    view_int(b, NH);
-    view_raw(b, ",\"causal\":true,\"prompts\":[");
+    ViewAttnSet set = {.name = "self-attention", .layers = L, .heads = NH, .causal = 1};
     for (int row = 0; row < r->B; row++) {
         const int *ids = r->ids + (size_t)row * r->T;
         lens_detect_gpt(t, &g->m, ids, 1, r->T, NULL, sc); /* resets the tape */
         int was = ag_no_grad(t, 1);
         nn_gpt_forward(t, &g->m, ids, 1, r->T, NULL); /* fills last_probs (1, NH, T, T) */
-        view_raw(b, row ? ",{" : "{");
-        view_key(b, "q");
-        view_raw(b, "[");
-        for (int i = 0; i < r->T; i++) {
-            if (i) view_raw(b, ",");
-            token_str(b, g, ids[i]);
-        }
-        view_raw(b, "],\"k\":null,");
-        view_key(b, "p");
-        view_raw(b, "["); /* one base64 string per layer */
-        for (int l = 0; l < L; l++) {
-            if (l) view_raw(b, ",");
-            view_attention(b, g->m.last_probs[l], 0, 1);
-        }
-        view_raw(b, "],");
-        view_scores(b, sc, K, L, NH);
-        view_raw(b, "}");
+        ViewSide q = {ids, r->T, token_bytes, g};
+        view_attn_row(&set, &q, NULL, (const Tensor *const *)g->m.last_probs, 0, sc, K);
         ag_no_grad(t, was);
         ag_tape_reset(t);
     }
-    view_raw(b, "]}]");
+    view_attn_sets(b, &set, 1);
     free(sc);
-}
-
-/* a token's bytes (ViewTokenText; ctx: the HfModel) */
-static const void *token_bytes(const void *ctx, int id, size_t *len) {
-    return txt_any_token_bytes(&((const HfModel *)ctx)->text, id, len);
 }
 
 /* The measures of the logit lens and of direct logit attribution, from lens_logit_run without a
@@ -74,11 +43,18 @@ static const void *token_bytes(const void *ctx, int id, size_t *len) {
  * each part's share of that logit (TransformerLens's DLA: the part through the final norm with
  * the whole stream's scale, dotted with the token's row of the head). Token i gets position
  * i - 1's values. A post-LN model has neither (said on stderr). */
-static void lens_measures(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r) {
+typedef struct ViewGpt {
+    GpLens l;
+    int top_k;
+} ViewGpt;
+static int lens_measures(ViewBuf *b, void *ctx) {
+    ViewGpt *vg = ctx;
+    Tape *t = vg->l.c.t;
+    const LensRows *r = &vg->l.c.r;
     LensLogit ll;
-    if (lens_logit_run(t, &g->m, r->ids, r->B, r->T, NULL, NULL, -1, &ll) != AG_OK) {
+    if (lens_logit_run(t, &vg->l.g.m, r->ids, r->B, r->T, NULL, NULL, -1, &ll) != AG_OK) {
         fprintf(stderr, "view: no logit lens or direct logit attribution: %s\n", ag_last_error());
-        return;
+        return AG_OK;
     }
     size_t BT = (size_t)r->B * r->T;
     double *v = ex_malloc(BT * sizeof(double));
@@ -104,60 +80,38 @@ static void lens_measures(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r) {
     }
     free(v);
     lens_logit_free(&ll);
+    return AG_OK;
 }
 
 /* "tokens": each token's loss (of predicting it from the tokens before) and probability, the
  * top-k predictions after it, the logit lens and direct logit attribution (lens_measures) */
-static void tokens_json(ViewBuf *b, HfModel *g, Tape *t, const LensRows *r, int top_k) {
+static void tokens_json(ViewBuf *b, ViewGpt *v) {
+    HfModel *g = &v->l.g;
+    Tape *t = v->l.c.t;
+    const LensRows *r = &v->l.c.r;
     int T = r->T, V = g->m.cfg.vocab_size;
     int was = ag_no_grad(t, 1);
     Tensor *logits = nn_gpt_forward(t, &g->m, r->ids, r->B, T, NULL); /* (B, T, V) */
-    double *p = ex_malloc((size_t)V * sizeof(double)), *loss = ex_malloc((size_t)r->B * T * 8),
-           *next = ex_malloc((size_t)r->B * T * 8);
-    view_key(b, "tokens");
-    view_raw(b, "{\"prompts\":[");
-    for (int row = 0; row < r->B; row++) {
+    ViewPredict pr = {.B = r->B, .T = T, .top_k = v->top_k};
+    for (int row = 0; row < r->B; row++) { /* position i predicts token i + 1 */
         const int *ids = r->ids + (size_t)row * T;
-        view_raw(b, row ? ",{\"tok\":[" : "{\"tok\":[");
-        for (int i = 0; i < T; i++) {
-            if (i) view_raw(b, ",");
-            token_str(b, g, ids[i]);
-        }
-        view_raw(b, "],\"top\":[");
-        for (int i = 0; i < T; i++) {
-            view_softmax(logits->data + ((size_t)row * T + i) * V, V, p);
-            /* position i predicts token i + 1; token i's own loss is position i - 1's */
-            size_t at = (size_t)row * T + i;
-            next[at] = i + 1 < T ? p[ids[i + 1]] : NAN;
-            loss[at] = i + 1 < T ? -log(p[ids[i + 1]]) : NAN;
-            if (i) view_raw(b, ",");
-            view_top_k(b, p, V, top_k, token_bytes, g);
-        }
-        view_raw(b, "]}");
+        view_predict_row(&pr, row, &(ViewSide){ids, T, token_bytes, g},
+                         logits->data + (size_t)row * T * V, V, ids + 1, T - 1);
     }
     ag_no_grad(t, was);
     ag_tape_reset(t);
     /* the measures: the loss of token i is that of predicting it (position i - 1's) */
-    view_raw(b, "],\"measures\":[");
-    view_measure(b, "loss of this token (nats)", "loss", loss, r->B, T, 1);
-    view_raw(b, ",");
-    view_measure(b, "probability of this token", "prob", next, r->B, T, 1);
-    lens_measures(b, g, t, r);
-    view_raw(b, "]}");
-    free(p), free(loss), free(next);
+    view_predict_json(b, &pr, NULL, "token", 1, lens_measures, v);
+    view_predict_free(&pr);
 }
 
 /* what the page shows of a checkpoint (view_page's body): the lens command's model and rows */
-typedef struct ViewGpt {
-    GpLens l;
-    int top_k;
-} ViewGpt;
 static int model_json(ViewBuf *b, void *ctx) {
     ViewGpt *v = ctx;
     view_raw(b, ",");
     attention_json(b, &v->l.g, v->l.c.t, &v->l.c.r);
     view_raw(b, ",");
-    tokens_json(b, &v->l.g, v->l.c.t, &v->l.c.r, v->top_k);
+    tokens_json(b, v);
     for (int l = 0; l < v->l.cfg.n_layer; l++) v->l.g.m.last_probs[l] = NULL; /* in the tape's */
     return AG_OK;
 }
@@ -196,12 +150,7 @@ int gp_view(int argc, char **argv) {
         help = 1;
         rc = AG_OK;
     }
-    if (!help && rc == AG_OK && !v.l.a.out) rc = ag_fail(AG_ERR_ARG, "--out FILE.html is required");
-    if (!help && rc == AG_OK && npos && !runs)
-        rc = ag_fail(AG_ERR_ARG, "'%s': an argument without a flag (run folders follow --runs)",
-                     pos[0]);
-    if (!help && rc == AG_OK && runs && !npos)
-        rc = ag_fail(AG_ERR_ARG, "--runs: give the run folders after the flags");
+    if (!help && rc == AG_OK) rc = view_cmd_check(v.l.a.out, runs, pos, npos);
     if (!help && rc == AG_OK && !*ckpt && (v.l.a.prompt || v.l.a.prompts))
         rc = ag_fail(AG_ERR_ARG, "--prompt and --prompts need --ckpt");
     if (!help && rc == AG_OK && *ckpt && !v.l.a.prompt && !v.l.a.prompts)
@@ -210,12 +159,8 @@ int gp_view(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
     if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, GP_LENS_ROWS);
-    size_t bytes = 0;
-    const char *title = *ckpt ? *ckpt : from ? from : "runs";
     if (!help && rc == AG_OK)
-        rc = view_page(v.l.a.out, title, *ckpt ? model_json : NULL, &v, from, pos, runs ? npos : 0,
-                       &bytes);
-    if (!help && rc == AG_OK) printf("view: %s (%.1f MB)\n", v.l.a.out, (double)bytes / 1e6);
+        rc = view_cmd_page(v.l.a.out, *ckpt, model_json, &v, from, pos, runs, npos);
     free(pos);
     return gp_lens_end(&v.l, rc, "view");
 }

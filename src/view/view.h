@@ -16,8 +16,9 @@
  *   {"title": str, "attention": [ATT...], "tokens": TOK, "tables": [TAB...], "runs": [RUN...],
  *    "plots": [PLOT...], "token_sep": str (what joins tokens into a prompt's text in the
  *    selectors: " " for word-level tokens; absent: "", bytes and characters)}
- * Not here: computing what is shown (the programs' view commands: examples/gpt/view.c,
- * examples/translate/view.c). Read next: view.c, view_page.c, page.html. */
+ * Not here: running a model (the programs' view commands, examples/gpt/view.c and
+ * examples/translate/view.c, hand view_model.c each row). Read next: view.c, view_page.c,
+ * view_model.c, page.html. */
 #ifndef ATTOGRAD_VIEW_VIEW_H
 #define ATTOGRAD_VIEW_VIEW_H
 
@@ -130,6 +131,62 @@ int view_write_html(const char *path, const ViewBuf *data);
 typedef int (*ViewBodyFn)(ViewBuf *b, void *ctx);
 int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, const char *from,
               char *const *runs, int n_runs, size_t *bytes);
+
+/* ---- the model's part of a view command (view_model.c), for any model ---- */
+/* A row's tokens and how to show them: text(ctx, ids[i], &len) gives token i's bytes */
+typedef struct ViewSide {
+    const int *ids;
+    int n;
+    ViewTokenText text;
+    const void *ctx;
+} ViewSide;
+/* appends s's tokens' texts as a JSON list of strings */
+void view_tokens(ViewBuf *b, const ViewSide *s);
+
+/* One attention set of the page (zero rows and n_rows): its name, layers x heads, causal (the
+ * patterns stored as view_attention's triangle); the rows' prompts gather in rows */
+typedef struct ViewAttnSet {
+    const char *name;
+    int layers, heads, causal;
+    ViewBuf rows;
+    int n_rows;
+} ViewAttnSet;
+/* Appends one row's prompt {"q", "k", "p", "scores"} to s: the queries' texts q, the keys' k
+ * (NULL: "k":null, the queries are the keys), batch row b of each layer's probs[l] (B, NH, Tq,
+ * Tk) (view_attention), the scores sc (K, layers, heads) of view_scores (K 0: a diagonal) */
+void view_attn_row(ViewAttnSet *s, const ViewSide *q, const ViewSide *k, const Tensor *const *probs,
+                   int b, const double *sc, int K);
+/* Appends "attention": [{"name", "layers", "heads", "causal", "prompts"}...] of sets[0..n)
+ * and frees their rows */
+void view_attn_sets(ViewBuf *b, ViewAttnSet *sets, int n);
+
+/* The tokens strip (zero all but B, T and top_k): each shown token with the model's top_k
+ * predictions at its position, and the loss and probability of each position's target */
+typedef struct ViewPredict {
+    int B, T, top_k;
+    ViewBuf rows;
+    int n_rows;
+    double *loss, *prob; /* (B, T), malloc'd by the first row; NaN where nothing is predicted */
+} ViewPredict;
+/* Row row (in order): shown (T tokens; its text also names the top-k), logits (T, V) of the
+ * row; position i predicts target[i] for i < n_target (NaN after). Aborts on a shape mismatch. */
+void view_predict_row(ViewPredict *pr, int row, const ViewSide *shown, const Real *logits, int V,
+                      const int *target, int n_target);
+/* Appends "tokens": {"top_label" (NULL: none), "prompts", "measures": ["loss of this UNIT
+ * (nats)", "probability of this UNIT" (view_measure's shift: token i gets position i - shift's
+ * value), then what more(b, ctx) appends (each measure after a comma; NULL: nothing)]}.
+ * more's status (AG_OK without more). */
+int view_predict_json(ViewBuf *b, ViewPredict *pr, const char *top_label, const char *unit,
+                      int shift, ViewBodyFn more, void *ctx);
+void view_predict_free(ViewPredict *pr); /* rows, loss, prob freed; NULL: a no-op */
+
+/* A view command's common checks: --out given; arguments without a flag only after --runs
+ * (runs: the switch), and some when it is. AG_OK, or AG_ERR_ARG naming the flag. */
+int view_cmd_check(const char *out, int runs, char *const *pos, int npos);
+/* A view command's page: view_page titled ckpt (else from, else "runs"), body only with a
+ * ckpt, the run folders pos[0..npos) when runs; prints "view: OUT (N MB)". view_page's rc. */
+int view_cmd_page(const char *out, const char *ckpt, ViewBodyFn body, void *ctx, const char *from,
+                  char *const *pos, int runs, int npos);
 
 /* the page, before and after the JSON document (page.c, generated from page.html) */
 extern const char view_page_head[], view_page_tail[];

@@ -1118,7 +1118,29 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(eval_seq2seq, m, eval_seq2seq(NULL, &TP, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))   \
     X(eval_seq2seq, t, eval_seq2seq(&S2S, NULL, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))  \
     X(eval_seq2seq, d, eval_seq2seq(&S2S, &TP, NULL, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))    \
-    X(eval_seq2seq, score, eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))
+    X(eval_seq2seq, score,                                                                         \
+      eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))                    \
+    X(view_tokens, b, view_tokens(NULL, &(ViewSide){0}))                                           \
+    X(view_tokens, s, view_tokens(&VB, NULL))                                                      \
+    X(view_attn_row, s,                                                                            \
+      view_attn_row(NULL, &(ViewSide){0}, NULL, (const Tensor *[1]){0}, 0, D1, 0))                 \
+    X(view_attn_row, q,                                                                            \
+      view_attn_row(&(ViewAttnSet){0}, NULL, NULL, (const Tensor *[1]){0}, 0, D1, 0))              \
+    X(view_attn_row, probs,                                                                        \
+      view_attn_row(&(ViewAttnSet){0}, &(ViewSide){0}, NULL, NULL, 0, D1, 0))                      \
+    X(view_attn_row, sc,                                                                           \
+      view_attn_row(&(ViewAttnSet){0}, &(ViewSide){0}, NULL, (const Tensor *[1]){0}, 0, NULL, 0))  \
+    X(view_attn_sets, b, view_attn_sets(NULL, NULL, 0))                                            \
+    X(view_predict_row, pr, view_predict_row(NULL, 0, &(ViewSide){0}, (Real[1]){0}, 1, NULL, 0))   \
+    X(view_predict_row, shown,                                                                     \
+      view_predict_row(&(ViewPredict){.B = 1}, 0, NULL, (Real[1]){0}, 1, NULL, 0))                 \
+    X(view_predict_row, logits,                                                                    \
+      view_predict_row(&(ViewPredict){.B = 1}, 0, &(ViewSide){0}, NULL, 1, NULL, 0))               \
+    X(view_predict_json, b, view_predict_json(NULL, &(ViewPredict){0}, NULL, "u", 0, NULL, NULL))  \
+    X(view_predict_json, pr, view_predict_json(&VB, NULL, NULL, "u", 0, NULL, NULL))               \
+    X(view_predict_json, unit,                                                                     \
+      view_predict_json(&VB, &(ViewPredict){0}, NULL, NULL, 0, NULL, NULL))                        \
+    X(view_cmd_page, out, view_cmd_page(NULL, NULL, NULL, NULL, NULL, NULL, 0, 0))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -1161,6 +1183,8 @@ static const char *const accepts_null[][2] = {
     {"view_buf_free", "NULL is a no-op, as free"},
     {"lens_labels_free", "NULL is a no-op, as free"},
     {"hf_is_folder", "NULL names no folder: 0"},
+    {"view_predict_free", "NULL is a no-op, as free"},
+    {"view_cmd_check", "out NULL: the --out error a command gives; pos NULL with npos 0"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
