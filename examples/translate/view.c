@@ -103,17 +103,14 @@ int tr_view_main(int argc, char **argv) {
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
     char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
-    int rc = flag_parse(fl, n, argc, argv, pos, &npos);
+    int rc = flag_parse_cmd(
+        TR_PROG, "view", "[flags] [--runs DIR...]",
+        "One HTML page, offline (docs/view.md): every head of the encoder's and the decoder's\n"
+        "self-attention and of the cross-attention on the sentence pair(s) (detector scores on "
+        "the\nthumbnails), each target word's loss and top-k words; --from: the tables of "
+        "ablate,\npatch or detect; --runs DIR...: the log.csv curves of run folders.",
+        fl, n, argc, argv, pos, &npos);
     if (rc == FLAG_HELP) {
-        printf("usage: %s view [flags] [--runs DIR...]\n"
-               "One HTML page, offline (docs/view.md): every head of the encoder's and the "
-               "decoder's\nself-attention and of the cross-attention on the sentence pair(s) "
-               "(detector scores on the\nthumbnails), each target word's loss and top-k words; "
-               "--from: the tables of ablate,\npatch or detect; --runs DIR...: the log.csv curves "
-               "of run "
-               "folders.\nflags (default) [range]:\n",
-               TR_PROG);
-        flag_help(stdout, fl, n);
         free(pos);
         return TR_EXIT_OK;
     }
