@@ -1118,7 +1118,24 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(eval_seq2seq, m, eval_seq2seq(NULL, &TP, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))   \
     X(eval_seq2seq, t, eval_seq2seq(&S2S, NULL, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))  \
     X(eval_seq2seq, d, eval_seq2seq(&S2S, &TP, NULL, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))    \
-    X(eval_seq2seq, score, eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))
+    X(eval_seq2seq, score, eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL)) \
+    X(lens_flags_parse, p,                                                                         \
+      lens_flags_parse(NULL, &(LensUsage){"c", "", "", ""}, 0, &(LensFlags){0}, NULL, 0, NULL, 0,  \
+                       0, NULL))                                                                   \
+    X(lens_flags_parse, u,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, NULL, 0, &(LensFlags){0}, NULL, 0, NULL, 0, 0, NULL))    \
+    X(lens_flags_parse, f,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, &(LensUsage){"c", "", "", ""}, 0, NULL, NULL, 0, NULL,   \
+                       0, 0, NULL))                                                                \
+    X(lens_flags_refuse, f, lens_flags_refuse(NULL, "why"))                                        \
+    X(lens_flags_refuse, why, lens_flags_refuse(&(LensFlags){0}, NULL))                            \
+    X(lens_flags_metric, f, lens_flags_metric(NULL))                                               \
+    X(lens_cmd_start, c, lens_cmd_start(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK, 0))       \
+    X(lens_cmd_start, p, lens_cmd_start(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK, 0))           \
+    X(lens_cmd_start, f, lens_cmd_start(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK, 0))         \
+    X(lens_cmd_finish, c, lens_cmd_finish(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK))        \
+    X(lens_cmd_finish, p, lens_cmd_finish(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK))            \
+    X(lens_cmd_finish, f, lens_cmd_finish(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
