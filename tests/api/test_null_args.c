@@ -1097,7 +1097,12 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_cmd_parse, what,                                                                        \
       lens_cmd_parse("p", "c", "", NULL, (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                    \
     X(lens_cmd_parse, fl, lens_cmd_parse("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
-    X(run_out_file_dir, path, run_out_file_dir(NULL))
+    X(run_out_file_dir, path, run_out_file_dir(NULL))                                              \
+    X(view_table, b, view_table(NULL, &(ViewTable){0}))                                            \
+    X(view_table, t, view_table(&VB, NULL))                                                        \
+    X(view_plot_pngs, dir, view_plot_pngs(NULL, (ViewPng[1]){{0}}, 1, "p", NULL, 0))               \
+    X(view_plot_pngs, pngs, view_plot_pngs("d", NULL, 1, "p", NULL, 0))                            \
+    X(view_plot_pngs, prog, view_plot_pngs("d", (ViewPng[1]){{0}}, 1, NULL, NULL, 0))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
