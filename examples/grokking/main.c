@@ -434,19 +434,7 @@ static int analyze(int argc, char **argv) {
         rc = npz_write(nw, path, 6, NULL);
         npz_writer_free(nw);
         snprintf(path, sizeof path, "%s/progress.csv", out);
-        FILE *f; /* a temporary file renamed over it, as the library writes (src/io/file.h) */
-        char *tmp;
-        if (rc == AG_OK && (rc = io_fopen_write(path, &f, &tmp)) == AG_OK) {
-            fprintf(f, "step");
-            for (int c = 0; c < N_COLS; c++) fprintf(f, ",%s", col_names[c]);
-            fprintf(f, "\n");
-            for (int i = 0; i < n; i++) {
-                fprintf(f, "%lld", (long long)steps[i]);
-                for (int c = 0; c < N_COLS; c++) fprintf(f, ",%.6g", AT(c, i));
-                fprintf(f, "\n");
-            }
-            rc = io_fclose_replace(f, tmp, path);
-        }
+        if (rc == AG_OK) rc = run_records_csv(path, steps, n, col_names, v, N_COLS);
         if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     }
     if (rc == AG_OK) {

@@ -335,5 +335,10 @@ void *run_records_bytes(const RunRecords *r, size_t *len);
 int run_records_load(RunRecords *r, const void *bytes, size_t len, const char *what);
 /* frees the per-record arrays (R and cap become 0; fixed arrays are their caller's) */
 void run_records_free(RunRecords *r);
+/* Writes path as CSV: the header "step,names[0],...", then a row a record i: steps[i] and each
+ * column's cols[c * n + i] (%.6g; cols (n_cols, n)), into a temporary file renamed over path
+ * (src/io/file.h). AG_OK, or AG_ERR_IO naming the path and the reason. */
+int run_records_csv(const char *path, const int64_t *steps, int n, const char *const *names,
+                    const double *cols, int n_cols);
 
 #endif

@@ -1,10 +1,12 @@
 /* run_records.c: the records a program takes as it trains, grown as they come and kept as bytes
  * in every checkpoint's meta.extra (run.h says the layout), so that --resume continues them;
- * attograd-induction's losses and head scores are such records. Not here: what is recorded
+ * attograd-induction's losses and head scores are such records; and records as a CSV file
+ * (run_records_csv: attograd-grokking's measures of each kept checkpoint). Not here: what is recorded
  * (the program), the checkpoint (run.c: RunModel.extra and load_extra). Read next: run.h. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/file.h"
 #include "run.h"
 
 void run_records_reserve(RunRecords *r, int R) {
@@ -84,4 +86,25 @@ void run_records_free(RunRecords *r) {
     for (int k = 0; k < r->n; k++)
         if (!r->a[k].fixed) free(*r->a[k].data), *r->a[k].data = NULL;
     r->R = r->cap = 0;
+}
+
+int run_records_csv(const char *path, const int64_t *steps, int n, const char *const *names,
+                    const double *cols, int n_cols) {
+    AG_CHECK_ARG(path);
+    AG_CHECK(n == 0 || steps, "run_records_csv: %s: %d records and steps NULL", path, n);
+    AG_CHECK(n_cols == 0 || (names && (n == 0 || cols)),
+             "run_records_csv: %s: %d columns without names or values", path, n_cols);
+    FILE *f;
+    char *tmp;
+    int rc = io_fopen_write(path, &f, &tmp);
+    if (rc != AG_OK) return rc;
+    fprintf(f, "step");
+    for (int c = 0; c < n_cols; c++) fprintf(f, ",%s", names[c]);
+    fprintf(f, "\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%lld", (long long)steps[i]);
+        for (int c = 0; c < n_cols; c++) fprintf(f, ",%.6g", cols[(size_t)c * n + i]);
+        fprintf(f, "\n");
+    }
+    return io_fclose_replace(f, tmp, path);
 }

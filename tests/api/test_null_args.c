@@ -1107,7 +1107,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_records_bytes, r, run_records_bytes(NULL, &(size_t){0}))                                 \
     X(run_records_bytes, len, run_records_bytes(&(RunRecords){0}, NULL))                           \
     X(run_records_load, r, run_records_load(NULL, "", 0, "w"))                                     \
-    X(run_records_load, what, run_records_load(&(RunRecords){0}, "", 0, NULL))
+    X(run_records_load, what, run_records_load(&(RunRecords){0}, "", 0, NULL))                     \
+    X(run_records_csv, path, run_records_csv(NULL, NULL, 0, NULL, NULL, 0))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -1288,3 +1288,21 @@ Test(run_records, bytes_and_back_refuse_another_shape_or_size) {
     run_records_free(&r), run_records_free(&r2);
     cr_assert(step == NULL && loss2 == NULL && r.cap == 0);
 }
+
+/* run_records_csv: a header, then a row a record; a folder in the way is an error naming it */
+Test(run_records, csv_a_header_then_a_row_a_record) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "records-csv");
+    const int64_t steps[] = {0, 10};
+    const double cols[] = {1.5, 2, NAN, 0.25}; /* (2 columns, 2 records) */
+    cr_assert_eq(run_records_csv(ts_join(p, dir, "r.csv"), steps, 2,
+                                 (const char *const[]){"loss", "acc"}, cols, 2),
+                 AG_OK, "%s", ag_last_error());
+    char *text = ts_read_text(p, NULL);
+    cr_assert_str_eq(text, "step,loss,acc\n0,1.5,nan\n10,2,0.25\n");
+    free(text);
+    cr_assert_eq(run_records_csv(dir, steps, 2, (const char *const[]){"loss", "acc"}, cols, 2),
+                 AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), dir), "%s", ag_last_error());
+    ts_rm_tree(dir);
+}
