@@ -1135,7 +1135,18 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_cmd_start, f, lens_cmd_start(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK, 0))         \
     X(lens_cmd_finish, c, lens_cmd_finish(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK))        \
     X(lens_cmd_finish, p, lens_cmd_finish(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK))            \
-    X(lens_cmd_finish, f, lens_cmd_finish(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK))
+    X(lens_cmd_finish, f, lens_cmd_finish(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK))          \
+    X(view_table, b, view_table(NULL, &(ViewTable){0}))                                            \
+    X(view_table, t, view_table(&VB, NULL))                                                        \
+    X(view_plot_pngs, dir, view_plot_pngs(NULL, (ViewPng[1]){{0}}, 1, "p", NULL, 0))               \
+    X(view_plot_pngs, pngs, view_plot_pngs("d", NULL, 1, "p", NULL, 0))                            \
+    X(view_plot_pngs, prog, view_plot_pngs("d", (ViewPng[1]){{0}}, 1, NULL, NULL, 0))              \
+    X(run_records_reserve, r, run_records_reserve(NULL, 1))                                        \
+    X(run_records_bytes, r, run_records_bytes(NULL, &(size_t){0}))                                 \
+    X(run_records_bytes, len, run_records_bytes(&(RunRecords){0}, NULL))                           \
+    X(run_records_load, r, run_records_load(NULL, "", 0, "w"))                                     \
+    X(run_records_load, what, run_records_load(&(RunRecords){0}, "", 0, NULL))                     \
+    X(run_records_csv, path, run_records_csv(NULL, NULL, 0, NULL, NULL, 0))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -1178,6 +1189,7 @@ static const char *const accepts_null[][2] = {
     {"view_buf_free", "NULL is a no-op, as free"},
     {"lens_labels_free", "NULL is a no-op, as free"},
     {"hf_is_folder", "NULL names no folder: 0"},
+    {"run_records_free", "NULL is a no-op, as free"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
