@@ -397,20 +397,45 @@ KBf16Packed *k_bf16_cache_to_pack(const Tensor *p) {
     return e && e->gen == k_bf16_gen && e->owner == begun ? e : NULL;
 }
 
+/* n words (a multiple of 16) from s to d (64-byte aligned), written without reading d's lines
+ * first (non-temporal stores: the copy is read again only by the next step's products) */
+static void stream_words(uint32_t *d, const uint32_t *s, size_t n) {
+#ifdef BF16_HW
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512(s + i));
+#else
+    memcpy(d, s, n * sizeof *d);
+#endif
+}
+
+/* Each piece packed into buf (in L1: at most 16 pairs of a panel) and streamed to the copy */
 void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1) {
+    uint32_t buf[16 * BNR];
     int R = e->rows, C = e->cols;
+    AG_CHECK(r0 >= 0 && r0 % BNR == 0 && r0 < r1 && r1 - r0 <= BNR && r1 <= R,
+             "k_bf16_cache_pack_rows: rows [%d, %d) of (%d, %d) are not one block of %d", r0, r1,
+             R, C, BNR);
     if (e->lay[0] && e->want[0]) { /* x W^T: op(B) (C, R), a panel is BNR rows of W */
         int npk = (C + 1) / 2;
         for (int r = r0; r < r1; r += BNR)
-            pack_pairs(e->lay[0] + (size_t)r * npk, e->w, 0, R, C, r,
-                       r1 - r < BNR ? r1 - r : BNR, 0, C, BNR);
+            for (int q = 0; q < npk; q += 16) {
+                int nq = npk - q < 16 ? npk - q : 16;
+                pack_pairs(buf, e->w, 0, R, C, r, r1 - r < BNR ? r1 - r : BNR, 2 * q,
+                           C - 2 * q < 32 ? C - 2 * q : 32, BNR);
+                stream_words(e->lay[0] + (size_t)r * npk + (size_t)q * BNR, buf, (size_t)nq * BNR);
+            }
     }
     if (e->lay[1] && e->want[1]) { /* gy W: op(B) (R, C), rows r0.. are pairs r0/2.. */
         int npk = (R + 1) / 2;
-        for (int j = 0; j < C; j += BNR)
-            pack_pairs(e->lay[1] + (size_t)j * npk + (size_t)(r0 / 2) * BNR, e->w, 1, C, R, j,
-                       C - j < BNR ? C - j : BNR, r0, r1 - r0, BNR);
+        for (int j = 0; j < C; j += BNR) {
+            pack_pairs(buf, e->w, 1, C, R, j, C - j < BNR ? C - j : BNR, r0, r1 - r0, BNR);
+            stream_words(e->lay[1] + (size_t)j * npk + (size_t)(r0 / 2) * BNR, buf,
+                         (size_t)((r1 - r0 + 1) / 2) * BNR);
+        }
     }
+#ifdef BF16_HW
+    _mm_sfence(); /* the streamed words before any later read (the region's end orders them) */
+#endif
 }
 
 /* A thread's op(A) rows, all of K, stay packed across its blocks of columns when they take at

@@ -185,7 +185,7 @@ void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const 
  * allocated (not in later steps) and stamped current, to be packed by
  * k_bf16_cache_pack_rows during the step; without, their copies stale. k_bf16_cache_to_pack(p):
  * p's copy to pack in this step, or NULL. k_bf16_cache_pack_rows(e, r0, r1): rows [r0, r1) of
- * the weight (r0 a multiple of K_BF16_NR, r1 too or the end) into its copies, once the step
+ * the weight (one block: r0 a multiple of K_BF16_NR, r1 the next or the end) into its copies, once the step
  * has written them. k_bf16_cache_on (1): 0 turns the cache off (tests). k_bf16_cache_check
  * (0): 1 packs as well and aborts when a copy differs (tests: a writer that did not bump). */
 #define K_BF16_NR 32 /* the width of a panel of op(B) */
