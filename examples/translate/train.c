@@ -285,6 +285,7 @@ static int build(void *ctx, Arena *a, Rng *init, ParamList **params) {
     Tensor *emb[2] = {g->m.src_embed.weight, g->m.tgt_embed.weight};
     for (int k = 0; k < 2 && g->embed_gain != 1.0; k++)
         for (size_t i = 0; i < emb[k]->size; i++) emb[k]->data[i] *= (Real)g->embed_gain;
+    ag_params_written();
     return ready(g);
 }
 

@@ -28,6 +28,9 @@
 
 /* The program's name: every message on stderr starts with "attograd-translate COMMAND: ". */
 #define TR_PROG "attograd-translate"
+/* where every command reads a trained model by default: what `make demo` writes (and `train`
+ * with its default --out) */
+#define TR_DEFAULT_CKPT "build/demo/best.npz"
 
 /* ---- the program's exit codes (tr_main, tr_train) ---- */
 enum {
@@ -232,8 +235,22 @@ int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png);
  * naming the file and line, or the sentence. */
 int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const char *pairs,
                  LensRows *r);
-/* The library's lens command (src/lens/cmd.h) named name on tr's model, tape and words */
-LensCmd tr_lens_cmd(Translator *tr, const char *name);
+/* What a lens command holds (src/lens/cmd.h): the model (loaded: tr_free is due), the input's
+ * flags (--sentence, --target, --pairs), the common flags, the library's command and the
+ * program (its callbacks: the model loaded, the rows read, the model freed) */
+typedef struct TrLens {
+    Translator tr;
+    const char *sentence, *target, *pairs;
+    int loaded;
+    LensFlags f;
+    LensCmd c;
+    LensProgram p;
+} TrLens;
+/* lens_flags_parse (argv after the command) with the input's rows (parts & TR_LENS_ROWS: a
+ * sentence argument, --sentence, --target, --pairs); sets l->p (parse_only: only the checks) */
+enum { TR_LENS_ROWS = 1 << 8 };
+int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag *own, int n_own,
+                  int argc, char **argv);
 /* Scores every head of c's rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */

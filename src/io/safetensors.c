@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "safetensors.h"
+#include "../tensor/threads.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "attograd's safetensors code assumes a little-endian host, like the files"
@@ -85,6 +86,7 @@ double st_value(const StTensor *t, size_t i) {
 int st_to_reals(const StTensor *t, Real *out) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(out);
+    ag_params_written(); /* out may be a parameter's data */
     if (!st_dtype_is_float(t->dtype))
         return ag_fail(AG_ERR_FORMAT,
                        "%s: tensor '%s': stored as %s, not as a float type (F16, BF16, F32 "

@@ -187,6 +187,9 @@ static void step(Optimizer *o, double wd, int min_ndim, int zero) {
     int64_t t = o->step + 1;
     double lr = optim_schedule_lr(&c->schedule, c->lr, t);
     Real pre = (Real)(1 - lr * wd);
+    /* the packed bf16 copies of the weights (k_gemm_bf16.c): SGD's step leaves them stale,
+     * Adam's packs them as it writes each block of rows */
+    k_bf16_cache_begin(o->params, o->n_params, c->kind != OPTIM_SGD);
     if (c->kind == OPTIM_SGD) {
         KSgd h = {(Real)lr, (Real)c->momentum, (Real)c->weight_decay, c->nesterov, t == 1, zero};
         for (int i = 0; i < o->n_params; i++) {

@@ -707,6 +707,7 @@ static int train_loop(RunLoop *r) {
         if (c->inject_nan == s) { /* fault tests */
             Tensor *p = r->m->nan_param ? ag_params_find(r->params, r->m->nan_param) : NULL;
             (p ? p : r->params->items[0])->data[0] = (Real)NAN;
+            ag_params_written();
         }
         if (c->report_rss > 0 && s == c->report_rss + 1)
             run_report_memory(stdout, s - 1, c->report_rss, r->rss_first);

@@ -28,6 +28,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -41,7 +42,7 @@
 #define BF16_HW 1
 #endif
 
-enum { BMR = 8, BNR = 32, KB = K_BF16_KB, BNC = 512 };
+enum { BMR = 8, BNR = K_BF16_NR, KB = K_BF16_KB, BNC = 512 };
 
 static inline uint16_t round_bf16(float x) {
     uint32_t u;
@@ -284,6 +285,159 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
         }
 }
 
+/* ---- packed weights kept with their parameter (kernels.h: k_bf16_cache_*) ----
+ * A weight W (R, C) is op(B) of two products: x W^T (tb: op(B) (C, R), its panels BNR rows of W
+ * wide, layout 0) and gy W (op(B) (R, C), panels BNR columns of W wide, layout 1). Each layout
+ * kept holds every panel with all of K's pairs in a row: pair q of the panel at column j (a
+ * multiple of BNR) at word (j npk + q BNR), npk = (K + 1) / 2, the words pack_pairs gives the
+ * product's B blocks (the same words: the blocks of K start at even k). A product whose B is a
+ * registered weight marks the layout it needs (want); the optimizer's step (k_optim.c) packs
+ * the wanted layouts of the weights it writes, row block by row block as it updates them, and
+ * stamps them with the generation k_bf16_cache_begin made; every other writer of a
+ * parameter's data bumps k_bf16_gen (ag_params_written), so a layout is read only while
+ * nothing has written its weight since it was packed. */
+typedef struct KBf16Packed {
+    const Real *w;
+    int rows, cols;
+    uint32_t *lay[2];
+    size_t cap[2];  /* words allocated */
+    int want[2];    /* a product read it */
+    uint64_t gen;   /* the k_bf16_gen its layouts were packed at; 0: never */
+    uint64_t owner; /* the step that registered it last (k_bf16_cache_begin's count) */
+} KBf16Packed;
+enum { CACHE_MAX = 1024 };
+static KBf16Packed cache[CACHE_MAX];
+static int n_cache;
+static uint64_t begun; /* k_bf16_cache_begin's calls */
+uint64_t k_bf16_gen = 1;
+int k_bf16_cache_on = 1;
+int k_bf16_cache_check = 0;
+
+void ag_params_written(void) { k_bf16_gen++; }
+
+static size_t layout_words(int l, int R, int C) {
+    int n = l ? C : R, k = l ? R : C; /* op(B) (k, n) */
+    return (size_t)((n + BNR - 1) / BNR) * BNR * (size_t)((k + 1) / 2);
+}
+
+/* the panel at column j of op(B), pairs from k = pc (even) on */
+static inline const uint32_t *panel(const uint32_t *bc, int npk, int j, int pc) {
+    return bc + (size_t)j * npk + (size_t)(pc / 2) * BNR;
+}
+
+/* op(B) of a product (tb: B stored (N,K)) packed and current, or NULL; mark: note that a
+ * product wants it */
+static const uint32_t *cached(const Real *B, int tb, int N, int K, int mark) {
+    if (!k_bf16_cache_on) return NULL;
+    for (int i = 0; i < n_cache; i++) {
+        KBf16Packed *e = &cache[i];
+        if (e->w != B) continue;
+        int l = !tb;
+        if (tb ? e->rows != N || e->cols != K : e->rows != K || e->cols != N) return NULL;
+        if (mark && !e->want[l]) e->want[l] = 1;
+        return e->gen == k_bf16_gen && e->lay[l] ? e->lay[l] : NULL;
+    }
+    return NULL;
+}
+
+static KBf16Packed *entry(const Real *w) {
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].w == w) return &cache[i];
+    return NULL;
+}
+
+void k_bf16_cache_begin(Tensor *const *ps, int count, int pack) {
+    uint64_t was = k_bf16_gen++;
+    begun++;
+    /* what was current stays current unless it is one of ps (the step writes only those) */
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].gen == was) cache[i].gen = k_bf16_gen;
+    pack = pack && k_bf16_cache_on && k_bf16_products;
+    for (int i = 0; i < count; i++) {
+        const Tensor *p = ps[i];
+        if (p->ndim != 2) continue;
+        KBf16Packed *e = entry(p->data);
+        if (!pack) {
+            if (e) e->gen = 0;
+            continue;
+        }
+        if (e && (e->rows != p->shape[0] || e->cols != p->shape[1])) e->want[0] = e->want[1] = 0;
+        if (!e) { /* a free slot, or one nobody registered in the last two steps */
+            for (int j = 0; j < n_cache && !e; j++)
+                if (cache[j].gen != k_bf16_gen && cache[j].owner + 2 < begun) e = &cache[j];
+            if (!e && n_cache < CACHE_MAX) e = &cache[n_cache++];
+            if (!e) continue; /* full: this weight is packed by its products */
+            e->want[0] = e->want[1] = 0;
+        }
+        e->w = p->data;
+        e->rows = p->shape[0];
+        e->cols = p->shape[1];
+        e->owner = begun;
+        e->gen = 0;
+        int any = 0;
+        for (int l = 0; l < 2; l++) {
+            if (!e->want[l]) continue;
+            size_t words = layout_words(l, e->rows, e->cols);
+            if (e->cap[l] < words) {
+                free(e->lay[l]);
+                e->lay[l] = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64);
+                AG_CHECK(e->lay[l] != NULL, "optim step: no memory for the packed copy of '%s' %s",
+                         p->name, tensor_shape_str(p));
+                e->cap[l] = words;
+            }
+            any = 1;
+        }
+        if (any) e->gen = k_bf16_gen;
+    }
+}
+
+KBf16Packed *k_bf16_cache_to_pack(const Tensor *p) {
+    if (p->ndim != 2 || !k_bf16_cache_on || !k_bf16_products) return NULL;
+    KBf16Packed *e = entry(p->data);
+    return e && e->gen == k_bf16_gen && e->owner == begun ? e : NULL;
+}
+
+/* n words (a multiple of 16) from s to d (64-byte aligned), written without reading d's lines
+ * first (non-temporal stores: the copy is read again only by the next step's products) */
+static void stream_words(uint32_t *d, const uint32_t *s, size_t n) {
+#ifdef BF16_HW
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512(s + i));
+#else
+    memcpy(d, s, n * sizeof *d);
+#endif
+}
+
+/* Each piece packed into buf (in L1: at most 16 pairs of a panel) and streamed to the copy */
+void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1) {
+    uint32_t buf[16 * BNR];
+    int R = e->rows, C = e->cols;
+    AG_CHECK(r0 >= 0 && r0 % BNR == 0 && r0 < r1 && r1 - r0 <= BNR && r1 <= R,
+             "k_bf16_cache_pack_rows: rows [%d, %d) of (%d, %d) are not one block of %d", r0, r1,
+             R, C, BNR);
+    if (e->lay[0] && e->want[0]) { /* x W^T: op(B) (C, R), a panel is BNR rows of W */
+        int npk = (C + 1) / 2;
+        for (int r = r0; r < r1; r += BNR)
+            for (int q = 0; q < npk; q += 16) {
+                int nq = npk - q < 16 ? npk - q : 16;
+                pack_pairs(buf, e->w, 0, R, C, r, r1 - r < BNR ? r1 - r : BNR, 2 * q,
+                           C - 2 * q < 32 ? C - 2 * q : 32, BNR);
+                stream_words(e->lay[0] + (size_t)r * npk + (size_t)q * BNR, buf, (size_t)nq * BNR);
+            }
+    }
+    if (e->lay[1] && e->want[1]) { /* gy W: op(B) (R, C), rows r0.. are pairs r0/2.. */
+        int npk = (R + 1) / 2;
+        for (int j = 0; j < C; j += BNR) {
+            pack_pairs(buf, e->w, 1, C, R, j, C - j < BNR ? C - j : BNR, r0, r1 - r0, BNR);
+            stream_words(e->lay[1] + (size_t)j * npk + (size_t)(r0 / 2) * BNR, buf,
+                         (size_t)((r1 - r0 + 1) / 2) * BNR);
+        }
+    }
+#ifdef BF16_HW
+    _mm_sfence(); /* the streamed words before any later read (the region's end orders them) */
+#endif
+}
+
 /* A thread's op(A) rows, all of K, stay packed across its blocks of columns when they take at
  * most this many words (kernels.h: k_bf16_keep_a) */
 size_t k_bf16_keep_a = (size_t)1 << 19;
@@ -312,7 +466,8 @@ static double packed(double rows, double cols, int K) {
  * of columns, each strip's pairs of all K in a row (pair p of strip s at word (s NPK + p) BMR),
  * and read back for the next blocks: the same words, packed once. */
 static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
-                  int accumulate, const Real *bias, int i0, int i1, int j0, int j1) {
+                  int accumulate, const Real *bias, const uint32_t *bc, int i0, int i1, int j0,
+                  int j1) {
     int bnc = col_block(j1 - j0), npk = (K + 1) / 2;
     int keep = j1 - j0 > bnc && keeps_a(i1 - i0, K);
     size_t awords = keep ? (size_t)((i1 - i0 + BMR - 1) / BMR) * BMR * npk
@@ -326,10 +481,16 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
         for (int pc = 0; pc < K; pc += KB) {
             int kc = K - pc < KB ? K - pc : KB, np = (kc + 1) / 2;
             int add = accumulate || pc > 0;
-            for (int jr = 0; jr < nc; jr += BNR) {
+            for (int jr = 0; jr < nc && (!bc || k_bf16_cache_check); jr += BNR) {
                 int nr = nc - jr < BNR ? nc - jr : BNR;
                 /* op(B) (K,N) is op'(B) (N,K) read the other way: tb stored (N,K) */
                 pack_pairs(bbuf + (size_t)jr * np, B, !tb, N, K, jc + jr, nr, pc, kc, BNR);
+                if (bc)
+                    AG_CHECK(!memcmp(bbuf + (size_t)jr * np, panel(bc, npk, jc + jr, pc),
+                                     (size_t)np * BNR * sizeof(uint32_t)),
+                             "k_gemm_bf16: the packed copy of a weight (%d, %d) is stale: its "
+                             "data was written without ag_params_written()",
+                             tb ? N : K, tb ? K : N);
             }
             for (int ir = i0; ir < i1; ir += BMR) {
                 int mr = i1 - ir < BMR ? i1 - ir : BMR;
@@ -337,8 +498,9 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                 if (!keep || jc == j0) pack_pairs(a, A, ta, M, K, ir, mr, pc, kc, BMR);
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
-                    micro(np, a, bbuf + (size_t)jr * np, C + (size_t)ir * N + jc + jr, (size_t)N,
-                          mr, nr, add, bias ? bias + jc + jr : NULL);
+                    const uint32_t *b = bc ? panel(bc, npk, jc + jr, pc) : bbuf + (size_t)jr * np;
+                    micro(np, a, b, C + (size_t)ir * N + jc + jr, (size_t)N, mr, nr, add,
+                          bias ? bias + jc + jr : NULL);
                 }
             }
         }
@@ -350,7 +512,7 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
  * 128 multiply-adds each (a value packed costs about two cycles, vdpbf16ps does 32 two to a
  * cycle) */
 static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
-                  Real *C, int accumulate, const Real *bias) {
+                  Real *C, int accumulate, const Real *bias, const uint32_t *bc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         if (!accumulate && t == 0)
@@ -372,7 +534,7 @@ static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real 
     int j0 = (int)((long)tj * nt / tn) * BNR, j1 = (int)((long)(tj + 1) * nt / tn) * BNR;
     if (i1 > M) i1 = M;
     if (j1 > N) j1 = N;
-    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, bias, i0, i1, j0, j1);
+    if (i0 < i1 && j0 < j1) block(ta, tb, M, N, K, A, B, C, accumulate, bias, bc, i0, i1, j0, j1);
 }
 
 static int is_small(int M, int N, int K) {
@@ -382,15 +544,17 @@ static int is_small(int M, int N, int K) {
 void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K, const Real *A,
                       const Real *B, Real *C, int accumulate) {
     if (is_small(M, N, K)) {
-        if (t == job % T) share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL);
+        if (t == job % T)
+            share(0, 1, ta, tb, M, N, K, A, B, C, accumulate, NULL, cached(B, tb, N, K, 1));
         return;
     }
-    share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL);
+    share(t, T, ta, tb, M, N, K, A, B, C, accumulate, NULL, cached(B, tb, N, K, t == 0));
 }
 
 /* C = op(A) op(B), + C when accumulate, + the bias row (N) when bias */
 static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                  int accumulate, const Real *bias) {
+    const uint32_t *bc = cached(B, tb, N, K, 1);
 #pragma omp parallel if (!is_small(M, N, K))
     {
         int T = 1, t = 0;
@@ -398,7 +562,7 @@ static void gemm(int ta, int tb, int M, int N, int K, const Real *A, const Real 
         T = omp_get_num_threads();
         t = omp_get_thread_num();
 #endif
-        share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias);
+        share(t, T, ta, tb, M, N, K, A, B, C, accumulate, bias, bc);
     }
 }
 

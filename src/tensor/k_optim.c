@@ -83,8 +83,20 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
         k_team(&t, &T);
         for (int i = 0; i < count; i++) {
             size_t lo, hi;
-            k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
             Real pre = ps[i]->ndim >= h->pre_min_ndim ? h->pre : 1;
+            const KBf16Packed *e = k_bf16_cache_to_pack(ps[i]);
+            if (e) { /* by blocks of K_BF16_NR rows, each packed while it is in cache */
+                int R = ps[i]->shape[0], nb = (R + K_BF16_NR - 1) / K_BF16_NR;
+                size_t C = (size_t)ps[i]->shape[1];
+                for (int b = (int)((long)nb * t / T); b < (int)((long)nb * (t + 1) / T); b++) {
+                    int r0 = b * K_BF16_NR, r1 = r0 + K_BF16_NR < R ? r0 + K_BF16_NR : R;
+                    adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, r0 * C, r1 * C,
+                               h, pre, h->zero_grad);
+                    k_bf16_cache_pack_rows(e, r0, r1);
+                }
+                continue;
+            }
+            k_team_slice(i, ps[i]->size, t, T, &lo, &hi);
             if (lo < hi && h->zero_grad)
                 adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, lo, hi, h, pre, 1);
             else if (lo < hi)

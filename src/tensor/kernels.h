@@ -174,6 +174,27 @@ void k_gemm_bf16_team(int t, int T, int job, int ta, int tb, int M, int N, int K
                       const Real *B, Real *C, int accumulate);
 void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                       const Real *bias);
+/* Packed weights kept across products (k_gemm_bf16.c's "packed weights kept with their
+ * parameter"): a product under bf16 whose op(B) is a 2-d parameter registered by the optimizer
+ * reads its panels packed by the optimizer's last step instead of packing them (the same
+ * words, so the same bits). k_bf16_gen: the generation of parameter data; every library
+ * writer of a parameter's data other than the optimizer's step calls ag_params_written
+ * (threads.h), which makes every packed copy stale. k_bf16_cache_begin(ps, count,
+ * pack): before an optimizer step that writes the parameters ps: a new generation; with pack
+ * (and bf16 on) each 2-d parameter of ps registered and its layouts that products read
+ * allocated (not in later steps) and stamped current, to be packed by
+ * k_bf16_cache_pack_rows during the step; without, their copies stale. k_bf16_cache_to_pack(p):
+ * p's copy to pack in this step, or NULL. k_bf16_cache_pack_rows(e, r0, r1): rows [r0, r1) of
+ * the weight (one block: r0 a multiple of K_BF16_NR, r1 the next or the end) into its copies, once the step
+ * has written them. k_bf16_cache_on (1): 0 turns the cache off (tests). k_bf16_cache_check
+ * (0): 1 packs as well and aborts when a copy differs (tests: a writer that did not bump). */
+#define K_BF16_NR 32 /* the width of a panel of op(B) */
+typedef struct KBf16Packed KBf16Packed;
+extern uint64_t k_bf16_gen;
+extern int k_bf16_cache_on, k_bf16_cache_check;
+void k_bf16_cache_begin(Tensor *const *ps, int count, int pack);
+KBf16Packed *k_bf16_cache_to_pack(const Tensor *p);
+void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
 /* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
  * operands of attention's products under bf16 (k_attention.c and its reference) */
 void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);

@@ -57,10 +57,12 @@ void rng_fill_uniform(Rng *r, Tensor *t, double lo, double hi) {
     AG_CHECK_ARG(r);
     AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(lo + (hi - lo) * rng_uniform(r));
+    ag_params_written();
 }
 
 void rng_fill_normal(Rng *r, Tensor *t, double mean, double std) {
     AG_CHECK_ARG(r);
     AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)(mean + std * rng_normal(r));
+    ag_params_written();
 }

@@ -128,6 +128,7 @@ void arena_lazy_grads(Arena *a, int on) {
 
 void arena_free(Arena *a) {
     if (!a) return;
+    ag_params_written(); /* a parameter made later may have a freed one's address */
     for (ArenaChunk *c = a->first, *next; c; c = next) {
         next = c->next;
         free(c->base);
@@ -279,18 +280,21 @@ void tensor_zero_grad(Tensor *t) {
 void tensor_fill(Tensor *t, Real v) {
     AG_CHECK_ARG(t);
     for (size_t i = 0; i < t->size; i++) t->data[i] = v;
+    ag_params_written();
 }
 
 void tensor_copy_from_floats(Tensor *t, const float *src) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(src);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)src[i];
+    ag_params_written();
 }
 
 void tensor_copy_from_doubles(Tensor *t, const double *src) {
     AG_CHECK_ARG(t);
     AG_CHECK_ARG(src);
     for (size_t i = 0; i < t->size; i++) t->data[i] = (Real)src[i];
+    ag_params_written();
 }
 
 int tensor_same_shape(const Tensor *a, const Tensor *b) {

@@ -32,5 +32,10 @@ enum { AG_PRECISION_FP32 = 0, AG_PRECISION_BF16 = 1 };
 int ag_precision_use(int precision);
 int ag_precision(void);
 const char *ag_precision_bf16_unit(void);
+/* Under bf16 the optimizer's step keeps a packed bf16 copy of each weight that the products
+ * read (k_gemm_bf16.c). Every library writer of a parameter's data (loaders, initialisers,
+ * tensor_fill, tensor_copy_from_*) calls ag_params_written, which makes every copy stale until
+ * the next step; code that writes a parameter's data itself between steps must call it too. */
+void ag_params_written(void);
 
 #endif

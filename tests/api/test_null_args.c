@@ -1120,6 +1120,34 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(eval_seq2seq, d, eval_seq2seq(&S2S, &TP, NULL, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))    \
     X(eval_seq2seq, score,                                                                         \
       eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))                    \
+    X(lens_flags_parse, p,                                                                         \
+      lens_flags_parse(NULL, &(LensUsage){"c", "", "", ""}, 0, &(LensFlags){0}, NULL, 0, NULL, 0,  \
+                       0, NULL))                                                                   \
+    X(lens_flags_parse, u,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, NULL, 0, &(LensFlags){0}, NULL, 0, NULL, 0, 0, NULL))    \
+    X(lens_flags_parse, f,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, &(LensUsage){"c", "", "", ""}, 0, NULL, NULL, 0, NULL,   \
+                       0, 0, NULL))                                                                \
+    X(lens_flags_refuse, f, lens_flags_refuse(NULL, "why"))                                        \
+    X(lens_flags_refuse, why, lens_flags_refuse(&(LensFlags){0}, NULL))                            \
+    X(lens_flags_metric, f, lens_flags_metric(NULL))                                               \
+    X(lens_cmd_start, c, lens_cmd_start(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK, 0))       \
+    X(lens_cmd_start, p, lens_cmd_start(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK, 0))           \
+    X(lens_cmd_start, f, lens_cmd_start(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK, 0))         \
+    X(lens_cmd_finish, c, lens_cmd_finish(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK))        \
+    X(lens_cmd_finish, p, lens_cmd_finish(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK))            \
+    X(lens_cmd_finish, f, lens_cmd_finish(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK))          \
+    X(view_table, b, view_table(NULL, &(ViewTable){0}))                                            \
+    X(view_table, t, view_table(&VB, NULL))                                                        \
+    X(view_plot_pngs, dir, view_plot_pngs(NULL, (ViewPng[1]){{0}}, 1, "p", NULL, 0))               \
+    X(view_plot_pngs, pngs, view_plot_pngs("d", NULL, 1, "p", NULL, 0))                            \
+    X(view_plot_pngs, prog, view_plot_pngs("d", (ViewPng[1]){{0}}, 1, NULL, NULL, 0))              \
+    X(run_records_reserve, r, run_records_reserve(NULL, 1))                                        \
+    X(run_records_bytes, r, run_records_bytes(NULL, &(size_t){0}))                                 \
+    X(run_records_bytes, len, run_records_bytes(&(RunRecords){0}, NULL))                           \
+    X(run_records_load, r, run_records_load(NULL, "", 0, "w"))                                     \
+    X(run_records_load, what, run_records_load(&(RunRecords){0}, "", 0, NULL))                     \
+    X(run_records_csv, path, run_records_csv(NULL, NULL, 0, NULL, NULL, 0))                        \
     X(view_tokens, b, view_tokens(NULL, &(ViewSide){0}))                                           \
     X(view_tokens, s, view_tokens(&VB, NULL))                                                      \
     X(view_attn_row, s,                                                                            \
@@ -1183,6 +1211,7 @@ static const char *const accepts_null[][2] = {
     {"view_buf_free", "NULL is a no-op, as free"},
     {"lens_labels_free", "NULL is a no-op, as free"},
     {"hf_is_folder", "NULL names no folder: 0"},
+    {"run_records_free", "NULL is a no-op, as free"},
     {"view_predict_free", "NULL is a no-op, as free"},
     {"view_cmd_check", "out NULL: the --out error a command gives; pos NULL with npos 0"},
 };
