@@ -42,5 +42,7 @@
 #include "lens/report.h"
 #include "lens/cmd.h"
 #include "view/view.h"
+#include "lens/heads.h"
+#include "view/heads_plot.h"
 
 #endif
