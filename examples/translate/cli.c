@@ -463,19 +463,10 @@ static int cmd_heads(int argc, char **argv) {
     lens_heads_print(&h, stdout, 0);
     char path[700], title[700];
     snprintf(path, sizeof path, "%s/heads.tsv", out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
-        rc = TR_EXIT_FAIL;
-    } else {
-        lens_heads_print(&h, f, 1);
-        if (fclose(f) != 0) {
-            fprintf(stderr, "%s heads: %s: %s\n", PROG, path, strerror(errno));
-            rc = TR_EXIT_FAIL;
-        } else {
-            printf("table: %s\n", path);
-        }
-    }
+    if (lens_heads_save_tsv(&h, path) != AG_OK)
+        rc = fail("heads", TR_EXIT_FAIL);
+    else
+        printf("table: %s\n", path);
     if (rc == 0 && !no_plot) {
         snprintf(path, sizeof path, "%s/heads.png", out);
         snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data,

@@ -4,6 +4,7 @@
  * Read next: ../view/heads_plot.c. */
 #include "heads.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,16 @@ void lens_heads_print(const LensHeadImportance *h, FILE *f, int tsv) {
                     h->kind[b] ? h->kind[b] : "", h->layer[b], k, h->loss_up[i], h->grad_score[i],
                     h->grad_raw[i]);
         }
+}
+
+int lens_heads_save_tsv(const LensHeadImportance *h, const char *path) {
+    AG_CHECK_ARG(h);
+    AG_CHECK_ARG(path);
+    FILE *f = fopen(path, "w");
+    if (!f) return ag_fail(AG_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    lens_heads_print(h, f, 1);
+    if (fclose(f) != 0) return ag_fail(AG_ERR_IO, "%s: %s", path, strerror(errno));
+    return AG_OK;
 }
 
 /* ---- patterns ---- */

@@ -33,7 +33,8 @@ typedef struct LensHeadBlock {
     MultiHeadAttention *attn;
 } LensHeadBlock;
 /* A seq2seq model's blocks in the order enc self 0..Le-1, dec self 0..Ld-1, dec cross
- * 0..Ld-1 (kinds "enc self", "dec self", "dec cross") into b; returns their count. */
+ * 0..Ld-1 (kinds "enc self", "dec self", "dec cross") into b (room for LENS_MAX_HEAD_BLOCKS);
+ * returns their count. */
 int lens_heads_seq2seq(Seq2Seq *m, LensHeadBlock *b);
 
 /* Batch i of n_batches (the same rows each time it is asked for): its loss, the mean over
@@ -70,6 +71,9 @@ void lens_heads_free(LensHeadImportance *h); /* h zeroed; a zeroed h is fine */
 /* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head, in
  * aligned columns or (tsv) tab-separated with %.6g values. */
 void lens_heads_print(const LensHeadImportance *h, FILE *f, int tsv);
+/* The tab-separated table (lens_heads_print's) written to path: AG_OK, or AG_ERR_IO naming the
+ * path and the reason ("PATH: cannot open for writing: ...") */
+int lens_heads_save_tsv(const LensHeadImportance *h, const char *path);
 
 /* ---- the patterns of one input ---- */
 /* One attention block's probabilities (NH, Tq, Tk) as float (malloc'd), its entry in the file

@@ -1112,6 +1112,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_heads_free, h, lens_heads_free(NULL))                                                   \
     X(lens_heads_print, h, lens_heads_print(NULL, stdout, 0))                                      \
     X(lens_heads_print, f, lens_heads_print(&LHI, NULL, 0))                                        \
+    X(lens_heads_save_tsv, h, lens_heads_save_tsv(NULL, "x.tsv"))                                  \
+    X(lens_heads_save_tsv, path, lens_heads_save_tsv(&LHI, NULL))                                  \
     X(lens_patterns_add, a, lens_patterns_add(NULL, "x", "t", 0, &T, 0, 0))                        \
     X(lens_patterns_add, name, lens_patterns_add(&LPS, NULL, "t", 0, &T, 0, 0))                    \
     X(lens_patterns_tokens, a, lens_patterns_tokens(NULL, "x", NULL, 0))                           \

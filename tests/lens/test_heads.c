@@ -3,13 +3,14 @@
  * every head, to the bit; the gradient column is the mean over batches of |d batch loss /
  * d gate| by central differences of the gate (float64: tight); each block's scores have L2 norm
  * 1; the gates, their tracking, the dropouts and the parameters' gradients are left as found; a
- * loss that is not finite and no batches are refused. The patterns' .npz: entries in order,
+ * loss that is not finite and no batches are refused; the table's file. The patterns' .npz: entries in order,
  * shapes, values and tokens; misuse aborts.
  * Not here: the program's command (tests/examples/test_translate_viz.c), the pictures
  * (tests/view/test_heads_plot.c). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attograd.h"
@@ -159,6 +160,22 @@ Test(lens_heads, masking_and_gradients_match_by_hand_and_leave_the_model_as_foun
     cr_assert_arr_eq(h.loss_up, h2.loss_up, 6 * NH * sizeof(double));
     cr_assert_arr_eq(h.grad_raw, h2.grad_raw, 6 * NH * sizeof(double));
     lens_heads_free(&h2);
+    /* the table as a file: a header and a line a head; a folder that is not there is named */
+    char dir[64], path[512];
+    ts_tmp_dir(dir, sizeof dir, "heads");
+    cr_assert_eq(lens_heads_save_tsv(&h, ts_join(path, dir, "heads.tsv")), AG_OK, "%s",
+                 ag_last_error());
+    char *tsv = ts_read_text(path, NULL);
+    const char *head = "block\tlayer\thead\tloss_increase\tgrad_score\tgrad_raw\n";
+    cr_assert(!strncmp(tsv, head, strlen(head)) && strstr(tsv, "\ndec cross\t1\t1\t"), "%s", tsv);
+    int lines = 0;
+    for (char *c = tsv; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1 + 6 * NH);
+    free(tsv);
+    cr_assert_eq(lens_heads_save_tsv(&h, ts_join(path, dir, "no/heads.tsv")), AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), "no/heads.tsv: cannot open for writing"), "%s",
+              ag_last_error());
+    ts_rm_tree(dir);
     lens_heads_free(&h);
     cr_assert(h.loss_up == NULL && h.n_blocks == 0);
     lens_heads_free(&h); /* a zeroed one is fine */
