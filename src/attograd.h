@@ -8,7 +8,8 @@
  * checkpoints, resume, the CSV and the loss plot), then lens (head detectors; the cache,
  * ablation and patching on the models' hook points; the logit lens and direct logit
  * attribution; the export to TransformerLens), and view (interactive pages: one offline HTML
- * file of attention, tokens, tables and runs). The kernels (tensor/kernels.h) are internal: a
+ * file of attention, tokens, tables and runs), and eval (a sequence-to-sequence model scored on
+ * a set of pairs: loss, hypotheses, exact match and BLEU). The kernels (tensor/kernels.h) are internal: a
  * program that calls one includes that header itself. */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -42,6 +43,7 @@
 #include "lens/report.h"
 #include "lens/cmd.h"
 #include "view/view.h"
+#include "eval/eval.h"
 #include "lens/heads.h"
 #include "view/heads_plot.h"
 

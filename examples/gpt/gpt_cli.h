@@ -21,11 +21,12 @@
 #define GP_PROG "attograd-gpt"
 
 /* ---- flags: a table of src/flag's Flag rows, "--name value" or "--name=value" ----
- * gp_parse parses argv[first..argc) into flags: AG_OK, or AG_ERR_ARG naming the flag and the
- * reason (unknown, no value, not a number, out of range); "--help" sets *help. gp_usage prints
- * the command's usage and the table. */
+ * A command reads argv[2..argc) with flag_parse_cmd (GP_PROG, its name, "[flags]", what it does):
+ * AG_OK, FLAG_HELP (the usage printed) or AG_ERR_ARG naming the flag and the reason. gp_parse
+ * (the same with *help set, AG_OK on --help) and gp_usage (the usage alone) are for the
+ * commands that print their usage themselves (readout.c, view.c). */
 int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help);
-void gp_usage(const char *cmd, const char *what, const Flag *flags, int n);
+#define gp_usage(cmd, what, flags, n) flag_usage(stdout, GP_PROG, cmd, "[flags]", what, flags, n)
 
 /* ---- the commands: each returns an exit code (RUN_EXIT_*) ---- */
 int gp_prepare(int argc, char **argv);
@@ -60,30 +61,34 @@ int gp_hf_export(const HfModel *g, const char *dir);
 /* rows from --prompt (one row) or --prompts FILE (a row per line, all of one length, each at
  * most block_size tokens); errors name the flag or the file and line */
 int gp_read_rows(const HfModel *g, const char *prompt, const char *file, LensRows *r);
-/* The flags the lens commands share, parsed with the command's own (extra): --ckpt, --prompt and
- * --prompts (parts & GP_LENS_ROWS), the command's, --good and --bad (parts & GP_LENS_METRIC),
- * --out, --threads. Returns AG_OK, an error (--ckpt and --out are required), or 1 after
- * printing --help. */
+/* What a lens command holds (src/lens/cmd.h's LensProgram's self): the input's flags (a.prompt,
+ * a.prompts; gp_view's also a.ckpt, a.out, a.threads), the model (dropout 0), its
+ * configuration as trained, the library's command (the rows, a tape, the model, its outputs) */
 typedef struct GpLensFlags {
-    const char *ckpt, *prompt, *prompts, *good, *bad, *out;
+    const char *ckpt, *prompt, *prompts, *out;
     int threads;
 } GpLensFlags;
-enum { GP_LENS_ROWS = 1, GP_LENS_METRIC = 2, GP_LENS_OUT_DIR = 4 };
-int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
-                  Flag *extra, int n_extra, int parts); /* sets extra[i].given */
-/* What a lens command holds: its flags, the model (dropout 0), its configuration as trained,
- * the library's command (src/lens/cmd.h: the rows, a tape, the model, its outputs). gp_lens_start
- * (rc: gp_lens_parse's; nothing loaded unless AG_OK) makes --out's folder (parts &
- * GP_LENS_OUT_DIR), loads --ckpt, reads the rows of --prompt or --prompts (parts &
- * GP_LENS_ROWS), sets --threads and makes the tape; gp_lens_end frees everything and
- * returns lens_cmd_end's exit code. */
 typedef struct GpLens {
     GpLensFlags a;
     HfModel g;
     GptConfig cfg;
     LensCmd c;
     Arena *step;
+    LensFlags f;   /* the common flags (gp_lens_parse) */
+    LensProgram p; /* gp_lens_program's (gp_lens_parse) */
 } GpLens;
+/* where the lens commands read a model by default: what `make gpt` writes */
+#define GP_DEFAULT_CKPT "build/gpt/run/best.npz"
+/* the LensProgram on l: loads --ckpt (or --model) and makes the tape, reads the rows of
+ * --prompt or --prompts, frees the model */
+LensProgram gp_lens_program(GpLens *l);
+/* lens_flags_parse into l->f with attograd-gpt's input flags: --model, and --prompt and
+ * --prompts with parts & GP_LENS_ROWS; sets l->p; argv[0..2): the program and the command */
+enum { GP_LENS_ROWS = 1 << 8 };
+int gp_lens_parse(GpLens *l, const LensUsage *u, int parts, Flag *own, int n_own, int argc,
+                  char **argv);
+/* gp_view's start (lens_cmd_start on a.ckpt, a.threads, the rows with parts & GP_LENS_ROWS;
+ * --out's folder not made) and end (lens_cmd_finish's exit code; cmd names the command) */
 int gp_lens_start(GpLens *l, int rc, int parts);
 int gp_lens_end(GpLens *l, int rc, const char *cmd);
 /* the checkpoint's model with dropout 0 (the runs are deterministic); *cfg: as trained */

@@ -5,9 +5,9 @@
  * from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot is
  * installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also what only
  * attograd-gpt's lens commands share (gpt_cli.h): the rows of --prompt and --prompts, the
- * flags, token texts, the library's LensCmd filled with the model.
- * Not here: the commands' runs, files, tables and exit codes, shared with attograd-translate's
- * (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
+ * input's flags, token texts, the LensProgram (the model loaded and freed, the rows read).
+ * Not here: the common flags, start and end, the commands' runs, files, tables and exit codes,
+ * shared with attograd-translate's (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
  * src/lens/cmd.h, docs/lens.md. */
 #include <errno.h>
 #include <math.h>
@@ -160,63 +160,65 @@ int gp_refail(int rc, const char *prefix) {
     return ag_fail(rc, "%s: %s", prefix, msg);
 }
 
-int gp_lens_parse(int argc, char **argv, const char *cmd, const char *what, GpLensFlags *c,
-                  Flag *extra, int n_extra, int parts) {
-    Flag fl[24] = {
-        FLAG_ROW("ckpt", FLAG_PATH, &c->ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
-        FLAG_ROW("model", FLAG_PATH, &c->ckpt, "DIR",
-                 "a Hugging Face folder instead (docs/hf.md)")};
-    int n = 2;
-    if (parts & GP_LENS_ROWS) {
-        fl[n++] =
-            (Flag)FLAG_ROW("prompt", FLAG_PATH, &c->prompt, "TEXT", "the text to run (one row)");
-        fl[n++] = (Flag)FLAG_ROW("prompts", FLAG_PATH, &c->prompts, NULL,
-                                 "a file: one row a line, all as many tokens");
-    }
-    AG_CHECK(n_extra <= 16, "parse: %d flags", n_extra);
-    int n0 = n;
-    for (int i = 0; i < n_extra; i++) fl[n++] = extra[i];
-    if (parts & GP_LENS_METRIC) {
-        fl[n++] = (Flag)FLAG_ROW("good", FLAG_PATH, &c->good, "TOKEN",
-                                 "logit-diff: the token whose logit counts +");
-        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_PATH, &c->bad, "TOKEN",
-                                 "logit-diff: the token whose logit counts -");
-    }
-    fl[n++] =
-        (Flag)FLAG_ROW("out", FLAG_PATH, &c->out, NULL, "the .npz to write (and a .png beside it)");
-    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &c->threads, NULL,
-                             "0: the CPUs (OMP_NUM_THREADS)", 0, 1024);
-    int rc = lens_cmd_parse(GP_PROG, cmd, "[flags]", what, fl, n, argc - 2, argv + 2, NULL, NULL);
-    for (int i = 0; i < n_extra; i++) extra[i].given = fl[n0 + i].given;
-    if (rc == FLAG_HELP) return 1;
-    if (rc == AG_OK && (!c->ckpt || !c->out))
-        rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out FILE are required");
-    if (rc == AG_OK && !c->good != !c->bad)
-        rc = ag_fail(AG_ERR_ARG, "--good and --bad go together");
-    return rc;
-}
-
-int gp_lens_start(GpLens *l, int rc, int parts) {
-    if (rc == AG_OK && (parts & GP_LENS_OUT_DIR)) rc = run_out_file_dir(l->a.out);
-    if (rc == AG_OK) rc = gp_lens_load(&l->g, l->a.ckpt, &l->cfg);
-    if (rc == AG_OK && (parts & GP_LENS_ROWS))
-        rc = gp_read_rows(&l->g, l->a.prompt, l->a.prompts, &l->c.r);
-    if (rc == AG_OK) ag_threads_use(l->a.threads);
+/* LensProgram's callbacks on a GpLens (self) */
+static int load(void *self, const LensFlags *f, LensCmd *c) {
+    GpLens *l = self;
+    int rc = gp_lens_load(&l->g, f->ckpt, &l->cfg);
     l->step = arena_new("step", 0);
-    l->c.t = ag_tape_new(l->step);
-    l->c.prog = GP_PROG, l->c.ckpt = l->a.ckpt, l->c.one_token = one_token;
-    l->c.rp = (LensReport){GP_PROG, ex_plot_heatmap, token_text, &l->g};
-    if (l->g.arena) l->c.lm = lens_gpt(&l->g.m), l->c.ro = lens_readout_gpt(&l->g.m);
+    c->t = ag_tape_new(l->step);
+    c->one_token = one_token;
+    c->rp = (LensReport){GP_PROG, ex_plot_heatmap, token_text, &l->g};
+    if (rc == AG_OK) c->lm = lens_gpt(&l->g.m), c->ro = lens_readout_gpt(&l->g.m);
     return rc;
 }
 
-int gp_lens_end(GpLens *l, int rc, const char *cmd) {
-    l->c.prog = GP_PROG, l->c.name = cmd; /* also when not started (--help, refused flags) */
-    int code = lens_cmd_end(&l->c, rc);
+static int rows(void *self, const LensFlags *f, LensRows *r) {
+    (void)f;
+    GpLens *l = self;
+    return gp_read_rows(&l->g, l->a.prompt, l->a.prompts, r);
+}
+
+static void free_model(void *self) {
+    GpLens *l = self;
     if (l->c.t) ag_tape_free(l->c.t);
     if (l->step) arena_free(l->step);
     hf_model_free(&l->g);
-    return code;
+    l->c.t = NULL, l->step = NULL;
+}
+
+LensProgram gp_lens_program(GpLens *l) {
+    return (LensProgram){.prog = GP_PROG,
+                         .ckpt = GP_DEFAULT_CKPT,
+                         .unit = "TOKEN",
+                         .self = l,
+                         .out_dir = run_out_file_dir,
+                         .load = load,
+                         .rows = rows,
+                         .free = free_model};
+}
+
+int gp_lens_parse(GpLens *l, const LensUsage *u, int parts, Flag *own, int n_own, int argc,
+                  char **argv) {
+    Flag in[] = {FLAG_ROW("model", FLAG_PATH, &l->f.ckpt, "DIR",
+                          "a Hugging Face folder instead (docs/hf.md)"),
+                 FLAG_ROW("prompt", FLAG_PATH, &l->a.prompt, "TEXT", "the text to run (one row)"),
+                 FLAG_ROW("prompts", FLAG_PATH, &l->a.prompts, "FILE",
+                          "a file: one row a line, all as many tokens")};
+    l->p = gp_lens_program(l);
+    return lens_flags_parse(&l->p, u, parts, &l->f, in, (parts & GP_LENS_ROWS) ? 3 : 1, own, n_own,
+                            argc - 2, argv + 2);
+}
+
+int gp_lens_start(GpLens *l, int rc, int parts) { /* gp_view's: no --out folder */
+    LensFlags f = {.ckpt = l->a.ckpt, .threads = l->a.threads, .prog = GP_PROG, .name = "view"};
+    LensProgram p = gp_lens_program(l);
+    p.out_dir = NULL;
+    return lens_cmd_start(&l->c, &p, &f, rc, parts & GP_LENS_ROWS);
+}
+
+int gp_lens_end(GpLens *l, int rc, const char *cmd) {
+    LensProgram p = gp_lens_program(l);
+    return lens_cmd_finish(&l->c, &p, &(LensFlags){.name = cmd, .loaded = 1}, rc);
 }
 
 /* ---- cache ---- */
@@ -273,31 +275,30 @@ int gp_cache(int argc, char **argv) {
         FLAG_NUM("max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
                  "the memory a cache may take (half the RAM)", 1, 1e18),
     };
-    int rc = gp_lens_parse(
-        argc, argv, "cache",
-        "runs the model on the prompt(s) and writes the activations at the hook points "
-        "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
-        "config; with --good and --bad also\nthe gradients of the logit difference "
-        "(last position) as <name>.grad",
-        &l.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return RUN_EXIT_OK;
-    const char *good = l.a.good;
+    LensUsage u = {"cache", "[flags]",
+                   "runs the model on the prompt(s) and writes the activations at the hook points "
+                   "(docs/lens.md)\nto one .npz under their names, with tokens, token_strs and "
+                   "config; with --good and --bad also\nthe gradients of the logit difference "
+                   "(--pos, the last) as <name>.grad",
+                   "the .npz to write"};
+    int rc = gp_lens_parse(&l, &u, GP_LENS_ROWS | LENS_FLAGS_GOOD_BAD | LENS_FLAGS_POS, fl, 2, argc,
+                           argv);
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
-    if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, good != NULL, max_bytes);
-    if (rc == AG_OK && good)
-        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", good, l.a.bad, -1, &mt);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
+    if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, l.f.good != NULL, max_bytes);
+    if (rc == AG_OK && l.f.good)
+        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", l.f.good, l.f.bad, l.f.pos, &mt);
     if (rc == AG_OK)
-        rc = lens_cmd_cache(&l.c, hooks, good ? &mt.mt : NULL, (LensRunInfo){.cfg = &l.cfg},
-                            l.a.out);
+        rc = lens_cmd_cache(&l.c, hooks, l.f.good ? &mt.mt : NULL, (LensRunInfo){.cfg = &l.cfg},
+                            l.f.out);
     lens_owned_metric_free(&mt);
-    return gp_lens_end(&l, rc, "cache");
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 /* ---- ablate ---- */
 
 int gp_ablate(int argc, char **argv) {
-    const char *hook = "blocks.*.attn.hook_z", *mode = "zero", *metric = "loss";
+    const char *hook = "blocks.*.attn.hook_z", *mode = "zero";
     FlagInts positions = {0};
     GpLens l = {0};
     Flag fl[] = {
@@ -305,39 +306,38 @@ int gp_ablate(int argc, char **argv) {
         FLAG_ROW("mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)"),
         FLAG_NUM("positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)",
                  0, 1 << 16),
-        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME", "loss, or logit-diff (--good, --bad)"),
     };
-    int rc =
-        gp_lens_parse(argc, argv, "ablate",
-                      "ablates each head (or each point without heads) of the matching points in "
-                      "turn and writes\nthe metric of every run: values (point, head), base, "
-                      "points, axes",
-                      &l.a, fl, 4, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return RUN_EXIT_OK;
+    LensUsage u = {"ablate", "[flags]",
+                   "ablates each head (or each point without heads) of the matching points in "
+                   "turn and writes\nthe metric of every run: values (point, head), base, "
+                   "points, axes",
+                   "the .npz to write (and a .png beside it)"};
+    int rc = gp_lens_parse(&l, &u, GP_LENS_ROWS | LENS_FLAGS_METRIC, fl, 3, argc, argv);
     LensAblateMode am = LENS_ZERO;
     if (rc == AG_OK && strcmp(mode, "mean") == 0)
         am = LENS_MEAN;
     else if (rc == AG_OK && strcmp(mode, "zero") != 0)
         rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
+    const char *metric = lens_flags_metric(&l.f);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &mt);
     int *pos = ex_malloc(((size_t)l.c.r.T + 1) * sizeof(int)), n_pos = 0;
     if (rc == AG_OK) rc = positions_in(&positions, l.c.r.T, pos, &n_pos);
     if (rc == AG_OK && am == LENS_MEAN && l.c.r.B == 1)
         fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
                                 "--prompts FILE for a batch)\n");
-    if (rc == AG_OK) rc = lens_cmd_ablate(&l.c, hook, am, pos, n_pos, &mt.mt, metric, l.a.out);
+    if (rc == AG_OK) rc = lens_cmd_ablate(&l.c, hook, am, pos, n_pos, &mt.mt, metric, l.f.out);
     free(pos);
     lens_owned_metric_free(&mt);
-    return gp_lens_end(&l, rc, "ablate");
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 /* ---- patch ---- */
 
 int gp_patch(int argc, char **argv) {
     const char *clean = NULL, *corrupt = NULL, *hook = "blocks.*.hook_resid_pre";
-    const char *by = "position", *metric = "logit-diff";
+    const char *by = "position";
     int attribution = 0;
     GpLens l = {0};
     Flag fl[] = {
@@ -345,18 +345,16 @@ int gp_patch(int argc, char **argv) {
         FLAG_ROW("corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens"),
         FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)"),
         FLAG_ROW("by", FLAG_PATH, &by, "NAME", "position, head or head-position"),
-        FLAG_ROW("metric", FLAG_PATH, &metric, "NAME",
-                 "logit-diff (--good, --bad) or loss (clean's)"),
         FLAG_SW("attribution", &attribution, "attribution patching (1 fwd+bwd)"),
     };
-    int rc = gp_lens_parse(argc, argv, "patch",
-                           "patches the clean run's activation into the corrupted run, one (point, "
-                           "position / head)\nat a time, and writes the metric of each run (or its "
-                           "first-order estimate, --attribution)",
-                           &l.a, fl, 6, GP_LENS_METRIC);
-    if (rc == 1) return RUN_EXIT_OK;
+    LensUsage u = {"patch", "[flags]",
+                   "patches the clean run's activation into the corrupted run, one (point, "
+                   "position / head)\nat a time, and writes the metric of each run (or its "
+                   "first-order estimate, --attribution)",
+                   "the .npz to write (and a .png beside it)"};
+    int rc = gp_lens_parse(&l, &u, LENS_FLAGS_METRIC, fl, 5, argc, argv);
     if (rc == AG_OK && (!clean || !corrupt))
-        rc = ag_fail(AG_ERR_ARG, "--clean TEXT and --corrupt TEXT are required");
+        rc = lens_flags_refuse(&l.f, "--clean TEXT and --corrupt TEXT are required");
     LensAxes axes = LENS_BY_POS;
     if (rc == AG_OK && strcmp(by, "head") == 0)
         axes = LENS_BY_HEAD;
@@ -366,13 +364,14 @@ int gp_patch(int argc, char **argv) {
         rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
     LensRows corr = {0}; /* l.c.r: the clean row */
     LensOwnedMetric mt = {0};
-    rc = gp_lens_start(&l, rc, GP_LENS_OUT_DIR);
+    const char *metric = lens_flags_metric(&l.f);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 0);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.c.r);
     if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.a.good, l.a.bad, -1, &mt);
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &mt);
     if (rc == AG_OK)
-        rc = lens_cmd_patch(&l.c, &corr, hook, axes, attribution, &mt.mt, metric, l.a.out);
+        rc = lens_cmd_patch(&l.c, &corr, hook, axes, attribution, &mt.mt, metric, l.f.out);
     lens_owned_metric_free(&mt);
     lens_rows_free(&corr);
-    return gp_lens_end(&l, rc, "patch");
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }

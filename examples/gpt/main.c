@@ -12,11 +12,6 @@ int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help) {
     return *help ? AG_OK : rc;
 }
 
-void gp_usage(const char *cmd, const char *what, const Flag *flags, int n) {
-    printf("usage: " GP_PROG " %s [flags]\n%s\n\nflags (default) [range]:\n", cmd, what);
-    flag_help(stdout, flags, n);
-}
-
 static void usage(void) {
     printf("usage: " GP_PROG " COMMAND [flags]   (docs/gpt.md)\n\n"
            "  prepare   a text -> DIR/tokenizer, DIR/train.bin, DIR/valid.bin\n"

@@ -89,12 +89,11 @@ int gp_prepare(int argc, char **argv) {
         {"model", FLAG_PATH, &model, "DIR",
          "the tokenizer of a Hugging Face folder (for train --init-from DIR)", 0, 0, NULL, 0},
     };
-    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
-    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
-    if (help) {
-        gp_usage("prepare", "a text -> OUT/tokenizer, OUT/train.bin, OUT/valid.bin", fl, n_fl);
-        return RUN_EXIT_OK;
-    }
+    int n_fl = (int)(sizeof fl / sizeof fl[0]);
+    int rc = flag_parse_cmd(GP_PROG, "prepare", "[flags]",
+                            "a text -> OUT/tokenizer, OUT/train.bin, OUT/valid.bin", fl, n_fl,
+                            argc - 2, argv + 2, NULL, NULL);
+    if (rc == FLAG_HELP) return RUN_EXIT_OK;
     if (rc == AG_OK && !out) rc = ag_fail(AG_ERR_ARG, "--out DIR is required");
     if (rc == AG_OK && !!input == !!shakespeare)
         rc = ag_fail(AG_ERR_ARG, "give one of --input FILE and --shakespeare");

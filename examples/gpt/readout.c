@@ -32,19 +32,18 @@ int gp_detect(int argc, char **argv) {
         FLAG_SW("exclude-current", &exclude_current,
                 "leave the query's own key out of the attention mass"),
     };
-    int rc = gp_lens_parse(argc, argv, "detect",
-                           "scores every head as a previous-token, duplicate-token and induction "
-                           "head (the share of its\nattention on the pattern's positions, "
-                           "TransformerLens's detect_head) on the prompt(s), or\nwithout "
-                           "prompts on rows of random tokens repeated; writes scores (kind, "
-                           "layer, head)",
-                           &lc.a, fl, 6, GP_LENS_ROWS);
-    if (rc == 1) return RUN_EXIT_OK;
+    LensUsage u = {"detect", "[flags]",
+                   "scores every head as a previous-token, duplicate-token and induction head (the "
+                   "share of its\nattention on the pattern's positions, TransformerLens's "
+                   "detect_head) on the prompt(s), or\nwithout prompts on rows of random tokens "
+                   "repeated; writes scores (kind, layer, head)",
+                   "the .npz to write (and a .png beside it)"};
+    int rc = gp_lens_parse(&lc, &u, GP_LENS_ROWS, fl, 6, argc, argv);
     int generated = !lc.a.prompt && !lc.a.prompts;
     if (rc == AG_OK && !generated && (fl[0].given || fl[1].given || fl[2].given || fl[3].given))
         rc = ag_fail(AG_ERR_ARG, "--repeat, --length, --batch and --seed make rows: not with "
                                  "--prompt or --prompts");
-    rc = gp_lens_start(&lc, rc, (generated ? 0 : GP_LENS_ROWS) | GP_LENS_OUT_DIR);
+    rc = lens_cmd_start(&lc.c, &lc.p, &lc.f, rc, !generated);
     if (rc == AG_OK && generated) {
         int T = length ? length : lc.cfg.block_size, L = repeat ? repeat : T / 2;
         if (T > lc.cfg.block_size)
@@ -117,25 +116,25 @@ int gp_detect(int argc, char **argv) {
         npz_add_bytes(w, "axes", "kind,layer,head", strlen("kind,layer,head"));
         npz_add_i32(w, "tokens", 2, (int64_t[]){lc.c.r.B, lc.c.r.T}, tok);
         npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-        if ((rc = npz_write(w, lc.a.out, 0, NULL)) == AG_ERR_RANGE)
+        if ((rc = npz_write(w, lc.f.out, 0, NULL)) == AG_ERR_RANGE)
             rc = lens_cmd_not_finite(&lc.c, rc);
         npz_writer_free(w);
         free(tok);
     }
     if (rc == AG_OK) {
-        printf("%s: scores (kind, layer, head)\n", lc.a.out);
+        printf("%s: scores (kind, layer, head)\n", lc.f.out);
         char **yl = ex_calloc((size_t)K * L, sizeof(char *));
         for (int k = 0; k < K; k++)
             for (int l = 0; l < L; l++) {
                 yl[k * L + l] = ex_malloc(48);
                 snprintf(yl[k * L + l], 48, "%s L%d", lens_head_kind_name((LensHeadKind)k), l);
             }
-        lens_report_heatmap(&lc.c.rp, lc.a.out, ".png",
+        lens_report_heatmap(&lc.c.rp, lc.f.out, ".png",
                             "head detectors: share of attention on the pattern", scores, K * L, NH,
                             yl, lens_labels_numbers(NH), 1);
     }
     free(scores);
-    return gp_lens_end(&lc, rc, "detect");
+    return lens_cmd_finish(&lc.c, &lc.p, &lc.f, rc);
 }
 
 /* ---- lens ---- */
@@ -150,21 +149,21 @@ int gp_lens(int argc, char **argv) {
         FLAG_NUM("pos", FLAG_INT, &pos, NULL, "the position read (-1: the last)", -(1 << 20),
                  1 << 20),
     };
-    int rc = gp_lens_parse(argc, argv, "lens",
-                           "the logit lens (the residual stream after the embeddings and after "
-                           "every block, through\nthe final norm and the head) and direct logit "
-                           "attribution (every head, attention bias,\nMLP and embedding, read "
-                           "with the final norm's scale: the parts sum to the logit) of\n--token's "
-                           "logit, or of logit(--good) - logit(--bad)",
-                           &lc.a, fl, 2, GP_LENS_ROWS | GP_LENS_METRIC);
-    if (rc == 1) return RUN_EXIT_OK;
-    if (rc == AG_OK && !token == !lc.a.good)
-        rc = ag_fail(AG_ERR_ARG, "give --token TOKEN, or --good TOKEN --bad TOKEN");
-    rc = gp_lens_start(&lc, rc, GP_LENS_ROWS | GP_LENS_OUT_DIR);
+    LensUsage u = {"lens", "[flags]",
+                   "the logit lens (the residual stream after the embeddings and after every "
+                   "block, through\nthe final norm and the head) and direct logit attribution "
+                   "(every head, attention bias,\nMLP and embedding, read with the final norm's "
+                   "scale: the parts sum to the logit) of\n--token's logit, or of logit(--good) - "
+                   "logit(--bad)",
+                   "the .npz to write (and .png, _lens.png beside it)"};
+    int rc = gp_lens_parse(&lc, &u, GP_LENS_ROWS | LENS_FLAGS_GOOD_BAD, fl, 2, argc, argv);
+    if (rc == AG_OK && !token == !lc.f.good)
+        rc = lens_flags_refuse(&lc.f, "give --token TOKEN, or --good TOKEN --bad TOKEN");
+    rc = lens_cmd_start(&lc.c, &lc.p, &lc.f, rc, 1);
     if (rc == AG_OK)
-        rc = lens_cmd_logit(&lc.c, token ? token : lc.a.good, token ? "token" : "good", lc.a.bad,
-                            pos, lc.a.out);
-    return gp_lens_end(&lc, rc, "lens");
+        rc = lens_cmd_logit(&lc.c, token ? token : lc.f.good, token ? "token" : "good", lc.f.bad,
+                            pos, lc.f.out);
+    return lens_cmd_finish(&lc.c, &lc.p, &lc.f, rc);
 }
 
 /* ---- export ---- */

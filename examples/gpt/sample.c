@@ -63,12 +63,11 @@ int gp_sample(int argc, char **argv) {
         {"max-tokens", FLAG_INT, &max_tokens, NULL, "tokens to add", 0, 1 << 24, NULL, 0},
         {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
-    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
-    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
-    if (help) {
-        gp_usage("sample", "continues a prompt, streaming the tokens to stdout", fl, n_fl);
-        return RUN_EXIT_OK;
-    }
+    int n_fl = (int)(sizeof fl / sizeof fl[0]);
+    int rc = flag_parse_cmd(GP_PROG, "sample", "[flags]",
+                            "continues a prompt, streaming the tokens to stdout", fl, n_fl,
+                            argc - 2, argv + 2, NULL, NULL);
+    if (rc == FLAG_HELP) return RUN_EXIT_OK;
     if (rc == AG_OK && !ckpt) rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) is required");
     char *text = NULL;
     size_t n = 0;
@@ -146,12 +145,11 @@ int gp_eval(int argc, char **argv) {
         {"batch|batch-size", FLAG_INT, &batch, NULL, "windows a forward pass", 1, 1 << 16, NULL, 0},
         {"threads", FLAG_INT, &threads, NULL, "0: the CPUs (OMP_NUM_THREADS)", 0, 1024, NULL, 0},
     };
-    int n_fl = (int)(sizeof fl / sizeof fl[0]), help;
-    int rc = gp_parse(argc, argv, 2, fl, n_fl, &help);
-    if (help) {
-        gp_usage("eval", "the loss over the whole of DATA/valid.bin, and bits per byte", fl, n_fl);
-        return RUN_EXIT_OK;
-    }
+    int n_fl = (int)(sizeof fl / sizeof fl[0]);
+    int rc = flag_parse_cmd(GP_PROG, "eval", "[flags]",
+                            "the loss over the whole of DATA/valid.bin, and bits per byte", fl,
+                            n_fl, argc - 2, argv + 2, NULL, NULL);
+    if (rc == FLAG_HELP) return RUN_EXIT_OK;
     if (rc == AG_OK && (!ckpt || !data))
         rc = ag_fail(AG_ERR_ARG, "--ckpt (or --model) and --data are required");
     HfModel g = {0};

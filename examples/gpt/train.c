@@ -606,12 +606,11 @@ int gp_train(int argc, char **argv) {
     }
     g->fl = fl, g->n_fl = n;
     int code;
-    if (flag_parse(fl, n, argc - 2, argv + 2, NULL, NULL) == FLAG_HELP) {
-        gp_usage("train", "trains a GPT on DATA (prepare's folder)", fl, n);
+    if (flag_parse_cmd(GP_PROG, "train", "[flags]", "trains a GPT on DATA (prepare's folder)", fl,
+                       n, argc - 2, argv + 2, NULL, NULL) == FLAG_HELP)
         code = RUN_EXIT_OK;
-    } else {
+    else
         code = run_main(r, fl, n, argc, argv);
-    }
     if (g->built) nn_gpt_free(&g->m);
     run_loop_free(r);
     txt_any_free(&g->text);

@@ -283,42 +283,33 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
                      1,
                      mk.p};
     view_plot(&b, &four);
-    const struct {
-        const char *name;
-        const ViewPlot *p;
-        int n, height;
-    } png[] = {{"curves.png", pl, 2, 760},
-               {"measures.png", pl + 2, 1, 480},
-               {"neurons.png", pl + 3, 2, 760},
-               {"fourier.png", &four, 1, 480}};
-    char path[1200];
-    for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, png[i].name);
-        if (view_plot_png(path, png[i].p, png[i].n, 900, png[i].height) != RUN_PLOT_DRAWN)
-            fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
-    }
+    const ViewPng png[] = {{"curves.png", pl, 2, 900, 760},
+                           {"measures.png", pl + 2, 1, 900, 480},
+                           {"neurons.png", pl + 3, 2, 900, 760},
+                           {"fourier.png", &four, 1, 900, 480}};
+    view_plot_pngs(dir, png, 4, PROG " analyze", NULL, 0);
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
-    view_raw(&b, "],\"tables\":[{\"name\":\"Fourier norms\",\"title\":\"Fourier norms of the "
-                 "embedding, a row a checkpoint (key frequencies: *)\",\"rows\":[");
-    for (int i = 0; i < n; i++) {
-        char lab[40];
-        snprintf(lab, sizeof lab, "step %lld", (long long)steps[i]);
-        if (i) view_raw(&b, ",");
-        view_str(&b, lab, strlen(lab));
+    char(*lab)[24] = malloc((size_t)(n + K) * sizeof *lab);
+    const char **labs = malloc((size_t)(n + K) * sizeof *labs);
+    AG_CHECK(lab && labs, PROG ": out of memory");
+    for (int i = 0; i < n + K; i++) {
+        int key = 0, k = i - n + 1;
+        for (int j = 0; j < nk; j++) key |= keys[j] == k;
+        if (i < n)
+            snprintf(lab[i], sizeof lab[i], "step %lld", (long long)steps[i]);
+        else
+            snprintf(lab[i], sizeof lab[i], "%d%s", k, key ? "*" : "");
+        labs[i] = lab[i];
     }
-    view_raw(&b, "],\"cols\":[");
-    for (int k = 1; k <= K; k++) {
-        char lab[16];
-        int key = 0;
-        for (int i = 0; i < nk; i++) key |= keys[i] == k;
-        snprintf(lab, sizeof lab, "%d%s", k, key ? "*" : "");
-        if (k > 1) view_raw(&b, ",");
-        view_str(&b, lab, strlen(lab));
-    }
-    view_raw(&b, "],\"values\":");
-    view_nums(&b, fnorms, (size_t)n * K);
-    view_raw(&b, "}]");
+    view_raw(&b, "],\"tables\":[");
+    view_table(&b, &(ViewTable){"Fourier norms",
+                                "Fourier norms of the embedding, a row a checkpoint (key "
+                                "frequencies: *)",
+                                labs, labs + n, n, K, fnorms});
+    view_raw(&b, "]");
+    free(lab), free(labs);
+    char path[1200];
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
     snprintf(path, sizeof path, "%s/log.csv", dir);
     int runs = access(path, F_OK) == 0;
@@ -443,19 +434,7 @@ static int analyze(int argc, char **argv) {
         rc = npz_write(nw, path, 6, NULL);
         npz_writer_free(nw);
         snprintf(path, sizeof path, "%s/progress.csv", out);
-        FILE *f; /* a temporary file renamed over it, as the library writes (src/io/file.h) */
-        char *tmp;
-        if (rc == AG_OK && (rc = io_fopen_write(path, &f, &tmp)) == AG_OK) {
-            fprintf(f, "step");
-            for (int c = 0; c < N_COLS; c++) fprintf(f, ",%s", col_names[c]);
-            fprintf(f, "\n");
-            for (int i = 0; i < n; i++) {
-                fprintf(f, "%lld", (long long)steps[i]);
-                for (int c = 0; c < N_COLS; c++) fprintf(f, ",%.6g", AT(c, i));
-                fprintf(f, "\n");
-            }
-            rc = io_fclose_replace(f, tmp, path);
-        }
+        if (rc == AG_OK) rc = run_records_csv(path, steps, n, col_names, v, N_COLS);
         if (rc != AG_OK) fprintf(stderr, PROG " analyze: %s\n", ag_last_error());
     }
     if (rc == AG_OK) {

@@ -3,7 +3,7 @@
  * unembedding; no MLP, no LayerNorm) trained on sequences whose random prefix repeats
  * (main.c) on the library's run loop (train.c), with the loss on the repeated positions and
  * every head's induction and previous-token scores (src/lens/detect.h) recorded as it trains
- * (record.c), written to .npz and CSV files and drawn by gnuplot (plot.c).
+ * (record.c), written to .npz and CSV files, an offline HTML page and its pictures (plot.c).
  * Not here: the detectors themselves (src/lens/detect.c). Read next: model.c. */
 #ifndef AG_INDUCTION_H
 #define AG_INDUCTION_H
@@ -124,10 +124,11 @@ void ind_run_free(IndRun *x);
 /* files.c: induction.npz, curves.csv, heads.csv, positions.csv in o->out */
 int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
                     const int *eval_prefix);
-/* plot.c: loss.png, scores.png, loss_positions.png, patterns_<name>.png (gnuplot; skipped
- * without it). Returns the number of pictures drawn and appends ", NAME.png" to drawn (a string
- * of size n) for each; a skip or failure is said on stderr. */
-int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
-             char *drawn, size_t n);
+/* plot.c: induction.html (the curves, the loss per position, the patterns after training and
+ * both runs' log.csv in one offline page: src/view) and, with gnuplot, loss.png, scores.png,
+ * loss_positions.png, patterns_<name>.png. Appends ", NAME" to drawn (a string of size n) for
+ * the page and each picture; a picture skipped or failed is said on stderr. AG_OK, or the
+ * page's error (naming its path). */
+int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn, size_t n);
 
 #endif

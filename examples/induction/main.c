@@ -1,7 +1,7 @@
 /* main.c: attograd-induction, the induction-head experiment of `make induction`
  * (docs/induction.md): trains the 2-layer attention-only model and then the 1-layer control
  * on the same data, each a run of the library's loop (train.c: OUT/two_layer/, OUT/one_layer/;
- * `--out DIR --resume` continues both), writes the records and the pictures, and prints the summary: the step where the loss on the predictable positions falls
+ * `--out DIR --resume` continues both), writes the records, the page induction.html and the pictures, and prints the summary: the step where the loss on the predictable positions falls
  * below 1.0, the head with the highest induction score (and the previous-token head that feeds
  * it), and the control's highest induction score. Errors in flags or files exit 2 naming the
  * flag or the path. Read next: model.c. */
@@ -56,12 +56,12 @@ static int report(const IndRun *runs, int n) {
     const IndOptions *o = &runs[0].o;
     IndRecord recs[2];
     for (int i = 0; i < n; i++) recs[i] = runs[i].rec;
-    if (ind_write_files(o, recs, n, runs[0].eval_tokens, runs[0].eval_prefix) != AG_OK) {
+    char drawn[512] = "";
+    if (ind_write_files(o, recs, n, runs[0].eval_tokens, runs[0].eval_prefix) != AG_OK ||
+        ind_plot(o, recs, n, drawn, sizeof drawn) != AG_OK) {
         fprintf(stderr, PROG ": %s\n", ag_last_error());
         return RUN_EXIT_USAGE;
     }
-    char drawn[512] = "";
-    ind_plot(o, recs, n, runs[0].eval_tokens, drawn, sizeof drawn);
     const IndRecord *two = &recs[0];
     int L, H, pl, ph;
     double best = ind_best_head(two, two->induction, &L, &H);
@@ -118,9 +118,9 @@ int main(int argc, char **argv) {
     ind_run_init(&runs[0], "two_layer", 2, NULL);
     int rc = ind_run_main(&runs[0], argc, argv), n = 1;
     if (help) {
-        printf("Writes DIR/induction.npz, curves.csv, heads.csv, positions.csv and, with "
-               "gnuplot,\nloss.png, scores.png, patterns_two_layer.png, "
-               "patterns_one_layer.png.\n");
+        printf("Writes DIR/induction.npz, curves.csv, heads.csv, positions.csv, induction.html "
+               "(the\ncurves in a browser, offline) and, with gnuplot, loss.png, scores.png,\n"
+               "loss_positions.png, patterns_two_layer.png, patterns_one_layer.png.\n");
     } else if (rc == RUN_EXIT_OK && runs[0].o.control) {
         ind_run_init(&runs[1], "one_layer", 1, &runs[0]);
         runs[1].fresh_if_missing = 1;

@@ -1,132 +1,30 @@
-/* plot.c: the experiment's pictures, gnuplot scripts with their data inline drawn through the
- * library's run_plot_script (run_gp_script_draw, src/run/run_gp.c: NAME.gp kept next to
- * NAME.png; without gnuplot nothing is drawn and the data files are all there is).
+/* plot.c: the experiment's page and pictures. OUT/induction.html (src/view: one offline page)
+ * holds the curves as plots, the loss per position and the patterns after training as tables,
+ * and both runs' log.csv; the pictures are the page's plots drawn by gnuplot (view_plot_pngs)
+ * and two heatmaps (src/run/run_gp.c), each with its script (data inline) as NAME.gp:
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
  *   scores.png             every head's induction score (top) and previous-token score (bottom)
  *                          against the step, the 2-layer model's heads and the control's
  *   loss_positions.png     the 2-layer model's loss at each position (across) at each record
- *                          (down): the repeated part turns dark as the induction head forms
+ *                          (down): the repeated part turns pale as the induction head forms
  *   patterns_<name>.png    each head's pattern on evaluation sequence 0, before training (top
  *                          row) and after (bottom row)
- * Not here: the numbers (record.c, files.c). */
+ * Without gnuplot the page and the data files are all there is. Not here: the numbers
+ * (record.c, files.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "induction.h"
-
-/* $<name> << EOD: step and one column per series of (R, n) values */
-static void data_block(FILE *f, const char *name, const IndRecord *x, const double *v, int n) {
-    fprintf(f, "$%s << EOD\n", name);
-    for (int r = 0; r < x->R; r++) {
-        fprintf(f, "%lld", (long long)x->step[r]);
-        for (int k = 0; k < n; k++) fprintf(f, " %.6g", v[(size_t)r * n + k]);
-        fprintf(f, "\n");
-    }
-    fprintf(f, "EOD\n");
-}
-
-static int plot_loss(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    RunGpScript s;
-    run_gp_script_begin(&s, 900, 520);
-    FILE *f = s.f;
-    data_block(f, "P2", &recs[0], recs[0].loss_pred, 1);
-    data_block(f, "O2", &recs[0], recs[0].loss_other, 1);
-    if (n_recs > 1) data_block(f, "P1", &recs[1], recs[1].loss_pred, 1);
-    fprintf(f, "set title 'loss on the predictable (repeated) positions, evaluation batch'\n"
-               "set xlabel 'step'\nset ylabel 'cross-entropy (nats)'\nset grid\n"
-               "set yrange [0:*]\nset key top right\n"
-               "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 3 lc rgb 'gray40'\n"
-               "plot $P2 using 1:2 with lines lw 2 lc rgb '#1f77b4' title '2-layer, predictable', "
-               "$O2 using 1:2 with lines lw 1 dt 2 lc rgb '#1f77b4' title '2-layer, other "
-               "positions'");
-    if (n_recs > 1)
-        fprintf(f, ", $P1 using 1:2 with lines lw 2 lc rgb '#d62728' title '1-layer control, "
-                   "predictable'");
-    fprintf(f, ", %g with lines dt 3 lc rgb 'gray50' title 'ln(vocab)'\n", log((double)o->vocab));
-    return run_gp_script_draw(&s, o->out, "loss.png", "attograd-induction");
-}
-
-static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-
-static void score_panel(FILE *f, const IndRecord *recs, int n_recs, int prev, double y0,
-                        double y1) {
-    const char *what = prev ? "previous-token" : "induction";
-    fprintf(f, "set tmargin at screen %.3f\nset bmargin at screen %.3f\n", y1, y0);
-    fprintf(f, "set title '%s score of every head (TransformerLens detect_head, \"mul\")'\n", what);
-    fprintf(f, "set ylabel '%s score'\nset yrange [0:1]\n", what);
-    fprintf(f, "plot ");
-    int first = 1;
-    for (int m = 0; m < n_recs; m++) {
-        const IndRecord *x = &recs[m];
-        for (int k = 0; k < x->n_layer * x->NH; k++) {
-            int l = k / x->NH, h = k % x->NH;
-            fprintf(f, "%s$S%d_%d using 1:%d with lines lw %d dt %d lc rgb '%s' title '%s L%dH%d'",
-                    first ? "" : ", ", m, prev, k + 2, l == x->n_layer - 1 ? 2 : 1, m ? 3 : 1,
-                    m ? "gray50" : colors[k % 8], m ? "1-layer" : "2-layer", l, h);
-            first = 0;
-        }
-    }
-    fprintf(f, "\n");
-}
-
-static int plot_scores(const IndOptions *o, const IndRecord *recs, int n_recs) {
-    RunGpScript s;
-    run_gp_script_begin(&s, 1000, 800);
-    FILE *f = s.f;
-    for (int m = 0; m < n_recs; m++)
-        for (int prev = 0; prev < 2; prev++) {
-            char name[32];
-            snprintf(name, sizeof name, "S%d_%d", m, prev);
-            data_block(f, name, &recs[m], prev ? recs[m].previous : recs[m].induction,
-                       recs[m].n_layer * recs[m].NH);
-        }
-    fprintf(f, "set multiplot\nset grid\nset key outside right top font ',9'\n"
-               "set lmargin at screen 0.08\nset rmargin at screen 0.78\nset xlabel 'step'\n");
-    score_panel(f, recs, n_recs, 0, 0.56, 0.95);
-    score_panel(f, recs, n_recs, 1, 0.07, 0.46);
-    fprintf(f, "unset multiplot\n");
-    return run_gp_script_draw(&s, o->out, "scores.png", "attograd-induction");
-}
-
-static int plot_positions(const IndOptions *o, const IndRecord *x) {
-    RunGpScript s;
-    run_gp_script_begin(&s, 900, 620);
-    float *v = malloc((size_t)x->R * x->T * sizeof *v);
-    if (!v) abort();
-    for (size_t k = 0; k < (size_t)x->R * x->T; k++) v[k] = (float)x->loss_pos[k];
-    char title[160];
-    snprintf(title, sizeof title,
-             "2-layer: loss per position (across, 0..%d) at each record (down, steps 0..%lld)",
-             x->T - 1, (long long)x->step[x->R - 1]);
-    run_gp_panel(s.f, &(RunGpPanel){.id = 1,
-                                    .v = v,
-                                    .rows = x->R,
-                                    .cols = x->T,
-                                    .title = title,
-                                    .x0 = 0.06,
-                                    .x1 = 0.86,
-                                    .y0 = 0.05,
-                                    .y1 = 0.90,
-                                    .lo = 0,
-                                    .hi = 1.25 * log((double)o->vocab),
-                                    .colorbox = 1,
-                                    .cb_x = 0.89,
-                                    .cb_w = 0.025});
-    free(v);
-    return run_gp_script_draw(&s, o->out, "loss_positions.png", "attograd-induction");
-}
+#include "../common/common.h" /* ex_malloc */
 
 static int plot_patterns(const IndOptions *o, const IndRecord *x) {
-    int LH = x->n_layer * x->NH, T = x->T, Be = o->eval_batch;
-    RunGpScript s;
-    int cell = 190;
-    run_gp_script_begin(&s, 60 + cell * LH + 70, 2 * cell + 60);
-    FILE *f = s.f;
-    fprintf(f, "set multiplot\n");
+    int LH = x->n_layer * x->NH, T = x->T, Be = o->eval_batch, cell = 190;
     double W = 60 + cell * LH + 70, H = 2 * cell + 60;
+    RunGpScript s;
+    run_gp_script_begin(&s, (int)W, (int)H);
+    fprintf(s.f, "set multiplot\n");
     size_t TT = (size_t)T * T;
     for (int row = 0; row < 2; row++)
         for (int k = 0; k < LH; k++) {
@@ -137,49 +35,149 @@ static int plot_patterns(const IndOptions *o, const IndRecord *x) {
             char title[64];
             snprintf(title, sizeof title, "L%dH%d %s", l, h, row ? "after" : "before");
             double x0 = (60.0 + cell * k) / W, y1 = 1 - (35.0 + cell * row) / H;
-            run_gp_panel(f, &(RunGpPanel){.id = row * LH + k,
-                                          .v = p,
-                                          .rows = T,
-                                          .cols = T,
-                                          .title = title,
-                                          .x0 = x0,
-                                          .x1 = x0 + (cell - 14.0) / W,
-                                          .y0 = y1 - (cell - 40.0) / H,
-                                          .y1 = y1,
-                                          .lo = 0,
-                                          .hi = 1,
-                                          .colorbox = k == LH - 1,
-                                          .cb_x = (60.0 + cell * LH + 10) / W,
-                                          .cb_w = 15.0 / W});
+            run_gp_panel(s.f, &(RunGpPanel){.id = row * LH + k,
+                                            .v = p,
+                                            .rows = T,
+                                            .cols = T,
+                                            .title = title,
+                                            .x0 = x0,
+                                            .x1 = x0 + (cell - 14.0) / W,
+                                            .y0 = y1 - (cell - 40.0) / H,
+                                            .y1 = y1,
+                                            .hi = 1,
+                                            .colorbox = k == LH - 1,
+                                            .cb_x = (60.0 + cell * LH + 10) / W,
+                                            .cb_w = 15.0 / W});
         }
-    fprintf(f, "unset multiplot\n");
+    fprintf(s.f, "unset multiplot\n");
     char name[64];
     snprintf(name, sizeof name, "patterns_%s.png", x->name);
     return run_gp_script_draw(&s, o->out, name, "attograd-induction");
 }
 
-/* ", name" at the end of the string drawn (of size n), when drawn is 1 */
-static int add_name(char *list, size_t n, int drawn, const char *name) {
-    size_t len = strlen(list);
-    if (drawn && len < n) snprintf(list + len, n - len, ", %s", name);
-    return drawn;
+/* what the page's body appends: its plots and tables, written beforehand (a ViewBuf) */
+static int append(ViewBuf *b, void *body) {
+    view_raw(b, ((const ViewBuf *)body)->p);
+    return AG_OK;
 }
 
-int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, const int *eval_tokens,
-             char *drawn, size_t n) {
-    (void)eval_tokens;
-    if (!run_gnuplot_available()) {
-        fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
-                        "pictures are skipped, the data files are written\n");
-        return 0;
+/* the labels "<prefix><v[i]>" of n values, allocated in one block (free the array) */
+static char **labels(const char *prefix, const int64_t *v, int n) {
+    char **s = ex_malloc((size_t)n * (sizeof *s + 32));
+    for (int i = 0; i < n; i++) {
+        s[i] = (char *)(s + n) + 32 * i;
+        snprintf(s[i], 32, "%s%lld", prefix, v ? (long long)v[i] : (long long)i);
     }
-    int k = add_name(drawn, n, plot_loss(o, recs, n_recs), "loss.png");
-    k += add_name(drawn, n, plot_scores(o, recs, n_recs), "scores.png");
-    k += add_name(drawn, n, plot_positions(o, &recs[0]), "loss_positions.png");
+    return s;
+}
+
+int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn, size_t size) {
+    const IndRecord *two = &recs[0];
+    int R = two->R, T = two->T, LH[2] = {0, 0}, S = 4;
+    if (n_recs > 1 && (recs[1].R != R || memcmp(recs[1].step, two->step, (size_t)R * 8) != 0))
+        n_recs = 1; /* the control's records are of other steps: not drawn beside */
+    for (int m = 0; m < n_recs; m++) LH[m] = recs[m].n_layer * recs[m].NH, S += 2 * LH[m];
+    /* the curves: step (x), then S series of R values; names and ys point into them */
+    double *x = ex_malloc((size_t)(S + 1) * R * sizeof *x), *y = x + R, lnv = log(o->vocab);
+    char(*name)[32] = ex_malloc((size_t)S * sizeof *name);
+    const char **names = ex_malloc((size_t)S * sizeof *names);
+    const double **ys = ex_malloc((size_t)S * sizeof *ys);
+    double hi = lnv;
+    for (int r = 0; r < R; r++) {
+        x[r] = (double)two->step[r];
+        y[r] = two->loss_pred[r], y[R + r] = two->loss_other[r], y[3 * R + r] = lnv;
+        y[2 * R + r] = n_recs > 1 ? recs[1].loss_pred[r] : NAN;
+        for (int k = 0; k < 3; k++)
+            if (isfinite(y[k * R + r]) && y[k * R + r] > hi) hi = y[k * R + r];
+    }
+    const char *loss_names[] = {"2-layer, predictable", "2-layer, other positions",
+                                "1-layer control, predictable", "ln(vocab)"};
+    for (int k = 0; k < 4; k++) names[k] = loss_names[k], ys[k] = y + (size_t)k * R;
+    int s = 4;
+    for (int prev = 0; prev < 2; prev++)
+        for (int m = 0; m < n_recs; m++)
+            for (int k = 0; k < LH[m]; k++, s++) {
+                const double *v = prev ? recs[m].previous : recs[m].induction;
+                for (int r = 0; r < R; r++) y[(size_t)s * R + r] = v[(size_t)r * LH[m] + k];
+                snprintf(name[s], sizeof name[s], "%s L%dH%d", m ? "1-layer" : "2-layer",
+                         k / recs[m].NH, k % recs[m].NH);
+                names[s] = name[s], ys[s] = y + (size_t)s * R;
+            }
+    char range[64];
+    snprintf(range, sizeof range, "\"ymin\":0,\"ymax\":%.6g", hi);
+    int n_loss = n_recs > 1 ? 4 : 3, per = LH[0] + LH[1];
+    if (n_loss == 3) names[2] = names[3], ys[2] = ys[3]; /* no control: ln(vocab) third */
+    ViewPlot pl[] = {
+        {"loss", "loss on the predictable (repeated) positions, evaluation batch", "step", 0, 0, x,
+         R, names, ys, n_loss, range},
+        {"induction scores", "induction score of every head (TransformerLens detect_head, \"mul\")",
+         "step", 0, 0, x, R, names + 4, ys + 4, per, "\"ymin\":0,\"ymax\":1"},
+        {"previous-token scores",
+         "previous-token score of every head (TransformerLens detect_head, \"mul\")", "step", 0, 0,
+         x, R, names + 4 + per, ys + 4 + per, per, "\"ymin\":0,\"ymax\":1"}};
+    /* the page: the plots; the loss per position and the patterns after training as tables */
+    ViewBuf b = {0};
+    view_raw(&b, ",\"plots\":[");
+    for (int i = 0; i < 3; i++) view_raw(&b, i ? "," : ""), view_plot(&b, &pl[i]);
+    view_raw(&b, "],\"tables\":[");
+    char **steps = labels("step ", two->step, R), **pos = labels("", NULL, T), title[160];
+    size_t TT = (size_t)T * T;
+    double *p = ex_malloc(TT * sizeof *p);
     for (int m = 0; m < n_recs; m++) {
-        char name[128];
-        snprintf(name, sizeof name, "patterns_%s.png", recs[m].name);
-        k += add_name(drawn, n, plot_patterns(o, &recs[m]), name);
+        const IndRecord *rec = &recs[m];
+        snprintf(title, sizeof title, "%s: loss per position (across) at each record (down)",
+                 rec->name);
+        view_table(&b, &(ViewTable){rec->name, title, (const char *const *)steps,
+                                    (const char *const *)pos, R, T, rec->loss_pos});
+        for (int k = 0; k < LH[m]; k++) {
+            int l = k / rec->NH, h = k % rec->NH;
+            const float *f = rec->pattern_last + ((size_t)l * o->eval_batch * rec->NH + h) * TT;
+            for (size_t i = 0; i < TT; i++) p[i] = f[i];
+            char tn[64];
+            snprintf(tn, sizeof tn, "%s L%dH%d", rec->name, l, h);
+            snprintf(title, sizeof title,
+                     "%s L%dH%d after training: evaluation sequence 0, queries down, keys across",
+                     rec->name, l, h);
+            view_raw(&b, ","), view_table(&b, &(ViewTable){tn, title, (const char *const *)pos,
+                                                           (const char *const *)pos, T, T, p});
+        }
+        if (m + 1 < n_recs) view_raw(&b, ",");
     }
-    return k;
+    view_raw(&b, "]");
+    char *runs[2] = {io_path_join(o->out, "two_layer"), io_path_join(o->out, "one_layer")},
+         *path = io_path_join(o->out, "induction.html");
+    snprintf(title, sizeof title, "induction heads: vocabulary %d, context %d, %d steps", o->vocab,
+             o->ctx, o->steps);
+    int rc = view_page(path, title, append, &b, NULL, runs, n_recs, NULL);
+    if (rc == AG_OK) {
+        size_t len = strlen(drawn);
+        snprintf(drawn + len, size - len, ", induction.html");
+    }
+    if (rc == AG_OK && !run_gnuplot_available())
+        fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
+                        "pictures are skipped, the page and the data files are written\n");
+    else if (rc == AG_OK) {
+        ViewPng png[] = {{"loss.png", pl, 1, 900, 520}, {"scores.png", pl + 1, 2, 1000, 800}};
+        view_plot_pngs(o->out, png, 2, "attograd-induction", drawn, size);
+        char *heat = io_path_join(o->out, "loss_positions.png");
+        snprintf(title, sizeof title,
+                 "2-layer: loss per position (across, 0..%d) at each record (down, steps 0..%lld)",
+                 T - 1, (long long)two->step[R - 1]);
+        if (run_plot_heatmap(heat, title, two->loss_pos, R, T, steps, NULL, 1.25 * lnv) ==
+            RUN_PLOT_DRAWN) {
+            size_t len = strlen(drawn);
+            snprintf(drawn + len, size - len, ", loss_positions.png");
+        } else
+            fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
+        free(heat);
+        for (int m = 0; m < n_recs; m++)
+            if (plot_patterns(o, &recs[m])) {
+                size_t len = strlen(drawn);
+                snprintf(drawn + len, size - len, ", patterns_%s.png", recs[m].name);
+            }
+    }
+    free(runs[0]), free(runs[1]), free(path), free(p), free(steps), free(pos);
+    view_buf_free(&b);
+    free(x), free(name), free(names), free(ys);
+    return rc;
 }

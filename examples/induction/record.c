@@ -3,7 +3,7 @@
  * next token repeats an earlier one: the prefix has been seen), the loss on the others, the
  * loss per position, and every head's induction and previous-token scores (lens_detect_heads,
  * TransformerLens's definitions, no exclusions); the records as bytes for the checkpoint's
- * meta.extra, and back. Not here: the training run (train.c), the files and pictures (files.c,
+ * meta.extra, and back (src/run's run_records). Not here: the training run (train.c), the files and pictures (files.c,
  * plot.c). Read next: train.c. */
 #include "induction.h"
 
@@ -32,22 +32,30 @@ void ind_split_batch(const int *seq, int B, int T, int *idx, int *tgt) {
         }
 }
 
+/* rec's arrays as the library's records (src/run/run_records.c), in the order of the bytes
+ * of meta.extra: int64 n_layer, NH, T, R; then step (R) int64; train_loss, loss_pred,
+ * loss_other (R), loss_pos (R, T), induction and previous (R, n_layer, NH) float64;
+ * pattern_first (n_layer, NH, T, T) float32 (a, head: room for them) */
+static RunRecords records(IndRecord *rec, RunRecArray *a, int64_t *head) {
+    size_t LH = (size_t)rec->n_layer * rec->NH, T = (size_t)rec->T;
+    static const char *const names[] = {"layers", "heads", "positions"};
+    const RunRecArray x[8] = {
+        {(void **)&rec->step, 8, 1, 0},      {(void **)&rec->train_loss, 8, 1, 0},
+        {(void **)&rec->loss_pred, 8, 1, 0}, {(void **)&rec->loss_other, 8, 1, 0},
+        {(void **)&rec->loss_pos, 8, T, 0},  {(void **)&rec->induction, 8, LH, 0},
+        {(void **)&rec->previous, 8, LH, 0}, {(void **)&rec->pattern_first, 4, LH * T * T, 1}};
+    memcpy(a, x, sizeof x);
+    head[0] = rec->n_layer, head[1] = rec->NH, head[2] = rec->T;
+    return (RunRecords){a, 8, head, names, 3, rec->R, rec->cap};
+}
+
 /* room for R records */
 static void record_alloc(IndRecord *rec, int R) {
-    if (R <= rec->cap) return;
-    int cap = rec->cap ? 2 * rec->cap : 64, LH = rec->n_layer * rec->NH;
-    if (cap < R) cap = R;
-    rec->step = realloc(rec->step, (size_t)cap * sizeof *rec->step);
-    rec->train_loss = realloc(rec->train_loss, (size_t)cap * sizeof(double));
-    rec->loss_pred = realloc(rec->loss_pred, (size_t)cap * sizeof(double));
-    rec->loss_other = realloc(rec->loss_other, (size_t)cap * sizeof(double));
-    rec->loss_pos = realloc(rec->loss_pos, (size_t)cap * rec->T * sizeof(double));
-    rec->induction = realloc(rec->induction, (size_t)cap * LH * sizeof(double));
-    rec->previous = realloc(rec->previous, (size_t)cap * LH * sizeof(double));
-    AG_CHECK(rec->step && rec->train_loss && rec->loss_pred && rec->loss_other && rec->loss_pos &&
-                 rec->induction && rec->previous,
-             "attograd-induction: out of memory for %d records", cap);
-    rec->cap = cap;
+    RunRecArray a[8];
+    int64_t head[3];
+    RunRecords r = records(rec, a, head);
+    run_records_reserve(&r, R);
+    rec->cap = r.cap;
 }
 
 void ind_record_start(IndRecord *rec, const char *name, int n_layer, int NH, int T, int Be) {
@@ -121,78 +129,29 @@ void ind_record_patterns(IndRecord *rec, AttnOnly *m, Tape *t, const int *eval_i
     ag_tape_reset(t);
 }
 
-/* ---- the records as bytes (meta.extra): int64 n_layer, NH, T, R; then step (R) int64;
- * train_loss, loss_pred, loss_other (R), loss_pos (R, T), induction and previous (R, n_layer,
- * NH) float64; pattern_first (n_layer, NH, T, T) float32; native byte order ---- */
-
-#define IND_MAX_RECORDS 10000000 /* more than any run's records: a file claiming more is refused */
-
-static size_t extra_size(const IndRecord *rec, int64_t R) {
-    size_t LH = (size_t)rec->n_layer * rec->NH;
-    return 4 * 8 + (size_t)R * (8 + 8 * (3 + (size_t)rec->T + 2 * LH)) +
-           LH * rec->T * rec->T * sizeof(float);
-}
-
-/* The arrays of R records in the bytes' order after the head: into out when it is not NULL,
- * else from in (rec's arrays hold R records) */
-static void copy_arrays(const IndRecord *rec, size_t R, char *out, const char *in) {
-    size_t LH = (size_t)rec->n_layer * rec->NH, T = (size_t)rec->T;
-    struct {
-        void *at;
-        size_t bytes;
-    } a[] = {{rec->step, R * 8},          {rec->train_loss, R * 8},
-             {rec->loss_pred, R * 8},     {rec->loss_other, R * 8},
-             {rec->loss_pos, R * T * 8},  {rec->induction, R * LH * 8},
-             {rec->previous, R * LH * 8}, {rec->pattern_first, LH * T * T * sizeof(float)}};
-    for (size_t k = 0, at = 0; k < sizeof a / sizeof a[0]; at += a[k].bytes, k++)
-        if (a[k].bytes && out)
-            memcpy(out + at, a[k].at, a[k].bytes);
-        else if (a[k].bytes)
-            memcpy(a[k].at, in + at, a[k].bytes);
-}
-
 void *ind_record_bytes(const IndRecord *rec, size_t *len) {
-    *len = extra_size(rec, rec->R);
-    char *b = ex_malloc(*len);
-    int64_t head[4] = {rec->n_layer, rec->NH, rec->T, rec->R};
-    memcpy(b, head, sizeof head);
-    copy_arrays(rec, (size_t)rec->R, b + sizeof head, NULL);
-    return b;
+    RunRecArray a[8];
+    int64_t head[3];
+    RunRecords r = records((IndRecord *)rec, a, head);
+    return run_records_bytes(&r, len);
 }
 
 int ind_record_load(IndRecord *rec, const void *bytes, size_t len, int64_t last_step) {
-    int64_t head[4];
-    if (!bytes || len < sizeof head)
-        return ag_fail(AG_ERR_FORMAT, "meta.extra holds %zu bytes: no records of %s", len,
-                       rec->name);
-    memcpy(head, bytes, sizeof head);
-    if (head[0] != rec->n_layer || head[1] != rec->NH || head[2] != rec->T)
-        return ag_fail(AG_ERR_FORMAT,
-                       "meta.extra: records of %lld layers, %lld heads, %lld positions; the "
-                       "model has %d, %d, %d",
-                       (long long)head[0], (long long)head[1], (long long)head[2], rec->n_layer,
-                       rec->NH, rec->T);
-    int64_t R = head[3];
-    if (R < 0 || R > IND_MAX_RECORDS || extra_size(rec, R) != len)
-        return ag_fail(AG_ERR_FORMAT, "meta.extra: %lld records do not fill its %zu bytes",
-                       (long long)R, len);
-    const char *p = (const char *)bytes + sizeof head;
-    const int64_t *step = (const int64_t *)(const void *)p;
-    for (int64_t r = 0; r < R; r++) {
-        int64_t s;
-        memcpy(&s, step + r, 8);
-        int64_t before = 0;
-        if (r) memcpy(&before, step + r - 1, 8);
-        if (s < 0 || s > last_step || (r && s <= before))
-            return ag_fail(AG_ERR_FORMAT,
-                           "meta.extra: record %lld is of step %lld (steps rise from 0 to the "
-                           "checkpoint's %lld)",
-                           (long long)r, (long long)s, (long long)last_step);
+    RunRecArray a[8];
+    int64_t head[3];
+    RunRecords r = records(rec, a, head);
+    int rc = run_records_load(&r, bytes, len, "meta.extra");
+    rec->cap = r.cap;
+    for (int64_t k = 0; k < r.R && rc == AG_OK; k++) {
+        int64_t s = rec->step[k];
+        if (s < 0 || s > last_step || (k && s <= rec->step[k - 1]))
+            rc = ag_fail(AG_ERR_FORMAT,
+                         "meta.extra: record %lld is of step %lld (steps rise from 0 to the "
+                         "checkpoint's %lld)",
+                         (long long)k, (long long)s, (long long)last_step);
     }
-    record_alloc(rec, (int)R);
-    copy_arrays(rec, (size_t)R, NULL, p);
-    rec->R = (int)R;
-    return AG_OK;
+    if (rc == AG_OK) rec->R = r.R;
+    return rc;
 }
 
 void ind_record_free(IndRecord *rec) {

@@ -15,9 +15,7 @@
 
 #define PROG TR_PROG
 
-/* where every command reads a trained model by default: what `make demo` writes (and `train`
- * with its default --out) */
-#define DEFAULT_CKPT "build/demo/best.npz"
+#define DEFAULT_CKPT TR_DEFAULT_CKPT
 
 /* tr_check_args sets it: each command returns after its flags are parsed and checked, before
  * it touches a file or the machine (the fuzz harness of the command line, fuzz/cli.c) */
@@ -38,31 +36,22 @@ static int fail(const char *cmd, int rc) {
     return rc;
 }
 
-/* Parses argv[0..argc) (after the subcommand); positional arguments go to pos (*npos of them),
- * or are refused when pos is NULL. Returns -1 if --help was asked, 0 if all is well, else
- * TR_EXIT_USAGE (message printed). */
-static int parse(const char *cmd, Flag *opts, int n, int argc, char **argv, char **pos, int *npos) {
-    int rc = flag_parse(opts, n, argc, argv, pos, npos);
-    if (rc == FLAG_HELP) return -1;
-    return rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
+/* Parses argv[0..argc) (after the subcommand) with src/flag's flag_parse_cmd (--help prints
+ * "usage: PROG CMD ARGS", what, the flags): -1 if --help was asked, 0 if all is well, else
+ * TR_EXIT_USAGE (message printed). Positional arguments go to pos (*npos), or are refused when
+ * pos is NULL. */
+static int parse_help(const char *cmd, const char *args, const char *what, Flag *opts, int n,
+                      int argc, char **argv, char **pos, int *npos) {
+    int rc = flag_parse_cmd(PROG, cmd, args, what, opts, n, argc, argv, pos, npos);
+    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
 }
 
-/* parse, and for --help the command's usage (text, then its flags with their defaults): -1 */
-static int parse_help(const char *cmd, const char *text, Flag *opts, int n, int argc, char **argv,
-                      char **pos, int *npos) {
-    int rc = parse(cmd, opts, n, argc, argv, pos, npos);
-    if (rc == -1) {
-        fputs(text, stdout);
-        fputs("flags (default) [range]:\n", stdout);
-        flag_help(stdout, opts, n);
-    }
-    return rc;
-}
-
-/* --threads N, the same in every command but the lens's */
+/* --threads N, the same in every command (the lens's: src/lens/cmd.c) */
 #define THREADS_FLAG(p)                                                                            \
-    {"threads", FLAG_INT, p, "N", "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)",  \
-     0,         4096,     NULL, 0}
+    {                                                                                              \
+        "threads", FLAG_INT, p, "N",                                                               \
+            "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0       \
+    }
 
 void tr_warn_threads(int threads) {
     if (threads > ag_threads_available())
@@ -106,13 +95,12 @@ static int cmd_eval(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "eval",
-        "usage: " PROG " eval [flags] FILE.tsv...\n"
+        "eval", "[flags] FILE.tsv...",
         "Greedy-decodes every source sentence of each file with the key/value cache and prints\n"
         "exact match (whole sentences), token accuracy (reference positions matched) and corpus\n"
         "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
         "batch\n"
-        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.\n",
+        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.",
         opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos == 0)
         rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
@@ -141,8 +129,8 @@ static int cmd_eval(int argc, char **argv) {
         }
         TxtScore s;
         double loss = 0;
-        int got = tr_evaluate(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
-                              &tr.tgt, NULL);
+        int got = eval_seq2seq(&tr.model, tr.tape, &d, limit, batch, &s, &loss, hyps, &tr.src,
+                               &tr.tgt, NULL);
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
             ex_not_finite(got, ckpt, NULL);
             fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
@@ -255,14 +243,13 @@ static int cmd_translate(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "translate",
-        "usage: " PROG " translate [flags] [SENTENCE...]\n"
+        "translate", "[flags] [SENTENCE...]",
         "Translates each SENTENCE, or each line of the standard input when there is none, one\n"
         "output line per input. Words split on blanks, exactly as in the training data (the toy\n"
         "corpus: lower case, punctuation marks as words of their own: \"the cat sees a dog .\");\n"
         "unknown words are named on stderr with a hint and read as <unk> (`" PROG " vocab`\n"
         "lists the words). Input is UTF-8 (a byte-order mark is dropped). Greedy decoding with\n"
-        "the key/value cache, or --beam K.\n",
+        "the key/value cache, or --beam K.",
         opts, n, argc, argv, pos, &npos);
     for (int i = 0; i < npos && rc == 0; i++) {
         char label[64];
@@ -363,14 +350,13 @@ static int cmd_attention(int argc, char **argv) {
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
     char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
     int rc = parse_help(
-        "attention",
-        "usage: " PROG " attention [flags] SENTENCE\n"
+        "attention", "[flags] SENTENCE",
         "Translates SENTENCE greedily, runs the model once on it and its translation "
         "(teacher-forced),\nand saves every head's attention: --out/attention.npz (bertviz's "
         "layout: per block\n(1, heads, queries, keys), e.g. encoder.layers.0.self_attn, "
         "decoder.layers.0.self_attn,\ndecoder.layers.0.multihead_attn; encoder_tokens and "
         "decoder_tokens as bytes) and one picture\nper layer, --out/attention_layerN.png "
-        "(gnuplot; skipped when it is not installed).\n",
+        "(gnuplot; skipped when it is not installed).",
         opts, n, argc, argv, pos, &npos);
     if (rc == 0 && npos > 0 && sentence)
         rc = bad("attention", "give the sentence once: '%s' and --sentence '%s'", pos[0], sentence);
@@ -433,13 +419,12 @@ static int cmd_heads(int argc, char **argv) {
         THREADS_FLAG(&threads),
     };
     int rc = parse_help(
-        "heads",
-        "usage: " PROG " heads [flags]\n"
+        "heads", "[flags]",
         "How much each attention head matters, over --data (teacher-forced loss):\n"
         "  loss_increase  the loss with the head masked (its gate at 0) minus the loss with all "
         "heads\n  grad_score     Michel et al. 2019: the mean over batches of |d loss / d gate|,\n"
         "                 divided by the L2 norm of its block's heads (grad_raw: before)\n"
-        "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).\n",
+        "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).",
         opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
     if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     if ((rc = out_dir_ready("heads", out)) != 0) return rc;
@@ -499,13 +484,12 @@ static int cmd_vocab(int argc, char **argv) {
          "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
     };
     int rc = parse_help(
-        "vocab",
-        "usage: " PROG " vocab [flags]\n"
+        "vocab", "[flags]",
         "Lists the words a checkpoint knows, one a line in id order: the source vocabulary (what\n"
         "translate reads), then the target one; the specials <pad> <bos> <eos> <unk> are not "
         "listed.\n" "Words are whatever the training data held between single spaces: case "
         "matters, and in\n" "the toy corpus every word is lower case and punctuation marks are "
-        "words of their own.\n",
+        "words of their own.",
         opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
     if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
     Translator tr;
@@ -522,145 +506,36 @@ static int cmd_vocab(int argc, char **argv) {
 
 /* ---- the lens: cache, ablate, patch, detect, lens (lens.c; docs/lens.md) ---- */
 
-/* What every lens command reads and holds: the flags around its own, the sentence argument(s),
- * the checkpoint and the library's command (src/lens/cmd.h: the rows it runs on) */
-typedef struct LensArgs {
-    const char *name, *ckpt, *out, *sentence, *target, *pairs;
-    const char *metric, *good, *bad; /* --metric, --good, --bad of ablate and patch */
-    int threads, npos, loaded, mpos;
-    char **pos; /* the arguments without a flag (commands that take a sentence) */
-    Translator tr;
-    LensCmd lc;
-} LensArgs;
-
-/* Parses cmd's flags: --ckpt, the input's (rows: --sentence, --target, --pairs and a sentence
- * argument), own[0..n_own), the metric's (metric: --metric, --good, --bad, --pos), --out
- * (out_help), --threads; own[i].given is set. --help prints "usage: PROG name args", what and
- * the flags. Returns 0, -1 after --help, or the exit code of a refused flag (printed). */
-static int lens_parse(LensArgs *c, int rows, int metric, Flag *own, int n_own, const char *out_help,
-                      const char *args, const char *what, int argc, char **argv) {
-    Flag fl[24] = {FLAG_ROW("ckpt", FLAG_PATH, &c->ckpt, "PATH", "the checkpoint"),
-                   FLAG_ROW("sentence", FLAG_STR, &c->sentence, "TEXT",
-                            "the source sentence (default: the argument)"),
-                   FLAG_ROW("target", FLAG_STR, &c->target, "TEXT",
-                            "teacher-force this translation (default: the greedy one)"),
-                   FLAG_ROW("pairs", FLAG_PATH, &c->pairs, "FILE",
-                            "rows instead: source<TAB>target a line, all as many tokens")};
-    int n = rows ? 4 : 1;
-    for (int i = 0; i < n_own; i++) fl[n++] = own[i];
-    if (metric) {
-        c->metric = "loss", c->mpos = -1;
-        fl[n++] =
-            (Flag)FLAG_ROW("metric", FLAG_STR, &c->metric, "NAME",
-                           "loss (the target's, teacher-forced) or logit-diff (--good, --bad)");
-        fl[n++] = (Flag)FLAG_ROW("good", FLAG_STR, &c->good, "WORD",
-                                 "logit-diff: the target word whose logit counts +");
-        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_STR, &c->bad, "WORD",
-                                 "logit-diff: the target word whose logit counts -");
-        fl[n++] = (Flag)FLAG_NUM("pos", FLAG_INT, &c->mpos, "N",
-                                 "logit-diff: the decoder position (-1: the last)", -1, 4096);
-    }
-    fl[n++] = (Flag)FLAG_ROW("out", FLAG_PATH, &c->out, "FILE", out_help);
-    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &c->threads, "N",
-                             "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096);
-    c->pos = rows ? malloc(((size_t)argc + 1) * sizeof *c->pos) : NULL;
-    int rc = lens_cmd_parse(PROG, c->name, args, what, fl, n, argc, argv, c->pos, &c->npos);
-    for (int i = 0; i < n_own; i++) own[i].given = fl[(rows ? 4 : 1) + i].given;
-    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(c->name, "%s%s", ag_last_error(), "");
-}
-
-/* The texts a lens command was given are UTF-8 (each NULL, or checked; the message printed),
- * the folder of --out exists, then the checkpoint is loaded and (rows) the rows read: 0, or the
- * exit code (also 0 after a parse-only check, with *done set). */
-static int lens_start(LensArgs *c, int rows, const char **texts, const char *const *labels, int n,
-                      int *done) {
-    *done = 1;
-    for (int i = 0; i < c->npos; i++)
-        if (!check_text(c->name, "the sentence", c->pos[i])) return TR_EXIT_USAGE;
-    if (rows) { /* the rows' texts come first */
-        texts[0] = c->sentence;
-        texts[1] = c->target;
-    }
-    for (int i = 0; i < n; i++)
-        if (texts[i] && !check_text(c->name, labels[i], texts[i])) return TR_EXIT_USAGE;
-    if (parse_only) return TR_EXIT_OK;
-    int rc = run_out_file_dir(c->out); /* the folder of --out, made if needed */
-    if (rc != AG_OK)
-        return fprintf(stderr, "%s %s: %s\n", PROG, c->name, ag_last_error()), TR_EXIT_USAGE;
-    set_threads(c->threads);
-    if ((rc = load_or_complain(c->name, &c->tr, c->ckpt)) != 0) return rc;
-    c->loaded = 1, *done = 0;
-    c->lc = tr_lens_cmd(&c->tr, c->name);
-    if (!rows) return 0;
-    if (c->npos > 1)
-        rc = ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", c->pos[0],
-                     c->pos[1]);
-    else if (c->npos == 1 && c->sentence)
-        rc = ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", c->pos[0],
-                     c->sentence);
-    else if (c->pairs && c->target)
-        rc = ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
-    else
-        rc = tr_lens_rows(&c->tr, c->npos ? c->pos[0] : c->sentence, c->target, c->pairs, &c->lc.r);
-    return rc; /* an AG_ERR_*: lens_end prints it */
-}
-
-/* The end of a lens command: everything freed; the exit code of rc (an AG_ERR_* from the run,
- * its message printed: 2 for flags, files and data) */
-static int lens_end(LensArgs *c, int rc) {
-    c->lc.prog = PROG, c->lc.name = c->name;
-    int code = lens_cmd_end(&c->lc, rc);
-    if (c->loaded) tr_free(&c->tr);
-    free(c->pos);
-    return code;
-}
-
-/* lens_start, and lens_end when the command is done before its run */
-#define LENS_START(c, rows, texts, labels, n)                                                      \
-    do {                                                                                           \
-        int done_, rc_ = lens_start(c, rows, texts, labels, n, &done_);                            \
-        if (done_) {                                                                               \
-            lens_end(c, AG_OK);                                                                    \
-            return rc_;                                                                            \
-        }                                                                                          \
-        if (rc_ != 0) return lens_end(c, rc_);                                                     \
-    } while (0)
+#define NPZ_PNG "the .npz to write (and a .png beside it)"
 
 static int cmd_cache(int argc, char **argv) {
-    LensArgs c = {.name = "cache", .ckpt = DEFAULT_CKPT, .out = "build/lens/cache.npz"};
-    const char *hooks = "*", *good = NULL, *bad_w = NULL;
-    int mpos = -1;
+    TrLens l = {0};
+    const char *hooks = "*";
     Flag own[] = {
-        FLAG_ROW("hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs"),
-        FLAG_ROW("good", FLAG_STR, &good, "WORD",
-                 "with --bad: also the gradients of their logit difference"),
-        FLAG_ROW("bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -"),
-        FLAG_NUM("pos", FLAG_INT, &mpos, "N",
-                 "the logit difference's decoder position (-1: the last)", -1, 4096),
-    };
-    int rc = lens_parse(
-        &c, 1, 0, own, 4, "the .npz to write", "[flags] SENTENCE",
-        "Runs the model on the sentence and its translation (teacher-forced) and writes the "
-        "activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
+        FLAG_ROW("hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs")};
+    LensUsage u = {
+        "cache", "[flags] SENTENCE",
+        "Runs the model on the sentence and its translation (teacher-forced) and writes "
+        "the activations\nat the hook points (docs/lens.md: encoder.*, decoder.*, "
         "decoder.blocks.L.cross_attn.*) to one\n.npz under their names, with tokens (the "
-        "decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with --good and "
-        "--bad also the gradients of their logit\ndifference as <name>.grad.",
-        argc, argv);
-    if (rc == 0 && !good != !bad_w) rc = bad("cache", "--good and --bad go together%s%s", "", "");
-    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL, good, bad_w};
-    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
+        "decoder's input), src_tokens, token_strs,\nsrc_token_strs and config; with "
+        "--good and --bad also the gradients of their logit\ndifference as <name>.grad.",
+        "the .npz to write"};
+    int rc = tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_GOOD_BAD | LENS_FLAGS_POS,
+                           own, 1, argc, argv);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
     LensOwnedMetric m = {0};
-    if (good) rc = lens_cmd_metric(&c.lc, &c.lc.r, "logit-diff", good, bad_w, mpos, &m);
+    if (rc == AG_OK && l.f.good)
+        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", l.f.good, l.f.bad, l.f.pos, &m);
     if (rc == AG_OK)
-        rc = lens_cmd_cache(&c.lc, hooks, good ? &m.mt : NULL,
-                            (LensRunInfo){.seq2seq_cfg = &c.tr.model.cfg}, c.out);
+        rc = lens_cmd_cache(&l.c, hooks, l.f.good ? &m.mt : NULL,
+                            (LensRunInfo){.seq2seq_cfg = &l.tr.model.cfg}, l.f.out);
     lens_owned_metric_free(&m);
-    return lens_end(&c, rc);
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 static int cmd_ablate(int argc, char **argv) {
-    LensArgs c = {.name = "ablate", .ckpt = DEFAULT_CKPT, .out = "build/lens/ablate.npz"};
+    TrLens l = {0};
     const char *hook = "*attn.hook_z";
     FlagInts positions = {0};
     int mode = 0;
@@ -671,33 +546,32 @@ static int cmd_ablate(int argc, char **argv) {
         FLAG_NUM("positions", FLAG_INTS, &positions, "LIST",
                  "only these positions, e.g. 3,4 (default: all)", 0, 1000000),
     };
+    LensUsage u = {"ablate", "[flags] SENTENCE",
+                   "Ablates each head (or each point without heads) of the matching points in turn "
+                   "and writes\nthe metric of every run: values (point, head), base, points, axes; "
+                   "and a heatmap of the\nchanges (gnuplot). The default points are every "
+                   "attention's z: encoder and decoder\nself-attention and the cross-attention.",
+                   NPZ_PNG};
     int rc =
-        lens_parse(&c, 1, 1, own, 3, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
-                   "Ablates each head (or each point without heads) of the matching points "
-                   "in turn and writes\nthe metric of every run: values (point, head), base, "
-                   "points, axes; and a heatmap of the\nchanges (gnuplot). The default "
-                   "points are every attention's z: encoder and decoder\nself-attention and "
-                   "the cross-attention.",
-                   argc, argv);
-    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL, c.good, c.bad};
-    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target", "--good", "--bad"}), 4);
+        tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_METRIC, own, 3, argc, argv);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
     LensOwnedMetric m = {0};
-    rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
-    if (rc == AG_OK && mode == 1 && c.lc.r.B == 1)
+    const char *metric = lens_flags_metric(&l.f);
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &m);
+    if (rc == AG_OK && mode == 1 && l.c.r.B == 1)
         fprintf(stderr,
                 "%s ablate: note: the mean over one row is the row itself (give --pairs "
                 "FILE for a batch)\n",
                 PROG);
     if (rc == AG_OK)
-        rc = lens_cmd_ablate(&c.lc, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
-                             &m.mt, c.metric, c.out);
+        rc = lens_cmd_ablate(&l.c, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
+                             &m.mt, metric, l.f.out);
     lens_owned_metric_free(&m);
-    return lens_end(&c, rc);
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 static int cmd_patch(int argc, char **argv) {
-    LensArgs c = {.name = "patch", .ckpt = DEFAULT_CKPT, .out = "build/lens/patch.npz"};
+    TrLens l = {0};
     const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
     int by = 0, attribution = 0;
     static const char *const bys[] = {"position", "head", "head-position", NULL};
@@ -706,7 +580,7 @@ static int cmd_patch(int argc, char **argv) {
         FLAG_ROW("corrupt", FLAG_STR, &corrupt, "TEXT",
                  "the corrupted source sentence, as many words"),
         FLAG_ROW(
-            "target", FLAG_STR, &c.target, "TEXT",
+            "target", FLAG_STR, &l.target, "TEXT",
             "the translation both runs are teacher-forced with (default: the clean one's greedy)"),
         FLAG_ROW("hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)"),
         FLAG_ONE_OF("by", &by, "position|head|head-position", "what one run patches", bys),
@@ -714,76 +588,73 @@ static int cmd_patch(int argc, char **argv) {
             "attribution", &attribution,
             "attribution patching: the first-order estimate from one forward and backward a run"),
     };
-    int rc = lens_parse(&c, 0, 1, own, 6, "the .npz to write (and a .png beside it)",
-                        "--clean TEXT --corrupt TEXT [flags]",
-                        "Runs the clean and the corrupted source (the same translation "
-                        "teacher-forced), then the\ncorrupted run with one part of one point "
-                        "patched from the clean run, for every point\n--hook matches and every "
-                        "position, head or both; writes values, axes, points, clean,\ncorrupted "
-                        "and attribution, and a heatmap of the change from the corrupted run.",
-                        argc, argv);
-    if (rc == 0 && (!clean || !corrupt))
-        rc = bad("patch", "--clean TEXT and --corrupt TEXT are required%s%s", "", "");
-    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {clean, corrupt, c.target, c.good, c.bad};
-    LENS_START(&c, 0, texts,
-               ((const char *[]){"--clean", "--corrupt", "--target", "--good", "--bad"}), 5);
+    LensUsage u = {"patch", "--clean TEXT --corrupt TEXT [flags]",
+                   "Runs the clean and the corrupted source (the same translation teacher-forced), "
+                   "then the\ncorrupted run with one part of one point patched from the clean run, "
+                   "for every point\n--hook matches and every position, head or both; writes "
+                   "values, axes, points, clean,\ncorrupted and attribution, and a heatmap of the "
+                   "change from the corrupted run.",
+                   NPZ_PNG};
+    int rc = tr_lens_parse(&l, parse_only, &u, LENS_FLAGS_METRIC, own, 6, argc, argv);
+    if (rc == AG_OK && (!clean || !corrupt))
+        rc = lens_flags_refuse(&l.f, "--clean TEXT and --corrupt TEXT are required");
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 0);
     LensRows corr = {0};
     LensOwnedMetric m = {0};
-    rc = tr_lens_rows(&c.tr, clean, c.target, NULL, &c.lc.r);
+    const char *metric = lens_flags_metric(&l.f);
+    if (rc == AG_OK) rc = tr_lens_rows(&l.tr, clean, l.target, NULL, &l.c.r);
     if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
-        size_t need = tr_detokenize(&c.tr.tgt, c.lc.r.ids + 1, c.lc.r.T - 1, NULL, 0);
+        size_t need = tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, NULL, 0);
         char *tgt = ex_calloc(need + 1, 1);
-        tr_detokenize(&c.tr.tgt, c.lc.r.ids + 1, c.lc.r.T - 1, tgt, need + 1);
-        rc = tr_lens_rows(&c.tr, corrupt, c.target ? c.target : tgt, NULL, &corr);
+        tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, tgt, need + 1);
+        rc = tr_lens_rows(&l.tr, corrupt, l.target ? l.target : tgt, NULL, &corr);
         free(tgt);
     }
-    if (rc == AG_OK) rc = lens_cmd_metric(&c.lc, &c.lc.r, c.metric, c.good, c.bad, c.mpos, &m);
+    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &m);
     if (rc == AG_OK)
-        rc = lens_cmd_patch(&c.lc, &corr, hook, (LensAxes)by, attribution, &m.mt, c.metric, c.out);
+        rc = lens_cmd_patch(&l.c, &corr, hook, (LensAxes)by, attribution, &m.mt, metric, l.f.out);
     lens_owned_metric_free(&m);
     lens_rows_free(&corr);
-    return lens_end(&c, rc);
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 static int cmd_detect(int argc, char **argv) {
-    LensArgs c = {.name = "detect", .ckpt = DEFAULT_CKPT, .out = "build/lens/detect.npz"};
+    TrLens l = {0};
     int exclude_bos = 0, exclude_current = 0;
     Flag own[] = {
         FLAG_SW("exclude-bos", &exclude_bos, "leave key 0 out of the attention mass"),
         FLAG_SW("exclude-current", &exclude_current,
                 "leave the query's own key out of the attention mass"),
     };
-    int rc = lens_parse(
-        &c, 1, 0, own, 2, "the .npz to write (and a .png beside it)", "[flags] SENTENCE",
+    LensUsage u = {
+        "detect", "[flags] SENTENCE",
         "Scores every head of the encoder's and the decoder's self-attention as a "
-        "previous-token,\nduplicate-token and induction head (the share of its attention on the "
-        "pattern's positions,\nTransformerLens's detect_head), and every head of the "
-        "cross-attention by its diagonal score\n(the share on the source position of the same "
-        "index), on the sentence pair(s) run\nteacher-forced; writes encoder, decoder (kind, "
-        "layer, head) and cross_diagonal (layer, head)\nand a heatmap (gnuplot).",
-        argc, argv);
-    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL};
-    LENS_START(&c, 1, texts, ((const char *[]){"--sentence", "--target"}), 2);
+        "previous-token,\nduplicate-token and induction head (the share of its attention "
+        "on the pattern's positions,\nTransformerLens's detect_head), and every head of "
+        "the cross-attention by its diagonal score\n(the share on the source position "
+        "of the same index), on the sentence pair(s) run\nteacher-forced; writes "
+        "encoder, decoder (kind, layer, head) and cross_diagonal (layer, head)\nand a "
+        "heatmap (gnuplot).",
+        NPZ_PNG};
+    int rc = tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS, own, 2, argc, argv);
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
     LensDetectOptions opt = {exclude_bos, exclude_current};
-    return lens_end(&c, tr_lens_detect(&c.tr, &c.lc, &opt, c.out));
+    if (rc == AG_OK) rc = tr_lens_detect(&l.tr, &l.c, &opt, l.f.out);
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 static int cmd_lens(int argc, char **argv) {
-    LensArgs c = {.name = "lens", .ckpt = DEFAULT_CKPT, .out = "build/lens/lens.npz"};
-    const char *word = NULL, *good = NULL, *bad_w = NULL;
+    TrLens l = {0};
+    const char *word = NULL;
     int mpos = -1;
     Flag own[] = {
         FLAG_ROW("word", FLAG_STR, &word, "WORD",
                  "the target word whose logit is read (or --good, --bad)"),
-        FLAG_ROW("good", FLAG_STR, &good, "WORD", "the target word whose logit counts +"),
-        FLAG_ROW("bad", FLAG_STR, &bad_w, "WORD", "the target word whose logit counts -"),
         FLAG_NUM("pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096,
                  4096),
     };
-    int rc = lens_parse(
-        &c, 1, 0, own, 4, "the .npz to write (and .png, _lens.png beside it)", "[flags] SENTENCE",
+    LensUsage u = {
+        "lens", "[flags] SENTENCE",
         "The decoder's logit lens (its residual stream after the embeddings and after every "
         "block,\nthrough the final decoder norm and the generator) and direct logit attribution "
         "(every head\nof the self- and the cross-attention, their biases, every MLP, the "
@@ -791,15 +662,16 @@ static int cmd_lens(int argc, char **argv) {
         "scale: the parts sum to the\nlogit) of --word's logit, or of logit(--good) - "
         "logit(--bad), at decoder position --pos, on\nthe sentence pair(s) run teacher-forced. "
         "Pre-LN models only (--pre-ln in train).",
-        argc, argv);
-    if (rc == 0 && (!word == !good || !good != !bad_w))
-        rc = bad("lens", "give --word WORD, or --good WORD --bad WORD%s%s", "", "");
-    if (rc) return lens_end(&c, AG_OK), rc == -1 ? TR_EXIT_OK : rc;
-    const char *texts[] = {NULL, NULL, word, good, bad_w};
-    LENS_START(&c, 1, texts,
-               ((const char *[]){"--sentence", "--target", "--word", "--good", "--bad"}), 5);
-    return lens_end(
-        &c, lens_cmd_logit(&c.lc, word ? word : good, bad_w ? "good" : "word", bad_w, mpos, c.out));
+        "the .npz to write (and .png, _lens.png beside it)"};
+    int rc =
+        tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_GOOD_BAD, own, 2, argc, argv);
+    if (rc == AG_OK && (!word == !l.f.good || !l.f.good != !l.f.bad))
+        rc = lens_flags_refuse(&l.f, "give --word WORD, or --good WORD --bad WORD");
+    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
+    if (rc == AG_OK)
+        rc = lens_cmd_logit(&l.c, word ? word : l.f.good, l.f.bad ? "good" : "word", l.f.bad, mpos,
+                            l.f.out);
+    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
 }
 
 /* ---- the subcommands ---- */

@@ -1,9 +1,8 @@
 /* decode.c: using a trained model. Loading a checkpoint with its vocabularies, a
  * teacher-forced forward of one pair (for attention maps), translating a sentence greedily or
- * by beam search (the library's nn_seq2seq_greedy and nn_seq2seq_beam) and the evaluation
- * of a data set (scored with src/text/score.h), window by
- * window (its memory does not grow with the number of pairs).
- * Not here: training (train.c). Read next: train.c. */
+ * by beam search (the library's nn_seq2seq_greedy and nn_seq2seq_beam).
+ * Not here: the evaluation of a data set (src/eval's eval_seq2seq).
+ * Nor training (train.c). Read next: train.c. */
 #include "translate.h"
 
 #include <math.h>
@@ -83,12 +82,6 @@ Tensor *tr_forward_pair(Translator *tr, const int *src, int S, const int *tgt, i
     return nn_seq2seq_decode(tr->tape, &tr->model, mem, s, S + 1, ti, 1, T + 1, NULL);
 }
 
-/* The decoding budget for a source of S positions (EOS included): 2 S + 10, at most max_len. */
-static int max_decode(const Seq2SeqConfig *c, int S) {
-    int n = 2 * S + 10;
-    return n < c->max_len ? n : c->max_len;
-}
-
 int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alpha, int *out,
                      int cap) {
     int L = tr->model.cfg.max_len;
@@ -96,7 +89,7 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
     int *row = ex_malloc((size_t)(S + 1) * sizeof(int));
     memcpy(row, src, (size_t)S * sizeof(int));
     row[S] = TXT_EOS;
-    int max_T = max_decode(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
+    int max_T = eval_seq2seq_budget(&tr->model.cfg, S + 1), K = beam < 1 ? 1 : beam;
     int *hyp = ex_malloc((size_t)max_T * sizeof(int)), n;
     int rc = K == 1 ? nn_seq2seq_greedy(tr->tape, &tr->model, row, 1, S + 1, TXT_BOS, TXT_EOS,
                                         max_T, hyp, &n)
@@ -120,7 +113,7 @@ int tr_cut_words(int n, int max, FILE *warn, const char *where) {
     return n > max ? max : n;
 }
 
-/* ---- evaluation of a data set ---- */
+/* ---- evaluation of a data set: src/eval's eval_seq2seq ---- */
 
 int *tr_sorted_rows(const TxtPairSet *d, int n) {
     int *idx = ex_malloc((size_t)n * sizeof(int));
@@ -128,147 +121,9 @@ int *tr_sorted_rows(const TxtPairSet *d, int n) {
     return idx;
 }
 
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b) {
-    int prev = ag_no_grad(t, 1);
-    ag_tape_reset(t);
-    Tensor *l = nn_seq2seq_loss(t, m, b->src, b->S, b->tgt_in, b->tgt_out, b->B, b->T, NULL);
-    double sum = (double)l->data[0] * (double)b->n_tgt_tokens;
-    ag_tape_reset(t);
-    ag_no_grad(t, prev);
-    return sum;
-}
-
 char *tr_text(const TxtVocab *v, const int *ids, int n) {
     size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
     char *t = ex_malloc(need + 1);
     txt_vocab_detokenize(v, ids, n, t, need + 1);
     return t;
-}
-
-static void write_side(FILE *f, const TxtVocab *v, const int *ids, int n) {
-    if (v->tok) { /* the text the tokens make */
-        size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
-        char *t = tr_text(v, ids, n);
-        fwrite(t, 1, need, f);
-        free(t);
-        return;
-    }
-    for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? " " : "", txt_vocab_word(v, ids[i]));
-}
-
-/* The hypotheses of one window, in a block that grows to what they hold (not pairs x
- * max_len): window slot i (pair first + i) is hyp[off[i] .. off[i] + len[i]). */
-typedef struct {
-    int *hyp, *len;
-    size_t *off, n, cap;
-} HypWindow;
-
-static void hyp_keep(HypWindow *w, int slot, const int *ids, int n) {
-    w->off[slot] = w->n;
-    w->len[slot] = n;
-    if (n == 0) return;
-    if (w->n + (size_t)n > w->cap) {
-        while (w->n + (size_t)n > w->cap) w->cap = w->cap ? 2 * w->cap : 4096;
-        int *h = realloc(w->hyp, w->cap * sizeof *h);
-        AG_CHECK(h != NULL, "tr_evaluate: out of memory (%zu hypothesis tokens)", w->cap);
-        w->hyp = h;
-    }
-    memcpy(w->hyp + w->n, ids, (size_t)n * sizeof *ids);
-    w->n += (size_t)n;
-}
-
-/* The score's counts and the loss's tokens summed over the processes (integers: exact). */
-static void score_sum(TxtScore *s, long *tokens) {
-    int64_t v[15] = {s->n_sent,  s->n_exact, s->ref_tokens, s->tok_correct,
-                     s->hyp_len, s->ref_len, *tokens};
-    for (int k = 0; k < 4; k++) v[7 + k] = s->match[k], v[11 + k] = s->total[k];
-    dist_sum_i64(v, 15);
-    s->n_sent = (long)v[0], s->n_exact = (long)v[1], s->ref_tokens = (long)v[2];
-    s->tok_correct = (long)v[3], s->hyp_len = (long)v[4], s->ref_len = (long)v[5];
-    *tokens = (long)v[6];
-    for (int k = 0; k < 4; k++) s->match[k] = (long)v[7 + k], s->total[k] = (long)v[11 + k];
-}
-
-int tr_evaluate(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch, TxtScore *score,
-                double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
-                int (*stop)(void)) {
-    int n = limit > 0 && limit < d->n ? limit : d->n, L = m->cfg.max_len;
-    int W = batch > TR_EVAL_WINDOW ? batch : TR_EVAL_WINDOW;
-    if (W > n) W = n;
-    /* under mpirun (the trainer's validation) batch k is process k mod P's; the losses of a
-     * window's batches are gathered (exact: one process holds each) and added in batch order,
-     * as one process adds them, and the counts summed */
-    int P = dist_size(), me = dist_rank();
-    AG_CHECK(!hyps || P == 1, "tr_evaluate: the hypotheses are written by one process, not %d", P);
-    int *idx = ex_malloc((size_t)W * sizeof(int));
-    int *out = ex_malloc((size_t)batch * L * sizeof(int)),
-        *lens = ex_malloc((size_t)batch * sizeof(int));
-    double *part = ex_malloc((size_t)(W / batch + 1) * sizeof(double));
-    HypWindow hw = {NULL, NULL, NULL, 0, 0};
-    if (hyps) {
-        hw.len = ex_malloc((size_t)W * sizeof(int));
-        hw.off = ex_malloc((size_t)W * sizeof(size_t));
-    }
-    memset(score, 0, sizeof *score);
-    double loss_sum = 0;
-    long loss_tokens = 0, k = 0;
-    TxtPairBatch b;
-    memset(&b, 0, sizeof b);
-    int finished = 1, prev = ag_no_grad(t, 1), rc = AG_OK;
-    for (int w0 = 0; w0 < n && finished; w0 += W) {
-        int wn = n - w0 < W ? n - w0 : W, nb = 0;
-        txt_pairs_by_length(d->pairs, w0, wn, idx);
-        hw.n = 0;
-        for (int i0 = 0; i0 < wn; i0 += batch, nb++, k++) {
-            if (stop && stop()) {
-                finished = 0;
-                break;
-            }
-            part[nb] = 0;
-            if (k % P != me) continue;
-            int B = wn - i0 < batch ? wn - i0 : batch;
-            txt_pair_batch_make(&b, d->pairs, idx + i0, B);
-            int max_T = max_decode(&m->cfg, b.S);
-            int got = nn_seq2seq_greedy(t, m, b.src, B, b.S, TXT_BOS, TXT_EOS, max_T, out, lens);
-            if (rc == AG_OK) rc = got;
-            if (loss) {
-                part[nb] = tr_batch_loss_sum(m, t, &b);
-                loss_tokens += b.n_tgt_tokens;
-                if (rc == AG_OK && !isfinite(part[nb]))
-                    rc = ag_fail(AG_ERR_RANGE, "the loss of batch %ld = %g: must be finite", k,
-                                 part[nb]);
-            }
-            for (int r = 0; r < B; r++) {
-                const TxtPair *p = &d->pairs[idx[i0 + r]];
-                const int *h = out + (size_t)r * max_T;
-                txt_score_add(score, h, lens[r], p->tgt, p->tgt_len);
-                if (hyps) hyp_keep(&hw, idx[i0 + r] - w0, h, lens[r]);
-            }
-        }
-        if (!finished) break;
-        dist_sum_disjoint(part, nb);
-        for (int i = 0; i < nb; i++) loss_sum += part[i];
-        for (int i = 0; hyps && i < wn; i++) {
-            const TxtPair *p = &d->pairs[w0 + i];
-            write_side(hyps, src, p->src, p->src_len);
-            fputc('\t', hyps);
-            write_side(hyps, tgt, p->tgt, p->tgt_len);
-            fputc('\t', hyps);
-            write_side(hyps, tgt, hw.hyp + hw.off[i], hw.len[i]);
-            fputc('\n', hyps);
-        }
-    }
-    score_sum(score, &loss_tokens);
-    ag_tape_reset(t);
-    ag_no_grad(t, prev);
-    if (finished && loss) *loss = loss_tokens ? loss_sum / (double)loss_tokens : 0;
-    txt_pair_batch_free(&b);
-    free(hw.hyp);
-    free(hw.len);
-    free(hw.off);
-    free(part);
-    free(lens);
-    free(out);
-    free(idx);
-    return finished && rc != AG_OK ? rc : finished;
 }

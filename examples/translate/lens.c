@@ -1,11 +1,11 @@
 /* lens.c: what attograd-translate's lens commands (cache, ablate, patch, detect, lens) give
  * the library's (src/lens/cmd.h) about the seq2seq model: its rows, sentence pairs run
  * teacher-forced (the source + EOS on the encoder, BOS + the target on the decoder), its words
- * (a target word as one token; the token texts of the outputs), the LensCmd on its model and
- * tape; and detect, whose table differs from a GPT's: every head scored as a previous-token,
+ * (a target word as one token; the token texts of the outputs), the input's flags and the
+ * LensProgram (the model loaded and freed, the rows read); and detect, whose table differs from a GPT's: every head scored as a previous-token,
  * duplicate-token and induction head, the cross-attention's by its diagonal
  * (src/lens/detect.h). docs/lens.md is the user's guide.
- * Not here: the flags (cli.c), the hooks (src/nn/hooks.c), the commands' runs, files, tables
+ * Not here: the commands and their own flags (cli.c), the common flags (src/lens/cmd.c), the hooks (src/nn/hooks.c), the commands' runs, files, tables
  * and heatmaps shared with attograd-gpt's (src/lens/cmd.c, report.c).
  * Read next: src/lens/cmd.h, docs/lens.md. */
 #include "translate.h"
@@ -141,16 +141,56 @@ static char *token_word(const void *ctx, NnHookStack stack, int id, int label) {
     return strcpy(s, w);
 }
 
-LensCmd tr_lens_cmd(Translator *tr, const char *name) {
-    return (LensCmd){TR_PROG,
-                     name,
-                     tr->path,
-                     tr->tape,
-                     lens_seq2seq(&tr->model),
-                     lens_readout_seq2seq(&tr->model),
-                     {TR_PROG, ex_plot_heatmap, token_word, tr},
-                     one_word,
-                     {0}};
+static int load(void *self, const LensFlags *f, LensCmd *c) {
+    TrLens *l = self;
+    int rc = tr_load(&l->tr, f->ckpt);
+    if (rc != AG_OK) return rc;
+    l->loaded = 1;
+    ag_check_finite(l->tr.tape, 1); /* where a NaN or inf began, when the model overflows */
+    *c = (LensCmd){TR_PROG,
+                   f->name,
+                   l->tr.path,
+                   l->tr.tape,
+                   lens_seq2seq(&l->tr.model),
+                   lens_readout_seq2seq(&l->tr.model),
+                   (LensReport){TR_PROG, ex_plot_heatmap, token_word, &l->tr},
+                   one_word,
+                   {0}};
+    return AG_OK;
+}
+
+/* one row from the sentence (the argument or --sentence) and --target, or --pairs's rows */
+static int rows(void *self, const LensFlags *f, LensRows *r) {
+    TrLens *l = self;
+    if (f->nargs > 1)
+        return ag_fail(AG_ERR_ARG, "one sentence at a time (quote it): '%s' '%s'", f->args[0],
+                       f->args[1]);
+    if (f->nargs == 1 && l->sentence)
+        return ag_fail(AG_ERR_ARG, "give the sentence once: '%s' and --sentence '%s'", f->args[0],
+                       l->sentence);
+    if (l->pairs && l->target) return ag_fail(AG_ERR_ARG, "--pairs has its targets: no --target");
+    return tr_lens_rows(&l->tr, f->nargs ? f->args[0] : l->sentence, l->target, l->pairs, r);
+}
+
+static void free_model(void *self) {
+    TrLens *l = self;
+    if (l->loaded) tr_free(&l->tr);
+    l->loaded = 0;
+}
+
+int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag *own, int n_own,
+                  int argc, char **argv) {
+    l->p = (LensProgram){TR_PROG,       TR_DEFAULT_CKPT,  "WORD", "the sentence", parse_only, l,
+                         txt_check_arg, run_out_file_dir, load,   rows,           free_model};
+    Flag in[] = {FLAG_ROW("sentence", FLAG_STR, &l->sentence, "TEXT",
+                          "the source sentence (default: the argument)"),
+                 FLAG_ROW("target", FLAG_STR, &l->target, "TEXT",
+                          "teacher-force this translation (default: the greedy one)"),
+                 FLAG_ROW("pairs", FLAG_PATH, &l->pairs, "FILE",
+                          "rows instead: source<TAB>target a line, all as many tokens")};
+    int rows = (parts & TR_LENS_ROWS) != 0;
+    return lens_flags_parse(&l->p, u, parts | (rows ? LENS_FLAGS_ARGS : 0), &l->f, in, rows ? 3 : 0,
+                            own, n_own, argc, argv);
 }
 
 /* ---- detect and lens ---- */

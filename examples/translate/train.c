@@ -339,8 +339,8 @@ static Tensor *loss(void *ctx, Tape *t, int i, int S, Rng *rng) {
 static int validate(void *ctx, Tape *t, double *v) {
     TrRun *g = ctx;
     TxtScore sc;
-    int done = tr_evaluate(&g->m, t, &g->valid_d, g->valid_max, g->rc.batch, &sc, &v[0], NULL,
-                           &g->src, &g->tgt, run_stop_requested);
+    int done = eval_seq2seq(&g->m, t, &g->valid_d, g->valid_max, g->rc.batch, &sc, &v[0], NULL,
+                            &g->src, &g->tgt, run_stop_requested);
     if (!done) return RUN_VALID_INTERRUPTED;
     v[1] = txt_score_exact(&sc);
     return AG_OK;
@@ -423,18 +423,15 @@ static const char *const transient[] = {
 #define N_MODEL_FLAGS 31
 #define BIG 1e18
 
-static void usage(const Flag *fl, int n) {
-    printf("usage: %s train [flags]\n"
-           "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated "
-           "by spaces).\nWrites --out/last.npz (latest), --out/best.npz (best validation) "
-           "and --out/log.csv\n(columns: %s),\nand draws the curves in --out/loss.png "
-           "(gnuplot).\nCtrl-C (SIGINT) or SIGTERM saves last.npz "
-           "and exits with 130 or 143; --resume continues\nthe run to the bit. Exit codes: "
-           "0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last good "
-           "state), 2 bad flags or data.\nflags (default) [range]:\n",
-           TR_PROG, "step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,valid_exact");
-    flag_help(stdout, fl, n);
-}
+/* what `train --help` says above the flags */
+#define TRAIN_WHAT                                                                                 \
+    "Trains a transformer on sentence pairs (TSV: source<TAB>target, tokens separated by "         \
+    "spaces).\nWrites --out/last.npz (latest), --out/best.npz (best validation) and "              \
+    "--out/log.csv\n(columns: step,epoch,train_loss,lr,grad_norm,tokens_per_s,valid_loss,"         \
+    "valid_exact),\nand draws the curves in --out/loss.png (gnuplot).\nCtrl-C (SIGINT) or "        \
+    "SIGTERM saves last.npz and exits with 130 or 143; --resume continues\nthe run to the bit. "   \
+    "Exit codes: 0 done, 1 failed (non-finite loss: the step is named,\nlast.npz is the last "     \
+    "good state), 2 bad flags or data."
 
 /* `attograd-translate train` with argv[0..argc) after "train"; parse_only: the flags parsed
  * and checked, nothing read or written (tr_check_args) */
@@ -551,10 +548,10 @@ int tr_train_main(int argc, char **argv, int parse_only) {
             fl[i].help = "weight decay (default 0, adamw 0.01)";
     }
     g->fl = fl, g->n_fl = n;
-    int code, rc = flag_parse(fl, n, argc, argv, NULL, NULL);
+    int code,
+        rc = flag_parse_cmd(TR_PROG, "train", "[flags]", TRAIN_WHAT, fl, n, argc, argv, NULL, NULL);
     if (rc == AG_OK && parse_only) rc = check_flags(g);
     if (rc == FLAG_HELP) {
-        usage(fl, n);
         code = RUN_EXIT_OK;
     } else if (rc != AG_OK || parse_only) {
         if (rc != AG_OK)

@@ -28,6 +28,9 @@
 
 /* The program's name: every message on stderr starts with "attograd-translate COMMAND: ". */
 #define TR_PROG "attograd-translate"
+/* where every command reads a trained model by default: what `make demo` writes (and `train`
+ * with its default --out) */
+#define TR_DEFAULT_CKPT "build/demo/best.npz"
 
 /* ---- the program's exit codes (tr_main, tr_train) ---- */
 enum {
@@ -41,8 +44,11 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* The library's names the lens and view code (lens.c, view.c, cli.c's lens commands) still use
- * (src/text/vocab.h, pairs.h); everything else calls them by the library's names. */
+/* Old names of the library's (src/text/vocab.h, pairs.h), kept only for the lens and view code
+ * that still uses them: TrVocab (view.c), TR_BOS and TR_EOS (lens.c and
+ * tests/examples/test_translate_lens_cli.c), tr_vocab_word (lens.c, view.c), tr_tokenize,
+ * tr_read_line and TR_MAX_LINE (lens.c), tr_detokenize (cli.c's patch), tr_utf8_check (view.c).
+ * Everything else calls them by the library's names. */
 typedef TxtVocab TrVocab;
 enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
 #define tr_vocab_word txt_vocab_word
@@ -97,34 +103,12 @@ int tr_cut_words(int n, int max, FILE *warn, const char *where);
 /* The text of n ids of v (txt_vocab_detokenize), NUL-terminated, ex_malloc'd. */
 char *tr_text(const TxtVocab *v, const int *ids, int n);
 
-/* ---- evaluation (scored with src/text/score.h: TxtScore, txt_score_*) ---- */
+/* ---- evaluation: src/eval's eval_seq2seq (eval and the trainer's validation) ---- */
 /* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
  * rows of it have little padding. A ex_malloc'd array of n row indices. */
 int *tr_sorted_rows(const TxtPairSet *d, int n);
-/* The teacher-forced loss of batch b (no-grad; resets tape t), times its target tokens: sums
- * of it over batches, divided by the tokens, give the mean over a data set. */
-double tr_batch_loss_sum(Seq2Seq *m, Tape *t, const TxtPairBatch *b);
-
-/* Pairs an evaluation holds the hypotheses of at a time (or one batch, when larger). */
-#define TR_EVAL_WINDOW 4096
-
-/* Decodes pairs [0, limit) of d (limit <= 0: all) greedily and scores them; with loss not NULL
- * also the teacher-forced loss (mean over target tokens). The pairs go in windows of
- * TR_EVAL_WINDOW in file order; each window is sorted by length and decoded in batches of
- * batch rows, its sentences scored as they are decoded, and with hyps not NULL its lines
- * written, in file order, before the next window: source<TAB>reference<TAB>hypothesis (tgt
- * is then needed). Memory: one batch and the hypotheses of one window, whatever the number of
- * pairs. stop, when not NULL, is polled between batches: when it returns 1 the evaluation
- * stops and this returns 0 (else 1); score then holds the pairs decoded so far and *loss is
- * not set. A logit or a loss that is not finite (finite weights that overflow) returns
- * AG_ERR_RANGE naming it; the evaluation still runs to its end (every process alike). */
-/* Under mpirun (dist_size() > 1: the trainer's validation) batch k of the whole evaluation is
- * process k mod P's; the losses are gathered exactly and added in batch order and the counts
- * summed, so every process gets the one-process figures, to the bit. stop must then give the
- * same answer in every process (run_stop_requested), and hyps must be NULL. */
-int tr_evaluate(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch, TxtScore *score,
-                double *loss, FILE *hyps, const TxtVocab *src, const TxtVocab *tgt,
-                int (*stop)(void));
+/* the old name of eval_seq2seq_loss_sum, for heads.c */
+#define tr_batch_loss_sum eval_seq2seq_loss_sum
 
 /* ---- training ---- */
 typedef struct TrTrainConfig {
@@ -241,8 +225,22 @@ int tr_view_main(int argc, char **argv);
  * naming the file and line, or the sentence. */
 int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const char *pairs,
                  LensRows *r);
-/* The library's lens command (src/lens/cmd.h) named name on tr's model, tape and words */
-LensCmd tr_lens_cmd(Translator *tr, const char *name);
+/* What a lens command holds (src/lens/cmd.h): the model (loaded: tr_free is due), the input's
+ * flags (--sentence, --target, --pairs), the common flags, the library's command and the
+ * program (its callbacks: the model loaded, the rows read, the model freed) */
+typedef struct TrLens {
+    Translator tr;
+    const char *sentence, *target, *pairs;
+    int loaded;
+    LensFlags f;
+    LensCmd c;
+    LensProgram p;
+} TrLens;
+/* lens_flags_parse (argv after the command) with the input's rows (parts & TR_LENS_ROWS: a
+ * sentence argument, --sentence, --target, --pairs); sets l->p (parse_only: only the checks) */
+enum { TR_LENS_ROWS = 1 << 8 };
+int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag *own, int n_own,
+                  int argc, char **argv);
 /* Scores every head of c's rows (lens_detect_seq2seq), prints the table, writes out (encoder,
  * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
  * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */

@@ -1,5 +1,6 @@
 /* flag.c: the table-driven flag parser (flag.h): finding a row by any of its spellings, the
- * strict readers of integers, reals and integer lists, the range checks, and --help.
+ * strict readers of integers, reals and integer lists, the range checks, and --help (the
+ * table, and a command's usage around it: flag_usage, flag_parse_cmd).
  * Not here: a program's own checks between flags (examples/). Read next: flag.h's users,
  * examples/induction/main.c, examples/gpt/train.c, examples/translate/cli.c. */
 #include "flag.h"
@@ -335,6 +336,30 @@ void flag_help(FILE *out, const Flag *fl, int n) {
             fprintf(out, "%s--%.*s", k == 1 ? "; also " : ", ", (int)l, a);
         fprintf(out, "\n");
     }
+}
+
+void flag_usage(FILE *out, const char *prog, const char *cmd, const char *args, const char *what,
+                const Flag *fl, int n) {
+    AG_CHECK_ARG(out);
+    AG_CHECK_ARG(prog);
+    AG_CHECK_ARG(cmd);
+    AG_CHECK_ARG(args);
+    AG_CHECK_ARG(what);
+    AG_CHECK_ARG(fl);
+    fprintf(out, "usage: %s %s %s\n%s\n\nflags (default) [range]:\n", prog, cmd, args, what);
+    flag_help(out, fl, n);
+}
+
+int flag_parse_cmd(const char *prog, const char *cmd, const char *args, const char *what, Flag *fl,
+                   int n, int argc, char **argv, char **pos, int *npos) {
+    AG_CHECK_ARG(prog);
+    AG_CHECK_ARG(cmd);
+    AG_CHECK_ARG(args);
+    AG_CHECK_ARG(what);
+    AG_CHECK_ARG(fl);
+    int rc = flag_parse(fl, n, argc, argv, pos, npos);
+    if (rc == FLAG_HELP) flag_usage(stdout, prog, cmd, args, what, fl, n);
+    return rc;
 }
 
 Flag *flag_find(Flag *fl, int n, const char *name) {

@@ -4,6 +4,7 @@
  * given; flag_help prints the table (defaults, ranges, aliases) for --help. An error returns
  * AG_ERR_ARG with a message naming the flag as typed and the value (ag_last_error); the library
  * prints nothing and never exits: the program prints "PROG CMD: message" and exits 2.
+ * flag_parse_cmd is both for one command: the flags, and its usage for --help.
  * Not here: what a program does with its flags, its exit codes, its usage line.
  * Read next: flag.c; examples/classify.c is the shortest program on it (through src/run). */
 #ifndef AG_FLAG_H
@@ -77,6 +78,16 @@ int flag_parse(Flag *fl, int n, int argc, char **argv, char **pos, int *npos);
  * also --max-iters". The default is the value *ptr holds (not shown when the help already says
  * "(default"; nothing for a switch or an empty text). */
 void flag_help(FILE *f, const Flag *fl, int n);
+
+/* A command's usage for --help, on out: "usage: PROG CMD ARGS", what (lines without a final
+ * newline), a blank line, "flags (default) [range]:" and flag_help's table. */
+void flag_usage(FILE *out, const char *prog, const char *cmd, const char *args, const char *what,
+                const Flag *fl, int n);
+/* flag_parse, then for --help flag_usage on stdout: the one way a command reads its flags.
+ * Returns flag_parse's AG_OK, FLAG_HELP (the usage printed; the command exits 0) or AG_ERR_ARG
+ * (nothing printed: the program says "PROG CMD: message" its own way and exits 2). */
+int flag_parse_cmd(const char *prog, const char *cmd, const char *args, const char *what, Flag *fl,
+                   int n, int argc, char **argv, char **pos, int *npos);
 
 /* The row whose canonical spelling is name; a name not in the table aborts (misuse). */
 Flag *flag_find(Flag *fl, int n, const char *name);

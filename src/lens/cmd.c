@@ -1,10 +1,13 @@
 /* cmd.c: the lens commands' runs of cmd.h on any model: the metric of --metric, cache, ablate,
- * patch, the logit lens, and the end of a command (its exit code). Every printed line and
+ * patch, the logit lens, the end of a command (its exit code), and the common flags, start and
+ * end of lens_flags_parse, lens_cmd_start, lens_cmd_finish. Every printed line and
  * message is what attograd-gpt's and attograd-translate's commands printed before they shared
  * this file.
  * Not here: the files, tables and heatmaps (report.c), the sweeps (lens.c), the lens's numbers
  * (logit.c). Read next: report.c. */
 #include "cmd.h"
+
+#include "../tensor/threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -226,4 +229,111 @@ int lens_cmd_end(LensCmd *c, int rc) {
     if (rc == AG_OK) return 0;
     fprintf(stderr, "%s %s: %s\n", c->prog, c->name, ag_last_error());
     return rc == AG_ERR_NOMEM ? 1 : 2;
+}
+
+/* ---- one set of flags, one start and one end ---- */
+
+int lens_flags_refuse(const LensFlags *f, const char *why) {
+    AG_CHECK_ARG(f);
+    AG_CHECK_ARG(why);
+    return ag_fail(AG_ERR_ARG, "%s (see %s %s --help)", why, f->prog ? f->prog : "",
+                   f->name ? f->name : "");
+}
+
+const char *lens_flags_metric(const LensFlags *f) {
+    AG_CHECK_ARG(f);
+    return f->metric ? f->metric : f->good && f->bad ? "logit-diff" : "loss";
+}
+
+int lens_flags_parse(const LensProgram *p, const LensUsage *u, int parts, LensFlags *f,
+                     const Flag *input, int n_in, Flag *own, int n_own, int argc, char **argv) {
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(u);
+    AG_CHECK_ARG(f);
+    AG_CHECK(n_in >= 0 && n_own >= 0 && n_in + n_own <= 32 && (input || !n_in) && (own || !n_own),
+             "lens_flags_parse: %d input and %d own flags", n_in, n_own);
+    memset(f, 0, sizeof *f);
+    f->prog = p->prog, f->name = u->name, f->ckpt = p->ckpt, f->pos = -1;
+    snprintf(f->out_default, sizeof f->out_default, "build/lens/%s.npz", u->name);
+    f->out = f->out_default;
+    Flag fl[40];
+    int n = 0;
+    fl[n++] = (Flag)FLAG_ROW("ckpt", FLAG_PATH, &f->ckpt, "PATH", "the checkpoint");
+    for (int i = 0; i < n_in; i++) fl[n++] = input[i];
+    int n0 = n;
+    for (int i = 0; i < n_own; i++) fl[n++] = own[i];
+    if ((parts & LENS_FLAGS_METRIC) == LENS_FLAGS_METRIC)
+        fl[n++] = (Flag)FLAG_ROW(
+            "metric", FLAG_STR, &f->metric, "NAME",
+            "loss (the next tokens') or logit-diff (--good, --bad; the default with them)");
+    if (parts & LENS_FLAGS_GOOD_BAD) {
+        fl[n++] = (Flag)FLAG_ROW("good", FLAG_STR, &f->good, p->unit,
+                                 "logit-diff: the one whose logit counts +");
+        fl[n++] = (Flag)FLAG_ROW("bad", FLAG_STR, &f->bad, p->unit,
+                                 "logit-diff: the one whose logit counts -");
+    }
+    if (parts & LENS_FLAGS_POS)
+        fl[n++] = (Flag)FLAG_NUM("pos", FLAG_INT, &f->pos, "N",
+                                 "logit-diff: the position (-1: the last)", -1, 1 << 20);
+    fl[n++] = (Flag)FLAG_ROW("out", FLAG_PATH, &f->out, "FILE", u->out);
+    fl[n++] = (Flag)FLAG_NUM("threads", FLAG_INT, &f->threads, "N",
+                             "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096);
+    if (parts & LENS_FLAGS_ARGS) f->args = zalloc((size_t)argc + 1, sizeof *f->args);
+    int rc = lens_cmd_parse(p->prog, u->name, u->args, u->what, fl, n, argc, argv, f->args,
+                            (parts & LENS_FLAGS_ARGS) ? &f->nargs : NULL);
+    for (int i = 0; i < n_own; i++) own[i].given = fl[n0 + i].given;
+    for (int i = 0; i < n && f->ntexts < 16; i++) /* the texts lens_cmd_start checks */
+        if (fl[i].type == FLAG_STR && fl[i].given && *(const char **)fl[i].ptr) {
+            f->texts[f->ntexts] = *(const char **)fl[i].ptr;
+            snprintf(f->labels[f->ntexts++], sizeof f->labels[0], "--%.*s",
+                     (int)strcspn(fl[i].name, "|"), fl[i].name);
+        }
+    if (rc == AG_ERR_ARG) { /* the parser's message, then where the help is */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ag_last_error());
+        return lens_flags_refuse(f, msg);
+    }
+    return rc;
+}
+
+/* text is NULL or valid (p->check_text; label names it) */
+static int text_ok(const LensProgram *p, const char *text, const char *label) {
+    const char *past;
+    return !text || !p->check_text ? AG_OK : p->check_text(text, label, &past);
+}
+
+int lens_cmd_start(LensCmd *c, const LensProgram *p, LensFlags *f, int rc, int rows) {
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(f);
+    if (rc == AG_OK && !f->good != !f->bad)
+        rc = lens_flags_refuse(f, "--good and --bad go together");
+    for (int i = 0; rc == AG_OK && i < f->nargs; i++)
+        rc = text_ok(p, f->args[i], p->arg_label ? p->arg_label : "an argument");
+    for (int i = 0; rc == AG_OK && i < f->ntexts; i++) rc = text_ok(p, f->texts[i], f->labels[i]);
+    if (rc != AG_OK) return rc;
+    if (p->parse_only) return LENS_CMD_DONE;
+    if (p->out_dir && (rc = p->out_dir(f->out)) != AG_OK) return rc; /* the folder of --out */
+    if (f->threads > ag_threads_available())
+        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
+                p->prog, f->threads, ag_threads_available());
+    ag_threads_use(f->threads);
+    c->prog = p->prog, c->name = f->name, c->ckpt = f->ckpt;
+    f->loaded = 1;
+    rc = p->load(p->self, f, c);
+    c->prog = p->prog, c->name = f->name; /* whatever load wrote */
+    if (rc == AG_OK && rows) rc = p->rows(p->self, f, &c->r);
+    return rc;
+}
+
+int lens_cmd_finish(LensCmd *c, const LensProgram *p, LensFlags *f, int rc) {
+    AG_CHECK_ARG(c);
+    AG_CHECK_ARG(p);
+    AG_CHECK_ARG(f);
+    c->prog = p->prog, c->name = f->name; /* also when nothing started (--help, a refusal) */
+    int code = lens_cmd_end(c, rc == LENS_CMD_DONE ? AG_OK : rc);
+    if (f->loaded && p->free) p->free(p->self);
+    free(f->args);
+    f->args = NULL, f->nargs = 0, f->loaded = 0;
+    return code;
 }

@@ -2,10 +2,13 @@
  * loads its model and reads its rows of tokens into a LensCmd; then the metric of --metric,
  * cache, ablate, patch and the logit lens are one call each, and lens_cmd_end frees what the
  * command holds and gives its exit code. attograd-gpt's and attograd-translate's commands are
- * these calls (docs/lens.md shows a model of your own on them). A GPT's rows are its tokens
+ * these calls (docs/lens.md shows a model of your own on them), started and ended by one
+ * start and one end around the flags every lens command has (LensFlags; the program gives a
+ * LensProgram: its callbacks load, rows, free). A GPT's rows are its tokens
  * (src NULL); a seq2seq model's are sentence pairs run teacher-forced (src the source + EOS,
  * ids BOS + the target, next the target + EOS).
- * Not here: what the flags mean (the programs; lens_cmd_parse reads them), checkpoints, how text becomes tokens (the programs), the outputs' files and
+ * Not here: a program's own flags (its input, each command's), checkpoints, how text becomes
+ * tokens (the programs' callbacks), the outputs' files and
  * tables (report.h), the head detectors (their tables differ by model: the programs).
  * Read next: cmd.c, report.h; docs/lens.md. */
 #ifndef ATTOGRAD_LENS_CMD_H
@@ -69,6 +72,80 @@ int lens_cmd_logit(LensCmd *c, const char *good, const char *good_flag, const ch
  * table. Returns flag_parse's AG_OK, FLAG_HELP or AG_ERR_ARG (the message: ag_last_error). */
 int lens_cmd_parse(const char *prog, const char *name, const char *args, const char *what, Flag *fl,
                    int n, int argc, char **argv, char **pos, int *npos);
+
+/* ---- one set of flags, one start and one end for every program's lens commands ---- */
+
+/* The flags every lens command has, declared once here (lens_flags_parse adds their rows); a
+ * program adds only its own (its input: a translator's sentence, a GPT's prompts) */
+typedef struct LensFlags {
+    const char *ckpt;       /* --ckpt: LensProgram's default */
+    const char *out;        /* --out: build/lens/NAME.npz */
+    const char *metric;     /* --metric (LENS_FLAGS_METRIC); lens_flags_metric gives its default */
+    const char *good, *bad; /* --good, --bad (LENS_FLAGS_GOOD_BAD): texts, given together */
+    int threads;            /* --threads [0, 4096]: 0 the library's default */
+    int pos;                /* --pos (LENS_FLAGS_POS): the logit difference's position, -1 */
+    char **args;            /* the arguments without a flag (LENS_FLAGS_ARGS; malloc'd) */
+    int nargs, loaded;      /* loaded: LensProgram's load was called (its free is due) */
+    const char *prog, *name;
+    char out_default[64];
+    int ntexts; /* the texts given (FLAG_STR rows), checked by lens_cmd_start */
+    const char *texts[16];
+    char labels[16][32];
+} LensFlags;
+/* The parts of a command's table beyond --ckpt, --out and --threads */
+enum {
+    LENS_FLAGS_GOOD_BAD = 1, /* --good, --bad */
+    LENS_FLAGS_POS = 2,      /* --pos [-1, 2^20] */
+    LENS_FLAGS_METRIC = 7,   /* --metric, --good, --bad, --pos */
+    LENS_FLAGS_ARGS = 8      /* arguments without a flag are kept in args (else refused) */
+};
+/* lens_flags_parse's and lens_cmd_start's "done before the run" (--help, a check only): exit 0 */
+#define LENS_CMD_DONE FLAG_HELP
+
+/* A command's usage: "usage: PROG name args", what, and --out's help */
+typedef struct LensUsage {
+    const char *name, *args, *what, *out;
+} LensUsage;
+
+/* What a program gives the start and the end of its lens commands: its name and --ckpt's
+ * default, and callbacks on its own state (self) */
+typedef struct LensProgram {
+    const char *prog, *ckpt; /* "attograd-gpt"; --ckpt's default */
+    const char *unit;        /* --good's and --bad's value in --help: "WORD", "TOKEN" */
+    const char *arg_label;   /* an argument's name in a message: "the sentence" */
+    int parse_only;          /* lens_cmd_start stops after the checks (a fuzz harness) */
+    void *self;              /* the program's state, given to every callback */
+    /* text (label names it) is valid (AG_OK), else an error; NULL: texts are not checked */
+    int (*check_text)(const char *text, const char *label, const char **out);
+    int (*out_dir)(const char *path); /* makes the folder of path (run_out_file_dir) */
+    /* loads f->ckpt and fills c's t, lm, ro, rp and one_token (prog, name, ckpt are set) */
+    int (*load)(void *self, const LensFlags *f, LensCmd *c);
+    int (*rows)(void *self, const LensFlags *f, LensRows *r); /* the rows of the input flags */
+    void (*free)(void *self); /* what load made (called once load was, also when it failed) */
+} LensProgram;
+
+/* Parses argv[0..argc) into the table: --ckpt, input[0..n_in) (the program's), own[0..n_own)
+ * (the command's; own[i].given set), the rows of parts, --out (u->out), --threads; f's
+ * defaults set first (p->ckpt, build/lens/NAME.npz, --pos -1). --help prints lens_cmd_parse's
+ * layout and returns LENS_CMD_DONE. AG_OK, LENS_CMD_DONE, or AG_ERR_ARG whose message ends
+ * "(see PROG NAME --help)". */
+int lens_flags_parse(const LensProgram *p, const LensUsage *u, int parts, LensFlags *f,
+                     const Flag *input, int n_in, Flag *own, int n_own, int argc, char **argv);
+/* AG_ERR_ARG "why (see PROG NAME --help)": a command line the command refuses */
+int lens_flags_refuse(const LensFlags *f, const char *why);
+/* --metric, or its default: logit-diff when --good and --bad are given, else loss */
+const char *lens_flags_metric(const LensFlags *f);
+
+/* The start of a command, rc lens_flags_parse's (nothing done unless AG_OK): the arguments
+ * --good and --bad given together, the arguments (p->arg_label) and every text given
+ * (FLAG_STR rows, named by their flag) checked,
+ * LENS_CMD_DONE when p->parse_only; --out's folder made, --threads set (a warning when more
+ * than the CPUs), the model loaded (p->load) and, with rows, c->r read (p->rows). AG_OK or
+ * the code to give lens_cmd_finish. */
+int lens_cmd_start(LensCmd *c, const LensProgram *p, LensFlags *f, int rc, int rows);
+/* The end: lens_cmd_end (the message printed, the exit code; LENS_CMD_DONE: 0), then p->free
+ * when the model was loaded, and f->args freed */
+int lens_cmd_finish(LensCmd *c, const LensProgram *p, LensFlags *f, int rc);
 
 /* rc again with ag_last_error() after "<ckpt>: the model's values are not finite on this input
  * ...": a file refused a value that is not finite (AG_ERR_RANGE) */

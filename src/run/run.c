@@ -838,10 +838,10 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
                  ? flag_parse(fl, n, argc - first, argv + first, NULL, NULL)
                  : ag_fail(AG_ERR_ARG, "'%s': not a command (train, eval)", cmd);
     if (rc == FLAG_HELP) {
-        printf("usage: %s [train|eval] [flags]\n  train: trains a model (--resume continues it)\n"
-               "  eval: a checkpoint's validation metrics\nflags:\n",
-               r->m->prog);
-        flag_help(stdout, fl, n);
+        flag_usage(stdout, r->m->prog, "[train|eval]", "[flags]",
+                   "  train: trains a model (--resume continues it)\n"
+                   "  eval: a checkpoint's validation metrics",
+                   fl, n);
         return RUN_EXIT_OK;
     }
     if (dist_rank() != 0) r->c->quiet = 1;

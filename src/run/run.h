@@ -148,9 +148,9 @@ typedef struct RunConfig {
                             * row of run_flags: a program offers it as a flag of its own */
     /* Not saved, no row of run_flags (a program offers them as flags of its own: their names
      * are then never kept by --resume): */
-    int compress;     /* the checkpoints' zlib level, 0 (stored) to 9 (attograd-translate's
+    int compress;       /* the checkpoints' zlib level, 0 (stored) to 9 (attograd-translate's
                        * --compress) */
-    int check_finite; /* check mode on the run's tape (ag_check_finite): a non-finite loss or
+    int check_finite;   /* check mode on the run's tape (ag_check_finite): a non-finite loss or
                        * gradient is traced to the op where it began, named in the stop */
     int64_t report_rss; /* k > 0: after step k and at the end, a line to stdout (also with
                          * --quiet) of the peak and current resident memory and malloc's bytes
@@ -305,5 +305,40 @@ void run_fix_mmap_threshold(void);
 /* 1 when SIGINT or SIGTERM reached any process of the run (collective: every process calls
  * it): a long validation polls it and returns RUN_VALID_INTERRUPTED */
 int run_stop_requested(void);
+
+/* ---- run_records.c: records a program takes every few steps (a loss, scores per head, ...),
+ * kept as bytes in every checkpoint's meta.extra (RunModel.extra, load_extra) so that --resume
+ * continues them. The bytes: head[0..n_head) int64 (the shape the records are of), R int64,
+ * then each array in order, native byte order: a per-record array's R x per elements, a fixed
+ * array's per elements. ---- */
+typedef struct RunRecArray {
+    void **data; /* the array (allocated by run_records_reserve for a per-record one) */
+    size_t elem; /* bytes an element: 8 (int64, double), 4 (float) */
+    size_t per;  /* elements a record; fixed: elements of the array */
+    int fixed;   /* 1: one array for the run (its caller allocates it), not one a record */
+} RunRecArray;
+typedef struct RunRecords {
+    RunRecArray *a;
+    int n;
+    const int64_t *head;           /* (n_head) */
+    const char *const *head_names; /* (n_head) their names for errors ("layers"), or NULL */
+    int n_head;
+    int R, cap; /* records held, room for */
+} RunRecords;
+#define RUN_MAX_RECORDS 10000000 /* bytes claiming more records are refused */
+/* room for R records in every per-record array (aborts when out of memory) */
+void run_records_reserve(RunRecords *r, int R);
+/* the records as bytes (allocated; *len of them) */
+void *run_records_bytes(const RunRecords *r, size_t *len);
+/* the records back from bytes: AG_OK, or AG_ERR_FORMAT naming what (for example "meta.extra")
+ * when its head is not r->head or its size not that of its records (nothing changed) */
+int run_records_load(RunRecords *r, const void *bytes, size_t len, const char *what);
+/* frees the per-record arrays (R and cap become 0; fixed arrays are their caller's) */
+void run_records_free(RunRecords *r);
+/* Writes path as CSV: the header "step,names[0],...", then a row a record i: steps[i] and each
+ * column's cols[c * n + i] (%.6g; cols (n_cols, n)), into a temporary file renamed over path
+ * (src/io/file.h). AG_OK, or AG_ERR_IO naming the path and the reason. */
+int run_records_csv(const char *path, const int64_t *steps, int n, const char *const *names,
+                    const double *cols, int n_cols);
 
 #endif

@@ -1,12 +1,15 @@
 /* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h): named curves over one x
  * axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
- * describes its curves once for its page and its pictures. Not here: drawing them in the page
+ * describes its curves once for its page and its pictures (view_plot_pngs: several into a
+ * folder); one table of the Tables tab (view_table). Not here: drawing them in the page
  * (page.html's buildPlots), running gnuplot (src/run/run_plot.c), the other parts of the
  * document (view.c). Read next: page.html. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/file.h"
 #include "../run/run.h"
 #include "view.h"
 
@@ -101,4 +104,51 @@ int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int 
     int rc = run_plot_script(s.buf, png);
     free(s.buf);
     return rc;
+}
+
+void view_table(ViewBuf *b, const ViewTable *t) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(t);
+    AG_CHECK(t->name && t->title && t->rows && t->cols && t->values && t->n_rows >= 0 &&
+                 t->n_cols >= 0,
+             "view_table: a table needs its name, title, rows, cols and values (%d, %d)", t->n_rows,
+             t->n_cols);
+    view_raw(b, "{");
+    view_field_str(b, "name", t->name);
+    view_raw(b, ",");
+    view_field_str(b, "title", t->title);
+    for (int k = 0; k < 2; k++) {
+        int n = k ? t->n_cols : t->n_rows;
+        view_raw(b, k ? "],\"cols\":[" : ",\"rows\":[");
+        for (int i = 0; i < n; i++) {
+            const char *s = (k ? t->cols : t->rows)[i];
+            AG_CHECK(s, "view_table: %s: %s label %d is NULL", t->name, k ? "column" : "row", i);
+            if (i) view_raw(b, ",");
+            view_str(b, s, strlen(s));
+        }
+    }
+    view_raw(b, "],\"values\":");
+    view_nums(b, t->values, (size_t)t->n_rows * t->n_cols);
+    view_raw(b, "}");
+}
+
+int view_plot_pngs(const char *dir, const ViewPng *pngs, int n, const char *prog, char *drawn,
+                   size_t size) {
+    AG_CHECK_ARG(dir);
+    AG_CHECK_ARG(pngs);
+    AG_CHECK_ARG(prog);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char *path = io_path_join(dir, pngs[i].name);
+        int rc = view_plot_png(path, pngs[i].plots, pngs[i].n, pngs[i].width, pngs[i].height);
+        free(path);
+        if (rc != RUN_PLOT_DRAWN) {
+            fprintf(stderr, "%s: %s\n", prog, ag_last_error());
+            continue;
+        }
+        k++;
+        size_t len = drawn ? strlen(drawn) : 0;
+        if (drawn && len < size) snprintf(drawn + len, size - len, ", %s", pngs[i].name);
+    }
+    return k;
 }

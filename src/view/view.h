@@ -116,6 +116,29 @@ void view_plot(ViewBuf *b, const ViewPlot *p);
  * as lines with points, the y range of extra's "ymin" and "ymax", boxes for "bars":true.
  * RUN_PLOT_DRAWN, RUN_PLOT_SKIPPED (no gnuplot) or RUN_PLOT_FAILED; ag_last_error says why. */
 int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int height);
+/* One PNG of plots[0..n) (view_plot_png) named name in a folder, width x height pixels */
+typedef struct ViewPng {
+    const char *name;
+    const ViewPlot *plots;
+    int n, width, height;
+} ViewPng;
+/* Draws pngs[0..n) into dir; a picture not drawn is said on stderr as "prog: <why>" (no
+ * gnuplot, gnuplot's complaint). Appends ", NAME" to drawn (a string of size bytes; NULL: none)
+ * for each picture drawn; returns their number. */
+int view_plot_pngs(const char *dir, const ViewPng *pngs, int n, const char *prog, char *drawn,
+                   size_t size);
+
+/* One table of the Tables tab (docs/view.md): values (n_rows, n_cols), a NaN shown empty,
+ * with row and column labels rows[0..n_rows), cols[0..n_cols) */
+typedef struct ViewTable {
+    const char *name, *title;
+    const char *const *rows, *const *cols;
+    int n_rows, n_cols;
+    const double *values;
+} ViewTable;
+/* Appends t as {"name", "title", "rows", "cols", "values"} (plot.c). Aborts naming the function
+ * when a field or a label is NULL. */
+void view_table(ViewBuf *b, const ViewTable *t);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).

@@ -90,6 +90,7 @@ static TxtScore SCO;
 static TxtPair PAIR;
 static TxtPairBatch PB;
 static TxtPairLoader PL2;
+static TxtPairSet PSET;
 static int I1;
 static size_t Z1;
 static int64_t STATE[TXT_LOADER_STATE_LEN];
@@ -1102,6 +1103,55 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
       lens_cmd_parse("p", "c", "", NULL, (Flag[1]){0}, 1, 0, NULL, NULL, NULL))                    \
     X(lens_cmd_parse, fl, lens_cmd_parse("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
     X(run_out_file_dir, path, run_out_file_dir(NULL))                                              \
+    X(flag_usage, out, flag_usage(NULL, "p", "c", "", "", &FL, 1))                                 \
+    X(flag_usage, prog, flag_usage(stderr, NULL, "c", "", "", &FL, 1))                             \
+    X(flag_usage, cmd, flag_usage(stderr, "p", NULL, "", "", &FL, 1))                              \
+    X(flag_usage, args, flag_usage(stderr, "p", "c", NULL, "", &FL, 1))                            \
+    X(flag_usage, what, flag_usage(stderr, "p", "c", "", NULL, &FL, 1))                            \
+    X(flag_usage, fl, flag_usage(stderr, "p", "c", "", "", NULL, 1))                               \
+    X(flag_parse_cmd, prog, flag_parse_cmd(NULL, "c", "", "", &FL, 1, 0, NULL, NULL, NULL))        \
+    X(flag_parse_cmd, cmd, flag_parse_cmd("p", NULL, "", "", &FL, 1, 0, NULL, NULL, NULL))         \
+    X(flag_parse_cmd, args, flag_parse_cmd("p", "c", NULL, "", &FL, 1, 0, NULL, NULL, NULL))       \
+    X(flag_parse_cmd, what, flag_parse_cmd("p", "c", "", NULL, &FL, 1, 0, NULL, NULL, NULL))       \
+    X(flag_parse_cmd, fl, flag_parse_cmd("p", "c", "", "", NULL, 1, 0, NULL, NULL, NULL))          \
+    /* eval.h */                                                                                   \
+    X(eval_seq2seq_budget, c, eval_seq2seq_budget(NULL, 1))                                        \
+    X(eval_seq2seq_loss_sum, m, eval_seq2seq_loss_sum(NULL, &TP, &PB))                             \
+    X(eval_seq2seq_loss_sum, t, eval_seq2seq_loss_sum(&S2S, NULL, &PB))                            \
+    X(eval_seq2seq_loss_sum, b, eval_seq2seq_loss_sum(&S2S, &TP, NULL))                            \
+    X(eval_seq2seq, m, eval_seq2seq(NULL, &TP, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))   \
+    X(eval_seq2seq, t, eval_seq2seq(&S2S, NULL, &PSET, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))  \
+    X(eval_seq2seq, d, eval_seq2seq(&S2S, &TP, NULL, 0, 1, &SCO, NULL, NULL, NULL, NULL, NULL))    \
+    X(eval_seq2seq, score,                                                                         \
+      eval_seq2seq(&S2S, &TP, &PSET, 0, 1, NULL, NULL, NULL, NULL, NULL, NULL))                    \
+    X(lens_flags_parse, p,                                                                         \
+      lens_flags_parse(NULL, &(LensUsage){"c", "", "", ""}, 0, &(LensFlags){0}, NULL, 0, NULL, 0,  \
+                       0, NULL))                                                                   \
+    X(lens_flags_parse, u,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, NULL, 0, &(LensFlags){0}, NULL, 0, NULL, 0, 0, NULL))    \
+    X(lens_flags_parse, f,                                                                         \
+      lens_flags_parse(&(LensProgram){0}, &(LensUsage){"c", "", "", ""}, 0, NULL, NULL, 0, NULL,   \
+                       0, 0, NULL))                                                                \
+    X(lens_flags_refuse, f, lens_flags_refuse(NULL, "why"))                                        \
+    X(lens_flags_refuse, why, lens_flags_refuse(&(LensFlags){0}, NULL))                            \
+    X(lens_flags_metric, f, lens_flags_metric(NULL))                                               \
+    X(lens_cmd_start, c, lens_cmd_start(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK, 0))       \
+    X(lens_cmd_start, p, lens_cmd_start(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK, 0))           \
+    X(lens_cmd_start, f, lens_cmd_start(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK, 0))         \
+    X(lens_cmd_finish, c, lens_cmd_finish(NULL, &(LensProgram){0}, &(LensFlags){0}, AG_OK))        \
+    X(lens_cmd_finish, p, lens_cmd_finish(&(LensCmd){0}, NULL, &(LensFlags){0}, AG_OK))            \
+    X(lens_cmd_finish, f, lens_cmd_finish(&(LensCmd){0}, &(LensProgram){0}, NULL, AG_OK))          \
+    X(view_table, b, view_table(NULL, &(ViewTable){0}))                                            \
+    X(view_table, t, view_table(&VB, NULL))                                                        \
+    X(view_plot_pngs, dir, view_plot_pngs(NULL, (ViewPng[1]){{0}}, 1, "p", NULL, 0))               \
+    X(view_plot_pngs, pngs, view_plot_pngs("d", NULL, 1, "p", NULL, 0))                            \
+    X(view_plot_pngs, prog, view_plot_pngs("d", (ViewPng[1]){{0}}, 1, NULL, NULL, 0))              \
+    X(run_records_reserve, r, run_records_reserve(NULL, 1))                                        \
+    X(run_records_bytes, r, run_records_bytes(NULL, &(size_t){0}))                                 \
+    X(run_records_bytes, len, run_records_bytes(&(RunRecords){0}, NULL))                           \
+    X(run_records_load, r, run_records_load(NULL, "", 0, "w"))                                     \
+    X(run_records_load, what, run_records_load(&(RunRecords){0}, "", 0, NULL))                     \
+    X(run_records_csv, path, run_records_csv(NULL, NULL, 0, NULL, NULL, 0))                        \
     X(lens_heads_seq2seq, m, lens_heads_seq2seq(NULL, &LHB))                                       \
     X(lens_heads_seq2seq, b, lens_heads_seq2seq(&S2S, NULL))                                       \
     X(lens_head_importance, t, lens_head_importance(NULL, &LHB, 1, &PL, &LHD, &LHI, NULL))         \
@@ -1167,6 +1217,7 @@ static const char *const accepts_null[][2] = {
     {"view_buf_free", "NULL is a no-op, as free"},
     {"lens_labels_free", "NULL is a no-op, as free"},
     {"hf_is_folder", "NULL names no folder: 0"},
+    {"run_records_free", "NULL is a no-op, as free"},
 };
 
 Test(api, every_null_row_aborts_naming_the_function_and_the_argument) {
@@ -1249,16 +1300,19 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
-        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
-        "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
-        "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h",     "src/lens/report.h", "src/text/vocab.h",        "src/text/score.h",
-        "src/text/pairs.h",    "src/lens/heads.h",  "src/view/heads_plot.h"};
-    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_", "nn_",   "optim_",
-                                           "ckpt_", "npz_",   "io_",     "txt_", "lens_", "flag_",
-                                           "run_",  "st_",    "hf_",     "view_"};
+        "src/tensor/tensor.h",  "src/tensor/rng.h",  "src/autograd/autograd.h",
+        "src/nn/nn.h",          "src/nn/gpt.h",      "src/optim/optim.h",
+        "src/io/checkpoint.h",  "src/io/npz.h",      "src/io/file.h",
+        "src/text/text.h",      "src/dist/dist.h",   "src/nn/hooks.h",
+        "src/lens/lens.h",      "src/lens/detect.h", "src/lens/logit.h",
+        "src/lens/export.h",    "src/flag/flag.h",   "src/run/run.h",
+        "src/io/safetensors.h", "src/hf/hf.h",       "src/view/view.h",
+        "src/lens/report.h",    "src/text/vocab.h",  "src/text/score.h",
+        "src/text/pairs.h",     "src/eval/eval.h",   "src/lens/heads.h",
+        "src/view/heads_plot.h"};
+    static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_",   "optim_",
+                                           "ckpt_", "npz_",   "io_",     "txt_",  "lens_", "flag_",
+                                           "run_",  "st_",    "hf_",     "view_", "eval_"};
     int seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char *d = declarations(headers[h]);

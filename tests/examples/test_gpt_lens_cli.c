@@ -181,6 +181,19 @@ Test(gpt_lens_cli, ablate_tables_every_head_and_patch_restores_the_clean_metric)
     entry(f, "values", 3, (int[]){2, 2, 8});
     cr_assert_eq(*(const int64_t *)npz_find(f, "attribution")->data, 1);
     npz_free(f);
+    /* without --good and --bad patch's metric is the loss: its clean run is ablate's base */
+    ok(dir, (const char *[]){"patch", "--ckpt", ck, "--clean", "abba cab", "--corrupt", "bac abc!",
+                             "--out", ts_join(out, dir, "pl.npz"), NULL});
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    clean = *(const double *)npz_find(f, "clean")->data;
+    npz_free(f);
+    ok(dir, (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abba cab", "--out",
+                             ts_join(out, dir, "al.npz"), NULL});
+    cr_assert_eq(npz_read(out, &f, NULL), AG_OK, "%s", ag_last_error());
+    double base_loss = *(const double *)npz_find(f, "base")->data;
+    cr_assert(clean > 0 && clean == base_loss, "patch's clean loss %.9g, ablate's base %.9g", clean,
+              base_loss);
+    npz_free(f);
     ts_rm_tree(dir);
 }
 
@@ -241,8 +254,6 @@ Test(gpt_lens_cli, bad_input_exits_2_naming_the_path_or_the_flag) {
             (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", "--mode", "max", "--out",
                              out, NULL},
             (const char *[]){"--mode max", NULL});
-    refused(dir, (const char *[]){"ablate", "--ckpt", ck, "--prompt", "abc", NULL},
-            (const char *[]){"--out", NULL});
     struct stat st;
     cr_assert(stat(out, &st) != 0, "nothing written after a refusal");
     const char *cmds[] = {"cache", "ablate", "patch", "detect", "lens", "export"};
@@ -250,6 +261,10 @@ Test(gpt_lens_cli, bad_input_exits_2_naming_the_path_or_the_flag) {
         TsRun r = lens_run(dir, (const char *[]){cmds[i], "--help", NULL});
         cr_assert(r.code == 0 && strstr(r.out, "usage: attograd-gpt") && strstr(r.out, "--ckpt"),
                   "%s --help: %d %s", cmds[i], r.code, r.out);
+        char want[64]; /* the lens commands' defaults: make gpt's checkpoint, build/lens/CMD.npz */
+        snprintf(want, sizeof want, "(build/lens/%s.npz)", cmds[i]);
+        cr_assert(i == 5 || (strstr(r.out, want) && strstr(r.out, "(build/gpt/run/best.npz)")),
+                  "%s --help: no default %s: %s", cmds[i], want, r.out);
         ts_run_free(&r);
     }
     ts_rm_tree(dir);

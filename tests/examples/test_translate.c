@@ -115,7 +115,7 @@ static void learn_task(int reverse) {
     cr_assert_eq(txt_pairs_read(test, &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
     TxtScore s;
     double loss;
-    tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
+    eval_seq2seq(&tr.model, tr.tape, &d, 0, 64, &s, &loss, NULL, &tr.src, &tr.tgt, NULL);
     cr_log_info("%s: %d steps in %.1f s (%.0f steps/s): exact %.1f%%, BLEU %.1f, loss %.4f",
                 reverse ? "reverse" : "copy", steps, secs, steps / secs, 100 * txt_score_exact(&s),
                 txt_score_bleu(&s), loss);

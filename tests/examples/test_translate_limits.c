@@ -442,13 +442,13 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
         TxtScore s;
         double loss = 0;
         eval_batches = 0;
-        eval_stop_after = 2 * TR_EVAL_WINDOW / batch;
-        int finished = tr_evaluate(&tr.model, tr.tape, &d, 0, batch, &s, &loss, h, &tr.src, &tr.tgt,
-                                   stop_after_some_batches);
+        eval_stop_after = 2 * EVAL_WINDOW / batch;
+        int finished = eval_seq2seq(&tr.model, tr.tape, &d, 0, batch, &s, &loss, h, &tr.src,
+                                    &tr.tgt, stop_after_some_batches);
         getrusage(RUSAGE_SELF, &after);
         long grew_kb = after.ru_maxrss - before.ru_maxrss;
         fclose(h);
-        int ok = d.n == 1000000 && !finished && s.n_sent == 2 * TR_EVAL_WINDOW &&
+        int ok = d.n == 1000000 && !finished && s.n_sent == 2 * EVAL_WINDOW &&
                  grew_kb < EVAL_PEAK_GROWTH_KB;
         if (!ok)
             fprintf(stderr, "%d pairs, finished %d, %ld sentences, peak grew by %ld KiB\n", d.n,
@@ -464,7 +464,7 @@ Test(tr_limits, eval_of_a_million_pairs_holds_one_window) {
     char *text = ts_read_text(hyps, &len);
     long lines = 0;
     for (char *p = text; (p = strchr(p, '\n')); p++) lines++;
-    cr_assert_eq(lines, 2 * TR_EVAL_WINDOW, "%ld lines", lines);
+    cr_assert_eq(lines, 2 * EVAL_WINDOW, "%ld lines", lines);
     const char *line = text;
     for (long i = 0; i < lines; i++) {
         cr_assert(strncmp(line, i % 3 ? "a\tx\t" : "b\ty\t", 4) == 0, "line %ld", i + 1);
@@ -496,7 +496,7 @@ Test(tr_limits, eval_windows_match_separate_files) {
             k += sprintf(line + k, "%s%c", w ? " " : "", 'x' + (int)rng_below(&r, 3));
         line[k++] = '\n';
         fwrite(line, 1, (size_t)k, fa);
-        fwrite(line, 1, (size_t)k, fp[i >= TR_EVAL_WINDOW]);
+        fwrite(line, 1, (size_t)k, fp[i >= EVAL_WINDOW]);
     }
     fclose(fa);
     fclose(fp[0]);
@@ -514,7 +514,7 @@ Test(tr_limits, eval_windows_match_separate_files) {
                      ag_last_error());
         FILE *h = open_memstream(&text[k], &len[k]);
         cr_assert_eq(
-            tr_evaluate(&tr.model, tr.tape, &d, 0, 64, &s[k], &loss[k], h, &tr.src, &tr.tgt, NULL),
+            eval_seq2seq(&tr.model, tr.tape, &d, 0, 64, &s[k], &loss[k], h, &tr.src, &tr.tgt, NULL),
             1);
         fclose(h);
         txt_pairs_free(&d);

@@ -1,10 +1,12 @@
 /* test_flag.c: the flag parser (src/flag/flag.c): every type read in both forms ("--name value"
  * and "--name=value"), the strict numbers (base 10 only: hex, junk, empty, overflow, NaN and
  * infinity refused), ranges, lists without empty elements, choices, switches, aliases and the
- * spelling messages name, "given" tracking, positional arguments, --help's lines, and misuse of
- * the table (a name twice, a row not in it) aborting.
+ * spelling messages name, "given" tracking, positional arguments, --help's lines, a command's
+ * usage (flag_usage, flag_parse_cmd), and misuse of the table (a name twice, a row not in it)
+ * aborting.
  * Not here: the programs' own flag tables (tests/examples). */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +271,48 @@ Test(flag_help, lists_every_flag_with_its_default_range_and_aliases) {
         cr_expect(strstr(text, lines[k]), "--help lacks\n%s\nin\n%s", lines[k], text);
     cr_expect_eq(strlen(text), len);
     free(text);
+}
+
+Test(flag_usage, frames_the_table_with_the_command_line_and_what_it_does) {
+    Table t;
+    table(&t);
+    char *text = NULL, *table_text = NULL;
+    size_t len = 0, table_len = 0;
+    FILE *f = open_memstream(&text, &len);
+    flag_usage(f, "prog", "train", "[flags] FILE", "trains\na model", t.fl, 10);
+    fclose(f);
+    f = open_memstream(&table_text, &table_len);
+    flag_help(f, t.fl, 10);
+    fclose(f);
+    const char *head =
+        "usage: prog train [flags] FILE\ntrains\na model\n\nflags (default) [range]:\n";
+    cr_assert_eq(strncmp(text, head, strlen(head)), 0, "%s", text);
+    cr_expect_str_eq(text + strlen(head), table_text);
+    free(text), free(table_text);
+}
+
+/* flag_parse_cmd: flag_parse's answers; the usage on stdout only for --help */
+Test(flag_parse_cmd, parses_then_prints_the_usage_for_help_only, .init = cr_redirect_stdout) {
+    Table t;
+    table(&t);
+    char *ok[] = {"--steps", "7", "x"}, *badv[] = {"--steps", "ten"}, *help[] = {"--lr", "1", "-h"};
+    char *pos[3];
+    int npos = 0;
+    cr_expect_eq(flag_parse_cmd("p", "c", "[flags] X", "does", t.fl, 10, 3, ok, pos, &npos), AG_OK);
+    cr_expect(t.steps == 7 && npos == 1 && strcmp(pos[0], "x") == 0);
+    cr_expect_eq(flag_parse_cmd("p", "c", "[flags]", "does", t.fl, 10, 2, badv, NULL, NULL),
+                 AG_ERR_ARG);
+    cr_expect(strstr(ag_last_error(), "'--steps ten' is not an integer"), "%s", ag_last_error());
+    cr_expect_eq(flag_parse_cmd("p", "c", "[flags]", "does", t.fl, 10, 3, help, NULL, NULL),
+                 FLAG_HELP);
+    fflush(stdout);
+    char *want = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&want, &len);
+    flag_usage(f, "p", "c", "[flags]", "does", t.fl, 10);
+    fclose(f);
+    cr_expect_stdout_eq_str(want);
+    free(want);
 }
 
 Test(flag_parse, aborts_on_a_name_twice, .signal = SIGABRT) {

@@ -1246,3 +1246,63 @@ Test(run, the_loss_plot_adds_the_exact_match_when_the_log_has_it) {
     unsetenv("AG_GNUPLOT");
     ts_rm_tree(dir);
 }
+
+/* run_records: records grown as they come, as bytes and back; bytes of another shape or size
+ * refused, naming what they are and changing nothing */
+Test(run_records, bytes_and_back_refuse_another_shape_or_size) {
+    int64_t *step = NULL;
+    double *loss = NULL;
+    float fixed[3] = {1, 2, 3}, *fp = fixed; /* a fixed array: its caller's */
+    const int64_t head[2] = {4, 3};
+    RunRecArray a[] = {
+        {(void **)&step, 8, 1, 0}, {(void **)&loss, 8, 2, 0}, {(void **)&fp, 4, 3, 1}};
+    RunRecords r = {a, 3, head, (const char *const[]){"layers", "positions"}, 2, 0, 0};
+    run_records_reserve(&r, 100);
+    cr_assert(r.cap >= 100 && step && loss);
+    for (int i = 0; i < 100; i++) step[i] = 10 * i, loss[2 * i] = i, loss[2 * i + 1] = -i;
+    r.R = 100;
+    size_t len;
+    char *b = run_records_bytes(&r, &len);
+    cr_assert_eq(len, 3 * 8 + 100 * (8 + 16) + 12);
+    int64_t *step2 = NULL;
+    double *loss2 = NULL;
+    float fixed2[3] = {0}, *fp2 = fixed2;
+    RunRecArray a2[] = {
+        {(void **)&step2, 8, 1, 0}, {(void **)&loss2, 8, 2, 0}, {(void **)&fp2, 4, 3, 1}};
+    RunRecords r2 = {a2, 3, head, NULL, 2, 0, 0};
+    cr_assert_eq(run_records_load(&r2, b, len - 1, "meta.extra"), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "meta.extra: 100 records do not fill its"), "%s",
+              ag_last_error());
+    cr_assert_eq(r2.R, 0);
+    cr_assert_eq(run_records_load(&r2, b, 8, "x"), AG_ERR_FORMAT);
+    cr_assert_eq(run_records_load(&r2, b, len, "meta.extra"), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(r2.R, 100);
+    cr_assert(memcmp(step2, step, 800) == 0 && memcmp(loss2, loss, 1600) == 0 &&
+              memcmp(fixed2, fixed, sizeof fixed) == 0);
+    const int64_t other[2] = {4, 5};
+    r.head = other;
+    cr_assert_eq(run_records_load(&r, b, len, "meta.extra"), AG_ERR_FORMAT);
+    cr_assert(strstr(ag_last_error(), "meta.extra: records of 3 positions; these are of 5"), "%s",
+              ag_last_error());
+    free(b);
+    run_records_free(&r), run_records_free(&r2);
+    cr_assert(step == NULL && loss2 == NULL && r.cap == 0);
+}
+
+/* run_records_csv: a header, then a row a record; a folder in the way is an error naming it */
+Test(run_records, csv_a_header_then_a_row_a_record) {
+    char dir[64], p[512];
+    ts_tmp_dir(dir, sizeof dir, "records-csv");
+    const int64_t steps[] = {0, 10};
+    const double cols[] = {1.5, 2, NAN, 0.25}; /* (2 columns, 2 records) */
+    cr_assert_eq(run_records_csv(ts_join(p, dir, "r.csv"), steps, 2,
+                                 (const char *const[]){"loss", "acc"}, cols, 2),
+                 AG_OK, "%s", ag_last_error());
+    char *text = ts_read_text(p, NULL);
+    cr_assert_str_eq(text, "step,loss,acc\n0,1.5,nan\n10,2,0.25\n");
+    free(text);
+    cr_assert_eq(run_records_csv(dir, steps, 2, (const char *const[]){"loss", "acc"}, cols, 2),
+                 AG_ERR_IO);
+    cr_assert(strstr(ag_last_error(), dir), "%s", ag_last_error());
+    ts_rm_tree(dir);
+}

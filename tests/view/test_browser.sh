@@ -7,7 +7,8 @@
 # request, the heads, the token labels as text, hover and click. Also checks that src/view/page.c
 # is what src/view/page.html gives. Screenshots go to OUT/shots.
 # Then a tiny translator on word pairs of the same kind: its encoder, decoder and cross-attention
-# pages. Then a tiny attograd-grokking run's analysis page (AG_GROKKING_BIN): its plots.
+# pages. Then a tiny attograd-grokking run's analysis page (AG_GROKKING_BIN): its plots; and a
+# tiny attograd-induction experiment's page (AG_INDUCTION_BIN).
 # Usage: tests/view/test_browser.sh GPT_BIN TRANSLATE_BIN OUT
 # Without chromium (Debian's package, installed by make test's set-up when it can be): skipped,
 # saying so.
@@ -207,8 +208,33 @@ g="$out/grokking"
 grep -q "^view: $g/view.html" "$log" || fail "grokking analyze did not name its view"
 python3 "$here/browser.py" --shots "$out/shots" --prefix "grokking-" "$g/view.html" >>"$log" 2>&1 ||
     fail "the grokking page in the browser"
+# attograd-induction (AG_INDUCTION_BIN): a tiny experiment's page, its plots (the loss, the heads'
+# scores), the loss per position and the patterns as tables, both runs' log.csv
+ind=${AG_INDUCTION_BIN:-}
+[ -n "$ind" ] || fail "AG_INDUCTION_BIN is not set (make test-view sets it)"
+i="$out/induction"
+"$ind" --out "$i" --steps 20 --every 5 --batch 4 --eval-batch 3 --vocab 16 --ctx 16 --d-model 16 \
+    --heads 2 --min-prefix 3 --max-prefix 6 --threads 1 --quiet >>"$log" 2>&1 || fail "induction"
+grep -q "^  files: $i/induction.npz, curves.csv, heads.csv, positions.csv, induction.html" "$log" ||
+    fail "attograd-induction did not name its page"
+python3 - "$i/induction.html" >>"$log" 2>&1 <<'PY' || fail "the induction page's data"
+import json, re, sys
+d = json.loads(re.search(r'id="data">\n(.*?)</script>', open(sys.argv[1], encoding="utf-8").read(),
+               re.S).group(1))
+assert [p["name"] for p in d["plots"]] == ["loss", "induction scores", "previous-token scores"]
+assert [len(p["series"]) for p in d["plots"]] == [4, 6, 6], d["plots"]
+assert all(len(s["y"]) == 5 for p in d["plots"] for s in p["series"])
+names = [t["name"] for t in d["tables"]]
+assert names == ["two_layer"] + ["two_layer L%dH%d" % (l, h) for l in (0, 1) for h in (0, 1)] + \
+    ["one_layer", "one_layer L0H0", "one_layer L0H1"], names
+assert d["tables"][0]["rows"][-1] == "step 20" and len(d["tables"][0]["cols"]) == 16
+assert len(d["runs"]) == 2
+print("the induction page: %d plots, %d tables, %d runs" % (3, len(names), 2))
+PY
+python3 "$here/browser.py" --shots "$out/shots" --prefix "induction-" "$i/induction.html" \
+    >>"$log" 2>&1 || fail "the induction page in the browser"
 echo "  view pages in Chromium: 6 GPT pages (BPE, char, a batch with hostile tokens; ablate," \
      "detect, patch tables), 4 translator pages (encoder, decoder, cross-attention; pairs;" \
      "ablate and detect tables), a grokking page (its plots, the Fourier norms' table, the" \
-     "run): 0 console errors, 0 network requests, the DOM as expected; the direct logit" \
+     "run), an induction page (its plots, tables and runs): 0 console errors, 0 network requests, the DOM as expected; the direct logit" \
      "attribution as lens gives it"

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "expect_abort.h"
@@ -403,5 +404,49 @@ Test(view_plot, the_same_plots_draw_as_a_png_with_their_axes_and_ranges) {
                  ag_last_error());
     struct stat st;
     cr_assert(stat(p, &st) == 0 && st.st_size > 0);
+    ts_rm_tree(dir);
+}
+
+static void table_without_labels(void *ctx) {
+    (void)ctx;
+    ViewBuf b = {0};
+    view_table(&b, &(ViewTable){"t", "t", NULL, NULL, 1, 1, (const double[]){1}});
+}
+
+Test(view_table, labels_then_the_values_row_major) {
+    ViewBuf b = {0};
+    view_table(&b, &(ViewTable){"norms", "a <b>", (const char *[]){"step 0", "step 10"},
+                                (const char *[]){"1", "2*", "3"}, 2, 3,
+                                (const double[]){1, 2, 3, 4, NAN, 6}});
+    cr_assert_str_eq(b.p, "{\"name\":\"norms\",\"title\":\"a \\u003Cb\\u003E\",\"rows\":[\"step "
+                          "0\",\"step 10\"],\"cols\":[\"1\",\"2*\",\"3\"],\"values\":[1,2,3,4,"
+                          "null,6]}");
+    view_buf_free(&b);
+    Capture c;
+    capture_run(table_without_labels, NULL, &c);
+    cr_assert(capture_aborted(&c) && capture_has(&c, "view_table"), "%s", c.err);
+}
+
+/* view_plot_pngs: each picture into the folder, the drawn ones named, the others said */
+Test(view_plot, pngs_into_a_folder_name_the_drawn_ones) {
+    char dir[64], p[512], drawn[64] = "";
+    ts_tmp_dir(dir, sizeof dir, "view-pngs");
+    const double x[] = {0, 1}, y[] = {1, 2};
+    const ViewPlot pl = {"a", "a", "x", 0, 0, x, 2, (const char *[]){"y"}, (const double *[]){y},
+                         1,   NULL};
+    const ViewPng png[] = {{"one.png", &pl, 1, 300, 200}, {"two.png", &pl, 1, 300, 200}};
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    cr_assert_eq(view_plot_pngs(dir, png, 2, "prog", drawn, sizeof drawn), 0);
+    cr_assert_str_eq(drawn, "");
+    unsetenv("AG_GNUPLOT");
+    if (!run_gnuplot_available()) {
+        ts_rm_tree(dir);
+        cr_skip_test("gnuplot is not installed: nothing is drawn");
+    }
+    cr_assert_eq(view_plot_pngs(dir, png, 2, "prog", drawn, sizeof drawn), 2, "%s",
+                 ag_last_error());
+    cr_assert_str_eq(drawn, ", one.png, two.png");
+    cr_assert(access(ts_join(p, dir, "two.png"), F_OK) == 0 &&
+              access(ts_join(p, dir, "one.gp"), F_OK) == 0);
     ts_rm_tree(dir);
 }
