@@ -44,5 +44,7 @@
 #include "lens/cmd.h"
 #include "view/view.h"
 #include "eval/eval.h"
+#include "lens/heads.h"
+#include "view/heads_plot.h"
 
 #endif

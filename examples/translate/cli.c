@@ -387,7 +387,7 @@ static int cmd_attention(int argc, char **argv) {
     printf("source:      %s\ntranslation: %s%s\n", a.source, a.translation,
            target ? " (given)" : " (greedy)");
     snprintf(path, sizeof path, "%s/attention.npz", out);
-    if (tr_attention_save_npz(&a, path) != AG_OK)
+    if (lens_patterns_save(&a.p, path) != AG_OK)
         rc = fail("attention", TR_EXIT_FAIL);
     else
         printf("attention probabilities: %s\n", path);
@@ -396,7 +396,7 @@ static int cmd_attention(int argc, char **argv) {
         printf("pictures (gnuplot):\n");
         for (int l = 0; l < layers; l++) {
             snprintf(path, sizeof path, "%s/attention_layer%d.png", out, l);
-            failed |= report_plot("attention", tr_plot_attention_layer(&a, l, path), path);
+            failed |= report_plot("attention", view_patterns_png(&a.p, l, a.caption, path), path);
         }
     }
     fflush(stdout);
@@ -436,40 +436,31 @@ static int cmd_heads(int argc, char **argv) {
         tr_free(&tr);
         return fail("heads", TR_EXIT_USAGE);
     }
-    TrHeadImportance h;
+    LensHeadImportance h;
     if (tr_head_importance(&tr, &d, limit, batch, &h, isatty(STDERR_FILENO) ? stderr : NULL) !=
         AG_OK) {
         txt_pairs_free(&d);
         tr_free(&tr);
         return fail("heads", TR_EXIT_USAGE);
     }
-    printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_pairs, h.n_batches,
+    printf("%s: %d pairs in %d batches; loss with every head %.4f\n", data, h.n_rows, h.n_batches,
            h.base_loss);
-    tr_heads_print(&h, stdout, 0);
+    lens_heads_print(&h, stdout, 0);
     char path[700], title[700];
     snprintf(path, sizeof path, "%s/heads.tsv", out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "%s heads: %s: cannot open for writing: %s\n", PROG, path, strerror(errno));
-        rc = TR_EXIT_FAIL;
-    } else {
-        tr_heads_print(&h, f, 1);
-        if (fclose(f) != 0) {
-            fprintf(stderr, "%s heads: %s: %s\n", PROG, path, strerror(errno));
-            rc = TR_EXIT_FAIL;
-        } else {
-            printf("table: %s\n", path);
-        }
-    }
+    if (lens_heads_save_tsv(&h, path) != AG_OK)
+        rc = fail("heads", TR_EXIT_FAIL);
+    else
+        printf("table: %s\n", path);
     if (rc == 0 && !no_plot) {
         snprintf(path, sizeof path, "%s/heads.png", out);
         snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data,
-                 h.n_pairs, h.base_loss);
+                 h.n_rows, h.base_loss);
         printf("picture (gnuplot):\n");
-        if (report_plot("heads", tr_plot_heads(&h, path, title), path)) rc = TR_EXIT_FAIL;
+        if (report_plot("heads", view_heads_png(&h, path, title), path)) rc = TR_EXIT_FAIL;
     }
     fflush(stdout);
-    tr_heads_free(&h);
+    lens_heads_free(&h);
     txt_pairs_free(&d);
     tr_free(&tr);
     return rc;

@@ -1,7 +1,7 @@
 /* translate.h: the translation example as a library: TSV data, loading a checkpoint into a
  * model, translating a sentence (src/nn's greedy and beam search), evaluating a data set, the
  * trainer and the command line; attention maps, head importance and the plots drawn with gnuplot
- * (attention.c, heads.c; the library's run_gp_panel). main.c only calls tr_main; the tests call these
+ * (attention.c, heads.c on src/lens/heads.h and src/view/heads_plot.h). main.c only calls tr_main; the tests call these
  * functions directly.
  * Not here: the model itself (src/nn), the optimizer (src/optim), checkpoints (src/io).
  * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token
@@ -196,36 +196,26 @@ void tr_warn_threads(int threads);
 
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {
-    int n_enc, n_dec, NH; /* layers, heads */
-    int S, T;             /* encoder positions (source + <eos>), decoder ones (<bos> + target) */
-    char **src_tok;       /* (S) the encoder's tokens: the keys of every cross-attention */
-    char **dec_tok;       /* (T) the decoder's input tokens: <bos>, then the translation */
-    float *enc_self[NN_MAX_LAYERS]; /* (NH, S, S) per encoder layer */
-    float *dec_self[NN_MAX_LAYERS]; /* (NH, T, T) per decoder layer (causal: 0 above the
-                                       diagonal) */
-    float *cross[NN_MAX_LAYERS];    /* (NH, T, S) per decoder layer */
-    char *source, *translation;     /* the texts the model read (unknown words as <unk>) */
-    int n_unk;                      /* source words not in the vocabulary */
+    LensPatterns p;   /* every block (encoder self per layer, then decoder self and
+                                 cross per layer) and the tokens: encoder_tokens (S),
+                                 decoder_tokens (T) */
+    int n_enc, n_dec; /* layers */
+    int S, T;         /* encoder positions (source + <eos>), decoder ones (<bos> + target) */
+    char *source, *translation; /* the texts the model read (unknown words as <unk>) */
+    char *caption;              /* "source  ->  translation", the pictures' second title */
+    int n_unk;                  /* source words not in the vocabulary */
 } TrAttention;
 
 /* Tokenizes sentence (unknown words named on warn, may be NULL, after the prefix
  * "attograd-translate attention: "; over-long input cut to max_len - 1 words), translates it
  * greedily (or takes target, a translation to teacher-force, when not NULL), runs one no-grad
  * forward of the pair and copies every block's last_probs. AG_ERR_ARG for a sentence without
- * words. */
+ * words. The .npz: lens_patterns_save(&a->p, path); layer l's grid: view_patterns_png. */
 int tr_attention_collect(Translator *tr, const char *sentence, const char *target, TrAttention *a,
                          FILE *warn);
 void tr_attention_free(TrAttention *a);
 /* `view` (view.c): one HTML page of src/view; argv after the command. An exit code. */
 int tr_view_main(int argc, char **argv);
-/* bertviz's layout, float32, one entry per block: encoder.layers.L.self_attn (1, NH, S, S),
- * decoder.layers.L.self_attn (1, NH, T, T), decoder.layers.L.multihead_attn (1, NH, T, S);
- * encoder_tokens and decoder_tokens: the tokens as UTF-8 bytes joined by '\n'. */
-int tr_attention_save_npz(const TrAttention *a, const char *path);
-/* Layer l's grid: a row per block of that layer (encoder self, decoder self, cross), a column
- * per head, queries down and keys across, tokens on the axes, probabilities 0 white to 1 blue. */
-int tr_plot_attention_layer(const TrAttention *a, int layer, const char *png);
-
 /* ---- the lens on the model's hook points (lens.c; docs/lens.md) ---- */
 /* Sentence pairs run teacher-forced into r (src/lens/cmd.h's LensRows): src (B, S) the source
  * tokens + EOS, ids (B, T) BOS + the target tokens (the decoder's input), next (B, T) the target
@@ -257,33 +247,11 @@ int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag
 int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt, const char *out);
 
 /* ---- head importance (heads.c) ---- */
-enum { TR_BLOCK_ENC_SELF = 0, TR_BLOCK_DEC_SELF = 1, TR_BLOCK_DEC_CROSS = 2 };
-const char *tr_block_kind_name(int kind); /* "enc self", "dec self", "dec cross" */
-/* The attention module of a block: kind TR_BLOCK_*, layer in range (else aborts). */
-MultiHeadAttention *tr_block(Seq2Seq *m, int kind, int layer);
-
-typedef struct TrHeadImportance {
-    int n_blocks, NH; /* blocks: enc self 0..Le-1, dec self 0..Ld-1, dec cross 0..Ld-1 */
-    int kind[3 * NN_MAX_LAYERS], layer[3 * NN_MAX_LAYERS];
-    double base_loss;   /* the teacher-forced loss with every head */
-    double *loss_up;    /* (n_blocks, NH): loss with the head's gate at 0, minus base_loss */
-    double *grad_raw;   /* (n_blocks, NH): mean over batches of |d batch loss / d gate| */
-    double *grad_score; /* (n_blocks, NH): grad_raw / its block's L2 norm (Michel et al.) */
-    int n_pairs, n_batches;
-} TrHeadImportance;
-
-/* The teacher-forced loss (mean over target tokens) of pairs [0, limit) of d (limit <= 0:
- * all), in no-grad batches of batch pairs sorted by length. */
-double tr_data_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, int limit, int batch);
-/* Both measures over pairs [0, limit) of d; the gates are left as they were (1) and
- * untracked. progress (may be NULL) gets a line of progress. */
+/* The library's two measures (lens_head_importance) over pairs [0, limit) of d (limit <= 0:
+ * all) in teacher-forced batches of batch pairs sorted by length; h->n_rows: the pairs. The
+ * gates are left as they were (1) and untracked. progress (may be NULL) gets a line of
+ * progress. The table: lens_heads_print; the picture: view_heads_png. */
 int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch,
-                       TrHeadImportance *h, FILE *progress);
-void tr_heads_free(TrHeadImportance *h);
-/* The table: block, layer, head, loss_increase, grad_score, grad_raw; one line a head, in
- * aligned columns or (tsv) tab-separated with %.6g values (heads.tsv). */
-void tr_heads_print(const TrHeadImportance *h, FILE *f, int tsv);
-/* Two heatmaps side by side (rows: blocks, columns: heads): the loss increase, the score. */
-int tr_plot_heads(const TrHeadImportance *h, const char *png, const char *title);
+                       LensHeadImportance *h, FILE *progress);
 
 #endif

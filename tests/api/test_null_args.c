@@ -119,6 +119,10 @@ static LensRows LRW;
 static NnHookAttn HA;
 static MultiHeadAttention MHA;
 static Tensor *TX = &T;
+static LensHeadBlock LHB;
+static LensHeadData LHD;
+static LensHeadImportance LHI;
+static LensPatterns LPS;
 static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     (void)t, (void)x, (void)at, (void)ctx;
     return AG_OK;
@@ -1168,7 +1172,30 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_predict_json, pr, view_predict_json(&VB, NULL, NULL, "u", 0, NULL, NULL))               \
     X(view_predict_json, unit,                                                                     \
       view_predict_json(&VB, &(ViewPredict){0}, NULL, NULL, 0, NULL, NULL))                        \
-    X(view_cmd_page, out, view_cmd_page(NULL, NULL, NULL, NULL, NULL, NULL, 0, 0))
+    X(view_cmd_page, out, view_cmd_page(NULL, NULL, NULL, NULL, NULL, NULL, 0, 0))                 \
+    X(lens_heads_seq2seq, m, lens_heads_seq2seq(NULL, &LHB))                                       \
+    X(lens_heads_seq2seq, b, lens_heads_seq2seq(&S2S, NULL))                                       \
+    X(lens_head_importance, t, lens_head_importance(NULL, &LHB, 1, &PL, &LHD, &LHI, NULL))         \
+    X(lens_head_importance, b, lens_head_importance(&TP, NULL, 1, &PL, &LHD, &LHI, NULL))          \
+    X(lens_head_importance, params, lens_head_importance(&TP, &LHB, 1, NULL, &LHD, &LHI, NULL))    \
+    X(lens_head_importance, d, lens_head_importance(&TP, &LHB, 1, &PL, NULL, &LHI, NULL))          \
+    X(lens_head_importance, h, lens_head_importance(&TP, &LHB, 1, &PL, &LHD, NULL, NULL))          \
+    X(lens_heads_free, h, lens_heads_free(NULL))                                                   \
+    X(lens_heads_print, h, lens_heads_print(NULL, stdout, 0))                                      \
+    X(lens_heads_print, f, lens_heads_print(&LHI, NULL, 0))                                        \
+    X(lens_heads_save_tsv, h, lens_heads_save_tsv(NULL, "x.tsv"))                                  \
+    X(lens_heads_save_tsv, path, lens_heads_save_tsv(&LHI, NULL))                                  \
+    X(lens_patterns_add, a, lens_patterns_add(NULL, "x", "t", 0, &T, 0, 0))                        \
+    X(lens_patterns_add, name, lens_patterns_add(&LPS, NULL, "t", 0, &T, 0, 0))                    \
+    X(lens_patterns_tokens, a, lens_patterns_tokens(NULL, "x", NULL, 0))                           \
+    X(lens_patterns_tokens, name, lens_patterns_tokens(&LPS, NULL, NULL, 0))                       \
+    X(lens_patterns_free, a, lens_patterns_free(NULL))                                             \
+    X(lens_patterns_save, a, lens_patterns_save(NULL, "x.npz"))                                    \
+    X(lens_patterns_save, path, lens_patterns_save(&LPS, NULL))                                    \
+    X(view_heads_png, h, view_heads_png(NULL, "x.png", "t"))                                       \
+    X(view_heads_png, png, view_heads_png(&LHI, NULL, "t"))                                        \
+    X(view_patterns_png, a, view_patterns_png(NULL, 0, "c", "x.png"))                              \
+    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
@@ -1296,13 +1323,16 @@ static int exempt(const char *fn) {
 
 Test(api, every_public_function_taking_a_pointer_has_a_null_row) {
     static const char *const headers[] = {
-        "src/tensor/tensor.h", "src/tensor/rng.h",  "src/autograd/autograd.h", "src/nn/nn.h",
-        "src/nn/gpt.h",        "src/optim/optim.h", "src/io/checkpoint.h",     "src/io/npz.h",
-        "src/io/file.h",       "src/text/text.h",   "src/dist/dist.h",         "src/nn/hooks.h",
-        "src/lens/lens.h",     "src/lens/detect.h", "src/lens/logit.h",        "src/lens/export.h",
-        "src/flag/flag.h",     "src/run/run.h",     "src/io/safetensors.h",    "src/hf/hf.h",
-        "src/view/view.h",     "src/lens/report.h", "src/text/vocab.h",        "src/text/score.h",
-        "src/text/pairs.h",    "src/eval/eval.h"};
+        "src/tensor/tensor.h",  "src/tensor/rng.h",  "src/autograd/autograd.h",
+        "src/nn/nn.h",          "src/nn/gpt.h",      "src/optim/optim.h",
+        "src/io/checkpoint.h",  "src/io/npz.h",      "src/io/file.h",
+        "src/text/text.h",      "src/dist/dist.h",   "src/nn/hooks.h",
+        "src/lens/lens.h",      "src/lens/detect.h", "src/lens/logit.h",
+        "src/lens/export.h",    "src/flag/flag.h",   "src/run/run.h",
+        "src/io/safetensors.h", "src/hf/hf.h",       "src/view/view.h",
+        "src/lens/report.h",    "src/text/vocab.h",  "src/text/score.h",
+        "src/text/pairs.h",     "src/eval/eval.h",   "src/lens/heads.h",
+        "src/view/heads_plot.h"};
     static const char *const prefixes[] = {"ag_",   "arena_", "tensor_", "rng_",  "nn_",   "optim_",
                                            "ckpt_", "npz_",   "io_",     "txt_",  "lens_", "flag_",
                                            "run_",  "st_",    "hf_",     "view_", "eval_"};

@@ -1,8 +1,8 @@
-/* test_translate_viz.c: the translation example's analyses and pictures (attention.c, heads.c,
- * plot.c). The attention .npz has bertviz's entries and shapes, rows that are probability
- * distributions, zeros above the diagonal of the decoder's self-attention, and the tokens; the
- * head importance of a tiny trained copy model is finite, non-negative where it must be,
- * restores the gates, agrees with masking done by hand, and finds the cross-attention
+/* test_translate_viz.c: the translation example's analyses and pictures (attention.c, heads.c
+ * on src/lens/heads.c and src/view/heads_plot.c). The attention .npz has bertviz's entries and
+ * shapes, rows that are probability distributions, zeros above the diagonal of the decoder's
+ * self-attention, and the tokens; the head importance of a tiny trained copy model is finite,
+ * non-negative where it must be, restores the gates, agrees with masking done by hand, and finds the cross-attention
  * indispensable; the plots give a PNG when gnuplot is there and a clear "skipped" when it is not
  * (AG_GNUPLOT=/nonexistent), and training goes on without it. The command-line tests run the
  * program (AG_TRANSLATE_BIN, set by the Makefile).
@@ -113,7 +113,7 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
     cr_assert_eq(a.n_unk, 1);
     cr_assert_str_eq(a.source, "a b c <unk> d");
     cr_assert_str_eq(a.translation, "a b");
-    cr_assert_eq(tr_attention_save_npz(&a, ts_join(npz, dir, "attention.npz")), AG_OK, "%s",
+    cr_assert_eq(lens_patterns_save(&a.p, ts_join(npz, dir, "attention.npz")), AG_OK, "%s",
                  ag_last_error());
     NpzFile *f;
     cr_assert_eq(npz_read(npz, &f, NULL), AG_OK, "%s", ag_last_error());
@@ -130,8 +130,8 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
         for (int q = 0; q < 3; q++)
             for (int k = q + 1; k < 3; k++)
                 cr_assert_eq(d[(h * 3 + q) * 3 + k], 0.0f, "head %d: q %d sees k %d", h, q, k);
-    cr_assert_arr_eq(cross->data, a.cross[0], cross->nbytes);
-    cr_assert_arr_eq(enc->data, a.enc_self[0], enc->nbytes);
+    cr_assert_arr_eq(cross->data, a.p.blocks[2].p, cross->nbytes); /* enc 0, dec 0 self, cross */
+    cr_assert_arr_eq(enc->data, a.p.blocks[0].p, enc->nbytes);
     const NpzEntry *et = npz_find(f, "encoder_tokens"), *dt = npz_find(f, "decoder_tokens");
     cr_assert(et && dt && et->dtype == NPZ_U8 && dt->dtype == NPZ_U8);
     const char want_src[] = "a\nb\nc\n<unk>\nd\n<eos>", want_dec[] = "<bos>\na\nb";
@@ -148,7 +148,8 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
         out[16];
     int n = tr_translate_ids(&tr, src, 3, 1, 0, out, 16);
     cr_assert_eq(g.T, n + 1);
-    for (int i = 0; i < n; i++) cr_assert_str_eq(g.dec_tok[i + 1], txt_vocab_word(&tr.tgt, out[i]));
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(g.p.lists[1].tok[i + 1], txt_vocab_word(&tr.tgt, out[i]));
     tr_attention_free(&g);
     /* no words: an error, not a crash */
     TrAttention e;
@@ -162,6 +163,24 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
 
 /* ---- head importance ---- */
 
+/* The teacher-forced loss of every pair of d (mean over the target tokens), by hand: no-grad
+ * batches of batch pairs sorted by length, as the measure runs them */
+static double data_loss(Translator *tr, const TxtPairSet *d, int batch) {
+    int *idx = tr_sorted_rows(d, d->n);
+    TxtPairBatch b;
+    memset(&b, 0, sizeof b);
+    double sum = 0;
+    long tokens = 0;
+    for (int i0 = 0; i0 < d->n; i0 += batch) {
+        txt_pair_batch_make(&b, d->pairs, idx + i0, d->n - i0 < batch ? d->n - i0 : batch);
+        sum += tr_batch_loss_sum(&tr->model, tr->tape, &b);
+        tokens += b.n_tgt_tokens;
+    }
+    txt_pair_batch_free(&b);
+    free(idx);
+    return sum / (double)tokens;
+}
+
 Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     char dir[64], ckpt[512], valid[512];
     ts_tmp_dir(dir, sizeof dir, "viz");
@@ -174,24 +193,24 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     Translator tr;
     cr_assert_eq(tr_load(&tr, ckpt), AG_OK, "%s", ag_last_error());
     TxtPairSet d;
-    cr_assert_eq(txt_pairs_read(ts_join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0), AG_OK);
-    TrHeadImportance h;
+    cr_assert_eq(txt_pairs_read(ts_join(valid, dir, "valid.tsv"), &d, &tr.src, &tr.tgt, 0, 0),
+                 AG_OK);
+    LensHeadImportance h;
     cr_assert_eq(tr_head_importance(&tr, &d, 0, 16, &h, NULL), AG_OK, "%s", ag_last_error());
     cr_assert_eq(h.n_blocks, 3);
     cr_assert_eq(h.NH, 2);
-    cr_assert_eq(h.n_pairs, 60);
+    cr_assert_eq(h.n_rows, 60);
     cr_assert_eq(h.n_batches, 4);
-    cr_assert(h.kind[0] == TR_BLOCK_ENC_SELF && h.kind[1] == TR_BLOCK_DEC_SELF &&
-              h.kind[2] == TR_BLOCK_DEC_CROSS);
+    cr_assert(!strcmp(h.kind[0], "enc self") && !strcmp(h.kind[1], "dec self") &&
+              !strcmp(h.kind[2], "dec cross"));
     cr_log_info("copy model after %d steps: loss %.4f", steps, h.base_loss);
     cr_assert(h.base_loss < 0.2, "the copy model did not learn: loss %.4f", h.base_loss);
     for (int b = 0; b < 3; b++) {
         double norm = 0;
         for (int k = 0; k < 2; k++) {
             int i = b * 2 + k;
-            cr_log_info("%-9s head %d: loss %+.4f, grad score %.4f (raw %.3e)",
-                        tr_block_kind_name(h.kind[b]), k, h.loss_up[i], h.grad_score[i],
-                        h.grad_raw[i]);
+            cr_log_info("%-9s head %d: loss %+.4f, grad score %.4f (raw %.3e)", h.kind[b], k,
+                        h.loss_up[i], h.grad_score[i], h.grad_raw[i]);
             cr_assert(isfinite(h.loss_up[i]) && isfinite(h.grad_raw[i]) &&
                       isfinite(h.grad_score[i]));
             cr_assert(h.grad_raw[i] >= 0 && h.grad_score[i] >= 0 && h.grad_score[i] <= 1 + 1e-12);
@@ -203,21 +222,23 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
      * bit */
     cr_assert(tr.model.cfg.layer.dropout == 0.1 && tr.model.enc[0].ffn.dropout == 0.1 &&
               tr.model.dec[0].dropout == 0.1 && tr.model.dec[0].multihead_attn.dropout == 0.1);
+    LensHeadBlock blk[LENS_MAX_HEAD_BLOCKS];
+    cr_assert_eq(lens_heads_seq2seq(&tr.model, blk), 3);
     for (int b = 0; b < 3; b++) {
-        MultiHeadAttention *m = tr_block(&tr.model, h.kind[b], h.layer[b]);
+        MultiHeadAttention *m = blk[b].attn;
         cr_assert_eq(m->track_gates, 0);
         for (int k = 0; k < 2; k++) cr_assert_eq(m->gate->data[k], (Real)1);
     }
-    cr_assert_eq(tr_data_loss(&tr.model, tr.tape, &d, 0, 16), h.base_loss);
+    cr_assert_eq(data_loss(&tr, &d, 16), h.base_loss);
     /* masking by hand gives the table's number */
-    MultiHeadAttention *cross = tr_block(&tr.model, TR_BLOCK_DEC_CROSS, 0);
+    MultiHeadAttention *cross = blk[2].attn;
     cross->gate->data[1] = 0;
-    double by_hand = tr_data_loss(&tr.model, tr.tape, &d, 0, 16) - h.base_loss;
+    double by_hand = data_loss(&tr, &d, 16) - h.base_loss;
     cross->gate->data[1] = 1;
     cr_assert_eq(by_hand, h.loss_up[2 * 2 + 1]);
     /* without any cross-attention head the decoder cannot know what to copy */
     cross->gate->data[0] = cross->gate->data[1] = 0;
-    double blind = tr_data_loss(&tr.model, tr.tape, &d, 0, 16);
+    double blind = data_loss(&tr, &d, 16);
     cross->gate->data[0] = cross->gate->data[1] = 1;
     cr_log_info("every cross-attention head masked: loss %.4f (with them %.4f)", blind,
                 h.base_loss);
@@ -238,7 +259,7 @@ Test(tr_heads, a_trained_copy_model_needs_its_cross_attention) {
     double rho = 1 - 6 * d2 / (6.0 * 35);
     cr_log_info("rank correlation of masking and gradient: %.2f", rho);
     cr_assert(rho >= 0.5, "masking and the gradient rank the heads differently: rho %.2f", rho);
-    tr_heads_free(&h);
+    lens_heads_free(&h);
     txt_pairs_free(&d);
     tr_free(&tr);
     ts_rm_tree(dir);
@@ -305,16 +326,16 @@ Test(tr_plot, plots_are_skipped_with_a_message_without_gnuplot) {
     cr_assert_eq(run_plot_loss(path, png), RUN_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no-such-gnuplot-here"), "%s", ag_last_error());
     /* the heads heatmap likewise */
-    TrHeadImportance h;
+    LensHeadImportance h;
     memset(&h, 0, sizeof h);
     double v[2] = {0.5, 0.1}, s[2] = {0.98, 0.2};
     h.n_blocks = 1;
     h.NH = 2;
-    h.kind[0] = TR_BLOCK_DEC_CROSS;
+    h.kind[0] = "dec cross";
     h.loss_up = v;
     h.grad_score = s;
     h.grad_raw = s;
-    cr_assert_eq(tr_plot_heads(&h, ts_join(png, dir, "heads.png"), NULL), RUN_PLOT_SKIPPED);
+    cr_assert_eq(view_heads_png(&h, ts_join(png, dir, "heads.png"), NULL), RUN_PLOT_SKIPPED);
     cr_assert(!exists(png));
     ts_rm_tree(dir);
 }
