@@ -452,11 +452,12 @@ static int keeps_a(double rows, int K) {
     return rows * (double)((K + 1) / 2) <= (double)k_bf16_keep_a;
 }
 
-/* The values one thread packs for its block (rows x cols of C): its op(B) once and its op(A)
- * once, or once per block of columns when it does not keep it */
-static double packed(double rows, double cols, int K) {
+/* The values one thread packs for its block (rows x cols of C): its op(B) once (none when
+ * op(B) is a weight's kept copy, b_kept) and its op(A) once, or once per block of columns when
+ * it does not keep it */
+static double packed(double rows, double cols, int K, int b_kept) {
     double blocks = keeps_a(rows, K) ? 1 : ceil(cols / col_block((int)cols));
-    return ((double)cols + rows * blocks) * K;
+    return ((b_kept ? 0 : (double)cols) + rows * blocks) * K;
 }
 
 /* C[i0..i1, j0..j1) of the product, blocked: for each block of columns (col_block) and KB of
@@ -510,7 +511,7 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
 /* thread t of T's share: a grid of tm x tn blocks of whole strips and panels (tm tn = T), the
  * one whose largest block costs least: its multiply-adds, and the values it packs at about
  * 128 multiply-adds each (a value packed costs about two cycles, vdpbf16ps does 32 two to a
- * cycle) */
+ * cycle; op(B) read from a weight's kept copy, bc, is not packed) */
 static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real *A, const Real *B,
                   Real *C, int accumulate, const Real *bias, const uint32_t *bc) {
     if (M <= 0 || N <= 0) return;
@@ -526,7 +527,7 @@ static void share(int t, int T, int ta, int tb, int M, int N, int K, const Real 
         if (T % m) continue;
         double rows = (double)((mt + m - 1) / m) * BMR,
                cols = (double)((nt + T / m - 1) / (T / m)) * BNR;
-        double cost = rows * cols * K + 128.0 * packed(rows, cols, K);
+        double cost = rows * cols * K + 128.0 * packed(rows, cols, K, bc != NULL);
         if (best < 0 || cost < best) best = cost, tm = m, tn = T / m;
     }
     int ti = t / tn, tj = t % tn;
