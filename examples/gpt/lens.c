@@ -5,12 +5,12 @@
  * from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot is
  * installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also what only
  * attograd-gpt's lens commands share (gpt_cli.h): the rows of --prompt and --prompts, the
- * input's flags, token texts, the LensProgram (the model loaded and freed, the rows read).
+ * input's flags, token texts, the LensProgram (the model loaded and freed, the rows read: a
+ * prompt's, or detect's random ones; a cache's size checked; patch's clean and corrupted rows).
  * Not here: the common flags, start and end, the commands' runs, files, tables and exit codes,
- * shared with attograd-translate's (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
- * src/lens/cmd.h, docs/lens.md. */
+ * shared with attograd-translate's (src/lens/cmd.c, commands.c, report.c); detect, lens and
+ * export (readout.c). Read next: readout.c, src/lens/cmd.h, docs/lens.md. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -7,7 +7,6 @@
  * table. docs/lens.md is the user's guide.
  * Not here: the flags, rows and start they share (lens.c); the commands' runs, detect's table,
  * the lens's files and heatmaps (src/lens/commands.c, report.c). Read next: docs/lens.md. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

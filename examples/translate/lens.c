@@ -10,7 +10,6 @@
  * Read next: src/lens/cmd.h, docs/lens.md. */
 #include "translate.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -193,7 +193,7 @@ typedef struct LensCmdArgs {
     const char *by_name;            /* or its name ("position", "head", "head-position") */
     int attribution;                /* patch --attribution */
     LensDetectOptions detect;       /* detect --exclude-bos, --exclude-current */
-    const char *token, *token_flag; /* lens: the --token_flag's text ("token"), else --good */
+    const char *token, *token_flag; /* lens: the token (its flag's name, "token"; NULL: --good) */
     int pos;                        /* lens --pos (-1: the last) */
 } LensCmdArgs;
 
