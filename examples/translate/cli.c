@@ -82,14 +82,13 @@ static int cmd_eval(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *hyps_path = NULL;
     int batch = 64, limit = 0, threads = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"batch", FLAG_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
-        {"max", FLAG_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30,
-         NULL, 0},
-        {"hyps", FLAG_PATH, &hyps_path, "FILE",
-         "write source<TAB>reference<TAB>hypothesis lines "
-         "(default: none)",
-         0, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_NUM("batch", FLAG_INT, &batch, "N", "sentences decoded together", 1, 4096),
+        FLAG_NUM("max", FLAG_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0,
+                 1 << 30),
+        FLAG_ROW("hyps", FLAG_PATH, &hyps_path, "FILE",
+                 "write source<TAB>reference<TAB>hypothesis lines "
+                 "(default: none)"),
         THREADS_FLAG(&threads),
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
@@ -234,10 +233,9 @@ static int cmd_translate(int argc, char **argv) {
     int beam = 1, threads = 0;
     double alpha = 0.6;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
-        {"alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL,
-         0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_NUM("beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64),
+        FLAG_NUM("alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10),
         THREADS_FLAG(&threads),
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
@@ -337,14 +335,13 @@ static int cmd_attention(int argc, char **argv) {
     const char *target = NULL;
     int threads = 0, no_plot = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"sentence", FLAG_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0,
-         0, NULL, 0},
-        {"target", FLAG_STR, &target, "TEXT",
-         "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
-        {"out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0,
-         NULL, 0},
-        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ROW("sentence", FLAG_STR, &sentence, "TEXT",
+                 "the source sentence (default: the argument)"),
+        FLAG_ROW("target", FLAG_STR, &target, "TEXT",
+                 "teacher-force this translation (default: the greedy one)"),
+        FLAG_ROW("out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go"),
+        FLAG_SW("no-plot", &no_plot, "only the .npz, no pictures"),
         THREADS_FLAG(&threads),
     };
     int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
@@ -410,12 +407,12 @@ static int cmd_heads(int argc, char **argv) {
     const char *out = "build/heads";
     int threads = 0, limit = 0, batch = 64, no_plot = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"data", FLAG_PATH, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
-        {"max", FLAG_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
-        {"batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
-        {"out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
-        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ROW("data", FLAG_PATH, &data, "FILE", "the sentence pairs to measure on"),
+        FLAG_NUM("max", FLAG_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30),
+        FLAG_NUM("batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096),
+        FLAG_ROW("out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go"),
+        FLAG_SW("no-plot", &no_plot, "only the table, no picture"),
         THREADS_FLAG(&threads),
     };
     int rc = parse_help(
@@ -454,8 +451,8 @@ static int cmd_heads(int argc, char **argv) {
         printf("table: %s\n", path);
     if (rc == 0 && !no_plot) {
         snprintf(path, sizeof path, "%s/heads.png", out);
-        snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data,
-                 h.n_rows, h.base_loss);
+        snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data, h.n_rows,
+                 h.base_loss);
         printf("picture (gnuplot):\n");
         if (report_plot("heads", view_heads_png(&h, path, title), path)) rc = TR_EXIT_FAIL;
     }
@@ -479,16 +476,18 @@ static int cmd_vocab(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT;
     int side = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"side", FLAG_CHOICE, &side, "both|src|tgt",
-         "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ONE_OF("side", &side, "both|src|tgt",
+                    "both vocabularies with a title each, or one side's words alone", side_names),
     };
     int rc = parse_help(
         "vocab", "[flags]",
         "Lists the words a checkpoint knows, one a line in id order: the source vocabulary (what\n"
         "translate reads), then the target one; the specials <pad> <bos> <eos> <unk> are not "
-        "listed.\n" "Words are whatever the training data held between single spaces: case "
-        "matters, and in\n" "the toy corpus every word is lower case and punctuation marks are "
+        "listed.\n"
+        "Words are whatever the training data held between single spaces: case "
+        "matters, and in\n"
+        "the toy corpus every word is lower case and punctuation marks are "
         "words of their own.",
         opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
     if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
@@ -604,9 +603,9 @@ static int cmd_patch(int argc, char **argv) {
     const char *metric = lens_flags_metric(&l.f);
     if (rc == AG_OK) rc = tr_lens_rows(&l.tr, clean, l.target, NULL, &l.c.r);
     if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
-        size_t need = tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, NULL, 0);
+        size_t need = txt_vocab_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, NULL, 0);
         char *tgt = ex_calloc(need + 1, 1);
-        tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, tgt, need + 1);
+        txt_vocab_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, tgt, need + 1);
         rc = tr_lens_rows(&l.tr, corrupt, l.target ? l.target : tgt, NULL, &corr);
         free(tgt);
     }

@@ -12,9 +12,9 @@
 
 #include "translate.h"
 
-/* a word of a vocabulary (ViewTokenText; ctx: the TrVocab) */
+/* a word of a vocabulary (ViewTokenText; ctx: the TxtVocab) */
 static const void *word(const void *ctx, int id, size_t *len) {
-    const char *w = tr_vocab_word(ctx, id);
+    const char *w = txt_vocab_word(ctx, id);
     *len = strlen(w);
     return w;
 }
@@ -68,7 +68,7 @@ static int model_json(ViewBuf *b, void *ctx) {
                          logits->shape[2], next, T);
     }
     if (rc == AG_OK) {
-        /* words: the prompt selectors join them with spaces, as tr_detokenize does */
+        /* words: the prompt selectors join them with spaces, as txt_vocab_detokenize does */
         view_raw(b, ",\"token_sep\":\" \",");
         view_attn_sets(b, set + (LE ? 0 : 1), LE ? 3 : 2);
         view_raw(b, ",");
@@ -125,7 +125,7 @@ int tr_view_main(int argc, char **argv) {
     size_t bad = 0;
     for (int i = 0; rc == AG_OK && i < 2; i++) {
         const char *t = i ? target : sentence;
-        if (t && !tr_utf8_check(t, strlen(t), &bad))
+        if (t && !txt_utf8_check(t, strlen(t), &bad))
             rc = ag_fail(AG_ERR_ARG, "--%s is not valid UTF-8 (byte %zu is 0x%02x)",
                          i ? "target" : "sentence", bad + 1, (unsigned char)t[bad]);
     }
