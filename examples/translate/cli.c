@@ -56,19 +56,14 @@ static int parse_help(const char *cmd, const char *args, const char *what, Flag 
     FLAG_NUM("threads", FLAG_INT, p, "N",                                                          \
              "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096)
 
-void tr_warn_threads(int threads) {
-    if (threads > ag_threads_available())
-        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
-                PROG, threads, ag_threads_available());
-}
-
 /* What a command on a checkpoint does before its work: out's folder made (NULL: none; a bad
  * --out is the user's flag, found before any work), --threads set (threads < 0: left as it
- * is), the model loaded (tr_free is due) with the finite check on (where a NaN or inf began,
- * when the model overflows). 0, or TR_EXIT_USAGE with the message said. */
+ * is; a warning when more than the CPUs), the model loaded (tr_free is due) with the finite
+ * check on (where a NaN or inf began, when the model overflows). 0, or TR_EXIT_USAGE with the
+ * message said. */
 static int start(const char *cmd, const char *out, int threads, Translator *tr, const char *ckpt) {
     if (out && run_out_dir(out) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
-    if (threads >= 0) tr_warn_threads(threads), ag_threads_use(threads);
+    if (threads >= 0) ag_threads_use_flag(PROG, threads);
     if (tr_load(tr, ckpt) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
     ag_check_finite(tr->tape, 1);
     return 0;

@@ -203,7 +203,7 @@ static int start(void *ctx) {
     RunConfig *c = &g->rc;
     int rc = check_flags(g);
     if (rc != AG_OK) return rc;
-    tr_warn_threads(c->threads);
+    ag_threads_use_flag(TR_PROG, c->threads); /* a warning when more than the CPUs */
     if (c->optim.momentum == 0) c->optim.nesterov = 0;
     if (c->optim.kind == OPTIM_ADAMW && !find(g, "weight-decay")->given) c->weight_decay = 0.01;
     if (c->resume) {

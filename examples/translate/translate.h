@@ -170,8 +170,6 @@ int tr_main(int argc, char **argv);
  * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
  * For the fuzz harness of the command line (fuzz/cli.c). */
 int tr_check_args(int argc, char **argv);
-/* Warns on stderr when --threads asks for more than the CPUs this process may use. */
-void tr_warn_threads(int threads);
 
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {

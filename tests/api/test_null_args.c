@@ -1195,7 +1195,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_heads_png, h, view_heads_png(NULL, "x.png", "t"))                                       \
     X(view_heads_png, png, view_heads_png(&LHI, NULL, "t"))                                        \
     X(view_patterns_png, a, view_patterns_png(NULL, 0, "c", "x.png"))                              \
-    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))
+    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))                              \
+    X(ag_threads_use_flag, prog, ag_threads_use_flag(NULL, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
