@@ -139,7 +139,10 @@ Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, const TxtPairBat
  * checkpoint's (named in TrTrainConfig.given with another value, refused). */
 #define TR_KEEP (-1)
 
-/* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
+/* The translator's limits on a model configuration beyond the model's own rules
+ * (nn_seq2seq_check_config: the layers, heads, dropout, activation; a checkpoint's read checks
+ * them first, the flags' ranges and checks keep to them): the vocabularies' sizes, max_len,
+ * pad_id 0, d_model and ff. AG_ERR_ARG naming what. */
 int tr_check_config(const Seq2SeqConfig *c, const char *what);
 /* The model's configuration in a checkpoint (model_config.c): nn_seq2seq_ckpt_config(c), whose
  * check also runs tr_check_config: what ckpt_read reads passes both. */

@@ -101,20 +101,16 @@ int tr_view_main(int argc, char **argv) {
         FLAG_NUM("threads", FLAG_INT, &threads, "N",
                  "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096),
     };
-    int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
-    char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
+    int n = (int)(sizeof fl / sizeof fl[0]), npos = 0; /* the run folders: argv[0..npos) */
     int rc = flag_parse_cmd(
         TR_PROG, "view", "[flags] [--runs DIR...]",
         "One HTML page, offline (docs/view.md): every head of the encoder's and the decoder's\n"
         "self-attention and of the cross-attention on the sentence pair(s) (detector scores on "
         "the\nthumbnails), each target word's loss and top-k words; --from: the tables of "
         "ablate,\npatch or detect; --runs DIR...: the log.csv curves of run folders.",
-        fl, n, argc, argv, pos, &npos);
-    if (rc == FLAG_HELP) {
-        free(pos);
-        return TR_EXIT_OK;
-    }
-    if (rc == AG_OK) rc = view_cmd_check(out, runs, pos, npos);
+        fl, n, argc, argv, argv, &npos);
+    if (rc == FLAG_HELP) return TR_EXIT_OK;
+    if (rc == AG_OK) rc = view_cmd_check(out, runs, argv, npos);
     if (rc == AG_OK && !ckpt != (!sentence && !pairs))
         rc = ag_fail(AG_ERR_ARG, "--ckpt goes with --sentence TEXT or --pairs FILE");
     if (rc == AG_OK && !ckpt && !runs && !from)
@@ -136,9 +132,8 @@ int tr_view_main(int argc, char **argv) {
         if ((rc = tr_load(&v.tr, ckpt)) == AG_OK) loaded = 1;
         if (rc == AG_OK) rc = tr_lens_rows(&v.tr, sentence, target, pairs, &v.r);
     }
-    if (rc == AG_OK) rc = view_cmd_page(out, ckpt, model_json, &v, from, pos, runs, npos);
+    if (rc == AG_OK) rc = view_cmd_page(out, ckpt, model_json, &v, from, argv, runs, npos);
     if (ckpt) lens_rows_free(&v.r);
     if (loaded) tr_free(&v.tr);
-    free(pos);
     return lens_cmd_end(&(LensCmd){.prog = TR_PROG, .name = "view"}, rc);
 }
