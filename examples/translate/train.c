@@ -530,18 +530,12 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     };
     int n = N_MODEL_FLAGS;
     n += run_flags(r, fl + n);
-    for (int i = 0; i < n; i++) {
-        if (strcmp(fl[i].name, "ckpt") == 0)
-            fl[i--] = fl[--n]; /* eval's: the translator's own */
-        else if (strcmp(fl[i].name, "steps") == 0 || strcmp(fl[i].name, "seed") == 0)
-            fl[i].hi = BIG; /* the translator's ranges */
-        else if (strcmp(fl[i].name, "threads") == 0)
-            fl[i].hi = 4096;
-        else if (strcmp(fl[i].name, "warmup") == 0)
-            fl[i].help = "warmup steps (default: min(300, steps / 5))";
-        else if (strcmp(fl[i].name, "weight-decay") == 0)
-            fl[i].help = "weight decay (default 0, adamw 0.01)";
-    }
+    *flag_find(fl, n, "ckpt") = fl[n - 1], n--; /* eval's: the translator's own */
+    /* the translator's ranges and defaults */
+    flag_find(fl, n, "steps")->hi = flag_find(fl, n, "seed")->hi = BIG;
+    flag_find(fl, n, "threads")->hi = 4096;
+    flag_find(fl, n, "warmup")->help = "warmup steps (default: min(300, steps / 5))";
+    flag_find(fl, n, "weight-decay")->help = "weight decay (default 0, adamw 0.01)";
     g->fl = fl, g->n_fl = n;
     int code,
         rc = flag_parse_cmd(TR_PROG, "train", "[flags]", TRAIN_WHAT, fl, n, argc, argv, NULL, NULL);
