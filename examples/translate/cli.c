@@ -152,13 +152,6 @@ static int cmd_eval(int argc, char **argv) {
 
 /* ---- translate ---- */
 
-/* A text given as an argument: returns it past a byte-order mark at its start, or NULL (the
- * message printed, naming label and the byte) when it is not valid UTF-8. */
-static const char *check_text(const char *cmd, const char *label, const char *text) {
-    if (txt_check_arg(text, label, &text) != AG_OK) fail(cmd, 0);
-    return text;
-}
-
 /* Warns when text holds several sentences (the model was trained on one a line). */
 static void warn_sentences(const char *cmd, const char *label, const char *text) {
     int n = txt_count_sentences(text);
@@ -230,11 +223,11 @@ static int cmd_translate(int argc, char **argv) {
     char label[64];
     for (int i = 0; i < npos && rc == 0; i++) {
         snprintf(label, sizeof label, "sentence %d", i + 1);
-        const char *text = check_text("translate", label, argv[i]);
-        if (text)
-            argv[i] += text - argv[i];
+        const char *text; /* valid UTF-8, past a byte-order mark */
+        if (txt_check_arg(argv[i], label, &text) != AG_OK)
+            rc = fail("translate", TR_EXIT_USAGE);
         else
-            rc = TR_EXIT_USAGE;
+            argv[i] += text - argv[i];
     }
     Translator tr;
     if (rc || parse_only || (rc = start("translate", NULL, threads, &tr, ckpt)) != 0)
@@ -327,9 +320,10 @@ static int cmd_attention(int argc, char **argv) {
     if (rc == 0 && npos == 0 && !sentence)
         rc = bad("attention", "give a sentence (argument or --sentence)");
     if (rc) return rc < 0 ? TR_EXIT_OK : rc;
-    if (!(sentence = check_text("attention", "the sentence", sentence ? sentence : argv[0])))
-        return TR_EXIT_USAGE;
-    if (target && !(target = check_text("attention", "--target", target))) return TR_EXIT_USAGE;
+    /* valid UTF-8, past a byte-order mark */
+    if (txt_check_arg(sentence ? sentence : argv[0], "the sentence", &sentence) != AG_OK ||
+        (target && txt_check_arg(target, "--target", &target) != AG_OK))
+        return fail("attention", TR_EXIT_USAGE);
     Translator tr;
     if (parse_only || (rc = start("attention", out, threads, &tr, ckpt)) != 0) return rc;
     warn_sentences("attention", "the sentence", sentence);
