@@ -167,7 +167,8 @@ int tr_train(const TrTrainConfig *cfg);
 int tr_train_main(int argc, char **argv, int parse_only);
 
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
- * translate, attention and heads. Returns the exit code. */
+ * translate, attention and heads. Returns the exit code. The slots of argv after the command
+ * may be reordered (its positional arguments gathered at the front, as GNU getopt does). */
 int tr_main(int argc, char **argv);
 /* The same parsing and checking of the flags, but no command runs (no file is read or
  * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
