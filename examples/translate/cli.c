@@ -9,6 +9,7 @@
 #include "translate.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,10 +24,13 @@ static int parse_only;
 
 /* ---- the flags: src/flag's parser, its messages after "attograd-translate CMD: " ---- */
 
-static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
+static int bad(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "%s %s: ", PROG, cmd);
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see %s %s --help)\n", PROG, cmd);
+    va_end(ap);
     return TR_EXIT_USAGE;
 }
 
@@ -38,31 +42,31 @@ static int fail(const char *cmd, int rc) {
 
 /* Parses argv[0..argc) (after the subcommand) with src/flag's flag_parse_cmd (--help prints
  * "usage: PROG CMD ARGS", what, the flags): -1 if --help was asked, 0 if all is well, else
- * TR_EXIT_USAGE (message printed). Positional arguments go to pos (*npos), or are refused when
- * pos is NULL. */
+ * TR_EXIT_USAGE (message printed). Positional arguments gather at the front of argv (*npos of
+ * them), or are refused when npos is NULL. */
 static int parse_help(const char *cmd, const char *args, const char *what, Flag *opts, int n,
-                      int argc, char **argv, char **pos, int *npos) {
-    int rc = flag_parse_cmd(PROG, cmd, args, what, opts, n, argc, argv, pos, npos);
-    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(cmd, "%s%s", ag_last_error(), "");
+                      int argc, char **argv, int *npos) {
+    int rc = flag_parse_cmd(PROG, cmd, args, what, opts, n, argc, argv, npos ? argv : NULL, npos);
+    return rc == FLAG_HELP ? -1 : rc == AG_OK ? 0 : bad(cmd, "%s", ag_last_error());
 }
+#define N_OF(a) (int)(sizeof(a) / sizeof(a)[0])
 
 /* --threads N, the same in every command (the lens's: src/lens/cmd.c) */
 #define THREADS_FLAG(p)                                                                            \
-    {                                                                                              \
-        "threads", FLAG_INT, p, "N",                                                               \
-            "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096, NULL, 0       \
-    }
+    FLAG_NUM("threads", FLAG_INT, p, "N",                                                          \
+             "threads (default: OMP_NUM_THREADS, else the CPUs, at most 8)", 0, 4096)
 
-void tr_warn_threads(int threads) {
-    if (threads > ag_threads_available())
-        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
-                PROG, threads, ag_threads_available());
-}
-
-/* --threads N (0: the library's default, ag_threads_default) */
-static void set_threads(int threads) {
-    tr_warn_threads(threads);
-    ag_threads_use(threads);
+/* What a command on a checkpoint does before its work: out's folder made (NULL: none; a bad
+ * --out is the user's flag, found before any work), --threads set (threads < 0: left as it
+ * is; a warning when more than the CPUs), the model loaded (tr_free is due) with the finite
+ * check on (where a NaN or inf began, when the model overflows). 0, or TR_EXIT_USAGE with the
+ * message said. */
+static int start(const char *cmd, const char *out, int threads, Translator *tr, const char *ckpt) {
+    if (out && run_out_dir(out) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
+    if (threads >= 0) ag_threads_use_flag(PROG, threads);
+    if (tr_load(tr, ckpt) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
+    ag_check_finite(tr->tape, 1);
+    return 0;
 }
 
 /* ---- train ---- */
@@ -72,48 +76,34 @@ static int cmd_train(int argc, char **argv) { return tr_train_main(argc, argv, p
 
 /* ---- eval ---- */
 
-static int load_or_complain(const char *cmd, Translator *tr, const char *path) {
-    if (tr_load(tr, path) != AG_OK) return fail(cmd, TR_EXIT_USAGE);
-    ag_check_finite(tr->tape, 1); /* where a NaN or inf began, when the model overflows */
-    return 0;
-}
-
 static int cmd_eval(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT, *hyps_path = NULL;
     int batch = 64, limit = 0, threads = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"batch", FLAG_INT, &batch, "N", "sentences decoded together", 1, 4096, NULL, 0},
-        {"max", FLAG_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0, 1 << 30,
-         NULL, 0},
-        {"hyps", FLAG_PATH, &hyps_path, "FILE",
-         "write source<TAB>reference<TAB>hypothesis lines "
-         "(default: none)",
-         0, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_NUM("batch", FLAG_INT, &batch, "N", "sentences decoded together", 1, 4096),
+        FLAG_NUM("max", FLAG_INT, &limit, "N", "only the first N pairs of each file, 0: all", 0,
+                 1 << 30),
+        FLAG_ROW("hyps", FLAG_PATH, &hyps_path, "FILE",
+                 "write source<TAB>reference<TAB>hypothesis lines "
+                 "(default: none)"),
         THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse_help(
-        "eval", "[flags] FILE.tsv...",
-        "Greedy-decodes every source sentence of each file with the key/value cache and prints\n"
-        "exact match (whole sentences), token accuracy (reference positions matched) and corpus\n"
-        "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
-        "batch\n"
-        "and the hypotheses of 4096 pairs at a time, whatever the size of the file.",
-        opts, n, argc, argv, pos, &npos);
-    if (rc == 0 && npos == 0)
-        rc = bad("eval", "give one or more TSV files to evaluate%s%s", "", "");
-    if (rc || parse_only) {
-        free(pos);
-        return rc < 0 ? TR_EXIT_OK : rc;
-    }
-    set_threads(threads);
+    int npos = 0,
+        rc = parse_help(
+            "eval", "[flags] FILE.tsv...",
+            "Greedy-decodes every source sentence of each file with the key/value cache and "
+            "prints\n"
+            "exact match (whole sentences), token accuracy (reference positions matched) and "
+            "corpus\n"
+            "BLEU-4 (clipped 1..4-gram precisions, geometric mean, brevity penalty). Memory: one "
+            "batch\n"
+            "and the hypotheses of 4096 pairs at a time, whatever the size of the file.",
+            opts, N_OF(opts), argc, argv, &npos);
+    if (rc == 0 && npos == 0) rc = bad("eval", "give one or more TSV files to evaluate");
     Translator tr;
-    if ((rc = load_or_complain("eval", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
+    if (rc || parse_only || (rc = start("eval", NULL, threads, &tr, ckpt)) != 0)
+        return rc < 0 ? TR_EXIT_OK : rc;
     FILE *hyps = NULL;
     int overflowed = 0;
     if (hyps_path && !(hyps = fopen(hyps_path, "w"))) {
@@ -123,7 +113,7 @@ static int cmd_eval(int argc, char **argv) {
     }
     for (int i = 0; i < npos && rc == 0; i++) {
         TxtPairSet d;
-        if (txt_pairs_read(pos[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
+        if (txt_pairs_read(argv[i], &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
             rc = fail("eval", TR_EXIT_USAGE);
             break;
         }
@@ -133,7 +123,7 @@ static int cmd_eval(int argc, char **argv) {
                                &tr.tgt, NULL);
         if (got < 0) { /* finite weights that overflow: nothing printed, no --hyps left */
             ex_not_finite(got, ckpt, NULL);
-            fprintf(stderr, "%s eval: %s: %s\n", PROG, pos[i], ag_last_error());
+            fprintf(stderr, "%s eval: %s: %s\n", PROG, argv[i], ag_last_error());
             txt_pairs_free(&d);
             rc = TR_EXIT_USAGE;
             overflowed = 1;
@@ -141,11 +131,11 @@ static int cmd_eval(int argc, char **argv) {
         }
         printf("%s: exact match %.2f%% (%ld/%ld), token accuracy %.2f%%, BLEU-4 %.2f, loss "
                "%.4f\n",
-               pos[i], 100 * txt_score_exact(&s), s.n_exact, s.n_sent, 100 * txt_score_tokens(&s),
+               argv[i], 100 * txt_score_exact(&s), s.n_exact, s.n_sent, 100 * txt_score_tokens(&s),
                txt_score_bleu(&s), loss);
         if (d.n_unk_src || d.n_unk_tgt)
             printf("%s: %ld source and %ld target words are not in the vocabularies (<unk>)\n",
-                   pos[i], d.n_unk_src, d.n_unk_tgt);
+                   argv[i], d.n_unk_src, d.n_unk_tgt);
         fflush(stdout);
         txt_pairs_free(&d);
     }
@@ -157,24 +147,10 @@ static int cmd_eval(int argc, char **argv) {
         if (overflowed) unlink(hyps_path); /* hypotheses of a model that overflowed */
     }
     tr_free(&tr);
-    free(pos);
     return rc;
 }
 
 /* ---- translate ---- */
-
-/* A text given as an argument: returns it past a byte-order mark at its start, or NULL (the
- * message printed, naming label and the byte) when it is not valid UTF-8. */
-static const char *check_text(const char *cmd, const char *label, const char *text) {
-    if (txt_check_arg(text, label, &text) != AG_OK) fail(cmd, 0);
-    return text;
-}
-
-/* The folder a command writes into exists (made if needed) and is writable: 0, or
- * TR_EXIT_USAGE with the message (a bad --out is the user's flag, found before any work). */
-static int out_dir_ready(const char *cmd, const char *dir) {
-    return run_out_dir(dir) == AG_OK ? 0 : fail(cmd, TR_EXIT_USAGE);
-}
 
 /* Warns when text holds several sentences (the model was trained on one a line). */
 static void warn_sentences(const char *cmd, const char *label, const char *text) {
@@ -186,39 +162,31 @@ static void warn_sentences(const char *cmd, const char *label, const char *text)
                 PROG, cmd, label, n);
 }
 
-/* Says once per run where the vocabulary is listed, after a sentence with unknown words. */
-static void hint_vocab(const char *cmd, const char *ckpt, int n_unk) {
-    static int said;
-    if (n_unk == 0 || said) return;
-    said = 1;
-    fprintf(stderr,
-            "%s %s: the words the model knows (case matters; punctuation marks are words of "
-            "their own): %s vocab --ckpt %s\n",
-            PROG, cmd, PROG, ckpt);
-}
-
 /* Translates one line onto stdout: 0, or TR_EXIT_USAGE (said on stderr, nothing printed) when
- * the model's values overflow on it. */
+ * the model's values overflow on it. After the first line with unknown words, says where the
+ * vocabulary is listed. */
 static int translate_line(Translator *tr, const char *ckpt, const char *text, int beam,
                           double alpha, const char *label) {
-    int L = tr->model.cfg.max_len, n_unk = 0;
-    int *ids = malloc((size_t)L * sizeof(int)), *out = malloc((size_t)L * sizeof(int));
+    static int said;
+    int L = tr->model.cfg.max_len, n_unk = 0, rc = 0;
+    int *ids = ex_malloc((size_t)L * sizeof(int)), *out = ex_malloc((size_t)L * sizeof(int));
     char where[96];
     snprintf(where, sizeof where, "%s translate: %s: ", PROG, label);
     warn_sentences("translate", label, text);
     int n = txt_vocab_tokenize(&tr->src, text, ids, L - 1, &n_unk, stderr, where);
-    hint_vocab("translate", ckpt, n_unk);
+    if (n_unk && !said) {
+        said = 1;
+        fprintf(stderr,
+                "%s translate: the words the model knows (case matters; punctuation marks are "
+                "words of their own): %s vocab --ckpt %s\n",
+                PROG, PROG, ckpt);
+    }
     n = tr_cut_words(n, L - 1, stderr, where);
-    if (n == 0) {
-        printf("\n");
+    int m = n == 0 ? 0 : tr_translate_ids(tr, ids, n, beam, alpha, out, L);
+    if (m < 0) { /* finite weights that overflow (the message names the checkpoint) */
+        fprintf(stderr, "%s translate: %s: %s\n", PROG, label, ag_last_error());
+        rc = TR_EXIT_USAGE;
     } else {
-        int m = tr_translate_ids(tr, ids, n, beam, alpha, out, L);
-        if (m < 0) { /* finite weights that overflow (the message names the checkpoint) */
-            fprintf(stderr, "%s translate: %s: %s\n", PROG, label, ag_last_error());
-            free(out);
-            free(ids);
-            return TR_EXIT_USAGE;
-        }
         char *s = tr_text(&tr->tgt, out, m);
         printf("%s\n", s);
         free(s);
@@ -226,7 +194,7 @@ static int translate_line(Translator *tr, const char *ckpt, const char *text, in
     fflush(stdout);
     free(out);
     free(ids);
-    return 0;
+    return rc;
 }
 
 static int cmd_translate(int argc, char **argv) {
@@ -234,88 +202,76 @@ static int cmd_translate(int argc, char **argv) {
     int beam = 1, threads = 0;
     double alpha = 0.6;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64, NULL, 0},
-        {"alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10, NULL,
-         0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_NUM("beam", FLAG_INT, &beam, "K", "beam search with K beams, 1: greedy", 1, 64),
+        FLAG_NUM("alpha", FLAG_DOUBLE, &alpha, "A", "beam length penalty ((5 + len) / 6)^A", 0, 10),
         THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse_help(
-        "translate", "[flags] [SENTENCE...]",
-        "Translates each SENTENCE, or each line of the standard input when there is none, one\n"
-        "output line per input. Words split on blanks, exactly as in the training data (the toy\n"
-        "corpus: lower case, punctuation marks as words of their own: \"the cat sees a dog .\");\n"
-        "unknown words are named on stderr with a hint and read as <unk> (`" PROG " vocab`\n"
-        "lists the words). Input is UTF-8 (a byte-order mark is dropped). Greedy decoding with\n"
-        "the key/value cache, or --beam K.",
-        opts, n, argc, argv, pos, &npos);
-    for (int i = 0; i < npos && rc == 0; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "sentence %d", i + 1);
-        const char *text = check_text("translate", label, pos[i]);
-        if (text)
-            pos[i] += text - pos[i];
-        else
-            rc = TR_EXIT_USAGE;
-    }
-    if (rc || parse_only) {
-        free(pos);
-        return rc < 0 ? TR_EXIT_OK : rc;
-    }
-    set_threads(threads);
-    Translator tr;
-    if ((rc = load_or_complain("translate", &tr, ckpt)) != 0) {
-        free(pos);
-        return rc;
-    }
+    int npos = 0,
+        rc = parse_help(
+            "translate", "[flags] [SENTENCE...]",
+            "Translates each SENTENCE, or each line of the standard input when there is none, one\n"
+            "output line per input. Words split on blanks, exactly as in the training data (the "
+            "toy\n"
+            "corpus: lower case, punctuation marks as words of their own: \"the cat sees a dog "
+            ".\");\n"
+            "unknown words are named on stderr with a hint and read as <unk> (`" PROG " vocab`\n"
+            "lists the words). Input is UTF-8 (a byte-order mark is dropped). Greedy decoding "
+            "with\n"
+            "the key/value cache, or --beam K.",
+            opts, N_OF(opts), argc, argv, &npos);
     char label[64];
-    if (npos > 0) {
-        for (int i = 0; i < npos && rc == 0; i++) {
-            snprintf(label, sizeof label, "sentence %d", i + 1);
-            rc = translate_line(&tr, ckpt, pos[i], beam, alpha, label);
-        }
-    } else {
-        /* one output line per input line: a line that cannot be read gives an empty one */
-        char *line = NULL;
-        size_t cap = 0, len, bad;
-        int k = 0, got;
-        while (rc == 0 &&
-               (got = txt_read_line(stdin, &line, &cap, TXT_PAIRS_MAX_LINE, &len)) != 0) {
-            snprintf(label, sizeof label, "line %d", ++k);
-            const char *text = line + (k == 1 ? txt_bom_len(line, len) : 0);
-            if (got < 0) {
-                /* skip the rest, but not forever: an endless line is an error */
-                if (!txt_skip_line(stdin, TR_MAX_SKIP)) {
-                    fprintf(stderr,
-                            "%s translate: %s: more than %d bytes without an end of line: "
-                            "stopped (the input is not text)\n",
-                            PROG, label, TXT_PAIRS_MAX_LINE + TR_MAX_SKIP);
-                    rc = TR_EXIT_USAGE;
-                    break;
-                }
-                fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n",
-                        PROG, label, TXT_PAIRS_MAX_LINE);
-                printf("\n");
-            } else if (memchr(line, '\0', len) || !txt_utf8_check(line, len, &bad)) {
-                if (memchr(line, '\0', len))
-                    fprintf(stderr, "%s translate: %s: holds a NUL byte: skipped\n", PROG, label);
-                else
-                    fprintf(stderr,
-                            "%s translate: %s: not valid UTF-8 (byte %zu is 0x%02x): "
-                            "skipped\n",
-                            PROG, label, bad + 1, (unsigned char)line[bad]);
-                printf("\n");
-            } else {
-                rc = translate_line(&tr, ckpt, text, beam, alpha, label);
-            }
-            fflush(stdout);
-        }
-        free(line);
+    for (int i = 0; i < npos && rc == 0; i++) {
+        snprintf(label, sizeof label, "sentence %d", i + 1);
+        const char *text; /* valid UTF-8, past a byte-order mark */
+        if (txt_check_arg(argv[i], label, &text) != AG_OK)
+            rc = fail("translate", TR_EXIT_USAGE);
+        else
+            argv[i] += text - argv[i];
     }
+    Translator tr;
+    if (rc || parse_only || (rc = start("translate", NULL, threads, &tr, ckpt)) != 0)
+        return rc < 0 ? TR_EXIT_OK : rc;
+    for (int i = 0; i < npos && rc == 0; i++) {
+        snprintf(label, sizeof label, "sentence %d", i + 1);
+        rc = translate_line(&tr, ckpt, argv[i], beam, alpha, label);
+    }
+    /* no sentence: one output line per input line, an empty one for a line that cannot be
+     * read */
+    char *line = NULL;
+    size_t cap = 0, len, bad;
+    int k = 0, got;
+    while (npos == 0 && rc == 0 &&
+           (got = txt_read_line(stdin, &line, &cap, TXT_PAIRS_MAX_LINE, &len)) != 0) {
+        snprintf(label, sizeof label, "line %d", ++k);
+        const char *text = line + (k == 1 ? txt_bom_len(line, len) : 0);
+        if (got < 0) {
+            /* skip the rest, but not forever: an endless line is an error */
+            if (!txt_skip_line(stdin, TR_MAX_SKIP)) {
+                fprintf(stderr,
+                        "%s translate: %s: more than %d bytes without an end of line: "
+                        "stopped (the input is not text)\n",
+                        PROG, label, TXT_PAIRS_MAX_LINE + TR_MAX_SKIP);
+                rc = TR_EXIT_USAGE;
+                break;
+            }
+            fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n", PROG,
+                    label, TXT_PAIRS_MAX_LINE);
+            printf("\n");
+        } else if (memchr(line, '\0', len)) {
+            fprintf(stderr, "%s translate: %s: holds a NUL byte: skipped\n", PROG, label);
+            printf("\n");
+        } else if (!txt_utf8_check(line, len, &bad)) {
+            fprintf(stderr, "%s translate: %s: not valid UTF-8 (byte %zu is 0x%02x): skipped\n",
+                    PROG, label, bad + 1, (unsigned char)line[bad]);
+            printf("\n");
+        } else {
+            rc = translate_line(&tr, ckpt, text, beam, alpha, label);
+        }
+        fflush(stdout);
+    }
+    free(line);
     tr_free(&tr);
-    free(pos);
     return rc;
 }
 
@@ -337,46 +293,39 @@ static int cmd_attention(int argc, char **argv) {
     const char *target = NULL;
     int threads = 0, no_plot = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"sentence", FLAG_STR, &sentence, "TEXT", "the source sentence (default: the argument)", 0,
-         0, NULL, 0},
-        {"target", FLAG_STR, &target, "TEXT",
-         "teacher-force this translation (default: the greedy one)", 0, 0, NULL, 0},
-        {"out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go", 0, 0,
-         NULL, 0},
-        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the .npz, no pictures", 1, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ROW("sentence", FLAG_STR, &sentence, "TEXT",
+                 "the source sentence (default: the argument)"),
+        FLAG_ROW("target", FLAG_STR, &target, "TEXT",
+                 "teacher-force this translation (default: the greedy one)"),
+        FLAG_ROW("out", FLAG_PATH, &out, "DIR", "where attention.npz and attention_layerN.png go"),
+        FLAG_SW("no-plot", &no_plot, "only the .npz, no pictures"),
         THREADS_FLAG(&threads),
     };
-    int n = (int)(sizeof opts / sizeof opts[0]), npos = 0;
-    char **pos = malloc(((size_t)argc + 1) * sizeof *pos);
-    int rc = parse_help(
-        "attention", "[flags] SENTENCE",
-        "Translates SENTENCE greedily, runs the model once on it and its translation "
-        "(teacher-forced),\nand saves every head's attention: --out/attention.npz (bertviz's "
-        "layout: per block\n(1, heads, queries, keys), e.g. encoder.layers.0.self_attn, "
-        "decoder.layers.0.self_attn,\ndecoder.layers.0.multihead_attn; encoder_tokens and "
-        "decoder_tokens as bytes) and one picture\nper layer, --out/attention_layerN.png "
-        "(gnuplot; skipped when it is not installed).",
-        opts, n, argc, argv, pos, &npos);
+    int npos = 0,
+        rc = parse_help(
+            "attention", "[flags] SENTENCE",
+            "Translates SENTENCE greedily, runs the model once on it and its translation "
+            "(teacher-forced),\nand saves every head's attention: --out/attention.npz (bertviz's "
+            "layout: per block\n(1, heads, queries, keys), e.g. encoder.layers.0.self_attn, "
+            "decoder.layers.0.self_attn,\ndecoder.layers.0.multihead_attn; encoder_tokens and "
+            "decoder_tokens as bytes) and one picture\nper layer, --out/attention_layerN.png "
+            "(gnuplot; skipped when it is not installed).",
+            opts, N_OF(opts), argc, argv, &npos);
     if (rc == 0 && npos > 0 && sentence)
-        rc = bad("attention", "give the sentence once: '%s' and --sentence '%s'", pos[0], sentence);
+        rc =
+            bad("attention", "give the sentence once: '%s' and --sentence '%s'", argv[0], sentence);
     if (rc == 0 && npos > 1)
-        rc = bad("attention", "one sentence at a time (quote it): '%s' '%s'", pos[0], pos[1]);
+        rc = bad("attention", "one sentence at a time (quote it): '%s' '%s'", argv[0], argv[1]);
     if (rc == 0 && npos == 0 && !sentence)
-        rc = bad("attention", "give a sentence (argument or --sentence)%s%s", "", "");
-    if (rc) {
-        free(pos);
-        return rc < 0 ? TR_EXIT_OK : rc;
-    }
-    if (!sentence) sentence = pos[0];
-    free(pos);
-    if (!(sentence = check_text("attention", "the sentence", sentence))) return TR_EXIT_USAGE;
-    if (target && !(target = check_text("attention", "--target", target))) return TR_EXIT_USAGE;
-    if (parse_only) return TR_EXIT_OK;
-    if ((rc = out_dir_ready("attention", out)) != 0) return rc;
-    set_threads(threads);
+        rc = bad("attention", "give a sentence (argument or --sentence)");
+    if (rc) return rc < 0 ? TR_EXIT_OK : rc;
+    /* valid UTF-8, past a byte-order mark */
+    if (txt_check_arg(sentence ? sentence : argv[0], "the sentence", &sentence) != AG_OK ||
+        (target && txt_check_arg(target, "--target", &target) != AG_OK))
+        return fail("attention", TR_EXIT_USAGE);
     Translator tr;
-    if ((rc = load_or_complain("attention", &tr, ckpt)) != 0) return rc;
+    if (parse_only || (rc = start("attention", out, threads, &tr, ckpt)) != 0) return rc;
     warn_sentences("attention", "the sentence", sentence);
     TrAttention a;
     char path[700];
@@ -410,12 +359,12 @@ static int cmd_heads(int argc, char **argv) {
     const char *out = "build/heads";
     int threads = 0, limit = 0, batch = 64, no_plot = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"data", FLAG_PATH, &data, "FILE", "the sentence pairs to measure on", 0, 0, NULL, 0},
-        {"max", FLAG_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30, NULL, 0},
-        {"batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096, NULL, 0},
-        {"out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go", 0, 0, NULL, 0},
-        {"no-plot", FLAG_SWITCH, &no_plot, NULL, "only the table, no picture", 1, 0, NULL, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ROW("data", FLAG_PATH, &data, "FILE", "the sentence pairs to measure on"),
+        FLAG_NUM("max", FLAG_INT, &limit, "N", "only the first N pairs, 0: all", 0, 1 << 30),
+        FLAG_NUM("batch", FLAG_INT, &batch, "N", "pairs a batch", 1, 4096),
+        FLAG_ROW("out", FLAG_PATH, &out, "DIR", "where heads.tsv and heads.png go"),
+        FLAG_SW("no-plot", &no_plot, "only the table, no picture"),
         THREADS_FLAG(&threads),
     };
     int rc = parse_help(
@@ -425,12 +374,10 @@ static int cmd_heads(int argc, char **argv) {
         "heads\n  grad_score     Michel et al. 2019: the mean over batches of |d loss / d gate|,\n"
         "                 divided by the L2 norm of its block's heads (grad_raw: before)\n"
         "Prints the table, writes it to --out/heads.tsv and draws --out/heads.png (gnuplot).",
-        opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
-    if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
-    if ((rc = out_dir_ready("heads", out)) != 0) return rc;
-    set_threads(threads);
+        opts, N_OF(opts), argc, argv, NULL);
     Translator tr;
-    if ((rc = load_or_complain("heads", &tr, ckpt)) != 0) return rc;
+    if (rc || parse_only || (rc = start("heads", out, threads, &tr, ckpt)) != 0)
+        return rc < 0 ? TR_EXIT_OK : rc;
     TxtPairSet d;
     if (txt_pairs_read(data, &d, &tr.src, &tr.tgt, 0, tr.model.cfg.max_len - 1) != AG_OK) {
         tr_free(&tr);
@@ -454,8 +401,8 @@ static int cmd_heads(int argc, char **argv) {
         printf("table: %s\n", path);
     if (rc == 0 && !no_plot) {
         snprintf(path, sizeof path, "%s/heads.png", out);
-        snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data,
-                 h.n_rows, h.base_loss);
+        snprintf(title, sizeof title, "head importance on %s (%d pairs, loss %.4f)", data, h.n_rows,
+                 h.base_loss);
         printf("picture (gnuplot):\n");
         if (report_plot("heads", view_heads_png(&h, path, title), path)) rc = TR_EXIT_FAIL;
     }
@@ -479,21 +426,23 @@ static int cmd_vocab(int argc, char **argv) {
     const char *ckpt = DEFAULT_CKPT;
     int side = 0;
     Flag opts[] = {
-        {"ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint", 0, 0, NULL, 0},
-        {"side", FLAG_CHOICE, &side, "both|src|tgt",
-         "both vocabularies with a title each, or one side's words alone", 0, 0, side_names, 0},
+        FLAG_ROW("ckpt", FLAG_PATH, &ckpt, "PATH", "the checkpoint"),
+        FLAG_ONE_OF("side", &side, "both|src|tgt",
+                    "both vocabularies with a title each, or one side's words alone", side_names),
     };
     int rc = parse_help(
         "vocab", "[flags]",
         "Lists the words a checkpoint knows, one a line in id order: the source vocabulary (what\n"
         "translate reads), then the target one; the specials <pad> <bos> <eos> <unk> are not "
-        "listed.\n" "Words are whatever the training data held between single spaces: case "
-        "matters, and in\n" "the toy corpus every word is lower case and punctuation marks are "
+        "listed.\n"
+        "Words are whatever the training data held between single spaces: case "
+        "matters, and in\n"
+        "the toy corpus every word is lower case and punctuation marks are "
         "words of their own.",
-        opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, NULL, NULL);
-    if (rc || parse_only) return rc < 0 ? TR_EXIT_OK : rc;
+        opts, N_OF(opts), argc, argv, NULL);
     Translator tr;
-    if ((rc = load_or_complain("vocab", &tr, ckpt)) != 0) return rc;
+    if (rc || parse_only || (rc = start("vocab", NULL, -1, &tr, ckpt)) != 0)
+        return rc < 0 ? TR_EXIT_OK : rc;
     if (side != 2) print_side(&tr.src, side == 0 ? "source" : NULL);
     if (side != 1) print_side(&tr.tgt, side == 0 ? "target" : NULL);
     tr_free(&tr);

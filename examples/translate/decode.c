@@ -113,14 +113,6 @@ int tr_cut_words(int n, int max, FILE *warn, const char *where) {
     return n > max ? max : n;
 }
 
-/* ---- evaluation of a data set: src/eval's eval_seq2seq ---- */
-
-int *tr_sorted_rows(const TxtPairSet *d, int n) {
-    int *idx = ex_malloc((size_t)n * sizeof(int));
-    txt_pairs_by_length(d->pairs, 0, n, idx);
-    return idx;
-}
-
 char *tr_text(const TxtVocab *v, const int *ids, int n) {
     size_t need = txt_vocab_detokenize(v, ids, n, NULL, 0);
     char *t = ex_malloc(need + 1);

@@ -38,7 +38,8 @@ int tr_head_importance(Translator *tr, const TxtPairSet *d, int limit, int batch
     memset(h, 0, sizeof *h);
     Pairs p = {&tr->model, d, NULL, limit > 0 && limit < d->n ? limit : d->n, batch, {0}};
     if (p.n == 0) return ag_fail(AG_ERR_ARG, "%s: no sentence pairs", d->path);
-    p.idx = tr_sorted_rows(d, p.n);
+    p.idx = ex_malloc((size_t)p.n * sizeof(int));
+    txt_pairs_by_length(d->pairs, 0, p.n, p.idx);
     LensHeadBlock blk[LENS_MAX_HEAD_BLOCKS];
     int nb = lens_heads_seq2seq(&tr->model, blk);
     LensHeadData data = {(p.n + batch - 1) / batch, pairs_loss, &p, d->path};

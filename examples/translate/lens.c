@@ -21,14 +21,14 @@ static int add_pair(Translator *tr, LensRows *r, int b, int B, const char *sourc
                     const char *target, const char *label) {
     int L = tr->model.cfg.max_len, n_unk = 0;
     int *src = ex_calloc((size_t)L, sizeof(int)), *tgt = ex_calloc((size_t)L, sizeof(int));
-    int S = tr_tokenize(&tr->src, source, src, L - 1, &n_unk, stderr, TR_PROG ": ");
+    int S = txt_vocab_tokenize(&tr->src, source, src, L - 1, &n_unk, stderr, TR_PROG ": ");
     int T = 0, rc = AG_OK;
     if (S == 0) rc = ag_fail(AG_ERR_ARG, "%s: the source has no words", label);
     if (rc == AG_OK && S > L - 1)
         rc =
             ag_fail(AG_ERR_ARG, "%s: %d source words, the model reads at most %d", label, S, L - 1);
     if (rc == AG_OK) {
-        T = target ? tr_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, stderr, TR_PROG ": ")
+        T = target ? txt_vocab_tokenize(&tr->tgt, target, tgt, L - 1, &n_unk, stderr, TR_PROG ": ")
                    : tr_translate_ids(tr, src, S, 1, 0, tgt, L - 1);
         if (T < 0) rc = T; /* the model's values overflowed: the message names the checkpoint */
         if (target && T > L - 1)
@@ -50,11 +50,11 @@ static int add_pair(Translator *tr, LensRows *r, int b, int B, const char *sourc
         int *s = r->src + (size_t)b * r->S, *ti = r->ids + (size_t)b * r->T;
         int *nx = r->next + (size_t)b * r->T;
         memcpy(s, src, (size_t)S * sizeof(int));
-        s[S] = TR_EOS;
-        ti[0] = TR_BOS;
+        s[S] = TXT_EOS;
+        ti[0] = TXT_BOS;
         memcpy(ti + 1, tgt, (size_t)T * sizeof(int));
         memcpy(nx, tgt, (size_t)T * sizeof(int));
-        nx[T] = TR_EOS;
+        nx[T] = TXT_EOS;
     }
     free(src);
     free(tgt);
@@ -92,13 +92,14 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
         char *line = NULL;
         size_t cap = 0, len;
         int n = 0, k = 0, got;
-        while ((got = tr_read_line(f, &line, &cap, TR_MAX_LINE, &len)) == 1) n++;
+        while ((got = txt_read_line(f, &line, &cap, TXT_PAIRS_MAX_LINE, &len)) == 1) n++;
         if (got < 0)
             rc = ag_fail(AG_ERR_ARG, "%s: line %d is longer than %d bytes", pairs, n + 1,
-                         TR_MAX_LINE);
+                         TXT_PAIRS_MAX_LINE);
         if (rc == AG_OK && n == 0) rc = ag_fail(AG_ERR_ARG, "%s: no lines", pairs);
         rewind(f);
-        while (rc == AG_OK && k < n && tr_read_line(f, &line, &cap, TR_MAX_LINE, &len) == 1) {
+        while (rc == AG_OK && k < n &&
+               txt_read_line(f, &line, &cap, TXT_PAIRS_MAX_LINE, &len) == 1) {
             char label[600], *tab = strchr(line, '\t');
             snprintf(label, sizeof label, "%s: line %d", pairs, k + 1);
             if (!tab) {
@@ -120,7 +121,7 @@ int tr_lens_rows(Translator *tr, const char *sentence, const char *target, const
 static int one_word(const void *ctx, const char *word, const char *flag, int *id) {
     const Translator *tr = ctx;
     int ids[4], n_unk = 0;
-    int n = *word ? tr_tokenize(&tr->tgt, word, ids, 4, &n_unk, NULL, NULL) : 0;
+    int n = *word ? txt_vocab_tokenize(&tr->tgt, word, ids, 4, &n_unk, NULL, NULL) : 0;
     if (n != 1 || n_unk)
         return ag_fail(AG_ERR_ARG, "--%s '%s': %s", flag, word,
                        n != 1 ? "not one target token" : "not in the target vocabulary");
@@ -135,7 +136,7 @@ static int one_word(const void *ctx, const char *word, const char *flag, int *id
 static char *token_word(const void *ctx, NnHookStack stack, int id, int label) {
     const Translator *tr = ctx;
     (void)label;
-    const char *w = tr_vocab_word(stack == NN_HOOK_ENCODER ? &tr->src : &tr->tgt, id);
+    const char *w = txt_vocab_word(stack == NN_HOOK_ENCODER ? &tr->src : &tr->tgt, id);
     char *s = ex_malloc(strlen(w) + 1);
     return strcpy(s, w);
 }

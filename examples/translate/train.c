@@ -203,7 +203,7 @@ static int start(void *ctx) {
     RunConfig *c = &g->rc;
     int rc = check_flags(g);
     if (rc != AG_OK) return rc;
-    tr_warn_threads(c->threads);
+    ag_threads_use_flag(TR_PROG, c->threads); /* a warning when more than the CPUs */
     if (c->optim.momentum == 0) c->optim.nesterov = 0;
     if (c->optim.kind == OPTIM_ADAMW && !find(g, "weight-decay")->given) c->weight_decay = 0.01;
     if (c->resume) {
@@ -477,77 +477,65 @@ int tr_train_main(int argc, char **argv, int parse_only) {
     Seq2SeqConfig *m = &g->given;
     OptimConfig *o = &c->optim;
     Flag fl[N_MODEL_FLAGS + RUN_N_FLAGS] = {
-        {"data", FLAG_PATH, &g->data, "DIR", "read DIR/train.tsv and DIR/valid.tsv", 0, 0, NULL, 0},
-        {"train", FLAG_PATH, &g->train, "FILE", "training pairs (default DIR/train.tsv)", 0, 0,
-         NULL, 0},
-        {"valid", FLAG_PATH, &g->valid, "FILE", "validation pairs (default DIR/valid.tsv)", 0, 0,
-         NULL, 0},
-        {"no-valid", FLAG_SWITCH, &g->no_valid, NULL, "no validation (and no best.npz)", 1, 0, NULL,
-         0},
-        {"tokenizer", FLAG_CHOICE, &g->tokenizer, "word|char|bpe",
-         "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)", 0, 0,
-         txt_vocab_kind_names, 0},
-        {"vocab", FLAG_INT, &g->vocab, "N",
-         "--tokenizer bpe: each side's tokens, the 256 bytes included", TXT_VOCAB_BPE_MIN,
-         TXT_VOCAB_BPE_MAX, NULL, 0},
-        {"d-model", FLAG_INT, &m->layer.d_model, "N", "model width", 1, 8192, NULL, 0},
-        {"heads", FLAG_INT, &m->layer.n_heads, "N", "attention heads", 1, 1024, NULL, 0},
-        {"kv-heads", FLAG_INT, &g->kv_heads, "N",
-         "key/value heads, grouped-query (default: --heads)", 0, 1024, NULL, 0},
-        {"layers", FLAG_INT, &g->layers, "N", "encoder and decoder layers", 1, NN_MAX_LAYERS, NULL,
-         0},
-        {"enc-layers", FLAG_INT, &g->enc, "N", "encoder layers (default --layers)", 0,
-         NN_MAX_LAYERS, NULL, 0},
-        {"dec-layers", FLAG_INT, &g->dec, "N", "decoder layers (default --layers)", 1,
-         NN_MAX_LAYERS, NULL, 0},
-        {"ff", FLAG_INT, &m->layer.d_ff, "N", "feed-forward width", 1, 65536, NULL, 0},
-        {"act", FLAG_CHOICE, &g->act, "relu|gelu", "feed-forward activation", 0, 0, act_names, 0},
-        {"dropout", FLAG_DOUBLE, &m->layer.dropout, "P", "dropout", 0, 0.99, NULL, 0},
-        {"pre-ln", FLAG_SWITCH, &m->layer.pre_ln, NULL, "LayerNorm before each sub-layer", 1, 0,
-         NULL, 0},
+        FLAG_ROW("data", FLAG_PATH, &g->data, "DIR", "read DIR/train.tsv and DIR/valid.tsv"),
+        FLAG_ROW("train", FLAG_PATH, &g->train, "FILE", "training pairs (default DIR/train.tsv)"),
+        FLAG_ROW("valid", FLAG_PATH, &g->valid, "FILE", "validation pairs (default DIR/valid.tsv)"),
+        FLAG_SW("no-valid", &g->no_valid, "no validation (and no best.npz)"),
+        FLAG_ONE_OF(
+            "tokenizer", &g->tokenizer, "word|char|bpe",
+            "tokens: blank-separated words, bytes, or byte-level BPE (one tokenizer a side)",
+            txt_vocab_kind_names),
+        FLAG_NUM("vocab", FLAG_INT, &g->vocab, "N",
+                 "--tokenizer bpe: each side's tokens, the 256 bytes included", TXT_VOCAB_BPE_MIN,
+                 TXT_VOCAB_BPE_MAX),
+        FLAG_NUM("d-model", FLAG_INT, &m->layer.d_model, "N", "model width", 1, 8192),
+        FLAG_NUM("heads", FLAG_INT, &m->layer.n_heads, "N", "attention heads", 1, 1024),
+        FLAG_NUM("kv-heads", FLAG_INT, &g->kv_heads, "N",
+                 "key/value heads, grouped-query (default: --heads)", 0, 1024),
+        FLAG_NUM("layers", FLAG_INT, &g->layers, "N", "encoder and decoder layers", 1,
+                 NN_MAX_LAYERS),
+        FLAG_NUM("enc-layers", FLAG_INT, &g->enc, "N", "encoder layers (default --layers)", 0,
+                 NN_MAX_LAYERS),
+        FLAG_NUM("dec-layers", FLAG_INT, &g->dec, "N", "decoder layers (default --layers)", 1,
+                 NN_MAX_LAYERS),
+        FLAG_NUM("ff", FLAG_INT, &m->layer.d_ff, "N", "feed-forward width", 1, 65536),
+        FLAG_ONE_OF("act", &g->act, "relu|gelu", "feed-forward activation", act_names),
+        FLAG_NUM("dropout", FLAG_DOUBLE, &m->layer.dropout, "P", "dropout", 0, 0.99),
+        FLAG_SW("pre-ln", &m->layer.pre_ln, "LayerNorm before each sub-layer"),
         {"post-ln", FLAG_SWITCH, &m->layer.pre_ln, NULL, "LayerNorm after (the default)", 0, 0,
          NULL, 0},
-        {"max-len", FLAG_INT, &m->max_len, "N", "longest sequence, EOS/BOS included", 2, 4096, NULL,
-         0},
-        {"learned-pos", FLAG_SWITCH, &m->learned_pos, NULL, "learned positions, not sinusoids", 1,
-         0, NULL, 0},
-        {"tie-output", FLAG_SWITCH, &m->tie_output, NULL, "the generator shares tgt_embed", 1, 0,
-         NULL, 0},
-        {"optim", FLAG_CHOICE, &o->kind, "NAME", "sgd, adam or adamw", 0, 0, optim_names, 0},
-        {"beta1", FLAG_DOUBLE, &o->beta1, "X", "Adam's beta1", 0, 0.999999, NULL, 0},
-        {"beta2", FLAG_DOUBLE, &o->beta2, "X", "Adam's beta2", 0, 0.999999, NULL, 0},
-        {"momentum", FLAG_DOUBLE, &o->momentum, "X", "SGD momentum", 0, BIG, NULL, 0},
-        {"embed-gain", FLAG_DOUBLE, &g->embed_gain, "G",
-         "initial embeddings N(0, G^2/d_model): std G once scaled by sqrt(d_model)", 0, BIG, NULL,
-         0},
-        {"epochs", FLAG_INT, &g->epochs, "N", "train N epochs instead of --steps", 1, 1 << 30, NULL,
-         0},
-        {"valid-max", FLAG_INT, &g->valid_max, "N", "valid pairs to decode, 0: all", 0, 1 << 30,
-         NULL, 0},
-        {"compress", FLAG_INT, &c->compress, "LEVEL", "zlib level of the checkpoints, 0: stored", 0,
-         9, NULL, 0},
-        {"check-finite", FLAG_SWITCH, &c->check_finite, NULL,
-         "check every op's output and gradient: a divergence names the op", 1, 0, NULL, 0},
-        {"max-memory", FLAG_DOUBLE, &g->max_memory, "GIB",
-         "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG, NULL,
-         0},
-        {"report-rss", FLAG_I64, &c->report_rss, "STEP",
-         "print the peak RSS after STEP and at the end", 0, BIG, NULL, 0},
+        FLAG_NUM("max-len", FLAG_INT, &m->max_len, "N", "longest sequence, EOS/BOS included", 2,
+                 4096),
+        FLAG_SW("learned-pos", &m->learned_pos, "learned positions, not sinusoids"),
+        FLAG_SW("tie-output", &m->tie_output, "the generator shares tgt_embed"),
+        FLAG_ONE_OF("optim", &o->kind, "NAME", "sgd, adam or adamw", optim_names),
+        FLAG_NUM("beta1", FLAG_DOUBLE, &o->beta1, "X", "Adam's beta1", 0, 0.999999),
+        FLAG_NUM("beta2", FLAG_DOUBLE, &o->beta2, "X", "Adam's beta2", 0, 0.999999),
+        FLAG_NUM("momentum", FLAG_DOUBLE, &o->momentum, "X", "SGD momentum", 0, BIG),
+        FLAG_NUM("embed-gain", FLAG_DOUBLE, &g->embed_gain, "G",
+                 "initial embeddings N(0, G^2/d_model): std G once scaled by sqrt(d_model)", 0,
+                 BIG),
+        FLAG_NUM("epochs", FLAG_INT, &g->epochs, "N", "train N epochs instead of --steps", 1,
+                 1 << 30),
+        FLAG_NUM("valid-max", FLAG_INT, &g->valid_max, "N", "valid pairs to decode, 0: all", 0,
+                 1 << 30),
+        FLAG_NUM("compress", FLAG_INT, &c->compress, "LEVEL",
+                 "zlib level of the checkpoints, 0: stored", 0, 9),
+        FLAG_SW("check-finite", &c->check_finite,
+                "check every op's output and gradient: a divergence names the op"),
+        FLAG_NUM("max-memory", FLAG_DOUBLE, &g->max_memory, "GIB",
+                 "refuse a --batch whose step needs more (default: this machine's memory)", 0, BIG),
+        FLAG_NUM("report-rss", FLAG_I64, &c->report_rss, "STEP",
+                 "print the peak RSS after STEP and at the end", 0, BIG),
     };
     int n = N_MODEL_FLAGS;
     n += run_flags(r, fl + n);
-    for (int i = 0; i < n; i++) {
-        if (strcmp(fl[i].name, "ckpt") == 0)
-            fl[i--] = fl[--n]; /* eval's: the translator's own */
-        else if (strcmp(fl[i].name, "steps") == 0 || strcmp(fl[i].name, "seed") == 0)
-            fl[i].hi = BIG; /* the translator's ranges */
-        else if (strcmp(fl[i].name, "threads") == 0)
-            fl[i].hi = 4096;
-        else if (strcmp(fl[i].name, "warmup") == 0)
-            fl[i].help = "warmup steps (default: min(300, steps / 5))";
-        else if (strcmp(fl[i].name, "weight-decay") == 0)
-            fl[i].help = "weight decay (default 0, adamw 0.01)";
-    }
+    *flag_find(fl, n, "ckpt") = fl[n - 1], n--; /* eval's: the translator's own */
+    /* the translator's ranges and defaults */
+    flag_find(fl, n, "steps")->hi = flag_find(fl, n, "seed")->hi = BIG;
+    flag_find(fl, n, "threads")->hi = 4096;
+    flag_find(fl, n, "warmup")->help = "warmup steps (default: min(300, steps / 5))";
+    flag_find(fl, n, "weight-decay")->help = "weight decay (default 0, adamw 0.01)";
     g->fl = fl, g->n_fl = n;
     int code,
         rc = flag_parse_cmd(TR_PROG, "train", "[flags]", TRAIN_WHAT, fl, n, argc, argv, NULL, NULL);

@@ -1,7 +1,8 @@
-/* train_setup.c: the trainer's defaults (tr_train_defaults), the checks of a model's
- * configuration (tr_check_config) and of the positional data.position of a checkpoint written
- * before the run loop (tr_check_position: every command that loads one, and the legacy resume
- * of train.c), and tr_train: a TrTrainConfig run as the command line it stands for.
+/* train_setup.c: the trainer's defaults (tr_train_defaults), the translator's checks of a
+ * model's configuration beyond the model's own (tr_check_config) and of the positional
+ * data.position of a checkpoint written before the run loop (tr_check_position: every command
+ * that loads one, and the legacy resume of train.c), and tr_train: a TrTrainConfig run as the
+ * command line it stands for.
  * Not here: the run (train.c). Read next: cli.c. */
 #include <errno.h>
 #include <float.h>
@@ -106,28 +107,12 @@ int tr_check_config(const Seq2SeqConfig *c, const char *what) {
         snprintf(buf, sizeof buf, "vocabularies of %d and %d words: each must be in [%d, %d]",
                  c->src_vocab, c->tgt_vocab, TXT_N_SPECIAL + 1, TXT_VOCAB_MAX_WORDS);
         why = buf;
-    } else if (c->n_enc_layers < 0 || c->n_enc_layers > NN_MAX_LAYERS || c->n_dec_layers < 1 ||
-               c->n_dec_layers > NN_MAX_LAYERS) {
-        snprintf(buf, sizeof buf, "layers %d+%d: the encoder takes 0..%d, the decoder 1..%d",
-                 c->n_enc_layers, c->n_dec_layers, NN_MAX_LAYERS, NN_MAX_LAYERS);
-        why = buf;
     } else if (c->max_len < 2 || c->max_len > 4096)
         why = "max_len must be in [2, 4096]";
     else if (c->pad_id != TXT_PAD)
         why = "pad_id must be 0";
     else if (l->d_model < 1 || l->d_model > 8192 || l->d_ff < 1 || l->d_ff > 65536)
         why = "d_model must be in [1, 8192] and ff in [1, 65536]";
-    else if (l->n_heads < 1 || l->d_model % l->n_heads != 0) {
-        snprintf(buf, sizeof buf, "%d heads do not divide d_model %d", l->n_heads, l->d_model);
-        why = buf;
-    } else if (l->n_kv_heads < 1 || l->n_heads % l->n_kv_heads != 0) {
-        snprintf(buf, sizeof buf, "%d key/value heads do not divide %d heads", l->n_kv_heads,
-                 l->n_heads);
-        why = buf;
-    } else if (!(l->dropout >= 0 && l->dropout < 1))
-        why = "dropout must be in [0, 1)";
-    else if (!(l->ln_eps > 0) || (l->act != NN_RELU && l->act != NN_GELU))
-        why = "bad LayerNorm eps or activation";
     if (!why) return AG_OK;
     return ag_fail(AG_ERR_ARG, "%s: %s", what, why);
 }

@@ -44,20 +44,6 @@ enum {
 /* The helpers the example programs share (allocation, plots, the lens's --metric, the
  * data-parallel lines): ../common/common.h, prefix ex_. */
 
-/* Old names of the library's (src/text/vocab.h, pairs.h), kept only for the lens and view code
- * that still uses them: TrVocab (view.c), TR_BOS and TR_EOS (lens.c and
- * tests/examples/test_translate_lens_cli.c), tr_vocab_word (lens.c, view.c), tr_tokenize,
- * tr_read_line and TR_MAX_LINE (lens.c), tr_detokenize (cli.c's patch), tr_utf8_check (view.c).
- * Everything else calls them by the library's names. */
-typedef TxtVocab TrVocab;
-enum { TR_BOS = TXT_BOS, TR_EOS = TXT_EOS };
-#define tr_vocab_word txt_vocab_word
-#define tr_tokenize txt_vocab_tokenize
-#define tr_detokenize txt_vocab_detokenize
-#define tr_utf8_check txt_utf8_check
-#define tr_read_line txt_read_line
-#define TR_MAX_LINE TXT_PAIRS_MAX_LINE
-
 /* Limits on what files and the standard input may hold (README, "Limits"): the library's
  * TXT_VOCAB_MAX_WORDS (src/text/vocab.h) and TXT_PAIRS_MAX_LINE (pairs.h), each a clear error
  * naming the file, the line and the limit. translate skips an over-long line of its input, but
@@ -102,13 +88,6 @@ int tr_translate_ids(Translator *tr, const int *src, int S, int beam, double alp
 int tr_cut_words(int n, int max, FILE *warn, const char *where);
 /* The text of n ids of v (txt_vocab_detokenize), NUL-terminated, ex_malloc'd. */
 char *tr_text(const TxtVocab *v, const int *ids, int n);
-
-/* ---- evaluation: src/eval's eval_seq2seq (eval and the trainer's validation) ---- */
-/* Pairs [0, n) of d sorted by (source length, target length, index): batches of consecutive
- * rows of it have little padding. A ex_malloc'd array of n row indices. */
-int *tr_sorted_rows(const TxtPairSet *d, int n);
-/* the old name of eval_seq2seq_loss_sum, for heads.c */
-#define tr_batch_loss_sum eval_seq2seq_loss_sum
 
 /* ---- training ---- */
 typedef struct TrTrainConfig {
@@ -160,7 +139,10 @@ Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, const TxtPairBat
  * checkpoint's (named in TrTrainConfig.given with another value, refused). */
 #define TR_KEEP (-1)
 
-/* Checks a model configuration (from flags or a checkpoint): AG_ERR_ARG naming what. */
+/* The translator's limits on a model configuration beyond the model's own rules
+ * (nn_seq2seq_check_config: the layers, heads, dropout, activation; a checkpoint's read checks
+ * them first, the flags' ranges and checks keep to them): the vocabularies' sizes, max_len,
+ * pad_id 0, d_model and ff. AG_ERR_ARG naming what. */
 int tr_check_config(const Seq2SeqConfig *c, const char *what);
 /* The model's configuration in a checkpoint (model_config.c): nn_seq2seq_ckpt_config(c), whose
  * check also runs tr_check_config: what ckpt_read reads passes both. */
@@ -185,14 +167,13 @@ int tr_train(const TrTrainConfig *cfg);
 int tr_train_main(int argc, char **argv, int parse_only);
 
 /* The command line: `attograd-translate <command> [flags]`, the commands train, eval,
- * translate, attention and heads. Returns the exit code. */
+ * translate, attention and heads. Returns the exit code. The slots of argv after the command
+ * may be reordered (its positional arguments gathered at the front, as GNU getopt does). */
 int tr_main(int argc, char **argv);
 /* The same parsing and checking of the flags, but no command runs (no file is read or
  * written): TR_EXIT_OK (also for --help, printed), or TR_EXIT_USAGE with the message printed.
  * For the fuzz harness of the command line (fuzz/cli.c). */
 int tr_check_args(int argc, char **argv);
-/* Warns on stderr when --threads asks for more than the CPUs this process may use. */
-void tr_warn_threads(int threads);
 
 /* ---- attention maps (attention.c) ---- */
 typedef struct TrAttention {

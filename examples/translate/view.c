@@ -12,9 +12,9 @@
 
 #include "translate.h"
 
-/* a word of a vocabulary (ViewTokenText; ctx: the TrVocab) */
+/* a word of a vocabulary (ViewTokenText; ctx: the TxtVocab) */
 static const void *word(const void *ctx, int id, size_t *len) {
-    const char *w = tr_vocab_word(ctx, id);
+    const char *w = txt_vocab_word(ctx, id);
     *len = strlen(w);
     return w;
 }
@@ -68,7 +68,7 @@ static int model_json(ViewBuf *b, void *ctx) {
                          logits->shape[2], next, T);
     }
     if (rc == AG_OK) {
-        /* words: the prompt selectors join them with spaces, as tr_detokenize does */
+        /* words: the prompt selectors join them with spaces, as txt_vocab_detokenize does */
         view_raw(b, ",\"token_sep\":\" \",");
         view_attn_sets(b, set + (LE ? 0 : 1), LE ? 3 : 2);
         view_raw(b, ",");
@@ -101,20 +101,16 @@ int tr_view_main(int argc, char **argv) {
         FLAG_NUM("threads", FLAG_INT, &threads, "N",
                  "threads (default: OMP_NUM_THREADS, else the CPUs)", 0, 4096),
     };
-    int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
-    char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
+    int n = (int)(sizeof fl / sizeof fl[0]), npos = 0; /* the run folders: argv[0..npos) */
     int rc = flag_parse_cmd(
         TR_PROG, "view", "[flags] [--runs DIR...]",
         "One HTML page, offline (docs/view.md): every head of the encoder's and the decoder's\n"
         "self-attention and of the cross-attention on the sentence pair(s) (detector scores on "
         "the\nthumbnails), each target word's loss and top-k words; --from: the tables of "
         "ablate,\npatch or detect; --runs DIR...: the log.csv curves of run folders.",
-        fl, n, argc, argv, pos, &npos);
-    if (rc == FLAG_HELP) {
-        free(pos);
-        return TR_EXIT_OK;
-    }
-    if (rc == AG_OK) rc = view_cmd_check(out, runs, pos, npos);
+        fl, n, argc, argv, argv, &npos);
+    if (rc == FLAG_HELP) return TR_EXIT_OK;
+    if (rc == AG_OK) rc = view_cmd_check(out, runs, argv, npos);
     if (rc == AG_OK && !ckpt != (!sentence && !pairs))
         rc = ag_fail(AG_ERR_ARG, "--ckpt goes with --sentence TEXT or --pairs FILE");
     if (rc == AG_OK && !ckpt && !runs && !from)
@@ -125,7 +121,7 @@ int tr_view_main(int argc, char **argv) {
     size_t bad = 0;
     for (int i = 0; rc == AG_OK && i < 2; i++) {
         const char *t = i ? target : sentence;
-        if (t && !tr_utf8_check(t, strlen(t), &bad))
+        if (t && !txt_utf8_check(t, strlen(t), &bad))
             rc = ag_fail(AG_ERR_ARG, "--%s is not valid UTF-8 (byte %zu is 0x%02x)",
                          i ? "target" : "sentence", bad + 1, (unsigned char)t[bad]);
     }
@@ -136,9 +132,8 @@ int tr_view_main(int argc, char **argv) {
         if ((rc = tr_load(&v.tr, ckpt)) == AG_OK) loaded = 1;
         if (rc == AG_OK) rc = tr_lens_rows(&v.tr, sentence, target, pairs, &v.r);
     }
-    if (rc == AG_OK) rc = view_cmd_page(out, ckpt, model_json, &v, from, pos, runs, npos);
+    if (rc == AG_OK) rc = view_cmd_page(out, ckpt, model_json, &v, from, argv, runs, npos);
     if (ckpt) lens_rows_free(&v.r);
     if (loaded) tr_free(&v.tr);
-    free(pos);
     return lens_cmd_end(&(LensCmd){.prog = TR_PROG, .name = "view"}, rc);
 }

@@ -69,7 +69,8 @@ typedef struct Flag {
 
 /* Parses argv[0..argc) into the table fl[0..n). An argument that does not start with '-', a
  * lone "-" and everything after "--" are positional: they go to pos (*npos of them; room for
- * argc) when pos is not NULL, else they are an error. A flag given twice keeps its last value.
+ * argc) when pos is not NULL, else they are an error; pos may be argv itself: they then gather
+ * at its front, in order (as GNU getopt permutes argv). A flag given twice keeps its last value.
  * Returns AG_OK, FLAG_HELP, or AG_ERR_ARG with the message (ag_last_error), e.g.
  * "'--steps ten' is not an integer". A table with a name twice aborts (misuse). */
 int flag_parse(Flag *fl, int n, int argc, char **argv, char **pos, int *npos);

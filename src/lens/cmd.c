@@ -314,10 +314,7 @@ int lens_cmd_start(LensCmd *c, const LensProgram *p, LensFlags *f, int rc, int r
     if (rc != AG_OK) return rc;
     if (p->parse_only) return LENS_CMD_DONE;
     if (p->out_dir && (rc = p->out_dir(f->out)) != AG_OK) return rc; /* the folder of --out */
-    if (f->threads > ag_threads_available())
-        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
-                p->prog, f->threads, ag_threads_available());
-    ag_threads_use(f->threads);
+    ag_threads_use_flag(p->prog, f->threads); /* a warning when more than the CPUs */
     c->prog = p->prog, c->name = f->name, c->ckpt = f->ckpt;
     f->loaded = 1;
     rc = p->load(p->self, f, c);

@@ -31,6 +31,7 @@
  * Not here: the parallel loops (k_*.c). Read next: k_scratch.c. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, putenv */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,6 +80,14 @@ int ag_threads_use(int n) {
 #else
     return 1;
 #endif
+}
+
+int ag_threads_use_flag(const char *prog, int n) {
+    AG_CHECK_ARG(prog);
+    if (n > ag_threads_available())
+        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPUs this process may use\n",
+                prog, n, ag_threads_available());
+    return ag_threads_use(n);
 }
 
 /* ---- how threads wait: the bounded spin (see the top of this file) ---- */

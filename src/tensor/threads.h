@@ -17,6 +17,10 @@
 int ag_threads_available(void);
 int ag_threads_default(void);
 int ag_threads_use(int n);
+/* ag_threads_use(n) for a program's --threads N: when n is more than ag_threads_available(),
+ * first a line on stderr, "PROG: warning: --threads N is more than the C CPUs this process may
+ * use" (prog: the program's name; the count still runs, with the same bits). */
+int ag_threads_use_flag(const char *prog, int n);
 const char *ag_threads_wait(void);
 const char *ag_kernel_family(void);
 

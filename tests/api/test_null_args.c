@@ -1207,7 +1207,8 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(lens_cmd_run, f,                                                                             \
       lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, NULL, &(LensCmdArgs){0}, 0))  \
     X(lens_cmd_run, a,                                                                             \
-      lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, &(LensFlags){0}, NULL, 0))
+      lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, &(LensFlags){0}, NULL, 0))    \
+    X(ag_threads_use_flag, prog, ag_threads_use_flag(NULL, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -123,8 +123,8 @@ Test(tr_lens_cli, cache_ablate_and_patch_on_a_trained_copy_model, .timeout = 300
     const NpzEntry *tk = entry(f, "tokens", 2, (int64_t[]){1, 5});
     const NpzEntry *st = entry(f, "src_tokens", 2, (int64_t[]){1, 5});
     cr_assert_eq(tk->dtype, NPZ_I32);
-    cr_assert_eq(((const int32_t *)tk->data)[0], TR_BOS);
-    cr_assert_eq(((const int32_t *)st->data)[4], TR_EOS);
+    cr_assert_eq(((const int32_t *)tk->data)[0], TXT_BOS);
+    cr_assert_eq(((const int32_t *)st->data)[4], TXT_EOS);
     for (int row = 0; row < 2 * 5; row++) { /* the cross-attention's rows sum to 1 */
         double sum = 0;
         for (int j = 0; j < 5; j++)

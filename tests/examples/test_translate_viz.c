@@ -166,14 +166,15 @@ Test(tr_attention, npz_has_bertviz_entries_shapes_and_distributions) {
 /* The teacher-forced loss of every pair of d (mean over the target tokens), by hand: no-grad
  * batches of batch pairs sorted by length, as the measure runs them */
 static double data_loss(Translator *tr, const TxtPairSet *d, int batch) {
-    int *idx = tr_sorted_rows(d, d->n);
+    int *idx = ex_malloc((size_t)d->n * sizeof(int));
+    txt_pairs_by_length(d->pairs, 0, d->n, idx);
     TxtPairBatch b;
     memset(&b, 0, sizeof b);
     double sum = 0;
     long tokens = 0;
     for (int i0 = 0; i0 < d->n; i0 += batch) {
         txt_pair_batch_make(&b, d->pairs, idx + i0, d->n - i0 < batch ? d->n - i0 : batch);
-        sum += tr_batch_loss_sum(&tr->model, tr->tape, &b);
+        sum += eval_seq2seq_loss_sum(&tr->model, tr->tape, &b);
         tokens += b.n_tgt_tokens;
     }
     txt_pair_batch_free(&b);

@@ -245,6 +245,18 @@ Test(flag_parse, collects_positional_arguments_and_stops_at_help) {
     cr_expect_eq(flag_parse(t.fl, 10, 0, NULL, NULL, NULL), AG_OK);
 }
 
+Test(flag_parse, gathers_positional_arguments_at_the_front_of_argv_itself) {
+    Table t;
+    table(&t);
+    char *argv[] = {"--steps", "7", "a", "--out=o", "b", "--lr", "0.5", "--", "--c", NULL};
+    int npos = -1;
+    cr_assert_eq(flag_parse(t.fl, 10, 9, argv, argv, &npos), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(npos, 3);
+    cr_expect(!strcmp(argv[0], "a") && !strcmp(argv[1], "b") && !strcmp(argv[2], "--c"));
+    cr_expect(t.steps == 7 && t.lr == 0.5 && !strcmp(t.out, "o"));
+    cr_expect(argv[9] == NULL, "nothing written past the positional arguments' slots");
+}
+
 Test(flag_help, lists_every_flag_with_its_default_range_and_aliases) {
     Table t;
     table(&t);

@@ -9,6 +9,7 @@
  * Not here: that results do not depend on the thread count (each kernel's tests). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,26 @@ Test(ag_threads, available_counts_the_cpus_this_process_may_use) {
     cpu_set_t set;
     cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
     cr_assert_eq(ag_threads_available(), CPU_COUNT(&set));
+}
+
+/* --threads above the CPUs: one warning line naming the program, and the count still used */
+Test(ag_threads, use_flag_warns_when_more_than_the_cpus, .init = cr_redirect_stderr) {
+    int n = ag_threads_available();
+    ag_threads_use_flag("prog", n);
+    ag_threads_use_flag("prog", 0);
+    int used = ag_threads_use_flag("prog", n + 1);
+    ag_threads_use(0);
+#ifdef _OPENMP
+    cr_expect_eq(used, n + 1);
+#else
+    cr_expect_eq(used, 1);
+#endif
+    char want[160];
+    snprintf(want, sizeof want,
+             "prog: warning: --threads %d is more than the %d CPUs this process may use\n", n + 1,
+             n);
+    fflush(stderr);
+    cr_assert_stderr_eq_str(want);
 }
 
 Test(ag_threads, default_is_the_available_cpus_capped_without_omp_num_threads) {
