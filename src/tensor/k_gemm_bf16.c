@@ -111,6 +111,17 @@ static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K
  * r: 16 columns at a time, both rounded at once and their words interleaved. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
  * the pair words; they go to column r of d (a transpose). */
+/* the words of 16 pairs (lo[i], hi[i]) for the i where m is set, 0 elsewhere (hi read only when
+ * two, else 0): both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
+static inline __m512i pair_words16(const float *lo, const float *hi, __mmask16 m, int two) {
+    static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                   21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                   11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512 h = two ? _mm512_maskz_loadu_ps(m, hi) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(pick),
+                                    (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo)));
+}
+
 /* rows [r0, r0+rn) (rn <= 8, the rest 0) of the stored (R,K) X, pairs of k in [k0, k0+kc): an
  * A strip, 8 words a pair. 16 pairs at a time: each row's 16 words in a register, the 8 x 16
  * words turned over by unpacks (rows 0-3 and 4-7 of 4 pairs in each) and a qword permute that
@@ -157,11 +168,7 @@ static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, in
 
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
                        int kc, int W) {
-    if (t) { /* both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
-        static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                       21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-        __m512i ix = _mm512_loadu_si512(pick);
+    if (t) {
         for (int q = 0; q < kc; q += 2, d += W) {
             int k = k0 + q;
             const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
@@ -169,9 +176,7 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
                 int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
                 __mmask16 m = (__mmask16)((1u << n) - 1u),
                           st = (__mmask16)((1u << (W - r < 16 ? W - r : 16)) - 1u);
-                __m512 h = k + 1 < K ? _mm512_maskz_loadu_ps(m, hi + r) : _mm512_setzero_ps();
-                __m512i w = (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + r));
-                _mm512_mask_storeu_epi32(d + r, st, _mm512_permutexvar_epi16(ix, w));
+                _mm512_mask_storeu_epi32(d + r, st, pair_words16(lo + r, hi + r, m, k + 1 < K));
             }
         }
         return;
@@ -217,21 +222,14 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
 /* two A strips of op(X) read transposed (X stored (K,R)): rows [r0, r0+8) into d0 and [r0+8,
  * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words. One
  * strip alone reads half a cache line of each of rows k and k+1 a pair; two read whole lines
- * (16 values of each row, rounded by one vcvtne2ps2bf16, their words interleaved by one
- * permute, the first 8 words to d0 and the last 8 to d1) */
+ * (pair_words16: the first 8 words to d0, the last 8 to d1) */
 static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
                          int k0, int kc) {
-    static const short pick[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                   8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    __m512i ix = _mm512_loadu_si512(pick);
     int n = rn < 0 ? 0 : rn > 16 ? 16 : rn;
     __mmask16 m = (__mmask16)((1u << n) - 1u);
     for (int q = 0; q < kc; q += 2, d0 += 8) {
-        int k = k0 + q;
-        const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
-        __m512 h = k + 1 < K ? _mm512_maskz_loadu_ps(m, hi) : _mm512_setzero_ps();
-        __m512i w = _mm512_permutexvar_epi16(
-            ix, (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo)));
+        const float *lo = X + (size_t)(k0 + q) * R + r0;
+        __m512i w = pair_words16(lo, lo + R, m, k0 + q + 1 < K);
         _mm256_storeu_si256((__m256i *)d0, _mm512_castsi512_si256(w));
         if (d1) _mm256_storeu_si256((__m256i *)(d1 + 4 * q), _mm512_extracti64x4_epi64(w, 1));
     }
