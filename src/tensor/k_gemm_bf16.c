@@ -96,6 +96,14 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
     }
 }
 
+/* two A strips of op(X) read transposed (X stored (K,R)): rows [r0, r0+8) into d0 and [r0+8,
+ * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words */
+static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
+                         int k0, int kc) {
+    pack_pairs(d0, X, 1, R, K, r0, rn < 8 ? rn : 8, k0, kc, 8);
+    if (d1) pack_pairs(d1, X, 1, R, K, r0 + 8, rn > 16 ? 8 : rn - 8, k0, kc, 8);
+}
+
 #else
 /* The same packing with vcvtneps2bf16, which rounds as round_bf16 does (to nearest even,
  * denormals to a zero of their sign, NaN kept quiet: checked on every one of the 2^32 floats).
@@ -103,6 +111,17 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
  * r: 16 columns at a time, both rounded at once and their words interleaved. Not t: a row r of the
  * stored (R,K) matrix holds its pairs in order, so its bf16 values read as 32-bit words are
  * the pair words; they go to column r of d (a transpose). */
+/* the words of 16 pairs (lo[i], hi[i]) for the i where m is set, 0 elsewhere (hi read only when
+ * two, else 0): both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
+static inline __m512i pair_words16(const float *lo, const float *hi, __mmask16 m, int two) {
+    static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                   21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                   11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512 h = two ? _mm512_maskz_loadu_ps(m, hi) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(pick),
+                                    (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo)));
+}
+
 /* rows [r0, r0+rn) (rn <= 8, the rest 0) of the stored (R,K) X, pairs of k in [k0, k0+kc): an
  * A strip, 8 words a pair. 16 pairs at a time: each row's 16 words in a register, the 8 x 16
  * words turned over by unpacks (rows 0-3 and 4-7 of 4 pairs in each) and a qword permute that
@@ -149,11 +168,7 @@ static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, in
 
 static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
                        int kc, int W) {
-    if (t) { /* both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
-        static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                       21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-        __m512i ix = _mm512_loadu_si512(pick);
+    if (t) {
         for (int q = 0; q < kc; q += 2, d += W) {
             int k = k0 + q;
             const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
@@ -161,9 +176,7 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
                 int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
                 __mmask16 m = (__mmask16)((1u << n) - 1u),
                           st = (__mmask16)((1u << (W - r < 16 ? W - r : 16)) - 1u);
-                __m512 h = k + 1 < K ? _mm512_maskz_loadu_ps(m, hi + r) : _mm512_setzero_ps();
-                __m512i w = (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo + r));
-                _mm512_mask_storeu_epi32(d + r, st, _mm512_permutexvar_epi16(ix, w));
+                _mm512_mask_storeu_epi32(d + r, st, pair_words16(lo + r, hi + r, m, k + 1 < K));
             }
         }
         return;
@@ -203,6 +216,22 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
                 _mm512_mask_storeu_epi32(d + (size_t)(q + p) * W + r, mr,
                                          _mm512_loadu_si512(out + 16 * p));
         }
+    }
+}
+
+/* two A strips of op(X) read transposed (X stored (K,R)): rows [r0, r0+8) into d0 and [r0+8,
+ * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words. One
+ * strip alone reads half a cache line of each of rows k and k+1 a pair; two read whole lines
+ * (pair_words16: the first 8 words to d0, the last 8 to d1) */
+static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
+                         int k0, int kc) {
+    int n = rn < 0 ? 0 : rn > 16 ? 16 : rn;
+    __mmask16 m = (__mmask16)((1u << n) - 1u);
+    for (int q = 0; q < kc; q += 2, d0 += 8) {
+        const float *lo = X + (size_t)(k0 + q) * R + r0;
+        __m512i w = pair_words16(lo, lo + R, m, k0 + q + 1 < K);
+        _mm256_storeu_si256((__m256i *)d0, _mm512_castsi512_si256(w));
+        if (d1) _mm256_storeu_si256((__m256i *)(d1 + 4 * q), _mm512_extracti64x4_epi64(w, 1));
     }
 }
 #endif
@@ -471,8 +500,10 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                   int j1) {
     int bnc = col_block(j1 - j0), npk = (K + 1) / 2;
     int keep = j1 - j0 > bnc && keeps_a(i1 - i0, K);
+    /* op(A) read transposed is packed two strips at a time (pack_strips2): the second one's
+     * words wait in the strip after the first (a second strip of scratch when not kept) */
     size_t awords = keep ? (size_t)((i1 - i0 + BMR - 1) / BMR) * BMR * npk
-                         : (size_t)BMR * (KB / 2);
+                         : (size_t)(ta ? 2 : 1) * BMR * (KB / 2);
     size_t words = awords + (size_t)BNC_ONE * (KB / 2);
     uint32_t *abuf = (uint32_t *)k_thread_scratch(
         K_SCRATCH_BF16, (words * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real));
@@ -494,9 +525,14 @@ static void block(int ta, int tb, int M, int N, int K, const Real *A, const Real
                              tb ? N : K, tb ? K : N);
             }
             for (int ir = i0; ir < i1; ir += BMR) {
-                int mr = i1 - ir < BMR ? i1 - ir : BMR;
-                uint32_t *a = keep ? abuf + ((size_t)(ir - i0) / BMR * npk + pc / 2) * BMR : abuf;
-                if (!keep || jc == j0) pack_pairs(a, A, ta, M, K, ir, mr, pc, kc, BMR);
+                int mr = i1 - ir < BMR ? i1 - ir : BMR, odd = (ir - i0) / BMR % 2;
+                size_t next = keep ? (size_t)npk * BMR : (size_t)BMR * (KB / 2);
+                uint32_t *a = keep ? abuf + ((size_t)(ir - i0) / BMR * npk + pc / 2) * BMR
+                                   : abuf + (ta && odd ? next : 0);
+                if ((!keep || jc == j0) && ta && !odd)
+                    pack_strips2(a, ir + BMR < i1 ? a + next : NULL, A, M, K, ir, i1 - ir, pc, kc);
+                else if ((!keep || jc == j0) && !ta)
+                    pack_pairs(a, A, ta, M, K, ir, mr, pc, kc, BMR);
                 for (int jr = 0; jr < nc; jr += BNR) {
                     int nr = nc - jr < BNR ? nc - jr : BNR;
                     const uint32_t *b = bc ? panel(bc, npk, jc + jr, pc) : bbuf + (size_t)jr * np;

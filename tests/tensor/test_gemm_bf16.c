@@ -260,6 +260,54 @@ Test(k_gemm_bf16, keeping_a_packed_gives_the_bits_of_packing_it_per_block) {
         }
 }
 
+/* op(A) read transposed (ta: A stored (K,M)) is packed two strips of rows at a time, op(A) as
+ * stored one strip at a time by another loop: the same words, so the same bits, on row counts
+ * of an even and an odd number of strips, a last strip part full, 1, 2 and 3 threads (a thread's
+ * rows may start at an odd strip), kept across blocks of columns or not */
+Test(k_gemm_bf16, op_a_read_transposed_gives_the_bits_of_op_a_as_stored) {
+    Rng rng;
+    rng_seed(&rng, 42);
+    int dims[][3] = {{15, 3, 33}, {16, 257, 40}, {24, 600, 31}, {41, 130, 70}, {57, 64, 1600}};
+    size_t saved_par = k_par_min, saved_keep = k_bf16_keep_a;
+    k_par_min = 1;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int form = 0; form < 4; form++) {
+            int M = dims[d][0], K = dims[d][1], N = dims[d][2], tb = form & 1, acc = form >> 1;
+            Real *A = random_array(&rng, (size_t)M * K, 1),
+                 *B = random_array(&rng, (size_t)K * N, 1),
+                 *C0 = random_array(&rng, (size_t)M * N, 1);
+            Real *At = malloc((size_t)M * K * sizeof(Real)),
+                 *want = malloc((size_t)M * N * sizeof(Real)),
+                 *got = malloc((size_t)M * N * sizeof(Real));
+            cr_assert(At && want && got);
+            for (int i = 0; i < M; i++)
+                for (int k = 0; k < K; k++) At[(size_t)k * M + i] = A[(size_t)i * K + k];
+            memcpy(want, C0, (size_t)M * N * sizeof(Real));
+            k_gemm_bf16(0, tb, M, N, K, A, B, want, acc);
+            for (int threads = 1; threads <= 3; threads++)
+                for (int keep = 0; keep < 2; keep++) {
+#ifdef _OPENMP
+                    omp_set_num_threads(threads);
+#else
+                    if (threads > 1) continue;
+#endif
+                    k_bf16_keep_a = keep ? saved_keep : 0;
+                    memcpy(got, C0, (size_t)M * N * sizeof(Real));
+                    k_gemm_bf16(1, tb, M, N, K, At, B, got, acc);
+                    cr_assert(memcmp(got, want, (size_t)M * N * sizeof(Real)) == 0,
+                              "M %d K %d N %d tb %d acc %d, %d threads, keep %d: op(A) read "
+                              "transposed differs from op(A) as stored",
+                              M, K, N, tb, acc, threads, keep);
+                }
+            free(A), free(B), free(C0), free(At), free(want), free(got);
+        }
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    k_par_min = saved_par;
+    k_bf16_keep_a = saved_keep;
+}
+
 Test(ag_precision, bf16_is_refused_in_the_double_build_only) {
 #if defined(AG_REAL_DOUBLE) || defined(AG_BLAS_OPENBLAS)
     cr_assert_eq(ag_precision_use(AG_PRECISION_BF16), AG_ERR_ARG);
