@@ -226,11 +226,6 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
  * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
  * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
  * run's log.csv */
-/* view_page's body: the plots and the table written beforehand (body, a ViewBuf) */
-static int append(ViewBuf *b, void *body) {
-    view_raw(b, ((const ViewBuf *)body)->p);
-    return AG_OK;
-}
 static int write_view(const char *dir, const Config *c, const int64_t *steps, double *v, int n,
                       const double *fnorms, int K, const int *keys, int nk) {
     double *x = malloc((size_t)n * sizeof *x), *fx = malloc((size_t)K * sizeof *fx), *col[N_COLS];
@@ -290,31 +285,22 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
     view_plot_pngs(dir, png, 4, PROG " analyze", NULL, 0);
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
-    char(*lab)[24] = malloc((size_t)(n + K) * sizeof *lab);
-    const char **labs = malloc((size_t)(n + K) * sizeof *labs);
-    AG_CHECK(lab && labs, PROG ": out of memory");
-    for (int i = 0; i < n + K; i++) {
-        int key = 0, k = i - n + 1;
-        for (int j = 0; j < nk; j++) key |= keys[j] == k;
-        if (i < n)
-            snprintf(lab[i], sizeof lab[i], "step %lld", (long long)steps[i]);
-        else
-            snprintf(lab[i], sizeof lab[i], "%d%s", k, key ? "*" : "");
-        labs[i] = lab[i];
-    }
+    char **rows = view_labels("step ", steps, n), **cols = view_labels("", NULL, K + 1);
+    for (int j = 0; j < nk; j++) strcat(cols[keys[j]], "*"); /* frequencies 1..K: cols + 1 */
     view_raw(&b, "],\"tables\":[");
     view_table(&b, &(ViewTable){"Fourier norms",
                                 "Fourier norms of the embedding, a row a checkpoint (key "
                                 "frequencies: *)",
-                                labs, labs + n, n, K, fnorms});
+                                (const char *const *)rows, (const char *const *)cols + 1, n, K,
+                                fnorms});
     view_raw(&b, "]");
-    free(lab), free(labs);
+    free(rows), free(cols);
     char path[1200];
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
     snprintf(path, sizeof path, "%s/log.csv", dir);
     int runs = access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/view.html", dir);
-    int rc = view_page(path, title, append, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
+    int rc = view_page(path, title, view_body_raw, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
     view_buf_free(&b);
     free(x), free(fx);
     return rc;
@@ -345,7 +331,9 @@ static int analyze(int argc, char **argv) {
         return 2;
     }
     static Model m;
-    CkptConfig cc = {"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    RunModel model = {.ctx = &m, .build = build};
+    model.config = (CkptConfig){"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    ParamList *params = NULL;
     Arena *arena = arena_new("grokking", 0), *step_arena = arena_new("step", 0);
     Tape *t = ag_tape_new(step_arena);
     int64_t *steps = calloc((size_t)n, sizeof *steps);
@@ -354,22 +342,14 @@ static int analyze(int argc, char **argv) {
 #define AT(c, i) v[(size_t)(c)*n + (i)]
     double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
            *fnorms = NULL, *share = NULL;
-    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0, tty = isatty(2);
+    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, tty = isatty(2);
     rc = AG_OK;
     /* the last checkpoint first: its neurons name the key frequencies */
     for (int pass = 0; pass < n + 1 && rc == AG_OK; pass++) {
         int i = pass == 0 ? n - 1 : pass - 1;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/ckpt/%s", out, names[i]);
-        NpzFile *f;
-        rc = ckpt_read(path, &cc, &f);
-        if (rc != AG_OK) break;
-        if (!built) {
-            GptConfig g = gpt_config(&m.cfg);
-            Rng r0;
-            rng_seed(&r0, 1);
-            nn_gpt_init(&m.gpt, arena, &r0, &g);
-            make_data(&m);
+        int64_t step;
+        if ((rc = run_kept_load(&model, out, names[i], arena, &params, &step)) != AG_OK) break;
+        if (!logits) { /* the first: buffers of the model's sizes */
             p = m.cfg.p, H = m.cfg.d_mlp, K = (p - 1) / 2;
             size_t P2 = (size_t)p * p;
             logits = malloc(P2 * p * sizeof *logits), work = malloc(P2 * p * sizeof *work);
@@ -381,15 +361,8 @@ static int analyze(int argc, char **argv) {
             AG_CHECK(logits && work && act && B && W && fnorm && fnorms && share && best,
                      PROG ": out of memory");
             gk_fourier_basis(p, B);
-            built = 1;
         }
-        Checkpoint ck = {.params = &m.gpt.params, .config = cc};
-        rc = ckpt_load_from(f, &ck);
-        const NpzEntry *e = npz_find(f, "train.step");
-        int64_t step = 0;
-        if (e) memcpy(&step, e->data, 8);
-        npz_free(f);
-        if (rc != AG_OK || (rc = run_all(&m, t, logits, act)) != AG_OK) break;
+        if ((rc = run_all(&m, t, logits, act)) != AG_OK) break;
         gk_neuron_freqs(p, H, act, B, best, share);
         if (pass == 0) {
             int min_neurons = H / 50 > 2 ? H / 50 : 2;
@@ -472,7 +445,7 @@ static int analyze(int argc, char **argv) {
     free(names), free(steps), free(v), free(logits), free(act), free(work), free(B), free(W),
         free(fnorm), free(fnorms), free(share), free(best);
     free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
-    if (built) nn_gpt_free(&m.gpt);
+    if (params) nn_gpt_free(&m.gpt);
     ag_tape_free(t);
     arena_free(step_arena), arena_free(arena);
     return rc == AG_OK ? 0 : 2; /* a file that cannot be read or written */

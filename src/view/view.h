@@ -140,6 +140,12 @@ typedef struct ViewTable {
 /* Appends t as {"name", "title", "rows", "cols", "values"} (plot.c). Aborts naming the function
  * when a field or a label is NULL. */
 void view_table(ViewBuf *b, const ViewTable *t);
+/* The labels "<prefix><v[i]>" (v NULL: "<prefix><i>") of n rows or columns of a table or a
+ * picture, each in 32 bytes (cut to fit; writable), in one block: free the array alone */
+char **view_labels(const char *prefix, const int64_t *v, int n);
+/* Appends ", name" to drawn (a string of size bytes, cut to fit): the list of what a program
+ * wrote that it prints (view_plot_pngs' drawn) */
+void view_drawn(char *drawn, size_t size, const char *name);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
@@ -154,6 +160,9 @@ int view_write_html(const char *path, const ViewBuf *data);
 typedef int (*ViewBodyFn)(ViewBuf *b, void *ctx);
 int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, const char *from,
               char *const *runs, int n_runs, size_t *bytes);
+/* The ViewBodyFn of a body written beforehand: appends the text of the ViewBuf body (its parts,
+ * each after a comma; nothing when it is empty). AG_OK. */
+int view_body_raw(ViewBuf *b, void *body);
 
 /* ---- the model's part of a view command (view_model.c), for any model ---- */
 /* A row's tokens and how to show them: text(ctx, ids[i], &len) gives token i's bytes */

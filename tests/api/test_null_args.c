@@ -1195,7 +1195,22 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_heads_png, h, view_heads_png(NULL, "x.png", "t"))                                       \
     X(view_heads_png, png, view_heads_png(&LHI, NULL, "t"))                                        \
     X(view_patterns_png, a, view_patterns_png(NULL, 0, "c", "x.png"))                              \
-    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))
+    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))                               \
+    X(view_labels, prefix, view_labels(NULL, NULL, 1))                                             \
+    X(view_drawn, drawn, view_drawn(NULL, 8, "x.png"))                                             \
+    X(view_drawn, name, view_drawn((char[8]){0}, 8, NULL))                                         \
+    X(view_body_raw, b, view_body_raw(NULL, &VB))                                                  \
+    X(view_body_raw, body, view_body_raw(&VB, NULL))                                               \
+    X(view_grid_png, dir, view_grid_png(NULL, "x.png", &(ViewGrid){0}, "p", NULL, 0))              \
+    X(view_grid_png, name, view_grid_png("d", NULL, &(ViewGrid){0}, "p", NULL, 0))                 \
+    X(view_grid_png, g, view_grid_png("d", "x.png", NULL, "p", NULL, 0))                           \
+    X(view_grid_png, prog, view_grid_png("d", "x.png", &(ViewGrid){0}, NULL, NULL, 0))             \
+    X(run_kept_load, m, run_kept_load(NULL, "d", "x.npz", &A, &(ParamList *){0}, &(int64_t){0}))   \
+    X(run_kept_load, dir, run_kept_load(&RM, NULL, "x.npz", &A, &(ParamList *){0}, &(int64_t){0})) \
+    X(run_kept_load, name, run_kept_load(&RM, "d", NULL, &A, &(ParamList *){0}, &(int64_t){0}))    \
+    X(run_kept_load, a, run_kept_load(&RM, "d", "x.npz", NULL, &(ParamList *){0}, &(int64_t){0}))  \
+    X(run_kept_load, params, run_kept_load(&RM, "d", "x.npz", &A, NULL, &(int64_t){0}))            \
+    X(run_kept_load, step, run_kept_load(&RM, "d", "x.npz", &A, &(ParamList *){0}, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

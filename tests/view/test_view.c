@@ -450,3 +450,32 @@ Test(view_plot, pngs_into_a_folder_name_the_drawn_ones) {
               access(ts_join(p, dir, "one.gp"), F_OK) == 0);
     ts_rm_tree(dir);
 }
+
+Test(view_labels, prefix_and_value_or_index_in_one_block) {
+    char **s = view_labels("step ", (const int64_t[]){0, 10, -3}, 3),
+         **i = view_labels("", NULL, 2);
+    cr_assert_str_eq(s[0], "step 0");
+    cr_assert_str_eq(s[1], "step 10");
+    cr_assert_str_eq(s[2], "step -3");
+    cr_assert_str_eq(i[0], "0");
+    cr_assert_str_eq(i[1], "1");
+    strcat(i[1], "*"); /* writable, 32 bytes each */
+    cr_assert_str_eq(i[1], "1*");
+    free(s), free(i);
+    char **none = view_labels("x", NULL, 0); /* no labels: an array to free all the same */
+    free(none);
+    char **cut = view_labels("a very long prefix that does not fit in 32 bytes ", NULL, 1);
+    cr_assert_eq(strlen(cut[0]), 31);
+    free(cut);
+}
+
+Test(view_drawn, appends_each_name_after_a_comma_cut_to_the_size) {
+    char d[24] = "";
+    view_drawn(d, sizeof d, "a.png");
+    view_drawn(d, sizeof d, "page.html");
+    cr_assert_str_eq(d, ", a.png, page.html");
+    view_drawn(d, sizeof d, "more.png"); /* cut to fit, still a string */
+    cr_assert_str_eq(d, ", a.png, page.html, mor");
+    view_drawn(d, sizeof d, "x.png");
+    cr_assert_str_eq(d, ", a.png, page.html, mor");
+}
