@@ -412,12 +412,9 @@ static int analyze(int argc, char **argv) {
     }
     if (rc == AG_OK) {
         /* the summary: where train accuracy reached 100 %, test 50 % and 95 % */
-        int64_t tr100 = -1, te50 = -1, te95 = -1;
-        for (int i = 0; i < n; i++) {
-            if (tr100 < 0 && AT(TRAIN_ACC, i) >= 1) tr100 = steps[i];
-            if (te50 < 0 && AT(TEST_ACC, i) >= 0.5) te50 = steps[i];
-            if (te95 < 0 && AT(TEST_ACC, i) >= 0.95) te95 = steps[i];
-        }
+        int64_t tr100 = run_first_step(steps, &AT(TRAIN_ACC, 0), n, 1, 1),
+                te50 = run_first_step(steps, &AT(TEST_ACC, 0), n, 0.5, 1),
+                te95 = run_first_step(steps, &AT(TEST_ACC, 0), n, 0.95, 1);
         int l = n - 1;
         printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p, m.cfg.frac,
                m.n_train, n, (long long)steps[l]);

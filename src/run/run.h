@@ -347,5 +347,8 @@ void run_records_free(RunRecords *r);
  * (src/io/file.h). AG_OK, or AG_ERR_IO naming the path and the reason. */
 int run_records_csv(const char *path, const int64_t *steps, int n, const char *const *names,
                     const double *cols, int n_cols);
+/* The first steps[i] of n records whose value v[i] reaches x (above 1: v[i] >= x, an accuracy;
+ * above 0: v[i] < x, a loss), or -1 when none does (a NaN never does) */
+int64_t run_first_step(const int64_t *steps, const double *v, int n, double x, int above);
 
 #endif

@@ -1363,3 +1363,15 @@ Test(run, run_kept_load_reads_each_kept_state_into_the_model_built_once) {
     arena_free(arena), arena_free(other);
     ts_rm_tree(a);
 }
+
+Test(run_first_step, the_first_record_that_reaches_the_value_either_way) {
+    const int64_t steps[] = {0, 10, 20, 30};
+    const double acc[] = {0.1, NAN, 0.96, 1}, loss[] = {4, 2, 0.5, 0.9};
+    cr_assert_eq(run_first_step(steps, acc, 4, 0.95, 1), 20);
+    cr_assert_eq(run_first_step(steps, acc, 4, 1, 1), 30);
+    cr_assert_eq(run_first_step(steps, acc, 4, 1.5, 1), -1);
+    cr_assert_eq(run_first_step(steps, acc, 4, 0.5, 0), 0);
+    cr_assert_eq(run_first_step(steps, loss, 4, 1, 0), 20);
+    cr_assert_eq(run_first_step(steps, loss, 4, 0.1, 0), -1);
+    cr_assert_eq(run_first_step(steps, loss, 0, 10, 0), -1); /* no records */
+}
