@@ -238,8 +238,11 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
     for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
     snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
              c->frac, nk ? keytext : " none");
-    ViewBuf b = {0}; /* the page's plots and table, after its title (view_page) */
-    view_raw(&b, ",\"plots\":[");
+    ViewBuf b = {0}, mk = {0}; /* the page's plots and table, after its title (view_page) */
+    view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":");
+    view_ints(&mk, keys, (size_t)nk);
+    char last[64];
+    snprintf(last, sizeof last, "step %lld", (long long)steps[n - 1]);
     const char *const tt[] = {"train", "test"},
                       *both[] = {"train", "test", "restricted", "excluded"};
     ViewPlot pl[] = {
@@ -255,39 +258,21 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
          (const char *[]){"weights"}, (const double *[]){col[4]}, 1, NULL},
         {"neurons", "share of the MLP neurons one frequency explains (>= 85% of variance)", "step",
          1, 0, x, n, (const char *[]){"neurons"}, (const double *[]){col[7]}, 1,
-         "\"ymin\":0,\"ymax\":1"}};
-    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++) view_plot(&b, &pl[i]), view_raw(&b, ",");
-    ViewBuf mk = {0};
-    view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":[");
-    for (int i = 0; i < nk; i++) {
-        if (i) view_raw(&mk, ",");
-        view_int(&mk, keys[i]);
-    }
-    view_raw(&mk, "]");
-    char last[64];
-    snprintf(last, sizeof last, "step %lld", (long long)steps[n - 1]);
-    ViewPlot four = {"fourier",
-                     "Fourier norms of the embedding by frequency, last checkpoint",
-                     "frequency k",
-                     0,
-                     0,
-                     fx,
-                     K,
-                     (const char *[]){last},
-                     (const double *[]){fnorms + (size_t)(n - 1) * K},
-                     1,
-                     mk.p};
-    view_plot(&b, &four);
+         "\"ymin\":0,\"ymax\":1"},
+        {"fourier", "Fourier norms of the embedding by frequency, last checkpoint", "frequency k",
+         0, 0, fx, K, (const char *[]){last}, (const double *[]){fnorms + (size_t)(n - 1) * K}, 1,
+         mk.p}};
+    view_plots(&b, pl, 6);
     const ViewPng png[] = {{"curves.png", pl, 2, 900, 760},
                            {"measures.png", pl + 2, 1, 900, 480},
                            {"neurons.png", pl + 3, 2, 900, 760},
-                           {"fourier.png", &four, 1, 900, 480}};
+                           {"fourier.png", pl + 5, 1, 900, 480}};
     view_plot_pngs(dir, png, 4, PROG " analyze", NULL, 0);
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
     char **rows = view_labels("step ", steps, n), **cols = view_labels("", NULL, K + 1);
     for (int j = 0; j < nk; j++) strcat(cols[keys[j]], "*"); /* frequencies 1..K: cols + 1 */
-    view_raw(&b, "],\"tables\":[");
+    view_raw(&b, ",\"tables\":[");
     view_table(&b, &(ViewTable){"Fourier norms",
                                 "Fourier norms of the embedding, a row a checkpoint (key "
                                 "frequencies: *)",

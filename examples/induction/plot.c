@@ -85,9 +85,8 @@ int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn
          x, R, names + 4 + per, ys + 4 + per, per, "\"ymin\":0,\"ymax\":1"}};
     /* the page: the plots; the loss per position and the patterns after training as tables */
     ViewBuf b = {0};
-    view_raw(&b, ",\"plots\":[");
-    for (int i = 0; i < 3; i++) view_raw(&b, i ? "," : ""), view_plot(&b, &pl[i]);
-    view_raw(&b, "],\"tables\":[");
+    view_plots(&b, pl, 3);
+    view_raw(&b, ",\"tables\":[");
     char **steps = view_labels("step ", two->step, R), **pos = view_labels("", NULL, T), title[160];
     size_t TT = (size_t)T * T;
     double *p = ex_malloc(TT * sizeof *p);

@@ -1,5 +1,5 @@
-/* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h): named curves over one x
- * axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
+/* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h; the tab: view_plots):
+ * named curves over one x axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
  * describes its curves once for its page and its pictures (view_plot_pngs: several into a
  * folder); one table of the Tables tab (view_table); the labels of a table's rows and the list of
  * what was drawn (view_labels, view_drawn). Not here: drawing them in the page
@@ -105,6 +105,14 @@ int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int 
     int rc = run_plot_script(s.buf, png);
     free(s.buf);
     return rc;
+}
+
+void view_plots(ViewBuf *b, const ViewPlot *p, int n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(p);
+    view_raw(b, ",\"plots\":[");
+    for (int i = 0; i < n; i++) view_raw(b, i ? "," : ""), view_plot(b, &p[i]);
+    view_raw(b, "]");
 }
 
 void view_table(ViewBuf *b, const ViewTable *t) {

@@ -95,6 +95,8 @@ int view_tables(ViewBuf *b, const char *path);
 
 /* Appends v[0..n) as a JSON array of numbers ([1.5,null,...]: view_num's) */
 void view_nums(ViewBuf *b, const double *v, size_t n);
+/* Appends v[0..n) as a JSON array of integers ([5,17]) */
+void view_ints(ViewBuf *b, const int *v, size_t n);
 
 /* One plot of the page's Plots tab (docs/view.md): ns curves ys[s][0..n), named names[s], over
  * x[0..n), on a logarithmic x or y axis when logx, logy; extra: more fields of the plot as JSON
@@ -112,6 +114,8 @@ typedef struct ViewPlot {
 /* Appends p as {"name", "title", "xlabel", "logx", "logy", "x", "series": [{"name", "y"}...]}
  * and extra's fields (plot.c). Aborts naming the function when a field but extra is NULL. */
 void view_plot(ViewBuf *b, const ViewPlot *p);
+/* Appends the page's Plots tab: ,"plots":[p[0], ..., p[n - 1]] (view_plot each) */
+void view_plots(ViewBuf *b, const ViewPlot *p, int n);
 /* Draws plots[0..n) one above the other into png (width x height pixels) with gnuplot
  * (run_plot_script: the script kept as NAME.gp): each its title, xlabel, log axes, its curves
  * as lines with points, the y range of extra's "ymin" and "ymax", boxes for "bars":true.

@@ -1213,7 +1213,11 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(run_kept_load, step, run_kept_load(&RM, "d", "x.npz", &A, &(ParamList *){0}, NULL))          \
     X(run_first_step, steps, run_first_step(NULL, D1, 1, 0, 1))                                    \
     X(run_first_step, v, run_first_step((const int64_t[1]){0}, NULL, 1, 0, 1))                     \
-    X(lens_detect_ceiling, tokens, lens_detect_ceiling(LENS_INDUCTION, NULL, 1, 1))
+    X(lens_detect_ceiling, tokens, lens_detect_ceiling(LENS_INDUCTION, NULL, 1, 1))                \
+    X(view_ints, b, view_ints(NULL, (const int[1]){0}, 1))                                         \
+    X(view_ints, v, view_ints(&VB, NULL, 1))                                                       \
+    X(view_plots, b, view_plots(NULL, (ViewPlot[1]){{0}}, 1))                                      \
+    X(view_plots, p, view_plots(&VB, NULL, 1))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -479,3 +479,27 @@ Test(view_drawn, appends_each_name_after_a_comma_cut_to_the_size) {
     view_drawn(d, sizeof d, "x.png");
     cr_assert_str_eq(d, ", a.png, page.html, mor");
 }
+
+Test(view_plots, the_plots_tab_of_each_plot_and_the_integers) {
+    const double x[] = {0, 1}, y[] = {1, 2};
+    const ViewPlot pl[2] = {
+        {"a", "a", "x", 0, 0, x, 2, (const char *[]){"y"}, (const double *[]){y}, 1, NULL},
+        {"b", "b", "x", 1, 0, x, 2, (const char *[]){"y"}, (const double *[]){y}, 1,
+         "\"bars\":true"}};
+    ViewBuf b = {0}, want = {0};
+    view_plots(&b, pl, 2);
+    view_raw(&want, ",\"plots\":[");
+    view_plot(&want, &pl[0]);
+    view_raw(&want, ",");
+    view_plot(&want, &pl[1]);
+    view_raw(&want, "]");
+    cr_assert_str_eq(b.p, want.p);
+    view_buf_free(&b);
+    view_plots(&b, pl, 0);
+    cr_assert_str_eq(b.p, ",\"plots\":[]");
+    view_buf_free(&b), view_buf_free(&want);
+    view_ints(&b, (const int[]){5, -17, 0}, 3);
+    view_ints(&b, (const int[]){1}, 0);
+    cr_assert_str_eq(b.p, "[5,-17,0][]");
+    view_buf_free(&b);
+}
