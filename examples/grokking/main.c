@@ -357,12 +357,7 @@ static int analyze(int argc, char **argv) {
         steps[i] = step;
         gk_loss(p, logits, m.is_train, 1, &AT(TRAIN_LOSS, i), &AT(TRAIN_ACC, i));
         gk_loss(p, logits, m.is_train, 0, &AT(TEST_LOSS, i), &AT(TEST_ACC, i));
-        double s2 = 0;
-        for (int q = 0; q < m.gpt.params.n; q++) {
-            const Tensor *x = m.gpt.params.items[q];
-            for (size_t j = 0; j < x->size; j++) s2 += (double)x->data[j] * x->data[j];
-        }
-        AT(WNORM, i) = sqrt(s2);
+        AT(WNORM, i) = ag_params_norm(params);
         AT(RESTRICTED, i) = gk_restricted_loss(p, logits, keys, nk, work);
         AT(EXCLUDED, i) = gk_excluded_loss(p, logits, m.is_train, keys, nk, work);
         int ex = 0;

@@ -13,13 +13,6 @@
 
 #define PROG "attograd-induction"
 
-/* 1 when argv asks for --help (flag_parse reads nothing after it) */
-static int wants_help(int argc, char **argv) {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
-    return 0;
-}
-
 static void print_heads(const char *what, const IndRecord *r, const double *s) {
     printf("  %s scores at step %lld:", what, (long long)r->step[r->R - 1]);
     const double *last = s + (size_t)(r->R - 1) * r->n_layer * r->NH;
@@ -84,7 +77,7 @@ static int report(const IndRun *runs, int n) {
 
 int main(int argc, char **argv) {
     dist_init();
-    int help = wants_help(argc, argv), eval = argc > 1 && strcmp(argv[1], "eval") == 0;
+    int help = flag_help_asked(argc - 1, argv + 1), eval = argc > 1 && strcmp(argv[1], "eval") == 0;
     if (help)
         printf("Trains a 2-layer attention-only transformer (and a 1-layer control) on random\n"
                "prefixes repeated to fill the context, recording the loss on the repeated "
