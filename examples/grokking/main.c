@@ -325,8 +325,8 @@ static int analyze(int argc, char **argv) {
     double *v = calloc((size_t)n * N_COLS, sizeof *v);
     AG_CHECK(steps && v, PROG ": out of memory");
 #define AT(c, i) v[(size_t)(c)*n + (i)]
-    double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
-           *fnorms = NULL, *share = NULL;
+    double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorms = NULL,
+           *share = NULL;
     int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, tty = isatty(2);
     rc = AG_OK;
     /* the last checkpoint first: its neurons name the key frequencies */
@@ -339,11 +339,10 @@ static int analyze(int argc, char **argv) {
             size_t P2 = (size_t)p * p;
             logits = malloc(P2 * p * sizeof *logits), work = malloc(P2 * p * sizeof *work);
             act = malloc(P2 * H * sizeof *act), B = malloc(P2 * sizeof *B);
-            W = malloc((size_t)p * m.cfg.d_model * sizeof *W);
-            fnorm = malloc((size_t)K * sizeof *fnorm);
+            W = malloc((size_t)(p + 1) * m.cfg.d_model * sizeof *W); /* wte (V, C) */
             fnorms = calloc((size_t)n * K, sizeof *fnorms);
             share = malloc((size_t)H * sizeof *share), best = malloc((size_t)H * sizeof *best);
-            AG_CHECK(logits && work && act && B && W && fnorm && fnorms && share && best,
+            AG_CHECK(logits && work && act && B && W && fnorms && share && best,
                      PROG ": out of memory");
             gk_fourier_basis(p, B);
         }
@@ -363,9 +362,7 @@ static int analyze(int argc, char **argv) {
         int ex = 0;
         for (int h = 0; h < H; h++) ex += share[h] >= GK_SHARE;
         AT(EXPLAINED, i) = (double)ex / H;
-        for (int a = 0; a < p; a++)
-            for (int j = 0; j < m.cfg.d_model; j++)
-                W[a * m.cfg.d_model + j] = (double)m.gpt.wte.weight->data[a * m.cfg.d_model + j];
+        tensor_copy_to_doubles(m.gpt.wte.weight, W); /* its rows 0..p-1: the numbers */
         gk_freq_norms(p, m.cfg.d_model, W, B, fnorms + (size_t)i * K, NULL);
         if (tty) fprintf(stderr, "\r" PROG " analyze: %d/%d checkpoints", pass, n);
     }
@@ -420,7 +417,7 @@ static int analyze(int argc, char **argv) {
     for (int i = 0; i < n; i++) free(names[i]);
 #undef AT
     free(names), free(steps), free(v), free(logits), free(act), free(work), free(B), free(W),
-        free(fnorm), free(fnorms), free(share), free(best);
+        free(fnorms), free(share), free(best);
     free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
     if (params) nn_gpt_free(&m.gpt);
     ag_tape_free(t);

@@ -1219,7 +1219,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_plots, b, view_plots(NULL, (ViewPlot[1]){{0}}, 1))                                      \
     X(view_plots, p, view_plots(&VB, NULL, 1))                                                     \
     X(ag_params_norm, pl, ag_params_norm(NULL))                                                    \
-    X(flag_help_asked, argv, flag_help_asked(1, NULL))
+    X(flag_help_asked, argv, flag_help_asked(1, NULL))                                             \
+    X(tensor_copy_to_doubles, t, tensor_copy_to_doubles(NULL, D1))                                 \
+    X(tensor_copy_to_doubles, dst, tensor_copy_to_doubles(&T, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
