@@ -1221,7 +1221,9 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(ag_params_norm, pl, ag_params_norm(NULL))                                                    \
     X(flag_help_asked, argv, flag_help_asked(1, NULL))                                             \
     X(tensor_copy_to_doubles, t, tensor_copy_to_doubles(NULL, D1))                                 \
-    X(tensor_copy_to_doubles, dst, tensor_copy_to_doubles(&T, NULL))
+    X(tensor_copy_to_doubles, dst, tensor_copy_to_doubles(&T, NULL))                               \
+    X(npz_add_int, w, npz_add_int(NULL, "x", 0, NULL, (const int[1]){0}))                          \
+    X(npz_add_int, name, npz_add_int((NpzWriter *)&A, NULL, 0, NULL, (const int[1]){0}))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
