@@ -226,11 +226,6 @@ static int run_all(Model *m, Tape *t, double *logits, double *act) {
  * stderr), and DIR/view.html: the curves (log step axis), the measures, the last checkpoint's
  * Fourier norms with the key frequencies marked, the norms of every checkpoint as a table, the
  * run's log.csv */
-/* view_page's body: the plots and the table written beforehand (body, a ViewBuf) */
-static int append(ViewBuf *b, void *body) {
-    view_raw(b, ((const ViewBuf *)body)->p);
-    return AG_OK;
-}
 static int write_view(const char *dir, const Config *c, const int64_t *steps, double *v, int n,
                       const double *fnorms, int K, const int *keys, int nk) {
     double *x = malloc((size_t)n * sizeof *x), *fx = malloc((size_t)K * sizeof *fx), *col[N_COLS];
@@ -243,8 +238,11 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
     for (int i = 0; i < nk; i++) at += snprintf(keytext + at, sizeof keytext - at, " %d", keys[i]);
     snprintf(title, sizeof title, "grokking: p %d, train fraction %.2f; key frequencies%s", c->p,
              c->frac, nk ? keytext : " none");
-    ViewBuf b = {0}; /* the page's plots and table, after its title (view_page) */
-    view_raw(&b, ",\"plots\":[");
+    ViewBuf b = {0}, mk = {0}; /* the page's plots and table, after its title (view_page) */
+    view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":");
+    view_ints(&mk, keys, (size_t)nk);
+    char last[64];
+    snprintf(last, sizeof last, "step %lld", (long long)steps[n - 1]);
     const char *const tt[] = {"train", "test"},
                       *both[] = {"train", "test", "restricted", "excluded"};
     ViewPlot pl[] = {
@@ -260,61 +258,34 @@ static int write_view(const char *dir, const Config *c, const int64_t *steps, do
          (const char *[]){"weights"}, (const double *[]){col[4]}, 1, NULL},
         {"neurons", "share of the MLP neurons one frequency explains (>= 85% of variance)", "step",
          1, 0, x, n, (const char *[]){"neurons"}, (const double *[]){col[7]}, 1,
-         "\"ymin\":0,\"ymax\":1"}};
-    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++) view_plot(&b, &pl[i]), view_raw(&b, ",");
-    ViewBuf mk = {0};
-    view_raw(&mk, "\"bars\":true,\"marks_label\":\"key frequencies\",\"marks\":[");
-    for (int i = 0; i < nk; i++) {
-        if (i) view_raw(&mk, ",");
-        view_int(&mk, keys[i]);
-    }
-    view_raw(&mk, "]");
-    char last[64];
-    snprintf(last, sizeof last, "step %lld", (long long)steps[n - 1]);
-    ViewPlot four = {"fourier",
-                     "Fourier norms of the embedding by frequency, last checkpoint",
-                     "frequency k",
-                     0,
-                     0,
-                     fx,
-                     K,
-                     (const char *[]){last},
-                     (const double *[]){fnorms + (size_t)(n - 1) * K},
-                     1,
-                     mk.p};
-    view_plot(&b, &four);
+         "\"ymin\":0,\"ymax\":1"},
+        {"fourier", "Fourier norms of the embedding by frequency, last checkpoint", "frequency k",
+         0, 0, fx, K, (const char *[]){last}, (const double *[]){fnorms + (size_t)(n - 1) * K}, 1,
+         mk.p}};
+    view_plots(&b, pl, 6);
     const ViewPng png[] = {{"curves.png", pl, 2, 900, 760},
                            {"measures.png", pl + 2, 1, 900, 480},
                            {"neurons.png", pl + 3, 2, 900, 760},
-                           {"fourier.png", &four, 1, 900, 480}};
+                           {"fourier.png", pl + 5, 1, 900, 480}};
     view_plot_pngs(dir, png, 4, PROG " analyze", NULL, 0);
     view_buf_free(&mk);
     /* every checkpoint's norms: a table, a row a checkpoint, a column a frequency */
-    char(*lab)[24] = malloc((size_t)(n + K) * sizeof *lab);
-    const char **labs = malloc((size_t)(n + K) * sizeof *labs);
-    AG_CHECK(lab && labs, PROG ": out of memory");
-    for (int i = 0; i < n + K; i++) {
-        int key = 0, k = i - n + 1;
-        for (int j = 0; j < nk; j++) key |= keys[j] == k;
-        if (i < n)
-            snprintf(lab[i], sizeof lab[i], "step %lld", (long long)steps[i]);
-        else
-            snprintf(lab[i], sizeof lab[i], "%d%s", k, key ? "*" : "");
-        labs[i] = lab[i];
-    }
-    view_raw(&b, "],\"tables\":[");
+    char **rows = view_labels("step ", steps, n), **cols = view_labels("", NULL, K + 1);
+    for (int j = 0; j < nk; j++) strcat(cols[keys[j]], "*"); /* frequencies 1..K: cols + 1 */
+    view_raw(&b, ",\"tables\":[");
     view_table(&b, &(ViewTable){"Fourier norms",
                                 "Fourier norms of the embedding, a row a checkpoint (key "
                                 "frequencies: *)",
-                                labs, labs + n, n, K, fnorms});
+                                (const char *const *)rows, (const char *const *)cols + 1, n, K,
+                                fnorms});
     view_raw(&b, "]");
-    free(lab), free(labs);
+    free(rows), free(cols);
     char path[1200];
     /* the run's own log (test loss and accuracy every --valid-every steps), when it is there */
     snprintf(path, sizeof path, "%s/log.csv", dir);
     int runs = access(path, F_OK) == 0;
     snprintf(path, sizeof path, "%s/view.html", dir);
-    int rc = view_page(path, title, append, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
+    int rc = view_page(path, title, view_body_raw, &b, NULL, (char *[]){(char *)dir}, runs, NULL);
     view_buf_free(&b);
     free(x), free(fx);
     return rc;
@@ -345,51 +316,37 @@ static int analyze(int argc, char **argv) {
         return 2;
     }
     static Model m;
-    CkptConfig cc = {"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    RunModel model = {.ctx = &m, .build = build};
+    model.config = (CkptConfig){"grokking", config_fields, N_CONFIG_FIELDS, &m.cfg, config_check};
+    ParamList *params = NULL;
     Arena *arena = arena_new("grokking", 0), *step_arena = arena_new("step", 0);
     Tape *t = ag_tape_new(step_arena);
     int64_t *steps = calloc((size_t)n, sizeof *steps);
     double *v = calloc((size_t)n * N_COLS, sizeof *v);
     AG_CHECK(steps && v, PROG ": out of memory");
 #define AT(c, i) v[(size_t)(c)*n + (i)]
-    double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorm = NULL,
-           *fnorms = NULL, *share = NULL;
-    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, built = 0, tty = isatty(2);
+    double *logits = NULL, *act = NULL, *work = NULL, *B = NULL, *W = NULL, *fnorms = NULL,
+           *share = NULL;
+    int *best = NULL, keys[16], nk = 0, K = 0, p = 0, H = 0, tty = isatty(2);
     rc = AG_OK;
     /* the last checkpoint first: its neurons name the key frequencies */
     for (int pass = 0; pass < n + 1 && rc == AG_OK; pass++) {
         int i = pass == 0 ? n - 1 : pass - 1;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/ckpt/%s", out, names[i]);
-        NpzFile *f;
-        rc = ckpt_read(path, &cc, &f);
-        if (rc != AG_OK) break;
-        if (!built) {
-            GptConfig g = gpt_config(&m.cfg);
-            Rng r0;
-            rng_seed(&r0, 1);
-            nn_gpt_init(&m.gpt, arena, &r0, &g);
-            make_data(&m);
+        int64_t step;
+        if ((rc = run_kept_load(&model, out, names[i], arena, &params, &step)) != AG_OK) break;
+        if (!logits) { /* the first: buffers of the model's sizes */
             p = m.cfg.p, H = m.cfg.d_mlp, K = (p - 1) / 2;
             size_t P2 = (size_t)p * p;
             logits = malloc(P2 * p * sizeof *logits), work = malloc(P2 * p * sizeof *work);
             act = malloc(P2 * H * sizeof *act), B = malloc(P2 * sizeof *B);
-            W = malloc((size_t)p * m.cfg.d_model * sizeof *W);
-            fnorm = malloc((size_t)K * sizeof *fnorm);
+            W = malloc((size_t)(p + 1) * m.cfg.d_model * sizeof *W); /* wte (V, C) */
             fnorms = calloc((size_t)n * K, sizeof *fnorms);
             share = malloc((size_t)H * sizeof *share), best = malloc((size_t)H * sizeof *best);
-            AG_CHECK(logits && work && act && B && W && fnorm && fnorms && share && best,
+            AG_CHECK(logits && work && act && B && W && fnorms && share && best,
                      PROG ": out of memory");
             gk_fourier_basis(p, B);
-            built = 1;
         }
-        Checkpoint ck = {.params = &m.gpt.params, .config = cc};
-        rc = ckpt_load_from(f, &ck);
-        const NpzEntry *e = npz_find(f, "train.step");
-        int64_t step = 0;
-        if (e) memcpy(&step, e->data, 8);
-        npz_free(f);
-        if (rc != AG_OK || (rc = run_all(&m, t, logits, act)) != AG_OK) break;
+        if ((rc = run_all(&m, t, logits, act)) != AG_OK) break;
         gk_neuron_freqs(p, H, act, B, best, share);
         if (pass == 0) {
             int min_neurons = H / 50 > 2 ? H / 50 : 2;
@@ -399,20 +356,13 @@ static int analyze(int argc, char **argv) {
         steps[i] = step;
         gk_loss(p, logits, m.is_train, 1, &AT(TRAIN_LOSS, i), &AT(TRAIN_ACC, i));
         gk_loss(p, logits, m.is_train, 0, &AT(TEST_LOSS, i), &AT(TEST_ACC, i));
-        double s2 = 0;
-        for (int q = 0; q < m.gpt.params.n; q++) {
-            const Tensor *x = m.gpt.params.items[q];
-            for (size_t j = 0; j < x->size; j++) s2 += (double)x->data[j] * x->data[j];
-        }
-        AT(WNORM, i) = sqrt(s2);
+        AT(WNORM, i) = ag_params_norm(params);
         AT(RESTRICTED, i) = gk_restricted_loss(p, logits, keys, nk, work);
         AT(EXCLUDED, i) = gk_excluded_loss(p, logits, m.is_train, keys, nk, work);
         int ex = 0;
         for (int h = 0; h < H; h++) ex += share[h] >= GK_SHARE;
         AT(EXPLAINED, i) = (double)ex / H;
-        for (int a = 0; a < p; a++)
-            for (int j = 0; j < m.cfg.d_model; j++)
-                W[a * m.cfg.d_model + j] = (double)m.gpt.wte.weight->data[a * m.cfg.d_model + j];
+        tensor_copy_to_doubles(m.gpt.wte.weight, W); /* its rows 0..p-1: the numbers */
         gk_freq_norms(p, m.cfg.d_model, W, B, fnorms + (size_t)i * K, NULL);
         if (tty) fprintf(stderr, "\r" PROG " analyze: %d/%d checkpoints", pass, n);
     }
@@ -439,12 +389,9 @@ static int analyze(int argc, char **argv) {
     }
     if (rc == AG_OK) {
         /* the summary: where train accuracy reached 100 %, test 50 % and 95 % */
-        int64_t tr100 = -1, te50 = -1, te95 = -1;
-        for (int i = 0; i < n; i++) {
-            if (tr100 < 0 && AT(TRAIN_ACC, i) >= 1) tr100 = steps[i];
-            if (te50 < 0 && AT(TEST_ACC, i) >= 0.5) te50 = steps[i];
-            if (te95 < 0 && AT(TEST_ACC, i) >= 0.95) te95 = steps[i];
-        }
+        int64_t tr100 = run_first_step(steps, &AT(TRAIN_ACC, 0), n, 1, 1),
+                te50 = run_first_step(steps, &AT(TEST_ACC, 0), n, 0.5, 1),
+                te95 = run_first_step(steps, &AT(TEST_ACC, 0), n, 0.95, 1);
         int l = n - 1;
         printf("p %d, train fraction %.2f (%d pairs), %d checkpoints to step %lld\n", p, m.cfg.frac,
                m.n_train, n, (long long)steps[l]);
@@ -470,9 +417,9 @@ static int analyze(int argc, char **argv) {
     for (int i = 0; i < n; i++) free(names[i]);
 #undef AT
     free(names), free(steps), free(v), free(logits), free(act), free(work), free(B), free(W),
-        free(fnorm), free(fnorms), free(share), free(best);
+        free(fnorms), free(share), free(best);
     free(m.train_ids), free(m.train_tgt), free(m.test_ids), free(m.test_tgt);
-    if (built) nn_gpt_free(&m.gpt);
+    if (params) nn_gpt_free(&m.gpt);
     ag_tape_free(t);
     arena_free(step_arena), arena_free(arena);
     return rc == AG_OK ? 0 : 2; /* a file that cannot be read or written */

@@ -101,17 +101,8 @@ int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, cons
     npz_add_f64(w, "config.lr", 0, NULL, &o->lr);
     npz_add_f64(w, "config.weight_decay", 0, NULL, &o->weight_decay);
     int Be = o->eval_batch, T = o->ctx;
-    /* int32 copies: the program's ints are C ints, the file's dtype is fixed */
-    int32_t *tok = malloc((size_t)Be * (T + 1) * sizeof *tok),
-            *pre = malloc((size_t)Be * sizeof *pre);
-    if (!tok || !pre) {
-        free(tok), free(pre), npz_writer_free(w);
-        return ag_fail(AG_ERR_NOMEM, "%s/induction.npz: out of memory", o->out);
-    }
-    for (size_t k = 0; k < (size_t)Be * (T + 1); k++) tok[k] = eval_tokens[k];
-    for (int b = 0; b < Be; b++) pre[b] = eval_prefix[b];
-    npz_add_i32(w, "eval_tokens", 2, (int64_t[]){Be, T + 1}, tok);
-    npz_add_i32(w, "eval_prefix_len", 1, (int64_t[]){Be}, pre);
+    npz_add_int(w, "eval_tokens", 2, (int64_t[]){Be, T + 1}, eval_tokens);
+    npz_add_int(w, "eval_prefix_len", 1, (int64_t[]){Be}, eval_prefix);
     for (int m = 0; m < n_recs; m++) {
         const IndRecord *x = &recs[m];
         int64_t R = x->R, L = x->n_layer, NH = x->NH;
@@ -135,6 +126,5 @@ int ind_write_files(const IndOptions *o, const IndRecord *recs, int n_recs, cons
     int rc = npz_write(w, path, 1, NULL);
     free(path);
     npz_writer_free(w);
-    free(tok), free(pre);
     return rc != AG_OK ? rc : write_csv(o, recs, n_recs);
 }

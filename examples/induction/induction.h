@@ -84,8 +84,6 @@ void ind_record_patterns(IndRecord *rec, AttnOnly *m, Tape *t, const int *eval_i
 void *ind_record_bytes(const IndRecord *rec, size_t *len);
 int ind_record_load(IndRecord *rec, const void *bytes, size_t len, int64_t last_step);
 void ind_record_free(IndRecord *rec);
-/* the first record step whose predictable-position loss is below x, or -1 */
-int64_t ind_first_below(const IndRecord *rec, double x);
 /* the highest score of the last record: its layer and head */
 double ind_best_head(const IndRecord *rec, const double *scores, int *layer, int *head);
 

@@ -9,39 +9,9 @@
 #include <string.h>
 
 #include "induction.h"
-#include "../common/common.h" /* ex_malloc */
+#include "../common/common.h" /* ex_calloc */
 
 #define PROG "attograd-induction"
-
-/* 1 when argv asks for --help (flag_parse reads nothing after it) */
-static int wants_help(int argc, char **argv) {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
-    return 0;
-}
-
-/* The induction score of a perfect induction head on the evaluation batch: all of its
- * attention on the pattern wherever a query's token occurred before (with a next token), and
- * elsewhere for the other queries, which so cap every head's score: the share of such queries. */
-static double ideal_induction(const IndOptions *o, const int *eval_tokens) {
-    int T = o->ctx;
-    uint8_t *D = ex_malloc((size_t)T * T);
-    int *ids = ex_malloc((size_t)T * sizeof(int));
-    double sum = 0;
-    for (int b = 0; b < o->eval_batch; b++) {
-        for (int t = 0; t < T; t++) ids[t] = eval_tokens[(size_t)b * (T + 1) + t];
-        lens_detection_pattern(LENS_INDUCTION, ids, T, D);
-        int rows = 0;
-        for (int i = 0; i < T; i++) {
-            int any = 0;
-            for (int j = 0; j <= i; j++) any |= D[(size_t)i * T + j];
-            rows += any;
-        }
-        sum += (double)rows / T;
-    }
-    free(D), free(ids);
-    return sum / o->eval_batch;
-}
 
 static void print_heads(const char *what, const IndRecord *r, const double *s) {
     printf("  %s scores at step %lld:", what, (long long)r->step[r->R - 1]);
@@ -66,7 +36,7 @@ static int report(const IndRun *runs, int n) {
     int L, H, pl, ph;
     double best = ind_best_head(two, two->induction, &L, &H);
     double prev = ind_best_head(two, two->previous, &pl, &ph);
-    int64_t below = ind_first_below(two, 1.0);
+    int64_t below = run_first_step(two->step, two->loss_pred, two->R, 1.0, 0);
     printf("summary (the loss is on the predictable positions of the evaluation batch):\n");
     printf("  2-layer: loss %.2f at step 0 -> %.2f at step %lld (training %.1f s)\n",
            two->loss_pred[0], two->loss_pred[two->R - 1], (long long)two->step[two->R - 1],
@@ -79,7 +49,7 @@ static int report(const IndRun *runs, int n) {
            L == 1 ? "" : " (not in layer 1)");
     printf("  (a perfect induction head would score %.2f on this batch: the share of queries "
            "whose token occurred before)\n",
-           ideal_induction(o, runs[0].eval_tokens));
+           lens_detect_ceiling(LENS_INDUCTION, runs[0].eidx, o->eval_batch, o->ctx));
     printf("  2-layer: highest previous-token score %.2f: layer %d head %d\n", prev, pl, ph);
     print_heads("induction", two, two->induction);
     print_heads("previous-token", two, two->previous);
@@ -107,7 +77,7 @@ static int report(const IndRun *runs, int n) {
 
 int main(int argc, char **argv) {
     dist_init();
-    int help = wants_help(argc, argv), eval = argc > 1 && strcmp(argv[1], "eval") == 0;
+    int help = flag_help_asked(argc - 1, argv + 1), eval = argc > 1 && strcmp(argv[1], "eval") == 0;
     if (help)
         printf("Trains a 2-layer attention-only transformer (and a 1-layer control) on random\n"
                "prefixes repeated to fill the context, recording the loss on the repeated "

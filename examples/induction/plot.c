@@ -1,7 +1,7 @@
 /* plot.c: the experiment's page and pictures. OUT/induction.html (src/view: one offline page)
  * holds the curves as plots, the loss per position and the patterns after training as tables,
  * and both runs' log.csv; the pictures are the page's plots drawn by gnuplot (view_plot_pngs)
- * and two heatmaps (src/run/run_gp.c), each with its script (data inline) as NAME.gp:
+ * and heatmaps (run_plot_heatmap, view_grid_png), each with its script (data inline) as NAME.gp:
  *   loss.png               the loss on the predictable positions against the step, 2-layer and
  *                          1-layer control (and the 2-layer model's loss on the other positions)
  *   scores.png             every head's induction score (top) and previous-token score (bottom)
@@ -19,56 +19,24 @@
 #include "induction.h"
 #include "../common/common.h" /* ex_malloc */
 
-static int plot_patterns(const IndOptions *o, const IndRecord *x) {
-    int LH = x->n_layer * x->NH, T = x->T, Be = o->eval_batch, cell = 190;
-    double W = 60 + cell * LH + 70, H = 2 * cell + 60;
-    RunGpScript s;
-    run_gp_script_begin(&s, (int)W, (int)H);
-    fprintf(s.f, "set multiplot\n");
+/* patterns_<name>.png: each head's pattern on evaluation sequence 0, before training (top row:
+ * pattern_first) and after (bottom row: sequence 0 of layer l's batch in pattern_last) */
+static void plot_patterns(const IndOptions *o, const IndRecord *x, char *drawn, size_t size) {
+    int LH = x->n_layer * x->NH, T = x->T;
     size_t TT = (size_t)T * T;
-    for (int row = 0; row < 2; row++)
-        for (int k = 0; k < LH; k++) {
-            int l = k / x->NH, h = k % x->NH;
-            /* before: sequence 0 of pattern_first; after: sequence 0 of layer l's batch */
-            const float *p = row == 0 ? x->pattern_first + (size_t)k * TT
-                                      : x->pattern_last + ((size_t)l * Be * x->NH + h) * TT;
-            char title[64];
-            snprintf(title, sizeof title, "L%dH%d %s", l, h, row ? "after" : "before");
-            double x0 = (60.0 + cell * k) / W, y1 = 1 - (35.0 + cell * row) / H;
-            run_gp_panel(s.f, &(RunGpPanel){.id = row * LH + k,
-                                            .v = p,
-                                            .rows = T,
-                                            .cols = T,
-                                            .title = title,
-                                            .x0 = x0,
-                                            .x1 = x0 + (cell - 14.0) / W,
-                                            .y0 = y1 - (cell - 40.0) / H,
-                                            .y1 = y1,
-                                            .hi = 1,
-                                            .colorbox = k == LH - 1,
-                                            .cb_x = (60.0 + cell * LH + 10) / W,
-                                            .cb_w = 15.0 / W});
-        }
-    fprintf(s.f, "unset multiplot\n");
-    char name[64];
-    snprintf(name, sizeof name, "patterns_%s.png", x->name);
-    return run_gp_script_draw(&s, o->out, name, "attograd-induction");
-}
-
-/* what the page's body appends: its plots and tables, written beforehand (a ViewBuf) */
-static int append(ViewBuf *b, void *body) {
-    view_raw(b, ((const ViewBuf *)body)->p);
-    return AG_OK;
-}
-
-/* the labels "<prefix><v[i]>" of n values, allocated in one block (free the array) */
-static char **labels(const char *prefix, const int64_t *v, int n) {
-    char **s = ex_malloc((size_t)n * (sizeof *s + 32));
-    for (int i = 0; i < n; i++) {
-        s[i] = (char *)(s + n) + 32 * i;
-        snprintf(s[i], 32, "%s%lld", prefix, v ? (long long)v[i] : (long long)i);
+    const float **v = ex_malloc((size_t)2 * LH * (sizeof *v + sizeof(char *) + 64));
+    char **titles = (char **)(v + 2 * LH), *text = (char *)(titles + 2 * LH), name[64];
+    for (int i = 0; i < 2 * LH; i++) {
+        int row = i / LH, k = i % LH, l = k / x->NH, h = k % x->NH;
+        v[i] = row == 0 ? x->pattern_first + (size_t)k * TT
+                        : x->pattern_last + ((size_t)l * o->eval_batch * x->NH + h) * TT;
+        titles[i] = text + 64 * i;
+        snprintf(titles[i], 64, "L%dH%d %s", l, h, row ? "after" : "before");
     }
-    return s;
+    snprintf(name, sizeof name, "patterns_%s.png", x->name);
+    ViewGrid g = {v, (const char *const *)titles, 2, LH, T, T, 190, 1};
+    view_grid_png(o->out, name, &g, "attograd-induction", drawn, size);
+    free(v);
 }
 
 int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn, size_t size) {
@@ -117,10 +85,9 @@ int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn
          x, R, names + 4 + per, ys + 4 + per, per, "\"ymin\":0,\"ymax\":1"}};
     /* the page: the plots; the loss per position and the patterns after training as tables */
     ViewBuf b = {0};
-    view_raw(&b, ",\"plots\":[");
-    for (int i = 0; i < 3; i++) view_raw(&b, i ? "," : ""), view_plot(&b, &pl[i]);
-    view_raw(&b, "],\"tables\":[");
-    char **steps = labels("step ", two->step, R), **pos = labels("", NULL, T), title[160];
+    view_plots(&b, pl, 3);
+    view_raw(&b, ",\"tables\":[");
+    char **steps = view_labels("step ", two->step, R), **pos = view_labels("", NULL, T), title[160];
     size_t TT = (size_t)T * T;
     double *p = ex_malloc(TT * sizeof *p);
     for (int m = 0; m < n_recs; m++) {
@@ -148,11 +115,8 @@ int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn
          *path = io_path_join(o->out, "induction.html");
     snprintf(title, sizeof title, "induction heads: vocabulary %d, context %d, %d steps", o->vocab,
              o->ctx, o->steps);
-    int rc = view_page(path, title, append, &b, NULL, runs, n_recs, NULL);
-    if (rc == AG_OK) {
-        size_t len = strlen(drawn);
-        snprintf(drawn + len, size - len, ", induction.html");
-    }
+    int rc = view_page(path, title, view_body_raw, &b, NULL, runs, n_recs, NULL);
+    if (rc == AG_OK) view_drawn(drawn, size, "induction.html");
     if (rc == AG_OK && !run_gnuplot_available())
         fprintf(stderr, "attograd-induction: no gnuplot (scripts/deps.sh gnuplot-nox): the "
                         "pictures are skipped, the page and the data files are written\n");
@@ -164,17 +128,12 @@ int ind_plot(const IndOptions *o, const IndRecord *recs, int n_recs, char *drawn
                  "2-layer: loss per position (across, 0..%d) at each record (down, steps 0..%lld)",
                  T - 1, (long long)two->step[R - 1]);
         if (run_plot_heatmap(heat, title, two->loss_pos, R, T, steps, NULL, 1.25 * lnv) ==
-            RUN_PLOT_DRAWN) {
-            size_t len = strlen(drawn);
-            snprintf(drawn + len, size - len, ", loss_positions.png");
-        } else
+            RUN_PLOT_DRAWN)
+            view_drawn(drawn, size, "loss_positions.png");
+        else
             fprintf(stderr, "attograd-induction: %s\n", ag_last_error());
         free(heat);
-        for (int m = 0; m < n_recs; m++)
-            if (plot_patterns(o, &recs[m])) {
-                size_t len = strlen(drawn);
-                snprintf(drawn + len, size - len, ", patterns_%s.png", recs[m].name);
-            }
+        for (int m = 0; m < n_recs; m++) plot_patterns(o, &recs[m], drawn, size);
     }
     free(runs[0]), free(runs[1]), free(path), free(p), free(steps), free(pos);
     view_buf_free(&b);

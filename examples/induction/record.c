@@ -161,12 +161,6 @@ void ind_record_free(IndRecord *rec) {
     *rec = (IndRecord){0};
 }
 
-int64_t ind_first_below(const IndRecord *rec, double x) {
-    for (int r = 0; r < rec->R; r++)
-        if (rec->loss_pred[r] < x) return rec->step[r];
-    return -1;
-}
-
 double ind_best_head(const IndRecord *rec, const double *scores, int *layer, int *head) {
     int LH = rec->n_layer * rec->NH, best = 0;
     const double *s = scores + (size_t)(rec->R - 1) * LH;

@@ -351,6 +351,9 @@ void ag_params_add(ParamList *pl, Tensor *t);
 /* A parameter by its dotted name, or NULL. */
 Tensor *ag_params_find(const ParamList *pl, const char *name);
 size_t ag_params_count(const ParamList *pl); /* total number of scalars */
+/* The L2 norm of every parameter's values together (the weight norm; in double, the parameters
+ * and their values in order) */
+double ag_params_norm(const ParamList *pl);
 /* Zeroes every parameter's gradient, all of them in one parallel region; allocates nothing. */
 void ag_params_zero_grad(const ParamList *pl);
 /* One line per parameter: name, shape, count; then the total. */

@@ -3,6 +3,7 @@
  * optimizer updates what it lists, gradient clipping and the .npz files walk it by name.
  * Not here: creating the tensors (tensor_param, ../tensor) or naming them by module (../nn).
  * Read next: ../nn/nn.c (nn_param adds each module's weights here). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,16 @@ size_t ag_params_count(const ParamList *pl) {
     size_t n = 0;
     for (int i = 0; i < pl->n; i++) n += pl->items[i]->size;
     return n;
+}
+
+double ag_params_norm(const ParamList *pl) {
+    AG_CHECK_ARG(pl);
+    double s2 = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const Tensor *x = pl->items[i];
+        for (size_t j = 0; j < x->size; j++) s2 += (double)x->data[j] * x->data[j];
+    }
+    return sqrt(s2);
 }
 
 void ag_params_zero_grad(const ParamList *pl) {

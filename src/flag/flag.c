@@ -374,6 +374,13 @@ Flag *flag_find(Flag *fl, int n, const char *name) {
     return NULL;
 }
 
+int flag_help_asked(int argc, char **argv) {
+    AG_CHECK_ARG(argv);
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    return 0;
+}
+
 int flag_given(const Flag *fl, int n, const char *name) {
     AG_CHECK_ARG(fl);
     AG_CHECK_ARG(name);

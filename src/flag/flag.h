@@ -74,6 +74,9 @@ typedef struct Flag {
  * Returns AG_OK, FLAG_HELP, or AG_ERR_ARG with the message (ag_last_error), e.g.
  * "'--steps ten' is not an integer". A table with a name twice aborts (misuse). */
 int flag_parse(Flag *fl, int n, int argc, char **argv, char **pos, int *npos);
+/* 1 when argv[0..argc) holds --help or -h before any "--" (a flag's value counts too): for a
+ * program that prints text of its own around the table's help, before parsing */
+int flag_help_asked(int argc, char **argv);
 
 /* The help of every flag, a line each: "  --steps N  training steps (1000) [1, 1000000];
  * also --max-iters". The default is the value *ptr holds (not shown when the help already says

@@ -146,6 +146,9 @@ void npz_add_f64(NpzWriter *w, const char *name, int ndim, const int64_t *shape,
 void npz_add_i64(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const int64_t *d);
 void npz_add_u64(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const uint64_t *d);
 void npz_add_i32(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *d);
+/* a program's C ints (token ids) as '<i4', without a copy: int is 32 bits wherever attograd
+ * builds (a static assertion says so otherwise) */
+void npz_add_int(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const int *d);
 /* n bytes as a 1-D '|u1' array (text: a vocabulary, a JSON config) */
 void npz_add_bytes(NpzWriter *w, const char *name, const void *bytes, size_t n);
 /* t (any shape) in the build's Real */

@@ -201,6 +201,10 @@ void npz_add_u64(NpzWriter *w, const char *name, int ndim, const int64_t *shape,
 void npz_add_i32(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const int32_t *d) {
     add_entry(w, "npz_add_i32", name, NPZ_I32, NPZ_I32, ndim, shape, d);
 }
+void npz_add_int(NpzWriter *w, const char *name, int ndim, const int64_t *shape, const int *d) {
+    _Static_assert(sizeof(int) == sizeof(int32_t), "npz_add_int: int is not 32 bits here");
+    add_entry(w, "npz_add_int", name, NPZ_I32, NPZ_I32, ndim, shape, d);
+}
 void npz_add_bytes(NpzWriter *w, const char *name, const void *bytes, size_t n) {
     int64_t shape[1] = {(int64_t)n};
     add_entry(w, "npz_add_bytes", name, NPZ_U8, NPZ_U8, 1, shape, bytes);

@@ -1,6 +1,7 @@
 /* detect.c: the head detectors of detect.h: the detection patterns of previous-token,
  * duplicate-token and induction heads, and a head's score on them (the share of its attention
- * on the pattern's positions), following TransformerLens's head_detector.py with its default
+ * on the pattern's positions) and the highest score a head can reach (lens_detect_ceiling),
+ * following TransformerLens's head_detector.py with its default
  * error measure ("mul"). Plain loops in double: a layer's patterns are B * NH * T * T numbers,
  * read once; then the same scores on every layer of a GPT or a seq2seq model (its patterns
  * from hooks, and the cross-attention's diagonal score), and the repeated random sequences
@@ -38,6 +39,26 @@ void lens_detection_pattern(LensHeadKind kind, const int *tokens, int T, uint8_t
                 }
             D[(size_t)i * T + j] = (uint8_t)on;
         }
+}
+
+double lens_detect_ceiling(LensHeadKind kind, const int *tokens, int B, int T) {
+    AG_CHECK_ARG(tokens);
+    AG_CHECK(B >= 1 && T >= 1, "lens_detect_ceiling: tokens (%d, %d)", B, T);
+    uint8_t *D = malloc((size_t)T * T);
+    AG_CHECK(D, "lens_detect_ceiling: out of memory for (%d, %d)", T, T);
+    double sum = 0;
+    for (int b = 0; b < B; b++) {
+        lens_detection_pattern(kind, tokens + (size_t)b * T, T, D);
+        int rows = 0;
+        for (int i = 0; i < T; i++) {
+            int any = 0;
+            for (int j = 0; j <= i; j++) any |= D[(size_t)i * T + j];
+            rows += any;
+        }
+        sum += (double)rows / T;
+    }
+    free(D);
+    return sum / B;
 }
 
 void lens_detect_heads(const Tensor *pattern, const int *tokens, int B, int T, LensHeadKind kind,

@@ -58,6 +58,11 @@ typedef struct LensDetectOptions {
 
 /* The detection pattern of kind for tokens (T) -> D (T, T) bytes, 0 or 1, row i the query. */
 void lens_detection_pattern(LensHeadKind kind, const int *tokens, int T, uint8_t *D);
+/* The highest score a causal head can reach on tokens (B, T) with no exclusion: each query's
+ * attention sums to 1, so a query whose row of the detection pattern holds no 1 caps it; the
+ * mean over the B sequences of the share of queries whose row holds a 1 (a perfect head of that
+ * kind scores it: lens_detect_heads). Aborts as lens_detection_pattern. */
+double lens_detect_ceiling(LensHeadKind kind, const int *tokens, int B, int T);
 
 /* Scores every head of one layer: pattern (B, NH, T, T) (query, key: a model's attention
  * probabilities), tokens (B, T) (row b the tokens of sequence b), opt or NULL

@@ -291,6 +291,13 @@ int run_saved_text(const char *path, const char *name, char **value);
  * (step_NNNNNNNN.npz), by step, into *names[0..*n) (each and the list allocated: free them).
  * AG_OK, or AG_ERR_IO naming the folder: it cannot be read, or it holds none. */
 int run_kept(const char *dir, char ***names, int *n);
+/* Reads the kept checkpoint dir/ckpt/name (one of run_kept's) for an analysis of the run's
+ * history: its configuration into m->config's values (checked), the model built by m->build
+ * into a the first time (*params NULL; its initial weights, drawn from seed 1, are overwritten),
+ * then the file's weights into *params; *step: the file's train.step (0 when it has none).
+ * AG_OK, or the file's error naming its path (nothing loaded). */
+int run_kept_load(const RunModel *m, const char *dir, const char *name, Arena *a,
+                  ParamList **params, int64_t *step);
 /* One line to f: "memory: peak RSS P KiB after step S (now N KiB)" (VmHWM and VmRSS of
  * /proc/self/status; elsewhere getrusage's peak and -1), then, after the first report, ", +D KiB
  * since step SINCE", and glibc's bytes in use ("; malloc in use U KiB" and its change), which
@@ -340,5 +347,8 @@ void run_records_free(RunRecords *r);
  * (src/io/file.h). AG_OK, or AG_ERR_IO naming the path and the reason. */
 int run_records_csv(const char *path, const int64_t *steps, int n, const char *const *names,
                     const double *cols, int n_cols);
+/* The first steps[i] of n records whose value v[i] reaches x (above 1: v[i] >= x, an accuracy;
+ * above 0: v[i] < x, a loss), or -1 when none does (a NaN never does) */
+int64_t run_first_step(const int64_t *steps, const double *v, int n, double x, int above);
 
 #endif

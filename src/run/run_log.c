@@ -3,7 +3,8 @@
  * when there was one; a resumed run cuts it back to its checkpoint's step), the progress bar on
  * a terminal (a line a row elsewhere) with the ETA, the messages of a run that started, stopped
  * or finished, when loss.png is redrawn (run_plot.c draws it; gnuplot missing: skipped, said
- * once, nothing else changes), SIGINT and SIGTERM, the clock, the memory report. Process 0
+ * once, nothing else changes), SIGINT and SIGTERM, the clock, the kept checkpoints (run_kept,
+ * run_kept_load: a run's history for an analysis), the memory report. Process 0
  * alone writes (the memory report: every process).
  * Not here: the loop (run.c). Read next: docs/run.md. */
 #include <dirent.h>
@@ -422,6 +423,35 @@ int run_kept(const char *dir, char ***names, int *n) {
     int rc = *n ? AG_OK : ag_fail(AG_ERR_IO, "%s: no step_*.npz in it", path);
     free(path);
     if (*n) qsort(*names, (size_t)*n, sizeof **names, by_name); /* their names sort by step */
+    return rc;
+}
+
+int run_kept_load(const RunModel *m, const char *dir, const char *name, Arena *a,
+                  ParamList **params, int64_t *step) {
+    AG_CHECK_ARG(m);
+    AG_CHECK_ARG(dir);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(a);
+    AG_CHECK_ARG(params);
+    AG_CHECK_ARG(step);
+    char *ckpt = io_path_join(dir, "ckpt"), *path = io_path_join(ckpt, name);
+    free(ckpt);
+    NpzFile *f;
+    int rc = ckpt_read(path, m->config.n_fields ? &m->config : NULL, &f);
+    free(path);
+    if (rc != AG_OK) return rc;
+    if (!*params) {
+        Rng init;
+        rng_seed(&init, 1);
+        rc = m->build(m->ctx, a, &init, params);
+    }
+    Checkpoint ck = {.params = *params, .config = m->config};
+    if (rc == AG_OK) rc = ckpt_load_from(f, &ck);
+    free((void *)ck.extra);
+    const NpzEntry *e = npz_find(f, "train.step"); /* its type: checked by ckpt_read */
+    *step = 0;
+    if (e) memcpy(step, e->data, sizeof *step);
+    npz_free(f);
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /* run_records.c: the records a program takes as it trains, grown as they come and kept as bytes
  * in every checkpoint's meta.extra (run.h says the layout), so that --resume continues them;
  * attograd-induction's losses and head scores are such records; and records as a CSV file
- * (run_records_csv: attograd-grokking's measures of each kept checkpoint). Not here: what is recorded
+ * (run_records_csv: attograd-grokking's measures of each kept checkpoint), and the first step a
+ * record reaches a value (run_first_step). Not here: what is recorded
  * (the program), the checkpoint (run.c: RunModel.extra and load_extra). Read next: run.h. */
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,12 @@ int run_records_csv(const char *path, const int64_t *steps, int n, const char *c
         fprintf(f, "\n");
     }
     return io_fclose_replace(f, tmp, path);
+}
+
+int64_t run_first_step(const int64_t *steps, const double *v, int n, double x, int above) {
+    AG_CHECK_ARG(steps);
+    AG_CHECK_ARG(v);
+    for (int i = 0; i < n; i++)
+        if (above ? v[i] >= x : v[i] < x) return steps[i];
+    return -1;
 }

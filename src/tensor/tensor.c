@@ -297,6 +297,12 @@ void tensor_copy_from_doubles(Tensor *t, const double *src) {
     ag_params_written();
 }
 
+void tensor_copy_to_doubles(const Tensor *t, double *dst) {
+    AG_CHECK_ARG(t);
+    AG_CHECK_ARG(dst);
+    for (size_t i = 0; i < t->size; i++) dst[i] = (double)t->data[i];
+}
+
 int tensor_same_shape(const Tensor *a, const Tensor *b) {
     AG_CHECK_ARG(a);
     AG_CHECK_ARG(b);

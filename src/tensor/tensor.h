@@ -117,6 +117,8 @@ void tensor_fill(Tensor *t, Real v);
 /* Copies n = t->size values (float or double source, converted to Real). */
 void tensor_copy_from_floats(Tensor *t, const float *src);
 void tensor_copy_from_doubles(Tensor *t, const double *src);
+/* Copies t's t->size values out as doubles into dst (a measure in double of the weights) */
+void tensor_copy_to_doubles(const Tensor *t, double *dst);
 int tensor_same_shape(const Tensor *a, const Tensor *b);
 /* "(2,4,8)" in one of a few rotating per-thread buffers: several may be used in one message. */
 const char *tensor_shape_str(const Tensor *t);

@@ -1,5 +1,5 @@
-/* heads_plot.c: head importance's two heatmaps and a layer's grid of attention patterns, as
- * gnuplot scripts drawn into PNGs (heads_plot.h).
+/* heads_plot.c: head importance's two heatmaps, a layer's grid of attention patterns and a grid
+ * of heatmaps of one size, as gnuplot scripts drawn into PNGs (heads_plot.h).
  * Not here: the numbers (../lens/heads.c), the panels' script (../run/run_gp.c).
  * Read next: ../run/run_gp.c. */
 #include "heads_plot.h"
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../run/run.h"
+#include "view.h"
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
@@ -205,4 +206,44 @@ int view_patterns_png(const LensPatterns *a, int layer, const char *caption, con
     fprintf(f, "unset multiplot\n");
     fclose(f);
     return draw(script, png);
+}
+
+/* ---- a grid of heatmaps of one size ---- */
+
+int view_grid_png(const char *dir, const char *name, const ViewGrid *g, const char *prog,
+                  char *drawn, size_t size) {
+    AG_CHECK_ARG(dir);
+    AG_CHECK_ARG(name);
+    AG_CHECK_ARG(g);
+    AG_CHECK_ARG(prog);
+    AG_CHECK(g->v && g->titles && g->n_rows > 0 && g->n_cols > 0 && g->cell > 40,
+             "view_grid_png: %s: a grid needs its panels, titles, (%d, %d) of them and cells "
+             "over 40 pixels (%d)",
+             name, g->n_rows, g->n_cols, g->cell);
+    int N = g->n_cols, cell = g->cell;
+    double W = 60 + cell * N + 70, H = g->n_rows * cell + 60;
+    RunGpScript s;
+    run_gp_script_begin(&s, (int)W, (int)H);
+    fprintf(s.f, "set multiplot\n");
+    for (int row = 0; row < g->n_rows; row++)
+        for (int k = 0; k < N; k++) {
+            double x0 = (60.0 + cell * k) / W, y1 = 1 - (35.0 + cell * row) / H;
+            run_gp_panel(s.f, &(RunGpPanel){.id = row * N + k,
+                                            .v = g->v[row * N + k],
+                                            .rows = g->rows,
+                                            .cols = g->cols,
+                                            .title = g->titles[row * N + k],
+                                            .x0 = x0,
+                                            .x1 = x0 + (cell - 14.0) / W,
+                                            .y0 = y1 - (cell - 40.0) / H,
+                                            .y1 = y1,
+                                            .hi = g->hi,
+                                            .colorbox = k == N - 1,
+                                            .cb_x = (60.0 + cell * N + 10) / W,
+                                            .cb_w = 15.0 / W});
+        }
+    fprintf(s.f, "unset multiplot\n");
+    int ok = run_gp_script_draw(&s, dir, name, prog);
+    if (ok && drawn) view_drawn(drawn, size, name);
+    return ok;
 }

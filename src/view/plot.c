@@ -1,7 +1,8 @@
-/* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h): named curves over one x
- * axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
+/* plot.c: one plot of the page's Plots tab as JSON (view_plot, view.h; the tab: view_plots):
+ * named curves over one x axis; and the same plots drawn as a PNG by gnuplot (view_plot_png), so that a program
  * describes its curves once for its page and its pictures (view_plot_pngs: several into a
- * folder); one table of the Tables tab (view_table). Not here: drawing them in the page
+ * folder); one table of the Tables tab (view_table); the labels of a table's rows and the list of
+ * what was drawn (view_labels, view_drawn). Not here: drawing them in the page
  * (page.html's buildPlots), running gnuplot (src/run/run_plot.c), the other parts of the
  * document (view.c). Read next: page.html. */
 #include <math.h>
@@ -106,6 +107,14 @@ int view_plot_png(const char *png, const ViewPlot *plots, int n, int width, int 
     return rc;
 }
 
+void view_plots(ViewBuf *b, const ViewPlot *p, int n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(p);
+    view_raw(b, ",\"plots\":[");
+    for (int i = 0; i < n; i++) view_raw(b, i ? "," : ""), view_plot(b, &p[i]);
+    view_raw(b, "]");
+}
+
 void view_table(ViewBuf *b, const ViewTable *t) {
     AG_CHECK_ARG(b);
     AG_CHECK_ARG(t);
@@ -147,8 +156,26 @@ int view_plot_pngs(const char *dir, const ViewPng *pngs, int n, const char *prog
             continue;
         }
         k++;
-        size_t len = drawn ? strlen(drawn) : 0;
-        if (drawn && len < size) snprintf(drawn + len, size - len, ", %s", pngs[i].name);
+        if (drawn) view_drawn(drawn, size, pngs[i].name);
     }
     return k;
+}
+
+char **view_labels(const char *prefix, const int64_t *v, int n) {
+    AG_CHECK_ARG(prefix);
+    AG_CHECK(n >= 0, "view_labels: %d labels", n);
+    char **s = malloc((size_t)(n ? n : 1) * (sizeof *s + 32));
+    AG_CHECK(s, "view_labels: out of memory for %d labels", n);
+    for (int i = 0; i < n; i++) {
+        s[i] = (char *)(s + n) + 32 * i;
+        snprintf(s[i], 32, "%s%lld", prefix, v ? (long long)v[i] : (long long)i);
+    }
+    return s;
+}
+
+void view_drawn(char *drawn, size_t size, const char *name) {
+    AG_CHECK_ARG(drawn);
+    AG_CHECK_ARG(name);
+    size_t len = strlen(drawn);
+    if (len < size) snprintf(drawn + len, size - len, ", %s", name);
 }

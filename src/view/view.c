@@ -254,6 +254,17 @@ void view_nums(ViewBuf *b, const double *v, size_t n) {
     view_raw(b, "]");
 }
 
+void view_ints(ViewBuf *b, const int *v, size_t n) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(v);
+    view_raw(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) view_raw(b, ",");
+        view_int(b, v[i]);
+    }
+    view_raw(b, "]");
+}
+
 int view_write_html(const char *path, const ViewBuf *data) {
     AG_CHECK_ARG(path);
     AG_CHECK_ARG(data);

@@ -95,6 +95,8 @@ int view_tables(ViewBuf *b, const char *path);
 
 /* Appends v[0..n) as a JSON array of numbers ([1.5,null,...]: view_num's) */
 void view_nums(ViewBuf *b, const double *v, size_t n);
+/* Appends v[0..n) as a JSON array of integers ([5,17]) */
+void view_ints(ViewBuf *b, const int *v, size_t n);
 
 /* One plot of the page's Plots tab (docs/view.md): ns curves ys[s][0..n), named names[s], over
  * x[0..n), on a logarithmic x or y axis when logx, logy; extra: more fields of the plot as JSON
@@ -112,6 +114,8 @@ typedef struct ViewPlot {
 /* Appends p as {"name", "title", "xlabel", "logx", "logy", "x", "series": [{"name", "y"}...]}
  * and extra's fields (plot.c). Aborts naming the function when a field but extra is NULL. */
 void view_plot(ViewBuf *b, const ViewPlot *p);
+/* Appends the page's Plots tab: ,"plots":[p[0], ..., p[n - 1]] (view_plot each) */
+void view_plots(ViewBuf *b, const ViewPlot *p, int n);
 /* Draws plots[0..n) one above the other into png (width x height pixels) with gnuplot
  * (run_plot_script: the script kept as NAME.gp): each its title, xlabel, log axes, its curves
  * as lines with points, the y range of extra's "ymin" and "ymax", boxes for "bars":true.
@@ -140,6 +144,12 @@ typedef struct ViewTable {
 /* Appends t as {"name", "title", "rows", "cols", "values"} (plot.c). Aborts naming the function
  * when a field or a label is NULL. */
 void view_table(ViewBuf *b, const ViewTable *t);
+/* The labels "<prefix><v[i]>" (v NULL: "<prefix><i>") of n rows or columns of a table or a
+ * picture, each in 32 bytes (cut to fit; writable), in one block: free the array alone */
+char **view_labels(const char *prefix, const int64_t *v, int n);
+/* Appends ", name" to drawn (a string of size bytes, cut to fit): the list of what a program
+ * wrote that it prints (view_plot_pngs' drawn) */
+void view_drawn(char *drawn, size_t size, const char *name);
 
 /* Writes the page with the JSON document data (a complete JSON object, written with the
  * functions above) to path, replacing it (a temporary file renamed over it: src/io/file.h).
@@ -154,6 +164,9 @@ int view_write_html(const char *path, const ViewBuf *data);
 typedef int (*ViewBodyFn)(ViewBuf *b, void *ctx);
 int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, const char *from,
               char *const *runs, int n_runs, size_t *bytes);
+/* The ViewBodyFn of a body written beforehand: appends the text of the ViewBuf body (its parts,
+ * each after a comma; nothing when it is empty). AG_OK. */
+int view_body_raw(ViewBuf *b, void *body);
 
 /* ---- the model's part of a view command (view_model.c), for any model ---- */
 /* A row's tokens and how to show them: text(ctx, ids[i], &len) gives token i's bytes */

@@ -1,7 +1,8 @@
 /* view_page.c: the document every view command writes, assembled once: the title, what the
  * program appends about its model, the tables of an .npz and the curves of run folders, then
  * the page (view_write_html). attograd-gpt's and attograd-translate's view commands differ only
- * in their model's part (the body callback).
+ * in their model's part (the body callback); view_body_raw is that callback for a body written
+ * beforehand.
  * Not here: the JSON writer and the parts themselves (view.c). Read next: view.h. */
 #include <string.h>
 
@@ -33,4 +34,12 @@ int view_page(const char *out, const char *title, ViewBodyFn body, void *ctx, co
     if (bytes) *bytes = b.n;
     view_buf_free(&b);
     return rc;
+}
+
+int view_body_raw(ViewBuf *b, void *body) {
+    AG_CHECK_ARG(b);
+    AG_CHECK_ARG(body);
+    const ViewBuf *text = body;
+    if (text->p) view_raw(b, text->p);
+    return AG_OK;
 }

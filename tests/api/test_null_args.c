@@ -1208,7 +1208,35 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
       lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, NULL, &(LensCmdArgs){0}, 0))  \
     X(lens_cmd_run, a,                                                                             \
       lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, &(LensFlags){0}, NULL, 0))    \
-    X(ag_threads_use_flag, prog, ag_threads_use_flag(NULL, 1))
+    X(ag_threads_use_flag, prog, ag_threads_use_flag(NULL, 1))                                     \
+    X(view_labels, prefix, view_labels(NULL, NULL, 1))                                             \
+    X(view_drawn, drawn, view_drawn(NULL, 8, "x.png"))                                             \
+    X(view_drawn, name, view_drawn((char[8]){0}, 8, NULL))                                         \
+    X(view_body_raw, b, view_body_raw(NULL, &VB))                                                  \
+    X(view_body_raw, body, view_body_raw(&VB, NULL))                                               \
+    X(view_grid_png, dir, view_grid_png(NULL, "x.png", &(ViewGrid){0}, "p", NULL, 0))              \
+    X(view_grid_png, name, view_grid_png("d", NULL, &(ViewGrid){0}, "p", NULL, 0))                 \
+    X(view_grid_png, g, view_grid_png("d", "x.png", NULL, "p", NULL, 0))                           \
+    X(view_grid_png, prog, view_grid_png("d", "x.png", &(ViewGrid){0}, NULL, NULL, 0))             \
+    X(run_kept_load, m, run_kept_load(NULL, "d", "x.npz", &A, &(ParamList *){0}, &(int64_t){0}))   \
+    X(run_kept_load, dir, run_kept_load(&RM, NULL, "x.npz", &A, &(ParamList *){0}, &(int64_t){0})) \
+    X(run_kept_load, name, run_kept_load(&RM, "d", NULL, &A, &(ParamList *){0}, &(int64_t){0}))    \
+    X(run_kept_load, a, run_kept_load(&RM, "d", "x.npz", NULL, &(ParamList *){0}, &(int64_t){0}))  \
+    X(run_kept_load, params, run_kept_load(&RM, "d", "x.npz", &A, NULL, &(int64_t){0}))            \
+    X(run_kept_load, step, run_kept_load(&RM, "d", "x.npz", &A, &(ParamList *){0}, NULL))          \
+    X(run_first_step, steps, run_first_step(NULL, D1, 1, 0, 1))                                    \
+    X(run_first_step, v, run_first_step((const int64_t[1]){0}, NULL, 1, 0, 1))                     \
+    X(lens_detect_ceiling, tokens, lens_detect_ceiling(LENS_INDUCTION, NULL, 1, 1))                \
+    X(view_ints, b, view_ints(NULL, (const int[1]){0}, 1))                                         \
+    X(view_ints, v, view_ints(&VB, NULL, 1))                                                       \
+    X(view_plots, b, view_plots(NULL, (ViewPlot[1]){{0}}, 1))                                      \
+    X(view_plots, p, view_plots(&VB, NULL, 1))                                                     \
+    X(ag_params_norm, pl, ag_params_norm(NULL))                                                    \
+    X(flag_help_asked, argv, flag_help_asked(1, NULL))                                             \
+    X(tensor_copy_to_doubles, t, tensor_copy_to_doubles(NULL, D1))                                 \
+    X(tensor_copy_to_doubles, dst, tensor_copy_to_doubles(&T, NULL))                               \
+    X(npz_add_int, w, npz_add_int(NULL, "x", 0, NULL, (const int[1]){0}))                          \
+    X(npz_add_int, name, npz_add_int((NpzWriter *)&A, NULL, 0, NULL, (const int[1]){0}))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

@@ -1,6 +1,8 @@
 /* test_params.c: the parameter list (ag_params_*, src/autograd/params.c): adding and finding
- * by name, counting, printing, and zeroing every gradient in one pass on any thread count. */
+ * by name, counting, the weight norm, printing, and zeroing every gradient in one pass on any
+ * thread count. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,4 +90,22 @@ Test(ag_params, a_name_added_twice_aborts, .signal = SIGABRT) {
     int shape = 2;
     ag_params_add(&pl, tensor_param(a, 1, &shape, "w"));
     ag_params_add(&pl, tensor_param(a, 1, &shape, "w"));
+}
+
+Test(ag_params, norm_of_every_value_together) {
+    Arena *a = arena_new("params", 0);
+    ParamList pl;
+    ag_params_init(&pl);
+    cr_assert_eq(ag_params_norm(&pl), 0.0, "an empty list");
+    Tensor *w = tensor_param(a, 2, (int[]){2, 2}, "w"), *b = tensor_param(a, 1, (int[]){1}, "b");
+    const double v[5] = {1, -2, 0.5, 3, -0.25};
+    for (int i = 0; i < 4; i++) w->data[i] = (Real)v[i];
+    b->data[0] = (Real)v[4];
+    ag_params_add(&pl, w);
+    ag_params_add(&pl, b);
+    double s2 = 0;
+    for (int i = 0; i < 5; i++) s2 += v[i] * v[i];
+    cr_assert_eq(ag_params_norm(&pl), sqrt(s2), "%.17g, not %.17g", ag_params_norm(&pl), sqrt(s2));
+    ag_params_free(&pl);
+    arena_free(a);
 }

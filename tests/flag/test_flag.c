@@ -378,3 +378,13 @@ Test(flag_rows, the_short_forms_are_the_full_rows) {
         "%s", ag_last_error());
     cr_assert(on == 1 && k == -1 && choice == 1);
 }
+
+Test(flag_help_asked, finds_help_before_a_double_dash) {
+    char *a[] = {"--steps", "3", "-h"}, *b[] = {"--out", "--help"}, *c[] = {"--", "--help"},
+         *d[] = {"--steps", "3", "--helpful"};
+    cr_assert(flag_help_asked(3, a));
+    cr_assert(flag_help_asked(2, b), "a flag's value counts too");
+    cr_assert(!flag_help_asked(2, c), "after --: an argument");
+    cr_assert(!flag_help_asked(3, d));
+    cr_assert(!flag_help_asked(0, a));
+}

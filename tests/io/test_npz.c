@@ -1633,3 +1633,29 @@ Test(io_write_file, writes_the_bytes_whole_and_refuses_a_folder) {
     rmdir(td_file(&td, "d", sub));
     td_free(&td);
 }
+
+Test(npz_roundtrip, c_ints_are_the_same_file_as_int32) {
+    TmpDir td;
+    td_init(&td);
+    char a[256], b[256];
+    static const int ids[6] = {INT32_MIN, -2, 0, 3, 4, INT32_MAX};
+    static const int32_t i32[6] = {INT32_MIN, -2, 0, 3, 4, INT32_MAX};
+    NpzWriter *w = npz_writer_new();
+    npz_add_int(w, "ids", 2, (int64_t[]){2, 3}, ids);
+    cr_assert_eq(npz_write(w, td_file(&td, "int.npz", a), 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    w = npz_writer_new();
+    npz_add_i32(w, "ids", 2, (int64_t[]){2, 3}, i32);
+    cr_assert_eq(npz_write(w, td_file(&td, "i32.npz", b), 0, NULL), AG_OK, "%s", ag_last_error());
+    npz_writer_free(w);
+    size_t na, nb;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    cr_assert(na == nb && memcmp(x, y, na) == 0, "the two files differ");
+    free(x), free(y);
+    NpzFile *f;
+    cr_assert_eq(npz_read(a, &f, NULL), AG_OK, "%s", ag_last_error());
+    const NpzEntry *e = npz_find(f, "ids");
+    cr_assert(e && e->dtype == NPZ_I32 && e->count == 6 && !memcmp(e->data, ids, sizeof ids));
+    npz_free(f);
+    td_free(&td);
+}

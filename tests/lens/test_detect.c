@@ -175,3 +175,49 @@ Test(lens_detect_heads, a_null_pattern_aborts, .signal = SIGABRT) {
     double s;
     lens_detect_heads(NULL, (int[]){0}, 1, 1, LENS_INDUCTION, NULL, &s);
 }
+
+/* lens_detect_ceiling: the share of queries with a target, which a perfect head scores */
+Test(lens_detect_ceiling, a_perfect_head_scores_it_and_no_head_more) {
+    enum { B = 3, T = 24 };
+    Rng r;
+    rng_seed(&r, 5);
+    int tok[B * T];
+    for (int i = 0; i < B * T; i++) tok[i] = (int)rng_below(&r, 5);
+    Arena *a = arena_new("t", 0);
+    Tensor *P = zeros4(a, B, 2, T);
+    uint8_t D[T * T];
+    for (int kind = 0; kind < LENS_N_HEAD_KINDS; kind++) {
+        double want = 0;
+        for (int b = 0; b < B; b++) {
+            lens_detection_pattern((LensHeadKind)kind, tok + b * T, T, D);
+            int rows = 0;
+            for (int i = 0; i < T; i++) {
+                int n = 0;
+                for (int j = 0; j <= i; j++) n += D[i * T + j];
+                rows += n > 0;
+                /* head 0: spread over the row's targets (else on key 0); head 1: itself */
+                for (int j = 0; j <= i; j++)
+                    AT(P, b, 0, i, j) = n ? (Real)D[i * T + j] / n : (Real)(j == 0);
+                for (int j = 0; j < T; j++) AT(P, b, 1, i, j) = j == i;
+            }
+            want += (double)rows / T / B;
+        }
+        double c = lens_detect_ceiling((LensHeadKind)kind, tok, B, T), s[2];
+        lens_detect_heads(P, tok, B, T, (LensHeadKind)kind, NULL, s);
+        cr_assert_float_eq(c, want, 1e-12, "%s: %.17g, not %.17g",
+                           lens_head_kind_name((LensHeadKind)kind), c, want);
+        cr_assert_float_eq(s[0], c, 1e-6, "%s: the perfect head %.17g",
+                           lens_head_kind_name((LensHeadKind)kind), s[0]);
+        cr_assert(s[1] <= c + 1e-12, "no head scores above it");
+        cr_assert(c > 0 && c < 1, "%.17g", c);
+    }
+    /* a repeated sequence: every query after the first copy of the prefix */
+    int rep[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+    cr_assert_eq(lens_detect_ceiling(LENS_INDUCTION, rep, 1, 8), 0.5);
+    cr_assert_eq(lens_detect_ceiling(LENS_PREVIOUS_TOKEN, rep, 1, 8), 7.0 / 8);
+    arena_free(a);
+}
+
+Test(lens_detect_ceiling, an_empty_batch_aborts, .signal = SIGABRT) {
+    lens_detect_ceiling(LENS_INDUCTION, (int[1]){0}, 0, 1);
+}

@@ -1306,3 +1306,72 @@ Test(run_records, csv_a_header_then_a_row_a_record) {
     cr_assert(strstr(ag_last_error(), dir), "%s", ag_last_error());
     ts_rm_tree(dir);
 }
+
+/* run_kept_load: each kept state read for an analysis into the model built once, its step */
+Test(run, run_kept_load_reads_each_kept_state_into_the_model_built_once) {
+    char a[64], p[512], q[512];
+    ts_tmp_dir(a, sizeof a, "run-kept-load");
+    keep_every = 6;
+    cr_assert_eq(run_tiny((const char *[]){"--out", a, "--width", "5", NULL}, NULL, -1), 0);
+    keep_every = 0;
+    char **names;
+    int n;
+    cr_assert_eq(run_kept(a, &names, &n), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(n, 4);
+    static Tiny m, o;
+    memset(&m, 0, sizeof m);
+    m.cfg = (TinyConfig){8, 0.1}; /* the file's configuration replaces it */
+    RunModel model = {
+        .ctx = &m, .build = tiny_build, .config = {"tiny", tiny_fields, 2, &m.cfg, NULL}};
+    Arena *arena = arena_new("kept", 0), *other = arena_new("other", 0);
+    ParamList *params = NULL;
+    float first = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t step = -1;
+        cr_assert_eq(run_kept_load(&model, a, names[i], arena, &params, &step), AG_OK, "%s",
+                     ag_last_error());
+        cr_assert_eq(step, 6 * i);
+        cr_assert(params == &m.params && m.params.n == 4 && m.cfg.width == 5,
+                  "built once, as the file's: %d parameters, width %d", m.params.n, m.cfg.width);
+        if (i == 0) first = m.l1.weight->data[0];
+        /* the file's weights: a model loaded apart with ckpt_load holds the same bits */
+        memset(&o, 0, sizeof o);
+        o.cfg = m.cfg;
+        Rng r;
+        rng_seed(&r, 7);
+        ParamList *op;
+        tiny_build(&o, other, &r, &op);
+        Checkpoint ck = {.params = op, .config = {"tiny", tiny_fields, 2, &o.cfg, NULL}};
+        snprintf(q, sizeof q, "ckpt/%s", names[i]);
+        cr_assert_eq(ckpt_load(ts_join(p, a, q), &ck), AG_OK, "%s", ag_last_error());
+        free((void *)ck.extra);
+        for (int k = 0; k < m.params.n; k++)
+            cr_assert(memcmp(m.params.items[k]->data, op->items[k]->data,
+                             m.params.items[k]->size * sizeof(Real)) == 0,
+                      "%s: parameter %d", names[i], k);
+        ag_params_free(&o.params);
+        free(names[i]);
+    }
+    free(names);
+    cr_assert_neq(m.l1.weight->data[0], first, "the last kept state is not the first");
+    /* a file that is not a checkpoint: the error names it */
+    ts_write_text(ts_join(p, a, "ckpt/step_99999999.npz"), "not a checkpoint");
+    int64_t step = -1;
+    cr_assert_neq(run_kept_load(&model, a, "step_99999999.npz", arena, &params, &step), AG_OK);
+    cr_assert(strstr(ag_last_error(), "ckpt/step_99999999.npz"), "%s", ag_last_error());
+    ag_params_free(&m.params);
+    arena_free(arena), arena_free(other);
+    ts_rm_tree(a);
+}
+
+Test(run_first_step, the_first_record_that_reaches_the_value_either_way) {
+    const int64_t steps[] = {0, 10, 20, 30};
+    const double acc[] = {0.1, NAN, 0.96, 1}, loss[] = {4, 2, 0.5, 0.9};
+    cr_assert_eq(run_first_step(steps, acc, 4, 0.95, 1), 20);
+    cr_assert_eq(run_first_step(steps, acc, 4, 1, 1), 30);
+    cr_assert_eq(run_first_step(steps, acc, 4, 1.5, 1), -1);
+    cr_assert_eq(run_first_step(steps, acc, 4, 0.5, 0), 0);
+    cr_assert_eq(run_first_step(steps, loss, 4, 1, 0), 20);
+    cr_assert_eq(run_first_step(steps, loss, 4, 0.1, 0), -1);
+    cr_assert_eq(run_first_step(steps, loss, 0, 10, 0), -1); /* no records */
+}

@@ -346,3 +346,15 @@ Test(status, fail_records_the_message_and_returns_the_code) {
     size_t len = strlen(ag_last_error());
     cr_assert(len > 100 && len < sizeof long_msg - 1, "length %zu", len);
 }
+
+Test(tensor, copy_to_doubles_gives_every_value_back) {
+    Arena *a = arena_new("t", 1 << 14);
+    Tensor *u = tensor_new(a, 2, (int[]){2, 3}, "u");
+    const double v[6] = {0.25, 4, -8, 1.5, 0, -0.125};
+    tensor_copy_from_doubles(u, v);
+    double out[7] = {0, 0, 0, 0, 0, 0, 99};
+    tensor_copy_to_doubles(u, out);
+    for (int i = 0; i < 6; i++) cr_assert_eq(out[i], v[i], "%d: %g", i, out[i]);
+    cr_assert_eq(out[6], 99, "t->size values, no more");
+    arena_free(a);
+}

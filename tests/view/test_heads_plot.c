@@ -93,3 +93,46 @@ Test(view_heads_plot, aborts_on_a_layer_without_blocks, .signal = SIGABRT) {
     patterns(&ps, a);
     view_patterns_png(&ps, 2, NULL, "x.png");
 }
+
+/* view_grid_png: the panels in order, each titled, one colour bar; the drawn list */
+Test(view_heads_plot, a_grid_of_heatmaps_with_its_titles_and_one_colour_bar) {
+    char dir[64], p[512], drawn[64] = "";
+    ts_tmp_dir(dir, sizeof dir, "hgrid");
+    const float v[4][6] = {{0, 1, 0, 1, 0, 1}, {1, 0, 1, 0, 1, 0}, {0.5f}, {0.25f}};
+    const float *const panels[] = {v[0], v[1], v[2], v[3]};
+    const char *const titles[] = {"A before", "B before", "A after", "B after"};
+    ViewGrid g = {panels, titles, 2, 2, 2, 3, 100, 1};
+    setenv("AG_GNUPLOT", "/nonexistent/gnuplot", 1);
+    cr_assert_eq(view_grid_png(dir, "grid.png", &g, "prog", drawn, sizeof drawn), 0);
+    cr_assert_str_eq(drawn, "");
+    cr_assert(!exists(ts_join(p, dir, "grid.png")));
+    unsetenv("AG_GNUPLOT");
+    if (!run_gnuplot_available()) {
+        ts_rm_tree(dir);
+        cr_skip_test("gnuplot is not installed (scripts/deps.sh gnuplot-nox)");
+    }
+    cr_assert_eq(view_grid_png(dir, "grid.png", &g, "prog", drawn, sizeof drawn), 1, "%s",
+                 ag_last_error());
+    cr_assert_str_eq(drawn, ", grid.png");
+    cr_assert(exists(ts_join(p, dir, "grid.png")));
+    char *script = ts_read_text(ts_join(p, dir, "grid.gp"), NULL);
+    const char *at = script;
+    for (int i = 0; i < 4; i++) { /* in order: row 0's columns, then row 1's */
+        char want[64];
+        snprintf(want, sizeof want, "$M%d << EOD", i);
+        cr_assert((at = strstr(at, want)), "%s missing or out of order: %s", want, script);
+        snprintf(want, sizeof want, "set title '%s'", titles[i]);
+        cr_assert((at = strstr(at, want)), "%s missing or out of order: %s", want, script);
+    }
+    cr_assert(strstr(script, "0.5 0 0\n0 0 0\n") && strstr(script, "set cbrange [0:1]"), "%s",
+              script);
+    int bars = 0;
+    for (const char *s = script; (s = strstr(s, "set colorbox user")); s++) bars++;
+    cr_assert_eq(bars, 2, "a colour bar beside the last column of each row: %d", bars);
+    free(script);
+    ts_rm_tree(dir);
+}
+
+Test(view_heads_plot, a_grid_without_panels_aborts, .signal = SIGABRT) {
+    view_grid_png("d", "x.png", &(ViewGrid){.n_rows = 1, .n_cols = 1, .cell = 100}, "p", NULL, 0);
+}

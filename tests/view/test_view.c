@@ -450,3 +450,56 @@ Test(view_plot, pngs_into_a_folder_name_the_drawn_ones) {
               access(ts_join(p, dir, "one.gp"), F_OK) == 0);
     ts_rm_tree(dir);
 }
+
+Test(view_labels, prefix_and_value_or_index_in_one_block) {
+    char **s = view_labels("step ", (const int64_t[]){0, 10, -3}, 3),
+         **i = view_labels("", NULL, 2);
+    cr_assert_str_eq(s[0], "step 0");
+    cr_assert_str_eq(s[1], "step 10");
+    cr_assert_str_eq(s[2], "step -3");
+    cr_assert_str_eq(i[0], "0");
+    cr_assert_str_eq(i[1], "1");
+    strcat(i[1], "*"); /* writable, 32 bytes each */
+    cr_assert_str_eq(i[1], "1*");
+    free(s), free(i);
+    char **none = view_labels("x", NULL, 0); /* no labels: an array to free all the same */
+    free(none);
+    char **cut = view_labels("a very long prefix that does not fit in 32 bytes ", NULL, 1);
+    cr_assert_eq(strlen(cut[0]), 31);
+    free(cut);
+}
+
+Test(view_drawn, appends_each_name_after_a_comma_cut_to_the_size) {
+    char d[24] = "";
+    view_drawn(d, sizeof d, "a.png");
+    view_drawn(d, sizeof d, "page.html");
+    cr_assert_str_eq(d, ", a.png, page.html");
+    view_drawn(d, sizeof d, "more.png"); /* cut to fit, still a string */
+    cr_assert_str_eq(d, ", a.png, page.html, mor");
+    view_drawn(d, sizeof d, "x.png");
+    cr_assert_str_eq(d, ", a.png, page.html, mor");
+}
+
+Test(view_plots, the_plots_tab_of_each_plot_and_the_integers) {
+    const double x[] = {0, 1}, y[] = {1, 2};
+    const ViewPlot pl[2] = {
+        {"a", "a", "x", 0, 0, x, 2, (const char *[]){"y"}, (const double *[]){y}, 1, NULL},
+        {"b", "b", "x", 1, 0, x, 2, (const char *[]){"y"}, (const double *[]){y}, 1,
+         "\"bars\":true"}};
+    ViewBuf b = {0}, want = {0};
+    view_plots(&b, pl, 2);
+    view_raw(&want, ",\"plots\":[");
+    view_plot(&want, &pl[0]);
+    view_raw(&want, ",");
+    view_plot(&want, &pl[1]);
+    view_raw(&want, "]");
+    cr_assert_str_eq(b.p, want.p);
+    view_buf_free(&b);
+    view_plots(&b, pl, 0);
+    cr_assert_str_eq(b.p, ",\"plots\":[]");
+    view_buf_free(&b), view_buf_free(&want);
+    view_ints(&b, (const int[]){5, -17, 0}, 3);
+    view_ints(&b, (const int[]){1}, 0);
+    cr_assert_str_eq(b.p, "[5,-17,0][]");
+    view_buf_free(&b);
+}

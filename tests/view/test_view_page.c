@@ -44,3 +44,23 @@ Test(view_page, the_title_the_body_and_the_runs_in_one_document) {
     cr_assert(access(path, F_OK) != 0, "%s was written", path);
     ts_rm_tree(dir);
 }
+
+Test(view_page, a_body_written_beforehand_is_the_same_as_one_written_by_the_callback) {
+    char dir[64], a[512], b[512];
+    ts_tmp_dir(dir, sizeof dir, "viewraw");
+    int x = 7;
+    ViewBuf pre = {0}, empty = {0};
+    body(&pre, &x);
+    cr_assert_eq(view_page(ts_join(a, dir, "a.html"), "t", body, &x, NULL, NULL, 0, NULL), AG_OK);
+    cr_assert_eq(
+        view_page(ts_join(b, dir, "b.html"), "t", view_body_raw, &pre, NULL, NULL, 0, NULL), AG_OK,
+        "%s", ag_last_error());
+    cr_assert(ts_same_file(a, b), "%s and %s differ", a, b);
+    /* an empty body appends nothing */
+    ViewBuf out = {0};
+    view_raw(&out, "{");
+    cr_assert_eq(view_body_raw(&out, &empty), AG_OK);
+    cr_assert_str_eq(out.p, "{");
+    view_buf_free(&out), view_buf_free(&pre);
+    ts_rm_tree(dir);
+}
