@@ -255,7 +255,8 @@ static int cmd_translate(int argc, char **argv) {
                 rc = TR_EXIT_USAGE;
                 break;
             }
-            fprintf(stderr, "%s translate: %s: longer than %d bytes (TR_MAX_LINE): skipped\n", PROG,
+            fprintf(stderr,
+                    "%s translate: %s: longer than %d bytes (TXT_PAIRS_MAX_LINE): skipped\n", PROG,
                     label, TXT_PAIRS_MAX_LINE);
             printf("\n");
         } else if (memchr(line, '\0', len)) {
