@@ -66,6 +66,7 @@ static AgGradcheckResult GCR;
 static char BUF[AG_NAME_LEN];
 static const int IDS[4];
 static int OUTI[4];
+static const size_t STARTS[1];
 static double D1[4];
 static Tensor *INPUTS[1] = {&T};
 static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
@@ -1195,7 +1196,14 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_heads_png, h, view_heads_png(NULL, "x.png", "t"))                                       \
     X(view_heads_png, png, view_heads_png(&LHI, NULL, "t"))                                        \
     X(view_patterns_png, a, view_patterns_png(NULL, 0, "c", "x.png"))                              \
-    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))
+    X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))                               \
+    X(hf_model_save, g, hf_model_save(NULL, "x"))                                                  \
+    X(hf_model_save, dir, hf_model_save(&HFM, NULL))                                               \
+    X(txt_shard_windows, s, txt_shard_windows(NULL, NULL, 1, 1, OUTI, OUTI, OUTI))                 \
+    X(txt_shard_windows, starts, txt_shard_windows((TxtShard *)&A, NULL, 1, 1, OUTI, OUTI, OUTI))  \
+    X(txt_shard_windows, win, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, NULL, OUTI, OUTI))   \
+    X(txt_shard_windows, x, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, OUTI, NULL, OUTI))     \
+    X(txt_shard_windows, y, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, OUTI, OUTI, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \
