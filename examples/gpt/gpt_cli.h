@@ -61,11 +61,16 @@ typedef struct GpLens {
     Arena *step;
     LensFlags f;   /* the common flags (gp_lens_parse) */
     LensProgram p; /* gp_lens_program's (gp_lens_parse) */
+    /* cache's --max-bytes; detect's rows without prompts (generate): random tokens repeated */
+    double max_bytes;
+    int generate, repeat, length, batch;
+    int64_t seed;
 } GpLens;
 /* where the lens commands read a model by default: what `make gpt` writes */
 #define GP_DEFAULT_CKPT "build/gpt/run/best.npz"
 /* the LensProgram on l: loads --ckpt (or --model) and makes the tape, reads the rows of
- * --prompt or --prompts, frees the model */
+ * --prompt or --prompts (detect's generate: random tokens repeated), checks a cache's size
+ * (max_bytes), reads patch's --clean and --corrupt, frees the model */
 LensProgram gp_lens_program(GpLens *l);
 /* lens_flags_parse into l->f with attograd-gpt's input flags: --model, and --prompt and
  * --prompts with parts & GP_LENS_ROWS; sets l->p; argv[0..2): the program and the command */

@@ -5,12 +5,12 @@
  * from a clean prompt into a corrupted one. Each writes an .npz and, where gnuplot is
  * installed, a heatmap PNG beside it. docs/lens.md is the user's guide. Also what only
  * attograd-gpt's lens commands share (gpt_cli.h): the rows of --prompt and --prompts, the
- * input's flags, token texts, the LensProgram (the model loaded and freed, the rows read).
+ * input's flags, token texts, the LensProgram (the model loaded and freed, the rows read: a
+ * prompt's, or detect's random ones; a cache's size checked; patch's clean and corrupted rows).
  * Not here: the common flags, start and end, the commands' runs, files, tables and exit codes,
- * shared with attograd-translate's (src/lens/cmd.c, report.c); detect, lens and export (readout.c). Read next: readout.c,
- * src/lens/cmd.h, docs/lens.md. */
+ * shared with attograd-translate's (src/lens/cmd.c, commands.c, report.c); detect, lens and
+ * export (readout.c). Read next: readout.c, src/lens/cmd.h, docs/lens.md. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -109,22 +109,6 @@ static int one_token(const void *ctx, const char *text, const char *flag, int *i
     return rc;
 }
 
-/* --positions (parsed: integers >= 0) into list: each below T, at most T of them */
-static int positions_in(const FlagInts *l, int T, int *list, int *n) {
-    char text[96] = "";
-    for (int i = 0; i < l->n && strlen(text) + 16 < sizeof text; i++)
-        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%d", i ? "," : "", l->v[i]);
-    *n = 0;
-    for (int i = 0; i < l->n; i++) {
-        if (l->v[i] >= T)
-            return ag_fail(AG_ERR_ARG, "--positions %s: not a list of integers in [0, %d)", text,
-                           T);
-        if (*n == T) return ag_fail(AG_ERR_ARG, "--positions %s: more than %d values", text, T);
-        list[(*n)++] = l->v[i];
-    }
-    return AG_OK;
-}
-
 /* ---- the outputs (src/lens/report.h) ---- */
 
 /* a token's text (malloc'd; ctx: the HfModel, a GPT has one vocabulary); for labels (label 1)
@@ -143,85 +127,7 @@ static char *token_text(const void *ctx, NnHookStack stack, int id, int label) {
     return s;
 }
 
-/* ---- the shared start and end ---- */
-
-/* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
- * *cfg: its configuration as trained */
-int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg) {
-    int rc = hf_model_load(ckpt, g);
-    if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
-    return rc;
-}
-
-/* the last error again, after "prefix: " */
-int gp_refail(int rc, const char *prefix) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ag_last_error());
-    return ag_fail(rc, "%s: %s", prefix, msg);
-}
-
-/* LensProgram's callbacks on a GpLens (self) */
-static int load(void *self, const LensFlags *f, LensCmd *c) {
-    GpLens *l = self;
-    int rc = gp_lens_load(&l->g, f->ckpt, &l->cfg);
-    l->step = arena_new("step", 0);
-    c->t = ag_tape_new(l->step);
-    c->one_token = one_token;
-    c->rp = (LensReport){GP_PROG, ex_plot_heatmap, token_text, &l->g};
-    if (rc == AG_OK) c->lm = lens_gpt(&l->g.m), c->ro = lens_readout_gpt(&l->g.m);
-    return rc;
-}
-
-static int rows(void *self, const LensFlags *f, LensRows *r) {
-    (void)f;
-    GpLens *l = self;
-    return gp_read_rows(&l->g, l->a.prompt, l->a.prompts, r);
-}
-
-static void free_model(void *self) {
-    GpLens *l = self;
-    if (l->c.t) ag_tape_free(l->c.t);
-    if (l->step) arena_free(l->step);
-    hf_model_free(&l->g);
-    l->c.t = NULL, l->step = NULL;
-}
-
-LensProgram gp_lens_program(GpLens *l) {
-    return (LensProgram){.prog = GP_PROG,
-                         .ckpt = GP_DEFAULT_CKPT,
-                         .unit = "TOKEN",
-                         .self = l,
-                         .out_dir = run_out_file_dir,
-                         .load = load,
-                         .rows = rows,
-                         .free = free_model};
-}
-
-int gp_lens_parse(GpLens *l, const LensUsage *u, int parts, Flag *own, int n_own, int argc,
-                  char **argv) {
-    Flag in[] = {FLAG_ROW("model", FLAG_PATH, &l->f.ckpt, "DIR",
-                          "a Hugging Face folder instead (docs/hf.md)"),
-                 FLAG_ROW("prompt", FLAG_PATH, &l->a.prompt, "TEXT", "the text to run (one row)"),
-                 FLAG_ROW("prompts", FLAG_PATH, &l->a.prompts, "FILE",
-                          "a file: one row a line, all as many tokens")};
-    l->p = gp_lens_program(l);
-    return lens_flags_parse(&l->p, u, parts, &l->f, in, (parts & GP_LENS_ROWS) ? 3 : 1, own, n_own,
-                            argc - 2, argv + 2);
-}
-
-int gp_lens_start(GpLens *l, int rc, int parts) { /* gp_view's: no --out folder */
-    LensFlags f = {.ckpt = l->a.ckpt, .threads = l->a.threads, .prog = GP_PROG, .name = "view"};
-    LensProgram p = gp_lens_program(l);
-    p.out_dir = NULL;
-    return lens_cmd_start(&l->c, &p, &f, rc, parts & GP_LENS_ROWS);
-}
-
-int gp_lens_end(GpLens *l, int rc, const char *cmd) {
-    LensProgram p = gp_lens_program(l);
-    return lens_cmd_finish(&l->c, &p, &(LensFlags){.name = cmd, .loaded = 1}, rc);
-}
-
-/* ---- cache ---- */
+/* ---- the size of a cache ---- */
 
 /* half of the machine's memory: --max-bytes's default */
 static double half_the_ram(void) {
@@ -266,13 +172,122 @@ static int cache_fits(HfModel *g, const LensRows *r, const char *hooks, int grad
     return rc;
 }
 
+/* ---- the shared start and end ---- */
+
+/* the checkpoint's model, run as in evaluation (no dropout: the runs are deterministic);
+ * *cfg: its configuration as trained */
+int gp_lens_load(HfModel *g, const char *ckpt, GptConfig *cfg) {
+    int rc = hf_model_load(ckpt, g);
+    if (rc == AG_OK) *cfg = g->m.cfg, g->m.cfg.dropout = 0;
+    return rc;
+}
+
+/* the last error again, after "prefix: " */
+int gp_refail(int rc, const char *prefix) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ag_last_error());
+    return ag_fail(rc, "%s: %s", prefix, msg);
+}
+
+/* LensProgram's callbacks on a GpLens (self) */
+static int load(void *self, const LensFlags *f, LensCmd *c) {
+    GpLens *l = self;
+    int rc = gp_lens_load(&l->g, f->ckpt, &l->cfg);
+    l->step = arena_new("step", 0);
+    c->t = ag_tape_new(l->step);
+    c->one_token = one_token;
+    c->rp = (LensReport){GP_PROG, ex_plot_heatmap, token_text, &l->g};
+    if (rc == AG_OK) c->lm = lens_gpt(&l->g.m), c->ro = lens_readout_gpt(&l->g.m);
+    return rc;
+}
+
+/* the rows of --prompt or --prompts; detect's without them: random tokens repeated */
+static int rows(void *self, const LensFlags *f, LensRows *r) {
+    (void)f;
+    GpLens *l = self;
+    if (!l->generate) return gp_read_rows(&l->g, l->a.prompt, l->a.prompts, r);
+    int T = l->length ? l->length : l->cfg.block_size, L = l->repeat ? l->repeat : T / 2;
+    if (T > l->cfg.block_size)
+        return ag_fail(AG_ERR_ARG, "--length %d: more than the model's block_size %d", T,
+                       l->cfg.block_size);
+    if (L < 1 || L >= T)
+        return ag_fail(AG_ERR_ARG, "--repeat %d: must be in [1, %d) (the rows must repeat)", L, T);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)l->seed);
+    r->B = l->batch, r->T = T;
+    r->ids = ex_malloc((size_t)r->B * T * sizeof(int));
+    lens_repeated_tokens(&rng, l->cfg.vocab_size, L, r->B, T, r->ids);
+    printf("detect: %d rows of %d random tokens repeated to %d (seed %lld)\n", r->B, L, T,
+           (long long)l->seed);
+    return AG_OK;
+}
+
+static int cache_check(void *self, const LensCmd *c, const char *hooks, int grads) {
+    GpLens *l = self;
+    return cache_fits(&l->g, &c->r, hooks, grads, l->max_bytes);
+}
+
+static int pair_rows(void *self, const char *clean, const char *corrupt, LensRows *a, LensRows *b) {
+    GpLens *l = self;
+    int rc = gp_read_rows(&l->g, clean, NULL, a);
+    return rc == AG_OK ? gp_read_rows(&l->g, corrupt, NULL, b) : rc;
+}
+
+static void free_model(void *self) {
+    GpLens *l = self;
+    if (l->c.t) ag_tape_free(l->c.t);
+    if (l->step) arena_free(l->step);
+    hf_model_free(&l->g);
+    l->c.t = NULL, l->step = NULL;
+}
+
+LensProgram gp_lens_program(GpLens *l) {
+    return (LensProgram){.prog = GP_PROG,
+                         .ckpt = GP_DEFAULT_CKPT,
+                         .unit = "TOKEN",
+                         .self = l,
+                         .out_dir = run_out_file_dir,
+                         .load = load,
+                         .rows = rows,
+                         .free = free_model,
+                         .rows_flag = "--prompts FILE",
+                         .cache_check = cache_check,
+                         .pair_rows = pair_rows};
+}
+
+int gp_lens_parse(GpLens *l, const LensUsage *u, int parts, Flag *own, int n_own, int argc,
+                  char **argv) {
+    Flag in[] = {FLAG_ROW("model", FLAG_PATH, &l->f.ckpt, "DIR",
+                          "a Hugging Face folder instead (docs/hf.md)"),
+                 FLAG_ROW("prompt", FLAG_PATH, &l->a.prompt, "TEXT", "the text to run (one row)"),
+                 FLAG_ROW("prompts", FLAG_PATH, &l->a.prompts, "FILE",
+                          "a file: one row a line, all as many tokens")};
+    l->p = gp_lens_program(l);
+    return lens_flags_parse(&l->p, u, parts, &l->f, in, (parts & GP_LENS_ROWS) ? 3 : 1, own, n_own,
+                            argc - 2, argv + 2);
+}
+
+int gp_lens_start(GpLens *l, int rc, int parts) { /* gp_view's: no --out folder */
+    LensFlags f = {.ckpt = l->a.ckpt, .threads = l->a.threads, .prog = GP_PROG, .name = "view"};
+    LensProgram p = gp_lens_program(l);
+    p.out_dir = NULL;
+    return lens_cmd_start(&l->c, &p, &f, rc, parts & GP_LENS_ROWS);
+}
+
+int gp_lens_end(GpLens *l, int rc, const char *cmd) {
+    LensProgram p = gp_lens_program(l);
+    return lens_cmd_finish(&l->c, &p, &(LensFlags){.name = cmd, .loaded = 1}, rc);
+}
+
+/* ---- cache ---- */
+
 int gp_cache(int argc, char **argv) {
-    const char *hooks = "*";
-    double max_bytes = half_the_ram();
-    GpLens l = {0};
+    GpLens l = {.max_bytes = half_the_ram()};
+    LensCmdArgs a = {.hooks = "*", .info = {.cfg = &l.cfg}};
     Flag fl[] = {
-        FLAG_ROW("hooks", FLAG_PATH, &hooks, "GLOBS", "hook names to cache, comma-separated globs"),
-        FLAG_NUM("max-bytes", FLAG_DOUBLE, &max_bytes, "BYTES",
+        FLAG_ROW("hooks", FLAG_PATH, &a.hooks, "GLOBS",
+                 "hook names to cache, comma-separated globs"),
+        FLAG_NUM("max-bytes", FLAG_DOUBLE, &l.max_bytes, "BYTES",
                  "the memory a cache may take (half the RAM)", 1, 1e18),
     };
     LensUsage u = {"cache", "[flags]",
@@ -283,28 +298,19 @@ int gp_cache(int argc, char **argv) {
                    "the .npz to write"};
     int rc = gp_lens_parse(&l, &u, GP_LENS_ROWS | LENS_FLAGS_GOOD_BAD | LENS_FLAGS_POS, fl, 2, argc,
                            argv);
-    LensOwnedMetric mt = {0};
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    if (rc == AG_OK) rc = cache_fits(&l.g, &l.c.r, hooks, l.f.good != NULL, max_bytes);
-    if (rc == AG_OK && l.f.good)
-        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", l.f.good, l.f.bad, l.f.pos, &mt);
-    if (rc == AG_OK)
-        rc = lens_cmd_cache(&l.c, hooks, l.f.good ? &mt.mt : NULL, (LensRunInfo){.cfg = &l.cfg},
-                            l.f.out);
-    lens_owned_metric_free(&mt);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_CACHE, &l.p, &l.c, &l.f, &a, rc);
 }
 
 /* ---- ablate ---- */
 
 int gp_ablate(int argc, char **argv) {
-    const char *hook = "blocks.*.attn.hook_z", *mode = "zero";
-    FlagInts positions = {0};
+    LensCmdArgs a = {.hook = "blocks.*.attn.hook_z", .mode_name = "zero"};
     GpLens l = {0};
     Flag fl[] = {
-        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to ablate, one at a time (a glob)"),
-        FLAG_ROW("mode", FLAG_PATH, &mode, "zero|mean", "zero, or mean (the batch's mean)"),
-        FLAG_NUM("positions", FLAG_INTS, &positions, NULL, "only these positions, e.g. 3,4 (all)",
+        FLAG_ROW("hook", FLAG_PATH, &a.hook, "GLOB",
+                 "the points to ablate, one at a time (a glob)"),
+        FLAG_ROW("mode", FLAG_PATH, &a.mode_name, "zero|mean", "zero, or mean (the batch's mean)"),
+        FLAG_NUM("positions", FLAG_INTS, &a.positions, NULL, "only these positions, e.g. 3,4 (all)",
                  0, 1 << 16),
     };
     LensUsage u = {"ablate", "[flags]",
@@ -313,39 +319,20 @@ int gp_ablate(int argc, char **argv) {
                    "points, axes",
                    "the .npz to write (and a .png beside it)"};
     int rc = gp_lens_parse(&l, &u, GP_LENS_ROWS | LENS_FLAGS_METRIC, fl, 3, argc, argv);
-    LensAblateMode am = LENS_ZERO;
-    if (rc == AG_OK && strcmp(mode, "mean") == 0)
-        am = LENS_MEAN;
-    else if (rc == AG_OK && strcmp(mode, "zero") != 0)
-        rc = ag_fail(AG_ERR_ARG, "--mode %s: not zero or mean", mode);
-    LensOwnedMetric mt = {0};
-    const char *metric = lens_flags_metric(&l.f);
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &mt);
-    int *pos = ex_malloc(((size_t)l.c.r.T + 1) * sizeof(int)), n_pos = 0;
-    if (rc == AG_OK) rc = positions_in(&positions, l.c.r.T, pos, &n_pos);
-    if (rc == AG_OK && am == LENS_MEAN && l.c.r.B == 1)
-        fprintf(stderr, GP_PROG " ablate: note: the mean over one row is the row itself (give "
-                                "--prompts FILE for a batch)\n");
-    if (rc == AG_OK) rc = lens_cmd_ablate(&l.c, hook, am, pos, n_pos, &mt.mt, metric, l.f.out);
-    free(pos);
-    lens_owned_metric_free(&mt);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_ABLATE, &l.p, &l.c, &l.f, &a, rc);
 }
 
 /* ---- patch ---- */
 
 int gp_patch(int argc, char **argv) {
-    const char *clean = NULL, *corrupt = NULL, *hook = "blocks.*.hook_resid_pre";
-    const char *by = "position";
-    int attribution = 0;
+    LensCmdArgs a = {.hook = "blocks.*.hook_resid_pre", .by_name = "position"};
     GpLens l = {0};
     Flag fl[] = {
-        FLAG_ROW("clean", FLAG_PATH, &clean, "TEXT", "the clean prompt (one row)"),
-        FLAG_ROW("corrupt", FLAG_PATH, &corrupt, "TEXT", "the corrupted prompt, as many tokens"),
-        FLAG_ROW("hook", FLAG_PATH, &hook, "GLOB", "the points to patch (a glob)"),
-        FLAG_ROW("by", FLAG_PATH, &by, "NAME", "position, head or head-position"),
-        FLAG_SW("attribution", &attribution, "attribution patching (1 fwd+bwd)"),
+        FLAG_ROW("clean", FLAG_PATH, &a.clean, "TEXT", "the clean prompt (one row)"),
+        FLAG_ROW("corrupt", FLAG_PATH, &a.corrupt, "TEXT", "the corrupted prompt, as many tokens"),
+        FLAG_ROW("hook", FLAG_PATH, &a.hook, "GLOB", "the points to patch (a glob)"),
+        FLAG_ROW("by", FLAG_PATH, &a.by_name, "NAME", "position, head or head-position"),
+        FLAG_SW("attribution", &a.attribution, "attribution patching (1 fwd+bwd)"),
     };
     LensUsage u = {"patch", "[flags]",
                    "patches the clean run's activation into the corrupted run, one (point, "
@@ -353,25 +340,5 @@ int gp_patch(int argc, char **argv) {
                    "first-order estimate, --attribution)",
                    "the .npz to write (and a .png beside it)"};
     int rc = gp_lens_parse(&l, &u, LENS_FLAGS_METRIC, fl, 5, argc, argv);
-    if (rc == AG_OK && (!clean || !corrupt))
-        rc = lens_flags_refuse(&l.f, "--clean TEXT and --corrupt TEXT are required");
-    LensAxes axes = LENS_BY_POS;
-    if (rc == AG_OK && strcmp(by, "head") == 0)
-        axes = LENS_BY_HEAD;
-    else if (rc == AG_OK && strcmp(by, "head-position") == 0)
-        axes = LENS_BY_HEAD_POS;
-    else if (rc == AG_OK && strcmp(by, "position") != 0)
-        rc = ag_fail(AG_ERR_ARG, "--by %s: not position, head or head-position", by);
-    LensRows corr = {0}; /* l.c.r: the clean row */
-    LensOwnedMetric mt = {0};
-    const char *metric = lens_flags_metric(&l.f);
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 0);
-    if (rc == AG_OK) rc = gp_read_rows(&l.g, clean, NULL, &l.c.r);
-    if (rc == AG_OK) rc = gp_read_rows(&l.g, corrupt, NULL, &corr);
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &mt);
-    if (rc == AG_OK)
-        rc = lens_cmd_patch(&l.c, &corr, hook, axes, attribution, &mt.mt, metric, l.f.out);
-    lens_owned_metric_free(&mt);
-    lens_rows_free(&corr);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_PATCH, &l.p, &l.c, &l.f, &a, rc);
 }

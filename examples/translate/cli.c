@@ -510,9 +510,9 @@ static int cmd_vocab(int argc, char **argv) {
 
 static int cmd_cache(int argc, char **argv) {
     TrLens l = {0};
-    const char *hooks = "*";
-    Flag own[] = {
-        FLAG_ROW("hooks", FLAG_STR, &hooks, "GLOBS", "hook names to cache, comma-separated globs")};
+    LensCmdArgs a = {.hooks = "*", .info = {.seq2seq_cfg = &l.tr.model.cfg}};
+    Flag own[] = {FLAG_ROW("hooks", FLAG_STR, &a.hooks, "GLOBS",
+                           "hook names to cache, comma-separated globs")};
     LensUsage u = {
         "cache", "[flags] SENTENCE",
         "Runs the model on the sentence and its translation (teacher-forced) and writes "
@@ -523,27 +523,17 @@ static int cmd_cache(int argc, char **argv) {
         "the .npz to write"};
     int rc = tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_GOOD_BAD | LENS_FLAGS_POS,
                            own, 1, argc, argv);
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    LensOwnedMetric m = {0};
-    if (rc == AG_OK && l.f.good)
-        rc = lens_cmd_metric(&l.c, &l.c.r, "logit-diff", l.f.good, l.f.bad, l.f.pos, &m);
-    if (rc == AG_OK)
-        rc = lens_cmd_cache(&l.c, hooks, l.f.good ? &m.mt : NULL,
-                            (LensRunInfo){.seq2seq_cfg = &l.tr.model.cfg}, l.f.out);
-    lens_owned_metric_free(&m);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_CACHE, &l.p, &l.c, &l.f, &a, rc);
 }
 
 static int cmd_ablate(int argc, char **argv) {
     TrLens l = {0};
-    const char *hook = "*attn.hook_z";
-    FlagInts positions = {0};
-    int mode = 0;
+    LensCmdArgs a = {.hook = "*attn.hook_z"};
     static const char *const modes[] = {"zero", "mean", NULL};
     Flag own[] = {
-        FLAG_ROW("hook", FLAG_STR, &hook, "GLOB", "the points to ablate, one at a time"),
-        FLAG_ONE_OF("mode", &mode, "zero|mean", "zero, or the mean over the rows", modes),
-        FLAG_NUM("positions", FLAG_INTS, &positions, "LIST",
+        FLAG_ROW("hook", FLAG_STR, &a.hook, "GLOB", "the points to ablate, one at a time"),
+        FLAG_ONE_OF("mode", &a.mode, "zero|mean", "zero, or the mean over the rows", modes),
+        FLAG_NUM("positions", FLAG_INTS, &a.positions, "LIST",
                  "only these positions, e.g. 3,4 (default: all)", 0, 1000000),
     };
     LensUsage u = {"ablate", "[flags] SENTENCE",
@@ -554,38 +544,24 @@ static int cmd_ablate(int argc, char **argv) {
                    NPZ_PNG};
     int rc =
         tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_METRIC, own, 3, argc, argv);
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    LensOwnedMetric m = {0};
-    const char *metric = lens_flags_metric(&l.f);
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &m);
-    if (rc == AG_OK && mode == 1 && l.c.r.B == 1)
-        fprintf(stderr,
-                "%s ablate: note: the mean over one row is the row itself (give --pairs "
-                "FILE for a batch)\n",
-                PROG);
-    if (rc == AG_OK)
-        rc = lens_cmd_ablate(&l.c, hook, mode ? LENS_MEAN : LENS_ZERO, positions.v, positions.n,
-                             &m.mt, metric, l.f.out);
-    lens_owned_metric_free(&m);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_ABLATE, &l.p, &l.c, &l.f, &a, rc);
 }
 
 static int cmd_patch(int argc, char **argv) {
     TrLens l = {0};
-    const char *hook = "encoder.blocks.*.hook_resid_pre", *clean = NULL, *corrupt = NULL;
-    int by = 0, attribution = 0;
+    LensCmdArgs a = {.hook = "encoder.blocks.*.hook_resid_pre"};
     static const char *const bys[] = {"position", "head", "head-position", NULL};
     Flag own[] = {
-        FLAG_ROW("clean", FLAG_STR, &clean, "TEXT", "the clean source sentence"),
-        FLAG_ROW("corrupt", FLAG_STR, &corrupt, "TEXT",
+        FLAG_ROW("clean", FLAG_STR, &a.clean, "TEXT", "the clean source sentence"),
+        FLAG_ROW("corrupt", FLAG_STR, &a.corrupt, "TEXT",
                  "the corrupted source sentence, as many words"),
         FLAG_ROW(
             "target", FLAG_STR, &l.target, "TEXT",
             "the translation both runs are teacher-forced with (default: the clean one's greedy)"),
-        FLAG_ROW("hook", FLAG_STR, &hook, "GLOB", "the points to patch (as many positions each)"),
-        FLAG_ONE_OF("by", &by, "position|head|head-position", "what one run patches", bys),
+        FLAG_ROW("hook", FLAG_STR, &a.hook, "GLOB", "the points to patch (as many positions each)"),
+        FLAG_ONE_OF("by", &a.by, "position|head|head-position", "what one run patches", bys),
         FLAG_SW(
-            "attribution", &attribution,
+            "attribution", &a.attribution,
             "attribution patching: the first-order estimate from one forward and backward a run"),
     };
     LensUsage u = {"patch", "--clean TEXT --corrupt TEXT [flags]",
@@ -596,34 +572,15 @@ static int cmd_patch(int argc, char **argv) {
                    "change from the corrupted run.",
                    NPZ_PNG};
     int rc = tr_lens_parse(&l, parse_only, &u, LENS_FLAGS_METRIC, own, 6, argc, argv);
-    if (rc == AG_OK && (!clean || !corrupt))
-        rc = lens_flags_refuse(&l.f, "--clean TEXT and --corrupt TEXT are required");
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 0);
-    LensRows corr = {0};
-    LensOwnedMetric m = {0};
-    const char *metric = lens_flags_metric(&l.f);
-    if (rc == AG_OK) rc = tr_lens_rows(&l.tr, clean, l.target, NULL, &l.c.r);
-    if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
-        size_t need = tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, NULL, 0);
-        char *tgt = ex_calloc(need + 1, 1);
-        tr_detokenize(&l.tr.tgt, l.c.r.ids + 1, l.c.r.T - 1, tgt, need + 1);
-        rc = tr_lens_rows(&l.tr, corrupt, l.target ? l.target : tgt, NULL, &corr);
-        free(tgt);
-    }
-    if (rc == AG_OK) rc = lens_cmd_metric(&l.c, &l.c.r, metric, l.f.good, l.f.bad, l.f.pos, &m);
-    if (rc == AG_OK)
-        rc = lens_cmd_patch(&l.c, &corr, hook, (LensAxes)by, attribution, &m.mt, metric, l.f.out);
-    lens_owned_metric_free(&m);
-    lens_rows_free(&corr);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_PATCH, &l.p, &l.c, &l.f, &a, rc);
 }
 
 static int cmd_detect(int argc, char **argv) {
     TrLens l = {0};
-    int exclude_bos = 0, exclude_current = 0;
+    LensCmdArgs a = {0};
     Flag own[] = {
-        FLAG_SW("exclude-bos", &exclude_bos, "leave key 0 out of the attention mass"),
-        FLAG_SW("exclude-current", &exclude_current,
+        FLAG_SW("exclude-bos", &a.detect.exclude_bos, "leave key 0 out of the attention mass"),
+        FLAG_SW("exclude-current", &a.detect.exclude_current_token,
                 "leave the query's own key out of the attention mass"),
     };
     LensUsage u = {
@@ -637,20 +594,16 @@ static int cmd_detect(int argc, char **argv) {
         "heatmap (gnuplot).",
         NPZ_PNG};
     int rc = tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS, own, 2, argc, argv);
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    LensDetectOptions opt = {exclude_bos, exclude_current};
-    if (rc == AG_OK) rc = tr_lens_detect(&l.tr, &l.c, &opt, l.f.out);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_DETECT, &l.p, &l.c, &l.f, &a, rc);
 }
 
 static int cmd_lens(int argc, char **argv) {
     TrLens l = {0};
-    const char *word = NULL;
-    int mpos = -1;
+    LensCmdArgs a = {.token_flag = "word", .pos = -1};
     Flag own[] = {
-        FLAG_ROW("word", FLAG_STR, &word, "WORD",
+        FLAG_ROW("word", FLAG_STR, &a.token, "WORD",
                  "the target word whose logit is read (or --good, --bad)"),
-        FLAG_NUM("pos", FLAG_INT, &mpos, "N", "the decoder position read (-1: the last)", -4096,
+        FLAG_NUM("pos", FLAG_INT, &a.pos, "N", "the decoder position read (-1: the last)", -4096,
                  4096),
     };
     LensUsage u = {
@@ -665,13 +618,9 @@ static int cmd_lens(int argc, char **argv) {
         "the .npz to write (and .png, _lens.png beside it)"};
     int rc =
         tr_lens_parse(&l, parse_only, &u, TR_LENS_ROWS | LENS_FLAGS_GOOD_BAD, own, 2, argc, argv);
-    if (rc == AG_OK && (!word == !l.f.good || !l.f.good != !l.f.bad))
+    if (rc == AG_OK && !l.f.good != !l.f.bad) /* one given: as no --word (lens_cmd_run) */
         rc = lens_flags_refuse(&l.f, "give --word WORD, or --good WORD --bad WORD");
-    rc = lens_cmd_start(&l.c, &l.p, &l.f, rc, 1);
-    if (rc == AG_OK)
-        rc = lens_cmd_logit(&l.c, word ? word : l.f.good, l.f.bad ? "good" : "word", l.f.bad, mpos,
-                            l.f.out);
-    return lens_cmd_finish(&l.c, &l.p, &l.f, rc);
+    return lens_cmd_run(LENS_CMD_LOGIT, &l.p, &l.c, &l.f, &a, rc);
 }
 
 /* ---- the subcommands ---- */

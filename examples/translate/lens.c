@@ -2,15 +2,14 @@
  * the library's (src/lens/cmd.h) about the seq2seq model: its rows, sentence pairs run
  * teacher-forced (the source + EOS on the encoder, BOS + the target on the decoder), its words
  * (a target word as one token; the token texts of the outputs), the input's flags and the
- * LensProgram (the model loaded and freed, the rows read); and detect, whose table differs from a GPT's: every head scored as a previous-token,
- * duplicate-token and induction head, the cross-attention's by its diagonal
- * (src/lens/detect.h). docs/lens.md is the user's guide.
- * Not here: the commands and their own flags (cli.c), the common flags (src/lens/cmd.c), the hooks (src/nn/hooks.c), the commands' runs, files, tables
- * and heatmaps shared with attograd-gpt's (src/lens/cmd.c, report.c).
+ * LensProgram (the model loaded and freed, the rows read, patch's clean and corrupted rows).
+ * docs/lens.md is the user's guide.
+ * Not here: the commands and their own flags (cli.c), the common flags (src/lens/cmd.c), the hooks (src/nn/hooks.c), the commands' runs (detect's
+ * table too), files, tables and heatmaps shared with attograd-gpt's (src/lens/cmd.c,
+ * commands.c, report.c).
  * Read next: src/lens/cmd.h, docs/lens.md. */
 #include "translate.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +171,21 @@ static int rows(void *self, const LensFlags *f, LensRows *r) {
     return tr_lens_rows(&l->tr, f->nargs ? f->args[0] : l->sentence, l->target, l->pairs, r);
 }
 
+/* patch's rows: --clean's and --corrupt's, both teacher-forced with --target, or with the clean
+ * one's greedy translation */
+static int pair_rows(void *self, const char *clean, const char *corrupt, LensRows *a, LensRows *b) {
+    TrLens *l = self;
+    int rc = tr_lens_rows(&l->tr, clean, l->target, NULL, a);
+    if (rc == AG_OK) { /* the corrupted run reads the clean run's target */
+        size_t need = txt_vocab_detokenize(&l->tr.tgt, a->ids + 1, a->T - 1, NULL, 0);
+        char *tgt = ex_calloc(need + 1, 1);
+        txt_vocab_detokenize(&l->tr.tgt, a->ids + 1, a->T - 1, tgt, need + 1);
+        rc = tr_lens_rows(&l->tr, corrupt, l->target ? l->target : tgt, NULL, b);
+        free(tgt);
+    }
+    return rc;
+}
+
 static void free_model(void *self) {
     TrLens *l = self;
     if (l->loaded) tr_free(&l->tr);
@@ -180,8 +194,19 @@ static void free_model(void *self) {
 
 int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag *own, int n_own,
                   int argc, char **argv) {
-    l->p = (LensProgram){TR_PROG,       TR_DEFAULT_CKPT,  "WORD", "the sentence", parse_only, l,
-                         txt_check_arg, run_out_file_dir, load,   rows,           free_model};
+    l->p = (LensProgram){.prog = TR_PROG,
+                         .ckpt = TR_DEFAULT_CKPT,
+                         .unit = "WORD",
+                         .arg_label = "the sentence",
+                         .parse_only = parse_only,
+                         .self = l,
+                         .check_text = txt_check_arg,
+                         .out_dir = run_out_file_dir,
+                         .load = load,
+                         .rows = rows,
+                         .free = free_model,
+                         .rows_flag = "--pairs FILE",
+                         .pair_rows = pair_rows};
     Flag in[] = {FLAG_ROW("sentence", FLAG_STR, &l->sentence, "TEXT",
                           "the source sentence (default: the argument)"),
                  FLAG_ROW("target", FLAG_STR, &l->target, "TEXT",
@@ -191,90 +216,4 @@ int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag
     int rows = (parts & TR_LENS_ROWS) != 0;
     return lens_flags_parse(&l->p, u, parts | (rows ? LENS_FLAGS_ARGS : 0), &l->f, in, rows ? 3 : 0,
                             own, n_own, argc, argv);
-}
-
-/* ---- detect and lens ---- */
-
-/* a label of at most 63 bytes, malloc'd */
-static char *label(const char *fmt, const char *a, int l, int h) {
-    char *s = ex_malloc(64);
-    snprintf(s, 64, fmt, a, l, h);
-    return s;
-}
-
-int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt,
-                   const char *out) {
-    const LensRows *r = &c->r;
-    int LE = tr->model.cfg.n_enc_layers, LD = tr->model.cfg.n_dec_layers;
-    int NH = tr->model.cfg.layer.n_heads, K = LENS_N_HEAD_KINDS;
-    double *enc = ex_calloc((size_t)K * (LE ? LE : 1) * NH, sizeof(double));
-    double *dec = ex_calloc((size_t)K * LD * NH, sizeof(double));
-    double *cross = ex_calloc((size_t)LD * NH, sizeof(double));
-    lens_detect_seq2seq(tr->tape, &tr->model, r->src, r->S, r->ids, r->B, r->T, opt, enc, dec,
-                        cross);
-    /* the table: a row per head, its scores of each kind; the cross-attention's diagonal */
-    printf("scores: the share of each head's attention on the pattern's positions, mean over %d "
-           "row(s)\n  %-16s %16s %16s %16s\n",
-           r->B, "head", "previous_token", "duplicate_token", "induction");
-    for (int side = 0; side < 2; side++) {
-        int L = side ? LD : LE;
-        const double *sc = side ? dec : enc;
-        for (int l = 0; l < L; l++)
-            for (int h = 0; h < NH; h++) {
-                printf("  %-8s L%dH%-3d", side ? "decoder" : "encoder", l, h);
-                for (int k = 0; k < K; k++) printf(" %16.3f", sc[((size_t)k * L + l) * NH + h]);
-                printf("\n");
-            }
-    }
-    printf("cross-attention: the share on the source position of the same index (diagonal)\n");
-    for (int l = 0; l < LD; l++)
-        for (int h = 0; h < NH; h++)
-            printf("  cross    L%dH%-3d %16.3f\n", l, h, cross[l * NH + h]);
-    int32_t *tok = ex_malloc((size_t)r->B * r->T * sizeof(int32_t));
-    int32_t *stok = ex_malloc((size_t)r->B * r->S * sizeof(int32_t));
-    for (size_t i = 0; i < (size_t)r->B * r->T; i++) tok[i] = r->ids[i];
-    for (size_t i = 0; i < (size_t)r->B * r->S; i++) stok[i] = r->src[i];
-    static const char kinds[] = "[\"previous_token\",\"duplicate_token\",\"induction\"]";
-    static const char axes[] = "encoder, decoder: kind,layer,head; cross_diagonal: layer,head";
-    int64_t ex[2] = {opt->exclude_bos, opt->exclude_current_token};
-    NpzWriter *w = npz_writer_new();
-    npz_add_f64(w, "encoder", 3, (int64_t[]){K, LE, NH}, enc);
-    npz_add_f64(w, "decoder", 3, (int64_t[]){K, LD, NH}, dec);
-    npz_add_f64(w, "cross_diagonal", 2, (int64_t[]){LD, NH}, cross);
-    npz_add_bytes(w, "kinds", kinds, strlen(kinds));
-    npz_add_bytes(w, "axes", axes, strlen(axes));
-    npz_add_i32(w, "tokens", 2, (int64_t[]){r->B, r->T}, tok);
-    npz_add_i32(w, "src_tokens", 2, (int64_t[]){r->B, r->S}, stok);
-    npz_add_i64(w, "exclude", 1, (int64_t[]){2}, ex);
-    int rc = npz_write(w, out, 0, NULL);
-    npz_writer_free(w);
-    if (rc == AG_OK) {
-        printf("%s: encoder (kind, layer, head), decoder (kind, layer, head), cross_diagonal "
-               "(layer, head)\n",
-               out);
-        /* the heatmap: a row per (side, kind, layer), the cross-attention's diagonal last */
-        int rows = K * (LE + LD) + LD;
-        double *grid = ex_calloc((size_t)rows * NH, sizeof(double));
-        char **yl = ex_calloc((size_t)rows, sizeof(char *));
-        int row = 0;
-        for (int side = 0; side < 2; side++)
-            for (int k = 0; k < K; k++)
-                for (int l = 0; l < (side ? LD : LE); l++, row++) {
-                    const double *sc = side ? dec : enc;
-                    memcpy(grid + (size_t)row * NH, sc + ((size_t)k * (side ? LD : LE) + l) * NH,
-                           (size_t)NH * sizeof(double));
-                    yl[row] = label(side ? "dec %s L%d" : "enc %s L%d",
-                                    lens_head_kind_name((LensHeadKind)k), l, 0);
-                }
-        for (int l = 0; l < LD; l++, row++) {
-            memcpy(grid + (size_t)row * NH, cross + (size_t)l * NH, (size_t)NH * sizeof(double));
-            yl[row] = label("%scross diagonal L%d", "", l, 0);
-        }
-        lens_report_heatmap(&c->rp, out, ".png",
-                            "head detectors: share of attention on the pattern", grid, rows, NH, yl,
-                            lens_labels_numbers(NH), 1);
-        free(grid);
-    }
-    free(tok), free(stok), free(enc), free(dec), free(cross);
-    return rc;
 }

@@ -241,10 +241,6 @@ typedef struct TrLens {
 enum { TR_LENS_ROWS = 1 << 8 };
 int tr_lens_parse(TrLens *l, int parse_only, const LensUsage *u, int parts, Flag *own, int n_own,
                   int argc, char **argv);
-/* Scores every head of c's rows (lens_detect_seq2seq), prints the table, writes out (encoder,
- * decoder (kind, layer, head), cross_diagonal (layer, head), kinds, axes, tokens, src_tokens,
- * exclude) and a heatmap beside it. AG_OK or npz_write's error naming the path. */
-int tr_lens_detect(Translator *tr, const LensCmd *c, const LensDetectOptions *opt, const char *out);
 
 /* ---- head importance (heads.c) ---- */
 /* The library's two measures (lens_head_importance) over pairs [0, limit) of d (limit <= 0:

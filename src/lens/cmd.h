@@ -7,14 +7,16 @@
  * LensProgram: its callbacks load, rows, free). A GPT's rows are its tokens
  * (src NULL); a seq2seq model's are sentence pairs run teacher-forced (src the source + EOS,
  * ids BOS + the target, next the target + EOS).
+ * lens_cmd_run takes each command from its parsed flags to its exit code (commands.c), with
+ * detect's table for either kind of model.
  * Not here: a program's own flags (its input, each command's), checkpoints, how text becomes
- * tokens (the programs' callbacks), the outputs' files and
- * tables (report.h), the head detectors (their tables differ by model: the programs).
- * Read next: cmd.c, report.h; docs/lens.md. */
+ * tokens (the programs' callbacks), the outputs' files and tables (report.h), the detectors
+ * (detect.h). Read next: cmd.c, commands.c, report.h; docs/lens.md. */
 #ifndef ATTOGRAD_LENS_CMD_H
 #define ATTOGRAD_LENS_CMD_H
 
 #include "../flag/flag.h"
+#include "detect.h"
 #include "lens.h"
 #include "logit.h"
 #include "report.h"
@@ -122,6 +124,12 @@ typedef struct LensProgram {
     int (*load)(void *self, const LensFlags *f, LensCmd *c);
     int (*rows)(void *self, const LensFlags *f, LensRows *r); /* the rows of the input flags */
     void (*free)(void *self); /* what load made (called once load was, also when it failed) */
+    /* for lens_cmd_run: the flag that gives several rows in a message ("--prompts FILE"); cache:
+     * refuses rows too large for the machine before the run (NULL: none); patch: the clean and
+     * the corrupted rows of --clean and --corrupt (after the load) */
+    const char *rows_flag;
+    int (*cache_check)(void *self, const LensCmd *c, const char *hooks, int grads);
+    int (*pair_rows)(void *self, const char *clean, const char *corrupt, LensRows *a, LensRows *b);
 } LensProgram;
 
 /* Parses argv[0..argc) into the table: --ckpt, input[0..n_in) (the program's), own[0..n_own)
@@ -153,5 +161,50 @@ int lens_cmd_not_finite(const LensCmd *c, int rc);
 /* The end of a command: the rows and the model's layout freed; 0 for AG_OK, else the message
  * printed as "prog name: why" and 2 (1 for AG_ERR_NOMEM), as src/run's RUN_EXIT_* */
 int lens_cmd_end(LensCmd *c, int rc);
+
+/* ---- each command from its flags to its exit code (commands.c) ---- */
+
+/* detect: every head of the rows' model scored as a previous-token, duplicate-token and
+ * induction head (a GPT's: lens_detect_gpt, c->lm.model a Gpt; a seq2seq model's, rows with a
+ * src: its encoder's and decoder's self-attention and its cross-attention's diagonal,
+ * lens_detect_seq2seq); prints the table, writes out (scores, or encoder, decoder and
+ * cross_diagonal; kinds, axes, tokens, src_tokens, exclude) and its heatmap (.png beside it) */
+int lens_cmd_detect(LensCmd *c, const LensDetectOptions *opt, const char *out);
+
+typedef enum {
+    LENS_CMD_CACHE,
+    LENS_CMD_ABLATE,
+    LENS_CMD_PATCH,
+    LENS_CMD_DETECT,
+    LENS_CMD_LOGIT /* the logit lens: the command "lens" */
+} LensCmdKind;
+
+/* The values of a command's own flags: the program's rows point into one (its defaults set
+ * before lens_flags_parse), and what the run takes beside them */
+typedef struct LensCmdArgs {
+    const char *hooks;              /* cache --hooks: comma-separated globs */
+    LensRunInfo info;               /* cache: the configuration in the .npz */
+    const char *hook;               /* ablate, patch --hook: a glob */
+    int mode;                       /* ablate --mode: a LensAblateMode (FLAG_CHOICE) */
+    const char *mode_name;          /* or its name as text ("zero", "mean"), checked here */
+    FlagInts positions;             /* ablate --positions (none: all) */
+    const char *clean, *corrupt;    /* patch --clean, --corrupt: both required */
+    int by;                         /* patch --by: a LensAxes (FLAG_CHOICE) */
+    const char *by_name;            /* or its name ("position", "head", "head-position") */
+    int attribution;                /* patch --attribution */
+    LensDetectOptions detect;       /* detect --exclude-bos, --exclude-current */
+    const char *token, *token_flag; /* lens: the token (its flag's name, "token"; NULL: --good) */
+    int pos;                        /* lens --pos (-1: the last) */
+} LensCmdArgs;
+
+/* The command kind from lens_flags_parse's rc to its exit code (lens_cmd_finish's): its own
+ * flags checked (ablate's mode_name, patch's --clean and --corrupt and by_name, the logit lens's
+ * token or --good and --bad: "give --TOKEN_FLAG UNIT, or --good UNIT --bad UNIT"), the start
+ * (with the rows but for patch, whose are p->pair_rows's), the metric of --metric (cache:
+ * logit-diff with --good and --bad), then cache (after p->cache_check), ablate (a GPT's
+ * --positions checked against its rows; a note on stderr for a mean over one row), patch,
+ * detect or the logit lens, and the end. */
+int lens_cmd_run(LensCmdKind kind, const LensProgram *p, LensCmd *c, LensFlags *f, LensCmdArgs *a,
+                 int rc);
 
 #endif

@@ -1197,6 +1197,18 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(view_heads_png, png, view_heads_png(&LHI, NULL, "t"))                                        \
     X(view_patterns_png, a, view_patterns_png(NULL, 0, "c", "x.png"))                              \
     X(view_patterns_png, png, view_patterns_png(&LPS, 0, "c", NULL))                               \
+    X(lens_cmd_detect, c, lens_cmd_detect(NULL, &(LensDetectOptions){0}, "x.npz"))                 \
+    X(lens_cmd_detect, opt, lens_cmd_detect(&(LensCmd){0}, NULL, "x.npz"))                         \
+    X(lens_cmd_detect, out, lens_cmd_detect(&(LensCmd){0}, &(LensDetectOptions){0}, NULL))         \
+    X(lens_cmd_run, p,                                                                             \
+      lens_cmd_run(LENS_CMD_CACHE, NULL, &(LensCmd){0}, &(LensFlags){0}, &(LensCmdArgs){0}, 0))    \
+    X(lens_cmd_run, c,                                                                             \
+      lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, NULL, &(LensFlags){0}, &(LensCmdArgs){0},    \
+                   0))                                                                             \
+    X(lens_cmd_run, f,                                                                             \
+      lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, NULL, &(LensCmdArgs){0}, 0))  \
+    X(lens_cmd_run, a,                                                                             \
+      lens_cmd_run(LENS_CMD_CACHE, &(LensProgram){0}, &(LensCmd){0}, &(LensFlags){0}, NULL, 0))    \
     X(hf_model_save, g, hf_model_save(NULL, "x"))                                                  \
     X(hf_model_save, dir, hf_model_save(&HFM, NULL))                                               \
     X(txt_shard_windows, s, txt_shard_windows(NULL, NULL, 1, 1, OUTI, OUTI, OUTI))                 \

@@ -49,8 +49,8 @@ static void free_all(void *self) { note(self, "f"); }
 
 static LensProgram prog_of(Prog *p) {
     the = p;
-    return (LensProgram){"prog", "default.npz", "TOKEN", "the text", 0,       p,
-                         check,  out_dir,       load,    rows,       free_all};
+    return (LensProgram){"prog",  "default.npz", "TOKEN", "the text", 0,    p,    check,
+                         out_dir, load,          rows,    free_all,   NULL, NULL, NULL};
 }
 
 static const LensUsage usage = {"ablate", "[flags]", "what it does", "the .npz to write"};
