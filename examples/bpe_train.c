@@ -8,15 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "attograd.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int fail(const char *what) {
     fprintf(stderr, "bpe_train: %s\n", what);
@@ -50,16 +43,16 @@ int main(int argc, char **argv) {
     fclose(f);
     if (read != AG_OK) return fail(ag_last_error());
 
-    double t0 = now();
+    double t0 = run_now_s();
     TxtTokenizer *tok;
     if (txt_bpe_train(text, n, (int)vocab, split, argv[1], &tok) != AG_OK)
         return fail(ag_last_error());
-    double t1 = now();
+    double t1 = run_now_s();
     int *ids;
     size_t n_ids;
     if (txt_encode_alloc(tok, text, n, TXT_SPECIAL_ORDINARY, &ids, &n_ids, argv[1]) != AG_OK)
         return fail(ag_last_error());
-    double t2 = now();
+    double t2 = run_now_s();
     char *back;
     size_t n_back;
     if (txt_decode_alloc(tok, ids, n_ids, &back, &n_back, argv[1]) != AG_OK)
@@ -73,12 +66,10 @@ int main(int argc, char **argv) {
     printf("decode(encode(text)) == text: %s\n", same ? "yes" : "NO");
     int rc = same ? 0 : 1;
     if (argc == 5) {
-        if (txt_save(tok, argv[4]) != AG_OK) {
-            fprintf(stderr, "bpe_train: %s\n", ag_last_error());
-            rc = 2;
-        } else {
+        if (txt_save(tok, argv[4]) != AG_OK)
+            rc = fail(ag_last_error());
+        else
             printf("saved %s\n", argv[4]);
-        }
     }
     free(back);
     free(ids);

@@ -20,12 +20,7 @@ void *ex_malloc(size_t bytes);
 void *ex_calloc(size_t n, size_t size);
 /* 1 if path names something (stat succeeds) */
 int ex_file_exists(const char *path);
-/* A double as the int64 of its bits and back (run state kept in an int64 checkpoint entry) */
-static inline int64_t ex_dbits(double x) {
-    int64_t i;
-    memcpy(&i, &x, sizeof i);
-    return i;
-}
+/* The double whose bits an int64 checkpoint entry holds (run state written before src/run) */
 static inline double ex_bitsd(int64_t i) {
     double x;
     memcpy(&x, &i, sizeof x);

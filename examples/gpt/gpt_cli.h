@@ -5,28 +5,22 @@
  * (lens.c), `detect`, `lens` and `export` (readout.c), `view` (view.c); their files and
  * tables are src/lens/report.h's. docs/gpt.md is the user's guide.
  * What the files share: how a command reads its flags (src/flag), the exit codes (src/run's
- * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the loss
- * curve and heatmaps, the data-parallel lines; from src/run: folders, times, the CSV log,
- * signals, the clock.
- * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text), loading a model with its
- * tokenizer (src/hf's hf_model_load). Read next: main.c. */
+ * RUN_EXIT_*), the checkpoint layout. From examples/common (common.h): allocation, the message
+ * of a model whose values overflow; from src/run: folders, the clock, the plots.
+ * Not here: the model (src/nn/gpt.c), tokenizers and shards (src/text), loading and saving a
+ * model with its tokenizer (src/hf's hf_model_load, hf_model_save). Read next: main.c. */
 #ifndef ATTOGRAD_GPT_CLI_H
 #define ATTOGRAD_GPT_CLI_H
 
 #include <stdint.h>
 
-#include "../common/common.h" /* ex_malloc, the plots, ex_dbits */
+#include "../common/common.h" /* ex_malloc, ex_not_finite, ex_bitsd */
 #include "attograd.h"
 
 #define GP_PROG "attograd-gpt"
 
-/* ---- flags: a table of src/flag's Flag rows, "--name value" or "--name=value" ----
- * A command reads argv[2..argc) with flag_parse_cmd (GP_PROG, its name, "[flags]", what it does):
- * AG_OK, FLAG_HELP (the usage printed) or AG_ERR_ARG naming the flag and the reason. gp_parse
- * (the same with *help set, AG_OK on --help) and gp_usage (the usage alone) are for the
- * commands that print their usage themselves (readout.c, view.c). */
-int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help);
-#define gp_usage(cmd, what, flags, n) flag_usage(stdout, GP_PROG, cmd, "[flags]", what, flags, n)
+/* ---- flags: a command reads argv[2..argc) with src/flag's flag_parse_cmd (GP_PROG, its name,
+ * "[flags]", what it does): AG_OK, FLAG_HELP (the usage printed) or AG_ERR_ARG naming the flag */
 
 /* ---- the commands: each returns an exit code (RUN_EXIT_*) ---- */
 int gp_prepare(int argc, char **argv);
@@ -46,15 +40,6 @@ int gp_view(int argc, char **argv); /* view.c: one HTML page (src/view) */
  * (its schedule included), the dropout RNG, the tokenizer's saved form (meta.extra) and the
  * run's state by name (meta.run.*); one written before the run loop holds data.position
  * instead (train.c reads it). */
-
-/* ---- Hugging Face folders (hf.c): export --format hf; --ckpt and --model DIR are read by
- * src/hf's hf_model_load (HfModel: the model and its tokenizer, a TxtAny of src/text) ---- */
-/* config.json + model.safetensors (hf_save) and the tokenizer into dir: attograd's own as
- * TXT_ANY_OWN_FILE and as tokenizer.json (txt_write_hf) with a tokenizer_config.json naming
- * PreTrainedTokenizerFast, or the source folder's tokenizer files copied as they were, or (a
- * checkpoint trained on data of a folder's tokenizer.json) that tokenizer.json again with the
- * same tokenizer_config.json */
-int gp_hf_export(const HfModel *g, const char *dir);
 
 /* ---- what the lens commands share (lens.c) ---- */
 

@@ -1,16 +1,9 @@
-/* main.c: attograd-gpt's entry: the subcommand, and how every command reads its table of flags
- * (src/flag's parser; a bad flag is named with the reason, exit 2).
+/* main.c: attograd-gpt's entry: the subcommand (each command reads its table of flags with
+ * src/flag's flag_parse_cmd; a bad flag is named with the reason, exit 2).
  * Not here: the commands (prepare.c, train.c, sample.c, lens.c, readout.c). Read next: prepare.c. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "gpt_cli.h"
-
-int gp_parse(int argc, char **argv, int first, Flag *flags, int n, int *help) {
-    int rc = flag_parse(flags, n, argc - first, argv + first, NULL, NULL);
-    *help = rc == FLAG_HELP;
-    return *help ? AG_OK : rc;
-}
 
 static void usage(void) {
     printf("usage: " GP_PROG " COMMAND [flags]   (docs/gpt.md)\n\n"

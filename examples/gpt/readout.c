@@ -78,15 +78,12 @@ int gp_export(int argc, char **argv) {
         FLAG_ROW("out", FLAG_PATH, &out, NULL,
                  "the .npz to write (its config: .json beside it); hf: the folder"),
     };
-    int help, rc = gp_parse(argc, argv, 2, fl, 4, &help);
-    if (help) {
-        gp_usage("export",
-                 "writes the model in TransformerLens's HookedTransformer state-dict "
-                 "layout (float32 .npz)\nand its HookedTransformerConfig (.json beside "
-                 "it); docs/lens.md has the loading code",
-                 fl, 4);
-        return RUN_EXIT_OK;
-    }
+    int rc = flag_parse_cmd(GP_PROG, "export", "[flags]",
+                            "writes the model in TransformerLens's HookedTransformer state-dict "
+                            "layout (float32 .npz)\nand its HookedTransformerConfig (.json beside "
+                            "it); docs/lens.md has the loading code",
+                            fl, 4, argc - 2, argv + 2, NULL, NULL);
+    if (rc == FLAG_HELP) return RUN_EXIT_OK;
     if (rc == AG_OK && (!ckpt || !out))
         rc = ag_fail(AG_ERR_ARG, "--ckpt FILE (or --model DIR) and --out are required");
     int hf = rc == AG_OK && strcmp(format, "hf") == 0;
@@ -95,7 +92,7 @@ int gp_export(int argc, char **argv) {
     if (hf) {
         HfModel g = {0};
         rc = hf_model_load(ckpt, &g);
-        if (rc == AG_OK && (rc = gp_hf_export(&g, out)) == AG_ERR_ARG) rc = gp_refail(rc, ckpt);
+        if (rc == AG_OK && (rc = hf_model_save(&g, out)) == AG_ERR_ARG) rc = gp_refail(rc, ckpt);
         if (rc == AG_OK)
             printf("%s: %s as a Hugging Face folder (config.json, model.safetensors, "
                    "tokenizer.json)\n",

@@ -160,45 +160,38 @@ int gp_eval(int argc, char **argv) {
     if (rc == AG_OK) rc = txt_shard_read(p, g.m.cfg.vocab_size, &ids, &n);
     if (rc == AG_OK && n < 2)
         rc = ag_fail(AG_ERR_FORMAT, "%s: %zu tokens: nothing to predict", p, n);
-    if (rc != AG_OK) {
-        fprintf(stderr, GP_PROG " eval: %s\n", ag_last_error());
-        free(ids);
-        free(p);
-        hf_model_free(&g);
-        return rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
-    }
+    int code = rc == AG_OK ? RUN_EXIT_OK : rc == AG_ERR_NOMEM ? RUN_EXIT_FAIL : RUN_EXIT_USAGE;
+    if (rc != AG_OK) fprintf(stderr, GP_PROG " eval: %s\n", ag_last_error());
     ag_threads_use(threads);
-    Arena *step = arena_new("step", 0);
-    Tape *t = ag_tape_new(step);
-    int64_t n_pred;
-    ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
-    double t0 = run_now_s(), loss = nn_gpt_loss_over(t, &g.m, ids, n, batch, &n_pred);
-    if (!isfinite(loss)) {
+    Arena *step = rc == AG_OK ? arena_new("step", 0) : NULL;
+    Tape *t = step ? ag_tape_new(step) : NULL;
+    int64_t n_pred = 0;
+    double t0 = run_now_s(), loss = 0;
+    if (t) {
+        ag_check_finite(t, 1); /* where a NaN or inf began, when the model overflows */
+        loss = nn_gpt_loss_over(t, &g.m, ids, n, batch, &n_pred);
+    }
+    if (t && !isfinite(loss)) {
         ex_not_finite(AG_ERR_RANGE, ckpt, t);
         fprintf(stderr, GP_PROG " eval: %s (%s)\n", ag_last_error(), p);
-        ag_tape_free(t);
-        arena_free(step);
-        free(ids);
-        free(p);
-        hf_model_free(&g);
-        return RUN_EXIT_USAGE;
+        code = RUN_EXIT_USAGE;
+    } else if (t) { /* bytes: those the predicted tokens (ids[1..n)) decode to */
+        int64_t bytes = 0;
+        char *dec = NULL;
+        size_t dec_len = 0;
+        if (txt_any_decode_alloc(&g.text, ids + 1, n - 1, &dec, &dec_len, "ids") == AG_OK)
+            bytes = (int64_t)dec_len;
+        free(dec);
+        double bpb = loss * (double)n_pred / (double)bytes / log(2.0);
+        printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
+               "%.4f bits/byte; %.1f s\n",
+               ckpt, (long long)g.step, p, loss, (long long)n_pred, (long long)bytes, bpb,
+               run_now_s() - t0);
     }
-    /* bytes: those the predicted tokens (ids[1..n)) decode to */
-    int64_t bytes = 0;
-    char *dec = NULL;
-    size_t dec_len = 0;
-    if (txt_any_decode_alloc(&g.text, ids + 1, n - 1, &dec, &dec_len, "ids") == AG_OK)
-        bytes = (int64_t)dec_len;
-    free(dec);
-    double bpb = loss * (double)n_pred / (double)bytes / log(2.0);
-    printf("%s (step %lld) on %s: valid loss %.4f nats/token over %lld tokens (%lld bytes), "
-           "%.4f bits/byte; %.1f s\n",
-           ckpt, (long long)g.step, p, loss, (long long)n_pred, (long long)bytes, bpb,
-           run_now_s() - t0);
     ag_tape_free(t);
     arena_free(step);
     free(ids);
     free(p);
     hf_model_free(&g);
-    return RUN_EXIT_OK;
+    return code;
 }

@@ -158,20 +158,6 @@ static int read_data(GpTrain *g) {
     return rc;
 }
 
-/* Rows [r0, r1) of the batch whose windows start at g->starts, read from f into g->x and g->y
- * (the other rows are other processes'). AG_OK, or an error naming the file (a token outside
- * the vocabulary, a short read). */
-static int read_rows(GpTrain *g, TxtShard *f, int r0, int r1) {
-    int T = g->T;
-    for (int r = r0; r < r1; r++) {
-        int rc = txt_shard_tokens(f, g->starts[r], (size_t)T + 1, g->win);
-        if (rc != AG_OK) return rc;
-        memcpy(g->x + (size_t)r * T, g->win, (size_t)T * sizeof(int));
-        memcpy(g->y + (size_t)r * T, g->win + 1, (size_t)T * sizeof(int));
-    }
-    return AG_OK;
-}
-
 /* ---- --init-from: a Hugging Face folder's model ---- */
 
 /* the flags that make a model: with --init-from its config.json does */
@@ -383,7 +369,9 @@ static int batch(void *ctx, int64_t step, int lo, int hi, int S, double *tokens)
     g->st.window = g->T; /* a file without it resumed: its saves from here on name it */
     int b = g->rc.batch / S;
     *tokens = (double)g->rc.batch * g->T;
-    return read_rows(g, g->train_bin, lo * b, hi * b);
+    size_t at = (size_t)lo * b;
+    return txt_shard_windows(g->train_bin, g->starts + at, (hi - lo) * b, g->T, g->win,
+                             g->x + at * g->T, g->y + at * g->T);
 }
 
 /* Shard i of S: rows i B/S .. (i + 1) B/S - 1, with that shard's dropout rng */
@@ -415,7 +403,7 @@ static int validate(void *ctx, Tape *t, double *v) {
             txt_loader_starts(&L, g->starts);
             part[i] = 0;
             if ((i0 + i) % P != me || rc != AG_OK) continue;
-            rc = read_rows(g, g->valid_bin, 0, B);
+            rc = txt_shard_windows(g->valid_bin, g->starts, B, T, g->win, g->x, g->y);
             if (rc != AG_OK) continue;
             ag_tape_reset(t);
             part[i] = (double)nn_gpt_loss(t, &g->m, g->x, g->y, B, T, NULL)->data[0];

@@ -119,7 +119,7 @@ static int model_json(ViewBuf *b, void *ctx) {
 int gp_view(int argc, char **argv) {
     ViewGpt v = {.top_k = 5};
     const char **ckpt = &v.l.a.ckpt, *from = NULL;
-    int runs = 0, help = 0;
+    int runs = 0;
     Flag fl[] = {
         FLAG_ROW("ckpt", FLAG_PATH, ckpt, NULL, "a checkpoint (train's last.npz or best.npz)"),
         FLAG_ROW("model", FLAG_PATH, ckpt, "DIR", "a Hugging Face folder instead (docs/hf.md)"),
@@ -138,29 +138,27 @@ int gp_view(int argc, char **argv) {
     };
     int n = (int)(sizeof fl / sizeof fl[0]), npos = 0;
     char **pos = ex_calloc((size_t)argc + 1, sizeof(char *));
-    int rc = flag_parse(fl, n, argc - 2, argv + 2, pos, &npos);
+    int rc = flag_parse_cmd(GP_PROG, "view", "[flags]",
+                            "one HTML page, offline (docs/view.md): the attention of every layer x "
+                            "head on the prompt(s)\n(detector scores on the thumbnails), each "
+                            "token's loss, top-k predictions, logit lens and\ndirect logit "
+                            "attribution; --from: the tables of ablate, patch or detect; --runs "
+                            "DIR...:\nthe log.csv curves of run folders",
+                            fl, n, argc - 2, argv + 2, pos, &npos);
     if (rc == FLAG_HELP) {
-        gp_usage("view",
-                 "one HTML page, offline (docs/view.md): the attention of every layer x head on "
-                 "the prompt(s)\n(detector scores on the thumbnails), each token's loss, "
-                 "top-k predictions, logit lens and\ndirect logit attribution; --from: the "
-                 "tables of ablate, patch or detect; --runs DIR...:\nthe log.csv curves of run "
-                 "folders",
-                 fl, n);
-        help = 1;
-        rc = AG_OK;
+        free(pos);
+        return RUN_EXIT_OK;
     }
-    if (!help && rc == AG_OK) rc = view_cmd_check(v.l.a.out, runs, pos, npos);
-    if (!help && rc == AG_OK && !*ckpt && (v.l.a.prompt || v.l.a.prompts))
+    if (rc == AG_OK) rc = view_cmd_check(v.l.a.out, runs, pos, npos);
+    if (rc == AG_OK && !*ckpt && (v.l.a.prompt || v.l.a.prompts))
         rc = ag_fail(AG_ERR_ARG, "--prompt and --prompts need --ckpt");
-    if (!help && rc == AG_OK && *ckpt && !v.l.a.prompt && !v.l.a.prompts)
+    if (rc == AG_OK && *ckpt && !v.l.a.prompt && !v.l.a.prompts)
         rc = ag_fail(AG_ERR_ARG, "--ckpt needs --prompt TEXT or --prompts FILE");
-    if (!help && rc == AG_OK && !*ckpt && !runs && !from)
+    if (rc == AG_OK && !*ckpt && !runs && !from)
         rc = ag_fail(AG_ERR_ARG,
                      "give --ckpt with --prompt or --prompts, --from FILE.npz, or --runs DIR...");
-    if (!help && rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, GP_LENS_ROWS);
-    if (!help && rc == AG_OK)
-        rc = view_cmd_page(v.l.a.out, *ckpt, model_json, &v, from, pos, runs, npos);
+    if (rc == AG_OK && *ckpt) rc = gp_lens_start(&v.l, rc, GP_LENS_ROWS);
+    if (rc == AG_OK) rc = view_cmd_page(v.l.a.out, *ckpt, model_json, &v, from, pos, runs, npos);
     free(pos);
     return gp_lens_end(&v.l, rc, "view");
 }

@@ -6,7 +6,8 @@
  * changing what the model computes (the tokenizer's ids, generation defaults, transformers'
  * bookkeeping). Any other key, and any value attograd cannot compute, is refused naming the key
  * and the value, never approximated (docs/hf.md, "config.json").
- * HfModel (model.c) loads a GPT with its tokenizer from a folder or an attograd checkpoint.
+ * HfModel (model.c) loads a GPT with its tokenizer from a folder or an attograd checkpoint, and
+ * saves it as a folder (hf_model_save).
  * Not here: the safetensors format (src/io/safetensors.h); the model (src/nn/gpt.h); the
  * tokenizers (src/text/text.h). Read next: config.c, then weights.c, model.c. */
 #ifndef ATTOGRAD_HF_H
@@ -100,5 +101,14 @@ int hf_is_folder(const char *path);
  * ckpt_load_from and hf_load give them; out is then zeroed and nothing is left allocated. */
 int hf_model_load(const char *path, HfModel *out);
 void hf_model_free(HfModel *g); /* everything g holds; g zeroed (a zeroed g is fine) */
+/* g as a folder transformers loads, dir (created if missing): config.json and
+ * model.safetensors (hf_save), and the tokenizer: attograd's own as TXT_ANY_OWN_FILE and as
+ * tokenizer.json (txt_write_hf) with a tokenizer_config.json naming PreTrainedTokenizerFast;
+ * or, for a model read from a folder, that folder's tokenizer files (tokenizer.json,
+ * vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json: those it holds)
+ * copied as they were; or a checkpoint's tokenizer.json (data prepared with a folder's
+ * tokenizer) written again with that tokenizer_config.json. AG_OK, or hf_save's error, or
+ * AG_ERR_IO naming the file. */
+int hf_model_save(const HfModel *g, const char *dir);
 
 #endif

@@ -1,7 +1,7 @@
 /* model.c: HfModel (hf.h), a GPT with its tokenizer from a Hugging Face folder (hf_load and
  * txt_any_load_dir) or from an attograd checkpoint (ckpt_read with nn_gpt_ckpt_config, the
  * weights, the tokenizer's saved form in meta.extra, train.step), the tokenizer checked to fit
- * the model either way.
+ * the model either way; and written back as a folder transformers loads (hf_model_save).
  * Not here: the folder's layouts (weights.c), the checkpoint container (src/io/checkpoint.c),
  * the tokenizers (src/text). Read next: docs/hf.md. */
 #include <errno.h>
@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 #include "../io/checkpoint.h"
+#include "../io/file.h"
+#include "../io/safetensors.h"
 #include "hf.h"
 
 int hf_is_folder(const char *path) {
@@ -79,4 +81,60 @@ void hf_model_free(HfModel *g) {
     txt_any_free(&g->text);
     free(g->dir);
     memset(g, 0, sizeof *g);
+}
+
+/* src's bytes written to dst (a tokenizer file of the source folder, at most 256 MiB as
+ * txt_hf_load reads it) */
+static int copy_file(const char *src, const char *dst) {
+    char *buf;
+    size_t size;
+    int rc = st_read_small(src, (uint64_t)256 << 20, &buf, &size);
+    if (rc == AG_OK) rc = io_write_file(dst, buf, size);
+    free(buf);
+    return rc;
+}
+
+/* tokenizer_config.json naming the class that takes tokenizer.json as it is: without it
+ * transformers' AutoTokenizer picks the model type's class (GPT2Tokenizer for a GPT-2 config),
+ * which puts GPT-2's own pre-tokenizer in place of attograd's split and changes the ids of text
+ * where a non-ASCII character touches a letter */
+static int write_tokenizer_config(const char *dir) {
+    static const char text[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n";
+    char *path = io_path_join(dir, "tokenizer_config.json");
+    int rc = io_write_file(path, text, sizeof text - 1);
+    free(path);
+    return rc;
+}
+
+int hf_model_save(const HfModel *g, const char *dir) {
+    AG_CHECK_ARG(g);
+    AG_CHECK_ARG(dir);
+    int rc = hf_save(&g->m, dir);
+    if (g->text.tok) {
+        char *tok = io_path_join(dir, TXT_ANY_OWN_FILE),
+             *json = io_path_join(dir, "tokenizer.json");
+        if (rc == AG_OK) rc = txt_save(g->text.tok, tok);
+        if (rc == AG_OK) rc = txt_write_hf(g->text.tok, json);
+        if (rc == AG_OK) rc = write_tokenizer_config(dir);
+        free(tok), free(json);
+        return rc;
+    }
+    if (!g->dir) { /* a checkpoint's tokenizer.json (attograd-gpt prepare --model of a folder) */
+        char *json = io_path_join(dir, "tokenizer.json");
+        size_t len;
+        const char *text = txt_hf_json(g->text.hf, &len);
+        if (rc == AG_OK) rc = io_write_file(json, text, len);
+        if (rc == AG_OK) rc = write_tokenizer_config(dir);
+        free(json);
+        return rc;
+    }
+    static const char *const names[] = {"tokenizer.json", "vocab.json", "merges.txt",
+                                        "tokenizer_config.json", "special_tokens_map.json"};
+    for (size_t i = 0; rc == AG_OK && i < sizeof names / sizeof *names; i++) {
+        char *src = io_path_join(g->dir, names[i]), *dst = io_path_join(dir, names[i]);
+        struct stat st;
+        if (stat(src, &st) == 0) rc = copy_file(src, dst);
+        free(src), free(dst);
+    }
+    return rc;
 }

@@ -173,6 +173,24 @@ int txt_shard_tokens(TxtShard *s, size_t at, size_t n, int *out) {
     return AG_OK;
 }
 
+int txt_shard_windows(TxtShard *s, const size_t *starts, int rows, int T, int *win, int *x,
+                      int *y) {
+    AG_CHECK_ARG(s);
+    AG_CHECK(rows >= 0 && T >= 1, "txt_shard_windows: %d rows of %d tokens", rows, T);
+    if (rows == 0) return AG_OK;
+    AG_CHECK_ARG(starts);
+    AG_CHECK_ARG(win);
+    AG_CHECK_ARG(x);
+    AG_CHECK_ARG(y);
+    for (int r = 0; r < rows; r++) {
+        int rc = txt_shard_tokens(s, starts[r], (size_t)T + 1, win);
+        if (rc != AG_OK) return rc;
+        memcpy(x + (size_t)r * T, win, (size_t)T * sizeof(int));
+        memcpy(y + (size_t)r * T, win + 1, (size_t)T * sizeof(int));
+    }
+    return AG_OK;
+}
+
 void txt_shard_close(TxtShard *s) {
     if (!s) return;
     fclose(s->f);

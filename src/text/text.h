@@ -155,6 +155,11 @@ int txt_shard_open(const char *path, int vocab_size, TxtShard **out);
 size_t txt_shard_count(const TxtShard *s);
 int txt_shard_tokens(TxtShard *s, size_t at, size_t n, int *out);
 void txt_shard_close(TxtShard *s);
+/* The windows of a batch read from s (txt_loader_starts drew their starts): row r of x and y,
+ * (rows, T) each, gets tokens [starts[r], starts[r] + T) and the next T, one later (the same
+ * rows txt_loader_next gives from tokens in memory), each window read once into win (T + 1
+ * ints of scratch). AG_OK, or txt_shard_tokens's error (rows before it are filled). */
+int txt_shard_windows(TxtShard *s, const size_t *starts, int rows, int T, int *win, int *x, int *y);
 
 /* ---- windows for training: x = tokens[s .. s+T), y = tokens[s+1 .. s+T+1) ---- */
 /* The split of n tokens: train [0, n - n_valid), valid [n - n_valid, n), where n_valid is

@@ -66,6 +66,7 @@ static AgGradcheckResult GCR;
 static char BUF[AG_NAME_LEN];
 static const int IDS[4];
 static int OUTI[4];
+static const size_t STARTS[1];
 static double D1[4];
 static Tensor *INPUTS[1] = {&T};
 static Tensor *gc_fn(Tape *t, Tensor **in, void *ctx) {
@@ -1236,7 +1237,14 @@ static int hook_fn(Tape *t, Tensor **x, const NnHookPoint *at, void *ctx) {
     X(tensor_copy_to_doubles, t, tensor_copy_to_doubles(NULL, D1))                                 \
     X(tensor_copy_to_doubles, dst, tensor_copy_to_doubles(&T, NULL))                               \
     X(npz_add_int, w, npz_add_int(NULL, "x", 0, NULL, (const int[1]){0}))                          \
-    X(npz_add_int, name, npz_add_int((NpzWriter *)&A, NULL, 0, NULL, (const int[1]){0}))
+    X(npz_add_int, name, npz_add_int((NpzWriter *)&A, NULL, 0, NULL, (const int[1]){0}))           \
+    X(hf_model_save, g, hf_model_save(NULL, "x"))                                                  \
+    X(hf_model_save, dir, hf_model_save(&HFM, NULL))                                               \
+    X(txt_shard_windows, s, txt_shard_windows(NULL, NULL, 1, 1, OUTI, OUTI, OUTI))                 \
+    X(txt_shard_windows, starts, txt_shard_windows((TxtShard *)&A, NULL, 1, 1, OUTI, OUTI, OUTI))  \
+    X(txt_shard_windows, win, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, NULL, OUTI, OUTI))   \
+    X(txt_shard_windows, x, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, OUTI, NULL, OUTI))     \
+    X(txt_shard_windows, y, txt_shard_windows((TxtShard *)&A, STARTS, 1, 1, OUTI, OUTI, NULL))
 
 #define AS_FN(fn, arg, call)                                                                       \
     static void null_##fn##_##arg(void *ctx) {                                                     \

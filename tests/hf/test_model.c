@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "files.h"
@@ -145,5 +146,103 @@ Test(hf_model, a_missing_file_or_a_checkpoint_without_tokenizer_is_refused_namin
     ts_write_text(ts_join(p, f.dir, "text.npz"), "not a checkpoint");
     cr_assert_neq(hf_model_load(p, &g), AG_OK);
     cr_assert(strstr(ag_last_error(), p) == ag_last_error(), "%s", ag_last_error());
+    fx_close(&f);
+}
+
+/* hf_model_save: the folder holds the model and the tokenizer it was loaded with, and loads
+ * back to the same weights and ids; attograd's tokenizer also as tokenizer.json with the
+ * tokenizer_config.json transformers needs; a folder's files copied as they were */
+static const char TOK_CONFIG[] = "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n";
+
+static void same_ids(const HfModel *a, const HfModel *b) {
+    int *x, *y;
+    size_t nx, ny;
+    cr_assert_eq(txt_any_encode_alloc(&a->text, TEXT, sizeof TEXT - 1, &x, &nx, "a"), AG_OK);
+    cr_assert_eq(txt_any_encode_alloc(&b->text, TEXT, sizeof TEXT - 1, &y, &ny, "b"), AG_OK);
+    cr_assert(nx == ny && memcmp(x, y, nx * sizeof(int)) == 0);
+    free(x), free(y);
+}
+
+Test(hf_model, a_checkpoint_saves_as_a_folder_with_its_tokenizer_that_loads_back) {
+    Fx f;
+    fx_open(&f, 0);
+    char *p = f.p, out[600], q[700];
+    save_ckpt(ts_join(p, f.dir, "last.npz"), &f.m, f.a, f.tok, 3);
+    HfModel g, h;
+    cr_assert_eq(hf_model_load(p, &g), AG_OK, "%s", ag_last_error());
+    ts_join(out, f.dir, "out");
+    cr_assert_eq(hf_model_save(&g, out), AG_OK, "%s", ag_last_error());
+    char *cfg = ts_read_text(ts_join(q, out, "tokenizer_config.json"), NULL);
+    cr_assert_str_eq(cfg, TOK_CONFIG);
+    free(cfg);
+    TxtTokenizer *back;
+    cr_assert_eq(txt_load(ts_join(q, out, TXT_ANY_OWN_FILE), &back), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(txt_vocab_size(back), txt_vocab_size(f.tok));
+    txt_free(back);
+    TxtHf *json;
+    cr_assert_eq(txt_hf_load(ts_join(q, out, "tokenizer.json"), &json), AG_OK, "%s",
+                 ag_last_error());
+    txt_hf_free(json);
+    cr_assert_eq(hf_model_load(out, &h), AG_OK, "%s", ag_last_error());
+    same_weights(&g.m, &h.m);
+    cr_assert(h.text.tok && h.dir);
+    same_ids(&g, &h);
+    hf_model_free(&h);
+    /* a file where the folder should be: refused naming it */
+    ts_write_text(ts_join(q, f.dir, "a_file"), "x");
+    cr_assert_neq(hf_model_save(&g, q), AG_OK);
+    cr_assert(strstr(ag_last_error(), q) == ag_last_error(), "%s", ag_last_error());
+    hf_model_free(&g);
+    fx_close(&f);
+}
+
+Test(hf_model, a_folders_tokenizer_files_are_copied_and_a_checkpoints_tokenizer_json_written) {
+    Fx f;
+    fx_open(&f, 3); /* a padded vocabulary, as a published tokenizer.json may have */
+    char *p = f.p, src[600], out[600], q[700], r[700];
+    ts_join(src, f.dir, "src");
+    cr_assert_eq(hf_save(&f.m, src), AG_OK, "%s", ag_last_error());
+    cr_assert_eq(txt_write_hf(f.tok, ts_join(p, src, "tokenizer.json")), AG_OK);
+    ts_write_text(ts_join(p, src, "special_tokens_map.json"), "{}\n");
+    HfModel g, h, k;
+    cr_assert_eq(hf_model_load(src, &g), AG_OK, "%s", ag_last_error());
+    cr_assert(g.text.hf && g.dir);
+    ts_join(out, f.dir, "out");
+    cr_assert_eq(hf_model_save(&g, out), AG_OK, "%s", ag_last_error());
+    cr_assert(ts_same_file(ts_join(q, out, "tokenizer.json"), ts_join(r, src, "tokenizer.json")));
+    cr_assert(ts_same_file(ts_join(q, out, "special_tokens_map.json"),
+                           ts_join(r, src, "special_tokens_map.json")));
+    cr_assert(access(ts_join(q, out, "vocab.json"), F_OK) != 0); /* only what the folder held */
+    cr_assert(access(ts_join(q, out, "tokenizer_config.json"), F_OK) != 0);
+    cr_assert_eq(hf_model_load(out, &h), AG_OK, "%s", ag_last_error());
+    same_weights(&g.m, &h.m);
+    same_ids(&g, &h);
+    hf_model_free(&h);
+    /* a checkpoint carrying that tokenizer.json (data prepared with the folder's tokenizer) */
+    size_t n;
+    uint8_t *b = txt_any_to_bytes(&g.text, &n);
+    OptimConfig oc = optim_defaults(OPTIM_ADAMW);
+    Checkpoint ck = {.params = &f.m.params,
+                     .config = nn_gpt_ckpt_config(&f.m.cfg),
+                     .opt = optim_new(f.a, &f.m.params, &oc),
+                     .extra = b,
+                     .extra_len = n};
+    cr_assert_eq(ckpt_save(ts_join(p, f.dir, "tuned.npz"), &ck, 0, NULL), AG_OK);
+    free(b);
+    cr_assert_eq(hf_model_load(p, &k), AG_OK, "%s", ag_last_error());
+    cr_assert(k.text.hf && !k.dir);
+    ts_join(out, f.dir, "out2");
+    cr_assert_eq(hf_model_save(&k, out), AG_OK, "%s", ag_last_error());
+    cr_assert(ts_same_file(ts_join(q, out, "tokenizer.json"), ts_join(r, src, "tokenizer.json")));
+    char *cfg = ts_read_text(ts_join(q, out, "tokenizer_config.json"), NULL);
+    cr_assert_str_eq(cfg, TOK_CONFIG);
+    free(cfg);
+    cr_assert(access(ts_join(q, out, "special_tokens_map.json"), F_OK) != 0);
+    cr_assert_eq(hf_model_load(out, &h), AG_OK, "%s", ag_last_error());
+    same_weights(&k.m, &h.m);
+    same_ids(&k, &h);
+    hf_model_free(&h);
+    hf_model_free(&k);
+    hf_model_free(&g);
     fx_close(&f);
 }

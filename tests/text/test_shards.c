@@ -304,3 +304,40 @@ Test(txt_loader, next_aborts_on_a_loader_without_tokens, .signal = SIGABRT) {
     cr_assert_eq(txt_loader_init(&L, NULL, 0, 100, 1, 8, 1, "t"), AG_OK);
     txt_loader_next(&L, x, y);
 }
+
+Test(txt_shard, windows_read_from_a_shard_are_the_loaders_rows_and_a_bad_token_is_named) {
+    char dir[256], path[512];
+    ts_tmp_dir(dir, sizeof dir, "shard");
+    int *ids = counting_tokens(3000);
+    cr_assert_eq(txt_shard_write(ts_join(path, dir, "w.bin"), ids, 3000, 3001), AG_OK);
+    TxtShard *s;
+    cr_assert_eq(txt_shard_open(path, 3000, &s), AG_OK, "%s", ag_last_error());
+    TxtLoader a, b;
+    cr_assert_eq(txt_loader_init(&a, ids, 0, 3000, 4, 16, 9, "t"), AG_OK);
+    cr_assert_eq(txt_loader_init(&b, NULL, 0, 3000, 4, 16, 9, "t"), AG_OK);
+    int xa[64], ya[64], xb[64], yb[64], win[17];
+    size_t starts[4];
+    for (int i = 0; i < 10; i++) {
+        txt_loader_next(&a, xa, ya);
+        txt_loader_starts(&b, starts);
+        memset(xb, -1, sizeof xb), memset(yb, -1, sizeof yb);
+        /* rows 1..3 alone (another process's rows 0), then row 0 */
+        cr_assert_eq(txt_shard_windows(s, starts + 1, 3, 16, win, xb + 16, yb + 16), AG_OK);
+        cr_assert_eq(xb[0], -1);
+        cr_assert_eq(txt_shard_windows(s, starts, 1, 16, win, xb, yb), AG_OK);
+        cr_assert(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0);
+    }
+    cr_assert_eq(txt_shard_windows(s, NULL, 0, 16, NULL, NULL, NULL), AG_OK); /* no rows */
+    txt_shard_close(s);
+    ids[2000] = 3000; /* outside a vocabulary of 3000 */
+    cr_assert_eq(txt_shard_write(path, ids, 3000, 3001), AG_OK);
+    cr_assert_eq(txt_shard_open(path, 3000, &s), AG_OK);
+    size_t at[2] = {10, 1990};
+    cr_assert_eq(txt_shard_windows(s, at, 2, 16, win, xb, yb), AG_ERR_RANGE);
+    cr_assert(strstr(ag_last_error(), "w.bin: token 2000 = 3000 outside the vocabulary [0, 3000)"),
+              "%s", ag_last_error());
+    cr_assert(xb[0] == 10 && yb[15] == 26); /* the row before it was read */
+    txt_shard_close(s);
+    free(ids);
+    ts_rm_tree(dir);
+}
