@@ -12,12 +12,12 @@
 
 typedef struct TsTrainConfig {
     const char *train_path, *valid_path, *out_dir; /* valid_path NULL or "": --no-valid */
-    Seq2SeqConfig model; /* vocabulary sizes are filled from the data */
-    OptimConfig optim;   /* --schedule-steps from schedule.total (0: the steps) */
+    Seq2SeqConfig model;                           /* vocabulary sizes are filled from the data */
+    OptimConfig optim; /* --schedule-steps from schedule.total (0: the steps) */
     int batch;
-    int64_t steps; /* steps to reach (a resumed run continues up to it) */
-    int epochs;    /* when > 0, --epochs instead of --steps */
-    double clip;   /* max gradient norm, 0: none */
+    int64_t steps;                          /* steps to reach (a resumed run continues up to it) */
+    int epochs;                             /* when > 0, --epochs instead of --steps */
+    double clip;                            /* max gradient norm, 0: none */
     double embed_gain;                      /* --embed-gain */
     uint64_t seed;                          /* initial weights, dropout and data order */
     int log_every, valid_every, save_every; /* steps; save_every 0: = valid_every */
