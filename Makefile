@@ -330,9 +330,10 @@ $(B)/obj/tests/examples/test_translate_tokenizer.o: examples/translate/translate
 $(B)/obj/tests/examples/test_translate_hostile.o: examples/translate/translate.h
 $(B)/obj/tests/examples/test_translate_viz.o: examples/common/common.h
 $(B)/obj/tests/examples/%.o: CFLAGS += -Iexamples/translate
-# the trainer's files (train*.c) share its state through trainer.h
-TRAINER_SRC := $(wildcard examples/translate/train*.c)
-$(TRAINER_SRC:%.c=$(B)/obj/%.o): examples/translate/trainer.h
+# the tests' driver of the trainer (tests/support/translate_run.c) runs the translator's train:
+# only the suite links it
+$(B)/obj/tests/support/translate_run.o: CFLAGS += -Iexamples/translate
+$(B)/obj/tests/support/translate_run.o: examples/translate/translate.h examples/common/common.h
 
 $(TRANSLATE_BIN): $(TRANSLATE_OBJ) $(COMMON_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
@@ -479,7 +480,8 @@ $(B)/tests/run_tests: $(TEST_OBJ) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(B)/libattograd.a -lcriterion $(LDLIBS)
 
-$(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o $(TEST_LIB_SRC:%.c=$(B)/obj/%.o) $(B)/libattograd.a
+$(B)/tests/dump_cases: $(B)/obj/tests/tools/dump_cases.o \
+                       $(filter-out %/translate_run.o,$(TEST_LIB_SRC:%.c=$(B)/obj/%.o)) $(B)/libattograd.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -705,7 +707,6 @@ $(FUZZ_B)/obj/%.o: %.c $(HEADERS) examples/translate/translate.h examples/common
 	@mkdir -p $(dir $@)
 	@echo "  CC  fuzz  $<"
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
-$(TRAINER_SRC:%.c=$(FUZZ_B)/obj/%.o): examples/translate/trainer.h
 $(FUZZ_B)/obj/examples/gpt/main.o: FUZZ_CFLAGS += -Dmain=gp_program_main
 
 $(FUZZ_HARNESSES:%=$(FUZZ_B)/%): $(FUZZ_B)/%: $(FUZZ_B)/obj/fuzz/%.o $(FUZZ_B)/obj/fuzz/common.o \

@@ -132,7 +132,7 @@ static void model_seeds(void) {
         Seq2Seq m;
         nn_seq2seq_init(&m, a, &init, &cfg);
         Optimizer *opt = optim_new(a, &m.params, &oc);
-        /* the trainer's data.position of a run at step 0 (trainer.h): epoch 0, cursor 0, seed 7,
+        /* the trainer's data.position of a run at step 0 (POS_* in train.c): epoch 0, cursor 0, seed 7,
          * batch 1, 1 pair, no best, nothing accumulated, log and validate every step, save
          * with validation, all valid pairs, 1 step, no clipping */
         Checkpoint st = {.params = &m.params,

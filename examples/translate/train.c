@@ -7,11 +7,10 @@
  * schedules, clipping, --shards and mpirun, the CSV, progress, loss.png, best.npz and last.npz
  * (zlib level --compress), SIGINT and the NaN stop (--check-finite names the op), --resume to
  * the bit. Checkpoints written before the run loop (their positional data.position, POS_*,
- * trainer.h) still resume to the bit (legacy). tr_train runs a TrTrainConfig as the command
- * line it stands for (the tests' and the library's entry).
+ * checked by tr_check_position) still resume to the bit (legacy).
  * --report-rss: the run's memory report (run_report_memory; make soak).
  * Not here: the flags of the other commands (cli.c), decoding and metrics (decode.c), checking
- * a configuration (train_setup.c). Read next: trainer.h, train_setup.c. */
+ * a configuration (model_config.c). Read next: cli.c. */
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -19,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer.h"
+#include "translate.h"
 
 /* ---- the model's callbacks ---- */
 
@@ -361,6 +360,109 @@ static void describe(void *ctx, int csv, char *buf, size_t n) {
     snprintf(buf, n, csv ? "%.4f" : "epoch %.2f", e);
 }
 
+/* The run's defaults of `train`: the demo's configuration (make demo). Its schedule's warmup
+ * -1: the run picks min(300, schedule steps / 5) (at least 1 for invsqrt), so that a short run
+ * (--steps 100) needs no --warmup. */
+static RunConfig train_defaults(void) {
+    RunConfig c = run_defaults();
+    c.optim = optim_defaults(OPTIM_ADAM);
+    c.optim.lr = 1e-3, c.optim.beta2 = 0.98, c.optim.eps = 1e-9;
+    c.optim.schedule = (OptimSchedule){OPTIM_WARMUP_COSINE, -1, 0, 1e-5};
+    c.weight_decay = c.optim.weight_decay;
+    c.batch = 64, c.steps = 2000, c.clip = 1.0, c.seed = 1, c.out = "build/demo";
+    c.log_every = 50, c.valid_every = 500, c.save_every = 0, c.compress = 1;
+    return c;
+}
+
+/* ---- checkpoints written before the run loop ---- */
+
+/* data.position of a checkpoint written before the run loop (today's keep their state as named
+ * meta.run.* fields): the loader, the best validation so far, the last validated step, the CSV
+ * row being accumulated and the run's settings that --resume keeps (doubles stored as their
+ * bits). Checkpoints written before the settings were kept hold the first
+ * POS_V1_COUNT values; --shards is stored only when above 1 (POS_V2_COUNT values otherwise, as
+ * before it existed). What each may be: tr_check_position. */
+enum {
+    POS_EPOCH,
+    POS_CURSOR,
+    POS_SEED,       /* the loader's seed */
+    POS_BATCH,      /* batch size */
+    POS_N_TRAIN,    /* pairs in the training file */
+    POS_BEST_STEP,  /* step of best.npz (0: none yet) */
+    POS_BEST_EXACT, /* its valid exact match (double bits) */
+    POS_BEST_LOSS,  /* its valid loss (double bits) */
+    POS_LAST_VALID, /* the last step whose validation finished */
+    POS_IV_LOSS,    /* sum of the losses since the last CSV row (double bits) */
+    POS_IV_NORM,    /* sum of the gradient norms since then (double bits) */
+    POS_IV_STEPS,   /* steps since then */
+    POS_IV_TOKENS,  /* target tokens since then */
+    POS_LOG_EVERY,  /* the run's settings: --log-every */
+    POS_VALID_EVERY,
+    POS_SAVE_EVERY,
+    POS_VALID_MAX,
+    POS_TOTAL,  /* --steps (or --epochs times the batches of an epoch) */
+    POS_CLIP,   /* --clip (double bits) */
+    POS_SHARDS, /* --shards (docs/mpi.md), when above 1 */
+    POS_COUNT,
+    POS_V1_COUNT = POS_LOG_EVERY,
+    POS_V2_COUNT = POS_SHARDS
+};
+
+/* What data.position's values may be, checked (ckpt_check_rules) before any is used, by
+ * --resume and by every command that loads a checkpoint (tr_load). A checkpoint of step s:
+ * the epoch, the best and last validated steps and the steps since the last CSV row are at
+ * most s, and the loader's position is exactly batch s of the plan (epoch times the batches
+ * of an epoch, plus the cursor). The training file itself is compared later (its pairs). */
+int tr_check_position(const NpzFile *f) {
+    const NpzEntry *e = npz_find(f, "data.position"), *se = npz_find(f, "train.step");
+    if (!e) return AG_OK;
+    if (e->dtype != NPZ_I64 || e->ndim != 1 ||
+        (e->count != POS_V1_COUNT && e->count != POS_V2_COUNT && e->count != POS_COUNT))
+        return ag_fail(AG_ERR_FORMAT,
+                       "%s: 'data.position' must be %d, %d or %d '<i8' values (not a checkpoint "
+                       "of attograd-translate?)",
+                       f->path, POS_V1_COUNT, POS_V2_COUNT, POS_COUNT);
+    int64_t step = 0, p[POS_COUNT];
+    if (se && se->dtype == NPZ_I64 && se->ndim == 0) memcpy(&step, se->data, sizeof step);
+    const int64_t big = 1 << 30;
+    const CkptRule rules[] = {
+        CKPT_RULE_INT("data.position", POS_EPOCH, "epoch", 0, step),
+        CKPT_RULE_INT("data.position", POS_CURSOR, "cursor", 0, INT_MAX),
+        CKPT_RULE_INT("data.position", POS_BATCH, "batch size", 1, 1 << 20),
+        CKPT_RULE_INT("data.position", POS_N_TRAIN, "training pairs", 1, INT_MAX),
+        CKPT_RULE_INT("data.position", POS_BEST_STEP, "step of best.npz", 0, step),
+        CKPT_RULE_F64("data.position", POS_BEST_EXACT, "best valid exact match", 0, 1),
+        CKPT_RULE_F64("data.position", POS_BEST_LOSS, "best valid loss", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_LAST_VALID, "last validated step", 0, step),
+        CKPT_RULE_F64("data.position", POS_IV_LOSS, "losses since the last log row", 0, DBL_MAX),
+        CKPT_RULE_F64("data.position", POS_IV_NORM, "gradient norms since the last log row", 0,
+                      DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_IV_STEPS, "steps since the last log row", 0, step),
+        CKPT_RULE_INT("data.position", POS_IV_TOKENS, "tokens since the last log row", 0,
+                      CKPT_MAX_STEP),
+        CKPT_RULE_INT("data.position", POS_LOG_EVERY, "--log-every", 1, big),
+        CKPT_RULE_INT("data.position", POS_VALID_EVERY, "--valid-every", 0,
+                      big), /* 0: a run without validation */
+        CKPT_RULE_INT("data.position", POS_SAVE_EVERY, "--save-every", 0, big),
+        CKPT_RULE_INT("data.position", POS_VALID_MAX, "--valid-max", 0, big),
+        CKPT_RULE_INT("data.position", POS_TOTAL, "--steps", step > 1 ? step : 1, CKPT_MAX_STEP),
+        CKPT_RULE_F64("data.position", POS_CLIP, "--clip", 0, DBL_MAX),
+        CKPT_RULE_INT("data.position", POS_SHARDS, "--shards", 2, 1 << 20),
+    };
+    int rc = ckpt_check_rules(f, rules, (int)(sizeof rules / sizeof rules[0]));
+    if (rc != AG_OK) return rc;
+    memcpy(p, e->data, e->count * sizeof(int64_t));
+    int64_t nb = (p[POS_N_TRAIN] + p[POS_BATCH] - 1) / p[POS_BATCH];
+    if (p[POS_CURSOR] > nb || p[POS_EPOCH] > step / nb || p[POS_EPOCH] * nb + p[POS_CURSOR] != step)
+        return ag_fail(AG_ERR_RANGE,
+                       "%s: data.position: epoch %lld, cursor %lld: with %lld batches an epoch "
+                       "(%lld pairs, batch %lld) that is not step %lld (train.step): the loader "
+                       "takes one batch a step",
+                       f->path, (long long)p[POS_EPOCH], (long long)p[POS_CURSOR], (long long)nb,
+                       (long long)p[POS_N_TRAIN], (long long)p[POS_BATCH], (long long)step);
+    return AG_OK;
+}
+
 /* A checkpoint written before the run loop (RunModel.legacy): data.position (checked by
  * tr_check_position) and the optimizer's configuration as the run's flags and state. Its
  * seed is the loader's (rng_hash(--seed, 2)): a --seed given again must hash to it. */
@@ -384,7 +486,7 @@ static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
                        "--seed differs from the checkpoint's: --resume continues the run with "
                        "its model, optimizer, batch size and seed (start a new run with --force "
                        "to change them)");
-    TrTrainConfig d = tr_train_defaults();
+    RunConfig d = train_defaults();
     c->optim = oc;
     c->weight_decay = oc.weight_decay;
     c->batch = (int)p[POS_BATCH];
@@ -396,7 +498,7 @@ static int legacy(void *ctx, const NpzFile *f, int64_t step, RunState *st) {
         n > POS_VALID_EVERY && p[POS_VALID_EVERY] ? (int)p[POS_VALID_EVERY] : d.valid_every;
     g->no_valid = n > POS_VALID_EVERY && p[POS_VALID_EVERY] == 0;
     c->save_every = n > POS_SAVE_EVERY ? (int)p[POS_SAVE_EVERY] : d.save_every;
-    g->valid_max = n > POS_VALID_MAX ? (int)p[POS_VALID_MAX] : d.valid_max;
+    g->valid_max = n > POS_VALID_MAX ? (int)p[POS_VALID_MAX] : 0;
     g->st = (TrState){p[POS_EPOCH], p[POS_CURSOR], p[POS_SEED], p[POS_N_TRAIN]};
     *st = (RunState){.row_loss = ex_bitsd(p[POS_IV_LOSS]),
                      .row_norm = ex_bitsd(p[POS_IV_NORM]),
@@ -439,16 +541,16 @@ static const char *const transient[] = {
 int tr_train_main(int argc, char **argv, int parse_only) {
     TrRun G, *g = &G;
     memset(g, 0, sizeof *g);
-    TrTrainConfig d = tr_train_defaults();
     RunConfig *c = &g->rc;
-    *c = run_defaults();
-    c->optim = d.optim, c->weight_decay = d.optim.weight_decay;
-    c->batch = d.batch, c->steps = d.steps, c->clip = d.clip, c->seed = (int64_t)d.seed;
-    c->out = d.out_dir, c->log_every = d.log_every, c->valid_every = d.valid_every;
-    c->save_every = d.save_every, c->compress = d.compress;
-    g->data = "build/data", g->given = d.model, g->tokenizer = d.tokenizer, g->vocab = d.vocab;
-    g->layers = d.model.n_enc_layers, g->enc = g->dec = -1, g->act = (int)d.model.layer.act;
-    g->embed_gain = d.embed_gain, g->valid_max = d.valid_max;
+    *c = train_defaults();
+    /* the demo's model; embed_gain: the embeddings' size at the start, N(0, gain^2 / d_model),
+     * so entries of std gain after the forward's sqrt(d_model) scaling (1 is nn_seq2seq_init's
+     * own; 0.3 was chosen on valid, README) */
+    g->given = nn_seq2seq_default_config(0, 0, 128, 4, 2);
+    g->given.layer.d_ff = 512, g->given.layer.dropout = 0.1, g->given.max_len = 128;
+    g->data = "build/data", g->tokenizer = TXT_VOCAB_WORD, g->vocab = 1000;
+    g->layers = g->given.n_enc_layers, g->enc = g->dec = -1, g->act = (int)g->given.layer.act;
+    g->embed_gain = 0.3, g->valid_max = 0;
     static const char *const metrics[] = {"loss", "exact"};
     g->model = (RunModel){.prog = TR_PROG,
                           .ctx = g,

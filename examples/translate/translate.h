@@ -7,7 +7,7 @@
  * The vocabularies (words, or char / BPE tokenizers) and the scores (exact match, token
  * accuracy, corpus BLEU-4), the batches and their length-bucketed loader are the library's:
  * src/text/vocab.h, score.h and pairs.h.
- * Read next: decode.c, train.c (then trainer.h and train_setup.c), then
+ * Read next: decode.c, train.c, then
  * cli.c (the subcommands and their flags); ../common/common.h holds the helpers the example
  * programs share (allocation, plots).
  *
@@ -32,7 +32,7 @@
  * with its default --out) */
 #define TR_DEFAULT_CKPT "build/demo/best.npz"
 
-/* ---- the program's exit codes (tr_main, tr_train) ---- */
+/* ---- the program's exit codes (tr_main, tr_train_main) ---- */
 enum {
     TR_EXIT_OK = 0,
     TR_EXIT_FAIL = 1,      /* a run that failed: non-finite loss, a write error */
@@ -89,41 +89,7 @@ int tr_cut_words(int n, int max, FILE *warn, const char *where);
 /* The text of n ids of v (txt_vocab_detokenize), NUL-terminated, ex_malloc'd. */
 char *tr_text(const TxtVocab *v, const int *ids, int n);
 
-/* ---- training ---- */
-typedef struct TrTrainConfig {
-    const char *train_path, *valid_path, *out_dir;
-    Seq2SeqConfig model; /* vocabulary sizes are filled from the data */
-    OptimConfig optim;   /* schedule.total is set from the steps when 0 */
-    int batch;
-    int64_t steps; /* steps to reach (a resumed run continues up to it) */
-    int epochs;    /* when > 0, steps = epochs * batches per epoch */
-    double clip;   /* max gradient norm, 0: none */
-    /* the embeddings' size at the start: N(0, gain^2 / d_model), so entries of std `gain` after
-     * the forward's sqrt(d_model) scaling (the sinusoidal positions': about 0.71); 1 is
-     * nn_seq2seq_init's own; the default 0.3 was chosen on valid (README) */
-    double embed_gain;
-    uint64_t seed;                          /* initial weights, dropout and data order */
-    int log_every, valid_every, save_every; /* steps; save_every 0: = valid_every */
-    int valid_max;                          /* valid pairs decoded for exact match (0: all) */
-    int compress;                           /* zlib level of the checkpoints, 0: stored */
-    int threads;                            /* 0: leave OpenMP's default */
-    int resume;                             /* continue from out_dir/last.npz */
-    int force;                              /* start a new run even if out_dir/last.npz exists */
-    int verbose;                            /* 0: errors only, 1: lines and the progress bar */
-    int64_t inject_nan;     /* testing: poison a weight before this step (0: never) */
-    int check_finite;       /* check mode (ag_check_finite): a non-finite loss or gradient names
-                         * the op where it appeared; also on with AG_CHECK_FINITE=1 */
-    int64_t report_rss;     /* > 0: print the peak RSS after this step and at the end (soak) */
-    double max_memory;      /* GiB one training step may take (measured before the run); 0: the
-                         * machine's memory */
-    const char *given;      /* on resume, the model/optimizer/batch/seed flags the command gave
-                         * (" d-model lr "): each must equal the checkpoint's; NULL: none */
-    TxtVocabKind tokenizer; /* words, or char / bpe tokenizers trained on the training file */
-    int vocab;              /* bpe: each side's tokenizer size (TXT_VOCAB_BPE_MIN..MAX) */
-    int shards; /* micro-shards a batch whose gradients are summed in a fixed tree: the same bits
-                 * for any number of processes (0: one a process; docs/mpi.md) */
-} TrTrainConfig;
-
+/* ---- training (train.c) ---- */
 /* Shard i of S of batch b (made by txt_pair_batch_make or the loader from pairs of d): its rows
  * [i B / S, (i + 1) B / S) made into sb (padded to their own lengths), and their loss: the mean
  * cross-entropy over the shard's target tokens times its share of the batch's target tokens
@@ -132,12 +98,6 @@ typedef struct TrTrainConfig {
  * RNG. NULL when the shard holds no rows (a batch of fewer than S pairs). */
 Tensor *tr_shard_loss(Seq2Seq *m, Tape *t, const TxtPairSet *d, const TxtPairBatch *b, int i, int S,
                       TxtPairBatch *sb, Rng *rng);
-
-/* On resume (tr_train), steps, log_every, valid_every, save_every and valid_max set to TR_KEEP
- * take the checkpoint's values (the run's settings, kept as named meta.run.* fields); any other
- * value replaces them. The model, optimizer, batch size, seed and clip are always the
- * checkpoint's (named in TrTrainConfig.given with another value, refused). */
-#define TR_KEEP (-1)
 
 /* The translator's limits on a model configuration beyond the model's own rules
  * (nn_seq2seq_check_config: the layers, heads, dropout, activation; a checkpoint's read checks
@@ -150,18 +110,8 @@ CkptConfig tr_model_config(Seq2SeqConfig *c);
 /* Checks the trainer's data.position of a checkpoint read by ckpt_read (when it has one), with
  * a table of rules (ckpt_check_rules): every value in its range, the loader's position that
  * of train.step, the best and accumulated figures finite in their domain. AG_ERR_RANGE or
- * AG_ERR_FORMAT naming the file, the value and the rule (train_setup.c lists them). */
+ * AG_ERR_FORMAT naming the file, the value and the rule (train.c lists them). */
 int tr_check_position(const NpzFile *f);
-/* The defaults of `attograd-translate train` (the demo's configuration). Its
- * optim.schedule.warmup is -1: the run picks min(300, schedule steps / 5) (at least 1 for
- * invsqrt), so that a short run (--steps 100) needs no --warmup. */
-TrTrainConfig tr_train_defaults(void);
-/* Trains, writing out_dir/{last.npz, best.npz, log.csv} (see README, "The translation
- * example"): cfg run as the command line it stands for (tr_train_main: on resume, the flags
- * TR_KEEP leaves out and those not in cfg->given are the checkpoint's). Returns an exit code: TR_EXIT_OK, TR_EXIT_USAGE (data or configuration),
- * TR_EXIT_FAIL (non-finite loss or gradient: stops naming the step, the last good
- * checkpoint stays; or a write error), TR_EXIT_SIGINT / TR_EXIT_SIGTERM (checkpoint saved). */
-int tr_train(const TrTrainConfig *cfg);
 /* `attograd-translate train` (its flags after the command: argv[0..argc)); parse_only: the
  * flags parsed and checked, nothing read or written. Returns the exit code. */
 int tr_train_main(int argc, char **argv, int parse_only);

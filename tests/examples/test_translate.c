@@ -23,12 +23,13 @@
 
 #include "files.h"
 #include "translate.h"
+#include "translate_run.h"
 
 /* ---- temporary folders, files, generated tasks ---- */
 
 /* a small model and run for the tests: quiet, no signal handlers, overwriting */
-static TrTrainConfig tiny_config(const char *dir, const char *train, const char *valid) {
-    TrTrainConfig c = tr_train_defaults();
+static TsTrainConfig tiny_config(const char *dir, const char *train, const char *valid) {
+    TsTrainConfig c = ts_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
     c.out_dir = dir;
@@ -95,7 +96,7 @@ static void learn_task(int reverse) {
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 3000, reverse, 11, 3, max_len, alphabet);
     ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 50, reverse, 12, 3, max_len, alphabet);
     ts_write_copy_task(ts_join(test, dir, "test.tsv"), 100, reverse, 13, 3, max_len, alphabet);
-    TrTrainConfig c = tiny_config(ts_join(out, dir, "run"), train, valid);
+    TsTrainConfig c = tiny_config(ts_join(out, dir, "run"), train, valid);
     c.model.layer.d_model = width;
     c.model.layer.d_ff = 2 * width;
     c.model.layer.dropout = 0;
@@ -106,7 +107,7 @@ static void learn_task(int reverse) {
     c.valid_every = 100;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     Translator tr;
@@ -148,11 +149,11 @@ Test(tr_train, learns_reverse_with_antidiagonal_cross_attention) { learn_task(1)
 /* The run the resume tests take straight and in halves: in a new folder dir, 100 pairs to
  * reverse in train (13 batches an epoch: the 24 steps cross an epoch boundary) and 10 in valid,
  * with dropout, writing to out (dir/straight). */
-static TrTrainConfig halves_run(char *dir, char *train, char *valid, char *out) {
+static TsTrainConfig halves_run(char *dir, char *train, char *valid, char *out) {
     ts_tmp_dir(dir, 64, "translate");
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 100, 1, 21, 2, 7, 6);
     ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 10, 1, 22, 2, 7, 6);
-    TrTrainConfig c = tiny_config(ts_join(out, dir, "straight"), train, valid);
+    TsTrainConfig c = tiny_config(ts_join(out, dir, "straight"), train, valid);
     c.model.layer.dropout = 0.2;
     c.steps = 24;
     c.valid_every = 6;
@@ -162,17 +163,17 @@ static TrTrainConfig halves_run(char *dir, char *train, char *valid, char *out) 
 
 Test(tr_train, resume_is_bit_exact) {
     char dir[64], train[512], valid[512], a[512], b[512], p1[512], p2[512];
-    TrTrainConfig c = halves_run(dir, train, valid, a);
+    TsTrainConfig c = halves_run(dir, train, valid, a);
     c.log_every = 3;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK);
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK);
     c.out_dir = ts_join(b, dir, "halves");
     c.steps = 12;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK);
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK);
     c.steps = 24;
     c.resume = 1;
     c.force = 0;
     c.seed = 12345; /* ignored on resume: everything comes from the checkpoint */
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     const char *files[] = {"last.npz", "best.npz"};
     for (int i = 0; i < 2; i++)
         cr_assert(ts_same_file(ts_join(p1, a, files[i]), ts_join(p2, b, files[i])),
@@ -299,23 +300,23 @@ Test(tr_shard_loss, aborts_on_a_shard_outside_the_count, .signal = SIGABRT) {
  * more shards than pairs a batch, are refused. */
 Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     char dir[64], train[512], valid[512], a[512], b[512], one[512], p1[512], p2[512];
-    TrTrainConfig c = halves_run(dir, train, valid, a);
+    TsTrainConfig c = halves_run(dir, train, valid, a);
     c.shards = 3;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     c.out_dir = ts_join(one, dir, "one");
     c.shards = 1;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     cr_assert(!ts_same_file(ts_join(p1, a, "last.npz"), ts_join(p2, one, "last.npz")),
               "--shards 3 and 1 wrote the same bytes");
     c.out_dir = ts_join(b, dir, "halves");
     c.shards = 3;
     c.steps = 12;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     c.steps = 24;
     c.resume = 1;
     c.force = 0;
     c.shards = 0; /* not given: the checkpoint's */
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     cr_assert(ts_same_file(ts_join(p1, a, "last.npz"), ts_join(p2, b, "last.npz")),
               "last.npz differs after resume");
     cr_assert(ts_same_file(ts_join(p1, a, "best.npz"), ts_join(p2, b, "best.npz")),
@@ -323,12 +324,12 @@ Test(tr_train, shards_accumulate_and_resume_to_the_bit) {
     c.shards = 2;
     c.given = " shards ";
     c.steps = 30;
-    cr_assert_eq(tr_train(&c), TR_EXIT_USAGE);
+    cr_assert_eq(ts_train(&c), TR_EXIT_USAGE);
     cr_assert(strstr(ag_last_error(), "--shards 2 differs from the checkpoint's (3, "), "%s",
               ag_last_error());
     c = tiny_config(ts_join(a, dir, "many"), train, valid);
     c.shards = 9;
-    cr_assert_eq(tr_train(&c), TR_EXIT_USAGE);
+    cr_assert_eq(ts_train(&c), TR_EXIT_USAGE);
     cr_assert(strstr(ag_last_error(), "--shards 9: must be at least the 1 processes and at most "
                                       "the batch size 8"),
               "%s", ag_last_error());
@@ -345,12 +346,12 @@ Test(tr_train, embed_gain_scales_only_the_initial_embeddings) {
     const double gains[2] = {1.0, 0.25};
     Translator tr[2];
     for (int i = 0; i < 2; i++) {
-        TrTrainConfig c = tiny_config(ts_join(out[i], dir, i ? "quarter" : "one"), train, NULL);
+        TsTrainConfig c = tiny_config(ts_join(out[i], dir, i ? "quarter" : "one"), train, NULL);
         c.optim.lr = 0;
         c.optim.schedule = (OptimSchedule){OPTIM_CONSTANT, 0, 0, 0};
         c.steps = 2;
         c.embed_gain = gains[i];
-        cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+        cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
         cr_assert_eq(tr_load(&tr[i], ts_join(ckpt, out[i], "last.npz")), AG_OK, "%s",
                      ag_last_error());
     }

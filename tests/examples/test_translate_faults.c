@@ -33,6 +33,7 @@
 #include "io/npz_internal.h"
 #include "files.h"
 #include "translate.h"
+#include "translate_run.h"
 
 /* ---- running the program ---- */
 
@@ -384,7 +385,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     char dir[64], train[512], out[512], p[512];
     ts_tmp_dir(dir, sizeof dir, "faults");
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 40, 0, 44, 2, 6, 6);
-    TrTrainConfig c = tr_train_defaults();
+    TsTrainConfig c = ts_train_defaults();
     c.train_path = train;
     c.valid_path = NULL;
     c.out_dir = ts_join(out, dir, "run");
@@ -400,7 +401,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     c.valid_every = 5;
     c.verbose = 0;
     c.threads = 1;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     c.resume = 1;
     c.steps = 20;
     ts_join(p, out, "last.npz");
@@ -410,7 +411,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
         keep(k, 1, out);
         cr_assert_eq(setenv("AG_GNUPLOT", gnuplot[g], 1), 0);
         npz_test_set_fault(NPZ_FAULT_WRITE, ENOSPC, 100);
-        cr_assert_eq(tr_train(&c), TR_EXIT_FAIL, "AG_GNUPLOT=%s", gnuplot[g]);
+        cr_assert_eq(ts_train(&c), TR_EXIT_FAIL, "AG_GNUPLOT=%s", gnuplot[g]);
         npz_test_set_fault(NPZ_FAULT_NONE, 0, 0);
         const char *msg = ag_last_error();
         cr_assert(strncmp(msg, p, strlen(p)) == 0, "AG_GNUPLOT=%s: %s", gnuplot[g], msg);
@@ -424,7 +425,7 @@ Test(tr_faults, an_injected_full_disk_keeps_the_previous_checkpoint) {
     for (struct dirent *e; (e = readdir(d));)
         cr_assert(strstr(e->d_name, ".tmp.") == NULL, "left behind: %s", e->d_name);
     closedir(d);
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     cr_assert_eq(ckpt_step(p), 20);
     int64_t last_row;
     cr_assert_eq(log_rows(ts_join(p, out, "log.csv"), &last_row), 10);

@@ -16,13 +16,14 @@
 
 #include "files.h"
 #include "translate.h"
+#include "translate_run.h"
 
 /* a 2+2-layer, 2-head pre-LN copy model trained 40 steps: dir/run/best.npz, and dir/valid.tsv */
 static void train_copy(const char *dir, char *ckpt) {
     char train[512], valid[512], out[512];
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 300, 0, 41, 3, 5, 6);
     ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 20, 0, 42, 3, 5, 6);
-    TrTrainConfig c = tr_train_defaults();
+    TsTrainConfig c = ts_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
     c.out_dir = ts_join(out, dir, "run");
@@ -41,7 +42,7 @@ static void train_copy(const char *dir, char *ckpt) {
     c.verbose = 0;
     c.force = 1;
     c.threads = 1;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     ts_join(ckpt, out, "best.npz");
 }
 

@@ -16,6 +16,7 @@
 
 #include "files.h"
 #include "translate.h"
+#include "translate_run.h"
 
 /* a 2+2-layer, 2-head model trained 150 steps on the copy task: dir/run/best.npz; pre_ln picks
  * the norms' place (the lens needs pre-LN) */
@@ -23,7 +24,7 @@ static void train_copy(const char *dir, char *ckpt, int pre_ln) {
     char train[512], valid[512], out[512];
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 800, 0, 31, 3, 5, 6);
     ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 40, 0, 32, 3, 5, 6);
-    TrTrainConfig c = tr_train_defaults();
+    TsTrainConfig c = ts_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
     c.out_dir = ts_join(out, dir, "run");
@@ -43,7 +44,7 @@ static void train_copy(const char *dir, char *ckpt, int pre_ln) {
     c.verbose = 0;
     c.force = 1;
     c.threads = 1;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     ts_join(ckpt, out, "best.npz");
 }
 

@@ -58,7 +58,7 @@ static void good_run(const char *dir, const char *train, char *out) {
     ts_run_free(&r);
 }
 
-/* data.position's layout (trainer.h), in a checkpoint written before the run loop */
+/* data.position's layout (POS_* in train.c), in a checkpoint written before the run loop */
 #define V2_FIXTURE "tests/fixtures/translate_v2_last.npz"
 enum {
     EPOCH,

@@ -20,6 +20,7 @@
 
 #include "files.h"
 #include "translate.h"
+#include "translate_run.h"
 
 /* ---- helpers ---- */
 
@@ -47,7 +48,7 @@ static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
     char train[512], valid[512], out[512];
     ts_write_copy_task(ts_join(train, dir, "train.tsv"), 1500, 0, 21, 3, 6, 6);
     ts_write_copy_task(ts_join(valid, dir, "valid.tsv"), 60, 0, 22, 3, 6, 6);
-    TrTrainConfig c = tr_train_defaults();
+    TsTrainConfig c = ts_train_defaults();
     c.train_path = train;
     c.valid_path = valid;
     c.out_dir = ts_join(out, dir, "run");
@@ -66,7 +67,7 @@ static void train_copy(const char *dir, int steps, double dropout, char *ckpt) {
     c.verbose = 0;
     c.force = 1;
     c.threads = 1;
-    cr_assert_eq(tr_train(&c), TR_EXIT_OK, "%s", ag_last_error());
+    cr_assert_eq(ts_train(&c), TR_EXIT_OK, "%s", ag_last_error());
     ts_join(ckpt, out, "best.npz");
 }
 
