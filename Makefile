@@ -295,7 +295,8 @@ export AG_ATTENTION_TOUR_BIN := $(CURDIR)/$(B)/examples/attention_tour
 
 # ---- the run loop (src/run, docs/run.md) and its yardstick, examples/classify.c ----
 # classify is an examples/NAME.c program (built by make examples, in make test's list);
-# tests/run/test_classify.c runs it (AG_CLASSIFY_BIN); make test-mpi runs it under mpirun.
+# tests/run/test_run.c's classify suite runs it (AG_CLASSIFY_BIN); make test-mpi runs it under
+# mpirun.
 CLASSIFY_BIN := $(B)/examples/classify
 export AG_CLASSIFY_BIN := $(CURDIR)/$(CLASSIFY_BIN)
 
