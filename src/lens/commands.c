@@ -22,24 +22,12 @@ static void *zalloc(size_t n, size_t size) {
  * to (no exclusions: a perfect head's score), then every head's scores and the best of each */
 static void print_gpt_scores(const LensRows *r, const double *scores, int L, int NH) {
     int K = LENS_N_HEAD_KINDS;
-    uint8_t *D = zalloc((size_t)r->T * r->T, 1);
     printf("scores: the share of each head's attention on the pattern's positions "
            "(a perfect head: ");
-    for (int k = 0; k < K; k++) {
-        double with = 0;
-        for (int b = 0; b < r->B; b++) {
-            lens_detection_pattern((LensHeadKind)k, r->ids + (size_t)b * r->T, r->T, D);
-            for (int i = 0; i < r->T; i++) {
-                int any = 0;
-                for (int j = 0; j <= i; j++) any |= D[(size_t)i * r->T + j];
-                with += any;
-            }
-        }
+    for (int k = 0; k < K; k++)
         printf("%s%s %.3f", k ? ", " : "", lens_head_kind_name((LensHeadKind)k),
-               with / ((double)r->B * r->T));
-    }
+               lens_detect_ceiling((LensHeadKind)k, r->ids, r->B, r->T));
     printf(" without exclusions)\n  head ");
-    free(D);
     for (int k = 0; k < K; k++) printf(" %16s", lens_head_kind_name((LensHeadKind)k));
     printf("\n");
     for (int l = 0; l < L; l++)
