@@ -34,14 +34,16 @@ bench_gemm --bandwidth measures at that thread count, bound_ms the step of a per
 implementation (the products at the FMA peak, then the traffic at that bandwidth) and
 over_bound attograd's step over it (1.00: at the bound). With --precision bf16 attograd's
 products are bf16 (bench_models' PRECISION) and the peak is vdpbf16ps's (none, and no roofline,
-on a build without AVX512_BF16). tokens_per_s is attograd's, torch_tokens_per_s PyTorch's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
+on a build without AVX512_BF16); PyTorch then runs each forward and loss under
+torch.autocast to bf16, its mixed precision (--torch-precision fp32: in fp32 instead). tokens_per_s is attograd's, torch_tokens_per_s PyTorch's. peak_mib is attograd's step arena peak, state_mib its parameters, gradients and
 Adam moments; torch_rss_mib is how much PyTorch's peak resident memory grew during its steps
 (its step memory plus gradients and Adam state). cpu_ms is attograd's CPU time of all threads.
 
     compare.py [--bin build/bench/bench_models] [--rounds 5] [--steps N] [--threads 1,2]
                [--no-torch] [--no-contention] [--gpt-bin build/examples/attograd-gpt]
                [--gpt-data build/gpt/data] [--gpt-steps 100] [--gpt-full]
-               [--precision fp32|bf16] [--hf-layers 12] [--hf-new-tokens 64]
+               [--precision fp32|bf16] [--torch-precision fp32|bf16 (default: --precision)]
+               [--hf-layers 12] [--hf-new-tokens 64]
                [--hf-dir DIR] [workload ...]
                (default: gemm mha seq2seq-small seq2seq-small-dense seq2seq-base gpt-tiny
                gpt2-124m gpt2-124m-256)
@@ -189,11 +191,13 @@ def main():
     ap.add_argument("--gpt-steps", type=int, default=100)
     ap.add_argument("--gpt-full", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--torch-precision", choices=["fp32", "bf16"], default=None)
     ap.add_argument("--hf-layers", type=int, default=12)
     ap.add_argument("--hf-new-tokens", type=int, default=64)
     ap.add_argument("--hf-dir", default=None)
     ap.add_argument("workloads", nargs="*", default=WORKLOADS)
     a = ap.parse_args()
+    a.torch_precision = a.torch_precision or a.precision
     info = subprocess.run([a.bin, "--info"], capture_output=True, text=True).stdout.strip()
     if info:
         print(f"# {info}")
@@ -225,8 +229,9 @@ def main():
         print("# memory bandwidth " + " ".join(f"{v:.1f} GB/s at {t} thread{'s' * (t > 1)}"
                                                for t, v in sorted(gbs.items()))
               + " (bench_gemm --bandwidth)")
-    if a.precision != "fp32":
-        print(f"# attograd's products in {a.precision}" + (" (PyTorch's in fp32)" if torches else ""))
+    if a.precision != "fp32" or (torches and a.torch_precision != "fp32"):
+        theirs = "autocast to bf16" if a.torch_precision == "bf16" else "fp32"
+        print(f"# attograd's products in {a.precision}" + (f" (PyTorch's: {theirs})" if torches else ""))
     sys.stdout.flush()
     quiet = {}
     med = lambda rows, key: statistics.median(float(x[key]) for x in rows)
@@ -247,7 +252,8 @@ def main():
             steps = a.steps or DEFAULT_STEPS.get(name, 7)
             cmds = [([a.bin, name, str(threads), str(steps), a.precision],
                      dict(os.environ, OMP_NUM_THREADS=str(threads)))]
-            cmds += [([py, os.path.join(HERE, "torch_bench.py"), name, str(threads), str(steps)],
+            cmds += [([py, os.path.join(HERE, "torch_bench.py"), name, str(threads), str(steps),
+                       a.torch_precision],
                       torch_env(threads)) for _, py in torches]
             rows = alternate(cmds, a.rounds)
             ours = rows[0]

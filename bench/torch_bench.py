@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_bench.py: the workloads of bench/bench_models.c in PyTorch, for bench/compare.py.
 
-    torch_bench.py WORKLOAD THREADS [STEPS]    one line: torch workload=... ms=... rss_mb=...
+    torch_bench.py WORKLOAD THREADS [STEPS [fp32|bf16]]
+                                               one line: torch workload=... ms=... rss_mb=...
 (gpt2-124m and gpt2-124m-256 take the model of torch_gpt.py, next to this file)
     torch_bench.py --info                      PyTorch's version, threads and BLAS
 
@@ -9,11 +10,16 @@ Each workload is built as bench_models.c builds it (same sizes, same padding pat
 kind of initialisation), runs two warm-up steps and then STEPS timed steps; ms is the median
 step in wall-clock milliseconds. rss_mb is how much the process's peak resident memory grew
 from just before the first step to the end: PyTorch's own memory for the step (activations,
-gradients, optimizer state), roughly what attograd's peak_mb counts.
+gradients, optimizer state), roughly what attograd's peak_mb counts. bf16 runs each forward and
+its loss under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: matrix
+products in bf16, softmax, norms and the loss in fp32, the parameters and the optimizer fp32),
+the counterpart of bench_models' bf16; the backward and the optimizer's step run outside it,
+as PyTorch's documentation asks.
 The fair configuration (compare.py sets it): OMP_NUM_THREADS=THREADS, torch.set_num_threads,
 and OpenBLAS's OpenMP build with its AVX-512 kernel (OPENBLAS_CORETYPE=SkylakeX,
 LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp) where those exist.
 Not here: the comparison and the medians over runs (compare.py)."""
+import contextlib
 import math
 import os
 import resource
@@ -26,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 PAD = 0
+AMP = contextlib.nullcontext  # main: torch.autocast to bf16 for a bf16 run
 
 
 def sinusoidal(max_len, d):
@@ -100,7 +107,11 @@ def workload(name):
     g = torch.Generator().manual_seed(1)
     if name == "gemm":
         a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
-        return lambda: torch.mm(a, b)
+
+        def gemm_step():
+            with AMP():
+                return torch.mm(a, b)
+        return gemm_step
     if name == "mha":
         m = nn.MultiheadAttention(256, 8, dropout=0.0, batch_first=True)
         x = torch.randn(32, 64, 256, generator=g, requires_grad=True)
@@ -109,8 +120,9 @@ def workload(name):
         def mha_step():
             m.zero_grad(set_to_none=False)
             x.grad = None
-            y = m(x, x, x, need_weights=False)[0]
-            (y * r).sum().backward()
+            with AMP():
+                loss = (m(x, x, x, need_weights=False)[0] * r).sum()
+            loss.backward()
         return mha_step
     if name in ("seq2seq-small", "seq2seq-small-dense", "seq2seq-base"):
         # seq2seq-small-dense is attograd's dense reference path; PyTorch's step is the same
@@ -124,7 +136,9 @@ def workload(name):
 
         def s2s_step():
             opt.zero_grad(set_to_none=False)
-            m.loss(src, tgt_in, tgt_out).backward()
+            with AMP():
+                loss = m.loss(src, tgt_in, tgt_out)
+            loss.backward()
             opt.step()
         return s2s_step
     if name == "gpt-tiny":
@@ -135,7 +149,9 @@ def workload(name):
 
         def gpt_step():
             opt.zero_grad(set_to_none=False)
-            m.loss(ids, targets).backward()
+            with AMP():
+                loss = m.loss(ids, targets)
+            loss.backward()
             opt.step()
         return gpt_step
     if name in ("gpt2-124m", "gpt2-124m-256"):
@@ -152,7 +168,9 @@ def workload(name):
         ids, targets = tokens(g, B, T, 50257, False), tokens(g, B, T, 50257, False)
         def gpt2_step():
             opt.zero_grad(set_to_none=False)
-            fwd(ids, targets).backward()
+            with AMP():
+                loss = fwd(ids, targets)
+            loss.backward()
             opt.step()
         return gpt2_step
     sys.exit(f"torch_bench.py: unknown workload '{name}'")
@@ -175,6 +193,12 @@ def main():
         sys.exit(__doc__)
     name, threads = sys.argv[1], int(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+    precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+    if precision not in ("fp32", "bf16"):
+        sys.exit(f"torch_bench.py: precision '{precision}' is not fp32 or bf16")
+    if precision == "bf16":
+        global AMP
+        AMP = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     step = workload(name)
@@ -187,7 +211,7 @@ def main():
             times.append((time.perf_counter() - t0) * 1e3)
     rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     print(f"torch workload={name} threads={torch.get_num_threads()} "
-          f"ms={statistics.median(times):.3f} rss_mb={rss:.1f}")
+          f"ms={statistics.median(times):.3f} rss_mb={rss:.1f} precision={precision}")
 
 
 if __name__ == "__main__":
