@@ -376,6 +376,13 @@ static int build(RunLoop *r, const OptimConfig *oc) {
                        "--precision %s: not in this build (bf16 products are the float build's, "
                        "without BLAS=openblas)",
                        precision_names[r->c->precision]);
+    if (r->c->precision == AG_PRECISION_BF16 && strcmp(ag_precision_bf16_unit(), "vdpbf16ps") &&
+        dist_rank() == 0) /* the same bits, but a scalar loop: say so before a long run */
+        fprintf(stderr,
+                "%s: warning: --precision bf16 runs an exact emulation of vdpbf16ps in this build "
+                "(no AVX512_BF16 in its -march): the bits of a CPU with it, several times slower "
+                "than fp32 (docs/speed.md)\n",
+                r->m->prog);
     r->params_arena = arena_new("params", 0);
     Rng init;
     rng_seed(&init, rng_hash((uint64_t)r->c->seed, 0));

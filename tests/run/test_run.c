@@ -717,6 +717,17 @@ Test(run, precision_bf16_is_thread_count_free_kept_on_resume_and_refused_in_doub
                  -1),
         0);
     free(expect_same_run(a, b));
+    /* where the products are emulated the program says so, once, before training */
+    char w[64];
+    ts_tmp_dir(w, sizeof w, "run-bf16-warn");
+    int wcode = run_child(w, (const char *[]){"--out", w, "--precision", "bf16", NULL}, -1, 0);
+    char *warn = ts_read_text(ts_join(p, w, "child.err"), NULL);
+    cr_assert(wcode == 0, "exit %d: %s", wcode, warn);
+    int emulated = strcmp(ag_precision_bf16_unit(), "vdpbf16ps") != 0;
+    cr_assert(!emulated == !strstr(warn, "tiny: warning: --precision bf16 runs an exact emulation"),
+              "products %s, stderr: %s", ag_precision_bf16_unit(), warn);
+    free(warn);
+    ts_rm_tree(w);
     cr_assert_eq(run_tiny((const char *[]){"--out", c, NULL}, NULL, -1), 0);
     cr_assert_eq(ag_precision(), AG_PRECISION_FP32);
     cr_assert(!ts_same_file(ts_join(p, a, "last.npz"), ts_join(q, c, "last.npz")),
