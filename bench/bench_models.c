@@ -287,9 +287,9 @@ static void nn_gpt_sized_init(Bench *w, GptConfig c, int B, int T, int hooked) {
     w->tgt_out = tokens(&w->rng, B, T, c.vocab_size, 0);
     w->pl = &w->gpt.params;
     double rows = (double)B * T, C = c.n_embd;
-    w->flops = train_flops(c.n_layer * (4 * rows * C * C + 2 * rows * C * 4 * C +
-                                        2.0 * B * T * T * C) +
-                           rows * C * c.vocab_size);
+    w->flops =
+        train_flops(c.n_layer * (4 * rows * C * C + 2 * rows * C * 4 * C + 2.0 * B * T * T * C) +
+                    rows * C * c.vocab_size);
     w->tokens = rows;
     w->step = nn_gpt_step;
 }
@@ -401,8 +401,7 @@ int main(int argc, char **argv) {
            "live_rows=%.2f peak_mib=%.1f state_mib=%.1f mem_mib=%.1f tokens=%.0f loss=%.6f "
            "precision=%s\n",
            name, threads, ms[steps / 2], cpu[steps / 2], w.flops * 1e-9, w.dense_flops * 1e-9,
-           w.live_rows, peak_mib, state_mib, 2 * (state_mib + peak_mib), w.tokens, loss,
-           precision);
+           w.live_rows, peak_mib, state_mib, 2 * (state_mib + peak_mib), w.tokens, loss, precision);
     free(ms);
     free(cpu);
     free(w.src);

@@ -6,7 +6,8 @@
 #include "fuzz.h"
 #include "translate.h"
 
-static void check_data(const TxtPairSet *d, const TxtVocab *src, const TxtVocab *tgt, int max_tokens) {
+static void check_data(const TxtPairSet *d, const TxtVocab *src, const TxtVocab *tgt,
+                       int max_tokens) {
     int max_s = 0, max_t = 0, line = 0;
     for (int i = 0; i < d->n; i++) {
         const TxtPair *p = &d->pairs[i];
@@ -24,7 +25,8 @@ static void check_data(const TxtPairSet *d, const TxtVocab *src, const TxtVocab 
         if (p->tgt_len > max_t) max_t = p->tgt_len;
     }
     FUZZ_CHECK(max_s == d->max_src && max_t == d->max_tgt, "longest sides");
-    FUZZ_CHECK(src->n <= TXT_VOCAB_MAX_WORDS && tgt->n <= TXT_VOCAB_MAX_WORDS, "vocabulary over the limit");
+    FUZZ_CHECK(src->n <= TXT_VOCAB_MAX_WORDS && tgt->n <= TXT_VOCAB_MAX_WORDS,
+               "vocabulary over the limit");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

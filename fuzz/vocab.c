@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check_failure(rc, "fuzz");
         return 0;
     }
-    FUZZ_CHECK(src.n <= TXT_VOCAB_MAX_WORDS && tgt.n <= TXT_VOCAB_MAX_WORDS, "%d, %d words", src.n, tgt.n);
+    FUZZ_CHECK(src.n <= TXT_VOCAB_MAX_WORDS && tgt.n <= TXT_VOCAB_MAX_WORDS, "%d, %d words", src.n,
+               tgt.n);
     size_t len;
     char *bytes = txt_vocab_pair_save(&src, &tgt, &len);
     FUZZ_CHECK(len <= size, "saved %zu bytes from %zu", len, size);

@@ -115,8 +115,7 @@ Tensor *ag_gelu_tanh(Tape *tape, Tensor *x) {
     return unary(tape, AG_OP_GELU_TANH, "ag_gelu_tanh", x, k_gelu_tanh_forward);
 }
 void ag_gelu_tanh_backward(AgNode *n) {
-    k_gelu_tanh_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size,
-                         n->store & 1);
+    k_gelu_tanh_backward(n->in[0]->grad, n->in[0]->data, n->out->grad, n->out->size, n->store & 1);
 }
 
 Tensor *ag_silu(Tape *tape, Tensor *x) {

@@ -59,10 +59,14 @@ typedef struct Flag {
 /* A row without the fields its type leaves unused (given starts at 0): FLAG_ROW a text or a
  * path (FLAG_STR, FLAG_PATH); FLAG_SW a switch that stores 1; FLAG_NUM a number or a list in
  * [lo, hi]; FLAG_ONE_OF a choice among names (NULL-terminated) */
-#define FLAG_ROW(name, type, ptr, arg, help) {name, type, ptr, arg, help, 0, 0, NULL, 0}
-#define FLAG_SW(name, ptr, help) {name, FLAG_SWITCH, ptr, NULL, help, 1, 0, NULL, 0}
-#define FLAG_NUM(name, type, ptr, arg, help, lo, hi) {name, type, ptr, arg, help, lo, hi, NULL, 0}
-#define FLAG_ONE_OF(name, ptr, arg, help, names) {name, FLAG_CHOICE, ptr, arg, help, 0, 0, names, 0}
+#define FLAG_ROW(name, type, ptr, arg, help)                                                       \
+    { name, type, ptr, arg, help, 0, 0, NULL, 0 }
+#define FLAG_SW(name, ptr, help)                                                                   \
+    { name, FLAG_SWITCH, ptr, NULL, help, 1, 0, NULL, 0 }
+#define FLAG_NUM(name, type, ptr, arg, help, lo, hi)                                               \
+    { name, type, ptr, arg, help, lo, hi, NULL, 0 }
+#define FLAG_ONE_OF(name, ptr, arg, help, names)                                                   \
+    { name, FLAG_CHOICE, ptr, arg, help, 0, 0, names, 0 }
 
 /* flag_parse's answer when --help or -h was given (nothing after it is read) */
 #define FLAG_HELP 1

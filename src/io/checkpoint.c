@@ -485,9 +485,9 @@ static int check_holds_params(const NpzFile *f, int64_t n_params) {
  * data position. */
 static int is_small_entry(const char *name) {
     return strncmp(name, "meta.config.", 12) == 0 || strncmp(name, "meta.optim.", 11) == 0 ||
-           strncmp(name, "meta.run.", 9) == 0 ||
-           strcmp(name, "meta.model") == 0 || strcmp(name, "train.step") == 0 ||
-           strcmp(name, "rng.state") == 0 || strcmp(name, "data.position") == 0;
+           strncmp(name, "meta.run.", 9) == 0 || strcmp(name, "meta.model") == 0 ||
+           strcmp(name, "train.step") == 0 || strcmp(name, "rng.state") == 0 ||
+           strcmp(name, "data.position") == 0;
 }
 
 /* The optimizer's configuration, when the file has one, checked; o may be NULL. */

@@ -130,8 +130,7 @@ static int write_config(const GptConfig *c, const char *path) {
             "  \"d_vocab\": %d,\n  \"d_vocab_out\": %d,\n  \"act_fn\": \"%s\",\n"
             "  \"normalization_type\": %s,\n  \"eps\": %.17g,\n"
             "  \"default_prepend_bos\": false\n}\n",
-            c->vocab_size, c->vocab_size, mlp_act(c->mlp), norm,
-            c->norm_eps);
+            c->vocab_size, c->vocab_size, mlp_act(c->mlp), norm, c->norm_eps);
     return io_fclose_replace(f, tmp, path);
 }
 

@@ -100,9 +100,8 @@ int nn_gpt_check_config(const GptConfig *c, int64_t *n_params) {
     if (pos_kind(c) == NN_GPT_POS_ROPE && head_size(c) % 2 != 0)
         return ag_fail(AG_ERR_FORMAT, "head size %d (n_embd %d / n_head %d) must be even for RoPE",
                        head_size(c), c->n_embd, c->n_head);
-    if (c->rotary_dim != 0 &&
-        (pos_kind(c) != NN_GPT_POS_ROPE || c->rotary_dim < 0 || c->rotary_dim % 2 != 0 ||
-         c->rotary_dim > head_size(c)))
+    if (c->rotary_dim != 0 && (pos_kind(c) != NN_GPT_POS_ROPE || c->rotary_dim < 0 ||
+                               c->rotary_dim % 2 != 0 || c->rotary_dim > head_size(c)))
         return ag_fail(AG_ERR_FORMAT,
                        "rotary_dim %d must be 0 (the whole head), or even, > 0 and <= the head "
                        "size %d with rotary positions (pos %d)",

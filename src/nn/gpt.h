@@ -57,13 +57,13 @@ typedef struct GptConfig {
     NnGptStyle style;           /* NN_GPT2 (0) or NN_LLAMA: the defaults and the names */
     int vocab_size, block_size; /* tokens, and the longest context (the positions) */
     int n_layer, n_head, n_embd;
-    int n_kv_head;    /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
-    double dropout;   /* 0: none; on the embeddings, the attention probabilities and the
+    int n_kv_head;  /* 0: n_head; fewer: grouped-query attention (n_head a multiple of it) */
+    double dropout; /* 0: none; on the embeddings, the attention probabilities and the
                      * residual branches, while training */
-    int no_bias;      /* 1: no biases, as .bias = NN_GPT_BIAS_OFF (nanoGPT's bias=False) */
-    int untied;       /* 1: the head's weight of its own (lm_head, output); 0: the token
+    int no_bias;    /* 1: no biases, as .bias = NN_GPT_BIAS_OFF (nanoGPT's bias=False) */
+    int untied;     /* 1: the head's weight of its own (lm_head, output); 0: the token
                      * embeddings' (tied, as GPT-2 and llama2.c's small models) */
-    int ffn_hidden;   /* the MLP's width; 0: GELU (ReLU, GELU tanh) 4 n_embd, SwiGLU llama2.c's rule (2/3 of
+    int ffn_hidden; /* the MLP's width; 0: GELU (ReLU, GELU tanh) 4 n_embd, SwiGLU llama2.c's rule (2/3 of
                      * 4 n_embd rounded up to a multiple of 32) */
     double rope_base; /* RoPE's base; 0: 10000 */
     double norm_eps;  /* the norms' eps (LayerNorm, RMSNorm); 0: 1e-5 */
@@ -107,12 +107,12 @@ typedef struct Gpt {
     Embedding wte;          /* transformer.wte.weight (vocab_size, C); LLaMA: tok_embeddings */
     PositionalEncoding wpe; /* learned positions: transformer.wpe.weight (block_size, C);
                              * LLaMA's names: pos_embeddings.weight */
-    GptBlock *h; /* n_layer blocks, in the parameters' arena */
-    LayerNorm ln_f; /* LLaMA: norm (weight only); none post-LN */
+    GptBlock *h;            /* n_layer blocks, in the parameters' arena */
+    LayerNorm ln_f;         /* LLaMA: norm (weight only); none post-LN */
     Linear lm_head; /* (vocab_size, C), no bias; its weight is wte's unless untied; LLaMA: output */
     Tensor **last_probs; /* n_layer: each block's attention probabilities (B, NH, T, T) of the
                           * last forward, in the step arena */
-    NnHooks *hooks;                    /* during nn_gpt_forward_hooked only; NULL otherwise */
+    NnHooks *hooks;      /* during nn_gpt_forward_hooked only; NULL otherwise */
 } Gpt;
 
 /* Checks a configuration (e.g. one read from a file) before nn_gpt_init, which aborts on what

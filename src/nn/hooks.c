@@ -192,8 +192,8 @@ int nn_hook_find(const char *name, int n_layer, NnHookPoint *out) {
 void nn_hooks_init(NnHooks *h, int n_layer) {
     AG_CHECK_ARG(h);
     AG_CHECK(n_layer >= 1 && n_layer <= NN_GPT_MAX_LAYERS,
-             "nn_hooks_init: n_layer %d outside [1, %d] (a build limit, NN_GPT_MAX_LAYERS)", n_layer,
-             NN_GPT_MAX_LAYERS);
+             "nn_hooks_init: n_layer %d outside [1, %d] (a build limit, NN_GPT_MAX_LAYERS)",
+             n_layer, NN_GPT_MAX_LAYERS);
     memset(h, 0, sizeof *h);
     h->n_layer = n_layer;
 }

@@ -422,8 +422,8 @@ static int setup_fresh(RunLoop *r) {
                        "--%s above the warmup, or --schedule constant",
                        st, (long long)c->steps, wu, (long long)s->warmup, st, wu, ss);
     if (s->kind == OPTIM_WARMUP_COSINE && s->warmup >= s->total)
-        return ag_fail(AG_ERR_ARG, "--%s %lld must be below --%s %lld", wu,
-                       (long long)s->warmup, ss, (long long)s->total);
+        return ag_fail(AG_ERR_ARG, "--%s %lld must be below --%s %lld", wu, (long long)s->warmup,
+                       ss, (long long)s->total);
     if (s->kind == OPTIM_WARMUP_INVSQRT && s->warmup < 1)
         return ag_fail(AG_ERR_ARG, "--schedule invsqrt needs --%s >= 1", wu);
     if (s->kind == OPTIM_WARMUP_COSINE && s->lr_min > c->optim.lr)
@@ -812,7 +812,10 @@ static int run_eval(RunLoop *r) {
     if (bad < 0) return AG_OK;
     r->eval_failed = 1; /* the file is sound (load checked it); the model's numbers are not */
     return ag_fail(AG_ERR_RANGE, "%s: the valid %s is %s: the model does not compute finite values",
-                   path, r->m->metric_names[bad], isnan(v[bad]) ? "nan" : v[bad] > 0 ? "inf" : "-inf");
+                   path, r->m->metric_names[bad],
+                   isnan(v[bad]) ? "nan"
+                   : v[bad] > 0  ? "inf"
+                                 : "-inf");
 }
 
 static int start_train(RunLoop *r) {
@@ -866,7 +869,7 @@ int run_main(RunLoop *r, Flag *fl, int n, int argc, char **argv) {
     if (rc != AG_OK) {
         if (print) fprintf(stderr, "%s %s: %s\n", r->m->prog, cmd, ag_last_error());
         return rc == AG_ERR_NOMEM || r->log_failed || r->eval_failed ? RUN_EXIT_FAIL
-                                                                      : RUN_EXIT_USAGE;
+                                                                     : RUN_EXIT_USAGE;
     }
     if (eval) return RUN_EXIT_OK;
     r->step_arena = arena_new("step", 0);

@@ -90,8 +90,8 @@ void k_adam_step_many(Tensor *const *ps, Tensor *const *m, Tensor *const *v, int
                 size_t C = (size_t)ps[i]->shape[1];
                 for (int b = (int)((long)nb * t / T); b < (int)((long)nb * (t + 1) / T); b++) {
                     int r0 = b * K_BF16_NR, r1 = r0 + K_BF16_NR < R ? r0 + K_BF16_NR : R;
-                    adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, r0 * C, r1 * C,
-                               h, pre, h->zero_grad);
+                    adam_range(ps[i]->data, ps[i]->grad, m[i]->data, v[i]->data, r0 * C, r1 * C, h,
+                               pre, h->zero_grad);
                     k_bf16_cache_pack_rows(e, r0, r1);
                 }
                 continue;

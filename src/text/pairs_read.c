@@ -99,8 +99,8 @@ static int readable_kind(const char *path, const struct stat *st) {
     return ag_fail(AG_ERR_IO, "%s: is %s: only regular files and pipes are read", path, kind);
 }
 
-static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v,
-                      TxtVocab *tgt_v, int grow, int max_tokens);
+static int read_pairs(FILE *f, const char *path, TxtPairSet *d, TxtVocab *src_v, TxtVocab *tgt_v,
+                      int grow, int max_tokens);
 
 /* Reads all of f into a malloc'd buffer (*buf, *len). */
 static int slurp(FILE *f, const char *path, char **buf, size_t *len) {

@@ -106,8 +106,8 @@ Test(ag_gelu_tanh, matches_pytorchs_gelu_approximate_tanh) {
         double yi = (double)y->data[i], gi = (double)x->grad[i];
         cr_assert(fabs(yi - wy) <= TIGHT * fmax(1, fabs(wy)), "gelu_tanh(%g) = %.17g, torch %.17g",
                   v, yi, wy);
-        cr_assert(fabs(gi - wg) <= TIGHT * fmax(1, fabs(wg)),
-                  "gelu_tanh'(%g) = %.17g, torch %.17g", v, gi, wg);
+        cr_assert(fabs(gi - wg) <= TIGHT * fmax(1, fabs(wg)), "gelu_tanh'(%g) = %.17g, torch %.17g",
+                  v, gi, wg);
     }
     /* not the exact GELU: at x = 1 the two differ by 1.6e-4 */
     cr_assert(fabs((double)y->data[18] - 0.5 * (1 + erf(1 / sqrt(2.0)))) > 1e-4);

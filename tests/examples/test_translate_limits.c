@@ -109,7 +109,8 @@ Test(tr_limits, a_word_over_the_limit_is_refused) {
     strcat(text, "\n");
     ts_write_bytes(path, text, strlen(text));
     TxtVocab s, t;
-    cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%d bytes: %s", TXT_VOCAB_MAX_WORD_LEN, ag_last_error());
+    cr_assert_eq(data_reads(path, &s, &t), AG_OK, "%d bytes: %s", TXT_VOCAB_MAX_WORD_LEN,
+                 ag_last_error());
     txt_vocab_free(&s);
     txt_vocab_free(&t);
     text[strlen(text) - 1] = 'x';
@@ -343,8 +344,8 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
     ts_join(fifo, dir, "endless.fifo");
     cr_assert(mkfifo(fifo, 0600) == 0, "%s", strerror(errno));
     char want[600];
-    snprintf(want, sizeof want,
-             "%s:1: the line is longer than 262144 bytes (TXT_PAIRS_MAX_LINE)", fifo);
+    snprintf(want, sizeof want, "%s:1: the line is longer than 262144 bytes (TXT_PAIRS_MAX_LINE)",
+             fifo);
     const char *const eval_fifo[] = {"eval", "--ckpt", ckpt, fifo, NULL};
     const char *const train_fifo[] = {"train", "--train", fifo, "--no-valid", "--out", out, NULL};
     const char *const *const fifo_cases[] = {eval_fifo, train_fifo};
@@ -354,7 +355,8 @@ Test(tr_limits, a_device_or_an_endless_line_as_data_exits_2_within_a_second) {
         pid_t writer = start_endless_writer(fifo, report[1]);
         expect_quick_refusal(dir, fifo_cases[k], want);
         size_t sent = finish_writer(fifo, writer, report);
-        cr_assert_lt(sent, (size_t)TXT_PAIRS_MAX_LINE + (1 << 20), "%zu bytes went into the pipe", sent);
+        cr_assert_lt(sent, (size_t)TXT_PAIRS_MAX_LINE + (1 << 20), "%zu bytes went into the pipe",
+                     sent);
     }
     ts_rm_tree(dir);
 }

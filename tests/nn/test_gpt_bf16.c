@@ -54,8 +54,8 @@ static Tensor *target(Gpt *m) {
 /* steps losses and the last weights' checksum (sum, may be NULL) of the model trained from
  * seed 1 with the products in precision on threads, the copies on or off (and checked), with
  * write before step AT */
-static void run_written(int precision, int threads, int cache, int write, int steps,
-                        double *losses, double *sum) {
+static void run_written(int precision, int threads, int cache, int write, int steps, double *losses,
+                        double *sum) {
     cr_assert_eq(ag_precision_use(precision), AG_OK);
     ag_threads_use(threads);
     k_bf16_cache_on = cache;

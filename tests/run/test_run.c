@@ -814,10 +814,10 @@ Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise
     free(err);
     /* given under another of their names (attograd-gpt's nanoGPT spellings), they are named so */
     nano_names = 1;
-    code = run_child(dir,
-                     (const char *[]){"--out", dir, "--force", "--max-iters", "3",
-                                      "--warmup-iters", "5", NULL},
-                     -1, 0);
+    code = run_child(
+        dir,
+        (const char *[]){"--out", dir, "--force", "--max-iters", "3", "--warmup-iters", "5", NULL},
+        -1, 0);
     err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
     cr_assert(code == 2 &&
                   strstr(err, "--max-iters 3: the cosine schedule decays from the end of its "
@@ -833,8 +833,8 @@ Test(run, steps_within_the_warmup_run_a_flat_schedule_and_name_the_fix_otherwise
     cr_assert(code == 2 && strstr(err, "--warmup 4 must be below --lr-decay-iters 4"),
               "exit %d: %s", code, err);
     free(err);
-    code = run_child(dir,
-                     (const char *[]){"--out", dir, "--force", "--min-lr", "0.5", NULL}, -1, 0);
+    code =
+        run_child(dir, (const char *[]){"--out", dir, "--force", "--min-lr", "0.5", NULL}, -1, 0);
     err = ts_read_text(ts_join(p, dir, "child.err"), NULL);
     cr_assert(code == 2 && strstr(err, "--min-lr 0.5 must not exceed --lr 0.05"), "exit %d: %s",
               code, err);
@@ -1010,8 +1010,8 @@ static int log_ytics_of(const char *script, char lab[][40], double *v, double *l
 /* loss curves on a log y axis: the tick labels are distinct, each its tick's value, 3 or more,
  * within the range, whether the losses span a few hundredths or several decades */
 Test(run, a_log_loss_axis_has_distinct_tick_labels_that_are_their_values) {
-    static const double ranges[][2] = {{2.2, 2.25}, {2.201, 2.203}, {1.82, 2.4}, {0.9, 1.3},
-                                       {1.5, 4},    {0.02, 3.5},    {1e-4, 7},   {3, 3},
+    static const double ranges[][2] = {{2.2, 2.25}, {2.201, 2.203},  {1.82, 2.4}, {0.9, 1.3},
+                                       {1.5, 4},    {0.02, 3.5},     {1e-4, 7},   {3, 3},
                                        {250, 260},  {0.0311, 0.0312}};
     for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
         char *s = NULL;
@@ -1250,7 +1250,8 @@ Test(run, the_loss_plot_adds_the_exact_match_when_the_log_has_it) {
     }
     ts_write_text(p, "when,what\n1,2\n");
     cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_FAILED);
-    cr_assert(strstr(ag_last_error(), "its header has no column step, train_loss"), "%s", ag_last_error());
+    cr_assert(strstr(ag_last_error(), "its header has no column step, train_loss"), "%s",
+              ag_last_error());
     ts_write_text(p, "");
     cr_assert_eq(run_plot_loss(p, q), RUN_PLOT_SKIPPED);
     cr_assert(strstr(ag_last_error(), "no rows yet"), "%s", ag_last_error());

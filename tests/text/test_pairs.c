@@ -207,8 +207,8 @@ Test(txt_pairs_read, malformed_lines_name_the_line) {
               ag_last_error());
     /* a folder (or a device) is refused before it is read */
     cr_assert_eq(txt_pairs_read(dir, &d, &s, &t, 1, 0), AG_ERR_IO);
-    cr_assert(strstr(ag_last_error(), ": is a folder: only regular files and pipes are read"),
-              "%s", ag_last_error());
+    cr_assert(strstr(ag_last_error(), ": is a folder: only regular files and pipes are read"), "%s",
+              ag_last_error());
     txt_vocab_free(&s);
     txt_vocab_free(&t);
     ts_rm_tree(dir);

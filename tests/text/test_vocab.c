@@ -161,7 +161,10 @@ Test(txt_vocab, check_arg_drops_a_bom_and_names_a_bad_byte) {
     cr_assert(out == bom + 3, "the mark is skipped");
     cr_assert_eq(txt_check_arg("", "--target", &out), AG_OK);
     cr_assert_str_eq(out, "");
-    cr_assert_eq(txt_check_arg("\xef\xbb\xbf" "caf\xe9", "--target", &out), AG_ERR_FORMAT);
+    cr_assert_eq(txt_check_arg("\xef\xbb\xbf"
+                               "caf\xe9",
+                               "--target", &out),
+                 AG_ERR_FORMAT);
     cr_assert_null(out);
     cr_assert_str_eq(ag_last_error(), "--target is not valid UTF-8 (byte 4 is 0xe9)");
 }
