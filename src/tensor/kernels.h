@@ -196,8 +196,25 @@ void k_bf16_cache_begin(Tensor *const *ps, int count, int pack);
 KBf16Packed *k_bf16_cache_to_pack(const Tensor *p);
 void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
 /* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
- * operands of attention's products under bf16 (k_attention.c and its reference) */
+ * operands of attention's products under bf16 in the reference kernel (k_attention_ref.c) */
 void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);
+/* k_gemm_bf16.c's pieces, for attention's products under bf16 (k_attention.c), the same words
+ * and the same sums as the matrix product's:
+ * k_bf16_pack(d, X, ld, t, K, r0, rn, k0, kc, W): rows [r0, r0+rn) of op(X) (R,K) (X stored
+ * (R,K) with rows ld apart, or (K,R) read transposed when t), pairs (k, k+1) of k in [k0,
+ * k0+kc) (k0 even, kc even unless k0 + kc = K: the missing half 0): for each pair W words at
+ * d, one per row (0 past rn), bf16(op(X)[r,k]) in the low half, bf16(op(X)[r,k+1]) the high.
+ * k_bf16_tile(np, a, b, c, ldc, mr, nr, add): C[0..mr, 0..nr) (rows ldc apart, mr <= K_BF16_MR,
+ * nr <= K_BF16_NR) = or (add) += the sums of np pairs of a strip a (np x K_BF16_MR words) and a
+ * panel b (np x K_BF16_NR words), each sum one chain from +0 (vdpbf16ps, or its emulation).
+ * k_bf16_pair_step(s, alo, blo, ahi, bhi): one pair of that chain, scalar: the high half first,
+ * s = ftz(fma(ahi, bhi, s)), then s = ftz(fma(alo, blo, s)) (the operands bf16 values). */
+#define K_BF16_MR 8 /* the rows of a strip of op(A) */
+void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
+                 int kc, int W);
+void k_bf16_tile(int np, const uint32_t *a, const uint32_t *b, Real *c, size_t ldc, int mr, int nr,
+                 int add);
+float k_bf16_pair_step(float s, float alo, float blo, float ahi, float bhi);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);
