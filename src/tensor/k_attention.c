@@ -17,8 +17,29 @@
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
- * Under --precision bf16 (kernels.h's k_bf16_products) every product takes operands rounded to
- * bf16, its sums in fp32 as ever (forward_head, backward_group).
+ * Under --precision bf16 (kernels.h's k_bf16_products) the six products take bf16 operands and
+ * sum in fp32 on k_gemm_bf16.c's micro-kernel (vdpbf16ps where the build has AVX512_BF16, its
+ * exact emulation elsewhere: the same bits in every kernel family); the softmax, its backward
+ * and dropout stay fp32 (forward_head_bf16, backward_group_bf16). The arithmetic, the one
+ * definition: each operand rounded to bf16 (k_bf16_round); per element of a product one chain
+ * over K (not cut into blocks), from +0, in pairs (k, k+1) in order from k = 0, each pair as
+ * vdpbf16ps takes it, the odd half first:
+ *     s = ftz(fma(x[k+1], b[k+1], s));  s = ftz(fma(x[k], b[k], s))
+ * (ftz: a zero of its sign below FLT_MIN; the product of two bf16 is exact in fp32), then
+ * stored (y, the scores, gy v^T) or added to the gradient (gq, gk, gv: g = g + s, an fp32 add,
+ * one head after the other for a key/value head read by several). K: HS for q k^T and gy v^T;
+ * the query rows from 0 for G^T q and A^T gy (rows that do not see a key hold exact zeros
+ * there, which leave a sum from +0 as it is, so the sums start at the first pair of rows that
+ * sees the key); for A v and G k the keys up to the end of the keys the row's block sees (the
+ * causal end of its last row, and no further than the last key that is not padding), the
+ * blocks being BMR = 8 query rows from row 0 with causal attention and all the rows without.
+ * An odd K's last pair has a zero half in x (for A v and G k the other operand's half there is
+ * the next key's value when there is one: a zero product either way). Layout: the operands are
+ * packed as they are copied (k_bf16_pack, vcvtne2ps2bf16 with AVX512_BF16): the left one (q,
+ * gy; A, G by rows; G^T and A^T by pairs of query rows) in strips of 8 rows, one 32-bit word a
+ * pair a row, broadcast; the right one (k^T, v^T by pairs of HS; v, k, q, gy by pairs of rows)
+ * in panels of 32 columns, one word a pair a column (bf16 of k in the low half, of k+1 in the
+ * high). Tests: tests/tensor/test_attention_bf16.c (the definition written out, bit for bit).
  * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>

@@ -634,25 +634,6 @@ void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const 
     gemm(ta, tb, M, N, K, A, B, C, 0, bias);
 }
 
-/* dst (R,N) = the bf16 values of src (R,N), kept as Reals (rows ldd and lds apart; dst may be
- * src): attention's operands under bf16 (k_attention.c, k_attention_ref.c) */
-void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N) {
-    for (int r = 0; r < R; r++) {
-        Real *d = dst + (size_t)r * ldd;
-        const Real *x = src + (size_t)r * lds;
-        int c = 0;
-#if defined(BF16_HW) && !defined(AG_REAL_DOUBLE)
-        for (; c < N; c += 16) {
-            __mmask16 m = (__mmask16)(N - c >= 16 ? 0xffffu : (1u << (N - c)) - 1u);
-            __m512i w =
-                _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + c)));
-            _mm512_mask_storeu_ps(d + c, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-        }
-#endif
-        for (; c < N; c++) d[c] = (Real)k_bf16_to_float(round_bf16((float)x[c]));
-    }
-}
-
 /* ---- the step's precision (threads.h) ---- */
 int k_bf16_products = 0;
 

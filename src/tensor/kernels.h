@@ -156,8 +156,9 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * the bias row (N) + the product, the bits of storing the bias in C and accumulating onto it,
  * without that pass over C. k_gemm_bf16_team as k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
  * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
- * k_gemm_bf16, and attention's products (k_attention.c, k_attention_ref.c) round their
- * operands to bf16 and sum in fp32 in their own order. */
+ * k_gemm_bf16, attention's products (k_attention.c) take bf16 operands and sum them as
+ * k_gemm_bf16 does (one chain per element; k_attention.c's opening comment), and its reference
+ * (k_attention_ref.c) rounds its operands to bf16 and sums in fp32 in its own order. */
 #define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
 extern int k_bf16_products;
 /* k_bf16_keep_a: a thread keeps its rows of op(A) packed (all of K) across its blocks of
@@ -195,9 +196,6 @@ extern int k_bf16_cache_on, k_bf16_cache_check;
 void k_bf16_cache_begin(Tensor *const *ps, int count, int pack);
 KBf16Packed *k_bf16_cache_to_pack(const Tensor *p);
 void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
-/* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
- * operands of attention's products under bf16 in the reference kernel (k_attention_ref.c) */
-void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);
 /* k_gemm_bf16.c's pieces, for attention's products under bf16 (k_attention.c), the same words
  * and the same sums as the matrix product's:
  * k_bf16_pack(d, X, ld, t, K, r0, rn, k0, kc, W): rows [r0, r0+rn) of op(X) (R,K) (X stored
