@@ -882,29 +882,33 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
 }
 
 /* the scratch of backward_group_bf16: G and A (Tq x Tk), then words: v^T's panels (HS, Tk),
- * k's panels (Tk, HS), gy's strips (Tq, HS), G's strips (Tq, Tk), q's and gy's panels (Tq,
- * HS), a strip of G^T or A^T (BMR, Tq) */
+ * k's panels (Tk, HS), gy's strips (Tq, HS), G's strips (Tq, Tk), q's or gy's panels (Tq,
+ * HS), two strips of G^T or A^T (2 BMR, Tq) */
 static size_t backward_scratch_bf16(const KAttention *a) {
     int hp = pairs_of(a->HS), kp = pairs_of(a->Tk), qp = pairs_of(a->Tq);
     return 2 * (size_t)a->Tq * a->Tk +
            words((size_t)hp * up_to(a->Tk, BNR) + (size_t)kp * up_to(a->HS, BNR) +
                  up_to(a->Tq, BMR) * hp + up_to(a->Tq, BMR) * kp +
-                 2 * (size_t)qp * up_to(a->HS, BNR) + (size_t)BMR * qp);
+                 (size_t)qp * up_to(a->HS, BNR) + 2 * (size_t)BMR * qp);
 }
 
 /* add_keys under bf16: gx (rows of keys, ld apart) = or += X^T Y, X (Tq, Tk) stored, Y's
- * panels yw (Tq, HS): strips of BMR keys, each of X^T packed from the first pair of query rows
- * that sees its first key (the pairs above are X's zeros: they add nothing to a sum from +0);
- * ts: the strip's scratch */
+ * panels yw (Tq, HS): strips of BMR keys, two at a time (16 keys of a row of X read at once),
+ * each pair of strips of X^T packed from the first pair of query rows that sees its first key
+ * (the pairs above are X's zeros: they add nothing to a sum from +0); ts: two strips' scratch */
 static void add_keys_bf16(Real *gx, size_t ld, const Real *X, const uint32_t *yw, uint32_t *ts,
                           const KAttention *a, int b, int vis, int set) {
     int Tq = n_q(a, b), Tk = n_k(a, b), qp = pairs_of(Tq);
-    for (int j0 = 0; j0 < vis; j0 += BMR) {
-        int nk = vis - j0 < BMR ? vis - j0 : BMR, i0 = a->causal ? first_seer(a, b, j0) & ~1 : 0;
+    for (int j0 = 0; j0 < vis; j0 += 2 * BMR) {
+        int nk = vis - j0, i0 = a->causal ? first_seer(a, b, j0) & ~1 : 0;
         int np = pairs_of(Tq - i0);
-        k_bf16_pack(ts, X, (size_t)Tk, 1, Tq, j0, nk, i0, Tq - i0, BMR);
-        tile_bf16(gx + (size_t)j0 * ld, ld, ts, np, nk, yw + (size_t)(i0 / 2) * BNR, qp, a->HS,
-                  np, !set);
+        uint32_t *t1 = ts + (size_t)BMR * np;
+        k_bf16_pack_strips2(ts, nk > BMR ? t1 : NULL, X, (size_t)Tk, Tq, j0, nk, i0, Tq - i0);
+        for (int s = 0; s < 2 && s * BMR < nk; s++) {
+            int n = nk - s * BMR < BMR ? nk - s * BMR : BMR;
+            tile_bf16(gx + (size_t)(j0 + s * BMR) * ld, ld, s ? t1 : ts, np, n,
+                      yw + (size_t)(i0 / 2) * BNR, qp, a->HS, np, !set);
+        }
     }
     if (set)
         for (int j = vis; j < Tk; j++) memset(gx + (size_t)j * ld, 0, (size_t)a->HS * sizeof(Real));
@@ -924,7 +928,7 @@ static void backward_group_bf16(Real *gq, Real *gk, Real *gv, const Real *q, con
     uint32_t *gys = kw + (size_t)pairs_of(a->Tk) * up_to(HS, BNR);
     uint32_t *gs = gys + up_to(a->Tq, BMR) * hp;
     uint32_t *yw = gs + up_to(a->Tq, BMR) * pairs_of(a->Tk);
-    uint32_t *ts = yw + 2 * (size_t)pairs_of(a->Tq) * up_to(HS, BNR);
+    uint32_t *ts = yw + (size_t)pairs_of(a->Tq) * up_to(HS, BNR);
     size_t kv = k_at(a, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2];
     if (gq || gk) pack_panels(vtw, v + kv, lk, 1, HS, vis); /* v^T (HS, vis) */
     if (gq) pack_panels(kw, k + kv, lk, 0, vis, HS);        /* k (vis, HS) */

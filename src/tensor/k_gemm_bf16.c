@@ -99,10 +99,10 @@ static void pack_ld(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0,
 
 /* two A strips of op(X) read transposed (X stored (K,R)): rows [r0, r0+8) into d0 and [r0+8,
  * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words */
-static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
-                         int k0, int kc) {
-    pack_ld(d0, X, (size_t)R, 1, K, r0, rn < 8 ? rn : 8, k0, kc, 8);
-    if (d1) pack_ld(d1, X, (size_t)R, 1, K, r0 + 8, rn > 16 ? 8 : rn - 8, k0, kc, 8);
+static void strips2_ld(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0, int rn,
+                       int k0, int kc) {
+    pack_ld(d0, X, ld, 1, K, r0, rn < 8 ? rn : 8, k0, kc, 8);
+    if (d1) pack_ld(d1, X, ld, 1, K, r0 + 8, rn > 16 ? 8 : rn - 8, k0, kc, 8);
 }
 
 #else
@@ -224,20 +224,24 @@ static void pack_ld(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0,
  * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words. One
  * strip alone reads half a cache line of each of rows k and k+1 a pair; two read whole lines
  * (pair_words16: the first 8 words to d0, the last 8 to d1) */
-static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
-                         int k0, int kc) {
+static void strips2_ld(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0, int rn,
+                       int k0, int kc) {
     int n = rn < 0 ? 0 : rn > 16 ? 16 : rn;
     __mmask16 m = (__mmask16)((1u << n) - 1u);
     for (int q = 0; q < kc; q += 2, d0 += 8) {
-        const float *lo = X + (size_t)(k0 + q) * R + r0;
-        __m512i w = pair_words16(lo, lo + R, m, k0 + q + 1 < K);
+        const float *lo = X + (size_t)(k0 + q) * ld + r0;
+        __m512i w = pair_words16(lo, lo + ld, m, k0 + q + 1 < K);
         _mm256_storeu_si256((__m256i *)d0, _mm512_castsi512_si256(w));
         if (d1) _mm256_storeu_si256((__m256i *)(d1 + 4 * q), _mm512_extracti64x4_epi64(w, 1));
     }
 }
 #endif
 
-/* pack_ld of a stored matrix whose rows are whole (R or K values apart) */
+/* pack_ld and strips2_ld of a stored matrix whose rows are whole (R or K values apart) */
+static inline void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0,
+                                int rn, int k0, int kc) {
+    strips2_ld(d0, d1, X, (size_t)R, K, r0, rn, k0, kc);
+}
 static inline void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn,
                               int k0, int kc, int W) {
     pack_ld(d, X, (size_t)(t ? R : K), t, K, r0, rn, k0, kc, W);
@@ -246,6 +250,11 @@ static inline void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, i
 void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
                  int kc, int W) {
     pack_ld(d, X, ld, t, K, r0, rn, k0, kc, W);
+}
+
+void k_bf16_pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0,
+                         int rn, int k0, int kc) {
+    strips2_ld(d0, d1, X, ld, K, r0, rn, k0, kc);
 }
 
 /* s = ftz(fma(a, b, s)), one half of a pair (the emulation). Where fmaf is an instruction it is

@@ -202,6 +202,9 @@ void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
  * (R,K) with rows ld apart, or (K,R) read transposed when t), pairs (k, k+1) of k in [k0,
  * k0+kc) (k0 even, kc even unless k0 + kc = K: the missing half 0): for each pair W words at
  * d, one per row (0 past rn), bf16(op(X)[r,k]) in the low half, bf16(op(X)[r,k+1]) the high.
+ * k_bf16_pack_strips2(d0, d1, X, ld, K, r0, rn, k0, kc): k_bf16_pack of two strips of op(X)
+ * read transposed (t, W = K_BF16_MR): rows [r0, r0+8) to d0 and [r0+8, r0+16) to d1 (NULL:
+ * none), rn of the 16 real (16 rows of X read at once).
  * k_bf16_tile(np, a, b, c, ldc, mr, nr, add): C[0..mr, 0..nr) (rows ldc apart, mr <= K_BF16_MR,
  * nr <= K_BF16_NR) = or (add) += the sums of np pairs of a strip a (np x K_BF16_MR words) and a
  * panel b (np x K_BF16_NR words), each sum one chain from +0 (vdpbf16ps, or its emulation).
@@ -210,6 +213,8 @@ void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
 #define K_BF16_MR 8 /* the rows of a strip of op(A) */
 void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
                  int kc, int W);
+void k_bf16_pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0,
+                         int rn, int k0, int kc);
 void k_bf16_tile(int np, const uint32_t *a, const uint32_t *b, Real *c, size_t ldc, int mr, int nr,
                  int add);
 float k_bf16_pair_step(float s, float alo, float blo, float ahi, float bhi);
