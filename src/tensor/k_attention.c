@@ -7,8 +7,8 @@
  * Threads take the pairs as they come free, each first from its own range of batch elements,
  * the rows its core wrote (PairRange below); the values do not depend on who takes a pair.
  * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
- * small matrix product done by one register-tiled loop, tile() below, on operands copied into
- * per-thread scratch where they need another layout. Heads are read through strides
+ * small matrix product done in fp32 by one register-tiled loop, tile() below, on operands
+ * copied into per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
  * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
  * (k_lanes.h's _v forms, the same bits as the plain ones); short rows (float, AVX-512 and
@@ -549,13 +549,12 @@ static void pack_panels(uint32_t *d, const Real *B, size_t ld, int t, int K, int
 
 /* C (M, N) (rows ldc apart) = or (add) += the sums over np pairs of strips xs (packed with
  * npx pairs) and panels bp (npb pairs; bp may point at a later pair of the first panel) */
-static void tile_bf16(Real *C, size_t ldc, const uint32_t *xs, int npx, int M,
-                      const uint32_t *bp, int npb, int N, int np, int add) {
+static void tile_bf16(Real *C, size_t ldc, const uint32_t *xs, int npx, int M, const uint32_t *bp,
+                      int npb, int N, int np, int add) {
     for (int i0 = 0; i0 < M; i0 += BMR)
         for (int j0 = 0; j0 < N; j0 += BNR)
-            k_bf16_tile(np, xs + (size_t)i0 * npx, bp + (size_t)j0 * npb,
-                        C + (size_t)i0 * ldc + j0, ldc, M - i0 < BMR ? M - i0 : BMR,
-                        N - j0 < BNR ? N - j0 : BNR, add);
+            k_bf16_tile(np, xs + (size_t)i0 * npx, bp + (size_t)j0 * npb, C + (size_t)i0 * ldc + j0,
+                        ldc, M - i0 < BMR ? M - i0 : BMR, N - j0 < BNR ? N - j0 : BNR, add);
 }
 
 /* Reals that n words take */
@@ -817,8 +816,8 @@ static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t l
  * dots' gradients: gP = gA m / (1-p) (0 where dropped), G = P (gP - sum_j gP P) scale, and 0
  * for kend <= j < vis (where G^T q's product reads) */
 static K_ALWAYS_INLINE void softmax_back_rows(Real *G, const Real *Ph, const KAttention *a,
-                                              size_t p0, int Tk, int i0, int i1, int kend,
-                                              int vis, Real inv_keep, Real scale) {
+                                              size_t p0, int Tk, int i0, int i1, int kend, int vis,
+                                              Real inv_keep, Real scale) {
     for (int i = i0; i < i1; i++) {
         const Real *pi = Ph + (size_t)i * Tk;
         Real *Gi = G + (size_t)i * Tk;
@@ -826,7 +825,7 @@ static K_ALWAYS_INLINE void softmax_back_rows(Real *G, const Real *Ph, const KAt
             for (int j = 0; j < kend; j++)
                 Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
         Real D = k_row_dot_nz_v(Gi, pi, kend); /* sum_j gP_ij P_ij */
-        for (int j = 0; j < vis; j++)         /* 0 past kend, where gk's product reads */
+        for (int j = 0; j < vis; j++)          /* 0 past kend, where gk's product reads */
             Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
     }
 }
@@ -888,8 +887,8 @@ static size_t backward_scratch_bf16(const KAttention *a) {
     int hp = pairs_of(a->HS), kp = pairs_of(a->Tk), qp = pairs_of(a->Tq);
     return 2 * (size_t)a->Tq * a->Tk +
            words((size_t)hp * up_to(a->Tk, BNR) + (size_t)kp * up_to(a->HS, BNR) +
-                 up_to(a->Tq, BMR) * hp + up_to(a->Tq, BMR) * kp +
-                 (size_t)qp * up_to(a->HS, BNR) + 2 * (size_t)BMR * qp);
+                 up_to(a->Tq, BMR) * hp + up_to(a->Tq, BMR) * kp + (size_t)qp * up_to(a->HS, BNR) +
+                 2 * (size_t)BMR * qp);
 }
 
 /* add_keys under bf16: gx (rows of keys, ld apart) = or += X^T Y, X (Tq, Tk) stored, Y's

@@ -140,8 +140,8 @@ static void definition_case(Case c, uint64_t seed) {
         }
         k_attention_forward(y0, P0, S, E, v, &a);
         for (size_t e = 0; e < np; e++)
-            cr_assert(same(P[e], P0[e]), "P[%zu]: %.9g, the softmax of the defined scores %.9g",
-                      e, (double)P[e], (double)P0[e]);
+            cr_assert(same(P[e], P0[e]), "P[%zu]: %.9g, the softmax of the defined scores %.9g", e,
+                      (double)P[e], (double)P0[e]);
         free(S), free(E), free(P0), free(y0);
     }
     for (int b = 0; b < B; b++) {
@@ -176,8 +176,8 @@ static void definition_case(Case c, uint64_t seed) {
                     float pad = K < vis ? k[ko + (size_t)K * HS + d] : 0;
                     float s = chain(Gi, 1, k + ko + d, (size_t)HS, K, pad);
                     size_t e = qo + (size_t)i * HS + d;
-                    cr_assert(same(gq0[e] + s, gq[e]), "gq[%d,%d,%d,%d]: %.9g, defined %.9g", b,
-                              h, i, d, (double)gq[e], (double)(gq0[e] + s));
+                    cr_assert(same(gq0[e] + s, gq[e]), "gq[%d,%d,%d,%d]: %.9g, defined %.9g", b, h,
+                              i, d, (double)gq[e], (double)(gq0[e] + s));
                 }
             }
         }
@@ -237,11 +237,11 @@ Test(attention_bf16, the_odd_half_of_a_pair_comes_first) {
 #elif defined(AG_ATTN_REF)
     cr_skip_test("make ATTN=ref: the reference kernel sums in its own order");
 #else
-    const float col[4] = {4, 0, 6 * 0x1p-24f, 4 * 0x1p-24f}, quarter[4] = {0.25f, 0.25f, 0.25f,
-                                                                          0.25f};
-    cr_assert(!same(chain_order(quarter, 1, col, 1, 4, 0, 0),
-                    chain_order(quarter, 1, col, 1, 4, 0, 1)),
-              "the case does not tell the orders apart");
+    const float col[4] = {4, 0, 6 * 0x1p-24f, 4 * 0x1p-24f},
+                quarter[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+    cr_assert(
+        !same(chain_order(quarter, 1, col, 1, 4, 0, 0), chain_order(quarter, 1, col, 1, 4, 0, 1)),
+        "the case does not tell the orders apart");
     KAttention a;
     memset(&a, 0, sizeof a);
     a.B = 1, a.NH = 1, a.NKV = 1, a.Tq = 1, a.Tk = 4, a.HS = 2;
