@@ -944,7 +944,7 @@ static void backward_group_bf16(Real *gq, Real *gk, Real *gv, const Real *q, con
                 tile_bf16(Gb, (size_t)Tk, gys + (size_t)i0 * hp, hp, nb, vtw, hp, kend, hp,
                           0); /* gy v^T */
                 softmax_back_rows(G, Ph, a, p0, Tk, i0, i0 + nb, kend, vis, inv_keep, scale);
-                if (gq) { /* gq += G k */
+                if (gq) { /* gq: the product G k */
                     pack_strips(gs, Gb, (size_t)Tk, 0, nb, kend);
                     tile_bf16(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, gs, pairs_of(kend),
                               nb, kw, vp, HS, pairs_of(kend), !(store & 1));

@@ -23,6 +23,8 @@
  * disjoint strips of rows (or panels of columns when there are fewer strips than threads):
  * every element is computed the same way whoever computes it, so the bits do not depend on the
  * thread count. Scratch per thread from k_thread_scratch (K_SCRATCH_BF16).
+ * The packing and the micro-kernel also serve attention's products under bf16 (k_attention.c,
+ * through kernels.h's k_bf16_pack, k_bf16_pack_strips2 and k_bf16_tile).
  * Not here: the fp32 product, and where a step's products choose this one (k_gemm.c's gemm and
  * gemm_team, so that every matmul and Linear of k_matmul.c follows). Read next: k_matmul.c. */
 #include <float.h>

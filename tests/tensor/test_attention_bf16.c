@@ -172,7 +172,7 @@ static void definition_case(Case c, uint64_t seed) {
                 float D = k_row_dot_nz(Gi, pi, K); /* the softmax backward, fp32 */
                 for (int j = 0; j < Tk; j++)
                     Gi[j] = j < K && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
-                for (int d = 0; d < HS; d++) { /* gq += G k */
+                for (int d = 0; d < HS; d++) { /* gq, G k */
                     float pad = K < vis ? k[ko + (size_t)K * HS + d] : 0;
                     float s = chain(Gi, 1, k + ko + d, (size_t)HS, K, pad);
                     size_t e = qo + (size_t)i * HS + d;
@@ -181,7 +181,7 @@ static void definition_case(Case c, uint64_t seed) {
                 }
             }
         }
-        for (int g = 0; g < NKV; g++) /* gk += G^T q, gv += A^T gy: the group's heads in order */
+        for (int g = 0; g < NKV; g++) /* gk (G^T q) and gv (A^T gy): the heads in order */
             for (int j = 0; j < Tk; j++)
                 for (int d = 0; d < HS; d++) {
                     size_t e = k_at(&a, b, g) + (size_t)j * HS + d;
