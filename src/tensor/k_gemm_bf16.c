@@ -274,10 +274,6 @@ static inline float step(float a, float b, float s) {
     return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
 }
 
-float k_bf16_pair_step(float s, float alo, float blo, float ahi, float bhi) {
-    return step(alo, blo, step(ahi, bhi, s));
-}
-
 /* One BMR x BNR tile: sums of np pairs of strip a (np x BMR words) and panel b (np x BNR
  * words), then C[0..mr, 0..nr) (row stride ldc) = sum, or C + sum when add, or else bias + sum
  * when bias (nr values: the same add as storing the bias in C first) */

@@ -207,9 +207,7 @@ void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
  * none), rn of the 16 real (16 rows of X read at once).
  * k_bf16_tile(np, a, b, c, ldc, mr, nr, add): C[0..mr, 0..nr) (rows ldc apart, mr <= K_BF16_MR,
  * nr <= K_BF16_NR) = or (add) += the sums of np pairs of a strip a (np x K_BF16_MR words) and a
- * panel b (np x K_BF16_NR words), each sum one chain from +0 (vdpbf16ps, or its emulation).
- * k_bf16_pair_step(s, alo, blo, ahi, bhi): one pair of that chain, scalar: the high half first,
- * s = ftz(fma(ahi, bhi, s)), then s = ftz(fma(alo, blo, s)) (the operands bf16 values). */
+ * panel b (np x K_BF16_NR words), each sum one chain from +0 (vdpbf16ps, or its emulation). */
 #define K_BF16_MR 8 /* the rows of a strip of op(A) */
 void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
                  int kc, int W);
@@ -217,7 +215,6 @@ void k_bf16_pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, i
                          int rn, int k0, int kc);
 void k_bf16_tile(int np, const uint32_t *a, const uint32_t *b, Real *c, size_t ldc, int mr, int nr,
                  int add);
-float k_bf16_pair_step(float s, float alo, float blo, float ahi, float bhi);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);
