@@ -7,8 +7,8 @@
  * Threads take the pairs as they come free, each first from its own range of batch elements,
  * the rows its core wrote (PairRange below); the values do not depend on who takes a pair.
  * Speed: per head, every product (q k^T, P v, and backward's gy v^T, G k, G^T q, A^T gy) is a
- * small matrix product done by one register-tiled loop, tile() below, on operands copied into
- * per-thread scratch where they need another layout. Heads are read through strides
+ * small matrix product done in fp32 by one register-tiled loop, tile() below, on operands
+ * copied into per-thread scratch where they need another layout. Heads are read through strides
  * (KAttention.qs, ks, ys), so the same code serves (B, heads, T, HS) tensors and the heads of
  * (B, T, C) projections. Softmax and its backward reduce rows in vector registers
  * (k_lanes.h's _v forms, the same bits as the plain ones); short rows (float, AVX-512 and
@@ -17,8 +17,29 @@
  * Not here: shape checks (../autograd/ops_attention.c). Read the reference first
  * (k_attention_ref.c: the same contract in plain loops, which the tests hold this kernel to);
  * its backward is k_softmax.c's formula with the scores being q k^T / sqrt(HS).
- * Under --precision bf16 (kernels.h's k_bf16_products) every product takes operands rounded to
- * bf16, its sums in fp32 as ever (forward_head, backward_group).
+ * Under --precision bf16 (kernels.h's k_bf16_products) the six products take bf16 operands and
+ * sum in fp32 on k_gemm_bf16.c's micro-kernel (vdpbf16ps where the build has AVX512_BF16, its
+ * exact emulation elsewhere: the same bits in every kernel family); the softmax, its backward
+ * and dropout stay fp32 (forward_head_bf16, backward_group_bf16). The arithmetic, the one
+ * definition: each operand rounded to bf16 (k_bf16_round); per element of a product one chain
+ * over K (not cut into blocks), from +0, in pairs (k, k+1) in order from k = 0, each pair as
+ * vdpbf16ps takes it, the odd half first:
+ *     s = ftz(fma(x[k+1], b[k+1], s));  s = ftz(fma(x[k], b[k], s))
+ * (ftz: a zero of its sign below FLT_MIN; the product of two bf16 is exact in fp32), then
+ * stored (y, the scores, gy v^T) or added to the gradient (gq, gk, gv: g = g + s, an fp32 add,
+ * one head after the other for a key/value head read by several). K: HS for q k^T and gy v^T;
+ * the query rows from 0 for G^T q and A^T gy (rows that do not see a key hold exact zeros
+ * there, which leave a sum from +0 as it is, so the sums start at the first pair of rows that
+ * sees the key); for A v and G k the keys up to the end of the keys the row's block sees (the
+ * causal end of its last row, and no further than the last key that is not padding), the
+ * blocks being BMR = 8 query rows from row 0 with causal attention and all the rows without.
+ * An odd K's last pair has a zero half in x (for A v and G k the other operand's half there is
+ * the next key's value when there is one: a zero product either way). Layout: the operands are
+ * packed as they are copied (k_bf16_pack, vcvtne2ps2bf16 with AVX512_BF16): the left one (q,
+ * gy; A, G by rows; G^T and A^T by pairs of query rows) in strips of 8 rows, one 32-bit word a
+ * pair a row, broadcast; the right one (k^T, v^T by pairs of HS; v, k, q, gy by pairs of rows)
+ * in panels of 32 columns, one word a pair a column (bf16 of k in the low half, of k+1 in the
+ * high). Tests: tests/tensor/test_attention_bf16.c (the definition written out, bit for bit).
  * Next: k_embedding.c. */
 #include <math.h>
 #include <string.h>
@@ -235,23 +256,13 @@ static const Real *as_operand(Real *restrict dst, const Real *restrict src, size
     return dst;
 }
 
-/* as_operand's copy, of bf16(src) (kernels.h's k_bf16_round_rows): an operand of a product
- * under --precision bf16, always copied, rows of padded(N) values, zeros past N */
-static const Real *as_bf16(Real *restrict dst, const Real *src, size_t ld, int R, int N,
-                           size_t *ldb) {
-    int NP = padded(N);
-    k_bf16_round_rows(dst, (size_t)NP, src, ld, R, N);
-    for (int r = 0; r < R; r++)
-        for (int c = N; c < NP; c++) dst[(size_t)r * NP + c] = 0;
-    *ldb = (size_t)NP;
-    return dst;
-}
-
 /* the per-thread scratch of the forward: kt (HS x padded(Tk)), vp (Tk x padded(HS)),
- * A (Tq x Tk), padrow (Tk), and under bf16 qr (Tq x HS) */
+ * A (Tq x Tk), padrow (Tk); under bf16 forward_head_bf16's */
+static size_t forward_scratch_bf16(const KAttention *a);
 static size_t forward_scratch(const KAttention *a) {
+    if (k_bf16_products) return forward_scratch_bf16(a);
     return (size_t)a->HS * padded(a->Tk) + (size_t)a->Tk * padded(a->HS) + (size_t)a->Tq * a->Tk +
-           (size_t)a->Tk + (k_bf16_products ? (size_t)a->Tq * a->HS : 0);
+           (size_t)a->Tk;
 }
 
 /* Rows of P from their raw dots: row i becomes pi[j] = softmax over visible j of
@@ -466,10 +477,19 @@ static void softmax_rows(Real *Ph, int i0, int i1, int vis, const KAttention *a,
  * added calls: 4% slower at T 64). */
 static int row_step(const KAttention *a) { return a->causal ? RB : a->Tq; }
 
-/* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h].
- * Under bf16 (k_bf16_products) both products take bf16 operands (q, k; A = dropout(P), v: the
- * copies qr, kt, vp and A rounded) and sum in fp32 as ever: a product of two bf16 is exact in
- * fp32, so each sum is the fp32 sum, in k order from 0, of the exact products. */
+/* A rows [i0, i1) (rows Tk apart) = dropout(P) of the head's rows (P's first element p0),
+ * keys j < kend: P / (1 - p) where kept, else 0 */
+static K_ALWAYS_INLINE void dropout_rows(Real *A, const Real *P, const KAttention *a, size_t p0,
+                                         int Tk, int i0, int i1, int kend, Real inv_keep) {
+    for (int i = i0; i < i1; i++)
+        for (int j = 0; j < kend; j++) {
+            size_t e = p0 + (size_t)i * Tk + j;
+            A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
+        }
+}
+
+/* Head h of batch b: the probabilities P[b, h] (Tq x Tk) and the output rows y[b, h] (fp32;
+ * under bf16 forward_head_bf16 below) */
 static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
                          const KAttention *a, int b, int h, Real *scratch) {
     int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
@@ -477,22 +497,13 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
     Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
     Real *kt = scratch, *vp = kt + (size_t)HS * padded(a->Tk);
     Real *A = vp + (size_t)a->Tk * padded(HS), *padrow = A + (size_t)a->Tq * a->Tk;
-    Real *qr = padrow + a->Tk;
     size_t p0 = p_at(a, b, h); /* the head's first element of P */
     size_t lq = a->qs[2], ly = a->ys[2], ldv;
     Real *Ph = P + p0;
     const Real *qh = q + q_at(a, a->qs, b, h);
     Real *yh = y + q_at(a, a->ys, b, h);
-    int bf = k_bf16_products;
     transpose_pad(kt, k + k_at(a, b, g), a->ks[2], vis, HS);
-    const Real *vb;
-    if (bf) {
-        k_bf16_round_rows(kt, (size_t)padded(vis), kt, (size_t)padded(vis), HS, vis);
-        k_bf16_round_rows(qr, (size_t)HS, qh, lq, Tq, HS);
-        qh = qr, lq = (size_t)HS;
-        vb = as_bf16(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
-    } else
-        vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
+    const Real *vb = as_operand(vp, v + k_at(a, b, g), a->ks[2], vis, HS, &ldv);
 #ifdef ATTN_VROWS
     if (pad_of(a, b)) pad_row(padrow, pad_of(a, b), Tk);
 #endif
@@ -506,18 +517,93 @@ static void forward_head(Real *y, Real *P, const Real *q, const Real *k, const R
         /* y = A v with A = dropout(P) (P itself without dropout): sums over keys in order */
         const Real *Ab = Pb;
         if (a->p != 0) {
-            for (int i = i0; i < i0 + nb; i++)
-                for (int j = 0; j < kend; j++) {
-                    size_t e = p0 + (size_t)i * Tk + j;
-                    A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
-                }
-            Ab = A + (size_t)i0 * Tk;
-        }
-        if (bf) {
-            k_bf16_round_rows(A + (size_t)i0 * Tk, (size_t)Tk, Ab, (size_t)Tk, nb, kend);
+            dropout_rows(A, P, a, p0, Tk, i0, i0 + nb, kend, inv_keep);
             Ab = A + (size_t)i0 * Tk;
         }
         tile(yh + (size_t)i0 * ly, ly, Ab, (size_t)Tk, 1, nb, kend, vb, ldv, HS, 0);
+    }
+}
+
+/* ---- the products under --precision bf16 (the definition: the opening comment) ----
+ * An operand on the left of a product (X of C = X Bp) is packed in strips of BMR rows, per
+ * pair of its K one word a row (k_bf16_pack with W = BMR: strip i0 at word i0 np, np its
+ * pairs); one on the right in panels of BNR columns, per pair one word a column (panel j0 at
+ * word j0 np). k_bf16_tile (k_gemm_bf16.c's micro-kernel) sums a strip against a panel. */
+enum { BMR = K_BF16_MR, BNR = K_BF16_NR };
+static int pairs_of(int K) { return (K + 1) / 2; }
+static size_t up_to(int n, int m) { return (size_t)((n + m - 1) / m) * (size_t)m; }
+
+/* op(X) (M, K) into strips at d (X stored (M, K) with rows ld apart, or (K, M) when t) */
+static void pack_strips(uint32_t *d, const Real *X, size_t ld, int t, int M, int K) {
+    for (int i0 = 0; i0 < M; i0 += BMR)
+        k_bf16_pack(d + (size_t)i0 * pairs_of(K), X, ld, t, K, i0, M - i0 < BMR ? M - i0 : BMR, 0,
+                    K, BMR);
+}
+
+/* op(B) (K, N) into panels at d (B stored (K, N) with rows ld apart, or (N, K) when t) */
+static void pack_panels(uint32_t *d, const Real *B, size_t ld, int t, int K, int N) {
+    for (int j0 = 0; j0 < N; j0 += BNR)
+        k_bf16_pack(d + (size_t)j0 * pairs_of(K), B, ld, !t, K, j0, N - j0 < BNR ? N - j0 : BNR, 0,
+                    K, BNR);
+}
+
+/* C (M, N) (rows ldc apart) = or (add) += the sums over np pairs of strips xs (packed with
+ * npx pairs) and panels bp (npb pairs; bp may point at a later pair of the first panel) */
+static void tile_bf16(Real *C, size_t ldc, const uint32_t *xs, int npx, int M, const uint32_t *bp,
+                      int npb, int N, int np, int add) {
+    for (int i0 = 0; i0 < M; i0 += BMR)
+        for (int j0 = 0; j0 < N; j0 += BNR)
+            k_bf16_tile(np, xs + (size_t)i0 * npx, bp + (size_t)j0 * npb, C + (size_t)i0 * ldc + j0,
+                        ldc, M - i0 < BMR ? M - i0 : BMR, N - j0 < BNR ? N - j0 : BNR, add);
+}
+
+/* Reals that n words take */
+static size_t words(size_t n) { return (n * sizeof(uint32_t) + sizeof(Real) - 1) / sizeof(Real); }
+
+/* the scratch of forward_head_bf16: A (Tq x Tk), padrow (Tk), then words: k^T's panels (HS,
+ * Tk), v's panels (Tk, HS), q's strips (Tq, HS), A's strips (Tq, Tk) */
+static size_t forward_scratch_bf16(const KAttention *a) {
+    int hp = pairs_of(a->HS), kp = pairs_of(a->Tk);
+    return (size_t)a->Tq * a->Tk + (size_t)a->Tk +
+           words((size_t)hp * up_to(a->Tk, BNR) + (size_t)kp * up_to(a->HS, BNR) +
+                 up_to(a->Tq, BMR) * hp + up_to(a->Tq, BMR) * kp);
+}
+
+/* forward_head under bf16: the same P (its scores the bf16 sums q k^T) and y = bf16 A v, query
+ * rows in blocks of BMR with causal attention (else one block) */
+static void forward_head_bf16(Real *y, Real *P, const Real *q, const Real *k, const Real *v,
+                              const KAttention *a, int b, int h, Real *scratch) {
+    int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, g = h / (a->NH / a->NKV);
+    int vis = visible_end(a, b), hp = pairs_of(HS), vp = pairs_of(vis);
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+    Real *A = scratch, *padrow = A + (size_t)a->Tq * a->Tk;
+    uint32_t *kw = (uint32_t *)(padrow + a->Tk);
+    uint32_t *vw = kw + (size_t)hp * up_to(a->Tk, BNR);
+    uint32_t *qw = vw + (size_t)pairs_of(a->Tk) * up_to(HS, BNR);
+    uint32_t *aw = qw + up_to(a->Tq, BMR) * hp;
+    size_t p0 = p_at(a, b, h), kv = k_at(a, b, g), ly = a->ys[2];
+    Real *Ph = P + p0, *yh = y + q_at(a, a->ys, b, h);
+    pack_panels(kw, k + kv, a->ks[2], 1, HS, vis); /* k^T (HS, vis) */
+    pack_panels(vw, v + kv, a->ks[2], 0, vis, HS); /* v (vis, HS) */
+    pack_strips(qw, q + q_at(a, a->qs, b, h), a->qs[2], 0, Tq, HS);
+    (void)padrow;
+#ifdef ATTN_VROWS
+    if (pad_of(a, b)) pad_row(padrow, pad_of(a, b), Tk);
+#endif
+    for (int i0 = 0, step = a->causal ? BMR : Tq; i0 < Tq; i0 += step) {
+        int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
+        if (kend > vis) kend = vis;
+        Real *Pb = Ph + (size_t)i0 * Tk;
+        tile_bf16(Pb, (size_t)Tk, qw + (size_t)i0 * hp, hp, nb, kw, hp, kend, hp, 0); /* q.k */
+        softmax_rows(Ph, i0, i0 + nb, vis, a, b, h, scale, padrow);
+        const Real *Ab = Pb;
+        if (a->p != 0) {
+            dropout_rows(A, P, a, p0, Tk, i0, i0 + nb, kend, inv_keep);
+            Ab = A + (size_t)i0 * Tk;
+        }
+        pack_strips(aw, Ab, (size_t)Tk, 0, nb, kend);
+        tile_bf16(yh + (size_t)i0 * ly, ly, aw, pairs_of(kend), nb, vw, vp, HS, pairs_of(kend),
+                  0); /* y = A v */
     }
 }
 
@@ -680,7 +766,10 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
                 prefetch_rows(P + p_at(a, nb, nh), 0, 1, n_q(a, nb) * n_k(a, nb), 1);
                 prefetch_rows(y + q_at(a, a->ys, nb, nh), a->ys[2], n_q(a, nb), a->HS, 1);
             }
-            forward_head(y, P, q, k, v, a, b, h, scratch);
+            if (k_bf16_products)
+                forward_head_bf16(y, P, q, k, v, a, b, h, scratch);
+            else
+                forward_head(y, P, q, k, v, a, b, h, scratch);
             /* the thread that computes a head also unpacks it into Pd: no second parallel
              * region (one barrier less a call) and the head's P is still in its cache */
             if (Pd) unpack_head(Pd, P, a, b, h);
@@ -697,14 +786,13 @@ void k_attention_forward_probs(Real *y, Real *P, Real *Pd, const Real *q, const 
  * Here for key/value head g of batch b and every head h that reads it, in order h = g*group,
  * ..., so a key row's gradient adds one head's sum after the other. Keys past the batch's last
  * key that is not padding (visible_end) have P = 0 in every row: the products skip them.
- * Under bf16 (k_bf16_products) every product takes bf16 operands (gy, v; G, k; G, q; A, gy:
- * rounded copies, G rounded in place once the softmax backward has used it in fp32) and sums in
- * fp32 as the forward's do. */
+ * Under bf16 (k_bf16_products) backward_group_bf16 below. */
+static size_t backward_scratch_bf16(const KAttention *a);
 static size_t backward_scratch(const KAttention *a) {
+    if (k_bf16_products) return backward_scratch_bf16(a);
     size_t tq = (size_t)a->Tq, tk = (size_t)a->Tk, hs = (size_t)a->HS, hp = (size_t)padded(a->HS);
-    /* vt, kp, G, A (with dropout or bf16), qp or gyp, and under bf16 gyr */
-    return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp +
-           (k_bf16_products ? tq * hp : 0);
+    /* vt, kp, G, A (with dropout), qp or gyp */
+    return hs * padded(a->Tk) + tk * hp + tq * tk + tq * tk + tq * hp;
 }
 
 /* gx (rows of keys, ld apart) += X^T Y over the keys j < vis of batch b: X (Tq, Tk) read
@@ -724,6 +812,24 @@ static void add_keys(Real *gx, size_t ld, const Real *X, const Real *Y, size_t l
         for (int j = vis; j < Tk; j++) memset(gx + (size_t)j * ld, 0, (size_t)a->HS * sizeof(Real));
 }
 
+/* Rows [i0, i1) of G (rows Tk apart), gA = gy v^T on entry (keys j < kend), become the raw
+ * dots' gradients: gP = gA m / (1-p) (0 where dropped), G = P (gP - sum_j gP P) scale, and 0
+ * for kend <= j < vis (where G^T q's product reads) */
+static K_ALWAYS_INLINE void softmax_back_rows(Real *G, const Real *Ph, const KAttention *a,
+                                              size_t p0, int Tk, int i0, int i1, int kend, int vis,
+                                              Real inv_keep, Real scale) {
+    for (int i = i0; i < i1; i++) {
+        const Real *pi = Ph + (size_t)i * Tk;
+        Real *Gi = G + (size_t)i * Tk;
+        if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
+            for (int j = 0; j < kend; j++)
+                Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
+        Real D = k_row_dot_nz_v(Gi, pi, kend); /* sum_j gP_ij P_ij */
+        for (int j = 0; j < vis; j++)          /* 0 past kend, where gk's product reads */
+            Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
+    }
+}
+
 /* store: as k_attention_backward_store's; a key/value head's gradient is set by the first head
  * that reads it, then added to by the others */
 static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
@@ -734,23 +840,15 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
     Real *vt = scratch, *kp = vt + (size_t)HS * padded(a->Tk);
     Real *G = kp + (size_t)a->Tk * padded(HS);
     Real *A = G + (size_t)a->Tq * a->Tk, *xp = A + (size_t)a->Tq * a->Tk;
-    Real *gyr = xp + (size_t)a->Tq * padded(HS);
     size_t kv = k_at(a, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2], ldk = 0, ldx;
-    int vis = visible_end(a, b), bf = k_bf16_products;
+    int vis = visible_end(a, b);
     const Real *kb = NULL;
-    if (gq || gk) {
-        transpose_pad(vt, v + kv, lk, vis, HS);
-        if (bf) k_bf16_round_rows(vt, (size_t)padded(vis), vt, (size_t)padded(vis), HS, vis);
-    }
-    if (gq)
-        kb =
-            bf ? as_bf16(kp, k + kv, lk, vis, HS, &ldk) : as_operand(kp, k + kv, lk, vis, HS, &ldk);
+    if (gq || gk) transpose_pad(vt, v + kv, lk, vis, HS);
+    if (gq) kb = as_operand(kp, k + kv, lk, vis, HS, &ldk);
     for (int h = g * group; h < (g + 1) * group; h++) {
         size_t p0 = p_at(a, b, h);
         int first = h == g * group; /* the first head of the group: sets gk and gv (store) */
         const Real *Ph = P + p0, *gyh = gy + q_at(a, a->ys, b, h);
-        ly = a->ys[2]; /* gy's rows, or under bf16 its rounded copy's */
-        if (bf) gyh = as_bf16(gyr, gyh, ly, Tq, HS, &ly);
         if (gq || gk) { /* by blocks of query rows (row_step), each up to the keys it sees */
             for (int i0 = 0, step = row_step(a); i0 < Tq; i0 += step) {
                 int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
@@ -758,46 +856,113 @@ static void backward_group(Real *gq, Real *gk, Real *gv, const Real *q, const Re
                 Real *Gb = G + (size_t)i0 * Tk;
                 tile(Gb, (size_t)Tk, gyh + (size_t)i0 * ly, ly, 1, nb, HS, vt, (size_t)padded(vis),
                      kend, 0); /* gy v^T */
-                for (int i = i0; i < i0 + nb; i++) {
-                    const Real *pi = Ph + (size_t)i * Tk;
-                    Real *Gi = G + (size_t)i * Tk;
-                    if (a->p != 0) /* gP = gA m / (1-p): 0 where dropped */
-                        for (int j = 0; j < kend; j++)
-                            Gi[j] = keep(a, p0 + (size_t)i * Tk + j) ? Gi[j] * inv_keep : 0;
-                    Real D = k_row_dot_nz_v(Gi, pi, kend); /* sum_j gP_ij P_ij */
-                    for (int j = 0; j < vis; j++) /* 0 past kend, where gk's product reads */
-                        Gi[j] = j < kend && pi[j] != 0 ? pi[j] * (Gi[j] - D) * scale : 0;
-                }
-                if (bf) k_bf16_round_rows(Gb, (size_t)Tk, Gb, (size_t)Tk, nb, vis);
+                softmax_back_rows(G, Ph, a, p0, Tk, i0, i0 + nb, kend, vis, inv_keep, scale);
                 if (gq)
                     tile(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, Gb, (size_t)Tk, 1, nb,
                          kend, kb, ldk, HS, !(store & 1));
             }
             if (gk) { /* gk += G^T q */
-                const Real *qh = q + q_at(a, a->qs, b, h);
-                const Real *qb =
-                    bf ? as_bf16(xp, qh, lq, Tq, HS, &ldx) : as_operand(xp, qh, lq, Tq, HS, &ldx);
+                const Real *qb = as_operand(xp, q + q_at(a, a->qs, b, h), lq, Tq, HS, &ldx);
                 add_keys(gk + kv, lk, G, qb, ldx, a, b, vis, first && (store & 2));
             }
         }
         if (gv) { /* gv += A^T gy */
             const Real *Ah = Ph;
             if (a->p != 0) {
-                for (int i = 0; i < Tq; i++)
-                    for (int j = 0; j < vis; j++) {
-                        size_t e = p0 + (size_t)i * Tk + j;
-                        A[(size_t)i * Tk + j] = keep(a, e) ? P[e] * inv_keep : 0;
-                    }
-                Ah = A;
-            }
-            if (bf) {
-                k_bf16_round_rows(A, (size_t)Tk, Ah, (size_t)Tk, Tq, vis);
+                dropout_rows(A, P, a, p0, Tk, 0, Tq, vis, inv_keep);
                 Ah = A;
             }
             /* gyb first: as an argument beside ldx, ldx could be read before as_operand set
              * it (the order of arguments is unspecified; GCC read the stale ldx of q) */
             const Real *gyb = as_operand(xp, gyh, ly, Tq, HS, &ldx);
             add_keys(gv + kv, lk, Ah, gyb, ldx, a, b, vis, first && (store & 4));
+        }
+    }
+}
+
+/* the scratch of backward_group_bf16: G and A (Tq x Tk), then words: v^T's panels (HS, Tk),
+ * k's panels (Tk, HS), gy's strips (Tq, HS), G's strips (Tq, Tk), q's or gy's panels (Tq,
+ * HS), two strips of G^T or A^T (2 BMR, Tq) */
+static size_t backward_scratch_bf16(const KAttention *a) {
+    int hp = pairs_of(a->HS), kp = pairs_of(a->Tk), qp = pairs_of(a->Tq);
+    return 2 * (size_t)a->Tq * a->Tk +
+           words((size_t)hp * up_to(a->Tk, BNR) + (size_t)kp * up_to(a->HS, BNR) +
+                 up_to(a->Tq, BMR) * hp + up_to(a->Tq, BMR) * kp + (size_t)qp * up_to(a->HS, BNR) +
+                 2 * (size_t)BMR * qp);
+}
+
+/* add_keys under bf16: gx (rows of keys, ld apart) = or += X^T Y, X (Tq, Tk) stored, Y's
+ * panels yw (Tq, HS): strips of BMR keys, two at a time (16 keys of a row of X read at once),
+ * each pair of strips of X^T packed from the first pair of query rows that sees its first key
+ * (the pairs above are X's zeros: they add nothing to a sum from +0); ts: two strips' scratch */
+static void add_keys_bf16(Real *gx, size_t ld, const Real *X, const uint32_t *yw, uint32_t *ts,
+                          const KAttention *a, int b, int vis, int set) {
+    int Tq = n_q(a, b), Tk = n_k(a, b), qp = pairs_of(Tq);
+    for (int j0 = 0; j0 < vis; j0 += 2 * BMR) {
+        int nk = vis - j0, i0 = a->causal ? first_seer(a, b, j0) & ~1 : 0;
+        int np = pairs_of(Tq - i0);
+        uint32_t *t1 = ts + (size_t)BMR * np;
+        k_bf16_pack_strips2(ts, nk > BMR ? t1 : NULL, X, (size_t)Tk, Tq, j0, nk, i0, Tq - i0);
+        for (int s = 0; s < 2 && s * BMR < nk; s++) {
+            int n = nk - s * BMR < BMR ? nk - s * BMR : BMR;
+            tile_bf16(gx + (size_t)(j0 + s * BMR) * ld, ld, s ? t1 : ts, np, n,
+                      yw + (size_t)(i0 / 2) * BNR, qp, a->HS, np, !set);
+        }
+    }
+    if (set)
+        for (int j = vis; j < Tk; j++) memset(gx + (size_t)j * ld, 0, (size_t)a->HS * sizeof(Real));
+}
+
+/* backward_group under bf16: the same G, and the products gy v^T, G k, G^T q, A^T gy in bf16;
+ * query rows in blocks of BMR with causal attention (else one block) */
+static void backward_group_bf16(Real *gq, Real *gk, Real *gv, const Real *q, const Real *k,
+                                const Real *v, const Real *P, const Real *gy, const KAttention *a,
+                                int b, int g, Real *scratch, unsigned store) {
+    int Tq = n_q(a, b), Tk = n_k(a, b), HS = a->HS, group = a->NH / a->NKV;
+    int vis = visible_end(a, b), hp = pairs_of(HS), vp = pairs_of(vis);
+    Real scale = (Real)(1.0 / sqrt((double)HS)), inv_keep = (Real)(1.0 / (1.0 - a->p));
+    Real *G = scratch, *A = G + (size_t)a->Tq * a->Tk;
+    uint32_t *vtw = (uint32_t *)(A + (size_t)a->Tq * a->Tk);
+    uint32_t *kw = vtw + (size_t)hp * up_to(a->Tk, BNR);
+    uint32_t *gys = kw + (size_t)pairs_of(a->Tk) * up_to(HS, BNR);
+    uint32_t *gs = gys + up_to(a->Tq, BMR) * hp;
+    uint32_t *yw = gs + up_to(a->Tq, BMR) * pairs_of(a->Tk);
+    uint32_t *ts = yw + (size_t)pairs_of(a->Tq) * up_to(HS, BNR);
+    size_t kv = k_at(a, b, g), lk = a->ks[2], lq = a->qs[2], ly = a->ys[2];
+    if (gq || gk) pack_panels(vtw, v + kv, lk, 1, HS, vis); /* v^T (HS, vis) */
+    if (gq) pack_panels(kw, k + kv, lk, 0, vis, HS);        /* k (vis, HS) */
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        size_t p0 = p_at(a, b, h);
+        int first = h == g * group; /* the first head of the group: sets gk and gv (store) */
+        const Real *Ph = P + p0, *gyh = gy + q_at(a, a->ys, b, h);
+        if (gq || gk) {
+            pack_strips(gys, gyh, ly, 0, Tq, HS);
+            for (int i0 = 0, step = a->causal ? BMR : Tq; i0 < Tq; i0 += step) {
+                int nb = Tq - i0 < step ? Tq - i0 : step, kend = key_end(a, b, i0 + nb - 1);
+                if (kend > vis) kend = vis;
+                Real *Gb = G + (size_t)i0 * Tk;
+                tile_bf16(Gb, (size_t)Tk, gys + (size_t)i0 * hp, hp, nb, vtw, hp, kend, hp,
+                          0); /* gy v^T */
+                softmax_back_rows(G, Ph, a, p0, Tk, i0, i0 + nb, kend, vis, inv_keep, scale);
+                if (gq) { /* gq: the product G k */
+                    pack_strips(gs, Gb, (size_t)Tk, 0, nb, kend);
+                    tile_bf16(gq + q_at(a, a->qs, b, h) + (size_t)i0 * lq, lq, gs, pairs_of(kend),
+                              nb, kw, vp, HS, pairs_of(kend), !(store & 1));
+                }
+            }
+            if (gk) { /* gk += G^T q */
+                pack_panels(yw, q + q_at(a, a->qs, b, h), lq, 0, Tq, HS);
+                add_keys_bf16(gk + kv, lk, G, yw, ts, a, b, vis, first && (store & 2));
+            }
+        }
+        if (gv) { /* gv += A^T gy */
+            const Real *Ah = Ph;
+            if (a->p != 0) {
+                dropout_rows(A, P, a, p0, Tk, 0, Tq, vis, inv_keep);
+                Ah = A;
+            }
+            pack_panels(yw, gyh, ly, 0, Tq, HS);
+            add_keys_bf16(gv + kv, lk, Ah, yw, ts, a, b, vis, first && (store & 4));
         }
     }
 }
@@ -855,7 +1020,11 @@ void k_attention_backward_store(Real *gq, Real *gk, Real *gv, const Real *q, con
                     prefetch_rows(gy + q_at(a, a->ys, nb, h), a->ys[2], n_q(a, nb), a->HS, 0);
                 }
             }
-            backward_group(gq, gk, gv, q, k, v, P, gy, a, p / NKV, p % NKV, scratch, store);
+            if (k_bf16_products)
+                backward_group_bf16(gq, gk, gv, q, k, v, P, gy, a, p / NKV, p % NKV, scratch,
+                                    store);
+            else
+                backward_group(gq, gk, gv, q, k, v, P, gy, a, p / NKV, p % NKV, scratch, store);
         }
     }
 }

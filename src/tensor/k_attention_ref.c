@@ -9,7 +9,9 @@
  * in a fixed order, so any thread count gives the same bits. Under --precision bf16 every
  * product's operands are rounded to bf16 (op below), its sums and the softmax stay fp32; the
  * backward (a course exercise) reads as the plain formula: its products are rowdot and rowaxpy
- * below, which do the rounding.
+ * below, which do the rounding. Its sums keep their k order (and a gradient takes its terms
+ * one at a time), not the fast kernel's pairs with flushed partial sums (k_attention.c's
+ * opening comment): the two agree within bf16 rounding, not bit for bit.
  * Not here: shape checks (../autograd/ops_attention.c), the fast kernel. Read the softmax pair
  * in k_softmax.c first: the backward below is its formula, with scores q k^T / sqrt(HS).
  * Read next: k_attention.c. */

@@ -23,6 +23,8 @@
  * disjoint strips of rows (or panels of columns when there are fewer strips than threads):
  * every element is computed the same way whoever computes it, so the bits do not depend on the
  * thread count. Scratch per thread from k_thread_scratch (K_SCRATCH_BF16).
+ * The packing and the micro-kernel also serve attention's products under bf16 (k_attention.c,
+ * through kernels.h's k_bf16_pack, k_bf16_pack_strips2 and k_bf16_tile).
  * Not here: the fp32 product, and where a step's products choose this one (k_gemm.c's gemm and
  * gemm_team, so that every matmul and Linear of k_matmul.c follows). Read next: k_matmul.c. */
 #include <float.h>
@@ -42,7 +44,7 @@
 #define BF16_HW 1
 #endif
 
-enum { BMR = 8, BNR = K_BF16_NR, KB = K_BF16_KB, BNC = 512 };
+enum { BMR = K_BF16_MR, BNR = K_BF16_NR, KB = K_BF16_KB, BNC = 512 };
 
 static inline uint16_t round_bf16(float x) {
     uint32_t u;
@@ -75,21 +77,22 @@ static inline uint32_t pair_word(Real lo, Real hi) {
     return (uint32_t)round_bf16((float)lo) | (uint32_t)round_bf16((float)hi) << 16;
 }
 
-/* op(X)[r, k] of a stored (R,K) matrix, or of (K,R) read transposed when t */
-static inline Real at(const Real *X, int t, int R, int K, int r, int k) {
-    return t ? X[(size_t)k * R + r] : X[(size_t)r * K + k];
+/* op(X)[r, k] of a stored (R,K) matrix, or of (K,R) read transposed when t (rows ld apart) */
+static inline Real at(const Real *X, size_t ld, int t, int r, int k) {
+    return t ? X[(size_t)k * ld + r] : X[(size_t)r * ld + k];
 }
 
 #if !defined(BF16_HW) || defined(AG_REAL_DOUBLE)
-/* rows [r0, r0+rn) of op(X) (R,K), pairs of k in [k0, k0+kc): for each pair, W words (one per
- * row, 0 past rn) at d; kc even except at the end of K (the missing half 0) */
-static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
-                       int kc, int W) {
+/* rows [r0, r0+rn) of op(X) (R,K; the stored matrix's rows ld apart), pairs of k in [k0,
+ * k0+kc): for each pair, W words (one per row, 0 past rn) at d; kc even except at the end of K
+ * (the missing half 0) */
+static void pack_ld(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
+                    int kc, int W) {
     for (int q = 0; q < kc; q += 2, d += W) {
         int k = k0 + q;
         for (int r = 0; r < rn; r++) {
-            Real lo = at(X, t, R, K, r0 + r, k);
-            Real hi = k + 1 < K ? at(X, t, R, K, r0 + r, k + 1) : 0;
+            Real lo = at(X, ld, t, r0 + r, k);
+            Real hi = k + 1 < K ? at(X, ld, t, r0 + r, k + 1) : 0;
             d[r] = pair_word(lo, hi);
         }
         for (int r = rn; r < W; r++) d[r] = 0;
@@ -98,10 +101,10 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
 
 /* two A strips of op(X) read transposed (X stored (K,R)): rows [r0, r0+8) into d0 and [r0+8,
  * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words */
-static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
-                         int k0, int kc) {
-    pack_pairs(d0, X, 1, R, K, r0, rn < 8 ? rn : 8, k0, kc, 8);
-    if (d1) pack_pairs(d1, X, 1, R, K, r0 + 8, rn > 16 ? 8 : rn - 8, k0, kc, 8);
+static void strips2_ld(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0, int rn,
+                       int k0, int kc) {
+    pack_ld(d0, X, ld, 1, K, r0, rn < 8 ? rn : 8, k0, kc, 8);
+    if (d1) pack_ld(d1, X, ld, 1, K, r0 + 8, rn > 16 ? 8 : rn - 8, k0, kc, 8);
 }
 
 #else
@@ -126,7 +129,7 @@ static inline __m512i pair_words16(const float *lo, const float *hi, __mmask16 m
  * A strip, 8 words a pair. 16 pairs at a time: each row's 16 words in a register, the 8 x 16
  * words turned over by unpacks (rows 0-3 and 4-7 of 4 pairs in each) and a qword permute that
  * joins a pair's two halves, one 8-word store a pair */
-static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, int kc) {
+static void strip8(uint32_t *d, const Real *X, size_t ld, int r0, int rn, int k0, int kc) {
     static const long long lo[8] = {0, 1, 8, 9, 2, 3, 10, 11}, hi[8] = {4, 5, 12, 13, 6, 7, 14, 15};
     __m512i join_lo = _mm512_loadu_si512(lo), join_hi = _mm512_loadu_si512(hi);
     int np = (kc + 1) / 2;
@@ -138,7 +141,7 @@ static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, in
         for (int i = 0; i < 8; i++) {
             w[i] = _mm512_setzero_si512();
             if (i < rn) {
-                const float *x = X + (size_t)(r0 + i) * K + k0 + 2 * q;
+                const float *x = X + (size_t)(r0 + i) * ld + k0 + 2 * q;
                 w[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
                                                     _mm512_maskz_loadu_ps(m0, x));
             }
@@ -166,12 +169,12 @@ static void strip8(uint32_t *d, const Real *X, int K, int r0, int rn, int k0, in
     }
 }
 
-static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn, int k0,
-                       int kc, int W) {
+static void pack_ld(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
+                    int kc, int W) {
     if (t) {
         for (int q = 0; q < kc; q += 2, d += W) {
             int k = k0 + q;
-            const float *lo = X + (size_t)k * R + r0, *hi = lo + R;
+            const float *lo = X + (size_t)k * ld + r0, *hi = lo + ld;
             for (int r = 0; r < W; r += 16) {
                 int n = rn - r < 0 ? 0 : rn - r > 16 ? 16 : rn - r;
                 __mmask16 m = (__mmask16)((1u << n) - 1u),
@@ -186,7 +189,7 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
      * words only move) into 16 pairs of W words */
     int np = (kc + 1) / 2;
     if (W == 8) {
-        strip8(d, X, K, r0, rn, k0, kc);
+        strip8(d, X, ld, r0, rn, k0, kc);
         return;
     }
     for (int r = 0; r < W; r += 16) {
@@ -199,7 +202,7 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
             for (int i = 0; i < 16; i++) {
                 __m512i w = _mm512_setzero_si512();
                 if (i < rows && r + i < rn) {
-                    const float *x = X + (size_t)(r0 + r + i) * K + k0 + 2 * q;
+                    const float *x = X + (size_t)(r0 + r + i) * ld + k0 + 2 * q;
                     w = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16),
                                                      _mm512_maskz_loadu_ps(m0, x));
                 }
@@ -223,18 +226,38 @@ static void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, 
  * r0+16) into d1 (NULL: none), rn of the 16 rows real (the rest 0); pack_pairs' words. One
  * strip alone reads half a cache line of each of rows k and k+1 a pair; two read whole lines
  * (pair_words16: the first 8 words to d0, the last 8 to d1) */
-static void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0, int rn,
-                         int k0, int kc) {
+static void strips2_ld(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0, int rn,
+                       int k0, int kc) {
     int n = rn < 0 ? 0 : rn > 16 ? 16 : rn;
     __mmask16 m = (__mmask16)((1u << n) - 1u);
     for (int q = 0; q < kc; q += 2, d0 += 8) {
-        const float *lo = X + (size_t)(k0 + q) * R + r0;
-        __m512i w = pair_words16(lo, lo + R, m, k0 + q + 1 < K);
+        const float *lo = X + (size_t)(k0 + q) * ld + r0;
+        __m512i w = pair_words16(lo, lo + ld, m, k0 + q + 1 < K);
         _mm256_storeu_si256((__m256i *)d0, _mm512_castsi512_si256(w));
         if (d1) _mm256_storeu_si256((__m256i *)(d1 + 4 * q), _mm512_extracti64x4_epi64(w, 1));
     }
 }
 #endif
+
+/* pack_ld and strips2_ld of a stored matrix whose rows are whole (R or K values apart) */
+static inline void pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, int R, int K, int r0,
+                                int rn, int k0, int kc) {
+    strips2_ld(d0, d1, X, (size_t)R, K, r0, rn, k0, kc);
+}
+static inline void pack_pairs(uint32_t *d, const Real *X, int t, int R, int K, int r0, int rn,
+                              int k0, int kc, int W) {
+    pack_ld(d, X, (size_t)(t ? R : K), t, K, r0, rn, k0, kc, W);
+}
+
+void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
+                 int kc, int W) {
+    pack_ld(d, X, ld, t, K, r0, rn, k0, kc, W);
+}
+
+void k_bf16_pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0,
+                         int rn, int k0, int kc) {
+    strips2_ld(d0, d1, X, ld, K, r0, rn, k0, kc);
+}
 
 /* s = ftz(fma(a, b, s)), one half of a pair (the emulation). Where fmaf is an instruction it is
  * used as is. Elsewhere (x86-64 without FMA, where it is a call into libm) a b + s, which is
@@ -312,6 +335,11 @@ static void micro(int np, const uint32_t *restrict a, const uint32_t *restrict b
                  : bias ? (Real)((float)bias[j] + tile[i * BNR + j])
                         : (Real)tile[i * BNR + j];
         }
+}
+
+void k_bf16_tile(int np, const uint32_t *a, const uint32_t *b, Real *c, size_t ldc, int mr, int nr,
+                 int add) {
+    micro(np, a, b, c, ldc, mr, nr, add, NULL);
 }
 
 /* ---- packed weights kept with their parameter (kernels.h: k_bf16_cache_*) ----
@@ -611,25 +639,6 @@ void k_gemm_bf16(int ta, int tb, int M, int N, int K, const Real *A, const Real 
 void k_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const Real *A, const Real *B, Real *C,
                       const Real *bias) {
     gemm(ta, tb, M, N, K, A, B, C, 0, bias);
-}
-
-/* dst (R,N) = the bf16 values of src (R,N), kept as Reals (rows ldd and lds apart; dst may be
- * src): attention's operands under bf16 (k_attention.c, k_attention_ref.c) */
-void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N) {
-    for (int r = 0; r < R; r++) {
-        Real *d = dst + (size_t)r * ldd;
-        const Real *x = src + (size_t)r * lds;
-        int c = 0;
-#if defined(BF16_HW) && !defined(AG_REAL_DOUBLE)
-        for (; c < N; c += 16) {
-            __mmask16 m = (__mmask16)(N - c >= 16 ? 0xffffu : (1u << (N - c)) - 1u);
-            __m512i w =
-                _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + c)));
-            _mm512_mask_storeu_ps(d + c, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-        }
-#endif
-        for (; c < N; c++) d[c] = (Real)k_bf16_to_float(round_bf16((float)x[c]));
-    }
 }
 
 /* ---- the step's precision (threads.h) ---- */

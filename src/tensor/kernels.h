@@ -156,8 +156,9 @@ void k_gemm_blocking(int *mr, int *nr, int *kc, int *mc, int *nc);
  * the bias row (N) + the product, the bits of storing the bias in C and accumulating onto it,
  * without that pass over C. k_gemm_bf16_team as k_gemm_team. k_bf16_native: 1 when the build runs vdpbf16ps. k_bf16_products: 1 while the
  * step's products run in bf16 (ag_precision_use); k_gemm and its forms (k_gemm.c) then run
- * k_gemm_bf16, and attention's products (k_attention.c, k_attention_ref.c) round their
- * operands to bf16 and sum in fp32 in their own order. */
+ * k_gemm_bf16, attention's products (k_attention.c) take bf16 operands and sum them as
+ * k_gemm_bf16 does (one chain per element; k_attention.c's opening comment), and its reference
+ * (k_attention_ref.c) rounds its operands to bf16 and sums in fp32 in its own order. */
 #define K_BF16_KB 256 /* the block of K whose sum is one chain (even) */
 extern int k_bf16_products;
 /* k_bf16_keep_a: a thread keeps its rows of op(A) packed (all of K) across its blocks of
@@ -195,9 +196,25 @@ extern int k_bf16_cache_on, k_bf16_cache_check;
 void k_bf16_cache_begin(Tensor *const *ps, int count, int pack);
 KBf16Packed *k_bf16_cache_to_pack(const Tensor *p);
 void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1);
-/* dst (R,N) = bf16(src (R,N)) as Reals, rows ldd and lds apart, dst == src allowed: the
- * operands of attention's products under bf16 (k_attention.c and its reference) */
-void k_bf16_round_rows(Real *dst, size_t ldd, const Real *src, size_t lds, int R, int N);
+/* k_gemm_bf16.c's pieces, for attention's products under bf16 (k_attention.c), the same words
+ * and the same sums as the matrix product's:
+ * k_bf16_pack(d, X, ld, t, K, r0, rn, k0, kc, W): rows [r0, r0+rn) of op(X) (R,K) (X stored
+ * (R,K) with rows ld apart, or (K,R) read transposed when t), pairs (k, k+1) of k in [k0,
+ * k0+kc) (k0 even, kc even unless k0 + kc = K: the missing half 0): for each pair W words at
+ * d, one per row (0 past rn), bf16(op(X)[r,k]) in the low half, bf16(op(X)[r,k+1]) the high.
+ * k_bf16_pack_strips2(d0, d1, X, ld, K, r0, rn, k0, kc): k_bf16_pack of two strips of op(X)
+ * read transposed (t, W = K_BF16_MR): rows [r0, r0+8) to d0 and [r0+8, r0+16) to d1 (NULL:
+ * none), rn of the 16 real (16 rows of X read at once).
+ * k_bf16_tile(np, a, b, c, ldc, mr, nr, add): C[0..mr, 0..nr) (rows ldc apart, mr <= K_BF16_MR,
+ * nr <= K_BF16_NR) = or (add) += the sums of np pairs of a strip a (np x K_BF16_MR words) and a
+ * panel b (np x K_BF16_NR words), each sum one chain from +0 (vdpbf16ps, or its emulation). */
+#define K_BF16_MR 8 /* the rows of a strip of op(A) */
+void k_bf16_pack(uint32_t *d, const Real *X, size_t ld, int t, int K, int r0, int rn, int k0,
+                 int kc, int W);
+void k_bf16_pack_strips2(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int K, int r0,
+                         int rn, int k0, int kc);
+void k_bf16_tile(int np, const uint32_t *a, const uint32_t *b, Real *c, size_t ldc, int mr, int nr,
+                 int add);
 /* a (BATCH,M,K) @ b (K,N) [b_batched=0] or (BATCH,K,N) [b_batched=1] -> y (BATCH,M,N) */
 void k_matmul_forward(Real *y, const Real *a, const Real *b, int BATCH, int M, int K, int N,
                       int b_batched);

@@ -185,11 +185,13 @@ Test(attention_ref, the_fast_kernel_computes_the_reference_on_every_layout) {
     cr_assert(every_case(TOL) > 300);
 }
 
-/* Under --precision bf16 both kernels round the products' operands; where their fp32 P or
- * score gradients differ in the last bit, a rounding to bf16 can differ by one bf16 unit
- * (2^-8 of that term): agreement within 2^-10 of the largest value (the cases differ by up to
- * about 2^-11), not to fp32 rounding. (The
- * fast kernel's bits are held to their definition in test_attention_bf16.c.) */
+/* Under --precision bf16 both kernels round the products' operands and sum in fp32, in their
+ * own orders (the fast kernel in pairs, its partial sums flushed below FLT_MIN: k_attention.c;
+ * the reference in k order, each term of a gradient added to it as the course's exercise
+ * writes it); where their fp32 P or score gradients differ in the last bit, a rounding to bf16
+ * can differ by one bf16 unit (2^-8 of that term): agreement within 2^-10 of the largest value
+ * (the cases differ by up to about 2^-11), not to fp32 rounding. (The fast kernel's bits are
+ * held to their definition in test_attention_bf16.c.) */
 Test(attention_ref, the_fast_kernel_computes_the_reference_in_bf16) {
 #ifdef AG_REAL_DOUBLE
     cr_skip_test("bf16 products run in the float build only (the double build refuses bf16)");
