@@ -117,9 +117,8 @@ static void strips2_ld(uint32_t *d0, uint32_t *d1, const Real *X, size_t ld, int
 /* the words of 16 pairs (lo[i], hi[i]) for the i where m is set, 0 elsewhere (hi read only when
  * two, else 0): both rows' 16 values rounded by one vcvtne2ps2bf16, their words interleaved */
 static inline __m512i pair_words16(const float *lo, const float *hi, __mmask16 m, int two) {
-    static const short pick[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                   21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                   11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    static const short pick[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                   8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     __m512 h = two ? _mm512_maskz_loadu_ps(m, hi) : _mm512_setzero_ps();
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(pick),
                                     (__m512i)_mm512_cvtne2ps_pbh(h, _mm512_maskz_loadu_ps(m, lo)));
@@ -470,8 +469,8 @@ void k_bf16_cache_pack_rows(const KBf16Packed *e, int r0, int r1) {
     uint32_t buf[16 * BNR];
     int R = e->rows, C = e->cols;
     AG_CHECK(r0 >= 0 && r0 % BNR == 0 && r0 < r1 && r1 - r0 <= BNR && r1 <= R,
-             "k_bf16_cache_pack_rows: rows [%d, %d) of (%d, %d) are not one block of %d", r0, r1,
-             R, C, BNR);
+             "k_bf16_cache_pack_rows: rows [%d, %d) of (%d, %d) are not one block of %d", r0, r1, R,
+             C, BNR);
     if (e->lay[0] && e->want[0]) { /* x W^T: op(B) (C, R), a panel is BNR rows of W */
         int npk = (C + 1) / 2;
         for (int r = r0; r < r1; r += BNR)

@@ -61,7 +61,8 @@ static Real *random_array(Rng *rng, size_t n, double scale) {
 static double check_one(Rng *rng, int ta, int tb, int accumulate, int M, int K, int N,
                         double scale) {
     Real *A = random_array(rng, (size_t)M * K, scale), *B = random_array(rng, (size_t)K * N, 1);
-    Real *C = random_array(rng, (size_t)M * N, scale), *C0 = malloc(((size_t)M * N + 1) * sizeof(Real));
+    Real *C = random_array(rng, (size_t)M * N, scale),
+         *C0 = malloc(((size_t)M * N + 1) * sizeof(Real));
     cr_assert(C0);
     memcpy(C0, C, (size_t)M * N * sizeof(Real));
     k_gemm_bf16(ta, tb, M, N, K, A, B, C, accumulate);
@@ -71,8 +72,8 @@ static double check_one(Rng *rng, int ta, int tb, int accumulate, int M, int K, 
             Real got = C[(size_t)i * N + j];
             Real want = reference(A, B, C0[(size_t)i * N + j], ta, tb, M, K, N, i, j, accumulate);
             cr_assert(memcmp(&got, &want, sizeof got) == 0,
-                      "ta %d tb %d acc %d M %d K %d N %d: C[%d,%d] = %a, the definition %a", ta,
-                      tb, accumulate, M, K, N, i, j, (double)got, (double)want);
+                      "ta %d tb %d acc %d M %d K %d N %d: C[%d,%d] = %a, the definition %a", ta, tb,
+                      accumulate, M, K, N, i, j, (double)got, (double)want);
             double s = accumulate ? (double)C0[(size_t)i * N + j] : 0, mag = fabs(s);
             for (int k = 0; k < K; k++) {
                 double p = at(A, ta, M, K, i, k) * bt(B, tb, K, N, k, j);
@@ -94,22 +95,18 @@ Test(k_bf16_round, rounds_to_nearest_even_and_keeps_the_specials) {
         uint32_t in;
         uint16_t out;
     } rows[] = {
-        {0x3f800000u, 0x3f80}, /* 1 */
-        {0x3f808000u, 0x3f80}, /* a tie, to the even 1 */
-        {0x3f818000u, 0x3f82}, /* a tie, to the even 1 + 2^-6 */
-        {0x3f808001u, 0x3f81}, /* just above a tie: up */
-        {0x3f807fffu, 0x3f80}, /* just below: down */
-        {0xbf808001u, 0xbf81}, /* negative: the same on the magnitude */
-        {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to infinity */
-        {0x7f800000u, 0x7f80}, /* infinity stays */
-        {0xff800000u, 0xff80},
-        {0x7f800001u, 0x7fc0}, /* a signalling NaN comes back quiet */
-        {0xffc00000u, 0xffc0},
-        {0x00000000u, 0x0000},
-        {0x80000000u, 0x8000},
-        {0x007fffffu, 0x0000}, /* a denormal: a zero of its sign */
-        {0x807fffffu, 0x8000},
-        {0x00800000u, 0x0080}, /* FLT_MIN is kept */
+        {0x3f800000u, 0x3f80},                        /* 1 */
+        {0x3f808000u, 0x3f80},                        /* a tie, to the even 1 */
+        {0x3f818000u, 0x3f82},                        /* a tie, to the even 1 + 2^-6 */
+        {0x3f808001u, 0x3f81},                        /* just above a tie: up */
+        {0x3f807fffu, 0x3f80},                        /* just below: down */
+        {0xbf808001u, 0xbf81},                        /* negative: the same on the magnitude */
+        {0x7f7fffffu, 0x7f80},                        /* FLT_MAX rounds to infinity */
+        {0x7f800000u, 0x7f80},                        /* infinity stays */
+        {0xff800000u, 0xff80}, {0x7f800001u, 0x7fc0}, /* a signalling NaN comes back quiet */
+        {0xffc00000u, 0xffc0}, {0x00000000u, 0x0000},
+        {0x80000000u, 0x8000}, {0x007fffffu, 0x0000}, /* a denormal: a zero of its sign */
+        {0x807fffffu, 0x8000}, {0x00800000u, 0x0080}, /* FLT_MIN is kept */
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         float x;
@@ -123,9 +120,9 @@ Test(k_bf16_round, rounds_to_nearest_even_and_keeps_the_specials) {
 Test(k_gemm_bf16, every_form_matches_its_definition_and_the_bf16_bound) {
     Rng rng;
     rng_seed(&rng, 35);
-    int dims[][3] = {{1, 1, 1},    {3, 5, 7},     {8, 2, 32},   {9, 255, 33},
-                     {7, 256, 31}, {17, 257, 65}, {16, 513, 40}, {33, 600, 530},
-                     {520, 3, 1025}}; /* the last: C three blocks of columns wide */
+    int dims[][3] = {
+        {1, 1, 1},     {3, 5, 7},     {8, 2, 32},     {9, 255, 33},  {7, 256, 31},
+        {17, 257, 65}, {16, 513, 40}, {33, 600, 530}, {520, 3, 1025}}; /* the last: C three blocks of columns wide */
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (int form = 0; form < 8; form++) {
             int M = dims[d][0], K = dims[d][1], N = dims[d][2];
@@ -209,8 +206,8 @@ Test(k_gemm_bf16, same_bits_for_one_two_and_three_threads) {
     k_par_min = saved;
     omp_set_num_threads(1);
     for (int n = 1; n < 3; n++)
-        cr_assert(memcmp(C[0], C[n], (size_t)M * N * sizeof(Real)) == 0,
-                  "%d threads differ from 1", n + 1);
+        cr_assert(memcmp(C[0], C[n], (size_t)M * N * sizeof(Real)) == 0, "%d threads differ from 1",
+                  n + 1);
     for (int n = 0; n < 3; n++) free(C[n]);
     free(A);
     free(B);
@@ -231,8 +228,8 @@ Test(k_gemm_bf16, keeping_a_packed_gives_the_bits_of_packing_it_per_block) {
     size_t saved = k_bf16_keep_a;
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
         for (int form = 0; form < 8; form++) {
-            int M = dims[d][0], K = dims[d][1], N = dims[d][2], ta = form & 1,
-                tb = (form >> 1) & 1, acc = form >> 2;
+            int M = dims[d][0], K = dims[d][1], N = dims[d][2], ta = form & 1, tb = (form >> 1) & 1,
+                acc = form >> 2;
             Real *A = random_array(&rng, (size_t)M * K, 1),
                  *B = random_array(&rng, (size_t)K * N, 1),
                  *C0 = random_array(&rng, (size_t)M * N, 1);
@@ -253,8 +250,8 @@ Test(k_gemm_bf16, keeping_a_packed_gives_the_bits_of_packing_it_per_block) {
                 for (int j = 0; j < N; j += 97) {
                     Real want = reference(A, B, C0[(size_t)i * N + j], ta, tb, M, K, N, i, j, acc);
                     cr_assert(memcmp(&C[1][(size_t)i * N + j], &want, sizeof want) == 0,
-                              "M %d K %d N %d form %d: C[%d,%d] = %a, the definition %a", M, K,
-                              N, form, i, j, (double)C[1][(size_t)i * N + j], (double)want);
+                              "M %d K %d N %d form %d: C[%d,%d] = %a, the definition %a", M, K, N,
+                              form, i, j, (double)C[1][(size_t)i * N + j], (double)want);
                 }
             free(A), free(B), free(C0), free(C[0]), free(C[1]);
         }
